@@ -1,0 +1,164 @@
+//! The probe result: one struct tree = one JSON schema (`ic-bench.probe/v1`, see `docs/schema.md`).
+
+use crate::model::Status;
+use serde::{Deserialize, Serialize};
+
+pub const PROBE_SCHEMA: &str = "ic-bench.probe/v1";
+
+/// One read-only check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Check {
+    /// Stable identifier, e.g. `env.ucx_tls.tcp_only`, `node.port_state`.
+    pub id: String,
+    pub status: Status,
+    /// One line: what was seen (secrets masked).
+    pub detail: String,
+    /// Where it applies: a role (`prefill`), a file, a device (`mlx5_0:1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// One line: how to fix it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub ok: usize,
+    pub warn: usize,
+    pub fail: usize,
+    pub skipped: usize,
+}
+
+/// A whole probe run (`probe env`, `probe node` or `probe nixl`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeReport {
+    pub schema: String,
+    /// `env`, `node` or `nixl`.
+    pub kind: String,
+    /// What was probed: paths, `local`, `pod/NAME`, `node/NAME`.
+    pub target: String,
+    pub checks: Vec<Check>,
+    pub counts: Counts,
+    /// `disaggregated transport can be trusted` or `fix first: …`.
+    pub verdict: String,
+    pub status: Status,
+    /// Commands worth running next (e.g. the exact `ic-bench pair …`).
+    #[serde(default)]
+    pub next_steps: Vec<String>,
+}
+
+impl ProbeReport {
+    /// Rolls checks up into counts, a status and a verdict line. `skipped` is never a pass: a run
+    /// of only skipped checks is reported as inconclusive (warn).
+    pub fn new(kind: &str, target: &str, checks: Vec<Check>, next_steps: Vec<String>) -> Self {
+        let mut counts = Counts::default();
+        for c in &checks {
+            match c.status {
+                Status::Ok => counts.ok += 1,
+                Status::Warn => counts.warn += 1,
+                Status::Fail => counts.fail += 1,
+                Status::Skipped => counts.skipped += 1,
+            }
+        }
+        let (status, verdict) = if counts.fail > 0 {
+            let first: Vec<&str> = checks
+                .iter()
+                .filter(|c| c.status == Status::Fail)
+                .map(|c| c.id.as_str())
+                .collect();
+            (Status::Fail, format!("fix first: {}", first.join(", ")))
+        } else if counts.ok == 0 {
+            (Status::Warn, "inconclusive: nothing could be checked".to_string())
+        } else if counts.warn > 0 {
+            (
+                Status::Warn,
+                format!(
+                    "disaggregated transport can be trusted, with {} warning(s) to review",
+                    counts.warn
+                ),
+            )
+        } else {
+            (Status::Ok, "disaggregated transport can be trusted".to_string())
+        };
+        ProbeReport {
+            schema: PROBE_SCHEMA.to_string(),
+            kind: kind.to_string(),
+            target: target.to_string(),
+            checks,
+            counts,
+            verdict,
+            status,
+            next_steps,
+        }
+    }
+
+    /// 0 for ok/warn, 1 for fail.
+    pub fn exit_code(&self) -> i32 {
+        if self.status == Status::Fail {
+            crate::exit::VERDICT_FAILED
+        } else {
+            crate::exit::OK
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(id: &str, status: Status) -> Check {
+        Check {
+            id: id.into(),
+            status,
+            detail: "d".into(),
+            scope: None,
+            hint: None,
+        }
+    }
+
+    #[test]
+    fn fail_wins_and_names_the_failing_checks() {
+        let r = ProbeReport::new(
+            "env",
+            "x",
+            vec![
+                check("a", Status::Ok),
+                check("b", Status::Fail),
+                check("c", Status::Warn),
+            ],
+            vec![],
+        );
+        assert_eq!(r.status, Status::Fail);
+        assert_eq!(r.verdict, "fix first: b");
+        assert_eq!(r.exit_code(), 1);
+        assert_eq!(
+            r.counts,
+            Counts {
+                ok: 1,
+                warn: 1,
+                fail: 1,
+                skipped: 0
+            }
+        );
+    }
+
+    #[test]
+    fn only_skipped_is_inconclusive_not_a_pass() {
+        let r = ProbeReport::new("node", "local", vec![check("a", Status::Skipped)], vec![]);
+        assert_eq!(r.status, Status::Warn);
+        assert!(r.verdict.starts_with("inconclusive"));
+        assert_eq!(r.exit_code(), 0);
+    }
+
+    #[test]
+    fn all_ok_is_trusted() {
+        let r = ProbeReport::new(
+            "node",
+            "local",
+            vec![check("a", Status::Ok), check("b", Status::Skipped)],
+            vec![],
+        );
+        assert_eq!(r.status, Status::Ok);
+        assert_eq!(r.verdict, "disaggregated transport can be trusted");
+    }
+}

@@ -1,0 +1,1 @@
+//! Classification of UCX transport reports (placeholder, owned by the core helper).

@@ -1,0 +1,1 @@
+//! Verdict rules (placeholder, owned by the core helper).

@@ -1,0 +1,1 @@
+//! icb-engine (skeleton; being written).

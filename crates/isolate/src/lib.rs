@@ -1,0 +1,1 @@
+//! icb-isolate (skeleton; being written).

@@ -1,0 +1,1 @@
+//! icb-kube (skeleton; being written).

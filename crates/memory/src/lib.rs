@@ -1,0 +1,1 @@
+//! icb-memory (skeleton; being written).

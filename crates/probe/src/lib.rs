@@ -1,0 +1,1 @@
+//! icb-probe (skeleton; being written).

@@ -1,0 +1,1 @@
+//! icb-recipe (skeleton; being written).

@@ -1,0 +1,1 @@
+//! icb-report (skeleton; being written).

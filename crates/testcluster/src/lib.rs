@@ -1,0 +1,1 @@
+//! icb-testcluster (skeleton; being written).

@@ -1,0 +1,1 @@
+//! ucx (skeleton; being written).
