@@ -1,0 +1,200 @@
+//! Flags shared by `pair`, `connect` and `serve`: what to measure, what to expect, how to report.
+
+use anyhow::Context as _;
+use clap::Args as ClapArgs;
+use icb_core::units::{default_sizes, parse_size, parse_size_list};
+use icb_core::{BandwidthUnit, MemoryPair, RunSettings, TestKind};
+use std::path::PathBuf;
+
+/// What to measure.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct TestArgs {
+    /// Tests to run, comma separated: tag_bw, tag_lat, put_bw, get_bw
+    #[arg(long, value_delimiter = ',', default_value = "tag_bw,tag_lat,put_bw,get_bw")]
+    pub tests: Vec<TestKind>,
+
+    /// Message sizes: a list (8,4KiB,64MiB) or a power-of-two range (8..64MiB) [default: 8 B … 64 MiB]
+    #[arg(long, value_parser = parse_sizes_arg)]
+    pub sizes: Option<SizeList>,
+
+    /// Memory pairs initiator-target, comma separated: host-host, host-cuda, cuda-host, cuda-cuda
+    #[arg(long, value_delimiter = ',', default_value = "host-host,host-cuda,cuda-host,cuda-cuda")]
+    pub memory: Vec<MemoryPair>,
+
+    /// Warmup iterations per case (not measured)
+    #[arg(long, default_value_t = 16)]
+    pub warmup: u64,
+
+    /// Minimum measured iterations per case
+    #[arg(long, default_value_t = 32)]
+    pub min_iterations: u64,
+
+    /// Minimum measured time per case, seconds
+    #[arg(long, default_value_t = 0.2, value_parser = parse_positive_secs)]
+    pub min_time: f64,
+
+    /// Maximum measured time per case, seconds (a case that hits it reports what it measured)
+    #[arg(long, default_value_t = 5.0, value_parser = parse_positive_secs)]
+    pub max_time: f64,
+
+    /// Outstanding operations in bandwidth tests
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub window: u32,
+
+    /// Bandwidth unit: GB (10^9 B/s) or MiB (2^20 B/s, ucx_perftest's "MB/s")
+    #[arg(long, value_enum, default_value = "gb")]
+    pub unit: UnitArg,
+
+    /// Fail instead of skipping CUDA cases when no CUDA driver is present
+    #[arg(long)]
+    pub require_cuda: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct SizeList(pub Vec<u64>);
+
+fn parse_sizes_arg(s: &str) -> Result<SizeList, String> {
+    parse_size_list(s).map(SizeList).map_err(|e| e.to_string())
+}
+
+fn parse_positive_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a positive number of seconds")),
+    }
+}
+
+/// Parses a size given on its own flag (e.g. `--min-bw-size 1MiB`).
+pub fn parse_size_arg(s: &str) -> Result<u64, String> {
+    parse_size(s).map_err(|e| e.to_string())
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitArg {
+    Gb,
+    Mib,
+}
+
+impl TestArgs {
+    pub fn settings(&self) -> anyhow::Result<RunSettings> {
+        if self.min_time > self.max_time {
+            anyhow::bail!("--min-time ({}) exceeds --max-time ({}): raise --max-time", self.min_time, self.max_time);
+        }
+        if self.tests.is_empty() || self.memory.is_empty() {
+            anyhow::bail!("nothing to run: give at least one --tests and one --memory value");
+        }
+        let mut tests = self.tests.clone();
+        tests.dedup();
+        let mut memory = self.memory.clone();
+        memory.dedup();
+        Ok(RunSettings {
+            tests,
+            sizes: self.sizes.clone().map(|s| s.0).unwrap_or_else(default_sizes),
+            memory,
+            warmup_iterations: self.warmup,
+            min_iterations: self.min_iterations.max(1),
+            min_time_s: self.min_time,
+            max_time_s: self.max_time,
+            window: self.window,
+            unit: match self.unit {
+                UnitArg::Gb => BandwidthUnit::GBps,
+                UnitArg::Mib => BandwidthUnit::MiBps,
+            },
+            require_cuda: self.require_cuda,
+        })
+    }
+}
+
+/// What the placement should give (overrides of the built-in reference figures).
+#[derive(ClapArgs, Debug, Clone, Default)]
+pub struct ExpectArgs {
+    /// Minimum bandwidth for host-memory cases, GB/s (10^9 B/s)
+    #[arg(long, value_name = "GBPS")]
+    pub min_host_bw: Option<f64>,
+
+    /// Minimum bandwidth for cases with CUDA memory, GB/s (10^9 B/s)
+    #[arg(long, value_name = "GBPS")]
+    pub min_cuda_bw: Option<f64>,
+
+    /// Bandwidth floors apply to messages at least this large
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub min_bw_size: Option<u64>,
+
+    /// Report TCP carrying the data as a warning instead of a failure
+    #[arg(long)]
+    pub allow_tcp: bool,
+
+    /// Expectations file (see docs/expectations.md); flags win over the file
+    #[arg(long, value_name = "FILE")]
+    pub expect_config: Option<PathBuf>,
+}
+
+/// Where to find UCX at run time.
+#[derive(ClapArgs, Debug, Clone, Default)]
+pub struct UcxArgs {
+    /// Directory holding libucp.so.0 (else IC_BENCH_UCX_LIB, well-known locations, the linker's search)
+    #[arg(long, value_name = "DIR", env = "IC_BENCH_UCX_LIB")]
+    pub ucx_lib: Option<PathBuf>,
+}
+
+/// How to print results.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct OutputArgs {
+    /// Output format: table, json, junit, prometheus, svg
+    #[arg(short = 'o', long = "output", default_value = "table")]
+    pub format: String,
+
+    /// Write the report to this file instead of stdout
+    #[arg(long, value_name = "FILE")]
+    pub output_file: Option<PathBuf>,
+}
+
+impl OutputArgs {
+    /// Writes `text` to `--output-file` or stdout.
+    pub fn emit(&self, text: &str) -> anyhow::Result<()> {
+        match &self.output_file {
+            Some(path) => std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display())),
+            None => {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes())?;
+                if !text.ends_with('\n') {
+                    out.write_all(b"\n")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The `connect` flags that reproduce `settings` on another process or pod, so the local and
+/// Kubernetes orchestrators start the client with exactly the parameters this run parsed.
+pub fn settings_to_flags(settings: &RunSettings) -> Vec<String> {
+    let join = |items: Vec<String>| items.join(",");
+    vec![
+        "--tests".into(),
+        join(settings.tests.iter().map(|t| t.to_string()).collect()),
+        "--sizes".into(),
+        join(settings.sizes.iter().map(|s| s.to_string()).collect()),
+        "--memory".into(),
+        join(settings.memory.iter().map(|m| format!("{}-{}", m.initiator, m.target)).collect()),
+        "--warmup".into(),
+        settings.warmup_iterations.to_string(),
+        "--min-iterations".into(),
+        settings.min_iterations.to_string(),
+        "--min-time".into(),
+        settings.min_time_s.to_string(),
+        "--max-time".into(),
+        settings.max_time_s.to_string(),
+        "--window".into(),
+        settings.window.to_string(),
+        "--unit".into(),
+        match settings.unit {
+            BandwidthUnit::GBps => "gb".into(),
+            BandwidthUnit::MiBps => "mib".into(),
+        },
+    ]
+    .into_iter()
+    .chain(settings.require_cuda.then(|| "--require-cuda".to_string()))
+    .collect()
+}

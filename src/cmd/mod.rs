@@ -1,0 +1,13 @@
+//! One module per subcommand: a clap `Args` struct and `run(args) -> anyhow::Result<i32>`.
+
+pub mod common;
+pub mod connect;
+pub mod detect_env;
+pub mod gc;
+pub mod kube_args;
+pub mod pair;
+pub mod pair_kube;
+pub mod pair_local;
+pub mod probe;
+pub mod serve;
+pub mod version;
