@@ -124,7 +124,7 @@ pub struct ExpectArgs {
     #[arg(long)]
     pub allow_tcp: bool,
 
-    /// Expectations file (see docs/expectations.md); flags win over the file
+    /// Expectations file, YAML (see docs/schema.md, "expectation"); flags win over the file
     #[arg(long, value_name = "FILE")]
     pub expect_config: Option<PathBuf>,
 }
@@ -150,6 +150,11 @@ pub struct OutputArgs {
 }
 
 impl OutputArgs {
+    /// The parsed `-o` value; checked before any work starts so a typo costs nothing.
+    pub fn report_format(&self) -> anyhow::Result<icb_report::Format> {
+        Ok(self.format.parse::<icb_report::Format>()?)
+    }
+
     /// Writes `text` to `--output-file` or stdout.
     pub fn emit(&self, text: &str) -> anyhow::Result<()> {
         match &self.output_file {
@@ -197,4 +202,33 @@ pub fn settings_to_flags(settings: &RunSettings) -> Vec<String> {
     .into_iter()
     .chain(settings.require_cuda.then(|| "--require-cuda".to_string()))
     .collect()
+}
+
+impl ExpectArgs {
+    /// Defaults for the locality, then `--expect-config`, then the flags.
+    pub fn expectation(&self, locality: icb_core::Locality) -> anyhow::Result<icb_core::Expectation> {
+        use icb_core::Expectation;
+        use icb_core::verdict::{ExpectationOverrides, parse_expectation_config};
+        let flags = ExpectationOverrides::from_flags(self.min_host_bw, self.min_cuda_bw, self.min_bw_size, self.allow_tcp)?;
+        let config = match &self.expect_config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read --expect-config {}", path.display()))?;
+                let parsed = parse_expectation_config(&text).with_context(|| format!("in {}", path.display()))?;
+                Some((parsed, path.display().to_string()))
+            }
+            None => None,
+        };
+        Ok(Expectation::resolve(locality, config.as_ref().map(|(c, p)| (c, p.as_str())), &flags)?)
+    }
+}
+
+/// The last step of every `pair`/`connect` run, whoever started the two sides: apply the
+/// expectation for the report's placement, judge, render, and turn the verdict into the exit code.
+pub fn finish_pair(mut report: icb_core::PairReport, expect: &ExpectArgs, output: &OutputArgs) -> anyhow::Result<i32> {
+    let format = output.report_format()?;
+    report.expectation = expect.expectation(report.placement.locality)?;
+    icb_core::verdict::judge(&mut report);
+    output.emit(&icb_report::render_pair(&report, format)?)?;
+    Ok(report.verdict.status.exit_code())
 }

@@ -1,8 +1,49 @@
-//! (being written by a helper)
+//! `ic-bench gc`: delete leftover ic-bench pods (label `app.kubernetes.io/managed-by=ic-bench`).
+
+use super::kube_args::ClusterArgs;
+use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
-pub struct Args {}
+pub struct Args {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("this subcommand is not built yet")
+    /// Only pods created at least this long ago, e.g. 1h, 30m
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub older_than: Option<Duration>,
+
+    /// Only the pods of this run (its app.kubernetes.io/instance label)
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+
+    /// Every namespace (needs cluster-wide list/delete on pods)
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+
+    /// List what would be deleted, delete nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let rt = super::kube_args::runtime()?;
+    rt.block_on(async {
+        let cluster = args.cluster.connect().await?;
+        let opts = icb_kube::gc::GcOptions {
+            older_than: args.older_than,
+            run_id: args.run_id.clone(),
+            all_namespaces: args.all_namespaces,
+            dry_run: args.dry_run,
+        };
+        let taken = icb_kube::gc::collect(&cluster, &opts).await?;
+        let verb = if args.dry_run { "would delete" } else { "deleted" };
+        for c in &taken {
+            let age = c.age.map(|a| humantime::format_duration(Duration::from_secs(a.as_secs())).to_string());
+            println!("{verb} pod {}/{} (age {})", c.namespace, c.name, age.as_deref().unwrap_or("unknown"));
+        }
+        if taken.is_empty() {
+            println!("no ic-bench pods to delete");
+        }
+        Ok(icb_core::exit::OK)
+    })
 }

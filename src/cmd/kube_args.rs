@@ -20,3 +20,53 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     pub request_timeout: std::time::Duration,
 }
+
+impl ClusterArgs {
+    /// The options `icb_kube::connect` takes.
+    pub fn options(&self) -> icb_kube::ClusterOptions {
+        icb_kube::ClusterOptions {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            namespace: self.namespace.clone(),
+            request_timeout: self.request_timeout,
+        }
+    }
+
+    /// Connects (see `icb_kube::access` for the kubeconfig resolution order).
+    pub async fn connect(&self) -> anyhow::Result<icb_kube::Cluster> {
+        Ok(icb_kube::connect(&self.options()).await?)
+    }
+}
+
+/// A small runtime for the Kubernetes subcommands (API calls are I/O bound).
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
+}
+
+/// Resolves on Ctrl-C or SIGTERM (a deleted gate Job's pod gets SIGTERM) with what happened.
+pub async fn interrupted() -> String {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = match signal(SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return "Ctrl-C".into();
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => "Ctrl-C".into(),
+            _ = term.recv() => "SIGTERM".into(),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C".into()
+    }
+}

@@ -1,8 +1,50 @@
-//! (being written by a helper)
+//! `ic-bench serve`: the decode side, like ucx_perftest started without a peer address.
+
+use super::common::UcxArgs;
+use std::io::Write as _;
+use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
-pub struct Args {}
+pub struct Args {
+    /// Address and port to listen on (port 0 picks a free one)
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:18515")]
+    pub listen: String,
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("this subcommand is not built yet")
+    /// Serve one client, then exit (0 when it finished cleanly)
+    #[arg(long)]
+    pub once: bool,
+
+    /// Exit when no client connects within this long, e.g. 30s, 10m
+    #[arg(long, value_name = "DURATION", value_parser = super::connect::parse_duration)]
+    pub idle_timeout: Option<Duration>,
+
+    #[command(flatten)]
+    pub ucx: UcxArgs,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let opts = icb_engine::ServeOptions {
+        listen: args.listen,
+        once: args.once,
+        idle_timeout: args.idle_timeout,
+        ucx: icb_engine::UcxOptions {
+            library_dir: args.ucx.ucx_lib,
+            ..Default::default()
+        },
+        tool: super::connect::tool_info(),
+        on_listening: Some(Box::new(|l: &icb_engine::Listening| {
+            // One line on stdout: orchestrators read the port from it (pod logs, pipes).
+            let line = serde_json::json!({
+                "event": "listening",
+                "schema": "ic-bench.serve/v1",
+                "address": l.address.to_string(),
+                "ucx": l.ucx_version,
+            });
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        })),
+    };
+    icb_engine::serve(opts)?;
+    Ok(icb_core::exit::OK)
 }

@@ -245,7 +245,7 @@ impl std::str::FromStr for MemoryPair {
                 "bad memory pair '{s}': use INITIATOR-TARGET with host or cuda, e.g. host-cuda"
             ))
         };
-        let normalized = s.replace("->", "-").replace('→', "-").replace(':', "-");
+        let normalized = s.replace("->", "-").replace(['→', ':'], "-");
         let (a, b) = normalized.split_once('-').ok_or_else(bad)?;
         let parse = |x: &str| match x.trim() {
             "host" => Ok(MemoryType::Host),
@@ -508,6 +508,11 @@ pub struct Expectation {
     pub min_host_bandwidth_bps: f64,
     /// Minimum bandwidth (bytes/s) for cases with CUDA memory on either side.
     pub min_cuda_bandwidth_bps: f64,
+    /// Minimum bandwidth (bytes/s) for host↔cuda cases (one side CUDA, the other host memory);
+    /// absent means `min_cuda_bandwidth_bps` applies. Same-host host↔cuda goes over PCIe, not
+    /// NVLink, so it needs its own floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_mixed_bandwidth_bps: Option<f64>,
     /// Bandwidth floors apply only to messages this large or larger (KV-cache-sized blocks).
     pub min_size_for_bandwidth: u64,
     /// Whether TCP carrying the data fails the run (default true) or only warns.

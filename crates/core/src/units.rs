@@ -87,7 +87,7 @@ pub fn format_size(bytes: u64) -> String {
     const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
     for (name, div) in UNITS {
         if bytes >= div {
-            return if bytes % div == 0 {
+            return if bytes.is_multiple_of(div) {
                 format!("{} {name}", bytes / div)
             } else {
                 format!("{:.1} {name}", bytes as f64 / div as f64)

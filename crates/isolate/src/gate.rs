@@ -1,6 +1,11 @@
 //! Tests that need root (namespaces, veths) run for real in CI, which runs as root, and report
 //! themselves skipped elsewhere. CI must never skip them silently, so a skip under `CI` is a failure.
 
+/// True when this process runs as root (namespaces, veths and `ip netns` need it).
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
 /// True when the caller may create namespaces. When not root: prints `skipped: needs root` and
 /// returns false, except under `CI` (set by `.ci/run`), where it panics so the run goes red.
 pub fn privileged_tests_enabled(test_name: &str) -> bool {

@@ -1,5 +1,77 @@
-//! icb-isolate (being written): Linux namespaces that reproduce containers, pods and nodes.
+//! icb-isolate: Linux namespaces that reproduce, on one machine and as root, how Kubernetes
+//! isolates the two sides of a KV-cache transfer — two containers, two pods on one node, hostIPC,
+//! two nodes — so UCX's transport choice (shared memory, cma, or the silent TCP fallback) can be
+//! seen for real without a cluster. `ic-bench pair --local --isolation …` and the emulated
+//! cluster's node agents are built on it.
+//!
+//! The recipe is the one measured in the platform notes: a node is a network namespace
+//! (`ip netns`), nodes are joined by veths with private 10.99.0.N/24 addresses, and a pod is
+//! `ip netns exec NODE unshare -i -p -f --kill-child --mount-proc PROGRAM`. It needs `ip`
+//! (iproute2) and `unshare` (util-linux).
+//!
+//! # Public API
+//!
+//! ```text
+//! // Emulated nodes (blocking; each call runs `ip`, a few ms)
+//! Fabric::create(prefix: &str, nodes: &[&str]) -> Result<Fabric>        // root; names [a-z0-9-]{1,32}
+//! Fabric::create_tagged(tag: RunTag, nodes: &[&str]) -> Result<Fabric>
+//! fabric.tag() -> &RunTag;  fabric.nodes() -> &[Node];  fabric.node(name) -> Result<&Node>
+//! fabric.node_ip(name) -> Result<Ipv4Addr>;  fabric.netns(name) -> Result<&str>
+//! fabric.cut(name) -> Result<()>;  fabric.restore(name) -> Result<()>   // eth0 down / up
+//! fabric.namespaces() -> &[String];  fabric.teardown(self) -> Result<()> // also on Drop
+//! Node { name: String, netns: String, ip: Ipv4Addr }                     // interface: NODE_IFACE ("eth0")
+//!
+//! // Pods (tokio; own process group, kill_on_drop, stdout/stderr piped, stdin null)
+//! PodSpec::new(program)            // own IPC + PID namespaces, host network
+//! PodSpec::plain(program)          // no namespaces at all
+//!   .arg(a) .args(it) .env(k, v) .envs(it) .env_clear() .current_dir(d)
+//!   .netns(ns) .host_ipc(bool) .host_pid(bool) .tag(&RunTag)
+//!   .needs_root() -> bool;  .command_line() -> Result<Vec<OsString>>;  .spawn() -> Result<Pod>
+//! pod.pid() -> u32;  pod.tag() -> &str;  pod.take_stdout() / take_stderr();  pod.child_mut()
+//! pod.wait().await;  pod.try_wait();  pod.kill().await -> Result<()>;  pod.start_kill()
+//!   // killing (or dropping) a pod kills its whole process tree
+//!
+//! // The four layouts of `pair --local`
+//! Isolation::{None, Pod, HostIpc, Node}  (FromStr/Display: none|pod|host-ipc|node)
+//! LocalPair::create(Isolation, prefix) -> Result<LocalPair>  // non-root: IsolateError::NeedsRoot
+//! pair.decode() / pair.prefill() -> &PairSide { host, pod, netns, ip, host_ipc, host_pid }
+//! pair.pod(&side, program) -> PodSpec;  pair.tag();  pair.fabric();  pair.teardown(self)
+//!
+//! // Leftovers, signals, helpers
+//! cleanup_stale(prefix) -> Result<StaleCleanup { namespaces, processes }>  // owner pid dead only
+//! StopSignals::install() -> Result<StopSignals>;  signals.recv().await -> StopSignal
+//! run_in_netns(netns, FnOnce() -> T) -> Result<T>   // e.g. bind/connect sockets "on" a node
+//! live_processes(tag: &str) -> Vec<u32>;  netns_exists(name) -> bool;  pid_alive(pid) -> bool
+//! RunTag::new(prefix) -> Result<RunTag>  (Display: "{prefix}-{owner pid}-{8 hex}")
+//! privileged_tests_enabled(test_name) -> bool;  is_root() -> bool
+//! DEFAULT_PREFIX = "icb";  RUN_TAG_ENV = "ICB_ISOLATE_RUN"
+//! ```
+//!
+//! Cleanup: every object that creates something removes it on drop, also while unwinding from a
+//! panic. A SIGINT/SIGTERM would kill the process before any drop runs, so an orchestrator listens
+//! with [`StopSignals`], drops its guards and then exits. A SIGKILLed owner leaves names carrying
+//! its dead pid; [`cleanup_stale`] removes them on a later run.
 #![forbid(unsafe_code)]
 
+mod error;
+mod fabric;
 mod gate;
-pub use gate::privileged_tests_enabled;
+mod names;
+mod netns;
+mod pair;
+mod pod;
+mod procs;
+mod signal;
+mod stale;
+mod tools;
+
+pub use error::{IsolateError, Result};
+pub use fabric::{Fabric, NODE_IFACE, Node};
+pub use gate::{is_root, privileged_tests_enabled};
+pub use names::{DEFAULT_PREFIX, RUN_TAG_ENV, RunTag};
+pub use netns::run_in_netns;
+pub use pair::{Isolation, LocalPair, PairSide};
+pub use pod::{Pod, PodSpec};
+pub use procs::{live_processes, netns_exists, pid_alive};
+pub use signal::{StopSignal, StopSignals};
+pub use stale::{StaleCleanup, cleanup_stale};

@@ -1,1 +1,32 @@
-//! icb-kube (skeleton; being written).
+//! ic-bench's Kubernetes side.
+//!
+//! `ic-bench pair --prefill X --decode Y` tests the path between two workers exactly as Kubernetes
+//! places and isolates them: this crate connects to the cluster the way kubectl does ([`access`]),
+//! turns `node/NAME`, `pod/NAME`, `deployment/NAME` and label selectors into a node plus the
+//! transport-relevant spec of a reference pod ([`target`], [`spec`]), builds the two bench pods
+//! ([`podspec`]), drives their lifecycle with a deadline on every wait and cleans them up on every
+//! path ([`lifecycle`], [`pair`]), and deletes leftovers by label ([`gc`]). [`exec`] runs a command
+//! in an existing pod for `probe node --pod`.
+//!
+//! Every API call runs under a deadline ([`Cluster::call`]); kube-rs's own retries on 429/503/504
+//! happen inside it, so no call can hang.
+#![forbid(unsafe_code)]
+
+pub mod access;
+pub mod error;
+pub mod exec;
+pub mod gc;
+pub mod lifecycle;
+pub mod pair;
+pub mod podspec;
+pub mod spec;
+pub mod target;
+pub mod yaml;
+
+/// The Kubernetes crates this one is built on, re-exported so users match their versions.
+pub use k8s_openapi;
+pub use kube;
+
+pub use access::{Cluster, ClusterOptions, connect, load_config};
+pub use error::KubeError;
+pub use exec::ExecOutput;

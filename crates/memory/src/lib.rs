@@ -1,1 +1,22 @@
-//! icb-memory (skeleton; being written).
+//! Buffers that ic-bench moves through UCX: page-aligned host memory and CUDA device memory.
+//!
+//! Both implement [`ucx::Region`], so the transfer engine hands them (in an `Rc`) to UCX
+//! operations and memory maps. Payloads are filled with a position-dependent pattern and
+//! verified after a transfer, so a shifted, truncated or stale copy is caught.
+//!
+//! CUDA is loaded at run time through cudarc. Its loader panics when no driver is installed, so
+//! every entry point first checks for `libcuda` and reports [`CudaStatus::Unavailable`] ("no
+//! CUDA driver") instead: a machine without a GPU skips CUDA cases, it never crashes.
+
+mod any;
+mod cuda;
+mod error;
+mod host;
+mod pattern;
+
+pub use any::Buffer;
+pub use cuda::{CudaBuffer, CudaStatus, cuda_status};
+pub use error::MemoryError;
+pub use host::{HostBuffer, PAGE_SIZE};
+pub use pattern::{Mismatch, fill_pattern, pattern_byte, verify_pattern};
+pub use ucx::{MemoryKind, Region};

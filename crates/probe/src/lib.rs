@@ -1,1 +1,49 @@
-//! icb-probe (skeleton; being written).
+//! Read-only probes of what decides the disaggregated-serving transport before any traffic:
+//! the node's RDMA ports, GID tables, GPUDirect mode, memlock, GPU↔NIC topology and UCX build
+//! (`probe node`), the NIXL install (`probe nixl`), and KServe-style detection of
+//! `NCCL_IB_HCA` / GID index / `UCX_NET_DEVICES` (`detect-env`).
+//!
+//! The layers are kept apart so every verdict can be replayed: pure parsers ([`parse`]) for each
+//! tool and sysfs format; a [`source::NodeSource`] that reads the live node, a replayed root, or
+//! the output of the read-only script run in a pod ([`remote`]); [`facts::gather`] which turns a
+//! source into [`facts::NodeFacts`]; and pure check functions ([`node_checks`]) producing the
+//! `icb_core::checks` contract. Nothing here writes anywhere.
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "cluster")]
+pub mod cluster;
+pub mod detect;
+pub mod envspec;
+pub mod facts;
+pub mod nixl;
+pub mod node_checks;
+pub mod parse;
+pub mod remote;
+pub mod render;
+pub mod shell;
+pub mod source;
+pub mod tools;
+
+pub use detect::{DetectedEnv, detect_env};
+pub use envspec::TransportEnv;
+pub use facts::{GatherOptions, NodeFacts, gather};
+pub use nixl::{NixlOptions, probe_nixl};
+pub use node_checks::{NodeExpectations, node_checks};
+pub use source::{LocalSource, NodeSource, Snapshot};
+
+use icb_core::checks::ProbeReport;
+
+/// `probe node`: gathers the facts from `src` and rolls the checks up into a report.
+pub fn probe_node(src: &dyn NodeSource, opts: &GatherOptions, expect: &NodeExpectations) -> (ProbeReport, NodeFacts) {
+    let facts = gather(src, opts);
+    let checks = node_checks(&facts, expect);
+    let next = vec![format!(
+        "ic-bench probe nixl{}   # then ic-bench pair to measure the path",
+        if facts.target == "local" {
+            String::new()
+        } else {
+            format!("  # on {}", facts.target)
+        }
+    )];
+    (ProbeReport::new("node", &facts.target, checks, next), facts)
+}

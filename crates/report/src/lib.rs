@@ -1,1 +1,28 @@
-//! icb-report (skeleton; being written).
+//! Turns ic-bench results into what people and tools read.
+//!
+//! Every output format is one [`Exporter`] (the pattern hyperfine uses): it receives a finished
+//! [`PairReport`] or [`ProbeReport`] and returns text. Exporters only read results; they never
+//! measure, judge or touch UCX, so a saved JSON report can be re-rendered in any format later.
+//!
+//! Formats: a readable table, the JSON report as is (the versioned schema, `docs/schema.md`),
+//! JUnit XML for CI (one testcase per case or check), Prometheus text exposition (gauges for
+//! bandwidth, latency and verdicts) and an SVG chart of bandwidth against message size.
+#![forbid(unsafe_code)]
+
+mod format;
+mod json;
+mod junit;
+mod labels;
+mod prometheus;
+mod svg;
+mod table;
+
+pub use format::{ExportError, Exporter, Format, render_pair, render_probe};
+pub use json::JsonExporter;
+pub use junit::JunitExporter;
+pub use prometheus::PrometheusExporter;
+pub use svg::SvgExporter;
+pub use table::TableExporter;
+
+pub use icb_core::checks::ProbeReport;
+pub use icb_core::model::PairReport;

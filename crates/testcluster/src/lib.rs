@@ -1,1 +1,468 @@
-//! icb-testcluster (skeleton; being written).
+//! icb-testcluster: an emulated Kubernetes cluster for ic-bench's tests (never shipped in the
+//! binary). kube-rs talks to it unchanged through a kubeconfig: an HTTP API server speaking the part
+//! of the Kubernetes API ic-bench uses (nodes; pods create/get/list/watch/delete/deletecollection,
+//! logs, status, exec), a scheduler (nodeName, nodeSelector, required node affinity, taints,
+//! extended-resource capacity such as `nvidia.com/gpu` and `rdma/ib`), and one node agent per
+//! node that runs each pod's containers as real local processes.
+//!
+//! With [`Isolation::Namespaces`] (root) every node is a Linux network namespace with its own IPC,
+//! PID and mount namespaces, cabled to the others by a veth on a private bridge (10.99.0.N/24, all
+//! inside namespaces this crate creates); each pod gets its own IPC and PID namespaces unless
+//! `hostIPC`/`hostPID`. **A pod's IP is its node's IP** (pods on one node share the node's network
+//! namespace, as with `hostNetwork`); that keeps "same node → loopback-like TCP, other node → veth"
+//! true, which is what ic-bench's verdicts care about.
+//!
+//! Tests start a cluster, point ic-bench (or an in-test `kube::Client`) at it, and assert on the
+//! pods, their logs and the recorded requests; fault knobs inject API errors, latency, image pull
+//! failures, crashes and network cuts. Dropping the cluster (also while a test panics) kills every
+//! pod process and removes every namespace and temp file; processes are also started with a parent
+//! death signal, so even a SIGKILLed test leaves no pod running, and stale namespaces of dead test
+//! processes are removed by the next cluster start.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), icb_testcluster::Error> {
+//! use icb_testcluster::{ClusterConfig, NodeConfig, TestCluster};
+//! let cluster = TestCluster::start(
+//!     ClusterConfig::new().node(NodeConfig::gpu("gpu-1", 8)).node(NodeConfig::gpu("gpu-2", 8))
+//!         .program("/path/to/ic-bench"),
+//! ).await?;
+//! let _kubeconfig = cluster.kubeconfig_path(); // pass with --kubeconfig
+//! let _client = cluster.client()?;             // or use kube-rs in the test
+//! cluster.shutdown().await;
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+
+mod agent;
+mod api;
+mod cluster;
+mod config;
+mod error;
+mod fabric;
+mod faults;
+mod logbuf;
+mod process;
+mod quantity;
+mod record;
+mod scheduler;
+mod selector;
+mod status;
+mod store;
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::{KillReason, NodeRt, Shared, lock};
+use crate::fabric::Fabric;
+use crate::store::Store;
+
+pub use crate::config::{ClusterConfig, ImageConfig, Isolation, NodeConfig};
+pub use crate::error::{Error, Result};
+pub use crate::fabric::NETNS_PREFIX;
+pub use crate::faults::RequestMatch;
+pub use crate::record::RecordedRequest;
+
+/// How long drop waits for the cluster to stop its pods before killing them by force.
+const STOP_WAIT: Duration = Duration::from_secs(15);
+
+/// A running emulated cluster. Dropping it stops everything.
+pub struct TestCluster {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    kubeconfig: PathBuf,
+    namespace: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: Option<std::sync::mpsc::Receiver<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    // Last: removed after the pods that used it as their working directory are gone.
+    dir: Option<tempfile::TempDir>,
+}
+
+type Ready = std::result::Result<(SocketAddr, Arc<Shared>), Error>;
+
+fn validate(config: &ClusterConfig) -> Result<()> {
+    let mut names = BTreeSet::new();
+    for node in &config.nodes {
+        if node.name.is_empty() || !names.insert(node.name.clone()) {
+            return Err(Error::Config(format!("node names must be unique and non-empty (got {:?})", node.name)));
+        }
+        for (resource, q) in node.capacity.iter().chain(node.allocatable.iter()) {
+            if quantity::parse_milli(q).is_none() {
+                return Err(Error::Config(format!("node {}: {resource} = {q:?} is not a quantity", node.name)));
+            }
+        }
+    }
+    if config.namespaces.is_empty() {
+        return Err(Error::Config("at least one namespace is needed".into()));
+    }
+    if config.isolation == Isolation::Namespaces && !nix::unistd::geteuid().is_root() {
+        return Err(Error::Namespace("not running as root".into()));
+    }
+    Ok(())
+}
+
+impl TestCluster {
+    /// Starts the API server on 127.0.0.1 (random port), the nodes and their agents, on a runtime
+    /// of the cluster's own (so a test may block its thread on ic-bench while the cluster serves).
+    pub async fn start(config: ClusterConfig) -> Result<TestCluster> {
+        let (ready_rx, partial) = Self::launch(config)?;
+        let ready = ready_rx.await.map_err(|_| Error::Other("the cluster thread ended during start".into()))?;
+        partial.finish(ready)
+    }
+
+    /// [`Self::start`] for tests without an async runtime.
+    pub fn start_blocking(config: ClusterConfig) -> Result<TestCluster> {
+        let (ready_rx, partial) = Self::launch(config)?;
+        let ready = ready_rx.blocking_recv().map_err(|_| Error::Other("the cluster thread ended during start".into()))?;
+        partial.finish(ready)
+    }
+
+    fn launch(config: ClusterConfig) -> Result<(tokio::sync::oneshot::Receiver<Ready>, Partial)> {
+        validate(&config)?;
+        let dir = tempfile::Builder::new().prefix("icb-testcluster-").tempdir()?;
+        let id = format!("{}-{:08x}", std::process::id(), rand::random::<u32>());
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Ready>();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let work_dir = dir.path().to_path_buf();
+        let namespace = config.namespaces[0].clone();
+        let thread = std::thread::Builder::new().name(format!("icb-testcluster-{id}")).spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .thread_name("icb-testcluster-rt")
+                .build();
+            match runtime {
+                Ok(rt) => rt.block_on(run(config, id, work_dir, ready_tx, stop_rx)),
+                Err(e) => {
+                    let _ = ready_tx.send(Err(Error::Io(e)));
+                }
+            }
+            let _ = done_tx.send(());
+        })?;
+        Ok((ready_rx, Partial { dir, namespace, stop: stop_tx, done: done_rx, thread }))
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A kubeconfig (context `icb-test`, namespace = the first configured) for `--kubeconfig`.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The context's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// A client config for this cluster (no proxy; kube's default retry on 429/503/504 stays on:
+    /// set `default_retry = false` when a test injects those).
+    pub fn client_config(&self) -> Result<kube::Config> {
+        let url = self.url().parse().map_err(|e| Error::Kube(format!("cluster url: {e}")))?;
+        let mut config = kube::Config::new(url);
+        config.default_namespace = self.namespace.clone();
+        config.proxy_url = None;
+        Ok(config)
+    }
+
+    /// A kube client for in-test use. Call it inside the test's tokio runtime (kube spawns its
+    /// connection task there).
+    pub fn client(&self) -> Result<kube::Client> {
+        kube::Client::try_from(self.client_config()?).map_err(|e| Error::Kube(e.to_string()))
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    pub fn clear_requests(&self) {
+        lock(&self.shared.requests).clear();
+    }
+
+    /// The stored pods (every namespace), straight from the store.
+    pub fn pods(&self) -> Vec<Pod> {
+        lock(&self.shared.store).pods().cloned().collect()
+    }
+
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Pod> {
+        lock(&self.shared.store).get(&(namespace.to_string(), name.to_string())).cloned()
+    }
+
+    /// A container's log so far (`None` if the pod or container never started).
+    pub fn pod_log(&self, namespace: &str, name: &str, container: &str) -> Option<String> {
+        let handle = self.shared.handle(&(namespace.to_string(), name.to_string()))?;
+        let slots = lock(&handle.containers);
+        let log = slots.get(container)?.logs.clone()?;
+        Some(String::from_utf8_lossy(&log.contents()).into_owned())
+    }
+
+    /// The next `count` requests matching `matcher` get HTTP `code` with a Kubernetes Status body.
+    pub fn fail_requests(&self, matcher: RequestMatch, code: u16, count: usize) {
+        lock(&self.shared.faults).add_error(matcher, code, None, Some(count));
+    }
+
+    /// Like [`Self::fail_requests`], with a `Retry-After: seconds` header (for 429/503).
+    pub fn fail_requests_retry_after(&self, matcher: RequestMatch, code: u16, count: usize, seconds: u32) {
+        lock(&self.shared.faults).add_error(matcher, code, Some(seconds), Some(count));
+    }
+
+    /// Every matching request fails until [`Self::clear_faults`].
+    pub fn fail_requests_always(&self, matcher: RequestMatch, code: u16) {
+        lock(&self.shared.faults).add_error(matcher, code, None, None);
+    }
+
+    /// Matching requests wait `delay` before being handled (`count` = `None`: until cleared).
+    pub fn add_latency(&self, matcher: RequestMatch, delay: Duration, count: Option<usize>) {
+        lock(&self.shared.faults).add_latency(matcher, delay, count);
+    }
+
+    /// Pulling `image` (exact, or any tag of this repository) fails: ErrImagePull, then
+    /// ImagePullBackOff, until [`Self::allow_image_pull`].
+    pub fn fail_image_pull(&self, image: &str) {
+        lock(&self.shared.faults).pull_failures.insert(image.to_string());
+    }
+
+    pub fn allow_image_pull(&self, image: &str) {
+        lock(&self.shared.faults).pull_failures.remove(image);
+    }
+
+    /// Containers of pods matching `label_selector` that start from now on are killed `after` their
+    /// start and report `exit_code` (`Duration::ZERO`: crash at once). `count` = `None`: every time.
+    pub fn crash_containers(
+        &self,
+        label_selector: &str,
+        after: Duration,
+        exit_code: i32,
+        count: Option<usize>,
+    ) -> Result<()> {
+        let selector = selector::LabelSelector::parse(label_selector).map_err(Error::Config)?;
+        lock(&self.shared.faults).add_crash(faults::CrashRule {
+            selector,
+            name: None,
+            after,
+            exit_code,
+            remaining: count,
+        });
+        Ok(())
+    }
+
+    /// Kills the running containers of a pod now (they report exit code 137), as an OOM kill or a
+    /// node problem would.
+    pub fn kill_pod_processes(&self, namespace: &str, name: &str) -> Result<()> {
+        let handle = self
+            .shared
+            .handle(&(namespace.to_string(), name.to_string()))
+            .ok_or_else(|| Error::Config(format!("pod {namespace}/{name} is not running")))?;
+        for slot in lock(&handle.containers).values() {
+            if let Some(pgid) = slot.pgid {
+                process::signal_group(pgid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every fault knob.
+    pub fn clear_faults(&self) {
+        lock(&self.shared.faults).clear();
+    }
+
+    /// Pulls the node's cable: its veth port on the fabric bridge goes down.
+    pub fn cut_node_network(&self, node: &str) -> Result<()> {
+        self.set_link(node, false)
+    }
+
+    pub fn restore_node_network(&self, node: &str) -> Result<()> {
+        self.set_link(node, true)
+    }
+
+    fn set_link(&self, node: &str, up: bool) -> Result<()> {
+        let fabric = lock(&self.shared.fabric);
+        let fabric = fabric
+            .as_ref()
+            .ok_or_else(|| Error::Config("network cuts need Isolation::Namespaces".into()))?;
+        fabric.set_link(node, up)
+    }
+
+    /// The node's (and its pods') IP address.
+    pub fn node_ip(&self, node: &str) -> Option<Ipv4Addr> {
+        self.shared.node(node).map(|(_, n)| n.ip)
+    }
+
+    /// The Linux network namespaces this cluster made (empty in host isolation).
+    pub fn netns_names(&self) -> Vec<String> {
+        let fabric = lock(&self.shared.fabric);
+        fabric
+            .iter()
+            .flat_map(|f| std::iter::once(f.fabric_ns.clone()).chain(f.nodes.iter().map(|n| n.netns.clone())))
+            .collect()
+    }
+
+    /// Stops every pod, removes namespaces and files, and waits for it.
+    pub async fn shutdown(self) {
+        let _ = tokio::task::spawn_blocking(move || drop(self)).await;
+    }
+
+    fn stop_now(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let finished = self.done.take().is_some_and(|done| done.recv_timeout(STOP_WAIT).is_ok());
+        if finished {
+            if let Some(thread) = self.thread.take() {
+                let _ = thread.join();
+            }
+        }
+        // Last resort (and a no-op after a clean stop): nothing may outlive the cluster.
+        for pgid in lock(&self.shared.groups).iter() {
+            process::signal_group(*pgid, nix::sys::signal::Signal::SIGKILL);
+        }
+        if let Some(mut fabric) = lock(&self.shared.fabric).take() {
+            fabric.destroy();
+        }
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        self.stop_now();
+        if let Some(dir) = self.dir.take() {
+            let _ = dir.close();
+        }
+    }
+}
+
+/// A cluster whose thread runs but has not reported ready yet.
+struct Partial {
+    dir: tempfile::TempDir,
+    namespace: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    done: std::sync::mpsc::Receiver<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Partial {
+    fn finish(self, ready: Ready) -> Result<TestCluster> {
+        let (addr, shared) = match ready {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = self.thread.join();
+                return Err(e);
+            }
+        };
+        let kubeconfig = self.dir.path().join("kubeconfig");
+        let mut cluster = TestCluster {
+            shared,
+            addr,
+            kubeconfig: kubeconfig.clone(),
+            namespace: self.namespace,
+            stop: Some(self.stop),
+            done: Some(self.done),
+            thread: Some(self.thread),
+            dir: Some(self.dir),
+        };
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: icb-test\n  cluster:\n    server: http://{addr}\n\
+             contexts:\n- name: icb-test\n  context:\n    cluster: icb-test\n    user: icb-test\n    namespace: {ns}\n\
+             current-context: icb-test\nusers:\n- name: icb-test\n  user:\n    token: icb-test-token\n",
+            ns = cluster.namespace
+        );
+        if let Err(e) = std::fs::write(&kubeconfig, text) {
+            cluster.stop_now();
+            return Err(Error::Io(e));
+        }
+        Ok(cluster)
+    }
+}
+
+/// The cluster thread's life: build nodes, serve, and on stop tear everything down.
+async fn run(
+    config: ClusterConfig,
+    id: String,
+    work_dir: PathBuf,
+    ready: tokio::sync::oneshot::Sender<Ready>,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    let names: Vec<String> = config.nodes.iter().map(|n| n.name.clone()).collect();
+    let fabric = match config.isolation {
+        Isolation::Host => None,
+        Isolation::Namespaces => match Fabric::create(&id, &names).await {
+            Ok(f) => Some(f),
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        },
+    };
+    let nodes = config
+        .nodes
+        .iter()
+        .map(|n| {
+            let net = fabric.as_ref().and_then(|f| f.node(&n.name));
+            NodeRt {
+                config: n.clone(),
+                ip: net.map(|x| x.ip).unwrap_or(Ipv4Addr::LOCALHOST),
+                netns: net.map(|x| x.netns.clone()),
+                init_pid: net.map(|x| x.init_pid).unwrap_or(0),
+            }
+        })
+        .collect();
+    let shared = Arc::new(Shared {
+        config,
+        store: Mutex::new(Store::new()),
+        faults: Mutex::new(faults::Faults::default()),
+        requests: Mutex::new(Vec::new()),
+        nodes,
+        fabric: Mutex::new(fabric),
+        runtimes: Mutex::new(HashMap::new()),
+        groups: Mutex::new(BTreeSet::new()),
+        shutdown: CancellationToken::new(),
+        work_dir,
+    });
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await.and_then(|l| Ok((l.local_addr()?, l))) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send(Err(Error::Io(e)));
+            return;
+        }
+    };
+    let (addr, listener) = listener;
+    let app = api::router(shared.clone());
+    let token = shared.shutdown.clone();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned()).await;
+    });
+    if ready.send(Ok((addr, shared.clone()))).is_err() {
+        shared.shutdown.cancel();
+    }
+    // Either a stop request or the TestCluster vanished: both mean stop.
+    let _ = stop.await;
+    shared.shutdown.cancel();
+    let handles: Vec<_> = lock(&shared.runtimes).values().cloned().collect();
+    for h in &handles {
+        h.request_kill(KillReason::Shutdown, Duration::ZERO);
+    }
+    futures::future::join_all(handles.iter().map(|h| h.wait_done(Duration::from_secs(10)))).await;
+    for pgid in lock(&shared.groups).iter() {
+        process::signal_group(*pgid, nix::sys::signal::Signal::SIGKILL);
+    }
+    if let Some(mut fabric) = lock(&shared.fabric).take() {
+        fabric.destroy();
+    }
+    if tokio::time::timeout(Duration::from_secs(2), server).await.is_err() {
+        // Open keep-alive connections must not hold the test up.
+    }
+}

@@ -1,0 +1,121 @@
+//! A case's buffer: host or CUDA memory from icb-memory, filled and checked with its pattern.
+//!
+//! Operations are generic over the buffer type, so [`with_region!`] picks the concrete type once,
+//! outside the timed loops, and the loops themselves are monomorphic.
+
+use icb_core::{CudaInfo, MemoryType};
+use icb_memory::{CudaBuffer, CudaStatus, HostBuffer, Region};
+use std::rc::Rc;
+
+pub enum Buf {
+    Host(Rc<HostBuffer>),
+    Cuda(Rc<CudaBuffer>),
+}
+
+/// Runs `$body` with `$r` bound to the buffer's concrete `&Rc<…>`.
+macro_rules! with_region {
+    ($buf:expr, $r:ident => $body:expr) => {
+        match $buf {
+            $crate::buffers::Buf::Host($r) => $body,
+            $crate::buffers::Buf::Cuda($r) => $body,
+        }
+    };
+}
+pub(crate) use with_region;
+
+const BUSY: &str = "internal: the buffer is still in use by UCX";
+
+/// The seed whose pattern differs from `seed`'s in every 8-byte word: destinations are pre-filled
+/// with it so stale bytes can never pass for delivered ones.
+pub fn other_seed(seed: u64) -> u64 {
+    !seed
+}
+
+/// CUDA availability as the report states it.
+pub fn cuda_info() -> CudaInfo {
+    match icb_memory::cuda_status() {
+        CudaStatus::Available {
+            devices,
+            driver_version,
+        } => CudaInfo {
+            available: true,
+            detail: format!("CUDA driver {driver_version}"),
+            devices: u32::try_from(devices).unwrap_or(u32::MAX),
+        },
+        CudaStatus::Unavailable { reason } => CudaInfo {
+            available: false,
+            detail: reason,
+            devices: 0,
+        },
+    }
+}
+
+impl Buf {
+    pub fn alloc(kind: MemoryType, len: usize) -> Result<Buf, String> {
+        match kind {
+            MemoryType::Host => HostBuffer::new(len).map(|b| Buf::Host(Rc::new(b))).map_err(|e| e.to_string()),
+            MemoryType::Cuda => CudaBuffer::new(0, len).map(|b| Buf::Cuda(Rc::new(b))).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Writes the pattern of `seed` (CUDA memory through a host staging copy).
+    pub fn fill(&mut self, seed: u64) -> Result<(), String> {
+        match self {
+            Buf::Host(b) => {
+                Rc::get_mut(b).ok_or(BUSY)?.fill(seed);
+                Ok(())
+            }
+            Buf::Cuda(b) => Rc::get_mut(b).ok_or(BUSY)?.fill(seed).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Checks the whole buffer against the pattern of `seed`.
+    pub fn verify(&mut self, seed: u64) -> Result<(), String> {
+        let r = match self {
+            Buf::Host(b) => {
+                let b = Rc::get_mut(b).ok_or(BUSY)?;
+                let len = b.len();
+                b.verify(len, seed)
+            }
+            Buf::Cuda(b) => {
+                let b = Rc::get_mut(b).ok_or(BUSY)?;
+                let len = b.len();
+                b.verify(len, seed)
+            }
+        };
+        r.map_err(|e| format!("payload corrupted: {e}"))
+    }
+
+    /// Registers the buffer for RMA by the peer.
+    pub fn map(&self, ctx: &ucx::Context) -> Result<ucx::MemMap, String> {
+        with_region!(self, b => ctx.mem_map(b)).map_err(|e| format!("cannot register the buffer with UCX: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verify_catches_stale_and_corrupted_payloads() {
+        let mut b = Buf::alloc(MemoryType::Host, 4099).unwrap();
+        b.fill(other_seed(7)).unwrap();
+        assert!(b.verify(7).is_err(), "the pre-fill must not pass for the payload");
+        b.fill(7).unwrap();
+        assert!(b.verify(7).is_ok());
+        if let Buf::Host(h) = &mut b {
+            Rc::get_mut(h).unwrap().as_mut_slice()[4000] ^= 0x20;
+        }
+        let e = b.verify(7).unwrap_err();
+        assert!(e.contains("payload corrupted") && e.contains("4000"), "{e}");
+    }
+
+    #[test]
+    fn cuda_without_a_driver_is_an_error_not_a_panic() {
+        let info = cuda_info();
+        if !info.available {
+            assert!(!info.detail.is_empty());
+            assert!(Buf::alloc(MemoryType::Cuda, 64).is_err());
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! One control connection: frames out through the write half, frames in through a reader task and
+//! a channel, so waiting for the peer can be raced against a running UCX phase without ever
+//! cancelling a half-read frame.
+
+use crate::error::EngineError;
+use crate::messages::Message;
+use crate::wire::{self, WireError};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Deadline for writing one frame (the peer's kernel buffers take it unless it is wedged).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct Control {
+    writer: OwnedWriteHalf,
+    inbox: mpsc::Receiver<Result<Message, WireError>>,
+    reader: JoinHandle<()>,
+    /// Set once the reader reported the end of the stream, so later waits fail at once.
+    closed: Option<String>,
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl Control {
+    pub fn new(stream: TcpStream) -> Self {
+        let _ = stream.set_nodelay(true);
+        let (mut read_half, writer) = stream.into_split();
+        let (tx, inbox) = mpsc::channel(16);
+        let reader = tokio::spawn(async move {
+            loop {
+                let frame = wire::read_frame(&mut read_half).await;
+                let stop = frame.is_err();
+                if tx.send(frame).await.is_err() || stop {
+                    break;
+                }
+            }
+        });
+        Control {
+            writer,
+            inbox,
+            reader,
+            closed: None,
+        }
+    }
+
+    pub async fn send(&mut self, msg: &Message, during: &str) -> Result<(), EngineError> {
+        match tokio::time::timeout(WRITE_TIMEOUT, wire::write_frame(&mut self.writer, msg)).await {
+            Ok(r) => r.map_err(|e| EngineError::control(during, e)),
+            Err(_) => Err(EngineError::Timeout {
+                during: during.to_string(),
+                secs: WRITE_TIMEOUT.as_secs_f64(),
+            }),
+        }
+    }
+
+    /// Sends a fatal error to the peer, best effort, before the connection is dropped.
+    pub async fn send_error(&mut self, message: &str) {
+        let msg = Message::Error {
+            message: message.chars().take(4000).collect(),
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), wire::write_frame(&mut self.writer, &msg)).await;
+    }
+
+    /// Waits for the next message; the peer's `error` message becomes [`EngineError::Peer`].
+    pub async fn recv(&mut self, during: &str, timeout: Duration) -> Result<Message, EngineError> {
+        match tokio::time::timeout(timeout, self.next(during)).await {
+            Ok(r) => r,
+            Err(_) => Err(EngineError::Timeout {
+                during: during.to_string(),
+                secs: timeout.as_secs_f64(),
+            }),
+        }
+    }
+
+    /// The next message with no deadline of its own (cancel-safe: use it inside `select!`).
+    pub async fn next(&mut self, during: &str) -> Result<Message, EngineError> {
+        if self.closed.is_some() {
+            return Err(EngineError::control(during, WireError::Closed));
+        }
+        match self.inbox.recv().await {
+            Some(Ok(Message::Error { message })) => {
+                self.closed = Some(message.clone());
+                Err(EngineError::Peer(message))
+            }
+            Some(Ok(msg)) => Ok(msg),
+            Some(Err(e)) => {
+                self.closed = Some(e.to_string());
+                Err(EngineError::control(during, e))
+            }
+            None => {
+                self.closed = Some("closed".into());
+                Err(EngineError::control(during, WireError::Closed))
+            }
+        }
+    }
+}
+
+/// The error for a message that is valid but not what the protocol step allows.
+pub fn unexpected(during: &str, got: &Message, expected: &'static str) -> EngineError {
+    EngineError::Unexpected {
+        during: during.to_string(),
+        got: got.name(),
+        expected,
+    }
+}

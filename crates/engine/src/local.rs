@@ -1,0 +1,71 @@
+//! What this process says about itself: host name, kernel boot id, transport-relevant environment.
+
+use std::collections::BTreeMap;
+
+/// The host name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`, else `unknown`).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// The kernel's boot id: two processes that see the same one run on the same host (containers and
+/// pods share the host kernel, so this holds across namespaces too). Empty when unreadable.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+const PREFIXES: [&str; 4] = ["UCX_", "NCCL_", "NIXL_", "IC_BENCH_"];
+const EXACT: [&str; 2] = ["CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"];
+const SECRET_WORDS: [&str; 5] = ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"];
+
+/// The transport-relevant environment, with anything that looks like a secret masked.
+pub fn transport_env() -> BTreeMap<String, String> {
+    filter_env(std::env::vars())
+}
+
+pub(crate) fn filter_env(vars: impl Iterator<Item = (String, String)>) -> BTreeMap<String, String> {
+    vars.filter(|(k, _)| PREFIXES.iter().any(|p| k.starts_with(p)) || EXACT.contains(&k.as_str()))
+        .take(200)
+        .map(|(k, v)| {
+            let upper = k.to_ascii_uppercase();
+            let v = if SECRET_WORDS.iter().any(|w| upper.contains(w)) { "***".to_string() } else { v };
+            let v = if v.chars().count() > 1024 { format!("{}…", v.chars().take(1024).collect::<String>()) } else { v };
+            (k, v)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_transport_variables_and_masks_secrets() {
+        let vars = [
+            ("UCX_TLS", "tcp"),
+            ("NIXL_API_TOKEN", "hunter2"),
+            ("HOME", "/root"),
+            ("CUDA_VISIBLE_DEVICES", "0,1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let env = filter_env(vars);
+        assert_eq!(env.get("UCX_TLS").map(String::as_str), Some("tcp"));
+        assert_eq!(env.get("NIXL_API_TOKEN").map(String::as_str), Some("***"));
+        assert_eq!(env.get("CUDA_VISIBLE_DEVICES").map(String::as_str), Some("0,1"));
+        assert!(!env.contains_key("HOME"));
+    }
+
+    #[test]
+    fn host_identity_is_readable_here() {
+        assert!(!hostname().is_empty());
+        // Linux always exposes a boot id; equal within one host.
+        assert_eq!(boot_id(), boot_id());
+    }
+}

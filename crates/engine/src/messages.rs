@@ -1,0 +1,283 @@
+//! The control messages and the bounds every received message is checked against.
+//!
+//! Serde rejects unknown message types and enum values; [`Message::validate`] bounds every size,
+//! count and string a peer can send, so a hostile or confused peer can make a session fail but
+//! cannot make this process allocate, loop or wait without limit.
+
+use icb_core::{CudaInfo, MemoryPair, TestKind};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeMap;
+
+/// Largest message size a peer may ask the server to allocate for.
+pub const MAX_MESSAGE_SIZE: u64 = 16 << 30;
+/// Most outstanding operations a peer may ask for.
+pub const MAX_WINDOW: u32 = 1024;
+/// Most iterations one phase may ask for (a phase is also bounded in time).
+pub const MAX_PHASE_ITERATIONS: u64 = 1 << 36;
+const MAX_BLOB: usize = 64 << 10;
+const MAX_SHORT_STRING: usize = 256;
+const MAX_TEXT: usize = 4096;
+const MAX_ENV_ENTRIES: usize = 256;
+
+/// Bytes carried as a hex string (worker addresses, packed rkeys).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HexBytes(pub Vec<u8>);
+
+impl Serialize for HexBytes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut out = String::with_capacity(self.0.len() * 2);
+        for b in &self.0 {
+            out.push_str(&format!("{b:02x}"));
+        }
+        s.serialize_str(&out)
+    }
+}
+
+impl<'de> Deserialize<'de> for HexBytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.len() % 2 != 0 || s.len() > 2 * MAX_BLOB {
+            return Err(serde::de::Error::custom("hex blob of odd or excessive length"));
+        }
+        let bytes = s.as_bytes();
+        let nibble = |c: u8| -> Result<u8, D::Error> {
+            (c as char)
+                .to_digit(16)
+                .map(|v| v as u8)
+                .ok_or_else(|| serde::de::Error::custom("non-hex character in a hex blob"))
+        };
+        let mut out = Vec::with_capacity(bytes.len() / 2);
+        for pair in bytes.chunks_exact(2) {
+            out.push(nibble(pair[0])? << 4 | nibble(pair[1])?);
+        }
+        Ok(HexBytes(out))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Server,
+    Client,
+}
+
+/// What each side says about itself right after the TCP connection opens (server first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub role: Role,
+    pub tool_version: String,
+    pub hostname: String,
+    /// `/proc/sys/kernel/random/boot_id`: equal on both sides means the same kernel, i.e. same host.
+    pub boot_id: String,
+    pub ucx_version: String,
+    pub ucx_library: String,
+    pub cuda: CudaInfo,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub worker_address: HexBytes,
+    /// The client asks both endpoints to use UCX peer error handling (as NIXL does).
+    #[serde(default)]
+    pub peer_errors: bool,
+}
+
+/// One (test, memory pair, size) case, as the client asks the server to prepare it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaseSetup {
+    pub test: TestKind,
+    pub memory: MemoryPair,
+    pub size: u64,
+    pub window: u32,
+    /// Seeds the payload pattern of this case.
+    pub seed: u64,
+}
+
+/// The server's buffer for an RMA case (unused for tag cases).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaseReady {
+    pub remote_addr: u64,
+    pub rkey: HexBytes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PhaseKind {
+    /// One tiny ping-pong that finishes UCX wireup before any case.
+    Wireup,
+    /// The probe operation (transport evidence) followed by the warmup iterations.
+    Warmup,
+    /// One measured round.
+    Measure,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    Hello(Box<Hello>),
+    /// client → server: prepare a case.
+    Setup(CaseSetup),
+    /// server → client: buffers ready.
+    Ready(CaseReady),
+    /// server → client: the case cannot run on the server side (e.g. no CUDA driver).
+    Skipped { reason: String },
+    /// server → client: the case failed on the server side; the session goes on.
+    CaseFailed { reason: String },
+    /// client → server: run one phase of the current case, within `timeout_s`.
+    Phase {
+        kind: PhaseKind,
+        iterations: u64,
+        timeout_s: f64,
+    },
+    /// server → client: receives are posted, start sending.
+    PhaseReady,
+    /// client → server: the client finished its operations of a one-sided phase.
+    PhaseEnd,
+    /// server → client: the server finished its part of the phase.
+    PhaseDone,
+    /// client → server: check the payload, release the case's buffers.
+    Finish,
+    /// server → client: result of the server-side payload check.
+    Finished { verified: bool, detail: Option<String> },
+    /// client → server: no more cases.
+    Bye,
+    /// Either side: fatal error, the sender closes the connection next.
+    Error { message: String },
+}
+
+fn check_len(what: &str, s: &str, max: usize) -> Result<(), String> {
+    if s.len() > max {
+        return Err(format!("{what} is {} bytes long (limit {max})", s.len()));
+    }
+    Ok(())
+}
+
+impl Message {
+    /// The message's name as it appears on the wire, for error messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Hello(_) => "hello",
+            Message::Setup(_) => "setup",
+            Message::Ready(_) => "ready",
+            Message::Skipped { .. } => "skipped",
+            Message::CaseFailed { .. } => "case_failed",
+            Message::Phase { .. } => "phase",
+            Message::PhaseReady => "phase_ready",
+            Message::PhaseEnd => "phase_end",
+            Message::PhaseDone => "phase_done",
+            Message::Finish => "finish",
+            Message::Finished { .. } => "finished",
+            Message::Bye => "bye",
+            Message::Error { .. } => "error",
+        }
+    }
+
+    /// Bounds everything a peer controls.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            Message::Hello(h) => {
+                check_len("tool_version", &h.tool_version, MAX_SHORT_STRING)?;
+                check_len("hostname", &h.hostname, MAX_SHORT_STRING)?;
+                check_len("boot_id", &h.boot_id, MAX_SHORT_STRING)?;
+                check_len("ucx_version", &h.ucx_version, MAX_SHORT_STRING)?;
+                check_len("ucx_library", &h.ucx_library, MAX_TEXT)?;
+                check_len("cuda detail", &h.cuda.detail, MAX_TEXT)?;
+                if h.env.len() > MAX_ENV_ENTRIES {
+                    return Err(format!("{} environment entries (limit {MAX_ENV_ENTRIES})", h.env.len()));
+                }
+                for (k, v) in &h.env {
+                    check_len("environment name", k, MAX_SHORT_STRING)?;
+                    check_len("environment value", v, MAX_TEXT)?;
+                }
+                if h.worker_address.0.is_empty() {
+                    return Err("empty UCX worker address".into());
+                }
+                Ok(())
+            }
+            Message::Setup(s) => {
+                if s.size == 0 || s.size > MAX_MESSAGE_SIZE {
+                    return Err(format!("message size {} outside 1 B … 16 GiB", s.size));
+                }
+                if s.window == 0 || s.window > MAX_WINDOW {
+                    return Err(format!("window {} outside 1 … {MAX_WINDOW}", s.window));
+                }
+                Ok(())
+            }
+            Message::Ready(_) => Ok(()),
+            Message::Phase {
+                iterations, timeout_s, ..
+            } => {
+                if *iterations == 0 || *iterations > MAX_PHASE_ITERATIONS {
+                    return Err(format!("phase of {iterations} iterations"));
+                }
+                if !(timeout_s.is_finite() && *timeout_s > 0.0 && *timeout_s <= 86_400.0) {
+                    return Err(format!("phase timeout of {timeout_s} s"));
+                }
+                Ok(())
+            }
+            Message::Skipped { reason } | Message::CaseFailed { reason } => check_len("reason", reason, MAX_TEXT),
+            Message::Finished { detail, .. } => check_len("detail", detail.as_deref().unwrap_or(""), MAX_TEXT),
+            Message::Error { message } => check_len("error message", message, MAX_TEXT),
+            Message::PhaseReady | Message::PhaseEnd | Message::PhaseDone | Message::Finish | Message::Bye => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trip_and_rejections() {
+        let h = HexBytes(vec![0, 1, 0xab, 0xff]);
+        let s = serde_json::to_string(&h).unwrap();
+        assert_eq!(s, "\"0001abff\"");
+        assert_eq!(serde_json::from_str::<HexBytes>(&s).unwrap(), h);
+        assert!(serde_json::from_str::<HexBytes>("\"abc\"").is_err());
+        assert!(serde_json::from_str::<HexBytes>("\"zz\"").is_err());
+    }
+
+    #[test]
+    fn bounds_peer_controlled_values() {
+        let setup = |size, window| {
+            Message::Setup(CaseSetup {
+                test: TestKind::TagBw,
+                memory: MemoryPair::HOST_HOST,
+                size,
+                window,
+                seed: 1,
+            })
+        };
+        assert!(setup(8, 32).validate().is_ok());
+        assert!(setup(0, 32).validate().is_err());
+        assert!(setup(MAX_MESSAGE_SIZE + 1, 32).validate().is_err());
+        assert!(setup(8, 0).validate().is_err());
+        assert!(setup(8, MAX_WINDOW + 1).validate().is_err());
+        let phase = |n| Message::Phase {
+            kind: PhaseKind::Measure,
+            iterations: n,
+            timeout_s: 10.0,
+        };
+        assert!(phase(0).validate().is_err());
+        assert!(phase(MAX_PHASE_ITERATIONS + 1).validate().is_err());
+        let bad_timeout = Message::Phase {
+            kind: PhaseKind::Warmup,
+            iterations: 1,
+            timeout_s: f64::NAN,
+        };
+        assert!(bad_timeout.validate().is_err());
+        assert!(
+            Message::Error {
+                message: "x".repeat(MAX_TEXT + 1)
+            }
+            .validate()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn unknown_enum_values_are_rejected() {
+        let bad = r#"{"type":"setup","test":"tag_sync","memory":{"initiator":"host","target":"host"},"size":8,"window":1,"seed":0}"#;
+        assert!(serde_json::from_str::<Message>(bad).is_err());
+        let good = bad.replace("tag_sync", "tag_bw");
+        assert!(serde_json::from_str::<Message>(&good).is_ok());
+    }
+}

@@ -1,0 +1,237 @@
+//! `serve`: the decode side. It owns the target buffers and answers one client at a time.
+
+use crate::control::{Control, unexpected};
+use crate::error::EngineError;
+use crate::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
+use crate::options::{Listening, ServeOptions};
+use crate::runtime::{LocalUcx, PhaseCtl, Runtime};
+use crate::session::{HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, phase_during};
+use crate::ucx_thread::UcxThread;
+use icb_core::{CudaInfo, MemoryType};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+/// Longest a client may stay silent between two steps (it verifies up to a few GiB in between).
+const BETWEEN_STEPS: Duration = Duration::from_secs(120);
+/// Upper bound on the phase deadline a client may ask for.
+const MAX_PHASE: Duration = Duration::from_secs(3600);
+
+/// Runs the server until `--once` finished one client, the idle timeout passed, or an error.
+pub fn serve(opts: ServeOptions) -> Result<(), EngineError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| EngineError::Internal(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(serve_async(opts))
+}
+
+async fn serve_async(mut opts: ServeOptions) -> Result<(), EngineError> {
+    let listen: SocketAddr = crate::session::resolve(&opts.listen).await?;
+    let ucx_opts = opts.ucx.clone();
+    let (mut thread, local) = UcxThread::spawn(move || Runtime::start(&ucx_opts))?;
+    let listener = TcpListener::bind(listen).await.map_err(|source| EngineError::Bind {
+        addr: opts.listen.clone(),
+        source,
+    })?;
+    let bound = listener.local_addr().map_err(|source| EngineError::Bind {
+        addr: opts.listen.clone(),
+        source,
+    })?;
+    tracing::info!("listening on {bound} (UCX {} from {})", local.version, local.library);
+    if let Some(cb) = opts.on_listening.take() {
+        cb(&Listening {
+            address: bound,
+            ucx_version: local.version.clone(),
+        });
+    }
+    let cuda = crate::buffers::cuda_info();
+    let result = accept_loop(&listener, &thread, &local, &cuda, &opts).await;
+    thread.shutdown(Duration::from_secs(5));
+    result
+}
+
+async fn accept_loop(
+    listener: &TcpListener,
+    thread: &UcxThread<Runtime>,
+    local: &LocalUcx,
+    cuda: &CudaInfo,
+    opts: &ServeOptions,
+) -> Result<(), EngineError> {
+    loop {
+        let accepted = match opts.idle_timeout {
+            Some(limit) => match tokio::time::timeout(limit, listener.accept()).await {
+                Ok(r) => r,
+                Err(_) => return Err(EngineError::IdleTimeout(format!("{:.0} s", limit.as_secs_f64()))),
+            },
+            None => listener.accept().await,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        tracing::info!("client {peer} connected");
+        let mut control = Control::new(stream);
+        let result = session(&mut control, thread, local, cuda, opts).await;
+        // Whatever happened, the next client starts from a clean worker: no case, no endpoint.
+        let _ = thread.call(|rt: &mut Runtime| rt.reset()).await;
+        match result {
+            Ok(()) => tracing::info!("client {peer} finished"),
+            Err(ref e) => {
+                if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
+                    control.send_error(&e.to_string()).await;
+                }
+                if opts.once {
+                    return result;
+                }
+                tracing::warn!("client {peer}: {e}");
+            }
+        }
+        if opts.once {
+            return Ok(());
+        }
+    }
+}
+
+async fn session(
+    control: &mut Control,
+    thread: &UcxThread<Runtime>,
+    local: &LocalUcx,
+    cuda: &CudaInfo,
+    opts: &ServeOptions,
+) -> Result<(), EngineError> {
+    let hello = local_hello(Role::Server, local, cuda, &opts.tool, false);
+    control.send(&Message::Hello(Box::new(hello)), "the hello exchange").await?;
+    let peer: Hello = match control.recv("the hello exchange", HELLO_TIMEOUT).await? {
+        Message::Hello(h) => *h,
+        other => return Err(unexpected("the hello exchange", &other, "hello")),
+    };
+    check_peer_hello(&peer, Role::Client)?;
+    tracing::info!("client is {} (UCX {})", peer.hostname, peer.ucx_version);
+    let address = peer.worker_address.0.clone();
+    let peer_errors = peer.peer_errors;
+    thread
+        .call(move |rt: &mut Runtime| rt.connect_peer(&address, peer_errors))
+        .await?
+        .map_err(|detail| EngineError::Ucx {
+            during: "connecting to the client's UCX worker".into(),
+            detail,
+        })?;
+
+    let mut current: Option<CaseSetup> = None;
+    loop {
+        let during = current.map(|c| case_label(&c)).unwrap_or_else(|| "waiting for the next case".into());
+        let msg = control.recv(&during, BETWEEN_STEPS).await?;
+        match msg {
+            Message::Setup(setup) => {
+                current = None;
+                let label = case_label(&setup);
+                if setup.memory.target == MemoryType::Cuda && !cuda.available {
+                    let reason = "no CUDA driver on the decode side".to_string();
+                    control.send(&Message::Skipped { reason }, &label).await?;
+                    continue;
+                }
+                let prepared: Result<CaseReady, String> =
+                    thread.call(move |rt: &mut Runtime| rt.target_setup(setup)).await?;
+                match prepared {
+                    Ok(ready) => {
+                        current = Some(setup);
+                        control.send(&Message::Ready(ready), &label).await?;
+                    }
+                    Err(reason) => control.send(&Message::CaseFailed { reason }, &label).await?,
+                }
+            }
+            Message::Phase {
+                kind,
+                iterations,
+                timeout_s,
+            } => {
+                let Some(setup) = current else {
+                    return Err(unexpected(&during, &Message::Phase { kind, iterations, timeout_s }, "setup"));
+                };
+                let limit = Duration::from_secs_f64(timeout_s).min(MAX_PHASE);
+                run_phase(control, thread, setup, kind, iterations, limit).await?;
+            }
+            Message::Finish => {
+                let (verified, detail) = match current.take() {
+                    Some(_) => thread.call(|rt: &mut Runtime| rt.target_finish()).await?,
+                    None => (false, Some("no case was prepared".to_string())),
+                };
+                control.send(&Message::Finished { verified, detail }, &during).await?;
+            }
+            Message::Bye => return Ok(()),
+            other => return Err(unexpected(&during, &other, "setup, phase, finish or bye")),
+        }
+    }
+}
+
+enum Event {
+    Done(Result<Result<(), String>, EngineError>),
+    Msg(Result<Message, EngineError>),
+}
+
+/// The server's part of one phase: post receives (or just progress, for one-sided tests), say
+/// ready, and finish while watching the control connection for the client's end or its death.
+async fn run_phase(
+    control: &mut Control,
+    thread: &UcxThread<Runtime>,
+    setup: CaseSetup,
+    kind: PhaseKind,
+    iterations: u64,
+    limit: Duration,
+) -> Result<(), EngineError> {
+    let during = phase_during(&setup, kind);
+    let ctl = PhaseCtl::new(Instant::now() + limit);
+    let flags = ctl.clone();
+    let (ready_tx, ready_rx) = oneshot::channel::<()>();
+    let fut = thread.call(move |rt: &mut Runtime| rt.target_phase(kind, iterations, ready_tx, &flags));
+    tokio::pin!(fut);
+    let started = tokio::select! {
+        r = ready_rx => r.is_ok(),
+        r = &mut fut => {
+            // The phase ended before it was ready: only an error does that.
+            let detail = match r? { Err(d) => d, Ok(()) => "the phase ended before it started".into() };
+            return Err(EngineError::Ucx { during, detail });
+        }
+    };
+    if !started {
+        ctl.abort();
+        let _ = fut.await;
+        return Err(EngineError::Internal("the UCX thread dropped a phase".into()));
+    }
+    if let Err(e) = control.send(&Message::PhaseReady, &during).await {
+        ctl.abort();
+        let _ = fut.await;
+        return Err(e);
+    }
+    loop {
+        let ev = tokio::select! {
+            r = &mut fut => Event::Done(r),
+            m = control.next(&during) => Event::Msg(m),
+        };
+        match ev {
+            Event::Done(r) => {
+                r?.map_err(|detail| EngineError::Ucx {
+                    during: during.clone(),
+                    detail,
+                })?;
+                break;
+            }
+            Event::Msg(Ok(Message::PhaseEnd)) => ctl.stop(),
+            Event::Msg(other) => {
+                ctl.abort();
+                let _ = (&mut fut).await;
+                return match other {
+                    Ok(m) => Err(unexpected(&during, &m, "phase_end")),
+                    Err(e) => Err(e),
+                };
+            }
+        }
+    }
+    control.send(&Message::PhaseDone, &during).await
+}

@@ -1,0 +1,79 @@
+//! Pieces both sides of a session share: the hello, its checks, and how steps are named in errors.
+
+use crate::error::EngineError;
+use crate::local;
+use crate::messages::{CaseSetup, Hello, HexBytes, PhaseKind, Role};
+use crate::runtime::LocalUcx;
+use icb_core::units::format_size;
+use icb_core::{CudaInfo, PeerInfo, ToolInfo};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The peer must answer the hello within this long (a busy server keeps later clients waiting in
+/// its accept queue; this is what they see).
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// `put_bw 4 MiB host→cuda`: how a case is named in errors and logs.
+pub fn case_label(s: &CaseSetup) -> String {
+    format!("{} {} {}", s.test, format_size(s.size), s.memory)
+}
+
+pub fn phase_during(s: &CaseSetup, kind: PhaseKind) -> String {
+    match kind {
+        PhaseKind::Wireup => "UCX wireup".to_string(),
+        PhaseKind::Warmup => format!("{} (warmup)", case_label(s)),
+        PhaseKind::Measure => case_label(s),
+    }
+}
+
+pub fn local_hello(role: Role, ucx: &LocalUcx, cuda: &CudaInfo, tool: &ToolInfo, peer_errors: bool) -> Hello {
+    Hello {
+        role,
+        tool_version: tool.version.clone(),
+        hostname: local::hostname(),
+        boot_id: local::boot_id(),
+        ucx_version: ucx.version.clone(),
+        ucx_library: ucx.library.clone(),
+        cuda: cuda.clone(),
+        env: local::transport_env(),
+        worker_address: HexBytes(ucx.address.clone()),
+        peer_errors,
+    }
+}
+
+pub fn check_peer_hello(peer: &Hello, expected: Role) -> Result<(), EngineError> {
+    if peer.role != expected {
+        let what = match expected {
+            Role::Server => "connected to another ic-bench client, not a server: point connect at `ic-bench serve`",
+            Role::Client => "a server connected to this server: only `ic-bench connect` may connect here",
+        };
+        return Err(EngineError::Settings(what.into()));
+    }
+    Ok(())
+}
+
+pub fn peer_info(h: &Hello) -> PeerInfo {
+    PeerInfo {
+        hostname: h.hostname.clone(),
+        ucx_version: h.ucx_version.clone(),
+        ucx_library: h.ucx_library.clone(),
+        cuda: h.cuda.clone(),
+        env: h.env.clone(),
+    }
+}
+
+/// Resolves `HOST:PORT` (names allowed) to the first address.
+pub async fn resolve(addr: &str) -> Result<SocketAddr, EngineError> {
+    let bad = |detail: String| EngineError::Address {
+        addr: addr.to_string(),
+        detail,
+    };
+    if !addr.contains(':') {
+        return Err(bad("no port".into()));
+    }
+    let mut it = tokio::time::timeout(Duration::from_secs(10), tokio::net::lookup_host(addr))
+        .await
+        .map_err(|_| bad("name lookup timed out".into()))?
+        .map_err(|e| bad(e.to_string()))?;
+    it.next().ok_or_else(|| bad("the name resolves to no address".into()))
+}

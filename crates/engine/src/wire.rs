@@ -1,0 +1,160 @@
+//! Control-channel framing: `ICBC` magic, protocol version, a bounded length, then a JSON body.
+//!
+//! The header layout (magic at 0..4, big-endian version at 4..6) is fixed across protocol versions,
+//! so two different ic-bench releases can always tell each other which version they speak.
+
+use crate::messages::Message;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// First bytes of every control frame.
+pub const MAGIC: [u8; 4] = *b"ICBC";
+/// Version of the control protocol this build speaks; bumped on any incompatible message change.
+pub const PROTOCOL_VERSION: u16 = 1;
+/// Largest control message accepted: worker addresses and packed rkeys are a few KiB at most.
+pub const MAX_FRAME_BYTES: u32 = 1 << 20;
+const HEADER_LEN: usize = 12;
+
+/// Why a frame could not be read or written; the session adds what it was doing at the time.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    #[error("peer closed the connection")]
+    Closed,
+    #[error("control connection failed: {0}")]
+    Io(std::io::Error),
+    #[error("the peer is not ic-bench (its control stream starts with {0}): check the address and port")]
+    BadMagic(String),
+    #[error(
+        "peer speaks control protocol v{peer}, this ic-bench speaks v{ours}: use the same ic-bench version on both sides"
+    )]
+    Version { peer: u16, ours: u16 },
+    #[error("control message of {0} bytes exceeds the 1 MiB limit: the peer is not ic-bench")]
+    TooLarge(u32),
+    #[error("malformed control message from the peer ({0}): use the same ic-bench version on both sides")]
+    Malformed(String),
+}
+
+impl From<std::io::Error> for WireError {
+    fn from(e: std::io::Error) -> Self {
+        match e.kind() {
+            std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe => WireError::Closed,
+            _ => WireError::Io(e),
+        }
+    }
+}
+
+/// Encodes one message as a complete frame.
+pub fn encode(msg: &Message) -> Result<Vec<u8>, WireError> {
+    let body = serde_json::to_vec(msg).map_err(|e| WireError::Malformed(e.to_string()))?;
+    let len = u32::try_from(body.len()).ok().filter(|&l| l <= MAX_FRAME_BYTES).ok_or(WireError::TooLarge(u32::MAX))?;
+    let mut frame = Vec::with_capacity(HEADER_LEN + body.len());
+    frame.extend_from_slice(&MAGIC);
+    frame.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+    frame.extend_from_slice(&0u16.to_be_bytes());
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// Checks a frame header; returns the body length.
+pub fn parse_header(h: &[u8; HEADER_LEN]) -> Result<u32, WireError> {
+    if h[0..4] != MAGIC {
+        let hex: Vec<String> = h[0..4].iter().map(|b| format!("{b:02x}")).collect();
+        return Err(WireError::BadMagic(format!("bytes {}", hex.join(" "))));
+    }
+    let version = u16::from_be_bytes([h[4], h[5]]);
+    if version != PROTOCOL_VERSION {
+        return Err(WireError::Version {
+            peer: version,
+            ours: PROTOCOL_VERSION,
+        });
+    }
+    let len = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
+    if len > MAX_FRAME_BYTES {
+        return Err(WireError::TooLarge(len));
+    }
+    Ok(len)
+}
+
+/// Decodes and validates a frame body.
+pub fn decode_body(body: &[u8]) -> Result<Message, WireError> {
+    let msg: Message = serde_json::from_slice(body).map_err(|e| WireError::Malformed(e.to_string()))?;
+    msg.validate().map_err(WireError::Malformed)?;
+    Ok(msg)
+}
+
+/// Reads one frame. No deadline here: callers wrap it (or the channel fed by it) in one.
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Message, WireError> {
+    let mut header = [0u8; HEADER_LEN];
+    r.read_exact(&mut header).await?;
+    let len = parse_header(&header)?;
+    // The length is bounded above, so this allocation is at most 1 MiB.
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body).await?;
+    decode_body(&body)
+}
+
+/// Writes one frame and flushes it.
+pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, msg: &Message) -> Result<(), WireError> {
+    let frame = encode(msg)?;
+    w.write_all(&frame).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(magic: &[u8; 4], version: u16, len: u32) -> [u8; HEADER_LEN] {
+        let mut h = [0u8; HEADER_LEN];
+        h[0..4].copy_from_slice(magic);
+        h[4..6].copy_from_slice(&version.to_be_bytes());
+        h[8..12].copy_from_slice(&len.to_be_bytes());
+        h
+    }
+
+    #[test]
+    fn round_trips_a_message() {
+        let frame = encode(&Message::Bye).unwrap();
+        let h: [u8; HEADER_LEN] = frame[..HEADER_LEN].try_into().unwrap();
+        let len = parse_header(&h).unwrap();
+        assert_eq!(len as usize, frame.len() - HEADER_LEN);
+        assert!(matches!(decode_body(&frame[HEADER_LEN..]).unwrap(), Message::Bye));
+    }
+
+    #[test]
+    fn rejects_bad_headers_with_one_line_reasons() {
+        let e = parse_header(&header(b"GET ", 1, 5)).unwrap_err().to_string();
+        assert!(e.contains("not ic-bench") && e.contains("47 45 54 20"), "{e}");
+        let e = parse_header(&header(&MAGIC, 2, 5)).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "peer speaks control protocol v2, this ic-bench speaks v1: use the same ic-bench version on both sides"
+        );
+        let e = parse_header(&header(&MAGIC, 1, u32::MAX)).unwrap_err().to_string();
+        assert_eq!(e, "control message of 4294967295 bytes exceeds the 1 MiB limit: the peer is not ic-bench");
+        assert_eq!(parse_header(&header(&MAGIC, 1, MAX_FRAME_BYTES)).unwrap(), MAX_FRAME_BYTES);
+    }
+
+    #[test]
+    fn rejects_malformed_bodies() {
+        assert!(matches!(decode_body(b"{not json"), Err(WireError::Malformed(_))));
+        assert!(matches!(decode_body(br#"{"type":"launch_missiles"}"#), Err(WireError::Malformed(_))));
+        let e = decode_body(br#"{"type":"error","message":""}"#);
+        assert!(e.is_ok());
+    }
+
+    #[tokio::test]
+    async fn reads_frames_and_reports_truncation_as_closed() {
+        let frame = encode(&Message::Bye).unwrap();
+        let mut ok: &[u8] = &frame;
+        assert!(matches!(read_frame(&mut ok).await.unwrap(), Message::Bye));
+        let mut short: &[u8] = &frame[..frame.len() - 1];
+        assert!(matches!(read_frame(&mut short).await, Err(WireError::Closed)));
+        let mut empty: &[u8] = &[];
+        assert!(matches!(read_frame(&mut empty).await, Err(WireError::Closed)));
+    }
+}

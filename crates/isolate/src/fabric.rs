@@ -1,0 +1,265 @@
+//! Emulated nodes: one network namespace per node, each with `lo` up and an `eth0` holding a
+//! private test address (10.99.0.N/24, only inside namespaces this crate creates). Two nodes share
+//! one veth; one node or more than two hang off a bridge in a separate "hub" namespace. Nothing is
+//! ever added to the host's own network namespace, so deleting the namespaces removes every veth.
+
+use crate::error::{IsolateError, Result};
+use crate::names::{RunTag, validate_node};
+use crate::procs::{kill_until_gone, netns_exists, netns_inode, pids_in_netns, tagged_pids};
+use crate::tools::ip;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+/// Each node gets 10.99.0.(index + 1); the /24 caps the count well above any test's needs.
+const MAX_NODES: usize = 200;
+const SUBNET_PREFIX_LEN: u8 = 24;
+/// The interface every node reaches the others through, as in a pod or on a node.
+pub const NODE_IFACE: &str = "eth0";
+
+/// One emulated node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub name: String,
+    /// The `ip netns` name: `ip netns exec <netns> …` runs something "on" the node.
+    pub netns: String,
+    /// The node's address on `eth0`.
+    pub ip: Ipv4Addr,
+}
+
+/// A set of emulated nodes, removed on [`Fabric::teardown`] or on drop (also while unwinding
+/// from a panic). Creating and changing it calls `ip`, which blocks for a few milliseconds.
+#[derive(Debug)]
+pub struct Fabric {
+    tag: RunTag,
+    nodes: Vec<Node>,
+    hub: Option<String>,
+    /// Namespaces that exist because of us, in creation order: only these are ever deleted.
+    created: Vec<String>,
+    torn_down: bool,
+}
+
+impl Fabric {
+    /// Creates nodes named `nodes` (each 1-32 of a-z, 0-9, '-'), names prefixed with a fresh
+    /// [`RunTag`] under `prefix`. Needs root. On error, whatever was created is removed again.
+    pub fn create(prefix: &str, nodes: &[&str]) -> Result<Fabric> {
+        let tag = RunTag::new(prefix)?;
+        Self::create_tagged(tag, nodes)
+    }
+
+    /// Like [`Fabric::create`] with a tag chosen by the caller (to share it with pods' run tag).
+    pub fn create_tagged(tag: RunTag, nodes: &[&str]) -> Result<Fabric> {
+        let mut distinct = nodes.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if nodes.is_empty() || nodes.len() > MAX_NODES || distinct.len() != nodes.len() {
+            return Err(IsolateError::BadNodeSet {
+                got: nodes.iter().map(|n| n.to_string()).collect(),
+                max: MAX_NODES,
+            });
+        }
+        for node in nodes {
+            validate_node(node)?;
+        }
+        if !nix::unistd::geteuid().is_root() {
+            return Err(IsolateError::NotRoot {
+                what: "emulated nodes (network namespaces and veths)",
+            });
+        }
+        let nodes: Vec<Node> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, name)| Node {
+                name: name.to_string(),
+                netns: tag.node_netns(name),
+                // Bounded by MAX_NODES (200), so i + 1 fits the last octet.
+                ip: Ipv4Addr::new(10, 99, 0, (i + 1) as u8),
+            })
+            .collect();
+        let hub = (nodes.len() != 2).then(|| tag.hub_netns());
+        let mut fabric = Fabric {
+            tag,
+            nodes,
+            hub,
+            created: Vec::new(),
+            torn_down: false,
+        };
+        // Any error drops `fabric`, which deletes what was created so far.
+        fabric.build()?;
+        Ok(fabric)
+    }
+
+    fn build(&mut self) -> Result<()> {
+        let names: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| n.netns.clone())
+            .chain(self.hub.clone())
+            .collect();
+        for ns in &names {
+            ip(&["netns", "add", ns])?;
+            self.created.push(ns.clone());
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        match &self.hub {
+            None => {
+                let (a, b) = (&self.nodes[0].netns, &self.nodes[1].netns);
+                ip(&[
+                    "-n", a, "link", "add", NODE_IFACE, "type", "veth", "peer", "name", NODE_IFACE, "netns", b,
+                ])?;
+            }
+            Some(hub) => {
+                ip(&["-n", hub, "link", "add", "br0", "type", "bridge"])?;
+                ip(&["-n", hub, "link", "set", "br0", "up"])?;
+                for (i, node) in self.nodes.iter().enumerate() {
+                    let port = format!("p{i}");
+                    ip(&[
+                        "-n",
+                        &node.netns,
+                        "link",
+                        "add",
+                        NODE_IFACE,
+                        "type",
+                        "veth",
+                        "peer",
+                        "name",
+                        &port,
+                        "netns",
+                        hub,
+                    ])?;
+                    ip(&["-n", hub, "link", "set", &port, "master", "br0"])?;
+                    ip(&["-n", hub, "link", "set", &port, "up"])?;
+                }
+            }
+        }
+        for node in &self.nodes {
+            let cidr = format!("{}/{SUBNET_PREFIX_LEN}", node.ip);
+            ip(&["-n", &node.netns, "addr", "add", &cidr, "dev", NODE_IFACE])?;
+            ip(&["-n", &node.netns, "link", "set", NODE_IFACE, "up"])?;
+        }
+        for node in &self.nodes {
+            wait_until_running(&node.netns)?;
+        }
+        Ok(())
+    }
+
+    /// The run tag every name of this fabric starts with; give it to pods ([`crate::PodSpec::tag`]).
+    pub fn tag(&self) -> &RunTag {
+        &self.tag
+    }
+
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    pub fn node(&self, name: &str) -> Result<&Node> {
+        self.nodes
+            .iter()
+            .find(|n| n.name == name)
+            .ok_or_else(|| IsolateError::UnknownNode {
+                name: name.to_string(),
+                known: self
+                    .nodes
+                    .iter()
+                    .map(|n| n.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    pub fn node_ip(&self, name: &str) -> Result<Ipv4Addr> {
+        Ok(self.node(name)?.ip)
+    }
+
+    /// The `ip netns` name of a node.
+    pub fn netns(&self, name: &str) -> Result<&str> {
+        Ok(&self.node(name)?.netns)
+    }
+
+    /// Every namespace this fabric created (nodes, then the hub if any).
+    pub fn namespaces(&self) -> &[String] {
+        &self.created
+    }
+
+    /// Cuts a node off the network (its `eth0` down): connections to and from it stall and new
+    /// ones fail, as when a node's link or switch port dies. Processes on it keep running.
+    pub fn cut(&self, name: &str) -> Result<()> {
+        ip(&["-n", self.netns(name)?, "link", "set", NODE_IFACE, "down"]).map(drop)
+    }
+
+    /// Undoes [`Fabric::cut`]; the address and route come back with the link.
+    pub fn restore(&self, name: &str) -> Result<()> {
+        let netns = self.netns(name)?;
+        ip(&["-n", netns, "link", "set", NODE_IFACE, "up"])?;
+        wait_until_running(netns)
+    }
+
+    /// Kills every process inside the fabric's namespaces or carrying its run tag, then deletes
+    /// the namespaces (and with them every veth and the bridge). Reports the first problem after
+    /// trying everything.
+    pub fn teardown(mut self) -> Result<()> {
+        self.teardown_inner()
+    }
+
+    fn teardown_inner(&mut self) -> Result<()> {
+        if self.torn_down {
+            return Ok(());
+        }
+        self.torn_down = true;
+        let tag = self.tag.to_string();
+        let result = remove_namespaces(&self.created, &format!("run {tag}"), |t| t == tag);
+        self.created.clear();
+        result
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown_inner() {
+            tracing::warn!("cleaning up emulated nodes: {e}");
+        }
+    }
+}
+
+/// Waits until a node's `eth0` is operationally up. The kernel's link watcher reports carrier
+/// changes with up to a second's delay, and until then `eth0` lacks IFF_RUNNING: UCX started in
+/// that window skips the device ("no active messages transport … tcp/lo"), so a fabric is handed
+/// out only once every link runs.
+fn wait_until_running(netns: &str) -> Result<()> {
+    const DEADLINE: Duration = Duration::from_secs(5);
+    let started = Instant::now();
+    loop {
+        let state = ip(&["-n", netns, "-o", "link", "show", "dev", NODE_IFACE])?;
+        if state.contains("state UP") {
+            return Ok(());
+        }
+        if started.elapsed() > DEADLINE {
+            return Err(IsolateError::Command {
+                command: format!("ip -n {netns} link show dev {NODE_IFACE}"),
+                detail: format!("{NODE_IFACE} not operationally up after {} s: {}", DEADLINE.as_secs(), state.trim()),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Empties and deletes named network namespaces, and kills processes whose run tag matches
+/// `tag_matches` wherever they run. Shared by teardown and stale-run cleanup.
+pub(crate) fn remove_namespaces(namespaces: &[String], what: &str, tag_matches: impl Fn(&str) -> bool) -> Result<()> {
+    let inodes: Vec<u64> = namespaces.iter().filter_map(|ns| netns_inode(ns)).collect();
+    let mut first_error = kill_until_gone(what, || {
+        let mut pids = pids_in_netns(&inodes);
+        pids.extend(tagged_pids(&tag_matches).into_iter().map(|(pid, _)| pid));
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    })
+    .err();
+    for ns in namespaces {
+        if netns_exists(ns)
+            && let Err(e) = ip(&["netns", "delete", ns])
+        {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}

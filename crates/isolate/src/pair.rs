@@ -1,0 +1,259 @@
+//! The four layouts of `ic-bench pair --local --isolation …`, each the CPU twin of a Kubernetes
+//! placement (platform notes, "Reproducing pods and nodes"):
+//!
+//! | isolation  | network                         | IPC       | PID       | UCX picks         |
+//! |------------|---------------------------------|-----------|-----------|-------------------|
+//! | `none`     | host's (127.0.0.1)              | shared    | shared    | sysv/posix, cma   |
+//! | `pod`      | one fresh emulated node, shared | separate  | separate  | tcp               |
+//! | `host-ipc` | one fresh emulated node, shared | host's    | separate  | sysv (+tcp lane)  |
+//! | `node`     | two emulated nodes, veth        | separate  | separate  | tcp over the veth |
+//!
+//! `pod` and `host-ipc` use a fresh node namespace rather than the host's, so the run never
+//! depends on (or disturbs) the host's interfaces and both sides reach each other at 10.99.0.1.
+
+use crate::error::{IsolateError, Result};
+use crate::fabric::Fabric;
+use crate::names::RunTag;
+use crate::pod::PodSpec;
+use std::ffi::OsStr;
+use std::net::{IpAddr, Ipv4Addr};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Isolation {
+    /// Two plain processes.
+    #[default]
+    None,
+    /// Two pods on one node: shared network, separate IPC and PID namespaces.
+    Pod,
+    /// Two pods on one node with hostIPC: shared network and IPC, separate PID namespaces.
+    HostIpc,
+    /// Two pods on two nodes: separate network (veth), IPC and PID namespaces.
+    Node,
+}
+
+impl Isolation {
+    pub const ALL: [Isolation; 4] = [Isolation::None, Isolation::Pod, Isolation::HostIpc, Isolation::Node];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::None => "none",
+            Isolation::Pod => "pod",
+            Isolation::HostIpc => "host-ipc",
+            Isolation::Node => "node",
+        }
+    }
+
+    /// One line saying what the layout reproduces.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Isolation::None => "two plain processes sharing network, IPC and PID namespaces",
+            Isolation::Pod => {
+                "two pods on one emulated node: shared network namespace, separate IPC and PID namespaces"
+            }
+            Isolation::HostIpc => {
+                "two pods on one emulated node with hostIPC: shared network and IPC namespaces, separate PID namespaces"
+            }
+            Isolation::Node => {
+                "two pods on two emulated nodes joined by a veth: separate network, IPC and PID namespaces"
+            }
+        }
+    }
+
+    pub fn needs_root(self) -> bool {
+        self != Isolation::None
+    }
+
+    /// Whether the two sides sit on different (emulated) hosts.
+    pub fn different_hosts(self) -> bool {
+        self == Isolation::Node
+    }
+}
+
+impl std::fmt::Display for Isolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Isolation {
+    type Err = IsolateError;
+    fn from_str(s: &str) -> Result<Self> {
+        Isolation::ALL
+            .into_iter()
+            .find(|i| i.as_str() == s)
+            .ok_or_else(|| IsolateError::BadIsolation(s.to_string()))
+    }
+}
+
+/// Where one side of the pair runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairSide {
+    /// Host name (`none`) or emulated node name.
+    pub host: String,
+    /// Pod name for layouts with pods (`decode`, `prefill`).
+    pub pod: Option<String>,
+    /// The `ip netns` name of the side's node, if not the host's.
+    pub netns: Option<String>,
+    /// The address this side is reachable at (what the server listens on).
+    pub ip: IpAddr,
+    pub host_ipc: bool,
+    pub host_pid: bool,
+}
+
+/// Both sides of a local pair plus the namespaces behind them. Dropping it (or
+/// [`LocalPair::teardown`]) kills anything left in its namespaces or carrying its run tag and
+/// deletes the namespaces.
+#[derive(Debug)]
+pub struct LocalPair {
+    isolation: Isolation,
+    tag: RunTag,
+    fabric: Option<Fabric>,
+    decode: PairSide,
+    prefill: PairSide,
+    torn_down: bool,
+}
+
+impl LocalPair {
+    /// Builds the layout. Modes other than `none` need root and fail first with
+    /// "--isolation MODE needs root (namespaces): run as root or use --isolation none".
+    pub fn create(isolation: Isolation, prefix: &str) -> Result<LocalPair> {
+        if isolation.needs_root() && !nix::unistd::geteuid().is_root() {
+            return Err(IsolateError::NeedsRoot {
+                mode: isolation.as_str().to_string(),
+            });
+        }
+        let tag = RunTag::new(prefix)?;
+        let side = |host: String, pod: &str, netns: Option<String>, ip: IpAddr| PairSide {
+            host,
+            pod: isolation.needs_root().then(|| pod.to_string()),
+            netns,
+            ip,
+            host_ipc: matches!(isolation, Isolation::None | Isolation::HostIpc),
+            host_pid: isolation == Isolation::None,
+        };
+        let (fabric, decode, prefill) = match isolation {
+            Isolation::None => {
+                let host = nix::unistd::gethostname()
+                    .ok()
+                    .and_then(|h| h.into_string().ok())
+                    .unwrap_or_else(|| "localhost".to_string());
+                let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+                (
+                    None,
+                    side(host.clone(), "decode", None, lo),
+                    side(host, "prefill", None, lo),
+                )
+            }
+            Isolation::Pod | Isolation::HostIpc => {
+                let fabric = Fabric::create_tagged(tag.clone(), &["node-a"])?;
+                let node = fabric.node("node-a")?.clone();
+                let make = |pod| side(node.name.clone(), pod, Some(node.netns.clone()), IpAddr::V4(node.ip));
+                let (decode, prefill) = (make("decode"), make("prefill"));
+                (Some(fabric), decode, prefill)
+            }
+            Isolation::Node => {
+                let fabric = Fabric::create_tagged(tag.clone(), &["node-a", "node-b"])?;
+                let (a, b) = (fabric.node("node-a")?.clone(), fabric.node("node-b")?.clone());
+                let decode = side(a.name, "decode", Some(a.netns), IpAddr::V4(a.ip));
+                let prefill = side(b.name, "prefill", Some(b.netns), IpAddr::V4(b.ip));
+                (Some(fabric), decode, prefill)
+            }
+        };
+        Ok(LocalPair {
+            isolation,
+            tag,
+            fabric,
+            decode,
+            prefill,
+            torn_down: false,
+        })
+    }
+
+    pub fn isolation(&self) -> Isolation {
+        self.isolation
+    }
+
+    pub fn tag(&self) -> &RunTag {
+        &self.tag
+    }
+
+    pub fn fabric(&self) -> Option<&Fabric> {
+        self.fabric.as_ref()
+    }
+
+    /// The decode side (runs `ic-bench serve`).
+    pub fn decode(&self) -> &PairSide {
+        &self.decode
+    }
+
+    /// The prefill side (runs `ic-bench connect`).
+    pub fn prefill(&self) -> &PairSide {
+        &self.prefill
+    }
+
+    /// A pod spec for `program` on `side`, tagged with this pair's run.
+    pub fn pod(&self, side: &PairSide, program: impl AsRef<OsStr>) -> PodSpec {
+        let spec = PodSpec::new(program)
+            .host_ipc(side.host_ipc)
+            .host_pid(side.host_pid)
+            .tag(&self.tag);
+        match &side.netns {
+            Some(ns) => spec.netns(ns.clone()),
+            None => spec,
+        }
+    }
+
+    /// Kills what is left of the run and deletes its namespaces, reporting the first problem.
+    pub fn teardown(mut self) -> Result<()> {
+        self.teardown_inner()
+    }
+
+    fn teardown_inner(&mut self) -> Result<()> {
+        if std::mem::replace(&mut self.torn_down, true) {
+            return Ok(());
+        }
+        match self.fabric.take() {
+            Some(fabric) => fabric.teardown(),
+            None => {
+                // `none` has no namespaces, but its pods still carry the tag.
+                let tag = self.tag.to_string();
+                crate::fabric::remove_namespaces(&[], &format!("run {tag}"), |t| t == tag)
+            }
+        }
+    }
+}
+
+impl Drop for LocalPair {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown_inner() {
+            tracing::warn!("cleaning up local pair: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn isolation_names_round_trip() {
+        for i in Isolation::ALL {
+            assert_eq!(i.as_str().parse::<Isolation>().unwrap(), i);
+        }
+        let err = "pods".parse::<Isolation>().unwrap_err().to_string();
+        assert_eq!(err, "bad isolation 'pods': use none, pod, host-ipc or node");
+        assert!(Isolation::Node.different_hosts());
+        assert!(!Isolation::HostIpc.different_hosts());
+        assert!(!Isolation::None.needs_root());
+    }
+
+    #[test]
+    fn none_needs_no_root_and_uses_loopback() {
+        let pair = LocalPair::create(Isolation::None, "icb").unwrap();
+        assert!(pair.fabric().is_none());
+        assert_eq!(pair.decode().ip, IpAddr::V4(Ipv4Addr::LOCALHOST));
+        assert!(pair.decode().host_ipc && pair.decode().host_pid && pair.decode().netns.is_none());
+        assert!(!pair.pod(pair.decode(), "true").needs_root());
+        pair.teardown().unwrap();
+    }
+}

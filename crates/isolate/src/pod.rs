@@ -1,0 +1,281 @@
+//! Starting a program as a "pod": optionally inside a node's network namespace, with its own IPC
+//! and PID namespaces unless shared — the recipe measured in the platform notes:
+//! `ip netns exec NS unshare -i -p -f --kill-child --mount-proc PROGRAM …`.
+//!
+//! Every pod leads its own process group (a terminal's Ctrl-C reaches only the orchestrator, which
+//! then tears down in order) and carries its run tag in the environment (so a crashed run's pods
+//! can be found). Killing a pod kills its whole tree: the process group, and with a PID namespace
+//! the namespace's init, whose death takes every process in the namespace with it.
+
+use crate::error::{IsolateError, Result};
+use crate::names::{DEFAULT_PREFIX, RUN_TAG_ENV, RunTag};
+use crate::procs::{pgrp_of, tagged_pids};
+use crate::tools::{ip_path, unshare_path};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
+
+/// How long a SIGKILLed pod may take to be reaped before [`Pod::kill`] gives up.
+const REAP_DEADLINE: Duration = Duration::from_secs(5);
+
+/// What to start and how to isolate it. By default a pod shares the host's network namespace and
+/// gets its own IPC and PID namespaces (as a Kubernetes pod without hostIPC/hostPID does).
+#[derive(Debug, Clone)]
+pub struct PodSpec {
+    program: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    env_clear: bool,
+    current_dir: Option<PathBuf>,
+    netns: Option<String>,
+    host_ipc: bool,
+    host_pid: bool,
+    tag: Option<String>,
+}
+
+impl PodSpec {
+    /// `program` should be an absolute path when the environment is cleared (no PATH to search).
+    pub fn new(program: impl AsRef<OsStr>) -> Self {
+        PodSpec {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            env: Vec::new(),
+            env_clear: false,
+            current_dir: None,
+            netns: None,
+            host_ipc: false,
+            host_pid: false,
+            tag: None,
+        }
+    }
+
+    /// A plain process: host network, IPC and PID namespaces (still its own process group).
+    pub fn plain(program: impl AsRef<OsStr>) -> Self {
+        PodSpec::new(program).host_ipc(true).host_pid(true)
+    }
+
+    pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.args.push(arg.as_ref().to_owned());
+        self
+    }
+
+    pub fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, args: I) -> Self {
+        self.args.extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Adds one variable on top of the inherited (or cleared) environment.
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.env.push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        self
+    }
+
+    pub fn envs<I: IntoIterator<Item = (K, V)>, K: AsRef<OsStr>, V: AsRef<OsStr>>(mut self, vars: I) -> Self {
+        self.env.extend(
+            vars.into_iter()
+                .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned())),
+        );
+        self
+    }
+
+    /// Starts from an empty environment (as a container image does) instead of inheriting ours.
+    pub fn env_clear(mut self) -> Self {
+        self.env_clear = true;
+        self
+    }
+
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.current_dir = Some(dir.into());
+        self
+    }
+
+    /// Runs in a named network namespace (`ip netns` name, e.g. [`crate::Node::netns`]).
+    pub fn netns(mut self, netns: impl Into<String>) -> Self {
+        self.netns = Some(netns.into());
+        self
+    }
+
+    /// Shares the host's IPC namespace (Kubernetes `hostIPC: true`): sysv/posix shared memory works
+    /// between pods that both share it.
+    pub fn host_ipc(mut self, share: bool) -> Self {
+        self.host_ipc = share;
+        self
+    }
+
+    /// Shares the host's PID namespace (Kubernetes `hostPID: true`): cma and cuda_ipc need it.
+    pub fn host_pid(mut self, share: bool) -> Self {
+        self.host_pid = share;
+        self
+    }
+
+    /// The run this pod belongs to (default: a fresh tag under `icb`), written to its environment
+    /// as `ICB_ISOLATE_RUN` so [`crate::cleanup_stale`] finds it if its owner dies.
+    pub fn tag(mut self, tag: &RunTag) -> Self {
+        self.tag = Some(tag.to_string());
+        self
+    }
+
+    /// True when starting it needs root.
+    pub fn needs_root(&self) -> bool {
+        self.netns.is_some() || !self.host_ipc || !self.host_pid
+    }
+
+    /// The full command line that [`PodSpec::spawn`] runs, wrappers included.
+    pub fn command_line(&self) -> Result<Vec<OsString>> {
+        let mut argv: Vec<OsString> = Vec::new();
+        if let Some(ns) = &self.netns {
+            argv.extend([ip_path()?.into_os_string(), "netns".into(), "exec".into(), ns.into()]);
+        }
+        if !self.host_ipc || !self.host_pid {
+            argv.push(unshare_path()?.into_os_string());
+            if !self.host_ipc {
+                argv.push("--ipc".into());
+            }
+            if !self.host_pid {
+                // --fork: the program becomes the namespace's init; --kill-child: it dies with
+                // unshare, taking the namespace down; --mount-proc: /proc shows the namespace.
+                argv.extend(["--pid", "--fork", "--kill-child", "--mount-proc"].map(OsString::from));
+            }
+        }
+        argv.push(self.program.clone());
+        argv.extend(self.args.iter().cloned());
+        Ok(argv)
+    }
+
+    /// Starts the pod with stdin closed and stdout/stderr piped. Needs a tokio runtime, and root
+    /// unless the spec is [`PodSpec::plain`].
+    pub fn spawn(&self) -> Result<Pod> {
+        if self.needs_root() && !nix::unistd::geteuid().is_root() {
+            return Err(IsolateError::NotRoot {
+                what: "pods (network, IPC and PID namespaces)",
+            });
+        }
+        let argv = self.command_line()?;
+        let tag = match &self.tag {
+            Some(t) => t.clone(),
+            None => RunTag::new(DEFAULT_PREFIX)?.to_string(),
+        };
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
+        if self.env_clear {
+            cmd.env_clear();
+        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)))
+            .env(RUN_TAG_ENV, &tag)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(dir) = &self.current_dir {
+            cmd.current_dir(dir);
+        }
+        let program = self.program.to_string_lossy().into_owned();
+        let child = cmd.spawn().map_err(|source| IsolateError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+        let pid = child.id().ok_or_else(|| {
+            IsolateError::io(
+                format!("starting {program}"),
+                std::io::Error::other("exited before its pid could be read"),
+            )
+        })?;
+        Ok(Pod {
+            child,
+            pid,
+            tag,
+            program,
+        })
+    }
+}
+
+/// A running pod. Dropping it kills its whole process tree.
+#[derive(Debug)]
+pub struct Pod {
+    child: Child,
+    pid: u32,
+    tag: String,
+    program: String,
+}
+
+impl Pod {
+    /// Pid (in our PID namespace) of the outermost process: the pod's process-group leader
+    /// (`unshare` when the pod has its own PID namespace, else the program itself).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The run tag in the pod's environment.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
+    /// Takes the stdout pipe (once).
+    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    /// Takes the stderr pipe (once).
+    pub fn take_stderr(&mut self) -> Option<ChildStderr> {
+        self.child.stderr.take()
+    }
+
+    pub fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// Waits for the outermost process to exit (its exit status is the program's).
+    pub async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        self.child.wait().await
+    }
+
+    pub fn try_wait(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        self.child.try_wait()
+    }
+
+    /// SIGKILLs the whole tree and reaps the outermost process.
+    pub async fn kill(&mut self) -> Result<()> {
+        self.start_kill();
+        match tokio::time::timeout(REAP_DEADLINE, self.child.wait()).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(IsolateError::io(format!("reaping {}", self.program), e)),
+            Err(_) => Err(IsolateError::Survivors {
+                what: format!("pod {}", self.program),
+                pids: vec![self.pid],
+                waited_ms: REAP_DEADLINE.as_millis() as u64,
+            }),
+        }
+    }
+
+    /// Sends SIGKILL to the whole tree without waiting.
+    pub fn start_kill(&mut self) {
+        let group = Pid::from_raw(self.pid as i32);
+        if matches!(self.child.try_wait(), Ok(None)) {
+            // The leader is alive, so the group id is still ours.
+            let _ = killpg(group, Signal::SIGKILL);
+        } else {
+            // The leader is gone and its pid may be reused: signal only processes that still
+            // carry our tag and sit in our group (children the leader left behind).
+            for (pid, _) in tagged_pids(|t| t == self.tag) {
+                if pgrp_of(pid) == Some(self.pid) {
+                    let _ = nix::sys::signal::kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        self.start_kill();
+    }
+}

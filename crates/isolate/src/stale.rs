@@ -1,0 +1,37 @@
+//! Removing what crashed runs left behind. A run's names carry its owner's pid; when that process
+//! is gone (killed with SIGKILL, power cut mid-test), nothing else will ever delete them.
+
+use crate::error::Result;
+use crate::fabric::remove_namespaces;
+use crate::names::{RunTag, validate_prefix};
+use crate::procs::{netns_names, pid_alive, tagged_pids};
+
+/// What [`cleanup_stale`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StaleCleanup {
+    /// Network namespaces deleted.
+    pub namespaces: Vec<String>,
+    /// Pids of pods (and their descendants) killed.
+    pub processes: Vec<u32>,
+}
+
+impl StaleCleanup {
+    pub fn is_empty(&self) -> bool {
+        self.namespaces.is_empty() && self.processes.is_empty()
+    }
+}
+
+/// Deletes network namespaces named `{prefix}-{pid}-…` and kills pods tagged `{prefix}-{pid}-…`
+/// whose owner `pid` is no longer alive. Live runs — parallel tests, another ic-bench — are never
+/// touched. Owner pids are read in our PID namespace: call it from the host, not from inside a pod.
+pub fn cleanup_stale(prefix: &str) -> Result<StaleCleanup> {
+    validate_prefix(prefix)?;
+    let is_stale = |name: &str| RunTag::parse_owner(prefix, name).is_some_and(|owner| !pid_alive(owner));
+    let namespaces: Vec<String> = netns_names().into_iter().filter(|n| is_stale(n)).collect();
+    let processes: Vec<u32> = tagged_pids(is_stale).into_iter().map(|(pid, _)| pid).collect();
+    if namespaces.is_empty() && processes.is_empty() {
+        return Ok(StaleCleanup::default());
+    }
+    remove_namespaces(&namespaces, &format!("stale {prefix} runs"), is_stale)?;
+    Ok(StaleCleanup { namespaces, processes })
+}

@@ -1,0 +1,96 @@
+//! The two external tools this crate drives: `ip` (iproute2) and `unshare` (util-linux), the
+//! recipe measured in the platform notes. Every call has a deadline.
+
+use crate::error::{IsolateError, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `ip` only edits kernel state, so a call that takes longer than this is stuck.
+const IP_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Absolute path of a tool, so spawned pods still find it when their environment is cleared.
+pub(crate) fn locate(tool: &'static str, package: &'static str) -> Result<PathBuf> {
+    let from_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let fallbacks = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from);
+    from_path
+        .into_iter()
+        .chain(fallbacks)
+        .map(|dir| dir.join(tool))
+        .find(|p| is_executable(p))
+        .ok_or_else(|| IsolateError::ToolMissing {
+            tool,
+            package,
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "not on PATH"),
+        })
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+pub(crate) fn ip_path() -> Result<PathBuf> {
+    locate("ip", "iproute2")
+}
+
+pub(crate) fn unshare_path() -> Result<PathBuf> {
+    locate("unshare", "util-linux")
+}
+
+/// Runs `ip ARGS…` and returns its stdout; a non-zero exit becomes an error carrying `ip`'s stderr.
+pub(crate) fn ip(args: &[&str]) -> Result<String> {
+    let program = ip_path()?;
+    let command = format!("ip {}", args.join(" "));
+    let mut child = Command::new(&program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| IsolateError::Spawn {
+            program: program.display().to_string(),
+            source,
+        })?;
+    let started = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if started.elapsed() > IP_DEADLINE => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(IsolateError::Command {
+                    command,
+                    detail: format!("no answer within {} s", IP_DEADLINE.as_secs()),
+                });
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+            Err(e) => return Err(IsolateError::io(format!("waiting for `{command}`"), e)),
+        }
+    }
+    // The output is a few lines at most, so it fit in the pipes while the process ran.
+    let output = child
+        .wait_with_output()
+        .map_err(|e| IsolateError::io(format!("reading `{command}`"), e))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let detail = stderr
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        Err(IsolateError::Command {
+            command,
+            detail: if detail.is_empty() {
+                output.status.to_string()
+            } else {
+                detail
+            },
+        })
+    }
+}

@@ -1,0 +1,412 @@
+//! Real namespaces, veths and processes (root only; CI runs as root). Each test uses its own
+//! name prefix so tests running in parallel never see each other's leftovers as their own.
+
+use icb_isolate::{
+    Fabric, Isolation, LocalPair, PodSpec, StaleCleanup, cleanup_stale, live_processes, netns_exists,
+    privileged_tests_enabled, run_in_netns,
+};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
+const PROBE: &str = "readlink /proc/self/ns/net /proc/self/ns/ipc /proc/self/ns/pid; echo $$";
+
+/// The namespaces a spawned program sees, and its own pid as it sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    net: String,
+    ipc: String,
+    pid_ns: String,
+    pid: u32,
+}
+
+async fn probe(spec: PodSpec) -> Seen {
+    let mut pod = spec.arg("-c").arg(PROBE).spawn().unwrap();
+    let mut out = String::new();
+    let mut stdout = pod.take_stdout().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), stdout.read_to_string(&mut out))
+        .await
+        .expect("probe did not finish in 10 s")
+        .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(10), pod.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "probe failed: {status}, output {out:?}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "unexpected probe output {out:?}");
+    Seen {
+        net: lines[0].to_string(),
+        ipc: lines[1].to_string(),
+        pid_ns: lines[2].to_string(),
+        pid: lines[3].parse().unwrap(),
+    }
+}
+
+fn ours() -> Seen {
+    let link = |ns: &str| {
+        std::fs::read_link(format!("/proc/self/ns/{ns}"))
+            .unwrap()
+            .display()
+            .to_string()
+    };
+    Seen {
+        net: link("net"),
+        ipc: link("ipc"),
+        pid_ns: link("pid"),
+        pid: std::process::id(),
+    }
+}
+
+async fn wait_until_gone(tag: &str) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = live_processes(tag);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn pod_specs_get_exactly_the_namespaces_they_ask_for() {
+    if !privileged_tests_enabled("pod_specs_get_exactly_the_namespaces_they_ask_for") {
+        return;
+    }
+    let me = ours();
+    let plain = probe(PodSpec::plain("sh")).await;
+    assert_eq!((&plain.net, &plain.ipc, &plain.pid_ns), (&me.net, &me.ipc, &me.pid_ns));
+
+    let pod = probe(PodSpec::new("sh")).await;
+    assert_eq!(pod.net, me.net);
+    assert_ne!(pod.ipc, me.ipc);
+    assert_ne!(pod.pid_ns, me.pid_ns);
+    assert_eq!(pod.pid, 1, "the program is its PID namespace's init");
+
+    let host_ipc = probe(PodSpec::new("sh").host_ipc(true)).await;
+    assert_eq!(host_ipc.ipc, me.ipc);
+    assert_ne!(host_ipc.pid_ns, me.pid_ns);
+
+    let host_pid = probe(PodSpec::new("sh").host_pid(true)).await;
+    assert_ne!(host_pid.ipc, me.ipc);
+    assert_eq!(host_pid.pid_ns, me.pid_ns);
+
+    let fabric = Fabric::create("icbt", &["solo"]).unwrap();
+    let on_node = probe(PodSpec::new("sh").netns(fabric.netns("solo").unwrap())).await;
+    assert_ne!(on_node.net, me.net);
+    assert_ne!(on_node.ipc, me.ipc);
+    fabric.teardown().unwrap();
+}
+
+#[tokio::test]
+async fn pair_layouts_share_what_their_placement_shares() {
+    if !privileged_tests_enabled("pair_layouts_share_what_their_placement_shares") {
+        return;
+    }
+    let me = ours();
+    for isolation in Isolation::ALL {
+        let pair = LocalPair::create(isolation, "icbt").unwrap();
+        let decode = probe(pair.pod(pair.decode(), "sh")).await;
+        let prefill = probe(pair.pod(pair.prefill(), "sh")).await;
+        let same = |a: &String, b: &String| a == b;
+        let (net, ipc, pid) = (
+            same(&decode.net, &prefill.net),
+            same(&decode.ipc, &prefill.ipc),
+            same(&decode.pid_ns, &prefill.pid_ns),
+        );
+        match isolation {
+            Isolation::None => {
+                assert!(net && ipc && pid, "{isolation}: {decode:?} {prefill:?}");
+                assert_eq!(decode.net, me.net);
+            }
+            Isolation::Pod => {
+                assert!(net && !ipc && !pid, "{isolation}: {decode:?} {prefill:?}");
+                assert_ne!(
+                    decode.net, me.net,
+                    "pod mode uses a fresh node namespace, not the host's"
+                );
+            }
+            Isolation::HostIpc => {
+                assert!(net && ipc && !pid, "{isolation}: {decode:?} {prefill:?}");
+                assert_eq!(decode.ipc, me.ipc, "hostIPC shares the host's IPC namespace");
+            }
+            Isolation::Node => assert!(!net && !ipc && !pid, "{isolation}: {decode:?} {prefill:?}"),
+        }
+        assert_eq!(isolation.different_hosts(), decode.net != prefill.net);
+        let namespaces: Vec<String> = pair.fabric().map(|f| f.namespaces().to_vec()).unwrap_or_default();
+        assert_eq!(namespaces.is_empty(), isolation == Isolation::None);
+        pair.teardown().unwrap();
+        for ns in namespaces {
+            assert!(!netns_exists(&ns), "{isolation}: {ns} left behind");
+        }
+    }
+}
+
+fn connect(from_netns: &str, to: SocketAddr) -> std::io::Result<TcpStream> {
+    run_in_netns(from_netns, || {
+        TcpStream::connect_timeout(&to, Duration::from_millis(300))
+    })
+    .unwrap()
+}
+
+fn listen(netns: &str, ip: std::net::Ipv4Addr) -> TcpListener {
+    run_in_netns(netns, || TcpListener::bind((ip, 0))).unwrap().unwrap()
+}
+
+#[test]
+fn nodes_reach_each_other_over_the_veth_until_cut() {
+    if !privileged_tests_enabled("nodes_reach_each_other_over_the_veth_until_cut") {
+        return;
+    }
+    let fabric = Fabric::create("icbt", &["node-a", "node-b"]).unwrap();
+    let (a, b) = (fabric.netns("node-a").unwrap(), fabric.netns("node-b").unwrap());
+    assert_ne!(fabric.node_ip("node-a").unwrap(), fabric.node_ip("node-b").unwrap());
+    let listener = listen(b, fabric.node_ip("node-b").unwrap());
+    let addr = listener.local_addr().unwrap();
+    connect(a, addr).expect("node-a reaches node-b over the veth");
+
+    fabric.cut("node-b").unwrap();
+    let err = connect(a, addr).expect_err("a cut node must be unreachable");
+    assert!(
+        matches!(
+            err.kind(),
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::NetworkUnreachable | std::io::ErrorKind::HostUnreachable
+        ),
+        "{err:?}"
+    );
+
+    fabric.restore("node-b").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while let Err(e) = connect(a, addr) {
+        assert!(Instant::now() < deadline, "node-b still unreachable after restore: {e}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Our test address exists only inside the fabric: the host itself has no route to it.
+    assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err());
+    assert!(fabric.cut("nope").unwrap_err().to_string().contains("no node 'nope'"));
+}
+
+#[test]
+fn three_nodes_share_a_bridge() {
+    if !privileged_tests_enabled("three_nodes_share_a_bridge") {
+        return;
+    }
+    let fabric = Fabric::create("icbt", &["a", "b", "c"]).unwrap();
+    assert_eq!(fabric.namespaces().len(), 4, "three nodes plus the hub");
+    for (from, to) in [("a", "c"), ("c", "b"), ("b", "a")] {
+        let listener = listen(fabric.netns(to).unwrap(), fabric.node_ip(to).unwrap());
+        connect(fabric.netns(from).unwrap(), listener.local_addr().unwrap())
+            .unwrap_or_else(|e| panic!("{from} cannot reach {to}: {e}"));
+    }
+    fabric.cut("c").unwrap();
+    let listener = listen(fabric.netns("c").unwrap(), fabric.node_ip("c").unwrap());
+    assert!(connect(fabric.netns("a").unwrap(), listener.local_addr().unwrap()).is_err());
+    // The others still talk while c is cut.
+    let listener = listen(fabric.netns("b").unwrap(), fabric.node_ip("b").unwrap());
+    connect(fabric.netns("a").unwrap(), listener.local_addr().unwrap()).unwrap();
+}
+
+#[tokio::test]
+async fn teardown_leaves_no_namespace_and_no_process() {
+    if !privileged_tests_enabled("teardown_leaves_no_namespace_and_no_process") {
+        return;
+    }
+    let fabric = Fabric::create("icbt", &["x", "y", "z"]).unwrap();
+    let tag = fabric.tag().clone();
+    let mut pods = Vec::new();
+    for node in ["x", "y", "z"] {
+        let spec = PodSpec::new("sh")
+            .args(["-c", "sleep 1000 & sleep 1000 & echo up; wait"])
+            .netns(fabric.netns(node).unwrap())
+            .tag(&tag);
+        let mut pod = spec.spawn().unwrap();
+        let mut lines = BufReader::new(pod.take_stdout().unwrap()).lines();
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(line.as_deref(), Some("up"));
+        pods.push(pod);
+    }
+    // A plain process of the same run, outside every namespace: found by its tag.
+    pods.push(PodSpec::plain("sleep").arg("1000").tag(&tag).spawn().unwrap());
+    // Per node: unshare, sh and two sleeps; plus the plain sleep.
+    let started = live_processes(&tag.to_string()).len();
+    assert!(started >= 13, "only {started} processes of the run are alive");
+    let namespaces = fabric.namespaces().to_vec();
+    fabric.teardown().unwrap();
+    let listing = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout);
+    assert!(!listing.contains(&tag.to_string()), "{listing}");
+    for ns in namespaces {
+        assert!(!netns_exists(&ns));
+    }
+    assert_eq!(wait_until_gone(&tag.to_string()).await, Vec::<u32>::new());
+    for pod in &mut pods {
+        let status = tokio::time::timeout(Duration::from_secs(5), pod.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!status.success());
+    }
+}
+
+#[test]
+fn a_panic_still_tears_down() {
+    if !privileged_tests_enabled("a_panic_still_tears_down") {
+        return;
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let outcome = std::thread::spawn(move || {
+        let fabric = Fabric::create("icbt", &["p", "q"]).unwrap();
+        tx.send(fabric.namespaces().to_vec()).unwrap();
+        panic!("deliberate panic while the fabric is up");
+    })
+    .join();
+    assert!(outcome.is_err());
+    let namespaces = rx.recv().unwrap();
+    assert_eq!(namespaces.len(), 2);
+    for ns in namespaces {
+        assert!(!netns_exists(&ns), "{ns} survived the panic");
+    }
+}
+
+#[tokio::test]
+async fn killing_a_pod_kills_its_whole_tree() {
+    // Plain pods need no root: only the process group is involved.
+    let mut specs = vec![("plain", PodSpec::plain("sh"))];
+    if nix::unistd::geteuid().is_root() {
+        specs.push(("pid namespace", PodSpec::new("sh")));
+        specs.push(("host pid, own ipc", PodSpec::new("sh").host_pid(true)));
+    }
+    for (what, spec) in specs {
+        for use_drop in [false, true] {
+            let mut pod = spec
+                .clone()
+                .args(["-c", "sleep 1000 & sleep 1000 & echo up; wait"])
+                .spawn()
+                .unwrap();
+            let tag = pod.tag().to_string();
+            let mut lines = BufReader::new(pod.take_stdout().unwrap()).lines();
+            let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(line.as_deref(), Some("up"), "{what}");
+            assert!(live_processes(&tag).len() >= 3, "{what}: {:?}", live_processes(&tag));
+            if use_drop {
+                drop(pod);
+            } else {
+                pod.kill().await.unwrap();
+            }
+            assert_eq!(
+                wait_until_gone(&tag).await,
+                Vec::<u32>::new(),
+                "{what}, drop={use_drop}"
+            );
+        }
+    }
+}
+
+/// Not a test on its own: the crashed owner that `stale_runs_are_cleaned_up` starts and SIGKILLs.
+#[tokio::test]
+#[ignore = "helper process for stale_runs_are_cleaned_up"]
+async fn crashed_owner_helper() {
+    if std::env::var_os("ICB_ISOLATE_CRASH_HELPER").is_none() {
+        return;
+    }
+    let fabric = Fabric::create("icbs", &["m", "n"]).unwrap();
+    let tag = fabric.tag().clone();
+    let _in_node = PodSpec::new("sleep")
+        .arg("1000")
+        .netns(fabric.netns("m").unwrap())
+        .tag(&tag)
+        .spawn()
+        .unwrap();
+    let _plain = PodSpec::plain("sleep").arg("1000").tag(&tag).spawn().unwrap();
+    println!("TAG {tag}");
+    for ns in fabric.namespaces() {
+        println!("NS {ns}");
+    }
+    println!("READY");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+#[test]
+fn stale_runs_are_cleaned_up() {
+    if !privileged_tests_enabled("stale_runs_are_cleaned_up") {
+        return;
+    }
+    let mut helper = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "crashed_owner_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ICB_ISOLATE_CRASH_HELPER", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = helper.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (mut tag, mut namespaces): (String, Vec<String>) = (String::new(), Vec::new());
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("helper did not get ready in 20 s");
+        // libtest may print "test crashed_owner_helper ... " in front of the first marker.
+        if let Some((_, t)) = line.split_once("TAG ") {
+            tag = t.trim().to_string();
+        } else if let Some((_, ns)) = line.split_once("NS ") {
+            namespaces.push(ns.trim().to_string());
+        } else if line.ends_with("READY") {
+            break;
+        }
+    }
+    helper.kill().unwrap();
+    helper.wait().unwrap();
+
+    // The crash left everything behind...
+    assert_eq!(namespaces.len(), 2);
+    assert!(namespaces.iter().all(|ns| netns_exists(ns)));
+    let orphans = live_processes(&tag);
+    assert!(orphans.len() >= 2, "{orphans:?}");
+
+    // ...which a later run removes, without touching live runs.
+    let live = Fabric::create("icbs", &["alive"]).unwrap();
+    let StaleCleanup {
+        namespaces: removed,
+        processes,
+    } = cleanup_stale("icbs").unwrap();
+    // (Leftovers of earlier crashed test runs may be removed too.)
+    assert!(
+        namespaces.iter().all(|ns| removed.contains(ns)),
+        "{namespaces:?} vs {removed:?}"
+    );
+    assert!(
+        orphans.iter().all(|p| processes.contains(p)),
+        "{orphans:?} vs {processes:?}"
+    );
+    assert!(namespaces.iter().all(|ns| !netns_exists(ns)));
+    assert!(live_processes(&tag).is_empty());
+    assert!(
+        live.namespaces().iter().all(|ns| netns_exists(ns)),
+        "a live run was touched"
+    );
+    assert!(cleanup_stale("icbs").unwrap().is_empty());
+    live.teardown().unwrap();
+}

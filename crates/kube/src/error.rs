@@ -1,0 +1,105 @@
+//! One error type whose messages are single lines that say what to fix.
+
+use std::time::Duration;
+
+/// Everything that can go wrong talking to a cluster or running bench pods there.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    /// The kubeconfig / in-cluster credentials could not be loaded.
+    #[error("{0}")]
+    Config(String),
+
+    /// A call did not complete within its deadline (kube's own 429/503 retries included).
+    #[error("{what}: no answer within {}; check the cluster or raise --request-timeout", humanize(*.timeout))]
+    Timeout { what: String, timeout: Duration },
+
+    /// The API server answered with an error status.
+    #[error("{what}: {message} (HTTP {code}, {reason}){}", hint_for(*.code))]
+    Api {
+        what: String,
+        code: u16,
+        reason: String,
+        message: String,
+    },
+
+    /// Transport-level failure (connection refused, TLS, bad response).
+    #[error("{what}: {detail}; check that the API server in your kubeconfig is reachable")]
+    Transport { what: String, detail: String },
+
+    /// A target (`node/NAME`, `pod/NAME`, …) was malformed or could not be resolved.
+    #[error("{0}")]
+    Target(String),
+
+    /// A bench pod could not be scheduled, started or finished as expected.
+    #[error("{0}")]
+    Pod(String),
+
+    /// The run was stopped (Ctrl-C / SIGTERM); the text says what was cleaned up.
+    #[error("interrupted: {0}")]
+    Interrupted(String),
+
+    /// The bench pods' output was not what `ic-bench serve` / `connect` print.
+    #[error("{0}")]
+    Output(String),
+}
+
+impl KubeError {
+    /// HTTP status when the API server answered with an error.
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            KubeError::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.status_code() == Some(404)
+    }
+
+    /// Worth another try within the same deadline: server-side hiccups and lost connections.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            KubeError::Api { code, .. } => matches!(code, 429 | 500 | 502 | 503 | 504),
+            KubeError::Transport { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// Converts a kube-rs error, naming the call that failed.
+    pub fn from_kube(what: impl Into<String>, err: kube::Error) -> Self {
+        let what = what.into();
+        match err {
+            kube::Error::Api(status) => KubeError::Api {
+                what,
+                code: status.code,
+                reason: status.reason.clone(),
+                message: one_line(&status.message),
+            },
+            other => KubeError::Transport {
+                what,
+                detail: one_line(&other.to_string()),
+            },
+        }
+    }
+}
+
+fn hint_for(code: u16) -> &'static str {
+    match code {
+        401 => "; your credentials were rejected: refresh the kubeconfig's user token",
+        403 => "; the account lacks RBAC permission: apply manifests/rbac.yaml for ic-bench's ServiceAccount",
+        _ => "",
+    }
+}
+
+/// Collapses whitespace so a multi-line server message stays on one line.
+pub(crate) fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+pub(crate) fn humanize(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}

@@ -1,0 +1,141 @@
+//! `ic-bench gc`: deletes pods ic-bench left behind (a killed run, a lost connection), found by
+//! the `app.kubernetes.io/managed-by=ic-bench` label, optionally only those older than a duration.
+
+use crate::access::Cluster;
+use crate::error::KubeError;
+use crate::lifecycle;
+use crate::podspec::MANAGED_SELECTOR;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, ListParams};
+use std::time::Duration;
+
+/// What to collect.
+#[derive(Debug, Clone, Default)]
+pub struct GcOptions {
+    /// Only pods created at least this long ago.
+    pub older_than: Option<Duration>,
+    /// Only this run's pods (`app.kubernetes.io/instance`).
+    pub run_id: Option<String>,
+    /// Every namespace (needs cluster-wide list/delete on pods).
+    pub all_namespaces: bool,
+    /// List what would be deleted, delete nothing.
+    pub dry_run: bool,
+}
+
+/// One pod gc found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collected {
+    pub namespace: String,
+    pub name: String,
+    pub age: Option<Duration>,
+}
+
+pub fn selector(opts: &GcOptions) -> String {
+    match &opts.run_id {
+        Some(id) => format!("{MANAGED_SELECTOR},{}={id}", crate::podspec::LABEL_INSTANCE),
+        None => MANAGED_SELECTOR.to_string(),
+    }
+}
+
+/// Which of `pods` gc takes (pure, for tests).
+pub fn select(pods: &[Pod], opts: &GcOptions, now: jiff::Timestamp) -> Vec<Collected> {
+    pods.iter()
+        .filter_map(|p| {
+            let age = lifecycle::age(p, now);
+            if let Some(min) = opts.older_than
+                && age.is_none_or(|a| a < min)
+            {
+                return None;
+            }
+            Some(Collected {
+                namespace: p.metadata.namespace.clone().unwrap_or_default(),
+                name: p.metadata.name.clone()?,
+                age,
+            })
+        })
+        .collect()
+}
+
+/// Finds and (unless dry-run) deletes leftovers; returns what it took.
+pub async fn collect(cluster: &Cluster, opts: &GcOptions) -> Result<Vec<Collected>, KubeError> {
+    let api: kube::Api<Pod> = if opts.all_namespaces {
+        kube::Api::all(cluster.client().clone())
+    } else {
+        cluster.pods()
+    };
+    let lp = ListParams::default().labels(&selector(opts));
+    let scope = if opts.all_namespaces {
+        "all namespaces".to_string()
+    } else {
+        format!("namespace {}", cluster.namespace())
+    };
+    let pods = cluster
+        .call(&format!("list ic-bench pods in {scope}"), || api.list(&lp))
+        .await?
+        .items;
+    let chosen = select(&pods, opts, jiff::Timestamp::now());
+    if opts.dry_run {
+        return Ok(chosen);
+    }
+    let dp = DeleteParams {
+        grace_period_seconds: Some(1),
+        ..DeleteParams::background()
+    };
+    for c in &chosen {
+        let napi: kube::Api<Pod> = kube::Api::namespaced(cluster.client().clone(), &c.namespace);
+        match cluster
+            .call(&format!("delete pod {}/{}", c.namespace, c.name), || {
+                napi.delete(&c.name, &dp)
+            })
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(chosen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, created_s: i64) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "creationTimestamp": jiff::Timestamp::from_second(created_s).unwrap().to_string()},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn older_than_filters_by_creation_time() {
+        let now = jiff::Timestamp::from_second(10_000).unwrap();
+        let pods = vec![pod("old", 10_000 - 7200), pod("new", 10_000 - 60)];
+        let all = select(&pods, &GcOptions::default(), now);
+        assert_eq!(all.len(), 2);
+        let old = select(
+            &pods,
+            &GcOptions {
+                older_than: Some(Duration::from_secs(3600)),
+                ..Default::default()
+            },
+            now,
+        );
+        assert_eq!(old.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["old"]);
+        assert_eq!(old[0].age, Some(Duration::from_secs(7200)));
+    }
+
+    #[test]
+    fn selector_always_requires_managed_by() {
+        assert_eq!(selector(&GcOptions::default()), "app.kubernetes.io/managed-by=ic-bench");
+        let s = selector(&GcOptions {
+            run_id: Some("abc".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            s,
+            "app.kubernetes.io/managed-by=ic-bench,app.kubernetes.io/instance=abc"
+        );
+    }
+}

@@ -1,0 +1,530 @@
+//! Creating, watching, reading and deleting bench pods, each step under a deadline.
+//!
+//! Waiting uses a watch on the one pod (list + watch, as `await_condition` does) but, unlike
+//! `await_condition`, survives transient API errors: the watcher re-lists on the next poll, and
+//! only the caller's deadline ends the wait.
+
+use crate::access::Cluster;
+use crate::error::{KubeError, humanize, one_line};
+use crate::podspec::{CONTAINER, LABEL_INSTANCE};
+use futures::{AsyncBufReadExt, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
+use kube::runtime::watcher;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Container waiting reasons that will not resolve on their own within a bench run.
+const FATAL_WAITING: &[&str] = &[
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "CrashLoopBackOff",
+];
+
+/// Where a pod stands, reduced to what the orchestration acts on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PodState {
+    /// Not yet running; the text says why (ContainerCreating, not scheduled yet, …).
+    Pending(String),
+    /// Running with an IP.
+    Running { ip: String },
+    /// Finished (exit code of the bench container when known).
+    Terminated { success: bool, detail: String },
+    /// Will not start: unschedulable, image pull failure, crash loop … (one-line reason).
+    Stuck(String),
+}
+
+/// Classifies a pod's status.
+pub fn pod_state(pod: &Pod) -> PodState {
+    let name = pod.metadata.name.as_deref().unwrap_or("?");
+    let Some(status) = pod.status.as_ref() else {
+        return PodState::Pending("no status yet".into());
+    };
+    let phase = status.phase.as_deref().unwrap_or("Pending");
+    let container = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == CONTAINER)
+        .or_else(|| status.container_statuses.as_ref().and_then(|v| v.first()));
+    let image = container.map(|c| c.image.clone()).unwrap_or_default();
+    let terminated = container
+        .and_then(|c| c.state.as_ref())
+        .and_then(|s| s.terminated.as_ref())
+        .map(|t| (t.exit_code, t.reason.clone(), t.message.clone()));
+    match phase {
+        "Succeeded" | "Failed" => {
+            let mut detail = match &terminated {
+                Some((code, reason, message)) => format!(
+                    "exit code {code}{}{}",
+                    reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default(),
+                    message
+                        .as_deref()
+                        .map(|m| format!(": {}", one_line(m)))
+                        .unwrap_or_default()
+                ),
+                None => String::new(),
+            };
+            if let Some(reason) = &status.reason {
+                let msg = status.message.as_deref().map(one_line).unwrap_or_default();
+                let pod_level = if msg.is_empty() {
+                    reason.clone()
+                } else {
+                    format!("{reason}: {msg}")
+                };
+                detail = if detail.is_empty() {
+                    pod_level
+                } else {
+                    format!("{pod_level}; {detail}")
+                };
+            }
+            if detail.is_empty() {
+                detail = format!("phase {phase}");
+            }
+            PodState::Terminated {
+                success: phase == "Succeeded",
+                detail,
+            }
+        }
+        _ => {
+            if let Some(c) = status
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+                && c.reason.as_deref() == Some("Unschedulable")
+            {
+                return PodState::Stuck(format!(
+                    "pod {name} cannot be scheduled: {}",
+                    one_line(c.message.as_deref().unwrap_or("the scheduler gave no reason"))
+                ));
+            }
+            if let Some(w) = container
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.waiting.as_ref())
+            {
+                let reason = w.reason.clone().unwrap_or_default();
+                let msg = w.message.as_deref().map(one_line).unwrap_or_default();
+                if FATAL_WAITING.contains(&reason.as_str()) {
+                    let fix = match reason.as_str() {
+                        "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName" | "ErrImageNeverPull" => {
+                            format!("; check --image {image} and the namespace's imagePullSecrets")
+                        }
+                        "CrashLoopBackOff" | "RunContainerError" => "; see the container's logs".to_string(),
+                        _ => String::new(),
+                    };
+                    let msg = if msg.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {msg}")
+                    };
+                    return PodState::Stuck(format!("pod {name}: {reason}{msg}{fix}"));
+                }
+                return PodState::Pending(if msg.is_empty() {
+                    reason
+                } else {
+                    format!("{reason}: {msg}")
+                });
+            }
+            if let Some((code, reason, _)) = &terminated
+                && *code != 0
+            {
+                return PodState::Stuck(format!(
+                    "pod {name}: container exited with code {code}{}",
+                    reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+                ));
+            }
+            match (phase, status.pod_ip.as_deref()) {
+                ("Running", Some(ip)) if !ip.is_empty() => PodState::Running { ip: ip.to_string() },
+                ("Running", _) => PodState::Pending("running, waiting for a pod IP".into()),
+                _ => PodState::Pending(if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none() {
+                    "not scheduled yet".into()
+                } else {
+                    "ContainerCreating".into()
+                }),
+            }
+        }
+    }
+}
+
+/// What a wait does with each state it sees.
+pub enum Step<T> {
+    Continue,
+    Done(T),
+    Fail(KubeError),
+}
+
+/// Watches pod `name` until `decide` returns Done or Fail, the pod disappears, or `until` passes.
+pub async fn watch_pod<T>(
+    cluster: &Cluster,
+    name: &str,
+    until: Instant,
+    mut decide: impl FnMut(&Pod) -> Step<T>,
+) -> Result<T, KubeError> {
+    let stream = watcher::watch_object(cluster.pods(), name);
+    futures::pin_mut!(stream);
+    let mut last_state = String::from("no state seen yet");
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let next = match tokio::time::timeout_at(until, stream.next()).await {
+            Ok(n) => n,
+            Err(_) => {
+                return Err(KubeError::Pod(format!(
+                    "pod {name}: still not there after the deadline ({last_state}); raise --timeout or check the node"
+                )));
+            }
+        };
+        match next {
+            Some(Ok(Some(pod))) => {
+                backoff = Duration::from_millis(50);
+                last_state = describe(&pod_state(&pod));
+                match decide(&pod) {
+                    Step::Continue => {}
+                    Step::Done(v) => return Ok(v),
+                    Step::Fail(e) => return Err(e),
+                }
+            }
+            Some(Ok(None)) => {
+                return Err(KubeError::Pod(format!(
+                    "pod {name} was deleted while ic-bench waited for it (by someone else, or a namespace cleanup)"
+                )));
+            }
+            Some(Err(e)) => {
+                let err = watcher_error(name, e);
+                if !err.is_transient() {
+                    return Err(err);
+                }
+                tracing::debug!("{err}; watching again");
+                last_state = format!("last API error: {err}");
+                tokio::time::sleep_until((Instant::now() + backoff).min(until)).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+            None => {
+                return Err(KubeError::Pod(format!("pod {name}: the watch ended unexpectedly")));
+            }
+        }
+    }
+}
+
+fn describe(state: &PodState) -> String {
+    match state {
+        PodState::Pending(why) => format!("Pending: {why}"),
+        PodState::Running { ip } => format!("Running at {ip}"),
+        PodState::Terminated { detail, .. } => format!("finished: {detail}"),
+        PodState::Stuck(why) => why.clone(),
+    }
+}
+
+fn watcher_error(name: &str, e: watcher::Error) -> KubeError {
+    let what = format!("watch pod {name}");
+    match e {
+        watcher::Error::InitialListFailed(k) | watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {
+            KubeError::from_kube(what, k)
+        }
+        watcher::Error::WatchError(status) => KubeError::Api {
+            what,
+            code: status.code,
+            reason: status.reason.clone(),
+            message: one_line(&status.message),
+        },
+        watcher::Error::NoResourceVersion => KubeError::Transport {
+            what,
+            detail: "the list carried no resourceVersion".into(),
+        },
+    }
+}
+
+/// Waits until the pod runs with an IP; Stuck or finished pods fail with their one-line reason.
+pub async fn wait_running(cluster: &Cluster, name: &str, until: Instant) -> Result<(Pod, String), KubeError> {
+    watch_pod(cluster, name, until, |pod| match pod_state(pod) {
+        PodState::Running { ip } => Step::Done((pod.clone(), ip)),
+        PodState::Pending(_) => Step::Continue,
+        PodState::Stuck(why) => Step::Fail(KubeError::Pod(why)),
+        PodState::Terminated { detail, .. } => Step::Fail(KubeError::Pod(format!(
+            "pod {name} finished before it was expected to: {detail}"
+        ))),
+    })
+    .await
+}
+
+/// Waits until the pod has finished (either way); Stuck pods fail.
+pub async fn wait_finished(cluster: &Cluster, name: &str, until: Instant) -> Result<(Pod, bool), KubeError> {
+    watch_pod(cluster, name, until, |pod| match pod_state(pod) {
+        PodState::Terminated { success, .. } => Step::Done((pod.clone(), success)),
+        PodState::Stuck(why) => Step::Fail(KubeError::Pod(why)),
+        PodState::Pending(_) | PodState::Running { .. } => Step::Continue,
+    })
+    .await
+}
+
+/// Creates a pod. A retried create that meets its own earlier attempt (409 with our run's label)
+/// counts as success: the first attempt reached the server even though its answer was lost.
+pub async fn create_pod(cluster: &Cluster, pod: &Pod) -> Result<Pod, KubeError> {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let api = cluster.pods();
+    let pp = PostParams::default();
+    let what = format!("create pod {}/{name}", cluster.namespace());
+    match cluster.call(&what, || api.create(&pp, pod)).await {
+        Ok(p) => Ok(p),
+        Err(e) if e.status_code() == Some(409) => {
+            let existing = cluster.call(&format!("get pod {name}"), || api.get(&name)).await?;
+            let ours = |p: &Pod| p.metadata.labels.as_ref().and_then(|l| l.get(LABEL_INSTANCE)).cloned();
+            if ours(&existing).is_some() && ours(&existing) == ours(pod) {
+                Ok(existing)
+            } else {
+                Err(KubeError::Pod(format!(
+                    "pod {name} already exists and is not from this run: pick another --run-id or run `ic-bench gc`"
+                )))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Follows the server's log until `ic-bench serve` prints its listening line; returns the port.
+pub async fn read_listening_port(cluster: &Cluster, name: &str, until: Instant) -> Result<u16, KubeError> {
+    let api = cluster.pods();
+    let lp = LogParams {
+        container: Some(CONTAINER.into()),
+        follow: true,
+        ..Default::default()
+    };
+    let mut seen: Vec<String> = Vec::new();
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        let attempt = async {
+            let stream = api
+                .log_stream(name, &lp)
+                .await
+                .map_err(|e| KubeError::from_kube(format!("logs of pod {name}"), e))?;
+            let mut lines = stream.lines();
+            seen.clear();
+            while let Some(line) = lines.next().await {
+                let line = line.map_err(|e| KubeError::Transport {
+                    what: format!("logs of pod {name}"),
+                    detail: e.to_string(),
+                })?;
+                if let Some(port) = listening_port(&line)? {
+                    return Ok(Some(port));
+                }
+                if !line.trim().is_empty() {
+                    seen.push(line);
+                }
+            }
+            Ok::<Option<u16>, KubeError>(None)
+        };
+        match tokio::time::timeout_at(until, attempt).await {
+            Err(_) => {
+                return Err(KubeError::Output(format!(
+                    "pod {name}: `ic-bench serve` printed no listening line before the deadline{}",
+                    last_line_note(&seen)
+                )));
+            }
+            Ok(Ok(Some(port))) => return Ok(port),
+            Ok(Ok(None)) => {
+                return Err(KubeError::Output(format!(
+                    "pod {name}: `ic-bench serve` exited without printing its listening line{}",
+                    last_line_note(&seen)
+                )));
+            }
+            Ok(Err(e)) if e.is_transient() || e.status_code() == Some(400) => {
+                // 400: the container is not started yet ("waiting to start"), try again.
+                tracing::debug!("{e}; reading the log again");
+                tokio::time::sleep_until((Instant::now() + backoff).min(until)).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+            Ok(Err(e)) => return Err(e),
+        }
+    }
+}
+
+fn last_line_note(seen: &[String]) -> String {
+    match seen.last() {
+        Some(l) => format!("; its last output: {}", one_line(l)),
+        None => "; it printed nothing (check the image's ic-bench)".into(),
+    }
+}
+
+/// Parses `ic-bench serve`'s listening line (`{"event":"listening","schema":"ic-bench.serve/v1","address":"ip:port",…}`).
+pub fn listening_port(line: &str) -> Result<Option<u16>, KubeError> {
+    let t = line.trim();
+    if !t.starts_with('{') {
+        return Ok(None);
+    }
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(t) else {
+        return Ok(None);
+    };
+    if v.get("event").and_then(|e| e.as_str()) != Some("listening") {
+        return Ok(None);
+    }
+    let schema = v.get("schema").and_then(|s| s.as_str()).unwrap_or_default();
+    if !schema.starts_with("ic-bench.serve/") {
+        return Err(KubeError::Output(format!(
+            "the server's listening line has schema '{schema}', expected ic-bench.serve/v1: use a bench image of the same ic-bench version"
+        )));
+    }
+    let addr = v.get("address").and_then(|a| a.as_str()).unwrap_or_default();
+    addr.parse::<std::net::SocketAddr>()
+        .map(|a| Some(a.port()))
+        .map_err(|_| KubeError::Output(format!("the server's listening line has no usable address ('{addr}')")))
+}
+
+/// The whole log of a finished pod's bench container.
+pub async fn read_logs(cluster: &Cluster, name: &str) -> Result<String, KubeError> {
+    let api = cluster.pods();
+    let lp = LogParams {
+        container: Some(CONTAINER.into()),
+        ..Default::default()
+    };
+    cluster
+        .call(&format!("logs of pod {name}"), || api.logs(name, &lp))
+        .await
+}
+
+/// Deletes every pod matching `selector`, then waits (until `until`) for them to be gone.
+/// Returns the names deleted; an error lists what is left.
+pub async fn delete_matching(cluster: &Cluster, selector: &str, until: Instant) -> Result<Vec<String>, KubeError> {
+    let api = cluster.pods();
+    let lp = ListParams::default().labels(selector);
+    let mut deleted = Vec::new();
+    let remaining = |pods: &[Pod]| -> Vec<String> { pods.iter().filter_map(|p| p.metadata.name.clone()).collect() };
+    let bounded = async {
+        let pods = cluster
+            .call(&format!("list pods -l {selector}"), || api.list(&lp))
+            .await?
+            .items;
+        let dp = DeleteParams {
+            grace_period_seconds: Some(1),
+            ..DeleteParams::background()
+        };
+        for name in remaining(&pods) {
+            match cluster
+                .call(&format!("delete pod {name}"), || api.delete(&name, &dp))
+                .await
+            {
+                Ok(_) => deleted.push(name),
+                Err(e) if e.is_not_found() => deleted.push(name),
+                Err(e) => return Err(e),
+            }
+        }
+        loop {
+            let left = cluster
+                .call(&format!("list pods -l {selector}"), || api.list(&lp))
+                .await?
+                .items;
+            if left.is_empty() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    match tokio::time::timeout_at(until, bounded).await {
+        Ok(Ok(())) => Ok(deleted),
+        Ok(Err(e)) => Err(KubeError::Pod(format!(
+            "cleanup of pods -l {selector} failed: {e}; run `ic-bench gc`"
+        ))),
+        Err(_) => Err(KubeError::Pod(format!(
+            "cleanup of pods -l {selector} did not finish in time (deleted {}); run `ic-bench gc`",
+            deleted.len()
+        ))),
+    }
+}
+
+/// How long ago a pod was created.
+pub fn age(pod: &Pod, now: jiff::Timestamp) -> Option<Duration> {
+    let created = pod.metadata.creation_timestamp.as_ref()?.0;
+    let secs = now.as_second() - created.as_second();
+    Some(Duration::from_secs(secs.max(0) as u64))
+}
+
+/// One-line explanation of a deadline for messages.
+pub fn deadline_text(d: Duration) -> String {
+    humanize(d)
+}
+
+/// State of the bench container for messages about a finished pod.
+pub fn exit_summary(pod: &Pod) -> String {
+    match pod_state(pod) {
+        PodState::Terminated { detail, .. } => detail,
+        other => describe(&other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod_json(status: serde_json::Value) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "bench"}], "nodeName": "n1"},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn states_from_status() {
+        let unsched = pod_json(
+            serde_json::json!({"phase":"Pending","conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]}),
+        );
+        assert_eq!(
+            pod_state(&unsched),
+            PodState::Stuck(
+                "pod p cannot be scheduled: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu.".into()
+            )
+        );
+        let pull = pod_json(
+            serde_json::json!({"phase":"Pending","containerStatuses":[{"name":"bench","image":"x:1","imageID":"","ready":false,"restartCount":0,"state":{"waiting":{"reason":"ErrImagePull","message":"not found"}}}]}),
+        );
+        match pod_state(&pull) {
+            PodState::Stuck(m) => assert!(m.contains("ErrImagePull: not found; check --image x:1"), "{m}"),
+            s => panic!("{s:?}"),
+        }
+        let creating = pod_json(
+            serde_json::json!({"phase":"Pending","containerStatuses":[{"name":"bench","image":"x","imageID":"","ready":false,"restartCount":0,"state":{"waiting":{"reason":"ContainerCreating"}}}]}),
+        );
+        assert_eq!(pod_state(&creating), PodState::Pending("ContainerCreating".into()));
+        let running = pod_json(serde_json::json!({"phase":"Running","podIP":"10.0.0.5"}));
+        assert_eq!(pod_state(&running), PodState::Running { ip: "10.0.0.5".into() });
+        let failed = pod_json(
+            serde_json::json!({"phase":"Failed","containerStatuses":[{"name":"bench","image":"x","imageID":"","ready":false,"restartCount":0,"state":{"terminated":{"exitCode":139,"reason":"Error"}}}]}),
+        );
+        assert_eq!(
+            pod_state(&failed),
+            PodState::Terminated {
+                success: false,
+                detail: "exit code 139 (Error)".into()
+            }
+        );
+        let deadline = pod_json(
+            serde_json::json!({"phase":"Failed","reason":"DeadlineExceeded","message":"Pod was active on the node longer than the specified deadline"}),
+        );
+        match pod_state(&deadline) {
+            PodState::Terminated { success: false, detail } => {
+                assert!(detail.starts_with("DeadlineExceeded: Pod was active"))
+            }
+            s => panic!("{s:?}"),
+        }
+    }
+
+    #[test]
+    fn listening_line() {
+        assert_eq!(
+            listening_port(
+                r#"{"event":"listening","schema":"ic-bench.serve/v1","address":"0.0.0.0:41234","ucx":"1.22.0"}"#
+            )
+            .unwrap(),
+            Some(41234)
+        );
+        assert_eq!(listening_port("INFO starting").unwrap(), None);
+        assert_eq!(listening_port(r#"{"event":"other"}"#).unwrap(), None);
+        assert!(listening_port(r#"{"event":"listening","schema":"other/v1","address":"1.2.3.4:5"}"#).is_err());
+        assert!(listening_port(r#"{"event":"listening","schema":"ic-bench.serve/v1","address":"nope"}"#).is_err());
+    }
+}

@@ -1,0 +1,362 @@
+//! The two bench pods, built by one function for both real runs and `--dry-run=client -o yaml`.
+//!
+//! Least privilege by default: no service-account token, no added capabilities, no privilege;
+//! IPC_LOCK only with RDMA devices (memory registration pins pages), privileged only when the
+//! modelled pod is privileged or the user asks. Pods are pinned to their node with a
+//! `metadata.name` node-affinity term rather than `nodeName`, so the scheduler still checks device
+//! capacity and says why a pod does not fit instead of the kubelet rejecting it silently.
+
+use crate::spec::TransportSpec;
+use k8s_openapi::api::core::v1::{
+    Affinity, Capabilities, Container, EmptyDirVolumeSource, EnvVar, NodeAffinity, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, ResourceRequirements, SecurityContext, Toleration, Volume,
+    VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use std::collections::BTreeMap;
+
+pub const LABEL_NAME: &str = "app.kubernetes.io/name";
+pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
+pub const LABEL_COMPONENT: &str = "app.kubernetes.io/component";
+pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const APP: &str = "ic-bench";
+/// Selector for everything ic-bench ever created (what `ic-bench gc` deletes).
+pub const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=ic-bench";
+/// Annotation naming the reference a bench pod was modelled on.
+pub const ANNOTATION_MODELLED_ON: &str = "ic-bench.dev/modelled-on";
+/// The container name in every bench pod.
+pub const CONTAINER: &str = "bench";
+/// Env var through which the client learns the server's address (`$(IC_BENCH_SERVER)` in its args).
+pub const SERVER_ENV: &str = "IC_BENCH_SERVER";
+/// What `--dry-run` shows for the server address, which only exists once the server runs.
+pub const SERVER_PLACEHOLDER: &str = "<server-pod-ip>:<port>";
+
+/// The published bench image for this version (see bench-image/README.md).
+pub fn default_image() -> String {
+    format!("ghcr.io/ic-bench/ic-bench:{}", env!("CARGO_PKG_VERSION"))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Decode side: `ic-bench serve`.
+    Server,
+    /// Prefill side: `ic-bench connect`.
+    Client,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Server => "server",
+            Role::Client => "client",
+        }
+    }
+}
+
+/// Everything that decides one bench pod.
+#[derive(Debug, Clone)]
+pub struct BenchPod {
+    pub run_id: String,
+    pub role: Role,
+    pub namespace: String,
+    pub node: String,
+    pub image: String,
+    pub image_pull_policy: Option<String>,
+    /// The command line after `ic-bench` (e.g. `serve --listen 0.0.0.0:0 --once`).
+    pub args: Vec<String>,
+    /// Extra env (the client's server address).
+    pub env: Vec<EnvVar>,
+    pub model: Option<TransportSpec>,
+    pub active_deadline_s: i64,
+    /// `--privileged`.
+    pub privileged: bool,
+    /// `--host-ipc`.
+    pub host_ipc: bool,
+    /// `--host-pid`.
+    pub host_pid: bool,
+    pub service_account: Option<String>,
+}
+
+pub fn pod_name(run_id: &str, role: Role) -> String {
+    format!("ic-bench-{run_id}-{}", role.as_str())
+}
+
+pub fn labels(run_id: &str, role: Role) -> BTreeMap<String, String> {
+    [
+        (LABEL_NAME, APP),
+        (LABEL_INSTANCE, run_id),
+        (LABEL_COMPONENT, role.as_str()),
+        (LABEL_MANAGED_BY, APP),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// Selector for the pods of one run (what Ctrl-C cleanup deletes).
+pub fn instance_selector(run_id: &str) -> String {
+    format!("{LABEL_INSTANCE}={run_id},{MANAGED_SELECTOR}")
+}
+
+/// A fresh run id: short, lowercase, valid in names and label values.
+pub fn new_run_id() -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    id[..10].to_string()
+}
+
+/// Checks a user-given run id: it ends up in pod names and label values.
+pub fn check_run_id(id: &str) -> Result<(), String> {
+    let ok = !id.is_empty()
+        && id.len() <= 40
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("--run-id '{id}': use 1-40 lowercase letters, digits and '-'"))
+    }
+}
+
+impl BenchPod {
+    pub fn build(&self) -> Pod {
+        let model = self.model.as_ref();
+        let privileged = self.privileged || model.is_some_and(|m| m.privileged);
+        let mut caps_add: Vec<String> = model.map(|m| m.capabilities_add.clone()).unwrap_or_default();
+        if model.is_some_and(|m| m.requests_rdma()) && !caps_add.iter().any(|c| is_cap(c, "IPC_LOCK")) {
+            caps_add.push("IPC_LOCK".into());
+        }
+        let caps_drop: Vec<String> = model.map(|m| m.capabilities_drop.clone()).unwrap_or_default();
+        let sys_admin = caps_add.iter().any(|c| is_cap(c, "SYS_ADMIN"));
+        let security = SecurityContext {
+            privileged: privileged.then_some(true),
+            // no_new_privs changes nothing UCX does; the API rejects it with privileged or SYS_ADMIN.
+            allow_privilege_escalation: (!privileged && !sys_admin).then_some(false),
+            capabilities: (!caps_add.is_empty() || !caps_drop.is_empty()).then(|| Capabilities {
+                add: (!caps_add.is_empty()).then_some(caps_add),
+                drop: (!caps_drop.is_empty()).then_some(caps_drop),
+            }),
+            ..Default::default()
+        };
+
+        let mut env: Vec<EnvVar> = model.map(|m| m.env.clone()).unwrap_or_default();
+        env.retain(|e| !self.env.iter().any(|x| x.name == e.name));
+        env.extend(self.env.iter().cloned());
+
+        let devices = model.map(|m| m.devices.clone()).unwrap_or_default();
+        let resources = (!devices.is_empty()).then(|| ResourceRequirements {
+            // Extended resources must have requests equal to limits.
+            limits: Some(devices.clone()),
+            requests: Some(devices),
+            ..Default::default()
+        });
+
+        let mut volumes = Vec::new();
+        let mut mounts = Vec::new();
+        if let Some(size) = model.and_then(|m| m.shm.clone()) {
+            volumes.push(Volume {
+                name: "dshm".into(),
+                empty_dir: Some(EmptyDirVolumeSource {
+                    medium: Some("Memory".into()),
+                    size_limit: size,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            mounts.push(VolumeMount {
+                name: "dshm".into(),
+                mount_path: "/dev/shm".into(),
+                ..Default::default()
+            });
+        }
+
+        let host_network = model.is_some_and(|m| m.host_network);
+        let mut annotations: BTreeMap<String, String> =
+            model.map(|m| m.network_annotations.clone()).unwrap_or_default();
+        if let Some(m) = model {
+            annotations.insert(ANNOTATION_MODELLED_ON.into(), m.source.clone());
+        }
+
+        let mut command = vec!["ic-bench".to_string()];
+        command.extend(self.args.iter().cloned());
+
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(pod_name(&self.run_id, self.role)),
+                namespace: Some(self.namespace.clone()),
+                labels: Some(labels(&self.run_id, self.role)),
+                annotations: (!annotations.is_empty()).then_some(annotations),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                restart_policy: Some("Never".into()),
+                active_deadline_seconds: Some(self.active_deadline_s),
+                termination_grace_period_seconds: Some(5),
+                automount_service_account_token: Some(false),
+                service_account_name: self.service_account.clone(),
+                enable_service_links: Some(false),
+                affinity: Some(pin_to(&self.node)),
+                // The node was chosen explicitly (like `kubectl debug node/…`): its taints must not
+                // keep the bench off it.
+                tolerations: Some(vec![Toleration {
+                    operator: Some("Exists".into()),
+                    ..Default::default()
+                }]),
+                host_ipc: (self.host_ipc || model.is_some_and(|m| m.host_ipc)).then_some(true),
+                host_pid: (self.host_pid || model.is_some_and(|m| m.host_pid)).then_some(true),
+                host_network: host_network.then_some(true),
+                dns_policy: host_network.then(|| "ClusterFirstWithHostNet".to_string()),
+                runtime_class_name: model.and_then(|m| m.runtime_class.clone()),
+                containers: vec![Container {
+                    name: CONTAINER.into(),
+                    image: Some(self.image.clone()),
+                    image_pull_policy: self.image_pull_policy.clone(),
+                    command: Some(command),
+                    env: (!env.is_empty()).then_some(env),
+                    resources,
+                    security_context: Some(security),
+                    volume_mounts: (!mounts.is_empty()).then_some(mounts),
+                    ..Default::default()
+                }],
+                volumes: (!volumes.is_empty()).then_some(volumes),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+}
+
+fn is_cap(c: &str, name: &str) -> bool {
+    c.trim_start_matches("CAP_").eq_ignore_ascii_case(name)
+}
+
+/// Required node affinity on the node's name (what the DaemonSet controller uses).
+fn pin_to(node: &str) -> Affinity {
+    Affinity {
+        node_affinity: Some(NodeAffinity {
+            required_during_scheduling_ignored_during_execution: Some(NodeSelector {
+                node_selector_terms: vec![NodeSelectorTerm {
+                    match_fields: Some(vec![NodeSelectorRequirement {
+                        key: "metadata.name".into(),
+                        operator: "In".into(),
+                        values: Some(vec![node.to_string()]),
+                    }]),
+                    ..Default::default()
+                }],
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Reads back the node a bench pod is pinned to (for tests and the dry-run round trip).
+pub fn pinned_node(pod: &Pod) -> Option<String> {
+    let spec = pod.spec.as_ref()?;
+    if let Some(n) = &spec.node_name {
+        return Some(n.clone());
+    }
+    spec.affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms
+        .iter()
+        .flat_map(|t| t.match_fields.iter().flatten())
+        .find(|r| r.key == "metadata.name" && r.operator == "In")
+        .and_then(|r| r.values.as_ref()?.first().cloned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn base(role: Role) -> BenchPod {
+        BenchPod {
+            run_id: "abc123".into(),
+            role,
+            namespace: "bench".into(),
+            node: "gpu-1".into(),
+            image: "img:1".into(),
+            image_pull_policy: None,
+            args: vec!["serve".into(), "--listen".into(), "0.0.0.0:0".into(), "--once".into()],
+            env: vec![],
+            model: None,
+            active_deadline_s: 120,
+            privileged: false,
+            host_ipc: false,
+            host_pid: false,
+            service_account: None,
+        }
+    }
+
+    #[test]
+    fn plain_pod_is_least_privileged_and_labelled() {
+        let pod = base(Role::Server).build();
+        assert_eq!(pod.metadata.name.as_deref(), Some("ic-bench-abc123-server"));
+        let labels = pod.metadata.labels.clone().unwrap();
+        assert_eq!(labels[LABEL_COMPONENT], "server");
+        assert_eq!(labels[LABEL_INSTANCE], "abc123");
+        assert_eq!(labels[LABEL_MANAGED_BY], "ic-bench");
+        assert_eq!(labels[LABEL_NAME], "ic-bench");
+        let spec = pod.spec.clone().unwrap();
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        assert_eq!(spec.active_deadline_seconds, Some(120));
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        assert_eq!(spec.host_ipc, None);
+        let c = &spec.containers[0];
+        let sc = c.security_context.clone().unwrap();
+        assert_eq!(sc.privileged, None);
+        assert_eq!(sc.capabilities, None);
+        assert_eq!(sc.allow_privilege_escalation, Some(false));
+        assert!(c.resources.is_none());
+        assert_eq!(
+            c.command.clone().unwrap()[..2],
+            ["ic-bench".to_string(), "serve".to_string()]
+        );
+        assert_eq!(pinned_node(&pod).as_deref(), Some("gpu-1"));
+    }
+
+    #[test]
+    fn rdma_devices_bring_ipc_lock_and_privilege_only_when_modelled() {
+        let mut m = TransportSpec {
+            source: "pod/ref".into(),
+            ..Default::default()
+        };
+        m.devices
+            .insert("rdma/hca_shared_devices_a".into(), Quantity("1".into()));
+        m.devices.insert("nvidia.com/gpu".into(), Quantity("2".into()));
+        let mut p = base(Role::Client);
+        p.model = Some(m.clone());
+        let pod = p.build();
+        let c = &pod.spec.as_ref().unwrap().containers[0];
+        let sc = c.security_context.clone().unwrap();
+        assert_eq!(sc.capabilities.unwrap().add.unwrap(), vec!["IPC_LOCK".to_string()]);
+        assert_eq!(sc.privileged, None);
+        let res = c.resources.clone().unwrap();
+        assert_eq!(res.limits, res.requests);
+        assert_eq!(res.limits.unwrap()["nvidia.com/gpu"], Quantity("2".into()));
+        assert_eq!(pod.metadata.annotations.unwrap()[ANNOTATION_MODELLED_ON], "pod/ref");
+
+        m.devices.remove("rdma/hca_shared_devices_a");
+        m.privileged = true;
+        p.model = Some(m);
+        let sc = p.build().spec.unwrap().containers[0].security_context.clone().unwrap();
+        assert_eq!(sc.capabilities, None, "no RDMA → no IPC_LOCK");
+        assert_eq!(sc.privileged, Some(true));
+        assert_eq!(sc.allow_privilege_escalation, None);
+    }
+
+    #[test]
+    fn run_ids() {
+        let id = new_run_id();
+        assert!(check_run_id(&id).is_ok(), "{id}");
+        assert!(check_run_id("Bad_id").is_err());
+        assert!(check_run_id("").is_err());
+    }
+}

@@ -1,0 +1,267 @@
+//! The transport-relevant part of a reference pod: what decides which UCX transports a process
+//! in it can use (env, devices, capabilities, namespaces, /dev/shm, network attachments).
+//!
+//! Copying only this, not the whole pod, keeps the bench pods small and least-privileged while
+//! reproducing what matters: seed 002's 365 MB/s came from GPU visibility and namespaces alone.
+
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Env names copied verbatim (beyond the UCX_/NCCL_/NIXL_/FI_ prefixes): GPU visibility.
+const GPU_VISIBILITY_ENV: &[&str] = &[
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "NVIDIA_MIG_CONFIG_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL",
+];
+/// UCX, NCCL, NIXL, and libfabric (EFA) settings.
+const TRANSPORT_ENV_PREFIXES: &[&str] = &["UCX_", "NCCL_", "NIXL_", "FI_"];
+
+/// Pod annotations that attach extra networks (SR-IOV / RDMA NICs through Multus): without them a
+/// requested VF is allocated but never plumbed into the pod.
+const NETWORK_ANNOTATIONS: &[&str] = &["k8s.v1.cni.cncf.io/networks", "v1.multus-cni.io/default-network"];
+
+/// What is copied from a reference pod into a bench pod.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TransportSpec {
+    /// `pod/NAME` it came from.
+    pub source: String,
+    /// The container it was read from (the one with device requests, else the first).
+    pub container: String,
+    pub env: Vec<EnvVar>,
+    /// Extended resources (any `domain/name`: nvidia.com/gpu, rdma/*, SR-IOV, EFA …), requests = limits.
+    pub devices: BTreeMap<String, Quantity>,
+    pub capabilities_add: Vec<String>,
+    pub capabilities_drop: Vec<String>,
+    pub privileged: bool,
+    pub host_ipc: bool,
+    pub host_pid: bool,
+    pub host_network: bool,
+    /// `/dev/shm` is a memory-backed emptyDir; `Some(size)` when it has a size limit.
+    pub shm: Option<Option<Quantity>>,
+    pub runtime_class: Option<String>,
+    pub network_annotations: BTreeMap<String, String>,
+    /// What could not be copied, said in the report so nobody assumes it was.
+    pub not_copied: Vec<String>,
+}
+
+impl TransportSpec {
+    /// RDMA-capable NICs among the device requests (IPC_LOCK is needed to pin memory for them).
+    pub fn requests_rdma(&self) -> bool {
+        self.devices.keys().any(|k| is_rdma_resource(k))
+    }
+
+    /// Reads the transport-relevant spec of `pod`.
+    pub fn from_pod(pod: &Pod) -> TransportSpec {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let mut out = TransportSpec {
+            source: format!("pod/{name}"),
+            ..Default::default()
+        };
+        let Some(spec) = pod.spec.as_ref() else {
+            out.not_copied.push(format!("pod/{name} has no spec"));
+            return out;
+        };
+        out.host_ipc = spec.host_ipc.unwrap_or(false);
+        out.host_pid = spec.host_pid.unwrap_or(false);
+        out.host_network = spec.host_network.unwrap_or(false);
+        out.runtime_class = spec.runtime_class_name.clone();
+        if let Some(ann) = &pod.metadata.annotations {
+            for key in NETWORK_ANNOTATIONS {
+                if let Some(v) = ann.get(*key) {
+                    out.network_annotations.insert((*key).to_string(), v.clone());
+                }
+            }
+        }
+        let Some(c) = pick_container(spec) else {
+            out.not_copied.push(format!("pod/{name} has no containers"));
+            return out;
+        };
+        out.container = c.name.clone();
+        if spec.containers.len() > 1 {
+            out.not_copied.push(format!(
+                "only container '{}' of pod/{name} was modelled ({} containers)",
+                c.name,
+                spec.containers.len()
+            ));
+        }
+        for e in c.env.iter().flatten() {
+            if is_transport_env(&e.name) {
+                out.env.push(e.clone());
+            }
+        }
+        if c.env_from.as_ref().is_some_and(|v| !v.is_empty()) {
+            out.not_copied.push(format!(
+                "envFrom of container '{}' (ConfigMap/Secret contents are not read; set UCX_*/NCCL_* explicitly to have them copied)",
+                c.name
+            ));
+        }
+        if c.command
+            .iter()
+            .chain(c.args.iter())
+            .flatten()
+            .any(|a| a.contains("CUDA_VISIBLE_DEVICES="))
+        {
+            out.not_copied.push(
+                "CUDA_VISIBLE_DEVICES computed in the container's command line (as in seed 002) is not reproduced; set it in env to have it copied"
+                    .into(),
+            );
+        }
+        if let Some(res) = &c.resources {
+            for (k, v) in res.limits.iter().flatten().chain(res.requests.iter().flatten()) {
+                if is_device_resource(k) {
+                    out.devices.entry(k.clone()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+        if let Some(sc) = &c.security_context {
+            out.privileged = sc.privileged.unwrap_or(false);
+            if let Some(caps) = &sc.capabilities {
+                out.capabilities_add = caps.add.clone().unwrap_or_default();
+                out.capabilities_drop = caps.drop.clone().unwrap_or_default();
+            }
+        }
+        out.shm = shm_of(spec, c, &mut out.not_copied);
+        out
+    }
+}
+
+/// The container holding device requests (most of them), else the first.
+fn pick_container(spec: &PodSpec) -> Option<&Container> {
+    let devices = |c: &Container| {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .map(|l| l.keys().filter(|k| is_device_resource(k)).count())
+            .unwrap_or(0)
+    };
+    let best = spec.containers.iter().max_by_key(|c| devices(c))?;
+    if devices(best) > 0 {
+        Some(best)
+    } else {
+        spec.containers.first()
+    }
+}
+
+fn shm_of(spec: &PodSpec, c: &Container, notes: &mut Vec<String>) -> Option<Option<Quantity>> {
+    let mount = c
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.mount_path.trim_end_matches('/') == "/dev/shm")?;
+    let vol = spec.volumes.iter().flatten().find(|v| v.name == mount.name)?;
+    match &vol.empty_dir {
+        Some(ed) if ed.medium.as_deref() == Some("Memory") => Some(ed.size_limit.clone()),
+        _ => {
+            notes.push(format!(
+                "/dev/shm volume '{}' is not a memory emptyDir (hostPath/other volumes are not copied)",
+                vol.name
+            ));
+            None
+        }
+    }
+}
+
+pub fn is_transport_env(name: &str) -> bool {
+    TRANSPORT_ENV_PREFIXES.iter().any(|p| name.starts_with(p)) || GPU_VISIBILITY_ENV.contains(&name)
+}
+
+/// Extended resources are domain-qualified (`vendor.example/name`); the built-in ones
+/// (cpu, memory, hugepages-*, ephemeral-storage) and `kubernetes.io/*` are not devices.
+pub fn is_device_resource(name: &str) -> bool {
+    match name.split_once('/') {
+        Some((domain, _)) => !(domain == "kubernetes.io" || domain.ends_with(".kubernetes.io")),
+        None => false,
+    }
+}
+
+/// NIC-like device resources: RDMA (rdma/*, shared HCA), SR-IOV VFs, EFA, InfiniBand.
+pub fn is_rdma_resource(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let (domain, res) = lower.split_once('/').unwrap_or(("", lower.as_str()));
+    domain == "rdma"
+        || res.contains("rdma")
+        || res.contains("sriov")
+        || res
+            .split(['_', '-', '.'])
+            .any(|part| ["efa", "hca", "infiniband", "roce", "mlnx", "ib"].contains(&part))
+}
+
+pub fn is_gpu_resource(name: &str) -> bool {
+    let res = name.split_once('/').map(|(_, r)| r).unwrap_or(name);
+    res == "gpu" || res.starts_with("mig-") || res.contains("gpu")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_resources_are_any_extended_resource() {
+        for yes in [
+            "nvidia.com/gpu",
+            "rdma/ib",
+            "rdma/hca_shared_devices_a",
+            "openshift.io/mlnx_sriov_rdma",
+            "vpc.amazonaws.com/efa",
+            "amd.com/gpu",
+            "nvidia.com/mig-1g.10gb",
+        ] {
+            assert!(is_device_resource(yes), "{yes}");
+        }
+        for no in [
+            "cpu",
+            "memory",
+            "hugepages-2Mi",
+            "ephemeral-storage",
+            "kubernetes.io/batch-cpu",
+        ] {
+            assert!(!is_device_resource(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn rdma_classification() {
+        for yes in [
+            "rdma/ib",
+            "rdma/hca_shared_devices_a",
+            "openshift.io/mlnx_sriov_rdma",
+            "vpc.amazonaws.com/efa",
+            "intel.com/sriov_netdevice",
+            "example.com/ib",
+        ] {
+            assert!(is_rdma_resource(yes), "{yes}");
+        }
+        for no in [
+            "nvidia.com/gpu",
+            "amd.com/gpu",
+            "example.com/fpga",
+            "nvidia.com/mig-1g.10gb",
+        ] {
+            assert!(!is_rdma_resource(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn env_selection() {
+        for yes in [
+            "UCX_TLS",
+            "NCCL_IB_HCA",
+            "NIXL_PLUGIN_DIR",
+            "FI_PROVIDER",
+            "CUDA_VISIBLE_DEVICES",
+            "NVIDIA_VISIBLE_DEVICES",
+        ] {
+            assert!(is_transport_env(yes), "{yes}");
+        }
+        for no in ["PATH", "HOME", "SGL_LOGURU_PATH", "UCXX", "LD_LIBRARY_PATH"] {
+            assert!(!is_transport_env(no), "{no}");
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! One buffer type for either memory kind, so the engine picks the kind at run time.
+
+use crate::cuda::CudaBuffer;
+use crate::error::MemoryError;
+use crate::host::HostBuffer;
+use ucx::{MemoryKind, Region};
+
+#[derive(Debug)]
+pub enum Buffer {
+    Host(HostBuffer),
+    Cuda(CudaBuffer),
+}
+
+impl Buffer {
+    /// Allocates `len` bytes of `kind`; `device` is the GPU index for CUDA (ignored for host).
+    pub fn new(kind: MemoryKind, len: usize, device: usize) -> Result<Self, MemoryError> {
+        Ok(match kind {
+            MemoryKind::Host => Buffer::Host(HostBuffer::new(len)?),
+            MemoryKind::Cuda => Buffer::Cuda(CudaBuffer::new(device, len)?),
+        })
+    }
+
+    pub fn fill(&mut self, seed: u64) -> Result<(), MemoryError> {
+        match self {
+            Buffer::Host(b) => {
+                b.fill(seed);
+                Ok(())
+            }
+            Buffer::Cuda(b) => b.fill(seed),
+        }
+    }
+
+    pub fn verify(&mut self, len: usize, seed: u64) -> Result<(), MemoryError> {
+        match self {
+            Buffer::Host(b) => b.verify(len, seed),
+            Buffer::Cuda(b) => b.verify(len, seed),
+        }
+    }
+}
+
+// SAFETY: delegates to the two Region implementations, whose guarantees carry over unchanged.
+unsafe impl Region for Buffer {
+    fn as_ptr(&self) -> *mut u8 {
+        match self {
+            Buffer::Host(b) => b.as_ptr(),
+            Buffer::Cuda(b) => b.as_ptr(),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Buffer::Host(b) => b.len(),
+            Buffer::Cuda(b) => b.len(),
+        }
+    }
+    fn memory_type(&self) -> MemoryKind {
+        match self {
+            Buffer::Host(_) => MemoryKind::Host,
+            Buffer::Cuda(_) => MemoryKind::Cuda,
+        }
+    }
+}

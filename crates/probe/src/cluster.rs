@@ -1,0 +1,188 @@
+//! Reaching a node through Kubernetes, read-only: `--pod NAME` runs the probe script in an
+//! existing pod through the exec API (nothing is created); `--node NAME` runs it as the command
+//! of one short-lived probe pod pinned to that node (host `/sys` and `/dev` mounted read-only,
+//! no privileges), reads its log and deletes it on every path, Ctrl-C included.
+
+use crate::remote::{SnapshotError, parse_snapshot};
+use crate::source::Snapshot;
+use icb_kube::k8s_openapi::api::core::v1::{
+    Capabilities, Container, EnvVar, HostPathVolumeSource, Pod, PodSpec, SecurityContext, Toleration, Volume,
+    VolumeMount,
+};
+use icb_kube::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use icb_kube::lifecycle::{create_pod, delete_matching, read_logs, wait_finished};
+use icb_kube::podspec::{
+    APP, CONTAINER, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, instance_selector,
+};
+use icb_kube::{Cluster, KubeError};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::time::Instant;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterProbeError {
+    #[error(transparent)]
+    Kube(#[from] KubeError),
+    #[error("{target}: {source}")]
+    Snapshot { target: String, source: SnapshotError },
+    #[error("{target}: the probe script exited with {code}: {stderr}; the container needs a POSIX sh")]
+    Script { target: String, code: i32, stderr: String },
+    #[error("interrupted: {0}")]
+    Interrupted(String),
+}
+
+/// Runs `script` in `pod` and parses what it printed.
+pub async fn snapshot_via_exec(
+    cluster: &Cluster,
+    pod: &str,
+    container: Option<&str>,
+    script: &str,
+    deadline: Duration,
+) -> Result<Snapshot, ClusterProbeError> {
+    let target = format!("pod/{pod}");
+    let cmd = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
+    let out = cluster.exec(pod, container, &cmd, deadline).await?;
+    let text = out.stdout_lossy();
+    match parse_snapshot(&target, &text) {
+        Ok(s) => Ok(s),
+        Err(_) if out.exit_code != 0 => Err(ClusterProbeError::Script {
+            target,
+            code: out.exit_code,
+            stderr: out.stderr_lossy().lines().next().unwrap_or("").to_string(),
+        }),
+        Err(e) => Err(ClusterProbeError::Snapshot { target, source: e }),
+    }
+}
+
+/// What the `--node` probe pod looks like.
+#[derive(Debug, Clone)]
+pub struct ProbePodOptions {
+    pub image: String,
+    pub image_pull_policy: Option<String>,
+    /// The run id in the pod's name and labels (what `ic-bench gc` matches).
+    pub run_id: String,
+    /// From creation to deletion.
+    pub deadline: Duration,
+}
+
+pub fn probe_pod_name(run_id: &str) -> String {
+    format!("ic-bench-{run_id}-probe")
+}
+
+/// The probe pod for `node`: runs `script` once and exits; host `/sys` and `/dev` read-only.
+pub fn probe_pod(namespace: &str, node: &str, script: &str, opts: &ProbePodOptions) -> Pod {
+    let labels: BTreeMap<String, String> = [
+        (LABEL_NAME, APP),
+        (LABEL_INSTANCE, opts.run_id.as_str()),
+        (LABEL_COMPONENT, "probe"),
+        (LABEL_MANAGED_BY, APP),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let host = |name: &str, path: &str| Volume {
+        name: name.into(),
+        host_path: Some(HostPathVolumeSource { path: path.into(), type_: Some("Directory".into()) }),
+        ..Default::default()
+    };
+    let mount = |name: &str, at: &str| VolumeMount {
+        name: name.into(),
+        mount_path: at.into(),
+        read_only: Some(true),
+        ..Default::default()
+    };
+    let env = |k: &str, v: &str| EnvVar { name: k.into(), value: Some(v.into()), ..Default::default() };
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(probe_pod_name(&opts.run_id)),
+            namespace: Some(namespace.into()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some(node.into()),
+            restart_policy: Some("Never".into()),
+            // The host network namespace shows every RDMA netdev and GID of the node.
+            host_network: Some(true),
+            active_deadline_seconds: Some(opts.deadline.as_secs().max(1) as i64),
+            automount_service_account_token: Some(false),
+            tolerations: Some(vec![Toleration { operator: Some("Exists".into()), ..Default::default() }]),
+            containers: vec![Container {
+                name: CONTAINER.into(),
+                image: Some(opts.image.clone()),
+                image_pull_policy: opts.image_pull_policy.clone(),
+                command: Some(vec!["sh".into(), "-c".into(), script.into()]),
+                env: Some(vec![env("ICB_SYS", "/host/sys"), env("ICB_DEV", "/host/dev")]),
+                volume_mounts: Some(vec![mount("host-sys", "/host/sys"), mount("host-dev", "/host/dev")]),
+                security_context: Some(SecurityContext {
+                    read_only_root_filesystem: Some(true),
+                    allow_privilege_escalation: Some(false),
+                    capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Default::default() }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            volumes: Some(vec![host("host-sys", "/sys"), host("host-dev", "/dev")]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Creates the probe pod on `node`, waits for it to finish, reads its log, and deletes it
+/// whatever happened (Ctrl-C included).
+pub async fn snapshot_via_probe_pod(
+    cluster: &Cluster,
+    node: &str,
+    script: &str,
+    opts: &ProbePodOptions,
+) -> Result<Snapshot, ClusterProbeError> {
+    let target = format!("node/{node}");
+    let name = probe_pod_name(&opts.run_id);
+    let pod = probe_pod(cluster.namespace(), node, script, opts);
+    let until = Instant::now() + opts.deadline;
+    let work = async {
+        create_pod(cluster, &pod).await?;
+        wait_finished(cluster, &name, until).await?;
+        let log = read_logs(cluster, &name).await?;
+        parse_snapshot(&target, &log).map_err(|e| ClusterProbeError::Snapshot { target: target.clone(), source: e })
+    };
+    let result = tokio::select! {
+        r = work => r,
+        _ = tokio::signal::ctrl_c() => Err(ClusterProbeError::Interrupted(format!("probe pod {name} deleted"))),
+    };
+    // Cleanup gets its own deadline: the work's may already have passed.
+    let cleanup = delete_matching(cluster, &instance_selector(&opts.run_id), Instant::now() + cluster.request_timeout() * 2).await;
+    match (result, cleanup) {
+        (Ok(s), Ok(_)) => Ok(s),
+        (Ok(_), Err(e)) => Err(e.into()),
+        (Err(e), Ok(_)) => Err(e),
+        (Err(e), Err(c)) => Err(ClusterProbeError::Kube(KubeError::Pod(format!("{e}; and {c}")))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_pod_is_read_only_and_pinned() {
+        let opts = ProbePodOptions {
+            image: "img".into(),
+            image_pull_policy: None,
+            run_id: "abc123".into(),
+            deadline: Duration::from_secs(120),
+        };
+        let p = probe_pod("ns", "gpu-node-1", "echo", &opts);
+        let spec = p.spec.as_ref().unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("gpu-node-1"));
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        let c = &spec.containers[0];
+        assert!(c.volume_mounts.as_ref().unwrap().iter().all(|m| m.read_only == Some(true)));
+        let sc = c.security_context.as_ref().unwrap();
+        assert_eq!(sc.read_only_root_filesystem, Some(true));
+        assert_eq!(sc.privileged, None);
+        assert_eq!(p.metadata.labels.as_ref().unwrap().get(LABEL_INSTANCE).map(String::as_str), Some("abc123"));
+        assert_eq!(spec.active_deadline_seconds, Some(120));
+    }
+}

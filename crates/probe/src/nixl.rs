@@ -1,0 +1,180 @@
+//! `probe nixl`: is NIXL installed where the worker will look (libraries, the UCX plugin, the
+//! LIBFABRIC plugin on EFA, the Python package, nixlbench)? Ends with the `ic-bench pair`
+//! command that actually proves the path.
+
+use crate::envspec::TransportEnv;
+use crate::facts::IB_CLASS;
+use crate::node_checks::{CheckExt, check, list};
+use crate::source::NodeSource;
+use crate::tools::{Tool, ToolRun};
+use icb_core::Status;
+use icb_core::checks::{Check, ProbeReport};
+use std::time::Duration;
+
+/// Install prefixes of NIXL in NGC/Dynamo images and source builds.
+pub const NIXL_PREFIXES: [&str; 2] = ["/opt/nvidia/nvda_nixl", "/usr/local/nixl"];
+/// Library directories under a prefix.
+pub const NIXL_LIBDIRS: [&str; 3] = ["lib64", "lib/x86_64-linux-gnu", "lib"];
+
+#[derive(Debug, Clone, Default)]
+pub struct NixlOptions {
+    pub env: TransportEnv,
+    pub tool_timeout: Duration,
+    /// Where the probe ran, to print a `pair` command naming it (`pod/NAME`).
+    pub pair_hint_target: Option<String>,
+}
+
+fn lib_dirs(src: &dyn NodeSource, site: &[String]) -> Vec<String> {
+    let mut dirs: Vec<String> = NIXL_PREFIXES
+        .iter()
+        .flat_map(|p| NIXL_LIBDIRS.iter().map(move |l| format!("{p}/{l}")))
+        .collect();
+    for s in site {
+        for name in src.list(s).unwrap_or_default() {
+            if name.starts_with(".nixl") && name.ends_with(".libs") {
+                dirs.push(format!("{s}/{name}"));
+            }
+        }
+    }
+    dirs
+}
+
+fn plugin_dirs(lib_dirs: &[String], env: &TransportEnv) -> Vec<String> {
+    let mut dirs: Vec<String> = env.get("NIXL_PLUGIN_DIR").map(|d| d.to_string()).into_iter().collect();
+    dirs.extend(lib_dirs.iter().map(|d| format!("{d}/plugins")));
+    dirs
+}
+
+/// Finds `name` (or `name` with a version/hash suffix) in the first directory that has it.
+fn find_file(src: &dyn NodeSource, dirs: &[String], pred: impl Fn(&str) -> bool) -> Option<String> {
+    dirs.iter()
+        .find_map(|d| src.list(d)?.into_iter().find(|n| pred(n)).map(|n| format!("{d}/{n}")))
+}
+
+pub fn probe_nixl(src: &dyn NodeSource, opts: &NixlOptions) -> ProbeReport {
+    let runs = src.tools(&[Tool::PythonPath], opts.tool_timeout);
+    let py = runs.into_iter().next().map(|(_, r)| r).unwrap_or(ToolRun::NotRecorded);
+    let site: Vec<String> = py
+        .text()
+        .map(|t| {
+            t.lines()
+                .map(str::trim)
+                .filter(|l| l.starts_with('/'))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let libs = lib_dirs(src, &site);
+    let plugins = plugin_dirs(&libs, &opts.env);
+    let efa = src
+        .list(IB_CLASS)
+        .unwrap_or_default()
+        .iter()
+        .any(|d| d.starts_with("efa") || d.starts_with("rdmap"));
+    let mut checks = Vec::new();
+
+    checks.push(
+        match find_file(src, &libs, |n| n == "libnixl.so" || n.starts_with("libnixl.so.")) {
+            Some(p) => check("nixl.libs", Status::Ok, format!("libnixl found: {p}")),
+            None => check(
+                "nixl.libs",
+                Status::Warn,
+                format!("libnixl.so not found under {}", list(&libs, 3)),
+            )
+            .hint("NIXL may live elsewhere in this image; set NIXL_PLUGIN_DIR or use a NIXL-enabled image"),
+        },
+    );
+
+    checks.push(plugin_check(src, &plugins, &opts.env, efa));
+
+    checks.push(match &py {
+        ToolRun::NotFound => check("nixl.python", Status::Skipped, "python3 not installed"),
+        ToolRun::Ran { .. } if !site.is_empty() => {
+            let found = site.iter().find_map(|s| {
+                let names = src.list(s)?;
+                names
+                    .iter()
+                    .find(|n| *n == "nixl" || n.starts_with("nixl_cu"))
+                    .map(|n| format!("{s}/{n}"))
+            });
+            match found {
+                Some(p) => check("nixl.python", Status::Ok, format!("Python nixl package: {p}")),
+                None => check(
+                    "nixl.python",
+                    Status::Warn,
+                    format!("no nixl package on python3's sys.path ({})", list(&site, 3)),
+                )
+                .hint("vLLM's NixlConnector imports nixl: install the nixl wheel matching the CUDA major"),
+            }
+        }
+        other => check(
+            "nixl.python",
+            Status::Skipped,
+            format!("python3 sys.path unknown: {}", other.why_not(Tool::PythonPath)),
+        ),
+    });
+
+    checks.push(match src.which("nixlbench") {
+        Some(p) => check("nixl.tools", Status::Ok, format!("nixlbench: {p}")),
+        None => check(
+            "nixl.tools",
+            Status::Warn,
+            "nixlbench not found (inconclusive: the image may not ship it)",
+        )
+        .hint("ic-bench pair measures the same UCX path without nixlbench"),
+    });
+
+    let next = next_steps(opts);
+    ProbeReport::new("nixl", &src.target(), checks, next)
+}
+
+fn plugin_check(src: &dyn NodeSource, plugins: &[String], env: &TransportEnv, efa: bool) -> Check {
+    let id = "nixl.plugins";
+    if let Some(dir) = env.get("NIXL_PLUGIN_DIR") {
+        // An explicit directory is the only one NIXL searches: it must hold the UCX plugin.
+        return match src.list(dir) {
+            None => check(id, Status::Fail, format!("NIXL_PLUGIN_DIR={dir} does not exist"))
+                .hint("point NIXL_PLUGIN_DIR at the directory holding libplugin_UCX.so, or unset it"),
+            Some(names) if !names.iter().any(|n| n == "libplugin_UCX.so") => check(
+                id,
+                Status::Fail,
+                format!("NIXL_PLUGIN_DIR={dir} has no libplugin_UCX.so"),
+            )
+            .hint("point NIXL_PLUGIN_DIR at the directory holding libplugin_UCX.so, or unset it"),
+            Some(names) if efa && !names.iter().any(|n| n == "libplugin_LIBFABRIC.so") => check(
+                id,
+                Status::Warn,
+                format!("EFA node but NIXL_PLUGIN_DIR={dir} has no libplugin_LIBFABRIC.so"),
+            )
+            .hint("on EFA, NIXL's LIBFABRIC backend is the supported path"),
+            Some(_) => check(id, Status::Ok, format!("libplugin_UCX.so in NIXL_PLUGIN_DIR={dir}")),
+        };
+    }
+    let ucx = find_file(src, plugins, |n| n == "libplugin_UCX.so");
+    let fabric = find_file(src, plugins, |n| n == "libplugin_LIBFABRIC.so");
+    match (ucx, efa, fabric) {
+        (None, _, _) => check(
+            id,
+            Status::Warn,
+            format!("libplugin_UCX.so not found under {}", list(plugins, 3)),
+        )
+        .hint("set NIXL_PLUGIN_DIR to the plugin directory of the NIXL install"),
+        (Some(_), true, None) => check(id, Status::Warn, "EFA node but no libplugin_LIBFABRIC.so")
+            .hint("on EFA, NIXL's LIBFABRIC backend is the supported path"),
+        (Some(u), _, f) => {
+            let extra = f.map(|f| format!(", {f}")).unwrap_or_default();
+            check(id, Status::Ok, format!("{u}{extra}"))
+        }
+    }
+}
+
+fn next_steps(opts: &NixlOptions) -> Vec<String> {
+    let me = opts
+        .pair_hint_target
+        .clone()
+        .unwrap_or_else(|| "pod/PREFILL_POD".into());
+    vec![
+        format!("ic-bench pair --prefill {me} --decode pod/DECODE_POD"),
+        "ic-bench pair --local   # same UCX path between two local processes".into(),
+    ]
+}

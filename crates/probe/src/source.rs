@@ -1,0 +1,261 @@
+//! Where a node probe reads from: the live machine, a replayed root (fixtures, `--sysfs-root`),
+//! or a snapshot printed by the read-only script run in a pod ([`crate::remote`]).
+//!
+//! Every path is the node's own absolute path (`/sys/class/infiniband/…`); a source maps it.
+
+use crate::tools::{Tool, ToolRun, run_tools};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub trait NodeSource: Sync {
+    /// A file's text, or `None` when it is absent or unreadable (unpopulated GID slots read EINVAL).
+    fn read(&self, path: &str) -> Option<String>;
+    /// The names in a directory, sorted; `None` when it does not exist.
+    fn list(&self, dir: &str) -> Option<Vec<String>>;
+    fn exists(&self, path: &str) -> bool;
+    /// Runs (or replays) the tools.
+    fn tools(&self, tools: &[Tool], timeout: Duration) -> Vec<(Tool, ToolRun)>;
+    /// A second reading of `paths` after `interval`, when the source is live; `None` for
+    /// replays, whose counters cannot rise.
+    fn resample(&self, paths: &[String], interval: Duration) -> Option<Vec<Option<String>>>;
+    /// What is being probed (`local`, `pod/NAME`, a root directory).
+    fn target(&self) -> String;
+    /// Where `program` is on the node's `$PATH`.
+    fn which(&self, program: &str) -> Option<String>;
+}
+
+/// Where a replayed root is searched for programs.
+const REPLAY_PATH: [&str; 5] = [
+    "/usr/local/bin",
+    "/usr/bin",
+    "/bin",
+    "/opt/nvidia/nvda_nixl/bin",
+    "/usr/local/nixl/bin",
+];
+
+/// The local machine, or a replay of one under other roots.
+#[derive(Debug, Clone)]
+pub struct LocalSource {
+    pub sysfs_root: PathBuf,
+    pub devfs_root: PathBuf,
+    pub procfs_root: PathBuf,
+    /// Every other absolute path (NIXL install dirs, `site-packages`) is read under this root.
+    pub root: PathBuf,
+    /// Recorded tool outputs; when set, no tool is run.
+    pub tool_outputs: Option<PathBuf>,
+}
+
+impl Default for LocalSource {
+    fn default() -> Self {
+        LocalSource {
+            sysfs_root: "/sys".into(),
+            devfs_root: "/dev".into(),
+            procfs_root: "/proc".into(),
+            root: "/".into(),
+            tool_outputs: None,
+        }
+    }
+}
+
+impl LocalSource {
+    /// A fixture directory holding `sys/`, `dev/`, `proc/` and optionally `tools/`.
+    pub fn replay(root: &Path) -> Self {
+        let tools = root.join("tools");
+        LocalSource {
+            sysfs_root: root.join("sys"),
+            devfs_root: root.join("dev"),
+            procfs_root: root.join("proc"),
+            root: root.to_path_buf(),
+            tool_outputs: Some(tools),
+        }
+    }
+
+    fn is_live(&self) -> bool {
+        self.sysfs_root == Path::new("/sys") && self.root == Path::new("/") && self.tool_outputs.is_none()
+    }
+
+    fn map(&self, path: &str) -> Option<PathBuf> {
+        for (prefix, root) in [
+            ("/sys", &self.sysfs_root),
+            ("/dev", &self.devfs_root),
+            ("/proc", &self.procfs_root),
+        ] {
+            if let Some(rest) = path.strip_prefix(prefix)
+                && (rest.is_empty() || rest.starts_with('/'))
+            {
+                return Some(root.join(rest.trim_start_matches('/')));
+            }
+        }
+        path.strip_prefix('/').map(|rest| self.root.join(rest))
+    }
+}
+
+impl NodeSource for LocalSource {
+    fn read(&self, path: &str) -> Option<String> {
+        let bytes = std::fs::read(self.map(path)?).ok()?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    fn list(&self, dir: &str) -> Option<Vec<String>> {
+        let mut names: Vec<String> = std::fs::read_dir(self.map(dir)?)
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .collect();
+        names.sort_by(|a, b| natural_cmp(a, b));
+        Some(names)
+    }
+
+    fn exists(&self, path: &str) -> bool {
+        self.map(path).is_some_and(|p| p.symlink_metadata().is_ok())
+    }
+
+    fn tools(&self, tools: &[Tool], timeout: Duration) -> Vec<(Tool, ToolRun)> {
+        match &self.tool_outputs {
+            Some(dir) => tools
+                .iter()
+                .map(|&t| {
+                    let run = match std::fs::read(dir.join(t.file_name())) {
+                        Ok(b) => ToolRun::Ran {
+                            stdout: String::from_utf8_lossy(&b).into_owned(),
+                            stderr: String::new(),
+                            code: Some(0),
+                        },
+                        Err(_) => ToolRun::NotRecorded,
+                    };
+                    (t, run)
+                })
+                .collect(),
+            // lsmod only restates /proc/modules, which is read directly.
+            None => run_tools(
+                &tools.iter().copied().filter(|t| *t != Tool::Lsmod).collect::<Vec<_>>(),
+                timeout,
+            ),
+        }
+    }
+
+    fn resample(&self, paths: &[String], interval: Duration) -> Option<Vec<Option<String>>> {
+        if !self.is_live() {
+            return None;
+        }
+        std::thread::sleep(interval);
+        Some(paths.iter().map(|p| self.read(p)).collect())
+    }
+
+    fn target(&self) -> String {
+        if self.is_live() {
+            "local".into()
+        } else {
+            format!("replay:{}", self.sysfs_root.display())
+        }
+    }
+
+    fn which(&self, program: &str) -> Option<String> {
+        if self.is_live() {
+            return crate::tools::find_on_path(program).map(|p| p.display().to_string());
+        }
+        REPLAY_PATH
+            .iter()
+            .map(|d| format!("{d}/{program}"))
+            .find(|p| self.exists(p))
+    }
+}
+
+/// A node seen through the text the remote script printed ([`crate::remote::parse_snapshot`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub target: String,
+    pub files: BTreeMap<String, String>,
+    pub dirs: BTreeMap<String, Vec<String>>,
+    pub present: BTreeSet<String>,
+    pub tools: BTreeMap<Tool, ToolRun>,
+    /// Counter files read a second time after the script's pause.
+    pub second_sample: BTreeMap<String, String>,
+    /// Environment variables of the pod (transport prefixes only).
+    pub env: BTreeMap<String, String>,
+    /// `command -v` results.
+    pub which: BTreeMap<String, String>,
+}
+
+impl NodeSource for Snapshot {
+    fn read(&self, path: &str) -> Option<String> {
+        self.files.get(path).cloned()
+    }
+
+    fn list(&self, dir: &str) -> Option<Vec<String>> {
+        self.dirs.get(dir.trim_end_matches('/')).cloned()
+    }
+
+    fn exists(&self, path: &str) -> bool {
+        if self.files.contains_key(path) || self.dirs.contains_key(path) || self.present.contains(path) {
+            return true;
+        }
+        match path.rsplit_once('/') {
+            Some((parent, name)) => self.dirs.get(parent).is_some_and(|d| d.iter().any(|n| n == name)),
+            None => false,
+        }
+    }
+
+    fn tools(&self, tools: &[Tool], _timeout: Duration) -> Vec<(Tool, ToolRun)> {
+        tools
+            .iter()
+            .map(|&t| (t, self.tools.get(&t).cloned().unwrap_or(ToolRun::NotRecorded)))
+            .collect()
+    }
+
+    fn resample(&self, paths: &[String], _interval: Duration) -> Option<Vec<Option<String>>> {
+        if self.second_sample.is_empty() {
+            return None;
+        }
+        Some(paths.iter().map(|p| self.second_sample.get(p).cloned()).collect())
+    }
+
+    fn target(&self) -> String {
+        self.target.clone()
+    }
+
+    fn which(&self, program: &str) -> Option<String> {
+        self.which.get(program).cloned()
+    }
+}
+
+/// `mlx5_2` before `mlx5_10`; GID index `3` before `10`.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn key(s: &str) -> (String, u64, String) {
+        let digits_at = s.rfind(|c: char| !c.is_ascii_digit()).map_or(0, |i| i + 1);
+        let (head, tail) = s.split_at(digits_at);
+        match tail.parse::<u64>() {
+            Ok(n) => (head.to_string(), n, String::new()),
+            Err(_) => (s.to_string(), 0, String::new()),
+        }
+    }
+    key(a).cmp(&key(b)).then_with(|| a.cmp(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn natural_order() {
+        let mut v = vec!["mlx5_10", "mlx5_2", "mlx5_1", "mlx5_bond_0", "3", "10", "1"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, vec!["1", "3", "10", "mlx5_1", "mlx5_2", "mlx5_10", "mlx5_bond_0"]);
+    }
+
+    #[test]
+    fn roots_map_node_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sys/class/infiniband/mlx5_0")).unwrap();
+        std::fs::create_dir_all(dir.path().join("proc")).unwrap();
+        std::fs::write(dir.path().join("proc/modules"), "x 1 0 - Live 0x0\n").unwrap();
+        let s = LocalSource::replay(dir.path());
+        assert_eq!(s.list("/sys/class/infiniband"), Some(vec!["mlx5_0".to_string()]));
+        assert!(s.read("/proc/modules").is_some());
+        assert!(!s.exists("/dev/gdrdrv"));
+        assert_eq!(s.read("/etc/passwd"), None);
+        assert_eq!(s.resample(&["/proc/modules".into()], Duration::from_secs(5)), None);
+        let runs = s.tools(&[Tool::Ibstat], Duration::from_secs(1));
+        assert_eq!(runs[0].1, ToolRun::NotRecorded);
+    }
+}

@@ -1,0 +1,252 @@
+//! Running the node's diagnostic tools, each under a deadline, all at once: a node that has none
+//! of them finishes at once, and a hung `nvidia-smi` costs at most the timeout.
+
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The tools a node probe may run. The file name is the one read from `--tool-outputs DIR`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tool {
+    Ibstat,
+    IbvDevinfo,
+    NvidiaSmiTopo,
+    UcxInfo,
+    Lsmod,
+    /// `python3 -c …` printing `sys.path` (finds site-packages without importing anything heavy).
+    PythonPath,
+}
+
+impl Tool {
+    pub const ALL: [Tool; 6] = [
+        Tool::Ibstat,
+        Tool::IbvDevinfo,
+        Tool::NvidiaSmiTopo,
+        Tool::UcxInfo,
+        Tool::Lsmod,
+        Tool::PythonPath,
+    ];
+
+    pub fn program(self) -> &'static str {
+        match self {
+            Tool::Ibstat => "ibstat",
+            Tool::IbvDevinfo => "ibv_devinfo",
+            Tool::NvidiaSmiTopo => "nvidia-smi",
+            Tool::UcxInfo => "ucx_info",
+            Tool::Lsmod => "lsmod",
+            Tool::PythonPath => "python3",
+        }
+    }
+
+    pub fn args(self) -> &'static [&'static str] {
+        match self {
+            Tool::Ibstat | Tool::Lsmod => &[],
+            Tool::IbvDevinfo => &["-v"],
+            Tool::NvidiaSmiTopo => &["topo", "-m"],
+            Tool::UcxInfo => &["-d"],
+            Tool::PythonPath => &["-c", PYTHON_PATH_CODE],
+        }
+    }
+
+    /// The command line as shown to users and run in pods (arguments single-quoted when needed).
+    pub fn command_line(self) -> String {
+        std::iter::once(self.program())
+            .chain(self.args().iter().copied())
+            .map(crate::shell::quote)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Recorded output file name under `--tool-outputs DIR`.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Tool::Ibstat => "ibstat.txt",
+            Tool::IbvDevinfo => "ibv_devinfo.txt",
+            Tool::NvidiaSmiTopo => "topo.txt",
+            Tool::UcxInfo => "ucx_info.txt",
+            Tool::Lsmod => "lsmod.txt",
+            Tool::PythonPath => "python_path.txt",
+        }
+    }
+
+    pub fn from_program(name: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.program() == name)
+    }
+}
+
+/// Prints the interpreter's module search path, one entry a line; imports nothing.
+pub const PYTHON_PATH_CODE: &str = "import sys; print(chr(10).join(p for p in sys.path if p))";
+
+/// What running (or replaying) a tool gave.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ToolRun {
+    Ran {
+        stdout: String,
+        stderr: String,
+        code: Option<i32>,
+    },
+    NotFound,
+    TimedOut {
+        after_s: u64,
+    },
+    Failed {
+        error: String,
+    },
+    /// Replay mode and no recorded file for it.
+    NotRecorded,
+}
+
+impl ToolRun {
+    /// stdout and stderr together (tools print "No IB devices found" on stderr).
+    pub fn text(&self) -> Option<String> {
+        match self {
+            ToolRun::Ran { stdout, stderr, .. } => Some(format!("{stdout}{stderr}")),
+            _ => None,
+        }
+    }
+
+    /// Why there is no usable output, for a `skipped` detail.
+    pub fn why_not(&self, tool: Tool) -> String {
+        let name = tool.program();
+        match self {
+            ToolRun::Ran { code, .. } => format!(
+                "{name} exited with {}",
+                code.map_or("a signal".into(), |c| c.to_string())
+            ),
+            ToolRun::NotFound => format!("{name} not installed"),
+            ToolRun::TimedOut { after_s } => format!("{name} did not finish within {after_s} s"),
+            ToolRun::Failed { error } => format!("{name} could not run: {error}"),
+            ToolRun::NotRecorded => format!("no recorded {} given", tool.file_name()),
+        }
+    }
+}
+
+/// Largest output kept from one tool; `ucx_info -d` on a big node is a few hundred KiB.
+const MAX_OUTPUT: u64 = 8 << 20;
+
+/// Finds `program` on `$PATH` without spawning anything.
+pub fn find_on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// Runs one tool with a deadline; the child is killed and reaped when it overruns.
+pub fn run_tool(tool: Tool, timeout: Duration) -> ToolRun {
+    let Some(exe) = find_on_path(tool.program()) else {
+        return ToolRun::NotFound;
+    };
+    let mut child = match Command::new(exe)
+        .args(tool.args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ToolRun::NotFound,
+        Err(e) => return ToolRun::Failed { error: e.to_string() },
+    };
+    let out = child.stdout.take().map(reader);
+    let err = child.stderr.take().map(reader);
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return ToolRun::Failed { error: e.to_string() };
+            }
+        }
+    };
+    match status {
+        Some(s) => ToolRun::Ran {
+            stdout: out.map(join_reader).unwrap_or_default(),
+            stderr: err.map(join_reader).unwrap_or_default(),
+            code: s.code(),
+        },
+        // Not joining the readers: a grandchild may still hold the pipes open, and the deadline
+        // is the promise. The threads end when the pipes close.
+        None => ToolRun::TimedOut {
+            after_s: timeout.as_secs(),
+        },
+    }
+}
+
+fn reader<R: Read + Send + 'static>(r: R) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = r.take(MAX_OUTPUT).read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+}
+
+fn join_reader(h: std::thread::JoinHandle<String>) -> String {
+    h.join().unwrap_or_default()
+}
+
+/// Runs the tools concurrently; total time is the slowest one (bounded by `timeout`).
+pub fn run_tools(tools: &[Tool], timeout: Duration) -> Vec<(Tool, ToolRun)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = tools
+            .iter()
+            .map(|&t| (t, s.spawn(move || run_tool(t, timeout))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|(t, h)| {
+                (
+                    t,
+                    h.join().unwrap_or_else(|_| ToolRun::Failed {
+                        error: "runner thread panicked".into(),
+                    }),
+                )
+            })
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_tools_are_not_found_quickly() {
+        let t0 = Instant::now();
+        let runs = run_tools(&Tool::ALL, Duration::from_secs(5));
+        assert_eq!(runs.len(), Tool::ALL.len());
+        for (tool, run) in runs {
+            if find_on_path(tool.program()).is_none() {
+                assert_eq!(run, ToolRun::NotFound);
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn names_and_reasons() {
+        assert_eq!(Tool::NvidiaSmiTopo.command_line(), "nvidia-smi topo -m");
+        assert_eq!(Tool::from_program("ucx_info"), Some(Tool::UcxInfo));
+        assert_eq!(ToolRun::NotFound.why_not(Tool::Ibstat), "ibstat not installed");
+        assert!(ToolRun::NotRecorded.why_not(Tool::NvidiaSmiTopo).contains("topo.txt"));
+    }
+}

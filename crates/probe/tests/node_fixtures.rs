@@ -1,0 +1,217 @@
+//! `probe node` and `detect-env` on replayed node roots (tests/fixtures/nodes, made by generate.py).
+
+use icb_core::Status;
+use icb_core::checks::{Check, ProbeReport};
+use icb_probe::{GatherOptions, LocalSource, NodeExpectations, TransportEnv, detect_env, probe_node};
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn root(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/nodes").join(name)
+}
+
+fn env(vars: &[(&str, &str)]) -> TransportEnv {
+    TransportEnv::new("test env", vars.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+}
+
+fn probe(name: &str, vars: &[(&str, &str)]) -> ProbeReport {
+    let src = LocalSource::replay(&root(name));
+    let opts = GatherOptions { tool_timeout: Duration::from_secs(5), counter_interval: Duration::from_secs(1) };
+    let x = NodeExpectations { env: env(vars), rdma_required: false };
+    probe_node(&src, &opts, &x).0
+}
+
+fn get<'a>(r: &'a ProbeReport, id: &str) -> &'a Check {
+    r.checks.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no check {id} in {r:#?}"))
+}
+
+fn status(r: &ProbeReport, id: &str) -> Status {
+    get(r, id).status
+}
+
+#[test]
+fn healthy_ib_node_is_trusted() {
+    let r = probe("healthy_ib", &[("UCX_NET_DEVICES", "mlx5_0:1,mlx5_1:1"), ("NCCL_IB_HCA", "=mlx5_0,mlx5_1")]);
+    for id in [
+        "node.rdma_devs",
+        "node.port_state",
+        "node.port_rate",
+        "node.net_devices",
+        "node.gid",
+        "node.gdr_mode",
+        "node.gdrcopy",
+        "node.memlock",
+        "node.affinity",
+        "node.nvlink",
+        "node.ucx_tl",
+        "node.ucx_gpumem",
+        "node.link_errors",
+    ] {
+        assert_eq!(status(&r, id), Status::Ok, "{id}: {:?}", get(&r, id));
+    }
+    assert_eq!(status(&r, "node.efa_kernel"), Status::Skipped);
+    assert_eq!(r.status, Status::Ok, "{r:#?}");
+    assert_eq!(r.exit_code(), 0);
+    assert!(get(&r, "node.gid").detail.contains("InfiniBand"));
+    assert!(get(&r, "node.gdr_mode").detail.contains("nvidia_peermem"));
+    assert!(get(&r, "node.affinity").detail.contains("GPU0→mlx5_0 PIX"));
+    // A replay cannot see counters rise: the detail says it read once.
+    assert!(get(&r, "node.link_errors").detail.contains("not sampled twice"));
+}
+
+#[test]
+fn gid_index_forced_on_infiniband_warns() {
+    let r = probe("healthy_ib", &[("NCCL_IB_GID_INDEX", "3")]);
+    assert_eq!(status(&r, "node.gid"), Status::Warn);
+    let r = probe("healthy_ib", &[("NCCL_IB_GID_INDEX", "-1")]);
+    assert_eq!(status(&r, "node.gid"), Status::Ok);
+}
+
+#[test]
+fn roce_hcas_that_disagree_on_the_gid_index() {
+    let r = probe("roce_gid_disagree", &[]);
+    let g = get(&r, "node.gid");
+    assert_eq!(g.status, Status::Warn, "{g:?}");
+    assert!(g.detail.contains("mlx5_0:1→3") && g.detail.contains("mlx5_1:1→5"), "{}", g.detail);
+    // Forcing index 3 breaks mlx5_1: fail, naming it.
+    let r = probe("roce_gid_disagree", &[("NCCL_IB_GID_INDEX", "3")]);
+    let g = get(&r, "node.gid");
+    assert_eq!(g.status, Status::Fail);
+    assert!(g.detail.contains("mlx5_1:1") && !g.detail.contains("mlx5_0:1"), "{}", g.detail);
+    assert_eq!(r.exit_code(), 1);
+    // An index valid on both (none here besides per-HCA ones) vs a valid one for a single HCA.
+    let r = probe("roce_gid_disagree", &[("UCX_IB_GID_INDEX", "5")]);
+    assert_eq!(status(&r, "node.gid"), Status::Fail);
+    // No tool outputs recorded: skipped with the reason, never ok.
+    let t = get(&r, "node.ucx_tl");
+    assert_eq!(t.status, Status::Skipped);
+    assert!(t.detail.contains("ucx_info.txt"), "{}", t.detail);
+}
+
+#[test]
+fn node_without_rdma() {
+    let r = probe("no_rdma", &[]);
+    assert_eq!(status(&r, "node.rdma_devs"), Status::Warn);
+    assert_eq!(status(&r, "node.port_state"), Status::Skipped);
+    assert_eq!(status(&r, "node.gdr_mode"), Status::Skipped);
+    assert_eq!(status(&r, "node.memlock"), Status::Warn);
+    assert!(get(&r, "node.memlock").detail.contains("8 MiB"));
+    assert_eq!(status(&r, "node.nvlink"), Status::Skipped);
+    assert_ne!(r.status, Status::Ok);
+    // When the env says RDMA is expected, its absence fails.
+    let r = probe("no_rdma", &[("NCCL_IB_HCA", "mlx5_0")]);
+    assert_eq!(status(&r, "node.rdma_devs"), Status::Fail);
+    assert_eq!(status(&r, "node.net_devices"), Status::Fail);
+    assert_eq!(r.exit_code(), 1);
+}
+
+#[test]
+fn peermem_missing_but_dmabuf_possible() {
+    let r = probe("dmabuf_no_peermem", &[]);
+    let g = get(&r, "node.gdr_mode");
+    assert_eq!(g.status, Status::Ok, "{g:?}");
+    assert!(g.detail.contains("DMA-BUF") && g.detail.contains("6.5.0"), "{}", g.detail);
+    let r = probe("no_gdr", &[]);
+    let g = get(&r, "node.gdr_mode");
+    assert_eq!(g.status, Status::Warn);
+    assert!(g.detail.contains("nvidia_peermem not loaded"), "{}", g.detail);
+}
+
+#[test]
+fn ucx_net_devices_naming_a_port_that_is_not_up() {
+    let r = probe("down_port", &[("UCX_NET_DEVICES", "mlx5_0:1,mlx5_1:1")]);
+    let n = get(&r, "node.net_devices");
+    assert_eq!(n.status, Status::Fail);
+    assert!(n.detail.contains("mlx5_1:1 is INIT/LinkUp"), "{}", n.detail);
+    // INIT + LinkUp is not up; the hint names the subnet manager.
+    let p = get(&r, "node.port_state");
+    assert_eq!(p.status, Status::Warn);
+    assert!(p.hint.as_deref().unwrap_or("").contains("subnet manager"));
+    assert_eq!(r.exit_code(), 1);
+    assert!(r.verdict.contains("node.net_devices"));
+    // Only the healthy port: passes.
+    let r = probe("down_port", &[("UCX_NET_DEVICES", "mlx5_0:1")]);
+    assert_eq!(status(&r, "node.net_devices"), Status::Ok);
+    // A device that does not exist, and a malformed entry.
+    let r = probe("down_port", &[("UCX_NET_DEVICES", "mlx5_7:1")]);
+    assert!(get(&r, "node.net_devices").detail.contains("no such device"));
+    let r = probe("down_port", &[("UCX_NET_DEVICES", "mlx5_0:x")]);
+    assert_eq!(status(&r, "node.net_devices"), Status::Fail);
+    // A GPU whose only chosen NIC is across the SMP link.
+    let r = probe("down_port", &[("UCX_NET_DEVICES", "mlx5_0:1")]);
+    assert_eq!(status(&r, "node.affinity"), Status::Fail);
+}
+
+#[test]
+fn socket_ifname_checked_against_interfaces() {
+    assert_eq!(status(&probe("healthy_ib", &[("NCCL_SOCKET_IFNAME", "eth")]), "node.socket_ifname"), Status::Ok);
+    assert_eq!(status(&probe("healthy_ib", &[("NCCL_SOCKET_IFNAME", "bond0")]), "node.socket_ifname"), Status::Fail);
+}
+
+fn detect(name: &str, vars: &[(&str, &str)]) -> icb_probe::DetectedEnv {
+    detect_env(&LocalSource::replay(&root(name)), &env(vars))
+}
+
+#[test]
+fn detect_joins_every_active_hca_and_tests_the_full_prefix() {
+    let d = detect("detect_multi_hca", &[]);
+    assert_eq!(d.fabric, "roce");
+    assert_eq!(d.get("NCCL_IB_HCA"), Some("mlx5_0,mlx5_1,mlx5_2"));
+    assert_eq!(d.get("UCX_NET_DEVICES"), Some("mlx5_0:1,mlx5_1:1,mlx5_2:1"));
+    assert_eq!(d.get("NVSHMEM_HCA_LIST"), Some("mlx5_0:1,mlx5_1:1,mlx5_2:1"));
+    // mlx5_2's index 2 is RoCE v2 with "ffff:" inside a link-local GID: not IPv4-mapped.
+    assert_eq!(d.ports.iter().find(|p| p.name == "mlx5_2:1").and_then(|p| p.gid_index), Some(3));
+    for k in ["NCCL_IB_GID_INDEX", "NVSHMEM_IB_GID_INDEX", "UCX_IB_GID_INDEX"] {
+        assert_eq!(d.get(k), Some("3"), "{k}");
+    }
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    let sh = d.to_shell();
+    assert!(sh.contains("export UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1,mlx5_2:1\n"), "{sh}");
+}
+
+#[test]
+fn detect_reads_port_2() {
+    let d = detect("detect_port2", &[]);
+    assert_eq!(d.get("UCX_NET_DEVICES"), Some("mlx5_0:2"));
+    assert_eq!(d.get("NCCL_IB_HCA"), Some("mlx5_0"));
+    assert_eq!(d.get("NCCL_IB_GID_INDEX"), Some("3"));
+}
+
+#[test]
+fn detect_on_infiniband_needs_no_gid_index() {
+    let d = detect("healthy_ib", &[]);
+    assert_eq!(d.fabric, "infiniband");
+    assert_eq!(d.get("NCCL_IB_HCA"), Some("mlx5_0,mlx5_1"));
+    assert_eq!(d.get("NCCL_IB_GID_INDEX"), None);
+    assert!(d.notes.iter().any(|n| n.contains("no GID index needed")));
+}
+
+#[test]
+fn detect_tie_prefers_index_3_and_preset_wins() {
+    let d = detect("detect_tie", &[]);
+    assert_eq!(d.gid_index.as_ref().map(|g| (g.index, g.counts.len())), Some((3, 2)));
+    assert_eq!(d.get("NCCL_IB_GID_INDEX"), Some("3"));
+    // HCAs on index 1 have no RoCE v2 IPv4 at 3: reported.
+    assert!(d.problems.iter().any(|p| p.contains("mlx5_2:1")), "{:?}", d.problems);
+    let d = detect("detect_tie", &[("NCCL_IB_GID_INDEX", "1"), ("UCX_NET_DEVICES", "mlx5_2:1")]);
+    for k in ["NCCL_IB_GID_INDEX", "NVSHMEM_IB_GID_INDEX", "UCX_IB_GID_INDEX"] {
+        assert_eq!(d.get(k), Some("1"), "{k}");
+    }
+    assert_eq!(d.gid_index.as_ref().map(|g| g.source.as_str()), Some("preset"));
+    assert_eq!(d.get("UCX_NET_DEVICES"), Some("mlx5_2:1"));
+}
+
+#[test]
+fn detect_uses_exact_names_when_a_prefix_would_spill() {
+    let d = detect("detect_prefix", &[]);
+    assert_eq!(d.get("NCCL_IB_HCA"), Some("=mlx5_1"));
+    assert_eq!(d.get("UCX_NET_DEVICES"), Some("mlx5_1:1"));
+}
+
+#[test]
+fn detect_with_no_rdma_exports_nothing() {
+    let d = detect("no_rdma", &[]);
+    assert_eq!(d.fabric, "none");
+    assert!(d.exports.is_empty());
+    assert!(!d.found_something());
+}

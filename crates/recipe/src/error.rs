@@ -1,0 +1,31 @@
+//! Why a recipe could not be read, worded so the operator knows what to fix.
+
+use std::path::PathBuf;
+
+/// Every way loading a recipe can fail. Each message is one line that names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum RecipeError {
+    #[error("{path}: cannot read: {source} (check the path and its permissions)")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: no *.yaml or *.yml files found under this directory (pass the recipe files or their folder)")]
+    EmptyDir { path: PathBuf },
+    #[error("{file}: not UTF-8 text (invalid byte at offset {offset}); pass the YAML recipe, not a binary file")]
+    NotUtf8 { file: String, offset: usize },
+    #[error("{file}: larger than {limit} bytes; pass the recipe files themselves")]
+    TooLarge { file: String, limit: usize },
+    #[error("{file}:{line}:{col}: invalid YAML: {message}; fix the syntax there")]
+    Yaml {
+        file: String,
+        line: usize,
+        col: usize,
+        message: String,
+    },
+    #[error("{file}:{line}: {message}")]
+    Limit { file: String, line: usize, message: String },
+    #[error("no inputs given: pass recipe files, directories, or `-` for standard input")]
+    NoInputs,
+}

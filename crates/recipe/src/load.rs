@@ -1,0 +1,194 @@
+//! Turns command-line inputs (files, directories, `-`) into parsed YAML documents, in a
+//! deterministic order: inputs as given, directory entries sorted by path.
+
+use crate::error::RecipeError;
+use crate::yaml::{self, Node};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Recipes larger than this are certainly not recipes; refusing keeps memory bounded.
+pub const MAX_INPUT_BYTES: usize = 32 * 1024 * 1024;
+/// Directories deeper than this are not walked (guards against symlink loops).
+const MAX_DIR_DEPTH: usize = 16;
+
+/// One thing to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// A file, or a directory searched recursively for `*.yaml` / `*.yml`.
+    Path(PathBuf),
+    /// Standard input (`-` on the command line).
+    Stdin,
+    /// Text already in memory; `name` is what errors and scopes call it.
+    Text { name: String, content: String },
+}
+
+impl Input {
+    /// `-` means standard input; anything else is a path.
+    pub fn from_arg(arg: &str) -> Input {
+        if arg == "-" {
+            Input::Stdin
+        } else {
+            Input::Path(PathBuf::from(arg))
+        }
+    }
+
+    /// A short label for report targets.
+    pub fn label(&self) -> String {
+        match self {
+            Input::Path(p) => p.display().to_string(),
+            Input::Stdin => "<stdin>".to_string(),
+            Input::Text { name, .. } => name.clone(),
+        }
+    }
+}
+
+/// One YAML document of one source file.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The file it came from (`<stdin>` for standard input).
+    pub source: String,
+    /// Position of the document in its file, from 0.
+    pub index: usize,
+    pub root: Node,
+}
+
+impl Document {
+    pub fn kind(&self) -> Option<&str> {
+        self.root.str_at("kind")
+    }
+
+    pub fn api_version(&self) -> Option<&str> {
+        self.root.str_at("apiVersion")
+    }
+
+    pub fn name(&self) -> Option<&str> {
+        self.root.path(&["metadata", "name"]).and_then(Node::as_str)
+    }
+
+    /// `file:line` of the document's first node.
+    pub fn location(&self) -> String {
+        format!("{}:{}", self.source, self.root.line)
+    }
+}
+
+/// Reads and parses every input. Fails on the first unreadable file or YAML syntax error.
+pub fn load_inputs(inputs: &[Input]) -> Result<Vec<Document>, RecipeError> {
+    if inputs.is_empty() {
+        return Err(RecipeError::NoInputs);
+    }
+    let mut docs = Vec::new();
+    for input in inputs {
+        match input {
+            Input::Stdin => {
+                let mut bytes = Vec::new();
+                std::io::stdin()
+                    .take(MAX_INPUT_BYTES as u64 + 1)
+                    .read_to_end(&mut bytes)
+                    .map_err(|source| RecipeError::Io {
+                        path: PathBuf::from("<stdin>"),
+                        source,
+                    })?;
+                docs.extend(parse_bytes("<stdin>", &bytes)?);
+            }
+            Input::Text { name, content } => docs.extend(parse_bytes(name, content.as_bytes())?),
+            Input::Path(path) => {
+                let meta = std::fs::metadata(path).map_err(|source| RecipeError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                if meta.is_dir() {
+                    let mut files = Vec::new();
+                    walk(path, 0, &mut files)?;
+                    if files.is_empty() {
+                        return Err(RecipeError::EmptyDir { path: path.clone() });
+                    }
+                    files.sort();
+                    for f in files {
+                        docs.extend(read_file(&f)?);
+                    }
+                } else {
+                    docs.extend(read_file(path)?);
+                }
+            }
+        }
+    }
+    Ok(docs)
+}
+
+fn read_file(path: &Path) -> Result<Vec<Document>, RecipeError> {
+    let file = std::fs::File::open(path).map_err(|source| RecipeError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut bytes = Vec::new();
+    file.take(MAX_INPUT_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| RecipeError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    parse_bytes(&path.display().to_string(), &bytes)
+}
+
+fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), RecipeError> {
+    if depth > MAX_DIR_DEPTH {
+        return Ok(());
+    }
+    let entries = std::fs::read_dir(dir).map_err(|source| RecipeError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    for entry in entries {
+        let entry = entry.map_err(|source| RecipeError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let path = entry.path();
+        let hidden = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('.'));
+        if hidden {
+            continue;
+        }
+        let ft = entry.file_type().map_err(|source| RecipeError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if ft.is_dir() {
+            walk(&path, depth + 1, out)?;
+        } else if path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e == "yaml" || e == "yml")
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Parses raw bytes as a YAML stream. Never panics, whatever the bytes.
+pub fn parse_bytes(name: &str, bytes: &[u8]) -> Result<Vec<Document>, RecipeError> {
+    if bytes.len() > MAX_INPUT_BYTES {
+        return Err(RecipeError::TooLarge {
+            file: name.to_string(),
+            limit: MAX_INPUT_BYTES,
+        });
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| RecipeError::NotUtf8 {
+        file: name.to_string(),
+        offset: e.valid_up_to(),
+    })?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let raw = yaml::parse_stream(name, text)?;
+    Ok(raw
+        .into_iter()
+        .enumerate()
+        .map(|(index, d)| Document {
+            source: name.to_string(),
+            index,
+            root: d.root,
+        })
+        .collect())
+}

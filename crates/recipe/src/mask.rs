@@ -1,0 +1,165 @@
+//! Keeps secrets out of every line ic-bench prints: values from Secrets are never known,
+//! values of secret-named variables are shown as `***`, and anything token-shaped is masked.
+
+use crate::model::{EnvValue, EnvVar};
+
+pub const MASK: &str = "***";
+
+/// Variable names whose values are secrets whatever they look like.
+pub fn is_secret_name(name: &str) -> bool {
+    let n = name.to_ascii_uppercase();
+    [
+        "TOKEN",
+        "KEY",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "PASSPHRASE",
+        "CREDENTIAL",
+        "AUTH",
+        "PRIVATE",
+        "COOKIE",
+        "SESSION",
+    ]
+    .iter()
+    .any(|w| n.contains(w))
+}
+
+/// Values that look like API tokens or keys (known prefixes, JWTs, long random strings).
+pub fn looks_like_token(value: &str) -> bool {
+    let v = value.trim();
+    // Random strings switch between digits, lower and upper case far more often than names,
+    // paths or model ids do; that is what tells a token from `DynamoGraphDeployment/x`.
+    let random_run = v.split(|c: char| !c.is_ascii_alphanumeric()).any(|run| {
+        let class = |c: char| {
+            if c.is_ascii_digit() {
+                0
+            } else if c.is_ascii_lowercase() {
+                1
+            } else {
+                2
+            }
+        };
+        let digits = run.chars().filter(char::is_ascii_digit).count();
+        let switches = run
+            .chars()
+            .zip(run.chars().skip(1))
+            .filter(|(a, b)| class(*a) != class(*b))
+            .count();
+        run.len() >= 20 && digits >= 2 && digits < run.len() && switches * 5 >= run.len() * 2
+    });
+    let prefixed = [
+        "hf_",
+        "ghp_",
+        "gho_",
+        "ghs_",
+        "ghu_",
+        "github_pat_",
+        "glpat-",
+        "sk-",
+        "xoxb-",
+        "xoxp-",
+        "nvapi-",
+    ]
+    .iter()
+    .any(|p| v.starts_with(p) && v.len() >= p.len() + 16);
+    let aws = (v.starts_with("AKIA") || v.starts_with("ASIA"))
+        && v.len() == 20
+        && v.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+    let jwt = v.starts_with("eyJ") && v.matches('.').count() == 2 && v.len() > 30;
+    let charset = v.chars().all(|c| c.is_ascii_alphanumeric() || "+/=_-.".contains(c));
+    let random = charset && v.len() >= 20 && random_run;
+    prefixed || aws || jwt || random
+}
+
+/// How a variable's value may be printed.
+pub fn display_value(var: &EnvVar) -> String {
+    match &var.value {
+        EnvValue::Literal { value } if is_secret_name(&var.name) || looks_like_token(value) => MASK.to_string(),
+        EnvValue::Literal { value } => value.clone(),
+        EnvValue::Secret { name, .. } => format!("<from Secret {name}>"),
+        EnvValue::ConfigMap { name, key } => format!("<from ConfigMap {name}/{key}>"),
+        EnvValue::Field { path } => format!("<from {path}>"),
+        EnvValue::Unknown => "<from an unsupported valueFrom>".to_string(),
+    }
+}
+
+/// Replaces known secret values and token-shaped words in printed text.
+#[derive(Debug, Clone, Default)]
+pub struct Masker {
+    literals: Vec<String>,
+}
+
+impl Masker {
+    /// Remembers a secret value. Very short values are not replaced textually (that would garble
+    /// every line); they are never printed anyway because `display_value` masks by name.
+    pub fn add(&mut self, value: &str) {
+        let v = value.trim();
+        if v.len() >= 4 && !self.literals.iter().any(|l| l == v) {
+            self.literals.push(v.to_string());
+            self.literals.sort_by_key(|l| std::cmp::Reverse(l.len()));
+        }
+    }
+
+    pub fn mask(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for l in &self.literals {
+            if out.contains(l.as_str()) {
+                out = out.replace(l.as_str(), MASK);
+            }
+        }
+        let mut result = String::with_capacity(out.len());
+        let mut word = String::new();
+        let flush = |word: &mut String, result: &mut String| {
+            if looks_like_token(word) {
+                result.push_str(MASK);
+            } else {
+                result.push_str(word);
+            }
+            word.clear();
+        };
+        for c in out.chars() {
+            if c.is_whitespace() || ",;:\"'()[]{}<>`".contains(c) || (c == '=' && word.len() < 24) {
+                flush(&mut word, &mut result);
+                result.push(c);
+            } else {
+                word.push(c);
+            }
+        }
+        flush(&mut word, &mut result);
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_recognised_and_transport_values_are_not() {
+        assert!(looks_like_token("hf_abcdefghijklmnopqrstuvwxyz123456"));
+        assert!(looks_like_token("AKIAIOSFODNN7EXAMPLE"));
+        assert!(looks_like_token("Zx81kPq02LmN3vB4cD5eF6gH7iJ8kL9m"));
+        for v in [
+            "DynamoGraphDeployment/dsv4-disagg",
+            "Qwen3Coder480BInstructFP8",
+            "rc_x,rc,cuda_copy,cuda_ipc",
+            "mlx5_0:1,mlx5_1:1",
+            "GPU-4650fca3-dbba-f168-d6bd-338a4ba8f044",
+            "get_zcopy",
+            "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.5.0",
+        ] {
+            assert!(!looks_like_token(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn masker_replaces_literals_and_tokens() {
+        let mut m = Masker::default();
+        m.add("hunter2hunter2");
+        let s = m.mask("pw=hunter2hunter2 token hf_abcdefghijklmnopqrstuvwxyz123456 UCX_TLS=rc,cuda_copy");
+        assert!(!s.contains("hunter2"));
+        assert!(!s.contains("hf_abc"));
+        assert!(s.contains("UCX_TLS=rc,cuda_copy"));
+    }
+}

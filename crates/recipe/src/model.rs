@@ -1,0 +1,288 @@
+//! What one worker role ends up with once every layer of a recipe is applied.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The part a pod plays in disaggregated serving.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Prefill,
+    Decode,
+    /// An aggregated or otherwise unspecified engine worker.
+    Worker,
+    Frontend,
+    /// Anything else (planner, router sidecars, …): no transport checks apply.
+    Other(String),
+}
+
+impl Role {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Role::Prefill => "prefill",
+            Role::Decode => "decode",
+            Role::Worker => "worker",
+            Role::Frontend => "frontend",
+            Role::Other(s) => s,
+        }
+    }
+
+    /// Roles that move KV cache or run NCCL, so transport checks apply to them.
+    pub fn is_engine(&self) -> bool {
+        matches!(self, Role::Prefill | Role::Decode | Role::Worker)
+    }
+
+    pub(crate) fn from_word(word: &str) -> Option<Role> {
+        match word.trim().to_ascii_lowercase().as_str() {
+            "prefill" | "prefillworker" | "prefill-worker" | "prefill_worker" => Some(Role::Prefill),
+            "decode" | "decoder" | "decodeworker" | "decode-worker" | "decode_worker" => Some(Role::Decode),
+            "worker" | "main" | "aggregated" | "agg" => Some(Role::Worker),
+            "frontend" | "router" | "epp" | "proxy" => Some(Role::Frontend),
+            "" => None,
+            other => Some(Role::Other(other.to_string())),
+        }
+    }
+}
+
+/// Where an env value comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum EnvValue {
+    Literal {
+        value: String,
+    },
+    /// `valueFrom.secretKeyRef`: the value is never known and never printed.
+    Secret {
+        name: String,
+        key: String,
+    },
+    ConfigMap {
+        name: String,
+        key: String,
+    },
+    /// `fieldRef` / `resourceFieldRef`: filled in by the kubelet.
+    Field {
+        path: String,
+    },
+    /// `valueFrom` of a shape this reader does not know.
+    Unknown,
+}
+
+/// One effective variable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: EnvValue,
+    /// The layer and place that set it last, e.g. `spec.services.decode.envs (deploy.yaml:42)`.
+    pub origin: String,
+}
+
+impl EnvVar {
+    pub fn literal(&self) -> Option<&str> {
+        match &self.value {
+            EnvValue::Literal { value } => Some(value),
+            _ => None,
+        }
+    }
+}
+
+/// `envFrom` (or DGD `envFromSecret`): every key is unknown to a recipe reader.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnvFrom {
+    /// `secret` or `configMap`.
+    pub kind: String,
+    pub name: String,
+    pub origin: String,
+}
+
+/// Requested devices and limits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Resources {
+    /// GPUs requested (`nvidia.com/gpu`, or DGD `gpu`).
+    pub gpus: Option<String>,
+    /// Every extended resource that gives the pod an RDMA-capable NIC, with its count.
+    pub rdma: BTreeMap<String, String>,
+    /// `resourceClaims` names (DRA: NICs, ComputeDomains/IMEX channels).
+    pub claims: Vec<String>,
+    /// Resource claim templates referenced (used to tell whether two roles share a ComputeDomain).
+    pub claim_templates: Vec<String>,
+    /// Claims that are MNNVL ComputeDomain (IMEX) channels: an NVLink fabric, not an RDMA NIC.
+    pub domain_claims: Vec<String>,
+    /// Claim name → template name, from the pod's `resourceClaims`.
+    #[serde(skip)]
+    pub(crate) template_of: BTreeMap<String, String>,
+}
+
+impl Resources {
+    pub fn has_efa(&self) -> bool {
+        self.rdma.keys().any(|k| k == "vpc.amazonaws.com/efa")
+    }
+
+    /// Claims that are not ComputeDomain channels, so presumably a NIC (DRA).
+    pub fn nic_claims(&self) -> impl Iterator<Item = &String> {
+        self.claims.iter().filter(|c| !self.domain_claims.contains(c))
+    }
+}
+
+/// Engine arguments that decide the KV transport.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EngineArgs {
+    /// `vllm`, `sglang`, `trtllm` when recognisable.
+    pub framework: Option<String>,
+    /// True when launched through Dynamo (`python -m dynamo.*`).
+    pub dynamo: bool,
+    /// vLLM `kv_connector` from `--kv-transfer-config`.
+    pub kv_connector: Option<String>,
+    /// vLLM `kv_role` from `--kv-transfer-config`.
+    pub kv_role: Option<String>,
+    /// NIXL backends named in `--kv-transfer-config` (top level or `kv_connector_extra_config`).
+    pub nixl_backends: Vec<String>,
+    /// SGLang `--disaggregation-transfer-backend`.
+    pub sglang_backend: Option<String>,
+    /// TensorRT-LLM `cache_transceiver_config.backend` (args or a ConfigMap).
+    pub trt_backend: Option<String>,
+    /// `--disaggregation-mode`, `--is-prefill-worker`, … read as a role.
+    pub role_hint: Option<Role>,
+    /// Problems reading the arguments (e.g. `--kv-transfer-config` that is not JSON).
+    pub problems: Vec<String>,
+}
+
+/// Where the pods may land.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    pub node_selector: BTreeMap<String, String>,
+    /// Required node-affinity terms, each rendered as `key op [values]`, sorted.
+    pub affinity: Vec<String>,
+    /// A provider overlay's `place:` advice, if any.
+    pub advice: Option<String>,
+}
+
+impl Placement {
+    pub fn is_constrained(&self) -> bool {
+        !self.node_selector.is_empty() || !self.affinity.is_empty()
+    }
+}
+
+/// The effective settings of one role of one workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RoleEnv {
+    pub role: Role,
+    /// Service / component / workload name.
+    pub component: String,
+    /// `Kind/name` of the object (plus `leader`/`worker` for LeaderWorkerSet templates).
+    pub workload: String,
+    /// Roles in one group belong to one deployment: one DGD, or plain workloads of one namespace.
+    pub group: String,
+    /// File(s) that contributed, in layer order.
+    pub sources: Vec<String>,
+    /// Effective variables, in the order a container would see them.
+    pub env: Vec<EnvVar>,
+    pub env_from: Vec<EnvFrom>,
+    /// Layers applied, lowest first (documents the precedence that was used).
+    pub layers: Vec<String>,
+    pub resources: Resources,
+    pub privileged: bool,
+    pub capabilities: Vec<String>,
+    pub host_ipc: bool,
+    pub host_pid: bool,
+    pub host_network: bool,
+    /// /dev/shm size as written, and in bytes when parseable. `None` when nothing sets it.
+    pub shm: Option<(String, Option<u64>)>,
+    /// Where the shm setting came from (`sharedMemory.size`, `emptyDir`, `hostIPC`).
+    pub shm_origin: Option<String>,
+    pub image: Option<String>,
+    pub engine: EngineArgs,
+    pub placement: Placement,
+    pub replicas: Option<String>,
+    /// DGD `multinode.nodeCount` or LeaderWorkerSet `size`.
+    pub node_count: Option<u32>,
+    /// Provider fabric named by an overlay (`ib`, `roce`, `efa`), if any.
+    pub fabric: Option<String>,
+    /// Overlay `kv_backend`, if any.
+    pub overlay_backend: Option<String>,
+}
+
+impl RoleEnv {
+    pub(crate) fn new(role: Role, component: &str, workload: &str, group: &str, source: &str) -> Self {
+        RoleEnv {
+            role,
+            component: component.to_string(),
+            workload: workload.to_string(),
+            group: group.to_string(),
+            sources: vec![source.to_string()],
+            env: Vec::new(),
+            env_from: Vec::new(),
+            layers: Vec::new(),
+            resources: Resources::default(),
+            privileged: false,
+            capabilities: Vec::new(),
+            host_ipc: false,
+            host_pid: false,
+            host_network: false,
+            shm: None,
+            shm_origin: None,
+            image: None,
+            engine: EngineArgs::default(),
+            placement: Placement::default(),
+            replicas: None,
+            node_count: None,
+            fabric: None,
+            overlay_backend: None,
+        }
+    }
+
+    pub fn var(&self, name: &str) -> Option<&EnvVar> {
+        self.env.iter().find(|v| v.name == name)
+    }
+
+    /// The literal value of a variable, if set to a literal.
+    pub fn literal(&self, name: &str) -> Option<&str> {
+        self.var(name).and_then(EnvVar::literal)
+    }
+
+    /// `prefill (VllmPrefillWorker, deploy.yaml)`: the scope used in checks.
+    pub fn scope(&self) -> String {
+        format!(
+            "{} ({}, {})",
+            self.role.as_str(),
+            self.component,
+            self.sources.join("+")
+        )
+    }
+
+    /// Sets (later layer wins) or deletes a variable.
+    pub(crate) fn set_var(&mut self, var: EnvVar) {
+        self.env.retain(|v| v.name != var.name);
+        self.env.push(var);
+    }
+
+    pub(crate) fn delete_var(&mut self, name: &str) {
+        self.env.retain(|v| v.name != name);
+    }
+
+    /// Any device that gives the pod an RDMA NIC (extended resource, or a DRA claim that is
+    /// not a ComputeDomain channel).
+    pub fn requests_rdma(&self) -> bool {
+        !self.resources.rdma.is_empty() || self.resources.nic_claims().next().is_some()
+    }
+
+    /// Claims an MNNVL ComputeDomain channel (GB200-class NVLink across nodes).
+    pub fn uses_compute_domain(&self) -> bool {
+        !self.resources.domain_claims.is_empty()
+    }
+
+    pub fn is_efa(&self) -> bool {
+        self.resources.has_efa()
+            || self
+                .literal("FI_PROVIDER")
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("efa"))
+            || self.fabric.as_deref() == Some("efa")
+    }
+
+    pub fn has_capability(&self, cap: &str) -> bool {
+        self.capabilities.iter().any(|c| {
+            let c = c.trim().to_ascii_uppercase();
+            c == cap || c.strip_prefix("CAP_") == Some(cap) || c == "ALL"
+        })
+    }
+}

@@ -1,0 +1,343 @@
+//! Kustomize-style layering: a later document with the same kind and name is a strategic-merge
+//! patch of the earlier one, and `Kustomization`/`Component` documents contribute their inline
+//! `patches` (strategic merge or JSON 6902). `$patch: delete` removes list items or fields.
+
+use crate::load::Document;
+use crate::yaml::{self, Kind, Node};
+
+/// A document after patching, with every file that contributed to it (lowest first).
+#[derive(Debug, Clone)]
+pub struct Merged {
+    pub doc: Document,
+    pub sources: Vec<String>,
+}
+
+/// Keys that identify list items in strategic merge (Kubernetes' `patchMergeKey`s we meet).
+const MERGE_KEYS: &[&str] = &["name", "mountPath", "devicePath", "containerPort"];
+
+fn identity(d: &Document) -> Option<(String, String, String)> {
+    let kind = d.kind()?.to_string();
+    let name = d.name()?.to_string();
+    let ns = d
+        .root
+        .path(&["metadata", "namespace"])
+        .and_then(Node::as_str)
+        .unwrap_or("")
+        .to_string();
+    Some((kind, name, ns))
+}
+
+/// Whether a document reads as a patch rather than a whole object: it carries `$patch`-style
+/// directives, or none of its workloads name an image or a component type.
+pub fn is_partial(root: &Node) -> bool {
+    let mut has_directive = false;
+    let mut has_body = false;
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        match &n.kind {
+            Kind::Map(entries) => {
+                for (k, v) in entries {
+                    has_directive |= k.starts_with('$');
+                    has_body |= matches!(k.as_str(), "image" | "componentType" | "subComponentType" | "type");
+                    stack.push(v);
+                }
+            }
+            Kind::Seq(items) => stack.extend(items.iter()),
+            _ => {}
+        }
+    }
+    has_directive || !has_body
+}
+
+fn is_kustomize(d: &Document) -> bool {
+    d.api_version()
+        .is_some_and(|a| a.starts_with("kustomize.config.k8s.io"))
+        || matches!(d.kind(), Some("Kustomization" | "Component"))
+}
+
+/// Applies patches in load order. Problems with inline patches are returned as notes
+/// (they make the resolved env doubtful but do not stop the probe).
+pub fn merge_documents(docs: &[Document]) -> (Vec<Merged>, Vec<String>) {
+    let mut out: Vec<Merged> = Vec::new();
+    let mut notes = Vec::new();
+    let mut kustomizations = Vec::new();
+    for d in docs {
+        if is_kustomize(d) {
+            kustomizations.push(d);
+            continue;
+        }
+        let id = identity(d);
+        // A complete object with a name already seen is a variant (recipe folders keep several
+        // deploy*.yaml with one metadata.name); only a partial one is a patch of the earlier.
+        let existing = match &id {
+            Some(id) if is_partial(&d.root) => out.iter_mut().rev().find(|m| identity(&m.doc).as_ref() == Some(id)),
+            _ => None,
+        };
+        match existing {
+            Some(base) => {
+                strategic_merge(&mut base.doc.root, &d.root);
+                if !base.sources.contains(&d.source) {
+                    base.sources.push(d.source.clone());
+                }
+            }
+            None => out.push(Merged {
+                doc: d.clone(),
+                sources: vec![d.source.clone()],
+            }),
+        }
+    }
+    for k in kustomizations {
+        apply_kustomization(k, &mut out, &mut notes);
+    }
+    (out, notes)
+}
+
+fn apply_kustomization(k: &Document, out: &mut [Merged], notes: &mut Vec<String>) {
+    let mut patches: Vec<(Option<&Node>, String, usize)> = Vec::new();
+    for key in ["patches", "patchesJson6902"] {
+        for p in k.root.get(key).map(Node::as_seq).unwrap_or_default() {
+            match p.str_at("patch") {
+                Some(text) => patches.push((p.get("target"), text.to_string(), p.line)),
+                None if p.get("path").is_some() => notes.push(format!(
+                    "{}:{}: patch file `{}` is not inlined; pass it as an input to have it applied",
+                    k.source,
+                    p.line,
+                    p.str_at("path").unwrap_or("?")
+                )),
+                None => {}
+            }
+        }
+    }
+    for p in k
+        .root
+        .get("patchesStrategicMerge")
+        .map(Node::as_seq)
+        .unwrap_or_default()
+    {
+        if let Some(text) = p.as_str().filter(|t| t.contains('\n')) {
+            patches.push((None, text.to_string(), p.line));
+        }
+    }
+    for (target, text, line) in patches {
+        let label = format!("{}:{line}", k.source);
+        let parsed = match yaml::parse_stream(&label, &text) {
+            Ok(p) => p,
+            Err(e) => {
+                notes.push(format!("inline patch skipped: {e}"));
+                continue;
+            }
+        };
+        for raw in parsed {
+            let patch = raw.root;
+            let t_kind = target.and_then(|t| t.str_at("kind")).or_else(|| patch.str_at("kind"));
+            let t_name = match target {
+                Some(t) => t.str_at("name"),
+                None => patch.path(&["metadata", "name"]).and_then(Node::as_str),
+            };
+            let mut hit = false;
+            for m in out.iter_mut() {
+                if t_kind.is_some_and(|tk| m.doc.kind() != Some(tk))
+                    || t_name.is_some_and(|tn| m.doc.name() != Some(tn))
+                {
+                    continue;
+                }
+                hit = true;
+                match &patch.kind {
+                    Kind::Seq(ops) => {
+                        for op in ops {
+                            if let Err(e) = json6902(&mut m.doc.root, op) {
+                                notes.push(format!("{label}: {e}"));
+                            }
+                        }
+                    }
+                    Kind::Map(_) => {
+                        let mut body = patch.clone();
+                        if let Kind::Map(entries) = &mut body.kind {
+                            // The patch's own metadata must not rename its target.
+                            entries.retain(|(k, _)| k != "metadata" && k != "apiVersion" && k != "kind");
+                        }
+                        strategic_merge(&mut m.doc.root, &body);
+                    }
+                    _ => {}
+                }
+                if !m.sources.contains(&k.source) {
+                    m.sources.push(k.source.clone());
+                }
+            }
+            if !hit {
+                notes.push(format!("{label}: inline patch matches no loaded document"));
+            }
+        }
+    }
+}
+
+fn directive(node: &Node) -> Option<&str> {
+    node.str_at("$patch")
+}
+
+/// Drops `$patch` and other `$` directives from a node that is inserted as-is.
+fn strip(node: &Node) -> Node {
+    match &node.kind {
+        Kind::Map(entries) => Node::new(
+            node.line,
+            Kind::Map(
+                entries
+                    .iter()
+                    .filter(|(k, _)| !k.starts_with('$'))
+                    .map(|(k, v)| (k.clone(), strip(v)))
+                    .collect(),
+            ),
+        ),
+        Kind::Seq(items) => Node::new(
+            node.line,
+            Kind::Seq(
+                items
+                    .iter()
+                    .filter(|i| directive(i) != Some("delete"))
+                    .map(strip)
+                    .collect(),
+            ),
+        ),
+        _ => node.clone(),
+    }
+}
+
+/// Kubernetes strategic merge patch, reduced to what recipes use: maps merge, keyed lists
+/// merge by key, `null` or `$patch: delete` removes, `$patch: replace` replaces.
+pub fn strategic_merge(base: &mut Node, patch: &Node) {
+    match (&mut base.kind, &patch.kind) {
+        (Kind::Map(b), Kind::Map(p)) => {
+            if directive(patch) == Some("replace") {
+                *base = strip(patch);
+                return;
+            }
+            for (k, pv) in p {
+                if k.starts_with('$') {
+                    continue;
+                }
+                let delete = matches!(pv.kind, Kind::Null) || directive(pv) == Some("delete");
+                if delete {
+                    b.retain(|(bk, _)| bk != k);
+                    continue;
+                }
+                match b.iter_mut().find(|(bk, _)| bk == k) {
+                    Some((_, bv)) if directive(pv) != Some("replace") => strategic_merge(bv, pv),
+                    Some((_, bv)) => *bv = strip(pv),
+                    None => b.push((k.clone(), strip(pv))),
+                }
+            }
+        }
+        (Kind::Seq(b), Kind::Seq(p)) => {
+            let key = MERGE_KEYS.iter().find(|k| p.iter().any(|item| item.get(k).is_some()));
+            let Some(key) = key else {
+                *base = strip(patch);
+                return;
+            };
+            for item in p {
+                let id = item.str_at(key);
+                let pos = id.and_then(|id| b.iter().position(|x| x.str_at(key) == Some(id)));
+                match (directive(item), pos) {
+                    (Some("delete"), Some(i)) => {
+                        b.remove(i);
+                    }
+                    (Some("delete"), None) => {}
+                    (_, Some(i)) => strategic_merge(&mut b[i], item),
+                    (_, None) => b.push(strip(item)),
+                }
+            }
+        }
+        _ => *base = strip(patch),
+    }
+}
+
+fn unescape(seg: &str) -> String {
+    seg.replace("~1", "/").replace("~0", "~")
+}
+
+/// One JSON 6902 operation (`add`, `replace`, `remove`) on a node tree.
+fn json6902(root: &mut Node, op: &Node) -> Result<(), String> {
+    let kind = op.str_at("op").ok_or("JSON patch op without `op`")?;
+    let path = op.str_at("path").ok_or("JSON patch op without `path`")?;
+    let segs: Vec<String> = path.split('/').skip(1).map(unescape).collect();
+    let Some((last, parents)) = segs.split_last() else {
+        return Err(format!("JSON patch path `{path}` is empty"));
+    };
+    let mut cur = root;
+    for s in parents {
+        cur = match &mut cur.kind {
+            Kind::Map(entries) => entries.iter_mut().find(|(k, _)| k == s).map(|(_, v)| v),
+            Kind::Seq(items) => s.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
+            _ => None,
+        }
+        .ok_or_else(|| format!("JSON patch path `{path}` does not exist in the target"))?;
+    }
+    let value = op.get("value").cloned().unwrap_or(Node::new(op.line, Kind::Null));
+    match (&mut cur.kind, kind) {
+        (Kind::Seq(items), "add") if last == "-" => items.push(value),
+        (Kind::Seq(items), "add") => {
+            let i = last.parse::<usize>().map_err(|_| format!("bad index in `{path}`"))?;
+            if i > items.len() {
+                return Err(format!("index out of range in `{path}`"));
+            }
+            items.insert(i, value);
+        }
+        (Kind::Seq(items), "replace") => {
+            let i = last.parse::<usize>().map_err(|_| format!("bad index in `{path}`"))?;
+            *items
+                .get_mut(i)
+                .ok_or_else(|| format!("index out of range in `{path}`"))? = value;
+        }
+        (Kind::Seq(items), "remove") => {
+            let i = last.parse::<usize>().map_err(|_| format!("bad index in `{path}`"))?;
+            if i >= items.len() {
+                return Err(format!("index out of range in `{path}`"));
+            }
+            items.remove(i);
+        }
+        (Kind::Map(entries), "add" | "replace") => {
+            entries.retain(|(k, _)| k != last);
+            entries.push((last.clone(), value));
+        }
+        (Kind::Map(entries), "remove") => entries.retain(|(k, _)| k != last),
+        (_, other) => return Err(format!("JSON patch op `{other}` at `{path}` is not supported here")),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(text: &str) -> Node {
+        yaml::parse_stream("t", text).unwrap().remove(0).root
+    }
+
+    #[test]
+    fn delete_directive_removes_keyed_item() {
+        let mut base = node("env:\n- {name: A, value: '1'}\n- {name: B, value: '2'}\n");
+        strategic_merge(
+            &mut base,
+            &node("env:\n- name: A\n  $patch: delete\n- {name: C, value: '3'}\n"),
+        );
+        let names: Vec<_> = base
+            .get("env")
+            .unwrap()
+            .as_seq()
+            .iter()
+            .filter_map(|i| i.str_at("name"))
+            .collect();
+        assert_eq!(names, vec!["B", "C"]);
+    }
+
+    #[test]
+    fn json6902_appends() {
+        let mut base = node("spec:\n  env: []\n");
+        json6902(
+            &mut base,
+            &node("op: add\npath: /spec/env/-\nvalue: {name: X, value: y}\n"),
+        )
+        .unwrap();
+        assert_eq!(base.path(&["spec", "env"]).unwrap().as_seq().len(), 1);
+        assert!(json6902(&mut base, &node("op: add\npath: /nope/env/-\nvalue: 1\n")).is_err());
+    }
+}

@@ -1,0 +1,283 @@
+//! Rules across the roles of one deployment: prefill/decode symmetry, cross-pod CUDA IPC
+//! (the seed-002 trap), and placement.
+
+use super::mk;
+use super::ucx::Tls;
+use crate::engine;
+use crate::mask::display_value;
+use crate::model::{Role, RoleEnv};
+use icb_core::checks::Check;
+use icb_core::model::Status;
+
+/// Variables that decide the transport (logging knobs excluded).
+fn is_transport_var(name: &str) -> bool {
+    let prefixed = ["UCX_", "NCCL_", "NIXL_", "FI_", "NVSHMEM_", "GLOO_", "DYN_KVBM_NIXL_"]
+        .iter()
+        .any(|p| name.starts_with(p));
+    let noise = ["UCX_LOG", "UCX_PROTO_INFO", "NCCL_DEBUG", "FI_LOG", "NIXL_LOG"]
+        .iter()
+        .any(|p| name.starts_with(p));
+    prefixed && !noise
+}
+
+pub(crate) fn group_checks(group: &str, members: &[&RoleEnv], out: &mut Vec<Check>) {
+    let prefill: Vec<&RoleEnv> = members.iter().copied().filter(|r| r.role == Role::Prefill).collect();
+    let decode: Vec<&RoleEnv> = members.iter().copied().filter(|r| r.role == Role::Decode).collect();
+    if prefill.is_empty() || decode.is_empty() {
+        return;
+    }
+    let mut sources: Vec<String> = Vec::new();
+    for r in members {
+        for s in &r.sources {
+            if !sources.contains(s) {
+                sources.push(s.clone());
+            }
+        }
+    }
+    let scope = format!("prefill+decode ({group}, {})", sources.join("+"));
+    // Never empty (both lists were checked above), so the rules below may index pd[0].
+    let pd: Vec<&RoleEnv> = prefill.iter().chain(decode.iter()).copied().collect();
+    symmetry(&pd, &scope, out);
+    cuda_ipc_xpod(&pd, &scope, out);
+    placement(&pd, &scope, out);
+}
+
+fn transport_view(r: &RoleEnv) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = r
+        .env
+        .iter()
+        .filter(|e| is_transport_var(&e.name))
+        .map(|e| (e.name.clone(), display_value(e)))
+        .collect();
+    v.sort();
+    v
+}
+
+fn backend_view(r: &RoleEnv) -> String {
+    // kv_role legitimately differs between prefill and decode, so it is left out.
+    let mut e = r.engine.clone();
+    e.kv_role = None;
+    e.role_hint = None;
+    engine::describe_backend(&e).map(|b| b.text).unwrap_or_default()
+}
+
+fn symmetry(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
+    let reference = pd[0];
+    let ref_env = transport_view(reference);
+    let mut diffs: Vec<String> = Vec::new();
+    for other in &pd[1..] {
+        let env = transport_view(other);
+        let mut names: Vec<&String> = ref_env.iter().chain(env.iter()).map(|(n, _)| n).collect();
+        names.sort();
+        names.dedup();
+        for n in names {
+            let a = ref_env
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| v.as_str())
+                .unwrap_or("<unset>");
+            let b = env
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v)| v.as_str())
+                .unwrap_or("<unset>");
+            if a != b {
+                diffs.push(format!("{n} ({} {a} vs {} {b})", reference.component, other.component));
+            }
+        }
+        if reference.image != other.image {
+            diffs.push(format!(
+                "image ({} {} vs {} {})",
+                reference.component,
+                reference.image.as_deref().unwrap_or("<unset>"),
+                other.component,
+                other.image.as_deref().unwrap_or("<unset>")
+            ));
+        }
+        let (ba, bb) = (backend_view(reference), backend_view(other));
+        if ba != bb {
+            diffs.push(format!(
+                "KV backend ({} `{ba}` vs {} `{bb}`)",
+                reference.component, other.component
+            ));
+        }
+    }
+    diffs.dedup();
+    if diffs.is_empty() {
+        out.push(mk(
+            "env.role_symmetry",
+            Status::Ok,
+            format!(
+                "prefill and decode agree on {} transport variable(s), image and KV backend",
+                ref_env.len()
+            ),
+            scope,
+            None,
+        ));
+    } else {
+        out.push(mk(
+            "env.role_symmetry",
+            Status::Warn,
+            format!("prefill and decode differ: {}", diffs.join("; ")),
+            scope,
+            Some(
+                "set the transport env on both roles and run the same image (mismatched UCX versions break transfers)",
+            ),
+        ));
+    }
+}
+
+fn sees_all_gpus(r: &RoleEnv) -> bool {
+    r.privileged
+        || r.literal("NVIDIA_VISIBLE_DEVICES")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("all"))
+}
+
+fn cuda_ipc_xpod(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
+    let naming: Vec<&RoleEnv> = pd
+        .iter()
+        .copied()
+        .filter(|r| r.literal("UCX_TLS").is_some_and(|v| Tls::parse(v).names_cuda_ipc()))
+        .collect();
+    // With an RDMA device on both sides, cuda_ipc only serves intra-pod copies and rc carries
+    // KV between pods; without one, cuda_ipc is the only fast path the recipe can be counting on.
+    let expecting: Vec<&RoleEnv> = naming.iter().copied().filter(|r| !r.requests_rdma()).collect();
+    if naming.is_empty() {
+        out.push(mk(
+            "pod.cuda_ipc_xpod",
+            Status::Ok,
+            "cuda_ipc not named in UCX_TLS: no NVLink path between the pods is expected".into(),
+            scope,
+            None,
+        ));
+        return;
+    }
+    if expecting.is_empty() && pd.iter().all(|r| r.requests_rdma()) {
+        out.push(mk(
+            "pod.cuda_ipc_xpod",
+            Status::Ok,
+            "cuda_ipc is listed but every prefill/decode pod requests RDMA, which carries KV between pods".into(),
+            scope,
+            None,
+        ));
+        return;
+    }
+    let expecting = if expecting.is_empty() { naming } else { expecting };
+    let unsatisfied: Vec<String> = pd
+        .iter()
+        .filter(|r| !(r.host_ipc && r.host_pid && sees_all_gpus(r)))
+        .map(|r| {
+            let mut missing = Vec::new();
+            if !r.host_pid {
+                missing.push("hostPID");
+            }
+            if !r.host_ipc {
+                missing.push("hostIPC");
+            }
+            if !sees_all_gpus(r) {
+                missing.push("visibility of the peer's GPUs");
+            }
+            format!("{} lacks {}", r.component, missing.join(", "))
+        })
+        .collect();
+    let names: Vec<&str> = expecting.iter().map(|r| r.component.as_str()).collect();
+    if unsatisfied.is_empty() {
+        out.push(mk(
+            "pod.cuda_ipc_xpod",
+            Status::Ok,
+            format!(
+                "UCX_TLS on {} names cuda_ipc; every prefill/decode pod shares hostPID+hostIPC and sees all GPUs",
+                names.join(", ")
+            ),
+            scope,
+            None,
+        ));
+    } else {
+        out.push(mk(
+            "pod.cuda_ipc_xpod",
+            Status::Warn,
+            format!(
+                "prefill and decode are separate pods without RDMA and UCX_TLS on {} counts on cuda_ipc (NVLink) between them, but {}: CUDA IPC cannot open another pod's GPU memory, so even on one NVLink node KV silently goes over tcp (seed 002: 365 MB/s on an 8xH20 node)",
+                names.join(", "),
+                unsatisfied.join("; ")
+            ),
+            scope,
+            Some("rely on RDMA between pods (request rdma/*, IPC_LOCK), or give both pods hostPID+hostIPC and all GPUs (privileged + CUDA_VISIBLE_DEVICES mapped to the allocated GPUs)"),
+        ));
+    }
+}
+
+fn placement(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
+    let advice = pd.iter().find_map(|r| r.placement.advice.clone());
+    let unconstrained: Vec<&str> = pd
+        .iter()
+        .filter(|r| !r.placement.is_constrained())
+        .map(|r| r.component.as_str())
+        .collect();
+    let first = &pd[0].placement;
+    let differ: Vec<&str> = pd
+        .iter()
+        .filter(|r| r.placement.node_selector != first.node_selector || r.placement.affinity != first.affinity)
+        .map(|r| r.component.as_str())
+        .collect();
+    let templates: Vec<&Vec<String>> = pd.iter().map(|r| &r.resources.claim_templates).collect();
+    let any_domain = templates.iter().any(|t| !t.is_empty());
+    let split_domain = any_domain && templates.iter().any(|t| *t != templates[0]);
+    let hint = advice
+        .as_deref()
+        .unwrap_or("pin prefill and decode to one node pool (and one ComputeDomain for MNNVL)");
+    let shared_domain = pd.iter().all(|r| r.uses_compute_domain()) && !split_domain;
+    if split_domain {
+        out.push(mk(
+            "pod.placement",
+            Status::Warn,
+            "prefill and decode use different resource claim templates: an MNNVL ComputeDomain split across cliques serves `content: null`".into(),
+            scope,
+            Some(hint),
+        ));
+    } else if shared_domain {
+        out.push(mk(
+            "pod.placement",
+            Status::Ok,
+            format!(
+                "prefill and decode share one ComputeDomain ({})",
+                templates[0].join(", ")
+            ),
+            scope,
+            advice.as_deref(),
+        ));
+    } else if !unconstrained.is_empty() {
+        out.push(mk(
+            "pod.placement",
+            Status::Warn,
+            format!(
+                "{} not pinned by nodeSelector/affinity: prefill and decode may land in different pools or fabrics",
+                unconstrained.join(", ")
+            ),
+            scope,
+            Some(hint),
+        ));
+    } else if !differ.is_empty() {
+        out.push(mk(
+            "pod.placement",
+            Status::Warn,
+            format!(
+                "placement differs between {} and {}: they may land in different pools",
+                pd[0].component,
+                differ.join(", ")
+            ),
+            scope,
+            Some(hint),
+        ));
+    } else {
+        let mut what: Vec<String> = first.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        what.extend(first.affinity.iter().cloned());
+        out.push(mk(
+            "pod.placement",
+            Status::Ok,
+            format!("prefill and decode share placement: {}", what.join(", ")),
+            scope,
+            advice.as_deref(),
+        ));
+    }
+}

@@ -1,0 +1,95 @@
+//! The probe rules (ids from `probe-rules.md`'s "Recommended probe checks"), applied per role
+//! and per deployment group. Values are checked, not presence: a wrong value fails, a missing
+//! variable only warns (it may be baked into the image).
+
+mod env;
+mod group;
+mod pod;
+pub mod ucx;
+
+use crate::model::RoleEnv;
+use crate::resolve::Resolution;
+use icb_core::checks::Check;
+use icb_core::model::Status;
+
+pub(crate) fn mk(id: &str, status: Status, detail: String, scope: &str, hint: Option<&str>) -> Check {
+    Check {
+        id: id.to_string(),
+        status,
+        detail,
+        scope: Some(scope.to_string()),
+        hint: hint.map(str::to_string),
+    }
+}
+
+/// Facts about the deployment a role belongs to.
+pub(crate) struct Ctx {
+    /// The group has prefill and/or decode roles.
+    pub disagg: bool,
+}
+
+impl Ctx {
+    /// RDMA matters: disaggregated serving, or one engine spanning nodes.
+    pub fn needs_fabric(&self, r: &RoleEnv) -> bool {
+        self.disagg || r.node_count.is_some_and(|n| n > 1)
+    }
+}
+
+/// Runs every rule. Every detail, hint and scope is masked before it leaves.
+pub fn check(res: &Resolution) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let engines: Vec<&RoleEnv> = res.roles.iter().filter(|r| r.role.is_engine()).collect();
+    if engines.is_empty() {
+        let seen: Vec<String> = res
+            .roles
+            .iter()
+            .map(|r| format!("{} {}", r.role.as_str(), r.component))
+            .chain(res.ignored.iter().cloned())
+            .collect();
+        checks.push(mk(
+            "env.resolve",
+            Status::Fail,
+            format!(
+                "no prefill/decode/worker found in {} (saw: {})",
+                res.sources.join(", "),
+                if seen.is_empty() { "nothing".to_string() } else { seen.join("; ") }
+            ),
+            &res.sources.join("+"),
+            Some("pass the DynamoGraphDeployment, Deployment/StatefulSet/Job/Pod or LeaderWorkerSet that runs the engine"),
+        ));
+    }
+    if !res.notes.is_empty() {
+        checks.push(mk(
+            "env.resolve",
+            Status::Warn,
+            format!("layers not applied: {}", res.notes.join("; ")),
+            &res.sources.join("+"),
+            Some("inline the patches or pass the patched files as inputs"),
+        ));
+    }
+    let mut groups: Vec<&str> = Vec::new();
+    for r in &engines {
+        if !groups.contains(&r.group.as_str()) {
+            groups.push(&r.group);
+        }
+    }
+    for g in groups {
+        let members: Vec<&RoleEnv> = engines.iter().copied().filter(|r| r.group == g).collect();
+        let ctx = Ctx {
+            disagg: members
+                .iter()
+                .any(|r| matches!(r.role, crate::model::Role::Prefill | crate::model::Role::Decode)),
+        };
+        for r in &members {
+            env::role_checks(r, &ctx, &mut checks);
+            pod::role_checks(r, &ctx, &mut checks);
+        }
+        group::group_checks(g, &members, &mut checks);
+    }
+    for c in &mut checks {
+        c.detail = res.mask(&c.detail);
+        c.hint = c.hint.as_deref().map(|h| res.mask(h));
+        c.scope = c.scope.as_deref().map(|s| res.mask(s));
+    }
+    checks
+}

@@ -1,0 +1,147 @@
+//! Per-role pod rules: IPC_LOCK, RDMA device requests, /dev/shm size.
+
+use super::{Ctx, mk};
+use crate::model::RoleEnv;
+use icb_core::checks::Check;
+use icb_core::model::Status;
+
+const GIB: u64 = 1 << 30;
+
+pub(crate) fn role_checks(r: &RoleEnv, ctx: &Ctx, out: &mut Vec<Check>) {
+    let scope = r.scope();
+    ipc_lock(r, &scope, out);
+    rdma_resource(r, ctx, &scope, out);
+    shm(r, &scope, out);
+}
+
+fn rdma_list(r: &RoleEnv) -> String {
+    let mut items: Vec<String> = r.resources.rdma.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    items.extend(r.resources.nic_claims().map(|c| format!("resourceClaim {c}")));
+    items.join(", ")
+}
+
+fn ipc_lock(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
+    let granted = r.privileged || r.has_capability("IPC_LOCK");
+    let how = if r.privileged {
+        "privileged"
+    } else {
+        "capabilities.add IPC_LOCK"
+    };
+    match (r.requests_rdma(), granted) {
+        (true, true) => out.push(mk("pod.ipc_lock", Status::Ok, format!("{how} with RDMA ({})", rdma_list(r)), scope, None)),
+        (true, false) => out.push(mk(
+            "pod.ipc_lock",
+            Status::Fail,
+            format!(
+                "RDMA requested ({}) without IPC_LOCK or privileged: memory registration fails (`ibv_create_cq() failed: Cannot allocate memory`) unless memlock is unlimited",
+                rdma_list(r)
+            ),
+            scope,
+            Some("add securityContext.capabilities.add: [IPC_LOCK] to the main container"),
+        )),
+        (false, true) => out.push(mk("pod.ipc_lock", Status::Ok, format!("{how} (no RDMA device requested)"), scope, None)),
+        (false, false) => out.push(mk("pod.ipc_lock", Status::Ok, "not needed: no RDMA device requested".into(), scope, None)),
+    }
+}
+
+fn rdma_resource(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
+    if r.requests_rdma() {
+        out.push(mk(
+            "pod.rdma_resource",
+            Status::Ok,
+            format!("RDMA devices requested: {}", rdma_list(r)),
+            scope,
+            None,
+        ));
+    } else if r.uses_compute_domain() {
+        out.push(mk(
+            "pod.rdma_resource",
+            Status::Ok,
+            format!(
+                "no RDMA NIC, but MNNVL ComputeDomain channel claimed ({}): KV moves over the multi-node NVLink fabric",
+                r.resources.domain_claims.join(", ")
+            ),
+            scope,
+            None,
+        ));
+    } else if r.host_network {
+        out.push(mk(
+            "pod.rdma_resource",
+            Status::Warn,
+            "hostNetwork only: RDMA devices are not requested, /dev/infiniband may be missing in the container".into(),
+            scope,
+            Some("request the RDMA device (rdma/…, SR-IOV VF, vpc.amazonaws.com/efa) explicitly"),
+        ));
+    } else if ctx.needs_fabric(r) {
+        out.push(mk(
+            "pod.rdma_resource",
+            Status::Fail,
+            "no RDMA device requested (rdma/*, SR-IOV, vpc.amazonaws.com/efa, networking.gke.io.networks/*, resourceClaims): KV transfer falls back to TCP".into(),
+            scope,
+            Some("request the NIC from the RDMA device plugin, e.g. resources.limits rdma/ib: \"1\""),
+        ));
+    } else {
+        out.push(mk(
+            "pod.rdma_resource",
+            Status::Warn,
+            "no RDMA device requested; fine for a single-node aggregated worker only".into(),
+            scope,
+            None,
+        ));
+    }
+}
+
+fn shm(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
+    let trt = r.engine.framework.as_deref() == Some("trtllm");
+    let (need, need_text) = if trt {
+        (80 * GIB, "80Gi (TensorRT-LLM)")
+    } else {
+        (16 * GIB, "16Gi")
+    };
+    let hint = Some(if trt {
+        "set sharedMemory.size: 80Gi (or an emptyDir medium: Memory at /dev/shm)"
+    } else {
+        "set sharedMemory.size: 16Gi (or an emptyDir medium: Memory, sizeLimit 16Gi, at /dev/shm)"
+    });
+    if r.host_ipc {
+        out.push(mk(
+            "pod.shm",
+            Status::Ok,
+            "hostIPC: /dev/shm is the node's".into(),
+            scope,
+            None,
+        ));
+        return;
+    }
+    let origin = r.shm_origin.clone().unwrap_or_default();
+    match &r.shm {
+        None if r.workload.starts_with("DynamoGraphDeployment/") => out.push(mk(
+            "pod.shm",
+            Status::Warn,
+            format!("sharedMemory not set: the operator default applies; want at least {need_text}"),
+            scope,
+            hint,
+        )),
+        None => out.push(mk(
+            "pod.shm",
+            Status::Warn,
+            format!("no memory-backed /dev/shm volume: the runtime default is 64Mi; want at least {need_text}"),
+            scope,
+            hint,
+        )),
+        Some((text, Some(bytes))) if *bytes >= need => out.push(mk(
+            "pod.shm",
+            Status::Ok,
+            format!("/dev/shm {text} ({origin}) >= {need_text}"),
+            scope,
+            None,
+        )),
+        Some((text, _)) => out.push(mk(
+            "pod.shm",
+            Status::Warn,
+            format!("/dev/shm {text} ({origin}) is below {need_text}"),
+            scope,
+            hint,
+        )),
+    }
+}

@@ -1,0 +1,25 @@
+//! The report exactly as the schema defines it (`docs/schema.md`), pretty-printed.
+
+use crate::format::{ExportError, Exporter};
+use icb_core::checks::ProbeReport;
+use icb_core::model::PairReport;
+
+pub struct JsonExporter;
+
+fn pretty<T: serde::Serialize>(value: &T) -> Result<String, ExportError> {
+    let mut text = serde_json::to_string_pretty(value).map_err(|e| ExportError::Serialize {
+        format: "json",
+        detail: e.to_string(),
+    })?;
+    text.push('\n');
+    Ok(text)
+}
+
+impl Exporter for JsonExporter {
+    fn pair(&self, report: &PairReport) -> Result<String, ExportError> {
+        pretty(report)
+    }
+    fn probe(&self, report: &ProbeReport) -> Result<String, ExportError> {
+        pretty(report)
+    }
+}

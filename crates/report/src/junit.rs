@@ -1,0 +1,108 @@
+//! JUnit XML for CI: one testcase per case (pair) or per check (probe). Failures carry the
+//! verdict's reason as the message and the hint plus data path as the body; warnings pass but
+//! keep their reason in system-out so they stay visible in CI test views.
+
+use crate::format::{ExportError, Exporter};
+use crate::labels::case_name;
+use icb_core::checks::ProbeReport;
+use icb_core::classify::describe;
+use icb_core::model::{CaseStatus, PairReport, Status};
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use std::time::Duration;
+
+pub struct JunitExporter;
+
+fn status_for(status: Status, reason: &str, hint: Option<&str>, detail: Option<&str>) -> TestCaseStatus {
+    match status {
+        Status::Ok | Status::Warn => TestCaseStatus::success(),
+        Status::Skipped => {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(reason);
+            s
+        }
+        Status::Fail => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message(reason);
+            s.set_type("verdict");
+            let body: Vec<&str> = [Some(reason), hint.map(|_| "hint:"), hint, detail]
+                .into_iter()
+                .flatten()
+                .collect();
+            s.set_description(body.join("\n"));
+            s
+        }
+    }
+}
+
+fn write(report: &Report) -> Result<String, ExportError> {
+    report.to_string().map_err(|e| ExportError::Serialize {
+        format: "junit",
+        detail: e.to_string(),
+    })
+}
+
+impl Exporter for JunitExporter {
+    fn pair(&self, r: &PairReport) -> Result<String, ExportError> {
+        let mut report = Report::new("ic-bench pair");
+        let mut suite = TestSuite::new(format!("ic-bench.pair {}", r.placement.locality));
+        suite.add_property(("locality", r.placement.locality.to_string().as_str()));
+        suite.add_property(("mode", r.placement.mode.as_str()));
+        suite.add_property(("verdict", format!("{:?}", r.verdict.status).to_lowercase().as_str()));
+        suite.add_property(("verdict_reason", r.verdict.reason.as_str()));
+        suite.add_property(("unit", r.settings.unit.label()));
+        for c in &r.cases {
+            let path = c
+                .transport
+                .as_ref()
+                .map(|t| describe(c.test, c.memory, c.size, &t.data_path));
+            let (status, reason, hint) = match &c.verdict {
+                Some(v) => (v.status, v.reason.clone(), v.hint.clone()),
+                // Unjudged report: fall back on the case status alone.
+                None => match c.status {
+                    CaseStatus::Measured => (Status::Ok, "measured".to_string(), None),
+                    CaseStatus::Skipped => (Status::Skipped, c.reason.clone().unwrap_or_default(), None),
+                    CaseStatus::Failed => (Status::Fail, c.reason.clone().unwrap_or_default(), None),
+                },
+            };
+            let mut tc = TestCase::new(
+                case_name(c),
+                status_for(status, &reason, hint.as_deref(), path.as_deref()),
+            );
+            tc.set_classname(format!("ic-bench.pair.{}", c.test));
+            if let Some(m) = &c.measurement
+                && m.elapsed_s.is_finite()
+                && m.elapsed_s >= 0.0
+            {
+                tc.set_time(Duration::from_secs_f64(m.elapsed_s.min(1e9)));
+            }
+            if status == Status::Warn {
+                tc.set_system_out(format!("warn: {reason}"));
+            } else if let Some(p) = &path {
+                tc.set_system_out(p.as_str());
+            }
+            suite.add_test_case(tc);
+        }
+        report.add_test_suite(suite);
+        write(&report)
+    }
+
+    fn probe(&self, r: &ProbeReport) -> Result<String, ExportError> {
+        let mut report = Report::new("ic-bench probe");
+        let mut suite = TestSuite::new(format!("ic-bench.probe.{}", r.kind));
+        suite.add_property(("target", r.target.as_str()));
+        suite.add_property(("verdict", r.verdict.as_str()));
+        for c in &r.checks {
+            let mut tc = TestCase::new(
+                c.id.as_str(),
+                status_for(c.status, &c.detail, c.hint.as_deref(), c.scope.as_deref()),
+            );
+            tc.set_classname(format!("ic-bench.probe.{}", r.kind));
+            if c.status == Status::Warn {
+                tc.set_system_out(format!("warn: {}", c.detail));
+            }
+            suite.add_test_case(tc);
+        }
+        report.add_test_suite(suite);
+        write(&report)
+    }
+}

@@ -1,0 +1,140 @@
+//! Prometheus text exposition (OpenMetrics text, which Prometheus and the node-exporter textfile
+//! collector read). Values are in base units — bytes per second and seconds — whatever unit the
+//! report was printed in. Statuses are numbers so they can be alerted on:
+//! 0 = ok/pass, 1 = warn, 2 = fail, -1 = skipped.
+
+use crate::format::{ExportError, Exporter};
+use crate::labels::{case_class, class_id, memory_id};
+use icb_core::checks::ProbeReport;
+use icb_core::model::{PairReport, Status, VerdictStatus};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::AtomicU64;
+
+pub struct PrometheusExporter;
+
+type Labels = Vec<(String, String)>;
+type FloatFamily = Family<Labels, Gauge<f64, AtomicU64>>;
+type IntFamily = Family<Labels, Gauge>;
+
+fn status_value(s: Status) -> i64 {
+    match s {
+        Status::Ok => 0,
+        Status::Warn => 1,
+        Status::Fail => 2,
+        Status::Skipped => -1,
+    }
+}
+
+fn verdict_value(s: VerdictStatus) -> i64 {
+    match s {
+        VerdictStatus::Pass => 0,
+        VerdictStatus::Warn => 1,
+        VerdictStatus::Fail => 2,
+    }
+}
+
+fn labels(pairs: &[(&str, String)]) -> Labels {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+fn finish(registry: &Registry) -> Result<String, ExportError> {
+    let mut out = String::new();
+    encode(&mut out, registry).map_err(|e| ExportError::Serialize {
+        format: "prometheus",
+        detail: e.to_string(),
+    })?;
+    Ok(out)
+}
+
+impl Exporter for PrometheusExporter {
+    fn pair(&self, r: &PairReport) -> Result<String, ExportError> {
+        let mut registry = Registry::with_prefix("icbench");
+        let bandwidth = FloatFamily::default();
+        let latency = FloatFamily::default();
+        let case_status = IntFamily::default();
+        let verdict = IntFamily::default();
+        registry.register_with_unit(
+            "bandwidth",
+            "Measured bandwidth of one pair case",
+            Unit::Other("bytes_per_second".to_string()),
+            bandwidth.clone(),
+        );
+        registry.register_with_unit(
+            "latency",
+            "One-way latency of one pair case, by quantile",
+            Unit::Seconds,
+            latency.clone(),
+        );
+        registry.register(
+            "case_status",
+            "Verdict of one pair case: 0 ok, 1 warn, 2 fail, -1 skipped",
+            case_status.clone(),
+        );
+        registry.register(
+            "verdict_status",
+            "Verdict of the pair run: 0 pass, 1 warn, 2 fail",
+            verdict.clone(),
+        );
+
+        let locality = r.placement.locality.to_string();
+        for c in &r.cases {
+            let base = [
+                ("test", c.test.to_string()),
+                ("memory", memory_id(c.memory)),
+                ("size", c.size.to_string()),
+                ("transport", class_id(case_class(c)).to_string()),
+            ];
+            if let Some(m) = &c.measurement {
+                if let Some(bps) = m.bandwidth_bps {
+                    bandwidth.get_or_create(&labels(&base)).set(bps);
+                }
+                if let Some(l) = &m.latency_us {
+                    for (q, v) in [("0.5", l.p50), ("0.99", l.p99)] {
+                        let mut ls = labels(&base);
+                        ls.push(("quantile".to_string(), q.to_string()));
+                        latency.get_or_create(&ls).set(v / 1e6);
+                    }
+                }
+            }
+            if let Some(v) = &c.verdict {
+                case_status.get_or_create(&labels(&base)).set(status_value(v.status));
+            }
+        }
+        verdict
+            .get_or_create(&labels(&[("locality", locality), ("mode", r.placement.mode.clone())]))
+            .set(verdict_value(r.verdict.status));
+        finish(&registry)
+    }
+
+    fn probe(&self, r: &ProbeReport) -> Result<String, ExportError> {
+        let mut registry = Registry::with_prefix("icbench_probe");
+        let check = IntFamily::default();
+        let overall = IntFamily::default();
+        registry.register(
+            "check_status",
+            "One probe check: 0 ok, 1 warn, 2 fail, -1 skipped",
+            check.clone(),
+        );
+        registry.register(
+            "status",
+            "The probe's rolled-up status: 0 ok, 1 warn, 2 fail",
+            overall.clone(),
+        );
+        for c in &r.checks {
+            check
+                .get_or_create(&labels(&[
+                    ("kind", r.kind.clone()),
+                    ("check", c.id.clone()),
+                    ("scope", c.scope.clone().unwrap_or_default()),
+                ]))
+                .set(status_value(c.status));
+        }
+        overall
+            .get_or_create(&labels(&[("kind", r.kind.clone()), ("target", r.target.clone())]))
+            .set(status_value(r.status));
+        finish(&registry)
+    }
+}

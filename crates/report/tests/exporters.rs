@@ -1,0 +1,366 @@
+mod common;
+
+use common::*;
+use icb_core::checks::ProbeReport;
+use icb_core::model::{CaseStatus, PairReport, Status, VerdictStatus};
+use icb_report::{ExportError, Format, render_pair, render_probe};
+use quick_xml::events::Event;
+use std::collections::BTreeMap;
+
+/// One XML element as the tests need it: name, attributes (raw) and the text directly inside.
+#[derive(Debug, Default)]
+struct Elem {
+    name: String,
+    attrs: BTreeMap<String, String>,
+    text: String,
+    parent: Option<usize>,
+}
+
+/// Parses `xml` strictly enough to prove it is well formed (matched tags, one root, nothing
+/// after it) and returns its elements in document order.
+fn parse_xml(xml: &str) -> Vec<Elem> {
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut elems: Vec<Elem> = Vec::new();
+    let mut stack: Vec<usize> = Vec::new();
+    let mut roots = 0;
+    let mut open = |e: &quick_xml::events::BytesStart, elems: &mut Vec<Elem>, stack: &Vec<usize>| {
+        let mut attrs = BTreeMap::new();
+        for a in e.attributes() {
+            let a = a.expect("well-formed attribute");
+            attrs.insert(
+                String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
+                String::from_utf8(a.value.to_vec()).unwrap(),
+            );
+        }
+        if stack.is_empty() {
+            roots += 1;
+        }
+        elems.push(Elem {
+            name: String::from_utf8(e.name().as_ref().to_vec()).unwrap(),
+            attrs,
+            text: String::new(),
+            parent: stack.last().copied(),
+        });
+        elems.len() - 1
+    };
+    loop {
+        match reader
+            .read_event()
+            .unwrap_or_else(|e| panic!("not well-formed XML: {e}\n{xml}"))
+        {
+            Event::Start(e) => {
+                let i = open(&e, &mut elems, &stack);
+                stack.push(i);
+            }
+            Event::Empty(e) => {
+                open(&e, &mut elems, &stack);
+            }
+            Event::End(_) => {
+                stack.pop().expect("end tag without start");
+            }
+            Event::Text(t) => {
+                let raw = String::from_utf8(t.to_vec()).unwrap();
+                if let Some(&i) = stack.last() {
+                    elems[i].text.push_str(&raw);
+                } else {
+                    assert!(raw.trim().is_empty(), "text outside the root: {raw:?}");
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert!(stack.is_empty(), "unclosed elements");
+    assert_eq!(roots, 1, "exactly one root element");
+    elems
+}
+
+#[test]
+fn format_values_and_the_unknown_value_error() {
+    for (text, f) in [
+        ("table", Format::Table),
+        ("json", Format::Json),
+        ("junit", Format::Junit),
+        ("prometheus", Format::Prometheus),
+        ("svg", Format::Svg),
+        ("JSON", Format::Json),
+    ] {
+        assert_eq!(text.parse::<Format>().unwrap(), f);
+    }
+    for f in Format::ALL {
+        assert_eq!(f.to_string().parse::<Format>().unwrap(), f);
+    }
+    let err = "yaml".parse::<Format>().unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "unknown output format 'yaml': use table, json, junit, prometheus or svg"
+    );
+}
+
+#[test]
+fn fixtures_carry_the_expected_verdicts() {
+    assert_eq!(pods_same_node().verdict.status, VerdictStatus::Fail);
+    assert_eq!(same_host_healthy().verdict.status, VerdictStatus::Pass);
+    assert_eq!(two_nodes_rdma().verdict.status, VerdictStatus::Warn);
+}
+
+#[test]
+fn table_shows_units_cases_findings_and_the_verdict() {
+    let r = pods_same_node();
+    let out = render_pair(&r, Format::Table).unwrap();
+    for want in [
+        "Bandwidth (GB/s)",
+        "Latency p50 / p99 (µs)",
+        "Data path",
+        "rendezvous zero-copy fenced write, tcp/lo, tcp/eth0",
+        "4.59",
+        "6.60 / 10.56",
+        "no CUDA driver",
+        "verdict: FAIL: tcp fallback: data went over tcp/lo",
+        "hint: the two sides do not share IPC/PID namespaces (pods)",
+        "fail ×1: tcp fallback: get emulated over active messages on tcp/lo",
+        "expected for same host (defaults): host→host ≥ 1.00 GB/s",
+    ] {
+        assert!(out.contains(want), "table lacks {want:?}:\n{out}");
+    }
+    // One row per case, plus the header row.
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with('│')).count(),
+        r.cases.len() + 1,
+        "{out}"
+    );
+    insta::assert_snapshot!("pair_table_pods_same_node", out);
+}
+
+#[test]
+fn table_of_a_passing_run_has_no_hint() {
+    let out = render_pair(&same_host_healthy(), Format::Table).unwrap();
+    assert!(out.contains("verdict: PASS: all 5 measured cases ok"), "{out}");
+    assert!(!out.contains("hint:") && !out.contains("findings:"), "{out}");
+    assert!(out.contains("rendezvous zero-copy read, cma/memory"));
+}
+
+#[test]
+fn table_for_a_probe() {
+    let out = render_probe(&probe_env(), Format::Table).unwrap();
+    for want in [
+        "env.ucx_tls.tcp_only",
+        "set UCX_TLS=rc_x,rc,dc_x,dc,cuda_copy,cuda_ipc",
+        "1 ok, 1 warn, 1 fail, 1 skipped",
+        "verdict: fail: fix first: env.ucx_tls.tcp_only",
+        "next: ic-bench pair --local --isolation pod",
+    ] {
+        assert!(out.contains(want), "probe table lacks {want:?}:\n{out}");
+    }
+}
+
+#[test]
+fn json_is_the_struct_as_is() {
+    let r = pods_same_node();
+    let out = render_pair(&r, Format::Json).unwrap();
+    let back: PairReport = serde_json::from_str(&out).unwrap();
+    assert_eq!(back, r);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema"], "ic-bench.pair/v1");
+    assert_eq!(v["cases"][1]["transport"]["data_path"]["class"], "tcp");
+    assert!(out.contains("\n  \"tool\": {"), "pretty printed");
+
+    let p = probe_env();
+    let back: ProbeReport = serde_json::from_str(&render_probe(&p, Format::Json).unwrap()).unwrap();
+    assert_eq!(back, p);
+}
+
+#[test]
+fn json_example_for_the_schema_doc() {
+    // The docs/schema.md pair example is this fixture; keep them in step.
+    insta::assert_snapshot!(
+        "pair_json_same_host_healthy",
+        render_pair(&same_host_healthy(), Format::Json).unwrap()
+    );
+    insta::assert_snapshot!("probe_json_env", render_probe(&probe_env(), Format::Json).unwrap());
+}
+
+#[test]
+fn junit_has_one_testcase_per_case_and_failures_carry_the_reason() {
+    let r = pods_same_node();
+    let xml = render_pair(&r, Format::Junit).unwrap();
+    let elems = parse_xml(&xml);
+    let cases: Vec<(usize, &Elem)> = elems.iter().enumerate().filter(|(_, e)| e.name == "testcase").collect();
+    assert_eq!(cases.len(), r.cases.len());
+    let child = |parent: usize, name: &str| elems.iter().find(|e| e.parent == Some(parent) && e.name == name);
+
+    let mut failures = 0;
+    let mut skips = 0;
+    for ((i, tc), case) in cases.iter().zip(&r.cases) {
+        assert!(tc.attrs["name"].starts_with(case.test.as_str()), "{:?}", tc.attrs);
+        let v = case.verdict.as_ref().unwrap();
+        match v.status {
+            Status::Fail => {
+                failures += 1;
+                let f = child(*i, "failure").expect("failure element");
+                assert!(f.attrs["message"].contains("tcp fallback"), "{:?}", f.attrs);
+                assert!(f.text.contains("hostIPC/hostPID"), "{}", f.text);
+            }
+            Status::Skipped => {
+                skips += 1;
+                assert!(child(*i, "skipped").is_some());
+            }
+            _ => assert!(child(*i, "failure").is_none()),
+        }
+    }
+    assert_eq!(failures, 5);
+    assert_eq!(skips, 2);
+    let suite = elems.iter().find(|e| e.name == "testsuite").unwrap();
+    assert_eq!(suite.attrs["failures"], "5");
+    assert_eq!(suite.attrs["tests"], r.cases.len().to_string());
+
+    let ok = parse_xml(&render_pair(&same_host_healthy(), Format::Junit).unwrap());
+    assert!(ok.iter().all(|e| e.name != "failure"));
+
+    // Warnings pass but stay visible.
+    let warn = parse_xml(&render_pair(&two_nodes_rdma(), Format::Junit).unwrap());
+    assert!(
+        warn.iter()
+            .any(|e| e.name == "system-out" && e.text.contains("warn: GPU memory staged"))
+    );
+}
+
+#[test]
+fn junit_for_a_probe_escapes_details() {
+    let xml = render_probe(&probe_env(), Format::Junit).unwrap();
+    let elems = parse_xml(&xml);
+    assert_eq!(elems.iter().filter(|e| e.name == "testcase").count(), 4);
+    let failure = elems.iter().find(|e| e.name == "failure").unwrap();
+    assert!(failure.attrs["message"].contains("UCX_TLS=tcp"));
+    assert!(xml.contains("&lt;crashes&gt; &amp; kernel"), "{xml}");
+}
+
+/// A sample line: `name{k="v",…} value`.
+fn parse_sample(line: &str) -> (String, BTreeMap<String, String>, f64) {
+    let (head, value) = line.rsplit_once(' ').expect("name and value");
+    let value: f64 = value.parse().unwrap_or_else(|_| panic!("bad value in {line:?}"));
+    let (name, labels) = match head.split_once('{') {
+        Some((n, rest)) => (n, rest.strip_suffix('}').expect("closing brace")),
+        None => (head, ""),
+    };
+    assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{name}");
+    let mut map = BTreeMap::new();
+    for pair in labels.split("\",").filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once("=\"").expect("k=\"v\"");
+        map.insert(k.to_string(), v.trim_end_matches('"').to_string());
+    }
+    (name.to_string(), map, value)
+}
+
+#[test]
+fn prometheus_lines_parse_and_carry_base_units() {
+    let r = pods_same_node();
+    let text = render_pair(&r, Format::Prometheus).unwrap();
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    let samples: Vec<_> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(parse_sample)
+        .collect();
+
+    let bw: Vec<_> = samples
+        .iter()
+        .filter(|s| s.0 == "icbench_bandwidth_bytes_per_second")
+        .collect();
+    assert_eq!(bw.len(), 4, "{text}");
+    let big = bw
+        .iter()
+        .find(|s| s.1["test"] == "tag_bw" && s.1["size"] == "67108864")
+        .expect("tag_bw 64 MiB sample");
+    assert_eq!(big.1["memory"], "host-host");
+    assert_eq!(big.1["transport"], "tcp");
+    assert!((big.2 - 4.59e9).abs() < 1.0);
+
+    let lat: Vec<_> = samples.iter().filter(|s| s.0 == "icbench_latency_seconds").collect();
+    assert_eq!(lat.len(), 2);
+    let p50 = lat.iter().find(|s| s.1["quantile"] == "0.5").unwrap();
+    assert!((p50.2 - 6.6e-6).abs() < 1e-12);
+
+    let statuses: Vec<_> = samples.iter().filter(|s| s.0 == "icbench_case_status").collect();
+    assert_eq!(statuses.len(), r.cases.len());
+    assert_eq!(statuses.iter().filter(|s| s.2 == 2.0).count(), 5);
+    assert_eq!(statuses.iter().filter(|s| s.2 == -1.0).count(), 2);
+    let verdict = samples.iter().find(|s| s.0 == "icbench_verdict_status").unwrap();
+    assert_eq!(verdict.2, 2.0);
+    assert_eq!(verdict.1["locality"], "same host");
+    assert!(text.contains("# UNIT icbench_latency_seconds seconds"));
+}
+
+#[test]
+fn prometheus_for_a_probe() {
+    let text = render_probe(&probe_env(), Format::Prometheus).unwrap();
+    let samples: Vec<_> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(parse_sample)
+        .collect();
+    let fail = samples
+        .iter()
+        .find(|s| s.0 == "icbench_probe_check_status" && s.1["check"] == "env.ucx_tls.tcp_only")
+        .unwrap();
+    assert_eq!(fail.2, 2.0);
+    assert_eq!(fail.1["scope"], "prefill");
+    let overall = samples.iter().find(|s| s.0 == "icbench_probe_status").unwrap();
+    assert_eq!(overall.2, 2.0);
+}
+
+#[test]
+fn svg_is_xml_with_one_polyline_per_series() {
+    for (r, series) in [(pods_same_node(), 3), (same_host_healthy(), 3), (two_nodes_rdma(), 3)] {
+        let svg = render_pair(&r, Format::Svg).unwrap();
+        let elems = parse_xml(&svg);
+        assert_eq!(elems[0].name, "svg");
+        assert_eq!(elems[0].attrs["xmlns"], "http://www.w3.org/2000/svg");
+        let lines: Vec<&Elem> = elems.iter().filter(|e| e.name == "polyline").collect();
+        assert_eq!(lines.len(), series, "{svg}");
+        let measured_bw = r
+            .cases
+            .iter()
+            .filter(|c| c.status == CaseStatus::Measured && c.test.is_bandwidth())
+            .count();
+        assert_eq!(elems.iter().filter(|e| e.name == "circle").count(), measured_bw);
+        for l in &lines {
+            for pt in l.attrs["points"].split(' ') {
+                let (x, y) = pt.split_once(',').unwrap();
+                let (x, y): (f64, f64) = (x.parse().unwrap(), y.parse().unwrap());
+                assert!((0.0..=880.0).contains(&x) && (0.0..=520.0).contains(&y), "{pt}");
+            }
+        }
+        assert!(svg.contains("bandwidth (GB/s)"));
+        assert!(svg.contains("message size (log2 scale)"));
+    }
+    // Sizes grow left to right.
+    let svg = render_pair(&same_host_healthy(), Format::Svg).unwrap();
+    let elems = parse_xml(&svg);
+    let tag = elems
+        .iter()
+        .find(|e| e.name == "polyline" && e.attrs["data-series"] == "tag_bw host→host")
+        .unwrap();
+    let xs: Vec<f64> = tag.attrs["points"]
+        .split(' ')
+        .map(|p| p.split_once(',').unwrap().0.parse().unwrap())
+        .collect();
+    assert!(xs.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn svg_without_bandwidth_cases_and_for_probes() {
+    let mut r = same_host_healthy();
+    r.cases.retain(|c| !c.test.is_bandwidth());
+    let svg = render_pair(&r, Format::Svg).unwrap();
+    let elems = parse_xml(&svg);
+    assert!(elems.iter().all(|e| e.name != "polyline"));
+    assert!(svg.contains("no bandwidth case was measured"));
+
+    let err = render_probe(&probe_env(), Format::Svg).unwrap_err();
+    assert!(matches!(err, ExportError::Unsupported { .. }));
+    assert_eq!(
+        err.to_string(),
+        "-o svg cannot show probe results (there is no bandwidth to plot): use -o table, json, junit or prometheus"
+    );
+}

@@ -1,0 +1,50 @@
+//! docs/schema.md's examples must be real: they parse as the structs, and the verdicts in them
+//! are what the verdict rules give.
+
+use icb_core::checks::ProbeReport;
+use icb_core::model::{PAIR_SCHEMA, PairReport};
+use icb_core::verdict::{judge, parse_expectation_config};
+
+fn blocks(lang: &str) -> Vec<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/schema.md")).unwrap();
+    let fence = format!("```{lang}\n");
+    doc.split(&fence)
+        .skip(1)
+        .map(|rest| rest.split("\n```").next().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn pair_example_is_a_judged_report() {
+    let json = blocks("json");
+    assert_eq!(json.len(), 2, "one pair and one probe example");
+    let report: PairReport = serde_json::from_str(&json[0]).unwrap();
+    assert_eq!(report.schema, PAIR_SCHEMA);
+    let mut rejudged = report.clone();
+    judge(&mut rejudged);
+    assert_eq!(rejudged.verdict, report.verdict);
+    for (a, b) in rejudged.cases.iter().zip(&report.cases) {
+        assert_eq!(a.verdict, b.verdict, "case {} {}", a.test, a.size);
+    }
+}
+
+#[test]
+fn probe_example_rolls_up_as_the_code_does() {
+    let probe: ProbeReport = serde_json::from_str(&blocks("json")[1]).unwrap();
+    let again = ProbeReport::new(
+        &probe.kind,
+        &probe.target,
+        probe.checks.clone(),
+        probe.next_steps.clone(),
+    );
+    assert_eq!(again, probe);
+}
+
+#[test]
+fn expectations_file_example_parses() {
+    let yaml = blocks("yaml");
+    assert_eq!(yaml.len(), 1);
+    let cfg = parse_expectation_config(&yaml[0]).unwrap();
+    let o = cfg.overrides_for(icb_core::model::Locality::DifferentHosts).unwrap();
+    assert_eq!(o.min_host_bandwidth_bps, Some(12.5e9));
+}

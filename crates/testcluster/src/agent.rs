@@ -1,0 +1,539 @@
+//! The node agent (a kubelet in miniature): runs a bound pod's containers as local processes in
+//! the node's namespaces, keeps their output as logs, and reports Pending → Running →
+//! Succeeded/Failed, image pull failures, crash loops, deadlines and deletions in the pod status.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, Pod, PodIP,
+};
+use nix::sys::signal::Signal;
+use tokio::io::AsyncReadExt;
+
+use crate::cluster::{ContainerSlot, KillReason, PodHandle, Shared, lock, set_condition, waiting};
+use crate::config::ImageConfig;
+use crate::logbuf::LogBuf;
+use crate::process::{self, Ipc, Placement};
+use crate::store::now;
+
+/// Starts the agent's work on a freshly bound pod.
+pub fn start(shared: Arc<Shared>, handle: Arc<PodHandle>, pod: Pod, node: usize) {
+    tokio::spawn(async move {
+        run_pod(&shared, &handle, pod, node).await;
+        handle.mark_done();
+        shared.schedule_pending();
+    });
+}
+
+/// Sleeps unless the pod is being stopped first; true when the full time passed.
+async fn sleep_unless_killed(handle: &PodHandle, d: Duration) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => true,
+        _ = handle.kill.cancelled() => false,
+    }
+}
+
+fn update_container(shared: &Shared, handle: &PodHandle, name: &str, change: impl FnOnce(&mut ContainerStatus)) {
+    shared.update_pod(&handle.key, &handle.uid, |pod| {
+        let st = pod.status.get_or_insert_with(Default::default);
+        if let Some(cs) = st.container_statuses.iter_mut().flatten().find(|c| c.name == name) {
+            change(cs);
+        }
+        refresh(pod);
+    });
+}
+
+/// Recomputes phase and readiness from the container states (a pod the agent failed on purpose,
+/// e.g. DeadlineExceeded, keeps its verdict).
+pub fn refresh(pod: &mut Pod) {
+    let st = pod.status.get_or_insert_with(Default::default);
+    if st.reason.is_some() && st.phase.as_deref() == Some("Failed") {
+        return;
+    }
+    let cs = st.container_statuses.clone().unwrap_or_default();
+    let state = |c: &ContainerStatus| c.state.clone().unwrap_or_default();
+    let all_terminated = !cs.is_empty() && cs.iter().all(|c| state(c).terminated.is_some());
+    let all_started = cs.iter().all(|c| {
+        let s = state(c);
+        s.running.is_some()
+            || s.terminated.is_some()
+            || c.restart_count > 0
+            || s.waiting.as_ref().and_then(|w| w.reason.as_deref()) == Some("CrashLoopBackOff")
+    });
+    let phase = if all_terminated {
+        if cs.iter().all(|c| state(c).terminated.is_some_and(|t| t.exit_code == 0)) { "Succeeded" } else { "Failed" }
+    } else if all_started {
+        "Running"
+    } else {
+        "Pending"
+    };
+    st.phase = Some(phase.to_string());
+    let ready = phase == "Running" && cs.iter().all(|c| c.ready);
+    let (value, reason) = match (ready, all_terminated) {
+        (true, _) => ("True", None),
+        (false, true) => ("False", Some("PodCompleted")),
+        (false, false) => ("False", Some("ContainersNotReady")),
+    };
+    set_condition(st, "ContainersReady", value, reason, None);
+    set_condition(st, "Ready", value, reason, None);
+}
+
+/// `$(VAR)` references in command, args and env values, as Kubernetes expands them.
+fn expand(text: &str, env: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(stripped) = tail.strip_prefix("$$") {
+            out.push('$');
+            rest = stripped;
+        } else if let Some(inner) = tail.strip_prefix("$(")
+            && let Some(end) = inner.find(')')
+            && let Some(value) = env.get(&inner[..end])
+        {
+            out.push_str(value);
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The downward API fields a `fieldRef` may name.
+fn field_ref(pod: &Pod, path: &str, pod_ip: &str) -> String {
+    let m = &pod.metadata;
+    let spec = pod.spec.clone().unwrap_or_default();
+    if let Some(label) = path.strip_prefix("metadata.labels['").and_then(|r| r.strip_suffix("']")) {
+        return m.labels.as_ref().and_then(|l| l.get(label)).cloned().unwrap_or_default();
+    }
+    if let Some(a) = path.strip_prefix("metadata.annotations['").and_then(|r| r.strip_suffix("']")) {
+        return m.annotations.as_ref().and_then(|l| l.get(a)).cloned().unwrap_or_default();
+    }
+    match path {
+        "metadata.name" => m.name.clone().unwrap_or_default(),
+        "metadata.namespace" => m.namespace.clone().unwrap_or_default(),
+        "metadata.uid" => m.uid.clone().unwrap_or_default(),
+        "spec.nodeName" => spec.node_name.unwrap_or_default(),
+        "spec.serviceAccountName" => spec.service_account_name.unwrap_or_default(),
+        "status.podIP" | "status.hostIP" => pod_ip.to_string(),
+        "status.podIPs" | "status.hostIPs" => pod_ip.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The container's environment: a clean base, the image's, the inherited host variables, then the
+/// pod's own (later wins, `$(VAR)` expanded against what came before).
+fn container_env(
+    image: Option<&ImageConfig>,
+    bin_dir: Option<&Path>,
+    pod: &Pod,
+    c: &Container,
+    pod_ip: &str,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let mut path = String::new();
+    if let Some(dir) = bin_dir {
+        path.push_str(&dir.to_string_lossy());
+        path.push(':');
+    }
+    path.push_str("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    env.insert("PATH".to_string(), path);
+    env.insert("HOME".to_string(), "/root".to_string());
+    env.insert("HOSTNAME".to_string(), pod.metadata.name.clone().unwrap_or_default());
+    if let Some(img) = image {
+        for (k, v) in std::env::vars() {
+            if img.inherit_env_prefixes.iter().any(|p| k.starts_with(p.as_str())) {
+                env.insert(k, v);
+            }
+        }
+        env.extend(img.env.clone());
+    }
+    for var in c.env.iter().flatten() {
+        let value = match (&var.value, &var.value_from) {
+            (Some(v), _) => expand(v, &env),
+            (None, Some(from)) => from.field_ref.as_ref().map(|f| field_ref(pod, &f.field_path, pod_ip)).unwrap_or_default(),
+            (None, None) => String::new(),
+        };
+        env.insert(var.name.clone(), value);
+    }
+    env
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// command/args as the image's entrypoint would run them, `command[0]` mapped to the program.
+fn container_command(image: Option<&ImageConfig>, c: &Container, env: &BTreeMap<String, String>) -> Option<Vec<String>> {
+    let command: Vec<String> = c.command.iter().flatten().map(|s| expand(s, env)).collect();
+    let args: Vec<String> = c.args.iter().flatten().map(|s| expand(s, env)).collect();
+    let mut argv = match (image, command.is_empty()) {
+        (Some(img), true) => vec![img.program.to_string_lossy().into_owned()],
+        (None, true) => return None,
+        (Some(img), false) => {
+            let program = img.program.to_string_lossy().into_owned();
+            let mut command = command;
+            if file_name(&command[0]) == file_name(&program) {
+                command[0] = program;
+            }
+            command
+        }
+        (None, false) => command,
+    };
+    argv.extend(args);
+    Some(argv)
+}
+
+/// A directory holding `<program file name>` → program, put first on the container's PATH so
+/// `sh -c 'ic-bench …'` finds the mapped binary.
+fn bin_dir(work_dir: &Path, program: &Path) -> Option<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    program.hash(&mut h);
+    let dir = work_dir.join("bin").join(format!("{:016x}", h.finish()));
+    let link = dir.join(program.file_name()?);
+    if !link.exists() {
+        std::fs::create_dir_all(&dir).ok()?;
+        let _ = std::os::unix::fs::symlink(program, &link);
+    }
+    Some(dir)
+}
+
+struct Prepared {
+    container: Container,
+    argv: Vec<String>,
+    env: BTreeMap<String, String>,
+}
+
+async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_idx: usize) {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let node = &shared.nodes[node_idx];
+    let pod_ip = node.ip.to_string();
+    if let Some(secs) = spec.active_deadline_seconds {
+        let (h, sh) = (handle.clone(), shared.clone());
+        tokio::spawn(async move {
+            if sleep_unless_killed(&h, Duration::from_secs(secs.max(0) as u64)).await {
+                // The verdict first, so no watcher sees a plain "Failed" from the killed containers.
+                mark_deadline_exceeded(&sh, &h);
+                h.request_kill(KillReason::Deadline, Duration::ZERO);
+            }
+        });
+    }
+    let pod_name = pod.metadata.name.clone().unwrap_or_default();
+    let uid8: String = handle.uid.chars().take(8).collect();
+    let cwd = shared.work_dir.join("pods").join(format!("{}_{}_{}", handle.key.0, pod_name, uid8));
+    let _ = std::fs::create_dir_all(&cwd);
+
+    // Image "pull": resolve every image; faults and unmapped images loop in ImagePullBackOff.
+    let prepared = loop {
+        let mut ready = Vec::new();
+        let mut failing = Vec::new();
+        for c in &spec.containers {
+            let image_name = c.image.clone().unwrap_or_default();
+            let image = shared.config.resolve_image(&image_name);
+            let bin = image.and_then(|i| bin_dir(&shared.work_dir, &i.program));
+            let env = container_env(image, bin.as_deref(), &pod, c, &pod_ip);
+            let pull_fault = lock(&shared.faults).pull_fails(&image_name);
+            let unknown = image.is_none() && !shared.config.run_unknown_images_as_is;
+            match container_command(image, c, &env) {
+                Some(argv) if !pull_fault && !unknown => ready.push(Prepared { container: c.clone(), argv, env }),
+                _ => failing.push((c.name.clone(), image_name)),
+            }
+        }
+        if failing.is_empty() {
+            break ready;
+        }
+        for (name, image) in &failing {
+            let msg = format!(
+                "failed to pull and unpack image \"{image}\": {image}: not found (emulated registry)"
+            );
+            update_container(shared, handle, name, |cs| cs.state = Some(waiting("ErrImagePull", Some(msg))));
+        }
+        if !sleep_unless_killed(handle, shared.config.backoff).await {
+            return finish(shared, handle);
+        }
+        for (name, image) in &failing {
+            let msg = format!("Back-off pulling image \"{image}\"");
+            update_container(shared, handle, name, |cs| cs.state = Some(waiting("ImagePullBackOff", Some(msg))));
+        }
+        if !sleep_unless_killed(handle, shared.config.backoff).await {
+            return finish(shared, handle);
+        }
+    };
+
+    let host_ipc = spec.host_ipc == Some(true);
+    let host_pid = spec.host_pid == Some(true);
+    let mut sandbox = None;
+    let placement = match &node.netns {
+        None => None,
+        Some(netns) => {
+            let ipc = if host_ipc {
+                Ipc::Node
+            } else if prepared.len() > 1 {
+                match start_sandbox(netns).await {
+                    Some((child, pid)) => {
+                        sandbox = Some(child);
+                        Ipc::Sandbox(pid)
+                    }
+                    None => Ipc::Own,
+                }
+            } else {
+                Ipc::Own
+            };
+            Some(Placement { netns: netns.clone(), node_init: node.init_pid, ipc, host_pid })
+        }
+    };
+    shared.update_pod(&handle.key, &handle.uid, |p| {
+        let st = p.status.get_or_insert_with(Default::default);
+        st.pod_ip = Some(pod_ip.clone());
+        st.pod_ips = Some(vec![PodIP { ip: pod_ip.clone() }]);
+    });
+
+    let restart_policy = spec.restart_policy.clone().unwrap_or_else(|| "Always".into());
+    let labels = pod.metadata.labels.clone();
+    let mut tasks = Vec::new();
+    for p in prepared {
+        let crash = lock(&shared.faults).crash_for(labels.as_ref(), &pod_name);
+        let (shared, handle, placement, cwd, policy) =
+            (shared.clone(), handle.clone(), placement.clone(), cwd.clone(), restart_policy.clone());
+        tasks.push(tokio::spawn(async move {
+            run_container(&shared, &handle, p, placement, &cwd, &policy, crash).await;
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    if let Some(mut child) = sandbox {
+        if let Some(pid) = child.id() {
+            process::signal_group(pid as i32, Signal::SIGKILL);
+        }
+        let _ = child.kill().await;
+    }
+    finish(shared, handle);
+}
+
+/// Records the pod-level outcome of a stop for a reason other than its containers ending.
+fn finish(shared: &Shared, handle: &PodHandle) {
+    if handle.kill_reason() == Some(KillReason::Deadline) {
+        mark_deadline_exceeded(shared, handle);
+    }
+}
+
+fn mark_deadline_exceeded(shared: &Shared, handle: &PodHandle) {
+    shared.update_pod(&handle.key, &handle.uid, |p| {
+        let st = p.status.get_or_insert_with(Default::default);
+        st.phase = Some("Failed".into());
+        st.reason = Some("DeadlineExceeded".into());
+        st.message = Some("Pod was active on the node longer than the specified deadline".into());
+        set_condition(st, "ContainersReady", "False", Some("PodFailed"), None);
+        set_condition(st, "Ready", "False", Some("PodFailed"), None);
+    });
+}
+
+/// The pod sandbox: a process holding the IPC namespace its containers share.
+async fn start_sandbox(netns: &str) -> Option<(tokio::process::Child, u32)> {
+    let mut cmd = tokio::process::Command::new("setpriv");
+    cmd.args(["--pdeathsig", "KILL", "--", "nsenter"])
+        .arg(format!("--net=/run/netns/{netns}"))
+        .args(["--", "unshare", "--ipc", "--", "sleep", "infinity"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true);
+    let child = cmd.spawn().ok()?;
+    let pid = child.id()?;
+    process::wait_for_comm(pid, "sleep", Duration::from_secs(5)).await.then_some((child, pid))
+}
+
+async fn pump(mut output: tokio::net::unix::pipe::Receiver, log: Arc<LogBuf>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    while let Ok(n) = output.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        log.append(&buf[..n]);
+    }
+}
+
+async fn run_container(
+    shared: &Arc<Shared>,
+    handle: &Arc<PodHandle>,
+    p: Prepared,
+    placement: Option<Placement>,
+    cwd: &Path,
+    policy: &str,
+    crash: Option<(Duration, i32)>,
+) {
+    let name = p.container.name.clone();
+    let cwd = p.container.working_dir.as_ref().map(PathBuf::from).filter(|d| d.is_dir()).unwrap_or(cwd.to_path_buf());
+    let argv = process::container_argv(placement.as_ref(), &cwd, &p.argv);
+    let mut restarts: u32 = 0;
+    loop {
+        if handle.kill.is_cancelled() {
+            return;
+        }
+        let log = Arc::new(LogBuf::new());
+        {
+            let mut slots = lock(&handle.containers);
+            let slot = slots.entry(name.clone()).or_insert_with(ContainerSlot::default);
+            slot.previous = slot.logs.replace(log.clone());
+            slot.env = p.env.clone();
+            slot.cwd = cwd.clone();
+        }
+        let started_at = now();
+        let (code, reason, message) = match process::spawn(&argv, &p.env, &cwd) {
+            Err(e) => {
+                log.append(format!("failed to start container {name:?}: {e}\n").as_bytes());
+                (128, "StartError", Some(e.to_string()))
+            }
+            Ok(mut st) => {
+                lock(&shared.groups).insert(st.pgid);
+                let launcher = st.pgid as u32;
+                let main_pid = match placement {
+                    Some(_) => process::wait_for_child(launcher, Duration::from_secs(2)).await.or(Some(launcher)),
+                    None => Some(launcher),
+                };
+                if let Some(slot) = lock(&handle.containers).get_mut(&name) {
+                    slot.main_pid = main_pid;
+                    slot.pgid = Some(st.pgid);
+                }
+                let pump_task = tokio::spawn(pump(st.output, log.clone()));
+                let started = started_at.clone();
+                update_container(shared, handle, &name, |cs| {
+                    cs.state = Some(ContainerState {
+                        running: Some(ContainerStateRunning { started_at: Some(started) }),
+                        ..Default::default()
+                    });
+                    cs.ready = true;
+                    cs.started = Some(true);
+                    cs.container_id = Some(format!("emulated://{launcher}"));
+                });
+                let crash_timer = async {
+                    match crash {
+                        Some((after, _)) => tokio::time::sleep(after).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                let (status, forced) = tokio::select! {
+                    s = st.child.wait() => (s.ok(), None),
+                    _ = handle.kill.cancelled() => {
+                        let grace = handle.grace();
+                        if !grace.is_zero() {
+                            match (placement.is_some(), main_pid) {
+                                (true, Some(pid)) => process::signal_pid(pid, Signal::SIGTERM),
+                                _ => process::signal_group(st.pgid, Signal::SIGTERM),
+                            }
+                            if let Ok(s) = tokio::time::timeout(grace, st.child.wait()).await {
+                                (s.ok(), None)
+                            } else {
+                                process::signal_group(st.pgid, Signal::SIGKILL);
+                                (tokio::time::timeout(Duration::from_secs(5), st.child.wait()).await.ok().and_then(|s| s.ok()), None)
+                            }
+                        } else {
+                            process::signal_group(st.pgid, Signal::SIGKILL);
+                            (tokio::time::timeout(Duration::from_secs(5), st.child.wait()).await.ok().and_then(|s| s.ok()), None)
+                        }
+                    }
+                    _ = crash_timer => {
+                        process::signal_group(st.pgid, Signal::SIGKILL);
+                        let s = tokio::time::timeout(Duration::from_secs(5), st.child.wait()).await.ok().and_then(|s| s.ok());
+                        (s, crash.map(|(_, code)| code))
+                    }
+                };
+                // Whatever the container left behind in its group goes with it.
+                process::signal_group(st.pgid, Signal::SIGKILL);
+                lock(&shared.groups).remove(&st.pgid);
+                let _ = tokio::time::timeout(Duration::from_millis(500), pump_task).await;
+                if let Some(slot) = lock(&handle.containers).get_mut(&name) {
+                    slot.main_pid = None;
+                }
+                let code = forced.unwrap_or_else(|| status.map(process::exit_code).unwrap_or(137));
+                (code, if code == 0 { "Completed" } else { "Error" }, None)
+            }
+        };
+        log.finish();
+        let terminated = ContainerStateTerminated {
+            exit_code: code,
+            reason: Some(reason.to_string()),
+            message,
+            started_at: Some(started_at),
+            finished_at: Some(now()),
+            ..Default::default()
+        };
+        let restart = !handle.kill.is_cancelled()
+            && match policy {
+                "Always" => true,
+                "OnFailure" => code != 0,
+                _ => false,
+            };
+        if !restart {
+            update_container(shared, handle, &name, |cs| {
+                cs.state = Some(ContainerState { terminated: Some(terminated), ..Default::default() });
+                cs.ready = false;
+                cs.started = Some(false);
+            });
+            return;
+        }
+        restarts += 1;
+        let backoff = shared.config.backoff * 2u32.pow(restarts.min(5) - 1);
+        let pod_name = handle.key.1.clone();
+        let last = terminated.clone();
+        update_container(shared, handle, &name, |cs| {
+            cs.last_state = Some(ContainerState { terminated: Some(last), ..Default::default() });
+            cs.state = Some(waiting(
+                "CrashLoopBackOff",
+                Some(format!("back-off {backoff:?} restarting failed container={} pod={pod_name}", cs.name)),
+            ));
+            cs.ready = false;
+            cs.started = Some(false);
+            cs.restart_count += 1;
+        });
+        if !sleep_unless_killed(handle, backoff).await {
+            update_container(shared, handle, &name, |cs| {
+                cs.state = Some(ContainerState { terminated: Some(terminated), ..Default::default() });
+            });
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_like_kubernetes() {
+        let env: BTreeMap<String, String> = [("A".to_string(), "1".to_string())].into();
+        assert_eq!(expand("x$(A)y", &env), "x1y");
+        assert_eq!(expand("$(B)", &env), "$(B)");
+        assert_eq!(expand("$$(A)", &env), "$(A)");
+        assert_eq!(expand("$", &env), "$");
+    }
+
+    #[test]
+    fn command_maps_to_the_program() {
+        let img = ImageConfig::new("/build/ic-bench");
+        let env = BTreeMap::new();
+        let c = |command: &[&str], args: &[&str]| Container {
+            name: "c".into(),
+            command: (!command.is_empty()).then(|| command.iter().map(|s| s.to_string()).collect()),
+            args: (!args.is_empty()).then(|| args.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        };
+        assert_eq!(container_command(Some(&img), &c(&[], &["serve"]), &env).unwrap(), ["/build/ic-bench", "serve"]);
+        assert_eq!(
+            container_command(Some(&img), &c(&["/usr/local/bin/ic-bench", "connect"], &["x"]), &env).unwrap(),
+            ["/build/ic-bench", "connect", "x"]
+        );
+        assert_eq!(container_command(Some(&img), &c(&["sh", "-c", "true"], &[]), &env).unwrap(), ["sh", "-c", "true"]);
+        assert!(container_command(None, &c(&[], &[]), &env).is_none());
+    }
+}

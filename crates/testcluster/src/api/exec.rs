@@ -1,0 +1,188 @@
+//! `pods/{name}/exec` over a websocket (v5/v4.channel.k8s.io): runs the command inside the
+//! container's namespaces, streams stdout/stderr on channels 1/2, takes stdin from channel 0 and
+//! ends with a `Status` carrying the exit code on channel 3.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::Uri;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::logs::pick_container;
+use super::{Params, flag, query_params};
+use crate::cluster::{Shared, lock};
+use crate::status::ApiError;
+
+struct Target {
+    main_pid: u32,
+    namespaced: bool,
+    env: BTreeMap<String, String>,
+    cwd: PathBuf,
+}
+
+pub async fn exec(
+    State(shared): State<Arc<Shared>>,
+    Path((ns, name)): Path<(String, String)>,
+    uri: Uri,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let params = query_params(&uri);
+    let target = match find_target(&shared, &ns, &name, &params) {
+        Ok(t) => t,
+        Err(e) => return e.into_response(),
+    };
+    let command: Vec<String> = params.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
+    if command.is_empty() {
+        return ApiError::bad_request("you must specify at least 1 command").into_response();
+    }
+    let Ok(ws) = ws else {
+        return ApiError::bad_request("exec needs a websocket upgrade (v5.channel.k8s.io or v4.channel.k8s.io)")
+            .into_response();
+    };
+    let stdin = flag(&params, "stdin");
+    let shutdown = shared.shutdown.clone();
+    ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"]).on_upgrade(move |socket| async move {
+        tokio::select! {
+            _ = session(socket, target, command, stdin) => {}
+            _ = shutdown.cancelled() => {}
+        }
+    })
+}
+
+fn find_target(shared: &Shared, ns: &str, name: &str, params: &Params) -> Result<Target, ApiError> {
+    let key = (ns.to_string(), name.to_string());
+    let pod = lock(&shared.store).get(&key).cloned().ok_or_else(|| ApiError::not_found("pods", name))?;
+    let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    if phase == "Succeeded" || phase == "Failed" {
+        return Err(ApiError::bad_request(format!(
+            "cannot exec into a container in a completed pod; current phase is {phase}"
+        )));
+    }
+    let container = pick_container(&pod, params, "exec")?;
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let handle = shared.handle(&key).filter(|h| h.uid == uid);
+    let slot = handle.as_ref().and_then(|h| {
+        let slots = lock(&h.containers);
+        slots.get(&container).and_then(|s| s.main_pid.map(|pid| (pid, s.env.clone(), s.cwd.clone())))
+    });
+    let Some((main_pid, env, cwd)) = slot else {
+        return Err(ApiError::bad_request(format!("container {container} is not running in pod {name}")));
+    };
+    let namespaced = shared.nodes.iter().any(|n| n.netns.is_some());
+    Ok(Target { main_pid, namespaced, env, cwd })
+}
+
+fn frame(channel: u8, data: &[u8]) -> Message {
+    let mut v = Vec::with_capacity(data.len() + 1);
+    v.push(channel);
+    v.extend_from_slice(data);
+    Message::Binary(v.into())
+}
+
+fn status_frame(code: i32) -> Message {
+    let status = if code == 0 {
+        json!({"metadata": {}, "status": "Success"})
+    } else {
+        json!({
+            "metadata": {},
+            "status": "Failure",
+            "message": format!("command terminated with non-zero exit code: exit status {code}"),
+            "reason": "NonZeroExitCode",
+            "details": {"causes": [{"reason": "ExitCode", "message": code.to_string()}]},
+        })
+    };
+    frame(3, &serde_json::to_vec(&status).unwrap_or_default())
+}
+
+fn error_frame(message: &str) -> Message {
+    let status = json!({"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError", "code": 500});
+    frame(3, &serde_json::to_vec(&status).unwrap_or_default())
+}
+
+async fn session(mut socket: WebSocket, target: Target, command: Vec<String>, want_stdin: bool) {
+    let mut cmd = if target.namespaced {
+        let mut c = tokio::process::Command::new("nsenter");
+        c.arg("-t").arg(target.main_pid.to_string()).args(["--net", "--ipc", "--pid", "--mount"]);
+        c.arg(format!("--wd={}", target.cwd.display())).arg("--");
+        c.args(&command);
+        c
+    } else {
+        let mut c = tokio::process::Command::new(&command[0]);
+        c.args(&command[1..]);
+        c
+    };
+    let mut env = target.env.clone();
+    // nsenter itself must be found; the command then resolves on the container's PATH.
+    let host_path = std::env::var("PATH").unwrap_or_default();
+    if target.namespaced {
+        env.entry("PATH".into()).and_modify(|p| p.push_str(&format!(":{host_path}"))).or_insert(host_path);
+    }
+    cmd.env_clear()
+        .envs(&env)
+        .current_dir(&target.cwd)
+        .stdin(if want_stdin { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = socket.send(error_frame(&format!("cannot start {:?}: {e}", command[0]))).await;
+            let _ = socket.send(Message::Close(None)).await;
+            return;
+        }
+    };
+    let mut stdin = child.stdin.take();
+    let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        let _ = socket.send(error_frame("exec pipes unavailable")).await;
+        return;
+    };
+    let (mut out_buf, mut err_buf) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
+    let (mut out_open, mut err_open) = (true, true);
+    let mut exit: Option<i32> = None;
+    loop {
+        if !out_open && !err_open && exit.is_some() {
+            break;
+        }
+        tokio::select! {
+            n = stdout.read(&mut out_buf), if out_open => match n {
+                Ok(n) if n > 0 => { if socket.send(frame(1, &out_buf[..n])).await.is_err() { return; } }
+                _ => out_open = false,
+            },
+            n = stderr.read(&mut err_buf), if err_open => match n {
+                Ok(n) if n > 0 => { if socket.send(frame(2, &err_buf[..n])).await.is_err() { return; } }
+                _ => err_open = false,
+            },
+            status = child.wait(), if exit.is_none() => {
+                exit = Some(status.map(crate::process::exit_code).unwrap_or(1));
+            },
+            // A process that exited but left its pipes open to a background child must not hang us.
+            _ = tokio::time::sleep(Duration::from_secs(1)), if exit.is_some() => break,
+            msg = socket.recv() => match msg {
+                Some(Ok(Message::Binary(data))) if data.len() > 1 => {
+                    match data[0] {
+                        0 => if let Some(w) = stdin.as_mut() && w.write_all(&data[1..]).await.is_err() { stdin = None; },
+                        255 if data[1] == 0 => stdin = None,
+                        _ => {}
+                    }
+                }
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
+                    let _ = child.start_kill();
+                    return;
+                }
+                _ => {}
+            },
+        }
+    }
+    let _ = socket.send(status_frame(exit.unwrap_or(1))).await;
+    let _ = socket.send(Message::Close(None)).await;
+}

@@ -1,0 +1,389 @@
+//! The cluster's shared state and the control-plane verbs on it: admit and store a pod, bind
+//! pending pods to nodes (the scheduler loop), delete pods (stopping their processes first).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateWaiting, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
+};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ClusterConfig, NodeConfig};
+use crate::fabric::Fabric;
+use crate::faults::Faults;
+use crate::logbuf::LogBuf;
+use crate::record::RecordedRequest;
+use crate::scheduler::{self, Resources};
+use crate::status::ApiError;
+use crate::store::{PodKey, Store, key_of, now};
+
+/// Locks a mutex, carrying on after a panic elsewhere (the data stays usable for cleanup).
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One emulated node as the agents see it.
+pub struct NodeRt {
+    pub config: NodeConfig,
+    pub ip: Ipv4Addr,
+    /// `None` in host isolation.
+    pub netns: Option<String>,
+    pub init_pid: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KillReason {
+    Deleted,
+    Deadline,
+    Shutdown,
+}
+
+/// What one container of a running pod exposes to logs and exec.
+#[derive(Default)]
+pub struct ContainerSlot {
+    pub logs: Option<Arc<LogBuf>>,
+    pub previous: Option<Arc<LogBuf>>,
+    /// The process owning the container's namespaces, while it runs.
+    pub main_pid: Option<u32>,
+    pub pgid: Option<i32>,
+    pub env: BTreeMap<String, String>,
+    pub cwd: PathBuf,
+}
+
+/// The node agent's handle on one pod it runs.
+pub struct PodHandle {
+    pub key: PodKey,
+    pub uid: String,
+    pub kill: CancellationToken,
+    kill_info: Mutex<Option<(KillReason, Duration)>>,
+    pub containers: Mutex<BTreeMap<String, ContainerSlot>>,
+    done: watch::Sender<bool>,
+}
+
+impl PodHandle {
+    pub fn new(key: PodKey, uid: String) -> Self {
+        let (done, _) = watch::channel(false);
+        PodHandle {
+            key,
+            uid,
+            kill: CancellationToken::new(),
+            kill_info: Mutex::new(None),
+            containers: Mutex::new(BTreeMap::new()),
+            done,
+        }
+    }
+
+    /// Asks the agent to stop the pod; a shorter grace or a later reason of higher priority wins.
+    pub fn request_kill(&self, reason: KillReason, grace: Duration) {
+        let mut info = lock(&self.kill_info);
+        match &mut *info {
+            Some((_, g)) if *g <= grace => {}
+            Some((r, g)) => {
+                *g = grace;
+                if *r != KillReason::Deadline {
+                    *r = reason;
+                }
+            }
+            None => *info = Some((reason, grace)),
+        }
+        drop(info);
+        self.kill.cancel();
+    }
+
+    pub fn kill_reason(&self) -> Option<KillReason> {
+        lock(&self.kill_info).map(|(r, _)| r)
+    }
+
+    pub fn grace(&self) -> Duration {
+        lock(&self.kill_info).map(|(_, g)| g).unwrap_or_default()
+    }
+
+    pub fn mark_done(&self) {
+        self.done.send_replace(true);
+    }
+
+    pub fn is_done(&self) -> bool {
+        *self.done.borrow()
+    }
+
+    /// Waits until the agent finished with the pod; false on timeout.
+    pub async fn wait_done(&self, limit: Duration) -> bool {
+        let mut rx = self.done.subscribe();
+        tokio::time::timeout(limit, rx.wait_for(|d| *d)).await.is_ok()
+    }
+}
+
+pub struct Shared {
+    pub config: ClusterConfig,
+    pub store: Mutex<Store>,
+    pub faults: Mutex<Faults>,
+    pub requests: Mutex<Vec<RecordedRequest>>,
+    pub nodes: Vec<NodeRt>,
+    pub fabric: Mutex<Option<Fabric>>,
+    pub runtimes: Mutex<HashMap<PodKey, Arc<PodHandle>>>,
+    /// Process groups alive right now, for the last-resort synchronous kill on drop.
+    pub groups: Mutex<BTreeSet<i32>>,
+    pub shutdown: CancellationToken,
+    pub work_dir: PathBuf,
+}
+
+pub fn set_condition(status: &mut PodStatus, kind: &str, value: &str, reason: Option<&str>, message: Option<&str>) {
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let fresh = PodCondition {
+        type_: kind.to_string(),
+        status: value.to_string(),
+        reason: reason.map(str::to_string),
+        message: message.map(str::to_string),
+        last_transition_time: Some(now()),
+        ..Default::default()
+    };
+    match conditions.iter_mut().find(|c| c.type_ == kind) {
+        Some(existing) => {
+            if existing.status == value {
+                // Same state: keep the transition time so an unchanged pod is not re-announced.
+                let ltt = existing.last_transition_time.clone();
+                *existing = PodCondition { last_transition_time: ltt, ..fresh };
+            } else {
+                *existing = fresh;
+            }
+        }
+        None => conditions.push(fresh),
+    }
+}
+
+pub fn is_terminal(pod: &Pod) -> bool {
+    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+}
+
+fn phase(pod: &Pod) -> &str {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")
+}
+
+pub fn waiting(reason: &str, message: Option<String>) -> ContainerState {
+    ContainerState {
+        waiting: Some(ContainerStateWaiting { reason: Some(reason.to_string()), message }),
+        ..Default::default()
+    }
+}
+
+impl Shared {
+    pub fn node(&self, name: &str) -> Option<(usize, &NodeRt)> {
+        self.nodes.iter().enumerate().find(|(_, n)| n.config.name == name)
+    }
+
+    pub fn handle(&self, key: &PodKey) -> Option<Arc<PodHandle>> {
+        lock(&self.runtimes).get(key).cloned()
+    }
+
+    /// Applies a change to a stored pod (only the incarnation with `uid`).
+    pub fn update_pod(&self, key: &PodKey, uid: &str, change: impl FnOnce(&mut Pod)) -> Option<Pod> {
+        lock(&self.store).modify(key, Some(uid), change)
+    }
+
+    fn node_usage(store: &Store, node: &str, except: &PodKey) -> Resources {
+        let mut used = Resources::new();
+        for pod in store.pods() {
+            let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node);
+            if !on_node || is_terminal(pod) || key_of(pod) == *except {
+                continue;
+            }
+            if let Some(spec) = &pod.spec {
+                for (name, v) in scheduler::pod_requests(spec) {
+                    *used.entry(name).or_default() += v;
+                }
+            }
+        }
+        used
+    }
+
+    /// Binds every pending pod that fits to a node and starts it there; marks the rest
+    /// Unschedulable with the scheduler's message. Called after every change that frees or needs room.
+    pub fn schedule_pending(self: &Arc<Self>) {
+        if self.shutdown.is_cancelled() {
+            return;
+        }
+        let mut to_start: Vec<(Arc<PodHandle>, Pod, usize)> = Vec::new();
+        {
+            let mut store = lock(&self.store);
+            let mut pending: Vec<Pod> = store
+                .pods()
+                .filter(|p| phase(p) == "Pending" && p.metadata.deletion_timestamp.is_none())
+                .cloned()
+                .collect();
+            pending.sort_by(|a, b| {
+                let ts = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                ts(a).cmp(&ts(b)).then_with(|| key_of(a).cmp(&key_of(b)))
+            });
+            let mut runtimes = lock(&self.runtimes);
+            for pod in pending {
+                let key = key_of(&pod);
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                if runtimes.get(&key).is_some_and(|h| h.uid == uid) {
+                    continue;
+                }
+                let spec = pod.spec.clone().unwrap_or_default();
+                let target = match spec.node_name.as_deref() {
+                    Some(name) => {
+                        // Bound by the client: the kubelet admits or rejects, no scheduler involved.
+                        let Some((idx, node)) = self.node(name) else { continue };
+                        let used = Self::node_usage(&store, name, &key);
+                        if let Some((reason, message)) = scheduler::admission_failure(&spec, &node.config, &used) {
+                            store.modify(&key, Some(&uid), |p| {
+                                let st = p.status.get_or_insert_with(Default::default);
+                                st.phase = Some("Failed".into());
+                                st.reason = Some(reason);
+                                st.message = Some(message);
+                            });
+                            continue;
+                        }
+                        idx
+                    }
+                    None => match self.pick_node(&store, &spec, &key) {
+                        Ok(idx) => idx,
+                        Err(message) => {
+                            store.modify(&key, Some(&uid), |p| {
+                                let st = p.status.get_or_insert_with(Default::default);
+                                set_condition(st, "PodScheduled", "False", Some("Unschedulable"), Some(&message));
+                            });
+                            continue;
+                        }
+                    },
+                };
+                let node = &self.nodes[target];
+                let Some(bound) = store.modify(&key, Some(&uid), |p| bind(p, &node.config.name, node.ip)) else {
+                    continue;
+                };
+                let handle = Arc::new(PodHandle::new(key.clone(), uid));
+                runtimes.insert(key, handle.clone());
+                to_start.push((handle, bound, target));
+            }
+        }
+        for (handle, pod, node) in to_start {
+            crate::agent::start(self.clone(), handle, pod, node);
+        }
+    }
+
+    /// The least busy node that passes every filter, or the scheduler's message.
+    fn pick_node(&self, store: &Store, spec: &PodSpec, key: &PodKey) -> Result<usize, String> {
+        let mut rejections = Vec::new();
+        let mut best: Option<(usize, i128)> = None;
+        for (idx, node) in self.nodes.iter().enumerate() {
+            let used = Self::node_usage(store, &node.config.name, key);
+            let reasons = scheduler::node_rejections(spec, &node.config, &used);
+            if reasons.is_empty() {
+                let load = used.get("pods").copied().unwrap_or(0);
+                if best.is_none_or(|(_, l)| load < l) {
+                    best = Some((idx, load));
+                }
+            } else {
+                rejections.push(reasons);
+            }
+        }
+        best.map(|(idx, _)| idx).ok_or_else(|| scheduler::unschedulable_message(self.nodes.len(), &rejections))
+    }
+
+    /// Deletes a pod: stops its processes (SIGTERM, then SIGKILL after the grace period, capped by
+    /// `max_grace`), then removes the object. With grace 0 the answer waits for the removal.
+    pub async fn delete_pod(
+        self: &Arc<Self>,
+        key: &PodKey,
+        grace: Option<i64>,
+        precondition_uid: Option<String>,
+    ) -> Result<Pod, ApiError> {
+        let (pod, handle) = {
+            let store = lock(&self.store);
+            let pod = store.get(key).cloned().ok_or_else(|| ApiError::not_found("pods", &key.1))?;
+            if let Some(uid) = precondition_uid
+                && pod.metadata.uid.as_deref() != Some(uid.as_str())
+            {
+                return Err(ApiError::new(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        pod.metadata.uid.clone().unwrap_or_default()
+                    ),
+                ));
+            }
+            let uid = pod.metadata.uid.clone().unwrap_or_default();
+            let handle = lock(&self.runtimes).get(key).filter(|h| h.uid == uid && !h.is_done()).cloned();
+            (pod, handle)
+        };
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let grace = grace
+            .or_else(|| pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
+            .unwrap_or(30)
+            .max(0);
+        let Some(handle) = handle else {
+            return self.remove_pod(key, &uid).ok_or_else(|| ApiError::not_found("pods", &key.1));
+        };
+        let marked = self.update_pod(key, &uid, |p| {
+            if p.metadata.deletion_timestamp.is_none() {
+                p.metadata.deletion_timestamp = Some(now());
+                p.metadata.deletion_grace_period_seconds = Some(grace);
+            }
+        });
+        let wait_limit = self.config.max_grace + Duration::from_secs(5);
+        handle.request_kill(KillReason::Deleted, Duration::from_secs(grace as u64).min(self.config.max_grace));
+        if grace == 0 {
+            handle.wait_done(wait_limit).await;
+            return self.remove_pod(key, &uid).ok_or_else(|| ApiError::not_found("pods", &key.1));
+        }
+        let shared = self.clone();
+        let key2 = key.clone();
+        tokio::spawn(async move {
+            handle.wait_done(wait_limit).await;
+            shared.remove_pod(&key2, &uid);
+        });
+        marked.ok_or_else(|| ApiError::not_found("pods", &key.1))
+    }
+
+    /// Removes the object (DELETED), forgets its runtime and lets waiting pods use the room.
+    pub fn remove_pod(self: &Arc<Self>, key: &PodKey, uid: &str) -> Option<Pod> {
+        let removed = lock(&self.store).remove(key, Some(uid));
+        {
+            let mut runtimes = lock(&self.runtimes);
+            if runtimes.get(key).is_some_and(|h| h.uid == uid) {
+                runtimes.remove(key);
+            }
+        }
+        if removed.is_some() {
+            self.schedule_pending();
+        }
+        removed
+    }
+}
+
+/// Marks a pod bound to `node` and its containers as being created.
+fn bind(pod: &mut Pod, node: &str, host_ip: Ipv4Addr) {
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    spec.node_name = Some(node.to_string());
+    let containers: Vec<ContainerStatus> = spec
+        .containers
+        .iter()
+        .map(|c| ContainerStatus {
+            name: c.name.clone(),
+            image: c.image.clone().unwrap_or_default(),
+            image_id: String::new(),
+            ready: false,
+            restart_count: 0,
+            started: Some(false),
+            state: Some(waiting("ContainerCreating", None)),
+            ..Default::default()
+        })
+        .collect();
+    let st = pod.status.get_or_insert_with(Default::default);
+    st.phase = Some("Pending".into());
+    st.host_ip = Some(host_ip.to_string());
+    st.start_time = Some(now());
+    st.container_statuses = Some(containers);
+    set_condition(st, "PodScheduled", "True", None, None);
+    set_condition(st, "Initialized", "True", None, None);
+    set_condition(st, "ContainersReady", "False", Some("ContainersNotReady"), None);
+    set_condition(st, "Ready", "False", Some("ContainersNotReady"), None);
+}

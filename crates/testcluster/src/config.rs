@@ -1,0 +1,240 @@
+//! What a test asks for: the nodes, the images and how pods are isolated.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How pod processes are placed on the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Each node is a Linux network namespace (plus its own IPC/PID/mount namespaces) joined to the
+    /// other nodes by a veth on a private bridge; each pod gets its own IPC and PID namespaces unless
+    /// `hostIPC`/`hostPID`. Needs root.
+    Namespaces,
+    /// Pods run as plain local processes on the host; pod IP and node IP are 127.0.0.1. Needs no
+    /// privileges; network cuts are refused.
+    Host,
+}
+
+/// One emulated node.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// Resource name → quantity (`"8"`, `"500m"`, `"64Gi"`).
+    pub capacity: BTreeMap<String, String>,
+    /// Defaults to `capacity` for every resource not given here.
+    pub allocatable: BTreeMap<String, String>,
+    /// `(key, value, effect)`; pods need a matching toleration for `NoSchedule`/`NoExecute` taints.
+    pub taints: Vec<(String, Option<String>, String)>,
+}
+
+impl NodeConfig {
+    /// A node with room for ordinary pods (cpu 64, memory 512Gi, 110 pods) and no extended resources.
+    pub fn new(name: impl Into<String>) -> Self {
+        let name = name.into();
+        let mut labels = BTreeMap::new();
+        labels.insert("kubernetes.io/hostname".to_string(), name.clone());
+        labels.insert("kubernetes.io/os".to_string(), "linux".to_string());
+        let mut capacity = BTreeMap::new();
+        capacity.insert("cpu".to_string(), "64".to_string());
+        capacity.insert("memory".to_string(), "512Gi".to_string());
+        capacity.insert("pods".to_string(), "110".to_string());
+        NodeConfig { name, labels, capacity, allocatable: BTreeMap::new(), taints: Vec::new() }
+    }
+
+    /// A node with `gpus` × `nvidia.com/gpu` and as many `rdma/ib`.
+    pub fn gpu(name: impl Into<String>, gpus: u32) -> Self {
+        Self::new(name).capacity("nvidia.com/gpu", &gpus.to_string()).capacity("rdma/ib", &gpus.to_string())
+    }
+
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    pub fn capacity(mut self, resource: &str, quantity: &str) -> Self {
+        self.capacity.insert(resource.to_string(), quantity.to_string());
+        self
+    }
+
+    pub fn allocatable(mut self, resource: &str, quantity: &str) -> Self {
+        self.allocatable.insert(resource.to_string(), quantity.to_string());
+        self
+    }
+
+    pub fn taint(mut self, key: &str, value: Option<&str>, effect: &str) -> Self {
+        self.taints.push((key.to_string(), value.map(str::to_string), effect.to_string()));
+        self
+    }
+}
+
+/// What a container image means on this machine: the program its entrypoint runs.
+#[derive(Debug, Clone)]
+pub struct ImageConfig {
+    /// The entrypoint (used when the container has no `command`) and what `command[0]` resolves to
+    /// when it names the program (`ic-bench` or `/usr/local/bin/ic-bench`, compared by file name).
+    pub program: PathBuf,
+    /// Environment baked into the image (like Dockerfile `ENV`); the pod's env overrides it.
+    pub env: BTreeMap<String, String>,
+    /// Host environment variables copied into every container of this image, by name prefix
+    /// (the test process's build-time settings such as `IC_BENCH_UCX_LIB` live there).
+    pub inherit_env_prefixes: Vec<String>,
+}
+
+impl ImageConfig {
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        ImageConfig {
+            program: program.into(),
+            env: BTreeMap::new(),
+            inherit_env_prefixes: vec![
+                "IC_BENCH_".to_string(),
+                "RUST_BACKTRACE".to_string(),
+                "RUST_LOG".to_string(),
+                "LLVM_PROFILE_FILE".to_string(),
+            ],
+        }
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    pub fn inherit_env_prefix(mut self, prefix: &str) -> Self {
+        self.inherit_env_prefixes.push(prefix.to_string());
+        self
+    }
+}
+
+/// Everything [`crate::TestCluster::start`] needs.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    pub nodes: Vec<NodeConfig>,
+    /// Image name → program. A key without a tag matches every tag of that repository.
+    pub images: BTreeMap<String, ImageConfig>,
+    /// Used for every image not in `images`; `None` makes such pods fail with `ErrImagePull`.
+    pub default_image: Option<ImageConfig>,
+    /// Namespaces that exist; the first is the kubeconfig context's namespace.
+    pub namespaces: Vec<String>,
+    pub isolation: Isolation,
+    /// Delay between `ErrImagePull` and `ImagePullBackOff`, and between crash-loop restarts
+    /// (Kubernetes uses 10 s and more; tests want it short).
+    pub backoff: Duration,
+    /// Upper bound on a graceful deletion's wait before SIGKILL (Kubernetes default grace is 30 s).
+    pub max_grace: Duration,
+    /// Fallback for pods whose container image maps to nothing and no default: when `true` the
+    /// container command runs as given (handy for `sh -c` test pods with any image name).
+    pub run_unknown_images_as_is: bool,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            nodes: Vec::new(),
+            images: BTreeMap::new(),
+            default_image: None,
+            namespaces: vec!["default".to_string()],
+            isolation: Isolation::Namespaces,
+            backoff: Duration::from_millis(300),
+            max_grace: Duration::from_secs(2),
+            run_unknown_images_as_is: true,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// No nodes yet, namespace `default`, namespace isolation.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Two GPU nodes `gpu-1`, `gpu-2` with 8 `nvidia.com/gpu` and 8 `rdma/ib` each.
+    pub fn two_gpu_nodes() -> Self {
+        Self::new().node(NodeConfig::gpu("gpu-1", 8)).node(NodeConfig::gpu("gpu-2", 8))
+    }
+
+    pub fn node(mut self, node: NodeConfig) -> Self {
+        self.nodes.push(node);
+        self
+    }
+
+    /// Every image not listed with [`Self::image`] runs `program` (e.g. `env!("CARGO_BIN_EXE_ic-bench")`).
+    pub fn program(mut self, program: impl Into<PathBuf>) -> Self {
+        self.default_image = Some(ImageConfig::new(program));
+        self
+    }
+
+    pub fn default_image(mut self, image: ImageConfig) -> Self {
+        self.default_image = Some(image);
+        self
+    }
+
+    pub fn image(mut self, name: &str, image: ImageConfig) -> Self {
+        self.images.insert(name.to_string(), image);
+        self
+    }
+
+    /// Adds a namespace (`default` always exists unless [`Self::default_namespace`] moved it).
+    pub fn namespace(mut self, name: &str) -> Self {
+        if !self.namespaces.iter().any(|n| n == name) {
+            self.namespaces.push(name.to_string());
+        }
+        self
+    }
+
+    /// Makes `name` the kubeconfig context's namespace.
+    pub fn default_namespace(mut self, name: &str) -> Self {
+        self.namespaces.retain(|n| n != name);
+        self.namespaces.insert(0, name.to_string());
+        self
+    }
+
+    pub fn isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    pub fn backoff(mut self, backoff: Duration) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    pub fn max_grace(mut self, grace: Duration) -> Self {
+        self.max_grace = grace;
+        self
+    }
+
+    /// The image config for `image`, if any.
+    pub(crate) fn resolve_image(&self, image: &str) -> Option<&ImageConfig> {
+        if let Some(found) = self.images.get(image) {
+            return Some(found);
+        }
+        let repo = image_repository(image);
+        self.images.get(repo).or(self.default_image.as_ref())
+    }
+}
+
+/// `repo/name:tag` or `repo/name@sha256:…` → `repo/name` (a registry port's colon is kept).
+fn image_repository(image: &str) -> &str {
+    let without_digest = image.split('@').next().unwrap_or(image);
+    match without_digest.rfind(':') {
+        Some(colon) if !without_digest[colon..].contains('/') => &without_digest[..colon],
+        _ => without_digest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_keys_match_any_tag() {
+        assert_eq!(image_repository("ghcr.io/x/ic-bench:0.1"), "ghcr.io/x/ic-bench");
+        assert_eq!(image_repository("localhost:5000/ic-bench"), "localhost:5000/ic-bench");
+        assert_eq!(image_repository("ic-bench@sha256:abc"), "ic-bench");
+        let cfg = ClusterConfig::new().image("ic-bench", ImageConfig::new("/bin/true"));
+        assert!(cfg.resolve_image("ic-bench:latest").is_some());
+        assert!(cfg.resolve_image("other").is_none());
+    }
+}

@@ -1,0 +1,2 @@
+#include <ucp/api/ucp.h>
+#include <ucp/api/ucp_version.h>

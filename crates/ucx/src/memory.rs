@@ -1,0 +1,152 @@
+//! Buffers UCX may touch ([`Region`]), their registration ([`MemMap`]) and peers' keys
+//! ([`RemoteKey`]).
+
+use crate::context::ContextInner;
+use crate::endpoint::EpInner;
+use crate::{Error, Result, ucp_fn};
+use std::rc::Rc;
+use ucx_sys as sys;
+
+/// Where a buffer lives; passed to UCX as a memory-type hint so it need not detect it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemoryKind {
+    Host,
+    Cuda,
+}
+
+impl MemoryKind {
+    pub(crate) fn ucs(self) -> sys::ucs_memory_type_t {
+        match self {
+            MemoryKind::Host => sys::UCS_MEMORY_TYPE_HOST,
+            MemoryKind::Cuda => sys::UCS_MEMORY_TYPE_CUDA,
+        }
+    }
+}
+
+/// Memory UCX may read and write while an operation on it is in flight.
+///
+/// # Safety
+/// Implementors guarantee that, for as long as the value is alive and not moved out of its `Rc`:
+/// - `as_ptr()` is stable and `[as_ptr(), as_ptr() + len())` is valid memory of `memory_type()`;
+/// - safe code reaches that memory only through `&mut self` methods (never through a reference
+///   obtained from `&self`), so UCX writing into it through a shared `Rc` is never observed as
+///   a data race by Rust code. `Rc::get_mut` then proves no operation or map still holds it.
+pub unsafe trait Region {
+    fn as_ptr(&self) -> *mut u8;
+    fn len(&self) -> usize;
+    fn memory_type(&self) -> MemoryKind;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A region registered with UCX (`ucp_mem_map`). Unmapped on drop; holds the region alive.
+pub struct MemMap {
+    ctx: Rc<ContextInner>,
+    memh: sys::ucp_mem_h,
+    region: Rc<dyn Region>,
+}
+
+impl std::fmt::Debug for MemMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemMap")
+            .field("address", &self.address())
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl MemMap {
+    pub(crate) fn new(ctx: Rc<ContextInner>, region: Rc<dyn Region>) -> Result<Self> {
+        if region.is_empty() {
+            return Err(Error::invalid("memory map", "the region is empty"));
+        }
+        let mem_map = ucp_fn!(ctx.ucx, ucp_mem_map)?;
+        let params = sys::ucp_mem_map_params_t {
+            field_mask: (sys::UCP_MEM_MAP_PARAM_FIELD_ADDRESS
+                | sys::UCP_MEM_MAP_PARAM_FIELD_LENGTH
+                | sys::UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE) as u64,
+            address: region.as_ptr().cast(),
+            length: region.len(),
+            memory_type: region.memory_type().ucs(),
+            ..Default::default()
+        };
+        let mut memh: sys::ucp_mem_h = std::ptr::null_mut();
+        // SAFETY: the context is alive (we hold it); address/length describe memory the Region
+        // contract keeps valid while `region` (held by the map) lives; `memh` is an out-pointer.
+        let status = unsafe { mem_map(ctx.handle, &params, &mut memh) };
+        if status != sys::UCS_OK {
+            return Err(ctx.ucx.status_error("ucp_mem_map", status));
+        }
+        Ok(MemMap { ctx, memh, region })
+    }
+
+    /// The start address a peer uses as `remote_addr` for put/get.
+    pub fn address(&self) -> u64 {
+        self.region.as_ptr() as u64
+    }
+
+    pub fn len(&self) -> usize {
+        self.region.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.region.is_empty()
+    }
+
+    /// Packs the rkey a peer unpacks (with [`crate::Endpoint::unpack_rkey`]) to reach this map.
+    pub fn pack_rkey(&self) -> Result<Vec<u8>> {
+        let pack = ucp_fn!(self.ctx.ucx, ucp_rkey_pack)?;
+        let release = ucp_fn!(self.ctx.ucx, ucp_rkey_buffer_release)?;
+        let mut buf: *mut std::ffi::c_void = std::ptr::null_mut();
+        let mut size = 0usize;
+        // SAFETY: context and memh are alive; buf/size are valid out-pointers.
+        let status = unsafe { pack(self.ctx.handle, self.memh, &mut buf, &mut size) };
+        if status != sys::UCS_OK {
+            return Err(self.ctx.ucx.status_error("ucp_rkey_pack", status));
+        }
+        // SAFETY: on success UCX returned `size` readable bytes at `buf`, which we copy before
+        // releasing the buffer exactly once.
+        let bytes = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), size) }.to_vec();
+        // SAFETY: see above.
+        unsafe { release(buf) };
+        Ok(bytes)
+    }
+}
+
+impl Drop for MemMap {
+    fn drop(&mut self) {
+        if let Ok(unmap) = ucp_fn!(self.ctx.ucx, ucp_mem_unmap) {
+            // SAFETY: memh came from ucp_mem_map on this (still alive) context; unmapped once.
+            unsafe { unmap(self.ctx.handle, self.memh) };
+        }
+    }
+}
+
+pub(crate) struct RkeyInner {
+    pub(crate) ep: Rc<EpInner>,
+    pub(crate) rkey: sys::ucp_rkey_h,
+}
+
+impl Drop for RkeyInner {
+    fn drop(&mut self) {
+        if let Ok(destroy) = ucp_fn!(self.ep.worker.ctx.ucx, ucp_rkey_destroy) {
+            // SAFETY: the rkey came from ucp_ep_rkey_unpack; it needs only its worker alive
+            // (held through `ep`), not the endpoint itself, which may already be closed.
+            unsafe { destroy(self.rkey) };
+        }
+    }
+}
+
+/// A peer's memory key, unpacked on one endpoint; usable for put/get on that endpoint only.
+/// Pending operations keep it alive.
+#[derive(Clone)]
+pub struct RemoteKey {
+    pub(crate) inner: Rc<RkeyInner>,
+}
+
+impl std::fmt::Debug for RemoteKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteKey").finish_non_exhaustive()
+    }
+}

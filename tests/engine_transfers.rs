@@ -1,0 +1,139 @@
+//! End-to-end transfers between two real `ic-bench` processes over real UCX: every test kind,
+//! verified payloads, and the data path UCX reported, for shared memory and for `UCX_TLS=tcp`.
+
+mod engine_support;
+
+use engine_support::{FAST, Server, cases, connect, find_case};
+use std::time::Duration;
+
+const ALL_TESTS: &[&str] = &["--tests", "tag_bw,tag_lat,put_bw,get_bw", "--memory", "host-host"];
+
+fn check_all_measured(report: &serde_json::Value) {
+    let cs = cases(report);
+    assert_eq!(cs.len(), 12, "4 tests x 3 sizes: {report}");
+    for c in &cs {
+        assert_eq!(c["status"], "measured", "{c}");
+        let m = &c["measurement"];
+        assert_eq!(m["verified"], true, "{c}");
+        assert!(m["iterations"].as_u64().unwrap() >= 4, "{c}");
+        assert!(m["elapsed_s"].as_f64().unwrap() > 0.0, "{c}");
+        assert_eq!(m["bytes"].as_u64().unwrap(), m["iterations"].as_u64().unwrap() * c["size"].as_u64().unwrap());
+        if c["test"] == "tag_lat" {
+            let l = &m["latency_us"];
+            let (min, p50, p99, max) = (
+                l["min"].as_f64().unwrap(),
+                l["p50"].as_f64().unwrap(),
+                l["p99"].as_f64().unwrap(),
+                l["max"].as_f64().unwrap(),
+            );
+            assert!(min > 0.0 && min <= p50 && p50 <= p99 && p99 <= max, "{c}");
+            assert!(m.get("bandwidth_bps").is_none(), "{c}");
+        } else {
+            assert!(m["bandwidth_bps"].as_f64().unwrap() > 0.0, "{c}");
+        }
+        assert!(c["transport"]["data_path"]["class"].is_string(), "{c}");
+    }
+}
+
+#[test]
+fn shared_memory_moves_verified_payloads_for_every_test() {
+    let server = Server::start(&[]);
+    let out = connect(&server.addr, &[ALL_TESTS, FAST].concat(), &[]);
+    assert_eq!(out.code, 0, "stderr: {}", out.stderr);
+    let report = out.report();
+    assert_eq!(report["schema"], "ic-bench.pair/v1");
+    assert_eq!(report["placement"]["locality"], "same_host");
+    assert_eq!(report["placement"]["mode"], "manual");
+    assert_eq!(report["verdict"]["status"], "pass", "{}", report["verdict"]);
+    check_all_measured(&report);
+    let cs = cases(&report);
+    // Small tag messages go over shared memory, large ones over shared memory or cma.
+    let small = &find_case(&cs, "tag_lat", 8)["transport"]["data_path"];
+    if small["source"] == "request_info" {
+        assert_eq!(small["class"], "shared_memory", "{small}");
+    } else {
+        // UCX completed the 8-byte probe inline, so only the endpoint's lanes are known.
+        let lanes = small["transports"].as_array().unwrap();
+        assert!(lanes.iter().any(|l| l["transport"] == "sysv" || l["transport"] == "posix"), "{small}");
+    }
+    let big = &find_case(&cs, "tag_bw", 1 << 20)["transport"]["data_path"];
+    assert!(big["class"] == "shared_memory" || big["class"] == "cma", "{big}");
+    assert_eq!(big["source"], "request_info", "{big}");
+    assert!(big["protocol"].as_str().unwrap().contains("rendezvous"), "{big}");
+    for c in &cs {
+        assert_ne!(c["transport"]["data_path"]["class"], "tcp", "{c}");
+    }
+    let (code, err) = server.wait(Duration::from_secs(10));
+    assert_eq!(code, 0, "server stderr: {err}");
+}
+
+#[test]
+fn tcp_moves_verified_payloads_and_is_reported_as_tcp() {
+    let env = [("UCX_TLS", "tcp")];
+    let server = Server::start(&env);
+    let out = connect(&server.addr, &[ALL_TESTS, FAST].concat(), &env);
+    // Same host over tcp: the verdict names the fallback and fails.
+    assert_eq!(out.code, 1, "stderr: {}", out.stderr);
+    let report = out.report();
+    check_all_measured(&report);
+    assert_eq!(report["verdict"]["status"], "fail");
+    assert!(report["verdict"]["reason"].as_str().unwrap().contains("tcp"), "{}", report["verdict"]);
+    let cs = cases(&report);
+    for test in ["tag_bw", "tag_lat"] {
+        let path = &find_case(&cs, test, 1 << 20)["transport"]["data_path"];
+        assert_eq!(path["class"], "tcp", "{test}: {path}");
+        let lanes = path["transports"].as_array().unwrap();
+        assert!(lanes.iter().all(|l| l["transport"] == "tcp"), "{path}");
+    }
+    for test in ["put_bw", "get_bw"] {
+        let class = &find_case(&cs, test, 1 << 20)["transport"]["data_path"]["class"];
+        assert!(class == "tcp" || class == "rma_emulated", "{test}: {class}");
+    }
+    assert_eq!(report["client"]["env"]["UCX_TLS"], "tcp");
+    let (code, err) = server.wait(Duration::from_secs(10));
+    assert_eq!(code, 0, "server stderr: {err}");
+}
+
+#[test]
+fn cuda_pairs_are_skipped_without_a_driver_unless_required() {
+    let args = ["--tests", "tag_bw", "--memory", "host-host,cuda-cuda,host-cuda", "--sizes", "64KiB"];
+    let fast = ["--min-time", "0.02", "--warmup", "2", "--min-iterations", "4"];
+    let server = Server::start(&[]);
+    let out = connect(&server.addr, &[&args[..], &fast[..]].concat(), &[]);
+    let report = out.report();
+    if report["client"]["cuda"]["available"] == true || report["server"]["cuda"]["available"] == true {
+        eprintln!("skipped: this machine has a CUDA driver");
+        return;
+    }
+    assert_eq!(out.code, 0, "skips must not change the exit code: {}", out.stderr);
+    let cs = cases(&report);
+    assert_eq!(cs.len(), 3);
+    assert_eq!(cs[0]["status"], "measured");
+    for c in &cs[1..] {
+        assert_eq!(c["status"], "skipped", "{c}");
+        assert!(c["reason"].as_str().unwrap().starts_with("no CUDA driver on the"), "{c}");
+    }
+    assert_eq!(cs[1]["reason"], "no CUDA driver on the prefill side");
+    drop(server);
+
+    let server = Server::start(&[]);
+    let mut strict = vec!["--require-cuda"];
+    strict.extend_from_slice(&args);
+    strict.extend_from_slice(&fast);
+    let out = connect(&server.addr, &strict, &[]);
+    assert_eq!(out.code, 1, "--require-cuda turns the skip into a failure: {}", out.stderr);
+    assert_eq!(out.report()["verdict"]["status"], "fail");
+}
+
+#[test]
+fn table_output_goes_to_stdout_without_json_line() {
+    let server = Server::start(&[]);
+    let args = [
+        "connect", server.addr.as_str(), "--tests", "tag_lat", "--memory", "host-host", "--sizes", "8", "--min-time", "0.02",
+        "--warmup", "2", "--min-iterations", "4", "-o", "table",
+    ];
+    let out = engine_support::run(engine_support::command(&args, &[]), Duration::from_secs(60));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("tag_lat"), "{}", out.stdout);
+    assert!(serde_json::from_str::<serde_json::Value>(out.stdout.trim()).is_err(), "table, not JSON");
+}

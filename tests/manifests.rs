@@ -1,0 +1,171 @@
+//! The manifests in `manifests/` parse strictly into the Kubernetes types, and the Role grants
+//! exactly what `ic-bench pair` calls: checked against the requests a real pair run made on the
+//! emulated cluster.
+
+#[path = "pair_kube_support/mod.rs"]
+mod support;
+
+use icb_kube::k8s_openapi;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn manifests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests")
+}
+
+/// Deserializes into `T` and back: any field `T` does not know is dropped on the way and shows up
+/// as a difference (k8s-openapi itself ignores unknown fields).
+fn strict<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Value, file: &str) -> T {
+    let typed: T = serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let back = serde_json::to_value(&typed).unwrap();
+    assert_eq!(&strip_nulls(back), doc, "{file}: a field is unknown to the Kubernetes type (typo?)");
+    typed
+}
+
+fn strip_nulls(mut v: Value) -> Value {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.retain(|_, x| !x.is_null());
+                m.values_mut().for_each(walk);
+            }
+            Value::Array(a) => a.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut v);
+    v
+}
+
+struct Parsed {
+    roles: Vec<Role>,
+    bindings: Vec<RoleBinding>,
+    service_accounts: Vec<ServiceAccount>,
+    namespaces: Vec<Namespace>,
+    jobs: Vec<Job>,
+}
+
+fn parse_all() -> Parsed {
+    let mut p = Parsed {
+        roles: vec![],
+        bindings: vec![],
+        service_accounts: vec![],
+        namespaces: vec![],
+        jobs: vec![],
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(manifests_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 4, "manifests missing: {files:?}");
+    for path in files {
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let docs = icb_kube::yaml::documents(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(!docs.is_empty(), "{file} is empty");
+        for doc in docs {
+            let kind = doc["kind"].as_str().unwrap_or_else(|| panic!("{file}: a document without kind"));
+            match kind {
+                "Role" => p.roles.push(strict(&doc, &file)),
+                "RoleBinding" => p.bindings.push(strict(&doc, &file)),
+                "ServiceAccount" => p.service_accounts.push(strict(&doc, &file)),
+                "Namespace" => p.namespaces.push(strict(&doc, &file)),
+                "Job" => p.jobs.push(strict(&doc, &file)),
+                other => panic!("{file}: unexpected kind {other}"),
+            }
+        }
+    }
+    p
+}
+
+#[test]
+fn manifests_parse_strictly_and_fit_together() {
+    let p = parse_all();
+    assert_eq!((p.roles.len(), p.bindings.len(), p.service_accounts.len(), p.namespaces.len(), p.jobs.len()), (1, 1, 1, 1, 1));
+    let ns = p.namespaces[0].metadata.name.clone().unwrap();
+    let sa = &p.service_accounts[0];
+    let role = &p.roles[0];
+    let binding = &p.bindings[0];
+    for m in [&sa.metadata, &role.metadata, &binding.metadata, &p.jobs[0].metadata] {
+        assert_eq!(m.namespace.as_deref(), Some(ns.as_str()), "{:?} is not in namespace {ns}", m.name);
+    }
+    assert_eq!(binding.role_ref.kind, "Role");
+    assert_eq!(Some(&binding.role_ref.name), role.metadata.name.as_ref());
+    let subject = &binding.subjects.as_ref().unwrap()[0];
+    assert_eq!((subject.kind.as_str(), Some(&subject.name)), ("ServiceAccount", sa.metadata.name.as_ref()));
+    let job = p.jobs[0].spec.as_ref().unwrap();
+    let pod = job.template.spec.as_ref().unwrap();
+    assert_eq!(pod.service_account_name, sa.metadata.name);
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(job.backoff_limit, Some(0), "a gate must not retry a failed verdict");
+    let cmd = pod.containers[0].command.as_ref().unwrap();
+    assert_eq!(&cmd[..2], ["ic-bench", "pair"]);
+    assert!(cmd.iter().any(|a| a == "--prefill") && cmd.iter().any(|a| a == "--decode"));
+}
+
+#[test]
+fn a_typo_in_a_manifest_is_caught() {
+    let doc: Value = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "x"}, "automountServiceAccountTokn": true});
+    let r = std::panic::catch_unwind(|| strict::<ServiceAccount>(&doc, "typo.yaml"));
+    assert!(r.is_err());
+}
+
+/// (apiGroup, resource[/subresource], verb) the Role grants.
+fn granted(role: &Role) -> BTreeSet<(String, String, String)> {
+    let mut out = BTreeSet::new();
+    for rule in role.rules.iter().flatten() {
+        for g in rule.api_groups.iter().flatten() {
+            for r in rule.resources.iter().flatten() {
+                for v in &rule.verbs {
+                    out.insert((g.clone(), r.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The RBAC permission a request needs (core group, namespaced pods only: what ic-bench calls).
+fn needed(method: &str, path: &str, watch: bool) -> (String, String, String) {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // api/v1/namespaces/NS/pods[/NAME[/SUB]]
+    assert!(parts.len() >= 5 && parts[0] == "api" && parts[2] == "namespaces", "unexpected request path {path}");
+    let resource = match parts.get(6) {
+        Some(sub) => format!("{}/{sub}", parts[4]),
+        None => parts[4].to_string(),
+    };
+    let named = parts.len() >= 6;
+    let verb = match (method, named, watch) {
+        ("GET", _, true) => "watch",
+        ("GET", true, false) => "get",
+        ("GET", false, false) => "list",
+        ("POST", _, _) => "create",
+        ("DELETE", true, _) => "delete",
+        ("DELETE", false, _) => "deletecollection",
+        ("PUT", _, _) => "update",
+        ("PATCH", _, _) => "patch",
+        _ => panic!("unexpected method {method} {path}"),
+    };
+    (String::new(), resource, verb.to_string())
+}
+
+#[test]
+fn role_covers_exactly_what_a_pair_run_calls() {
+    let Some(run) = support::plain_pair_run("rbac") else {
+        return;
+    };
+    let used: BTreeSet<_> = run.requests.iter().map(|r| needed(&r.method, &r.path, r.is_watch())).collect();
+    let p = parse_all();
+    let grants = granted(&p.roles[0]);
+    let missing: Vec<_> = used.difference(&grants).collect();
+    assert!(missing.is_empty(), "the Role lacks {missing:?}; requests: {:#?}", run.requests.iter().map(|r| r.line()).collect::<Vec<_>>());
+    // gc deletes by name too: its calls (list, delete) are a subset of pair's.
+    let unused: Vec<_> = grants.difference(&used).collect();
+    assert!(unused.is_empty(), "the Role grants {unused:?}, which a pair run never calls");
+}

@@ -1,0 +1,194 @@
+//! Shared by the Kubernetes pair tests: an emulated cluster running the real ic-bench binary in its
+//! pods, and `ic-bench pair` run against it as a user would (a child process with --kubeconfig).
+#![allow(dead_code)]
+
+use icb_kube::k8s_openapi::api::core::v1::Pod;
+use icb_testcluster::{ClusterConfig, Isolation, NodeConfig, RecordedRequest, TestCluster};
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_ic-bench");
+
+/// Small settings: a few cases, short measurement (speed targets live in the benchmark).
+pub const FAST: &[&str] = &[
+    "--tests",
+    "tag_bw,tag_lat",
+    "--sizes",
+    "8,1MiB",
+    "--memory",
+    "host-host",
+    "--warmup",
+    "2",
+    "--min-iterations",
+    "4",
+    "--min-time",
+    "0.05",
+    "--max-time",
+    "1",
+];
+
+/// A cluster with two nodes (gpu-1, gpu-2: 8 nvidia.com/gpu and 8 rdma/ib each), every image
+/// mapped to this build's ic-bench, Linux-namespace isolation (None when not root).
+pub fn cluster(test: &str) -> Option<TestCluster> {
+    if !icb_isolate::privileged_tests_enabled(test) {
+        return None;
+    }
+    Some(cluster_with(ClusterConfig::two_gpu_nodes()))
+}
+
+pub fn cluster_with(config: ClusterConfig) -> TestCluster {
+    let config = config.program(BIN).isolation(Isolation::Namespaces);
+    TestCluster::start_blocking(config).expect("the emulated cluster starts")
+}
+
+pub fn gpu_node(name: &str, gpus: u32) -> NodeConfig {
+    NodeConfig::gpu(name, gpus)
+}
+
+/// What one `ic-bench pair` process did.
+#[derive(Debug)]
+pub struct PairRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+    pub requests: Vec<RecordedRequest>,
+}
+
+impl PairRun {
+    /// The JSON report (`-o json`).
+    pub fn report(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("no JSON report ({e}): {self:#?}"))
+    }
+
+    /// The last stderr line (the one-line outcome on errors).
+    pub fn last_err_line(&self) -> String {
+        self.stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default().to_string()
+    }
+
+    /// The pods ic-bench created, as the API server received them.
+    pub fn created_pods(&self) -> Vec<Pod> {
+        self.requests
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/pods") && !r.injected && r.status < 300)
+            .filter_map(|r| r.pod())
+            .collect()
+    }
+}
+
+/// `ic-bench pair` against `cluster` with `args` (FAST settings are NOT added automatically).
+pub fn pair_command(cluster: &TestCluster, args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("pair").arg("--kubeconfig").arg(cluster.kubeconfig_path()).args(args);
+    // kube-rs logs every failed attempt at ERROR; the tests read ic-bench's own one-line outcome.
+    cmd.env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off");
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd
+}
+
+/// Runs to completion (killed after `limit`, which fails the test).
+pub fn run_pair(cluster: &TestCluster, args: &[&str], limit: Duration) -> PairRun {
+    cluster.clear_requests();
+    let start = Instant::now();
+    let child = pair_command(cluster, args).spawn().expect("ic-bench starts");
+    let out = wait_output(child, limit);
+    PairRun {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: start.elapsed(),
+        requests: cluster.requests(),
+    }
+}
+
+/// Waits for the child with a deadline (pipes drained on threads so it never blocks on output).
+pub fn wait_output(mut child: std::process::Child, limit: Duration) -> std::process::Output {
+    use std::io::Read;
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let t1 = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = so.read_to_end(&mut b);
+        b
+    });
+    let t2 = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = se.read_to_end(&mut b);
+        b
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stderr = String::from_utf8_lossy(&t2.join().unwrap()).into_owned();
+            panic!("ic-bench pair did not finish within {limit:?}; stderr: {stderr}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::process::Output {
+        status,
+        stdout: t1.join().unwrap(),
+        stderr: t2.join().unwrap(),
+    }
+}
+
+/// ic-bench pods still stored in the API server (every namespace).
+pub fn leftover_bench_pods(cluster: &TestCluster) -> Vec<String> {
+    cluster
+        .pods()
+        .into_iter()
+        .filter(|p| {
+            p.metadata.labels.as_ref().and_then(|l| l.get("app.kubernetes.io/managed-by")).map(String::as_str)
+                == Some("ic-bench")
+        })
+        .filter_map(|p| p.metadata.name)
+        .collect()
+}
+
+/// Leftovers as seen through the API (a list with the managed-by selector), as `gc` would.
+pub fn leftover_via_api(cluster: &TestCluster) -> Vec<String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let client = cluster.client().unwrap();
+        let api: icb_kube::kube::Api<Pod> = icb_kube::kube::Api::all(client);
+        let lp = icb_kube::kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=ic-bench");
+        api.list(&lp).await.unwrap().items.into_iter().filter_map(|p| p.metadata.name).collect()
+    })
+}
+
+/// Creates a pod through the API (a workload to model bench pods on) and waits until it runs.
+pub fn create_reference_pod(cluster: &TestCluster, pod: Value) -> Pod {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let client = cluster.client().unwrap();
+        let api: icb_kube::kube::Api<Pod> = icb_kube::kube::Api::namespaced(client, cluster.namespace());
+        let pod: Pod = serde_json::from_value(pod).unwrap();
+        let name = pod.metadata.name.clone().unwrap();
+        api.create(&Default::default(), &pod).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let p = api.get(&name).await.unwrap();
+            let phase = p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+            if phase == "Running" {
+                return p;
+            }
+            assert!(Instant::now() < deadline, "reference pod {name} never ran: {:?}", p.status);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+}
+
+/// A run on two plain pods on one node (used by several test files).
+pub fn plain_pair_run(test: &str) -> Option<PairRun> {
+    let cluster = cluster(test)?;
+    let mut args = vec!["--prefill", "node/gpu-1", "--decode", "node/gpu-1", "-o", "json"];
+    args.extend_from_slice(FAST);
+    let run = run_pair(&cluster, &args, Duration::from_secs(120));
+    assert!(leftover_bench_pods(&cluster).is_empty());
+    Some(run)
+}

@@ -1,0 +1,289 @@
+//! `ic-bench pair --local --isolation …` (root: namespaces and veths; CI runs as root). Each mode
+//! reproduces a Kubernetes placement, and UCX's real choice of transport decides the verdict.
+
+mod pair_local_support;
+
+use icb_core::{CaseStatus, Locality, TransportClass, VerdictStatus};
+use icb_isolate::{live_processes, netns_exists, privileged_tests_enabled};
+use pair_local_support::{SMALL, pair_json, pair_json_tests, serial};
+use std::time::{Duration, Instant};
+
+/// Namespaces (as `ip netns` names) whose names say `owner` created them.
+fn namespaces_of(owner: u32) -> Vec<String> {
+    let prefix = format!("{}-{owner}-", icb_isolate::DEFAULT_PREFIX);
+    std::fs::read_dir("/var/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn measured_classes(report: &icb_core::PairReport) -> Vec<(String, TransportClass)> {
+    report
+        .cases
+        .iter()
+        .filter(|c| c.status == CaseStatus::Measured)
+        .map(|c| {
+            let class = c
+                .transport
+                .as_ref()
+                .map_or(TransportClass::Unknown, |t| t.data_path.class);
+            (format!("{} {} {}", c.test, c.memory, c.size), class)
+        })
+        .collect()
+}
+
+#[test]
+fn pods_on_one_node_fall_back_to_tcp_and_fail_with_the_namespace_hint() {
+    if !privileged_tests_enabled("pods_on_one_node_fall_back_to_tcp_and_fail_with_the_namespace_hint") {
+        return;
+    }
+    let _one = serial();
+    let ran = pair_json("pod", &[]);
+    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
+    let report = ran.report();
+    assert_eq!(report.placement.mode, "local (isolation=pod)");
+    assert_eq!(report.placement.locality, Locality::SameHost);
+    assert_eq!(report.placement.decode.pod.as_deref(), Some("decode"));
+    assert_eq!(report.verdict.status, VerdictStatus::Fail);
+    let classes = measured_classes(&report);
+    assert!(classes.iter().any(|(_, c)| *c == TransportClass::Tcp), "{classes:?}");
+    assert!(
+        classes.iter().all(|(_, c)| *c != TransportClass::SharedMemory),
+        "{classes:?}"
+    );
+    let hint = report.verdict.hint.clone().unwrap_or_default();
+    assert!(hint.contains("IPC/PID namespaces"), "{:?}", report.verdict);
+}
+
+#[test]
+fn host_ipc_pods_use_shared_memory_and_pass() {
+    if !privileged_tests_enabled("host_ipc_pods_use_shared_memory_and_pass") {
+        return;
+    }
+    let _one = serial();
+    let ran = pair_json_tests("host-ipc", "tag_bw,tag_lat", &[]);
+    assert_eq!(ran.code, 0, "stderr:\n{}\nstdout:\n{}", ran.stderr, ran.stdout);
+    let report = ran.report();
+    assert_eq!(report.verdict.status, VerdictStatus::Pass, "{:?}", report.verdict);
+    assert_eq!(
+        report.verdict.data_paths,
+        vec![TransportClass::SharedMemory],
+        "{:?}",
+        report.verdict
+    );
+    for case in report.cases.iter().filter(|c| c.status == CaseStatus::Measured) {
+        let evidence = case.transport.as_ref().expect("transport evidence");
+        assert!(
+            evidence.data_path.transports.iter().all(|l| l.transport != "tcp"),
+            "{case:?}"
+        );
+    }
+    // UCX also wires a tcp lane here (separate PID namespaces); it must not count as the data path.
+    let tcp_lane = report
+        .cases
+        .iter()
+        .filter_map(|c| c.transport.as_ref())
+        .any(|t| t.lanes.iter().any(|l| l.transport == "tcp"));
+    assert!(tcp_lane, "expected UCX to list a tcp backup lane in the hostIPC layout");
+}
+
+#[test]
+fn host_ipc_alone_does_not_carry_rma() {
+    if !privileged_tests_enabled("host_ipc_alone_does_not_carry_rma") {
+        return;
+    }
+    let _one = serial();
+    // Measured: sysv/posix cannot target user buffers, and cma needs one PID namespace, so
+    // put (what NIXL uses) falls back to tcp even with hostIPC, while tag stays on shared memory.
+    let ran = pair_json("host-ipc", &[]);
+    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
+    let report = ran.report();
+    for case in report.cases.iter().filter(|c| c.status == CaseStatus::Measured) {
+        let class = case
+            .transport
+            .as_ref()
+            .map_or(TransportClass::Unknown, |t| t.data_path.class);
+        let expected = if case.test.is_rma() {
+            TransportClass::Tcp
+        } else {
+            TransportClass::SharedMemory
+        };
+        assert_eq!(class, expected, "{} {} {}", case.test, case.memory, case.size);
+    }
+    assert_eq!(report.verdict.status, VerdictStatus::Fail);
+    assert!(report.verdict.reason.contains("tcp"), "{:?}", report.verdict);
+}
+
+#[test]
+fn two_nodes_use_tcp_over_the_veth_and_fail_with_no_rdma() {
+    if !privileged_tests_enabled("two_nodes_use_tcp_over_the_veth_and_fail_with_no_rdma") {
+        return;
+    }
+    let _one = serial();
+    let ran = pair_json("node", &[]);
+    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
+    let report = ran.report();
+    assert_eq!(report.placement.locality, Locality::DifferentHosts);
+    assert_ne!(report.placement.decode.host, report.placement.prefill.host);
+    assert!(
+        report
+            .placement
+            .decode
+            .address
+            .as_deref()
+            .is_some_and(|a| a.starts_with("10.99.0."))
+    );
+    assert_eq!(report.verdict.status, VerdictStatus::Fail);
+    assert!(
+        report.verdict.reason.contains("no RDMA transport"),
+        "{:?}",
+        report.verdict
+    );
+    let classes = measured_classes(&report);
+    assert!(
+        !classes.is_empty()
+            && classes
+                .iter()
+                .all(|(_, c)| *c == TransportClass::Tcp || *c == TransportClass::RmaEmulated),
+        "{classes:?}"
+    );
+    let over_veth = report
+        .cases
+        .iter()
+        .filter_map(|c| c.transport.as_ref())
+        .flat_map(|t| &t.data_path.transports)
+        .any(|l| l.transport == "tcp" && l.device == "eth0");
+    assert!(over_veth, "the data should travel over the node's eth0 (the veth)");
+    assert!(namespaces_of(std::process::id()).is_empty());
+}
+
+#[test]
+fn ctrl_c_stops_both_sides_and_removes_the_namespaces() {
+    if !privileged_tests_enabled("ctrl_c_stops_both_sides_and_removes_the_namespaces") {
+        return;
+    }
+    let _one = serial();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ic-bench"))
+        .args([
+            "pair",
+            "--local",
+            "--isolation",
+            "node",
+            "--tests",
+            "tag_bw",
+            "--sizes",
+            "8,1MiB",
+        ])
+        .args(["--memory", "host-host", "--min-time", "5", "--max-time", "10"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Wait until both sides run: the namespaces exist and both pods (wrapper + ic-bench each) live.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let tag = loop {
+        assert!(Instant::now() < deadline, "the pair never got both sides running");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "ic-bench ended before the interrupt"
+        );
+        let names = namespaces_of(pid);
+        if let Some(node) = names.iter().find(|n| n.ends_with("-node-a")) {
+            let tag = node.trim_end_matches("-node-a").to_string();
+            let connect_running = live_processes(&tag).iter().any(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"connect"))
+            });
+            if connect_running {
+                break tag;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let interrupted_at = Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if interrupted_at.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("ic-bench did not exit within 20 s of SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert_eq!(namespaces_of(pid), Vec::<String>::new());
+    assert_eq!(live_processes(&tag), Vec::<u32>::new());
+}
+
+#[test]
+fn a_failing_server_in_namespaces_leaves_nothing_behind() {
+    if !privileged_tests_enabled("a_failing_server_in_namespaces_leaves_nothing_behind") {
+        return;
+    }
+    let _one = serial();
+    let mut args = vec![
+        "pair",
+        "--local",
+        "--isolation",
+        "node",
+        "--ucx-lib",
+        "/nonexistent/ucx/lib",
+    ];
+    args.extend(SMALL);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ic-bench"));
+    let child = cmd
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the decode side (ic-bench serve) exited before listening"),
+        "{stderr}"
+    );
+    assert_eq!(namespaces_of(pid), Vec::<String>::new());
+}
+
+#[test]
+fn isolation_without_root_says_how_to_fix_it() {
+    if !privileged_tests_enabled("isolation_without_root_says_how_to_fix_it") {
+        return;
+    }
+    // Drop to nobody for the run: a copy of the binary in a world-readable place, run via setpriv.
+    let dir = tempfile::Builder::new().prefix("icb-nonroot").tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = dir.path().join("ic-bench");
+    std::fs::copy(env!("CARGO_BIN_EXE_ic-bench"), &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&exe)
+        .args(["pair", "--local", "--isolation", "pod"])
+        .args(SMALL)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        "ic-bench: error: --isolation pod needs root (namespaces): run as root or use --isolation none"
+    );
+}
