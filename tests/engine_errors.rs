@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn unknown_flag_is_a_usage_error() {
-    let out = run(command(&["connect", "127.0.0.1:1", "--bogus-flag"], &[]), Duration::from_secs(20));
+    let out = run(
+        command(&["connect", "127.0.0.1:1", "--bogus-flag"], &[]),
+        Duration::from_secs(20),
+    );
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("--bogus-flag"), "{}", out.stderr);
     assert!(!out.stderr.contains("panicked"));
@@ -18,7 +21,10 @@ fn unknown_flag_is_a_usage_error() {
 
 #[test]
 fn zero_size_is_a_usage_error() {
-    let out = run(command(&["connect", "127.0.0.1:1", "--sizes", "0"], &[]), Duration::from_secs(20));
+    let out = run(
+        command(&["connect", "127.0.0.1:1", "--sizes", "0"], &[]),
+        Duration::from_secs(20),
+    );
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("at least 1 byte"), "{}", out.stderr);
     assert!(!out.stderr.contains("panicked"));
@@ -124,14 +130,31 @@ fn server_rejects_garbage_and_exits() {
 fn peer_killed_mid_test_ends_the_client_quickly() {
     let mut server = Server::start(&[]);
     let args = [
-        "--tests", "tag_bw", "--memory", "host-host", "--sizes", "1MiB", "--min-time", "20", "--max-time", "30",
-        "--warmup", "2",
+        "--tests",
+        "tag_bw",
+        "--memory",
+        "host-host",
+        "--sizes",
+        "1MiB",
+        "--min-time",
+        "20",
+        "--max-time",
+        "30",
+        "--warmup",
+        "2",
     ];
-    let mut cmd = command(&[&["connect", server.addr.as_str(), "--json-line"][..], &args[..]].concat(), &[]);
-    cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+    let mut cmd = command(
+        &[&["connect", server.addr.as_str(), "--json-line"][..], &args[..]].concat(),
+        &[],
+    );
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
     let mut client = cmd.spawn().unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    assert!(client.try_wait().unwrap().is_none(), "client ended before the server was killed");
+    assert!(
+        client.try_wait().unwrap().is_none(),
+        "client ended before the server was killed"
+    );
     server.child.kill().unwrap();
     let killed = Instant::now();
     let status = loop {
@@ -148,19 +171,37 @@ fn peer_killed_mid_test_ends_the_client_quickly() {
     client.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert_eq!(status.code(), Some(2), "{err}");
     assert!(!err.contains("panicked"), "{err}");
-    assert!(err.contains("ic-bench: error:") && err.contains("tag_bw 1 MiB"), "{err}");
-    assert!(killed.elapsed() < Duration::from_secs(10), "took {:?}", killed.elapsed());
+    assert!(
+        err.contains("ic-bench: error:") && err.contains("tag_bw 1 MiB"),
+        "{err}"
+    );
+    assert!(
+        killed.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        killed.elapsed()
+    );
 }
 
 #[test]
 fn client_killed_mid_test_ends_the_server_quickly() {
     let server = Server::start(&[]);
     let args = [
-        "--tests", "put_bw", "--memory", "host-host", "--sizes", "1MiB", "--min-time", "20", "--max-time", "30",
-        "--warmup", "2",
+        "--tests",
+        "put_bw",
+        "--memory",
+        "host-host",
+        "--sizes",
+        "1MiB",
+        "--min-time",
+        "20",
+        "--max-time",
+        "30",
+        "--warmup",
+        "2",
     ];
     let mut cmd = command(&[&["connect", server.addr.as_str()][..], &args[..]].concat(), &[]);
-    cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
     let mut client = cmd.spawn().unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     client.kill().unwrap();
@@ -174,7 +215,13 @@ fn client_killed_mid_test_ends_the_server_quickly() {
 #[test]
 fn fast_flags_parse() {
     // The shared fast flag set must stay valid for connect.
-    let out = run(command(&[&["connect", "127.0.0.1:1", "--connect-timeout", "1"][..], FAST].concat(), &[]), Duration::from_secs(20));
+    let out = run(
+        command(
+            &[&["connect", "127.0.0.1:1", "--connect-timeout", "1"][..], FAST].concat(),
+            &[],
+        ),
+        Duration::from_secs(20),
+    );
     assert_eq!(out.code, 2);
     assert!(out.error_line().contains("cannot reach"), "{}", out.stderr);
 }

@@ -17,7 +17,10 @@ fn check_all_measured(report: &serde_json::Value) {
         assert_eq!(m["verified"], true, "{c}");
         assert!(m["iterations"].as_u64().unwrap() >= 4, "{c}");
         assert!(m["elapsed_s"].as_f64().unwrap() > 0.0, "{c}");
-        assert_eq!(m["bytes"].as_u64().unwrap(), m["iterations"].as_u64().unwrap() * c["size"].as_u64().unwrap());
+        assert_eq!(
+            m["bytes"].as_u64().unwrap(),
+            m["iterations"].as_u64().unwrap() * c["size"].as_u64().unwrap()
+        );
         if c["test"] == "tag_lat" {
             let l = &m["latency_us"];
             let (min, p50, p99, max) = (
@@ -54,7 +57,12 @@ fn shared_memory_moves_verified_payloads_for_every_test() {
     } else {
         // UCX completed the 8-byte probe inline, so only the endpoint's lanes are known.
         let lanes = small["transports"].as_array().unwrap();
-        assert!(lanes.iter().any(|l| l["transport"] == "sysv" || l["transport"] == "posix"), "{small}");
+        assert!(
+            lanes
+                .iter()
+                .any(|l| l["transport"] == "sysv" || l["transport"] == "posix"),
+            "{small}"
+        );
     }
     let big = &find_case(&cs, "tag_bw", 1 << 20)["transport"]["data_path"];
     assert!(big["class"] == "shared_memory" || big["class"] == "cma", "{big}");
@@ -77,7 +85,11 @@ fn tcp_moves_verified_payloads_and_is_reported_as_tcp() {
     let report = out.report();
     check_all_measured(&report);
     assert_eq!(report["verdict"]["status"], "fail");
-    assert!(report["verdict"]["reason"].as_str().unwrap().contains("tcp"), "{}", report["verdict"]);
+    assert!(
+        report["verdict"]["reason"].as_str().unwrap().contains("tcp"),
+        "{}",
+        report["verdict"]
+    );
     let cs = cases(&report);
     for test in ["tag_bw", "tag_lat"] {
         let path = &find_case(&cs, test, 1 << 20)["transport"]["data_path"];
@@ -96,7 +108,14 @@ fn tcp_moves_verified_payloads_and_is_reported_as_tcp() {
 
 #[test]
 fn cuda_pairs_are_skipped_without_a_driver_unless_required() {
-    let args = ["--tests", "tag_bw", "--memory", "host-host,cuda-cuda,host-cuda", "--sizes", "64KiB"];
+    let args = [
+        "--tests",
+        "tag_bw",
+        "--memory",
+        "host-host,cuda-cuda,host-cuda",
+        "--sizes",
+        "64KiB",
+    ];
     let fast = ["--min-time", "0.02", "--warmup", "2", "--min-iterations", "4"];
     let server = Server::start(&[]);
     let out = connect(&server.addr, &[&args[..], &fast[..]].concat(), &[]);
@@ -111,7 +130,10 @@ fn cuda_pairs_are_skipped_without_a_driver_unless_required() {
     assert_eq!(cs[0]["status"], "measured");
     for c in &cs[1..] {
         assert_eq!(c["status"], "skipped", "{c}");
-        assert!(c["reason"].as_str().unwrap().starts_with("no CUDA driver on the"), "{c}");
+        assert!(
+            c["reason"].as_str().unwrap().starts_with("no CUDA driver on the"),
+            "{c}"
+        );
     }
     assert_eq!(cs[1]["reason"], "no CUDA driver on the prefill side");
     drop(server);
@@ -121,7 +143,11 @@ fn cuda_pairs_are_skipped_without_a_driver_unless_required() {
     strict.extend_from_slice(&args);
     strict.extend_from_slice(&fast);
     let out = connect(&server.addr, &strict, &[]);
-    assert_eq!(out.code, 1, "--require-cuda turns the skip into a failure: {}", out.stderr);
+    assert_eq!(
+        out.code, 1,
+        "--require-cuda turns the skip into a failure: {}",
+        out.stderr
+    );
     assert_eq!(out.report()["verdict"]["status"], "fail");
 }
 
@@ -129,11 +155,28 @@ fn cuda_pairs_are_skipped_without_a_driver_unless_required() {
 fn table_output_goes_to_stdout_without_json_line() {
     let server = Server::start(&[]);
     let args = [
-        "connect", server.addr.as_str(), "--tests", "tag_lat", "--memory", "host-host", "--sizes", "8", "--min-time", "0.02",
-        "--warmup", "2", "--min-iterations", "4", "-o", "table",
+        "connect",
+        server.addr.as_str(),
+        "--tests",
+        "tag_lat",
+        "--memory",
+        "host-host",
+        "--sizes",
+        "8",
+        "--min-time",
+        "0.02",
+        "--warmup",
+        "2",
+        "--min-iterations",
+        "4",
+        "-o",
+        "table",
     ];
     let out = engine_support::run(engine_support::command(&args, &[]), Duration::from_secs(60));
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.contains("tag_lat"), "{}", out.stdout);
-    assert!(serde_json::from_str::<serde_json::Value>(out.stdout.trim()).is_err(), "table, not JSON");
+    assert!(
+        serde_json::from_str::<serde_json::Value>(out.stdout.trim()).is_err(),
+        "table, not JSON"
+    );
 }

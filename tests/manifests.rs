@@ -17,13 +17,16 @@ fn manifests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests")
 }
 
-/// Deserializes into `T` and back: any field `T` does not know is dropped on the way and shows up
-/// as a difference (k8s-openapi itself ignores unknown fields).
-fn strict<T: serde::de::DeserializeOwned + serde::Serialize>(doc: &Value, file: &str) -> T {
-    let typed: T = serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{file}: {e}"));
-    let back = serde_json::to_value(&typed).unwrap();
-    assert_eq!(&strip_nulls(back), doc, "{file}: a field is unknown to the Kubernetes type (typo?)");
-    typed
+/// Deserializes into the type and back: any field the type does not know is dropped on the way
+/// and shows up as a difference (k8s-openapi itself ignores unknown fields).
+macro_rules! strict {
+    ($ty:ty, $doc:expr, $file:expr) => {{
+        let doc: &Value = $doc;
+        let typed: $ty = serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{}: {e}", $file));
+        let back = serde_json::to_value(&typed).unwrap();
+        assert_eq!(&strip_nulls(back), doc, "{}: a field is unknown to the Kubernetes type (typo?)", $file);
+        typed
+    }};
 }
 
 fn strip_nulls(mut v: Value) -> Value {
@@ -72,11 +75,11 @@ fn parse_all() -> Parsed {
         for doc in docs {
             let kind = doc["kind"].as_str().unwrap_or_else(|| panic!("{file}: a document without kind"));
             match kind {
-                "Role" => p.roles.push(strict(&doc, &file)),
-                "RoleBinding" => p.bindings.push(strict(&doc, &file)),
-                "ServiceAccount" => p.service_accounts.push(strict(&doc, &file)),
-                "Namespace" => p.namespaces.push(strict(&doc, &file)),
-                "Job" => p.jobs.push(strict(&doc, &file)),
+                "Role" => p.roles.push(strict!(Role, &doc, &file)),
+                "RoleBinding" => p.bindings.push(strict!(RoleBinding, &doc, &file)),
+                "ServiceAccount" => p.service_accounts.push(strict!(ServiceAccount, &doc, &file)),
+                "Namespace" => p.namespaces.push(strict!(Namespace, &doc, &file)),
+                "Job" => p.jobs.push(strict!(Job, &doc, &file)),
                 other => panic!("{file}: unexpected kind {other}"),
             }
         }
@@ -112,7 +115,7 @@ fn manifests_parse_strictly_and_fit_together() {
 #[test]
 fn a_typo_in_a_manifest_is_caught() {
     let doc: Value = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "x"}, "automountServiceAccountTokn": true});
-    let r = std::panic::catch_unwind(|| strict::<ServiceAccount>(&doc, "typo.yaml"));
+    let r = std::panic::catch_unwind(|| strict!(ServiceAccount, &doc, "typo.yaml"));
     assert!(r.is_err());
 }
 
@@ -155,17 +158,45 @@ fn needed(method: &str, path: &str, watch: bool) -> (String, String, String) {
     (String::new(), resource, verb.to_string())
 }
 
+/// A workload pod to point `pod/`, `deployment/` and `-l` targets at (owned by ReplicaSet
+/// `web-5d9c` as a Deployment `web` would make it).
+fn reference_pod() -> Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-5d9c-x1", "labels": {"app": "web", "pod-template-hash": "5d9c"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9c", "uid": "u1", "controller": true}]},
+        "spec": {"nodeName": "gpu-2", "containers": [{"name": "main", "image": "serving:1", "command": ["sleep", "600"]}]}
+    })
+}
+
 #[test]
-fn role_covers_exactly_what_a_pair_run_calls() {
-    let Some(run) = support::plain_pair_run("rbac") else {
+fn role_covers_exactly_what_pair_and_gc_call() {
+    let Some(cluster) = support::cluster("role_covers_exactly_what_pair_and_gc_call") else {
         return;
     };
-    let used: BTreeSet<_> = run.requests.iter().map(|r| needed(&r.method, &r.path, r.is_watch())).collect();
+    support::create_reference_pod(&cluster, reference_pod());
+    let mut requests = Vec::new();
+    for (prefill, decode) in [("node/gpu-1", "node/gpu-1"), ("pod/web-5d9c-x1", "deployment/web"), ("app=web", "node/gpu-2")] {
+        let mut args = vec!["--prefill", prefill, "--decode", decode, "-o", "json"];
+        args.extend_from_slice(support::FAST);
+        let run = support::run_pair(&cluster, &args, std::time::Duration::from_secs(120));
+        assert!(run.code == 0 || run.code == 1, "{prefill} {decode}: {run:#?}");
+        requests.extend(run.requests);
+    }
+    cluster.clear_requests();
+    let gc = std::process::Command::new(support::BIN)
+        .args(["gc", "--kubeconfig"])
+        .arg(cluster.kubeconfig_path())
+        .output()
+        .unwrap();
+    assert!(gc.status.success(), "{gc:?}");
+    requests.extend(cluster.requests());
+
+    let used: BTreeSet<_> = requests.iter().map(|r| needed(&r.method, &r.path, r.is_watch())).collect();
     let p = parse_all();
     let grants = granted(&p.roles[0]);
     let missing: Vec<_> = used.difference(&grants).collect();
-    assert!(missing.is_empty(), "the Role lacks {missing:?}; requests: {:#?}", run.requests.iter().map(|r| r.line()).collect::<Vec<_>>());
-    // gc deletes by name too: its calls (list, delete) are a subset of pair's.
+    assert!(missing.is_empty(), "the Role lacks {missing:?}; requests: {:#?}", requests.iter().map(|r| r.line()).collect::<Vec<_>>());
     let unused: Vec<_> = grants.difference(&used).collect();
-    assert!(unused.is_empty(), "the Role grants {unused:?}, which a pair run never calls");
+    assert!(unused.is_empty(), "the Role grants {unused:?}, which neither pair nor gc ever calls");
 }

@@ -1,11 +1,37 @@
 //! `ic-bench pair` on the emulated cluster: real ic-bench and real UCX in the pods, placements that
-//! decide the transport, and the verdict that follows.
+//! decide the transport, the verdict that follows, and bench pods modelled on a reference pod.
 
 #[path = "pair_kube_support/mod.rs"]
 mod support;
 
+use icb_kube::k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
 use std::time::Duration;
 use support::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn args<'a>(prefill: &'a str, decode: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec!["--prefill", prefill, "--decode", decode, "-o", "json"];
+    a.extend_from_slice(FAST);
+    a.extend_from_slice(extra);
+    a
+}
+
+/// The verdict and each case's verdict, for assertion messages.
+fn verdicts(r: &Value) -> String {
+    let cases: Vec<String> = r["cases"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| format!("{} {} {}: {}", c["test"], c["size"], c["status"], c["verdict"]))
+        .collect();
+    format!("{}\n{}", r["verdict"], cases.join("\n"))
+}
+
+fn data_paths(r: &Value) -> Vec<String> {
+    r["verdict"]["data_paths"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect()
+}
 
 #[test]
 fn same_node_plain_pods_fall_back_to_tcp_and_fail_with_the_namespace_hint() {
@@ -21,9 +47,154 @@ fn same_node_plain_pods_fall_back_to_tcp_and_fail_with_the_namespace_hint() {
     assert!(r["placement"]["decode"]["pod"].as_str().unwrap().ends_with("-server"));
     assert!(r["placement"]["prefill"]["pod"].as_str().unwrap().ends_with("-client"));
     assert_eq!(r["verdict"]["status"], "fail");
-    assert!(r["verdict"]["data_paths"].as_array().unwrap().iter().any(|c| c == "tcp"), "{}", r["verdict"]);
+    assert!(data_paths(&r).contains(&"tcp".to_string()), "{}", r["verdict"]);
     let hint = r["verdict"]["hint"].as_str().unwrap_or_default();
     assert!(hint.contains("IPC/PID namespaces"), "{hint}");
     assert!(!r["server"]["ucx_version"].as_str().unwrap().is_empty());
     assert!(!r["client"]["ucx_version"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn same_node_with_host_ipc_uses_shared_memory_and_passes() {
+    let Some(cluster) = cluster("same_node_with_host_ipc") else {
+        return;
+    };
+    // Bandwidth floors are not what this test is about (the 2-core CI machine is noisy).
+    let run = run_pair(&cluster, &args("node/gpu-1", "node/gpu-1", &["--host-ipc", "--min-host-bw", "0.001"]), LIMIT);
+    let r = run.report();
+    assert_eq!(run.code, 0, "{}", verdicts(&r));
+    assert_eq!(r["placement"]["locality"], "same_host");
+    assert_ne!(r["verdict"]["status"], "fail");
+    assert!(data_paths(&r).contains(&"shared_memory".to_string()), "{}", r["verdict"]);
+    for pod in run.created_pods() {
+        assert_eq!(pod.spec.unwrap().host_ipc, Some(true));
+    }
+    assert!(leftover_via_api(&cluster).is_empty());
+}
+
+#[test]
+fn two_nodes_go_over_tcp_on_the_veth_and_fail_for_lack_of_rdma() {
+    let Some(cluster) = cluster("two_nodes_tcp") else {
+        return;
+    };
+    let run = run_pair(&cluster, &args("node/gpu-1", "node/gpu-2", &[]), LIMIT);
+    assert_eq!(run.code, 1, "{run:#?}");
+    let r = run.report();
+    assert_eq!(r["placement"]["locality"], "different_hosts");
+    assert_eq!(r["placement"]["prefill"]["host"], "gpu-1");
+    assert_eq!(r["placement"]["decode"]["host"], "gpu-2");
+    let server_ip = cluster.node_ip("gpu-2").unwrap().to_string();
+    assert!(r["placement"]["decode"]["address"].as_str().unwrap().starts_with(&format!("{server_ip}:")));
+    assert_eq!(r["verdict"]["status"], "fail");
+    assert!(r["verdict"]["reason"].as_str().unwrap().contains("no RDMA transport"), "{}", r["verdict"]);
+    assert!(leftover_via_api(&cluster).is_empty());
+}
+
+/// A serving pod as seed 002 has them: UCX/NCCL env, GPU visibility, GPUs + an RDMA NIC,
+/// capabilities, hostIPC, a memory-backed /dev/shm, and one env var that must not be copied.
+fn serving_pod(name: &str, node: &str, gpus: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "decode"},
+            "annotations": {"k8s.v1.cni.cncf.io/networks": "rdma-net"}},
+        "spec": {
+            "nodeName": node,
+            "hostIPC": true,
+            "containers": [
+                {"name": "sidecar", "image": "proxy:1", "command": ["sleep", "600"]},
+                {"name": "sglang", "image": "serving:1", "command": ["sleep", "600"],
+                 "env": [
+                    {"name": "UCX_TLS", "value": "sysv,posix,cma,tcp,self"},
+                    {"name": "UCX_RNDV_SCHEME", "value": "get_zcopy"},
+                    {"name": "NCCL_IB_HCA", "value": "mlx5_0"},
+                    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-4650fca3"},
+                    {"name": "SGL_LOGURU_PATH", "value": "/logs/decode.log"}],
+                 "resources": {"limits": {"nvidia.com/gpu": gpus, "rdma/ib": "1", "cpu": "2"},
+                               "requests": {"nvidia.com/gpu": gpus, "rdma/ib": "1", "cpu": "2"}},
+                 "securityContext": {"capabilities": {"add": ["IPC_LOCK", "SYS_PTRACE"]}},
+                 "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}]}],
+            "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]
+        }
+    })
+}
+
+#[test]
+fn pod_targets_copy_the_transport_spec_and_share_ipc_like_the_reference() {
+    let Some(cluster) = cluster("pod_targets_copy_the_transport_spec") else {
+        return;
+    };
+    create_reference_pod(&cluster, serving_pod("decode-0", "gpu-2", "2"));
+    let run = run_pair(&cluster, &args("pod/decode-0", "pod/decode-0", &["--min-host-bw", "0.001"]), LIMIT);
+    let pods: Vec<Pod> = run.created_pods();
+    assert_eq!(pods.len(), 2, "{run:#?}");
+    for pod in &pods {
+        let name = pod.metadata.name.clone().unwrap();
+        let ann = pod.metadata.annotations.clone().unwrap();
+        assert_eq!(ann["ic-bench.dev/modelled-on"], "pod/decode-0");
+        assert_eq!(ann["k8s.v1.cni.cncf.io/networks"], "rdma-net", "{name}: network attachment");
+        let spec = pod.spec.clone().unwrap();
+        assert_eq!(spec.host_ipc, Some(true), "{name}");
+        assert_eq!(icb_kube::podspec::pinned_node(pod).as_deref(), Some("gpu-2"));
+        let c = &spec.containers[0];
+        let env: Vec<(String, String)> =
+            c.env.iter().flatten().map(|e| (e.name.clone(), e.value.clone().unwrap_or_default())).collect();
+        for (k, v) in [
+            ("UCX_TLS", "sysv,posix,cma,tcp,self"),
+            ("UCX_RNDV_SCHEME", "get_zcopy"),
+            ("NCCL_IB_HCA", "mlx5_0"),
+            ("NVIDIA_VISIBLE_DEVICES", "GPU-4650fca3"),
+        ] {
+            assert!(env.contains(&(k.to_string(), v.to_string())), "{name}: {k} missing from {env:?}");
+        }
+        assert!(!env.iter().any(|(k, _)| k == "SGL_LOGURU_PATH"), "{name}: copied an unrelated env var");
+        let res = c.resources.clone().unwrap();
+        let limits = res.limits.unwrap();
+        assert_eq!(limits["nvidia.com/gpu"].0, "2");
+        assert_eq!(limits["rdma/ib"].0, "1");
+        assert!(!limits.contains_key("cpu"), "{name}: copied a non-device resource");
+        let caps = c.security_context.clone().unwrap().capabilities.unwrap().add.unwrap();
+        assert_eq!(caps, vec!["IPC_LOCK".to_string(), "SYS_PTRACE".to_string()]);
+        assert_eq!(c.security_context.clone().unwrap().privileged, None);
+        let shm = spec.volumes.clone().unwrap().into_iter().find(|v| v.name == "dshm").unwrap();
+        assert_eq!(shm.empty_dir.unwrap().size_limit.unwrap().0, "1Gi");
+    }
+    // Both sides copied hostIPC from the reference, so UCX may use shared memory: pass.
+    let r = run.report();
+    assert_eq!(run.code, 0, "{}", verdicts(&r));
+    assert_eq!(r["placement"]["decode"]["modelled_on"], "pod/decode-0");
+    assert_eq!(r["placement"]["prefill"]["modelled_on"], "pod/decode-0");
+    assert!(data_paths(&r).contains(&"shared_memory".to_string()), "{}", r["verdict"]);
+    let warnings = r["warnings"].to_string();
+    assert!(warnings.contains("only container 'sglang'"), "{warnings}");
+    assert!(leftover_via_api(&cluster).is_empty());
+}
+
+#[test]
+fn dry_run_yaml_parses_back_into_the_pods_a_real_run_creates() {
+    let Some(cluster) = cluster("dry_run_yaml_round_trip") else {
+        return;
+    };
+    create_reference_pod(&cluster, serving_pod("decode-0", "gpu-2", "1"));
+    let mut base = vec!["--prefill", "node/gpu-1", "--decode", "pod/decode-0", "--run-id", "dryrun1", "--timeout", "2m"];
+    base.extend_from_slice(FAST);
+    let mut dry = base.clone();
+    dry.extend(["--dry-run=client", "-o", "yaml"]);
+    let printed = run_pair(&cluster, &dry, LIMIT);
+    assert_eq!(printed.code, 0, "{printed:#?}");
+    assert!(printed.requests.iter().all(|r| r.method == "GET"), "a dry run wrote to the cluster");
+    let from_yaml = icb_kube::yaml::pods(&printed.stdout).unwrap();
+
+    let real = run_pair(&cluster, &base, LIMIT);
+    let created = real.created_pods();
+    assert_eq!(created.len(), 2, "{real:#?}");
+    assert_eq!(from_yaml[0], created[0], "server pod differs from the dry run");
+    // The client's server address exists only once the server runs.
+    let mut client = created[1].clone();
+    for e in client.spec.as_mut().unwrap().containers[0].env.iter_mut().flatten() {
+        if e.name == "IC_BENCH_SERVER" {
+            e.value = Some(icb_kube::podspec::SERVER_PLACEHOLDER.into());
+        }
+    }
+    assert_eq!(from_yaml[1], client, "client pod differs from the dry run");
+    assert!(leftover_via_api(&cluster).is_empty());
 }

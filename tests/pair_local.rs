@@ -58,6 +58,7 @@ fn default_pair_uses_shared_memory_and_passes() {
         measured += 1;
     }
     assert_eq!(measured, 6, "3 tests × 2 sizes host→host");
+    ran.assert_nothing_left();
 }
 
 #[test]
@@ -89,9 +90,12 @@ fn table_output_prints_a_verdict() {
     let _one = serial();
     let mut args = vec!["pair", "--local"];
     args.extend(SMALL);
+    // Bandwidth floors are checked by the JSON test; here only the rendering matters.
+    args.extend(["--min-host-bw", "0.01"]);
     let ran = ic_bench(&args, &[]);
     assert_eq!(ran.code, 0, "stderr:\n{}", ran.stderr);
-    assert!(ran.stdout.to_lowercase().contains("pass"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("verdict: PASS"), "{}", ran.stdout);
+    assert!(ran.stdout.contains("local (isolation=none)"), "{}", ran.stdout);
 }
 
 #[test]
@@ -155,4 +159,68 @@ fn bad_local_flags_are_usage_errors() {
         &[],
     );
     assert_eq!(ran.code, 2, "--isolation belongs to --local: {}", ran.stderr);
+}
+
+#[test]
+fn sigterm_stops_plain_processes_too() {
+    let _one = serial();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ic-bench"))
+        .args([
+            "pair",
+            "--local",
+            "--tests",
+            "tag_bw",
+            "--sizes",
+            "8,1MiB",
+            "--memory",
+            "host-host",
+        ])
+        .args(["--min-time", "5", "--max-time", "10"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let is_connect = |p: &u32| {
+        std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"connect"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid)
+        .processes
+        .iter()
+        .any(is_connect)
+    {
+        assert!(std::time::Instant::now() < deadline, "the prefill side never started");
+        assert!(child.try_wait().unwrap().is_none(), "ic-bench ended early");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let stopped = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if stopped.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("ic-bench did not exit within 20 s of SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr
+            .trim()
+            .ends_with("interrupted by SIGTERM: both sides stopped and cleaned up"),
+        "{stderr}"
+    );
+    assert_eq!(
+        icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid),
+        icb_isolate::Leftovers::default()
+    );
 }

@@ -4,8 +4,8 @@
 mod pair_local_support;
 
 use icb_core::{CaseStatus, Locality, TransportClass, VerdictStatus};
-use icb_isolate::{live_processes, netns_exists, privileged_tests_enabled};
-use pair_local_support::{SMALL, pair_json, pair_json_tests, serial};
+use icb_isolate::{live_processes, privileged_tests_enabled};
+use pair_local_support::{SMALL, ic_bench, pair_json, pair_json_with, serial};
 use std::time::{Duration, Instant};
 
 /// Namespaces (as `ip netns` names) whose names say `owner` created them.
@@ -56,6 +56,7 @@ fn pods_on_one_node_fall_back_to_tcp_and_fail_with_the_namespace_hint() {
     );
     let hint = report.verdict.hint.clone().unwrap_or_default();
     assert!(hint.contains("IPC/PID namespaces"), "{:?}", report.verdict);
+    ran.assert_nothing_left();
 }
 
 #[test]
@@ -64,7 +65,10 @@ fn host_ipc_pods_use_shared_memory_and_pass() {
         return;
     }
     let _one = serial();
-    let ran = pair_json_tests("host-ipc", "tag_bw,tag_lat", &[]);
+    // sysv's fragmented copy-in/copy-out needs both sides on a CPU at once: on a loaded 2-core
+    // machine 1 MiB messages dipped to 0.08 GB/s. The floor is not what this test checks (the
+    // transport is), so it is lowered; `default_pair_uses_shared_memory_and_passes` keeps defaults.
+    let ran = pair_json_with("host-ipc", "tag_bw,tag_lat", &["--min-host-bw", "0.01"], &[]);
     assert_eq!(ran.code, 0, "stderr:\n{}\nstdout:\n{}", ran.stderr, ran.stdout);
     let report = ran.report();
     assert_eq!(report.verdict.status, VerdictStatus::Pass, "{:?}", report.verdict);
@@ -88,6 +92,7 @@ fn host_ipc_pods_use_shared_memory_and_pass() {
         .filter_map(|c| c.transport.as_ref())
         .any(|t| t.lanes.iter().any(|l| l.transport == "tcp"));
     assert!(tcp_lane, "expected UCX to list a tcp backup lane in the hostIPC layout");
+    ran.assert_nothing_left();
 }
 
 #[test]
@@ -115,6 +120,7 @@ fn host_ipc_alone_does_not_carry_rma() {
     }
     assert_eq!(report.verdict.status, VerdictStatus::Fail);
     assert!(report.verdict.reason.contains("tcp"), "{:?}", report.verdict);
+    ran.assert_nothing_left();
 }
 
 #[test]
@@ -157,75 +163,7 @@ fn two_nodes_use_tcp_over_the_veth_and_fail_with_no_rdma() {
         .flat_map(|t| &t.data_path.transports)
         .any(|l| l.transport == "tcp" && l.device == "eth0");
     assert!(over_veth, "the data should travel over the node's eth0 (the veth)");
-    assert!(namespaces_of(std::process::id()).is_empty());
-}
-
-#[test]
-fn ctrl_c_stops_both_sides_and_removes_the_namespaces() {
-    if !privileged_tests_enabled("ctrl_c_stops_both_sides_and_removes_the_namespaces") {
-        return;
-    }
-    let _one = serial();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ic-bench"))
-        .args([
-            "pair",
-            "--local",
-            "--isolation",
-            "node",
-            "--tests",
-            "tag_bw",
-            "--sizes",
-            "8,1MiB",
-        ])
-        .args(["--memory", "host-host", "--min-time", "5", "--max-time", "10"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    // Wait until both sides run: the namespaces exist and both pods (wrapper + ic-bench each) live.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let tag = loop {
-        assert!(Instant::now() < deadline, "the pair never got both sides running");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "ic-bench ended before the interrupt"
-        );
-        let names = namespaces_of(pid);
-        if let Some(node) = names.iter().find(|n| n.ends_with("-node-a")) {
-            let tag = node.trim_end_matches("-node-a").to_string();
-            let connect_running = live_processes(&tag).iter().any(|p| {
-                std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"connect"))
-            });
-            if connect_running {
-                break tag;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    std::thread::sleep(Duration::from_millis(500));
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let interrupted_at = Instant::now();
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        if interrupted_at.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("ic-bench did not exit within 20 s of SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("interrupted"), "{stderr}");
-    assert_eq!(namespaces_of(pid), Vec::<String>::new());
-    assert_eq!(live_processes(&tag), Vec::<u32>::new());
+    ran.assert_nothing_left();
 }
 
 #[test]
@@ -243,22 +181,138 @@ fn a_failing_server_in_namespaces_leaves_nothing_behind() {
         "/nonexistent/ucx/lib",
     ];
     args.extend(SMALL);
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ic-bench"));
-    let child = cmd
-        .args(&args)
+    let ran = ic_bench(&args, &[]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("the decode side (ic-bench serve) exited before listening"),
+        "{}",
+        ran.stderr
+    );
+    ran.assert_nothing_left();
+}
+
+/// Pids of the run's processes whose command line contains `word` (e.g. `serve`).
+fn side_pids(tag: &str, word: &str) -> Vec<u32> {
+    live_processes(tag)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == word.as_bytes()))
+        })
+        .collect()
+}
+
+/// Starts a long `pair --local --isolation node` and returns it with its run tag once both
+/// sides are running.
+fn start_long_node_pair() -> (std::process::Child, String) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ic-bench"))
+        .args([
+            "pair",
+            "--local",
+            "--isolation",
+            "node",
+            "--tests",
+            "tag_bw",
+            "--sizes",
+            "8,1MiB",
+        ])
+        .args(["--memory", "host-host", "--min-time", "5", "--max-time", "10"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "the pair never got both sides running");
+        assert!(child.try_wait().unwrap().is_none(), "ic-bench ended early");
+        if let Some(node) = namespaces_of(child.id()).iter().find(|n| n.ends_with("-node-a")) {
+            let tag = node.trim_end_matches("-node-a").to_string();
+            if !side_pids(&tag, "connect").is_empty() {
+                // Let the first case start measuring.
+                std::thread::sleep(Duration::from_millis(500));
+                return (child, tag);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (bounded) for the child to exit; returns its exit code and stderr.
+fn exit_within(mut child: std::process::Child, limit: Duration) -> (Option<i32>, String) {
+    let started = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("ic-bench did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn a_side_dying_mid_run_is_a_one_line_error_and_leaves_nothing() {
+    if !privileged_tests_enabled("a_side_dying_mid_run_is_a_one_line_error_and_leaves_nothing") {
+        return;
+    }
+    let _one = serial();
+    let (child, tag) = start_long_node_pair();
+    let pid = child.id();
+    let servers = side_pids(&tag, "serve");
+    assert!(!servers.is_empty());
+    for server in servers {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &server.to_string()])
+            .status();
+    }
+    let (code, stderr) = exit_within(child, Duration::from_secs(60));
+    assert_eq!(code, Some(2), "{stderr}");
+    let last = stderr.trim().lines().last().unwrap_or_default();
+    assert!(last.starts_with("ic-bench: error: "), "{stderr}");
+    assert!(last.contains("prefill side (ic-bench connect)"), "{stderr}");
     assert!(
-        stderr.contains("the decode side (ic-bench serve) exited before listening"),
+        last.contains("the decode side exited"),
+        "the dead side is named: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid),
+        icb_isolate::Leftovers::default()
+    );
+}
+
+#[test]
+fn ctrl_c_stops_both_sides_and_removes_the_namespaces() {
+    if !privileged_tests_enabled("ctrl_c_stops_both_sides_and_removes_the_namespaces") {
+        return;
+    }
+    let _one = serial();
+    let (child, tag) = start_long_node_pair();
+    let pid = child.id();
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (code, stderr) = exit_within(child, Duration::from_secs(20));
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr
+            .trim()
+            .ends_with("ic-bench: error: interrupted by SIGINT: both sides stopped and cleaned up"),
         "{stderr}"
     );
     assert_eq!(namespaces_of(pid), Vec::<String>::new());
+    assert_eq!(live_processes(&tag), Vec::<u32>::new());
+    assert_eq!(
+        icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid),
+        icb_isolate::Leftovers::default()
+    );
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Recipe loader fuzz target: parse, resolve and check arbitrary bytes; any panic is a bug.
+//! Recipe loading: YAML parse, resolve per role, the probe-env rules and transport_env.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -82,7 +82,11 @@ fn progress_line(c: &CaseResult) -> String {
                 (None, Some(l)) => format!("p50 {:.2} us", l.p50),
                 _ => String::new(),
             };
-            let path = c.transport.as_ref().map(|t| t.data_path.class.to_string()).unwrap_or_default();
+            let path = c
+                .transport
+                .as_ref()
+                .map(|t| t.data_path.class.to_string())
+                .unwrap_or_default();
             format!("{head}: {value} over {path}")
         }
         (status, _) => format!("{head}: {status:?} ({})", c.reason.as_deref().unwrap_or("")),
@@ -100,8 +104,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     )?;
     let expect_config = match &args.expect.expect_config {
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).with_context(|| format!("cannot read --expect-config {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --expect-config {}", path.display()))?;
             let cfg = parse_expectation_config(&text).with_context(|| format!("in {}", path.display()))?;
             Some((cfg, path.display().to_string()))
         }

@@ -1,8 +1,53 @@
-//! (being written by a helper)
+//! `ic-bench detect-env`: NCCL_IB_HCA / NVSHMEM_HCA_LIST / UCX_NET_DEVICES and the RoCE GID
+//! index from sysfs, printed as `export` lines (or JSON). Usable as an init container: with
+//! `--env-file` it writes that one file, and nothing else.
+
+use anyhow::Context as _;
+use icb_probe::{LocalSource, TransportEnv, detect_env};
+use std::path::PathBuf;
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DetectFormat {
+    Shell,
+    Json,
+}
 
 #[derive(clap::Args, Debug, Clone)]
-pub struct Args {}
+pub struct Args {
+    /// Read sysfs from this directory instead of /sys
+    #[arg(long, value_name = "DIR")]
+    pub sysfs_root: Option<PathBuf>,
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("this subcommand is not built yet")
+    /// Output: shell (export lines) or json
+    #[arg(short = 'o', long = "output", value_enum, default_value = "shell")]
+    pub format: DetectFormat,
+
+    /// Also write the export lines to this file (for an init container's shared volume)
+    #[arg(long, value_name = "PATH")]
+    pub env_file: Option<PathBuf>,
+
+    /// Exit 1 when no usable RDMA port (or no valid RoCE GID index) was found
+    #[arg(long)]
+    pub require: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let mut src = LocalSource::default();
+    if let Some(d) = &args.sysfs_root {
+        src.sysfs_root = d.clone();
+    }
+    let d = detect_env(&src, &TransportEnv::from_process());
+    let shell = d.to_shell();
+    let text = match args.format {
+        DetectFormat::Shell => shell.clone(),
+        DetectFormat::Json => serde_json::to_string_pretty(&d)? + "\n",
+    };
+    print!("{text}");
+    if let Some(path) = &args.env_file {
+        std::fs::write(path, &shell).with_context(|| format!("cannot write --env-file {}", path.display()))?;
+    }
+    for p in &d.problems {
+        eprintln!("ic-bench detect-env: {p}");
+    }
+    Ok(if args.require && !d.found_something() { icb_core::exit::VERDICT_FAILED } else { icb_core::exit::OK })
 }

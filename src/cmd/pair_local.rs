@@ -99,13 +99,15 @@ async fn run_pair(args: &super::pair::Args, settings: &RunSettings) -> anyhow::R
     let mut run = Run::default();
     let outcome = tokio::select! {
         result = run.drive(&pair, args, settings) => result,
-        signal = signals.recv() => Err(anyhow!("interrupted by {signal}: stopped both sides and removed the namespaces")),
+        signal = signals.recv() => Err(anyhow!("interrupted by {signal}: both sides stopped and cleaned up")),
     };
     run.stop().await;
-    let teardown = pair.teardown();
-    let report = outcome?;
-    teardown.context("the run finished but cleaning up its namespaces failed")?;
-    Ok(report)
+    match (outcome, pair.teardown()) {
+        (Ok(report), Ok(())) => Ok(report),
+        (Ok(_), Err(cleanup)) => Err(anyhow!(cleanup).context("the run finished but cleaning up after it failed")),
+        (Err(e), Ok(())) => Err(e),
+        (Err(e), Err(cleanup)) => Err(anyhow!("{e:#}; cleaning up also failed: {cleanup}")),
+    }
 }
 
 /// The two sides, once started.
@@ -128,11 +130,21 @@ impl Run {
             None => Vec::new(),
         };
         let forward = tracing::enabled!(tracing::Level::INFO);
+        // The sides log as much as we do, so -v shows their progress too.
+        let verbosity: &[&str] = if tracing::enabled!(tracing::Level::DEBUG) {
+            &["-vv"]
+        } else if forward {
+            &["-v"]
+        } else {
+            &[]
+        };
 
         let listen = SocketAddr::new(pair.decode().ip, 0).to_string();
         let spec = pair
             .pod(pair.decode(), &exe)
-            .args(["serve", "--listen", &listen, "--once"])
+            .arg("serve")
+            .args(verbosity)
+            .args(["--listen", &listen, "--once"])
             .args(&ucx_flags);
         let decode = self
             .decode
@@ -143,10 +155,18 @@ impl Run {
         let spec = pair
             .pod(pair.prefill(), &exe)
             .arg("connect")
+            .args(verbosity)
             .arg(address.to_string())
             .args(settings_to_flags(settings))
             // The side's own verdict (on its stderr) then matches the one judged here.
-            .args(["--placement", if pair.isolation().different_hosts() { "different-hosts" } else { "same-host" }])
+            .args([
+                "--placement",
+                if pair.isolation().different_hosts() {
+                    "different-hosts"
+                } else {
+                    "same-host"
+                },
+            ])
             .arg("--json-line")
             .args(&ucx_flags);
         let prefill = self
@@ -156,10 +176,9 @@ impl Run {
         let report = match tokio::time::timeout(deadline, prefill.read_report()).await {
             Ok(Ok(report)) => report,
             Ok(Err(e)) => {
-                let decode = self.decode.as_mut().map(|d| d.failure_note());
-                return Err(match decode {
-                    Some(Some(note)) => e.context(note),
-                    _ => e,
+                return Err(match self.decode.as_mut().and_then(|d| d.failure_note()) {
+                    Some(note) => anyhow!("{e:#}; {note}"),
+                    None => e,
                 });
             }
             Err(_) => bail!(
@@ -391,8 +410,19 @@ impl Side {
     }
 }
 
+/// What util-linux `unshare` (2.38) prints when the program it forked (its PID namespace's init)
+/// was killed by SIGKILL: it fails to re-raise the signal on itself and exits 1.
+const UNSHARE_REKILL: &str = "unshare: sigprocmask unblock failed";
+
 fn summarize<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + Clone) -> String {
     let nonempty = lines.map(str::trim).filter(|l| !l.is_empty());
+    if nonempty
+        .clone()
+        .next_back()
+        .is_some_and(|l| l.starts_with(UNSHARE_REKILL))
+    {
+        return "killed by a signal inside its PID namespace".into();
+    }
     let pick = nonempty
         .clone()
         .rev()
@@ -400,7 +430,8 @@ fn summarize<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + Clone) -> Str
         .or_else(|| nonempty.clone().next_back());
     match pick {
         Some(line) => {
-            let mut line = line.to_string();
+            // The side's own "ic-bench: error: " would only repeat ours.
+            let mut line = line.strip_prefix("ic-bench: error: ").unwrap_or(line).to_string();
             if line.len() > 400 {
                 let cut = (0..=400).rev().find(|i| line.is_char_boundary(*i)).unwrap_or(0);
                 line.truncate(cut);
@@ -448,8 +479,13 @@ mod tests {
     #[test]
     fn summaries_prefer_errors_and_stay_one_line() {
         let lines = ["starting", "ic-bench: error: cannot load UCX", "bye", ""];
-        assert_eq!(summarize(lines.iter().copied()), "ic-bench: error: cannot load UCX");
+        assert_eq!(summarize(lines.iter().copied()), "cannot load UCX");
         assert_eq!(summarize(["a", "b"].iter().copied()), "b");
+        let killed = ["unshare: sigprocmask unblock failed: Invalid argument"];
+        assert_eq!(
+            summarize(killed.iter().copied()),
+            "killed by a signal inside its PID namespace"
+        );
         assert_eq!(summarize([""].iter().copied()), "(nothing on stderr; rerun with -v)");
         let long = "é".repeat(500);
         let s = summarize([long.as_str()].iter().copied());

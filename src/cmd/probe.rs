@@ -1,8 +1,268 @@
-//! (being written by a helper)
+//! `ic-bench probe env | node | nixl`: read-only checks of recipes, nodes and NIXL installs.
+//! Exit 0 for ok/warn, 1 when a check fails, 2 for usage errors.
+
+use super::common::OutputArgs;
+use super::kube_args::ClusterArgs;
+use anyhow::Context as _;
+use icb_core::checks::ProbeReport;
+use icb_probe::remote::{nixl_script, node_script};
+use icb_probe::{GatherOptions, LocalSource, NodeExpectations, NodeSource, Snapshot, TransportEnv};
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    pub what: What,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("this subcommand is not built yet")
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum What {
+    /// Check recipes' transport settings: files, directories, or - for stdin
+    Env(EnvArgs),
+    /// Check a node: RDMA ports, GID tables, GPUDirect mode, memlock, GPU↔NIC topology, UCX
+    Node(NodeArgs),
+    /// Check a NIXL install: libraries, plugins, Python package, nixlbench
+    Nixl(NixlArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct EnvArgs {
+    /// Recipe files or directories (multi-document YAML); - reads stdin
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<String>,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Where to find the node and how long to wait for it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RemoteArgs {
+    /// Probe from inside this running pod (exec through the Kubernetes API; nothing is created)
+    #[arg(long, value_name = "NAME")]
+    pub pod: Option<String>,
+
+    /// Container of --pod (default: the pod's default container)
+    #[arg(long, requires = "pod")]
+    pub container: Option<String>,
+
+    /// Deadline for the whole remote probe, e.g. 2m
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct NodeArgs {
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+
+    /// Probe this node through a short-lived read-only probe pod (always deleted)
+    #[arg(long = "node", value_name = "NAME", conflicts_with = "pod")]
+    pub node_name: Option<String>,
+
+    /// Image of the --node probe pod (needs sh; rdma-core, nvidia-smi and ucx_info when present are used)
+    #[arg(long, requires = "node_name")]
+    pub image: Option<String>,
+
+    /// Cross-check UCX_NET_DEVICES / NCCL_IB_HCA / GID index from this recipe instead of the environment
+    #[arg(long, value_name = "PATH")]
+    pub recipe: Vec<String>,
+
+    /// Recipe role to take the variables from: prefill, decode, worker
+    #[arg(long, requires = "recipe")]
+    pub role: Option<String>,
+
+    /// Fail (not warn) when the node has no usable RDMA device
+    #[arg(long)]
+    pub require_rdma: bool,
+
+    /// Read sysfs from this directory instead of /sys (replay a node)
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["pod", "node_name"])]
+    pub sysfs_root: Option<PathBuf>,
+
+    /// Read devfs from this directory instead of /dev
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["pod", "node_name"])]
+    pub devfs_root: Option<PathBuf>,
+
+    /// Read procfs from this directory instead of /proc
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["pod", "node_name"])]
+    pub procfs_root: Option<PathBuf>,
+
+    /// Use recorded tool outputs (ibstat.txt, ibv_devinfo.txt, topo.txt, ucx_info.txt, lsmod.txt) instead of running tools
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["pod", "node_name"])]
+    pub tool_outputs: Option<PathBuf>,
+
+    /// Deadline for each diagnostic tool
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub tool_timeout: Duration,
+
+    /// Pause between two readings of the port error counters (0s: read once)
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub counter_interval: Duration,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct NixlArgs {
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+
+    /// Deadline for python3 (finding the nixl package)
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub tool_timeout: Duration,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    match args.what {
+        What::Env(a) => run_env(a),
+        What::Node(a) => run_node(a),
+        What::Nixl(a) => run_nixl(a),
+    }
+}
+
+fn format_of(o: &OutputArgs) -> anyhow::Result<icb_report::Format> {
+    Ok(icb_report::Format::from_str(&o.format)?)
+}
+
+fn emit(report: &ProbeReport, o: &OutputArgs) -> anyhow::Result<i32> {
+    let text = icb_report::render_probe(report, format_of(o)?)?;
+    o.emit(&text)?;
+    Ok(report.exit_code())
+}
+
+fn run_env(a: EnvArgs) -> anyhow::Result<i32> {
+    format_of(&a.output)?;
+    let inputs: Vec<icb_recipe::Input> = a.paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
+    let report = icb_recipe::probe_env(&inputs)?;
+    emit(&report, &a.output)
+}
+
+/// The transport variables of the recipe role asked for (or the one all roles share).
+fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<(TransportEnv, bool)> {
+    let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
+    let roles = icb_recipe::recipe_transport_env(&inputs)?;
+    if roles.is_empty() {
+        anyhow::bail!("--recipe {}: no prefill, decode or worker role found", paths.join(" "));
+    }
+    let names: Vec<String> = roles.iter().map(|r| r.role.as_str().to_string()).collect();
+    let chosen = match role {
+        Some(want) => roles.iter().find(|r| r.role.as_str() == want).with_context(|| {
+            format!("--role {want}: the recipe has {}", names.join(", "))
+        })?,
+        None => {
+            let first = &roles[0];
+            if roles.iter().any(|r| r.vars != first.vars) {
+                anyhow::bail!(
+                    "--recipe: roles {} carry different transport variables; pick one with --role",
+                    names.join(", ")
+                );
+            }
+            first
+        }
+    };
+    let env = TransportEnv::new(format!("recipe {}", chosen.scope), chosen.vars.clone());
+    Ok((env, chosen.ucx_net_devices.is_some() || chosen.nccl_ib_hca.is_some()))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")
+}
+
+async fn connect(c: &ClusterArgs) -> anyhow::Result<icb_kube::Cluster> {
+    let opts = icb_kube::ClusterOptions {
+        kubeconfig: c.kubeconfig.clone(),
+        context: c.context.clone(),
+        namespace: c.namespace.clone(),
+        request_timeout: c.request_timeout,
+    };
+    Ok(icb_kube::connect(&opts).await?)
+}
+
+fn exec_snapshot(r: &RemoteArgs, pod: &str, script: &str) -> anyhow::Result<Snapshot> {
+    runtime()?.block_on(async {
+        let cluster = connect(&r.cluster).await?;
+        Ok(icb_probe::cluster::snapshot_via_exec(&cluster, pod, r.container.as_deref(), script, r.timeout).await?)
+    })
+}
+
+fn node_pod_snapshot(a: &NodeArgs, node: &str, script: &str) -> anyhow::Result<Snapshot> {
+    let opts = icb_probe::cluster::ProbePodOptions {
+        image: a.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
+        image_pull_policy: None,
+        run_id: icb_kube::podspec::new_run_id(),
+        deadline: a.remote.timeout,
+    };
+    runtime()?.block_on(async {
+        let cluster = connect(&a.remote.cluster).await?;
+        Ok(icb_probe::cluster::snapshot_via_probe_pod(&cluster, node, script, &opts).await?)
+    })
+}
+
+fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
+    format_of(&a.output)?;
+    let gather = GatherOptions { tool_timeout: a.tool_timeout, counter_interval: a.counter_interval };
+    let recipe = if a.recipe.is_empty() { None } else { Some(recipe_env(&a.recipe, a.role.as_deref())?) };
+    let pause = a.counter_interval.as_secs().min(30) as u32;
+    let (source, pod_env): (Box<dyn NodeSource>, Option<TransportEnv>) = if let Some(pod) = &a.remote.pod {
+        let snap = exec_snapshot(&a.remote, pod, &node_script(pause))?;
+        let env = TransportEnv::new(format!("pod/{pod} env"), snap.env.clone());
+        (Box::new(snap), Some(env))
+    } else if let Some(node) = &a.node_name {
+        (Box::new(node_pod_snapshot(&a, node, &node_script(pause))?), None)
+    } else {
+        let mut s = LocalSource::default();
+        if let Some(d) = &a.sysfs_root {
+            s.sysfs_root = d.clone();
+        }
+        if let Some(d) = &a.devfs_root {
+            s.devfs_root = d.clone();
+        }
+        if let Some(d) = &a.procfs_root {
+            s.procfs_root = d.clone();
+        }
+        s.tool_outputs = a.tool_outputs.clone();
+        (Box::new(s), Some(TransportEnv::from_process()))
+    };
+    let (env, recipe_rdma) = match recipe {
+        Some((env, rdma)) => (env, rdma),
+        None => (pod_env.unwrap_or_default(), false),
+    };
+    let expect = NodeExpectations { env, rdma_required: a.require_rdma || recipe_rdma };
+    let (mut report, _facts) = icb_probe::probe_node(source.as_ref(), &gather, &expect);
+    if a.node_name.is_some() {
+        // The probe pod's own limits say nothing about the workers'.
+        for c in report.checks.iter_mut().filter(|c| c.id == "node.memlock") {
+            c.status = icb_core::Status::Skipped;
+            c.detail = "not meaningful from a probe pod: run with --pod on a worker".into();
+            c.hint = None;
+        }
+        report = ProbeReport::new("node", &report.target, report.checks, report.next_steps);
+    }
+    emit(&report, &a.output)
+}
+
+fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
+    format_of(&a.output)?;
+    let ns = a.remote.cluster.namespace.as_deref().map(|n| format!(" -n {n}")).unwrap_or_default();
+    let (source, env, me): (Box<dyn NodeSource>, TransportEnv, Option<String>) = match &a.remote.pod {
+        Some(pod) => {
+            let snap = exec_snapshot(&a.remote, pod, &nixl_script())?;
+            let env = TransportEnv::new(format!("pod/{pod} env"), snap.env.clone());
+            (Box::new(snap), env, Some(format!("pod/{pod}{ns}")))
+        }
+        None => (Box::new(LocalSource::default()), TransportEnv::from_process(), None),
+    };
+    let opts = icb_probe::NixlOptions { env, tool_timeout: a.tool_timeout, pair_hint_target: me };
+    let report = icb_probe::probe_nixl(source.as_ref(), &opts);
+    emit(&report, &a.output)
 }

@@ -68,8 +68,8 @@ impl Server {
                 panic!("serve did not print its listening line within 30 s");
             }
         };
-        let v: serde_json::Value = serde_json::from_str(line.trim())
-            .unwrap_or_else(|e| panic!("listening line is not JSON ({e}): {line:?}"));
+        let v: serde_json::Value =
+            serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("listening line is not JSON ({e}): {line:?}"));
         assert_eq!(v["event"], "listening", "{line}");
         assert_eq!(v["schema"], "ic-bench.serve/v1", "{line}");
         assert!(v["ucx"].as_str().is_some_and(|s| s.starts_with("1.")), "{line}");
@@ -120,14 +120,22 @@ pub struct Outcome {
 
 impl Outcome {
     pub fn report(&self) -> serde_json::Value {
-        let line = self.stdout.lines().next().unwrap_or_else(|| panic!("no stdout; stderr: {}", self.stderr));
+        let line = self
+            .stdout
+            .lines()
+            .next()
+            .unwrap_or_else(|| panic!("no stdout; stderr: {}", self.stderr));
         serde_json::from_str(line).unwrap_or_else(|e| panic!("stdout is not one JSON line ({e}): {}", self.stdout))
     }
 
     /// The error line: exactly one `ic-bench: error:` line, and never a panic.
     pub fn error_line(&self) -> String {
         assert!(!self.stderr.contains("panicked"), "panic in stderr: {}", self.stderr);
-        let lines: Vec<&str> = self.stderr.lines().filter(|l| l.starts_with("ic-bench: error:")).collect();
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("ic-bench: error:"))
+            .collect();
         assert_eq!(lines.len(), 1, "expected one error line, stderr: {}", self.stderr);
         lines[0].to_string()
     }
@@ -175,6 +183,11 @@ pub fn cases(report: &serde_json::Value) -> Vec<serde_json::Value> {
 pub fn find_case<'a>(cases: &'a [serde_json::Value], test: &str, size: u64) -> &'a serde_json::Value {
     cases
         .iter()
-        .find(|c| c["test"] == test && c["size"] == size && c["memory"]["initiator"] == "host" && c["memory"]["target"] == "host")
+        .find(|c| {
+            c["test"] == test
+                && c["size"] == size
+                && c["memory"]["initiator"] == "host"
+                && c["memory"]["target"] == "host"
+        })
         .unwrap_or_else(|| panic!("no {test} {size} host→host case"))
 }

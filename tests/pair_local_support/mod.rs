@@ -3,8 +3,10 @@
 #![allow(dead_code)]
 
 use icb_core::PairReport;
+use std::io::Read;
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Small runs: 3 tests × 2 sizes × 2 memory pairs, the CUDA pair skipped without a driver.
 pub const SMALL: [&str; 12] = [
@@ -30,6 +32,8 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 pub struct Ran {
+    /// Pid of the `ic-bench` process: every namespace and pod it made carries it in its name.
+    pub pid: u32,
     pub code: i32,
     pub stdout: String,
     pub stderr: String,
@@ -44,32 +48,65 @@ impl Ran {
             )
         })
     }
+
+    /// Asserts the run left no namespace and no process behind.
+    pub fn assert_nothing_left(&self) {
+        let left = icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, self.pid);
+        assert_eq!(left, icb_isolate::Leftovers::default(), "run {} leaked", self.pid);
+    }
 }
 
 /// Runs `ic-bench ARGS` with extra environment, bounded by a deadline.
 pub fn ic_bench(args: &[&str], env: &[(&str, &str)]) -> Ran {
-    let mut cmd = assert_cmd::Command::new(env!("CARGO_BIN_EXE_ic-bench"));
-    cmd.args(args).timeout(Duration::from_secs(180));
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("ic-bench could not be started");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ic-bench"))
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ic-bench could not be started");
+    let pid = child.id();
+    let read = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = read(Box::new(child.stderr.take().expect("piped stderr")));
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for ic-bench") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ic-bench {args:?} did not finish within 180 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
     Ran {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        pid,
+        code: status.code().unwrap_or(-1),
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
     }
 }
 
 /// `pair --local --isolation MODE` with the small settings and `-o json`.
 pub fn pair_json(isolation: &str, env: &[(&str, &str)]) -> Ran {
-    pair_json_tests(isolation, SMALL[1], env)
+    pair_json_with(isolation, SMALL[1], &[], env)
 }
 
-/// Like [`pair_json`] with another `--tests` list.
-pub fn pair_json_tests(isolation: &str, tests: &str, env: &[(&str, &str)]) -> Ran {
+/// Like [`pair_json`] with another `--tests` list and extra flags.
+pub fn pair_json_with(isolation: &str, tests: &str, extra: &[&str], env: &[(&str, &str)]) -> Ran {
     let mut args = vec!["pair", "--local", "--isolation", isolation, "-o", "json"];
+    let tests_at = args.len() + 1;
     args.extend(SMALL);
-    args[7] = tests;
+    args[tests_at] = tests;
+    args.extend(extra);
     ic_bench(&args, env)
 }

@@ -53,8 +53,12 @@ pub fn cuda_info() -> CudaInfo {
 impl Buf {
     pub fn alloc(kind: MemoryType, len: usize) -> Result<Buf, String> {
         match kind {
-            MemoryType::Host => HostBuffer::new(len).map(|b| Buf::Host(Rc::new(b))).map_err(|e| e.to_string()),
-            MemoryType::Cuda => CudaBuffer::new(0, len).map(|b| Buf::Cuda(Rc::new(b))).map_err(|e| e.to_string()),
+            MemoryType::Host => HostBuffer::new(len)
+                .map(|b| Buf::Host(Rc::new(b)))
+                .map_err(|e| e.to_string()),
+            MemoryType::Cuda => CudaBuffer::new(0, len)
+                .map(|b| Buf::Cuda(Rc::new(b)))
+                .map_err(|e| e.to_string()),
         }
     }
 

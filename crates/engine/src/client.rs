@@ -33,11 +33,19 @@ fn validate(s: &RunSettings) -> Result<(), EngineError> {
     if s.tests.is_empty() || s.memory.is_empty() || s.sizes.is_empty() {
         return bad("nothing to run: give at least one test, memory pair and size".into());
     }
-    if let Some(&z) = s.sizes.iter().find(|&&z| z == 0 || z > crate::messages::MAX_MESSAGE_SIZE) {
+    if let Some(&z) = s
+        .sizes
+        .iter()
+        .find(|&&z| z == 0 || z > crate::messages::MAX_MESSAGE_SIZE)
+    {
         return bad(format!("message size {z} is outside 1 B … 16 GiB"));
     }
     if s.window == 0 || s.window > crate::messages::MAX_WINDOW {
-        return bad(format!("window {} is outside 1 … {}", s.window, crate::messages::MAX_WINDOW));
+        return bad(format!(
+            "window {} is outside 1 … {}",
+            s.window,
+            crate::messages::MAX_WINDOW
+        ));
     }
     let t_ok = |t: f64| t.is_finite() && t > 0.0 && t <= 3600.0;
     if !t_ok(s.min_time_s) || !t_ok(s.max_time_s) || s.min_time_s > s.max_time_s {
@@ -91,13 +99,13 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
     thread.shutdown(Duration::from_secs(5));
 
     let mine = local_hello(Role::Client, &local, &cuda, &opts.tool, false);
-    let locality = opts.locality.unwrap_or(
-        if !mine.boot_id.is_empty() && mine.boot_id == server_hello.boot_id {
+    let locality = opts
+        .locality
+        .unwrap_or(if !mine.boot_id.is_empty() && mine.boot_id == server_hello.boot_id {
             Locality::SameHost
         } else {
             Locality::DifferentHosts
-        },
-    );
+        });
     let expectation = Expectation::resolve(
         locality,
         opts.expect_config.as_ref().map(|(c, p)| (c, p.as_str())),
@@ -156,7 +164,9 @@ async fn run_session(
     check_peer_hello(&server, Role::Server)?;
     let peer_errors = opts.ucx.peer_failure == crate::options::PeerFailureMode::UcxPeer;
     let hello = local_hello(Role::Client, local, cuda, &opts.tool, peer_errors);
-    control.send(&Message::Hello(Box::new(hello)), "the hello exchange").await?;
+    control
+        .send(&Message::Hello(Box::new(hello)), "the hello exchange")
+        .await?;
     let address = server.worker_address.0.clone();
     thread
         .call(move |rt: &mut Runtime| rt.connect_peer(&address, peer_errors))
@@ -228,10 +238,16 @@ async fn prepare(
 ) -> Result<Prepared, EngineError> {
     let label = case_label(&setup);
     if setup.memory.initiator == MemoryType::Cuda && !cuda.available {
-        return Ok(Prepared::NotRun(CaseStatus::Skipped, "no CUDA driver on the prefill side".into()));
+        return Ok(Prepared::NotRun(
+            CaseStatus::Skipped,
+            "no CUDA driver on the prefill side".into(),
+        ));
     }
     if setup.memory.target == MemoryType::Cuda && !server.cuda.available {
-        return Ok(Prepared::NotRun(CaseStatus::Skipped, "no CUDA driver on the decode side".into()));
+        return Ok(Prepared::NotRun(
+            CaseStatus::Skipped,
+            "no CUDA driver on the decode side".into(),
+        ));
     }
     control.send(&Message::Setup(setup), &label).await?;
     let ready: CaseReady = match control.recv(&label, HELLO_TIMEOUT * 4).await? {
@@ -242,7 +258,9 @@ async fn prepare(
         }
         other => return Err(unexpected(&label, &other, "ready, skipped or case_failed")),
     };
-    let local: Result<(), String> = thread.call(move |rt: &mut Runtime| rt.initiator_setup(setup, &ready)).await?;
+    let local: Result<(), String> = thread
+        .call(move |rt: &mut Runtime| rt.initiator_setup(setup, &ready))
+        .await?;
     if let Err(reason) = local {
         // The server holds buffers for this case: let it release them before moving on.
         finish(control, thread, &setup).await?;
@@ -269,7 +287,16 @@ async fn phase(
 ) -> Result<PhaseOutcome, EngineError> {
     let during = phase_during(setup, kind);
     let limit = Duration::from_secs_f64(timeout_s);
-    control.send(&Message::Phase { kind, iterations, timeout_s }, &during).await?;
+    control
+        .send(
+            &Message::Phase {
+                kind,
+                iterations,
+                timeout_s,
+            },
+            &during,
+        )
+        .await?;
     match control.recv(&during, limit).await? {
         Message::PhaseReady => {}
         Message::CaseFailed { reason } => {
@@ -311,7 +338,10 @@ async fn phase(
             if let Ok(Err(EngineError::Control { .. })) =
                 tokio::time::timeout(Duration::from_millis(300), control.next(&during)).await
             {
-                return Err(EngineError::control(format!("{during} (UCX: {detail})"), crate::wire::WireError::Closed));
+                return Err(EngineError::control(
+                    format!("{during} (UCX: {detail})"),
+                    crate::wire::WireError::Closed,
+                ));
             }
             return Err(EngineError::Ucx { during, detail });
         }
@@ -329,7 +359,11 @@ async fn phase(
 }
 
 /// Verifies on both sides and releases the case's buffers; returns the first verification error.
-async fn finish(control: &mut Control, thread: &UcxThread<Runtime>, setup: &CaseSetup) -> Result<Option<String>, EngineError> {
+async fn finish(
+    control: &mut Control,
+    thread: &UcxThread<Runtime>,
+    setup: &CaseSetup,
+) -> Result<Option<String>, EngineError> {
     let label = case_label(setup);
     let local: Result<(), String> = thread.call(|rt: &mut Runtime| rt.initiator_finish()).await?;
     control.send(&Message::Finish, &label).await?;
@@ -375,7 +409,15 @@ async fn run_case(
 
     // Probe operation (its protocol info string is the per-case transport evidence) + warmup.
     let warmup_timeout = (s.max_time_s * 4.0).max(30.0) + PHASE_SLACK_S;
-    let warm = phase(control, thread, &setup, PhaseKind::Warmup, 1 + s.warmup_iterations, warmup_timeout).await?;
+    let warm = phase(
+        control,
+        thread,
+        &setup,
+        PhaseKind::Warmup,
+        1 + s.warmup_iterations,
+        warmup_timeout,
+    )
+    .await?;
     let lanes: Option<Vec<Lane>> = thread.call(|rt: &mut Runtime| rt.lanes()).await?;
     let mut pace = if s.warmup_iterations > 0 && warm.elapsed_s > 0.0 {
         warm.elapsed_s / s.warmup_iterations as f64
@@ -422,7 +464,11 @@ async fn run_case(
         elapsed_s: done_s,
         bytes,
         bandwidth_bps: (setup.test.is_bandwidth() && done_s > 0.0).then(|| bytes as f64 / done_s),
-        latency_us: if setup.test == TestKind::TagLat { stats::one_way_latency(&rtt) } else { None },
+        latency_us: if setup.test == TestKind::TagLat {
+            stats::one_way_latency(&rtt)
+        } else {
+            None
+        },
         window: setup.window,
         verified: verify_error.is_none(),
     };

@@ -7,7 +7,9 @@ pub enum EngineError {
     #[error("cannot listen on {addr}: {source}: pick another --listen address or port")]
     Bind { addr: String, source: std::io::Error },
 
-    #[error("cannot reach ic-bench serve at {addr}: {detail}: start `ic-bench serve` there and check the address, port and firewall")]
+    #[error(
+        "cannot reach ic-bench serve at {addr}: {detail}: start `ic-bench serve` there and check the address, port and firewall"
+    )]
     Connect { addr: String, detail: String },
 
     #[error("{addr} is not a usable address ({detail}): give HOST:PORT, e.g. 10.0.0.5:18515")]

@@ -34,8 +34,16 @@ pub(crate) fn filter_env(vars: impl Iterator<Item = (String, String)>) -> BTreeM
         .take(200)
         .map(|(k, v)| {
             let upper = k.to_ascii_uppercase();
-            let v = if SECRET_WORDS.iter().any(|w| upper.contains(w)) { "***".to_string() } else { v };
-            let v = if v.chars().count() > 1024 { format!("{}…", v.chars().take(1024).collect::<String>()) } else { v };
+            let v = if SECRET_WORDS.iter().any(|w| upper.contains(w)) {
+                "***".to_string()
+            } else {
+                v
+            };
+            let v = if v.chars().count() > 1024 {
+                format!("{}…", v.chars().take(1024).collect::<String>())
+            } else {
+                v
+            };
             (k, v)
         })
         .collect()

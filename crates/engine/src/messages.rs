@@ -118,9 +118,13 @@ pub enum Message {
     /// server → client: buffers ready.
     Ready(CaseReady),
     /// server → client: the case cannot run on the server side (e.g. no CUDA driver).
-    Skipped { reason: String },
+    Skipped {
+        reason: String,
+    },
     /// server → client: the case failed on the server side; the session goes on.
-    CaseFailed { reason: String },
+    CaseFailed {
+        reason: String,
+    },
     /// client → server: run one phase of the current case, within `timeout_s`.
     Phase {
         kind: PhaseKind,
@@ -136,11 +140,16 @@ pub enum Message {
     /// client → server: check the payload, release the case's buffers.
     Finish,
     /// server → client: result of the server-side payload check.
-    Finished { verified: bool, detail: Option<String> },
+    Finished {
+        verified: bool,
+        detail: Option<String>,
+    },
     /// client → server: no more cases.
     Bye,
     /// Either side: fatal error, the sender closes the connection next.
-    Error { message: String },
+    Error {
+        message: String,
+    },
 }
 
 fn check_len(what: &str, s: &str, max: usize) -> Result<(), String> {

@@ -186,7 +186,9 @@ impl Runtime {
     }
 
     fn ep(&self) -> Result<&Endpoint, String> {
-        self.ep.as_ref().ok_or_else(|| "no UCX endpoint to the peer".to_string())
+        self.ep
+            .as_ref()
+            .ok_or_else(|| "no UCX endpoint to the peer".to_string())
     }
 
     fn size(setup: &CaseSetup) -> Result<usize, String> {
@@ -201,7 +203,11 @@ impl Runtime {
         let len = Self::size(&setup)?;
         let mut buf = Buf::alloc(setup.memory.target, len)?;
         // The target holds the data's source for get, its destination otherwise.
-        let seed = if setup.test == TestKind::GetBw { setup.seed } else { other_seed(setup.seed) };
+        let seed = if setup.test == TestKind::GetBw {
+            setup.seed
+        } else {
+            other_seed(setup.seed)
+        };
         buf.fill(seed)?;
         let mut ready = CaseReady::default();
         let mut map = None;
@@ -343,7 +349,11 @@ impl Runtime {
         self.case = None;
         let len = Self::size(&setup)?;
         let mut buf = Buf::alloc(setup.memory.initiator, len)?;
-        let seed = if setup.test == TestKind::GetBw { other_seed(setup.seed) } else { setup.seed };
+        let seed = if setup.test == TestKind::GetBw {
+            other_seed(setup.seed)
+        } else {
+            setup.seed
+        };
         buf.fill(seed)?;
         let pong = if setup.test == TestKind::TagLat {
             let mut p = Buf::alloc(setup.memory.initiator, len)?;
@@ -353,7 +363,11 @@ impl Runtime {
             None
         };
         let rkey = if setup.test.is_rma() {
-            Some(self.ep()?.unpack_rkey(&ready.rkey.0).map_err(|e| format!("the server's rkey: {e}"))?)
+            Some(
+                self.ep()?
+                    .unpack_rkey(&ready.rkey.0)
+                    .map_err(|e| format!("the server's rkey: {e}"))?,
+            )
         } else {
             None
         };
@@ -368,7 +382,12 @@ impl Runtime {
         Ok(())
     }
 
-    pub fn initiator_phase(&mut self, kind: PhaseKind, iterations: u64, ctl: &PhaseCtl) -> Result<PhaseOutcome, String> {
+    pub fn initiator_phase(
+        &mut self,
+        kind: PhaseKind,
+        iterations: u64,
+        ctl: &PhaseCtl,
+    ) -> Result<PhaseOutcome, String> {
         let r = self.initiator_phase_inner(kind, iterations, ctl);
         if r.is_err() {
             self.drain_now();

@@ -106,7 +106,9 @@ async fn session(
     opts: &ServeOptions,
 ) -> Result<(), EngineError> {
     let hello = local_hello(Role::Server, local, cuda, &opts.tool, false);
-    control.send(&Message::Hello(Box::new(hello)), "the hello exchange").await?;
+    control
+        .send(&Message::Hello(Box::new(hello)), "the hello exchange")
+        .await?;
     let peer: Hello = match control.recv("the hello exchange", HELLO_TIMEOUT).await? {
         Message::Hello(h) => *h,
         other => return Err(unexpected("the hello exchange", &other, "hello")),
@@ -125,7 +127,9 @@ async fn session(
 
     let mut current: Option<CaseSetup> = None;
     loop {
-        let during = current.map(|c| case_label(&c)).unwrap_or_else(|| "waiting for the next case".into());
+        let during = current
+            .map(|c| case_label(&c))
+            .unwrap_or_else(|| "waiting for the next case".into());
         let msg = control.recv(&during, BETWEEN_STEPS).await?;
         match msg {
             Message::Setup(setup) => {
@@ -152,7 +156,15 @@ async fn session(
                 timeout_s,
             } => {
                 let Some(setup) = current else {
-                    return Err(unexpected(&during, &Message::Phase { kind, iterations, timeout_s }, "setup"));
+                    return Err(unexpected(
+                        &during,
+                        &Message::Phase {
+                            kind,
+                            iterations,
+                            timeout_s,
+                        },
+                        "setup",
+                    ));
                 };
                 let limit = Duration::from_secs_f64(timeout_s).min(MAX_PHASE);
                 run_phase(control, thread, setup, kind, iterations, limit).await?;

@@ -29,8 +29,19 @@ pub fn one_way_latency(rtt_ns: &Histogram<u64>) -> Option<LatencyStats> {
 
 /// Iterations for the next measured round: enough to reach `want_s` at the observed pace, at
 /// least `min_iterations` in total, and no more than fits in what is left of `max_time_s`.
-pub fn next_round(per_iter_s: f64, done_iters: u64, done_s: f64, min_iterations: u64, min_time_s: f64, max_time_s: f64) -> u64 {
-    let per_iter = if per_iter_s.is_finite() && per_iter_s > 0.0 { per_iter_s } else { 1e-7 };
+pub fn next_round(
+    per_iter_s: f64,
+    done_iters: u64,
+    done_s: f64,
+    min_iterations: u64,
+    min_time_s: f64,
+    max_time_s: f64,
+) -> u64 {
+    let per_iter = if per_iter_s.is_finite() && per_iter_s > 0.0 {
+        per_iter_s
+    } else {
+        1e-7
+    };
     let need_iters = min_iterations.saturating_sub(done_iters);
     let need_time = (min_time_s - done_s).max(0.0);
     // Over the estimate so a slightly optimistic pace does not cost another round: 5 % for the

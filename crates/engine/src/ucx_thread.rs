@@ -73,9 +73,14 @@ impl<S: 'static> UcxThread<S> {
         let job: Job<S> = Box::new(move |state| {
             let _ = tx.send(f(state));
         });
-        let jobs = self.jobs.as_ref().ok_or_else(|| EngineError::Internal("the UCX thread was shut down".into()))?;
-        jobs.send(job).map_err(|_| EngineError::Internal("the UCX thread is gone".into()))?;
-        rx.await.map_err(|_| EngineError::Internal("the UCX thread dropped a job (it panicked?)".into()))
+        let jobs = self
+            .jobs
+            .as_ref()
+            .ok_or_else(|| EngineError::Internal("the UCX thread was shut down".into()))?;
+        jobs.send(job)
+            .map_err(|_| EngineError::Internal("the UCX thread is gone".into()))?;
+        rx.await
+            .map_err(|_| EngineError::Internal("the UCX thread dropped a job (it panicked?)".into()))
     }
 
     /// Stops the thread (its state is dropped there: endpoints closed, worker and context
@@ -115,7 +120,10 @@ mod tests {
         assert_eq!(extra, "ready");
         let v = t.call(|s: &mut Rc<u32>| **s + 1).await.unwrap();
         assert_eq!(v, 42);
-        let name = t.call(|_| std::thread::current().name().map(str::to_string)).await.unwrap();
+        let name = t
+            .call(|_| std::thread::current().name().map(str::to_string))
+            .await
+            .unwrap();
         assert_eq!(name.as_deref(), Some("icb-ucx"));
         t.shutdown(Duration::from_secs(5));
         assert!(t.call(|_| ()).await.is_err());

@@ -48,7 +48,10 @@ impl From<std::io::Error> for WireError {
 /// Encodes one message as a complete frame.
 pub fn encode(msg: &Message) -> Result<Vec<u8>, WireError> {
     let body = serde_json::to_vec(msg).map_err(|e| WireError::Malformed(e.to_string()))?;
-    let len = u32::try_from(body.len()).ok().filter(|&l| l <= MAX_FRAME_BYTES).ok_or(WireError::TooLarge(u32::MAX))?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|&l| l <= MAX_FRAME_BYTES)
+        .ok_or(WireError::TooLarge(u32::MAX))?;
     let mut frame = Vec::with_capacity(HEADER_LEN + body.len());
     frame.extend_from_slice(&MAGIC);
     frame.extend_from_slice(&PROTOCOL_VERSION.to_be_bytes());
@@ -135,14 +138,23 @@ mod tests {
             "peer speaks control protocol v2, this ic-bench speaks v1: use the same ic-bench version on both sides"
         );
         let e = parse_header(&header(&MAGIC, 1, u32::MAX)).unwrap_err().to_string();
-        assert_eq!(e, "control message of 4294967295 bytes exceeds the 1 MiB limit: the peer is not ic-bench");
-        assert_eq!(parse_header(&header(&MAGIC, 1, MAX_FRAME_BYTES)).unwrap(), MAX_FRAME_BYTES);
+        assert_eq!(
+            e,
+            "control message of 4294967295 bytes exceeds the 1 MiB limit: the peer is not ic-bench"
+        );
+        assert_eq!(
+            parse_header(&header(&MAGIC, 1, MAX_FRAME_BYTES)).unwrap(),
+            MAX_FRAME_BYTES
+        );
     }
 
     #[test]
     fn rejects_malformed_bodies() {
         assert!(matches!(decode_body(b"{not json"), Err(WireError::Malformed(_))));
-        assert!(matches!(decode_body(br#"{"type":"launch_missiles"}"#), Err(WireError::Malformed(_))));
+        assert!(matches!(
+            decode_body(br#"{"type":"launch_missiles"}"#),
+            Err(WireError::Malformed(_))
+        ));
         let e = decode_body(br#"{"type":"error","message":""}"#);
         assert!(e.is_ok());
     }

@@ -235,7 +235,11 @@ fn wait_until_running(netns: &str) -> Result<()> {
         if started.elapsed() > DEADLINE {
             return Err(IsolateError::Command {
                 command: format!("ip -n {netns} link show dev {NODE_IFACE}"),
-                detail: format!("{NODE_IFACE} not operationally up after {} s: {}", DEADLINE.as_secs(), state.trim()),
+                detail: format!(
+                    "{NODE_IFACE} not operationally up after {} s: {}",
+                    DEADLINE.as_secs(),
+                    state.trim()
+                ),
             });
         }
         std::thread::sleep(Duration::from_millis(10));

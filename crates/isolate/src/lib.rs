@@ -38,7 +38,8 @@
 //! pair.pod(&side, program) -> PodSpec;  pair.tag();  pair.fabric();  pair.teardown(self)
 //!
 //! // Leftovers, signals, helpers
-//! cleanup_stale(prefix) -> Result<StaleCleanup { namespaces, processes }>  // owner pid dead only
+//! cleanup_stale(prefix) -> Result<Leftovers { namespaces, processes }>  // owner pid dead only
+//! leftovers_of(prefix, owner pid) -> Leftovers       // what a run (dead or alive) still has
 //! StopSignals::install() -> Result<StopSignals>;  signals.recv().await -> StopSignal
 //! run_in_netns(netns, FnOnce() -> T) -> Result<T>   // e.g. bind/connect sockets "on" a node
 //! live_processes(tag: &str) -> Vec<u32>;  netns_exists(name) -> bool;  pid_alive(pid) -> bool
@@ -46,6 +47,10 @@
 //! privileged_tests_enabled(test_name) -> bool;  is_root() -> bool
 //! DEFAULT_PREFIX = "icb";  RUN_TAG_ENV = "ICB_ISOLATE_RUN"
 //! ```
+//!
+//! A fabric is handed out (and `restore` returns) only once every `eth0` is operationally up: the
+//! kernel reports veth carrier with up to a second's delay, and UCX started in that window skips
+//! the device and fails with "Destination is unreachable" (measured: half the runs).
 //!
 //! Cleanup: every object that creates something removes it on drop, also while unwinding from a
 //! panic. A SIGINT/SIGTERM would kill the process before any drop runs, so an orchestrator listens
@@ -74,4 +79,4 @@ pub use pair::{Isolation, LocalPair, PairSide};
 pub use pod::{Pod, PodSpec};
 pub use procs::{live_processes, netns_exists, pid_alive};
 pub use signal::{StopSignal, StopSignals};
-pub use stale::{StaleCleanup, cleanup_stale};
+pub use stale::{Leftovers, cleanup_stale, leftovers_of};

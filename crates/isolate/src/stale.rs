@@ -6,16 +6,16 @@ use crate::fabric::remove_namespaces;
 use crate::names::{RunTag, validate_prefix};
 use crate::procs::{netns_names, pid_alive, tagged_pids};
 
-/// What [`cleanup_stale`] removed.
+/// Namespaces and processes of runs: what [`cleanup_stale`] removed, or what [`leftovers_of`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StaleCleanup {
-    /// Network namespaces deleted.
+pub struct Leftovers {
+    /// Network namespaces (`ip netns` names).
     pub namespaces: Vec<String>,
-    /// Pids of pods (and their descendants) killed.
+    /// Pids of pods and their descendants.
     pub processes: Vec<u32>,
 }
 
-impl StaleCleanup {
+impl Leftovers {
     pub fn is_empty(&self) -> bool {
         self.namespaces.is_empty() && self.processes.is_empty()
     }
@@ -24,14 +24,25 @@ impl StaleCleanup {
 /// Deletes network namespaces named `{prefix}-{pid}-…` and kills pods tagged `{prefix}-{pid}-…`
 /// whose owner `pid` is no longer alive. Live runs — parallel tests, another ic-bench — are never
 /// touched. Owner pids are read in our PID namespace: call it from the host, not from inside a pod.
-pub fn cleanup_stale(prefix: &str) -> Result<StaleCleanup> {
+pub fn cleanup_stale(prefix: &str) -> Result<Leftovers> {
     validate_prefix(prefix)?;
     let is_stale = |name: &str| RunTag::parse_owner(prefix, name).is_some_and(|owner| !pid_alive(owner));
     let namespaces: Vec<String> = netns_names().into_iter().filter(|n| is_stale(n)).collect();
     let processes: Vec<u32> = tagged_pids(is_stale).into_iter().map(|(pid, _)| pid).collect();
     if namespaces.is_empty() && processes.is_empty() {
-        return Ok(StaleCleanup::default());
+        return Ok(Leftovers::default());
     }
     remove_namespaces(&namespaces, &format!("stale {prefix} runs"), is_stale)?;
-    Ok(StaleCleanup { namespaces, processes })
+    Ok(Leftovers { namespaces, processes })
+}
+
+/// What is still there of the runs that process `owner` created under `prefix`, dead or alive:
+/// namespaces named `{prefix}-{owner}-…` and live processes tagged so. Lets a test (or an
+/// orchestrator after cleanup) check that nothing leaked.
+pub fn leftovers_of(prefix: &str, owner: u32) -> Leftovers {
+    let mine = |name: &str| RunTag::parse_owner(prefix, name) == Some(owner);
+    Leftovers {
+        namespaces: netns_names().into_iter().filter(|n| mine(n)).collect(),
+        processes: tagged_pids(mine).into_iter().map(|(pid, _)| pid).collect(),
+    }
 }

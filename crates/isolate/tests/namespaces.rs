@@ -2,7 +2,7 @@
 //! name prefix so tests running in parallel never see each other's leftovers as their own.
 
 use icb_isolate::{
-    Fabric, Isolation, LocalPair, PodSpec, StaleCleanup, cleanup_stale, live_processes, netns_exists,
+    Fabric, Isolation, Leftovers, LocalPair, PodSpec, cleanup_stale, leftovers_of, live_processes, netns_exists,
     privileged_tests_enabled, run_in_netns,
 };
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -388,7 +388,7 @@ fn stale_runs_are_cleaned_up() {
 
     // ...which a later run removes, without touching live runs.
     let live = Fabric::create("icbs", &["alive"]).unwrap();
-    let StaleCleanup {
+    let Leftovers {
         namespaces: removed,
         processes,
     } = cleanup_stale("icbs").unwrap();
@@ -407,6 +407,13 @@ fn stale_runs_are_cleaned_up() {
         live.namespaces().iter().all(|ns| netns_exists(ns)),
         "a live run was touched"
     );
+    let owner: u32 = tag.split('-').nth(1).unwrap().parse().unwrap();
+    assert_eq!(leftovers_of("icbs", owner), Leftovers::default());
+    let mut found = leftovers_of("icbs", std::process::id()).namespaces;
+    let mut expected = live.namespaces().to_vec();
+    found.sort();
+    expected.sort();
+    assert_eq!(found, expected);
     assert!(cleanup_stale("icbs").unwrap().is_empty());
     live.teardown().unwrap();
 }

@@ -99,10 +99,18 @@ pub fn pod_state(pod: &Pod) -> PodState {
                 .find(|c| c.type_ == "PodScheduled" && c.status == "False")
                 && c.reason.as_deref() == Some("Unschedulable")
             {
-                return PodState::Stuck(format!(
-                    "pod {name} cannot be scheduled: {}",
-                    one_line(c.message.as_deref().unwrap_or("the scheduler gave no reason"))
-                ));
+                let msg = one_line(c.message.as_deref().unwrap_or("the scheduler gave no reason"));
+                let node = crate::podspec::pinned_node(pod)
+                    .map(|n| format!(" on node {n}"))
+                    .unwrap_or_default();
+                let fix = if msg.contains("Insufficient") {
+                    " The bench pod requests the same devices as the pod it is modelled on: free some on that node, or target node/NAME to run without device requests."
+                } else if msg.contains("affinity") || msg.contains("selector") {
+                    " Check that the node exists (kubectl get nodes)."
+                } else {
+                    ""
+                };
+                return PodState::Stuck(format!("pod {name} cannot be scheduled{node}: {msg}{fix}"));
             }
             if let Some(w) = container
                 .and_then(|c| c.state.as_ref())
@@ -473,12 +481,18 @@ mod tests {
         let unsched = pod_json(
             serde_json::json!({"phase":"Pending","conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable","message":"0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}]}),
         );
-        assert_eq!(
-            pod_state(&unsched),
-            PodState::Stuck(
-                "pod p cannot be scheduled: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu.".into()
-            )
-        );
+        match pod_state(&unsched) {
+            PodState::Stuck(m) => {
+                assert!(
+                    m.starts_with(
+                        "pod p cannot be scheduled on node n1: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+                    ),
+                    "{m}"
+                );
+                assert!(m.contains("free some on that node"), "{m}");
+            }
+            s => panic!("{s:?}"),
+        }
         let pull = pod_json(
             serde_json::json!({"phase":"Pending","containerStatuses":[{"name":"bench","image":"x:1","imageID":"","ready":false,"restartCount":0,"state":{"waiting":{"reason":"ErrImagePull","message":"not found"}}}]}),
         );

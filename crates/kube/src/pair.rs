@@ -359,7 +359,7 @@ pub fn last_error_line(logs: &str) -> Option<String> {
         .rev()
         .find(|l| l.contains("error"))
         .or(lines.last())
-        .map(|l| one_line(l))
+        .map(|l| one_line(l.trim_start_matches("ic-bench: error: ")))
 }
 
 #[cfg(test)]
@@ -439,7 +439,11 @@ mod dry_run_tests {
             decode: resolved("gpu-1"),
             prefill: resolved("gpu-1"),
             server: pod(Role::Server, &["serve", "--once"], Some(model)),
-            client: pod(Role::Client, &["connect", "$(IC_BENCH_SERVER)", "--sizes", "8,1024"], None),
+            client: pod(
+                Role::Client,
+                &["connect", "$(IC_BENCH_SERVER)", "--sizes", "8,1024"],
+                None,
+            ),
             notes: vec![],
         };
         let text = prepared.to_yaml().unwrap();

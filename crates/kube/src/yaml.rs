@@ -6,8 +6,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 /// Every document of a YAML stream, as JSON values (empty documents skipped).
 pub fn documents(text: &str) -> Result<Vec<serde_json::Value>, KubeError> {
-    let docs: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(text).map_err(|e| KubeError::Output(format!("bad YAML: {}", crate::error::one_line(&e.to_string()))))?;
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text)
+        .map_err(|e| KubeError::Output(format!("bad YAML: {}", crate::error::one_line(&e.to_string()))))?;
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 

@@ -37,13 +37,10 @@ use icb_core::checks::ProbeReport;
 pub fn probe_node(src: &dyn NodeSource, opts: &GatherOptions, expect: &NodeExpectations) -> (ProbeReport, NodeFacts) {
     let facts = gather(src, opts);
     let checks = node_checks(&facts, expect);
-    let next = vec![format!(
-        "ic-bench probe nixl{}   # then ic-bench pair to measure the path",
-        if facts.target == "local" {
-            String::new()
-        } else {
-            format!("  # on {}", facts.target)
-        }
-    )];
+    let next = match facts.target.strip_prefix("pod/") {
+        Some(pod) => vec![format!("ic-bench probe nixl --pod {pod}")],
+        None if facts.target == "local" => vec!["ic-bench probe nixl".to_string()],
+        None => Vec::new(),
+    };
     (ProbeReport::new("node", &facts.target, checks, next), facts)
 }

@@ -222,7 +222,7 @@ impl NodeSource for Snapshot {
 /// `mlx5_2` before `mlx5_10`; GID index `3` before `10`.
 pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     fn key(s: &str) -> (String, u64, String) {
-        let digits_at = s.rfind(|c: char| !c.is_ascii_digit()).map_or(0, |i| i + 1);
+        let digits_at = s.char_indices().rev().find(|(_, c)| !c.is_ascii_digit()).map_or(0, |(i, c)| i + c.len_utf8());
         let (head, tail) = s.split_at(digits_at);
         match tail.parse::<u64>() {
             Ok(n) => (head.to_string(), n, String::new()),
@@ -238,6 +238,7 @@ mod tests {
 
     #[test]
     fn natural_order() {
+        assert_eq!(natural_cmp("é1", "é"), std::cmp::Ordering::Greater);
         let mut v = vec!["mlx5_10", "mlx5_2", "mlx5_1", "mlx5_bond_0", "3", "10", "1"];
         v.sort_by(|a, b| natural_cmp(a, b));
         assert_eq!(v, vec!["1", "3", "10", "mlx5_1", "mlx5_2", "mlx5_10", "mlx5_bond_0"]);

@@ -215,3 +215,71 @@ fn detect_with_no_rdma_exports_nothing() {
     assert!(d.exports.is_empty());
     assert!(!d.found_something());
 }
+
+/// A node described directly as probe-script output (what `--pod` returns).
+fn snapshot(body: &str) -> icb_probe::Snapshot {
+    icb_probe::remote::parse_snapshot("pod/t", &format!("{body}@@ICB DONE\n")).unwrap()
+}
+
+fn file(path: &str, v: &str) -> String {
+    format!("@@ICB FILE {path}\n{v}\n\n@@ICB END\n")
+}
+
+fn efa_or_ib_node(dev: &str, extra: &str) -> String {
+    let b = format!("/sys/class/infiniband/{dev}/ports/1");
+    format!(
+        "@@ICB LIST /sys/class/infiniband\n{dev}\n@@ICB END\n@@ICB LIST /sys/class/infiniband/{dev}/ports\n1\n@@ICB END\n{}{}{}{}{}{extra}",
+        file(&format!("{b}/state"), "4: ACTIVE"),
+        file(&format!("{b}/phys_state"), "5: LinkUp"),
+        file(&format!("{b}/link_layer"), "InfiniBand"),
+        file(&format!("{b}/counters/symbol_error"), "10"),
+        file("/proc/sys/kernel/osrelease", "6.8.0-1015-aws"),
+    )
+}
+
+fn run_snapshot(s: &icb_probe::Snapshot, vars: &[(&str, &str)]) -> ProbeReport {
+    let opts = GatherOptions { tool_timeout: Duration::from_secs(1), counter_interval: Duration::from_secs(1) };
+    probe_node(s, &opts, &NodeExpectations { env: env(vars), rdma_required: false }).0
+}
+
+#[test]
+fn rising_error_counters_warn() {
+    let b = "/sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error";
+    let s = snapshot(&efa_or_ib_node("mlx5_0", &format!("@@ICB SAMPLE2 {b}\n25\n\n@@ICB END\n")));
+    let r = run_snapshot(&s, &[]);
+    let c = get(&r, "node.link_errors");
+    assert_eq!(c.status, Status::Warn, "{c:?}");
+    assert!(c.detail.contains("symbol_error +15"), "{}", c.detail);
+    let s = snapshot(&efa_or_ib_node("mlx5_0", &format!("@@ICB SAMPLE2 {b}\n10\n\n@@ICB END\n")));
+    assert!(get(&run_snapshot(&s, &[]), "node.link_errors").detail.contains("stable"));
+}
+
+#[test]
+fn efa_with_get_zcopy_on_a_new_kernel_fails() {
+    let s = snapshot(&efa_or_ib_node("rdmap16s27", ""));
+    assert_eq!(status(&run_snapshot(&s, &[("UCX_RNDV_SCHEME", "get_zcopy")]), "node.efa_kernel"), Status::Fail);
+    assert_eq!(status(&run_snapshot(&s, &[("UCX_RNDV_THRESH", "0")]), "node.efa_kernel"), Status::Fail);
+    assert_eq!(status(&run_snapshot(&s, &[("UCX_RNDV_SCHEME", "put_zcopy")]), "node.efa_kernel"), Status::Ok);
+}
+
+#[test]
+fn ucx_without_gpu_memory_or_rdma_transports() {
+    let ucx_host_only = "@@ICB TOOL ucx_info\n# Memory domain: mlx5_0\n#     Component: ib\n#         memory types: host (access,reg,cache)\n#      Transport: rc_mlx5\n#         Device: mlx5_0:1\n# Memory domain: tcp\n#      Transport: tcp\n\n@@ICB RC 0\n";
+    let s = snapshot(&efa_or_ib_node("mlx5_0", ucx_host_only));
+    let r = run_snapshot(&s, &[]);
+    assert_eq!(status(&r, "node.ucx_gpumem"), Status::Warn);
+    // rc but no cuda_copy, no NVIDIA driver here: warn.
+    assert_eq!(status(&r, "node.ucx_tl"), Status::Warn);
+    let tcp_only = "@@ICB TOOL ucx_info\n# Memory domain: tcp\n#     Component: tcp\n#      Transport: tcp\n#         Device: eth0\n\n@@ICB RC 0\n";
+    let r = run_snapshot(&snapshot(&efa_or_ib_node("mlx5_0", tcp_only)), &[]);
+    assert_eq!(status(&r, "node.ucx_tl"), Status::Fail);
+}
+
+#[test]
+fn ibstat_is_the_fallback_when_sysfs_shows_no_ports() {
+    let ib = "@@ICB TOOL ibstat\nCA 'mlx5_0'\n\tPort 1:\n\t\tState: Initializing\n\t\tPhysical state: LinkUp\n\t\tRate: 400\n\t\tLink layer: InfiniBand\n\n@@ICB RC 0\n";
+    let r = run_snapshot(&snapshot(ib), &[]);
+    let c = get(&r, "node.port_state");
+    assert_eq!(c.status, Status::Fail, "{c:?}");
+    assert!(c.detail.contains("from ibstat") && c.detail.contains("INIT/LinkUp"), "{}", c.detail);
+}

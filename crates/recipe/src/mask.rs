@@ -72,6 +72,32 @@ pub fn looks_like_token(value: &str) -> bool {
     prefixed || aws || jwt || random
 }
 
+/// Decodes a Secret's base64 `data` value when it is text, so the plain value can be masked too.
+pub fn base64_text(encoded: &str) -> Option<String> {
+    let mut bits: u32 = 0;
+    let mut nbits = 0;
+    let mut out = Vec::new();
+    for c in encoded.bytes().filter(|c| !c.is_ascii_whitespace()) {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            b'=' => break,
+            _ => return None,
+        };
+        bits = (bits << 6) | u32::from(v);
+        nbits += 6;
+        if nbits >= 8 {
+            nbits -= 8;
+            // Masking to a byte is the point of the cast.
+            out.push(((bits >> nbits) & 0xff) as u8);
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// How a variable's value may be printed.
 pub fn display_value(var: &EnvVar) -> String {
     match &var.value {
@@ -151,6 +177,12 @@ mod tests {
         ] {
             assert!(!looks_like_token(v), "{v}");
         }
+    }
+
+    #[test]
+    fn base64() {
+        assert_eq!(base64_text("aGVsbG8gd29ybGQ=").as_deref(), Some("hello world"));
+        assert_eq!(base64_text("!!"), None);
     }
 
     #[test]

@@ -186,6 +186,8 @@ pub struct RoleEnv {
     pub host_ipc: bool,
     pub host_pid: bool,
     pub host_network: bool,
+    /// The node's `/dev/infiniband` is mounted into the main container (hostPath).
+    pub host_infiniband: bool,
     /// /dev/shm size as written, and in bytes when parseable. `None` when nothing sets it.
     pub shm: Option<(String, Option<u64>)>,
     /// Where the shm setting came from (`sharedMemory.size`, `emptyDir`, `hostIPC`).
@@ -219,6 +221,7 @@ impl RoleEnv {
             host_ipc: false,
             host_pid: false,
             host_network: false,
+            host_infiniband: false,
             shm: None,
             shm_origin: None,
             image: None,
@@ -264,6 +267,17 @@ impl RoleEnv {
     /// not a ComputeDomain channel).
     pub fn requests_rdma(&self) -> bool {
         !self.resources.rdma.is_empty() || self.resources.nic_claims().next().is_some()
+    }
+
+    /// RDMA verbs devices reach the container without a device request: the node's
+    /// `/dev/infiniband` mounted, or a privileged container (which sees every host device).
+    pub fn host_rdma(&self) -> bool {
+        self.host_infiniband || self.privileged
+    }
+
+    /// The pod will do RDMA: a device request, or host devices plus the host network.
+    pub fn uses_rdma(&self) -> bool {
+        self.requests_rdma() || self.host_infiniband || (self.privileged && self.host_network)
     }
 
     /// Claims an MNNVL ComputeDomain channel (GB200-class NVLink across nodes).

@@ -180,8 +180,8 @@ pub(crate) fn apply_security_context(role: &mut RoleEnv, sc: &Node) {
 }
 
 /// Applies one container: env, envFrom, resources, securityContext, image and engine args.
-/// Returns the names of volumes it mounts at /dev/shm.
-pub(crate) fn apply_container(role: &mut RoleEnv, c: &Node, layer: &str, source: &str) -> Vec<String> {
+/// Returns its volume mounts as (volume name, mount path).
+pub(crate) fn apply_container(role: &mut RoleEnv, c: &Node, layer: &str, source: &str) -> Vec<(String, String)> {
     if let Some(from) = c.get("envFrom") {
         apply_env_from(role, from, &format!("{layer}.envFrom"), source);
     }
@@ -212,11 +212,12 @@ pub(crate) fn apply_container(role: &mut RoleEnv, c: &Node, layer: &str, source:
         .map(Node::as_seq)
         .unwrap_or_default()
         .iter()
-        .filter(|m| {
-            m.str_at("mountPath")
-                .is_some_and(|p| p.trim_end_matches('/') == "/dev/shm")
+        .filter_map(|m| {
+            Some((
+                m.str_at("name")?.to_string(),
+                m.str_at("mountPath")?.trim_end_matches('/').to_string(),
+            ))
         })
-        .filter_map(|m| m.str_at("name").map(str::to_string))
         .collect()
 }
 
@@ -238,7 +239,7 @@ pub(crate) fn main_container(containers: &[Node]) -> Option<&Node> {
 
 /// Applies pod-level fields: host namespaces, placement, claims and /dev/shm volumes. The
 /// caller applies the main container first and passes the volumes it mounts at /dev/shm.
-pub(crate) fn apply_pod_fields(role: &mut RoleEnv, spec: &Node, shm_mounts: &[String], layer: &str) {
+pub(crate) fn apply_pod_fields(role: &mut RoleEnv, spec: &Node, mounts: &[(String, String)], layer: &str) {
     for (key, flag) in [("hostIPC", 0), ("hostPID", 1), ("hostNetwork", 2)] {
         if let Some(v) = spec.get(key) {
             let on = v.is_true();
@@ -301,9 +302,17 @@ pub(crate) fn apply_pod_fields(role: &mut RoleEnv, spec: &Node, shm_mounts: &[St
     }
     for vol in spec.get("volumes").map(Node::as_seq).unwrap_or_default() {
         let Some(name) = vol.str_at("name") else { continue };
+        let mounted_at = |path: &str| mounts.iter().any(|(n, p)| n == name && p == path);
+        let host_path = vol
+            .path(&["hostPath", "path"])
+            .and_then(Node::as_str)
+            .map(|p| p.trim_end_matches('/'));
+        if host_path == Some("/dev/infiniband") && mounts.iter().any(|(n, _)| n == name) {
+            role.host_infiniband = true;
+        }
         let Some(ed) = vol.get("emptyDir") else { continue };
         let memory = ed.str_at("medium").is_some_and(|m| m.eq_ignore_ascii_case("memory"));
-        if memory && shm_mounts.iter().any(|m| m == name) {
+        if memory && mounted_at("/dev/shm") {
             let text = ed.str_at("sizeLimit").unwrap_or("unlimited (pod memory)").to_string();
             let bytes = ed.str_at("sizeLimit").and_then(parse_quantity);
             role.shm = Some((text, bytes.or(Some(u64::MAX))));

@@ -15,7 +15,7 @@
 use crate::engine;
 use crate::load::Document;
 use crate::mask::{self, Masker};
-use crate::model::{Role, RoleEnv};
+use crate::model::{EnvValue, EnvVar, Role, RoleEnv};
 use crate::patch::{self, Merged};
 use crate::podspec;
 use crate::yaml::{Kind, Node};
@@ -87,6 +87,9 @@ pub fn resolve(docs: &[Document]) -> Resolution {
                     for (_, v) in doc.root.get(key).map(Node::as_map).unwrap_or_default() {
                         if let Some(s) = v.as_str() {
                             res.masker.add(s);
+                            if let Some(plain) = mask::base64_text(s).filter(|_| key == "data") {
+                                res.masker.add(&plain);
+                            }
                         }
                     }
                 }
@@ -103,6 +106,7 @@ pub fn resolve(docs: &[Document]) -> Resolution {
         }
     }
     classify_claims(&mut res.roles, &merged);
+    resolve_configmap_refs(&mut res.roles, &configmaps);
     for cm in configmaps {
         apply_configmap(&mut res, cm);
     }
@@ -192,6 +196,9 @@ fn infer_role(explicit: &[Option<&str>], role: &RoleEnv, labels: &[String]) -> R
         .any(|e| Role::from_word(e) == Some(Role::Worker))
         || role.resources.gpus.is_some()
         || role.engine.framework.is_some()
+        || name.contains("worker")
+        // Whoever sets transport variables means to move data with them.
+        || role.env.iter().any(|v| ["UCX_", "NCCL_", "NIXL_"].iter().any(|p| v.name.starts_with(p)))
     {
         Role::Worker
     } else {
@@ -482,5 +489,56 @@ fn classify_claims(roles: &mut [RoleEnv], merged: &[Merged]) {
             }
         }
         res.domain_claims = domain;
+    }
+}
+
+/// Fills `configMapKeyRef` values and `envFrom: configMapRef` keys from ConfigMaps that are
+/// among the inputs (Secrets are never resolved: their values must not be printed).
+fn resolve_configmap_refs(roles: &mut [RoleEnv], configmaps: &[&Merged]) {
+    let lookup = |name: &str| {
+        configmaps
+            .iter()
+            .find(|m| m.doc.kind() == Some("ConfigMap") && m.doc.name() == Some(name))
+    };
+    for r in roles {
+        for var in &mut r.env {
+            let EnvValue::ConfigMap { name, key } = &var.value else {
+                continue;
+            };
+            let Some(cm) = lookup(name) else { continue };
+            let Some(node) = cm.doc.root.path(&["data", key.as_str()]) else {
+                continue;
+            };
+            let Some(value) = node.as_str() else { continue };
+            var.origin = format!("ConfigMap/{name} {key} ({}:{})", cm.doc.source, node.line);
+            var.value = EnvValue::Literal {
+                value: value.to_string(),
+            };
+        }
+        let mut kept = Vec::new();
+        for from in std::mem::take(&mut r.env_from) {
+            let Some(cm) = lookup(&from.name).filter(|_| from.kind == "configMap") else {
+                kept.push(from);
+                continue;
+            };
+            // envFrom sits below every explicit env entry, so it only fills the gaps.
+            let mut added = Vec::new();
+            for (key, v) in cm.doc.root.get("data").map(Node::as_map).unwrap_or_default() {
+                if r.env.iter().any(|e| &e.name == key) {
+                    continue;
+                }
+                if let Some(value) = v.as_str() {
+                    added.push(EnvVar {
+                        name: key.clone(),
+                        value: EnvValue::Literal {
+                            value: value.to_string(),
+                        },
+                        origin: format!("envFrom ConfigMap/{} ({}:{})", from.name, cm.doc.source, v.line),
+                    });
+                }
+            }
+            r.env.splice(0..0, added);
+        }
+        r.env_from = kept;
     }
 }

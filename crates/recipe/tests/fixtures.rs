@@ -657,3 +657,173 @@ fn compute_domain_claims_are_an_nvlink_fabric_not_a_nic() {
     let split = probe(&["warn/computedomain-split.yaml"]);
     assert!(checks(&split, "pod.placement")[0].detail.contains("cliques"));
 }
+
+#[test]
+fn cronjob_daemonset_and_connector_none() {
+    let yaml = r#"
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: bench-prefill}
+spec:
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          containers:
+            - name: main
+              image: vllm
+              args: ["python3", "-m", "dynamo.vllm", "--is-prefill-worker", "--connector", "none"]
+              env: [{name: UCX_TLS, value: "^cuda_copy"}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: decode-ds}
+spec:
+  template:
+    spec:
+      containers:
+        - name: main
+          image: vllm
+          env: [{name: UCX_TLS, value: "^ib"}]
+"#;
+    let docs = load_inputs(&[Input::Text {
+        name: "c.yaml".into(),
+        content: yaml.into(),
+    }])
+    .unwrap();
+    let res = resolve(&docs);
+    assert_eq!(res.roles.len(), 2);
+    assert_eq!(res.roles[0].role, Role::Prefill);
+    assert_eq!(res.roles[0].workload, "CronJob/bench-prefill");
+    assert_eq!(res.roles[1].role, Role::Decode);
+    let checks = icb_recipe::check(&res);
+    let find = |id: &str, comp: &str| {
+        checks
+            .iter()
+            .find(|c| c.id == id && c.scope.as_deref().unwrap_or("").contains(comp))
+            .map(|c| c.status)
+    };
+    assert_eq!(find("env.backend", "bench-prefill"), Some(Status::Warn));
+    // `^` exclusion forms: excluding cuda_copy loses GPU buffers; excluding ib loses RDMA.
+    assert_eq!(find("env.ucx_tls.cuda", "bench-prefill"), Some(Status::Fail));
+    assert_eq!(find("env.ucx_tls.tcp_only", "bench-prefill"), Some(Status::Ok));
+    assert_eq!(find("env.ucx_tls.tcp_only", "decode-ds"), Some(Status::Fail));
+    assert_eq!(find("env.ucx_tls.cuda", "decode-ds"), Some(Status::Ok));
+}
+
+#[test]
+fn rdma_through_host_devices() {
+    let r = probe(&["pass/lws-host-infiniband.yaml"]);
+    assert_all(&r, "pod.rdma_resource", Status::Ok);
+    assert_all(&r, "pod.ipc_lock", Status::Ok);
+    assert_all(&r, "pod.shm", Status::Ok);
+    assert_all(&r, "env.backend", Status::Ok);
+    assert!(
+        checks(&r, "pod.rdma_resource")[0]
+            .detail
+            .contains("hostPath /dev/infiniband")
+    );
+    let res = resolve(&load_inputs(&[Input::Path(fixture("pass/lws-host-infiniband.yaml"))]).unwrap());
+    let roles: Vec<(String, Role)> = res
+        .roles
+        .iter()
+        .map(|r| (r.component.clone(), r.role.clone()))
+        .collect();
+    assert_eq!(
+        roles,
+        vec![
+            ("r1-prefill/leader".to_string(), Role::Prefill),
+            ("r1-prefill/worker".to_string(), Role::Prefill),
+            ("r1-decode/leader".to_string(), Role::Decode),
+            ("r1-decode/worker".to_string(), Role::Decode),
+        ]
+    );
+    // The same mount without privileged is blocked by the device cgroup, and without IPC_LOCK
+    // memory registration fails.
+    let unprivileged = r#"
+kind: Pod
+metadata: {name: decode-0}
+spec:
+  containers:
+    - name: main
+      image: img
+      volumeMounts: [{name: ib, mountPath: /dev/infiniband}]
+  volumes: [{name: ib, hostPath: {path: /dev/infiniband}}]
+"#;
+    let r = probe_env(&[Input::Text {
+        name: "u.yaml".into(),
+        content: unprivileged.into(),
+    }])
+    .unwrap();
+    assert_all(&r, "pod.rdma_resource", Status::Warn);
+    assert_all(&r, "pod.ipc_lock", Status::Fail);
+}
+
+#[test]
+fn configmap_refs_resolve_when_the_configmap_is_loaded() {
+    let yaml = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: fabric}
+data:
+  tls: tcp
+  UCX_NET_DEVICES: mlx5_0
+  NCCL_SOCKET_IFNAME: ignored-because-env-wins
+---
+kind: Pod
+metadata: {name: decode-0}
+spec:
+  containers:
+    - name: main
+      image: img
+      envFrom: [{configMapRef: {name: fabric}}]
+      env:
+        - name: UCX_TLS
+          valueFrom: {configMapKeyRef: {name: fabric, key: tls}}
+        - {name: NCCL_SOCKET_IFNAME, value: eth0}
+"#;
+    let res = resolve(
+        &load_inputs(&[Input::Text {
+            name: "cm.yaml".into(),
+            content: yaml.into(),
+        }])
+        .unwrap(),
+    );
+    let r = &res.roles[0];
+    assert_eq!(r.literal("UCX_TLS"), Some("tcp"));
+    assert!(r.var("UCX_TLS").unwrap().origin.starts_with("ConfigMap/fabric tls"));
+    assert_eq!(r.literal("UCX_NET_DEVICES"), Some("mlx5_0"));
+    assert_eq!(r.literal("NCCL_SOCKET_IFNAME"), Some("eth0"));
+    assert!(r.env_from.is_empty());
+    let checks = icb_recipe::check(&res);
+    let st = |id: &str| checks.iter().find(|c| c.id == id).map(|c| c.status);
+    assert_eq!(st("env.resolve"), Some(Status::Ok));
+    assert_eq!(st("env.ucx_tls.tcp_only"), Some(Status::Fail));
+    assert_eq!(st("env.ucx_net_devices.fmt"), Some(Status::Warn));
+}
+
+#[test]
+fn base64_secret_data_is_masked_wherever_it_shows_up() {
+    let yaml = r#"
+apiVersion: v1
+kind: Secret
+metadata: {name: s}
+data: {pw: bXktcGxhaW4tcGFzcy13b3Jk}
+---
+kind: Pod
+metadata: {name: worker-0}
+spec:
+  containers:
+    - name: main
+      image: img
+      env: [{name: NCCL_NET_GDR_LEVEL, value: my-plain-pass-word}]
+"#;
+    let r = probe_env(&[Input::Text {
+        name: "s.yaml".into(),
+        content: yaml.into(),
+    }])
+    .unwrap();
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(!json.contains("my-plain-pass-word"), "{json}");
+    assert!(json.contains("NCCL_NET_GDR_LEVEL=***"), "{json}");
+}

@@ -81,6 +81,32 @@ proptest! {
     }
 }
 
+fn pod(name: &str, var: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  containers:\n  - name: main\n    image: img\n    env:\n    - {{name: {var}, value: \"{value}\"}}\n    - {{name: NCCL_P2P_LEVEL, value: \"{value}\"}}\n"
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Secret-named transport variables differ between prefill and decode, so the symmetry rule
+    /// reports them; their values must still never reach the report.
+    #[test]
+    fn secret_values_never_reach_the_report(
+        a in "[A-Za-z0-9]{6,40}",
+        b in "[A-Za-z0-9]{6,40}",
+        var in prop::sample::select(vec!["NCCL_API_TOKEN", "UCX_SECRET_KEY", "NIXL_PASSWORD", "FI_CREDENTIALS"]),
+    ) {
+        let (a, b) = (format!("Zq{a}"), format!("Zq{b}"));
+        let text = format!("{}---\n{}", pod("prefill-0", var, &a), pod("decode-0", var, &b));
+        let report = probe_env(&[Input::Text { name: "p.yaml".into(), content: text }]).unwrap();
+        let json = serde_json::to_string(&report).unwrap();
+        prop_assert!(json.contains(var) || a == b, "{}", json);
+        prop_assert!(!json.contains(&a) && !json.contains(&b), "{}", json);
+    }
+}
+
 #[test]
 fn deep_nesting_is_refused_not_a_stack_overflow() {
     for text in ["[".repeat(100_000), "{a: ".repeat(50_000), "- ".repeat(50_000)] {
@@ -96,4 +122,119 @@ fn deep_nesting_is_refused_not_a_stack_overflow() {
         block.push_str("a:\n");
     }
     fuzz_load(block.as_bytes());
+}
+
+const KNOWN_IDS: &[&str] = &[
+    "env.resolve",
+    "env.backend",
+    "env.critical_vars",
+    "env.role_symmetry",
+    "env.ucx_tls.tcp_only",
+    "env.ucx_tls.cuda",
+    "env.ucx_net_devices.fmt",
+    "env.rndv",
+    "env.nccl_ib_disable",
+    "env.nccl_debug_knobs",
+    "env.gid_index",
+    "env.efa",
+    "pod.ipc_lock",
+    "pod.rdma_resource",
+    "pod.shm",
+    "pod.cuda_ipc_xpod",
+    "pod.placement",
+];
+
+/// A well-formed prefill/decode Deployment pair with env, devices and privileges drawn at random.
+fn recipe() -> impl Strategy<Value = String> {
+    let var = prop::sample::select(vec![
+        ("UCX_TLS", "tcp"),
+        ("UCX_TLS", "rc_x,rc,cuda_copy,cuda_ipc"),
+        ("UCX_TLS", "^cuda_ipc"),
+        ("UCX_TLS", "srd,cuda_copy"),
+        ("UCX_NET_DEVICES", "mlx5_0:1,mlx5_1:1"),
+        ("UCX_NET_DEVICES", "mlx5_0"),
+        ("UCX_RNDV_SCHEME", "get_zcopy"),
+        ("UCX_RNDV_THRESH", "0"),
+        ("NCCL_IB_DISABLE", "1"),
+        ("NCCL_IB_GID_INDEX", "3"),
+        ("UCX_IB_GID_INDEX", "x"),
+        ("NCCL_P2P_DISABLE", "1"),
+        ("FI_PROVIDER", "efa"),
+        ("NVIDIA_VISIBLE_DEVICES", "all"),
+    ]);
+    let device = prop::sample::select(vec![
+        "",
+        "rdma/ib: \"1\"",
+        "vpc.amazonaws.com/efa: \"4\"",
+        "nvidia.com/sriov_vf: \"1\"",
+    ]);
+    let sc = prop::sample::select(vec![
+        "",
+        "securityContext: {privileged: true}",
+        "securityContext: {capabilities: {add: [IPC_LOCK]}}",
+    ]);
+    let side = (
+        prop::collection::vec(var, 0..6),
+        device,
+        sc,
+        any::<bool>(),
+        any::<bool>(),
+    );
+    (side.clone(), side).prop_map(|(p, d)| {
+        let one = |name: &str, (env, device, sc, host_ipc, host_pid): &(Vec<(&str, &str)>, &str, &str, bool, bool)| {
+            let env: String = env.iter().map(|(k, v)| format!("            - {{name: {k}, value: \"{v}\"}}\n")).collect();
+            format!(
+                "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}}}\nspec:\n  template:\n    spec:\n      hostIPC: {host_ipc}\n      hostPID: {host_pid}\n      containers:\n        - name: main\n          image: img\n          {sc}\n          resources: {{limits: {{nvidia.com/gpu: \"1\", {device}}}}}\n          env:\n            - {{name: NCCL_SOCKET_IFNAME, value: eth0}}\n{env}"
+            )
+        };
+        format!("{}---\n{}", one("prefill", &p), one("decode", &d))
+    })
+}
+
+fn summary(text: &str) -> Vec<(String, String, String)> {
+    let report = probe_env(&[Input::Text {
+        name: "r.yaml".into(),
+        content: text.to_string(),
+    }])
+    .unwrap();
+    report
+        .checks
+        .iter()
+        .map(|c| {
+            (
+                c.id.clone(),
+                c.status.as_str().to_string(),
+                c.scope.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Well-formed recipes always resolve; every check has a known id, a scope and one line.
+    #[test]
+    fn recipes_yield_known_scoped_one_line_checks(text in recipe()) {
+        let report = probe_env(&[Input::Text { name: "r.yaml".into(), content: text }]).unwrap();
+        for c in &report.checks {
+            prop_assert!(KNOWN_IDS.contains(&c.id.as_str()), "unknown id {}", c.id);
+            prop_assert!(c.scope.is_some());
+            prop_assert!(!c.detail.contains('\n') && !c.detail.is_empty());
+        }
+        prop_assert!(report.checks.iter().any(|c| c.id == "env.role_symmetry"));
+    }
+
+    /// Commented-out variables never count: sprinkling comment lines changes no check.
+    #[test]
+    fn comment_lines_change_nothing(text in recipe(), at in prop::collection::vec(any::<prop::sample::Index>(), 1..6)) {
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        for idx in at {
+            let i = idx.index(lines.len() + 1);
+            lines.insert(i, "# - name: UCX_TLS   # export NCCL_IB_DISABLE=1".to_string());
+            lines.insert(i, "            #   value: tcp".to_string());
+        }
+        let commented = lines.join("\n") + "\n";
+        prop_assert_eq!(summary(&text), summary(&commented));
+    }
 }

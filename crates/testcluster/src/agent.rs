@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 use nix::sys::signal::Signal;
 use tokio::io::AsyncReadExt;
 
-use crate::cluster::{ContainerSlot, KillReason, PodHandle, Shared, lock, set_condition, waiting};
+use crate::cluster::{KillReason, PodHandle, Shared, lock, set_condition, waiting};
 use crate::config::ImageConfig;
 use crate::logbuf::LogBuf;
 use crate::process::{self, Ipc, Placement};
@@ -64,7 +64,11 @@ pub fn refresh(pod: &mut Pod) {
             || s.waiting.as_ref().and_then(|w| w.reason.as_deref()) == Some("CrashLoopBackOff")
     });
     let phase = if all_terminated {
-        if cs.iter().all(|c| state(c).terminated.is_some_and(|t| t.exit_code == 0)) { "Succeeded" } else { "Failed" }
+        if cs.iter().all(|c| state(c).terminated.is_some_and(|t| t.exit_code == 0)) {
+            "Succeeded"
+        } else {
+            "Failed"
+        }
     } else if all_started {
         "Running"
     } else {
@@ -110,11 +114,27 @@ fn expand(text: &str, env: &BTreeMap<String, String>) -> String {
 fn field_ref(pod: &Pod, path: &str, pod_ip: &str) -> String {
     let m = &pod.metadata;
     let spec = pod.spec.clone().unwrap_or_default();
-    if let Some(label) = path.strip_prefix("metadata.labels['").and_then(|r| r.strip_suffix("']")) {
-        return m.labels.as_ref().and_then(|l| l.get(label)).cloned().unwrap_or_default();
+    if let Some(label) = path
+        .strip_prefix("metadata.labels['")
+        .and_then(|r| r.strip_suffix("']"))
+    {
+        return m
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(label))
+            .cloned()
+            .unwrap_or_default();
     }
-    if let Some(a) = path.strip_prefix("metadata.annotations['").and_then(|r| r.strip_suffix("']")) {
-        return m.annotations.as_ref().and_then(|l| l.get(a)).cloned().unwrap_or_default();
+    if let Some(a) = path
+        .strip_prefix("metadata.annotations['")
+        .and_then(|r| r.strip_suffix("']"))
+    {
+        return m
+            .annotations
+            .as_ref()
+            .and_then(|l| l.get(a))
+            .cloned()
+            .unwrap_or_default();
     }
     match path {
         "metadata.name" => m.name.clone().unwrap_or_default(),
@@ -158,7 +178,11 @@ fn container_env(
     for var in c.env.iter().flatten() {
         let value = match (&var.value, &var.value_from) {
             (Some(v), _) => expand(v, &env),
-            (None, Some(from)) => from.field_ref.as_ref().map(|f| field_ref(pod, &f.field_path, pod_ip)).unwrap_or_default(),
+            (None, Some(from)) => from
+                .field_ref
+                .as_ref()
+                .map(|f| field_ref(pod, &f.field_path, pod_ip))
+                .unwrap_or_default(),
             (None, None) => String::new(),
         };
         env.insert(var.name.clone(), value);
@@ -171,7 +195,11 @@ fn file_name(path: &str) -> &str {
 }
 
 /// command/args as the image's entrypoint would run them, `command[0]` mapped to the program.
-fn container_command(image: Option<&ImageConfig>, c: &Container, env: &BTreeMap<String, String>) -> Option<Vec<String>> {
+fn container_command(
+    image: Option<&ImageConfig>,
+    c: &Container,
+    env: &BTreeMap<String, String>,
+) -> Option<Vec<String>> {
     let command: Vec<String> = c.command.iter().flatten().map(|s| expand(s, env)).collect();
     let args: Vec<String> = c.args.iter().flatten().map(|s| expand(s, env)).collect();
     let mut argv = match (image, command.is_empty()) {
@@ -228,7 +256,10 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
     }
     let pod_name = pod.metadata.name.clone().unwrap_or_default();
     let uid8: String = handle.uid.chars().take(8).collect();
-    let cwd = shared.work_dir.join("pods").join(format!("{}_{}_{}", handle.key.0, pod_name, uid8));
+    let cwd = shared
+        .work_dir
+        .join("pods")
+        .join(format!("{}_{}_{}", handle.key.0, pod_name, uid8));
     let _ = std::fs::create_dir_all(&cwd);
 
     // Image "pull": resolve every image; faults and unmapped images loop in ImagePullBackOff.
@@ -243,7 +274,11 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
             let pull_fault = lock(&shared.faults).pull_fails(&image_name);
             let unknown = image.is_none() && !shared.config.run_unknown_images_as_is;
             match container_command(image, c, &env) {
-                Some(argv) if !pull_fault && !unknown => ready.push(Prepared { container: c.clone(), argv, env }),
+                Some(argv) if !pull_fault && !unknown => ready.push(Prepared {
+                    container: c.clone(),
+                    argv,
+                    env,
+                }),
                 _ => failing.push((c.name.clone(), image_name)),
             }
         }
@@ -251,17 +286,19 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
             break ready;
         }
         for (name, image) in &failing {
-            let msg = format!(
-                "failed to pull and unpack image \"{image}\": {image}: not found (emulated registry)"
-            );
-            update_container(shared, handle, name, |cs| cs.state = Some(waiting("ErrImagePull", Some(msg))));
+            let msg = format!("failed to pull and unpack image \"{image}\": {image}: not found (emulated registry)");
+            update_container(shared, handle, name, |cs| {
+                cs.state = Some(waiting("ErrImagePull", Some(msg)))
+            });
         }
         if !sleep_unless_killed(handle, shared.config.backoff).await {
             return finish(shared, handle);
         }
         for (name, image) in &failing {
             let msg = format!("Back-off pulling image \"{image}\"");
-            update_container(shared, handle, name, |cs| cs.state = Some(waiting("ImagePullBackOff", Some(msg))));
+            update_container(shared, handle, name, |cs| {
+                cs.state = Some(waiting("ImagePullBackOff", Some(msg)))
+            });
         }
         if !sleep_unless_killed(handle, shared.config.backoff).await {
             return finish(shared, handle);
@@ -287,7 +324,12 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
             } else {
                 Ipc::Own
             };
-            Some(Placement { netns: netns.clone(), node_init: node.init_pid, ipc, host_pid })
+            Some(Placement {
+                netns: netns.clone(),
+                node_init: node.init_pid,
+                ipc,
+                host_pid,
+            })
         }
     };
     shared.update_pod(&handle.key, &handle.uid, |p| {
@@ -301,8 +343,13 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
     let mut tasks = Vec::new();
     for p in prepared {
         let crash = lock(&shared.faults).crash_for(labels.as_ref(), &pod_name);
-        let (shared, handle, placement, cwd, policy) =
-            (shared.clone(), handle.clone(), placement.clone(), cwd.clone(), restart_policy.clone());
+        let (shared, handle, placement, cwd, policy) = (
+            shared.clone(),
+            handle.clone(),
+            placement.clone(),
+            cwd.clone(),
+            restart_policy.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             run_container(&shared, &handle, p, placement, &cwd, &policy, crash).await;
         }));
@@ -350,7 +397,9 @@ async fn start_sandbox(netns: &str) -> Option<(tokio::process::Child, u32)> {
         .kill_on_drop(true);
     let child = cmd.spawn().ok()?;
     let pid = child.id()?;
-    process::wait_for_comm(pid, "sleep", Duration::from_secs(5)).await.then_some((child, pid))
+    process::wait_for_comm(pid, "sleep", Duration::from_secs(5))
+        .await
+        .then_some((child, pid))
 }
 
 async fn pump(mut output: tokio::net::unix::pipe::Receiver, log: Arc<LogBuf>) {
@@ -373,7 +422,13 @@ async fn run_container(
     crash: Option<(Duration, i32)>,
 ) {
     let name = p.container.name.clone();
-    let cwd = p.container.working_dir.as_ref().map(PathBuf::from).filter(|d| d.is_dir()).unwrap_or(cwd.to_path_buf());
+    let cwd = p
+        .container
+        .working_dir
+        .as_ref()
+        .map(PathBuf::from)
+        .filter(|d| d.is_dir())
+        .unwrap_or(cwd.to_path_buf());
     let argv = process::container_argv(placement.as_ref(), &cwd, &p.argv);
     let mut restarts: u32 = 0;
     loop {
@@ -383,7 +438,7 @@ async fn run_container(
         let log = Arc::new(LogBuf::new());
         {
             let mut slots = lock(&handle.containers);
-            let slot = slots.entry(name.clone()).or_insert_with(ContainerSlot::default);
+            let slot = slots.entry(name.clone()).or_default();
             slot.previous = slot.logs.replace(log.clone());
             slot.env = p.env.clone();
             slot.cwd = cwd.clone();
@@ -398,7 +453,9 @@ async fn run_container(
                 lock(&shared.groups).insert(st.pgid);
                 let launcher = st.pgid as u32;
                 let main_pid = match placement {
-                    Some(_) => process::wait_for_child(launcher, Duration::from_secs(2)).await.or(Some(launcher)),
+                    Some(_) => process::wait_for_child(launcher, Duration::from_secs(2))
+                        .await
+                        .or(Some(launcher)),
                     None => Some(launcher),
                 };
                 if let Some(slot) = lock(&handle.containers).get_mut(&name) {
@@ -409,7 +466,9 @@ async fn run_container(
                 let started = started_at.clone();
                 update_container(shared, handle, &name, |cs| {
                     cs.state = Some(ContainerState {
-                        running: Some(ContainerStateRunning { started_at: Some(started) }),
+                        running: Some(ContainerStateRunning {
+                            started_at: Some(started),
+                        }),
                         ..Default::default()
                     });
                     cs.ready = true;
@@ -476,7 +535,10 @@ async fn run_container(
             };
         if !restart {
             update_container(shared, handle, &name, |cs| {
-                cs.state = Some(ContainerState { terminated: Some(terminated), ..Default::default() });
+                cs.state = Some(ContainerState {
+                    terminated: Some(terminated),
+                    ..Default::default()
+                });
                 cs.ready = false;
                 cs.started = Some(false);
             });
@@ -487,10 +549,16 @@ async fn run_container(
         let pod_name = handle.key.1.clone();
         let last = terminated.clone();
         update_container(shared, handle, &name, |cs| {
-            cs.last_state = Some(ContainerState { terminated: Some(last), ..Default::default() });
+            cs.last_state = Some(ContainerState {
+                terminated: Some(last),
+                ..Default::default()
+            });
             cs.state = Some(waiting(
                 "CrashLoopBackOff",
-                Some(format!("back-off {backoff:?} restarting failed container={} pod={pod_name}", cs.name)),
+                Some(format!(
+                    "back-off {backoff:?} restarting failed container={} pod={pod_name}",
+                    cs.name
+                )),
             ));
             cs.ready = false;
             cs.started = Some(false);
@@ -498,7 +566,10 @@ async fn run_container(
         });
         if !sleep_unless_killed(handle, backoff).await {
             update_container(shared, handle, &name, |cs| {
-                cs.state = Some(ContainerState { terminated: Some(terminated), ..Default::default() });
+                cs.state = Some(ContainerState {
+                    terminated: Some(terminated),
+                    ..Default::default()
+                });
             });
             return;
         }
@@ -528,12 +599,18 @@ mod tests {
             args: (!args.is_empty()).then(|| args.iter().map(|s| s.to_string()).collect()),
             ..Default::default()
         };
-        assert_eq!(container_command(Some(&img), &c(&[], &["serve"]), &env).unwrap(), ["/build/ic-bench", "serve"]);
+        assert_eq!(
+            container_command(Some(&img), &c(&[], &["serve"]), &env).unwrap(),
+            ["/build/ic-bench", "serve"]
+        );
         assert_eq!(
             container_command(Some(&img), &c(&["/usr/local/bin/ic-bench", "connect"], &["x"]), &env).unwrap(),
             ["/build/ic-bench", "connect", "x"]
         );
-        assert_eq!(container_command(Some(&img), &c(&["sh", "-c", "true"], &[]), &env).unwrap(), ["sh", "-c", "true"]);
+        assert_eq!(
+            container_command(Some(&img), &c(&["sh", "-c", "true"], &[]), &env).unwrap(),
+            ["sh", "-c", "true"]
+        );
         assert!(container_command(None, &c(&[], &[]), &env).is_none());
     }
 }

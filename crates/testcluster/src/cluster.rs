@@ -147,7 +147,10 @@ pub fn set_condition(status: &mut PodStatus, kind: &str, value: &str, reason: Op
             if existing.status == value {
                 // Same state: keep the transition time so an unchanged pod is not re-announced.
                 let ltt = existing.last_transition_time.clone();
-                *existing = PodCondition { last_transition_time: ltt, ..fresh };
+                *existing = PodCondition {
+                    last_transition_time: ltt,
+                    ..fresh
+                };
             } else {
                 *existing = fresh;
             }
@@ -157,16 +160,25 @@ pub fn set_condition(status: &mut PodStatus, kind: &str, value: &str, reason: Op
 }
 
 pub fn is_terminal(pod: &Pod) -> bool {
-    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
 }
 
 fn phase(pod: &Pod) -> &str {
-    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending")
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
 }
 
 pub fn waiting(reason: &str, message: Option<String>) -> ContainerState {
     ContainerState {
-        waiting: Some(ContainerStateWaiting { reason: Some(reason.to_string()), message }),
+        waiting: Some(ContainerStateWaiting {
+            reason: Some(reason.to_string()),
+            message,
+        }),
         ..Default::default()
     }
 }
@@ -284,7 +296,8 @@ impl Shared {
                 rejections.push(reasons);
             }
         }
-        best.map(|(idx, _)| idx).ok_or_else(|| scheduler::unschedulable_message(self.nodes.len(), &rejections))
+        best.map(|(idx, _)| idx)
+            .ok_or_else(|| scheduler::unschedulable_message(self.nodes.len(), &rejections))
     }
 
     /// Deletes a pod: stops its processes (SIGTERM, then SIGKILL after the grace period, capped by
@@ -297,7 +310,10 @@ impl Shared {
     ) -> Result<Pod, ApiError> {
         let (pod, handle) = {
             let store = lock(&self.store);
-            let pod = store.get(key).cloned().ok_or_else(|| ApiError::not_found("pods", &key.1))?;
+            let pod = store
+                .get(key)
+                .cloned()
+                .ok_or_else(|| ApiError::not_found("pods", &key.1))?;
             if let Some(uid) = precondition_uid
                 && pod.metadata.uid.as_deref() != Some(uid.as_str())
             {
@@ -311,7 +327,10 @@ impl Shared {
                 ));
             }
             let uid = pod.metadata.uid.clone().unwrap_or_default();
-            let handle = lock(&self.runtimes).get(key).filter(|h| h.uid == uid && !h.is_done()).cloned();
+            let handle = lock(&self.runtimes)
+                .get(key)
+                .filter(|h| h.uid == uid && !h.is_done())
+                .cloned();
             (pod, handle)
         };
         let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -320,7 +339,9 @@ impl Shared {
             .unwrap_or(30)
             .max(0);
         let Some(handle) = handle else {
-            return self.remove_pod(key, &uid).ok_or_else(|| ApiError::not_found("pods", &key.1));
+            return self
+                .remove_pod(key, &uid)
+                .ok_or_else(|| ApiError::not_found("pods", &key.1));
         };
         let marked = self.update_pod(key, &uid, |p| {
             if p.metadata.deletion_timestamp.is_none() {
@@ -329,10 +350,15 @@ impl Shared {
             }
         });
         let wait_limit = self.config.max_grace + Duration::from_secs(5);
-        handle.request_kill(KillReason::Deleted, Duration::from_secs(grace as u64).min(self.config.max_grace));
+        handle.request_kill(
+            KillReason::Deleted,
+            Duration::from_secs(grace as u64).min(self.config.max_grace),
+        );
         if grace == 0 {
             handle.wait_done(wait_limit).await;
-            return self.remove_pod(key, &uid).ok_or_else(|| ApiError::not_found("pods", &key.1));
+            return self
+                .remove_pod(key, &uid)
+                .ok_or_else(|| ApiError::not_found("pods", &key.1));
         }
         let shared = self.clone();
         let key2 = key.clone();

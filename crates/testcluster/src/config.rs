@@ -40,12 +40,20 @@ impl NodeConfig {
         capacity.insert("cpu".to_string(), "64".to_string());
         capacity.insert("memory".to_string(), "512Gi".to_string());
         capacity.insert("pods".to_string(), "110".to_string());
-        NodeConfig { name, labels, capacity, allocatable: BTreeMap::new(), taints: Vec::new() }
+        NodeConfig {
+            name,
+            labels,
+            capacity,
+            allocatable: BTreeMap::new(),
+            taints: Vec::new(),
+        }
     }
 
     /// A node with `gpus` × `nvidia.com/gpu` and as many `rdma/ib`.
     pub fn gpu(name: impl Into<String>, gpus: u32) -> Self {
-        Self::new(name).capacity("nvidia.com/gpu", &gpus.to_string()).capacity("rdma/ib", &gpus.to_string())
+        Self::new(name)
+            .capacity("nvidia.com/gpu", &gpus.to_string())
+            .capacity("rdma/ib", &gpus.to_string())
     }
 
     pub fn label(mut self, key: &str, value: &str) -> Self {
@@ -64,7 +72,8 @@ impl NodeConfig {
     }
 
     pub fn taint(mut self, key: &str, value: Option<&str>, effect: &str) -> Self {
-        self.taints.push((key.to_string(), value.map(str::to_string), effect.to_string()));
+        self.taints
+            .push((key.to_string(), value.map(str::to_string), effect.to_string()));
         self
     }
 }
@@ -151,7 +160,9 @@ impl ClusterConfig {
 
     /// Two GPU nodes `gpu-1`, `gpu-2` with 8 `nvidia.com/gpu` and 8 `rdma/ib` each.
     pub fn two_gpu_nodes() -> Self {
-        Self::new().node(NodeConfig::gpu("gpu-1", 8)).node(NodeConfig::gpu("gpu-2", 8))
+        Self::new()
+            .node(NodeConfig::gpu("gpu-1", 8))
+            .node(NodeConfig::gpu("gpu-2", 8))
     }
 
     pub fn node(mut self, node: NodeConfig) -> Self {

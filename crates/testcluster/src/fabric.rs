@@ -38,7 +38,12 @@ async fn ip(args: &[&str]) -> Result<(), Error> {
         .stdin(Stdio::null())
         .output()
         .await
-        .map_err(|e| Error::Namespace(format!("cannot run `ip {}`: {e} (is iproute2 installed?)", args.join(" "))))?;
+        .map_err(|e| {
+            Error::Namespace(format!(
+                "cannot run `ip {}`: {e} (is iproute2 installed?)",
+                args.join(" ")
+            ))
+        })?;
     if !out.status.success() {
         return Err(Error::Namespace(format!(
             "`ip {}` failed: {}",
@@ -51,11 +56,17 @@ async fn ip(args: &[&str]) -> Result<(), Error> {
 
 /// Deletes namespaces left by test processes that died without cleaning up (their pid is gone).
 pub fn collect_stale() {
-    let Ok(out) = std::process::Command::new("ip").args(["netns", "list"]).output() else { return };
+    let Ok(out) = std::process::Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let name = line.split_whitespace().next().unwrap_or_default();
-        let Some(rest) = name.strip_prefix(NETNS_PREFIX) else { continue };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let Some(rest) = name.strip_prefix(NETNS_PREFIX) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::process::Command::new("ip").args(["netns", "del", name]).output();
         }
@@ -67,7 +78,10 @@ impl Fabric {
     pub async fn create(id: &str, node_names: &[String]) -> Result<Fabric, Error> {
         collect_stale();
         let fabric_ns = format!("{NETNS_PREFIX}{id}-fab");
-        let mut fabric = Fabric { fabric_ns: fabric_ns.clone(), nodes: Vec::new() };
+        let mut fabric = Fabric {
+            fabric_ns: fabric_ns.clone(),
+            nodes: Vec::new(),
+        };
         match fabric.build(id, node_names).await {
             Ok(()) => Ok(fabric),
             Err(e) => {
@@ -91,7 +105,10 @@ impl Fabric {
             let port = format!("p{i}");
             let ip_addr = Ipv4Addr::new(10, 99, 0, (i + 1) as u8);
             ip(&["netns", "add", &netns]).await?;
-            ip(&["-n", &fab, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", &netns]).await?;
+            ip(&[
+                "-n", &fab, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", &netns,
+            ])
+            .await?;
             ip(&["-n", &fab, "link", "set", &port, "master", "br0", "up"]).await?;
             ip(&["-n", &netns, "link", "set", "lo", "up"]).await?;
             ip(&["-n", &netns, "addr", "add", &format!("{ip_addr}/24"), "dev", "eth0"]).await?;
@@ -99,24 +116,44 @@ impl Fabric {
             let mut init = Command::new("setpriv");
             init.args(["--pdeathsig", "KILL", "--", "nsenter"])
                 .arg(format!("--net=/run/netns/{netns}"))
-                .args(["--", "unshare", "--ipc", "--pid", "--fork", "--kill-child", "--mount-proc", "--"])
+                .args([
+                    "--",
+                    "unshare",
+                    "--ipc",
+                    "--pid",
+                    "--fork",
+                    "--kill-child",
+                    "--mount-proc",
+                    "--",
+                ])
                 .args(["sleep", "infinity"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .process_group(0)
                 .kill_on_drop(true);
-            let init = init
-                .spawn()
-                .map_err(|e| Error::Namespace(format!("cannot start node {name}'s init (setpriv/nsenter/unshare): {e}")))?;
+            let init = init.spawn().map_err(|e| {
+                Error::Namespace(format!(
+                    "cannot start node {name}'s init (setpriv/nsenter/unshare): {e}"
+                ))
+            })?;
             let launcher = init.id().unwrap_or(0);
             let init_pid = process::wait_for_child(launcher, Duration::from_secs(5)).await;
-            let mut node = NodeNet { name: name.clone(), netns, ip: ip_addr, port, init_pid: 0, init };
+            let mut node = NodeNet {
+                name: name.clone(),
+                netns,
+                ip: ip_addr,
+                port,
+                init_pid: 0,
+                init,
+            };
             match init_pid {
                 Some(pid) if process::wait_for_comm(pid, "sleep", Duration::from_secs(5)).await => node.init_pid = pid,
                 _ => {
                     self.nodes.push(node);
-                    return Err(Error::Namespace(format!("node {name}'s init did not start (unshare failed?)")));
+                    return Err(Error::Namespace(format!(
+                        "node {name}'s init did not start (unshare failed?)"
+                    )));
                 }
             }
             self.nodes.push(node);
@@ -130,8 +167,17 @@ impl Fabric {
 
     /// Takes the node's bridge port down (`up = false`) or back up.
     pub fn set_link(&self, node: &str, up: bool) -> Result<(), Error> {
-        let n = self.node(node).ok_or_else(|| Error::Config(format!("no node named {node:?}")))?;
-        let args = ["-n", &self.fabric_ns, "link", "set", &n.port, if up { "up" } else { "down" }];
+        let n = self
+            .node(node)
+            .ok_or_else(|| Error::Config(format!("no node named {node:?}")))?;
+        let args = [
+            "-n",
+            &self.fabric_ns,
+            "link",
+            "set",
+            &n.port,
+            if up { "up" } else { "down" },
+        ];
         let out = std::process::Command::new("ip").args(args).output()?;
         if !out.status.success() {
             return Err(Error::Namespace(format!(
@@ -150,10 +196,14 @@ impl Fabric {
                 signal_group(pid as i32, nix::sys::signal::Signal::SIGKILL);
             }
             let _ = node.init.start_kill();
-            let _ = std::process::Command::new("ip").args(["netns", "del", &node.netns]).output();
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", &node.netns])
+                .output();
         }
         self.nodes.clear();
-        let _ = std::process::Command::new("ip").args(["netns", "del", &self.fabric_ns]).output();
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.fabric_ns])
+            .output();
     }
 }
 

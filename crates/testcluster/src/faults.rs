@@ -19,12 +19,20 @@ impl RequestMatch {
     /// `method` like `"POST"`; `path` a glob where `*` matches any run of characters
     /// (e.g. `/api/v1/namespaces/*/pods`, `*/log`).
     pub fn new(method: &str, path: &str) -> Self {
-        RequestMatch { method: Some(method.to_ascii_uppercase()), path: path.to_string(), query_contains: None }
+        RequestMatch {
+            method: Some(method.to_ascii_uppercase()),
+            path: path.to_string(),
+            query_contains: None,
+        }
     }
 
     /// Any method on `path`.
     pub fn path(path: &str) -> Self {
-        RequestMatch { method: None, path: path.to_string(), query_contains: None }
+        RequestMatch {
+            method: None,
+            path: path.to_string(),
+            query_contains: None,
+        }
     }
 
     /// Only requests whose raw query contains `needle` (e.g. `"watch=true"`).
@@ -101,11 +109,19 @@ pub struct Decision {
 
 impl Faults {
     pub fn add_error(&mut self, matcher: RequestMatch, code: u16, retry_after: Option<u32>, count: Option<usize>) {
-        self.api.push(ApiFault { matcher, kind: ApiFaultKind::Error { code, retry_after }, remaining: count });
+        self.api.push(ApiFault {
+            matcher,
+            kind: ApiFaultKind::Error { code, retry_after },
+            remaining: count,
+        });
     }
 
     pub fn add_latency(&mut self, matcher: RequestMatch, delay: Duration, count: Option<usize>) {
-        self.api.push(ApiFault { matcher, kind: ApiFaultKind::Latency(delay), remaining: count });
+        self.api.push(ApiFault {
+            matcher,
+            kind: ApiFaultKind::Latency(delay),
+            remaining: count,
+        });
     }
 
     pub fn add_crash(&mut self, rule: CrashRule) {
@@ -145,7 +161,11 @@ impl Faults {
     /// Whether pulling `image` fails (exact name, or its repository without tag).
     pub fn pull_fails(&self, image: &str) -> bool {
         self.pull_failures.contains(image)
-            || self.pull_failures.iter().any(|f| image.strip_prefix(f.as_str()).is_some_and(|t| t.starts_with([':', '@'])))
+            || self.pull_failures.iter().any(|f| {
+                image
+                    .strip_prefix(f.as_str())
+                    .is_some_and(|t| t.starts_with([':', '@']))
+            })
     }
 
     /// The crash to apply to a container of a pod with these labels and name, consuming one use.
@@ -155,9 +175,7 @@ impl Faults {
         pod_name: &str,
     ) -> Option<(Duration, i32)> {
         let rule = self.crashes.iter_mut().find(|r| {
-            r.remaining != Some(0)
-                && r.selector.matches(labels)
-                && r.name.as_deref().is_none_or(|n| n == pod_name)
+            r.remaining != Some(0) && r.selector.matches(labels) && r.name.as_deref().is_none_or(|n| n == pod_name)
         })?;
         if let Some(n) = &mut rule.remaining {
             *n -= 1;
@@ -183,9 +201,17 @@ mod tests {
     #[test]
     fn counted_errors_run_out() {
         let mut f = Faults::default();
-        f.add_error(RequestMatch::new("POST", "/api/v1/namespaces/*/pods"), 500, None, Some(2));
+        f.add_error(
+            RequestMatch::new("POST", "/api/v1/namespaces/*/pods"),
+            500,
+            None,
+            Some(2),
+        );
         f.add_latency(RequestMatch::path("*"), Duration::from_millis(5), None);
-        assert_eq!(f.decide("GET", "/api/v1/namespaces/d/pods", "").error.map(|e| e.code), None);
+        assert_eq!(
+            f.decide("GET", "/api/v1/namespaces/d/pods", "").error.map(|e| e.code),
+            None
+        );
         for _ in 0..2 {
             let d = f.decide("POST", "/api/v1/namespaces/d/pods", "");
             assert_eq!(d.error.map(|e| e.code), Some(500));

@@ -90,11 +90,17 @@ fn validate(config: &ClusterConfig) -> Result<()> {
     let mut names = BTreeSet::new();
     for node in &config.nodes {
         if node.name.is_empty() || !names.insert(node.name.clone()) {
-            return Err(Error::Config(format!("node names must be unique and non-empty (got {:?})", node.name)));
+            return Err(Error::Config(format!(
+                "node names must be unique and non-empty (got {:?})",
+                node.name
+            )));
         }
         for (resource, q) in node.capacity.iter().chain(node.allocatable.iter()) {
             if quantity::parse_milli(q).is_none() {
-                return Err(Error::Config(format!("node {}: {resource} = {q:?} is not a quantity", node.name)));
+                return Err(Error::Config(format!(
+                    "node {}: {resource} = {q:?} is not a quantity",
+                    node.name
+                )));
             }
         }
     }
@@ -112,14 +118,18 @@ impl TestCluster {
     /// of the cluster's own (so a test may block its thread on ic-bench while the cluster serves).
     pub async fn start(config: ClusterConfig) -> Result<TestCluster> {
         let (ready_rx, partial) = Self::launch(config)?;
-        let ready = ready_rx.await.map_err(|_| Error::Other("the cluster thread ended during start".into()))?;
+        let ready = ready_rx
+            .await
+            .map_err(|_| Error::Other("the cluster thread ended during start".into()))?;
         partial.finish(ready)
     }
 
     /// [`Self::start`] for tests without an async runtime.
     pub fn start_blocking(config: ClusterConfig) -> Result<TestCluster> {
         let (ready_rx, partial) = Self::launch(config)?;
-        let ready = ready_rx.blocking_recv().map_err(|_| Error::Other("the cluster thread ended during start".into()))?;
+        let ready = ready_rx
+            .blocking_recv()
+            .map_err(|_| Error::Other("the cluster thread ended during start".into()))?;
         partial.finish(ready)
     }
 
@@ -132,21 +142,32 @@ impl TestCluster {
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let work_dir = dir.path().to_path_buf();
         let namespace = config.namespaces[0].clone();
-        let thread = std::thread::Builder::new().name(format!("icb-testcluster-{id}")).spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .thread_name("icb-testcluster-rt")
-                .build();
-            match runtime {
-                Ok(rt) => rt.block_on(run(config, id, work_dir, ready_tx, stop_rx)),
-                Err(e) => {
-                    let _ = ready_tx.send(Err(Error::Io(e)));
+        let thread = std::thread::Builder::new()
+            .name(format!("icb-testcluster-{id}"))
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .thread_name("icb-testcluster-rt")
+                    .build();
+                match runtime {
+                    Ok(rt) => rt.block_on(run(config, id, work_dir, ready_tx, stop_rx)),
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(Error::Io(e)));
+                    }
                 }
-            }
-            let _ = done_tx.send(());
-        })?;
-        Ok((ready_rx, Partial { dir, namespace, stop: stop_tx, done: done_rx, thread }))
+                let _ = done_tx.send(());
+            })?;
+        Ok((
+            ready_rx,
+            Partial {
+                dir,
+                namespace,
+                stop: stop_tx,
+                done: done_rx,
+                thread,
+            },
+        ))
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -171,7 +192,10 @@ impl TestCluster {
     /// A client config for this cluster (no proxy; kube's default retry on 429/503/504 stays on:
     /// set `default_retry = false` when a test injects those).
     pub fn client_config(&self) -> Result<kube::Config> {
-        let url = self.url().parse().map_err(|e| Error::Kube(format!("cluster url: {e}")))?;
+        let url = self
+            .url()
+            .parse()
+            .map_err(|e| Error::Kube(format!("cluster url: {e}")))?;
         let mut config = kube::Config::new(url);
         config.default_namespace = self.namespace.clone();
         config.proxy_url = None;
@@ -199,7 +223,9 @@ impl TestCluster {
     }
 
     pub fn pod(&self, namespace: &str, name: &str) -> Option<Pod> {
-        lock(&self.shared.store).get(&(namespace.to_string(), name.to_string())).cloned()
+        lock(&self.shared.store)
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
     }
 
     /// A container's log so far (`None` if the pod or container never started).
@@ -320,11 +346,12 @@ impl TestCluster {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        let finished = self.done.take().is_some_and(|done| done.recv_timeout(STOP_WAIT).is_ok());
-        if finished {
-            if let Some(thread) = self.thread.take() {
-                let _ = thread.join();
-            }
+        let finished = self
+            .done
+            .take()
+            .is_some_and(|done| done.recv_timeout(STOP_WAIT).is_ok());
+        if finished && let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
         // Last resort (and a no-op after a clean stop): nothing may outlive the cluster.
         for pgid in lock(&self.shared.groups).iter() {
@@ -432,7 +459,10 @@ async fn run(
         shutdown: CancellationToken::new(),
         work_dir,
     });
-    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await.and_then(|l| Ok((l.local_addr()?, l))) {
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .and_then(|l| Ok((l.local_addr()?, l)))
+    {
         Ok(l) => l,
         Err(e) => {
             let _ = ready.send(Err(Error::Io(e)));
@@ -443,7 +473,9 @@ async fn run(
     let app = api::router(shared.clone());
     let token = shared.shutdown.clone();
     let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app).with_graceful_shutdown(token.cancelled_owned()).await;
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(token.cancelled_owned())
+            .await;
     });
     if ready.send(Ok((addr, shared.clone()))).is_err() {
         shared.shutdown.cancel();

@@ -28,7 +28,14 @@ pub struct Chunk {
 impl LogBuf {
     pub fn new() -> Self {
         let (changed, _) = watch::channel(0);
-        LogBuf { inner: Mutex::new(Inner { data: Vec::new(), lines: Vec::new(), done: false }), changed }
+        LogBuf {
+            inner: Mutex::new(Inner {
+                data: Vec::new(),
+                lines: Vec::new(),
+                done: false,
+            }),
+            changed,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -69,10 +76,19 @@ impl LogBuf {
         let inner = self.lock();
         let mut start = 0;
         if let Some(n) = tail_lines {
-            start = if n >= inner.lines.len() { 0 } else { inner.lines[inner.lines.len() - n].0 };
+            start = if n >= inner.lines.len() {
+                0
+            } else {
+                inner.lines[inner.lines.len() - n].0
+            };
         }
         if let Some(since) = since {
-            let first = inner.lines.iter().find(|(_, t)| *t >= since).map(|(o, _)| *o).unwrap_or(inner.data.len());
+            let first = inner
+                .lines
+                .iter()
+                .find(|(_, t)| *t >= since)
+                .map(|(o, _)| *o)
+                .unwrap_or(inner.data.len());
             start = start.max(first);
         }
         start
@@ -97,7 +113,11 @@ impl LogBuf {
             out.extend_from_slice(&inner.data[cursor..end]);
             out
         };
-        Chunk { bytes, next: end, done: inner.done }
+        Chunk {
+            bytes,
+            next: end,
+            done: inner.done,
+        }
     }
 
     pub fn contents(&self) -> Vec<u8> {

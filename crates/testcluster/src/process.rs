@@ -104,9 +104,15 @@ pub fn spawn(argv: &[String], env: &BTreeMap<String, String>, cwd: &Path) -> io:
         .kill_on_drop(true);
     let child = cmd.spawn()?;
     drop(cmd);
-    let pid = child.id().ok_or_else(|| io::Error::other("process exited before its pid was read"))?;
+    let pid = child
+        .id()
+        .ok_or_else(|| io::Error::other("process exited before its pid was read"))?;
     let output = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))?;
-    Ok(Started { child, pgid: pid as i32, output })
+    Ok(Started {
+        child,
+        pgid: pid as i32,
+        output,
+    })
 }
 
 /// Direct children of `pid` (from procfs).
@@ -171,7 +177,12 @@ mod tests {
     fn argv_per_isolation() {
         let host = container_argv(None, Path::new("/w"), &cmd());
         assert_eq!(host, ["setpriv", "--pdeathsig", "KILL", "--", "sh", "-c", "true"]);
-        let mut p = Placement { netns: "ns1".into(), node_init: 7, ipc: Ipc::Own, host_pid: false };
+        let mut p = Placement {
+            netns: "ns1".into(),
+            node_init: 7,
+            ipc: Ipc::Own,
+            host_pid: false,
+        };
         let own = container_argv(Some(&p), Path::new("/w"), &cmd()).join(" ");
         assert!(
             own.ends_with("nsenter --net=/run/netns/ns1 --wd=/w -- unshare --ipc --pid --fork --kill-child --mount-proc -- sh -c true"),

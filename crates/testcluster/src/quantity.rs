@@ -4,7 +4,9 @@
 /// Milli-units of `text`, or `None` when it is not a quantity.
 pub fn parse_milli(text: &str) -> Option<i128> {
     let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(text.len());
     let (number, suffix) = text.split_at(split);
     if number.is_empty() {
         return None;
@@ -63,7 +65,11 @@ fn decimal_milli(number: &str, exponent: i32) -> Option<i128> {
 
 /// Milli-units back to the shortest usual text (`8000` → `"8"`, `500` → `"500m"`).
 pub fn format_milli(milli: i128) -> String {
-    if milli % 1000 == 0 { (milli / 1000).to_string() } else { format!("{milli}m") }
+    if milli % 1000 == 0 {
+        (milli / 1000).to_string()
+    } else {
+        format!("{milli}m")
+    }
 }
 
 #[cfg(test)]

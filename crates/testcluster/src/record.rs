@@ -41,7 +41,14 @@ impl RecordedRequest {
 
     /// "POST /api/v1/namespaces/default/pods" — handy in assertion messages.
     pub fn line(&self) -> String {
-        format!("{} {}{}{} -> {}", self.method, self.path, if self.query.is_empty() { "" } else { "?" }, self.query, self.status)
+        format!(
+            "{} {}{}{} -> {}",
+            self.method,
+            self.path,
+            if self.query.is_empty() { "" } else { "?" },
+            self.query,
+            self.status
+        )
     }
 }
 

@@ -100,18 +100,26 @@ pub fn placement_matches(spec: &PodSpec, node: &NodeConfig) -> bool {
 /// The first NoSchedule/NoExecute taint the pod does not tolerate, as the scheduler words it.
 pub fn untolerated_taint(spec: &PodSpec, node: &NodeConfig) -> Option<String> {
     let tolerations = spec.tolerations.as_deref().unwrap_or_default();
-    node.taints.iter().filter(|(_, _, effect)| effect != "PreferNoSchedule").find_map(|(key, value, effect)| {
-        let tolerated = tolerations.iter().any(|t| {
-            let key_ok = match t.key.as_deref() {
-                None | Some("") => t.operator.as_deref() == Some("Exists"),
-                Some(k) => k == key,
-            };
-            let value_ok = t.operator.as_deref() == Some("Exists") || t.value.as_deref() == value.as_deref();
-            let effect_ok = t.effect.as_deref().is_none_or(|e| e.is_empty() || e == effect);
-            key_ok && value_ok && effect_ok
-        });
-        (!tolerated).then(|| format!("node(s) had untolerated taint {{{key}: {}}}", value.as_deref().unwrap_or("")))
-    })
+    node.taints
+        .iter()
+        .filter(|(_, _, effect)| effect != "PreferNoSchedule")
+        .find_map(|(key, value, effect)| {
+            let tolerated = tolerations.iter().any(|t| {
+                let key_ok = match t.key.as_deref() {
+                    None | Some("") => t.operator.as_deref() == Some("Exists"),
+                    Some(k) => k == key,
+                };
+                let value_ok = t.operator.as_deref() == Some("Exists") || t.value.as_deref() == value.as_deref();
+                let effect_ok = t.effect.as_deref().is_none_or(|e| e.is_empty() || e == effect);
+                key_ok && value_ok && effect_ok
+            });
+            (!tolerated).then(|| {
+                format!(
+                    "node(s) had untolerated taint {{{key}: {}}}",
+                    value.as_deref().unwrap_or("")
+                )
+            })
+        })
 }
 
 /// Resources the node lacks for `wanted` given `used`; unknown resources count as zero capacity
@@ -128,7 +136,11 @@ pub fn insufficient(wanted: &Resources, used: &Resources, allocatable: &Resource
             None => 0,
         };
         if used.get(name).copied().unwrap_or(0) + want > cap {
-            short.push(if name == "pods" { "Too many pods".to_string() } else { format!("Insufficient {name}") });
+            short.push(if name == "pods" {
+                "Too many pods".to_string()
+            } else {
+                format!("Insufficient {name}")
+            });
         }
     }
     short
@@ -207,7 +219,10 @@ mod tests {
         let msg = unschedulable_message(2, &[r.clone(), r]);
         assert_eq!(msg, "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.");
         let plain = NodeConfig::new("cpu");
-        assert_eq!(node_rejections(&gpu_pod(1), &plain, &used), ["Insufficient nvidia.com/gpu"]);
+        assert_eq!(
+            node_rejections(&gpu_pod(1), &plain, &used),
+            ["Insufficient nvidia.com/gpu"]
+        );
         let busy: Resources = [("nvidia.com/gpu".to_string(), 8000)].into();
         let (reason, message) = admission_failure(&gpu_pod(1), &node, &busy).unwrap();
         assert_eq!(reason, "OutOfnvidia.com/gpu");
@@ -216,7 +231,10 @@ mod tests {
 
     #[test]
     fn selector_affinity_and_taints() {
-        let node = NodeConfig::new("n").label("zone", "a").label("rank", "5").taint("gpu", Some("yes"), "NoSchedule");
+        let node = NodeConfig::new("n")
+            .label("zone", "a")
+            .label("rank", "5")
+            .taint("gpu", Some("yes"), "NoSchedule");
         let mut spec = gpu_pod(0);
         assert!(untolerated_taint(&spec, &node).is_some());
         spec.tolerations = Some(vec![k8s_openapi::api::core::v1::Toleration {

@@ -43,7 +43,13 @@ fn valid_key(key: &str) -> bool {
 
 fn set_values(text: &str) -> Option<Vec<String>> {
     let inner = text.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+    Some(
+        inner
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect(),
+    )
 }
 
 impl LabelSelector {
@@ -108,7 +114,9 @@ impl FieldSelector {
             } else if let Some((f, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
                 (f, v, true)
             } else {
-                return Err(format!("invalid selector: {part:?}; expected field=value or field!=value"));
+                return Err(format!(
+                    "invalid selector: {part:?}; expected field=value or field!=value"
+                ));
             };
             let field = field.trim();
             if !supported.contains(&field) {
@@ -121,7 +129,9 @@ impl FieldSelector {
 
     /// `lookup` gives a field's value on the object ("" when unset, as the API server does).
     pub fn matches(&self, lookup: impl Fn(&str) -> String) -> bool {
-        self.0.iter().all(|(field, value, equal)| (lookup(field) == *value) == *equal)
+        self.0
+            .iter()
+            .all(|(field, value, equal)| (lookup(field) == *value) == *equal)
     }
 }
 
@@ -160,7 +170,13 @@ mod tests {
         let fields = ["metadata.name", "spec.nodeName"];
         let sel = FieldSelector::parse("metadata.name=a,spec.nodeName!=n1", &fields).unwrap();
         let lookup = |name: &'static str, node: &'static str| {
-            move |f: &str| if f == "metadata.name" { name.to_string() } else { node.to_string() }
+            move |f: &str| {
+                if f == "metadata.name" {
+                    name.to_string()
+                } else {
+                    node.to_string()
+                }
+            }
         };
         assert!(sel.matches(lookup("a", "n2")));
         assert!(!sel.matches(lookup("a", "n1")));

@@ -17,7 +17,13 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
-        ApiError { code, reason: reason.to_string(), message: message.into(), details: None, retry_after: None }
+        ApiError {
+            code,
+            reason: reason.to_string(),
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
     }
 
     pub fn not_found(kind: &str, name: &str) -> Self {
@@ -50,13 +56,28 @@ impl ApiError {
             401 => ("Unauthorized", "Unauthorized"),
             403 => ("Forbidden", "forbidden by the emulated cluster"),
             404 => ("NotFound", "the server could not find the requested resource"),
-            409 => ("Conflict", "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again"),
+            409 => (
+                "Conflict",
+                "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again",
+            ),
             410 => ("Expired", "too old resource version"),
             422 => ("Invalid", "the request is invalid"),
-            429 => ("TooManyRequests", "the server has received too many requests and has asked us to try again later"),
-            503 => ("ServiceUnavailable", "the server is currently unable to handle the request"),
-            504 => ("Timeout", "the server was unable to return a response in the time allotted"),
-            _ => ("InternalError", "an error on the server (injected fault) has prevented the request from succeeding"),
+            429 => (
+                "TooManyRequests",
+                "the server has received too many requests and has asked us to try again later",
+            ),
+            503 => (
+                "ServiceUnavailable",
+                "the server is currently unable to handle the request",
+            ),
+            504 => (
+                "Timeout",
+                "the server was unable to return a response in the time allotted",
+            ),
+            _ => (
+                "InternalError",
+                "an error on the server (injected fault) has prevented the request from succeeding",
+            ),
         };
         Self::new(code, reason, message)
     }
@@ -83,7 +104,9 @@ impl IntoResponse for ApiError {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let mut response = (code, axum::Json(self.body())).into_response();
         if let Some(seconds) = self.retry_after {
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }

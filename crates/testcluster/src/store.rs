@@ -44,14 +44,23 @@ pub fn now() -> Time {
 }
 
 pub fn key_of(pod: &Pod) -> PodKey {
-    (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default())
+    (
+        pod.metadata.namespace.clone().unwrap_or_default(),
+        pod.metadata.name.clone().unwrap_or_default(),
+    )
 }
 
 impl Store {
     pub fn new() -> Self {
         // Start above 0 so "0" keeps its special "any version" meaning for clients.
         let (changed, _) = watch::channel(100);
-        Store { rv: 100, pods: BTreeMap::new(), history: VecDeque::new(), floor: 0, changed }
+        Store {
+            rv: 100,
+            pods: BTreeMap::new(),
+            history: VecDeque::new(),
+            floor: 0,
+            changed,
+        }
     }
 
     pub fn resource_version(&self) -> u64 {
@@ -161,10 +170,20 @@ mod tests {
         let rv_a: u64 = a.metadata.resource_version.as_deref().unwrap().parse().unwrap();
         let key = key_of(&a);
         let same = s.modify(&key, None, |_| {}).unwrap();
-        assert_eq!(same.metadata.resource_version, a.metadata.resource_version, "no-op must not bump");
-        let m = s.modify(&key, None, |p| p.metadata.labels = Some([("x".into(), "1".into())].into())).unwrap();
+        assert_eq!(
+            same.metadata.resource_version, a.metadata.resource_version,
+            "no-op must not bump"
+        );
+        let m = s
+            .modify(&key, None, |p| {
+                p.metadata.labels = Some([("x".into(), "1".into())].into())
+            })
+            .unwrap();
         assert!(m.metadata.resource_version.as_deref().unwrap().parse::<u64>().unwrap() > rv_a);
-        assert!(s.modify(&key, Some("other-uid"), |p| p.metadata.labels = None).is_none());
+        assert!(
+            s.modify(&key, Some("other-uid"), |p| p.metadata.labels = None)
+                .is_none()
+        );
         let d = s.remove(&key, None).unwrap();
         assert!(d.metadata.deletion_timestamp.is_some());
         let kinds: Vec<_> = s.events_after(rv_a - 1).unwrap().iter().map(|e| e.kind).collect();

@@ -15,7 +15,9 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 
 async fn host_cluster(config: ClusterConfig) -> (TestCluster, Client) {
-    let cluster = TestCluster::start(config.isolation(Isolation::Host)).await.expect("start cluster");
+    let cluster = TestCluster::start(config.isolation(Isolation::Host))
+        .await
+        .expect("start cluster");
     let client = cluster.client().expect("client");
     (cluster, client)
 }
@@ -37,17 +39,44 @@ async fn pod_runs_and_reports_logs_and_exit_code() {
     let pods: Api<Pod> = Api::default_namespaced(client);
     let created = create(&pods, &sh_pod("hello", "echo hi; echo oops >&2; exit 3")).await;
     assert!(created.metadata.uid.is_some() && created.metadata.creation_timestamp.is_some());
-    assert!(created.metadata.resource_version.as_deref().is_some_and(|rv| !rv.is_empty()));
+    assert!(
+        created
+            .metadata
+            .resource_version
+            .as_deref()
+            .is_some_and(|rv| !rv.is_empty())
+    );
     let done = wait_for(&pods, "hello", "finished", is_done).await;
     assert_eq!(phase(&done), "Failed");
     assert_eq!(exit_code(&done), Some(3));
-    let term = done.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0].state.as_ref().unwrap();
+    let term = done.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0]
+        .state
+        .as_ref()
+        .unwrap();
     assert_eq!(term.terminated.as_ref().unwrap().reason.as_deref(), Some("Error"));
     let logs = pods.logs("hello", &LogParams::default()).await.expect("logs");
     assert_eq!(logs, "hi\noops\n");
-    let tail = pods.logs("hello", &LogParams { tail_lines: Some(1), ..Default::default() }).await.expect("tail");
+    let tail = pods
+        .logs(
+            "hello",
+            &LogParams {
+                tail_lines: Some(1),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("tail");
     assert_eq!(tail, "oops\n");
-    let stamped = pods.logs("hello", &LogParams { timestamps: true, ..Default::default() }).await.expect("ts");
+    let stamped = pods
+        .logs(
+            "hello",
+            &LogParams {
+                timestamps: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("ts");
     assert!(stamped.lines().all(|l| l.contains("Z ")), "{stamped}");
 
     create(&pods, &sh_pod("ok", "exit 0")).await;
@@ -73,19 +102,46 @@ async fn running_pod_has_ip_ready_and_env() {
     assert_eq!(st.pod_ip.as_deref(), Some("127.0.0.1"));
     let ready = st.conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
     assert_eq!(ready.status, "True");
-    assert!(st.container_statuses.unwrap()[0].state.as_ref().unwrap().running.is_some());
+    assert!(
+        st.container_statuses.unwrap()[0]
+            .state
+            .as_ref()
+            .unwrap()
+            .running
+            .is_some()
+    );
     let node = node_of(&running).unwrap();
-    let mut lines = pods.log_stream("envy", &LogParams { follow: true, ..Default::default() }).await.expect("stream");
+    let mut lines = pods
+        .log_stream(
+            "envy",
+            &LogParams {
+                follow: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("stream");
     let mut first = String::new();
     let mut buf = [0u8; 256];
     use futures::AsyncReadExt as _;
     while !first.contains('\n') {
-        let n = tokio::time::timeout(Duration::from_secs(10), lines.read(&mut buf)).await.expect("log line").expect("read");
+        let n = tokio::time::timeout(Duration::from_secs(10), lines.read(&mut buf))
+            .await
+            .expect("log line")
+            .expect("read");
         assert!(n > 0, "log ended early");
         first.push_str(&String::from_utf8_lossy(&buf[..n]));
     }
     assert_eq!(first, format!("A=1 B=1-2 NODE={node}\n"));
-    pods.delete("envy", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.expect("delete");
+    pods.delete(
+        "envy",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("delete");
     // A followed log ends when the container ends.
     let rest = tokio::time::timeout(Duration::from_secs(10), async {
         let mut rest = Vec::new();
@@ -94,7 +150,10 @@ async fn running_pod_has_ip_ready_and_env() {
     .await
     .expect("follow ends after delete");
     assert!(rest.is_ok());
-    assert!(pods.get_opt("envy").await.expect("get").is_none(), "grace 0 delete removes the pod");
+    assert!(
+        pods.get_opt("envy").await.expect("get").is_none(),
+        "grace 0 delete removes the pod"
+    );
 }
 
 #[tokio::test]
@@ -109,7 +168,9 @@ async fn watch_delivers_added_modified_deleted() {
     let mut last_rv = 0u64;
     let mut deleted = false;
     while !deleted {
-        let event = tokio::time::timeout(Duration::from_secs(10), stream.try_next()).await.expect("event in time");
+        let event = tokio::time::timeout(Duration::from_secs(10), stream.try_next())
+            .await
+            .expect("event in time");
         let event = event.expect("watch ok").expect("stream open");
         let (kind, pod) = match event {
             WatchEvent::Added(p) => ("ADDED", p),
@@ -117,12 +178,24 @@ async fn watch_delivers_added_modified_deleted() {
             WatchEvent::Deleted(p) => ("DELETED", p),
             other => panic!("unexpected {other:?}"),
         };
-        assert_eq!(pod.metadata.name.as_deref(), Some("w"), "field selector filters the watch");
+        assert_eq!(
+            pod.metadata.name.as_deref(),
+            Some("w"),
+            "field selector filters the watch"
+        );
         let rv: u64 = pod.metadata.resource_version.as_deref().unwrap().parse().unwrap();
         assert!(rv > last_rv, "resourceVersion increases");
         last_rv = rv;
         if kind == "MODIFIED" && phase(&pod) == "Running" && !kinds.contains(&"DELETE-SENT") {
-            pods.delete("w", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.expect("delete");
+            pods.delete(
+                "w",
+                &DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("delete");
             kinds.push("DELETE-SENT");
         }
         deleted = kind == "DELETED";
@@ -136,7 +209,11 @@ async fn watch_delivers_added_modified_deleted() {
     let list = pods.list(&ListParams::default()).await.expect("list");
     let rv = list.metadata.resource_version.clone().unwrap();
     create(&pods, &sh_pod("w", "exit 0")).await;
-    let mut resumed = pods.watch(&WatchParams::default().fields("metadata.name=w").timeout(5), &rv).await.expect("watch").boxed();
+    let mut resumed = pods
+        .watch(&WatchParams::default().fields("metadata.name=w").timeout(5), &rv)
+        .await
+        .expect("watch")
+        .boxed();
     let first = resumed.try_next().await.expect("ok").expect("event");
     assert!(matches!(first, WatchEvent::Added(_)), "{first:?}");
 }
@@ -146,8 +223,18 @@ async fn watch_times_out_cleanly_and_reports_expired_versions() {
     let (_cluster, client) = host_cluster(two_nodes()).await;
     let pods: Api<Pod> = Api::default_namespaced(client);
     let started = std::time::Instant::now();
-    let mut stream = pods.watch(&WatchParams::default().timeout(1), "0").await.expect("watch").boxed();
-    assert!(tokio::time::timeout(Duration::from_secs(5), stream.try_next()).await.expect("ends").expect("clean end").is_none());
+    let mut stream = pods
+        .watch(&WatchParams::default().timeout(1), "0")
+        .await
+        .expect("watch")
+        .boxed();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), stream.try_next())
+            .await
+            .expect("ends")
+            .expect("clean end")
+            .is_none()
+    );
     assert!(started.elapsed() >= Duration::from_millis(900));
 }
 
@@ -174,7 +261,14 @@ async fn selectors_and_paging() {
     assert_eq!(names(pods.list(&by("tier in (db,cache)")).await.unwrap()), ["b", "c"]);
     let fields = |sel: &str| ListParams::default().fields(sel);
     assert_eq!(names(pods.list(&fields("metadata.name=b")).await.unwrap()), ["b"]);
-    assert_eq!(names(pods.list(&fields("metadata.namespace=default,metadata.name!=b")).await.unwrap()), ["a", "c"]);
+    assert_eq!(
+        names(
+            pods.list(&fields("metadata.namespace=default,metadata.name!=b"))
+                .await
+                .unwrap()
+        ),
+        ["a", "c"]
+    );
     wait_for(&pods, "a", "running", |p| phase(p) == "Running").await;
     let node = node_of(&pods.get("a").await.unwrap()).unwrap();
     let on_node = names(pods.list(&fields(&format!("spec.nodeName={node}"))).await.unwrap());
@@ -187,15 +281,30 @@ async fn selectors_and_paging() {
     let page1 = pods.list(&ListParams::default().limit(2)).await.unwrap();
     let token = page1.metadata.continue_.clone().expect("continue token");
     assert_eq!(names(page1), ["a", "b"]);
-    let page2 = pods.list(&ListParams::default().limit(2).continue_token(&token)).await.unwrap();
+    let page2 = pods
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
     assert!(page2.metadata.continue_.as_deref().unwrap_or("").is_empty());
     assert_eq!(names(page2), ["c"]);
 
     let deleted = pods
-        .delete_collection(&DeleteParams { grace_period_seconds: Some(0), ..Default::default() }, &by("tier in (web,db)"))
+        .delete_collection(
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+            &by("tier in (web,db)"),
+        )
         .await
         .unwrap();
-    let gone: Vec<String> = deleted.left().expect("list of deleted").items.into_iter().map(|p| p.metadata.name.unwrap()).collect();
+    let gone: Vec<String> = deleted
+        .left()
+        .expect("list of deleted")
+        .items
+        .into_iter()
+        .map(|p| p.metadata.name.unwrap())
+        .collect();
     assert_eq!(gone, ["a", "b"]);
     assert_eq!(names(pods.list(&ListParams::default()).await.unwrap()), ["c"]);
 }
@@ -213,13 +322,25 @@ async fn gpu_capacity_leaves_pods_unschedulable_until_room_frees() {
     create(&pods, &gpu_pod("too-big", 9)).await;
     let pending = wait_for(&pods, "too-big", "unschedulable", |p| {
         p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
-            c.iter().any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+            c.iter().any(|c| {
+                c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
+            })
         })
     })
     .await;
     assert_eq!(phase(&pending), "Pending");
-    let cond = pending.status.unwrap().conditions.unwrap().into_iter().find(|c| c.type_ == "PodScheduled").unwrap();
-    assert_eq!(cond.message.as_deref(), Some("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."));
+    let cond = pending
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .unwrap();
+    assert_eq!(
+        cond.message.as_deref(),
+        Some("0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")
+    );
 
     create(&pods, &gpu_pod("full-1", 8)).await;
     create(&pods, &gpu_pod("full-2", 8)).await;
@@ -229,11 +350,20 @@ async fn gpu_capacity_leaves_pods_unschedulable_until_room_frees() {
     create(&pods, &gpu_pod("waiter", 1)).await;
     wait_for(&pods, "waiter", "unschedulable", |p| {
         p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
-            c.iter().any(|c| c.message.as_deref() == Some("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."))
+            c.iter()
+                .any(|c| c.message.as_deref() == Some("0/2 nodes are available: 2 Insufficient nvidia.com/gpu."))
         })
     })
     .await;
-    pods.delete("full-1", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    pods.delete(
+        "full-1",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     let placed = wait_for(&pods, "waiter", "running", |p| phase(p) == "Running").await;
     assert_eq!(node_of(&placed), node_of(&a), "the freed node takes the waiting pod");
 }
@@ -262,11 +392,17 @@ async fn node_selector_affinity_and_node_name_place_pods() {
         assert_eq!(node_of(&p).as_deref(), Some(node), "{name}");
     }
     let p = wait_for(&pods, "nowhere", "unschedulable", |p| {
-        p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.status == "False"))
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.status == "False"))
     })
     .await;
     let msg = p.status.unwrap().conditions.unwrap()[0].message.clone().unwrap();
-    assert_eq!(msg, "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector.");
+    assert_eq!(
+        msg,
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+    );
 
     // Bound by nodeName past capacity: the kubelet rejects it.
     let mut over = gpu_pod("over", 9);
@@ -283,7 +419,11 @@ async fn exec_returns_output_and_exit_code() {
     create(&pods, &sh_pod("box", "sleep 30")).await;
     wait_for(&pods, "box", "running", |p| phase(p) == "Running").await;
     let mut attached = pods
-        .exec("box", ["sh", "-c", "echo out; echo err >&2; exit 5"], &AttachParams::default())
+        .exec(
+            "box",
+            ["sh", "-c", "echo out; echo err >&2; exit 5"],
+            &AttachParams::default(),
+        )
         .await
         .expect("exec");
     let (mut stdout, mut stderr) = (attached.stdout().unwrap(), attached.stderr().unwrap());
@@ -292,20 +432,30 @@ async fn exec_returns_output_and_exit_code() {
     let (a, b) = tokio::join!(stdout.read_to_string(&mut out), stderr.read_to_string(&mut err));
     a.unwrap();
     b.unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(10), status).await.expect("status").expect("some status");
+    let status = tokio::time::timeout(Duration::from_secs(10), status)
+        .await
+        .expect("status")
+        .expect("some status");
     assert_eq!(out, "out\n");
     assert_eq!(err, "err\n");
     assert_eq!(status.status.as_deref(), Some("Failure"));
     let code = status.details.unwrap().causes.unwrap()[0].message.clone();
     assert_eq!(code.as_deref(), Some("5"));
 
-    let mut ok = pods.exec("box", ["true"], &AttachParams::default()).await.expect("exec");
+    let mut ok = pods
+        .exec("box", ["true"], &AttachParams::default())
+        .await
+        .expect("exec");
     let status = ok.take_status().unwrap().await.expect("status");
     assert_eq!(status.status.as_deref(), Some("Success"));
 
     create(&pods, &sh_pod("done", "exit 0")).await;
     wait_for(&pods, "done", "finished", is_done).await;
-    let err = pods.exec("done", ["true"], &AttachParams::default()).await.err().expect("completed pod refuses exec");
+    let err = pods
+        .exec("done", ["true"], &AttachParams::default())
+        .await
+        .err()
+        .expect("completed pod refuses exec");
     assert!(format!("{err:?}").contains("completed pod"), "{err:?}");
 }
 
@@ -314,17 +464,32 @@ async fn api_errors_are_json_statuses() {
     let (cluster, client) = host_cluster(two_nodes()).await;
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let err = pods.get("missing").await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 404 && s.reason == "NotFound"), "{err:?}");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 404 && s.reason == "NotFound"),
+        "{err:?}"
+    );
     create(&pods, &sh_pod("dup", "sleep 30")).await;
-    let err = pods.create(&PostParams::default(), &sh_pod("dup", "true")).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "AlreadyExists"), "{err:?}");
+    let err = pods
+        .create(&PostParams::default(), &sh_pod("dup", "true"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409 && s.reason == "AlreadyExists"),
+        "{err:?}"
+    );
     let other: Api<Pod> = Api::namespaced(client.clone(), "nope");
-    let err = other.create(&PostParams::default(), &sh_pod("x", "true")).await.unwrap_err();
+    let err = other
+        .create(&PostParams::default(), &sh_pod("x", "true"))
+        .await
+        .unwrap_err();
     assert!(matches!(err, kube::Error::Api(ref s) if s.code == 404), "{err:?}");
     let mut invalid = sh_pod("Bad_Name", "true");
     invalid.metadata.name = Some("Bad_Name".into());
     let err = pods.create(&PostParams::default(), &invalid).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 422 && s.reason == "Invalid"), "{err:?}");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 422 && s.reason == "Invalid"),
+        "{err:?}"
+    );
     // An unknown route answers a JSON 404 too.
     let raw = reqwest_free_get(&cluster, "/apis/apps/v1/namespaces/default/deployments/x").await;
     assert!(raw.starts_with("HTTP/1.1 404"), "{raw}");
@@ -335,7 +500,9 @@ async fn api_errors_are_json_statuses() {
 async fn reqwest_free_get(cluster: &TestCluster, path: &str) -> String {
     use tokio::io::AsyncWriteExt;
     let mut s = tokio::net::TcpStream::connect(cluster.addr()).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes()).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).await.unwrap();
     out
@@ -350,17 +517,30 @@ async fn injected_faults_return_their_codes_then_recover() {
     let pods: Api<Pod> = Api::default_namespaced(client);
     cluster.fail_requests(RequestMatch::new("POST", "/api/v1/namespaces/*/pods"), 500, 2);
     for _ in 0..2 {
-        let err = pods.create(&PostParams::default(), &sh_pod("f", "true")).await.unwrap_err();
-        assert!(matches!(err, kube::Error::Api(ref s) if s.code == 500 && s.reason == "InternalError"), "{err:?}");
+        let err = pods
+            .create(&PostParams::default(), &sh_pod("f", "true"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, kube::Error::Api(ref s) if s.code == 500 && s.reason == "InternalError"),
+            "{err:?}"
+        );
     }
     create(&pods, &sh_pod("f", "sleep 30")).await;
     cluster.fail_requests_retry_after(RequestMatch::new("GET", "/api/v1/namespaces/default/pods/f"), 429, 1, 1);
     let err = pods.get("f").await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 429 && s.reason == "TooManyRequests"), "{err:?}");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 429 && s.reason == "TooManyRequests"),
+        "{err:?}"
+    );
     cluster.fail_requests(RequestMatch::path("*/pods/f"), 409, 1);
     let err = pods.delete("f", &DeleteParams::default()).await.unwrap_err();
     assert!(matches!(err, kube::Error::Api(ref s) if s.code == 409), "{err:?}");
-    cluster.add_latency(RequestMatch::new("GET", "*/pods/f"), Duration::from_millis(300), Some(1));
+    cluster.add_latency(
+        RequestMatch::new("GET", "*/pods/f"),
+        Duration::from_millis(300),
+        Some(1),
+    );
     let t = std::time::Instant::now();
     pods.get("f").await.expect("recovered");
     assert!(t.elapsed() >= Duration::from_millis(300));
@@ -372,7 +552,10 @@ async fn injected_faults_return_their_codes_then_recover() {
     assert_eq!(creates.len(), 3);
     assert_eq!(creates[2].status, 201);
     assert_eq!(creates[2].pod().unwrap().metadata.name.as_deref(), Some("f"));
-    assert!(log.iter().any(|r| r.method == "DELETE" && r.injected), "the failed delete is recorded");
+    assert!(
+        log.iter().any(|r| r.method == "DELETE" && r.injected),
+        "the failed delete is recorded"
+    );
 
     // With kube's default retry, a 429 with Retry-After is retried transparently.
     let retrying: Api<Pod> = Api::default_namespaced(cluster.client().unwrap());
@@ -388,13 +571,22 @@ async fn image_pull_failure_and_crashes() {
     let mut p = sh_pod("pull", "sleep 30");
     p.spec.as_mut().unwrap().containers[0].image = Some("registry.example/bench:v1".into());
     create(&pods, &p).await;
-    wait_for(&pods, "pull", "ErrImagePull", |p| waiting_reason(p).as_deref() == Some("ErrImagePull")).await;
-    let backoff = wait_for(&pods, "pull", "ImagePullBackOff", |p| waiting_reason(p).as_deref() == Some("ImagePullBackOff")).await;
+    wait_for(&pods, "pull", "ErrImagePull", |p| {
+        waiting_reason(p).as_deref() == Some("ErrImagePull")
+    })
+    .await;
+    let backoff = wait_for(&pods, "pull", "ImagePullBackOff", |p| {
+        waiting_reason(p).as_deref() == Some("ImagePullBackOff")
+    })
+    .await;
     assert_eq!(phase(&backoff), "Pending");
     let err = pods.logs("pull", &LogParams::default()).await.unwrap_err();
     assert!(format!("{err:?}").contains("waiting to start"), "{err:?}");
     cluster.allow_image_pull("registry.example/bench");
-    wait_for(&pods, "pull", "running after the image is back", |p| phase(p) == "Running").await;
+    wait_for(&pods, "pull", "running after the image is back", |p| {
+        phase(p) == "Running"
+    })
+    .await;
 
     // restartPolicy Always: a crashing container loops.
     let mut looping = sh_pod("loop", "exit 2");
@@ -406,12 +598,25 @@ async fn image_pull_failure_and_crashes() {
     })
     .await;
     let cs = &crashed.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0];
-    assert_eq!(cs.last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 2);
-    let prev = pods.logs("loop", &LogParams { previous: true, ..Default::default() }).await;
+    assert_eq!(
+        cs.last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code,
+        2
+    );
+    let prev = pods
+        .logs(
+            "loop",
+            &LogParams {
+                previous: true,
+                ..Default::default()
+            },
+        )
+        .await;
     assert!(prev.is_ok(), "{prev:?}");
 
     // A crash knob kills a matching container after a delay; with Never the pod fails.
-    cluster.crash_containers("role=victim", Duration::from_millis(300), 139, Some(1)).unwrap();
+    cluster
+        .crash_containers("role=victim", Duration::from_millis(300), 139, Some(1))
+        .unwrap();
     let mut victim = sh_pod("victim", "echo started; sleep 30");
     victim.metadata.labels = Some([("role".to_string(), "victim".to_string())].into());
     let t = std::time::Instant::now();
@@ -427,7 +632,11 @@ async fn image_pull_failure_and_crashes() {
 async fn active_deadline_fails_the_pod() {
     let (_cluster, client) = host_cluster(two_nodes()).await;
     let pods: Api<Pod> = Api::default_namespaced(client);
-    create(&pods, &with_spec(sh_pod("slow", "sleep 30"), json!({"activeDeadlineSeconds": 1}))).await;
+    create(
+        &pods,
+        &with_spec(sh_pod("slow", "sleep 30"), json!({"activeDeadlineSeconds": 1})),
+    )
+    .await;
     let t = std::time::Instant::now();
     let failed = wait_for(&pods, "slow", "failed", is_done).await;
     assert!(t.elapsed() < Duration::from_secs(10));
@@ -441,7 +650,14 @@ async fn graceful_delete_marks_then_removes() {
     let (_cluster, client) = host_cluster(two_nodes().max_grace(Duration::from_millis(500))).await;
     let pods: Api<Pod> = Api::default_namespaced(client);
     // Traps SIGTERM and exits by itself: the graceful path, not the SIGKILL one.
-    create(&pods, &sh_pod("polite", "trap 'echo bye; exit 0' TERM; while true; do sleep 0.05; done")).await;
+    create(
+        &pods,
+        &sh_pod(
+            "polite",
+            "trap 'echo bye; exit 0' TERM; while true; do sleep 0.05; done",
+        ),
+    )
+    .await;
     wait_for(&pods, "polite", "running", |p| phase(p) == "Running").await;
     let answer = pods.delete("polite", &DeleteParams::default()).await.expect("delete");
     let marked = answer.left().expect("the pod, marked for deletion");

@@ -6,8 +6,10 @@
 //! `libucp` at build time: [`load`] searches for `libucp.so.0`, preloads `libucm`/`libucs`/`libuct`
 //! from the same directory, reads `ucp_get_version()` and refuses anything older than 1.14 (the
 //! first release with `UCP_EP_ATTR_FIELD_TRANSPORTS`; a 1.22-built binary on 1.13 segfaults).
-//! Every function in [`Ucp`] is a `Result`: a symbol the loaded library lacks is an error that
-//! [`require`] turns into [`LoadError::MissingSymbol`], never a panic.
+//! Every function in [`Ucp`] is a `Result` field: a symbol the loaded library lacks is an error
+//! that [`require`] turns into [`LoadError::MissingSymbol`]. Call through `require(&ucp.f, "f")`,
+//! never through the same-named convenience methods bindgen also generates: those panic on a
+//! missing symbol.
 //!
 //! The safe wrapper lives in the `ucx` crate; this crate only holds the table, the macros UCX
 //! defines in C (re-expressed in [`macros`]) and the loader.

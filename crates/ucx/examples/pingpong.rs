@@ -47,7 +47,9 @@ fn side(ucx: Ucx, tls: Option<String>, server: bool, tx: mpsc::Sender<Vec<u8>>, 
     let small_r = buf(8);
     // Latency: ping-pong, server echoes.
     let start = Instant::now();
+    let mut samples = Vec::with_capacity(LAT_ITERS);
     for _ in 0..LAT_ITERS {
+        let t0 = Instant::now();
         if server {
             let r = w.tag_recv(&small_r, 0..8, 1, u64::MAX, OpOptions::default()).unwrap();
             w.wait(r, deadline()).unwrap();
@@ -59,10 +61,13 @@ fn side(ucx: Ucx, tls: Option<String>, server: bool, tx: mpsc::Sender<Vec<u8>>, 
             w.wait(s, deadline()).unwrap();
             w.wait(r, deadline()).unwrap();
         }
+        samples.push(t0.elapsed());
     }
     if !server {
         let us = start.elapsed().as_secs_f64() * 1e6 / LAT_ITERS as f64 / 2.0;
-        println!("tag_lat 8 B: {us:.3} us (half round trip)");
+        samples.sort();
+        let p50 = samples[samples.len() / 2].as_secs_f64() * 1e6 / 2.0;
+        println!("tag_lat 8 B: p50 {p50:.3} us, average {us:.3} us (half round trip)");
     }
     // Bandwidth: client streams windows of 4 MiB sends; server keeps a window of receives.
     let big = buf(BW_SIZE);

@@ -35,9 +35,7 @@ pub struct Op(pub(crate) OpRepr);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum OpRepr {
     /// UCX completed the operation inside the submit call.
-    Immediate {
-        length: usize,
-    },
+    Immediate { length: usize },
     /// `owner` is the address of the submitting worker's core: another worker's tokens are
     /// refused instead of aliasing one of this worker's slots.
     Slot { idx: u32, generation: u32, owner: usize },

@@ -242,7 +242,11 @@ impl Worker {
         }
         let slot = self.table.slot(idx).expect("idx came from acquire on this table");
         slot.req.set(ret);
-        Ok(Op(OpRepr::Slot { idx, generation: slot.generation.get(), owner: self.owner() }))
+        Ok(Op(OpRepr::Slot {
+            idx,
+            generation: slot.generation.get(),
+            owner: self.owner(),
+        }))
     }
 
     /// Sends `buf[range]` with `tag` (`ucp_tag_send_nbx`). The buffer is held until completion.

@@ -339,7 +339,8 @@ fn dead_peer_in_peer_mode_is_an_error_not_a_hang() {
     assert!(result.is_err(), "a send to a vanished peer cannot succeed");
     assert!(start.elapsed() < Duration::from_secs(5));
     assert_eq!(a.pending(), 0);
-    ab.close(deadline()).unwrap_or_else(|e| panic!("a forced close must not fail: {e}"));
+    ab.close(deadline())
+        .unwrap_or_else(|e| panic!("a forced close must not fail: {e}"));
 }
 
 #[test]

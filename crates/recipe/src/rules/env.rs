@@ -90,6 +90,24 @@ fn backend_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
         ));
         return;
     }
+    let no_connector = e
+        .kv_connector
+        .as_deref()
+        .is_some_and(|c| matches!(c.to_ascii_lowercase().as_str(), "none" | "null"));
+    if no_connector && matches!(r.role, Role::Prefill | Role::Decode) {
+        out.push(mk(
+            "env.backend",
+            Status::Warn,
+            format!(
+                "KV connector `{}` on a {} worker: no KV cache can be handed between prefill and decode",
+                e.kv_connector.as_deref().unwrap_or_default(),
+                r.role.as_str()
+            ),
+            scope,
+            Some("select a KV connector (vLLM/Dynamo: NixlConnector / --connector nixl)"),
+        ));
+        return;
+    }
     match engine::describe_backend(e) {
         Some(v) if v.caveat.is_some() => {
             out.push(mk("env.backend", Status::Warn, format!("{}: {}", v.text, v.caveat.unwrap_or_default()), scope, None))
@@ -107,6 +125,13 @@ fn backend_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
             "env.backend",
             Status::Ok,
             "KV transfer: Dynamo vLLM default (NixlConnector over UCX)".to_string(),
+            scope,
+            None,
+        )),
+        None if e.framework.as_deref() == Some("sglang") => out.push(mk(
+            "env.backend",
+            Status::Ok,
+            "KV transfer: SGLang default (mooncake; --disaggregation-transfer-backend not given)".to_string(),
             scope,
             None,
         )),
@@ -343,7 +368,7 @@ fn nccl_ib_disable_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         return;
     };
     let value = var.literal().unwrap_or("");
-    let rdma = r.requests_rdma() || matches!(r.fabric.as_deref(), Some("ib" | "roce"));
+    let rdma = r.uses_rdma() || matches!(r.fabric.as_deref(), Some("ib" | "roce"));
     if ucx::is_falsy(value) && var.literal().is_some() {
         out.push(mk(
             "env.nccl_ib_disable",
@@ -364,7 +389,7 @@ fn nccl_ib_disable_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         out.push(mk(
             "env.nccl_ib_disable",
             Status::Fail,
-            format!("NCCL_IB_DISABLE={value} while the pod requests RDMA: NCCL falls back to NET/Socket"),
+            format!("NCCL_IB_DISABLE={value} while the pod has RDMA: NCCL falls back to NET/Socket"),
             scope,
             Some("remove NCCL_IB_DISABLE or set it to 0"),
         ));

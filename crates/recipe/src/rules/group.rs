@@ -5,7 +5,7 @@ use super::mk;
 use super::ucx::Tls;
 use crate::engine;
 use crate::mask::display_value;
-use crate::model::{Role, RoleEnv};
+use crate::model::{EnvValue, Role, RoleEnv};
 use icb_core::checks::Check;
 use icb_core::model::Status;
 
@@ -42,14 +42,16 @@ pub(crate) fn group_checks(group: &str, members: &[&RoleEnv], out: &mut Vec<Chec
     placement(&pd, &scope, out);
 }
 
-fn transport_view(r: &RoleEnv) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = r
+/// Transport variables as (name, raw value for comparing, masked value for printing): two
+/// different secrets must count as a difference even though both print as `***`.
+fn transport_view(r: &RoleEnv) -> Vec<(String, EnvValue, String)> {
+    let mut v: Vec<(String, EnvValue, String)> = r
         .env
         .iter()
         .filter(|e| is_transport_var(&e.name))
-        .map(|e| (e.name.clone(), display_value(e)))
+        .map(|e| (e.name.clone(), e.value.clone(), display_value(e)))
         .collect();
-    v.sort();
+    v.sort_by(|x, y| x.0.cmp(&y.0));
     v
 }
 
@@ -67,21 +69,16 @@ fn symmetry(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
     let mut diffs: Vec<String> = Vec::new();
     for other in &pd[1..] {
         let env = transport_view(other);
-        let mut names: Vec<&String> = ref_env.iter().chain(env.iter()).map(|(n, _)| n).collect();
+        let mut names: Vec<&String> = ref_env.iter().chain(env.iter()).map(|(n, _, _)| n).collect();
         names.sort();
         names.dedup();
         for n in names {
-            let a = ref_env
-                .iter()
-                .find(|(k, _)| k == n)
-                .map(|(_, v)| v.as_str())
-                .unwrap_or("<unset>");
-            let b = env
-                .iter()
-                .find(|(k, _)| k == n)
-                .map(|(_, v)| v.as_str())
-                .unwrap_or("<unset>");
-            if a != b {
+            let a = ref_env.iter().find(|(k, _, _)| k == n);
+            let b = env.iter().find(|(k, _, _)| k == n);
+            let shown =
+                |x: Option<&(String, EnvValue, String)>| x.map(|(_, _, d)| d.clone()).unwrap_or("<unset>".into());
+            if a.map(|x| &x.1) != b.map(|x| &x.1) {
+                let (a, b) = (shown(a), shown(b));
                 diffs.push(format!("{n} ({} {a} vs {} {b})", reference.component, other.component));
             }
         }
@@ -141,7 +138,7 @@ fn cuda_ipc_xpod(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
         .collect();
     // With an RDMA device on both sides, cuda_ipc only serves intra-pod copies and rc carries
     // KV between pods; without one, cuda_ipc is the only fast path the recipe can be counting on.
-    let expecting: Vec<&RoleEnv> = naming.iter().copied().filter(|r| !r.requests_rdma()).collect();
+    let expecting: Vec<&RoleEnv> = naming.iter().copied().filter(|r| !r.uses_rdma()).collect();
     if naming.is_empty() {
         out.push(mk(
             "pod.cuda_ipc_xpod",
@@ -152,11 +149,11 @@ fn cuda_ipc_xpod(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
         ));
         return;
     }
-    if expecting.is_empty() && pd.iter().all(|r| r.requests_rdma()) {
+    if expecting.is_empty() && pd.iter().all(|r| r.uses_rdma()) {
         out.push(mk(
             "pod.cuda_ipc_xpod",
             Status::Ok,
-            "cuda_ipc is listed but every prefill/decode pod requests RDMA, which carries KV between pods".into(),
+            "cuda_ipc is listed but every prefill/decode pod has RDMA, which carries KV between pods".into(),
             scope,
             None,
         ));

@@ -17,6 +17,12 @@ pub(crate) fn role_checks(r: &RoleEnv, ctx: &Ctx, out: &mut Vec<Check>) {
 fn rdma_list(r: &RoleEnv) -> String {
     let mut items: Vec<String> = r.resources.rdma.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     items.extend(r.resources.nic_claims().map(|c| format!("resourceClaim {c}")));
+    if r.host_infiniband {
+        items.push("hostPath /dev/infiniband".to_string());
+    }
+    if items.is_empty() && r.privileged && r.host_network {
+        items.push("privileged + hostNetwork host devices".to_string());
+    }
     items.join(", ")
 }
 
@@ -27,13 +33,13 @@ fn ipc_lock(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     } else {
         "capabilities.add IPC_LOCK"
     };
-    match (r.requests_rdma(), granted) {
+    match (r.uses_rdma(), granted) {
         (true, true) => out.push(mk("pod.ipc_lock", Status::Ok, format!("{how} with RDMA ({})", rdma_list(r)), scope, None)),
         (true, false) => out.push(mk(
             "pod.ipc_lock",
             Status::Fail,
             format!(
-                "RDMA requested ({}) without IPC_LOCK or privileged: memory registration fails (`ibv_create_cq() failed: Cannot allocate memory`) unless memlock is unlimited",
+                "RDMA used ({}) without IPC_LOCK or privileged: memory registration fails (`ibv_create_cq() failed: Cannot allocate memory`) unless memlock is unlimited",
                 rdma_list(r)
             ),
             scope,
@@ -63,6 +69,33 @@ fn rdma_resource(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
             ),
             scope,
             None,
+        ));
+    } else if r.host_infiniband && !r.privileged {
+        out.push(mk(
+            "pod.rdma_resource",
+            Status::Warn,
+            "/dev/infiniband is mounted from the node but not requested: without privileged the device cgroup denies the verbs devices".into(),
+            scope,
+            Some("request the RDMA device from its device plugin instead of a hostPath"),
+        ));
+    } else if r.host_rdma() && r.host_network {
+        out.push(mk(
+            "pod.rdma_resource",
+            Status::Ok,
+            format!(
+                "RDMA through the node's devices ({}), outside device-plugin accounting",
+                rdma_list(r)
+            ),
+            scope,
+            None,
+        ));
+    } else if r.host_rdma() && ctx.needs_fabric(r) {
+        out.push(mk(
+            "pod.rdma_resource",
+            Status::Warn,
+            "no RDMA device requested; privileged exposes the node's verbs devices, which works on InfiniBand but not RoCE (its GIDs live in the host network namespace)".into(),
+            scope,
+            Some("request the RDMA device (rdma/…, SR-IOV VF), or add hostNetwork on RoCE"),
         ));
     } else if r.host_network {
         out.push(mk(

@@ -39,7 +39,11 @@ pub async fn exec(
         Ok(t) => t,
         Err(e) => return e.into_response(),
     };
-    let command: Vec<String> = params.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
+    let command: Vec<String> = params
+        .iter()
+        .filter(|(k, _)| k == "command")
+        .map(|(_, v)| v.clone())
+        .collect();
     if command.is_empty() {
         return ApiError::bad_request("you must specify at least 1 command").into_response();
     }
@@ -49,17 +53,21 @@ pub async fn exec(
     };
     let stdin = flag(&params, "stdin");
     let shutdown = shared.shutdown.clone();
-    ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"]).on_upgrade(move |socket| async move {
-        tokio::select! {
-            _ = session(socket, target, command, stdin) => {}
-            _ = shutdown.cancelled() => {}
-        }
-    })
+    ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"])
+        .on_upgrade(move |socket| async move {
+            tokio::select! {
+                _ = session(socket, target, command, stdin) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        })
 }
 
 fn find_target(shared: &Shared, ns: &str, name: &str, params: &Params) -> Result<Target, ApiError> {
     let key = (ns.to_string(), name.to_string());
-    let pod = lock(&shared.store).get(&key).cloned().ok_or_else(|| ApiError::not_found("pods", name))?;
+    let pod = lock(&shared.store)
+        .get(&key)
+        .cloned()
+        .ok_or_else(|| ApiError::not_found("pods", name))?;
     let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
     if phase == "Succeeded" || phase == "Failed" {
         return Err(ApiError::bad_request(format!(
@@ -71,13 +79,22 @@ fn find_target(shared: &Shared, ns: &str, name: &str, params: &Params) -> Result
     let handle = shared.handle(&key).filter(|h| h.uid == uid);
     let slot = handle.as_ref().and_then(|h| {
         let slots = lock(&h.containers);
-        slots.get(&container).and_then(|s| s.main_pid.map(|pid| (pid, s.env.clone(), s.cwd.clone())))
+        slots
+            .get(&container)
+            .and_then(|s| s.main_pid.map(|pid| (pid, s.env.clone(), s.cwd.clone())))
     });
     let Some((main_pid, env, cwd)) = slot else {
-        return Err(ApiError::bad_request(format!("container {container} is not running in pod {name}")));
+        return Err(ApiError::bad_request(format!(
+            "container {container} is not running in pod {name}"
+        )));
     };
     let namespaced = shared.nodes.iter().any(|n| n.netns.is_some());
-    Ok(Target { main_pid, namespaced, env, cwd })
+    Ok(Target {
+        main_pid,
+        namespaced,
+        env,
+        cwd,
+    })
 }
 
 fn frame(channel: u8, data: &[u8]) -> Message {
@@ -103,14 +120,17 @@ fn status_frame(code: i32) -> Message {
 }
 
 fn error_frame(message: &str) -> Message {
-    let status = json!({"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError", "code": 500});
+    let status =
+        json!({"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError", "code": 500});
     frame(3, &serde_json::to_vec(&status).unwrap_or_default())
 }
 
 async fn session(mut socket: WebSocket, target: Target, command: Vec<String>, want_stdin: bool) {
     let mut cmd = if target.namespaced {
         let mut c = tokio::process::Command::new("nsenter");
-        c.arg("-t").arg(target.main_pid.to_string()).args(["--net", "--ipc", "--pid", "--mount"]);
+        c.arg("-t")
+            .arg(target.main_pid.to_string())
+            .args(["--net", "--ipc", "--pid", "--mount"]);
         c.arg(format!("--wd={}", target.cwd.display())).arg("--");
         c.args(&command);
         c
@@ -123,7 +143,9 @@ async fn session(mut socket: WebSocket, target: Target, command: Vec<String>, wa
     // nsenter itself must be found; the command then resolves on the container's PATH.
     let host_path = std::env::var("PATH").unwrap_or_default();
     if target.namespaced {
-        env.entry("PATH".into()).and_modify(|p| p.push_str(&format!(":{host_path}"))).or_insert(host_path);
+        env.entry("PATH".into())
+            .and_modify(|p| p.push_str(&format!(":{host_path}")))
+            .or_insert(host_path);
     }
     cmd.env_clear()
         .envs(&env)
@@ -136,7 +158,9 @@ async fn session(mut socket: WebSocket, target: Target, command: Vec<String>, wa
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            let _ = socket.send(error_frame(&format!("cannot start {:?}: {e}", command[0]))).await;
+            let _ = socket
+                .send(error_frame(&format!("cannot start {:?}: {e}", command[0])))
+                .await;
             let _ = socket.send(Message::Close(None)).await;
             return;
         }

@@ -7,8 +7,8 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use tokio::sync::mpsc;
 use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::mpsc;
 
 use super::{Params, flag, param, query_params};
 use crate::cluster::{Shared, lock};
@@ -18,10 +18,16 @@ use crate::status::ApiError;
 /// The container a request means: the one named, or the only one.
 pub fn pick_container(pod: &Pod, params: &Params, verb: &str) -> Result<String, ApiError> {
     let name = pod.metadata.name.clone().unwrap_or_default();
-    let containers: Vec<String> = pod.spec.iter().flat_map(|s| s.containers.iter().map(|c| c.name.clone())).collect();
+    let containers: Vec<String> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter().map(|c| c.name.clone()))
+        .collect();
     match param(params, "container").filter(|c| !c.is_empty()) {
         Some(c) if containers.iter().any(|n| n == c) => Ok(c.to_string()),
-        Some(c) => Err(ApiError::bad_request(format!("container {c} is not valid for pod {name}"))),
+        Some(c) => Err(ApiError::bad_request(format!(
+            "container {c} is not valid for pod {name}"
+        ))),
         None if containers.len() == 1 => Ok(containers[0].clone()),
         None => Err(ApiError::bad_request(format!(
             "a container name must be specified for pod {name}, choose one of: [{}] ({verb})",
@@ -42,7 +48,9 @@ fn waiting_error(pod: &Pod, container: &str) -> ApiError {
         .and_then(|s| s.waiting.as_ref())
         .and_then(|w| w.reason.clone())
         .unwrap_or_else(|| "ContainerCreating".to_string());
-    ApiError::bad_request(format!("container \"{container}\" in pod \"{name}\" is waiting to start: {reason}"))
+    ApiError::bad_request(format!(
+        "container \"{container}\" in pod \"{name}\" is waiting to start: {reason}"
+    ))
 }
 
 pub async fn logs(State(shared): State<Arc<Shared>>, Path((ns, name)): Path<(String, String)>, uri: Uri) -> Response {
@@ -55,21 +63,31 @@ pub async fn logs(State(shared): State<Arc<Shared>>, Path((ns, name)): Path<(Str
 
 fn number<T: std::str::FromStr>(params: &Params, name: &str) -> Result<Option<T>, ApiError> {
     match param(params, name) {
-        Some(v) => v.parse().map(Some).map_err(|_| ApiError::bad_request(format!("invalid {name} {v:?}"))),
+        Some(v) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("invalid {name} {v:?}"))),
         None => Ok(None),
     }
 }
 
 fn open(shared: &Arc<Shared>, ns: &str, name: &str, params: &Params) -> Result<Response, ApiError> {
     let key = (ns.to_string(), name.to_string());
-    let pod = lock(&shared.store).get(&key).cloned().ok_or_else(|| ApiError::not_found("pods", name))?;
+    let pod = lock(&shared.store)
+        .get(&key)
+        .cloned()
+        .ok_or_else(|| ApiError::not_found("pods", name))?;
     let container = pick_container(&pod, params, "logs")?;
     let previous = flag(params, "previous");
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let log: Option<Arc<LogBuf>> = shared.handle(&key).filter(|h| h.uid == uid).and_then(|h| {
         let slots = lock(&h.containers);
         let slot = slots.get(&container)?;
-        if previous { slot.previous.clone() } else { slot.logs.clone() }
+        if previous {
+            slot.previous.clone()
+        } else {
+            slot.logs.clone()
+        }
     });
     let Some(log) = log else {
         if previous {

@@ -109,12 +109,14 @@ fn namespace_json(name: &str) -> Value {
 
 pub async fn list_namespaces(State(shared): State<Arc<Shared>>) -> Response {
     let items: Vec<Value> = shared.config.namespaces.iter().map(|n| namespace_json(n)).collect();
-    axum::Json(json!({"kind": "NamespaceList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}))
-        .into_response()
+    axum::Json(
+        json!({"kind": "NamespaceList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"}, "items": items}),
+    )
+    .into_response()
 }
 
 pub async fn get_namespace(State(shared): State<Arc<Shared>>, Path(ns): Path<String>) -> Response {
-    if shared.config.namespaces.iter().any(|n| *n == ns) {
+    if shared.config.namespaces.contains(&ns) {
         axum::Json(namespace_json(&ns)).into_response()
     } else {
         ApiError::not_found("namespaces", &ns).into_response()

@@ -34,7 +34,9 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/pods", get(pods::list_all))
         .route(
             "/api/v1/namespaces/{ns}/pods",
-            get(pods::list_namespaced).post(pods::create).delete(pods::delete_collection),
+            get(pods::list_namespaced)
+                .post(pods::create)
+                .delete(pods::delete_collection),
         )
         .route(pod, get(pods::get).delete(pods::delete))
         .route(&format!("{pod}/status"), get(pods::get))
@@ -47,15 +49,26 @@ pub fn router(shared: Arc<Shared>) -> Router {
 }
 
 async fn not_found(req: Request) -> Response {
-    ApiError::new(404, "NotFound", format!("the server could not find the requested resource ({})", req.uri().path()))
-        .into_response()
+    ApiError::new(
+        404,
+        "NotFound",
+        format!(
+            "the server could not find the requested resource ({})",
+            req.uri().path()
+        ),
+    )
+    .into_response()
 }
 
 async fn method_not_allowed(req: Request) -> Response {
     ApiError::new(
         405,
         "MethodNotAllowed",
-        format!("{} is not supported on {} by the emulated cluster", req.method(), req.uri().path()),
+        format!(
+            "{} is not supported on {} by the emulated cluster",
+            req.method(),
+            req.uri().path()
+        ),
     )
     .into_response()
 }

@@ -61,11 +61,17 @@ impl Filter {
             .map_err(|e| ApiError::bad_request(format!("unable to parse labelSelector: {e}")))?;
         let fields = FieldSelector::parse(param(params, "fieldSelector").unwrap_or(""), POD_FIELDS)
             .map_err(|e| ApiError::bad_request(format!("unable to parse fieldSelector: {e}")))?;
-        Ok(Filter { namespace, labels, fields })
+        Ok(Filter {
+            namespace,
+            labels,
+            fields,
+        })
     }
 
     pub fn matches(&self, pod: &Pod) -> bool {
-        self.namespace.as_deref().is_none_or(|ns| pod.metadata.namespace.as_deref() == Some(ns))
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| pod.metadata.namespace.as_deref() == Some(ns))
             && self.labels.matches(pod.metadata.labels.as_ref())
             && self.fields.matches(|f| pod_field(pod, f))
     }
@@ -109,7 +115,10 @@ async fn list_or_watch(shared: Arc<Shared>, ns: Option<String>, uri: Uri) -> Res
 /// A PodList page; `continue` is the key of the last item returned.
 fn list(shared: &Shared, filter: &Filter, params: &Params) -> Result<Value, ApiError> {
     let limit = match param(params, "limit") {
-        Some(l) => Some(l.parse::<usize>().map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?),
+        Some(l) => Some(
+            l.parse::<usize>()
+                .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?,
+        ),
         None => None,
     }
     .filter(|l| *l > 0);
@@ -148,20 +157,31 @@ pub async fn get(State(shared): State<Arc<Shared>>, Path((ns, name)): Path<(Stri
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 253
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 fn random_suffix() -> String {
     const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..5).map(|_| CHARS[rand::random_range(0..CHARS.len())] as char).collect()
+    (0..5)
+        .map(|_| CHARS[rand::random_range(0..CHARS.len())] as char)
+        .collect()
 }
 
 fn new_uid() -> String {
     let v: u128 = rand::random();
     let h = format!("{v:032x}");
-    format!("{}-{}-4{}-a{}-{}", &h[0..8], &h[8..12], &h[13..16], &h[17..20], &h[20..32])
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
 }
 
 /// Checks and fills a posted pod the way the API server's validation and defaulting would.
@@ -181,7 +201,11 @@ fn admit(shared: &Shared, ns: &str, body: &[u8]) -> Result<Pod, ApiError> {
         (Some(n), _) if !n.is_empty() => n.to_string(),
         (_, Some(prefix)) if !prefix.is_empty() => format!("{prefix}{}", random_suffix()),
         _ => {
-            return Err(ApiError::invalid("Pod", "", "metadata.name: Required value: name or generateName is required"));
+            return Err(ApiError::invalid(
+                "Pod",
+                "",
+                "metadata.name: Required value: name or generateName is required",
+            ));
         }
     };
     if !valid_name(&name) {
@@ -198,13 +222,25 @@ fn admit(shared: &Shared, ns: &str, body: &[u8]) -> Result<Pod, ApiError> {
     let mut seen = std::collections::BTreeSet::new();
     for (i, c) in spec.containers.iter().enumerate() {
         if c.name.is_empty() || !valid_name(&c.name) || c.name.contains('.') {
-            return Err(ApiError::invalid("Pod", &name, format!("spec.containers[{i}].name: Invalid value: {:?}", c.name)));
+            return Err(ApiError::invalid(
+                "Pod",
+                &name,
+                format!("spec.containers[{i}].name: Invalid value: {:?}", c.name),
+            ));
         }
         if !seen.insert(c.name.clone()) {
-            return Err(ApiError::invalid("Pod", &name, format!("spec.containers[{i}].name: Duplicate value: {:?}", c.name)));
+            return Err(ApiError::invalid(
+                "Pod",
+                &name,
+                format!("spec.containers[{i}].name: Duplicate value: {:?}", c.name),
+            ));
         }
         if c.image.as_deref().is_none_or(str::is_empty) {
-            return Err(ApiError::invalid("Pod", &name, format!("spec.containers[{i}].image: Required value")));
+            return Err(ApiError::invalid(
+                "Pod",
+                &name,
+                format!("spec.containers[{i}].image: Required value"),
+            ));
         }
     }
     if let Some(p) = spec.restart_policy.as_deref()
@@ -213,11 +249,17 @@ fn admit(shared: &Shared, ns: &str, body: &[u8]) -> Result<Pod, ApiError> {
         return Err(ApiError::invalid(
             "Pod",
             &name,
-            format!("spec.restartPolicy: Unsupported value: {p:?}: supported values: \"Always\", \"OnFailure\", \"Never\""),
+            format!(
+                "spec.restartPolicy: Unsupported value: {p:?}: supported values: \"Always\", \"OnFailure\", \"Never\""
+            ),
         ));
     }
     if spec.active_deadline_seconds.is_some_and(|s| s <= 0) {
-        return Err(ApiError::invalid("Pod", &name, "spec.activeDeadlineSeconds: Invalid value: must be greater than 0"));
+        return Err(ApiError::invalid(
+            "Pod",
+            &name,
+            "spec.activeDeadlineSeconds: Invalid value: must be greater than 0",
+        ));
     }
     spec.restart_policy.get_or_insert_with(|| "Always".into());
     spec.termination_grace_period_seconds.get_or_insert(30);
@@ -230,7 +272,10 @@ fn admit(shared: &Shared, ns: &str, body: &[u8]) -> Result<Pod, ApiError> {
     pod.metadata.creation_timestamp = Some(now());
     pod.metadata.deletion_timestamp = None;
     pod.metadata.generation = Some(1);
-    pod.status = Some(PodStatus { phase: Some("Pending".into()), ..Default::default() });
+    pod.status = Some(PodStatus {
+        phase: Some("Pending".into()),
+        ..Default::default()
+    });
     Ok(pod)
 }
 
@@ -258,7 +303,10 @@ pub async fn create(State(shared): State<Arc<Shared>>, Path(ns): Path<String>, u
 /// gracePeriodSeconds and preconditions.uid from the DeleteOptions body or the query.
 fn delete_options(params: &Params, body: &[u8]) -> Result<(Option<i64>, Option<String>), ApiError> {
     let mut grace = match param(params, "gracePeriodSeconds") {
-        Some(g) => Some(g.parse::<i64>().map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?),
+        Some(g) => Some(
+            g.parse::<i64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds {g:?}")))?,
+        ),
         None => None,
     };
     let mut uid = None;
@@ -268,7 +316,10 @@ fn delete_options(params: &Params, body: &[u8]) -> Result<(Option<i64>, Option<S
         if let Some(g) = options.get("gracePeriodSeconds").and_then(Value::as_i64) {
             grace = Some(g);
         }
-        uid = options.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_string);
+        uid = options
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_string);
     }
     Ok((grace, uid))
 }
@@ -305,7 +356,11 @@ pub async fn delete_collection(
         Ok(f) => f,
         Err(e) => return e.into_response(),
     };
-    let keys: Vec<_> = lock(&shared.store).pods().filter(|p| filter.matches(p)).map(key_of).collect();
+    let keys: Vec<_> = lock(&shared.store)
+        .pods()
+        .filter(|p| filter.matches(p))
+        .map(key_of)
+        .collect();
     let deleted = futures::future::join_all(keys.iter().map(|k| shared.delete_pod(k, grace, None))).await;
     let items: Vec<Pod> = deleted.into_iter().filter_map(Result::ok).collect();
     let rv = lock(&shared.store).resource_version().to_string();

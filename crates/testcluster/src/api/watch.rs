@@ -8,9 +8,9 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use tokio::sync::mpsc;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use super::pods::Filter;
 use super::{Params, param};
@@ -71,7 +71,11 @@ pub fn watch(shared: Arc<Shared>, filter: Filter, params: &Params) -> Response {
         let changes = store.subscribe();
         let rv = store.resource_version();
         let initial: Result<Vec<Bytes>, Bytes> = match since {
-            None => Ok(store.pods().filter(|p| filter.matches(p)).map(|p| line("ADDED", p)).collect()),
+            None => Ok(store
+                .pods()
+                .filter(|p| filter.matches(p))
+                .map(|p| line("ADDED", p))
+                .collect()),
             Some(from) => match store.events_after(from) {
                 Ok(events) => Ok(events.iter().filter_map(|e| translate(e, &filter)).collect()),
                 Err(oldest) => Err(value_line(&expired_event(from, oldest))),
@@ -126,7 +130,12 @@ pub fn watch(shared: Arc<Shared>, filter: Filter, params: &Params) -> Response {
             }
         }
     });
-    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], Body::from_stream(receiver_stream(rx))).into_response()
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(receiver_stream(rx)),
+    )
+        .into_response()
 }
 
 /// The channel as the body stream (ends when the producer drops its sender).

@@ -41,13 +41,21 @@ pub async fn create(api: &Api<Pod>, pod: &Pod) -> Pod {
 /// Waits (20 s at most) until `cond` holds for the pod.
 pub async fn wait_for(api: &Api<Pod>, name: &str, what: &str, cond: impl Fn(&Pod) -> bool + Send + 'static) -> Pod {
     let condition = move |p: Option<&Pod>| p.is_some_and(&cond);
-    let waited = tokio::time::timeout(Duration::from_secs(20), kube::runtime::wait::await_condition(api.clone(), name, condition)).await;
+    let waited = tokio::time::timeout(
+        Duration::from_secs(20),
+        kube::runtime::wait::await_condition(api.clone(), name, condition),
+    )
+    .await;
     match waited {
         Ok(Ok(Some(pod))) => pod,
         Ok(Ok(None)) => panic!("pod {name} vanished while waiting for {what}"),
         Ok(Err(e)) => panic!("waiting for pod {name} to be {what}: {e}"),
         Err(_) => {
-            let now = api.get(name).await.map(|p| format!("{:#?}", p.status)).unwrap_or_default();
+            let now = api
+                .get(name)
+                .await
+                .map(|p| format!("{:#?}", p.status))
+                .unwrap_or_default();
             panic!("pod {name} not {what} within 20 s; status now: {now}")
         }
     }
@@ -62,11 +70,32 @@ pub fn is_done(p: &Pod) -> bool {
 }
 
 pub fn waiting_reason(p: &Pod) -> Option<String> {
-    p.status.as_ref()?.container_statuses.as_ref()?.first()?.state.as_ref()?.waiting.as_ref()?.reason.clone()
+    p.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .first()?
+        .state
+        .as_ref()?
+        .waiting
+        .as_ref()?
+        .reason
+        .clone()
 }
 
 pub fn exit_code(p: &Pod) -> Option<i32> {
-    Some(p.status.as_ref()?.container_statuses.as_ref()?.first()?.state.as_ref()?.terminated.as_ref()?.exit_code)
+    Some(
+        p.status
+            .as_ref()?
+            .container_statuses
+            .as_ref()?
+            .first()?
+            .state
+            .as_ref()?
+            .terminated
+            .as_ref()?
+            .exit_code,
+    )
 }
 
 pub fn node_of(p: &Pod) -> Option<String> {

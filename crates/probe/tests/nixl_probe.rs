@@ -1,0 +1,72 @@
+//! `probe nixl` on replayed install trees.
+
+use icb_core::Status;
+use icb_probe::{LocalSource, NixlOptions, TransportEnv, probe_nixl};
+use std::path::Path;
+use std::time::Duration;
+
+fn touch(root: &Path, rel: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, b"").unwrap();
+}
+
+fn run(root: &Path, vars: &[(&str, &str)]) -> icb_core::checks::ProbeReport {
+    let env = TransportEnv::new("test", vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    probe_nixl(&LocalSource::replay(root), &NixlOptions { env, tool_timeout: Duration::from_secs(1), pair_hint_target: None })
+}
+
+fn status(r: &icb_core::checks::ProbeReport, id: &str) -> Status {
+    r.checks.iter().find(|c| c.id == id).map(|c| c.status).unwrap()
+}
+
+#[test]
+fn dynamo_image_layout_is_found() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    touch(r, "opt/nvidia/nvda_nixl/lib64/libnixl.so");
+    touch(r, "opt/nvidia/nvda_nixl/lib64/plugins/libplugin_UCX.so");
+    touch(r, "opt/nvidia/nvda_nixl/bin/nixlbench");
+    touch(r, "usr/lib/python3/dist-packages/nixl/__init__.py");
+    std::fs::create_dir_all(r.join("tools")).unwrap();
+    std::fs::write(r.join("tools/python_path.txt"), "/usr/lib/python312.zip\n/usr/lib/python3/dist-packages\n").unwrap();
+    let rep = run(r, &[]);
+    for id in ["nixl.libs", "nixl.plugins", "nixl.python", "nixl.tools"] {
+        assert_eq!(status(&rep, id), Status::Ok, "{id}: {rep:#?}");
+    }
+    assert_eq!(rep.status, Status::Ok);
+    assert!(rep.next_steps[0].starts_with("ic-bench pair --prefill pod/PREFILL_POD --decode pod/DECODE_POD"));
+}
+
+#[test]
+fn wheel_layout_and_efa_without_libfabric() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    let site = "venv/lib/python3.12/site-packages";
+    touch(r, &format!("{site}/.nixl_cu12.mesonpy.libs/libnixl.so"));
+    touch(r, &format!("{site}/.nixl_cu12.mesonpy.libs/plugins/libplugin_UCX.so"));
+    touch(r, &format!("{site}/nixl_cu12/__init__.py"));
+    std::fs::create_dir_all(r.join("sys/class/infiniband/rdmap16s27")).unwrap();
+    std::fs::create_dir_all(r.join("tools")).unwrap();
+    std::fs::write(r.join("tools/python_path.txt"), format!("/{site}\n")).unwrap();
+    let rep = run(r, &[]);
+    assert_eq!(status(&rep, "nixl.libs"), Status::Ok);
+    assert_eq!(status(&rep, "nixl.python"), Status::Ok);
+    assert_eq!(status(&rep, "nixl.plugins"), Status::Warn, "{rep:#?}");
+    assert_eq!(status(&rep, "nixl.tools"), Status::Warn);
+    touch(r, &format!("{site}/.nixl_cu12.mesonpy.libs/plugins/libplugin_LIBFABRIC.so"));
+    assert_eq!(status(&run(r, &[]), "nixl.plugins"), Status::Ok);
+}
+
+#[test]
+fn wrong_plugin_dir_fails_and_nothing_installed_warns() {
+    let t = tempfile::tempdir().unwrap();
+    let rep = run(t.path(), &[("NIXL_PLUGIN_DIR", "/opt/missing/plugins")]);
+    assert_eq!(status(&rep, "nixl.plugins"), Status::Fail);
+    assert_eq!(rep.exit_code(), 1);
+    let rep = run(t.path(), &[]);
+    assert_eq!(status(&rep, "nixl.libs"), Status::Warn);
+    assert_eq!(status(&rep, "nixl.plugins"), Status::Warn);
+    // No recorded python3 output: skipped, not a pass.
+    assert_eq!(status(&rep, "nixl.python"), Status::Skipped);
+}

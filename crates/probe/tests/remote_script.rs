@@ -1,0 +1,89 @@
+//! The pod script, run here with POSIX sh against the fixture roots, must show the same node as
+//! reading the roots directly, and must leave no file behind.
+
+use icb_probe::remote::{nixl_script, node_script, parse_snapshot};
+use icb_probe::{GatherOptions, LocalSource, NodeSource, gather};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+fn root(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/nodes").join(name)
+}
+
+fn run_script(script: &str, root: &Path, cwd: &Path, extra_env: &[(&str, &str)]) -> String {
+    let empty_path = cwd.join("no-tools");
+    std::fs::create_dir_all(&empty_path).unwrap();
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(script)
+        .current_dir(cwd)
+        .env_clear()
+        // Only the shell's builtins plus cat/ls/sleep/timeout: the node tools are "missing".
+        .env("PATH", format!("{}:/usr/bin:/bin", empty_path.display()))
+        .env("ICB_SYS", root.join("sys"))
+        .env("ICB_DEV", root.join("dev"))
+        .env("ICB_PROC", root.join("proc"));
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "script failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn pod_script_sees_what_the_local_reader_sees() {
+    for name in ["healthy_ib", "roce_gid_disagree", "detect_multi_hca", "down_port", "no_rdma"] {
+        let cwd = tempfile::tempdir().unwrap();
+        let text = run_script(&node_script(0), &root(name), cwd.path(), &[("UCX_TLS", "rc,cuda_copy"), ("SECRET_TOKEN", "x")]);
+        // Nothing written where it ran (the only entry is the test's own empty PATH dir).
+        let left: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("no-tools")], "{name}");
+
+        let snap = parse_snapshot("pod/x", &text).unwrap();
+        assert_eq!(snap.env.get("UCX_TLS").map(String::as_str), Some("rc,cuda_copy"));
+        assert!(!snap.env.contains_key("SECRET_TOKEN"));
+        let opts = GatherOptions { tool_timeout: Duration::from_secs(1), counter_interval: Duration::ZERO };
+        let remote = gather(&snap, &opts);
+        let mut local_src = LocalSource::replay(&root(name));
+        local_src.tool_outputs = Some(cwd.path().join("none"));
+        let local = gather(&local_src, &opts);
+        assert_eq!(remote.devices, local.devices, "{name}");
+        assert_eq!(remote.ports, local.ports, "{name}");
+        assert_eq!(remote.dev_infiniband, local.dev_infiniband, "{name}");
+        assert_eq!(remote.modules, local.modules, "{name}");
+        assert_eq!(remote.nvidia, local.nvidia, "{name}");
+        assert_eq!(remote.kernel_release, local.kernel_release, "{name}");
+        assert_eq!(remote.gdrdrv, local.gdrdrv, "{name}");
+        assert_eq!(remote.netdevs, local.netdevs, "{name}");
+        // Tools absent from PATH are reported missing, not as empty output.
+        assert!(remote.tool_gaps.values().any(|g| g.contains("not installed")), "{:?}", remote.tool_gaps);
+    }
+}
+
+#[test]
+fn pod_script_second_counter_sample() {
+    let cwd = tempfile::tempdir().unwrap();
+    let text = run_script(&node_script(1), &root("healthy_ib"), cwd.path(), &[]);
+    let snap = parse_snapshot("pod/x", &text).unwrap();
+    let p = "/sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error".to_string();
+    assert_eq!(snap.resample(std::slice::from_ref(&p), Duration::ZERO), Some(vec![Some("0\n".to_string())]));
+}
+
+#[test]
+fn nixl_script_finds_plugins_under_nixl_plugin_dir() {
+    let fake = tempfile::tempdir().unwrap();
+    let plugins = fake.path().join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::write(plugins.join("libplugin_UCX.so"), b"").unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let text = run_script(&nixl_script(), &root("no_rdma"), cwd.path(), &[("NIXL_PLUGIN_DIR", plugins.to_str().unwrap())]);
+    let snap = parse_snapshot("pod/x", &text).unwrap();
+    let env = icb_probe::TransportEnv::new("pod/x env", snap.env.clone());
+    let opts = icb_probe::NixlOptions { env, tool_timeout: Duration::from_secs(5), pair_hint_target: Some("pod/x".into()) };
+    let r = icb_probe::probe_nixl(&snap, &opts);
+    let c = r.checks.iter().find(|c| c.id == "nixl.plugins").unwrap();
+    assert_eq!(c.status, icb_core::Status::Ok, "{c:?}");
+    assert_eq!(r.next_steps[0], "ic-bench pair --prefill pod/x --decode pod/DECODE_POD");
+}

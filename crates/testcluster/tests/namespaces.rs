@@ -1,0 +1,387 @@
+//! Nodes as Linux namespaces (root): pod isolation (IPC/PID), hostIPC, the veth between nodes,
+//! network cuts, exec inside the container, and that dropping the cluster leaves nothing behind.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use futures::AsyncBufReadExt;
+use futures::TryStreamExt;
+use icb_testcluster::{ClusterConfig, NETNS_PREFIX, TestCluster};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{AttachParams, LogParams};
+use serde_json::json;
+use tokio::io::AsyncReadExt;
+
+fn enabled(name: &str) -> bool {
+    icb_isolate::privileged_tests_enabled(name)
+}
+
+async fn ns_cluster() -> (TestCluster, Api<Pod>) {
+    let cluster = TestCluster::start(ClusterConfig::two_gpu_nodes())
+        .await
+        .expect("start namespaced cluster");
+    let pods = Api::default_namespaced(cluster.client().expect("client"));
+    (cluster, pods)
+}
+
+fn on_node(pod: Pod, node: &str, extra: serde_json::Value) -> Pod {
+    let mut spec = json!({"nodeName": node});
+    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+        s.extend(e.clone());
+    }
+    with_spec(pod, spec)
+}
+
+/// Runs a command in a pod and returns (stdout, exit code).
+async fn exec(pods: &Api<Pod>, name: &str, script: &str) -> (String, i32) {
+    let mut p = pods
+        .exec(name, ["bash", "-c", script], &AttachParams::default().stderr(false))
+        .await
+        .expect("exec");
+    let mut stdout = p.stdout().expect("stdout");
+    let status = p.take_status().expect("status");
+    let mut out = String::new();
+    stdout.read_to_string(&mut out).await.expect("read stdout");
+    let status = tokio::time::timeout(Duration::from_secs(15), status)
+        .await
+        .expect("exec ends")
+        .expect("a status");
+    let code = match status.status.as_deref() {
+        Some("Success") => 0,
+        _ => status
+            .details
+            .and_then(|d| d.causes)
+            .and_then(|c| c.first().and_then(|c| c.message.clone()))
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(-1),
+    };
+    (out, code)
+}
+
+async fn finished_log(pods: &Api<Pod>, name: &str) -> String {
+    wait_for(pods, name, "finished", is_done).await;
+    pods.logs(name, &LogParams::default()).await.expect("logs")
+}
+
+// `$$$$`: Kubernetes turns `$$` in a command into `$` (as the emulation does), so the shell sees `$$`.
+const SHOW_NS: &str = "readlink /proc/self/ns/ipc; readlink /proc/self/ns/net; echo pid=$$$$";
+
+#[tokio::test]
+async fn pods_get_their_own_ipc_and_pid_namespaces_unless_host_ipc() {
+    if !enabled("pods_get_their_own_ipc_and_pid_namespaces_unless_host_ipc") {
+        return;
+    }
+    let (_cluster, pods) = ns_cluster().await;
+    for (name, node, host_ipc) in [
+        ("a", "gpu-1", false),
+        ("b", "gpu-1", false),
+        ("h1", "gpu-1", true),
+        ("h2", "gpu-1", true),
+        ("h3", "gpu-2", true),
+    ] {
+        create(
+            &pods,
+            &on_node(sh_pod(name, SHOW_NS), node, json!({"hostIPC": host_ipc})),
+        )
+        .await;
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for name in ["a", "b", "h1", "h2", "h3"] {
+        let log = finished_log(&pods, name).await;
+        let lines: Vec<String> = log.lines().map(str::to_string).collect();
+        assert_eq!(lines.len(), 3, "{name}: {log}");
+        assert_eq!(lines[2], "pid=1", "{name} runs as PID 1 of its own PID namespace");
+        out.insert(name, lines);
+    }
+    let me_ipc = std::fs::read_link("/proc/self/ns/ipc")
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_ne!(
+        out["a"][0], out["b"][0],
+        "two plain pods on one node have different IPC namespaces"
+    );
+    assert_eq!(
+        out["h1"][0], out["h2"][0],
+        "hostIPC pods on one node share the node's IPC namespace"
+    );
+    assert_ne!(
+        out["h1"][0], out["h3"][0],
+        "hostIPC pods on different nodes do not share IPC"
+    );
+    assert_ne!(out["h1"][0], me_ipc, "the node's IPC namespace is not the host's");
+    assert_eq!(out["a"][1], out["b"][1], "pods on one node share its network namespace");
+    assert_ne!(out["a"][1], out["h3"][1], "nodes have different network namespaces");
+}
+
+#[tokio::test]
+async fn host_pid_pods_share_the_node_pid_namespace() {
+    if !enabled("host_pid_pods_share_the_node_pid_namespace") {
+        return;
+    }
+    let (_cluster, pods) = ns_cluster().await;
+    let script = "readlink /proc/self/ns/pid; echo pid=$$$$";
+    create(&pods, &on_node(sh_pod("p1", script), "gpu-1", json!({"hostPID": true}))).await;
+    create(&pods, &on_node(sh_pod("p2", script), "gpu-1", json!({"hostPID": true}))).await;
+    let (l1, l2) = (finished_log(&pods, "p1").await, finished_log(&pods, "p2").await);
+    assert_eq!(l1.lines().next(), l2.lines().next(), "{l1} / {l2}");
+    assert_ne!(l1.lines().nth(1), Some("pid=1"), "a hostPID pod is not PID 1");
+}
+
+#[tokio::test]
+async fn two_containers_share_ipc_but_not_pid() {
+    if !enabled("two_containers_share_ipc_but_not_pid") {
+        return;
+    }
+    let (_cluster, pods) = ns_cluster().await;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "duo"},
+        "spec": {"restartPolicy": "Never", "containers": [
+            {"name": "one", "image": "x", "command": ["sh", "-c", "readlink /proc/self/ns/ipc /proc/self/ns/pid"]},
+            {"name": "two", "image": "x", "command": ["sh", "-c", "readlink /proc/self/ns/ipc /proc/self/ns/pid"]}
+        ]}
+    }))
+    .unwrap();
+    create(&pods, &pod).await;
+    wait_for(&pods, "duo", "finished", is_done).await;
+    let log = |c: &str| {
+        let pods = pods.clone();
+        let c = c.to_string();
+        async move {
+            pods.logs(
+                "duo",
+                &LogParams {
+                    container: Some(c),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let (one, two) = (log("one").await, log("two").await);
+    let (one, two): (Vec<&str>, Vec<&str>) = (one.lines().collect(), two.lines().collect());
+    assert_eq!(one[0], two[0], "containers of a pod share IPC");
+    assert_ne!(one[1], two[1], "containers of a pod have separate PID namespaces");
+}
+
+const ECHO_SERVER: &str = r#"
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 7007))
+s.listen(8)
+print("listening", flush=True)
+while True:
+    c, _ = s.accept()
+    c.sendall(c.recv(100))
+    c.close()
+"#;
+
+#[tokio::test]
+async fn nodes_talk_over_the_veth_until_the_cable_is_cut() {
+    if !enabled("nodes_talk_over_the_veth_until_the_cable_is_cut") {
+        return;
+    }
+    let (cluster, pods) = ns_cluster().await;
+    let server: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "server"},
+        "spec": {"nodeName": "gpu-1", "restartPolicy": "Never",
+                 "containers": [{"name": "main", "image": "x", "command": ["python3", "-c", ECHO_SERVER]}]}
+    }))
+    .unwrap();
+    create(&pods, &server).await;
+    create(&pods, &on_node(sh_pod("client", "sleep 60"), "gpu-2", json!({}))).await;
+    let running = wait_for(&pods, "server", "running", |p| phase(p) == "Running").await;
+    let server_ip = running.status.unwrap().pod_ip.unwrap();
+    assert_eq!(
+        Some(server_ip.parse().unwrap()),
+        cluster.node_ip("gpu-1"),
+        "pod IP is the node IP"
+    );
+    let mut log = pods
+        .log_stream(
+            "server",
+            &LogParams {
+                follow: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .lines();
+    let first = tokio::time::timeout(Duration::from_secs(10), log.try_next())
+        .await
+        .expect("server log")
+        .unwrap();
+    assert_eq!(first.as_deref(), Some("listening"));
+    wait_for(&pods, "client", "running", |p| phase(p) == "Running").await;
+
+    let probe = format!(
+        "timeout 2 bash -c 'exec 3<>/dev/tcp/{server_ip}/7007; echo ping >&3; read -r reply <&3; echo got:$reply'"
+    );
+    let (out, code) = exec(&pods, "client", &probe).await;
+    assert_eq!((out.as_str(), code), ("got:ping\n", 0), "echo across the veth");
+    // The emulated addresses live only inside the cluster's namespaces, never on the host.
+    let host = std::process::Command::new("ip").args(["-br", "addr"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&host.stdout).contains("10.99.0."),
+        "the host has no fabric address"
+    );
+
+    cluster.cut_node_network("gpu-2").unwrap();
+    let (out, code) = exec(&pods, "client", &probe).await;
+    assert_ne!(code, 0, "no echo after the cut: {out}");
+    cluster.restore_node_network("gpu-2").unwrap();
+    let (out, code) = exec(&pods, "client", &probe).await;
+    assert_eq!((out.as_str(), code), ("got:ping\n", 0), "echo again after restoring");
+}
+
+#[tokio::test]
+async fn exec_runs_inside_the_container() {
+    if !enabled("exec_runs_inside_the_container") {
+        return;
+    }
+    let (_cluster, pods) = ns_cluster().await;
+    create(
+        &pods,
+        &on_node(
+            sh_pod("box", "readlink /proc/self/ns/ipc; sleep 60"),
+            "gpu-1",
+            json!({}),
+        ),
+    )
+    .await;
+    wait_for(&pods, "box", "running", |p| phase(p) == "Running").await;
+    let mut log = pods
+        .log_stream(
+            "box",
+            &LogParams {
+                follow: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .lines();
+    let pod_ipc = tokio::time::timeout(Duration::from_secs(10), log.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let (out, code) = exec(&pods, "box", "readlink /proc/self/ns/ipc; exit 4").await;
+    assert_eq!(out.trim(), pod_ipc, "exec joins the container's IPC namespace");
+    assert_eq!(code, 4);
+    let (out, _) = exec(&pods, "box", "cat /proc/1/cmdline | tr '\\0' ' '").await;
+    assert!(out.contains("sleep 60"), "exec sees the container's PID 1: {out}");
+}
+
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline"))
+            && String::from_utf8_lossy(&cmd).contains(marker)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn netns_list() -> String {
+    String::from_utf8_lossy(
+        &std::process::Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .into_owned()
+}
+
+#[tokio::test]
+async fn dropping_the_cluster_leaves_no_process_or_namespace() {
+    if !enabled("dropping_the_cluster_leaves_no_process_or_namespace") {
+        return;
+    }
+    let (cluster, pods) = ns_cluster().await;
+    let marker = format!("icbtc-leak-marker-{}", std::process::id());
+    let script = format!("sleep 300 & sleep 301; echo {marker}");
+    create(&pods, &on_node(sh_pod("leak-a", &script), "gpu-1", json!({}))).await;
+    create(
+        &pods,
+        &on_node(
+            sh_pod("leak-b", &script),
+            "gpu-2",
+            json!({"hostPID": true, "hostIPC": true}),
+        ),
+    )
+    .await;
+    wait_for(&pods, "leak-a", "running", |p| phase(p) == "Running").await;
+    wait_for(&pods, "leak-b", "running", |p| phase(p) == "Running").await;
+    let names = cluster.netns_names();
+    assert_eq!(names.len(), 3);
+    assert!(names.iter().all(|n| n.starts_with(NETNS_PREFIX)));
+    let listed = netns_list();
+    assert!(names.iter().all(|n| listed.contains(n.as_str())), "{listed}");
+    assert!(!processes_with(&marker).is_empty(), "the pods run");
+    let dir = cluster.kubeconfig_path().parent().unwrap().to_path_buf();
+    assert!(dir.exists());
+
+    cluster.shutdown().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !processes_with(&marker).is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        processes_with(&marker),
+        Vec::<u32>::new(),
+        "no pod process survives the cluster"
+    );
+    let listed = netns_list();
+    assert!(
+        names.iter().all(|n| !listed.contains(n.as_str())),
+        "namespaces removed: {listed}"
+    );
+    assert!(!dir.exists(), "temp files removed");
+}
+
+#[tokio::test]
+async fn a_panicking_test_still_cleans_up() {
+    if !enabled("a_panicking_test_still_cleans_up") {
+        return;
+    }
+    let marker = format!("icbtc-panic-marker-{}", std::process::id());
+    let names = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (m, n) = (marker.clone(), names.clone());
+    let outcome = tokio::spawn(async move {
+        let (cluster, pods) = ns_cluster().await;
+        *n.lock().unwrap() = cluster.netns_names();
+        create(
+            &pods,
+            &on_node(sh_pod("doomed", &format!("sleep 302; echo {m}")), "gpu-1", json!({})),
+        )
+        .await;
+        wait_for(&pods, "doomed", "running", |p| phase(p) == "Running").await;
+        panic!("deliberate test panic");
+    })
+    .await;
+    assert!(outcome.is_err(), "the inner test panicked");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !processes_with(&marker).is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(processes_with(&marker).is_empty());
+    let listed = netns_list();
+    let names = names.lock().unwrap().clone();
+    assert!(
+        !names.is_empty() && names.iter().all(|n| !listed.contains(n.as_str())),
+        "{listed}"
+    );
+}

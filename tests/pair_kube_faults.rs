@@ -1,0 +1,167 @@
+//! Faults during `ic-bench pair` on Kubernetes: each ends in a clear one-line outcome within the
+//! deadline, and no ic-bench pod is left behind (checked through the API).
+
+#[path = "pair_kube_support/mod.rs"]
+mod support;
+
+use icb_testcluster::RequestMatch;
+use serde_json::json;
+use std::time::{Duration, Instant};
+use support::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn args<'a>(prefill: &'a str, decode: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec!["--prefill", prefill, "--decode", decode, "-o", "json"];
+    a.extend_from_slice(FAST);
+    a.extend_from_slice(extra);
+    a
+}
+
+/// The outcome is one line on stderr starting with `ic-bench: error:` and nothing on stdout.
+fn assert_one_line_error(run: &PairRun, needles: &[&str]) {
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(run.stdout.trim().is_empty(), "{run:#?}");
+    let lines: Vec<&str> = run.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line: {:#?}", run.stderr);
+    eprintln!("outcome: {}", lines[0]);
+    assert!(lines[0].starts_with("ic-bench: error: "), "{}", lines[0]);
+    for n in needles {
+        assert!(lines[0].contains(n), "'{n}' missing from: {}", lines[0]);
+    }
+}
+
+#[test]
+fn gpus_exhausted_on_the_node_is_an_unschedulable_error_with_the_schedulers_message() {
+    let Some(cluster) = cluster("gpus_exhausted_unschedulable") else {
+        return;
+    };
+    // The workload holds all 8 GPUs of gpu-1; bench pods modelled on it ask for 8 more.
+    create_reference_pod(
+        &cluster,
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "prefill-0"},
+               "spec": {"nodeName": "gpu-1", "containers": [{"name": "main", "image": "serving:1", "command": ["sleep", "600"],
+                   "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}}}]}}),
+    );
+    let run = run_pair(&cluster, &args("pod/prefill-0", "node/gpu-2", &["--timeout", "60s"]), LIMIT);
+    assert_one_line_error(&run, &["cannot be scheduled", "nvidia.com/gpu"]);
+    assert!(run.elapsed < Duration::from_secs(30), "took {:?}", run.elapsed);
+    assert!(leftover_via_api(&cluster).is_empty());
+    assert!(cluster.pod(cluster.namespace(), "prefill-0").is_some(), "the workload itself must stay");
+}
+
+#[test]
+fn image_pull_failure_names_the_image() {
+    let Some(cluster) = cluster("image_pull_failure") else {
+        return;
+    };
+    cluster.fail_image_pull("registry.invalid/ic-bench");
+    let run = run_pair(&cluster, &args("node/gpu-1", "node/gpu-2", &["--image", "registry.invalid/ic-bench:nope"]), LIMIT);
+    assert_one_line_error(&run, &["ErrImagePull", "--image registry.invalid/ic-bench:nope"]);
+    assert!(run.elapsed < Duration::from_secs(30), "took {:?}", run.elapsed);
+    assert!(leftover_via_api(&cluster).is_empty());
+}
+
+#[test]
+fn server_crash_mid_transfer_is_reported_and_cleaned_up() {
+    let Some(cluster) = cluster("server_crash_mid_transfer") else {
+        return;
+    };
+    // Long enough that the client is still measuring when the server dies.
+    let mut a = vec!["--prefill", "node/gpu-1", "--decode", "node/gpu-2", "-o", "json"];
+    a.extend(["--tests", "tag_bw", "--sizes", "64KiB,1MiB,4MiB,16MiB", "--memory", "host-host"]);
+    a.extend(["--min-time", "1.5", "--max-time", "3", "--timeout", "90s"]);
+    cluster.clear_requests();
+    let child = pair_command(&cluster, &a).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let server = loop {
+        let pods = cluster.pods();
+        let running = |role: &str| {
+            pods.iter().find(|p| {
+                p.metadata.name.as_deref().is_some_and(|n| n.ends_with(role))
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            })
+        };
+        if let (Some(s), Some(_)) = (running("-server"), running("-client")) {
+            break s.metadata.name.clone().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the pair never got both pods running");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(800));
+    cluster.kill_pod_processes(cluster.namespace(), &server).unwrap();
+    let out = wait_output(child, LIMIT);
+    let run = PairRun {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        elapsed: Duration::ZERO,
+        requests: vec![],
+    };
+    assert_one_line_error(&run, &["server"]);
+    assert!(run.last_err_line().contains("137") || run.last_err_line().contains("server (decode side) failed"), "{}", run.last_err_line());
+    assert!(leftover_via_api(&cluster).is_empty());
+}
+
+#[test]
+fn api_500s_then_recovery_still_give_a_verdict() {
+    let Some(cluster) = cluster("api_500s_then_recovery") else {
+        return;
+    };
+    cluster.fail_requests(RequestMatch::new("POST", "/api/v1/namespaces/*/pods"), 500, 2);
+    cluster.fail_requests(RequestMatch::new("GET", "/api/v1/namespaces/*/pods/*/log"), 500, 2);
+    cluster.fail_requests(RequestMatch::new("GET", "/api/v1/namespaces/*/pods").query_contains("watch=true"), 500, 2);
+    cluster.fail_requests(RequestMatch::new("DELETE", "/api/v1/namespaces/*/pods/*"), 500, 1);
+    let run = run_pair(&cluster, &args("node/gpu-1", "node/gpu-1", &[]), LIMIT);
+    let injected = run.requests.iter().filter(|r| r.injected).count();
+    assert_eq!(injected, 7, "{:#?}", run.requests.iter().map(|r| r.line()).collect::<Vec<_>>());
+    assert_eq!(run.code, 1, "{run:#?}");
+    let r = run.report();
+    assert_eq!(r["placement"]["locality"], "same_host");
+    assert_eq!(r["verdict"]["status"], "fail");
+    // Exactly two pods were created despite the retried creates.
+    assert_eq!(run.created_pods().len(), 2);
+    assert!(leftover_via_api(&cluster).is_empty());
+}
+
+#[test]
+fn an_api_that_keeps_failing_is_a_one_line_error_within_the_request_timeout() {
+    let Some(cluster) = cluster("api_keeps_failing") else {
+        return;
+    };
+    cluster.fail_requests_always(RequestMatch::new("POST", "/api/v1/namespaces/*/pods"), 500);
+    let run = run_pair(&cluster, &args("node/gpu-1", "node/gpu-2", &["--request-timeout", "2s"]), LIMIT);
+    assert_one_line_error(&run, &["create pod", "HTTP 500", "still failing after retrying for 2s"]);
+    assert!(run.elapsed < Duration::from_secs(15), "took {:?}", run.elapsed);
+    cluster.clear_faults();
+    assert!(leftover_via_api(&cluster).is_empty());
+}
+
+#[test]
+fn ctrl_c_during_the_run_deletes_both_pods_and_says_so() {
+    let Some(cluster) = cluster("ctrl_c_during_the_run") else {
+        return;
+    };
+    let mut a = vec!["--prefill", "node/gpu-1", "--decode", "node/gpu-2", "-o", "json"];
+    a.extend(["--tests", "tag_bw", "--sizes", "1MiB,4MiB,16MiB", "--memory", "host-host", "--min-time", "2", "--max-time", "3"]);
+    let child = pair_command(&cluster, &a).spawn().unwrap();
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cluster.pods().iter().any(|p| {
+        p.metadata.name.as_deref().is_some_and(|n| n.ends_with("-client"))
+            && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    }) {
+        assert!(Instant::now() < deadline, "the client pod never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let sent = Instant::now();
+    let kill = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
+    assert!(kill.success());
+    let out = wait_output(child, Duration::from_secs(60));
+    assert!(sent.elapsed() < Duration::from_secs(20), "cleanup took {:?}", sent.elapsed());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let line = stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
+    assert!(line.starts_with("ic-bench: interrupted: Ctrl-C; deleted 2 ic-bench pod(s)"), "{stderr}");
+    assert!(leftover_via_api(&cluster).is_empty());
+}

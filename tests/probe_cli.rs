@@ -1,0 +1,132 @@
+//! `ic-bench probe node`, `probe nixl`, `probe env` and `detect-env` through the binary:
+//! exit codes (0 ok/warn, 1 fail, 2 usage), JSON contract, export lines, the only write.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nodes").join(name)
+}
+
+/// `ic-bench probe node` replaying a fixture, with a clean transport environment.
+fn probe_node(name: &str) -> Command {
+    let root = fixture(name);
+    let mut cmd = Command::cargo_bin("ic-bench").unwrap();
+    for (k, _) in std::env::vars() {
+        if icb_probe::envspec::is_transport_var(&k) {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args(["probe", "node", "--sysfs-root"])
+        .arg(root.join("sys"))
+        .arg("--devfs-root")
+        .arg(root.join("dev"))
+        .arg("--procfs-root")
+        .arg(root.join("proc"))
+        .arg("--tool-outputs")
+        .arg(root.join("tools"));
+    cmd
+}
+
+#[test]
+fn healthy_node_exits_0_with_versioned_json() {
+    let out = probe_node("healthy_ib").args(["-o", "json"]).env("UCX_NET_DEVICES", "mlx5_0:1,mlx5_1:1").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "ic-bench.probe/v1");
+    assert_eq!(v["kind"], "node");
+    assert_eq!(v["status"], "ok");
+    let checks = v["checks"].as_array().unwrap();
+    let net = checks.iter().find(|c| c["id"] == "node.net_devices").unwrap();
+    assert_eq!(net["status"], "ok");
+    assert_eq!(net["scope"], "environment");
+}
+
+#[test]
+fn a_failing_check_exits_1_and_names_it() {
+    probe_node("down_port")
+        .env("UCX_NET_DEVICES", "mlx5_1:1")
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("node.net_devices").and(predicate::str::contains("fix first")));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    probe_node("healthy_ib").args(["-o", "yaml-please"]).assert().code(2).stderr(predicate::str::contains("unknown output format"));
+    Command::cargo_bin("ic-bench").unwrap().args(["probe", "node", "--pod", "p", "--sysfs-root", "/x"]).assert().code(2);
+    Command::cargo_bin("ic-bench").unwrap().args(["probe", "node", "--tool-timeout", "soon"]).assert().code(2);
+    Command::cargo_bin("ic-bench").unwrap().args(["probe", "env"]).assert().code(2);
+    Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env", "/nonexistent/recipe.yaml"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("recipe.yaml"));
+    Command::cargo_bin("ic-bench").unwrap().args(["detect-env", "-o", "xml"]).assert().code(2);
+}
+
+#[test]
+fn this_machine_with_no_tools_is_inconclusive_not_failed() {
+    // No RDMA, GPU or tools here: everything that could not be looked at is skipped, never ok.
+    let out = Command::cargo_bin("ic-bench").unwrap().args(["probe", "node", "-o", "json", "--counter-interval", "0s"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let checks = v["checks"].as_array().unwrap();
+    for id in ["node.ucx_tl", "node.affinity", "node.nvlink"] {
+        let c = checks.iter().find(|c| c["id"] == id).unwrap();
+        assert_ne!(c["status"], "ok", "{c}");
+    }
+}
+
+#[test]
+fn detect_env_prints_exports_and_writes_only_the_env_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rdma.env");
+    let mut cmd = Command::cargo_bin("ic-bench").unwrap();
+    for k in ["NCCL_IB_HCA", "NVSHMEM_HCA_LIST", "UCX_NET_DEVICES", "NCCL_IB_GID_INDEX"] {
+        cmd.env_remove(k);
+    }
+    cmd.args(["detect-env", "--sysfs-root"]).arg(fixture("detect_multi_hca").join("sys")).arg("--env-file").arg(&file);
+    cmd.assert()
+        .code(0)
+        .stdout(predicate::str::contains("export NCCL_IB_HCA=mlx5_0,mlx5_1,mlx5_2\n"))
+        .stdout(predicate::str::contains("export UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1,mlx5_2:1\n"))
+        .stdout(predicate::str::contains("export UCX_IB_GID_INDEX=3\n"));
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert!(written.contains("export NVSHMEM_IB_GID_INDEX=3"), "{written}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+    // A preset index wins and is copied; JSON carries the same.
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .env("NCCL_IB_GID_INDEX", "1")
+        .args(["detect-env", "-o", "json", "--sysfs-root"])
+        .arg(fixture("detect_tie").join("sys"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "ic-bench.detect-env/v1");
+    assert_eq!(v["gid_index"]["source"], "preset");
+    let exports = v["exports"].as_array().unwrap();
+    assert!(exports.iter().any(|e| e[0] == "UCX_IB_GID_INDEX" && e[1] == "1"), "{exports:?}");
+}
+
+#[test]
+fn detect_env_require_fails_without_rdma() {
+    Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["detect-env", "--require", "--sysfs-root"])
+        .arg(fixture("no_rdma").join("sys"))
+        .assert()
+        .code(1);
+}
+
+#[test]
+fn probe_nixl_prints_the_next_command() {
+    let out = Command::cargo_bin("ic-bench").unwrap().args(["probe", "nixl", "-o", "json"]).output().unwrap();
+    assert!(matches!(out.status.code(), Some(0) | Some(1)), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["kind"], "nixl");
+    assert!(v["next_steps"][0].as_str().unwrap().starts_with("ic-bench pair --prefill"));
+}
