@@ -24,7 +24,12 @@ macro_rules! strict {
         let doc: &Value = $doc;
         let typed: $ty = serde_json::from_value(doc.clone()).unwrap_or_else(|e| panic!("{}: {e}", $file));
         let back = serde_json::to_value(&typed).unwrap();
-        assert_eq!(&strip_nulls(back), doc, "{}: a field is unknown to the Kubernetes type (typo?)", $file);
+        assert_eq!(
+            &strip_nulls(back),
+            doc,
+            "{}: a field is unknown to the Kubernetes type (typo?)",
+            $file
+        );
         typed
     }};
 }
@@ -73,7 +78,9 @@ fn parse_all() -> Parsed {
         let docs = icb_kube::yaml::documents(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(!docs.is_empty(), "{file} is empty");
         for doc in docs {
-            let kind = doc["kind"].as_str().unwrap_or_else(|| panic!("{file}: a document without kind"));
+            let kind = doc["kind"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{file}: a document without kind"));
             match kind {
                 "Role" => p.roles.push(strict!(Role, &doc, &file)),
                 "RoleBinding" => p.bindings.push(strict!(RoleBinding, &doc, &file)),
@@ -90,18 +97,35 @@ fn parse_all() -> Parsed {
 #[test]
 fn manifests_parse_strictly_and_fit_together() {
     let p = parse_all();
-    assert_eq!((p.roles.len(), p.bindings.len(), p.service_accounts.len(), p.namespaces.len(), p.jobs.len()), (1, 1, 1, 1, 1));
+    assert_eq!(
+        (
+            p.roles.len(),
+            p.bindings.len(),
+            p.service_accounts.len(),
+            p.namespaces.len(),
+            p.jobs.len()
+        ),
+        (1, 1, 1, 1, 1)
+    );
     let ns = p.namespaces[0].metadata.name.clone().unwrap();
     let sa = &p.service_accounts[0];
     let role = &p.roles[0];
     let binding = &p.bindings[0];
     for m in [&sa.metadata, &role.metadata, &binding.metadata, &p.jobs[0].metadata] {
-        assert_eq!(m.namespace.as_deref(), Some(ns.as_str()), "{:?} is not in namespace {ns}", m.name);
+        assert_eq!(
+            m.namespace.as_deref(),
+            Some(ns.as_str()),
+            "{:?} is not in namespace {ns}",
+            m.name
+        );
     }
     assert_eq!(binding.role_ref.kind, "Role");
     assert_eq!(Some(&binding.role_ref.name), role.metadata.name.as_ref());
     let subject = &binding.subjects.as_ref().unwrap()[0];
-    assert_eq!((subject.kind.as_str(), Some(&subject.name)), ("ServiceAccount", sa.metadata.name.as_ref()));
+    assert_eq!(
+        (subject.kind.as_str(), Some(&subject.name)),
+        ("ServiceAccount", sa.metadata.name.as_ref())
+    );
     let job = p.jobs[0].spec.as_ref().unwrap();
     let pod = job.template.spec.as_ref().unwrap();
     assert_eq!(pod.service_account_name, sa.metadata.name);
@@ -138,7 +162,10 @@ fn granted(role: &Role) -> BTreeSet<(String, String, String)> {
 fn needed(method: &str, path: &str, watch: bool) -> (String, String, String) {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     // api/v1/namespaces/NS/pods[/NAME[/SUB]]
-    assert!(parts.len() >= 5 && parts[0] == "api" && parts[2] == "namespaces", "unexpected request path {path}");
+    assert!(
+        parts.len() >= 5 && parts[0] == "api" && parts[2] == "namespaces",
+        "unexpected request path {path}"
+    );
     let resource = match parts.get(6) {
         Some(sub) => format!("{}/{sub}", parts[4]),
         None => parts[4].to_string(),
@@ -176,7 +203,11 @@ fn role_covers_exactly_what_pair_and_gc_call() {
     };
     support::create_reference_pod(&cluster, reference_pod());
     let mut requests = Vec::new();
-    for (prefill, decode) in [("node/gpu-1", "node/gpu-1"), ("pod/web-5d9c-x1", "deployment/web"), ("app=web", "node/gpu-2")] {
+    for (prefill, decode) in [
+        ("node/gpu-1", "node/gpu-1"),
+        ("pod/web-5d9c-x1", "deployment/web"),
+        ("app=web", "node/gpu-2"),
+    ] {
         let mut args = vec!["--prefill", prefill, "--decode", decode, "-o", "json"];
         args.extend_from_slice(support::FAST);
         let run = support::run_pair(&cluster, &args, std::time::Duration::from_secs(120));
@@ -192,11 +223,21 @@ fn role_covers_exactly_what_pair_and_gc_call() {
     assert!(gc.status.success(), "{gc:?}");
     requests.extend(cluster.requests());
 
-    let used: BTreeSet<_> = requests.iter().map(|r| needed(&r.method, &r.path, r.is_watch())).collect();
+    let used: BTreeSet<_> = requests
+        .iter()
+        .map(|r| needed(&r.method, &r.path, r.is_watch()))
+        .collect();
     let p = parse_all();
     let grants = granted(&p.roles[0]);
     let missing: Vec<_> = used.difference(&grants).collect();
-    assert!(missing.is_empty(), "the Role lacks {missing:?}; requests: {:#?}", requests.iter().map(|r| r.line()).collect::<Vec<_>>());
+    assert!(
+        missing.is_empty(),
+        "the Role lacks {missing:?}; requests: {:#?}",
+        requests.iter().map(|r| r.line()).collect::<Vec<_>>()
+    );
     let unused: Vec<_> = grants.difference(&used).collect();
-    assert!(unused.is_empty(), "the Role grants {unused:?}, which neither pair nor gc ever calls");
+    assert!(
+        unused.is_empty(),
+        "the Role grants {unused:?}, which neither pair nor gc ever calls"
+    );
 }

@@ -30,7 +30,12 @@ fn verdicts(r: &Value) -> String {
 }
 
 fn data_paths(r: &Value) -> Vec<String> {
-    r["verdict"]["data_paths"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect()
+    r["verdict"]["data_paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
@@ -60,12 +65,20 @@ fn same_node_with_host_ipc_uses_shared_memory_and_passes() {
         return;
     };
     // Bandwidth floors are not what this test is about (the 2-core CI machine is noisy).
-    let run = run_pair(&cluster, &args("node/gpu-1", "node/gpu-1", &["--host-ipc", "--min-host-bw", "0.001"]), LIMIT);
+    let run = run_pair(
+        &cluster,
+        &args("node/gpu-1", "node/gpu-1", &["--host-ipc", "--min-host-bw", "0.001"]),
+        LIMIT,
+    );
     let r = run.report();
     assert_eq!(run.code, 0, "{}", verdicts(&r));
     assert_eq!(r["placement"]["locality"], "same_host");
     assert_ne!(r["verdict"]["status"], "fail");
-    assert!(data_paths(&r).contains(&"shared_memory".to_string()), "{}", r["verdict"]);
+    assert!(
+        data_paths(&r).contains(&"shared_memory".to_string()),
+        "{}",
+        r["verdict"]
+    );
     for pod in run.created_pods() {
         assert_eq!(pod.spec.unwrap().host_ipc, Some(true));
     }
@@ -84,9 +97,18 @@ fn two_nodes_go_over_tcp_on_the_veth_and_fail_for_lack_of_rdma() {
     assert_eq!(r["placement"]["prefill"]["host"], "gpu-1");
     assert_eq!(r["placement"]["decode"]["host"], "gpu-2");
     let server_ip = cluster.node_ip("gpu-2").unwrap().to_string();
-    assert!(r["placement"]["decode"]["address"].as_str().unwrap().starts_with(&format!("{server_ip}:")));
+    assert!(
+        r["placement"]["decode"]["address"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{server_ip}:"))
+    );
     assert_eq!(r["verdict"]["status"], "fail");
-    assert!(r["verdict"]["reason"].as_str().unwrap().contains("no RDMA transport"), "{}", r["verdict"]);
+    assert!(
+        r["verdict"]["reason"].as_str().unwrap().contains("no RDMA transport"),
+        "{}",
+        r["verdict"]
+    );
     assert!(leftover_via_api(&cluster).is_empty());
 }
 
@@ -124,29 +146,46 @@ fn pod_targets_copy_the_transport_spec_and_share_ipc_like_the_reference() {
         return;
     };
     create_reference_pod(&cluster, serving_pod("decode-0", "gpu-2", "2"));
-    let run = run_pair(&cluster, &args("pod/decode-0", "pod/decode-0", &["--min-host-bw", "0.001"]), LIMIT);
+    let run = run_pair(
+        &cluster,
+        &args("pod/decode-0", "pod/decode-0", &["--min-host-bw", "0.001"]),
+        LIMIT,
+    );
     let pods: Vec<Pod> = run.created_pods();
     assert_eq!(pods.len(), 2, "{run:#?}");
     for pod in &pods {
         let name = pod.metadata.name.clone().unwrap();
         let ann = pod.metadata.annotations.clone().unwrap();
         assert_eq!(ann["ic-bench.dev/modelled-on"], "pod/decode-0");
-        assert_eq!(ann["k8s.v1.cni.cncf.io/networks"], "rdma-net", "{name}: network attachment");
+        assert_eq!(
+            ann["k8s.v1.cni.cncf.io/networks"], "rdma-net",
+            "{name}: network attachment"
+        );
         let spec = pod.spec.clone().unwrap();
         assert_eq!(spec.host_ipc, Some(true), "{name}");
         assert_eq!(icb_kube::podspec::pinned_node(pod).as_deref(), Some("gpu-2"));
         let c = &spec.containers[0];
-        let env: Vec<(String, String)> =
-            c.env.iter().flatten().map(|e| (e.name.clone(), e.value.clone().unwrap_or_default())).collect();
+        let env: Vec<(String, String)> = c
+            .env
+            .iter()
+            .flatten()
+            .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+            .collect();
         for (k, v) in [
             ("UCX_TLS", "sysv,posix,cma,tcp,self"),
             ("UCX_RNDV_SCHEME", "get_zcopy"),
             ("NCCL_IB_HCA", "mlx5_0"),
             ("NVIDIA_VISIBLE_DEVICES", "GPU-4650fca3"),
         ] {
-            assert!(env.contains(&(k.to_string(), v.to_string())), "{name}: {k} missing from {env:?}");
+            assert!(
+                env.contains(&(k.to_string(), v.to_string())),
+                "{name}: {k} missing from {env:?}"
+            );
         }
-        assert!(!env.iter().any(|(k, _)| k == "SGL_LOGURU_PATH"), "{name}: copied an unrelated env var");
+        assert!(
+            !env.iter().any(|(k, _)| k == "SGL_LOGURU_PATH"),
+            "{name}: copied an unrelated env var"
+        );
         let res = c.resources.clone().unwrap();
         let limits = res.limits.unwrap();
         assert_eq!(limits["nvidia.com/gpu"].0, "2");
@@ -155,7 +194,13 @@ fn pod_targets_copy_the_transport_spec_and_share_ipc_like_the_reference() {
         let caps = c.security_context.clone().unwrap().capabilities.unwrap().add.unwrap();
         assert_eq!(caps, vec!["IPC_LOCK".to_string(), "SYS_PTRACE".to_string()]);
         assert_eq!(c.security_context.clone().unwrap().privileged, None);
-        let shm = spec.volumes.clone().unwrap().into_iter().find(|v| v.name == "dshm").unwrap();
+        let shm = spec
+            .volumes
+            .clone()
+            .unwrap()
+            .into_iter()
+            .find(|v| v.name == "dshm")
+            .unwrap();
         assert_eq!(shm.empty_dir.unwrap().size_limit.unwrap().0, "1Gi");
     }
     // Both sides copied hostIPC from the reference, so UCX may use shared memory: pass.
@@ -163,7 +208,11 @@ fn pod_targets_copy_the_transport_spec_and_share_ipc_like_the_reference() {
     assert_eq!(run.code, 0, "{}", verdicts(&r));
     assert_eq!(r["placement"]["decode"]["modelled_on"], "pod/decode-0");
     assert_eq!(r["placement"]["prefill"]["modelled_on"], "pod/decode-0");
-    assert!(data_paths(&r).contains(&"shared_memory".to_string()), "{}", r["verdict"]);
+    assert!(
+        data_paths(&r).contains(&"shared_memory".to_string()),
+        "{}",
+        r["verdict"]
+    );
     let warnings = r["warnings"].to_string();
     assert!(warnings.contains("only container 'sglang'"), "{warnings}");
     assert!(leftover_via_api(&cluster).is_empty());
@@ -175,13 +224,25 @@ fn dry_run_yaml_parses_back_into_the_pods_a_real_run_creates() {
         return;
     };
     create_reference_pod(&cluster, serving_pod("decode-0", "gpu-2", "1"));
-    let mut base = vec!["--prefill", "node/gpu-1", "--decode", "pod/decode-0", "--run-id", "dryrun1", "--timeout", "2m"];
+    let mut base = vec![
+        "--prefill",
+        "node/gpu-1",
+        "--decode",
+        "pod/decode-0",
+        "--run-id",
+        "dryrun1",
+        "--timeout",
+        "2m",
+    ];
     base.extend_from_slice(FAST);
     let mut dry = base.clone();
     dry.extend(["--dry-run=client", "-o", "yaml"]);
     let printed = run_pair(&cluster, &dry, LIMIT);
     assert_eq!(printed.code, 0, "{printed:#?}");
-    assert!(printed.requests.iter().all(|r| r.method == "GET"), "a dry run wrote to the cluster");
+    assert!(
+        printed.requests.iter().all(|r| r.method == "GET"),
+        "a dry run wrote to the cluster"
+    );
     let from_yaml = icb_kube::yaml::pods(&printed.stdout).unwrap();
 
     let real = run_pair(&cluster, &base, LIMIT);

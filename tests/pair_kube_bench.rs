@@ -16,9 +16,21 @@ fn orchestration_overhead() {
     let Some(cluster) = cluster("orchestration_overhead") else {
         return;
     };
-    let runs: usize = std::env::var("IC_BENCH_ORCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let runs: usize = std::env::var("IC_BENCH_ORCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
     let mut args = vec!["--prefill", "node/gpu-1", "--decode", "node/gpu-2", "-o", "json"];
-    args.extend(["--tests", "tag_lat", "--sizes", "8", "--memory", "host-host", "--warmup", "2"]);
+    args.extend([
+        "--tests",
+        "tag_lat",
+        "--sizes",
+        "8",
+        "--memory",
+        "host-host",
+        "--warmup",
+        "2",
+    ]);
     args.extend(["--min-iterations", "4", "--min-time", "0.01", "--max-time", "1"]);
     let mut overheads = Vec::new();
     for i in 0..runs {

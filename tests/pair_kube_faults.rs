@@ -43,11 +43,18 @@ fn gpus_exhausted_on_the_node_is_an_unschedulable_error_with_the_schedulers_mess
                "spec": {"nodeName": "gpu-1", "containers": [{"name": "main", "image": "serving:1", "command": ["sleep", "600"],
                    "resources": {"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}}}]}}),
     );
-    let run = run_pair(&cluster, &args("pod/prefill-0", "node/gpu-2", &["--timeout", "60s"]), LIMIT);
+    let run = run_pair(
+        &cluster,
+        &args("pod/prefill-0", "node/gpu-2", &["--timeout", "60s"]),
+        LIMIT,
+    );
     assert_one_line_error(&run, &["cannot be scheduled", "nvidia.com/gpu"]);
     assert!(run.elapsed < Duration::from_secs(30), "took {:?}", run.elapsed);
     assert!(leftover_via_api(&cluster).is_empty());
-    assert!(cluster.pod(cluster.namespace(), "prefill-0").is_some(), "the workload itself must stay");
+    assert!(
+        cluster.pod(cluster.namespace(), "prefill-0").is_some(),
+        "the workload itself must stay"
+    );
 }
 
 #[test]
@@ -56,7 +63,15 @@ fn image_pull_failure_names_the_image() {
         return;
     };
     cluster.fail_image_pull("registry.invalid/ic-bench");
-    let run = run_pair(&cluster, &args("node/gpu-1", "node/gpu-2", &["--image", "registry.invalid/ic-bench:nope"]), LIMIT);
+    let run = run_pair(
+        &cluster,
+        &args(
+            "node/gpu-1",
+            "node/gpu-2",
+            &["--image", "registry.invalid/ic-bench:nope"],
+        ),
+        LIMIT,
+    );
     assert_one_line_error(&run, &["ErrImagePull", "--image registry.invalid/ic-bench:nope"]);
     assert!(run.elapsed < Duration::from_secs(30), "took {:?}", run.elapsed);
     assert!(leftover_via_api(&cluster).is_empty());
@@ -69,7 +84,14 @@ fn server_crash_mid_transfer_is_reported_and_cleaned_up() {
     };
     // Long enough that the client is still measuring when the server dies.
     let mut a = vec!["--prefill", "node/gpu-1", "--decode", "node/gpu-2", "-o", "json"];
-    a.extend(["--tests", "tag_bw", "--sizes", "64KiB,1MiB,4MiB,16MiB", "--memory", "host-host"]);
+    a.extend([
+        "--tests",
+        "tag_bw",
+        "--sizes",
+        "64KiB,1MiB,4MiB,16MiB",
+        "--memory",
+        "host-host",
+    ]);
     a.extend(["--min-time", "1.5", "--max-time", "3", "--timeout", "90s"]);
     cluster.clear_requests();
     let child = pair_command(&cluster, &a).spawn().unwrap();
@@ -99,7 +121,11 @@ fn server_crash_mid_transfer_is_reported_and_cleaned_up() {
         requests: vec![],
     };
     assert_one_line_error(&run, &["server"]);
-    assert!(run.last_err_line().contains("137") || run.last_err_line().contains("server (decode side) failed"), "{}", run.last_err_line());
+    assert!(
+        run.last_err_line().contains("137") || run.last_err_line().contains("server (decode side) failed"),
+        "{}",
+        run.last_err_line()
+    );
     assert!(leftover_via_api(&cluster).is_empty());
 }
 
@@ -110,11 +136,20 @@ fn api_500s_then_recovery_still_give_a_verdict() {
     };
     cluster.fail_requests(RequestMatch::new("POST", "/api/v1/namespaces/*/pods"), 500, 2);
     cluster.fail_requests(RequestMatch::new("GET", "/api/v1/namespaces/*/pods/*/log"), 500, 2);
-    cluster.fail_requests(RequestMatch::new("GET", "/api/v1/namespaces/*/pods").query_contains("watch=true"), 500, 2);
+    cluster.fail_requests(
+        RequestMatch::new("GET", "/api/v1/namespaces/*/pods").query_contains("watch=true"),
+        500,
+        2,
+    );
     cluster.fail_requests(RequestMatch::new("DELETE", "/api/v1/namespaces/*/pods/*"), 500, 1);
     let run = run_pair(&cluster, &args("node/gpu-1", "node/gpu-1", &[]), LIMIT);
     let injected = run.requests.iter().filter(|r| r.injected).count();
-    assert_eq!(injected, 7, "{:#?}", run.requests.iter().map(|r| r.line()).collect::<Vec<_>>());
+    assert_eq!(
+        injected,
+        7,
+        "{:#?}",
+        run.requests.iter().map(|r| r.line()).collect::<Vec<_>>()
+    );
     assert_eq!(run.code, 1, "{run:#?}");
     let r = run.report();
     assert_eq!(r["placement"]["locality"], "same_host");
@@ -130,7 +165,11 @@ fn an_api_that_keeps_failing_is_a_one_line_error_within_the_request_timeout() {
         return;
     };
     cluster.fail_requests_always(RequestMatch::new("POST", "/api/v1/namespaces/*/pods"), 500);
-    let run = run_pair(&cluster, &args("node/gpu-1", "node/gpu-2", &["--request-timeout", "2s"]), LIMIT);
+    let run = run_pair(
+        &cluster,
+        &args("node/gpu-1", "node/gpu-2", &["--request-timeout", "2s"]),
+        LIMIT,
+    );
     assert_one_line_error(&run, &["create pod", "HTTP 500", "still failing after retrying for 2s"]);
     assert!(run.elapsed < Duration::from_secs(15), "took {:?}", run.elapsed);
     cluster.clear_faults();
@@ -143,7 +182,18 @@ fn ctrl_c_during_the_run_deletes_both_pods_and_says_so() {
         return;
     };
     let mut a = vec!["--prefill", "node/gpu-1", "--decode", "node/gpu-2", "-o", "json"];
-    a.extend(["--tests", "tag_bw", "--sizes", "1MiB,4MiB,16MiB", "--memory", "host-host", "--min-time", "2", "--max-time", "3"]);
+    a.extend([
+        "--tests",
+        "tag_bw",
+        "--sizes",
+        "1MiB,4MiB,16MiB",
+        "--memory",
+        "host-host",
+        "--min-time",
+        "2",
+        "--max-time",
+        "3",
+    ]);
     let child = pair_command(&cluster, &a).spawn().unwrap();
     let pid = child.id();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -155,13 +205,87 @@ fn ctrl_c_during_the_run_deletes_both_pods_and_says_so() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let sent = Instant::now();
-    let kill = std::process::Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
     assert!(kill.success());
     let out = wait_output(child, Duration::from_secs(60));
-    assert!(sent.elapsed() < Duration::from_secs(20), "cleanup took {:?}", sent.elapsed());
+    assert!(
+        sent.elapsed() < Duration::from_secs(20),
+        "cleanup took {:?}",
+        sent.elapsed()
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     let line = stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
-    assert!(line.starts_with("ic-bench: interrupted: Ctrl-C; deleted 2 ic-bench pod(s)"), "{stderr}");
+    assert!(
+        line.starts_with("ic-bench: interrupted: Ctrl-C; deleted 2 ic-bench pod(s)"),
+        "{stderr}"
+    );
     assert!(leftover_via_api(&cluster).is_empty());
+}
+
+#[test]
+fn pods_of_a_killed_run_are_removed_by_gc() {
+    let Some(cluster) = cluster("pods_of_a_killed_run_are_removed_by_gc") else {
+        return;
+    };
+    let mut a = vec![
+        "--prefill",
+        "node/gpu-1",
+        "--decode",
+        "node/gpu-2",
+        "-o",
+        "json",
+        "--run-id",
+        "killed1",
+    ];
+    a.extend([
+        "--tests",
+        "tag_bw",
+        "--sizes",
+        "1MiB,4MiB",
+        "--memory",
+        "host-host",
+        "--min-time",
+        "2",
+        "--max-time",
+        "3",
+    ]);
+    let mut child = pair_command(&cluster, &a).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while leftover_via_api(&cluster).len() < 2 {
+        assert!(Instant::now() < deadline, "the run never created both pods");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SIGKILL: no chance to clean up.
+    child.kill().unwrap();
+    let _ = child.wait();
+    let mut pods = leftover_via_api(&cluster);
+    pods.sort();
+    assert_eq!(pods, ["ic-bench-killed1-client", "ic-bench-killed1-server"]);
+    // Every bench pod also carries activeDeadlineSeconds, so it stops on its own eventually.
+    for p in cluster.pods() {
+        assert!(p.spec.unwrap().active_deadline_seconds.is_some_and(|s| s > 0));
+    }
+    let gc = |extra: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .arg("gc")
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig_path())
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(gc(&["--older-than", "1h"]).trim(), "no ic-bench pods to delete");
+    let said = gc(&[]);
+    assert!(said.contains("deleted pod default/ic-bench-killed1-server"), "{said}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !leftover_via_api(&cluster).is_empty() {
+        assert!(Instant::now() < deadline, "gc left pods behind");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

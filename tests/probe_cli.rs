@@ -6,7 +6,9 @@ use predicates::prelude::*;
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nodes").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/nodes")
+        .join(name)
 }
 
 /// `ic-bench probe node` replaying a fixture, with a clean transport environment.
@@ -31,7 +33,11 @@ fn probe_node(name: &str) -> Command {
 
 #[test]
 fn healthy_node_exits_0_with_versioned_json() {
-    let out = probe_node("healthy_ib").args(["-o", "json"]).env("UCX_NET_DEVICES", "mlx5_0:1,mlx5_1:1").output().unwrap();
+    let out = probe_node("healthy_ib")
+        .args(["-o", "json"])
+        .env("UCX_NET_DEVICES", "mlx5_0:1,mlx5_1:1")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["schema"], "ic-bench.probe/v1");
@@ -54,23 +60,47 @@ fn a_failing_check_exits_1_and_names_it() {
 
 #[test]
 fn usage_errors_exit_2() {
-    probe_node("healthy_ib").args(["-o", "yaml-please"]).assert().code(2).stderr(predicate::str::contains("unknown output format"));
-    Command::cargo_bin("ic-bench").unwrap().args(["probe", "node", "--pod", "p", "--sysfs-root", "/x"]).assert().code(2);
-    Command::cargo_bin("ic-bench").unwrap().args(["probe", "node", "--tool-timeout", "soon"]).assert().code(2);
-    Command::cargo_bin("ic-bench").unwrap().args(["probe", "env"]).assert().code(2);
+    probe_node("healthy_ib")
+        .args(["-o", "yaml-please"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown output format"));
+    Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "node", "--pod", "p", "--sysfs-root", "/x"])
+        .assert()
+        .code(2);
+    Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "node", "--tool-timeout", "soon"])
+        .assert()
+        .code(2);
+    Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env"])
+        .assert()
+        .code(2);
     Command::cargo_bin("ic-bench")
         .unwrap()
         .args(["probe", "env", "/nonexistent/recipe.yaml"])
         .assert()
         .code(2)
         .stderr(predicate::str::contains("recipe.yaml"));
-    Command::cargo_bin("ic-bench").unwrap().args(["detect-env", "-o", "xml"]).assert().code(2);
+    Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["detect-env", "-o", "xml"])
+        .assert()
+        .code(2);
 }
 
 #[test]
 fn this_machine_with_no_tools_is_inconclusive_not_failed() {
     // No RDMA, GPU or tools here: everything that could not be looked at is skipped, never ok.
-    let out = Command::cargo_bin("ic-bench").unwrap().args(["probe", "node", "-o", "json", "--counter-interval", "0s"]).output().unwrap();
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "node", "-o", "json", "--counter-interval", "0s"])
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let checks = v["checks"].as_array().unwrap();
     for id in ["node.ucx_tl", "node.affinity", "node.nvlink"] {
@@ -84,14 +114,24 @@ fn detect_env_prints_exports_and_writes_only_the_env_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("rdma.env");
     let mut cmd = Command::cargo_bin("ic-bench").unwrap();
-    for k in ["NCCL_IB_HCA", "NVSHMEM_HCA_LIST", "UCX_NET_DEVICES", "NCCL_IB_GID_INDEX"] {
+    for k in [
+        "NCCL_IB_HCA",
+        "NVSHMEM_HCA_LIST",
+        "UCX_NET_DEVICES",
+        "NCCL_IB_GID_INDEX",
+    ] {
         cmd.env_remove(k);
     }
-    cmd.args(["detect-env", "--sysfs-root"]).arg(fixture("detect_multi_hca").join("sys")).arg("--env-file").arg(&file);
+    cmd.args(["detect-env", "--sysfs-root"])
+        .arg(fixture("detect_multi_hca").join("sys"))
+        .arg("--env-file")
+        .arg(&file);
     cmd.assert()
         .code(0)
         .stdout(predicate::str::contains("export NCCL_IB_HCA=mlx5_0,mlx5_1,mlx5_2\n"))
-        .stdout(predicate::str::contains("export UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1,mlx5_2:1\n"))
+        .stdout(predicate::str::contains(
+            "export UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1,mlx5_2:1\n",
+        ))
         .stdout(predicate::str::contains("export UCX_IB_GID_INDEX=3\n"));
     let written = std::fs::read_to_string(&file).unwrap();
     assert!(written.contains("export NVSHMEM_IB_GID_INDEX=3"), "{written}");
@@ -109,7 +149,12 @@ fn detect_env_prints_exports_and_writes_only_the_env_file() {
     assert_eq!(v["schema"], "ic-bench.detect-env/v1");
     assert_eq!(v["gid_index"]["source"], "preset");
     let exports = v["exports"].as_array().unwrap();
-    assert!(exports.iter().any(|e| e[0] == "UCX_IB_GID_INDEX" && e[1] == "1"), "{exports:?}");
+    assert!(
+        exports
+            .iter()
+            .any(|e| e["name"] == "UCX_IB_GID_INDEX" && e["value"] == "1"),
+        "{exports:?}"
+    );
 }
 
 #[test]
@@ -124,9 +169,74 @@ fn detect_env_require_fails_without_rdma() {
 
 #[test]
 fn probe_nixl_prints_the_next_command() {
-    let out = Command::cargo_bin("ic-bench").unwrap().args(["probe", "nixl", "-o", "json"]).output().unwrap();
-    assert!(matches!(out.status.code(), Some(0) | Some(1)), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "nixl", "-o", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        matches!(out.status.code(), Some(0) | Some(1)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["kind"], "nixl");
-    assert!(v["next_steps"][0].as_str().unwrap().starts_with("ic-bench pair --prefill"));
+    assert!(
+        v["next_steps"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("ic-bench pair --prefill")
+    );
+}
+
+#[test]
+fn recipe_roles_are_cross_checked_against_the_node() {
+    let recipe = fixture("recipes").join("pd-split-devices.yaml");
+    let run = |role: Option<&str>| {
+        let mut cmd = probe_node("down_port");
+        cmd.args(["-o", "json", "--recipe"]).arg(&recipe);
+        if let Some(r) = role {
+            cmd.args(["--role", r]);
+        }
+        cmd.output().unwrap()
+    };
+    let net = |out: &std::process::Output| {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "node.net_devices")
+            .unwrap()
+            .clone()
+    };
+    let prefill = run(Some("prefill"));
+    // mlx5_0:1 is up; only GPU1's affinity (SYS to mlx5_0) fails, not the device choice.
+    assert_eq!(
+        prefill.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&prefill.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&prefill.stdout).unwrap();
+    assert_eq!(v["verdict"], "fix first: node.affinity");
+    assert_eq!(net(&prefill)["status"], "ok");
+    assert!(
+        net(&prefill)["scope"].as_str().unwrap().starts_with("recipe prefill"),
+        "{}",
+        net(&prefill)
+    );
+    let decode = run(Some("decode"));
+    assert_eq!(decode.status.code(), Some(1));
+    assert_eq!(net(&decode)["status"], "fail");
+    assert!(
+        net(&decode)["detail"]
+            .as_str()
+            .unwrap()
+            .contains("mlx5_1:1 is INIT/LinkUp")
+    );
+    // The roles differ, so the probe will not guess.
+    let unsure = run(None);
+    assert_eq!(unsure.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unsure.stderr).contains("--role"));
 }

@@ -13,7 +13,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_ic-bench");
 fn cluster() -> TestCluster {
     // Host isolation: pods are plain local processes (no root needed); unknown images run their
     // command as given, so `sh -c` works with any image name.
-    let config = ClusterConfig::new().node(NodeConfig::gpu("gpu-1", 8)).isolation(Isolation::Host);
+    let config = ClusterConfig::new()
+        .node(NodeConfig::gpu("gpu-1", 8))
+        .isolation(Isolation::Host);
     TestCluster::start_blocking(config).expect("the emulated cluster starts")
 }
 
@@ -45,7 +47,10 @@ fn writes(reqs: &[RecordedRequest]) -> Vec<String> {
 
 fn start_worker(cluster: &TestCluster, name: &str, env: &[(&str, &str)]) {
     let pod = Pod {
-        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
         spec: Some(PodSpec {
             node_name: Some("gpu-1".into()),
             containers: vec![Container {
@@ -53,7 +58,13 @@ fn start_worker(cluster: &TestCluster, name: &str, env: &[(&str, &str)]) {
                 image: Some("worker:1".into()),
                 command: Some(vec!["sleep".into(), "300".into()]),
                 env: Some(
-                    env.iter().map(|(k, v)| EnvVar { name: k.to_string(), value: Some(v.to_string()), ..Default::default() }).collect(),
+                    env.iter()
+                        .map(|(k, v)| EnvVar {
+                            name: k.to_string(),
+                            value: Some(v.to_string()),
+                            ..Default::default()
+                        })
+                        .collect(),
                 ),
                 ..Default::default()
             }],
@@ -61,34 +72,78 @@ fn start_worker(cluster: &TestCluster, name: &str, env: &[(&str, &str)]) {
         }),
         ..Default::default()
     };
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let c = icb_kube::Cluster::from_client(cluster.client().unwrap(), cluster.namespace(), Duration::from_secs(10));
         icb_kube::lifecycle::create_pod(&c, &pod).await.unwrap();
-        icb_kube::lifecycle::wait_running(&c, name, tokio::time::Instant::now() + Duration::from_secs(30)).await.unwrap();
+        icb_kube::lifecycle::wait_running(&c, name, tokio::time::Instant::now() + Duration::from_secs(30))
+            .await
+            .unwrap();
     });
 }
 
 #[test]
 fn probe_node_in_a_pod_only_execs() {
     let cluster = cluster();
-    start_worker(&cluster, "worker-0", &[("UCX_NET_DEVICES", "mlx5_9:1"), ("API_TOKEN", "hunter2")]);
+    start_worker(
+        &cluster,
+        "worker-0",
+        &[("UCX_NET_DEVICES", "mlx5_9:1"), ("API_TOKEN", "hunter2")],
+    );
     cluster.clear_requests();
-    let (code, out, err) = ic_bench(&cluster, &["probe", "node", "--pod", "worker-0", "-o", "json", "--counter-interval", "0s"]);
+    let (code, out, err) = ic_bench(
+        &cluster,
+        &[
+            "probe",
+            "node",
+            "--pod",
+            "worker-0",
+            "-o",
+            "json",
+            "--counter-interval",
+            "0s",
+        ],
+    );
     let reqs = cluster.requests();
     // This machine has no mlx5_9: the pod's own UCX_NET_DEVICES is checked and fails.
     assert_eq!(code, 1, "stdout: {out}\nstderr: {err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["target"], "pod/worker-0");
-    let net = v["checks"].as_array().unwrap().iter().find(|c| c["id"] == "node.net_devices").unwrap().clone();
+    let net = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "node.net_devices")
+        .unwrap()
+        .clone();
     assert_eq!(net["status"], "fail");
     assert_eq!(net["scope"], "pod/worker-0 env");
     assert!(!out.contains("hunter2"));
     // Read-only: one exec upgrade, no create/update/delete of anything.
     assert_eq!(writes(&reqs), Vec::<String>::new());
-    let execs: Vec<&RecordedRequest> = reqs.iter().filter(|r| r.path.ends_with("/pods/worker-0/exec")).collect();
-    assert_eq!(execs.len(), 1, "{:#?}", reqs.iter().map(|r| r.line()).collect::<Vec<_>>());
-    assert_eq!(execs[0].params.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.as_str()).take(2).collect::<Vec<_>>(), ["sh", "-c"]);
+    let execs: Vec<&RecordedRequest> = reqs
+        .iter()
+        .filter(|r| r.path.ends_with("/pods/worker-0/exec"))
+        .collect();
+    assert_eq!(
+        execs.len(),
+        1,
+        "{:#?}",
+        reqs.iter().map(|r| r.line()).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        execs[0]
+            .params
+            .iter()
+            .filter(|(k, _)| k == "command")
+            .map(|(_, v)| v.as_str())
+            .take(2)
+            .collect::<Vec<_>>(),
+        ["sh", "-c"]
+    );
     assert_eq!(cluster.pods().len(), 1);
 }
 
@@ -100,9 +155,18 @@ fn probe_nixl_in_a_pod_prints_the_pair_command() {
     let (code, out, err) = ic_bench(&cluster, &["probe", "nixl", "--pod", "prefill-0", "-o", "json"]);
     assert_eq!(code, 1, "stdout: {out}\nstderr: {err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let plugins = v["checks"].as_array().unwrap().iter().find(|c| c["id"] == "nixl.plugins").unwrap().clone();
+    let plugins = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "nixl.plugins")
+        .unwrap()
+        .clone();
     assert_eq!(plugins["status"], "fail");
-    assert_eq!(v["next_steps"][0], "ic-bench pair --prefill pod/prefill-0 --decode pod/DECODE_POD");
+    assert_eq!(
+        v["next_steps"][0],
+        "ic-bench pair --prefill pod/prefill-0 --decode pod/DECODE_POD"
+    );
     assert_eq!(writes(&cluster.requests()), Vec::<String>::new());
 }
 
@@ -110,23 +174,50 @@ fn probe_nixl_in_a_pod_prints_the_pair_command() {
 fn probe_node_via_a_probe_pod_creates_one_pod_and_deletes_it() {
     let cluster = cluster();
     cluster.clear_requests();
-    let (code, out, err) = ic_bench(&cluster, &["probe", "node", "--node", "gpu-1", "--image", "busybox:1.36", "-o", "json", "--counter-interval", "0s"]);
+    let (code, out, err) = ic_bench(
+        &cluster,
+        &[
+            "probe",
+            "node",
+            "--node",
+            "gpu-1",
+            "--image",
+            "busybox:1.36",
+            "-o",
+            "json",
+            "--counter-interval",
+            "0s",
+        ],
+    );
     let reqs = cluster.requests();
     assert!(code == 0 || code == 1, "stdout: {out}\nstderr: {err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["target"], "node/gpu-1");
-    let memlock = v["checks"].as_array().unwrap().iter().find(|c| c["id"] == "node.memlock").unwrap().clone();
+    let memlock = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "node.memlock")
+        .unwrap()
+        .clone();
     assert_eq!(memlock["status"], "skipped");
     // Exactly one create (the probe pod, read-only and pinned) and its deletion.
     let w = writes(&reqs);
-    let creates: Vec<Pod> = reqs.iter().filter(|r| r.method == "POST" && r.status < 300).filter_map(|r| r.pod()).collect();
+    let creates: Vec<Pod> = reqs
+        .iter()
+        .filter(|r| r.method == "POST" && r.status < 300)
+        .filter_map(|r| r.pod())
+        .collect();
     assert_eq!(creates.len(), 1, "{w:?}");
     let spec = creates[0].spec.clone().unwrap();
     assert_eq!(spec.node_name.as_deref(), Some("gpu-1"));
     let c = &spec.containers[0];
     assert!(c.volume_mounts.iter().flatten().all(|m| m.read_only == Some(true)));
     assert_ne!(c.security_context.as_ref().and_then(|s| s.privileged), Some(true));
-    assert!(w.iter().all(|l| l.starts_with("POST ") || l.starts_with("DELETE ")), "{w:?}");
+    assert!(
+        w.iter().all(|l| l.starts_with("POST ") || l.starts_with("DELETE ")),
+        "{w:?}"
+    );
     assert!(w.iter().any(|l| l.starts_with("DELETE ")), "{w:?}");
     assert!(cluster.pods().is_empty(), "probe pod left behind");
 }

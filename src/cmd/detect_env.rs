@@ -49,5 +49,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     for p in &d.problems {
         eprintln!("ic-bench detect-env: {p}");
     }
-    Ok(if args.require && !d.found_something() { icb_core::exit::VERDICT_FAILED } else { icb_core::exit::OK })
+    Ok(if args.require && !d.found_something() {
+        icb_core::exit::VERDICT_FAILED
+    } else {
+        icb_core::exit::OK
+    })
 }

@@ -38,8 +38,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let taken = icb_kube::gc::collect(&cluster, &opts).await?;
         let verb = if args.dry_run { "would delete" } else { "deleted" };
         for c in &taken {
-            let age = c.age.map(|a| humantime::format_duration(Duration::from_secs(a.as_secs())).to_string());
-            println!("{verb} pod {}/{} (age {})", c.namespace, c.name, age.as_deref().unwrap_or("unknown"));
+            let age = c
+                .age
+                .map(|a| humantime::format_duration(Duration::from_secs(a.as_secs())).to_string());
+            println!(
+                "{verb} pod {}/{} (age {})",
+                c.namespace,
+                c.name,
+                age.as_deref().unwrap_or("unknown")
+            );
         }
         if taken.is_empty() {
             println!("no ic-bench pods to delete");

@@ -109,8 +109,13 @@ pub fn run_kube(args: &super::pair::Args) -> anyhow::Result<i32> {
         if dry_run {
             let text = match args.output.format.as_str() {
                 "json" => {
-                    let pods = [prepared.server_pod(), prepared.client_pod(icb_kube::podspec::SERVER_PLACEHOLDER)];
-                    serde_json::to_string_pretty(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": pods}))?
+                    let pods = [
+                        prepared.server_pod(),
+                        prepared.client_pod(icb_kube::podspec::SERVER_PLACEHOLDER),
+                    ];
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": pods}),
+                    )?
                 }
                 "yaml" | "table" => prepared.to_yaml()?,
                 other => anyhow::bail!("-o {other} with --dry-run: use -o yaml or -o json"),
@@ -135,7 +140,13 @@ pub fn run_kube(args: &super::pair::Args) -> anyhow::Result<i32> {
                     outcome.orchestration.as_secs_f64()
                 );
                 let mut report = outcome.report;
-                report.warnings.extend(outcome.notes.iter().filter(|n| !n.contains("picked")).map(|n| format!("kubernetes: {n}")));
+                report.warnings.extend(
+                    outcome
+                        .notes
+                        .iter()
+                        .filter(|n| !n.contains("picked"))
+                        .map(|n| format!("kubernetes: {n}")),
+                );
                 super::common::finish_pair(report, &args.expect, &args.output)
             }
             Err(KubeError::Interrupted(why)) => {

@@ -150,6 +150,7 @@ impl Run {
             .decode
             .insert(Side::start("decode", "ic-bench serve", spec.spawn()?, forward));
         let address = decode.await_listening(args.local_opts.startup_timeout).await?;
+        decode.drain_stdout();
         tracing::info!("decode side listening on {address}");
 
         let spec = pair
@@ -174,7 +175,10 @@ impl Run {
             .insert(Side::start("prefill", "ic-bench connect", spec.spawn()?, forward));
         let deadline = report_deadline(settings);
         let report = match tokio::time::timeout(deadline, prefill.read_report()).await {
-            Ok(Ok(report)) => report,
+            Ok(Ok(report)) => {
+                prefill.drain_stdout();
+                report
+            }
             Ok(Err(e)) => {
                 return Err(match self.decode.as_mut().and_then(|d| d.failure_note()) {
                     Some(note) => anyhow!("{e:#}; {note}"),
@@ -204,8 +208,12 @@ impl Run {
 
 /// The report deadline: every case may run up to `--max-time` plus setup, plus a fixed margin.
 fn report_deadline(settings: &RunSettings) -> Duration {
+    // A week is "no practical limit"; it also keeps an absurd --max-time from overflowing.
+    const CAP: Duration = Duration::from_secs(7 * 24 * 3600);
     let cases = (settings.tests.len() * settings.sizes.len() * settings.memory.len()) as f64;
-    Duration::from_secs_f64(cases * (settings.max_time_s + PER_CASE_MARGIN_S)) + REPORT_MARGIN
+    Duration::try_from_secs_f64(cases * (settings.max_time_s + PER_CASE_MARGIN_S))
+        .map_or(CAP, |d| d.min(CAP))
+        .saturating_add(REPORT_MARGIN)
 }
 
 fn endpoint(side: &PairSide, address: String) -> Endpoint {
@@ -241,6 +249,8 @@ struct Side {
     stdout: Option<Lines<BufReader<ChildStdout>>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
     forwarder: Option<JoinHandle<()>>,
+    forward: bool,
+    stdout_drain: Option<JoinHandle<()>>,
 }
 
 impl Side {
@@ -271,6 +281,8 @@ impl Side {
             stdout,
             stderr,
             forwarder,
+            forward,
+            stdout_drain: None,
         }
     }
 
@@ -307,12 +319,11 @@ impl Side {
             let Some(line) = self.next_stdout_line().await else {
                 return Err(self.exited_error("without printing a result").await);
             };
-            let trimmed = line.trim();
-            if !trimmed.starts_with('{') {
+            let Some(json) = json_object_at(&line, r#"{"schema":""#) else {
                 tracing::debug!("[{}] stdout: {line}", self.label);
                 continue;
-            }
-            let report: PairReport = serde_json::from_str(trimmed).with_context(|| {
+            };
+            let report: PairReport = serde_json::from_str(json).with_context(|| {
                 format!(
                     "the {} side ({}) printed a result that is not an {PAIR_SCHEMA} report",
                     self.label, self.what
@@ -326,6 +337,21 @@ impl Side {
                 );
             }
             return Ok(report);
+        }
+    }
+
+    /// Keeps reading stdout once we have what we need from it: with `UCX_LOG_LEVEL` set, UCX logs
+    /// to stdout, and a full pipe would stall the side mid-run.
+    fn drain_stdout(&mut self) {
+        if let Some(mut lines) = self.stdout.take() {
+            let (label, forward) = (self.label, self.forward);
+            self.stdout_drain = Some(tokio::spawn(async move {
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if forward {
+                        eprintln!("[{label}] {line}");
+                    }
+                }
+            }));
         }
     }
 
@@ -387,6 +413,10 @@ impl Side {
             tracing::warn!("stopping the {} side: {e}", self.label);
         }
         self.drain_stderr().await;
+        if let Some(drain) = self.stdout_drain.take() {
+            // Only a grandchild that escaped the kill could hold the pipe; do not wait for it.
+            drain.abort();
+        }
     }
 
     /// Lets the forwarder read what the side wrote before it ended (bounded: a grandchild could
@@ -443,10 +473,21 @@ fn summarize<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + Clone) -> Str
     }
 }
 
+/// The JSON object starting at `marker` in `line`. UCX logs to stdout through its own buffered
+/// stream (with `UCX_LOG_LEVEL` set) and flushes half a log line just before ours (seen with
+/// `UCX_LOG_LEVEL=debug`), so our object need not start the line.
+fn json_object_at<'a>(line: &'a str, marker: &str) -> Option<&'a str> {
+    line.find(marker).map(|at| line[at..].trim_end())
+}
+
 /// `Some(address)` for the listening event, `None` for other lines; an error for a listening
 /// event without a usable address.
 fn parse_listening(line: &str) -> anyhow::Result<Option<SocketAddr>> {
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(line.trim()) else {
+    // The event's keys come in no fixed order, so try each '{' (after any partial UCX log text).
+    let Some(value) = line
+        .match_indices('{')
+        .find_map(|(at, _)| serde_json::from_str::<serde_json::Value>(line[at..].trim_end()).ok())
+    else {
         return Ok(None);
     };
     if value.get("event").and_then(|e| e.as_str()) != Some("listening") {
@@ -469,6 +510,16 @@ mod tests {
         let ok = r#"{"event":"listening","ucx_version":"1.22.0","address":"10.99.0.1:41234"}"#;
         assert_eq!(parse_listening(ok).unwrap(), Some("10.99.0.1:41234".parse().unwrap()));
         assert_eq!(parse_listening("starting up").unwrap(), None);
+        // As seen with UCX_LOG_LEVEL=debug: half a UCX log line, then ours (keys sorted).
+        let after_partial_log = r#"[1795315460.977421] [vm:28799:0] mpool.c:122 UCX DEBUG mpool ucp_re{"address":"127.0.0.1:35511","event":"listening","schema":"ic-bench.serve/v1","ucx":"1.22.0"}"#;
+        assert_eq!(
+            parse_listening(after_partial_log).unwrap(),
+            Some("127.0.0.1:35511".parse().unwrap())
+        );
+        assert_eq!(
+            json_object_at(r#"x{"a":1}{"schema":"s"}"#, r#"{"schema":""#),
+            Some(r#"{"schema":"s"}"#)
+        );
         assert_eq!(parse_listening(r#"{"event":"other"}"#).unwrap(), None);
         let err = parse_listening(r#"{"event":"listening","address":"nope"}"#)
             .unwrap_err()
@@ -509,5 +560,7 @@ mod tests {
         assert_eq!(report_deadline(&settings), Duration::from_secs(67));
         settings.sizes = vec![8, 16];
         assert_eq!(report_deadline(&settings), Duration::from_secs(74));
+        settings.max_time_s = 1e300;
+        assert_eq!(report_deadline(&settings), Duration::from_secs(7 * 24 * 3600 + 60));
     }
 }

@@ -22,9 +22,9 @@ pub enum What {
     /// Check recipes' transport settings: files, directories, or - for stdin
     Env(EnvArgs),
     /// Check a node: RDMA ports, GID tables, GPUDirect mode, memlock, GPU↔NIC topology, UCX
-    Node(NodeArgs),
+    Node(Box<NodeArgs>),
     /// Check a NIXL install: libraries, plugins, Python package, nixlbench
-    Nixl(NixlArgs),
+    Nixl(Box<NixlArgs>),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -125,8 +125,8 @@ pub struct NixlArgs {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     match args.what {
         What::Env(a) => run_env(a),
-        What::Node(a) => run_node(a),
-        What::Nixl(a) => run_nixl(a),
+        What::Node(a) => run_node(*a),
+        What::Nixl(a) => run_nixl(*a),
     }
 }
 
@@ -156,9 +156,10 @@ fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<(Transport
     }
     let names: Vec<String> = roles.iter().map(|r| r.role.as_str().to_string()).collect();
     let chosen = match role {
-        Some(want) => roles.iter().find(|r| r.role.as_str() == want).with_context(|| {
-            format!("--role {want}: the recipe has {}", names.join(", "))
-        })?,
+        Some(want) => roles
+            .iter()
+            .find(|r| r.role.as_str() == want)
+            .with_context(|| format!("--role {want}: the recipe has {}", names.join(", ")))?,
         None => {
             let first = &roles[0];
             if roles.iter().any(|r| r.vars != first.vars) {
@@ -175,7 +176,10 @@ fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<(Transport
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
 }
 
 async fn connect(c: &ClusterArgs) -> anyhow::Result<icb_kube::Cluster> {
@@ -210,15 +214,26 @@ fn node_pod_snapshot(a: &NodeArgs, node: &str, script: &str) -> anyhow::Result<S
 
 fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
     format_of(&a.output)?;
-    let gather = GatherOptions { tool_timeout: a.tool_timeout, counter_interval: a.counter_interval };
-    let recipe = if a.recipe.is_empty() { None } else { Some(recipe_env(&a.recipe, a.role.as_deref())?) };
+    let gather = GatherOptions {
+        tool_timeout: a.tool_timeout,
+        counter_interval: a.counter_interval,
+    };
+    let recipe = if a.recipe.is_empty() {
+        None
+    } else {
+        Some(recipe_env(&a.recipe, a.role.as_deref())?)
+    };
     let pause = a.counter_interval.as_secs().min(30) as u32;
+    let tool_s = a.tool_timeout.as_secs();
     let (source, pod_env): (Box<dyn NodeSource>, Option<TransportEnv>) = if let Some(pod) = &a.remote.pod {
-        let snap = exec_snapshot(&a.remote, pod, &node_script(pause))?;
+        let snap = exec_snapshot(&a.remote, pod, &node_script(pause, tool_s))?;
         let env = TransportEnv::new(format!("pod/{pod} env"), snap.env.clone());
         (Box::new(snap), Some(env))
     } else if let Some(node) = &a.node_name {
-        (Box::new(node_pod_snapshot(&a, node, &node_script(pause))?), None)
+        (
+            Box::new(node_pod_snapshot(&a, node, &node_script(pause, tool_s))?),
+            None,
+        )
     } else {
         let mut s = LocalSource::default();
         if let Some(d) = &a.sysfs_root {
@@ -237,7 +252,10 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
         Some((env, rdma)) => (env, rdma),
         None => (pod_env.unwrap_or_default(), false),
     };
-    let expect = NodeExpectations { env, rdma_required: a.require_rdma || recipe_rdma };
+    let expect = NodeExpectations {
+        env,
+        rdma_required: a.require_rdma || recipe_rdma,
+    };
     let (mut report, _facts) = icb_probe::probe_node(source.as_ref(), &gather, &expect);
     if a.node_name.is_some() {
         // The probe pod's own limits say nothing about the workers'.
@@ -253,16 +271,26 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
 
 fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
     format_of(&a.output)?;
-    let ns = a.remote.cluster.namespace.as_deref().map(|n| format!(" -n {n}")).unwrap_or_default();
+    let ns = a
+        .remote
+        .cluster
+        .namespace
+        .as_deref()
+        .map(|n| format!(" -n {n}"))
+        .unwrap_or_default();
     let (source, env, me): (Box<dyn NodeSource>, TransportEnv, Option<String>) = match &a.remote.pod {
         Some(pod) => {
-            let snap = exec_snapshot(&a.remote, pod, &nixl_script())?;
+            let snap = exec_snapshot(&a.remote, pod, &nixl_script(a.tool_timeout.as_secs()))?;
             let env = TransportEnv::new(format!("pod/{pod} env"), snap.env.clone());
             (Box::new(snap), env, Some(format!("pod/{pod}{ns}")))
         }
         None => (Box::new(LocalSource::default()), TransportEnv::from_process(), None),
     };
-    let opts = icb_probe::NixlOptions { env, tool_timeout: a.tool_timeout, pair_hint_target: me };
+    let opts = icb_probe::NixlOptions {
+        env,
+        tool_timeout: a.tool_timeout,
+        pair_hint_target: me,
+    };
     let report = icb_probe::probe_nixl(source.as_ref(), &opts);
     emit(&report, &a.output)
 }

@@ -64,7 +64,12 @@ impl PairRun {
 
     /// The last stderr line (the one-line outcome on errors).
     pub fn last_err_line(&self) -> String {
-        self.stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default().to_string()
+        self.stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// The pods ic-bench created, as the API server received them.
@@ -80,7 +85,10 @@ impl PairRun {
 /// `ic-bench pair` against `cluster` with `args` (FAST settings are NOT added automatically).
 pub fn pair_command(cluster: &TestCluster, args: &[&str]) -> Command {
     let mut cmd = Command::new(BIN);
-    cmd.arg("pair").arg("--kubeconfig").arg(cluster.kubeconfig_path()).args(args);
+    cmd.arg("pair")
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig_path())
+        .args(args);
     // kube-rs logs every failed attempt at ERROR; the tests read ic-bench's own one-line outcome.
     cmd.env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off");
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -143,7 +151,11 @@ pub fn leftover_bench_pods(cluster: &TestCluster) -> Vec<String> {
         .pods()
         .into_iter()
         .filter(|p| {
-            p.metadata.labels.as_ref().and_then(|l| l.get("app.kubernetes.io/managed-by")).map(String::as_str)
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+                .map(String::as_str)
                 == Some("ic-bench")
         })
         .filter_map(|p| p.metadata.name)
@@ -152,18 +164,30 @@ pub fn leftover_bench_pods(cluster: &TestCluster) -> Vec<String> {
 
 /// Leftovers as seen through the API (a list with the managed-by selector), as `gc` would.
 pub fn leftover_via_api(cluster: &TestCluster) -> Vec<String> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let client = cluster.client().unwrap();
         let api: icb_kube::kube::Api<Pod> = icb_kube::kube::Api::all(client);
         let lp = icb_kube::kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=ic-bench");
-        api.list(&lp).await.unwrap().items.into_iter().filter_map(|p| p.metadata.name).collect()
+        api.list(&lp)
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect()
     })
 }
 
 /// Creates a pod through the API (a workload to model bench pods on) and waits until it runs.
 pub fn create_reference_pod(cluster: &TestCluster, pod: Value) -> Pod {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let client = cluster.client().unwrap();
         let api: icb_kube::kube::Api<Pod> = icb_kube::kube::Api::namespaced(client, cluster.namespace());
@@ -177,7 +201,11 @@ pub fn create_reference_pod(cluster: &TestCluster, pod: Value) -> Pod {
             if phase == "Running" {
                 return p;
             }
-            assert!(Instant::now() < deadline, "reference pod {name} never ran: {:?}", p.status);
+            assert!(
+                Instant::now() < deadline,
+                "reference pod {name} never ran: {:?}",
+                p.status
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })

@@ -417,3 +417,47 @@ fn stale_runs_are_cleaned_up() {
     assert!(cleanup_stale("icbs").unwrap().is_empty());
     live.teardown().unwrap();
 }
+
+#[test]
+fn a_failed_create_removes_what_it_made_and_nothing_else() {
+    if !privileged_tests_enabled("a_failed_create_removes_what_it_made_and_nothing_else") {
+        return;
+    }
+    let tag = icb_isolate::RunTag::new("icbt").unwrap();
+    // Someone else's namespace under the hub's name makes the build fail half-way through.
+    let squatter = tag.hub_netns();
+    assert!(
+        std::process::Command::new("ip")
+            .args(["netns", "add", &squatter])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let err = Fabric::create_tagged(tag.clone(), &["a", "b", "c"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&format!("ip netns add {squatter}")), "{err}");
+    for node in ["a", "b", "c"] {
+        assert!(!netns_exists(&tag.node_netns(node)), "{node} left behind");
+    }
+    assert!(netns_exists(&squatter), "a namespace we did not create was deleted");
+    assert!(
+        std::process::Command::new("ip")
+            .args(["netns", "delete", &squatter])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+#[test]
+fn bad_node_sets_are_refused_before_anything_is_created() {
+    for (nodes, needle) in [
+        (vec![], "between 1 and"),
+        (vec!["a", "a"], "distinct names"),
+        (vec!["Bad_Name"], "bad node name 'Bad_Name'"),
+    ] {
+        let err = Fabric::create("icbt", &nodes).unwrap_err().to_string();
+        assert!(err.contains(needle), "{nodes:?}: {err}");
+    }
+}

@@ -10,7 +10,10 @@ pub enum KubeError {
     Config(String),
 
     /// A call did not complete within its deadline (kube's own 429/503 retries included).
-    #[error("{what}: no answer within {}; check the cluster or raise --request-timeout", humanize(*.timeout))]
+    #[error(
+        "{what}: no successful answer within {} (the API server is unreachable, slow, or answering 429/503 throttling); check the cluster or raise --request-timeout",
+        humanize(*.timeout)
+    )]
     Timeout { what: String, timeout: Duration },
 
     /// The API server answered with an error status.
@@ -77,10 +80,26 @@ impl KubeError {
             },
             other => KubeError::Transport {
                 what,
-                detail: one_line(&other.to_string()),
+                detail: error_chain(&other),
             },
         }
     }
+}
+
+/// The error and its causes ("client error (Connect): tcp connect error: Connection refused"),
+/// skipping causes already spelled out by the level above.
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        let text = one_line(&e.to_string());
+        let text = text.strip_prefix("ServiceError: ").unwrap_or(&text).to_string();
+        if !parts.last().is_some_and(|p| p.contains(&text)) && !text.is_empty() {
+            parts.push(text);
+        }
+        cur = e.source();
+    }
+    parts.join(": ")
 }
 
 fn hint_for(code: u16) -> &'static str {

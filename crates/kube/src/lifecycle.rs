@@ -183,7 +183,7 @@ pub async fn watch_pod<T>(
             Ok(n) => n,
             Err(_) => {
                 return Err(KubeError::Pod(format!(
-                    "pod {name}: still not there after the deadline ({last_state}); raise --timeout or check the node"
+                    "pod {name}: gave up waiting at the --timeout deadline (last seen: {last_state}); raise --timeout or check the node"
                 )));
             }
         };
@@ -397,36 +397,55 @@ pub async fn read_logs(cluster: &Cluster, name: &str) -> Result<String, KubeErro
 /// Deletes every pod matching `selector`, then waits (until `until`) for them to be gone.
 /// Returns the names deleted; an error lists what is left.
 pub async fn delete_matching(cluster: &Cluster, selector: &str, until: Instant) -> Result<Vec<String>, KubeError> {
+    delete_matching_settled(cluster, selector, until, Duration::ZERO).await
+}
+
+/// [`delete_matching`], and once nothing matches, looks again after `settle`: a create that was
+/// in flight when the run was interrupted can land after the first empty list.
+pub async fn delete_matching_settled(
+    cluster: &Cluster,
+    selector: &str,
+    until: Instant,
+    settle: Duration,
+) -> Result<Vec<String>, KubeError> {
     let api = cluster.pods();
     let lp = ListParams::default().labels(selector);
-    let mut deleted = Vec::new();
-    let remaining = |pods: &[Pod]| -> Vec<String> { pods.iter().filter_map(|p| p.metadata.name.clone()).collect() };
+    let dp = DeleteParams {
+        grace_period_seconds: Some(1),
+        ..DeleteParams::background()
+    };
+    let mut deleted: Vec<String> = Vec::new();
     let bounded = async {
-        let pods = cluster
-            .call(&format!("list pods -l {selector}"), || api.list(&lp))
-            .await?
-            .items;
-        let dp = DeleteParams {
-            grace_period_seconds: Some(1),
-            ..DeleteParams::background()
-        };
-        for name in remaining(&pods) {
-            match cluster
-                .call(&format!("delete pod {name}"), || api.delete(&name, &dp))
-                .await
-            {
-                Ok(_) => deleted.push(name),
-                Err(e) if e.is_not_found() => deleted.push(name),
-                Err(e) => return Err(e),
-            }
-        }
+        let mut settled = settle.is_zero();
         loop {
-            let left = cluster
+            let pods = cluster
                 .call(&format!("list pods -l {selector}"), || api.list(&lp))
                 .await?
                 .items;
-            if left.is_empty() {
-                return Ok(());
+            if pods.is_empty() {
+                if settled {
+                    return Ok(());
+                }
+                settled = true;
+                tokio::time::sleep(settle).await;
+                continue;
+            }
+            // Delete what is not already terminating (a late arrival included), then look again.
+            for pod in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+                let Some(name) = pod.metadata.name.clone() else {
+                    continue;
+                };
+                match cluster
+                    .call(&format!("delete pod {name}"), || api.delete(&name, &dp))
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e),
+                }
+                if !deleted.contains(&name) {
+                    deleted.push(name);
+                }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -179,7 +179,9 @@ pub async fn run(
 ) -> Result<PairOutcome, KubeError> {
     let started = Instant::now();
     let until = started + plan.timeout;
-    let body = tokio::time::timeout_at(until, run_pods(cluster, prepared, until));
+    // The waits inside stop at `until` with a message naming the pod and its state; this outer
+    // bound only catches what has no wait of its own, so it fires a little later.
+    let body = tokio::time::timeout_at(until + Duration::from_secs(2), run_pods(cluster, prepared, until));
     let result = tokio::select! {
         r = body => match r {
             Ok(r) => r,
@@ -190,10 +192,17 @@ pub async fn run(
         },
         why = interrupt => Err(KubeError::Interrupted(why)),
     };
-    let cleanup = lifecycle::delete_matching(
+    // After an interrupt or a deadline a create may still be in flight: look twice.
+    let settle = if result.is_ok() {
+        Duration::ZERO
+    } else {
+        Duration::from_millis(300)
+    };
+    let cleanup = lifecycle::delete_matching_settled(
         cluster,
         &podspec::instance_selector(&plan.run_id),
         Instant::now() + plan.cleanup_timeout,
+        settle,
     )
     .await;
     match (result, cleanup) {
@@ -381,7 +390,7 @@ mod tests {
     fn error_lines() {
         assert_eq!(
             last_error_line("a\nic-bench: error: cannot reach 1.2.3.4:5\nbye\n").as_deref(),
-            Some("ic-bench: error: cannot reach 1.2.3.4:5")
+            Some("cannot reach 1.2.3.4:5")
         );
         assert_eq!(last_error_line("a\nb\n").as_deref(), Some("b"));
         assert_eq!(last_error_line(""), None);

@@ -264,4 +264,52 @@ mod tests {
             assert!(!is_transport_env(no), "{no}");
         }
     }
+    /// Seed 002's fixed prefill pod: privileged, IPC_LOCK, GPUs, CUDA_VISIBLE_DEVICES computed in
+    /// the shell command, UCX env, plus an envFrom and a sidecar.
+    #[test]
+    fn seed_002_prefill_pod() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "pd-sglang-prefill-0"},
+            "spec": {
+                "runtimeClassName": "nvidia",
+                "containers": [
+                    {"name": "log-shipper", "image": "fluent:1"},
+                    {"name": "pd-sglang-prefill", "image": "sglang:0.4.10",
+                     "command": ["bash", "-c", "CUDA_VISIBLE_DEVICES=$(find /proc/driver/nvidia/gpus/ ...) python3 -m sglang.launch_server"],
+                     "securityContext": {"privileged": true, "capabilities": {"add": ["IPC_LOCK"]}},
+                     "resources": {"limits": {"cpu": "24", "memory": "150Gi", "nvidia.com/gpu": "2"},
+                                   "requests": {"cpu": "24", "memory": "150Gi", "nvidia.com/gpu": "2"}},
+                     "envFrom": [{"configMapRef": {"name": "ucx-settings"}}],
+                     "env": [{"name": "UCX_TLS", "value": "cuda_ipc,cuda_copy,tcp"},
+                             {"name": "UCX_MEMTYPE_CACHE", "value": "n"},
+                             {"name": "SGL_LOGURU_PATH", "value": "/home/finance/Logs/prefill.log"},
+                             {"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['gpus']"}}}]}
+                ]
+            }
+        }))
+        .unwrap();
+        let spec = TransportSpec::from_pod(&pod);
+        assert_eq!(spec.source, "pod/pd-sglang-prefill-0");
+        assert_eq!(
+            spec.container, "pd-sglang-prefill",
+            "the container with the GPUs, not the first"
+        );
+        assert!(spec.privileged);
+        assert_eq!(spec.capabilities_add, vec!["IPC_LOCK".to_string()]);
+        assert_eq!(spec.devices.keys().collect::<Vec<_>>(), ["nvidia.com/gpu"]);
+        assert!(!spec.requests_rdma());
+        assert_eq!(spec.runtime_class.as_deref(), Some("nvidia"));
+        let names: Vec<&str> = spec.env.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["UCX_TLS", "UCX_MEMTYPE_CACHE", "NVIDIA_VISIBLE_DEVICES"]);
+        assert!(spec.env[2].value_from.is_some(), "valueFrom is copied as-is");
+        let notes = spec.not_copied.join("\n");
+        assert!(notes.contains("only container 'pd-sglang-prefill'"), "{notes}");
+        assert!(notes.contains("envFrom"), "{notes}");
+        assert!(
+            notes.contains("CUDA_VISIBLE_DEVICES computed in the container's command line"),
+            "{notes}"
+        );
+        assert!(!spec.host_ipc && !spec.host_pid && !spec.host_network);
+        assert_eq!(spec.shm, None);
+    }
 }

@@ -164,7 +164,14 @@ pub async fn resolve(cluster: &Cluster, target: &Target) -> Result<Resolved, Kub
             let api = cluster.pods();
             let what = format!("list pods matching '{sel}' in {}", cluster.namespace());
             let lp = ListParams::default().labels(sel);
-            let pods = cluster.call(&what, || api.list(&lp)).await?.items;
+            // A broad selector must not pick a bench pod of an earlier run.
+            let pods: Vec<Pod> = cluster
+                .call(&what, || api.list(&lp))
+                .await?
+                .items
+                .into_iter()
+                .filter(|p| !is_bench_pod(p))
+                .collect();
             if pods.is_empty() {
                 return Err(KubeError::Target(format!(
                     "no pods match -l {sel} in namespace {}: check the selector or pass -n NAMESPACE",
@@ -225,6 +232,15 @@ pub fn pick_ready(target: &Target, pods: Vec<Pod>) -> Result<Resolved, KubeError
         )),
         reference: Some(pod),
     })
+}
+
+fn is_bench_pod(pod: &Pod) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(crate::podspec::LABEL_MANAGED_BY))
+        .map(String::as_str)
+        == Some(crate::podspec::APP)
 }
 
 pub(crate) fn node_of(pod: &Pod) -> Option<String> {

@@ -82,7 +82,10 @@ pub fn probe_pod(namespace: &str, node: &str, script: &str, opts: &ProbePodOptio
     .collect();
     let host = |name: &str, path: &str| Volume {
         name: name.into(),
-        host_path: Some(HostPathVolumeSource { path: path.into(), type_: Some("Directory".into()) }),
+        host_path: Some(HostPathVolumeSource {
+            path: path.into(),
+            type_: Some("Directory".into()),
+        }),
         ..Default::default()
     };
     let mount = |name: &str, at: &str| VolumeMount {
@@ -91,7 +94,11 @@ pub fn probe_pod(namespace: &str, node: &str, script: &str, opts: &ProbePodOptio
         read_only: Some(true),
         ..Default::default()
     };
-    let env = |k: &str, v: &str| EnvVar { name: k.into(), value: Some(v.into()), ..Default::default() };
+    let env = |k: &str, v: &str| EnvVar {
+        name: k.into(),
+        value: Some(v.into()),
+        ..Default::default()
+    };
     Pod {
         metadata: ObjectMeta {
             name: Some(probe_pod_name(&opts.run_id)),
@@ -106,7 +113,10 @@ pub fn probe_pod(namespace: &str, node: &str, script: &str, opts: &ProbePodOptio
             host_network: Some(true),
             active_deadline_seconds: Some(opts.deadline.as_secs().max(1) as i64),
             automount_service_account_token: Some(false),
-            tolerations: Some(vec![Toleration { operator: Some("Exists".into()), ..Default::default() }]),
+            tolerations: Some(vec![Toleration {
+                operator: Some("Exists".into()),
+                ..Default::default()
+            }]),
             containers: vec![Container {
                 name: CONTAINER.into(),
                 image: Some(opts.image.clone()),
@@ -117,7 +127,10 @@ pub fn probe_pod(namespace: &str, node: &str, script: &str, opts: &ProbePodOptio
                 security_context: Some(SecurityContext {
                     read_only_root_filesystem: Some(true),
                     allow_privilege_escalation: Some(false),
-                    capabilities: Some(Capabilities { drop: Some(vec!["ALL".into()]), ..Default::default() }),
+                    capabilities: Some(Capabilities {
+                        drop: Some(vec!["ALL".into()]),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -145,14 +158,22 @@ pub async fn snapshot_via_probe_pod(
         create_pod(cluster, &pod).await?;
         wait_finished(cluster, &name, until).await?;
         let log = read_logs(cluster, &name).await?;
-        parse_snapshot(&target, &log).map_err(|e| ClusterProbeError::Snapshot { target: target.clone(), source: e })
+        parse_snapshot(&target, &log).map_err(|e| ClusterProbeError::Snapshot {
+            target: target.clone(),
+            source: e,
+        })
     };
     let result = tokio::select! {
         r = work => r,
         _ = tokio::signal::ctrl_c() => Err(ClusterProbeError::Interrupted(format!("probe pod {name} deleted"))),
     };
     // Cleanup gets its own deadline: the work's may already have passed.
-    let cleanup = delete_matching(cluster, &instance_selector(&opts.run_id), Instant::now() + cluster.request_timeout() * 2).await;
+    let cleanup = delete_matching(
+        cluster,
+        &instance_selector(&opts.run_id),
+        Instant::now() + cluster.request_timeout() * 2,
+    )
+    .await;
     match (result, cleanup) {
         (Ok(s), Ok(_)) => Ok(s),
         (Ok(_), Err(e)) => Err(e.into()),
@@ -178,11 +199,25 @@ mod tests {
         assert_eq!(spec.node_name.as_deref(), Some("gpu-node-1"));
         assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
         let c = &spec.containers[0];
-        assert!(c.volume_mounts.as_ref().unwrap().iter().all(|m| m.read_only == Some(true)));
+        assert!(
+            c.volume_mounts
+                .as_ref()
+                .unwrap()
+                .iter()
+                .all(|m| m.read_only == Some(true))
+        );
         let sc = c.security_context.as_ref().unwrap();
         assert_eq!(sc.read_only_root_filesystem, Some(true));
         assert_eq!(sc.privileged, None);
-        assert_eq!(p.metadata.labels.as_ref().unwrap().get(LABEL_INSTANCE).map(String::as_str), Some("abc123"));
+        assert_eq!(
+            p.metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .get(LABEL_INSTANCE)
+                .map(String::as_str),
+            Some("abc123")
+        );
         assert_eq!(spec.active_deadline_seconds, Some(120));
     }
 }

@@ -26,6 +26,13 @@ pub struct DetectedPort {
     pub gid_index: Option<u32>,
 }
 
+/// One `export NAME=VALUE` line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Export {
+    pub name: String,
+    pub value: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GidChoice {
     pub index: u32,
@@ -42,7 +49,7 @@ pub struct DetectedEnv {
     pub fabric: String,
     pub ports: Vec<DetectedPort>,
     /// In the order they are printed.
-    pub exports: Vec<(String, String)>,
+    pub exports: Vec<Export>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gid_index: Option<GidChoice>,
     /// Things worth knowing (e.g. "InfiniBand: no GID index needed").
@@ -53,7 +60,7 @@ pub struct DetectedEnv {
 
 impl DetectedEnv {
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.exports.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.exports.iter().find(|e| e.name == name).map(|e| e.value.as_str())
     }
 
     /// `export K=V` lines, notes and problems as `#` comments (safe to `source`).
@@ -65,8 +72,8 @@ impl DetectedEnv {
         for p in &self.problems {
             out.push_str(&format!("# ERROR: {p}\n"));
         }
-        for (k, v) in &self.exports {
-            out.push_str(&format!("export {k}={}\n", crate::shell::quote(v)));
+        for e in &self.exports {
+            out.push_str(&format!("export {}={}\n", e.name, crate::shell::quote(&e.value)));
         }
         out
     }
@@ -174,11 +181,14 @@ pub fn detect_env(src: &dyn NodeSource, preset: &TransportEnv) -> DetectedEnv {
         entries.join(",")
     };
 
-    let mut exports: Vec<(String, String)> = Vec::new();
+    let mut exports: Vec<Export> = Vec::new();
     let mut put = |k: &str, detected: Option<String>| {
         let v = preset.get(k).map(str::to_string).or(detected);
         if let Some(v) = v.filter(|v| !v.is_empty()) {
-            exports.push((k.to_string(), v));
+            exports.push(Export {
+                name: k.to_string(),
+                value: v,
+            });
         }
     };
     let some = |s: String| (!s.is_empty()).then_some(s);
@@ -264,7 +274,10 @@ pub fn detect_env(src: &dyn NodeSource, preset: &TransportEnv) -> DetectedEnv {
         .or_else(|| gid_choice.as_ref().map(|g| g.index.to_string()));
     if let Some(v) = gid_value {
         for k in ["NCCL_IB_GID_INDEX", "NVSHMEM_IB_GID_INDEX", "UCX_IB_GID_INDEX"] {
-            exports.push((k.to_string(), v.clone()));
+            exports.push(Export {
+                name: k.to_string(),
+                value: v.clone(),
+            });
         }
     }
     DetectedEnv {

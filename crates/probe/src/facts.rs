@@ -270,9 +270,16 @@ pub fn gather(src: &dyn NodeSource, opts: &GatherOptions) -> NodeFacts {
     match text(Tool::NvidiaSmiTopo).map(|t| parse_topo(&t)) {
         Some(t) if !t.devices.is_empty() => facts.topo = Some(t),
         Some(_) => {
-            facts
-                .tool_gaps
-                .insert(Tool::NvidiaSmiTopo, "nvidia-smi topo -m printed no matrix".into());
+            // Say why (e.g. "NVIDIA-SMI has failed because it couldn't communicate with the driver").
+            let first = text(Tool::NvidiaSmiTopo)
+                .and_then(|t| t.lines().map(str::trim).find(|l| !l.is_empty()).map(str::to_string));
+            let said = first
+                .map(|l| format!(": {}", l.chars().take(120).collect::<String>()))
+                .unwrap_or_default();
+            facts.tool_gaps.insert(
+                Tool::NvidiaSmiTopo,
+                format!("nvidia-smi topo -m printed no matrix{said}"),
+            );
         }
         None => {}
     }

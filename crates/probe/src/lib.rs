@@ -19,7 +19,6 @@ pub mod nixl;
 pub mod node_checks;
 pub mod parse;
 pub mod remote;
-pub mod render;
 pub mod shell;
 pub mod source;
 pub mod tools;

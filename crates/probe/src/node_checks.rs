@@ -252,6 +252,11 @@ fn net_devices(f: &NodeFacts, x: &NodeExpectations) -> Check {
             Ok(None) => chosen.extend(f.up_ports()),
             Ok(Some(entries)) => {
                 for e in entries {
+                    if e.port.is_none() && f.devices.contains(&e.device) {
+                        // UCX names RDMA devices `dev:port`; a bare name matches nothing.
+                        problems.push(format!("{e} lacks :PORT (UCX calls it {e}:1)"));
+                        continue;
+                    }
                     let ports: Vec<&PortFacts> = f
                         .ports
                         .iter()

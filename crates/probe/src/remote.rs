@@ -14,7 +14,8 @@ const MARK: &str = "@@ICB ";
 /// Shell helpers: `f1` a one-line file (a shell builtin read: no fork per GID entry), `fm` a
 /// file, `ld` a directory listing (hidden names included), `tl` a tool under `timeout`.
 const PRELUDE: &str = r#"S=${ICB_SYS:-/sys}; D=${ICB_DEV:-/dev}; P=${ICB_PROC:-/proc}
-TO=""; command -v timeout >/dev/null 2>&1 && TO="timeout ${ICB_TOOL_TIMEOUT:-10}"
+TT=${ICB_TOOL_TIMEOUT:-10}; TO=""; command -v timeout >/dev/null 2>&1 && TO="timeout $TT"
+printf '@@ICB TIMEOUT %s\n' "$TT"
 f1() { if IFS= read -r v < "$2" 2>/dev/null; then printf '@@ICB %s %s\n%s\n\n@@ICB END\n' "$1" "$3" "$v"; fi; }
 fm() { if [ -r "$1" ]; then printf '@@ICB FILE %s\n' "$2"; cat "$1" 2>/dev/null; printf '\n@@ICB END\n'; fi; }
 ld() { if [ -d "$1" ]; then printf '@@ICB LIST %s\n' "$2"; for e in "$1"/* "$1"/.[!.]*; do if [ -e "$e" ] || [ -L "$e" ]; then printf '%s\n' "${e##*/}"; fi; done; printf '@@ICB END\n'; fi; }
@@ -27,9 +28,14 @@ fn counters_list() -> String {
     ERROR_COUNTERS.join(" ")
 }
 
+/// Sets the per-tool deadline, then the helpers.
+fn prelude(tool_timeout_s: u64) -> String {
+    format!("ICB_TOOL_TIMEOUT={}\n{PRELUDE}", tool_timeout_s.max(1))
+}
+
 /// The script behind `probe node --pod/--node`. `counter_pause_s` = 0 reads counters once.
-pub fn node_script(counter_pause_s: u32) -> String {
-    let mut s = String::from(PRELUDE);
+pub fn node_script(counter_pause_s: u32, tool_timeout_s: u64) -> String {
+    let mut s = prelude(tool_timeout_s);
     s.push_str(&format!(
         r#"ld "$S/class/infiniband" /sys/class/infiniband
 for dev in "$S"/class/infiniband/*; do [ -d "$dev" ] || continue; n=${{dev##*/}}
@@ -74,8 +80,8 @@ done
 }
 
 /// The script behind `probe nixl --pod`.
-pub fn nixl_script() -> String {
-    let mut s = String::from(PRELUDE);
+pub fn nixl_script(tool_timeout_s: u64) -> String {
+    let mut s = prelude(tool_timeout_s);
     s.push_str("ld \"$S/class/infiniband\" /sys/class/infiniband\n");
     for p in NIXL_PREFIXES {
         for l in NIXL_LIBDIRS {
@@ -115,6 +121,7 @@ pub fn parse_snapshot(target: &str, text: &str) -> Result<Snapshot, SnapshotErro
     };
     let mut lines = text.lines();
     let mut done = false;
+    let mut tool_timeout_s = 10;
     while let Some(line) = lines.next() {
         let Some(rest) = line.strip_prefix(MARK) else { continue };
         let (kind, arg) = rest.split_once(' ').unwrap_or((rest, ""));
@@ -152,7 +159,9 @@ pub fn parse_snapshot(target: &str, text: &str) -> Result<Snapshot, SnapshotErro
                 });
                 if let Some(tool) = Tool::from_program(arg) {
                     let run = match rc_line.trim().parse::<i32>() {
-                        Ok(124) => ToolRun::TimedOut { after_s: 10 },
+                        Ok(124) => ToolRun::TimedOut {
+                            after_s: tool_timeout_s,
+                        },
                         Ok(127) => ToolRun::NotFound,
                         Ok(code) => ToolRun::Ran {
                             stdout: body,
@@ -186,6 +195,7 @@ pub fn parse_snapshot(target: &str, text: &str) -> Result<Snapshot, SnapshotErro
                     snap.env.insert(k.to_string(), v.to_string());
                 }
             }
+            "TIMEOUT" => tool_timeout_s = arg.trim().parse().unwrap_or(tool_timeout_s),
             "DONE" => done = true,
             _ => {}
         }
@@ -216,7 +226,7 @@ mod tests {
 
     #[test]
     fn round_trip_of_blocks() {
-        let text = "noise\n@@ICB LIST /sys/class/infiniband\nmlx5_1\nmlx5_0\n@@ICB END\n@@ICB FILE /sys/class/infiniband/mlx5_0/ports/1/state\n4: ACTIVE\n\n@@ICB END\n@@ICB FILE /proc/x\nno newline\n@@ICB END\n@@ICB TOOL ibstat\nCA 'mlx5_0'\n\n@@ICB RC 0\n@@ICB MISSING ucx_info\n@@ICB TOOL nvidia-smi\n\n@@ICB RC 124\n@@ICB EXISTS /dev/gdrdrv\n@@ICB WHICH nixlbench /usr/local/bin/nixlbench\n@@ICB ENV UCX_TLS=rc,cuda_copy\n@@ICB ENV AWS_SECRET=x\n@@ICB DONE\n";
+        let text = "noise\n@@ICB TIMEOUT 7\n@@ICB LIST /sys/class/infiniband\nmlx5_1\nmlx5_0\n@@ICB END\n@@ICB FILE /sys/class/infiniband/mlx5_0/ports/1/state\n4: ACTIVE\n\n@@ICB END\n@@ICB FILE /proc/x\nno newline\n@@ICB END\n@@ICB TOOL ibstat\nCA 'mlx5_0'\n\n@@ICB RC 0\n@@ICB MISSING ucx_info\n@@ICB TOOL nvidia-smi\n\n@@ICB RC 124\n@@ICB EXISTS /dev/gdrdrv\n@@ICB WHICH nixlbench /usr/local/bin/nixlbench\n@@ICB ENV UCX_TLS=rc,cuda_copy\n@@ICB ENV AWS_SECRET=x\n@@ICB DONE\n";
         let s = parse_snapshot("pod/w", text).unwrap();
         assert_eq!(
             s.list("/sys/class/infiniband"),
@@ -239,7 +249,7 @@ mod tests {
         assert_eq!(s.tools.get(&Tool::UcxInfo), Some(&ToolRun::NotFound));
         assert_eq!(
             s.tools.get(&Tool::NvidiaSmiTopo),
-            Some(&ToolRun::TimedOut { after_s: 10 })
+            Some(&ToolRun::TimedOut { after_s: 7 })
         );
         assert_eq!(s.which("nixlbench").as_deref(), Some("/usr/local/bin/nixlbench"));
         assert_eq!(s.env.get("UCX_TLS").map(String::as_str), Some("rc,cuda_copy"));

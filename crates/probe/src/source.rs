@@ -222,7 +222,11 @@ impl NodeSource for Snapshot {
 /// `mlx5_2` before `mlx5_10`; GID index `3` before `10`.
 pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     fn key(s: &str) -> (String, u64, String) {
-        let digits_at = s.char_indices().rev().find(|(_, c)| !c.is_ascii_digit()).map_or(0, |(i, c)| i + c.len_utf8());
+        let digits_at = s
+            .char_indices()
+            .rev()
+            .find(|(_, c)| !c.is_ascii_digit())
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let (head, tail) = s.split_at(digits_at);
         match tail.parse::<u64>() {
             Ok(n) => (head.to_string(), n, String::new()),

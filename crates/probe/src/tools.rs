@@ -145,11 +145,16 @@ fn is_executable(p: &Path) -> bool {
 
 /// Runs one tool with a deadline; the child is killed and reaped when it overruns.
 pub fn run_tool(tool: Tool, timeout: Duration) -> ToolRun {
-    let Some(exe) = find_on_path(tool.program()) else {
-        return ToolRun::NotFound;
-    };
+    match find_on_path(tool.program()) {
+        Some(exe) => run_command(&exe, tool.args(), timeout),
+        None => ToolRun::NotFound,
+    }
+}
+
+/// Runs `exe args` with a deadline (stdin closed, output capped).
+pub fn run_command(exe: &Path, args: &[&str], timeout: Duration) -> ToolRun {
     let mut child = match Command::new(exe)
-        .args(tool.args())
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -240,6 +245,27 @@ mod tests {
             }
         }
         assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_hung_tool_is_killed_at_the_deadline() {
+        let t0 = Instant::now();
+        let run = run_command(Path::new("/bin/sleep"), &["30"], Duration::from_millis(200));
+        assert_eq!(run, ToolRun::TimedOut { after_s: 0 });
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        let run = run_command(
+            Path::new("/bin/sh"),
+            &["-c", "echo out; echo err >&2; exit 3"],
+            Duration::from_secs(5),
+        );
+        assert_eq!(
+            run,
+            ToolRun::Ran {
+                stdout: "out\n".into(),
+                stderr: "err\n".into(),
+                code: Some(3)
+            }
+        );
     }
 
     #[test]

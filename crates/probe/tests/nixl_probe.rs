@@ -13,7 +13,14 @@ fn touch(root: &Path, rel: &str) {
 
 fn run(root: &Path, vars: &[(&str, &str)]) -> icb_core::checks::ProbeReport {
     let env = TransportEnv::new("test", vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    probe_nixl(&LocalSource::replay(root), &NixlOptions { env, tool_timeout: Duration::from_secs(1), pair_hint_target: None })
+    probe_nixl(
+        &LocalSource::replay(root),
+        &NixlOptions {
+            env,
+            tool_timeout: Duration::from_secs(1),
+            pair_hint_target: None,
+        },
+    )
 }
 
 fn status(r: &icb_core::checks::ProbeReport, id: &str) -> Status {
@@ -29,7 +36,11 @@ fn dynamo_image_layout_is_found() {
     touch(r, "opt/nvidia/nvda_nixl/bin/nixlbench");
     touch(r, "usr/lib/python3/dist-packages/nixl/__init__.py");
     std::fs::create_dir_all(r.join("tools")).unwrap();
-    std::fs::write(r.join("tools/python_path.txt"), "/usr/lib/python312.zip\n/usr/lib/python3/dist-packages\n").unwrap();
+    std::fs::write(
+        r.join("tools/python_path.txt"),
+        "/usr/lib/python312.zip\n/usr/lib/python3/dist-packages\n",
+    )
+    .unwrap();
     let rep = run(r, &[]);
     for id in ["nixl.libs", "nixl.plugins", "nixl.python", "nixl.tools"] {
         assert_eq!(status(&rep, id), Status::Ok, "{id}: {rep:#?}");
@@ -54,7 +65,10 @@ fn wheel_layout_and_efa_without_libfabric() {
     assert_eq!(status(&rep, "nixl.python"), Status::Ok);
     assert_eq!(status(&rep, "nixl.plugins"), Status::Warn, "{rep:#?}");
     assert_eq!(status(&rep, "nixl.tools"), Status::Warn);
-    touch(r, &format!("{site}/.nixl_cu12.mesonpy.libs/plugins/libplugin_LIBFABRIC.so"));
+    touch(
+        r,
+        &format!("{site}/.nixl_cu12.mesonpy.libs/plugins/libplugin_LIBFABRIC.so"),
+    );
     assert_eq!(status(&run(r, &[]), "nixl.plugins"), Status::Ok);
 }
 

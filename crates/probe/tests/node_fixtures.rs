@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 fn root(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/nodes").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/nodes")
+        .join(name)
 }
 
 fn env(vars: &[(&str, &str)]) -> TransportEnv {
@@ -16,13 +18,22 @@ fn env(vars: &[(&str, &str)]) -> TransportEnv {
 
 fn probe(name: &str, vars: &[(&str, &str)]) -> ProbeReport {
     let src = LocalSource::replay(&root(name));
-    let opts = GatherOptions { tool_timeout: Duration::from_secs(5), counter_interval: Duration::from_secs(1) };
-    let x = NodeExpectations { env: env(vars), rdma_required: false };
+    let opts = GatherOptions {
+        tool_timeout: Duration::from_secs(5),
+        counter_interval: Duration::from_secs(1),
+    };
+    let x = NodeExpectations {
+        env: env(vars),
+        rdma_required: false,
+    };
     probe_node(&src, &opts, &x).0
 }
 
 fn get<'a>(r: &'a ProbeReport, id: &str) -> &'a Check {
-    r.checks.iter().find(|c| c.id == id).unwrap_or_else(|| panic!("no check {id} in {r:#?}"))
+    r.checks
+        .iter()
+        .find(|c| c.id == id)
+        .unwrap_or_else(|| panic!("no check {id} in {r:#?}"))
 }
 
 fn status(r: &ProbeReport, id: &str) -> Status {
@@ -31,7 +42,13 @@ fn status(r: &ProbeReport, id: &str) -> Status {
 
 #[test]
 fn healthy_ib_node_is_trusted() {
-    let r = probe("healthy_ib", &[("UCX_NET_DEVICES", "mlx5_0:1,mlx5_1:1"), ("NCCL_IB_HCA", "=mlx5_0,mlx5_1")]);
+    let r = probe(
+        "healthy_ib",
+        &[
+            ("UCX_NET_DEVICES", "mlx5_0:1,mlx5_1:1"),
+            ("NCCL_IB_HCA", "=mlx5_0,mlx5_1"),
+        ],
+    );
     for id in [
         "node.rdma_devs",
         "node.port_state",
@@ -72,12 +89,20 @@ fn roce_hcas_that_disagree_on_the_gid_index() {
     let r = probe("roce_gid_disagree", &[]);
     let g = get(&r, "node.gid");
     assert_eq!(g.status, Status::Warn, "{g:?}");
-    assert!(g.detail.contains("mlx5_0:1→3") && g.detail.contains("mlx5_1:1→5"), "{}", g.detail);
+    assert!(
+        g.detail.contains("mlx5_0:1→3") && g.detail.contains("mlx5_1:1→5"),
+        "{}",
+        g.detail
+    );
     // Forcing index 3 breaks mlx5_1: fail, naming it.
     let r = probe("roce_gid_disagree", &[("NCCL_IB_GID_INDEX", "3")]);
     let g = get(&r, "node.gid");
     assert_eq!(g.status, Status::Fail);
-    assert!(g.detail.contains("mlx5_1:1") && !g.detail.contains("mlx5_0:1"), "{}", g.detail);
+    assert!(
+        g.detail.contains("mlx5_1:1") && !g.detail.contains("mlx5_0:1"),
+        "{}",
+        g.detail
+    );
     assert_eq!(r.exit_code(), 1);
     // An index valid on both (none here besides per-HCA ones) vs a valid one for a single HCA.
     let r = probe("roce_gid_disagree", &[("UCX_IB_GID_INDEX", "5")]);
@@ -110,7 +135,11 @@ fn peermem_missing_but_dmabuf_possible() {
     let r = probe("dmabuf_no_peermem", &[]);
     let g = get(&r, "node.gdr_mode");
     assert_eq!(g.status, Status::Ok, "{g:?}");
-    assert!(g.detail.contains("DMA-BUF") && g.detail.contains("6.5.0"), "{}", g.detail);
+    assert!(
+        g.detail.contains("DMA-BUF") && g.detail.contains("6.5.0"),
+        "{}",
+        g.detail
+    );
     let r = probe("no_gdr", &[]);
     let g = get(&r, "node.gdr_mode");
     assert_eq!(g.status, Status::Warn);
@@ -135,6 +164,8 @@ fn ucx_net_devices_naming_a_port_that_is_not_up() {
     // A device that does not exist, and a malformed entry.
     let r = probe("down_port", &[("UCX_NET_DEVICES", "mlx5_7:1")]);
     assert!(get(&r, "node.net_devices").detail.contains("no such device"));
+    let r = probe("down_port", &[("UCX_NET_DEVICES", "mlx5_0")]);
+    assert!(get(&r, "node.net_devices").detail.contains("lacks :PORT"));
     let r = probe("down_port", &[("UCX_NET_DEVICES", "mlx5_0:x")]);
     assert_eq!(status(&r, "node.net_devices"), Status::Fail);
     // A GPU whose only chosen NIC is across the SMP link.
@@ -144,8 +175,20 @@ fn ucx_net_devices_naming_a_port_that_is_not_up() {
 
 #[test]
 fn socket_ifname_checked_against_interfaces() {
-    assert_eq!(status(&probe("healthy_ib", &[("NCCL_SOCKET_IFNAME", "eth")]), "node.socket_ifname"), Status::Ok);
-    assert_eq!(status(&probe("healthy_ib", &[("NCCL_SOCKET_IFNAME", "bond0")]), "node.socket_ifname"), Status::Fail);
+    assert_eq!(
+        status(
+            &probe("healthy_ib", &[("NCCL_SOCKET_IFNAME", "eth")]),
+            "node.socket_ifname"
+        ),
+        Status::Ok
+    );
+    assert_eq!(
+        status(
+            &probe("healthy_ib", &[("NCCL_SOCKET_IFNAME", "bond0")]),
+            "node.socket_ifname"
+        ),
+        Status::Fail
+    );
 }
 
 fn detect(name: &str, vars: &[(&str, &str)]) -> icb_probe::DetectedEnv {
@@ -160,13 +203,19 @@ fn detect_joins_every_active_hca_and_tests_the_full_prefix() {
     assert_eq!(d.get("UCX_NET_DEVICES"), Some("mlx5_0:1,mlx5_1:1,mlx5_2:1"));
     assert_eq!(d.get("NVSHMEM_HCA_LIST"), Some("mlx5_0:1,mlx5_1:1,mlx5_2:1"));
     // mlx5_2's index 2 is RoCE v2 with "ffff:" inside a link-local GID: not IPv4-mapped.
-    assert_eq!(d.ports.iter().find(|p| p.name == "mlx5_2:1").and_then(|p| p.gid_index), Some(3));
+    assert_eq!(
+        d.ports.iter().find(|p| p.name == "mlx5_2:1").and_then(|p| p.gid_index),
+        Some(3)
+    );
     for k in ["NCCL_IB_GID_INDEX", "NVSHMEM_IB_GID_INDEX", "UCX_IB_GID_INDEX"] {
         assert_eq!(d.get(k), Some("3"), "{k}");
     }
     assert!(d.problems.is_empty(), "{:?}", d.problems);
     let sh = d.to_shell();
-    assert!(sh.contains("export UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1,mlx5_2:1\n"), "{sh}");
+    assert!(
+        sh.contains("export UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1,mlx5_2:1\n"),
+        "{sh}"
+    );
 }
 
 #[test]
@@ -193,7 +242,10 @@ fn detect_tie_prefers_index_3_and_preset_wins() {
     assert_eq!(d.get("NCCL_IB_GID_INDEX"), Some("3"));
     // HCAs on index 1 have no RoCE v2 IPv4 at 3: reported.
     assert!(d.problems.iter().any(|p| p.contains("mlx5_2:1")), "{:?}", d.problems);
-    let d = detect("detect_tie", &[("NCCL_IB_GID_INDEX", "1"), ("UCX_NET_DEVICES", "mlx5_2:1")]);
+    let d = detect(
+        "detect_tie",
+        &[("NCCL_IB_GID_INDEX", "1"), ("UCX_NET_DEVICES", "mlx5_2:1")],
+    );
     for k in ["NCCL_IB_GID_INDEX", "NVSHMEM_IB_GID_INDEX", "UCX_IB_GID_INDEX"] {
         assert_eq!(d.get(k), Some("1"), "{k}");
     }
@@ -238,28 +290,64 @@ fn efa_or_ib_node(dev: &str, extra: &str) -> String {
 }
 
 fn run_snapshot(s: &icb_probe::Snapshot, vars: &[(&str, &str)]) -> ProbeReport {
-    let opts = GatherOptions { tool_timeout: Duration::from_secs(1), counter_interval: Duration::from_secs(1) };
-    probe_node(s, &opts, &NodeExpectations { env: env(vars), rdma_required: false }).0
+    let opts = GatherOptions {
+        tool_timeout: Duration::from_secs(1),
+        counter_interval: Duration::from_secs(1),
+    };
+    probe_node(
+        s,
+        &opts,
+        &NodeExpectations {
+            env: env(vars),
+            rdma_required: false,
+        },
+    )
+    .0
 }
 
 #[test]
 fn rising_error_counters_warn() {
     let b = "/sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error";
-    let s = snapshot(&efa_or_ib_node("mlx5_0", &format!("@@ICB SAMPLE2 {b}\n25\n\n@@ICB END\n")));
+    let s = snapshot(&efa_or_ib_node(
+        "mlx5_0",
+        &format!("@@ICB SAMPLE2 {b}\n25\n\n@@ICB END\n"),
+    ));
     let r = run_snapshot(&s, &[]);
     let c = get(&r, "node.link_errors");
     assert_eq!(c.status, Status::Warn, "{c:?}");
     assert!(c.detail.contains("symbol_error +15"), "{}", c.detail);
-    let s = snapshot(&efa_or_ib_node("mlx5_0", &format!("@@ICB SAMPLE2 {b}\n10\n\n@@ICB END\n")));
-    assert!(get(&run_snapshot(&s, &[]), "node.link_errors").detail.contains("stable"));
+    let s = snapshot(&efa_or_ib_node(
+        "mlx5_0",
+        &format!("@@ICB SAMPLE2 {b}\n10\n\n@@ICB END\n"),
+    ));
+    assert!(
+        get(&run_snapshot(&s, &[]), "node.link_errors")
+            .detail
+            .contains("stable")
+    );
 }
 
 #[test]
 fn efa_with_get_zcopy_on_a_new_kernel_fails() {
     let s = snapshot(&efa_or_ib_node("rdmap16s27", ""));
-    assert_eq!(status(&run_snapshot(&s, &[("UCX_RNDV_SCHEME", "get_zcopy")]), "node.efa_kernel"), Status::Fail);
-    assert_eq!(status(&run_snapshot(&s, &[("UCX_RNDV_THRESH", "0")]), "node.efa_kernel"), Status::Fail);
-    assert_eq!(status(&run_snapshot(&s, &[("UCX_RNDV_SCHEME", "put_zcopy")]), "node.efa_kernel"), Status::Ok);
+    assert_eq!(
+        status(
+            &run_snapshot(&s, &[("UCX_RNDV_SCHEME", "get_zcopy")]),
+            "node.efa_kernel"
+        ),
+        Status::Fail
+    );
+    assert_eq!(
+        status(&run_snapshot(&s, &[("UCX_RNDV_THRESH", "0")]), "node.efa_kernel"),
+        Status::Fail
+    );
+    assert_eq!(
+        status(
+            &run_snapshot(&s, &[("UCX_RNDV_SCHEME", "put_zcopy")]),
+            "node.efa_kernel"
+        ),
+        Status::Ok
+    );
 }
 
 #[test]
@@ -281,5 +369,9 @@ fn ibstat_is_the_fallback_when_sysfs_shows_no_ports() {
     let r = run_snapshot(&snapshot(ib), &[]);
     let c = get(&r, "node.port_state");
     assert_eq!(c.status, Status::Fail, "{c:?}");
-    assert!(c.detail.contains("from ibstat") && c.detail.contains("INIT/LinkUp"), "{}", c.detail);
+    assert!(
+        c.detail.contains("from ibstat") && c.detail.contains("INIT/LinkUp"),
+        "{}",
+        c.detail
+    );
 }

@@ -10,17 +10,75 @@ use std::time::Duration;
 /// Text made of the tokens the parsers branch on, so generated inputs reach deep branches.
 fn tokeny() -> impl Strategy<Value = String> {
     let tokens = prop::sample::select(vec![
-        "\t", "\n", ":", " ", ",", "(", ")", "[", "]", "'", "=", "^", "CA '", "Port 1:", "State: ", "Active",
-        "Initializing", "Physical state: ", "LinkUp", "Rate: ", "400", "Link layer: ", "Ethernet", "hca_id:",
-        "port:", "PORT_ACTIVE (4)", "GID[  3]:", "::ffff:10.0.0.1, RoCE v2", "GPU0", "NIC0", "NV18", "PIX", "SYS",
-        "\u{1b}[4m", "\u{1b}[0m", "NIC Legend:", "  NIC0: mlx5_0", "Legend:", "# Memory domain: ", "Component: ib",
-        "memory types: host (reg), cuda (", "Transport: rc_mlx5", "Device: mlx5_0:1", "nvidia_peermem 16384 0",
-        "Max locked memory", "unlimited", "CapEff:\t", "ffffffffffffffff", "NVRM version: ", "Open Kernel Module",
-        "NCCL INFO ", "Channel 00/0 : 0[0] -> 1[1] via NET/IB/0/GDRDMA", "NET/IB : Using [0]mlx5_0:1/IB [RO];",
-        "@@ICB FILE /sys/class/infiniband/mlx5_0/ports/1/state\n", "@@ICB LIST /sys/class/infiniband\n",
-        "@@ICB LIST /sys/class/infiniband/mlx5_0/ports\n", "@@ICB END\n", "@@ICB TOOL ibstat\n", "@@ICB RC 0\n",
-        "@@ICB DONE\n", "@@ICB ENV UCX_NET_DEVICES=", "@@ICB SAMPLE2 /x\n", "4: ACTIVE", "5: LinkUp", "mlx5_0", "1",
-        "é", "\u{0}", "0000:0000:0000:0000:0000:ffff:0a00:0105",
+        "\t",
+        "\n",
+        ":",
+        " ",
+        ",",
+        "(",
+        ")",
+        "[",
+        "]",
+        "'",
+        "=",
+        "^",
+        "CA '",
+        "Port 1:",
+        "State: ",
+        "Active",
+        "Initializing",
+        "Physical state: ",
+        "LinkUp",
+        "Rate: ",
+        "400",
+        "Link layer: ",
+        "Ethernet",
+        "hca_id:",
+        "port:",
+        "PORT_ACTIVE (4)",
+        "GID[  3]:",
+        "::ffff:10.0.0.1, RoCE v2",
+        "GPU0",
+        "NIC0",
+        "NV18",
+        "PIX",
+        "SYS",
+        "\u{1b}[4m",
+        "\u{1b}[0m",
+        "NIC Legend:",
+        "  NIC0: mlx5_0",
+        "Legend:",
+        "# Memory domain: ",
+        "Component: ib",
+        "memory types: host (reg), cuda (",
+        "Transport: rc_mlx5",
+        "Device: mlx5_0:1",
+        "nvidia_peermem 16384 0",
+        "Max locked memory",
+        "unlimited",
+        "CapEff:\t",
+        "ffffffffffffffff",
+        "NVRM version: ",
+        "Open Kernel Module",
+        "NCCL INFO ",
+        "Channel 00/0 : 0[0] -> 1[1] via NET/IB/0/GDRDMA",
+        "NET/IB : Using [0]mlx5_0:1/IB [RO];",
+        "@@ICB FILE /sys/class/infiniband/mlx5_0/ports/1/state\n",
+        "@@ICB LIST /sys/class/infiniband\n",
+        "@@ICB LIST /sys/class/infiniband/mlx5_0/ports\n",
+        "@@ICB END\n",
+        "@@ICB TOOL ibstat\n",
+        "@@ICB RC 0\n",
+        "@@ICB DONE\n",
+        "@@ICB ENV UCX_NET_DEVICES=",
+        "@@ICB SAMPLE2 /x\n",
+        "4: ACTIVE",
+        "5: LinkUp",
+        "mlx5_0",
+        "1",
+        "é",
+        "\u{0}",
+        "0000:0000:0000:0000:0000:ffff:0a00:0105",
     ]);
     prop::collection::vec(tokens, 0..80).prop_map(|v| v.concat())
 }
@@ -53,10 +111,19 @@ fn all_parsers(s: &str) {
 
 fn snapshot_pipeline(s: &str) {
     if let Ok(snap) = parse_snapshot("pod/fuzz", &format!("{s}\n@@ICB DONE\n")) {
-        let opts = GatherOptions { tool_timeout: Duration::from_millis(1), counter_interval: Duration::from_millis(1) };
+        let opts = GatherOptions {
+            tool_timeout: Duration::from_millis(1),
+            counter_interval: Duration::from_millis(1),
+        };
         let facts = icb_probe::gather(&snap, &opts);
         let env = TransportEnv::new("fuzz", snap.env.clone());
-        let checks = node_checks(&facts, &NodeExpectations { env: env.clone(), rdma_required: true });
+        let checks = node_checks(
+            &facts,
+            &NodeExpectations {
+                env: env.clone(),
+                rdma_required: true,
+            },
+        );
         assert!(checks.len() >= 14);
         let _ = detect_env(&snap, &env);
     }

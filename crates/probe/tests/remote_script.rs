@@ -8,7 +8,9 @@ use std::process::Command;
 use std::time::Duration;
 
 fn root(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/nodes").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/nodes")
+        .join(name)
 }
 
 fn run_script(script: &str, root: &Path, cwd: &Path, extra_env: &[(&str, &str)]) -> String {
@@ -28,23 +30,44 @@ fn run_script(script: &str, root: &Path, cwd: &Path, extra_env: &[(&str, &str)])
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
-    assert!(out.status.success(), "script failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
 #[test]
 fn pod_script_sees_what_the_local_reader_sees() {
-    for name in ["healthy_ib", "roce_gid_disagree", "detect_multi_hca", "down_port", "no_rdma"] {
+    for name in [
+        "healthy_ib",
+        "roce_gid_disagree",
+        "detect_multi_hca",
+        "down_port",
+        "no_rdma",
+    ] {
         let cwd = tempfile::tempdir().unwrap();
-        let text = run_script(&node_script(0), &root(name), cwd.path(), &[("UCX_TLS", "rc,cuda_copy"), ("SECRET_TOKEN", "x")]);
+        let text = run_script(
+            &node_script(0, 5),
+            &root(name),
+            cwd.path(),
+            &[("UCX_TLS", "rc,cuda_copy"), ("SECRET_TOKEN", "x")],
+        );
         // Nothing written where it ran (the only entry is the test's own empty PATH dir).
-        let left: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let left: Vec<_> = std::fs::read_dir(cwd.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(left, vec![std::ffi::OsString::from("no-tools")], "{name}");
 
         let snap = parse_snapshot("pod/x", &text).unwrap();
         assert_eq!(snap.env.get("UCX_TLS").map(String::as_str), Some("rc,cuda_copy"));
         assert!(!snap.env.contains_key("SECRET_TOKEN"));
-        let opts = GatherOptions { tool_timeout: Duration::from_secs(1), counter_interval: Duration::ZERO };
+        let opts = GatherOptions {
+            tool_timeout: Duration::from_secs(1),
+            counter_interval: Duration::ZERO,
+        };
         let remote = gather(&snap, &opts);
         let mut local_src = LocalSource::replay(&root(name));
         local_src.tool_outputs = Some(cwd.path().join("none"));
@@ -58,17 +81,24 @@ fn pod_script_sees_what_the_local_reader_sees() {
         assert_eq!(remote.gdrdrv, local.gdrdrv, "{name}");
         assert_eq!(remote.netdevs, local.netdevs, "{name}");
         // Tools absent from PATH are reported missing, not as empty output.
-        assert!(remote.tool_gaps.values().any(|g| g.contains("not installed")), "{:?}", remote.tool_gaps);
+        assert!(
+            remote.tool_gaps.values().any(|g| g.contains("not installed")),
+            "{:?}",
+            remote.tool_gaps
+        );
     }
 }
 
 #[test]
 fn pod_script_second_counter_sample() {
     let cwd = tempfile::tempdir().unwrap();
-    let text = run_script(&node_script(1), &root("healthy_ib"), cwd.path(), &[]);
+    let text = run_script(&node_script(1, 5), &root("healthy_ib"), cwd.path(), &[]);
     let snap = parse_snapshot("pod/x", &text).unwrap();
     let p = "/sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error".to_string();
-    assert_eq!(snap.resample(std::slice::from_ref(&p), Duration::ZERO), Some(vec![Some("0\n".to_string())]));
+    assert_eq!(
+        snap.resample(std::slice::from_ref(&p), Duration::ZERO),
+        Some(vec![Some("0\n".to_string())])
+    );
 }
 
 #[test]
@@ -78,12 +108,62 @@ fn nixl_script_finds_plugins_under_nixl_plugin_dir() {
     std::fs::create_dir_all(&plugins).unwrap();
     std::fs::write(plugins.join("libplugin_UCX.so"), b"").unwrap();
     let cwd = tempfile::tempdir().unwrap();
-    let text = run_script(&nixl_script(), &root("no_rdma"), cwd.path(), &[("NIXL_PLUGIN_DIR", plugins.to_str().unwrap())]);
+    let text = run_script(
+        &nixl_script(5),
+        &root("no_rdma"),
+        cwd.path(),
+        &[("NIXL_PLUGIN_DIR", plugins.to_str().unwrap())],
+    );
     let snap = parse_snapshot("pod/x", &text).unwrap();
     let env = icb_probe::TransportEnv::new("pod/x env", snap.env.clone());
-    let opts = icb_probe::NixlOptions { env, tool_timeout: Duration::from_secs(5), pair_hint_target: Some("pod/x".into()) };
+    let opts = icb_probe::NixlOptions {
+        env,
+        tool_timeout: Duration::from_secs(5),
+        pair_hint_target: Some("pod/x".into()),
+    };
     let r = icb_probe::probe_nixl(&snap, &opts);
     let c = r.checks.iter().find(|c| c.id == "nixl.plugins").unwrap();
     assert_eq!(c.status, icb_core::Status::Ok, "{c:?}");
     assert_eq!(r.next_steps[0], "ic-bench pair --prefill pod/x --decode pod/DECODE_POD");
+}
+
+#[test]
+fn pod_script_runs_tools_under_the_deadline() {
+    use icb_probe::tools::{Tool, ToolRun};
+    use std::os::unix::fs::PermissionsExt;
+    let cwd = tempfile::tempdir().unwrap();
+    let bin = cwd.path().join("no-tools");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ucx = std::fs::read_to_string(root("healthy_ib").join("tools/ucx_info.txt")).unwrap();
+    let fake = |name: &str, body: &str| {
+        let p = bin.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    fake("ucx_info", &format!("cat <<'EOT'\n{ucx}EOT"));
+    fake("ibstat", "sleep 30");
+    fake("ibv_devinfo", "echo 'No IB devices found' >&2; exit 255");
+    let t0 = std::time::Instant::now();
+    let text = run_script(&node_script(0, 1), &root("healthy_ib"), cwd.path(), &[]);
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "the tool deadline was not applied"
+    );
+    let snap = parse_snapshot("pod/x", &text).unwrap();
+    assert_eq!(snap.tools.get(&Tool::Ibstat), Some(&ToolRun::TimedOut { after_s: 1 }));
+    assert!(
+        matches!(snap.tools.get(&Tool::IbvDevinfo), Some(ToolRun::Ran { code: Some(255), stdout, .. }) if stdout.contains("No IB devices found"))
+    );
+    let facts = gather(
+        &snap,
+        &GatherOptions {
+            tool_timeout: Duration::from_secs(1),
+            counter_interval: Duration::ZERO,
+        },
+    );
+    assert_eq!(facts.ucx.as_ref().map(|u| u.memory_domains.len()), Some(4));
+    assert_eq!(
+        facts.tool_gaps.get(&Tool::Ibstat).map(String::as_str),
+        Some("ibstat did not finish within 1 s")
+    );
 }

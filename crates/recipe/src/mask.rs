@@ -2,6 +2,7 @@
 //! values of secret-named variables are shown as `***`, and anything token-shaped is masked.
 
 use crate::model::{EnvValue, EnvVar};
+use std::collections::HashSet;
 
 pub const MASK: &str = "***";
 
@@ -110,10 +111,22 @@ pub fn display_value(var: &EnvVar) -> String {
     }
 }
 
+/// Characters that end a word when masking text.
+fn is_separator(c: char) -> bool {
+    c.is_whitespace() || ",;:\"'()[]{}<>`".contains(c)
+}
+
+/// Secret values containing separators are replaced as substrings; past this many the rest are
+/// only masked where they stand as words (keeps masking linear for hostile inputs).
+const MAX_PHRASES: usize = 256;
+
 /// Replaces known secret values and token-shaped words in printed text.
 #[derive(Debug, Clone, Default)]
 pub struct Masker {
-    literals: Vec<String>,
+    /// Secrets that are single words: looked up per word, so any number costs the same.
+    words: HashSet<String>,
+    /// Secrets with separators inside, longest first.
+    phrases: Vec<String>,
 }
 
 impl Masker {
@@ -121,23 +134,39 @@ impl Masker {
     /// every line); they are never printed anyway because `display_value` masks by name.
     pub fn add(&mut self, value: &str) {
         let v = value.trim();
-        if v.len() >= 4 && !self.literals.iter().any(|l| l == v) {
-            self.literals.push(v.to_string());
-            self.literals.sort_by_key(|l| std::cmp::Reverse(l.len()));
+        if v.len() < 4 {
+            return;
         }
+        if v.chars().any(is_separator) {
+            if self.phrases.len() < MAX_PHRASES && !self.phrases.iter().any(|p| p == v) {
+                self.phrases.push(v.to_string());
+                self.phrases.sort_by_key(|p| std::cmp::Reverse(p.len()));
+            }
+        } else {
+            self.words.insert(v.to_string());
+        }
+    }
+
+    fn secret_word(&self, word: &str) -> bool {
+        self.words.contains(word) || looks_like_token(word)
     }
 
     pub fn mask(&self, text: &str) -> String {
         let mut out = text.to_string();
-        for l in &self.literals {
-            if out.contains(l.as_str()) {
-                out = out.replace(l.as_str(), MASK);
+        for p in &self.phrases {
+            if out.contains(p.as_str()) {
+                out = out.replace(p.as_str(), MASK);
             }
         }
         let mut result = String::with_capacity(out.len());
         let mut word = String::new();
         let flush = |word: &mut String, result: &mut String| {
-            if looks_like_token(word) {
+            if self.secret_word(word) {
+                result.push_str(MASK);
+            } else if let Some((head, _)) = word.split_once('=').filter(|(_, rest)| self.secret_word(rest)) {
+                // `NAME=value`: keep the name, hide the value.
+                result.push_str(head);
+                result.push('=');
                 result.push_str(MASK);
             } else {
                 result.push_str(word);
@@ -145,7 +174,7 @@ impl Masker {
             word.clear();
         };
         for c in out.chars() {
-            if c.is_whitespace() || ",;:\"'()[]{}<>`".contains(c) || (c == '=' && word.len() < 24) {
+            if is_separator(c) {
                 flush(&mut word, &mut result);
                 result.push(c);
             } else {
@@ -189,8 +218,13 @@ mod tests {
     fn masker_replaces_literals_and_tokens() {
         let mut m = Masker::default();
         m.add("hunter2hunter2");
-        let s = m.mask("pw=hunter2hunter2 token hf_abcdefghijklmnopqrstuvwxyz123456 UCX_TLS=rc,cuda_copy");
+        m.add("two words secret");
+        let s = m.mask(
+            "pw=hunter2hunter2 token hf_abcdefghijklmnopqrstuvwxyz123456 UCX_TLS=rc,cuda_copy x two words secret",
+        );
         assert!(!s.contains("hunter2"));
+        assert!(s.contains("pw=***"));
+        assert!(!s.contains("two words"));
         assert!(!s.contains("hf_abc"));
         assert!(s.contains("UCX_TLS=rc,cuda_copy"));
     }

@@ -1,7 +1,7 @@
 //! What one worker role ends up with once every layer of a recipe is applied.
 
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The part a pod plays in disaggregated serving.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -177,6 +177,8 @@ pub struct RoleEnv {
     pub sources: Vec<String>,
     /// Effective variables, in the order a container would see them.
     pub env: Vec<EnvVar>,
+    #[serde(skip)]
+    env_index: HashMap<String, usize>,
     pub env_from: Vec<EnvFrom>,
     /// Layers applied, lowest first (documents the precedence that was used).
     pub layers: Vec<String>,
@@ -213,6 +215,7 @@ impl RoleEnv {
             group: group.to_string(),
             sources: vec![source.to_string()],
             env: Vec::new(),
+            env_index: HashMap::new(),
             env_from: Vec::new(),
             layers: Vec::new(),
             resources: Resources::default(),
@@ -253,14 +256,30 @@ impl RoleEnv {
         )
     }
 
-    /// Sets (later layer wins) or deletes a variable.
+    /// Sets a variable; a later layer replaces the earlier value where it stood.
     pub(crate) fn set_var(&mut self, var: EnvVar) {
-        self.env.retain(|v| v.name != var.name);
-        self.env.push(var);
+        // The index keeps this O(1): env lists come from untrusted input.
+        match self.env_index.get(&var.name) {
+            Some(&i) if i < self.env.len() && self.env[i].name == var.name => self.env[i] = var,
+            _ => {
+                self.env_index.insert(var.name.clone(), self.env.len());
+                self.env.push(var);
+            }
+        }
     }
 
     pub(crate) fn delete_var(&mut self, name: &str) {
-        self.env.retain(|v| v.name != name);
+        if let Some(i) = self.env_index.remove(name).filter(|&i| i < self.env.len()) {
+            self.env.remove(i);
+            for (j, v) in self.env.iter().enumerate().skip(i) {
+                self.env_index.insert(v.name.clone(), j);
+            }
+        }
+    }
+
+    /// Rebuilds the name index after `env` was edited directly.
+    pub(crate) fn reindex(&mut self) {
+        self.env_index = self.env.iter().enumerate().map(|(i, v)| (v.name.clone(), i)).collect();
     }
 
     /// Any device that gives the pod an RDMA NIC (extended resource, or a DRA claim that is

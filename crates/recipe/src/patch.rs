@@ -4,6 +4,7 @@
 
 use crate::load::Document;
 use crate::yaml::{self, Kind, Node};
+use std::collections::HashMap;
 
 /// A document after patching, with every file that contributed to it (lowest first).
 #[derive(Debug, Clone)]
@@ -28,17 +29,30 @@ fn identity(d: &Document) -> Option<(String, String, String)> {
 }
 
 /// Whether a document reads as a patch rather than a whole object: it carries `$patch`-style
-/// directives, or none of its workloads name an image or a component type.
+/// directives, or lacks what every complete object of its kind has (a `selector` for apps/v1
+/// controllers, a component type for DGDs, a container image otherwise). A patch that only
+/// bumps an image is still a patch because it has no selector.
 pub fn is_partial(root: &Node) -> bool {
-    let mut has_directive = false;
-    let mut has_body = false;
+    let (has_type, directive) = scan(root, &["componentType", "subComponentType", "type"]);
+    let (has_image, _) = scan(root, &["image"]);
+    let complete = match root.str_at("kind") {
+        Some("Deployment" | "StatefulSet" | "ReplicaSet" | "DaemonSet") => root.path(&["spec", "selector"]).is_some(),
+        Some("DynamoGraphDeployment") => has_type,
+        _ => has_image,
+    };
+    directive || !complete
+}
+
+/// Whether any mapping key in the tree is one of `wanted`, and whether any is a `$` directive.
+fn scan(root: &Node, wanted: &[&str]) -> (bool, bool) {
+    let (mut found, mut directive) = (false, false);
     let mut stack = vec![root];
     while let Some(n) = stack.pop() {
         match &n.kind {
             Kind::Map(entries) => {
                 for (k, v) in entries {
-                    has_directive |= k.starts_with('$');
-                    has_body |= matches!(k.as_str(), "image" | "componentType" | "subComponentType" | "type");
+                    directive |= k.starts_with('$');
+                    found |= wanted.contains(&k.as_str());
                     stack.push(v);
                 }
             }
@@ -46,7 +60,7 @@ pub fn is_partial(root: &Node) -> bool {
             _ => {}
         }
     }
-    has_directive || !has_body
+    (found, directive)
 }
 
 fn is_kustomize(d: &Document) -> bool {
@@ -61,6 +75,7 @@ pub fn merge_documents(docs: &[Document]) -> (Vec<Merged>, Vec<String>) {
     let mut out: Vec<Merged> = Vec::new();
     let mut notes = Vec::new();
     let mut kustomizations = Vec::new();
+    let mut latest: HashMap<(String, String, String), usize> = HashMap::new();
     for d in docs {
         if is_kustomize(d) {
             kustomizations.push(d);
@@ -68,22 +83,28 @@ pub fn merge_documents(docs: &[Document]) -> (Vec<Merged>, Vec<String>) {
         }
         let id = identity(d);
         // A complete object with a name already seen is a variant (recipe folders keep several
-        // deploy*.yaml with one metadata.name); only a partial one is a patch of the earlier.
+        // deploy*.yaml with one metadata.name); only a partial one is a patch of the latest.
         let existing = match &id {
-            Some(id) if is_partial(&d.root) => out.iter_mut().rev().find(|m| identity(&m.doc).as_ref() == Some(id)),
+            Some(id) if is_partial(&d.root) => latest.get(id).copied(),
             _ => None,
         };
         match existing {
-            Some(base) => {
+            Some(i) => {
+                let base = &mut out[i];
                 strategic_merge(&mut base.doc.root, &d.root);
                 if !base.sources.contains(&d.source) {
                     base.sources.push(d.source.clone());
                 }
             }
-            None => out.push(Merged {
-                doc: d.clone(),
-                sources: vec![d.source.clone()],
-            }),
+            None => {
+                if let Some(id) = id {
+                    latest.insert(id, out.len());
+                }
+                out.push(Merged {
+                    doc: d.clone(),
+                    sources: vec![d.source.clone()],
+                });
+            }
         }
     }
     for k in kustomizations {
@@ -211,21 +232,39 @@ pub fn strategic_merge(base: &mut Node, patch: &Node) {
                 *base = strip(patch);
                 return;
             }
+            // Indexed by key so that a hostile patch cannot make this quadratic.
+            let mut slots: Vec<Option<(String, Node)>> = std::mem::take(b).into_iter().map(Some).collect();
+            let mut index: HashMap<String, usize> = HashMap::new();
+            for (i, (k, _)) in slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (i, s))) {
+                index.insert(k.clone(), i);
+            }
             for (k, pv) in p {
                 if k.starts_with('$') {
                     continue;
                 }
                 let delete = matches!(pv.kind, Kind::Null) || directive(pv) == Some("delete");
-                if delete {
-                    b.retain(|(bk, _)| bk != k);
-                    continue;
-                }
-                match b.iter_mut().find(|(bk, _)| bk == k) {
-                    Some((_, bv)) if directive(pv) != Some("replace") => strategic_merge(bv, pv),
-                    Some((_, bv)) => *bv = strip(pv),
-                    None => b.push((k.clone(), strip(pv))),
+                match (delete, index.get(k).copied()) {
+                    (true, Some(i)) => {
+                        slots[i] = None;
+                        index.remove(k);
+                    }
+                    (true, None) => {}
+                    (false, Some(i)) => {
+                        if let Some((_, bv)) = slots[i].as_mut() {
+                            if directive(pv) == Some("replace") {
+                                *bv = strip(pv);
+                            } else {
+                                strategic_merge(bv, pv);
+                            }
+                        }
+                    }
+                    (false, None) => {
+                        index.insert(k.clone(), slots.len());
+                        slots.push(Some((k.clone(), strip(pv))));
+                    }
                 }
             }
+            *b = slots.into_iter().flatten().collect();
         }
         (Kind::Seq(b), Kind::Seq(p)) => {
             let key = MERGE_KEYS.iter().find(|k| p.iter().any(|item| item.get(k).is_some()));
@@ -233,18 +272,38 @@ pub fn strategic_merge(base: &mut Node, patch: &Node) {
                 *base = strip(patch);
                 return;
             };
-            for item in p {
-                let id = item.str_at(key);
-                let pos = id.and_then(|id| b.iter().position(|x| x.str_at(key) == Some(id)));
-                match (directive(item), pos) {
-                    (Some("delete"), Some(i)) => {
-                        b.remove(i);
-                    }
-                    (Some("delete"), None) => {}
-                    (_, Some(i)) => strategic_merge(&mut b[i], item),
-                    (_, None) => b.push(strip(item)),
+            let mut slots: Vec<Option<Node>> = std::mem::take(b).into_iter().map(Some).collect();
+            let mut index: HashMap<String, usize> = HashMap::new();
+            for (i, item) in slots.iter().enumerate() {
+                if let Some(id) = item.as_ref().and_then(|n| n.str_at(key)) {
+                    index.entry(id.to_string()).or_insert(i);
                 }
             }
+            for item in p {
+                let id = item.str_at(key);
+                let pos = id.and_then(|id| index.get(id).copied());
+                match (directive(item), pos) {
+                    (Some("delete"), Some(i)) => {
+                        slots[i] = None;
+                        if let Some(id) = id {
+                            index.remove(id);
+                        }
+                    }
+                    (Some("delete"), None) => {}
+                    (_, Some(i)) => {
+                        if let Some(n) = slots[i].as_mut() {
+                            strategic_merge(n, item);
+                        }
+                    }
+                    (_, None) => {
+                        if let Some(id) = id {
+                            index.insert(id.to_string(), slots.len());
+                        }
+                        slots.push(Some(strip(item)));
+                    }
+                }
+            }
+            *b = slots.into_iter().flatten().collect();
         }
         _ => *base = strip(patch),
     }

@@ -19,6 +19,7 @@ use crate::model::{EnvValue, EnvVar, Role, RoleEnv};
 use crate::patch::{self, Merged};
 use crate::podspec;
 use crate::yaml::{Kind, Node};
+use std::collections::{HashMap, HashSet};
 
 /// Everything the checks need.
 #[derive(Debug, Clone, Default)]
@@ -43,8 +44,9 @@ impl Resolution {
 /// Resolves all documents (already loaded, in order) into per-role settings.
 pub fn resolve(docs: &[Document]) -> Resolution {
     let mut res = Resolution::default();
+    let mut seen: HashSet<&str> = HashSet::new();
     for d in docs {
-        if !res.sources.contains(&d.source) {
+        if seen.insert(&d.source) {
             res.sources.push(d.source.clone());
         }
     }
@@ -52,6 +54,10 @@ pub fn resolve(docs: &[Document]) -> Resolution {
     res.notes = notes;
     let mut overlays = Vec::new();
     let mut configmaps = Vec::new();
+    let mut dgd_names: HashMap<&str, usize> = HashMap::new();
+    for m in merged.iter().filter(|m| m.doc.kind() == Some("DynamoGraphDeployment")) {
+        *dgd_names.entry(m.doc.name().unwrap_or("")).or_default() += 1;
+    }
     for m in &merged {
         let doc = &m.doc;
         if !doc.root.is_map() {
@@ -60,10 +66,7 @@ pub fn resolve(docs: &[Document]) -> Resolution {
         match doc.kind() {
             Some("DynamoGraphDeployment") => {
                 // Variants sharing a name (deploy.yaml, deploy_hopper.yaml) are separate deployments.
-                let twins = merged
-                    .iter()
-                    .filter(|o| o.doc.kind() == doc.kind() && o.doc.name() == doc.name())
-                    .count();
+                let twins = doc.name().and_then(|n| dgd_names.get(n)).copied().unwrap_or(0);
                 dgd(&mut res, m, twins > 1)
             }
             Some("Deployment" | "StatefulSet" | "ReplicaSet" | "DaemonSet" | "Job") => {
@@ -495,11 +498,12 @@ fn classify_claims(roles: &mut [RoleEnv], merged: &[Merged]) {
 /// Fills `configMapKeyRef` values and `envFrom: configMapRef` keys from ConfigMaps that are
 /// among the inputs (Secrets are never resolved: their values must not be printed).
 fn resolve_configmap_refs(roles: &mut [RoleEnv], configmaps: &[&Merged]) {
-    let lookup = |name: &str| {
-        configmaps
-            .iter()
-            .find(|m| m.doc.kind() == Some("ConfigMap") && m.doc.name() == Some(name))
-    };
+    let by_name: HashMap<&str, &Merged> = configmaps
+        .iter()
+        .filter(|m| m.doc.kind() == Some("ConfigMap"))
+        .filter_map(|m| Some((m.doc.name()?, *m)))
+        .collect();
+    let lookup = |name: &str| by_name.get(name).copied();
     for r in roles {
         for var in &mut r.env {
             let EnvValue::ConfigMap { name, key } = &var.value else {
@@ -538,6 +542,7 @@ fn resolve_configmap_refs(roles: &mut [RoleEnv], configmaps: &[&Merged]) {
                 }
             }
             r.env.splice(0..0, added);
+            r.reindex();
         }
         r.env_from = kept;
     }

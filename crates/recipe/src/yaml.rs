@@ -7,8 +7,11 @@
 
 use crate::error::RecipeError;
 use serde_saphyr::granit_parser::{Event, Parser};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+/// Lists and maps are read up to this many entries: no recipe comes near it, and it keeps
+/// every rule's work linear in the input whatever the input is.
+pub const MAX_ITEMS: usize = 4096;
 /// Nested collections deeper than this are refused rather than risking the stack.
 const MAX_DEPTH: usize = 200;
 /// Alias expansion may not grow a document past this many nodes ("billion laughs").
@@ -61,16 +64,18 @@ impl Node {
         self.get(key).and_then(Node::as_str).map(str::trim)
     }
 
+    /// The items of a sequence, at most [`MAX_ITEMS`] of them.
     pub fn as_seq(&self) -> &[Node] {
         match &self.kind {
-            Kind::Seq(items) => items,
+            Kind::Seq(items) => &items[..items.len().min(MAX_ITEMS)],
             _ => &[],
         }
     }
 
+    /// The entries of a mapping, at most [`MAX_ITEMS`] of them.
     pub fn as_map(&self) -> &[(String, Node)] {
         match &self.kind {
-            Kind::Map(entries) => entries,
+            Kind::Map(entries) => &entries[..entries.len().min(MAX_ITEMS)],
             _ => &[],
         }
     }
@@ -229,10 +234,7 @@ fn attach(stack: &mut [Frame], root: &mut Option<Node>, node: Node) {
         Some(Frame::Seq { items, .. }) => items.push(node),
         Some(Frame::Map { entries, key, .. }) => match key.take() {
             None => *key = Some(key_text(&node)),
-            Some(k) => {
-                entries.retain(|(existing, _)| existing != &k || k == "<<");
-                entries.push((k, node));
-            }
+            Some(k) => entries.push((k, node)),
         },
     }
 }
@@ -246,12 +248,11 @@ fn key_text(node: &Node) -> String {
     }
 }
 
-/// `<<: *base` merges the aliased mapping(s) under keys that are not set explicitly.
+/// Finishes a mapping: `<<: *base` merges the aliased mapping(s) under keys that are not set
+/// explicitly, and a repeated key keeps its last value. Linear in the entries (hash sets), since
+/// the input is untrusted.
 fn apply_merge_keys(entries: Vec<(String, Node)>) -> Vec<(String, Node)> {
-    if !entries.iter().any(|(k, _)| k == "<<") {
-        return entries;
-    }
-    let mut own = Vec::new();
+    let mut own: Vec<(String, Node)> = Vec::new();
     let mut merged: Vec<(String, Node)> = Vec::new();
     for (k, v) in entries {
         if k != "<<" {
@@ -264,17 +265,27 @@ fn apply_merge_keys(entries: Vec<(String, Node)>) -> Vec<(String, Node)> {
         };
         for src in sources {
             if let Kind::Map(m) = src.kind {
-                for (mk, mv) in m {
-                    if !merged.iter().any(|(e, _)| e == &mk) {
-                        merged.push((mk, mv));
-                    }
-                }
+                merged.extend(m);
             }
         }
     }
-    merged.retain(|(k, _)| !own.iter().any(|(o, _)| o == k));
-    merged.extend(own);
-    merged
+    // Explicit keys beat merged ones; among merged sources the first wins; among explicit
+    // duplicates the last wins.
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut out_rev: Vec<(String, Node)> = Vec::new();
+    for (k, v) in own.into_iter().rev() {
+        if seen.insert(k.clone()) {
+            out_rev.push((k, v));
+        }
+    }
+    let mut out: Vec<(String, Node)> = Vec::new();
+    for (k, v) in merged {
+        if seen.insert(k.clone()) {
+            out.push((k, v));
+        }
+    }
+    out.extend(out_rev.into_iter().rev());
+    out
 }
 
 #[cfg(test)]
@@ -306,6 +317,13 @@ mod tests {
             .to_string();
         assert!(err.starts_with("bad.yaml:"), "{err}");
         assert!(!err.contains('\n'));
+    }
+
+    #[test]
+    fn repeated_keys_keep_the_last_value() {
+        let docs = parse_stream("t", "a: 1\nb: 2\na: 3\n").unwrap();
+        assert_eq!(docs[0].root.as_map().len(), 2);
+        assert_eq!(docs[0].root.str_at("a"), Some("3"));
     }
 
     #[test]

@@ -827,3 +827,25 @@ spec:
     assert!(!json.contains("my-plain-pass-word"), "{json}");
     assert!(json.contains("NCCL_NET_GDR_LEVEL=***"), "{json}");
 }
+
+#[test]
+fn an_image_bump_patch_is_a_patch_not_a_variant() {
+    let base = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: decode}\nspec:\n  selector: {matchLabels: {app: d}}\n  template:\n    spec:\n      containers:\n      - name: main\n        image: old\n        env: [{name: UCX_TLS, value: tcp}]\n";
+    let bump = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: decode}\nspec:\n  template:\n    spec:\n      containers:\n      - name: main\n        image: new\n";
+    let res = resolve(
+        &load_inputs(&[
+            Input::Text {
+                name: "base.yaml".into(),
+                content: base.into(),
+            },
+            Input::Text {
+                name: "bump.yaml".into(),
+                content: bump.into(),
+            },
+        ])
+        .unwrap(),
+    );
+    assert_eq!(res.roles.len(), 1);
+    assert_eq!(res.roles[0].image.as_deref(), Some("new"));
+    assert_eq!(res.roles[0].literal("UCX_TLS"), Some("tcp"));
+}

@@ -238,3 +238,42 @@ proptest! {
         prop_assert_eq!(summary(&text), summary(&commented));
     }
 }
+
+/// Inputs shaped to make naive loops quadratic (huge env lists, thousands of patches of one
+/// object, thousands of deployments and secrets) still finish: the CI timeout is the judge.
+#[test]
+fn hostile_sizes_stay_linear() {
+    let mut text = String::from(
+        "kind: Pod\nmetadata: {name: decode-0}\nspec:\n  containers:\n  - name: main\n    image: i\n    env:\n",
+    );
+    for i in 0..50_000 {
+        text.push_str(&format!(
+            "    - {{name: V{i}, value: x}}\n    - {{name: V{}, $patch: delete}}\n",
+            i / 2
+        ));
+    }
+    for _ in 0..3_000 {
+        text.push_str("---\nkind: Pod\nmetadata: {name: decode-0}\nspec: {containers: [{name: main, env: [{name: UCX_TLS, value: tcp}]}]}\n");
+    }
+    for i in 0..3_000 {
+        text.push_str(&format!(
+            "---\nkind: DynamoGraphDeployment\nmetadata: {{name: d{i}}}\nspec:\n  services:\n    p: {{subComponentType: prefill}}\n    d: {{subComponentType: decode}}\n"
+        ));
+    }
+    text.push_str("---\nkind: Secret\nmetadata: {name: s}\nstringData:\n");
+    for i in 0..4_000 {
+        text.push_str(&format!("  k{i}: secret-value-{i}\n"));
+    }
+    let report = probe_env(&[Input::Text {
+        name: "big.yaml".into(),
+        content: text,
+    }])
+    .unwrap();
+    assert!(report.checks.len() > 3_000 * 2);
+    let decode = report
+        .checks
+        .iter()
+        .find(|c| c.id == "env.ucx_tls.tcp_only" && c.scope.as_deref().unwrap_or("").contains("decode-0"))
+        .unwrap();
+    assert_eq!(decode.status.as_str(), "fail");
+}

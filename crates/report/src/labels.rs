@@ -36,7 +36,27 @@ pub fn case_name(c: &CaseResult) -> String {
     format!("{} {} {}", c.test, c.memory, format_size(c.size))
 }
 
-/// A bandwidth in the report's unit, two decimals, no unit suffix (headers carry it).
+/// A bandwidth in the report's unit, no unit suffix (headers carry it): two decimals, or three
+/// significant digits below 1 so small-message rates don't all read `0.00`.
 pub fn bw_value(bps: f64, unit: BandwidthUnit) -> String {
-    format!("{:.2}", unit.from_bytes_per_s(bps))
+    let v = unit.from_bytes_per_s(bps);
+    if v >= 1.0 || v == 0.0 || !v.is_finite() {
+        format!("{v:.2}")
+    } else {
+        let decimals = (2 - v.log10().floor() as i32).clamp(2, 9) as usize;
+        format!("{v:.decimals$}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_bandwidths_keep_three_significant_digits() {
+        assert_eq!(bw_value(6.56e9, BandwidthUnit::GBps), "6.56");
+        assert_eq!(bw_value(0.0123e9, BandwidthUnit::GBps), "0.0123");
+        assert_eq!(bw_value(0.5e9, BandwidthUnit::GBps), "0.500");
+        assert_eq!(bw_value(0.0, BandwidthUnit::GBps), "0.00");
+    }
 }

@@ -19,27 +19,45 @@ fn pod(name: &str, script: &str) -> Pod {
 }
 
 fn phase(p: Option<&Pod>) -> String {
-    p.and_then(|p| p.status.as_ref()).and_then(|s| s.phase.clone()).unwrap_or_default()
+    p.and_then(|p| p.status.as_ref())
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default()
 }
 
 async fn one_round(pods: &Api<Pod>, name: &str) -> Result<[Duration; 3], String> {
     let t0 = Instant::now();
-    pods.create(&PostParams::default(), &pod(name, "sleep 0.2")).await.map_err(|e| e.to_string())?;
+    pods.create(&PostParams::default(), &pod(name, "sleep 0.2"))
+        .await
+        .map_err(|e| e.to_string())?;
     let wait = |cond: fn(Option<&Pod>) -> bool| {
         tokio::time::timeout(Duration::from_secs(20), await_condition(pods.clone(), name, cond))
     };
-    wait(|p| phase(p) == "Running").await.map_err(|_| "no Running in 20 s")?.map_err(|e| e.to_string())?;
-    let running = t0.elapsed();
-    wait(|p| matches!(phase(p).as_str(), "Succeeded" | "Failed")).await.map_err(|_| "no exit in 20 s")?.map_err(|e| e.to_string())?;
-    let done = t0.elapsed();
-    pods.delete(name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() })
+    wait(|p| phase(p) == "Running")
         .await
+        .map_err(|_| "no Running in 20 s")?
         .map_err(|e| e.to_string())?;
+    let running = t0.elapsed();
+    wait(|p| matches!(phase(p).as_str(), "Succeeded" | "Failed"))
+        .await
+        .map_err(|_| "no exit in 20 s")?
+        .map_err(|e| e.to_string())?;
+    let done = t0.elapsed();
+    pods.delete(
+        name,
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     Ok([running, done, t0.elapsed()])
 }
 
 async fn bench(isolation: Isolation) -> Result<(), String> {
-    let cluster = TestCluster::start(ClusterConfig::two_gpu_nodes().isolation(isolation)).await.map_err(|e| e.to_string())?;
+    let cluster = TestCluster::start(ClusterConfig::two_gpu_nodes().isolation(isolation))
+        .await
+        .map_err(|e| e.to_string())?;
     let pods: Api<Pod> = Api::default_namespaced(cluster.client().map_err(|e| e.to_string())?);
     let mut rows = Vec::new();
     for i in 0..5 {

@@ -12,10 +12,12 @@ use k8s_openapi::api::core::v1::{
 };
 use nix::sys::signal::Signal;
 use tokio::io::AsyncReadExt;
+use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{KillReason, PodHandle, Shared, lock, set_condition, waiting};
 use crate::config::ImageConfig;
 use crate::logbuf::LogBuf;
+use crate::probe::{ProbeTarget, readiness_loop};
 use crate::process::{self, Ipc, Placement};
 use crate::store::now;
 
@@ -238,6 +240,8 @@ struct Prepared {
     container: Container,
     argv: Vec<String>,
     env: BTreeMap<String, String>,
+    /// A crash fault to apply: (after start, exit code).
+    crash: Option<(Duration, i32)>,
 }
 
 async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_idx: usize) {
@@ -278,6 +282,7 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
                     container: c.clone(),
                     argv,
                     env,
+                    crash: None,
                 }),
                 _ => failing.push((c.name.clone(), image_name)),
             }
@@ -341,17 +346,18 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
     let restart_policy = spec.restart_policy.clone().unwrap_or_else(|| "Always".into());
     let labels = pod.metadata.labels.clone();
     let mut tasks = Vec::new();
-    for p in prepared {
-        let crash = lock(&shared.faults).crash_for(labels.as_ref(), &pod_name);
-        let (shared, handle, placement, cwd, policy) = (
+    for mut p in prepared {
+        p.crash = lock(&shared.faults).crash_for(labels.as_ref(), &pod_name);
+        let (shared, handle, placement, cwd, policy, ip) = (
             shared.clone(),
             handle.clone(),
             placement.clone(),
             cwd.clone(),
             restart_policy.clone(),
+            pod_ip.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            run_container(&shared, &handle, p, placement, &cwd, &policy, crash).await;
+            run_container(&shared, &handle, p, placement, &cwd, &ip, &policy).await;
         }));
     }
     for t in tasks {
@@ -418,9 +424,10 @@ async fn run_container(
     p: Prepared,
     placement: Option<Placement>,
     cwd: &Path,
+    pod_ip: &str,
     policy: &str,
-    crash: Option<(Duration, i32)>,
 ) {
+    let crash = p.crash;
     let name = p.container.name.clone();
     let cwd = p
         .container
@@ -463,6 +470,25 @@ async fn run_container(
                     slot.pgid = Some(st.pgid);
                 }
                 let pump_task = tokio::spawn(pump(st.output, log.clone()));
+                let probing = CancellationToken::new();
+                let has_probe = p.container.readiness_probe.is_some();
+                if let Some(probe) = p.container.readiness_probe.clone() {
+                    let target = ProbeTarget {
+                        netns: placement.as_ref().map(|pl| pl.netns.clone()),
+                        main_pid,
+                        pod_ip: pod_ip.to_string(),
+                        env: p.env.clone(),
+                        cwd: cwd.clone(),
+                        ports: p.container.ports.clone().unwrap_or_default(),
+                    };
+                    let (sh, h, n, stop) = (shared.clone(), handle.clone(), name.clone(), probing.clone());
+                    tokio::spawn(async move {
+                        readiness_loop(probe, target, stop, |ready| {
+                            update_container(&sh, &h, &n, |cs| cs.ready = ready)
+                        })
+                        .await;
+                    });
+                }
                 let started = started_at.clone();
                 update_container(shared, handle, &name, |cs| {
                     cs.state = Some(ContainerState {
@@ -471,7 +497,7 @@ async fn run_container(
                         }),
                         ..Default::default()
                     });
-                    cs.ready = true;
+                    cs.ready = !has_probe;
                     cs.started = Some(true);
                     cs.container_id = Some(format!("emulated://{launcher}"));
                 });
@@ -507,6 +533,7 @@ async fn run_container(
                         (s, crash.map(|(_, code)| code))
                     }
                 };
+                probing.cancel();
                 // Whatever the container left behind in its group goes with it.
                 process::signal_group(st.pgid, Signal::SIGKILL);
                 lock(&shared.groups).remove(&st.pgid);

@@ -135,6 +135,8 @@ pub struct ClusterConfig {
     /// Fallback for pods whose container image maps to nothing and no default: when `true` the
     /// container command runs as given (handy for `sh -c` test pods with any image name).
     pub run_unknown_images_as_is: bool,
+    /// How many pod events a watch can resume across; older versions get an in-stream 410 Expired.
+    pub watch_history: usize,
 }
 
 impl Default for ClusterConfig {
@@ -148,6 +150,7 @@ impl Default for ClusterConfig {
             backoff: Duration::from_millis(300),
             max_grace: Duration::from_secs(2),
             run_unknown_images_as_is: true,
+            watch_history: 4096,
         }
     }
 }
@@ -208,6 +211,11 @@ impl ClusterConfig {
 
     pub fn backoff(mut self, backoff: Duration) -> Self {
         self.backoff = backoff;
+        self
+    }
+
+    pub fn watch_history(mut self, events: usize) -> Self {
+        self.watch_history = events.max(1);
         self
     }
 

@@ -41,6 +41,7 @@ mod error;
 mod fabric;
 mod faults;
 mod logbuf;
+mod probe;
 mod process;
 mod quantity;
 mod record;
@@ -447,9 +448,10 @@ async fn run(
             }
         })
         .collect();
+    let store = Store::new(config.watch_history);
     let shared = Arc::new(Shared {
         config,
-        store: Mutex::new(Store::new()),
+        store: Mutex::new(store),
         faults: Mutex::new(faults::Faults::default()),
         requests: Mutex::new(Vec::new()),
         nodes,

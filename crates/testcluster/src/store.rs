@@ -11,9 +11,6 @@ use tokio::sync::watch;
 /// (namespace, name).
 pub type PodKey = (String, String);
 
-/// How many events a watch can resume across before it must re-list.
-const HISTORY: usize = 4096;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventKind {
     Added,
@@ -36,6 +33,8 @@ pub struct Store {
     history: VecDeque<Event>,
     /// Versions below this can no longer be resumed from.
     floor: u64,
+    /// How many events a watch can resume across before it must re-list.
+    history_limit: usize,
     changed: watch::Sender<u64>,
 }
 
@@ -51,7 +50,7 @@ pub fn key_of(pod: &Pod) -> PodKey {
 }
 
 impl Store {
-    pub fn new() -> Self {
+    pub fn new(history_limit: usize) -> Self {
         // Start above 0 so "0" keeps its special "any version" meaning for clients.
         let (changed, _) = watch::channel(100);
         Store {
@@ -59,6 +58,7 @@ impl Store {
             pods: BTreeMap::new(),
             history: VecDeque::new(),
             floor: 0,
+            history_limit: history_limit.max(1),
             changed,
         }
     }
@@ -87,7 +87,7 @@ impl Store {
             object: Arc::new(object.clone()),
             previous: previous.map(Arc::new),
         });
-        while self.history.len() > HISTORY {
+        while self.history.len() > self.history_limit {
             if let Some(dropped) = self.history.pop_front() {
                 self.floor = dropped.rv;
             }
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn versions_increase_and_history_resumes() {
-        let mut s = Store::new();
+        let mut s = Store::new(100);
         let a = s.insert(pod("a"));
         let rv_a: u64 = a.metadata.resource_version.as_deref().unwrap().parse().unwrap();
         let key = key_of(&a);

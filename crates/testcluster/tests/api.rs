@@ -670,3 +670,93 @@ async fn graceful_delete_marks_then_removes() {
     .await;
     assert!(gone.is_ok(), "pod removed after its processes stopped");
 }
+
+#[tokio::test]
+async fn watch_from_a_forgotten_version_reports_expired() {
+    let (_cluster, client) = host_cluster(two_nodes().watch_history(3)).await;
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let rv = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    for i in 0..3 {
+        create(&pods, &sh_pod(&format!("churn-{i}"), "exit 0")).await;
+    }
+    for i in 0..3 {
+        wait_for(&pods, &format!("churn-{i}"), "finished", is_done).await;
+    }
+    let mut stream = pods
+        .watch(&WatchParams::default().timeout(5), &rv)
+        .await
+        .expect("watch")
+        .boxed();
+    let event = tokio::time::timeout(Duration::from_secs(5), stream.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    match event {
+        WatchEvent::Error(e) => assert_eq!((e.code, e.reason.as_str()), (410, "Expired")),
+        other => panic!("expected a 410 Expired event, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn kubeconfig_file_works_for_kube_rs() {
+    let (cluster, _) = host_cluster(
+        ClusterConfig::two_gpu_nodes()
+            .namespace("bench")
+            .default_namespace("bench"),
+    )
+    .await;
+    let kubeconfig = kube::config::Kubeconfig::read_from(cluster.kubeconfig_path()).expect("parse kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    assert_eq!(config.default_namespace, "bench");
+    config.proxy_url = None;
+    let client = Client::try_from(config).unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    create(&pods, &sh_pod("in-bench", "echo hello; exit 0")).await;
+    wait_for(&pods, "in-bench", "finished", is_done).await;
+    assert_eq!(
+        cluster.pod("bench", "in-bench").map(|p| phase(&p)).as_deref(),
+        Some("Succeeded")
+    );
+    assert_eq!(cluster.pod_log("bench", "in-bench", "main").as_deref(), Some("hello\n"));
+    let status = pods.get_status("in-bench").await.expect("pods/status");
+    assert_eq!(phase(&status), "Succeeded");
+    let cut = pods
+        .logs(
+            "in-bench",
+            &LogParams {
+                limit_bytes: Some(3),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(cut, "hel");
+    let creates: Vec<_> = cluster.requests().into_iter().filter(|r| r.method == "POST").collect();
+    assert_eq!(creates.len(), 1);
+    assert_eq!(creates[0].path, "/api/v1/namespaces/bench/pods");
+}
+
+#[tokio::test]
+async fn readiness_probe_gates_ready() {
+    let (_cluster, client) = host_cluster(two_nodes()).await;
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let pod = with_spec(
+        sh_pod("probed", "sleep 0.5; touch ready; sleep 30"),
+        json!({"containers": [{"name": "main", "image": "x", "command": ["sh", "-c", "sleep 0.5; touch ready; sleep 30"],
+            "readinessProbe": {"exec": {"command": ["test", "-f", "ready"]}, "periodSeconds": 1}}]}),
+    );
+    create(&pods, &pod).await;
+    let running = wait_for(&pods, "probed", "running", |p| phase(p) == "Running").await;
+    assert!(!is_ready(&running), "Running but not Ready until the probe passes");
+    let ready = wait_for(&pods, "probed", "ready", is_ready).await;
+    assert!(ready.status.unwrap().container_statuses.unwrap()[0].ready);
+}

@@ -190,12 +190,16 @@ async fn nodes_talk_over_the_veth_until_the_cable_is_cut() {
     let server: Pod = serde_json::from_value(json!({
         "metadata": {"name": "server"},
         "spec": {"nodeName": "gpu-1", "restartPolicy": "Never",
-                 "containers": [{"name": "main", "image": "x", "command": ["python3", "-c", ECHO_SERVER]}]}
+                 "containers": [{"name": "main", "image": "x", "command": ["sh", "-c", "sleep 0.3; exec python3 -c \"$SERVER\""],
+                                 "env": [{"name": "SERVER", "value": ECHO_SERVER}],
+                                 "readinessProbe": {"tcpSocket": {"port": 7007}, "periodSeconds": 1}}]}
     }))
     .unwrap();
     create(&pods, &server).await;
     create(&pods, &on_node(sh_pod("client", "sleep 60"), "gpu-2", json!({}))).await;
     let running = wait_for(&pods, "server", "running", |p| phase(p) == "Running").await;
+    assert!(!is_ready(&running), "not Ready before the tcpSocket probe passes");
+    let running = wait_for(&pods, "server", "ready", is_ready).await;
     let server_ip = running.status.unwrap().pod_ip.unwrap();
     assert_eq!(
         Some(server_ip.parse().unwrap()),

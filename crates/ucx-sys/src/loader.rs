@@ -7,6 +7,11 @@
 use crate::bindings::{Ucp, ucs_status_t};
 use crate::version::{Version, check_runtime_version};
 use libloading::os::unix::{Library as UnixLibrary, RTLD_GLOBAL, RTLD_LAZY};
+
+/// glibc's and musl's `RTLD_NODELETE`: UCX installs memory hooks (libucm) and global state that
+/// must outlive any handle, so once loaded it is never unloaded, even when every `Ucx` is dropped.
+const RTLD_NODELETE: std::os::raw::c_int = 0x1000;
+const OPEN_FLAGS: std::os::raw::c_int = RTLD_LAZY | RTLD_GLOBAL | RTLD_NODELETE;
 use std::ffi::{CStr, OsString, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 
@@ -185,7 +190,7 @@ fn open_global(path: &Path) -> Result<UnixLibrary, LoadError> {
     // documented way to use UCX and has no Rust-side preconditions; RTLD_GLOBAL lets UCX's
     // transport modules resolve libucs/libuct symbols from this very copy. RTLD_LAZY because
     // libucm calls into libucs (ucs_load_modules) without listing it as a dependency.
-    unsafe { UnixLibrary::open(Some(path), RTLD_LAZY | RTLD_GLOBAL) }.map_err(|e| LoadError::Open {
+    unsafe { UnixLibrary::open(Some(path), OPEN_FLAGS) }.map_err(|e| LoadError::Open {
         path: path.display().to_string(),
         reason: one_line(&e.to_string()),
     })
@@ -207,7 +212,7 @@ fn open_from_dir(dir: &Path, files: DirFiles) -> Result<Loaded, LoadError> {
 fn open_through_linker() -> Result<Option<Loaded>, LoadError> {
     // SAFETY: as in `open_global`: loading UCX runs its constructors, which have no Rust-side
     // preconditions.
-    let lib = match unsafe { UnixLibrary::open(Some(SEARCH_NAME), RTLD_LAZY | RTLD_GLOBAL) } {
+    let lib = match unsafe { UnixLibrary::open(Some(SEARCH_NAME), OPEN_FLAGS) } {
         Ok(l) => l,
         Err(_) => return Ok(None),
     };

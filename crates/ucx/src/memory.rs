@@ -38,9 +38,32 @@ pub unsafe trait Region {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The UCX registration backing this region, passed to operations so UCX skips its own
+    /// registration-cache lookup. Only [`MemMap`] provides one: the parameter type cannot be
+    /// named outside this crate, so no other implementation can override it.
+    #[doc(hidden)]
+    fn ucx_mapping(&self, _: sealed::Token) -> Option<sealed::Mapping> {
+        None
+    }
+}
+
+pub(crate) mod sealed {
+    /// Proof that the caller is this crate.
+    pub struct Token(pub(crate) ());
+
+    /// A registration: the context it belongs to and its handle.
+    #[derive(Clone, Copy)]
+    pub struct Mapping {
+        pub(crate) ctx: ucx_sys::ucp_context_h,
+        pub(crate) memh: ucx_sys::ucp_mem_h,
+    }
 }
 
 /// A region registered with UCX (`ucp_mem_map`). Unmapped on drop; holds the region alive.
+///
+/// A `MemMap` is itself a [`Region`]: put it in an `Rc` and pass it to operations on a worker of
+/// the same context, and UCX uses this registration (`UCP_OP_ATTR_FIELD_MEMH`) instead of
+/// looking the buffer up — how NIXL issues its transfers.
 pub struct MemMap {
     ctx: Rc<ContextInner>,
     memh: sys::ucp_mem_h,
@@ -120,6 +143,26 @@ impl Drop for MemMap {
             // SAFETY: memh came from ucp_mem_map on this (still alive) context; unmapped once.
             unsafe { unmap(self.ctx.handle, self.memh) };
         }
+    }
+}
+
+// SAFETY: forwards to the mapped region, whose guarantees hold while the map (which owns an
+// `Rc` of it) lives; the registration handle stays valid until the map is dropped.
+unsafe impl Region for MemMap {
+    fn as_ptr(&self) -> *mut u8 {
+        self.region.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.region.len()
+    }
+    fn memory_type(&self) -> MemoryKind {
+        self.region.memory_type()
+    }
+    fn ucx_mapping(&self, _: sealed::Token) -> Option<sealed::Mapping> {
+        Some(sealed::Mapping {
+            ctx: self.ctx.handle,
+            memh: self.memh,
+        })
     }
 }
 

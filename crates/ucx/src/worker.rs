@@ -2,6 +2,7 @@
 
 use crate::context::ContextInner;
 use crate::endpoint::{Endpoint, ErrorMode};
+use crate::memory::sealed::Token;
 use crate::memory::{Region, RemoteKey};
 use crate::ops::{Completion, Op, OpOptions, OpRepr, State, Table, recv_cb, send_cb};
 use crate::{Error, Result, ucp_fn};
@@ -120,6 +121,27 @@ type GetFn = unsafe extern "C" fn(
 enum RmaFn {
     Put(PutFn),
     Get(GetFn),
+}
+
+/// The registration to pass with an operation on `buf`, refused when it belongs to another context.
+#[inline]
+fn mapping_for(op: &'static str, buf: &dyn Region, ctx: sys::ucp_context_h) -> Result<Option<sys::ucp_mem_h>> {
+    match buf.ucx_mapping(Token(())) {
+        None => Ok(None),
+        Some(m) if m.ctx == ctx => Ok(Some(m.memh)),
+        Some(_) => Err(Error::invalid(
+            op,
+            "the memory map belongs to another UCX context than the worker",
+        )),
+    }
+}
+
+#[inline]
+fn set_memh(param: &mut sys::ucp_request_param_t, memh: Option<sys::ucp_mem_h>) {
+    if let Some(h) = memh {
+        param.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_MEMH;
+        param.memh = h;
+    }
 }
 
 fn check_range(op: &'static str, buf: &dyn Region, range: &Range<usize>) -> Result<*mut u8> {
@@ -261,12 +283,14 @@ impl Worker {
         const OP: &str = "tag_send";
         let ep = self.check_ep(OP, ep)?;
         let ptr = check_range(OP, &**buf, &range)?;
+        let memh = mapping_for(OP, &**buf, self.inner.ctx.handle)?;
         let send = ucp_fn!(self.inner.ctx.ucx, ucp_tag_send_nbx)?;
         let kind = buf.memory_type();
         let (idx, slot) = self.table.acquire(OP, range.len(), Some(buf.clone()), None);
         let mut param = Self::base_param(slot as *const _ as *mut c_void, opts);
         param.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_MEMORY_TYPE;
         param.memory_type = kind.ucs();
+        set_memh(&mut param, memh);
         let len = range.len();
         // SAFETY: ep is a live endpoint of this worker; [ptr, ptr+len) lies in a Region the slot
         // keeps alive until the callback (or forever if UCX never completes); `param` and its
@@ -287,6 +311,7 @@ impl Worker {
     ) -> Result<Op> {
         const OP: &str = "tag_recv";
         let ptr = check_range(OP, &**buf, &range)?;
+        let memh = mapping_for(OP, &**buf, self.inner.ctx.handle)?;
         let recv = ucp_fn!(self.inner.ctx.ucx, ucp_tag_recv_nbx)?;
         let kind = buf.memory_type();
         let (idx, slot) = self.table.acquire(OP, 0, Some(buf.clone()), None);
@@ -294,6 +319,7 @@ impl Worker {
         let mut param = Self::base_param(slot as *const _ as *mut c_void, opts);
         param.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_MEMORY_TYPE | sys::UCP_OP_ATTR_FIELD_RECV_INFO;
         param.memory_type = kind.ucs();
+        set_memh(&mut param, memh);
         param.cb = sys::ucp_request_param_t__bindgen_ty_1 { recv: Some(recv_cb) };
         param.recv_info = sys::ucp_request_param_t__bindgen_ty_2 { tag_info: &mut info };
         // SAFETY: as in `tag_send`; UCX writes into [ptr, ptr+len) of a Region held by the slot,
@@ -319,6 +345,7 @@ impl Worker {
             return Err(Error::invalid(op, "the remote key was unpacked on another endpoint"));
         }
         let ptr = check_range(op, &**buf, &range)?;
+        let memh = mapping_for(op, &**buf, self.inner.ctx.handle)?;
         let ucx = &self.inner.ctx.ucx;
         // Resolved before any slot is taken, so a missing symbol leaves nothing behind.
         let func = if op == "put" {
@@ -333,6 +360,7 @@ impl Worker {
         let mut param = Self::base_param(slot as *const _ as *mut c_void, opts);
         param.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_MEMORY_TYPE;
         param.memory_type = kind.ucs();
+        set_memh(&mut param, memh);
         let len = range.len();
         // SAFETY: as in `tag_send`; the rkey is held by the slot too. The remote range is the
         // peer's business: UCX checks it against the rkey where the transport can.

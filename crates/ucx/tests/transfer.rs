@@ -352,3 +352,56 @@ fn another_workers_op_is_refused() {
     assert!(matches!(p.a.info_string(r), Err(Error::Invalid { .. })));
     assert!(!p.b.is_done(r));
 }
+
+/// The loaded library may be shared across threads (the engine loads it before spawning its
+/// UCX thread); everything below it stays on the thread that made it.
+#[test]
+fn ucx_handle_is_send_and_sync() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    send_sync(&ucx());
+}
+
+/// A memory map is itself a region: operations on it pass UCX the registration (memh).
+#[test]
+fn mapped_local_buffers_carry_their_registration() {
+    let p = pair(None, ErrorMode::None);
+    let size = 1 << 20;
+    let src = std::rc::Rc::new(p.ctx_a.mem_map(&TestBuf::patterned(size, 21)).unwrap());
+    let mut dst = TestBuf::new(size);
+    let dst_map = std::rc::Rc::new(p.ctx_b.mem_map(&dst).unwrap());
+    let r =
+        p.b.tag_recv(&dst_map, 0..size, 6, u64::MAX, OpOptions::default())
+            .unwrap();
+    let s = p.a.tag_send(&p.ab, &src, 0..size, 6, OpOptions::default()).unwrap();
+    drive(&p, &[(&p.a, s), (&p.b, r)]);
+    assert_eq!(p.b.wait(r, deadline()).unwrap().length, size);
+    p.a.wait(s, deadline()).unwrap();
+
+    // get into a mapped local buffer from B's mapped region.
+    let remote = p.ctx_b.mem_map(&TestBuf::patterned(size, 22)).unwrap();
+    let rkey = p.ab.unpack_rkey(&remote.pack_rkey().unwrap()).unwrap();
+    let mut local = TestBuf::new(size);
+    let local_map = std::rc::Rc::new(p.ctx_a.mem_map(&local).unwrap());
+    let g =
+        p.a.get(
+            &p.ab,
+            &local_map,
+            0..size,
+            remote.address(),
+            &rkey,
+            OpOptions::default(),
+        )
+        .unwrap();
+    drive(&p, &[(&p.a, g)]);
+    p.a.wait_all(deadline()).unwrap();
+
+    // A map of B's context cannot be used by A's worker.
+    let err =
+        p.a.tag_send(&p.ab, &dst_map, 0..8, 6, OpOptions::default())
+            .unwrap_err();
+    assert!(err.to_string().contains("another UCX context"), "{err}");
+
+    drop((dst_map, local_map, rkey));
+    assert_pattern(&mut dst, size, 21);
+    assert_pattern(&mut local, size, 22);
+}

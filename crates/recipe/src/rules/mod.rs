@@ -7,10 +7,11 @@ mod group;
 mod pod;
 pub mod ucx;
 
-use crate::model::RoleEnv;
+use crate::model::{Role, RoleEnv};
 use crate::resolve::Resolution;
 use icb_core::checks::Check;
 use icb_core::model::Status;
+use std::collections::HashMap;
 
 pub(crate) fn mk(id: &str, status: Status, detail: String, scope: &str, hint: Option<&str>) -> Check {
     Check {
@@ -40,12 +41,18 @@ pub fn check(res: &Resolution) -> Vec<Check> {
     let mut checks = Vec::new();
     let engines: Vec<&RoleEnv> = res.roles.iter().filter(|r| r.role.is_engine()).collect();
     if engines.is_empty() {
-        let seen: Vec<String> = res
+        let mut seen: Vec<String> = res
             .roles
             .iter()
             .map(|r| format!("{} {}", r.role.as_str(), r.component))
             .chain(res.ignored.iter().cloned())
+            .take(11)
             .collect();
+        if seen.len() > 10 {
+            let total = res.roles.len() + res.ignored.len();
+            seen.truncate(10);
+            seen.push(format!("… {} more", total - 10));
+        }
         checks.push(mk(
             "env.resolve",
             Status::Fail,
@@ -62,23 +69,33 @@ pub fn check(res: &Resolution) -> Vec<Check> {
         checks.push(mk(
             "env.resolve",
             Status::Warn,
-            format!("layers not applied: {}", res.notes.join("; ")),
+            format!(
+                "layers not applied: {}{}",
+                res.notes.iter().take(5).cloned().collect::<Vec<_>>().join("; "),
+                if res.notes.len() > 5 {
+                    format!("; … {} more", res.notes.len() - 5)
+                } else {
+                    String::new()
+                }
+            ),
             &res.sources.join("+"),
             Some("inline the patches or pass the patched files as inputs"),
         ));
     }
-    let mut groups: Vec<&str> = Vec::new();
+    // Groups in first-seen order, built in one pass (inputs may hold very many workloads).
+    let mut order: Vec<&str> = Vec::new();
+    let mut groups: HashMap<&str, Vec<&RoleEnv>> = HashMap::new();
     for r in &engines {
-        if !groups.contains(&r.group.as_str()) {
-            groups.push(&r.group);
+        let members = groups.entry(r.group.as_str()).or_default();
+        if members.is_empty() {
+            order.push(&r.group);
         }
+        members.push(r);
     }
-    for g in groups {
-        let members: Vec<&RoleEnv> = engines.iter().copied().filter(|r| r.group == g).collect();
+    for g in order {
+        let members = groups.remove(g).unwrap_or_default();
         let ctx = Ctx {
-            disagg: members
-                .iter()
-                .any(|r| matches!(r.role, crate::model::Role::Prefill | crate::model::Role::Decode)),
+            disagg: members.iter().any(|r| matches!(r.role, Role::Prefill | Role::Decode)),
         };
         for r in &members {
             env::role_checks(r, &ctx, &mut checks);

@@ -101,3 +101,10 @@ pub fn exit_code(p: &Pod) -> Option<i32> {
 pub fn node_of(p: &Pod) -> Option<String> {
     p.spec.as_ref()?.node_name.clone()
 }
+
+pub fn is_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
