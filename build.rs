@@ -6,6 +6,7 @@ use std::process::Command;
 fn main() {
     println!("cargo:rerun-if-env-changed=UCX_DIR");
     println!("cargo:rerun-if-env-changed=UCX_INCLUDE_DIR");
+    println!("cargo:rerun-if-env-changed=IC_BENCH_UCX_DIR");
     println!("cargo:rerun-if-changed=.git/HEAD");
     let commit = std::env::var("IC_BENCH_GIT_COMMIT").ok().or_else(git_commit).unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=IC_BENCH_GIT_COMMIT={commit}");
@@ -30,7 +31,8 @@ fn git_commit() -> Option<String> {
 fn ucx_headers_version() -> Option<String> {
     let include = std::env::var_os("UCX_INCLUDE_DIR")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("UCX_DIR").map(|d| PathBuf::from(d).join("include")))?;
+        .or_else(|| std::env::var_os("UCX_DIR").map(|d| PathBuf::from(d).join("include")))
+        .or_else(|| std::env::var_os("IC_BENCH_UCX_DIR").map(|d| PathBuf::from(d).join("include")))?;
     let header = include.join("ucp/api/ucp_version.h");
     println!("cargo:rerun-if-changed={}", header.display());
     let text = std::fs::read_to_string(header).ok()?;

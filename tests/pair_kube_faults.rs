@@ -289,3 +289,16 @@ fn pods_of_a_killed_run_are_removed_by_gc() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn a_node_that_does_not_exist_is_reported_by_the_scheduler() {
+    let Some(cluster) = cluster("node_that_does_not_exist") else {
+        return;
+    };
+    let run = run_pair(&cluster, &args("node/gpu-9", "node/gpu-1", &[]), LIMIT);
+    assert_one_line_error(&run, &["cannot be scheduled on node gpu-9"]);
+    // The server (decode side) is created first and fits; the client names the missing node.
+    let line = run.last_err_line();
+    assert!(line.contains("Check that the node exists"), "{line}");
+    assert!(leftover_via_api(&cluster).is_empty());
+}

@@ -9,7 +9,7 @@ const HOWTO: &str = "set UCX_INCLUDE_DIR (the directory holding ucp/api/ucp.h) o
      or make `pkg-config --cflags ucx` work; `scripts/setup` installs a UCX into .deps/ucx and points the build at it";
 
 fn main() {
-    for var in ["UCX_INCLUDE_DIR", "UCX_DIR", "PKG_CONFIG_PATH"] {
+    for var in ["UCX_INCLUDE_DIR", "UCX_DIR", "IC_BENCH_UCX_DIR", "PKG_CONFIG_PATH"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     println!("cargo:rerun-if-changed=wrapper.h");
@@ -89,6 +89,11 @@ fn find_include_dir() -> Result<PathBuf, String> {
                 d.display()
             ))
         };
+    }
+    // Set by .cargo/config.toml to the UCX scripts/setup installed. Not named UCX_*, because cargo
+    // also exports it to every process it runs, and UCX warns about UCX_* variables it doesn't know.
+    if let Some(d) = var("IC_BENCH_UCX_DIR").map(|d| d.join("include")).filter(|d| has_ucp(d)) {
+        return Ok(d);
     }
     pkg_config_include()
         .filter(|d| has_ucp(d))

@@ -67,7 +67,8 @@ async fn finished_log(pods: &Api<Pod>, name: &str) -> String {
 }
 
 // `$$$$`: Kubernetes turns `$$` in a command into `$` (as the emulation does), so the shell sees `$$`.
-const SHOW_NS: &str = "readlink /proc/self/ns/ipc; readlink /proc/self/ns/net; echo pid=$$$$";
+// The sleep keeps the pods alive together: a namespace's inode number is reused once it is freed.
+const SHOW_NS: &str = "readlink /proc/self/ns/ipc; readlink /proc/self/ns/net; echo pid=$$$$; sleep 1";
 
 #[tokio::test]
 async fn pods_get_their_own_ipc_and_pid_namespaces_unless_host_ipc() {
@@ -123,7 +124,7 @@ async fn host_pid_pods_share_the_node_pid_namespace() {
         return;
     }
     let (_cluster, pods) = ns_cluster().await;
-    let script = "readlink /proc/self/ns/pid; echo pid=$$$$";
+    let script = "readlink /proc/self/ns/pid; echo pid=$$$$; sleep 1";
     create(&pods, &on_node(sh_pod("p1", script), "gpu-1", json!({"hostPID": true}))).await;
     create(&pods, &on_node(sh_pod("p2", script), "gpu-1", json!({"hostPID": true}))).await;
     let (l1, l2) = (finished_log(&pods, "p1").await, finished_log(&pods, "p2").await);
@@ -140,8 +141,8 @@ async fn two_containers_share_ipc_but_not_pid() {
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "duo"},
         "spec": {"restartPolicy": "Never", "containers": [
-            {"name": "one", "image": "x", "command": ["sh", "-c", "readlink /proc/self/ns/ipc /proc/self/ns/pid"]},
-            {"name": "two", "image": "x", "command": ["sh", "-c", "readlink /proc/self/ns/ipc /proc/self/ns/pid"]}
+            {"name": "one", "image": "x", "command": ["sh", "-c", "readlink /proc/self/ns/ipc /proc/self/ns/pid; sleep 1"]},
+            {"name": "two", "image": "x", "command": ["sh", "-c", "readlink /proc/self/ns/ipc /proc/self/ns/pid; sleep 1"]}
         ]}
     }))
     .unwrap();
