@@ -41,7 +41,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Active test between a prefill side and a decode side (local processes or Kubernetes pods)
-    Pair(cmd::pair::Args),
+    Pair(Box<cmd::pair::Args>),
     /// Run the decode-side server (like ucx_perftest without a peer address)
     Serve(cmd::serve::Args),
     /// Run the prefill-side client against a server and report
@@ -78,7 +78,7 @@ fn main() -> ExitCode {
         return ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8);
     };
     let result = match command {
-        Command::Pair(args) => cmd::pair::run(args),
+        Command::Pair(args) => cmd::pair::run(*args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Connect(args) => cmd::connect::run(args),
         Command::Probe(args) => cmd::probe::run(args),
@@ -108,5 +108,11 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("IC_BENCH_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+    use std::io::IsTerminal;
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .try_init();
 }

@@ -1,5 +1,25 @@
 //! The control messages and the bounds every received message is checked against.
 //!
+//! One session, in order (the client drives, the server answers):
+//!
+//! ```text
+//! server → client  hello                      (worker address, boot id, UCX version, CUDA)
+//! client → server  hello                      both sides now create their UCX endpoint
+//! per case (the first one is a hidden 8-byte tag_lat that finishes UCX wireup):
+//!   client → server  setup                    test, memory pair, size, window, pattern seed
+//!   server → client  ready | skipped | case_failed     ready carries address + rkey for RMA
+//!   per phase (warmup incl. the probe operation, then measured rounds):
+//!     client → server  phase                  kind, iterations, deadline
+//!     server → client  phase_ready            receives posted (or progressing, for RMA)
+//!     … UCX traffic, timed on the client …
+//!     client → server  phase_end              one-sided tests only: the server may stop
+//!     server → client  phase_done
+//!   client → server  finish                   verify the payload, release the buffers
+//!   server → client  finished                 the server-side verification result
+//! client → server  bye
+//! either side: error (fatal; the sender closes the connection next)
+//! ```
+//!
 //! Serde rejects unknown message types and enum values; [`Message::validate`] bounds every size,
 //! count and string a peer can send, so a hostile or confused peer can make a session fail but
 //! cannot make this process allocate, loop or wait without limit.

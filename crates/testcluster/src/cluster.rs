@@ -130,6 +130,8 @@ pub struct Shared {
     pub groups: Mutex<BTreeSet<i32>>,
     pub shutdown: CancellationToken,
     pub work_dir: PathBuf,
+    /// Deployments by (namespace, name); their pods live in the pod store.
+    pub deployments: Mutex<BTreeMap<PodKey, k8s_openapi::api::apps::v1::Deployment>>,
 }
 
 pub fn set_condition(status: &mut PodStatus, kind: &str, value: &str, reason: Option<&str>, message: Option<&str>) {

@@ -67,6 +67,12 @@ impl Store {
         self.rv
     }
 
+    /// A fresh version for an object kept outside this store (deployments share the counter).
+    pub fn next_version(&mut self) -> u64 {
+        self.rv += 1;
+        self.rv
+    }
+
     /// Wakes when anything changes; subscribe while holding the store lock so nothing is missed.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()

@@ -760,3 +760,16 @@ async fn readiness_probe_gates_ready() {
     let ready = wait_for(&pods, "probed", "ready", is_ready).await;
     assert!(ready.status.unwrap().container_statuses.unwrap()[0].ready);
 }
+
+#[tokio::test]
+async fn watcher_with_streaming_lists_and_with_list_watch() {
+    use kube::runtime::{WatchStreamExt, watcher};
+    let (_cluster, client) = host_cluster(two_nodes()).await;
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    create(&pods, &sh_pod("early", "sleep 30")).await;
+    for config in [watcher::Config::default(), watcher::Config::default().streaming_lists()] {
+        let mut seen = watcher(pods.clone(), config.labels("app=test")).applied_objects().boxed();
+        let first = tokio::time::timeout(Duration::from_secs(10), seen.try_next()).await.unwrap().unwrap().unwrap();
+        assert_eq!(first.metadata.name.as_deref(), Some("early"));
+    }
+}

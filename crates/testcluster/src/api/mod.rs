@@ -1,6 +1,7 @@
 //! The HTTP side: routes kube-rs calls to handlers, and wraps every request in the recorder and
 //! the fault knobs.
 
+mod deployments;
 mod exec;
 mod logs;
 mod misc;
@@ -42,6 +43,14 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route(&format!("{pod}/status"), get(pods::get))
         .route(&format!("{pod}/log"), get(logs::logs))
         .route(&format!("{pod}/exec"), get(exec::exec).post(exec::exec))
+        .route(
+            "/apis/apps/v1/namespaces/{ns}/deployments",
+            get(deployments::list).post(deployments::create),
+        )
+        .route(
+            "/apis/apps/v1/namespaces/{ns}/deployments/{name}",
+            get(deployments::get).delete(deployments::delete),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), record_and_inject))

@@ -164,14 +164,14 @@ fn valid_name(name: &str) -> bool {
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
-fn random_suffix() -> String {
+pub fn random_suffix() -> String {
     const CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     (0..5)
         .map(|_| CHARS[rand::random_range(0..CHARS.len())] as char)
         .collect()
 }
 
-fn new_uid() -> String {
+pub fn new_uid() -> String {
     let v: u128 = rand::random();
     let h = format!("{v:032x}");
     format!(
@@ -185,7 +185,7 @@ fn new_uid() -> String {
 }
 
 /// Checks and fills a posted pod the way the API server's validation and defaulting would.
-fn admit(shared: &Shared, ns: &str, body: &[u8]) -> Result<Pod, ApiError> {
+pub fn admit(shared: &Shared, ns: &str, body: &[u8]) -> Result<Pod, ApiError> {
     check_namespace(shared, ns)?;
     let mut pod: Pod =
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the body is not a valid Pod: {e}")))?;

@@ -57,6 +57,7 @@ pub fn watch(shared: Arc<Shared>, filter: Filter, params: &Params) -> Response {
         },
         None => DEFAULT_TIMEOUT,
     };
+    let streaming_list = super::flag(params, "sendInitialEvents");
     let since = match param(params, "resourceVersion").filter(|v| !v.is_empty() && *v != "0") {
         Some(v) => match v.parse::<u64>() {
             Ok(rv) => Some(rv),
@@ -71,6 +72,20 @@ pub fn watch(shared: Arc<Shared>, filter: Filter, params: &Params) -> Response {
         let changes = store.subscribe();
         let rv = store.resource_version();
         let initial: Result<Vec<Bytes>, Bytes> = match since {
+            _ if streaming_list => {
+                // watchList: the current state, then a bookmark marking its end.
+                let mut lines: Vec<Bytes> = store
+                    .pods()
+                    .filter(|p| filter.matches(p))
+                    .map(|p| line("ADDED", p))
+                    .collect();
+                lines.push(value_line(&json!({"type": "BOOKMARK", "object": {
+                    "kind": "Pod", "apiVersion": "v1",
+                    "metadata": {"resourceVersion": rv.to_string(),
+                                 "annotations": {"k8s.io/initial-events-end": "true"}},
+                }})));
+                Ok(lines)
+            }
             None => Ok(store
                 .pods()
                 .filter(|p| filter.matches(p))
