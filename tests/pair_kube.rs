@@ -220,9 +220,8 @@ fn pod_targets_copy_the_transport_spec_and_share_ipc_like_the_reference() {
 
 #[test]
 fn dry_run_yaml_parses_back_into_the_pods_a_real_run_creates() {
-    let Some(cluster) = cluster("dry_run_yaml_round_trip") else {
-        return;
-    };
+    // Pod objects, not transports: no namespaces needed.
+    let cluster = host_cluster();
     create_reference_pod(&cluster, serving_pod("decode-0", "gpu-2", "1"));
     let mut base = vec![
         "--prefill",
@@ -257,5 +256,99 @@ fn dry_run_yaml_parses_back_into_the_pods_a_real_run_creates() {
         }
     }
     assert_eq!(from_yaml[1], client, "client pod differs from the dry run");
+    assert!(leftover_via_api(&cluster).is_empty());
+}
+
+/// A Deployment whose pods run on `node` with hostIPC (as the reference for both sides).
+fn deployment(name: &str, node: &str, replicas: i32) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"nodeName": node, "hostIPC": true,
+                         "containers": [{"name": "main", "image": "serving:1", "command": ["sleep", "600"],
+                                         "env": [{"name": "UCX_TLS", "value": "sysv,posix,cma,tcp,self"}]}]}
+            }
+        }
+    })
+}
+
+#[test]
+fn deployment_targets_pick_a_ready_pod_say_which_and_read_no_deployment() {
+    let Some(cluster) = cluster("deployment_targets") else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use icb_kube::k8s_openapi::api::apps::v1::Deployment;
+        let client = cluster.client().unwrap();
+        let api: icb_kube::kube::Api<Deployment> = icb_kube::kube::Api::namespaced(client, cluster.namespace());
+        for d in [
+            deployment("llm-prefill", "gpu-1", 2),
+            deployment("llm-decode", "gpu-1", 1),
+        ] {
+            api.create(&Default::default(), &serde_json::from_value(d).unwrap())
+                .await
+                .unwrap();
+        }
+    });
+    // Wait for the workloads' pods to be Ready.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while cluster
+        .pods()
+        .iter()
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .count()
+        < 3
+    {
+        assert!(std::time::Instant::now() < deadline, "workload pods never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let run = run_pair(
+        &cluster,
+        &args(
+            "deployment/llm-prefill",
+            "deployment/llm-decode",
+            &["--min-host-bw", "0.001"],
+        ),
+        LIMIT,
+    );
+    assert!(
+        run.stderr
+            .contains("prefill: deployment/llm-prefill: picked pod/llm-prefill-")
+            && run.stderr.contains("(oldest of 2 Ready, 2 total)"),
+        "{}",
+        run.stderr
+    );
+    let r = run.report();
+    assert!(
+        r["placement"]["prefill"]["modelled_on"]
+            .as_str()
+            .unwrap()
+            .starts_with("pod/llm-prefill-")
+    );
+    assert!(
+        r["placement"]["decode"]["modelled_on"]
+            .as_str()
+            .unwrap()
+            .starts_with("pod/llm-decode-")
+    );
+    assert_eq!(run.code, 0, "{}", verdicts(&r));
+    assert!(
+        data_paths(&r).contains(&"shared_memory".to_string()),
+        "{}",
+        verdicts(&r)
+    );
+    assert!(
+        !run.requests.iter().any(|r| r.path.contains("deployments")),
+        "ic-bench read Deployments, which its Role does not allow"
+    );
     assert!(leftover_via_api(&cluster).is_empty());
 }

@@ -1,5 +1,6 @@
 //! Faults during `ic-bench pair` on Kubernetes: each ends in a clear one-line outcome within the
-//! deadline, and no ic-bench pod is left behind (checked through the API).
+//! deadline, and no ic-bench pod is left behind (checked through the API). None of this depends on
+//! how pods are isolated, so the cluster runs pods as plain processes (no root needed).
 
 #[path = "pair_kube_support/mod.rs"]
 mod support;
@@ -33,9 +34,7 @@ fn assert_one_line_error(run: &PairRun, needles: &[&str]) {
 
 #[test]
 fn gpus_exhausted_on_the_node_is_an_unschedulable_error_with_the_schedulers_message() {
-    let Some(cluster) = cluster("gpus_exhausted_unschedulable") else {
-        return;
-    };
+    let cluster = host_cluster();
     // The workload holds all 8 GPUs of gpu-1; bench pods modelled on it ask for 8 more.
     create_reference_pod(
         &cluster,
@@ -59,9 +58,7 @@ fn gpus_exhausted_on_the_node_is_an_unschedulable_error_with_the_schedulers_mess
 
 #[test]
 fn image_pull_failure_names_the_image() {
-    let Some(cluster) = cluster("image_pull_failure") else {
-        return;
-    };
+    let cluster = host_cluster();
     cluster.fail_image_pull("registry.invalid/ic-bench");
     let run = run_pair(
         &cluster,
@@ -79,9 +76,7 @@ fn image_pull_failure_names_the_image() {
 
 #[test]
 fn server_crash_mid_transfer_is_reported_and_cleaned_up() {
-    let Some(cluster) = cluster("server_crash_mid_transfer") else {
-        return;
-    };
+    let cluster = host_cluster();
     // Long enough that the client is still measuring when the server dies.
     let mut a = vec!["--prefill", "node/gpu-1", "--decode", "node/gpu-2", "-o", "json"];
     a.extend([
@@ -131,9 +126,7 @@ fn server_crash_mid_transfer_is_reported_and_cleaned_up() {
 
 #[test]
 fn api_500s_then_recovery_still_give_a_verdict() {
-    let Some(cluster) = cluster("api_500s_then_recovery") else {
-        return;
-    };
+    let cluster = host_cluster();
     cluster.fail_requests(RequestMatch::new("POST", "/api/v1/namespaces/*/pods"), 500, 2);
     cluster.fail_requests(RequestMatch::new("GET", "/api/v1/namespaces/*/pods/*/log"), 500, 2);
     cluster.fail_requests(
@@ -150,10 +143,11 @@ fn api_500s_then_recovery_still_give_a_verdict() {
         "{:#?}",
         run.requests.iter().map(|r| r.line()).collect::<Vec<_>>()
     );
-    assert_eq!(run.code, 1, "{run:#?}");
+    // A verdict (0 or 1), not a setup error (2): the faults were absorbed.
+    assert!(run.code == 0 || run.code == 1, "{}", run.stderr);
     let r = run.report();
     assert_eq!(r["placement"]["locality"], "same_host");
-    assert_eq!(r["verdict"]["status"], "fail");
+    assert_eq!(r["cases"].as_array().unwrap().len(), 4);
     // Exactly two pods were created despite the retried creates.
     assert_eq!(run.created_pods().len(), 2);
     assert!(leftover_via_api(&cluster).is_empty());
@@ -161,9 +155,7 @@ fn api_500s_then_recovery_still_give_a_verdict() {
 
 #[test]
 fn an_api_that_keeps_failing_is_a_one_line_error_within_the_request_timeout() {
-    let Some(cluster) = cluster("api_keeps_failing") else {
-        return;
-    };
+    let cluster = host_cluster();
     cluster.fail_requests_always(RequestMatch::new("POST", "/api/v1/namespaces/*/pods"), 500);
     let run = run_pair(
         &cluster,
@@ -178,9 +170,7 @@ fn an_api_that_keeps_failing_is_a_one_line_error_within_the_request_timeout() {
 
 #[test]
 fn ctrl_c_during_the_run_deletes_both_pods_and_says_so() {
-    let Some(cluster) = cluster("ctrl_c_during_the_run") else {
-        return;
-    };
+    let cluster = host_cluster();
     let mut a = vec!["--prefill", "node/gpu-1", "--decode", "node/gpu-2", "-o", "json"];
     a.extend([
         "--tests",
@@ -228,9 +218,7 @@ fn ctrl_c_during_the_run_deletes_both_pods_and_says_so() {
 
 #[test]
 fn pods_of_a_killed_run_are_removed_by_gc() {
-    let Some(cluster) = cluster("pods_of_a_killed_run_are_removed_by_gc") else {
-        return;
-    };
+    let cluster = host_cluster();
     let mut a = vec![
         "--prefill",
         "node/gpu-1",
@@ -292,9 +280,7 @@ fn pods_of_a_killed_run_are_removed_by_gc() {
 
 #[test]
 fn a_node_that_does_not_exist_is_reported_by_the_scheduler() {
-    let Some(cluster) = cluster("node_that_does_not_exist") else {
-        return;
-    };
+    let cluster = host_cluster();
     let run = run_pair(&cluster, &args("node/gpu-9", "node/gpu-1", &[]), LIMIT);
     assert_one_line_error(&run, &["cannot be scheduled on node gpu-9"]);
     // The server (decode side) is created first and fits; the client names the missing node.

@@ -230,3 +230,25 @@ fn unreachable_pod_is_a_one_line_usage_error() {
     assert!(err.contains("nope"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+#[test]
+fn a_probe_pod_that_cannot_start_is_still_deleted() {
+    let cluster = cluster();
+    cluster.fail_image_pull("busybox");
+    let (code, _out, err) = ic_bench(
+        &cluster,
+        &[
+            "probe",
+            "node",
+            "--node",
+            "gpu-1",
+            "--image",
+            "busybox:1.36",
+            "--timeout",
+            "20s",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.to_lowercase().contains("pull") || err.contains("busybox"), "{err}");
+    assert!(cluster.pods().is_empty(), "probe pod left behind");
+}

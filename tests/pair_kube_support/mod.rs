@@ -42,6 +42,13 @@ pub fn cluster_with(config: ClusterConfig) -> TestCluster {
     TestCluster::start_blocking(config).expect("the emulated cluster starts")
 }
 
+/// The same two nodes with pods as plain local processes (no namespaces, no root needed): for
+/// tests about the orchestration, not about which transport the isolation allows.
+pub fn host_cluster() -> TestCluster {
+    let config = ClusterConfig::two_gpu_nodes().program(BIN).isolation(Isolation::Host);
+    TestCluster::start_blocking(config).expect("the emulated cluster starts")
+}
+
 pub fn gpu_node(name: &str, gpus: u32) -> NodeConfig {
     NodeConfig::gpu(name, gpus)
 }

@@ -60,25 +60,34 @@ impl ProbeReport {
                 Status::Skipped => counts.skipped += 1,
             }
         }
+        let skipped_note = if counts.skipped > 0 {
+            format!("; {} check(s) skipped, which is not a pass", counts.skipped)
+        } else {
+            String::new()
+        };
         let (status, verdict) = if counts.fail > 0 {
-            let first: Vec<&str> = checks
-                .iter()
-                .filter(|c| c.status == Status::Fail)
-                .map(|c| c.id.as_str())
-                .collect();
+            let first: Vec<&str> = checks.iter().filter(|c| c.status == Status::Fail).map(|c| c.id.as_str()).collect();
             (Status::Fail, format!("fix first: {}", first.join(", ")))
         } else if counts.ok == 0 {
             (Status::Warn, "inconclusive: nothing could be checked".to_string())
-        } else if counts.warn > 0 {
+        } else if counts.skipped > counts.ok + counts.warn {
+            // Mostly unanswered: a couple of ok checks must not read as a clean bill of health.
+            let ran = counts.ok + counts.warn;
             (
                 Status::Warn,
                 format!(
-                    "disaggregated transport can be trusted, with {} warning(s) to review",
-                    counts.warn
+                    "inconclusive: only {ran} of {} checks could run ({} skipped); run where the tools and devices are",
+                    checks.len(),
+                    counts.skipped
                 ),
             )
+        } else if counts.warn > 0 {
+            (
+                Status::Warn,
+                format!("disaggregated transport can be trusted, with {} warning(s) to review{skipped_note}", counts.warn),
+            )
         } else {
-            (Status::Ok, "disaggregated transport can be trusted".to_string())
+            (Status::Ok, format!("disaggregated transport can be trusted{skipped_note}"))
         };
         ProbeReport {
             schema: PROBE_SCHEMA.to_string(),
@@ -152,13 +161,19 @@ mod tests {
 
     #[test]
     fn all_ok_is_trusted() {
-        let r = ProbeReport::new(
-            "node",
-            "local",
-            vec![check("a", Status::Ok), check("b", Status::Skipped)],
-            vec![],
-        );
+        let r = ProbeReport::new("node", "local", vec![check("a", Status::Ok), check("b", Status::Ok)], vec![]);
         assert_eq!(r.status, Status::Ok);
         assert_eq!(r.verdict, "disaggregated transport can be trusted");
+    }
+
+    #[test]
+    fn skipped_checks_are_named_and_a_mostly_skipped_run_is_inconclusive() {
+        let r = ProbeReport::new("node", "local", vec![check("a", Status::Ok), check("b", Status::Skipped)], vec![]);
+        assert_eq!(r.status, Status::Ok);
+        assert_eq!(r.verdict, "disaggregated transport can be trusted; 1 check(s) skipped, which is not a pass");
+        let mostly = vec![check("a", Status::Ok), check("b", Status::Skipped), check("c", Status::Skipped)];
+        let r = ProbeReport::new("node", "local", mostly, vec![]);
+        assert_eq!(r.status, Status::Warn);
+        assert!(r.verdict.starts_with("inconclusive: only 1 of 3 checks could run"), "{}", r.verdict);
     }
 }

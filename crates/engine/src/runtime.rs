@@ -289,13 +289,15 @@ impl Runtime {
                     let mut recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default()).map_err(ucx_err)?;
                     let _ = ready.send(());
                     for i in 0..n {
-                        let got = wait_op(w, recv, ctl)?;
+                        poll_done(w, recv, ctl)?;
+                        // The echo leaves first; releasing the receive and posting the next one
+                        // happen while the pong is in flight (ucx_perftest's order).
+                        let send = w.tag_send(ep, b, 0..size, TAG_PONG, OpOptions::default()).map_err(ucx_err)?;
+                        let got = finish_op(w, recv, ctl)?;
                         if got != size {
                             return Err(format!("received a {got}-byte ping, expected {size}"));
                         }
-                        // Echo from the buffer the ping landed in; the next receive is posted
-                        // only after the echo left it.
-                        let send = w.tag_send(ep, b, 0..size, TAG_PONG, OpOptions::default()).map_err(ucx_err)?;
+                        // The next ping lands in the buffer the echo is sent from: wait for it.
                         wait_op(w, send, ctl)?;
                         if i + 1 < n {
                             recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default()).map_err(ucx_err)?;
@@ -432,18 +434,27 @@ impl Runtime {
                 with_region!(&case.buf, b => {
                     with_region!(pong, p => {
                         let mut total = 0.0f64;
+                        // A round trip's time is recorded during the next one's flight, so the
+                        // histogram's cost stays off the measured path.
+                        let mut unrecorded: Option<u64> = None;
                         let mut prev = Instant::now();
                         for i in 0..n {
-                            let recv = w.tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default()).map_err(ucx_err)?;
                             let first_probe = probe && i == 0;
                             let opts = if first_probe { OpOptions::QUERYABLE } else { OpOptions::default() };
+                            // Send first, then post the receive (ucx_perftest's order): the post
+                            // overlaps the ping's flight instead of delaying it.
                             let send = w.tag_send(ep, b, 0..size, TAG_PING, opts).map_err(ucx_err)?;
+                            let recv = w.tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default()).map_err(ucx_err)?;
                             if first_probe {
                                 info = w.info_string(send).ok().flatten();
                             }
-                            wait_op(w, send, ctl)?;
-                            let got = wait_op(w, recv, ctl)?;
+                            if let (Some(ns), Some(h)) = (unrecorded.take(), hist.as_mut()) {
+                                h.saturating_record(ns);
+                            }
+                            poll_done(w, recv, ctl)?;
                             let now = Instant::now();
+                            wait_op(w, send, ctl)?;
+                            let got = finish_op(w, recv, ctl)?;
                             if got != size {
                                 return Err(format!("received a {got}-byte pong, expected {size}"));
                             }
@@ -455,9 +466,10 @@ impl Runtime {
                             let rtt = now.duration_since(prev);
                             prev = now;
                             total += rtt.as_secs_f64();
-                            if let Some(h) = hist.as_mut() {
-                                h.saturating_record(rtt.as_nanos() as u64);
-                            }
+                            unrecorded = Some(rtt.as_nanos() as u64);
+                        }
+                        if let (Some(ns), Some(h)) = (unrecorded, hist.as_mut()) {
+                            h.saturating_record(ns);
                         }
                         Ok(PhaseOutcome { elapsed_s: total, info, rtt: hist })
                     })
@@ -525,6 +537,13 @@ fn ensure_ring(ring: &mut Vec<Option<Op>>, window: usize) {
 /// then releases it; returns the completion's length.
 #[inline]
 fn wait_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, String> {
+    poll_done(w, op, ctl)?;
+    finish_op(w, op, ctl)
+}
+
+/// Progresses until `op` has completed, without releasing it.
+#[inline]
+fn poll_done(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<(), String> {
     let mut i = 0u32;
     while !w.is_done(op) {
         w.progress();
@@ -533,6 +552,12 @@ fn wait_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, String> {
             ctl.check()?;
         }
     }
+    Ok(())
+}
+
+/// Releases a completed `op`; returns its length, or its error.
+#[inline]
+fn finish_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, String> {
     w.wait(op, ctl.deadline).map(|c| c.length).map_err(ucx_err)
 }
 

@@ -3,7 +3,7 @@
 //! `patches` (strategic merge or JSON 6902). `$patch: delete` removes list items or fields.
 
 use crate::load::Document;
-use crate::yaml::{self, Kind, Node};
+use crate::yaml::{self, Kind, MAX_ITEMS, Node};
 use std::collections::HashMap;
 
 /// A document after patching, with every file that contributed to it (lowest first).
@@ -12,6 +12,10 @@ pub struct Merged {
     pub doc: Document,
     pub sources: Vec<String>,
 }
+
+/// A real overlay stack has a handful of patches per object; each merge walks the object, so
+/// the count is capped to keep hostile inputs linear.
+const MAX_PATCHES: usize = 256;
 
 /// Keys that identify list items in strategic merge (Kubernetes' `patchMergeKey`s we meet).
 const MERGE_KEYS: &[&str] = &["name", "mountPath", "devicePath", "containerPort"];
@@ -76,6 +80,7 @@ pub fn merge_documents(docs: &[Document]) -> (Vec<Merged>, Vec<String>) {
     let mut notes = Vec::new();
     let mut kustomizations = Vec::new();
     let mut latest: HashMap<(String, String, String), usize> = HashMap::new();
+    let mut patched: Vec<usize> = Vec::new();
     for d in docs {
         if is_kustomize(d) {
             kustomizations.push(d);
@@ -89,7 +94,17 @@ pub fn merge_documents(docs: &[Document]) -> (Vec<Merged>, Vec<String>) {
             _ => None,
         };
         match existing {
+            Some(i) if patched[i] >= MAX_PATCHES => {
+                if patched[i] == MAX_PATCHES {
+                    notes.push(format!(
+                        "{}: more than {MAX_PATCHES} patches of one object; the rest are ignored",
+                        d.location()
+                    ));
+                }
+                patched[i] += 1;
+            }
             Some(i) => {
+                patched[i] += 1;
                 let base = &mut out[i];
                 strategic_merge(&mut base.doc.root, &d.root);
                 if !base.sources.contains(&d.source) {
@@ -104,6 +119,7 @@ pub fn merge_documents(docs: &[Document]) -> (Vec<Merged>, Vec<String>) {
                     doc: d.clone(),
                     sources: vec![d.source.clone()],
                 });
+                patched.push(0);
             }
         }
     }
@@ -232,7 +248,9 @@ pub fn strategic_merge(base: &mut Node, patch: &Node) {
                 *base = strip(patch);
                 return;
             }
-            // Indexed by key so that a hostile patch cannot make this quadratic.
+            // Indexed by key so that a hostile patch cannot make this quadratic; entries past
+            // MAX_ITEMS are never read, so they are not carried either.
+            b.truncate(MAX_ITEMS);
             let mut slots: Vec<Option<(String, Node)>> = std::mem::take(b).into_iter().map(Some).collect();
             let mut index: HashMap<String, usize> = HashMap::new();
             for (i, (k, _)) in slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| (i, s))) {
@@ -272,6 +290,7 @@ pub fn strategic_merge(base: &mut Node, patch: &Node) {
                 *base = strip(patch);
                 return;
             };
+            b.truncate(MAX_ITEMS);
             let mut slots: Vec<Option<Node>> = std::mem::take(b).into_iter().map(Some).collect();
             let mut index: HashMap<String, usize> = HashMap::new();
             for (i, item) in slots.iter().enumerate() {

@@ -18,8 +18,8 @@ fn is_delete_directive(node: &Node) -> bool {
 /// provider-overlay map (`X: value`). Later entries win; `$patch: delete` removes.
 pub(crate) fn apply_env(role: &mut RoleEnv, env: &Node, layer: &str, source: &str) {
     match &env.kind {
-        Kind::Seq(items) => {
-            for item in items {
+        Kind::Seq(_) => {
+            for item in env.as_seq() {
                 let Some(name) = item.str_at("name").filter(|n| !n.is_empty()) else {
                     continue;
                 };
@@ -40,8 +40,8 @@ pub(crate) fn apply_env(role: &mut RoleEnv, env: &Node, layer: &str, source: &st
                 });
             }
         }
-        Kind::Map(entries) => {
-            for (name, v) in entries {
+        Kind::Map(_) => {
+            for (name, v) in env.as_map() {
                 if name.is_empty() || name.starts_with('$') {
                     continue;
                 }
@@ -200,7 +200,14 @@ pub(crate) fn apply_container(role: &mut RoleEnv, c: &Node, layer: &str, source:
     let mut words: Vec<String> = Vec::new();
     for key in ["command", "args"] {
         match c.get(key).map(|n| &n.kind) {
-            Some(Kind::Seq(items)) => words.extend(items.iter().filter_map(Node::as_str).map(str::to_string)),
+            Some(Kind::Seq(_)) => words.extend(
+                c.get(key)
+                    .map(Node::as_seq)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(Node::as_str)
+                    .map(str::to_string),
+            ),
             Some(Kind::Scalar(s)) => words.push(s.clone()),
             _ => {}
         }

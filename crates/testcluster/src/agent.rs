@@ -87,6 +87,14 @@ pub fn refresh(pod: &mut Pod) {
     set_condition(st, "Ready", value, reason, None);
 }
 
+/// The pod's Ready condition is True.
+pub fn is_pod_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
 /// `$(VAR)` references in command, args and env values, as Kubernetes expands them.
 fn expand(text: &str, env: &BTreeMap<String, String>) -> String {
     let mut out = String::with_capacity(text.len());

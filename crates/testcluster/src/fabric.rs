@@ -158,6 +158,10 @@ impl Fabric {
             }
             self.nodes.push(node);
         }
+        for node in &self.nodes {
+            wait_until_running(&node.netns, "eth0")?;
+            wait_until_running(&self.fabric_ns, &node.port)?;
+        }
         Ok(())
     }
 
@@ -186,6 +190,10 @@ impl Fabric {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
+        if up {
+            wait_until_running(&n.netns, "eth0")?;
+            wait_until_running(&self.fabric_ns, &n.port)?;
+        }
         Ok(())
     }
 
@@ -210,5 +218,23 @@ impl Fabric {
 impl Drop for Fabric {
     fn drop(&mut self) {
         self.destroy();
+    }
+}
+
+/// Waits until one end of a node's veth (`eth0` in the node, its port on the bridge) is operationally up. The kernel reports a veth's carrier with up
+/// to a second's delay; UCX started before that skips the device and finds no route to the peer,
+/// so nodes are handed out (and restored after a cut) only once their link runs.
+fn wait_until_running(netns: &str, dev: &str) -> Result<(), Error> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let out = std::process::Command::new("ip").args(["-n", netns, "-o", "link", "show", "dev", dev]).output()?;
+        let state = String::from_utf8_lossy(&out.stdout);
+        if state.contains("state UP") {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(Error::Namespace(format!("{dev} in {netns} not operationally up after 5 s: {}", state.trim())));
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }

@@ -19,6 +19,8 @@
 //! death signal, so even a SIGKILLed test leaves no pod running, and stale namespaces of dead test
 //! processes are removed by the next cluster start.
 //!
+//! `README.md` in this crate lists the whole public API and what is (and is not) emulated.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), icb_testcluster::Error> {
 //! use icb_testcluster::{ClusterConfig, NodeConfig, TestCluster};

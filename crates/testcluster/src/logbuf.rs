@@ -76,10 +76,9 @@ impl LogBuf {
         let inner = self.lock();
         let mut start = 0;
         if let Some(n) = tail_lines {
-            start = if n >= inner.lines.len() {
-                0
-            } else {
-                inner.lines[inner.lines.len() - n].0
+            start = match inner.lines.len().checked_sub(n) {
+                None => 0,
+                Some(first) => inner.lines.get(first).map(|(o, _)| *o).unwrap_or(inner.data.len()),
             };
         }
         if let Some(since) = since {
@@ -138,6 +137,7 @@ mod tests {
         let tail = log.start_offset(Some(2), None);
         assert_eq!(log.read_from(tail, false).bytes, b"two\nthree\n");
         assert_eq!(log.start_offset(Some(10), None), 0);
+        assert_eq!(log.start_offset(Some(0), None), 14, "tailLines=0 gives nothing");
         let stamped = String::from_utf8(log.read_from(tail, true).bytes).unwrap();
         let lines: Vec<&str> = stamped.lines().collect();
         assert_eq!(lines.len(), 2);
