@@ -8,13 +8,22 @@ fn main() {
     println!("cargo:rerun-if-env-changed=UCX_INCLUDE_DIR");
     println!("cargo:rerun-if-env-changed=IC_BENCH_UCX_DIR");
     println!("cargo:rerun-if-changed=.git/HEAD");
-    let commit = std::env::var("IC_BENCH_GIT_COMMIT").ok().or_else(git_commit).unwrap_or_else(|| "unknown".into());
+    let commit = std::env::var("IC_BENCH_GIT_COMMIT")
+        .ok()
+        .or_else(git_commit)
+        .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=IC_BENCH_GIT_COMMIT={commit}");
-    println!("cargo:rustc-env=IC_BENCH_UCX_HEADERS={}", ucx_headers_version().unwrap_or_else(|| "unknown".into()));
+    println!(
+        "cargo:rustc-env=IC_BENCH_UCX_HEADERS={}",
+        ucx_headers_version().unwrap_or_else(|| "unknown".into())
+    );
 }
 
 fn git_commit() -> Option<String> {
-    let out = Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).output().ok()?;
+    let out = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()?;
     let s = String::from_utf8(out.stdout).ok()?.trim().to_string();
     if !out.status.success() || s.is_empty() {
         return None;
@@ -39,9 +48,9 @@ fn ucx_headers_version() -> Option<String> {
     let define = |name: &str| {
         text.lines().find_map(|l| {
             let mut it = l.split_whitespace();
-            (it.next() == Some("#define") && it.next() == Some(name)).then(|| it.next().map(|v| v.trim_matches('"').to_string()))?
+            (it.next() == Some("#define") && it.next() == Some(name))
+                .then(|| it.next().map(|v| v.trim_matches('"').to_string()))?
         })
     };
-    define("UCP_VERSION_STRING")
-        .or_else(|| Some(format!("{}.{}", define("UCP_API_MAJOR")?, define("UCP_API_MINOR")?)))
+    define("UCP_VERSION_STRING").or_else(|| Some(format!("{}.{}", define("UCP_API_MAJOR")?, define("UCP_API_MINOR")?)))
 }

@@ -63,7 +63,11 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { icb_core::exit::USAGE_OR_SETUP } else { icb_core::exit::OK };
+            let code = if e.use_stderr() {
+                icb_core::exit::USAGE_OR_SETUP
+            } else {
+                icb_core::exit::OK
+            };
             let _ = e.print();
             return ExitCode::from(code as u8);
         }

@@ -288,3 +288,19 @@ fn a_node_that_does_not_exist_is_reported_by_the_scheduler() {
     assert!(line.contains("Check that the node exists"), "{line}");
     assert!(leftover_via_api(&cluster).is_empty());
 }
+
+#[test]
+fn a_run_that_cannot_finish_stops_at_its_timeout_and_cleans_up() {
+    let cluster = host_cluster();
+    // The server's log never answers in time, so its port is never learned.
+    cluster.add_latency(
+        RequestMatch::new("GET", "/api/v1/namespaces/*/pods/*/log"),
+        Duration::from_secs(30),
+        None,
+    );
+    let run = run_pair(&cluster, &args("node/gpu-1", "node/gpu-2", &["--timeout", "3s"]), LIMIT);
+    assert_one_line_error(&run, &["--timeout"]);
+    assert!(run.elapsed < Duration::from_secs(12), "took {:?}", run.elapsed);
+    cluster.clear_faults();
+    assert!(leftover_via_api(&cluster).is_empty());
+}

@@ -92,7 +92,10 @@ fn find_include_dir() -> Result<PathBuf, String> {
     }
     // Set by .cargo/config.toml to the UCX scripts/setup installed. Not named UCX_*, because cargo
     // also exports it to every process it runs, and UCX warns about UCX_* variables it doesn't know.
-    if let Some(d) = var("IC_BENCH_UCX_DIR").map(|d| d.join("include")).filter(|d| has_ucp(d)) {
+    if let Some(d) = var("IC_BENCH_UCX_DIR")
+        .map(|d| d.join("include"))
+        .filter(|d| has_ucp(d))
+    {
         return Ok(d);
     }
     pkg_config_include()

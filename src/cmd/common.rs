@@ -18,7 +18,11 @@ pub struct TestArgs {
     pub sizes: Option<SizeList>,
 
     /// Memory pairs initiator-target, comma separated: host-host, host-cuda, cuda-host, cuda-cuda
-    #[arg(long, value_delimiter = ',', default_value = "host-host,host-cuda,cuda-host,cuda-cuda")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "host-host,host-cuda,cuda-host,cuda-cuda"
+    )]
     pub memory: Vec<MemoryPair>,
 
     /// Warmup iterations per case (not measured)
@@ -78,7 +82,11 @@ pub enum UnitArg {
 impl TestArgs {
     pub fn settings(&self) -> anyhow::Result<RunSettings> {
         if self.min_time > self.max_time {
-            anyhow::bail!("--min-time ({}) exceeds --max-time ({}): raise --max-time", self.min_time, self.max_time);
+            anyhow::bail!(
+                "--min-time ({}) exceeds --max-time ({}): raise --max-time",
+                self.min_time,
+                self.max_time
+            );
         }
         if self.tests.is_empty() || self.memory.is_empty() {
             anyhow::bail!("nothing to run: give at least one --tests and one --memory value");
@@ -182,7 +190,13 @@ pub fn settings_to_flags(settings: &RunSettings) -> Vec<String> {
         "--sizes".into(),
         join(settings.sizes.iter().map(|s| s.to_string()).collect()),
         "--memory".into(),
-        join(settings.memory.iter().map(|m| format!("{}-{}", m.initiator, m.target)).collect()),
+        join(
+            settings
+                .memory
+                .iter()
+                .map(|m| format!("{}-{}", m.initiator, m.target))
+                .collect(),
+        ),
         "--warmup".into(),
         settings.warmup_iterations.to_string(),
         "--min-iterations".into(),
@@ -209,7 +223,8 @@ impl ExpectArgs {
     pub fn expectation(&self, locality: icb_core::Locality) -> anyhow::Result<icb_core::Expectation> {
         use icb_core::Expectation;
         use icb_core::verdict::{ExpectationOverrides, parse_expectation_config};
-        let flags = ExpectationOverrides::from_flags(self.min_host_bw, self.min_cuda_bw, self.min_bw_size, self.allow_tcp)?;
+        let flags =
+            ExpectationOverrides::from_flags(self.min_host_bw, self.min_cuda_bw, self.min_bw_size, self.allow_tcp)?;
         let config = match &self.expect_config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
@@ -219,7 +234,11 @@ impl ExpectArgs {
             }
             None => None,
         };
-        Ok(Expectation::resolve(locality, config.as_ref().map(|(c, p)| (c, p.as_str())), &flags)?)
+        Ok(Expectation::resolve(
+            locality,
+            config.as_ref().map(|(c, p)| (c, p.as_str())),
+            &flags,
+        )?)
     }
 }
 

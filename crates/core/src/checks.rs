@@ -66,7 +66,12 @@ impl ProbeReport {
             String::new()
         };
         let (status, verdict) = if counts.fail > 0 {
-            let first: Vec<&str> = checks.iter().filter(|c| c.status == Status::Fail).map(|c| c.id.as_str()).collect();
+            let mut first: Vec<&str> = Vec::new();
+            for c in checks.iter().filter(|c| c.status == Status::Fail) {
+                if !first.contains(&c.id.as_str()) {
+                    first.push(c.id.as_str());
+                }
+            }
             (Status::Fail, format!("fix first: {}", first.join(", ")))
         } else if counts.ok == 0 {
             (Status::Warn, "inconclusive: nothing could be checked".to_string())
@@ -84,10 +89,16 @@ impl ProbeReport {
         } else if counts.warn > 0 {
             (
                 Status::Warn,
-                format!("disaggregated transport can be trusted, with {} warning(s) to review{skipped_note}", counts.warn),
+                format!(
+                    "disaggregated transport can be trusted, with {} warning(s) to review{skipped_note}",
+                    counts.warn
+                ),
             )
         } else {
-            (Status::Ok, format!("disaggregated transport can be trusted{skipped_note}"))
+            (
+                Status::Ok,
+                format!("disaggregated transport can be trusted{skipped_note}"),
+            )
         };
         ProbeReport {
             schema: PROBE_SCHEMA.to_string(),
@@ -152,6 +163,17 @@ mod tests {
     }
 
     #[test]
+    fn a_check_failing_in_two_roles_is_named_once() {
+        let r = ProbeReport::new(
+            "env",
+            "x",
+            vec![check("env.rndv", Status::Fail), check("env.rndv", Status::Fail)],
+            vec![],
+        );
+        assert_eq!(r.verdict, "fix first: env.rndv");
+    }
+
+    #[test]
     fn only_skipped_is_inconclusive_not_a_pass() {
         let r = ProbeReport::new("node", "local", vec![check("a", Status::Skipped)], vec![]);
         assert_eq!(r.status, Status::Warn);
@@ -161,19 +183,40 @@ mod tests {
 
     #[test]
     fn all_ok_is_trusted() {
-        let r = ProbeReport::new("node", "local", vec![check("a", Status::Ok), check("b", Status::Ok)], vec![]);
+        let r = ProbeReport::new(
+            "node",
+            "local",
+            vec![check("a", Status::Ok), check("b", Status::Ok)],
+            vec![],
+        );
         assert_eq!(r.status, Status::Ok);
         assert_eq!(r.verdict, "disaggregated transport can be trusted");
     }
 
     #[test]
     fn skipped_checks_are_named_and_a_mostly_skipped_run_is_inconclusive() {
-        let r = ProbeReport::new("node", "local", vec![check("a", Status::Ok), check("b", Status::Skipped)], vec![]);
+        let r = ProbeReport::new(
+            "node",
+            "local",
+            vec![check("a", Status::Ok), check("b", Status::Skipped)],
+            vec![],
+        );
         assert_eq!(r.status, Status::Ok);
-        assert_eq!(r.verdict, "disaggregated transport can be trusted; 1 check(s) skipped, which is not a pass");
-        let mostly = vec![check("a", Status::Ok), check("b", Status::Skipped), check("c", Status::Skipped)];
+        assert_eq!(
+            r.verdict,
+            "disaggregated transport can be trusted; 1 check(s) skipped, which is not a pass"
+        );
+        let mostly = vec![
+            check("a", Status::Ok),
+            check("b", Status::Skipped),
+            check("c", Status::Skipped),
+        ];
         let r = ProbeReport::new("node", "local", mostly, vec![]);
         assert_eq!(r.status, Status::Warn);
-        assert!(r.verdict.starts_with("inconclusive: only 1 of 3 checks could run"), "{}", r.verdict);
+        assert!(
+            r.verdict.starts_with("inconclusive: only 1 of 3 checks could run"),
+            "{}",
+            r.verdict
+        );
     }
 }

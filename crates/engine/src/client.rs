@@ -224,6 +224,15 @@ async fn run_session(
     Ok((server, cases, warnings))
 }
 
+/// `no CUDA driver on the prefill side`, or the driver's own reason when it is something else.
+pub(crate) fn no_cuda_reason(side: &str, cuda: &CudaInfo) -> String {
+    if cuda.detail.is_empty() || cuda.detail == "no CUDA driver" {
+        format!("no CUDA driver on the {side} side")
+    } else {
+        format!("CUDA unavailable on the {side} side: {}", cuda.detail)
+    }
+}
+
 enum Prepared {
     Ready,
     NotRun(CaseStatus, String),
@@ -238,16 +247,10 @@ async fn prepare(
 ) -> Result<Prepared, EngineError> {
     let label = case_label(&setup);
     if setup.memory.initiator == MemoryType::Cuda && !cuda.available {
-        return Ok(Prepared::NotRun(
-            CaseStatus::Skipped,
-            "no CUDA driver on the prefill side".into(),
-        ));
+        return Ok(Prepared::NotRun(CaseStatus::Skipped, no_cuda_reason("prefill", cuda)));
     }
     if setup.memory.target == MemoryType::Cuda && !server.cuda.available {
-        return Ok(Prepared::NotRun(
-            CaseStatus::Skipped,
-            "no CUDA driver on the decode side".into(),
-        ));
+        return Ok(Prepared::NotRun(CaseStatus::Skipped, no_cuda_reason("decode", &server.cuda)));
     }
     control.send(&Message::Setup(setup), &label).await?;
     let ready: CaseReady = match control.recv(&label, HELLO_TIMEOUT * 4).await? {

@@ -136,7 +136,7 @@ async fn session(
                 current = None;
                 let label = case_label(&setup);
                 if setup.memory.target == MemoryType::Cuda && !cuda.available {
-                    let reason = "no CUDA driver on the decode side".to_string();
+                    let reason = crate::client::no_cuda_reason("decode", cuda);
                     control.send(&Message::Skipped { reason }, &label).await?;
                     continue;
                 }

@@ -17,7 +17,7 @@ pub enum KubeError {
     Timeout { what: String, timeout: Duration },
 
     /// The API server answered with an error status.
-    #[error("{what}: {message} (HTTP {code}, {reason}){}", hint_for(*.code))]
+    #[error("{what}: {message} (HTTP {code}, {reason}){}", hint_for(*.code, message))]
     Api {
         what: String,
         code: u16,
@@ -102,9 +102,12 @@ fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
-fn hint_for(code: u16) -> &'static str {
+fn hint_for(code: u16, message: &str) -> &'static str {
     match code {
         401 => "; your credentials were rejected: refresh the kubeconfig's user token",
+        403 if message.contains("PodSecurity") => {
+            "; the namespace's Pod Security level forbids what the bench pod copies (host namespaces, privileged, capabilities): use a namespace labelled pod-security.kubernetes.io/enforce=privileged, or a plainer reference"
+        }
         403 => "; the account lacks RBAC permission: apply manifests/rbac.yaml for ic-bench's ServiceAccount",
         _ => "",
     }
@@ -120,5 +123,30 @@ pub(crate) fn humanize(d: Duration) -> String {
         format!("{}s", d.as_secs())
     } else {
         format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forbidden_hints_tell_rbac_from_pod_security() {
+        let api = |message: &str| KubeError::Api {
+            what: "create pod ns/p".into(),
+            code: 403,
+            reason: "Forbidden".into(),
+            message: message.into(),
+        };
+        let rbac =
+            api("pods is forbidden: User \"system:serviceaccount:x:y\" cannot create resource \"pods\"").to_string();
+        assert!(rbac.contains("apply manifests/rbac.yaml"), "{rbac}");
+        let psa =
+            api("pods \"p\" is forbidden: violates PodSecurity \"baseline:latest\": host namespaces (hostIPC=true)")
+                .to_string();
+        assert!(
+            psa.contains("pod-security.kubernetes.io/enforce=privileged") && !psa.contains("rbac"),
+            "{psa}"
+        );
     }
 }

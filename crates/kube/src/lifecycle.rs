@@ -328,9 +328,12 @@ pub async fn read_listening_port(cluster: &Cluster, name: &str, until: Instant) 
         };
         match tokio::time::timeout_at(until, attempt).await {
             Err(_) => {
+                let seen_note = match seen.last() {
+                    Some(l) => format!("; its last output: {}", one_line(l)),
+                    None => "; no output could be read from its log".into(),
+                };
                 return Err(KubeError::Output(format!(
-                    "pod {name}: `ic-bench serve` printed no listening line before the deadline{}",
-                    last_line_note(&seen)
+                    "pod {name}: no listening line from `ic-bench serve` before the --timeout deadline{seen_note}; raise --timeout or check the pod's log"
                 )));
             }
             Ok(Ok(Some(port))) => return Ok(port),

@@ -69,12 +69,18 @@ pub fn shell_words(text: &str) -> Vec<String> {
 /// is split like a shell would; other words are taken verbatim (JSON keeps its quotes).
 pub fn read_args(engine: &mut EngineArgs, words: &[String]) {
     let mut tokens = Vec::new();
+    let mut prev: Option<&str> = None;
     for w in words {
-        if w.chars().any(char::is_whitespace) {
+        // A flag's value (`--kv-transfer-config`, then `{"kv_connector": …}` as its own list
+        // item) is one argument even with spaces; JSON never is a script either.
+        let is_value = prev.is_some_and(|p| p.starts_with("--") && !p.contains('='));
+        let is_json = w.trim_start().starts_with(['{', '[']);
+        if w.chars().any(char::is_whitespace) && !is_value && !is_json {
             tokens.extend(shell_words(w));
         } else {
             tokens.push(w.clone());
         }
+        prev = Some(w);
     }
     for t in &tokens {
         let lower = t.to_ascii_lowercase();
@@ -321,6 +327,22 @@ mod tests {
         assert_eq!(s.sglang_backend.as_deref(), Some("nixl"));
         assert_eq!(s.role_hint, Some(Role::Decode));
         assert_eq!(s.framework.as_deref(), Some("sglang"));
+    }
+
+    #[test]
+    fn json_with_spaces_as_its_own_list_item_stays_whole() {
+        let mut e = EngineArgs::default();
+        read_args(
+            &mut e,
+            &[
+                "vllm".into(),
+                "serve".into(),
+                "--kv-transfer-config".into(),
+                r#"{"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"backends": ["UCX"]}}"#.into(),
+            ],
+        );
+        assert!(e.problems.is_empty(), "{:?}", e.problems);
+        assert_eq!(e.nixl_backends, vec!["UCX"]);
     }
 
     #[test]

@@ -227,13 +227,18 @@ impl Drop for Fabric {
 fn wait_until_running(netns: &str, dev: &str) -> Result<(), Error> {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let out = std::process::Command::new("ip").args(["-n", netns, "-o", "link", "show", "dev", dev]).output()?;
+        let out = std::process::Command::new("ip")
+            .args(["-n", netns, "-o", "link", "show", "dev", dev])
+            .output()?;
         let state = String::from_utf8_lossy(&out.stdout);
         if state.contains("state UP") {
             return Ok(());
         }
         if std::time::Instant::now() > deadline {
-            return Err(Error::Namespace(format!("{dev} in {netns} not operationally up after 5 s: {}", state.trim())));
+            return Err(Error::Namespace(format!(
+                "{dev} in {netns} not operationally up after 5 s: {}",
+                state.trim()
+            )));
         }
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -131,7 +131,7 @@ fn backend_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
         None if e.framework.as_deref() == Some("sglang") => out.push(mk(
             "env.backend",
             Status::Ok,
-            "KV transfer: SGLang default (mooncake; --disaggregation-transfer-backend not given)".to_string(),
+            "KV transfer: SGLang's default backend (mooncake; --disaggregation-transfer-backend not given)".to_string(),
             scope,
             None,
         )),
