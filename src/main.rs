@@ -23,7 +23,7 @@ const LONG_VERSION: &str = concat!(
     about = "Tells, with evidence, whether the fabric under disaggregated LLM serving is really fast",
     long_about = None,
     disable_version_flag = true,
-    after_help = "Exit codes: 0 pass (or warnings only), 1 verdict failed, 2 usage or setup error."
+    after_help = "Exit codes: 0 pass (or warnings only), 1 verdict failed, 2 usage or setup error, 130 interrupted (after cleanup)."
 )]
 struct Cli {
     /// Print version, git commit, the UCX headers version and the UCX found at run time
@@ -106,8 +106,9 @@ fn main() -> ExitCode {
 
 fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "warn",
-        1 => "info",
+        // kube-rs logs every failed attempt at ERROR; ic-bench reports the outcome in one line itself.
+        0 => "warn,kube_client=off,kube_runtime=off",
+        1 => "info,kube_client=warn",
         _ => "debug",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("IC_BENCH_LOG")

@@ -217,11 +217,11 @@ fn sigterm_stops_plain_processes_too() {
     }
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(icb_core::exit::INTERRUPTED), "{stderr}");
     assert!(
         stderr
             .trim()
-            .ends_with("interrupted by SIGTERM: both sides stopped and cleaned up"),
+            .ends_with("ic-bench: interrupted by SIGTERM: both sides stopped and cleaned up"),
         "{stderr}"
     );
     assert_eq!(

@@ -300,11 +300,11 @@ fn ctrl_c_stops_both_sides_and_removes_the_namespaces() {
         .unwrap();
     assert!(status.success());
     let (code, stderr) = exit_within(child, Duration::from_secs(20));
-    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(code, Some(icb_core::exit::INTERRUPTED), "{stderr}");
     assert!(
         stderr
             .trim()
-            .ends_with("ic-bench: error: interrupted by SIGINT: both sides stopped and cleaned up"),
+            .ends_with("ic-bench: interrupted by SIGINT: both sides stopped and cleaned up"),
         "{stderr}"
     );
     assert_eq!(namespaces_of(pid), Vec::<String>::new());

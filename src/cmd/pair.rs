@@ -13,11 +13,11 @@ pub struct Args {
     pub local_opts: super::pair_local::LocalArgs,
 
     /// Prefill (client) side: node/NAME, pod/NAME, deployment/NAME, or a label selector with -l
-    #[arg(long, requires = "decode")]
+    #[arg(long, requires = "decode", allow_hyphen_values = true)]
     pub prefill: Option<String>,
 
     /// Decode (server) side: node/NAME, pod/NAME, deployment/NAME, or a label selector with -l
-    #[arg(long, requires = "prefill")]
+    #[arg(long, requires = "prefill", allow_hyphen_values = true)]
     pub decode: Option<String>,
 
     #[command(flatten)]

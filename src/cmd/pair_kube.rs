@@ -9,7 +9,7 @@ use icb_kube::target::Target;
 use std::time::Duration;
 
 /// Exit code after Ctrl-C / SIGTERM (128 + SIGINT, as shells report it).
-pub const EXIT_INTERRUPTED: i32 = 130;
+pub const EXIT_INTERRUPTED: i32 = icb_core::exit::INTERRUPTED;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct KubePairArgs {

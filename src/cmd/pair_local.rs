@@ -74,9 +74,29 @@ pub fn run_local(args: &super::pair::Args) -> anyhow::Result<i32> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let report = runtime.block_on(run_pair(args, &settings))?;
-    finish_pair(report, &args.expect, &args.output)
+    match runtime.block_on(run_pair(args, &settings)) {
+        Ok(report) => finish_pair(report, &args.expect, &args.output),
+        Err(e) => match e.downcast_ref::<Interrupted>() {
+            Some(Interrupted(why)) => {
+                eprintln!("ic-bench: {why}");
+                Ok(icb_core::exit::INTERRUPTED)
+            }
+            None => Err(e),
+        },
+    }
 }
+
+/// A Ctrl-C or SIGTERM stopped the run after cleanup: exit code 130, not a setup error.
+#[derive(Debug)]
+struct Interrupted(String);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 /// Runs both sides and returns the prefill side's report with the placement filled in.
 async fn run_pair(args: &super::pair::Args, settings: &RunSettings) -> anyhow::Result<PairReport> {
@@ -99,7 +119,7 @@ async fn run_pair(args: &super::pair::Args, settings: &RunSettings) -> anyhow::R
     let mut run = Run::default();
     let outcome = tokio::select! {
         result = run.drive(&pair, args, settings) => result,
-        signal = signals.recv() => Err(anyhow!("interrupted by {signal}: both sides stopped and cleaned up")),
+        signal = signals.recv() => Err(anyhow!(Interrupted(format!("interrupted by {signal}: both sides stopped and cleaned up")))),
     };
     run.stop().await;
     match (outcome, pair.teardown()) {

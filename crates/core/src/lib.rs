@@ -27,6 +27,8 @@ pub mod exit {
     pub const VERDICT_FAILED: i32 = 1;
     /// Bad flags, bad input, or the test could not be set up (UCX missing, peer unreachable, …).
     pub const USAGE_OR_SETUP: i32 = 2;
+    /// Stopped by Ctrl-C or SIGTERM after cleaning up (128 + SIGINT, the shell convention).
+    pub const INTERRUPTED: i32 = 130;
 }
 
 /// A value given by the user could not be parsed; the message says what to write instead.
