@@ -736,6 +736,44 @@ pub fn judge(report: &mut PairReport) {
     let exp = report.expectation.clone();
     let settings = report.settings.clone();
     report.verdict = judge_cases(&mut report.cases, &exp, &settings);
+    if report.verdict.data_paths.contains(&TransportClass::Tcp)
+        && let Some(hint) = tcp_only_tls_hint(report)
+    {
+        // The namespace/RDMA hint would send the operator after the wrong cause.
+        report.verdict.hint = Some(hint);
+    }
+}
+
+/// When a side's `UCX_TLS` leaves UCX nothing but TCP, that setting is the cause of a TCP data
+/// path, whatever the placement: say so, naming the side and the value.
+fn tcp_only_tls_hint(report: &PairReport) -> Option<String> {
+    let sides = [("prefill", &report.client), ("decode", &report.server)];
+    let (side, value) = sides.iter().find_map(|(side, peer)| {
+        let value = peer.env.get("UCX_TLS")?;
+        tls_allows_only_tcp(value).then_some((*side, value.as_str()))
+    })?;
+    let instead = match report.placement.locality {
+        Locality::SameHost => "sm,cma (same host) and cuda_copy,cuda_ipc (GPU memory)",
+        Locality::DifferentHosts => "rc or dc (RDMA) and cuda_copy (GPU memory)",
+    };
+    Some(format!(
+        "UCX_TLS={value} on the {side} side leaves UCX only TCP: allow {instead}, or unset UCX_TLS"
+    ))
+}
+
+/// True for an explicit transport list (not the `^` exclusion form) with nothing but tcp and
+/// helpers that cannot carry data between processes on their own (self, and the cuda_copy /
+/// gdr_copy staging copies, which still hand the bytes to tcp).
+fn tls_allows_only_tcp(value: &str) -> bool {
+    let value = value.trim();
+    if value.is_empty() || value.starts_with('^') {
+        return false;
+    }
+    let names: Vec<&str> = value.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    names.iter().any(|n| *n == "tcp")
+        && names
+            .iter()
+            .all(|n| matches!(*n, "tcp" | "self" | "cuda_copy" | "gdr_copy"))
 }
 
 #[cfg(test)]

@@ -250,7 +250,10 @@ async fn prepare(
         return Ok(Prepared::NotRun(CaseStatus::Skipped, no_cuda_reason("prefill", cuda)));
     }
     if setup.memory.target == MemoryType::Cuda && !server.cuda.available {
-        return Ok(Prepared::NotRun(CaseStatus::Skipped, no_cuda_reason("decode", &server.cuda)));
+        return Ok(Prepared::NotRun(
+            CaseStatus::Skipped,
+            no_cuda_reason("decode", &server.cuda),
+        ));
     }
     control.send(&Message::Setup(setup), &label).await?;
     let ready: CaseReady = match control.recv(&label, HELLO_TIMEOUT * 4).await? {

@@ -581,7 +581,10 @@ impl Worker {
             return Ok(None);
         };
         let req = slot.req.get();
-        if slot.generation.get() != generation || slot.state.get() != State::Pending || req.is_null() {
+        // A request UCX completed inside the submit call (small eager sends do, even with
+        // NO_IMM_CMPL) is still a valid object until it is released with ucp_request_free, and
+        // still carries its protocol description: ucx_perftest queries such requests too.
+        if slot.generation.get() != generation || slot.state.get() == State::Free || req.is_null() {
             return Ok(None);
         }
         let Ok(query) = ucp_fn!(self.inner.ctx.ucx, ucp_request_query) else {
@@ -595,7 +598,8 @@ impl Worker {
             debug_string_size: buf.len(),
             ..Default::default()
         };
-        // SAFETY: `req` is a live pending request; UCX writes at most debug_string_size bytes
+        // SAFETY: `req` is a request not yet released (its slot is Pending or Done, never Free, and
+        // the generation matches), so UCX still owns a valid object; UCX writes at most debug_string_size bytes
         // (NUL included) into `buf`, which outlives the call.
         let status = unsafe { query(req, &mut attr) };
         if status != sys::UCS_OK {

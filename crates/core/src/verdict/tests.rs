@@ -601,6 +601,43 @@ fn judge_fills_a_report() {
 }
 
 #[test]
+fn a_tcp_only_ucx_tls_is_named_as_the_cause() {
+    let mut report: PairReport = serde_json::from_value(serde_json::json!({
+        "schema": PAIR_SCHEMA,
+        "tool": {"name": "ic-bench", "version": "0.1.0", "git_commit": "x", "ucx_headers": "1.22.0"},
+        "started_at": "2026-11-22T00:00:00Z",
+        "duration_s": 1.0,
+        "placement": {"locality": "same_host", "mode": "local", "prefill": {"host": "a"}, "decode": {"host": "a"}},
+        "server": {"hostname": "a", "ucx_version": "1.22.0", "ucx_library": "/x", "cuda": {"available": false, "detail": "-"}},
+        "client": {"hostname": "a", "ucx_version": "1.22.0", "ucx_library": "/x", "cuda": {"available": false, "detail": "-"},
+                   "env": {"UCX_TLS": "tcp,self"}},
+        "settings": serde_json::to_value(settings(false)).unwrap(),
+        "expectation": serde_json::to_value(Expectation::defaults(Locality::SameHost)).unwrap(),
+        "cases": [serde_json::to_value(measured(TestKind::TagBw, HH, 64 * MIB, Some(TAG_TCP), &[], 4.0)).unwrap()],
+        "verdict": {"status": "pass", "reason": "not judged yet"}
+    }))
+    .unwrap();
+    judge(&mut report);
+    assert_eq!(report.verdict.status, VerdictStatus::Fail);
+    let hint = report.verdict.hint.clone().unwrap_or_default();
+    assert!(
+        hint.starts_with("UCX_TLS=tcp,self on the prefill side leaves UCX only TCP"),
+        "{hint}"
+    );
+
+    // An exclusion list or a list with a shared-memory transport is not the cause.
+    for tls in ["^sysv", "tcp,sm", "rc,tcp", "cuda_ipc,cuda_copy,tcp", ""] {
+        assert!(!tls_allows_only_tcp(tls), "{tls}");
+    }
+    for tls in ["tcp", "tcp,cuda_copy", " tcp , self "] {
+        assert!(tls_allows_only_tcp(tls), "{tls}");
+    }
+    report.client.env.insert("UCX_TLS".into(), "tcp,sm".into());
+    judge(&mut report);
+    assert!(report.verdict.hint.unwrap_or_default().contains("namespaces"));
+}
+
+#[test]
 fn defaults_sit_between_tcp_fallback_and_healthy_fabrics() {
     let remote = Expectation::defaults(Locality::DifferentHosts);
     let local = Expectation::defaults(Locality::SameHost);
