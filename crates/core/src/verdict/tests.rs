@@ -579,44 +579,37 @@ fn rollup_warn_only() {
     assert_eq!(v.status.exit_code(), 0);
 }
 
-#[test]
-fn judge_fills_a_report() {
-    let mut report: PairReport = serde_json::from_value(serde_json::json!({
+/// A same-host report with one tag_bw 64 MiB case over tcp, and the given prefill-side env.
+fn tcp_report(client_env: serde_json::Value) -> PairReport {
+    serde_json::from_value(serde_json::json!({
         "schema": PAIR_SCHEMA,
         "tool": {"name": "ic-bench", "version": "0.1.0", "git_commit": "x", "ucx_headers": "1.22.0"},
         "started_at": "2026-11-22T00:00:00Z",
         "duration_s": 1.0,
         "placement": {"locality": "same_host", "mode": "local", "prefill": {"host": "a"}, "decode": {"host": "a"}},
         "server": {"hostname": "a", "ucx_version": "1.22.0", "ucx_library": "/x", "cuda": {"available": false, "detail": "no CUDA driver"}},
-        "client": {"hostname": "a", "ucx_version": "1.22.0", "ucx_library": "/x", "cuda": {"available": false, "detail": "no CUDA driver"}},
+        "client": {"hostname": "a", "ucx_version": "1.22.0", "ucx_library": "/x", "cuda": {"available": false, "detail": "no CUDA driver"},
+                   "env": client_env},
         "settings": serde_json::to_value(settings(false)).unwrap(),
         "expectation": serde_json::to_value(Expectation::defaults(Locality::SameHost)).unwrap(),
         "cases": [serde_json::to_value(measured(TestKind::TagBw, HH, 64 * MIB, Some(TAG_TCP), &[], 4.0)).unwrap()],
         "verdict": {"status": "pass", "reason": "not judged yet"}
     }))
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn judge_fills_a_report() {
+    let mut report = tcp_report(serde_json::json!({}));
     judge(&mut report);
     assert_eq!(report.verdict.status, VerdictStatus::Fail);
     assert_eq!(report.cases[0].verdict.as_ref().map(|v| v.status), Some(Status::Fail));
+    assert!(report.verdict.hint.clone().unwrap_or_default().contains("namespaces"));
 }
 
 #[test]
 fn a_tcp_only_ucx_tls_is_named_as_the_cause() {
-    let mut report: PairReport = serde_json::from_value(serde_json::json!({
-        "schema": PAIR_SCHEMA,
-        "tool": {"name": "ic-bench", "version": "0.1.0", "git_commit": "x", "ucx_headers": "1.22.0"},
-        "started_at": "2026-11-22T00:00:00Z",
-        "duration_s": 1.0,
-        "placement": {"locality": "same_host", "mode": "local", "prefill": {"host": "a"}, "decode": {"host": "a"}},
-        "server": {"hostname": "a", "ucx_version": "1.22.0", "ucx_library": "/x", "cuda": {"available": false, "detail": "-"}},
-        "client": {"hostname": "a", "ucx_version": "1.22.0", "ucx_library": "/x", "cuda": {"available": false, "detail": "-"},
-                   "env": {"UCX_TLS": "tcp,self"}},
-        "settings": serde_json::to_value(settings(false)).unwrap(),
-        "expectation": serde_json::to_value(Expectation::defaults(Locality::SameHost)).unwrap(),
-        "cases": [serde_json::to_value(measured(TestKind::TagBw, HH, 64 * MIB, Some(TAG_TCP), &[], 4.0)).unwrap()],
-        "verdict": {"status": "pass", "reason": "not judged yet"}
-    }))
-    .unwrap();
+    let mut report = tcp_report(serde_json::json!({"UCX_TLS": "tcp,self"}));
     judge(&mut report);
     assert_eq!(report.verdict.status, VerdictStatus::Fail);
     let hint = report.verdict.hint.clone().unwrap_or_default();
@@ -625,7 +618,7 @@ fn a_tcp_only_ucx_tls_is_named_as_the_cause() {
         "{hint}"
     );
 
-    // An exclusion list or a list with a shared-memory transport is not the cause.
+    // An exclusion list or a list with a transport that can carry data is not the cause.
     for tls in ["^sysv", "tcp,sm", "rc,tcp", "cuda_ipc,cuda_copy,tcp", ""] {
         assert!(!tls_allows_only_tcp(tls), "{tls}");
     }
