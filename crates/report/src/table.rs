@@ -72,7 +72,47 @@ impl Exporter for TableExporter {
             "Data path",
             "Verdict",
         ]);
+        // Skipped cases that share a memory pair and a reason (e.g. every CUDA case without a
+        // driver) read as one row: hundreds of identical rows would bury the measured ones.
+        let mut skipped_groups: Vec<(icb_core::model::MemoryPair, String, Vec<&CaseResult>)> = Vec::new();
+        for c in r.cases.iter().filter(|c| c.status == CaseStatus::Skipped) {
+            let reason = c.reason.clone().unwrap_or_else(|| "-".to_string());
+            match skipped_groups
+                .iter_mut()
+                .find(|(m, why, _)| *m == c.memory && *why == reason)
+            {
+                Some(g) => g.2.push(c),
+                None => skipped_groups.push((c.memory, reason, vec![c])),
+            }
+        }
         for c in &r.cases {
+            let group = skipped_groups
+                .iter()
+                .find(|(_, _, cases)| cases.iter().any(|g| std::ptr::eq(*g, c)));
+            if let Some((memory, reason, cases)) = group.filter(|g| g.2.len() > 1) {
+                if std::ptr::eq(cases[0], c) {
+                    let mut tests: Vec<String> = Vec::new();
+                    for name in cases.iter().map(|c| c.test.to_string()) {
+                        if !tests.contains(&name) {
+                            tests.push(name);
+                        }
+                    }
+                    let sizes: std::collections::BTreeSet<u64> = cases.iter().map(|c| c.size).collect();
+                    t.add_row(vec![
+                        tests.join(","),
+                        memory.to_string(),
+                        match sizes.len() {
+                            1 => format_size(cases[0].size),
+                            n => format!("{n} sizes"),
+                        },
+                        "-".to_string(),
+                        "-".to_string(),
+                        reason.clone(),
+                        format!("skipped ×{}", cases.len()),
+                    ]);
+                }
+                continue;
+            }
             let m = c.measurement.as_ref();
             let bw = m
                 .and_then(|m| m.bandwidth_bps)

@@ -2,7 +2,7 @@ mod common;
 
 use common::*;
 use icb_core::checks::ProbeReport;
-use icb_core::model::{CaseStatus, PairReport, Status, VerdictStatus};
+use icb_core::model::{CaseStatus, PairReport, Status, TestKind, VerdictStatus};
 use icb_report::{ExportError, Format, render_pair, render_probe};
 use quick_xml::events::Event;
 use std::collections::BTreeMap;
@@ -123,13 +123,69 @@ fn table_shows_units_cases_findings_and_the_verdict() {
     ] {
         assert!(out.contains(want), "table lacks {want:?}:\n{out}");
     }
-    // One row per case, plus the header row.
+    // One row per measured or failed case, one per (memory pair, reason) of skipped cases, plus
+    // the header row.
+    let mut skip_groups: Vec<(String, Option<String>)> = Vec::new();
+    for c in r.cases.iter().filter(|c| c.status == CaseStatus::Skipped) {
+        let key = (c.memory.to_string(), c.reason.clone());
+        if !skip_groups.contains(&key) {
+            skip_groups.push(key);
+        }
+    }
+    let others = r.cases.iter().filter(|c| c.status != CaseStatus::Skipped).count();
     assert_eq!(
         out.lines().filter(|l| l.starts_with('│')).count(),
-        r.cases.len() + 1,
+        others + skip_groups.len() + 1,
         "{out}"
     );
     insta::assert_snapshot!("pair_table_pods_same_node", out);
+}
+
+#[test]
+fn skipped_cases_sharing_a_reason_collapse_into_one_row() {
+    let mut r = pods_same_node();
+    let skipped = r
+        .cases
+        .iter()
+        .find(|c| c.status == CaseStatus::Skipped)
+        .cloned()
+        .expect("fixture has a skipped case");
+    let rows_of = |r: &PairReport| {
+        render_pair(r, Format::Table)
+            .unwrap()
+            .lines()
+            .filter(|l| l.starts_with('│'))
+            .count()
+    };
+    let before = rows_of(&r);
+    let group = r
+        .cases
+        .iter()
+        .filter(|c| c.memory == skipped.memory && c.reason == skipped.reason)
+        .count();
+    for size in [1u64 << 10, 1 << 20] {
+        let mut more = skipped.clone();
+        more.size = size;
+        more.test = TestKind::PutBw;
+        r.cases.push(more);
+    }
+    assert_eq!(
+        rows_of(&r),
+        before,
+        "skipped cases with one memory pair and reason make one row"
+    );
+    let out = render_pair(&r, Format::Table).unwrap();
+    let row = out.lines().find(|l| l.contains("skipped ×")).expect("a collapsed row");
+    let count = format!("skipped ×{}", group + 2);
+    for want in [
+        count.as_str(),
+        "put_bw",
+        "3 sizes",
+        "no CUDA driver",
+        &skipped.memory.to_string(),
+    ] {
+        assert!(row.contains(want), "{want:?} missing in {row}");
+    }
 }
 
 #[test]
