@@ -120,6 +120,8 @@ fn host_ipc_alone_does_not_carry_rma() {
     }
     assert_eq!(report.verdict.status, VerdictStatus::Fail);
     assert!(report.verdict.reason.contains("tcp"), "{:?}", report.verdict);
+    let hint = report.verdict.hint.clone().unwrap_or_default();
+    assert!(hint.contains("share IPC but not PID namespaces"), "{hint}");
     ran.assert_nothing_left();
 }
 

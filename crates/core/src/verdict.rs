@@ -737,11 +737,30 @@ pub fn judge(report: &mut PairReport) {
     let settings = report.settings.clone();
     report.verdict = judge_cases(&mut report.cases, &exp, &settings);
     if report.verdict.data_paths.contains(&TransportClass::Tcp)
-        && let Some(hint) = tcp_only_tls_hint(report)
+        && let Some(hint) = tcp_only_tls_hint(report).or_else(|| shared_ipc_without_pid_hint(report))
     {
-        // The namespace/RDMA hint would send the operator after the wrong cause.
+        // The generic namespace/RDMA hint would send the operator after the wrong cause.
         report.verdict.hint = Some(hint);
     }
+}
+
+/// Same host, tag traffic over shared memory, but RMA over tcp or emulated: the sides share an
+/// IPC namespace (hostIPC) and not a PID namespace, so cma — the zero-copy path RMA takes on one
+/// host — is unavailable. That is NIXL's path, so a passing tag test would mislead.
+fn shared_ipc_without_pid_hint(report: &PairReport) -> Option<String> {
+    if report.placement.locality != Locality::SameHost {
+        return None;
+    }
+    let class = |c: &CaseResult| c.transport.as_ref().map(|t| t.data_path.class);
+    let measured = || report.cases.iter().filter(|c| c.status == CaseStatus::Measured);
+    let tag_over_shm = measured().any(|c| !c.test.is_rma() && class(c) == Some(TransportClass::SharedMemory));
+    let rma_slow = measured()
+        .any(|c| c.test.is_rma() && matches!(class(c), Some(TransportClass::Tcp | TransportClass::RmaEmulated)));
+    (tag_over_shm && rma_slow).then(|| {
+        "tag messages use shared memory but put/get (NIXL's operations) do not: the sides share IPC but not \
+         PID namespaces, and cma needs both; add hostPID (or run both roles in one pod), or use RDMA"
+            .to_string()
+    })
 }
 
 /// When a side's `UCX_TLS` leaves UCX nothing but TCP, that setting is the cause of a TCP data

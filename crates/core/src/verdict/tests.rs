@@ -631,6 +631,32 @@ fn a_tcp_only_ucx_tls_is_named_as_the_cause() {
 }
 
 #[test]
+fn shared_ipc_without_pid_is_named_when_only_rma_falls_back() {
+    let mut report = tcp_report(serde_json::json!({}));
+    let tag_sysv = "{proto|cb} tag_send from host memory length 8 eager short sysv/memory";
+    let put_tcp = "{proto|cb} put from host memory length 4194304 zero-copy tcp/eth0";
+    report.cases = vec![
+        measured(TestKind::TagBw, HH, 8, Some(tag_sysv), &[], 4.0),
+        measured(TestKind::PutBw, HH, 4 * MIB, Some(put_tcp), &[], 4.0),
+    ];
+    judge(&mut report);
+    assert_eq!(report.verdict.status, VerdictStatus::Fail);
+    let hint = report.verdict.hint.clone().unwrap_or_default();
+    assert!(hint.contains("share IPC but not PID namespaces"), "{hint}");
+
+    // Everything over tcp: the plain two-pods hint, not this one.
+    let mut all_tcp = tcp_report(serde_json::json!({}));
+    judge(&mut all_tcp);
+    assert!(
+        !all_tcp
+            .verdict
+            .hint
+            .unwrap_or_default()
+            .contains("share IPC but not PID")
+    );
+}
+
+#[test]
 fn defaults_sit_between_tcp_fallback_and_healthy_fabrics() {
     let remote = Expectation::defaults(Locality::DifferentHosts);
     let local = Expectation::defaults(Locality::SameHost);
