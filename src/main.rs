@@ -62,14 +62,14 @@ enum Command {
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if e.use_stderr() => {
+            eprintln!("ic-bench: error: {} (see ic-bench --help)", one_line_clap_error(&e));
+            return ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8);
+        }
         Err(e) => {
-            let code = if e.use_stderr() {
-                icb_core::exit::USAGE_OR_SETUP
-            } else {
-                icb_core::exit::OK
-            };
+            // --help and the like: clap's own rendering, on stdout.
             let _ = e.print();
-            return ExitCode::from(code as u8);
+            return ExitCode::SUCCESS;
         }
     };
     init_logging(cli.verbose);
@@ -96,9 +96,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
-            // One line: the chain joined, so the cause and the fix are both visible.
-            let msg = e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ");
-            eprintln!("ic-bench: error: {msg}");
+            eprintln!("ic-bench: error: {}", one_line_error(&e));
             ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8)
         }
     }
@@ -120,4 +118,64 @@ fn init_logging(verbose: u8) {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
+}
+
+/// The error chain joined on one line, so the cause and the fix are both visible, without
+/// repeating a cause that an outer message already quotes.
+fn one_line_error(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain().map(|c| c.to_string()) {
+        let cause = cause.trim();
+        if cause.is_empty() || msg.contains(cause) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(cause);
+    }
+    msg.replace('\n', " ")
+}
+
+/// clap's error without its usage block: the first line, plus its tip when it has one.
+fn one_line_clap_error(e: &clap::Error) -> String {
+    let rendered = e.render().to_string();
+    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines
+        .next()
+        .unwrap_or("invalid arguments")
+        .trim_start_matches("error: ")
+        .to_string();
+    match lines.find(|l| l.starts_with("tip:")) {
+        Some(tip) => format!("{first}; {tip}"),
+        None => first,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_chain_is_one_line_without_repeats() {
+        let inner = anyhow::anyhow!("Address already in use (os error 98)");
+        let e =
+            inner.context("cannot bind 0.0.0.0:1: Address already in use (os error 98): pick another --listen port");
+        assert_eq!(
+            one_line_error(&e),
+            "cannot bind 0.0.0.0:1: Address already in use (os error 98): pick another --listen port"
+        );
+        let e = anyhow::anyhow!("root cause").context("what failed");
+        assert_eq!(one_line_error(&e), "what failed: root cause");
+    }
+
+    #[test]
+    fn clap_errors_become_one_line() {
+        let e = Cli::try_parse_from(["ic-bench", "pair", "--bogus"])
+            .err()
+            .expect("an error");
+        let line = one_line_clap_error(&e);
+        assert!(line.starts_with("unexpected argument '--bogus' found"), "{line}");
+        assert!(!line.contains('\n'), "{line}");
+    }
 }

@@ -184,3 +184,89 @@ fn a_proxy_without_no_proxy_is_refused_with_the_fix() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(namespaces(&out), ["ns", "ns"]);
 }
+
+/// A kubeconfig whose API server is a local port nothing listens on (bound, then released).
+fn closed_port_kubeconfig(dir: &Path) -> (std::path::PathBuf, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!("https://127.0.0.1:{port}");
+    let kc = kubeconfig(dir, "kc", "c", "ns");
+    std::fs::write(
+        &kc,
+        std::fs::read_to_string(&kc)
+            .unwrap()
+            .replace("http://127.0.0.1:9", &server),
+    )
+    .unwrap();
+    (kc, server)
+}
+
+fn pair_against(kc: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["pair", "--prefill", "node/a", "--decode", "node/b", "--kubeconfig"])
+        .arg(kc)
+        .env("IC_BENCH_LOG", "off")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+/// Waits for `child`, killing it (and failing) if it is still running after `limit`: a hang
+/// detector, not a speed target.
+fn wait_bounded(mut child: std::process::Child, limit: std::time::Duration) -> std::process::Output {
+    let until = std::time::Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn an_unreachable_api_server_is_one_short_line_without_cleanup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kc, server) = closed_port_kubeconfig(dir.path());
+    // --request-timeout stays at its 30s default: connection refusals must not wait it out.
+    let out = wait_bounded(pair_against(&kc).spawn().unwrap(), std::time::Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot reach the Kubernetes API at {server} (connection refused)"
+        )) && err.contains("--kubeconfig"),
+        "{err}"
+    );
+    // Nothing was created, so there is nothing to clean up or to send the user to gc for.
+    assert!(!err.contains("cleanup") && !err.contains("gc"), "{err}");
+}
+
+#[test]
+fn ctrl_c_while_the_api_server_is_unreachable_exits_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (kc, _) = closed_port_kubeconfig(dir.path());
+    // A long request timeout: the interrupt, not a deadline, must end the run.
+    let child = pair_against(&kc).args(["--request-timeout", "5m"]).spawn().unwrap();
+    // Inside the short retry window for refused connections (the signal handler is up by then).
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = wait_bounded(child, std::time::Duration::from_secs(10));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_eq!(err.trim_end(), "ic-bench: interrupted: Ctrl-C", "{err}");
+}

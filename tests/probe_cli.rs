@@ -240,3 +240,156 @@ fn recipe_roles_are_cross_checked_against_the_node() {
     assert_eq!(unsure.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unsure.stderr).contains("--role"));
 }
+
+/// stderr of a usage error: exactly one line, holding `want`.
+fn one_line_error(out: &std::process::Output, want: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(want), "{err}");
+}
+
+#[test]
+fn replay_roots_that_are_not_directories_are_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nonexistent");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    for flag in ["--sysfs-root", "--devfs-root", "--procfs-root", "--tool-outputs"] {
+        for (path, why) in [(&missing, "no such directory"), (&file, "not a directory")] {
+            let out = Command::cargo_bin("ic-bench")
+                .unwrap()
+                .args(["probe", "node", "--counter-interval", "0s", flag])
+                .arg(path)
+                .output()
+                .unwrap();
+            one_line_error(&out, &format!("{flag} {}: {why}", path.display()));
+            assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+        }
+    }
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["detect-env", "--sysfs-root"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    one_line_error(&out, &format!("--sysfs-root {}: no such directory", missing.display()));
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn detect_env_notes_name_the_root_it_read() {
+    let sys = fixture("no_rdma").join("sys");
+    Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["detect-env", "--sysfs-root"])
+        .arg(&sys)
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(format!(
+            "# no RDMA devices in {}\n",
+            sys.join("class/infiniband").display()
+        )));
+}
+
+#[test]
+fn input_without_a_recipe_is_a_usage_error() {
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env", "-"])
+        .write_stdin("")
+        .output()
+        .unwrap();
+    one_line_error(&out, "<stdin>: no recipe found");
+    let dir = tempfile::tempdir().unwrap();
+    let nokind = dir.path().join("nokind.yaml");
+    std::fs::write(&nokind, "foo: bar\n").unwrap();
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env"])
+        .arg(&nokind)
+        .output()
+        .unwrap();
+    one_line_error(&out, &format!("{}: no recipe found", nokind.display()));
+    // The node probe reads recipes the same way.
+    let out = probe_node("healthy_ib")
+        .args(["--counter-interval", "0s", "--recipe"])
+        .arg(&nokind)
+        .output()
+        .unwrap();
+    one_line_error(&out, "nokind.yaml: no recipe found");
+}
+
+#[test]
+fn probe_env_suggests_only_commands_that_run() {
+    let recipe = fixture("recipes").join("pd-split-devices.yaml");
+    // From stdin there is no file for --recipe to name: no suggestion rather than `--recipe <stdin>`.
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env", "-o", "json", "-"])
+        .pipe_stdin(&recipe)
+        .unwrap()
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["target"], "<stdin>");
+    assert_eq!(v["next_steps"], serde_json::json!([]), "{v}");
+    // From a file whose roles differ, the suggestion carries --role; run it (on a replayed node).
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env", "-o", "json"])
+        .arg(&recipe)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let next = v["next_steps"][0].as_str().unwrap().to_string();
+    let args = next
+        .strip_prefix("ic-bench probe node ")
+        .unwrap_or_else(|| panic!("{next}"));
+    assert!(args.ends_with("--role prefill"), "{next}");
+    let out = probe_node("down_port")
+        .args(["-o", "json"])
+        .args(args.split(' '))
+        .output()
+        .unwrap();
+    assert_ne!(
+        out.status.code(),
+        Some(2),
+        "{next}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["kind"], "node");
+}
+
+#[test]
+fn detect_env_gid_disagreement_is_a_warning_that_matches_the_export() {
+    for name in ["detect_tie", "roce_gid_disagree"] {
+        let mut cmd = Command::cargo_bin("ic-bench").unwrap();
+        for (k, _) in std::env::vars() {
+            if icb_probe::envspec::is_transport_var(&k) {
+                cmd.env_remove(k);
+            }
+        }
+        let out = cmd
+            .args(["detect-env", "--require", "--sysfs-root"])
+            .arg(fixture(name).join("sys"))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {stdout}{stderr}");
+        assert!(
+            stdout.contains("# WARNING: HCAs disagree on the RoCE v2 GID index (")
+                && stdout.contains("exporting 3, the SR-IOV convention on a tie")
+                && stdout.contains("verify, or set NCCL_IB_GID_INDEX yourself"),
+            "{name}: {stdout}"
+        );
+        assert!(
+            !stdout.contains("ERROR") && !stdout.contains("unset"),
+            "{name}: {stdout}"
+        );
+        assert!(stdout.contains("export NCCL_IB_GID_INDEX=3\n"), "{name}: {stdout}");
+        assert!(stderr.contains("warning: HCAs disagree"), "{name}: {stderr}");
+    }
+}

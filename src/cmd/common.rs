@@ -95,7 +95,7 @@ impl TestArgs {
         tests.dedup();
         let mut memory = self.memory.clone();
         memory.dedup();
-        Ok(RunSettings {
+        let settings = RunSettings {
             tests,
             sizes: self.sizes.clone().map(|s| s.0).unwrap_or_else(default_sizes),
             memory,
@@ -109,7 +109,9 @@ impl TestArgs {
                 UnitArg::Mib => BandwidthUnit::MiBps,
             },
             require_cuda: self.require_cuda,
-        })
+        };
+        icb_engine::validate_settings(&settings)?;
+        Ok(settings)
     }
 }
 
@@ -141,7 +143,9 @@ pub struct ExpectArgs {
 #[derive(ClapArgs, Debug, Clone, Default)]
 pub struct UcxArgs {
     /// Directory holding libucp.so.0 (else IC_BENCH_UCX_LIB, well-known locations, the linker's search)
-    #[arg(long, value_name = "DIR", env = "IC_BENCH_UCX_LIB")]
+    // Not `env = …`: clap rejects a set-but-empty variable, and the loader reads
+    // IC_BENCH_UCX_LIB itself (ignoring an empty one).
+    #[arg(long, value_name = "DIR")]
     pub ucx_lib: Option<PathBuf>,
 }
 
@@ -163,17 +167,44 @@ impl OutputArgs {
         Ok(self.format.parse::<icb_report::Format>()?)
     }
 
+    /// Checks the format and that `--output-file` can be written, before any work starts: a
+    /// typo must not cost a whole benchmark run and its report.
+    pub fn check(&self) -> anyhow::Result<()> {
+        self.report_format()?;
+        if let Some(path) = &self.output_file {
+            let dir = match path.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => std::path::Path::new("."),
+            };
+            if !dir.is_dir() {
+                anyhow::bail!(
+                    "--output-file {}: directory {} does not exist",
+                    path.display(),
+                    dir.display()
+                );
+            }
+            if path.is_dir() {
+                anyhow::bail!("--output-file {} is a directory: name a file", path.display());
+            }
+        }
+        Ok(())
+    }
+
     /// Writes `text` to `--output-file` or stdout.
     pub fn emit(&self, text: &str) -> anyhow::Result<()> {
+        self.emit_to(text, &mut std::io::stdout().lock())
+    }
+
+    /// Writes `text` to `--output-file`, or else to `out`.
+    pub fn emit_to(&self, text: &str, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
         match &self.output_file {
             Some(path) => std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display())),
             None => {
-                use std::io::Write;
-                let mut out = std::io::stdout().lock();
                 out.write_all(text.as_bytes())?;
                 if !text.ends_with('\n') {
                     out.write_all(b"\n")?;
                 }
+                out.flush()?;
                 Ok(())
             }
         }

@@ -95,6 +95,8 @@ fn progress_line(c: &CaseResult) -> String {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let settings = args.test.settings()?;
+    args.output.check()?;
+    let mut out = super::report_out::reserve()?;
     let format: icb_report::Format = args.output.format.parse()?;
     let expect_flags = ExpectationOverrides::from_flags(
         args.expect.min_host_bw,
@@ -138,14 +140,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let report = icb_engine::connect(opts)?;
     if args.json_line {
         let line = serde_json::to_string(&report).context("cannot serialize the report")?;
-        let mut out = std::io::stdout().lock();
         writeln!(out, "{line}")?;
         out.flush()?;
         if let Ok(table) = icb_report::render_pair(&report, icb_report::Format::Table) {
             eprintln!("{table}");
         }
     } else {
-        args.output.emit(&icb_report::render_pair(&report, format)?)?;
+        args.output
+            .emit_to(&icb_report::render_pair(&report, format)?, &mut out)?;
     }
     Ok(report.verdict.status.exit_code())
 }

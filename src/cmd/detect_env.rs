@@ -34,7 +34,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut src = LocalSource::default();
     if let Some(d) = &args.sysfs_root {
-        src.sysfs_root = d.clone();
+        src.sysfs_root = super::probe::replay_dir("--sysfs-root", d)?;
     }
     let d = detect_env(&src, &TransportEnv::from_process());
     let shell = d.to_shell();
@@ -45,6 +45,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     print!("{text}");
     if let Some(path) = &args.env_file {
         std::fs::write(path, &shell).with_context(|| format!("cannot write --env-file {}", path.display()))?;
+    }
+    for w in &d.warnings {
+        eprintln!("ic-bench detect-env: warning: {w}");
     }
     for p in &d.problems {
         eprintln!("ic-bench detect-env: {p}");

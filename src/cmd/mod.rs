@@ -9,5 +9,6 @@ pub mod pair;
 pub mod pair_kube;
 pub mod pair_local;
 pub mod probe;
+pub mod report_out;
 pub mod serve;
 pub mod version;

@@ -12,11 +12,11 @@ pub struct Args {
     #[command(flatten)]
     pub local_opts: super::pair_local::LocalArgs,
 
-    /// Prefill (client) side: node/NAME, pod/NAME, deployment/NAME, or a label selector with -l
+    /// Prefill (client) side: node/NAME, pod/NAME, deployment/NAME, or a label selector (app=prefill)
     #[arg(long, requires = "decode", allow_hyphen_values = true)]
     pub prefill: Option<String>,
 
-    /// Decode (server) side: node/NAME, pod/NAME, deployment/NAME, or a label selector with -l
+    /// Decode (server) side: node/NAME, pod/NAME, deployment/NAME, or a label selector (app=decode)
     #[arg(long, requires = "prefill", allow_hyphen_values = true)]
     pub decode: Option<String>,
 
@@ -37,6 +37,22 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    // Everything that can be checked without the peers is checked now: a typo in a flag or a
+    // file must not cost a whole benchmark run.
+    let dry_run = args.kube.dry_run.as_deref().is_some_and(|mode| mode != "none");
+    if args.local && dry_run {
+        anyhow::bail!("--dry-run prints the pods of a Kubernetes run: use it with --prefill/--decode, not --local");
+    }
+    args.test.settings()?;
+    if !dry_run {
+        // A dry run prints manifests (-o yaml|json), which the run's own code checks.
+        args.output.check()?;
+    }
+    args.expect.expectation(icb_core::Locality::SameHost)?;
+    args.expect.expectation(icb_core::Locality::DifferentHosts)?;
+    if !args.local && args.local_opts.isolation != super::pair_local::IsolationArg::None {
+        anyhow::bail!("--isolation applies to --local runs; on Kubernetes the pods' own spec decides (see --host-ipc)");
+    }
     if args.local {
         super::pair_local::run_local(&args)
     } else if args.prefill.is_some() && args.decode.is_some() {

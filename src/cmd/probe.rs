@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use icb_core::checks::ProbeReport;
 use icb_probe::remote::{nixl_script, node_script};
 use icb_probe::{GatherOptions, LocalSource, NodeExpectations, NodeSource, Snapshot, TransportEnv};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -175,6 +175,18 @@ fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<(Transport
     Ok((env, chosen.ucx_net_devices.is_some() || chosen.nccl_ib_hca.is_some()))
 }
 
+/// A replay root must be a readable directory: a typo would otherwise read as "no RDMA here".
+pub(crate) fn replay_dir(flag: &str, dir: &Path) -> anyhow::Result<PathBuf> {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(dir.to_path_buf()),
+        Ok(_) => anyhow::bail!("{flag} {}: not a directory (pass the directory to read)", dir.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            anyhow::bail!("{flag} {}: no such directory", dir.display())
+        }
+        Err(e) => anyhow::bail!("{flag} {}: cannot read: {e}", dir.display()),
+    }
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -237,15 +249,19 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
     } else {
         let mut s = LocalSource::default();
         if let Some(d) = &a.sysfs_root {
-            s.sysfs_root = d.clone();
+            s.sysfs_root = replay_dir("--sysfs-root", d)?;
         }
         if let Some(d) = &a.devfs_root {
-            s.devfs_root = d.clone();
+            s.devfs_root = replay_dir("--devfs-root", d)?;
         }
         if let Some(d) = &a.procfs_root {
-            s.procfs_root = d.clone();
+            s.procfs_root = replay_dir("--procfs-root", d)?;
         }
-        s.tool_outputs = a.tool_outputs.clone();
+        s.tool_outputs = a
+            .tool_outputs
+            .as_deref()
+            .map(|d| replay_dir("--tool-outputs", d))
+            .transpose()?;
         (Box::new(s), Some(TransportEnv::from_process()))
     };
     let (env, recipe_rdma) = match recipe {

@@ -23,6 +23,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    let mut out = super::report_out::reserve()?;
     let opts = icb_engine::ServeOptions {
         listen: args.listen,
         once: args.once,
@@ -32,7 +33,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             ..Default::default()
         },
         tool: super::connect::tool_info(),
-        on_listening: Some(Box::new(|l: &icb_engine::Listening| {
+        on_listening: Some(Box::new(move |l: &icb_engine::Listening| {
             // One line on stdout: orchestrators read the port from it (pod logs, pipes).
             let line = serde_json::json!({
                 "event": "listening",
@@ -40,7 +41,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 "address": l.address.to_string(),
                 "ucx": l.ucx_version,
             });
-            let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
             let _ = out.flush();
         })),

@@ -3,8 +3,8 @@
 
 pub fn print(long_version: &str) {
     println!("ic-bench {long_version}");
-    let explicit = std::env::var_os("IC_BENCH_UCX_LIB").map(std::path::PathBuf::from);
-    match ucx::Ucx::load(explicit.as_deref()) {
+    // None: the loader reads IC_BENCH_UCX_LIB itself, like serve and connect.
+    match ucx::Ucx::load(None) {
         Ok(u) => println!("UCX runtime {} from {}", u.version_string(), u.library_dir().display()),
         Err(e) => println!("UCX runtime: not usable: {e}"),
     }

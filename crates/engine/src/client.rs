@@ -28,7 +28,9 @@ pub fn connect(opts: ConnectOptions) -> Result<PairReport, EngineError> {
     rt.block_on(connect_async(opts))
 }
 
-fn validate(s: &RunSettings) -> Result<(), EngineError> {
+/// Checks settings against the limits both sides enforce, so front ends can refuse bad values
+/// before starting anything (the peer checks them again: nothing it receives is trusted).
+pub fn validate(s: &RunSettings) -> Result<(), EngineError> {
     let bad = |m: String| Err(EngineError::Settings(m));
     if s.tests.is_empty() || s.memory.is_empty() || s.sizes.is_empty() {
         return bad("nothing to run: give at least one test, memory pair and size".into());

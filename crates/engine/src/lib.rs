@@ -27,7 +27,7 @@ mod stats;
 mod ucx_thread;
 pub mod wire;
 
-pub use client::connect;
+pub use client::{connect, validate as validate_settings};
 pub use error::EngineError;
 pub use options::{
     ConnectOptions, DEFAULT_PORT, Listening, OnCase, OnListening, PeerFailureMode, ServeOptions, UcxOptions,

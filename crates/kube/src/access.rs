@@ -39,13 +39,25 @@ pub struct Cluster {
     client: kube::Client,
     namespace: String,
     request_timeout: Duration,
+    /// The API server's URL as the kubeconfig names it, for "cannot reach" errors.
+    server: String,
 }
+
+/// How long connection-level failures (refused, DNS, TLS) are retried before giving up: long
+/// enough to ride out an API server restart's blip, short enough that a wrong kubeconfig is
+/// reported at once instead of after the whole request deadline.
+pub const UNREACHABLE_RETRY_WINDOW: Duration = Duration::from_secs(3);
+
+/// A single connect attempt may not take longer than this (a black-holed address would otherwise
+/// hang each attempt for the whole request deadline).
+const CONNECT_TIMEOUT_CAP: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for Cluster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cluster")
             .field("namespace", &self.namespace)
             .field("request_timeout", &self.request_timeout)
+            .field("server", &self.server)
             .finish_non_exhaustive()
     }
 }
@@ -91,7 +103,7 @@ pub async fn load_config(opts: &ClusterOptions) -> Result<kube::Config, KubeErro
             ))
         })?
     };
-    config.connect_timeout = Some(opts.request_timeout);
+    config.connect_timeout = Some(opts.request_timeout.min(CONNECT_TIMEOUT_CAP));
     resolve_proxy(&mut config)?;
     if let Some(ns) = &opts.namespace {
         config.default_namespace = ns.clone();
@@ -103,13 +115,14 @@ pub async fn load_config(opts: &ClusterOptions) -> Result<kube::Config, KubeErro
 pub async fn connect(opts: &ClusterOptions) -> Result<Cluster, KubeError> {
     let config = load_config(opts).await?;
     let namespace = config.default_namespace.clone();
+    let server = config.cluster_url.to_string().trim_end_matches('/').to_string();
     let client = kube::Client::try_from(config).map_err(|e| {
         KubeError::Config(format!(
             "cannot build a Kubernetes client: {}",
             crate::error::one_line(&e.to_string())
         ))
     })?;
-    Ok(Cluster::from_client(client, namespace, opts.request_timeout))
+    Ok(Cluster::from_client(client, namespace, opts.request_timeout).with_server(server))
 }
 
 fn user_kubeconfig_present() -> bool {
@@ -187,7 +200,14 @@ impl Cluster {
             client,
             namespace: namespace.into(),
             request_timeout,
+            server: String::new(),
         }
+    }
+
+    /// Names the API server in "cannot reach" errors (`connect` sets it from the kubeconfig).
+    pub fn with_server(mut self, server: impl Into<String>) -> Self {
+        self.server = server.into();
+        self
     }
 
     pub fn client(&self) -> &kube::Client {
@@ -217,13 +237,17 @@ impl Cluster {
     }
 
     /// Runs one API call under the request deadline, retrying transient failures (500/502/503/504,
-    /// 429, lost connections) until that deadline. `make` is called once per attempt.
+    /// 429, connections lost mid-request) until that deadline. A server that cannot be reached at
+    /// all (refused, DNS, TLS) is retried only for [`UNREACHABLE_RETRY_WINDOW`], then reported as
+    /// [`KubeError::Unreachable`]. `make` is called once per attempt.
     pub async fn call<T, F, Fut>(&self, what: &str, mut make: F) -> Result<T, KubeError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, kube::Error>>,
     {
-        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let started = tokio::time::Instant::now();
+        let deadline = started + self.request_timeout;
+        let unreachable_until = (started + UNREACHABLE_RETRY_WINDOW).min(deadline);
         let mut backoff = Duration::from_millis(50);
         let mut last: Option<KubeError> = None;
         loop {
@@ -231,19 +255,25 @@ impl Cluster {
             if now >= deadline {
                 return Err(last_or_timeout(last, what, self.request_timeout));
             }
+            let mut retry_until = deadline;
             match tokio::time::timeout_at(deadline, make()).await {
                 Err(_) => return Err(last_or_timeout(last, what, self.request_timeout)),
                 Ok(Ok(v)) => return Ok(v),
                 Ok(Err(e)) => {
-                    let err = KubeError::from_kube(what, e);
-                    if !err.is_transient() {
+                    let err = KubeError::from_kube(what, e).at_server(&self.server);
+                    if err.is_unreachable() {
+                        retry_until = unreachable_until;
+                        if tokio::time::Instant::now() + backoff >= unreachable_until {
+                            return Err(err);
+                        }
+                    } else if !err.is_transient() {
                         return Err(err);
                     }
                     tracing::debug!("{err}; retrying");
                     last = Some(err);
                 }
             }
-            let wake = (tokio::time::Instant::now() + backoff).min(deadline);
+            let wake = (tokio::time::Instant::now() + backoff).min(retry_until);
             tokio::time::sleep_until(wake).await;
             backoff = (backoff * 2).min(Duration::from_secs(1));
         }
@@ -312,5 +342,46 @@ mod tests {
         opts.kubeconfig = Some(dir.path().join("missing"));
         let err = load_config(&opts).await.unwrap_err().to_string();
         assert!(err.contains("cannot read --kubeconfig"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_fails_fast_and_creates_nothing() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kc");
+        std::fs::write(
+            &path,
+            format!("apiVersion: v1\nkind: Config\ncurrent-context: a\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{port}\ncontexts:\n- name: a\n  context:\n    cluster: c\n    user: u\n    namespace: ns\nusers:\n- name: u\n  user: {{}}\n"),
+        )
+        .unwrap();
+        let cluster = connect(&ClusterOptions {
+            kubeconfig: Some(path),
+            request_timeout: Duration::from_secs(300),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let pod: Pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}})).unwrap();
+        let maybe_created = std::sync::atomic::AtomicBool::new(false);
+        // Bounded well below the 300s request timeout: only the short unreachable window applies.
+        let err = tokio::time::timeout(
+            Duration::from_secs(60),
+            crate::lifecycle::create_pod_tracked(&cluster, &pod, &maybe_created),
+        )
+        .await
+        .expect("a refused connection was retried for the whole request timeout")
+        .unwrap_err();
+        assert!(err.is_unreachable(), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "cannot reach the Kubernetes API at https://127.0.0.1:{port} (connection refused): check --kubeconfig/--context"
+            )
+        );
+        assert!(!maybe_created.load(std::sync::atomic::Ordering::SeqCst));
     }
 }

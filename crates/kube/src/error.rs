@@ -25,7 +25,12 @@ pub enum KubeError {
         message: String,
     },
 
-    /// Transport-level failure (connection refused, TLS, bad response).
+    /// No connection to the API server at all (refused, DNS, TLS, unreachable): retrying for the
+    /// whole deadline would only hide a wrong kubeconfig, so this fails fast.
+    #[error("cannot reach the Kubernetes API at {server} ({reason}): check --kubeconfig/--context")]
+    Unreachable { server: String, reason: String },
+
+    /// Transport-level failure after a connection was made (reset mid-stream, bad response).
     #[error("{what}: {detail}; check that the API server in your kubeconfig is reachable")]
     Transport { what: String, detail: String },
 
@@ -68,6 +73,11 @@ impl KubeError {
         }
     }
 
+    /// Never reached the server (refused, DNS, TLS, connect timeout): the request was not sent.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, KubeError::Unreachable { .. })
+    }
+
     /// Converts a kube-rs error, naming the call that failed.
     pub fn from_kube(what: impl Into<String>, err: kube::Error) -> Self {
         let what = what.into();
@@ -78,12 +88,91 @@ impl KubeError {
                 reason: status.reason.clone(),
                 message: one_line(&status.message),
             },
-            other => KubeError::Transport {
-                what,
-                detail: error_chain(&other),
+            other => match connect_failure(&other) {
+                Some(reason) => KubeError::Unreachable {
+                    server: String::new(),
+                    reason,
+                },
+                None => KubeError::Transport {
+                    what,
+                    detail: error_chain(&other),
+                },
             },
         }
     }
+
+    /// Fills in the API server's address of an [`KubeError::Unreachable`] made by `from_kube`.
+    pub(crate) fn at_server(self, server: &str) -> Self {
+        match self {
+            KubeError::Unreachable { reason, .. } => KubeError::Unreachable {
+                server: if server.is_empty() {
+                    "the configured server".to_string()
+                } else {
+                    server.to_string()
+                },
+                reason,
+            },
+            other => other,
+        }
+    }
+}
+
+/// True when the call failed before a connection to the API server existed (the request was
+/// never sent), as [`KubeError::Unreachable`] classifies it.
+pub(crate) fn never_connected(err: &kube::Error) -> bool {
+    !matches!(err, kube::Error::Api(_)) && connect_failure(err).is_some()
+}
+
+/// Why a connection to the API server could not be made at all, or `None` when it was made (or
+/// the failure is of another kind). hyper-util labels every connector failure "(Connect)"; DNS
+/// and TLS handshake failures come through the connector too.
+fn connect_failure(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut connect = false;
+    let mut reason: Option<String> = None;
+    let mut innermost = String::new();
+    let mut dns = false;
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        let text = e.to_string();
+        let lower = text.to_ascii_lowercase();
+        if lower.contains("(connect)") || lower.contains("tcp connect error") {
+            connect = true;
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            let why = match io.kind() {
+                K::ConnectionRefused => Some("connection refused"),
+                K::HostUnreachable => Some("host unreachable"),
+                K::NetworkUnreachable => Some("network unreachable"),
+                K::AddrNotAvailable => Some("address not available"),
+                K::TimedOut if connect => Some("connect timed out"),
+                _ => None,
+            };
+            if let Some(why) = why {
+                connect = true;
+                reason.get_or_insert_with(|| why.to_string());
+            }
+        }
+        if lower.contains("dns error") || lower.contains("failed to lookup address") {
+            connect = true;
+            dns = true;
+        }
+        if lower.contains("certificate") || lower.contains("tls handshake") || lower.contains("invalidcontenttype") {
+            reason.get_or_insert_with(|| format!("TLS handshake failed: {}", one_line(&text)));
+        }
+        if !text.trim().is_empty() {
+            innermost = one_line(&text);
+        }
+        cur = e.source();
+    }
+    if !connect {
+        return None;
+    }
+    if dns && reason.is_none() {
+        // The resolver's own words ("Name or service not known") are the innermost cause.
+        return Some(format!("DNS lookup failed: {innermost}"));
+    }
+    Some(reason.unwrap_or(innermost))
 }
 
 /// The error and its causes ("client error (Connect): tcp connect error: Connection refused"),

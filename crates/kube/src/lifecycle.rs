@@ -11,6 +11,7 @@ use futures::{AsyncBufReadExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
 use kube::runtime::watcher;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -273,11 +274,39 @@ pub async fn wait_finished(cluster: &Cluster, name: &str, until: Instant) -> Res
 /// Creates a pod. A retried create that meets its own earlier attempt (409 with our run's label)
 /// counts as success: the first attempt reached the server even though its answer was lost.
 pub async fn create_pod(cluster: &Cluster, pod: &Pod) -> Result<Pod, KubeError> {
+    create_pod_tracked(cluster, pod, &AtomicBool::new(false)).await
+}
+
+/// [`create_pod`], setting `maybe_created` as soon as an attempt may have reached the API server
+/// (and leaving it set): while it is unset, the pod certainly does not exist, so there is nothing
+/// to clean up.
+pub async fn create_pod_tracked(cluster: &Cluster, pod: &Pod, maybe_created: &AtomicBool) -> Result<Pod, KubeError> {
     let name = pod.metadata.name.clone().unwrap_or_default();
     let api = cluster.pods();
     let pp = PostParams::default();
     let what = format!("create pod {}/{name}", cluster.namespace());
-    match cluster.call(&what, || api.create(&pp, pod)).await {
+    // An attempt in flight counts as "maybe created" (an interrupt may drop it after the server
+    // got it); one that failed without ever connecting is taken back unless an earlier one might
+    // have landed (or something was already created before this call).
+    let reached = AtomicBool::new(maybe_created.load(Ordering::SeqCst));
+    let attempt = || {
+        maybe_created.store(true, Ordering::SeqCst);
+        let fut = api.create(&pp, pod);
+        let reached = &reached;
+        async move {
+            let r = fut.await;
+            let never_connected = r.as_ref().err().is_some_and(crate::error::never_connected);
+            if never_connected {
+                if !reached.load(Ordering::SeqCst) {
+                    maybe_created.store(false, Ordering::SeqCst);
+                }
+            } else {
+                reached.store(true, Ordering::SeqCst);
+            }
+            r
+        }
+    };
+    match cluster.call(&what, attempt).await {
         Ok(p) => Ok(p),
         Err(e) if e.status_code() == Some(409) => {
             let existing = cluster.call(&format!("get pod {name}"), || api.get(&name)).await?;

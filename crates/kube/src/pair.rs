@@ -12,6 +12,7 @@ use crate::target::{self, Resolved, Target};
 use icb_core::model::{Endpoint, Locality, PAIR_SCHEMA, PairReport, Placement};
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -181,7 +182,11 @@ pub async fn run(
     let until = started + plan.timeout;
     // The waits inside stop at `until` with a message naming the pod and its state; this outer
     // bound only catches what has no wait of its own, so it fires a little later.
-    let body = tokio::time::timeout_at(until + Duration::from_secs(2), run_pods(cluster, prepared, until));
+    let maybe_created = AtomicBool::new(false);
+    let body = tokio::time::timeout_at(
+        until + Duration::from_secs(2),
+        run_pods(cluster, prepared, until, &maybe_created),
+    );
     let result = tokio::select! {
         r = body => match r {
             Ok(r) => r,
@@ -192,6 +197,11 @@ pub async fn run(
         },
         why = interrupt => Err(KubeError::Interrupted(why)),
     };
+    // Nothing of this run can exist (no create ever reached the server): no cleanup, and no
+    // cleanup error stacked on the real one.
+    if result.is_err() && !maybe_created.load(Ordering::SeqCst) {
+        return result;
+    }
     // After an interrupt or a deadline a create may still be in flight: look twice.
     let settle = if result.is_ok() {
         Duration::ZERO
@@ -225,24 +235,30 @@ pub async fn run(
 }
 
 fn with_cleanup_failure(e: KubeError, cleanup: &KubeError) -> KubeError {
-    let msg = format!("{e}; also: {cleanup}");
     match e {
-        KubeError::Interrupted(_) => KubeError::Interrupted(msg),
-        _ => KubeError::Pod(msg),
+        // The caller prints "interrupted: " itself; only the reason goes inside.
+        KubeError::Interrupted(why) => KubeError::Interrupted(format!("{why}; also: {cleanup}")),
+        _ => KubeError::Pod(format!("{e}; also: {cleanup}")),
     }
 }
 
-async fn run_pods(cluster: &Cluster, prepared: &Prepared, until: Instant) -> Result<PairOutcome, KubeError> {
+async fn run_pods(
+    cluster: &Cluster,
+    prepared: &Prepared,
+    until: Instant,
+    maybe_created: &AtomicBool,
+) -> Result<PairOutcome, KubeError> {
     let server_pod = prepared.server_pod();
     let server_name = server_pod.metadata.name.clone().unwrap_or_default();
-    lifecycle::create_pod(cluster, &server_pod).await?;
+    lifecycle::create_pod_tracked(cluster, &server_pod, maybe_created).await?;
     let (server_running, server_ip) = lifecycle::wait_running(cluster, &server_name, until).await?;
     let port = lifecycle::read_listening_port(cluster, &server_name, until).await?;
     let address = join_host_port(&server_ip, port);
 
     let client_pod = prepared.client_pod(&address);
     let client_name = client_pod.metadata.name.clone().unwrap_or_default();
-    lifecycle::create_pod(cluster, &client_pod).await?;
+    // The server pod exists by now, so `maybe_created` stays set whatever this create does.
+    lifecycle::create_pod_tracked(cluster, &client_pod, maybe_created).await?;
 
     // Wait for the client to finish; a server that dies first ends the wait early (after a short
     // grace for the client to notice and print its own error).

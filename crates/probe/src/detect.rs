@@ -54,6 +54,10 @@ pub struct DetectedEnv {
     pub gid_index: Option<GidChoice>,
     /// Things worth knowing (e.g. "InfiniBand: no GID index needed").
     pub notes: Vec<String>,
+    /// Choices made on the operator's behalf that may be wrong for some port (HCAs disagreeing
+    /// on the GID index): exported anyway, as KServe does, but worth verifying.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Things that need fixing (ports without a usable GID, a preset that is invalid here).
     pub problems: Vec<String>,
 }
@@ -63,11 +67,14 @@ impl DetectedEnv {
         self.exports.iter().find(|e| e.name == name).map(|e| e.value.as_str())
     }
 
-    /// `export K=V` lines, notes and problems as `#` comments (safe to `source`).
+    /// `export K=V` lines, notes, warnings and problems as `#` comments (safe to `source`).
     pub fn to_shell(&self) -> String {
         let mut out = String::new();
         for n in &self.notes {
             out.push_str(&format!("# {n}\n"));
+        }
+        for w in &self.warnings {
+            out.push_str(&format!("# WARNING: {w}\n"));
         }
         for p in &self.problems {
             out.push_str(&format!("# ERROR: {p}\n"));
@@ -78,7 +85,7 @@ impl DetectedEnv {
         out
     }
 
-    /// Whether anything usable was found (for `--require`).
+    /// Whether anything usable was found (for `--require`); warnings do not count against it.
     pub fn found_something(&self) -> bool {
         !self.ports.is_empty() && self.problems.is_empty()
     }
@@ -102,6 +109,7 @@ pub fn detect_env(src: &dyn NodeSource, preset: &TransportEnv) -> DetectedEnv {
     let (devices, ports) = read_ports(src);
     let mut notes = Vec::new();
     let mut problems = Vec::new();
+    let mut warnings = Vec::new();
     let up: Vec<&PortFacts> = ports.iter().filter(|p| p.is_up()).collect();
     for p in ports
         .iter()
@@ -149,7 +157,10 @@ pub fn detect_env(src: &dyn NodeSource, preset: &TransportEnv) -> DetectedEnv {
     };
     if chosen.is_empty() {
         if devices.is_empty() {
-            notes.push("no RDMA devices in /sys/class/infiniband".into());
+            notes.push(format!(
+                "no RDMA devices in {}",
+                src.display_path(crate::facts::IB_CLASS)
+            ));
         } else {
             problems.push(format!("no ACTIVE+LinkUp RDMA port on {}", devices.join(",")));
         }
@@ -231,11 +242,10 @@ pub fn detect_env(src: &dyn NodeSource, preset: &TransportEnv) -> DetectedEnv {
                     .filter(|p| first_valid(p).is_some_and(|i| i != best) && !p.roce_v2_ipv4_indices().contains(&best))
                     .map(|p| p.name())
                     .collect();
-                if !off.is_empty() {
-                    problems.push(format!(
-                        "HCAs disagree: index {best} is not RoCE v2 IPv4 on {}; consider leaving NCCL_IB_GID_INDEX unset (NCCL auto-selects per HCA)",
-                        off.join(",")
-                    ));
+                // KServe parity: one index is still exported (the node probe only warns here
+                // too); a preset NCCL_IB_GID_INDEX overrides it, and the line says so.
+                if !off.is_empty() && preset_gid.is_none() {
+                    warnings.push(disagreement(&chosen, &counts, best, &off));
                 }
                 gid_choice = Some(GidChoice {
                     index: best,
@@ -287,8 +297,38 @@ pub fn detect_env(src: &dyn NodeSource, preset: &TransportEnv) -> DetectedEnv {
         exports,
         gid_index: gid_choice,
         notes,
+        warnings,
         problems,
     }
+}
+
+/// Why `best` was exported although some ports need another index.
+fn disagreement(chosen: &[&PortFacts], counts: &BTreeMap<u32, usize>, best: u32, off: &[String]) -> String {
+    let per: Vec<String> = counts
+        .keys()
+        .map(|i| {
+            let ports: Vec<String> = chosen
+                .iter()
+                .filter(|p| first_valid(p) == Some(*i))
+                .map(|p| p.name())
+                .collect();
+            format!("{i} on {}", ports.join(","))
+        })
+        .collect();
+    let max = counts.values().max().copied().unwrap_or_default();
+    let tie = counts.values().filter(|n| **n == max).count() > 1;
+    let why = if !tie {
+        "the most common"
+    } else if best == SRIOV_GID_INDEX {
+        "the SR-IOV convention on a tie"
+    } else {
+        "the lowest on a tie"
+    };
+    format!(
+        "HCAs disagree on the RoCE v2 GID index ({}); exporting {best}, {why}, which is not RoCE v2 IPv4 on {} — verify, or set NCCL_IB_GID_INDEX yourself",
+        per.join("; "),
+        off.join(",")
+    )
 }
 
 #[cfg(test)]

@@ -23,6 +23,11 @@ pub trait NodeSource: Sync {
     fn target(&self) -> String;
     /// Where `program` is on the node's `$PATH`.
     fn which(&self, program: &str) -> Option<String>;
+    /// Where a node path is really read from, for messages: a replay must name its own root,
+    /// not the `/sys` it stands in for.
+    fn display_path(&self, path: &str) -> String {
+        path.to_string()
+    }
 }
 
 /// Where a replayed root is searched for programs.
@@ -159,6 +164,11 @@ impl NodeSource for LocalSource {
             .map(|d| format!("{d}/{program}"))
             .find(|p| self.exists(p))
     }
+
+    fn display_path(&self, path: &str) -> String {
+        self.map(path)
+            .map_or_else(|| path.to_string(), |p| p.display().to_string())
+    }
 }
 
 /// A node seen through the text the remote script printed ([`crate::remote::parse_snapshot`]).
@@ -256,6 +266,14 @@ mod tests {
         std::fs::write(dir.path().join("proc/modules"), "x 1 0 - Live 0x0\n").unwrap();
         let s = LocalSource::replay(dir.path());
         assert_eq!(s.list("/sys/class/infiniband"), Some(vec!["mlx5_0".to_string()]));
+        assert_eq!(
+            s.display_path("/sys/class/infiniband"),
+            dir.path().join("sys/class/infiniband").display().to_string()
+        );
+        assert_eq!(
+            LocalSource::default().display_path("/sys/class/infiniband"),
+            "/sys/class/infiniband"
+        );
         assert!(s.read("/proc/modules").is_some());
         assert!(!s.exists("/dev/gdrdrv"));
         assert_eq!(s.read("/etc/passwd"), None);

@@ -240,8 +240,20 @@ fn detect_tie_prefers_index_3_and_preset_wins() {
     let d = detect("detect_tie", &[]);
     assert_eq!(d.gid_index.as_ref().map(|g| (g.index, g.counts.len())), Some((3, 2)));
     assert_eq!(d.get("NCCL_IB_GID_INDEX"), Some("3"));
-    // HCAs on index 1 have no RoCE v2 IPv4 at 3: reported.
-    assert!(d.problems.iter().any(|p| p.contains("mlx5_2:1")), "{:?}", d.problems);
+    // HCAs on index 1 have no RoCE v2 IPv4 at 3: a warning that names them and says why 3
+    // (KServe parity), not an error next to an export that contradicts it.
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    assert!(d.found_something());
+    assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+    let w = &d.warnings[0];
+    assert!(
+        w.contains("1 on mlx5_2:1,mlx5_3:1; 3 on mlx5_0:1,mlx5_1:1")
+            && w.contains("exporting 3, the SR-IOV convention on a tie")
+            && w.contains("not RoCE v2 IPv4 on mlx5_2:1,mlx5_3:1"),
+        "{w}"
+    );
+    assert!(d.to_shell().contains(&format!("# WARNING: {w}\n")), "{}", d.to_shell());
+    assert!(!d.to_shell().contains("ERROR"), "{}", d.to_shell());
     let d = detect(
         "detect_tie",
         &[("NCCL_IB_GID_INDEX", "1"), ("UCX_NET_DEVICES", "mlx5_2:1")],
@@ -251,6 +263,66 @@ fn detect_tie_prefers_index_3_and_preset_wins() {
     }
     assert_eq!(d.gid_index.as_ref().map(|g| g.source.as_str()), Some("preset"));
     assert_eq!(d.get("UCX_NET_DEVICES"), Some("mlx5_2:1"));
+    // The operator chose: no warning about the detected index they overrode.
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+}
+
+#[test]
+fn detect_disagreement_on_two_hcas_exports_3_with_a_warning() {
+    let d = detect("roce_gid_disagree", &[]);
+    assert_eq!(d.get("NCCL_IB_GID_INDEX"), Some("3"));
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    assert!(
+        d.warnings.len() == 1 && d.warnings[0].contains("not RoCE v2 IPv4 on mlx5_1:1"),
+        "{:?}",
+        d.warnings
+    );
+    // A preset that is wrong for a port stays a problem.
+    let d = detect("roce_gid_disagree", &[("NCCL_IB_GID_INDEX", "5")]);
+    assert!(d.problems.iter().any(|p| p.contains("mlx5_0:1")), "{:?}", d.problems);
+    assert!(!d.found_something());
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn detect_disagreement_exports_the_most_common_index_and_says_so() {
+    // roce_gid_disagree plus a second HCA like mlx5_1: index 5 on two ports, 3 on one.
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&root("roce_gid_disagree"), dir.path());
+    let ib = dir.path().join("sys/class/infiniband");
+    copy_tree(&ib.join("mlx5_1"), &ib.join("mlx5_2"));
+    let d = detect_env(&LocalSource::replay(dir.path()), &env(&[]));
+    assert_eq!(d.get("NCCL_IB_GID_INDEX"), Some("5"));
+    assert!(d.problems.is_empty(), "{:?}", d.problems);
+    assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
+    let w = &d.warnings[0];
+    assert!(
+        w.contains("3 on mlx5_0:1; 5 on mlx5_1:1,mlx5_2:1")
+            && w.contains("exporting 5, the most common")
+            && w.contains("not RoCE v2 IPv4 on mlx5_0:1"),
+        "{w}"
+    );
+}
+
+#[test]
+fn detect_names_the_replayed_root_it_read() {
+    let d = detect("no_rdma", &[]);
+    let want = format!(
+        "no RDMA devices in {}",
+        root("no_rdma").join("sys/class/infiniband").display()
+    );
+    assert!(d.notes.contains(&want), "{:?}", d.notes);
 }
 
 #[test]

@@ -26,6 +26,10 @@ pub enum RecipeError {
     },
     #[error("{file}:{line}: {message}")]
     Limit { file: String, line: usize, message: String },
+    #[error(
+        "{inputs}: no recipe found (no document has a `kind` or is a provider profile); pass the DynamoGraphDeployment, Deployment/StatefulSet/Job/Pod or LeaderWorkerSet YAML that runs the engine"
+    )]
+    NoRecipe { inputs: String },
     #[error("no inputs given: pass recipe files, directories, or `-` for standard input")]
     NoInputs,
 }

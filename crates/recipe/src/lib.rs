@@ -35,15 +35,54 @@ use std::collections::BTreeMap;
 
 /// Loads, resolves and checks the inputs: the whole of `ic-bench probe env`.
 pub fn probe_env(inputs: &[Input]) -> Result<ProbeReport, RecipeError> {
-    let docs = load_inputs(inputs)?;
+    let docs = load_recipes(inputs)?;
     let res = resolve(&docs);
     let checks = check(&res);
     let target = inputs.iter().map(Input::label).collect::<Vec<_>>().join(" ");
-    let mut next = Vec::new();
-    if res.roles.iter().any(|r| r.role.is_engine()) {
-        next.push(format!("ic-bench probe node --recipe {target}"));
-    }
+    let next = node_next_step(inputs, &transport_env(&res)).into_iter().collect();
     Ok(ProbeReport::new("env", &target, checks, next))
+}
+
+/// Loads the inputs and refuses input in which no document is a recipe (empty stdin, YAML with
+/// no `kind`): that is a wrong argument, not a recipe that failed its checks.
+fn load_recipes(inputs: &[Input]) -> Result<Vec<Document>, RecipeError> {
+    let docs = load_inputs(inputs)?;
+    if !docs.iter().any(resolve::is_recipe_document) {
+        return Err(RecipeError::NoRecipe {
+            inputs: inputs.iter().map(Input::label).collect::<Vec<_>>().join(" "),
+        });
+    }
+    Ok(docs)
+}
+
+/// The `probe node --recipe` command that works on these inputs, if one does: it re-reads the
+/// files, so standard input and in-memory text cannot be named; roles whose transport
+/// variables differ need `--role`, as `probe node` refuses to guess.
+fn node_next_step(inputs: &[Input], roles: &[TransportEnv]) -> Option<String> {
+    let first = roles.first()?;
+    let mut paths = Vec::new();
+    for i in inputs {
+        match i {
+            Input::Path(p) => paths.push(shell_word(&p.display().to_string())),
+            Input::Stdin | Input::Text { .. } => return None,
+        }
+    }
+    let mut cmd = format!("ic-bench probe node --recipe {}", paths.join(" --recipe "));
+    if roles.iter().any(|r| r.vars != first.vars) {
+        let pick = roles.iter().find(|r| r.role == Role::Prefill).unwrap_or(first);
+        cmd.push_str(&format!(" --role {}", pick.role.as_str()));
+    }
+    Some(cmd)
+}
+
+/// A path as one shell word, quoted only when it needs to be.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:,=@%".contains(c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// The transport variables of one role, for the node probe's `--recipe` cross-check.
@@ -91,7 +130,7 @@ pub fn transport_env(res: &Resolution) -> Vec<TransportEnv> {
 
 /// `transport_env` straight from inputs (what `probe node --recipe PATH` needs).
 pub fn recipe_transport_env(inputs: &[Input]) -> Result<Vec<TransportEnv>, RecipeError> {
-    let docs = load_inputs(inputs)?;
+    let docs = load_recipes(inputs)?;
     Ok(transport_env(&resolve(&docs)))
 }
 

@@ -129,6 +129,13 @@ pub fn resolve(docs: &[Document]) -> Resolution {
     res
 }
 
+/// Whether a document is something `resolve` reads (a Kubernetes object, a provider profile or
+/// an engine config file); input made only of other documents holds no recipe at all.
+pub(crate) fn is_recipe_document(doc: &Document) -> bool {
+    doc.root.is_map()
+        && (doc.kind().is_some() || is_overlay(&doc.root) || doc.root.get("cache_transceiver_config").is_some())
+}
+
 /// Top-level keys of a provider profile (`recipes/addons/providers/*.yaml`).
 const OVERLAY_KEYS: &[&str] = &[
     "provider",

@@ -547,6 +547,62 @@ fn input_errors_say_what_to_fix() {
 }
 
 #[test]
+fn input_without_a_recipe_is_refused_naming_the_input() {
+    let text = |name: &str, content: &str| Input::Text {
+        name: name.into(),
+        content: content.into(),
+    };
+    for (input, name) in [
+        (text("empty.yaml", ""), "empty.yaml"),
+        (text("nokind.yaml", "foo: bar\n---\n- 1\n"), "nokind.yaml"),
+        (text("comments.yaml", "# only a comment\n"), "comments.yaml"),
+    ] {
+        let err = probe_env(std::slice::from_ref(&input)).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, RecipeError::NoRecipe { .. }), "{msg}");
+        assert!(msg.starts_with(&format!("{name}: no recipe found")), "{msg}");
+        assert!(!msg.contains('\n'), "{msg}");
+        assert!(matches!(
+            recipe_transport_env(&[input]),
+            Err(RecipeError::NoRecipe { .. })
+        ));
+    }
+    // A Kubernetes object that runs no engine is a recipe that fails its check, not a usage error.
+    let r = probe_env(&[text("svc.yaml", "kind: Service\nmetadata: {name: s}\n")]).unwrap();
+    let c = r.checks.iter().find(|c| c.id == "env.resolve").unwrap();
+    assert_eq!(c.status, Status::Fail);
+    assert!(c.detail.contains("found in svc.yaml (saw: Service"), "{}", c.detail);
+    // A provider profile alone is recognised (it is a recipe layer), so it is checked, not refused.
+    let r = probe_env(&[text(
+        "p.yaml",
+        "provider: aws\nenv: [{name: FI_PROVIDER, value: efa}]\n",
+    )]);
+    assert!(r.is_ok(), "{r:?}");
+}
+
+#[test]
+fn the_suggested_node_command_is_runnable() {
+    let split = fixture("../nodes/recipes/pd-split-devices.yaml");
+    let r = probe_env(&[Input::Path(split.clone())]).unwrap();
+    // prefill and decode use different devices: probe node refuses --recipe without --role.
+    assert_eq!(
+        r.next_steps,
+        vec![format!(
+            "ic-bench probe node --recipe {} --role prefill",
+            split.display()
+        )]
+    );
+    // Text from stdin cannot be re-read by a later command: no --recipe to suggest.
+    let content = std::fs::read_to_string(&split).unwrap();
+    let r = probe_env(&[Input::Text {
+        name: "<stdin>".into(),
+        content,
+    }])
+    .unwrap();
+    assert!(r.next_steps.is_empty(), "{:?}", r.next_steps);
+}
+
+#[test]
 fn directory_walk_is_recursive_sorted_and_yaml_only() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("b/nested")).unwrap();

@@ -1,7 +1,7 @@
 //! The loader, resolver and rules never panic, whatever the bytes (the CI-friendly twin of
 //! the `recipe_load` cargo-fuzz target in `fuzz/`).
 
-use icb_recipe::{Input, fuzz_load, load_inputs, parse_bytes, probe_env};
+use icb_recipe::{Input, RecipeError, fuzz_load, load_inputs, parse_bytes, probe_env};
 use proptest::prelude::*;
 
 /// Fragments that steer random text towards the shapes the resolver walks.
@@ -68,10 +68,16 @@ proptest! {
     #[test]
     fn yamlish_text_never_panics_and_errors_are_one_line(text in yamlish()) {
         match load_inputs(&[Input::Text { name: "p.yaml".into(), content: text.clone() }]) {
-            Ok(_) => {
-                let report = probe_env(&[Input::Text { name: "p.yaml".into(), content: text }]);
-                prop_assert!(report.is_ok());
-            }
+            Ok(_) => match probe_env(&[Input::Text { name: "p.yaml".into(), content: text }]) {
+                Ok(_) => {}
+                // Loadable text in which no document is a recipe: refused in one line.
+                Err(e @ RecipeError::NoRecipe { .. }) => {
+                    let msg = e.to_string();
+                    prop_assert!(msg.starts_with("p.yaml: no recipe found"), "{}", msg);
+                    prop_assert!(!msg.contains('\n'), "{}", msg);
+                }
+                Err(e) => prop_assert!(false, "{}", e),
+            },
             Err(e) => {
                 let msg = e.to_string();
                 prop_assert!(msg.starts_with("p.yaml"), "{}", msg);

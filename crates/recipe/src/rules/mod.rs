@@ -58,7 +58,7 @@ pub fn check(res: &Resolution) -> Vec<Check> {
             Status::Fail,
             format!(
                 "no prefill/decode/worker found in {} (saw: {})",
-                res.sources.join(", "),
+                if res.sources.is_empty() { "the input".to_string() } else { res.sources.join(", ") },
                 if seen.is_empty() { "nothing".to_string() } else { seen.join("; ") }
             ),
             &res.sources.join("+"),

@@ -1,0 +1,102 @@
+//! Everything that can be checked before the two sides start is checked first: a typo in a flag
+//! or a file costs milliseconds and one line, never a benchmark run.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ic-bench");
+
+/// Runs ic-bench and returns (exit code, stderr, elapsed).
+fn run(args: &[&str]) -> (Option<i32>, String, Duration) {
+    let started = Instant::now();
+    let out = Command::new(BIN).args(args).output().expect("run ic-bench");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed(),
+    )
+}
+
+fn assert_quick_one_line_usage_error(args: &[&str], wanted: &str) {
+    let (code, stderr, took) = run(args);
+    assert_eq!(code, Some(2), "{args:?}: {stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: not one line: {stderr}");
+    assert!(stderr.starts_with("ic-bench: error: "), "{args:?}: {stderr}");
+    assert!(stderr.contains(wanted), "{args:?}: {wanted:?} missing in {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // Generous for a loaded CI machine; a started run takes tens of seconds.
+    assert!(
+        took < Duration::from_secs(5),
+        "{args:?} took {took:?}: it started work before checking"
+    );
+}
+
+#[test]
+fn bad_files_and_values_fail_before_anything_starts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bad_yaml = dir.path().join("expect.yaml");
+    std::fs::write(&bad_yaml, "same_host: [unclosed\n").expect("write");
+    let bad_yaml = bad_yaml.to_str().expect("utf-8 path");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["pair", "--local", "--output-file", "/nonexistent-dir/report.json"],
+            "does not exist",
+        ),
+        (
+            &["pair", "--local", "--expect-config", "/nonexistent-dir/x.yaml"],
+            "cannot read --expect-config",
+        ),
+        (&["pair", "--local", "--expect-config", bad_yaml], "expect.yaml"),
+        (&["pair", "--local", "--min-host-bw", "0"], "--min-host-bw"),
+        (&["pair", "--local", "--sizes", "100GiB"], "16 GiB"),
+        (&["pair", "--local", "-o", "bogus"], "unknown output format 'bogus'"),
+        (&["pair", "--local", "--dry-run=client"], "--prefill/--decode"),
+        (
+            &[
+                "pair",
+                "--prefill",
+                "node/a",
+                "--decode",
+                "node/b",
+                "--isolation",
+                "pod",
+            ],
+            "--isolation applies to --local",
+        ),
+        (
+            &["connect", "127.0.0.1:9", "--output-file", "/nonexistent-dir/x"],
+            "does not exist",
+        ),
+    ];
+    for (args, wanted) in cases {
+        assert_quick_one_line_usage_error(args, wanted);
+    }
+}
+
+#[test]
+fn argument_errors_are_one_line_with_a_pointer_to_help() {
+    assert_quick_one_line_usage_error(&["pair", "--bogus"], "unexpected argument '--bogus'");
+    assert_quick_one_line_usage_error(
+        &["pair", "--local", "--tests", "foo"],
+        "use tag_bw, tag_lat, put_bw or get_bw",
+    );
+    let (code, stderr, _) = run(&["pair", "--bogus"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("--help"), "{stderr}");
+}
+
+#[test]
+fn an_empty_ucx_lib_variable_counts_as_unset() {
+    let out = Command::new(BIN)
+        .args(["pair", "--local", "--tests", "foo"])
+        .env("IC_BENCH_UCX_LIB", "")
+        .output()
+        .expect("run ic-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        !stderr.contains("--ucx-lib"),
+        "an empty IC_BENCH_UCX_LIB must not read as a flag: {stderr}"
+    );
+    assert!(stderr.contains("unknown test 'foo'"), "{stderr}");
+}
