@@ -100,3 +100,26 @@ fn an_empty_ucx_lib_variable_counts_as_unset() {
     );
     assert!(stderr.contains("unknown test 'foo'"), "{stderr}");
 }
+
+#[test]
+fn a_ucx_tls_naming_no_transport_is_named_in_the_error() {
+    let out = Command::new(BIN)
+        .args([
+            "pair",
+            "--local",
+            "--tests",
+            "tag_bw",
+            "--sizes",
+            "8",
+            "--memory",
+            "host-host",
+        ])
+        .env("UCX_TLS", "bogus")
+        .output()
+        .expect("run ic-bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let last = stderr.trim().lines().last().unwrap_or_default();
+    assert!(last.starts_with("ic-bench: error: "), "{stderr}");
+    assert!(last.contains("UCX_TLS=bogus"), "the error names the variable: {last}");
+}

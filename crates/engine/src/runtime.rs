@@ -119,8 +119,12 @@ impl Runtime {
         for (k, v) in &opts.config {
             builder = builder.config(k, v);
         }
-        let ctx = builder.build().map_err(|e| EngineError::UcxSetup(e.to_string()))?;
-        let worker = ctx.worker().map_err(|e| EngineError::UcxSetup(e.to_string()))?;
+        let ctx = builder
+            .build()
+            .map_err(|e| EngineError::UcxSetup(with_tls_hint(e.to_string())))?;
+        let worker = ctx
+            .worker()
+            .map_err(|e| EngineError::UcxSetup(with_tls_hint(e.to_string())))?;
         let address = worker.address().map_err(|e| EngineError::UcxSetup(e.to_string()))?;
         let ack = Buf::alloc(icb_core::MemoryType::Host, 8).map_err(EngineError::UcxSetup)?;
         let local = LocalUcx {
@@ -577,4 +581,15 @@ fn post_ack_recv(w: &Worker, ack: &Buf) -> Result<Op, String> {
 fn send_ack(w: &Worker, ep: &Endpoint, ack: &Buf, ctl: &PhaseCtl) -> Result<(), String> {
     let op = with_region!(ack, a => w.tag_send(ep, a, 0..8, TAG_ACK, OpOptions::default()).map_err(ucx_err))?;
     wait_op(w, op, ctl).map(|_| ())
+}
+
+/// UCX reports a `UCX_TLS` naming no usable transport as "No such device" from ucp_init or worker
+/// creation, which does not point at the cause: name the variable when it is set.
+fn with_tls_hint(message: String) -> String {
+    match std::env::var("UCX_TLS") {
+        Ok(tls) if !tls.trim().is_empty() => {
+            format!("{message} (UCX_TLS={tls} is set: check that it names transports this UCX has, see `ucx_info -d`)")
+        }
+        _ => message,
+    }
 }
