@@ -789,7 +789,7 @@ fn tls_allows_only_tcp(value: &str) -> bool {
         return false;
     }
     let names: Vec<&str> = value.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
-    names.iter().any(|n| *n == "tcp")
+    names.contains(&"tcp")
         && names
             .iter()
             .all(|n| matches!(*n, "tcp" | "self" | "cuda_copy" | "gdr_copy"))

@@ -10,7 +10,7 @@ use icb_kube::k8s_openapi::api::core::v1::{
     VolumeMount,
 };
 use icb_kube::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use icb_kube::lifecycle::{create_pod, delete_matching, read_logs, wait_finished};
+use icb_kube::lifecycle::{create_pod_tracked, delete_matching, read_logs, wait_finished};
 use icb_kube::podspec::{
     APP, CONTAINER, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, instance_selector,
 };
@@ -154,8 +154,11 @@ pub async fn snapshot_via_probe_pod(
     let name = probe_pod_name(&opts.run_id);
     let pod = probe_pod(cluster.namespace(), node, script, opts);
     let until = Instant::now() + opts.deadline;
+    // Cleared only when no create ever reached the API: then there is nothing to delete, and no
+    // "cleanup failed" to report on top of an unreachable server.
+    let maybe_created = std::sync::atomic::AtomicBool::new(false);
     let work = async {
-        create_pod(cluster, &pod).await?;
+        create_pod_tracked(cluster, &pod, &maybe_created).await?;
         wait_finished(cluster, &name, until).await?;
         let log = read_logs(cluster, &name).await?;
         parse_snapshot(&target, &log).map_err(|e| ClusterProbeError::Snapshot {
@@ -165,8 +168,11 @@ pub async fn snapshot_via_probe_pod(
     };
     let result = tokio::select! {
         r = work => r,
-        _ = tokio::signal::ctrl_c() => Err(ClusterProbeError::Interrupted(format!("probe pod {name} deleted"))),
+        why = stop_signal() => Err(ClusterProbeError::Interrupted(format!("{why}: probe pod {name} deleted"))),
     };
+    if result.is_err() && !maybe_created.load(std::sync::atomic::Ordering::SeqCst) {
+        return result;
+    }
     // Cleanup gets its own deadline: the work's may already have passed.
     let cleanup = delete_matching(
         cluster,
@@ -179,6 +185,18 @@ pub async fn snapshot_via_probe_pod(
         (Ok(_), Err(e)) => Err(e.into()),
         (Err(e), Ok(_)) => Err(e),
         (Err(e), Err(c)) => Err(ClusterProbeError::Kube(KubeError::Pod(format!("{e}; and {c}")))),
+    }
+}
+
+/// Ctrl-C or SIGTERM (a Job being deleted): either stops the probe pod and deletes it.
+async fn stop_signal() -> &'static str {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return "Ctrl-C";
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "Ctrl-C",
+        _ = term.recv() => "SIGTERM",
     }
 }
 
