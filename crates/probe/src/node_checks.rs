@@ -602,17 +602,17 @@ fn chosen_devices(f: &NodeFacts, x: &NodeExpectations) -> Vec<String> {
     v
 }
 
+/// The skipped check for a tool whose output is missing, with the reason the tool run recorded
+/// (not installed, timed out, failed) or `fallback`.
+fn tool_gap(f: &NodeFacts, id: &str, tool: Tool, fallback: &str) -> Check {
+    let why = f.tool_gaps.get(&tool).cloned().unwrap_or_else(|| fallback.to_string());
+    check(id, Status::Skipped, why)
+}
+
 fn affinity(f: &NodeFacts, x: &NodeExpectations) -> Check {
     let id = "node.affinity";
     let Some(topo) = &f.topo else {
-        return check(
-            id,
-            Status::Skipped,
-            f.tool_gaps
-                .get(&Tool::NvidiaSmiTopo)
-                .cloned()
-                .unwrap_or_else(|| "no topology".into()),
-        );
+        return tool_gap(f, id, Tool::NvidiaSmiTopo, "no topology");
     };
     let gpus = topo.gpus();
     if gpus.is_empty() {
@@ -675,14 +675,7 @@ fn affinity(f: &NodeFacts, x: &NodeExpectations) -> Check {
 fn nvlink(f: &NodeFacts) -> Check {
     let id = "node.nvlink";
     let Some(topo) = &f.topo else {
-        return check(
-            id,
-            Status::Skipped,
-            f.tool_gaps
-                .get(&Tool::NvidiaSmiTopo)
-                .cloned()
-                .unwrap_or_else(|| "no topology".into()),
-        );
+        return tool_gap(f, id, Tool::NvidiaSmiTopo, "no topology");
     };
     let gpus = topo.gpus();
     if gpus.len() < 2 {
@@ -725,14 +718,7 @@ fn is_rdma_tl(name: &str) -> bool {
 fn ucx_tl(f: &NodeFacts) -> Check {
     let id = "node.ucx_tl";
     let Some(u) = &f.ucx else {
-        return check(
-            id,
-            Status::Skipped,
-            f.tool_gaps
-                .get(&Tool::UcxInfo)
-                .cloned()
-                .unwrap_or_else(|| "no ucx_info output".into()),
-        );
+        return tool_gap(f, id, Tool::UcxInfo, "no ucx_info output");
     };
     let mut rdma: Vec<String> = u
         .transports()
@@ -774,14 +760,7 @@ fn ucx_tl(f: &NodeFacts) -> Check {
 fn ucx_gpumem(f: &NodeFacts) -> Check {
     let id = "node.ucx_gpumem";
     let Some(u) = &f.ucx else {
-        return check(
-            id,
-            Status::Skipped,
-            f.tool_gaps
-                .get(&Tool::UcxInfo)
-                .cloned()
-                .unwrap_or_else(|| "no ucx_info output".into()),
-        );
+        return tool_gap(f, id, Tool::UcxInfo, "no ucx_info output");
     };
     let ib: Vec<_> = u
         .memory_domains

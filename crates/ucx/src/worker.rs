@@ -542,6 +542,17 @@ impl Worker {
     }
 
     fn cancel_all(&self) {
+        self.cancel_pending(CANCEL_GRACE);
+        for idx in 0..self.table.len() as u32 {
+            if self.table.slot(idx).is_some_and(|s| s.state.get() == State::Pending) {
+                self.abandon(idx);
+            }
+        }
+    }
+
+    /// Asks UCX to cancel every pending request, then progresses until UCX has confirmed them
+    /// all or `grace` has passed.
+    fn cancel_pending(&self, grace: Duration) {
         for idx in 0..self.table.len() as u32 {
             if let Some(slot) = self.table.slot(idx)
                 && slot.state.get() == State::Pending
@@ -550,14 +561,9 @@ impl Worker {
                 self.cancel_request(slot.req.get());
             }
         }
-        let grace = Instant::now() + CANCEL_GRACE;
-        while self.any_pending() && Instant::now() < grace {
+        let until = Instant::now() + grace;
+        while self.any_pending() && Instant::now() < until {
             self.inner.progress();
-        }
-        for idx in 0..self.table.len() as u32 {
-            if self.table.slot(idx).is_some_and(|s| s.state.get() == State::Pending) {
-                self.abandon(idx);
-            }
         }
     }
 
@@ -627,18 +633,7 @@ impl Drop for Worker {
         // Cancel what is still in flight and give UCX a bounded time to confirm; anything it
         // never confirms keeps its buffer (the slot table is leaked instead of freed).
         if self.any_pending() {
-            for idx in 0..self.table.len() as u32 {
-                if let Some(slot) = self.table.slot(idx)
-                    && slot.state.get() == State::Pending
-                    && !slot.req.get().is_null()
-                {
-                    self.cancel_request(slot.req.get());
-                }
-            }
-            let grace = Instant::now() + DROP_GRACE;
-            while self.any_pending() && Instant::now() < grace {
-                self.inner.progress();
-            }
+            self.cancel_pending(DROP_GRACE);
         }
         let _ = self.reap();
         if self.any_pending() {
