@@ -2,9 +2,10 @@
 //!
 //! Everything here is data and rules, with no I/O: the result types that form the JSON
 //! contract of `ic-bench pair` ([`model`]), the probe result types ([`checks`]), parsing of
-//! sizes and units ([`units`]), the classification of what UCX reported into a transport class
-//! ([`classify`]), and the verdict rules that turn measurements plus a placement into
-//! ok / warn / fail with a one-line reason and a fix hint ([`verdict`]).
+//! sizes and units ([`units`]), the lines a pair's two sides print for their parent and the
+//! plan the parent hands the prefill side ([`protocol`]), the classification of what UCX
+//! reported into a transport class ([`classify`]), and the verdict rules that turn measurements
+//! plus a placement into ok / warn / fail with a one-line reason and a fix hint ([`verdict`]).
 //!
 //! Keeping this crate free of UCX, CUDA, Kubernetes and the file system means the rules can be
 //! table-tested exhaustively and reused by every front end (local pair, Kubernetes pair,
@@ -14,6 +15,7 @@
 pub mod checks;
 pub mod classify;
 pub mod model;
+pub mod protocol;
 pub mod units;
 pub mod verdict;
 
