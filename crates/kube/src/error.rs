@@ -49,6 +49,10 @@ pub enum KubeError {
     /// The bench pods' output was not what `ic-bench serve` / `connect` print.
     #[error("{0}")]
     Output(String),
+
+    /// A wait on a pod reached the run's deadline.
+    #[error("pod {pod}: gave up waiting at the --timeout deadline (last seen: {last_seen}); raise --timeout or check the node")]
+    Deadline { pod: String, last_seen: String },
 }
 
 impl KubeError {

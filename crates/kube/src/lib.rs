@@ -4,8 +4,9 @@
 //! places and isolates them: this crate connects to the cluster the way kubectl does ([`access`]),
 //! turns `node/NAME`, `pod/NAME`, `deployment/NAME` and label selectors into a node plus the
 //! transport-relevant spec of a reference pod ([`target`], [`spec`]), builds the two bench pods
-//! ([`podspec`]), drives their lifecycle with a deadline on every wait and cleans them up on every
-//! path ([`lifecycle`], [`pair`]), and deletes leftovers by label ([`gc`]). [`exec`] runs a command
+//! ([`podspec`], [`pair`]), drives pods with a deadline on every wait ([`lifecycle`]), follows a
+//! pod's output from creation to its end ([`podrun`]), and deletes leftovers by label ([`gc`]).
+//! Every retry uses one backoff policy ([`retry`]). [`exec`] runs a command
 //! in an existing pod for `probe node --pod`.
 //!
 //! Every API call runs under a deadline ([`Cluster::call`]); kube-rs's own retries on 429/503/504
@@ -18,7 +19,9 @@ pub mod exec;
 pub mod gc;
 pub mod lifecycle;
 pub mod pair;
+pub mod podrun;
 pub mod podspec;
+pub mod retry;
 pub mod spec;
 pub mod target;
 pub mod yaml;

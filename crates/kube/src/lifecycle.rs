@@ -7,7 +7,7 @@
 use crate::access::Cluster;
 use crate::error::{KubeError, humanize, one_line};
 use crate::podspec::{CONTAINER, LABEL_INSTANCE};
-use futures::{AsyncBufReadExt, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams, LogParams, PostParams};
 use kube::runtime::watcher;
@@ -178,19 +178,20 @@ pub async fn watch_pod<T>(
     let stream = watcher::watch_object(cluster.pods(), name);
     futures::pin_mut!(stream);
     let mut last_state = String::from("no state seen yet");
-    let mut backoff = Duration::from_millis(50);
+    let mut delays = crate::retry::api_backoff();
     loop {
         let next = match tokio::time::timeout_at(until, stream.next()).await {
             Ok(n) => n,
             Err(_) => {
-                return Err(KubeError::Pod(format!(
-                    "pod {name}: gave up waiting at the --timeout deadline (last seen: {last_state}); raise --timeout or check the node"
-                )));
+                return Err(KubeError::Deadline {
+                    pod: name.to_string(),
+                    last_seen: last_state,
+                });
             }
         };
         match next {
             Some(Ok(Some(pod))) => {
-                backoff = Duration::from_millis(50);
+                delays = crate::retry::api_backoff();
                 last_state = describe(&pod_state(&pod));
                 match decide(&pod) {
                     Step::Continue => {}
@@ -210,8 +211,7 @@ pub async fn watch_pod<T>(
                 }
                 tracing::debug!("{err}; watching again");
                 last_state = format!("last API error: {err}");
-                tokio::time::sleep_until((Instant::now() + backoff).min(until)).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
+                tokio::time::sleep_until((Instant::now() + delays.next_delay()).min(until)).await;
             }
             None => {
                 return Err(KubeError::Pod(format!("pod {name}: the watch ended unexpectedly")));
@@ -220,7 +220,8 @@ pub async fn watch_pod<T>(
     }
 }
 
-fn describe(state: &PodState) -> String {
+/// One line for a pod state, as messages quote it (`Pending: not scheduled yet`).
+pub fn describe(state: &PodState) -> String {
     match state {
         PodState::Pending(why) => format!("Pending: {why}"),
         PodState::Running { ip } => format!("Running at {ip}"),
@@ -321,97 +322,6 @@ pub async fn create_pod_tracked(cluster: &Cluster, pod: &Pod, maybe_created: &At
         }
         Err(e) => Err(e),
     }
-}
-
-/// Follows the server's log until `ic-bench serve` prints its listening line; returns the port.
-pub async fn read_listening_port(cluster: &Cluster, name: &str, until: Instant) -> Result<u16, KubeError> {
-    let api = cluster.pods();
-    let lp = LogParams {
-        container: Some(CONTAINER.into()),
-        follow: true,
-        ..Default::default()
-    };
-    let mut seen: Vec<String> = Vec::new();
-    let mut backoff = Duration::from_millis(50);
-    loop {
-        let attempt = async {
-            let stream = api
-                .log_stream(name, &lp)
-                .await
-                .map_err(|e| KubeError::from_kube(format!("logs of pod {name}"), e))?;
-            let mut lines = stream.lines();
-            seen.clear();
-            while let Some(line) = lines.next().await {
-                let line = line.map_err(|e| KubeError::Transport {
-                    what: format!("logs of pod {name}"),
-                    detail: e.to_string(),
-                })?;
-                if let Some(port) = listening_port(&line)? {
-                    return Ok(Some(port));
-                }
-                if !line.trim().is_empty() {
-                    seen.push(line);
-                }
-            }
-            Ok::<Option<u16>, KubeError>(None)
-        };
-        match tokio::time::timeout_at(until, attempt).await {
-            Err(_) => {
-                let seen_note = match seen.last() {
-                    Some(l) => format!("; its last output: {}", one_line(l)),
-                    None => "; no output could be read from its log".into(),
-                };
-                return Err(KubeError::Output(format!(
-                    "pod {name}: no listening line from `ic-bench serve` before the --timeout deadline{seen_note}; raise --timeout or check the pod's log"
-                )));
-            }
-            Ok(Ok(Some(port))) => return Ok(port),
-            Ok(Ok(None)) => {
-                return Err(KubeError::Output(format!(
-                    "pod {name}: `ic-bench serve` exited without printing its listening line{}",
-                    last_line_note(&seen)
-                )));
-            }
-            Ok(Err(e)) if e.is_transient() || e.status_code() == Some(400) => {
-                // 400: the container is not started yet ("waiting to start"), try again.
-                tracing::debug!("{e}; reading the log again");
-                tokio::time::sleep_until((Instant::now() + backoff).min(until)).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
-            }
-            Ok(Err(e)) => return Err(e),
-        }
-    }
-}
-
-fn last_line_note(seen: &[String]) -> String {
-    match seen.last() {
-        Some(l) => format!("; its last output: {}", one_line(l)),
-        None => "; it printed nothing (check the image's ic-bench)".into(),
-    }
-}
-
-/// Parses `ic-bench serve`'s listening line (`{"event":"listening","schema":"ic-bench.serve/v1","address":"ip:port",…}`).
-pub fn listening_port(line: &str) -> Result<Option<u16>, KubeError> {
-    let t = line.trim();
-    if !t.starts_with('{') {
-        return Ok(None);
-    }
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(t) else {
-        return Ok(None);
-    };
-    if v.get("event").and_then(|e| e.as_str()) != Some("listening") {
-        return Ok(None);
-    }
-    let schema = v.get("schema").and_then(|s| s.as_str()).unwrap_or_default();
-    if !schema.starts_with("ic-bench.serve/") {
-        return Err(KubeError::Output(format!(
-            "the server's listening line has schema '{schema}', expected ic-bench.serve/v1: use a bench image of the same ic-bench version"
-        )));
-    }
-    let addr = v.get("address").and_then(|a| a.as_str()).unwrap_or_default();
-    addr.parse::<std::net::SocketAddr>()
-        .map(|a| Some(a.port()))
-        .map_err(|_| KubeError::Output(format!("the server's listening line has no usable address ('{addr}')")))
 }
 
 /// The whole log of a finished pod's bench container.
@@ -576,20 +486,5 @@ mod tests {
             }
             s => panic!("{s:?}"),
         }
-    }
-
-    #[test]
-    fn listening_line() {
-        assert_eq!(
-            listening_port(
-                r#"{"event":"listening","schema":"ic-bench.serve/v1","address":"0.0.0.0:41234","ucx":"1.22.0"}"#
-            )
-            .unwrap(),
-            Some(41234)
-        );
-        assert_eq!(listening_port("INFO starting").unwrap(), None);
-        assert_eq!(listening_port(r#"{"event":"other"}"#).unwrap(), None);
-        assert!(listening_port(r#"{"event":"listening","schema":"other/v1","address":"1.2.3.4:5"}"#).is_err());
-        assert!(listening_port(r#"{"event":"listening","schema":"ic-bench.serve/v1","address":"nope"}"#).is_err());
     }
 }

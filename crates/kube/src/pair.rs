@@ -1,24 +1,19 @@
-//! One pair run on Kubernetes: resolve both targets, start the server (decode side), learn its
-//! port from its log, start the client (prefill side) against the server pod's IP, read the
-//! client's JSON report, and delete both pods on every path — success, failure, deadline, or an
-//! interrupt (Ctrl-C / SIGTERM, passed in as a future).
+//! The two bench pods of a pair on Kubernetes: resolve both targets and decide both pods (what
+//! `--dry-run` prints and a real run creates). Running them is the pair pipeline's job
+//! (`icb_pair::kube`), which creates them, follows them with [`crate::podrun::PodRun`] and deletes
+//! them by label on every path.
 
 use crate::access::Cluster;
-use crate::error::{KubeError, one_line};
-use crate::lifecycle::{self, PodState};
+use crate::error::KubeError;
 use crate::podspec::{self, BenchPod, Role, SERVER_ENV, SERVER_PLACEHOLDER};
 use crate::spec::TransportSpec;
 use crate::target::{self, Resolved, Target};
-use icb_core::model::{Endpoint, Locality, PAIR_SCHEMA, PairReport, Placement};
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::time::Instant;
 
 /// What the user asked for.
 #[derive(Debug, Clone)]
-pub struct PairPlan {
+pub struct BenchPodsPlan {
     pub prefill: Target,
     pub decode: Target,
     pub run_id: String,
@@ -26,7 +21,7 @@ pub struct PairPlan {
     pub image_pull_policy: Option<String>,
     /// Flags after `ic-bench serve --listen 0.0.0.0:0 --once`.
     pub serve_args: Vec<String>,
-    /// Flags after `ic-bench connect $(IC_BENCH_SERVER)` (the run settings); `--json-line` is added.
+    /// Flags after `ic-bench connect $(IC_BENCH_SERVER)` (the pipeline adds `--plan`).
     pub connect_args: Vec<String>,
     pub privileged: bool,
     pub host_ipc: bool,
@@ -38,7 +33,7 @@ pub struct PairPlan {
     pub cleanup_timeout: Duration,
 }
 
-impl PairPlan {
+impl BenchPodsPlan {
     /// Pods outlive a killed ic-bench by at most this much (activeDeadlineSeconds).
     pub fn active_deadline_s(&self) -> i64 {
         (self.timeout.as_secs() + 60) as i64
@@ -112,7 +107,7 @@ fn strip_nulls(v: &mut serde_json::Value) {
 }
 
 /// Resolves the targets and decides both pods (reads the reference pods; creates nothing).
-pub async fn prepare(cluster: &Cluster, plan: &PairPlan) -> Result<Prepared, KubeError> {
+pub async fn prepare(cluster: &Cluster, plan: &BenchPodsPlan) -> Result<Prepared, KubeError> {
     podspec::check_run_id(&plan.run_id).map_err(KubeError::Target)?;
     let decode = target::resolve(cluster, &plan.decode).await?;
     let prefill = target::resolve(cluster, &plan.prefill).await?;
@@ -149,7 +144,6 @@ pub async fn prepare(cluster: &Cluster, plan: &PairPlan) -> Result<Prepared, Kub
     serve_args.extend(plan.serve_args.iter().cloned());
     let mut connect_args = vec!["connect".to_string(), format!("$({SERVER_ENV})")];
     connect_args.extend(plan.connect_args.iter().cloned());
-    connect_args.push("--json-line".into());
     Ok(Prepared {
         namespace: cluster.namespace().to_string(),
         server: base(Role::Server, &decode.node, serve_args, server_model),
@@ -160,195 +154,8 @@ pub async fn prepare(cluster: &Cluster, plan: &PairPlan) -> Result<Prepared, Kub
     })
 }
 
-/// A finished run: the client's report with the placement filled in.
-#[derive(Debug, Clone)]
-pub struct PairOutcome {
-    pub report: PairReport,
-    pub notes: Vec<String>,
-    /// Pods deleted at the end.
-    pub deleted: Vec<String>,
-    /// Time spent outside the measurement: create → verdict → cleanup minus the client's own run.
-    pub orchestration: Duration,
-}
-
-/// Runs the pair; `interrupt` resolving (Ctrl-C) stops it. Pods are deleted on every path.
-pub async fn run(
-    cluster: &Cluster,
-    prepared: &Prepared,
-    plan: &PairPlan,
-    interrupt: impl Future<Output = String>,
-) -> Result<PairOutcome, KubeError> {
-    let started = Instant::now();
-    let until = started + plan.timeout;
-    // The waits inside stop at `until` with a message naming the pod and its state; this outer
-    // bound only catches what has no wait of its own, so it fires a little later.
-    let maybe_created = AtomicBool::new(false);
-    let body = tokio::time::timeout_at(
-        until + Duration::from_secs(2),
-        run_pods(cluster, prepared, until, &maybe_created),
-    );
-    let result = tokio::select! {
-        r = body => match r {
-            Ok(r) => r,
-            Err(_) => Err(KubeError::Pod(format!(
-                "the pair did not finish within --timeout {}; raise it or check the pods' nodes",
-                lifecycle::deadline_text(plan.timeout)
-            ))),
-        },
-        why = interrupt => Err(KubeError::Interrupted(why)),
-    };
-    // Nothing of this run can exist (no create ever reached the server): no cleanup, and no
-    // cleanup error stacked on the real one.
-    if result.is_err() && !maybe_created.load(Ordering::SeqCst) {
-        return result;
-    }
-    // After an interrupt or a deadline a create may still be in flight: look twice.
-    let settle = if result.is_ok() {
-        Duration::ZERO
-    } else {
-        Duration::from_millis(300)
-    };
-    let cleanup = lifecycle::delete_matching_settled(
-        cluster,
-        &podspec::instance_selector(&plan.run_id),
-        Instant::now() + plan.cleanup_timeout,
-        settle,
-    )
-    .await;
-    match (result, cleanup) {
-        (Ok(mut ran), Ok(deleted)) => {
-            ran.deleted = deleted;
-            ran.orchestration = started
-                .elapsed()
-                .saturating_sub(Duration::from_secs_f64(ran.report.duration_s.max(0.0)));
-            Ok(ran)
-        }
-        (Ok(_), Err(e)) => Err(e),
-        (Err(KubeError::Interrupted(why)), Ok(deleted)) => Err(KubeError::Interrupted(format!(
-            "{why}; deleted {} ic-bench pod(s) of run {}",
-            deleted.len(),
-            plan.run_id
-        ))),
-        (Err(e), Ok(_)) => Err(e),
-        (Err(e), Err(c)) => Err(with_cleanup_failure(e, &c)),
-    }
-}
-
-fn with_cleanup_failure(e: KubeError, cleanup: &KubeError) -> KubeError {
-    match e {
-        // The caller prints "interrupted: " itself; only the reason goes inside.
-        KubeError::Interrupted(why) => KubeError::Interrupted(format!("{why}; also: {cleanup}")),
-        _ => KubeError::Pod(format!("{e}; also: {cleanup}")),
-    }
-}
-
-async fn run_pods(
-    cluster: &Cluster,
-    prepared: &Prepared,
-    until: Instant,
-    maybe_created: &AtomicBool,
-) -> Result<PairOutcome, KubeError> {
-    let server_pod = prepared.server_pod();
-    let server_name = server_pod.metadata.name.clone().unwrap_or_default();
-    lifecycle::create_pod_tracked(cluster, &server_pod, maybe_created).await?;
-    let (server_running, server_ip) = lifecycle::wait_running(cluster, &server_name, until).await?;
-    let port = lifecycle::read_listening_port(cluster, &server_name, until).await?;
-    let address = join_host_port(&server_ip, port);
-
-    let client_pod = prepared.client_pod(&address);
-    let client_name = client_pod.metadata.name.clone().unwrap_or_default();
-    // The server pod exists by now, so `maybe_created` stays set whatever this create does.
-    lifecycle::create_pod_tracked(cluster, &client_pod, maybe_created).await?;
-
-    // Wait for the client to finish; a server that dies first ends the wait early (after a short
-    // grace for the client to notice and print its own error).
-    let client_done = lifecycle::wait_finished(cluster, &client_name, until);
-    let server_failed = watch_server_failure(cluster, &server_name, until);
-    tokio::pin!(client_done);
-    let (client_final, _client_ok) = tokio::select! {
-        r = &mut client_done => r?,
-        failure = server_failed => {
-            let grace = (Instant::now() + Duration::from_secs(10)).min(until);
-            match tokio::time::timeout_at(grace, &mut client_done).await {
-                Ok(Ok(done)) => done,
-                _ => return Err(KubeError::Pod(format!("the server (decode side) failed mid-run: {failure}"))),
-            }
-        }
-    };
-
-    let logs = lifecycle::read_logs(cluster, &client_name).await?;
-    let mut report = match find_report(&logs) {
-        Some(r) => r?,
-        None => {
-            let server_note = server_summary(cluster, &server_name).await;
-            return Err(KubeError::Pod(format!(
-                "the client (prefill side) pod {client_name} produced no report ({}){}{server_note}",
-                lifecycle::exit_summary(&client_final),
-                last_error_line(&logs).map(|l| format!(": {l}")).unwrap_or_default()
-            )));
-        }
-    };
-
-    let client_node = target::node_of(&client_final).unwrap_or_else(|| prepared.prefill.node.clone());
-    let server_node = target::node_of(&server_running).unwrap_or_else(|| prepared.decode.node.clone());
-    report.placement = Placement {
-        locality: if client_node == server_node {
-            Locality::SameHost
-        } else {
-            Locality::DifferentHosts
-        },
-        mode: "kubernetes".into(),
-        prefill: Endpoint {
-            host: client_node,
-            pod: Some(client_name.clone()),
-            namespace: Some(prepared.namespace.clone()),
-            address: client_final.status.as_ref().and_then(|s| s.pod_ip.clone()),
-            modelled_on: prepared.prefill.modelled_on.clone(),
-        },
-        decode: Endpoint {
-            host: server_node,
-            pod: Some(server_name),
-            namespace: Some(prepared.namespace.clone()),
-            address: Some(address),
-            modelled_on: prepared.decode.modelled_on.clone(),
-        },
-    };
-    Ok(PairOutcome {
-        report,
-        notes: prepared.notes.clone(),
-        deleted: Vec::new(),
-        orchestration: Duration::ZERO,
-    })
-}
-
-/// Resolves only when the server pod fails or finishes badly; never on success.
-async fn watch_server_failure(cluster: &Cluster, name: &str, until: Instant) -> String {
-    let r = lifecycle::watch_pod(cluster, name, until, |pod| match lifecycle::pod_state(pod) {
-        PodState::Terminated { success: false, detail } => lifecycle::Step::Done(format!("pod {name}: {detail}")),
-        PodState::Stuck(why) => lifecycle::Step::Done(why),
-        _ => lifecycle::Step::Continue,
-    })
-    .await;
-    match r {
-        Ok(why) => why,
-        // The watch itself failing is not a server failure: let the client's wait decide.
-        Err(_) => std::future::pending().await,
-    }
-}
-
-async fn server_summary(cluster: &Cluster, name: &str) -> String {
-    let api = cluster.pods();
-    match tokio::time::timeout(cluster.request_timeout(), api.get(name)).await {
-        Ok(Ok(p)) => match lifecycle::pod_state(&p) {
-            PodState::Terminated { success: false, detail } => format!("; the server pod {name} failed: {detail}"),
-            PodState::Stuck(why) => format!("; {why}"),
-            _ => String::new(),
-        },
-        _ => String::new(),
-    }
-}
-
-fn join_host_port(ip: &str, port: u16) -> String {
+/// `ip:port`, bracketing an IPv6 address.
+pub fn join_host_port(ip: &str, port: u16) -> String {
     if ip.contains(':') {
         format!("[{ip}]:{port}")
     } else {
@@ -356,61 +163,14 @@ fn join_host_port(ip: &str, port: u16) -> String {
     }
 }
 
-/// The last line of the log that is an `ic-bench.pair/v1` report (other lines are ignored).
-pub fn find_report(logs: &str) -> Option<Result<PairReport, KubeError>> {
-    let schema_major = PAIR_SCHEMA.rsplit_once('/').map(|(s, _)| s).unwrap_or(PAIR_SCHEMA);
-    logs.lines().rev().map(str::trim).filter(|l| l.starts_with('{')).find_map(|l| {
-        let v: serde_json::Value = serde_json::from_str(l).ok()?;
-        let schema = v.get("schema")?.as_str()?.to_string();
-        if !schema.starts_with(schema_major) {
-            return None;
-        }
-        Some(if schema != PAIR_SCHEMA {
-            Err(KubeError::Output(format!(
-                "the client printed a report with schema {schema}, this ic-bench reads {PAIR_SCHEMA}: use a bench image of the same version (--image)"
-            )))
-        } else {
-            serde_json::from_value::<PairReport>(v)
-                .map_err(|e| KubeError::Output(format!("the client's report does not parse: {e}; use a bench image of the same version")))
-        })
-    })
-}
-
-/// The most useful line to quote from a failed pod's log: the last error, else the last line.
-pub fn last_error_line(logs: &str) -> Option<String> {
-    let lines: Vec<&str> = logs.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    lines
-        .iter()
-        .rev()
-        .find(|l| l.contains("error"))
-        .or(lines.last())
-        .map(|l| one_line(l.trim_start_matches("ic-bench: error: ")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn report_line_is_found_among_other_output() {
-        assert!(find_report("hello\nworld\n").is_none());
-        let wrong = r#"{"schema":"ic-bench.pair/v2","x":1}"#;
-        assert!(find_report(wrong).unwrap().is_err());
-        let broken = r#"{"schema":"ic-bench.pair/v1","x":1}"#;
-        let err = find_report(broken).unwrap().unwrap_err().to_string();
-        assert!(err.contains("does not parse"), "{err}");
-        assert!(find_report(r#"{"schema":"ic-bench.serve/v1"}"#).is_none());
-    }
-
-    #[test]
-    fn error_lines() {
-        assert_eq!(
-            last_error_line("a\nic-bench: error: cannot reach 1.2.3.4:5\nbye\n").as_deref(),
-            Some("cannot reach 1.2.3.4:5")
-        );
-        assert_eq!(last_error_line("a\nb\n").as_deref(), Some("b"));
-        assert_eq!(last_error_line(""), None);
+    fn ipv6_addresses_are_bracketed() {
         assert_eq!(join_host_port("fd00::1", 5), "[fd00::1]:5");
+        assert_eq!(join_host_port("10.0.0.1", 5), "10.0.0.1:5");
     }
 }
 

@@ -243,7 +243,7 @@ fn is_bench_pod(pod: &Pod) -> bool {
         == Some(crate::podspec::APP)
 }
 
-pub(crate) fn node_of(pod: &Pod) -> Option<String> {
+pub fn node_of(pod: &Pod) -> Option<String> {
     pod.spec
         .as_ref()
         .and_then(|s| s.node_name.clone())

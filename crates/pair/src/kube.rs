@@ -1,0 +1,221 @@
+//! The Kubernetes launcher: the decode side is a bench pod running `ic-bench serve`, the prefill
+//! side a bench pod running `ic-bench connect --plan` against the server pod's IP; both are placed
+//! and specified as `icb_kube::pair::prepare` decided (dry runs print exactly those pods), followed
+//! through their logs, and deleted by the run's label at cleanup.
+
+use crate::launcher::{LaunchError, Launcher, Side};
+use icb_core::model::{Endpoint, Locality, PairReport, Placement};
+use icb_core::protocol::{ChildPlan, Listening};
+use icb_kube::k8s_openapi::api::core::v1::Pod;
+use icb_kube::pair::{BenchPodsPlan, Prepared, join_host_port};
+use icb_kube::podrun::{PodObserver, PodRun};
+use icb_kube::{Cluster, KubeError, lifecycle, podspec, target};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::time::Instant;
+
+pub struct KubeLauncher {
+    cluster: Cluster,
+    plan: BenchPodsPlan,
+    prepared: Prepared,
+    /// Set as soon as a create may have reached the API server: until then there is nothing to
+    /// delete, and no cleanup error is stacked on the real one.
+    maybe_created: AtomicBool,
+    /// The pod waits' deadline, fixed when the first pod is created.
+    until: Option<Instant>,
+    server: Option<(String, PodObserver)>,
+    client: Option<(String, PodObserver)>,
+}
+
+impl KubeLauncher {
+    /// Resolves the targets and decides both pods (reads the cluster; creates nothing).
+    pub async fn prepare(cluster: Cluster, plan: BenchPodsPlan) -> Result<KubeLauncher, KubeError> {
+        let prepared = icb_kube::pair::prepare(&cluster, &plan).await?;
+        Ok(KubeLauncher {
+            cluster,
+            plan,
+            prepared,
+            maybe_created: AtomicBool::new(false),
+            until: None,
+            server: None,
+            client: None,
+        })
+    }
+
+    pub fn prepared(&self) -> &Prepared {
+        &self.prepared
+    }
+
+    /// The client pod's arguments for `plan` (what a dry run prints and a real run creates).
+    fn with_plan(&self, plan: &ChildPlan) -> Prepared {
+        let mut prepared = self.prepared.clone();
+        // `$(VAR)` in a container's args is expanded by the kubelet; `$$` keeps a literal `$`.
+        let json = plan.to_json().replace("$(", "$$(");
+        prepared.client.args.extend(["--plan".to_string(), json]);
+        prepared
+    }
+
+    /// Both pods as a YAML stream, for `--dry-run=client -o yaml`.
+    pub fn dry_run_yaml(&self, plan: &ChildPlan) -> Result<String, KubeError> {
+        self.with_plan(plan).to_yaml()
+    }
+
+    /// Both pods as a `v1/List`, for `--dry-run=client -o json`.
+    pub fn dry_run_json(&self, plan: &ChildPlan) -> serde_json::Value {
+        let prepared = self.with_plan(plan);
+        serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": [prepared.server_pod(), prepared.client_pod(podspec::SERVER_PLACEHOLDER)],
+        })
+    }
+
+    fn until(&mut self) -> Instant {
+        // A second over the pipeline's own deadline, so its message (which names the side and
+        // its last words) is the one the user sees.
+        *self
+            .until
+            .get_or_insert_with(|| Instant::now() + self.plan.timeout + Duration::from_secs(1))
+    }
+
+    async fn create(&mut self, pod: Pod) -> Result<KubeSide, LaunchError> {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let until = self.until();
+        lifecycle::create_pod_tracked(&self.cluster, &pod, &self.maybe_created)
+            .await
+            .map_err(|e| LaunchError::new(e.to_string()))?;
+        Ok(KubeSide {
+            role: if pod_is_server(&pod) { "decode" } else { "prefill" },
+            run: PodRun::follow(&self.cluster, &name, until),
+        })
+    }
+}
+
+impl KubeLauncher {
+    fn server_ip(&self) -> Option<String> {
+        let pod = self.server.as_ref()?.1.last_pod()?;
+        pod.status?.pod_ip.filter(|ip| !ip.is_empty())
+    }
+}
+
+fn pod_is_server(pod: &Pod) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(podspec::LABEL_COMPONENT))
+        .is_some_and(|c| c == podspec::Role::Server.as_str())
+}
+
+impl Launcher for KubeLauncher {
+    type Side = KubeSide;
+
+    fn locality(&self) -> Locality {
+        if self.prepared.decode.node == self.prepared.prefill.node {
+            Locality::SameHost
+        } else {
+            Locality::DifferentHosts
+        }
+    }
+
+    fn mode(&self) -> String {
+        "kubernetes".into()
+    }
+
+    async fn start_decode(&mut self) -> Result<KubeSide, LaunchError> {
+        let pod = self.prepared.server_pod();
+        let side = self.create(pod).await?;
+        self.server = Some((side.run.name().to_string(), side.run.observer()));
+        Ok(side)
+    }
+
+    async fn start_prefill(&mut self, server: &Listening, plan: &ChildPlan) -> Result<KubeSide, LaunchError> {
+        let port = server.socket_addr().map_err(|e| LaunchError::new(e.to_string()))?.port();
+        let ip = self
+            .server_ip()
+            .ok_or_else(|| LaunchError::new("the server pod announced its port before it had an IP"))?;
+        let address = join_host_port(&ip, port);
+        let pod = self.with_plan(plan).client_pod(&address);
+        let side = self.create(pod).await?;
+        self.client = Some((side.run.name().to_string(), side.run.observer()));
+        Ok(side)
+    }
+
+    fn placement(&self, server: &Listening, _report: &PairReport) -> Placement {
+        let port = server.socket_addr().map(|a| a.port()).unwrap_or_default();
+        let endpoint = |seen: &Option<(String, PodObserver)>, resolved: &target::Resolved, address: Option<String>| {
+            let pod = seen.as_ref().and_then(|(_, o)| o.last_pod());
+            Endpoint {
+                host: pod.as_ref().and_then(target::node_of).unwrap_or_else(|| resolved.node.clone()),
+                pod: seen.as_ref().map(|(n, _)| n.clone()),
+                namespace: Some(self.prepared.namespace.clone()),
+                address: address.or_else(|| pod.as_ref().and_then(|p| p.status.as_ref()?.pod_ip.clone())),
+                modelled_on: resolved.modelled_on.clone(),
+            }
+        };
+        let prefill = endpoint(&self.client, &self.prepared.prefill, None);
+        let decode = endpoint(
+            &self.server,
+            &self.prepared.decode,
+            self.server_ip().map(|ip| join_host_port(&ip, port)),
+        );
+        Placement {
+            locality: if prefill.host == decode.host {
+                Locality::SameHost
+            } else {
+                Locality::DifferentHosts
+            },
+            mode: self.mode(),
+            prefill,
+            decode,
+        }
+    }
+
+    async fn cleanup(&mut self) -> Result<String, LaunchError> {
+        if !self.maybe_created.load(Ordering::SeqCst) {
+            return Ok(String::new());
+        }
+        let deleted = lifecycle::delete_matching_settled(
+            &self.cluster,
+            &podspec::instance_selector(&self.plan.run_id),
+            Instant::now() + self.plan.cleanup_timeout,
+            // A create may still be in flight after an interrupt or a deadline: look twice.
+            Duration::from_millis(300),
+        )
+        .await
+        .map_err(|e| LaunchError::new(e.to_string()))?;
+        Ok(format!(
+            "deleted {} ic-bench pod(s) of run {}",
+            deleted.len(),
+            self.plan.run_id
+        ))
+    }
+}
+
+/// One bench pod being followed.
+pub struct KubeSide {
+    role: &'static str,
+    run: PodRun,
+}
+
+impl Side for KubeSide {
+    fn name(&self) -> String {
+        format!("the {} side (pod {})", self.role, self.run.name())
+    }
+
+    async fn next_line(&mut self) -> Option<String> {
+        self.run.next_line().await
+    }
+
+    async fn exit_note(&mut self) -> Option<String> {
+        self.run.exit_note().await
+    }
+
+    fn last_words(&self) -> String {
+        self.run.last_words()
+    }
+
+    async fn stop(&mut self, _grace: Duration) {
+        // The pods are deleted by the launcher's cleanup; only the log follow ends here.
+        self.run.stop();
+    }
+}

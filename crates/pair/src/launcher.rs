@@ -1,0 +1,124 @@
+//! The seam between the one pair pipeline ([`crate::run_pair`]) and the ways of starting its two
+//! sides: local processes in namespaces ([`crate::local`]), Kubernetes pods ([`crate::kube`]),
+//! and, in tests, a scripted fake.
+//!
+//! A launcher only starts, describes and removes things; it never reads the protocol or judges.
+
+use icb_core::model::{Locality, PairReport, Placement};
+use icb_core::protocol::{ChildPlan, Listening};
+use std::time::Duration;
+
+/// A launcher could not do what it was asked; the text is one line naming what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LaunchError(pub String);
+
+impl LaunchError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        LaunchError(msg.into())
+    }
+}
+
+// The pipeline drives one launcher from one task and never spawns its futures, so the futures
+// need no `Send` bound; implementations that spawn keep their own tasks `Send`.
+#[allow(async_fn_in_trait)]
+pub trait Launcher {
+    type Side: Side;
+
+    /// Where the two sides run relative to each other; known before anything starts, because it
+    /// decides the expectation the prefill side is given.
+    fn locality(&self) -> Locality;
+
+    /// `placement.mode` of the report, e.g. `local (isolation=pod)` or `kubernetes`.
+    fn mode(&self) -> String;
+
+    /// Starts the decode side: `ic-bench serve`, listening on a free port, serving one client.
+    async fn start_decode(&mut self) -> Result<Self::Side, LaunchError>;
+
+    /// Starts the prefill side: `ic-bench connect --plan` against the address the decode side
+    /// announced (the launcher turns an unspecified IP into one the prefill side can reach).
+    async fn start_prefill(&mut self, server: &Listening, plan: &ChildPlan) -> Result<Self::Side, LaunchError>;
+
+    /// Where the run happened, for the report (hosts, pods, addresses).
+    fn placement(&self, server: &Listening, report: &PairReport) -> Placement;
+
+    /// Removes everything this launcher created (processes, namespaces, pods). The pipeline calls
+    /// it exactly once, on every path, after both sides were stopped; the text says what was
+    /// removed.
+    async fn cleanup(&mut self) -> Result<String, LaunchError>;
+}
+
+/// One started side.
+#[allow(async_fn_in_trait)]
+pub trait Side {
+    /// Who this is, for messages: `the prefill side (ic-bench connect)`, `the decode side (pod …)`.
+    fn name(&self) -> String;
+
+    /// The next line the side printed on stdout (a pod: its log); `None` once its output ended.
+    async fn next_line(&mut self) -> Option<String>;
+
+    /// After the output ended: why the side failed (exit status and its last words), or `None`
+    /// when it exited cleanly. Bounded in time.
+    async fn exit_note(&mut self) -> Option<String>;
+
+    /// The side's last words so far (the last error-looking line it wrote), for a timeout message.
+    fn last_words(&self) -> String;
+
+    /// Lets the side exit on its own within `grace`, then makes sure it is gone (or leaves that
+    /// to [`Launcher::cleanup`], for pods). Called on every path; bounded in time.
+    async fn stop(&mut self, grace: Duration);
+}
+
+/// One line from a side's output: the last line that reads like an error, else the last line,
+/// without the side's own `ic-bench: error: ` prefix, at most 400 characters.
+pub fn summarize<'a>(lines: impl DoubleEndedIterator<Item = &'a str> + Clone) -> String {
+    /// What util-linux `unshare` (2.38) prints when the program it forked (its PID namespace's
+    /// init) was killed by SIGKILL: it fails to re-raise the signal on itself and exits 1.
+    const UNSHARE_REKILL: &str = "unshare: sigprocmask unblock failed";
+    let nonempty = lines.map(str::trim).filter(|l| !l.is_empty());
+    if nonempty
+        .clone()
+        .next_back()
+        .is_some_and(|l| l.starts_with(UNSHARE_REKILL))
+    {
+        return "killed by a signal inside its PID namespace".into();
+    }
+    let pick = nonempty
+        .clone()
+        .rev()
+        .find(|l| l.to_ascii_lowercase().contains("error"))
+        .or_else(|| nonempty.clone().next_back());
+    match pick {
+        Some(line) => {
+            let mut line = line.strip_prefix("ic-bench: error: ").unwrap_or(line).to_string();
+            if line.len() > 400 {
+                let cut = (0..=400).rev().find(|i| line.is_char_boundary(*i)).unwrap_or(0);
+                line.truncate(cut);
+                line.push('…');
+            }
+            line
+        }
+        None => "(nothing on stderr; rerun with -v)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summaries_prefer_errors_and_stay_one_line() {
+        let lines = ["starting", "ic-bench: error: cannot load UCX", "bye", ""];
+        assert_eq!(summarize(lines.iter().copied()), "cannot load UCX");
+        assert_eq!(summarize(["a", "b"].iter().copied()), "b");
+        let killed = ["unshare: sigprocmask unblock failed: Invalid argument"];
+        assert_eq!(
+            summarize(killed.iter().copied()),
+            "killed by a signal inside its PID namespace"
+        );
+        assert_eq!(summarize([""].iter().copied()), "(nothing on stderr; rerun with -v)");
+        let long = "é".repeat(500);
+        let s = summarize([long.as_str()].iter().copied());
+        assert!(s.len() <= 404 && s.ends_with('…'));
+    }
+}

@@ -1,0 +1,25 @@
+//! icb-pair: the one pipeline behind every way of running a pair.
+//!
+//! A pair run is planned once ([`PairPlan`]: settings, where the expectation comes from,
+//! deadlines), then [`run_pair`] does the sequence exactly once for any [`Launcher`]: start the
+//! decode side (`ic-bench serve`), read its typed `listening` line, start the prefill side
+//! (`ic-bench connect --plan`, which gets the settings and the resolved expectation as one
+//! [`icb_core::protocol::ChildPlan`] document), read its per-case progress and its report, stop
+//! both, clean up exactly once on every path (success, failure, deadline, cancel) and judge once.
+//!
+//! Launchers only start, describe and remove things: [`local`] runs two processes, optionally in
+//! Linux namespaces that model pods and nodes (`icb_isolate`); [`kube`] runs two bench pods
+//! (`icb_kube`). The orchestration itself is tested without root or a cluster through a scripted
+//! fake launcher (`tests/pipeline.rs`).
+#![forbid(unsafe_code)]
+
+pub mod kube;
+pub mod launcher;
+pub mod local;
+pub mod plan;
+mod run;
+
+pub use launcher::{LaunchError, Launcher, Side};
+pub use plan::{ExpectationInput, PairPlan};
+pub use run::{PairError, PairOutcome, run_pair};
+pub use tokio_util::sync::CancellationToken;

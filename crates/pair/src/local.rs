@@ -1,0 +1,266 @@
+//! The local launcher: both sides are this same binary started as two processes, optionally
+//! isolated the way Kubernetes isolates pods and nodes (`icb_isolate::Isolation`), so what runs
+//! here is exactly what runs in a pod.
+
+use crate::launcher::{LaunchError, Launcher, Side, summarize};
+use icb_core::model::{Endpoint, Locality, PairReport, Placement};
+use icb_core::protocol::{ChildPlan, Listening};
+use icb_isolate::{DEFAULT_PREFIX, Isolation, LocalPair, PairSide, Pod, cleanup_stale};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::ChildStdout;
+use tokio::task::JoinHandle;
+
+/// How many stderr lines of each side are kept for error messages.
+const STDERR_KEEP: usize = 200;
+
+/// How the two local processes are started.
+#[derive(Debug, Clone)]
+pub struct LocalOptions {
+    pub isolation: Isolation,
+    /// The ic-bench executable both sides run.
+    pub exe: PathBuf,
+    /// `--ucx-lib` for both sides.
+    pub ucx_lib: Option<PathBuf>,
+    /// Extra flags for both sides (e.g. `-v`), so they log as much as the parent.
+    pub verbosity: Vec<String>,
+    /// Copy both sides' stderr to ours, prefixed `[decode]` / `[prefill]`.
+    pub forward_stderr: bool,
+}
+
+pub struct LocalLauncher {
+    opts: LocalOptions,
+    pair: Option<LocalPair>,
+}
+
+impl LocalLauncher {
+    /// Removes leftovers of crashed runs (modes that need root) and builds the namespaces.
+    pub fn create(opts: LocalOptions) -> Result<LocalLauncher, LaunchError> {
+        if opts.isolation.needs_root() && icb_isolate::is_root() {
+            match cleanup_stale(DEFAULT_PREFIX) {
+                Ok(c) if !c.is_empty() => tracing::info!(
+                    "removed leftovers of crashed runs: namespaces {:?}, {} processes",
+                    c.namespaces,
+                    c.processes.len()
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("could not remove leftovers of crashed runs: {e}"),
+            }
+        }
+        let pair = LocalPair::create(opts.isolation, DEFAULT_PREFIX).map_err(|e| LaunchError::new(e.to_string()))?;
+        tracing::info!("isolation {}: {}", opts.isolation, opts.isolation.describe());
+        Ok(LocalLauncher { opts, pair: Some(pair) })
+    }
+
+    fn pair(&self) -> Result<&LocalPair, LaunchError> {
+        self.pair
+            .as_ref()
+            .ok_or_else(|| LaunchError::new("the local pair was already cleaned up"))
+    }
+
+    fn spawn(&self, side: &PairSide, label: &'static str, args: Vec<String>) -> Result<LocalSide, LaunchError> {
+        let pair = self.pair()?;
+        let mut spec = pair.pod(side, &self.opts.exe).args(&args).args(&self.opts.verbosity);
+        if let Some(dir) = &self.opts.ucx_lib {
+            spec = spec.arg("--ucx-lib").arg(dir);
+        }
+        let pod = spec.spawn().map_err(|e| LaunchError::new(e.to_string()))?;
+        let what = if label == "decode" { "ic-bench serve" } else { "ic-bench connect" };
+        Ok(LocalSide::start(label, what, pod, self.opts.forward_stderr))
+    }
+}
+
+impl Launcher for LocalLauncher {
+    type Side = LocalSide;
+
+    fn locality(&self) -> Locality {
+        if self.opts.isolation.different_hosts() {
+            Locality::DifferentHosts
+        } else {
+            Locality::SameHost
+        }
+    }
+
+    fn mode(&self) -> String {
+        format!("local (isolation={})", self.opts.isolation)
+    }
+
+    async fn start_decode(&mut self) -> Result<LocalSide, LaunchError> {
+        let pair = self.pair()?;
+        let listen = SocketAddr::new(pair.decode().ip, 0).to_string();
+        let side = pair.decode().clone();
+        let args = ["serve", "--listen", &listen, "--once"].map(String::from).to_vec();
+        self.spawn(&side, "decode", args)
+    }
+
+    async fn start_prefill(&mut self, server: &Listening, plan: &ChildPlan) -> Result<LocalSide, LaunchError> {
+        let side = self.pair()?.prefill().clone();
+        let args = vec![
+            "connect".to_string(),
+            server.address.clone(),
+            "--plan".into(),
+            plan.to_json(),
+        ];
+        self.spawn(&side, "prefill", args)
+    }
+
+    fn placement(&self, server: &Listening, report: &PairReport) -> Placement {
+        let Some(pair) = self.pair.as_ref() else {
+            return report.placement.clone();
+        };
+        let endpoint = |side: &PairSide, address: String| Endpoint {
+            host: side.host.clone(),
+            pod: side.pod.clone(),
+            namespace: None,
+            address: Some(address),
+            modelled_on: None,
+        };
+        Placement {
+            locality: self.locality(),
+            mode: self.mode(),
+            prefill: endpoint(pair.prefill(), pair.prefill().ip.to_string()),
+            decode: endpoint(pair.decode(), server.address.clone()),
+        }
+    }
+
+    async fn cleanup(&mut self) -> Result<String, LaunchError> {
+        let Some(pair) = self.pair.take() else {
+            return Ok(String::new());
+        };
+        let what = match pair.isolation() {
+            Isolation::None => "both processes".to_string(),
+            other => format!("both processes and the namespaces of --isolation {other}"),
+        };
+        pair.teardown().map_err(|e| LaunchError::new(e.to_string()))?;
+        Ok(what)
+    }
+}
+
+/// One started local side: its pod, its stdout, and its stderr being kept (and forwarded).
+pub struct LocalSide {
+    label: &'static str,
+    what: &'static str,
+    pod: Pod,
+    stdout: Option<Lines<BufReader<ChildStdout>>>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    forwarder: Option<JoinHandle<()>>,
+    forward: bool,
+}
+
+impl LocalSide {
+    fn start(label: &'static str, what: &'static str, mut pod: Pod, forward: bool) -> LocalSide {
+        let stdout = pod.take_stdout().map(|s| BufReader::new(s).lines());
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let forwarder = pod.take_stderr().map(|pipe| {
+            let kept = Arc::clone(&stderr);
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(pipe).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    if forward {
+                        eprintln!("[{label}] {line}");
+                    }
+                    if let Ok(mut kept) = kept.lock() {
+                        if kept.len() == STDERR_KEEP {
+                            kept.pop_front();
+                        }
+                        kept.push_back(line);
+                    }
+                }
+            })
+        });
+        LocalSide {
+            label,
+            what,
+            pod,
+            stdout,
+            stderr,
+            forwarder,
+            forward,
+        }
+    }
+
+    /// Lets the stderr forwarder read what the side wrote before it ended (bounded: a grandchild
+    /// could hold the pipe open).
+    async fn drain_stderr(&mut self) {
+        if let Some(handle) = self.forwarder.take() {
+            let abort = handle.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(2), handle).await.is_err() {
+                abort.abort();
+            }
+        }
+    }
+
+    /// Reads stdout to its end, so a side that still prints is never blocked on a full pipe.
+    async fn drain_stdout(&mut self) {
+        while self.next_line().await.is_some() {}
+    }
+}
+
+impl Side for LocalSide {
+    fn name(&self) -> String {
+        format!("the {} side ({})", self.label, self.what)
+    }
+
+    async fn next_line(&mut self) -> Option<String> {
+        let lines = self.stdout.as_mut()?;
+        match lines.next_line().await {
+            Ok(Some(line)) => {
+                if self.forward {
+                    tracing::debug!("[{}] stdout: {line}", self.label);
+                }
+                Some(line)
+            }
+            Ok(None) | Err(_) => {
+                self.stdout = None;
+                None
+            }
+        }
+    }
+
+    async fn exit_note(&mut self) -> Option<String> {
+        let status = match tokio::time::timeout(Duration::from_secs(5), self.pod.wait()).await {
+            Ok(Ok(status)) if status.success() => None,
+            Ok(Ok(status)) => Some(status.to_string()),
+            Ok(Err(e)) => Some(format!("unknown status ({e})")),
+            Err(_) => Some("closed its output but is still running".to_string()),
+        };
+        self.drain_stderr().await;
+        status.map(|s| format!("{s}: {}", self.last_words()))
+    }
+
+    fn last_words(&self) -> String {
+        match self.stderr.lock() {
+            Ok(kept) => summarize(kept.iter().map(String::as_str)),
+            Err(_) => "(stderr unavailable)".into(),
+        }
+    }
+
+    async fn stop(&mut self, grace: Duration) {
+        if !grace.is_zero() {
+            let exited = tokio::time::timeout(grace, async {
+                self.drain_stdout().await;
+                self.pod.wait().await
+            })
+            .await;
+            match exited {
+                // The prefill side exits 1 on a failed verdict: that is its answer, not a fault.
+                Ok(Ok(status)) if status.success() || self.label == "prefill" => {}
+                Ok(Ok(status)) => tracing::warn!("{} exited ({status}): {}", self.name(), self.last_words()),
+                Ok(Err(e)) => tracing::warn!("waiting for {}: {e}", self.name()),
+                Err(_) => tracing::warn!(
+                    "{} did not exit within {} s; stopping it",
+                    self.name(),
+                    grace.as_secs()
+                ),
+            }
+        }
+        if let Err(e) = self.pod.kill().await {
+            tracing::warn!("stopping {}: {e}", self.name());
+        }
+        self.drain_stderr().await;
+    }
+}

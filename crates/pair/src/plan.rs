@@ -1,0 +1,133 @@
+//! What a pair run is asked to do, decided once (by the CLI) before anything starts.
+
+use icb_core::model::{Expectation, Locality, RunSettings};
+use icb_core::protocol::{CHILD_PLAN_SCHEMA, ChildPlan};
+use icb_core::verdict::{ExpectationConfig, ExpectationOverrides};
+use std::time::Duration;
+
+/// Per-case allowance on top of `max_time`: warmup, buffer registration, payload verification.
+const PER_CASE_MARGIN: Duration = Duration::from_secs(2);
+/// Fixed allowance on top of the per-case budget: UCX setup on both sides, CUDA probing, wire-up.
+const RUN_MARGIN: Duration = Duration::from_secs(60);
+/// "No practical limit"; it also keeps an absurd `max_time` from overflowing.
+const DEADLINE_CAP: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Where the expectation comes from: an expectations file (parsed once, with its path) and the
+/// flags, which win. It is resolved once the launcher knows the placement.
+#[derive(Debug, Clone, Default)]
+pub struct ExpectationInput {
+    pub config: Option<(ExpectationConfig, String)>,
+    pub flags: ExpectationOverrides,
+}
+
+impl ExpectationInput {
+    pub fn resolve(&self, locality: Locality) -> Result<Expectation, icb_core::ParseError> {
+        Expectation::resolve(
+            locality,
+            self.config.as_ref().map(|(c, p)| (c, p.as_str())),
+            &self.flags,
+        )
+    }
+}
+
+/// One pair run, whoever starts the two sides.
+#[derive(Debug, Clone)]
+pub struct PairPlan {
+    pub settings: RunSettings,
+    pub expectation: ExpectationInput,
+    /// UCX peer-failure error handling on the endpoints (as NIXL asks for).
+    pub ucx_peer_errors: bool,
+    /// How long the prefill side may try to reach the decode side.
+    pub connect_timeout: Duration,
+    /// From the start of the run until the decode side announces its address.
+    pub startup_timeout: Duration,
+    /// From the start of the run until the prefill side's report.
+    pub deadline: Duration,
+    /// How long each side may take to exit on its own after the report before it is stopped.
+    pub exit_grace: Duration,
+}
+
+impl PairPlan {
+    /// A plan with the deadlines derived from the settings.
+    pub fn new(settings: RunSettings, expectation: ExpectationInput) -> PairPlan {
+        let deadline = Self::deadline_for(&settings);
+        PairPlan {
+            settings,
+            expectation,
+            ucx_peer_errors: false,
+            connect_timeout: Duration::from_secs(30),
+            startup_timeout: Duration::from_secs(30),
+            deadline,
+            exit_grace: Duration::from_secs(15),
+        }
+    }
+
+    /// A deadline the run can always meet: every case may run up to `max_time` plus its setup,
+    /// plus a fixed margin for both sides' start-up.
+    pub fn deadline_for(settings: &RunSettings) -> Duration {
+        let cases = (settings.tests.len() * settings.sizes.len() * settings.memory.len()) as f64;
+        Duration::try_from_secs_f64(cases * (settings.max_time_s + PER_CASE_MARGIN.as_secs_f64()))
+            .map_or(DEADLINE_CAP, |d| d.min(DEADLINE_CAP))
+            .saturating_add(RUN_MARGIN)
+    }
+
+    /// The number of cases the prefill side will report.
+    pub fn cases(&self) -> usize {
+        self.settings.tests.len() * self.settings.sizes.len() * self.settings.memory.len()
+    }
+
+    /// The document the prefill side runs from, for a placement of this locality.
+    pub fn child_plan(&self, locality: Locality, placement_mode: &str) -> Result<ChildPlan, icb_core::ParseError> {
+        Ok(ChildPlan {
+            schema: CHILD_PLAN_SCHEMA.into(),
+            settings: self.settings.clone(),
+            expectation: self.expectation.resolve(locality)?,
+            placement_mode: placement_mode.into(),
+            ucx_peer_errors: self.ucx_peer_errors,
+            connect_timeout_s: self.connect_timeout.as_secs_f64(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icb_core::{BandwidthUnit, MemoryPair, TestKind};
+
+    fn settings() -> RunSettings {
+        RunSettings {
+            tests: vec![TestKind::TagBw],
+            sizes: vec![8],
+            memory: vec![MemoryPair::HOST_HOST],
+            warmup_iterations: 1,
+            min_iterations: 1,
+            min_time_s: 0.1,
+            max_time_s: 5.0,
+            window: 1,
+            unit: BandwidthUnit::GBps,
+            require_cuda: false,
+        }
+    }
+
+    #[test]
+    fn the_deadline_grows_with_the_cases_and_is_capped() {
+        let mut s = settings();
+        assert_eq!(PairPlan::deadline_for(&s), Duration::from_secs(67));
+        s.sizes = vec![8, 16];
+        assert_eq!(PairPlan::deadline_for(&s), Duration::from_secs(74));
+        s.max_time_s = 1e300;
+        assert_eq!(PairPlan::deadline_for(&s), Duration::from_secs(7 * 24 * 3600 + 60));
+    }
+
+    #[test]
+    fn the_child_plan_carries_the_resolved_expectation() {
+        let flags = ExpectationOverrides::from_flags(Some(1000.0), None, None, false).unwrap();
+        let plan = PairPlan::new(settings(), ExpectationInput { config: None, flags });
+        let child = plan.child_plan(Locality::DifferentHosts, "kubernetes").unwrap();
+        assert_eq!(child.expectation.locality, Locality::DifferentHosts);
+        assert_eq!(child.expectation.min_host_bandwidth_bps, 1000e9);
+        assert_eq!(child.expectation.source, "flags");
+        assert_eq!(child.settings, settings());
+        assert_eq!(child.placement_mode, "kubernetes");
+    }
+}

@@ -1,0 +1,253 @@
+//! The one pair run: start the decode side, read its address, start the prefill side with its
+//! plan, read progress until the report, stop both, clean up exactly once on every path (success,
+//! failure, deadline, cancel), and judge once.
+
+use crate::launcher::{LaunchError, Launcher, Side};
+use crate::plan::PairPlan;
+use icb_core::model::{Expectation, PairReport};
+use icb_core::protocol::{CaseProgress, Listening, ProtocolError, SideEvent, parse_side_line};
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// After the decode side ended mid-run: how long the prefill side may take to notice and report
+/// (or print its own error) before the decode side's failure is the answer.
+const PEER_GRACE: Duration = Duration::from_secs(10);
+/// Upper bound on stopping one side and on the launcher's cleanup: a launcher bounds its own
+/// waits, this only keeps a broken one from hanging the run.
+const STOP_BOUND: Duration = Duration::from_secs(60);
+
+/// Why a pair run gave no verdict. `exit_code` maps each to the contract.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PairError {
+    /// Nothing measured: a side could not be started or failed, a deadline passed, a line did not
+    /// parse. The text names what to fix. Exit 2.
+    #[error("{0}")]
+    Setup(String),
+    /// Stopped by the cancel token (Ctrl-C / SIGTERM) after cleanup; the text says what was
+    /// removed. Exit 130.
+    #[error("interrupted: {0}")]
+    Interrupted(String),
+    /// The run (or its failure) was followed by a failed cleanup: something may be left. Exit 2.
+    #[error("{outcome}; cleaning up also failed: {cleanup}")]
+    Cleanup { outcome: String, cleanup: String },
+}
+
+impl PairError {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            PairError::Interrupted(_) => icb_core::exit::INTERRUPTED,
+            PairError::Setup(_) | PairError::Cleanup { .. } => icb_core::exit::USAGE_OR_SETUP,
+        }
+    }
+}
+
+impl From<LaunchError> for PairError {
+    fn from(e: LaunchError) -> Self {
+        PairError::Setup(e.0)
+    }
+}
+
+impl From<ProtocolError> for PairError {
+    fn from(e: ProtocolError) -> Self {
+        PairError::Setup(e.to_string())
+    }
+}
+
+/// A judged report and what the cleanup removed.
+#[derive(Debug, Clone)]
+pub struct PairOutcome {
+    pub report: PairReport,
+    pub cleanup: String,
+    /// Time spent outside the measurement: start → report → cleanup minus the prefill side's run.
+    pub orchestration: Duration,
+}
+
+/// Runs one pair through `launcher`. `progress` sees each case as the prefill side finishes it.
+/// The launcher's `cleanup` runs exactly once, whatever happens; `cancel` stops the run at any
+/// step.
+pub async fn run_pair<L: Launcher>(
+    plan: &PairPlan,
+    launcher: &mut L,
+    cancel: &CancellationToken,
+    progress: &mut dyn FnMut(&CaseProgress),
+) -> Result<PairOutcome, PairError> {
+    let started = Instant::now();
+    let mut sides: Sides<L::Side> = Sides {
+        decode: None,
+        prefill: None,
+    };
+    let outcome = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(PairError::Interrupted(String::new())),
+        r = drive(plan, launcher, &mut sides, progress, started) => r,
+    };
+    let grace = if outcome.is_ok() { plan.exit_grace } else { Duration::ZERO };
+    for side in [sides.prefill.as_mut(), sides.decode.as_mut()].into_iter().flatten() {
+        if tokio::time::timeout(grace + STOP_BOUND, side.stop(grace)).await.is_err() {
+            tracing::warn!("{} did not stop within {} s", side.name(), (grace + STOP_BOUND).as_secs());
+        }
+    }
+    let cleanup = match tokio::time::timeout(STOP_BOUND, launcher.cleanup()).await {
+        Ok(r) => r,
+        Err(_) => Err(LaunchError::new(format!(
+            "cleanup did not finish within {} s",
+            STOP_BOUND.as_secs()
+        ))),
+    };
+    let ((mut report, listening, expectation), cleanup) = match (outcome, cleanup) {
+        (Ok(done), Ok(removed)) => (done, removed),
+        (Ok(_), Err(c)) => {
+            return Err(PairError::Cleanup {
+                outcome: "the run finished".into(),
+                cleanup: c.0,
+            });
+        }
+        (Err(PairError::Interrupted(_)), Ok(removed)) => {
+            return Err(PairError::Interrupted(if removed.is_empty() {
+                "nothing was left to clean up".into()
+            } else {
+                format!("cleaned up: {removed}")
+            }));
+        }
+        (Err(e), Ok(_)) => return Err(e),
+        (Err(e), Err(c)) => {
+            return Err(PairError::Cleanup {
+                outcome: match e {
+                    PairError::Interrupted(_) => "interrupted".into(),
+                    other => other.to_string(),
+                },
+                cleanup: c.0,
+            });
+        }
+    };
+    report.placement = launcher.placement(&listening, &report);
+    // The one verdict, with the expectation the plan gave the prefill side (which judged with it
+    // too, for its own output), whatever the report carries.
+    report.expectation = expectation;
+    icb_core::verdict::judge(&mut report);
+    let orchestration = started
+        .elapsed()
+        .saturating_sub(Duration::from_secs_f64(report.duration_s.max(0.0)));
+    Ok(PairOutcome {
+        report,
+        cleanup,
+        orchestration,
+    })
+}
+
+struct Sides<S> {
+    decode: Option<S>,
+    prefill: Option<S>,
+}
+
+async fn drive<L: Launcher>(
+    plan: &PairPlan,
+    launcher: &mut L,
+    sides: &mut Sides<L::Side>,
+    progress: &mut dyn FnMut(&CaseProgress),
+    started: Instant,
+) -> Result<(PairReport, Listening, Expectation), PairError> {
+    let child = plan
+        .child_plan(launcher.locality(), &launcher.mode())
+        .map_err(|e| PairError::Setup(e.to_string()))?;
+    let decode = sides.decode.insert(launcher.start_decode().await?);
+    let listening = match tokio::time::timeout_at(started + plan.startup_timeout, await_listening(decode)).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(PairError::Setup(format!(
+                "{} did not start listening within {} (raise --startup-timeout); last words: {}",
+                decode.name(),
+                humanize(plan.startup_timeout),
+                decode.last_words()
+            )));
+        }
+    };
+    tracing::info!("decode side listening on {}", listening.address);
+    let prefill = sides.prefill.insert(launcher.start_prefill(&listening, &child).await?);
+    let report = read_report(decode, prefill, progress, started + plan.deadline, plan.deadline).await?;
+    Ok((report, listening, child.expectation))
+}
+
+async fn await_listening<S: Side>(decode: &mut S) -> Result<Listening, PairError> {
+    loop {
+        match decode.next_line().await {
+            Some(line) => {
+                if let Some(SideEvent::Listening(l)) = parse_side_line(&line)? {
+                    return Ok(l);
+                }
+                tracing::debug!("[decode] {line}");
+            }
+            None => {
+                let why = decode
+                    .exit_note()
+                    .await
+                    .unwrap_or_else(|| "without an error".into());
+                return Err(PairError::Setup(format!("{} exited before listening ({why})", decode.name())));
+            }
+        }
+    }
+}
+
+/// Reads the prefill side until its report, watching the decode side: when that one ends first,
+/// the prefill side gets [`PEER_GRACE`] to finish before the decode side's end is the answer.
+async fn read_report<S: Side>(
+    decode: &mut S,
+    prefill: &mut S,
+    progress: &mut dyn FnMut(&CaseProgress),
+    until: Instant,
+    budget: Duration,
+) -> Result<PairReport, PairError> {
+    let mut decode_ended: Option<Instant> = None;
+    loop {
+        let grace_end = decode_ended.map_or(until, |at| (at + PEER_GRACE).min(until));
+        tokio::select! {
+            line = prefill.next_line() => match line {
+                Some(line) => match parse_side_line(&line)? {
+                    Some(SideEvent::Report(report)) => return Ok(*report),
+                    Some(SideEvent::Case(p)) => progress(&p),
+                    Some(SideEvent::Listening(_)) | None => tracing::debug!("[prefill] {line}"),
+                },
+                None => {
+                    let why = prefill.exit_note().await.unwrap_or_else(|| "exit status 0".into());
+                    let mut msg = format!("{} exited without printing a result ({why})", prefill.name());
+                    if decode_ended.is_some() && let Some(note) = decode.exit_note().await {
+                        msg.push_str(&format!("; {} exited first ({note})", decode.name()));
+                    }
+                    return Err(PairError::Setup(msg));
+                }
+            },
+            line = decode.next_line(), if decode_ended.is_none() => match line {
+                Some(line) => tracing::debug!("[decode] {line}"),
+                None => decode_ended = Some(Instant::now()),
+            },
+            _ = tokio::time::sleep_until(grace_end) => {
+                if decode_ended.is_some() && grace_end < until {
+                    let why = decode.exit_note().await.unwrap_or_else(|| "it exited before the report".into());
+                    return Err(PairError::Setup(format!(
+                        "{} failed mid-run ({why}); {} gave no result within {} s after that",
+                        decode.name(),
+                        prefill.name(),
+                        PEER_GRACE.as_secs()
+                    )));
+                }
+                return Err(PairError::Setup(format!(
+                    "{} gave no result within {} (derived from the cases and --max-time, or --timeout); last words: {}",
+                    prefill.name(),
+                    humanize(budget),
+                    prefill.last_words()
+                )));
+            }
+        }
+    }
+}
+
+fn humanize(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
