@@ -45,9 +45,9 @@ pub struct TestArgs {
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub window: u32,
 
-    /// Bandwidth unit: GB (10^9 B/s) or MiB (2^20 B/s, ucx_perftest's "MB/s")
-    #[arg(long, value_enum, default_value = "gb")]
-    pub unit: UnitArg,
+    /// Bandwidth unit: gb (10^9 B/s) or mib (2^20 B/s, ucx_perftest's "MB/s")
+    #[arg(long, value_name = "UNIT", default_value = "gb", value_parser = parse_unit)]
+    pub unit: BandwidthUnit,
 
     /// Fail instead of skipping CUDA cases when no CUDA driver is present
     #[arg(long)]
@@ -73,10 +73,29 @@ pub fn parse_size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
 
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UnitArg {
-    Gb,
-    Mib,
+fn parse_unit(s: &str) -> Result<BandwidthUnit, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "gb" | "gb/s" => Ok(BandwidthUnit::GBps),
+        "mib" | "mib/s" => Ok(BandwidthUnit::MiBps),
+        _ => Err(format!("'{s}' is not a unit: use gb (10^9 B/s) or mib (2^20 B/s)")),
+    }
+}
+
+/// The one duration parser for every flag: `10s`, `1m30s`, `500ms`, or a bare number of seconds;
+/// zero and negative durations are refused with the same message everywhere.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    if let Ok(secs) = t.parse::<f64>() {
+        return match std::time::Duration::try_from_secs_f64(secs) {
+            Ok(d) if !d.is_zero() => Ok(d),
+            _ => Err(format!("'{s}' is not a positive duration: use e.g. 10s, 2m, 500ms")),
+        };
+    }
+    match humantime::parse_duration(t) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(format!("'{s}' is not a positive duration: use e.g. 10s, 2m, 500ms")),
+        Err(e) => Err(format!("'{s}' is not a duration ({e}): use e.g. 10s, 2m, 500ms")),
+    }
 }
 
 impl TestArgs {
@@ -104,10 +123,7 @@ impl TestArgs {
             min_time_s: self.min_time,
             max_time_s: self.max_time,
             window: self.window,
-            unit: match self.unit {
-                UnitArg::Gb => BandwidthUnit::GBps,
-                UnitArg::Mib => BandwidthUnit::MiBps,
-            },
+            unit: self.unit,
             require_cuda: self.require_cuda,
         };
         icb_engine::validate_settings(&settings)?;
@@ -211,48 +227,10 @@ impl OutputArgs {
     }
 }
 
-/// The `connect` flags that reproduce `settings` on another process or pod, so the local and
-/// Kubernetes orchestrators start the client with exactly the parameters this run parsed.
-pub fn settings_to_flags(settings: &RunSettings) -> Vec<String> {
-    let join = |items: Vec<String>| items.join(",");
-    vec![
-        "--tests".into(),
-        join(settings.tests.iter().map(|t| t.to_string()).collect()),
-        "--sizes".into(),
-        join(settings.sizes.iter().map(|s| s.to_string()).collect()),
-        "--memory".into(),
-        join(
-            settings
-                .memory
-                .iter()
-                .map(|m| format!("{}-{}", m.initiator, m.target))
-                .collect(),
-        ),
-        "--warmup".into(),
-        settings.warmup_iterations.to_string(),
-        "--min-iterations".into(),
-        settings.min_iterations.to_string(),
-        "--min-time".into(),
-        settings.min_time_s.to_string(),
-        "--max-time".into(),
-        settings.max_time_s.to_string(),
-        "--window".into(),
-        settings.window.to_string(),
-        "--unit".into(),
-        match settings.unit {
-            BandwidthUnit::GBps => "gb".into(),
-            BandwidthUnit::MiBps => "mib".into(),
-        },
-    ]
-    .into_iter()
-    .chain(settings.require_cuda.then(|| "--require-cuda".to_string()))
-    .collect()
-}
-
 impl ExpectArgs {
-    /// Defaults for the locality, then `--expect-config`, then the flags.
-    pub fn expectation(&self, locality: icb_core::Locality) -> anyhow::Result<icb_core::Expectation> {
-        use icb_core::Expectation;
+    /// The expectations file (read and parsed once, here) and the flags, to be resolved for the
+    /// placement once it is known.
+    pub fn input(&self) -> anyhow::Result<icb_pair::ExpectationInput> {
         use icb_core::verdict::{ExpectationOverrides, parse_expectation_config};
         let flags =
             ExpectationOverrides::from_flags(self.min_host_bw, self.min_cuda_bw, self.min_bw_size, self.allow_tcp)?;
@@ -265,20 +243,35 @@ impl ExpectArgs {
             }
             None => None,
         };
-        Ok(Expectation::resolve(
-            locality,
-            config.as_ref().map(|(c, p)| (c, p.as_str())),
-            &flags,
-        )?)
+        let input = icb_pair::ExpectationInput { config, flags };
+        // Both placements, so a file that is wrong for either fails now, not after a run.
+        for locality in [icb_core::Locality::SameHost, icb_core::Locality::DifferentHosts] {
+            input.resolve(locality)?;
+        }
+        Ok(input)
     }
 }
 
-/// The last step of every `pair`/`connect` run, whoever started the two sides: apply the
-/// expectation for the report's placement, judge, render, and turn the verdict into the exit code.
-pub fn finish_pair(mut report: icb_core::PairReport, expect: &ExpectArgs, output: &OutputArgs) -> anyhow::Result<i32> {
+/// Renders a judged report as `-o` asks and turns its verdict into the exit code.
+pub fn emit_pair(report: &icb_core::PairReport, output: &OutputArgs) -> anyhow::Result<i32> {
     let format = output.report_format()?;
-    report.expectation = expect.expectation(report.placement.locality)?;
-    icb_core::verdict::judge(&mut report);
-    output.emit(&icb_report::render_pair(&report, format)?)?;
+    output.emit(&icb_report::render_pair(report, format)?)?;
     Ok(report.verdict.status.exit_code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_duration_parser_for_every_flag() {
+        assert_eq!(parse_duration("10s"), Ok(std::time::Duration::from_secs(10)));
+        assert_eq!(parse_duration("1m30s"), Ok(std::time::Duration::from_secs(90)));
+        assert_eq!(parse_duration("0.5"), Ok(std::time::Duration::from_millis(500)));
+        for zero in ["0", "0s", "-1", "0.0"] {
+            let e = parse_duration(zero).unwrap_err();
+            assert!(e.contains("is not a positive duration"), "{zero}: {e}");
+        }
+        assert!(parse_duration("soon").unwrap_err().contains("is not a duration"));
+    }
 }

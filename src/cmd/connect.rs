@@ -1,10 +1,15 @@
 //! `ic-bench connect HOST:PORT`: the prefill side; runs every case against `ic-bench serve`.
+//!
+//! Run by hand it takes its settings from flags and prints a report. Run by a launcher of the pair
+//! pipeline it gets one `--plan` document instead (settings and the resolved expectation) and
+//! prints the typed protocol lines (`icb_core::protocol`): one per case, then the report.
 
-use super::common::{ExpectArgs, OutputArgs, TestArgs, UcxArgs};
+use super::common::{ExpectArgs, OutputArgs, TestArgs, UcxArgs, parse_duration};
 use anyhow::Context as _;
-use icb_core::verdict::{ExpectationOverrides, parse_expectation_config};
-use icb_core::{CaseResult, CaseStatus, Locality, ToolInfo};
+use icb_core::protocol::{CaseProgress, ChildPlan, SIDE_SCHEMA, SideEvent, side_line};
+use icb_core::{BandwidthUnit, CaseResult, CaseStatus, Locality, ToolInfo};
 use std::io::Write as _;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -25,9 +30,9 @@ pub struct Args {
     #[command(flatten)]
     pub ucx: UcxArgs,
 
-    /// Where the two sides run: auto compares the kernels' boot ids
-    #[arg(long, value_enum, default_value = "auto")]
-    pub placement: PlacementArg,
+    /// Where the two sides run: auto (compares the kernels' boot ids), same-host, different-hosts
+    #[arg(long, value_name = "WHERE", default_value = "auto", value_parser = parse_placement)]
+    pub placement: PlacementChoice,
 
     /// Print exactly one compact JSON line (the report) on stdout; human output goes to stderr
     #[arg(long)]
@@ -40,26 +45,27 @@ pub struct Args {
     /// Use UCX peer error handling on the endpoints (as NIXL does; UCX then skips sysv/posix)
     #[arg(long)]
     pub ucx_peer_errors: bool,
+
+    /// The whole run as one document from the pair pipeline (icb_core::protocol::ChildPlan, JSON);
+    /// prints protocol lines instead of a report. For launchers, not for people.
+    #[arg(long, value_name = "JSON", hide = true, conflicts_with_all = [
+        "tests", "sizes", "memory", "warmup", "min_iterations", "min_time", "max_time", "window",
+        "unit", "require_cuda", "min_host_bw", "min_cuda_bw", "min_bw_size", "allow_tcp",
+        "expect_config", "json_line", "ucx_peer_errors",
+    ])]
+    pub plan: Option<String>,
 }
 
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlacementArg {
-    Auto,
-    SameHost,
-    DifferentHosts,
-}
+/// `--placement`: a forced locality, or `None` for auto.
+#[derive(Debug, Clone, Copy)]
+pub struct PlacementChoice(Option<Locality>);
 
-/// Parses `10s`, `1m30s`, `500ms`, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.trim().parse::<f64>() {
-        if secs.is_finite() && secs > 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
-        return Err(format!("'{s}' is not a positive duration"));
-    }
-    match humantime::parse_duration(s.trim()) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        _ => Err(format!("'{s}' is not a duration: use e.g. 10s, 2m, 500ms")),
+fn parse_placement(s: &str) -> Result<PlacementChoice, String> {
+    match s {
+        "auto" => Ok(PlacementChoice(None)),
+        "same-host" => Ok(PlacementChoice(Some(Locality::SameHost))),
+        "different-hosts" => Ok(PlacementChoice(Some(Locality::DifferentHosts))),
+        _ => Err(format!("'{s}' is not a placement: use auto, same-host or different-hosts")),
     }
 }
 
@@ -73,12 +79,12 @@ pub fn tool_info() -> ToolInfo {
     }
 }
 
-fn progress_line(c: &CaseResult) -> String {
+fn progress_line(c: &CaseResult, unit: BandwidthUnit) -> String {
     let head = format!("{} {} {}", c.test, icb_core::units::format_size(c.size), c.memory);
     match (c.status, &c.measurement) {
         (CaseStatus::Measured, Some(m)) => {
             let value = match (m.bandwidth_bps, &m.latency_us) {
-                (Some(bps), _) => format!("{:.2} GB/s", bps / 1e9),
+                (Some(bps), _) => format!("{:.2} {}", unit.from_bytes_per_s(bps), unit.label()),
                 (None, Some(l)) => format!("p50 {:.2} us", l.p50),
                 _ => String::new(),
             };
@@ -94,48 +100,28 @@ fn progress_line(c: &CaseResult) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if let Some(plan) = &args.plan {
+        let plan = ChildPlan::from_json(plan).context("--plan")?;
+        return run_planned(&args, plan);
+    }
     let settings = args.test.settings()?;
     args.output.check()?;
     let mut out = super::report_out::reserve()?;
     let format: icb_report::Format = args.output.format.parse()?;
-    let expect_flags = ExpectationOverrides::from_flags(
-        args.expect.min_host_bw,
-        args.expect.min_cuda_bw,
-        args.expect.min_bw_size,
-        args.expect.allow_tcp,
-    )?;
-    let expect_config = match &args.expect.expect_config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read --expect-config {}", path.display()))?;
-            let cfg = parse_expectation_config(&text).with_context(|| format!("in {}", path.display()))?;
-            Some((cfg, path.display().to_string()))
-        }
-        None => None,
-    };
+    let expectation = args.expect.input()?;
+    let unit = settings.unit;
     let opts = icb_engine::ConnectOptions {
         server: args.server.clone(),
         settings,
         connect_timeout: args.connect_timeout,
-        locality: match args.placement {
-            PlacementArg::Auto => None,
-            PlacementArg::SameHost => Some(Locality::SameHost),
-            PlacementArg::DifferentHosts => Some(Locality::DifferentHosts),
-        },
-        expect_flags,
-        expect_config,
-        ucx: icb_engine::UcxOptions {
-            library_dir: args.ucx.ucx_lib.clone(),
-            peer_failure: if args.ucx_peer_errors {
-                icb_engine::PeerFailureMode::UcxPeer
-            } else {
-                icb_engine::PeerFailureMode::ControlChannel
-            },
-            ..Default::default()
-        },
+        locality: args.placement.0,
+        expect_flags: expectation.flags,
+        expect_config: expectation.config,
+        expectation: None,
+        ucx: ucx_options(&args, args.ucx_peer_errors),
         tool: tool_info(),
         placement_mode: "manual".into(),
-        on_case: Some(Box::new(|c: &CaseResult| tracing::info!("{}", progress_line(c)))),
+        on_case: Some(Box::new(move |c: &CaseResult| tracing::info!("{}", progress_line(c, unit)))),
     };
     let report = icb_engine::connect(opts)?;
     if args.json_line {
@@ -150,4 +136,59 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             .emit_to(&icb_report::render_pair(&report, format)?, &mut out)?;
     }
     Ok(report.verdict.status.exit_code())
+}
+
+fn ucx_options(args: &Args, peer_errors: bool) -> icb_engine::UcxOptions {
+    icb_engine::UcxOptions {
+        library_dir: args.ucx.ucx_lib.clone(),
+        peer_failure: if peer_errors {
+            icb_engine::PeerFailureMode::UcxPeer
+        } else {
+            icb_engine::PeerFailureMode::ControlChannel
+        },
+        ..Default::default()
+    }
+}
+
+/// `connect --plan`: the prefill side of a pipeline run. Prints one protocol line per case and
+/// then the report; the parent renders and judges.
+fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
+    let out = Arc::new(Mutex::new(super::report_out::reserve()?));
+    let total = plan.settings.tests.len() * plan.settings.sizes.len() * plan.settings.memory.len();
+    let unit = plan.settings.unit;
+    let mut index = 0;
+    let progress_out = Arc::clone(&out);
+    let opts = icb_engine::ConnectOptions {
+        server: args.server.clone(),
+        settings: plan.settings.clone(),
+        connect_timeout: Duration::from_secs_f64(plan.connect_timeout_s.max(0.001)),
+        locality: Some(plan.expectation.locality),
+        expect_flags: Default::default(),
+        expect_config: None,
+        expectation: Some(plan.expectation.clone()),
+        ucx: ucx_options(args, plan.ucx_peer_errors),
+        tool: tool_info(),
+        placement_mode: plan.placement_mode.clone(),
+        on_case: Some(Box::new(move |c: &CaseResult| {
+            index += 1;
+            tracing::info!("{}", progress_line(c, unit));
+            let line = side_line(&SideEvent::Case(CaseProgress {
+                schema: SIDE_SCHEMA.into(),
+                index,
+                total,
+                case: c.clone(),
+            }));
+            if let Ok(mut out) = progress_out.lock() {
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+        })),
+    };
+    let report = icb_engine::connect(opts)?;
+    let code = report.verdict.status.exit_code();
+    let line = side_line(&SideEvent::Report(Box::new(report)));
+    let mut out = out.lock().map_err(|_| anyhow::anyhow!("stdout is unusable"))?;
+    writeln!(out, "{line}")?;
+    out.flush()?;
+    Ok(code)
 }

@@ -9,7 +9,7 @@ pub struct Args {
     pub cluster: ClusterArgs,
 
     /// Only pods created at least this long ago, e.g. 1h, 30m
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = super::common::parse_duration)]
     pub older_than: Option<Duration>,
 
     /// Only the pods of this run (its app.kubernetes.io/instance label)

@@ -17,7 +17,7 @@ pub struct ClusterArgs {
     pub namespace: Option<String>,
 
     /// Deadline for each API request, e.g. 30s, 1m
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::common::parse_duration)]
     pub request_timeout: std::time::Duration,
 }
 
@@ -45,28 +45,4 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
-}
-
-/// Resolves on Ctrl-C or SIGTERM (a deleted gate Job's pod gets SIGTERM) with what happened.
-pub async fn interrupted() -> String {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = match signal(SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return "Ctrl-C".into();
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => "Ctrl-C".into(),
-            _ = term.recv() => "SIGTERM".into(),
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        "Ctrl-C".into()
-    }
 }

@@ -43,20 +43,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.local && dry_run {
         anyhow::bail!("--dry-run prints the pods of a Kubernetes run: use it with --prefill/--decode, not --local");
     }
-    args.test.settings()?;
+    let settings = args.test.settings()?;
     if !dry_run {
         // A dry run prints manifests (-o yaml|json), which the run's own code checks.
         args.output.check()?;
     }
-    args.expect.expectation(icb_core::Locality::SameHost)?;
-    args.expect.expectation(icb_core::Locality::DifferentHosts)?;
-    if !args.local && args.local_opts.isolation != super::pair_local::IsolationArg::None {
+    // The expectations file is read once, here; the pipeline resolves it for the placement.
+    let plan = icb_pair::PairPlan::new(settings, args.expect.input()?);
+    if !args.local && args.local_opts.isolation != icb_isolate::Isolation::None {
         anyhow::bail!("--isolation applies to --local runs; on Kubernetes the pods' own spec decides (see --host-ipc)");
     }
     if args.local {
-        super::pair_local::run_local(&args)
+        super::pair_local::run_local(&args, plan)
     } else if args.prefill.is_some() && args.decode.is_some() {
-        super::pair_kube::run_kube(&args)
+        super::pair_kube::run_kube(&args, plan)
     } else {
         anyhow::bail!("say where to run: --local, or --prefill TARGET --decode TARGET (e.g. node/gpu-1)")
     }

@@ -1,15 +1,14 @@
-//! `ic-bench pair --prefill X --decode Y` on Kubernetes: the flags, and the glue between
-//! `icb_kube` (pods) and the shared verdict/rendering in `common::finish_pair`.
+//! `ic-bench pair --prefill X --decode Y` on Kubernetes: the flags, and the pair pipeline with
+//! the Kubernetes launcher (`icb_pair::kube`).
 
+use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use anyhow::Context as _;
-use icb_kube::KubeError;
-use icb_kube::pair::PairPlan;
+use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
+use icb_pair::kube::KubeLauncher;
+use icb_pair::{Launcher as _, PairError, PairPlan, run_pair};
 use std::time::Duration;
-
-/// Exit code after Ctrl-C / SIGTERM (128 + SIGINT, as shells report it).
-pub const EXIT_INTERRUPTED: i32 = icb_core::exit::INTERRUPTED;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct KubePairArgs {
@@ -45,7 +44,7 @@ pub struct KubePairArgs {
     pub run_id: Option<String>,
 
     /// Deadline for the whole run (scheduling, image pull, transfer) [default: from the test settings]
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = super::common::parse_duration)]
     pub timeout: Option<Duration>,
 
     /// Print the pods a run would create, create nothing (only "client" is supported)
@@ -59,15 +58,15 @@ fn default_timeout(settings: &icb_core::RunSettings) -> Duration {
     Duration::from_secs_f64(120.0 + cases * (settings.max_time_s + 1.0))
 }
 
-pub fn build_plan(args: &super::pair::Args) -> anyhow::Result<PairPlan> {
+/// The bench pods' part of the plan: targets, image, privileges, deadlines.
+pub fn build_pods_plan(args: &super::pair::Args, settings: &icb_core::RunSettings) -> anyhow::Result<BenchPodsPlan> {
     let (Some(prefill), Some(decode)) = (&args.prefill, &args.decode) else {
         anyhow::bail!("give both --prefill TARGET and --decode TARGET (e.g. node/gpu-1)");
     };
     let prefill: Target = prefill.parse().context("--prefill")?;
     let decode: Target = decode.parse().context("--decode")?;
-    let settings = args.test.settings()?;
     let k = &args.kube;
-    let timeout = k.timeout.unwrap_or_else(|| default_timeout(&settings));
+    let timeout = k.timeout.unwrap_or_else(|| default_timeout(settings));
     let run_id = match &k.run_id {
         Some(id) => {
             icb_kube::podspec::check_run_id(id).map_err(anyhow::Error::msg)?;
@@ -76,16 +75,14 @@ pub fn build_plan(args: &super::pair::Args) -> anyhow::Result<PairPlan> {
         None => icb_kube::podspec::new_run_id(),
     };
     let secs = timeout.as_secs().max(1).to_string() + "s";
-    let mut connect_args = super::common::settings_to_flags(&settings);
-    connect_args.extend(["--connect-timeout".to_string(), "30s".to_string()]);
-    Ok(PairPlan {
+    Ok(BenchPodsPlan {
         prefill,
         decode,
         run_id,
         image: k.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
         image_pull_policy: k.image_pull_policy.clone(),
         serve_args: vec!["--idle-timeout".into(), secs],
-        connect_args,
+        connect_args: Vec::new(),
         privileged: k.privileged,
         host_ipc: k.host_ipc,
         host_pid: k.host_pid,
@@ -95,64 +92,67 @@ pub fn build_plan(args: &super::pair::Args) -> anyhow::Result<PairPlan> {
     })
 }
 
-pub fn run_kube(args: &super::pair::Args) -> anyhow::Result<i32> {
-    let plan = build_plan(args)?;
+pub fn run_kube(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<i32> {
+    let pods = build_pods_plan(args, &plan.settings)?;
+    // On Kubernetes one deadline covers scheduling, image pulls and the transfer.
+    plan.startup_timeout = pods.timeout;
+    plan.deadline = pods.timeout;
+    plan.connect_timeout = Duration::from_secs(30);
     let dry_run = match args.kube.dry_run.as_deref() {
         None | Some("none") => false,
         Some("client") => true,
         Some(other) => anyhow::bail!("--dry-run={other} is not supported: use --dry-run=client"),
     };
+    let interrupt = Interrupt::install()?;
     let rt = super::kube_args::runtime()?;
     rt.block_on(async {
-        let cluster = args.kube.cluster.connect().await?;
-        let prepared = icb_kube::pair::prepare(&cluster, &plan).await?;
+        let prepare = async {
+            let cluster = args.kube.cluster.connect().await?;
+            Ok::<_, anyhow::Error>(KubeLauncher::prepare(cluster, pods).await?)
+        };
+        // Nothing exists yet: an interrupt here has nothing to clean up.
+        let mut launcher = tokio::select! {
+            l = prepare => l?,
+            _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was created")),
+        };
         if dry_run {
+            let child = plan.child_plan(launcher.locality(), &launcher.mode())?;
             let text = match args.output.format.as_str() {
-                "json" => {
-                    let pods = [
-                        prepared.server_pod(),
-                        prepared.client_pod(icb_kube::podspec::SERVER_PLACEHOLDER),
-                    ];
-                    serde_json::to_string_pretty(
-                        &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": pods}),
-                    )?
-                }
-                "yaml" | "table" => prepared.to_yaml()?,
+                "json" => serde_json::to_string_pretty(&launcher.dry_run_json(&child))?,
+                "yaml" | "table" => launcher.dry_run_yaml(&child)?,
                 other => anyhow::bail!("-o {other} with --dry-run: use -o yaml or -o json"),
             };
             args.output.emit(&text)?;
             return Ok(icb_core::exit::OK);
         }
+        let prepared = launcher.prepared();
         for note in &prepared.notes {
             eprintln!("ic-bench: {note}");
         }
+        let notes: Vec<String> = prepared
+            .notes
+            .iter()
+            .filter(|n| !n.contains("picked"))
+            .map(|n| format!("kubernetes: {n}"))
+            .collect();
         tracing::info!(
-            "run {}: server on node {}, client on node {}, namespace {}",
-            plan.run_id,
+            "server on node {}, client on node {}, namespace {}",
             prepared.decode.node,
             prepared.prefill.node,
             prepared.namespace
         );
-        match icb_kube::pair::run(&cluster, &prepared, &plan, super::kube_args::interrupted()).await {
-            Ok(outcome) => {
+        let mut progress = |p: &icb_core::protocol::CaseProgress| tracing::debug!("case {}/{}", p.index, p.total);
+        match run_pair(&plan, &mut launcher, interrupt.token(), &mut progress).await {
+            Ok(mut outcome) => {
                 tracing::info!(
-                    "orchestration overhead {:.2}s (create → report → cleanup, minus the transfer)",
-                    outcome.orchestration.as_secs_f64()
+                    "orchestration overhead {:.2}s (create → report → cleanup, minus the transfer); {}",
+                    outcome.orchestration.as_secs_f64(),
+                    outcome.cleanup
                 );
-                let mut report = outcome.report;
-                report.warnings.extend(
-                    outcome
-                        .notes
-                        .iter()
-                        .filter(|n| !n.contains("picked"))
-                        .map(|n| format!("kubernetes: {n}")),
-                );
-                super::common::finish_pair(report, &args.expect, &args.output)
+                outcome.report.warnings.extend(notes);
+                super::common::emit_pair(&outcome.report, &args.output)
             }
-            Err(KubeError::Interrupted(why)) => {
-                eprintln!("ic-bench: interrupted: {why}");
-                Ok(EXIT_INTERRUPTED)
-            }
+            Err(PairError::Interrupted(what)) => Ok(interrupt.report(&what)),
             Err(e) => Err(e.into()),
         }
     })

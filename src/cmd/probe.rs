@@ -49,7 +49,7 @@ pub struct RemoteArgs {
     pub container: Option<String>,
 
     /// Deadline for the whole remote probe, e.g. 2m
-    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = super::common::parse_duration)]
     pub timeout: Duration,
 
     #[command(flatten)]
@@ -98,11 +98,11 @@ pub struct NodeArgs {
     pub tool_outputs: Option<PathBuf>,
 
     /// Deadline for each diagnostic tool
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::common::parse_duration)]
     pub tool_timeout: Duration,
 
     /// Pause between two readings of the port error counters (0s: read once)
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = super::common::parse_duration)]
     pub counter_interval: Duration,
 
     #[command(flatten)]
@@ -115,7 +115,7 @@ pub struct NixlArgs {
     pub remote: RemoteArgs,
 
     /// Deadline for python3 (finding the nixl package)
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::common::parse_duration)]
     pub tool_timeout: Duration,
 
     #[command(flatten)]

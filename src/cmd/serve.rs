@@ -1,6 +1,7 @@
 //! `ic-bench serve`: the decode side, like ucx_perftest started without a peer address.
 
 use super::common::UcxArgs;
+use icb_core::protocol::{Listening, SideEvent, side_line};
 use std::io::Write as _;
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ pub struct Args {
     pub once: bool,
 
     /// Exit when no client connects within this long, e.g. 30s, 10m
-    #[arg(long, value_name = "DURATION", value_parser = super::connect::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = super::common::parse_duration)]
     pub idle_timeout: Option<Duration>,
 
     #[command(flatten)]
@@ -34,13 +35,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         },
         tool: super::connect::tool_info(),
         on_listening: Some(Box::new(move |l: &icb_engine::Listening| {
-            // One line on stdout: orchestrators read the port from it (pod logs, pipes).
-            let line = serde_json::json!({
-                "event": "listening",
-                "schema": "ic-bench.serve/v1",
-                "address": l.address.to_string(),
-                "ucx": l.ucx_version,
-            });
+            // One typed line on stdout: launchers read the port from it (pipes, pod logs).
+            let line = side_line(&SideEvent::Listening(Listening::new(
+                l.address.to_string(),
+                l.ucx_version.clone(),
+            )));
             let _ = writeln!(out, "{line}");
             let _ = out.flush();
         })),

@@ -1,7 +1,7 @@
 //! What `serve` and `connect` are asked to do.
 
 use icb_core::verdict::{ExpectationConfig, ExpectationOverrides};
-use icb_core::{CaseResult, Locality, RunSettings, ToolInfo};
+use icb_core::{CaseResult, Expectation, Locality, RunSettings, ToolInfo};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -65,6 +65,9 @@ pub struct ConnectOptions {
     /// Expectation overrides from flags, and an expectations file with its path.
     pub expect_flags: ExpectationOverrides,
     pub expect_config: Option<(ExpectationConfig, String)>,
+    /// An expectation already resolved by whoever planned the run (`connect --plan`): used as
+    /// it is, and its locality wins over `locality` and the boot ids.
+    pub expectation: Option<Expectation>,
     pub ucx: UcxOptions,
     pub tool: ToolInfo,
     /// `placement.mode` in the report (`manual` for a bare `connect`).

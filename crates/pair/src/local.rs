@@ -194,7 +194,8 @@ impl LocalSide {
         }
     }
 
-    /// Reads stdout to its end, so a side that still prints is never blocked on a full pipe.
+    /// Reads stdout to its end (and the process's), so a side that still prints is never blocked
+    /// on a full pipe.
     async fn drain_stdout(&mut self) {
         while self.next_line().await.is_some() {}
     }
@@ -206,19 +207,21 @@ impl Side for LocalSide {
     }
 
     async fn next_line(&mut self) -> Option<String> {
-        let lines = self.stdout.as_mut()?;
-        match lines.next_line().await {
-            Ok(Some(line)) => {
-                if self.forward {
-                    tracing::debug!("[{}] stdout: {line}", self.label);
+        if let Some(lines) = self.stdout.as_mut() {
+            match lines.next_line().await {
+                Ok(Some(line)) => {
+                    if self.forward {
+                        tracing::debug!("[{}] stdout: {line}", self.label);
+                    }
+                    return Some(line);
                 }
-                Some(line)
-            }
-            Ok(None) | Err(_) => {
-                self.stdout = None;
-                None
+                Ok(None) | Err(_) => self.stdout = None,
             }
         }
+        // A side may close its stdout early (serve does, once it announced its address): the
+        // side has ended only when its process has.
+        let _ = self.pod.wait().await;
+        None
     }
 
     async fn exit_note(&mut self) -> Option<String> {
