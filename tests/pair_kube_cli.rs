@@ -268,5 +268,9 @@ fn ctrl_c_while_the_api_server_is_unreachable_exits_at_once() {
     let out = wait_bounded(child, std::time::Duration::from_secs(10));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
-    assert_eq!(err.trim_end(), "ic-bench: interrupted: Ctrl-C", "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "ic-bench: interrupted by SIGINT (Ctrl-C): nothing was created",
+        "{err}"
+    );
 }

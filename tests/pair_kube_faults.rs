@@ -210,7 +210,7 @@ fn ctrl_c_during_the_run_deletes_both_pods_and_says_so() {
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     let line = stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
     assert!(
-        line.starts_with("ic-bench: interrupted: Ctrl-C; deleted 2 ic-bench pod(s)"),
+        line.starts_with("ic-bench: interrupted by SIGINT (Ctrl-C): cleaned up: deleted 2 ic-bench pod(s)"),
         "{stderr}"
     );
     assert!(leftover_via_api(&cluster).is_empty());

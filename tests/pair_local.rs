@@ -221,7 +221,7 @@ fn sigterm_stops_plain_processes_too() {
     assert!(
         stderr
             .trim()
-            .ends_with("ic-bench: interrupted by SIGTERM: both sides stopped and cleaned up"),
+            .ends_with("ic-bench: interrupted by SIGTERM: cleaned up: both processes"),
         "{stderr}"
     );
     assert_eq!(

@@ -252,6 +252,16 @@ impl ExpectArgs {
     }
 }
 
+/// The one async runtime of every subcommand that needs one (the pair pipeline, API calls): small,
+/// because the work is I/O bound and the measurement itself runs in the child processes.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
+}
+
 /// Renders a judged report as `-o` asks and turns its verdict into the exit code.
 pub fn emit_pair(report: &icb_core::PairReport, output: &OutputArgs) -> anyhow::Result<i32> {
     let format = output.report_format()?;

@@ -65,7 +65,9 @@ fn parse_placement(s: &str) -> Result<PlacementChoice, String> {
         "auto" => Ok(PlacementChoice(None)),
         "same-host" => Ok(PlacementChoice(Some(Locality::SameHost))),
         "different-hosts" => Ok(PlacementChoice(Some(Locality::DifferentHosts))),
-        _ => Err(format!("'{s}' is not a placement: use auto, same-host or different-hosts")),
+        _ => Err(format!(
+            "'{s}' is not a placement: use auto, same-host or different-hosts"
+        )),
     }
 }
 
@@ -121,7 +123,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ucx: ucx_options(&args, args.ucx_peer_errors),
         tool: tool_info(),
         placement_mode: "manual".into(),
-        on_case: Some(Box::new(move |c: &CaseResult| tracing::info!("{}", progress_line(c, unit)))),
+        on_case: Some(Box::new(move |c: &CaseResult| {
+            tracing::info!("{}", progress_line(c, unit))
+        })),
     };
     let report = icb_engine::connect(opts)?;
     if args.json_line {

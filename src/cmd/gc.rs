@@ -26,7 +26,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let rt = super::kube_args::runtime()?;
+    let rt = super::common::runtime()?;
     rt.block_on(async {
         let cluster = args.cluster.connect().await?;
         let opts = icb_kube::gc::GcOptions {

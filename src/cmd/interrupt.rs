@@ -29,7 +29,8 @@ impl Interrupt {
             .map_err(|e| anyhow::anyhow!("cannot start the signal handler: {e}"))?;
         // Registered here, before returning, so a signal right after install is not missed.
         let (mut int, mut term, mut hup) = runtime.block_on(async {
-            let make = |kind: SignalKind| signal(kind).map_err(|e| anyhow::anyhow!("cannot install a signal handler: {e}"));
+            let make =
+                |kind: SignalKind| signal(kind).map_err(|e| anyhow::anyhow!("cannot install a signal handler: {e}"));
             Ok::<_, anyhow::Error>((
                 make(SignalKind::interrupt())?,
                 make(SignalKind::terminate())?,

@@ -37,12 +37,3 @@ impl ClusterArgs {
         Ok(icb_kube::connect(&self.options()).await?)
     }
 }
-
-/// A small runtime for the Kubernetes subcommands (API calls are I/O bound).
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
-}

@@ -104,7 +104,7 @@ pub fn run_kube(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<
         Some(other) => anyhow::bail!("--dry-run={other} is not supported: use --dry-run=client"),
     };
     let interrupt = Interrupt::install()?;
-    let rt = super::kube_args::runtime()?;
+    let rt = super::common::runtime()?;
     rt.block_on(async {
         let prepare = async {
             let cluster = args.kube.cluster.connect().await?;

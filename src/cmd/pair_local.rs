@@ -44,11 +44,7 @@ pub fn run_local(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result
     };
     // Installed before anything is started, so a signal at any point reaches the cleanup.
     let interrupt = Interrupt::install()?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(async {
+    super::common::runtime()?.block_on(async {
         let mut launcher = LocalLauncher::create(opts)?;
         let mut progress = |p: &icb_core::protocol::CaseProgress| tracing::debug!("case {}/{}", p.index, p.total);
         match run_pair(&plan, &mut launcher, interrupt.token(), &mut progress).await {

@@ -123,6 +123,13 @@ pub struct NixlArgs {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    run_probe(args).or_else(|e| match e.downcast_ref::<Interrupted>() {
+        Some(Interrupted(code)) => Ok(*code),
+        None => Err(e),
+    })
+}
+
+fn run_probe(args: Args) -> anyhow::Result<i32> {
     match args.what {
         What::Env(a) => run_env(a),
         What::Node(a) => run_node(*a),
@@ -187,13 +194,6 @@ pub(crate) fn replay_dir(flag: &str, dir: &Path) -> anyhow::Result<PathBuf> {
     }
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-}
-
 async fn connect(c: &ClusterArgs) -> anyhow::Result<icb_kube::Cluster> {
     let opts = icb_kube::ClusterOptions {
         kubeconfig: c.kubeconfig.clone(),
@@ -204,25 +204,76 @@ async fn connect(c: &ClusterArgs) -> anyhow::Result<icb_kube::Cluster> {
     Ok(icb_kube::connect(&opts).await?)
 }
 
+/// Runs `script` in an existing pod through the exec API (nothing is created).
 fn exec_snapshot(r: &RemoteArgs, pod: &str, script: &str) -> anyhow::Result<Snapshot> {
-    runtime()?.block_on(async {
+    super::common::runtime()?.block_on(async {
         let cluster = connect(&r.cluster).await?;
-        Ok(icb_probe::cluster::snapshot_via_exec(&cluster, pod, r.container.as_deref(), script, r.timeout).await?)
+        let cmd = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
+        let out = cluster.exec(pod, r.container.as_deref(), &cmd, r.timeout).await?;
+        let target = format!("pod/{pod}");
+        icb_probe::remote::snapshot_from_exec(&target, &out.stdout_lossy(), out.exit_code, &out.stderr_lossy())
+            .map_err(|e| anyhow::anyhow!("{target}: {e}"))
     })
 }
 
+/// Runs `script` as the command of one short-lived probe pod on `node` (deleted on every path).
 fn node_pod_snapshot(a: &NodeArgs, node: &str, script: &str) -> anyhow::Result<Snapshot> {
-    let opts = icb_probe::cluster::ProbePodOptions {
+    let opts = icb_kube::probe_pod::ProbePodOptions {
         image: a.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
         image_pull_policy: None,
         run_id: icb_kube::podspec::new_run_id(),
         deadline: a.remote.timeout,
     };
-    runtime()?.block_on(async {
+    let interrupt = super::interrupt::Interrupt::install()?;
+    let target = format!("node/{node}");
+    super::common::runtime()?.block_on(async {
         let cluster = connect(&a.remote.cluster).await?;
-        Ok(icb_probe::cluster::snapshot_via_probe_pod(&cluster, node, script, &opts).await?)
+        let stopped = interrupt.token().cancelled();
+        match icb_kube::probe_pod::run_probe_pod(&cluster, node, script, &opts, stopped).await {
+            Ok(text) => icb_probe::remote::parse_snapshot(&target, &text).map_err(|e| anyhow::anyhow!("{target}: {e}")),
+            Err(icb_kube::KubeError::Interrupted(what)) => {
+                Err(anyhow::Error::new(Interrupted(interrupt.report(&what))))
+            }
+            Err(e) => Err(e.into()),
+        }
     })
 }
+
+/// Where a probed node is read from.
+enum NodeAt<'a> {
+    /// This machine, or a replayed root.
+    Local(LocalSource),
+    /// An existing pod, through the exec API (`--pod`).
+    Pod(&'a RemoteArgs, &'a str),
+    /// A short-lived probe pod on a node (`--node`).
+    ProbePod(&'a NodeArgs, &'a str),
+}
+
+/// The one place a probe gets its node from: the source, and the transport environment seen
+/// there when the source has one (a probe pod's own environment says nothing about the workers).
+fn open_node_source(at: NodeAt, script: &str) -> anyhow::Result<(Box<dyn NodeSource>, Option<TransportEnv>)> {
+    Ok(match at {
+        NodeAt::Local(source) => (Box::new(source), Some(TransportEnv::from_process())),
+        NodeAt::Pod(remote, pod) => {
+            let snap = exec_snapshot(remote, pod, script)?;
+            let env = TransportEnv::new(format!("pod/{pod} env"), snap.env.clone());
+            (Box::new(snap), Some(env))
+        }
+        NodeAt::ProbePod(args, node) => (Box::new(node_pod_snapshot(args, node, script)?), None),
+    })
+}
+
+/// The probe pod was stopped by a signal after cleanup; carries the exit code (130).
+#[derive(Debug)]
+struct Interrupted(i32);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
     format_of(&a.output)?;
@@ -237,15 +288,10 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
     };
     let pause = a.counter_interval.as_secs().min(30) as u32;
     let tool_s = a.tool_timeout.as_secs();
-    let (source, pod_env): (Box<dyn NodeSource>, Option<TransportEnv>) = if let Some(pod) = &a.remote.pod {
-        let snap = exec_snapshot(&a.remote, pod, &node_script(pause, tool_s))?;
-        let env = TransportEnv::new(format!("pod/{pod} env"), snap.env.clone());
-        (Box::new(snap), Some(env))
+    let at = if let Some(pod) = &a.remote.pod {
+        NodeAt::Pod(&a.remote, pod)
     } else if let Some(node) = &a.node_name {
-        (
-            Box::new(node_pod_snapshot(&a, node, &node_script(pause, tool_s))?),
-            None,
-        )
+        NodeAt::ProbePod(&a, node)
     } else {
         let mut s = LocalSource::default();
         if let Some(d) = &a.sysfs_root {
@@ -262,8 +308,9 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
             .as_deref()
             .map(|d| replay_dir("--tool-outputs", d))
             .transpose()?;
-        (Box::new(s), Some(TransportEnv::from_process()))
+        NodeAt::Local(s)
     };
+    let (source, pod_env) = open_node_source(at, &node_script(pause, tool_s))?;
     let (env, recipe_rdma) = match recipe {
         Some((env, rdma)) => (env, rdma),
         None => (pod_env.unwrap_or_default(), false),
@@ -294,14 +341,13 @@ fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
         .as_deref()
         .map(|n| format!(" -n {n}"))
         .unwrap_or_default();
-    let (source, env, me): (Box<dyn NodeSource>, TransportEnv, Option<String>) = match &a.remote.pod {
-        Some(pod) => {
-            let snap = exec_snapshot(&a.remote, pod, &nixl_script(a.tool_timeout.as_secs()))?;
-            let env = TransportEnv::new(format!("pod/{pod} env"), snap.env.clone());
-            (Box::new(snap), env, Some(format!("pod/{pod}{ns}")))
-        }
-        None => (Box::new(LocalSource::default()), TransportEnv::from_process(), None),
+    let at = match &a.remote.pod {
+        Some(pod) => NodeAt::Pod(&a.remote, pod),
+        None => NodeAt::Local(LocalSource::default()),
     };
+    let me = a.remote.pod.as_ref().map(|pod| format!("pod/{pod}{ns}"));
+    let (source, env) = open_node_source(at, &nixl_script(a.tool_timeout.as_secs()))?;
+    let env = env.unwrap_or_default();
     let opts = icb_probe::NixlOptions {
         env,
         tool_timeout: a.tool_timeout,

@@ -72,7 +72,9 @@ pub enum ProtocolError {
         "the side speaks {found}, this ic-bench reads {expected}: run the same ic-bench version on both sides (for pods: --image)"
     )]
     Version { found: String, expected: String },
-    #[error("the side printed a {what} line that does not parse ({detail}): run the same ic-bench version on both sides")]
+    #[error(
+        "the side printed a {what} line that does not parse ({detail}): run the same ic-bench version on both sides"
+    )]
     Malformed { what: &'static str, detail: String },
     #[error("the decode side announced a bad listen address '{0}' (expected IP:PORT): ic-bench serve is broken")]
     BadAddress(String),
@@ -159,7 +161,11 @@ impl ChildPlan {
         let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or_default();
         if schema != CHILD_PLAN_SCHEMA {
             return Err(ProtocolError::Version {
-                found: if schema.is_empty() { "no schema".into() } else { schema.into() },
+                found: if schema.is_empty() {
+                    "no schema".into()
+                } else {
+                    schema.into()
+                },
                 expected: CHILD_PLAN_SCHEMA.into(),
             });
         }

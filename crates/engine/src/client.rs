@@ -101,13 +101,16 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
     thread.shutdown(Duration::from_secs(5));
 
     let mine = local_hello(Role::Client, &local, &cuda, &opts.tool, false);
-    let locality = opts.expectation.as_ref().map(|e| e.locality).or(opts.locality).unwrap_or(
-        if !mine.boot_id.is_empty() && mine.boot_id == server_hello.boot_id {
+    let locality = opts
+        .expectation
+        .as_ref()
+        .map(|e| e.locality)
+        .or(opts.locality)
+        .unwrap_or(if !mine.boot_id.is_empty() && mine.boot_id == server_hello.boot_id {
             Locality::SameHost
         } else {
             Locality::DifferentHosts
-        },
-    );
+        });
     let expectation = match &opts.expectation {
         Some(planned) => planned.clone(),
         None => Expectation::resolve(

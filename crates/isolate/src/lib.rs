@@ -37,10 +37,9 @@
 //! pair.decode() / pair.prefill() -> &PairSide { host, pod, netns, ip, host_ipc, host_pid }
 //! pair.pod(&side, program) -> PodSpec;  pair.tag();  pair.fabric();  pair.teardown(self)
 //!
-//! // Leftovers, signals, helpers
+//! // Leftovers, helpers
 //! cleanup_stale(prefix) -> Result<Leftovers { namespaces, processes }>  // owner pid dead only
 //! leftovers_of(prefix, owner pid) -> Leftovers       // what a run (dead or alive) still has
-//! StopSignals::install() -> Result<StopSignals>;  signals.recv().await -> StopSignal
 //! run_in_netns(netns, FnOnce() -> T) -> Result<T>   // e.g. bind/connect sockets "on" a node
 //! live_processes(tag: &str) -> Vec<u32>;  netns_exists(name) -> bool;  pid_alive(pid) -> bool
 //! RunTag::new(prefix) -> Result<RunTag>  (Display: "{prefix}-{owner pid}-{8 hex}")
@@ -53,8 +52,9 @@
 //! the device and fails with "Destination is unreachable" (measured: half the runs).
 //!
 //! Cleanup: every object that creates something removes it on drop, also while unwinding from a
-//! panic. A SIGINT/SIGTERM would kill the process before any drop runs, so an orchestrator listens
-//! with [`StopSignals`], drops its guards and then exits. A SIGKILLed owner leaves names carrying
+//! panic. A SIGINT/SIGTERM would kill the process before any drop runs, so the binary's one signal
+//! handler cancels a token that the pair pipeline (`icb_pair`) watches; it drops its guards and
+//! then exits. A SIGKILLed owner leaves names carrying
 //! its dead pid; [`cleanup_stale`] removes them on a later run.
 #![forbid(unsafe_code)]
 
@@ -66,7 +66,6 @@ mod netns;
 mod pair;
 mod pod;
 mod procs;
-mod signal;
 mod stale;
 mod tools;
 
@@ -78,5 +77,4 @@ pub use netns::run_in_netns;
 pub use pair::{Isolation, LocalPair, PairSide};
 pub use pod::{Pod, PodSpec};
 pub use procs::{live_processes, netns_exists, pid_alive};
-pub use signal::{StopSignal, StopSignals};
 pub use stale::{Leftovers, cleanup_stale, leftovers_of};

@@ -248,7 +248,7 @@ impl Cluster {
         let started = tokio::time::Instant::now();
         let deadline = started + self.request_timeout;
         let unreachable_until = (started + UNREACHABLE_RETRY_WINDOW).min(deadline);
-        let mut backoff = Duration::from_millis(50);
+        let mut delays = crate::retry::api_backoff();
         let mut last: Option<KubeError> = None;
         loop {
             let now = tokio::time::Instant::now();
@@ -256,6 +256,7 @@ impl Cluster {
                 return Err(last_or_timeout(last, what, self.request_timeout));
             }
             let mut retry_until = deadline;
+            let backoff = delays.next_delay();
             match tokio::time::timeout_at(deadline, make()).await {
                 Err(_) => return Err(last_or_timeout(last, what, self.request_timeout)),
                 Ok(Ok(v)) => return Ok(v),
@@ -275,7 +276,6 @@ impl Cluster {
             }
             let wake = (tokio::time::Instant::now() + backoff).min(retry_until);
             tokio::time::sleep_until(wake).await;
-            backoff = (backoff * 2).min(Duration::from_secs(1));
         }
     }
 }

@@ -50,8 +50,16 @@ pub enum KubeError {
     #[error("{0}")]
     Output(String),
 
+    /// A pod will not start on its own: unschedulable, image pull failure, crash loop … (the text
+    /// names the pod, the reason and the fix). Callers tell "cannot place a bench pod here" from a
+    /// fabric failure by this variant.
+    #[error("{0}")]
+    Stuck(String),
+
     /// A wait on a pod reached the run's deadline.
-    #[error("pod {pod}: gave up waiting at the --timeout deadline (last seen: {last_seen}); raise --timeout or check the node")]
+    #[error(
+        "pod {pod}: gave up waiting at the --timeout deadline (last seen: {last_seen}); raise --timeout or check the node"
+    )]
     Deadline { pod: String, last_seen: String },
 }
 

@@ -21,6 +21,7 @@ pub mod lifecycle;
 pub mod pair;
 pub mod podrun;
 pub mod podspec;
+pub mod probe_pod;
 pub mod retry;
 pub mod spec;
 pub mod target;

@@ -254,7 +254,7 @@ pub async fn wait_running(cluster: &Cluster, name: &str, until: Instant) -> Resu
     watch_pod(cluster, name, until, |pod| match pod_state(pod) {
         PodState::Running { ip } => Step::Done((pod.clone(), ip)),
         PodState::Pending(_) => Step::Continue,
-        PodState::Stuck(why) => Step::Fail(KubeError::Pod(why)),
+        PodState::Stuck(why) => Step::Fail(KubeError::Stuck(why)),
         PodState::Terminated { detail, .. } => Step::Fail(KubeError::Pod(format!(
             "pod {name} finished before it was expected to: {detail}"
         ))),
@@ -266,7 +266,7 @@ pub async fn wait_running(cluster: &Cluster, name: &str, until: Instant) -> Resu
 pub async fn wait_finished(cluster: &Cluster, name: &str, until: Instant) -> Result<(Pod, bool), KubeError> {
     watch_pod(cluster, name, until, |pod| match pod_state(pod) {
         PodState::Terminated { success, .. } => Step::Done((pod.clone(), success)),
-        PodState::Stuck(why) => Step::Fail(KubeError::Pod(why)),
+        PodState::Stuck(why) => Step::Fail(KubeError::Stuck(why)),
         PodState::Pending(_) | PodState::Running { .. } => Step::Continue,
     })
     .await

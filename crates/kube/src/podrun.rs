@@ -56,7 +56,13 @@ impl PodRun {
             state: "no state seen yet".into(),
             ..Default::default()
         }));
-        let task = tokio::spawn(follow_task(cluster.clone(), name.to_string(), until, tx, Arc::clone(&seen)));
+        let task = tokio::spawn(follow_task(
+            cluster.clone(),
+            name.to_string(),
+            until,
+            tx,
+            Arc::clone(&seen),
+        ));
         PodRun {
             name: name.to_string(),
             events,
@@ -91,11 +97,13 @@ impl PodRun {
     /// Why the pod ended: `None` when it succeeded. Waits (bounded) for the end if needed,
     /// dropping lines not yet read.
     pub async fn exit_note(&mut self) -> Option<String> {
-        let wait = async {
-            while self.next_line().await.is_some() {}
-        };
+        let wait = async { while self.next_line().await.is_some() {} };
         if tokio::time::timeout(END_WAIT, wait).await.is_err() {
-            return Some(format!("pod {} is still running (last seen: {})", self.name, self.state()));
+            return Some(format!(
+                "pod {} is still running (last seen: {})",
+                self.name,
+                self.state()
+            ));
         }
         self.ended.clone().flatten()
     }
@@ -180,7 +188,7 @@ async fn follow(
         match lifecycle::pod_state(pod) {
             PodState::Running { .. } | PodState::Terminated { .. } => Step::Done(()),
             PodState::Pending(_) => Step::Continue,
-            PodState::Stuck(why) => Step::Fail(KubeError::Pod(why)),
+            PodState::Stuck(why) => Step::Fail(KubeError::Stuck(why)),
         }
     })
     .await;
@@ -204,7 +212,8 @@ async fn follow(
             Ok(Ok(())) => {
                 // The stream ended: the container finished, or the API server closed a long
                 // follow. Only a finished pod ends the output.
-                match lifecycle::wait_finished(cluster, name, (Instant::now() + Duration::from_secs(2)).min(until)).await
+                match lifecycle::wait_finished(cluster, name, (Instant::now() + Duration::from_secs(2)).min(until))
+                    .await
                 {
                     Ok((pod, success)) => {
                         remember_pod(seen, &pod);
@@ -217,8 +226,8 @@ async fn follow(
                             })
                         };
                     }
-                    Err(KubeError::Pod(why)) if !why.contains("gave up waiting") => return Some(why),
-                    Err(_) if Instant::now() < until => continue,
+                    // Not finished within the short look: it still runs, follow its log again.
+                    Err(KubeError::Deadline { .. }) if Instant::now() < until => continue,
                     Err(e) => return Some(e.to_string()),
                 }
             }

@@ -129,7 +129,10 @@ impl Launcher for KubeLauncher {
     }
 
     async fn start_prefill(&mut self, server: &Listening, plan: &ChildPlan) -> Result<KubeSide, LaunchError> {
-        let port = server.socket_addr().map_err(|e| LaunchError::new(e.to_string()))?.port();
+        let port = server
+            .socket_addr()
+            .map_err(|e| LaunchError::new(e.to_string()))?
+            .port();
         let ip = self
             .server_ip()
             .ok_or_else(|| LaunchError::new("the server pod announced its port before it had an IP"))?;
@@ -145,7 +148,10 @@ impl Launcher for KubeLauncher {
         let endpoint = |seen: &Option<(String, PodObserver)>, resolved: &target::Resolved, address: Option<String>| {
             let pod = seen.as_ref().and_then(|(_, o)| o.last_pod());
             Endpoint {
-                host: pod.as_ref().and_then(target::node_of).unwrap_or_else(|| resolved.node.clone()),
+                host: pod
+                    .as_ref()
+                    .and_then(target::node_of)
+                    .unwrap_or_else(|| resolved.node.clone()),
                 pod: seen.as_ref().map(|(n, _)| n.clone()),
                 namespace: Some(self.prepared.namespace.clone()),
                 address: address.or_else(|| pod.as_ref().and_then(|p| p.status.as_ref()?.pod_ip.clone())),

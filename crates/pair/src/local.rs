@@ -69,7 +69,11 @@ impl LocalLauncher {
             spec = spec.arg("--ucx-lib").arg(dir);
         }
         let pod = spec.spawn().map_err(|e| LaunchError::new(e.to_string()))?;
-        let what = if label == "decode" { "ic-bench serve" } else { "ic-bench connect" };
+        let what = if label == "decode" {
+            "ic-bench serve"
+        } else {
+            "ic-bench connect"
+        };
         Ok(LocalSide::start(label, what, pod, self.opts.forward_stderr))
     }
 }
@@ -254,11 +258,7 @@ impl Side for LocalSide {
                 Ok(Ok(status)) if status.success() || self.label == "prefill" => {}
                 Ok(Ok(status)) => tracing::warn!("{} exited ({status}): {}", self.name(), self.last_words()),
                 Ok(Err(e)) => tracing::warn!("waiting for {}: {e}", self.name()),
-                Err(_) => tracing::warn!(
-                    "{} did not exit within {} s; stopping it",
-                    self.name(),
-                    grace.as_secs()
-                ),
+                Err(_) => tracing::warn!("{} did not exit within {} s; stopping it", self.name(), grace.as_secs()),
             }
         }
         if let Err(e) = self.pod.kill().await {

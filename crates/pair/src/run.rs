@@ -82,10 +82,21 @@ pub async fn run_pair<L: Launcher>(
         _ = cancel.cancelled() => Err(PairError::Interrupted(String::new())),
         r = drive(plan, launcher, &mut sides, progress, started) => r,
     };
-    let grace = if outcome.is_ok() { plan.exit_grace } else { Duration::ZERO };
+    let grace = if outcome.is_ok() {
+        plan.exit_grace
+    } else {
+        Duration::ZERO
+    };
     for side in [sides.prefill.as_mut(), sides.decode.as_mut()].into_iter().flatten() {
-        if tokio::time::timeout(grace + STOP_BOUND, side.stop(grace)).await.is_err() {
-            tracing::warn!("{} did not stop within {} s", side.name(), (grace + STOP_BOUND).as_secs());
+        if tokio::time::timeout(grace + STOP_BOUND, side.stop(grace))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "{} did not stop within {} s",
+                side.name(),
+                (grace + STOP_BOUND).as_secs()
+            );
         }
     }
     let cleanup = match tokio::time::timeout(STOP_BOUND, launcher.cleanup()).await {
@@ -179,11 +190,11 @@ async fn await_listening<S: Side>(decode: &mut S) -> Result<Listening, PairError
                 tracing::debug!("[decode] {line}");
             }
             None => {
-                let why = decode
-                    .exit_note()
-                    .await
-                    .unwrap_or_else(|| "without an error".into());
-                return Err(PairError::Setup(format!("{} exited before listening ({why})", decode.name())));
+                let why = decode.exit_note().await.unwrap_or_else(|| "without an error".into());
+                return Err(PairError::Setup(format!(
+                    "{} exited before listening ({why})",
+                    decode.name()
+                )));
             }
         }
     }

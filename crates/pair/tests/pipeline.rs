@@ -32,7 +32,10 @@ enum Step {
 }
 
 fn listening() -> Step {
-    Step::Line(side_line(&SideEvent::Listening(Listening::new("127.0.0.1:4242", "1.22.0"))))
+    Step::Line(side_line(&SideEvent::Listening(Listening::new(
+        "127.0.0.1:4242",
+        "1.22.0",
+    ))))
 }
 
 fn report_line(report: &PairReport) -> Step {
@@ -220,8 +223,16 @@ async fn a_healthy_run_is_judged_once_with_the_launchers_placement() {
     let outcome = outcome.expect("a healthy run");
     assert_eq!(progress, (1..=report.cases.len()).collect::<Vec<_>>());
     assert_eq!(outcome.report.placement.mode, "fake");
-    assert_eq!(outcome.report.placement.decode.address.as_deref(), Some("127.0.0.1:4242"));
-    assert_eq!(outcome.report.verdict.status, VerdictStatus::Pass, "{:?}", outcome.report.verdict);
+    assert_eq!(
+        outcome.report.placement.decode.address.as_deref(),
+        Some("127.0.0.1:4242")
+    );
+    assert_eq!(
+        outcome.report.verdict.status,
+        VerdictStatus::Pass,
+        "{:?}",
+        outcome.report.verdict
+    );
     assert_eq!(outcome.cleanup, "both fakes");
     let log = launcher.log.lock().unwrap();
     assert_eq!(log.cleanups, 1);
@@ -245,8 +256,16 @@ async fn the_childs_plan_and_the_final_verdict_use_the_same_floor() {
     let outcome = outcome.unwrap();
     let sent = launcher.log.lock().unwrap().plans[0].expectation.clone();
     assert_eq!(sent.min_host_bandwidth_bps, 1000e9);
-    assert_eq!(outcome.report.expectation, sent, "the report is judged with the plan's expectation");
-    assert_eq!(outcome.report.verdict.status, VerdictStatus::Fail, "{:?}", outcome.report.verdict);
+    assert_eq!(
+        outcome.report.expectation, sent,
+        "the report is judged with the plan's expectation"
+    );
+    assert_eq!(
+        outcome.report.verdict.status,
+        VerdictStatus::Fail,
+        "{:?}",
+        outcome.report.verdict
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -256,7 +275,10 @@ async fn a_server_that_never_listens_times_out_naming_the_flag() {
     let e = r.unwrap_err();
     assert_eq!(e.exit_code(), 2);
     let msg = e.to_string();
-    assert!(msg.contains("the decode side (fake) did not start listening within 30s (raise --startup-timeout)"), "{msg}");
+    assert!(
+        msg.contains("the decode side (fake) did not start listening within 30s (raise --startup-timeout)"),
+        "{msg}"
+    );
     assert!(msg.contains("decode was still quiet"), "{msg}");
     assert!(!msg.contains('\n'));
     let log = launcher.log.lock().unwrap();
@@ -269,7 +291,10 @@ async fn a_server_that_exits_before_listening_says_why() {
     let mut launcher = FakeLauncher::new(vec![Step::End(Some("exit status: 2: cannot load UCX"))], vec![]);
     let (r, _) = run(&plan(), &mut launcher).await;
     let msg = r.unwrap_err().to_string();
-    assert_eq!(msg, "the decode side (fake) exited before listening (exit status: 2: cannot load UCX)");
+    assert_eq!(
+        msg,
+        "the decode side (fake) exited before listening (exit status: 2: cannot load UCX)"
+    );
     assert_eq!(launcher.log.lock().unwrap().cleanups, 1);
 }
 
@@ -294,9 +319,15 @@ async fn a_client_that_dies_without_a_report_says_why() {
 #[tokio::test(start_paused = true)]
 async fn malformed_and_foreign_reports_are_one_line_errors() {
     for (line, wanted) in [
-        (r#"{"event":"report","schema":"ic-bench.pair/v1","cases":"nope"}"#, "does not parse"),
+        (
+            r#"{"event":"report","schema":"ic-bench.pair/v1","cases":"nope"}"#,
+            "does not parse",
+        ),
         (r#"{"schema":"ic-bench.pair/v2"}"#, "speaks ic-bench.pair/v2"),
-        (r#"{"event":"case","schema":"ic-bench.serve/v1","index":"x"}"#, "case line that does not parse"),
+        (
+            r#"{"event":"case","schema":"ic-bench.serve/v1","index":"x"}"#,
+            "case line that does not parse",
+        ),
     ] {
         let mut launcher = FakeLauncher::new(
             vec![listening(), Step::Hang],
@@ -319,20 +350,30 @@ async fn a_client_with_no_result_before_the_deadline_is_reported() {
     plan.deadline = Duration::from_secs(90);
     let (r, _) = run(&plan, &mut launcher).await;
     let msg = r.unwrap_err().to_string();
-    assert!(msg.contains("the prefill side (fake) gave no result within 90s"), "{msg}");
+    assert!(
+        msg.contains("the prefill side (fake) gave no result within 90s"),
+        "{msg}"
+    );
     assert_eq!(launcher.log.lock().unwrap().cleanups, 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_server_that_fails_mid_run_ends_the_wait_after_a_grace() {
     let mut launcher = FakeLauncher::new(
-        vec![listening(), Step::Wait(Duration::from_secs(1)), Step::End(Some("exit code 137 (OOMKilled)"))],
+        vec![
+            listening(),
+            Step::Wait(Duration::from_secs(1)),
+            Step::End(Some("exit code 137 (OOMKilled)")),
+        ],
         vec![Step::Hang],
     );
     let started = tokio::time::Instant::now();
     let (r, _) = run(&plan(), &mut launcher).await;
     let msg = r.unwrap_err().to_string();
-    assert!(msg.contains("the decode side (fake) failed mid-run (exit code 137 (OOMKilled))"), "{msg}");
+    assert!(
+        msg.contains("the decode side (fake) failed mid-run (exit code 137 (OOMKilled))"),
+        "{msg}"
+    );
     // Well before the 300 s deadline: 1 s, then the 10 s grace.
     assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
     assert_eq!(launcher.log.lock().unwrap().cleanups, 1);
@@ -373,8 +414,16 @@ async fn cancel_at_every_step_cleans_up_once_and_exits_130() {
     let report = fixture();
     let scripts: Vec<(&str, Vec<Step>, Vec<Step>)> = vec![
         ("before listening", vec![Step::Cancel, Step::Hang], vec![]),
-        ("after listening", vec![listening(), Step::Cancel, Step::Hang], vec![Step::Hang]),
-        ("while the client starts", vec![listening(), Step::Hang], vec![Step::Cancel, Step::Hang]),
+        (
+            "after listening",
+            vec![listening(), Step::Cancel, Step::Hang],
+            vec![Step::Hang],
+        ),
+        (
+            "while the client starts",
+            vec![listening(), Step::Hang],
+            vec![Step::Cancel, Step::Hang],
+        ),
         ("mid-run", vec![listening(), Step::Hang], {
             let mut s = case_lines(&report);
             s.insert(1, Step::Cancel);
@@ -408,7 +457,10 @@ async fn a_failed_cleanup_is_reported_after_success_and_after_failure() {
     let (r, _) = run(&plan(), &mut launcher).await;
     let e = r.unwrap_err();
     assert_eq!(e.exit_code(), 2);
-    assert_eq!(e.to_string(), "the run finished; cleaning up also failed: namespace icb-x busy");
+    assert_eq!(
+        e.to_string(),
+        "the run finished; cleaning up also failed: namespace icb-x busy"
+    );
     assert_eq!(launcher.log.lock().unwrap().cleanups, 1);
 
     let mut launcher = FakeLauncher::new(vec![Step::End(Some("exit status: 2: no UCX"))], vec![]);
@@ -424,5 +476,8 @@ async fn a_failed_cleanup_is_reported_after_success_and_after_failure() {
     let (r, _) = run(&plan(), &mut launcher).await;
     let e = r.unwrap_err();
     assert_eq!(e.exit_code(), 2, "something may be left: not a clean interrupt");
-    assert_eq!(e.to_string(), "interrupted; cleaning up also failed: namespace icb-x busy");
+    assert_eq!(
+        e.to_string(),
+        "interrupted; cleaning up also failed: namespace icb-x busy"
+    );
 }

@@ -7,11 +7,11 @@
 //! tool and sysfs format; a [`source::NodeSource`] that reads the live node, a replayed root, or
 //! the output of the read-only script run in a pod ([`remote`]); [`facts::gather`] which turns a
 //! source into [`facts::NodeFacts`]; and pure check functions ([`node_checks`]) producing the
-//! `icb_core::checks` contract. Nothing here writes anywhere.
+//! `icb_core::checks` contract. Nothing here writes anywhere, and nothing here talks to
+//! Kubernetes: running the script in a pod (exec or the node-probe pod) is `icb_kube`'s job, and
+//! its output comes back here as text.
 #![forbid(unsafe_code)]
 
-#[cfg(feature = "cluster")]
-pub mod cluster;
 pub mod detect;
 pub mod envspec;
 pub mod facts;

@@ -111,6 +111,21 @@ pub enum SnapshotError {
         "the probe script's output ended early (no DONE marker): the exec session was cut or the shell is not POSIX sh"
     )]
     Truncated,
+    #[error("the probe script exited with {code}: {stderr}; the container needs a POSIX sh")]
+    Script { code: i32, stderr: String },
+}
+
+/// What a script run through the exec API gave: its snapshot, or why there is none (a script
+/// that failed before printing is reported by its exit code and first stderr line).
+pub fn snapshot_from_exec(target: &str, stdout: &str, exit_code: i32, stderr: &str) -> Result<Snapshot, SnapshotError> {
+    match parse_snapshot(target, stdout) {
+        Ok(s) => Ok(s),
+        Err(_) if exit_code != 0 => Err(SnapshotError::Script {
+            code: exit_code,
+            stderr: stderr.lines().next().unwrap_or("").to_string(),
+        }),
+        Err(e) => Err(e),
+    }
 }
 
 /// Parses the script's output into a [`Snapshot`]. Never panics; unknown lines are ignored.

@@ -78,8 +78,8 @@ fn other_versions_and_broken_lines_are_errors() {
     assert!(matches!(err, ProtocolError::Version { .. }), "{err}");
     assert!(err.to_string().contains("same ic-bench version"), "{err}");
 
-    let err = parse_side_line(r#"{"event":"listening","schema":"ic-bench.serve/v9","address":"1.2.3.4:5"}"#)
-        .unwrap_err();
+    let err =
+        parse_side_line(r#"{"event":"listening","schema":"ic-bench.serve/v9","address":"1.2.3.4:5"}"#).unwrap_err();
     assert!(matches!(err, ProtocolError::Version { .. }), "{err}");
 
     let err = parse_side_line(r#"{"schema":"ic-bench.pair/v1","x":1}"#).unwrap_err();

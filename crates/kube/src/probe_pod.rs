@@ -1,58 +1,24 @@
-//! Reaching a node through Kubernetes, read-only: `--pod NAME` runs the probe script in an
-//! existing pod through the exec API (nothing is created); `--node NAME` runs it as the command
-//! of one short-lived probe pod pinned to that node (host `/sys` and `/dev` mounted read-only,
-//! no privileges), reads its log and deletes it on every path, Ctrl-C included.
+//! The node-probe pod: one short-lived pod pinned to a node, with the host's `/sys` and `/dev`
+//! mounted read-only and no privileges, that runs a read-only script once. [`run_probe_pod`]
+//! creates it, follows its output with [`PodRun`] to the end, and deletes it on every path (an
+//! interrupt included). What the script prints is parsed by `icb_probe`, which knows nothing of
+//! Kubernetes.
 
-use crate::remote::{SnapshotError, parse_snapshot};
-use crate::source::Snapshot;
-use icb_kube::k8s_openapi::api::core::v1::{
+use crate::podrun::PodRun;
+use crate::podspec::{
+    APP, CONTAINER, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, instance_selector,
+};
+use crate::{Cluster, KubeError, lifecycle};
+use k8s_openapi::api::core::v1::{
     Capabilities, Container, EnvVar, HostPathVolumeSource, Pod, PodSpec, SecurityContext, Toleration, Volume,
     VolumeMount,
 };
-use icb_kube::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use icb_kube::lifecycle::{create_pod_tracked, delete_matching, read_logs, wait_finished};
-use icb_kube::podspec::{
-    APP, CONTAINER, LABEL_COMPONENT, LABEL_INSTANCE, LABEL_MANAGED_BY, LABEL_NAME, instance_selector,
-};
-use icb_kube::{Cluster, KubeError};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterProbeError {
-    #[error(transparent)]
-    Kube(#[from] KubeError),
-    #[error("{target}: {source}")]
-    Snapshot { target: String, source: SnapshotError },
-    #[error("{target}: the probe script exited with {code}: {stderr}; the container needs a POSIX sh")]
-    Script { target: String, code: i32, stderr: String },
-    #[error("interrupted: {0}")]
-    Interrupted(String),
-}
-
-/// Runs `script` in `pod` and parses what it printed.
-pub async fn snapshot_via_exec(
-    cluster: &Cluster,
-    pod: &str,
-    container: Option<&str>,
-    script: &str,
-    deadline: Duration,
-) -> Result<Snapshot, ClusterProbeError> {
-    let target = format!("pod/{pod}");
-    let cmd = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
-    let out = cluster.exec(pod, container, &cmd, deadline).await?;
-    let text = out.stdout_lossy();
-    match parse_snapshot(&target, &text) {
-        Ok(s) => Ok(s),
-        Err(_) if out.exit_code != 0 => Err(ClusterProbeError::Script {
-            target,
-            code: out.exit_code,
-            stderr: out.stderr_lossy().lines().next().unwrap_or("").to_string(),
-        }),
-        Err(e) => Err(ClusterProbeError::Snapshot { target, source: e }),
-    }
-}
 
 /// What the `--node` probe pod looks like.
 #[derive(Debug, Clone)]
@@ -142,39 +108,43 @@ pub fn probe_pod(namespace: &str, node: &str, script: &str, opts: &ProbePodOptio
     }
 }
 
-/// Creates the probe pod on `node`, waits for it to finish, reads its log, and deletes it
-/// whatever happened (Ctrl-C included).
-pub async fn snapshot_via_probe_pod(
+/// Creates the probe pod on `node`, follows its output to the end, and deletes it whatever
+/// happened. `interrupt` resolving (Ctrl-C) stops it: [`KubeError::Interrupted`].
+pub async fn run_probe_pod(
     cluster: &Cluster,
     node: &str,
     script: &str,
     opts: &ProbePodOptions,
-) -> Result<Snapshot, ClusterProbeError> {
-    let target = format!("node/{node}");
+    interrupt: impl Future<Output = ()>,
+) -> Result<String, KubeError> {
     let name = probe_pod_name(&opts.run_id);
     let pod = probe_pod(cluster.namespace(), node, script, opts);
     let until = Instant::now() + opts.deadline;
     // Cleared only when no create ever reached the API: then there is nothing to delete, and no
     // "cleanup failed" to report on top of an unreachable server.
-    let maybe_created = std::sync::atomic::AtomicBool::new(false);
+    let maybe_created = AtomicBool::new(false);
     let work = async {
-        create_pod_tracked(cluster, &pod, &maybe_created).await?;
-        wait_finished(cluster, &name, until).await?;
-        let log = read_logs(cluster, &name).await?;
-        parse_snapshot(&target, &log).map_err(|e| ClusterProbeError::Snapshot {
-            target: target.clone(),
-            source: e,
-        })
+        lifecycle::create_pod_tracked(cluster, &pod, &maybe_created).await?;
+        let mut run = PodRun::follow(cluster, &name, until);
+        let mut out = String::new();
+        while let Some(line) = run.next_line().await {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        match run.exit_note().await {
+            None => Ok(out),
+            Some(why) => Err(KubeError::Pod(format!("the probe pod on node {node} failed: {why}"))),
+        }
     };
     let result = tokio::select! {
         r = work => r,
-        why = stop_signal() => Err(ClusterProbeError::Interrupted(format!("{why}: probe pod {name} deleted"))),
+        _ = interrupt => Err(KubeError::Interrupted(format!("probe pod {name} deleted"))),
     };
-    if result.is_err() && !maybe_created.load(std::sync::atomic::Ordering::SeqCst) {
+    if result.is_err() && !maybe_created.load(Ordering::SeqCst) {
         return result;
     }
     // Cleanup gets its own deadline: the work's may already have passed.
-    let cleanup = delete_matching(
+    let cleanup = lifecycle::delete_matching(
         cluster,
         &instance_selector(&opts.run_id),
         Instant::now() + cluster.request_timeout() * 2,
@@ -182,21 +152,9 @@ pub async fn snapshot_via_probe_pod(
     .await;
     match (result, cleanup) {
         (Ok(s), Ok(_)) => Ok(s),
-        (Ok(_), Err(e)) => Err(e.into()),
+        (Ok(_), Err(e)) => Err(e),
         (Err(e), Ok(_)) => Err(e),
-        (Err(e), Err(c)) => Err(ClusterProbeError::Kube(KubeError::Pod(format!("{e}; and {c}")))),
-    }
-}
-
-/// Ctrl-C or SIGTERM (a Job being deleted): either stops the probe pod and deletes it.
-async fn stop_signal() -> &'static str {
-    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return "Ctrl-C";
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => "Ctrl-C",
-        _ = term.recv() => "SIGTERM",
+        (Err(e), Err(c)) => Err(KubeError::Pod(format!("{e}; and {c}"))),
     }
 }
 
