@@ -270,7 +270,7 @@ fn ctrl_c_while_the_api_server_is_unreachable_exits_at_once() {
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert_eq!(
         err.trim_end(),
-        "ic-bench: interrupted by SIGINT (Ctrl-C): nothing was created",
+        "ic-bench: interrupted by SIGINT (Ctrl-C): nothing was left to clean up",
         "{err}"
     );
 }

@@ -278,7 +278,7 @@ fn a_side_dying_mid_run_is_a_one_line_error_and_leaves_nothing() {
     assert!(last.starts_with("ic-bench: error: "), "{stderr}");
     assert!(last.contains("prefill side (ic-bench connect)"), "{stderr}");
     assert!(
-        last.contains("the decode side exited"),
+        last.contains("the decode side (ic-bench serve) exited first (signal: 9"),
         "the dead side is named: {stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");

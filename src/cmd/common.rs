@@ -81,21 +81,23 @@ fn parse_unit(s: &str) -> Result<BandwidthUnit, String> {
     }
 }
 
-/// The one duration parser for every flag: `10s`, `1m30s`, `500ms`, or a bare number of seconds;
-/// zero and negative durations are refused with the same message everywhere.
+/// The one duration parser for every deadline and timeout flag: `10s`, `1m30s`, `500ms`, or a bare
+/// number of seconds; zero and negative durations are refused with the same message everywhere.
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    match parse_interval(s)? {
+        d if d.is_zero() => Err(format!("'{s}' is not a positive duration: use e.g. 10s, 2m, 500ms")),
+        d => Ok(d),
+    }
+}
+
+/// The same syntax for the few flags where zero means "not at all" (e.g. `--counter-interval 0s`).
+pub fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
     let t = s.trim();
     if let Ok(secs) = t.parse::<f64>() {
-        return match std::time::Duration::try_from_secs_f64(secs) {
-            Ok(d) if !d.is_zero() => Ok(d),
-            _ => Err(format!("'{s}' is not a positive duration: use e.g. 10s, 2m, 500ms")),
-        };
+        return std::time::Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("'{s}' is not a positive duration: use e.g. 10s, 2m, 500ms"));
     }
-    match humantime::parse_duration(t) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        Ok(_) => Err(format!("'{s}' is not a positive duration: use e.g. 10s, 2m, 500ms")),
-        Err(e) => Err(format!("'{s}' is not a duration ({e}): use e.g. 10s, 2m, 500ms")),
-    }
+    humantime::parse_duration(t).map_err(|e| format!("'{s}' is not a duration ({e}): use e.g. 10s, 2m, 500ms"))
 }
 
 impl TestArgs {
@@ -283,5 +285,7 @@ mod tests {
             assert!(e.contains("is not a positive duration"), "{zero}: {e}");
         }
         assert!(parse_duration("soon").unwrap_err().contains("is not a duration"));
+        assert_eq!(parse_interval("0s"), Ok(std::time::Duration::ZERO));
+        assert!(parse_interval("-1").is_err());
     }
 }

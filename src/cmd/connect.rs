@@ -176,12 +176,12 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
         on_case: Some(Box::new(move |c: &CaseResult| {
             index += 1;
             tracing::info!("{}", progress_line(c, unit));
-            let line = side_line(&SideEvent::Case(CaseProgress {
+            let line = side_line(&SideEvent::Case(Box::new(CaseProgress {
                 schema: SIDE_SCHEMA.into(),
                 index,
                 total,
                 case: c.clone(),
-            }));
+            })));
             if let Ok(mut out) = progress_out.lock() {
                 let _ = writeln!(out, "{line}");
                 let _ = out.flush();

@@ -96,6 +96,7 @@ pub fn run_kube(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<
     let pods = build_pods_plan(args, &plan.settings)?;
     // On Kubernetes one deadline covers scheduling, image pulls and the transfer.
     plan.startup_timeout = pods.timeout;
+    plan.startup_flag = "--timeout";
     plan.deadline = pods.timeout;
     plan.connect_timeout = Duration::from_secs(30);
     let dry_run = match args.kube.dry_run.as_deref() {
@@ -113,7 +114,7 @@ pub fn run_kube(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<
         // Nothing exists yet: an interrupt here has nothing to clean up.
         let mut launcher = tokio::select! {
             l = prepare => l?,
-            _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was created")),
+            _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was left to clean up")),
         };
         if dry_run {
             let child = plan.child_plan(launcher.locality(), &launcher.mode())?;

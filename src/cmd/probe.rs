@@ -102,7 +102,7 @@ pub struct NodeArgs {
     pub tool_timeout: Duration,
 
     /// Pause between two readings of the port error counters (0s: read once)
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = super::common::parse_interval)]
     pub counter_interval: Duration,
 
     #[command(flatten)]

@@ -26,7 +26,7 @@ pub enum SideEvent {
     /// this host"; the launcher knows which one the peer can reach).
     Listening(Listening),
     /// `connect --plan` finished one case (for progress; the report repeats it).
-    Case(CaseProgress),
+    Case(Box<CaseProgress>),
     /// `connect --plan` is done: the whole report (the same object as `-o json`).
     Report(Box<PairReport>),
 }

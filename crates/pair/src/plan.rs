@@ -41,6 +41,8 @@ pub struct PairPlan {
     pub connect_timeout: Duration,
     /// From the start of the run until the decode side announces its address.
     pub startup_timeout: Duration,
+    /// The flag that sets `startup_timeout`, for the message when it passes.
+    pub startup_flag: &'static str,
     /// From the start of the run until the prefill side's report.
     pub deadline: Duration,
     /// How long each side may take to exit on its own after the report before it is stopped.
@@ -57,6 +59,7 @@ impl PairPlan {
             ucx_peer_errors: false,
             connect_timeout: Duration::from_secs(30),
             startup_timeout: Duration::from_secs(30),
+            startup_flag: "--startup-timeout",
             deadline,
             exit_grace: Duration::from_secs(15),
         }

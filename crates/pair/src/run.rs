@@ -82,6 +82,11 @@ pub async fn run_pair<L: Launcher>(
         _ = cancel.cancelled() => Err(PairError::Interrupted(String::new())),
         r = drive(plan, launcher, &mut sides, progress, started) => r,
     };
+    // The placement is read while the launcher still holds what it created.
+    let outcome = outcome.map(|(mut report, listening, expectation)| {
+        report.placement = launcher.placement(&listening, &report);
+        (report, expectation)
+    });
     let grace = if outcome.is_ok() {
         plan.exit_grace
     } else {
@@ -106,7 +111,7 @@ pub async fn run_pair<L: Launcher>(
             STOP_BOUND.as_secs()
         ))),
     };
-    let ((mut report, listening, expectation), cleanup) = match (outcome, cleanup) {
+    let ((mut report, expectation), cleanup) = match (outcome, cleanup) {
         (Ok(done), Ok(removed)) => (done, removed),
         (Ok(_), Err(c)) => {
             return Err(PairError::Cleanup {
@@ -132,7 +137,6 @@ pub async fn run_pair<L: Launcher>(
             });
         }
     };
-    report.placement = launcher.placement(&listening, &report);
     // The one verdict, with the expectation the plan gave the prefill side (which judged with it
     // too, for its own output), whatever the report carries.
     report.expectation = expectation;
@@ -167,9 +171,10 @@ async fn drive<L: Launcher>(
         Ok(r) => r?,
         Err(_) => {
             return Err(PairError::Setup(format!(
-                "{} did not start listening within {} (raise --startup-timeout); last words: {}",
+                "{} did not start listening within {} (raise {}); last words: {}",
                 decode.name(),
                 humanize(plan.startup_timeout),
+                plan.startup_flag,
                 decode.last_words()
             )));
         }

@@ -49,12 +49,12 @@ fn case_lines(report: &PairReport) -> Vec<Step> {
         .iter()
         .enumerate()
         .map(|(i, case)| {
-            Step::Line(side_line(&SideEvent::Case(CaseProgress {
+            Step::Line(side_line(&SideEvent::Case(Box::new(CaseProgress {
                 schema: SIDE_SCHEMA.into(),
                 index: i + 1,
                 total,
                 case: case.clone(),
-            })))
+            }))))
         })
         .collect()
 }

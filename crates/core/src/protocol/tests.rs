@@ -13,12 +13,12 @@ fn every_event_round_trips_through_one_line() {
     let report = report();
     let events = [
         SideEvent::Listening(Listening::new("10.99.0.1:41234", "1.22.0")),
-        SideEvent::Case(CaseProgress {
+        SideEvent::Case(Box::new(CaseProgress {
             schema: SIDE_SCHEMA.into(),
             index: 1,
             total: report.cases.len(),
             case: report.cases[0].clone(),
-        }),
+        })),
         SideEvent::Report(Box::new(report.clone())),
     ];
     for event in events {
