@@ -3,8 +3,10 @@
 //! Everything here is data and rules, with no I/O: the result types that form the JSON
 //! contract of `ic-bench pair` ([`model`]), the probe result types ([`checks`]), parsing of
 //! sizes and units ([`units`]), the classification of what UCX reported into a transport class
-//! ([`classify`]), and the verdict rules that turn measurements plus a placement into
-//! ok / warn / fail with a one-line reason and a fix hint ([`verdict`]).
+//! ([`classify`]), the one fabric vocabulary (transport env, GPU/RDMA resource names, UCX
+//! transport names and `UCX_TLS`, quantities, `/dev/shm`) that every crate reads pods and
+//! environments with ([`fabric`]), and the verdict rules that turn measurements plus a placement
+//! into ok / warn / fail with a one-line reason and a fix hint ([`verdict`]).
 //!
 //! Keeping this crate free of UCX, CUDA, Kubernetes and the file system means the rules can be
 //! table-tested exhaustively and reused by every front end (local pair, Kubernetes pair,
@@ -13,6 +15,7 @@
 
 pub mod checks;
 pub mod classify;
+pub mod fabric;
 pub mod model;
 pub mod units;
 pub mod verdict;
