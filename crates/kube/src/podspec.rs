@@ -7,6 +7,7 @@
 //! capacity and says why a pod does not fit instead of the kubelet rejecting it silently.
 
 use crate::spec::TransportSpec;
+use icb_core::fabric::shm;
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, EmptyDirVolumeSource, EnvVar, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, ResourceRequirements, SecurityContext, Toleration, Volume,
@@ -159,7 +160,7 @@ impl BenchPod {
             volumes.push(Volume {
                 name: "dshm".into(),
                 empty_dir: Some(EmptyDirVolumeSource {
-                    medium: Some("Memory".into()),
+                    medium: Some(shm::MEMORY_MEDIUM.into()),
                     size_limit: size,
                     ..Default::default()
                 }),
@@ -167,7 +168,7 @@ impl BenchPod {
             });
             mounts.push(VolumeMount {
                 name: "dshm".into(),
-                mount_path: "/dev/shm".into(),
+                mount_path: shm::DEV_SHM.into(),
                 ..Default::default()
             });
         }
