@@ -5,10 +5,6 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Prefixes of the variables collected from an environment (nothing else is read, so no secret
-/// can be picked up and printed).
-pub const TRANSPORT_PREFIXES: [&str; 6] = ["UCX_", "NCCL_", "NVSHMEM_", "NIXL_", "FI_", "CUDA_VISIBLE_DEVICES"];
-
 /// Transport variables and where they came from (`environment`, `pod/NAME`, `recipe …`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransportEnv {
@@ -44,9 +40,10 @@ impl TransportEnv {
     }
 }
 
-pub fn is_transport_var(name: &str) -> bool {
-    TRANSPORT_PREFIXES.iter().any(|p| name.starts_with(p))
-}
+/// The variables collected from an environment: the fabric vocabulary's pod set (transport
+/// libraries and GPU visibility), the same a bench pod copies and `probe env` lists. Nothing
+/// else is read, so no secret can be picked up and printed.
+pub use icb_core::fabric::is_pod_transport_env as is_transport_var;
 
 /// One `UCX_NET_DEVICES` entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

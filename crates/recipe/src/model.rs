@@ -115,7 +115,12 @@ pub struct Resources {
 
 impl Resources {
     pub fn has_efa(&self) -> bool {
-        self.rdma.keys().any(|k| k == "vpc.amazonaws.com/efa")
+        self.rdma.keys().any(|k| {
+            icb_core::fabric::resource_class(k)
+                == icb_core::fabric::ResourceClass::Rdma {
+                    kind: icb_core::fabric::RdmaKind::Efa,
+                }
+        })
     }
 
     /// Claims that are not ComputeDomain channels, so presumably a NIC (DRA).

@@ -192,11 +192,8 @@ fn vocabulary_table() {
     for (item, expands) in [
         ("sm", &["sysv", "posix", "cma", "knem", "xpmem"][..]),
         ("shm", &["sysv", "posix", "cma", "knem", "xpmem"]),
-        ("mm", &["sysv", "posix"]),
-        (
-            "ib",
-            &["rc_verbs", "rc_mlx5", "dc_mlx5", "ud_verbs", "ud_mlx5", "gga_mlx5"],
-        ),
+        ("mm", &["sysv", "posix", "xpmem"]),
+        ("ib", &["rc_verbs", "rc_mlx5", "dc_mlx5", "ud_verbs", "ud_mlx5"]),
         ("rc", &["rc_verbs", "rc_mlx5"]),
         ("rc_x", &["rc_mlx5"]),
         ("rc_v", &["rc_verbs"]),
@@ -205,7 +202,7 @@ fn vocabulary_table() {
         ("srd", &["srd"]),
         ("cuda", &["cuda_copy", "cuda_ipc", "gdr_copy"]),
         ("CUDA_COPY", &["cuda_copy"]),
-        ("rocm", &["rocm_copy", "rocm_ipc"]),
+        ("rocm", &["rocm_copy", "rocm_ipc", "rocm_gdr"]),
         ("tcp", &["tcp"]),
         ("rdmacm", &[]),
         ("bogus", &[]),
@@ -213,29 +210,33 @@ fn vocabulary_table() {
         assert_eq!(tls_item_transports(item), expands, "UCX_TLS item {item:?}");
     }
 
-    // --- UCX_TLS values: (value, RDMA allowed, cuda_copy allowed, cuda_ipc named) -------------
+    // --- UCX_TLS values: (value, any RDMA, IB/RoCE left, cuda_copy allowed, cuda_ipc named) --
     let tls = [
-        ("rc_x,rc,dc_x,dc,cuda_copy,cuda_ipc", true, true, true),
-        ("tcp,cuda_copy", false, true, false),
-        ("tcp", false, false, false),
-        ("all", true, true, false),
-        ("", false, false, false),
-        ("ib,cuda", true, true, true),
-        ("sm,cuda_copy", false, true, false),
-        ("srd,cuda_copy,tcp", true, true, false),
-        (" RC_X , Cuda_Copy ", true, true, false),
-        ("^cuda_ipc", true, true, false),
-        ("^ib", true, true, false),
-        ("^ib,srd", false, true, false),
-        ("^rc,dc,ud,srd,gga", false, true, false),
-        ("^rc,dc", true, true, false),
-        ("^cuda", true, false, false),
-        ("^cuda_copy", true, false, false),
-        ("^", true, true, false),
+        ("rc_x,rc,dc_x,dc,cuda_copy,cuda_ipc", true, true, true, true),
+        ("tcp,cuda_copy", false, false, true, false),
+        ("tcp", false, false, false, false),
+        ("all", true, true, true, false),
+        ("", false, false, false, false),
+        ("ib,cuda", true, true, true, true),
+        ("sm,cuda_copy", false, false, true, false),
+        ("srd,cuda_copy,tcp", true, false, true, false),
+        ("gga,tcp", true, false, false, false),
+        (" RC_X , Cuda_Copy ", true, true, true, false),
+        ("rdmacm,cuda_copy", false, false, true, false),
+        ("^cuda_ipc", true, true, true, false),
+        ("^ib", true, false, true, false),
+        ("^ib,srd,gga", false, false, true, false),
+        ("^rc,dc,ud", true, false, true, false),
+        ("^rc,dc", true, true, true, false),
+        ("^rc_x,dc_x,ud_x", true, true, true, false),
+        ("^cuda", true, true, false, false),
+        ("^cuda_copy", true, true, false, false),
+        ("^", true, true, true, false),
     ];
-    for (value, rdma, cuda_copy, names_ipc) in tls {
+    for (value, rdma, ib, cuda_copy, names_ipc) in tls {
         let t = UcxTls::parse(value);
         assert_eq!(t.allows_class(T::Rdma), rdma, "UCX_TLS={value:?} RDMA");
+        assert_eq!(t.allows_item("ib"), ib, "UCX_TLS={value:?} IB/RoCE");
         assert_eq!(t.allows("cuda_copy"), cuda_copy, "UCX_TLS={value:?} cuda_copy");
         assert_eq!(t.names("cuda_ipc"), names_ipc, "UCX_TLS={value:?} names cuda_ipc");
     }

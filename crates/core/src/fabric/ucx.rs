@@ -98,15 +98,16 @@ pub const CONCRETE_TRANSPORTS: &[&str] = &[
     "rocm_ipc",
 ];
 
-/// The concrete transports one `UCX_TLS` item stands for (UCX's aliases expanded).
+/// The concrete transports one `UCX_TLS` item stands for: UCX's aliases (`ucp_tl_aliases` in
+/// ucp_context.c, UCX 1.1x; the `:aux` wireup helpers left out) expanded.
 pub fn tls_item_transports(item: &str) -> Vec<&'static str> {
     let n = item.trim().to_ascii_lowercase();
     let pick = |names: &[&'static str]| names.to_vec();
     match n.as_str() {
         "all" => pick(CONCRETE_TRANSPORTS),
         "sm" | "shm" => pick(&["sysv", "posix", "cma", "knem", "xpmem"]),
-        "mm" => pick(&["sysv", "posix"]),
-        "ib" => pick(&["rc_verbs", "rc_mlx5", "dc_mlx5", "ud_verbs", "ud_mlx5", "gga_mlx5"]),
+        "mm" => pick(&["sysv", "posix", "xpmem"]),
+        "ib" => pick(&["rc_verbs", "rc_mlx5", "dc_mlx5", "ud_verbs", "ud_mlx5"]),
         "rc" => pick(&["rc_verbs", "rc_mlx5"]),
         "rc_v" | "rc_verbs" => pick(&["rc_verbs"]),
         "rc_x" | "rc_mlx5" => pick(&["rc_mlx5"]),
@@ -117,7 +118,7 @@ pub fn tls_item_transports(item: &str) -> Vec<&'static str> {
         "gga" | "gga_mlx5" => pick(&["gga_mlx5"]),
         "srd" | "efa" => pick(&["srd"]),
         "cuda" => pick(&["cuda_copy", "cuda_ipc", "gdr_copy"]),
-        "rocm" => pick(&["rocm_copy", "rocm_ipc"]),
+        "rocm" => pick(&["rocm_copy", "rocm_ipc", "rocm_gdr"]),
         other => CONCRETE_TRANSPORTS.iter().copied().filter(|t| *t == other).collect(),
     }
 }
@@ -153,6 +154,12 @@ impl UcxTls {
     /// UCX may use this concrete transport (`ucx_info -d` spelling, e.g. `cuda_copy`).
     pub fn allows(&self, transport: &str) -> bool {
         self.covers(transport) != self.exclude
+    }
+
+    /// UCX may use some transport this item or alias stands for (`allows_item("ib")`: some
+    /// InfiniBand/RoCE transport is left).
+    pub fn allows_item(&self, item: &str) -> bool {
+        tls_item_transports(item).iter().any(|t| self.allows(t))
     }
 
     /// UCX may use some transport of this class.

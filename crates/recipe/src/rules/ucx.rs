@@ -1,52 +1,5 @@
-//! Reading UCX and NCCL variable values.
-
-/// A parsed `UCX_TLS`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tls {
-    /// `^a,b`: every transport except those listed.
-    pub exclude: bool,
-    /// Lower-cased transport names, in order.
-    pub items: Vec<String>,
-}
-
-impl Tls {
-    pub fn parse(value: &str) -> Tls {
-        let v = value.trim();
-        let (exclude, rest) = match v.strip_prefix('^') {
-            Some(r) => (true, r),
-            None => (false, v),
-        };
-        let items = rest
-            .split(',')
-            .map(|t| t.trim().to_ascii_lowercase())
-            .filter(|t| !t.is_empty())
-            .collect();
-        Tls { exclude, items }
-    }
-
-    pub fn has(&self, pred: fn(&str) -> bool) -> bool {
-        self.items.iter().any(|t| pred(t))
-    }
-
-    pub fn all(&self) -> bool {
-        !self.exclude && self.items.iter().any(|t| t == "all")
-    }
-
-    pub fn names_cuda_ipc(&self) -> bool {
-        !self.exclude && self.items.iter().any(|t| t == "cuda_ipc" || t == "cuda")
-    }
-}
-
-/// Transports that move data over an RDMA NIC (IB, RoCE, EFA).
-pub fn is_rdma_tl(t: &str) -> bool {
-    matches!(t, "ib" | "rc" | "dc" | "ud" | "srd" | "rdmacm" | "gga")
-        || ["rc_", "dc_", "ud_"].iter().any(|p| t.starts_with(p))
-}
-
-/// Transports that let UCX recognise and move GPU memory.
-pub fn is_cuda_tl(t: &str) -> bool {
-    matches!(t, "cuda" | "cuda_copy" | "cuda_ipc")
-}
+//! Reading UCX and NCCL variable values (`UCX_TLS` and transport names are read with
+//! `icb_core::fabric`).
 
 /// `UCX_NET_DEVICES` entries that are not `device:port` (or `all`, or a bare netdev name).
 pub fn net_device_problems(value: &str) -> Vec<String> {
@@ -118,13 +71,5 @@ mod tests {
         assert_eq!(net_device_problems("mlx5_0:x").len(), 1);
         assert_eq!(net_device_problems("mlx5_0:1,,mlx5_1:1").len(), 1);
         assert_eq!(net_device_problems("mlx5_0:1; mlx5_1:1").len(), 1);
-    }
-
-    #[test]
-    fn tls() {
-        let t = Tls::parse("^cuda_ipc");
-        assert!(t.exclude);
-        assert!(Tls::parse("rc_x,cuda_copy").has(is_rdma_tl));
-        assert!(!Tls::parse("tcp,cuda_copy").has(is_rdma_tl));
     }
 }
