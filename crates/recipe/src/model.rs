@@ -98,7 +98,8 @@ pub struct EnvFrom {
 /// Requested devices and limits.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Resources {
-    /// GPUs requested (`nvidia.com/gpu`, or DGD `gpu`).
+    /// GPUs requested (any GPU resource of the fabric vocabulary: `nvidia.com/gpu`, MIG slices,
+    /// `amd.com/gpu`, `gpu.intel.com/*`, or DGD `gpu`).
     pub gpus: Option<String>,
     /// Every extended resource that gives the pod an RDMA-capable NIC, with its count.
     pub rdma: BTreeMap<String, String>,
