@@ -596,44 +596,6 @@ mod tests {
     }
 
     #[test]
-    fn transport_names_map_to_classes() {
-        use TransportClass::*;
-        let table = [
-            ("tcp", Tcp),
-            ("sysv", SharedMemory),
-            ("posix", SharedMemory),
-            ("xpmem", SharedMemory),
-            ("knem", SharedMemory),
-            ("mm", SharedMemory),
-            ("cma", Cma),
-            ("rc", Rdma),
-            ("rc_x", Rdma),
-            ("rc_mlx5", Rdma),
-            ("rc_verbs", Rdma),
-            ("dc", Rdma),
-            ("dc_x", Rdma),
-            ("dc_mlx5", Rdma),
-            ("ud", Rdma),
-            ("ud_x", Rdma),
-            ("ud_verbs", Rdma),
-            ("ud_mlx5", Rdma),
-            ("srd", Rdma),
-            ("efa", Rdma),
-            ("cuda_ipc", CudaIpc),
-            ("cuda_copy", CudaCopyStaging),
-            ("gdr_copy", CudaCopyStaging),
-            ("self", SelfLoop),
-            ("rma_am", RmaEmulated),
-            ("TCP", Tcp),
-            ("ugni", Unknown),
-            ("", Unknown),
-        ];
-        for (name, class) in table {
-            assert_eq!(class_of_transport(name), class, "{name}");
-        }
-    }
-
-    #[test]
     fn lanes_tcp_backup_is_not_the_data_path() {
         // hostIPC: separate PID namespaces, shared IPC: UCX lists sysv plus a tcp lane.
         let lanes = [lane("sysv", "memory"), lane("tcp", "lo"), lane("tcp", "eth0")];

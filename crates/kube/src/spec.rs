@@ -165,52 +165,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn device_resources_are_any_extended_resource() {
-        for yes in [
-            "nvidia.com/gpu",
-            "rdma/ib",
-            "rdma/hca_shared_devices_a",
-            "openshift.io/mlnx_sriov_rdma",
-            "vpc.amazonaws.com/efa",
-            "amd.com/gpu",
-            "nvidia.com/mig-1g.10gb",
-        ] {
-            assert!(is_device_resource(yes), "{yes}");
-        }
-        for no in [
-            "cpu",
-            "memory",
-            "hugepages-2Mi",
-            "ephemeral-storage",
-            "kubernetes.io/batch-cpu",
-        ] {
-            assert!(!is_device_resource(no), "{no}");
-        }
-    }
-
-    #[test]
-    fn rdma_classification() {
-        for yes in [
-            "rdma/ib",
-            "rdma/hca_shared_devices_a",
-            "openshift.io/mlnx_sriov_rdma",
-            "vpc.amazonaws.com/efa",
-            "intel.com/sriov_netdevice",
-            "example.com/ib",
-        ] {
-            assert!(is_rdma_resource(yes), "{yes}");
-        }
-        for no in [
-            "nvidia.com/gpu",
-            "amd.com/gpu",
-            "example.com/fpga",
-            "nvidia.com/mig-1g.10gb",
-        ] {
-            assert!(!is_rdma_resource(no), "{no}");
-        }
-    }
-
-    #[test]
     fn env_selection() {
         for yes in [
             "UCX_TLS",

@@ -328,31 +328,3 @@ pub(crate) fn apply_pod_spec(role: &mut RoleEnv, spec: &Node, layer: &str, sourc
 
 /// Kubernetes quantity (`16Gi`, `80G`, `512Mi`, `1e9`) in bytes.
 pub use icb_core::fabric::quantity::parse_bytes as parse_quantity;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantities() {
-        assert_eq!(parse_quantity("16Gi"), Some(16 << 30));
-        assert_eq!(parse_quantity("1G"), Some(1_000_000_000));
-        assert_eq!(parse_quantity("nonsense"), None);
-    }
-
-    #[test]
-    fn rdma_names() {
-        for n in [
-            "rdma/ib",
-            "rdma/rdma_shared_device_a",
-            "nvidia.com/sriov_rdma_vf",
-            "vpc.amazonaws.com/efa",
-            "networking.gke.io.networks/rdma-0",
-        ] {
-            assert!(is_rdma_resource(n), "{n}");
-        }
-        for n in ["nvidia.com/gpu", "cpu", "memory", "ephemeral-storage"] {
-            assert!(!is_rdma_resource(n), "{n}");
-        }
-    }
-}

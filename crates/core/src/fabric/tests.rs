@@ -170,6 +170,7 @@ fn vocabulary_table() {
         ("ib", T::Rdma, None),
         ("rdmacm", T::Rdma, None),
         ("RC_MLX5", T::Rdma, Some(Rc)),
+        ("TCP", T::Tcp, None),
         ("cuda_ipc", T::CudaIpc, None),
         ("cuda_copy", T::CudaCopyStaging, None),
         ("gdr_copy", T::CudaCopyStaging, None),
