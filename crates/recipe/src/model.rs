@@ -319,9 +319,6 @@ impl RoleEnv {
     }
 
     pub fn has_capability(&self, cap: &str) -> bool {
-        self.capabilities.iter().any(|c| {
-            let c = c.trim().to_ascii_uppercase();
-            c == cap || c.strip_prefix("CAP_") == Some(cap) || c == "ALL"
-        })
+        icb_core::fabric::privilege::grants_capability(&self.capabilities, cap)
     }
 }

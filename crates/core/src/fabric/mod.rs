@@ -9,11 +9,13 @@
 //! * [`ucx`]: UCX transport names to their class and RDMA family, and `UCX_TLS` (`^` exclusion,
 //!   aliases such as `sm`, `shm`, `ib`, `rc`, `cuda`, `all`);
 //! * [`quantity`]: Kubernetes quantities, exactly (milli-units) and as bytes;
-//! * [`shm`]: `/dev/shm` and the emptyDir medium that makes it RAM-backed.
+//! * [`shm`]: `/dev/shm` and the emptyDir medium that makes it RAM-backed;
+//! * [`privilege`]: capabilities as pod specs spell them.
 //!
 //! One table test (`tests.rs`) pins every name to its classification.
 
 pub mod env;
+pub mod privilege;
 pub mod quantity;
 pub mod resource;
 pub mod shm;

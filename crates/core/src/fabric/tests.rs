@@ -2,6 +2,7 @@
 //! A change here is a change in how ic-bench judges a pod; it must be deliberate.
 
 use super::env::pod_transport_env_shell_pattern;
+use super::privilege::grants_capability;
 use super::quantity::{format_milli, parse_bytes, parse_milli};
 use super::shm::{is_dev_shm_mount, is_memory_medium};
 use super::ucx::tls_item_transports;
@@ -293,6 +294,20 @@ fn vocabulary_table() {
     ] {
         assert_eq!(is_memory_medium(medium), memory, "medium {medium:?}");
     }
+    // --- capabilities --------------------------------------------------------------------------
+    for (added, cap, granted) in [
+        (&["IPC_LOCK"][..], "IPC_LOCK", true),
+        (&["CAP_IPC_LOCK"], "IPC_LOCK", true),
+        (&[" ipc_lock "], "IPC_LOCK", true),
+        (&["ALL"], "SYS_ADMIN", true),
+        (&["NET_RAW", "SYS_ADMIN"], "SYS_ADMIN", true),
+        (&["NET_RAW"], "IPC_LOCK", false),
+        (&["CAP_CAP_IPC_LOCK"], "IPC_LOCK", false),
+        (&[], "IPC_LOCK", false),
+    ] {
+        assert_eq!(grants_capability(added, cap), granted, "{added:?} grants {cap}");
+    }
+
     for (path, shm) in [
         ("/dev/shm", true),
         ("/dev/shm/", true),
