@@ -8,6 +8,7 @@
 //!   SR-IOV VF, EFA, host device, …), other device, or not a device; ComputeDomain claim names;
 //! * [`ucx`]: UCX transport names to their class and RDMA family, and `UCX_TLS` (`^` exclusion,
 //!   aliases such as `sm`, `shm`, `ib`, `rc`, `cuda`, `all`);
+//! * [`net_devices`]: `UCX_NET_DEVICES` entries and RDMA device names;
 //! * [`quantity`]: Kubernetes quantities, exactly (milli-units) and as bytes;
 //! * [`shm`]: `/dev/shm` and the emptyDir medium that makes it RAM-backed;
 //! * [`privilege`]: capabilities as pod specs spell them.
@@ -15,6 +16,7 @@
 //! One table test (`tests.rs`) pins every name to its classification.
 
 pub mod env;
+pub mod net_devices;
 pub mod privilege;
 pub mod quantity;
 pub mod resource;

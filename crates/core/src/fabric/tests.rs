@@ -2,6 +2,7 @@
 //! A change here is a change in how ic-bench judges a pod; it must be deliberate.
 
 use super::env::pod_transport_env_shell_pattern;
+use super::net_devices::{NetDeviceProblem as P, looks_like_rdma_device, parse_ucx_net_devices};
 use super::privilege::grants_capability;
 use super::quantity::{format_milli, parse_bytes, parse_milli};
 use super::shm::{is_dev_shm_mount, is_memory_medium};
@@ -249,6 +250,73 @@ fn vocabulary_table() {
             items: vec!["rc".into(), "cuda".into()]
         }
     );
+
+    // --- UCX_NET_DEVICES: (value, entries read, problems; None = `all`) ------------------------
+    /// What a list should read as: its entries and problems, or `None` for `all`.
+    type Reading<'a> = Option<(&'a [&'a str], Vec<P>)>;
+    let net_devices: [(&str, Reading); 13] = [
+        ("all", None),
+        (" ALL ", None),
+        ("mlx5_0:1,mlx5_1:1", Some((&["mlx5_0:1", "mlx5_1:1"], vec![]))),
+        ("eth0", Some((&["eth0"], vec![]))),
+        ("enp1s0f0np0,mlx5_2:1", Some((&["enp1s0f0np0", "mlx5_2:1"], vec![]))),
+        (
+            "mlx5_0",
+            Some((&["mlx5_0"], vec![P::RdmaDeviceWithoutPort("mlx5_0".into())])),
+        ),
+        (
+            "rocep1s0f0",
+            Some((&["rocep1s0f0"], vec![P::RdmaDeviceWithoutPort("rocep1s0f0".into())])),
+        ),
+        ("mlx5_0:x", Some((&[], vec![P::BadPort("mlx5_0:x".into())]))),
+        ("mlx5_0:0", Some((&[], vec![P::BadPort("mlx5_0:0".into())]))),
+        (
+            "mlx5_0:1,,mlx5_1:1",
+            Some((&["mlx5_0:1", "mlx5_1:1"], vec![P::EmptyEntry])),
+        ),
+        (
+            "mlx5_0:1; mlx5_1:1",
+            Some((&[], vec![P::BadPort("mlx5_0:1; mlx5_1:1".into())])),
+        ),
+        (
+            "mlx5_0:1, mlx5_1:1",
+            Some((&["mlx5_0:1", "mlx5_1:1"], vec![P::Spaces(" mlx5_1:1".into())])),
+        ),
+        ("ml$x:1,", Some((&[], vec![P::BadName("ml$x:1".into()), P::EmptyEntry]))),
+    ];
+    for (value, expected) in net_devices {
+        let got = parse_ucx_net_devices(value).map(|l| {
+            let entries: Vec<String> = l.entries.iter().map(ToString::to_string).collect();
+            (entries, l.problems)
+        });
+        let expected = expected.map(|(e, p)| (e.iter().map(|s| s.to_string()).collect::<Vec<_>>(), p));
+        assert_eq!(got, expected, "UCX_NET_DEVICES={value:?}");
+    }
+    for (problem, malformed) in [
+        (P::EmptyEntry, true),
+        (P::BadName(String::new()), true),
+        (P::BadPort(String::new()), true),
+        (P::Spaces(String::new()), false),
+        (P::RdmaDeviceWithoutPort(String::new()), false),
+    ] {
+        assert_eq!(problem.is_malformed(), malformed, "{problem:?}");
+    }
+    for (name, rdma) in [
+        ("mlx5_0", true),
+        ("mlx4_1", true),
+        ("bnxt_re0", true),
+        ("irdma0", true),
+        ("efa_0", true),
+        ("rocep65s0f0", true),
+        ("qedr0", true),
+        ("hfi1_0", true),
+        ("erdma_0", true),
+        ("eth0", false),
+        ("ib0", false),
+        ("enp65s0f0np0", false),
+    ] {
+        assert_eq!(looks_like_rdma_device(name), rdma, "device {name:?}");
+    }
 
     // --- quantities ----------------------------------------------------------------------------
     let quantities = [

@@ -6,7 +6,7 @@ use crate::engine;
 use crate::mask::display_value;
 use crate::model::{EnvValue, Role, RoleEnv};
 use icb_core::checks::Check;
-use icb_core::fabric::UcxTls;
+use icb_core::fabric::{self, UcxTls};
 use icb_core::model::Status;
 use icb_core::model::TransportClass;
 
@@ -278,7 +278,9 @@ fn tls_checks(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
 fn net_devices_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     let Some(var) = r.var("UCX_NET_DEVICES") else { return };
     let Some(value) = var.literal() else { return };
-    let problems = ucx::net_device_problems(value);
+    let problems: Vec<String> = fabric::net_devices::parse_ucx_net_devices(value)
+        .map(|list| list.problems.iter().map(ToString::to_string).collect())
+        .unwrap_or_default();
     if problems.is_empty() {
         out.push(mk(
             "env.ucx_net_devices.fmt",
