@@ -54,11 +54,16 @@ pub struct NetDeviceList {
 }
 
 /// Kernel names of RDMA devices (`/sys/class/infiniband`): mlx4/mlx5 (NVIDIA), bnxt_re (Broadcom),
-/// irdma (Intel), efa (AWS), rocep… (predictable RoCE names), qedr (Marvell), hfi1 (Omni-Path),
-/// erdma (Alibaba).
+/// irdma (Intel), efa (AWS: `efa_0`, or `rdmap16s27` with predictable names), rocep… (predictable
+/// RoCE names), qedr (Marvell), hfi1 (Omni-Path), erdma (Alibaba).
 pub const RDMA_DEVICE_PREFIXES: &[&str] = &[
-    "mlx4_", "mlx5_", "bnxt_re", "irdma", "efa_", "rocep", "qedr", "hfi1_", "erdma",
+    "mlx4_", "mlx5_", "bnxt_re", "irdma", "efa_", "rdmap", "rocep", "qedr", "hfi1_", "erdma",
 ];
+
+/// AWS EFA device names (`efa_0`, `rdmap16s27`).
+pub fn is_efa_device(name: &str) -> bool {
+    name.starts_with("efa") || name.starts_with("rdmap")
+}
 
 /// The name is an RDMA device's, not a network interface's.
 pub fn looks_like_rdma_device(name: &str) -> bool {

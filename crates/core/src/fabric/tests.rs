@@ -2,7 +2,7 @@
 //! A change here is a change in how ic-bench judges a pod; it must be deliberate.
 
 use super::env::pod_transport_env_shell_pattern;
-use super::net_devices::{NetDeviceProblem as P, looks_like_rdma_device, parse_ucx_net_devices};
+use super::net_devices::{NetDeviceProblem as P, is_efa_device, looks_like_rdma_device, parse_ucx_net_devices};
 use super::privilege::grants_capability;
 use super::quantity::{format_milli, parse_bytes, parse_milli};
 use super::shm::{is_dev_shm_mount, is_memory_medium};
@@ -307,6 +307,7 @@ fn vocabulary_table() {
         ("bnxt_re0", true),
         ("irdma0", true),
         ("efa_0", true),
+        ("rdmap16s27", true),
         ("rocep65s0f0", true),
         ("qedr0", true),
         ("hfi1_0", true),
@@ -316,6 +317,14 @@ fn vocabulary_table() {
         ("enp65s0f0np0", false),
     ] {
         assert_eq!(looks_like_rdma_device(name), rdma, "device {name:?}");
+    }
+    for (name, efa) in [
+        ("efa_0", true),
+        ("rdmap16s27", true),
+        ("mlx5_0", false),
+        ("eth0", false),
+    ] {
+        assert_eq!(is_efa_device(name), efa, "EFA device {name:?}");
     }
 
     // --- quantities ----------------------------------------------------------------------------
