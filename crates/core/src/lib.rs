@@ -3,14 +3,18 @@
 //! Everything here is data and rules, with no I/O: the result types that form the JSON
 //! contract of `ic-bench pair` ([`model`]), the probe result types ([`checks`]), parsing of
 //! sizes and units ([`units`]), the classification of what UCX reported into a transport class
-//! ([`classify`]), the one fabric vocabulary (transport env, GPU/RDMA resource names, UCX
-//! transport names and `UCX_TLS`, quantities, `/dev/shm`) that every crate reads pods and
-//! environments with ([`fabric`]), and the verdict rules that turn measurements plus a placement
-//! into ok / warn / fail with a one-line reason and a fix hint ([`verdict`]).
+//! ([`classify`]), and the verdict rules that turn measurements plus a placement into
+//! ok / warn / fail with a one-line reason and a fix hint ([`verdict`]).
 //!
 //! Keeping this crate free of UCX, CUDA, Kubernetes and the file system means the rules can be
 //! table-tested exhaustively and reused by every front end (local pair, Kubernetes pair,
 //! exporters) without pulling any of those in.
+//!
+//! [`fabric`] is the one place ic-bench spells the fabric vocabulary: which environment
+//! variables decide the transport, which Kubernetes resources are GPUs or RDMA NICs, UCX
+//! transport names and `UCX_TLS` / `UCX_NET_DEVICES`, quantities, `/dev/shm` and capabilities.
+//! `probe env`, the recipe rules, the node probe and `pair`'s spec cloner all read through it,
+//! so they cannot judge the same pod differently.
 #![forbid(unsafe_code)]
 
 pub mod checks;
