@@ -17,22 +17,9 @@
 use crate::model::{DataPath, EvidenceSource, Lane, MemoryPair, TestKind, TransportClass, TransportEvidence};
 use crate::units::format_size;
 
-/// Maps a UCX transport (UCT component) name to the class the verdict rules reason about.
-pub fn class_of_transport(name: &str) -> TransportClass {
-    let n = name.trim().to_ascii_lowercase();
-    match n.as_str() {
-        "tcp" | "sockcm" => TransportClass::Tcp,
-        "sysv" | "posix" | "xpmem" | "knem" | "mm" | "sm" => TransportClass::SharedMemory,
-        "cma" => TransportClass::Cma,
-        "rc" | "rc_x" | "rc_mlx5" | "rc_verbs" | "dc" | "dc_x" | "dc_mlx5" | "ud" | "ud_x" | "ud_verbs" | "ud_mlx5"
-        | "srd" | "efa" | "ib" | "gga" | "gga_mlx5" => TransportClass::Rdma,
-        "cuda_ipc" => TransportClass::CudaIpc,
-        "cuda_copy" | "gdr_copy" => TransportClass::CudaCopyStaging,
-        "self" => TransportClass::SelfLoop,
-        "rma_am" => TransportClass::RmaEmulated,
-        _ => TransportClass::Unknown,
-    }
-}
+/// Maps a UCX transport (UCT component) name to the class the verdict rules reason about
+/// (the names live in the fabric vocabulary, shared with the recipe and probe rules).
+pub use crate::fabric::transport_class as class_of_transport;
 
 /// Verdict-relevant ordering: the lower the number, the more a class explains a slow run. Used to
 /// pick one class for a data path that names several transports, and to order a report's classes.
@@ -605,44 +592,6 @@ mod tests {
             "12.5 MB/s 3 us",
         ] {
             assert_eq!(data_path_from_info(info), None, "{info:?}");
-        }
-    }
-
-    #[test]
-    fn transport_names_map_to_classes() {
-        use TransportClass::*;
-        let table = [
-            ("tcp", Tcp),
-            ("sysv", SharedMemory),
-            ("posix", SharedMemory),
-            ("xpmem", SharedMemory),
-            ("knem", SharedMemory),
-            ("mm", SharedMemory),
-            ("cma", Cma),
-            ("rc", Rdma),
-            ("rc_x", Rdma),
-            ("rc_mlx5", Rdma),
-            ("rc_verbs", Rdma),
-            ("dc", Rdma),
-            ("dc_x", Rdma),
-            ("dc_mlx5", Rdma),
-            ("ud", Rdma),
-            ("ud_x", Rdma),
-            ("ud_verbs", Rdma),
-            ("ud_mlx5", Rdma),
-            ("srd", Rdma),
-            ("efa", Rdma),
-            ("cuda_ipc", CudaIpc),
-            ("cuda_copy", CudaCopyStaging),
-            ("gdr_copy", CudaCopyStaging),
-            ("self", SelfLoop),
-            ("rma_am", RmaEmulated),
-            ("TCP", Tcp),
-            ("ugni", Unknown),
-            ("", Unknown),
-        ];
-        for (name, class) in table {
-            assert_eq!(class_of_transport(name), class, "{name}");
         }
     }
 

@@ -10,10 +10,17 @@
 //! Keeping this crate free of UCX, CUDA, Kubernetes and the file system means the rules can be
 //! table-tested exhaustively and reused by every front end (local pair, Kubernetes pair,
 //! exporters) without pulling any of those in.
+//!
+//! [`fabric`] is the one place ic-bench spells the fabric vocabulary: which environment
+//! variables decide the transport, which Kubernetes resources are GPUs or RDMA NICs, UCX
+//! transport names and `UCX_TLS` / `UCX_NET_DEVICES`, quantities, `/dev/shm` and capabilities.
+//! `probe env`, the recipe rules, the node probe and `pair`'s spec cloner all read through it,
+//! so they cannot judge the same pod differently.
 #![forbid(unsafe_code)]
 
 pub mod checks;
 pub mod classify;
+pub mod fabric;
 pub mod model;
 pub mod protocol;
 pub mod units;

@@ -20,17 +20,16 @@ pub fn boot_id() -> String {
         .unwrap_or_default()
 }
 
-const PREFIXES: [&str; 4] = ["UCX_", "NCCL_", "NIXL_", "IC_BENCH_"];
-const EXACT: [&str; 2] = ["CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH"];
 const SECRET_WORDS: [&str; 5] = ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"];
 
-/// The transport-relevant environment, with anything that looks like a secret masked.
+/// The transport-relevant environment, with anything that looks like a secret masked: the fabric
+/// vocabulary's run context (transport libraries, GPU visibility, `IC_BENCH_*`, `LD_LIBRARY_PATH`).
 pub fn transport_env() -> BTreeMap<String, String> {
     filter_env(std::env::vars())
 }
 
 pub(crate) fn filter_env(vars: impl Iterator<Item = (String, String)>) -> BTreeMap<String, String> {
-    vars.filter(|(k, _)| PREFIXES.iter().any(|p| k.starts_with(p)) || EXACT.contains(&k.as_str()))
+    vars.filter(|(k, _)| icb_core::fabric::is_run_context_env(k))
         .take(200)
         .map(|(k, v)| {
             let upper = k.to_ascii_uppercase();

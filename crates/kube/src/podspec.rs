@@ -7,6 +7,8 @@
 //! capacity and says why a pod does not fit instead of the kubelet rejecting it silently.
 
 use crate::spec::TransportSpec;
+use icb_core::fabric::privilege::{IPC_LOCK, grants_capability};
+use icb_core::fabric::shm;
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, EmptyDirVolumeSource, EnvVar, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, ResourceRequirements, SecurityContext, Toleration, Volume,
@@ -125,11 +127,11 @@ impl BenchPod {
         let model = self.model.as_ref();
         let privileged = self.privileged || model.is_some_and(|m| m.privileged);
         let mut caps_add: Vec<String> = model.map(|m| m.capabilities_add.clone()).unwrap_or_default();
-        if model.is_some_and(|m| m.requests_rdma()) && !caps_add.iter().any(|c| is_cap(c, "IPC_LOCK")) {
-            caps_add.push("IPC_LOCK".into());
+        if model.is_some_and(|m| m.requests_rdma()) && !grants_capability(&caps_add, IPC_LOCK) {
+            caps_add.push(IPC_LOCK.into());
         }
         let caps_drop: Vec<String> = model.map(|m| m.capabilities_drop.clone()).unwrap_or_default();
-        let sys_admin = caps_add.iter().any(|c| is_cap(c, "SYS_ADMIN"));
+        let sys_admin = grants_capability(&caps_add, "SYS_ADMIN");
         let security = SecurityContext {
             privileged: privileged.then_some(true),
             // no_new_privs changes nothing UCX does; the API rejects it with privileged or SYS_ADMIN.
@@ -159,7 +161,7 @@ impl BenchPod {
             volumes.push(Volume {
                 name: "dshm".into(),
                 empty_dir: Some(EmptyDirVolumeSource {
-                    medium: Some("Memory".into()),
+                    medium: Some(shm::MEMORY_MEDIUM.into()),
                     size_limit: size,
                     ..Default::default()
                 }),
@@ -167,7 +169,7 @@ impl BenchPod {
             });
             mounts.push(VolumeMount {
                 name: "dshm".into(),
-                mount_path: "/dev/shm".into(),
+                mount_path: shm::DEV_SHM.into(),
                 ..Default::default()
             });
         }
@@ -226,10 +228,6 @@ impl BenchPod {
             status: None,
         }
     }
-}
-
-fn is_cap(c: &str, name: &str) -> bool {
-    c.trim_start_matches("CAP_").eq_ignore_ascii_case(name)
 }
 
 /// Required node affinity on the node's name (what the DaemonSet controller uses).

@@ -4,24 +4,11 @@
 //! Copying only this, not the whole pod, keeps the bench pods small and least-privileged while
 //! reproducing what matters: seed 002's 365 MB/s came from GPU visibility and namespaces alone.
 
+use icb_core::fabric::shm;
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::Serialize;
 use std::collections::BTreeMap;
-
-/// Env names copied verbatim (beyond the UCX_/NCCL_/NIXL_/FI_ prefixes): GPU visibility.
-const GPU_VISIBILITY_ENV: &[&str] = &[
-    "CUDA_VISIBLE_DEVICES",
-    "CUDA_DEVICE_ORDER",
-    "NVIDIA_VISIBLE_DEVICES",
-    "NVIDIA_DRIVER_CAPABILITIES",
-    "NVIDIA_MIG_CONFIG_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-    "GPU_DEVICE_ORDINAL",
-];
-/// UCX, NCCL, NIXL, and libfabric (EFA) settings.
-const TRANSPORT_ENV_PREFIXES: &[&str] = &["UCX_", "NCCL_", "NIXL_", "FI_"];
 
 /// Pod annotations that attach extra networks (SR-IOV / RDMA NICs through Multus): without them a
 /// requested VF is allocated but never plumbed into the pod.
@@ -154,10 +141,10 @@ fn shm_of(spec: &PodSpec, c: &Container, notes: &mut Vec<String>) -> Option<Opti
         .volume_mounts
         .iter()
         .flatten()
-        .find(|m| m.mount_path.trim_end_matches('/') == "/dev/shm")?;
+        .find(|m| shm::is_dev_shm_mount(&m.mount_path))?;
     let vol = spec.volumes.iter().flatten().find(|v| v.name == mount.name)?;
     match &vol.empty_dir {
-        Some(ed) if ed.medium.as_deref() == Some("Memory") => Some(ed.size_limit.clone()),
+        Some(ed) if shm::is_memory_medium(ed.medium.as_deref()) => Some(ed.size_limit.clone()),
         _ => {
             notes.push(format!(
                 "/dev/shm volume '{}' is not a memory emptyDir (hostPath/other volumes are not copied)",
@@ -168,85 +155,14 @@ fn shm_of(spec: &PodSpec, c: &Container, notes: &mut Vec<String>) -> Option<Opti
     }
 }
 
-pub fn is_transport_env(name: &str) -> bool {
-    TRANSPORT_ENV_PREFIXES.iter().any(|p| name.starts_with(p)) || GPU_VISIBILITY_ENV.contains(&name)
-}
-
-/// Extended resources are domain-qualified (`vendor.example/name`); the built-in ones
-/// (cpu, memory, hugepages-*, ephemeral-storage) and `kubernetes.io/*` are not devices.
-pub fn is_device_resource(name: &str) -> bool {
-    match name.split_once('/') {
-        Some((domain, _)) => !(domain == "kubernetes.io" || domain.ends_with(".kubernetes.io")),
-        None => false,
-    }
-}
-
-/// NIC-like device resources: RDMA (rdma/*, shared HCA), SR-IOV VFs, EFA, InfiniBand.
-pub fn is_rdma_resource(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    let (domain, res) = lower.split_once('/').unwrap_or(("", lower.as_str()));
-    domain == "rdma"
-        || res.contains("rdma")
-        || res.contains("sriov")
-        || res
-            .split(['_', '-', '.'])
-            .any(|part| ["efa", "hca", "infiniband", "roce", "mlnx", "ib"].contains(&part))
-}
-
-pub fn is_gpu_resource(name: &str) -> bool {
-    let res = name.split_once('/').map(|(_, r)| r).unwrap_or(name);
-    res == "gpu" || res.starts_with("mig-") || res.contains("gpu")
-}
+/// What a bench pod copies: the transport libraries' variables and GPU visibility (the fabric
+/// vocabulary's pod set, the one `probe env` lists). Any extended (device-plugin) resource is
+/// copied; RDMA NICs among them also bring IPC_LOCK.
+pub use icb_core::fabric::{is_device_resource, is_pod_transport_env as is_transport_env, is_rdma_resource};
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn device_resources_are_any_extended_resource() {
-        for yes in [
-            "nvidia.com/gpu",
-            "rdma/ib",
-            "rdma/hca_shared_devices_a",
-            "openshift.io/mlnx_sriov_rdma",
-            "vpc.amazonaws.com/efa",
-            "amd.com/gpu",
-            "nvidia.com/mig-1g.10gb",
-        ] {
-            assert!(is_device_resource(yes), "{yes}");
-        }
-        for no in [
-            "cpu",
-            "memory",
-            "hugepages-2Mi",
-            "ephemeral-storage",
-            "kubernetes.io/batch-cpu",
-        ] {
-            assert!(!is_device_resource(no), "{no}");
-        }
-    }
-
-    #[test]
-    fn rdma_classification() {
-        for yes in [
-            "rdma/ib",
-            "rdma/hca_shared_devices_a",
-            "openshift.io/mlnx_sriov_rdma",
-            "vpc.amazonaws.com/efa",
-            "intel.com/sriov_netdevice",
-            "example.com/ib",
-        ] {
-            assert!(is_rdma_resource(yes), "{yes}");
-        }
-        for no in [
-            "nvidia.com/gpu",
-            "amd.com/gpu",
-            "example.com/fpga",
-            "nvidia.com/mig-1g.10gb",
-        ] {
-            assert!(!is_rdma_resource(no), "{no}");
-        }
-    }
 
     #[test]
     fn env_selection() {

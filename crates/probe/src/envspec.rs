@@ -5,10 +5,6 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Prefixes of the variables collected from an environment (nothing else is read, so no secret
-/// can be picked up and printed).
-pub const TRANSPORT_PREFIXES: [&str; 6] = ["UCX_", "NCCL_", "NVSHMEM_", "NIXL_", "FI_", "CUDA_VISIBLE_DEVICES"];
-
 /// Transport variables and where they came from (`environment`, `pod/NAME`, `recipe …`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TransportEnv {
@@ -44,50 +40,24 @@ impl TransportEnv {
     }
 }
 
-pub fn is_transport_var(name: &str) -> bool {
-    TRANSPORT_PREFIXES.iter().any(|p| name.starts_with(p))
-}
+/// The variables collected from an environment: the fabric vocabulary's pod set (transport
+/// libraries and GPU visibility), the same a bench pod copies and `probe env` lists. Nothing
+/// else is read, so no secret can be picked up and printed.
+pub use icb_core::fabric::is_pod_transport_env as is_transport_var;
 
-/// One `UCX_NET_DEVICES` entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NetDevice {
-    pub device: String,
-    pub port: Option<u32>,
-}
+/// One `UCX_NET_DEVICES` / `NCCL_IB_HCA` entry (the fabric vocabulary's).
+pub use icb_core::fabric::net_devices::NetDevice;
 
-impl std::fmt::Display for NetDevice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.port {
-            Some(p) => write!(f, "{}:{p}", self.device),
-            None => f.write_str(&self.device),
-        }
-    }
-}
-
-/// `None` for `all` (UCX's default); otherwise the entries, or the first malformed one.
+/// `None` for `all` (UCX's default); otherwise the entries, or the first one that cannot be read.
+/// A bare RDMA device name is kept: the node checks compare it with the node's own devices.
 pub fn parse_ucx_net_devices(value: &str) -> Result<Option<Vec<NetDevice>>, String> {
-    let v = value.trim();
-    if v.eq_ignore_ascii_case("all") {
+    let Some(list) = icb_core::fabric::net_devices::parse_ucx_net_devices(value) else {
         return Ok(None);
+    };
+    match list.problems.iter().find(|p| p.is_malformed()) {
+        Some(p) => Err(format!("UCX_NET_DEVICES={}: {p}", value.trim())),
+        None => Ok(Some(list.entries)),
     }
-    let mut out = Vec::new();
-    for item in v.split(',').map(str::trim) {
-        if item.is_empty() {
-            return Err(format!("empty entry in UCX_NET_DEVICES={v}"));
-        }
-        let (device, port) = match item.split_once(':') {
-            Some((d, p)) => match p.parse::<u32>() {
-                Ok(n) if !d.is_empty() => (d, Some(n)),
-                _ => return Err(format!("'{item}' is not DEVICE:PORT (e.g. mlx5_0:1)")),
-            },
-            None => (item, None),
-        };
-        out.push(NetDevice {
-            device: device.to_string(),
-            port,
-        });
-    }
-    Ok(Some(out))
 }
 
 /// A parsed `NCCL_IB_HCA`.

@@ -130,7 +130,7 @@ impl NodeFacts {
     pub fn has_efa(&self) -> bool {
         self.devices
             .iter()
-            .any(|d| d.starts_with("efa") || d.starts_with("rdmap"))
+            .any(|d| icb_core::fabric::net_devices::is_efa_device(d))
             || (!self.devices.is_empty() && self.module_loaded("efa") == Some(true))
     }
 }

@@ -70,7 +70,7 @@ pub fn probe_nixl(src: &dyn NodeSource, opts: &NixlOptions) -> ProbeReport {
         .list(IB_CLASS)
         .unwrap_or_default()
         .iter()
-        .any(|d| d.starts_with("efa") || d.starts_with("rdmap"));
+        .any(|d| icb_core::fabric::net_devices::is_efa_device(d));
     let mut checks = Vec::new();
 
     checks.push(

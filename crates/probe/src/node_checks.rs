@@ -709,10 +709,10 @@ fn nvlink(f: &NodeFacts) -> Check {
     }
 }
 
+/// The RDMA transports that carry a transfer's bulk data (rc, dc, srd): a UCX with only ud
+/// (UCX's wireup datagrams) or gga still falls back to TCP between hosts.
 fn is_rdma_tl(name: &str) -> bool {
-    ["rc", "dc", "srd"]
-        .iter()
-        .any(|p| name == *p || name.starts_with(&format!("{p}_")))
+    icb_core::fabric::rdma_family(name).is_some_and(icb_core::fabric::RdmaFamily::is_reliable)
 }
 
 fn ucx_tl(f: &NodeFacts) -> Check {

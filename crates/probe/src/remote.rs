@@ -21,16 +21,20 @@ fm() { if [ -r "$1" ]; then printf '@@ICB FILE %s\n' "$2"; cat "$1" 2>/dev/null;
 ld() { if [ -d "$1" ]; then printf '@@ICB LIST %s\n' "$2"; for e in "$1"/* "$1"/.[!.]*; do if [ -e "$e" ] || [ -L "$e" ]; then printf '%s\n' "${e##*/}"; fi; done; printf '@@ICB END\n'; fi; }
 tl() { n=$1; shift; if command -v "$1" >/dev/null 2>&1; then printf '@@ICB TOOL %s\n' "$n"; $TO "$@" 2>&1 </dev/null; rc=$?; printf '\n@@ICB RC %s\n' "$rc"; else printf '@@ICB MISSING %s\n' "$n"; fi; }
 wh() { w=$(command -v "$1" 2>/dev/null) && printf '@@ICB WHICH %s %s\n' "$1" "$w"; }
-ev() { env | while IFS= read -r l; do case "$l" in UCX_*|NCCL_*|NVSHMEM_*|NIXL_*|FI_*|CUDA_VISIBLE_DEVICES=*) printf '@@ICB ENV %s\n' "$l";; esac; done; }
 "#;
 
 fn counters_list() -> String {
     ERROR_COUNTERS.join(" ")
 }
 
-/// Sets the per-tool deadline, then the helpers.
+/// Sets the per-tool deadline, then the helpers; `ev` prints the pod's transport variables, with
+/// the pattern spelled by the fabric vocabulary (the parser filters with the same predicate).
 fn prelude(tool_timeout_s: u64) -> String {
-    format!("ICB_TOOL_TIMEOUT={}\n{PRELUDE}", tool_timeout_s.max(1))
+    format!(
+        "ICB_TOOL_TIMEOUT={}\n{PRELUDE}ev() {{ env | while IFS= read -r l; do case \"$l\" in {}) printf '@@ICB ENV %s\\n' \"$l\";; esac; done; }}\n",
+        tool_timeout_s.max(1),
+        icb_core::fabric::env::pod_transport_env_shell_pattern()
+    )
 }
 
 /// The script behind `probe node --pod/--node`. `counter_pause_s` = 0 reads counters once.

@@ -94,7 +94,8 @@ pub struct TransportEnv {
     pub ucx_net_devices: Option<String>,
     pub nccl_ib_hca: Option<String>,
     pub ucx_tls: Option<String>,
-    /// Every literal UCX_/NCCL_/NVSHMEM_/FI_/NIXL_ variable (secret-looking ones masked).
+    /// Every literal transport variable (transport libraries and GPU visibility: the fabric
+    /// vocabulary's pod set, what `pair` copies), secret-looking ones masked.
     pub vars: BTreeMap<String, String>,
 }
 
@@ -108,11 +109,7 @@ pub fn transport_env(res: &Resolution) -> Vec<TransportEnv> {
             let vars = r
                 .env
                 .iter()
-                .filter(|v| {
-                    ["UCX_", "NCCL_", "NVSHMEM_", "FI_", "NIXL_"]
-                        .iter()
-                        .any(|p| v.name.starts_with(p))
-                })
+                .filter(|v| icb_core::fabric::is_pod_transport_env(&v.name))
                 .filter(|v| v.literal().is_some())
                 .map(|v| (v.name.clone(), res.mask(&display_value(v))))
                 .collect();

@@ -98,7 +98,8 @@ pub struct EnvFrom {
 /// Requested devices and limits.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Resources {
-    /// GPUs requested (`nvidia.com/gpu`, or DGD `gpu`).
+    /// GPUs requested (any GPU resource of the fabric vocabulary: `nvidia.com/gpu`, MIG slices,
+    /// `amd.com/gpu`, `gpu.intel.com/*`, or DGD `gpu`).
     pub gpus: Option<String>,
     /// Every extended resource that gives the pod an RDMA-capable NIC, with its count.
     pub rdma: BTreeMap<String, String>,
@@ -115,7 +116,12 @@ pub struct Resources {
 
 impl Resources {
     pub fn has_efa(&self) -> bool {
-        self.rdma.keys().any(|k| k == "vpc.amazonaws.com/efa")
+        self.rdma.keys().any(|k| {
+            icb_core::fabric::resource_class(k)
+                == icb_core::fabric::ResourceClass::Rdma {
+                    kind: icb_core::fabric::RdmaKind::Efa,
+                }
+        })
     }
 
     /// Claims that are not ComputeDomain channels, so presumably a NIC (DRA).
@@ -313,9 +319,6 @@ impl RoleEnv {
     }
 
     pub fn has_capability(&self, cap: &str) -> bool {
-        self.capabilities.iter().any(|c| {
-            let c = c.trim().to_ascii_uppercase();
-            c == cap || c.strip_prefix("CAP_") == Some(cap) || c == "ALL"
-        })
+        icb_core::fabric::privilege::grants_capability(&self.capabilities, cap)
     }
 }

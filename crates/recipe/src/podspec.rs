@@ -4,6 +4,7 @@
 use crate::engine;
 use crate::model::{EnvFrom, EnvValue, EnvVar, RoleEnv};
 use crate::yaml::{Kind, Node};
+use icb_core::fabric::shm;
 
 /// Describes a layer for `origin`: `spec.envs (deploy.yaml:12)`.
 pub(crate) fn origin(layer: &str, source: &str, node: &Node) -> String {
@@ -112,24 +113,9 @@ pub(crate) fn apply_env_from(role: &mut RoleEnv, list: &Node, layer: &str, sourc
     }
 }
 
-/// Extended resources that hand the pod an RDMA-capable NIC.
-pub fn is_rdma_resource(name: &str) -> bool {
-    let n = name.trim().to_ascii_lowercase();
-    let tail = n.split_once('/').map(|(_, t)| t).unwrap_or("");
-    n.starts_with("rdma/")
-        || n == "vpc.amazonaws.com/efa"
-        || n.starts_with("networking.gke.io.networks/")
-        || n.starts_with("mellanox.com/")
-        || tail.contains("sriov")
-        || tail.starts_with("rdma")
-        || tail.starts_with("hca")
-        || tail.contains("roce")
-        || n == "nvidia.com/hostdev"
-}
-
-fn is_gpu_resource(name: &str) -> bool {
-    matches!(name.trim(), "nvidia.com/gpu" | "gpu" | "amd.com/gpu")
-}
+/// GPU and RDMA NIC resource names, as the fabric vocabulary classifies them (the same the pair
+/// spec cloner uses, so `probe env` and `pair` agree on a pod).
+pub use icb_core::fabric::{is_gpu_resource, is_rdma_resource};
 
 /// Records GPU and RDMA requests from a `{limits, requests}` block. DGD blocks keep extended
 /// resources under `custom`; plain Kubernetes puts them at the top level. Limits win.
@@ -318,8 +304,7 @@ pub(crate) fn apply_pod_fields(role: &mut RoleEnv, spec: &Node, mounts: &[(Strin
             role.host_infiniband = true;
         }
         let Some(ed) = vol.get("emptyDir") else { continue };
-        let memory = ed.str_at("medium").is_some_and(|m| m.eq_ignore_ascii_case("memory"));
-        if memory && mounted_at("/dev/shm") {
+        if shm::is_memory_medium(ed.str_at("medium")) && mounted_at(shm::DEV_SHM) {
             let text = ed.str_at("sizeLimit").unwrap_or("unlimited (pod memory)").to_string();
             let bytes = ed.str_at("sizeLimit").and_then(parse_quantity);
             role.shm = Some((text, bytes.or(Some(u64::MAX))));
@@ -342,51 +327,4 @@ pub(crate) fn apply_pod_spec(role: &mut RoleEnv, spec: &Node, layer: &str, sourc
 }
 
 /// Kubernetes quantity (`16Gi`, `80G`, `512Mi`, `1e9`) in bytes.
-pub fn parse_quantity(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, suffix) = t.split_at(split);
-    let n: f64 = num.parse().ok()?;
-    let mult: f64 = match suffix {
-        "" => 1.0,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "k" | "K" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        _ => return None,
-    };
-    let bytes = n * mult;
-    (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantities() {
-        assert_eq!(parse_quantity("16Gi"), Some(16 << 30));
-        assert_eq!(parse_quantity("1G"), Some(1_000_000_000));
-        assert_eq!(parse_quantity("nonsense"), None);
-    }
-
-    #[test]
-    fn rdma_names() {
-        for n in [
-            "rdma/ib",
-            "rdma/rdma_shared_device_a",
-            "nvidia.com/sriov_rdma_vf",
-            "vpc.amazonaws.com/efa",
-            "networking.gke.io.networks/rdma-0",
-        ] {
-            assert!(is_rdma_resource(n), "{n}");
-        }
-        for n in ["nvidia.com/gpu", "cpu", "memory", "ephemeral-storage"] {
-            assert!(!is_rdma_resource(n), "{n}");
-        }
-    }
-}
+pub use icb_core::fabric::quantity::parse_bytes as parse_quantity;

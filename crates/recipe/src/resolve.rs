@@ -208,7 +208,7 @@ fn infer_role(explicit: &[Option<&str>], role: &RoleEnv, labels: &[String]) -> R
         || role.engine.framework.is_some()
         || name.contains("worker")
         // Whoever sets transport variables means to move data with them.
-        || role.env.iter().any(|v| ["UCX_", "NCCL_", "NIXL_"].iter().any(|p| v.name.starts_with(p)))
+        || role.env.iter().any(|v| icb_core::fabric::is_transport_setting(&v.name))
     {
         Role::Worker
     } else {
@@ -485,10 +485,7 @@ fn classify_claims(roles: &mut [RoleEnv], merged: &[Merged]) {
         .filter_map(|m| m.doc.root.path(&["spec", "channel", "resourceClaimTemplate", "name"]))
         .filter_map(Node::as_str)
         .collect();
-    let looks_like_domain = |s: &str| {
-        let s = s.to_ascii_lowercase();
-        s.contains("compute-domain") || s.contains("computedomain") || s.contains("imex")
-    };
+    let looks_like_domain = icb_core::fabric::is_compute_domain_claim_name;
     for r in roles {
         let res = &mut r.resources;
         let mut domain = Vec::new();

@@ -45,7 +45,6 @@ mod faults;
 mod logbuf;
 mod probe;
 mod process;
-mod quantity;
 mod record;
 mod scheduler;
 mod selector;
@@ -99,7 +98,7 @@ fn validate(config: &ClusterConfig) -> Result<()> {
             )));
         }
         for (resource, q) in node.capacity.iter().chain(node.allocatable.iter()) {
-            if quantity::parse_milli(q).is_none() {
+            if icb_core::fabric::quantity::parse_milli(q).is_none() {
                 return Err(Error::Config(format!(
                     "node {}: {resource} = {q:?} is not a quantity",
                     node.name

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, PodSpec};
 
 use crate::config::NodeConfig;
-use crate::quantity::{format_milli, parse_milli};
+use icb_core::fabric::quantity::{format_milli, parse_milli};
 
 /// Resource name → milli-units.
 pub type Resources = BTreeMap<String, i128>;

@@ -1,12 +1,14 @@
 //! Per-role env rules: resolution, backend, UCX_TLS, UCX_NET_DEVICES, rendezvous, NCCL, GID, EFA.
 
-use super::ucx::{self, Tls};
+use super::ucx;
 use super::{Ctx, mk};
 use crate::engine;
 use crate::mask::display_value;
 use crate::model::{EnvValue, Role, RoleEnv};
 use icb_core::checks::Check;
+use icb_core::fabric::{self, UcxTls};
 use icb_core::model::Status;
+use icb_core::model::TransportClass;
 
 /// NCCL variables documented as debugging aids: they override NCCL's topology-based choices.
 pub const NCCL_DEBUG_KNOBS: &[&str] = &[
@@ -194,13 +196,11 @@ fn tls_checks(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         out.push(mk("env.ucx_tls.cuda", Status::Warn, d, scope, None));
         return;
     };
-    let tls = Tls::parse(value);
+    let tls = UcxTls::parse(value);
     let show = format!("UCX_TLS={value} [{}]", var.origin);
     if tls.exclude {
-        let rdma_excluded = tls.items.iter().any(|t| t == "ib")
-            || ["rc", "dc", "ud"]
-                .iter()
-                .all(|p| tls.items.iter().any(|t| t == p || t.starts_with(&format!("{p}_"))));
+        // What is left must be a transport of this role's fabric: srd on EFA, IB/RoCE elsewhere.
+        let rdma_excluded = !tls.allows_item(if r.is_efa() { "srd" } else { "ib" });
         if rdma_excluded {
             out.push(mk(
                 "env.ucx_tls.tcp_only",
@@ -218,7 +218,7 @@ fn tls_checks(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
                 None,
             ));
         }
-        if tls.items.iter().any(|t| t == "cuda" || t == "cuda_copy") {
+        if !tls.allows("cuda_copy") {
             out.push(mk(
                 "env.ucx_tls.cuda",
                 Status::Fail,
@@ -237,7 +237,7 @@ fn tls_checks(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         }
         return;
     }
-    if tls.all() || tls.has(ucx::is_rdma_tl) {
+    if tls.allows_class(TransportClass::Rdma) {
         out.push(mk(
             "env.ucx_tls.tcp_only",
             Status::Ok,
@@ -256,7 +256,7 @@ fn tls_checks(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
             Some("use UCX_TLS=rc_x,rc,dc_x,dc,cuda_copy,cuda_ipc (srd,cuda_copy,tcp on EFA) and request the RDMA device"),
         ));
     }
-    if tls.all() || tls.has(ucx::is_cuda_tl) {
+    if tls.allows("cuda_copy") || tls.allows("cuda_ipc") {
         out.push(mk(
             "env.ucx_tls.cuda",
             Status::Ok,
@@ -278,7 +278,9 @@ fn tls_checks(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
 fn net_devices_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     let Some(var) = r.var("UCX_NET_DEVICES") else { return };
     let Some(value) = var.literal() else { return };
-    let problems = ucx::net_device_problems(value);
+    let problems: Vec<String> = fabric::net_devices::parse_ucx_net_devices(value)
+        .map(|list| list.problems.iter().map(ToString::to_string).collect())
+        .unwrap_or_default();
     if problems.is_empty() {
         out.push(mk(
             "env.ucx_net_devices.fmt",

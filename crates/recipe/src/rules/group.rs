@@ -2,23 +2,12 @@
 //! (the seed-002 trap), and placement.
 
 use super::mk;
-use super::ucx::Tls;
 use crate::engine;
 use crate::mask::display_value;
 use crate::model::{EnvValue, Role, RoleEnv};
 use icb_core::checks::Check;
+use icb_core::fabric::{self, UcxTls};
 use icb_core::model::Status;
-
-/// Variables that decide the transport (logging knobs excluded).
-fn is_transport_var(name: &str) -> bool {
-    let prefixed = ["UCX_", "NCCL_", "NIXL_", "FI_", "NVSHMEM_", "GLOO_", "DYN_KVBM_NIXL_"]
-        .iter()
-        .any(|p| name.starts_with(p));
-    let noise = ["UCX_LOG", "UCX_PROTO_INFO", "NCCL_DEBUG", "FI_LOG", "NIXL_LOG"]
-        .iter()
-        .any(|p| name.starts_with(p));
-    prefixed && !noise
-}
 
 pub(crate) fn group_checks(group: &str, members: &[&RoleEnv], out: &mut Vec<Check>) {
     let prefill: Vec<&RoleEnv> = members.iter().copied().filter(|r| r.role == Role::Prefill).collect();
@@ -48,7 +37,8 @@ fn transport_view(r: &RoleEnv) -> Vec<(String, EnvValue, String)> {
     let mut v: Vec<(String, EnvValue, String)> = r
         .env
         .iter()
-        .filter(|e| is_transport_var(&e.name))
+        // Settings that decide the transport; logging knobs may differ between roles.
+        .filter(|e| fabric::is_transport_setting(&e.name))
         .map(|e| (e.name.clone(), e.value.clone(), display_value(e)))
         .collect();
     v.sort_by(|x, y| x.0.cmp(&y.0));
@@ -134,7 +124,7 @@ fn cuda_ipc_xpod(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
     let naming: Vec<&RoleEnv> = pd
         .iter()
         .copied()
-        .filter(|r| r.literal("UCX_TLS").is_some_and(|v| Tls::parse(v).names_cuda_ipc()))
+        .filter(|r| r.literal("UCX_TLS").is_some_and(|v| UcxTls::parse(v).names("cuda_ipc")))
         .collect();
     // With an RDMA device on both sides, cuda_ipc only serves intra-pod copies and rc carries
     // KV between pods; without one, cuda_ipc is the only fast path the recipe can be counting on.
