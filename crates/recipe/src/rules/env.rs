@@ -7,8 +7,7 @@ use crate::mask::display_value;
 use crate::model::{EnvValue, Role, RoleEnv};
 use icb_core::checks::Check;
 use icb_core::fabric::{self, UcxTls};
-use icb_core::model::Status;
-use icb_core::model::TransportClass;
+use icb_core::model::{Status, TransportClass};
 
 /// NCCL variables documented as debugging aids: they override NCCL's topology-based choices.
 pub const NCCL_DEBUG_KNOBS: &[&str] = &[
