@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The tools a node probe may run. The file name is the one read from `--tool-outputs DIR`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -192,6 +192,7 @@ pub fn run_tools(tools: &[Tool], timeout: Duration) -> Vec<(Tool, ToolRun)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn missing_tools_are_not_found_quickly() {
