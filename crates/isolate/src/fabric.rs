@@ -2,8 +2,14 @@
 //! private test address (10.99.0.N/24, only inside namespaces this crate creates). Two nodes share
 //! one veth; one node or more than two hang off a bridge in a separate "hub" namespace. Nothing is
 //! ever added to the host's own network namespace, so deleting the namespaces removes every veth.
+//!
+//! Each node also has an init process holding the node's own IPC, PID and mount namespaces (the
+//! mount namespace shows the node's /sys and /proc): pods with hostIPC/hostPID join those, as on
+//! a real node, while other pods get their own ([`crate::PodSpec::node`]).
 
+use crate::chain::Placement;
 use crate::error::{IsolateError, Result};
+use crate::holder::Holder;
 use crate::names::{RunTag, validate_node};
 use crate::procs::{kill_until_gone, netns_exists, netns_inode, pids_in_netns, tagged_pids};
 use crate::tools::ip;
@@ -24,6 +30,8 @@ pub struct Node {
     pub netns: String,
     /// The node's address on `eth0`.
     pub ip: Ipv4Addr,
+    /// Pid of the node's init, holder of the node's IPC, PID and mount namespaces.
+    pub init_pid: u32,
 }
 
 /// A set of emulated nodes, removed on [`Fabric::teardown`] or on drop (also while unwinding
@@ -35,6 +43,8 @@ pub struct Fabric {
     hub: Option<String>,
     /// Namespaces that exist because of us, in creation order: only these are ever deleted.
     created: Vec<String>,
+    /// The nodes' init processes.
+    inits: Vec<Holder>,
     torn_down: bool,
 }
 
@@ -73,6 +83,7 @@ impl Fabric {
                 netns: tag.node_netns(name),
                 // Bounded by MAX_NODES (200), so i + 1 fits the last octet.
                 ip: Ipv4Addr::new(10, 99, 0, (i + 1) as u8),
+                init_pid: 0,
             })
             .collect();
         let hub = (nodes.len() != 2).then(|| tag.hub_netns());
@@ -81,6 +92,7 @@ impl Fabric {
             nodes,
             hub,
             created: Vec::new(),
+            inits: Vec::new(),
             torn_down: false,
         };
         // Any error drops `fabric`, which deletes what was created so far.
@@ -135,6 +147,16 @@ impl Fabric {
             let cidr = format!("{}/{SUBNET_PREFIX_LEN}", node.ip);
             ip(&["-n", &node.netns, "addr", "add", &cidr, "dev", NODE_IFACE])?;
             ip(&["-n", &node.netns, "link", "set", NODE_IFACE, "up"])?;
+        }
+        let tag = self.tag.to_string();
+        for node in &mut self.nodes {
+            let placement = Placement {
+                netns: Some(node.netns.clone()),
+                ..Default::default()
+            };
+            let init = Holder::start(&placement, &tag, format!("init of node {}", node.name))?;
+            node.init_pid = init.pid();
+            self.inits.push(init);
         }
         for node in &self.nodes {
             wait_until_running(&node.netns)?;
@@ -205,6 +227,10 @@ impl Fabric {
             return Ok(());
         }
         self.torn_down = true;
+        for init in &mut self.inits {
+            init.stop();
+        }
+        self.inits.clear();
         let tag = self.tag.to_string();
         let result = remove_namespaces(&self.created, &format!("run {tag}"), |t| t == tag);
         self.created.clear();

@@ -58,9 +58,11 @@
 //! its dead pid; [`cleanup_stale`] removes them on a later run.
 #![forbid(unsafe_code)]
 
+mod chain;
 mod error;
 mod fabric;
 mod gate;
+mod holder;
 mod names;
 mod netns;
 mod pair;
@@ -73,6 +75,7 @@ mod tools;
 pub use error::{IsolateError, Result};
 pub use fabric::{Fabric, NODE_IFACE, Node};
 pub use gate::{is_root, privileged_tests_enabled};
+pub use holder::Sandbox;
 pub use names::{DEFAULT_PREFIX, RUN_TAG_ENV, RunTag};
 pub use netns::run_in_netns;
 pub use pair::{Isolation, LocalPair, PairSide};

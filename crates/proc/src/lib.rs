@@ -250,7 +250,10 @@ mod tests {
         let started = Instant::now();
         let err = run(&mut sh("exec sleep 30"), Duration::from_millis(300)).unwrap_err();
         let waited = started.elapsed();
-        assert!(waited >= Duration::from_millis(300) && waited < Duration::from_secs(3), "{waited:?}");
+        assert!(
+            waited >= Duration::from_millis(300) && waited < Duration::from_secs(3),
+            "{waited:?}"
+        );
         assert!(matches!(err, RunError::TimedOut { .. }), "{err:?}");
         let text = err.to_string();
         assert_eq!(text, "`sh -c exec sleep 30` did not finish within 0.3 s and was killed");
@@ -281,6 +284,9 @@ mod tests {
     fn a_missing_program_is_not_found() {
         let err = run(&mut Command::new("/nonexistent/icb-nope"), Duration::from_secs(1)).unwrap_err();
         assert!(err.is_not_found());
-        assert!(err.to_string().starts_with("cannot start `/nonexistent/icb-nope`"), "{err}");
+        assert!(
+            err.to_string().starts_with("cannot start `/nonexistent/icb-nope`"),
+            "{err}"
+        );
     }
 }
