@@ -112,6 +112,30 @@ impl Placement {
     }
 }
 
+/// The argv prefix that runs a command inside a running pod's namespaces (network, IPC, PID,
+/// mount) in working directory `cwd`, as `kubectl exec` does; `pid` is [`crate::Pod::main_pid`].
+pub fn enter_pod(pid: u32, cwd: &Path) -> Result<Vec<OsString>> {
+    let mut wd = OsString::from("--wd=");
+    wd.push(cwd.as_os_str());
+    Ok(vec![
+        locate("nsenter", "util-linux")?.into_os_string(),
+        "-t".into(),
+        pid.to_string().into(),
+        "--net".into(),
+        "--ipc".into(),
+        "--pid".into(),
+        "--mount".into(),
+        wd,
+        "--".into(),
+    ])
+}
+
+/// The argv prefix that runs a command "on" an emulated node: in its network namespace only.
+pub fn enter_node(netns: &str) -> Result<Vec<OsString>> {
+    let ip = crate::tools::ip_path()?.into_os_string();
+    Ok(vec![ip, "netns".into(), "exec".into(), netns.into()])
+}
+
 /// Direct children of `pid` (from procfs).
 pub(crate) fn children_of(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))

@@ -22,6 +22,18 @@ const SUBNET_PREFIX_LEN: u8 = 24;
 /// The interface every node reaches the others through, as in a pod or on a node.
 pub const NODE_IFACE: &str = "eth0";
 
+/// How the nodes are cabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wiring {
+    /// Two nodes share one veth; one node or more than two hang off a bridge.
+    #[default]
+    Auto,
+    /// Every node hangs off a bridge in the hub namespace, as hosts off a switch; cutting a node
+    /// takes its switch port down (a pulled cable: the node's `eth0` loses carrier and traffic
+    /// stalls rather than failing at once).
+    Bridge,
+}
+
 /// One emulated node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
@@ -58,6 +70,11 @@ impl Fabric {
 
     /// Like [`Fabric::create`] with a tag chosen by the caller (to share it with pods' run tag).
     pub fn create_tagged(tag: RunTag, nodes: &[&str]) -> Result<Fabric> {
+        Self::create_wired(tag, nodes, Wiring::Auto)
+    }
+
+    /// Like [`Fabric::create_tagged`] with the cabling chosen by the caller.
+    pub fn create_wired(tag: RunTag, nodes: &[&str], wiring: Wiring) -> Result<Fabric> {
         let mut distinct = nodes.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
@@ -86,7 +103,7 @@ impl Fabric {
                 init_pid: 0,
             })
             .collect();
-        let hub = (nodes.len() != 2).then(|| tag.hub_netns());
+        let hub = (nodes.len() != 2 || wiring == Wiring::Bridge).then(|| tag.hub_netns());
         let mut fabric = Fabric {
             tag,
             nodes,
@@ -123,7 +140,7 @@ impl Fabric {
                 ip(&["-n", hub, "link", "add", "br0", "type", "bridge"])?;
                 ip(&["-n", hub, "link", "set", "br0", "up"])?;
                 for (i, node) in self.nodes.iter().enumerate() {
-                    let port = format!("p{i}");
+                    let port = hub_port(i);
                     ip(&[
                         "-n",
                         &node.netns,
@@ -158,8 +175,11 @@ impl Fabric {
             node.init_pid = init.pid();
             self.inits.push(init);
         }
-        for node in &self.nodes {
-            wait_until_running(&node.netns)?;
+        for (i, node) in self.nodes.iter().enumerate() {
+            wait_until_running(&node.netns, NODE_IFACE)?;
+            if let Some(hub) = &self.hub {
+                wait_until_running(hub, &hub_port(i))?;
+            }
         }
         Ok(())
     }
@@ -202,17 +222,37 @@ impl Fabric {
         &self.created
     }
 
-    /// Cuts a node off the network (its `eth0` down): connections to and from it stall and new
-    /// ones fail, as when a node's link or switch port dies. Processes on it keep running.
+    /// Cuts a node off the network: with a bridge its switch port goes down (a pulled cable:
+    /// traffic to and from it stalls), with a direct veth its `eth0` goes down (connections fail).
+    /// Processes on it keep running.
     pub fn cut(&self, name: &str) -> Result<()> {
-        ip(&["-n", self.netns(name)?, "link", "set", NODE_IFACE, "down"]).map(drop)
+        self.set_link(name, "down")
     }
 
-    /// Undoes [`Fabric::cut`]; the address and route come back with the link.
+    /// Undoes [`Fabric::cut`] and waits until the link runs again.
     pub fn restore(&self, name: &str) -> Result<()> {
-        let netns = self.netns(name)?;
-        ip(&["-n", netns, "link", "set", NODE_IFACE, "up"])?;
-        wait_until_running(netns)
+        self.set_link(name, "up")
+    }
+
+    fn set_link(&self, name: &str, state: &str) -> Result<()> {
+        let index = self.index_of(name)?;
+        let netns = &self.nodes[index].netns;
+        match &self.hub {
+            Some(hub) => ip(&["-n", hub, "link", "set", &hub_port(index), state])?,
+            None => ip(&["-n", netns, "link", "set", NODE_IFACE, state])?,
+        };
+        if state == "up" {
+            wait_until_running(netns, NODE_IFACE)?;
+            if let Some(hub) = &self.hub {
+                wait_until_running(hub, &hub_port(index))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn index_of(&self, name: &str) -> Result<usize> {
+        let node = self.node(name)?;
+        Ok(self.nodes.iter().position(|n| n == node).unwrap_or_default())
     }
 
     /// Kills every process inside the fabric's namespaces or carrying its run tag, then deletes
@@ -250,19 +290,19 @@ impl Drop for Fabric {
 /// changes with up to a second's delay, and until then `eth0` lacks IFF_RUNNING: UCX started in
 /// that window skips the device ("no active messages transport … tcp/lo"), so a fabric is handed
 /// out only once every link runs.
-fn wait_until_running(netns: &str) -> Result<()> {
+fn wait_until_running(netns: &str, dev: &str) -> Result<()> {
     const DEADLINE: Duration = Duration::from_secs(5);
     let started = Instant::now();
     loop {
-        let state = ip(&["-n", netns, "-o", "link", "show", "dev", NODE_IFACE])?;
+        let state = ip(&["-n", netns, "-o", "link", "show", "dev", dev])?;
         if state.contains("state UP") {
             return Ok(());
         }
         if started.elapsed() > DEADLINE {
             return Err(IsolateError::Command {
-                command: format!("ip -n {netns} link show dev {NODE_IFACE}"),
+                command: format!("ip -n {netns} link show dev {dev}"),
                 detail: format!(
-                    "{NODE_IFACE} not operationally up after {} s: {}",
+                    "{dev} not operationally up after {} s: {}",
                     DEADLINE.as_secs(),
                     state.trim()
                 ),
@@ -270,6 +310,11 @@ fn wait_until_running(netns: &str) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// A node's veth end on the hub's bridge.
+fn hub_port(index: usize) -> String {
+    format!("p{index}")
 }
 
 /// Empties and deletes named network namespaces, and kills processes whose run tag matches

@@ -72,8 +72,9 @@ mod signal;
 mod stale;
 mod tools;
 
+pub use chain::{enter_node, enter_pod};
 pub use error::{IsolateError, Result};
-pub use fabric::{Fabric, NODE_IFACE, Node};
+pub use fabric::{Fabric, NODE_IFACE, Node, Wiring};
 pub use gate::{is_root, privileged_tests_enabled};
 pub use holder::Sandbox;
 pub use names::{DEFAULT_PREFIX, RUN_TAG_ENV, RunTag};

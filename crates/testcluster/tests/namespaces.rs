@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::*;
 use futures::AsyncBufReadExt;
 use futures::TryStreamExt;
-use icb_testcluster::{ClusterConfig, NETNS_PREFIX, TestCluster};
+use icb_testcluster::{ClusterConfig, NAME_PREFIX, TestCluster};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{AttachParams, LogParams};
@@ -331,8 +331,22 @@ async fn dropping_the_cluster_leaves_no_process_or_namespace() {
     wait_for(&pods, "leak-a", "running", |p| phase(p) == "Running").await;
     wait_for(&pods, "leak-b", "running", |p| phase(p) == "Running").await;
     let names = cluster.netns_names();
-    assert_eq!(names.len(), 3);
-    assert!(names.iter().all(|n| n.starts_with(NETNS_PREFIX)));
+    assert_eq!(names.len(), 3, "two nodes and the switch: {names:?}");
+    assert!(names.iter().all(|n| n.starts_with(&format!("{NAME_PREFIX}-"))));
+    let tag = cluster.run_tag();
+    let owner = std::process::id();
+    // (Tests run in parallel: other clusters of this process may be listed too.)
+    let seen = icb_isolate::leftovers_of(NAME_PREFIX, owner).namespaces;
+    assert!(
+        names.iter().all(|n| seen.contains(n)),
+        "icb-isolate's leak check sees the cluster's namespaces: {names:?} vs {seen:?}"
+    );
+    // Node inits, both pods' wrappers and their processes all carry the cluster's run tag.
+    assert!(
+        icb_isolate::live_processes(&tag).len() >= 4,
+        "{:?}",
+        icb_isolate::live_processes(&tag)
+    );
     let listed = netns_list();
     assert!(names.iter().all(|n| listed.contains(n.as_str())), "{listed}");
     assert!(!processes_with(&marker).is_empty(), "the pods run");
@@ -355,6 +369,11 @@ async fn dropping_the_cluster_leaves_no_process_or_namespace() {
         "namespaces removed: {listed}"
     );
     assert!(!dir.exists(), "temp files removed");
+    assert_eq!(
+        icb_isolate::live_processes(&tag),
+        Vec::<u32>::new(),
+        "nothing of the run survives"
+    );
 }
 
 #[tokio::test]
