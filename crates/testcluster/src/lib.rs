@@ -5,19 +5,22 @@
 //! extended-resource capacity such as `nvidia.com/gpu` and `rdma/ib`), and one node agent per
 //! node that runs each pod's containers as real local processes.
 //!
-//! With [`Isolation::Namespaces`] (root) every node is a Linux network namespace with its own IPC,
-//! PID and mount namespaces, cabled to the others by a veth on a private bridge (10.99.0.N/24, all
-//! inside namespaces this crate creates); each pod gets its own IPC and PID namespaces unless
-//! `hostIPC`/`hostPID`. **A pod's IP is its node's IP** (pods on one node share the node's network
-//! namespace, as with `hostNetwork`); that keeps "same node → loopback-like TCP, other node → veth"
-//! true, which is what ic-bench's verdicts care about.
+//! With [`Isolation::Namespaces`] (root) the nodes and pods come from icb-isolate, the one
+//! namespace layer `pair --local` uses too: every node is a Linux network namespace with an init
+//! process holding the node's own IPC, PID and mount namespaces, cabled to the others by a veth on
+//! a private bridge (10.99.0.N/24, all inside namespaces that layer creates); each pod gets its own
+//! IPC and PID namespaces unless `hostIPC`/`hostPID`, which join the node's. **A pod's IP is its
+//! node's IP** (pods on one node share the node's network namespace, as with `hostNetwork`); that
+//! keeps "same node → loopback-like TCP, other node → veth" true, which is what ic-bench's verdicts
+//! care about.
 //!
 //! Tests start a cluster, point ic-bench (or an in-test `kube::Client`) at it, and assert on the
 //! pods, their logs and the recorded requests; fault knobs inject API errors, latency, image pull
 //! failures, crashes and network cuts. Dropping the cluster (also while a test panics) kills every
 //! pod process and removes every namespace and temp file; processes are also started with a parent
-//! death signal, so even a SIGKILLed test leaves no pod running, and stale namespaces of dead test
-//! processes are removed by the next cluster start.
+//! death signal that reaches the real program, so even a SIGKILLed test leaves no pod running, and
+//! stale namespaces of dead test processes are removed by the next cluster start
+//! (`icb_isolate::cleanup_stale`, the same scheme `ic-bench gc --local` uses).
 //!
 //! `README.md` in this crate lists the whole public API and what is (and is not) emulated.
 //!
