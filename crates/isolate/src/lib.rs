@@ -45,7 +45,8 @@
 //! pair.pod(&side, program) -> PodSpec;  pair.tag();  pair.fabric();  pair.teardown(self)
 //!
 //! // Leftovers, signals, helpers
-//! cleanup_stale(prefix) -> Result<Leftovers { namespaces, processes }>  // owner pid dead only
+//! cleanup_stale(prefix) -> Result<Leftovers { namespaces, processes }>  // owner pid dead only; root
+//! find_stale(prefix) -> Result<Leftovers>            // what cleanup_stale would remove (dry run)
 //! leftovers_of(prefix, owner pid) -> Leftovers       // what a run (dead or alive) still has
 //! StopSignals::install() -> Result<StopSignals>;  signals.recv().await -> StopSignal
 //! run_in_netns(netns, FnOnce() -> T) -> Result<T>   // e.g. bind/connect sockets "on" a node
@@ -94,4 +95,4 @@ pub use pair::{Isolation, LocalPair, PairSide};
 pub use pod::{Pod, PodSpec};
 pub use procs::{live_processes, netns_exists, pid_alive};
 pub use signal::{StopSignal, StopSignals};
-pub use stale::{Leftovers, cleanup_stale, leftovers_of};
+pub use stale::{Leftovers, cleanup_stale, find_stale, leftovers_of};
