@@ -16,6 +16,9 @@
 //! every pod and namespace holder dies with it; a PID namespace's init takes its namespace along.
 //! The owner is the *thread* that spawned the chain (PR_SET_PDEATHSIG): spawn from a thread that
 //! lives as long as the pod (a runtime worker or the main thread, not a short-lived blocking one).
+//! One window stays open: an owner killed in the microseconds between a forking wrapper's `fork`
+//! and its child's `prctl` (util-linux does not re-check the parent) leaves that child running;
+//! it carries the run tag, so [`crate::cleanup_stale`] (next run, `ic-bench gc --local`) kills it.
 
 use crate::error::Result;
 use crate::tools::{locate, unshare_path};

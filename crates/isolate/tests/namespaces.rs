@@ -2,8 +2,8 @@
 //! name prefix so tests running in parallel never see each other's leftovers as their own.
 
 use icb_isolate::{
-    Fabric, Isolation, Leftovers, LocalPair, Pod, PodSpec, cleanup_stale, leftovers_of, live_processes, netns_exists,
-    privileged_tests_enabled, run_in_netns,
+    Fabric, Isolation, Leftovers, LocalPair, Pod, PodSpec, Wiring, cleanup_stale, leftovers_of, live_processes,
+    netns_exists, privileged_tests_enabled, run_in_netns,
 };
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -205,6 +205,30 @@ fn nodes_reach_each_other_over_the_veth_until_cut() {
 }
 
 #[test]
+fn a_cut_on_a_bridged_fabric_is_a_pulled_cable() {
+    if !privileged_tests_enabled("a_cut_on_a_bridged_fabric_is_a_pulled_cable") {
+        return;
+    }
+    let tag = icb_isolate::RunTag::new("icbt").unwrap();
+    let fabric = Fabric::create_wired(tag, &["a", "b"], Wiring::Bridge).unwrap();
+    assert_eq!(fabric.namespaces().len(), 3, "two nodes plus the switch");
+    let listener = listen(fabric.netns("b").unwrap(), fabric.node_ip("b").unwrap());
+    let addr = listener.local_addr().unwrap();
+    connect(fabric.netns("a").unwrap(), addr).expect("a reaches b through the switch");
+    fabric.cut("b").unwrap();
+    // The switch port is down but b's eth0 keeps its address and route: traffic stalls.
+    let err = connect(fabric.netns("a").unwrap(), addr).expect_err("b is cut off");
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err:?}");
+    fabric.restore("b").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while let Err(e) = connect(fabric.netns("a").unwrap(), addr) {
+        assert!(Instant::now() < deadline, "b still unreachable after restore: {e}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fabric.teardown().unwrap();
+}
+
+#[test]
 fn three_nodes_share_a_bridge() {
     if !privileged_tests_enabled("three_nodes_share_a_bridge") {
         return;
@@ -340,15 +364,34 @@ async fn crashed_owner_helper() {
     let isolation: Isolation = isolation.to_str().unwrap().parse().unwrap();
     let pair = LocalPair::create(isolation, "icbs").unwrap();
     let tag = pair.tag().clone();
-    let _decode = pair.pod(pair.decode(), "sleep").arg("1000").spawn().unwrap();
-    let _prefill = pair.pod(pair.prefill(), "sleep").arg("1000").spawn().unwrap();
-    let _plain = PodSpec::plain("sleep").arg("1000").tag(&tag).spawn().unwrap();
+    let decode = pair.pod(pair.decode(), "sleep").arg("1000").spawn().unwrap();
+    let prefill = pair.pod(pair.prefill(), "sleep").arg("1000").spawn().unwrap();
+    let plain = PodSpec::plain("sleep").arg("1000").tag(&tag).spawn().unwrap();
+    // Owners die long after their pods started; wait until the wrappers are done (see below).
+    for pod in [&decode, &prefill, &plain] {
+        wait_until_it_runs(pod, "sleep").await;
+    }
     println!("TAG {tag}");
     for ns in pair.fabric().map(|f| f.namespaces().to_vec()).unwrap_or_default() {
         println!("NS {ns}");
     }
     println!("READY");
     tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+/// Waits until the pod's program (behind its wrappers) runs `comm`. An owner that dies in the
+/// microseconds between a forking wrapper's fork and its child's PR_SET_PDEATHSIG leaves that
+/// child running until the next `cleanup_stale`; that window is not what these tests measure.
+async fn wait_until_it_runs(pod: &Pod, comm: &str) {
+    let main = pod
+        .main_pid(Duration::from_secs(5))
+        .await
+        .expect("the pod's program started");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !std::fs::read_to_string(format!("/proc/{main}/comm")).is_ok_and(|c| c.trim() == comm) {
+        assert!(Instant::now() < deadline, "pid {main} never ran {comm}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
 }
 
 /// Starts the helper owner in `isolation`; returns it with its run tag and namespaces.

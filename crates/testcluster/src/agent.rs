@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use icb_isolate::{PodSpec, Sandbox};
+use icb_isolate::Sandbox;
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, Pod, PodIP,
 };
@@ -19,7 +19,7 @@ use crate::cluster::{KillReason, PodHandle, Shared, lock, set_condition, waiting
 use crate::config::ImageConfig;
 use crate::logbuf::LogBuf;
 use crate::probe::{ProbeTarget, readiness_loop};
-use crate::process;
+use crate::process::{self, Placement};
 use crate::store::now;
 
 /// Starts the agent's work on a freshly bound pod.
@@ -385,40 +385,6 @@ fn mark_deadline_exceeded(shared: &Shared, handle: &PodHandle) {
         set_condition(st, "ContainersReady", "False", Some("PodFailed"), None);
         set_condition(st, "Ready", "False", Some("PodFailed"), None);
     });
-}
-
-/// Where a pod's containers run: on which emulated node (none in host isolation) and which of
-/// the node's namespaces they share.
-#[derive(Clone)]
-struct Placement {
-    node: Option<icb_isolate::Node>,
-    host_ipc: bool,
-    host_pid: bool,
-    /// The pod sandbox's IPC namespace, shared by the pod's containers.
-    ipc_of: Option<u32>,
-}
-
-impl Placement {
-    /// The container `argv` as a pod of icb-isolate's namespace layer, with exactly `env`.
-    fn spec(&self, argv: &[String], env: &BTreeMap<String, String>, cwd: &Path, tag: &icb_isolate::RunTag) -> PodSpec {
-        let (program, args) = argv.split_first().map_or(("", &[][..]), |(p, a)| (p.as_str(), a));
-        let mut spec = match &self.node {
-            None => PodSpec::plain(program),
-            Some(node) => PodSpec::new(program)
-                .node(node)
-                .host_ipc(self.host_ipc)
-                .host_pid(self.host_pid),
-        };
-        if let Some(pid) = self.ipc_of {
-            spec = spec.share_ipc_with(pid);
-        }
-        spec.args(args)
-            .env_clear()
-            .envs(env)
-            .current_dir(cwd)
-            .merge_output(true)
-            .tag(tag)
-    }
 }
 
 async fn pump(mut output: tokio::net::unix::pipe::Receiver, log: Arc<LogBuf>) {
