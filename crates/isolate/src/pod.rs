@@ -154,10 +154,12 @@ impl PodSpec {
 
     /// The full command line that [`PodSpec::spawn`] runs, wrappers included.
     pub fn command_line(&self) -> Result<Vec<OsString>> {
-        let cwd = match &self.current_dir {
-            Some(dir) => dir.clone(),
-            None => std::env::current_dir().map_err(|e| IsolateError::io("cannot read the working directory", e))?,
-        };
+        // Only a pod entering its node's mount namespace needs it (nsenter --wd).
+        let cwd = self
+            .current_dir
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("/"));
         let mut argv = self.placement.wrappers(&cwd)?;
         argv.push(self.program.clone());
         argv.extend(self.args.iter().cloned());
