@@ -50,7 +50,7 @@ enum Command {
     Probe(cmd::probe::Args),
     /// Detect NCCL_IB_HCA / GID index / UCX_NET_DEVICES from sysfs and print them
     DetectEnv(cmd::detect_env::Args),
-    /// Delete leftover ic-bench pods (by label)
+    /// Delete leftover ic-bench pods (by label), or with --local dead local runs' namespaces
     Gc(cmd::gc::Args),
     /// Print shell completions
     Completions {
