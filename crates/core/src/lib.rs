@@ -2,7 +2,7 @@
 //!
 //! Everything here is data and rules, with no I/O: the result types that form the JSON
 //! contract of `ic-bench pair` ([`model`]), the probe result types ([`checks`]), parsing of
-//! sizes and units ([`units`]), the classification of what UCX reported into a transport class
+//! sizes and units ([`units`]), what must never be printed ([`secrets`]), the classification of what UCX reported into a transport class
 //! ([`classify`]), and the verdict rules that turn measurements plus a placement into
 //! ok / warn / fail with a one-line reason and a fix hint ([`verdict`]).
 //!
@@ -14,6 +14,7 @@
 pub mod checks;
 pub mod classify;
 pub mod model;
+pub mod secrets;
 pub mod units;
 pub mod verdict;
 
