@@ -37,6 +37,7 @@ pub fn base64_text(encoded: &str) -> Option<String> {
 /// How a variable's value may be printed.
 pub fn display_value(var: &EnvVar) -> String {
     match &var.value {
+        EnvValue::Literal { .. } if var.from_secret => MASK.to_string(),
         EnvValue::Literal { value } => icb_core::secrets::mask_value(&var.name, value),
         EnvValue::Secret { name, .. } => format!("<from Secret {name}>"),
         EnvValue::ConfigMap { name, key } => format!("<from ConfigMap {name}/{key}>"),

@@ -75,6 +75,9 @@ pub struct EnvVar {
     pub value: EnvValue,
     /// The layer and place that set it last, e.g. `spec.services.decode.envs (deploy.yaml:42)`.
     pub origin: String,
+    /// Read from a Secret in the inputs: known to the checks, printed only as `***`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_secret: bool,
 }
 
 impl EnvVar {

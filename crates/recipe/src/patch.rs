@@ -67,12 +67,6 @@ fn scan(root: &Node, wanted: &[&str]) -> (bool, bool) {
     (found, directive)
 }
 
-fn is_kustomize(d: &Document) -> bool {
-    d.api_version()
-        .is_some_and(|a| a.starts_with("kustomize.config.k8s.io"))
-        || matches!(d.kind(), Some("Kustomization" | "Component"))
-}
-
 /// Applies patches in load order. Problems with inline patches are returned as notes
 /// (they make the resolved env doubtful but do not stop the probe).
 pub fn merge_documents(docs: &[Document]) -> (Vec<Merged>, Vec<String>) {
@@ -82,7 +76,7 @@ pub fn merge_documents(docs: &[Document]) -> (Vec<Merged>, Vec<String>) {
     let mut latest: HashMap<(String, String, String), usize> = HashMap::new();
     let mut patched: Vec<usize> = Vec::new();
     for d in docs {
-        if is_kustomize(d) {
+        if crate::render::is_kustomization(d) {
             kustomizations.push(d);
             continue;
         }

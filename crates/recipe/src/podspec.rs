@@ -37,6 +37,7 @@ pub(crate) fn apply_env(role: &mut RoleEnv, env: &Node, layer: &str, source: &st
                     name: name.to_string(),
                     value,
                     origin: origin(layer, source, item),
+                    from_secret: false,
                 });
             }
         }
@@ -65,6 +66,7 @@ pub(crate) fn apply_env(role: &mut RoleEnv, env: &Node, layer: &str, source: &st
                     name: name.clone(),
                     value,
                     origin: origin(layer, source, v),
+                    from_secret: false,
                 });
             }
         }

@@ -39,6 +39,19 @@ impl Resolution {
     pub fn mask(&self, text: &str) -> String {
         self.masker.mask(text)
     }
+
+    /// Remembers a Secret's values (plain and base64-decoded) so no line can print them.
+    pub fn remember_secret_document(&mut self, doc: &Document) {
+        for (_, text) in secret_entries(doc) {
+            self.masker.add(&text);
+        }
+        // The base64 text itself is as secret as what it encodes.
+        for (_, v) in doc.root.get("data").map(Node::as_map).unwrap_or_default() {
+            if let Some(s) = v.as_str() {
+                self.masker.add(s);
+            }
+        }
+    }
 }
 
 /// Resolves all documents (already loaded, in order) into per-role settings.
@@ -54,6 +67,7 @@ pub fn resolve(docs: &[Document]) -> Resolution {
     res.notes = notes;
     let mut overlays = Vec::new();
     let mut configmaps = Vec::new();
+    let mut secrets = Vec::new();
     let mut dgd_names: HashMap<&str, usize> = HashMap::new();
     for m in merged.iter().filter(|m| m.doc.kind() == Some("DynamoGraphDeployment")) {
         *dgd_names.entry(m.doc.name().unwrap_or("")).or_default() += 1;
@@ -86,16 +100,8 @@ pub fn resolve(docs: &[Document]) -> Resolution {
             }
             Some("LeaderWorkerSet") => lws(&mut res, m),
             Some("Secret") => {
-                for key in ["data", "stringData"] {
-                    for (_, v) in doc.root.get(key).map(Node::as_map).unwrap_or_default() {
-                        if let Some(s) = v.as_str() {
-                            res.masker.add(s);
-                            if let Some(plain) = mask::base64_text(s).filter(|_| key == "data") {
-                                res.masker.add(&plain);
-                            }
-                        }
-                    }
-                }
+                res.remember_secret_document(doc);
+                secrets.push(m);
             }
             Some("ConfigMap") => configmaps.push(m),
             None if is_overlay(&doc.root) => overlays.push(m),
@@ -109,7 +115,7 @@ pub fn resolve(docs: &[Document]) -> Resolution {
         }
     }
     classify_claims(&mut res.roles, &merged);
-    resolve_configmap_refs(&mut res.roles, &configmaps);
+    resolve_configmap_refs(&mut res.roles, &configmaps, &secrets);
     for cm in configmaps {
         apply_configmap(&mut res, cm);
     }
@@ -154,7 +160,7 @@ const OVERLAY_KEYS: &[&str] = &[
 
 /// A kind-less document made only of provider-profile keys, with something to apply. Any other
 /// key (a CI workflow's `env:`, say) means it is not an overlay.
-fn is_overlay(root: &Node) -> bool {
+pub(crate) fn is_overlay(root: &Node) -> bool {
     let entries = root.as_map();
     !entries.is_empty()
         && entries.iter().all(|(k, _)| OVERLAY_KEYS.contains(&k.as_str()))
@@ -502,51 +508,98 @@ fn classify_claims(roles: &mut [RoleEnv], merged: &[Merged]) {
     }
 }
 
-/// Fills `configMapKeyRef` values and `envFrom: configMapRef` keys from ConfigMaps that are
-/// among the inputs (Secrets are never resolved: their values must not be printed).
-fn resolve_configmap_refs(roles: &mut [RoleEnv], configmaps: &[&Merged]) {
-    let by_name: HashMap<&str, &Merged> = configmaps
+/// A ConfigMap's `data`, or a Secret's `stringData` and base64-decoded `data`, with lines.
+fn secret_entries(doc: &Document) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (key, v) in doc.root.get("stringData").map(Node::as_map).unwrap_or_default() {
+        if let Some(s) = v.as_str() {
+            out.push((key.clone(), s.to_string()));
+        }
+    }
+    for (key, v) in doc.root.get("data").map(Node::as_map).unwrap_or_default() {
+        if let Some(plain) = v.as_str().and_then(mask::base64_text) {
+            out.push((key.clone(), plain));
+        }
+    }
+    out
+}
+
+/// Key → (value, line) of a ConfigMap (`data`) or a Secret (`stringData`, decoded `data`).
+fn object_entries(m: &Merged) -> Vec<(String, String, usize)> {
+    let line_of = |key: &str| {
+        ["data", "stringData"]
+            .iter()
+            .find_map(|s| m.doc.root.path(&[s, key]))
+            .map_or(m.doc.root.line, |n| n.line)
+    };
+    if m.doc.kind() == Some("Secret") {
+        return secret_entries(&m.doc)
+            .into_iter()
+            .map(|(k, v)| {
+                let line = line_of(&k);
+                (k, v, line)
+            })
+            .collect();
+    }
+    m.doc
+        .root
+        .get("data")
+        .map(Node::as_map)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string(), v.line)))
+        .collect()
+}
+
+/// Fills `configMapKeyRef`/`secretKeyRef` values and `envFrom` keys from the ConfigMaps and
+/// Secrets that are among the recipe's inputs. Values from Secrets are marked so that they are
+/// only ever printed masked.
+fn resolve_configmap_refs(roles: &mut [RoleEnv], configmaps: &[&Merged], secrets: &[&Merged]) {
+    let by_name: HashMap<(&str, &str), &Merged> = configmaps
         .iter()
         .filter(|m| m.doc.kind() == Some("ConfigMap"))
-        .filter_map(|m| Some((m.doc.name()?, *m)))
+        .chain(secrets.iter())
+        .filter_map(|m| Some(((m.doc.kind()?, m.doc.name()?), *m)))
         .collect();
-    let lookup = |name: &str| by_name.get(name).copied();
+    let lookup = |kind: &str, name: &str| {
+        let k = if kind == "secret" { "Secret" } else { "ConfigMap" };
+        by_name.get(&(k, name)).copied()
+    };
     for r in roles {
         for var in &mut r.env {
-            let EnvValue::ConfigMap { name, key } = &var.value else {
+            let (kind, name, key) = match &var.value {
+                EnvValue::ConfigMap { name, key } => ("configMap", name.clone(), key.clone()),
+                EnvValue::Secret { name, key } => ("secret", name.clone(), key.clone()),
+                _ => continue,
+            };
+            let Some(obj) = lookup(kind, &name) else { continue };
+            let Some((_, value, line)) = object_entries(obj).into_iter().find(|(k, _, _)| *k == key) else {
                 continue;
             };
-            let Some(cm) = lookup(name) else { continue };
-            let Some(node) = cm.doc.root.path(&["data", key.as_str()]) else {
-                continue;
-            };
-            let Some(value) = node.as_str() else { continue };
-            var.origin = format!("ConfigMap/{name} {key} ({}:{})", cm.doc.source, node.line);
-            var.value = EnvValue::Literal {
-                value: value.to_string(),
-            };
+            let label = if kind == "secret" { "Secret" } else { "ConfigMap" };
+            var.origin = format!("{label}/{name} {key} ({}:{line})", obj.doc.source);
+            var.from_secret = kind == "secret";
+            var.value = EnvValue::Literal { value };
         }
         let mut kept = Vec::new();
         for from in std::mem::take(&mut r.env_from) {
-            let Some(cm) = lookup(&from.name).filter(|_| from.kind == "configMap") else {
+            let Some(obj) = lookup(&from.kind, &from.name) else {
                 kept.push(from);
                 continue;
             };
+            let label = if from.kind == "secret" { "Secret" } else { "ConfigMap" };
             // envFrom sits below every explicit env entry, so it only fills the gaps.
             let mut added = Vec::new();
-            for (key, v) in cm.doc.root.get("data").map(Node::as_map).unwrap_or_default() {
-                if r.env.iter().any(|e| &e.name == key) {
+            for (key, value, line) in object_entries(obj) {
+                if r.env.iter().any(|e| e.name == key) || added.iter().any(|e: &EnvVar| e.name == key) {
                     continue;
                 }
-                if let Some(value) = v.as_str() {
-                    added.push(EnvVar {
-                        name: key.clone(),
-                        value: EnvValue::Literal {
-                            value: value.to_string(),
-                        },
-                        origin: format!("envFrom ConfigMap/{} ({}:{})", from.name, cm.doc.source, v.line),
-                    });
-                }
+                added.push(EnvVar {
+                    name: key,
+                    value: EnvValue::Literal { value },
+                    origin: format!("envFrom {label}/{} ({}:{line})", from.name, obj.doc.source),
+                    from_secret: from.kind == "secret",
+                });
             }
             r.env.splice(0..0, added);
             r.reindex();

@@ -30,6 +30,8 @@ pub trait Exporter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
     Table,
+    /// The table plus detail: for `probe env`, the transport variables of every role.
+    Wide,
     Json,
     Junit,
     Prometheus,
@@ -37,8 +39,9 @@ pub enum Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 5] = [
+    pub const ALL: [Format; 6] = [
         Format::Table,
+        Format::Wide,
         Format::Json,
         Format::Junit,
         Format::Prometheus,
@@ -48,6 +51,7 @@ impl Format {
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Table => "table",
+            Format::Wide => "wide",
             Format::Json => "json",
             Format::Junit => "junit",
             Format::Prometheus => "prometheus",
@@ -57,7 +61,8 @@ impl Format {
 
     pub fn exporter(self) -> Box<dyn Exporter> {
         match self {
-            Format::Table => Box::new(crate::TableExporter),
+            Format::Table => Box::new(crate::TableExporter { wide: false }),
+            Format::Wide => Box::new(crate::TableExporter { wide: true }),
             Format::Json => Box::new(crate::JsonExporter),
             Format::Junit => Box::new(crate::JunitExporter),
             Format::Prometheus => Box::new(crate::PrometheusExporter),
@@ -78,7 +83,7 @@ impl FromStr for Format {
         let wanted = s.trim().to_ascii_lowercase();
         Format::ALL.into_iter().find(|f| f.as_str() == wanted).ok_or_else(|| {
             icb_core::ParseError::new(format!(
-                "unknown output format '{s}': use table, json, junit, prometheus or svg"
+                "unknown output format '{s}': use table, wide, json, junit, prometheus or svg"
             ))
         })
     }
