@@ -12,6 +12,7 @@
 
 mod engine;
 mod error;
+mod kinds;
 mod load;
 mod mask;
 mod model;

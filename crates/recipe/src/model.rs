@@ -134,6 +134,9 @@ pub struct EngineArgs {
     pub framework: Option<String>,
     /// True when launched through Dynamo (`python -m dynamo.*`).
     pub dynamo: bool,
+    /// The KV backend a platform injects when the recipe names none (KServe's LLMInferenceService
+    /// P/D configs start vLLM with NixlConnector), said in the report.
+    pub platform_default: Option<String>,
     /// vLLM `kv_connector` from `--kv-transfer-config`.
     pub kv_connector: Option<String>,
     /// vLLM `kv_role` from `--kv-transfer-config`.

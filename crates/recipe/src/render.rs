@@ -71,7 +71,7 @@ fn render_into(k: &Document, depth: usize, out: &mut Rendered) {
                 ));
                 continue;
             }
-            read_resource(&dir.join(rel), k, entry.line, depth, out);
+            read_resource(&normalize(&dir.join(rel)), k, entry.line, depth, out);
         }
     }
     // The kustomization itself, with patch files inlined, so merge_documents applies them.
@@ -130,7 +130,7 @@ fn inline_patch_files(k: &mut Document, dir: &Path, can_read: bool, out: &mut Re
                 ));
                 continue;
             }
-            let path = dir.join(&rel);
+            let path = normalize(&dir.join(&rel));
             let text = match read_text(&path) {
                 Ok(t) => t,
                 Err(e) => {
@@ -150,6 +150,34 @@ fn inline_patch_files(k: &mut Document, dir: &Path, can_read: bool, out: &mut Re
             }
         }
     }
+}
+
+/// `a/overlays/aws/../../base` → `a/base`, without touching the file system, so that a base
+/// reached from two overlays (or walked directly) is recognised as the same file.
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                let popped = matches!(out.components().next_back(), Some(Component::Normal(_))) && out.pop();
+                if !popped {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// [`normalize`] for a document's `source`.
+pub(crate) fn same_file(source: &str) -> String {
+    if source.starts_with('<') {
+        return source.to_string();
+    }
+    normalize(Path::new(source)).display().to_string()
 }
 
 fn read_text(path: &Path) -> Result<String, String> {
@@ -242,6 +270,16 @@ pub fn helm_template(chart: &Path) -> Result<Vec<Document>, RecipeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_are_normalised_lexically() {
+        assert_eq!(
+            normalize(Path::new("a/overlays/aws/../../base")),
+            PathBuf::from("a/base")
+        );
+        assert_eq!(normalize(Path::new("./x/../../y")), PathBuf::from("../y"));
+        assert_eq!(normalize(Path::new("/r/./a/../b")), PathBuf::from("/r/b"));
+    }
 
     #[test]
     fn a_missing_binary_is_not_found() {

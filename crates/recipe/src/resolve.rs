@@ -99,6 +99,8 @@ pub fn resolve(docs: &[Document]) -> Resolution {
                 }
             }
             Some("LeaderWorkerSet") => lws(&mut res, m),
+            Some("LLMInferenceService") => crate::kinds::llm_inference_service(&mut res, m),
+            Some("DisaggregatedSet") => crate::kinds::disaggregated_set(&mut res, m),
             Some("Secret") => {
                 res.remember_secret_document(doc);
                 secrets.push(m);
@@ -169,7 +171,7 @@ pub(crate) fn is_overlay(root: &Node) -> bool {
             .any(|k| root.get(k).is_some())
 }
 
-fn label_words(meta: Option<&Node>) -> Vec<String> {
+pub(crate) fn label_words(meta: Option<&Node>) -> Vec<String> {
     let mut words = Vec::new();
     for key in ["labels", "annotations"] {
         for (k, v) in meta.and_then(|m| m.get(key)).map(Node::as_map).unwrap_or_default() {
@@ -184,7 +186,7 @@ fn label_words(meta: Option<&Node>) -> Vec<String> {
 }
 
 /// Role from, in order: an explicit type field, the engine's own flags, labels, the name.
-fn infer_role(explicit: &[Option<&str>], role: &RoleEnv, labels: &[String]) -> Role {
+pub(crate) fn infer_role(explicit: &[Option<&str>], role: &RoleEnv, labels: &[String]) -> Role {
     for e in explicit.iter().flatten() {
         match Role::from_word(e) {
             Some(Role::Worker) | None => {}

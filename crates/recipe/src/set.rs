@@ -72,22 +72,24 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
     }
     // A kustomization that another one renders is a base, not a recipe of its own.
     let mut bases: HashSet<String> = HashSet::new();
+    // Compared as normalised paths: `overlays/aws/../../base/x.yaml` is `base/x.yaml`.
     for (k, r) in &kustomizations {
-        for f in r.files.iter().filter(|f| **f != k.source) {
-            bases.insert(f.clone());
+        let own = render::same_file(&k.source);
+        for f in r.files.iter().map(|f| render::same_file(f)).filter(|f| *f != own) {
+            bases.insert(f);
         }
-        claimed.extend(r.files.iter().cloned());
+        claimed.extend(r.files.iter().map(|f| render::same_file(f)));
     }
     let mut kustomize_recipes = Vec::new();
     // A kustomization that renders no object of its own (a Component, a patch-only
     // kustomization beside the recipe) patches the recipes of its folder and below.
     let mut folder_layers: Vec<Document> = Vec::new();
     for (k, r) in kustomizations {
-        if bases.contains(k.source.as_str()) {
+        if bases.contains(&render::same_file(&k.source)) {
             continue;
         }
         if r.docs.iter().all(render::is_kustomization) {
-            claimed.remove(&k.source);
+            claimed.remove(&render::same_file(&k.source));
             folder_layers.extend(r.docs);
             continue;
         }
@@ -99,7 +101,7 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
     }
     let free: Vec<&Document> = docs
         .iter()
-        .filter(|d| d.root.is_map() && !claimed.contains(&d.source))
+        .filter(|d| d.root.is_map() && !claimed.contains(&render::same_file(&d.source)))
         .collect();
     for d in &free {
         if d.kind() == Some("Secret") {

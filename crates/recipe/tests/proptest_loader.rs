@@ -76,6 +76,12 @@ proptest! {
                     prop_assert!(msg.starts_with("p.yaml: no recipe found"), "{}", msg);
                     prop_assert!(!msg.contains('\n'), "{}", msg);
                 }
+                // Objects of no supported kind (a Service, a Component alone): refused in one line.
+                Err(e @ RecipeError::Unsupported { .. }) => {
+                    let msg = e.to_string();
+                    prop_assert!(msg.starts_with("p.yaml: no supported recipe kind"), "{}", msg);
+                    prop_assert!(!msg.contains('\n'), "{}", msg);
+                }
                 Err(e) => prop_assert!(false, "{}", e),
             },
             Err(e) => {

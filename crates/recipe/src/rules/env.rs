@@ -121,6 +121,13 @@ fn backend_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
             Some("use NixlConnector with UCX (or LIBFABRIC on EFA), SGLang nixl/mooncake, TensorRT-LLM UCX/NIXL"),
         )),
         None if !matches!(r.role, Role::Prefill | Role::Decode) && !ctx.disagg => {}
+        None if e.platform_default.is_some() => out.push(mk(
+            "env.backend",
+            Status::Ok,
+            format!("KV transfer: {}", e.platform_default.as_deref().unwrap_or_default()),
+            scope,
+            None,
+        )),
         None if e.dynamo && e.framework.as_deref() == Some("vllm") => out.push(mk(
             "env.backend",
             Status::Ok,
