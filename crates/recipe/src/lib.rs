@@ -72,9 +72,9 @@ pub fn probe_env_with(inputs: &[Input], opts: &EnvOptions) -> Result<ProbeReport
     for j in &judged {
         let own = ProbeReport::new("env", &j.recipe.name, j.checks.clone(), Vec::new());
         let mut sources: Vec<String> = Vec::new();
-        for d in &j.recipe.docs {
-            if !sources.contains(&d.source) {
-                sources.push(d.source.clone());
+        for f in j.recipe.docs.iter().map(|d| &d.source).chain(j.recipe.files.iter()) {
+            if !sources.iter().any(|s| render::same_file(s) == render::same_file(f)) {
+                sources.push(f.clone());
             }
         }
         verdicts.push(RecipeVerdict {

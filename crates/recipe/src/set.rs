@@ -42,6 +42,8 @@ pub struct Recipe {
     pub docs: Vec<Document>,
     /// Problems met while rendering it (a patch file missing, a remote base).
     pub notes: Vec<String>,
+    /// Files read to render it that hold no document of their own (kustomize patch files).
+    pub files: Vec<String>,
 }
 
 /// The inputs as recipes.
@@ -97,6 +99,7 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
             name: format!("kustomize {}", k.dir()),
             docs: r.docs,
             notes: r.notes,
+            files: r.files,
         });
     }
     let free: Vec<&Document> = docs
@@ -133,6 +136,7 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
                 name: format!("{} ({kind}/{})", d.source, d.name().unwrap_or("unnamed")),
                 docs: vec![(*d).clone()],
                 notes: Vec::new(),
+                files: Vec::new(),
             });
         } else if POD_KINDS.contains(&kind) {
             let ns = d
@@ -166,6 +170,7 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
             name,
             docs: members.into_iter().cloned().collect(),
             notes: Vec::new(),
+            files: Vec::new(),
         });
     }
     for r in &mut recipes {
