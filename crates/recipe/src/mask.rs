@@ -42,6 +42,7 @@ pub fn display_value(var: &EnvVar) -> String {
         EnvValue::Secret { name, .. } => format!("<from Secret {name}>"),
         EnvValue::ConfigMap { name, key } => format!("<from ConfigMap {name}/{key}>"),
         EnvValue::Field { path } => format!("<from {path}>"),
+        EnvValue::Computed { .. } => "<computed by the container's command>".to_string(),
         EnvValue::Unknown => "<from an unsupported valueFrom>".to_string(),
     }
 }

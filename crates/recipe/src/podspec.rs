@@ -130,7 +130,19 @@ pub fn is_rdma_resource(name: &str) -> bool {
 }
 
 fn is_gpu_resource(name: &str) -> bool {
-    matches!(name.trim(), "nvidia.com/gpu" | "gpu" | "amd.com/gpu")
+    accelerator_of(name).is_some()
+}
+
+/// The accelerator family a device resource requests: `cuda` (NVIDIA), `rocm` (AMD), `xpu`
+/// (Intel). Each has its own UCX GPU-memory transports (cuda_*, rocm_*, ze_*).
+pub(crate) fn accelerator_of(name: &str) -> Option<&'static str> {
+    match name.trim() {
+        "nvidia.com/gpu" | "gpu" => Some("cuda"),
+        n if n.starts_with("nvidia.com/mig-") => Some("cuda"),
+        "amd.com/gpu" => Some("rocm"),
+        n if n.starts_with("gpu.intel.com/") => Some("xpu"),
+        _ => None,
+    }
 }
 
 /// Records GPU and RDMA requests from a `{limits, requests}` block. DGD blocks keep extended
@@ -144,8 +156,9 @@ pub(crate) fn apply_resources(role: &mut RoleEnv, res: &Node) {
         }
         for (name, value) in entries {
             let Some(count) = value.as_str() else { continue };
-            if is_gpu_resource(name) {
+            if let Some(accel) = accelerator_of(name) {
                 role.resources.gpus = Some(count.trim().to_string());
+                role.resources.accelerator = Some(accel.to_string());
             } else if is_rdma_resource(name) && count.trim() != "0" {
                 role.resources.rdma.insert(name.to_string(), count.trim().to_string());
             }
@@ -216,6 +229,21 @@ pub(crate) fn apply_container(role: &mut RoleEnv, c: &Node, layer: &str, source:
     }
     if !words.is_empty() {
         engine::read_args(&mut role.engine, &words);
+        for v in engine::shell_vars(&words) {
+            let how = if v.exported { "export" } else { "inline assignment" };
+            let value = if v.computed() {
+                EnvValue::Computed { script: v.value.clone() }
+            } else {
+                EnvValue::Literal { value: v.value.clone() }
+            };
+            role.shell_env.retain(|e| e.name != v.name);
+            role.shell_env.push(EnvVar {
+                name: v.name,
+                value,
+                origin: origin(&format!("{layer}.command ({how})"), source, c),
+                from_secret: false,
+            });
+        }
     }
     c.get("volumeMounts")
         .map(Node::as_seq)
@@ -292,6 +320,34 @@ pub(crate) fn apply_pod_fields(role: &mut RoleEnv, spec: &Node, mounts: &[(Strin
             if !role.placement.affinity.contains(&rendered) {
                 role.placement.affinity.push(rendered);
             }
+        }
+    }
+    // Required pod affinity ties the pod to where its peers run (same node or same block):
+    // that pins prefill and decode together as firmly as a node selector does.
+    for term in spec
+        .path(&["affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"])
+        .map(Node::as_seq)
+        .unwrap_or_default()
+    {
+        let mut labels: Vec<String> = term
+            .path(&["labelSelector", "matchLabels"])
+            .map(Node::as_map)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
+            .collect();
+        for expr in term.path(&["labelSelector", "matchExpressions"]).map(Node::as_seq).unwrap_or_default() {
+            let values: Vec<&str> = expr.get("values").map(Node::as_seq).unwrap_or_default().iter().filter_map(Node::as_str).collect();
+            labels.push(format!("{} {} [{}]", expr.str_at("key").unwrap_or("?"), expr.str_at("operator").unwrap_or("?"), values.join(",")));
+        }
+        labels.sort();
+        let rendered = format!(
+            "podAffinity {} with pods {}",
+            term.str_at("topologyKey").unwrap_or("?"),
+            labels.join(",")
+        );
+        if !role.placement.pod_affinity.contains(&rendered) {
+            role.placement.pod_affinity.push(rendered);
         }
     }
     role.placement.affinity.sort();

@@ -124,6 +124,16 @@ pub fn resolve(docs: &[Document]) -> Resolution {
     for ov in overlays {
         apply_overlay(&mut res, ov);
     }
+    // The container's script runs after the kubelet set `env`: its exports win.
+    for r in &mut res.roles {
+        let shell = std::mem::take(&mut r.shell_env);
+        if !shell.is_empty() {
+            r.layers.push("command (shell export / inline assignment)".into());
+        }
+        for v in shell {
+            r.set_var(v);
+        }
+    }
     for r in &res.roles {
         for v in &r.env {
             if let Some(value) = v
@@ -285,6 +295,11 @@ fn dgd(res: &mut Resolution, m: &Merged, variant: bool) {
         if let Some(resources) = svc.get("resources") {
             podspec::apply_resources(&mut r, resources);
         }
+        // Dynamo v1beta1 writes `sharedMemorySize: 200Gi` on the component.
+        if let Some(size) = svc.str_at("sharedMemorySize") {
+            r.shm = Some((size.to_string(), podspec::parse_quantity(size)));
+            r.shm_origin = Some(format!("{base}.sharedMemorySize"));
+        }
         if let Some(shm) = svc.get("sharedMemory") {
             if shm.get("disabled").is_some_and(Node::is_true) {
                 r.shm = Some(("disabled".into(), Some(0)));
@@ -409,6 +424,19 @@ fn apply_configmap(res: &mut Resolution, m: &Merged) {
         ),
     };
     for (key, text) in &entries {
+        // An SGLang `--config FILE` kept in this ConfigMap under FILE's name.
+        if let Some(b) = engine::sglang_backend_in_text(text) {
+            for r in res.roles.iter_mut().filter(|r| r.engine.sglang_backend.is_none()) {
+                let named = r.engine.config_file.as_deref().is_some_and(|f| f.rsplit('/').next() == Some(key.as_str()));
+                if named {
+                    r.engine.sglang_backend = Some(b.clone());
+                    r.layers.push(format!("{cm} {key} (--config)"));
+                    if !r.sources.contains(&m.doc.source) {
+                        r.sources.push(m.doc.source.clone());
+                    }
+                }
+            }
+        }
         let Some(backend) = engine::trt_backend_in_text(text) else {
             continue;
         };
@@ -484,8 +512,10 @@ fn apply_overlay(res: &mut Resolution, m: &Merged) {
     }
 }
 
-/// Marks claims that are ComputeDomain channels: their template is a loaded ComputeDomain's
-/// channel template, or their name says so (the ComputeDomain object is often applied apart).
+/// Sorts claims into ComputeDomain channels (an NVLink fabric), accelerators (GPU/XPU through
+/// DRA) and the rest (NICs): by the device class of a loaded ResourceClaimTemplate when there
+/// is one, else by the claim's and template's names. An XPU or RDMA claim is never an MNNVL
+/// ComputeDomain just because its template is unknown.
 fn classify_claims(roles: &mut [RoleEnv], merged: &[Merged]) {
     let domain_templates: Vec<&str> = merged
         .iter()
@@ -493,20 +523,60 @@ fn classify_claims(roles: &mut [RoleEnv], merged: &[Merged]) {
         .filter_map(|m| m.doc.root.path(&["spec", "channel", "resourceClaimTemplate", "name"]))
         .filter_map(Node::as_str)
         .collect();
-    let looks_like_domain = |s: &str| {
+    // ResourceClaimTemplate name → its device class names (v1beta1 `deviceClassName`, v1
+    // `exactly.deviceClassName`).
+    let mut classes: HashMap<&str, String> = HashMap::new();
+    for m in merged.iter().filter(|m| m.doc.kind() == Some("ResourceClaimTemplate")) {
+        let Some(name) = m.doc.name() else { continue };
+        let mut text = String::new();
+        for req in m
+            .doc
+            .root
+            .path(&["spec", "spec", "devices", "requests"])
+            .map(Node::as_seq)
+            .unwrap_or_default()
+        {
+            for c in [req.str_at("deviceClassName"), req.path(&["exactly", "deviceClassName"]).and_then(Node::as_str)]
+                .into_iter()
+                .flatten()
+            {
+                text.push_str(&c.to_ascii_lowercase());
+                text.push(' ');
+            }
+        }
+        classes.insert(name, text);
+    }
+    let is_domain = |s: &str| {
         let s = s.to_ascii_lowercase();
         s.contains("compute-domain") || s.contains("computedomain") || s.contains("imex")
     };
+    let is_accelerator = |s: &str| {
+        let s = s.to_ascii_lowercase();
+        ["gpu", "xpu", "intel.com", "amd.com", "gaudi", "accelerator"]
+            .iter()
+            .any(|w| s.contains(w))
+            && !s.contains("nic")
+            && !s.contains("rdma")
+    };
     for r in roles {
         let res = &mut r.resources;
-        let mut domain = Vec::new();
+        let (mut domain, mut gpu) = (Vec::new(), Vec::new());
         for c in &res.claims {
             let template = res.template_of.get(c).map(String::as_str);
-            if looks_like_domain(c) || template.is_some_and(|t| domain_templates.contains(&t) || looks_like_domain(t)) {
-                domain.push(c.clone());
+            let class = template.and_then(|t| classes.get(t)).map(String::as_str);
+            let named = |f: &dyn Fn(&str) -> bool| f(c) || template.is_some_and(f);
+            let by_template = template.is_some_and(|t| domain_templates.contains(&t));
+            match class {
+                Some(cl) if is_domain(cl) => domain.push(c.clone()),
+                Some(cl) if is_accelerator(cl) => gpu.push(c.clone()),
+                Some(_) => {}
+                None if by_template || named(&is_domain) => domain.push(c.clone()),
+                None if named(&is_accelerator) => gpu.push(c.clone()),
+                None => {}
             }
         }
         res.domain_claims = domain;
+        res.gpu_claims = gpu;
     }
 }
 

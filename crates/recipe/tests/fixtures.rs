@@ -104,7 +104,8 @@ fn every_rule_has_a_failing_fixture() {
         ("warn/nccl-debug-knobs.yaml", "env.nccl_debug_knobs", Status::Warn),
         ("fail/gid-index-invalid.yaml", "env.gid_index", Status::Fail),
         ("warn/gid-index-mismatch.yaml", "env.gid_index", Status::Warn),
-        ("fail/no-ipc-lock.yaml", "pod.ipc_lock", Status::Fail),
+        // A warn since issue 9: memlock may be unlimited on the node (the hint says how to confirm).
+        ("fail/no-ipc-lock.yaml", "pod.ipc_lock", Status::Warn),
         ("fail/no-rdma-resource.yaml", "pod.rdma_resource", Status::Fail),
         ("warn/hostnetwork-only.yaml", "pod.rdma_resource", Status::Warn),
         ("warn/shm-small.yaml", "pod.shm", Status::Warn),
@@ -181,14 +182,16 @@ fn seed_002_is_flagged_for_cross_pod_nvlink_with_the_explanation() {
     let c = checks(&r, "pod.cuda_ipc_xpod");
     assert_eq!(c.len(), 1);
     let d = &c[0].detail;
-    for needle in ["separate pods", "cuda_ipc", "hostPID", "hostIPC", "GPUs", "365 MB/s"] {
+    for needle in ["separate pods", "cuda_ipc", "hostIPC", "GPUs", "365 MB/s"] {
         assert!(d.contains(needle), "missing {needle:?} in {d}");
     }
-    // The decoder had hostIPC: true, the prefill had nothing; both lack hostPID.
+    // The decoder had hostIPC: true, the prefill had nothing; neither sees the other's GPUs.
+    // hostPID is not demanded: the field fix worked without it (field-evidence.md).
     assert!(
-        d.contains("qwen25-72b-int4-dhzn-pd-decoder lacks hostPID, visibility"),
+        d.contains("qwen25-72b-int4-dhzn-pd-decoder lacks visibility of the peer's GPUs"),
         "{d}"
     );
+    assert!(d.contains("qwen25-72b-int4-dhzn-pd-prefill lacks hostIPC, visibility"), "{d}");
     assert!(c[0].hint.as_deref().unwrap_or("").contains("RDMA"));
     assert_all(&r, "pod.rdma_resource", Status::Fail);
     // SGLang's transfer backend is read from the `bash -c` script.
@@ -837,7 +840,7 @@ spec:
     }])
     .unwrap();
     assert_all(&r, "pod.rdma_resource", Status::Warn);
-    assert_all(&r, "pod.ipc_lock", Status::Fail);
+    assert_all(&r, "pod.ipc_lock", Status::Warn);
 }
 
 #[test]

@@ -37,7 +37,7 @@ pub(crate) fn role_checks(r: &RoleEnv, ctx: &Ctx, out: &mut Vec<Check>) {
     resolve_check(r, &scope, out);
     backend_check(r, ctx, &scope, out);
     critical_check(r, ctx, &scope, out);
-    tls_checks(r, &scope, out);
+    tls_checks(r, ctx, &scope, out);
     net_devices_check(r, &scope, out);
     rndv_check(r, &scope, out);
     nccl_ib_disable_check(r, &scope, out);
@@ -53,7 +53,19 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         .filter(|v| !matches!(v.value, EnvValue::Literal { .. }))
         .map(|v| format!("{} {}", v.name, display_value(v)))
         .collect();
-    unresolved.extend(r.env_from.iter().map(|f| format!("envFrom {} {}", f.kind, f.name)));
+    // A Secret named like a credential (`envFromSecret: hf-token`) carries the model-hub token,
+    // not transport settings: listed, not warned about.
+    let (credentials, other_from): (Vec<_>, Vec<_>) = r
+        .env_from
+        .iter()
+        .partition(|f| f.kind == "secret" && crate::mask::is_secret_name(&f.name));
+    unresolved.extend(other_from.iter().map(|f| format!("envFrom {} {}", f.kind, f.name)));
+    let credentials = if credentials.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<&str> = credentials.iter().map(|f| f.name.as_str()).collect();
+        format!("; credentials from Secret {} (not transport settings)", names.join(", "))
+    };
     let layers = if r.layers.is_empty() {
         "none".to_string()
     } else {
@@ -63,7 +75,10 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         out.push(mk(
             "env.resolve",
             Status::Ok,
-            format!("{} variable(s) resolved; layers (lowest first): {layers}", r.env.len()),
+            format!(
+                "{} variable(s) resolved; layers (lowest first): {layers}{credentials}",
+                r.env.len()
+            ),
             scope,
             None,
         ));
@@ -135,6 +150,16 @@ fn backend_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
             scope,
             None,
         )),
+        None if e.framework.as_deref() == Some("sglang") && e.config_file.is_some() => out.push(mk(
+            "env.backend",
+            Status::Warn,
+            format!(
+                "SGLang reads its options from --config {} (not among the inputs): the transfer backend cannot be read",
+                e.config_file.as_deref().unwrap_or_default()
+            ),
+            scope,
+            Some("pass the ConfigMap holding that file, or set --disaggregation-transfer-backend on the command line"),
+        )),
         None if e.framework.as_deref() == Some("sglang") => out.push(mk(
             "env.backend",
             Status::Ok,
@@ -160,10 +185,12 @@ fn critical_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
         return;
     }
     let efa = r.is_efa();
+    let libfabric = kv_over_libfabric_only(r);
     let missing: Vec<&str> = CRITICAL_VARS
         .iter()
         .copied()
         .filter(|v| !(efa && matches!(*v, "UCX_NET_DEVICES" | "NCCL_IB_HCA")))
+        .filter(|v| !(libfabric && v.starts_with("UCX_")))
         .filter(|v| r.var(v).is_none())
         .collect();
     if missing.is_empty() {
@@ -188,20 +215,49 @@ fn critical_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
     }
 }
 
-fn tls_checks(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
+/// NIXL moves KV through LIBFABRIC only (EFA): UCX settings do not decide the KV path.
+pub(crate) fn kv_over_libfabric_only(r: &RoleEnv) -> bool {
+    let b = &r.engine.nixl_backends;
+    (!b.is_empty() && b.iter().all(|x| x.eq_ignore_ascii_case("libfabric")))
+        || (b.is_empty()
+            && r.overlay_backend
+                .as_deref()
+                .is_some_and(|x| x.eq_ignore_ascii_case("libfabric")))
+}
+
+/// UCX transports that recognise the accelerator's memory, by accelerator family.
+// TODO(vocab): use icb_core::fabric once it lists GPU-memory transports per accelerator.
+fn gpu_memory_tls(accelerator: &str) -> (&'static [&'static str], &'static str) {
+    match accelerator {
+        "rocm" => (&["rocm", "rocm_copy", "rocm_ipc", "rocm_gdr"], "rocm_copy/rocm_ipc (AMD ROCm)"),
+        "xpu" => (&["ze", "ze_copy", "ze_ipc", "ze_gdr"], "ze_copy/ze_ipc (Intel XPU, Level Zero)"),
+        _ => (&["cuda", "cuda_copy", "cuda_ipc"], "cuda_copy/cuda_ipc"),
+    }
+}
+
+fn tls_checks(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
+    if kv_over_libfabric_only(r) && r.var("UCX_TLS").is_some() {
+        let d = "KV moves through NIXL's LIBFABRIC backend: UCX_TLS does not decide the KV path".to_string();
+        out.push(mk("env.ucx_tls.tcp_only", Status::Ok, d.clone(), scope, None));
+        out.push(mk("env.ucx_tls.cuda", Status::Ok, d, scope, None));
+        return;
+    }
+    let accel = r.resources.accelerator.as_deref().unwrap_or("cuda");
+    let (gpu_tls, gpu_tls_text) = gpu_memory_tls(accel);
     let Some(var) = r.var("UCX_TLS") else {
         let d = "UCX_TLS unset: UCX uses every transport it finds".to_string();
         out.push(mk("env.ucx_tls.tcp_only", Status::Ok, d.clone(), scope, None));
         out.push(mk("env.ucx_tls.cuda", Status::Ok, d, scope, None));
         return;
     };
-    let Some(value) = var.literal() else {
+    let Some(raw) = var.literal() else {
         let d = format!("UCX_TLS={} cannot be read from the recipe", display_value(var));
         out.push(mk("env.ucx_tls.tcp_only", Status::Warn, d.clone(), scope, None));
         out.push(mk("env.ucx_tls.cuda", Status::Warn, d, scope, None));
         return;
     };
-    let tls = Tls::parse(value);
+    let tls = Tls::parse(raw);
+    let value = display_value(var);
     let show = format!("UCX_TLS={value} [{}]", var.origin);
     if tls.exclude {
         let rdma_excluded = tls.items.iter().any(|t| t == "ib")
@@ -225,13 +281,13 @@ fn tls_checks(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
                 None,
             ));
         }
-        if tls.items.iter().any(|t| t == "cuda" || t == "cuda_copy") {
+        if tls.items.iter().any(|t| gpu_tls[..2].contains(&t.as_str())) {
             out.push(mk(
                 "env.ucx_tls.cuda",
                 Status::Fail,
-                format!("{show} excludes cuda_copy: UCX will not recognise GPU buffers"),
+                format!("{show} excludes {}: UCX will not recognise GPU buffers", gpu_tls[1]),
                 scope,
-                Some("do not exclude cuda/cuda_copy"),
+                Some("do not exclude the GPU-memory transports"),
             ));
         } else {
             out.push(mk(
@@ -252,6 +308,18 @@ fn tls_checks(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
             scope,
             None,
         ));
+    } else if ctx.cuda_ipc_colocated && tls.names_cuda_ipc() {
+        // Seed 002's field fix: co-located prefill/decode pods that share IPC and see each
+        // other's GPUs move KV over cuda_ipc (NVLink); tcp only carries the handshake.
+        out.push(mk(
+            "env.ucx_tls.tcp_only",
+            Status::Warn,
+            format!(
+                "{show} lists no RDMA transport: KV can only move over cuda_ipc between pods on ONE node (hostIPC + GPU visibility are set); across nodes it goes over TCP"
+            ),
+            scope,
+            Some("pin prefill and decode to the same node, or add rc (and the RDMA device) for cross-node KV"),
+        ));
     } else {
         out.push(mk(
             "env.ucx_tls.tcp_only",
@@ -263,11 +331,11 @@ fn tls_checks(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
             Some("use UCX_TLS=rc_x,rc,dc_x,dc,cuda_copy,cuda_ipc (srd,cuda_copy,tcp on EFA) and request the RDMA device"),
         ));
     }
-    if tls.all() || tls.has(ucx::is_cuda_tl) {
+    if tls.all() || tls.items.iter().any(|t| gpu_tls.contains(&t.as_str())) {
         out.push(mk(
             "env.ucx_tls.cuda",
             Status::Ok,
-            format!("{show} includes cuda_*"),
+            format!("{show} includes {gpu_tls_text}"),
             scope,
             None,
         ));
@@ -275,9 +343,9 @@ fn tls_checks(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         out.push(mk(
             "env.ucx_tls.cuda",
             Status::Fail,
-            format!("{show} lists no cuda_copy/cuda_ipc: UCX will not recognise GPU buffers"),
+            format!("{show} lists no {gpu_tls_text}: UCX will not recognise GPU buffers"),
             scope,
-            Some("add cuda_copy (and cuda_ipc) to UCX_TLS"),
+            Some("add the GPU-memory transports to UCX_TLS (cuda_copy,cuda_ipc; rocm_copy,rocm_ipc on AMD; ze_copy,ze_ipc on Intel XPU)"),
         ));
     }
 }
