@@ -185,17 +185,13 @@ fn read_kv_transfer_config(engine: &mut EngineArgs, json: &str) {
 
 /// `disaggregation-transfer-backend: X` (or `_` spelling) in an SGLang `--config` YAML file.
 pub fn sglang_backend_in_text(text: &str) -> Option<String> {
-    text.lines().find_map(|line| {
-        let (key, value) = line.split_once(':')?;
-        let key = key.trim().trim_matches(['"', '\'']).replace('_', "-");
-        (key == "disaggregation-transfer-backend").then(|| {
-            value
-                .trim()
-                .trim_matches(['"', '\''])
-                .to_string()
+    text.lines()
+        .find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            let key = key.trim().trim_matches(['"', '\'']).replace('_', "-");
+            (key == "disaggregation-transfer-backend").then(|| value.trim().trim_matches(['"', '\'']).to_string())
         })
-    })
-    .filter(|v| !v.is_empty())
+        .filter(|v| !v.is_empty())
 }
 
 /// Finds `cache_transceiver_config … backend: X` in YAML or JSON text (a ConfigMap's
@@ -585,7 +581,10 @@ mod shell_tests {
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].name, "CUDA_VISIBLE_DEVICES");
         assert!(v[0].computed());
-        assert_eq!(vars("UCX_TLS='rc,cuda_copy' vllm serve m; echo A=B"), vec![("UCX_TLS".into(), "rc,cuda_copy".into())]);
+        assert_eq!(
+            vars("UCX_TLS='rc,cuda_copy' vllm serve m; echo A=B"),
+            vec![("UCX_TLS".into(), "rc,cuda_copy".into())]
+        );
         // Not commands: an argument, a comment, quoted text.
         assert!(vars("python3 x.py --opt A=B").is_empty());
         assert!(vars("# export UCX_TLS=tcp\npython3 x.py").is_empty());

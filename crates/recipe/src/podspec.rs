@@ -232,7 +232,9 @@ pub(crate) fn apply_container(role: &mut RoleEnv, c: &Node, layer: &str, source:
         for v in engine::shell_vars(&words) {
             let how = if v.exported { "export" } else { "inline assignment" };
             let value = if v.computed() {
-                EnvValue::Computed { script: v.value.clone() }
+                EnvValue::Computed {
+                    script: v.value.clone(),
+                }
             } else {
                 EnvValue::Literal { value: v.value.clone() }
             };
@@ -325,7 +327,11 @@ pub(crate) fn apply_pod_fields(role: &mut RoleEnv, spec: &Node, mounts: &[(Strin
     // Required pod affinity ties the pod to where its peers run (same node or same block):
     // that pins prefill and decode together as firmly as a node selector does.
     for term in spec
-        .path(&["affinity", "podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"])
+        .path(&[
+            "affinity",
+            "podAffinity",
+            "requiredDuringSchedulingIgnoredDuringExecution",
+        ])
         .map(Node::as_seq)
         .unwrap_or_default()
     {
@@ -336,9 +342,24 @@ pub(crate) fn apply_pod_fields(role: &mut RoleEnv, spec: &Node, mounts: &[(Strin
             .iter()
             .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
             .collect();
-        for expr in term.path(&["labelSelector", "matchExpressions"]).map(Node::as_seq).unwrap_or_default() {
-            let values: Vec<&str> = expr.get("values").map(Node::as_seq).unwrap_or_default().iter().filter_map(Node::as_str).collect();
-            labels.push(format!("{} {} [{}]", expr.str_at("key").unwrap_or("?"), expr.str_at("operator").unwrap_or("?"), values.join(",")));
+        for expr in term
+            .path(&["labelSelector", "matchExpressions"])
+            .map(Node::as_seq)
+            .unwrap_or_default()
+        {
+            let values: Vec<&str> = expr
+                .get("values")
+                .map(Node::as_seq)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(Node::as_str)
+                .collect();
+            labels.push(format!(
+                "{} {} [{}]",
+                expr.str_at("key").unwrap_or("?"),
+                expr.str_at("operator").unwrap_or("?"),
+                values.join(",")
+            ));
         }
         labels.sort();
         let rendered = format!(

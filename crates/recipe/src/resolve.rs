@@ -427,7 +427,11 @@ fn apply_configmap(res: &mut Resolution, m: &Merged) {
         // An SGLang `--config FILE` kept in this ConfigMap under FILE's name.
         if let Some(b) = engine::sglang_backend_in_text(text) {
             for r in res.roles.iter_mut().filter(|r| r.engine.sglang_backend.is_none()) {
-                let named = r.engine.config_file.as_deref().is_some_and(|f| f.rsplit('/').next() == Some(key.as_str()));
+                let named = r
+                    .engine
+                    .config_file
+                    .as_deref()
+                    .is_some_and(|f| f.rsplit('/').next() == Some(key.as_str()));
                 if named {
                     r.engine.sglang_backend = Some(b.clone());
                     r.layers.push(format!("{cm} {key} (--config)"));
@@ -536,9 +540,12 @@ fn classify_claims(roles: &mut [RoleEnv], merged: &[Merged]) {
             .map(Node::as_seq)
             .unwrap_or_default()
         {
-            for c in [req.str_at("deviceClassName"), req.path(&["exactly", "deviceClassName"]).and_then(Node::as_str)]
-                .into_iter()
-                .flatten()
+            for c in [
+                req.str_at("deviceClassName"),
+                req.path(&["exactly", "deviceClassName"]).and_then(Node::as_str),
+            ]
+            .into_iter()
+            .flatten()
             {
                 text.push_str(&c.to_ascii_lowercase());
                 text.push(' ');

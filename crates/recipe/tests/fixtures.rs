@@ -191,7 +191,10 @@ fn seed_002_is_flagged_for_cross_pod_nvlink_with_the_explanation() {
         d.contains("qwen25-72b-int4-dhzn-pd-decoder lacks visibility of the peer's GPUs"),
         "{d}"
     );
-    assert!(d.contains("qwen25-72b-int4-dhzn-pd-prefill lacks hostIPC, visibility"), "{d}");
+    assert!(
+        d.contains("qwen25-72b-int4-dhzn-pd-prefill lacks hostIPC, visibility"),
+        "{d}"
+    );
     assert!(c[0].hint.as_deref().unwrap_or("").contains("RDMA"));
     assert_all(&r, "pod.rdma_resource", Status::Fail);
     // SGLang's transfer backend is read from the `bash -c` script.

@@ -64,7 +64,10 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         String::new()
     } else {
         let names: Vec<&str> = credentials.iter().map(|f| f.name.as_str()).collect();
-        format!("; credentials from Secret {} (not transport settings)", names.join(", "))
+        format!(
+            "; credentials from Secret {} (not transport settings)",
+            names.join(", ")
+        )
     };
     let layers = if r.layers.is_empty() {
         "none".to_string()
@@ -229,8 +232,14 @@ pub(crate) fn kv_over_libfabric_only(r: &RoleEnv) -> bool {
 // TODO(vocab): use icb_core::fabric once it lists GPU-memory transports per accelerator.
 fn gpu_memory_tls(accelerator: &str) -> (&'static [&'static str], &'static str) {
     match accelerator {
-        "rocm" => (&["rocm", "rocm_copy", "rocm_ipc", "rocm_gdr"], "rocm_copy/rocm_ipc (AMD ROCm)"),
-        "xpu" => (&["ze", "ze_copy", "ze_ipc", "ze_gdr"], "ze_copy/ze_ipc (Intel XPU, Level Zero)"),
+        "rocm" => (
+            &["rocm", "rocm_copy", "rocm_ipc", "rocm_gdr"],
+            "rocm_copy/rocm_ipc (AMD ROCm)",
+        ),
+        "xpu" => (
+            &["ze", "ze_copy", "ze_ipc", "ze_gdr"],
+            "ze_copy/ze_ipc (Intel XPU, Level Zero)",
+        ),
         _ => (&["cuda", "cuda_copy", "cuda_ipc"], "cuda_copy/cuda_ipc"),
     }
 }

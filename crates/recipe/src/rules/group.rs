@@ -240,7 +240,12 @@ fn placement(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
     let shared_domain = pd.iter().all(|r| r.uses_compute_domain()) && !split_domain;
     let tied: Vec<String> = pd
         .iter()
-        .flat_map(|r| r.placement.pod_affinity.iter().map(move |a| format!("{}: {a}", r.component)))
+        .flat_map(|r| {
+            r.placement
+                .pod_affinity
+                .iter()
+                .map(move |a| format!("{}: {a}", r.component))
+        })
         .collect();
     if split_domain {
         out.push(mk(
@@ -265,7 +270,10 @@ fn placement(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
         out.push(mk(
             "pod.placement",
             Status::Ok,
-            format!("prefill and decode are tied together by required pod affinity ({})", tied.join("; ")),
+            format!(
+                "prefill and decode are tied together by required pod affinity ({})",
+                tied.join("; ")
+            ),
             scope,
             advice.as_deref(),
         ));

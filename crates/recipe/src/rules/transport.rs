@@ -36,7 +36,9 @@ fn net_devices_rdma(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
     if kv_over_libfabric_only(r) {
         return;
     }
-    let Some(value) = r.literal("UCX_NET_DEVICES") else { return };
+    let Some(value) = r.literal("UCX_NET_DEVICES") else {
+        return;
+    };
     let entries: Vec<&str> = value.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
     if entries.is_empty() || entries.iter().any(|e| e.eq_ignore_ascii_case("all")) {
         return;
@@ -60,7 +62,9 @@ fn net_devices_rdma(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
     out.push(mk(
         "env.ucx_net_devices.rdma",
         status,
-        format!("{show} names no RDMA port (dev:port), only network interfaces, which only UCX's tcp transport uses: {why}"),
+        format!(
+            "{show} names no RDMA port (dev:port), only network interfaces, which only UCX's tcp transport uses: {why}"
+        ),
         scope,
         Some("list the HCA ports, e.g. UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1 (`ic-bench detect-env` prints them)"),
     ));
@@ -97,7 +101,10 @@ fn nic_agreement(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         return;
     }
     // NCCL matches HCA names by prefix unless the list starts with `=`.
-    let covered = |d: &str| hcas.iter().any(|h| if exact { h == d } else { d.starts_with(h.as_str()) });
+    let covered = |d: &str| {
+        hcas.iter()
+            .any(|h| if exact { h == d } else { d.starts_with(h.as_str()) })
+    };
     let missing: Vec<&str> = ucx_devs.iter().copied().filter(|d| !covered(d)).collect();
     let show = format!(
         "{} vs {}",
@@ -156,7 +163,9 @@ fn nccl_net(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
 }
 
 fn gpu_direct(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
-    let Some(value) = r.literal("UCX_IB_GPU_DIRECT_RDMA") else { return };
+    let Some(value) = r.literal("UCX_IB_GPU_DIRECT_RDMA") else {
+        return;
+    };
     let show = shown(r, "UCX_IB_GPU_DIRECT_RDMA").unwrap_or_default();
     if !crate::rules::ucx::is_falsy(value) {
         out.push(mk(
@@ -179,7 +188,9 @@ fn gpu_direct(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
 }
 
 fn ucx_log_level(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
-    let Some(value) = r.literal("UCX_LOG_LEVEL") else { return };
+    let Some(value) = r.literal("UCX_LOG_LEVEL") else {
+        return;
+    };
     let slow = matches!(
         value.trim().to_ascii_lowercase().as_str(),
         "debug" | "trace" | "req" | "data" | "async" | "func" | "poll"
