@@ -146,10 +146,9 @@ fn mask_url_userinfo(text: &str) -> String {
 /// `Bearer <token>`, `Basic <b64>`, `Token <x>` (HTTP Authorization schemes) → `Bearer ***`.
 fn mask_auth_schemes(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut chars = text.char_indices().peekable();
     let lower = text.to_ascii_lowercase();
     let mut skip_until = 0;
-    while let Some((i, c)) = chars.next() {
+    for (i, c) in text.char_indices() {
         if i < skip_until {
             continue;
         }

@@ -28,10 +28,10 @@ fn pod_specs(entry: &Node) -> Vec<(&'static str, &Node)> {
         ("leader", &["leaderWorkerTemplate", "leaderTemplate", "spec"][..]),
         ("worker", &["leaderWorkerTemplate", "workerTemplate", "spec"][..]),
     ] {
-        if let Some(spec) = entry.path(path).filter(|n| direct(n)) {
-            if !out.iter().any(|(l, _)| *l == label) {
-                out.push((label, spec));
-            }
+        if let Some(spec) = entry.path(path).filter(|n| direct(n))
+            && !out.iter().any(|(l, _)| *l == label)
+        {
+            out.push((label, spec));
         }
     }
     if out.is_empty() && direct(entry) {

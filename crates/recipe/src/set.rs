@@ -245,10 +245,10 @@ fn collect_refs(docs: &[Document]) -> Refs {
                         ("secretRef" | "secretKeyRef", Some(name)) => refs.secrets.push(name),
                         _ => {}
                     }
-                    if key == "secret" {
-                        if let Some(s) = n.str_at("secretName") {
-                            refs.secrets.push(s.to_string());
-                        }
+                    if key == "secret"
+                        && let Some(s) = n.str_at("secretName")
+                    {
+                        refs.secrets.push(s.to_string());
                     }
                     stack.extend(entries.iter().map(|(k, v)| (k.as_str(), v)));
                 }

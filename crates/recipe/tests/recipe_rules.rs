@@ -313,7 +313,7 @@ spec:
         b.detail
     );
     // Without the ConfigMap the backend is unknown, not "mooncake".
-    let alone = probe_text(&y.split("---").nth(1).unwrap().to_string());
+    let alone = probe_text(y.split("---").nth(1).unwrap());
     let b = of(&alone, "env.backend")[0];
     assert_eq!(b.status, Status::Warn, "{}", b.detail);
     assert!(
