@@ -10,6 +10,7 @@
 //! `UCX_NET_DEVICES` / `NCCL_IB_HCA` / `UCX_TLS` to cross-check against a node.
 #![forbid(unsafe_code)]
 
+mod configmaps;
 mod engine;
 mod error;
 mod kinds;
@@ -22,6 +23,7 @@ mod render;
 mod resolve;
 pub mod rules;
 mod set;
+mod shell;
 mod yaml;
 
 pub use error::RecipeError;

@@ -229,7 +229,7 @@ pub(crate) fn apply_container(role: &mut RoleEnv, c: &Node, layer: &str, source:
     }
     if !words.is_empty() {
         engine::read_args(&mut role.engine, &words);
-        for v in engine::shell_vars(&words) {
+        for v in crate::shell::shell_vars(&words) {
             let how = if v.exported { "export" } else { "inline assignment" };
             let value = if v.computed() {
                 EnvValue::Computed {

@@ -1,6 +1,6 @@
 //! Per-role env rules: resolution, backend, UCX_TLS, UCX_NET_DEVICES, rendezvous, NCCL, GID, EFA.
 
-use super::ucx::{self, Tls};
+use super::ucx;
 use super::{Ctx, mk};
 use crate::engine;
 use crate::mask::display_value;
@@ -37,7 +37,7 @@ pub(crate) fn role_checks(r: &RoleEnv, ctx: &Ctx, out: &mut Vec<Check>) {
     resolve_check(r, &scope, out);
     backend_check(r, ctx, &scope, out);
     critical_check(r, ctx, &scope, out);
-    tls_checks(r, ctx, &scope, out);
+    super::tls::tls_checks(r, ctx, &scope, out);
     net_devices_check(r, &scope, out);
     rndv_check(r, &scope, out);
     nccl_ib_disable_check(r, &scope, out);
@@ -188,7 +188,7 @@ fn critical_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
         return;
     }
     let efa = r.is_efa();
-    let libfabric = kv_over_libfabric_only(r);
+    let libfabric = super::tls::kv_over_libfabric_only(r);
     let missing: Vec<&str> = CRITICAL_VARS
         .iter()
         .copied()
@@ -214,147 +214,6 @@ fn critical_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
             ),
             scope,
             Some("confirm in the running pod with `ic-bench probe node --pod`, or set them explicitly"),
-        ));
-    }
-}
-
-/// NIXL moves KV through LIBFABRIC only (EFA): UCX settings do not decide the KV path.
-pub(crate) fn kv_over_libfabric_only(r: &RoleEnv) -> bool {
-    let b = &r.engine.nixl_backends;
-    (!b.is_empty() && b.iter().all(|x| x.eq_ignore_ascii_case("libfabric")))
-        || (b.is_empty()
-            && r.overlay_backend
-                .as_deref()
-                .is_some_and(|x| x.eq_ignore_ascii_case("libfabric")))
-}
-
-/// UCX transports that recognise the accelerator's memory, by accelerator family.
-// TODO(vocab): use icb_core::fabric once it lists GPU-memory transports per accelerator.
-fn gpu_memory_tls(accelerator: &str) -> (&'static [&'static str], &'static str) {
-    match accelerator {
-        "rocm" => (
-            &["rocm", "rocm_copy", "rocm_ipc", "rocm_gdr"],
-            "rocm_copy/rocm_ipc (AMD ROCm)",
-        ),
-        "xpu" => (
-            &["ze", "ze_copy", "ze_ipc", "ze_gdr"],
-            "ze_copy/ze_ipc (Intel XPU, Level Zero)",
-        ),
-        _ => (&["cuda", "cuda_copy", "cuda_ipc"], "cuda_copy/cuda_ipc"),
-    }
-}
-
-fn tls_checks(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
-    if kv_over_libfabric_only(r) && r.var("UCX_TLS").is_some() {
-        let d = "KV moves through NIXL's LIBFABRIC backend: UCX_TLS does not decide the KV path".to_string();
-        out.push(mk("env.ucx_tls.tcp_only", Status::Ok, d.clone(), scope, None));
-        out.push(mk("env.ucx_tls.cuda", Status::Ok, d, scope, None));
-        return;
-    }
-    let accel = r.resources.accelerator.as_deref().unwrap_or("cuda");
-    let (gpu_tls, gpu_tls_text) = gpu_memory_tls(accel);
-    let Some(var) = r.var("UCX_TLS") else {
-        let d = "UCX_TLS unset: UCX uses every transport it finds".to_string();
-        out.push(mk("env.ucx_tls.tcp_only", Status::Ok, d.clone(), scope, None));
-        out.push(mk("env.ucx_tls.cuda", Status::Ok, d, scope, None));
-        return;
-    };
-    let Some(raw) = var.literal() else {
-        let d = format!("UCX_TLS={} cannot be read from the recipe", display_value(var));
-        out.push(mk("env.ucx_tls.tcp_only", Status::Warn, d.clone(), scope, None));
-        out.push(mk("env.ucx_tls.cuda", Status::Warn, d, scope, None));
-        return;
-    };
-    let tls = Tls::parse(raw);
-    let value = display_value(var);
-    let show = format!("UCX_TLS={value} [{}]", var.origin);
-    if tls.exclude {
-        let rdma_excluded = tls.items.iter().any(|t| t == "ib")
-            || ["rc", "dc", "ud"]
-                .iter()
-                .all(|p| tls.items.iter().any(|t| t == p || t.starts_with(&format!("{p}_"))));
-        if rdma_excluded {
-            out.push(mk(
-                "env.ucx_tls.tcp_only",
-                Status::Fail,
-                format!("{show} excludes every RDMA transport: KV transfer between pods falls back to TCP"),
-                scope,
-                Some("remove the RDMA transports from the exclusion list"),
-            ));
-        } else {
-            out.push(mk(
-                "env.ucx_tls.tcp_only",
-                Status::Ok,
-                format!("{show}: exclusion form keeps RDMA"),
-                scope,
-                None,
-            ));
-        }
-        if tls.items.iter().any(|t| gpu_tls[..2].contains(&t.as_str())) {
-            out.push(mk(
-                "env.ucx_tls.cuda",
-                Status::Fail,
-                format!("{show} excludes {}: UCX will not recognise GPU buffers", gpu_tls[1]),
-                scope,
-                Some("do not exclude the GPU-memory transports"),
-            ));
-        } else {
-            out.push(mk(
-                "env.ucx_tls.cuda",
-                Status::Ok,
-                format!("{show}: exclusion form keeps cuda_*"),
-                scope,
-                None,
-            ));
-        }
-        return;
-    }
-    if tls.all() || tls.has(ucx::is_rdma_tl) {
-        out.push(mk(
-            "env.ucx_tls.tcp_only",
-            Status::Ok,
-            format!("{show} includes an RDMA transport"),
-            scope,
-            None,
-        ));
-    } else if ctx.cuda_ipc_colocated && tls.names_cuda_ipc() {
-        // Seed 002's field fix: co-located prefill/decode pods that share IPC and see each
-        // other's GPUs move KV over cuda_ipc (NVLink); tcp only carries the handshake.
-        out.push(mk(
-            "env.ucx_tls.tcp_only",
-            Status::Warn,
-            format!(
-                "{show} lists no RDMA transport: KV can only move over cuda_ipc between pods on ONE node (hostIPC + GPU visibility are set); across nodes it goes over TCP"
-            ),
-            scope,
-            Some("pin prefill and decode to the same node, or add rc (and the RDMA device) for cross-node KV"),
-        ));
-    } else {
-        out.push(mk(
-            "env.ucx_tls.tcp_only",
-            Status::Fail,
-            format!(
-                "{show} lists no RDMA transport (rc/dc/ud/srd): KV transfer between pods goes over TCP (~98 s TTFT in Dynamo's guide)"
-            ),
-            scope,
-            Some("use UCX_TLS=rc_x,rc,dc_x,dc,cuda_copy,cuda_ipc (srd,cuda_copy,tcp on EFA) and request the RDMA device"),
-        ));
-    }
-    if tls.all() || tls.items.iter().any(|t| gpu_tls.contains(&t.as_str())) {
-        out.push(mk(
-            "env.ucx_tls.cuda",
-            Status::Ok,
-            format!("{show} includes {gpu_tls_text}"),
-            scope,
-            None,
-        ));
-    } else {
-        out.push(mk(
-            "env.ucx_tls.cuda",
-            Status::Fail,
-            format!("{show} lists no {gpu_tls_text}: UCX will not recognise GPU buffers"),
-            scope,
-            Some("add the GPU-memory transports to UCX_TLS (cuda_copy,cuda_ipc; rocm_copy,rocm_ipc on AMD; ze_copy,ze_ipc on Intel XPU)"),
         ));
     }
 }

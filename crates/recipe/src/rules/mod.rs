@@ -5,6 +5,7 @@
 mod env;
 mod group;
 mod pod;
+mod tls;
 mod transport;
 pub mod ucx;
 

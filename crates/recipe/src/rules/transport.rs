@@ -2,7 +2,7 @@
 //! NCCL are told to use (are they RDMA devices, do the two agree), `NCCL_NET=Socket`,
 //! `UCX_IB_GPU_DIRECT_RDMA=no`, and UCX debug logging left on.
 
-use super::env::kv_over_libfabric_only;
+use super::tls::kv_over_libfabric_only;
 use super::{Ctx, mk};
 use crate::mask::display_value;
 use crate::model::RoleEnv;
