@@ -178,6 +178,8 @@ fn kustomize_rendering_matches_kubectl_kustomize() {
                     (
                         r.component.clone(),
                         r.role.clone(),
+                        r.image.clone(),
+                        r.group.clone(),
                         env,
                         r.resources.clone(),
                         r.capabilities.clone(),
