@@ -203,6 +203,9 @@ fn apply_kustomization(k: &Document, out: &mut [Merged], notes: &mut Vec<String>
     }
 }
 
+/// One kustomize `images` entry: name, newName, newTag, digest.
+type ImageRule<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
 /// Kustomize fields that can change what a recipe runs but are not rendered here.
 const UNRENDERED: &[&str] = &[
     "configMapGenerator",
@@ -223,7 +226,7 @@ fn apply_transformers(k: &Document, out: &mut [Merged], notes: &mut Vec<String>)
             k.dir()
         ));
     }
-    let images: Vec<(&str, Option<&str>, Option<&str>, Option<&str>)> = k
+    let images: Vec<ImageRule> = k
         .root
         .get("images")
         .map(Node::as_seq)
@@ -266,7 +269,7 @@ fn image_parts(image: &str) -> (&str, Option<&str>, Option<&str>) {
     }
 }
 
-fn retag_images(node: &mut Node, images: &[(&str, Option<&str>, Option<&str>, Option<&str>)]) {
+fn retag_images(node: &mut Node, images: &[ImageRule]) {
     let mut stack = vec![node];
     while let Some(n) = stack.pop() {
         match &mut n.kind {
