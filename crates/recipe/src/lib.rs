@@ -1,12 +1,15 @@
-//! icb-recipe reads deployment recipes — DynamoGraphDeployment (v1alpha1 and v1beta1),
-//! Deployment/StatefulSet/Job/Pod, LeaderWorkerSet, provider overlay profiles and kustomize
-//! patches — and says, before any traffic flows, whether their disaggregated-serving transport
-//! settings can be trusted. It is the engine behind `ic-bench probe env PATH...`.
+//! icb-recipe reads deployment recipes — DynamoGraphDeployment (v1alpha1 and v1beta1), KServe
+//! LLMInferenceService, llm-d DisaggregatedSet, Deployment/StatefulSet/Job/Pod, LeaderWorkerSet,
+//! provider overlay profiles, kustomizations and Helm charts — and says, before any traffic flows,
+//! whether their disaggregated-serving transport settings can be trusted. It is the engine behind
+//! `ic-bench probe env PATH...`.
 //!
-//! The pipeline is `load_inputs` (files, directories, stdin → YAML documents) → `resolve`
+//! The pipeline is `load_inputs` (files, directories, stdin → YAML documents; Helm charts through
+//! `helm template`) → `split` (a SET of recipes, each with only its own overlays, patches,
+//! ConfigMaps and Secrets; see [`set`]) → per recipe `resolve`
 //! (effective env, devices, security context, /dev/shm, engine args per role, across every
 //! layer; see [`resolve`] for the precedence) → `check` (the probe rules, values not presence,
-//! secrets masked) → `ProbeReport`. `transport_env` hands the node probe the effective
+//! secrets masked) → one `ProbeReport` with a line per recipe and the worst verdict. `transport_env` hands the node probe the effective
 //! `UCX_NET_DEVICES` / `NCCL_IB_HCA` / `UCX_TLS` to cross-check against a node.
 #![forbid(unsafe_code)]
 
@@ -22,7 +25,7 @@ mod podspec;
 mod render;
 mod resolve;
 pub mod rules;
-mod set;
+pub mod set;
 mod shell;
 mod yaml;
 
