@@ -148,11 +148,13 @@ fn load_set(inputs: &[Input], opts: &EnvOptions) -> Result<RecipeSet, RecipeErro
     let set = split(&docs, &overlays);
     if set.recipes.is_empty() {
         let seen = if set.unsupported.is_empty() {
-            let mut kinds: Vec<String> = docs
-                .iter()
-                .map(|d| d.kind().unwrap_or("kind-less document").to_string())
-                .collect();
-            kinds.dedup();
+            let mut kinds: Vec<String> = Vec::new();
+            for d in &docs {
+                let k = d.kind().unwrap_or("kind-less document").to_string();
+                if !kinds.contains(&k) {
+                    kinds.push(k);
+                }
+            }
             kinds.join(", ")
         } else {
             set.unsupported.join(", ")
