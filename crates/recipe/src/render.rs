@@ -100,6 +100,15 @@ fn read_resource(path: &Path, k: &Document, line: usize, depth: usize, out: &mut
         }
         return;
     }
+    // Only regular files: a FIFO or device named as a resource would block or never end.
+    if !path.is_file() {
+        out.notes.push(format!(
+            "{}:{line}: resource `{}` is not a readable file or kustomization directory",
+            k.source,
+            path.display()
+        ));
+        return;
+    }
     match load::read_file(path) {
         Ok(docs) => {
             push_unique(&mut out.files, &path.display().to_string());
@@ -181,6 +190,9 @@ pub(crate) fn same_file(source: &str) -> String {
 }
 
 fn read_text(path: &Path) -> Result<String, String> {
+    if !path.is_file() {
+        return Err("not a regular file".into());
+    }
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut bytes = Vec::new();
     file.take(MAX_INPUT_BYTES as u64)

@@ -194,3 +194,40 @@ fn kustomize_rendering_matches_kubectl_kustomize() {
         assert_eq!(view(&ours), view(&theirs), "{overlay}");
     }
 }
+
+/// A kustomization naming a FIFO as a resource or patch must not block the probe.
+#[test]
+fn a_fifo_named_by_a_kustomization_does_not_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe.yaml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("mkfifo unavailable: skipped");
+        return;
+    }
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        "resources: [pipe.yaml, deploy.yaml]\npatches: [{path: pipe.yaml}]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("deploy.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w}\nspec:\n  selector: {}\n  template:\n    spec:\n      containers: [{name: main, image: img, resources: {limits: {nvidia.com/gpu: 1}}}]\n",
+    )
+    .unwrap();
+    let k = dir.path().join("kustomization.yaml");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(probe_env(&[Input::Path(k)]).map(|r| r.checks));
+    });
+    let checks = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("probe env returned")
+        .unwrap();
+    let notes: Vec<&str> = checks
+        .iter()
+        .filter(|c| c.id == "env.resolve" && c.status == Status::Warn)
+        .map(|c| c.detail.as_str())
+        .collect();
+    assert!(notes.iter().any(|d| d.contains("not a readable file")), "{notes:?}");
+}
