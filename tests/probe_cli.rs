@@ -467,3 +467,15 @@ fn probe_env_recipe_sets_kinds_and_variable_lists() {
     assert_eq!(out.status.code(), Some(2));
     one_line_error(&out, "helm template");
 }
+
+/// An error quoting its input masks a credential in it like every other output.
+#[test]
+fn errors_never_print_a_url_credential() {
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env", "http://user:hunter2secret@etcd:2379/recipe.yaml"])
+        .output()
+        .unwrap();
+    one_line_error(&out, "http://***@etcd:2379/recipe.yaml");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("hunter2secret"));
+}
