@@ -134,7 +134,8 @@ fn one_line_error(e: &anyhow::Error) -> String {
         }
         msg.push_str(cause);
     }
-    msg.replace('\n', " ")
+    // Errors quote inputs (URLs, flag values): credentials in them are masked like any output.
+    icb_core::secrets::mask_text(&msg.replace('\n', " "))
 }
 
 /// clap's error without its usage block: the first line, plus its tip when it has one.
