@@ -404,6 +404,7 @@ async fn run_case(
         measurement: None,
         transport: None,
         verdict: None,
+        shape: Default::default(),
     };
     match prepare(control, thread, setup, cuda, server).await? {
         Prepared::Ready => {}

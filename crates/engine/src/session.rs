@@ -59,6 +59,7 @@ pub fn peer_info(h: &Hello) -> PeerInfo {
         ucx_library: h.ucx_library.clone(),
         cuda: h.cuda.clone(),
         env: h.env.clone(),
+        nixl: None,
     }
 }
 
