@@ -34,7 +34,8 @@ pub mod wire;
 pub use client::{connect, validate as validate_settings};
 pub use error::EngineError;
 pub use options::{
-    ConnectOptions, DEFAULT_PORT, Listening, OnCase, OnListening, PeerFailureMode, ServeOptions, UcxOptions,
+    ConnectOptions, DEFAULT_PORT, Listening, NIXL_UCX_DEFAULTS, OnCase, OnListening, PeerFailureMode, ProfileSetting,
+    ServeOptions, UcxOptions, UcxProfile, nixl_ucx_defaults,
 };
 pub use server::serve;
 pub use wire::{MAX_FRAME_BYTES, PROTOCOL_VERSION};
