@@ -165,8 +165,8 @@ fn fill_seed(is_source: bool, seed: u64) -> u64 {
 impl NixlRuntime {
     /// Loads NIXL, creates the agent and its UCX backend. Runs on the owner thread.
     pub fn start(opts: &NixlOptions, agent_name: &str) -> Result<(NixlRuntime, LocalNixl), EngineError> {
-        let lib = Nixl::load(opts.library_dir.as_deref()).map_err(|e| EngineError::UcxSetup(e.to_string()))?;
-        let setup_err = |e: nixl::NixlError| EngineError::UcxSetup(e.to_string());
+        let lib = Nixl::load(opts.library_dir.as_deref()).map_err(|e| EngineError::Nixl(e.to_string()))?;
+        let setup_err = |e: nixl::NixlError| EngineError::Nixl(e.to_string());
         let mut agent = lib.agent(agent_name).map_err(setup_err)?;
         let mut proto_info = std::env::var("UCX_PROTO_INFO").unwrap_or_default();
         let params = match agent.create_ucx_backend(&opts.backend_params) {
@@ -178,14 +178,14 @@ impl NixlRuntime {
                 agent = lib.agent(agent_name).map_err(setup_err)?;
                 agent
                     .create_ucx_backend(&opts.backend_params)
-                    .map_err(|e2| EngineError::UcxSetup(format!("{e2} (first attempt: {e})")))?
+                    .map_err(|e2| EngineError::Nixl(format!("{e2} (first attempt: {e})")))?
             }
             Err(e) => return Err(setup_err(e)),
         };
         let ucx = nixl::loaded_ucx();
         if ucx.len() > 1 {
             let list: Vec<String> = ucx.iter().map(|p| p.display().to_string()).collect();
-            return Err(EngineError::UcxSetup(format!(
+            return Err(EngineError::Nixl(format!(
                 "two UCX copies are loaded in this process ({}); NIXL must be the only UCX user: run the NIXL engine in its own process",
                 list.join(", ")
             )));
