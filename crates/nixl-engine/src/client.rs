@@ -397,21 +397,20 @@ async fn phase(
     let job_ctl = ctl.clone();
     let fut = thread.call(move |rt: &mut NixlRuntime| rt.initiator_phase(goal, &job_ctl));
     tokio::pin!(fut);
-    let outcome = loop {
-        let ev = tokio::select! {
-            r = &mut fut => Event::Done(r),
-            m = control.next(&during) => Event::Msg(m),
-        };
-        match ev {
-            Event::Done(r) => break r?,
-            Event::Msg(other) => {
-                ctl.stop();
-                let _ = (&mut fut).await;
-                return match other {
-                    Ok(m) => Err(unexpected(&during, &m, "nothing during a phase")),
-                    Err(e) => Err(e),
-                };
-            }
+    let ev = tokio::select! {
+        r = &mut fut => Event::Done(r),
+        m = control.next(&during) => Event::Msg(m),
+    };
+    let outcome = match ev {
+        Event::Done(r) => r?,
+        Event::Msg(other) => {
+            // The server spoke mid-phase (an error, or it died): stop the requests, report it.
+            ctl.stop();
+            let _ = (&mut fut).await;
+            return match other {
+                Ok(m) => Err(unexpected(&during, &m, "nothing during a phase")),
+                Err(e) => Err(e),
+            };
         }
     };
     let outcome = outcome.map_err(|detail| EngineError::Ucx {

@@ -6,7 +6,7 @@ use hdrhistogram::Histogram;
 use icb_core::{Direction, MemoryType, NixlInfo};
 use icb_engine::messages::{CaseReady, CaseSetup, HexBytes};
 use icb_engine::{EngineError, messages::MAX_MESSAGE_SIZE};
-use icb_memory::{Buffer, MemoryKind, Region};
+use icb_memory::{Buffer, MemoryKind};
 use nixl::{Agent, Descriptor, MemKind, Nixl, Registration, Transfer, XferOp};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -113,10 +113,9 @@ struct Case {
     direction: Direction,
     /// Payload bytes of the whole case buffer (block × batch).
     len: usize,
-    // Drop order: request, registration, then the memory it describes.
+    // Drop order: the request, then the registration (which owns the memory).
     transfer: Option<Transfer>,
-    _registration: Registration,
-    buffer: Buffer,
+    memory: Registration,
 }
 
 pub struct NixlRuntime {
@@ -242,22 +241,17 @@ impl NixlRuntime {
     fn alloc_registered(&self, memory: MemoryType, setup: &CaseSetup, is_source: bool) -> Result<Case, String> {
         let direction = direction_of(setup).ok_or("the NIXL engine runs get_bw (READ) and put_bw (WRITE) only")?;
         let len = case_len(setup)?;
-        let (kind, nixl_kind) = mem_kind(memory);
-        let mut buffer = Buffer::new(kind, len, 0).map_err(|e| e.to_string())?;
+        let mut buffer = Buffer::new(mem_kind(memory).0, len, 0).map_err(|e| e.to_string())?;
         buffer
             .fill(fill_seed(is_source, setup.seed))
             .map_err(|e| e.to_string())?;
-        let registration = self
-            .agent
-            .register(nixl_kind, buffer.as_ptr() as usize, len, 0)
-            .map_err(|e| e.to_string())?;
+        let memory = self.agent.register(buffer).map_err(|e| e.to_string())?;
         Ok(Case {
             setup: *setup,
             direction,
             len,
             transfer: None,
-            _registration: registration,
-            buffer,
+            memory,
         })
     }
 
@@ -267,7 +261,7 @@ impl NixlRuntime {
         self.case = None;
         let is_source = direction_of(&setup) == Some(Direction::Read);
         let case = self.alloc_registered(setup.memory.target, &setup, is_source)?;
-        let remote_addr = case.buffer.as_ptr() as u64;
+        let remote_addr = case.memory.addr();
         self.case = Some(case);
         let md = self.agent.local_metadata().map_err(|e| e.to_string())?;
         Ok(CaseReady {
@@ -298,8 +292,8 @@ impl NixlRuntime {
             Direction::Write => !is_initiator,
         };
         if destination {
-            case.buffer
-                .verify(case.len, case.setup.seed)
+            case.memory
+                .with_memory(|b| b.verify(case.len, case.setup.seed))
                 .map_err(|e| format!("payload not delivered intact: {e}"))?;
         }
         Ok(())
@@ -312,13 +306,12 @@ impl NixlRuntime {
         let is_source = direction_of(&setup) == Some(Direction::Write);
         let mut case = self.alloc_registered(setup.memory.initiator, &setup, is_source)?;
         let block = usize::try_from(setup.size).map_err(|_| "block size does not fit this platform")?;
-        let local_base = case.buffer.as_ptr() as u64;
-        let descs = |base: u64| -> Vec<Descriptor> {
+        let descs = |base: u64, dev_id: u64| -> Vec<Descriptor> {
             (0..u64::from(setup.window))
                 .map(|i| Descriptor {
                     addr: base + i * setup.size,
                     len: block,
-                    dev_id: 0,
+                    dev_id,
                 })
                 .collect()
         };
@@ -326,14 +319,15 @@ impl NixlRuntime {
             Direction::Read => XferOp::Read,
             Direction::Write => XferOp::Write,
         };
+        // The target allocated on its GPU 0 as well (Buffer::new(.., 0) on both sides).
         let transfer = self
             .agent
             .transfer(
                 op,
-                mem_kind(setup.memory.initiator).1,
-                &descs(local_base),
+                &case.memory,
+                &descs(case.memory.addr(), case.memory.dev_id()),
                 mem_kind(setup.memory.target).1,
-                &descs(ready.remote_addr),
+                &descs(ready.remote_addr, 0),
                 &remote,
             )
             .map_err(|e| e.to_string())?;

@@ -9,8 +9,6 @@ use common::{child_main, report_of, run_child, start_server};
 use icb_core::{CaseStatus, Direction, EngineKind, EvidenceSource, MemoryType, Status, TransportClass};
 use std::time::Duration;
 
-const TEST: &str = "local_pair_read_and_write_dram_verified_and_attributed";
-
 #[test]
 fn child_entry() {
     child_main();
@@ -51,12 +49,11 @@ fn local_pair_read_and_write_dram_verified_and_attributed() {
         let dir = c.shape.direction.expect("direction");
         assert_eq!(c.test, dir.test_kind());
         let batch = c.shape.batch.expect("batch");
-        if c.memory.initiator == MemoryType::Cuda || c.memory.target == MemoryType::Cuda {
-            if !report.client.cuda.available || !report.server.cuda.available {
-                assert_eq!(c.status, CaseStatus::Skipped, "{c:?}");
-                assert!(c.reason.as_deref().unwrap_or("").contains("CUDA"), "{c:?}");
-                continue;
-            }
+        let uses_cuda = c.memory.initiator == MemoryType::Cuda || c.memory.target == MemoryType::Cuda;
+        if uses_cuda && (!report.client.cuda.available || !report.server.cuda.available) {
+            assert_eq!(c.status, CaseStatus::Skipped, "{c:?}");
+            assert!(c.reason.as_deref().unwrap_or("").contains("CUDA"), "{c:?}");
+            continue;
         }
         assert_eq!(c.status, CaseStatus::Measured, "{c:?}");
         let m = c.measurement.as_ref().expect("measurement");
@@ -98,5 +95,4 @@ fn local_pair_read_and_write_dram_verified_and_attributed() {
             v.status
         );
     }
-    let _ = TEST;
 }

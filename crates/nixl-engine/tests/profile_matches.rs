@@ -27,7 +27,7 @@ fn nixl_bundled_ucx() -> PathBuf {
     let nixl =
         std::env::var_os("IC_BENCH_NIXL_LIB").expect("IC_BENCH_NIXL_LIB (from .cargo/config.toml; run scripts/setup)");
     let site = PathBuf::from(nixl).parent().map(PathBuf::from).unwrap_or_default();
-    let libs = std::fs::read_dir(&site)
+    std::fs::read_dir(&site)
         .expect("the wheel's site directory")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| {
@@ -35,8 +35,7 @@ fn nixl_bundled_ucx() -> PathBuf {
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| n.starts_with("nixl_cu") && n.ends_with(".libs"))
         })
-        .expect("the wheel's bundled libraries (nixl_cu*.libs)");
-    libs
+        .expect("the wheel's bundled libraries (nixl_cu*.libs)")
 }
 
 fn ucx_engine_pair(ucx: UcxOptions) -> PairReport {

@@ -1,11 +1,13 @@
 //! The loaded library, an agent with its UCX backend, registrations and metadata.
 
 use crate::error::{NixlError, check};
+use icb_memory::{Buffer, Region};
 use nixl_sys::{
     Loaded, NIXL_CAPI_MEM_DRAM, NIXL_CAPI_MEM_VRAM, nixl_capi_agent_t, nixl_capi_backend_t, nixl_capi_mem_list_t,
     nixl_capi_mem_type_t, nixl_capi_notif_map_t, nixl_capi_opt_args_t, nixl_capi_params_t, nixl_capi_reg_dlist_t,
     nixl_capi_string_list_t, require,
 };
+use std::cell::RefCell;
 use std::ffi::{CString, c_char, c_void};
 use std::path::Path;
 use std::rc::Rc;
@@ -89,7 +91,7 @@ pub(crate) struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         let capi = &self.lib.capi;
-        // SAFETY (all four): each handle was created by the matching create call, is destroyed
+        // SAFETY: (all four calls) each handle was created by the matching create call, is destroyed
         // exactly once here, and no registration or transfer refers to the agent any more (they
         // hold an `Rc` to this `Inner`). Errors at teardown are not actionable and are ignored.
         unsafe {
@@ -263,11 +265,15 @@ impl Agent {
         Ok(out)
     }
 
-    /// Registers `len` bytes at `addr` (on GPU `dev_id` for VRAM) with the UCX backend.
-    ///
-    /// The memory must stay allocated until the returned [`Registration`] is dropped; the caller
-    /// owns it (a `Registration` only records the address).
-    pub fn register(&self, kind: MemKind, addr: usize, len: usize, dev_id: u64) -> Result<Registration, NixlError> {
+    /// Registers `memory` (host memory as DRAM, CUDA memory as VRAM on its device) with the UCX
+    /// backend. The registration owns the memory, so it stays allocated for as long as NIXL may
+    /// touch it: until the registration and every [`crate::Transfer`] using it are dropped.
+    pub fn register(&self, memory: Buffer) -> Result<Registration, NixlError> {
+        let (kind, dev_id) = match &memory {
+            Buffer::Host(_) => (MemKind::Dram, 0u64),
+            Buffer::Cuda(b) => (MemKind::Vram, b.device() as u64),
+        };
+        let (addr, len) = (memory.as_ptr() as usize, memory.len());
         let capi = &self.inner.lib.capi;
         let create = require(&capi.nixl_capi_create_reg_dlist, "nixl_capi_create_reg_dlist")?;
         let add = require(&capi.nixl_capi_reg_dlist_add_desc, "nixl_capi_reg_dlist_add_desc")?;
@@ -276,14 +282,14 @@ impl Agent {
         let mut dlist: nixl_capi_reg_dlist_t = std::ptr::null_mut();
         // SAFETY: `dlist` receives a new list, owned by the Registration (or destroyed below).
         check("create_reg_dlist", unsafe { create(kind.raw(), &mut dlist) })?;
-        // SAFETY: live list; the descriptor only records the address range (no access here); no
+        // SAFETY: live list; the descriptor records the buffer's range (no access here) and no
         // per-descriptor metadata (NULL, 0).
-        let r = check("reg_dlist_add_desc", unsafe {
+        let added = check("reg_dlist_add_desc", unsafe {
             add(dlist, addr, len, dev_id, std::ptr::null(), 0)
-        })
-        // SAFETY: live agent, list and opt args; the caller keeps the memory allocated for the
-        // lifetime of the Registration (documented contract of this function).
-        .and_then(|()| {
+        });
+        let r = added.and_then(|()| {
+            // SAFETY: live agent, list and opt args; the range is `memory`, which the returned
+            // Registration owns, so it outlives the registration.
             check("register_mem", unsafe {
                 register(self.inner.raw, dlist, self.inner.opt_args)
             })
@@ -294,8 +300,15 @@ impl Agent {
             return Err(e);
         }
         Ok(Registration {
-            agent: self.inner.clone(),
-            dlist,
+            inner: Rc::new(RegInner {
+                agent: self.inner.clone(),
+                dlist,
+                kind,
+                dev_id,
+                memory: RefCell::new(memory),
+                addr,
+                len,
+            }),
         })
     }
 
@@ -359,17 +372,58 @@ impl Agent {
     }
 }
 
-/// Registered memory; deregistered on drop.
+/// Memory registered with an agent; deregistered and freed when the last user drops it.
+#[derive(Clone)]
 pub struct Registration {
-    agent: Rc<Inner>,
-    dlist: nixl_capi_reg_dlist_t,
+    pub(crate) inner: Rc<RegInner>,
 }
 
-impl Drop for Registration {
+pub(crate) struct RegInner {
+    agent: Rc<Inner>,
+    dlist: nixl_capi_reg_dlist_t,
+    pub(crate) kind: MemKind,
+    pub(crate) dev_id: u64,
+    memory: RefCell<Buffer>,
+    pub(crate) addr: usize,
+    pub(crate) len: usize,
+}
+
+impl Registration {
+    /// Start address of the registered memory (what the peer's descriptors name).
+    pub fn addr(&self) -> u64 {
+        self.inner.addr as u64
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    pub fn kind(&self) -> MemKind {
+        self.inner.kind
+    }
+
+    /// GPU ordinal for VRAM, 0 for DRAM (the `dev_id` of descriptors into this memory).
+    pub fn dev_id(&self) -> u64 {
+        self.inner.dev_id
+    }
+
+    /// The registered buffer, to fill or verify while no transfer is in flight (transfers run
+    /// only inside `Transfer::post`/`poll` on this same thread).
+    pub fn with_memory<T>(&self, f: impl FnOnce(&mut Buffer) -> T) -> T {
+        f(&mut self.inner.memory.borrow_mut())
+    }
+}
+
+impl Drop for RegInner {
     fn drop(&mut self) {
         let capi = &self.agent.lib.capi;
         // SAFETY: the list was registered with this live agent and is deregistered and destroyed
-        // exactly once; errors at teardown are not actionable.
+        // exactly once; no transfer uses it any more (each holds an `Rc` to this). Teardown
+        // errors are not actionable. The memory itself is freed after this, with the struct.
         unsafe {
             if let Ok(f) = capi.nixl_capi_deregister_mem.as_ref() {
                 f(self.agent.raw, self.dlist, self.agent.opt_args);

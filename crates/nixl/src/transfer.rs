@@ -1,6 +1,6 @@
 //! One prepared READ or WRITE request over two descriptor lists.
 
-use crate::agent::{Agent, Inner, MemKind, c_string};
+use crate::agent::{Agent, Inner, MemKind, RegInner, Registration, c_string};
 use crate::error::{NixlError, check};
 use nixl_sys::{
     NIXL_CAPI_IN_PROG, NIXL_CAPI_XFER_OP_READ, NIXL_CAPI_XFER_OP_WRITE, nixl_capi_xfer_dlist_t, nixl_capi_xfer_req_t,
@@ -27,6 +27,8 @@ pub struct Descriptor {
 /// A request that can be posted again after each completion; released on drop.
 pub struct Transfer {
     agent: Rc<Inner>,
+    /// Keeps the local memory registered and allocated while the request exists.
+    _local: Rc<RegInner>,
     req: nixl_capi_xfer_req_t,
     lists: [nixl_capi_xfer_dlist_t; 2],
     /// Bytes one completion moves.
@@ -34,12 +36,13 @@ pub struct Transfer {
 }
 
 impl Agent {
-    /// Prepares `op` between `local` blocks (registered memory of `local_kind`) and the same number
-    /// of `remote` blocks of the agent `remote_agent` (whose metadata was loaded).
+    /// Prepares `op` between `local` blocks, which must lie inside the registration `memory`, and
+    /// the same number of `remote` blocks (of `remote_kind`) of the agent `remote_agent`, whose
+    /// metadata was loaded. The request keeps `memory` alive.
     pub fn transfer(
         &self,
         op: XferOp,
-        local_kind: MemKind,
+        memory: &Registration,
         local: &[Descriptor],
         remote_kind: MemKind,
         remote: &[Descriptor],
@@ -55,12 +58,29 @@ impl Agent {
                 ),
             });
         }
+        let (lo, hi) = (memory.addr(), memory.addr() + memory.len() as u64);
+        if let Some(d) = local
+            .iter()
+            .find(|d| d.addr < lo || d.addr.saturating_add(d.len as u64) > hi)
+        {
+            return Err(NixlError::Input {
+                call: "create_xfer_req",
+                detail: format!(
+                    "local block {:#x}+{} lies outside the registered memory {lo:#x}+{}",
+                    d.addr,
+                    d.len,
+                    memory.len()
+                ),
+            });
+        }
+        let local_kind = memory.kind();
         let inner = &self.inner;
         let capi = &inner.lib.capi;
         let create_req = require(&capi.nixl_capi_create_xfer_req, "nixl_capi_create_xfer_req")?;
         let remote_name = c_string("create_xfer_req", remote_agent)?;
         let mut t = Transfer {
             agent: inner.clone(),
+            _local: memory.inner.clone(),
             req: std::ptr::null_mut(),
             lists: [std::ptr::null_mut(); 2],
             bytes: local.iter().map(|d| d.len as u64).sum(),

@@ -3,6 +3,7 @@
 //! re-executed child of this test binary, which leaves through `nixl::exit_process` — the way
 //! every process that used NIXL must (see there) — so the harness process never loads NIXL.
 
+use icb_memory::{Buffer, MemoryKind};
 use nixl::{Descriptor, MemKind, Nixl, XferOp};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -15,76 +16,72 @@ fn run_child() -> Result<String, String> {
         ("UCX_PROTO_INFO".into(), "used".into()),
         ("UCX_LOG_FILE".into(), format!("{log_dir}/ucx.%p.log")),
     ]);
-    let nixl = Nixl::load(None).map_err(|e| e.to_string())?;
-    let mut target = nixl.agent("target").map_err(|e| e.to_string())?;
-    let mut initiator = nixl.agent("initiator").map_err(|e| e.to_string())?;
-    let params = target.create_ucx_backend(&[]).map_err(|e| e.to_string())?;
-    initiator.create_ucx_backend(&[]).map_err(|e| e.to_string())?;
+    let e = |e: nixl::NixlError| e.to_string();
+    let nixl = Nixl::load(None).map_err(e)?;
+    let mut target = nixl.agent("target").map_err(e)?;
+    let mut initiator = nixl.agent("initiator").map_err(e)?;
+    let params = target.create_ucx_backend(&[]).map_err(e)?;
+    initiator.create_ucx_backend(&[]).map_err(e)?;
     const BLOCK: usize = 64 << 10;
     const N: usize = 8;
-    let mut remote = vec![0u8; BLOCK * N];
-    let mut local = vec![0u8; BLOCK * N];
-    for (i, b) in remote.iter_mut().enumerate() {
-        *b = (i % 251) as u8;
-    }
-    let _rt = target
-        .register(MemKind::Dram, remote.as_mut_ptr() as usize, remote.len(), 0)
-        .map_err(|e| e.to_string())?;
-    let _rl = initiator
-        .register(MemKind::Dram, local.as_mut_ptr() as usize, local.len(), 0)
-        .map_err(|e| e.to_string())?;
-    let md = target.local_metadata().map_err(|e| e.to_string())?;
-    let name = initiator.load_remote_metadata(&md).map_err(|e| e.to_string())?;
-    let descs = |base: usize| -> Vec<Descriptor> {
-        (0..N)
+    const SEED: u64 = 0x5eed;
+    let host = |seed: u64| -> Result<Buffer, String> {
+        let mut b = Buffer::new(MemoryKind::Host, BLOCK * N, 0).map_err(|e| e.to_string())?;
+        b.fill(seed).map_err(|e| e.to_string())?;
+        Ok(b)
+    };
+    let remote = target.register(host(SEED)?).map_err(e)?;
+    let local = initiator.register(host(!SEED)?).map_err(e)?;
+    let md = target.local_metadata().map_err(e)?;
+    let name = initiator.load_remote_metadata(&md).map_err(e)?;
+    let descs = |base: u64| -> Vec<Descriptor> {
+        (0..N as u64)
             .map(|i| Descriptor {
-                addr: (base + i * BLOCK) as u64,
+                addr: base + i * BLOCK as u64,
                 len: BLOCK,
                 dev_id: 0,
             })
             .collect()
     };
     let mut out = format!("md={} name={name} params={}", md.len(), params.len());
-    for op in [XferOp::Read, XferOp::Write] {
-        if op == XferOp::Write {
-            remote.iter_mut().for_each(|b| *b = 0);
-        }
+    // A block outside the registered memory is refused before NIXL sees it.
+    let outside = initiator.transfer(
+        XferOp::Read,
+        &local,
+        &descs(local.addr() + 1),
+        MemKind::Dram,
+        &descs(remote.addr()),
+        &name,
+    );
+    out.push_str(&format!(" outside_refused={}", outside.is_err()));
+    for (op, source, destination) in [(XferOp::Read, &remote, &local), (XferOp::Write, &local, &remote)] {
+        // The destination starts with the complement pattern; the source holds SEED's pattern.
+        destination.with_memory(|b| b.fill(!SEED)).map_err(|e| e.to_string())?;
+        source.with_memory(|b| b.fill(SEED)).map_err(|e| e.to_string())?;
         let mut t = initiator
             .transfer(
                 op,
+                &local,
+                &descs(local.addr()),
                 MemKind::Dram,
-                &descs(local.as_ptr() as usize),
-                MemKind::Dram,
-                &descs(remote.as_ptr() as usize),
+                &descs(remote.addr()),
                 &name,
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(e)?;
         let deadline = Instant::now() + Duration::from_secs(30);
-        let mut done = t.post().map_err(|e| e.to_string())?;
+        let mut done = t.post().map_err(e)?;
         while !done {
-            target.progress().map_err(|e| e.to_string())?;
-            done = t.poll().map_err(|e| e.to_string())?;
+            target.progress().map_err(e)?;
+            done = t.poll().map_err(e)?;
             if Instant::now() > deadline {
                 return Err(format!("{op:?} did not complete within 30 s"));
             }
         }
-        let ok = local == remote && local.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8);
+        drop(t);
+        let ok = destination.with_memory(|b| b.verify(BLOCK * N, SEED)).is_ok();
         out.push_str(&format!(" {op:?}={ok}"));
     }
-    let size_of_logs = || -> u64 {
-        std::fs::read_dir(&log_dir)
-            .map(|d| d.filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum())
-            .unwrap_or(0)
-    };
-    nixl::flush_c_stdio();
-    let before = size_of_logs();
-    initiator.invalidate_remote(&name).map_err(|e| e.to_string())?;
-    nixl::flush_c_stdio();
-    out.push_str(&format!(" log_before_invalidate={before} after={}", size_of_logs()));
-    drop(_rl);
-    drop(initiator);
-    nixl::flush_c_stdio();
-    out.push_str(&format!(" after_initiator_drop={}", size_of_logs()));
+    initiator.invalidate_remote(&name).map_err(e)?;
     Ok(out)
 }
 
@@ -127,6 +124,7 @@ fn read_and_write_between_two_agents_verify_bytes() {
         .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r))
         .unwrap_or_else(|| panic!("{stdout}"));
     assert!(line.contains("Read=true") && line.contains("Write=true"), "{line}");
+    assert!(line.contains("outside_refused=true"), "{line}");
     let logs: Vec<_> = std::fs::read_dir(logs.path()).unwrap().collect();
     assert!(!logs.is_empty(), "UCX wrote no log file");
     for l in logs {
