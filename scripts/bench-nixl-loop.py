@@ -8,8 +8,9 @@ Both sides register one DRAM buffer of MAX_BYTES, swap agent metadata and buffer
 local TCP socket, and the initiator runs, for each direction, block size and batch, one prepared
 request (initialize_xfer) posted and polled to completion in a loop, like the NIXL engine does:
 10 warmup requests, then at least 10 requests and MIN_TIME_S seconds. The target progresses its
-agent with get_new_notifs() until the initiator's "done" notification. Both agents use NIXL's
-default configuration (progress thread on), as the engine's agents (C API defaults) do.
+agent with get_new_notifs() until the initiator's "done" notification or closed socket. Both
+agents use NIXL's default configuration (progress thread on), as the engine's agents (C API
+defaults) do.
 Prints one JSON line per case: direction, size, batch, iterations, elapsed_s, bandwidth_bps.
 """
 
@@ -58,11 +59,21 @@ def target(port, max_bytes):
     send_blob(conn, agent.get_agent_metadata())
     send_blob(conn, struct.pack("!Q", addr))
     peer = agent.add_remote_agent(recv_blob(conn))
+    # Progress until the initiator's "done" notification or its closing the socket.
+    conn.setblocking(False)
     deadline = time.monotonic() + 3600
+    polls = 0
     while time.monotonic() < deadline:
         notifs = agent.get_new_notifs()
         if any(b"done" in m for m in notifs.get(peer, [])):
             break
+        polls += 1
+        if polls % 1000 == 0:
+            try:
+                if conn.recv(1) == b"":
+                    break
+            except BlockingIOError:
+                pass
     conn.close()
 
 
@@ -102,7 +113,6 @@ def initiator(port, max_bytes, sizes, batches, min_time):
                     "elapsed_s": elapsed, "bandwidth_bps": n * size * batch / elapsed,
                 }), flush=True)
     agent.send_notif(peer, b"done")
-    time.sleep(0.5)
     conn.close()
 
 
