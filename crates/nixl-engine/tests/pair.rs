@@ -21,7 +21,7 @@ fn local_pair_read_and_write_dram_verified_and_attributed() {
         ("ICB_NIXL_TEST_SIZES", format!("{},{}", 16 << 10, 1 << 20)),
         ("ICB_NIXL_TEST_MEMORY", "host-host,cuda-cuda".to_string()),
     ];
-    let (_server, addr) = start_server("child_entry", &env);
+    let (server, addr) = start_server("child_entry", &env);
     let mut client_env = env.clone();
     client_env.push(("ICB_NIXL_TEST_SERVER", addr));
     let (code, out, err) = run_child(
@@ -29,6 +29,11 @@ fn local_pair_read_and_write_dram_verified_and_attributed() {
         Duration::from_secs(300),
     );
     let report = report_of(&out).unwrap_or_else(|| panic!("no report (exit {code:?}):\n{out}\n{err}"));
+    assert_eq!(
+        server.finish(Duration::from_secs(30)),
+        Some(0),
+        "the server leaves cleanly after its client"
+    );
     // 2 directions × 2 memory pairs × 2 sizes × 2 batches.
     assert_eq!(report.cases.len(), 16, "{out}");
     let nixl = report.client.nixl.as_ref().expect("client NIXL info");

@@ -109,7 +109,7 @@ fn ucx_engine_with_the_nixl_profile_matches_the_nixl_engine() {
         ("ICB_NIXL_TEST_BATCHES", "1".to_string()),
         ("ICB_NIXL_TEST_SIZES", SIZES.map(|s| s.to_string()).join(",")),
     ];
-    let (_server, addr) = start_server("child_entry", &env);
+    let (server, addr) = start_server("child_entry", &env);
     let mut client_env = env.clone();
     client_env.push(("ICB_NIXL_TEST_SERVER", addr));
     let (code, out, err) = run_child(
@@ -117,6 +117,11 @@ fn ucx_engine_with_the_nixl_profile_matches_the_nixl_engine() {
         Duration::from_secs(300),
     );
     let nixl_report = report_of(&out).unwrap_or_else(|| panic!("no report (exit {code:?}):\n{out}\n{err}"));
+    assert_eq!(
+        server.finish(Duration::from_secs(30)),
+        Some(0),
+        "the server leaves cleanly after its client"
+    );
     let actual = classes(&nixl_report, true);
 
     assert_eq!(

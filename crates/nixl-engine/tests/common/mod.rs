@@ -148,6 +148,21 @@ pub fn child(test_name: &str, role: &str, env: &[(&str, String)]) -> Command {
 /// Kills the child on drop (a failed assertion must not leave a server behind).
 pub struct Reaper(pub Child);
 
+impl Reaper {
+    /// Waits up to `limit` for the child to leave by itself (a served-once server removes its
+    /// UCX log directory on the way out), then kills it.
+    pub fn finish(mut self, limit: Duration) -> Option<i32> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
 impl Drop for Reaper {
     fn drop(&mut self) {
         let _ = self.0.kill();
