@@ -31,3 +31,16 @@ pub use error::NixlEngineError;
 pub use nixl::{exit_process, nixl_was_used};
 pub use options::{DEFAULT_BATCHES, NixlOptions};
 pub use server::serve;
+
+/// Whether `--engine nixl` can load the NIXL found from `library_dir` (same search and checks as
+/// the engine: found, is NIXL, not too old, no foreign UCX in this process), without creating an
+/// agent, so no UCX is loaded. `Ok` names the library and release, `Err` is the one-line reason.
+/// For `probe nixl`.
+pub fn probe_load(library_dir: Option<&std::path::Path>) -> Result<String, String> {
+    let lib = nixl::Nixl::load(library_dir).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "NIXL {} ({})",
+        lib.version().unwrap_or("of unknown release"),
+        lib.library().display()
+    ))
+}

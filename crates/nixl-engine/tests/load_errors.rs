@@ -82,3 +82,19 @@ fn another_ucx_already_loaded() {
         "{msg}"
     );
 }
+
+#[test]
+fn probe_load_names_the_nixl_it_can_load_or_why_not() {
+    let (code, out, err) = run_child(child("child_entry", "probe-load", &[]), Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let line = out
+        .lines()
+        .find_map(|l| l.split_once("LOADABLE ").map(|(_, r)| r.to_string()))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(line.starts_with("NIXL ") && line.contains("libnixl_capi.so"), "{line}");
+    let empty = tempfile::tempdir().unwrap();
+    let env = [("ICB_NIXL_TEST_LIB", empty.path().display().to_string())];
+    let (code, out, _) = run_child(child("child_entry", "probe-load", &env), Duration::from_secs(60));
+    assert_eq!(code, Some(2));
+    assert!(error_of(&out).unwrap_or_default().contains("NIXL not found"), "{out}");
+}

@@ -128,6 +128,19 @@ pub fn child_main() {
                 }
             }
         }
+        "probe-load" => {
+            let dir = std::env::var_os("ICB_NIXL_TEST_LIB").map(PathBuf::from);
+            match icb_nixl_engine::probe_load(dir.as_deref()) {
+                Ok(what) => {
+                    println!("LOADABLE {what}");
+                    0
+                }
+                Err(e) => {
+                    println!("ERROR {e}");
+                    2
+                }
+            }
+        }
         _ => 99,
     };
     icb_nixl_engine::exit_process(code);
