@@ -377,9 +377,13 @@ pub fn describe(test: TestKind, memory: MemoryPair, size: u64, path: &DataPath) 
     match path.source {
         EvidenceSource::None => format!("{head}: transport unknown (UCX reported neither protocol nor lanes)"),
         EvidenceSource::EndpointLanes => format!("{head}: {lanes} (endpoint lanes, {})", path.class),
-        EvidenceSource::RequestInfo if path.protocol.is_empty() => format!("{head}: {lanes}"),
-        EvidenceSource::RequestInfo if lanes.is_empty() => format!("{head}: {}", path.protocol),
-        EvidenceSource::RequestInfo => format!("{head}: {}, {lanes}", path.protocol),
+        EvidenceSource::RequestInfo | EvidenceSource::ProtoInfo if path.protocol.is_empty() => {
+            format!("{head}: {lanes}")
+        }
+        EvidenceSource::RequestInfo | EvidenceSource::ProtoInfo if lanes.is_empty() => {
+            format!("{head}: {}", path.protocol)
+        }
+        EvidenceSource::RequestInfo | EvidenceSource::ProtoInfo => format!("{head}: {}, {lanes}", path.protocol),
     }
 }
 

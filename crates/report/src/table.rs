@@ -33,8 +33,8 @@ fn data_path_cell(c: &CaseResult) -> String {
     match p.source {
         EvidenceSource::None => "unknown".to_string(),
         EvidenceSource::EndpointLanes => format!("{lanes} (lanes)"),
-        EvidenceSource::RequestInfo if p.protocol.is_empty() => lanes,
-        EvidenceSource::RequestInfo => format!("{}, {lanes}", p.protocol),
+        EvidenceSource::RequestInfo | EvidenceSource::ProtoInfo if p.protocol.is_empty() => lanes,
+        EvidenceSource::RequestInfo | EvidenceSource::ProtoInfo => format!("{}, {lanes}", p.protocol),
     }
 }
 
