@@ -4,6 +4,7 @@ use crate::control::{Control, unexpected};
 use crate::error::EngineError;
 use crate::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use crate::options::ConnectOptions;
+use crate::run_error::RunError;
 use crate::runtime::{LocalUcx, PhaseCtl, PhaseOutcome, Runtime};
 use crate::session::{HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, peer_info, phase_during};
 use crate::stats;
@@ -173,10 +174,7 @@ async fn run_session(
     thread
         .call(move |rt: &mut Runtime| rt.connect_peer(&address, peer_errors))
         .await?
-        .map_err(|detail| EngineError::Ucx {
-            during: "connecting to the server's UCX worker".into(),
-            detail,
-        })?;
+        .map_err(|e| EngineError::ucx("connecting to the server's UCX worker", e))?;
 
     // A tiny ping-pong first, so UCX wireup is finished before anything is timed.
     let wireup = CaseSetup {
@@ -192,10 +190,10 @@ async fn run_session(
             finish(control, thread, &wireup).await?;
         }
         Prepared::NotRun(status, reason) => {
-            return Err(EngineError::Ucx {
-                during: "UCX wireup".into(),
-                detail: format!("{status:?}: {reason}"),
-            });
+            return Err(EngineError::ucx(
+                "UCX wireup",
+                RunError::Remote(format!("{status:?}: {reason}")),
+            ));
         }
     }
 
@@ -266,7 +264,7 @@ async fn prepare(
         }
         other => return Err(unexpected(&label, &other, "ready, skipped or case_failed")),
     };
-    let local: Result<(), String> = thread
+    let local: Result<(), RunError> = thread
         .call(move |rt: &mut Runtime| rt.initiator_setup(setup, &ready))
         .await?;
     if let Err(reason) = local {
@@ -278,7 +276,7 @@ async fn prepare(
 }
 
 enum Event {
-    Done(Result<Result<PhaseOutcome, String>, EngineError>),
+    Done(Result<Result<PhaseOutcome, RunError>, EngineError>),
     Msg(Result<Message, EngineError>),
 }
 
@@ -308,10 +306,10 @@ async fn phase(
     match control.recv(&during, limit).await? {
         Message::PhaseReady => {}
         Message::CaseFailed { reason } => {
-            return Err(EngineError::Ucx {
+            return Err(EngineError::ucx(
                 during,
-                detail: format!("decode side: {reason}"),
-            });
+                RunError::Remote(format!("decode side: {reason}")),
+            ));
         }
         other => return Err(unexpected(&during, &other, "phase_ready")),
     }
@@ -351,7 +349,7 @@ async fn phase(
                     crate::wire::WireError::Closed,
                 ));
             }
-            return Err(EngineError::Ucx { during, detail });
+            return Err(EngineError::ucx(during, detail));
         }
     };
     if setup.test.is_rma() {
@@ -373,7 +371,7 @@ async fn finish(
     setup: &CaseSetup,
 ) -> Result<Option<String>, EngineError> {
     let label = case_label(setup);
-    let local: Result<(), String> = thread.call(|rt: &mut Runtime| rt.initiator_finish()).await?;
+    let local: Result<(), RunError> = thread.call(|rt: &mut Runtime| rt.initiator_finish()).await?;
     control.send(&Message::Finish, &label).await?;
     let remote = match control.recv(&label, HELLO_TIMEOUT * 4).await? {
         Message::Finished { verified: true, .. } => None,

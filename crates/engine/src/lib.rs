@@ -20,6 +20,7 @@ mod error;
 mod local;
 pub mod messages;
 mod options;
+mod run_error;
 mod runtime;
 mod server;
 mod session;

@@ -28,6 +28,11 @@ pub struct UcxOptions {
     /// Per-context settings, e.g. `("TLS", "tcp")`; `UCX_*` environment variables apply too.
     pub config: Vec<(String, String)>,
     pub peer_failure: PeerFailureMode,
+    /// CUDA device ordinal this side allocates its CUDA buffers on. The default, 0, is the first
+    /// *visible* GPU: CUDA numbers the devices in `CUDA_VISIBLE_DEVICES` from 0 in the order
+    /// listed, so a pod or process given one GPU (`CUDA_VISIBLE_DEVICES=3`, or a device plugin's
+    /// single allocation) sees it as ordinal 0. Set it on a multi-GPU host to test another GPU.
+    pub cuda_device: usize,
 }
 
 /// Called once the server is bound, with the actual address (port 0 resolved) and UCX version.

@@ -12,13 +12,14 @@ use crate::buffers::{Buf, other_seed, with_region};
 use crate::error::EngineError;
 use crate::messages::{CaseReady, CaseSetup, HexBytes, PhaseKind};
 use crate::options::{PeerFailureMode, UcxOptions};
+use crate::run_error::RunError;
 use crate::stats;
 use hdrhistogram::Histogram;
 use icb_core::{Lane, TestKind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
-use ucx::{Endpoint, ErrorMode, MemMap, Op, OpOptions, RemoteKey, Worker};
+use ucx::{Endpoint, ErrorMode, MemMap, Op, OpOptions, RemoteKey, Rma, Worker};
 
 const TAG_DATA: u64 = 0x1cb0_0000_0000_0001;
 const TAG_PING: u64 = 0x1cb0_0000_0000_0002;
@@ -61,12 +62,12 @@ impl PhaseCtl {
         self.stop.store(true, Ordering::Relaxed);
     }
     #[inline]
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), RunError> {
         if self.abort.load(Ordering::Relaxed) {
-            return Err("aborted: the peer closed the control connection".into());
+            return Err(RunError::Aborted);
         }
         if Instant::now() >= self.deadline {
-            return Err("did not complete before the phase deadline: is the peer alive and progressing?".into());
+            return Err(RunError::Deadline);
         }
         Ok(())
     }
@@ -105,10 +106,8 @@ pub struct Runtime {
     ack: Buf,
     /// Preallocated ring of in-flight operations (grown outside timed loops only).
     ring: Vec<Option<Op>>,
-}
-
-fn ucx_err(e: ucx::Error) -> String {
-    e.to_string()
+    /// CUDA device ordinal for this side's CUDA buffers ([`UcxOptions::cuda_device`]).
+    cuda_device: usize,
 }
 
 impl Runtime {
@@ -126,7 +125,7 @@ impl Runtime {
             .worker()
             .map_err(|e| EngineError::UcxSetup(with_tls_hint(e.to_string())))?;
         let address = worker.address().map_err(|e| EngineError::UcxSetup(e.to_string()))?;
-        let ack = Buf::alloc(icb_core::MemoryType::Host, 8).map_err(EngineError::UcxSetup)?;
+        let ack = Buf::alloc(icb_core::MemoryType::Host, 8, 0).map_err(|e| EngineError::UcxSetup(e.to_string()))?;
         let local = LocalUcx {
             version: lib.version_string().to_string(),
             library: lib.library_dir().display().to_string(),
@@ -145,15 +144,16 @@ impl Runtime {
                 case: None,
                 ack,
                 ring: Vec::new(),
+                cuda_device: opts.cuda_device,
             },
             local,
         ))
     }
 
-    pub fn connect_peer(&mut self, address: &[u8], peer_errors: bool) -> Result<(), String> {
+    pub fn connect_peer(&mut self, address: &[u8], peer_errors: bool) -> Result<(), RunError> {
         self.reset();
         let mode = if peer_errors { ErrorMode::Peer } else { self.mode };
-        self.ep = Some(self.worker.connect(address, mode).map_err(ucx_err)?);
+        self.ep = Some(self.worker.connect(address, mode)?);
         Ok(())
     }
 
@@ -189,23 +189,21 @@ impl Runtime {
         )
     }
 
-    fn ep(&self) -> Result<&Endpoint, String> {
-        self.ep
-            .as_ref()
-            .ok_or_else(|| "no UCX endpoint to the peer".to_string())
+    fn ep(&self) -> Result<&Endpoint, RunError> {
+        self.ep.as_ref().ok_or(RunError::NoEndpoint)
     }
 
-    fn size(setup: &CaseSetup) -> Result<usize, String> {
-        usize::try_from(setup.size).map_err(|_| format!("{} bytes do not fit this machine's address space", setup.size))
+    fn size(setup: &CaseSetup) -> Result<usize, RunError> {
+        usize::try_from(setup.size).map_err(|_| RunError::TooLarge(setup.size))
     }
 
     // ---------------------------------------------------------------- target (server) side
 
-    pub fn target_setup(&mut self, setup: CaseSetup) -> Result<CaseReady, String> {
+    pub fn target_setup(&mut self, setup: CaseSetup) -> Result<CaseReady, RunError> {
         self.drain_now();
         self.case = None;
         let len = Self::size(&setup)?;
-        let mut buf = Buf::alloc(setup.memory.target, len)?;
+        let mut buf = Buf::alloc(setup.memory.target, len, self.cuda_device)?;
         // The target holds the data's source for get, its destination otherwise.
         let seed = if setup.test == TestKind::GetBw {
             setup.seed
@@ -218,7 +216,7 @@ impl Runtime {
         if setup.test.is_rma() {
             let m = buf.map(&self._ctx)?;
             ready.remote_addr = m.address();
-            ready.rkey = HexBytes(m.pack_rkey().map_err(ucx_err)?);
+            ready.rkey = HexBytes(m.pack_rkey()?);
             map = Some(m);
         }
         self.case = Some(Case {
@@ -239,7 +237,7 @@ impl Runtime {
         iterations: u64,
         ready: tokio::sync::oneshot::Sender<()>,
         ctl: &PhaseCtl,
-    ) -> Result<(), String> {
+    ) -> Result<(), RunError> {
         let r = self.target_phase_inner(kind, iterations, ready, ctl);
         if r.is_err() {
             self.drain_now();
@@ -253,58 +251,42 @@ impl Runtime {
         n: u64,
         ready: tokio::sync::oneshot::Sender<()>,
         ctl: &PhaseCtl,
-    ) -> Result<(), String> {
-        let case = self.case.as_ref().ok_or("no case prepared")?;
-        let ep = self.ep.as_ref().ok_or("no UCX endpoint to the peer")?;
+    ) -> Result<(), RunError> {
+        let case = self.case.as_ref().ok_or(RunError::NoCase)?;
+        let ep = self.ep.as_ref().ok_or(RunError::NoEndpoint)?;
         let w = &self.worker;
         let size = Self::size(&case.setup)?;
         match case.setup.test {
             TestKind::TagBw => {
                 let window = case.setup.window.max(1) as usize;
                 ensure_ring(&mut self.ring, window);
-                let ring = &mut self.ring;
-                with_region!(&case.buf, b => {
-                    let mut posted = 0u64;
-                    while posted < n && (posted as usize) < window {
-                        ring[posted as usize] = Some(w.tag_recv(b, 0..size, TAG_DATA, TAG_MASK, OpOptions::default()).map_err(ucx_err)?);
-                        posted += 1;
-                    }
-                    let _ = ready.send(());
-                    let mut done = 0u64;
-                    while done < n {
-                        let slot = (done % window as u64) as usize;
-                        let op = ring[slot].take().ok_or("internal: empty ring slot")?;
-                        let got = wait_op(w, op, ctl)?;
-                        if got != size {
-                            return Err(format!("received a {got}-byte message, expected {size}"));
-                        }
-                        done += 1;
-                        if posted < n {
-                            ring[slot] = Some(w.tag_recv(b, 0..size, TAG_DATA, TAG_MASK, OpOptions::default()).map_err(ucx_err)?);
-                            posted += 1;
-                        }
-                    }
-                    Ok::<(), String>(())
-                })?;
+                let mut ready = Some(ready);
+                with_region!(&case.buf, b => run_window(
+                    w,
+                    &mut self.ring[..window],
+                    n,
+                    ctl,
+                    || Ok(w.tag_recv(b, 0..size, TAG_DATA, TAG_MASK, OpOptions::default())?),
+                    // Receives for the whole first window are posted: the sender may start.
+                    || if let Some(r) = ready.take() { let _ = r.send(()); },
+                    |got| check_length("message", got, size),
+                ))?;
                 send_ack(w, ep, &self.ack, ctl)
             }
             TestKind::TagLat => {
                 with_region!(&case.buf, b => {
-                    let mut recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default()).map_err(ucx_err)?;
+                    let mut recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
                     let _ = ready.send(());
                     for i in 0..n {
                         poll_done(w, recv, ctl)?;
                         // The echo leaves first; releasing the receive and posting the next one
                         // happen while the pong is in flight (ucx_perftest's order).
-                        let send = w.tag_send(ep, b, 0..size, TAG_PONG, OpOptions::default()).map_err(ucx_err)?;
-                        let got = finish_op(w, recv, ctl)?;
-                        if got != size {
-                            return Err(format!("received a {got}-byte ping, expected {size}"));
-                        }
+                        let send = w.tag_send(ep, b, 0..size, TAG_PONG, OpOptions::default())?;
+                        check_length("ping", finish_op(w, recv, ctl)?, size)?;
                         // The next ping lands in the buffer the echo is sent from: wait for it.
                         wait_op(w, send, ctl)?;
                         if i + 1 < n {
-                            recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default()).map_err(ucx_err)?;
+                            recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
                         }
                     }
                     Ok(())
@@ -344,17 +326,17 @@ impl Runtime {
         }
         match case.buf.verify(case.setup.seed) {
             Ok(()) => (true, None),
-            Err(e) => (false, Some(e)),
+            Err(e) => (false, Some(e.to_string())),
         }
     }
 
     // ------------------------------------------------------------- initiator (client) side
 
-    pub fn initiator_setup(&mut self, setup: CaseSetup, ready: &CaseReady) -> Result<(), String> {
+    pub fn initiator_setup(&mut self, setup: CaseSetup, ready: &CaseReady) -> Result<(), RunError> {
         self.drain_now();
         self.case = None;
         let len = Self::size(&setup)?;
-        let mut buf = Buf::alloc(setup.memory.initiator, len)?;
+        let mut buf = Buf::alloc(setup.memory.initiator, len, self.cuda_device)?;
         let seed = if setup.test == TestKind::GetBw {
             other_seed(setup.seed)
         } else {
@@ -362,18 +344,14 @@ impl Runtime {
         };
         buf.fill(seed)?;
         let pong = if setup.test == TestKind::TagLat {
-            let mut p = Buf::alloc(setup.memory.initiator, len)?;
+            let mut p = Buf::alloc(setup.memory.initiator, len, self.cuda_device)?;
             p.fill(other_seed(setup.seed))?;
             Some(p)
         } else {
             None
         };
         let rkey = if setup.test.is_rma() {
-            Some(
-                self.ep()?
-                    .unpack_rkey(&ready.rkey.0)
-                    .map_err(|e| format!("the server's rkey: {e}"))?,
-            )
+            Some(self.ep()?.unpack_rkey(&ready.rkey.0).map_err(RunError::Rkey)?)
         } else {
             None
         };
@@ -393,7 +371,7 @@ impl Runtime {
         kind: PhaseKind,
         iterations: u64,
         ctl: &PhaseCtl,
-    ) -> Result<PhaseOutcome, String> {
+    ) -> Result<PhaseOutcome, RunError> {
         let r = self.initiator_phase_inner(kind, iterations, ctl);
         if r.is_err() {
             self.drain_now();
@@ -401,39 +379,33 @@ impl Runtime {
         r
     }
 
-    fn initiator_phase_inner(&mut self, kind: PhaseKind, n: u64, ctl: &PhaseCtl) -> Result<PhaseOutcome, String> {
-        let case = self.case.as_ref().ok_or("no case prepared")?;
-        let ep = self.ep.as_ref().ok_or("no UCX endpoint to the peer")?;
+    fn initiator_phase_inner(&mut self, kind: PhaseKind, n: u64, ctl: &PhaseCtl) -> Result<PhaseOutcome, RunError> {
+        let case = self.case.as_ref().ok_or(RunError::NoCase)?;
+        let ep = self.ep.as_ref().ok_or(RunError::NoEndpoint)?;
         let w = &self.worker;
         let size = Self::size(&case.setup)?;
         let probe = kind == PhaseKind::Warmup;
         let timed = if probe { n - 1 } else { n };
         let window = case.setup.window.max(1) as usize;
         ensure_ring(&mut self.ring, window);
-        let ring = &mut self.ring;
+        let ring = &mut self.ring[..window];
         let mut info = None;
         match case.setup.test {
             TestKind::TagBw => with_region!(&case.buf, b => {
                 let ack = post_ack_recv(w, &self.ack)?;
                 if probe {
-                    let op = w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::QUERYABLE).map_err(ucx_err)?;
+                    let op = w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::QUERYABLE)?;
                     info = w.info_string(op).ok().flatten();
                     wait_op(w, op, ctl)?;
                 }
                 let t0 = Instant::now();
-                for i in 0..timed {
-                    let slot = (i % window as u64) as usize;
-                    if let Some(op) = ring[slot].take() {
-                        wait_op(w, op, ctl)?;
-                    }
-                    ring[slot] = Some(w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::default()).map_err(ucx_err)?);
-                }
-                drain_ring(w, ring, ctl)?;
+                let send = || Ok(w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::default())?);
+                run_window(w, ring, timed, ctl, send, || {}, |_| Ok(()))?;
                 wait_op(w, ack, ctl)?;
                 Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None })
             }),
             TestKind::TagLat => {
-                let pong = case.pong.as_ref().ok_or("internal: no pong buffer")?;
+                let pong = case.pong.as_ref().ok_or(RunError::Internal("no pong buffer"))?;
                 let mut hist = (kind == PhaseKind::Measure).then(stats::rtt_histogram);
                 with_region!(&case.buf, b => {
                     with_region!(pong, p => {
@@ -447,8 +419,8 @@ impl Runtime {
                             let opts = if first_probe { OpOptions::QUERYABLE } else { OpOptions::default() };
                             // Send first, then post the receive (ucx_perftest's order): the post
                             // overlaps the ping's flight instead of delaying it.
-                            let send = w.tag_send(ep, b, 0..size, TAG_PING, opts).map_err(ucx_err)?;
-                            let recv = w.tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default()).map_err(ucx_err)?;
+                            let send = w.tag_send(ep, b, 0..size, TAG_PING, opts)?;
+                            let recv = w.tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default())?;
                             if first_probe {
                                 info = w.info_string(send).ok().flatten();
                             }
@@ -458,10 +430,7 @@ impl Runtime {
                             poll_done(w, recv, ctl)?;
                             let now = Instant::now();
                             wait_op(w, send, ctl)?;
-                            let got = finish_op(w, recv, ctl)?;
-                            if got != size {
-                                return Err(format!("received a {got}-byte pong, expected {size}"));
-                            }
+                            check_length("pong", finish_op(w, recv, ctl)?, size)?;
                             if first_probe {
                                 // The probe round trip is not part of the warmup pace.
                                 prev = now;
@@ -480,32 +449,23 @@ impl Runtime {
                 })
             }
             TestKind::PutBw | TestKind::GetBw => {
-                let rkey = case.rkey.as_ref().ok_or("internal: no rkey")?;
+                let rkey = case.rkey.as_ref().ok_or(RunError::Internal("no rkey"))?;
                 let addr = case.remote_addr;
-                let is_put = case.setup.test == TestKind::PutBw;
+                let rma = if case.setup.test == TestKind::PutBw {
+                    Rma::Put
+                } else {
+                    Rma::Get
+                };
                 with_region!(&case.buf, b => {
-                    let submit = |opts: OpOptions| {
-                        if is_put {
-                            w.put(ep, b, 0..size, addr, rkey, opts)
-                        } else {
-                            w.get(ep, b, 0..size, addr, rkey, opts)
-                        }
-                    };
+                    let submit = |opts: OpOptions| w.rma(rma, ep, b, 0..size, addr, rkey, opts);
                     if probe {
-                        let op = submit(OpOptions::QUERYABLE).map_err(ucx_err)?;
+                        let op = submit(OpOptions::QUERYABLE)?;
                         info = w.info_string(op).ok().flatten();
                         wait_op(w, op, ctl)?;
                     }
                     let t0 = Instant::now();
-                    for i in 0..timed {
-                        let slot = (i % window as u64) as usize;
-                        if let Some(op) = ring[slot].take() {
-                            wait_op(w, op, ctl)?;
-                        }
-                        ring[slot] = Some(submit(OpOptions::default()).map_err(ucx_err)?);
-                    }
-                    drain_ring(w, ring, ctl)?;
-                    let flush = w.flush(ep, OpOptions::default()).map_err(ucx_err)?;
+                    run_window(w, ring, timed, ctl, || Ok(submit(OpOptions::default())?), || {}, |_| Ok(()))?;
+                    let flush = w.flush(ep, OpOptions::default())?;
                     wait_op(w, flush, ctl)?;
                     Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None })
                 })
@@ -514,7 +474,7 @@ impl Runtime {
     }
 
     /// Checks what landed on this side (get, tag_lat pongs) and releases the case.
-    pub fn initiator_finish(&mut self) -> Result<(), String> {
+    pub fn initiator_finish(&mut self) -> Result<(), RunError> {
         self.drain_now();
         let Some(mut case) = self.case.take() else {
             return Ok(());
@@ -522,8 +482,8 @@ impl Runtime {
         match case.setup.test {
             TestKind::GetBw => case.buf.verify(case.setup.seed),
             TestKind::TagLat => match case.pong.as_mut() {
-                Some(p) => p.verify(case.setup.seed).map_err(|e| format!("echoed {e}")),
-                None => Err("internal: no pong buffer".into()),
+                Some(p) => p.verify(case.setup.seed).map_err(RunError::echoed),
+                None => Err(RunError::Internal("no pong buffer")),
             },
             TestKind::TagBw | TestKind::PutBw => Ok(()),
         }
@@ -540,14 +500,14 @@ fn ensure_ring(ring: &mut Vec<Option<Op>>, window: usize) {
 /// Progresses until `op` completes (checking the abort flag and the deadline now and then),
 /// then releases it; returns the completion's length.
 #[inline]
-fn wait_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, String> {
+fn wait_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, RunError> {
     poll_done(w, op, ctl)?;
     finish_op(w, op, ctl)
 }
 
 /// Progresses until `op` has completed, without releasing it.
 #[inline]
-fn poll_done(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<(), String> {
+fn poll_done(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<(), RunError> {
     let mut i = 0u32;
     while !w.is_done(op) {
         w.progress();
@@ -561,25 +521,62 @@ fn poll_done(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<(), String> {
 
 /// Releases a completed `op`; returns its length, or its error.
 #[inline]
-fn finish_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, String> {
-    w.wait(op, ctl.deadline).map(|c| c.length).map_err(ucx_err)
+fn finish_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, RunError> {
+    Ok(w.wait(op, ctl.deadline)?.length)
 }
 
-fn drain_ring(w: &Worker, ring: &mut [Option<Op>], ctl: &PhaseCtl) -> Result<(), String> {
-    for slot in ring.iter_mut() {
-        if let Some(op) = slot.take() {
-            wait_op(w, op, ctl)?;
+/// The windowed stream loop of ucx_perftest's `run_stream_uni`, written once for tag sends, tag
+/// receives and RMA: `n` operations from `submit`, at most `ring.len()` outstanding, each one's
+/// completion length handed to `completed`; `filled` runs once the first window is submitted (or
+/// all `n`, if fewer). Returns when every operation has completed.
+fn run_window(
+    w: &Worker,
+    ring: &mut [Option<Op>],
+    n: u64,
+    ctl: &PhaseCtl,
+    mut submit: impl FnMut() -> Result<Op, RunError>,
+    mut filled: impl FnMut(),
+    mut completed: impl FnMut(usize) -> Result<(), RunError>,
+) -> Result<(), RunError> {
+    let window = ring.len().max(1) as u64;
+    let first = n.min(window);
+    if first == 0 {
+        filled();
+    }
+    for i in 0..n {
+        let slot = (i % window) as usize;
+        if let Some(op) = ring[slot].take() {
+            completed(wait_op(w, op, ctl)?)?;
+        }
+        ring[slot] = Some(submit()?);
+        if i + 1 == first {
+            filled();
+        }
+    }
+    // Oldest first, so completions are checked in submission order.
+    for k in 0..first {
+        let slot = ((n - first + k) % window) as usize;
+        if let Some(op) = ring[slot].take() {
+            completed(wait_op(w, op, ctl)?)?;
         }
     }
     Ok(())
 }
 
-fn post_ack_recv(w: &Worker, ack: &Buf) -> Result<Op, String> {
-    with_region!(ack, a => w.tag_recv(a, 0..8, TAG_ACK, TAG_MASK, OpOptions::default()).map_err(ucx_err))
+fn check_length(what: &'static str, got: usize, expected: usize) -> Result<(), RunError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(RunError::Length { what, got, expected })
+    }
 }
 
-fn send_ack(w: &Worker, ep: &Endpoint, ack: &Buf, ctl: &PhaseCtl) -> Result<(), String> {
-    let op = with_region!(ack, a => w.tag_send(ep, a, 0..8, TAG_ACK, OpOptions::default()).map_err(ucx_err))?;
+fn post_ack_recv(w: &Worker, ack: &Buf) -> Result<Op, RunError> {
+    Ok(with_region!(ack, a => w.tag_recv(a, 0..8, TAG_ACK, TAG_MASK, OpOptions::default()))?)
+}
+
+fn send_ack(w: &Worker, ep: &Endpoint, ack: &Buf, ctl: &PhaseCtl) -> Result<(), RunError> {
+    let op = with_region!(ack, a => w.tag_send(ep, a, 0..8, TAG_ACK, OpOptions::default()))?;
     wait_op(w, op, ctl).map(|_| ())
 }
 
