@@ -109,6 +109,11 @@ impl TestArgs {
                 UnitArg::Mib => BandwidthUnit::MiBps,
             },
             require_cuda: self.require_cuda,
+            stop: None,
+            plan: Vec::new(),
+            blocks: None,
+            window_candidates: Vec::new(),
+            untouched_buffers: false,
         };
         icb_engine::validate_settings(&settings)?;
         Ok(settings)

@@ -576,6 +576,11 @@ mod tests {
             window: 1,
             unit: icb_core::BandwidthUnit::GBps,
             require_cuda: false,
+            stop: None,
+            plan: Vec::new(),
+            blocks: None,
+            window_candidates: Vec::new(),
+            untouched_buffers: false,
         };
         assert_eq!(report_deadline(&settings), Duration::from_secs(67));
         settings.sizes = vec![8, 16];

@@ -5,7 +5,7 @@
 
 use crate::run_error::RunError;
 use icb_core::{CudaInfo, MemoryType};
-use icb_memory::{CudaBuffer, CudaStatus, HostBuffer, Region};
+use icb_memory::{BlockLayout, CudaBuffer, CudaStatus, HostBuffer, MemoryError, verify_blocks};
 use std::rc::Rc;
 
 pub enum Buf {
@@ -69,21 +69,17 @@ impl Buf {
         Ok(())
     }
 
-    /// Checks the whole buffer against the pattern of `seed`.
-    pub fn verify(&mut self, seed: u64) -> Result<(), RunError> {
+    /// Checks the buffer after a transfer: every block of `layout` holds the pattern of `seed`,
+    /// every gap between blocks still holds `gap_seed`'s (nothing landed outside the blocks).
+    pub fn verify_blocks(&mut self, layout: BlockLayout, seed: u64, gap_seed: u64) -> Result<(), RunError> {
         let r = match self {
-            Buf::Host(b) => {
-                let b = Rc::get_mut(b).ok_or(BUSY)?;
-                let len = b.len();
-                b.verify(len, seed)
-            }
-            Buf::Cuda(b) => {
-                let b = Rc::get_mut(b).ok_or(BUSY)?;
-                let len = b.len();
-                b.verify(len, seed)
-            }
+            Buf::Host(b) => verify_blocks(Rc::get_mut(b).ok_or(BUSY)?.as_slice(), layout, seed, gap_seed),
+            Buf::Cuda(b) => verify_blocks(&Rc::get_mut(b).ok_or(BUSY)?.to_host()?, layout, seed, gap_seed),
         };
-        r.map_err(|source| RunError::Corrupted { what: "", source })
+        r.map_err(|m| RunError::Corrupted {
+            what: "",
+            source: MemoryError::Mismatch(m),
+        })
     }
 
     /// Registers the buffer for RMA by the peer.
@@ -100,13 +96,17 @@ mod tests {
     fn verify_catches_stale_and_corrupted_payloads() {
         let mut b = Buf::alloc(MemoryType::Host, 4099, 0).unwrap();
         b.fill(other_seed(7)).unwrap();
-        assert!(b.verify(7).is_err(), "the pre-fill must not pass for the payload");
+        let whole = BlockLayout::single(4099);
+        assert!(
+            b.verify_blocks(whole, 7, 7).is_err(),
+            "the pre-fill must not pass for the payload"
+        );
         b.fill(7).unwrap();
-        assert!(b.verify(7).is_ok());
+        assert!(b.verify_blocks(whole, 7, 7).is_ok());
         if let Buf::Host(h) = &mut b {
             Rc::get_mut(h).unwrap().as_mut_slice()[4000] ^= 0x20;
         }
-        let e = b.verify(7).unwrap_err().to_string();
+        let e = b.verify_blocks(whole, 7, 7).unwrap_err().to_string();
         assert!(e.contains("payload corrupted") && e.contains("4000"), "{e}");
     }
 

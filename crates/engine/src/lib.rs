@@ -18,6 +18,7 @@ mod client;
 mod control;
 mod error;
 mod local;
+mod measure;
 pub mod messages;
 mod options;
 mod run_error;

@@ -16,6 +16,7 @@ use crate::run_error::RunError;
 use crate::stats;
 use hdrhistogram::Histogram;
 use icb_core::{Lane, TestKind};
+use icb_memory::BlockLayout;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -26,6 +27,8 @@ const TAG_PING: u64 = 0x1cb0_0000_0000_0002;
 const TAG_PONG: u64 = 0x1cb0_0000_0000_0003;
 const TAG_ACK: u64 = 0x1cb0_0000_0000_0004;
 const TAG_MASK: u64 = u64::MAX;
+/// Why a case in benchmark-only mode reports no verification.
+const UNTOUCHED: &str = "not verified: untouched buffers (benchmark-only mode)";
 /// Progress calls between two reads of the clock and the abort flag.
 const CHECK_EVERY: u32 = 64;
 
@@ -88,6 +91,8 @@ struct Case {
     /// Initiator: the source (tag, put, ping) or destination (get). Target: the destination (tag,
     /// put, ping) or source (get).
     buf: Buf,
+    /// Where the case's block(s) sit in `buf` (and in the peer's buffer, at the same offsets).
+    layout: BlockLayout,
     /// Initiator of tag_lat: where pongs land.
     pong: Option<Buf>,
     /// Target of RMA: the registration the client's rkey refers to.
@@ -193,8 +198,9 @@ impl Runtime {
         self.ep.as_ref().ok_or(RunError::NoEndpoint)
     }
 
-    fn size(setup: &CaseSetup) -> Result<usize, RunError> {
-        usize::try_from(setup.size).map_err(|_| RunError::TooLarge(setup.size))
+    /// The case's buffer layout, checked against this machine's address space.
+    fn layout(setup: &CaseSetup) -> Result<BlockLayout, RunError> {
+        setup.layout().ok_or(RunError::TooLarge(setup.size))
     }
 
     // ---------------------------------------------------------------- target (server) side
@@ -202,15 +208,17 @@ impl Runtime {
     pub fn target_setup(&mut self, setup: CaseSetup) -> Result<CaseReady, RunError> {
         self.drain_now();
         self.case = None;
-        let len = Self::size(&setup)?;
-        let mut buf = Buf::alloc(setup.memory.target, len, self.cuda_device)?;
-        // The target holds the data's source for get, its destination otherwise.
-        let seed = if setup.test == TestKind::GetBw {
-            setup.seed
-        } else {
-            other_seed(setup.seed)
-        };
-        buf.fill(seed)?;
+        let layout = Self::layout(&setup)?;
+        let mut buf = Buf::alloc(setup.memory.target, layout.span(), self.cuda_device)?;
+        if !setup.untouched {
+            // The target holds the data's source for get, its destination otherwise.
+            let seed = if setup.test == TestKind::GetBw {
+                setup.seed
+            } else {
+                other_seed(setup.seed)
+            };
+            buf.fill(seed)?;
+        }
         let mut ready = CaseReady::default();
         let mut map = None;
         if setup.test.is_rma() {
@@ -221,6 +229,7 @@ impl Runtime {
         }
         self.case = Some(Case {
             setup,
+            layout,
             buf,
             pong: None,
             _map: map,
@@ -230,15 +239,17 @@ impl Runtime {
         Ok(ready)
     }
 
-    /// The target's part of a phase; `ready` fires once receives are posted.
+    /// The target's part of a phase with `window` outstanding operations; `ready` fires once
+    /// receives are posted.
     pub fn target_phase(
         &mut self,
         kind: PhaseKind,
         iterations: u64,
+        window: u32,
         ready: tokio::sync::oneshot::Sender<()>,
         ctl: &PhaseCtl,
     ) -> Result<(), RunError> {
-        let r = self.target_phase_inner(kind, iterations, ready, ctl);
+        let r = self.target_phase_inner(kind, iterations, window, ready, ctl);
         if r.is_err() {
             self.drain_now();
         }
@@ -249,16 +260,17 @@ impl Runtime {
         &mut self,
         _kind: PhaseKind,
         n: u64,
+        window: u32,
         ready: tokio::sync::oneshot::Sender<()>,
         ctl: &PhaseCtl,
     ) -> Result<(), RunError> {
         let case = self.case.as_ref().ok_or(RunError::NoCase)?;
         let ep = self.ep.as_ref().ok_or(RunError::NoEndpoint)?;
         let w = &self.worker;
-        let size = Self::size(&case.setup)?;
+        let size = case.layout.block;
         match case.setup.test {
             TestKind::TagBw => {
-                let window = case.setup.window.max(1) as usize;
+                let window = window.max(1) as usize;
                 ensure_ring(&mut self.ring, window);
                 let mut ready = Some(ready);
                 with_region!(&case.buf, b => run_window(
@@ -317,14 +329,19 @@ impl Runtime {
         };
         // The registration holds the buffer; unmap it so the buffer can be read again.
         case._map = None;
+        if case.setup.untouched {
+            return (false, Some(UNTOUCHED.into()));
+        }
+        let seed = case.setup.seed;
         if case.setup.test == TestKind::GetBw {
             // The client checks what it read; the source buffer must still be intact.
-            return match case.buf.verify(case.setup.seed) {
+            let whole = BlockLayout::single(case.layout.span());
+            return match case.buf.verify_blocks(whole, seed, seed) {
                 Ok(()) => (true, None),
                 Err(e) => (false, Some(format!("source buffer changed during get: {e}"))),
             };
         }
-        match case.buf.verify(case.setup.seed) {
+        match case.buf.verify_blocks(case.layout, seed, other_seed(seed)) {
             Ok(()) => (true, None),
             Err(e) => (false, Some(e.to_string())),
         }
@@ -335,17 +352,21 @@ impl Runtime {
     pub fn initiator_setup(&mut self, setup: CaseSetup, ready: &CaseReady) -> Result<(), RunError> {
         self.drain_now();
         self.case = None;
-        let len = Self::size(&setup)?;
-        let mut buf = Buf::alloc(setup.memory.initiator, len, self.cuda_device)?;
-        let seed = if setup.test == TestKind::GetBw {
-            other_seed(setup.seed)
-        } else {
-            setup.seed
-        };
-        buf.fill(seed)?;
+        let layout = Self::layout(&setup)?;
+        let mut buf = Buf::alloc(setup.memory.initiator, layout.span(), self.cuda_device)?;
+        if !setup.untouched {
+            let seed = if setup.test == TestKind::GetBw {
+                other_seed(setup.seed)
+            } else {
+                setup.seed
+            };
+            buf.fill(seed)?;
+        }
         let pong = if setup.test == TestKind::TagLat {
-            let mut p = Buf::alloc(setup.memory.initiator, len, self.cuda_device)?;
-            p.fill(other_seed(setup.seed))?;
+            let mut p = Buf::alloc(setup.memory.initiator, layout.span(), self.cuda_device)?;
+            if !setup.untouched {
+                p.fill(other_seed(setup.seed))?;
+            }
             Some(p)
         } else {
             None
@@ -357,6 +378,7 @@ impl Runtime {
         };
         self.case = Some(Case {
             setup,
+            layout,
             buf,
             pong,
             _map: None,
@@ -366,27 +388,41 @@ impl Runtime {
         Ok(())
     }
 
+    /// One phase of `iterations` operations (lists of blocks, for a KV-shaped case) with
+    /// `window` outstanding.
     pub fn initiator_phase(
         &mut self,
         kind: PhaseKind,
         iterations: u64,
+        window: u32,
         ctl: &PhaseCtl,
     ) -> Result<PhaseOutcome, RunError> {
-        let r = self.initiator_phase_inner(kind, iterations, ctl);
+        let r = self.initiator_phase_inner(kind, iterations, window, ctl);
         if r.is_err() {
             self.drain_now();
         }
         r
     }
 
-    fn initiator_phase_inner(&mut self, kind: PhaseKind, n: u64, ctl: &PhaseCtl) -> Result<PhaseOutcome, RunError> {
+    fn initiator_phase_inner(
+        &mut self,
+        kind: PhaseKind,
+        n: u64,
+        window: u32,
+        ctl: &PhaseCtl,
+    ) -> Result<PhaseOutcome, RunError> {
         let case = self.case.as_ref().ok_or(RunError::NoCase)?;
         let ep = self.ep.as_ref().ok_or(RunError::NoEndpoint)?;
         let w = &self.worker;
-        let size = Self::size(&case.setup)?;
+        let size = case.layout.block;
         let probe = kind == PhaseKind::Warmup;
         let timed = if probe { n - 1 } else { n };
-        let window = case.setup.window.max(1) as usize;
+        // A list of blocks is issued whole, then flushed: its blocks are the ops in flight.
+        let window = if case.layout.count > 1 {
+            case.layout.count
+        } else {
+            window.max(1) as usize
+        };
         ensure_ring(&mut self.ring, window);
         let ring = &mut self.ring[..window];
         let mut info = None;
@@ -406,46 +442,9 @@ impl Runtime {
             }),
             TestKind::TagLat => {
                 let pong = case.pong.as_ref().ok_or(RunError::Internal("no pong buffer"))?;
-                let mut hist = (kind == PhaseKind::Measure).then(stats::rtt_histogram);
+                let hist = (kind == PhaseKind::Measure).then(stats::rtt_histogram);
                 with_region!(&case.buf, b => {
-                    with_region!(pong, p => {
-                        let mut total = 0.0f64;
-                        // A round trip's time is recorded during the next one's flight, so the
-                        // histogram's cost stays off the measured path.
-                        let mut unrecorded: Option<u64> = None;
-                        let mut prev = Instant::now();
-                        for i in 0..n {
-                            let first_probe = probe && i == 0;
-                            let opts = if first_probe { OpOptions::QUERYABLE } else { OpOptions::default() };
-                            // Send first, then post the receive (ucx_perftest's order): the post
-                            // overlaps the ping's flight instead of delaying it.
-                            let send = w.tag_send(ep, b, 0..size, TAG_PING, opts)?;
-                            let recv = w.tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default())?;
-                            if first_probe {
-                                info = w.info_string(send).ok().flatten();
-                            }
-                            if let (Some(ns), Some(h)) = (unrecorded.take(), hist.as_mut()) {
-                                h.saturating_record(ns);
-                            }
-                            poll_done(w, recv, ctl)?;
-                            let now = Instant::now();
-                            wait_op(w, send, ctl)?;
-                            check_length("pong", finish_op(w, recv, ctl)?, size)?;
-                            if first_probe {
-                                // The probe round trip is not part of the warmup pace.
-                                prev = now;
-                                continue;
-                            }
-                            let rtt = now.duration_since(prev);
-                            prev = now;
-                            total += rtt.as_secs_f64();
-                            unrecorded = Some(rtt.as_nanos() as u64);
-                        }
-                        if let (Some(ns), Some(h)) = (unrecorded, hist.as_mut()) {
-                            h.saturating_record(ns);
-                        }
-                        Ok(PhaseOutcome { elapsed_s: total, info, rtt: hist })
-                    })
+                    with_region!(pong, p => ping_pong(w, ep, b, p, size, n, probe, hist, ctl))
                 })
             }
             TestKind::PutBw | TestKind::GetBw => {
@@ -456,15 +455,41 @@ impl Runtime {
                 } else {
                     Rma::Get
                 };
+                let layout = case.layout;
                 with_region!(&case.buf, b => {
-                    let submit = |opts: OpOptions| w.rma(rma, ep, b, 0..size, addr, rkey, opts);
+                    let submit = |block: usize, opts: OpOptions| {
+                        let at = layout.offset(block);
+                        w.rma(rma, ep, b, at..at + size, addr + at as u64, rkey, opts)
+                    };
                     if probe {
-                        let op = submit(OpOptions::QUERYABLE)?;
+                        let op = submit(0, OpOptions::QUERYABLE)?;
                         info = w.info_string(op).ok().flatten();
                         wait_op(w, op, ctl)?;
                     }
+                    if layout.count > 1 {
+                        // KV-shaped: every operation is one list (all blocks, then one flush),
+                        // timed on its own.
+                        let mut hist = (kind == PhaseKind::Measure).then(stats::rtt_histogram);
+                        let mut total = 0.0f64;
+                        for _ in 0..timed {
+                            let t0 = Instant::now();
+                            let mut next = 0usize;
+                            run_window(w, ring, layout.count as u64, ctl, || {
+                                let op = submit(next, OpOptions::default())?;
+                                next += 1;
+                                Ok(op)
+                            }, || {}, |_| Ok(()))?;
+                            wait_op(w, w.flush(ep, OpOptions::default())?, ctl)?;
+                            let took = t0.elapsed();
+                            total += took.as_secs_f64();
+                            if let Some(h) = hist.as_mut() {
+                                h.saturating_record(took.as_nanos() as u64);
+                            }
+                        }
+                        return Ok(PhaseOutcome { elapsed_s: total, info, rtt: hist });
+                    }
                     let t0 = Instant::now();
-                    run_window(w, ring, timed, ctl, || Ok(submit(OpOptions::default())?), || {}, |_| Ok(()))?;
+                    run_window(w, ring, timed, ctl, || Ok(submit(0, OpOptions::default())?), || {}, |_| Ok(()))?;
                     let flush = w.flush(ep, OpOptions::default())?;
                     wait_op(w, flush, ctl)?;
                     Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None })
@@ -479,15 +504,82 @@ impl Runtime {
         let Some(mut case) = self.case.take() else {
             return Ok(());
         };
+        if case.setup.untouched {
+            return Ok(());
+        }
+        let seed = case.setup.seed;
         match case.setup.test {
-            TestKind::GetBw => case.buf.verify(case.setup.seed),
+            TestKind::GetBw => case.buf.verify_blocks(case.layout, seed, other_seed(seed)),
             TestKind::TagLat => match case.pong.as_mut() {
-                Some(p) => p.verify(case.setup.seed).map_err(RunError::echoed),
+                Some(p) => p.verify_blocks(case.layout, seed, seed).map_err(RunError::echoed),
                 None => Err(RunError::Internal("no pong buffer")),
             },
             TestKind::TagBw | TestKind::PutBw => Ok(()),
         }
     }
+}
+
+/// The initiator's ping-pong (ucx_perftest's `run_pingpong`): `n` round trips, each timed from
+/// the previous pong's arrival to this one's. The first is the probe when `probe` is set (its
+/// protocol info string queried, its time not counted).
+#[allow(clippy::too_many_arguments)] // the loop's whole context, kept out of the timed path
+#[inline(never)]
+fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
+    w: &Worker,
+    ep: &Endpoint,
+    b: &std::rc::Rc<B>,
+    p: &std::rc::Rc<P>,
+    size: usize,
+    n: u64,
+    probe: bool,
+    mut hist: Option<Histogram<u64>>,
+    ctl: &PhaseCtl,
+) -> Result<PhaseOutcome, RunError> {
+    let mut info = None;
+    let mut total = 0.0f64;
+    // A round trip's time is recorded during the next one's flight, so the histogram's cost
+    // stays off the measured path.
+    let mut unrecorded: Option<u64> = None;
+    let mut prev = Instant::now();
+    for i in 0..n {
+        let first_probe = probe && i == 0;
+        let opts = if first_probe {
+            OpOptions::QUERYABLE
+        } else {
+            OpOptions::default()
+        };
+        // Send first, then post the receive (ucx_perftest's order): the post overlaps the
+        // ping's flight instead of delaying it.
+        let send = w.tag_send(ep, b, 0..size, TAG_PING, opts)?;
+        let recv = w.tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default())?;
+        if first_probe {
+            info = w.info_string(send).ok().flatten();
+        }
+        if let (Some(ns), Some(h)) = (unrecorded.take(), hist.as_mut()) {
+            h.saturating_record(ns);
+        }
+        poll_done(w, recv, ctl)?;
+        let now = Instant::now();
+        wait_op(w, send, ctl)?;
+        check_length("pong", finish_op(w, recv, ctl)?, size)?;
+        if first_probe {
+            // The probe round trip is not part of the warmup pace.
+            prev = now;
+            continue;
+        }
+        let rtt = now.duration_since(prev);
+        prev = now;
+        total += rtt.as_secs_f64();
+        unrecorded = Some(rtt.as_nanos() as u64);
+    }
+    if let (Some(ns), Some(h)) = (unrecorded, hist.as_mut()) {
+        h.saturating_record(ns);
+    }
+    Ok(PhaseOutcome {
+        elapsed_s: total,
+        info,
+        rtt: hist,
+    })
 }
 
 fn ensure_ring(ring: &mut Vec<Option<Op>>, window: usize) {

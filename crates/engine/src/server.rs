@@ -155,6 +155,7 @@ async fn session(
                 kind,
                 iterations,
                 timeout_s,
+                window,
             } => {
                 let Some(setup) = current else {
                     return Err(unexpected(
@@ -163,12 +164,14 @@ async fn session(
                             kind,
                             iterations,
                             timeout_s,
+                            window,
                         },
                         "setup",
                     ));
                 };
                 let limit = Duration::from_secs_f64(timeout_s).min(MAX_PHASE);
-                run_phase(control, thread, setup, kind, iterations, limit).await?;
+                let window = window.unwrap_or(setup.window);
+                run_phase(control, thread, setup, kind, iterations, window, limit).await?;
             }
             Message::Finish => {
                 let (verified, detail) = match current.take() {
@@ -196,13 +199,14 @@ async fn run_phase(
     setup: CaseSetup,
     kind: PhaseKind,
     iterations: u64,
+    window: u32,
     limit: Duration,
 ) -> Result<(), EngineError> {
     let during = phase_during(&setup, kind);
     let ctl = PhaseCtl::new(Instant::now() + limit);
     let flags = ctl.clone();
     let (ready_tx, ready_rx) = oneshot::channel::<()>();
-    let fut = thread.call(move |rt: &mut Runtime| rt.target_phase(kind, iterations, ready_tx, &flags));
+    let fut = thread.call(move |rt: &mut Runtime| rt.target_phase(kind, iterations, window, ready_tx, &flags));
     tokio::pin!(fut);
     let started = tokio::select! {
         r = ready_rx => r.is_ok(),

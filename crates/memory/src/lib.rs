@@ -18,5 +18,7 @@ pub use any::Buffer;
 pub use cuda::{CudaBuffer, CudaStatus, cuda_status};
 pub use error::MemoryError;
 pub use host::{HostBuffer, PAGE_SIZE};
-pub use pattern::{Mismatch, fill_pattern, pattern_byte, verify_pattern};
+pub use pattern::{
+    BlockLayout, Mismatch, fill_pattern, pattern_byte, verify_blocks, verify_pattern, verify_pattern_at,
+};
 pub use ucx::{MemoryKind, Region};

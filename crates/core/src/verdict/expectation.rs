@@ -30,6 +30,22 @@ pub const SAME_HOST_MIXED_FLOOR_BPS: f64 = 5.0 * GB;
 /// latency-bound, so their bandwidth says nothing about the fabric.
 pub const MIN_SIZE_FOR_BANDWIDTH: u64 = 1 << 20;
 
+/// Different hosts, line rate unknown: 400 GB/s, eight 400 Gb/s NICs (or four 800 Gb/s), the most
+/// any node carries today; one transfer between two processes normally uses a fraction of it.
+pub const DIFFERENT_HOSTS_CEILING_BPS: f64 = 400.0 * GB;
+/// Same host, host→host: 1 TB/s. A copy reads and writes every byte, so even a two-socket
+/// server with ~1.2 TB/s of DRAM bandwidth copies at well under 1 TB/s; above it, the bytes were
+/// not moved (a cached or zero-page read, or a clock error).
+pub const SAME_HOST_HOST_CEILING_BPS: f64 = 1000.0 * GB;
+/// Same host, cuda→cuda: 5 TB/s, above a copy inside one H200/B200's HBM (4.8–8 TB/s read +
+/// write, so ≤ 4 TB/s of copy) and NVLink 5's 900 GB/s per direction.
+pub const SAME_HOST_CUDA_CEILING_BPS: f64 = 5000.0 * GB;
+/// Same host, host↔cuda: 1 TB/s, above NVLink-C2C (450 GB/s per direction on GH200) and PCIe 6
+/// x16 (~128 GB/s).
+pub const SAME_HOST_MIXED_CEILING_BPS: f64 = 1000.0 * GB;
+/// Measurement slack before a result counts as above the ceiling (clock and rounding noise).
+pub const CEILING_SLACK: f64 = 1.05;
+
 impl Expectation {
     /// The built-in expectation for a placement (see the constants above for the reasoning).
     pub fn defaults(locality: Locality) -> Expectation {
@@ -53,6 +69,28 @@ impl Expectation {
             min_size_for_bandwidth: MIN_SIZE_FOR_BANDWIDTH,
             tcp_is_failure: true,
             source: "defaults".to_string(),
+            line_rate_bps: None,
+        }
+    }
+
+    /// The most a placement can physically carry for one memory pair (bytes/s), and what that
+    /// bound is: the NICs' line rate between different hosts when known, else generous bounds
+    /// (see the `*_CEILING_BPS` constants). A measurement above it did not go where the
+    /// placement says (seen in the field: an "EFA" 285 GB/s that was NVLink).
+    pub fn ceiling_for(&self, memory: MemoryPair) -> (f64, &'static str) {
+        match self.locality {
+            Locality::DifferentHosts => match self.line_rate_bps {
+                Some(rate) if rate.is_finite() && rate > 0.0 => (rate, "the NICs' line rate"),
+                _ => (
+                    DIFFERENT_HOSTS_CEILING_BPS,
+                    "the most NIC bandwidth a node has (8 × 400 Gb/s)",
+                ),
+            },
+            Locality::SameHost => match (memory.initiator, memory.target) {
+                (MemoryType::Host, MemoryType::Host) => (SAME_HOST_HOST_CEILING_BPS, "a host memory copy"),
+                (MemoryType::Cuda, MemoryType::Cuda) => (SAME_HOST_CUDA_CEILING_BPS, "a GPU memory copy"),
+                _ => (SAME_HOST_MIXED_CEILING_BPS, "a host↔GPU link"),
+            },
         }
     }
 

@@ -1,6 +1,7 @@
 //! The case rules: one case's verdict from the data path UCX reported, the placement and the
 //! measured bandwidth. Classification decides first, the bandwidth floor second.
 
+use super::expectation::CEILING_SLACK;
 use crate::classify::join_lanes;
 use crate::model::*;
 
@@ -8,6 +9,8 @@ use crate::model::*;
 /// kind found among the cases with the worst status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Finding {
+    /// More bandwidth than the placement can carry: every other conclusion is suspect.
+    Implausible,
     TcpFallback,
     NoRdma,
     RmaEmulated,
@@ -313,6 +316,31 @@ pub(super) fn assess(case: &CaseResult, exp: &Expectation, settings: &RunSetting
                 out.verdict.status = Status::Fail;
                 out.verdict.reason = format!("{}; {shortfall}", out.verdict.reason);
             }
+        }
+        let (ceiling, what) = exp.ceiling_for(case.memory);
+        if case.test.is_bandwidth()
+            && let Some(bps) = m.bandwidth_bps
+            && bps > ceiling * CEILING_SLACK
+        {
+            let unit = settings.unit;
+            out = Assessment {
+                finding: Finding::Implausible,
+                verdict: verdict(
+                    Status::Fail,
+                    format!(
+                        "physically implausible: {} measured, more than {what} ({}) can carry on {}: the bytes did \
+                         not go where the placement says",
+                        fmt_bw(bps, unit),
+                        fmt_bw(ceiling, unit),
+                        exp.locality
+                    ),
+                    Some(
+                        "check the placement (node names) and the transport UCX reported: a different-hosts run faster \
+                         than its NICs shares a host or a GPU fabric (NVLink); a same-host figure this high means the \
+                         payload was not really moved",
+                    ),
+                ),
+            };
         }
     } else if out.verdict.status == Status::Ok {
         out = Assessment {
