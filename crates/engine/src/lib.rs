@@ -8,9 +8,13 @@
 //! address, boot id for same-host detection, CUDA availability), per-case parameters, rkeys and
 //! phase synchronisation. Nothing a peer sends is trusted and every wait has a deadline.
 //!
-//! UCX itself lives on one dedicated thread per process ([`ucx_thread`]), because the wrapper's
-//! objects are single-threaded; the measurement loops ([`runtime`]) follow ucx_perftest's
-//! methodology so that the two tools' numbers can be compared.
+//! UCX itself lives on one dedicated thread per process (`ucx_thread`), because the wrapper's
+//! objects are single-threaded; the measurement loops (`runtime`) follow ucx_perftest's
+//! methodology so that the two tools' numbers can be compared, and report typed errors
+//! (`run_error`). How long a case measures is decided by `measure`: the fixed rule, or the
+//! adaptive one that stops once the per-round estimate is stable (`RunSettings::stop`). Besides
+//! single messages, a case can be KV-shaped: one operation is a list of non-contiguous blocks,
+//! issued as that many put/get operations and one flush, as NIXL moves a descriptor list.
 #![forbid(unsafe_code)]
 
 mod buffers;
