@@ -233,7 +233,11 @@ fn cuda_cuda() -> MemoryPair {
 }
 
 pub(super) fn assess(case: &CaseResult, exp: &Expectation, settings: &RunSettings) -> Assessment {
-    let label = format!("{} {} {}", case.test, crate::units::format_size(case.size), case.memory);
+    let size = crate::units::format_size(case.size);
+    let label = match case.blocks {
+        Some(n) if n > 1 => format!("{} {n}×{size} {}", case.test, case.memory),
+        _ => format!("{} {size} {}", case.test, case.memory),
+    };
     match case.status {
         CaseStatus::Failed => {
             return Assessment {
