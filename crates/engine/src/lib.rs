@@ -38,5 +38,6 @@ pub use error::EngineError;
 pub use options::{
     ConnectOptions, DEFAULT_PORT, Listening, OnCase, OnListening, PeerFailureMode, ServeOptions, UcxOptions,
 };
+pub use run_error::RunError;
 pub use server::serve;
 pub use wire::{MAX_FRAME_BYTES, PROTOCOL_VERSION};
