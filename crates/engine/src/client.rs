@@ -255,7 +255,16 @@ async fn run_session(
     };
     match prepare(control, thread, wireup, cuda, &server).await? {
         Prepared::Ready => {
-            phase(control, thread, &wireup, PhaseKind::Wireup, 1, None, 30.0).await?;
+            phase(
+                control,
+                thread,
+                &wireup,
+                PhaseKind::Wireup,
+                1,
+                PhaseOpts::default(),
+                30.0,
+            )
+            .await?;
             finish(control, thread, &wireup).await?;
         }
         Prepared::NotRun(status, reason) => {
@@ -276,7 +285,12 @@ async fn run_session(
             test: shape.test,
             memory,
             size: shape.size,
-            window: if shape.test.is_bandwidth() { s.window } else { 1 },
+            // A KV-shaped case has one list outstanding at a time (all its blocks in flight).
+            window: if shape.test.is_bandwidth() && shape.blocks.unwrap_or(1) <= 1 {
+                s.window
+            } else {
+                1
+            },
             seed,
             blocks: shape.blocks.unwrap_or(1),
             untouched: s.untouched_buffers,
@@ -350,15 +364,24 @@ enum Event {
 /// One phase: the server posts its side, the client runs its operations (timed on the UCX
 /// thread), and both report done. The control connection is watched throughout, so a peer that
 /// dies mid-phase ends the phase at once instead of at its deadline.
+/// How one phase deviates from its case: another window (auto-tuning), or a soft deadline after
+/// which loops timed per operation end early (so `max_time_s` holds on a busy machine).
+#[derive(Debug, Clone, Copy, Default)]
+struct PhaseOpts {
+    window: Option<u32>,
+    soft_deadline_s: Option<f64>,
+}
+
 async fn phase(
     control: &mut Control,
     thread: &UcxThread<Runtime>,
     setup: &CaseSetup,
     kind: PhaseKind,
     iterations: u64,
-    window: Option<u32>,
+    opts: PhaseOpts,
     timeout_s: f64,
 ) -> Result<PhaseOutcome, EngineError> {
+    let window = opts.window;
     let during = phase_during(setup, kind);
     let limit = Duration::from_secs_f64(timeout_s);
     control
@@ -382,7 +405,12 @@ async fn phase(
         }
         other => return Err(unexpected(&during, &other, "phase_ready")),
     }
-    let ctl = PhaseCtl::new(Instant::now() + limit);
+    let now = Instant::now();
+    let soft = opts
+        .soft_deadline_s
+        .and_then(|s| Duration::try_from_secs_f64(s.max(0.0)).ok())
+        .map(|d| now + d);
+    let ctl = PhaseCtl::new(now + limit).with_soft_deadline(soft);
     let flags = ctl.clone();
     let window = window.unwrap_or(setup.window);
     let fut = thread.call(move |rt: &mut Runtime| rt.initiator_phase(kind, iterations, window, &flags));
@@ -422,7 +450,10 @@ async fn phase(
             return Err(EngineError::ucx(during, detail));
         }
     };
-    if setup.test.is_rma() {
+    // One-sided targets progress until told; a ping-pong target that the soft deadline cut short
+    // waits for a ping that will not come, so it is told too.
+    let cut_short = kind == PhaseKind::Measure && outcome.iterations < iterations;
+    if setup.test.is_rma() || (cut_short && !server_done) {
         control.send(&Message::PhaseEnd, &during).await?;
     }
     if !server_done {
@@ -493,7 +524,7 @@ async fn run_case(
         &setup,
         PhaseKind::Warmup,
         1 + s.warmup_iterations,
-        None,
+        PhaseOpts::default(),
         warmup_timeout,
     )
     .await?;
@@ -515,11 +546,15 @@ async fn run_case(
                 .max(u64::from(candidate) * 2)
                 .min(crate::messages::MAX_PHASE_ITERATIONS);
             let timeout = s.max_time_s * 2.0 + PHASE_SLACK_S;
-            let out = phase(control, thread, &setup, PhaseKind::Measure, n, Some(candidate), timeout).await?;
+            let opts = PhaseOpts {
+                window: Some(candidate),
+                soft_deadline_s: None,
+            };
+            let out = phase(control, thread, &setup, PhaseKind::Measure, n, opts, timeout).await?;
             if out.elapsed_s > 0.0 {
                 trials.push(WindowTrial {
                     window: candidate,
-                    bandwidth_bps: (n * bytes_per_op) as f64 / out.elapsed_s,
+                    bandwidth_bps: (out.iterations * bytes_per_op) as f64 / out.elapsed_s,
                 });
             }
         }
@@ -545,7 +580,17 @@ async fn run_case(
         let n = rounds.next_iterations();
         let timeout = (s.max_time_s - rounds.done_s).max(0.0) * 2.0 + PHASE_SLACK_S;
         let phase_window = (window != setup.window).then_some(window);
-        let out = phase(control, thread, &setup, PhaseKind::Measure, n, phase_window, timeout).await?;
+        let opts = PhaseOpts {
+            window: phase_window,
+            // The adaptive rule's max_time_s is a promise: loops that read the clock anyway
+            // stop there even when a round runs long.
+            soft_deadline_s: s.stop.map(|_| s.max_time_s - rounds.done_s),
+        };
+        let out = phase(control, thread, &setup, PhaseKind::Measure, n, opts, timeout).await?;
+        if out.iterations < n {
+            rounds.cut_short();
+        }
+        let n = out.iterations;
         let sample = match (&out.rtt, statistic) {
             (Some(h), Statistic::LatencyP50) if !h.is_empty() => h.value_at_quantile(0.5) as f64 / 2e3,
             (_, Statistic::Bandwidth) if out.elapsed_s > 0.0 => (n * bytes_per_op) as f64 / out.elapsed_s,

@@ -42,6 +42,8 @@ pub struct Rounds {
     /// Seconds per operation, from the warmup and then from the rounds so far (0: unknown).
     pace: f64,
     samples: Vec<f64>,
+    /// A round ended early at the soft deadline (`max_time_s`): the time is up.
+    out_of_time: bool,
     pub done_iters: u64,
     pub done_s: f64,
     pub rounds: u32,
@@ -62,6 +64,7 @@ impl Rounds {
                 0.0
             },
             samples: Vec::new(),
+            out_of_time: false,
             done_iters: 0,
             done_s: 0.0,
             rounds: 0,
@@ -107,6 +110,11 @@ impl Rounds {
         }
     }
 
+    /// The last round ended early because `max_time_s` came (the runtime's soft deadline).
+    pub fn cut_short(&mut self) {
+        self.out_of_time = true;
+    }
+
     /// Why to stop now, or `None` to run another round.
     pub fn finished(&self) -> Option<StopReason> {
         if self.rounds == 0 {
@@ -129,7 +137,7 @@ impl Rounds {
                     .is_some_and(|hw| hw <= rule.rel_half_width);
                 if enough_basics && self.rounds >= rule.min_rounds && precise {
                     Some(StopReason::Precision)
-                } else if self.done_s >= self.max_time_s || self.rounds >= MAX_ADAPTIVE_ROUNDS {
+                } else if self.out_of_time || self.done_s >= self.max_time_s || self.rounds >= MAX_ADAPTIVE_ROUNDS {
                     Some(StopReason::MaxTime)
                 } else {
                     None
@@ -208,6 +216,17 @@ mod tests {
         );
         let p = r.precision(StopReason::MaxTime);
         assert!(p.rel_half_width.unwrap() > 0.02, "{p:?}");
+    }
+
+    #[test]
+    fn a_round_cut_short_by_the_deadline_ends_the_case() {
+        let s = adaptive(1.0);
+        let mut r = Rounds::new(&s, Statistic::LatencyP50, 1e-6, 1);
+        r.record(1000, 0.2, 0.3);
+        assert_eq!(r.finished(), None);
+        r.record(10, 0.7, 0.3);
+        r.cut_short();
+        assert_eq!(r.finished(), Some(StopReason::MaxTime));
     }
 
     #[test]

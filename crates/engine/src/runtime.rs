@@ -46,6 +46,10 @@ pub struct PhaseCtl {
     abort: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     deadline: Instant,
+    /// Loops that read the clock every operation (ping-pong, block lists) end the phase early,
+    /// cleanly, once past this: a case's `max_time_s` holds even when the machine is so busy
+    /// that a round takes far longer than planned.
+    soft_deadline: Option<Instant>,
 }
 
 impl PhaseCtl {
@@ -54,7 +58,17 @@ impl PhaseCtl {
             abort: Arc::new(AtomicBool::new(false)),
             stop: Arc::new(AtomicBool::new(false)),
             deadline,
+            soft_deadline: None,
         }
+    }
+    /// The same, ending per-operation-timed loops early once past `soft` (see the field).
+    pub fn with_soft_deadline(mut self, soft: Option<Instant>) -> Self {
+        self.soft_deadline = soft;
+        self
+    }
+    #[inline]
+    fn past_soft_deadline(&self, now: Instant) -> bool {
+        self.soft_deadline.is_some_and(|d| now >= d)
     }
     /// The peer is gone or misbehaved: give up at the next check.
     pub fn abort(&self) {
@@ -82,8 +96,10 @@ pub struct PhaseOutcome {
     pub elapsed_s: f64,
     /// The probe operation's protocol info string (warmup phase only).
     pub info: Option<String>,
-    /// Round-trip times in ns (latency tests only).
+    /// Round-trip times in ns (latency tests; per-list times for KV-shaped cases).
     pub rtt: Option<Histogram<u64>>,
+    /// Operations timed: fewer than asked when the phase's soft deadline ended it early.
+    pub iterations: u64,
 }
 
 struct Case {
@@ -286,11 +302,15 @@ impl Runtime {
                 send_ack(w, ep, &self.ack, ctl)
             }
             TestKind::TagLat => {
-                with_region!(&case.buf, b => {
+                let ended_early = with_region!(&case.buf, b => 'ping_pong: {
                     let mut recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
                     let _ = ready.send(());
                     for i in 0..n {
-                        poll_done(w, recv, ctl)?;
+                        // The initiator may end the phase early (its soft deadline): it then
+                        // says so on the control channel instead of sending the next ping.
+                        if !poll_done_or_stop(w, recv, ctl)? {
+                            break 'ping_pong Ok::<bool, RunError>(true);
+                        }
                         // The echo leaves first; releasing the receive and posting the next one
                         // happen while the pong is in flight (ucx_perftest's order).
                         let send = w.tag_send(ep, b, 0..size, TAG_PONG, OpOptions::default())?;
@@ -301,8 +321,13 @@ impl Runtime {
                             recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
                         }
                     }
-                    Ok(())
-                })
+                    Ok(false)
+                })?;
+                if ended_early {
+                    // Cancel the receive still posted for a ping that will not come.
+                    self.drain_now();
+                }
+                Ok(())
             }
             TestKind::PutBw | TestKind::GetBw => {
                 // One-sided: nothing to post, but keep progressing (software RMA emulation, e.g.
@@ -438,7 +463,7 @@ impl Runtime {
                 let send = || Ok(w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::default())?);
                 run_window(w, ring, timed, ctl, send, || {}, |_| Ok(()))?;
                 wait_op(w, ack, ctl)?;
-                Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None })
+                Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed })
             }),
             TestKind::TagLat => {
                 let pong = case.pong.as_ref().ok_or(RunError::Internal("no pong buffer"))?;
@@ -471,7 +496,8 @@ impl Runtime {
                         // timed on its own.
                         let mut hist = (kind == PhaseKind::Measure).then(stats::rtt_histogram);
                         let mut total = 0.0f64;
-                        for _ in 0..timed {
+                        let mut lists = 0u64;
+                        while lists < timed {
                             let t0 = Instant::now();
                             let mut next = 0usize;
                             run_window(w, ring, layout.count as u64, ctl, || {
@@ -480,19 +506,24 @@ impl Runtime {
                                 Ok(op)
                             }, || {}, |_| Ok(()))?;
                             wait_op(w, w.flush(ep, OpOptions::default())?, ctl)?;
-                            let took = t0.elapsed();
+                            let now = Instant::now();
+                            let took = now.duration_since(t0);
                             total += took.as_secs_f64();
+                            lists += 1;
                             if let Some(h) = hist.as_mut() {
                                 h.saturating_record(took.as_nanos() as u64);
                             }
+                            if ctl.past_soft_deadline(now) {
+                                break;
+                            }
                         }
-                        return Ok(PhaseOutcome { elapsed_s: total, info, rtt: hist });
+                        return Ok(PhaseOutcome { elapsed_s: total, info, rtt: hist, iterations: lists });
                     }
                     let t0 = Instant::now();
                     run_window(w, ring, timed, ctl, || Ok(submit(0, OpOptions::default())?), || {}, |_| Ok(()))?;
                     let flush = w.flush(ep, OpOptions::default())?;
                     wait_op(w, flush, ctl)?;
-                    Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None })
+                    Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed })
                 })
             }
         }
@@ -541,6 +572,7 @@ fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
     // stays off the measured path.
     let mut unrecorded: Option<u64> = None;
     let mut prev = Instant::now();
+    let mut timed = 0u64;
     for i in 0..n {
         let first_probe = probe && i == 0;
         let opts = if first_probe {
@@ -570,7 +602,11 @@ fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
         let rtt = now.duration_since(prev);
         prev = now;
         total += rtt.as_secs_f64();
+        timed += 1;
         unrecorded = Some(rtt.as_nanos() as u64);
+        if ctl.past_soft_deadline(now) {
+            break;
+        }
     }
     if let (Some(ns), Some(h)) = (unrecorded, hist.as_mut()) {
         h.saturating_record(ns);
@@ -579,6 +615,7 @@ fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
         elapsed_s: total,
         info,
         rtt: hist,
+        iterations: timed,
     })
 }
 
@@ -609,6 +646,23 @@ fn poll_done(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<(), RunError> {
         }
     }
     Ok(())
+}
+
+/// Like [`poll_done`], but also returns (`false`) when the control side set the stop flag.
+#[inline]
+fn poll_done_or_stop(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<bool, RunError> {
+    let mut i = 0u32;
+    while !w.is_done(op) {
+        w.progress();
+        i = i.wrapping_add(1);
+        if i.is_multiple_of(CHECK_EVERY) {
+            ctl.check()?;
+            if ctl.stop.load(Ordering::Relaxed) && !w.is_done(op) {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// Releases a completed `op`; returns its length, or its error.
