@@ -16,6 +16,8 @@ use icb_core::{
 };
 use std::time::{Duration, Instant};
 
+/// Fewest round trips in one measured tag_lat round (see `run_case`).
+const LATENCY_ROUND_MIN: u64 = 10_000;
 /// Added to every phase deadline: setup, wireup and scheduling slack.
 const PHASE_SLACK_S: f64 = 30.0;
 
@@ -568,8 +570,13 @@ async fn run_case(
     } else {
         Statistic::LatencyP50
     };
-    // A bandwidth round keeps its window full at least once.
-    let min_per_round = if setup.test.is_bandwidth() && setup.blocks == 1 {
+    // A bandwidth round keeps its window full at least once. A ping-pong round is at least
+    // LATENCY_ROUND_MIN round trips: both sides' UCX threads wake at a round's start, and on a
+    // busy machine the first round trips wait for the scheduler; rounds sized from such a pace
+    // would be all wake-up (measured: p50 9 ms instead of 0.2 µs at load 12 on 2 cores).
+    let min_per_round = if setup.test == TestKind::TagLat {
+        LATENCY_ROUND_MIN
+    } else if setup.test.is_bandwidth() && setup.blocks == 1 {
         u64::from(window)
     } else {
         1
