@@ -127,6 +127,11 @@ impl TestArgs {
             window: self.window,
             unit: self.unit,
             require_cuda: self.require_cuda,
+            stop: None,
+            plan: Vec::new(),
+            blocks: None,
+            window_candidates: Vec::new(),
+            untouched_buffers: false,
         };
         icb_engine::validate_settings(&settings)?;
         Ok(settings)

@@ -139,6 +139,158 @@ pub struct RunSettings {
     pub unit: BandwidthUnit,
     /// CUDA cases without a driver fail the run instead of being skipped.
     pub require_cuda: bool,
+    /// Adaptive stop: a case ends once its estimate is stable (see [`StopRule`]) instead of after
+    /// a fixed `min_time_s`. Absent: the fixed rule (`min_time_s` and `min_iterations`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<StopRule>,
+    /// The cases to run, when not every `tests` × `sizes` combination (the verdict profile picks
+    /// a few). Each shape runs for every memory pair. Empty: `tests` × `sizes`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan: Vec<CaseShape>,
+    /// KV-shaped RMA: one operation is a list of this many non-contiguous blocks of each size,
+    /// issued as that many put/get operations and one flush. Applies to `put_bw`/`get_bw` in
+    /// `tests` × `sizes` (a `plan` names its own). Absent: one block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<u32>,
+    /// Bandwidth cases try these windows during warmup and measure with the fastest (the window
+    /// used is the measurement's `window`). Empty: `window` only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub window_candidates: Vec<u32>,
+    /// Benchmark-only methodology control: buffers are neither written nor verified (as
+    /// ucx_perftest moves them); every case then reports `verified: false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untouched_buffers: bool,
+}
+
+/// When a case has measured enough: after at least `min_rounds` rounds of about `round_s`
+/// seconds each, once the confidence interval of the per-round statistic (bandwidth, or the
+/// latency p50) is narrower than `rel_half_width` of its mean, and not before `min_time_s`; a
+/// case that reaches `max_time_s` stops with the precision it has.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StopRule {
+    /// Target half-width of the interval relative to the mean, e.g. 0.02 for ±2 %.
+    pub rel_half_width: f64,
+    /// Two-sided confidence level of the interval, e.g. 0.95.
+    pub confidence: f64,
+    /// Fewest rounds before the interval is trusted.
+    pub min_rounds: u32,
+    /// Target duration of one measured round, seconds.
+    pub round_s: f64,
+}
+
+impl StopRule {
+    /// ±2 % at 95 % confidence over rounds of 20 ms, at least 5 of them.
+    pub const DEFAULT: StopRule = StopRule {
+        rel_half_width: 0.02,
+        confidence: 0.95,
+        min_rounds: 5,
+        round_s: 0.02,
+    };
+}
+
+/// One case of a [`RunSettings::plan`]: a test at one size (a block size when `blocks` > 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CaseShape {
+    pub test: TestKind,
+    pub size: u64,
+    /// Blocks per operation (RMA tests only); absent or 1 is one contiguous message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<u32>,
+}
+
+impl CaseShape {
+    pub fn new(test: TestKind, size: u64) -> Self {
+        CaseShape {
+            test,
+            size,
+            blocks: None,
+        }
+    }
+    pub fn blocks(test: TestKind, size: u64, blocks: u32) -> Self {
+        CaseShape {
+            test,
+            size,
+            blocks: (blocks > 1).then_some(blocks),
+        }
+    }
+}
+
+/// The verdict profile's block size and count for its one KV-shaped case: 64 blocks of 16 KiB,
+/// a small vLLM/NIXL-like descriptor list (1 MiB per operation).
+pub const KV_BLOCK_SIZE: u64 = 16 << 10;
+pub const KV_BLOCKS: u32 = 64;
+/// The verdict profile's bandwidth size: 4 MiB, above the floors' 1 MiB and short enough
+/// (~1 ms per operation on shared memory) that a round of a few dozen takes milliseconds.
+pub const VERDICT_BANDWIDTH_SIZE: u64 = 4 << 20;
+
+impl RunSettings {
+    /// The default gate: the cases a verdict needs and nothing else, each stopped adaptively.
+    /// Bandwidth where the floors apply (tag, put and get at 4 MiB), latency at 8 B, and one
+    /// KV-shaped put (64 × 16 KiB), for every memory pair (CUDA pairs are skipped without a
+    /// driver). A case stops at ±2 % (95 % confidence) or after 1 s.
+    pub fn verdict_profile() -> RunSettings {
+        let plan = vec![
+            CaseShape::new(TestKind::TagBw, VERDICT_BANDWIDTH_SIZE),
+            CaseShape::new(TestKind::PutBw, VERDICT_BANDWIDTH_SIZE),
+            CaseShape::new(TestKind::GetBw, VERDICT_BANDWIDTH_SIZE),
+            CaseShape::new(TestKind::TagLat, 8),
+            CaseShape::blocks(TestKind::PutBw, KV_BLOCK_SIZE, KV_BLOCKS),
+        ];
+        RunSettings {
+            tests: vec![TestKind::TagBw, TestKind::TagLat, TestKind::PutBw, TestKind::GetBw],
+            sizes: vec![8, KV_BLOCK_SIZE, VERDICT_BANDWIDTH_SIZE],
+            memory: MemoryPair::ALL.to_vec(),
+            warmup_iterations: 16,
+            min_iterations: 1,
+            min_time_s: 0.05,
+            max_time_s: 1.0,
+            window: 32,
+            unit: BandwidthUnit::GBps,
+            require_cuda: false,
+            stop: Some(StopRule::DEFAULT),
+            plan,
+            blocks: None,
+            window_candidates: Vec::new(),
+            untouched_buffers: false,
+        }
+    }
+
+    /// The full curve: every test at every default size (8 B … 64 MiB) and memory pair, stopped
+    /// adaptively, with up to 5 s per case.
+    pub fn full_curve() -> RunSettings {
+        RunSettings {
+            tests: TestKind::ALL.to_vec(),
+            sizes: crate::units::default_sizes(),
+            min_iterations: 32,
+            min_time_s: 0.1,
+            max_time_s: 5.0,
+            plan: Vec::new(),
+            ..RunSettings::verdict_profile()
+        }
+    }
+
+    /// The cases these settings ask for, in run order (memory pairs innermost for a plan, sizes
+    /// innermost for `tests` × `sizes`, as before plans existed).
+    pub fn case_list(&self) -> Vec<(CaseShape, MemoryPair)> {
+        let mut out = Vec::new();
+        if self.plan.is_empty() {
+            for &test in &self.tests {
+                for &memory in &self.memory {
+                    for &size in &self.sizes {
+                        let blocks = if test.is_rma() { self.blocks.unwrap_or(1) } else { 1 };
+                        out.push((CaseShape::blocks(test, size, blocks), memory));
+                    }
+                }
+            }
+        } else {
+            for shape in &self.plan {
+                for &memory in &self.memory {
+                    out.push((*shape, memory));
+                }
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -307,7 +459,11 @@ impl BandwidthUnit {
 pub struct CaseResult {
     pub test: TestKind,
     pub memory: MemoryPair,
+    /// Message size; for a KV-shaped case, the size of one block.
     pub size: u64,
+    /// KV-shaped case: blocks per operation (absent: one contiguous message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<u32>,
     pub status: CaseStatus,
     /// Why the case was skipped or failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -322,7 +478,7 @@ pub struct CaseResult {
     /// Which engine ran the case and, for NIXL, its direction and batch (flattened into the row:
     /// `engine`, `direction`, `batch`; absent in rows of the UCX engine, so v1 files read as before).
     #[serde(flatten)]
-    pub shape: CaseShape,
+    pub run_by: CaseEngine,
 }
 
 /// The engine that moved a case's bytes.
@@ -375,16 +531,14 @@ impl fmt::Display for Direction {
     }
 }
 
-/// Additive per-case fields of the NIXL engine (issue 12); all default to "UCX engine".
+/// Which engine ran a case and, for NIXL, in which direction (issue 12); defaults to "UCX engine".
+/// A NIXL request's descriptor count is the case's `blocks`, as for a KV-shaped UCX case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct CaseShape {
+pub struct CaseEngine {
     #[serde(default, skip_serializing_if = "EngineKind::is_default")]
     pub engine: EngineKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direction: Option<Direction>,
-    /// Descriptors per request (`size` is one descriptor's length).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub batch: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -411,6 +565,47 @@ pub struct Measurement {
     pub window: u32,
     /// Every payload was checked on the receiving side.
     pub verified: bool,
+    /// How the case decided it had measured enough, and the precision it reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<Precision>,
+    /// KV-shaped case: time per list of blocks (issue to flush complete), microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_latency_us: Option<LatencyStats>,
+    /// Window auto-tuning: the windows tried during warmup and what each gave (bytes/s).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub window_trials: Vec<WindowTrial>,
+}
+
+/// The precision a case reached (see [`StopRule`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Precision {
+    /// Why the case stopped.
+    pub stopped_by: StopReason,
+    /// The per-round statistic the interval is over: `bandwidth` or `latency_p50`.
+    pub statistic: String,
+    pub rounds: u32,
+    /// Half-width of the confidence interval relative to the mean (absent below 2 rounds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rel_half_width: Option<f64>,
+    pub confidence: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The interval was narrower than the rule's bound.
+    Precision,
+    /// `max_time_s` ran out first; the precision reached is recorded.
+    MaxTime,
+    /// The fixed rule: `min_time_s` and `min_iterations` reached.
+    MinTime,
+}
+
+/// One window tried by the auto-tuning.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WindowTrial {
+    pub window: u32,
+    pub bandwidth_bps: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -604,4 +799,66 @@ pub struct Expectation {
     pub tcp_is_failure: bool,
     /// Where these numbers came from: `defaults`, `flags`, or a config file path.
     pub source: String,
+    /// What the link between different hosts can carry at most (bytes/s): the NICs' line rate
+    /// when the probe read it (sysfs), for the physics check. Absent: a generous built-in bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_rate_bps: Option<f64>,
+}
+
+#[cfg(test)]
+mod measurement_settings_tests {
+    use super::*;
+
+    #[test]
+    fn verdict_profile_is_small_and_adaptive_and_full_curve_is_every_combination() {
+        let v = RunSettings::verdict_profile();
+        let cases = v.case_list();
+        // 5 shapes × 4 memory pairs; CUDA pairs are skipped quickly without a driver.
+        assert_eq!(cases.len(), 5 * 4);
+        let host: Vec<CaseShape> = cases
+            .iter()
+            .filter(|(_, m)| *m == MemoryPair::HOST_HOST)
+            .map(|(s, _)| *s)
+            .collect();
+        assert!(host.contains(&CaseShape::new(TestKind::TagLat, 8)));
+        assert!(host.iter().any(|s| s.blocks == Some(KV_BLOCKS) && s.test.is_rma()));
+        assert!(
+            host.iter()
+                .filter(|s| s.test.is_bandwidth() && s.blocks.is_none())
+                .all(|s| s.size >= crate::verdict::MIN_SIZE_FOR_BANDWIDTH)
+        );
+        assert!(v.stop.is_some() && v.max_time_s <= 1.0);
+
+        let mut f = RunSettings::full_curve();
+        assert_eq!(f.case_list().len(), 4 * 4 * crate::units::default_sizes().len());
+        assert!(f.case_list().iter().all(|(s, _)| s.blocks.is_none()));
+        f.blocks = Some(8);
+        let rma_blocks = f.case_list().iter().filter(|(s, _)| s.blocks == Some(8)).count();
+        assert_eq!(
+            rma_blocks,
+            2 * 4 * crate::units::default_sizes().len(),
+            "put and get only"
+        );
+    }
+
+    #[test]
+    fn settings_and_measurements_without_the_new_fields_still_parse() {
+        let old = r#"{"tests":["tag_bw"],"sizes":[8],"memory":[{"initiator":"host","target":"host"}],
+            "warmup_iterations":1,"min_iterations":1,"min_time_s":0.1,"max_time_s":1.0,"window":32,
+            "unit":"GB/s","require_cuda":false}"#;
+        let s: RunSettings = serde_json::from_str(old).unwrap();
+        assert!(s.stop.is_none() && s.plan.is_empty() && s.blocks.is_none() && !s.untouched_buffers);
+        // Unset optional fields are not written, so v1 readers see the same document.
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(
+            !text.contains("stop") && !text.contains("plan") && !text.contains("untouched"),
+            "{text}"
+        );
+        let m = r#"{"warmup_iterations":1,"iterations":2,"elapsed_s":0.1,"bytes":16,"window":1,"verified":true}"#;
+        let m: Measurement = serde_json::from_str(m).unwrap();
+        assert!(m.precision.is_none() && m.list_latency_us.is_none() && m.window_trials.is_empty());
+        let with = serde_json::to_value(RunSettings::verdict_profile()).unwrap();
+        assert_eq!(with["stop"]["rel_half_width"], 0.02);
+        assert_eq!(with["plan"][4]["blocks"], KV_BLOCKS);
+    }
 }

@@ -3,8 +3,9 @@
 //! Operations are generic over the buffer type, so [`with_region!`] picks the concrete type once,
 //! outside the timed loops, and the loops themselves are monomorphic.
 
+use crate::run_error::RunError;
 use icb_core::{CudaInfo, MemoryType};
-use icb_memory::{CudaBuffer, CudaStatus, HostBuffer, Region};
+use icb_memory::{BlockLayout, CudaBuffer, CudaStatus, HostBuffer, MemoryError, verify_blocks};
 use std::rc::Rc;
 
 pub enum Buf {
@@ -23,7 +24,7 @@ macro_rules! with_region {
 }
 pub(crate) use with_region;
 
-const BUSY: &str = "internal: the buffer is still in use by UCX";
+const BUSY: RunError = RunError::Internal("the buffer is still in use by UCX");
 
 /// The seed whose pattern differs from `seed`'s in every 8-byte word: destinations are pre-filled
 /// with it so stale bytes can never pass for delivered ones.
@@ -51,48 +52,39 @@ pub fn cuda_info() -> CudaInfo {
 }
 
 impl Buf {
-    pub fn alloc(kind: MemoryType, len: usize) -> Result<Buf, String> {
-        match kind {
-            MemoryType::Host => HostBuffer::new(len)
-                .map(|b| Buf::Host(Rc::new(b)))
-                .map_err(|e| e.to_string()),
-            MemoryType::Cuda => CudaBuffer::new(0, len)
-                .map(|b| Buf::Cuda(Rc::new(b)))
-                .map_err(|e| e.to_string()),
-        }
+    /// Allocates `len` bytes of `kind` memory; CUDA memory on device ordinal `cuda_device`.
+    pub fn alloc(kind: MemoryType, len: usize, cuda_device: usize) -> Result<Buf, RunError> {
+        Ok(match kind {
+            MemoryType::Host => Buf::Host(Rc::new(HostBuffer::new(len)?)),
+            MemoryType::Cuda => Buf::Cuda(Rc::new(CudaBuffer::new(cuda_device, len)?)),
+        })
     }
 
     /// Writes the pattern of `seed` (CUDA memory through a host staging copy).
-    pub fn fill(&mut self, seed: u64) -> Result<(), String> {
+    pub fn fill(&mut self, seed: u64) -> Result<(), RunError> {
         match self {
-            Buf::Host(b) => {
-                Rc::get_mut(b).ok_or(BUSY)?.fill(seed);
-                Ok(())
-            }
-            Buf::Cuda(b) => Rc::get_mut(b).ok_or(BUSY)?.fill(seed).map_err(|e| e.to_string()),
+            Buf::Host(b) => Rc::get_mut(b).ok_or(BUSY)?.fill(seed),
+            Buf::Cuda(b) => Rc::get_mut(b).ok_or(BUSY)?.fill(seed)?,
         }
+        Ok(())
     }
 
-    /// Checks the whole buffer against the pattern of `seed`.
-    pub fn verify(&mut self, seed: u64) -> Result<(), String> {
+    /// Checks the buffer after a transfer: every block of `layout` holds the pattern of `seed`,
+    /// every gap between blocks still holds `gap_seed`'s (nothing landed outside the blocks).
+    pub fn verify_blocks(&mut self, layout: BlockLayout, seed: u64, gap_seed: u64) -> Result<(), RunError> {
         let r = match self {
-            Buf::Host(b) => {
-                let b = Rc::get_mut(b).ok_or(BUSY)?;
-                let len = b.len();
-                b.verify(len, seed)
-            }
-            Buf::Cuda(b) => {
-                let b = Rc::get_mut(b).ok_or(BUSY)?;
-                let len = b.len();
-                b.verify(len, seed)
-            }
+            Buf::Host(b) => verify_blocks(Rc::get_mut(b).ok_or(BUSY)?.as_slice(), layout, seed, gap_seed),
+            Buf::Cuda(b) => verify_blocks(&Rc::get_mut(b).ok_or(BUSY)?.to_host()?, layout, seed, gap_seed),
         };
-        r.map_err(|e| format!("payload corrupted: {e}"))
+        r.map_err(|m| RunError::Corrupted {
+            what: "",
+            source: MemoryError::Mismatch(m),
+        })
     }
 
     /// Registers the buffer for RMA by the peer.
-    pub fn map(&self, ctx: &ucx::Context) -> Result<ucx::MemMap, String> {
-        with_region!(self, b => ctx.mem_map(b)).map_err(|e| format!("cannot register the buffer with UCX: {e}"))
+    pub fn map(&self, ctx: &ucx::Context) -> Result<ucx::MemMap, RunError> {
+        with_region!(self, b => ctx.mem_map(b)).map_err(RunError::Register)
     }
 }
 
@@ -102,15 +94,19 @@ mod tests {
 
     #[test]
     fn verify_catches_stale_and_corrupted_payloads() {
-        let mut b = Buf::alloc(MemoryType::Host, 4099).unwrap();
+        let mut b = Buf::alloc(MemoryType::Host, 4099, 0).unwrap();
         b.fill(other_seed(7)).unwrap();
-        assert!(b.verify(7).is_err(), "the pre-fill must not pass for the payload");
+        let whole = BlockLayout::single(4099);
+        assert!(
+            b.verify_blocks(whole, 7, 7).is_err(),
+            "the pre-fill must not pass for the payload"
+        );
         b.fill(7).unwrap();
-        assert!(b.verify(7).is_ok());
+        assert!(b.verify_blocks(whole, 7, 7).is_ok());
         if let Buf::Host(h) = &mut b {
             Rc::get_mut(h).unwrap().as_mut_slice()[4000] ^= 0x20;
         }
-        let e = b.verify(7).unwrap_err();
+        let e = b.verify_blocks(whole, 7, 7).unwrap_err().to_string();
         assert!(e.contains("payload corrupted") && e.contains("4000"), "{e}");
     }
 
@@ -119,7 +115,7 @@ mod tests {
         let info = cuda_info();
         if !info.available {
             assert!(!info.detail.is_empty());
-            assert!(Buf::alloc(MemoryType::Cuda, 64).is_err());
+            assert!(Buf::alloc(MemoryType::Cuda, 64, 0).is_err());
         }
     }
 }

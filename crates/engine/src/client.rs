@@ -2,20 +2,22 @@
 
 use crate::control::{Control, unexpected};
 use crate::error::EngineError;
+use crate::measure::{MAX_FIXED_ROUNDS, Rounds, Statistic};
 use crate::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use crate::options::ConnectOptions;
+use crate::run_error::RunError;
 use crate::runtime::{LocalUcx, PhaseCtl, PhaseOutcome, Runtime};
 use crate::session::{HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, peer_info, phase_during};
 use crate::stats;
 use crate::ucx_thread::UcxThread;
 use icb_core::{
     CaseResult, CaseStatus, CudaInfo, Endpoint, Lane, Measurement, MemoryType, PAIR_SCHEMA, PairReport, Placement,
-    RunSettings, TestKind, Verdict, VerdictStatus,
+    RunSettings, TestKind, Verdict, VerdictStatus, WindowTrial,
 };
 use std::time::{Duration, Instant};
 
-/// Most measured rounds per case (a round is repeated only when the pace estimate fell short).
-const MAX_ROUNDS: u32 = 8;
+/// Fewest round trips in one measured tag_lat round (see `run_case`).
+const LATENCY_ROUND_MIN: u64 = 10_000;
 /// Added to every phase deadline: setup, wireup and scheduling slack.
 const PHASE_SLACK_S: f64 = 30.0;
 
@@ -50,6 +52,35 @@ pub fn validate(s: &RunSettings) -> Result<(), EngineError> {
         ));
     }
     let t_ok = |t: f64| t.is_finite() && t > 0.0 && t <= 3600.0;
+    if let Some(b) = s.blocks
+        && (b == 0 || b > crate::messages::MAX_BLOCKS)
+    {
+        return bad(format!("{b} blocks is outside 1 … {}", crate::messages::MAX_BLOCKS));
+    }
+    if let Some(shape) = s.plan.iter().find(|c| {
+        c.blocks
+            .is_some_and(|b| b == 0 || b > crate::messages::MAX_BLOCKS || !c.test.is_rma())
+    }) {
+        return bad(format!(
+            "{} with {} blocks: blocks are 1 … {} and for put_bw/get_bw only",
+            shape.test,
+            shape.blocks.unwrap_or(0),
+            crate::messages::MAX_BLOCKS
+        ));
+    }
+    if let Some(r) = s.stop
+        && !(r.rel_half_width > 0.0
+            && r.rel_half_width < 1.0
+            && r.confidence > 0.5
+            && r.confidence < 1.0
+            && r.round_s > 0.0
+            && r.round_s <= 60.0
+            && r.min_rounds >= 2)
+    {
+        return bad(format!(
+            "stop rule {r:?}: the bound and confidence must be in (0, 1), rounds ≥ 2 of (0, 60] s"
+        ));
+    }
     if !t_ok(s.min_time_s) || !t_ok(s.max_time_s) || s.min_time_s > s.max_time_s {
         return bad(format!(
             "min time {} s / max time {} s: both must be in (0, 3600] with min ≤ max",
@@ -59,7 +90,46 @@ pub fn validate(s: &RunSettings) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// Benchmark-only controls, read from the environment on purpose (no CLI flag: they exist for
+/// `scripts/bench-ucx` to compare methodology with ucx_perftest, not for a verdict). Whatever
+/// they change is recorded in the report's settings. `IC_BENCH_UNTOUCHED_BUFFERS=1`: move
+/// buffers that were never written, like perftest (nothing is verified). `IC_BENCH_WINDOWS=1,8,32,128`:
+/// auto-tune the window over these candidates.
+pub(crate) fn apply_bench_controls(
+    settings: &mut RunSettings,
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<(), EngineError> {
+    if let Some(v) = var("IC_BENCH_UNTOUCHED_BUFFERS") {
+        settings.untouched_buffers = match v.trim() {
+            "1" | "true" | "yes" => true,
+            "" | "0" | "false" | "no" => false,
+            other => {
+                return Err(EngineError::Settings(format!(
+                    "IC_BENCH_UNTOUCHED_BUFFERS={other}: use 1 or 0"
+                )));
+            }
+        };
+    }
+    if let Some(v) = var("IC_BENCH_WINDOWS").filter(|v| !v.trim().is_empty()) {
+        let mut windows = Vec::new();
+        for part in v.split(',') {
+            match part.trim().parse::<u32>() {
+                Ok(w) if (1..=crate::messages::MAX_WINDOW).contains(&w) => windows.push(w),
+                _ => {
+                    return Err(EngineError::Settings(format!(
+                        "IC_BENCH_WINDOWS={v}: give windows between 1 and {}, e.g. 1,8,32,128",
+                        crate::messages::MAX_WINDOW
+                    )));
+                }
+            }
+        }
+        settings.window_candidates = windows;
+    }
+    Ok(())
+}
+
 async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineError> {
+    apply_bench_controls(&mut opts.settings, |k| std::env::var(k).ok())?;
     validate(&opts.settings)?;
     let started = Instant::now();
     let started_at = jiff::Timestamp::now().to_string();
@@ -165,10 +235,7 @@ async fn run_session(
     thread
         .call(move |rt: &mut Runtime| rt.connect_peer(&address, peer_errors))
         .await?
-        .map_err(|detail| EngineError::Ucx {
-            during: "connecting to the server's UCX worker".into(),
-            detail,
-        })?;
+        .map_err(|e| EngineError::ucx("connecting to the server's UCX worker", e))?;
 
     // A tiny ping-pong first, so UCX wireup is finished before anything is timed.
     let wireup = CaseSetup {
@@ -177,17 +244,28 @@ async fn run_session(
         size: 8,
         window: 1,
         seed: 0x1cb_0000,
+        blocks: 1,
+        untouched: false,
     };
     match prepare(control, thread, wireup, cuda, &server).await? {
         Prepared::Ready => {
-            phase(control, thread, &wireup, PhaseKind::Wireup, 1, 30.0).await?;
+            phase(
+                control,
+                thread,
+                &wireup,
+                PhaseKind::Wireup,
+                1,
+                PhaseOpts::default(),
+                30.0,
+            )
+            .await?;
             finish(control, thread, &wireup).await?;
         }
         Prepared::NotRun(status, reason) => {
-            return Err(EngineError::Ucx {
-                during: "UCX wireup".into(),
-                detail: format!("{status:?}: {reason}"),
-            });
+            return Err(EngineError::ucx(
+                "UCX wireup",
+                RunError::Remote(format!("{status:?}: {reason}")),
+            ));
         }
     }
 
@@ -195,24 +273,27 @@ async fn run_session(
     let mut cases = Vec::new();
     let mut warnings = Vec::new();
     let mut seed = 0x5eed_0001u64;
-    for &test in &s.tests {
-        for &memory in &s.memory {
-            for &size in &s.sizes {
-                seed = seed.wrapping_add(0x9E37_79B9);
-                let setup = CaseSetup {
-                    test,
-                    memory,
-                    size,
-                    window: if test.is_bandwidth() { s.window } else { 1 },
-                    seed,
-                };
-                let case = run_case(control, thread, setup, &s, cuda, &server, &mut warnings).await?;
-                if let Some(cb) = opts.on_case.as_mut() {
-                    cb(&case);
-                }
-                cases.push(case);
-            }
+    for (shape, memory) in s.case_list() {
+        seed = seed.wrapping_add(0x9E37_79B9);
+        let setup = CaseSetup {
+            test: shape.test,
+            memory,
+            size: shape.size,
+            // A KV-shaped case has one list outstanding at a time (all its blocks in flight).
+            window: if shape.test.is_bandwidth() && shape.blocks.unwrap_or(1) <= 1 {
+                s.window
+            } else {
+                1
+            },
+            seed,
+            blocks: shape.blocks.unwrap_or(1),
+            untouched: s.untouched_buffers,
+        };
+        let case = run_case(control, thread, setup, &s, cuda, &server, &mut warnings).await?;
+        if let Some(cb) = opts.on_case.as_mut() {
+            cb(&case);
         }
+        cases.push(case);
     }
     control.send(&Message::Bye, "the goodbye").await?;
     Ok((server, cases, warnings))
@@ -258,7 +339,7 @@ async fn prepare(
         }
         other => return Err(unexpected(&label, &other, "ready, skipped or case_failed")),
     };
-    let local: Result<(), String> = thread
+    let local: Result<(), RunError> = thread
         .call(move |rt: &mut Runtime| rt.initiator_setup(setup, &ready))
         .await?;
     if let Err(reason) = local {
@@ -270,21 +351,31 @@ async fn prepare(
 }
 
 enum Event {
-    Done(Result<Result<PhaseOutcome, String>, EngineError>),
+    Done(Result<Result<PhaseOutcome, RunError>, EngineError>),
     Msg(Result<Message, EngineError>),
 }
 
 /// One phase: the server posts its side, the client runs its operations (timed on the UCX
 /// thread), and both report done. The control connection is watched throughout, so a peer that
 /// dies mid-phase ends the phase at once instead of at its deadline.
+/// How one phase deviates from its case: another window (auto-tuning), or a soft deadline after
+/// which loops timed per operation end early (so `max_time_s` holds on a busy machine).
+#[derive(Debug, Clone, Copy, Default)]
+struct PhaseOpts {
+    window: Option<u32>,
+    soft_deadline_s: Option<f64>,
+}
+
 async fn phase(
     control: &mut Control,
     thread: &UcxThread<Runtime>,
     setup: &CaseSetup,
     kind: PhaseKind,
     iterations: u64,
+    opts: PhaseOpts,
     timeout_s: f64,
 ) -> Result<PhaseOutcome, EngineError> {
+    let window = opts.window;
     let during = phase_during(setup, kind);
     let limit = Duration::from_secs_f64(timeout_s);
     control
@@ -293,6 +384,7 @@ async fn phase(
                 kind,
                 iterations,
                 timeout_s,
+                window,
             },
             &during,
         )
@@ -300,16 +392,22 @@ async fn phase(
     match control.recv(&during, limit).await? {
         Message::PhaseReady => {}
         Message::CaseFailed { reason } => {
-            return Err(EngineError::Ucx {
+            return Err(EngineError::ucx(
                 during,
-                detail: format!("decode side: {reason}"),
-            });
+                RunError::Remote(format!("decode side: {reason}")),
+            ));
         }
         other => return Err(unexpected(&during, &other, "phase_ready")),
     }
-    let ctl = PhaseCtl::new(Instant::now() + limit);
+    let now = Instant::now();
+    let soft = opts
+        .soft_deadline_s
+        .and_then(|s| Duration::try_from_secs_f64(s.max(0.0)).ok())
+        .map(|d| now + d);
+    let ctl = PhaseCtl::new(now + limit).with_soft_deadline(soft);
     let flags = ctl.clone();
-    let fut = thread.call(move |rt: &mut Runtime| rt.initiator_phase(kind, iterations, &flags));
+    let window = window.unwrap_or(setup.window);
+    let fut = thread.call(move |rt: &mut Runtime| rt.initiator_phase(kind, iterations, window, &flags));
     tokio::pin!(fut);
     let mut server_done = false;
     let outcome = loop {
@@ -343,10 +441,13 @@ async fn phase(
                     crate::wire::WireError::Closed,
                 ));
             }
-            return Err(EngineError::Ucx { during, detail });
+            return Err(EngineError::ucx(during, detail));
         }
     };
-    if setup.test.is_rma() {
+    // One-sided targets progress until told; a ping-pong target that the soft deadline cut short
+    // waits for a ping that will not come, so it is told too.
+    let cut_short = kind == PhaseKind::Measure && outcome.iterations < iterations;
+    if setup.test.is_rma() || (cut_short && !server_done) {
         control.send(&Message::PhaseEnd, &during).await?;
     }
     if !server_done {
@@ -365,7 +466,7 @@ async fn finish(
     setup: &CaseSetup,
 ) -> Result<Option<String>, EngineError> {
     let label = case_label(setup);
-    let local: Result<(), String> = thread.call(|rt: &mut Runtime| rt.initiator_finish()).await?;
+    let local: Result<(), RunError> = thread.call(|rt: &mut Runtime| rt.initiator_finish()).await?;
     control.send(&Message::Finish, &label).await?;
     let remote = match control.recv(&label, HELLO_TIMEOUT * 4).await? {
         Message::Finished { verified: true, .. } => None,
@@ -391,12 +492,13 @@ async fn run_case(
         test: setup.test,
         memory: setup.memory,
         size: setup.size,
+        blocks: (setup.blocks > 1).then_some(setup.blocks),
         status: CaseStatus::Measured,
         reason: None,
         measurement: None,
         transport: None,
         verdict: None,
-        shape: Default::default(),
+        run_by: Default::default(),
     };
     match prepare(control, thread, setup, cuda, server).await? {
         Prepared::Ready => {}
@@ -407,6 +509,7 @@ async fn run_case(
         }
     }
     let label = case_label(&setup);
+    let bytes_per_op = setup.size.saturating_mul(u64::from(setup.blocks));
 
     // Probe operation (its protocol info string is the per-case transport evidence) + warmup.
     let warmup_timeout = (s.max_time_s * 4.0).max(30.0) + PHASE_SLACK_S;
@@ -416,49 +519,101 @@ async fn run_case(
         &setup,
         PhaseKind::Warmup,
         1 + s.warmup_iterations,
+        PhaseOpts::default(),
         warmup_timeout,
     )
     .await?;
     let lanes: Option<Vec<Lane>> = thread.call(|rt: &mut Runtime| rt.lanes()).await?;
-    let mut pace = if s.warmup_iterations > 0 && warm.elapsed_s > 0.0 {
+    let pace = if s.warmup_iterations > 0 && warm.elapsed_s > 0.0 {
         warm.elapsed_s / s.warmup_iterations as f64
     } else {
         0.0
     };
 
-    let mut done_iters = 0u64;
-    let mut done_s = 0.0f64;
-    let mut rtt = stats::rtt_histogram();
-    let mut rounds = 0u32;
-    while rounds < MAX_ROUNDS {
-        let n = if pace > 0.0 {
-            stats::next_round(pace, done_iters, done_s, s.min_iterations, s.min_time_s, s.max_time_s)
-        } else {
-            s.min_iterations.max(1)
-        };
-        let timeout = (s.max_time_s - done_s).max(0.0) * 2.0 + PHASE_SLACK_S;
-        let out = phase(control, thread, &setup, PhaseKind::Measure, n, timeout).await?;
-        rounds += 1;
-        done_iters += n;
-        done_s += out.elapsed_s;
-        if let Some(h) = &out.rtt {
-            let _ = rtt.add(h);
+    // Window auto-tuning: a short round at every candidate, then measure with the fastest.
+    let mut window = setup.window;
+    let mut trials = Vec::new();
+    if setup.test.is_bandwidth() && setup.blocks == 1 && !s.window_candidates.is_empty() {
+        let trial_s = s.stop.map(|r| r.round_s).unwrap_or(0.05).max(0.01);
+        for &candidate in &s.window_candidates {
+            let n = if pace > 0.0 { (trial_s / pace).ceil() as u64 } else { 1 };
+            let n = n
+                .max(u64::from(candidate) * 2)
+                .min(crate::messages::MAX_PHASE_ITERATIONS);
+            let timeout = s.max_time_s * 2.0 + PHASE_SLACK_S;
+            let opts = PhaseOpts {
+                window: Some(candidate),
+                soft_deadline_s: None,
+            };
+            let out = phase(control, thread, &setup, PhaseKind::Measure, n, opts, timeout).await?;
+            if out.elapsed_s > 0.0 {
+                trials.push(WindowTrial {
+                    window: candidate,
+                    bandwidth_bps: (out.iterations * bytes_per_op) as f64 / out.elapsed_s,
+                });
+            }
         }
-        pace = done_s / done_iters as f64;
-        let enough = done_iters >= s.min_iterations && done_s >= s.min_time_s;
-        if enough || done_s >= s.max_time_s {
-            break;
+        if let Some(best) = trials.iter().max_by(|a, b| a.bandwidth_bps.total_cmp(&b.bandwidth_bps)) {
+            window = best.window;
         }
     }
-    if done_s < s.min_time_s && done_s < s.max_time_s {
+
+    let statistic = if setup.test.is_bandwidth() {
+        Statistic::Bandwidth
+    } else {
+        Statistic::LatencyP50
+    };
+    // A bandwidth round keeps its window full at least once. A ping-pong round is at least
+    // LATENCY_ROUND_MIN round trips: both sides' UCX threads wake at a round's start, and on a
+    // busy machine the first round trips wait for the scheduler; rounds sized from such a pace
+    // would be all wake-up (measured: p50 9 ms instead of 0.2 µs at load 12 on 2 cores).
+    let min_per_round = if setup.test == TestKind::TagLat {
+        LATENCY_ROUND_MIN
+    } else if setup.test.is_bandwidth() && setup.blocks == 1 {
+        u64::from(window)
+    } else {
+        1
+    };
+    let mut rounds = Rounds::new(s, statistic, pace, min_per_round);
+    let mut times = stats::rtt_histogram();
+    let stopped_by = loop {
+        let n = rounds.next_iterations();
+        let timeout = (s.max_time_s - rounds.done_s).max(0.0) * 2.0 + PHASE_SLACK_S;
+        let phase_window = (window != setup.window).then_some(window);
+        let opts = PhaseOpts {
+            window: phase_window,
+            // The adaptive rule's max_time_s is a promise: loops that read the clock anyway
+            // stop there even when a round runs long.
+            soft_deadline_s: s.stop.map(|_| s.max_time_s - rounds.done_s),
+        };
+        let out = phase(control, thread, &setup, PhaseKind::Measure, n, opts, timeout).await?;
+        if out.iterations < n {
+            rounds.cut_short();
+        }
+        let n = out.iterations;
+        let sample = match (&out.rtt, statistic) {
+            (Some(h), Statistic::LatencyP50) if !h.is_empty() => h.value_at_quantile(0.5) as f64 / 2e3,
+            (_, Statistic::Bandwidth) if out.elapsed_s > 0.0 => (n * bytes_per_op) as f64 / out.elapsed_s,
+            _ => f64::NAN,
+        };
+        if let Some(h) = &out.rtt {
+            let _ = times.add(h);
+        }
+        rounds.record(n, out.elapsed_s, sample);
+        if let Some(reason) = rounds.finished() {
+            break reason;
+        }
+    };
+    let (done_iters, done_s) = (rounds.done_iters, rounds.done_s);
+    if s.stop.is_none() && done_s < s.min_time_s && done_s < s.max_time_s {
         warnings.push(format!(
-            "{label}: measured {done_s:.3} s, less than --min-time {} s (pace estimate fell short {MAX_ROUNDS} times)",
+            "{label}: measured {done_s:.3} s, less than --min-time {} s (pace estimate fell short {MAX_FIXED_ROUNDS} times)",
             s.min_time_s
         ));
     }
 
     let verify_error = finish(control, thread, &setup).await?;
-    let bytes = done_iters.saturating_mul(setup.size);
+    let bytes = done_iters.saturating_mul(bytes_per_op);
     let measurement = Measurement {
         warmup_iterations: s.warmup_iterations,
         iterations: done_iters,
@@ -466,19 +621,73 @@ async fn run_case(
         bytes,
         bandwidth_bps: (setup.test.is_bandwidth() && done_s > 0.0).then(|| bytes as f64 / done_s),
         latency_us: if setup.test == TestKind::TagLat {
-            stats::one_way_latency(&rtt)
+            stats::one_way_latency(&times)
         } else {
             None
         },
-        window: setup.window,
-        verified: verify_error.is_none(),
+        window,
+        // Untouched buffers (benchmark-only mode) are never verified, and say so.
+        verified: verify_error.is_none() && !setup.untouched,
+        precision: Some(rounds.precision(stopped_by)),
+        list_latency_us: if setup.blocks > 1 {
+            stats::list_latency(&times)
+        } else {
+            None
+        },
+        window_trials: trials,
     };
     let lanes = lanes.unwrap_or_default();
     result.transport = Some(icb_core::classify::classify(warm.info.as_deref(), &lanes, setup.memory));
     result.measurement = Some(measurement);
-    if let Some(e) = verify_error {
+    if let Some(e) = verify_error
+        && !setup.untouched
+    {
         result.status = CaseStatus::Failed;
         result.reason = Some(e);
     }
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bench_controls_come_from_the_environment_and_bad_values_are_one_line_errors() {
+        let mut s = RunSettings::verdict_profile();
+        apply_bench_controls(&mut s, |_| None).unwrap();
+        assert!(!s.untouched_buffers && s.window_candidates.is_empty());
+        let env = |k: &str| match k {
+            "IC_BENCH_UNTOUCHED_BUFFERS" => Some("1".to_string()),
+            "IC_BENCH_WINDOWS" => Some("1, 8,32,128".to_string()),
+            _ => None,
+        };
+        apply_bench_controls(&mut s, env).unwrap();
+        assert!(s.untouched_buffers);
+        assert_eq!(s.window_candidates, vec![1, 8, 32, 128]);
+        let e = apply_bench_controls(&mut s, |k| (k == "IC_BENCH_WINDOWS").then(|| "8,x".into())).unwrap_err();
+        assert!(
+            e.to_string().contains("IC_BENCH_WINDOWS=8,x") && !e.to_string().contains('\n'),
+            "{e}"
+        );
+        let e = apply_bench_controls(&mut s, |k| (k == "IC_BENCH_UNTOUCHED_BUFFERS").then(|| "maybe".into()));
+        assert!(e.is_err());
+    }
+
+    #[test]
+    fn validate_refuses_bad_blocks_and_stop_rules() {
+        let mut s = RunSettings::verdict_profile();
+        validate(&s).unwrap();
+        s.plan.push(icb_core::CaseShape::blocks(TestKind::TagBw, 8, 4));
+        assert!(validate(&s).is_err());
+        let mut s = RunSettings::full_curve();
+        s.blocks = Some(0);
+        assert!(validate(&s).is_err());
+        let mut s = RunSettings::verdict_profile();
+        s.stop = Some(icb_core::StopRule {
+            rel_half_width: 0.0,
+            ..icb_core::StopRule::DEFAULT
+        });
+        assert!(validate(&s).is_err());
+    }
 }

@@ -1,5 +1,6 @@
 //! The engine's errors: each says what went wrong and what to do about it, on one line.
 
+use crate::run_error::RunError;
 use crate::wire::WireError;
 
 #[derive(Debug, thiserror::Error)]
@@ -35,8 +36,14 @@ pub enum EngineError {
     #[error("UCX setup failed: {0}")]
     UcxSetup(String),
 
-    #[error("UCX operation failed during {during}: {detail}")]
-    Ucx { during: String, detail: String },
+    /// What went wrong on the UCX thread (typed: a dead peer, a deadline, UCX's own error, a
+    /// corrupted payload), and during what.
+    #[error("UCX operation failed during {during}: {source}")]
+    Ucx {
+        during: String,
+        #[source]
+        source: RunError,
+    },
 
     #[error("no client connected within {0}: start `ic-bench connect` sooner or raise --idle-timeout")]
     IdleTimeout(String),
@@ -53,6 +60,13 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    pub(crate) fn ucx(during: impl Into<String>, source: RunError) -> Self {
+        EngineError::Ucx {
+            during: during.into(),
+            source,
+        }
+    }
+
     pub(crate) fn control(during: impl Into<String>, source: WireError) -> Self {
         EngineError::Control {
             during: during.into(),

@@ -8,12 +8,16 @@
 //! address, boot id for same-host detection, CUDA availability), per-case parameters, rkeys and
 //! phase synchronisation. Nothing a peer sends is trusted and every wait has a deadline.
 //!
-//! UCX itself lives on one dedicated thread per process ([`ucx_thread`]), because the wrapper's
-//! objects are single-threaded; the measurement loops ([`runtime`]) follow ucx_perftest's
-//! methodology so that the two tools' numbers can be compared.
+//! UCX itself lives on one dedicated thread per process (`ucx_thread`), because the wrapper's
+//! objects are single-threaded; the measurement loops (`runtime`) follow ucx_perftest's
+//! methodology so that the two tools' numbers can be compared, and report typed errors
+//! (`run_error`). How long a case measures is decided by `measure`: the fixed rule, or the
+//! adaptive one that stops once the per-round estimate is stable (`RunSettings::stop`). Besides
+//! single messages, a case can be KV-shaped: one operation is a list of non-contiguous blocks,
+//! issued as that many put/get operations and one flush, as NIXL moves a descriptor list.
 //!
 //! The NIXL engine (crate `icb-nixl-engine`) reuses the control channel ([`control`], [`wire`],
-//! [`messages`]), the per-process facts ([`local`]) and the owner-thread pattern ([`ucx_thread`])
+//! [`messages`]), the per-process facts ([`local`]) and the owner-thread pattern (`ucx_thread`)
 //! rather than forking them.
 #![forbid(unsafe_code)]
 
@@ -22,8 +26,10 @@ mod client;
 pub mod control;
 mod error;
 pub mod local;
+mod measure;
 pub mod messages;
 mod options;
+mod run_error;
 mod runtime;
 mod server;
 mod session;
@@ -37,5 +43,6 @@ pub use options::{
     ConnectOptions, DEFAULT_PORT, Listening, NIXL_UCX_DEFAULTS, OnCase, OnListening, PeerFailureMode, ProfileSetting,
     ServeOptions, UcxOptions, UcxProfile, nixl_ucx_defaults,
 };
+pub use run_error::RunError;
 pub use server::serve;
 pub use wire::{MAX_FRAME_BYTES, PROTOCOL_VERSION};

@@ -32,6 +32,8 @@ use std::collections::BTreeMap;
 pub const MAX_MESSAGE_SIZE: u64 = 16 << 30;
 /// Most outstanding operations a peer may ask for.
 pub const MAX_WINDOW: u32 = 1024;
+/// Most blocks one KV-shaped operation may have (NIXL lists run to thousands of descriptors).
+pub const MAX_BLOCKS: u32 = 4096;
 /// Most iterations one phase may ask for (a phase is also bounded in time).
 pub const MAX_PHASE_ITERATIONS: u64 = 1 << 36;
 const MAX_BLOB: usize = 64 << 10;
@@ -116,6 +118,32 @@ pub struct CaseSetup {
     pub window: u32,
     /// Seeds the payload pattern of this case.
     pub seed: u64,
+    /// KV-shaped RMA: blocks of `size` per operation, spaced apart in both buffers.
+    #[serde(default = "one_block", skip_serializing_if = "is_one_block")]
+    pub blocks: u32,
+    /// Benchmark-only: buffers are neither written nor verified.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untouched: bool,
+}
+
+fn one_block() -> u32 {
+    1
+}
+
+fn is_one_block(b: &u32) -> bool {
+    *b == 1
+}
+
+impl CaseSetup {
+    /// Where the blocks sit in each side's buffer (one contiguous block unless `blocks` > 1).
+    pub fn layout(&self) -> Option<icb_memory::BlockLayout> {
+        let size = usize::try_from(self.size).ok()?;
+        if self.blocks <= 1 {
+            Some(icb_memory::BlockLayout::single(size))
+        } else {
+            icb_memory::BlockLayout::spaced(size, self.blocks as usize)
+        }
+    }
 }
 
 /// The server's buffer for an RMA case (unused for tag cases).
@@ -157,6 +185,9 @@ pub enum Message {
         kind: PhaseKind,
         iterations: u64,
         timeout_s: f64,
+        /// Outstanding operations for this phase (window auto-tuning); absent: the case's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        window: Option<u32>,
     },
     /// server → client: receives are posted, start sending.
     PhaseReady,
@@ -235,12 +266,32 @@ impl Message {
                 if s.window == 0 || s.window > MAX_WINDOW {
                     return Err(format!("window {} outside 1 … {MAX_WINDOW}", s.window));
                 }
-                Ok(())
+                if s.blocks == 0 || s.blocks > MAX_BLOCKS {
+                    return Err(format!("{} blocks outside 1 … {MAX_BLOCKS}", s.blocks));
+                }
+                if s.blocks > 1 && !s.test.is_rma() {
+                    return Err(format!(
+                        "{} blocks for {}: blocks are for put_bw and get_bw",
+                        s.blocks, s.test
+                    ));
+                }
+                match s.layout() {
+                    Some(l) if l.span() as u64 <= MAX_MESSAGE_SIZE => Ok(()),
+                    _ => Err(format!("{} blocks of {} bytes exceed 16 GiB", s.blocks, s.size)),
+                }
             }
             Message::Ready(_) => Ok(()),
             Message::Phase {
-                iterations, timeout_s, ..
+                iterations,
+                timeout_s,
+                window,
+                ..
             } => {
+                if let Some(w) = window
+                    && (*w == 0 || *w > MAX_WINDOW)
+                {
+                    return Err(format!("window {w} outside 1 … {MAX_WINDOW}"));
+                }
                 if *iterations == 0 || *iterations > MAX_PHASE_ITERATIONS {
                     return Err(format!("phase of {iterations} iterations"));
                 }
@@ -280,6 +331,8 @@ mod tests {
                 size,
                 window,
                 seed: 1,
+                blocks: 1,
+                untouched: false,
             })
         };
         assert!(setup(8, 32).validate().is_ok());
@@ -291,13 +344,45 @@ mod tests {
             kind: PhaseKind::Measure,
             iterations: n,
             timeout_s: 10.0,
+            window: None,
         };
+        let blocks = |test, size, blocks| {
+            Message::Setup(CaseSetup {
+                test,
+                memory: MemoryPair::HOST_HOST,
+                size,
+                window: 1,
+                seed: 1,
+                blocks,
+                untouched: false,
+            })
+        };
+        assert!(blocks(TestKind::PutBw, 16 << 10, 64).validate().is_ok());
+        assert!(blocks(TestKind::PutBw, 16 << 10, 0).validate().is_err());
+        assert!(blocks(TestKind::GetBw, 8, MAX_BLOCKS + 1).validate().is_err());
+        assert!(
+            blocks(TestKind::TagBw, 8, 2).validate().is_err(),
+            "tag cases have one block"
+        );
+        assert!(
+            blocks(TestKind::PutBw, 1 << 30, 64).validate().is_err(),
+            "span over 16 GiB"
+        );
+        let windowed = |w| Message::Phase {
+            kind: PhaseKind::Measure,
+            iterations: 1,
+            timeout_s: 10.0,
+            window: Some(w),
+        };
+        assert!(windowed(128).validate().is_ok());
+        assert!(windowed(0).validate().is_err() && windowed(MAX_WINDOW + 1).validate().is_err());
         assert!(phase(0).validate().is_err());
         assert!(phase(MAX_PHASE_ITERATIONS + 1).validate().is_err());
         let bad_timeout = Message::Phase {
             kind: PhaseKind::Warmup,
             iterations: 1,
             timeout_s: f64::NAN,
+            window: None,
         };
         assert!(bad_timeout.validate().is_err());
         assert!(

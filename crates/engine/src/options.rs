@@ -30,6 +30,11 @@ pub struct UcxOptions {
     pub peer_failure: PeerFailureMode,
     /// Extra defaults applied under `config` and the environment (`--ucx-profile`).
     pub profile: UcxProfile,
+    /// CUDA device ordinal this side allocates its CUDA buffers on. The default, 0, is the first
+    /// *visible* GPU: CUDA numbers the devices in `CUDA_VISIBLE_DEVICES` from 0 in the order
+    /// listed, so a pod or process given one GPU (`CUDA_VISIBLE_DEVICES=3`, or a device plugin's
+    /// single allocation) sees it as ordinal 0. Set it on a multi-GPU host to test another GPU.
+    pub cuda_device: usize,
 }
 
 impl UcxOptions {
@@ -190,6 +195,26 @@ pub struct ConnectOptions {
     pub on_case: Option<OnCase>,
 }
 
+impl ConnectOptions {
+    /// The expectation to judge by: a planned one as it is; else resolved for the forced
+    /// locality, or for what the kernels' boot ids say (`same_boot`: both sides see one boot id).
+    pub fn expectation_for(&self, same_boot: bool) -> Result<Expectation, icb_core::ParseError> {
+        if let Some(planned) = &self.expectation {
+            return Ok(planned.clone());
+        }
+        let locality = self.locality.unwrap_or(if same_boot {
+            Locality::SameHost
+        } else {
+            Locality::DifferentHosts
+        });
+        Expectation::resolve(
+            locality,
+            self.expect_config.as_ref().map(|(c, p)| (c, p.as_str())),
+            &self.expect_flags,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,25 +242,5 @@ mod tests {
         assert!(d.iter().any(|(k, _)| k == "IB_PCI_RELAXED_ORDERING"));
         assert_eq!("nixl".parse::<UcxProfile>(), Ok(UcxProfile::Nixl));
         assert!("fast".parse::<UcxProfile>().unwrap_err().contains("default or nixl"));
-    }
-}
-
-impl ConnectOptions {
-    /// The expectation to judge by: a planned one as it is; else resolved for the forced
-    /// locality, or for what the kernels' boot ids say (`same_boot`: both sides see one boot id).
-    pub fn expectation_for(&self, same_boot: bool) -> Result<Expectation, icb_core::ParseError> {
-        if let Some(planned) = &self.expectation {
-            return Ok(planned.clone());
-        }
-        let locality = self.locality.unwrap_or(if same_boot {
-            Locality::SameHost
-        } else {
-            Locality::DifferentHosts
-        });
-        Expectation::resolve(
-            locality,
-            self.expect_config.as_ref().map(|(c, p)| (c, p.as_str())),
-            &self.expect_flags,
-        )
     }
 }

@@ -12,19 +12,23 @@ use crate::buffers::{Buf, other_seed, with_region};
 use crate::error::EngineError;
 use crate::messages::{CaseReady, CaseSetup, HexBytes, PhaseKind};
 use crate::options::{PeerFailureMode, UcxOptions};
+use crate::run_error::RunError;
 use crate::stats;
 use hdrhistogram::Histogram;
 use icb_core::{Lane, TestKind};
+use icb_memory::BlockLayout;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
-use ucx::{Endpoint, ErrorMode, MemMap, Op, OpOptions, RemoteKey, Worker};
+use ucx::{Endpoint, ErrorMode, MemMap, Op, OpOptions, RemoteKey, Rma, Worker};
 
 const TAG_DATA: u64 = 0x1cb0_0000_0000_0001;
 const TAG_PING: u64 = 0x1cb0_0000_0000_0002;
 const TAG_PONG: u64 = 0x1cb0_0000_0000_0003;
 const TAG_ACK: u64 = 0x1cb0_0000_0000_0004;
 const TAG_MASK: u64 = u64::MAX;
+/// Why a case in benchmark-only mode reports no verification.
+const UNTOUCHED: &str = "not verified: untouched buffers (benchmark-only mode)";
 /// Progress calls between two reads of the clock and the abort flag.
 const CHECK_EVERY: u32 = 64;
 
@@ -42,6 +46,10 @@ pub struct PhaseCtl {
     abort: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     deadline: Instant,
+    /// Loops that read the clock every operation (ping-pong, block lists) end the phase early,
+    /// cleanly, once past this: a case's `max_time_s` holds even when the machine is so busy
+    /// that a round takes far longer than planned.
+    soft_deadline: Option<Instant>,
 }
 
 impl PhaseCtl {
@@ -50,7 +58,17 @@ impl PhaseCtl {
             abort: Arc::new(AtomicBool::new(false)),
             stop: Arc::new(AtomicBool::new(false)),
             deadline,
+            soft_deadline: None,
         }
+    }
+    /// The same, ending per-operation-timed loops early once past `soft` (see the field).
+    pub fn with_soft_deadline(mut self, soft: Option<Instant>) -> Self {
+        self.soft_deadline = soft;
+        self
+    }
+    #[inline]
+    fn past_soft_deadline(&self, now: Instant) -> bool {
+        self.soft_deadline.is_some_and(|d| now >= d)
     }
     /// The peer is gone or misbehaved: give up at the next check.
     pub fn abort(&self) {
@@ -61,12 +79,12 @@ impl PhaseCtl {
         self.stop.store(true, Ordering::Relaxed);
     }
     #[inline]
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), RunError> {
         if self.abort.load(Ordering::Relaxed) {
-            return Err("aborted: the peer closed the control connection".into());
+            return Err(RunError::Aborted);
         }
         if Instant::now() >= self.deadline {
-            return Err("did not complete before the phase deadline: is the peer alive and progressing?".into());
+            return Err(RunError::Deadline);
         }
         Ok(())
     }
@@ -78,8 +96,10 @@ pub struct PhaseOutcome {
     pub elapsed_s: f64,
     /// The probe operation's protocol info string (warmup phase only).
     pub info: Option<String>,
-    /// Round-trip times in ns (latency tests only).
+    /// Round-trip times in ns (latency tests; per-list times for KV-shaped cases).
     pub rtt: Option<Histogram<u64>>,
+    /// Operations timed: fewer than asked when the phase's soft deadline ended it early.
+    pub iterations: u64,
 }
 
 struct Case {
@@ -87,6 +107,8 @@ struct Case {
     /// Initiator: the source (tag, put, ping) or destination (get). Target: the destination (tag,
     /// put, ping) or source (get).
     buf: Buf,
+    /// Where the case's block(s) sit in `buf` (and in the peer's buffer, at the same offsets).
+    layout: BlockLayout,
     /// Initiator of tag_lat: where pongs land.
     pong: Option<Buf>,
     /// Target of RMA: the registration the client's rkey refers to.
@@ -105,6 +127,8 @@ pub struct Runtime {
     ack: Buf,
     /// Preallocated ring of in-flight operations (grown outside timed loops only).
     ring: Vec<Option<Op>>,
+    /// CUDA device ordinal for this side's CUDA buffers ([`UcxOptions::cuda_device`]).
+    cuda_device: usize,
 }
 
 /// Creates the UCX context with `--ucx-config` settings (fatal when rejected) under the profile's
@@ -132,10 +156,6 @@ fn build_context(lib: &ucx::Ucx, opts: &UcxOptions) -> Result<ucx::Context, Engi
     }
 }
 
-fn ucx_err(e: ucx::Error) -> String {
-    e.to_string()
-}
-
 impl Runtime {
     /// Loads UCX, creates the context and worker. Runs on the UCX thread.
     pub fn start(opts: &UcxOptions) -> Result<(Runtime, LocalUcx), EngineError> {
@@ -145,7 +165,7 @@ impl Runtime {
             .worker()
             .map_err(|e| EngineError::UcxSetup(with_tls_hint(e.to_string())))?;
         let address = worker.address().map_err(|e| EngineError::UcxSetup(e.to_string()))?;
-        let ack = Buf::alloc(icb_core::MemoryType::Host, 8).map_err(EngineError::UcxSetup)?;
+        let ack = Buf::alloc(icb_core::MemoryType::Host, 8, 0).map_err(|e| EngineError::UcxSetup(e.to_string()))?;
         let local = LocalUcx {
             version: lib.version_string().to_string(),
             library: lib.library_dir().display().to_string(),
@@ -164,15 +184,16 @@ impl Runtime {
                 case: None,
                 ack,
                 ring: Vec::new(),
+                cuda_device: opts.cuda_device,
             },
             local,
         ))
     }
 
-    pub fn connect_peer(&mut self, address: &[u8], peer_errors: bool) -> Result<(), String> {
+    pub fn connect_peer(&mut self, address: &[u8], peer_errors: bool) -> Result<(), RunError> {
         self.reset();
         let mode = if peer_errors { ErrorMode::Peer } else { self.mode };
-        self.ep = Some(self.worker.connect(address, mode).map_err(ucx_err)?);
+        self.ep = Some(self.worker.connect(address, mode)?);
         Ok(())
     }
 
@@ -208,40 +229,42 @@ impl Runtime {
         )
     }
 
-    fn ep(&self) -> Result<&Endpoint, String> {
-        self.ep
-            .as_ref()
-            .ok_or_else(|| "no UCX endpoint to the peer".to_string())
+    fn ep(&self) -> Result<&Endpoint, RunError> {
+        self.ep.as_ref().ok_or(RunError::NoEndpoint)
     }
 
-    fn size(setup: &CaseSetup) -> Result<usize, String> {
-        usize::try_from(setup.size).map_err(|_| format!("{} bytes do not fit this machine's address space", setup.size))
+    /// The case's buffer layout, checked against this machine's address space.
+    fn layout(setup: &CaseSetup) -> Result<BlockLayout, RunError> {
+        setup.layout().ok_or(RunError::TooLarge(setup.size))
     }
 
     // ---------------------------------------------------------------- target (server) side
 
-    pub fn target_setup(&mut self, setup: CaseSetup) -> Result<CaseReady, String> {
+    pub fn target_setup(&mut self, setup: CaseSetup) -> Result<CaseReady, RunError> {
         self.drain_now();
         self.case = None;
-        let len = Self::size(&setup)?;
-        let mut buf = Buf::alloc(setup.memory.target, len)?;
-        // The target holds the data's source for get, its destination otherwise.
-        let seed = if setup.test == TestKind::GetBw {
-            setup.seed
-        } else {
-            other_seed(setup.seed)
-        };
-        buf.fill(seed)?;
+        let layout = Self::layout(&setup)?;
+        let mut buf = Buf::alloc(setup.memory.target, layout.span(), self.cuda_device)?;
+        if !setup.untouched {
+            // The target holds the data's source for get, its destination otherwise.
+            let seed = if setup.test == TestKind::GetBw {
+                setup.seed
+            } else {
+                other_seed(setup.seed)
+            };
+            buf.fill(seed)?;
+        }
         let mut ready = CaseReady::default();
         let mut map = None;
         if setup.test.is_rma() {
             let m = buf.map(&self._ctx)?;
             ready.remote_addr = m.address();
-            ready.rkey = HexBytes(m.pack_rkey().map_err(ucx_err)?);
+            ready.rkey = HexBytes(m.pack_rkey()?);
             map = Some(m);
         }
         self.case = Some(Case {
             setup,
+            layout,
             buf,
             pong: None,
             _map: map,
@@ -251,15 +274,17 @@ impl Runtime {
         Ok(ready)
     }
 
-    /// The target's part of a phase; `ready` fires once receives are posted.
+    /// The target's part of a phase with `window` outstanding operations; `ready` fires once
+    /// receives are posted.
     pub fn target_phase(
         &mut self,
         kind: PhaseKind,
         iterations: u64,
+        window: u32,
         ready: tokio::sync::oneshot::Sender<()>,
         ctl: &PhaseCtl,
-    ) -> Result<(), String> {
-        let r = self.target_phase_inner(kind, iterations, ready, ctl);
+    ) -> Result<(), RunError> {
+        let r = self.target_phase_inner(kind, iterations, window, ready, ctl);
         if r.is_err() {
             self.drain_now();
         }
@@ -270,64 +295,58 @@ impl Runtime {
         &mut self,
         _kind: PhaseKind,
         n: u64,
+        window: u32,
         ready: tokio::sync::oneshot::Sender<()>,
         ctl: &PhaseCtl,
-    ) -> Result<(), String> {
-        let case = self.case.as_ref().ok_or("no case prepared")?;
-        let ep = self.ep.as_ref().ok_or("no UCX endpoint to the peer")?;
+    ) -> Result<(), RunError> {
+        let case = self.case.as_ref().ok_or(RunError::NoCase)?;
+        let ep = self.ep.as_ref().ok_or(RunError::NoEndpoint)?;
         let w = &self.worker;
-        let size = Self::size(&case.setup)?;
+        let size = case.layout.block;
         match case.setup.test {
             TestKind::TagBw => {
-                let window = case.setup.window.max(1) as usize;
+                let window = window.max(1) as usize;
                 ensure_ring(&mut self.ring, window);
-                let ring = &mut self.ring;
-                with_region!(&case.buf, b => {
-                    let mut posted = 0u64;
-                    while posted < n && (posted as usize) < window {
-                        ring[posted as usize] = Some(w.tag_recv(b, 0..size, TAG_DATA, TAG_MASK, OpOptions::default()).map_err(ucx_err)?);
-                        posted += 1;
-                    }
-                    let _ = ready.send(());
-                    let mut done = 0u64;
-                    while done < n {
-                        let slot = (done % window as u64) as usize;
-                        let op = ring[slot].take().ok_or("internal: empty ring slot")?;
-                        let got = wait_op(w, op, ctl)?;
-                        if got != size {
-                            return Err(format!("received a {got}-byte message, expected {size}"));
-                        }
-                        done += 1;
-                        if posted < n {
-                            ring[slot] = Some(w.tag_recv(b, 0..size, TAG_DATA, TAG_MASK, OpOptions::default()).map_err(ucx_err)?);
-                            posted += 1;
-                        }
-                    }
-                    Ok::<(), String>(())
-                })?;
+                let mut ready = Some(ready);
+                with_region!(&case.buf, b => run_window(
+                    w,
+                    &mut self.ring[..window],
+                    n,
+                    ctl,
+                    || Ok(w.tag_recv(b, 0..size, TAG_DATA, TAG_MASK, OpOptions::default())?),
+                    // Receives for the whole first window are posted: the sender may start.
+                    || if let Some(r) = ready.take() { let _ = r.send(()); },
+                    |got| check_length("message", got, size),
+                ))?;
                 send_ack(w, ep, &self.ack, ctl)
             }
             TestKind::TagLat => {
-                with_region!(&case.buf, b => {
-                    let mut recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default()).map_err(ucx_err)?;
+                let ended_early = with_region!(&case.buf, b => 'ping_pong: {
+                    let mut recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
                     let _ = ready.send(());
                     for i in 0..n {
-                        poll_done(w, recv, ctl)?;
+                        // The initiator may end the phase early (its soft deadline): it then
+                        // says so on the control channel instead of sending the next ping.
+                        if !poll_done_or_stop(w, recv, ctl)? {
+                            break 'ping_pong Ok::<bool, RunError>(true);
+                        }
                         // The echo leaves first; releasing the receive and posting the next one
                         // happen while the pong is in flight (ucx_perftest's order).
-                        let send = w.tag_send(ep, b, 0..size, TAG_PONG, OpOptions::default()).map_err(ucx_err)?;
-                        let got = finish_op(w, recv, ctl)?;
-                        if got != size {
-                            return Err(format!("received a {got}-byte ping, expected {size}"));
-                        }
+                        let send = w.tag_send(ep, b, 0..size, TAG_PONG, OpOptions::default())?;
+                        check_length("ping", finish_op(w, recv, ctl)?, size)?;
                         // The next ping lands in the buffer the echo is sent from: wait for it.
                         wait_op(w, send, ctl)?;
                         if i + 1 < n {
-                            recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default()).map_err(ucx_err)?;
+                            recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
                         }
                     }
-                    Ok(())
-                })
+                    Ok(false)
+                })?;
+                if ended_early {
+                    // Cancel the receive still posted for a ping that will not come.
+                    self.drain_now();
+                }
+                Ok(())
             }
             TestKind::PutBw | TestKind::GetBw => {
                 // One-sided: nothing to post, but keep progressing (software RMA emulation, e.g.
@@ -354,50 +373,56 @@ impl Runtime {
         };
         // The registration holds the buffer; unmap it so the buffer can be read again.
         case._map = None;
+        if case.setup.untouched {
+            return (false, Some(UNTOUCHED.into()));
+        }
+        let seed = case.setup.seed;
         if case.setup.test == TestKind::GetBw {
             // The client checks what it read; the source buffer must still be intact.
-            return match case.buf.verify(case.setup.seed) {
+            let whole = BlockLayout::single(case.layout.span());
+            return match case.buf.verify_blocks(whole, seed, seed) {
                 Ok(()) => (true, None),
                 Err(e) => (false, Some(format!("source buffer changed during get: {e}"))),
             };
         }
-        match case.buf.verify(case.setup.seed) {
+        match case.buf.verify_blocks(case.layout, seed, other_seed(seed)) {
             Ok(()) => (true, None),
-            Err(e) => (false, Some(e)),
+            Err(e) => (false, Some(e.to_string())),
         }
     }
 
     // ------------------------------------------------------------- initiator (client) side
 
-    pub fn initiator_setup(&mut self, setup: CaseSetup, ready: &CaseReady) -> Result<(), String> {
+    pub fn initiator_setup(&mut self, setup: CaseSetup, ready: &CaseReady) -> Result<(), RunError> {
         self.drain_now();
         self.case = None;
-        let len = Self::size(&setup)?;
-        let mut buf = Buf::alloc(setup.memory.initiator, len)?;
-        let seed = if setup.test == TestKind::GetBw {
-            other_seed(setup.seed)
-        } else {
-            setup.seed
-        };
-        buf.fill(seed)?;
+        let layout = Self::layout(&setup)?;
+        let mut buf = Buf::alloc(setup.memory.initiator, layout.span(), self.cuda_device)?;
+        if !setup.untouched {
+            let seed = if setup.test == TestKind::GetBw {
+                other_seed(setup.seed)
+            } else {
+                setup.seed
+            };
+            buf.fill(seed)?;
+        }
         let pong = if setup.test == TestKind::TagLat {
-            let mut p = Buf::alloc(setup.memory.initiator, len)?;
-            p.fill(other_seed(setup.seed))?;
+            let mut p = Buf::alloc(setup.memory.initiator, layout.span(), self.cuda_device)?;
+            if !setup.untouched {
+                p.fill(other_seed(setup.seed))?;
+            }
             Some(p)
         } else {
             None
         };
         let rkey = if setup.test.is_rma() {
-            Some(
-                self.ep()?
-                    .unpack_rkey(&ready.rkey.0)
-                    .map_err(|e| format!("the server's rkey: {e}"))?,
-            )
+            Some(self.ep()?.unpack_rkey(&ready.rkey.0).map_err(RunError::Rkey)?)
         } else {
             None
         };
         self.case = Some(Case {
             setup,
+            layout,
             buf,
             pong,
             _map: None,
@@ -407,146 +432,210 @@ impl Runtime {
         Ok(())
     }
 
+    /// One phase of `iterations` operations (lists of blocks, for a KV-shaped case) with
+    /// `window` outstanding.
     pub fn initiator_phase(
         &mut self,
         kind: PhaseKind,
         iterations: u64,
+        window: u32,
         ctl: &PhaseCtl,
-    ) -> Result<PhaseOutcome, String> {
-        let r = self.initiator_phase_inner(kind, iterations, ctl);
+    ) -> Result<PhaseOutcome, RunError> {
+        let r = self.initiator_phase_inner(kind, iterations, window, ctl);
         if r.is_err() {
             self.drain_now();
         }
         r
     }
 
-    fn initiator_phase_inner(&mut self, kind: PhaseKind, n: u64, ctl: &PhaseCtl) -> Result<PhaseOutcome, String> {
-        let case = self.case.as_ref().ok_or("no case prepared")?;
-        let ep = self.ep.as_ref().ok_or("no UCX endpoint to the peer")?;
+    fn initiator_phase_inner(
+        &mut self,
+        kind: PhaseKind,
+        n: u64,
+        window: u32,
+        ctl: &PhaseCtl,
+    ) -> Result<PhaseOutcome, RunError> {
+        let case = self.case.as_ref().ok_or(RunError::NoCase)?;
+        let ep = self.ep.as_ref().ok_or(RunError::NoEndpoint)?;
         let w = &self.worker;
-        let size = Self::size(&case.setup)?;
+        let size = case.layout.block;
         let probe = kind == PhaseKind::Warmup;
         let timed = if probe { n - 1 } else { n };
-        let window = case.setup.window.max(1) as usize;
+        // A list of blocks is issued whole, then flushed: its blocks are the ops in flight.
+        let window = if case.layout.count > 1 {
+            case.layout.count
+        } else {
+            window.max(1) as usize
+        };
         ensure_ring(&mut self.ring, window);
-        let ring = &mut self.ring;
+        let ring = &mut self.ring[..window];
         let mut info = None;
         match case.setup.test {
             TestKind::TagBw => with_region!(&case.buf, b => {
                 let ack = post_ack_recv(w, &self.ack)?;
                 if probe {
-                    let op = w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::QUERYABLE).map_err(ucx_err)?;
+                    let op = w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::QUERYABLE)?;
                     info = w.info_string(op).ok().flatten();
                     wait_op(w, op, ctl)?;
                 }
                 let t0 = Instant::now();
-                for i in 0..timed {
-                    let slot = (i % window as u64) as usize;
-                    if let Some(op) = ring[slot].take() {
-                        wait_op(w, op, ctl)?;
-                    }
-                    ring[slot] = Some(w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::default()).map_err(ucx_err)?);
-                }
-                drain_ring(w, ring, ctl)?;
+                let send = || Ok(w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::default())?);
+                run_window(w, ring, timed, ctl, send, || {}, |_| Ok(()))?;
                 wait_op(w, ack, ctl)?;
-                Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None })
+                Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed })
             }),
             TestKind::TagLat => {
-                let pong = case.pong.as_ref().ok_or("internal: no pong buffer")?;
-                let mut hist = (kind == PhaseKind::Measure).then(stats::rtt_histogram);
+                let pong = case.pong.as_ref().ok_or(RunError::Internal("no pong buffer"))?;
+                let hist = (kind == PhaseKind::Measure).then(stats::rtt_histogram);
                 with_region!(&case.buf, b => {
-                    with_region!(pong, p => {
-                        let mut total = 0.0f64;
-                        // A round trip's time is recorded during the next one's flight, so the
-                        // histogram's cost stays off the measured path.
-                        let mut unrecorded: Option<u64> = None;
-                        let mut prev = Instant::now();
-                        for i in 0..n {
-                            let first_probe = probe && i == 0;
-                            let opts = if first_probe { OpOptions::QUERYABLE } else { OpOptions::default() };
-                            // Send first, then post the receive (ucx_perftest's order): the post
-                            // overlaps the ping's flight instead of delaying it.
-                            let send = w.tag_send(ep, b, 0..size, TAG_PING, opts).map_err(ucx_err)?;
-                            let recv = w.tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default()).map_err(ucx_err)?;
-                            if first_probe {
-                                info = w.info_string(send).ok().flatten();
-                            }
-                            if let (Some(ns), Some(h)) = (unrecorded.take(), hist.as_mut()) {
-                                h.saturating_record(ns);
-                            }
-                            poll_done(w, recv, ctl)?;
-                            let now = Instant::now();
-                            wait_op(w, send, ctl)?;
-                            let got = finish_op(w, recv, ctl)?;
-                            if got != size {
-                                return Err(format!("received a {got}-byte pong, expected {size}"));
-                            }
-                            if first_probe {
-                                // The probe round trip is not part of the warmup pace.
-                                prev = now;
-                                continue;
-                            }
-                            let rtt = now.duration_since(prev);
-                            prev = now;
-                            total += rtt.as_secs_f64();
-                            unrecorded = Some(rtt.as_nanos() as u64);
-                        }
-                        if let (Some(ns), Some(h)) = (unrecorded, hist.as_mut()) {
-                            h.saturating_record(ns);
-                        }
-                        Ok(PhaseOutcome { elapsed_s: total, info, rtt: hist })
-                    })
+                    with_region!(pong, p => ping_pong(w, ep, b, p, size, n, probe, hist, ctl))
                 })
             }
             TestKind::PutBw | TestKind::GetBw => {
-                let rkey = case.rkey.as_ref().ok_or("internal: no rkey")?;
+                let rkey = case.rkey.as_ref().ok_or(RunError::Internal("no rkey"))?;
                 let addr = case.remote_addr;
-                let is_put = case.setup.test == TestKind::PutBw;
+                let rma = if case.setup.test == TestKind::PutBw {
+                    Rma::Put
+                } else {
+                    Rma::Get
+                };
+                let layout = case.layout;
                 with_region!(&case.buf, b => {
-                    let submit = |opts: OpOptions| {
-                        if is_put {
-                            w.put(ep, b, 0..size, addr, rkey, opts)
-                        } else {
-                            w.get(ep, b, 0..size, addr, rkey, opts)
-                        }
+                    let submit = |block: usize, opts: OpOptions| {
+                        let at = layout.offset(block);
+                        w.rma(rma, ep, b, at..at + size, addr + at as u64, rkey, opts)
                     };
                     if probe {
-                        let op = submit(OpOptions::QUERYABLE).map_err(ucx_err)?;
+                        let op = submit(0, OpOptions::QUERYABLE)?;
                         info = w.info_string(op).ok().flatten();
                         wait_op(w, op, ctl)?;
                     }
-                    let t0 = Instant::now();
-                    for i in 0..timed {
-                        let slot = (i % window as u64) as usize;
-                        if let Some(op) = ring[slot].take() {
-                            wait_op(w, op, ctl)?;
+                    if layout.count > 1 {
+                        // KV-shaped: every operation is one list (all blocks, then one flush),
+                        // timed on its own.
+                        let mut hist = (kind == PhaseKind::Measure).then(stats::rtt_histogram);
+                        let mut total = 0.0f64;
+                        let mut lists = 0u64;
+                        while lists < timed {
+                            let t0 = Instant::now();
+                            let mut next = 0usize;
+                            run_window(w, ring, layout.count as u64, ctl, || {
+                                let op = submit(next, OpOptions::default())?;
+                                next += 1;
+                                Ok(op)
+                            }, || {}, |_| Ok(()))?;
+                            wait_op(w, w.flush(ep, OpOptions::default())?, ctl)?;
+                            let now = Instant::now();
+                            let took = now.duration_since(t0);
+                            total += took.as_secs_f64();
+                            lists += 1;
+                            if let Some(h) = hist.as_mut() {
+                                h.saturating_record(took.as_nanos() as u64);
+                            }
+                            if ctl.past_soft_deadline(now) {
+                                break;
+                            }
                         }
-                        ring[slot] = Some(submit(OpOptions::default()).map_err(ucx_err)?);
+                        return Ok(PhaseOutcome { elapsed_s: total, info, rtt: hist, iterations: lists });
                     }
-                    drain_ring(w, ring, ctl)?;
-                    let flush = w.flush(ep, OpOptions::default()).map_err(ucx_err)?;
+                    let t0 = Instant::now();
+                    run_window(w, ring, timed, ctl, || Ok(submit(0, OpOptions::default())?), || {}, |_| Ok(()))?;
+                    let flush = w.flush(ep, OpOptions::default())?;
                     wait_op(w, flush, ctl)?;
-                    Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None })
+                    Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed })
                 })
             }
         }
     }
 
     /// Checks what landed on this side (get, tag_lat pongs) and releases the case.
-    pub fn initiator_finish(&mut self) -> Result<(), String> {
+    pub fn initiator_finish(&mut self) -> Result<(), RunError> {
         self.drain_now();
         let Some(mut case) = self.case.take() else {
             return Ok(());
         };
+        if case.setup.untouched {
+            return Ok(());
+        }
+        let seed = case.setup.seed;
         match case.setup.test {
-            TestKind::GetBw => case.buf.verify(case.setup.seed),
+            TestKind::GetBw => case.buf.verify_blocks(case.layout, seed, other_seed(seed)),
             TestKind::TagLat => match case.pong.as_mut() {
-                Some(p) => p.verify(case.setup.seed).map_err(|e| format!("echoed {e}")),
-                None => Err("internal: no pong buffer".into()),
+                Some(p) => p.verify_blocks(case.layout, seed, seed).map_err(RunError::echoed),
+                None => Err(RunError::Internal("no pong buffer")),
             },
             TestKind::TagBw | TestKind::PutBw => Ok(()),
         }
     }
+}
+
+/// The initiator's ping-pong (ucx_perftest's `run_pingpong`): `n` round trips, each timed from
+/// the previous pong's arrival to this one's. The first is the probe when `probe` is set (its
+/// protocol info string queried, its time not counted).
+#[allow(clippy::too_many_arguments)] // the loop's whole context, kept out of the timed path
+#[inline(never)]
+fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
+    w: &Worker,
+    ep: &Endpoint,
+    b: &std::rc::Rc<B>,
+    p: &std::rc::Rc<P>,
+    size: usize,
+    n: u64,
+    probe: bool,
+    mut hist: Option<Histogram<u64>>,
+    ctl: &PhaseCtl,
+) -> Result<PhaseOutcome, RunError> {
+    let mut info = None;
+    let mut total = 0.0f64;
+    // A round trip's time is recorded during the next one's flight, so the histogram's cost
+    // stays off the measured path.
+    let mut unrecorded: Option<u64> = None;
+    let mut prev = Instant::now();
+    let mut timed = 0u64;
+    for i in 0..n {
+        let first_probe = probe && i == 0;
+        let opts = if first_probe {
+            OpOptions::QUERYABLE
+        } else {
+            OpOptions::default()
+        };
+        // Send first, then post the receive (ucx_perftest's order): the post overlaps the
+        // ping's flight instead of delaying it.
+        let send = w.tag_send(ep, b, 0..size, TAG_PING, opts)?;
+        let recv = w.tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default())?;
+        if first_probe {
+            info = w.info_string(send).ok().flatten();
+        }
+        if let (Some(ns), Some(h)) = (unrecorded.take(), hist.as_mut()) {
+            h.saturating_record(ns);
+        }
+        poll_done(w, recv, ctl)?;
+        let now = Instant::now();
+        wait_op(w, send, ctl)?;
+        check_length("pong", finish_op(w, recv, ctl)?, size)?;
+        if first_probe {
+            // The probe round trip is not part of the warmup pace.
+            prev = now;
+            continue;
+        }
+        let rtt = now.duration_since(prev);
+        prev = now;
+        total += rtt.as_secs_f64();
+        timed += 1;
+        unrecorded = Some(rtt.as_nanos() as u64);
+        if ctl.past_soft_deadline(now) {
+            break;
+        }
+    }
+    if let (Some(ns), Some(h)) = (unrecorded, hist.as_mut()) {
+        h.saturating_record(ns);
+    }
+    Ok(PhaseOutcome {
+        elapsed_s: total,
+        info,
+        rtt: hist,
+        iterations: timed,
+    })
 }
 
 fn ensure_ring(ring: &mut Vec<Option<Op>>, window: usize) {
@@ -559,14 +648,14 @@ fn ensure_ring(ring: &mut Vec<Option<Op>>, window: usize) {
 /// Progresses until `op` completes (checking the abort flag and the deadline now and then),
 /// then releases it; returns the completion's length.
 #[inline]
-fn wait_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, String> {
+fn wait_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, RunError> {
     poll_done(w, op, ctl)?;
     finish_op(w, op, ctl)
 }
 
 /// Progresses until `op` has completed, without releasing it.
 #[inline]
-fn poll_done(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<(), String> {
+fn poll_done(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<(), RunError> {
     let mut i = 0u32;
     while !w.is_done(op) {
         w.progress();
@@ -578,27 +667,81 @@ fn poll_done(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<(), String> {
     Ok(())
 }
 
-/// Releases a completed `op`; returns its length, or its error.
+/// Like [`poll_done`], but also returns (`false`) when the control side set the stop flag.
 #[inline]
-fn finish_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, String> {
-    w.wait(op, ctl.deadline).map(|c| c.length).map_err(ucx_err)
+fn poll_done_or_stop(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<bool, RunError> {
+    let mut i = 0u32;
+    while !w.is_done(op) {
+        w.progress();
+        i = i.wrapping_add(1);
+        if i.is_multiple_of(CHECK_EVERY) {
+            ctl.check()?;
+            if ctl.stop.load(Ordering::Relaxed) && !w.is_done(op) {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
 
-fn drain_ring(w: &Worker, ring: &mut [Option<Op>], ctl: &PhaseCtl) -> Result<(), String> {
-    for slot in ring.iter_mut() {
-        if let Some(op) = slot.take() {
-            wait_op(w, op, ctl)?;
+/// Releases a completed `op`; returns its length, or its error.
+#[inline]
+fn finish_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, RunError> {
+    Ok(w.wait(op, ctl.deadline)?.length)
+}
+
+/// The windowed stream loop of ucx_perftest's `run_stream_uni`, written once for tag sends, tag
+/// receives and RMA: `n` operations from `submit`, at most `ring.len()` outstanding, each one's
+/// completion length handed to `completed`; `filled` runs once the first window is submitted (or
+/// all `n`, if fewer). Returns when every operation has completed.
+fn run_window(
+    w: &Worker,
+    ring: &mut [Option<Op>],
+    n: u64,
+    ctl: &PhaseCtl,
+    mut submit: impl FnMut() -> Result<Op, RunError>,
+    mut filled: impl FnMut(),
+    mut completed: impl FnMut(usize) -> Result<(), RunError>,
+) -> Result<(), RunError> {
+    let window = ring.len().max(1) as u64;
+    let first = n.min(window);
+    if first == 0 {
+        filled();
+    }
+    for i in 0..n {
+        let slot = (i % window) as usize;
+        if let Some(op) = ring[slot].take() {
+            completed(wait_op(w, op, ctl)?)?;
+        }
+        ring[slot] = Some(submit()?);
+        if i + 1 == first {
+            filled();
+        }
+    }
+    // Oldest first, so completions are checked in submission order.
+    for k in 0..first {
+        let slot = ((n - first + k) % window) as usize;
+        if let Some(op) = ring[slot].take() {
+            completed(wait_op(w, op, ctl)?)?;
         }
     }
     Ok(())
 }
 
-fn post_ack_recv(w: &Worker, ack: &Buf) -> Result<Op, String> {
-    with_region!(ack, a => w.tag_recv(a, 0..8, TAG_ACK, TAG_MASK, OpOptions::default()).map_err(ucx_err))
+fn check_length(what: &'static str, got: usize, expected: usize) -> Result<(), RunError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(RunError::Length { what, got, expected })
+    }
 }
 
-fn send_ack(w: &Worker, ep: &Endpoint, ack: &Buf, ctl: &PhaseCtl) -> Result<(), String> {
-    let op = with_region!(ack, a => w.tag_send(ep, a, 0..8, TAG_ACK, OpOptions::default()).map_err(ucx_err))?;
+fn post_ack_recv(w: &Worker, ack: &Buf) -> Result<Op, RunError> {
+    Ok(with_region!(ack, a => w.tag_recv(a, 0..8, TAG_ACK, TAG_MASK, OpOptions::default()))?)
+}
+
+fn send_ack(w: &Worker, ep: &Endpoint, ack: &Buf, ctl: &PhaseCtl) -> Result<(), RunError> {
+    let op = with_region!(ack, a => w.tag_send(ep, a, 0..8, TAG_ACK, OpOptions::default()))?;
     wait_op(w, op, ctl).map(|_| ())
 }
 

@@ -4,6 +4,7 @@ use crate::control::{Control, unexpected};
 use crate::error::EngineError;
 use crate::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use crate::options::{Listening, ServeOptions};
+use crate::run_error::RunError;
 use crate::runtime::{LocalUcx, PhaseCtl, Runtime};
 use crate::session::{HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, phase_during};
 use crate::ucx_thread::UcxThread;
@@ -120,10 +121,7 @@ async fn session(
     thread
         .call(move |rt: &mut Runtime| rt.connect_peer(&address, peer_errors))
         .await?
-        .map_err(|detail| EngineError::Ucx {
-            during: "connecting to the client's UCX worker".into(),
-            detail,
-        })?;
+        .map_err(|e| EngineError::ucx("connecting to the client's UCX worker", e))?;
 
     let mut current: Option<CaseSetup> = None;
     loop {
@@ -140,20 +138,24 @@ async fn session(
                     control.send(&Message::Skipped { reason }, &label).await?;
                     continue;
                 }
-                let prepared: Result<CaseReady, String> =
+                let prepared: Result<CaseReady, RunError> =
                     thread.call(move |rt: &mut Runtime| rt.target_setup(setup)).await?;
                 match prepared {
                     Ok(ready) => {
                         current = Some(setup);
                         control.send(&Message::Ready(ready), &label).await?;
                     }
-                    Err(reason) => control.send(&Message::CaseFailed { reason }, &label).await?,
+                    Err(e) => {
+                        let reason = e.to_string();
+                        control.send(&Message::CaseFailed { reason }, &label).await?
+                    }
                 }
             }
             Message::Phase {
                 kind,
                 iterations,
                 timeout_s,
+                window,
             } => {
                 let Some(setup) = current else {
                     return Err(unexpected(
@@ -162,12 +164,14 @@ async fn session(
                             kind,
                             iterations,
                             timeout_s,
+                            window,
                         },
                         "setup",
                     ));
                 };
                 let limit = Duration::from_secs_f64(timeout_s).min(MAX_PHASE);
-                run_phase(control, thread, setup, kind, iterations, limit).await?;
+                let window = window.unwrap_or(setup.window);
+                run_phase(control, thread, setup, kind, iterations, window, limit).await?;
             }
             Message::Finish => {
                 let (verified, detail) = match current.take() {
@@ -183,7 +187,7 @@ async fn session(
 }
 
 enum Event {
-    Done(Result<Result<(), String>, EngineError>),
+    Done(Result<Result<(), RunError>, EngineError>),
     Msg(Result<Message, EngineError>),
 }
 
@@ -195,20 +199,21 @@ async fn run_phase(
     setup: CaseSetup,
     kind: PhaseKind,
     iterations: u64,
+    window: u32,
     limit: Duration,
 ) -> Result<(), EngineError> {
     let during = phase_during(&setup, kind);
     let ctl = PhaseCtl::new(Instant::now() + limit);
     let flags = ctl.clone();
     let (ready_tx, ready_rx) = oneshot::channel::<()>();
-    let fut = thread.call(move |rt: &mut Runtime| rt.target_phase(kind, iterations, ready_tx, &flags));
+    let fut = thread.call(move |rt: &mut Runtime| rt.target_phase(kind, iterations, window, ready_tx, &flags));
     tokio::pin!(fut);
     let started = tokio::select! {
         r = ready_rx => r.is_ok(),
         r = &mut fut => {
             // The phase ended before it was ready: only an error does that.
-            let detail = match r? { Err(d) => d, Ok(()) => "the phase ended before it started".into() };
-            return Err(EngineError::Ucx { during, detail });
+            let source = match r? { Err(e) => e, Ok(()) => RunError::Internal("the phase ended before it started") };
+            return Err(EngineError::ucx(during, source));
         }
     };
     if !started {
@@ -228,10 +233,7 @@ async fn run_phase(
         };
         match ev {
             Event::Done(r) => {
-                r?.map_err(|detail| EngineError::Ucx {
-                    during: during.clone(),
-                    detail,
-                })?;
+                r?.map_err(|e| EngineError::ucx(during.clone(), e))?;
                 break;
             }
             Event::Msg(Ok(Message::PhaseEnd)) => ctl.stop(),

@@ -15,7 +15,11 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// `put_bw 4 MiB host→cuda`: how a case is named in errors and logs.
 pub fn case_label(s: &CaseSetup) -> String {
-    format!("{} {} {}", s.test, format_size(s.size), s.memory)
+    if s.blocks > 1 {
+        format!("{} {}×{} {}", s.test, s.blocks, format_size(s.size), s.memory)
+    } else {
+        format!("{} {} {}", s.test, format_size(s.size), s.memory)
+    }
 }
 
 pub fn phase_during(s: &CaseSetup, kind: PhaseKind) -> String {

@@ -155,14 +155,20 @@ impl CudaBuffer {
         if len > size {
             return Err(MemoryError::Length { asked: len, len: size });
         }
-        let mut host = vec![0u8; size];
+        let host = self.to_host()?;
+        verify_pattern(&host[..len], seed).map_err(Into::into)
+    }
+
+    /// A host copy of the whole buffer (for checks that need more than one pattern).
+    pub fn to_host(&mut self) -> Result<Vec<u8>, MemoryError> {
+        let mut host = vec![0u8; self.slice.len()];
         guarded("verify", || {
             self.stream
                 .memcpy_dtoh(&self.slice, &mut host[..])
                 .map_err(cuda_err("cuMemcpyDtoH"))?;
             self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))
         })?;
-        verify_pattern(&host[..len], seed).map_err(Into::into)
+        Ok(host)
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Both implement [`ucx::Region`], so the transfer engine hands them (in an `Rc`) to UCX
 //! operations and memory maps. Payloads are filled with a position-dependent pattern and
-//! verified after a transfer, so a shifted, truncated or stale copy is caught.
+//! verified after a transfer, so a shifted, truncated or stale copy is caught; a KV-shaped
+//! transfer ([`BlockLayout`]) is checked block by block, and its gaps must be left untouched.
 //!
 //! CUDA is loaded at run time through cudarc. Its loader panics when no driver is installed, so
 //! every entry point first checks for `libcuda` and reports [`CudaStatus::Unavailable`] ("no
@@ -18,5 +19,7 @@ pub use any::Buffer;
 pub use cuda::{CudaBuffer, CudaStatus, cuda_status};
 pub use error::MemoryError;
 pub use host::{HostBuffer, PAGE_SIZE};
-pub use pattern::{Mismatch, fill_pattern, pattern_byte, verify_pattern};
+pub use pattern::{
+    BlockLayout, Mismatch, fill_pattern, pattern_byte, verify_blocks, verify_pattern, verify_pattern_at,
+};
 pub use ucx::{MemoryKind, Region};

@@ -35,28 +35,91 @@ pub fn fill_pattern(buf: &mut [u8], seed: u64) {
 
 /// Checks `buf` against the pattern for `seed`; reports the first differing byte.
 pub fn verify_pattern(buf: &[u8], seed: u64) -> Result<(), Mismatch> {
-    let mut chunks = buf.chunks_exact(8);
-    for (i, c) in chunks.by_ref().enumerate() {
-        let expected = word(i, seed).to_le_bytes();
-        if c != expected {
-            let j = (0..8).find(|&j| c[j] != expected[j]).unwrap_or(0);
-            return Err(Mismatch {
-                offset: i * 8 + j,
-                expected: expected[j],
-                found: c[j],
-            });
+    verify_pattern_at(buf, 0, seed)
+}
+
+/// Checks `buf`, which sits at byte `start` of a larger patterned buffer, against the pattern
+/// for `seed` at those offsets; reports the first differing byte as an offset in the larger one.
+pub fn verify_pattern_at(buf: &[u8], start: usize, seed: u64) -> Result<(), Mismatch> {
+    let mismatch = |offset: usize, found: u8| Mismatch {
+        offset,
+        expected: pattern_byte(offset, seed),
+        found,
+    };
+    // Bytes before the first word boundary, then whole words, then the tail.
+    let head = ((8 - start % 8) % 8).min(buf.len());
+    for (j, &b) in buf[..head].iter().enumerate() {
+        if b != pattern_byte(start + j, seed) {
+            return Err(mismatch(start + j, b));
         }
     }
-    let base = buf.len() / 8 * 8;
-    for (j, &b) in buf[base..].iter().enumerate() {
-        let expected = pattern_byte(base + j, seed);
-        if b != expected {
-            return Err(Mismatch {
-                offset: base + j,
-                expected,
-                found: b,
-            });
+    let body = &buf[head..];
+    let first_word = (start + head) / 8;
+    let mut chunks = body.chunks_exact(8);
+    for (i, c) in chunks.by_ref().enumerate() {
+        let expected = word(first_word + i, seed).to_le_bytes();
+        if c != expected {
+            let j = (0..8).find(|&j| c[j] != expected[j]).unwrap_or(0);
+            return Err(mismatch(start + head + i * 8 + j, c[j]));
         }
+    }
+    let base = head + body.len() / 8 * 8;
+    for (j, &b) in buf[base..].iter().enumerate() {
+        if b != pattern_byte(start + base + j, seed) {
+            return Err(mismatch(start + base + j, b));
+        }
+    }
+    Ok(())
+}
+
+/// Where the blocks of a KV-shaped transfer sit in one buffer: `count` blocks of `block` bytes,
+/// one every `stride` bytes (`stride` ≥ `block`; the gaps keep the blocks non-contiguous).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockLayout {
+    pub block: usize,
+    pub stride: usize,
+    pub count: usize,
+}
+
+impl BlockLayout {
+    /// One contiguous block of `len` bytes.
+    pub fn single(len: usize) -> Self {
+        BlockLayout {
+            block: len,
+            stride: len,
+            count: 1,
+        }
+    }
+
+    /// `count` blocks of `block` bytes, each starting on a page and followed by at least one
+    /// page of gap, so no two blocks are adjacent in memory; `None` when it overflows.
+    pub fn spaced(block: usize, count: usize) -> Option<Self> {
+        const PAGE: usize = 4096;
+        let stride = block.checked_next_multiple_of(PAGE)?.checked_add(PAGE)?;
+        stride.checked_mul(count)?;
+        Some(BlockLayout { block, stride, count })
+    }
+
+    /// Bytes the buffer must hold.
+    pub fn span(&self) -> usize {
+        self.stride * self.count
+    }
+
+    /// Byte offset of block `i`.
+    pub fn offset(&self, i: usize) -> usize {
+        i * self.stride
+    }
+}
+
+/// Checks a destination after a block transfer: every block holds the pattern for `seed`, every
+/// gap still holds `gap_seed`'s (nothing landed between the blocks), offsets as in the buffer.
+pub fn verify_blocks(buf: &[u8], layout: BlockLayout, seed: u64, gap_seed: u64) -> Result<(), Mismatch> {
+    for i in 0..layout.count {
+        let o = layout.offset(i);
+        let end = (o + layout.stride).min(buf.len());
+        let block_end = (o + layout.block).min(end);
+        verify_pattern_at(&buf[o.min(end)..block_end], o, seed)?;
+        verify_pattern_at(&buf[block_end..end], block_end, gap_seed)?;
     }
     Ok(())
 }
@@ -75,6 +138,43 @@ mod tests {
                 assert_eq!(v, pattern_byte(i, 42));
             }
         }
+    }
+
+    #[test]
+    fn verifying_a_slice_at_its_offset_matches_the_whole() {
+        let mut b = vec![0u8; 4099];
+        fill_pattern(&mut b, 9);
+        for start in [0, 1, 5, 8, 13, 4096] {
+            verify_pattern_at(&b[start..], start, 9).unwrap();
+            if start > 0 {
+                assert!(verify_pattern(&b[start..], 9).is_err(), "{start}");
+            }
+        }
+        b[4000] ^= 4;
+        assert_eq!(verify_pattern_at(&b[13..], 13, 9).unwrap_err().offset, 4000);
+    }
+
+    #[test]
+    fn blocks_are_checked_and_gaps_must_stay_untouched() {
+        // The engine pre-fills destinations with the complement seed, as here.
+        let layout = BlockLayout::spaced(100, 3).unwrap();
+        assert_eq!((layout.stride, layout.span()), (8192, 3 * 8192));
+        let mut src = vec![0u8; layout.span()];
+        fill_pattern(&mut src, 1);
+        let mut dst = vec![0u8; layout.span()];
+        fill_pattern(&mut dst, !1);
+        assert!(verify_blocks(&dst, layout, 1, !1).is_err(), "nothing copied yet");
+        for i in 0..3 {
+            let o = layout.offset(i);
+            dst[o..o + 100].copy_from_slice(&src[o..o + 100]);
+        }
+        verify_blocks(&dst, layout, 1, !1).unwrap();
+        // One byte too many copied after block 1: the gap check catches it.
+        let o = layout.offset(1) + 100;
+        dst[o] = src[o];
+        assert_eq!(verify_blocks(&dst, layout, 1, !1).unwrap_err().offset, o);
+        assert_eq!(BlockLayout::single(7).span(), 7);
+        assert!(BlockLayout::spaced(usize::MAX - 10, 2).is_none());
     }
 
     #[test]

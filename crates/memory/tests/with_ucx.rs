@@ -4,7 +4,7 @@ use icb_memory::{Buffer, CudaBuffer, CudaStatus, HostBuffer, MemoryError, cuda_s
 use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use ucx::{Context, ErrorMode, MemoryKind, Op, OpOptions, Region, Ucx, Worker};
+use ucx::{Context, ErrorMode, MemoryKind, Op, OpOptions, Region, Rma, Ucx, Worker};
 
 static INIT: Mutex<()> = Mutex::new(());
 
@@ -45,7 +45,7 @@ fn transfer(src: Buffer, dst: Buffer, len: usize) {
     let map = cb.mem_map(&dst).unwrap();
     let rkey = ab.unpack_rkey(&map.pack_rkey().unwrap()).unwrap();
     let put = a
-        .put(&ab, &src, 0..len, map.address(), &rkey, OpOptions::default())
+        .rma(Rma::Put, &ab, &src, 0..len, map.address(), &rkey, OpOptions::default())
         .unwrap();
     let flush = a.flush(&ab, OpOptions::default()).unwrap();
     drive(&[&a, &b], &[(&a, put), (&a, flush)]);

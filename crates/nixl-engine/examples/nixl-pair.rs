@@ -58,6 +58,11 @@ fn main() {
                 window: 1,
                 unit: BandwidthUnit::GBps,
                 require_cuda: false,
+                stop: None,
+                plan: Vec::new(),
+                blocks: None,
+                window_candidates: Vec::new(),
+                untouched_buffers: false,
             };
             let opts = ConnectOptions {
                 server: addr.clone(),

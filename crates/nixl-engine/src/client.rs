@@ -4,6 +4,7 @@
 
 use crate::error::NixlEngineError;
 use crate::evidence;
+use crate::nixl_failed;
 use crate::options::NixlOptions;
 use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, PhaseGoal, PhaseOutcome, UcxLog, agent_name, case_len};
 use crate::session::{
@@ -11,7 +12,7 @@ use crate::session::{
 };
 use hdrhistogram::Histogram;
 use icb_core::{
-    CaseResult, CaseShape, CaseStatus, CudaInfo, Direction, Endpoint, EngineKind, LatencyStats, Measurement,
+    CaseEngine, CaseResult, CaseStatus, CudaInfo, Direction, Endpoint, EngineKind, LatencyStats, Measurement,
     MemoryType, PAIR_SCHEMA, PairReport, Placement, Verdict, VerdictStatus,
 };
 use icb_engine::control::{Control, unexpected};
@@ -53,6 +54,9 @@ fn validate(opts: &ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineError
                 size,
                 window: batch,
                 seed: 0,
+                // A NIXL request's descriptors are this engine's `window`; UCX's block layout is unused.
+                blocks: 1,
+                untouched: false,
             };
             case_len(&probe).map_err(EngineError::Settings)?;
         }
@@ -169,7 +173,7 @@ fn attribute_cases(cases: &mut [CaseResult], log: &UcxLog, local: &LocalNixl, wa
         });
     }
     for case in cases.iter_mut().filter(|c| c.status == CaseStatus::Measured) {
-        let Some(direction) = case.shape.direction else {
+        let Some(direction) = case.run_by.direction else {
             continue;
         };
         case.transport = Some(
@@ -202,10 +206,7 @@ async fn run_session(
     thread
         .call(move |rt: &mut NixlRuntime| rt.load_peer(&md))
         .await?
-        .map_err(|detail| EngineError::Ucx {
-            during: "loading the server's NIXL metadata".into(),
-            detail,
-        })?;
+        .map_err(|detail| nixl_failed("loading the server's NIXL metadata", detail))?;
 
     let s = opts.settings.clone();
     let mut cases = Vec::new();
@@ -222,6 +223,9 @@ async fn run_session(
                         size,
                         window: batch,
                         seed,
+                        // A NIXL request's descriptors are this engine's `window`; UCX's block layout is unused.
+                        blocks: 1,
+                        untouched: false,
                     };
                     let case = run_case(control, thread, setup, direction, &s, cuda, &server).await?;
                     if let Some(cb) = opts.on_case.as_mut() {
@@ -254,10 +258,10 @@ async fn run_case(
         measurement: None,
         transport: None,
         verdict: None,
-        shape: CaseShape {
+        blocks: Some(setup.window),
+        run_by: CaseEngine {
             engine: EngineKind::Nixl,
             direction: Some(direction),
-            batch: Some(setup.window),
         },
     };
     let label = case_label(direction, &setup);
@@ -325,6 +329,9 @@ async fn run_case(
         latency_us: request_latency(&out.latency_ns),
         window: setup.window,
         verified: verify_error.is_none(),
+        precision: None,
+        list_latency_us: None,
+        window_trials: Vec::new(),
     });
     if let Some(e) = verify_error {
         result.status = CaseStatus::Failed;
@@ -377,6 +384,7 @@ async fn phase(
                 kind,
                 iterations: goal.min_iterations,
                 timeout_s,
+                window: None,
             },
             &during,
         )
@@ -405,10 +413,7 @@ async fn phase(
             };
         }
     };
-    let outcome = outcome.map_err(|detail| EngineError::Ucx {
-        during: during.clone(),
-        detail,
-    })?;
+    let outcome = outcome.map_err(|detail| nixl_failed(&during, detail))?;
     control.send(&Message::PhaseEnd, &during).await?;
     match control.recv(&during, limit).await? {
         Message::PhaseDone => Ok(outcome),

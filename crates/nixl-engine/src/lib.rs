@@ -44,3 +44,8 @@ pub fn probe_load(library_dir: Option<&std::path::Path>) -> Result<String, Strin
         lib.library().display()
     ))
 }
+
+/// A NIXL call that failed mid-session, and during what.
+pub(crate) fn nixl_failed(during: impl std::fmt::Display, detail: String) -> icb_engine::EngineError {
+    icb_engine::EngineError::Nixl(format!("NIXL operation failed during {during}: {detail}"))
+}

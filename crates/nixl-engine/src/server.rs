@@ -3,6 +3,7 @@
 //! and writes.
 
 use crate::error::NixlEngineError;
+use crate::nixl_failed;
 use crate::options::NixlOptions;
 use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, UcxLog, agent_name, direction_of};
 use crate::session::{HELLO_TIMEOUT, check_peer_hello, cuda_info, local_hello, no_cuda_reason, resolve};
@@ -121,10 +122,7 @@ async fn session(
     thread
         .call(move |rt: &mut NixlRuntime| rt.load_peer(&md))
         .await?
-        .map_err(|detail| EngineError::Ucx {
-            during: "loading the client's NIXL metadata".into(),
-            detail,
-        })?;
+        .map_err(|detail| nixl_failed("loading the client's NIXL metadata", detail))?;
 
     let mut current: Option<CaseSetup> = None;
     loop {
@@ -185,7 +183,7 @@ async fn run_phase(control: &mut Control, thread: &UcxThread<NixlRuntime>, timeo
                 Ok(()) => "progress ended early".to_string(),
                 Err(e) => e,
             };
-            return Err(EngineError::Ucx { during: during.into(), detail });
+            return Err(nixl_failed(during, detail));
         }
         m = control.recv(during, limit) => m,
     };
@@ -195,9 +193,6 @@ async fn run_phase(control: &mut Control, thread: &UcxThread<NixlRuntime>, timeo
         Message::PhaseEnd => {}
         other => return Err(unexpected(during, &other, "phase_end")),
     }
-    progressed.map_err(|detail| EngineError::Ucx {
-        during: during.into(),
-        detail,
-    })?;
+    progressed.map_err(|detail| nixl_failed(during, detail))?;
     control.send(&Message::PhaseDone, during).await
 }

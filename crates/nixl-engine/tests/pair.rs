@@ -50,10 +50,10 @@ fn local_pair_read_and_write_dram_verified_and_attributed() {
     );
 
     for c in &report.cases {
-        assert_eq!(c.shape.engine, EngineKind::Nixl);
-        let dir = c.shape.direction.expect("direction");
+        assert_eq!(c.run_by.engine, EngineKind::Nixl);
+        let dir = c.run_by.direction.expect("direction");
         assert_eq!(c.test, dir.test_kind());
-        let batch = c.shape.batch.expect("batch");
+        let batch = c.blocks.expect("blocks");
         let uses_cuda = c.memory.initiator == MemoryType::Cuda || c.memory.target == MemoryType::Cuda;
         if uses_cuda && (!report.client.cuda.available || !report.server.cuda.available) {
             assert_eq!(c.status, CaseStatus::Skipped, "{c:?}");

@@ -80,10 +80,10 @@ fn classes(report: &PairReport, nixl: bool) -> BTreeMap<(Direction, String, u64)
     report
         .cases
         .iter()
-        .filter(|c| c.shape.batch.unwrap_or(1) == 1)
+        .filter(|c| c.blocks.unwrap_or(1) == 1)
         .filter_map(|c| {
             let dir = match (nixl, c.test) {
-                (true, _) => c.shape.direction?,
+                (true, _) => c.run_by.direction?,
                 (false, TestKind::PutBw) => Direction::Write,
                 (false, TestKind::GetBw) => Direction::Read,
                 _ => return None,

@@ -109,6 +109,11 @@ mod tests {
             window: 1,
             unit: BandwidthUnit::GBps,
             require_cuda: false,
+            stop: None,
+            plan: Vec::new(),
+            blocks: None,
+            window_candidates: Vec::new(),
+            untouched_buffers: false,
         }
     }
 

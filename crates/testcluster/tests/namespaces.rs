@@ -420,7 +420,7 @@ async fn sigkilled_owner_helper() {
     // Both programs run (not only their wrappers): `sh -c` execs its last command, so the pods'
     // command lines read "sleep", NUL, "303".
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while processes_with("sleep\0303").is_empty() || processes_with("sleep\0304").is_empty() {
+    while processes_with("sleep\x00303").is_empty() || processes_with("sleep\x00304").is_empty() {
         assert!(std::time::Instant::now() < deadline, "the pods' programs never ran");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

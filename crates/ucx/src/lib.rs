@@ -27,7 +27,7 @@ pub use context::{Context, ContextBuilder};
 pub use endpoint::{Endpoint, ErrorMode, Transport};
 pub use error::{Error, Result};
 pub use memory::{MemMap, MemoryKind, Region, RemoteKey};
-pub use ops::{Completion, Op, OpOptions};
+pub use ops::{Completion, Op, OpOptions, Rma};
 pub use ucx_sys::{LoadError, Version};
 pub use worker::Worker;
 

@@ -27,6 +27,25 @@ impl OpOptions {
     pub const QUERYABLE: OpOptions = OpOptions { no_imm_cmpl: true };
 }
 
+/// The direction of a one-sided operation ([`crate::Worker::rma`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Rma {
+    /// Write the local range to the peer's memory (`ucp_put_nbx`).
+    Put,
+    /// Read the peer's memory into the local range (`ucp_get_nbx`).
+    Get,
+}
+
+impl Rma {
+    /// `put` or `get`, as errors and request bookkeeping name the operation.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rma::Put => "put",
+            Rma::Get => "get",
+        }
+    }
+}
+
 /// A submitted operation. A small `Copy` token: waiting on it is optional (see
 /// [`crate::Worker::wait_all`]); dropping it never cancels anything.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@ use crate::context::ContextInner;
 use crate::endpoint::{Endpoint, ErrorMode};
 use crate::memory::sealed::Token;
 use crate::memory::{Region, RemoteKey};
-use crate::ops::{Completion, Op, OpOptions, OpRepr, State, Table, recv_cb, send_cb};
+use crate::ops::{Completion, Op, OpOptions, OpRepr, Rma, State, Table, recv_cb, send_cb};
 use crate::{Error, Result, ucp_fn};
 use std::ffi::c_void;
 use std::ops::Range;
@@ -329,10 +329,14 @@ impl Worker {
         self.finish_submit(idx, ret, OP, imm_len)
     }
 
-    #[allow(clippy::too_many_arguments)] // private: put and get are its two thin public faces
-    fn rma<R: Region + 'static>(
+    /// One-sided transfer between `buf[range]` and the peer's `remote_addr` (`ucp_put_nbx` /
+    /// `ucp_get_nbx`): [`Rma::Put`] writes the local range to the peer, [`Rma::Get`] reads the
+    /// peer's memory into it. Completion of a put means the local buffer may be reused;
+    /// [`Worker::flush`] makes the data visible remotely.
+    #[allow(clippy::too_many_arguments)] // the arguments of ucp_put_nbx/ucp_get_nbx, plus the direction
+    pub fn rma<R: Region + 'static>(
         &self,
-        op: &'static str,
+        kind: Rma,
         ep: &Endpoint,
         buf: &Rc<R>,
         range: Range<usize>,
@@ -340,6 +344,7 @@ impl Worker {
         rkey: &RemoteKey,
         opts: OpOptions,
     ) -> Result<Op> {
+        let op = kind.as_str();
         let ep_h = self.check_ep(op, ep)?;
         if !Rc::ptr_eq(&rkey.inner.ep, &ep.inner) {
             return Err(Error::invalid(op, "the remote key was unpacked on another endpoint"));
@@ -348,18 +353,17 @@ impl Worker {
         let memh = mapping_for(op, &**buf, self.inner.ctx.handle)?;
         let ucx = &self.inner.ctx.ucx;
         // Resolved before any slot is taken, so a missing symbol leaves nothing behind.
-        let func = if op == "put" {
-            RmaFn::Put(ucp_fn!(ucx, ucp_put_nbx)?)
-        } else {
-            RmaFn::Get(ucp_fn!(ucx, ucp_get_nbx)?)
+        let func = match kind {
+            Rma::Put => RmaFn::Put(ucp_fn!(ucx, ucp_put_nbx)?),
+            Rma::Get => RmaFn::Get(ucp_fn!(ucx, ucp_get_nbx)?),
         };
-        let kind = buf.memory_type();
+        let memory = buf.memory_type();
         let (idx, slot) = self
             .table
             .acquire(op, range.len(), Some(buf.clone()), Some(rkey.inner.clone()));
         let mut param = Self::base_param(slot as *const _ as *mut c_void, opts);
         param.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-        param.memory_type = kind.ucs();
+        param.memory_type = memory.ucs();
         set_memh(&mut param, memh);
         let len = range.len();
         // SAFETY: as in `tag_send`; the rkey is held by the slot too. The remote range is the
@@ -371,33 +375,6 @@ impl Worker {
             RmaFn::Get(get) => unsafe { get(ep_h, ptr as *mut c_void, len, remote_addr, rkey.inner.rkey, &param) },
         };
         self.finish_submit(idx, ret, op, len)
-    }
-
-    /// Writes `buf[range]` to the peer's `remote_addr` (`ucp_put_nbx`). Completion means the
-    /// local buffer may be reused; [`Worker::flush`] makes the data visible remotely.
-    pub fn put<R: Region + 'static>(
-        &self,
-        ep: &Endpoint,
-        buf: &Rc<R>,
-        range: Range<usize>,
-        remote_addr: u64,
-        rkey: &RemoteKey,
-        opts: OpOptions,
-    ) -> Result<Op> {
-        self.rma("put", ep, buf, range, remote_addr, rkey, opts)
-    }
-
-    /// Reads the peer's `remote_addr` into `buf[range]` (`ucp_get_nbx`).
-    pub fn get<R: Region + 'static>(
-        &self,
-        ep: &Endpoint,
-        buf: &Rc<R>,
-        range: Range<usize>,
-        remote_addr: u64,
-        rkey: &RemoteKey,
-        opts: OpOptions,
-    ) -> Result<Op> {
-        self.rma("get", ep, buf, range, remote_addr, rkey, opts)
     }
 
     /// Submits an endpoint flush (`ucp_ep_flush_nbx`): completes when every operation issued on

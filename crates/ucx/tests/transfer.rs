@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use std::time::{Duration, Instant};
-use ucx::{Error, ErrorMode, OpOptions};
+use ucx::{Error, ErrorMode, OpOptions, Rma};
 
 const SIZES: [usize; 3] = [8, 64 << 10, 4 << 20];
 
@@ -38,8 +38,16 @@ fn rma_roundtrip(tls: Option<&str>) {
         let map = p.ctx_b.mem_map(&target).unwrap();
         let rkey = p.ab.unpack_rkey(&map.pack_rkey().unwrap()).unwrap();
         let put =
-            p.a.put(&p.ab, &src, 0..size, map.address(), &rkey, OpOptions::default())
-                .unwrap();
+            p.a.rma(
+                Rma::Put,
+                &p.ab,
+                &src,
+                0..size,
+                map.address(),
+                &rkey,
+                OpOptions::default(),
+            )
+            .unwrap();
         let flush = p.a.flush(&p.ab, OpOptions::default()).unwrap();
         drive(&p, &[(&p.a, put), (&p.a, flush)]);
         p.a.wait_all(deadline()).unwrap();
@@ -54,8 +62,16 @@ fn rma_roundtrip(tls: Option<&str>) {
         let rkey = p.ab.unpack_rkey(&map.pack_rkey().unwrap()).unwrap();
         let mut local = TestBuf::new(size);
         let get =
-            p.a.get(&p.ab, &local, 0..size, map.address(), &rkey, OpOptions::default())
-                .unwrap();
+            p.a.rma(
+                Rma::Get,
+                &p.ab,
+                &local,
+                0..size,
+                map.address(),
+                &rkey,
+                OpOptions::default(),
+            )
+            .unwrap();
         drive(&p, &[(&p.a, get)]);
         assert_eq!(p.a.wait(get, deadline()).unwrap().length, size);
         drop(rkey);
@@ -135,8 +151,16 @@ fn pending_info(tls: Option<&str>) -> (String, String) {
     let map = p.ctx_b.mem_map(&target).unwrap();
     let rkey = p.ab.unpack_rkey(&map.pack_rkey().unwrap()).unwrap();
     let put =
-        p.a.put(&p.ab, &src, 0..size, map.address(), &rkey, OpOptions::QUERYABLE)
-            .unwrap();
+        p.a.rma(
+            Rma::Put,
+            &p.ab,
+            &src,
+            0..size,
+            map.address(),
+            &rkey,
+            OpOptions::QUERYABLE,
+        )
+        .unwrap();
     let put_info = p.a.info_string(put).unwrap().unwrap_or_default();
     drive(&p, &[(&p.a, put)]);
     p.a.wait_all(deadline()).unwrap();
@@ -383,7 +407,8 @@ fn mapped_local_buffers_carry_their_registration() {
     let mut local = TestBuf::new(size);
     let local_map = std::rc::Rc::new(p.ctx_a.mem_map(&local).unwrap());
     let g =
-        p.a.get(
+        p.a.rma(
+            Rma::Get,
             &p.ab,
             &local_map,
             0..size,

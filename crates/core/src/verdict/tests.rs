@@ -49,6 +49,11 @@ fn settings(require_cuda: bool) -> RunSettings {
         window: 32,
         unit: BandwidthUnit::GBps,
         require_cuda,
+        stop: None,
+        plan: Vec::new(),
+        blocks: None,
+        window_candidates: Vec::new(),
+        untouched_buffers: false,
     }
 }
 
@@ -64,6 +69,7 @@ fn measured(
         test,
         memory,
         size,
+        blocks: None,
         status: CaseStatus::Measured,
         reason: None,
         measurement: Some(Measurement {
@@ -83,10 +89,13 @@ fn measured(
             }),
             window: 32,
             verified: true,
+            precision: None,
+            list_latency_us: None,
+            window_trials: Vec::new(),
         }),
         transport: Some(classify(info, lanes, memory)),
         verdict: None,
-        shape: Default::default(),
+        run_by: Default::default(),
     }
 }
 
@@ -95,12 +104,13 @@ fn skipped(memory: MemoryPair) -> CaseResult {
         test: TestKind::TagBw,
         memory,
         size: 64 * MIB,
+        blocks: None,
         status: CaseStatus::Skipped,
         reason: Some("no CUDA driver".into()),
         measurement: None,
         transport: None,
         verdict: None,
-        shape: Default::default(),
+        run_by: Default::default(),
     }
 }
 
@@ -814,4 +824,52 @@ proptest::proptest! {
         let _ = parse_expectation_config(&text);
         let _ = parse_bandwidth(&text);
     }
+}
+
+#[test]
+fn physics_check_flags_more_than_the_placement_can_carry() {
+    // Field case: "EFA" between two hosts at 285 GB/s, where the NICs carry 100 Gb/s each (4 of them).
+    let mut exp = Expectation::defaults(Locality::DifferentHosts);
+    exp.line_rate_bps = Some(4.0 * 100.0 * GB / 8.0);
+    let rdma = [lane("rc_mlx5", "mlx5_0:1")];
+    let fast = measured(TestKind::PutBw, HH, 64 * MIB, Some(CUDA_RC), &rdma, 285.0);
+    let v = judge_case(&fast, &exp, &settings(false));
+    assert_eq!(v.status, Status::Fail, "{v:?}");
+    assert!(
+        v.reason.starts_with("physically implausible: 285.00 GB/s"),
+        "{}",
+        v.reason
+    );
+    assert!(v.reason.contains("the NICs' line rate (50.00 GB/s)"), "{}", v.reason);
+    // At the line rate (within the slack) it is fine.
+    let ok = measured(TestKind::PutBw, HH, 64 * MIB, Some(CUDA_RC), &rdma, 51.0);
+    assert_eq!(judge_case(&ok, &exp, &settings(false)).status, Status::Ok);
+    // Unknown line rate: only the generous built-in bound applies.
+    exp.line_rate_bps = None;
+    assert_eq!(judge_case(&fast, &exp, &settings(false)).status, Status::Ok);
+    let absurd = measured(TestKind::PutBw, HH, 64 * MIB, Some(CUDA_RC), &rdma, 500.0);
+    assert_eq!(judge_case(&absurd, &exp, &settings(false)).status, Status::Fail);
+    // Same host: a host copy at 2 TB/s did not move the bytes; cuda→cuda at 2 TB/s can.
+    let same = Expectation::defaults(Locality::SameHost);
+    let cma = [lane("cma", "memory")];
+    let host = measured(TestKind::TagBw, HH, 64 * MIB, Some(TAG_CMA), &cma, 2000.0);
+    assert_eq!(judge_case(&host, &same, &settings(false)).status, Status::Fail);
+    let ipc = [lane("cuda_ipc", "cuda")];
+    let gpu = measured(TestKind::TagBw, CC, 64 * MIB, Some(CUDA_IPC), &ipc, 2000.0);
+    assert_eq!(judge_case(&gpu, &same, &settings(false)).status, Status::Ok);
+    // The roll-up leads with it, whatever else failed.
+    let tcp = [lane("tcp", "eth0")];
+    let (_, verdict) = run(
+        Locality::SameHost,
+        vec![
+            measured(TestKind::TagBw, HH, 64 * MIB, Some(TAG_TCP), &tcp, 0.5),
+            measured(TestKind::TagBw, HH, 64 * MIB, Some(TAG_CMA), &cma, 2000.0),
+        ],
+        false,
+    );
+    assert!(
+        verdict.reason.starts_with("physically implausible"),
+        "{}",
+        verdict.reason
+    );
 }

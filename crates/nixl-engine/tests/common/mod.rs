@@ -35,6 +35,11 @@ pub fn settings(sizes: &[u64], memory: &[MemoryPair]) -> RunSettings {
         window: 1,
         unit: BandwidthUnit::GBps,
         require_cuda: false,
+        stop: None,
+        plan: Vec::new(),
+        blocks: None,
+        window_candidates: Vec::new(),
+        untouched_buffers: false,
     }
 }
 

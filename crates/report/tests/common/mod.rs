@@ -35,6 +35,7 @@ fn case(
         test,
         memory,
         size,
+        blocks: None,
         status: CaseStatus::Measured,
         reason: None,
         measurement: Some(Measurement {
@@ -58,10 +59,13 @@ fn case(
             }),
             window: if test.is_bandwidth() { 32 } else { 1 },
             verified: true,
+            precision: None,
+            list_latency_us: None,
+            window_trials: Vec::new(),
         }),
         transport: Some(classify(info, lanes, memory)),
         verdict: None,
-        shape: Default::default(),
+        run_by: Default::default(),
     }
 }
 
@@ -70,12 +74,13 @@ fn skipped(test: TestKind, memory: MemoryPair, size: u64) -> CaseResult {
         test,
         memory,
         size,
+        blocks: None,
         status: CaseStatus::Skipped,
         reason: Some("no CUDA driver".into()),
         measurement: None,
         transport: None,
         verdict: None,
-        shape: Default::default(),
+        run_by: Default::default(),
     }
 }
 
@@ -137,6 +142,11 @@ fn report(
             window: 32,
             unit: BandwidthUnit::GBps,
             require_cuda: false,
+            stop: None,
+            plan: Vec::new(),
+            blocks: None,
+            window_candidates: Vec::new(),
+            untouched_buffers: false,
         },
         expectation: Expectation::defaults(locality),
         cases,

@@ -1,0 +1,166 @@
+//! The roll-up: every case's verdict set, then one report verdict whose headline is the most
+//! important finding among the worst cases, with report-wide hints (UCX_TLS, IPC without PID).
+
+use super::rules::{Assessment, assess};
+use crate::classify::{describe, severity_rank};
+use crate::model::*;
+
+/// Sets every case's verdict and returns the rolled-up one: the worst status wins, its reason is
+/// the most important finding among the worst cases (tcp fallback first), and `data_paths` lists
+/// the classes seen in measured cases, most explanatory first.
+pub fn judge_cases(cases: &mut [CaseResult], exp: &Expectation, settings: &RunSettings) -> Verdict {
+    let assessments: Vec<Assessment> = cases.iter().map(|c| assess(c, exp, settings)).collect();
+    for (case, a) in cases.iter_mut().zip(&assessments) {
+        case.verdict = Some(a.verdict.clone());
+    }
+
+    let mut data_paths: Vec<TransportClass> = Vec::new();
+    for c in cases.iter().filter(|c| c.status == CaseStatus::Measured) {
+        let class = c
+            .transport
+            .as_ref()
+            .map(|t| t.data_path.class)
+            .unwrap_or(TransportClass::Unknown);
+        if !data_paths.contains(&class) {
+            data_paths.push(class);
+        }
+    }
+    data_paths.sort_by_key(|c| severity_rank(*c));
+
+    let measured = cases.iter().filter(|c| c.status == CaseStatus::Measured).count();
+    let skipped = assessments
+        .iter()
+        .filter(|a| a.verdict.status == Status::Skipped)
+        .count();
+    let worst = assessments
+        .iter()
+        .map(|a| a.verdict.status)
+        .filter(|s| *s != Status::Skipped)
+        .max()
+        .unwrap_or(Status::Ok);
+
+    if worst == Status::Fail || worst == Status::Warn {
+        let headline = assessments
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.verdict.status == worst)
+            // Prefer the largest message as the example: KV-cache transfers are large.
+            .min_by_key(|(i, a)| (a.finding, std::cmp::Reverse(cases[*i].size)))
+            .map(|(i, a)| (i, a.finding, a.verdict.clone()));
+        if let Some((idx, finding, v)) = headline {
+            let same = assessments
+                .iter()
+                .filter(|a| a.verdict.status == worst && a.finding == finding)
+                .count();
+            let first = &cases[idx];
+            let example = match first.transport.as_ref() {
+                Some(t) => describe(first.test, first.memory, first.size, &t.data_path),
+                None => format!(
+                    "{} {} {}",
+                    first.test,
+                    crate::units::format_size(first.size),
+                    first.memory
+                ),
+            };
+            let total = cases.len();
+            return Verdict {
+                status: if worst == Status::Fail {
+                    VerdictStatus::Fail
+                } else {
+                    VerdictStatus::Warn
+                },
+                reason: format!("{} ({same} of {total} cases; e.g. {example})", v.reason),
+                hint: v.hint,
+                data_paths,
+            };
+        }
+    }
+    if measured == 0 {
+        return Verdict {
+            status: VerdictStatus::Warn,
+            reason: format!("inconclusive: no case was measured ({skipped} skipped)"),
+            hint: Some("run where the requested memory types are available, or ask for host-host".to_string()),
+            data_paths,
+        };
+    }
+    let classes: Vec<&str> = data_paths.iter().map(|c| c.as_str()).collect();
+    let skipped_note = if skipped > 0 {
+        format!(", {skipped} skipped")
+    } else {
+        String::new()
+    };
+    Verdict {
+        status: VerdictStatus::Pass,
+        reason: format!(
+            "all {measured} measured cases ok over {} for {}{skipped_note}",
+            classes.join(", "),
+            exp.locality
+        ),
+        hint: None,
+        data_paths,
+    }
+}
+
+/// Judges a whole report in place (case verdicts and the rolled-up verdict).
+pub fn judge(report: &mut PairReport) {
+    let exp = report.expectation.clone();
+    let settings = report.settings.clone();
+    report.verdict = judge_cases(&mut report.cases, &exp, &settings);
+    if report.verdict.data_paths.contains(&TransportClass::Tcp)
+        && let Some(hint) = tcp_only_tls_hint(report).or_else(|| shared_ipc_without_pid_hint(report))
+    {
+        // The generic namespace/RDMA hint would send the operator after the wrong cause.
+        report.verdict.hint = Some(hint);
+    }
+}
+
+/// Same host, tag traffic over shared memory, but RMA over tcp or emulated: the sides share an
+/// IPC namespace (hostIPC) and not a PID namespace, so cma — the zero-copy path RMA takes on one
+/// host — is unavailable. That is NIXL's path, so a passing tag test would mislead.
+fn shared_ipc_without_pid_hint(report: &PairReport) -> Option<String> {
+    if report.placement.locality != Locality::SameHost {
+        return None;
+    }
+    let class = |c: &CaseResult| c.transport.as_ref().map(|t| t.data_path.class);
+    let measured = || report.cases.iter().filter(|c| c.status == CaseStatus::Measured);
+    let tag_over_shm = measured().any(|c| !c.test.is_rma() && class(c) == Some(TransportClass::SharedMemory));
+    let rma_slow = measured()
+        .any(|c| c.test.is_rma() && matches!(class(c), Some(TransportClass::Tcp | TransportClass::RmaEmulated)));
+    (tag_over_shm && rma_slow).then(|| {
+        "tag messages use shared memory but put/get (NIXL's operations) do not: the sides share IPC but not \
+         PID namespaces, and cma needs both; add hostPID (or run both roles in one pod), or use RDMA"
+            .to_string()
+    })
+}
+
+/// When a side's `UCX_TLS` leaves UCX nothing but TCP, that setting is the cause of a TCP data
+/// path, whatever the placement: say so, naming the side and the value.
+fn tcp_only_tls_hint(report: &PairReport) -> Option<String> {
+    let sides = [("prefill", &report.client), ("decode", &report.server)];
+    let (side, value) = sides.iter().find_map(|(side, peer)| {
+        let value = peer.env.get("UCX_TLS")?;
+        tls_allows_only_tcp(value).then_some((*side, value.as_str()))
+    })?;
+    let instead = match report.placement.locality {
+        Locality::SameHost => "sm,cma (same host) and cuda_copy,cuda_ipc (GPU memory)",
+        Locality::DifferentHosts => "rc or dc (RDMA) and cuda_copy (GPU memory)",
+    };
+    Some(format!(
+        "UCX_TLS={value} on the {side} side leaves UCX only TCP: allow {instead}, or unset UCX_TLS"
+    ))
+}
+
+/// True for an explicit transport list (not the `^` exclusion form) with nothing but tcp and
+/// helpers that cannot carry data between processes on their own (self, and the cuda_copy /
+/// gdr_copy staging copies, which still hand the bytes to tcp).
+pub(super) fn tls_allows_only_tcp(value: &str) -> bool {
+    let value = value.trim();
+    if value.is_empty() || value.starts_with('^') {
+        return false;
+    }
+    let names: Vec<&str> = value.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    names.contains(&"tcp")
+        && names
+            .iter()
+            .all(|n| matches!(*n, "tcp" | "self" | "cuda_copy" | "gdr_copy"))
+}

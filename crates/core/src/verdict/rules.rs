@@ -1,0 +1,361 @@
+//! The case rules: one case's verdict from the data path UCX reported, the placement and the
+//! measured bandwidth. Classification decides first, the bandwidth floor second.
+
+use super::expectation::CEILING_SLACK;
+use crate::classify::join_lanes;
+use crate::model::*;
+
+/// What a case's verdict is about, most important first: the roll-up's headline is the first
+/// kind found among the cases with the worst status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Finding {
+    /// More bandwidth than the placement can carry: every other conclusion is suspect.
+    Implausible,
+    TcpFallback,
+    NoRdma,
+    RmaEmulated,
+    CaseFailed,
+    CudaRequired,
+    CudaStaging,
+    NvlinkUnused,
+    BelowFloor,
+    Unexpected,
+    UnknownTransport,
+    SelfLoop,
+    Unverified,
+    Skipped,
+    Fine,
+}
+
+pub(super) struct Assessment {
+    pub(super) finding: Finding,
+    pub(super) verdict: CheckVerdict,
+}
+
+const HINT_NAMESPACES: &str =
+    "the two sides do not share IPC/PID namespaces (pods); run both roles in one pod, use hostIPC/hostPID, or use RDMA";
+const HINT_GPU_VISIBILITY: &str = "for GPU memory cuda_ipc also needs each side to see the other's GPUs: privileged \
+     pods with a CUDA_VISIBLE_DEVICES mapping from /proc/driver/nvidia/gpus, or RDMA with GPUDirect";
+/// Seed 002: pods on one NVLink node each saw only their own GPUs, so cuda_ipc was impossible.
+const HINT_CUDA_IPC: &str = "cuda_ipc (NVLink) needs both sides in one PID namespace and each side able to see the \
+     other's GPUs: privileged pods with a CUDA_VISIBLE_DEVICES mapping from /proc/driver/nvidia/gpus, or RDMA with GPUDirect";
+const HINT_NO_RDMA: &str = "give both pods an RDMA NIC (rdma/ib resource, IPC_LOCK capability), keep rc/dc in UCX_TLS, \
+     and check the nodes with `ic-bench probe node`";
+const HINT_GPUDIRECT: &str = "GPUDirect RDMA is not in use: load nvidia-peermem and check that `ucx_info -d` lists cuda \
+     memory on the mlx5 device";
+const HINT_RMA_SAME_HOST: &str = "NIXL moves KV cache with put/get, which need a zero-copy transport: share the PID \
+     namespace (hostPID or one pod) so cma works, or use RDMA";
+const HINT_RMA_REMOTE: &str = "NIXL moves KV cache with put/get; without rc/dc UCX emulates them over active messages: \
+     give both pods an RDMA NIC (rdma/ib resource, IPC_LOCK) and keep rc/dc in UCX_TLS";
+
+fn verdict(status: Status, reason: String, hint: Option<&str>) -> CheckVerdict {
+    CheckVerdict {
+        status,
+        reason,
+        hint: hint.map(str::to_string),
+    }
+}
+
+fn fmt_bw(bps: f64, unit: BandwidthUnit) -> String {
+    format!("{:.2} {}", unit.from_bytes_per_s(bps), unit.label())
+}
+
+fn has_tcp(path: &DataPath) -> bool {
+    path.transports
+        .iter()
+        .any(|l| crate::classify::class_of_transport(&l.transport) == TransportClass::Tcp)
+}
+
+fn tcp_lanes(path: &DataPath) -> String {
+    let tcp: Vec<Lane> = path
+        .transports
+        .iter()
+        .filter(|l| crate::classify::class_of_transport(&l.transport) == TransportClass::Tcp)
+        .cloned()
+        .collect();
+    if tcp.is_empty() {
+        "tcp".to_string()
+    } else {
+        join_lanes(&tcp)
+    }
+}
+
+/// Classification only (no bandwidth): what the data path means for this placement.
+fn assess_path(case: &CaseResult, path: &DataPath, exp: &Expectation) -> Assessment {
+    let same_host = exp.locality == Locality::SameHost;
+    let cuda = case.memory.uses_cuda();
+    let large = case.size >= exp.min_size_for_bandwidth;
+    let lanes = join_lanes(&path.transports);
+    let tcp_status = if exp.tcp_is_failure { Status::Fail } else { Status::Warn };
+    let tcp_hint = |same: bool| -> String {
+        if !same {
+            HINT_NO_RDMA.to_string()
+        } else if cuda {
+            format!("{HINT_NAMESPACES}; {HINT_GPU_VISIBILITY}")
+        } else {
+            HINT_NAMESPACES.to_string()
+        }
+    };
+    let a = |finding, status, reason: String, hint: Option<&str>| Assessment {
+        finding,
+        verdict: verdict(status, reason, hint),
+    };
+    match path.class {
+        TransportClass::Tcp => {
+            let (finding, reason) = if same_host {
+                (
+                    Finding::TcpFallback,
+                    format!("tcp fallback: data went over {}", tcp_lanes(path)),
+                )
+            } else {
+                (
+                    Finding::NoRdma,
+                    format!("no RDMA transport: data went over {}", tcp_lanes(path)),
+                )
+            };
+            let hint = tcp_hint(same_host);
+            a(finding, tcp_status, reason, Some(&hint))
+        }
+        TransportClass::RmaEmulated if case.test.is_rma() => {
+            let op = if case.test == TestKind::GetBw { "get" } else { "put" };
+            if has_tcp(path) {
+                let hint = if same_host {
+                    format!("{HINT_NAMESPACES}; {HINT_RMA_SAME_HOST}")
+                } else {
+                    HINT_RMA_REMOTE.to_string()
+                };
+                let (finding, head) = if same_host {
+                    (Finding::TcpFallback, "tcp fallback")
+                } else {
+                    (Finding::NoRdma, "no RDMA transport")
+                };
+                let reason = format!("{head}: {op} emulated over active messages on {}", tcp_lanes(path));
+                a(finding, tcp_status, reason, Some(&hint))
+            } else {
+                let on = if lanes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" on {lanes}")
+                };
+                let hint = if same_host { HINT_RMA_SAME_HOST } else { HINT_RMA_REMOTE };
+                a(
+                    Finding::RmaEmulated,
+                    Status::Fail,
+                    format!("RMA emulated over active messages: {op}{on} is not zero-copy"),
+                    Some(hint),
+                )
+            }
+        }
+        TransportClass::RmaEmulated => a(
+            Finding::Unexpected,
+            Status::Warn,
+            format!("UCX reported RMA emulation ({lanes}) for a {} test", case.test),
+            None,
+        ),
+        TransportClass::SharedMemory | TransportClass::Cma | TransportClass::CudaIpc if !same_host => a(
+            Finding::Unexpected,
+            Status::Warn,
+            format!(
+                "placement says different hosts, but data went over {} ({lanes})",
+                path.class
+            ),
+            Some("both sides are on one host: check the placement (node names) before trusting this run"),
+        ),
+        TransportClass::SharedMemory | TransportClass::Cma if cuda && large => a(
+            Finding::CudaStaging,
+            Status::Warn,
+            format!("GPU memory staged through host memory over {lanes}, not cuda_ipc"),
+            Some(HINT_CUDA_IPC),
+        ),
+        TransportClass::SharedMemory | TransportClass::Cma | TransportClass::CudaIpc => a(
+            Finding::Fine,
+            Status::Ok,
+            format!("{} on the same host ({lanes})", path.class),
+            None,
+        ),
+        TransportClass::Rdma if same_host && case.memory == cuda_cuda() => a(
+            Finding::NvlinkUnused,
+            Status::Warn,
+            format!("GPU data went over rdma ({lanes}), not cuda_ipc (NVLink)"),
+            Some(HINT_CUDA_IPC),
+        ),
+        TransportClass::Rdma => a(Finding::Fine, Status::Ok, format!("rdma ({lanes})"), None),
+        TransportClass::CudaCopyStaging if cuda && large => {
+            let (reason, hint) = if same_host {
+                (
+                    format!("GPU memory staged through host memory with cuda_copy ({lanes}), not cuda_ipc"),
+                    HINT_CUDA_IPC,
+                )
+            } else {
+                (
+                    format!("GPU memory staged through host memory with cuda_copy ({lanes}), not GPUDirect RDMA"),
+                    HINT_GPUDIRECT,
+                )
+            };
+            a(Finding::CudaStaging, Status::Warn, reason, Some(hint))
+        }
+        TransportClass::CudaCopyStaging if cuda => a(
+            Finding::Fine,
+            Status::Ok,
+            format!("small GPU message copied through host memory ({lanes}), as UCX does below the rendezvous size"),
+            None,
+        ),
+        TransportClass::CudaCopyStaging => a(
+            Finding::Unexpected,
+            Status::Warn,
+            format!("cuda_copy ({lanes}) carried a host-memory case"),
+            None,
+        ),
+        TransportClass::SelfLoop => a(
+            Finding::SelfLoop,
+            Status::Warn,
+            format!("data looped back inside one process ({lanes}): nothing crossed between the two sides"),
+            Some("run serve and connect as separate processes"),
+        ),
+        TransportClass::Unknown => a(
+            Finding::UnknownTransport,
+            Status::Warn,
+            if lanes.is_empty() {
+                "transport unknown: UCX reported neither a protocol nor lanes".to_string()
+            } else {
+                format!("transport not recognised: {lanes}")
+            },
+            Some("use UCX 1.14 or newer so ic-bench can query the endpoint's transports"),
+        ),
+    }
+}
+
+fn cuda_cuda() -> MemoryPair {
+    MemoryPair {
+        initiator: MemoryType::Cuda,
+        target: MemoryType::Cuda,
+    }
+}
+
+pub(super) fn assess(case: &CaseResult, exp: &Expectation, settings: &RunSettings) -> Assessment {
+    let size = crate::units::format_size(case.size);
+    let label = match case.blocks {
+        Some(n) if n > 1 => format!("{} {n}×{size} {}", case.test, case.memory),
+        _ => format!("{} {size} {}", case.test, case.memory),
+    };
+    match case.status {
+        CaseStatus::Failed => {
+            return Assessment {
+                finding: Finding::CaseFailed,
+                verdict: verdict(
+                    Status::Fail,
+                    format!(
+                        "{label} failed: {}",
+                        case.reason.as_deref().unwrap_or("no reason given")
+                    ),
+                    Some("rerun with UCX_LOG_LEVEL=info to see UCX's own messages"),
+                ),
+            };
+        }
+        CaseStatus::Skipped => {
+            let why = case.reason.as_deref().unwrap_or("skipped");
+            return if case.memory.uses_cuda() && settings.require_cuda {
+                Assessment {
+                    finding: Finding::CudaRequired,
+                    verdict: verdict(
+                        Status::Fail,
+                        format!("CUDA required but no CUDA driver: {label} skipped ({why})"),
+                        Some("run where the NVIDIA driver is visible (libcuda.so.1), or drop --require-cuda"),
+                    ),
+                }
+            } else {
+                Assessment {
+                    finding: Finding::Skipped,
+                    verdict: verdict(Status::Skipped, format!("skipped: {why}"), None),
+                }
+            };
+        }
+        CaseStatus::Measured => {}
+    }
+    let unknown = DataPath {
+        class: TransportClass::Unknown,
+        transports: Vec::new(),
+        protocol: String::new(),
+        source: EvidenceSource::None,
+    };
+    let path = case.transport.as_ref().map(|t| &t.data_path).unwrap_or(&unknown);
+    let mut out = assess_path(case, path, exp);
+
+    if let Some(m) = &case.measurement {
+        if !m.verified && out.verdict.status == Status::Ok {
+            out = Assessment {
+                finding: Finding::Unverified,
+                verdict: verdict(
+                    Status::Warn,
+                    "payloads were not verified on the receiving side".to_string(),
+                    None,
+                ),
+            };
+        }
+        let floor = exp.floor_for(case.memory);
+        if case.test.is_bandwidth()
+            && case.size >= exp.min_size_for_bandwidth
+            && let Some(bps) = m.bandwidth_bps
+            && bps < floor
+        {
+            let unit = settings.unit;
+            let shortfall = format!(
+                "{} measured, expected ≥ {} for {} on {}",
+                fmt_bw(bps, unit),
+                fmt_bw(floor, unit),
+                case.memory,
+                exp.locality
+            );
+            if out.verdict.status == Status::Ok {
+                let hint = format!(
+                    "the data path is right ({}) but slow: check link speed, NUMA and PCIe placement \
+                     (`ic-bench probe node`), or set the floor in the expectations file",
+                    path.class
+                );
+                out = Assessment {
+                    finding: Finding::BelowFloor,
+                    verdict: verdict(Status::Fail, format!("bandwidth below floor: {shortfall}"), Some(&hint)),
+                };
+            } else {
+                out.verdict.status = Status::Fail;
+                out.verdict.reason = format!("{}; {shortfall}", out.verdict.reason);
+            }
+        }
+        let (ceiling, what) = exp.ceiling_for(case.memory);
+        if case.test.is_bandwidth()
+            && let Some(bps) = m.bandwidth_bps
+            && bps > ceiling * CEILING_SLACK
+        {
+            let unit = settings.unit;
+            out = Assessment {
+                finding: Finding::Implausible,
+                verdict: verdict(
+                    Status::Fail,
+                    format!(
+                        "physically implausible: {} measured, more than {what} ({}) can carry on {}: the bytes did \
+                         not go where the placement says",
+                        fmt_bw(bps, unit),
+                        fmt_bw(ceiling, unit),
+                        exp.locality
+                    ),
+                    Some(
+                        "check the placement (node names) and the transport UCX reported: a different-hosts run faster \
+                         than its NICs shares a host or a GPU fabric (NVLink); a same-host figure this high means the \
+                         payload was not really moved",
+                    ),
+                ),
+            };
+        }
+    } else if out.verdict.status == Status::Ok {
+        out = Assessment {
+            finding: Finding::Unexpected,
+            verdict: verdict(Status::Warn, "measured case without a measurement".to_string(), None),
+        };
+    }
+    out
+}
+
+/// The verdict for one case. Pure: the same case, expectation and settings give the same answer.
+pub fn judge_case(case: &CaseResult, exp: &Expectation, settings: &RunSettings) -> CheckVerdict {
+    assess(case, exp, settings).verdict
+}
