@@ -9,41 +9,49 @@ use std::path::PathBuf;
 /// What to measure.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct TestArgs {
-    /// Tests to run, comma separated: tag_bw, tag_lat, put_bw, get_bw
-    #[arg(long, value_delimiter = ',', default_value = "tag_bw,tag_lat,put_bw,get_bw")]
-    pub tests: Vec<TestKind>,
+    /// Cases when --tests/--sizes/--blocks do not say: verdict (the cases a verdict needs: 4 MiB
+    /// tag/put/get, 8 B latency, one 64 x 16 KiB KV-shaped put; a few seconds) or full (every test
+    /// at 8 B ... 64 MiB)
+    #[arg(long, value_name = "PROFILE", default_value = "verdict", value_parser = ["verdict", "full"])]
+    pub profile: String,
 
-    /// Message sizes: a list (8,4KiB,64MiB) or a power-of-two range (8..64MiB) [default: 8 B … 64 MiB]
+    /// Tests to run, comma separated: tag_bw, tag_lat, put_bw, get_bw [default: all four]
+    #[arg(long, value_delimiter = ',')]
+    pub tests: Option<Vec<TestKind>>,
+
+    /// Message sizes: a list (8,4KiB,64MiB) or a power-of-two range (8..64MiB) [default: 8 B ... 64 MiB]
     #[arg(long, value_parser = parse_sizes_arg)]
     pub sizes: Option<SizeList>,
 
-    /// Memory pairs initiator-target, comma separated: host-host, host-cuda, cuda-host, cuda-cuda
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "host-host,host-cuda,cuda-host,cuda-cuda"
-    )]
-    pub memory: Vec<MemoryPair>,
+    /// KV-shaped RMA cases: one operation is a list of N non-contiguous blocks of each size, issued as
+    /// N put/get operations and one flush (what NIXL does with a descriptor list)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=4096))]
+    pub blocks: Option<u32>,
 
-    /// Warmup iterations per case (not measured)
-    #[arg(long, default_value_t = 16)]
-    pub warmup: u64,
+    /// Memory pairs initiator-target, comma separated: host-host, host-cuda, cuda-host, cuda-cuda [default: all four]
+    #[arg(long, value_delimiter = ',')]
+    pub memory: Option<Vec<MemoryPair>>,
 
-    /// Minimum measured iterations per case
-    #[arg(long, default_value_t = 32)]
-    pub min_iterations: u64,
+    /// Warmup iterations per case (not measured) [default: 16]
+    #[arg(long)]
+    pub warmup: Option<u64>,
 
-    /// Minimum measured time per case, seconds
-    #[arg(long, default_value_t = 0.2, value_parser = parse_positive_secs)]
-    pub min_time: f64,
+    /// Minimum measured iterations per case [default: 1 (verdict), 32 (full)]
+    #[arg(long)]
+    pub min_iterations: Option<u64>,
 
-    /// Maximum measured time per case, seconds (a case that hits it reports what it measured)
-    #[arg(long, default_value_t = 5.0, value_parser = parse_positive_secs)]
-    pub max_time: f64,
+    /// Minimum measured time per case, seconds [default: 0.05 (verdict), 0.1 (full)]
+    #[arg(long, value_parser = parse_positive_secs)]
+    pub min_time: Option<f64>,
 
-    /// Outstanding operations in bandwidth tests
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub window: u32,
+    /// Maximum measured time per case, seconds; a case stops earlier once its estimate is within
+    /// +/-2 % (95 % confidence) [default: 1 (verdict), 5 (full)]
+    #[arg(long, value_parser = parse_positive_secs)]
+    pub max_time: Option<f64>,
+
+    /// Outstanding operations in bandwidth tests [default: 32]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub window: Option<u32>,
 
     /// Bandwidth unit: gb (10^9 B/s) or mib (2^20 B/s, ucx_perftest's "MB/s")
     #[arg(long, value_name = "UNIT", default_value = "gb", value_parser = parse_unit)]
@@ -101,40 +109,43 @@ pub fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
 }
 
 impl TestArgs {
+    /// The profile, with every flag given on top of it; checked before anything starts.
     pub fn settings(&self) -> anyhow::Result<RunSettings> {
-        if self.min_time > self.max_time {
+        let mut s = match self.profile.as_str() {
+            "full" => RunSettings::full_curve(),
+            _ => RunSettings::verdict_profile(),
+        };
+        if self.tests.is_some() || self.sizes.is_some() || self.blocks.is_some() {
+            // Explicit cases: tests x sizes, as given (the profile's plan no longer applies).
+            s.plan.clear();
+            s.tests = self.tests.clone().unwrap_or_else(|| TestKind::ALL.to_vec());
+            s.sizes = self.sizes.clone().map(|l| l.0).unwrap_or_else(default_sizes);
+            s.blocks = self.blocks;
+        }
+        s.tests.dedup();
+        if let Some(memory) = &self.memory {
+            s.memory = memory.clone();
+            s.memory.dedup();
+        }
+        s.warmup_iterations = self.warmup.unwrap_or(s.warmup_iterations);
+        s.min_iterations = self.min_iterations.unwrap_or(s.min_iterations).max(1);
+        s.min_time_s = self.min_time.unwrap_or(s.min_time_s);
+        s.max_time_s = self.max_time.unwrap_or(s.max_time_s);
+        s.window = self.window.unwrap_or(s.window);
+        s.unit = self.unit;
+        s.require_cuda = self.require_cuda;
+        if s.min_time_s > s.max_time_s {
             anyhow::bail!(
                 "--min-time ({}) exceeds --max-time ({}): raise --max-time",
-                self.min_time,
-                self.max_time
+                s.min_time_s,
+                s.max_time_s
             );
         }
-        if self.tests.is_empty() || self.memory.is_empty() {
+        if s.tests.is_empty() || s.memory.is_empty() {
             anyhow::bail!("nothing to run: give at least one --tests and one --memory value");
         }
-        let mut tests = self.tests.clone();
-        tests.dedup();
-        let mut memory = self.memory.clone();
-        memory.dedup();
-        let settings = RunSettings {
-            tests,
-            sizes: self.sizes.clone().map(|s| s.0).unwrap_or_else(default_sizes),
-            memory,
-            warmup_iterations: self.warmup,
-            min_iterations: self.min_iterations.max(1),
-            min_time_s: self.min_time,
-            max_time_s: self.max_time,
-            window: self.window,
-            unit: self.unit,
-            require_cuda: self.require_cuda,
-            stop: None,
-            plan: Vec::new(),
-            blocks: None,
-            window_candidates: Vec::new(),
-            untouched_buffers: false,
-        };
-        icb_engine::validate_settings(&settings)?;
-        Ok(settings)
+        icb_engine::validate_settings(&s)?;
+        Ok(s)
     }
 }
 

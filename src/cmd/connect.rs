@@ -49,7 +49,7 @@ pub struct Args {
     /// The whole run as one document from the pair pipeline (icb_core::protocol::ChildPlan, JSON);
     /// prints protocol lines instead of a report. For launchers, not for people.
     #[arg(long, value_name = "JSON", hide = true, conflicts_with_all = [
-        "tests", "sizes", "memory", "warmup", "min_iterations", "min_time", "max_time", "window",
+        "tests", "sizes", "blocks", "memory", "warmup", "min_iterations", "min_time", "max_time", "window",
         "unit", "require_cuda", "min_host_bw", "min_cuda_bw", "min_bw_size", "allow_tcp",
         "expect_config", "json_line", "ucx_peer_errors",
     ])]
@@ -158,7 +158,7 @@ fn ucx_options(args: &Args, peer_errors: bool) -> icb_engine::UcxOptions {
 /// then the report; the parent renders and judges.
 fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
     let out = Arc::new(Mutex::new(super::report_out::reserve()?));
-    let total = plan.settings.tests.len() * plan.settings.sizes.len() * plan.settings.memory.len();
+    let total = plan.settings.case_list().len();
     let unit = plan.settings.unit;
     let mut index = 0;
     let progress_out = Arc::clone(&out);

@@ -68,7 +68,7 @@ impl PairPlan {
     /// A deadline the run can always meet: every case may run up to `max_time` plus its setup,
     /// plus a fixed margin for both sides' start-up.
     pub fn deadline_for(settings: &RunSettings) -> Duration {
-        let cases = (settings.tests.len() * settings.sizes.len() * settings.memory.len()) as f64;
+        let cases = settings.case_list().len() as f64;
         Duration::try_from_secs_f64(cases * (settings.max_time_s + PER_CASE_MARGIN.as_secs_f64()))
             .map_or(DEADLINE_CAP, |d| d.min(DEADLINE_CAP))
             .saturating_add(RUN_MARGIN)
@@ -76,7 +76,7 @@ impl PairPlan {
 
     /// The number of cases the prefill side will report.
     pub fn cases(&self) -> usize {
-        self.settings.tests.len() * self.settings.sizes.len() * self.settings.memory.len()
+        self.settings.case_list().len()
     }
 
     /// The document the prefill side runs from, for a placement of this locality.
