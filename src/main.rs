@@ -96,6 +96,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
+            if let Some(cmd::connect::Interrupted(code)) = e.downcast_ref() {
+                // Already said on stderr, in the signal handler's one line.
+                return ExitCode::from((*code).clamp(0, 255) as u8);
+            }
             eprintln!("ic-bench: error: {}", one_line_error(&e));
             ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8)
         }

@@ -30,7 +30,8 @@ pub mod wire;
 pub use client::{connect, validate as validate_settings};
 pub use error::EngineError;
 pub use options::{
-    ConnectOptions, DEFAULT_PORT, Listening, OnCase, OnListening, PeerFailureMode, ServeOptions, UcxOptions,
+    CancellationToken, ConnectOptions, DEFAULT_PORT, Listening, OnCase, OnListening, PeerFailureMode, ServeOptions,
+    UcxOptions,
 };
 pub use server::serve;
 pub use wire::{MAX_FRAME_BYTES, PROTOCOL_VERSION};

@@ -5,7 +5,7 @@ use crate::error::EngineError;
 use crate::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use crate::options::{Listening, ServeOptions};
 use crate::runtime::{LocalUcx, PhaseCtl, Runtime};
-use crate::session::{HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, phase_during};
+use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, phase_during};
 use crate::ucx_thread::UcxThread;
 use icb_core::{CudaInfo, MemoryType};
 use std::net::SocketAddr;
@@ -47,7 +47,14 @@ async fn serve_async(mut opts: ServeOptions) -> Result<(), EngineError> {
         });
     }
     let cuda = crate::buffers::cuda_info();
-    let result = accept_loop(&listener, &thread, &local, &cuda, &opts).await;
+    // A caller without a token gets one that is never cancelled.
+    let cancel = opts.cancel.clone().unwrap_or_default();
+    // Dropping the loop mid-session drops the client's connection and aborts its phase.
+    let result = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(EngineError::Interrupted),
+        r = accept_loop(&listener, &thread, &local, &cuda, &opts) => r,
+    };
     thread.shutdown(Duration::from_secs(5));
     result
 }
@@ -200,6 +207,8 @@ async fn run_phase(
     let during = phase_during(&setup, kind);
     let ctl = PhaseCtl::new(Instant::now() + limit);
     let flags = ctl.clone();
+    // Dropped mid-phase (the server was interrupted): the UCX thread gives up at its next check.
+    let _abort = AbortOnDrop(ctl.clone());
     let (ready_tx, ready_rx) = oneshot::channel::<()>();
     let fut = thread.call(move |rt: &mut Runtime| rt.target_phase(kind, iterations, ready_tx, &flags));
     tokio::pin!(fut);

@@ -144,6 +144,7 @@ fn report(
             data_paths: vec![],
         },
         warnings: vec![],
+        partial: None,
     };
     judge(&mut r);
     r
