@@ -66,6 +66,7 @@ async fn accept_loop(
     cuda: &CudaInfo,
     opts: &ServeOptions,
 ) -> Result<(), EngineError> {
+    let mut local = local.clone();
     loop {
         let accepted = match opts.idle_timeout {
             Some(limit) => match tokio::time::timeout(limit, listener.accept()).await {
@@ -84,9 +85,18 @@ async fn accept_loop(
         };
         tracing::info!("client {peer} connected");
         let mut control = Control::new(stream);
-        let result = session(&mut control, thread, local, cuda, opts).await;
-        // Whatever happened, the next client starts from a clean worker: no case, no endpoint.
-        let _ = thread.call(|rt: &mut Runtime| rt.reset()).await;
+        let result = session(&mut control, thread, &local, cuda, opts).await;
+        // Whatever happened, the next client starts from a new worker: no case, no endpoint, and
+        // nothing UCX kept for this client (memory and shared-memory segments stay flat).
+        match thread.call(|rt: &mut Runtime| rt.renew_worker()).await? {
+            Ok(address) => local.address = address,
+            Err(detail) => {
+                return Err(EngineError::Ucx {
+                    during: "renewing the UCX worker for the next client".into(),
+                    detail,
+                });
+            }
+        }
         match result {
             Ok(()) => tracing::info!("client {peer} finished"),
             Err(ref e) => {
