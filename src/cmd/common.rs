@@ -268,7 +268,10 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 pub fn emit_pair(report: &icb_core::PairReport, output: &OutputArgs) -> anyhow::Result<i32> {
     let format = output.report_format()?;
     output.emit(&icb_report::render_pair(report, format)?)?;
-    Ok(report.verdict.status.exit_code())
+    if let Some(problem) = icb_core::exit::setup_problem(report) {
+        eprintln!("ic-bench: error: {problem}");
+    }
+    Ok(icb_core::exit::for_report(report))
 }
 
 #[cfg(test)]

@@ -174,7 +174,12 @@ fn exit_code(report: &icb_core::PairReport, interrupt: &super::interrupt::Interr
             report.cases.len(),
             p.planned_cases
         )),
-        None => report.verdict.status.exit_code(),
+        None => {
+            if let Some(problem) = icb_core::exit::setup_problem(report) {
+                eprintln!("ic-bench: error: {problem}");
+            }
+            icb_core::exit::for_report(report)
+        }
     }
 }
 
@@ -239,7 +244,11 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
         cancel: Some(interrupt.token().clone()),
     };
     let report = connect_or_interrupted(opts, &interrupt)?;
-    let code = exit_code(&report, &interrupt);
+    // The parent judges and decides the exit code; the child only says when it was interrupted.
+    let code = match report.partial {
+        Some(_) => exit_code(&report, &interrupt),
+        None => report.verdict.status.exit_code(),
+    };
     let line = side_line(&SideEvent::Report(Box::new(report)));
     let mut out = out.lock().map_err(|_| anyhow::anyhow!("stdout is unusable"))?;
     writeln!(out, "{line}")?;

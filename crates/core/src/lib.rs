@@ -38,6 +38,44 @@ pub mod exit {
     pub const USAGE_OR_SETUP: i32 = 2;
     /// Stopped by Ctrl-C or SIGTERM after cleaning up (128 + SIGINT, the shell convention).
     pub const INTERRUPTED: i32 = 130;
+
+    /// The exit code of a pair report: its verdict's, except where the run could not test what
+    /// it was asked to ([`setup_problem`]: [`USAGE_OR_SETUP`]) or was cut short (a partial
+    /// report: [`INTERRUPTED`]).
+    pub fn for_report(report: &crate::PairReport) -> i32 {
+        if report.partial.is_some() {
+            INTERRUPTED
+        } else if setup_problem(report).is_some() {
+            USAGE_OR_SETUP
+        } else {
+            report.verdict.status.exit_code()
+        }
+    }
+
+    /// Why a judged report is a setup problem rather than a verdict, as the one error line says
+    /// it: nothing measured because a requested memory type is unavailable (e.g. `--memory
+    /// cuda-cuda` without a driver: not a pass), or a CUDA case skipped under `--require-cuda`
+    /// (the machine, not the fabric, is missing something).
+    pub fn setup_problem(report: &crate::PairReport) -> Option<String> {
+        use crate::CaseStatus;
+        let mut skipped = report.cases.iter().filter(|c| c.status == CaseStatus::Skipped);
+        let first_skip = skipped.clone().next()?;
+        let why = first_skip.reason.as_deref().unwrap_or("skipped");
+        if report.settings.require_cuda
+            && let Some(cuda) = skipped.find(|c| c.memory.uses_cuda())
+        {
+            return Some(format!(
+                "CUDA is required (--require-cuda) but {}: run where the NVIDIA driver is visible (libcuda.so.1), or drop --require-cuda",
+                cuda.reason.as_deref().unwrap_or("CUDA cases were skipped")
+            ));
+        }
+        let measured = report.cases.iter().any(|c| c.status == CaseStatus::Measured);
+        (!measured).then(|| {
+            format!(
+                "nothing was measured: {why}: run where the requested memory types are available, or ask for --memory host-host"
+            )
+        })
+    }
 }
 
 /// A value given by the user could not be parsed; the message says what to write instead.
