@@ -5,7 +5,9 @@
 //! sizes and units ([`units`]), the lines a pair's two sides print for their parent and the
 //! plan the parent hands the prefill side ([`protocol`]), the classification of what UCX
 //! reported into a transport class ([`classify`]), and the verdict rules that turn measurements
-//! plus a placement into ok / warn / fail with a one-line reason and a fix hint ([`verdict`]).
+//! plus a placement into ok / warn / fail with a one-line reason and a fix hint ([`verdict`]),
+//! the measurement-quality findings that make a number less trustworthy than it looks
+//! ([`quality`]), and the exit code a report maps to ([`exit`]).
 //!
 //! Keeping this crate free of UCX, CUDA, Kubernetes and the file system means the rules can be
 //! table-tested exhaustively and reused by every front end (local pair, Kubernetes pair,
@@ -23,6 +25,7 @@ pub mod classify;
 pub mod fabric;
 pub mod model;
 pub mod protocol;
+pub mod quality;
 pub mod units;
 pub mod verdict;
 

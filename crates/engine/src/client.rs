@@ -188,6 +188,7 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
         partial,
     };
     icb_core::verdict::judge(&mut report);
+    icb_core::quality::add_findings(&mut report);
     if let Some(p) = &report.partial {
         // The verdict covers only what was measured: say so where people read it.
         report.verdict.reason = format!(
