@@ -73,6 +73,9 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.verbose);
+    // UCX's own warnings and errors become one summary line unless asked for (-v, UCX_LOG_LEVEL).
+    let ucx_prints_its_log = cli.verbose > 0 || std::env::var_os("UCX_LOG_LEVEL").is_some();
+    ucx::log::set_passthrough(ucx_prints_its_log);
     if cli.version {
         cmd::version::print(LONG_VERSION);
         return ExitCode::SUCCESS;
@@ -93,6 +96,9 @@ fn main() -> ExitCode {
             Ok(icb_core::exit::OK)
         }
     };
+    if !ucx_prints_its_log && let Some(line) = ucx::log::summary().line() {
+        eprintln!("ic-bench: {line}");
+    }
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {

@@ -285,3 +285,37 @@ fn serve_stays_flat_across_200_clients() {
     assert_eq!(fds, fds0, "open descriptors {fds0} → {fds}");
     assert_eq!(shm, shm0, "shared-memory mappings {shm0} → {shm}");
 }
+
+/// Issue 10: up to 34 raw UCX lines came before ic-bench's one-line error. UCX's log is captured:
+/// one summary line (counts and the first error), then the error; `-v` shows UCX's own lines.
+#[test]
+fn ucx_log_is_summarised_in_one_line_and_shown_with_v() {
+    let env = [("UCX_TLS", "no_such_transport")];
+    let quiet = engine_support::run(
+        command(&["serve", "--listen", "127.0.0.1:0", "--once"], &env),
+        Duration::from_secs(30),
+    );
+    assert_eq!(quiet.code, 2, "{}", quiet.stderr);
+    let lines: Vec<&str> = quiet.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "summary + error only: {}", quiet.stderr);
+    assert!(
+        lines[0].starts_with("ic-bench: UCX logged 1 error")
+            && lines[0].contains("first error: no usable transports/devices"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with("ic-bench: error: UCX setup failed"),
+        "{}",
+        lines[1]
+    );
+    assert!(!quiet.stderr.contains("UCX  WARN"), "{}", quiet.stderr);
+
+    let verbose = engine_support::run(
+        command(&["-v", "serve", "--listen", "127.0.0.1:0", "--once"], &env),
+        Duration::from_secs(30),
+    );
+    assert_eq!(verbose.code, 2, "{}", verbose.stderr);
+    assert!(verbose.stderr.contains("UCX  ERROR"), "{}", verbose.stderr);
+    assert!(!verbose.stderr.contains("ic-bench: UCX logged"), "{}", verbose.stderr);
+}
