@@ -170,7 +170,7 @@ pub struct UcxArgs {
 /// How to print results.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct OutputArgs {
-    /// Output format: table, json, junit, prometheus, svg
+    /// Output format: table, wide (probe env: + variables per role), json, junit, prometheus, svg
     #[arg(short = 'o', long = "output", default_value = "table")]
     pub format: String,
 

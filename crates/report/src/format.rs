@@ -30,6 +30,8 @@ pub trait Exporter {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
     Table,
+    /// The table plus detail: for `probe env`, the transport variables of every role.
+    Wide,
     Json,
     Junit,
     Prometheus,
@@ -37,8 +39,9 @@ pub enum Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 5] = [
+    pub const ALL: [Format; 6] = [
         Format::Table,
+        Format::Wide,
         Format::Json,
         Format::Junit,
         Format::Prometheus,
@@ -48,6 +51,7 @@ impl Format {
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Table => "table",
+            Format::Wide => "wide",
             Format::Json => "json",
             Format::Junit => "junit",
             Format::Prometheus => "prometheus",
@@ -57,7 +61,8 @@ impl Format {
 
     pub fn exporter(self) -> Box<dyn Exporter> {
         match self {
-            Format::Table => Box::new(crate::TableExporter),
+            Format::Table => Box::new(crate::TableExporter { wide: false }),
+            Format::Wide => Box::new(crate::TableExporter { wide: true }),
             Format::Json => Box::new(crate::JsonExporter),
             Format::Junit => Box::new(crate::JunitExporter),
             Format::Prometheus => Box::new(crate::PrometheusExporter),
@@ -78,7 +83,7 @@ impl FromStr for Format {
         let wanted = s.trim().to_ascii_lowercase();
         Format::ALL.into_iter().find(|f| f.as_str() == wanted).ok_or_else(|| {
             icb_core::ParseError::new(format!(
-                "unknown output format '{s}': use table, json, junit, prometheus or svg"
+                "unknown output format '{s}': use table, wide, json, junit, prometheus or svg"
             ))
         })
     }
@@ -86,10 +91,68 @@ impl FromStr for Format {
 
 /// Renders a pair report in `format`.
 pub fn render_pair(report: &PairReport, format: Format) -> Result<String, ExportError> {
-    format.exporter().pair(report)
+    format.exporter().pair(&masked_pair(report))
 }
 
 /// Renders a probe report in `format`.
 pub fn render_probe(report: &ProbeReport, format: Format) -> Result<String, ExportError> {
-    format.exporter().probe(report)
+    format.exporter().probe(&masked_probe(report))
+}
+
+/// The report as it may be printed: every value of every env block and every free-text line
+/// passed through `icb_core::secrets` (URL userinfo, bearer tokens, query credentials,
+/// secret-named variables, token-shaped words). Every format renders from this copy, so no
+/// exporter can print what another one masks.
+pub fn masked_pair(report: &PairReport) -> PairReport {
+    use icb_core::secrets::{mask_text, mask_value};
+    let mut r = report.clone();
+    for peer in [&mut r.server, &mut r.client] {
+        for (k, v) in peer.env.iter_mut() {
+            *v = mask_value(k, v);
+        }
+        peer.hostname = mask_text(&peer.hostname);
+        peer.cuda.detail = mask_text(&peer.cuda.detail);
+    }
+    for e in [&mut r.placement.prefill, &mut r.placement.decode] {
+        e.address = e.address.as_deref().map(mask_text);
+        e.modelled_on = e.modelled_on.as_deref().map(mask_text);
+    }
+    for c in &mut r.cases {
+        c.reason = c.reason.as_deref().map(mask_text);
+    }
+    r.verdict.reason = mask_text(&r.verdict.reason);
+    r.verdict.hint = r.verdict.hint.as_deref().map(mask_text);
+    r.expectation.source = mask_text(&r.expectation.source);
+    for w in &mut r.warnings {
+        *w = mask_text(w);
+    }
+    r
+}
+
+/// A probe report as it may be printed (see [`masked_pair`]).
+pub fn masked_probe(report: &ProbeReport) -> ProbeReport {
+    use icb_core::secrets::{mask_text, mask_value};
+    let mut r = report.clone();
+    r.target = mask_text(&r.target);
+    r.verdict = mask_text(&r.verdict);
+    for c in &mut r.checks {
+        c.detail = mask_text(&c.detail);
+        c.hint = c.hint.as_deref().map(mask_text);
+        c.scope = c.scope.as_deref().map(mask_text);
+    }
+    for s in &mut r.next_steps {
+        *s = mask_text(s);
+    }
+    for rv in &mut r.recipes {
+        rv.recipe = mask_text(&rv.recipe);
+        rv.verdict = mask_text(&rv.verdict);
+    }
+    for role in &mut r.transport_vars {
+        role.scope = mask_text(&role.scope);
+        for v in &mut role.vars {
+            v.value = mask_value(&v.name, &v.value);
+            v.source = mask_text(&v.source);
+        }
+    }
+    r
 }

@@ -7,6 +7,9 @@
 //! Formats: a readable table, the JSON report as is (the versioned schema, `docs/schema.md`),
 //! JUnit XML for CI (one testcase per case or check), Prometheus text exposition (gauges for
 //! bandwidth, latency and verdicts) and an SVG chart of bandwidth against message size.
+//!
+//! `render_pair`/`render_probe` render a masked copy ([`masked_pair`], [`masked_probe`]): env
+//! values and free text go through `icb_core::secrets` first, whatever the format.
 #![forbid(unsafe_code)]
 
 mod format;
@@ -17,7 +20,7 @@ mod prometheus;
 mod svg;
 mod table;
 
-pub use format::{ExportError, Exporter, Format, render_pair, render_probe};
+pub use format::{ExportError, Exporter, Format, masked_pair, masked_probe, render_pair, render_probe};
 pub use json::JsonExporter;
 pub use junit::JunitExporter;
 pub use prometheus::PrometheusExporter;

@@ -10,7 +10,10 @@ use icb_core::model::{CaseResult, CaseStatus, EvidenceSource, Expectation, PairR
 use icb_core::units::format_size;
 use std::fmt::Write as _;
 
-pub struct TableExporter;
+/// `wide: true` (`-o wide`) adds the per-role transport variables of a `probe env` report.
+pub struct TableExporter {
+    pub wide: bool,
+}
 
 fn new_table(header: Vec<&str>) -> Table {
     let mut t = Table::new();
@@ -213,6 +216,35 @@ impl Exporter for TableExporter {
         let mut out = String::new();
         let _ = writeln!(out, "ic-bench probe {}: {}", r.kind, r.target);
         let _ = writeln!(out, "{t}");
+        if !r.recipes.is_empty() {
+            let mut per = new_table(vec!["Recipe", "Status", "ok/warn/fail", "Verdict"]);
+            for v in &r.recipes {
+                per.add_row(vec![
+                    v.recipe.clone(),
+                    v.status.to_string(),
+                    format!("{}/{}/{}", v.counts.ok, v.counts.warn, v.counts.fail),
+                    v.verdict.clone(),
+                ]);
+            }
+            let _ = writeln!(out, "{per}");
+        }
+        if self.wide && !r.transport_vars.is_empty() {
+            let mut vars = new_table(vec!["Role", "Variable", "Value", "Source"]);
+            for role in &r.transport_vars {
+                if role.vars.is_empty() {
+                    vars.add_row(vec![role.scope.clone(), "-".into(), "(none set)".into(), String::new()]);
+                }
+                for v in &role.vars {
+                    vars.add_row(vec![
+                        role.scope.clone(),
+                        v.name.clone(),
+                        v.value.clone(),
+                        v.source.clone(),
+                    ]);
+                }
+            }
+            let _ = writeln!(out, "{vars}");
+        }
         let k = &r.counts;
         let _ = writeln!(
             out,

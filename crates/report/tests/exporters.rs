@@ -79,6 +79,7 @@ fn parse_xml(xml: &str) -> Vec<Elem> {
 fn format_values_and_the_unknown_value_error() {
     for (text, f) in [
         ("table", Format::Table),
+        ("wide", Format::Wide),
         ("json", Format::Json),
         ("junit", Format::Junit),
         ("prometheus", Format::Prometheus),
@@ -93,7 +94,7 @@ fn format_values_and_the_unknown_value_error() {
     let err = "yaml".parse::<Format>().unwrap_err().to_string();
     assert_eq!(
         err,
-        "unknown output format 'yaml': use table, json, junit, prometheus or svg"
+        "unknown output format 'yaml': use table, wide, json, junit, prometheus or svg"
     );
 }
 
