@@ -237,6 +237,39 @@ fn a_server_that_is_not_ic_bench_fails_within_the_connect_timeout() {
     held.join().expect("listener thread");
 }
 
+/// One client run in this process (no process start per client, so 200 of them fit in a minute):
+/// `test` at 64 KiB, host→host, as few iterations as the engine allows.
+fn in_process_client(server: &str, test: &str) -> Result<icb_core::PairReport, icb_engine::EngineError> {
+    let settings: icb_core::RunSettings = serde_json::from_value(serde_json::json!({
+        "tests": [test], "sizes": [65536], "memory": [{"initiator": "host", "target": "host"}],
+        "warmup_iterations": 1, "min_iterations": 2, "min_time_s": 0.001, "max_time_s": 0.05,
+        "window": 32, "unit": "GB/s", "require_cuda": false
+    }))
+    .expect("settings");
+    icb_engine::connect(icb_engine::ConnectOptions {
+        server: server.to_string(),
+        settings,
+        connect_timeout: Duration::from_secs(10),
+        locality: None,
+        expect_flags: Default::default(),
+        expect_config: None,
+        expectation: None,
+        ucx: icb_engine::UcxOptions {
+            library_dir: std::env::var_os("IC_BENCH_UCX_LIB").map(Into::into),
+            ..Default::default()
+        },
+        tool: icb_core::ToolInfo {
+            name: "ic-bench".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            git_commit: "test".into(),
+            ucx_headers: "test".into(),
+        },
+        placement_mode: "manual".into(),
+        on_case: None,
+        cancel: None,
+    })
+}
+
 /// Issue 10: a long-running server grew ~50–120 KB per tag client (UCX kept each finished
 /// client's reply endpoint with its shared-memory segments attached). 200 sequential clients,
 /// tag and RMA mixed: what the server holds after the last is what it held after the first few.
@@ -245,29 +278,12 @@ fn serve_stays_flat_across_200_clients() {
     let server = LongServer::start();
     let tests = ["tag_bw", "tag_lat", "put_bw", "get_bw"];
     let mut baseline = None;
+    let started = Instant::now();
     for i in 0..200 {
         let test = tests[i % tests.len()];
-        let out = connect(
-            &server.addr,
-            &[
-                "--tests",
-                test,
-                "--memory",
-                "host-host",
-                "--sizes",
-                "64KiB",
-                "--warmup",
-                "1",
-                "--min-iterations",
-                "2",
-                "--min-time",
-                "0.001",
-                "--max-time",
-                "0.05",
-            ],
-            &[],
-        );
-        assert!(out.code == 0 || out.code == 1, "client {i}: {}", out.stderr);
+        if let Err(e) = in_process_client(&server.addr, test) {
+            panic!("client {i} ({test}): {e}");
+        }
         if i == 11 {
             // After a few clients of every test: pools and caches have reached their size.
             std::thread::sleep(Duration::from_millis(300));
@@ -277,6 +293,10 @@ fn serve_stays_flat_across_200_clients() {
     std::thread::sleep(Duration::from_millis(300));
     let (rss0, fds0, shm0) = baseline.expect("baseline taken");
     let (rss, fds, shm) = footprint(server.pid());
+    eprintln!(
+        "200 clients in {:.1} s; server after 12: {rss0} KiB, {fds0} fds, {shm0} shm maps; after 200: {rss} KiB, {fds} fds, {shm} shm maps",
+        started.elapsed().as_secs_f64()
+    );
     // The leak was ≥ 64 KiB per tag client: ~6 MiB over these 188 clients.
     assert!(
         rss <= rss0 + 2048,
