@@ -199,6 +199,33 @@ fn row_2_nothing_measured_or_cuda_required_without_a_driver() {
 }
 
 #[test]
+fn row_130_for_a_command_without_cleanup_too() {
+    // `probe env -` waits on its stdin: a command that creates nothing and never claims the
+    // signal handler still ends with 130 and the one line, not with the default 143.
+    for (sig, name) in [(Signal::SIGTERM, "SIGTERM"), (Signal::SIGINT, "SIGINT (Ctrl-C)")] {
+        let mut cmd = command(&["probe", "env", "-"], &[]);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn probe env");
+        let stdin = child.stdin.take();
+        std::thread::sleep(Duration::from_millis(1000));
+        kill(Pid::from_raw(child.id() as i32), sig).expect("signal");
+        let started = Instant::now();
+        while child.try_wait().expect("try_wait").is_none() {
+            if started.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("probe env did not stop on {name}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(stdin);
+        let out = child.wait_with_output().expect("output");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{name}: {stderr}");
+        assert_eq!(stderr.trim(), format!("ic-bench: interrupted by {name}: stopped"));
+    }
+}
+
+#[test]
 fn row_130_interrupted() {
     for (sig, name) in [(Signal::SIGINT, "SIGINT"), (Signal::SIGTERM, "SIGTERM")] {
         let mut cmd = command(&["serve", "--listen", "127.0.0.1:0"], &[]);
