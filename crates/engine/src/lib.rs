@@ -8,6 +8,10 @@
 //! address, boot id for same-host detection, CUDA availability), per-case parameters, rkeys and
 //! phase synchronisation. Nothing a peer sends is trusted and every wait has a deadline.
 //!
+//! Both take an optional cancel token (Ctrl-C, SIGTERM): `serve` stops and releases UCX,
+//! `connect` returns the cases measured so far as a report marked `partial`. `serve` gives each
+//! client a fresh UCX worker, so nothing UCX keeps for a finished peer accumulates.
+//!
 //! UCX itself lives on one dedicated thread per process ([`ucx_thread`]), because the wrapper's
 //! objects are single-threaded; the measurement loops ([`runtime`]) follow ucx_perftest's
 //! methodology so that the two tools' numbers can be compared.
