@@ -73,6 +73,9 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.verbose);
+    // UCX's own warnings and errors become one summary line unless asked for (-v, UCX_LOG_LEVEL).
+    let ucx_prints_its_log = cli.verbose > 0 || std::env::var_os("UCX_LOG_LEVEL").is_some();
+    ucx::log::set_passthrough(ucx_prints_its_log);
     if cli.version {
         cmd::version::print(LONG_VERSION);
         return ExitCode::SUCCESS;
@@ -81,6 +84,11 @@ fn main() -> ExitCode {
         let _ = Cli::command().print_help();
         return ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8);
     };
+    // SIGINT/SIGTERM/SIGHUP → 130 for every subcommand; commands that clean up claim the handler.
+    if let Err(e) = cmd::interrupt::Interrupt::install_for_process() {
+        eprintln!("ic-bench: error: {}", one_line_error(&e));
+        return ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8);
+    }
     let result = match command {
         Command::Pair(args) => cmd::pair::run(*args),
         Command::Serve(args) => cmd::serve::run(args),
@@ -93,9 +101,16 @@ fn main() -> ExitCode {
             Ok(icb_core::exit::OK)
         }
     };
+    if !ucx_prints_its_log && let Some(line) = ucx::log::summary().line() {
+        eprintln!("ic-bench: {line}");
+    }
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
+            if let Some(cmd::connect::Interrupted(code)) = e.downcast_ref() {
+                // Already said on stderr, in the signal handler's one line.
+                return ExitCode::from((*code).clamp(0, 255) as u8);
+            }
             eprintln!("ic-bench: error: {}", one_line_error(&e));
             ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8)
         }

@@ -123,3 +123,30 @@ fn a_ucx_tls_naming_no_transport_is_named_in_the_error() {
     assert!(last.starts_with("ic-bench: error: "), "{stderr}");
     assert!(last.contains("UCX_TLS=bogus"), "the error names the variable: {last}");
 }
+
+/// Issue 10: a zero timeout gave two different errors depending on the flag, and `gc
+/// --older-than bogus` must say what to write. Every duration flag answers a zero and a word
+/// with the one duration parser's message.
+#[test]
+fn every_duration_flag_refuses_zero_and_words_with_one_message() {
+    let flags: &[&[&str]] = &[
+        &["connect", "127.0.0.1:1", "--connect-timeout"],
+        &["serve", "--idle-timeout"],
+        &["pair", "--local", "--startup-timeout"],
+        &["pair", "--prefill", "node/a", "--decode", "node/b", "--timeout"],
+        &["gc", "--older-than"],
+        &["gc", "--request-timeout"],
+        &["probe", "node", "--tool-timeout"],
+    ];
+    for flag in flags {
+        for (value, wanted) in [
+            ("0", "'0' is not a positive duration: use e.g. 10s, 2m, 500ms"),
+            ("0s", "'0s' is not a positive duration: use e.g. 10s, 2m, 500ms"),
+            ("bogus", "'bogus' is not a duration"),
+        ] {
+            let mut args = flag.to_vec();
+            args.push(value);
+            assert_quick_one_line_usage_error(&args, wanted);
+        }
+    }
+}

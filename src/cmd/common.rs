@@ -280,11 +280,41 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
 }
 
+/// An interrupted pair whose prefill side reported what it measured: the report (marked
+/// partial) is rendered as `-o` asks, then the interruption's one line; exit 130.
+pub fn emit_partial_pair(
+    report: &icb_core::PairReport,
+    output: &OutputArgs,
+    cleanup: &str,
+    interrupt: &super::interrupt::Interrupt,
+) -> anyhow::Result<i32> {
+    // The prefill side was interrupted by its parent; the report names what interrupted the run.
+    let mut report = report.clone();
+    if let Some(partial) = report.partial.as_mut() {
+        partial.reason = format!("interrupted by {}", interrupt.signal());
+    }
+    let format = output.report_format()?;
+    output.emit(&icb_report::render_pair(&report, format)?)?;
+    let planned = report.partial.as_ref().map_or(report.cases.len(), |p| p.planned_cases);
+    let cleaned = if cleanup.is_empty() {
+        "nothing was left to clean up".to_string()
+    } else {
+        format!("cleaned up: {cleanup}")
+    };
+    Ok(interrupt.report(&format!(
+        "wrote the {} of {planned} cases measured before it (marked partial); {cleaned}",
+        report.cases.len()
+    )))
+}
+
 /// Renders a judged report as `-o` asks and turns its verdict into the exit code.
 pub fn emit_pair(report: &icb_core::PairReport, output: &OutputArgs) -> anyhow::Result<i32> {
     let format = output.report_format()?;
     output.emit(&icb_report::render_pair(report, format)?)?;
-    Ok(report.verdict.status.exit_code())
+    if let Some(problem) = icb_core::exit::setup_problem(report) {
+        eprintln!("ic-bench: error: {problem}");
+    }
+    Ok(icb_core::exit::for_report(report))
 }
 
 #[cfg(test)]

@@ -109,6 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let settings = args.test.settings()?;
     args.output.check()?;
     let mut out = super::report_out::reserve()?;
+    let interrupt = super::interrupt::Interrupt::install()?;
     let format: icb_report::Format = args.output.format.parse()?;
     let expectation = args.expect.input()?;
     let unit = settings.unit;
@@ -126,8 +127,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         on_case: Some(Box::new(move |c: &CaseResult| {
             tracing::info!("{}", progress_line(c, unit))
         })),
+        cancel: Some(interrupt.token().clone()),
     };
-    let report = icb_engine::connect(opts)?;
+    let report = connect_or_interrupted(opts, &interrupt)?;
     if args.json_line {
         let line = serde_json::to_string(&report).context("cannot serialize the report")?;
         writeln!(out, "{line}")?;
@@ -139,8 +141,59 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         args.output
             .emit_to(&icb_report::render_pair(&report, format)?, &mut out)?;
     }
-    Ok(report.verdict.status.exit_code())
+    Ok(exit_code(&report, &interrupt))
 }
+
+/// `icb_engine::connect` with the signal handler's token: an interruption before the server's
+/// hello is an error that already says so; after it, the report of the cases measured so far
+/// comes back marked partial, with the signal named.
+fn connect_or_interrupted(
+    opts: icb_engine::ConnectOptions,
+    interrupt: &super::interrupt::Interrupt,
+) -> anyhow::Result<icb_core::PairReport> {
+    match icb_engine::connect(opts) {
+        Ok(mut report) => {
+            if let Some(partial) = report.partial.as_mut() {
+                partial.reason = format!("interrupted by {}", interrupt.signal());
+            }
+            Ok(report)
+        }
+        Err(icb_engine::EngineError::Interrupted) => {
+            let code = interrupt.report("nothing was measured yet");
+            Err(Interrupted(code).into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The verdict's exit code, or 130 (with the one line) when the report is partial.
+fn exit_code(report: &icb_core::PairReport, interrupt: &super::interrupt::Interrupt) -> i32 {
+    match &report.partial {
+        Some(p) => interrupt.report(&format!(
+            "wrote the {} of {} cases measured before it (marked partial)",
+            report.cases.len(),
+            p.planned_cases
+        )),
+        None => {
+            if let Some(problem) = icb_core::exit::setup_problem(report) {
+                eprintln!("ic-bench: error: {problem}");
+            }
+            icb_core::exit::for_report(report)
+        }
+    }
+}
+
+/// An interruption already reported on stderr; `main` exits with its code and prints nothing.
+#[derive(Debug)]
+pub struct Interrupted(pub i32);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 fn ucx_options(args: &Args, peer_errors: bool) -> icb_engine::UcxOptions {
     icb_engine::UcxOptions {
@@ -158,6 +211,7 @@ fn ucx_options(args: &Args, peer_errors: bool) -> icb_engine::UcxOptions {
 /// then the report; the parent renders and judges.
 fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
     let out = Arc::new(Mutex::new(super::report_out::reserve()?));
+    let interrupt = super::interrupt::Interrupt::install()?;
     let total = plan.settings.case_list().len();
     let unit = plan.settings.unit;
     let mut index = 0;
@@ -187,9 +241,14 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
                 let _ = out.flush();
             }
         })),
+        cancel: Some(interrupt.token().clone()),
     };
-    let report = icb_engine::connect(opts)?;
-    let code = report.verdict.status.exit_code();
+    let report = connect_or_interrupted(opts, &interrupt)?;
+    // The parent judges and decides the exit code; the child only says when it was interrupted.
+    let code = match report.partial {
+        Some(_) => exit_code(&report, &interrupt),
+        None => report.verdict.status.exit_code(),
+    };
     let line = side_line(&SideEvent::Report(Box::new(report)));
     let mut out = out.lock().map_err(|_| anyhow::anyhow!("stdout is unusable"))?;
     writeln!(out, "{line}")?;

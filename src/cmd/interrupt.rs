@@ -2,26 +2,55 @@
 //! (a closed terminal) cancel one `CancellationToken` that every long-running piece of work
 //! watches, and the handler remembers which signal it was for the message.
 //!
-//! It runs on its own small thread so it works whatever runtime (or none) the command uses. It
-//! is installed only by commands that honour the token: installing it replaces the default action
-//! (die), so a command that ignored the token would no longer stop on Ctrl-C.
+//! It runs on its own small thread so it works whatever runtime (or none) the command uses.
+//! `main` installs it for every subcommand ([`Interrupt::install_for_process`]): until a command
+//! claims it ([`Interrupt::install`], for commands that honour the token and clean up), a signal
+//! prints the one line and exits 130 at once, which is right for commands that created nothing.
 
 use icb_pair::CancellationToken;
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 #[derive(Clone)]
 pub struct Interrupt {
     token: CancellationToken,
     signal: Arc<OnceLock<&'static str>>,
+    /// Set when a command honours the token; until then a signal ends the process.
+    claimed: Arc<AtomicBool>,
 }
 
+/// The process's one handler, once installed.
+static PROCESS: Mutex<Option<Interrupt>> = Mutex::new(None);
+
 impl Interrupt {
-    /// Installs the handler. Fails (one line) only when the OS refuses a signal handler.
+    /// Installs the process's handler (once; later calls return the same one). A signal before
+    /// any command claimed it: the one line, exit 130.
+    pub fn install_for_process() -> anyhow::Result<Interrupt> {
+        let mut slot = PROCESS
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the signal handler is unusable"))?;
+        if let Some(installed) = slot.as_ref() {
+            return Ok(installed.clone());
+        }
+        let installed = Self::start()?;
+        *slot = Some(installed.clone());
+        Ok(installed)
+    }
+
+    /// The handler for a command that honours its token: a signal cancels the token (and the
+    /// command reports and cleans up) instead of ending the process.
     pub fn install() -> anyhow::Result<Interrupt> {
+        let interrupt = Self::install_for_process()?;
+        interrupt.claimed.store(true, Ordering::SeqCst);
+        Ok(interrupt)
+    }
+
+    fn start() -> anyhow::Result<Interrupt> {
         use tokio::signal::unix::{SignalKind, signal};
         let interrupt = Interrupt {
             token: CancellationToken::new(),
             signal: Arc::default(),
+            claimed: Arc::default(),
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
@@ -48,6 +77,10 @@ impl Interrupt {
                         _ = hup.recv() => "SIGHUP",
                     };
                     let _ = handler.signal.set(name);
+                    if !handler.claimed.load(Ordering::SeqCst) {
+                        // Nothing was created that needs cleaning up: stop now, with the contract's code.
+                        std::process::exit(handler.report("stopped"));
+                    }
                     handler.token.cancel();
                 })
             })

@@ -144,6 +144,9 @@ pub fn run_kube(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<
         );
         let mut progress = |p: &icb_core::protocol::CaseProgress| tracing::debug!("case {}/{}", p.index, p.total);
         match run_pair(&plan, &mut launcher, interrupt.token(), &mut progress).await {
+            Ok(outcome) if outcome.report.partial.is_some() => {
+                super::common::emit_partial_pair(&outcome.report, &args.output, &outcome.cleanup, &interrupt)
+            }
             Ok(mut outcome) => {
                 tracing::info!(
                     "orchestration overhead {:.2}s (create → report → cleanup, minus the transfer); {}",

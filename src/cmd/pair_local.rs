@@ -48,6 +48,9 @@ pub fn run_local(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result
         let mut launcher = LocalLauncher::create(opts)?;
         let mut progress = |p: &icb_core::protocol::CaseProgress| tracing::debug!("case {}/{}", p.index, p.total);
         match run_pair(&plan, &mut launcher, interrupt.token(), &mut progress).await {
+            Ok(outcome) if outcome.report.partial.is_some() => {
+                super::common::emit_partial_pair(&outcome.report, &args.output, &outcome.cleanup, &interrupt)
+            }
             Ok(outcome) => super::common::emit_pair(&outcome.report, &args.output),
             Err(PairError::Interrupted(what)) => Ok(interrupt.report(&what)),
             Err(e) => Err(e.into()),

@@ -25,6 +25,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut out = super::report_out::reserve()?;
+    let interrupt = super::interrupt::Interrupt::install()?;
     let opts = icb_engine::ServeOptions {
         listen: args.listen,
         once: args.once,
@@ -43,7 +44,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             let _ = writeln!(out, "{line}");
             let _ = out.flush();
         })),
+        cancel: Some(interrupt.token().clone()),
     };
-    icb_engine::serve(opts)?;
-    Ok(icb_core::exit::OK)
+    match icb_engine::serve(opts) {
+        Ok(()) => Ok(icb_core::exit::OK),
+        Err(icb_engine::EngineError::Interrupted) => Ok(interrupt.report("the server stopped")),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -4,9 +4,10 @@
 //! contract of `ic-bench pair` ([`model`]), the probe result types ([`checks`]), parsing of
 //! sizes and units ([`units`]), what must never be printed ([`secrets`]), the lines a pair's two
 //! sides print for their parent and the plan the parent hands the prefill side ([`protocol`]), the
-//! classification of what UCX reported into a transport class ([`classify`]), and the verdict
-//! rules that turn measurements plus a placement into ok / warn / fail with a one-line reason and
-//! a fix hint ([`verdict`]).
+//! classification of what UCX reported into a transport class ([`classify`]), the verdict rules
+//! that turn measurements plus a placement into ok / warn / fail with a one-line reason and a fix
+//! hint ([`verdict`]), the measurement-quality findings that make a number less trustworthy than
+//! it looks ([`quality`]), and the exit code a report maps to ([`exit`]).
 //!
 //! Keeping this crate free of UCX, CUDA, Kubernetes and the file system means the rules can be
 //! table-tested exhaustively and reused by every front end (local pair, Kubernetes pair,
@@ -24,6 +25,7 @@ pub mod classify;
 pub mod fabric;
 pub mod model;
 pub mod protocol;
+pub mod quality;
 pub mod secrets;
 pub mod units;
 pub mod verdict;
@@ -40,6 +42,44 @@ pub mod exit {
     pub const USAGE_OR_SETUP: i32 = 2;
     /// Stopped by Ctrl-C or SIGTERM after cleaning up (128 + SIGINT, the shell convention).
     pub const INTERRUPTED: i32 = 130;
+
+    /// The exit code of a pair report: its verdict's, except where the run could not test what
+    /// it was asked to ([`setup_problem`]: [`USAGE_OR_SETUP`]) or was cut short (a partial
+    /// report: [`INTERRUPTED`]).
+    pub fn for_report(report: &crate::PairReport) -> i32 {
+        if report.partial.is_some() {
+            INTERRUPTED
+        } else if setup_problem(report).is_some() {
+            USAGE_OR_SETUP
+        } else {
+            report.verdict.status.exit_code()
+        }
+    }
+
+    /// Why a judged report is a setup problem rather than a verdict, as the one error line says
+    /// it: nothing measured because a requested memory type is unavailable (e.g. `--memory
+    /// cuda-cuda` without a driver: not a pass), or a CUDA case skipped under `--require-cuda`
+    /// (the machine, not the fabric, is missing something).
+    pub fn setup_problem(report: &crate::PairReport) -> Option<String> {
+        use crate::CaseStatus;
+        let mut skipped = report.cases.iter().filter(|c| c.status == CaseStatus::Skipped);
+        let first_skip = skipped.clone().next()?;
+        let why = first_skip.reason.as_deref().unwrap_or("skipped");
+        if report.settings.require_cuda
+            && let Some(cuda) = skipped.find(|c| c.memory.uses_cuda())
+        {
+            return Some(format!(
+                "CUDA is required (--require-cuda) but {}: run where the NVIDIA driver is visible (libcuda.so.1), or drop --require-cuda",
+                cuda.reason.as_deref().unwrap_or("CUDA cases were skipped")
+            ));
+        }
+        let measured = report.cases.iter().any(|c| c.status == CaseStatus::Measured);
+        (!measured).then(|| {
+            format!(
+                "nothing was measured: {why}: run where the requested memory types are available, or ask for --memory host-host"
+            )
+        })
+    }
 }
 
 /// A value given by the user could not be parsed; the message says what to write instead.

@@ -29,6 +29,19 @@ pub struct PairReport {
     /// Measurement-quality warnings with advice (outliers, short runs, noisy machine).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Present only when the run was cut short (Ctrl-C, SIGTERM): `cases` then holds just the
+    /// cases measured before it and the verdict judges only those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<PartialRun>,
+}
+
+/// Why a report holds fewer cases than its settings asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartialRun {
+    /// What cut the run short, e.g. `interrupted by SIGTERM`.
+    pub reason: String,
+    /// How many cases the settings asked for (`cases` has the ones measured).
+    pub planned_cases: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -36,6 +36,7 @@ fn main() {
     let server_tool = tool.clone();
     let server = std::thread::spawn(move || {
         icb_engine::serve(ServeOptions {
+            cancel: None,
             listen: "127.0.0.1:0".into(),
             once: true,
             idle_timeout: Some(Duration::from_secs(60)),
@@ -51,6 +52,7 @@ fn main() {
         std::process::exit(2);
     };
     let report = icb_engine::connect(ConnectOptions {
+        cancel: None,
         server: addr.to_string(),
         settings,
         connect_timeout: Duration::from_secs(10),

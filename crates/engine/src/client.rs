@@ -7,7 +7,7 @@ use crate::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use crate::options::ConnectOptions;
 use crate::run_error::RunError;
 use crate::runtime::{LocalUcx, PhaseCtl, PhaseOutcome, Runtime};
-use crate::session::{HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, peer_info, phase_during};
+use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, peer_info, phase_during};
 use crate::stats;
 use crate::ucx_thread::UcxThread;
 use icb_core::{
@@ -138,7 +138,18 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
     let (mut thread, local) = UcxThread::spawn(move || Runtime::start(&ucx_opts))?;
     let cuda = crate::buffers::cuda_info();
 
-    let stream = match tokio::time::timeout(opts.connect_timeout, tokio::net::TcpStream::connect(server_addr)).await {
+    // A caller without a token gets one that is never cancelled.
+    let cancel = opts.cancel.clone().unwrap_or_default();
+    let connecting = tokio::time::timeout(opts.connect_timeout, tokio::net::TcpStream::connect(server_addr));
+    let connected = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => {
+            thread.shutdown(Duration::from_secs(5));
+            return Err(EngineError::Interrupted);
+        }
+        r = connecting => r,
+    };
+    let stream = match connected {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             return Err(EngineError::Connect {
@@ -155,20 +166,43 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
     };
     let local_addr = stream.local_addr().ok();
     let mut control = Control::new(stream);
-    let result = run_session(&mut control, &thread, &local, &cuda, &mut opts).await;
-    let (server_hello, cases, warnings) = match result {
-        Ok(x) => x,
-        Err(e) => {
-            if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
-                control.send_error(&e.to_string()).await;
-            }
-            drop(control);
-            thread.shutdown(Duration::from_secs(5));
-            return Err(e);
-        }
+    let mut done = SessionState::default();
+    let result = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(EngineError::Interrupted),
+        r = run_session(&mut control, &thread, &local, &cuda, &mut opts, &mut done) => r,
     };
+    // An interrupted run still reports what it measured, once the server's hello is known.
+    let interrupted = matches!(result, Err(EngineError::Interrupted)) && done.server.is_some();
+    if let Err(e) = result
+        && !interrupted
+    {
+        if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
+            control.send_error(&e.to_string()).await;
+        }
+        drop(control);
+        thread.shutdown(Duration::from_secs(5));
+        return Err(e);
+    }
+    if interrupted {
+        control.send_error("the client was interrupted").await;
+    }
     drop(control);
     thread.shutdown(Duration::from_secs(5));
+    let SessionState {
+        server: Some(server_hello),
+        cases,
+        warnings,
+    } = done
+    else {
+        return Err(EngineError::Internal(
+            "the session ended without the server's hello".into(),
+        ));
+    };
+    let partial = interrupted.then(|| icb_core::PartialRun {
+        reason: "interrupted".into(),
+        planned_cases: opts.settings.tests.len() * opts.settings.memory.len() * opts.settings.sizes.len(),
+    });
 
     let mine = local_hello(Role::Client, &local, &cuda, &opts.tool, false);
     let same_boot = !mine.boot_id.is_empty() && mine.boot_id == server_hello.boot_id;
@@ -207,12 +241,30 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
             data_paths: Vec::new(),
         },
         warnings,
+        partial,
     };
     icb_core::verdict::judge(&mut report);
+    icb_core::quality::add_findings(&mut report);
+    if let Some(p) = &report.partial {
+        // The verdict covers only what was measured: say so where people read it.
+        report.verdict.reason = format!(
+            "{} (partial run: {} of {} cases before the interruption)",
+            report.verdict.reason,
+            report.cases.len(),
+            p.planned_cases
+        );
+    }
     Ok(report)
 }
 
-type SessionOutput = (Hello, Vec<CaseResult>, Vec<String>);
+/// What a session got so far; it outlives the session's future, so an interrupted run keeps the
+/// cases measured before the interruption.
+#[derive(Default)]
+struct SessionState {
+    server: Option<Hello>,
+    cases: Vec<CaseResult>,
+    warnings: Vec<String>,
+}
 
 async fn run_session(
     control: &mut Control,
@@ -220,10 +272,20 @@ async fn run_session(
     local: &LocalUcx,
     cuda: &CudaInfo,
     opts: &mut ConnectOptions,
-) -> Result<SessionOutput, EngineError> {
-    let server: Hello = match control.recv("the hello exchange", HELLO_TIMEOUT).await? {
-        Message::Hello(h) => *h,
-        other => return Err(unexpected("the hello exchange", &other, "hello")),
+    done: &mut SessionState,
+) -> Result<(), EngineError> {
+    // Something that accepts but never speaks ic-bench must not hold the run past --connect-timeout.
+    let hello_limit = opts.connect_timeout.min(HELLO_TIMEOUT);
+    let server: Hello = match control.recv("the hello exchange", hello_limit).await {
+        Ok(Message::Hello(h)) => *h,
+        Ok(other) => return Err(unexpected("the hello exchange", &other, "hello")),
+        Err(EngineError::Timeout { secs, .. }) => {
+            return Err(EngineError::NoHello {
+                addr: opts.server.clone(),
+                secs,
+            });
+        }
+        Err(e) => return Err(e),
     };
     check_peer_hello(&server, Role::Server)?;
     let peer_errors = opts.ucx.peer_failure == crate::options::PeerFailureMode::UcxPeer;
@@ -269,9 +331,8 @@ async fn run_session(
         }
     }
 
+    done.server = Some(server.clone());
     let s = opts.settings.clone();
-    let mut cases = Vec::new();
-    let mut warnings = Vec::new();
     let mut seed = 0x5eed_0001u64;
     for (shape, memory) in s.case_list() {
         seed = seed.wrapping_add(0x9E37_79B9);
@@ -289,14 +350,14 @@ async fn run_session(
             blocks: shape.blocks.unwrap_or(1),
             untouched: s.untouched_buffers,
         };
-        let case = run_case(control, thread, setup, &s, cuda, &server, &mut warnings).await?;
+        let case = run_case(control, thread, setup, &s, cuda, &server, &mut done.warnings).await?;
         if let Some(cb) = opts.on_case.as_mut() {
             cb(&case);
         }
-        cases.push(case);
+        done.cases.push(case);
     }
     control.send(&Message::Bye, "the goodbye").await?;
-    Ok((server, cases, warnings))
+    Ok(())
 }
 
 /// `no CUDA driver on the prefill side`, or the driver's own reason when it is something else.
@@ -407,6 +468,8 @@ async fn phase(
     let ctl = PhaseCtl::new(now + limit).with_soft_deadline(soft);
     let flags = ctl.clone();
     let window = window.unwrap_or(setup.window);
+    // Dropped mid-phase (the run was interrupted): the UCX thread gives up at its next check.
+    let _abort = AbortOnDrop(ctl.clone());
     let fut = thread.call(move |rt: &mut Runtime| rt.initiator_phase(kind, iterations, window, &flags));
     tokio::pin!(fut);
     let mut server_done = false;

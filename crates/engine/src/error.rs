@@ -48,6 +48,16 @@ pub enum EngineError {
     #[error("no client connected within {0}: start `ic-bench connect` sooner or raise --idle-timeout")]
     IdleTimeout(String),
 
+    /// The control connection opened but no ic-bench hello came within the connect timeout.
+    #[error(
+        "{addr} accepted the connection but sent no ic-bench hello within {secs:.0} s: it is not `ic-bench serve` (another server listens on that port?), or an ic-bench serve busy with another client: check the port, or raise --connect-timeout"
+    )]
+    NoHello { addr: String, secs: f64 },
+
+    /// Stopped by the caller's cancel token (Ctrl-C, SIGTERM) before anything could be reported.
+    #[error("interrupted")]
+    Interrupted,
+
     #[error("invalid settings: {0}")]
     Settings(String),
 

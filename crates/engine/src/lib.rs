@@ -8,6 +8,10 @@
 //! address, boot id for same-host detection, CUDA availability), per-case parameters, rkeys and
 //! phase synchronisation. Nothing a peer sends is trusted and every wait has a deadline.
 //!
+//! Both take an optional cancel token (Ctrl-C, SIGTERM): `serve` stops and releases UCX,
+//! `connect` returns the cases measured so far as a report marked `partial`. `serve` gives each
+//! client a fresh UCX worker, so nothing UCX keeps for a finished peer accumulates.
+//!
 //! UCX itself lives on one dedicated thread per process (`ucx_thread`), because the wrapper's
 //! objects are single-threaded; the measurement loops (`runtime`) follow ucx_perftest's
 //! methodology so that the two tools' numbers can be compared, and report typed errors
@@ -40,8 +44,8 @@ pub mod wire;
 pub use client::{connect, validate as validate_settings};
 pub use error::EngineError;
 pub use options::{
-    ConnectOptions, DEFAULT_PORT, Listening, NIXL_UCX_DEFAULTS, OnCase, OnListening, PeerFailureMode, ProfileSetting,
-    ServeOptions, UcxOptions, UcxProfile, nixl_ucx_defaults,
+    CancellationToken, ConnectOptions, DEFAULT_PORT, Listening, NIXL_UCX_DEFAULTS, OnCase, OnListening,
+    PeerFailureMode, ProfileSetting, ServeOptions, UcxOptions, UcxProfile, nixl_ucx_defaults,
 };
 pub use run_error::RunError;
 pub use server::serve;

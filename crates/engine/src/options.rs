@@ -4,6 +4,7 @@ use icb_core::verdict::{ExpectationConfig, ExpectationOverrides};
 use icb_core::{CaseResult, Expectation, Locality, RunSettings, ToolInfo};
 use std::path::PathBuf;
 use std::time::Duration;
+pub use tokio_util::sync::CancellationToken;
 
 /// Default control port (ucx_perftest's default is 13337; ic-bench picks its own).
 pub const DEFAULT_PORT: u16 = 18515;
@@ -170,6 +171,9 @@ pub struct ServeOptions {
     pub ucx: UcxOptions,
     pub tool: ToolInfo,
     pub on_listening: Option<OnListening>,
+    /// Cancelled (Ctrl-C, SIGTERM): stop accepting, drop the current client, release UCX and
+    /// return [`crate::EngineError::Interrupted`]. `None`: run until `once`/idle/error.
+    pub cancel: Option<CancellationToken>,
 }
 
 /// Called after each case, for progress output.
@@ -193,6 +197,10 @@ pub struct ConnectOptions {
     /// `placement.mode` in the report (`manual` for a bare `connect`).
     pub placement_mode: String,
     pub on_case: Option<OnCase>,
+    /// Cancelled (Ctrl-C, SIGTERM): stop after the case in progress is abandoned and return the
+    /// report of the cases measured so far, marked `partial`; before the server's hello it is
+    /// [`crate::EngineError::Interrupted`]. `None`: run every case.
+    pub cancel: Option<CancellationToken>,
 }
 
 impl ConnectOptions {

@@ -197,6 +197,20 @@ impl Runtime {
         Ok(())
     }
 
+    /// Replaces the worker with a fresh one and returns its address: the only way to drop what
+    /// UCX created for a finished peer on its own (the reply endpoint a rendezvous or multi-
+    /// fragment tag transfer makes, with the peer's shared-memory segments attached), which
+    /// otherwise stays until the worker goes and grows a long-running server per client.
+    pub fn renew_worker(&mut self) -> Result<Vec<u8>, RunError> {
+        self.reset();
+        self.ring.clear();
+        let fresh = self._ctx.worker()?;
+        let address = fresh.address()?;
+        // The old worker (and every endpoint UCX kept in it) is destroyed here.
+        self.worker = fresh;
+        Ok(address)
+    }
+
     /// Cancels whatever is in flight and forgets the case and the endpoint.
     pub fn reset(&mut self) {
         self.drain_now();

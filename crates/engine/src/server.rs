@@ -6,7 +6,7 @@ use crate::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use crate::options::{Listening, ServeOptions};
 use crate::run_error::RunError;
 use crate::runtime::{LocalUcx, PhaseCtl, Runtime};
-use crate::session::{HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, phase_during};
+use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, phase_during};
 use crate::ucx_thread::UcxThread;
 use icb_core::{CudaInfo, MemoryType};
 use std::net::SocketAddr;
@@ -48,7 +48,14 @@ async fn serve_async(mut opts: ServeOptions) -> Result<(), EngineError> {
         });
     }
     let cuda = crate::buffers::cuda_info();
-    let result = accept_loop(&listener, &thread, &local, &cuda, &opts).await;
+    // A caller without a token gets one that is never cancelled.
+    let cancel = opts.cancel.clone().unwrap_or_default();
+    // Dropping the loop mid-session drops the client's connection and aborts its phase.
+    let result = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(EngineError::Interrupted),
+        r = accept_loop(&listener, &thread, &local, &cuda, &opts) => r,
+    };
     thread.shutdown(Duration::from_secs(5));
     result
 }
@@ -60,6 +67,7 @@ async fn accept_loop(
     cuda: &CudaInfo,
     opts: &ServeOptions,
 ) -> Result<(), EngineError> {
+    let mut local = local.clone();
     loop {
         let accepted = match opts.idle_timeout {
             Some(limit) => match tokio::time::timeout(limit, listener.accept()).await {
@@ -78,9 +86,13 @@ async fn accept_loop(
         };
         tracing::info!("client {peer} connected");
         let mut control = Control::new(stream);
-        let result = session(&mut control, thread, local, cuda, opts).await;
-        // Whatever happened, the next client starts from a clean worker: no case, no endpoint.
-        let _ = thread.call(|rt: &mut Runtime| rt.reset()).await;
+        let result = session(&mut control, thread, &local, cuda, opts).await;
+        // Whatever happened, the next client starts from a new worker: no case, no endpoint, and
+        // nothing UCX kept for this client (memory and shared-memory segments stay flat).
+        match thread.call(|rt: &mut Runtime| rt.renew_worker()).await? {
+            Ok(address) => local.address = address,
+            Err(e) => return Err(EngineError::ucx("renewing the UCX worker for the next client", e)),
+        }
         match result {
             Ok(()) => tracing::info!("client {peer} finished"),
             Err(ref e) => {
@@ -205,6 +217,8 @@ async fn run_phase(
     let during = phase_during(&setup, kind);
     let ctl = PhaseCtl::new(Instant::now() + limit);
     let flags = ctl.clone();
+    // Dropped mid-phase (the server was interrupted): the UCX thread gives up at its next check.
+    let _abort = AbortOnDrop(ctl.clone());
     let (ready_tx, ready_rx) = oneshot::channel::<()>();
     let fut = thread.call(move |rt: &mut Runtime| rt.target_phase(kind, iterations, window, ready_tx, &flags));
     tokio::pin!(fut);

@@ -3,7 +3,7 @@
 use crate::error::EngineError;
 use crate::local;
 use crate::messages::{CaseSetup, Hello, HexBytes, PhaseKind, Role};
-use crate::runtime::LocalUcx;
+use crate::runtime::{LocalUcx, PhaseCtl};
 use icb_core::units::format_size;
 use icb_core::{CudaInfo, PeerInfo, ToolInfo};
 use std::net::SocketAddr;
@@ -12,6 +12,16 @@ use std::time::Duration;
 /// The peer must answer the hello within this long (a busy server keeps later clients waiting in
 /// its accept queue; this is what they see).
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Aborts a phase when the future driving it is dropped (a cancelled run), so the UCX thread
+/// stops at its next check instead of running on until the phase deadline.
+pub struct AbortOnDrop(pub PhaseCtl);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// `put_bw 4 MiB host→cuda`: how a case is named in errors and logs.
 pub fn case_label(s: &CaseSetup) -> String {

@@ -23,6 +23,7 @@ fn main() {
     let code = match (args.get(1).map(String::as_str), args.get(2)) {
         (Some("serve"), Some(addr)) => {
             let opts = ServeOptions {
+                cancel: None,
                 listen: addr.clone(),
                 once: true,
                 idle_timeout: Some(Duration::from_secs(120)),
@@ -65,6 +66,7 @@ fn main() {
                 untouched_buffers: false,
             };
             let opts = ConnectOptions {
+                cancel: None,
                 server: addr.clone(),
                 settings,
                 connect_timeout: Duration::from_secs(30),

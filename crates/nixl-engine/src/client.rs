@@ -152,6 +152,7 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
             data_paths: Vec::new(),
         },
         warnings,
+        partial: None,
     };
     icb_core::verdict::judge(&mut report);
     Ok(report)

@@ -43,6 +43,7 @@ fn ucx_engine_pair(ucx: UcxOptions) -> PairReport {
     let serve_ucx = ucx.clone();
     let server = std::thread::spawn(move || {
         icb_engine::serve(ServeOptions {
+            cancel: None,
             listen: "127.0.0.1:0".into(),
             once: true,
             idle_timeout: Some(Duration::from_secs(60)),
@@ -59,6 +60,7 @@ fn ucx_engine_pair(ucx: UcxOptions) -> PairReport {
     let mut settings = common::settings(&SIZES, &[MemoryPair::HOST_HOST]);
     settings.tests = vec![TestKind::PutBw, TestKind::GetBw];
     let report = icb_engine::connect(ConnectOptions {
+        cancel: None,
         server: addr,
         settings,
         connect_timeout: Duration::from_secs(20),

@@ -67,6 +67,11 @@ pub trait Side {
     /// Lets the side exit on its own within `grace`, then makes sure it is gone (or leaves that
     /// to [`Launcher::cleanup`], for pods). Called on every path; bounded in time.
     async fn stop(&mut self, grace: Duration);
+
+    /// The run was interrupted: pass the interruption on (SIGTERM), so that the prefill side
+    /// writes the report of the cases it measured so far. A side that cannot be signalled (a pod
+    /// before its deletion) does nothing, and the run ends without a partial report.
+    async fn interrupt(&mut self) {}
 }
 
 /// One line from a side's output: the last line that reads like an error, else the last line,

@@ -239,6 +239,15 @@ impl Side for LocalSide {
         status.map(|s| format!("{s}: {}", self.last_words()))
     }
 
+    async fn interrupt(&mut self) {
+        // Each side runs in its own process group (wrappers and namespaces included): the
+        // signal reaches `ic-bench connect` itself, which writes its partial report.
+        let group = nix::unistd::Pid::from_raw(-(self.pod.pid() as i32));
+        if let Err(e) = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM) {
+            tracing::debug!("interrupting {}: {e}", self.name());
+        }
+    }
+
     fn last_words(&self) -> String {
         match self.stderr.lock() {
             Ok(kept) => summarize(kept.iter().map(String::as_str)),

@@ -82,6 +82,11 @@ pub async fn run_pair<L: Launcher>(
         _ = cancel.cancelled() => Err(PairError::Interrupted(String::new())),
         r = drive(plan, launcher, &mut sides, progress, started) => r,
     };
+    // Interrupted with the prefill side running: it reports the cases measured so far.
+    let partial = match (&outcome, sides.prefill.as_mut()) {
+        (Err(PairError::Interrupted(_)), Some(prefill)) => partial_report(prefill, progress).await,
+        _ => None,
+    };
     // The placement is read while the launcher still holds what it created.
     let outcome = outcome.map(|(mut report, listening, expectation)| {
         report.placement = launcher.placement(&listening, &report);
@@ -111,6 +116,17 @@ pub async fn run_pair<L: Launcher>(
             STOP_BOUND.as_secs()
         ))),
     };
+    // Interrupted, cleaned up, and the prefill side reported what it measured: that report, as
+    // the prefill side judged and marked it (partial), is the outcome.
+    if let (Err(PairError::Interrupted(_)), Ok(removed), Some(report)) = (&outcome, &cleanup, partial) {
+        return Ok(PairOutcome {
+            orchestration: started
+                .elapsed()
+                .saturating_sub(Duration::from_secs_f64(report.duration_s.max(0.0))),
+            report,
+            cleanup: removed.clone(),
+        });
+    }
     let ((mut report, expectation), cleanup) = match (outcome, cleanup) {
         (Ok(done), Ok(removed)) => (done, removed),
         (Ok(_), Err(c)) => {
@@ -149,6 +165,26 @@ pub async fn run_pair<L: Launcher>(
         cleanup,
         orchestration,
     })
+}
+
+/// How long an interrupted prefill side gets to write the report of what it measured.
+const PARTIAL_GRACE: Duration = Duration::from_secs(5);
+
+/// Interrupts the prefill side and reads its output until its partial report (bounded by
+/// [`PARTIAL_GRACE`]); `None` when it gives none (it was starting, or cannot be signalled).
+async fn partial_report<S: Side>(prefill: &mut S, progress: &mut dyn FnMut(&CaseProgress)) -> Option<PairReport> {
+    prefill.interrupt().await;
+    let read = async {
+        while let Some(line) = prefill.next_line().await {
+            match parse_side_line(&line) {
+                Ok(Some(SideEvent::Report(report))) if report.partial.is_some() => return Some(*report),
+                Ok(Some(SideEvent::Case(p))) => progress(&p),
+                _ => {}
+            }
+        }
+        None
+    };
+    tokio::time::timeout(PARTIAL_GRACE, read).await.ok().flatten()
 }
 
 struct Sides<S> {

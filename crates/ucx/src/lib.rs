@@ -12,6 +12,9 @@
 //! trait. Everything below [`Ucx`] is `!Send + !Sync`: UCP workers are created in single-thread
 //! mode and the engine drives each from one dedicated thread.
 //!
+//! UCX's own log is captured from the first load ([`log`]): warnings and errors are counted and
+//! the first of each kept for a one-line summary; [`log::set_passthrough`] lets UCX print them too.
+//!
 //! Nothing here reads process environment variables except UCX itself (`UCX_*`); per-context
 //! overrides go through [`ContextBuilder::config`], so tests running in parallel threads can use
 //! different transports.
@@ -19,6 +22,7 @@
 mod context;
 mod endpoint;
 mod error;
+pub mod log;
 mod memory;
 mod ops;
 mod worker;
@@ -93,6 +97,7 @@ impl Ucx {
             // Names in REQUIRED are 'static string literals.
             return Err(ucx_sys::LoadError::MissingSymbol { name }.into());
         }
+        log::install(&lib.ucp);
         Ok(Ucx { lib: Arc::new(lib) })
     }
 

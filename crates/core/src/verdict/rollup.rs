@@ -84,10 +84,16 @@ pub fn judge_cases(cases: &mut [CaseResult], exp: &Expectation, settings: &RunSe
         };
     }
     let classes: Vec<&str> = data_paths.iter().map(|c| c.as_str()).collect();
-    let skipped_note = if skipped > 0 {
-        format!(", {skipped} skipped")
-    } else {
-        String::new()
+    // The skips' reason belongs in the verdict line: a run that passed on host memory only must
+    // not read like one that tested CUDA too.
+    let skip_reason = cases
+        .iter()
+        .find(|c| c.status == CaseStatus::Skipped)
+        .and_then(|c| c.reason.as_deref());
+    let skipped_note = match (skipped, skip_reason) {
+        (0, _) => String::new(),
+        (n, Some(why)) => format!("; {n} skipped: {why}"),
+        (n, None) => format!(", {n} skipped"),
     };
     Verdict {
         status: VerdictStatus::Pass,

@@ -873,3 +873,53 @@ fn physics_check_flags_more_than_the_placement_can_carry() {
         verdict.reason
     );
 }
+
+#[test]
+fn skipped_cases_name_their_reason_in_a_passing_verdict() {
+    let (_, v) = run(
+        Locality::SameHost,
+        vec![
+            measured(TestKind::TagBw, HH, 64 * MIB, Some(TAG_CMA), &[], 7.0),
+            skipped(CC),
+        ],
+        false,
+    );
+    assert_eq!(v.status, VerdictStatus::Pass);
+    let skip = skipped(CC).reason.expect("a skip has a reason");
+    assert!(v.reason.ends_with(&format!("; 1 skipped: {skip}")), "{}", v.reason);
+}
+
+#[test]
+fn exit_code_follows_the_contract_for_skips_and_partial_runs() {
+    use crate::exit;
+    let mut report = tcp_report(serde_json::json!({}));
+    report.cases = vec![skipped(CC)];
+    crate::verdict::judge(&mut report);
+    // Nothing measured: not a pass, a setup problem.
+    assert_eq!(report.verdict.status, VerdictStatus::Warn);
+    assert_eq!(exit::for_report(&report), exit::USAGE_OR_SETUP);
+    assert!(exit::setup_problem(&report).is_some_and(|p| p.starts_with("nothing was measured")));
+
+    report.cases = vec![
+        measured(TestKind::TagBw, HH, 64 * MIB, Some(TAG_CMA), &[], 7.0),
+        skipped(CC),
+    ];
+    crate::verdict::judge(&mut report);
+    assert_eq!(exit::setup_problem(&report), None);
+    assert_eq!(exit::for_report(&report), report.verdict.status.exit_code());
+
+    report.settings.require_cuda = true;
+    crate::verdict::judge(&mut report);
+    assert_eq!(
+        exit::for_report(&report),
+        exit::USAGE_OR_SETUP,
+        "--require-cuda without CUDA is setup"
+    );
+    assert!(exit::setup_problem(&report).is_some_and(|p| p.contains("--require-cuda")));
+
+    report.partial = Some(crate::PartialRun {
+        reason: "interrupted by SIGTERM".into(),
+        planned_cases: 8,
+    });
+    assert_eq!(exit::for_report(&report), exit::INTERRUPTED);
+}

@@ -61,6 +61,7 @@ pub fn child_main() {
     let code = match role.as_str() {
         "serve" => {
             let opts = ServeOptions {
+                cancel: None,
                 listen: "127.0.0.1:0".into(),
                 once: true,
                 idle_timeout: Some(Duration::from_secs(60)),
@@ -88,6 +89,7 @@ pub fn child_main() {
                 .filter_map(|x| x.parse().ok())
                 .collect();
             let opts = ConnectOptions {
+                cancel: None,
                 server: std::env::var("ICB_NIXL_TEST_SERVER").unwrap_or_default(),
                 settings: settings(&sizes, &memory),
                 connect_timeout: Duration::from_secs(20),
@@ -119,6 +121,7 @@ pub fn child_main() {
                 icb_nixl_engine::exit_process(3);
             }
             let opts = ServeOptions {
+                cancel: None,
                 listen: "127.0.0.1:0".into(),
                 once: true,
                 idle_timeout: Some(Duration::from_secs(5)),

@@ -157,6 +157,7 @@ fn report(
             data_paths: vec![],
         },
         warnings: vec![],
+        partial: None,
     };
     judge(&mut r);
     r
