@@ -45,7 +45,7 @@ enum Command {
     /// Run the decode-side server (like ucx_perftest without a peer address)
     Serve(cmd::serve::Args),
     /// Run the prefill-side client against a server and report
-    Connect(cmd::connect::Args),
+    Connect(Box<cmd::connect::Args>),
     /// Read-only checks of recipes, nodes and NIXL installs
     Probe(cmd::probe::Args),
     /// Detect NCCL_IB_HCA / GID index / UCX_NET_DEVICES from sysfs and print them
@@ -92,7 +92,7 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Pair(args) => cmd::pair::run(*args),
         Command::Serve(args) => cmd::serve::run(args),
-        Command::Connect(args) => cmd::connect::run(args),
+        Command::Connect(args) => cmd::connect::run(*args),
         Command::Probe(args) => cmd::probe::run(args),
         Command::DetectEnv(args) => cmd::detect_env::run(args),
         Command::Gc(args) => cmd::gc::run(args),
