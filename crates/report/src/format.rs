@@ -26,10 +26,29 @@ pub trait Exporter {
     fn probe(&self, report: &ProbeReport) -> Result<String, ExportError>;
 }
 
+/// The reader's side of a table: how wide the terminal is and whether everything is wanted.
+/// Only the table formats use it; machine formats never depend on the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct View {
+    /// Columns available; tables and long lines are fitted to it.
+    pub width: u16,
+    /// `-o wide`: every row (ok checks too) at natural width, nothing collapsed.
+    pub wide: bool,
+}
+
+impl Default for View {
+    /// 80 columns: what a terminal of unknown width most likely has.
+    fn default() -> Self {
+        View { width: 80, wide: false }
+    }
+}
+
 /// The values `-o` accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
     Table,
+    /// The table with every row and no width limit.
+    Wide,
     Json,
     Junit,
     Prometheus,
@@ -37,8 +56,9 @@ pub enum Format {
 }
 
 impl Format {
-    pub const ALL: [Format; 5] = [
+    pub const ALL: [Format; 6] = [
         Format::Table,
+        Format::Wide,
         Format::Json,
         Format::Junit,
         Format::Prometheus,
@@ -48,6 +68,7 @@ impl Format {
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Table => "table",
+            Format::Wide => "wide",
             Format::Json => "json",
             Format::Junit => "junit",
             Format::Prometheus => "prometheus",
@@ -56,8 +77,16 @@ impl Format {
     }
 
     pub fn exporter(self) -> Box<dyn Exporter> {
+        self.exporter_in(View::default())
+    }
+
+    /// The exporter for a reader with this `view` (used by the table formats only).
+    pub fn exporter_in(self, view: View) -> Box<dyn Exporter> {
         match self {
-            Format::Table => Box::new(crate::TableExporter),
+            Format::Table => Box::new(crate::TableExporter { view }),
+            Format::Wide => Box::new(crate::TableExporter {
+                view: View { wide: true, ..view },
+            }),
             Format::Json => Box::new(crate::JsonExporter),
             Format::Junit => Box::new(crate::JunitExporter),
             Format::Prometheus => Box::new(crate::PrometheusExporter),
@@ -78,18 +107,28 @@ impl FromStr for Format {
         let wanted = s.trim().to_ascii_lowercase();
         Format::ALL.into_iter().find(|f| f.as_str() == wanted).ok_or_else(|| {
             icb_core::ParseError::new(format!(
-                "unknown output format '{s}': use table, json, junit, prometheus or svg"
+                "unknown output format '{s}': use table, wide, json, junit, prometheus or svg"
             ))
         })
     }
 }
 
-/// Renders a pair report in `format`.
+/// Renders a pair report in `format` for an 80-column reader.
 pub fn render_pair(report: &PairReport, format: Format) -> Result<String, ExportError> {
     format.exporter().pair(report)
 }
 
-/// Renders a probe report in `format`.
+/// Renders a probe report in `format` for an 80-column reader.
 pub fn render_probe(report: &ProbeReport, format: Format) -> Result<String, ExportError> {
     format.exporter().probe(report)
+}
+
+/// Renders a pair report in `format` for a reader with this `view`.
+pub fn render_pair_in(report: &PairReport, format: Format, view: View) -> Result<String, ExportError> {
+    format.exporter_in(view).pair(report)
+}
+
+/// Renders a probe report in `format` for a reader with this `view`.
+pub fn render_probe_in(report: &ProbeReport, format: Format, view: View) -> Result<String, ExportError> {
+    format.exporter_in(view).probe(report)
 }

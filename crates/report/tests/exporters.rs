@@ -3,7 +3,7 @@ mod common;
 use common::*;
 use icb_core::checks::ProbeReport;
 use icb_core::model::{CaseStatus, PairReport, Status, TestKind, VerdictStatus};
-use icb_report::{ExportError, Format, render_pair, render_probe};
+use icb_report::{ExportError, Format, View, render_pair, render_pair_in, render_probe, render_probe_in};
 use quick_xml::events::Event;
 use std::collections::BTreeMap;
 
@@ -93,7 +93,7 @@ fn format_values_and_the_unknown_value_error() {
     let err = "yaml".parse::<Format>().unwrap_err().to_string();
     assert_eq!(
         err,
-        "unknown output format 'yaml': use table, json, junit, prometheus or svg"
+        "unknown output format 'yaml': use table, wide, json, junit, prometheus or svg"
     );
 }
 
@@ -107,7 +107,7 @@ fn fixtures_carry_the_expected_verdicts() {
 #[test]
 fn table_shows_units_cases_findings_and_the_verdict() {
     let r = pods_same_node();
-    let out = render_pair(&r, Format::Table).unwrap();
+    let out = render_pair(&r, Format::Wide).unwrap();
     for want in [
         "Bandwidth (GB/s)",
         "Latency p50 / p99 (µs)",
@@ -139,6 +139,10 @@ fn table_shows_units_cases_findings_and_the_verdict() {
         "{out}"
     );
     insta::assert_snapshot!("pair_table_pods_same_node", out);
+    insta::assert_snapshot!(
+        "pair_table_pods_same_node_80_columns",
+        render_pair_in(&r, Format::Table, View::default()).unwrap()
+    );
 }
 
 #[test]
@@ -151,7 +155,7 @@ fn skipped_cases_sharing_a_reason_collapse_into_one_row() {
         .cloned()
         .expect("fixture has a skipped case");
     let rows_of = |r: &PairReport| {
-        render_pair(r, Format::Table)
+        render_pair(r, Format::Wide)
             .unwrap()
             .lines()
             .filter(|l| l.starts_with('│'))
@@ -174,7 +178,7 @@ fn skipped_cases_sharing_a_reason_collapse_into_one_row() {
         before,
         "skipped cases with one memory pair and reason make one row"
     );
-    let out = render_pair(&r, Format::Table).unwrap();
+    let out = render_pair(&r, Format::Wide).unwrap();
     let row = out.lines().find(|l| l.contains("skipped ×")).expect("a collapsed row");
     let count = format!("skipped ×{}", group + 2);
     for want in [
@@ -190,7 +194,7 @@ fn skipped_cases_sharing_a_reason_collapse_into_one_row() {
 
 #[test]
 fn table_of_a_passing_run_has_no_hint() {
-    let out = render_pair(&same_host_healthy(), Format::Table).unwrap();
+    let out = render_pair(&same_host_healthy(), Format::Wide).unwrap();
     assert!(out.contains("verdict: PASS: all 5 measured cases ok"), "{out}");
     assert!(!out.contains("hint:") && !out.contains("findings:"), "{out}");
     assert!(out.contains("rendezvous zero-copy read, cma/memory"));
@@ -418,5 +422,94 @@ fn svg_without_bandwidth_cases_and_for_probes() {
     assert_eq!(
         err.to_string(),
         "-o svg cannot show probe results (there is no bandwidth to plot): use -o table, json, junit or prometheus"
+    );
+}
+
+/// Display columns of a line (the box-drawing and arrow characters are one column each).
+fn columns(line: &str) -> usize {
+    line.chars().count()
+}
+
+#[test]
+fn tables_fit_the_readers_width() {
+    for width in [80u16, 100, 200] {
+        let view = View { width, wide: false };
+        for out in [
+            render_pair_in(&pods_same_node(), Format::Table, view).unwrap(),
+            render_pair_in(&two_nodes_rdma(), Format::Table, view).unwrap(),
+            render_probe_in(&probe_env(), Format::Table, view).unwrap(),
+        ] {
+            for line in out.lines() {
+                assert!(
+                    columns(line) <= usize::from(width),
+                    "{width}: {line:?} is too wide:\n{out}"
+                );
+            }
+        }
+    }
+    // -o wide does not fold: the long data path stays on one row.
+    let wide = render_pair_in(&pods_same_node(), Format::Wide, View { width: 80, wide: false }).unwrap();
+    assert!(wide.lines().any(|l| columns(l) > 80), "{wide}");
+}
+
+#[test]
+fn the_summary_comes_first_and_names_the_fix() {
+    let out = render_pair_in(&pods_same_node(), Format::Table, View::default()).unwrap();
+    let first_paragraph: String = out.split("\n\n").next().unwrap().replace("\n  ", " ");
+    assert!(first_paragraph.starts_with("FAIL: tcp fallback"), "{first_paragraph}");
+    assert!(
+        first_paragraph.contains("Fix first: the two sides do not share IPC/PID namespaces"),
+        "{first_paragraph}"
+    );
+    assert!(first_paragraph.contains("Evidence:"), "{first_paragraph}");
+
+    let out = render_probe_in(&probe_env(), Format::Table, View::default()).unwrap();
+    let first_paragraph: String = out.split("\n\n").next().unwrap().replace("\n  ", " ");
+    assert!(
+        first_paragraph.starts_with("FAIL: fix first: env.ucx_tls.tcp_only"),
+        "{first_paragraph}"
+    );
+    assert!(first_paragraph.contains("-o wide lists them"), "{first_paragraph}");
+}
+
+#[test]
+fn ok_checks_collapse_into_a_count_unless_wide() {
+    let p = probe_env();
+    let ok_ids: Vec<&str> = p
+        .checks
+        .iter()
+        .filter(|c| c.status == Status::Ok)
+        .map(|c| c.id.as_str())
+        .collect();
+    assert!(!ok_ids.is_empty(), "the fixture has an ok check");
+    let table = render_probe_in(&p, Format::Table, View::default()).unwrap();
+    let wide = render_probe_in(&p, Format::Wide, View::default()).unwrap();
+    for id in ok_ids {
+        assert!(!table.lines().any(|l| l.starts_with('│') && l.contains(id)), "{table}");
+        assert!(wide.lines().any(|l| l.starts_with('│') && l.contains(id)), "{wide}");
+    }
+    assert!(table.contains("ok checks not listed: -o wide lists all"), "{table}");
+}
+
+#[test]
+fn shared_directories_of_paths_are_said_once() {
+    let mut p = probe_env();
+    for (i, c) in p.checks.iter_mut().enumerate() {
+        c.scope = Some(format!("decode (Worker, /srv/recipes/team-{i}/deploy.yaml)"));
+    }
+    let p = ProbeReport::new(&p.kind, &p.target, p.checks, p.next_steps);
+    let out = render_probe_in(
+        &p,
+        Format::Table,
+        View {
+            width: 200,
+            wide: false,
+        },
+    )
+    .unwrap();
+    assert!(out.contains("paths below are relative to /srv/recipes/"), "{out}");
+    assert!(
+        !out.lines().any(|l| l.starts_with('│') && l.contains("/srv/recipes/")),
+        "{out}"
     );
 }

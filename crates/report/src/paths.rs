@@ -1,0 +1,91 @@
+//! File paths in table cells, shortened to what distinguishes them: the directory every path
+//! shares is said once above the table instead of in every row.
+
+/// The directory all the absolute or relative paths found in `cells` share (with its trailing
+/// `/`), when stripping it shortens something; `None` when there is nothing to share.
+pub fn common_dir<'a>(cells: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let mut common: Option<Vec<&str>> = None;
+    let mut paths = 0;
+    for path in cells.into_iter().flat_map(path_tokens) {
+        paths += 1;
+        let dirs: Vec<&str> = match path.rsplit_once('/') {
+            Some((dir, _)) => dir.split('/').collect(),
+            None => return None,
+        };
+        common = Some(match common {
+            None => dirs,
+            Some(prev) => prev
+                .iter()
+                .zip(&dirs)
+                .take_while(|(a, b)| a == b)
+                .map(|(a, _)| *a)
+                .collect(),
+        });
+    }
+    let dir = common?.join("/");
+    // A bare "/" or "" saves nothing worth a line of its own.
+    (paths > 0 && dir.len() > 1).then(|| format!("{dir}/"))
+}
+
+/// `text` with every path under `dir` written relative to it.
+pub fn strip_dir(text: &str, dir: Option<&str>) -> String {
+    match dir {
+        Some(d) => text
+            .split(' ')
+            .map(|w| {
+                let (lead, rest) = split_lead(w);
+                match rest.strip_prefix(d) {
+                    Some(short) if is_path(rest) => format!("{lead}{short}"),
+                    _ => w.to_string(),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => text.to_string(),
+    }
+}
+
+/// Words of `text` that look like file paths (contain a `/`, no URL scheme), without the
+/// punctuation around them.
+fn path_tokens(text: &str) -> impl Iterator<Item = &str> {
+    text.split(' ').filter_map(|w| {
+        let (_, rest) = split_lead(w);
+        let rest = rest.trim_end_matches([',', ')', ';', ':']);
+        is_path(rest).then_some(rest)
+    })
+}
+
+fn split_lead(w: &str) -> (&str, &str) {
+    let cut = w.len() - w.trim_start_matches(['(', '[']).len();
+    w.split_at(cut)
+}
+
+fn is_path(w: &str) -> bool {
+    w.contains('/') && !w.contains("://") && !w.contains('=') && (w.starts_with('/') || w.starts_with('.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shared_directory_is_said_once() {
+        let cells = [
+            "decode (VllmDecodeWorker, /srv/recipes/llama/deploy.yaml)",
+            "prefill (VllmPrefillWorker, /srv/recipes/qwen/deploy.yaml)",
+        ];
+        let dir = common_dir(cells).unwrap();
+        assert_eq!(dir, "/srv/recipes/");
+        assert_eq!(
+            strip_dir(cells[0], Some(&dir)),
+            "decode (VllmDecodeWorker, llama/deploy.yaml)"
+        );
+    }
+
+    #[test]
+    fn nothing_to_share_is_left_alone() {
+        assert_eq!(common_dir(["mlx5_0:1", "prefill"]), None);
+        assert_eq!(common_dir(["/a/x.yaml", "/b/y.yaml"]), None);
+        assert_eq!(strip_dir("UCX_TLS=rc,/x", Some("/x")), "UCX_TLS=rc,/x");
+    }
+}
