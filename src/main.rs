@@ -34,6 +34,10 @@ struct Cli {
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
 
+    /// No live progress line on stderr (it is only drawn when stderr is a terminal)
+    #[arg(short, long, global = true)]
+    quiet: bool,
+
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.verbose);
+    cmd::progress::set_quiet(cli.quiet);
     if cli.version {
         cmd::version::print(LONG_VERSION);
         return ExitCode::SUCCESS;

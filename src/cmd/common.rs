@@ -170,7 +170,8 @@ pub struct UcxArgs {
 /// How to print results.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct OutputArgs {
-    /// Output format: table, json, junit, prometheus, svg
+    /// Output format: table (fitted to the terminal), wide (every row, unfolded), json, junit,
+    /// prometheus, svg
     #[arg(short = 'o', long = "output", default_value = "table")]
     pub format: String,
 
@@ -183,6 +184,21 @@ impl OutputArgs {
     /// The parsed `-o` value; checked before any work starts so a typo costs nothing.
     pub fn report_format(&self) -> anyhow::Result<icb_report::Format> {
         Ok(self.format.parse::<icb_report::Format>()?)
+    }
+
+    /// Who reads the table: the width of the terminal stdout goes to (`COLUMNS` first, as
+    /// shells export it), 80 when unknown (a file, a pipe).
+    pub fn view(&self) -> icb_report::View {
+        let width = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.trim().parse::<u16>().ok())
+            .filter(|w| *w >= 20)
+            .or_else(|| match &self.output_file {
+                Some(_) => None,
+                None => terminal_size::terminal_size_of(std::io::stdout()).map(|(w, _)| w.0),
+            })
+            .unwrap_or(80);
+        icb_report::View { width, wide: false }
     }
 
     /// Checks the format and that `--output-file` can be written, before any work starts: a
@@ -267,7 +283,7 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// Renders a judged report as `-o` asks and turns its verdict into the exit code.
 pub fn emit_pair(report: &icb_core::PairReport, output: &OutputArgs) -> anyhow::Result<i32> {
     let format = output.report_format()?;
-    output.emit(&icb_report::render_pair(report, format)?)?;
+    output.emit(&icb_report::render_pair_in(report, format, output.view())?)?;
     Ok(report.verdict.status.exit_code())
 }
 

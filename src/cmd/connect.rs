@@ -108,10 +108,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     let settings = args.test.settings()?;
     args.output.check()?;
+    // Read before stdout is set aside: the width of the terminal the report goes to.
+    let view = args.output.view();
     let mut out = super::report_out::reserve()?;
     let format: icb_report::Format = args.output.format.parse()?;
     let expectation = args.expect.input()?;
     let unit = settings.unit;
+    let total = super::progress::total_cases(&settings);
+    let live = Arc::new(Mutex::new(super::progress::CaseProgress::start(total, unit)));
+    let live_in_engine = Arc::clone(&live);
+    let mut index = 0;
     let opts = icb_engine::ConnectOptions {
         server: args.server.clone(),
         settings,
@@ -124,20 +130,28 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         tool: tool_info(),
         placement_mode: "manual".into(),
         on_case: Some(Box::new(move |c: &CaseResult| {
-            tracing::info!("{}", progress_line(c, unit))
+            index += 1;
+            tracing::info!("{}", progress_line(c, unit));
+            if let Ok(mut live) = live_in_engine.lock() {
+                live.case(index, total, c);
+            }
         })),
     };
-    let report = icb_engine::connect(opts)?;
+    let report = icb_engine::connect(opts);
+    if let Ok(live) = live.lock() {
+        live.finish();
+    }
+    let report = report?;
     if args.json_line {
         let line = serde_json::to_string(&report).context("cannot serialize the report")?;
         writeln!(out, "{line}")?;
         out.flush()?;
-        if let Ok(table) = icb_report::render_pair(&report, icb_report::Format::Table) {
+        if let Ok(table) = icb_report::render_pair_in(&report, icb_report::Format::Table, view) {
             eprintln!("{table}");
         }
     } else {
         args.output
-            .emit_to(&icb_report::render_pair(&report, format)?, &mut out)?;
+            .emit_to(&icb_report::render_pair_in(&report, format, view)?, &mut out)?;
     }
     Ok(report.verdict.status.exit_code())
 }
@@ -158,7 +172,7 @@ fn ucx_options(args: &Args, peer_errors: bool) -> icb_engine::UcxOptions {
 /// then the report; the parent renders and judges.
 fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
     let out = Arc::new(Mutex::new(super::report_out::reserve()?));
-    let total = plan.settings.tests.len() * plan.settings.sizes.len() * plan.settings.memory.len();
+    let total = super::progress::total_cases(&plan.settings);
     let unit = plan.settings.unit;
     let mut index = 0;
     let progress_out = Arc::clone(&out);

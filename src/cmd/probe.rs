@@ -142,7 +142,7 @@ fn format_of(o: &OutputArgs) -> anyhow::Result<icb_report::Format> {
 }
 
 fn emit(report: &ProbeReport, o: &OutputArgs) -> anyhow::Result<i32> {
-    let text = icb_report::render_probe(report, format_of(o)?)?;
+    let text = icb_report::render_probe_in(report, format_of(o)?, o.view())?;
     o.emit(&text)?;
     Ok(report.exit_code())
 }
