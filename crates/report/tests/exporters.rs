@@ -383,7 +383,10 @@ fn svg_is_xml_with_one_polyline_per_series() {
             .iter()
             .filter(|c| c.status == CaseStatus::Measured && c.test.is_bandwidth())
             .count();
-        assert_eq!(elems.iter().filter(|e| e.name == "circle").count(), measured_bw);
+        assert_eq!(
+            elems.iter().filter(|e| e.attrs.contains_key("data-point")).count(),
+            measured_bw
+        );
         for l in &lines {
             for pt in l.attrs["points"].split(' ') {
                 let (x, y) = pt.split_once(',').unwrap();
@@ -512,4 +515,123 @@ fn shared_directories_of_paths_are_said_once() {
         !out.lines().any(|l| l.starts_with('│') && l.contains("/srv/recipes/")),
         "{out}"
     );
+}
+
+#[test]
+fn svg_floors_start_where_they_apply_and_failures_are_marked() {
+    let r = pods_same_node();
+    let svg = render_pair(&r, Format::Svg).unwrap();
+    let elems = parse_xml(&svg);
+    let x_of = |label: &str| -> f64 {
+        let tick = elems
+            .iter()
+            .position(|e| e.name == "text" && e.text == label)
+            .unwrap_or_else(|| panic!("no {label} tick in {svg}"));
+        elems[tick].attrs["x"].parse().unwrap()
+    };
+    // The last tick is the largest size measured.
+    let largest = r.cases.iter().map(|c| c.size).max().unwrap();
+    x_of(&icb_core::units::format_size(largest));
+    let floor_from = icb_core::units::format_size(r.expectation.min_size_for_bandwidth);
+    let floors: Vec<&Elem> = elems.iter().filter(|e| e.attrs.contains_key("data-floor")).collect();
+    assert!(!floors.is_empty(), "{svg}");
+    for f in floors {
+        let x1: f64 = f.attrs["x1"].parse().unwrap();
+        assert!(
+            x1 > 80.0 && x1 <= x_of(&floor_from) + 0.1,
+            "floor drawn from {x1}, not from {floor_from}"
+        );
+    }
+    let failed_bw = r
+        .cases
+        .iter()
+        .filter(|c| c.test.is_bandwidth() && c.verdict.as_ref().is_some_and(|v| v.status == Status::Fail))
+        .count();
+    assert!(failed_bw > 0);
+    assert_eq!(
+        elems.iter().filter(|e| e.attrs.contains_key("data-failed")).count(),
+        failed_bw
+    );
+    // The legend names each series' data path.
+    let paths: Vec<&str> = elems
+        .iter()
+        .filter_map(|e| e.attrs.get("data-path").map(String::as_str))
+        .collect();
+    assert!(paths.contains(&"tcp"), "{paths:?}");
+    // Series differ in their dash pattern, so a line on top of another leaves it visible.
+    let dashes: std::collections::BTreeSet<&str> = elems
+        .iter()
+        .filter(|e| e.name == "polyline")
+        .map(|e| e.attrs["stroke-dasharray"].as_str())
+        .collect();
+    assert_eq!(dashes.len(), elems.iter().filter(|e| e.name == "polyline").count());
+}
+
+#[test]
+fn prometheus_samples_are_sorted_and_carry_run_placement_and_hosts() {
+    let r = two_nodes_rdma();
+    let text = render_pair(&r, Format::Prometheus).unwrap();
+    // Deterministic: the same report renders the same bytes every time.
+    for _ in 0..5 {
+        assert_eq!(render_pair(&r, Format::Prometheus).unwrap(), text);
+    }
+    let samples: Vec<_> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(parse_sample)
+        .collect();
+    assert!(!samples.is_empty());
+    for (_, labels, _) in &samples {
+        assert_eq!(labels["run_id"], r.started_at);
+        assert_eq!(labels["placement"], "different_hosts");
+        assert_eq!(labels["prefill_host"], r.placement.prefill.host);
+        assert_eq!(labels["decode_host"], r.placement.decode.host);
+    }
+    // Within one metric and test, sizes ascend numerically.
+    let bw: Vec<(String, u64)> = samples
+        .iter()
+        .filter(|s| s.0 == "icbench_bandwidth_bytes_per_second")
+        .map(|s| {
+            (
+                format!("{} {}", s.1["memory"], s.1["test"]),
+                s.1["size"].parse().unwrap(),
+            )
+        })
+        .collect();
+    let mut sorted = bw.clone();
+    sorted.sort();
+    assert_eq!(bw, sorted, "{text}");
+}
+
+#[test]
+fn junit_testcases_carry_the_measured_values() {
+    let r = two_nodes_rdma();
+    let xml = render_pair(&r, Format::Junit).unwrap();
+    let elems = parse_xml(&xml);
+    let measured = r.cases.iter().find(|c| c.status == CaseStatus::Measured).unwrap();
+    let case = elems
+        .iter()
+        .position(|e| e.name == "testcase" && e.attrs["name"] == icb_report_case_name(measured))
+        .unwrap_or_else(|| panic!("no testcase for {measured:?} in {xml}"));
+    let props: BTreeMap<&str, &str> = elems
+        .iter()
+        .filter(|e| e.name == "property")
+        .filter(|e| {
+            // A property belongs to the testcase when its <properties> parent is the testcase's child.
+            e.parent.and_then(|p| elems[p].parent) == Some(case)
+        })
+        .map(|e| (e.attrs["name"].as_str(), e.attrs["value"].as_str()))
+        .collect();
+    assert_eq!(props["size_bytes"], measured.size.to_string());
+    assert!(props.contains_key("data_path"), "{props:?}");
+    let m = measured.measurement.as_ref().unwrap();
+    match (m.bandwidth_bps, &m.latency_us) {
+        (Some(bps), _) => assert_eq!(props["bandwidth_bytes_per_second"], format!("{bps:.0}")),
+        (None, Some(l)) => assert_eq!(props["latency_p50_us"], format!("{:.3}", l.p50)),
+        _ => panic!("a measured case has a value"),
+    }
+}
+
+fn icb_report_case_name(c: &icb_core::model::CaseResult) -> String {
+    format!("{} {} {}", c.test, c.memory, icb_core::units::format_size(c.size))
 }
