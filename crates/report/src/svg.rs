@@ -282,17 +282,16 @@ impl Exporter for SvgExporter {
         // A floor applies from its minimum size on: drawn there only, and not at all when no
         // case is that large.
         let floor_from = r.expectation.min_size_for_bandwidth.max(1);
-        if (floor_from as f64).log2() <= xmax {
+        let floors_drawn = (floor_from as f64).log2() <= xmax;
+        if floors_drawn {
             let fx = x(floor_from).max(LEFT);
             for (label, v) in &floors {
                 let py = y(*v);
                 let _ = writeln!(
                     s,
-                    r##"<line data-floor="{}" x1="{fx:.1}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#999" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" fill="#777" text-anchor="end">{}</text>"##,
+                    r##"<line data-floor="{}" x1="{fx:.1}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#777" stroke-width="1.5" stroke-dasharray="6 4"><title>{}</title></line>"##,
                     esc(label),
                     LEFT + pw,
-                    LEFT + pw - 4.0,
-                    py - 4.0,
                     esc(&format!(
                         "floor {label} (≥ {}): {v:.2} {}",
                         format_size(floor_from),
@@ -390,6 +389,26 @@ impl Exporter for SvgExporter {
                 lx + 26.0,
                 failed.len()
             );
+        }
+        if floors_drawn {
+            // The floors are named in the legend, not on their lines, where a label would cover points.
+            let first = TOP + 14.0 + 32.0 * (series.len() + usize::from(!failed.is_empty())) as f64;
+            for (i, (label, v)) in floors.iter().enumerate() {
+                let ly = first + 32.0 * i as f64;
+                let _ = writeln!(
+                    s,
+                    r##"<line x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#777" stroke-width="1.5" stroke-dasharray="6 4"/><text x="{:.1}" y="{ly:.1}">floor {}: {v:.2} {}</text><text x="{:.1}" y="{:.1}" fill="#555" font-size="11">for messages ≥ {}</text>"##,
+                    ly - 4.0,
+                    lx + 20.0,
+                    ly - 4.0,
+                    lx + 26.0,
+                    esc(label),
+                    esc(unit.label()),
+                    lx + 26.0,
+                    ly + 13.0,
+                    esc(&format_size(floor_from))
+                );
+            }
         }
         s.push_str("</svg>\n");
         Ok(s)
