@@ -92,7 +92,13 @@ fn pair_summary(r: &PairReport) -> String {
 /// The probe's summary: its verdict, the first failing (else warning) check with its fix, and
 /// where the rest is.
 fn probe_summary(r: &ProbeReport, view: View) -> String {
-    let mut s = format!("{}: {}.", r.status.to_string().to_uppercase(), r.verdict);
+    let status = r.status.to_string().to_uppercase();
+    // "fix first: a, b" is said once, with the first one's fix, below.
+    let mut s = match r.verdict.strip_prefix("fix first: ") {
+        Some(ids) if ids.contains(", ") => format!("{status}: {} checks fail ({ids}).", ids.split(", ").count()),
+        Some(_) => format!("{status}."),
+        None => format!("{status}: {}.", r.verdict),
+    };
     let first = r
         .checks
         .iter()

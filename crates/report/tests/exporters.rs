@@ -469,7 +469,7 @@ fn the_summary_comes_first_and_names_the_fix() {
     let out = render_probe_in(&probe_env(), Format::Table, View::default()).unwrap();
     let first_paragraph: String = out.split("\n\n").next().unwrap().replace("\n  ", " ");
     assert!(
-        first_paragraph.starts_with("FAIL: fix first: env.ucx_tls.tcp_only"),
+        first_paragraph.starts_with("FAIL. Fix first: env.ucx_tls.tcp_only"),
         "{first_paragraph}"
     );
     assert!(first_paragraph.contains("-o wide lists them"), "{first_paragraph}");
