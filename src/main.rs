@@ -142,16 +142,29 @@ fn one_line_error(e: &anyhow::Error) -> String {
     msg.replace('\n', " ")
 }
 
-/// clap's error without its usage block: the first line, plus its tip when it has one.
+/// clap's error without its usage block: the first line, plus its tip when it has one. A first
+/// line that ends in ':' ("the following required arguments were not provided:") is completed
+/// with the lines it introduces (the missing flags), which clap puts on lines of their own.
 fn one_line_clap_error(e: &clap::Error) -> String {
     let rendered = e.render().to_string();
-    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
-    let first = lines
+    let mut lines = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take_while(|l| !l.starts_with("Usage:"));
+    let mut first = lines
         .next()
         .unwrap_or("invalid arguments")
         .trim_start_matches("error: ")
         .to_string();
-    match lines.find(|l| l.starts_with("tip:")) {
+    let rest: Vec<&str> = lines.collect();
+    if first.ends_with(':') {
+        let named: Vec<&str> = rest.iter().copied().filter(|l| !l.starts_with("tip:")).collect();
+        if !named.is_empty() {
+            first = format!("{} {}", first, named.join(", "));
+        }
+    }
+    match rest.iter().find(|l| l.starts_with("tip:")) {
         Some(tip) => format!("{first}; {tip}"),
         None => first,
     }
@@ -182,5 +195,17 @@ mod tests {
         let line = one_line_clap_error(&e);
         assert!(line.starts_with("unexpected argument '--bogus' found"), "{line}");
         assert!(!line.contains('\n'), "{line}");
+    }
+
+    #[test]
+    fn a_missing_argument_is_named() {
+        let e = Cli::try_parse_from(["ic-bench", "pair", "--prefill", "node/a"])
+            .err()
+            .expect("an error");
+        let line = one_line_clap_error(&e);
+        assert!(
+            line.starts_with("the following required arguments were not provided: --decode <DECODE>"),
+            "{line}"
+        );
     }
 }

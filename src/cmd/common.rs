@@ -68,6 +68,17 @@ fn parse_positive_secs(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A bandwidth flag in GB/s (10^9 B/s): a bare number, or a value with a unit as the
+/// expectations file takes them (`10GB/s`, `10 GB/s`, `9000MiB/s`, `100Gb/s`).
+fn parse_gbps(s: &str) -> Result<f64, String> {
+    if let Ok(v) = s.trim().parse::<f64>() {
+        return Ok(v);
+    }
+    icb_core::verdict::parse_bandwidth(s)
+        .map(|bps| bps / 1e9)
+        .map_err(|e| e.to_string())
+}
+
 /// Parses a size given on its own flag (e.g. `--min-bw-size 1MiB`).
 pub fn parse_size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
@@ -136,12 +147,12 @@ impl TestArgs {
 /// What the placement should give (overrides of the built-in reference figures).
 #[derive(ClapArgs, Debug, Clone, Default)]
 pub struct ExpectArgs {
-    /// Minimum bandwidth for host-memory cases, GB/s (10^9 B/s)
-    #[arg(long, value_name = "GBPS")]
+    /// Minimum bandwidth for host-memory cases: 10GB/s, 9000MiB/s, 100Gb/s, or a bare number of GB/s
+    #[arg(long, value_name = "BW", value_parser = parse_gbps)]
     pub min_host_bw: Option<f64>,
 
-    /// Minimum bandwidth for cases with CUDA memory, GB/s (10^9 B/s)
-    #[arg(long, value_name = "GBPS")]
+    /// Minimum bandwidth for cases with CUDA memory: 50GB/s, 400Gb/s, or a bare number of GB/s
+    #[arg(long, value_name = "BW", value_parser = parse_gbps)]
     pub min_cuda_bw: Option<f64>,
 
     /// Bandwidth floors apply to messages at least this large
@@ -303,5 +314,14 @@ mod tests {
         assert!(parse_duration("soon").unwrap_err().contains("is not a duration"));
         assert_eq!(parse_interval("0s"), Ok(std::time::Duration::ZERO));
         assert!(parse_interval("-1").is_err());
+    }
+
+    #[test]
+    fn bandwidth_flags_take_units_like_the_expectations_file() {
+        assert_eq!(parse_gbps("10"), Ok(10.0));
+        assert_eq!(parse_gbps("10GB/s"), Ok(10.0));
+        assert_eq!(parse_gbps("10 GB/s"), Ok(10.0));
+        assert_eq!(parse_gbps("100Gb/s"), Ok(12.5));
+        assert!(parse_gbps("10 furlongs").unwrap_err().contains("e.g. 10 GB/s"));
     }
 }
