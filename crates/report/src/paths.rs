@@ -30,34 +30,19 @@ pub fn common_dir<'a>(cells: impl IntoIterator<Item = &'a str>) -> Option<String
 /// `text` with every path under `dir` written relative to it.
 pub fn strip_dir(text: &str, dir: Option<&str>) -> String {
     match dir {
-        Some(d) => text
-            .split(' ')
-            .map(|w| {
-                let (lead, rest) = split_lead(w);
-                match rest.strip_prefix(d) {
-                    Some(short) if is_path(rest) => format!("{lead}{short}"),
-                    _ => w.to_string(),
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
+        // `dir` is a whole directory path ending in '/': it only occurs as a path's beginning.
+        Some(d) => text.replace(d, ""),
         None => text.to_string(),
     }
 }
 
 /// Words of `text` that look like file paths (contain a `/`, no URL scheme), without the
 /// punctuation around them.
+/// (Recipe scopes join the files of one workload with `+`.)
 fn path_tokens(text: &str) -> impl Iterator<Item = &str> {
-    text.split(' ').filter_map(|w| {
-        let (_, rest) = split_lead(w);
-        let rest = rest.trim_end_matches([',', ')', ';', ':']);
-        is_path(rest).then_some(rest)
-    })
-}
-
-fn split_lead(w: &str) -> (&str, &str) {
-    let cut = w.len() - w.trim_start_matches(['(', '[']).len();
-    w.split_at(cut)
+    text.split([' ', '+', ',', '(', ')', '[', ']', ';'])
+        .map(|w| w.trim_end_matches(':'))
+        .filter(|w| is_path(w))
 }
 
 fn is_path(w: &str) -> bool {
@@ -86,6 +71,12 @@ mod tests {
     fn nothing_to_share_is_left_alone() {
         assert_eq!(common_dir(["mlx5_0:1", "prefill"]), None);
         assert_eq!(common_dir(["/a/x.yaml", "/b/y.yaml"]), None);
-        assert_eq!(strip_dir("UCX_TLS=rc,/x", Some("/x")), "UCX_TLS=rc,/x");
+        assert_eq!(
+            strip_dir(
+                "p (w, /srv/a/x.yaml+/srv/a/y.yaml)",
+                common_dir(["/srv/a/x.yaml+/srv/a/y.yaml"]).as_deref()
+            ),
+            "p (w, x.yaml+y.yaml)"
+        );
     }
 }

@@ -8,7 +8,7 @@ use crate::format::{ExportError, Exporter, View};
 use crate::labels::bw_value;
 use crate::paths::{common_dir, strip_dir};
 use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, Width, presets};
-use icb_core::checks::ProbeReport;
+use icb_core::checks::{Check, ProbeReport};
 use icb_core::classify::join_lanes;
 use icb_core::model::{CaseResult, CaseStatus, EvidenceSource, Expectation, PairReport, Status, VerdictStatus};
 use icb_core::units::format_size;
@@ -32,6 +32,9 @@ fn new_table(header: Vec<&str>, view: View) -> Table {
     }
     t
 }
+
+/// Probe rows listed one by one up to this many; past it, one row per check and fix.
+const MAX_PROBE_ROWS: usize = 40;
 
 /// Gives columns `(index, width)` at least that many columns (padding included), so their
 /// short words never break.
@@ -329,21 +332,67 @@ impl Exporter for TableExporter {
         let short = |s: &str| strip_dir(s, dir.as_deref());
         let mut t = new_table(vec!["Check", "Status", "Scope", "Detail", "Hint"], view);
         keep_whole(&mut t, &[(1, 9)]);
-        for c in &shown {
-            t.add_row(vec![
-                c.id.clone(),
-                c.status.to_string(),
-                c.scope.as_deref().map(short).unwrap_or_else(|| "-".to_string()),
-                short(&c.detail),
-                c.hint.clone().unwrap_or_default(),
-            ]);
+        // Many files (a directory of 1000 recipes) make thousands of rows of the same few
+        // findings: past a screenful, one row per finding says where and how often.
+        let grouped = !view.wide && shown.len() > MAX_PROBE_ROWS;
+        if grouped {
+            let mut groups: Vec<(&str, Status, Option<&str>, Vec<&Check>)> = Vec::new();
+            for c in &shown {
+                match groups
+                    .iter_mut()
+                    .find(|g| g.0 == c.id && g.1 == c.status && g.2 == c.hint.as_deref())
+                {
+                    Some(g) => g.3.push(c),
+                    None => groups.push((&c.id, c.status, c.hint.as_deref(), vec![c])),
+                }
+            }
+            groups.sort_by_key(|g| std::cmp::Reverse(g.1));
+            for (id, status, hint, checks) in &groups {
+                let first = checks[0];
+                let scope = first.scope.as_deref().map(short).unwrap_or_else(|| "-".to_string());
+                let (scope, detail) = match checks.len() {
+                    1 => (scope, short(&first.detail)),
+                    n => (
+                        format!("{n} places, e.g. {scope}"),
+                        format!("e.g. {}", short(&first.detail)),
+                    ),
+                };
+                t.add_row(vec![
+                    id.to_string(),
+                    status.to_string(),
+                    scope,
+                    detail,
+                    hint.unwrap_or_default().to_string(),
+                ]);
+            }
+        } else {
+            for c in &shown {
+                t.add_row(vec![
+                    c.id.clone(),
+                    c.status.to_string(),
+                    c.scope.as_deref().map(short).unwrap_or_else(|| "-".to_string()),
+                    short(&c.detail),
+                    c.hint.clone().unwrap_or_default(),
+                ]);
+            }
         }
         let mut out = String::new();
-        push_wrapped(&mut out, &probe_summary(r, view), view);
+        push_wrapped(&mut out, &short(&probe_summary(r, view)), view);
         out.push('\n');
         push_wrapped(&mut out, &format!("ic-bench probe {}: {}", r.kind, r.target), view);
         if let Some(d) = &dir {
             push_wrapped(&mut out, &format!("paths below are relative to {d}"), view);
+        }
+        if grouped {
+            push_wrapped(
+                &mut out,
+                &format!(
+                    "{} findings in {} rows, one per check and fix (-o wide lists every one):",
+                    shown.len(),
+                    t.row_count()
+                ),
+                view,
+            );
         }
         if !shown.is_empty() {
             let _ = writeln!(out, "{t}");

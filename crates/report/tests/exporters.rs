@@ -202,7 +202,7 @@ fn table_of_a_passing_run_has_no_hint() {
 
 #[test]
 fn table_for_a_probe() {
-    let out = render_probe(&probe_env(), Format::Table).unwrap();
+    let out = render_probe(&probe_env(), Format::Wide).unwrap();
     for want in [
         "env.ucx_tls.tcp_only",
         "set UCX_TLS=rc_x,rc,dc_x,dc,cuda_copy,cuda_ipc",
@@ -634,4 +634,41 @@ fn junit_testcases_carry_the_measured_values() {
 
 fn icb_report_case_name(c: &icb_core::model::CaseResult) -> String {
     format!("{} {} {}", c.test, c.memory, icb_core::units::format_size(c.size))
+}
+
+#[test]
+fn a_thousand_findings_become_one_row_per_check_and_fix() {
+    let p = probe_env();
+    let mut checks = Vec::new();
+    for i in 0..1000 {
+        for c in p.checks.iter().filter(|c| c.status != Status::Ok) {
+            let mut c = c.clone();
+            c.scope = Some(format!("prefill (Worker, /srv/recipes/team-{}/r{i}.yaml)", i % 20));
+            checks.push(c);
+        }
+    }
+    let distinct = p.checks.iter().filter(|c| c.status != Status::Ok).count();
+    let many = ProbeReport::new(&p.kind, &p.target, checks, vec![]);
+    let out = render_probe_in(
+        &many,
+        Format::Table,
+        View {
+            width: 120,
+            wide: false,
+        },
+    )
+    .unwrap();
+    let rows = out
+        .lines()
+        .filter(|l| l.starts_with('│') && !l.contains("Check"))
+        .count();
+    assert!(
+        out.contains(&format!("{} findings in {distinct} rows", 1000 * distinct)),
+        "{out}"
+    );
+    assert!(out.contains("1000 places, e.g."), "{out}");
+    assert!(rows < 60, "{rows} table lines:\n{out}");
+    // -o wide still lists every one.
+    let wide = render_probe_in(&many, Format::Wide, View::default()).unwrap();
+    assert!(wide.lines().filter(|l| l.starts_with('│')).count() > 1000 * distinct);
 }
