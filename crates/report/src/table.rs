@@ -33,6 +33,18 @@ fn new_table(header: Vec<&str>, view: View) -> Table {
     t
 }
 
+/// Longest cell text in a fitted table: a scope naming hundreds of files would otherwise fill
+/// the screen (`-o wide` and `-o json` keep all of it).
+const MAX_CELL_CHARS: usize = 200;
+
+fn clip(text: &str, view: View) -> String {
+    if view.wide || text.chars().count() <= MAX_CELL_CHARS {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(MAX_CELL_CHARS).collect();
+    format!("{kept}… (-o wide shows all)")
+}
+
 /// Probe rows listed one by one up to this many; past it, one row per check and fix.
 const MAX_PROBE_ROWS: usize = 40;
 
@@ -108,7 +120,18 @@ fn probe_summary(r: &ProbeReport, view: View) -> String {
         .find(|c| c.status == Status::Fail)
         .or_else(|| r.checks.iter().find(|c| c.status == Status::Warn));
     if let Some(c) = first {
-        let scope = c.scope.as_deref().map(|s| format!(" ({s})")).unwrap_or_default();
+        let scope = c
+            .scope
+            .as_deref()
+            .map(|s| {
+                // A workload merged from many files: its first file says where to look.
+                let s = match s.find('+') {
+                    Some(cut) if !view.wide => format!("{}+…)", &s[..cut]),
+                    _ => s.to_string(),
+                };
+                format!(" ({s})")
+            })
+            .unwrap_or_default();
         let fix = c.hint.as_deref().unwrap_or(&c.detail);
         let _ = write!(s, " Fix first: {}{scope}: {}.", c.id, fix.trim_end_matches('.'));
     }
@@ -322,16 +345,15 @@ impl Exporter for TableExporter {
         let dir = if view.wide {
             None
         } else {
-            common_dir(
-                shown
-                    .iter()
-                    .flat_map(|c| [c.scope.as_deref(), Some(c.detail.as_str())])
-                    .flatten(),
-            )
+            // Scopes name the files; details also quote other paths (/dev/shm…), which
+            // would make the shared directory "/".
+            common_dir(shown.iter().filter_map(|c| c.scope.as_deref()))
         };
-        let short = |s: &str| strip_dir(s, dir.as_deref());
+        let short = |s: &str| clip(&strip_dir(s, dir.as_deref()), view);
         let mut t = new_table(vec!["Check", "Status", "Scope", "Detail", "Hint"], view);
-        keep_whole(&mut t, &[(1, 9)]);
+        // Check ids are names: kept whole (up to a point) rather than broken mid-word.
+        let longest_id = shown.iter().map(|c| c.id.chars().count()).max().unwrap_or(5);
+        keep_whole(&mut t, &[(0, (longest_id + 2).min(26) as u16), (1, 9)]);
         // Many files (a directory of 1000 recipes) make thousands of rows of the same few
         // findings: past a screenful, one row per finding says where and how often.
         let grouped = !view.wide && shown.len() > MAX_PROBE_ROWS;
@@ -377,7 +399,7 @@ impl Exporter for TableExporter {
             }
         }
         let mut out = String::new();
-        push_wrapped(&mut out, &short(&probe_summary(r, view)), view);
+        push_wrapped(&mut out, &strip_dir(&probe_summary(r, view), dir.as_deref()), view);
         out.push('\n');
         push_wrapped(&mut out, &format!("ic-bench probe {}: {}", r.kind, r.target), view);
         if let Some(d) = &dir {
