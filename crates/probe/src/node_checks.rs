@@ -780,6 +780,14 @@ fn ucx_tl(f: &NodeFacts) -> Check {
     let cuda_bad = !cuda;
     match (rdma_bad, cuda_bad) {
         (false, false) => check(id, Status::Ok, detail),
+        // UCX lists transports for the devices it finds: on a node with neither an RDMA device
+        // nor an NVIDIA driver their absence says nothing about how UCX was built.
+        (true, true) if f.devices.is_empty() && f.nvidia.is_none() => check(
+            id,
+            Status::Warn,
+            format!("{detail}; this node has no RDMA device and no NVIDIA driver"),
+        )
+        .hint("no RDMA or CUDA transport can appear here: probe a GPU/RDMA node"),
         (true, true) => check(id, Status::Fail, detail)
             .hint("this UCX has neither RDMA nor CUDA transports: use a UCX built with verbs and CUDA"),
         (true, false) if !f.devices.is_empty() => {

@@ -445,6 +445,15 @@ fn ucx_without_gpu_memory_or_rdma_transports() {
     let tcp_only = "@@ICB TOOL ucx_info\n# Memory domain: tcp\n#     Component: tcp\n#      Transport: tcp\n#         Device: eth0\n\n@@ICB RC 0\n";
     let r = run_snapshot(&snapshot(&efa_or_ib_node("mlx5_0", tcp_only)), &[]);
     assert_eq!(status(&r, "node.ucx_tl"), Status::Fail);
+    // The same UCX on a node with no RDMA device and no GPU driver: nothing to blame UCX for.
+    let r = run_snapshot(&snapshot(tcp_only), &[]);
+    let tl = r.checks.iter().find(|c| c.id == "node.ucx_tl").unwrap();
+    assert_eq!(tl.status, Status::Warn, "{tl:?}");
+    assert!(
+        tl.detail.contains("no RDMA device and no NVIDIA driver"),
+        "{}",
+        tl.detail
+    );
 }
 
 #[test]

@@ -142,7 +142,7 @@ fn probe_summary(r: &ProbeReport, view: View) -> String {
     };
     let _ = write!(s, " Evidence: {shown} check(s) below");
     if !view.wide && r.counts.ok > 0 {
-        let _ = write!(s, ", {} ok one(s) counted (-o wide lists them)", r.counts.ok);
+        let _ = write!(s, ", {} ok check(s) only counted (-o wide lists them)", r.counts.ok);
     }
     s.push_str("; -o json keeps every detail.");
     s
