@@ -45,8 +45,15 @@ fn path_tokens(text: &str) -> impl Iterator<Item = &str> {
         .filter(|w| is_path(w))
 }
 
+/// Absolute or `./`-relative paths, and relative paths of recipe files (`dir/x.yaml:19`); not
+/// resource names such as `rdma/ib` or URLs.
 fn is_path(w: &str) -> bool {
-    w.contains('/') && !w.contains("://") && !w.contains('=') && (w.starts_with('/') || w.starts_with('.'))
+    let file = w.split(':').next().unwrap_or(w);
+    let recipe_file = [".yaml", ".yml", ".json"].iter().any(|ext| file.ends_with(ext));
+    w.contains('/')
+        && !w.contains("://")
+        && !w.contains('=')
+        && (w.starts_with('/') || w.starts_with('.') || recipe_file)
 }
 
 #[cfg(test)]
@@ -65,6 +72,13 @@ mod tests {
             strip_dir(cells[0], Some(&dir)),
             "decode (VllmDecodeWorker, llama/deploy.yaml)"
         );
+    }
+
+    #[test]
+    fn relative_recipe_paths_count_but_resource_names_do_not() {
+        let cells = ["prefill (w, recipes/fail/a.yaml)", "decode (w, recipes/fail/a.yaml)"];
+        assert_eq!(common_dir(cells).as_deref(), Some("recipes/fail/"));
+        assert_eq!(common_dir(["rdma/ib: 2", "prefill (w, recipes/x.yaml)"]).as_deref(), Some("recipes/"));
     }
 
     #[test]
