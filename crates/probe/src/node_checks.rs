@@ -92,7 +92,7 @@ fn blame_down_ports(f: &NodeFacts, checks: &mut [Check]) {
             continue;
         };
         for gpu in topo.gpus() {
-            if matches!(topo.link(&gpu, nic), Some(Link::Pix | Link::Pxb))
+            if matches!(topo.link(gpu, nic), Some(Link::Pix | Link::Pxb))
                 && !orphaned
                     .iter()
                     .any(|o| o.starts_with(&format!("{gpu}→{} ", port.name())))
