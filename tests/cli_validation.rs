@@ -123,3 +123,23 @@ fn a_ucx_tls_naming_no_transport_is_named_in_the_error() {
     assert!(last.starts_with("ic-bench: error: "), "{stderr}");
     assert!(last.contains("UCX_TLS=bogus"), "the error names the variable: {last}");
 }
+
+#[test]
+fn flags_that_would_be_ignored_or_misread_are_named() {
+    // Kubernetes-only flags have no effect with --local: refused, not silently dropped.
+    for (flag, value) in [("--image", Some("x:1")), ("--host-ipc", None), ("--namespace", Some("ns"))] {
+        let mut args = vec!["pair", "--local", flag];
+        args.extend(value);
+        assert_quick_one_line_usage_error(&args, &format!("{flag} applies to Kubernetes runs"));
+    }
+    // A missing side is named.
+    assert_quick_one_line_usage_error(
+        &["pair", "--prefill", "node/a"],
+        "required arguments were not provided: --decode <DECODE>",
+    );
+    // Bandwidth flags take units like the expectations file; a bad one says how to write it.
+    assert_quick_one_line_usage_error(
+        &["pair", "--local", "--min-host-bw", "10 parsecs"],
+        "e.g. 10 GB/s",
+    );
+}

@@ -85,7 +85,14 @@ fn describe(c: &CaseResult, unit: BandwidthUnit, paths: &[TransportClass]) -> St
     match (c.status, &c.measurement) {
         (CaseStatus::Measured, Some(m)) => {
             if let Some(bps) = m.bandwidth_bps {
-                s.push_str(&format!(" · {:.2} {}", unit.from_bytes_per_s(bps), unit.label()));
+                let v = unit.from_bytes_per_s(bps);
+                // Three significant digits below 1, so small-message rates do not all read 0.00.
+                let decimals = if v > 0.0 && v < 1.0 {
+                    (2 - v.log10().floor() as i32).clamp(2, 9) as usize
+                } else {
+                    2
+                };
+                s.push_str(&format!(" · {v:.decimals$} {}", unit.label()));
             } else if let Some(l) = &m.latency_us {
                 s.push_str(&format!(" · p50 {:.2} µs", l.p50));
             }
