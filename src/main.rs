@@ -54,7 +54,7 @@ enum Command {
     Probe(cmd::probe::Args),
     /// Detect NCCL_IB_HCA / GID index / UCX_NET_DEVICES from sysfs and print them
     DetectEnv(cmd::detect_env::Args),
-    /// Delete leftover ic-bench pods (by label)
+    /// Delete leftover ic-bench pods (by label), or with --local dead local runs' namespaces
     Gc(cmd::gc::Args),
     /// Print shell completions
     Completions {
@@ -139,7 +139,8 @@ fn one_line_error(e: &anyhow::Error) -> String {
         }
         msg.push_str(cause);
     }
-    msg.replace('\n', " ")
+    // Errors quote inputs (URLs, flag values): credentials in them are masked like any output.
+    icb_core::secrets::mask_text(&msg.replace('\n', " "))
 }
 
 /// clap's error without its usage block: the first line, plus its tip when it has one. A first

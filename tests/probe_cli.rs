@@ -425,3 +425,89 @@ fn detect_env_gid_disagreement_is_a_warning_that_matches_the_export() {
         assert!(stderr.contains("warning: HCAs disagree"), "{name}: {stderr}");
     }
 }
+
+fn recipes(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/recipes")
+        .join(rel)
+}
+
+/// Issue 9 through the binary: a recipes directory fails when its recipes do (one line per
+/// recipe), `--overlay` applies a named overlay, unsupported or unrendered input is exit 2, and
+/// `-o wide` / JSON list each role's transport variables.
+#[test]
+fn probe_env_recipe_sets_kinds_and_variable_lists() {
+    let dir = recipes("sets/dynamo-like/recipes");
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("3 of 4 recipes fail"), "{text}");
+    assert!(text.contains("Recipe"), "{text}");
+    // Named overlay through the flag.
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env", "-o", "json", "--overlay"])
+        .arg(dir.join("addons/providers/aks-ib.yaml"))
+        .arg(dir.join("qwen3/sglang/disagg"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let roles = json["transport_vars"].as_array().unwrap();
+    assert_eq!(roles.len(), 2);
+    assert!(
+        roles[0]["vars"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "UCX_NET_DEVICES" && v["source"].as_str().unwrap_or("").contains("aks"))
+    );
+    // Wide table: the variables with their sources.
+    Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env", "-o", "wide"])
+        .arg(recipes("kinds/llmisvc-pd.yaml"))
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("Variable").and(predicate::str::contains("spec.prefill.template")));
+    // Usage errors: an unsupported kind, a Helm template.
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env"])
+        .arg(recipes("kinds/unsupported-inferenceservice.yaml"))
+        .output()
+        .unwrap();
+    one_line_error(&out, "no supported recipe kind (saw InferenceService)");
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("deploy.yaml");
+    std::fs::write(
+        &t,
+        "kind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  {{- if .Values.x }}\n",
+    )
+    .unwrap();
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env"])
+        .arg(&t)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    one_line_error(&out, "helm template");
+}
+
+/// An error quoting its input masks a credential in it like every other output.
+#[test]
+fn errors_never_print_a_url_credential() {
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["probe", "env", "http://user:hunter2secret@etcd:2379/recipe.yaml"])
+        .output()
+        .unwrap();
+    one_line_error(&out, "http://***@etcd:2379/recipe.yaml");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("hunter2secret"));
+}

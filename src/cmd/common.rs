@@ -181,8 +181,8 @@ pub struct UcxArgs {
 /// How to print results.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct OutputArgs {
-    /// Output format: table (fitted to the terminal), wide (every row, unfolded), json, junit,
-    /// prometheus, svg
+    /// Output format: table (fitted to the terminal), wide (every row, unfolded; probe env: +
+    /// variables per role), json, junit, prometheus, svg
     #[arg(short = 'o', long = "output", default_value = "table")]
     pub format: String,
 

@@ -29,9 +29,14 @@ pub enum What {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct EnvArgs {
-    /// Recipe files or directories (multi-document YAML); - reads stdin
+    /// Recipe files or directories (multi-document YAML, kustomizations, Helm charts); - reads stdin.
+    /// A directory is a set of recipes, each checked with its own inputs only
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<String>,
+
+    /// Provider overlay (or patch) to apply to every recipe; overlays found in directories are not applied
+    #[arg(long, value_name = "FILE")]
+    pub overlay: Vec<String>,
 
     #[command(flatten)]
     pub output: OutputArgs,
@@ -150,7 +155,10 @@ fn emit(report: &ProbeReport, o: &OutputArgs) -> anyhow::Result<i32> {
 fn run_env(a: EnvArgs) -> anyhow::Result<i32> {
     format_of(&a.output)?;
     let inputs: Vec<icb_recipe::Input> = a.paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
-    let report = icb_recipe::probe_env(&inputs)?;
+    let opts = icb_recipe::EnvOptions {
+        overlays: a.overlay.iter().map(|p| icb_recipe::Input::from_arg(p)).collect(),
+    };
+    let report = icb_recipe::probe_env_with(&inputs, &opts)?;
     emit(&report, &a.output)
 }
 

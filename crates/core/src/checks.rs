@@ -45,6 +45,44 @@ pub struct ProbeReport {
     /// Commands worth running next (e.g. the exact `ic-bench pair …`).
     #[serde(default)]
     pub next_steps: Vec<String>,
+    /// `probe env` on several recipes: each recipe's own verdict (the report's is the worst).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipes: Vec<RecipeVerdict>,
+    /// `probe env`: the transport variables each role resolved, values masked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transport_vars: Vec<RoleTransportVars>,
+}
+
+/// One recipe of a `probe env` run, judged on its own inputs only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecipeVerdict {
+    /// What the recipe is: `recipes/llama/vllm/disagg/deploy.yaml`, `kustomize overlays/aws`.
+    pub recipe: String,
+    /// Every file that contributed (overlays, patches, ConfigMaps it references).
+    pub sources: Vec<String>,
+    pub status: Status,
+    pub verdict: String,
+    pub counts: Counts,
+}
+
+/// The transport variables of one role (UCX_, NCCL_, NIXL_, FI_, NVSHMEM_ …).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleTransportVars {
+    /// `prefill (VllmPrefillWorker, deploy.yaml)`: the same text as the checks' scope.
+    pub scope: String,
+    pub role: String,
+    pub vars: Vec<ResolvedVar>,
+}
+
+/// One variable as the engine will see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedVar {
+    pub name: String,
+    /// Masked (`***`, `http://***@host`), or `<from Secret NAME>` when unknown at read time.
+    pub value: String,
+    /// The layer and place that set it: `spec.services.decode.envs (deploy.yaml:42)`,
+    /// `envFrom ConfigMap/ucx (cm.yaml:4)`, `command (export) (deploy.yaml:30)`.
+    pub source: String,
 }
 
 /// What a clean probe may claim, and no more: only recipes with a prefill or a decode role
@@ -124,6 +162,8 @@ impl ProbeReport {
             verdict,
             status,
             next_steps,
+            recipes: Vec::new(),
+            transport_vars: Vec::new(),
         }
     }
 

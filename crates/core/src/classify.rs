@@ -215,7 +215,8 @@ pub fn parse_protocol_info(info: &str) -> Option<ProtocolInfo> {
         while words.len() >= 2 && matches!(words[words.len() - 2..], ["from" | "to", "remote"]) {
             words.truncate(words.len() - 2);
         }
-        words.join(" ")
+        // Skipping a token can bring a number next to its unit ("11.9 rma_am( MB/s"): strip again.
+        strip_estimates(&words.join(" "))
     };
 
     if transports.is_empty() && !emulated {
@@ -376,9 +377,13 @@ pub fn describe(test: TestKind, memory: MemoryPair, size: u64, path: &DataPath) 
     match path.source {
         EvidenceSource::None => format!("{head}: transport unknown (UCX reported neither protocol nor lanes)"),
         EvidenceSource::EndpointLanes => format!("{head}: {lanes} (endpoint lanes, {})", path.class),
-        EvidenceSource::RequestInfo if path.protocol.is_empty() => format!("{head}: {lanes}"),
-        EvidenceSource::RequestInfo if lanes.is_empty() => format!("{head}: {}", path.protocol),
-        EvidenceSource::RequestInfo => format!("{head}: {}, {lanes}", path.protocol),
+        EvidenceSource::RequestInfo | EvidenceSource::ProtoInfo if path.protocol.is_empty() => {
+            format!("{head}: {lanes}")
+        }
+        EvidenceSource::RequestInfo | EvidenceSource::ProtoInfo if lanes.is_empty() => {
+            format!("{head}: {}", path.protocol)
+        }
+        EvidenceSource::RequestInfo | EvidenceSource::ProtoInfo => format!("{head}: {}, {lanes}", path.protocol),
     }
 }
 
@@ -414,6 +419,13 @@ mod tests {
     const TAG_SHORT: &str = "{cpml|proto} tag_send from host memory length 8 eager short sysv/memory 74.3 MB/s 0.10 us";
     const TAG_FRAG_POSIX: &str = "{proto|cb|init|rk_use} tag_send from host memory length 67108864 rendezvous \
                                   fragmented copy-in copy-out posix/memory 6945.0 MB/s 9215.24 us";
+
+    #[test]
+    fn an_estimate_split_by_a_skipped_token_is_still_stripped() {
+        let p = parse_protocol_info("put length 8 11.9 rma_am( MB/s tcp/lo").unwrap();
+        assert!(!p.protocol.contains("11.9"), "{p:?}");
+        assert!(!p.protocol.contains("MB/s"), "{p:?}");
+    }
 
     #[test]
     fn strips_flags_and_model_estimates() {

@@ -2,10 +2,11 @@
 //!
 //! Everything here is data and rules, with no I/O: the result types that form the JSON
 //! contract of `ic-bench pair` ([`model`]), the probe result types ([`checks`]), parsing of
-//! sizes and units ([`units`]), the lines a pair's two sides print for their parent and the
-//! plan the parent hands the prefill side ([`protocol`]), the classification of what UCX
-//! reported into a transport class ([`classify`]), and the verdict rules that turn measurements
-//! plus a placement into ok / warn / fail with a one-line reason and a fix hint ([`verdict`]).
+//! sizes and units ([`units`]), what must never be printed ([`secrets`]), the lines a pair's two
+//! sides print for their parent and the plan the parent hands the prefill side ([`protocol`]), the
+//! classification of what UCX reported into a transport class ([`classify`]), and the verdict
+//! rules that turn measurements plus a placement into ok / warn / fail with a one-line reason and
+//! a fix hint ([`verdict`]).
 //!
 //! Keeping this crate free of UCX, CUDA, Kubernetes and the file system means the rules can be
 //! table-tested exhaustively and reused by every front end (local pair, Kubernetes pair,
@@ -23,6 +24,7 @@ pub mod classify;
 pub mod fabric;
 pub mod model;
 pub mod protocol;
+pub mod secrets;
 pub mod units;
 pub mod verdict;
 

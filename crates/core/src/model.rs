@@ -94,6 +94,23 @@ pub struct PeerInfo {
     /// Transport-relevant environment (`UCX_*`, `NCCL_*`, `NIXL_*`, `CUDA_VISIBLE_DEVICES`), secrets masked.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The NIXL this side ran (NIXL engine only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nixl: Option<NixlInfo>,
+}
+
+/// NIXL's release, library and backend on one side (the UCX it runs is `ucx_version`/`ucx_library`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NixlInfo {
+    /// e.g. `1.5.1`; empty when the install does not say.
+    pub version: String,
+    /// The `libnixl_capi.so` that was loaded.
+    pub library: String,
+    /// The backend plugin that moved the bytes (`UCX`).
+    pub backend: String,
+    /// The backend's parameters as NIXL reported them after initialisation.
+    #[serde(default)]
+    pub backend_params: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -302,6 +319,72 @@ pub struct CaseResult {
     /// Filled by the verdict engine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<CheckVerdict>,
+    /// Which engine ran the case and, for NIXL, its direction and batch (flattened into the row:
+    /// `engine`, `direction`, `batch`; absent in rows of the UCX engine, so v1 files read as before).
+    #[serde(flatten)]
+    pub shape: CaseShape,
+}
+
+/// The engine that moved a case's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineKind {
+    /// ic-bench's own UCX engine (tag and RMA tests).
+    #[default]
+    Ucx,
+    /// NIXL's C API with its UCX backend (READ/WRITE descriptor lists).
+    Nixl,
+}
+
+impl EngineKind {
+    pub fn is_default(&self) -> bool {
+        *self == EngineKind::Ucx
+    }
+}
+
+/// NIXL's two transfer directions, seen from the initiator (the prefill side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// The initiator pulls the target's bytes (RMA get).
+    Read,
+    /// The initiator pushes bytes into the target (RMA put).
+    Write,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Read => "read",
+            Direction::Write => "write",
+        }
+    }
+
+    /// The RMA test a direction is judged as (same verdict rules as the UCX engine's RMA tests).
+    pub fn test_kind(self) -> TestKind {
+        match self {
+            Direction::Read => TestKind::GetBw,
+            Direction::Write => TestKind::PutBw,
+        }
+    }
+}
+
+impl fmt::Display for Direction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Additive per-case fields of the NIXL engine (issue 12); all default to "UCX engine".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct CaseShape {
+    #[serde(default, skip_serializing_if = "EngineKind::is_default")]
+    pub engine: EngineKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
+    /// Descriptors per request (`size` is one descriptor's length).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -384,6 +467,8 @@ pub enum EvidenceSource {
     RequestInfo,
     /// Endpoint lanes only (older UCX, or the operation completed immediately).
     EndpointLanes,
+    /// `UCX_PROTO_INFO` protocol tables of the process (the NIXL engine, whose UCX is NIXL's own).
+    ProtoInfo,
     /// Nothing usable was reported.
     None,
 }

@@ -9,8 +9,8 @@ use crate::session::{HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, p
 use crate::stats;
 use crate::ucx_thread::UcxThread;
 use icb_core::{
-    CaseResult, CaseStatus, CudaInfo, Endpoint, Expectation, Lane, Locality, Measurement, MemoryType, PAIR_SCHEMA,
-    PairReport, Placement, RunSettings, TestKind, Verdict, VerdictStatus,
+    CaseResult, CaseStatus, CudaInfo, Endpoint, Lane, Measurement, MemoryType, PAIR_SCHEMA, PairReport, Placement,
+    RunSettings, TestKind, Verdict, VerdictStatus,
 };
 use std::time::{Duration, Instant};
 
@@ -101,25 +101,11 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
     thread.shutdown(Duration::from_secs(5));
 
     let mine = local_hello(Role::Client, &local, &cuda, &opts.tool, false);
-    let locality = opts
-        .expectation
-        .as_ref()
-        .map(|e| e.locality)
-        .or(opts.locality)
-        .unwrap_or(if !mine.boot_id.is_empty() && mine.boot_id == server_hello.boot_id {
-            Locality::SameHost
-        } else {
-            Locality::DifferentHosts
-        });
-    let expectation = match &opts.expectation {
-        Some(planned) => planned.clone(),
-        None => Expectation::resolve(
-            locality,
-            opts.expect_config.as_ref().map(|(c, p)| (c, p.as_str())),
-            &opts.expect_flags,
-        )
-        .map_err(|e| EngineError::Settings(e.to_string()))?,
-    };
+    let same_boot = !mine.boot_id.is_empty() && mine.boot_id == server_hello.boot_id;
+    let expectation = opts
+        .expectation_for(same_boot)
+        .map_err(|e| EngineError::Settings(e.to_string()))?;
+    let locality = expectation.locality;
     let mut report = PairReport {
         schema: PAIR_SCHEMA.to_string(),
         tool: opts.tool.clone(),
@@ -410,6 +396,7 @@ async fn run_case(
         measurement: None,
         transport: None,
         verdict: None,
+        shape: Default::default(),
     };
     match prepare(control, thread, setup, cuda, server).await? {
         Prepared::Ready => {}

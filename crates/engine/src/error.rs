@@ -46,6 +46,10 @@ pub enum EngineError {
 
     #[error("internal error: {0} (please report this)")]
     Internal(String),
+
+    /// NIXL could not be loaded or set up (NIXL engine); the message says what to do.
+    #[error("{0}")]
+    Nixl(String),
 }
 
 impl EngineError {

@@ -11,26 +11,31 @@
 //! UCX itself lives on one dedicated thread per process ([`ucx_thread`]), because the wrapper's
 //! objects are single-threaded; the measurement loops ([`runtime`]) follow ucx_perftest's
 //! methodology so that the two tools' numbers can be compared.
+//!
+//! The NIXL engine (crate `icb-nixl-engine`) reuses the control channel ([`control`], [`wire`],
+//! [`messages`]), the per-process facts ([`local`]) and the owner-thread pattern ([`ucx_thread`])
+//! rather than forking them.
 #![forbid(unsafe_code)]
 
 mod buffers;
 mod client;
-mod control;
+pub mod control;
 mod error;
-mod local;
+pub mod local;
 pub mod messages;
 mod options;
 mod runtime;
 mod server;
 mod session;
 mod stats;
-mod ucx_thread;
+pub mod ucx_thread;
 pub mod wire;
 
 pub use client::{connect, validate as validate_settings};
 pub use error::EngineError;
 pub use options::{
-    ConnectOptions, DEFAULT_PORT, Listening, OnCase, OnListening, PeerFailureMode, ServeOptions, UcxOptions,
+    ConnectOptions, DEFAULT_PORT, Listening, NIXL_UCX_DEFAULTS, OnCase, OnListening, PeerFailureMode, ProfileSetting,
+    ServeOptions, UcxOptions, UcxProfile, nixl_ucx_defaults,
 };
 pub use server::serve;
 pub use wire::{MAX_FRAME_BYTES, PROTOCOL_VERSION};

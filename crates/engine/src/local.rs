@@ -20,8 +20,6 @@ pub fn boot_id() -> String {
         .unwrap_or_default()
 }
 
-const SECRET_WORDS: [&str; 5] = ["KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"];
-
 /// The transport-relevant environment, with anything that looks like a secret masked: the fabric
 /// vocabulary's run context (transport libraries, GPU visibility, `IC_BENCH_*`, `LD_LIBRARY_PATH`).
 pub fn transport_env() -> BTreeMap<String, String> {
@@ -32,12 +30,8 @@ pub(crate) fn filter_env(vars: impl Iterator<Item = (String, String)>) -> BTreeM
     vars.filter(|(k, _)| icb_core::fabric::is_run_context_env(k))
         .take(200)
         .map(|(k, v)| {
-            let upper = k.to_ascii_uppercase();
-            let v = if SECRET_WORDS.iter().any(|w| upper.contains(w)) {
-                "***".to_string()
-            } else {
-                v
-            };
+            // Secret names, and credentials inside values (`http://user:pw@etcd:2379`).
+            let v = icb_core::secrets::mask_value(&k, &v);
             let v = if v.chars().count() > 1024 {
                 format!("{}…", v.chars().take(1024).collect::<String>())
             } else {
@@ -59,6 +53,7 @@ mod tests {
             ("NIXL_API_TOKEN", "hunter2"),
             ("HOME", "/root"),
             ("CUDA_VISIBLE_DEVICES", "0,1"),
+            ("NIXL_ETCD_ENDPOINTS", "http://user:pw@etcd:2379"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()));
@@ -67,6 +62,10 @@ mod tests {
         assert_eq!(env.get("NIXL_API_TOKEN").map(String::as_str), Some("***"));
         assert_eq!(env.get("CUDA_VISIBLE_DEVICES").map(String::as_str), Some("0,1"));
         assert!(!env.contains_key("HOME"));
+        assert_eq!(
+            env.get("NIXL_ETCD_ENDPOINTS").map(String::as_str),
+            Some("http://***@etcd:2379")
+        );
     }
 
     #[test]

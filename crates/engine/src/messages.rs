@@ -98,6 +98,13 @@ pub struct Hello {
     /// The client asks both endpoints to use UCX peer error handling (as NIXL does).
     #[serde(default)]
     pub peer_errors: bool,
+    /// The engine this side runs: absent for the UCX engine, `nixl` for the NIXL engine (whose
+    /// `worker_address` is a NIXL agent metadata blob, not a UCX worker address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// The NIXL release, library and backend of a NIXL-engine side.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nixl: Option<icb_core::NixlInfo>,
 }
 
 /// One (test, memory pair, size) case, as the client asks the server to prepare it.

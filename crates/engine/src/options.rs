@@ -28,6 +28,121 @@ pub struct UcxOptions {
     /// Per-context settings, e.g. `("TLS", "tcp")`; `UCX_*` environment variables apply too.
     pub config: Vec<(String, String)>,
     pub peer_failure: PeerFailureMode,
+    /// Extra defaults applied under `config` and the environment (`--ucx-profile`).
+    pub profile: UcxProfile,
+}
+
+impl UcxOptions {
+    /// Selects a profile; `nixl` also turns on UCX peer-failure handling, as NIXL does.
+    pub fn with_profile(mut self, profile: UcxProfile) -> Self {
+        self.profile = profile;
+        if profile == UcxProfile::Nixl {
+            self.peer_failure = PeerFailureMode::UcxPeer;
+        }
+        self
+    }
+}
+
+/// How the UCX engine configures UCX beyond `--ucx-config` and `UCX_*` (`--ucx-profile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UcxProfile {
+    /// UCX's own defaults (ucx_perftest's view of the fabric).
+    #[default]
+    Default,
+    /// What NIXL's UCX backend asks of UCX, so that a machine without NIXL gets NIXL's answer:
+    /// peer-failure error handling plus [`nixl_ucx_defaults`].
+    Nixl,
+}
+
+impl UcxProfile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UcxProfile::Default => "default",
+            UcxProfile::Nixl => "nixl",
+        }
+    }
+}
+
+impl std::str::FromStr for UcxProfile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "default" => Ok(UcxProfile::Default),
+            "nixl" => Ok(UcxProfile::Nixl),
+            other => Err(format!("unknown UCX profile '{other}': use default or nixl")),
+        }
+    }
+}
+
+/// One UCX setting of a profile and the first UCX release NIXL applies it on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProfileSetting {
+    /// The UCX configuration name without the `UCX_` prefix.
+    pub key: &'static str,
+    pub value: &'static str,
+    /// `(major, minor)`: NIXL sets it only when the loaded UCX is at least this.
+    pub since: (u32, u32),
+}
+
+/// NIXL's UCX defaults, as NIXL 1.5.1's UCX plugin (wheel `nixl-cu12==1.5.1`, bundled UCX 1.23.0)
+/// applies them with `ucp_config_modify` before `ucp_init`, each only when the user did not set
+/// it (observed by intercepting `ucp_config_modify` on this machine; version gates from NIXL's
+/// `src/plugins/ucx/ucx_utils.cpp`). NIXL ignores a setting the loaded UCX rejects (e.g. an `IB_*`
+/// key on a UCX without verbs), and so does the profile. Not included: `NET_DEVICES` (only when
+/// the NIXL user passes devices), `ADDRESS_VERSION=v2` and `MAX_COMPONENT_MDS=32` (only on hosts
+/// with EFA devices) and `RC_GDA_NUM_CHANNELS` (device API channels, not a host data path).
+pub const NIXL_UCX_DEFAULTS: &[ProfileSetting] = &[
+    ProfileSetting {
+        key: "RNDV_THRESH",
+        value: "inf",
+        since: (1, 0),
+    },
+    ProfileSetting {
+        key: "MAX_RMA_RAILS",
+        value: "2",
+        since: (1, 0),
+    },
+    ProfileSetting {
+        key: "IB_PCI_RELAXED_ORDERING",
+        value: "try",
+        since: (1, 0),
+    },
+    ProfileSetting {
+        key: "RC_FENCE",
+        value: "none",
+        since: (1, 0),
+    },
+    ProfileSetting {
+        key: "RNDV_PIPELINE_ERROR_HANDLING",
+        value: "y",
+        since: (1, 0),
+    },
+    ProfileSetting {
+        key: "IB_AH_CACHE_TTL",
+        value: "0",
+        since: (1, 0),
+    },
+    ProfileSetting {
+        key: "MAX_HCA_PER_GPU",
+        value: "auto",
+        since: (1, 21),
+    },
+];
+
+/// The profile's settings for a loaded UCX `major.minor`, minus any the user set in `config` or
+/// through a `UCX_<KEY>` environment variable (NIXL too leaves user settings alone).
+pub fn nixl_ucx_defaults(
+    version: (u32, u32),
+    config: &[(String, String)],
+    env_has: impl Fn(&str) -> bool,
+) -> Vec<(String, String)> {
+    NIXL_UCX_DEFAULTS
+        .iter()
+        .filter(|s| version >= s.since)
+        .filter(|s| !config.iter().any(|(k, _)| k.eq_ignore_ascii_case(s.key)))
+        .filter(|s| !env_has(&format!("UCX_{}", s.key)))
+        .map(|s| (s.key.to_string(), s.value.to_string()))
+        .collect()
 }
 
 /// Called once the server is bound, with the actual address (port 0 resolved) and UCX version.
@@ -73,4 +188,54 @@ pub struct ConnectOptions {
     /// `placement.mode` in the report (`manual` for a bare `connect`).
     pub placement_mode: String,
     pub on_case: Option<OnCase>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nixl_profile_sets_peer_errors_and_versioned_defaults() {
+        let o = UcxOptions::default().with_profile(UcxProfile::Nixl);
+        assert_eq!(o.peer_failure, PeerFailureMode::UcxPeer);
+        let old = nixl_ucx_defaults((1, 20), &[], |_| false);
+        assert!(old.contains(&("RNDV_THRESH".into(), "inf".into())));
+        assert!(old.contains(&("RC_FENCE".into(), "none".into())));
+        assert!(!old.iter().any(|(k, _)| k == "MAX_HCA_PER_GPU"));
+        let new = nixl_ucx_defaults((1, 23), &[], |_| false);
+        assert!(new.iter().any(|(k, v)| k == "MAX_HCA_PER_GPU" && v == "auto"));
+    }
+
+    #[test]
+    fn user_settings_win_over_the_profile() {
+        let cfg = vec![("rndv_thresh".to_string(), "8k".to_string())];
+        let d = nixl_ucx_defaults((1, 22), &cfg, |v| v == "UCX_MAX_RMA_RAILS");
+        assert!(
+            !d.iter().any(|(k, _)| k == "RNDV_THRESH" || k == "MAX_RMA_RAILS"),
+            "{d:?}"
+        );
+        assert!(d.iter().any(|(k, _)| k == "IB_PCI_RELAXED_ORDERING"));
+        assert_eq!("nixl".parse::<UcxProfile>(), Ok(UcxProfile::Nixl));
+        assert!("fast".parse::<UcxProfile>().unwrap_err().contains("default or nixl"));
+    }
+}
+
+impl ConnectOptions {
+    /// The expectation to judge by: a planned one as it is; else resolved for the forced
+    /// locality, or for what the kernels' boot ids say (`same_boot`: both sides see one boot id).
+    pub fn expectation_for(&self, same_boot: bool) -> Result<Expectation, icb_core::ParseError> {
+        if let Some(planned) = &self.expectation {
+            return Ok(planned.clone());
+        }
+        let locality = self.locality.unwrap_or(if same_boot {
+            Locality::SameHost
+        } else {
+            Locality::DifferentHosts
+        });
+        Expectation::resolve(
+            locality,
+            self.expect_config.as_ref().map(|(c, p)| (c, p.as_str())),
+            &self.expect_flags,
+        )
+    }
 }

@@ -107,6 +107,31 @@ pub struct Runtime {
     ring: Vec<Option<Op>>,
 }
 
+/// Creates the UCX context with `--ucx-config` settings (fatal when rejected) under the profile's
+/// defaults (dropped one by one when the loaded UCX rejects them, as NIXL itself does).
+fn build_context(lib: &ucx::Ucx, opts: &UcxOptions) -> Result<ucx::Context, EngineError> {
+    let v = lib.version();
+    let mut profile = match opts.profile {
+        crate::options::UcxProfile::Default => Vec::new(),
+        crate::options::UcxProfile::Nixl => {
+            crate::options::nixl_ucx_defaults((v.major, v.minor), &opts.config, |k| std::env::var_os(k).is_some())
+        }
+    };
+    loop {
+        let mut builder = lib.context();
+        for (k, v) in profile.iter().chain(&opts.config) {
+            builder = builder.config(k, v);
+        }
+        match builder.build() {
+            Ok(ctx) => return Ok(ctx),
+            Err(ucx::Error::Config { key, .. }) if profile.iter().any(|(k, _)| *k == key) => {
+                profile.retain(|(k, _)| *k != key);
+            }
+            Err(e) => return Err(EngineError::UcxSetup(with_tls_hint(e.to_string()))),
+        }
+    }
+}
+
 fn ucx_err(e: ucx::Error) -> String {
     e.to_string()
 }
@@ -115,13 +140,7 @@ impl Runtime {
     /// Loads UCX, creates the context and worker. Runs on the UCX thread.
     pub fn start(opts: &UcxOptions) -> Result<(Runtime, LocalUcx), EngineError> {
         let lib = ucx::Ucx::load(opts.library_dir.as_deref()).map_err(|e| EngineError::UcxSetup(e.to_string()))?;
-        let mut builder = lib.context();
-        for (k, v) in &opts.config {
-            builder = builder.config(k, v);
-        }
-        let ctx = builder
-            .build()
-            .map_err(|e| EngineError::UcxSetup(with_tls_hint(e.to_string())))?;
+        let ctx = build_context(&lib, opts)?;
         let worker = ctx
             .worker()
             .map_err(|e| EngineError::UcxSetup(with_tls_hint(e.to_string())))?;

@@ -38,10 +38,17 @@ pub fn local_hello(role: Role, ucx: &LocalUcx, cuda: &CudaInfo, tool: &ToolInfo,
         env: local::transport_env(),
         worker_address: HexBytes(ucx.address.clone()),
         peer_errors,
+        engine: None,
+        nixl: None,
     }
 }
 
 pub fn check_peer_hello(peer: &Hello, expected: Role) -> Result<(), EngineError> {
+    if let Some(engine) = &peer.engine {
+        return Err(EngineError::Settings(format!(
+            "the peer runs the {engine} engine and this side the UCX engine: use the same --engine on both sides"
+        )));
+    }
     if peer.role != expected {
         let what = match expected {
             Role::Server => "connected to another ic-bench client, not a server: point connect at `ic-bench serve`",
@@ -59,6 +66,7 @@ pub fn peer_info(h: &Hello) -> PeerInfo {
         ucx_library: h.ucx_library.clone(),
         cuda: h.cuda.clone(),
         env: h.env.clone(),
+        nixl: None,
     }
 }
 

@@ -2,8 +2,14 @@
 //! private test address (10.99.0.N/24, only inside namespaces this crate creates). Two nodes share
 //! one veth; one node or more than two hang off a bridge in a separate "hub" namespace. Nothing is
 //! ever added to the host's own network namespace, so deleting the namespaces removes every veth.
+//!
+//! Each node also has an init process holding the node's own IPC, PID and mount namespaces (the
+//! mount namespace shows the node's /sys and /proc): pods with hostIPC/hostPID join those, as on
+//! a real node, while other pods get their own ([`crate::PodSpec::node`]).
 
+use crate::chain::Placement;
 use crate::error::{IsolateError, Result};
+use crate::holder::Holder;
 use crate::names::{RunTag, validate_node};
 use crate::procs::{kill_until_gone, netns_exists, netns_inode, pids_in_netns, tagged_pids};
 use crate::tools::ip;
@@ -16,6 +22,18 @@ const SUBNET_PREFIX_LEN: u8 = 24;
 /// The interface every node reaches the others through, as in a pod or on a node.
 pub const NODE_IFACE: &str = "eth0";
 
+/// How the nodes are cabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wiring {
+    /// Two nodes share one veth; one node or more than two hang off a bridge.
+    #[default]
+    Auto,
+    /// Every node hangs off a bridge in the hub namespace, as hosts off a switch; cutting a node
+    /// takes its switch port down (a pulled cable: the node's `eth0` loses carrier and traffic
+    /// stalls rather than failing at once).
+    Bridge,
+}
+
 /// One emulated node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
@@ -24,6 +42,8 @@ pub struct Node {
     pub netns: String,
     /// The node's address on `eth0`.
     pub ip: Ipv4Addr,
+    /// Pid of the node's init, holder of the node's IPC, PID and mount namespaces.
+    pub init_pid: u32,
 }
 
 /// A set of emulated nodes, removed on [`Fabric::teardown`] or on drop (also while unwinding
@@ -35,6 +55,8 @@ pub struct Fabric {
     hub: Option<String>,
     /// Namespaces that exist because of us, in creation order: only these are ever deleted.
     created: Vec<String>,
+    /// The nodes' init processes.
+    inits: Vec<Holder>,
     torn_down: bool,
 }
 
@@ -48,6 +70,11 @@ impl Fabric {
 
     /// Like [`Fabric::create`] with a tag chosen by the caller (to share it with pods' run tag).
     pub fn create_tagged(tag: RunTag, nodes: &[&str]) -> Result<Fabric> {
+        Self::create_wired(tag, nodes, Wiring::Auto)
+    }
+
+    /// Like [`Fabric::create_tagged`] with the cabling chosen by the caller.
+    pub fn create_wired(tag: RunTag, nodes: &[&str], wiring: Wiring) -> Result<Fabric> {
         let mut distinct = nodes.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
@@ -73,14 +100,16 @@ impl Fabric {
                 netns: tag.node_netns(name),
                 // Bounded by MAX_NODES (200), so i + 1 fits the last octet.
                 ip: Ipv4Addr::new(10, 99, 0, (i + 1) as u8),
+                init_pid: 0,
             })
             .collect();
-        let hub = (nodes.len() != 2).then(|| tag.hub_netns());
+        let hub = (nodes.len() != 2 || wiring == Wiring::Bridge).then(|| tag.hub_netns());
         let mut fabric = Fabric {
             tag,
             nodes,
             hub,
             created: Vec::new(),
+            inits: Vec::new(),
             torn_down: false,
         };
         // Any error drops `fabric`, which deletes what was created so far.
@@ -111,7 +140,7 @@ impl Fabric {
                 ip(&["-n", hub, "link", "add", "br0", "type", "bridge"])?;
                 ip(&["-n", hub, "link", "set", "br0", "up"])?;
                 for (i, node) in self.nodes.iter().enumerate() {
-                    let port = format!("p{i}");
+                    let port = hub_port(i);
                     ip(&[
                         "-n",
                         &node.netns,
@@ -136,8 +165,21 @@ impl Fabric {
             ip(&["-n", &node.netns, "addr", "add", &cidr, "dev", NODE_IFACE])?;
             ip(&["-n", &node.netns, "link", "set", NODE_IFACE, "up"])?;
         }
-        for node in &self.nodes {
-            wait_until_running(&node.netns)?;
+        let tag = self.tag.to_string();
+        for node in &mut self.nodes {
+            let placement = Placement {
+                netns: Some(node.netns.clone()),
+                ..Default::default()
+            };
+            let init = Holder::start(&placement, &tag, format!("init of node {}", node.name))?;
+            node.init_pid = init.pid();
+            self.inits.push(init);
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            wait_until_running(&node.netns, NODE_IFACE)?;
+            if let Some(hub) = &self.hub {
+                wait_until_running(hub, &hub_port(i))?;
+            }
         }
         Ok(())
     }
@@ -180,17 +222,37 @@ impl Fabric {
         &self.created
     }
 
-    /// Cuts a node off the network (its `eth0` down): connections to and from it stall and new
-    /// ones fail, as when a node's link or switch port dies. Processes on it keep running.
+    /// Cuts a node off the network: with a bridge its switch port goes down (a pulled cable:
+    /// traffic to and from it stalls), with a direct veth its `eth0` goes down (connections fail).
+    /// Processes on it keep running.
     pub fn cut(&self, name: &str) -> Result<()> {
-        ip(&["-n", self.netns(name)?, "link", "set", NODE_IFACE, "down"]).map(drop)
+        self.set_link(name, "down")
     }
 
-    /// Undoes [`Fabric::cut`]; the address and route come back with the link.
+    /// Undoes [`Fabric::cut`] and waits until the link runs again.
     pub fn restore(&self, name: &str) -> Result<()> {
-        let netns = self.netns(name)?;
-        ip(&["-n", netns, "link", "set", NODE_IFACE, "up"])?;
-        wait_until_running(netns)
+        self.set_link(name, "up")
+    }
+
+    fn set_link(&self, name: &str, state: &str) -> Result<()> {
+        let index = self.index_of(name)?;
+        let netns = &self.nodes[index].netns;
+        match &self.hub {
+            Some(hub) => ip(&["-n", hub, "link", "set", &hub_port(index), state])?,
+            None => ip(&["-n", netns, "link", "set", NODE_IFACE, state])?,
+        };
+        if state == "up" {
+            wait_until_running(netns, NODE_IFACE)?;
+            if let Some(hub) = &self.hub {
+                wait_until_running(hub, &hub_port(index))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn index_of(&self, name: &str) -> Result<usize> {
+        let node = self.node(name)?;
+        Ok(self.nodes.iter().position(|n| n == node).unwrap_or_default())
     }
 
     /// Kills every process inside the fabric's namespaces or carrying its run tag, then deletes
@@ -205,6 +267,10 @@ impl Fabric {
             return Ok(());
         }
         self.torn_down = true;
+        for init in &mut self.inits {
+            init.stop();
+        }
+        self.inits.clear();
         let tag = self.tag.to_string();
         let result = remove_namespaces(&self.created, &format!("run {tag}"), |t| t == tag);
         self.created.clear();
@@ -224,19 +290,19 @@ impl Drop for Fabric {
 /// changes with up to a second's delay, and until then `eth0` lacks IFF_RUNNING: UCX started in
 /// that window skips the device ("no active messages transport … tcp/lo"), so a fabric is handed
 /// out only once every link runs.
-fn wait_until_running(netns: &str) -> Result<()> {
+fn wait_until_running(netns: &str, dev: &str) -> Result<()> {
     const DEADLINE: Duration = Duration::from_secs(5);
     let started = Instant::now();
     loop {
-        let state = ip(&["-n", netns, "-o", "link", "show", "dev", NODE_IFACE])?;
+        let state = ip(&["-n", netns, "-o", "link", "show", "dev", dev])?;
         if state.contains("state UP") {
             return Ok(());
         }
         if started.elapsed() > DEADLINE {
             return Err(IsolateError::Command {
-                command: format!("ip -n {netns} link show dev {NODE_IFACE}"),
+                command: format!("ip -n {netns} link show dev {dev}"),
                 detail: format!(
-                    "{NODE_IFACE} not operationally up after {} s: {}",
+                    "{dev} not operationally up after {} s: {}",
                     DEADLINE.as_secs(),
                     state.trim()
                 ),
@@ -244,6 +310,11 @@ fn wait_until_running(netns: &str) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// A node's veth end on the hub's bridge.
+fn hub_port(index: usize) -> String {
+    format!("p{index}")
 }
 
 /// Empties and deletes named network namespaces, and kills processes whose run tag matches

@@ -1,13 +1,16 @@
 //! icb-isolate: Linux namespaces that reproduce, on one machine and as root, how Kubernetes
 //! isolates the two sides of a KV-cache transfer — two containers, two pods on one node, hostIPC,
 //! two nodes — so UCX's transport choice (shared memory, cma, or the silent TCP fallback) can be
-//! seen for real without a cluster. `ic-bench pair --local --isolation …` and the emulated
-//! cluster's node agents are built on it.
+//! seen for real without a cluster. It is ic-bench's one namespace layer: `ic-bench pair --local
+//! --isolation …` ([`LocalPair`]), the emulated cluster's node agents (icb-testcluster, test
+//! support) and `ic-bench gc --local` ([`cleanup_stale`]) are all built on it.
 //!
 //! The recipe is the one measured in the platform notes: a node is a network namespace
-//! (`ip netns`), nodes are joined by veths with private 10.99.0.N/24 addresses, and a pod is
-//! `ip netns exec NODE unshare -i -p -f --kill-child --mount-proc PROGRAM`. It needs `ip`
-//! (iproute2) and `unshare` (util-linux).
+//! (`ip netns`) plus an init process holding the node's own IPC, PID and mount namespaces; nodes
+//! are joined by veths (or a bridge) with private 10.99.0.N/24 addresses; a pod is
+//! `ip netns exec NODE unshare -i -p -f --kill-child --mount-proc PROGRAM`, and a pod with
+//! hostIPC/hostPID joins its node's namespaces with `nsenter` instead, as on a real node. It needs
+//! `ip` (iproute2) and `unshare`, `nsenter`, `setpriv` (util-linux).
 //!
 //! # Public API
 //!
@@ -15,21 +18,25 @@
 //! // Emulated nodes (blocking; each call runs `ip`, a few ms)
 //! Fabric::create(prefix: &str, nodes: &[&str]) -> Result<Fabric>        // root; names [a-z0-9-]{1,32}
 //! Fabric::create_tagged(tag: RunTag, nodes: &[&str]) -> Result<Fabric>
+//! Fabric::create_wired(tag, nodes, Wiring::{Auto, Bridge}) -> Result<Fabric>
 //! fabric.tag() -> &RunTag;  fabric.nodes() -> &[Node];  fabric.node(name) -> Result<&Node>
 //! fabric.node_ip(name) -> Result<Ipv4Addr>;  fabric.netns(name) -> Result<&str>
-//! fabric.cut(name) -> Result<()>;  fabric.restore(name) -> Result<()>   // eth0 down / up
+//! fabric.cut(name) -> Result<()>;  fabric.restore(name) -> Result<()>   // switch port / eth0 down, up
 //! fabric.namespaces() -> &[String];  fabric.teardown(self) -> Result<()> // also on Drop
-//! Node { name: String, netns: String, ip: Ipv4Addr }                     // interface: NODE_IFACE ("eth0")
+//! Node { name, netns, ip: Ipv4Addr, init_pid: u32 }                      // interface: NODE_IFACE ("eth0")
 //!
 //! // Pods (tokio; own process group, kill_on_drop, stdout/stderr piped, stdin null)
 //! PodSpec::new(program)            // own IPC + PID namespaces, host network
 //! PodSpec::plain(program)          // no namespaces at all
-//!   .arg(a) .args(it) .env(k, v) .envs(it) .env_clear() .current_dir(d)
-//!   .netns(ns) .host_ipc(bool) .host_pid(bool) .tag(&RunTag)
+//!   .arg(a) .args(it) .env(k, v) .envs(it) .env_clear() .current_dir(d) .merge_output(bool)
+//!   .node(&Node) .netns(ns) .host_ipc(bool) .host_pid(bool) .share_ipc_with(pid) .tag(&RunTag)
 //!   .needs_root() -> bool;  .command_line() -> Result<Vec<OsString>>;  .spawn() -> Result<Pod>
-//! pod.pid() -> u32;  pod.tag() -> &str;  pod.take_stdout() / take_stderr();  pod.child_mut()
+//! pod.pid() -> u32;  pod.main_pid(limit).await -> Option<u32>;  pod.tag() -> &str
+//! pod.take_stdout() / take_stderr() / take_output();  pod.child_mut()
 //! pod.wait().await;  pod.try_wait();  pod.kill().await -> Result<()>;  pod.start_kill()
 //!   // killing (or dropping) a pod kills its whole process tree
+//! Sandbox::start(netns, tag) -> Result<Sandbox>;  sandbox.pid()   // an IPC namespace for a pod's containers
+//! enter_pod(main pid, cwd) / enter_node(netns) -> Result<Vec<OsString>>  // argv prefixes (exec, probes)
 //!
 //! // The four layouts of `pair --local`
 //! Isolation::{None, Pod, HostIpc, Node}  (FromStr/Display: none|pod|host-ipc|node)
@@ -38,7 +45,8 @@
 //! pair.pod(&side, program) -> PodSpec;  pair.tag();  pair.fabric();  pair.teardown(self)
 //!
 //! // Leftovers, helpers
-//! cleanup_stale(prefix) -> Result<Leftovers { namespaces, processes }>  // owner pid dead only
+//! cleanup_stale(prefix) -> Result<Leftovers { namespaces, processes }>  // owner pid dead only; root
+//! find_stale(prefix) -> Result<Leftovers>            // what cleanup_stale would remove (dry run)
 //! leftovers_of(prefix, owner pid) -> Leftovers       // what a run (dead or alive) still has
 //! run_in_netns(netns, FnOnce() -> T) -> Result<T>   // e.g. bind/connect sockets "on" a node
 //! live_processes(tag: &str) -> Vec<u32>;  netns_exists(name) -> bool;  pid_alive(pid) -> bool
@@ -54,13 +62,19 @@
 //! Cleanup: every object that creates something removes it on drop, also while unwinding from a
 //! panic. A SIGINT/SIGTERM would kill the process before any drop runs, so the binary's one signal
 //! handler cancels a token that the pair pipeline (`icb_pair`) watches; it drops its guards and
-//! then exits. A SIGKILLed owner leaves names carrying
-//! its dead pid; [`cleanup_stale`] removes them on a later run.
+//! then exits. A SIGKILLed owner runs no drop at all:
+//! every pod, node init and sandbox is started behind `setpriv --pdeathsig KILL`, re-armed after
+//! each forking wrapper, so the kernel kills them with the owner (within milliseconds, measured);
+//! PR_SET_PDEATHSIG follows the spawning *thread*, so spawn from one that outlives the pod. Only
+//! the namespaces stay; their names carry the dead owner's pid, and [`cleanup_stale`] (the next
+//! run, `ic-bench gc --local`) removes them.
 #![forbid(unsafe_code)]
 
+mod chain;
 mod error;
 mod fabric;
 mod gate;
+mod holder;
 mod names;
 mod netns;
 mod pair;
@@ -69,12 +83,14 @@ mod procs;
 mod stale;
 mod tools;
 
+pub use chain::{enter_node, enter_pod};
 pub use error::{IsolateError, Result};
-pub use fabric::{Fabric, NODE_IFACE, Node};
+pub use fabric::{Fabric, NODE_IFACE, Node, Wiring};
 pub use gate::{is_root, privileged_tests_enabled};
+pub use holder::Sandbox;
 pub use names::{DEFAULT_PREFIX, RUN_TAG_ENV, RunTag};
 pub use netns::run_in_netns;
 pub use pair::{Isolation, LocalPair, PairSide};
 pub use pod::{Pod, PodSpec};
 pub use procs::{live_processes, netns_exists, pid_alive};
-pub use stale::{Leftovers, cleanup_stale, leftovers_of};
+pub use stale::{Leftovers, cleanup_stale, find_stale, leftovers_of};

@@ -5,7 +5,7 @@
 //! |------------|---------------------------------|-----------|-----------|-------------------|
 //! | `none`     | host's (127.0.0.1)              | shared    | shared    | sysv/posix, cma   |
 //! | `pod`      | one fresh emulated node, shared | separate  | separate  | tcp               |
-//! | `host-ipc` | one fresh emulated node, shared | host's    | separate  | sysv (+tcp lane)  |
+//! | `host-ipc` | one fresh emulated node, shared | node's    | separate  | sysv (+tcp lane)  |
 //! | `node`     | two emulated nodes, veth        | separate  | separate  | tcp over the veth |
 //!
 //! `pod` and `host-ipc` use a fresh node namespace rather than the host's, so the run never
@@ -191,15 +191,21 @@ impl LocalPair {
         &self.prefill
     }
 
-    /// A pod spec for `program` on `side`, tagged with this pair's run.
+    /// A pod spec for `program` on `side`, tagged with this pair's run. On an emulated node, a
+    /// hostIPC side joins that node's IPC namespace (held by the node's init), as on a real node.
     pub fn pod(&self, side: &PairSide, program: impl AsRef<OsStr>) -> PodSpec {
         let spec = PodSpec::new(program)
             .host_ipc(side.host_ipc)
             .host_pid(side.host_pid)
             .tag(&self.tag);
-        match &side.netns {
-            Some(ns) => spec.netns(ns.clone()),
-            None => spec,
+        let node = self
+            .fabric
+            .as_ref()
+            .and_then(|f| f.nodes().iter().find(|n| Some(&n.netns) == side.netns.as_ref()));
+        match (node, &side.netns) {
+            (Some(node), _) => spec.node(node),
+            (None, Some(ns)) => spec.netns(ns.clone()),
+            (None, None) => spec,
         }
     }
 

@@ -1,22 +1,26 @@
-//! Starting a program as a "pod": optionally inside a node's network namespace, with its own IPC
-//! and PID namespaces unless shared — the recipe measured in the platform notes:
-//! `ip netns exec NS unshare -i -p -f --kill-child --mount-proc PROGRAM …`.
+//! Starting a program as a "pod": optionally on an emulated node (its network namespace, and its
+//! IPC/PID namespaces when the pod shares them, as hostIPC/hostPID do), with its own IPC and PID
+//! namespaces otherwise — the recipe measured in the platform notes,
+//! `ip netns exec NS unshare -i -p -f --kill-child --mount-proc PROGRAM …`, behind the parent death
+//! signal of the `chain` module so no pod outlives its owner.
 //!
 //! Every pod leads its own process group (a terminal's Ctrl-C reaches only the orchestrator, which
 //! then tears down in order) and carries its run tag in the environment (so a crashed run's pods
 //! can be found). Killing a pod kills its whole tree: the process group, and with a PID namespace
 //! the namespace's init, whose death takes every process in the namespace with it.
 
+use crate::chain::{Placement, children_of};
 use crate::error::{IsolateError, Result};
+use crate::fabric::Node;
 use crate::names::{DEFAULT_PREFIX, RUN_TAG_ENV, RunTag};
-use crate::procs::{pgrp_of, tagged_pids};
-use crate::tools::{ip_path, unshare_path};
+use crate::procs::{pgrp_of, pid_alive, tagged_pids};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
+use tokio::net::unix::pipe;
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
 /// How long a SIGKILLed pod may take to be reaped before [`Pod::kill`] gives up.
@@ -31,9 +35,8 @@ pub struct PodSpec {
     env: Vec<(OsString, OsString)>,
     env_clear: bool,
     current_dir: Option<PathBuf>,
-    netns: Option<String>,
-    host_ipc: bool,
-    host_pid: bool,
+    placement: Placement,
+    merge_output: bool,
     tag: Option<String>,
 }
 
@@ -46,9 +49,8 @@ impl PodSpec {
             env: Vec::new(),
             env_clear: false,
             current_dir: None,
-            netns: None,
-            host_ipc: false,
-            host_pid: false,
+            placement: Placement::default(),
+            merge_output: false,
             tag: None,
         }
     }
@@ -93,22 +95,48 @@ impl PodSpec {
         self
     }
 
-    /// Runs in a named network namespace (`ip netns` name, e.g. [`crate::Node::netns`]).
+    /// Runs in a named network namespace (`ip netns` name, e.g. [`crate::Node::netns`]) only; a
+    /// hostIPC/hostPID pod placed so shares the *host's* IPC/PID namespaces. Prefer [`PodSpec::node`].
     pub fn netns(mut self, netns: impl Into<String>) -> Self {
-        self.netns = Some(netns.into());
+        self.placement.netns = Some(netns.into());
+        self.placement.node_init = None;
         self
     }
 
-    /// Shares the host's IPC namespace (Kubernetes `hostIPC: true`): sysv/posix shared memory works
-    /// between pods that both share it.
+    /// Runs on an emulated node: in its network namespace, and with [`PodSpec::host_ipc`] /
+    /// [`PodSpec::host_pid`] in the node's IPC / PID namespaces (held by the node's init), as a
+    /// Kubernetes pod with hostIPC/hostPID shares its node's.
+    pub fn node(mut self, node: &Node) -> Self {
+        self.placement.netns = Some(node.netns.clone());
+        self.placement.node_init = Some(node.init_pid);
+        self
+    }
+
+    /// Shares the IPC namespace of its host: the node's on a node, else the host's (Kubernetes
+    /// `hostIPC: true`). sysv/posix shared memory works between pods that both share it.
     pub fn host_ipc(mut self, share: bool) -> Self {
-        self.host_ipc = share;
+        self.placement.host_ipc = share;
         self
     }
 
-    /// Shares the host's PID namespace (Kubernetes `hostPID: true`): cma and cuda_ipc need it.
+    /// Shares the PID namespace of its host: the node's on a node, else the host's (Kubernetes
+    /// `hostPID: true`). cma and cuda_ipc need it.
     pub fn host_pid(mut self, share: bool) -> Self {
-        self.host_pid = share;
+        self.placement.host_pid = share;
+        self
+    }
+
+    /// Joins the IPC namespace of process `pid` (a [`crate::Sandbox`] the pod's containers share)
+    /// instead of getting its own; overrides [`PodSpec::host_ipc`].
+    pub fn share_ipc_with(mut self, pid: u32) -> Self {
+        self.placement.ipc_of = Some(pid);
+        self
+    }
+
+    /// stdout and stderr go to one pipe, in the order written ([`Pod::take_output`]), as a
+    /// container runtime keeps a container's log.
+    pub fn merge_output(mut self, merge: bool) -> Self {
+        self.merge_output = merge;
         self
     }
 
@@ -121,33 +149,26 @@ impl PodSpec {
 
     /// True when starting it needs root.
     pub fn needs_root(&self) -> bool {
-        self.netns.is_some() || !self.host_ipc || !self.host_pid
+        self.placement.needs_root()
     }
 
     /// The full command line that [`PodSpec::spawn`] runs, wrappers included.
     pub fn command_line(&self) -> Result<Vec<OsString>> {
-        let mut argv: Vec<OsString> = Vec::new();
-        if let Some(ns) = &self.netns {
-            argv.extend([ip_path()?.into_os_string(), "netns".into(), "exec".into(), ns.into()]);
-        }
-        if !self.host_ipc || !self.host_pid {
-            argv.push(unshare_path()?.into_os_string());
-            if !self.host_ipc {
-                argv.push("--ipc".into());
-            }
-            if !self.host_pid {
-                // --fork: the program becomes the namespace's init; --kill-child: it dies with
-                // unshare, taking the namespace down; --mount-proc: /proc shows the namespace.
-                argv.extend(["--pid", "--fork", "--kill-child", "--mount-proc"].map(OsString::from));
-            }
-        }
+        // Only a pod entering its node's mount namespace needs it (nsenter --wd).
+        let cwd = self
+            .current_dir
+            .clone()
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let mut argv = self.placement.wrappers(&cwd)?;
         argv.push(self.program.clone());
         argv.extend(self.args.iter().cloned());
         Ok(argv)
     }
 
-    /// Starts the pod with stdin closed and stdout/stderr piped. Needs a tokio runtime, and root
-    /// unless the spec is [`PodSpec::plain`].
+    /// Starts the pod with stdin closed and stdout/stderr piped (or merged). Needs a tokio runtime,
+    /// and root unless the spec is [`PodSpec::plain`]. The pod dies with the calling thread (see
+    /// the `chain` module): call it from a thread that outlives the pod.
     pub fn spawn(&self) -> Result<Pod> {
         if self.needs_root() && !nix::unistd::geteuid().is_root() {
             return Err(IsolateError::NotRoot {
@@ -167,18 +188,32 @@ impl PodSpec {
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)))
             .env(RUN_TAG_ENV, &tag)
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        let program = self.program.to_string_lossy().into_owned();
+        let spawn_error = |source| IsolateError::Spawn {
+            program: program.clone(),
+            source,
+        };
+        let mut merged = None;
+        if self.merge_output {
+            let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
+            cmd.stdout(Stdio::from(writer.try_clone().map_err(spawn_error)?))
+                .stderr(Stdio::from(writer));
+            merged = Some(reader);
+        } else {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
         if let Some(dir) = &self.current_dir {
             cmd.current_dir(dir);
         }
-        let program = self.program.to_string_lossy().into_owned();
-        let child = cmd.spawn().map_err(|source| IsolateError::Spawn {
-            program: program.clone(),
-            source,
-        })?;
+        let child = cmd.spawn().map_err(spawn_error)?;
+        // Our copies of the write end go with `cmd`, so the reader sees EOF when the pod ends.
+        drop(cmd);
+        let output = merged
+            .map(|reader| pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(reader)))
+            .transpose()
+            .map_err(|e| IsolateError::io(format!("reading the output of {program}"), e))?;
         let pid = child.id().ok_or_else(|| {
             IsolateError::io(
                 format!("starting {program}"),
@@ -190,6 +225,8 @@ impl PodSpec {
             pid,
             tag,
             program,
+            output,
+            forks: self.placement.forks(),
         })
     }
 }
@@ -201,6 +238,9 @@ pub struct Pod {
     pid: u32,
     tag: String,
     program: String,
+    output: Option<pipe::Receiver>,
+    /// The chain forks once, so the program is a child of `pid`.
+    forks: bool,
 }
 
 impl Pod {
@@ -227,6 +267,30 @@ impl Pod {
     /// Takes the stderr pipe (once).
     pub fn take_stderr(&mut self) -> Option<ChildStderr> {
         self.child.stderr.take()
+    }
+
+    /// Takes the merged stdout+stderr pipe (once) of a pod spawned with [`PodSpec::merge_output`].
+    pub fn take_output(&mut self) -> Option<pipe::Receiver> {
+        self.output.take()
+    }
+
+    /// Pid (in our PID namespace) of the program itself, behind the wrappers: what `nsenter -t`
+    /// enters to run something inside the pod. Waits up to `limit` for a forking wrapper to fork;
+    /// `None` when the pod ended first.
+    pub async fn main_pid(&self, limit: Duration) -> Option<u32> {
+        if !self.forks {
+            return Some(self.pid);
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            if let Some(child) = children_of(self.pid).first() {
+                return Some(*child);
+            }
+            if tokio::time::Instant::now() >= deadline || !pid_alive(self.pid) {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 
     pub fn child_mut(&mut self) -> &mut Child {

@@ -1,7 +1,7 @@
 //! Removing what crashed runs left behind. A run's names carry its owner's pid; when that process
 //! is gone (killed with SIGKILL, power cut mid-test), nothing else will ever delete them.
 
-use crate::error::Result;
+use crate::error::{IsolateError, Result};
 use crate::fabric::remove_namespaces;
 use crate::names::{RunTag, validate_prefix};
 use crate::procs::{netns_names, pid_alive, tagged_pids};
@@ -21,17 +21,30 @@ impl Leftovers {
     }
 }
 
+/// What [`cleanup_stale`] would remove now, removing nothing (needs no root).
+pub fn find_stale(prefix: &str) -> Result<Leftovers> {
+    validate_prefix(prefix)?;
+    let is_stale = |name: &str| RunTag::parse_owner(prefix, name).is_some_and(|owner| !pid_alive(owner));
+    Ok(Leftovers {
+        namespaces: netns_names().into_iter().filter(|n| is_stale(n)).collect(),
+        processes: tagged_pids(is_stale).into_iter().map(|(pid, _)| pid).collect(),
+    })
+}
+
 /// Deletes network namespaces named `{prefix}-{pid}-…` and kills pods tagged `{prefix}-{pid}-…`
 /// whose owner `pid` is no longer alive. Live runs — parallel tests, another ic-bench — are never
 /// touched. Owner pids are read in our PID namespace: call it from the host, not from inside a pod.
 pub fn cleanup_stale(prefix: &str) -> Result<Leftovers> {
-    validate_prefix(prefix)?;
-    let is_stale = |name: &str| RunTag::parse_owner(prefix, name).is_some_and(|owner| !pid_alive(owner));
-    let namespaces: Vec<String> = netns_names().into_iter().filter(|n| is_stale(n)).collect();
-    let processes: Vec<u32> = tagged_pids(is_stale).into_iter().map(|(pid, _)| pid).collect();
+    let Leftovers { namespaces, processes } = find_stale(prefix)?;
     if namespaces.is_empty() && processes.is_empty() {
         return Ok(Leftovers::default());
     }
+    if !crate::gate::is_root() {
+        return Err(IsolateError::NotRoot {
+            what: "removing the namespaces of dead runs",
+        });
+    }
+    let is_stale = |name: &str| RunTag::parse_owner(prefix, name).is_some_and(|owner| !pid_alive(owner));
     remove_namespaces(&namespaces, &format!("stale {prefix} runs"), is_stale)?;
     Ok(Leftovers { namespaces, processes })
 }

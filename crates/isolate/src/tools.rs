@@ -3,8 +3,8 @@
 
 use crate::error::{IsolateError, Result};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// `ip` only edits kernel state, so a call that takes longer than this is stuck.
 const IP_DEADLINE: Duration = Duration::from_secs(10);
@@ -44,53 +44,24 @@ pub(crate) fn unshare_path() -> Result<PathBuf> {
 pub(crate) fn ip(args: &[&str]) -> Result<String> {
     let program = ip_path()?;
     let command = format!("ip {}", args.join(" "));
-    let mut child = Command::new(&program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| IsolateError::Spawn {
+    let mut cmd = Command::new(&program);
+    cmd.args(args);
+    let output = icb_proc::run(&mut cmd, IP_DEADLINE).map_err(|e| match e {
+        icb_proc::RunError::Spawn { source, .. } => IsolateError::Spawn {
             program: program.display().to_string(),
             source,
-        })?;
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() > IP_DEADLINE => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(IsolateError::Command {
-                    command,
-                    detail: format!("no answer within {} s", IP_DEADLINE.as_secs()),
-                });
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(1)),
-            Err(e) => return Err(IsolateError::io(format!("waiting for `{command}`"), e)),
-        }
-    }
-    // The output is a few lines at most, so it fit in the pipes while the process ran.
-    let output = child
-        .wait_with_output()
-        .map_err(|e| IsolateError::io(format!("reading `{command}`"), e))?;
+        },
+        other => IsolateError::Command {
+            command: command.clone(),
+            detail: other.to_string(),
+        },
+    })?;
     if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        Ok(output.stdout_text())
     } else {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let detail = stderr
-            .lines()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect::<Vec<_>>()
-            .join("; ");
         Err(IsolateError::Command {
             command,
-            detail: if detail.is_empty() {
-                output.status.to_string()
-            } else {
-                detail
-            },
+            detail: output.stderr_line(),
         })
     }
 }

@@ -2,12 +2,12 @@
 //! name prefix so tests running in parallel never see each other's leftovers as their own.
 
 use icb_isolate::{
-    Fabric, Isolation, Leftovers, LocalPair, PodSpec, cleanup_stale, leftovers_of, live_processes, netns_exists,
-    privileged_tests_enabled, run_in_netns,
+    Fabric, Isolation, Leftovers, LocalPair, Pod, PodSpec, Wiring, cleanup_stale, leftovers_of, live_processes,
+    netns_exists, privileged_tests_enabled, run_in_netns,
 };
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 const PROBE: &str = "readlink /proc/self/ns/net /proc/self/ns/ipc /proc/self/ns/pid; echo $$";
 
@@ -21,26 +21,35 @@ struct Seen {
 }
 
 async fn probe(spec: PodSpec) -> Seen {
-    let mut pod = spec.arg("-c").arg(PROBE).spawn().unwrap();
-    let mut out = String::new();
-    let mut stdout = pod.take_stdout().unwrap();
-    tokio::time::timeout(Duration::from_secs(10), stdout.read_to_string(&mut out))
-        .await
-        .expect("probe did not finish in 10 s")
-        .unwrap();
-    let status = tokio::time::timeout(Duration::from_secs(10), pod.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "probe failed: {status}, output {out:?}");
-    let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 4, "unexpected probe output {out:?}");
-    Seen {
-        net: lines[0].to_string(),
-        ipc: lines[1].to_string(),
-        pid_ns: lines[2].to_string(),
-        pid: lines[3].parse().unwrap(),
+    let (seen, mut pod) = probe_alive(spec).await;
+    pod.kill().await.unwrap();
+    seen
+}
+
+/// Probes a pod that stays alive until killed: namespace inode numbers are reused as soon as a
+/// namespace dies, so two pods' namespaces can only be compared while both live.
+async fn probe_alive(spec: PodSpec) -> (Seen, Pod) {
+    let script = format!("{PROBE}; exec sleep 1000");
+    let mut pod = spec.arg("-c").arg(script).spawn().unwrap();
+    let mut lines = BufReader::new(pod.take_stdout().unwrap()).lines();
+    let mut got = Vec::new();
+    while got.len() < 4 {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("probe did not answer in 10 s")
+            .unwrap();
+        match line {
+            Some(line) => got.push(line),
+            None => panic!("probe ended early: {got:?}, status {:?}", pod.try_wait()),
+        }
     }
+    let seen = Seen {
+        net: got[0].clone(),
+        ipc: got[1].clone(),
+        pid_ns: got[2].clone(),
+        pid: got[3].parse().unwrap(),
+    };
+    (seen, pod)
 }
 
 fn ours() -> Seen {
@@ -107,8 +116,8 @@ async fn pair_layouts_share_what_their_placement_shares() {
     let me = ours();
     for isolation in Isolation::ALL {
         let pair = LocalPair::create(isolation, "icbt").unwrap();
-        let decode = probe(pair.pod(pair.decode(), "sh")).await;
-        let prefill = probe(pair.pod(pair.prefill(), "sh")).await;
+        let (decode, decode_pod) = probe_alive(pair.pod(pair.decode(), "sh")).await;
+        let (prefill, prefill_pod) = probe_alive(pair.pod(pair.prefill(), "sh")).await;
         let same = |a: &String, b: &String| a == b;
         let (net, ipc, pid) = (
             same(&decode.net, &prefill.net),
@@ -129,13 +138,21 @@ async fn pair_layouts_share_what_their_placement_shares() {
             }
             Isolation::HostIpc => {
                 assert!(net && ipc && !pid, "{isolation}: {decode:?} {prefill:?}");
-                assert_eq!(decode.ipc, me.ipc, "hostIPC shares the host's IPC namespace");
+                let init = pair.fabric().unwrap().node("node-a").unwrap().init_pid;
+                let node_ipc = std::fs::read_link(format!("/proc/{init}/ns/ipc")).unwrap();
+                assert_eq!(
+                    decode.ipc,
+                    node_ipc.display().to_string(),
+                    "hostIPC shares the node's IPC namespace"
+                );
+                assert_ne!(decode.ipc, me.ipc, "an emulated node's IPC namespace is not the host's");
             }
             Isolation::Node => assert!(!net && !ipc && !pid, "{isolation}: {decode:?} {prefill:?}"),
         }
         assert_eq!(isolation.different_hosts(), decode.net != prefill.net);
         let namespaces: Vec<String> = pair.fabric().map(|f| f.namespaces().to_vec()).unwrap_or_default();
         assert_eq!(namespaces.is_empty(), isolation == Isolation::None);
+        drop((decode_pod, prefill_pod));
         pair.teardown().unwrap();
         for ns in namespaces {
             assert!(!netns_exists(&ns), "{isolation}: {ns} left behind");
@@ -185,6 +202,30 @@ fn nodes_reach_each_other_over_the_veth_until_cut() {
     // Our test address exists only inside the fabric: the host itself has no route to it.
     assert!(TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err());
     assert!(fabric.cut("nope").unwrap_err().to_string().contains("no node 'nope'"));
+}
+
+#[test]
+fn a_cut_on_a_bridged_fabric_is_a_pulled_cable() {
+    if !privileged_tests_enabled("a_cut_on_a_bridged_fabric_is_a_pulled_cable") {
+        return;
+    }
+    let tag = icb_isolate::RunTag::new("icbt").unwrap();
+    let fabric = Fabric::create_wired(tag, &["a", "b"], Wiring::Bridge).unwrap();
+    assert_eq!(fabric.namespaces().len(), 3, "two nodes plus the switch");
+    let listener = listen(fabric.netns("b").unwrap(), fabric.node_ip("b").unwrap());
+    let addr = listener.local_addr().unwrap();
+    connect(fabric.netns("a").unwrap(), addr).expect("a reaches b through the switch");
+    fabric.cut("b").unwrap();
+    // The switch port is down but b's eth0 keeps its address and route: traffic stalls.
+    let err = connect(fabric.netns("a").unwrap(), addr).expect_err("b is cut off");
+    assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err:?}");
+    fabric.restore("b").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while let Err(e) = connect(fabric.netns("a").unwrap(), addr) {
+        assert!(Instant::now() < deadline, "b still unreachable after restore: {e}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fabric.teardown().unwrap();
 }
 
 #[test]
@@ -312,35 +353,49 @@ async fn killing_a_pod_kills_its_whole_tree() {
     }
 }
 
-/// Not a test on its own: the crashed owner that `stale_runs_are_cleaned_up` starts and SIGKILLs.
+/// Not a test on its own: the owner that `a_sigkilled_owner_leaves_no_process_behind` starts in
+/// each isolation mode and SIGKILLs.
 #[tokio::test]
-#[ignore = "helper process for stale_runs_are_cleaned_up"]
+#[ignore = "helper process for a_sigkilled_owner_leaves_no_process_behind"]
 async fn crashed_owner_helper() {
-    if std::env::var_os("ICB_ISOLATE_CRASH_HELPER").is_none() {
+    let Some(isolation) = std::env::var_os("ICB_ISOLATE_CRASH_HELPER") else {
         return;
+    };
+    let isolation: Isolation = isolation.to_str().unwrap().parse().unwrap();
+    let pair = LocalPair::create(isolation, "icbs").unwrap();
+    let tag = pair.tag().clone();
+    let decode = pair.pod(pair.decode(), "sleep").arg("1000").spawn().unwrap();
+    let prefill = pair.pod(pair.prefill(), "sleep").arg("1000").spawn().unwrap();
+    let plain = PodSpec::plain("sleep").arg("1000").tag(&tag).spawn().unwrap();
+    // Owners die long after their pods started; wait until the wrappers are done (see below).
+    for pod in [&decode, &prefill, &plain] {
+        wait_until_it_runs(pod, "sleep").await;
     }
-    let fabric = Fabric::create("icbs", &["m", "n"]).unwrap();
-    let tag = fabric.tag().clone();
-    let _in_node = PodSpec::new("sleep")
-        .arg("1000")
-        .netns(fabric.netns("m").unwrap())
-        .tag(&tag)
-        .spawn()
-        .unwrap();
-    let _plain = PodSpec::plain("sleep").arg("1000").tag(&tag).spawn().unwrap();
     println!("TAG {tag}");
-    for ns in fabric.namespaces() {
+    for ns in pair.fabric().map(|f| f.namespaces().to_vec()).unwrap_or_default() {
         println!("NS {ns}");
     }
     println!("READY");
     tokio::time::sleep(Duration::from_secs(60)).await;
 }
 
-#[test]
-fn stale_runs_are_cleaned_up() {
-    if !privileged_tests_enabled("stale_runs_are_cleaned_up") {
-        return;
+/// Waits until the pod's program (behind its wrappers) runs `comm`. An owner that dies in the
+/// microseconds between a forking wrapper's fork and its child's PR_SET_PDEATHSIG leaves that
+/// child running until the next `cleanup_stale`; that window is not what these tests measure.
+async fn wait_until_it_runs(pod: &Pod, comm: &str) {
+    let main = pod
+        .main_pid(Duration::from_secs(5))
+        .await
+        .expect("the pod's program started");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !std::fs::read_to_string(format!("/proc/{main}/comm")).is_ok_and(|c| c.trim() == comm) {
+        assert!(Instant::now() < deadline, "pid {main} never ran {comm}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+/// Starts the helper owner in `isolation`; returns it with its run tag and namespaces.
+fn start_crashing_owner(isolation: Isolation) -> (std::process::Child, String, Vec<String>) {
     let mut helper = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--ignored",
@@ -349,7 +404,7 @@ fn stale_runs_are_cleaned_up() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("ICB_ISOLATE_CRASH_HELPER", "1")
+        .env("ICB_ISOLATE_CRASH_HELPER", isolation.as_str())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -367,7 +422,7 @@ fn stale_runs_are_cleaned_up() {
     loop {
         let line = rx
             .recv_timeout(Duration::from_secs(20))
-            .expect("helper did not get ready in 20 s");
+            .unwrap_or_else(|_| panic!("{isolation}: helper did not get ready in 20 s"));
         // libtest may print "test crashed_owner_helper ... " in front of the first marker.
         if let Some((_, t)) = line.split_once("TAG ") {
             tag = t.trim().to_string();
@@ -377,45 +432,63 @@ fn stale_runs_are_cleaned_up() {
             break;
         }
     }
-    helper.kill().unwrap();
-    helper.wait().unwrap();
+    (helper, tag, namespaces)
+}
 
-    // The crash left everything behind...
-    assert_eq!(namespaces.len(), 2);
-    assert!(namespaces.iter().all(|ns| netns_exists(ns)));
-    let orphans = live_processes(&tag);
-    assert!(orphans.len() >= 2, "{orphans:?}");
+#[test]
+fn a_sigkilled_owner_leaves_no_process_behind_and_its_namespaces_are_collected() {
+    if !privileged_tests_enabled("a_sigkilled_owner_leaves_no_process_behind_and_its_namespaces_are_collected") {
+        return;
+    }
+    for isolation in Isolation::ALL {
+        let (mut helper, tag, namespaces) = start_crashing_owner(isolation);
+        let started = live_processes(&tag);
+        // Two pods and a plain process (plus wrappers and node inits in namespaced modes).
+        assert!(started.len() >= 3, "{isolation}: {started:?}");
+        assert_eq!(namespaces.is_empty(), isolation == Isolation::None, "{isolation}");
 
-    // ...which a later run removes, without touching live runs.
-    let live = Fabric::create("icbs", &["alive"]).unwrap();
-    let Leftovers {
-        namespaces: removed,
-        processes,
-    } = cleanup_stale("icbs").unwrap();
-    // (Leftovers of earlier crashed test runs may be removed too.)
-    assert!(
-        namespaces.iter().all(|ns| removed.contains(ns)),
-        "{namespaces:?} vs {removed:?}"
-    );
-    assert!(
-        orphans.iter().all(|p| processes.contains(p)),
-        "{orphans:?} vs {processes:?}"
-    );
-    assert!(namespaces.iter().all(|ns| !netns_exists(ns)));
-    assert!(live_processes(&tag).is_empty());
-    assert!(
-        live.namespaces().iter().all(|ns| netns_exists(ns)),
-        "a live run was touched"
-    );
-    let owner: u32 = tag.split('-').nth(1).unwrap().parse().unwrap();
-    assert_eq!(leftovers_of("icbs", owner), Leftovers::default());
-    let mut found = leftovers_of("icbs", std::process::id()).namespaces;
-    let mut expected = live.namespaces().to_vec();
-    found.sort();
-    expected.sort();
-    assert_eq!(found, expected);
-    assert!(cleanup_stale("icbs").unwrap().is_empty());
-    live.teardown().unwrap();
+        helper.kill().unwrap();
+        helper.wait().unwrap();
+        let killed = Instant::now();
+        // Every process of the run dies with its owner (parent death signal through the chain).
+        while !live_processes(&tag).is_empty() && killed.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let gone_after = killed.elapsed();
+        assert_eq!(live_processes(&tag), Vec::<u32>::new(), "{isolation}: orphans survived");
+        assert!(
+            gone_after < Duration::from_secs(1),
+            "{isolation}: orphans took {gone_after:?} to die"
+        );
+        eprintln!("{isolation}: all processes of the run gone {gone_after:?} after the owner's SIGKILL");
+
+        // Only the namespaces stay behind, and a later run (or `ic-bench gc --local`) removes
+        // them without touching live runs.
+        assert!(namespaces.iter().all(|ns| netns_exists(ns)), "{isolation}");
+        let live = Fabric::create("icbs", &["alive"]).unwrap();
+        let Leftovers {
+            namespaces: removed, ..
+        } = cleanup_stale("icbs").unwrap();
+        // (Leftovers of earlier crashed test runs may be removed too.)
+        assert!(
+            namespaces.iter().all(|ns| removed.contains(ns)),
+            "{isolation}: {namespaces:?} vs {removed:?}"
+        );
+        assert!(namespaces.iter().all(|ns| !netns_exists(ns)));
+        assert!(
+            live.namespaces().iter().all(|ns| netns_exists(ns)),
+            "a live run was touched"
+        );
+        let owner: u32 = tag.split('-').nth(1).unwrap().parse().unwrap();
+        assert_eq!(leftovers_of("icbs", owner), Leftovers::default(), "{isolation}");
+        let mut found = leftovers_of("icbs", std::process::id()).namespaces;
+        let mut expected = live.namespaces().to_vec();
+        found.sort();
+        expected.sort();
+        assert_eq!(found, expected);
+        assert!(cleanup_stale("icbs").unwrap().is_empty());
+        live.teardown().unwrap();
+    }
 }
 
 #[test]

@@ -26,7 +26,7 @@ pub mod tools;
 pub use detect::{DetectedEnv, detect_env};
 pub use envspec::TransportEnv;
 pub use facts::{GatherOptions, NodeFacts, gather};
-pub use nixl::{NixlOptions, probe_nixl};
+pub use nixl::{NixlOptions, engine_check, probe_nixl, probe_nixl_with_engine};
 pub use node_checks::{NodeExpectations, node_checks};
 pub use source::{LocalSource, NodeSource, Snapshot};
 

@@ -1,5 +1,7 @@
 //! `probe nixl`: is NIXL installed where the worker will look (libraries, the UCX plugin, the
-//! LIBFABRIC plugin on EFA, the Python package, nixlbench)? Ends with the `ic-bench pair`
+//! LIBFABRIC plugin on EFA, the Python package, nixlbench)? Locally, the front end also says
+//! whether `--engine nixl` can load the NIXL it finds ([`probe_nixl_with_engine`]; the loading
+//! itself lives in the NIXL engine, so this crate needs no NIXL). Ends with the `ic-bench pair`
 //! command that actually proves the path.
 
 use crate::envspec::TransportEnv;
@@ -52,6 +54,30 @@ fn find_file(src: &dyn NodeSource, dirs: &[String], pred: impl Fn(&str) -> bool)
 }
 
 pub fn probe_nixl(src: &dyn NodeSource, opts: &NixlOptions) -> ProbeReport {
+    probe_nixl_with_engine(src, opts, None)
+}
+
+/// The `nixl.engine` check from the NIXL engine's own load attempt (`Ok`: what was loaded;
+/// `Err`: the engine's one-line reason, which names what to do).
+pub fn engine_check(load: Result<String, String>) -> Check {
+    match load {
+        Ok(what) => check("nixl.engine", Status::Ok, format!("--engine nixl can load {what}")),
+        Err(why) => check(
+            "nixl.engine",
+            Status::Fail,
+            format!("--engine nixl cannot load NIXL: {why}"),
+        )
+        .hint("install NIXL (scripts/setup, or the NIXL wheel) or point --nixl-lib at libnixl_capi.so's directory"),
+    }
+}
+
+/// [`probe_nixl`] plus, when the probe runs where ic-bench runs, the result of the NIXL engine's
+/// load check (`icb_nixl_engine::probe_load`), reported as `nixl.engine`.
+pub fn probe_nixl_with_engine(
+    src: &dyn NodeSource,
+    opts: &NixlOptions,
+    engine_load: Option<Result<String, String>>,
+) -> ProbeReport {
     let runs = src.tools(&[Tool::PythonPath], opts.tool_timeout);
     let py = runs.into_iter().next().map(|(_, r)| r).unwrap_or(ToolRun::NotRecorded);
     let site: Vec<String> = py
@@ -145,6 +171,9 @@ pub fn probe_nixl(src: &dyn NodeSource, opts: &NixlOptions) -> ProbeReport {
         .hint("ic-bench pair measures the same UCX path without nixlbench"),
     });
 
+    if let Some(load) = engine_load {
+        checks.push(engine_check(load));
+    }
     let next = next_steps(opts);
     ProbeReport::new("nixl", &src.target(), checks, next)
 }

@@ -3,10 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// The tools a node probe may run. The file name is the one read from `--tool-outputs DIR`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -145,7 +144,7 @@ impl ToolRun {
 }
 
 /// Largest output kept from one tool; `ucx_info -d` on a big node is a few hundred KiB.
-const MAX_OUTPUT: u64 = 8 << 20;
+const MAX_OUTPUT: usize = 8 << 20;
 
 /// Finds `program` on `$PATH` without spawning anything.
 pub fn find_on_path(program: &str) -> Option<PathBuf> {
@@ -192,70 +191,29 @@ impl ToolAt {
     }
 }
 
-/// Runs `exe args` with a deadline (stdin closed, output capped).
+/// Runs `exe args` with a deadline (stdin closed, output capped, read while it runs).
 pub fn run_command(exe: &Path, args: &[&str], timeout: Duration) -> ToolRun {
     run_command_with(exe, args, timeout, None)
 }
 
 fn run_command_with(exe: &Path, args: &[&str], timeout: Duration, library_path: Option<&std::ffi::OsStr>) -> ToolRun {
-    let mut command = Command::new(exe);
+    let mut cmd = Command::new(exe);
+    cmd.args(args);
     if let Some(paths) = library_path {
-        command.env("LD_LIBRARY_PATH", paths);
+        cmd.env("LD_LIBRARY_PATH", paths);
     }
-    let mut child = match command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
-        Ok(c) => c,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return ToolRun::NotFound,
-        Err(e) => return ToolRun::Failed { error: e.to_string() },
-    };
-    let out = child.stdout.take().map(reader);
-    let err = child.stderr.take().map(reader);
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return ToolRun::Failed { error: e.to_string() };
-            }
-        }
-    };
-    match status {
-        Some(s) => ToolRun::Ran {
-            stdout: out.map(join_reader).unwrap_or_default(),
-            stderr: err.map(join_reader).unwrap_or_default(),
-            code: s.code(),
+    match icb_proc::run_capped(&mut cmd, timeout, MAX_OUTPUT) {
+        Ok(out) => ToolRun::Ran {
+            stdout: out.stdout_text(),
+            stderr: out.stderr_text(),
+            code: out.code(),
         },
-        // Not joining the readers: a grandchild may still hold the pipes open, and the deadline
-        // is the promise. The threads end when the pipes close.
-        None => ToolRun::TimedOut {
+        Err(e) if e.is_not_found() => ToolRun::NotFound,
+        Err(icb_proc::RunError::TimedOut { .. }) => ToolRun::TimedOut {
             after_s: timeout.as_secs(),
         },
+        Err(e) => ToolRun::Failed { error: e.to_string() },
     }
-}
-
-fn reader<R: Read + Send + 'static>(r: R) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.take(MAX_OUTPUT).read_to_end(&mut buf);
-        String::from_utf8_lossy(&buf).into_owned()
-    })
-}
-
-fn join_reader(h: std::thread::JoinHandle<String>) -> String {
-    h.join().unwrap_or_default()
 }
 
 /// Runs the tools concurrently; total time is the slowest one (bounded by `timeout`).
@@ -296,6 +254,7 @@ pub fn run_tools_at(tools: &[Tool], timeout: Duration, at: &BTreeMap<Tool, ToolA
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn a_tool_that_cannot_load_its_libraries_is_unloadable() {

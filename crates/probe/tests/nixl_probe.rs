@@ -146,3 +146,24 @@ fn an_empty_plugin_or_a_stub_package_is_not_ok() {
     library(r, "opt/nvidia/nvda_nixl/lib64/plugins/libplugin_UCX.so");
     assert_eq!(status(&run(r, &[]), "nixl.plugins"), Status::Ok);
 }
+
+#[test]
+fn the_engine_load_result_becomes_the_nixl_engine_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = TransportEnv::new("test", std::iter::empty::<(String, String)>());
+    let opts = NixlOptions {
+        env,
+        tool_timeout: Duration::from_secs(1),
+        pair_hint_target: None,
+    };
+    let src = LocalSource::replay(dir.path());
+    let ok = icb_probe::probe_nixl_with_engine(&src, &opts, Some(Ok("NIXL 1.5.1 (/x/libnixl_capi.so)".into())));
+    let c = ok.checks.iter().find(|c| c.id == "nixl.engine").unwrap();
+    assert_eq!(c.status, Status::Ok);
+    assert!(c.detail.contains("1.5.1"), "{c:?}");
+    let bad = icb_probe::probe_nixl_with_engine(&src, &opts, Some(Err("NIXL not found: …".into())));
+    let c = bad.checks.iter().find(|c| c.id == "nixl.engine").unwrap();
+    assert_eq!(c.status, Status::Fail);
+    assert!(c.hint.as_deref().unwrap_or("").contains("--nixl-lib"), "{c:?}");
+    assert!(probe_nixl(&src, &opts).checks.iter().all(|c| c.id != "nixl.engine"));
+}

@@ -2,68 +2,7 @@
 //! TensorRT-LLM, each bare or launched through Dynamo) and TensorRT-LLM config text.
 
 use crate::model::{EngineArgs, Role};
-
-/// Splits a shell command the way `bash -c` would for our purposes: quotes, backslash
-/// escapes and line continuations. Never fails: an unterminated quote ends at the text's end.
-pub fn shell_words(text: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                in_word = true;
-                for q in chars.by_ref() {
-                    if q == '\'' {
-                        break;
-                    }
-                    cur.push(q);
-                }
-            }
-            '"' => {
-                in_word = true;
-                while let Some(q) = chars.next() {
-                    match q {
-                        '"' => break,
-                        '\\' => match chars.peek() {
-                            Some(&n @ ('"' | '\\' | '$' | '`')) => {
-                                cur.push(n);
-                                chars.next();
-                            }
-                            Some('\n') => {
-                                chars.next();
-                            }
-                            _ => cur.push('\\'),
-                        },
-                        _ => cur.push(q),
-                    }
-                }
-            }
-            '\\' => match chars.next() {
-                Some('\n') | None => {}
-                Some(n) => {
-                    in_word = true;
-                    cur.push(n);
-                }
-            },
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            c => {
-                in_word = true;
-                cur.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(cur);
-    }
-    words
-}
+use crate::shell::shell_words;
 
 /// Reads container `command` + `args`. A word with whitespace is a script (`bash -c "…"`) and
 /// is split like a shell would; other words are taken verbatim (JSON keeps its quotes).
@@ -124,6 +63,7 @@ pub fn read_args(engine: &mut EngineArgs, words: &[String]) {
                 None => engine.problems.push("--kv-transfer-config has no value".into()),
             },
             "--disaggregation-transfer-backend" => engine.sglang_backend = value(),
+            "--config" => engine.config_file = value(),
             "--disaggregation-mode" => {
                 if let Some(v) = value() {
                     engine.role_hint = role_word(&v);
@@ -180,6 +120,17 @@ fn read_kv_transfer_config(engine: &mut EngineArgs, json: &str) {
     if let Some(list) = backends.and_then(|b| b.as_array()) {
         engine.nixl_backends = list.iter().filter_map(|b| b.as_str()).map(str::to_string).collect();
     }
+}
+
+/// `disaggregation-transfer-backend: X` (or `_` spelling) in an SGLang `--config` YAML file.
+pub fn sglang_backend_in_text(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            let key = key.trim().trim_matches(['"', '\'']).replace('_', "-");
+            (key == "disaggregation-transfer-backend").then(|| value.trim().trim_matches(['"', '\'']).to_string())
+        })
+        .filter(|v| !v.is_empty())
 }
 
 /// Finds `cache_transceiver_config … backend: X` in YAML or JSON text (a ConfigMap's

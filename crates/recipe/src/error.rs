@@ -32,4 +32,13 @@ pub enum RecipeError {
     NoRecipe { inputs: String },
     #[error("no inputs given: pass recipe files, directories, or `-` for standard input")]
     NoInputs,
+    /// The input has to be rendered by another tool first (Helm, a kustomize feature this
+    /// reader does not do).
+    #[error("{what}: cannot be read as it is: {how}")]
+    NeedsRender { what: String, how: String },
+    /// Kubernetes objects, but none of a kind that runs an engine this reader knows.
+    #[error(
+        "{inputs}: no supported recipe kind (saw {seen}); pass a DynamoGraphDeployment, LLMInferenceService, DisaggregatedSet, LeaderWorkerSet, Deployment/StatefulSet/Job/Pod, a kustomization or a Helm chart (render other kinds to Deployments first)"
+    )]
+    Unsupported { inputs: String, seen: String },
 }

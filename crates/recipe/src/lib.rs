@@ -1,24 +1,32 @@
-//! icb-recipe reads deployment recipes — DynamoGraphDeployment (v1alpha1 and v1beta1),
-//! Deployment/StatefulSet/Job/Pod, LeaderWorkerSet, provider overlay profiles and kustomize
-//! patches — and says, before any traffic flows, whether their disaggregated-serving transport
-//! settings can be trusted. It is the engine behind `ic-bench probe env PATH...`.
+//! icb-recipe reads deployment recipes — DynamoGraphDeployment (v1alpha1 and v1beta1), KServe
+//! LLMInferenceService, llm-d DisaggregatedSet, Deployment/StatefulSet/Job/Pod, LeaderWorkerSet,
+//! provider overlay profiles, kustomizations and Helm charts — and says, before any traffic flows,
+//! whether their disaggregated-serving transport settings can be trusted. It is the engine behind
+//! `ic-bench probe env PATH...`.
 //!
-//! The pipeline is `load_inputs` (files, directories, stdin → YAML documents) → `resolve`
+//! The pipeline is `load_inputs` (files, directories, stdin → YAML documents; Helm charts through
+//! `helm template`) → `split` (a SET of recipes, each with only its own overlays, patches,
+//! ConfigMaps and Secrets; see [`set`]) → per recipe `resolve`
 //! (effective env, devices, security context, /dev/shm, engine args per role, across every
 //! layer; see [`resolve`] for the precedence) → `check` (the probe rules, values not presence,
-//! secrets masked) → `ProbeReport`. `transport_env` hands the node probe the effective
+//! secrets masked) → one `ProbeReport` with a line per recipe and the worst verdict. `transport_env` hands the node probe the effective
 //! `UCX_NET_DEVICES` / `NCCL_IB_HCA` / `UCX_TLS` to cross-check against a node.
 #![forbid(unsafe_code)]
 
+mod configmaps;
 mod engine;
 mod error;
+mod kinds;
 mod load;
 mod mask;
 mod model;
 mod patch;
 mod podspec;
+mod render;
 mod resolve;
 pub mod rules;
+pub mod set;
+mod shell;
 mod yaml;
 
 pub use error::RecipeError;
@@ -26,28 +34,191 @@ pub use load::{Document, Input, MAX_INPUT_BYTES, load_inputs, parse_bytes};
 pub use mask::{display_value, is_secret_name, looks_like_token};
 pub use model::{EngineArgs, EnvFrom, EnvValue, EnvVar, Placement, Resources, Role, RoleEnv};
 pub use podspec::{is_rdma_resource, parse_quantity};
+pub use render::{find_binary, is_kustomization};
 pub use resolve::{Resolution, resolve};
 pub use rules::check;
+pub use set::{Recipe, RecipeSet, split};
 pub use yaml::{Kind as YamlKind, Node as YamlNode};
 
-use icb_core::checks::ProbeReport;
+use icb_core::checks::{ProbeReport, RecipeVerdict, ResolvedVar, RoleTransportVars};
+use icb_core::model::Status;
 use std::collections::BTreeMap;
+
+/// What `probe env` is asked besides the recipes.
+#[derive(Debug, Clone, Default)]
+pub struct EnvOptions {
+    /// Provider overlays / patches to apply to every recipe (`--overlay FILE`).
+    pub overlays: Vec<Input>,
+}
 
 /// Loads, resolves and checks the inputs: the whole of `ic-bench probe env`.
 pub fn probe_env(inputs: &[Input]) -> Result<ProbeReport, RecipeError> {
-    let docs = load_recipes(inputs)?;
-    let res = resolve(&docs);
-    let checks = check(&res);
+    probe_env_with(inputs, &EnvOptions::default())
+}
+
+/// One recipe resolved and checked.
+struct Judged {
+    recipe: Recipe,
+    res: Resolution,
+    checks: Vec<icb_core::checks::Check>,
+}
+
+/// `probe env` with options: every recipe of the inputs is checked with its own inputs only,
+/// and the report rolls them up (worst verdict, one line per recipe).
+pub fn probe_env_with(inputs: &[Input], opts: &EnvOptions) -> Result<ProbeReport, RecipeError> {
+    let set = load_set(inputs, opts)?;
+    let unused = set.unused_overlays.clone();
+    let judged = judge(set);
     let target = inputs.iter().map(Input::label).collect::<Vec<_>>().join(" ");
-    let next = node_next_step(inputs, &transport_env(&res)).into_iter().collect();
-    Ok(ProbeReport::new("env", &target, checks, next))
+    let mut checks = Vec::new();
+    let mut verdicts = Vec::new();
+    let mut roles = Vec::new();
+    let mut vars = Vec::new();
+    for j in &judged {
+        let own = ProbeReport::new("env", &j.recipe.name, j.checks.clone(), Vec::new());
+        let mut sources: Vec<String> = Vec::new();
+        for f in j.recipe.docs.iter().map(|d| &d.source).chain(j.recipe.files.iter()) {
+            if !sources.iter().any(|s| render::same_file(s) == render::same_file(f)) {
+                sources.push(f.clone());
+            }
+        }
+        verdicts.push(RecipeVerdict {
+            recipe: j.res.mask(&j.recipe.name),
+            sources: sources.iter().map(|s| j.res.mask(s)).collect(),
+            status: own.status,
+            verdict: own.verdict,
+            counts: own.counts,
+        });
+        checks.extend(j.checks.iter().cloned());
+        roles.extend(transport_env(&j.res));
+        vars.extend(role_vars(&j.res));
+    }
+    let mut next: Vec<String> = if judged.len() == 1 {
+        node_next_step(inputs, &roles).into_iter().collect()
+    } else {
+        Vec::new()
+    };
+    next.extend(unused.iter().map(|o| {
+        format!(
+            "provider overlay {o} was found but not applied (overlays apply only when named): ic-bench probe env RECIPE --overlay {}",
+            shell_word(o)
+        )
+    }));
+    let mut report = ProbeReport::new("env", &target, checks, next);
+    if verdicts.len() > 1 {
+        let failing: Vec<&str> = verdicts
+            .iter()
+            .filter(|v| v.status == Status::Fail)
+            .map(|v| v.recipe.as_str())
+            .collect();
+        if !failing.is_empty() {
+            report.verdict = format!(
+                "{} of {} recipes fail ({}); {}",
+                failing.len(),
+                verdicts.len(),
+                failing.join(", "),
+                report.verdict
+            );
+        } else {
+            report.verdict = format!("all {} recipes: {}", verdicts.len(), report.verdict);
+        }
+        report.recipes = verdicts;
+    }
+    report.transport_vars = vars;
+    Ok(report)
+}
+
+/// Loads the inputs, refuses what holds no recipe, and splits the rest into recipes.
+fn load_set(inputs: &[Input], opts: &EnvOptions) -> Result<RecipeSet, RecipeError> {
+    let docs = load_recipes(inputs)?;
+    let overlays = if opts.overlays.is_empty() {
+        Vec::new()
+    } else {
+        load_inputs(&opts.overlays)?
+    };
+    for o in overlays.iter().filter(|o| o.root.is_map()) {
+        let usable = resolve::is_overlay(&o.root) || (o.kind().is_some() && patch::is_partial(&o.root));
+        if !usable {
+            return Err(RecipeError::NeedsRender {
+                what: format!("--overlay {}", o.source),
+                how: "not a provider overlay (provider/env/device/securityContext keys) or a partial patch of a recipe object; pass the overlay profile".into(),
+            });
+        }
+    }
+    let set = split(&docs, &overlays);
+    if set.recipes.is_empty() {
+        let seen = if set.unsupported.is_empty() {
+            let mut kinds: Vec<String> = Vec::new();
+            for d in &docs {
+                let k = d.kind().unwrap_or("kind-less document").to_string();
+                if !kinds.contains(&k) {
+                    kinds.push(k);
+                }
+            }
+            kinds.join(", ")
+        } else {
+            set.unsupported.join(", ")
+        };
+        return Err(RecipeError::Unsupported {
+            inputs: inputs.iter().map(Input::label).collect::<Vec<_>>().join(" "),
+            seen,
+        });
+    }
+    Ok(set)
+}
+
+/// Resolves and checks every recipe. A recipe with no engine role is dropped when others have
+/// one (a benchmark Job beside a deployment is not a recipe), and kept (it fails) otherwise.
+fn judge(set: RecipeSet) -> Vec<Judged> {
+    let mut judged: Vec<Judged> = set
+        .recipes
+        .into_iter()
+        .map(|recipe| {
+            let mut res = resolve(&recipe.docs);
+            res.notes.extend(recipe.notes.iter().cloned());
+            for s in &set.secrets {
+                res.remember_secret_document(s);
+            }
+            let checks = check(&res);
+            Judged { recipe, res, checks }
+        })
+        .collect();
+    if judged.iter().any(|j| j.res.roles.iter().any(|r| r.role.is_engine())) {
+        judged.retain(|j| j.res.roles.iter().any(|r| r.role.is_engine()));
+    }
+    judged
+}
+
+/// Per role, the transport variables it resolved, where each came from (values masked).
+fn role_vars(res: &Resolution) -> Vec<RoleTransportVars> {
+    res.roles
+        .iter()
+        .filter(|r| r.role.is_engine())
+        .map(|r| RoleTransportVars {
+            scope: res.mask(&r.scope()),
+            role: r.role.as_str().to_string(),
+            vars: r
+                .env
+                .iter()
+                .filter(|v| icb_core::fabric::is_pod_transport_env(&v.name))
+                .map(|v| ResolvedVar {
+                    name: v.name.clone(),
+                    value: res.mask(&display_value(v)),
+                    source: res.mask(&v.origin),
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// Loads the inputs and refuses input in which no document is a recipe (empty stdin, YAML with
 /// no `kind`): that is a wrong argument, not a recipe that failed its checks.
 fn load_recipes(inputs: &[Input]) -> Result<Vec<Document>, RecipeError> {
     let docs = load_inputs(inputs)?;
-    if !docs.iter().any(resolve::is_recipe_document) {
+    if !docs
+        .iter()
+        .any(|d| resolve::is_recipe_document(d) || is_kustomization(d))
+    {
         return Err(RecipeError::NoRecipe {
             inputs: inputs.iter().map(Input::label).collect::<Vec<_>>().join(" "),
         });
@@ -127,8 +298,8 @@ pub fn transport_env(res: &Resolution) -> Vec<TransportEnv> {
 
 /// `transport_env` straight from inputs (what `probe node --recipe PATH` needs).
 pub fn recipe_transport_env(inputs: &[Input]) -> Result<Vec<TransportEnv>, RecipeError> {
-    let docs = load_recipes(inputs)?;
-    Ok(transport_env(&resolve(&docs)))
+    let set = load_set(inputs, &EnvOptions::default())?;
+    Ok(judge(set).iter().flat_map(|j| transport_env(&j.res)).collect())
 }
 
 /// Fuzzing entry point: parse, resolve and check arbitrary bytes. Must never panic.
@@ -137,5 +308,8 @@ pub fn fuzz_load(bytes: &[u8]) {
         let res = resolve(&docs);
         let _ = check(&res);
         let _ = transport_env(&res);
+        for recipe in split(&docs, &[]).recipes {
+            let _ = check(&resolve(&recipe.docs));
+        }
     }
 }

@@ -50,6 +50,9 @@ pub struct Document {
     /// Position of the document in its file, from 0.
     pub index: usize,
     pub root: Node,
+    /// Found by walking a directory rather than named on the command line: a provider overlay
+    /// found this way is not applied to the recipes beside it (overlays apply only when named).
+    pub from_dir: bool,
 }
 
 impl Document {
@@ -63,6 +66,22 @@ impl Document {
 
     pub fn name(&self) -> Option<&str> {
         self.root.path(&["metadata", "name"]).and_then(Node::as_str)
+    }
+
+    /// The file's name without its directories (`kustomization.yaml`).
+    pub fn file_name(&self) -> &str {
+        self.source.rsplit('/').next().unwrap_or(&self.source)
+    }
+
+    /// The directory of the file it came from (`.` for a bare file name, empty for stdin).
+    pub fn dir(&self) -> &str {
+        if self.source.starts_with('<') {
+            return "";
+        }
+        match self.source.rfind('/') {
+            Some(i) => &self.source[..i],
+            None => ".",
+        }
     }
 
     /// `file:line` of the document's first node.
@@ -97,14 +116,27 @@ pub fn load_inputs(inputs: &[Input]) -> Result<Vec<Document>, RecipeError> {
                     source,
                 })?;
                 if meta.is_dir() {
+                    if path.join("Chart.yaml").is_file() {
+                        docs.extend(crate::render::helm_template(path)?);
+                        continue;
+                    }
                     let mut files = Vec::new();
-                    walk(path, 0, &mut files)?;
-                    if files.is_empty() {
+                    let mut charts = Vec::new();
+                    walk(path, 0, &mut files, &mut charts)?;
+                    if files.is_empty() && charts.is_empty() {
                         return Err(RecipeError::EmptyDir { path: path.clone() });
                     }
                     files.sort();
                     for f in files {
-                        docs.extend(read_file(&f)?);
+                        let mut found = read_file(&f)?;
+                        found.iter_mut().for_each(|d| d.from_dir = true);
+                        docs.extend(found);
+                    }
+                    charts.sort();
+                    for c in charts {
+                        let mut found = crate::render::helm_template(&c)?;
+                        found.iter_mut().for_each(|d| d.from_dir = true);
+                        docs.extend(found);
                     }
                 } else {
                     docs.extend(read_file(path)?);
@@ -115,7 +147,7 @@ pub fn load_inputs(inputs: &[Input]) -> Result<Vec<Document>, RecipeError> {
     Ok(docs)
 }
 
-fn read_file(path: &Path) -> Result<Vec<Document>, RecipeError> {
+pub(crate) fn read_file(path: &Path) -> Result<Vec<Document>, RecipeError> {
     let file = std::fs::File::open(path).map_err(|source| RecipeError::Io {
         path: path.to_path_buf(),
         source,
@@ -130,7 +162,9 @@ fn read_file(path: &Path) -> Result<Vec<Document>, RecipeError> {
     parse_bytes(&path.display().to_string(), &bytes)
 }
 
-fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), RecipeError> {
+/// Collects `*.yaml`/`*.yml` files under `dir`; a folder holding `Chart.yaml` is a Helm chart
+/// (its templates are not YAML until rendered), collected apart and not walked into.
+fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>, charts: &mut Vec<PathBuf>) -> Result<(), RecipeError> {
     if depth > MAX_DIR_DEPTH {
         return Ok(());
     }
@@ -158,8 +192,10 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), RecipeEr
         // Only regular files (or links to them) are read: opening a FIFO or a device found
         // in a directory would block or read forever.
         let regular = ft.is_file() || (ft.is_symlink() && std::fs::metadata(&path).is_ok_and(|m| m.is_file()));
-        if ft.is_dir() {
-            walk(&path, depth + 1, out)?;
+        if ft.is_dir() && path.join("Chart.yaml").is_file() {
+            charts.push(path);
+        } else if ft.is_dir() {
+            walk(&path, depth + 1, out, charts)?;
         } else if regular
             && path
                 .extension()
@@ -185,7 +221,14 @@ pub fn parse_bytes(name: &str, bytes: &[u8]) -> Result<Vec<Document>, RecipeErro
         offset: e.valid_up_to(),
     })?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let raw = yaml::parse_stream(name, text)?;
+    let raw = yaml::parse_stream(name, text).map_err(|e| match e {
+        // `{{ .Values.x }}` is a Helm/Go template: not a YAML error to fix but a step to run.
+        RecipeError::Yaml { .. } if text.contains("{{") && text.contains("}}") => RecipeError::NeedsRender {
+            what: name.to_string(),
+            how: "this is a Helm template: render the chart first (`helm template NAME CHART_DIR > rendered.yaml`) and pass the output, or pass the chart directory with `helm` installed".to_string(),
+        },
+        other => other,
+    })?;
     Ok(raw
         .into_iter()
         .enumerate()
@@ -193,6 +236,7 @@ pub fn parse_bytes(name: &str, bytes: &[u8]) -> Result<Vec<Document>, RecipeErro
             source: name.to_string(),
             index,
             root: d.root,
+            from_dir: false,
         })
         .collect())
 }

@@ -1,77 +1,12 @@
-//! Keeps secrets out of every line ic-bench prints: values from Secrets are never known,
-//! values of secret-named variables are shown as `***`, and anything token-shaped is masked.
+//! Keeps secrets out of every line ic-bench prints: values from Secrets are never known, and
+//! what is secret by name or by shape (URL userinfo, bearer tokens, query credentials, tokens)
+//! is decided by `icb_core::secrets`, the one masking function; this module adds the values
+//! only a recipe knows (a Secret document's data).
 
 use crate::model::{EnvValue, EnvVar};
 use std::collections::HashSet;
 
-pub const MASK: &str = "***";
-
-/// Variable names whose values are secrets whatever they look like.
-pub fn is_secret_name(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    [
-        "TOKEN",
-        "KEY",
-        "SECRET",
-        "PASSWORD",
-        "PASSWD",
-        "PASSPHRASE",
-        "CREDENTIAL",
-        "AUTH",
-        "PRIVATE",
-        "COOKIE",
-        "SESSION",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
-}
-
-/// Values that look like API tokens or keys (known prefixes, JWTs, long random strings).
-pub fn looks_like_token(value: &str) -> bool {
-    let v = value.trim();
-    // Random strings switch between digits, lower and upper case far more often than names,
-    // paths or model ids do; that is what tells a token from `DynamoGraphDeployment/x`.
-    let random_run = v.split(|c: char| !c.is_ascii_alphanumeric()).any(|run| {
-        let class = |c: char| {
-            if c.is_ascii_digit() {
-                0
-            } else if c.is_ascii_lowercase() {
-                1
-            } else {
-                2
-            }
-        };
-        let digits = run.chars().filter(char::is_ascii_digit).count();
-        let switches = run
-            .chars()
-            .zip(run.chars().skip(1))
-            .filter(|(a, b)| class(*a) != class(*b))
-            .count();
-        run.len() >= 20 && digits >= 2 && digits < run.len() && switches * 5 >= run.len() * 2
-    });
-    let prefixed = [
-        "hf_",
-        "ghp_",
-        "gho_",
-        "ghs_",
-        "ghu_",
-        "github_pat_",
-        "glpat-",
-        "sk-",
-        "xoxb-",
-        "xoxp-",
-        "nvapi-",
-    ]
-    .iter()
-    .any(|p| v.starts_with(p) && v.len() >= p.len() + 16);
-    let aws = (v.starts_with("AKIA") || v.starts_with("ASIA"))
-        && v.len() == 20
-        && v.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
-    let jwt = v.starts_with("eyJ") && v.matches('.').count() == 2 && v.len() > 30;
-    let charset = v.chars().all(|c| c.is_ascii_alphanumeric() || "+/=_-.".contains(c));
-    let random = charset && v.len() >= 20 && random_run;
-    prefixed || aws || jwt || random
-}
+pub use icb_core::secrets::{MASK, is_secret_name, looks_like_token};
 
 /// Decodes a Secret's base64 `data` value when it is text, so the plain value can be masked too.
 pub fn base64_text(encoded: &str) -> Option<String> {
@@ -102,11 +37,12 @@ pub fn base64_text(encoded: &str) -> Option<String> {
 /// How a variable's value may be printed.
 pub fn display_value(var: &EnvVar) -> String {
     match &var.value {
-        EnvValue::Literal { value } if is_secret_name(&var.name) || looks_like_token(value) => MASK.to_string(),
-        EnvValue::Literal { value } => value.clone(),
+        EnvValue::Literal { .. } if var.from_secret => MASK.to_string(),
+        EnvValue::Literal { value } => icb_core::secrets::mask_value(&var.name, value),
         EnvValue::Secret { name, .. } => format!("<from Secret {name}>"),
         EnvValue::ConfigMap { name, key } => format!("<from ConfigMap {name}/{key}>"),
         EnvValue::Field { path } => format!("<from {path}>"),
+        EnvValue::Computed { .. } => "<computed by the container's command>".to_string(),
         EnvValue::Unknown => "<from an unsupported valueFrom>".to_string(),
     }
 }
@@ -147,10 +83,6 @@ impl Masker {
         }
     }
 
-    fn secret_word(&self, word: &str) -> bool {
-        self.words.contains(word) || looks_like_token(word)
-    }
-
     pub fn mask(&self, text: &str) -> String {
         let mut out = text.to_string();
         for p in &self.phrases {
@@ -161,9 +93,9 @@ impl Masker {
         let mut result = String::with_capacity(out.len());
         let mut word = String::new();
         let flush = |word: &mut String, result: &mut String| {
-            if self.secret_word(word) {
+            if self.words.contains(word.as_str()) {
                 result.push_str(MASK);
-            } else if let Some((head, _)) = word.split_once('=').filter(|(_, rest)| self.secret_word(rest)) {
+            } else if let Some((head, _)) = word.split_once('=').filter(|(_, rest)| self.words.contains(*rest)) {
                 // `NAME=value`: keep the name, hide the value.
                 result.push_str(head);
                 result.push('=');
@@ -182,31 +114,13 @@ impl Masker {
             }
         }
         flush(&mut word, &mut result);
-        result
+        icb_core::secrets::mask_text(&result)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_are_recognised_and_transport_values_are_not() {
-        assert!(looks_like_token("hf_abcdefghijklmnopqrstuvwxyz123456"));
-        assert!(looks_like_token("AKIAIOSFODNN7EXAMPLE"));
-        assert!(looks_like_token("Zx81kPq02LmN3vB4cD5eF6gH7iJ8kL9m"));
-        for v in [
-            "DynamoGraphDeployment/dsv4-disagg",
-            "Qwen3Coder480BInstructFP8",
-            "rc_x,rc,cuda_copy,cuda_ipc",
-            "mlx5_0:1,mlx5_1:1",
-            "GPU-4650fca3-dbba-f168-d6bd-338a4ba8f044",
-            "get_zcopy",
-            "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.5.0",
-        ] {
-            assert!(!looks_like_token(v), "{v}");
-        }
-    }
 
     #[test]
     fn base64() {

@@ -64,6 +64,10 @@ pub enum EnvValue {
     Field {
         path: String,
     },
+    /// Computed by the container's shell at start (`A=$(…)`): only known in the pod.
+    Computed {
+        script: String,
+    },
     /// `valueFrom` of a shape this reader does not know.
     Unknown,
 }
@@ -75,6 +79,9 @@ pub struct EnvVar {
     pub value: EnvValue,
     /// The layer and place that set it last, e.g. `spec.services.decode.envs (deploy.yaml:42)`.
     pub origin: String,
+    /// Read from a Secret in the inputs: known to the checks, printed only as `***`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_secret: bool,
 }
 
 impl EnvVar {
@@ -109,6 +116,10 @@ pub struct Resources {
     pub claim_templates: Vec<String>,
     /// Claims that are MNNVL ComputeDomain (IMEX) channels: an NVLink fabric, not an RDMA NIC.
     pub domain_claims: Vec<String>,
+    /// Claims for accelerators (GPU/XPU devices through DRA): neither a NIC nor a ComputeDomain.
+    pub gpu_claims: Vec<String>,
+    /// `cuda`, `rocm` or `xpu`, from the accelerator requested.
+    pub accelerator: Option<String>,
     /// Claim name → template name, from the pod's `resourceClaims`.
     #[serde(skip)]
     pub(crate) template_of: BTreeMap<String, String>,
@@ -124,9 +135,11 @@ impl Resources {
         })
     }
 
-    /// Claims that are not ComputeDomain channels, so presumably a NIC (DRA).
+    /// Claims that are neither ComputeDomain channels nor accelerators, so presumably a NIC (DRA).
     pub fn nic_claims(&self) -> impl Iterator<Item = &String> {
-        self.claims.iter().filter(|c| !self.domain_claims.contains(c))
+        self.claims
+            .iter()
+            .filter(|c| !self.domain_claims.contains(c) && !self.gpu_claims.contains(c))
     }
 }
 
@@ -137,14 +150,19 @@ pub struct EngineArgs {
     pub framework: Option<String>,
     /// True when launched through Dynamo (`python -m dynamo.*`).
     pub dynamo: bool,
+    /// The KV backend a platform injects when the recipe names none (KServe's LLMInferenceService
+    /// P/D configs start vLLM with NixlConnector), said in the report.
+    pub platform_default: Option<String>,
     /// vLLM `kv_connector` from `--kv-transfer-config`.
     pub kv_connector: Option<String>,
     /// vLLM `kv_role` from `--kv-transfer-config`.
     pub kv_role: Option<String>,
     /// NIXL backends named in `--kv-transfer-config` (top level or `kv_connector_extra_config`).
     pub nixl_backends: Vec<String>,
-    /// SGLang `--disaggregation-transfer-backend`.
+    /// SGLang `--disaggregation-transfer-backend` (on the command line or in its `--config` file).
     pub sglang_backend: Option<String>,
+    /// SGLang `--config FILE`: options (the transfer backend among them) may be set there.
+    pub config_file: Option<String>,
     /// TensorRT-LLM `cache_transceiver_config.backend` (args or a ConfigMap).
     pub trt_backend: Option<String>,
     /// `--disaggregation-mode`, `--is-prefill-worker`, … read as a role.
@@ -161,11 +179,13 @@ pub struct Placement {
     pub affinity: Vec<String>,
     /// A provider overlay's `place:` advice, if any.
     pub advice: Option<String>,
+    /// Required pod-affinity terms (`podAffinity <topologyKey> with pods <labels>`).
+    pub pod_affinity: Vec<String>,
 }
 
 impl Placement {
     pub fn is_constrained(&self) -> bool {
-        !self.node_selector.is_empty() || !self.affinity.is_empty()
+        !self.node_selector.is_empty() || !self.affinity.is_empty() || !self.pod_affinity.is_empty()
     }
 }
 
@@ -210,6 +230,10 @@ pub struct RoleEnv {
     pub fabric: Option<String>,
     /// Overlay `kv_backend`, if any.
     pub overlay_backend: Option<String>,
+    /// Variables the container's shell sets (`export A=B`, `A=B cmd`): applied last, since the
+    /// script runs after the kubelet has set `env`.
+    #[serde(skip)]
+    pub(crate) shell_env: Vec<EnvVar>,
 }
 
 impl RoleEnv {
@@ -240,6 +264,7 @@ impl RoleEnv {
             node_count: None,
             fabric: None,
             overlay_backend: None,
+            shell_env: Vec::new(),
         }
     }
 

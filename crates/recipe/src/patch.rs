@@ -67,12 +67,6 @@ fn scan(root: &Node, wanted: &[&str]) -> (bool, bool) {
     (found, directive)
 }
 
-fn is_kustomize(d: &Document) -> bool {
-    d.api_version()
-        .is_some_and(|a| a.starts_with("kustomize.config.k8s.io"))
-        || matches!(d.kind(), Some("Kustomization" | "Component"))
-}
-
 /// Applies patches in load order. Problems with inline patches are returned as notes
 /// (they make the resolved env doubtful but do not stop the probe).
 pub fn merge_documents(docs: &[Document]) -> (Vec<Merged>, Vec<String>) {
@@ -82,7 +76,7 @@ pub fn merge_documents(docs: &[Document]) -> (Vec<Merged>, Vec<String>) {
     let mut latest: HashMap<(String, String, String), usize> = HashMap::new();
     let mut patched: Vec<usize> = Vec::new();
     for d in docs {
-        if is_kustomize(d) {
+        if crate::render::is_kustomization(d) {
             kustomizations.push(d);
             continue;
         }
@@ -125,6 +119,7 @@ pub fn merge_documents(docs: &[Document]) -> (Vec<Merged>, Vec<String>) {
     }
     for k in kustomizations {
         apply_kustomization(k, &mut out, &mut notes);
+        apply_transformers(k, &mut out, &mut notes);
     }
     (out, notes)
 }
@@ -204,6 +199,101 @@ fn apply_kustomization(k: &Document, out: &mut [Merged], notes: &mut Vec<String>
             if !hit {
                 notes.push(format!("{label}: inline patch matches no loaded document"));
             }
+        }
+    }
+}
+
+/// One kustomize `images` entry: name, newName, newTag, digest.
+type ImageRule<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+
+/// Kustomize fields that can change what a recipe runs but are not rendered here.
+const UNRENDERED: &[&str] = &[
+    "configMapGenerator",
+    "secretGenerator",
+    "replacements",
+    "helmCharts",
+    "vars",
+];
+
+/// The kustomization's `images` (newName/newTag/digest) and `namespace`, which change the image
+/// prefill and decode run (role symmetry) and their grouping. Generators and replacements are
+/// named in a note: render with kustomize for those.
+fn apply_transformers(k: &Document, out: &mut [Merged], notes: &mut Vec<String>) {
+    for key in UNRENDERED.iter().filter(|key| k.root.get(key).is_some()) {
+        notes.push(format!(
+            "{}: `{key}` is not rendered here; for its effect run `kubectl kustomize {}` and pass the output (`-`)",
+            k.source,
+            k.dir()
+        ));
+    }
+    let images: Vec<ImageRule> = k
+        .root
+        .get("images")
+        .map(Node::as_seq)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|i| {
+            Some((
+                i.str_at("name")?,
+                i.str_at("newName"),
+                i.str_at("newTag"),
+                i.str_at("digest"),
+            ))
+        })
+        .collect();
+    let namespace = k.root.str_at("namespace");
+    for m in out.iter_mut() {
+        if !images.is_empty() {
+            retag_images(&mut m.doc.root, &images);
+        }
+        if let (Some(ns), Kind::Map(entries)) = (namespace, &mut m.doc.root.kind)
+            && let Some((_, meta)) = entries.iter_mut().find(|(k, _)| k == "metadata")
+            && let Kind::Map(fields) = &mut meta.kind
+        {
+            fields.retain(|(k, _)| k != "namespace");
+            fields.push(("namespace".into(), Node::new(meta.line, Kind::Scalar(ns.to_string()))));
+        }
+    }
+}
+
+/// Splits `repo/name:tag@digest` into (name, tag, digest).
+fn image_parts(image: &str) -> (&str, Option<&str>, Option<&str>) {
+    let (rest, digest) = match image.split_once('@') {
+        Some((r, d)) => (r, Some(d)),
+        None => (image, None),
+    };
+    // A ':' after the last '/' is a tag; before it, a registry port.
+    match rest.rfind(':').filter(|&i| !rest[i..].contains('/')) {
+        Some(i) => (&rest[..i], Some(&rest[i + 1..]), digest),
+        None => (rest, None, digest),
+    }
+}
+
+fn retag_images(node: &mut Node, images: &[ImageRule]) {
+    let mut stack = vec![node];
+    while let Some(n) = stack.pop() {
+        match &mut n.kind {
+            Kind::Map(entries) => {
+                for (key, v) in entries.iter_mut() {
+                    if key == "image"
+                        && let Kind::Scalar(text) = &mut v.kind
+                    {
+                        let (name, tag, digest) = image_parts(text);
+                        if let Some((_, new_name, new_tag, new_digest)) = images.iter().find(|i| i.0 == name) {
+                            let name = new_name.unwrap_or(name);
+                            *text = match (new_digest.or(digest.filter(|_| new_tag.is_none())), new_tag.or(tag)) {
+                                (Some(d), _) => format!("{name}@{d}"),
+                                (None, Some(t)) => format!("{name}:{t}"),
+                                (None, None) => name.to_string(),
+                            };
+                        }
+                    } else {
+                        stack.push(v);
+                    }
+                }
+            }
+            Kind::Seq(items) => stack.extend(items.iter_mut()),
+            _ => {}
         }
     }
 }
@@ -405,6 +495,26 @@ mod tests {
             .filter_map(|i| i.str_at("name"))
             .collect();
         assert_eq!(names, vec!["B", "C"]);
+    }
+
+    #[test]
+    fn image_names_tags_and_registry_ports() {
+        assert_eq!(
+            image_parts("ghcr.io/x/vllm:0.11"),
+            ("ghcr.io/x/vllm", Some("0.11"), None)
+        );
+        assert_eq!(image_parts("reg:5000/x/vllm"), ("reg:5000/x/vllm", None, None));
+        assert_eq!(image_parts("x@sha256:ab"), ("x", None, Some("sha256:ab")));
+        let mut n = node("containers:\n- {name: a, image: 'ghcr.io/x/vllm:0.11'}\n- {name: b, image: other:1}\n");
+        retag_images(&mut n, &[("ghcr.io/x/vllm", None, Some("0.12"), None)]);
+        let imgs: Vec<_> = n
+            .get("containers")
+            .unwrap()
+            .as_seq()
+            .iter()
+            .filter_map(|c| c.str_at("image"))
+            .collect();
+        assert_eq!(imgs, vec!["ghcr.io/x/vllm:0.12", "other:1"]);
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub(crate) fn apply_env(role: &mut RoleEnv, env: &Node, layer: &str, source: &st
                     name: name.to_string(),
                     value,
                     origin: origin(layer, source, item),
+                    from_secret: false,
                 });
             }
         }
@@ -66,6 +67,7 @@ pub(crate) fn apply_env(role: &mut RoleEnv, env: &Node, layer: &str, source: &st
                     name: name.clone(),
                     value,
                     origin: origin(layer, source, v),
+                    from_secret: false,
                 });
             }
         }
@@ -117,6 +119,22 @@ pub(crate) fn apply_env_from(role: &mut RoleEnv, list: &Node, layer: &str, sourc
 /// spec cloner uses, so `probe env` and `pair` agree on a pod).
 pub use icb_core::fabric::{is_gpu_resource, is_rdma_resource};
 
+/// The accelerator family a device resource requests: `cuda` (NVIDIA), `rocm` (AMD), `xpu`
+/// (Intel). Each has its own UCX GPU-memory transports (cuda_*, rocm_*, ze_*).
+pub(crate) fn accelerator_of(name: &str) -> Option<&'static str> {
+    use icb_core::fabric::{GpuVendor, ResourceClass, resource_class};
+    match resource_class(name) {
+        ResourceClass::Gpu {
+            vendor: GpuVendor::Nvidia,
+        } => Some("cuda"),
+        ResourceClass::Gpu { vendor: GpuVendor::Amd } => Some("rocm"),
+        ResourceClass::Gpu {
+            vendor: GpuVendor::Intel,
+        } => Some("xpu"),
+        _ => None,
+    }
+}
+
 /// Records GPU and RDMA requests from a `{limits, requests}` block. DGD blocks keep extended
 /// resources under `custom`; plain Kubernetes puts them at the top level. Limits win.
 pub(crate) fn apply_resources(role: &mut RoleEnv, res: &Node) {
@@ -128,8 +146,9 @@ pub(crate) fn apply_resources(role: &mut RoleEnv, res: &Node) {
         }
         for (name, value) in entries {
             let Some(count) = value.as_str() else { continue };
-            if is_gpu_resource(name) {
+            if let Some(accel) = accelerator_of(name) {
                 role.resources.gpus = Some(count.trim().to_string());
+                role.resources.accelerator = Some(accel.to_string());
             } else if is_rdma_resource(name) && count.trim() != "0" {
                 role.resources.rdma.insert(name.to_string(), count.trim().to_string());
             }
@@ -200,6 +219,23 @@ pub(crate) fn apply_container(role: &mut RoleEnv, c: &Node, layer: &str, source:
     }
     if !words.is_empty() {
         engine::read_args(&mut role.engine, &words);
+        for v in crate::shell::shell_vars(&words) {
+            let how = if v.exported { "export" } else { "inline assignment" };
+            let value = if v.computed() {
+                EnvValue::Computed {
+                    script: v.value.clone(),
+                }
+            } else {
+                EnvValue::Literal { value: v.value.clone() }
+            };
+            role.shell_env.retain(|e| e.name != v.name);
+            role.shell_env.push(EnvVar {
+                name: v.name,
+                value,
+                origin: origin(&format!("{layer}.command ({how})"), source, c),
+                from_secret: false,
+            });
+        }
     }
     c.get("volumeMounts")
         .map(Node::as_seq)
@@ -276,6 +312,53 @@ pub(crate) fn apply_pod_fields(role: &mut RoleEnv, spec: &Node, mounts: &[(Strin
             if !role.placement.affinity.contains(&rendered) {
                 role.placement.affinity.push(rendered);
             }
+        }
+    }
+    // Required pod affinity ties the pod to where its peers run (same node or same block):
+    // that pins prefill and decode together as firmly as a node selector does.
+    for term in spec
+        .path(&[
+            "affinity",
+            "podAffinity",
+            "requiredDuringSchedulingIgnoredDuringExecution",
+        ])
+        .map(Node::as_seq)
+        .unwrap_or_default()
+    {
+        let mut labels: Vec<String> = term
+            .path(&["labelSelector", "matchLabels"])
+            .map(Node::as_map)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
+            .collect();
+        for expr in term
+            .path(&["labelSelector", "matchExpressions"])
+            .map(Node::as_seq)
+            .unwrap_or_default()
+        {
+            let values: Vec<&str> = expr
+                .get("values")
+                .map(Node::as_seq)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(Node::as_str)
+                .collect();
+            labels.push(format!(
+                "{} {} [{}]",
+                expr.str_at("key").unwrap_or("?"),
+                expr.str_at("operator").unwrap_or("?"),
+                values.join(",")
+            ));
+        }
+        labels.sort();
+        let rendered = format!(
+            "podAffinity {} with pods {}",
+            term.str_at("topologyKey").unwrap_or("?"),
+            labels.join(",")
+        );
+        if !role.placement.pod_affinity.contains(&rendered) {
+            role.placement.pod_affinity.push(rendered);
         }
     }
     role.placement.affinity.sort();

@@ -12,10 +12,9 @@
 //! 5. provider overlay profiles (`env:` map, `device:`, `securityContext:`), applied last to
 //!    the roles they target, because they are appended to each worker's env.
 
-use crate::engine;
 use crate::load::Document;
 use crate::mask::{self, Masker};
-use crate::model::{EnvValue, EnvVar, Role, RoleEnv};
+use crate::model::{Role, RoleEnv};
 use crate::patch::{self, Merged};
 use crate::podspec;
 use crate::yaml::{Kind, Node};
@@ -39,6 +38,19 @@ impl Resolution {
     pub fn mask(&self, text: &str) -> String {
         self.masker.mask(text)
     }
+
+    /// Remembers a Secret's values (plain and base64-decoded) so no line can print them.
+    pub fn remember_secret_document(&mut self, doc: &Document) {
+        for (_, text) in crate::configmaps::secret_entries(doc) {
+            self.masker.add(&text);
+        }
+        // The base64 text itself is as secret as what it encodes.
+        for (_, v) in doc.root.get("data").map(Node::as_map).unwrap_or_default() {
+            if let Some(s) = v.as_str() {
+                self.masker.add(s);
+            }
+        }
+    }
 }
 
 /// Resolves all documents (already loaded, in order) into per-role settings.
@@ -54,6 +66,7 @@ pub fn resolve(docs: &[Document]) -> Resolution {
     res.notes = notes;
     let mut overlays = Vec::new();
     let mut configmaps = Vec::new();
+    let mut secrets = Vec::new();
     let mut dgd_names: HashMap<&str, usize> = HashMap::new();
     for m in merged.iter().filter(|m| m.doc.kind() == Some("DynamoGraphDeployment")) {
         *dgd_names.entry(m.doc.name().unwrap_or("")).or_default() += 1;
@@ -85,17 +98,11 @@ pub fn resolve(docs: &[Document]) -> Resolution {
                 }
             }
             Some("LeaderWorkerSet") => lws(&mut res, m),
+            Some("LLMInferenceService") => crate::kinds::llm_inference_service(&mut res, m),
+            Some("DisaggregatedSet") => crate::kinds::disaggregated_set(&mut res, m),
             Some("Secret") => {
-                for key in ["data", "stringData"] {
-                    for (_, v) in doc.root.get(key).map(Node::as_map).unwrap_or_default() {
-                        if let Some(s) = v.as_str() {
-                            res.masker.add(s);
-                            if let Some(plain) = mask::base64_text(s).filter(|_| key == "data") {
-                                res.masker.add(&plain);
-                            }
-                        }
-                    }
-                }
+                res.remember_secret_document(doc);
+                secrets.push(m);
             }
             Some("ConfigMap") => configmaps.push(m),
             None if is_overlay(&doc.root) => overlays.push(m),
@@ -109,12 +116,22 @@ pub fn resolve(docs: &[Document]) -> Resolution {
         }
     }
     classify_claims(&mut res.roles, &merged);
-    resolve_configmap_refs(&mut res.roles, &configmaps);
+    crate::configmaps::resolve_configmap_refs(&mut res.roles, &configmaps, &secrets);
     for cm in configmaps {
-        apply_configmap(&mut res, cm);
+        crate::configmaps::apply_configmap(&mut res, cm);
     }
     for ov in overlays {
         apply_overlay(&mut res, ov);
+    }
+    // The container's script runs after the kubelet set `env`: its exports win.
+    for r in &mut res.roles {
+        let shell = std::mem::take(&mut r.shell_env);
+        if !shell.is_empty() {
+            r.layers.push("command (shell export / inline assignment)".into());
+        }
+        for v in shell {
+            r.set_var(v);
+        }
     }
     for r in &res.roles {
         for v in &r.env {
@@ -154,7 +171,7 @@ const OVERLAY_KEYS: &[&str] = &[
 
 /// A kind-less document made only of provider-profile keys, with something to apply. Any other
 /// key (a CI workflow's `env:`, say) means it is not an overlay.
-fn is_overlay(root: &Node) -> bool {
+pub(crate) fn is_overlay(root: &Node) -> bool {
     let entries = root.as_map();
     !entries.is_empty()
         && entries.iter().all(|(k, _)| OVERLAY_KEYS.contains(&k.as_str()))
@@ -163,7 +180,7 @@ fn is_overlay(root: &Node) -> bool {
             .any(|k| root.get(k).is_some())
 }
 
-fn label_words(meta: Option<&Node>) -> Vec<String> {
+pub(crate) fn label_words(meta: Option<&Node>) -> Vec<String> {
     let mut words = Vec::new();
     for key in ["labels", "annotations"] {
         for (k, v) in meta.and_then(|m| m.get(key)).map(Node::as_map).unwrap_or_default() {
@@ -178,7 +195,7 @@ fn label_words(meta: Option<&Node>) -> Vec<String> {
 }
 
 /// Role from, in order: an explicit type field, the engine's own flags, labels, the name.
-fn infer_role(explicit: &[Option<&str>], role: &RoleEnv, labels: &[String]) -> Role {
+pub(crate) fn infer_role(explicit: &[Option<&str>], role: &RoleEnv, labels: &[String]) -> Role {
     for e in explicit.iter().flatten() {
         match Role::from_word(e) {
             Some(Role::Worker) | None => {}
@@ -276,6 +293,11 @@ fn dgd(res: &mut Resolution, m: &Merged, variant: bool) {
         }
         if let Some(resources) = svc.get("resources") {
             podspec::apply_resources(&mut r, resources);
+        }
+        // Dynamo v1beta1 writes `sharedMemorySize: 200Gi` on the component.
+        if let Some(size) = svc.str_at("sharedMemorySize") {
+            r.shm = Some((size.to_string(), podspec::parse_quantity(size)));
+            r.shm_origin = Some(format!("{base}.sharedMemorySize"));
         }
         if let Some(shm) = svc.get("sharedMemory") {
             if shm.get("disabled").is_some_and(Node::is_true) {
@@ -378,52 +400,6 @@ fn lws(res: &mut Resolution, m: &Merged) {
     }
 }
 
-/// TensorRT-LLM keeps `cache_transceiver_config` in a ConfigMap; a key naming a role
-/// (`prefill.yaml`, `decode.yaml`) applies to that role, others to every engine role.
-fn apply_configmap(res: &mut Resolution, m: &Merged) {
-    let (cm, entries): (String, Vec<(String, String)>) = match m.doc.root.get("cache_transceiver_config") {
-        Some(ctc) => {
-            let file = m.doc.source.rsplit('/').next().unwrap_or(&m.doc.source).to_string();
-            let backend = ctc.str_at("backend").unwrap_or_default();
-            let text = format!("cache_transceiver_config: {{backend: {backend}}}");
-            (format!("file {}", m.doc.source), vec![(file, text)])
-        }
-        None => (
-            format!("ConfigMap/{}", m.doc.name().unwrap_or("unnamed")),
-            m.doc
-                .root
-                .get("data")
-                .map(Node::as_map)
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|(k, v)| v.as_str().map(|t| (k.clone(), t.to_string())))
-                .collect(),
-        ),
-    };
-    for (key, text) in &entries {
-        let Some(backend) = engine::trt_backend_in_text(text) else {
-            continue;
-        };
-        let k = key.to_ascii_lowercase();
-        let target = if k.contains("prefill") || k.contains("context") {
-            Some(Role::Prefill)
-        } else if k.contains("decode") || k.contains("generation") {
-            Some(Role::Decode)
-        } else {
-            None
-        };
-        for r in res.roles.iter_mut().filter(|r| r.role.is_engine()) {
-            if target.as_ref().is_none_or(|t| *t == r.role) && r.engine.trt_backend.is_none() {
-                r.engine.trt_backend = Some(backend.clone());
-                r.layers.push(format!("{cm} {key}"));
-                if !r.sources.contains(&m.doc.source) {
-                    r.sources.push(m.doc.source.clone());
-                }
-            }
-        }
-    }
-}
-
 fn apply_overlay(res: &mut Resolution, m: &Merged) {
     let root = &m.doc.root;
     let provider = root.str_at("provider").unwrap_or("overlay");
@@ -476,8 +452,10 @@ fn apply_overlay(res: &mut Resolution, m: &Merged) {
     }
 }
 
-/// Marks claims that are ComputeDomain channels: their template is a loaded ComputeDomain's
-/// channel template, or their name says so (the ComputeDomain object is often applied apart).
+/// Sorts claims into ComputeDomain channels (an NVLink fabric), accelerators (GPU/XPU through
+/// DRA) and the rest (NICs): by the device class of a loaded ResourceClaimTemplate when there
+/// is one, else by the claim's and template's names. An XPU or RDMA claim is never an MNNVL
+/// ComputeDomain just because its template is unknown.
 fn classify_claims(roles: &mut [RoleEnv], merged: &[Merged]) {
     let domain_templates: Vec<&str> = merged
         .iter()
@@ -485,69 +463,59 @@ fn classify_claims(roles: &mut [RoleEnv], merged: &[Merged]) {
         .filter_map(|m| m.doc.root.path(&["spec", "channel", "resourceClaimTemplate", "name"]))
         .filter_map(Node::as_str)
         .collect();
-    let looks_like_domain = icb_core::fabric::is_compute_domain_claim_name;
+    // ResourceClaimTemplate name → its device class names (v1beta1 `deviceClassName`, v1
+    // `exactly.deviceClassName`).
+    let mut classes: HashMap<&str, String> = HashMap::new();
+    for m in merged.iter().filter(|m| m.doc.kind() == Some("ResourceClaimTemplate")) {
+        let Some(name) = m.doc.name() else { continue };
+        let mut text = String::new();
+        for req in m
+            .doc
+            .root
+            .path(&["spec", "spec", "devices", "requests"])
+            .map(Node::as_seq)
+            .unwrap_or_default()
+        {
+            for c in [
+                req.str_at("deviceClassName"),
+                req.path(&["exactly", "deviceClassName"]).and_then(Node::as_str),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                text.push_str(&c.to_ascii_lowercase());
+                text.push(' ');
+            }
+        }
+        classes.insert(name, text);
+    }
+    let is_domain = icb_core::fabric::is_compute_domain_claim_name;
+    let is_accelerator = |s: &str| {
+        let s = s.to_ascii_lowercase();
+        ["gpu", "xpu", "intel.com", "amd.com", "gaudi", "accelerator"]
+            .iter()
+            .any(|w| s.contains(w))
+            && !s.contains("nic")
+            && !s.contains("rdma")
+    };
     for r in roles {
         let res = &mut r.resources;
-        let mut domain = Vec::new();
+        let (mut domain, mut gpu) = (Vec::new(), Vec::new());
         for c in &res.claims {
             let template = res.template_of.get(c).map(String::as_str);
-            if looks_like_domain(c) || template.is_some_and(|t| domain_templates.contains(&t) || looks_like_domain(t)) {
-                domain.push(c.clone());
+            let class = template.and_then(|t| classes.get(t)).map(String::as_str);
+            let named = |f: &dyn Fn(&str) -> bool| f(c) || template.is_some_and(f);
+            let by_template = template.is_some_and(|t| domain_templates.contains(&t));
+            match class {
+                Some(cl) if is_domain(cl) => domain.push(c.clone()),
+                Some(cl) if is_accelerator(cl) => gpu.push(c.clone()),
+                Some(_) => {}
+                None if by_template || named(&is_domain) => domain.push(c.clone()),
+                None if named(&is_accelerator) => gpu.push(c.clone()),
+                None => {}
             }
         }
         res.domain_claims = domain;
-    }
-}
-
-/// Fills `configMapKeyRef` values and `envFrom: configMapRef` keys from ConfigMaps that are
-/// among the inputs (Secrets are never resolved: their values must not be printed).
-fn resolve_configmap_refs(roles: &mut [RoleEnv], configmaps: &[&Merged]) {
-    let by_name: HashMap<&str, &Merged> = configmaps
-        .iter()
-        .filter(|m| m.doc.kind() == Some("ConfigMap"))
-        .filter_map(|m| Some((m.doc.name()?, *m)))
-        .collect();
-    let lookup = |name: &str| by_name.get(name).copied();
-    for r in roles {
-        for var in &mut r.env {
-            let EnvValue::ConfigMap { name, key } = &var.value else {
-                continue;
-            };
-            let Some(cm) = lookup(name) else { continue };
-            let Some(node) = cm.doc.root.path(&["data", key.as_str()]) else {
-                continue;
-            };
-            let Some(value) = node.as_str() else { continue };
-            var.origin = format!("ConfigMap/{name} {key} ({}:{})", cm.doc.source, node.line);
-            var.value = EnvValue::Literal {
-                value: value.to_string(),
-            };
-        }
-        let mut kept = Vec::new();
-        for from in std::mem::take(&mut r.env_from) {
-            let Some(cm) = lookup(&from.name).filter(|_| from.kind == "configMap") else {
-                kept.push(from);
-                continue;
-            };
-            // envFrom sits below every explicit env entry, so it only fills the gaps.
-            let mut added = Vec::new();
-            for (key, v) in cm.doc.root.get("data").map(Node::as_map).unwrap_or_default() {
-                if r.env.iter().any(|e| &e.name == key) {
-                    continue;
-                }
-                if let Some(value) = v.as_str() {
-                    added.push(EnvVar {
-                        name: key.clone(),
-                        value: EnvValue::Literal {
-                            value: value.to_string(),
-                        },
-                        origin: format!("envFrom ConfigMap/{} ({}:{})", from.name, cm.doc.source, v.line),
-                    });
-                }
-            }
-            r.env.splice(0..0, added);
-            r.reindex();
-        }
-        r.env_from = kept;
+        res.gpu_claims = gpu;
     }
 }

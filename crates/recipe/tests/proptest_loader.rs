@@ -76,6 +76,12 @@ proptest! {
                     prop_assert!(msg.starts_with("p.yaml: no recipe found"), "{}", msg);
                     prop_assert!(!msg.contains('\n'), "{}", msg);
                 }
+                // Objects of no supported kind (a Service, a Component alone): refused in one line.
+                Err(e @ RecipeError::Unsupported { .. }) => {
+                    let msg = e.to_string();
+                    prop_assert!(msg.starts_with("p.yaml: no supported recipe kind"), "{}", msg);
+                    prop_assert!(!msg.contains('\n'), "{}", msg);
+                }
                 Err(e) => prop_assert!(false, "{}", e),
             },
             Err(e) => {
@@ -143,6 +149,11 @@ const KNOWN_IDS: &[&str] = &[
     "env.nccl_debug_knobs",
     "env.gid_index",
     "env.efa",
+    "env.ucx_net_devices.rdma",
+    "env.nic_agreement",
+    "env.nccl_net",
+    "env.gpu_direct",
+    "env.ucx_log_level",
     "pod.ipc_lock",
     "pod.rdma_resource",
     "pod.shm",

@@ -47,7 +47,8 @@ impl Default for View {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
     Table,
-    /// The table with every row and no width limit.
+    /// The table with every row, no width limit, and for `probe env` the transport variables
+    /// of every role.
     Wide,
     Json,
     Junit,
@@ -115,20 +116,78 @@ impl FromStr for Format {
 
 /// Renders a pair report in `format` for an 80-column reader.
 pub fn render_pair(report: &PairReport, format: Format) -> Result<String, ExportError> {
-    format.exporter().pair(report)
+    format.exporter().pair(&masked_pair(report))
 }
 
 /// Renders a probe report in `format` for an 80-column reader.
 pub fn render_probe(report: &ProbeReport, format: Format) -> Result<String, ExportError> {
-    format.exporter().probe(report)
+    format.exporter().probe(&masked_probe(report))
+}
+
+/// The report as it may be printed: every value of every env block and every free-text line
+/// passed through `icb_core::secrets` (URL userinfo, bearer tokens, query credentials,
+/// secret-named variables, token-shaped words). Every format renders from this copy, so no
+/// exporter can print what another one masks.
+pub fn masked_pair(report: &PairReport) -> PairReport {
+    use icb_core::secrets::{mask_text, mask_value};
+    let mut r = report.clone();
+    for peer in [&mut r.server, &mut r.client] {
+        for (k, v) in peer.env.iter_mut() {
+            *v = mask_value(k, v);
+        }
+        peer.hostname = mask_text(&peer.hostname);
+        peer.cuda.detail = mask_text(&peer.cuda.detail);
+    }
+    for e in [&mut r.placement.prefill, &mut r.placement.decode] {
+        e.address = e.address.as_deref().map(mask_text);
+        e.modelled_on = e.modelled_on.as_deref().map(mask_text);
+    }
+    for c in &mut r.cases {
+        c.reason = c.reason.as_deref().map(mask_text);
+    }
+    r.verdict.reason = mask_text(&r.verdict.reason);
+    r.verdict.hint = r.verdict.hint.as_deref().map(mask_text);
+    r.expectation.source = mask_text(&r.expectation.source);
+    for w in &mut r.warnings {
+        *w = mask_text(w);
+    }
+    r
+}
+
+/// A probe report as it may be printed (see [`masked_pair`]).
+pub fn masked_probe(report: &ProbeReport) -> ProbeReport {
+    use icb_core::secrets::{mask_text, mask_value};
+    let mut r = report.clone();
+    r.target = mask_text(&r.target);
+    r.verdict = mask_text(&r.verdict);
+    for c in &mut r.checks {
+        c.detail = mask_text(&c.detail);
+        c.hint = c.hint.as_deref().map(mask_text);
+        c.scope = c.scope.as_deref().map(mask_text);
+    }
+    for s in &mut r.next_steps {
+        *s = mask_text(s);
+    }
+    for rv in &mut r.recipes {
+        rv.recipe = mask_text(&rv.recipe);
+        rv.verdict = mask_text(&rv.verdict);
+    }
+    for role in &mut r.transport_vars {
+        role.scope = mask_text(&role.scope);
+        for v in &mut role.vars {
+            v.value = mask_value(&v.name, &v.value);
+            v.source = mask_text(&v.source);
+        }
+    }
+    r
 }
 
 /// Renders a pair report in `format` for a reader with this `view`.
 pub fn render_pair_in(report: &PairReport, format: Format, view: View) -> Result<String, ExportError> {
-    format.exporter_in(view).pair(report)
+    format.exporter_in(view).pair(&masked_pair(report))
 }
 
 /// Renders a probe report in `format` for a reader with this `view`.
 pub fn render_probe_in(report: &ProbeReport, format: Format, view: View) -> Result<String, ExportError> {
-    format.exporter_in(view).probe(report)
+    format.exporter_in(view).probe(&masked_probe(report))
 }

@@ -7,6 +7,9 @@
 //! Formats: a readable table fitted to the reader's terminal ([`View`]; `wide` lists everything), the JSON report as is (the versioned schema, `docs/schema.md`),
 //! JUnit XML for CI (one testcase per case or check), Prometheus text exposition (gauges for
 //! bandwidth, latency and verdicts) and an SVG chart of bandwidth against message size.
+//!
+//! `render_pair`/`render_probe` render a masked copy ([`masked_pair`], [`masked_probe`]): env
+//! values and free text go through `icb_core::secrets` first, whatever the format.
 #![forbid(unsafe_code)]
 
 mod format;
@@ -18,7 +21,10 @@ mod prometheus;
 mod svg;
 mod table;
 
-pub use format::{ExportError, Exporter, Format, View, render_pair, render_pair_in, render_probe, render_probe_in};
+pub use format::{
+    ExportError, Exporter, Format, View, masked_pair, masked_probe, render_pair, render_pair_in, render_probe,
+    render_probe_in,
+};
 pub use json::JsonExporter;
 pub use junit::JunitExporter;
 pub use prometheus::PrometheusExporter;

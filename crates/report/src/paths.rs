@@ -78,7 +78,10 @@ mod tests {
     fn relative_recipe_paths_count_but_resource_names_do_not() {
         let cells = ["prefill (w, recipes/fail/a.yaml)", "decode (w, recipes/fail/a.yaml)"];
         assert_eq!(common_dir(cells).as_deref(), Some("recipes/fail/"));
-        assert_eq!(common_dir(["rdma/ib: 2", "prefill (w, recipes/x.yaml)"]).as_deref(), Some("recipes/"));
+        assert_eq!(
+            common_dir(["rdma/ib: 2", "prefill (w, recipes/x.yaml)"]).as_deref(),
+            Some("recipes/")
+        );
     }
 
     #[test]

@@ -14,6 +14,8 @@ use icb_core::model::{CaseResult, CaseStatus, EvidenceSource, Expectation, PairR
 use icb_core::units::format_size;
 use std::fmt::Write as _;
 
+/// The reader's [`View`]; `view.wide` (`-o wide`) lists every row unfolded and adds the per-role
+/// transport variables of a `probe env` report.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TableExporter {
     pub view: View,
@@ -157,8 +159,8 @@ fn data_path_cell(c: &CaseResult) -> String {
     match p.source {
         EvidenceSource::None => "unknown".to_string(),
         EvidenceSource::EndpointLanes => format!("{lanes} (lanes)"),
-        EvidenceSource::RequestInfo if p.protocol.is_empty() => lanes,
-        EvidenceSource::RequestInfo => format!("{}, {lanes}", p.protocol),
+        EvidenceSource::RequestInfo | EvidenceSource::ProtoInfo if p.protocol.is_empty() => lanes,
+        EvidenceSource::RequestInfo | EvidenceSource::ProtoInfo => format!("{}, {lanes}", p.protocol),
     }
 }
 
@@ -418,6 +420,53 @@ impl Exporter for TableExporter {
         }
         if !shown.is_empty() {
             let _ = writeln!(out, "{t}");
+        }
+        if !r.recipes.is_empty() {
+            // Past a screenful of recipes, the fitted table lists the ones that are not ok.
+            let listed: Vec<_> = r
+                .recipes
+                .iter()
+                .filter(|v| view.wide || r.recipes.len() <= MAX_PROBE_ROWS || v.status != Status::Ok)
+                .collect();
+            let mut per = new_table(vec!["Recipe", "Status", "ok/warn/fail", "Verdict"], view);
+            for v in listed.iter().take(if view.wide { usize::MAX } else { MAX_PROBE_ROWS }) {
+                per.add_row(vec![
+                    short(&v.recipe),
+                    v.status.to_string(),
+                    format!("{}/{}/{}", v.counts.ok, v.counts.warn, v.counts.fail),
+                    v.verdict.clone(),
+                ]);
+            }
+            let _ = writeln!(out, "{per}");
+            let unlisted = r.recipes.len() - per.row_count();
+            if unlisted > 0 {
+                push_wrapped(
+                    &mut out,
+                    &format!(
+                        "{} recipes, {} not ok; {unlisted} not listed (-o wide lists every recipe)",
+                        r.recipes.len(),
+                        r.recipes.iter().filter(|v| v.status != Status::Ok).count()
+                    ),
+                    view,
+                );
+            }
+        }
+        if view.wide && !r.transport_vars.is_empty() {
+            let mut vars = new_table(vec!["Role", "Variable", "Value", "Source"], view);
+            for role in &r.transport_vars {
+                if role.vars.is_empty() {
+                    vars.add_row(vec![role.scope.clone(), "-".into(), "(none set)".into(), String::new()]);
+                }
+                for v in &role.vars {
+                    vars.add_row(vec![
+                        role.scope.clone(),
+                        v.name.clone(),
+                        v.value.clone(),
+                        v.source.clone(),
+                    ]);
+                }
+            }
+            let _ = writeln!(out, "{vars}");
         }
         let k = &r.counts;
         let mut counts = format!("{} ok, {} warn, {} fail, {} skipped", k.ok, k.warn, k.fail, k.skipped);

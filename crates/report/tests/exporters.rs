@@ -79,6 +79,7 @@ fn parse_xml(xml: &str) -> Vec<Elem> {
 fn format_values_and_the_unknown_value_error() {
     for (text, f) in [
         ("table", Format::Table),
+        ("wide", Format::Wide),
         ("json", Format::Json),
         ("junit", Format::Junit),
         ("prometheus", Format::Prometheus),

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use icb_isolate::Sandbox;
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, Pod, PodIP,
 };
@@ -18,7 +19,7 @@ use crate::cluster::{KillReason, PodHandle, Shared, lock, set_condition, waiting
 use crate::config::ImageConfig;
 use crate::logbuf::LogBuf;
 use crate::probe::{ProbeTarget, readiness_loop};
-use crate::process::{self, Ipc, Placement};
+use crate::process::{self, Placement};
 use crate::store::now;
 
 /// Starts the agent's work on a freshly bound pod.
@@ -320,30 +321,22 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
 
     let host_ipc = spec.host_ipc == Some(true);
     let host_pid = spec.host_pid == Some(true);
-    let mut sandbox = None;
-    let placement = match &node.netns {
-        None => None,
-        Some(netns) => {
-            let ipc = if host_ipc {
-                Ipc::Node
-            } else if prepared.len() > 1 {
-                match start_sandbox(netns).await {
-                    Some((child, pid)) => {
-                        sandbox = Some(child);
-                        Ipc::Sandbox(pid)
-                    }
-                    None => Ipc::Own,
-                }
-            } else {
-                Ipc::Own
-            };
-            Some(Placement {
-                netns: netns.clone(),
-                node_init: node.init_pid,
-                ipc,
-                host_pid,
-            })
-        }
+    // Containers of one pod share an IPC namespace, held by a sandbox (the pause container).
+    let sandbox = match &node.net {
+        Some(net) if !host_ipc && prepared.len() > 1 => match Sandbox::start(&net.netns, &shared.run_tag.to_string()) {
+            Ok(sandbox) => Some(sandbox),
+            Err(e) => {
+                eprintln!("icb-testcluster: pod {pod_name}: no shared IPC namespace for its containers: {e}");
+                None
+            }
+        },
+        _ => None,
+    };
+    let placement = Placement {
+        node: node.net.clone(),
+        host_ipc,
+        host_pid,
+        ipc_of: sandbox.as_ref().map(Sandbox::pid),
     };
     shared.update_pod(&handle.key, &handle.uid, |p| {
         let st = p.status.get_or_insert_with(Default::default);
@@ -371,12 +364,8 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
     for t in tasks {
         let _ = t.await;
     }
-    if let Some(mut child) = sandbox {
-        if let Some(pid) = child.id() {
-            process::signal_group(pid as i32, Signal::SIGKILL);
-        }
-        let _ = child.kill().await;
-    }
+    // Dropping the sandbox kills it (blocking, bounded: it is a lone `sleep`).
+    drop(sandbox);
     finish(shared, handle);
 }
 
@@ -398,24 +387,6 @@ fn mark_deadline_exceeded(shared: &Shared, handle: &PodHandle) {
     });
 }
 
-/// The pod sandbox: a process holding the IPC namespace its containers share.
-async fn start_sandbox(netns: &str) -> Option<(tokio::process::Child, u32)> {
-    let mut cmd = tokio::process::Command::new("setpriv");
-    cmd.args(["--pdeathsig", "KILL", "--", "nsenter"])
-        .arg(format!("--net=/run/netns/{netns}"))
-        .args(["--", "unshare", "--ipc", "--", "sleep", "infinity"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .process_group(0)
-        .kill_on_drop(true);
-    let child = cmd.spawn().ok()?;
-    let pid = child.id()?;
-    process::wait_for_comm(pid, "sleep", Duration::from_secs(5))
-        .await
-        .then_some((child, pid))
-}
-
 async fn pump(mut output: tokio::net::unix::pipe::Receiver, log: Arc<LogBuf>) {
     let mut buf = vec![0u8; 16 * 1024];
     while let Ok(n) = output.read(&mut buf).await {
@@ -430,7 +401,7 @@ async fn run_container(
     shared: &Arc<Shared>,
     handle: &Arc<PodHandle>,
     p: Prepared,
-    placement: Option<Placement>,
+    placement: Placement,
     cwd: &Path,
     pod_ip: &str,
     policy: &str,
@@ -444,7 +415,7 @@ async fn run_container(
         .map(PathBuf::from)
         .filter(|d| d.is_dir())
         .unwrap_or(cwd.to_path_buf());
-    let argv = process::container_argv(placement.as_ref(), &cwd, &p.argv);
+    let spec = placement.spec(&p.argv, &p.env, &cwd, &shared.run_tag);
     let mut restarts: u32 = 0;
     loop {
         if handle.kill.is_cancelled() {
@@ -459,30 +430,30 @@ async fn run_container(
             slot.cwd = cwd.clone();
         }
         let started_at = now();
-        let (code, reason, message) = match process::spawn(&argv, &p.env, &cwd) {
+        let spawned = match p.argv.is_empty() {
+            true => Err("empty command".to_string()),
+            false => spec.spawn().map_err(|e| e.to_string()),
+        };
+        let (code, reason, message) = match spawned {
             Err(e) => {
                 log.append(format!("failed to start container {name:?}: {e}\n").as_bytes());
-                (128, "StartError", Some(e.to_string()))
+                (128, "StartError", Some(e))
             }
-            Ok(mut st) => {
-                lock(&shared.groups).insert(st.pgid);
-                let launcher = st.pgid as u32;
-                let main_pid = match placement {
-                    Some(_) => process::wait_for_child(launcher, Duration::from_secs(2))
-                        .await
-                        .or(Some(launcher)),
-                    None => Some(launcher),
-                };
+            Ok(mut pod) => {
+                let launcher = pod.pid();
+                let pgid = launcher as i32;
+                lock(&shared.groups).insert(pgid);
+                let main_pid = pod.main_pid(Duration::from_secs(2)).await.or(Some(launcher));
                 if let Some(slot) = lock(&handle.containers).get_mut(&name) {
                     slot.main_pid = main_pid;
-                    slot.pgid = Some(st.pgid);
+                    slot.pgid = Some(pgid);
                 }
-                let pump_task = tokio::spawn(pump(st.output, log.clone()));
+                let pump_task = pod.take_output().map(|output| tokio::spawn(pump(output, log.clone())));
                 let probing = CancellationToken::new();
                 let has_probe = p.container.readiness_probe.is_some();
                 if let Some(probe) = p.container.readiness_probe.clone() {
                     let target = ProbeTarget {
-                        netns: placement.as_ref().map(|pl| pl.netns.clone()),
+                        netns: placement.node.as_ref().map(|n| n.netns.clone()),
                         main_pid,
                         pod_ip: pod_ip.to_string(),
                         env: p.env.clone(),
@@ -516,36 +487,38 @@ async fn run_container(
                     }
                 };
                 let (status, forced) = tokio::select! {
-                    s = st.child.wait() => (s.ok(), None),
+                    s = pod.wait() => (s.ok(), None),
                     _ = handle.kill.cancelled() => {
                         let grace = handle.grace();
                         if !grace.is_zero() {
-                            match (placement.is_some(), main_pid) {
+                            match (placement.node.is_some(), main_pid) {
                                 (true, Some(pid)) => process::signal_pid(pid, Signal::SIGTERM),
-                                _ => process::signal_group(st.pgid, Signal::SIGTERM),
+                                _ => process::signal_group(pgid, Signal::SIGTERM),
                             }
-                            if let Ok(s) = tokio::time::timeout(grace, st.child.wait()).await {
+                            if let Ok(s) = tokio::time::timeout(grace, pod.wait()).await {
                                 (s.ok(), None)
                             } else {
-                                process::signal_group(st.pgid, Signal::SIGKILL);
-                                (tokio::time::timeout(Duration::from_secs(5), st.child.wait()).await.ok().and_then(|s| s.ok()), None)
+                                process::signal_group(pgid, Signal::SIGKILL);
+                                (tokio::time::timeout(Duration::from_secs(5), pod.wait()).await.ok().and_then(|s| s.ok()), None)
                             }
                         } else {
-                            process::signal_group(st.pgid, Signal::SIGKILL);
-                            (tokio::time::timeout(Duration::from_secs(5), st.child.wait()).await.ok().and_then(|s| s.ok()), None)
+                            process::signal_group(pgid, Signal::SIGKILL);
+                            (tokio::time::timeout(Duration::from_secs(5), pod.wait()).await.ok().and_then(|s| s.ok()), None)
                         }
                     }
                     _ = crash_timer => {
-                        process::signal_group(st.pgid, Signal::SIGKILL);
-                        let s = tokio::time::timeout(Duration::from_secs(5), st.child.wait()).await.ok().and_then(|s| s.ok());
+                        process::signal_group(pgid, Signal::SIGKILL);
+                        let s = tokio::time::timeout(Duration::from_secs(5), pod.wait()).await.ok().and_then(|s| s.ok());
                         (s, crash.map(|(_, code)| code))
                     }
                 };
                 probing.cancel();
                 // Whatever the container left behind in its group goes with it.
-                process::signal_group(st.pgid, Signal::SIGKILL);
-                lock(&shared.groups).remove(&st.pgid);
-                let _ = tokio::time::timeout(Duration::from_millis(500), pump_task).await;
+                process::signal_group(pgid, Signal::SIGKILL);
+                lock(&shared.groups).remove(&pgid);
+                if let Some(pump_task) = pump_task {
+                    let _ = tokio::time::timeout(Duration::from_millis(500), pump_task).await;
+                }
                 if let Some(slot) = lock(&handle.containers).get_mut(&name) {
                     slot.main_pid = None;
                 }

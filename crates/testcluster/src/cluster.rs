@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClusterConfig, NodeConfig};
-use crate::fabric::Fabric;
+use crate::fabric::NodeFabric;
 use crate::faults::Faults;
 use crate::logbuf::LogBuf;
 use crate::record::RecordedRequest;
@@ -31,9 +31,8 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct NodeRt {
     pub config: NodeConfig,
     pub ip: Ipv4Addr,
-    /// `None` in host isolation.
-    pub netns: Option<String>,
-    pub init_pid: u32,
+    /// The emulated node (network namespace, init); `None` in host isolation.
+    pub net: Option<icb_isolate::Node>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,7 +123,9 @@ pub struct Shared {
     pub faults: Mutex<Faults>,
     pub requests: Mutex<Vec<RecordedRequest>>,
     pub nodes: Vec<NodeRt>,
-    pub fabric: Mutex<Option<Fabric>>,
+    pub fabric: Mutex<Option<NodeFabric>>,
+    /// Carried by every process the cluster starts, so leak checks and stale cleanup find them.
+    pub run_tag: icb_isolate::RunTag,
     pub runtimes: Mutex<HashMap<PodKey, Arc<PodHandle>>>,
     /// Process groups alive right now, for the last-resort synchronous kill on drop.
     pub groups: Mutex<BTreeSet<i32>>,

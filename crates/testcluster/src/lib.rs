@@ -5,19 +5,22 @@
 //! extended-resource capacity such as `nvidia.com/gpu` and `rdma/ib`), and one node agent per
 //! node that runs each pod's containers as real local processes.
 //!
-//! With [`Isolation::Namespaces`] (root) every node is a Linux network namespace with its own IPC,
-//! PID and mount namespaces, cabled to the others by a veth on a private bridge (10.99.0.N/24, all
-//! inside namespaces this crate creates); each pod gets its own IPC and PID namespaces unless
-//! `hostIPC`/`hostPID`. **A pod's IP is its node's IP** (pods on one node share the node's network
-//! namespace, as with `hostNetwork`); that keeps "same node → loopback-like TCP, other node → veth"
-//! true, which is what ic-bench's verdicts care about.
+//! With [`Isolation::Namespaces`] (root) the nodes and pods come from icb-isolate, the one
+//! namespace layer `pair --local` uses too: every node is a Linux network namespace with an init
+//! process holding the node's own IPC, PID and mount namespaces, cabled to the others by a veth on
+//! a private bridge (10.99.0.N/24, all inside namespaces that layer creates); each pod gets its own
+//! IPC and PID namespaces unless `hostIPC`/`hostPID`, which join the node's. **A pod's IP is its
+//! node's IP** (pods on one node share the node's network namespace, as with `hostNetwork`); that
+//! keeps "same node → loopback-like TCP, other node → veth" true, which is what ic-bench's verdicts
+//! care about.
 //!
 //! Tests start a cluster, point ic-bench (or an in-test `kube::Client`) at it, and assert on the
 //! pods, their logs and the recorded requests; fault knobs inject API errors, latency, image pull
 //! failures, crashes and network cuts. Dropping the cluster (also while a test panics) kills every
 //! pod process and removes every namespace and temp file; processes are also started with a parent
-//! death signal, so even a SIGKILLed test leaves no pod running, and stale namespaces of dead test
-//! processes are removed by the next cluster start.
+//! death signal that reaches the real program, so even a SIGKILLed test leaves no pod running, and
+//! stale namespaces of dead test processes are removed by the next cluster start
+//! (`icb_isolate::cleanup_stale`, the same scheme `ic-bench gc --local` uses).
 //!
 //! `README.md` in this crate lists the whole public API and what is (and is not) emulated.
 //!
@@ -61,12 +64,12 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::{KillReason, NodeRt, Shared, lock};
-use crate::fabric::Fabric;
+use crate::fabric::NodeFabric;
 use crate::store::Store;
 
 pub use crate::config::{ClusterConfig, ImageConfig, Isolation, NodeConfig};
 pub use crate::error::{Error, Result};
-pub use crate::fabric::NETNS_PREFIX;
+pub use crate::fabric::NAME_PREFIX;
 pub use crate::faults::RequestMatch;
 pub use crate::record::RecordedRequest;
 
@@ -153,7 +156,7 @@ impl TestCluster {
                     .thread_name("icb-testcluster-rt")
                     .build();
                 match runtime {
-                    Ok(rt) => rt.block_on(run(config, id, work_dir, ready_tx, stop_rx)),
+                    Ok(rt) => rt.block_on(run(config, work_dir, ready_tx, stop_rx)),
                     Err(e) => {
                         let _ = ready_tx.send(Err(Error::Io(e)));
                     }
@@ -308,7 +311,7 @@ impl TestCluster {
         lock(&self.shared.faults).clear();
     }
 
-    /// Pulls the node's cable: its veth port on the fabric bridge goes down.
+    /// Pulls the node's cable: its port on the fabric's bridge goes down, so traffic stalls.
     pub fn cut_node_network(&self, node: &str) -> Result<()> {
         self.set_link(node, false)
     }
@@ -318,6 +321,7 @@ impl TestCluster {
     }
 
     fn set_link(&self, node: &str, up: bool) -> Result<()> {
+        // `ip` blocks for a few ms; the lock is only held by the cluster's own teardown.
         let fabric = lock(&self.shared.fabric);
         let fabric = fabric
             .as_ref()
@@ -333,10 +337,13 @@ impl TestCluster {
     /// The Linux network namespaces this cluster made (empty in host isolation).
     pub fn netns_names(&self) -> Vec<String> {
         let fabric = lock(&self.shared.fabric);
-        fabric
-            .iter()
-            .flat_map(|f| std::iter::once(f.fabric_ns.clone()).chain(f.nodes.iter().map(|n| n.netns.clone())))
-            .collect()
+        fabric.iter().flat_map(|f| f.namespaces()).collect()
+    }
+
+    /// The run tag every process this cluster starts carries in its environment
+    /// (`ICB_ISOLATE_RUN`): `icb_isolate::live_processes(&cluster.run_tag())` lists what still runs.
+    pub fn run_tag(&self) -> String {
+        self.shared.run_tag.to_string()
     }
 
     /// Stops every pod, removes namespaces and files, and waits for it.
@@ -359,9 +366,17 @@ impl TestCluster {
         for pgid in lock(&self.shared.groups).iter() {
             process::signal_group(*pgid, nix::sys::signal::Signal::SIGKILL);
         }
-        if let Some(mut fabric) = lock(&self.shared.fabric).take() {
-            fabric.destroy();
-        }
+        destroy_fabric(&self.shared);
+    }
+}
+
+/// Deletes the cluster's namespaces and whatever still runs in them (a no-op once done).
+fn destroy_fabric(shared: &Shared) {
+    let fabric = lock(&shared.fabric).take();
+    if let Some(fabric) = fabric
+        && let Err(e) = fabric.destroy()
+    {
+        eprintln!("icb-testcluster: cleaning up the emulated nodes: {e}");
     }
 }
 
@@ -420,18 +435,28 @@ impl Partial {
 /// The cluster thread's life: build nodes, serve, and on stop tear everything down.
 async fn run(
     config: ClusterConfig,
-    id: String,
     work_dir: PathBuf,
     ready: tokio::sync::oneshot::Sender<Ready>,
     stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     let names: Vec<String> = config.nodes.iter().map(|n| n.name.clone()).collect();
+    // Built on this thread, which lives as long as the cluster: the node inits die with it.
     let fabric = match config.isolation {
         Isolation::Host => None,
-        Isolation::Namespaces => match Fabric::create(&id, &names).await {
+        Isolation::Namespaces => match NodeFabric::create(&names) {
             Ok(f) => Some(f),
             Err(e) => {
                 let _ = ready.send(Err(e));
+                return;
+            }
+        },
+    };
+    let run_tag = match &fabric {
+        Some(f) => f.tag().clone(),
+        None => match icb_isolate::RunTag::new(fabric::NAME_PREFIX) {
+            Ok(tag) => tag,
+            Err(e) => {
+                let _ = ready.send(Err(Error::Other(e.to_string())));
                 return;
             }
         },
@@ -440,12 +465,11 @@ async fn run(
         .nodes
         .iter()
         .map(|n| {
-            let net = fabric.as_ref().and_then(|f| f.node(&n.name));
+            let net = fabric.as_ref().and_then(|f| f.node(&n.name)).cloned();
             NodeRt {
                 config: n.clone(),
-                ip: net.map(|x| x.ip).unwrap_or(Ipv4Addr::LOCALHOST),
-                netns: net.map(|x| x.netns.clone()),
-                init_pid: net.map(|x| x.init_pid).unwrap_or(0),
+                ip: net.as_ref().map(|x| x.ip).unwrap_or(Ipv4Addr::LOCALHOST),
+                net,
             }
         })
         .collect();
@@ -457,6 +481,7 @@ async fn run(
         requests: Mutex::new(Vec::new()),
         nodes,
         fabric: Mutex::new(fabric),
+        run_tag,
         runtimes: Mutex::new(HashMap::new()),
         groups: Mutex::new(BTreeSet::new()),
         shutdown: CancellationToken::new(),
@@ -495,9 +520,7 @@ async fn run(
     for pgid in lock(&shared.groups).iter() {
         process::signal_group(*pgid, nix::sys::signal::Signal::SIGKILL);
     }
-    if let Some(mut fabric) = lock(&shared.fabric).take() {
-        fabric.destroy();
-    }
+    destroy_fabric(&shared);
     if tokio::time::timeout(Duration::from_secs(2), server).await.is_err() {
         // Open keep-alive connections must not hold the test up.
     }

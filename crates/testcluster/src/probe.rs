@@ -35,16 +35,15 @@ fn port_number(port: &IntOrString, ports: &[ContainerPort]) -> Option<i32> {
 /// Runs `argv` (inside the container's namespaces when `enter`, else in the node's network
 /// namespace only) and returns (success, stdout).
 async fn run(target: &ProbeTarget, argv: Vec<String>, enter_container: bool, limit: Duration) -> (bool, String) {
-    let mut full: Vec<String> = Vec::new();
-    match (&target.netns, target.main_pid) {
-        (Some(_), Some(pid)) if enter_container => {
-            full.extend(["nsenter", "-t", &pid.to_string(), "--net", "--ipc", "--pid", "--mount"].map(String::from));
-            full.push(format!("--wd={}", target.cwd.display()));
-            full.push("--".into());
-        }
-        (Some(netns), _) => full.extend(["nsenter".to_string(), format!("--net=/run/netns/{netns}"), "--".into()]),
-        _ => {}
-    }
+    let prefix = match (&target.netns, target.main_pid) {
+        (Some(_), Some(pid)) if enter_container => icb_isolate::enter_pod(pid, &target.cwd),
+        (Some(netns), _) => icb_isolate::enter_node(netns),
+        _ => Ok(Vec::new()),
+    };
+    let Ok(prefix) = prefix else {
+        return (false, String::new());
+    };
+    let mut full: Vec<String> = prefix.iter().map(|a| a.to_string_lossy().into_owned()).collect();
     full.extend(argv);
     let Some((program, args)) = full.split_first() else {
         return (false, String::new());

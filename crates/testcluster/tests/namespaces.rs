@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::*;
 use futures::AsyncBufReadExt;
 use futures::TryStreamExt;
-use icb_testcluster::{ClusterConfig, NETNS_PREFIX, TestCluster};
+use icb_testcluster::{ClusterConfig, NAME_PREFIX, TestCluster};
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
 use kube::api::{AttachParams, LogParams};
@@ -299,17 +299,6 @@ fn processes_with(marker: &str) -> Vec<u32> {
     found
 }
 
-fn netns_list() -> String {
-    String::from_utf8_lossy(
-        &std::process::Command::new("ip")
-            .args(["netns", "list"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .into_owned()
-}
-
 #[tokio::test]
 async fn dropping_the_cluster_leaves_no_process_or_namespace() {
     if !enabled("dropping_the_cluster_leaves_no_process_or_namespace") {
@@ -331,10 +320,23 @@ async fn dropping_the_cluster_leaves_no_process_or_namespace() {
     wait_for(&pods, "leak-a", "running", |p| phase(p) == "Running").await;
     wait_for(&pods, "leak-b", "running", |p| phase(p) == "Running").await;
     let names = cluster.netns_names();
-    assert_eq!(names.len(), 3);
-    assert!(names.iter().all(|n| n.starts_with(NETNS_PREFIX)));
-    let listed = netns_list();
-    assert!(names.iter().all(|n| listed.contains(n.as_str())), "{listed}");
+    assert_eq!(names.len(), 3, "two nodes and the switch: {names:?}");
+    assert!(names.iter().all(|n| n.starts_with(&format!("{NAME_PREFIX}-"))));
+    let tag = cluster.run_tag();
+    let owner = std::process::id();
+    // (Tests run in parallel: other clusters of this process may be listed too.)
+    let seen = icb_isolate::leftovers_of(NAME_PREFIX, owner).namespaces;
+    assert!(
+        names.iter().all(|n| seen.contains(n)),
+        "icb-isolate's leak check sees the cluster's namespaces: {names:?} vs {seen:?}"
+    );
+    // Node inits, both pods' wrappers and their processes all carry the cluster's run tag.
+    assert!(
+        icb_isolate::live_processes(&tag).len() >= 4,
+        "{:?}",
+        icb_isolate::live_processes(&tag)
+    );
+    assert!(names.iter().all(|n| icb_isolate::netns_exists(n)), "{names:?}");
     assert!(!processes_with(&marker).is_empty(), "the pods run");
     let dir = cluster.kubeconfig_path().parent().unwrap().to_path_buf();
     assert!(dir.exists());
@@ -349,12 +351,16 @@ async fn dropping_the_cluster_leaves_no_process_or_namespace() {
         Vec::<u32>::new(),
         "no pod process survives the cluster"
     );
-    let listed = netns_list();
     assert!(
-        names.iter().all(|n| !listed.contains(n.as_str())),
-        "namespaces removed: {listed}"
+        names.iter().all(|n| !icb_isolate::netns_exists(n)),
+        "namespaces removed: {names:?}"
     );
     assert!(!dir.exists(), "temp files removed");
+    assert_eq!(
+        icb_isolate::live_processes(&tag),
+        Vec::<u32>::new(),
+        "nothing of the run survives"
+    );
 }
 
 #[tokio::test]
@@ -383,10 +389,119 @@ async fn a_panicking_test_still_cleans_up() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(processes_with(&marker).is_empty());
-    let listed = netns_list();
     let names = names.lock().unwrap().clone();
     assert!(
-        !names.is_empty() && names.iter().all(|n| !listed.contains(n.as_str())),
-        "{listed}"
+        !names.is_empty() && names.iter().all(|n| !icb_isolate::netns_exists(n)),
+        "{names:?}"
     );
+}
+
+/// Not a test on its own: the test process that `a_sigkilled_test_leaves_no_pod_running` starts
+/// and SIGKILLs, with a plain pod and a hostIPC+hostPID pod running.
+#[tokio::test]
+#[ignore = "helper process for a_sigkilled_test_leaves_no_pod_running"]
+async fn sigkilled_owner_helper() {
+    if std::env::var_os("ICB_TESTCLUSTER_CRASH_HELPER").is_none() {
+        return;
+    }
+    let (cluster, pods) = ns_cluster().await;
+    create(&pods, &on_node(sh_pod("own", "sleep 303"), "gpu-1", json!({}))).await;
+    create(
+        &pods,
+        &on_node(
+            sh_pod("host", "sleep 304"),
+            "gpu-2",
+            json!({"hostPID": true, "hostIPC": true}),
+        ),
+    )
+    .await;
+    wait_for(&pods, "own", "running", |p| phase(p) == "Running").await;
+    wait_for(&pods, "host", "running", |p| phase(p) == "Running").await;
+    // Both programs run (not only their wrappers): `sh -c` execs its last command, so the pods'
+    // command lines read "sleep", NUL, "303".
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while processes_with("sleep\0303").is_empty() || processes_with("sleep\0304").is_empty() {
+        assert!(std::time::Instant::now() < deadline, "the pods' programs never ran");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    println!("TAG {}", cluster.run_tag());
+    for ns in cluster.netns_names() {
+        println!("NS {ns}");
+    }
+    println!("READY");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+}
+
+#[tokio::test]
+async fn a_sigkilled_test_leaves_no_pod_running_and_the_next_cluster_removes_its_namespaces() {
+    if !enabled("a_sigkilled_test_leaves_no_pod_running_and_the_next_cluster_removes_its_namespaces") {
+        return;
+    }
+    let mut helper = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "sigkilled_owner_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ICB_TESTCLUSTER_CRASH_HELPER", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = helper.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (mut tag, mut namespaces) = (String::new(), Vec::new());
+    loop {
+        let line = rx.recv_timeout(Duration::from_secs(30)).expect("helper ready in 30 s");
+        if let Some((_, t)) = line.split_once("TAG ") {
+            tag = t.trim().to_string();
+        } else if let Some((_, ns)) = line.split_once("NS ") {
+            namespaces.push(ns.trim().to_string());
+        } else if line.ends_with("READY") {
+            break;
+        }
+    }
+    // Node inits, the two pods' wrappers and programs.
+    assert!(
+        icb_isolate::live_processes(&tag).len() >= 4,
+        "{:?}",
+        icb_isolate::live_processes(&tag)
+    );
+    helper.kill().unwrap();
+    helper.wait().unwrap();
+    let killed = std::time::Instant::now();
+    while !icb_isolate::live_processes(&tag).is_empty() && killed.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let took = killed.elapsed();
+    assert_eq!(
+        icb_isolate::live_processes(&tag),
+        Vec::<u32>::new(),
+        "pods outlived the test"
+    );
+    assert!(took < Duration::from_secs(1), "the pods took {took:?} to die");
+    eprintln!("every process of the SIGKILLed test's cluster gone {took:?} after the kill");
+    assert_eq!(namespaces.len(), 3);
+    assert!(
+        namespaces.iter().all(|n| icb_isolate::netns_exists(n)),
+        "only the namespaces stay"
+    );
+
+    // The next cluster start removes them (other tests' live clusters are untouched).
+    let (next, _pods) = ns_cluster().await;
+    assert!(
+        namespaces.iter().all(|n| !icb_isolate::netns_exists(n)),
+        "{namespaces:?}"
+    );
+    assert!(next.netns_names().iter().all(|n| icb_isolate::netns_exists(n)));
+    next.shutdown().await;
 }

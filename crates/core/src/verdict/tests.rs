@@ -86,6 +86,7 @@ fn measured(
         }),
         transport: Some(classify(info, lanes, memory)),
         verdict: None,
+        shape: Default::default(),
     }
 }
 
@@ -99,6 +100,7 @@ fn skipped(memory: MemoryPair) -> CaseResult {
         measurement: None,
         transport: None,
         verdict: None,
+        shape: Default::default(),
     }
 }
 

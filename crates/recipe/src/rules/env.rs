@@ -6,8 +6,8 @@ use crate::engine;
 use crate::mask::display_value;
 use crate::model::{EnvValue, Role, RoleEnv};
 use icb_core::checks::Check;
-use icb_core::fabric::{self, UcxTls};
-use icb_core::model::{Status, TransportClass};
+use icb_core::fabric;
+use icb_core::model::Status;
 
 /// NCCL variables documented as debugging aids: they override NCCL's topology-based choices.
 pub const NCCL_DEBUG_KNOBS: &[&str] = &[
@@ -38,7 +38,7 @@ pub(crate) fn role_checks(r: &RoleEnv, ctx: &Ctx, out: &mut Vec<Check>) {
     resolve_check(r, &scope, out);
     backend_check(r, ctx, &scope, out);
     critical_check(r, ctx, &scope, out);
-    tls_checks(r, &scope, out);
+    super::tls::tls_checks(r, ctx, &scope, out);
     net_devices_check(r, &scope, out);
     rndv_check(r, &scope, out);
     nccl_ib_disable_check(r, &scope, out);
@@ -54,7 +54,22 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         .filter(|v| !matches!(v.value, EnvValue::Literal { .. }))
         .map(|v| format!("{} {}", v.name, display_value(v)))
         .collect();
-    unresolved.extend(r.env_from.iter().map(|f| format!("envFrom {} {}", f.kind, f.name)));
+    // A Secret named like a credential (`envFromSecret: hf-token`) carries the model-hub token,
+    // not transport settings: listed, not warned about.
+    let (credentials, other_from): (Vec<_>, Vec<_>) = r
+        .env_from
+        .iter()
+        .partition(|f| f.kind == "secret" && crate::mask::is_secret_name(&f.name));
+    unresolved.extend(other_from.iter().map(|f| format!("envFrom {} {}", f.kind, f.name)));
+    let credentials = if credentials.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<&str> = credentials.iter().map(|f| f.name.as_str()).collect();
+        format!(
+            "; credentials from Secret {} (not transport settings)",
+            names.join(", ")
+        )
+    };
     let layers = if r.layers.is_empty() {
         "none".to_string()
     } else {
@@ -64,7 +79,10 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         out.push(mk(
             "env.resolve",
             Status::Ok,
-            format!("{} variable(s) resolved; layers (lowest first): {layers}", r.env.len()),
+            format!(
+                "{} variable(s) resolved; layers (lowest first): {layers}{credentials}",
+                r.env.len()
+            ),
             scope,
             None,
         ));
@@ -122,12 +140,29 @@ fn backend_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
             Some("use NixlConnector with UCX (or LIBFABRIC on EFA), SGLang nixl/mooncake, TensorRT-LLM UCX/NIXL"),
         )),
         None if !matches!(r.role, Role::Prefill | Role::Decode) && !ctx.disagg => {}
+        None if e.platform_default.is_some() => out.push(mk(
+            "env.backend",
+            Status::Ok,
+            format!("KV transfer: {}", e.platform_default.as_deref().unwrap_or_default()),
+            scope,
+            None,
+        )),
         None if e.dynamo && e.framework.as_deref() == Some("vllm") => out.push(mk(
             "env.backend",
             Status::Ok,
             "KV transfer: Dynamo vLLM default (NixlConnector over UCX)".to_string(),
             scope,
             None,
+        )),
+        None if e.framework.as_deref() == Some("sglang") && e.config_file.is_some() => out.push(mk(
+            "env.backend",
+            Status::Warn,
+            format!(
+                "SGLang reads its options from --config {} (not among the inputs): the transfer backend cannot be read",
+                e.config_file.as_deref().unwrap_or_default()
+            ),
+            scope,
+            Some("pass the ConfigMap holding that file, or set --disaggregation-transfer-backend on the command line"),
         )),
         None if e.framework.as_deref() == Some("sglang") => out.push(mk(
             "env.backend",
@@ -154,10 +189,12 @@ fn critical_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
         return;
     }
     let efa = r.is_efa();
+    let libfabric = super::tls::kv_over_libfabric_only(r);
     let missing: Vec<&str> = CRITICAL_VARS
         .iter()
         .copied()
         .filter(|v| !(efa && matches!(*v, "UCX_NET_DEVICES" | "NCCL_IB_HCA")))
+        .filter(|v| !(libfabric && v.starts_with("UCX_")))
         .filter(|v| r.var(v).is_none())
         .collect();
     if missing.is_empty() {
@@ -178,98 +215,6 @@ fn critical_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
             ),
             scope,
             Some("confirm in the running pod with `ic-bench probe node --pod`, or set them explicitly"),
-        ));
-    }
-}
-
-fn tls_checks(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
-    let Some(var) = r.var("UCX_TLS") else {
-        let d = "UCX_TLS unset: UCX uses every transport it finds".to_string();
-        out.push(mk("env.ucx_tls.tcp_only", Status::Ok, d.clone(), scope, None));
-        out.push(mk("env.ucx_tls.cuda", Status::Ok, d, scope, None));
-        return;
-    };
-    let Some(value) = var.literal() else {
-        let d = format!("UCX_TLS={} cannot be read from the recipe", display_value(var));
-        out.push(mk("env.ucx_tls.tcp_only", Status::Warn, d.clone(), scope, None));
-        out.push(mk("env.ucx_tls.cuda", Status::Warn, d, scope, None));
-        return;
-    };
-    let tls = UcxTls::parse(value);
-    let show = format!("UCX_TLS={value} [{}]", var.origin);
-    if tls.exclude {
-        // What is left must be a transport of this role's fabric: srd on EFA, IB/RoCE elsewhere.
-        let rdma_excluded = !tls.allows_item(if r.is_efa() { "srd" } else { "ib" });
-        if rdma_excluded {
-            out.push(mk(
-                "env.ucx_tls.tcp_only",
-                Status::Fail,
-                format!("{show} excludes every RDMA transport: KV transfer between pods falls back to TCP"),
-                scope,
-                Some("remove the RDMA transports from the exclusion list"),
-            ));
-        } else {
-            out.push(mk(
-                "env.ucx_tls.tcp_only",
-                Status::Ok,
-                format!("{show}: exclusion form keeps RDMA"),
-                scope,
-                None,
-            ));
-        }
-        if !tls.allows("cuda_copy") {
-            out.push(mk(
-                "env.ucx_tls.cuda",
-                Status::Fail,
-                format!("{show} excludes cuda_copy: UCX will not recognise GPU buffers"),
-                scope,
-                Some("do not exclude cuda/cuda_copy"),
-            ));
-        } else {
-            out.push(mk(
-                "env.ucx_tls.cuda",
-                Status::Ok,
-                format!("{show}: exclusion form keeps cuda_*"),
-                scope,
-                None,
-            ));
-        }
-        return;
-    }
-    if tls.allows_class(TransportClass::Rdma) {
-        out.push(mk(
-            "env.ucx_tls.tcp_only",
-            Status::Ok,
-            format!("{show} includes an RDMA transport"),
-            scope,
-            None,
-        ));
-    } else {
-        out.push(mk(
-            "env.ucx_tls.tcp_only",
-            Status::Fail,
-            format!(
-                "{show} lists no RDMA transport (rc/dc/ud/srd): KV transfer between pods goes over TCP (~98 s TTFT in Dynamo's guide)"
-            ),
-            scope,
-            Some("use UCX_TLS=rc_x,rc,dc_x,dc,cuda_copy,cuda_ipc (srd,cuda_copy,tcp on EFA) and request the RDMA device"),
-        ));
-    }
-    if tls.allows("cuda_copy") || tls.allows("cuda_ipc") {
-        out.push(mk(
-            "env.ucx_tls.cuda",
-            Status::Ok,
-            format!("{show} includes cuda_*"),
-            scope,
-            None,
-        ));
-    } else {
-        out.push(mk(
-            "env.ucx_tls.cuda",
-            Status::Fail,
-            format!("{show} lists no cuda_copy/cuda_ipc: UCX will not recognise GPU buffers"),
-            scope,
-            Some("add cuda_copy (and cuda_ipc) to UCX_TLS"),
         ));
     }
 }

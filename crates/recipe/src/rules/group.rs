@@ -114,11 +114,27 @@ fn symmetry(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
     }
 }
 
+/// The pod can open a co-located peer's GPU memory with cuda_ipc: it names cuda_ipc, shares
+/// the host IPC namespace and sees every GPU (seed 002's fix). hostPID is not required here:
+/// see `cuda_ipc_xpod` for the UCX versions that also want it.
+pub(crate) fn cuda_ipc_shared(r: &RoleEnv) -> bool {
+    r.literal("UCX_TLS").is_some_and(|v| UcxTls::parse(v).names("cuda_ipc"))
+        && !r.uses_rdma()
+        && r.host_ipc
+        && sees_all_gpus(r)
+}
+
 fn sees_all_gpus(r: &RoleEnv) -> bool {
     r.privileged
         || r.literal("NVIDIA_VISIBLE_DEVICES")
             .is_some_and(|v| v.trim().eq_ignore_ascii_case("all"))
 }
+
+/// Whether cuda_ipc works across PID namespaces depends on the UCX build (openucx/ucx #10968,
+/// #11514; open ask #11978): UCX 1.22 logs the peer as unreachable with "different PID namespace
+/// and FABRIC support" unless the GPUs offer fabric handles, while the seed-002 images (SGLang
+/// 0.4.x) needed only hostIPC + GPU visibility.
+const CUDA_IPC_PID_NOTE: &str = "with UCX releases that check PID namespaces for cuda_ipc (1.22 logs \"different PID namespace and FABRIC support\"), also set hostPID on both pods unless the GPUs support fabric handles; confirm with `ic-bench pair` on the node";
 
 fn cuda_ipc_xpod(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
     let naming: Vec<&RoleEnv> = pd
@@ -152,12 +168,9 @@ fn cuda_ipc_xpod(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
     let expecting = if expecting.is_empty() { naming } else { expecting };
     let unsatisfied: Vec<String> = pd
         .iter()
-        .filter(|r| !(r.host_ipc && r.host_pid && sees_all_gpus(r)))
+        .filter(|r| !(r.host_ipc && sees_all_gpus(r)))
         .map(|r| {
             let mut missing = Vec::new();
-            if !r.host_pid {
-                missing.push("hostPID");
-            }
             if !r.host_ipc {
                 missing.push("hostIPC");
             }
@@ -173,11 +186,12 @@ fn cuda_ipc_xpod(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
             "pod.cuda_ipc_xpod",
             Status::Ok,
             format!(
-                "UCX_TLS on {} names cuda_ipc; every prefill/decode pod shares hostPID+hostIPC and sees all GPUs",
-                names.join(", ")
+                "UCX_TLS on {} names cuda_ipc; every prefill/decode pod shares hostIPC and sees all GPUs (seed 002's working fix){}",
+                names.join(", "),
+                if pd.iter().all(|r| r.host_pid) { "; hostPID shared too" } else { "" }
             ),
             scope,
-            None,
+            (!pd.iter().all(|r| r.host_pid)).then_some(CUDA_IPC_PID_NOTE),
         ));
     } else {
         out.push(mk(
@@ -189,7 +203,7 @@ fn cuda_ipc_xpod(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
                 unsatisfied.join("; ")
             ),
             scope,
-            Some("rely on RDMA between pods (request rdma/*, IPC_LOCK), or give both pods hostPID+hostIPC and all GPUs (privileged + CUDA_VISIBLE_DEVICES mapped to the allocated GPUs)"),
+            Some("rely on RDMA between pods (request rdma/*, IPC_LOCK), or give both pods hostIPC and all GPUs (privileged + CUDA_VISIBLE_DEVICES mapped to the allocated GPUs; hostPID too on UCX builds that refuse cuda_ipc across PID namespaces)"),
         ));
     }
 }
@@ -214,6 +228,15 @@ fn placement(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
         .as_deref()
         .unwrap_or("pin prefill and decode to one node pool (and one ComputeDomain for MNNVL)");
     let shared_domain = pd.iter().all(|r| r.uses_compute_domain()) && !split_domain;
+    let tied: Vec<String> = pd
+        .iter()
+        .flat_map(|r| {
+            r.placement
+                .pod_affinity
+                .iter()
+                .map(move |a| format!("{}: {a}", r.component))
+        })
+        .collect();
     if split_domain {
         out.push(mk(
             "pod.placement",
@@ -229,6 +252,17 @@ fn placement(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
             format!(
                 "prefill and decode share one ComputeDomain ({})",
                 templates[0].join(", ")
+            ),
+            scope,
+            advice.as_deref(),
+        ));
+    } else if !tied.is_empty() {
+        out.push(mk(
+            "pod.placement",
+            Status::Ok,
+            format!(
+                "prefill and decode are tied together by required pod affinity ({})",
+                tied.join("; ")
             ),
             scope,
             advice.as_deref(),

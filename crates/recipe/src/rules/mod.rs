@@ -5,6 +5,8 @@
 mod env;
 mod group;
 mod pod;
+mod tls;
+mod transport;
 pub mod ucx;
 
 use crate::model::{Role, RoleEnv};
@@ -27,6 +29,9 @@ pub(crate) fn mk(id: &str, status: Status, detail: String, scope: &str, hint: Op
 pub(crate) struct Ctx {
     /// The group has prefill and/or decode roles.
     pub disagg: bool,
+    /// Every prefill/decode pod names cuda_ipc, has no RDMA, shares the host IPC namespace and
+    /// sees all GPUs: the seed-002 same-node NVLink setup.
+    pub cuda_ipc_colocated: bool,
 }
 
 impl Ctx {
@@ -94,12 +99,18 @@ pub fn check(res: &Resolution) -> Vec<Check> {
     }
     for g in order {
         let members = groups.remove(g).unwrap_or_default();
+        let pd: Vec<&&RoleEnv> = members
+            .iter()
+            .filter(|r| matches!(r.role, Role::Prefill | Role::Decode))
+            .collect();
         let ctx = Ctx {
-            disagg: members.iter().any(|r| matches!(r.role, Role::Prefill | Role::Decode)),
+            disagg: !pd.is_empty(),
+            cuda_ipc_colocated: !pd.is_empty() && pd.iter().all(|r| group::cuda_ipc_shared(r)),
         };
         for r in &members {
             env::role_checks(r, &ctx, &mut checks);
             pod::role_checks(r, &ctx, &mut checks);
+            transport::role_checks(r, &ctx, &mut checks);
         }
         group::group_checks(g, &members, &mut checks);
     }

@@ -61,6 +61,7 @@ fn case(
         }),
         transport: Some(classify(info, lanes, memory)),
         verdict: None,
+        shape: Default::default(),
     }
 }
 
@@ -74,6 +75,7 @@ fn skipped(test: TestKind, memory: MemoryPair, size: u64) -> CaseResult {
         measurement: None,
         transport: None,
         verdict: None,
+        shape: Default::default(),
     }
 }
 
@@ -88,6 +90,7 @@ fn peer(host: &str) -> PeerInfo {
             devices: 0,
         },
         env: [("UCX_TLS".to_string(), "all".to_string())].into_iter().collect(),
+        nixl: None,
     }
 }
 

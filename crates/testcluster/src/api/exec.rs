@@ -88,7 +88,7 @@ fn find_target(shared: &Shared, ns: &str, name: &str, params: &Params) -> Result
             "container {container} is not running in pod {name}"
         )));
     };
-    let namespaced = shared.nodes.iter().any(|n| n.netns.is_some());
+    let namespaced = shared.nodes.iter().any(|n| n.net.is_some());
     Ok(Target {
         main_pid,
         namespaced,
@@ -126,21 +126,21 @@ fn error_frame(message: &str) -> Message {
 }
 
 async fn session(mut socket: WebSocket, target: Target, command: Vec<String>, want_stdin: bool) {
-    let mut cmd = if target.namespaced {
-        let mut c = tokio::process::Command::new("nsenter");
-        c.arg("-t")
-            .arg(target.main_pid.to_string())
-            .args(["--net", "--ipc", "--pid", "--mount"]);
-        c.arg(format!("--wd={}", target.cwd.display())).arg("--");
-        c.args(&command);
-        c
-    } else {
-        let mut c = tokio::process::Command::new(&command[0]);
-        c.args(&command[1..]);
-        c
-    };
+    let mut argv: Vec<std::ffi::OsString> = Vec::new();
+    if target.namespaced {
+        match icb_isolate::enter_pod(target.main_pid, &target.cwd) {
+            Ok(prefix) => argv.extend(prefix),
+            Err(e) => {
+                let _ = socket.send(error_frame(&e.to_string())).await;
+                return;
+            }
+        }
+    }
+    argv.extend(command.iter().map(std::ffi::OsString::from));
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
     let mut env = target.env.clone();
-    // nsenter itself must be found; the command then resolves on the container's PATH.
+    // The command resolves on the container's PATH, then the host's (tools in unusual places).
     let host_path = std::env::var("PATH").unwrap_or_default();
     if target.namespaced {
         env.entry("PATH".into())

@@ -1,0 +1,436 @@
+//! `connect --engine nixl`: the prefill side. It initiates every READ and WRITE through its NIXL
+//! agent, times them, verifies the payload outside the timed region, names the data path from
+//! UCX's own protocol report, and builds the judged report.
+
+use crate::error::NixlEngineError;
+use crate::evidence;
+use crate::options::NixlOptions;
+use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, PhaseGoal, PhaseOutcome, UcxLog, agent_name, case_len};
+use crate::session::{
+    HELLO_TIMEOUT, case_label, check_peer_hello, cuda_info, local_hello, no_cuda_reason, peer_info, resolve,
+};
+use hdrhistogram::Histogram;
+use icb_core::{
+    CaseResult, CaseShape, CaseStatus, CudaInfo, Direction, Endpoint, EngineKind, LatencyStats, Measurement,
+    MemoryType, PAIR_SCHEMA, PairReport, Placement, Verdict, VerdictStatus,
+};
+use icb_engine::control::{Control, unexpected};
+use icb_engine::messages::{CaseReady, CaseSetup, Hello, MAX_WINDOW, Message, PhaseKind, Role};
+use icb_engine::ucx_thread::UcxThread;
+use icb_engine::{ConnectOptions, EngineError};
+use std::time::{Duration, Instant};
+
+/// Added to every phase deadline: setup and scheduling slack.
+const PHASE_SLACK_S: f64 = 30.0;
+
+/// Runs every (direction, memory pair, block size, batch) case against a `serve --engine nixl`
+/// and returns the judged report. `opts.ucx` is ignored (NIXL brings its own UCX);
+/// `opts.settings.window` is replaced by the batches. The caller must leave the process through
+/// [`crate::exit_process`] afterwards.
+pub fn connect(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairReport, NixlEngineError> {
+    validate(&opts, &nixl)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| EngineError::Internal(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(connect_async(opts, nixl))
+}
+
+fn validate(opts: &ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineError> {
+    icb_engine::validate_settings(&opts.settings)?;
+    let bad = |m: String| Err(EngineError::Settings(m));
+    if nixl.batches.is_empty() || nixl.directions.is_empty() {
+        return bad("nothing to run: give at least one batch and one direction".into());
+    }
+    if let Some(b) = nixl.batches.iter().find(|&&b| b == 0 || b > MAX_WINDOW) {
+        return bad(format!("batch {b} is outside 1 … {MAX_WINDOW} descriptors"));
+    }
+    for &size in &opts.settings.sizes {
+        for &batch in &nixl.batches {
+            let probe = CaseSetup {
+                test: icb_core::TestKind::GetBw,
+                memory: icb_core::MemoryPair::HOST_HOST,
+                size,
+                window: batch,
+                seed: 0,
+            };
+            case_len(&probe).map_err(EngineError::Settings)?;
+        }
+    }
+    Ok(())
+}
+
+async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairReport, NixlEngineError> {
+    let started = Instant::now();
+    let started_at = jiff::Timestamp::now().to_string();
+    let server_addr = resolve(&opts.server).await?;
+    let log = UcxLog::prepare()?;
+    let name = agent_name("prefill");
+    let nixl_opts = nixl.clone();
+    let (mut thread, local) = UcxThread::spawn(move || NixlRuntime::start(&nixl_opts, &name))?;
+    let cuda = cuda_info();
+
+    let stream = match tokio::time::timeout(opts.connect_timeout, tokio::net::TcpStream::connect(server_addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            thread.shutdown(Duration::from_secs(5));
+            return Err(EngineError::Connect {
+                addr: opts.server.clone(),
+                detail: e.to_string(),
+            }
+            .into());
+        }
+        Err(_) => {
+            thread.shutdown(Duration::from_secs(5));
+            return Err(EngineError::Connect {
+                addr: opts.server.clone(),
+                detail: format!("no answer within {:.0} s", opts.connect_timeout.as_secs_f64()),
+            }
+            .into());
+        }
+    };
+    let local_addr = stream.local_addr().ok();
+    let mut control = Control::new(stream);
+    let mut opts = opts;
+    let result = run_session(&mut control, &thread, &local, &cuda, &mut opts, &nixl).await;
+    let (server_hello, mut cases, mut warnings) = match result {
+        Ok(x) => x,
+        Err(e) => {
+            if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
+                control.send_error(&e.to_string()).await;
+            }
+            drop(control);
+            thread.shutdown(Duration::from_secs(5));
+            return Err(e.into());
+        }
+    };
+    drop(control);
+    // Destroying the agent (its UCX worker) is what makes UCX print the `used` protocol tables.
+    thread.shutdown(Duration::from_secs(10));
+    attribute_cases(&mut cases, &log, &local, &mut warnings);
+
+    let mine = local_hello(Role::Client, &local, &cuda, &opts.tool);
+    let same_boot = !mine.boot_id.is_empty() && mine.boot_id == server_hello.boot_id;
+    let expectation = opts
+        .expectation_for(same_boot)
+        .map_err(|e| EngineError::Settings(e.to_string()))?;
+    let locality = expectation.locality;
+    let mut settings = opts.settings.clone();
+    settings.tests = nixl.directions.iter().map(|d| d.test_kind()).collect();
+    let mut report = PairReport {
+        schema: PAIR_SCHEMA.to_string(),
+        tool: opts.tool.clone(),
+        started_at,
+        duration_s: started.elapsed().as_secs_f64(),
+        placement: Placement {
+            locality,
+            mode: opts.placement_mode.clone(),
+            prefill: Endpoint {
+                host: mine.hostname.clone(),
+                address: local_addr.map(|a| a.to_string()),
+                ..Default::default()
+            },
+            decode: Endpoint {
+                host: server_hello.hostname.clone(),
+                address: Some(server_addr.to_string()),
+                ..Default::default()
+            },
+        },
+        server: peer_info(&server_hello),
+        client: peer_info(&mine),
+        settings,
+        expectation,
+        cases,
+        verdict: Verdict {
+            status: VerdictStatus::Pass,
+            reason: String::new(),
+            hint: None,
+            data_paths: Vec::new(),
+        },
+        warnings,
+    };
+    icb_core::verdict::judge(&mut report);
+    Ok(report)
+}
+
+/// Names each measured case's data path from UCX's protocol tables.
+fn attribute_cases(cases: &mut [CaseResult], log: &UcxLog, local: &LocalNixl, warnings: &mut Vec<String>) {
+    let text = log.read();
+    let tables = evidence::parse(&text);
+    if tables.is_empty() {
+        warnings.push(if log.is_private() {
+            format!(
+                "NIXL's UCX {} printed no protocol tables (UCX_PROTO_INFO={}): data paths unknown",
+                local.ucx_version, local.proto_info
+            )
+        } else {
+            "UCX_LOG_FILE was set by the user, so the NIXL engine cannot read UCX's protocol tables: data paths unknown"
+                .into()
+        });
+    }
+    for case in cases.iter_mut().filter(|c| c.status == CaseStatus::Measured) {
+        let Some(direction) = case.shape.direction else {
+            continue;
+        };
+        case.transport = Some(
+            evidence::attribute(&tables, direction, case.memory, case.size)
+                .unwrap_or_else(|| icb_core::classify::classify(None, &[], case.memory)),
+        );
+    }
+}
+
+type SessionOutput = (Hello, Vec<CaseResult>, Vec<String>);
+
+async fn run_session(
+    control: &mut Control,
+    thread: &UcxThread<NixlRuntime>,
+    local: &LocalNixl,
+    cuda: &CudaInfo,
+    opts: &mut ConnectOptions,
+    nixl: &NixlOptions,
+) -> Result<SessionOutput, EngineError> {
+    let server: Hello = match control.recv("the hello exchange", HELLO_TIMEOUT).await? {
+        Message::Hello(h) => *h,
+        other => return Err(unexpected("the hello exchange", &other, "hello")),
+    };
+    check_peer_hello(&server, Role::Server)?;
+    let hello = local_hello(Role::Client, local, cuda, &opts.tool);
+    control
+        .send(&Message::Hello(Box::new(hello)), "the hello exchange")
+        .await?;
+    let md = server.worker_address.0.clone();
+    thread
+        .call(move |rt: &mut NixlRuntime| rt.load_peer(&md))
+        .await?
+        .map_err(|detail| EngineError::Ucx {
+            during: "loading the server's NIXL metadata".into(),
+            detail,
+        })?;
+
+    let s = opts.settings.clone();
+    let mut cases = Vec::new();
+    let warnings = Vec::new();
+    let mut seed = 0x41c1_0001u64;
+    for &direction in &nixl.directions {
+        for &memory in &s.memory {
+            for &size in &s.sizes {
+                for &batch in &nixl.batches {
+                    seed = seed.wrapping_add(0x9E37_79B9);
+                    let setup = CaseSetup {
+                        test: direction.test_kind(),
+                        memory,
+                        size,
+                        window: batch,
+                        seed,
+                    };
+                    let case = run_case(control, thread, setup, direction, &s, cuda, &server).await?;
+                    if let Some(cb) = opts.on_case.as_mut() {
+                        cb(&case);
+                    }
+                    cases.push(case);
+                }
+            }
+        }
+    }
+    control.send(&Message::Bye, "the goodbye").await?;
+    Ok((server, cases, warnings))
+}
+
+async fn run_case(
+    control: &mut Control,
+    thread: &UcxThread<NixlRuntime>,
+    setup: CaseSetup,
+    direction: Direction,
+    s: &icb_core::RunSettings,
+    cuda: &CudaInfo,
+    server: &Hello,
+) -> Result<CaseResult, EngineError> {
+    let mut result = CaseResult {
+        test: setup.test,
+        memory: setup.memory,
+        size: setup.size,
+        status: CaseStatus::Measured,
+        reason: None,
+        measurement: None,
+        transport: None,
+        verdict: None,
+        shape: CaseShape {
+            engine: EngineKind::Nixl,
+            direction: Some(direction),
+            batch: Some(setup.window),
+        },
+    };
+    let label = case_label(direction, &setup);
+    let not_run = |mut r: CaseResult, status: CaseStatus, reason: String| {
+        r.status = status;
+        r.reason = Some(reason);
+        Ok(r)
+    };
+    if setup.memory.initiator == MemoryType::Cuda && !cuda.available {
+        return not_run(result, CaseStatus::Skipped, no_cuda_reason("prefill", cuda));
+    }
+    if setup.memory.target == MemoryType::Cuda && !server.cuda.available {
+        return not_run(result, CaseStatus::Skipped, no_cuda_reason("decode", &server.cuda));
+    }
+    control.send(&Message::Setup(setup), &label).await?;
+    let ready: CaseReady = match control.recv(&label, HELLO_TIMEOUT * 8).await? {
+        Message::Ready(r) => r,
+        Message::Skipped { reason } => return not_run(result, CaseStatus::Skipped, reason),
+        Message::CaseFailed { reason } => {
+            return not_run(result, CaseStatus::Failed, format!("decode side: {reason}"));
+        }
+        other => return Err(unexpected(&label, &other, "ready, skipped or case_failed")),
+    };
+    let prepared = thread
+        .call(move |rt: &mut NixlRuntime| rt.initiator_setup(setup, &ready))
+        .await?;
+    if let Err(reason) = prepared {
+        finish(control, thread, &label).await?;
+        return not_run(result, CaseStatus::Failed, format!("prefill side: {reason}"));
+    }
+
+    let warm_goal = PhaseGoal {
+        min_iterations: s.warmup_iterations,
+        min_time_s: 0.0,
+        max_time_s: s.max_time_s,
+    };
+    let warm_limit = (s.max_time_s * 4.0).max(30.0) + PHASE_SLACK_S;
+    phase(control, thread, &label, PhaseKind::Warmup, warm_goal, warm_limit).await?;
+    let goal = PhaseGoal {
+        min_iterations: s.min_iterations.max(1),
+        min_time_s: s.min_time_s,
+        max_time_s: s.max_time_s,
+    };
+    let out = phase(
+        control,
+        thread,
+        &label,
+        PhaseKind::Measure,
+        goal,
+        s.max_time_s * 2.0 + PHASE_SLACK_S,
+    )
+    .await?;
+    let verify_error = finish(control, thread, &label).await?;
+
+    let bytes = out
+        .iterations
+        .saturating_mul(setup.size)
+        .saturating_mul(u64::from(setup.window));
+    result.measurement = Some(Measurement {
+        warmup_iterations: s.warmup_iterations,
+        iterations: out.iterations,
+        elapsed_s: out.elapsed_s,
+        bytes,
+        bandwidth_bps: (out.elapsed_s > 0.0).then(|| bytes as f64 / out.elapsed_s),
+        latency_us: request_latency(&out.latency_ns),
+        window: setup.window,
+        verified: verify_error.is_none(),
+    });
+    if let Some(e) = verify_error {
+        result.status = CaseStatus::Failed;
+        result.reason = Some(e);
+    }
+    Ok(result)
+}
+
+/// Per-request completion latency (post to completion of all descriptors), in microseconds.
+fn request_latency(ns: &Histogram<u64>) -> Option<LatencyStats> {
+    if ns.is_empty() {
+        return None;
+    }
+    let us = |v: f64| v / 1000.0;
+    let q = |p: f64| us(ns.value_at_quantile(p) as f64);
+    Some(LatencyStats {
+        min: us(ns.min() as f64),
+        mean: us(ns.mean()),
+        p50: q(0.50),
+        p90: q(0.90),
+        p99: q(0.99),
+        p999: q(0.999),
+        max: us(ns.max() as f64),
+    })
+}
+
+enum Event {
+    Done(Result<Result<PhaseOutcome, String>, EngineError>),
+    Msg(Result<Message, EngineError>),
+}
+
+/// One phase: the server starts progressing, the client runs its requests (timed on the owner
+/// thread) while watching the control connection, then both say done.
+async fn phase(
+    control: &mut Control,
+    thread: &UcxThread<NixlRuntime>,
+    label: &str,
+    kind: PhaseKind,
+    goal: PhaseGoal,
+    timeout_s: f64,
+) -> Result<PhaseOutcome, EngineError> {
+    let during = match kind {
+        PhaseKind::Warmup => format!("{label} (warmup)"),
+        _ => label.to_string(),
+    };
+    let limit = Duration::from_secs_f64(timeout_s);
+    control
+        .send(
+            &Message::Phase {
+                kind,
+                iterations: goal.min_iterations,
+                timeout_s,
+            },
+            &during,
+        )
+        .await?;
+    match control.recv(&during, limit).await? {
+        Message::PhaseReady => {}
+        other => return Err(unexpected(&during, &other, "phase_ready")),
+    }
+    let ctl = PhaseCtl::new(limit);
+    let job_ctl = ctl.clone();
+    let fut = thread.call(move |rt: &mut NixlRuntime| rt.initiator_phase(goal, &job_ctl));
+    tokio::pin!(fut);
+    let ev = tokio::select! {
+        r = &mut fut => Event::Done(r),
+        m = control.next(&during) => Event::Msg(m),
+    };
+    let outcome = match ev {
+        Event::Done(r) => r?,
+        Event::Msg(other) => {
+            // The server spoke mid-phase (an error, or it died): stop the requests, report it.
+            ctl.stop();
+            let _ = (&mut fut).await;
+            return match other {
+                Ok(m) => Err(unexpected(&during, &m, "nothing during a phase")),
+                Err(e) => Err(e),
+            };
+        }
+    };
+    let outcome = outcome.map_err(|detail| EngineError::Ucx {
+        during: during.clone(),
+        detail,
+    })?;
+    control.send(&Message::PhaseEnd, &during).await?;
+    match control.recv(&during, limit).await? {
+        Message::PhaseDone => Ok(outcome),
+        other => Err(unexpected(&during, &other, "phase_done")),
+    }
+}
+
+/// Verifies on both sides and releases the case; returns the first verification error.
+async fn finish(
+    control: &mut Control,
+    thread: &UcxThread<NixlRuntime>,
+    label: &str,
+) -> Result<Option<String>, EngineError> {
+    let local = thread.call(|rt: &mut NixlRuntime| rt.finish(true)).await?;
+    control.send(&Message::Finish, label).await?;
+    let remote = match control.recv(label, HELLO_TIMEOUT * 8).await? {
+        Message::Finished { verified: true, .. } => None,
+        Message::Finished { detail, .. } => Some(format!(
+            "decode side: {}",
+            detail.unwrap_or_else(|| "payload not verified".into())
+        )),
+        other => return Err(unexpected(label, &other, "finished")),
+    };
+    Ok(local.err().map(|e| format!("prefill side: {e}")).or(remote))
+}

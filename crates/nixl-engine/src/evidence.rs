@@ -1,0 +1,300 @@
+//! Which transport NIXL's UCX used, from UCX's own protocol selection tables.
+//!
+//! With `UCX_PROTO_INFO=used` (UCX ≥ 1.21) UCX prints, when a worker is destroyed, one table per
+//! endpoint configuration and operation it actually used, with a count per row; with
+//! `UCX_PROTO_INFO=y` it prints every selection as it is made, without counts:
+//!
+//! ```text
+//! | initiator intra-node cfg#1                                       |
+//! | remote memory read by ucp_get*(multi) into host memory from host |
+//! | Count | Range  | Description |              Config               |
+//! |     8 | 0..inf | zero-copy   | cma/memory                        |
+//! ```
+//!
+//! [`parse`] reads those tables out of a UCX log (prefixes and separators ignored); [`attribute`]
+//! picks the rows for one case — the RMA operation of its direction (`ucp_get` for READ,
+//! `ucp_put` for WRITE), its memory types, a range holding its block size, a non-zero count —
+//! and feeds them to the UCX engine's classifier ([`icb_core::classify`]). Loopback (`self`)
+//! endpoints are ignored while any other endpoint matches. Several matching rows (several
+//! endpoint configurations) yield the worst class, as the UCX engine does for several lanes.
+
+use icb_core::classify::{data_path_from_info, severity_rank};
+use icb_core::{DataPath, Direction, EvidenceSource, MemoryPair, TransportEvidence};
+
+/// One protocol table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtoTable {
+    /// `initiator intra-node cfg#1`: endpoint name, locality, configuration.
+    pub endpoint: String,
+    /// `remote memory read by ucp_get*(multi) into host memory from host`.
+    pub operation: String,
+    pub rows: Vec<ProtoRow>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtoRow {
+    /// Operations that used the row (`used` mode); `None` in `y` mode.
+    pub count: Option<u64>,
+    pub min: u64,
+    /// `u64::MAX` for `inf`.
+    pub max: u64,
+    /// `zero-copy`, `multi-frag copy-in`, `software emulation`, …
+    pub description: String,
+    /// `cma/memory`, `tcp/lo`, `rc_mlx5/mlx5_0:1 50% + rc_mlx5/mlx5_1:1 50%`, …
+    pub config: String,
+}
+
+impl ProtoRow {
+    fn range_text(&self) -> String {
+        let max = if self.max == u64::MAX {
+            "inf".to_string()
+        } else {
+            self.max.to_string()
+        };
+        if self.min == self.max {
+            max
+        } else {
+            format!("{}..{max}", self.min)
+        }
+    }
+}
+
+/// The table cells of a log line, or `None` for a line that is not a table row.
+fn cells(line: &str) -> Option<Vec<String>> {
+    let start = line.find('|')?;
+    let body = line[start..].trim_end();
+    if !body.ends_with('|') || body.len() < 2 {
+        return None;
+    }
+    Some(
+        body[1..body.len() - 1]
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect(),
+    )
+}
+
+/// `16516`, `8K`, `inf` → bytes.
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    if s == "inf" {
+        return Some(u64::MAX);
+    }
+    let (num, mult) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 1u64 << 10),
+        'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
+        'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
+        'T' | 't' => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+fn parse_range(s: &str) -> Option<(u64, u64)> {
+    match s.split_once("..") {
+        Some((a, b)) => Some((parse_size(a)?, parse_size(b)?)),
+        None => parse_size(s).map(|v| (v, v)),
+    }
+}
+
+/// Every protocol table in a UCX log.
+pub fn parse(log: &str) -> Vec<ProtoTable> {
+    let mut tables = Vec::new();
+    let mut titles: Vec<String> = Vec::new();
+    let mut columns: Option<(Option<usize>, usize, usize, usize)> = None;
+    let mut rows: Vec<ProtoRow> = Vec::new();
+    let mut flush = |titles: &mut Vec<String>, columns: &mut Option<_>, rows: &mut Vec<ProtoRow>| {
+        if titles.len() >= 2 && !rows.is_empty() {
+            tables.push(ProtoTable {
+                endpoint: titles[0].clone(),
+                operation: titles[1].clone(),
+                rows: std::mem::take(rows),
+            });
+        }
+        titles.clear();
+        rows.clear();
+        *columns = None;
+    };
+    for line in log.lines() {
+        let Some(c) = cells(line) else { continue };
+        if c.len() == 1 {
+            if columns.is_some() || !rows.is_empty() || titles.len() >= 2 {
+                flush(&mut titles, &mut columns, &mut rows);
+            }
+            titles.push(c[0].clone());
+            continue;
+        }
+        let pos = |name: &str| c.iter().position(|x| x == name);
+        if let (Some(r), Some(d), Some(cf)) = (pos("Range"), pos("Description"), pos("Config")) {
+            columns = Some((pos("Count"), r, d, cf));
+            continue;
+        }
+        let Some((count_i, range_i, desc_i, cfg_i)) = columns else {
+            continue;
+        };
+        let get = |i: usize| c.get(i).cloned().unwrap_or_default();
+        let range = get(range_i);
+        if range.is_empty() {
+            // A continuation line: the configuration of a multi-lane row wrapped.
+            if let Some(last) = rows.last_mut() {
+                let more = get(cfg_i);
+                if !more.is_empty() {
+                    last.config = format!("{} {more}", last.config);
+                }
+            }
+            continue;
+        }
+        let Some((min, max)) = parse_range(&range) else {
+            continue;
+        };
+        rows.push(ProtoRow {
+            count: count_i.and_then(|i| get(i).parse().ok()),
+            min,
+            max,
+            description: get(desc_i),
+            config: get(cfg_i),
+        });
+    }
+    flush(&mut titles, &mut columns, &mut rows);
+    tables
+}
+
+fn operation_matches(op: &str, direction: Direction, memory: MemoryPair) -> bool {
+    let (init, target) = (memory.initiator.as_str(), memory.target.as_str());
+    match direction {
+        Direction::Read => op.contains("ucp_get") && op.contains(&format!("into {init} memory from {target}")),
+        Direction::Write => op.contains("ucp_put") && op.contains(&format!("from {init} memory to {target}")),
+    }
+}
+
+fn is_loopback(t: &ProtoTable) -> bool {
+    t.endpoint.split_whitespace().any(|w| w == "self")
+}
+
+/// The transport evidence of one case (`size` = one descriptor's length), or `None` when the
+/// tables say nothing about it.
+pub fn attribute(
+    tables: &[ProtoTable],
+    direction: Direction,
+    memory: MemoryPair,
+    size: u64,
+) -> Option<TransportEvidence> {
+    let matching: Vec<(&ProtoTable, &ProtoRow)> = tables
+        .iter()
+        .filter(|t| operation_matches(&t.operation, direction, memory))
+        .flat_map(|t| t.rows.iter().map(move |r| (t, r)))
+        .filter(|(_, r)| r.min <= size && size <= r.max && r.count != Some(0))
+        .collect();
+    let remote: Vec<_> = matching.iter().filter(|(t, _)| !is_loopback(t)).copied().collect();
+    let chosen = if remote.is_empty() { matching } else { remote };
+    let mut seen: Vec<String> = Vec::new();
+    let mut worst: Option<DataPath> = None;
+    for (t, r) in &chosen {
+        let raw = format!(
+            "{} | {} | {} {} {}{}",
+            t.endpoint,
+            t.operation,
+            r.range_text(),
+            r.description,
+            r.config,
+            r.count.map(|c| format!(" (count {c})")).unwrap_or_default()
+        );
+        if seen.contains(&raw) {
+            continue;
+        }
+        seen.push(raw);
+        if let Some(mut p) = data_path_from_info(&format!("{} {}", r.description, r.config)) {
+            p.source = EvidenceSource::ProtoInfo;
+            if worst
+                .as_ref()
+                .is_none_or(|w| severity_rank(p.class) < severity_rank(w.class))
+            {
+                worst = Some(p);
+            }
+        }
+    }
+    let data_path = worst?;
+    Some(TransportEvidence {
+        lanes: Vec::new(),
+        protocol: Some(seen.join("; ")),
+        data_path,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icb_core::{MemoryType, TransportClass};
+
+    /// Recorded on this machine: NIXL 1.5.1 (UCX 1.23.0), `UCX_PROTO_INFO=used`, two agents.
+    const USED: &str = "\
+[1795498384.7] [vm:4996 :0]   +-------+--------+-------------+-----------------------------------+
+[1795498384.7] [vm:4996 :0]   | initiator intra-node cfg#1                                       |
+[1795498384.7] [vm:4996 :0]   | remote memory read by ucp_get*(multi) into host memory from host |
+[1795498384.7] [vm:4996 :0]   +-------+--------+-------------+-----------------------------------+
+[1795498384.7] [vm:4996 :0]   | Count | Range  | Description |              Config               |
+[1795498384.7] [vm:4996 :0]   +-------+--------+-------------+-----------------------------------+
+[1795498384.7] [vm:4996 :0]   |     8 | 0..inf | zero-copy   | cma/memory                        |
+[1795498384.7] [vm:4996 :0]   +-------+--------+-------------+-----------------------------------+
+[1795498384.7] [vm:4996 :0]   +-------+--------+-------------+----------------------------------+
+[1795498384.7] [vm:4996 :0]   | initiator intra-node cfg#1                                      |
+[1795498384.7] [vm:4996 :0]   | remote memory write by ucp_put*(multi) from host memory to host |
+[1795498384.7] [vm:4996 :0]   +-------+--------+-------------+----------------------------------+
+[1795498384.7] [vm:4996 :0]   | Count | Range  | Description |              Config              |
+[1795498384.7] [vm:4996 :0]   +-------+--------+-------------+----------------------------------+
+[1795498384.7] [vm:4996 :0]   |     8 | 0..8K  | short       | tcp/lo                           |
+[1795498384.7] [vm:4996 :0]   |     0 | 8193..inf | zero-copy | tcp/lo                           |
+[1795498384.7] [vm:4996 :0]   +-------+--------+-------------+----------------------------------+
+";
+
+    #[test]
+    fn parses_used_tables_with_counts_and_units() {
+        let t = parse(USED);
+        assert_eq!(t.len(), 2, "{t:?}");
+        assert_eq!(t[0].endpoint, "initiator intra-node cfg#1");
+        assert!(t[1].operation.contains("ucp_put"));
+        assert_eq!(t[1].rows[0].max, 8192);
+        assert_eq!(t[1].rows[1].count, Some(0));
+        assert_eq!(t[0].rows[0].max, u64::MAX);
+    }
+
+    #[test]
+    fn attributes_by_direction_memory_size_and_count() {
+        let t = parse(USED);
+        let hh = MemoryPair::HOST_HOST;
+        let read = attribute(&t, Direction::Read, hh, 1 << 20).unwrap();
+        assert_eq!(read.data_path.class, TransportClass::Cma);
+        assert_eq!(read.data_path.source, EvidenceSource::ProtoInfo);
+        assert!(read.protocol.unwrap().contains("cma/memory (count 8)"));
+        let write = attribute(&t, Direction::Write, hh, 4096).unwrap();
+        assert_eq!(write.data_path.class, TransportClass::Tcp);
+        // The only row for 1 MiB writes was never used.
+        assert!(attribute(&t, Direction::Write, hh, 1 << 20).is_none());
+        let cuda = MemoryPair {
+            initiator: MemoryType::Cuda,
+            target: MemoryType::Cuda,
+        };
+        assert!(attribute(&t, Direction::Read, cuda, 4096).is_none());
+    }
+
+    #[test]
+    fn loopback_tables_count_only_when_nothing_else_matches() {
+        let y = "\
+| target self cfg#0                                        |
+| remote memory write by ucp_put* from host memory to host |
+| Range  | Description | Config |
+| 0..inf | zero-copy   | cma/memory |
+| initiator intra-node cfg#1                               |
+| remote memory write by ucp_put* from host memory to host |
+| Range  | Description | Config |
+| 0..inf | software emulation | rma_am(tcp/lo) |
+";
+        let t = parse(y);
+        assert_eq!(t.len(), 2, "{t:?}");
+        let w = attribute(&t, Direction::Write, MemoryPair::HOST_HOST, 65536).unwrap();
+        assert_eq!(w.data_path.class, TransportClass::RmaEmulated);
+        let only_self = &t[..1];
+        let w = attribute(only_self, Direction::Write, MemoryPair::HOST_HOST, 65536).unwrap();
+        assert_eq!(w.data_path.class, TransportClass::Cma);
+    }
+}

@@ -1,0 +1,46 @@
+//! icb-nixl-engine: the same pair test as the UCX engine, but the bytes move through NIXL itself
+//! (its C API, an agent with the UCX backend), the way disaggregated serving moves KV cache.
+//!
+//! [`serve`] (decode side, owner of the target buffers) and [`connect`] (prefill side, initiator
+//! of every READ and WRITE) mirror `icb_engine::serve` / `icb_engine::connect`: they take the
+//! same option structs plus [`NixlOptions`], speak the same control protocol over
+//! `icb_engine::control` (the hello carries NIXL agent metadata instead of a UCX worker address,
+//! `ready` carries the target's metadata after it registered the case's buffer), and return the
+//! same judged [`icb_core::PairReport`]: one row per (direction, memory pair, block size, batch),
+//! with `engine: nixl`, judged by the UCX engine's RMA rules (READ as `get_bw`, WRITE as `put_bw`).
+//!
+//! Which transport carried the bytes comes from NIXL's own UCX: each process turns on
+//! `UCX_PROTO_INFO` (`used`, falling back to `y` on UCX < 1.21) into a private log file, and
+//! [`evidence`] attributes the protocol table rows to each case's RMA operation, memory types
+//! and block size ([`icb_core::EvidenceSource::ProtoInfo`], raw rows kept in the JSON).
+//!
+//! Why a separate crate: NIXL brings its own UCX, and a process must hold only one. Nothing here
+//! loads ic-bench's UCX (`icb_engine` is used for its control channel and thread helper only),
+//! and a process that used NIXL must leave through [`exit_process`].
+
+mod client;
+mod error;
+pub mod evidence;
+mod options;
+mod runtime;
+mod server;
+mod session;
+
+pub use client::connect;
+pub use error::NixlEngineError;
+pub use nixl::{exit_process, nixl_was_used};
+pub use options::{DEFAULT_BATCHES, NixlOptions};
+pub use server::serve;
+
+/// Whether `--engine nixl` can load the NIXL found from `library_dir` (same search and checks as
+/// the engine: found, is NIXL, not too old, no foreign UCX in this process), without creating an
+/// agent, so no UCX is loaded. `Ok` names the library and release, `Err` is the one-line reason.
+/// For `probe nixl`.
+pub fn probe_load(library_dir: Option<&std::path::Path>) -> Result<String, String> {
+    let lib = nixl::Nixl::load(library_dir).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "NIXL {} ({})",
+        lib.version().unwrap_or("of unknown release"),
+        lib.library().display()
+    ))
+}

@@ -1,0 +1,382 @@
+//! The NIXL side of one process: agent, UCX backend, the current case's buffer, registration and
+//! request. Lives on one owner thread (`icb_engine::ucx_thread`): NIXL handles are not `Send`.
+
+use crate::options::NixlOptions;
+use hdrhistogram::Histogram;
+use icb_core::{Direction, MemoryType, NixlInfo};
+use icb_engine::messages::{CaseReady, CaseSetup, HexBytes};
+use icb_engine::{EngineError, messages::MAX_MESSAGE_SIZE};
+use icb_memory::{Buffer, MemoryKind};
+use nixl::{Agent, Descriptor, MemKind, Nixl, Registration, Transfer, XferOp};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// What the control side needs to know about this process's NIXL.
+#[derive(Debug, Clone)]
+pub struct LocalNixl {
+    /// The agent's metadata (connection info; registrations come later, per case).
+    pub metadata: Vec<u8>,
+    pub ucx_version: String,
+    pub ucx_library: String,
+    pub info: NixlInfo,
+    /// The `UCX_PROTO_INFO` mode in force (`used`, `y`, or the user's own value).
+    pub proto_info: String,
+}
+
+/// Where UCX writes its log (and with it the protocol tables) for this process.
+pub struct UcxLog {
+    /// Owned temporary directory, or `None` when the user set `UCX_LOG_FILE` themselves.
+    dir: Option<tempfile::TempDir>,
+}
+
+impl UcxLog {
+    /// Points `UCX_LOG_FILE` at a private directory unless the user set it, and turns on
+    /// `UCX_PROTO_INFO=used` unless set. Must run before NIXL (and its UCX) starts.
+    pub fn prepare() -> Result<UcxLog, EngineError> {
+        let mut vars: Vec<(String, String)> = Vec::new();
+        let dir = if std::env::var_os("UCX_LOG_FILE").is_some() {
+            None
+        } else {
+            let d = tempfile::Builder::new()
+                .prefix("icb-nixl-ucx-")
+                .tempdir()
+                .map_err(|e| EngineError::UcxSetup(format!("cannot create a directory for UCX's log: {e}")))?;
+            vars.push(("UCX_LOG_FILE".into(), format!("{}/ucx.%p.log", d.path().display())));
+            Some(d)
+        };
+        if std::env::var_os("UCX_PROTO_INFO").is_none() {
+            vars.push(("UCX_PROTO_INFO".into(), "used".into()));
+        }
+        nixl::set_env_before_start(&vars);
+        Ok(UcxLog { dir })
+    }
+
+    /// This process's UCX log text (empty when the user chose the log file).
+    pub fn read(&self) -> String {
+        nixl::flush_c_stdio();
+        let Some(dir) = &self.dir else { return String::new() };
+        let name = format!("ucx.{}.log", std::process::id());
+        std::fs::read_to_string(dir.path().join(name)).unwrap_or_default()
+    }
+
+    pub fn is_private(&self) -> bool {
+        self.dir.is_some()
+    }
+}
+
+/// Per-request completion times, 1 ns … 100 s.
+pub fn latency_histogram() -> Histogram<u64> {
+    // Fixed, valid bounds: creation cannot fail.
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid fixed histogram bounds")
+}
+
+/// The result of one timed phase on the initiator.
+pub struct PhaseOutcome {
+    pub iterations: u64,
+    pub elapsed_s: f64,
+    pub latency_ns: Histogram<u64>,
+}
+
+/// How long a phase may run and how to stop it early (abort from the control side).
+#[derive(Clone)]
+pub struct PhaseCtl {
+    pub deadline: Instant,
+    pub stop: Arc<AtomicBool>,
+}
+
+impl PhaseCtl {
+    pub fn new(limit: Duration) -> Self {
+        PhaseCtl {
+            deadline: Instant::now() + limit,
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+/// When a measured phase ends.
+#[derive(Debug, Clone, Copy)]
+pub struct PhaseGoal {
+    pub min_iterations: u64,
+    pub min_time_s: f64,
+    pub max_time_s: f64,
+}
+
+struct Case {
+    setup: CaseSetup,
+    direction: Direction,
+    /// Payload bytes of the whole case buffer (block × batch).
+    len: usize,
+    // Drop order: the request, then the registration (which owns the memory).
+    transfer: Option<Transfer>,
+    memory: Registration,
+}
+
+pub struct NixlRuntime {
+    agent: Agent,
+    remote: Option<String>,
+    case: Option<Case>,
+}
+
+fn mem_kind(t: MemoryType) -> (MemoryKind, MemKind) {
+    match t {
+        MemoryType::Host => (MemoryKind::Host, MemKind::Dram),
+        MemoryType::Cuda => (MemoryKind::Cuda, MemKind::Vram),
+    }
+}
+
+/// The direction a case asks for (`get_bw` is READ, `put_bw` is WRITE).
+pub fn direction_of(setup: &CaseSetup) -> Option<Direction> {
+    match setup.test {
+        icb_core::TestKind::GetBw => Some(Direction::Read),
+        icb_core::TestKind::PutBw => Some(Direction::Write),
+        _ => None,
+    }
+}
+
+/// Block × batch, bounded like any other case buffer.
+pub fn case_len(setup: &CaseSetup) -> Result<usize, String> {
+    setup
+        .size
+        .checked_mul(u64::from(setup.window))
+        .filter(|&n| n > 0 && n <= MAX_MESSAGE_SIZE)
+        .and_then(|n| usize::try_from(n).ok())
+        .ok_or_else(|| {
+            format!(
+                "{} B × {} descriptors is outside 1 B … 16 GiB: use smaller sizes or batches",
+                setup.size, setup.window
+            )
+        })
+}
+
+/// Where the pattern of the case's payload starts: the data source gets `seed`, the destination
+/// is pre-filled with its complement so stale bytes never verify.
+fn fill_seed(is_source: bool, seed: u64) -> u64 {
+    if is_source { seed } else { !seed }
+}
+
+impl NixlRuntime {
+    /// Loads NIXL, creates the agent and its UCX backend. Runs on the owner thread.
+    pub fn start(opts: &NixlOptions, agent_name: &str) -> Result<(NixlRuntime, LocalNixl), EngineError> {
+        let lib = Nixl::load(opts.library_dir.as_deref()).map_err(|e| EngineError::Nixl(e.to_string()))?;
+        let setup_err = |e: nixl::NixlError| EngineError::Nixl(e.to_string());
+        let mut agent = lib.agent(agent_name).map_err(setup_err)?;
+        let mut proto_info = std::env::var("UCX_PROTO_INFO").unwrap_or_default();
+        let params = match agent.create_ucx_backend(&opts.backend_params) {
+            Ok(p) => p,
+            // UCX < 1.21 rejects `used` (its PROTO_INFO is a plain boolean): retry with `y`.
+            Err(e) if proto_info == "used" => {
+                nixl::set_env_before_start(&[("UCX_PROTO_INFO".into(), "y".into())]);
+                proto_info = "y".into();
+                agent = lib.agent(agent_name).map_err(setup_err)?;
+                agent
+                    .create_ucx_backend(&opts.backend_params)
+                    .map_err(|e2| EngineError::Nixl(format!("{e2} (first attempt: {e})")))?
+            }
+            Err(e) => return Err(setup_err(e)),
+        };
+        let ucx = nixl::loaded_ucx();
+        if ucx.len() > 1 {
+            let list: Vec<String> = ucx.iter().map(|p| p.display().to_string()).collect();
+            return Err(EngineError::Nixl(format!(
+                "two UCX copies are loaded in this process ({}); NIXL must be the only UCX user: run the NIXL engine in its own process",
+                list.join(", ")
+            )));
+        }
+        let ucx_library = ucx.first().map(|p| p.display().to_string()).unwrap_or_default();
+        let ucx_version = ucx
+            .first()
+            .and_then(|p| nixl::ucx_version_of(p))
+            .unwrap_or_else(|| "unknown".into());
+        let metadata = agent.local_metadata().map_err(setup_err)?;
+        let info = NixlInfo {
+            version: lib.version().unwrap_or_default().to_string(),
+            library: lib.library().display().to_string(),
+            backend: "UCX".into(),
+            backend_params: params.into_iter().collect(),
+        };
+        let local = LocalNixl {
+            metadata,
+            ucx_version,
+            ucx_library,
+            info,
+            proto_info,
+        };
+        Ok((
+            NixlRuntime {
+                agent,
+                remote: None,
+                case: None,
+            },
+            local,
+        ))
+    }
+
+    /// Loads the peer's metadata (again, after it registered memory); returns its agent name.
+    pub fn load_peer(&mut self, md: &[u8]) -> Result<String, String> {
+        let name = self.agent.load_remote_metadata(md).map_err(|e| e.to_string())?;
+        if let Some(old) = &self.remote
+            && *old != name
+        {
+            return Err(format!("the peer's agent changed from {old} to {name} mid-session"));
+        }
+        self.remote = Some(name.clone());
+        Ok(name)
+    }
+
+    /// Forgets the peer (end of a session).
+    pub fn forget_peer(&mut self) {
+        self.case = None;
+        if let Some(name) = self.remote.take() {
+            let _ = self.agent.invalidate_remote(&name);
+        }
+    }
+
+    fn alloc_registered(&self, memory: MemoryType, setup: &CaseSetup, is_source: bool) -> Result<Case, String> {
+        let direction = direction_of(setup).ok_or("the NIXL engine runs get_bw (READ) and put_bw (WRITE) only")?;
+        let len = case_len(setup)?;
+        let mut buffer = Buffer::new(mem_kind(memory).0, len, 0).map_err(|e| e.to_string())?;
+        buffer
+            .fill(fill_seed(is_source, setup.seed))
+            .map_err(|e| e.to_string())?;
+        let memory = self.agent.register(buffer).map_err(|e| e.to_string())?;
+        Ok(Case {
+            setup: *setup,
+            direction,
+            len,
+            transfer: None,
+            memory,
+        })
+    }
+
+    /// Target side: allocates, fills (READ source) or pre-fills (WRITE destination), registers,
+    /// and returns the buffer address and the metadata that now describes it.
+    pub fn target_setup(&mut self, setup: CaseSetup) -> Result<CaseReady, String> {
+        self.case = None;
+        let is_source = direction_of(&setup) == Some(Direction::Read);
+        let case = self.alloc_registered(setup.memory.target, &setup, is_source)?;
+        let remote_addr = case.memory.addr();
+        self.case = Some(case);
+        let md = self.agent.local_metadata().map_err(|e| e.to_string())?;
+        Ok(CaseReady {
+            remote_addr,
+            rkey: HexBytes(md),
+        })
+    }
+
+    /// Target side: progresses the agent until told to stop (software transports need it).
+    pub fn target_progress(&mut self, ctl: &PhaseCtl) -> Result<(), String> {
+        while !ctl.stopped() {
+            self.agent.progress().map_err(|e| e.to_string())?;
+            if Instant::now() > ctl.deadline {
+                return Err("the phase passed its deadline".into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Either side: verifies the payload where it was the destination, releases the case.
+    pub fn finish(&mut self, is_initiator: bool) -> Result<(), String> {
+        let Some(mut case) = self.case.take() else {
+            return Ok(());
+        };
+        case.transfer = None;
+        let destination = match case.direction {
+            Direction::Read => is_initiator,
+            Direction::Write => !is_initiator,
+        };
+        if destination {
+            case.memory
+                .with_memory(|b| b.verify(case.len, case.setup.seed))
+                .map_err(|e| format!("payload not delivered intact: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Initiator side: local buffer, the target's metadata, and the prepared request.
+    pub fn initiator_setup(&mut self, setup: CaseSetup, ready: &CaseReady) -> Result<(), String> {
+        self.case = None;
+        let remote = self.load_peer(&ready.rkey.0)?;
+        let is_source = direction_of(&setup) == Some(Direction::Write);
+        let mut case = self.alloc_registered(setup.memory.initiator, &setup, is_source)?;
+        let block = usize::try_from(setup.size).map_err(|_| "block size does not fit this platform")?;
+        let descs = |base: u64, dev_id: u64| -> Vec<Descriptor> {
+            (0..u64::from(setup.window))
+                .map(|i| Descriptor {
+                    addr: base + i * setup.size,
+                    len: block,
+                    dev_id,
+                })
+                .collect()
+        };
+        let op = match case.direction {
+            Direction::Read => XferOp::Read,
+            Direction::Write => XferOp::Write,
+        };
+        // The target allocated on its GPU 0 as well (Buffer::new(.., 0) on both sides).
+        let transfer = self
+            .agent
+            .transfer(
+                op,
+                &case.memory,
+                &descs(case.memory.addr(), case.memory.dev_id()),
+                mem_kind(setup.memory.target).1,
+                &descs(ready.remote_addr, 0),
+                &remote,
+            )
+            .map_err(|e| e.to_string())?;
+        case.transfer = Some(transfer);
+        self.case = Some(case);
+        Ok(())
+    }
+
+    /// Initiator side: posts the request and waits for it, again and again, timing each one.
+    pub fn initiator_phase(&mut self, goal: PhaseGoal, ctl: &PhaseCtl) -> Result<PhaseOutcome, String> {
+        let transfer = self
+            .case
+            .as_mut()
+            .and_then(|c| c.transfer.as_mut())
+            .ok_or("internal: no prepared request")?;
+        let mut latency_ns = latency_histogram();
+        let start = Instant::now();
+        let mut iterations = 0u64;
+        loop {
+            let elapsed = start.elapsed().as_secs_f64();
+            let enough = iterations >= goal.min_iterations && elapsed >= goal.min_time_s;
+            if enough || (iterations > 0 && elapsed >= goal.max_time_s) {
+                break;
+            }
+            let t0 = Instant::now();
+            let mut done = transfer.post().map_err(|e| e.to_string())?;
+            while !done {
+                if ctl.stopped() {
+                    return Err("stopped: the peer ended the phase".into());
+                }
+                if Instant::now() > ctl.deadline {
+                    return Err("a request did not complete before the phase deadline".into());
+                }
+                done = transfer.poll().map_err(|e| e.to_string())?;
+            }
+            let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
+            let _ = latency_ns.record(ns.min(latency_ns.high()));
+            iterations += 1;
+        }
+        Ok(PhaseOutcome {
+            iterations,
+            elapsed_s: start.elapsed().as_secs_f64(),
+            latency_ns,
+        })
+    }
+}
+
+/// The agent's name for this process and role (`icb-decode-<pid>` / `icb-prefill-<pid>`, with the
+/// host name, since two processes on two hosts can have the same pid).
+pub fn agent_name(role: &str) -> String {
+    format!("icb-{role}-{}-{}", icb_engine::local::hostname(), std::process::id())
+}

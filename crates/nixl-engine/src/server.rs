@@ -1,0 +1,203 @@
+//! `serve --engine nixl`: the decode side. It owns the target buffers, registers them with its
+//! NIXL agent, hands the client its metadata, and progresses the agent while the client reads
+//! and writes.
+
+use crate::error::NixlEngineError;
+use crate::options::NixlOptions;
+use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, UcxLog, agent_name, direction_of};
+use crate::session::{HELLO_TIMEOUT, check_peer_hello, cuda_info, local_hello, no_cuda_reason, resolve};
+use icb_core::{CudaInfo, MemoryType};
+use icb_engine::control::{Control, unexpected};
+use icb_engine::messages::{CaseSetup, Hello, Message, PhaseKind, Role};
+use icb_engine::ucx_thread::UcxThread;
+use icb_engine::{EngineError, Listening, ServeOptions};
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// Longest wait for the client's next message between phases.
+const IDLE_IN_SESSION: Duration = Duration::from_secs(600);
+
+/// Serves NIXL-engine clients until `opts.once` is satisfied or the idle timeout passes.
+/// `opts.ucx` is ignored: NIXL brings its own UCX. The caller must leave the process through
+/// [`crate::exit_process`] afterwards.
+pub fn serve(opts: ServeOptions, nixl: NixlOptions) -> Result<(), NixlEngineError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| EngineError::Internal(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(serve_async(opts, nixl))
+}
+
+async fn serve_async(mut opts: ServeOptions, nixl: NixlOptions) -> Result<(), NixlEngineError> {
+    let listen = resolve(&opts.listen).await?;
+    let _log = UcxLog::prepare()?;
+    let name = agent_name("decode");
+    let (mut thread, local) = UcxThread::spawn(move || NixlRuntime::start(&nixl, &name))?;
+    let listener = TcpListener::bind(listen).await.map_err(|source| EngineError::Bind {
+        addr: opts.listen.clone(),
+        source,
+    })?;
+    let bound = listener.local_addr().map_err(|source| EngineError::Bind {
+        addr: opts.listen.clone(),
+        source,
+    })?;
+    tracing::info!(
+        "listening on {bound} (NIXL {} from {}, UCX {})",
+        local.info.version,
+        local.info.library,
+        local.ucx_version
+    );
+    if let Some(cb) = opts.on_listening.take() {
+        cb(&Listening {
+            address: bound,
+            ucx_version: local.ucx_version.clone(),
+        });
+    }
+    let cuda = cuda_info();
+    let result = accept_loop(&listener, &thread, &local, &cuda, &opts).await;
+    thread.shutdown(Duration::from_secs(5));
+    result.map_err(NixlEngineError::from)
+}
+
+async fn accept_loop(
+    listener: &TcpListener,
+    thread: &UcxThread<NixlRuntime>,
+    local: &LocalNixl,
+    cuda: &CudaInfo,
+    opts: &ServeOptions,
+) -> Result<(), EngineError> {
+    loop {
+        let accepted = match opts.idle_timeout {
+            Some(limit) => match tokio::time::timeout(limit, listener.accept()).await {
+                Ok(r) => r,
+                Err(_) => return Err(EngineError::IdleTimeout(format!("{:.0} s", limit.as_secs_f64()))),
+            },
+            None => listener.accept().await,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let mut control = Control::new(stream);
+        let result = session(&mut control, thread, local, cuda, opts).await;
+        // The next client starts clean: no case, no remote agent.
+        let _ = thread.call(|rt: &mut NixlRuntime| rt.forget_peer()).await;
+        if let Err(e) = &result {
+            if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
+                control.send_error(&e.to_string()).await;
+            }
+            if opts.once {
+                return result;
+            }
+            tracing::warn!("client {peer}: {e}");
+        }
+        if opts.once {
+            return Ok(());
+        }
+    }
+}
+
+async fn session(
+    control: &mut Control,
+    thread: &UcxThread<NixlRuntime>,
+    local: &LocalNixl,
+    cuda: &CudaInfo,
+    opts: &ServeOptions,
+) -> Result<(), EngineError> {
+    let hello = local_hello(Role::Server, local, cuda, &opts.tool);
+    control
+        .send(&Message::Hello(Box::new(hello)), "the hello exchange")
+        .await?;
+    let peer: Hello = match control.recv("the hello exchange", HELLO_TIMEOUT).await? {
+        Message::Hello(h) => *h,
+        other => return Err(unexpected("the hello exchange", &other, "hello")),
+    };
+    check_peer_hello(&peer, Role::Client)?;
+    let md = peer.worker_address.0.clone();
+    thread
+        .call(move |rt: &mut NixlRuntime| rt.load_peer(&md))
+        .await?
+        .map_err(|detail| EngineError::Ucx {
+            during: "loading the client's NIXL metadata".into(),
+            detail,
+        })?;
+
+    let mut current: Option<CaseSetup> = None;
+    loop {
+        let during = "waiting for the client's next step";
+        match control.recv(during, IDLE_IN_SESSION).await? {
+            Message::Setup(setup) => {
+                current = None;
+                if direction_of(&setup).is_none() {
+                    let reason = "the NIXL engine runs get_bw (READ) and put_bw (WRITE) only".to_string();
+                    control.send(&Message::CaseFailed { reason }, during).await?;
+                    continue;
+                }
+                if setup.memory.target == MemoryType::Cuda && !cuda.available {
+                    let reason = no_cuda_reason("decode", cuda);
+                    control.send(&Message::Skipped { reason }, during).await?;
+                    continue;
+                }
+                let reply = match thread.call(move |rt: &mut NixlRuntime| rt.target_setup(setup)).await? {
+                    Ok(ready) => {
+                        current = Some(setup);
+                        Message::Ready(ready)
+                    }
+                    Err(reason) => Message::CaseFailed { reason },
+                };
+                control.send(&reply, during).await?;
+            }
+            Message::Phase { kind, timeout_s, .. } if current.is_some() && kind != PhaseKind::Wireup => {
+                run_phase(control, thread, timeout_s).await?;
+            }
+            Message::Finish => {
+                let r = thread.call(|rt: &mut NixlRuntime| rt.finish(false)).await?;
+                current = None;
+                let reply = Message::Finished {
+                    verified: r.is_ok(),
+                    detail: r.err(),
+                };
+                control.send(&reply, during).await?;
+            }
+            Message::Bye => return Ok(()),
+            other => return Err(unexpected(during, &other, "setup, phase, finish or bye")),
+        }
+    }
+}
+
+/// Progresses the agent until the client says the phase ended (its requests completed).
+async fn run_phase(control: &mut Control, thread: &UcxThread<NixlRuntime>, timeout_s: f64) -> Result<(), EngineError> {
+    let during = "a NIXL phase";
+    let limit = Duration::from_secs_f64(timeout_s.clamp(1.0, 7200.0));
+    let ctl = PhaseCtl::new(limit);
+    let job_ctl = ctl.clone();
+    let job = thread.call(move |rt: &mut NixlRuntime| rt.target_progress(&job_ctl));
+    control.send(&Message::PhaseReady, during).await?;
+    tokio::pin!(job);
+    let msg = tokio::select! {
+        r = &mut job => {
+            // Progress ended before the client said so: an error or the deadline.
+            let detail = match r? {
+                Ok(()) => "progress ended early".to_string(),
+                Err(e) => e,
+            };
+            return Err(EngineError::Ucx { during: during.into(), detail });
+        }
+        m = control.recv(during, limit) => m,
+    };
+    ctl.stop();
+    let progressed = job.await?;
+    match msg? {
+        Message::PhaseEnd => {}
+        other => return Err(unexpected(during, &other, "phase_end")),
+    }
+    progressed.map_err(|detail| EngineError::Ucx {
+        during: during.into(),
+        detail,
+    })?;
+    control.send(&Message::PhaseDone, during).await
+}

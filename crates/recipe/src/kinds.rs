@@ -1,0 +1,185 @@
+//! Recipe kinds that hold prefill and decode in one object:
+//!
+//! * KServe `LLMInferenceService` (serving.kserve.io): `spec.template` is the decode (or the only)
+//!   pod spec, `spec.worker` its multi-node workers, `spec.prefill.{template,worker}` the prefill
+//!   side; `parallelism` gives the node span. A recipe that names no KV backend gets the one
+//!   KServe's P/D configs inject (vLLM with NixlConnector).
+//! * llm-d `DisaggregatedSet`: one entry per role under `spec` (`prefill`, `decode`, or a
+//!   `roles:` list with `name`/`role`), each a pod template (`template`, `podTemplate`) or a
+//!   LeaderWorkerSet-style `leaderWorkerTemplate`.
+//!
+//! Both fill the same `RoleEnv` as every other shape, so every rule applies unchanged.
+
+use crate::model::{Role, RoleEnv};
+use crate::patch::Merged;
+use crate::podspec;
+use crate::resolve::{Resolution, infer_role, label_words};
+use crate::yaml::Node;
+
+/// A pod spec inside a role entry: `{containers: …}` itself, `template.spec`, `template`
+/// (KServe writes a PodSpec there), `podTemplate.spec`, or an LWS template pair.
+fn pod_specs(entry: &Node) -> Vec<(&'static str, &Node)> {
+    let mut out = Vec::new();
+    let direct = |n: &Node| n.get("containers").is_some();
+    for (label, path) in [
+        ("", &["template", "spec"][..]),
+        ("", &["podTemplate", "spec"][..]),
+        ("", &["template"][..]),
+        ("leader", &["leaderWorkerTemplate", "leaderTemplate", "spec"][..]),
+        ("worker", &["leaderWorkerTemplate", "workerTemplate", "spec"][..]),
+    ] {
+        if let Some(spec) = entry.path(path).filter(|n| direct(n))
+            && !out.iter().any(|(l, _)| *l == label)
+        {
+            out.push((label, spec));
+        }
+    }
+    if out.is_empty() && direct(entry) {
+        out.push(("", entry));
+    }
+    out
+}
+
+/// Nodes spanned by one role: KServe `parallelism.{data/dataLocal}` or an LWS `size`.
+fn node_span(entry: &Node) -> Option<u32> {
+    let num = |path: &[&str]| {
+        entry
+            .path(path)
+            .and_then(Node::as_str)
+            .and_then(|s| s.trim().parse::<u32>().ok())
+    };
+    if let Some(size) = num(&["leaderWorkerTemplate", "size"]) {
+        return Some(size);
+    }
+    let data = num(&["parallelism", "data"])?;
+    let local = num(&["parallelism", "dataLocal"]).unwrap_or(data).max(1);
+    Some(data.div_ceil(local))
+}
+
+struct Part<'a> {
+    role: Role,
+    name: String,
+    layer: String,
+    spec: &'a Node,
+    span: Option<u32>,
+}
+
+fn add_roles(res: &mut Resolution, m: &Merged, parts: Vec<Part<'_>>, platform_default: Option<&str>) {
+    let doc = &m.doc;
+    let kind = doc.kind().unwrap_or("Recipe");
+    let name = doc.name().unwrap_or("unnamed");
+    let workload = format!("{kind}/{name}");
+    for p in parts {
+        let mut r = RoleEnv::new(p.role.clone(), &p.name, &workload, &workload, &doc.source);
+        r.sources = m.sources.clone();
+        r.layers.push(format!("{}.containers[].env", p.layer));
+        podspec::apply_pod_spec(&mut r, p.spec, &p.layer, &doc.source);
+        r.node_count = p.span;
+        if r.engine.framework.is_none() && platform_default.is_some() {
+            r.engine.framework = Some("vllm".into());
+        }
+        r.engine.platform_default = platform_default.map(str::to_string);
+        let labels = label_words(doc.root.get("metadata"));
+        // The object's structure names the role; the engine's own flags may refine a worker.
+        r.role = match p.role {
+            Role::Worker => infer_role(&[], &r, &labels),
+            known => known,
+        };
+        res.roles.push(r);
+    }
+}
+
+/// KServe `LLMInferenceService`.
+pub(crate) fn llm_inference_service(res: &mut Resolution, m: &Merged) {
+    let Some(spec) = m.doc.root.get("spec") else { return };
+    let name = m.doc.name().unwrap_or("llmisvc").to_string();
+    let prefill = spec.get("prefill");
+    let main_role = if prefill.is_some() { Role::Decode } else { Role::Worker };
+    let mut parts = Vec::new();
+    let span = node_span(spec);
+    if let Some(t) = spec.get("template").filter(|t| t.get("containers").is_some()) {
+        parts.push(Part {
+            role: main_role.clone(),
+            name: format!("{name}/{}", main_role.as_str()),
+            layer: "spec.template".into(),
+            spec: t,
+            span,
+        });
+    }
+    if let Some(w) = spec.get("worker").filter(|t| t.get("containers").is_some()) {
+        parts.push(Part {
+            role: main_role.clone(),
+            name: format!("{name}/{}-worker", main_role.as_str()),
+            layer: "spec.worker".into(),
+            spec: w,
+            span,
+        });
+    }
+    if let Some(p) = prefill {
+        let span = node_span(p);
+        for (key, suffix) in [("template", ""), ("worker", "-worker")] {
+            if let Some(t) = p.get(key).filter(|t| t.get("containers").is_some()) {
+                parts.push(Part {
+                    role: Role::Prefill,
+                    name: format!("{name}/prefill{suffix}"),
+                    layer: format!("spec.prefill.{key}"),
+                    spec: t,
+                    span,
+                });
+            }
+        }
+    }
+    // KServe's P/D well-known configs start vLLM with NixlConnector over UCX when the recipe's
+    // own container names no connector (config-llm-prefill/decode-template).
+    let default = prefill
+        .is_some()
+        .then_some("KServe LLMInferenceService P/D default (vLLM NixlConnector over UCX)");
+    add_roles(res, m, parts, default);
+}
+
+/// llm-d `DisaggregatedSet`.
+pub(crate) fn disaggregated_set(res: &mut Resolution, m: &Merged) {
+    let Some(spec) = m.doc.root.get("spec") else { return };
+    let name = m.doc.name().unwrap_or("disaggregatedset").to_string();
+    let mut entries: Vec<(String, Option<Role>, &Node)> = Vec::new();
+    for (key, v) in spec.as_map() {
+        if let Some(role @ (Role::Prefill | Role::Decode)) = Role::from_word(key) {
+            entries.push((key.clone(), Some(role), v));
+        }
+    }
+    for item in spec.get("roles").map(Node::as_seq).unwrap_or_default() {
+        let label = item.str_at("name").or_else(|| item.str_at("role")).unwrap_or("role");
+        let role = item
+            .str_at("role")
+            .or_else(|| item.str_at("name"))
+            .and_then(Role::from_word)
+            .filter(|r| matches!(r, Role::Prefill | Role::Decode));
+        entries.push((format!("roles[{label}]"), role, item));
+    }
+    let mut parts = Vec::new();
+    for (key, role, entry) in entries {
+        let span = node_span(entry);
+        for (label, pod) in pod_specs(entry) {
+            let suffix = if label.is_empty() {
+                String::new()
+            } else {
+                format!("-{label}")
+            };
+            parts.push(Part {
+                role: role.clone().unwrap_or(Role::Worker),
+                name: format!("{name}/{key}{suffix}"),
+                layer: format!(
+                    "spec.{key}{}",
+                    if label.is_empty() {
+                        String::new()
+                    } else {
+                        format!(".{label}")
+                    }
+                ),
+                spec: pod,
+                span,
+            });
+        }
+    }
+    add_roles(res, m, parts, None);
+}

@@ -1,0 +1,325 @@
+//! Splits the inputs into a SET of recipes, each judged only with its own inputs.
+//!
+//! * A kustomization not used as a base by another one is a recipe: what its `resources`,
+//!   `components` and patch files render to.
+//! * A DynamoGraphDeployment, LLMInferenceService or DisaggregatedSet is a whole deployment:
+//!   one recipe each (with the partial documents that patch it).
+//! * Plain workloads (Deployment/StatefulSet/Job/Pod/LeaderWorkerSet …) of one directory and
+//!   namespace are one recipe (prefill and decode are often two Deployments side by side).
+//! * A ConfigMap or Secret joins a recipe only when the recipe names it (`envFrom`,
+//!   `configMapKeyRef`, a volume, `envFromSecret`); among same-named ones the nearest in the
+//!   directory tree wins. A TensorRT-LLM engine config joins when its file name is mentioned or
+//!   it sits in the recipe's folder. Other objects (ComputeDomain, Service …) join the recipes of
+//!   their folder.
+//! * A provider overlay applies only when named: `--overlay FILE`, or a file named on the command
+//!   line. Overlays found by walking a directory are reported, not applied.
+
+use crate::load::Document;
+use crate::patch;
+use crate::render;
+use crate::yaml::{Kind, Node};
+use std::collections::{BTreeMap, HashSet};
+
+/// Kinds that hold a whole disaggregated deployment (every role) in one object.
+pub const WHOLE_KINDS: &[&str] = &["DynamoGraphDeployment", "LLMInferenceService", "DisaggregatedSet"];
+/// Kinds that run one pod template (or a leader/worker pair).
+pub const POD_KINDS: &[&str] = &[
+    "Deployment",
+    "StatefulSet",
+    "ReplicaSet",
+    "DaemonSet",
+    "Job",
+    "CronJob",
+    "Pod",
+    "LeaderWorkerSet",
+];
+
+/// One recipe and everything that applies to it.
+#[derive(Debug, Clone)]
+pub struct Recipe {
+    /// `recipes/x/deploy.yaml (DynamoGraphDeployment/x)`, `kustomize overlays/aws`, `dir/`.
+    pub name: String,
+    pub docs: Vec<Document>,
+    /// Problems met while rendering it (a patch file missing, a remote base).
+    pub notes: Vec<String>,
+    /// Files read to render it that hold no document of their own (kustomize patch files).
+    pub files: Vec<String>,
+}
+
+/// The inputs as recipes.
+#[derive(Debug, Default)]
+pub struct RecipeSet {
+    pub recipes: Vec<Recipe>,
+    /// Provider overlays found in directories and applied to nothing.
+    pub unused_overlays: Vec<String>,
+    /// Every Secret in the inputs: their values are masked in every recipe's output.
+    pub secrets: Vec<Document>,
+    /// Kinds seen that no recipe reader handles (for the "unsupported" error).
+    pub unsupported: Vec<String>,
+}
+
+fn is_engine_config(d: &Document) -> bool {
+    d.kind().is_none() && d.root.get("cache_transceiver_config").is_some()
+}
+
+/// Splits `docs` (in load order) into recipes; `overlays` are the named provider overlays.
+pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
+    let mut set = RecipeSet::default();
+    let mut named_overlays: Vec<Document> = overlays.to_vec();
+    let mut claimed: HashSet<String> = HashSet::new();
+    let mut kustomizations: Vec<(&Document, render::Rendered)> = Vec::new();
+    for d in docs.iter().filter(|d| d.root.is_map() && render::is_kustomization(d)) {
+        let r = render::kustomize(d);
+        kustomizations.push((d, r));
+    }
+    // A kustomization that another one renders is a base, not a recipe of its own.
+    let mut bases: HashSet<String> = HashSet::new();
+    // Compared as normalised paths: `overlays/aws/../../base/x.yaml` is `base/x.yaml`.
+    for (k, r) in &kustomizations {
+        let own = render::same_file(&k.source);
+        for f in r.files.iter().map(|f| render::same_file(f)).filter(|f| *f != own) {
+            bases.insert(f);
+        }
+        claimed.extend(r.files.iter().map(|f| render::same_file(f)));
+    }
+    let mut kustomize_recipes = Vec::new();
+    // A kustomization that renders no object of its own (a Component, a patch-only
+    // kustomization beside the recipe) patches the recipes of its folder and below.
+    let mut folder_layers: Vec<Document> = Vec::new();
+    for (k, r) in kustomizations {
+        if bases.contains(&render::same_file(&k.source)) {
+            continue;
+        }
+        if r.docs.iter().all(render::is_kustomization) {
+            claimed.remove(&render::same_file(&k.source));
+            folder_layers.extend(r.docs);
+            continue;
+        }
+        kustomize_recipes.push(Recipe {
+            name: format!("kustomize {}", k.dir()),
+            docs: r.docs,
+            notes: r.notes,
+            files: r.files,
+        });
+    }
+    let free: Vec<&Document> = docs
+        .iter()
+        .filter(|d| d.root.is_map() && !claimed.contains(&render::same_file(&d.source)))
+        .collect();
+    for d in &free {
+        if d.kind() == Some("Secret") {
+            set.secrets.push((*d).clone());
+        }
+        if d.kind().is_none() && crate::resolve::is_overlay(&d.root) {
+            if d.from_dir {
+                set.unused_overlays.push(d.source.clone());
+            } else {
+                named_overlays.push((*d).clone());
+            }
+        }
+    }
+    for r in &kustomize_recipes {
+        set.secrets
+            .extend(r.docs.iter().filter(|d| d.kind() == Some("Secret")).cloned());
+    }
+    // Whole deployments, one recipe each; plain workloads grouped by folder and namespace.
+    let mut recipes: Vec<Recipe> = kustomize_recipes;
+    let mut by_folder: BTreeMap<(String, String), Vec<&Document>> = BTreeMap::new();
+    let mut folder_order: Vec<(String, String)> = Vec::new();
+    for d in &free {
+        let Some(kind) = d.kind() else { continue };
+        if patch::is_partial(&d.root) && has_base(d, &free) {
+            continue;
+        }
+        if WHOLE_KINDS.contains(&kind) {
+            recipes.push(Recipe {
+                name: format!("{} ({kind}/{})", d.source, d.name().unwrap_or("unnamed")),
+                docs: vec![(*d).clone()],
+                notes: Vec::new(),
+                files: Vec::new(),
+            });
+        } else if POD_KINDS.contains(&kind) {
+            let ns = d
+                .root
+                .path(&["metadata", "namespace"])
+                .and_then(Node::as_str)
+                .unwrap_or("")
+                .to_string();
+            let key = (d.dir().to_string(), ns);
+            if !by_folder.contains_key(&key) {
+                folder_order.push(key.clone());
+            }
+            by_folder.entry(key).or_default().push(d);
+        } else if !matches!(kind, "ConfigMap" | "Secret") && !render::is_kustomization(d) {
+            let k = kind.to_string();
+            if !set.unsupported.contains(&k) {
+                set.unsupported.push(k);
+            }
+        }
+    }
+    for key in folder_order {
+        let members = by_folder.remove(&key).unwrap_or_default();
+        let mut files: Vec<&str> = members.iter().map(|d| d.source.as_str()).collect();
+        files.dedup();
+        let name = if files.len() == 1 {
+            files[0].to_string()
+        } else {
+            format!("{}/ ({} files)", key.0, files.len())
+        };
+        recipes.push(Recipe {
+            name,
+            docs: members.into_iter().cloned().collect(),
+            notes: Vec::new(),
+            files: Vec::new(),
+        });
+    }
+    for r in &mut recipes {
+        let home = r.docs.first().map(|d| d.dir().to_string()).unwrap_or_default();
+        let layers = folder_layers.iter().filter(|k| is_within(&home, k.dir()));
+        r.docs.extend(layers.cloned());
+        attach_patches(r, &free);
+        attach_referenced(r, &free);
+        attach_folder_objects(r, &free);
+        r.docs.extend(named_overlays.iter().cloned());
+    }
+    set.recipes = recipes;
+    set
+}
+
+/// A partial document (a patch) whose complete base is among the inputs.
+fn has_base(d: &Document, all: &[&Document]) -> bool {
+    all.iter()
+        .any(|b| !patch::is_partial(&b.root) && b.kind() == d.kind() && b.name() == d.name())
+}
+
+/// Patches (partial documents with the same kind and name) of the recipe's objects.
+fn attach_patches(r: &mut Recipe, free: &[&Document]) {
+    let ids: Vec<(Option<String>, Option<String>)> = r
+        .docs
+        .iter()
+        .map(|d| (d.kind().map(str::to_string), d.name().map(str::to_string)))
+        .collect();
+    let dirs: Vec<String> = r.docs.iter().map(|d| d.dir().to_string()).collect();
+    for p in free.iter().filter(|p| patch::is_partial(&p.root)) {
+        let id = (p.kind().map(str::to_string), p.name().map(str::to_string));
+        if id.0.is_none() || !ids.contains(&id) {
+            continue;
+        }
+        // A patch in the recipe's folder (or above it) is this recipe's; elsewhere it is another's.
+        let near = dirs.iter().any(|d| is_within(d, p.dir()));
+        let already = r.docs.iter().any(|d| d.source == p.source && d.index == p.index);
+        if near && !already {
+            r.docs.push((*p).clone());
+        }
+    }
+}
+
+/// `dir` is `ancestor` or lies below it.
+fn is_within(dir: &str, ancestor: &str) -> bool {
+    dir == ancestor || ancestor == "." || dir.starts_with(&format!("{ancestor}/"))
+}
+
+/// How many leading path components two directories share (the nearer, the larger).
+fn closeness(a: &str, b: &str) -> usize {
+    a.split('/').zip(b.split('/')).take_while(|(x, y)| x == y).count()
+}
+
+/// What a recipe's objects name: ConfigMaps and Secrets, and every scalar (for file names).
+#[derive(Default)]
+struct Refs {
+    configmaps: Vec<String>,
+    secrets: Vec<String>,
+    words: String,
+}
+
+fn collect_refs(docs: &[Document]) -> Refs {
+    let mut refs = Refs::default();
+    for d in docs {
+        let mut stack: Vec<(&str, &Node)> = vec![("", &d.root)];
+        while let Some((key, n)) = stack.pop() {
+            match &n.kind {
+                Kind::Map(entries) => {
+                    let name = n.str_at("name").map(str::to_string);
+                    match (key, name) {
+                        ("configMapRef" | "configMapKeyRef" | "configMap", Some(name)) => refs.configmaps.push(name),
+                        ("secretRef" | "secretKeyRef", Some(name)) => refs.secrets.push(name),
+                        _ => {}
+                    }
+                    if key == "secret"
+                        && let Some(s) = n.str_at("secretName")
+                    {
+                        refs.secrets.push(s.to_string());
+                    }
+                    stack.extend(entries.iter().map(|(k, v)| (k.as_str(), v)));
+                }
+                Kind::Seq(items) => stack.extend(items.iter().map(|i| (key, i))),
+                Kind::Scalar(s) => {
+                    if key == "envFromSecret" {
+                        refs.secrets.push(s.trim().to_string());
+                    }
+                    if refs.words.len() < crate::load::MAX_INPUT_BYTES {
+                        refs.words.push_str(s);
+                        refs.words.push(' ');
+                    }
+                }
+                Kind::Null => {}
+            }
+        }
+    }
+    refs
+}
+
+/// ConfigMaps/Secrets the recipe names (nearest same-named one wins) and engine config files
+/// it mentions or keeps in its folder.
+fn attach_referenced(r: &mut Recipe, free: &[&Document]) {
+    let refs = collect_refs(&r.docs);
+    let home = r.docs.first().map(|d| d.dir().to_string()).unwrap_or_default();
+    let home_files: HashSet<String> = r.docs.iter().map(|d| d.source.clone()).collect();
+    // ConfigMaps and Secrets shipped in the recipe's own file are part of it.
+    for d in free.iter().filter(|d| matches!(d.kind(), Some("ConfigMap" | "Secret"))) {
+        if home_files.contains(&d.source) && !r.docs.iter().any(|x| x.source == d.source && x.index == d.index) {
+            r.docs.push((*d).clone());
+        }
+    }
+    let mut add: Vec<Document> = Vec::new();
+    for (kind, names) in [("ConfigMap", &refs.configmaps), ("Secret", &refs.secrets)] {
+        let mut seen: HashSet<&str> = HashSet::new();
+        for name in names {
+            if !seen.insert(name) || r.docs.iter().any(|d| d.kind() == Some(kind) && d.name() == Some(name)) {
+                continue;
+            }
+            let best = free
+                .iter()
+                .filter(|d| d.kind() == Some(kind) && d.name() == Some(name.as_str()))
+                .max_by_key(|d| closeness(d.dir(), &home));
+            if let Some(d) = best {
+                add.push((*d).clone());
+            }
+        }
+    }
+    for d in free.iter().filter(|d| is_engine_config(d)) {
+        let mentioned = refs.words.contains(d.file_name());
+        if mentioned || d.dir() == home {
+            add.push((*d).clone());
+        }
+    }
+    r.docs.extend(add);
+}
+
+/// Objects of other kinds (ComputeDomain, ResourceClaimTemplate, Service …) in the recipe's
+/// folder: a ComputeDomain decides whether a claim is an NVLink fabric.
+fn attach_folder_objects(r: &mut Recipe, free: &[&Document]) {
+    let dirs: HashSet<String> = r.docs.iter().map(|d| d.dir().to_string()).collect();
+    let mut add = Vec::new();
+    for d in free {
+        let Some(kind) = d.kind() else { continue };
+        let other = !WHOLE_KINDS.contains(&kind)
+            && !POD_KINDS.contains(&kind)
+            && !matches!(kind, "ConfigMap" | "Secret")
+            && !render::is_kustomization(d);
+        if other && dirs.contains(d.dir()) {
+            add.push((*d).clone());
+        }
+    }
+    r.docs.extend(add);
+}
