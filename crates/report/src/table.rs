@@ -114,7 +114,7 @@ fn probe_summary(r: &ProbeReport, view: View) -> String {
     let mut s = match r.verdict.strip_prefix("fix first: ") {
         Some(ids) if ids.contains(", ") => format!("{status}: {} checks fail ({ids}).", ids.split(", ").count()),
         Some(_) => format!("{status}."),
-        None => format!("{status}: {}.", r.verdict),
+        None => format!("{status}: {}.", clip(&r.verdict, view)),
     };
     let first = r
         .checks
@@ -474,7 +474,12 @@ impl Exporter for TableExporter {
             let _ = write!(counts, " (ok checks not listed: -o wide lists all {})", r.checks.len());
         }
         push_wrapped(&mut out, &counts, view);
-        push_wrapped(&mut out, &format!("verdict: {}: {}", r.status, r.verdict), view);
+        // A set of many recipes names every failing one in its verdict: -o wide/json keep it all.
+        push_wrapped(
+            &mut out,
+            &format!("verdict: {}: {}", r.status, clip(&r.verdict, view)),
+            view,
+        );
         for s in &r.next_steps {
             push_wrapped(&mut out, &format!("next: {s}"), view);
         }
