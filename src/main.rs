@@ -34,6 +34,10 @@ struct Cli {
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
 
+    /// No live progress line on stderr (it is only drawn when stderr is a terminal)
+    #[arg(short, long, global = true)]
+    quiet: bool,
+
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
     // UCX's own warnings and errors become one summary line unless asked for (-v, UCX_LOG_LEVEL).
     let ucx_prints_its_log = cli.verbose > 0 || std::env::var_os("UCX_LOG_LEVEL").is_some();
     ucx::log::set_passthrough(ucx_prints_its_log);
+    cmd::progress::set_quiet(cli.quiet);
     if cli.version {
         cmd::version::print(LONG_VERSION);
         return ExitCode::SUCCESS;
@@ -153,16 +158,29 @@ fn one_line_error(e: &anyhow::Error) -> String {
     icb_core::secrets::mask_text(&msg.replace('\n', " "))
 }
 
-/// clap's error without its usage block: the first line, plus its tip when it has one.
+/// clap's error without its usage block: the first line, plus its tip when it has one. A first
+/// line that ends in ':' ("the following required arguments were not provided:") is completed
+/// with the lines it introduces (the missing flags), which clap puts on lines of their own.
 fn one_line_clap_error(e: &clap::Error) -> String {
     let rendered = e.render().to_string();
-    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
-    let first = lines
+    let mut lines = rendered
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take_while(|l| !l.starts_with("Usage:"));
+    let mut first = lines
         .next()
         .unwrap_or("invalid arguments")
         .trim_start_matches("error: ")
         .to_string();
-    match lines.find(|l| l.starts_with("tip:")) {
+    let rest: Vec<&str> = lines.collect();
+    if first.ends_with(':') {
+        let named: Vec<&str> = rest.iter().copied().filter(|l| !l.starts_with("tip:")).collect();
+        if !named.is_empty() {
+            first = format!("{} {}", first, named.join(", "));
+        }
+    }
+    match rest.iter().find(|l| l.starts_with("tip:")) {
         Some(tip) => format!("{first}; {tip}"),
         None => first,
     }
@@ -193,5 +211,17 @@ mod tests {
         let line = one_line_clap_error(&e);
         assert!(line.starts_with("unexpected argument '--bogus' found"), "{line}");
         assert!(!line.contains('\n'), "{line}");
+    }
+
+    #[test]
+    fn a_missing_argument_is_named() {
+        let e = Cli::try_parse_from(["ic-bench", "pair", "--prefill", "node/a"])
+            .err()
+            .expect("an error");
+        let line = one_line_clap_error(&e);
+        assert!(
+            line.starts_with("the following required arguments were not provided: --decode <DECODE>"),
+            "{line}"
+        );
     }
 }

@@ -150,3 +150,24 @@ fn every_duration_flag_refuses_zero_and_words_with_one_message() {
         }
     }
 }
+
+#[test]
+fn flags_that_would_be_ignored_or_misread_are_named() {
+    // Kubernetes-only flags have no effect with --local: refused, not silently dropped.
+    for (flag, value) in [
+        ("--image", Some("x:1")),
+        ("--host-ipc", None),
+        ("--namespace", Some("ns")),
+    ] {
+        let mut args = vec!["pair", "--local", flag];
+        args.extend(value);
+        assert_quick_one_line_usage_error(&args, &format!("{flag} applies to Kubernetes runs"));
+    }
+    // A missing side is named.
+    assert_quick_one_line_usage_error(
+        &["pair", "--prefill", "node/a"],
+        "required arguments were not provided: --decode <DECODE>",
+    );
+    // Bandwidth flags take units like the expectations file; a bad one says how to write it.
+    assert_quick_one_line_usage_error(&["pair", "--local", "--min-host-bw", "10 parsecs"], "e.g. 10 GB/s");
+}

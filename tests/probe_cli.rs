@@ -168,6 +168,32 @@ fn detect_env_require_fails_without_rdma() {
 }
 
 #[test]
+fn detect_env_require_fails_when_the_exported_gid_index_is_invalid_on_an_hca() {
+    // mlx5_0 has its RoCE v2 IPv4 GID at index 3, mlx5_1 at 5: index 3 is exported (KServe's
+    // rule), and it is wrong for mlx5_1.
+    let sys = fixture("roce_gid_disagree").join("sys");
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["detect-env", "--require", "--sysfs-root"])
+        .arg(&sys)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--require: the exported GID index 3 is not RoCE v2 IPv4 on mlx5_1:1"),
+        "{stderr}"
+    );
+    // Without --require it still exports (as KServe does) and warns.
+    Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args(["detect-env", "--sysfs-root"])
+        .arg(&sys)
+        .assert()
+        .code(0);
+}
+
+#[test]
 fn probe_nixl_prints_the_next_command() {
     let out = Command::cargo_bin("ic-bench")
         .unwrap()
@@ -211,7 +237,8 @@ fn recipe_roles_are_cross_checked_against_the_node() {
             .clone()
     };
     let prefill = run(Some("prefill"));
-    // mlx5_0:1 is up; only GPU1's affinity (SYS to mlx5_0) fails, not the device choice.
+    // mlx5_0:1 is up; GPU1's affinity (SYS to mlx5_0) fails, not the device choice, and the
+    // cause named first is GPU1's own NIC, whose port is down.
     assert_eq!(
         prefill.status.code(),
         Some(1),
@@ -219,7 +246,7 @@ fn recipe_roles_are_cross_checked_against_the_node() {
         String::from_utf8_lossy(&prefill.stderr)
     );
     let v: serde_json::Value = serde_json::from_slice(&prefill.stdout).unwrap();
-    assert_eq!(v["verdict"], "fix first: node.affinity");
+    assert_eq!(v["verdict"], "fix first: node.port_state, node.affinity");
     assert_eq!(net(&prefill)["status"], "ok");
     assert!(
         net(&prefill)["scope"].as_str().unwrap().starts_with("recipe prefill"),
@@ -378,7 +405,12 @@ fn detect_env_gid_disagreement_is_a_warning_that_matches_the_export() {
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{name}: {stdout}{stderr}");
+        // Exported anyway (KServe parity), but --require does not call it usable.
+        assert_eq!(out.status.code(), Some(1), "{name}: {stdout}{stderr}");
+        assert!(
+            stderr.contains("--require: the exported GID index 3"),
+            "{name}: {stderr}"
+        );
         assert!(
             stdout.contains("# WARNING: HCAs disagree on the RoCE v2 GID index (")
                 && stdout.contains("exporting 3, the SR-IOV convention on a tie")

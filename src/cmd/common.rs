@@ -76,6 +76,17 @@ fn parse_positive_secs(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A bandwidth flag in GB/s (10^9 B/s): a bare number, or a value with a unit as the
+/// expectations file takes them (`10GB/s`, `10 GB/s`, `9000MiB/s`, `100Gb/s`).
+fn parse_gbps(s: &str) -> Result<f64, String> {
+    if let Ok(v) = s.trim().parse::<f64>() {
+        return Ok(v);
+    }
+    icb_core::verdict::parse_bandwidth(s)
+        .map(|bps| bps / 1e9)
+        .map_err(|e| e.to_string())
+}
+
 /// Parses a size given on its own flag (e.g. `--min-bw-size 1MiB`).
 pub fn parse_size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
@@ -152,12 +163,12 @@ impl TestArgs {
 /// What the placement should give (overrides of the built-in reference figures).
 #[derive(ClapArgs, Debug, Clone, Default)]
 pub struct ExpectArgs {
-    /// Minimum bandwidth for host-memory cases, GB/s (10^9 B/s)
-    #[arg(long, value_name = "GBPS")]
+    /// Minimum bandwidth for host-memory cases: 10GB/s, 9000MiB/s, 100Gb/s, or a bare number of GB/s
+    #[arg(long, value_name = "BW", value_parser = parse_gbps)]
     pub min_host_bw: Option<f64>,
 
-    /// Minimum bandwidth for cases with CUDA memory, GB/s (10^9 B/s)
-    #[arg(long, value_name = "GBPS")]
+    /// Minimum bandwidth for cases with CUDA memory: 50GB/s, 400Gb/s, or a bare number of GB/s
+    #[arg(long, value_name = "BW", value_parser = parse_gbps)]
     pub min_cuda_bw: Option<f64>,
 
     /// Bandwidth floors apply to messages at least this large
@@ -186,7 +197,8 @@ pub struct UcxArgs {
 /// How to print results.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct OutputArgs {
-    /// Output format: table, wide (probe env: + variables per role), json, junit, prometheus, svg
+    /// Output format: table (fitted to the terminal), wide (every row, unfolded; probe env: +
+    /// variables per role), json, junit, prometheus, svg
     #[arg(short = 'o', long = "output", default_value = "table")]
     pub format: String,
 
@@ -199,6 +211,21 @@ impl OutputArgs {
     /// The parsed `-o` value; checked before any work starts so a typo costs nothing.
     pub fn report_format(&self) -> anyhow::Result<icb_report::Format> {
         Ok(self.format.parse::<icb_report::Format>()?)
+    }
+
+    /// Who reads the table: the width of the terminal stdout goes to (`COLUMNS` first, as
+    /// shells export it), 80 when unknown (a file, a pipe).
+    pub fn view(&self) -> icb_report::View {
+        let width = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.trim().parse::<u16>().ok())
+            .filter(|w| *w >= 20)
+            .or_else(|| match &self.output_file {
+                Some(_) => None,
+                None => terminal_size::terminal_size_of(std::io::stdout()).map(|(w, _)| w.0),
+            })
+            .unwrap_or(80);
+        icb_report::View { width, wide: false }
     }
 
     /// Checks the format and that `--output-file` can be written, before any work starts: a
@@ -310,7 +337,7 @@ pub fn emit_partial_pair(
 /// Renders a judged report as `-o` asks and turns its verdict into the exit code.
 pub fn emit_pair(report: &icb_core::PairReport, output: &OutputArgs) -> anyhow::Result<i32> {
     let format = output.report_format()?;
-    output.emit(&icb_report::render_pair(report, format)?)?;
+    output.emit(&icb_report::render_pair_in(report, format, output.view())?)?;
     if let Some(problem) = icb_core::exit::setup_problem(report) {
         eprintln!("ic-bench: error: {problem}");
     }
@@ -333,5 +360,14 @@ mod tests {
         assert!(parse_duration("soon").unwrap_err().contains("is not a duration"));
         assert_eq!(parse_interval("0s"), Ok(std::time::Duration::ZERO));
         assert!(parse_interval("-1").is_err());
+    }
+
+    #[test]
+    fn bandwidth_flags_take_units_like_the_expectations_file() {
+        assert_eq!(parse_gbps("10"), Ok(10.0));
+        assert_eq!(parse_gbps("10GB/s"), Ok(10.0));
+        assert_eq!(parse_gbps("10 GB/s"), Ok(10.0));
+        assert_eq!(parse_gbps("100Gb/s"), Ok(12.5));
+        assert!(parse_gbps("10 furlongs").unwrap_err().contains("e.g. 10 GB/s"));
     }
 }

@@ -108,11 +108,17 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     let settings = args.test.settings()?;
     args.output.check()?;
+    // Read before stdout is set aside: the width of the terminal the report goes to.
+    let view = args.output.view();
     let mut out = super::report_out::reserve()?;
     let interrupt = super::interrupt::Interrupt::install()?;
     let format: icb_report::Format = args.output.format.parse()?;
     let expectation = args.expect.input()?;
     let unit = settings.unit;
+    let total = super::progress::total_cases(&settings);
+    let live = Arc::new(Mutex::new(super::progress::CaseProgress::start(total, unit)));
+    let live_in_engine = Arc::clone(&live);
+    let mut index = 0;
     let opts = icb_engine::ConnectOptions {
         server: args.server.clone(),
         settings,
@@ -125,21 +131,29 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         tool: tool_info(),
         placement_mode: "manual".into(),
         on_case: Some(Box::new(move |c: &CaseResult| {
-            tracing::info!("{}", progress_line(c, unit))
+            index += 1;
+            tracing::info!("{}", progress_line(c, unit));
+            if let Ok(mut live) = live_in_engine.lock() {
+                live.case(index, total, c);
+            }
         })),
         cancel: Some(interrupt.token().clone()),
     };
-    let report = connect_or_interrupted(opts, &interrupt)?;
+    let report = connect_or_interrupted(opts, &interrupt);
+    if let Ok(live) = live.lock() {
+        live.finish();
+    }
+    let report = report?;
     if args.json_line {
         let line = serde_json::to_string(&report).context("cannot serialize the report")?;
         writeln!(out, "{line}")?;
         out.flush()?;
-        if let Ok(table) = icb_report::render_pair(&report, icb_report::Format::Table) {
+        if let Ok(table) = icb_report::render_pair_in(&report, icb_report::Format::Table, view) {
             eprintln!("{table}");
         }
     } else {
         args.output
-            .emit_to(&icb_report::render_pair(&report, format)?, &mut out)?;
+            .emit_to(&icb_report::render_pair_in(&report, format, view)?, &mut out)?;
     }
     Ok(exit_code(&report, &interrupt))
 }

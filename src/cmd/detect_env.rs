@@ -26,7 +26,8 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     pub env_file: Option<PathBuf>,
 
-    /// Exit 1 when no usable RDMA port (or no valid RoCE GID index) was found
+    /// Exit 1 when what would be exported cannot be relied on: no usable RDMA port, no valid
+    /// RoCE GID index, or an exported GID index that is invalid on some of the chosen HCAs
     #[arg(long)]
     pub require: bool,
 }
@@ -52,9 +53,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     for p in &d.problems {
         eprintln!("ic-bench detect-env: {p}");
     }
-    Ok(if args.require && !d.found_something() {
-        icb_core::exit::VERDICT_FAILED
-    } else {
-        icb_core::exit::OK
-    })
+    if args.require
+        && let Some(why) = d.unusable_because()
+    {
+        eprintln!("ic-bench detect-env: --require: {why}");
+        return Ok(icb_core::exit::VERDICT_FAILED);
+    }
+    Ok(icb_core::exit::OK)
 }

@@ -10,6 +10,7 @@ pub mod pair;
 pub mod pair_kube;
 pub mod pair_local;
 pub mod probe;
+pub mod progress;
 pub mod report_out;
 pub mod serve;
 pub mod version;

@@ -50,6 +50,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     // The expectations file is read once, here; the pipeline resolves it for the placement.
     let plan = icb_pair::PairPlan::new(settings, args.expect.input()?);
+    if args.local
+        && let Some(flag) = kubernetes_only_flag(&args.kube)
+    {
+        anyhow::bail!("{flag} applies to Kubernetes runs (--prefill/--decode), not --local: drop it");
+    }
     if !args.local && args.local_opts.isolation != icb_isolate::Isolation::None {
         anyhow::bail!("--isolation applies to --local runs; on Kubernetes the pods' own spec decides (see --host-ipc)");
     }
@@ -60,4 +65,24 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     } else {
         anyhow::bail!("say where to run: --local, or --prefill TARGET --decode TARGET (e.g. node/gpu-1)")
     }
+}
+
+/// The first Kubernetes-only flag given, if any: with `--local` it would be silently ignored.
+fn kubernetes_only_flag(k: &super::pair_kube::KubePairArgs) -> Option<&'static str> {
+    let c = &k.cluster;
+    [
+        (k.image.is_some(), "--image"),
+        (k.image_pull_policy.is_some(), "--image-pull-policy"),
+        (k.privileged, "--privileged"),
+        (k.host_ipc, "--host-ipc"),
+        (k.host_pid, "--host-pid"),
+        (k.service_account.is_some(), "--service-account"),
+        (k.run_id.is_some(), "--run-id"),
+        (k.timeout.is_some(), "--timeout"),
+        (c.kubeconfig.is_some(), "--kubeconfig"),
+        (c.context.is_some(), "--context"),
+        (c.namespace.is_some(), "--namespace"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
 }

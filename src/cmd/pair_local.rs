@@ -46,8 +46,15 @@ pub fn run_local(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result
     let interrupt = Interrupt::install()?;
     super::common::runtime()?.block_on(async {
         let mut launcher = LocalLauncher::create(opts)?;
-        let mut progress = |p: &icb_core::protocol::CaseProgress| tracing::debug!("case {}/{}", p.index, p.total);
-        match run_pair(&plan, &mut launcher, interrupt.token(), &mut progress).await {
+        let mut live =
+            super::progress::CaseProgress::start(super::progress::total_cases(&plan.settings), plan.settings.unit);
+        let mut progress = |p: &icb_core::protocol::CaseProgress| {
+            tracing::debug!("case {}/{}", p.index, p.total);
+            live.case(p.index, p.total, &p.case);
+        };
+        let result = run_pair(&plan, &mut launcher, interrupt.token(), &mut progress).await;
+        live.finish();
+        match result {
             Ok(outcome) if outcome.report.partial.is_some() => {
                 super::common::emit_partial_pair(&outcome.report, &args.output, &outcome.cleanup, &interrupt)
             }

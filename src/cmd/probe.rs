@@ -147,7 +147,7 @@ fn format_of(o: &OutputArgs) -> anyhow::Result<icb_report::Format> {
 }
 
 fn emit(report: &ProbeReport, o: &OutputArgs) -> anyhow::Result<i32> {
-    let text = icb_report::render_probe(report, format_of(o)?)?;
+    let text = icb_report::render_probe_in(report, format_of(o)?, o.view())?;
     o.emit(&text)?;
     Ok(report.exit_code())
 }
@@ -247,6 +247,31 @@ fn node_pod_snapshot(a: &NodeArgs, node: &str, script: &str) -> anyhow::Result<S
     })
 }
 
+/// The `ucx_info` of the UCX that `serve`/`connect` would load here (`bin/ucx_info` beside its
+/// `lib/`), run with that library directory first: the transports and memory types it lists
+/// are then those a run would get, not those of whatever `ucx_info` is on `PATH`. Empty (PATH's
+/// `ucx_info` is used) when no UCX loads or it ships no `ucx_info`.
+fn ucx_info_of_loaded_ucx() -> std::collections::BTreeMap<icb_probe::tools::Tool, icb_probe::tools::ToolAt> {
+    let Ok(ucx) = ucx::Ucx::load(None) else {
+        return Default::default();
+    };
+    let lib = ucx.library_dir().to_path_buf();
+    let candidates = [lib.join("../bin/ucx_info"), lib.join("../../bin/ucx_info")];
+    match candidates.into_iter().find(|p| p.is_file()) {
+        Some(exe) => {
+            tracing::info!("probe node: using {} (beside the libucp ic-bench loads)", exe.display());
+            std::collections::BTreeMap::from([(
+                icb_probe::tools::Tool::UcxInfo,
+                icb_probe::tools::ToolAt {
+                    exe,
+                    library_dir: Some(lib),
+                },
+            )])
+        }
+        None => Default::default(),
+    }
+}
+
 /// Where a probed node is read from.
 enum NodeAt<'a> {
     /// This machine, or a replayed root.
@@ -316,6 +341,9 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
             .as_deref()
             .map(|d| replay_dir("--tool-outputs", d))
             .transpose()?;
+        if s.tool_outputs.is_none() {
+            s.tool_at = ucx_info_of_loaded_ucx();
+        }
         NodeAt::Local(s)
     };
     let (source, pod_env) = open_node_source(at, &node_script(pause, tool_s))?;

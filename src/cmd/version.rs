@@ -6,6 +6,10 @@ pub fn print(long_version: &str) {
     // None: the loader reads IC_BENCH_UCX_LIB itself, like serve and connect.
     match ucx::Ucx::load(None) {
         Ok(u) => println!("UCX runtime {} from {}", u.version_string(), u.library_dir().display()),
-        Err(e) => println!("UCX runtime: not usable: {e}"),
+        // One line whatever the loader said (dlerror text can hold newlines), newline-terminated.
+        Err(e) => println!(
+            "UCX runtime: not usable: {}",
+            e.to_string().replace('\n', " ").trim_end()
+        ),
     }
 }

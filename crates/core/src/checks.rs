@@ -85,6 +85,23 @@ pub struct ResolvedVar {
     pub source: String,
 }
 
+/// What a clean probe may claim, and no more: only recipes with a prefill or a decode role
+/// (scopes such as `decode (VllmDecodeWorker, deploy.yaml)`) are disaggregated; a node probe says
+/// the node is ready, a NIXL probe that the install is usable.
+fn all_clear(kind: &str, checks: &[Check]) -> &'static str {
+    let disaggregated = checks.iter().filter_map(|c| c.scope.as_deref()).any(|s| {
+        let role = s.split([' ', ':']).next().unwrap_or_default();
+        role == "prefill" || role == "decode"
+    });
+    match kind {
+        "env" if disaggregated => "disaggregated transport can be trusted",
+        "env" => "the recipe's transport settings can be trusted (no prefill/decode roles: not disaggregated)",
+        "node" => "nothing on this node stands in the way of RDMA/NVLink transfers",
+        "nixl" => "the NIXL install is usable",
+        _ => "every check passed",
+    }
+}
+
 impl ProbeReport {
     /// Rolls checks up into counts, a status and a verdict line. `skipped` is never a pass: a run
     /// of only skipped checks is reported as inconclusive (warn).
@@ -128,15 +145,13 @@ impl ProbeReport {
             (
                 Status::Warn,
                 format!(
-                    "disaggregated transport can be trusted, with {} warning(s) to review{skipped_note}",
+                    "{}, with {} warning(s) to review{skipped_note}",
+                    all_clear(kind, &checks),
                     counts.warn
                 ),
             )
         } else {
-            (
-                Status::Ok,
-                format!("disaggregated transport can be trusted{skipped_note}"),
-            )
+            (Status::Ok, format!("{}{skipped_note}", all_clear(kind, &checks)))
         };
         ProbeReport {
             schema: PROBE_SCHEMA.to_string(),
@@ -230,7 +245,33 @@ mod tests {
             vec![],
         );
         assert_eq!(r.status, Status::Ok);
-        assert_eq!(r.verdict, "disaggregated transport can be trusted");
+        assert_eq!(
+            r.verdict,
+            "nothing on this node stands in the way of RDMA/NVLink transfers"
+        );
+    }
+
+    #[test]
+    fn only_disaggregated_recipes_are_called_trusted_disaggregated_transport() {
+        let scoped = |scope: &str| Check {
+            scope: Some(scope.into()),
+            ..check("env.rndv", Status::Ok)
+        };
+        let disagg = ProbeReport::new(
+            "env",
+            "deploy.yaml",
+            vec![scoped("prefill (P, deploy.yaml)"), scoped("decode (D, deploy.yaml)")],
+            vec![],
+        );
+        assert_eq!(disagg.verdict, "disaggregated transport can be trusted");
+        let aggregated = ProbeReport::new("env", "agg.yaml", vec![scoped("worker (W, agg.yaml)")], vec![]);
+        assert!(
+            !aggregated.verdict.contains("disaggregated transport"),
+            "{}",
+            aggregated.verdict
+        );
+        let nixl = ProbeReport::new("nixl", "local", vec![check("nixl.lib", Status::Ok)], vec![]);
+        assert_eq!(nixl.verdict, "the NIXL install is usable");
     }
 
     #[test]
@@ -244,7 +285,7 @@ mod tests {
         assert_eq!(r.status, Status::Ok);
         assert_eq!(
             r.verdict,
-            "disaggregated transport can be trusted; 1 check(s) skipped, which is not a pass"
+            "nothing on this node stands in the way of RDMA/NVLink transfers; 1 check(s) skipped, which is not a pass"
         );
         let mostly = vec![
             check("a", Status::Ok),

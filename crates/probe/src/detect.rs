@@ -60,6 +60,10 @@ pub struct DetectedEnv {
     pub warnings: Vec<String>,
     /// Things that need fixing (ports without a usable GID, a preset that is invalid here).
     pub problems: Vec<String>,
+    /// Ports on which the exported GID index does not name a RoCE v2 IPv4 GID: traffic over
+    /// them would fail or fall back. `detect-env --require` fails on any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gid_index_invalid_on: Vec<String>,
 }
 
 impl DetectedEnv {
@@ -85,9 +89,27 @@ impl DetectedEnv {
         out
     }
 
-    /// Whether anything usable was found (for `--require`); warnings do not count against it.
+    /// Whether anything usable was found; warnings do not count against it.
     pub fn found_something(&self) -> bool {
         !self.ports.is_empty() && self.problems.is_empty()
+    }
+
+    /// Why what would be exported cannot be relied on (for `--require`), or `None` when it can.
+    pub fn unusable_because(&self) -> Option<String> {
+        if self.ports.is_empty() {
+            return Some("no usable RDMA port".into());
+        }
+        if let Some(p) = self.problems.first() {
+            return Some(p.clone());
+        }
+        match (&self.gid_index, self.gid_index_invalid_on.is_empty()) {
+            (Some(g), false) => Some(format!(
+                "the exported GID index {} is not RoCE v2 IPv4 on {}",
+                g.index,
+                self.gid_index_invalid_on.join(",")
+            )),
+            _ => None,
+        }
     }
 }
 
@@ -110,6 +132,7 @@ pub fn detect_env(src: &dyn NodeSource, preset: &TransportEnv) -> DetectedEnv {
     let mut notes = Vec::new();
     let mut problems = Vec::new();
     let mut warnings = Vec::new();
+    let mut gid_index_invalid_on: Vec<String> = Vec::new();
     let up: Vec<&PortFacts> = ports.iter().filter(|p| p.is_up()).collect();
     for p in ports
         .iter()
@@ -246,6 +269,7 @@ pub fn detect_env(src: &dyn NodeSource, preset: &TransportEnv) -> DetectedEnv {
                 // too); a preset NCCL_IB_GID_INDEX overrides it, and the line says so.
                 if !off.is_empty() && preset_gid.is_none() {
                     warnings.push(disagreement(&chosen, &counts, best, &off));
+                    gid_index_invalid_on = off;
                 }
                 gid_choice = Some(GidChoice {
                     index: best,
@@ -298,6 +322,7 @@ pub fn detect_env(src: &dyn NodeSource, preset: &TransportEnv) -> DetectedEnv {
         gid_index: gid_choice,
         notes,
         warnings,
+        gid_index_invalid_on,
         problems,
     }
 }

@@ -243,11 +243,19 @@ pub fn gather(src: &dyn NodeSource, opts: &GatherOptions) -> NodeFacts {
     let runs: BTreeMap<Tool, ToolRun> = runs.into_iter().collect();
     for (tool, run) in &runs {
         let usable = matches!(run, ToolRun::Ran { stdout, stderr, .. } if !stdout.trim().is_empty() || !stderr.trim().is_empty());
-        if !usable {
+        if let Some(why) = run.unloadable(*tool) {
+            facts.tool_gaps.insert(*tool, why);
+        } else if !usable {
             facts.tool_gaps.insert(*tool, run.why_not(*tool));
         }
     }
-    let text = |t: Tool| runs.get(&t).and_then(ToolRun::text).filter(|s| !s.trim().is_empty());
+    // A tool that cannot load says nothing about the node: its output is not parsed.
+    let text = |t: Tool| {
+        runs.get(&t)
+            .filter(|r| r.unloadable(t).is_none())
+            .and_then(ToolRun::text)
+            .filter(|s| !s.trim().is_empty())
+    };
     if let Some(out) = text(Tool::IbvDevinfo) {
         let hcas = parse_ibv_devinfo(&out);
         facts.device_list = Some(if hcas.is_empty() {

@@ -101,7 +101,11 @@ pub fn probe_nixl_with_engine(
 
     checks.push(
         match find_file(src, &libs, |n| n == "libnixl.so" || n.starts_with("libnixl.so.")) {
-            Some(p) => check("nixl.libs", Status::Ok, format!("libnixl found: {p}")),
+            Some(p) => match loadable(src, &p) {
+                LoadableAs::Refused(why) => check("nixl.libs", Status::Fail, format!("{p} {why}"))
+                    .hint("reinstall NIXL (the library is damaged or a placeholder)"),
+                _ => check("nixl.libs", Status::Ok, format!("libnixl found: {p}")),
+            },
             None => check(
                 "nixl.libs",
                 Status::Warn,
@@ -116,16 +120,33 @@ pub fn probe_nixl_with_engine(
     checks.push(match &py {
         ToolRun::NotFound => check("nixl.python", Status::Skipped, "python3 not installed"),
         ToolRun::Ran { .. } if !site.is_empty() => {
-            let found = site.iter().find_map(|s| {
-                let names = src.list(s)?;
-                names
+            let packages: Vec<String> = site
+                .iter()
+                .flat_map(|s| {
+                    src.list(s)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .filter(|n| n == "nixl" || n.starts_with("nixl_cu"))
+                        .map(move |n| format!("{s}/{n}"))
+                })
+                .collect();
+            // The package's work is done by its compiled bindings; a directory of .py files
+            // alone (a stub, a half-removed install) fails at import.
+            let with_bindings = packages.iter().find(|p| {
+                src.list(p)
+                    .unwrap_or_default()
                     .iter()
-                    .find(|n| *n == "nixl" || n.starts_with("nixl_cu"))
-                    .map(|n| format!("{s}/{n}"))
+                    .any(|n| n.starts_with("_bindings") && n.ends_with(".so"))
             });
-            match found {
-                Some(p) => check("nixl.python", Status::Ok, format!("Python nixl package: {p}")),
-                None => check(
+            match (with_bindings, packages.first()) {
+                (Some(p), _) => check("nixl.python", Status::Ok, format!("Python nixl package: {p}")),
+                (None, Some(stub)) => check(
+                    "nixl.python",
+                    Status::Fail,
+                    format!("{stub} has no compiled bindings (_bindings*.so): importing nixl would fail"),
+                )
+                .hint("reinstall the nixl wheel matching the CUDA major (pip install nixl[cu12])"),
+                (None, None) => check(
                     "nixl.python",
                     Status::Warn,
                     format!("no nixl package on python3's sys.path ({})", list(&site, 3)),
@@ -176,7 +197,12 @@ fn plugin_check(src: &dyn NodeSource, plugins: &[String], env: &TransportEnv, ef
                 format!("EFA node but NIXL_PLUGIN_DIR={dir} has no libplugin_LIBFABRIC.so"),
             )
             .hint("on EFA, NIXL's LIBFABRIC backend is the supported path"),
-            Some(_) => check(id, Status::Ok, format!("libplugin_UCX.so in NIXL_PLUGIN_DIR={dir}")),
+            Some(_) => plugin_file_check(
+                src,
+                id,
+                &format!("{}/libplugin_UCX.so", dir.trim_end_matches('/')),
+                format!("libplugin_UCX.so in NIXL_PLUGIN_DIR={dir}"),
+            ),
         };
     }
     let ucx = find_file(src, plugins, |n| n == "libplugin_UCX.so");
@@ -191,9 +217,64 @@ fn plugin_check(src: &dyn NodeSource, plugins: &[String], env: &TransportEnv, ef
         (Some(_), true, None) => check(id, Status::Warn, "EFA node but no libplugin_LIBFABRIC.so")
             .hint("on EFA, NIXL's LIBFABRIC backend is the supported path"),
         (Some(u), _, f) => {
+            if let Some(f) = &f
+                && let LoadableAs::Refused(why) = loadable(src, f)
+            {
+                return check(id, Status::Fail, format!("{f} {why}: NIXL cannot load it"))
+                    .hint("reinstall NIXL (the plugin file is damaged or a placeholder)");
+            }
             let extra = f.map(|f| format!(", {f}")).unwrap_or_default();
-            check(id, Status::Ok, format!("{u}{extra}"))
+            plugin_file_check(src, id, &u, format!("{u}{extra}"))
         }
+    }
+}
+
+/// What a library file's header says about whether the dynamic loader could load it.
+#[derive(Debug, PartialEq, Eq)]
+enum LoadableAs {
+    /// An ELF shared object (`ET_DYN`).
+    SharedObject,
+    /// Present but its content could not be read from here (a pod's listing has names only).
+    Unread,
+    /// Why the loader would refuse it: empty, not ELF, not a shared object.
+    Refused(String),
+}
+
+fn loadable(src: &dyn NodeSource, path: &str) -> LoadableAs {
+    let Some(text) = src.read(path) else {
+        return LoadableAs::Unread;
+    };
+    // The ELF identification and e_type are ASCII-range bytes, so they survive the lossy text.
+    let b = text.as_bytes();
+    if b.is_empty() {
+        return LoadableAs::Refused("is empty (0 bytes)".into());
+    }
+    if b.len() < 18 || &b[..4] != b"\x7fELF" {
+        return LoadableAs::Refused("is not an ELF file".into());
+    }
+    let e_type = if b[5] == 2 {
+        u16::from_be_bytes([b[16], b[17]])
+    } else {
+        u16::from_le_bytes([b[16], b[17]])
+    };
+    if e_type == 3 {
+        LoadableAs::SharedObject
+    } else {
+        LoadableAs::Refused(format!("is an ELF file of type {e_type}, not a shared object"))
+    }
+}
+
+/// The plugin check's verdict for a found plugin file: ok only when it could be loaded.
+fn plugin_file_check(src: &dyn NodeSource, id: &str, path: &str, ok_detail: String) -> Check {
+    match loadable(src, path) {
+        LoadableAs::SharedObject => check(id, Status::Ok, ok_detail),
+        LoadableAs::Unread => check(
+            id,
+            Status::Ok,
+            format!("{ok_detail} (found; contents not read from here)"),
+        ),
+        LoadableAs::Refused(why) => check(id, Status::Fail, format!("{path} {why}: NIXL cannot load it"))
+            .hint("reinstall NIXL (the plugin file is damaged or a placeholder)"),
     }
 }
 

@@ -61,7 +61,7 @@ impl NodeExpectations {
 }
 
 pub fn node_checks(f: &NodeFacts, x: &NodeExpectations) -> Vec<Check> {
-    vec![
+    let mut checks = vec![
         rdma_devs(f, x),
         port_state(f),
         port_rate(f),
@@ -77,7 +77,48 @@ pub fn node_checks(f: &NodeFacts, x: &NodeExpectations) -> Vec<Check> {
         ucx_gpumem(f),
         link_errors(f),
         efa_kernel(f, x),
-    ]
+    ];
+    blame_down_ports(f, &mut checks);
+    checks
+}
+
+/// A GPU whose nearest NIC has its port down falls back to a far NIC, and the affinity check
+/// fails; the cause is the port. The port check then fails too, so "fix first" names it.
+fn blame_down_ports(f: &NodeFacts, checks: &mut [Check]) {
+    let Some(topo) = &f.topo else { return };
+    let mut orphaned: Vec<String> = Vec::new();
+    for port in f.ports.iter().filter(|p| !p.is_up()) {
+        let Some(nic) = topo.nic_for_device(&port.device) else {
+            continue;
+        };
+        for gpu in topo.gpus() {
+            if matches!(topo.link(gpu, nic), Some(Link::Pix | Link::Pxb))
+                && !orphaned
+                    .iter()
+                    .any(|o| o.starts_with(&format!("{gpu}→{} ", port.name())))
+            {
+                orphaned.push(format!("{gpu}→{} {}", port.name(), port.state_text()));
+            }
+        }
+    }
+    let affinity_failed = checks
+        .iter()
+        .any(|c| c.id == "node.affinity" && c.status == Status::Fail);
+    if orphaned.is_empty() || !affinity_failed {
+        return;
+    }
+    for c in checks.iter_mut() {
+        match c.id.as_str() {
+            "node.port_state" if c.status == Status::Warn => {
+                c.status = Status::Fail;
+                c.detail = format!("{}; the nearest NIC of a GPU is down: {}", c.detail, list(&orphaned, 4));
+            }
+            "node.affinity" => {
+                c.detail = format!("{} (caused by a down port: see node.port_state)", c.detail);
+            }
+            _ => {}
+        }
+    }
 }
 
 fn rdma_devs(f: &NodeFacts, x: &NodeExpectations) -> Check {
@@ -739,6 +780,14 @@ fn ucx_tl(f: &NodeFacts) -> Check {
     let cuda_bad = !cuda;
     match (rdma_bad, cuda_bad) {
         (false, false) => check(id, Status::Ok, detail),
+        // UCX lists transports for the devices it finds: on a node with neither an RDMA device
+        // nor an NVIDIA driver their absence says nothing about how UCX was built.
+        (true, true) if f.devices.is_empty() && f.nvidia.is_none() => check(
+            id,
+            Status::Warn,
+            format!("{detail}; this node has no RDMA device and no NVIDIA driver"),
+        )
+        .hint("no RDMA or CUDA transport can appear here: probe a GPU/RDMA node"),
         (true, true) => check(id, Status::Fail, detail)
             .hint("this UCX has neither RDMA nor CUDA transports: use a UCX built with verbs and CUDA"),
         (true, false) if !f.devices.is_empty() => {

@@ -3,7 +3,7 @@
 //!
 //! Every path is the node's own absolute path (`/sys/class/infiniband/…`); a source maps it.
 
-use crate::tools::{Tool, ToolRun, run_tools};
+use crate::tools::{Tool, ToolAt, ToolRun, run_tools_at};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -49,6 +49,8 @@ pub struct LocalSource {
     pub root: PathBuf,
     /// Recorded tool outputs; when set, no tool is run.
     pub tool_outputs: Option<PathBuf>,
+    /// Programs to run instead of those on `PATH` (the `ucx_info` of the UCX ic-bench loads).
+    pub tool_at: BTreeMap<Tool, ToolAt>,
 }
 
 impl Default for LocalSource {
@@ -59,6 +61,7 @@ impl Default for LocalSource {
             procfs_root: "/proc".into(),
             root: "/".into(),
             tool_outputs: None,
+            tool_at: BTreeMap::new(),
         }
     }
 }
@@ -73,6 +76,7 @@ impl LocalSource {
             procfs_root: root.join("proc"),
             root: root.to_path_buf(),
             tool_outputs: Some(tools),
+            tool_at: BTreeMap::new(),
         }
     }
 
@@ -132,9 +136,10 @@ impl NodeSource for LocalSource {
                 })
                 .collect(),
             // lsmod only restates /proc/modules, which is read directly.
-            None => run_tools(
+            None => run_tools_at(
                 &tools.iter().copied().filter(|t| *t != Tool::Lsmod).collect::<Vec<_>>(),
                 timeout,
+                &self.tool_at,
             ),
         }
     }

@@ -2,6 +2,7 @@
 //! of them finishes at once, and a hung `nvidia-smi` costs at most the timeout.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -108,6 +109,24 @@ impl ToolRun {
         }
     }
 
+    /// Why a tool that ran could not do its job, when its output says so: a program that cannot
+    /// load its libraries ("error while loading shared libraries: libucp.so.0 …", exit 127)
+    /// is unusable, not a node without what it would have listed.
+    pub fn unloadable(&self, tool: Tool) -> Option<String> {
+        let ToolRun::Ran { stderr, stdout, code } = self else {
+            return None;
+        };
+        let loader = stderr
+            .lines()
+            .chain(stdout.lines())
+            .find(|l| l.contains("error while loading shared libraries") || l.contains("symbol lookup error"));
+        match (loader, code) {
+            (Some(line), _) => Some(format!("{} cannot load: {}", tool.program(), line.trim())),
+            (None, Some(127)) => Some(format!("{} cannot start (exit 127)", tool.program())),
+            _ => None,
+        }
+    }
+
     /// Why there is no usable output, for a `skipped` detail.
     pub fn why_not(&self, tool: Tool) -> String {
         let name = tool.program();
@@ -150,10 +169,39 @@ pub fn run_tool(tool: Tool, timeout: Duration) -> ToolRun {
     }
 }
 
+/// A specific program to run for a tool instead of the one on `PATH`: e.g. the `ucx_info`
+/// beside the libucp that ic-bench itself loads, with that library directory searched first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolAt {
+    pub exe: PathBuf,
+    /// Prepended to `LD_LIBRARY_PATH`, so the program loads the same libraries ic-bench does.
+    pub library_dir: Option<PathBuf>,
+}
+
+impl ToolAt {
+    fn run(&self, tool: Tool, timeout: Duration) -> ToolRun {
+        let library_path = self.library_dir.as_ref().map(|dir| {
+            let mut paths = vec![dir.clone()];
+            if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
+                paths.extend(std::env::split_paths(&old));
+            }
+            std::env::join_paths(paths).unwrap_or_else(|_| dir.clone().into_os_string())
+        });
+        run_command_with(&self.exe, tool.args(), timeout, library_path.as_deref())
+    }
+}
+
 /// Runs `exe args` with a deadline (stdin closed, output capped, read while it runs).
 pub fn run_command(exe: &Path, args: &[&str], timeout: Duration) -> ToolRun {
+    run_command_with(exe, args, timeout, None)
+}
+
+fn run_command_with(exe: &Path, args: &[&str], timeout: Duration, library_path: Option<&std::ffi::OsStr>) -> ToolRun {
     let mut cmd = Command::new(exe);
     cmd.args(args);
+    if let Some(paths) = library_path {
+        cmd.env("LD_LIBRARY_PATH", paths);
+    }
     match icb_proc::run_capped(&mut cmd, timeout, MAX_OUTPUT) {
         Ok(out) => ToolRun::Ran {
             stdout: out.stdout_text(),
@@ -170,10 +218,24 @@ pub fn run_command(exe: &Path, args: &[&str], timeout: Duration) -> ToolRun {
 
 /// Runs the tools concurrently; total time is the slowest one (bounded by `timeout`).
 pub fn run_tools(tools: &[Tool], timeout: Duration) -> Vec<(Tool, ToolRun)> {
+    run_tools_at(tools, timeout, &BTreeMap::new())
+}
+
+/// Like [`run_tools`], running the program `at` names for a tool instead of the one on `PATH`.
+pub fn run_tools_at(tools: &[Tool], timeout: Duration, at: &BTreeMap<Tool, ToolAt>) -> Vec<(Tool, ToolRun)> {
     std::thread::scope(|s| {
         let handles: Vec<_> = tools
             .iter()
-            .map(|&t| (t, s.spawn(move || run_tool(t, timeout))))
+            .map(|&t| {
+                let at = at.get(&t);
+                (
+                    t,
+                    s.spawn(move || match at {
+                        Some(at) => at.run(t, timeout),
+                        None => run_tool(t, timeout),
+                    }),
+                )
+            })
             .collect();
         handles
             .into_iter()
@@ -193,6 +255,42 @@ pub fn run_tools(tools: &[Tool], timeout: Duration) -> Vec<(Tool, ToolRun)> {
 mod tests {
     use super::*;
     use std::time::Instant;
+
+    #[test]
+    fn a_tool_that_cannot_load_its_libraries_is_unloadable() {
+        let run = ToolRun::Ran {
+            stdout: String::new(),
+            stderr: "ucx_info: error while loading shared libraries: libucp.so.0: cannot open shared object file: No such file or directory\n".into(),
+            code: Some(127),
+        };
+        let why = run.unloadable(Tool::UcxInfo).expect("unloadable");
+        assert!(why.starts_with("ucx_info cannot load: "), "{why}");
+        assert!(why.contains("libucp.so.0"), "{why}");
+        let fine = ToolRun::Ran {
+            stdout: "# Memory domain: self\n".into(),
+            stderr: String::new(),
+            code: Some(0),
+        };
+        assert_eq!(fine.unloadable(Tool::UcxInfo), None);
+    }
+
+    #[test]
+    fn a_tool_at_a_path_runs_with_its_library_dir_first() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let exe = dir.path().join("fake_ucx_info");
+        std::fs::write(&exe, "#!/bin/sh\necho \"LD=$LD_LIBRARY_PATH\"\n").expect("write");
+        std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+        let at = BTreeMap::from([(
+            Tool::UcxInfo,
+            ToolAt {
+                exe: exe.clone(),
+                library_dir: Some("/opt/ucx/lib".into()),
+            },
+        )]);
+        let runs = run_tools_at(&[Tool::UcxInfo], Duration::from_secs(5), &at);
+        let text = runs[0].1.text().expect("ran");
+        assert!(text.starts_with("LD=/opt/ucx/lib"), "{text}");
+    }
 
     #[test]
     fn missing_tools_are_not_found_quickly() {

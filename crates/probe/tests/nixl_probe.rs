@@ -5,10 +5,31 @@ use icb_probe::{LocalSource, NixlOptions, TransportEnv, probe_nixl};
 use std::path::Path;
 use std::time::Duration;
 
-fn touch(root: &Path, rel: &str) {
+fn write(root: &Path, rel: &str, bytes: &[u8]) {
     let p = root.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, b"").unwrap();
+    std::fs::write(p, bytes).unwrap();
+}
+
+fn touch(root: &Path, rel: &str) {
+    write(root, rel, b"");
+}
+
+/// The 64-byte header of an x86-64 ELF shared object (e_type ET_DYN), as a real .so starts.
+fn elf_shared_object() -> Vec<u8> {
+    let mut h = vec![0u8; 64];
+    h[..4].copy_from_slice(b"\x7fELF");
+    h[4] = 2; // 64-bit
+    h[5] = 1; // little endian
+    h[6] = 1; // version
+    h[16] = 3; // ET_DYN
+    h[18] = 62; // x86-64
+    h
+}
+
+/// A library or plugin that the loader would accept (by its header).
+fn library(root: &Path, rel: &str) {
+    write(root, rel, &elf_shared_object());
 }
 
 fn run(root: &Path, vars: &[(&str, &str)]) -> icb_core::checks::ProbeReport {
@@ -31,10 +52,14 @@ fn status(r: &icb_core::checks::ProbeReport, id: &str) -> Status {
 fn dynamo_image_layout_is_found() {
     let t = tempfile::tempdir().unwrap();
     let r = t.path();
-    touch(r, "opt/nvidia/nvda_nixl/lib64/libnixl.so");
-    touch(r, "opt/nvidia/nvda_nixl/lib64/plugins/libplugin_UCX.so");
+    library(r, "opt/nvidia/nvda_nixl/lib64/libnixl.so");
+    library(r, "opt/nvidia/nvda_nixl/lib64/plugins/libplugin_UCX.so");
     touch(r, "opt/nvidia/nvda_nixl/bin/nixlbench");
     touch(r, "usr/lib/python3/dist-packages/nixl/__init__.py");
+    library(
+        r,
+        "usr/lib/python3/dist-packages/nixl/_bindings.cpython-312-x86_64-linux-gnu.so",
+    );
     std::fs::create_dir_all(r.join("tools")).unwrap();
     std::fs::write(
         r.join("tools/python_path.txt"),
@@ -54,9 +79,13 @@ fn wheel_layout_and_efa_without_libfabric() {
     let t = tempfile::tempdir().unwrap();
     let r = t.path();
     let site = "venv/lib/python3.12/site-packages";
-    touch(r, &format!("{site}/.nixl_cu12.mesonpy.libs/libnixl.so"));
-    touch(r, &format!("{site}/.nixl_cu12.mesonpy.libs/plugins/libplugin_UCX.so"));
+    library(r, &format!("{site}/.nixl_cu12.mesonpy.libs/libnixl.so"));
+    library(r, &format!("{site}/.nixl_cu12.mesonpy.libs/plugins/libplugin_UCX.so"));
     touch(r, &format!("{site}/nixl_cu12/__init__.py"));
+    library(
+        r,
+        &format!("{site}/nixl_cu12/_bindings.cpython-312-x86_64-linux-gnu.so"),
+    );
     std::fs::create_dir_all(r.join("sys/class/infiniband/rdmap16s27")).unwrap();
     std::fs::create_dir_all(r.join("tools")).unwrap();
     std::fs::write(r.join("tools/python_path.txt"), format!("/{site}\n")).unwrap();
@@ -65,7 +94,7 @@ fn wheel_layout_and_efa_without_libfabric() {
     assert_eq!(status(&rep, "nixl.python"), Status::Ok);
     assert_eq!(status(&rep, "nixl.plugins"), Status::Warn, "{rep:#?}");
     assert_eq!(status(&rep, "nixl.tools"), Status::Warn);
-    touch(
+    library(
         r,
         &format!("{site}/.nixl_cu12.mesonpy.libs/plugins/libplugin_LIBFABRIC.so"),
     );
@@ -83,6 +112,39 @@ fn wrong_plugin_dir_fails_and_nothing_installed_warns() {
     assert_eq!(status(&rep, "nixl.plugins"), Status::Warn);
     // No recorded python3 output: skipped, not a pass.
     assert_eq!(status(&rep, "nixl.python"), Status::Skipped);
+}
+
+#[test]
+fn an_empty_plugin_or_a_stub_package_is_not_ok() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    let site = "usr/lib/python3/dist-packages";
+    library(r, "opt/nvidia/nvda_nixl/lib64/libnixl.so");
+    touch(r, "opt/nvidia/nvda_nixl/lib64/plugins/libplugin_UCX.so");
+    // A package of .py files only: `import nixl` would fail on its bindings.
+    touch(r, &format!("{site}/nixl/__init__.py"));
+    std::fs::create_dir_all(r.join("tools")).unwrap();
+    std::fs::write(r.join("tools/python_path.txt"), format!("/{site}\n")).unwrap();
+    let rep = run(r, &[]);
+    let plugin = rep.checks.iter().find(|c| c.id == "nixl.plugins").unwrap();
+    assert_eq!(plugin.status, Status::Fail, "{plugin:?}");
+    assert!(plugin.detail.contains("is empty (0 bytes)"), "{}", plugin.detail);
+    let py = rep.checks.iter().find(|c| c.id == "nixl.python").unwrap();
+    assert_eq!(py.status, Status::Fail, "{py:?}");
+    assert!(py.detail.contains("no compiled bindings"), "{}", py.detail);
+    // A text file where the plugin should be, and an ELF executable: refused too.
+    write(
+        r,
+        "opt/nvidia/nvda_nixl/lib64/plugins/libplugin_UCX.so",
+        b"placeholder\n",
+    );
+    assert_eq!(status(&run(r, &[]), "nixl.plugins"), Status::Fail);
+    let mut exe = elf_shared_object();
+    exe[16] = 2; // ET_EXEC
+    write(r, "opt/nvidia/nvda_nixl/lib64/plugins/libplugin_UCX.so", &exe);
+    assert_eq!(status(&run(r, &[]), "nixl.plugins"), Status::Fail);
+    library(r, "opt/nvidia/nvda_nixl/lib64/plugins/libplugin_UCX.so");
+    assert_eq!(status(&run(r, &[]), "nixl.plugins"), Status::Ok);
 }
 
 #[test]

@@ -174,6 +174,18 @@ fn ucx_net_devices_naming_a_port_that_is_not_up() {
 }
 
 #[test]
+fn fix_first_names_the_down_port_not_the_affinity_it_causes() {
+    // GPU1's own NIC (mlx5_1, PIX) is INIT: its traffic can only take mlx5_0 across the SMP link.
+    let r = probe("down_port", &[("UCX_NET_DEVICES", "mlx5_0:1")]);
+    let port = get(&r, "node.port_state");
+    assert_eq!(port.status, Status::Fail, "{}", port.detail);
+    assert!(port.detail.contains("GPU1→mlx5_1:1"), "{}", port.detail);
+    assert!(get(&r, "node.affinity").detail.contains("see node.port_state"));
+    let first = r.verdict.strip_prefix("fix first: ").expect("a failing verdict");
+    assert!(first.starts_with("node.port_state"), "{}", r.verdict);
+}
+
+#[test]
 fn socket_ifname_checked_against_interfaces() {
     assert_eq!(
         status(
@@ -433,6 +445,15 @@ fn ucx_without_gpu_memory_or_rdma_transports() {
     let tcp_only = "@@ICB TOOL ucx_info\n# Memory domain: tcp\n#     Component: tcp\n#      Transport: tcp\n#         Device: eth0\n\n@@ICB RC 0\n";
     let r = run_snapshot(&snapshot(&efa_or_ib_node("mlx5_0", tcp_only)), &[]);
     assert_eq!(status(&r, "node.ucx_tl"), Status::Fail);
+    // The same UCX on a node with no RDMA device and no GPU driver: nothing to blame UCX for.
+    let r = run_snapshot(&snapshot(tcp_only), &[]);
+    let tl = r.checks.iter().find(|c| c.id == "node.ucx_tl").unwrap();
+    assert_eq!(tl.status, Status::Warn, "{tl:?}");
+    assert!(
+        tl.detail.contains("no RDMA device and no NVIDIA driver"),
+        "{}",
+        tl.detail
+    );
 }
 
 #[test]

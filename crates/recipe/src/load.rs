@@ -189,14 +189,18 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>, charts: &mut Vec<PathB
             path: path.clone(),
             source,
         })?;
+        // Only regular files (or links to them) are read: opening a FIFO or a device found
+        // in a directory would block or read forever.
+        let regular = ft.is_file() || (ft.is_symlink() && std::fs::metadata(&path).is_ok_and(|m| m.is_file()));
         if ft.is_dir() && path.join("Chart.yaml").is_file() {
             charts.push(path);
         } else if ft.is_dir() {
             walk(&path, depth + 1, out, charts)?;
-        } else if path
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| e == "yaml" || e == "yml")
+        } else if regular
+            && path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e == "yaml" || e == "yml")
         {
             out.push(path);
         }

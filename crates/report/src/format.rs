@@ -26,11 +26,29 @@ pub trait Exporter {
     fn probe(&self, report: &ProbeReport) -> Result<String, ExportError>;
 }
 
+/// The reader's side of a table: how wide the terminal is and whether everything is wanted.
+/// Only the table formats use it; machine formats never depend on the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct View {
+    /// Columns available; tables and long lines are fitted to it.
+    pub width: u16,
+    /// `-o wide`: every row (ok checks too) at natural width, nothing collapsed.
+    pub wide: bool,
+}
+
+impl Default for View {
+    /// 80 columns: what a terminal of unknown width most likely has.
+    fn default() -> Self {
+        View { width: 80, wide: false }
+    }
+}
+
 /// The values `-o` accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Format {
     Table,
-    /// The table plus detail: for `probe env`, the transport variables of every role.
+    /// The table with every row, no width limit, and for `probe env` the transport variables
+    /// of every role.
     Wide,
     Json,
     Junit,
@@ -60,9 +78,16 @@ impl Format {
     }
 
     pub fn exporter(self) -> Box<dyn Exporter> {
+        self.exporter_in(View::default())
+    }
+
+    /// The exporter for a reader with this `view` (used by the table formats only).
+    pub fn exporter_in(self, view: View) -> Box<dyn Exporter> {
         match self {
-            Format::Table => Box::new(crate::TableExporter { wide: false }),
-            Format::Wide => Box::new(crate::TableExporter { wide: true }),
+            Format::Table => Box::new(crate::TableExporter { view }),
+            Format::Wide => Box::new(crate::TableExporter {
+                view: View { wide: true, ..view },
+            }),
             Format::Json => Box::new(crate::JsonExporter),
             Format::Junit => Box::new(crate::JunitExporter),
             Format::Prometheus => Box::new(crate::PrometheusExporter),
@@ -89,12 +114,12 @@ impl FromStr for Format {
     }
 }
 
-/// Renders a pair report in `format`.
+/// Renders a pair report in `format` for an 80-column reader.
 pub fn render_pair(report: &PairReport, format: Format) -> Result<String, ExportError> {
     format.exporter().pair(&masked_pair(report))
 }
 
-/// Renders a probe report in `format`.
+/// Renders a probe report in `format` for an 80-column reader.
 pub fn render_probe(report: &ProbeReport, format: Format) -> Result<String, ExportError> {
     format.exporter().probe(&masked_probe(report))
 }
@@ -155,4 +180,14 @@ pub fn masked_probe(report: &ProbeReport) -> ProbeReport {
         }
     }
     r
+}
+
+/// Renders a pair report in `format` for a reader with this `view`.
+pub fn render_pair_in(report: &PairReport, format: Format, view: View) -> Result<String, ExportError> {
+    format.exporter_in(view).pair(&masked_pair(report))
+}
+
+/// Renders a probe report in `format` for a reader with this `view`.
+pub fn render_probe_in(report: &ProbeReport, format: Format, view: View) -> Result<String, ExportError> {
+    format.exporter_in(view).probe(&masked_probe(report))
 }

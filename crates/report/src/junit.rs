@@ -1,12 +1,13 @@
-//! JUnit XML for CI: one testcase per case (pair) or per check (probe). Failures carry the
+//! JUnit XML for CI: one testcase per case (pair) or per check (probe); a pair testcase carries
+//! what was measured (bandwidth, latency percentiles, data path, iterations) as properties. Failures carry the
 //! verdict's reason as the message and the hint plus data path as the body; warnings pass but
 //! keep their reason in system-out so they stay visible in CI test views.
 
 use crate::format::{ExportError, Exporter};
-use crate::labels::case_name;
+use crate::labels::{bw_value, case_class, case_name, class_id, memory_id};
 use icb_core::checks::ProbeReport;
 use icb_core::classify::describe;
-use icb_core::model::{CaseStatus, PairReport, Status};
+use icb_core::model::{BandwidthUnit, CaseResult, CaseStatus, PairReport, Status};
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use std::time::Duration;
 
@@ -32,6 +33,28 @@ fn status_for(status: Status, reason: &str, hint: Option<&str>, detail: Option<&
             s
         }
     }
+}
+
+/// What was measured in case `c`, as testcase properties: CI views show them next to the case.
+fn measured_values(c: &CaseResult, unit: BandwidthUnit) -> Vec<(&'static str, String)> {
+    let mut props = vec![
+        ("test", c.test.to_string()),
+        ("memory", memory_id(c.memory)),
+        ("size_bytes", c.size.to_string()),
+        ("data_path", class_id(case_class(c)).to_string()),
+    ];
+    if let Some(m) = &c.measurement {
+        props.push(("iterations", m.iterations.to_string()));
+        if let Some(bps) = m.bandwidth_bps {
+            props.push(("bandwidth_bytes_per_second", format!("{bps:.0}")));
+            props.push(("bandwidth", format!("{} {}", bw_value(bps, unit), unit.label())));
+        }
+        if let Some(l) = &m.latency_us {
+            props.push(("latency_p50_us", format!("{:.3}", l.p50)));
+            props.push(("latency_p99_us", format!("{:.3}", l.p99)));
+        }
+    }
+    props
 }
 
 fn write(report: &Report) -> Result<String, ExportError> {
@@ -74,6 +97,9 @@ impl Exporter for JunitExporter {
                 && m.elapsed_s >= 0.0
             {
                 tc.set_time(Duration::from_secs_f64(m.elapsed_s.min(1e9)));
+            }
+            for (name, value) in measured_values(c, r.settings.unit) {
+                tc.add_property((name, value.as_str()));
             }
             if status == Status::Warn {
                 tc.set_system_out(format!("warn: {reason}"));

@@ -1,7 +1,8 @@
 //! Prometheus text exposition (OpenMetrics text, which Prometheus and the node-exporter textfile
 //! collector read). Values are in base units — bytes per second and seconds — whatever unit the
 //! report was printed in. Statuses are numbers so they can be alerted on:
-//! 0 = ok/pass, 1 = warn, 2 = fail, -1 = skipped.
+//! 0 = ok/pass, 1 = warn, 2 = fail, -1 = skipped. Pair samples carry the run (`run_id`, its
+//! start time), the `placement` and both hosts; samples come sorted, numbers as numbers.
 
 use crate::format::{ExportError, Exporter};
 use crate::labels::{case_class, class_id, memory_id};
@@ -46,7 +47,68 @@ fn finish(registry: &Registry) -> Result<String, ExportError> {
         format: "prometheus",
         detail: e.to_string(),
     })?;
-    Ok(out)
+    Ok(sorted_samples(&out))
+}
+
+/// The exposition with each family's samples in a stable order (the registry keeps them in a
+/// hash map): by labels, numbers compared as numbers, so `size="8"` comes before `size="1024"`
+/// and two runs of the same report diff cleanly.
+fn sorted_samples(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut samples: Vec<&str> = Vec::new();
+    let flush = |samples: &mut Vec<&str>, out: &mut String| {
+        samples.sort_by_cached_key(|l| natural_key(l));
+        for l in samples.drain(..) {
+            out.push_str(l);
+            out.push('\n');
+        }
+    };
+    for line in text.lines() {
+        if line.starts_with('#') {
+            flush(&mut samples, &mut out);
+            out.push_str(line);
+            out.push('\n');
+        } else {
+            samples.push(line);
+        }
+    }
+    flush(&mut samples, &mut out);
+    out
+}
+
+/// `line` with every run of digits left-padded, so text order is numeric order for numbers.
+fn natural_key(line: &str) -> String {
+    let mut key = String::with_capacity(line.len() + 32);
+    let mut digits = String::new();
+    for ch in line.chars().chain(std::iter::once('\0')) {
+        if ch.is_ascii_digit() {
+            digits.push(ch);
+            continue;
+        }
+        if !digits.is_empty() {
+            key.push_str(&format!("{digits:0>24}"));
+            digits.clear();
+        }
+        key.push(ch);
+    }
+    key
+}
+
+/// The labels every pair sample carries, so samples of many runs can live in one store:
+/// the run (its start time), the placement and the hosts of both sides.
+fn run_labels(r: &PairReport) -> Vec<(&'static str, String)> {
+    vec![
+        ("run_id", r.started_at.clone()),
+        (
+            "placement",
+            match r.placement.locality {
+                icb_core::model::Locality::SameHost => "same_host".to_string(),
+                icb_core::model::Locality::DifferentHosts => "different_hosts".to_string(),
+            },
+        ),
+        ("prefill_host", r.placement.prefill.host.clone()),
+        ("decode_host", r.placement.decode.host.clone()),
+    ]
 }
 
 impl Exporter for PrometheusExporter {
@@ -79,14 +141,15 @@ impl Exporter for PrometheusExporter {
             verdict.clone(),
         );
 
-        let locality = r.placement.locality.to_string();
+        let run = run_labels(r);
         for c in &r.cases {
-            let base = [
+            let mut base = run.clone();
+            base.extend([
                 ("test", c.test.to_string()),
                 ("memory", memory_id(c.memory)),
                 ("size", c.size.to_string()),
                 ("transport", class_id(case_class(c)).to_string()),
-            ];
+            ]);
             if let Some(m) = &c.measurement {
                 if let Some(bps) = m.bandwidth_bps {
                     bandwidth.get_or_create(&labels(&base)).set(bps);
@@ -103,8 +166,13 @@ impl Exporter for PrometheusExporter {
                 case_status.get_or_create(&labels(&base)).set(status_value(v.status));
             }
         }
+        let mut overall = run;
+        overall.extend([
+            ("locality", r.placement.locality.to_string()),
+            ("mode", r.placement.mode.clone()),
+        ]);
         verdict
-            .get_or_create(&labels(&[("locality", locality), ("mode", r.placement.mode.clone())]))
+            .get_or_create(&labels(&overall))
             .set(verdict_value(r.verdict.status));
         finish(&registry)
     }

@@ -1,27 +1,153 @@
-//! The readable table: one row per case, units in the headers, then the findings and the verdict
-//! with its fix hint. No colours, so it reads the same in a terminal, a log or a CI artifact.
+//! The readable table: a one-paragraph summary first (verdict, the one thing to fix first, where
+//! the evidence is), then one row per case or check, units in the headers, then the findings and
+//! the verdict with its fix hint. Fitted to the reader's width ([`View`]): columns wrap, long
+//! lines wrap, the directory shared by file paths is said once, and ok probe checks collapse into
+//! a count unless `-o wide`. No colours, so it reads the same in a terminal, a log or CI.
 
-use crate::format::{ExportError, Exporter};
+use crate::format::{ExportError, Exporter, View};
 use crate::labels::bw_value;
-use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
-use icb_core::checks::ProbeReport;
+use crate::paths::{common_dir, strip_dir};
+use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, Width, presets};
+use icb_core::checks::{Check, ProbeReport};
 use icb_core::classify::join_lanes;
 use icb_core::model::{CaseResult, CaseStatus, EvidenceSource, Expectation, PairReport, Status, VerdictStatus};
 use icb_core::units::format_size;
 use std::fmt::Write as _;
 
-/// `wide: true` (`-o wide`) adds the per-role transport variables of a `probe env` report.
+/// The reader's [`View`]; `view.wide` (`-o wide`) lists every row unfolded and adds the per-role
+/// transport variables of a `probe env` report.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct TableExporter {
-    pub wide: bool,
+    pub view: View,
 }
 
-fn new_table(header: Vec<&str>) -> Table {
+fn new_table(header: Vec<&str>, view: View) -> Table {
     let mut t = Table::new();
     t.load_style(presets::UTF8_FULL_CONDENSED)
         .force_no_tty()
-        .set_content_arrangement(ContentArrangement::Disabled)
         .set_header(header);
+    if view.wide {
+        t.set_content_arrangement(ContentArrangement::Disabled);
+    } else {
+        t.set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(view.width);
+    }
     t
+}
+
+/// Longest cell text in a fitted table: a scope naming hundreds of files would otherwise fill
+/// the screen (`-o wide` and `-o json` keep all of it).
+const MAX_CELL_CHARS: usize = 200;
+
+fn clip(text: &str, view: View) -> String {
+    if view.wide || text.chars().count() <= MAX_CELL_CHARS {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(MAX_CELL_CHARS).collect();
+    format!("{kept}… (-o wide shows all)")
+}
+
+/// Probe rows listed one by one up to this many; past it, one row per check and fix.
+const MAX_PROBE_ROWS: usize = 40;
+
+/// Gives columns `(index, width)` at least that many columns (padding included), so their
+/// short words never break.
+fn keep_whole(t: &mut Table, columns: &[(usize, u16)]) {
+    for (i, width) in columns {
+        if let Some(col) = t.column_mut(*i) {
+            col.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(*width)));
+        }
+    }
+}
+
+/// Appends `text` as one or more lines no wider than the view (continuations indented).
+fn push_wrapped(out: &mut String, text: &str, view: View) {
+    if view.wide {
+        let _ = writeln!(out, "{text}");
+        return;
+    }
+    let opts = textwrap::Options::new(usize::from(view.width.max(20)))
+        .subsequent_indent("  ")
+        .break_words(true);
+    for line in textwrap::wrap(text, opts) {
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+fn verdict_word(s: VerdictStatus) -> &'static str {
+    match s {
+        VerdictStatus::Pass => "PASS",
+        VerdictStatus::Warn => "WARN",
+        VerdictStatus::Fail => "FAIL",
+    }
+}
+
+/// The paragraph a reader needs first: the verdict, the one thing to fix first, where the evidence is.
+fn pair_summary(r: &PairReport) -> String {
+    let measured = r.cases.iter().filter(|c| c.status == CaseStatus::Measured).count();
+    let mut s = format!(
+        "{}: {}.",
+        verdict_word(r.verdict.status),
+        r.verdict.reason.trim_end_matches('.')
+    );
+    if let Some(h) = &r.verdict.hint {
+        let _ = write!(s, " Fix first: {}.", h.trim_end_matches('.'));
+    }
+    let _ = write!(
+        s,
+        " Evidence: {measured} of {} case(s) measured, one row each below with its data path{}; -o json keeps every value.",
+        r.cases.len(),
+        if r.verdict.status == VerdictStatus::Pass {
+            ""
+        } else {
+            ", findings after the table"
+        }
+    );
+    s
+}
+
+/// The probe's summary: its verdict, the first failing (else warning) check with its fix, and
+/// where the rest is.
+fn probe_summary(r: &ProbeReport, view: View) -> String {
+    let status = r.status.to_string().to_uppercase();
+    // "fix first: a, b" is said once, with the first one's fix, below.
+    let mut s = match r.verdict.strip_prefix("fix first: ") {
+        Some(ids) if ids.contains(", ") => format!("{status}: {} checks fail ({ids}).", ids.split(", ").count()),
+        Some(_) => format!("{status}."),
+        None => format!("{status}: {}.", clip(&r.verdict, view)),
+    };
+    let first = r
+        .checks
+        .iter()
+        .find(|c| c.status == Status::Fail)
+        .or_else(|| r.checks.iter().find(|c| c.status == Status::Warn));
+    if let Some(c) = first {
+        let scope = c
+            .scope
+            .as_deref()
+            .map(|s| {
+                // A workload merged from many files: its first file says where to look.
+                let s = match s.find('+') {
+                    Some(cut) if !view.wide => format!("{}+…)", &s[..cut]),
+                    _ => s.to_string(),
+                };
+                format!(" ({s})")
+            })
+            .unwrap_or_default();
+        let fix = c.hint.as_deref().unwrap_or(&c.detail);
+        let _ = write!(s, " Fix first: {}{scope}: {}.", c.id, fix.trim_end_matches('.'));
+    }
+    let shown = if view.wide {
+        r.checks.len()
+    } else {
+        r.checks.len() - r.counts.ok
+    };
+    let _ = write!(s, " Evidence: {shown} check(s) below");
+    if !view.wide && r.counts.ok > 0 {
+        let _ = write!(s, ", {} ok check(s) only counted (-o wide lists them)", r.counts.ok);
+    }
+    s.push_str("; -o json keeps every detail.");
+    s
 }
 
 fn data_path_cell(c: &CaseResult) -> String {
@@ -65,16 +191,20 @@ fn expectation_line(e: &Expectation, unit: icb_core::model::BandwidthUnit) -> St
 impl Exporter for TableExporter {
     fn pair(&self, r: &PairReport) -> Result<String, ExportError> {
         let unit = r.settings.unit;
+        let view = self.view;
         let bw_header = format!("Bandwidth ({})", unit.label());
-        let mut t = new_table(vec![
-            "Test",
-            "Memory",
-            "Size",
-            &bw_header,
-            "Latency p50 / p99 (µs)",
-            "Data path",
-            "Verdict",
-        ]);
+        let mut t = new_table(
+            vec![
+                "Test",
+                "Memory",
+                "Size",
+                &bw_header,
+                "Latency p50 / p99 (µs)",
+                "Data path",
+                "Verdict",
+            ],
+            view,
+        );
         // Skipped cases that share a memory pair and a reason (e.g. every CUDA case without a
         // driver) read as one row: hundreds of identical rows would bury the measured ones.
         let mut skipped_groups: Vec<(icb_core::model::MemoryPair, String, Vec<&CaseResult>)> = Vec::new();
@@ -102,7 +232,7 @@ impl Exporter for TableExporter {
                     }
                     let sizes: std::collections::BTreeSet<u64> = cases.iter().map(|c| c.size).collect();
                     t.add_row(vec![
-                        tests.join(","),
+                        tests.join(", "),
                         memory.to_string(),
                         match sizes.len() {
                             1 => format_size(cases[0].size),
@@ -144,15 +274,20 @@ impl Exporter for TableExporter {
                 col.set_cell_alignment(CellAlignment::Right);
             }
         }
+        // In a narrow terminal the short columns keep their words whole; the data path and
+        // the reasons, the long free text, take what is left and wrap.
+        keep_whole(&mut t, &[(0, 9), (1, 11), (2, 8), (3, 11), (4, 11), (6, 9)]);
 
         let mut out = String::new();
+        push_wrapped(&mut out, &pair_summary(r), view);
+        out.push('\n');
         let p = &r.placement;
-        let _ = writeln!(
-            out,
+        let head = format!(
             "ic-bench pair: {} ({}), prefill {} → decode {}, UCX {} / {}",
             p.locality, p.mode, p.prefill.host, p.decode.host, r.client.ucx_version, r.server.ucx_version
         );
-        let _ = writeln!(out, "{}", expectation_line(&r.expectation, unit));
+        push_wrapped(&mut out, &head, view);
+        push_wrapped(&mut out, &expectation_line(&r.expectation, unit), view);
         let _ = writeln!(out, "{t}");
 
         // Distinct non-ok findings, so a reason repeated over 20 sizes is read once.
@@ -173,63 +308,151 @@ impl Exporter for TableExporter {
         if !findings.is_empty() {
             let _ = writeln!(out, "findings:");
             for (status, reason, n) in &findings {
-                let _ = writeln!(out, "  {status} ×{n}: {reason}");
+                push_wrapped(&mut out, &format!("  {status} ×{n}: {reason}"), view);
             }
         }
         for w in &r.warnings {
-            let _ = writeln!(out, "warning: {w}");
+            push_wrapped(&mut out, &format!("warning: {w}"), view);
         }
         let classes: Vec<&str> = r.verdict.data_paths.iter().map(|c| c.as_str()).collect();
         if !classes.is_empty() {
-            let _ = writeln!(out, "data paths: {}", classes.join(", "));
+            push_wrapped(&mut out, &format!("data paths: {}", classes.join(", ")), view);
         }
-        let status = match r.verdict.status {
-            VerdictStatus::Pass => "PASS",
-            VerdictStatus::Warn => "WARN",
-            VerdictStatus::Fail => "FAIL",
-        };
-        let _ = writeln!(out, "verdict: {status}: {}", r.verdict.reason);
+        let status = verdict_word(r.verdict.status);
+        push_wrapped(&mut out, &format!("verdict: {status}: {}", r.verdict.reason), view);
         if let Some(h) = &r.verdict.hint {
-            let _ = writeln!(out, "hint: {h}");
+            push_wrapped(&mut out, &format!("hint: {h}"), view);
         }
         if r.cases.iter().all(|c| c.status != CaseStatus::Measured) && !r.cases.is_empty() {
-            let _ = writeln!(
-                out,
-                "note: no case was measured; {} case(s) skipped or failed",
-                r.cases.len()
+            push_wrapped(
+                &mut out,
+                &format!(
+                    "note: no case was measured; {} case(s) skipped or failed",
+                    r.cases.len()
+                ),
+                view,
             );
         }
         Ok(out)
     }
 
     fn probe(&self, r: &ProbeReport) -> Result<String, ExportError> {
-        let mut t = new_table(vec!["Check", "Status", "Scope", "Detail", "Hint"]);
-        for c in &r.checks {
-            t.add_row(vec![
-                c.id.clone(),
-                c.status.to_string(),
-                c.scope.clone().unwrap_or_else(|| "-".to_string()),
-                c.detail.clone(),
-                c.hint.clone().unwrap_or_default(),
-            ]);
+        let view = self.view;
+        let shown: Vec<_> = r
+            .checks
+            .iter()
+            .filter(|c| view.wide || c.status != Status::Ok)
+            .collect();
+        // The directory every file path shares is said once, above the table.
+        let dir = if view.wide {
+            None
+        } else {
+            // Scopes name the files; details also quote other paths (/dev/shm…), which
+            // would make the shared directory "/".
+            common_dir(shown.iter().filter_map(|c| c.scope.as_deref()))
+        };
+        let short = |s: &str| clip(&strip_dir(s, dir.as_deref()), view);
+        let mut t = new_table(vec!["Check", "Status", "Scope", "Detail", "Hint"], view);
+        // Check ids are names: kept whole (up to a point) rather than broken mid-word.
+        let longest_id = shown.iter().map(|c| c.id.chars().count()).max().unwrap_or(5);
+        keep_whole(&mut t, &[(0, (longest_id + 2).min(26) as u16), (1, 9)]);
+        // Many files (a directory of 1000 recipes) make thousands of rows of the same few
+        // findings: past a screenful, one row per finding says where and how often.
+        let grouped = !view.wide && shown.len() > MAX_PROBE_ROWS;
+        if grouped {
+            let mut groups: Vec<(&str, Status, Option<&str>, Vec<&Check>)> = Vec::new();
+            for c in &shown {
+                match groups
+                    .iter_mut()
+                    .find(|g| g.0 == c.id && g.1 == c.status && g.2 == c.hint.as_deref())
+                {
+                    Some(g) => g.3.push(c),
+                    None => groups.push((&c.id, c.status, c.hint.as_deref(), vec![c])),
+                }
+            }
+            groups.sort_by_key(|g| std::cmp::Reverse(g.1));
+            for (id, status, hint, checks) in &groups {
+                let first = checks[0];
+                let scope = first.scope.as_deref().map(short).unwrap_or_else(|| "-".to_string());
+                let (scope, detail) = match checks.len() {
+                    1 => (scope, short(&first.detail)),
+                    n => (
+                        format!("{n} places, e.g. {scope}"),
+                        format!("e.g. {}", short(&first.detail)),
+                    ),
+                };
+                t.add_row(vec![
+                    id.to_string(),
+                    status.to_string(),
+                    scope,
+                    detail,
+                    hint.unwrap_or_default().to_string(),
+                ]);
+            }
+        } else {
+            for c in &shown {
+                t.add_row(vec![
+                    c.id.clone(),
+                    c.status.to_string(),
+                    c.scope.as_deref().map(short).unwrap_or_else(|| "-".to_string()),
+                    short(&c.detail),
+                    c.hint.clone().unwrap_or_default(),
+                ]);
+            }
         }
         let mut out = String::new();
-        let _ = writeln!(out, "ic-bench probe {}: {}", r.kind, r.target);
-        let _ = writeln!(out, "{t}");
+        push_wrapped(&mut out, &strip_dir(&probe_summary(r, view), dir.as_deref()), view);
+        out.push('\n');
+        push_wrapped(&mut out, &format!("ic-bench probe {}: {}", r.kind, r.target), view);
+        if let Some(d) = &dir {
+            push_wrapped(&mut out, &format!("paths below are relative to {d}"), view);
+        }
+        if grouped {
+            push_wrapped(
+                &mut out,
+                &format!(
+                    "{} findings in {} rows, one per check and fix (-o wide lists every one):",
+                    shown.len(),
+                    t.row_count()
+                ),
+                view,
+            );
+        }
+        if !shown.is_empty() {
+            let _ = writeln!(out, "{t}");
+        }
         if !r.recipes.is_empty() {
-            let mut per = new_table(vec!["Recipe", "Status", "ok/warn/fail", "Verdict"]);
-            for v in &r.recipes {
+            // Past a screenful of recipes, the fitted table lists the ones that are not ok.
+            let listed: Vec<_> = r
+                .recipes
+                .iter()
+                .filter(|v| view.wide || r.recipes.len() <= MAX_PROBE_ROWS || v.status != Status::Ok)
+                .collect();
+            let mut per = new_table(vec!["Recipe", "Status", "ok/warn/fail", "Verdict"], view);
+            for v in listed.iter().take(if view.wide { usize::MAX } else { MAX_PROBE_ROWS }) {
                 per.add_row(vec![
-                    v.recipe.clone(),
+                    short(&v.recipe),
                     v.status.to_string(),
                     format!("{}/{}/{}", v.counts.ok, v.counts.warn, v.counts.fail),
                     v.verdict.clone(),
                 ]);
             }
             let _ = writeln!(out, "{per}");
+            let unlisted = r.recipes.len() - per.row_count();
+            if unlisted > 0 {
+                push_wrapped(
+                    &mut out,
+                    &format!(
+                        "{} recipes, {} not ok; {unlisted} not listed (-o wide lists every recipe)",
+                        r.recipes.len(),
+                        r.recipes.iter().filter(|v| v.status != Status::Ok).count()
+                    ),
+                    view,
+                );
+            }
         }
-        if self.wide && !r.transport_vars.is_empty() {
-            let mut vars = new_table(vec!["Role", "Variable", "Value", "Source"]);
+        if view.wide && !r.transport_vars.is_empty() {
+            let mut vars = new_table(vec!["Role", "Variable", "Value", "Source"], view);
             for role in &r.transport_vars {
                 if role.vars.is_empty() {
                     vars.add_row(vec![role.scope.clone(), "-".into(), "(none set)".into(), String::new()]);
@@ -246,14 +469,19 @@ impl Exporter for TableExporter {
             let _ = writeln!(out, "{vars}");
         }
         let k = &r.counts;
-        let _ = writeln!(
-            out,
-            "{} ok, {} warn, {} fail, {} skipped",
-            k.ok, k.warn, k.fail, k.skipped
+        let mut counts = format!("{} ok, {} warn, {} fail, {} skipped", k.ok, k.warn, k.fail, k.skipped);
+        if !view.wide && k.ok > 0 {
+            let _ = write!(counts, " (ok checks not listed: -o wide lists all {})", r.checks.len());
+        }
+        push_wrapped(&mut out, &counts, view);
+        // A set of many recipes names every failing one in its verdict: -o wide/json keep it all.
+        push_wrapped(
+            &mut out,
+            &format!("verdict: {}: {}", r.status, clip(&r.verdict, view)),
+            view,
         );
-        let _ = writeln!(out, "verdict: {}: {}", r.status, r.verdict);
         for s in &r.next_steps {
-            let _ = writeln!(out, "next: {s}");
+            push_wrapped(&mut out, &format!("next: {s}"), view);
         }
         Ok(out)
     }

@@ -3,7 +3,7 @@ mod common;
 use common::*;
 use icb_core::checks::ProbeReport;
 use icb_core::model::{CaseStatus, PairReport, Status, TestKind, VerdictStatus};
-use icb_report::{ExportError, Format, render_pair, render_probe};
+use icb_report::{ExportError, Format, View, render_pair, render_pair_in, render_probe, render_probe_in};
 use quick_xml::events::Event;
 use std::collections::BTreeMap;
 
@@ -108,7 +108,7 @@ fn fixtures_carry_the_expected_verdicts() {
 #[test]
 fn table_shows_units_cases_findings_and_the_verdict() {
     let r = pods_same_node();
-    let out = render_pair(&r, Format::Table).unwrap();
+    let out = render_pair(&r, Format::Wide).unwrap();
     for want in [
         "Bandwidth (GB/s)",
         "Latency p50 / p99 (µs)",
@@ -140,6 +140,10 @@ fn table_shows_units_cases_findings_and_the_verdict() {
         "{out}"
     );
     insta::assert_snapshot!("pair_table_pods_same_node", out);
+    insta::assert_snapshot!(
+        "pair_table_pods_same_node_80_columns",
+        render_pair_in(&r, Format::Table, View::default()).unwrap()
+    );
 }
 
 #[test]
@@ -152,7 +156,7 @@ fn skipped_cases_sharing_a_reason_collapse_into_one_row() {
         .cloned()
         .expect("fixture has a skipped case");
     let rows_of = |r: &PairReport| {
-        render_pair(r, Format::Table)
+        render_pair(r, Format::Wide)
             .unwrap()
             .lines()
             .filter(|l| l.starts_with('│'))
@@ -175,7 +179,7 @@ fn skipped_cases_sharing_a_reason_collapse_into_one_row() {
         before,
         "skipped cases with one memory pair and reason make one row"
     );
-    let out = render_pair(&r, Format::Table).unwrap();
+    let out = render_pair(&r, Format::Wide).unwrap();
     let row = out.lines().find(|l| l.contains("skipped ×")).expect("a collapsed row");
     let count = format!("skipped ×{}", group + 2);
     for want in [
@@ -191,7 +195,7 @@ fn skipped_cases_sharing_a_reason_collapse_into_one_row() {
 
 #[test]
 fn table_of_a_passing_run_has_no_hint() {
-    let out = render_pair(&same_host_healthy(), Format::Table).unwrap();
+    let out = render_pair(&same_host_healthy(), Format::Wide).unwrap();
     assert!(out.contains("verdict: PASS: all 5 measured cases ok"), "{out}");
     assert!(!out.contains("hint:") && !out.contains("findings:"), "{out}");
     assert!(out.contains("rendezvous zero-copy read, cma/memory"));
@@ -199,7 +203,7 @@ fn table_of_a_passing_run_has_no_hint() {
 
 #[test]
 fn table_for_a_probe() {
-    let out = render_probe(&probe_env(), Format::Table).unwrap();
+    let out = render_probe(&probe_env(), Format::Wide).unwrap();
     for want in [
         "env.ucx_tls.tcp_only",
         "set UCX_TLS=rc_x,rc,dc_x,dc,cuda_copy,cuda_ipc",
@@ -380,7 +384,10 @@ fn svg_is_xml_with_one_polyline_per_series() {
             .iter()
             .filter(|c| c.status == CaseStatus::Measured && c.test.is_bandwidth())
             .count();
-        assert_eq!(elems.iter().filter(|e| e.name == "circle").count(), measured_bw);
+        assert_eq!(
+            elems.iter().filter(|e| e.attrs.contains_key("data-point")).count(),
+            measured_bw
+        );
         for l in &lines {
             for pt in l.attrs["points"].split(' ') {
                 let (x, y) = pt.split_once(',').unwrap();
@@ -420,4 +427,249 @@ fn svg_without_bandwidth_cases_and_for_probes() {
         err.to_string(),
         "-o svg cannot show probe results (there is no bandwidth to plot): use -o table, json, junit or prometheus"
     );
+}
+
+/// Display columns of a line (the box-drawing and arrow characters are one column each).
+fn columns(line: &str) -> usize {
+    line.chars().count()
+}
+
+#[test]
+fn tables_fit_the_readers_width() {
+    for width in [80u16, 100, 200] {
+        let view = View { width, wide: false };
+        for out in [
+            render_pair_in(&pods_same_node(), Format::Table, view).unwrap(),
+            render_pair_in(&two_nodes_rdma(), Format::Table, view).unwrap(),
+            render_probe_in(&probe_env(), Format::Table, view).unwrap(),
+        ] {
+            for line in out.lines() {
+                assert!(
+                    columns(line) <= usize::from(width),
+                    "{width}: {line:?} is too wide:\n{out}"
+                );
+            }
+        }
+    }
+    // -o wide does not fold: the long data path stays on one row.
+    let wide = render_pair_in(&pods_same_node(), Format::Wide, View { width: 80, wide: false }).unwrap();
+    assert!(wide.lines().any(|l| columns(l) > 80), "{wide}");
+}
+
+#[test]
+fn the_summary_comes_first_and_names_the_fix() {
+    let out = render_pair_in(&pods_same_node(), Format::Table, View::default()).unwrap();
+    let first_paragraph: String = out.split("\n\n").next().unwrap().replace("\n  ", " ");
+    assert!(first_paragraph.starts_with("FAIL: tcp fallback"), "{first_paragraph}");
+    assert!(
+        first_paragraph.contains("Fix first: the two sides do not share IPC/PID namespaces"),
+        "{first_paragraph}"
+    );
+    assert!(first_paragraph.contains("Evidence:"), "{first_paragraph}");
+
+    let out = render_probe_in(&probe_env(), Format::Table, View::default()).unwrap();
+    let first_paragraph: String = out.split("\n\n").next().unwrap().replace("\n  ", " ");
+    assert!(
+        first_paragraph.starts_with("FAIL. Fix first: env.ucx_tls.tcp_only"),
+        "{first_paragraph}"
+    );
+    assert!(first_paragraph.contains("-o wide lists them"), "{first_paragraph}");
+}
+
+#[test]
+fn ok_checks_collapse_into_a_count_unless_wide() {
+    let p = probe_env();
+    let ok_ids: Vec<&str> = p
+        .checks
+        .iter()
+        .filter(|c| c.status == Status::Ok)
+        .map(|c| c.id.as_str())
+        .collect();
+    assert!(!ok_ids.is_empty(), "the fixture has an ok check");
+    let table = render_probe_in(&p, Format::Table, View::default()).unwrap();
+    let wide = render_probe_in(&p, Format::Wide, View::default()).unwrap();
+    for id in ok_ids {
+        assert!(!table.lines().any(|l| l.starts_with('│') && l.contains(id)), "{table}");
+        assert!(wide.lines().any(|l| l.starts_with('│') && l.contains(id)), "{wide}");
+    }
+    assert!(table.contains("ok checks not listed: -o wide lists all"), "{table}");
+}
+
+#[test]
+fn shared_directories_of_paths_are_said_once() {
+    let mut p = probe_env();
+    for (i, c) in p.checks.iter_mut().enumerate() {
+        c.scope = Some(format!("decode (Worker, /srv/recipes/team-{i}/deploy.yaml)"));
+    }
+    let p = ProbeReport::new(&p.kind, &p.target, p.checks, p.next_steps);
+    let out = render_probe_in(
+        &p,
+        Format::Table,
+        View {
+            width: 200,
+            wide: false,
+        },
+    )
+    .unwrap();
+    assert!(out.contains("paths below are relative to /srv/recipes/"), "{out}");
+    assert!(
+        !out.lines().any(|l| l.starts_with('│') && l.contains("/srv/recipes/")),
+        "{out}"
+    );
+}
+
+#[test]
+fn svg_floors_start_where_they_apply_and_failures_are_marked() {
+    let r = pods_same_node();
+    let svg = render_pair(&r, Format::Svg).unwrap();
+    let elems = parse_xml(&svg);
+    let x_of = |label: &str| -> f64 {
+        let tick = elems
+            .iter()
+            .position(|e| e.name == "text" && e.text == label)
+            .unwrap_or_else(|| panic!("no {label} tick in {svg}"));
+        elems[tick].attrs["x"].parse().unwrap()
+    };
+    // The last tick is the largest size measured.
+    let largest = r.cases.iter().map(|c| c.size).max().unwrap();
+    x_of(&icb_core::units::format_size(largest));
+    let floor_from = icb_core::units::format_size(r.expectation.min_size_for_bandwidth);
+    let floors: Vec<&Elem> = elems.iter().filter(|e| e.attrs.contains_key("data-floor")).collect();
+    assert!(!floors.is_empty(), "{svg}");
+    for f in floors {
+        let x1: f64 = f.attrs["x1"].parse().unwrap();
+        assert!(
+            x1 > 80.0 && x1 <= x_of(&floor_from) + 0.1,
+            "floor drawn from {x1}, not from {floor_from}"
+        );
+    }
+    let failed_bw = r
+        .cases
+        .iter()
+        .filter(|c| c.test.is_bandwidth() && c.verdict.as_ref().is_some_and(|v| v.status == Status::Fail))
+        .count();
+    assert!(failed_bw > 0);
+    assert_eq!(
+        elems.iter().filter(|e| e.attrs.contains_key("data-failed")).count(),
+        failed_bw
+    );
+    // The legend names each series' data path.
+    let paths: Vec<&str> = elems
+        .iter()
+        .filter_map(|e| e.attrs.get("data-path").map(String::as_str))
+        .collect();
+    assert!(paths.contains(&"tcp"), "{paths:?}");
+    // Series differ in their dash pattern, so a line on top of another leaves it visible.
+    let dashes: std::collections::BTreeSet<&str> = elems
+        .iter()
+        .filter(|e| e.name == "polyline")
+        .map(|e| e.attrs["stroke-dasharray"].as_str())
+        .collect();
+    assert_eq!(dashes.len(), elems.iter().filter(|e| e.name == "polyline").count());
+}
+
+#[test]
+fn prometheus_samples_are_sorted_and_carry_run_placement_and_hosts() {
+    let r = two_nodes_rdma();
+    let text = render_pair(&r, Format::Prometheus).unwrap();
+    // Deterministic: the same report renders the same bytes every time.
+    for _ in 0..5 {
+        assert_eq!(render_pair(&r, Format::Prometheus).unwrap(), text);
+    }
+    let samples: Vec<_> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(parse_sample)
+        .collect();
+    assert!(!samples.is_empty());
+    for (_, labels, _) in &samples {
+        assert_eq!(labels["run_id"], r.started_at);
+        assert_eq!(labels["placement"], "different_hosts");
+        assert_eq!(labels["prefill_host"], r.placement.prefill.host);
+        assert_eq!(labels["decode_host"], r.placement.decode.host);
+    }
+    // Within one metric and test, sizes ascend numerically.
+    let bw: Vec<(String, u64)> = samples
+        .iter()
+        .filter(|s| s.0 == "icbench_bandwidth_bytes_per_second")
+        .map(|s| {
+            (
+                format!("{} {}", s.1["memory"], s.1["test"]),
+                s.1["size"].parse().unwrap(),
+            )
+        })
+        .collect();
+    let mut sorted = bw.clone();
+    sorted.sort();
+    assert_eq!(bw, sorted, "{text}");
+}
+
+#[test]
+fn junit_testcases_carry_the_measured_values() {
+    let r = two_nodes_rdma();
+    let xml = render_pair(&r, Format::Junit).unwrap();
+    let elems = parse_xml(&xml);
+    let measured = r.cases.iter().find(|c| c.status == CaseStatus::Measured).unwrap();
+    let case = elems
+        .iter()
+        .position(|e| e.name == "testcase" && e.attrs["name"] == icb_report_case_name(measured))
+        .unwrap_or_else(|| panic!("no testcase for {measured:?} in {xml}"));
+    let props: BTreeMap<&str, &str> = elems
+        .iter()
+        .filter(|e| e.name == "property")
+        .filter(|e| {
+            // A property belongs to the testcase when its <properties> parent is the testcase's child.
+            e.parent.and_then(|p| elems[p].parent) == Some(case)
+        })
+        .map(|e| (e.attrs["name"].as_str(), e.attrs["value"].as_str()))
+        .collect();
+    assert_eq!(props["size_bytes"], measured.size.to_string());
+    assert!(props.contains_key("data_path"), "{props:?}");
+    let m = measured.measurement.as_ref().unwrap();
+    match (m.bandwidth_bps, &m.latency_us) {
+        (Some(bps), _) => assert_eq!(props["bandwidth_bytes_per_second"], format!("{bps:.0}")),
+        (None, Some(l)) => assert_eq!(props["latency_p50_us"], format!("{:.3}", l.p50)),
+        _ => panic!("a measured case has a value"),
+    }
+}
+
+fn icb_report_case_name(c: &icb_core::model::CaseResult) -> String {
+    format!("{} {} {}", c.test, c.memory, icb_core::units::format_size(c.size))
+}
+
+#[test]
+fn a_thousand_findings_become_one_row_per_check_and_fix() {
+    let p = probe_env();
+    let mut checks = Vec::new();
+    for i in 0..1000 {
+        for c in p.checks.iter().filter(|c| c.status != Status::Ok) {
+            let mut c = c.clone();
+            c.scope = Some(format!("prefill (Worker, /srv/recipes/team-{}/r{i}.yaml)", i % 20));
+            checks.push(c);
+        }
+    }
+    let distinct = p.checks.iter().filter(|c| c.status != Status::Ok).count();
+    let many = ProbeReport::new(&p.kind, &p.target, checks, vec![]);
+    let out = render_probe_in(
+        &many,
+        Format::Table,
+        View {
+            width: 120,
+            wide: false,
+        },
+    )
+    .unwrap();
+    let rows = out
+        .lines()
+        .filter(|l| l.starts_with('│') && !l.contains("Check"))
+        .count();
+    assert!(
+        out.contains(&format!("{} findings in {distinct} rows", 1000 * distinct)),
+        "{out}"
+    );
+    assert!(out.contains("1000 places, e.g."), "{out}");
+    assert!(rows < 60, "{rows} table lines:\n{out}");
+    // -o wide still lists every one.
+    let wide = render_probe_in(&many, Format::Wide, View::default()).unwrap();
+    assert!(wide.lines().filter(|l| l.starts_with('│')).count() > 1000 * distinct);
 }
