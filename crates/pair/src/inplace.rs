@@ -117,7 +117,12 @@ impl InPlaceLauncher {
     /// Resolves both targets to one running pod each (reads the cluster; changes nothing).
     pub async fn prepare(cluster: Cluster, plan: InPlacePlan) -> Result<InPlaceLauncher, LaunchError> {
         let binary_size = std::fs::metadata(&plan.binary)
-            .map_err(|e| LaunchError::new(format!("cannot read the binary to copy, {}: {e}", plan.binary.display())))?
+            .map_err(|e| {
+                LaunchError::new(format!(
+                    "cannot read the binary to copy, {}: {e}",
+                    plan.binary.display()
+                ))
+            })?
             .len();
         let prefill = resolve_worker(&cluster, &plan.prefill, &plan.container, "--prefill").await?;
         let decode = resolve_worker(&cluster, &plan.decode, &plan.container, "--decode").await?;
@@ -192,7 +197,11 @@ impl InPlaceLauncher {
     }
 
     fn touch(&mut self, worker: &Worker) {
-        if !self.touched.iter().any(|w| w.pod == worker.pod && w.container == worker.container) {
+        if !self
+            .touched
+            .iter()
+            .any(|w| w.pod == worker.pod && w.container == worker.container)
+        {
             self.touched.push(worker.clone());
         }
     }
@@ -240,10 +249,12 @@ impl InPlaceLauncher {
             )
             .await
             .map_err(|e| match e {
-                KubeError::Transport { detail, .. } if detail.contains("connection broke") => LaunchError::new(format!(
-                    "copying ic-bench into {} failed halfway ({detail}); the partial copy is removed",
-                    worker.label()
-                )),
+                KubeError::Transport { detail, .. } if detail.contains("connection broke") => {
+                    LaunchError::new(format!(
+                        "copying ic-bench into {} failed halfway ({detail}); the partial copy is removed",
+                        worker.label()
+                    ))
+                }
                 other => LaunchError::new(self.what_failed(worker, &other)),
             })?;
         let stdout = out.stdout_lossy();
@@ -287,12 +298,29 @@ impl InPlaceLauncher {
         Ok(dir)
     }
 
-    async fn run(&self, worker: &Worker, dir: &str, args: Vec<String>, role: &'static str) -> Result<InPlaceSide, LaunchError> {
-        let mut command = vec!["sh".into(), "-c".into(), RUN_SCRIPT.into(), "sh".into(), dir.to_string()];
+    async fn run(
+        &self,
+        worker: &Worker,
+        dir: &str,
+        args: Vec<String>,
+        role: &'static str,
+    ) -> Result<InPlaceSide, LaunchError> {
+        let mut command = vec![
+            "sh".into(),
+            "-c".into(),
+            RUN_SCRIPT.into(),
+            "sh".into(),
+            dir.to_string(),
+        ];
         command.extend(args);
         let session = self
             .cluster
-            .exec_session(&worker.pod, worker.container.as_deref(), &command, self.plan.copy_timeout)
+            .exec_session(
+                &worker.pod,
+                worker.container.as_deref(),
+                &command,
+                self.plan.copy_timeout,
+            )
             .await
             .map_err(|e| LaunchError::new(self.what_failed(worker, &e)))?;
         Ok(InPlaceSide {
@@ -308,7 +336,9 @@ impl InPlaceLauncher {
         let (lo, hi) = self.plan.ports;
         let span = u32::from(hi - lo) + 1;
         let start = (uuid_seed() % span) as u16;
-        (0..span.min(4)).map(|i| lo + ((start as u32 + i) % span) as u16).collect()
+        (0..span.min(4))
+            .map(|i| lo + ((start as u32 + i) % span) as u16)
+            .collect()
     }
 }
 
@@ -466,7 +496,10 @@ impl Launcher for InPlaceLauncher {
             .map_err(|e| LaunchError::new(e.to_string()))?
             .port();
         let ip = self.decode.ip.clone().ok_or_else(|| {
-            LaunchError::new(format!("{} has no pod IP yet: wait until it is Running", self.decode.label()))
+            LaunchError::new(format!(
+                "{} has no pod IP yet: wait until it is Running",
+                self.decode.label()
+            ))
         })?;
         let worker = self.prefill.clone();
         let dir = self.install(&worker).await?;
@@ -508,7 +541,12 @@ impl Launcher for InPlaceLauncher {
         for worker in std::mem::take(&mut self.touched) {
             match self
                 .cluster
-                .exec(&worker.pod, worker.container.as_deref(), &command, self.plan.cleanup_timeout)
+                .exec(
+                    &worker.pod,
+                    worker.container.as_deref(),
+                    &command,
+                    self.plan.cleanup_timeout,
+                )
                 .await
             {
                 Ok(out) if out.exit_code == 0 => {
@@ -576,7 +614,11 @@ impl Side for InPlaceSide {
 
     async fn exit_note(&mut self) -> Option<String> {
         let tail = self.session.stderr_tail();
-        let words = summarize(tail.iter().map(String::as_str).filter(|l| !l.starts_with("icb-inplace-pid")));
+        let words = summarize(
+            tail.iter()
+                .map(String::as_str)
+                .filter(|l| !l.starts_with("icb-inplace-pid")),
+        );
         match self.session.exit_code(Duration::from_secs(5)).await {
             Ok(0) => None,
             Ok(code) => Some(format!("exit {code}: {words}")),
@@ -586,7 +628,11 @@ impl Side for InPlaceSide {
 
     fn last_words(&self) -> String {
         let tail = self.session.stderr_tail();
-        summarize(tail.iter().map(String::as_str).filter(|l| !l.starts_with("icb-inplace-pid")))
+        summarize(
+            tail.iter()
+                .map(String::as_str)
+                .filter(|l| !l.starts_with("icb-inplace-pid")),
+        )
     }
 
     async fn stop(&mut self, grace: Duration) {
@@ -609,7 +655,10 @@ mod tests {
         assert!(same_arch("x86_64", "x86_64") && same_arch("aarch64", "arm64"));
         assert!(!same_arch("x86_64", "aarch64"));
         let glibc = cannot_start_hint("/tmp/x/ic-bench: /lib64/libc.so.6: version `GLIBC_2.34' not found");
-        assert!(glibc.contains("glibc ≥ 2.28") && glibc.contains("--in-place-binary"), "{glibc}");
+        assert!(
+            glibc.contains("glibc ≥ 2.28") && glibc.contains("--in-place-binary"),
+            "{glibc}"
+        );
         let arch = cannot_start_hint("sh: 1: /tmp/x/ic-bench: Exec format error");
         assert!(arch.contains("wrong architecture"), "{arch}");
         assert_eq!(cannot_start_hint("other"), "other");

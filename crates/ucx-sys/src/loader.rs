@@ -41,7 +41,13 @@ const SEARCH_NAME: &str = "libucp.so.0";
 const NIXL_WHEEL_LIB_DIRS: &[&str] = &["nixl_cu12.libs", "nixl_cu13.libs", "nixl.libs"];
 
 /// `lib` directories of the Python installations worker images use (each holds `python3.X/`).
-const PYTHON_LIB_DIRS: &[&str] = &["/usr/local/lib", "/usr/lib", "/opt/venv/lib", "/opt/conda/lib", "/venv/lib"];
+const PYTHON_LIB_DIRS: &[&str] = &[
+    "/usr/local/lib",
+    "/usr/lib",
+    "/opt/venv/lib",
+    "/opt/conda/lib",
+    "/venv/lib",
+];
 
 /// The site-packages / dist-packages directories of this environment: the active virtualenv or
 /// conda env, `PYTHONPATH`, and the usual system and image locations.
@@ -53,7 +59,11 @@ fn site_packages_dirs(env: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
         .collect();
     lib_dirs.extend(PYTHON_LIB_DIRS.iter().map(PathBuf::from));
     let mut out: Vec<PathBuf> = env("PYTHONPATH")
-        .map(|p| std::env::split_paths(&p).filter(|d| !d.as_os_str().is_empty()).collect())
+        .map(|p| {
+            std::env::split_paths(&p)
+                .filter(|d| !d.as_os_str().is_empty())
+                .collect()
+        })
         .unwrap_or_default();
     for lib in lib_dirs {
         let Ok(entries) = std::fs::read_dir(&lib) else { continue };

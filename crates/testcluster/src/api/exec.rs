@@ -213,30 +213,20 @@ async fn session(
     let (mut out_open, mut err_open) = (true, true);
     let mut exit: Option<i32> = None;
     let mut stdin_left = stdin_cut;
-    // Set once the client is gone: the command runs on without stdin, its output discarded.
-    let mut orphaned: Option<tokio::time::Instant> = None;
+    // Set once the client is gone (or the injected break happened): the command then runs on
+    // without stdin and without the socket, its output discarded.
+    let mut orphaned = false;
     loop {
         if !out_open && !err_open && exit.is_some() {
             break;
         }
-        let orphan_deadline = orphaned.map(|at| at + ORPHAN_BOUND);
         tokio::select! {
             n = stdout.read(&mut out_buf), if out_open => match n {
-                Ok(n) if n > 0 => {
-                    if orphaned.is_none() && socket.send(frame(1, &out_buf[..n])).await.is_err() {
-                        orphaned = Some(tokio::time::Instant::now());
-                        stdin = None;
-                    }
-                }
+                Ok(n) if n > 0 => if socket.send(frame(1, &out_buf[..n])).await.is_err() { orphaned = true; break; },
                 _ => out_open = false,
             },
             n = stderr.read(&mut err_buf), if err_open => match n {
-                Ok(n) if n > 0 => {
-                    if orphaned.is_none() && socket.send(frame(2, &err_buf[..n])).await.is_err() {
-                        orphaned = Some(tokio::time::Instant::now());
-                        stdin = None;
-                    }
-                }
+                Ok(n) if n > 0 => if socket.send(frame(2, &err_buf[..n])).await.is_err() { orphaned = true; break; },
                 _ => err_open = false,
             },
             status = child.wait(), if exit.is_none() => {
@@ -244,13 +234,7 @@ async fn session(
             },
             // A process that exited but left its pipes open to a background child must not hang us.
             _ = tokio::time::sleep(Duration::from_secs(1)), if exit.is_some() => break,
-            _ = tokio::time::sleep_until(orphan_deadline.unwrap_or_else(tokio::time::Instant::now)), if orphan_deadline.is_some() => {
-                if let Some(pgid) = group {
-                    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
-                }
-                return;
-            },
-            msg = socket.recv(), if orphaned.is_none() => match msg {
+            msg = socket.recv() => match msg {
                 Some(Ok(Message::Binary(data))) if data.len() > 1 => {
                     match data[0] {
                         0 => {
@@ -264,33 +248,53 @@ async fn session(
                             }
                             if let Some(w) = stdin.as_mut() && w.write_all(chunk).await.is_err() { stdin = None; }
                             if cut_now {
-                                // The injected network break: the client sees the connection end
-                                // without a status; the command sees end-of-input.
-                                stdin = None;
-                                orphaned = Some(tokio::time::Instant::now());
-                                return_abruptly(&mut socket).await;
+                                // The injected network break: the connection ends without a
+                                // status; the command sees end-of-input.
+                                orphaned = true;
+                                break;
                             }
                         }
                         255 if data[1] == 0 => stdin = None,
                         _ => {}
                     }
                 }
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
-                    orphaned = Some(tokio::time::Instant::now());
-                    stdin = None;
-                }
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => { orphaned = true; break; }
                 _ => {}
             },
         }
     }
-    if orphaned.is_some() {
+    if orphaned {
+        drop(socket);
+        drop(stdin);
+        run_orphaned(child, stdout, stderr, exit.is_some(), group).await;
         return;
     }
     let _ = socket.send(status_frame(exit.unwrap_or(1))).await;
     let _ = socket.send(Message::Close(None)).await;
 }
 
-/// Ends the websocket without a status frame, as a broken connection would.
-async fn return_abruptly(socket: &mut WebSocket) {
-    let _ = socket.send(Message::Close(None)).await;
+/// The client is gone: the command runs on without stdin (its output discarded) until it exits,
+/// at most [`ORPHAN_BOUND`]; then its process group is killed.
+async fn run_orphaned(
+    mut child: tokio::process::Child,
+    mut stdout: tokio::process::ChildStdout,
+    mut stderr: tokio::process::ChildStderr,
+    exited: bool,
+    group: Option<nix::unistd::Pid>,
+) {
+    let drain = async {
+        let (mut out_sink, mut err_sink) = (tokio::io::sink(), tokio::io::sink());
+        let (_, _) = tokio::join!(
+            tokio::io::copy(&mut stdout, &mut out_sink),
+            tokio::io::copy(&mut stderr, &mut err_sink)
+        );
+        if !exited {
+            let _ = child.wait().await;
+        }
+    };
+    if tokio::time::timeout(ORPHAN_BOUND, drain).await.is_err()
+        && let Some(pgid) = group
+    {
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
 }
