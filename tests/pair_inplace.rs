@@ -7,7 +7,7 @@
 
 use icb_kube::k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec};
 use icb_kube::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use icb_testcluster::{ClusterConfig, ImageConfig, Isolation, NodeConfig, RequestMatch, TestCluster};
+use icb_testcluster::{ClusterConfig, ImageConfig, Isolation, RequestMatch, TestCluster};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,10 +1,10 @@
 //! Running a command in an existing pod (what `kubectl exec` does), under a deadline.
 //!
 //! `probe node --pod` uses this to read a node's view from inside a workload pod; in-place pair
-//! runs (`icb_pair::inplace`) stream a file into a container over stdin ([`Cluster::exec_with_input`],
-//! what `kubectl cp` does without tar) and follow a long-running command's output line by line
-//! while holding its stdin open ([`Cluster::exec_session`]): the command's wrapper treats the end
-//! of stdin as "the client is gone".
+//! runs (`icb_pair::inplace`) start a command, stream a file into it over stdin (what `kubectl cp`
+//! does, without tar: [`ExecSession::send`]) and follow its output line by line while holding its
+//! stdin open ([`Cluster::exec_session`]): the command's wrapper treats the end of stdin as "the
+//! client is gone".
 
 use crate::access::Cluster;
 use crate::error::{KubeError, humanize, one_line};
@@ -120,79 +120,6 @@ fn attach_params(container: Option<&str>, stdin: bool) -> AttachParams {
 }
 
 impl Cluster {
-    /// Runs `command` in `pod` with `input` streamed to its stdin (then closed), e.g. `cat > FILE`
-    /// to copy a file in. Like [`Cluster::exec`] otherwise; a connection that breaks while the
-    /// input is sent is a [`KubeError::Transport`] saying how much got through.
-    pub async fn exec_with_input(
-        &self,
-        pod: &str,
-        container: Option<&str>,
-        command: &[String],
-        mut input: impl AsyncRead + Unpin,
-        deadline: Duration,
-    ) -> Result<ExecOutput, KubeError> {
-        let what = format!("exec in pod {}/{pod}", self.namespace());
-        if command.is_empty() {
-            return Err(KubeError::Target(format!("{what}: no command given")));
-        }
-        let api = self.pods();
-        let params = attach_params(container, true);
-        let run = async {
-            let mut proc = api
-                .exec(pod, command.iter().map(String::as_str), &params)
-                .await
-                .map_err(|e| open_error(&what, e))?;
-            let (Some(mut stdin), Some(mut out), Some(mut err)) = (proc.stdin(), proc.stdout(), proc.stderr()) else {
-                return Err(KubeError::Transport {
-                    what: what.clone(),
-                    detail: "no stdin/stdout/stderr streams were opened".into(),
-                });
-            };
-            let status = proc.take_status();
-            let send = async {
-                let sent = tokio::io::copy(&mut input, &mut stdin).await;
-                let closed = stdin.shutdown().await;
-                drop(stdin);
-                sent.and_then(|n| closed.map(|()| n))
-            };
-            let mut stdout = Vec::new();
-            let mut stderr = Vec::new();
-            let (sent, r1, r2) = tokio::join!(send, out.read_to_end(&mut stdout), err.read_to_end(&mut stderr));
-            let status = match status {
-                Some(s) => s.await,
-                None => None,
-            };
-            let exit = exit_code_of(status.as_ref());
-            if let Err(e) = sent {
-                return Err(KubeError::Transport {
-                    what: what.clone(),
-                    detail: format!("the connection broke while sending the input ({e})"),
-                });
-            }
-            r1.and(r2).map_err(|e| KubeError::Transport {
-                what: what.clone(),
-                detail: format!("reading output: {e}"),
-            })?;
-            let exit_code = exit.map_err(|detail| KubeError::Transport {
-                what: what.clone(),
-                detail,
-            })?;
-            let _ = proc.join().await;
-            Ok(ExecOutput {
-                stdout,
-                stderr,
-                exit_code,
-            })
-        };
-        match tokio::time::timeout(deadline, run).await {
-            Ok(r) => r,
-            Err(_) => Err(KubeError::Timeout {
-                what: format!("{what} (command did not finish within {})", humanize(deadline)),
-                timeout: deadline,
-            }),
-        }
-    }
-
     /// Starts `command` in `pod` and returns at once (the stream is open within `open_deadline`):
     /// its stdout comes line by line, its stderr is kept (the last lines), its stdin stays open
     /// until [`ExecSession::close_stdin`] or drop.
@@ -311,6 +238,42 @@ impl ExecSession {
         result
     }
 
+    /// Streams `input` into the command's stdin, which stays open afterwards. Fails when the
+    /// connection breaks (or the command's output ends) before all of it was sent.
+    pub async fn send(&mut self, mut input: impl AsyncRead + Unpin) -> Result<u64, String> {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err("stdin is already closed".into());
+        };
+        let sent = async {
+            let n = tokio::io::copy(&mut input, stdin).await.map_err(|e| e.to_string())?;
+            stdin.flush().await.map_err(|e| e.to_string())?;
+            Ok(n)
+        };
+        // The command's stdout ending means the connection (or the command) is gone: a write
+        // into a dead stream must not wait for the caller's deadline.
+        let lines = &mut self.lines;
+        let mut early: Vec<String> = Vec::new();
+        let ended = async {
+            while let Some(l) = lines.recv().await {
+                early.push(l);
+            }
+        };
+        let result = tokio::select! {
+            r = sent => r,
+            _ = ended => Err("the connection ended".into()),
+        };
+        // Lines read while sending are not lost: they go back in front.
+        if !early.is_empty() {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            for l in early {
+                let _ = tx.send(l);
+            }
+            let old = std::mem::replace(&mut self.lines, rx);
+            tokio::spawn(forward(old, tx));
+        }
+        result
+    }
+
     /// Ends the command's stdin: the in-place wrappers take that as "stop".
     pub async fn close_stdin(&mut self) {
         if let Some(mut w) = self.stdin.take() {
@@ -332,6 +295,17 @@ impl ExecSession {
     /// `exec in pod NS/NAME`, for messages.
     pub fn what(&self) -> &str {
         &self.what
+    }
+}
+
+async fn forward(
+    mut from: tokio::sync::mpsc::UnboundedReceiver<String>,
+    to: tokio::sync::mpsc::UnboundedSender<String>,
+) {
+    while let Some(l) = from.recv().await {
+        if to.send(l).is_err() {
+            break;
+        }
     }
 }
 

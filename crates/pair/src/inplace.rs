@@ -7,8 +7,9 @@
 //! Safety inside a serving worker: nothing runs before [`InPlaceLauncher::describe`] was shown;
 //! each side is bounded (`serve --once --idle-timeout`, the pipeline's deadline); the only
 //! process ever signalled is the one the wrapper started, by the pid it recorded, and only while
-//! `/proc/PID/exe` is still the copied binary; the wrapper treats the end of its stdin (the client
-//! stopped, was interrupted or died) as "stop and remove the copy". [`Launcher::cleanup`] removes
+//! `/proc/PID/exe` is still the copied binary; each side's whole life (copy, check, run) is one exec
+//! whose wrapper treats the end of its stdin (the client stopped, was interrupted or died, at any
+//! point) as "stop and remove the copy". [`Launcher::cleanup`] removes
 //! the run's directories again in every container it touched, whatever happened.
 
 use crate::launcher::{LaunchError, Launcher, Side, summarize};
@@ -22,32 +23,31 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Exit codes of [`INSTALL_SCRIPT`], each with its own message.
+/// Exit codes of [`SIDE_SCRIPT`] before the side started, each with its own message.
 const EXIT_NO_TEMP_DIR: i32 = 97;
 const EXIT_COPY_INCOMPLETE: i32 = 98;
 const EXIT_CANNOT_START: i32 = 99;
 
-/// Copies stdin into a fresh directory and checks the copy starts. `$1`: the expected size, `$2`:
-/// the directory name's prefix (unique per run, so cleanup can remove exactly this run's copies).
-/// Anything that fails removes the directory before exiting.
-const INSTALL_SCRIPT: &str = r#"d=$(mktemp -d "${TMPDIR:-/tmp}/$2.XXXXXX") || { echo "cannot create a temporary directory in ${TMPDIR:-/tmp}" >&2; exit 97; }
+/// One side's whole life in one exec, so that a client that vanishes at any point (its stdin
+/// ends) leaves nothing: `$1` the binary's size, `$2` the directory prefix (unique per run), then
+/// the arguments. Reads exactly the binary from stdin into a fresh directory, checks it starts
+/// (`--version`, which also says which UCX it finds), starts it and records its pid; a watcher
+/// holds stdin: when it ends (the client stopped or died) it stops that pid — only while it still
+/// runs the copied binary — and removes the copy. Every exit path removes the directory.
+const SIDE_SCRIPT: &str = r#"size=$1; prefix=$2; shift 2
+d=$(mktemp -d "${TMPDIR:-/tmp}/$prefix.XXXXXX") || { echo "cannot create a temporary directory in ${TMPDIR:-/tmp}" >&2; exit 97; }
+trap 'rm -rf "$d"' EXIT
 echo "icb-inplace-dir $d"
-if ! cat > "$d/ic-bench"; then rm -rf "$d"; echo "writing $d/ic-bench failed" >&2; exit 98; fi
+head -c "$size" > "$d/ic-bench"
 n=$(wc -c < "$d/ic-bench" | tr -d ' ')
-if [ "$n" != "$1" ]; then rm -rf "$d"; echo "only $n of $1 bytes arrived" >&2; exit 98; fi
+if [ "$n" != "$size" ]; then echo "only $n of $size bytes arrived" >&2; exit 98; fi
 chmod 700 "$d/ic-bench"
-if ! v=$("$d/ic-bench" --version 2>&1); then rm -rf "$d"; printf '%s\n' "$v" >&2; exit 99; fi
+if ! v=$("$d/ic-bench" --version 2>&1); then printf '%s\n' "$v" >&2; exit 99; fi
 printf '%s\n' "$v" | sed 's/^/icb-inplace-version /'
-"#;
-
-/// Runs the copied binary (`$1`: its directory, then its arguments) and records its pid. A
-/// watcher holds the exec's stdin: when it ends (the client stopped or vanished) the started
-/// process is stopped — only if its pid still runs the copied binary — and the copy removed.
-const RUN_SCRIPT: &str = r#"d=$1; shift
 exec 3<&0
 "$d/ic-bench" "$@" </dev/null &
 p=$!
-echo "icb-inplace-pid $p" >&2
+echo "icb-inplace-started $p"
 ( cat <&3 >/dev/null 2>&1
   case "$(readlink "/proc/$p/exe" 2>/dev/null)" in "$d/ic-bench"*) kill "$p" 2>/dev/null;; esac
   rm -rf "$d" ) >/dev/null 2>&1 &
@@ -206,8 +206,13 @@ impl InPlaceLauncher {
         }
     }
 
-    /// Copies the binary into `worker` and checks it starts there; returns the directory.
-    async fn install(&mut self, worker: &Worker) -> Result<String, LaunchError> {
+    /// Copies the binary into `worker`, checks it starts there and starts it with `args`.
+    async fn launch(
+        &mut self,
+        worker: &Worker,
+        args: Vec<String>,
+        role: &'static str,
+    ) -> Result<InPlaceSide, LaunchError> {
         // A cheap first look: a shell, exec permission, and the architecture, before 100+ MiB move.
         let probe = vec!["sh".into(), "-c".into(), "uname -m".into()];
         let out = self
@@ -230,87 +235,13 @@ impl InPlaceLauncher {
         let file = tokio::fs::File::open(&self.plan.binary)
             .await
             .map_err(|e| LaunchError::new(format!("cannot read {}: {e}", self.plan.binary.display())))?;
-        let command = vec![
-            "sh".into(),
-            "-c".into(),
-            INSTALL_SCRIPT.into(),
-            "sh".into(),
-            self.binary_size.to_string(),
-            dir_prefix(&self.plan.run_id),
-        ];
-        let out = self
-            .cluster
-            .exec_with_input(
-                &worker.pod,
-                worker.container.as_deref(),
-                &command,
-                file,
-                self.plan.copy_timeout,
-            )
-            .await
-            .map_err(|e| match e {
-                KubeError::Transport { detail, .. } if detail.contains("connection broke") => {
-                    LaunchError::new(format!(
-                        "copying ic-bench into {} failed halfway ({detail}); the partial copy is removed",
-                        worker.label()
-                    ))
-                }
-                other => LaunchError::new(self.what_failed(worker, &other)),
-            })?;
-        let stdout = out.stdout_lossy();
-        let stderr = out.stderr_lossy();
-        let why = summarize(stderr.lines());
-        match out.exit_code {
-            0 => {}
-            EXIT_NO_TEMP_DIR => return Err(LaunchError::new(format!("{}: {why}", worker.label()))),
-            EXIT_COPY_INCOMPLETE => {
-                return Err(LaunchError::new(format!(
-                    "copying ic-bench into {} failed halfway ({why}); the partial copy is removed",
-                    worker.label()
-                )));
-            }
-            EXIT_CANNOT_START => {
-                return Err(LaunchError::new(format!(
-                    "the copied ic-bench cannot start in {} ({arch}): {}",
-                    worker.label(),
-                    cannot_start_hint(&why)
-                )));
-            }
-            code => {
-                return Err(LaunchError::new(format!(
-                    "copying ic-bench into {} failed (exit {code}): {why}",
-                    worker.label()
-                )));
-            }
-        }
-        let dir = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("icb-inplace-dir "))
-            .map(str::trim)
-            .filter(|d| !d.is_empty())
-            .ok_or_else(|| LaunchError::new(format!("{}: the copy did not say where it went", worker.label())))?
-            .to_string();
-        let version: Vec<&str> = stdout
-            .lines()
-            .filter_map(|l| l.strip_prefix("icb-inplace-version "))
-            .collect();
-        self.versions.push((worker.label(), version.join("; ")));
-        Ok(dir)
-    }
-
-    async fn run(
-        &self,
-        worker: &Worker,
-        dir: &str,
-        args: Vec<String>,
-        role: &'static str,
-    ) -> Result<InPlaceSide, LaunchError> {
         let mut command = vec![
             "sh".into(),
             "-c".into(),
-            RUN_SCRIPT.into(),
+            SIDE_SCRIPT.into(),
             "sh".into(),
-            dir.to_string(),
+            self.binary_size.to_string(),
+            dir_prefix(&self.plan.run_id),
         ];
         command.extend(args);
         let session = self
@@ -323,12 +254,78 @@ impl InPlaceLauncher {
             )
             .await
             .map_err(|e| LaunchError::new(self.what_failed(worker, &e)))?;
-        Ok(InPlaceSide {
+        let mut side = InPlaceSide {
             role,
             label: worker.label(),
             session,
             replay: VecDeque::new(),
+        };
+        let copy_timeout = self.plan.copy_timeout;
+        let halfway = |why: &str| {
+            LaunchError::new(format!(
+                "copying ic-bench into {} failed halfway ({why}); the partial copy is removed",
+                worker.label()
+            ))
+        };
+        match tokio::time::timeout(copy_timeout, side.session.send(file)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(why)) => {
+                // The script's own word, when it got to say one, is the better reason.
+                let words = side.last_words();
+                side.stop(Duration::ZERO).await;
+                return Err(halfway(if words.starts_with("(nothing") { &why } else { &words }));
+            }
+            Err(_) => {
+                side.stop(Duration::ZERO).await;
+                return Err(halfway(&format!("not done within {}s", copy_timeout.as_secs())));
+            }
+        }
+        // Up to the start line: the version lines (which UCX it finds), or why it did not start.
+        let mut version = Vec::new();
+        let started = tokio::time::timeout(copy_timeout, async {
+            while let Some(line) = side.session.next_line().await {
+                if let Some(v) = line.strip_prefix("icb-inplace-version ") {
+                    version.push(v.to_string());
+                } else if line.starts_with("icb-inplace-started ") {
+                    return true;
+                }
+            }
+            false
         })
+        .await;
+        match started {
+            Ok(true) => {
+                self.versions.push((worker.label(), version.join("; ")));
+                Ok(side)
+            }
+            Ok(false) => {
+                let code = side.session.exit_code(Duration::from_secs(5)).await;
+                let why = side.last_words();
+                side.stop(Duration::ZERO).await;
+                Err(LaunchError::new(match code {
+                    Ok(EXIT_NO_TEMP_DIR) => format!("{}: {why}", worker.label()),
+                    Ok(EXIT_COPY_INCOMPLETE) => return Err(halfway(&why)),
+                    Ok(EXIT_CANNOT_START) => format!(
+                        "the copied ic-bench cannot start in {} ({arch}): {}",
+                        worker.label(),
+                        cannot_start_hint(&why)
+                    ),
+                    Ok(code) => format!(
+                        "the {role} side in {} failed to start (exit {code}): {why}",
+                        worker.label()
+                    ),
+                    Err(e) => return Err(halfway(&e)),
+                }))
+            }
+            Err(_) => {
+                side.stop(Duration::ZERO).await;
+                Err(LaunchError::new(format!(
+                    "the copy in {} did not start within {}s",
+                    worker.label(),
+                    copy_timeout.as_secs()
+                )))
+            }
+        }
     }
 
     /// Ports of the range in a random order (at most a few: a busy range is said, not searched).
@@ -455,7 +452,6 @@ impl Launcher for InPlaceLauncher {
         let mut busy = Vec::new();
         for port in self.port_order() {
             // Stopping a side removes its copy, so every attempt copies afresh.
-            let dir = self.install(&worker).await?;
             let args = vec![
                 "serve".into(),
                 "--listen".into(),
@@ -464,7 +460,7 @@ impl Launcher for InPlaceLauncher {
                 "--idle-timeout".into(),
                 secs.clone(),
             ];
-            let mut side = self.run(&worker, &dir, args, "decode").await?;
+            let mut side = self.launch(&worker, args, "decode").await?;
             // Read up to the listening line here: a port the worker already uses is retried.
             let first = tokio::time::timeout(self.plan.side_timeout, side.first_event()).await;
             match first {
@@ -502,14 +498,13 @@ impl Launcher for InPlaceLauncher {
             ))
         })?;
         let worker = self.prefill.clone();
-        let dir = self.install(&worker).await?;
         let args = vec![
             "connect".into(),
             join_host_port(&ip, port),
             "--plan".into(),
             plan.to_json(),
         ];
-        self.run(&worker, &dir, args, "prefill").await
+        self.launch(&worker, args, "prefill").await
     }
 
     fn placement(&self, server: &Listening, _report: &PairReport) -> Placement {
