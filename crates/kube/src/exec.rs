@@ -206,9 +206,24 @@ pub struct ExecSession {
 }
 
 impl ExecSession {
-    /// The next stdout line; `None` once stdout ended.
+    /// The next stdout line; `None` once stdout ended. kube-rs does not end stdout when the
+    /// connection breaks, so the exit status (which arrives, or fails, then) ends it too: after
+    /// it, only lines already on their way are read.
     pub async fn next_line(&mut self) -> Option<String> {
-        self.lines.recv().await
+        if let Some(fut) = self.status.as_mut() {
+            tokio::select! {
+                biased;
+                line = self.lines.recv() => return line,
+                status = fut => {
+                    self.exit = Some(exit_code_of(status.as_ref()));
+                    self.status = None;
+                }
+            }
+        }
+        tokio::time::timeout(Duration::from_millis(500), self.lines.recv())
+            .await
+            .ok()
+            .flatten()
     }
 
     /// The last stderr lines so far, oldest first.
@@ -258,10 +273,26 @@ impl ExecSession {
                 early.push(l);
             }
         };
+        let status = &mut self.status;
+        let finished = async {
+            match status.as_mut() {
+                Some(f) => f.await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut ended_with = None;
         let result = tokio::select! {
             r = sent => r,
             _ = ended => Err("the connection ended".into()),
+            st = finished => {
+                ended_with = Some(exit_code_of(st.as_ref()));
+                Err("the connection ended".into())
+            }
         };
+        if let Some(exit) = ended_with {
+            self.status = None;
+            self.exit = Some(exit);
+        }
         // Lines read while sending are not lost: they go back in front.
         if !early.is_empty() {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();

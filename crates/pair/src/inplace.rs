@@ -161,8 +161,9 @@ impl InPlaceLauncher {
                 self.prefill.node
             ),
             format!(
-                "in-place: decode side in {}: ic-bench serve --once --idle-timeout {secs}s on a port in {lo}-{hi}",
-                self.decode.label()
+                "in-place: decode side in {}: ic-bench serve --once --idle-timeout {}s on a port in {lo}-{hi}",
+                self.decode.label(),
+                self.idle_timeout().as_secs()
             ),
             format!(
                 "in-place: prefill side in {}: ic-bench connect --plan … (at most {secs}s of transfers)",
@@ -171,6 +172,11 @@ impl InPlaceLauncher {
             "in-place: only the processes started here are ever stopped; the copies are removed at the end".into(),
         ]);
         lines
+    }
+
+    /// How long the decode side waits for its one client: the prefill copy, then its run.
+    fn idle_timeout(&self) -> Duration {
+        self.plan.copy_timeout + self.plan.side_timeout
     }
 
     /// What each container's copy said about itself (`ic-bench --version`: build and UCX).
@@ -448,7 +454,8 @@ impl Launcher for InPlaceLauncher {
 
     async fn start_decode(&mut self) -> Result<InPlaceSide, LaunchError> {
         let worker = self.decode.clone();
-        let secs = format!("{}s", self.plan.side_timeout.as_secs().max(1));
+        // It waits while the prefill side's copy travels, then serves one client.
+        let secs = format!("{}s", self.idle_timeout().as_secs().max(1));
         let mut busy = Vec::new();
         for port in self.port_order() {
             // Stopping a side removes its copy, so every attempt copies afresh.
