@@ -105,12 +105,26 @@ fn manifests_parse_strictly_and_fit_together() {
             p.namespaces.len(),
             p.jobs.len()
         ),
-        (1, 1, 1, 1, 1)
+        // rbac.yaml's pair Role and the optional in-place exec Role, each with its binding.
+        (2, 2, 1, 1, 1)
     );
     let ns = p.namespaces[0].metadata.name.clone().unwrap();
     let sa = &p.service_accounts[0];
-    let role = &p.roles[0];
-    let binding = &p.bindings[0];
+    let role = pair_role(&p);
+    let binding = p
+        .bindings
+        .iter()
+        .find(|b| b.role_ref.name == "ic-bench-pair")
+        .expect("a binding of the pair Role");
+    let inplace = p
+        .roles
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some("ic-bench-inplace-exec"))
+        .expect("manifests/inplace-exec-role.yaml");
+    assert!(
+        granted(inplace).contains(&("".into(), "pods/exec".into(), "create".into())),
+        "the in-place Role must grant create on pods/exec"
+    );
     for m in [&sa.metadata, &role.metadata, &binding.metadata, &p.jobs[0].metadata] {
         assert_eq!(
             m.namespace.as_deref(),
@@ -134,6 +148,13 @@ fn manifests_parse_strictly_and_fit_together() {
     let cmd = pod.containers[0].command.as_ref().unwrap();
     assert_eq!(&cmd[..2], ["ic-bench", "pair"]);
     assert!(cmd.iter().any(|a| a == "--prefill") && cmd.iter().any(|a| a == "--decode"));
+}
+
+fn pair_role(p: &Parsed) -> &Role {
+    p.roles
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some("ic-bench-pair"))
+        .expect("rbac.yaml's ic-bench-pair Role")
 }
 
 #[test]
@@ -227,7 +248,7 @@ fn role_covers_exactly_what_pair_and_gc_call() {
         .map(|r| needed(&r.method, &r.path, r.is_watch()))
         .collect();
     let p = parse_all();
-    let grants = granted(&p.roles[0]);
+    let grants = granted(pair_role(&p));
     let missing: Vec<_> = used.difference(&grants).collect();
     assert!(
         missing.is_empty(),

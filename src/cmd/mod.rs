@@ -7,6 +7,7 @@ pub mod gc;
 pub mod interrupt;
 pub mod kube_args;
 pub mod pair;
+pub mod pair_inplace;
 pub mod pair_kube;
 pub mod pair_local;
 pub mod probe;

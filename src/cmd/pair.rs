@@ -1,5 +1,6 @@
 //! `ic-bench pair`: one front door for local processes (`--local`) and Kubernetes pods
-//! (`--prefill X --decode Y`). Both end in the same report and verdict.
+//! (`--prefill X --decode Y`), or inside two running workers (`--in-place`). All end in the same
+//! report and verdict.
 
 use super::common::{ExpectArgs, OutputArgs, TestArgs, UcxArgs};
 
@@ -22,6 +23,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub kube: super::pair_kube::KubePairArgs,
+
+    #[command(flatten)]
+    pub in_place: super::pair_inplace::InPlaceArgs,
 
     #[command(flatten)]
     pub test: TestArgs,
@@ -60,6 +64,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     if args.local {
         super::pair_local::run_local(&args, plan)
+    } else if args.in_place.in_place {
+        super::pair_inplace::run_in_place(&args, plan)
     } else if args.prefill.is_some() && args.decode.is_some() {
         super::pair_kube::run_kube(&args, plan)
     } else {

@@ -7,7 +7,8 @@
 //! ([`podspec`], [`pair`]), drives pods with a deadline on every wait ([`lifecycle`]), follows a
 //! pod's output from creation to its end ([`podrun`]), and deletes leftovers by label ([`gc`]).
 //! Every retry uses one backoff policy ([`retry`]). [`exec`] runs a command
-//! in an existing pod for `probe node --pod`.
+//! in an existing pod for `probe node --pod`, and streams a file into one and follows a long
+//! command there for `pair --in-place`.
 //!
 //! Every API call runs under a deadline ([`Cluster::call`]); kube-rs's own retries on 429/503/504
 //! happen inside it, so no call can hang.

@@ -9,10 +9,12 @@
 //!
 //! Launchers only start, describe and remove things: [`local`] runs two processes, optionally in
 //! Linux namespaces that model pods and nodes (`icb_isolate`); [`kube`] runs two bench pods
-//! (`icb_kube`). The orchestration itself is tested without root or a cluster through a scripted
+//! (`icb_kube`); [`inplace`] copies this binary into two running worker containers through the
+//! exec API and runs the sides there, with the workers' own environment and UCX. The orchestration itself is tested without root or a cluster through a scripted
 //! fake launcher (`tests/pipeline.rs`).
 #![forbid(unsafe_code)]
 
+pub mod inplace;
 pub mod kube;
 pub mod launcher;
 pub mod local;

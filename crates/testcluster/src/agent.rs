@@ -249,6 +249,8 @@ struct Prepared {
     container: Container,
     argv: Vec<String>,
     env: BTreeMap<String, String>,
+    /// The image has no shell (exec of `sh` fails).
+    no_shell: bool,
     /// A crash fault to apply: (after start, exit code).
     crash: Option<(Duration, i32)>,
 }
@@ -291,6 +293,7 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
                     container: c.clone(),
                     argv,
                     env,
+                    no_shell: image.is_some_and(|i| !i.shell),
                     crash: None,
                 }),
                 _ => failing.push((c.name.clone(), image_name)),
@@ -428,6 +431,7 @@ async fn run_container(
             slot.previous = slot.logs.replace(log.clone());
             slot.env = p.env.clone();
             slot.cwd = cwd.clone();
+            slot.no_shell = p.no_shell;
         }
         let started_at = now();
         let spawned = match p.argv.is_empty() {

@@ -52,6 +52,8 @@ pub struct ContainerSlot {
     pub pgid: Option<i32>,
     pub env: BTreeMap<String, String>,
     pub cwd: PathBuf,
+    /// The container's image has no shell (see `ImageConfig::shell`).
+    pub no_shell: bool,
 }
 
 /// The node agent's handle on one pod it runs.

@@ -89,6 +89,10 @@ pub struct ImageConfig {
     /// Host environment variables copied into every container of this image, by name prefix
     /// (the test process's build-time settings such as `IC_BENCH_UCX_LIB` live there).
     pub inherit_env_prefixes: Vec<String>,
+    /// Whether the image has a shell: exec of `sh`, `bash`, … in a container of an image without
+    /// one fails as a container runtime says it (`executable file not found in $PATH`), like a
+    /// distroless image.
+    pub shell: bool,
 }
 
 impl ImageConfig {
@@ -102,6 +106,7 @@ impl ImageConfig {
                 "RUST_LOG".to_string(),
                 "LLVM_PROFILE_FILE".to_string(),
             ],
+            shell: true,
         }
     }
 
@@ -112,6 +117,19 @@ impl ImageConfig {
 
     pub fn inherit_env_prefix(mut self, prefix: &str) -> Self {
         self.inherit_env_prefixes.push(prefix.to_string());
+        self
+    }
+
+    /// Inherits nothing from the test process: the image's own env and the pod's only (a worker
+    /// image that must not see the test's `IC_BENCH_UCX_LIB`).
+    pub fn inherit_nothing(mut self) -> Self {
+        self.inherit_env_prefixes.clear();
+        self
+    }
+
+    /// A distroless-like image: no shell to exec.
+    pub fn without_shell(mut self) -> Self {
+        self.shell = false;
         self
     }
 }

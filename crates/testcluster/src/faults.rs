@@ -98,6 +98,8 @@ pub struct Faults {
     api: Vec<ApiFault>,
     pub pull_failures: BTreeSet<String>,
     crashes: Vec<CrashRule>,
+    /// Exec sessions whose connection breaks after this many stdin bytes (one use each).
+    exec_stdin_cuts: Vec<u64>,
 }
 
 /// What to do with one request.
@@ -130,6 +132,15 @@ impl Faults {
 
     pub fn clear(&mut self) {
         *self = Faults::default();
+    }
+
+    pub fn add_exec_stdin_cut(&mut self, after_bytes: u64) {
+        self.exec_stdin_cuts.push(after_bytes);
+    }
+
+    /// The next exec session with stdin takes the oldest pending cut, if any.
+    pub fn take_exec_stdin_cut(&mut self) -> Option<u64> {
+        (!self.exec_stdin_cuts.is_empty()).then(|| self.exec_stdin_cuts.remove(0))
     }
 
     /// Consumes one use of every matching API fault: latencies add up, the first error wins.

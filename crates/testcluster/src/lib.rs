@@ -307,6 +307,13 @@ impl TestCluster {
     }
 
     /// Removes every fault knob.
+    /// The next exec session that sends stdin loses its connection after `after_bytes` bytes of
+    /// it, as a dropped network would (the command sees end-of-input, the client a closed
+    /// websocket without an exit status). Several calls queue several cuts.
+    pub fn break_exec_stdin_after(&self, after_bytes: u64) {
+        lock(&self.shared.faults).add_exec_stdin_cut(after_bytes);
+    }
+
     pub fn clear_faults(&self) {
         lock(&self.shared.faults).clear();
     }

@@ -2,7 +2,10 @@
 //!
 //! Search order: the caller's explicit directory (`--ucx-lib DIR`, else `IC_BENCH_UCX_LIB`) —
 //! exclusively, so a mistyped directory is an error rather than a silent switch to another UCX —,
-//! else the well-known install locations, else the dynamic linker's own search for `libucp.so.0`.
+//! else the well-known install locations (HPC-X, `/usr/local/ucx`, NIXL's install, then the UCX
+//! that NIXL's Python wheel bundles in a site-packages directory), else the dynamic linker's own
+//! search for `libucp.so.0`. That order finds the UCX a worker image really uses when ic-bench is
+//! copied into it (`pair --in-place`).
 
 use crate::bindings::{Ucp, ucs_status_t};
 use crate::version::{Version, check_runtime_version};
@@ -33,6 +36,67 @@ pub const WELL_KNOWN_DIRS: &[&str] = &[
 ];
 
 const SEARCH_NAME: &str = "libucp.so.0";
+
+/// Where auditwheel puts the libraries a NIXL wheel bundles (UCX among them), per package name.
+const NIXL_WHEEL_LIB_DIRS: &[&str] = &["nixl_cu12.libs", "nixl_cu13.libs", "nixl.libs"];
+
+/// `lib` directories of the Python installations worker images use (each holds `python3.X/`).
+const PYTHON_LIB_DIRS: &[&str] = &[
+    "/usr/local/lib",
+    "/usr/lib",
+    "/opt/venv/lib",
+    "/opt/conda/lib",
+    "/venv/lib",
+];
+
+/// The site-packages / dist-packages directories of this environment: the active virtualenv or
+/// conda env, `PYTHONPATH`, and the usual system and image locations.
+fn site_packages_dirs(env: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
+    let mut lib_dirs: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .filter_map(|v| env(v).filter(|p| !p.is_empty()))
+        .map(|p| PathBuf::from(p).join("lib"))
+        .collect();
+    lib_dirs.extend(PYTHON_LIB_DIRS.iter().map(PathBuf::from));
+    let mut out: Vec<PathBuf> = env("PYTHONPATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .filter(|d| !d.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    for lib in lib_dirs {
+        let Ok(entries) = std::fs::read_dir(&lib) else { continue };
+        let mut pythons: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+            .map(|e| e.path())
+            .collect();
+        pythons.sort();
+        for py in pythons {
+            out.push(py.join("site-packages"));
+            out.push(py.join("dist-packages"));
+        }
+    }
+    out.dedup();
+    out
+}
+
+/// NIXL wheels' bundled-library directories that exist here.
+fn nixl_wheel_dirs(env: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
+    site_packages_dirs(env)
+        .iter()
+        .flat_map(|sp| NIXL_WHEEL_LIB_DIRS.iter().map(move |d| sp.join(d)))
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
+/// The well-known directories, then the NIXL wheel directories found in this environment.
+fn search_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = WELL_KNOWN_DIRS.iter().map(PathBuf::from).collect();
+    dirs.extend(nixl_wheel_dirs(|v| std::env::var_os(v)));
+    dirs
+}
 
 /// Why UCX could not be used. Each message is one line that says how to fix it.
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +152,7 @@ pub fn require<T: Copy>(entry: &Result<T, libloading::Error>, name: &'static str
 pub fn candidate_dirs(explicit: Option<&Path>) -> Vec<PathBuf> {
     match explicit_dir(explicit) {
         Some(d) => vec![d],
-        None => WELL_KNOWN_DIRS.iter().map(PathBuf::from).collect(),
+        None => search_dirs(),
     }
 }
 
@@ -106,7 +170,7 @@ pub fn load(explicit: Option<&Path>) -> Result<Loaded, LoadError> {
     let explicit = explicit_dir(explicit);
     let dirs = match &explicit {
         Some(d) => vec![d.clone()],
-        None => WELL_KNOWN_DIRS.iter().map(PathBuf::from).collect(),
+        None => search_dirs(),
     };
     for dir in &dirs {
         if let Some(files) = find_in_dir(dir)? {
@@ -364,6 +428,20 @@ mod tests {
         assert_eq!(files.ucs, "libucs-14.so.0.0.0");
         std::fs::remove_file(dir.path().join("libuct-11.so.0.0.0")).unwrap();
         assert!(matches!(find_in_dir(dir.path()), Err(LoadError::Incomplete { .. })));
+    }
+
+    #[test]
+    fn nixl_wheel_ucx_is_found_in_a_virtualenvs_site_packages() {
+        let venv = tempfile::tempdir().unwrap();
+        let libs = venv.path().join("lib/python3.12/site-packages/nixl_cu12.libs");
+        std::fs::create_dir_all(&libs).unwrap();
+        let env = |v: &str| (v == "VIRTUAL_ENV").then(|| venv.path().as_os_str().to_owned());
+        let found = nixl_wheel_dirs(env);
+        assert!(found.contains(&libs), "{found:?}");
+        assert!(!nixl_wheel_dirs(|_| None).contains(&libs));
+        let dirs = search_dirs();
+        assert_eq!(dirs[0], PathBuf::from("/usr/local/ucx/lib"));
+        assert!(dirs.contains(&PathBuf::from("/opt/hpcx/ucx/lib")));
     }
 
     #[test]

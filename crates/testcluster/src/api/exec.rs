@@ -1,6 +1,11 @@
 //! `pods/{name}/exec` over a websocket (v5/v4.channel.k8s.io): runs the command inside the
 //! container's namespaces, streams stdout/stderr on channels 1/2, takes stdin from channel 0 and
 //! ends with a `Status` carrying the exit code on channel 3.
+//!
+//! When the client goes away (closed or broken connection) the command is not killed: as with
+//! containerd, its stdin ends and it runs on (its output discarded) — bounded here by
+//! [`ORPHAN_BOUND`], after which its process group is killed. An image without a shell refuses
+//! `sh`/`bash`/… the way a container runtime does.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,12 +26,19 @@ use super::{Params, flag, query_params};
 use crate::cluster::{Shared, lock};
 use crate::status::ApiError;
 
+/// How long a command may outlive its client before its process group is killed.
+const ORPHAN_BOUND: Duration = Duration::from_secs(30);
+
 struct Target {
     main_pid: u32,
     namespaced: bool,
     env: BTreeMap<String, String>,
     cwd: PathBuf,
+    no_shell: bool,
 }
+
+/// Shells a distroless-like image lacks.
+const SHELLS: &[&str] = &["sh", "bash", "dash", "ash", "zsh", "busybox"];
 
 pub async fn exec(
     State(shared): State<Arc<Shared>>,
@@ -52,11 +64,16 @@ pub async fn exec(
             .into_response();
     };
     let stdin = flag(&params, "stdin");
+    let stdin_cut = if stdin {
+        lock(&shared.faults).take_exec_stdin_cut()
+    } else {
+        None
+    };
     let shutdown = shared.shutdown.clone();
     ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"])
         .on_upgrade(move |socket| async move {
             tokio::select! {
-                _ = session(socket, target, command, stdin) => {}
+                _ = session(socket, target, command, stdin, stdin_cut) => {}
                 _ = shutdown.cancelled() => {}
             }
         })
@@ -81,9 +98,9 @@ fn find_target(shared: &Shared, ns: &str, name: &str, params: &Params) -> Result
         let slots = lock(&h.containers);
         slots
             .get(&container)
-            .and_then(|s| s.main_pid.map(|pid| (pid, s.env.clone(), s.cwd.clone())))
+            .and_then(|s| s.main_pid.map(|pid| (pid, s.env.clone(), s.cwd.clone(), s.no_shell)))
     });
-    let Some((main_pid, env, cwd)) = slot else {
+    let Some((main_pid, env, cwd, no_shell)) = slot else {
         return Err(ApiError::bad_request(format!(
             "container {container} is not running in pod {name}"
         )));
@@ -94,6 +111,7 @@ fn find_target(shared: &Shared, ns: &str, name: &str, params: &Params) -> Result
         namespaced,
         env,
         cwd,
+        no_shell,
     })
 }
 
@@ -125,7 +143,27 @@ fn error_frame(message: &str) -> Message {
     frame(3, &serde_json::to_vec(&status).unwrap_or_default())
 }
 
-async fn session(mut socket: WebSocket, target: Target, command: Vec<String>, want_stdin: bool) {
+async fn session(
+    mut socket: WebSocket,
+    target: Target,
+    command: Vec<String>,
+    want_stdin: bool,
+    stdin_cut: Option<u64>,
+) {
+    let program = std::path::Path::new(&command[0])
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    if target.no_shell && SHELLS.contains(&program) {
+        // What containerd/runc answer for a missing executable.
+        let msg = format!(
+            "OCI runtime exec failed: exec failed: unable to start container process: exec: {:?}: executable file not found in $PATH: unknown",
+            command[0]
+        );
+        let _ = socket.send(error_frame(&msg)).await;
+        let _ = socket.send(Message::Close(None)).await;
+        return;
+    }
     let mut argv: Vec<std::ffi::OsString> = Vec::new();
     if target.namespaced {
         match icb_isolate::enter_pod(target.main_pid, &target.cwd) {
@@ -170,20 +208,25 @@ async fn session(mut socket: WebSocket, target: Target, command: Vec<String>, wa
         let _ = socket.send(error_frame("exec pipes unavailable")).await;
         return;
     };
+    let group = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
     let (mut out_buf, mut err_buf) = (vec![0u8; 16 * 1024], vec![0u8; 16 * 1024]);
     let (mut out_open, mut err_open) = (true, true);
     let mut exit: Option<i32> = None;
+    let mut stdin_left = stdin_cut;
+    // Set once the client is gone (or the injected break happened): the command then runs on
+    // without stdin and without the socket, its output discarded.
+    let mut orphaned = false;
     loop {
         if !out_open && !err_open && exit.is_some() {
             break;
         }
         tokio::select! {
             n = stdout.read(&mut out_buf), if out_open => match n {
-                Ok(n) if n > 0 => { if socket.send(frame(1, &out_buf[..n])).await.is_err() { return; } }
+                Ok(n) if n > 0 => if socket.send(frame(1, &out_buf[..n])).await.is_err() { orphaned = true; break; },
                 _ => out_open = false,
             },
             n = stderr.read(&mut err_buf), if err_open => match n {
-                Ok(n) if n > 0 => { if socket.send(frame(2, &err_buf[..n])).await.is_err() { return; } }
+                Ok(n) if n > 0 => if socket.send(frame(2, &err_buf[..n])).await.is_err() { orphaned = true; break; },
                 _ => err_open = false,
             },
             status = child.wait(), if exit.is_none() => {
@@ -194,19 +237,64 @@ async fn session(mut socket: WebSocket, target: Target, command: Vec<String>, wa
             msg = socket.recv() => match msg {
                 Some(Ok(Message::Binary(data))) if data.len() > 1 => {
                     match data[0] {
-                        0 => if let Some(w) = stdin.as_mut() && w.write_all(&data[1..]).await.is_err() { stdin = None; },
+                        0 => {
+                            let mut chunk = &data[1..];
+                            let mut cut_now = false;
+                            if let Some(left) = stdin_left.as_mut() {
+                                let take = (*left).min(chunk.len() as u64) as usize;
+                                chunk = &chunk[..take];
+                                *left -= take as u64;
+                                cut_now = *left == 0;
+                            }
+                            if let Some(w) = stdin.as_mut() && w.write_all(chunk).await.is_err() { stdin = None; }
+                            if cut_now {
+                                // The injected network break: the connection ends without a
+                                // status; the command sees end-of-input.
+                                orphaned = true;
+                                break;
+                            }
+                        }
                         255 if data[1] == 0 => stdin = None,
                         _ => {}
                     }
                 }
-                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => {
-                    let _ = child.start_kill();
-                    return;
-                }
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => { orphaned = true; break; }
                 _ => {}
             },
         }
     }
+    if orphaned {
+        drop(socket);
+        drop(stdin);
+        run_orphaned(child, stdout, stderr, exit.is_some(), group).await;
+        return;
+    }
     let _ = socket.send(status_frame(exit.unwrap_or(1))).await;
     let _ = socket.send(Message::Close(None)).await;
+}
+
+/// The client is gone: the command runs on without stdin (its output discarded) until it exits,
+/// at most [`ORPHAN_BOUND`]; then its process group is killed.
+async fn run_orphaned(
+    mut child: tokio::process::Child,
+    mut stdout: tokio::process::ChildStdout,
+    mut stderr: tokio::process::ChildStderr,
+    exited: bool,
+    group: Option<nix::unistd::Pid>,
+) {
+    let drain = async {
+        let (mut out_sink, mut err_sink) = (tokio::io::sink(), tokio::io::sink());
+        let (_, _) = tokio::join!(
+            tokio::io::copy(&mut stdout, &mut out_sink),
+            tokio::io::copy(&mut stderr, &mut err_sink)
+        );
+        if !exited {
+            let _ = child.wait().await;
+        }
+    };
+    if tokio::time::timeout(ORPHAN_BOUND, drain).await.is_err()
+        && let Some(pgid) = group
+    {
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
 }

@@ -1,0 +1,206 @@
+//! `ic-bench pair --in-place --prefill pod/A --decode pod/B`: the pair pipeline with the in-place
+//! launcher (`icb_pair::inplace`): this binary runs inside the two workers' own containers.
+//!
+//! Bounded for production pods: each side gets at most `--side-timeout` (15 s by default) of
+//! transfers, the cases are fitted into it, and buffers stay at or under 256 MiB.
+
+use super::interrupt::Interrupt;
+use anyhow::Context as _;
+use icb_kube::target::Target;
+use icb_pair::inplace::{InPlaceLauncher, InPlacePlan};
+use icb_pair::{PairError, PairPlan, run_pair};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The largest buffer an in-place run registers (per side, per case).
+const MAX_BUFFER: u64 = 256 * 1024 * 1024;
+/// Sizes when `--sizes` is not given: enough to see latency and bandwidth, little time and memory.
+const DEFAULT_SIZES: &[u64] = &[8, 64 * 1024, 1024 * 1024, 16 * 1024 * 1024];
+/// The share of `--side-timeout` the cases may use (the rest: UCX start-up and wire-up).
+const MEASURE_SHARE: f64 = 0.7;
+/// Below this per-case time a measurement means nothing.
+const MIN_CASE_TIME_S: f64 = 0.02;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct InPlaceArgs {
+    /// Run inside the two workers' own containers (copies this binary in through pods/exec, removes it after)
+    #[arg(long, requires_all = ["prefill", "decode"], conflicts_with_all = ["local", "dry_run"])]
+    pub in_place: bool,
+
+    /// Container to run in, for --in-place (default: the pod's only or default container)
+    #[arg(short = 'c', long, value_name = "NAME", requires = "in_place")]
+    pub container: Option<String>,
+
+    /// Ports the decode side may listen on, for --in-place, e.g. 45100-45199
+    #[arg(long, value_name = "LO-HI", default_value = "45100-45199", value_parser = parse_port_range)]
+    pub port_range: (u16, u16),
+
+    /// Upper bound on each side's run, for --in-place (the cases are fitted into it)
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = super::common::parse_duration)]
+    pub side_timeout: Duration,
+
+    /// The binary to copy, for --in-place (e.g. the portable or aarch64 build from scripts/release) [default: this one]
+    #[arg(long, value_name = "FILE", requires = "in_place")]
+    pub in_place_binary: Option<PathBuf>,
+}
+
+fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
+    let bad = || format!("'{s}' is not a port range: use LO-HI, e.g. 45100-45199");
+    let (lo, hi) = s.split_once('-').ok_or_else(bad)?;
+    let lo: u16 = lo.trim().parse().map_err(|_| bad())?;
+    let hi: u16 = hi.trim().parse().map_err(|_| bad())?;
+    if lo == 0 || lo > hi {
+        return Err(bad());
+    }
+    Ok((lo, hi))
+}
+
+/// Fits the plan's settings into the side budget and the buffer bound; the notes say what changed.
+fn bound_settings(
+    settings: &mut icb_core::RunSettings,
+    sizes_given: bool,
+    side_timeout: Duration,
+) -> anyhow::Result<Vec<String>> {
+    let mut notes = Vec::new();
+    if !sizes_given {
+        settings.sizes = DEFAULT_SIZES.to_vec();
+    }
+    if let Some(big) = settings.sizes.iter().find(|s| **s > MAX_BUFFER) {
+        anyhow::bail!("--sizes: {big} bytes is over in-place mode's 256 MiB buffer bound: use sizes up to 256MiB");
+    }
+    let cases = (settings.tests.len() * settings.sizes.len() * settings.memory.len()) as f64;
+    let per_case = side_timeout.as_secs_f64() * MEASURE_SHARE / cases;
+    if per_case < MIN_CASE_TIME_S {
+        anyhow::bail!(
+            "{cases} cases do not fit in --side-timeout {}s: give fewer --tests/--sizes/--memory or raise --side-timeout",
+            side_timeout.as_secs()
+        );
+    }
+    if settings.max_time_s > per_case {
+        settings.max_time_s = per_case;
+        settings.min_time_s = settings.min_time_s.min(per_case);
+        notes.push(format!(
+            "in-place: {cases} cases fitted into --side-timeout {}s: at most {per_case:.2}s each",
+            side_timeout.as_secs()
+        ));
+    }
+    Ok(notes)
+}
+
+pub fn run_in_place(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<i32> {
+    let (Some(prefill), Some(decode)) = (&args.prefill, &args.decode) else {
+        anyhow::bail!("give both --prefill TARGET and --decode TARGET (e.g. pod/prefill-0)");
+    };
+    let prefill: Target = prefill.parse().context("--prefill")?;
+    let decode: Target = decode.parse().context("--decode")?;
+    let opts = &args.in_place;
+    let notes = bound_settings(&mut plan.settings, args.test.sizes.is_some(), opts.side_timeout)?;
+    let binary = match &opts.in_place_binary {
+        Some(b) => b.clone(),
+        None => std::env::current_exe().context("cannot find this binary to copy; pass --in-place-binary")?,
+    };
+    let copy_timeout = Duration::from_secs(120).max(args.kube.cluster.request_timeout);
+    let run_id = match &args.kube.run_id {
+        Some(id) => {
+            icb_kube::podspec::check_run_id(id).map_err(anyhow::Error::msg)?;
+            id.clone()
+        }
+        None => icb_kube::podspec::new_run_id(),
+    };
+    let inplace = InPlacePlan {
+        prefill,
+        decode,
+        container: opts.container.clone(),
+        binary,
+        ports: opts.port_range,
+        side_timeout: opts.side_timeout,
+        copy_timeout,
+        cleanup_timeout: Duration::from_secs(30).max(args.kube.cluster.request_timeout),
+        run_id,
+    };
+    // Copying counts as start-up; each side then has its bound.
+    plan.startup_timeout = copy_timeout + opts.side_timeout;
+    plan.startup_flag = "--side-timeout";
+    plan.deadline = 2 * copy_timeout + 2 * opts.side_timeout;
+    plan.connect_timeout = opts.side_timeout;
+    plan.exit_grace = Duration::from_secs(5);
+    let interrupt = Interrupt::install()?;
+    let rt = super::common::runtime()?;
+    rt.block_on(async {
+        let prepare = async {
+            let cluster = args.kube.cluster.connect().await?;
+            Ok::<_, anyhow::Error>(InPlaceLauncher::prepare(cluster, inplace).await?)
+        };
+        let mut launcher = tokio::select! {
+            l = prepare => l?,
+            _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was left to clean up")),
+        };
+        for line in notes.iter().chain(launcher.describe().iter()) {
+            eprintln!("ic-bench: {line}");
+        }
+        let mut progress = |p: &icb_core::protocol::CaseProgress| tracing::debug!("case {}/{}", p.index, p.total);
+        match run_pair(&plan, &mut launcher, interrupt.token(), &mut progress).await {
+            Ok(outcome) => {
+                let r = &outcome.report;
+                for (side, peer) in [("decode", &r.server), ("prefill", &r.client)] {
+                    eprintln!(
+                        "ic-bench: in-place: the {side} side loaded UCX {} from {}",
+                        peer.ucx_version, peer.ucx_library
+                    );
+                }
+                tracing::info!("{}", outcome.cleanup);
+                super::common::emit_pair(&outcome.report, &args.output)
+            }
+            Err(PairError::Interrupted(what)) => Ok(interrupt.report(&what)),
+            Err(e) => Err(e.into()),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icb_core::{BandwidthUnit, MemoryPair, RunSettings, TestKind};
+
+    fn settings() -> RunSettings {
+        RunSettings {
+            tests: vec![TestKind::TagBw, TestKind::TagLat],
+            sizes: vec![8],
+            memory: vec![MemoryPair::HOST_HOST],
+            warmup_iterations: 1,
+            min_iterations: 1,
+            min_time_s: 0.2,
+            max_time_s: 5.0,
+            window: 1,
+            unit: BandwidthUnit::GBps,
+            require_cuda: false,
+        }
+    }
+
+    #[test]
+    fn port_ranges() {
+        assert_eq!(parse_port_range("45100-45199"), Ok((45100, 45199)));
+        assert_eq!(parse_port_range("80-80"), Ok((80, 80)));
+        for bad in ["", "1", "0-5", "9-3", "a-b", "1-70000"] {
+            assert!(parse_port_range(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn settings_are_fitted_into_the_side_budget() {
+        let mut s = settings();
+        let notes = bound_settings(&mut s, false, Duration::from_secs(15)).unwrap();
+        assert_eq!(s.sizes, DEFAULT_SIZES);
+        // 2 tests × 4 sizes: 15 s × 0.7 / 8 per case.
+        assert!((s.max_time_s - 15.0 * 0.7 / 8.0).abs() < 1e-9, "{}", s.max_time_s);
+        assert!(s.min_time_s <= s.max_time_s);
+        assert_eq!(notes.len(), 1);
+        let mut big = settings();
+        big.sizes = vec![512 * 1024 * 1024];
+        assert!(bound_settings(&mut big, true, Duration::from_secs(15)).is_err());
+        let mut many = settings();
+        many.sizes = (0..1000).collect();
+        let err = bound_settings(&mut many, true, Duration::from_secs(15)).unwrap_err();
+        assert!(err.to_string().contains("--side-timeout"), "{err}");
+    }
+}
