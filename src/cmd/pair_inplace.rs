@@ -63,12 +63,21 @@ fn bound_settings(
 ) -> anyhow::Result<Vec<String>> {
     let mut notes = Vec::new();
     if !sizes_given {
+        // In-place mode's own small curve instead of the profile's cases.
+        settings.plan.clear();
         settings.sizes = DEFAULT_SIZES.to_vec();
     }
-    if let Some(big) = settings.sizes.iter().find(|s| **s > MAX_BUFFER) {
-        anyhow::bail!("--sizes: {big} bytes is over in-place mode's 256 MiB buffer bound: use sizes up to 256MiB");
+    let shapes = settings.case_list();
+    if let Some((big, _)) = shapes
+        .iter()
+        .find(|(c, _)| c.size.saturating_mul(u64::from(c.blocks.unwrap_or(1))) > MAX_BUFFER)
+    {
+        anyhow::bail!(
+            "--sizes: {} bytes is over in-place mode's 256 MiB buffer bound: use sizes up to 256MiB",
+            big.size
+        );
     }
-    let cases = (settings.tests.len() * settings.sizes.len() * settings.memory.len()) as f64;
+    let cases = shapes.len() as f64;
     let per_case = side_timeout.as_secs_f64() * MEASURE_SHARE / cases;
     if per_case < MIN_CASE_TIME_S {
         anyhow::bail!(
@@ -174,6 +183,11 @@ mod tests {
             window: 1,
             unit: BandwidthUnit::GBps,
             require_cuda: false,
+            stop: None,
+            plan: Vec::new(),
+            blocks: None,
+            window_candidates: Vec::new(),
+            untouched_buffers: false,
         }
     }
 
