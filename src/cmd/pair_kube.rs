@@ -15,6 +15,9 @@ pub struct KubePairArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
 
+    #[command(flatten)]
+    pub devices: super::devices::DeviceArgs,
+
     /// Bench image with ic-bench and UCX [default: ghcr.io/ic-bench/ic-bench:<this version>]
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
@@ -87,6 +90,8 @@ pub fn build_pods_plan(args: &super::pair::Args, settings: &icb_core::RunSetting
         host_ipc: k.host_ipc,
         host_pid: k.host_pid,
         service_account: k.service_account.clone(),
+        devices: k.devices.request(),
+        read_nodes: true,
         timeout,
         cleanup_timeout: Duration::from_secs(30).max(k.cluster.request_timeout),
     })
@@ -133,7 +138,7 @@ pub fn run_kube(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<
         let notes: Vec<String> = prepared
             .notes
             .iter()
-            .filter(|n| !n.contains("picked"))
+            .filter(|n| !n.contains("picked") && !n.contains("requesting"))
             .map(|n| format!("kubernetes: {n}"))
             .collect();
         tracing::info!(

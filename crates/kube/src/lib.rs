@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod access;
+pub mod devices;
 pub mod error;
 pub mod exec;
 pub mod gc;
