@@ -13,4 +13,6 @@ pub mod pair_local;
 pub mod probe;
 pub mod report_out;
 pub mod serve;
+pub mod sweep;
+mod sweep_run;
 pub mod version;
