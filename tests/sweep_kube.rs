@@ -15,7 +15,7 @@ use support::*;
 /// Short pairs: the emulated fabric is TCP over veths, so TCP is allowed and the floor is low.
 const SWEEP_FAST: &[&str] = &[
     "--tests",
-    "put_bw,tag_lat",
+    "put_bw,get_bw,tag_lat",
     "--sizes",
     "1MiB",
     "--max-time",
@@ -28,7 +28,9 @@ const SWEEP_FAST: &[&str] = &[
 ];
 
 fn nodes(n: usize) -> ClusterConfig {
-    (1..=n).fold(ClusterConfig::new(), |c, i| c.node(NodeConfig::new(format!("node-{i}"))))
+    (1..=n).fold(ClusterConfig::new(), |c, i| {
+        c.node(NodeConfig::new(format!("node-{i}")))
+    })
 }
 
 fn sweep(cluster: &TestCluster, extra: &[&str]) -> Command {
@@ -58,7 +60,12 @@ fn verdicts(results: &Value) -> Vec<(String, String)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| (v["node"].as_str().unwrap().to_string(), v["status"].as_str().unwrap().to_string()))
+        .map(|v| {
+            (
+                v["node"].as_str().unwrap().to_string(),
+                v["status"].as_str().unwrap().to_string(),
+            )
+        })
         .collect()
 }
 
@@ -68,12 +75,20 @@ fn load(path: &std::path::Path) -> Value {
 
 #[test]
 fn dry_run_prints_the_plan() {
-    let cluster = TestCluster::start_blocking(nodes(5).program(BIN).isolation(icb_testcluster::Isolation::Host)).unwrap();
+    let cluster =
+        TestCluster::start_blocking(nodes(5).program(BIN).isolation(icb_testcluster::Isolation::Host)).unwrap();
     let (code, out, err) = run(&cluster, &["--dry-run"], Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("schedule all-pairs, 5 nodes, 10 pairs in 5 rounds, up to 2 pairs (4 pods) at once"), "{out}");
+    assert!(
+        out.contains("schedule all-pairs, 5 nodes, 10 pairs in 5 rounds, up to 2 pairs (4 pods) at once"),
+        "{out}"
+    );
     assert!(out.contains("round 5:"), "{out}");
-    let (code, out, _) = run(&cluster, &["--dry-run", "--schedule", "linear", "--matchings", "1"], Duration::from_secs(30));
+    let (code, out, _) = run(
+        &cluster,
+        &["--dry-run", "--schedule", "linear", "--matchings", "1"],
+        Duration::from_secs(30),
+    );
     assert_eq!(code, 0);
     assert!(out.contains("schedule linear"), "{out}");
     assert!(leftover_bench_pods(&cluster).is_empty());
@@ -86,7 +101,9 @@ fn a_slow_node_and_an_unschedulable_node_are_named_and_the_rest_pass() {
     }
     // node-5 has no GPU while every bench pod asks for one: unschedulable, not a bad fabric.
     let config = (1..=4)
-        .fold(ClusterConfig::new(), |c, i| c.node(NodeConfig::gpu(format!("node-{i}"), 1)))
+        .fold(ClusterConfig::new(), |c, i| {
+            c.node(NodeConfig::gpu(format!("node-{i}"), 1))
+        })
         .node(NodeConfig::new("node-5"));
     let cluster = cluster_with(config);
     cluster.rate_limit_node("node-2", "100mbit").unwrap();
@@ -113,18 +130,36 @@ fn a_slow_node_and_an_unschedulable_node_are_named_and_the_rest_pass() {
     let r = load(&results);
     assert_eq!(r["schema"], "ic-bench.sweep/v1");
     assert_eq!(r["complete"], true);
-    let first: Vec<&Value> = r["pairs"].as_array().unwrap().iter().filter(|p| p["pass"] == 1).collect();
+    let first: Vec<&Value> = r["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pass"] == 1)
+        .collect();
     assert_eq!(first.len(), 10, "every planned pair has a result");
     let v = verdicts(&r);
     let status = |n: &str| v.iter().find(|(node, _)| node == n).unwrap().1.clone();
-    assert_eq!(status("node-2"), "fail", "{}", serde_json::to_string_pretty(&r["node_verdicts"]).unwrap());
+    assert_eq!(
+        status("node-2"),
+        "fail",
+        "{}",
+        serde_json::to_string_pretty(&r["node_verdicts"]).unwrap()
+    );
     assert_eq!(status("node-5"), "unschedulable");
     for n in ["node-1", "node-3", "node-4"] {
-        assert_eq!(status(n), "pass", "{n}: {}", serde_json::to_string_pretty(&r["node_verdicts"]).unwrap());
+        assert_eq!(
+            status(n),
+            "pass",
+            "{n}: {}",
+            serde_json::to_string_pretty(&r["node_verdicts"]).unwrap()
+        );
     }
     assert!(out.contains("FAIL: node-2"), "{out}");
     let xml = std::fs::read_to_string(&junit).unwrap();
-    assert!(xml.contains("node-2") && xml.contains("<testsuite name=\"nodes\""), "{xml}");
+    assert!(
+        xml.contains("node-2") && xml.contains("<testsuite name=\"nodes\""),
+        "{xml}"
+    );
     assert!(leftover_via_api(&cluster).is_empty());
 }
 
@@ -136,7 +171,9 @@ fn ctrl_c_mid_sweep_leaves_nothing_and_resume_finishes_it() {
     let cluster = cluster_with(nodes(4));
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("sweep.json");
-    let child = sweep(&cluster, &["--results", results.to_str().unwrap()]).spawn().unwrap();
+    let child = sweep(&cluster, &["--results", results.to_str().unwrap()])
+        .spawn()
+        .unwrap();
     let pid = child.id();
     // Wait for the first pair to be recorded, then interrupt during the next round.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -162,13 +199,25 @@ fn ctrl_c_mid_sweep_leaves_nothing_and_resume_finishes_it() {
     let done_before = partial["pairs"].as_array().unwrap().len();
     assert!(done_before < 6, "interrupted before the end: {done_before}");
 
-    let (code, _, err) = run(&cluster, &["--resume", results.to_str().unwrap()], Duration::from_secs(300));
+    let (code, _, err) = run(
+        &cluster,
+        &["--resume", results.to_str().unwrap()],
+        Duration::from_secs(300),
+    );
     assert_eq!(code, 0, "{err}");
     let r = load(&results);
     assert_eq!(r["complete"], true);
-    let first: Vec<&Value> = r["pairs"].as_array().unwrap().iter().filter(|p| p["pass"] == 1).collect();
+    let first: Vec<&Value> = r["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pass"] == 1)
+        .collect();
     assert_eq!(first.len(), 6, "the missing pairs ran once each");
-    let mut keys: Vec<String> = first.iter().map(|p| format!("{}>{}", p["prefill"], p["decode"])).collect();
+    let mut keys: Vec<String> = first
+        .iter()
+        .map(|p| format!("{}>{}", p["prefill"], p["decode"]))
+        .collect();
     keys.sort();
     keys.dedup();
     assert_eq!(keys.len(), 6, "no pair ran twice");

@@ -137,7 +137,9 @@ impl Args {
         Ok(match (self.schedule.as_deref(), pools) {
             (None | Some("bipartite"), Some((prefill, decode))) => Schedule::Bipartite { prefill, decode },
             (Some("bipartite"), None) => anyhow::bail!("--schedule bipartite needs --prefill-pool and --decode-pool"),
-            (Some(other), Some(_)) => anyhow::bail!("--prefill-pool/--decode-pool go with --schedule bipartite, not {other}"),
+            (Some(other), Some(_)) => {
+                anyhow::bail!("--prefill-pool/--decode-pool go with --schedule bipartite, not {other}")
+            }
             (None | Some("all-pairs"), None) => Schedule::AllPairs,
             (Some("ring"), None) => Schedule::Ring,
             (Some("intra-node"), None) => Schedule::IntraNode,
@@ -165,7 +167,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             None => {
                 let (nodes, pools) = select_nodes(&cluster, &args).await?;
                 let schedule = args.schedule(pools)?;
-                let rounds = schedule.rounds(&nodes, args.max_concurrent).map_err(anyhow::Error::msg)?;
+                let rounds = schedule
+                    .rounds(&nodes, args.max_concurrent)
+                    .map_err(anyhow::Error::msg)?;
                 let now = jiff::Timestamp::now().to_string();
                 SweepResults {
                     schema: SWEEP_SCHEMA.into(),
@@ -230,7 +234,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let missing = results.missing();
         if !sweeper.run_rounds(&missing, 1, &mut results, &mut save).await? {
             save(&results)?;
-            return Ok(interrupt.report(&format!("no bench pods left; results so far in {} (--resume it)", path.display())));
+            return Ok(interrupt.report(&format!(
+                "no bench pods left; results so far in {} (--resume it)",
+                path.display()
+            )));
         }
         // Second pass: each suspect with two nodes that passed.
         let first = score::first_pass_verdicts(&results.nodes, &results.pairs);
@@ -248,7 +255,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
         if !sweeper.run_rounds(&second, 2, &mut results, &mut save).await? {
             save(&results)?;
-            return Ok(interrupt.report(&format!("no bench pods left; results so far in {} (--resume it)", path.display())));
+            return Ok(interrupt.report(&format!(
+                "no bench pods left; results so far in {} (--resume it)",
+                path.display()
+            )));
         }
         results.node_verdicts = score::final_verdicts(&results.nodes, &results.pairs);
         results.complete = true;
@@ -310,7 +320,9 @@ async fn select_nodes(
         nodes.sort();
         nodes.dedup();
         if let Some(missing) = nodes.iter().find(|n| !known.contains(n)) {
-            anyhow::bail!("--nodes: node {missing} is not a Ready, schedulable node of this cluster (kubectl get nodes)");
+            anyhow::bail!(
+                "--nodes: node {missing} is not a Ready, schedulable node of this cluster (kubectl get nodes)"
+            );
         }
         return Ok((nodes, None));
     }
@@ -361,12 +373,21 @@ fn node_table(r: &SweepResults) -> String {
     let mut t = comfy_table::Table::new();
     t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-        .set_header(["node", "verdict", "median GB/s", "pairs failed", "data paths", "evidence"]);
+        .set_header([
+            "node",
+            "verdict",
+            "median GB/s",
+            "pairs failed",
+            "data paths",
+            "evidence",
+        ]);
     for v in &r.node_verdicts {
         t.add_row([
             v.node.clone(),
             v.status.as_str().to_string(),
-            v.median_bps.map(|b| format!("{:.2}", b / 1e9)).unwrap_or_else(|| "-".into()),
+            v.median_bps
+                .map(|b| format!("{:.2}", b / 1e9))
+                .unwrap_or_else(|| "-".into()),
             format!("{}/{}", v.failed_pairs, v.pairs),
             v.data_paths.join(", "),
             v.evidence.first().cloned().unwrap_or_default(),

@@ -132,11 +132,18 @@ impl Sweeper {
 
 /// A bench pod that cannot be placed is not a fabric verdict; the message names the pod's node.
 fn classify_error(pair: &Pair, text: &str) -> Outcome {
-    let unschedulable = ["cannot be scheduled", "Unschedulable", "Insufficient ", "didn't have enough resource"]
-        .iter()
-        .any(|m| text.contains(m));
+    let unschedulable = [
+        "cannot be scheduled",
+        "Unschedulable",
+        "Insufficient ",
+        "didn't have enough resource",
+    ]
+    .iter()
+    .any(|m| text.contains(m));
     if !unschedulable {
-        return Outcome::Error { reason: text.to_string() };
+        return Outcome::Error {
+            reason: text.to_string(),
+        };
     }
     // "pod P cannot be scheduled on node N: …" — else the side named (server = decode).
     let named = [&pair.prefill, &pair.decode]
@@ -187,7 +194,8 @@ fn measured(report: &icb_core::PairReport) -> Outcome {
         .iter()
         .filter(|p| Some(p.size) == largest)
         .map(|p| p.bandwidth_bps)
-        .fold(None, |acc: Option<f64>, b| Some(acc.map_or(b, |a| a.max(b))));
+        // A pair is as good as its worst direction (put pushes into decode, get pulls out of it).
+        .fold(None, |acc: Option<f64>, b| Some(acc.map_or(b, |a| a.min(b))));
     Outcome::Measured {
         verdict: serde_json::to_value(report.verdict.status)
             .ok()
@@ -212,7 +220,10 @@ mod tests {
             &pair,
             "the decode side (pod ic-bench-x-server): pod ic-bench-x-server cannot be scheduled on node node-2: 0/3 nodes are available: Insufficient nvidia.com/gpu",
         );
-        assert!(matches!(o, Outcome::Unschedulable { node: Some(ref n), .. } if n == "node-2"), "{o:?}");
+        assert!(
+            matches!(o, Outcome::Unschedulable { node: Some(ref n), .. } if n == "node-2"),
+            "{o:?}"
+        );
         let o = classify_error(&pair, "the prefill side exited with code 1");
         assert!(matches!(o, Outcome::Error { .. }));
     }

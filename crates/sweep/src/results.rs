@@ -29,7 +29,7 @@ pub enum Outcome {
         reason: String,
         /// Data-path classes seen (tcp, rdma, shared_memory …), most important first.
         data_paths: Vec<String>,
-        /// Best bandwidth at the largest size measured, bytes/s.
+        /// Bandwidth at the largest size measured, the worst of the bandwidth tests, bytes/s.
         bandwidth_bps: Option<f64>,
         /// Median one-way latency of the smallest tag_lat case, µs.
         latency_us: Option<f64>,

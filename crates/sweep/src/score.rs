@@ -1,10 +1,12 @@
 //! Finding the bad node, not only the bad pair.
 //!
 //! First pass: every node gets the median bandwidth of its measured pairs and its failure ratio.
-//! A node is a *suspect* when at least half its pairs failed (a failed verdict, e.g. TCP carrying
-//! the data, or nothing measured) or its median is a robust low outlier: more than 3 scaled
-//! median absolute deviations (and at least 20 %) under the median of all nodes. Nodes whose bench
-//! pods could not be placed are *unschedulable*, never a fabric verdict.
+//! A pair is bad when its verdict failed (e.g. TCP carrying the data), nothing was measured, or it
+//! is slow: under 25 % of the reference (the 75th percentile of all pairs, which one bad node
+//! cannot drag down the way it drags a median in a small cluster). A node is a *suspect* when at
+//! least half its pairs are bad, or its median is a robust low outlier (more than 3 scaled median
+//! absolute deviations, and at least 20 %, under the median of all nodes). Nodes whose bench pods
+//! could not be placed are *unschedulable*, never a fabric verdict.
 //!
 //! Second pass: each suspect is re-paired with two nodes that passed. Both re-pairs fail → the
 //! node is bad (`fail`); both pass → the first pass blamed a pair or a partner, the node is cleared
@@ -91,9 +93,34 @@ fn unschedulable(results: &[PairResult]) -> BTreeMap<String, String> {
     out
 }
 
+/// A pair under this fraction of the reference bandwidth is slow (counts as failed).
+pub const SLOW_FRACTION: f64 = 0.25;
+
+/// The reference pair bandwidth: the 75th percentile of the first pass, robust while at least a quarter of
+/// the pairs are good, and unaffected by a bad node dragging half the pairs of a
+/// small cluster down (a median would be).
+pub fn reference_bandwidth(results: &[PairResult]) -> Option<f64> {
+    let mut bws: Vec<f64> = results
+        .iter()
+        .filter(|r| r.pass == 1)
+        .filter_map(|r| r.outcome.bandwidth())
+        .collect();
+    if bws.is_empty() {
+        return None;
+    }
+    bws.sort_by(f64::total_cmp);
+    Some(bws[(bws.len() * 3 / 4).min(bws.len() - 1)])
+}
+
+/// Failed, nothing measured, or slow against `reference`.
+pub fn pair_bad(r: &PairResult, reference: Option<f64>) -> bool {
+    r.outcome.failed() || matches!((r.outcome.bandwidth(), reference), (Some(b), Some(f)) if b < SLOW_FRACTION * f)
+}
+
 /// First-pass verdicts (suspects not yet re-paired).
 pub fn first_pass_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdict> {
     let blocked = unschedulable(results);
+    let reference = reference_bandwidth(results);
     let mut medians: BTreeMap<&str, f64> = BTreeMap::new();
     let mut out = Vec::new();
     for node in nodes {
@@ -105,7 +132,7 @@ pub fn first_pass_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<Node
         if let Some(m) = med {
             medians.insert(node, m);
         }
-        let failed: Vec<&&PairResult> = mine.iter().filter(|r| r.outcome.failed()).collect();
+        let failed: Vec<&&PairResult> = mine.iter().filter(|r| pair_bad(r, reference)).collect();
         let mut paths = BTreeSet::new();
         for r in &mine {
             if let crate::results::Outcome::Measured { data_paths, .. } = &r.outcome {
@@ -114,7 +141,18 @@ pub fn first_pass_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<Node
         }
         let mut evidence: Vec<String> = failed
             .iter()
-            .map(|r| format!("{}: {}", r.pair, r.outcome.short()))
+            .map(|r| {
+                let slow = if r.outcome.failed() {
+                    String::new()
+                } else {
+                    format!(
+                        " (slow: under {:.0}% of the reference {:.2} GB/s)",
+                        SLOW_FRACTION * 100.0,
+                        reference.unwrap_or_default() / 1e9
+                    )
+                };
+                format!("{}: {}{slow}", r.pair, r.outcome.short())
+            })
             .collect();
         let status = if let Some(reason) = blocked.get(node.as_str()) {
             evidence.insert(0, format!("bench pods cannot be placed: {reason}"));
@@ -122,7 +160,7 @@ pub fn first_pass_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<Node
         } else if mine.is_empty() {
             NodeStatus::Unknown
         } else if failed.len() * 2 >= mine.len() {
-            evidence.insert(0, format!("{} of {} pairs failed", failed.len(), mine.len()));
+            evidence.insert(0, format!("{} of {} pairs failed or slow", failed.len(), mine.len()));
             NodeStatus::Suspect
         } else {
             NodeStatus::Pass
@@ -211,9 +249,11 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
     let mut verdicts = first_pass_verdicts(nodes, results);
     let meds: Vec<f64> = verdicts.iter().filter_map(|v| v.median_bps).collect();
     let floor = outlier_floor(&meds).map(|(_, _, f)| f);
-    // A re-pair fails on a failed verdict or on bandwidth under the outlier threshold.
-    let bad =
-        |r: &PairResult| r.outcome.failed() || matches!((r.outcome.bandwidth(), floor), (Some(b), Some(f)) if b < f);
+    let reference = reference_bandwidth(results);
+    // A re-pair fails on a failed verdict, on a slow pair, or under the node-outlier threshold.
+    let bad = |r: &PairResult| {
+        pair_bad(r, reference) || matches!((r.outcome.bandwidth(), floor), (Some(b), Some(f)) if b < f)
+    };
     for v in &mut verdicts {
         if v.status != NodeStatus::Suspect {
             continue;
@@ -308,7 +348,8 @@ mod tests {
         assert_eq!(failed, vec!["node-3", "node-6"], "{fin:#?}");
         // The slow node's re-pairs pass the verdict but stay slow: named by its median.
         let six = fin.iter().find(|v| v.node == "node-6").unwrap();
-        assert!(six.evidence[0].contains("low outlier"), "{six:#?}");
+        assert!(six.evidence[0].contains("failed or slow"), "{six:#?}");
+        assert!(six.evidence.iter().any(|e| e.contains("slow: under 25%")), "{six:#?}");
         for v in &fin {
             if !["node-3", "node-6"].contains(&v.node.as_str()) {
                 assert_eq!(v.status, NodeStatus::Pass, "{v:#?}");

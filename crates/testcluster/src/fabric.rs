@@ -80,7 +80,18 @@ impl NodeFabric {
             .node(node)
             .ok_or_else(|| Error::Config(format!("no node named {node:?}")))?;
         let out = std::process::Command::new("tc")
-            .args(["-n", &emulated.netns, "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate])
+            .args([
+                "-n",
+                &emulated.netns,
+                "qdisc",
+                "replace",
+                "dev",
+                "eth0",
+                "root",
+                "tbf",
+                "rate",
+                rate,
+            ])
             .args(["burst", "64kb", "latency", "50ms"])
             .output()
             .map_err(|e| Error::Namespace(format!("cannot run tc: {e}")))?;
