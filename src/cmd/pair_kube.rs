@@ -91,6 +91,7 @@ pub fn build_pods_plan(args: &super::pair::Args, settings: &icb_core::RunSetting
         host_pid: k.host_pid,
         service_account: k.service_account.clone(),
         devices: k.devices.request(),
+        env: vec![],
         read_nodes: true,
         timeout,
         cleanup_timeout: Duration::from_secs(30).max(k.cluster.request_timeout),

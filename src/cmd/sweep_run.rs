@@ -106,6 +106,7 @@ impl Sweeper {
             host_pid: false,
             service_account: None,
             devices: job.devices.clone(),
+            env: vec![],
             read_nodes: true,
             timeout: job.budget,
             cleanup_timeout: Duration::from_secs(30).max(self.cluster.request_timeout()),

@@ -30,6 +30,8 @@ pub struct BenchPodsPlan {
     pub service_account: Option<String>,
     /// `--gpus`, `--rdma`, `--resource` (defaults from the node for node targets).
     pub devices: DeviceRequest,
+    /// Environment for both bench pods on top of the modelled pods' (a recipe's transport env).
+    pub env: Vec<(String, String)>,
     /// Skip reading the nodes for device defaults (a sweep read them already and passes flags).
     pub read_nodes: bool,
     /// Deadline for the whole run (scheduling, start, transfer); cleanup has its own.
