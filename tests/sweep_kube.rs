@@ -225,3 +225,52 @@ fn ctrl_c_mid_sweep_leaves_nothing_and_resume_finishes_it() {
     assert!(verdicts(&r).iter().all(|(_, s)| s == "pass"), "{:?}", verdicts(&r));
     assert!(leftover_via_api(&cluster).is_empty());
 }
+
+/// The speed benchmark (not a timed test): an N-node all-pairs sweep (N from
+/// IC_BENCH_SWEEP_NODES, default 32) against rounds × one pair's time; every pair measured and
+/// 0 pods left. `scripts/bench-sweep` runs it.
+#[test]
+#[ignore = "benchmark: scripts/bench-sweep"]
+fn sweep_wall_against_rounds_times_one_pair() {
+    if !icb_isolate::privileged_tests_enabled("sweep_bench") {
+        return;
+    }
+    let n: usize = std::env::var("IC_BENCH_SWEEP_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(32);
+    let cluster = cluster_with(nodes(n));
+    let dir = tempfile::tempdir().unwrap();
+    let single = dir.path().join("one.json");
+    let t = Instant::now();
+    let (code, _, err) = run(
+        &cluster,
+        &["--nodes", "node-1,node-2", "--results", single.to_str().unwrap()],
+        Duration::from_secs(300),
+    );
+    let one_pair = t.elapsed().as_secs_f64();
+    assert_eq!(code, 0, "{err}");
+    let results = dir.path().join("all.json");
+    let t = Instant::now();
+    let (code, _, err) = run(
+        &cluster,
+        &["--results", results.to_str().unwrap(), "--pair-timeout", "600s"],
+        Duration::from_secs(7200),
+    );
+    let wall = t.elapsed().as_secs_f64();
+    let r = load(&results);
+    let rounds = r["rounds"].as_array().unwrap().len();
+    let first = r["pairs"].as_array().unwrap().iter().filter(|p| p["pass"] == 1).count();
+    let measured = r["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pass"] == 1 && p["outcome"]["status"] == "measured")
+        .count();
+    println!(
+        "sweep of {n} nodes: {first} pairs ({measured} measured) in {rounds} rounds, wall {wall:.1}s; one pair (whole command) {one_pair:.1}s; ratio wall / (rounds × one pair) = {:.2} (exit {code})",
+        wall / (rounds as f64 * one_pair)
+    );
+    assert_eq!(first, n * (n - 1) / 2, "{err}");
+    assert!(leftover_via_api(&cluster).is_empty());
+}
