@@ -254,7 +254,7 @@ fn sweep_wall_against_rounds_times_one_pair() {
     let t = Instant::now();
     let (code, _, err) = run(
         &cluster,
-        &["--results", results.to_str().unwrap(), "--pair-timeout", "600s"],
+        &["--results", results.to_str().unwrap()],
         Duration::from_secs(7200),
     );
     let wall = t.elapsed().as_secs_f64();
