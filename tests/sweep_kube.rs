@@ -110,6 +110,7 @@ fn a_slow_node_and_an_unschedulable_node_are_named_and_the_rest_pass() {
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("sweep.json");
     let junit = dir.path().join("sweep.xml");
+    let html = dir.path().join("sweep.html");
     let started = Instant::now();
     let (code, out, err) = run(
         &cluster,
@@ -122,6 +123,8 @@ fn a_slow_node_and_an_unschedulable_node_are_named_and_the_rest_pass() {
             results.to_str().unwrap(),
             "--export-junit",
             junit.to_str().unwrap(),
+            "--export-html",
+            html.to_str().unwrap(),
         ],
         Duration::from_secs(600),
     );
@@ -273,4 +276,41 @@ fn sweep_wall_against_rounds_times_one_pair() {
     );
     assert_eq!(first, n * (n - 1) / 2, "{err}");
     assert!(leftover_via_api(&cluster).is_empty());
+}
+
+/// Loads the HTML report in headless Chromium (when installed) and reads the rendered DOM: the
+/// heatmap cells and the node table must be there. Skips with a note when Chromium is missing.
+fn check_in_browser(html: &std::path::Path) {
+    let Some(browser) = ["chromium", "chromium-browser", "google-chrome"].into_iter().find(|b| {
+        Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }) else {
+        eprintln!("check_in_browser: no Chromium installed; skipped");
+        return;
+    };
+    let child = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--no-first-run",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", html.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(60));
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains("id=\"heatmap\""),
+        "rendered DOM has the heatmap: {}",
+        &dom[..dom.len().min(500)]
+    );
+    assert_eq!(dom.matches("class=\"cell\"").count(), 20);
+    assert!(dom.contains("id=\"nodes\"") && dom.contains("node-2"));
 }

@@ -99,6 +99,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub export_junit: Option<PathBuf>,
 
+    /// Also write a self-contained HTML report (heatmap, node table, second pass, per-pair plots), rewritten after every pair
+    #[arg(long, value_name = "FILE")]
+    pub export_html: Option<PathBuf>,
+
     /// Also write the results JSON here (rewritten after every pair)
     #[arg(long, value_name = "FILE")]
     pub export_json: Option<PathBuf>,
@@ -213,6 +217,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             write_atomic(&path, &json).with_context(|| format!("cannot write {}", path.display()))?;
             if let Some(p) = &args.export_json {
                 write_atomic(p, &json).with_context(|| format!("cannot write {}", p.display()))?;
+            }
+            if let Some(p) = &args.export_html {
+                write_atomic(p, &icb_sweep::html::render(r))
+                    .with_context(|| format!("cannot write {}", p.display()))?;
             }
             if let Some(p) = &args.export_junit {
                 let xml = icb_sweep::export::junit(r).map_err(anyhow::Error::msg)?;

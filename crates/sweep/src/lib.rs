@@ -8,10 +8,11 @@
 //! outliers, transport failures, a second pass that re-pairs each suspect with two nodes that
 //! passed, and unschedulable kept apart from bad fabric), and the results file ([`results`]:
 //! `ic-bench.sweep/v1`, rewritten atomically after every pair, read back by `--resume`), with its
-//! JUnit rendering ([`export`]).
+//! JUnit rendering ([`export`]) and a self-contained HTML report ([`html`]).
 #![forbid(unsafe_code)]
 
 pub mod export;
+pub mod html;
 pub mod results;
 pub mod schedule;
 pub mod score;
