@@ -106,7 +106,7 @@ fn a_slow_node_and_an_unschedulable_node_are_named_and_the_rest_pass() {
         })
         .node(NodeConfig::new("node-5"));
     let cluster = cluster_with(config);
-    cluster.rate_limit_node("node-2", "100mbit").unwrap();
+    cluster.rate_limit_node("node-2", "30mbit").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("sweep.json");
     let junit = dir.path().join("sweep.xml");
@@ -163,6 +163,20 @@ fn a_slow_node_and_an_unschedulable_node_are_named_and_the_rest_pass() {
         xml.contains("node-2") && xml.contains("<testsuite name=\"nodes\""),
         "{xml}"
     );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(
+        page.matches("class=\"cell\"").count(),
+        20,
+        "every pair in both directions of the 5×5 heatmap"
+    );
+    assert!(
+        page.contains("<td class=\"fail\">fail</td>"),
+        "node table names the failed node"
+    );
+    if let Ok(keep) = std::env::var("IC_BENCH_KEEP_HTML") {
+        std::fs::copy(&html, keep).unwrap();
+    }
+    check_in_browser(&html);
     assert!(leftover_via_api(&cluster).is_empty());
 }
 
