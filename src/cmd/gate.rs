@@ -166,6 +166,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             service_account: None,
             devices: args.devices.request(),
             env: env_vars,
+            dry_run: false,
             read_nodes: true,
             timeout: remaining(),
             cleanup_timeout: Duration::from_secs(30),

@@ -78,6 +78,7 @@ pub fn build_pods_plan(args: &super::pair::Args, settings: &icb_core::RunSetting
         None => icb_kube::podspec::new_run_id(),
     };
     let secs = timeout.as_secs().max(1).to_string() + "s";
+    let dry_run_flag = k.dry_run.as_deref().is_some_and(|m| m != "none");
     Ok(BenchPodsPlan {
         prefill,
         decode,
@@ -92,6 +93,7 @@ pub fn build_pods_plan(args: &super::pair::Args, settings: &icb_core::RunSetting
         service_account: k.service_account.clone(),
         devices: k.devices.request(),
         env: vec![],
+        dry_run: dry_run_flag,
         read_nodes: true,
         timeout,
         cleanup_timeout: Duration::from_secs(30).max(k.cluster.request_timeout),

@@ -107,6 +107,7 @@ impl Sweeper {
             service_account: None,
             devices: job.devices.clone(),
             env: vec![],
+            dry_run: false,
             read_nodes: true,
             timeout: job.budget,
             cleanup_timeout: Duration::from_secs(30).max(self.cluster.request_timeout()),

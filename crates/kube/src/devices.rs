@@ -67,14 +67,11 @@ fn split_pair(raw: &str, flag: &str, form: &str) -> Result<(String, String), Str
     Ok((name.to_string(), qty.to_string()))
 }
 
-/// What the node advertises (its allocatable, else its capacity), `None` when it could not be read.
-pub async fn node_resources(cluster: &Cluster, node: &str) -> Result<BTreeMap<String, Quantity>, String> {
+/// What the node advertises (its allocatable, else its capacity).
+pub async fn node_resources(cluster: &Cluster, node: &str) -> Result<BTreeMap<String, Quantity>, crate::KubeError> {
     let api: kube::Api<Node> = kube::Api::all(cluster.client().clone());
     let what = format!("get node {node}");
-    let n = cluster
-        .call(&what, || api.get(node))
-        .await
-        .map_err(|e| format!("cannot read node {node} ({e}); pass --gpus/--rdma to request devices explicitly"))?;
+    let n = cluster.call(&what, || api.get(node)).await?;
     let status = n.status.unwrap_or_default();
     Ok(status.allocatable.or(status.capacity).unwrap_or_default())
 }

@@ -32,6 +32,9 @@ pub struct BenchPodsPlan {
     pub devices: DeviceRequest,
     /// Environment for both bench pods on top of the modelled pods' (a recipe's transport env).
     pub env: Vec<(String, String)>,
+    /// A dry run: an API server that cannot be reached leaves a note (node targets need it only
+    /// for device defaults) instead of stopping the run.
+    pub dry_run: bool,
     /// Skip reading the nodes for device defaults (a sweep read them already and passes flags).
     pub read_nodes: bool,
     /// Deadline for the whole run (scheduling, start, transfer); cleanup has its own.
@@ -133,7 +136,7 @@ pub async fn prepare(cluster: &Cluster, plan: &BenchPodsPlan) -> Result<Prepared
     let client_model = model(&prefill, "prefill");
     // Both nodes at once: an unreachable API server costs one retry window, not two.
     let (server_nodes, client_nodes) =
-        tokio::join!(advertised(cluster, plan, &decode), advertised(cluster, plan, &prefill));
+        tokio::try_join!(advertised(cluster, plan, &decode), advertised(cluster, plan, &prefill))?;
     let server_devices = choose_devices(plan, &decode, server_nodes, &mut notes, "decode");
     let client_devices = choose_devices(plan, &prefill, client_nodes, &mut notes, "prefill");
     let base =
@@ -168,21 +171,31 @@ pub async fn prepare(cluster: &Cluster, plan: &BenchPodsPlan) -> Result<Prepared
     })
 }
 
-/// What a node target's node advertises, when device defaults need it.
+/// What a node target's node advertises: `None` when not needed, `Some(Err(why))` when it
+/// could not be read for a reason that does not stop the run (no RBAC for nodes: only the
+/// explicit flags apply). An unreachable API server stops the run here.
 async fn advertised(
     cluster: &Cluster,
     plan: &BenchPodsPlan,
     side: &Resolved,
-) -> Option<Result<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>, String>>
-{
+) -> Result<Option<NodeResources>, KubeError> {
     let needs_node =
         side.reference.is_none() && plan.read_nodes && (plan.devices.gpus.is_none() || plan.devices.rdma.is_none());
-    if needs_node {
-        Some(devices::node_resources(cluster, &side.node).await)
-    } else {
-        None
+    if !needs_node {
+        return Ok(None);
+    }
+    match devices::node_resources(cluster, &side.node).await {
+        Ok(r) => Ok(Some(Ok(r))),
+        Err(e) if e.is_unreachable() && !plan.dry_run => Err(e),
+        Err(e) => Ok(Some(Err(format!(
+            "cannot read node {} ({e}); pass --gpus/--rdma to request devices explicitly",
+            side.node
+        )))),
     }
 }
+
+type NodeResources =
+    Result<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>, String>;
 
 /// The devices of one side: defaults from the node's advertised resources for node targets
 /// (a node that cannot be read gets only the explicit flags, with a note saying so).
