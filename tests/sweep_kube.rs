@@ -328,3 +328,57 @@ fn check_in_browser(html: &std::path::Path) {
     assert_eq!(dom.matches("class=\"cell\"").count(), 20);
     assert!(dom.contains("id=\"nodes\"") && dom.contains("node-2"));
 }
+
+#[test]
+fn api_faults_during_a_sweep_are_retried_without_duplicate_pods() {
+    use icb_testcluster::RequestMatch;
+    // API behaviour, not transports: pods as plain processes.
+    let cluster =
+        TestCluster::start_blocking(nodes(4).program(BIN).isolation(icb_testcluster::Isolation::Host)).unwrap();
+    cluster.fail_requests(RequestMatch::new("POST", "/api/v1/namespaces/*/pods"), 500, 3);
+    cluster.fail_requests_retry_after(RequestMatch::new("POST", "/api/v1/namespaces/*/pods"), 429, 2, 1);
+    cluster.fail_requests(
+        RequestMatch::new("GET", "/api/v1/namespaces/*/pods").query_contains("watch=true"),
+        500,
+        3,
+    );
+    cluster.fail_requests(RequestMatch::new("GET", "/api/v1/nodes/*"), 503, 2);
+    cluster.clear_requests();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("sweep.json");
+    let (code, out, err) = run(
+        &cluster,
+        &["--host-ipc", "--results", results.to_str().unwrap()],
+        Duration::from_secs(300),
+    );
+    assert!(code == 0 || code == 1, "{out}\n{err}");
+    let requests = cluster.requests();
+    assert!(
+        requests.iter().filter(|r| r.injected).count() >= 8,
+        "the faults were hit"
+    );
+    let created: Vec<String> = requests
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/pods") && !r.injected && r.status < 300)
+        .filter_map(|r| r.pod())
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    let mut unique = created.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(created.len(), unique.len(), "no pod created twice: {created:?}");
+    let r = load(&results);
+    let measured = r["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["outcome"]["status"] == "measured")
+        .count();
+    assert_eq!(
+        measured,
+        r["pairs"].as_array().unwrap().len(),
+        "every pair measured despite the faults: {err}"
+    );
+    assert!(measured >= 6);
+    assert!(leftover_via_api(&cluster).is_empty());
+}

@@ -136,7 +136,12 @@ pub fn run_kube(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<
         }
         let prepared = launcher.prepared();
         for note in &prepared.notes {
-            eprintln!("ic-bench: {note}");
+            // Device defaults are shown by --dry-run and at -v; stderr stays one line on errors.
+            if note.contains("requesting") {
+                tracing::info!("{note}");
+            } else {
+                eprintln!("ic-bench: {note}");
+            }
         }
         let notes: Vec<String> = prepared
             .notes

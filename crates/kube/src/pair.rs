@@ -187,6 +187,8 @@ async fn advertised(
     match devices::node_resources(cluster, &side.node).await {
         Ok(r) => Ok(Some(Ok(r))),
         Err(e) if e.is_unreachable() && !plan.dry_run => Err(e),
+        // A missing node: the scheduler names it when the pod cannot be placed.
+        Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Ok(Some(Err(format!(
             "cannot read node {} ({e}); pass --gpus/--rdma to request devices explicitly",
             side.node
