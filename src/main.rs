@@ -54,6 +54,10 @@ enum Command {
     Probe(cmd::probe::Args),
     /// Detect NCCL_IB_HCA / GID index / UCX_NET_DEVICES from sysfs and print them
     DetectEnv(cmd::detect_env::Args),
+    /// Pre-benchmark gate: probe env + probe node + the pair with the recipe's env, one verdict
+    Gate(Box<cmd::gate::Args>),
+    /// Qualify many nodes: measure node pairs on a schedule, name the bad nodes, write a results file
+    Sweep(Box<cmd::sweep::Args>),
     /// Delete leftover ic-bench pods (by label), or with --local dead local runs' namespaces
     Gc(cmd::gc::Args),
     /// Print shell completions
@@ -101,6 +105,8 @@ fn main() -> ExitCode {
         Command::Probe(args) => cmd::probe::run(args),
         Command::DetectEnv(args) => cmd::detect_env::run(args),
         Command::Gc(args) => cmd::gc::run(args),
+        Command::Sweep(args) => cmd::sweep::run(*args),
+        Command::Gate(args) => cmd::gate::run(*args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "ic-bench", &mut std::io::stdout());
             Ok(icb_core::exit::OK)

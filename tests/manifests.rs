@@ -6,9 +6,9 @@
 mod support;
 
 use icb_kube::k8s_openapi;
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -55,6 +55,10 @@ struct Parsed {
     service_accounts: Vec<ServiceAccount>,
     namespaces: Vec<Namespace>,
     jobs: Vec<Job>,
+    cluster_roles: Vec<ClusterRole>,
+    cluster_bindings: Vec<ClusterRoleBinding>,
+    cron_jobs: Vec<CronJob>,
+    claims: Vec<PersistentVolumeClaim>,
 }
 
 fn parse_all() -> Parsed {
@@ -64,11 +68,17 @@ fn parse_all() -> Parsed {
         service_accounts: vec![],
         namespaces: vec![],
         jobs: vec![],
+        cluster_roles: vec![],
+        cluster_bindings: vec![],
+        cron_jobs: vec![],
+        claims: vec![],
     };
     let mut files: Vec<PathBuf> = std::fs::read_dir(manifests_dir())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        // kustomization.yaml is not an object; `kustomization_lists_the_manifests` checks it.
+        .filter(|p| p.file_name().is_some_and(|n| n != "kustomization.yaml"))
         .collect();
     files.sort();
     assert!(files.len() >= 4, "manifests missing: {files:?}");
@@ -87,6 +97,10 @@ fn parse_all() -> Parsed {
                 "ServiceAccount" => p.service_accounts.push(strict!(ServiceAccount, &doc, &file)),
                 "Namespace" => p.namespaces.push(strict!(Namespace, &doc, &file)),
                 "Job" => p.jobs.push(strict!(Job, &doc, &file)),
+                "ClusterRole" => p.cluster_roles.push(strict!(ClusterRole, &doc, &file)),
+                "ClusterRoleBinding" => p.cluster_bindings.push(strict!(ClusterRoleBinding, &doc, &file)),
+                "CronJob" => p.cron_jobs.push(strict!(CronJob, &doc, &file)),
+                "PersistentVolumeClaim" => p.claims.push(strict!(PersistentVolumeClaim, &doc, &file)),
                 other => panic!("{file}: unexpected kind {other}"),
             }
         }
@@ -146,8 +160,95 @@ fn manifests_parse_strictly_and_fit_together() {
     assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
     assert_eq!(job.backoff_limit, Some(0), "a gate must not retry a failed verdict");
     let cmd = pod.containers[0].command.as_ref().unwrap();
-    assert_eq!(&cmd[..2], ["ic-bench", "pair"]);
+    assert_eq!(&cmd[..2], ["ic-bench", "gate"]);
     assert!(cmd.iter().any(|a| a == "--prefill") && cmd.iter().any(|a| a == "--decode"));
+    assert!(cmd.iter().any(|a| a == "--budget"));
+
+    // The nightly sweep: never two at once, results on the claim, the service account's rights.
+    assert_eq!(p.cron_jobs.len(), 1);
+    let cron = &p.cron_jobs[0].spec;
+    assert_eq!(cron.concurrency_policy.as_deref(), Some("Forbid"));
+    let pod = cron.job_template.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    assert_eq!(pod.service_account_name, sa.metadata.name);
+    let script = pod.containers[0].command.as_ref().unwrap().join(" ");
+    assert!(
+        script.contains("ic-bench sweep") && script.contains("--results /results/"),
+        "{script}"
+    );
+    let claim = pod.volumes.as_ref().unwrap()[0]
+        .persistent_volume_claim
+        .as_ref()
+        .unwrap();
+    assert_eq!(Some(&claim.claim_name), p.claims[0].metadata.name.as_ref());
+
+    // Node access: read for sweeps and device defaults; patch only in the opt-in labelling role.
+    let verbs = |name: &str| -> BTreeSet<String> {
+        let role = p
+            .cluster_roles
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name))
+            .unwrap();
+        role.rules.iter().flatten().flat_map(|r| r.verbs.clone()).collect()
+    };
+    assert_eq!(verbs("ic-bench-nodes-read"), ["get", "list"].map(String::from).into());
+    assert_eq!(
+        verbs("ic-bench-label-nodes"),
+        ["get", "list", "patch"].map(String::from).into()
+    );
+    for b in &p.cluster_bindings {
+        assert_eq!(b.role_ref.kind, "ClusterRole");
+        assert!(
+            p.cluster_roles
+                .iter()
+                .any(|r| r.metadata.name.as_ref() == Some(&b.role_ref.name))
+        );
+        assert_eq!(b.subjects.as_ref().unwrap()[0].name, sa.metadata.name.clone().unwrap());
+    }
+    for r in p
+        .roles
+        .iter()
+        .map(|r| &r.rules)
+        .chain(p.cluster_roles.iter().map(|r| &r.rules))
+    {
+        assert!(
+            !r.iter()
+                .flatten()
+                .any(|rule| rule.resources.iter().flatten().any(|x| x.contains("taint"))),
+            "never taints"
+        );
+    }
+}
+
+#[test]
+fn kustomization_lists_the_manifests() {
+    let text = std::fs::read_to_string(manifests_dir().join("kustomization.yaml")).unwrap();
+    let docs = icb_kube::yaml::documents(&text).unwrap();
+    assert_eq!(docs[0]["kind"], "Kustomization");
+    let listed: BTreeSet<String> = docs[0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().to_string())
+        .collect();
+    for f in &listed {
+        assert!(
+            manifests_dir().join(f).is_file(),
+            "kustomization lists a missing file {f}"
+        );
+    }
+    for f in [
+        "namespace.yaml",
+        "serviceaccount.yaml",
+        "rbac.yaml",
+        "job-gate.yaml",
+        "cronjob-sweep.yaml",
+    ] {
+        assert!(listed.contains(f), "{f} not in kustomization.yaml");
+    }
+    assert!(
+        !listed.contains("clusterrole-label-nodes.yaml"),
+        "labelling nodes is opt-in"
+    );
 }
 
 fn pair_role(p: &Parsed) -> &Role {
@@ -243,6 +344,11 @@ fn role_covers_exactly_what_pair_and_gc_call() {
     assert!(gc.status.success(), "{gc:?}");
     requests.extend(cluster.requests());
 
+    // Node reads (device defaults of node targets) are cluster-scoped: the nodes-read ClusterRole.
+    let (node_reads, requests): (Vec<_>, Vec<_>) =
+        requests.into_iter().partition(|r| r.path.starts_with("/api/v1/nodes"));
+    assert!(!node_reads.is_empty(), "node targets read their node's resources");
+    assert!(node_reads.iter().all(|r| r.method == "GET"), "only reads of nodes");
     let used: BTreeSet<_> = requests
         .iter()
         .map(|r| needed(&r.method, &r.path, r.is_watch()))

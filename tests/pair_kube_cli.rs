@@ -1,5 +1,5 @@
-//! Cluster access as kubectl users expect it, seen through `--dry-run=client` (node targets need
-//! no API call, so no cluster is involved): which kubeconfig and namespace win, and the one-line
+//! Cluster access as kubectl users expect it, seen through `--dry-run=client` (node targets only
+//! read their nodes for device defaults; an unreachable server leaves a note, not an error): which kubeconfig and namespace win, and the one-line
 //! errors for bad targets and missing access.
 
 use std::path::Path;

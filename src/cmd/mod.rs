@@ -3,6 +3,8 @@
 pub mod common;
 pub mod connect;
 pub mod detect_env;
+pub mod devices;
+pub mod gate;
 pub mod gc;
 pub mod interrupt;
 pub mod kube_args;
@@ -14,4 +16,6 @@ pub mod probe;
 pub mod progress;
 pub mod report_out;
 pub mod serve;
+pub mod sweep;
+mod sweep_run;
 pub mod version;

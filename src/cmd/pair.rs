@@ -13,11 +13,11 @@ pub struct Args {
     #[command(flatten)]
     pub local_opts: super::pair_local::LocalArgs,
 
-    /// Prefill (client) side: node/NAME, pod/NAME, deployment/NAME, or a label selector (app=prefill)
+    /// Prefill (client) side: node/NAME, pod/NAME, deployment/NAME, statefulset/NAME, lws/NAME, dgd/NAME/COMPONENT, or a label selector (app=prefill)
     #[arg(long, requires = "decode", allow_hyphen_values = true)]
     pub prefill: Option<String>,
 
-    /// Decode (server) side: node/NAME, pod/NAME, deployment/NAME, or a label selector (app=decode)
+    /// Decode (server) side: node/NAME, pod/NAME, deployment/NAME, statefulset/NAME, lws/NAME, dgd/NAME/COMPONENT, or a label selector (app=decode)
     #[arg(long, requires = "prefill", allow_hyphen_values = true)]
     pub decode: Option<String>,
 

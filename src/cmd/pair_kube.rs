@@ -15,6 +15,9 @@ pub struct KubePairArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
 
+    #[command(flatten)]
+    pub devices: super::devices::DeviceArgs,
+
     /// Bench image with ic-bench and UCX [default: ghcr.io/ic-bench/ic-bench:<this version>]
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
@@ -75,6 +78,7 @@ pub fn build_pods_plan(args: &super::pair::Args, settings: &icb_core::RunSetting
         None => icb_kube::podspec::new_run_id(),
     };
     let secs = timeout.as_secs().max(1).to_string() + "s";
+    let dry_run_flag = k.dry_run.as_deref().is_some_and(|m| m != "none");
     Ok(BenchPodsPlan {
         prefill,
         decode,
@@ -87,6 +91,10 @@ pub fn build_pods_plan(args: &super::pair::Args, settings: &icb_core::RunSetting
         host_ipc: k.host_ipc,
         host_pid: k.host_pid,
         service_account: k.service_account.clone(),
+        devices: k.devices.request(),
+        env: vec![],
+        dry_run: dry_run_flag,
+        read_nodes: true,
         timeout,
         cleanup_timeout: Duration::from_secs(30).max(k.cluster.request_timeout),
     })
@@ -128,12 +136,17 @@ pub fn run_kube(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<
         }
         let prepared = launcher.prepared();
         for note in &prepared.notes {
-            eprintln!("ic-bench: {note}");
+            // Device defaults are shown by --dry-run and at -v; stderr stays one line on errors.
+            if note.contains("requesting") {
+                tracing::info!("{note}");
+            } else {
+                eprintln!("ic-bench: {note}");
+            }
         }
         let notes: Vec<String> = prepared
             .notes
             .iter()
-            .filter(|n| !n.contains("picked"))
+            .filter(|n| !n.contains("picked") && !n.contains("requesting"))
             .map(|n| format!("kubernetes: {n}"))
             .collect();
         tracing::info!(

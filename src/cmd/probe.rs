@@ -163,7 +163,7 @@ fn run_env(a: EnvArgs) -> anyhow::Result<i32> {
 }
 
 /// The transport variables of the recipe role asked for (or the one all roles share).
-fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<(TransportEnv, bool)> {
+pub(crate) fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<(TransportEnv, bool)> {
     let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
     let roles = icb_recipe::recipe_transport_env(&inputs)?;
     if roles.is_empty() {

@@ -2,8 +2,10 @@
 //!
 //! `ic-bench pair --prefill X --decode Y` tests the path between two workers exactly as Kubernetes
 //! places and isolates them: this crate connects to the cluster the way kubectl does ([`access`]),
-//! turns `node/NAME`, `pod/NAME`, `deployment/NAME` and label selectors into a node plus the
-//! transport-relevant spec of a reference pod ([`target`], [`spec`]), builds the two bench pods
+//! turns `node/NAME`, `pod/NAME`, `deployment/NAME`, `statefulset/NAME`, `lws/NAME`,
+//! `dgd/NAME/COMPONENT` and label selectors into a node plus the transport-relevant spec of a
+//! reference pod ([`target`], [`spec`]), decides the devices bench pods request on node targets
+//! from what the node advertises ([`devices`]), builds the two bench pods
 //! ([`podspec`], [`pair`]), drives pods with a deadline on every wait ([`lifecycle`]), follows a
 //! pod's output from creation to its end ([`podrun`]), and deletes leftovers by label ([`gc`]).
 //! Every retry uses one backoff policy ([`retry`]). [`exec`] runs a command
@@ -15,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod access;
+pub mod devices;
 pub mod error;
 pub mod exec;
 pub mod gc;

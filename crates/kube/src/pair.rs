@@ -4,6 +4,7 @@
 //! them by label on every path.
 
 use crate::access::Cluster;
+use crate::devices::{self, DeviceChoice, DeviceRequest};
 use crate::error::KubeError;
 use crate::podspec::{self, BenchPod, Role, SERVER_ENV, SERVER_PLACEHOLDER};
 use crate::spec::TransportSpec;
@@ -27,6 +28,15 @@ pub struct BenchPodsPlan {
     pub host_ipc: bool,
     pub host_pid: bool,
     pub service_account: Option<String>,
+    /// `--gpus`, `--rdma`, `--resource` (defaults from the node for node targets).
+    pub devices: DeviceRequest,
+    /// Environment for both bench pods on top of the modelled pods' (a recipe's transport env).
+    pub env: Vec<(String, String)>,
+    /// A dry run: an API server that cannot be reached leaves a note (node targets need it only
+    /// for device defaults) instead of stopping the run.
+    pub dry_run: bool,
+    /// Skip reading the nodes for device defaults (a sweep read them already and passes flags).
+    pub read_nodes: bool,
     /// Deadline for the whole run (scheduling, start, transfer); cleanup has its own.
     pub timeout: Duration,
     /// Deadline for deleting the pods afterwards.
@@ -124,34 +134,93 @@ pub async fn prepare(cluster: &Cluster, plan: &BenchPodsPlan) -> Result<Prepared
     };
     let server_model = model(&decode, "decode");
     let client_model = model(&prefill, "prefill");
-    let base = |role: Role, node: &str, args: Vec<String>, model: Option<TransportSpec>| BenchPod {
-        run_id: plan.run_id.clone(),
-        role,
-        namespace: cluster.namespace().to_string(),
-        node: node.to_string(),
-        image: plan.image.clone(),
-        image_pull_policy: plan.image_pull_policy.clone(),
-        args,
-        env: vec![],
-        model,
-        active_deadline_s: plan.active_deadline_s(),
-        privileged: plan.privileged,
-        host_ipc: plan.host_ipc,
-        host_pid: plan.host_pid,
-        service_account: plan.service_account.clone(),
-    };
+    // Both nodes at once: an unreachable API server costs one retry window, not two.
+    let (server_nodes, client_nodes) =
+        tokio::try_join!(advertised(cluster, plan, &decode), advertised(cluster, plan, &prefill))?;
+    let server_devices = choose_devices(plan, &decode, server_nodes, &mut notes, "decode");
+    let client_devices = choose_devices(plan, &prefill, client_nodes, &mut notes, "prefill");
+    let base =
+        |role: Role, node: &str, args: Vec<String>, model: Option<TransportSpec>, devices: DeviceChoice| BenchPod {
+            run_id: plan.run_id.clone(),
+            role,
+            namespace: cluster.namespace().to_string(),
+            node: node.to_string(),
+            image: plan.image.clone(),
+            image_pull_policy: plan.image_pull_policy.clone(),
+            args,
+            env: vec![],
+            model,
+            devices,
+            active_deadline_s: plan.active_deadline_s(),
+            privileged: plan.privileged,
+            host_ipc: plan.host_ipc,
+            host_pid: plan.host_pid,
+            service_account: plan.service_account.clone(),
+        };
     let mut serve_args: Vec<String> = ["serve", "--listen", "0.0.0.0:0", "--once"].map(String::from).to_vec();
     serve_args.extend(plan.serve_args.iter().cloned());
     let mut connect_args = vec!["connect".to_string(), format!("$({SERVER_ENV})")];
     connect_args.extend(plan.connect_args.iter().cloned());
     Ok(Prepared {
         namespace: cluster.namespace().to_string(),
-        server: base(Role::Server, &decode.node, serve_args, server_model),
-        client: base(Role::Client, &prefill.node, connect_args, client_model),
+        server: base(Role::Server, &decode.node, serve_args, server_model, server_devices),
+        client: base(Role::Client, &prefill.node, connect_args, client_model, client_devices),
         decode,
         prefill,
         notes,
     })
+}
+
+/// What a node target's node advertises: `None` when not needed, `Some(Err(why))` when it
+/// could not be read for a reason that does not stop the run (no RBAC for nodes: only the
+/// explicit flags apply). An unreachable API server stops the run here.
+async fn advertised(
+    cluster: &Cluster,
+    plan: &BenchPodsPlan,
+    side: &Resolved,
+) -> Result<Option<NodeResources>, KubeError> {
+    let needs_node =
+        side.reference.is_none() && plan.read_nodes && (plan.devices.gpus.is_none() || plan.devices.rdma.is_none());
+    if !needs_node {
+        return Ok(None);
+    }
+    match devices::node_resources(cluster, &side.node).await {
+        Ok(r) => Ok(Some(Ok(r))),
+        Err(e) if e.is_unreachable() && !plan.dry_run => Err(e),
+        // A missing node: the scheduler names it when the pod cannot be placed.
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Ok(Some(Err(format!(
+            "cannot read node {} ({e}); pass --gpus/--rdma to request devices explicitly",
+            side.node
+        )))),
+    }
+}
+
+type NodeResources =
+    Result<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>, String>;
+
+/// The devices of one side: defaults from the node's advertised resources for node targets
+/// (a node that cannot be read gets only the explicit flags, with a note saying so).
+fn choose_devices(
+    plan: &BenchPodsPlan,
+    side: &Resolved,
+    advertised: Option<
+        Result<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>, String>,
+    >,
+    notes: &mut Vec<String>,
+    name: &str,
+) -> DeviceChoice {
+    let advertised = match advertised {
+        Some(Ok(r)) => Some(r),
+        Some(Err(why)) => {
+            notes.push(format!("{name}: {why}"));
+            None
+        }
+        None => None,
+    };
+    let choice = devices::decide(&plan.devices, advertised.as_ref(), side.reference.is_some());
+    notes.extend(choice.notes.iter().map(|n| format!("{name}: node {}: {n}", side.node)));
+    choice
 }
 
 /// `ip:port`, bracketing an IPv6 address.
@@ -213,6 +282,7 @@ mod dry_run_tests {
             args: args.iter().map(|s| s.to_string()).collect(),
             env: vec![],
             model,
+            devices: DeviceChoice::default(),
             active_deadline_s: 300,
             privileged: false,
             host_ipc: false,

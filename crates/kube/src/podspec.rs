@@ -6,8 +6,10 @@
 //! `metadata.name` node-affinity term rather than `nodeName`, so the scheduler still checks device
 //! capacity and says why a pod does not fit instead of the kubelet rejecting it silently.
 
+use crate::devices::DeviceChoice;
 use crate::spec::TransportSpec;
 use icb_core::fabric::privilege::{IPC_LOCK, grants_capability};
+use icb_core::fabric::resource::is_rdma_resource;
 use icb_core::fabric::shm;
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, Container, EmptyDirVolumeSource, EnvVar, NodeAffinity, NodeSelector,
@@ -69,6 +71,9 @@ pub struct BenchPod {
     /// Extra env (the client's server address).
     pub env: Vec<EnvVar>,
     pub model: Option<TransportSpec>,
+    /// Devices decided for this pod (`--gpus`, `--rdma`, `--resource`, node defaults), applied on
+    /// top of the model's.
+    pub devices: DeviceChoice,
     pub active_deadline_s: i64,
     /// `--privileged`.
     pub privileged: bool,
@@ -126,8 +131,10 @@ impl BenchPod {
     pub fn build(&self) -> Pod {
         let model = self.model.as_ref();
         let privileged = self.privileged || model.is_some_and(|m| m.privileged);
+        let mut devices = model.map(|m| m.devices.clone()).unwrap_or_default();
+        self.devices.apply(&mut devices);
         let mut caps_add: Vec<String> = model.map(|m| m.capabilities_add.clone()).unwrap_or_default();
-        if model.is_some_and(|m| m.requests_rdma()) && !grants_capability(&caps_add, IPC_LOCK) {
+        if devices.keys().any(|k| is_rdma_resource(k)) && !grants_capability(&caps_add, IPC_LOCK) {
             caps_add.push(IPC_LOCK.into());
         }
         let caps_drop: Vec<String> = model.map(|m| m.capabilities_drop.clone()).unwrap_or_default();
@@ -147,7 +154,6 @@ impl BenchPod {
         env.retain(|e| !self.env.iter().any(|x| x.name == e.name));
         env.extend(self.env.iter().cloned());
 
-        let devices = model.map(|m| m.devices.clone()).unwrap_or_default();
         let resources = (!devices.is_empty()).then(|| ResourceRequirements {
             // Extended resources must have requests equal to limits.
             limits: Some(devices.clone()),
@@ -285,6 +291,7 @@ mod tests {
             args: vec!["serve".into(), "--listen".into(), "0.0.0.0:0".into(), "--once".into()],
             env: vec![],
             model: None,
+            devices: DeviceChoice::default(),
             active_deadline_s: 120,
             privileged: false,
             host_ipc: false,
@@ -348,6 +355,24 @@ mod tests {
         assert_eq!(sc.capabilities, None, "no RDMA → no IPC_LOCK");
         assert_eq!(sc.privileged, Some(true));
         assert_eq!(sc.allow_privilege_escalation, None);
+    }
+
+    #[test]
+    fn node_target_devices_bring_resources_and_ipc_lock() {
+        let mut p = base(Role::Server);
+        p.devices.requests.insert("nvidia.com/gpu".into(), Quantity("1".into()));
+        p.devices.requests.insert("rdma/ib".into(), Quantity("1".into()));
+        let pod = p.build();
+        let c = &pod.spec.as_ref().unwrap().containers[0];
+        let res = c.resources.clone().unwrap();
+        assert_eq!(res.limits, res.requests);
+        assert_eq!(res.limits.unwrap()["rdma/ib"], Quantity("1".into()));
+        let caps = c.security_context.clone().unwrap().capabilities.unwrap();
+        assert_eq!(caps.add.unwrap(), vec!["IPC_LOCK".to_string()]);
+        assert!(
+            pod.metadata.annotations.is_none(),
+            "a node target is modelled on nothing"
+        );
     }
 
     #[test]

@@ -21,7 +21,19 @@ pub enum Target {
     Deployment(String),
     /// A Ready pod matching a label selector, modelled on it.
     Selector(String),
+    /// A StatefulSet's Ready pod (owner reference), modelled on it.
+    StatefulSet(String),
+    /// A LeaderWorkerSet's Ready pod (`leaderworkerset.sigs.k8s.io/name`), modelled on it.
+    Lws(String),
+    /// A Ready pod of one component of a Dynamo graph deployment (the operator's labels).
+    Dgd { graph: String, component: String },
 }
+
+/// The label the LeaderWorkerSet controller puts on every pod of a group.
+pub const LWS_NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
+/// The labels the Dynamo operator puts on a graph deployment's pods.
+pub const DYNAMO_GRAPH_LABEL: &str = "nvidia.com/dynamo-graph-deployment-name";
+pub const DYNAMO_COMPONENT_LABEL: &str = "nvidia.com/dynamo-component";
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -30,11 +42,14 @@ impl fmt::Display for Target {
             Target::Pod(n) => write!(f, "pod/{n}"),
             Target::Deployment(n) => write!(f, "deployment/{n}"),
             Target::Selector(s) => write!(f, "-l {s}"),
+            Target::StatefulSet(n) => write!(f, "statefulset/{n}"),
+            Target::Lws(n) => write!(f, "lws/{n}"),
+            Target::Dgd { graph, component } => write!(f, "dgd/{graph}/{component}"),
         }
     }
 }
 
-const FORMS: &str = "node/NAME, pod/NAME, deployment/NAME, or a label selector (-l app=decode, or app=decode)";
+const FORMS: &str = "node/NAME, pod/NAME, deployment/NAME, statefulset/NAME, lws/NAME, dgd/NAME/COMPONENT, or a label selector (-l app=decode, or app=decode)";
 
 impl std::str::FromStr for Target {
     type Err = KubeError;
@@ -57,12 +72,32 @@ impl std::str::FromStr for Target {
         let Some((kind, name)) = s.split_once('/') else {
             return Err(bad("say which kind of object it names"));
         };
+        let kind = kind.to_ascii_lowercase();
+        if matches!(
+            kind.as_str(),
+            "dgd" | "dynamographdeployment" | "dynamographdeployments"
+        ) {
+            let Some((graph, component)) = name.split_once('/') else {
+                return Err(bad(
+                    "a Dynamo target is dgd/NAME/COMPONENT (e.g. dgd/llama/VllmDecodeWorker)",
+                ));
+            };
+            check_name(graph.trim()).map_err(|why| bad(&why))?;
+            let component = component.trim();
+            check_label_value(component).map_err(|why| bad(&why))?;
+            return Ok(Target::Dgd {
+                graph: graph.trim().into(),
+                component: component.into(),
+            });
+        }
         let name = name.trim();
         check_name(name).map_err(|why| bad(&why))?;
-        match kind.to_ascii_lowercase().as_str() {
+        match kind.as_str() {
             "node" | "nodes" | "no" => Ok(Target::Node(name.into())),
             "pod" | "pods" | "po" => Ok(Target::Pod(name.into())),
             "deployment" | "deployments" | "deploy" | "deployment.apps" => Ok(Target::Deployment(name.into())),
+            "statefulset" | "statefulsets" | "sts" | "statefulset.apps" => Ok(Target::StatefulSet(name.into())),
+            "lws" | "leaderworkerset" | "leaderworkersets" => Ok(Target::Lws(name.into())),
             other => Err(bad(&format!("unknown kind '{other}'"))),
         }
     }
@@ -93,6 +128,21 @@ fn check_name(name: &str) -> Result<(), String> {
         Err(format!(
             "'{name}' is not a valid object name (lowercase letters, digits, '-' and '.')"
         ))
+    }
+}
+
+/// A label value (a Dynamo component name): 1-63 alphanumerics, '-', '_', '.'.
+fn check_label_value(v: &str) -> Result<(), String> {
+    let ok = !v.is_empty()
+        && v.len() <= 63
+        && v.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && v.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("'{v}' is not a valid component name"))
     }
 }
 
@@ -160,6 +210,29 @@ pub async fn resolve(cluster: &Cluster, target: &Target) -> Result<Resolved, Kub
             }
             pick_ready(target, owned)
         }
+        Target::StatefulSet(name) => {
+            let pods = list_pods(cluster, None).await?;
+            let owned: Vec<Pod> = pods.into_iter().filter(|p| owned_by(p, "StatefulSet", name)).collect();
+            if owned.is_empty() {
+                return Err(no_pods(target, cluster));
+            }
+            pick_ready(target, owned)
+        }
+        Target::Lws(name) => {
+            let pods = list_pods(cluster, Some(&format!("{LWS_NAME_LABEL}={name}"))).await?;
+            if pods.is_empty() {
+                return Err(no_pods(target, cluster));
+            }
+            pick_ready(target, pods)
+        }
+        Target::Dgd { graph, component } => {
+            let sel = format!("{DYNAMO_GRAPH_LABEL}={graph},{DYNAMO_COMPONENT_LABEL}={component}");
+            let pods = list_pods(cluster, Some(&sel)).await?;
+            if pods.is_empty() {
+                return Err(no_pods(target, cluster));
+            }
+            pick_ready(target, pods)
+        }
         Target::Selector(sel) => {
             let api = cluster.pods();
             let what = format!("list pods matching '{sel}' in {}", cluster.namespace());
@@ -181,6 +254,39 @@ pub async fn resolve(cluster: &Cluster, target: &Target) -> Result<Resolved, Kub
             pick_ready(target, pods)
         }
     }
+}
+
+/// Pods in the namespace (optionally by selector), bench pods of earlier runs left out.
+async fn list_pods(cluster: &Cluster, selector: Option<&str>) -> Result<Vec<Pod>, KubeError> {
+    let api = cluster.pods();
+    let what = format!("list pods in {}", cluster.namespace());
+    let mut lp = ListParams::default();
+    if let Some(sel) = selector {
+        lp = lp.labels(sel);
+    }
+    Ok(cluster
+        .call(&what, || api.list(&lp))
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| !is_bench_pod(p))
+        .collect())
+}
+
+fn no_pods(target: &Target, cluster: &Cluster) -> KubeError {
+    KubeError::Target(format!(
+        "{target} has no pods in namespace {}: check the name, pass -n NAMESPACE, or scale it up",
+        cluster.namespace()
+    ))
+}
+
+/// The pod's controller is a `kind` named `name`.
+pub fn owned_by(pod: &Pod, kind: &str, name: &str) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == kind && o.name == name)
 }
 
 /// The pod's ReplicaSet owner is `<deployment>-<pod-template-hash>`.
@@ -290,6 +396,15 @@ mod tests {
             "example.com/role=decode".parse::<Target>().unwrap(),
             Target::Selector("example.com/role=decode".into())
         );
+        assert_eq!("sts/db".parse::<Target>().unwrap(), Target::StatefulSet("db".into()));
+        assert_eq!("lws/vllm".parse::<Target>().unwrap(), Target::Lws("vllm".into()));
+        assert_eq!(
+            "dgd/llama/VllmDecodeWorker".parse::<Target>().unwrap(),
+            Target::Dgd {
+                graph: "llama".into(),
+                component: "VllmDecodeWorker".into()
+            }
+        );
         assert_eq!(
             "selector/app in (a,b)".parse::<Target>().unwrap(),
             Target::Selector("app in (a,b)".into())
@@ -298,7 +413,19 @@ mod tests {
 
     #[test]
     fn rejects_bad_targets_with_the_forms() {
-        for bad in ["", "gpu-1", "svc/x", "pod/", "pod/Bad_Name", "-l ", "node/-x"] {
+        for bad in [
+            "",
+            "gpu-1",
+            "svc/x",
+            "pod/",
+            "pod/Bad_Name",
+            "-l ",
+            "node/-x",
+            "dgd/x",
+            "dgd/x/",
+            "dgd/x/a.",
+            "dgd/X/a",
+        ] {
             let err = bad.parse::<Target>().unwrap_err().to_string();
             assert!(err.contains("node/NAME, pod/NAME"), "{bad}: {err}");
             assert!(!err.contains('\n'));

@@ -73,6 +73,37 @@ impl NodeFabric {
         result.map_err(namespace_error)
     }
 
+    /// Limits the node's outgoing rate on its link (`tc … tbf`; RATE as tc writes it, e.g.
+    /// `200mbit`). netem does not work on this kernel; tbf does.
+    pub fn rate_limit(&self, node: &str, rate: &str) -> Result<(), Error> {
+        let emulated = self
+            .node(node)
+            .ok_or_else(|| Error::Config(format!("no node named {node:?}")))?;
+        let out = std::process::Command::new("tc")
+            .args([
+                "-n",
+                &emulated.netns,
+                "qdisc",
+                "replace",
+                "dev",
+                "eth0",
+                "root",
+                "tbf",
+                "rate",
+                rate,
+            ])
+            .args(["burst", "64kb", "latency", "50ms"])
+            .output()
+            .map_err(|e| Error::Namespace(format!("cannot run tc: {e}")))?;
+        if !out.status.success() {
+            return Err(Error::Namespace(format!(
+                "tc tbf on node {node}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
     /// Kills every process of the cluster's run and deletes its namespaces.
     pub fn destroy(self) -> Result<(), Error> {
         self.fabric.teardown().map_err(namespace_error)

@@ -327,6 +327,15 @@ impl TestCluster {
         self.set_link(node, true)
     }
 
+    /// Slows the node's link to `rate` (tc tbf, e.g. `200mbit`): a degraded node for sweeps.
+    pub fn rate_limit_node(&self, node: &str, rate: &str) -> Result<()> {
+        let fabric = lock(&self.shared.fabric);
+        let fabric = fabric
+            .as_ref()
+            .ok_or_else(|| Error::Config("rate limits need Isolation::Namespaces".into()))?;
+        fabric.rate_limit(node, rate)
+    }
+
     fn set_link(&self, node: &str, up: bool) -> Result<()> {
         // `ip` blocks for a few ms; the lock is only held by the cluster's own teardown.
         let fabric = lock(&self.shared.fabric);

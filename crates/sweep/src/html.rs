@@ -1,0 +1,254 @@
+//! A self-contained HTML report of a sweep (no network fetches: inline CSS and SVG only): the
+//! N×N heatmap of pair bandwidth, the node table with its evidence, the second pass, and one
+//! bandwidth-vs-size plot per pair.
+
+use crate::results::{Outcome, PairResult, SweepResults};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Red (0) → green (1).
+fn color(frac: f64) -> String {
+    let f = frac.clamp(0.0, 1.0);
+    let r = (220.0 * (1.0 - f) + 40.0 * f) as u8;
+    let g = (60.0 * (1.0 - f) + 170.0 * f) as u8;
+    format!("rgb({r},{g},70)")
+}
+
+pub fn render(r: &SweepResults) -> String {
+    let first: Vec<&PairResult> = r.pairs.iter().filter(|p| p.pass == 1).collect();
+    let best = first
+        .iter()
+        .filter_map(|p| p.outcome.bandwidth())
+        .fold(0.0_f64, f64::max);
+    let mut cell: BTreeMap<(&str, &str), &PairResult> = BTreeMap::new();
+    for p in &first {
+        cell.insert((p.pair.prefill.as_str(), p.pair.decode.as_str()), p);
+        cell.entry((p.pair.decode.as_str(), p.pair.prefill.as_str()))
+            .or_insert(p);
+    }
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>ic-bench sweep {id}</title><style>\
+body{{font-family:system-ui,sans-serif;margin:24px;color:#222}}table{{border-collapse:collapse}}\
+td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px;height:22px;text-align:center;color:#fff}}\
+.pass{{color:#1a7f37}}.fail{{color:#cf222e}}.suspect{{color:#9a6700}}.unschedulable{{color:#6e7781}}\
+.plots{{display:flex;flex-wrap:wrap;gap:8px}}.plot{{border:1px solid #ddd}}</style></head><body>\
+<h1>ic-bench sweep {id}</h1><p>schedule {sched}, {n} nodes, {pairs} pairs, started {start}, updated {upd}{partial}</p>",
+        id = esc(&r.sweep_id),
+        sched = r.schedule.name(),
+        n = r.nodes.len(),
+        pairs = r.pairs.len(),
+        start = esc(&r.started_at),
+        upd = esc(&r.updated_at),
+        partial = if r.complete { "" } else { " — <b>incomplete</b>" }
+    );
+    // Heatmap.
+    h.push_str("<h2>Pair bandwidth (GB/s, worst direction)</h2><table id=\"heatmap\"><tr><th>prefill \\ decode</th>");
+    for d in &r.nodes {
+        let _ = write!(h, "<th>{}</th>", esc(d));
+    }
+    h.push_str("</tr>");
+    for a in &r.nodes {
+        let _ = write!(h, "<tr><th>{}</th>", esc(a));
+        for b in &r.nodes {
+            match cell.get(&(a.as_str(), b.as_str())) {
+                Some(p) => {
+                    let (bg, text) = match &p.outcome {
+                        Outcome::Measured {
+                            bandwidth_bps: Some(bw),
+                            verdict,
+                            ..
+                        } => (
+                            if verdict == "fail" {
+                                color(0.0)
+                            } else {
+                                color(bw / best.max(1.0))
+                            },
+                            format!("{:.2}", bw / 1e9),
+                        ),
+                        Outcome::Unschedulable { .. } => ("#8c959f".into(), "U".into()),
+                        _ => (color(0.0), "×".into()),
+                    };
+                    let _ = write!(
+                        h,
+                        "<td class=\"cell\" style=\"background:{bg}\" title=\"{}\">{text}</td>",
+                        esc(&format!("{}: {}", p.pair, p.outcome.short()))
+                    );
+                }
+                None => h.push_str("<td></td>"),
+            }
+        }
+        h.push_str("</tr>");
+    }
+    h.push_str("</table>");
+    // Node table.
+    h.push_str("<h2>Nodes</h2><table id=\"nodes\"><tr><th>node</th><th>verdict</th><th>median GB/s</th><th>bad pairs</th><th>data paths</th><th>evidence</th></tr>");
+    // While the sweep runs, the first-pass verdicts so far.
+    let provisional;
+    let verdicts = if r.node_verdicts.is_empty() {
+        provisional = crate::score::first_pass_verdicts(&r.nodes, &r.pairs);
+        &provisional
+    } else {
+        &r.node_verdicts
+    };
+    for v in verdicts {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td class=\"{s}\">{s}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&v.node),
+            v.median_bps
+                .map(|b| format!("{:.2}", b / 1e9))
+                .unwrap_or_else(|| "-".into()),
+            v.failed_pairs,
+            v.pairs,
+            esc(&v.data_paths.join(", ")),
+            v.evidence.iter().map(|e| esc(e)).collect::<Vec<_>>().join("<br>"),
+            s = v.status.as_str()
+        );
+    }
+    h.push_str("</table>");
+    // Second pass.
+    let second: Vec<&PairResult> = r.pairs.iter().filter(|p| p.pass == 2).collect();
+    let _ = write!(
+        h,
+        "<h2>Second pass ({} re-pairs)</h2><ul id=\"second-pass\">",
+        second.len()
+    );
+    for p in second {
+        let _ = write!(h, "<li>{}: {}</li>", esc(&p.pair.to_string()), esc(&p.outcome.short()));
+    }
+    h.push_str("</ul><h2>Bandwidth vs size per pair</h2><div class=\"plots\">");
+    for p in &r.pairs {
+        if let Outcome::Measured { series, .. } = &p.outcome
+            && !series.is_empty()
+        {
+            h.push_str(&plot(p, series, best));
+        }
+    }
+    h.push_str("</div></body></html>\n");
+    h
+}
+
+/// A small log-x SVG: one polyline per test.
+fn plot(p: &PairResult, series: &[crate::results::SizePoint], best: f64) -> String {
+    let (w, ht, m) = (220.0, 120.0, 24.0);
+    let sizes: Vec<f64> = series.iter().map(|s| (s.size.max(1) as f64).log2()).collect();
+    let (lo, hi) = sizes
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+    let span = (hi - lo).max(1.0);
+    let top = best.max(series.iter().map(|s| s.bandwidth_bps).fold(1.0, f64::max));
+    let mut by_test: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    for s in series {
+        let x = m + ((s.size.max(1) as f64).log2() - lo) / span * (w - 2.0 * m);
+        let y = ht - m - s.bandwidth_bps / top * (ht - 2.0 * m);
+        by_test.entry(&s.test).or_default().push((x, y));
+    }
+    let palette = ["#0969da", "#bf3989", "#1a7f37", "#9a6700"];
+    let mut svg = format!(
+        "<svg class=\"plot\" width=\"{w}\" height=\"{ht}\" xmlns=\"http://www.w3.org/2000/svg\"><text x=\"4\" y=\"12\" font-size=\"10\">{} (pass {})</text>\
+<line x1=\"{m}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\" stroke=\"#999\"/><line x1=\"{m}\" y1=\"{m}\" x2=\"{m}\" y2=\"{b}\" stroke=\"#999\"/>",
+        esc(&p.pair.to_string()),
+        p.pass,
+        b = ht - m,
+        r = w - m
+    );
+    for (i, (test, mut pts)) in by_test.into_iter().enumerate() {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let c = palette[i % palette.len()];
+        let line: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+        let _ = write!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{c}\" points=\"{}\"/><text x=\"{}\" y=\"{}\" font-size=\"9\" fill=\"{c}\">{}</text>",
+            line.join(" "),
+            w - 70.0,
+            24.0 + 10.0 * i as f64,
+            esc(test)
+        );
+        for (x, y) in &pts {
+            let _ = write!(svg, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2\" fill=\"{c}\"/>");
+        }
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"{m}\" y=\"{}\" font-size=\"9\">log size →; top {:.2} GB/s</text></svg>",
+        ht - 6.0,
+        top / 1e9
+    );
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::SizePoint;
+    use crate::schedule::{Pair, Schedule};
+
+    #[test]
+    fn html_has_every_cell_the_node_table_and_no_network_fetch() {
+        let nodes: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+        let rounds = Schedule::AllPairs.rounds(&nodes, 0).unwrap();
+        let pairs = rounds
+            .iter()
+            .flatten()
+            .map(|p: &Pair| PairResult {
+                pair: p.clone(),
+                pass: 1,
+                run_id: "r".into(),
+                duration_s: 1.0,
+                outcome: Outcome::Measured {
+                    verdict: "pass".into(),
+                    reason: String::new(),
+                    data_paths: vec!["rdma".into()],
+                    bandwidth_bps: Some(2e10),
+                    latency_us: Some(3.0),
+                    series: vec![
+                        SizePoint {
+                            test: "put_bw".into(),
+                            size: 65536,
+                            bandwidth_bps: 1e10,
+                        },
+                        SizePoint {
+                            test: "put_bw".into(),
+                            size: 1 << 20,
+                            bandwidth_bps: 2e10,
+                        },
+                    ],
+                },
+            })
+            .collect::<Vec<_>>();
+        let mut r = SweepResults {
+            schema: crate::results::SWEEP_SCHEMA.into(),
+            tool_version: "0".into(),
+            sweep_id: "s<1>".into(),
+            started_at: "t".into(),
+            updated_at: "t".into(),
+            complete: true,
+            schedule: Schedule::AllPairs,
+            nodes: nodes.clone(),
+            pair_budget_s: 1.0,
+            rounds,
+            pairs,
+            node_verdicts: vec![],
+        };
+        r.node_verdicts = crate::score::final_verdicts(&nodes, &r.pairs);
+        let html = render(&r);
+        assert_eq!(html.matches("class=\"cell\"").count(), 6, "3×3 minus the diagonal");
+        assert!(html.contains("<table id=\"nodes\">") && html.matches("class=\"pass\"").count() == 3);
+        assert!(html.contains("s&lt;1&gt;"), "escaped");
+        assert_eq!(html.matches("<svg").count(), 3);
+        assert!(
+            !html.contains("http://")
+                || html.matches("http://").count() == html.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
+        );
+        assert!(!html.contains("https://") && !html.contains("<script src") && !html.contains("<link"));
+    }
+}

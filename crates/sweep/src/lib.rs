@@ -1,0 +1,22 @@
+//! icb-sweep: qualification of many nodes at once, without the I/O.
+//!
+//! `ic-bench sweep` measures node pairs with the pair pipeline (one `run_pair` per pair, pairs of
+//! a round concurrently); this crate decides everything around that and is tested without a
+//! cluster: which pairs run in which round ([`schedule`]: all-pairs round-robin tournament, ring,
+//! bipartite pools, intra-node, and a linear-cost ring + k random perfect matchings for large
+//! clusters), which nodes the results blame ([`score`]: per-node median, median-absolute-deviation
+//! outliers, transport failures, a second pass that re-pairs each suspect with two nodes that
+//! passed, and unschedulable kept apart from bad fabric), and the results file ([`results`]:
+//! `ic-bench.sweep/v1`, rewritten atomically after every pair, read back by `--resume`), with its
+//! JUnit rendering ([`export`]) and a self-contained HTML report ([`html`]).
+#![forbid(unsafe_code)]
+
+pub mod export;
+pub mod html;
+pub mod results;
+pub mod schedule;
+pub mod score;
+
+pub use results::{Outcome, PairResult, SweepResults};
+pub use schedule::{Pair, Round, Schedule};
+pub use score::{NodeStatus, NodeVerdict};

@@ -1,0 +1,213 @@
+//! The results file, `ic-bench.sweep/v1` (docs/schema.md): the plan, every pair measured so far,
+//! the second pass and the node verdicts. Rewritten atomically after every pair (a temp file in
+//! the same directory, then rename), so a killed sweep leaves a valid file that `--resume` reads.
+
+use crate::schedule::{Pair, Round, Schedule};
+use crate::score::NodeVerdict;
+use serde::{Deserialize, Serialize};
+use std::io::Write as _;
+use std::path::Path;
+
+pub const SWEEP_SCHEMA: &str = "ic-bench.sweep/v1";
+
+/// One size of one bandwidth test, for the per-pair plots.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SizePoint {
+    pub test: String,
+    pub size: u64,
+    pub bandwidth_bps: f64,
+}
+
+/// What one pair gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum Outcome {
+    /// The pair ran and was judged.
+    Measured {
+        /// pass, warn or fail (the pair verdict).
+        verdict: String,
+        reason: String,
+        /// Data-path classes seen (tcp, rdma, shared_memory …), most important first.
+        data_paths: Vec<String>,
+        /// Bandwidth at the largest size measured, the worst of the bandwidth tests, bytes/s.
+        bandwidth_bps: Option<f64>,
+        /// Median one-way latency of the smallest tag_lat case, µs.
+        latency_us: Option<f64>,
+        #[serde(default)]
+        series: Vec<SizePoint>,
+    },
+    /// A bench pod could not be placed on `node` (no GPU free, taint, missing node): not a
+    /// fabric verdict.
+    Unschedulable { node: Option<String>, reason: String },
+    /// Nothing measured for another reason (a side crashed, a deadline passed).
+    Error { reason: String },
+}
+
+impl Outcome {
+    /// The pair says nothing good about its link: a failed verdict or nothing measured.
+    pub fn failed(&self) -> bool {
+        match self {
+            Outcome::Measured { verdict, .. } => verdict == "fail",
+            Outcome::Error { .. } => true,
+            Outcome::Unschedulable { .. } => false,
+        }
+    }
+
+    pub fn bandwidth(&self) -> Option<f64> {
+        match self {
+            Outcome::Measured { bandwidth_bps, .. } => *bandwidth_bps,
+            _ => None,
+        }
+    }
+
+    pub fn short(&self) -> String {
+        match self {
+            Outcome::Measured {
+                verdict,
+                data_paths,
+                bandwidth_bps,
+                ..
+            } => format!(
+                "{verdict} ({}{})",
+                data_paths.join("+"),
+                bandwidth_bps
+                    .map(|b| format!(", {:.2} GB/s", b / 1e9))
+                    .unwrap_or_default()
+            ),
+            Outcome::Unschedulable { reason, .. } => format!("unschedulable: {reason}"),
+            Outcome::Error { reason } => format!("error: {reason}"),
+        }
+    }
+}
+
+/// One pair's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairResult {
+    #[serde(flatten)]
+    pub pair: Pair,
+    /// 1: the schedule; 2: the second pass.
+    pub pass: u8,
+    pub run_id: String,
+    pub duration_s: f64,
+    pub outcome: Outcome,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepResults {
+    pub schema: String,
+    pub tool_version: String,
+    pub sweep_id: String,
+    pub started_at: String,
+    pub updated_at: String,
+    /// True once every planned pair and the second pass ran.
+    pub complete: bool,
+    pub schedule: Schedule,
+    pub nodes: Vec<String>,
+    /// Per-pair time budget, seconds.
+    pub pair_budget_s: f64,
+    pub rounds: Vec<Round>,
+    pub pairs: Vec<PairResult>,
+    #[serde(default)]
+    pub node_verdicts: Vec<NodeVerdict>,
+}
+
+impl SweepResults {
+    /// First-pass pairs of the plan that have no result yet (what `--resume` runs).
+    pub fn missing(&self) -> Vec<Round> {
+        self.rounds
+            .iter()
+            .map(|r| r.iter().filter(|p| !self.has(p, 1)).cloned().collect::<Vec<_>>())
+            .filter(|r| !r.is_empty())
+            .collect()
+    }
+
+    pub fn has(&self, pair: &Pair, pass: u8) -> bool {
+        self.pairs.iter().any(|r| r.pass == pass && &r.pair == pair)
+    }
+
+    pub fn planned(&self) -> usize {
+        self.rounds.iter().map(Vec::len).sum()
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+        s.push('\n');
+        s
+    }
+
+    /// Reads a results file for `--resume`.
+    pub fn load(path: &Path) -> Result<SweepResults, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("--resume {}: {e}", path.display()))?;
+        let r: SweepResults = serde_json::from_str(&text)
+            .map_err(|e| format!("--resume {}: not an {SWEEP_SCHEMA} file ({e})", path.display()))?;
+        if r.schema != SWEEP_SCHEMA {
+            return Err(format!(
+                "--resume {}: schema '{}', expected {SWEEP_SCHEMA}",
+                path.display(),
+                r.schema
+            ));
+        }
+        Ok(r)
+    }
+}
+
+/// Writes `text` to `path` atomically: a reader sees the old file or the new one, never half.
+pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_pairs_and_atomic_round_trip() {
+        let mut r = SweepResults {
+            schema: SWEEP_SCHEMA.into(),
+            tool_version: "0".into(),
+            sweep_id: "s".into(),
+            started_at: "t".into(),
+            updated_at: "t".into(),
+            complete: false,
+            schedule: Schedule::AllPairs,
+            nodes: vec!["a".into(), "b".into(), "c".into()],
+            pair_budget_s: 30.0,
+            rounds: Schedule::AllPairs
+                .rounds(&["a".into(), "b".into(), "c".into()], 0)
+                .unwrap(),
+            pairs: vec![],
+            node_verdicts: vec![],
+        };
+        assert_eq!(r.missing().iter().map(Vec::len).sum::<usize>(), 3);
+        let first = r.rounds[0][0].clone();
+        r.pairs.push(PairResult {
+            pair: first.clone(),
+            pass: 1,
+            run_id: "x".into(),
+            duration_s: 1.0,
+            outcome: Outcome::Error { reason: "boom".into() },
+        });
+        assert_eq!(r.missing().iter().map(Vec::len).sum::<usize>(), 2);
+        assert!(!r.missing().iter().flatten().any(|p| *p == first));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sweep.json");
+        write_atomic(&path, &r.to_json()).unwrap();
+        assert_eq!(SweepResults::load(&path).unwrap(), r);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left");
+        std::fs::write(&path, "{}").unwrap();
+        assert!(
+            SweepResults::load(&path)
+                .unwrap_err()
+                .contains("not an ic-bench.sweep/v1 file")
+        );
+    }
+}
