@@ -194,6 +194,8 @@ fn ctrl_c_during_the_run_deletes_both_pods_and_says_so() {
         assert!(Instant::now() < deadline, "the client pod never ran");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Long enough for the first case (at least --min-time 2 s) to finish, not for the run.
+    std::thread::sleep(Duration::from_secs(4));
     let sent = Instant::now();
     let kill = std::process::Command::new("kill")
         .args(["-INT", &pid.to_string()])
@@ -210,9 +212,15 @@ fn ctrl_c_during_the_run_deletes_both_pods_and_says_so() {
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     let line = stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
     assert!(
-        line.starts_with("ic-bench: interrupted by SIGINT (Ctrl-C): cleaned up: deleted 2 ic-bench pod(s)"),
+        line.starts_with("ic-bench: interrupted by SIGINT (Ctrl-C): wrote the ")
+            && line.contains("cases measured before it (marked partial); cleaned up: deleted"),
         "{stderr}"
     );
+    // The client pod got SIGTERM through a graceful delete and wrote what it had measured.
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not the partial JSON report ({e}): {stderr}"));
+    assert!(report["partial"].is_object(), "{report}");
+    assert!(!report["cases"].as_array().unwrap().is_empty(), "{report}");
     assert!(leftover_via_api(&cluster).is_empty());
 }
 

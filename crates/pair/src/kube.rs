@@ -87,6 +87,7 @@ impl KubeLauncher {
         Ok(KubeSide {
             role: if pod_is_server(&pod) { "decode" } else { "prefill" },
             run: PodRun::follow(&self.cluster, &name, until),
+            cluster: self.cluster.clone(),
         })
     }
 }
@@ -201,7 +202,12 @@ impl Launcher for KubeLauncher {
 pub struct KubeSide {
     role: &'static str,
     run: PodRun,
+    cluster: Cluster,
 }
+
+/// How long the kubelet lets an interrupted bench container write its partial report before it
+/// kills it (the pipeline itself waits at most its own partial-report grace).
+const INTERRUPT_GRACE_S: u32 = 10;
 
 impl Side for KubeSide {
     fn name(&self) -> String {
@@ -218,6 +224,24 @@ impl Side for KubeSide {
 
     fn last_words(&self) -> String {
         self.run.last_words()
+    }
+
+    async fn interrupt(&mut self) {
+        // Deleting the pod with a grace period is how Kubernetes sends SIGTERM: `connect` writes
+        // the cases it measured as a partial report to its log, which the log follow still reads.
+        let dp = icb_kube::kube::api::DeleteParams {
+            grace_period_seconds: Some(INTERRUPT_GRACE_S),
+            ..Default::default()
+        };
+        let name = self.run.name().to_string();
+        let pods = self.cluster.pods();
+        if let Err(e) = self
+            .cluster
+            .call(&format!("delete pod {name} (SIGTERM)"), || pods.delete(&name, &dp))
+            .await
+        {
+            tracing::debug!("interrupting pod {name}: {e}");
+        }
     }
 
     async fn stop(&mut self, _grace: Duration) {
