@@ -244,3 +244,86 @@ fn ucx_logging_on_the_sides_stdout_is_tolerated() {
     );
     ran.assert_nothing_left();
 }
+
+/// Issue 7: the prefill side used to judge with default floors (the expectation flags were not
+/// forwarded) while the parent judged with the user's. Now the child gets the resolved expectation
+/// in its plan: its own report and the final verdict agree, by flag and by expectations file.
+#[test]
+fn the_childs_report_and_the_final_verdict_agree_on_the_users_floor() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("expect.yaml");
+    std::fs::write(&config, "same_host:\n  host: 1000 GB/s\n").unwrap();
+    let config = config.display().to_string();
+    let cases = ["--tests", "put_bw", "--sizes", "1MiB", "--memory", "host-host"];
+    for floor in [
+        &["--min-host-bw", "1000"][..],
+        &["--expect-config", config.as_str()][..],
+    ] {
+        let mut args = vec!["pair", "--local", "-o", "json"];
+        args.extend(cases);
+        args.extend(floor);
+        let ran = ic_bench(&args, &[]);
+        assert_eq!(ran.code, 1, "{floor:?}: {}", ran.stderr);
+        let report = ran.report();
+        assert_eq!(
+            report.verdict.status,
+            VerdictStatus::Fail,
+            "{floor:?}: {:?}",
+            report.verdict
+        );
+        assert_eq!(report.expectation.min_host_bandwidth_bps, 1000e9, "{floor:?}");
+
+        // The same plan handed to the child by hand: its own report fails on the same floor.
+        let plan = icb_pair::PairPlan::new(
+            report.settings.clone(),
+            icb_pair::ExpectationInput {
+                config: None,
+                flags: icb_core::verdict::ExpectationOverrides::from_flags(Some(1000.0), None, None, false).unwrap(),
+            },
+        )
+        .child_plan(Locality::SameHost, "test")
+        .unwrap();
+        let child = child_report(&plan.to_json());
+        assert_eq!(
+            child.verdict.status,
+            VerdictStatus::Fail,
+            "{floor:?}: {:?}",
+            child.verdict
+        );
+        assert_eq!(
+            child.expectation.min_host_bandwidth_bps,
+            report.expectation.min_host_bandwidth_bps
+        );
+        assert_eq!(child.verdict.status, report.verdict.status);
+    }
+}
+
+/// Runs `serve --once` and `connect --plan PLAN` against it; returns the child's report line.
+fn child_report(plan: &str) -> icb_core::PairReport {
+    use std::io::BufRead;
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_ic-bench"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--once", "--idle-timeout", "60s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(serve.stdout.take().unwrap()).lines();
+    let address = loop {
+        let line = lines.next().expect("serve printed its listening line").unwrap();
+        if let Some(icb_core::protocol::SideEvent::Listening(l)) = icb_core::protocol::parse_side_line(&line).unwrap() {
+            break l.address;
+        }
+    };
+    let ran = ic_bench(&["connect", &address, "--plan", plan], &[]);
+    let _ = serve.wait();
+    let report = ran
+        .stdout
+        .lines()
+        .find_map(|l| match icb_core::protocol::parse_side_line(l) {
+            Ok(Some(icb_core::protocol::SideEvent::Report(r))) => Some(*r),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no report line from connect --plan: {}", ran.stderr));
+    report
+}
