@@ -317,13 +317,11 @@ fn child_report(plan: &str) -> icb_core::PairReport {
     };
     let ran = ic_bench(&["connect", &address, "--plan", plan], &[]);
     let _ = serve.wait();
-    let report = ran
-        .stdout
+    ran.stdout
         .lines()
         .find_map(|l| match icb_core::protocol::parse_side_line(l) {
             Ok(Some(icb_core::protocol::SideEvent::Report(r))) => Some(*r),
             _ => None,
         })
-        .unwrap_or_else(|| panic!("no report line from connect --plan: {}", ran.stderr));
-    report
+        .unwrap_or_else(|| panic!("no report line from connect --plan: {}", ran.stderr))
 }
