@@ -49,7 +49,7 @@ impl fmt::Display for Target {
     }
 }
 
-const FORMS: &str = "node/NAME, pod/NAME, deployment/NAME, statefulset/NAME, lws/NAME, dgd/NAME/COMPONENT, or a label selector (-l app=decode, or app=decode)";
+const FORMS: &str = "node/NAME, pod/NAME, deployment/NAME, statefulset/NAME, lws/NAME, dgd/NAME/COMPONENT, or a label selector such as app=decode";
 
 impl std::str::FromStr for Target {
     type Err = KubeError;
