@@ -37,7 +37,7 @@ mod run_error;
 mod runtime;
 mod server;
 mod session;
-mod stats;
+pub mod stats;
 pub mod ucx_thread;
 pub mod wire;
 
