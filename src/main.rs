@@ -115,17 +115,23 @@ fn main() -> ExitCode {
     if !ucx_prints_its_log && let Some(line) = ucx::log::summary().line() {
         eprintln!("ic-bench: {line}");
     }
-    match result {
-        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
-        Err(e) => {
-            if let Some(cmd::connect::Interrupted(code)) = e.downcast_ref() {
-                // Already said on stderr, in the signal handler's one line.
-                return ExitCode::from((*code).clamp(0, 255) as u8);
+    let code = match result {
+        Ok(code) => code.clamp(0, 255),
+        Err(e) => match e.downcast_ref::<cmd::connect::Interrupted>() {
+            // Already said on stderr, in the signal handler's one line.
+            Some(cmd::connect::Interrupted(code)) => (*code).clamp(0, 255),
+            None => {
+                eprintln!("ic-bench: error: {}", one_line_error(&e));
+                icb_core::exit::USAGE_OR_SETUP
             }
-            eprintln!("ic-bench: error: {}", one_line_error(&e));
-            ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8)
-        }
+        },
+    };
+    if icb_nixl_engine::nixl_was_used() {
+        // NIXL's wheel crashes in library destructors at exit: leave without running them (the
+        // reports are written; `exit_process` flushes Rust's and C's output first).
+        icb_nixl_engine::exit_process(code);
     }
+    ExitCode::from(code as u8)
 }
 
 fn init_logging(verbose: u8) {

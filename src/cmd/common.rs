@@ -3,7 +3,7 @@
 use anyhow::Context as _;
 use clap::Args as ClapArgs;
 use icb_core::units::{default_sizes, parse_size, parse_size_list};
-use icb_core::{BandwidthUnit, MemoryPair, RunSettings, TestKind};
+use icb_core::{BandwidthUnit, Direction, EngineKind, MemoryPair, RunSettings, TestKind};
 use std::path::PathBuf;
 
 /// What to measure.
@@ -27,6 +27,11 @@ pub struct TestArgs {
     /// N put/get operations and one flush (what NIXL does with a descriptor list)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=4096))]
     pub blocks: Option<u32>,
+
+    /// With --engine nixl: descriptors per READ/WRITE request, comma separated, each descriptor one
+    /// block of a --sizes size [default: 1,64,1024]
+    #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub batches: Option<Vec<u32>>,
 
     /// Memory pairs initiator-target, comma separated: host-host, host-cuda, cuda-host, cuda-cuda [default: all four]
     #[arg(long, value_delimiter = ',')]
@@ -120,8 +125,19 @@ pub fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
 }
 
 impl TestArgs {
-    /// The profile, with every flag given on top of it; checked before anything starts.
+    /// The settings for the engine that will run them; checked before anything starts.
+    pub fn settings_for(&self, engine: EngineKind) -> anyhow::Result<RunSettings> {
+        match engine {
+            EngineKind::Ucx => self.settings(),
+            EngineKind::Nixl => self.nixl_settings(),
+        }
+    }
+
+    /// The UCX engine's profile, with every flag given on top of it.
     pub fn settings(&self) -> anyhow::Result<RunSettings> {
+        if self.batches.is_some() {
+            anyhow::bail!("--batches applies to --engine nixl; the UCX engine's KV-shaped cases are --blocks N");
+        }
         let mut s = match self.profile.as_str() {
             "full" => RunSettings::full_curve(),
             _ => RunSettings::verdict_profile(),
@@ -157,6 +173,146 @@ impl TestArgs {
         }
         icb_engine::validate_settings(&s)?;
         Ok(s)
+    }
+
+    /// The NIXL engine's cases: READ (`get_bw`) and WRITE (`put_bw`) descriptor lists. Without
+    /// --tests/--sizes/--batches the profile's NIXL plan; with them, directions × sizes × batches.
+    fn nixl_settings(&self) -> anyhow::Result<RunSettings> {
+        if self.blocks.is_some() {
+            anyhow::bail!("with --engine nixl the descriptors per request are --batches N,..., not --blocks");
+        }
+        if self.window.is_some() {
+            anyhow::bail!("with --engine nixl a request is one descriptor list: drop --window (see --batches)");
+        }
+        let full = self.profile == "full";
+        let mut base = if full {
+            RunSettings::full_curve()
+        } else {
+            RunSettings::verdict_profile()
+        };
+        let directions: Vec<Direction> = match &self.tests {
+            None => vec![Direction::Read, Direction::Write],
+            Some(tests) => {
+                let mut out = Vec::new();
+                for &t in tests {
+                    let d = Direction::of_test(t).ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "--engine nixl moves READ and WRITE descriptor lists, not {t}: use --tests get_bw (READ), put_bw (WRITE)"
+                        )
+                    })?;
+                    if !out.contains(&d) {
+                        out.push(d);
+                    }
+                }
+                out
+            }
+        };
+        let batches = self
+            .batches
+            .clone()
+            .unwrap_or_else(|| icb_nixl_engine::DEFAULT_BATCHES.to_vec());
+        base.plan = match (&self.sizes, full, self.tests.is_some() || self.batches.is_some()) {
+            (Some(sizes), _, _) => {
+                base.sizes = sizes.0.clone();
+                Vec::new()
+            }
+            (None, true, _) => icb_nixl_engine::full_plan(&directions, &batches),
+            (None, false, false) => icb_nixl_engine::verdict_plan(),
+            (None, false, true) => {
+                // Explicit directions or batches at the verdict profile's two block sizes.
+                base.sizes = vec![icb_core::KV_BLOCK_SIZE, 1 << 20];
+                Vec::new()
+            }
+        };
+        let nixl = icb_nixl_engine::NixlOptions {
+            batches,
+            directions,
+            ..Default::default()
+        };
+        // Timing, memory and unit flags as for the UCX engine.
+        let timing = TestArgs {
+            tests: None,
+            sizes: None,
+            blocks: None,
+            batches: None,
+            profile: self.profile.clone(),
+            ..self.clone()
+        }
+        .settings()?;
+        base.memory = timing.memory;
+        base.warmup_iterations = timing.warmup_iterations;
+        base.min_iterations = timing.min_iterations;
+        base.min_time_s = timing.min_time_s;
+        base.max_time_s = timing.max_time_s;
+        base.unit = timing.unit;
+        base.require_cuda = timing.require_cuda;
+        icb_nixl_engine::nixl_settings(base, &nixl).map_err(anyhow::Error::msg)
+    }
+}
+
+/// Which engine moves the bytes, and where it comes from; `serve`, `connect` and `pair` take the
+/// same flags and launchers hand them to both sides ([`EngineArgs::side_flags`]).
+#[derive(ClapArgs, Debug, Clone, Default)]
+pub struct EngineArgs {
+    /// Engine that moves the bytes: ucx (ic-bench's UCX engine: tag and RMA tests) or nixl (NIXL's C
+    /// API with its UCX backend: READ/WRITE descriptor lists, as disaggregated serving moves KV)
+    #[arg(long, value_name = "ENGINE", default_value = "ucx", value_parser = parse_engine)]
+    pub engine: EngineKind,
+
+    /// With --engine nixl: directory holding libnixl_capi.so (else IC_BENCH_NIXL_LIB,
+    /// /opt/nvidia/nvda_nixl/lib*, the Python wheel's directory, the linker's search)
+    #[arg(long, value_name = "DIR")]
+    pub nixl_lib: Option<PathBuf>,
+
+    /// UCX engine: configure UCX as ucx_perftest does (default) or as NIXL's UCX backend does (nixl:
+    /// peer-failure error handling plus NIXL's UCX defaults), to predict NIXL where it is not installed
+    #[arg(long, value_name = "PROFILE", default_value = "default", value_parser = parse_ucx_profile)]
+    pub ucx_profile: icb_engine::UcxProfile,
+}
+
+fn parse_engine(s: &str) -> Result<EngineKind, String> {
+    s.parse()
+}
+
+fn parse_ucx_profile(s: &str) -> Result<icb_engine::UcxProfile, String> {
+    s.parse()
+}
+
+impl EngineArgs {
+    /// Refuses flags that the chosen engine would ignore.
+    pub fn check(&self) -> anyhow::Result<()> {
+        match self.engine {
+            EngineKind::Nixl if self.ucx_profile != icb_engine::UcxProfile::Default => anyhow::bail!(
+                "--ucx-profile configures the UCX engine; NIXL configures its own UCX: drop it or use --engine ucx"
+            ),
+            EngineKind::Ucx if self.nixl_lib.is_some() => {
+                anyhow::bail!("--nixl-lib applies to --engine nixl: add --engine nixl or drop it")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The flags that select this engine on a side a launcher starts (`serve` and `connect`).
+    pub fn side_flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        if self.engine != EngineKind::Ucx {
+            flags.extend(["--engine".to_string(), self.engine.to_string()]);
+        }
+        if let Some(dir) = &self.nixl_lib {
+            flags.extend(["--nixl-lib".to_string(), dir.display().to_string()]);
+        }
+        if self.ucx_profile != icb_engine::UcxProfile::Default {
+            flags.extend(["--ucx-profile".to_string(), self.ucx_profile.as_str().to_string()]);
+        }
+        flags
+    }
+
+    /// The NIXL engine's process-level options (library; cases come with the settings).
+    pub fn nixl_options(&self) -> icb_nixl_engine::NixlOptions {
+        icb_nixl_engine::NixlOptions {
+            library_dir: self.nixl_lib.clone(),
+            ..Default::default()
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! pipeline it gets one `--plan` document instead (settings and the resolved expectation) and
 //! prints the typed protocol lines (`icb_core::protocol`): one per case, then the report.
 
-use super::common::{ExpectArgs, OutputArgs, TestArgs, UcxArgs, parse_duration};
+use super::common::{EngineArgs, ExpectArgs, OutputArgs, TestArgs, UcxArgs, parse_duration};
 use anyhow::Context as _;
 use icb_core::protocol::{CaseProgress, ChildPlan, SIDE_SCHEMA, SideEvent, side_line};
 use icb_core::{BandwidthUnit, CaseResult, CaseStatus, Locality, ToolInfo};
@@ -30,6 +30,9 @@ pub struct Args {
     #[command(flatten)]
     pub ucx: UcxArgs,
 
+    #[command(flatten)]
+    pub engine: EngineArgs,
+
     /// Where the two sides run: auto (compares the kernels' boot ids), same-host, different-hosts
     #[arg(long, value_name = "WHERE", default_value = "auto", value_parser = parse_placement)]
     pub placement: PlacementChoice,
@@ -49,7 +52,7 @@ pub struct Args {
     /// The whole run as one document from the pair pipeline (icb_core::protocol::ChildPlan, JSON);
     /// prints protocol lines instead of a report. For launchers, not for people.
     #[arg(long, value_name = "JSON", hide = true, conflicts_with_all = [
-        "tests", "sizes", "blocks", "memory", "warmup", "min_iterations", "min_time", "max_time", "window",
+        "tests", "sizes", "blocks", "batches", "memory", "warmup", "min_iterations", "min_time", "max_time", "window",
         "unit", "require_cuda", "min_host_bw", "min_cuda_bw", "min_bw_size", "allow_tcp",
         "expect_config", "json_line", "ucx_peer_errors",
     ])]
@@ -82,7 +85,7 @@ pub fn tool_info() -> ToolInfo {
 }
 
 fn progress_line(c: &CaseResult, unit: BandwidthUnit) -> String {
-    let head = format!("{} {} {}", c.test, icb_core::units::format_size(c.size), c.memory);
+    let head = format!("{} {} {}", c.operation(), c.shape(), c.memory);
     match (c.status, &c.measurement) {
         (CaseStatus::Measured, Some(m)) => {
             let value = match (m.bandwidth_bps, &m.latency_us) {
@@ -106,7 +109,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let plan = ChildPlan::from_json(plan).context("--plan")?;
         return run_planned(&args, plan);
     }
-    let settings = args.test.settings()?;
+    args.engine.check()?;
+    let settings = args.test.settings_for(args.engine.engine)?;
     args.output.check()?;
     // Read before stdout is set aside: the width of the terminal the report goes to.
     let view = args.output.view();
@@ -139,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         })),
         cancel: Some(interrupt.token().clone()),
     };
-    let report = connect_or_interrupted(opts, &interrupt);
+    let report = connect_or_interrupted(opts, &args.engine, &interrupt);
     if let Ok(live) = live.lock() {
         live.finish();
     }
@@ -163,9 +167,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 /// comes back marked partial, with the signal named.
 fn connect_or_interrupted(
     opts: icb_engine::ConnectOptions,
+    engine: &EngineArgs,
     interrupt: &super::interrupt::Interrupt,
 ) -> anyhow::Result<icb_core::PairReport> {
-    match icb_engine::connect(opts) {
+    let result = match engine.engine {
+        icb_core::EngineKind::Ucx => icb_engine::connect(opts),
+        icb_core::EngineKind::Nixl => icb_nixl_engine::connect(opts, engine.nixl_options())
+            .map_err(icb_nixl_engine::NixlEngineError::into_engine_error),
+    };
+    match result {
         Ok(mut report) => {
             if let Some(partial) = report.partial.as_mut() {
                 partial.reason = format!("interrupted by {}", interrupt.signal());
@@ -219,11 +229,13 @@ fn ucx_options(args: &Args, peer_errors: bool) -> icb_engine::UcxOptions {
         },
         ..Default::default()
     }
+    .with_profile(args.engine.ucx_profile)
 }
 
 /// `connect --plan`: the prefill side of a pipeline run. Prints one protocol line per case and
 /// then the report; the parent renders and judges.
 fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
+    args.engine.check()?;
     let out = Arc::new(Mutex::new(super::report_out::reserve()?));
     let interrupt = super::interrupt::Interrupt::install()?;
     let total = plan.settings.case_list().len();
@@ -257,7 +269,7 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
         })),
         cancel: Some(interrupt.token().clone()),
     };
-    let report = connect_or_interrupted(opts, &interrupt)?;
+    let report = connect_or_interrupted(opts, &args.engine, &interrupt)?;
     // The parent judges and decides the exit code; the child only says when it was interrupted.
     let code = match report.partial {
         Some(_) => exit_code(&report, &interrupt),

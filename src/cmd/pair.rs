@@ -2,7 +2,7 @@
 //! (`--prefill X --decode Y`), or inside two running workers (`--in-place`). All end in the same
 //! report and verdict.
 
-use super::common::{ExpectArgs, OutputArgs, TestArgs, UcxArgs};
+use super::common::{EngineArgs, ExpectArgs, OutputArgs, TestArgs, UcxArgs};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
@@ -38,6 +38,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub ucx: UcxArgs,
+
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -47,7 +50,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.local && dry_run {
         anyhow::bail!("--dry-run prints the pods of a Kubernetes run: use it with --prefill/--decode, not --local");
     }
-    let settings = args.test.settings()?;
+    args.engine.check()?;
+    let settings = args.test.settings_for(args.engine.engine)?;
     if !dry_run {
         // A dry run prints manifests (-o yaml|json), which the run's own code checks.
         args.output.check()?;

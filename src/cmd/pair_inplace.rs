@@ -103,7 +103,9 @@ pub fn run_in_place(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Res
     let prefill: Target = prefill.parse().context("--prefill")?;
     let decode: Target = decode.parse().context("--decode")?;
     let opts = &args.in_place;
-    let notes = bound_settings(&mut plan.settings, args.test.sizes.is_some(), opts.side_timeout)?;
+    // The NIXL engine's own plan already stays within the buffer bound (64 MiB per request).
+    let keep_cases = args.test.sizes.is_some() || args.engine.engine == icb_core::EngineKind::Nixl;
+    let notes = bound_settings(&mut plan.settings, keep_cases, opts.side_timeout)?;
     let binary = match &opts.in_place_binary {
         Some(b) => b.clone(),
         None => std::env::current_exe().context("cannot find this binary to copy; pass --in-place-binary")?,
@@ -126,6 +128,7 @@ pub fn run_in_place(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Res
         copy_timeout,
         cleanup_timeout: Duration::from_secs(30).max(args.kube.cluster.request_timeout),
         run_id,
+        side_args: args.engine.side_flags(),
     };
     // Copying counts as start-up; each side then has its bound.
     plan.startup_timeout = copy_timeout + opts.side_timeout;

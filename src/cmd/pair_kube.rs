@@ -57,7 +57,7 @@ pub struct KubePairArgs {
 
 /// A deadline the run can always meet: start-up allowance plus every case at its maximum time.
 fn default_timeout(settings: &icb_core::RunSettings) -> Duration {
-    let cases = (settings.tests.len() * settings.sizes.len() * settings.memory.len()) as f64;
+    let cases = settings.case_list().len() as f64;
     Duration::from_secs_f64(120.0 + cases * (settings.max_time_s + 1.0))
 }
 
@@ -85,8 +85,8 @@ pub fn build_pods_plan(args: &super::pair::Args, settings: &icb_core::RunSetting
         run_id,
         image: k.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
         image_pull_policy: k.image_pull_policy.clone(),
-        serve_args: vec!["--idle-timeout".into(), secs],
-        connect_args: Vec::new(),
+        serve_args: [vec!["--idle-timeout".into(), secs], args.engine.side_flags()].concat(),
+        connect_args: args.engine.side_flags(),
         privileged: k.privileged,
         host_ipc: k.host_ipc,
         host_pid: k.host_pid,

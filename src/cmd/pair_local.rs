@@ -26,6 +26,11 @@ fn parse_isolation(s: &str) -> Result<Isolation, String> {
 }
 
 pub fn run_local(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<i32> {
+    if args.engine.engine == icb_core::EngineKind::Nixl {
+        // Both sides would fail the same way; say it once, before anything starts. Loading the
+        // library starts no agent, so this process holds no UCX afterwards.
+        icb_nixl_engine::probe_load(args.engine.nixl_lib.as_deref()).map_err(anyhow::Error::msg)?;
+    }
     plan.startup_timeout = args.local_opts.startup_timeout;
     plan.ucx_peer_errors = false;
     let opts = LocalOptions {
@@ -41,6 +46,7 @@ pub fn run_local(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result
             vec![]
         },
         forward_stderr: tracing::enabled!(tracing::Level::INFO),
+        side_args: args.engine.side_flags(),
     };
     // Installed before anything is started, so a signal at any point reaches the cleanup.
     let interrupt = Interrupt::install()?;

@@ -81,7 +81,7 @@ impl Drop for CaseProgress {
 
 /// `tag_bw 64 KiB host→host · 4.59 GB/s · data path so far: tcp, shared memory`.
 fn describe(c: &CaseResult, unit: BandwidthUnit, paths: &[TransportClass]) -> String {
-    let mut s = format!("· {} {} {}", c.test, icb_core::units::format_size(c.size), c.memory);
+    let mut s = format!("· {} {} {}", c.operation(), c.shape(), c.memory);
     match (c.status, &c.measurement) {
         (CaseStatus::Measured, Some(m)) => {
             if let Some(bps) = m.bandwidth_bps {

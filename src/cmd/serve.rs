@@ -1,6 +1,7 @@
 //! `ic-bench serve`: the decode side, like ucx_perftest started without a peer address.
 
-use super::common::UcxArgs;
+use super::common::{EngineArgs, UcxArgs};
+use icb_core::EngineKind;
 use icb_core::protocol::{Listening, SideEvent, side_line};
 use std::io::Write as _;
 use std::time::Duration;
@@ -21,9 +22,13 @@ pub struct Args {
 
     #[command(flatten)]
     pub ucx: UcxArgs,
+
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    args.engine.check()?;
     let mut out = super::report_out::reserve()?;
     let interrupt = super::interrupt::Interrupt::install()?;
     let opts = icb_engine::ServeOptions {
@@ -33,7 +38,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ucx: icb_engine::UcxOptions {
             library_dir: args.ucx.ucx_lib,
             ..Default::default()
-        },
+        }
+        .with_profile(args.engine.ucx_profile),
         tool: super::connect::tool_info(),
         on_listening: Some(Box::new(move |l: &icb_engine::Listening| {
             // One typed line on stdout: launchers read the port from it (pipes, pod logs).
@@ -46,7 +52,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         })),
         cancel: Some(interrupt.token().clone()),
     };
-    match icb_engine::serve(opts) {
+    let result = match args.engine.engine {
+        EngineKind::Ucx => icb_engine::serve(opts),
+        EngineKind::Nixl => icb_nixl_engine::serve(opts, args.engine.nixl_options())
+            .map_err(icb_nixl_engine::NixlEngineError::into_engine_error),
+    };
+    match result {
         Ok(()) => Ok(icb_core::exit::OK),
         Err(icb_engine::EngineError::Interrupted) => Ok(interrupt.report("the server stopped")),
         Err(e) => Err(e.into()),

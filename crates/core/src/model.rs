@@ -494,6 +494,27 @@ pub struct CaseResult {
     pub run_by: CaseEngine,
 }
 
+impl CaseResult {
+    /// What a person calls the case's operation: `read`/`write` for the NIXL engine (its
+    /// direction), the test otherwise (`tag_bw`, `put_bw`, …).
+    pub fn operation(&self) -> String {
+        match self.run_by.direction {
+            Some(d) if self.run_by.engine == EngineKind::Nixl => d.to_string(),
+            _ => self.test.to_string(),
+        }
+    }
+
+    /// The case's message shape: `4 MiB`, or `64 × 16 KiB` for a list of blocks (a KV-shaped
+    /// case or a NIXL request's descriptors).
+    pub fn shape(&self) -> String {
+        let size = crate::units::format_size(self.size);
+        match self.blocks {
+            Some(n) if n > 1 => format!("{n} × {size}"),
+            _ => size,
+        }
+    }
+}
+
 /// The engine that moved a case's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -508,6 +529,32 @@ pub enum EngineKind {
 impl EngineKind {
     pub fn is_default(&self) -> bool {
         *self == EngineKind::Ucx
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Ucx => "ucx",
+            EngineKind::Nixl => "nixl",
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for EngineKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "ucx" => Ok(EngineKind::Ucx),
+            "nixl" => Ok(EngineKind::Nixl),
+            other => Err(format!(
+                "'{other}' is not an engine: use ucx (ic-bench's UCX engine) or nixl (NIXL's C API)"
+            )),
+        }
     }
 }
 
@@ -534,6 +581,16 @@ impl Direction {
         match self {
             Direction::Read => TestKind::GetBw,
             Direction::Write => TestKind::PutBw,
+        }
+    }
+
+    /// The direction an RMA test stands for (`get_bw` is READ, `put_bw` is WRITE); tag tests have
+    /// none.
+    pub fn of_test(test: TestKind) -> Option<Direction> {
+        match test {
+            TestKind::GetBw => Some(Direction::Read),
+            TestKind::PutBw => Some(Direction::Write),
+            TestKind::TagBw | TestKind::TagLat => None,
         }
     }
 }

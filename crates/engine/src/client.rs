@@ -201,7 +201,7 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
     };
     let partial = interrupted.then(|| icb_core::PartialRun {
         reason: "interrupted".into(),
-        planned_cases: opts.settings.tests.len() * opts.settings.memory.len() * opts.settings.sizes.len(),
+        planned_cases: opts.settings.case_list().len(),
     });
 
     let mine = local_hello(Role::Client, &local, &cuda, &opts.tool, false);
@@ -243,8 +243,15 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
         warnings,
         partial,
     };
-    icb_core::verdict::judge(&mut report);
-    icb_core::quality::add_findings(&mut report);
+    finish_report(&mut report);
+    Ok(report)
+}
+
+/// The last step of every engine's client: the verdict, the measurement-quality findings, and for
+/// a partial run a verdict reason that says it covers only what was measured.
+pub fn finish_report(report: &mut PairReport) {
+    icb_core::verdict::judge(report);
+    icb_core::quality::add_findings(report);
     if let Some(p) = &report.partial {
         // The verdict covers only what was measured: say so where people read it.
         report.verdict.reason = format!(
@@ -254,7 +261,6 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
             p.planned_cases
         );
     }
-    Ok(report)
 }
 
 /// What a session got so far; it outlives the session's future, so an interrupted run keeps the

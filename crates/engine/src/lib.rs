@@ -41,7 +41,7 @@ pub mod stats;
 pub mod ucx_thread;
 pub mod wire;
 
-pub use client::{connect, validate as validate_settings};
+pub use client::{connect, finish_report, validate as validate_settings};
 pub use error::EngineError;
 pub use options::{
     CancellationToken, ConnectOptions, DEFAULT_PORT, Listening, NIXL_UCX_DEFAULTS, OnCase, OnListening,

@@ -16,7 +16,7 @@ use icb_core::{
     MemoryType, PAIR_SCHEMA, PairReport, Placement, Verdict, VerdictStatus,
 };
 use icb_engine::control::{Control, unexpected};
-use icb_engine::messages::{CaseReady, CaseSetup, Hello, MAX_WINDOW, Message, PhaseKind, Role};
+use icb_engine::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use icb_engine::ucx_thread::UcxThread;
 use icb_engine::{ConnectOptions, EngineError};
 use std::time::{Duration, Instant};
@@ -28,8 +28,8 @@ const PHASE_SLACK_S: f64 = 30.0;
 /// and returns the judged report. `opts.ucx` is ignored (NIXL brings its own UCX);
 /// `opts.settings.window` is replaced by the batches. The caller must leave the process through
 /// [`crate::exit_process`] afterwards.
-pub fn connect(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairReport, NixlEngineError> {
-    validate(&opts, &nixl)?;
+pub fn connect(mut opts: ConnectOptions, nixl: NixlOptions) -> Result<PairReport, NixlEngineError> {
+    validate(&mut opts, &nixl)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -37,30 +37,24 @@ pub fn connect(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairReport, Ni
     rt.block_on(connect_async(opts, nixl))
 }
 
-fn validate(opts: &ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineError> {
-    icb_engine::validate_settings(&opts.settings)?;
-    let bad = |m: String| Err(EngineError::Settings(m));
-    if nixl.batches.is_empty() || nixl.directions.is_empty() {
-        return bad("nothing to run: give at least one batch and one direction".into());
+/// Checks the settings and turns them into the NIXL engine's cases ([`crate::nixl_settings`]).
+fn validate(opts: &mut ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineError> {
+    let settings = crate::options::nixl_settings(opts.settings.clone(), nixl).map_err(EngineError::Settings)?;
+    icb_engine::validate_settings(&settings)?;
+    for (shape, memory) in settings.case_list() {
+        let probe = CaseSetup {
+            test: shape.test,
+            memory,
+            size: shape.size,
+            window: shape.blocks.unwrap_or(1),
+            seed: 0,
+            // A NIXL request's descriptors are this engine's `window`; UCX's block layout is unused.
+            blocks: 1,
+            untouched: false,
+        };
+        case_len(&probe).map_err(EngineError::Settings)?;
     }
-    if let Some(b) = nixl.batches.iter().find(|&&b| b == 0 || b > MAX_WINDOW) {
-        return bad(format!("batch {b} is outside 1 … {MAX_WINDOW} descriptors"));
-    }
-    for &size in &opts.settings.sizes {
-        for &batch in &nixl.batches {
-            let probe = CaseSetup {
-                test: icb_core::TestKind::GetBw,
-                memory: icb_core::MemoryPair::HOST_HOST,
-                size,
-                window: batch,
-                seed: 0,
-                // A NIXL request's descriptors are this engine's `window`; UCX's block layout is unused.
-                blocks: 1,
-                untouched: false,
-            };
-            case_len(&probe).map_err(EngineError::Settings)?;
-        }
-    }
+    opts.settings = settings;
     Ok(())
 }
 
@@ -74,7 +68,18 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
     let (mut thread, local) = UcxThread::spawn(move || NixlRuntime::start(&nixl_opts, &name))?;
     let cuda = cuda_info();
 
-    let stream = match tokio::time::timeout(opts.connect_timeout, tokio::net::TcpStream::connect(server_addr)).await {
+    // A caller without a token gets one that is never cancelled.
+    let cancel = opts.cancel.clone().unwrap_or_default();
+    let connecting = tokio::time::timeout(opts.connect_timeout, tokio::net::TcpStream::connect(server_addr));
+    let connected = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => {
+            thread.shutdown(Duration::from_secs(5));
+            return Err(EngineError::Interrupted.into());
+        }
+        r = connecting => r,
+    };
+    let stream = match connected {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             thread.shutdown(Duration::from_secs(5));
@@ -96,19 +101,41 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
     let local_addr = stream.local_addr().ok();
     let mut control = Control::new(stream);
     let mut opts = opts;
-    let result = run_session(&mut control, &thread, &local, &cuda, &mut opts, &nixl).await;
-    let (server_hello, mut cases, mut warnings) = match result {
-        Ok(x) => x,
-        Err(e) => {
-            if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
-                control.send_error(&e.to_string()).await;
-            }
-            drop(control);
-            thread.shutdown(Duration::from_secs(5));
-            return Err(e.into());
-        }
+    let mut done = Session::default();
+    let result = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(EngineError::Interrupted),
+        r = run_session(&mut control, &thread, &local, &cuda, &mut opts, &mut done) => r,
     };
+    // An interrupted run still reports what it measured, once the server's hello is known.
+    let interrupted = matches!(result, Err(EngineError::Interrupted)) && done.server.is_some();
+    if let Err(e) = result
+        && !interrupted
+    {
+        if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
+            control.send_error(&e.to_string()).await;
+        }
+        drop(control);
+        thread.shutdown(Duration::from_secs(5));
+        return Err(e.into());
+    }
+    if interrupted {
+        control.send_error("the client was interrupted").await;
+    }
     drop(control);
+    let Session {
+        server: Some(server_hello),
+        mut cases,
+    } = done
+    else {
+        thread.shutdown(Duration::from_secs(5));
+        return Err(EngineError::Internal("the session ended without the server's hello".into()).into());
+    };
+    let mut warnings = Vec::new();
+    let partial = interrupted.then(|| icb_core::PartialRun {
+        reason: "interrupted".into(),
+        planned_cases: opts.settings.case_list().len(),
+    });
     // Destroying the agent (its UCX worker) is what makes UCX print the `used` protocol tables.
     thread.shutdown(Duration::from_secs(10));
     attribute_cases(&mut cases, &log, &local, &mut warnings);
@@ -119,8 +146,7 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
         .expectation_for(same_boot)
         .map_err(|e| EngineError::Settings(e.to_string()))?;
     let locality = expectation.locality;
-    let mut settings = opts.settings.clone();
-    settings.tests = nixl.directions.iter().map(|d| d.test_kind()).collect();
+    let settings = opts.settings.clone();
     let mut report = PairReport {
         schema: PAIR_SCHEMA.to_string(),
         tool: opts.tool.clone(),
@@ -152,9 +178,9 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
             data_paths: Vec::new(),
         },
         warnings,
-        partial: None,
+        partial,
     };
-    icb_core::verdict::judge(&mut report);
+    icb_engine::finish_report(&mut report);
     Ok(report)
 }
 
@@ -184,7 +210,13 @@ fn attribute_cases(cases: &mut [CaseResult], log: &UcxLog, local: &LocalNixl, wa
     }
 }
 
-type SessionOutput = (Hello, Vec<CaseResult>, Vec<String>);
+/// What a session got so far; it outlives the session's future, so an interrupted run keeps the
+/// cases measured before the interruption.
+#[derive(Default)]
+struct Session {
+    server: Option<Hello>,
+    cases: Vec<CaseResult>,
+}
 
 async fn run_session(
     control: &mut Control,
@@ -192,13 +224,14 @@ async fn run_session(
     local: &LocalNixl,
     cuda: &CudaInfo,
     opts: &mut ConnectOptions,
-    nixl: &NixlOptions,
-) -> Result<SessionOutput, EngineError> {
+    done: &mut Session,
+) -> Result<(), EngineError> {
     let server: Hello = match control.recv("the hello exchange", HELLO_TIMEOUT).await? {
         Message::Hello(h) => *h,
         other => return Err(unexpected("the hello exchange", &other, "hello")),
     };
     check_peer_hello(&server, Role::Server)?;
+    done.server = Some(server.clone());
     let hello = local_hello(Role::Client, local, cuda, &opts.tool);
     control
         .send(&Message::Hello(Box::new(hello)), "the hello exchange")
@@ -210,35 +243,31 @@ async fn run_session(
         .map_err(|detail| nixl_failed("loading the server's NIXL metadata", detail))?;
 
     let s = opts.settings.clone();
-    let mut cases = Vec::new();
-    let warnings = Vec::new();
     let mut seed = 0x41c1_0001u64;
-    for &direction in &nixl.directions {
-        for &memory in &s.memory {
-            for &size in &s.sizes {
-                for &batch in &nixl.batches {
-                    seed = seed.wrapping_add(0x9E37_79B9);
-                    let setup = CaseSetup {
-                        test: direction.test_kind(),
-                        memory,
-                        size,
-                        window: batch,
-                        seed,
-                        // A NIXL request's descriptors are this engine's `window`; UCX's block layout is unused.
-                        blocks: 1,
-                        untouched: false,
-                    };
-                    let case = run_case(control, thread, setup, direction, &s, cuda, &server).await?;
-                    if let Some(cb) = opts.on_case.as_mut() {
-                        cb(&case);
-                    }
-                    cases.push(case);
-                }
-            }
+    for (shape, memory) in s.case_list() {
+        // `validate` let only READ (get) and WRITE (put) shapes through.
+        let Some(direction) = Direction::of_test(shape.test) else {
+            continue;
+        };
+        seed = seed.wrapping_add(0x9E37_79B9);
+        let setup = CaseSetup {
+            test: shape.test,
+            memory,
+            size: shape.size,
+            window: shape.blocks.unwrap_or(1),
+            seed,
+            // A NIXL request's descriptors are this engine's `window`; UCX's block layout is unused.
+            blocks: 1,
+            untouched: false,
+        };
+        let case = run_case(control, thread, setup, direction, &s, cuda, &server).await?;
+        if let Some(cb) = opts.on_case.as_mut() {
+            cb(&case);
         }
+        done.cases.push(case);
     }
     control.send(&Message::Bye, "the goodbye").await?;
-    Ok((server, cases, warnings))
+    Ok(())
 }
 
 async fn run_case(

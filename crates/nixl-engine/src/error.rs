@@ -16,4 +16,13 @@ impl NixlEngineError {
     pub fn exit_code(&self) -> i32 {
         icb_core::exit::USAGE_OR_SETUP
     }
+
+    /// As the UCX engine's error, so a front end handles both engines alike (an interruption stays
+    /// `Interrupted`; NIXL's own failures become `EngineError::Nixl` with the same one line).
+    pub fn into_engine_error(self) -> EngineError {
+        match self {
+            NixlEngineError::Engine(e) => e,
+            other => EngineError::Nixl(other.to_string()),
+        }
+    }
 }

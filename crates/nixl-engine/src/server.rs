@@ -55,7 +55,14 @@ async fn serve_async(mut opts: ServeOptions, nixl: NixlOptions) -> Result<(), Ni
         });
     }
     let cuda = cuda_info();
-    let result = accept_loop(&listener, &thread, &local, &cuda, &opts).await;
+    // A caller without a token gets one that is never cancelled.
+    let cancel = opts.cancel.clone().unwrap_or_default();
+    // Dropping the loop mid-session drops the client's connection and aborts its phase.
+    let result = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(EngineError::Interrupted),
+        r = accept_loop(&listener, &thread, &local, &cuda, &opts) => r,
+    };
     thread.shutdown(Duration::from_secs(5));
     result.map_err(NixlEngineError::from)
 }

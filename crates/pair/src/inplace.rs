@@ -79,6 +79,8 @@ pub struct InPlacePlan {
     pub cleanup_timeout: Duration,
     /// Names this run's directories (`ic-bench-inplace-<run id>.XXXXXX`).
     pub run_id: String,
+    /// The engine selection both sides get (`--engine nixl`, `--nixl-lib`, `--ucx-profile`).
+    pub side_args: Vec<String>,
 }
 
 /// One worker container.
@@ -459,7 +461,7 @@ impl Launcher for InPlaceLauncher {
         let mut busy = Vec::new();
         for port in self.port_order() {
             // Stopping a side removes its copy, so every attempt copies afresh.
-            let args = vec![
+            let mut args = vec![
                 "serve".into(),
                 "--listen".into(),
                 format!("0.0.0.0:{port}"),
@@ -467,6 +469,7 @@ impl Launcher for InPlaceLauncher {
                 "--idle-timeout".into(),
                 secs.clone(),
             ];
+            args.extend(self.plan.side_args.iter().cloned());
             let mut side = self.launch(&worker, args, "decode").await?;
             // Read up to the listening line here: a port the worker already uses is retried.
             let first = tokio::time::timeout(self.plan.side_timeout, side.first_event()).await;
@@ -505,12 +508,13 @@ impl Launcher for InPlaceLauncher {
             ))
         })?;
         let worker = self.prefill.clone();
-        let args = vec![
+        let mut args = vec![
             "connect".into(),
             join_host_port(&ip, port),
             "--plan".into(),
             plan.to_json(),
         ];
+        args.extend(self.plan.side_args.iter().cloned());
         self.launch(&worker, args, "prefill").await
     }
 

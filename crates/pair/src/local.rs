@@ -28,6 +28,8 @@ pub struct LocalOptions {
     pub ucx_lib: Option<PathBuf>,
     /// Extra flags for both sides (e.g. `-v`), so they log as much as the parent.
     pub verbosity: Vec<String>,
+    /// The engine selection both sides get (`--engine nixl`, `--nixl-lib`, `--ucx-profile`).
+    pub side_args: Vec<String>,
     /// Copy both sides' stderr to ours, prefixed `[decode]` / `[prefill]`.
     pub forward_stderr: bool,
 }
@@ -64,7 +66,11 @@ impl LocalLauncher {
 
     fn spawn(&self, side: &PairSide, label: &'static str, args: Vec<String>) -> Result<LocalSide, LaunchError> {
         let pair = self.pair()?;
-        let mut spec = pair.pod(side, &self.opts.exe).args(&args).args(&self.opts.verbosity);
+        let mut spec = pair
+            .pod(side, &self.opts.exe)
+            .args(&args)
+            .args(&self.opts.verbosity)
+            .args(&self.opts.side_args);
         if let Some(dir) = &self.opts.ucx_lib {
             spec = spec.arg("--ucx-lib").arg(dir);
         }

@@ -43,6 +43,7 @@ fn measured_values(c: &CaseResult, unit: BandwidthUnit) -> Vec<(&'static str, St
         ("size_bytes", c.size.to_string()),
         ("data_path", class_id(case_class(c)).to_string()),
     ];
+    props.extend(crate::labels::case_shape_labels(c));
     if let Some(m) = &c.measurement {
         props.push(("iterations", m.iterations.to_string()));
         if let Some(bps) = m.bandwidth_bps {

@@ -1,7 +1,6 @@
 //! Names and numbers shared by the exporters, so every format says the same thing.
 
 use icb_core::model::{BandwidthUnit, CaseResult, MemoryPair, TransportClass};
-use icb_core::units::format_size;
 
 /// `host-cuda`: ASCII, for machine formats (the table uses `host→cuda`).
 pub fn memory_id(m: MemoryPair) -> String {
@@ -31,9 +30,26 @@ pub fn case_class(c: &CaseResult) -> TransportClass {
         .unwrap_or(TransportClass::Unknown)
 }
 
-/// `tag_bw host→host 64 MiB`.
+/// `tag_bw host→host 64 MiB`, `write host→host 64 × 16 KiB`.
 pub fn case_name(c: &CaseResult) -> String {
-    format!("{} {} {}", c.test, c.memory, format_size(c.size))
+    format!("{} {} {}", c.operation(), c.memory, c.shape())
+}
+
+/// Labels that tell apart cases of one test, memory pair and size: the blocks per operation, and
+/// for the NIXL engine the engine and its direction. Empty for a plain UCX-engine case, so
+/// existing series keep their labels.
+pub fn case_shape_labels(c: &CaseResult) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    if let Some(n) = c.blocks.filter(|&n| n > 1) {
+        out.push(("blocks", n.to_string()));
+    }
+    if !c.run_by.engine.is_default() {
+        out.push(("engine", c.run_by.engine.to_string()));
+    }
+    if let Some(d) = c.run_by.direction {
+        out.push(("direction", d.to_string()));
+    }
+    out
 }
 
 /// A bandwidth in the report's unit, no unit suffix (headers carry it): two decimals, or three

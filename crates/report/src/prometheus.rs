@@ -150,6 +150,7 @@ impl Exporter for PrometheusExporter {
                 ("size", c.size.to_string()),
                 ("transport", class_id(case_class(c)).to_string()),
             ]);
+            base.extend(crate::labels::case_shape_labels(c));
             if let Some(m) = &c.measurement {
                 if let Some(bps) = m.bandwidth_bps {
                     bandwidth.get_or_create(&labels(&base)).set(bps);

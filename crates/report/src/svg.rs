@@ -113,7 +113,9 @@ fn marker(shape: usize, x: f64, y: f64, color: &str, title: Option<&str>) -> Str
 
 fn collect(r: &PairReport) -> (Vec<Series>, Vec<FailedCase>) {
     let unit = r.settings.unit;
-    let mut series: BTreeMap<(TestKind, MemoryPair), Series> = BTreeMap::new();
+    // One curve per operation, blocks per operation and memory pair: a 64-block list is another
+    // curve than one message of the same size.
+    let mut series: BTreeMap<(TestKind, String, u32, MemoryPair), Series> = BTreeMap::new();
     let mut failed = Vec::new();
     for c in r.cases.iter().filter(|c| c.test.is_bandwidth()) {
         let value = c
@@ -133,14 +135,19 @@ fn collect(r: &PairReport) -> (Vec<Series>, Vec<FailedCase>) {
             failed.push(FailedCase {
                 size: c.size,
                 value,
-                label: format!("{} {} {}: failed: {why}", c.test, c.memory, format_size(c.size)),
+                label: format!("{}: failed: {why}", crate::labels::case_name(c)),
             });
         }
         let (CaseStatus::Measured, Some(v)) = (c.status, value) else {
             continue;
         };
-        let s = series.entry((c.test, c.memory)).or_insert_with(|| Series {
-            name: format!("{} {}", c.test, c.memory),
+        let blocks = c.blocks.unwrap_or(1);
+        let key = (c.test, c.operation(), blocks, c.memory);
+        let s = series.entry(key).or_insert_with(|| Series {
+            name: match blocks {
+                1 => format!("{} {}", c.operation(), c.memory),
+                n => format!("{} ×{n} {}", c.operation(), c.memory),
+            },
             paths: Vec::new(),
             points: Vec::new(),
         });

@@ -225,7 +225,7 @@ impl Exporter for TableExporter {
             if let Some((memory, reason, cases)) = group.filter(|g| g.2.len() > 1) {
                 if std::ptr::eq(cases[0], c) {
                     let mut tests: Vec<String> = Vec::new();
-                    for name in cases.iter().map(|c| c.test.to_string()) {
+                    for name in cases.iter().map(|c| c.operation()) {
                         if !tests.contains(&name) {
                             tests.push(name);
                         }
@@ -260,9 +260,9 @@ impl Exporter for TableExporter {
                 _ => c.reason.clone().unwrap_or_else(|| "-".to_string()),
             };
             t.add_row(vec![
-                c.test.to_string(),
+                c.operation(),
                 c.memory.to_string(),
-                format_size(c.size),
+                c.shape(),
                 bw,
                 lat,
                 path,
@@ -276,7 +276,7 @@ impl Exporter for TableExporter {
         }
         // In a narrow terminal the short columns keep their words whole; the data path and
         // the reasons, the long free text, take what is left and wrap.
-        keep_whole(&mut t, &[(0, 9), (1, 11), (2, 8), (3, 11), (4, 11), (6, 9)]);
+        keep_whole(&mut t, &[(0, 9), (1, 11), (2, 13), (3, 11), (4, 11), (6, 9)]);
 
         let mut out = String::new();
         push_wrapped(&mut out, &pair_summary(r), view);

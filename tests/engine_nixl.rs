@@ -1,0 +1,326 @@
+//! `--engine nixl` and `--ucx-profile nixl` through the CLI and the pair pipeline, with the real
+//! NIXL wheel that scripts/setup unpacked (`IC_BENCH_NIXL_LIB` from .cargo/config.toml) and real
+//! UCX: transfers verified, the data path named from NIXL's UCX's own protocol report, one verdict
+//! per direction; the UCX engine with NIXL's profile predicts NIXL's data path in every isolation
+//! mode; flags and broken installs give one line and exit 2; Ctrl-C leaves nothing behind.
+
+mod pair_local_support;
+
+use icb_core::{CaseStatus, Direction, EngineKind, EvidenceSource, MemoryType, PairReport, TestKind, TransportClass};
+use icb_isolate::privileged_tests_enabled;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use pair_local_support::{Ran, ic_bench, serial};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Short cases: the tests check paths and bytes, not bandwidth.
+const QUICK: [&str; 6] = ["--min-time", "0.02", "--max-time", "0.3", "--warmup", "2"];
+
+/// The UCX libraries bundled in the NIXL wheel (the UCX engine's loader accepts their renamed
+/// files), so both engines run the same UCX release.
+fn nixl_bundled_ucx() -> PathBuf {
+    let nixl =
+        std::env::var_os("IC_BENCH_NIXL_LIB").expect("IC_BENCH_NIXL_LIB (from .cargo/config.toml; run scripts/setup)");
+    let site = PathBuf::from(nixl).parent().map(PathBuf::from).unwrap_or_default();
+    std::fs::read_dir(&site)
+        .expect("the wheel's site directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("nixl_cu") && n.ends_with(".libs"))
+        })
+        .expect("the wheel's bundled libraries (nixl_cu*.libs)")
+}
+
+fn one_line_exit_2(ran: &Ran, needle: &str) {
+    assert_eq!(ran.code, 2, "stderr: {}", ran.stderr);
+    let lines: Vec<&str> = ran.stderr.trim().lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {:?}", ran.stderr);
+    assert!(lines[0].starts_with("ic-bench: error: "), "{}", lines[0]);
+    assert!(lines[0].contains(needle), "'{needle}' in {}", lines[0]);
+    assert!(ran.stdout.trim().is_empty(), "nothing on stdout: {}", ran.stdout);
+}
+
+#[test]
+fn nixl_engine_pair_reads_and_writes_descriptor_lists_verified_and_attributed() {
+    let _one = serial();
+    let ran = ic_bench(
+        &[
+            &["pair", "--local", "--engine", "nixl", "-o", "json"],
+            &[
+                "--memory",
+                "host-host,cuda-cuda",
+                "--sizes",
+                "4KiB,1MiB",
+                "--batches",
+                "1,16",
+            ],
+            &QUICK[..],
+        ]
+        .concat(),
+        &[],
+    );
+    assert_eq!(ran.code, 0, "stderr: {}", ran.stderr);
+    let report = ran.report();
+    ran.assert_nothing_left();
+    // 2 directions × 2 memory pairs × 2 sizes × 2 batches; the CUDA ones skip without a driver.
+    assert_eq!(report.cases.len(), 16);
+    let host: Vec<_> = report
+        .cases
+        .iter()
+        .filter(|c| c.memory.initiator == MemoryType::Host)
+        .collect();
+    assert_eq!(host.len(), 8);
+    let mut seen = BTreeMap::new();
+    for c in &host {
+        assert_eq!(c.status, CaseStatus::Measured, "{c:?}");
+        assert_eq!(c.run_by.engine, EngineKind::Nixl);
+        let direction = c.run_by.direction.expect("a NIXL case has a direction");
+        assert_eq!(c.test, direction.test_kind(), "READ is judged as get, WRITE as put");
+        let m = c.measurement.as_ref().expect("measured");
+        assert!(m.verified, "bytes verified outside the timed region: {c:?}");
+        assert!(m.bandwidth_bps.is_some_and(|b| b > 0.0) && m.latency_us.is_some());
+        let t = c.transport.as_ref().expect("a data path");
+        assert_eq!(t.data_path.source, EvidenceSource::ProtoInfo, "from UCX's own report");
+        assert!(
+            t.protocol.as_deref().is_some_and(|p| p.contains("ucp_")),
+            "the raw protocol row is kept: {t:?}"
+        );
+        // Two plain processes on one host: NIXL's UCX moves both directions over cma here.
+        assert_eq!(t.data_path.class, TransportClass::Cma, "{c:?}");
+        *seen.entry((direction, c.size, c.blocks.unwrap_or(1))).or_insert(0) += 1;
+    }
+    assert_eq!(seen.len(), 8, "every direction × size × batch once: {seen:?}");
+    for c in report.cases.iter().filter(|c| c.memory.initiator == MemoryType::Cuda) {
+        assert_eq!(c.status, CaseStatus::Skipped);
+        assert!(
+            c.reason.as_deref().unwrap_or_default().contains("no CUDA driver"),
+            "{c:?}"
+        );
+    }
+    assert_eq!(report.settings.tests, vec![TestKind::GetBw, TestKind::PutBw]);
+    assert_eq!(report.client.ucx_version, report.server.ucx_version);
+    assert_eq!(
+        report.verdict.status,
+        icb_core::VerdictStatus::Pass,
+        "{:?}",
+        report.verdict
+    );
+}
+
+/// Data-path class per (direction, size) of the measured single-descriptor cases.
+fn classes(report: &PairReport) -> BTreeMap<(Direction, u64), TransportClass> {
+    report
+        .cases
+        .iter()
+        .filter(|c| c.status == CaseStatus::Measured && c.blocks.unwrap_or(1) == 1)
+        .filter_map(|c| {
+            let direction = c.run_by.direction.or_else(|| Direction::of_test(c.test))?;
+            Some(((direction, c.size), c.transport.as_ref()?.data_path.class))
+        })
+        .collect()
+}
+
+#[test]
+fn the_nixl_profile_predicts_the_nixl_engine_in_every_isolation_mode() {
+    let mut modes = vec!["none"];
+    if privileged_tests_enabled("the_nixl_profile_predicts_the_nixl_engine_in_every_isolation_mode") {
+        modes.extend(["pod", "host-ipc", "node"]);
+    }
+    let _one = serial();
+    let ucx = nixl_bundled_ucx();
+    let ucx = ucx.to_str().expect("a UTF-8 path");
+    let common = ["--memory", "host-host", "--sizes", "16KiB,1MiB", "-o", "json"];
+    for mode in modes {
+        let local = ["pair", "--local", "--isolation", mode];
+        let nixl = ic_bench(
+            &[&local[..], &common, &["--engine", "nixl", "--batches", "1"], &QUICK].concat(),
+            &[],
+        );
+        let predicted = ic_bench(
+            &[
+                &local[..],
+                &common,
+                &["--ucx-profile", "nixl", "--ucx-lib", ucx, "--tests", "put_bw,get_bw"],
+                &QUICK,
+            ]
+            .concat(),
+            &[],
+        );
+        for ran in [&nixl, &predicted] {
+            assert!(matches!(ran.code, 0 | 1), "{mode}: exit {}: {}", ran.code, ran.stderr);
+            ran.assert_nothing_left();
+        }
+        let (nixl, predicted) = (nixl.report(), predicted.report());
+        assert_eq!(
+            nixl.client.ucx_version, predicted.client.ucx_version,
+            "{mode}: same UCX"
+        );
+        let (actual, expected) = (classes(&nixl), classes(&predicted));
+        assert_eq!(actual.len(), 4, "{mode}: {actual:?}");
+        println!("{mode}: NIXL engine {actual:?}");
+        assert_eq!(
+            actual, expected,
+            "{mode}: the UCX engine with --ucx-profile nixl predicts NIXL"
+        );
+        assert_eq!(
+            nixl.verdict.status, predicted.verdict.status,
+            "{mode}: same verdict: {:?} vs {:?}",
+            nixl.verdict, predicted.verdict
+        );
+    }
+}
+
+#[test]
+fn engine_flags_that_would_be_ignored_or_cannot_work_are_refused_in_one_line() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["pair", "--local", "--engine", "nixl", "--ucx-profile", "nixl"],
+            "drop it or use --engine ucx",
+        ),
+        (
+            &["pair", "--local", "--batches", "4"],
+            "--batches applies to --engine nixl",
+        ),
+        (
+            &["pair", "--local", "--nixl-lib", "/tmp"],
+            "--nixl-lib applies to --engine nixl",
+        ),
+        (
+            &["pair", "--local", "--engine", "nixl", "--tests", "tag_lat"],
+            "use --tests get_bw (READ), put_bw (WRITE)",
+        ),
+        (&["pair", "--local", "--engine", "nixl", "--blocks", "4"], "--batches"),
+        (&["pair", "--local", "--engine", "nccl"], "use ucx"),
+    ];
+    for (args, needle) in cases {
+        one_line_exit_2(&ic_bench(args, &[]), needle);
+    }
+}
+
+#[test]
+fn a_missing_or_foreign_nixl_is_one_line_and_exit_2_on_every_side() {
+    let _one = serial();
+    let empty = tempfile::tempdir().expect("temp dir");
+    let dir = empty.path().to_str().expect("UTF-8");
+    // Checked before any side starts, so the message is the loader's own.
+    let ran = ic_bench(&["pair", "--local", "--engine", "nixl", "--nixl-lib", dir], &[]);
+    one_line_exit_2(&ran, "NIXL not found");
+    ran.assert_nothing_left();
+    one_line_exit_2(
+        &ic_bench(&["serve", "--once", "--engine", "nixl", "--nixl-lib", dir], &[]),
+        "--nixl-lib DIR",
+    );
+    one_line_exit_2(
+        &ic_bench(&["connect", "127.0.0.1:9", "--engine", "nixl", "--nixl-lib", dir], &[]),
+        "NIXL not found",
+    );
+    // A library by that name that is not NIXL, built with the system C compiler.
+    let c = empty.path().join("fake.c");
+    std::fs::write(&c, "int not_nixl_at_all(void) { return 0; }\n").expect("write fake.c");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(empty.path().join("libnixl_capi.so"))
+        .arg(&c)
+        .status()
+        .expect("a C compiler (cc) to build the fake library");
+    assert!(built.success());
+    one_line_exit_2(
+        &ic_bench(&["pair", "--local", "--engine", "nixl", "--nixl-lib", dir], &[]),
+        "is not NIXL",
+    );
+    // A UCX other than NIXL's own already in the process (here preloaded): two UCX copies in one
+    // process crash, so the engine refuses before NIXL starts its backend.
+    let ours = PathBuf::from(std::env::var_os("IC_BENCH_UCX_LIB").expect("IC_BENCH_UCX_LIB")).join("libucp.so.0");
+    one_line_exit_2(
+        &ic_bench(
+            &["serve", "--once", "--listen", "127.0.0.1:0", "--engine", "nixl"],
+            &[("LD_PRELOAD", ours.to_str().expect("UTF-8"))],
+        ),
+        "different UCX is already loaded",
+    );
+}
+
+#[test]
+fn ctrl_c_during_a_nixl_pair_writes_a_partial_report_and_leaves_nothing() {
+    let _one = serial();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ic-bench"))
+        .args([
+            "pair",
+            "--local",
+            "--engine",
+            "nixl",
+            "-o",
+            "json",
+            "--memory",
+            "host-host",
+        ])
+        .args([
+            "--sizes",
+            "64KiB,256KiB,1MiB",
+            "--batches",
+            "1,8",
+            "--min-time",
+            "1",
+            "--max-time",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ic-bench pair");
+    let pid = child.id();
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    // 12 one-second cases: after the sides start and a few cases ran, Ctrl-C.
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(child.try_wait().expect("try_wait").is_none(), "ended before the signal");
+    kill(Pid::from_raw(pid as i32), Signal::SIGINT).expect("signal ic-bench");
+    let stopped = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(30),
+            "no exit within 30 s of SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (stdout, stderr) = (out.join().expect("stdout"), err.join().expect("stderr"));
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    let report: PairReport =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("partial report ({e}): {stdout:?}\n{stderr}"));
+    let partial = report.partial.as_ref().expect("marked partial");
+    assert_eq!(partial.planned_cases, 12);
+    assert!(
+        !report.cases.is_empty() && report.cases.len() < 12,
+        "{} cases",
+        report.cases.len()
+    );
+    assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Nixl));
+    assert!(
+        !stderr.contains("core dumped") && !stderr.contains("Segmentation"),
+        "{stderr}"
+    );
+    assert_eq!(
+        icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid),
+        icb_isolate::Leftovers::default(),
+        "run {pid} leaked"
+    );
+}
