@@ -123,6 +123,10 @@ pub struct NixlArgs {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::common::parse_duration)]
     pub tool_timeout: Duration,
 
+    /// Directory holding libnixl_capi.so for the `--engine nixl` load check (as for `pair`)
+    #[arg(long, value_name = "DIR", conflicts_with = "pod")]
+    pub nixl_lib: Option<std::path::PathBuf>,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -389,6 +393,14 @@ fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
         tool_timeout: a.tool_timeout,
         pair_hint_target: me,
     };
-    let report = icb_probe::probe_nixl(source.as_ref(), &opts);
+    // Where the probe runs on this machine, it also says whether `--engine nixl` can load the
+    // NIXL found here (a load without an agent: no UCX starts). Inside a pod this binary is not
+    // there to try.
+    let engine_load = a
+        .remote
+        .pod
+        .is_none()
+        .then(|| icb_nixl_engine::probe_load(a.nixl_lib.as_deref()));
+    let report = icb_probe::probe_nixl_with_engine(source.as_ref(), &opts, engine_load);
     emit(&report, &a.output)
 }

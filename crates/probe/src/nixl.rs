@@ -171,10 +171,14 @@ pub fn probe_nixl_with_engine(
         .hint("ic-bench pair measures the same UCX path without nixlbench"),
     });
 
+    let engine_loads = matches!(engine_load, Some(Ok(_)));
     if let Some(load) = engine_load {
         checks.push(engine_check(load));
     }
-    let next = next_steps(opts);
+    let mut next = next_steps(opts);
+    if engine_loads {
+        next.push("ic-bench pair --local --engine nixl   # NIXL itself moves READ/WRITE descriptor lists".into());
+    }
     ProbeReport::new("nixl", &src.target(), checks, next)
 }
 

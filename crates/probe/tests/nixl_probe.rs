@@ -166,4 +166,8 @@ fn the_engine_load_result_becomes_the_nixl_engine_check() {
     assert_eq!(c.status, Status::Fail);
     assert!(c.hint.as_deref().unwrap_or("").contains("--nixl-lib"), "{c:?}");
     assert!(probe_nixl(&src, &opts).checks.iter().all(|c| c.id != "nixl.engine"));
+    // The next step names the NIXL engine only when it can load NIXL.
+    let names_engine = |r: &icb_core::checks::ProbeReport| r.next_steps.iter().any(|s| s.contains("--engine nixl"));
+    assert!(names_engine(&ok));
+    assert!(!names_engine(&bad));
 }
