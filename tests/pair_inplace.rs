@@ -348,3 +348,69 @@ fn a_copy_that_breaks_halfway_is_one_line_and_leaves_nothing() {
     let (files, procs) = w.settle(Duration::from_secs(5));
     assert!(files.is_empty() && procs.is_empty(), "left: {files:?} {procs:?}");
 }
+
+#[test]
+fn in_place_pair_with_engine_nixl_uses_the_workers_own_nixl() {
+    let w = workers(ImageConfig::new("/bin/sleep"));
+    // The worker image's NIXL: the wheel's library directory next to its bundled UCX in the
+    // virtualenv (the wheel's relative RPATHs find one from the other), as `pip install nixl`
+    // leaves it; not the NIXL this test runs with.
+    let wheel = Path::new(env!("CARGO_MANIFEST_DIR")).join(".deps/nixl/site/.nixl_cu12.mesonpy.libs");
+    assert!(
+        wheel.join("libnixl_capi.so").exists(),
+        "the NIXL wheel in .deps/nixl (run scripts/setup)"
+    );
+    let site = w.ucx_dir.parent().expect("site-packages").to_path_buf();
+    std::os::unix::fs::symlink(&wheel, site.join(".nixl_cu12.mesonpy.libs")).unwrap();
+    let out = w
+        .command(&[
+            "--engine",
+            "nixl",
+            "--sizes",
+            "16KiB",
+            "--batches",
+            "1,4",
+            "--memory",
+            "host-host",
+            "--max-time",
+            "0.5",
+        ])
+        .output()
+        .unwrap();
+    let (code, stdout, err) = (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(code == 0 || code == 1, "exit {code}\n{err}");
+    let report: icb_core::PairReport = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{err}"));
+    assert_eq!(report.cases.len(), 4, "READ and WRITE × 1 and 4 descriptors");
+    for c in &report.cases {
+        assert_eq!(c.run_by.engine, icb_core::EngineKind::Nixl);
+        assert_eq!(c.status, icb_core::CaseStatus::Measured, "{c:?}");
+        assert!(c.measurement.as_ref().is_some_and(|m| m.verified), "{c:?}");
+        // This cluster runs its pods as host processes (`Isolation::Host`), so NIXL's UCX finds
+        // cma between the two "nodes" — and the verdict says the placement cannot be right.
+        let t = c.transport.as_ref().expect("a data path");
+        assert_eq!(t.data_path.source, icb_core::EvidenceSource::ProtoInfo, "{c:?}");
+        assert_eq!(t.data_path.class, icb_core::TransportClass::Cma, "{c:?}");
+        let verdict = c.verdict.as_ref().expect("judged");
+        assert!(verdict.reason.contains("placement says different hosts"), "{verdict:?}");
+    }
+    // Each side loaded the worker's NIXL (through its virtualenv) and NIXL's own UCX.
+    for (side, peer) in [("server", &report.server), ("client", &report.client)] {
+        let nixl = peer.nixl.as_ref().unwrap_or_else(|| panic!("{side}: no NIXL info"));
+        assert!(
+            Path::new(&nixl.library).starts_with(w.root.path()),
+            "{side} loaded {} instead of the worker's NIXL",
+            nixl.library
+        );
+        assert!(
+            peer.ucx_library.contains("nixl_cu12.libs"),
+            "{side}: {}",
+            peer.ucx_library
+        );
+    }
+    let (files, procs) = w.settle(Duration::from_secs(5));
+    assert!(files.is_empty() && procs.is_empty(), "left: {files:?} {procs:?}");
+}
