@@ -177,9 +177,7 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
     if let Err(e) = result
         && !interrupted
     {
-        if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
-            control.send_error(&e.to_string()).await;
-        }
+        control.report_failure(&e).await;
         drop(control);
         thread.shutdown(Duration::from_secs(5));
         return Err(e);
@@ -205,43 +203,77 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
     });
 
     let mine = local_hello(Role::Client, &local, &cuda, &opts.tool, false);
-    let same_boot = !mine.boot_id.is_empty() && mine.boot_id == server_hello.boot_id;
+    assemble_report(
+        &opts,
+        SessionRecord {
+            started,
+            started_at,
+            mine,
+            server: server_hello,
+            local_addr,
+            server_addr,
+            cases,
+            warnings,
+            partial,
+        },
+    )
+}
+
+/// What one client session produced, for [`assemble_report`].
+pub struct SessionRecord {
+    pub started: Instant,
+    /// RFC 3339, when the run started.
+    pub started_at: String,
+    /// This side's hello (the prefill side).
+    pub mine: Hello,
+    /// The server's hello (the decode side).
+    pub server: Hello,
+    pub local_addr: Option<std::net::SocketAddr>,
+    pub server_addr: std::net::SocketAddr,
+    pub cases: Vec<CaseResult>,
+    pub warnings: Vec<String>,
+    pub partial: Option<icb_core::PartialRun>,
+}
+
+/// The judged report of a client session, the same for both engines: the placement from the two
+/// hellos (same kernel boot id: same host), the expectation for it, then [`finish_report`].
+pub fn assemble_report(opts: &ConnectOptions, r: SessionRecord) -> Result<PairReport, EngineError> {
+    let same_boot = !r.mine.boot_id.is_empty() && r.mine.boot_id == r.server.boot_id;
     let expectation = opts
         .expectation_for(same_boot)
         .map_err(|e| EngineError::Settings(e.to_string()))?;
-    let locality = expectation.locality;
     let mut report = PairReport {
         schema: PAIR_SCHEMA.to_string(),
         tool: opts.tool.clone(),
-        started_at,
-        duration_s: started.elapsed().as_secs_f64(),
+        started_at: r.started_at,
+        duration_s: r.started.elapsed().as_secs_f64(),
         placement: Placement {
-            locality,
+            locality: expectation.locality,
             mode: opts.placement_mode.clone(),
             prefill: Endpoint {
-                host: mine.hostname.clone(),
-                address: local_addr.map(|a| a.to_string()),
+                host: r.mine.hostname.clone(),
+                address: r.local_addr.map(|a| a.to_string()),
                 ..Default::default()
             },
             decode: Endpoint {
-                host: server_hello.hostname.clone(),
-                address: Some(server_addr.to_string()),
+                host: r.server.hostname.clone(),
+                address: Some(r.server_addr.to_string()),
                 ..Default::default()
             },
         },
-        server: peer_info(&server_hello),
-        client: peer_info(&mine),
+        server: peer_info(&r.server),
+        client: peer_info(&r.mine),
         settings: opts.settings.clone(),
         expectation,
-        cases,
+        cases: r.cases,
         verdict: Verdict {
             status: VerdictStatus::Pass,
             reason: String::new(),
             hint: None,
             data_paths: Vec::new(),
         },
-        warnings,
-        partial,
+        warnings: r.warnings,
+        partial: r.partial,
     };
     finish_report(&mut report);
     Ok(report)

@@ -60,6 +60,14 @@ impl Control {
         }
     }
 
+    /// Tells the peer why this side gives up on the session, unless the peer or the connection
+    /// is what failed (then there is nobody to tell).
+    pub async fn report_failure(&mut self, e: &EngineError) {
+        if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
+            self.send_error(&e.to_string()).await;
+        }
+    }
+
     /// Sends a fatal error to the peer, best effort, before the connection is dropped.
     pub async fn send_error(&mut self, message: &str) {
         let msg = Message::Error {
@@ -108,5 +116,29 @@ pub fn unexpected(during: &str, got: &Message, expected: &'static str) -> Engine
         during: during.to_string(),
         got: got.name(),
         expected,
+    }
+}
+
+/// The next client of a server: waits at most `idle_timeout` (then [`EngineError::IdleTimeout`]),
+/// and rides over transient accept errors (e.g. out of file descriptors for a moment).
+pub async fn accept_client(
+    listener: &tokio::net::TcpListener,
+    idle_timeout: Option<Duration>,
+) -> Result<(Control, std::net::SocketAddr), EngineError> {
+    loop {
+        let accepted = match idle_timeout {
+            Some(limit) => match tokio::time::timeout(limit, listener.accept()).await {
+                Ok(r) => r,
+                Err(_) => return Err(EngineError::IdleTimeout(format!("{:.0} s", limit.as_secs_f64()))),
+            },
+            None => listener.accept().await,
+        };
+        match accepted {
+            Ok((stream, peer)) => return Ok((Control::new(stream), peer)),
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
     }
 }

@@ -41,7 +41,7 @@ pub mod stats;
 pub mod ucx_thread;
 pub mod wire;
 
-pub use client::{connect, finish_report, validate as validate_settings};
+pub use client::{SessionRecord, assemble_report, connect, finish_report, validate as validate_settings};
 pub use error::EngineError;
 pub use options::{
     CancellationToken, ConnectOptions, DEFAULT_PORT, Listening, NIXL_UCX_DEFAULTS, OnCase, OnListening,
@@ -49,4 +49,5 @@ pub use options::{
 };
 pub use run_error::RunError;
 pub use server::serve;
+pub use session::{peer_info, resolve};
 pub use wire::{MAX_FRAME_BYTES, PROTOCOL_VERSION};

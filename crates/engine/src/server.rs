@@ -69,23 +69,8 @@ async fn accept_loop(
 ) -> Result<(), EngineError> {
     let mut local = local.clone();
     loop {
-        let accepted = match opts.idle_timeout {
-            Some(limit) => match tokio::time::timeout(limit, listener.accept()).await {
-                Ok(r) => r,
-                Err(_) => return Err(EngineError::IdleTimeout(format!("{:.0} s", limit.as_secs_f64()))),
-            },
-            None => listener.accept().await,
-        };
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
+        let (mut control, peer) = crate::control::accept_client(listener, opts.idle_timeout).await?;
         tracing::info!("client {peer} connected");
-        let mut control = Control::new(stream);
         let result = session(&mut control, thread, &local, cuda, opts).await;
         // Whatever happened, the next client starts from a new worker: no case, no endpoint, and
         // nothing UCX kept for this client (memory and shared-memory segments stay flat).
@@ -96,9 +81,7 @@ async fn accept_loop(
         match result {
             Ok(()) => tracing::info!("client {peer} finished"),
             Err(ref e) => {
-                if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
-                    control.send_error(&e.to_string()).await;
-                }
+                control.report_failure(e).await;
                 if opts.once {
                     return result;
                 }

@@ -80,7 +80,8 @@ pub fn peer_info(h: &Hello) -> PeerInfo {
         ucx_library: h.ucx_library.clone(),
         cuda: h.cuda.clone(),
         env: h.env.clone(),
-        nixl: None,
+        // Set by the NIXL engine's hello; the UCX engine's has none.
+        nixl: h.nixl.clone(),
     }
 }
 

@@ -7,18 +7,14 @@ use crate::evidence;
 use crate::nixl_failed;
 use crate::options::NixlOptions;
 use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, PhaseGoal, PhaseOutcome, UcxLog, agent_name, case_len};
-use crate::session::{
-    HELLO_TIMEOUT, case_label, check_peer_hello, cuda_info, local_hello, no_cuda_reason, peer_info, resolve,
-};
-use hdrhistogram::Histogram;
+use crate::session::{HELLO_TIMEOUT, case_label, check_peer_hello, cuda_info, local_hello, no_cuda_reason, resolve};
 use icb_core::{
-    CaseEngine, CaseResult, CaseStatus, CudaInfo, Direction, Endpoint, EngineKind, LatencyStats, Measurement,
-    MemoryType, PAIR_SCHEMA, PairReport, Placement, Verdict, VerdictStatus,
+    CaseEngine, CaseResult, CaseStatus, CudaInfo, Direction, EngineKind, Measurement, MemoryType, PairReport,
 };
 use icb_engine::control::{Control, unexpected};
 use icb_engine::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use icb_engine::ucx_thread::UcxThread;
-use icb_engine::{ConnectOptions, EngineError};
+use icb_engine::{ConnectOptions, EngineError, SessionRecord};
 use std::time::{Duration, Instant};
 
 /// Added to every phase deadline: setup and scheduling slack.
@@ -112,9 +108,7 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
     if let Err(e) = result
         && !interrupted
     {
-        if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
-            control.send_error(&e.to_string()).await;
-        }
+        control.report_failure(&e).await;
         drop(control);
         thread.shutdown(Duration::from_secs(5));
         return Err(e.into());
@@ -141,47 +135,20 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
     attribute_cases(&mut cases, &log, &local, &mut warnings);
 
     let mine = local_hello(Role::Client, &local, &cuda, &opts.tool);
-    let same_boot = !mine.boot_id.is_empty() && mine.boot_id == server_hello.boot_id;
-    let expectation = opts
-        .expectation_for(same_boot)
-        .map_err(|e| EngineError::Settings(e.to_string()))?;
-    let locality = expectation.locality;
-    let settings = opts.settings.clone();
-    let mut report = PairReport {
-        schema: PAIR_SCHEMA.to_string(),
-        tool: opts.tool.clone(),
-        started_at,
-        duration_s: started.elapsed().as_secs_f64(),
-        placement: Placement {
-            locality,
-            mode: opts.placement_mode.clone(),
-            prefill: Endpoint {
-                host: mine.hostname.clone(),
-                address: local_addr.map(|a| a.to_string()),
-                ..Default::default()
-            },
-            decode: Endpoint {
-                host: server_hello.hostname.clone(),
-                address: Some(server_addr.to_string()),
-                ..Default::default()
-            },
+    Ok(icb_engine::assemble_report(
+        &opts,
+        SessionRecord {
+            started,
+            started_at,
+            mine,
+            server: server_hello,
+            local_addr,
+            server_addr,
+            cases,
+            warnings,
+            partial,
         },
-        server: peer_info(&server_hello),
-        client: peer_info(&mine),
-        settings,
-        expectation,
-        cases,
-        verdict: Verdict {
-            status: VerdictStatus::Pass,
-            reason: String::new(),
-            hint: None,
-            data_paths: Vec::new(),
-        },
-        warnings,
-        partial,
-    };
-    icb_engine::finish_report(&mut report);
-    Ok(report)
+    )?)
 }
 
 /// Names each measured case's data path from UCX's protocol tables.
@@ -356,7 +323,7 @@ async fn run_case(
         elapsed_s: out.elapsed_s,
         bytes,
         bandwidth_bps: (out.elapsed_s > 0.0).then(|| bytes as f64 / out.elapsed_s),
-        latency_us: request_latency(&out.latency_ns),
+        latency_us: icb_engine::stats::list_latency(&out.latency_ns),
         window: setup.window,
         verified: verify_error.is_none(),
         precision: None,
@@ -368,24 +335,6 @@ async fn run_case(
         result.reason = Some(e);
     }
     Ok(result)
-}
-
-/// Per-request completion latency (post to completion of all descriptors), in microseconds.
-fn request_latency(ns: &Histogram<u64>) -> Option<LatencyStats> {
-    if ns.is_empty() {
-        return None;
-    }
-    let us = |v: f64| v / 1000.0;
-    let q = |p: f64| us(ns.value_at_quantile(p) as f64);
-    Some(LatencyStats {
-        min: us(ns.min() as f64),
-        mean: us(ns.mean()),
-        p50: q(0.50),
-        p90: q(0.90),
-        p99: q(0.99),
-        p999: q(0.999),
-        max: us(ns.max() as f64),
-    })
 }
 
 enum Event {

@@ -75,29 +75,13 @@ async fn accept_loop(
     opts: &ServeOptions,
 ) -> Result<(), EngineError> {
     loop {
-        let accepted = match opts.idle_timeout {
-            Some(limit) => match tokio::time::timeout(limit, listener.accept()).await {
-                Ok(r) => r,
-                Err(_) => return Err(EngineError::IdleTimeout(format!("{:.0} s", limit.as_secs_f64()))),
-            },
-            None => listener.accept().await,
-        };
-        let (stream, peer) = match accepted {
-            Ok(x) => x,
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let mut control = Control::new(stream);
+        let (mut control, peer) = icb_engine::control::accept_client(listener, opts.idle_timeout).await?;
+        tracing::info!("client {peer} connected");
         let result = session(&mut control, thread, local, cuda, opts).await;
         // The next client starts clean: no case, no remote agent.
         let _ = thread.call(|rt: &mut NixlRuntime| rt.forget_peer()).await;
         if let Err(e) = &result {
-            if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
-                control.send_error(&e.to_string()).await;
-            }
+            control.report_failure(e).await;
             if opts.once {
                 return result;
             }

@@ -1,10 +1,9 @@
 //! Pieces both NIXL sides share: the hello, its checks, address resolution, CUDA facts.
 
 use crate::runtime::LocalNixl;
-use icb_core::{CudaInfo, PeerInfo, ToolInfo};
+use icb_core::{CudaInfo, ToolInfo};
 use icb_engine::EngineError;
 use icb_engine::messages::{Hello, HexBytes, Role};
-use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The peer must answer the hello within this long.
@@ -47,32 +46,7 @@ pub fn check_peer_hello(peer: &Hello, expected: Role) -> Result<(), EngineError>
     Ok(())
 }
 
-pub fn peer_info(h: &Hello) -> PeerInfo {
-    PeerInfo {
-        hostname: h.hostname.clone(),
-        ucx_version: h.ucx_version.clone(),
-        ucx_library: h.ucx_library.clone(),
-        cuda: h.cuda.clone(),
-        env: h.env.clone(),
-        nixl: h.nixl.clone(),
-    }
-}
-
-/// Resolves `HOST:PORT` (names allowed) to the first address.
-pub async fn resolve(addr: &str) -> Result<SocketAddr, EngineError> {
-    let bad = |detail: String| EngineError::Address {
-        addr: addr.to_string(),
-        detail,
-    };
-    if !addr.contains(':') {
-        return Err(bad("no port".into()));
-    }
-    let mut it = tokio::time::timeout(Duration::from_secs(10), tokio::net::lookup_host(addr))
-        .await
-        .map_err(|_| bad("name lookup timed out".into()))?
-        .map_err(|e| bad(e.to_string()))?;
-    it.next().ok_or_else(|| bad("the name resolves to no address".into()))
-}
+pub use icb_engine::resolve;
 
 /// CUDA availability as the report states it.
 pub fn cuda_info() -> CudaInfo {
