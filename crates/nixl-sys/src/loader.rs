@@ -344,27 +344,15 @@ pub fn ucx_version_of(libucp: &Path) -> Option<String> {
     version
 }
 
-#[repr(C)]
-struct DlInfo {
-    dli_fname: *const c_char,
-    dli_fbase: *mut c_void,
-    dli_sname: *const c_char,
-    dli_saddr: *mut c_void,
-}
-
-unsafe extern "C" {
-    fn dladdr(addr: *const c_void, info: *mut DlInfo) -> c_int;
-}
-
 fn library_file_of(addr: *const c_void) -> Option<PathBuf> {
-    let mut info = DlInfo {
+    let mut info = libc::Dl_info {
         dli_fname: std::ptr::null(),
         dli_fbase: std::ptr::null_mut(),
         dli_sname: std::ptr::null(),
         dli_saddr: std::ptr::null_mut(),
     };
     // SAFETY: `info` is a valid, writable Dl_info; dladdr only reads `addr` as an address.
-    let ok = unsafe { dladdr(addr, &mut info) };
+    let ok = unsafe { libc::dladdr(addr, &mut info) };
     if ok == 0 || info.dli_fname.is_null() {
         return None;
     }

@@ -15,7 +15,7 @@ use libloading::os::unix::{Library as UnixLibrary, RTLD_GLOBAL, RTLD_LAZY};
 /// must outlive any handle, so once loaded it is never unloaded, even when every `Ucx` is dropped.
 const RTLD_NODELETE: std::os::raw::c_int = 0x1000;
 const OPEN_FLAGS: std::os::raw::c_int = RTLD_LAZY | RTLD_GLOBAL | RTLD_NODELETE;
-use std::ffi::{CStr, OsString, c_char, c_int, c_void};
+use std::ffi::{CStr, OsString, c_char, c_void};
 use std::path::{Path, PathBuf};
 
 /// The environment variable naming the directory that holds `libucp.so.0`.
@@ -291,28 +291,16 @@ fn open_through_linker() -> Result<Option<Loaded>, LoadError> {
     finish(lib, path, dir, Vec::new()).map(Some)
 }
 
-#[repr(C)]
-struct DlInfo {
-    dli_fname: *const c_char,
-    dli_fbase: *mut c_void,
-    dli_sname: *const c_char,
-    dli_saddr: *mut c_void,
-}
-
-unsafe extern "C" {
-    fn dladdr(addr: *const c_void, info: *mut DlInfo) -> c_int;
-}
-
 /// The file a loaded symbol belongs to, as the dynamic linker recorded it.
 fn library_file_of(addr: *const c_void) -> Option<PathBuf> {
-    let mut info = DlInfo {
+    let mut info = libc::Dl_info {
         dli_fname: std::ptr::null(),
         dli_fbase: std::ptr::null_mut(),
         dli_sname: std::ptr::null(),
         dli_saddr: std::ptr::null_mut(),
     };
     // SAFETY: `info` is a valid, writable Dl_info; dladdr only reads `addr` as an address.
-    let ok = unsafe { dladdr(addr, &mut info) };
+    let ok = unsafe { libc::dladdr(addr, &mut info) };
     if ok == 0 || info.dli_fname.is_null() {
         return None;
     }
