@@ -869,8 +869,9 @@ pub struct Expectation {
     pub tcp_is_failure: bool,
     /// Where these numbers came from: `defaults`, `flags`, or a config file path.
     pub source: String,
-    /// What the link between different hosts can carry at most (bytes/s): the NICs' line rate
-    /// when the probe read it (sysfs), for the physics check. Absent: a generous built-in bound.
+    /// What the link between different hosts can carry at most (bytes/s), for the physics check:
+    /// the smaller of the two sides' NIC line rates as each read it from sysfs
+    /// (`icb_probe::facts::line_rate_bps`). Absent: a generous built-in bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_rate_bps: Option<f64>,
 }

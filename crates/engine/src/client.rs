@@ -239,9 +239,16 @@ pub struct SessionRecord {
 /// hellos (same kernel boot id: same host), the expectation for it, then [`finish_report`].
 pub fn assemble_report(opts: &ConnectOptions, r: SessionRecord) -> Result<PairReport, EngineError> {
     let same_boot = !r.mine.boot_id.is_empty() && r.mine.boot_id == r.server.boot_id;
-    let expectation = opts
+    let mut expectation = opts
         .expectation_for(same_boot)
         .map_err(|e| EngineError::Settings(e.to_string()))?;
+    if expectation.line_rate_bps.is_none() {
+        // Between two hosts the slower side's NICs bound what can arrive.
+        expectation.line_rate_bps = [r.mine.line_rate_bps, r.server.line_rate_bps]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
+    }
     let mut report = PairReport {
         schema: PAIR_SCHEMA.to_string(),
         tool: opts.tool.clone(),
@@ -752,6 +759,77 @@ async fn run_case(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hello(boot_id: &str, line_rate_bps: Option<f64>) -> Hello {
+        Hello {
+            role: Role::Client,
+            tool_version: "0".into(),
+            hostname: format!("host-{boot_id}"),
+            boot_id: boot_id.into(),
+            ucx_version: "1.22.0".into(),
+            ucx_library: String::new(),
+            cuda: icb_core::CudaInfo {
+                available: false,
+                detail: "no CUDA driver".into(),
+                devices: 0,
+            },
+            env: Default::default(),
+            worker_address: crate::messages::HexBytes(Vec::new()),
+            peer_errors: false,
+            engine: None,
+            nixl: None,
+            line_rate_bps,
+        }
+    }
+
+    #[test]
+    fn the_slower_hosts_nics_bound_the_physics_check_between_hosts() {
+        let opts = ConnectOptions {
+            server: "x:1".into(),
+            settings: RunSettings::verdict_profile(),
+            connect_timeout: Duration::from_secs(1),
+            locality: None,
+            expect_flags: Default::default(),
+            expect_config: None,
+            expectation: None,
+            ucx: Default::default(),
+            tool: icb_core::ToolInfo {
+                name: "t".into(),
+                version: "0".into(),
+                git_commit: String::new(),
+                ucx_headers: String::new(),
+            },
+            placement_mode: "manual".into(),
+            on_case: None,
+            cancel: None,
+        };
+        let record = |mine: Hello, server: Hello| SessionRecord {
+            started: Instant::now(),
+            started_at: String::new(),
+            mine,
+            server,
+            local_addr: None,
+            server_addr: "127.0.0.1:1".parse().expect("an address"),
+            cases: Vec::new(),
+            warnings: Vec::new(),
+            partial: None,
+        };
+        let r = assemble_report(
+            &opts,
+            record(hello("a", Some(400e9 / 8.0)), hello("b", Some(200e9 / 8.0))),
+        )
+        .expect("a report");
+        assert_eq!(r.placement.locality, icb_core::Locality::DifferentHosts);
+        assert_eq!(r.expectation.line_rate_bps, Some(200e9 / 8.0));
+        let r = assemble_report(&opts, record(hello("a", None), hello("b", Some(100e9 / 8.0)))).expect("a report");
+        assert_eq!(
+            r.expectation.line_rate_bps,
+            Some(100e9 / 8.0),
+            "one side known is a bound"
+        );
+        let r = assemble_report(&opts, record(hello("a", None), hello("b", None))).expect("a report");
+        assert_eq!(r.expectation.line_rate_bps, None);
+    }
 
     #[test]
     fn bench_controls_come_from_the_environment_and_bad_values_are_one_line_errors() {

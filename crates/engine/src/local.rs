@@ -75,3 +75,10 @@ mod tests {
         assert_eq!(boot_id(), boot_id());
     }
 }
+
+/// This host's NIC ceiling in bytes/s from sysfs, read once per process (see
+/// `icb_probe::facts::line_rate_bps`).
+pub fn line_rate_bps() -> Option<f64> {
+    static RATE: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
+    *RATE.get_or_init(|| icb_probe::facts::line_rate_bps(&icb_probe::LocalSource::default()))
+}

@@ -107,6 +107,10 @@ pub struct Hello {
     /// The NIXL release, library and backend of a NIXL-engine side.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nixl: Option<icb_core::NixlInfo>,
+    /// What this host's NICs can carry at most, bytes/s, from sysfs (`icb_probe::facts::
+    /// line_rate_bps`); absent where nothing is rated. For the physics check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_rate_bps: Option<f64>,
 }
 
 /// One (test, memory pair, size) case, as the client asks the server to prepare it.

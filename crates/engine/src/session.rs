@@ -54,6 +54,7 @@ pub fn local_hello(role: Role, ucx: &LocalUcx, cuda: &CudaInfo, tool: &ToolInfo,
         peer_errors,
         engine: None,
         nixl: None,
+        line_rate_bps: local::line_rate_bps(),
     }
 }
 

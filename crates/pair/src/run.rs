@@ -155,7 +155,10 @@ pub async fn run_pair<L: Launcher>(
     };
     // The one verdict, with the expectation the plan gave the prefill side (which judged with it
     // too, for its own output), whatever the report carries.
+    // The NICs' line rate is what the sides read from their hosts, not an expectation: it stays.
+    let line_rate = report.expectation.line_rate_bps;
     report.expectation = expectation;
+    report.expectation.line_rate_bps = report.expectation.line_rate_bps.or(line_rate);
     icb_core::verdict::judge(&mut report);
     let orchestration = started
         .elapsed()

@@ -207,6 +207,36 @@ fn read_port(src: &dyn NodeSource, dev: &str, port: u32) -> PortFacts {
     }
 }
 
+/// The most this host can send to another host, bytes/s: the sysfs rates of its up RDMA ports
+/// plus the speeds of its up network interfaces that sit on a device (not loopback, bridges or
+/// veths). A RoCE port and its netdev are both counted: this is a ceiling for the physics check,
+/// so counting too much only makes it less sensitive, never wrong. `None` when nothing is rated.
+pub fn line_rate_bps(src: &dyn NodeSource) -> Option<f64> {
+    let (_, ports) = read_ports(src);
+    let rdma_gbps: f64 = ports
+        .iter()
+        .filter(|p| p.is_up())
+        .filter_map(|p| p.rate.as_ref().map(|r| r.gbps))
+        .sum();
+    let net_gbps: f64 = src
+        .list("/sys/class/net")
+        .unwrap_or_default()
+        .iter()
+        .filter(|dev| src.exists(&format!("/sys/class/net/{dev}/device")))
+        .filter(|dev| read_trim(src, &format!("/sys/class/net/{dev}/operstate")).as_deref() == Some("up"))
+        // Mb/s; virtual and down links say -1 or nothing.
+        .filter_map(|dev| {
+            read_trim(src, &format!("/sys/class/net/{dev}/speed"))?
+                .parse::<f64>()
+                .ok()
+        })
+        .filter(|mbps| mbps.is_finite() && *mbps > 0.0)
+        .map(|mbps| mbps / 1000.0)
+        .sum();
+    let gbps = rdma_gbps + net_gbps;
+    (gbps > 0.0).then_some(gbps * 1e9 / 8.0)
+}
+
 /// Reads the RDMA ports from sysfs only (what `detect-env` needs).
 pub fn read_ports(src: &dyn NodeSource) -> (Vec<String>, Vec<PortFacts>) {
     let devices = src.list(IB_CLASS).unwrap_or_default();

@@ -468,3 +468,33 @@ fn ibstat_is_the_fallback_when_sysfs_shows_no_ports() {
         c.detail
     );
 }
+
+#[test]
+fn line_rate_sums_up_rdma_ports_and_device_backed_up_interfaces() {
+    // Two NDR ports up: 800 Gb/s. One of two ports still initialising: only the active one counts.
+    let rate = |name: &str| icb_probe::facts::line_rate_bps(&LocalSource::replay(&root(name)));
+    assert_eq!(rate("healthy_ib"), Some(800e9 / 8.0));
+    assert_eq!(rate("down_port"), Some(400e9 / 8.0));
+    assert_eq!(rate("no_rdma"), None, "nothing rated: no ceiling from sysfs");
+
+    // Ethernet: a 100 Gb/s NIC up, a 25 Gb/s NIC down, and a veth (no device) that says 10000.
+    let dir = tempfile::tempdir().unwrap();
+    let net = dir.path().join("sys/class/net");
+    for (dev, state, speed, physical) in [
+        ("eth0", "up", "100000", true),
+        ("eth1", "down", "25000", true),
+        ("veth0", "up", "10000", false),
+    ] {
+        let d = net.join(dev);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("operstate"), format!("{state}\n")).unwrap();
+        std::fs::write(d.join("speed"), format!("{speed}\n")).unwrap();
+        if physical {
+            std::fs::create_dir_all(d.join("device")).unwrap();
+        }
+    }
+    assert_eq!(
+        icb_probe::facts::line_rate_bps(&LocalSource::replay(dir.path())),
+        Some(100e9 / 8.0)
+    );
+}
