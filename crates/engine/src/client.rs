@@ -5,14 +5,15 @@ use crate::error::EngineError;
 use crate::measure::{MAX_FIXED_ROUNDS, Rounds, Statistic};
 use crate::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use crate::options::ConnectOptions;
+use crate::report::{SessionRecord, assemble_report};
 use crate::run_error::RunError;
 use crate::runtime::{LocalUcx, PhaseCtl, PhaseOutcome, Runtime};
-use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, peer_info, phase_during};
+use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, phase_during};
+use crate::settings::{apply_bench_controls, validate};
 use crate::stats;
 use crate::ucx_thread::UcxThread;
 use icb_core::{
-    CaseResult, CaseStatus, CudaInfo, Endpoint, Lane, Measurement, MemoryType, PAIR_SCHEMA, PairReport, Placement,
-    RunSettings, TestKind, Verdict, VerdictStatus, WindowTrial,
+    CaseResult, CaseStatus, CudaInfo, Lane, Measurement, MemoryType, PairReport, RunSettings, TestKind, WindowTrial,
 };
 use std::time::{Duration, Instant};
 
@@ -28,104 +29,6 @@ pub fn connect(opts: ConnectOptions) -> Result<PairReport, EngineError> {
         .build()
         .map_err(|e| EngineError::Internal(format!("cannot start the async runtime: {e}")))?;
     rt.block_on(connect_async(opts))
-}
-
-/// Checks settings against the limits both sides enforce, so front ends can refuse bad values
-/// before starting anything (the peer checks them again: nothing it receives is trusted).
-pub fn validate(s: &RunSettings) -> Result<(), EngineError> {
-    let bad = |m: String| Err(EngineError::Settings(m));
-    if s.tests.is_empty() || s.memory.is_empty() || s.sizes.is_empty() {
-        return bad("nothing to run: give at least one test, memory pair and size".into());
-    }
-    if let Some(&z) = s
-        .sizes
-        .iter()
-        .find(|&&z| z == 0 || z > crate::messages::MAX_MESSAGE_SIZE)
-    {
-        return bad(format!("message size {z} is outside 1 B … 16 GiB"));
-    }
-    if s.window == 0 || s.window > crate::messages::MAX_WINDOW {
-        return bad(format!(
-            "window {} is outside 1 … {}",
-            s.window,
-            crate::messages::MAX_WINDOW
-        ));
-    }
-    let t_ok = |t: f64| t.is_finite() && t > 0.0 && t <= 3600.0;
-    if let Some(b) = s.blocks
-        && (b == 0 || b > crate::messages::MAX_BLOCKS)
-    {
-        return bad(format!("{b} blocks is outside 1 … {}", crate::messages::MAX_BLOCKS));
-    }
-    if let Some(shape) = s.plan.iter().find(|c| {
-        c.blocks
-            .is_some_and(|b| b == 0 || b > crate::messages::MAX_BLOCKS || !c.test.is_rma())
-    }) {
-        return bad(format!(
-            "{} with {} blocks: blocks are 1 … {} and for put_bw/get_bw only",
-            shape.test,
-            shape.blocks.unwrap_or(0),
-            crate::messages::MAX_BLOCKS
-        ));
-    }
-    if let Some(r) = s.stop
-        && !(r.rel_half_width > 0.0
-            && r.rel_half_width < 1.0
-            && r.confidence > 0.5
-            && r.confidence < 1.0
-            && r.round_s > 0.0
-            && r.round_s <= 60.0
-            && r.min_rounds >= 2)
-    {
-        return bad(format!(
-            "stop rule {r:?}: the bound and confidence must be in (0, 1), rounds ≥ 2 of (0, 60] s"
-        ));
-    }
-    if !t_ok(s.min_time_s) || !t_ok(s.max_time_s) || s.min_time_s > s.max_time_s {
-        return bad(format!(
-            "min time {} s / max time {} s: both must be in (0, 3600] with min ≤ max",
-            s.min_time_s, s.max_time_s
-        ));
-    }
-    Ok(())
-}
-
-/// Benchmark-only controls, read from the environment on purpose (no CLI flag: they exist for
-/// `scripts/bench-ucx` to compare methodology with ucx_perftest, not for a verdict). Whatever
-/// they change is recorded in the report's settings. `IC_BENCH_UNTOUCHED_BUFFERS=1`: move
-/// buffers that were never written, like perftest (nothing is verified). `IC_BENCH_WINDOWS=1,8,32,128`:
-/// auto-tune the window over these candidates.
-pub(crate) fn apply_bench_controls(
-    settings: &mut RunSettings,
-    var: impl Fn(&str) -> Option<String>,
-) -> Result<(), EngineError> {
-    if let Some(v) = var("IC_BENCH_UNTOUCHED_BUFFERS") {
-        settings.untouched_buffers = match v.trim() {
-            "1" | "true" | "yes" => true,
-            "" | "0" | "false" | "no" => false,
-            other => {
-                return Err(EngineError::Settings(format!(
-                    "IC_BENCH_UNTOUCHED_BUFFERS={other}: use 1 or 0"
-                )));
-            }
-        };
-    }
-    if let Some(v) = var("IC_BENCH_WINDOWS").filter(|v| !v.trim().is_empty()) {
-        let mut windows = Vec::new();
-        for part in v.split(',') {
-            match part.trim().parse::<u32>() {
-                Ok(w) if (1..=crate::messages::MAX_WINDOW).contains(&w) => windows.push(w),
-                _ => {
-                    return Err(EngineError::Settings(format!(
-                        "IC_BENCH_WINDOWS={v}: give windows between 1 and {}, e.g. 1,8,32,128",
-                        crate::messages::MAX_WINDOW
-                    )));
-                }
-            }
-        }
-        settings.window_candidates = windows;
-    }
-    Ok(())
 }
 
 async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineError> {
@@ -217,89 +120,6 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
             partial,
         },
     )
-}
-
-/// What one client session produced, for [`assemble_report`].
-pub struct SessionRecord {
-    pub started: Instant,
-    /// RFC 3339, when the run started.
-    pub started_at: String,
-    /// This side's hello (the prefill side).
-    pub mine: Hello,
-    /// The server's hello (the decode side).
-    pub server: Hello,
-    pub local_addr: Option<std::net::SocketAddr>,
-    pub server_addr: std::net::SocketAddr,
-    pub cases: Vec<CaseResult>,
-    pub warnings: Vec<String>,
-    pub partial: Option<icb_core::PartialRun>,
-}
-
-/// The judged report of a client session, the same for both engines: the placement from the two
-/// hellos (same kernel boot id: same host), the expectation for it, then [`finish_report`].
-pub fn assemble_report(opts: &ConnectOptions, r: SessionRecord) -> Result<PairReport, EngineError> {
-    let same_boot = !r.mine.boot_id.is_empty() && r.mine.boot_id == r.server.boot_id;
-    let mut expectation = opts
-        .expectation_for(same_boot)
-        .map_err(|e| EngineError::Settings(e.to_string()))?;
-    if expectation.line_rate_bps.is_none() {
-        // Between two hosts the slower side's NICs bound what can arrive.
-        expectation.line_rate_bps = [r.mine.line_rate_bps, r.server.line_rate_bps]
-            .into_iter()
-            .flatten()
-            .reduce(f64::min);
-    }
-    let mut report = PairReport {
-        schema: PAIR_SCHEMA.to_string(),
-        tool: opts.tool.clone(),
-        started_at: r.started_at,
-        duration_s: r.started.elapsed().as_secs_f64(),
-        placement: Placement {
-            locality: expectation.locality,
-            mode: opts.placement_mode.clone(),
-            prefill: Endpoint {
-                host: r.mine.hostname.clone(),
-                address: r.local_addr.map(|a| a.to_string()),
-                ..Default::default()
-            },
-            decode: Endpoint {
-                host: r.server.hostname.clone(),
-                address: Some(r.server_addr.to_string()),
-                ..Default::default()
-            },
-        },
-        server: peer_info(&r.server),
-        client: peer_info(&r.mine),
-        settings: opts.settings.clone(),
-        expectation,
-        cases: r.cases,
-        verdict: Verdict {
-            status: VerdictStatus::Pass,
-            reason: String::new(),
-            hint: None,
-            data_paths: Vec::new(),
-        },
-        warnings: r.warnings,
-        partial: r.partial,
-    };
-    finish_report(&mut report);
-    Ok(report)
-}
-
-/// The last step of every engine's client: the verdict, the measurement-quality findings, and for
-/// a partial run a verdict reason that says it covers only what was measured.
-pub fn finish_report(report: &mut PairReport) {
-    icb_core::verdict::judge(report);
-    icb_core::quality::add_findings(report);
-    if let Some(p) = &report.partial {
-        // The verdict covers only what was measured: say so where people read it.
-        report.verdict.reason = format!(
-            "{} (partial run: {} of {} cases before the interruption)",
-            report.verdict.reason,
-            report.cases.len(),
-            p.planned_cases
-        );
-    }
 }
 
 /// What a session got so far; it outlives the session's future, so an interrupted run keeps the
@@ -754,119 +574,4 @@ async fn run_case(
         result.reason = Some(e);
     }
     Ok(result)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn hello(boot_id: &str, line_rate_bps: Option<f64>) -> Hello {
-        Hello {
-            role: Role::Client,
-            tool_version: "0".into(),
-            hostname: format!("host-{boot_id}"),
-            boot_id: boot_id.into(),
-            ucx_version: "1.22.0".into(),
-            ucx_library: String::new(),
-            cuda: icb_core::CudaInfo {
-                available: false,
-                detail: "no CUDA driver".into(),
-                devices: 0,
-            },
-            env: Default::default(),
-            worker_address: crate::messages::HexBytes(Vec::new()),
-            peer_errors: false,
-            engine: None,
-            nixl: None,
-            line_rate_bps,
-        }
-    }
-
-    #[test]
-    fn the_slower_hosts_nics_bound_the_physics_check_between_hosts() {
-        let opts = ConnectOptions {
-            server: "x:1".into(),
-            settings: RunSettings::verdict_profile(),
-            connect_timeout: Duration::from_secs(1),
-            locality: None,
-            expect_flags: Default::default(),
-            expect_config: None,
-            expectation: None,
-            ucx: Default::default(),
-            tool: icb_core::ToolInfo {
-                name: "t".into(),
-                version: "0".into(),
-                git_commit: String::new(),
-                ucx_headers: String::new(),
-            },
-            placement_mode: "manual".into(),
-            on_case: None,
-            cancel: None,
-        };
-        let record = |mine: Hello, server: Hello| SessionRecord {
-            started: Instant::now(),
-            started_at: String::new(),
-            mine,
-            server,
-            local_addr: None,
-            server_addr: "127.0.0.1:1".parse().expect("an address"),
-            cases: Vec::new(),
-            warnings: Vec::new(),
-            partial: None,
-        };
-        let r = assemble_report(
-            &opts,
-            record(hello("a", Some(400e9 / 8.0)), hello("b", Some(200e9 / 8.0))),
-        )
-        .expect("a report");
-        assert_eq!(r.placement.locality, icb_core::Locality::DifferentHosts);
-        assert_eq!(r.expectation.line_rate_bps, Some(200e9 / 8.0));
-        let r = assemble_report(&opts, record(hello("a", None), hello("b", Some(100e9 / 8.0)))).expect("a report");
-        assert_eq!(
-            r.expectation.line_rate_bps,
-            Some(100e9 / 8.0),
-            "one side known is a bound"
-        );
-        let r = assemble_report(&opts, record(hello("a", None), hello("b", None))).expect("a report");
-        assert_eq!(r.expectation.line_rate_bps, None);
-    }
-
-    #[test]
-    fn bench_controls_come_from_the_environment_and_bad_values_are_one_line_errors() {
-        let mut s = RunSettings::verdict_profile();
-        apply_bench_controls(&mut s, |_| None).unwrap();
-        assert!(!s.untouched_buffers && s.window_candidates.is_empty());
-        let env = |k: &str| match k {
-            "IC_BENCH_UNTOUCHED_BUFFERS" => Some("1".to_string()),
-            "IC_BENCH_WINDOWS" => Some("1, 8,32,128".to_string()),
-            _ => None,
-        };
-        apply_bench_controls(&mut s, env).unwrap();
-        assert!(s.untouched_buffers);
-        assert_eq!(s.window_candidates, vec![1, 8, 32, 128]);
-        let e = apply_bench_controls(&mut s, |k| (k == "IC_BENCH_WINDOWS").then(|| "8,x".into())).unwrap_err();
-        assert!(
-            e.to_string().contains("IC_BENCH_WINDOWS=8,x") && !e.to_string().contains('\n'),
-            "{e}"
-        );
-        let e = apply_bench_controls(&mut s, |k| (k == "IC_BENCH_UNTOUCHED_BUFFERS").then(|| "maybe".into()));
-        assert!(e.is_err());
-    }
-
-    #[test]
-    fn validate_refuses_bad_blocks_and_stop_rules() {
-        let mut s = RunSettings::verdict_profile();
-        validate(&s).unwrap();
-        s.plan.push(icb_core::CaseShape::blocks(TestKind::TagBw, 8, 4));
-        assert!(validate(&s).is_err());
-        let mut s = RunSettings::full_curve();
-        s.blocks = Some(0);
-        assert!(validate(&s).is_err());
-        let mut s = RunSettings::verdict_profile();
-        s.stop = Some(icb_core::StopRule {
-            rel_half_width: 0.0,
-            ..icb_core::StopRule::DEFAULT
-        });
-        assert!(validate(&s).is_err());
-    }
 }

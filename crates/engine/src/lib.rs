@@ -33,21 +33,25 @@ pub mod local;
 mod measure;
 pub mod messages;
 mod options;
+mod report;
 mod run_error;
 mod runtime;
 mod server;
 mod session;
+mod settings;
 pub mod stats;
 pub mod ucx_thread;
 pub mod wire;
 
-pub use client::{SessionRecord, assemble_report, connect, finish_report, validate as validate_settings};
+pub use client::connect;
 pub use error::EngineError;
 pub use options::{
     CancellationToken, ConnectOptions, DEFAULT_PORT, Listening, NIXL_UCX_DEFAULTS, OnCase, OnListening,
     PeerFailureMode, ProfileSetting, ServeOptions, UcxOptions, UcxProfile, nixl_ucx_defaults,
 };
+pub use report::{SessionRecord, assemble_report, finish_report};
 pub use run_error::RunError;
 pub use server::serve;
 pub use session::{peer_info, resolve};
+pub use settings::validate as validate_settings;
 pub use wire::{MAX_FRAME_BYTES, PROTOCOL_VERSION};

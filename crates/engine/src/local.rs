@@ -42,6 +42,13 @@ pub(crate) fn filter_env(vars: impl Iterator<Item = (String, String)>) -> BTreeM
         .collect()
 }
 
+/// This host's NIC ceiling in bytes/s from sysfs, read once per process (see
+/// `icb_probe::facts::line_rate_bps`).
+pub fn line_rate_bps() -> Option<f64> {
+    static RATE: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
+    *RATE.get_or_init(|| icb_probe::facts::line_rate_bps(&icb_probe::LocalSource::default()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,11 +81,4 @@ mod tests {
         // Linux always exposes a boot id; equal within one host.
         assert_eq!(boot_id(), boot_id());
     }
-}
-
-/// This host's NIC ceiling in bytes/s from sysfs, read once per process (see
-/// `icb_probe::facts::line_rate_bps`).
-pub fn line_rate_bps() -> Option<f64> {
-    static RATE: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
-    *RATE.get_or_init(|| icb_probe::facts::line_rate_bps(&icb_probe::LocalSource::default()))
 }
