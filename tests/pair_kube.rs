@@ -352,3 +352,57 @@ fn deployment_targets_pick_a_ready_pod_say_which_and_read_no_deployment() {
     );
     assert!(leftover_via_api(&cluster).is_empty());
 }
+
+#[test]
+fn nixl_engine_between_two_nodes_names_the_tcp_path_per_direction() {
+    let Some(cluster) = cluster("nixl_two_nodes") else {
+        return;
+    };
+    // The bench pods run this build, which finds the NIXL wheel scripts/setup unpacked.
+    let run = run_pair(
+        &cluster,
+        &[
+            "--prefill",
+            "node/gpu-1",
+            "--decode",
+            "node/gpu-2",
+            "-o",
+            "json",
+            "--engine",
+            "nixl",
+            "--sizes",
+            "16KiB",
+            "--batches",
+            "1,4",
+            "--memory",
+            "host-host",
+            "--max-time",
+            "0.3",
+        ],
+        LIMIT,
+    );
+    assert_eq!(run.code, 1, "{run:#?}");
+    let r = run.report();
+    assert_eq!(r["placement"]["locality"], "different_hosts");
+    let cases = r["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 4, "{}", verdicts(&r));
+    for c in cases {
+        assert_eq!(c["engine"], "nixl");
+        assert_eq!(c["measurement"]["verified"], true, "{c}");
+        assert_eq!(c["transport"]["data_path"]["source"], "proto_info", "{c}");
+        let class = c["transport"]["data_path"]["class"].as_str().unwrap();
+        // READ is emulated over active messages on tcp, WRITE goes over tcp: both fail.
+        match c["direction"].as_str().unwrap() {
+            "read" => assert_eq!(class, "rma_emulated", "{c}"),
+            _ => assert_eq!(class, "tcp", "{c}"),
+        }
+        assert_eq!(c["verdict"]["status"], "fail", "{c}");
+    }
+    assert!(r["server"]["nixl"]["version"].is_string(), "{}", r["server"]);
+    // Both pods were started with the engine selection.
+    for pod in run.created_pods() {
+        let command = pod.spec.unwrap().containers[0].command.clone().unwrap_or_default();
+        assert!(command.windows(2).any(|w| w == ["--engine", "nixl"]), "{command:?}");
+    }
+    assert!(leftover_via_api(&cluster).is_empty());
+}
