@@ -20,7 +20,9 @@ mod bindings {
         non_camel_case_types,
         non_snake_case,
         dead_code,
-        unused_imports
+        unused_imports,
+        // bindgen's bitfield accessors on some targets (aarch64).
+        unnecessary_transmutes
     )]
     #![allow(clippy::all, clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
     include!(concat!(env!("OUT_DIR"), "/bindings.rs"));
@@ -38,6 +40,15 @@ pub use header_version::HEADER_VERSION_STRING;
 pub use loader::{LoadError, Loaded, candidate_dirs, load, require};
 pub use macros::*;
 pub use version::{MIN_SUPPORTED, Version, check_runtime_version};
+
+/// The type of a `va_list` parameter in the generated signatures (`ucs_log_func_t`, and
+/// `vsnprintf` for whoever formats its message): x86_64's `va_list` is an array and decays to a
+/// pointer to its element; aarch64's is a 32-byte structure, which the C ABI passes by reference
+/// as it does this by-value parameter. Code written against this alias builds on both.
+#[cfg(target_arch = "x86_64")]
+pub type VaListParam = *mut __va_list_tag;
+#[cfg(not(target_arch = "x86_64"))]
+pub type VaListParam = va_list;
 
 /// Major version of the UCP API in the headers this crate was generated from.
 pub const HEADER_API_MAJOR: u32 = UCP_API_MAJOR;

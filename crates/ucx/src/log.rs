@@ -8,14 +8,14 @@ use std::ffi::{CStr, c_char, c_uint};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use ucx_sys::{
-    __va_list_tag, UCS_LOG_FUNC_RC_CONTINUE, UCS_LOG_FUNC_RC_STOP, UCS_LOG_LEVEL_ERROR, UCS_LOG_LEVEL_FATAL,
-    UCS_LOG_LEVEL_WARN, ucs_log_component_config_t, ucs_log_func_rc_t, ucs_log_level_t,
+    UCS_LOG_FUNC_RC_CONTINUE, UCS_LOG_FUNC_RC_STOP, UCS_LOG_LEVEL_ERROR, UCS_LOG_LEVEL_FATAL,
+    UCS_LOG_LEVEL_WARN, VaListParam, ucs_log_component_config_t, ucs_log_func_rc_t, ucs_log_level_t,
 };
 
 /// Longest message kept (UCX's own lines are short; a config dump is not a first error).
 const MAX_MESSAGE: usize = 512;
 
-type Vsnprintf = unsafe extern "C" fn(*mut c_char, std::ffi::c_ulong, *const c_char, *mut __va_list_tag) -> i32;
+type Vsnprintf = unsafe extern "C" fn(*mut c_char, std::ffi::c_ulong, *const c_char, VaListParam) -> i32;
 
 /// What UCX logged so far in this process.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,7 +111,7 @@ unsafe extern "C" fn handler(
     level: ucs_log_level_t,
     _comp_conf: *const ucs_log_component_config_t,
     message: *const c_char,
-    ap: *mut __va_list_tag,
+    ap: VaListParam,
 ) -> ucs_log_func_rc_t {
     let is_error = level <= UCS_LOG_LEVEL_ERROR;
     if level > UCS_LOG_LEVEL_WARN {
