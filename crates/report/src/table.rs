@@ -276,7 +276,33 @@ impl Exporter for TableExporter {
         }
         // In a narrow terminal the short columns keep their words whole; the data path and
         // the reasons, the long free text, take what is left and wrap.
-        keep_whole(&mut t, &[(0, 9), (1, 11), (2, 13), (3, 11), (4, 11), (6, 9)]);
+        // The size column is as wide as its longest shape (`1024 × 16 KiB` for a NIXL batch).
+        let size_width = r
+            .cases
+            .iter()
+            .map(|c| c.shape().chars().count())
+            .max()
+            .unwrap_or(0)
+            .clamp(6, 13) as u16
+            + 2;
+        if view.width < 100 {
+            // 80 columns: every short column at its narrowest, a long shape wraps, and the data
+            // path keeps room for a word (`zero-copy,`).
+            keep_whole(
+                &mut t,
+                &[
+                    (0, 9),
+                    (1, 11),
+                    (2, size_width.min(10)),
+                    (3, 11),
+                    (4, 10),
+                    (5, 12),
+                    (6, 9),
+                ],
+            );
+        } else {
+            keep_whole(&mut t, &[(0, 9), (1, 11), (2, size_width), (3, 11), (4, 11), (6, 9)]);
+        }
 
         let mut out = String::new();
         push_wrapped(&mut out, &pair_summary(r), view);

@@ -8,8 +8,8 @@ use std::ffi::{CStr, c_char, c_uint};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use ucx_sys::{
-    UCS_LOG_FUNC_RC_CONTINUE, UCS_LOG_FUNC_RC_STOP, UCS_LOG_LEVEL_ERROR, UCS_LOG_LEVEL_FATAL,
-    UCS_LOG_LEVEL_WARN, VaListParam, ucs_log_component_config_t, ucs_log_func_rc_t, ucs_log_level_t,
+    UCS_LOG_FUNC_RC_CONTINUE, UCS_LOG_FUNC_RC_STOP, UCS_LOG_LEVEL_ERROR, UCS_LOG_LEVEL_FATAL, UCS_LOG_LEVEL_WARN,
+    VaListParam, ucs_log_component_config_t, ucs_log_func_rc_t, ucs_log_level_t,
 };
 
 /// Longest message kept (UCX's own lines are short; a config dump is not a first error).
