@@ -16,7 +16,7 @@ use std::time::Duration;
 /// Install prefixes of NIXL in NGC/Dynamo images and source builds.
 pub const NIXL_PREFIXES: [&str; 2] = ["/opt/nvidia/nvda_nixl", "/usr/local/nixl"];
 /// Library directories under a prefix.
-pub const NIXL_LIBDIRS: [&str; 3] = ["lib64", "lib/x86_64-linux-gnu", "lib"];
+pub const NIXL_LIBDIRS: [&str; 4] = ["lib64", "lib/x86_64-linux-gnu", "lib/aarch64-linux-gnu", "lib"];
 
 #[derive(Debug, Clone, Default)]
 pub struct NixlOptions {

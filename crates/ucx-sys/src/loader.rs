@@ -33,6 +33,7 @@ pub const WELL_KNOWN_DIRS: &[&str] = &[
     "/opt/hpcx/ucx/lib",
     "/opt/nvidia/nvda_nixl/lib64",
     "/opt/nvidia/nvda_nixl/lib/x86_64-linux-gnu",
+    "/opt/nvidia/nvda_nixl/lib/aarch64-linux-gnu",
 ];
 
 const SEARCH_NAME: &str = "libucp.so.0";
