@@ -8,7 +8,7 @@ use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
 use icb_pair::{CancellationToken, ExpectationInput, PairError, PairPlan, run_pair};
-use icb_sweep::results::{Outcome, PairResult, SizePoint, SweepResults};
+use icb_sweep::results::{LatencyPoint, Outcome, PairResult, SizePoint, SweepResults};
 use icb_sweep::schedule::{Pair, Round};
 use std::time::{Duration, Instant};
 
@@ -175,20 +175,31 @@ fn measured(report: &icb_core::PairReport) -> Outcome {
         .filter_map(|c| serde_json::to_value(c).ok()?.as_str().map(String::from))
         .collect();
     let mut series = Vec::new();
+    let mut latencies = Vec::new();
     let mut latency: Option<(u64, f64)> = None;
     for c in &report.cases {
         let Some(m) = &c.measurement else { continue };
+        let memory = format!("{}-{}", c.memory.initiator, c.memory.target);
         if let Some(bw) = m.bandwidth_bps {
             series.push(SizePoint {
                 test: c.test.as_str().to_string(),
                 size: c.size,
                 bandwidth_bps: bw,
+                memory: Some(memory.clone()),
+                direction: direction(c).map(String::from),
             });
         }
-        if let Some(l) = &m.latency_us
-            && latency.is_none_or(|(size, _)| c.size < size)
-        {
-            latency = Some((c.size, l.p50));
+        if let Some(l) = &m.latency_us {
+            latencies.push(LatencyPoint {
+                test: c.test.as_str().to_string(),
+                size: c.size,
+                memory: Some(memory),
+                p50_us: l.p50,
+                p99_us: l.p99,
+            });
+            if latency.is_none_or(|(size, _)| c.size < size) {
+                latency = Some((c.size, l.p50));
+            }
         }
     }
     let largest = series.iter().map(|p| p.size).max();
@@ -208,6 +219,20 @@ fn measured(report: &icb_core::PairReport) -> Outcome {
         bandwidth_bps,
         latency_us: latency.map(|(_, l)| l),
         series,
+        latency: latencies,
+    }
+}
+
+/// Which way a case's bytes went, seen from the prefill side (NIXL's vocabulary): RMA put and
+/// NIXL WRITE push into decode, RMA get and NIXL READ pull out of it; tag tests have no one
+/// direction to name.
+fn direction(c: &icb_core::model::CaseResult) -> Option<&'static str> {
+    use icb_core::model::{Direction, TestKind};
+    match (c.run_by.direction, c.test) {
+        (Some(d), _) => Some(d.as_str()),
+        (None, TestKind::PutBw) => Some(Direction::Write.as_str()),
+        (None, TestKind::GetBw) => Some(Direction::Read.as_str()),
+        (None, _) => None,
     }
 }
 

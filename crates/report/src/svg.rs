@@ -421,4 +421,12 @@ impl Exporter for SvgExporter {
             instead: "-o table, json, junit or prometheus",
         })
     }
+
+    fn sweep(&self, _: &icb_sweep::SweepResults) -> Result<String, ExportError> {
+        Err(ExportError::Unsupported {
+            format: "svg",
+            what: "a sweep (one chart per pair would not say which node is bad)",
+            instead: "-o html or --export-html (heatmap, node table and per-pair plots)",
+        })
+    }
 }

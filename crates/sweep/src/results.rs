@@ -10,12 +10,31 @@ use std::path::Path;
 
 pub const SWEEP_SCHEMA: &str = "ic-bench.sweep/v1";
 
-/// One size of one bandwidth test, for the per-pair plots.
+/// One size of one bandwidth test, for the per-pair plots and gauges.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SizePoint {
     pub test: String,
     pub size: u64,
     pub bandwidth_bps: f64,
+    /// Memory pair, `host-cuda` (initiator-target); absent in files written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// Seen from the prefill side: `write` pushes into decode (put, NIXL WRITE), `read` pulls
+    /// out of it (get, NIXL READ); absent where the test has no single direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<String>,
+}
+
+/// One size of one latency test, for the per-pair gauges.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyPoint {
+    pub test: String,
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// One-way latency percentiles, µs.
+    pub p50_us: f64,
+    pub p99_us: f64,
 }
 
 /// What one pair gave.
@@ -35,6 +54,9 @@ pub enum Outcome {
         latency_us: Option<f64>,
         #[serde(default)]
         series: Vec<SizePoint>,
+        /// Every latency case measured (absent in files written before it was kept).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        latency: Vec<LatencyPoint>,
     },
     /// A bench pod could not be placed on `node` (no GPU free, taint, missing node): not a
     /// fabric verdict.

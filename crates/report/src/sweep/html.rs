@@ -2,7 +2,10 @@
 //! N×N heatmap of pair bandwidth, the node table with its evidence, the second pass, and one
 //! bandwidth-vs-size plot per pair.
 
-use crate::results::{Outcome, PairResult, SweepResults};
+use crate::format::{ExportError, Exporter};
+use icb_core::checks::ProbeReport;
+use icb_core::model::PairReport;
+use icb_sweep::results::{Outcome, PairResult, SizePoint, SweepResults};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -21,7 +24,34 @@ fn color(frac: f64) -> String {
     format!("rgb({r},{g},70)")
 }
 
-pub fn render(r: &SweepResults) -> String {
+/// `ic-bench sweep --export-html`: sweeps only (a pair report's chart is `-o svg`). Not an `-o`
+/// value: `pair` and `probe` share [`Format`](crate::Format) and check it before they run, so a
+/// sweep-only format there would pass that check and fail after the whole run.
+pub struct HtmlExporter;
+
+impl Exporter for HtmlExporter {
+    fn pair(&self, _: &PairReport) -> Result<String, ExportError> {
+        Err(ExportError::Unsupported {
+            format: "html",
+            what: "a pair report (the HTML report is a sweep's)",
+            instead: "-o svg for a chart, or -o table, json, junit or prometheus",
+        })
+    }
+
+    fn probe(&self, _: &ProbeReport) -> Result<String, ExportError> {
+        Err(ExportError::Unsupported {
+            format: "html",
+            what: "probe results (the HTML report is a sweep's)",
+            instead: "-o table, json, junit or prometheus",
+        })
+    }
+
+    fn sweep(&self, results: &SweepResults) -> Result<String, ExportError> {
+        Ok(render(results))
+    }
+}
+
+fn render(r: &SweepResults) -> String {
     let first: Vec<&PairResult> = r.pairs.iter().filter(|p| p.pass == 1).collect();
     let best = first
         .iter()
@@ -92,14 +122,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
     // Node table.
     h.push_str("<h2>Nodes</h2><table id=\"nodes\"><tr><th>node</th><th>verdict</th><th>median GB/s</th><th>bad pairs</th><th>data paths</th><th>evidence</th></tr>");
     // While the sweep runs, the first-pass verdicts so far.
-    let provisional;
-    let verdicts = if r.node_verdicts.is_empty() {
-        provisional = crate::score::first_pass_verdicts(&r.nodes, &r.pairs);
-        &provisional
-    } else {
-        &r.node_verdicts
-    };
-    for v in verdicts {
+    for v in super::verdicts(r).iter() {
         let _ = write!(
             h,
             "<tr><td>{}</td><td class=\"{s}\">{s}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td></tr>",
@@ -138,7 +161,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
 }
 
 /// A small log-x SVG: one polyline per test.
-fn plot(p: &PairResult, series: &[crate::results::SizePoint], best: f64) -> String {
+fn plot(p: &PairResult, series: &[SizePoint], best: f64) -> String {
     let (w, ht, m) = (220.0, 120.0, 24.0);
     let sizes: Vec<f64> = series.iter().map(|s| (s.size.max(1) as f64).log2()).collect();
     let (lo, hi) = sizes
@@ -189,8 +212,7 @@ fn plot(p: &PairResult, series: &[crate::results::SizePoint], best: f64) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::SizePoint;
-    use crate::schedule::{Pair, Schedule};
+    use icb_sweep::schedule::{Pair, Schedule};
 
     #[test]
     fn html_has_every_cell_the_node_table_and_no_network_fetch() {
@@ -215,18 +237,23 @@ mod tests {
                             test: "put_bw".into(),
                             size: 65536,
                             bandwidth_bps: 1e10,
+                            memory: None,
+                            direction: None,
                         },
                         SizePoint {
                             test: "put_bw".into(),
                             size: 1 << 20,
                             bandwidth_bps: 2e10,
+                            memory: None,
+                            direction: None,
                         },
                     ],
+                    latency: vec![],
                 },
             })
             .collect::<Vec<_>>();
         let mut r = SweepResults {
-            schema: crate::results::SWEEP_SCHEMA.into(),
+            schema: icb_sweep::results::SWEEP_SCHEMA.into(),
             tool_version: "0".into(),
             sweep_id: "s<1>".into(),
             started_at: "t".into(),
@@ -239,7 +266,7 @@ mod tests {
             pairs,
             node_verdicts: vec![],
         };
-        r.node_verdicts = crate::score::final_verdicts(&nodes, &r.pairs);
+        r.node_verdicts = icb_sweep::score::final_verdicts(&nodes, &r.pairs);
         let html = render(&r);
         assert_eq!(html.matches("class=\"cell\"").count(), 6, "3×3 minus the diagonal");
         assert!(html.contains("<table id=\"nodes\">") && html.matches("class=\"pass\"").count() == 3);

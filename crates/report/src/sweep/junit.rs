@@ -1,19 +1,25 @@
 //! JUnit for a sweep: one test case per pair (both passes) and one per node, so CI shows which
-//! link and which node failed.
+//! link and which node failed. Unschedulable pairs and nodes are skipped, not failed: they say
+//! nothing about the fabric. While the sweep runs, the node cases are the first-pass verdicts so
+//! far (the suites' `complete` property says which).
 
-use crate::results::SweepResults;
-use crate::score::NodeStatus;
+use crate::format::ExportError;
+use icb_sweep::results::{Outcome, SweepResults};
+use icb_sweep::score::NodeStatus;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
-pub fn junit(results: &SweepResults) -> Result<String, String> {
-    let mut report = Report::new("ic-bench sweep");
+pub(crate) fn render(results: &SweepResults) -> Result<String, ExportError> {
+    let mut report = Report::new(format!("ic-bench sweep {}", results.sweep_id));
+    let complete = results.complete.to_string();
     let mut pairs = TestSuite::new("pairs");
+    pairs.add_property(("sweep_id", results.sweep_id.as_str()));
+    pairs.add_property(("complete", complete.as_str()));
     for r in &results.pairs {
         let status = if r.outcome.failed() {
             let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
             s.set_message(r.outcome.short());
             s
-        } else if matches!(r.outcome, crate::results::Outcome::Unschedulable { .. }) {
+        } else if matches!(r.outcome, Outcome::Unschedulable { .. }) {
             let mut s = TestCaseStatus::skipped();
             s.set_message(r.outcome.short());
             s
@@ -26,7 +32,9 @@ pub fn junit(results: &SweepResults) -> Result<String, String> {
         pairs.add_test_case(case);
     }
     let mut nodes = TestSuite::new("nodes");
-    for v in &results.node_verdicts {
+    nodes.add_property(("sweep_id", results.sweep_id.as_str()));
+    nodes.add_property(("complete", complete.as_str()));
+    for v in super::verdicts(results).iter() {
         let status = match v.status {
             NodeStatus::Pass => TestCaseStatus::success(),
             NodeStatus::Unschedulable | NodeStatus::Unknown => {
@@ -46,5 +54,8 @@ pub fn junit(results: &SweepResults) -> Result<String, String> {
     }
     report.add_test_suite(pairs);
     report.add_test_suite(nodes);
-    report.to_string().map_err(|e| format!("cannot render JUnit: {e}"))
+    report.to_string().map_err(|e| ExportError::Serialize {
+        format: "junit",
+        detail: e.to_string(),
+    })
 }
