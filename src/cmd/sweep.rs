@@ -295,7 +295,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         results.complete = true;
         results.updated_at = jiff::Timestamp::now().to_string();
         save(&results)?;
-        print!("{}", icb_report::render_sweep_in(&results, args.output, stdout_view(args.output))?);
+        print!(
+            "{}",
+            icb_report::render_sweep_in(&results, args.output, stdout_view(args.output))?
+        );
         let measured = results
             .pairs
             .iter()

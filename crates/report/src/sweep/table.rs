@@ -8,14 +8,7 @@ use icb_sweep::score::NodeStatus;
 
 pub(crate) fn render(r: &SweepResults, view: View) -> String {
     let mut t = crate::table::new_table(
-        vec![
-            "Node",
-            "Verdict",
-            "Median GB/s",
-            "Bad pairs",
-            "Data paths",
-            "Evidence",
-        ],
+        vec!["Node", "Verdict", "Median GB/s", "Bad pairs", "Data paths", "Evidence"],
         view,
     );
     let verdicts = super::verdicts(r);
@@ -47,7 +40,11 @@ pub(crate) fn render(r: &SweepResults, view: View) -> String {
         .map(|v| v.node.as_str())
         .collect();
     let mut summary = if bad.is_empty() {
-        format!("PASS: no node failed ({} nodes, {} pairs)", r.nodes.len(), r.pairs.len())
+        format!(
+            "PASS: no node failed ({} nodes, {} pairs)",
+            r.nodes.len(),
+            r.pairs.len()
+        )
     } else {
         format!("FAIL: {} ({} pairs measured)", bad.join(", "), r.pairs.len())
     };
