@@ -1,7 +1,8 @@
 //! Running a sweep's rounds: every pair of a round at once, each one `run_pair` with its own
-//! `KubeLauncher` and run id; one line per finished pair on stderr; the results saved after every
-//! pair. A cancelled token stops every pair (each cleans up its own pods) and returns `false`.
+//! `KubeLauncher` and run id; progress on stderr (a bar on a terminal, one line per finished
+//! pair otherwise: `progress::SweepProgress`); the results saved after every pair. A cancelled token stops every pair (each cleans up its own pods) and returns `false`.
 
+use super::progress::{Notable, PairDone, SweepProgress, sweep_eta};
 use futures::stream::{FuturesUnordered, StreamExt};
 use icb_kube::devices::DeviceRequest;
 use icb_kube::pair::BenchPodsPlan;
@@ -37,7 +38,11 @@ impl Sweeper {
         results: &mut SweepResults,
         save: &mut dyn FnMut(&SweepResults) -> anyhow::Result<()>,
     ) -> anyhow::Result<bool> {
+        if rounds.is_empty() {
+            return Ok(true);
+        }
         let total: usize = rounds.iter().map(Vec::len).sum();
+        let progress = SweepProgress::start(pass, total, rounds.len());
         let mut done = 0usize;
         let mut failures = 0usize;
         let started = Instant::now();
@@ -45,6 +50,7 @@ impl Sweeper {
             if self.token.is_cancelled() {
                 return Ok(false);
             }
+            progress.round(i + 1, round.len());
             let mut running: FuturesUnordered<_> = round
                 .iter()
                 .enumerate()
@@ -58,14 +64,20 @@ impl Sweeper {
                 };
                 done += 1;
                 failures += usize::from(outcome.failed());
-                let per = started.elapsed().as_secs_f64() / done as f64;
-                eprintln!(
-                    "ic-bench: pass {pass} [{done}/{total}] round {}/{} {pair}: {} in {:.1}s (failures so far {failures}, ETA {:.0}s)",
-                    i + 1,
-                    rounds.len(),
-                    outcome.short(),
-                    elapsed.as_secs_f64(),
-                    per * (total - done) as f64
+                progress.pair(
+                    &PairDone {
+                        pass,
+                        done,
+                        total,
+                        round: i + 1,
+                        rounds: rounds.len(),
+                        pair: &pair.to_string(),
+                        outcome: &outcome.short(),
+                        seconds: elapsed.as_secs_f64(),
+                        failures,
+                        eta: sweep_eta(started.elapsed(), done, total),
+                    },
+                    Notable::of(&outcome),
                 );
                 results.pairs.push(PairResult {
                     pair,
@@ -128,6 +140,17 @@ impl Sweeper {
             Ok(outcome) => Some(measured(&outcome.report)),
             Err(PairError::Interrupted(_)) => None,
             Err(e) => Some(classify_error(pair, &e.to_string())),
+        }
+    }
+}
+
+impl Notable {
+    /// Failed pairs and pairs that say nothing about the fabric stay on screen; passes do not.
+    fn of(outcome: &Outcome) -> Notable {
+        match outcome {
+            o if o.failed() => Notable::Failed,
+            Outcome::Measured { verdict, .. } if verdict == "pass" => Notable::No,
+            _ => Notable::Other,
         }
     }
 }
