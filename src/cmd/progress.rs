@@ -132,8 +132,8 @@ pub struct PairDone<'a> {
     pub eta: Option<Duration>,
 }
 
-/// Whether a finished pair stays printed above the bar: failures (`✗`) and other outcomes that
-/// need a look (`!`: a warning, unschedulable) do; passes only move the bar.
+/// Whether a finished pair stays printed above the bar: failures (`✗`) and pairs that say
+/// nothing about the fabric (`!`: unschedulable) do; other measured pairs only move the bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Notable {
     No,
@@ -197,7 +197,7 @@ impl SweepProgress {
         let bar = bar.then(|| {
             let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
             let style = ProgressStyle::with_template(
-                "{spinner} {elapsed:>4} {prefix} [{bar:20}] {pos}/{len} pairs · {wide_msg}",
+                "{spinner} {elapsed:>4} {prefix} [{bar:16}] {pos}/{len} pairs · {wide_msg}",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");

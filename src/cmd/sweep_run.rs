@@ -145,12 +145,13 @@ impl Sweeper {
 }
 
 impl Notable {
-    /// Failed pairs and pairs that say nothing about the fabric stay on screen; passes do not.
+    /// Failed pairs and pairs that say nothing about the fabric stay on screen; measured pairs
+    /// that did not fail only move the bar (their warnings are in the results).
     fn of(outcome: &Outcome) -> Notable {
         match outcome {
             o if o.failed() => Notable::Failed,
-            Outcome::Measured { verdict, .. } if verdict == "pass" => Notable::No,
-            _ => Notable::Other,
+            Outcome::Measured { .. } => Notable::No,
+            Outcome::Unschedulable { .. } | Outcome::Error { .. } => Notable::Other,
         }
     }
 }

@@ -45,7 +45,7 @@ fn svg_cannot_show_a_sweep_and_says_what_can() {
 fn table_names_the_bad_node_first_and_lists_every_node() {
     let text = render(Format::Table);
     let first = text.lines().next().unwrap();
-    assert_eq!(first, "FAIL: node-4 (8 pairs measured)");
+    assert_eq!(first, "FAIL: node-4 (8 pairs run)");
     for n in ["node-1", "node-2", "node-3", "node-4"] {
         assert!(text.contains(n), "{n} missing:\n{text}");
     }
@@ -374,4 +374,23 @@ fn prometheus_of_a_running_sweep_shows_first_pass_health_and_no_timestamp_it_can
         3.0
     );
     assert_eq!(find(&samples, "icbench_sweep_node_health", &[]).len(), 4);
+}
+
+#[test]
+fn junit_fails_a_slow_pair_as_the_node_verdicts_count_it() {
+    // TCP allowed (--allow-tcp): node-4's pairs pass their own verdict as warnings, but at
+    // 1 GB/s against 22 GB/s they are slow, which is what blames node-4.
+    let mut r = fixture();
+    for p in &mut r.pairs {
+        if let icb_sweep::Outcome::Measured { verdict, .. } = &mut p.outcome
+            && verdict == "fail"
+        {
+            *verdict = "warn".into();
+        }
+    }
+    let xml = render_sweep_in(&r, Format::Junit, View::default()).unwrap();
+    let slow = xml
+        .matches("message=\"warn (tcp, 1.00 GB/s) (slow: under 25% of the reference 22.00 GB/s)\"")
+        .count();
+    assert_eq!(slow, 5, "3 first-pass and 2 second-pass pairs with node-4:\n{xml}");
 }

@@ -5,7 +5,7 @@
 use crate::format::{ExportError, Exporter};
 use icb_core::checks::ProbeReport;
 use icb_core::model::PairReport;
-use icb_sweep::results::{Outcome, PairResult, SizePoint, SweepResults};
+use icb_sweep::results::{Outcome, PairResult, SizePoint, SweepResults, gbps};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -102,7 +102,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
                             } else {
                                 color(bw / best.max(1.0))
                             },
-                            format!("{:.2}", bw / 1e9),
+                            gbps(*bw),
                         ),
                         Outcome::Unschedulable { .. } => ("#8c959f".into(), "U".into()),
                         _ => (color(0.0), "×".into()),
@@ -127,9 +127,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
             h,
             "<tr><td>{}</td><td class=\"{s}\">{s}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td></tr>",
             esc(&v.node),
-            v.median_bps
-                .map(|b| format!("{:.2}", b / 1e9))
-                .unwrap_or_else(|| "-".into()),
+            v.median_bps.map(gbps).unwrap_or_else(|| "-".into()),
             v.failed_pairs,
             v.pairs,
             esc(&v.data_paths.join(", ")),

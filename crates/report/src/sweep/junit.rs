@@ -4,8 +4,8 @@
 //! far (the suites' `complete` property says which).
 
 use crate::format::ExportError;
-use icb_sweep::results::{Outcome, SweepResults};
-use icb_sweep::score::NodeStatus;
+use icb_sweep::results::{Outcome, SweepResults, gbps};
+use icb_sweep::score::{NodeStatus, SLOW_FRACTION, pair_bad, reference_bandwidth};
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 pub(crate) fn render(results: &SweepResults) -> Result<String, ExportError> {
@@ -14,10 +14,21 @@ pub(crate) fn render(results: &SweepResults) -> Result<String, ExportError> {
     let mut pairs = TestSuite::new("pairs");
     pairs.add_property(("sweep_id", results.sweep_id.as_str()));
     pairs.add_property(("complete", complete.as_str()));
+    // A pair fails as the node verdicts count it: a failed verdict, nothing measured, or slow
+    // against the sweep's reference bandwidth.
+    let reference = reference_bandwidth(&results.pairs);
     for r in &results.pairs {
-        let status = if r.outcome.failed() {
+        let status = if pair_bad(r, reference) {
             let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-            s.set_message(r.outcome.short());
+            let slow = match (r.outcome.failed(), reference) {
+                (false, Some(f)) => format!(
+                    " (slow: under {:.0}% of the reference {} GB/s)",
+                    SLOW_FRACTION * 100.0,
+                    gbps(f)
+                ),
+                _ => String::new(),
+            };
+            s.set_message(format!("{}{slow}", r.outcome.short()));
             s
         } else if matches!(r.outcome, Outcome::Unschedulable { .. }) {
             let mut s = TestCaseStatus::skipped();

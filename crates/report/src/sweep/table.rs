@@ -4,6 +4,7 @@
 
 use crate::format::View;
 use icb_sweep::SweepResults;
+use icb_sweep::results::gbps;
 use icb_sweep::score::NodeStatus;
 
 pub(crate) fn render(r: &SweepResults, view: View) -> String {
@@ -21,9 +22,7 @@ pub(crate) fn render(r: &SweepResults, view: View) -> String {
         t.add_row([
             v.node.clone(),
             v.status.as_str().to_string(),
-            v.median_bps
-                .map(|b| format!("{:.2}", b / 1e9))
-                .unwrap_or_else(|| "-".into()),
+            v.median_bps.map(gbps).unwrap_or_else(|| "-".into()),
             format!("{}/{}", v.failed_pairs, v.pairs),
             v.data_paths.join(", "),
             evidence,
@@ -46,7 +45,7 @@ pub(crate) fn render(r: &SweepResults, view: View) -> String {
             r.pairs.len()
         )
     } else {
-        format!("FAIL: {} ({} pairs measured)", bad.join(", "), r.pairs.len())
+        format!("FAIL: {} ({} pairs run)", bad.join(", "), r.pairs.len())
     };
     if !unplaced.is_empty() {
         summary.push_str(&format!(
