@@ -8,7 +8,7 @@
 
 use icb_core::model::{BandwidthUnit, CaseResult, CaseStatus, TransportClass};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -28,6 +28,83 @@ pub fn total_cases(settings: &icb_core::RunSettings) -> usize {
     settings.case_list().len()
 }
 
+/// Where the live lines draw: stderr, two columns narrower than the terminal. Ctrl-C makes the
+/// terminal echo `^C` after a full-width line; that wraps, the bar then clears the wrong line
+/// and a stale copy stays above the interrupt message. The spare columns take the echo.
+fn stderr_target() -> ProgressDrawTarget {
+    ProgressDrawTarget::term_like_with_hz(Box::new(NarrowStderr), 20)
+}
+
+/// stderr as a terminal with the last two columns kept free (see [`stderr_target`]); the cursor
+/// movements are the ANSI sequences indicatif's own terminal sends.
+#[derive(Debug)]
+struct NarrowStderr;
+
+impl NarrowStderr {
+    fn put(&self, s: &str) -> std::io::Result<()> {
+        std::io::stderr().lock().write_all(s.as_bytes())
+    }
+}
+
+impl indicatif::TermLike for NarrowStderr {
+    fn width(&self) -> u16 {
+        let columns = terminal_size::terminal_size_of(std::io::stderr()).map_or(80, |(w, _)| w.0);
+        columns.saturating_sub(2).max(20)
+    }
+
+    fn height(&self) -> u16 {
+        terminal_size::terminal_size_of(std::io::stderr()).map_or(24, |(_, h)| h.0)
+    }
+
+    fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        if n == 0 {
+            Ok(())
+        } else {
+            self.put(&format!("\x1b[{n}A"))
+        }
+    }
+
+    fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        if n == 0 {
+            Ok(())
+        } else {
+            self.put(&format!("\x1b[{n}B"))
+        }
+    }
+
+    fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+        if n == 0 {
+            Ok(())
+        } else {
+            self.put(&format!("\x1b[{n}C"))
+        }
+    }
+
+    fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+        if n == 0 {
+            Ok(())
+        } else {
+            self.put(&format!("\x1b[{n}D"))
+        }
+    }
+
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.put(&format!("{s}\n"))
+    }
+
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        self.put(s)
+    }
+
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.put("\r\x1b[2K")
+    }
+
+    fn flush(&self) -> std::io::Result<()> {
+        std::io::stderr().lock().flush()
+    }
+}
+
 /// The live line of one run; does nothing when it must not draw.
 pub struct CaseProgress {
     bar: Option<ProgressBar>,
@@ -40,7 +117,7 @@ impl CaseProgress {
     pub fn start(total: usize, unit: BandwidthUnit) -> Self {
         let draw = !quiet() && std::io::stderr().is_terminal();
         let bar = draw.then(|| {
-            let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+            let bar = ProgressBar::with_draw_target(Some(total as u64), stderr_target());
             // `wide_msg` takes what the terminal has left and is cut there: the line never wraps.
             let style = ProgressStyle::with_template("{spinner} {elapsed:>4} case {pos}/{len} {wide_msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner());
@@ -195,7 +272,7 @@ impl SweepProgress {
 
     fn start_on(pass: u8, total: usize, rounds: usize, bar: bool, lines: bool) -> Self {
         let bar = bar.then(|| {
-            let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+            let bar = ProgressBar::with_draw_target(Some(total as u64), stderr_target());
             let style = ProgressStyle::with_template(
                 "{spinner} {elapsed:>4} {prefix} [{bar:16}] {pos}/{len} pairs · {wide_msg}",
             )

@@ -137,6 +137,9 @@ impl Sweeper {
         };
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
         match run_pair(&plan, &mut launcher, &self.token, &mut progress).await {
+            // Ctrl-C mid-pair can still end in a report of the cases done so far (marked
+            // partial): not this pair's result, so `--resume` runs it again in full.
+            Ok(outcome) if outcome.report.partial.is_some() && self.token.is_cancelled() => None,
             Ok(outcome) => Some(measured(&outcome.report)),
             Err(PairError::Interrupted(_)) => None,
             Err(e) => Some(classify_error(pair, &e.to_string())),
