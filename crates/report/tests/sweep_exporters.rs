@@ -1,6 +1,10 @@
 //! Sweep results through the exporter trait: a fixed, realistic sweep (4 nodes, all-pairs, one
 //! node whose pairs went over TCP at 1 GB/s, its second pass, verdicts from the real scoring) in
 //! every format, with the values read back out of the text.
+//!
+//! The `ic-bench.sweep/v1` JSON is also a snapshot (`snapshots/sweep_exporters__sweep_json.snap`).
+//! After a deliberate change to the file format, refresh it and update docs/schema.md:
+//! `INSTA_UPDATE=always cargo test -p icb-report --test sweep_exporters` (or `cargo insta review`).
 
 mod common;
 mod sweep_fixture;
@@ -77,6 +81,49 @@ fn json_is_the_results_file_itself() {
     assert_eq!(text, r.to_json());
     let back: icb_report::SweepResults = serde_json::from_str(&text).unwrap();
     assert_eq!(back, r);
+}
+
+#[test]
+fn sweep_json_snapshot() {
+    insta::assert_snapshot!("sweep_json", render(Format::Json));
+}
+
+/// The sweep section of docs/schema.md, from its heading to the next one.
+fn schema_doc_sweep_section() -> String {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/schema.md")).unwrap();
+    let start = doc
+        .find("## `ic-bench.sweep/v1`")
+        .expect("docs/schema.md has the sweep section");
+    let rest = &doc[start + 3..];
+    rest[..rest.find("\n## ").unwrap_or(rest.len())].to_string()
+}
+
+fn keys(value: &serde_json::Value, out: &mut BTreeSet<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                out.insert(k.clone());
+                keys(v, out);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| keys(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_field_of_the_sweep_json_is_in_docs_schema() {
+    let section = schema_doc_sweep_section();
+    let mut all = BTreeSet::new();
+    keys(&serde_json::from_str(&render(Format::Json)).unwrap(), &mut all);
+    let undocumented: Vec<&String> = all
+        .iter()
+        .filter(|k| !section.contains(&format!("`{k}`")) && !section.contains(&format!("\"{k}\"")))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "docs/schema.md does not describe {undocumented:?}"
+    );
 }
 
 #[test]
