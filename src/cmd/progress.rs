@@ -28,28 +28,29 @@ pub fn total_cases(settings: &icb_core::RunSettings) -> usize {
     settings.case_list().len()
 }
 
-/// Where the live lines draw: stderr, two columns narrower than the terminal. Ctrl-C makes the
-/// terminal echo `^C` after a full-width line; that wraps, the bar then clears the wrong line
-/// and a stale copy stays above the interrupt message. The spare columns take the echo.
+/// Where the live lines draw: stderr, leaving the cursor at the start of the bar's line after
+/// every frame. indicatif pads each line to the full width and leaves the cursor on the right
+/// edge; Ctrl-C's `^C` echo there wraps to a new line, the bar then clears that one instead and
+/// a stale copy stays above the interrupt message. At column 0 the echo lands on the bar itself,
+/// which the clear removes.
 fn stderr_target() -> ProgressDrawTarget {
-    ProgressDrawTarget::term_like_with_hz(Box::new(NarrowStderr), 20)
+    ProgressDrawTarget::term_like_with_hz(Box::new(BarStderr), 20)
 }
 
-/// stderr as a terminal with the last two columns kept free (see [`stderr_target`]); the cursor
-/// movements are the ANSI sequences indicatif's own terminal sends.
+/// stderr as indicatif's terminal (the same ANSI sequences its own sends), with the carriage
+/// return after each frame (see [`stderr_target`]).
 #[derive(Debug)]
-struct NarrowStderr;
+struct BarStderr;
 
-impl NarrowStderr {
+impl BarStderr {
     fn put(&self, s: &str) -> std::io::Result<()> {
         std::io::stderr().lock().write_all(s.as_bytes())
     }
 }
 
-impl indicatif::TermLike for NarrowStderr {
+impl indicatif::TermLike for BarStderr {
     fn width(&self) -> u16 {
-        let columns = terminal_size::terminal_size_of(std::io::stderr()).map_or(80, |(w, _)| w.0);
-        columns.saturating_sub(2).max(20)
+        terminal_size::terminal_size_of(std::io::stderr()).map_or(80, |(w, _)| w.0)
     }
 
     fn height(&self) -> u16 {
@@ -100,8 +101,11 @@ impl indicatif::TermLike for NarrowStderr {
         self.put("\r\x1b[2K")
     }
 
+    /// indicatif flushes once, at the end of a frame.
     fn flush(&self) -> std::io::Result<()> {
-        std::io::stderr().lock().flush()
+        let mut err = std::io::stderr().lock();
+        err.write_all(b"\r")?;
+        err.flush()
     }
 }
 
@@ -204,13 +208,14 @@ pub struct PairDone<'a> {
     /// `pass (rdma, 22.01 GB/s)`, `fail (tcp, 1.00 GB/s)`, `unschedulable: …`.
     pub outcome: &'a str,
     pub seconds: f64,
-    /// Pairs of this pass that failed so far, this one included.
+    /// Pairs of this pass that are bad so far (failed, nothing measured, or slow against the
+    /// pairs so far), this one included.
     pub failures: usize,
     pub eta: Option<Duration>,
 }
 
-/// Whether a finished pair stays printed above the bar: failures (`✗`) and pairs that say
-/// nothing about the fabric (`!`: unschedulable) do; other measured pairs only move the bar.
+/// Whether a finished pair stays printed above the bar: bad pairs (`✗`: failed or slow) and
+/// pairs that say nothing about the fabric (`!`: unschedulable) do; good pairs only move the bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Notable {
     No,
@@ -220,10 +225,10 @@ pub enum Notable {
 
 /// The line a finished pair gets when stderr is not a terminal (CronJob logs, CI): everything on
 /// one line, so `grep`, `kubectl logs` and log shippers see whole records.
-/// `ic-bench: sweep pass 1 [3/12] round 2/6 node-1→node-4: fail (tcp, 1.00 GB/s) in 14.5s; 1 failed so far; ETA 2m30s`
+/// `ic-bench: sweep pass 1 [3/12] round 2/6 node-1→node-4: fail (tcp, 1.00 GB/s) in 14.5s; 1 failed or slow so far; ETA 2m30s`
 pub fn sweep_pair_line(p: &PairDone) -> String {
     format!(
-        "ic-bench: sweep pass {} [{}/{}] round {}/{} {}: {} in {:.1}s; {} failed so far; ETA {}",
+        "ic-bench: sweep pass {} [{}/{}] round {}/{} {}: {} in {:.1}s; {} failed or slow so far; ETA {}",
         p.pass,
         p.done,
         p.total,
@@ -312,7 +317,7 @@ impl SweepProgress {
             }
             bar.set_position(p.done as u64);
             bar.set_message(format!(
-                "ETA {} · {} failed · last {}: {}",
+                "ETA {} · {} failed/slow · last {}: {}",
                 p.eta.map_or_else(|| "?".to_string(), short_duration),
                 p.failures,
                 p.pair,
@@ -361,11 +366,11 @@ mod tests {
         let line = sweep_pair_line(&done("fail (tcp, 1.00 GB/s)", Some(Duration::from_secs(150))));
         assert_eq!(
             line,
-            "ic-bench: sweep pass 1 [3/12] round 2/6 node-1→node-4: fail (tcp, 1.00 GB/s) in 14.5s; 1 failed so far; ETA 2m30s"
+            "ic-bench: sweep pass 1 [3/12] round 2/6 node-1→node-4: fail (tcp, 1.00 GB/s) in 14.5s; 1 failed or slow so far; ETA 2m30s"
         );
         assert!(!line.contains('\n'));
         let unknown = sweep_pair_line(&done("pass (rdma, 22.00 GB/s)", None));
-        assert!(unknown.ends_with("; 1 failed so far; ETA unknown"), "{unknown}");
+        assert!(unknown.ends_with("; 1 failed or slow so far; ETA unknown"), "{unknown}");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use icb_pair::kube::KubeLauncher;
 use icb_pair::{CancellationToken, ExpectationInput, PairError, PairPlan, run_pair};
 use icb_sweep::results::{LatencyPoint, Outcome, PairResult, SizePoint, SweepResults};
 use icb_sweep::schedule::{Pair, Round};
+use icb_sweep::score;
 use std::time::{Duration, Instant};
 
 /// What every pair of a sweep runs with.
@@ -44,7 +45,6 @@ impl Sweeper {
         let total: usize = rounds.iter().map(Vec::len).sum();
         let progress = SweepProgress::start(pass, total, rounds.len());
         let mut done = 0usize;
-        let mut failures = 0usize;
         let started = Instant::now();
         for (i, round) in rounds.iter().enumerate() {
             if self.token.is_cancelled() {
@@ -63,7 +63,26 @@ impl Sweeper {
                     continue;
                 };
                 done += 1;
-                failures += usize::from(outcome.failed());
+                let seconds = elapsed.as_secs_f64();
+                results.pairs.push(PairResult {
+                    pair,
+                    pass,
+                    run_id,
+                    duration_s: seconds,
+                    outcome,
+                });
+                // Bad as the node verdicts will count it: failed, nothing measured, or slow
+                // against the pairs so far (so the count can move as the reference settles).
+                let reference = score::reference_bandwidth(&results.pairs);
+                let failures = results
+                    .pairs
+                    .iter()
+                    .filter(|r| r.pass == pass && score::pair_bad(r, reference))
+                    .count();
+                let Some(last) = results.pairs.last() else {
+                    continue;
+                };
+                let slow = score::pair_bad(last, reference) && !last.outcome.failed();
                 progress.pair(
                     &PairDone {
                         pass,
@@ -71,21 +90,18 @@ impl Sweeper {
                         total,
                         round: i + 1,
                         rounds: rounds.len(),
-                        pair: &pair.to_string(),
-                        outcome: &outcome.short(),
-                        seconds: elapsed.as_secs_f64(),
+                        pair: &last.pair.to_string(),
+                        outcome: &format!("{}{}", last.outcome.short(), if slow { " (slow)" } else { "" }),
+                        seconds,
                         failures,
                         eta: sweep_eta(started.elapsed(), done, total),
                     },
-                    Notable::of(&outcome),
+                    if slow {
+                        Notable::Failed
+                    } else {
+                        Notable::of(&last.outcome)
+                    },
                 );
-                results.pairs.push(PairResult {
-                    pair,
-                    pass,
-                    run_id,
-                    duration_s: elapsed.as_secs_f64(),
-                    outcome,
-                });
                 results.updated_at = jiff::Timestamp::now().to_string();
                 save(results)?;
             }
