@@ -158,7 +158,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
     h
 }
 
-/// A small log-x SVG: one polyline per test.
+/// A small log-x SVG: one polyline per test (and memory pair, when the pair measured several).
 fn plot(p: &PairResult, series: &[SizePoint], best: f64) -> String {
     let (w, ht, m) = (220.0, 120.0, 24.0);
     let sizes: Vec<f64> = series.iter().map(|s| (s.size.max(1) as f64).log2()).collect();
@@ -167,11 +167,17 @@ fn plot(p: &PairResult, series: &[SizePoint], best: f64) -> String {
         .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
     let span = (hi - lo).max(1.0);
     let top = best.max(series.iter().map(|s| s.bandwidth_bps).fold(1.0, f64::max));
-    let mut by_test: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    // One line per test and memory pair (`put_bw cuda-cuda`): sizes of different memory pairs
+    // are different curves.
+    let mut by_test: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for s in series {
         let x = m + ((s.size.max(1) as f64).log2() - lo) / span * (w - 2.0 * m);
         let y = ht - m - s.bandwidth_bps / top * (ht - 2.0 * m);
-        by_test.entry(&s.test).or_default().push((x, y));
+        let name = match &s.memory {
+            Some(mem) if series.iter().any(|o| o.memory.as_ref() != Some(mem)) => format!("{} {mem}", s.test),
+            _ => s.test.clone(),
+        };
+        by_test.entry(name).or_default().push((x, y));
     }
     let palette = ["#0969da", "#bf3989", "#1a7f37", "#9a6700"];
     let mut svg = format!(
@@ -192,7 +198,7 @@ fn plot(p: &PairResult, series: &[SizePoint], best: f64) -> String {
             line.join(" "),
             w - 70.0,
             24.0 + 10.0 * i as f64,
-            esc(test)
+            esc(&test)
         );
         for (x, y) in &pts {
             let _ = write!(svg, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2\" fill=\"{c}\"/>");
@@ -200,9 +206,9 @@ fn plot(p: &PairResult, series: &[SizePoint], best: f64) -> String {
     }
     let _ = write!(
         svg,
-        "<text x=\"{m}\" y=\"{}\" font-size=\"9\">log size →; top {:.2} GB/s</text></svg>",
+        "<text x=\"{m}\" y=\"{}\" font-size=\"9\">log size →; top {} GB/s</text></svg>",
         ht - 6.0,
-        top / 1e9
+        gbps(top)
     );
     svg
 }
@@ -275,5 +281,39 @@ mod tests {
                 || html.matches("http://").count() == html.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
         );
         assert!(!html.contains("https://") && !html.contains("<script src") && !html.contains("<link"));
+    }
+
+    #[test]
+    fn each_memory_pair_gets_its_own_line() {
+        let point = |memory: &str, size: u64, gb: f64| SizePoint {
+            test: "put_bw".into(),
+            size,
+            bandwidth_bps: gb * 1e9,
+            memory: Some(memory.into()),
+            direction: Some("write".into()),
+        };
+        let pair = PairResult {
+            pair: Pair::new("a", "b"),
+            pass: 1,
+            run_id: "r".into(),
+            duration_s: 1.0,
+            outcome: Outcome::Error { reason: String::new() },
+        };
+        let two = [
+            point("host-host", 65536, 10.0),
+            point("host-host", 1 << 20, 20.0),
+            point("cuda-cuda", 65536, 30.0),
+            point("cuda-cuda", 1 << 20, 40.0),
+        ];
+        let svg = plot(&pair, &two, 40e9);
+        assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+        assert!(
+            svg.contains(">put_bw cuda-cuda<") && svg.contains(">put_bw host-host<"),
+            "{svg}"
+        );
+        // One memory pair: the label stays the test's name.
+        let svg = plot(&pair, &two[..2], 40e9);
+        assert_eq!(svg.matches("<polyline").count(), 1);
+        assert!(svg.contains(">put_bw<"), "{svg}");
     }
 }
