@@ -186,6 +186,7 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let settings = args.settings()?;
+    check_output(args.output)?;
     let expectation = args.expect.input()?;
     let interrupt = Interrupt::install()?;
     let rt = super::common::runtime()?;
@@ -241,8 +242,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             token: interrupt.token().clone(),
         };
         let exports = args.exports();
-        // A format that cannot show a sweep (svg) is refused before any pod runs.
-        icb_report::render_sweep_in(&results, args.output, icb_report::View::default())?;
         let mut save = |r: &SweepResults| -> anyhow::Result<()> {
             write_atomic(&path, &r.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
             for (p, exporter) in &exports {
@@ -398,6 +397,27 @@ fn plan_text(r: &SweepResults) -> String {
         out.push_str(&format!("round {}: {}\n", i + 1, list.join("  ")));
     }
     out
+}
+
+/// Refuses an `-o` format that cannot show a sweep (svg) before anything connects: the
+/// exporter itself says so, on empty results.
+fn check_output(format: icb_report::Format) -> anyhow::Result<()> {
+    let empty = SweepResults {
+        schema: SWEEP_SCHEMA.into(),
+        tool_version: String::new(),
+        sweep_id: String::new(),
+        started_at: String::new(),
+        updated_at: String::new(),
+        complete: false,
+        schedule: Schedule::AllPairs,
+        nodes: vec![],
+        pair_budget_s: 0.0,
+        rounds: vec![],
+        pairs: vec![],
+        node_verdicts: vec![],
+    };
+    icb_report::render_sweep_in(&empty, format, icb_report::View::default())?;
+    Ok(())
 }
 
 /// The table fitted to the terminal stdout goes to (`COLUMNS` first), 80 columns otherwise.

@@ -426,7 +426,7 @@ impl Exporter for SvgExporter {
         Err(ExportError::Unsupported {
             format: "svg",
             what: "a sweep (one chart per pair would not say which node is bad)",
-            instead: "-o html or --export-html (heatmap, node table and per-pair plots)",
+            instead: "--export-html FILE (heatmap, node table and per-pair plots), or -o table",
         })
     }
 }
