@@ -95,25 +95,29 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub resume: Option<PathBuf>,
 
-    /// Also write the results as JUnit XML (rewritten after every pair)
+    /// Also write the results as JUnit XML, one test case per pair and per node (rewritten after every pair; repeatable)
     #[arg(long, value_name = "FILE")]
-    pub export_junit: Option<PathBuf>,
+    pub export_junit: Vec<PathBuf>,
 
-    /// Also write a self-contained HTML report (heatmap, node table, second pass, per-pair plots), rewritten after every pair
+    /// Also write a self-contained HTML report (heatmap, node table, second pass, per-pair plots), rewritten after every pair; repeatable
     #[arg(long, value_name = "FILE")]
-    pub export_html: Option<PathBuf>,
+    pub export_html: Vec<PathBuf>,
 
-    /// Also write the results JSON here (rewritten after every pair)
+    /// Also write the results JSON here (rewritten after every pair; repeatable)
     #[arg(long, value_name = "FILE")]
-    pub export_json: Option<PathBuf>,
+    pub export_json: Vec<PathBuf>,
+
+    /// Also write Prometheus text: per-pair bandwidth and latency gauges, node health, run metadata (rewritten after every pair; repeatable)
+    #[arg(long, value_name = "FILE")]
+    pub export_prometheus: Vec<PathBuf>,
 
     /// Print the plan (rounds, pairs, pods at once, estimated wall) and run nothing
     #[arg(long)]
     pub dry_run: bool,
 
-    /// stdout: table or json
-    #[arg(short = 'o', long = "output", default_value = "table", value_parser = ["table", "json"])]
-    pub output: String,
+    /// stdout at the end: table (node verdicts), wide (with all evidence), json, junit or prometheus
+    #[arg(short = 'o', long = "output", default_value = "table", value_parser = clap::value_parser!(icb_report::Format))]
+    pub output: icb_report::Format,
 }
 
 impl Args {
@@ -142,6 +146,25 @@ impl Args {
         Ok(settings)
     }
 
+    /// Every `--export-*` file with the exporter that writes it.
+    fn exports(&self) -> Vec<(PathBuf, Box<dyn icb_report::Exporter>)> {
+        use icb_report::Format;
+        let mut out: Vec<(PathBuf, Box<dyn icb_report::Exporter>)> = Vec::new();
+        for p in &self.export_json {
+            out.push((p.clone(), Format::Json.exporter()));
+        }
+        for p in &self.export_junit {
+            out.push((p.clone(), Format::Junit.exporter()));
+        }
+        for p in &self.export_prometheus {
+            out.push((p.clone(), Format::Prometheus.exporter()));
+        }
+        for p in &self.export_html {
+            out.push((p.clone(), Box::new(icb_report::HtmlExporter)));
+        }
+        out
+    }
+
     fn schedule(&self, pools: Option<(Vec<String>, Vec<String>)>) -> anyhow::Result<Schedule> {
         Ok(match (self.schedule.as_deref(), pools) {
             (None | Some("bipartite"), Some((prefill, decode))) => Schedule::Bipartite { prefill, decode },
@@ -163,6 +186,7 @@ impl Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let settings = args.settings()?;
+    check_output(args.output)?;
     let expectation = args.expect.input()?;
     let interrupt = Interrupt::install()?;
     let rt = super::common::runtime()?;
@@ -217,19 +241,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             },
             token: interrupt.token().clone(),
         };
+        let exports = args.exports();
         let mut save = |r: &SweepResults| -> anyhow::Result<()> {
-            let json = r.to_json();
-            write_atomic(&path, &json).with_context(|| format!("cannot write {}", path.display()))?;
-            if let Some(p) = &args.export_json {
-                write_atomic(p, &json).with_context(|| format!("cannot write {}", p.display()))?;
-            }
-            if let Some(p) = &args.export_html {
-                write_atomic(p, &icb_sweep::html::render(r))
-                    .with_context(|| format!("cannot write {}", p.display()))?;
-            }
-            if let Some(p) = &args.export_junit {
-                let xml = icb_sweep::export::junit(r).map_err(anyhow::Error::msg)?;
-                write_atomic(p, &xml).with_context(|| format!("cannot write {}", p.display()))?;
+            write_atomic(&path, &r.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
+            for (p, exporter) in &exports {
+                let text = exporter.sweep(&icb_report::masked_sweep(r))?;
+                write_atomic(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
             }
             Ok(())
         };
@@ -277,10 +294,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         results.complete = true;
         results.updated_at = jiff::Timestamp::now().to_string();
         save(&results)?;
-        match args.output.as_str() {
-            "json" => print!("{}", results.to_json()),
-            _ => print!("{}", node_table(&results)),
-        }
+        print!(
+            "{}",
+            icb_report::render_sweep_in(&results, args.output, stdout_view(args.output))?
+        );
         let measured = results
             .pairs
             .iter()
@@ -382,40 +399,43 @@ fn plan_text(r: &SweepResults) -> String {
     out
 }
 
-fn node_table(r: &SweepResults) -> String {
-    let mut t = comfy_table::Table::new();
-    t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
-        .set_header([
-            "node",
-            "verdict",
-            "median GB/s",
-            "pairs failed",
-            "data paths",
-            "evidence",
-        ]);
-    for v in &r.node_verdicts {
-        t.add_row([
-            v.node.clone(),
-            v.status.as_str().to_string(),
-            v.median_bps
-                .map(|b| format!("{:.2}", b / 1e9))
-                .unwrap_or_else(|| "-".into()),
-            format!("{}/{}", v.failed_pairs, v.pairs),
-            v.data_paths.join(", "),
-            v.evidence.first().cloned().unwrap_or_default(),
-        ]);
-    }
-    let bad: Vec<&str> = r
-        .node_verdicts
-        .iter()
-        .filter(|v| matches!(v.status, NodeStatus::Fail | NodeStatus::Suspect))
-        .map(|v| v.node.as_str())
-        .collect();
-    let summary = if bad.is_empty() {
-        format!("PASS: all {} nodes passed ({} pairs)\n", r.nodes.len(), r.pairs.len())
-    } else {
-        format!("FAIL: {} ({} pairs measured)\n", bad.join(", "), r.pairs.len())
+/// Refuses an `-o` format that cannot show a sweep (svg) before anything connects: the
+/// exporter itself says so, on empty results.
+fn check_output(format: icb_report::Format) -> anyhow::Result<()> {
+    let empty = SweepResults {
+        schema: SWEEP_SCHEMA.into(),
+        tool_version: String::new(),
+        sweep_id: String::new(),
+        started_at: String::new(),
+        updated_at: String::new(),
+        complete: false,
+        schedule: Schedule::AllPairs,
+        nodes: vec![],
+        pair_budget_s: 0.0,
+        rounds: vec![],
+        pairs: vec![],
+        node_verdicts: vec![],
     };
-    format!("{summary}{t}\n")
+    icb_report::render_sweep_in(&empty, format, icb_report::View::default())?;
+    Ok(())
+}
+
+/// The table fitted to the terminal stdout goes to (`COLUMNS` first), 80 columns otherwise.
+fn stdout_view(format: icb_report::Format) -> icb_report::View {
+    use std::io::IsTerminal as _;
+    let width = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|w| *w >= 20)
+        .or_else(|| {
+            let out = std::io::stdout();
+            out.is_terminal()
+                .then(|| terminal_size::terminal_size_of(out).map(|(w, _)| w.0))
+                .flatten()
+        })
+        .unwrap_or(80);
+    icb_report::View {
+        width,
+        wide: format == icb_report::Format::Wide,
+    }
 }

@@ -1,15 +1,17 @@
 //! Running a sweep's rounds: every pair of a round at once, each one `run_pair` with its own
-//! `KubeLauncher` and run id; one line per finished pair on stderr; the results saved after every
-//! pair. A cancelled token stops every pair (each cleans up its own pods) and returns `false`.
+//! `KubeLauncher` and run id; progress on stderr (a bar on a terminal, one line per finished
+//! pair otherwise: `progress::SweepProgress`); the results saved after every pair. A cancelled token stops every pair (each cleans up its own pods) and returns `false`.
 
+use super::progress::{Notable, PairDone, SweepProgress, sweep_eta};
 use futures::stream::{FuturesUnordered, StreamExt};
 use icb_kube::devices::DeviceRequest;
 use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
 use icb_pair::{CancellationToken, ExpectationInput, PairError, PairPlan, run_pair};
-use icb_sweep::results::{Outcome, PairResult, SizePoint, SweepResults};
+use icb_sweep::results::{LatencyPoint, Outcome, PairResult, SizePoint, SweepResults};
 use icb_sweep::schedule::{Pair, Round};
+use icb_sweep::score;
 use std::time::{Duration, Instant};
 
 /// What every pair of a sweep runs with.
@@ -37,14 +39,18 @@ impl Sweeper {
         results: &mut SweepResults,
         save: &mut dyn FnMut(&SweepResults) -> anyhow::Result<()>,
     ) -> anyhow::Result<bool> {
+        if rounds.is_empty() {
+            return Ok(true);
+        }
         let total: usize = rounds.iter().map(Vec::len).sum();
+        let progress = SweepProgress::start(pass, total, rounds.len());
         let mut done = 0usize;
-        let mut failures = 0usize;
         let started = Instant::now();
         for (i, round) in rounds.iter().enumerate() {
             if self.token.is_cancelled() {
                 return Ok(false);
             }
+            progress.round(i + 1, round.len());
             let mut running: FuturesUnordered<_> = round
                 .iter()
                 .enumerate()
@@ -57,23 +63,45 @@ impl Sweeper {
                     continue;
                 };
                 done += 1;
-                failures += usize::from(outcome.failed());
-                let per = started.elapsed().as_secs_f64() / done as f64;
-                eprintln!(
-                    "ic-bench: pass {pass} [{done}/{total}] round {}/{} {pair}: {} in {:.1}s (failures so far {failures}, ETA {:.0}s)",
-                    i + 1,
-                    rounds.len(),
-                    outcome.short(),
-                    elapsed.as_secs_f64(),
-                    per * (total - done) as f64
-                );
+                let seconds = elapsed.as_secs_f64();
                 results.pairs.push(PairResult {
                     pair,
                     pass,
                     run_id,
-                    duration_s: elapsed.as_secs_f64(),
+                    duration_s: seconds,
                     outcome,
                 });
+                // Bad as the node verdicts will count it: failed, nothing measured, or slow
+                // against the pairs so far (so the count can move as the reference settles).
+                let reference = score::reference_bandwidth(&results.pairs);
+                let failures = results
+                    .pairs
+                    .iter()
+                    .filter(|r| r.pass == pass && score::pair_bad(r, reference))
+                    .count();
+                let Some(last) = results.pairs.last() else {
+                    continue;
+                };
+                let slow = score::pair_bad(last, reference) && !last.outcome.failed();
+                progress.pair(
+                    &PairDone {
+                        pass,
+                        done,
+                        total,
+                        round: i + 1,
+                        rounds: rounds.len(),
+                        pair: &last.pair.to_string(),
+                        outcome: &format!("{}{}", last.outcome.short(), if slow { " (slow)" } else { "" }),
+                        seconds,
+                        failures,
+                        eta: sweep_eta(started.elapsed(), done, total),
+                    },
+                    if slow {
+                        Notable::Failed
+                    } else {
+                        Notable::of(&last.outcome)
+                    },
+                );
                 results.updated_at = jiff::Timestamp::now().to_string();
                 save(results)?;
             }
@@ -125,9 +153,24 @@ impl Sweeper {
         };
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
         match run_pair(&plan, &mut launcher, &self.token, &mut progress).await {
+            // Ctrl-C mid-pair can still end in a report of the cases done so far (marked
+            // partial): not this pair's result, so `--resume` runs it again in full.
+            Ok(outcome) if outcome.report.partial.is_some() && self.token.is_cancelled() => None,
             Ok(outcome) => Some(measured(&outcome.report)),
             Err(PairError::Interrupted(_)) => None,
             Err(e) => Some(classify_error(pair, &e.to_string())),
+        }
+    }
+}
+
+impl Notable {
+    /// Failed pairs and pairs that say nothing about the fabric stay on screen; measured pairs
+    /// that did not fail only move the bar (their warnings are in the results).
+    fn of(outcome: &Outcome) -> Notable {
+        match outcome {
+            o if o.failed() => Notable::Failed,
+            Outcome::Measured { .. } => Notable::No,
+            Outcome::Unschedulable { .. } | Outcome::Error { .. } => Notable::Other,
         }
     }
 }
@@ -175,20 +218,31 @@ fn measured(report: &icb_core::PairReport) -> Outcome {
         .filter_map(|c| serde_json::to_value(c).ok()?.as_str().map(String::from))
         .collect();
     let mut series = Vec::new();
+    let mut latencies = Vec::new();
     let mut latency: Option<(u64, f64)> = None;
     for c in &report.cases {
         let Some(m) = &c.measurement else { continue };
+        let memory = format!("{}-{}", c.memory.initiator, c.memory.target);
         if let Some(bw) = m.bandwidth_bps {
             series.push(SizePoint {
                 test: c.test.as_str().to_string(),
                 size: c.size,
                 bandwidth_bps: bw,
+                memory: Some(memory.clone()),
+                direction: direction(c).map(String::from),
             });
         }
-        if let Some(l) = &m.latency_us
-            && latency.is_none_or(|(size, _)| c.size < size)
-        {
-            latency = Some((c.size, l.p50));
+        if let Some(l) = &m.latency_us {
+            latencies.push(LatencyPoint {
+                test: c.test.as_str().to_string(),
+                size: c.size,
+                memory: Some(memory),
+                p50_us: l.p50,
+                p99_us: l.p99,
+            });
+            if latency.is_none_or(|(size, _)| c.size < size) {
+                latency = Some((c.size, l.p50));
+            }
         }
     }
     let largest = series.iter().map(|p| p.size).max();
@@ -208,6 +262,20 @@ fn measured(report: &icb_core::PairReport) -> Outcome {
         bandwidth_bps,
         latency_us: latency.map(|(_, l)| l),
         series,
+        latency: latencies,
+    }
+}
+
+/// Which way a case's bytes went, seen from the prefill side (NIXL's vocabulary): RMA put and
+/// NIXL WRITE push into decode, RMA get and NIXL READ pull out of it; tag tests have no one
+/// direction to name.
+fn direction(c: &icb_core::model::CaseResult) -> Option<&'static str> {
+    use icb_core::model::{Direction, TestKind};
+    match (c.run_by.direction, c.test) {
+        (Some(d), _) => Some(d.as_str()),
+        (None, TestKind::PutBw) => Some(Direction::Write.as_str()),
+        (None, TestKind::GetBw) => Some(Direction::Read.as_str()),
+        (None, _) => None,
     }
 }
 

@@ -2,6 +2,7 @@
 
 use icb_core::checks::ProbeReport;
 use icb_core::model::PairReport;
+use icb_sweep::SweepResults;
 use std::fmt;
 use std::str::FromStr;
 
@@ -20,10 +21,15 @@ pub enum ExportError {
     Serialize { format: &'static str, detail: String },
 }
 
-/// One output format. Implementations are pure: same report in, same text out.
+/// One output format. Implementations are pure: same report in, same text out. A format that
+/// has nothing meaningful to show for a kind of report says so ([`ExportError::Unsupported`])
+/// rather than printing something empty.
 pub trait Exporter {
     fn pair(&self, report: &PairReport) -> Result<String, ExportError>;
     fn probe(&self, report: &ProbeReport) -> Result<String, ExportError>;
+    /// A sweep's results (`ic-bench.sweep/v1`), complete or still running: `ic-bench sweep`
+    /// re-renders every export after every pair.
+    fn sweep(&self, results: &SweepResults) -> Result<String, ExportError>;
 }
 
 /// The reader's side of a table: how wide the terminal is and whether everything is wanted.
@@ -180,6 +186,32 @@ pub fn masked_probe(report: &ProbeReport) -> ProbeReport {
         }
     }
     r
+}
+
+/// Sweep results as they may be printed (see [`masked_pair`]): the free text of every outcome
+/// (error messages quote commands and URLs) and of every node's evidence.
+pub fn masked_sweep(results: &SweepResults) -> SweepResults {
+    use icb_core::secrets::mask_text;
+    use icb_sweep::Outcome;
+    let mut r = results.clone();
+    for p in &mut r.pairs {
+        match &mut p.outcome {
+            Outcome::Measured { reason, .. } | Outcome::Unschedulable { reason, .. } | Outcome::Error { reason } => {
+                *reason = mask_text(reason);
+            }
+        }
+    }
+    for v in &mut r.node_verdicts {
+        for e in &mut v.evidence {
+            *e = mask_text(e);
+        }
+    }
+    r
+}
+
+/// Renders sweep results in `format` for a reader with this `view`.
+pub fn render_sweep_in(results: &SweepResults, format: Format, view: View) -> Result<String, ExportError> {
+    format.exporter_in(view).sweep(&masked_sweep(results))
 }
 
 /// Renders a pair report in `format` for a reader with this `view`.

@@ -1,4 +1,5 @@
-//! The report exactly as the schema defines it (`docs/schema.md`), pretty-printed.
+//! The report exactly as the schema defines it (`docs/schema.md`), pretty-printed; for a sweep,
+//! the results file itself (`ic-bench.sweep/v1`).
 
 use crate::format::{ExportError, Exporter};
 use icb_core::checks::ProbeReport;
@@ -21,5 +22,8 @@ impl Exporter for JsonExporter {
     }
     fn probe(&self, report: &ProbeReport) -> Result<String, ExportError> {
         pretty(report)
+    }
+    fn sweep(&self, results: &icb_sweep::SweepResults) -> Result<String, ExportError> {
+        pretty(results)
     }
 }

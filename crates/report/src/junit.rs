@@ -132,4 +132,8 @@ impl Exporter for JunitExporter {
         report.add_test_suite(suite);
         write(&report)
     }
+
+    fn sweep(&self, results: &icb_sweep::SweepResults) -> Result<String, ExportError> {
+        crate::sweep::junit::render(results)
+    }
 }

@@ -3,6 +3,7 @@
 //! report was printed in. Statuses are numbers so they can be alerted on:
 //! 0 = ok/pass, 1 = warn, 2 = fail, -1 = skipped. Pair samples carry the run (`run_id`, its
 //! start time), the `placement` and both hosts; samples come sorted, numbers as numbers.
+//! Sweeps: `crate::sweep::prometheus`.
 
 use crate::format::{ExportError, Exporter};
 use crate::labels::{case_class, class_id, memory_id};
@@ -16,9 +17,9 @@ use std::sync::atomic::AtomicU64;
 
 pub struct PrometheusExporter;
 
-type Labels = Vec<(String, String)>;
-type FloatFamily = Family<Labels, Gauge<f64, AtomicU64>>;
-type IntFamily = Family<Labels, Gauge>;
+pub(crate) type Labels = Vec<(String, String)>;
+pub(crate) type FloatFamily = Family<Labels, Gauge<f64, AtomicU64>>;
+pub(crate) type IntFamily = Family<Labels, Gauge>;
 
 fn status_value(s: Status) -> i64 {
     match s {
@@ -29,7 +30,7 @@ fn status_value(s: Status) -> i64 {
     }
 }
 
-fn verdict_value(s: VerdictStatus) -> i64 {
+pub(crate) fn verdict_value(s: VerdictStatus) -> i64 {
     match s {
         VerdictStatus::Pass => 0,
         VerdictStatus::Warn => 1,
@@ -37,11 +38,11 @@ fn verdict_value(s: VerdictStatus) -> i64 {
     }
 }
 
-fn labels(pairs: &[(&str, String)]) -> Labels {
+pub(crate) fn labels(pairs: &[(&str, String)]) -> Labels {
     pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
 }
 
-fn finish(registry: &Registry) -> Result<String, ExportError> {
+pub(crate) fn finish(registry: &Registry) -> Result<String, ExportError> {
     let mut out = String::new();
     encode(&mut out, registry).map_err(|e| ExportError::Serialize {
         format: "prometheus",
@@ -205,5 +206,9 @@ impl Exporter for PrometheusExporter {
             .get_or_create(&labels(&[("kind", r.kind.clone()), ("target", r.target.clone())]))
             .set(status_value(r.status));
         finish(&registry)
+    }
+
+    fn sweep(&self, results: &icb_sweep::SweepResults) -> Result<String, ExportError> {
+        crate::sweep::prometheus::render(results)
     }
 }

@@ -428,4 +428,12 @@ impl Exporter for SvgExporter {
             instead: "-o table, json, junit or prometheus",
         })
     }
+
+    fn sweep(&self, _: &icb_sweep::SweepResults) -> Result<String, ExportError> {
+        Err(ExportError::Unsupported {
+            format: "svg",
+            what: "a sweep (one chart per pair would not say which node is bad)",
+            instead: "--export-html FILE (heatmap, node table and per-pair plots), or -o table",
+        })
+    }
 }

@@ -21,7 +21,7 @@ pub struct TableExporter {
     pub view: View,
 }
 
-fn new_table(header: Vec<&str>, view: View) -> Table {
+pub(crate) fn new_table(header: Vec<&str>, view: View) -> Table {
     let mut t = Table::new();
     t.load_style(presets::UTF8_FULL_CONDENSED)
         .force_no_tty()
@@ -510,5 +510,9 @@ impl Exporter for TableExporter {
             push_wrapped(&mut out, &format!("next: {s}"), view);
         }
         Ok(out)
+    }
+
+    fn sweep(&self, results: &icb_sweep::SweepResults) -> Result<String, ExportError> {
+        Ok(crate::sweep::table::render(results, self.view))
     }
 }

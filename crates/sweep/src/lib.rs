@@ -7,16 +7,15 @@
 //! clusters), which nodes the results blame ([`score`]: per-node median, median-absolute-deviation
 //! outliers, transport failures, a second pass that re-pairs each suspect with two nodes that
 //! passed, and unschedulable kept apart from bad fabric), and the results file ([`results`]:
-//! `ic-bench.sweep/v1`, rewritten atomically after every pair, read back by `--resume`), with its
-//! JUnit rendering ([`export`]) and a self-contained HTML report ([`html`]).
+//! `ic-bench.sweep/v1`, rewritten atomically after every pair, read back by `--resume`). How the
+//! results are shown (table, JSON, JUnit, Prometheus text, the HTML report) is `icb-report`'s,
+//! behind the same exporter trait as pair and probe reports; this crate never renders.
 #![forbid(unsafe_code)]
 
-pub mod export;
-pub mod html;
 pub mod results;
 pub mod schedule;
 pub mod score;
 
-pub use results::{Outcome, PairResult, SweepResults};
+pub use results::{LatencyPoint, Outcome, PairResult, SizePoint, SweepResults};
 pub use schedule::{Pair, Round, Schedule};
 pub use score::{NodeStatus, NodeVerdict};

@@ -10,12 +10,31 @@ use std::path::Path;
 
 pub const SWEEP_SCHEMA: &str = "ic-bench.sweep/v1";
 
-/// One size of one bandwidth test, for the per-pair plots.
+/// One size of one bandwidth test, for the per-pair plots and gauges.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SizePoint {
     pub test: String,
     pub size: u64,
     pub bandwidth_bps: f64,
+    /// Memory pair, `host-cuda` (initiator-target); absent in files written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// Seen from the prefill side: `write` pushes into decode (put, NIXL WRITE), `read` pulls
+    /// out of it (get, NIXL READ); absent where the test has no single direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<String>,
+}
+
+/// One size of one latency test, for the per-pair gauges.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyPoint {
+    pub test: String,
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// One-way latency percentiles, µs.
+    pub p50_us: f64,
+    pub p99_us: f64,
 }
 
 /// What one pair gave.
@@ -35,6 +54,9 @@ pub enum Outcome {
         latency_us: Option<f64>,
         #[serde(default)]
         series: Vec<SizePoint>,
+        /// Every latency case measured (absent in files written before it was kept).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        latency: Vec<LatencyPoint>,
     },
     /// A bench pod could not be placed on `node` (no GPU free, taint, missing node): not a
     /// fabric verdict.
@@ -70,14 +92,24 @@ impl Outcome {
             } => format!(
                 "{verdict} ({}{})",
                 data_paths.join("+"),
-                bandwidth_bps
-                    .map(|b| format!(", {:.2} GB/s", b / 1e9))
-                    .unwrap_or_default()
+                bandwidth_bps.map(|b| format!(", {} GB/s", gbps(b))).unwrap_or_default()
             ),
             Outcome::Unschedulable { reason, .. } => format!("unschedulable: {reason}"),
             Outcome::Error { reason } => format!("error: {reason}"),
         }
     }
+}
+
+/// Bytes/s as GB/s with two decimals, or three significant digits below 1 GB/s, so a throttled
+/// link reads `0.00375`, not `0.00`.
+pub fn gbps(bytes_per_s: f64) -> String {
+    let v = bytes_per_s / 1e9;
+    let decimals = if v > 0.0 && v < 1.0 {
+        (2 - v.log10().floor() as i32).clamp(2, 9) as usize
+    } else {
+        2
+    };
+    format!("{v:.decimals$}")
 }
 
 /// One pair's result.
@@ -158,7 +190,11 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    // Readable like any new file (0666 less the umask), not tempfile's 0600: a textfile collector
+    // or a web server often reads the exports as another user.
+    let mut tmp = tempfile::Builder::new()
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
+        .tempfile_in(dir)?;
     tmp.write_all(text.as_bytes())?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -168,6 +204,15 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slow_links_keep_three_significant_digits() {
+        assert_eq!(gbps(22.0e9), "22.00");
+        assert_eq!(gbps(1.0e9), "1.00");
+        assert_eq!(gbps(0.13e9), "0.130");
+        assert_eq!(gbps(3.75e6), "0.00375");
+        assert_eq!(gbps(0.0), "0.00");
+    }
 
     #[test]
     fn missing_pairs_and_atomic_round_trip() {
@@ -203,6 +248,8 @@ mod tests {
         write_atomic(&path, &r.to_json()).unwrap();
         assert_eq!(SweepResults::load(&path).unwrap(), r);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temp file left");
+        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+        assert_eq!(mode & 0o044, 0o044, "group and others may read it (mode {mode:o})");
         std::fs::write(&path, "{}").unwrap();
         assert!(
             SweepResults::load(&path)

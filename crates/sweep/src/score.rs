@@ -298,6 +298,7 @@ mod tests {
             bandwidth_bps: Some(bw),
             latency_us: None,
             series: vec![],
+            latency: vec![],
         }
     }
 

@@ -23,6 +23,7 @@ fn measure(p: &Pair, pass: u8, bad: &BTreeSet<String>, rng: &mut impl Rng) -> Pa
             bandwidth_bps: Some(if fails { 1e9 } else { 20e9 * rng.random_range(0.9..1.1) }),
             latency_us: None,
             series: vec![],
+            latency: vec![],
         },
     }
 }

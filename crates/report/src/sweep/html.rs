@@ -2,7 +2,10 @@
 //! N×N heatmap of pair bandwidth, the node table with its evidence, the second pass, and one
 //! bandwidth-vs-size plot per pair.
 
-use crate::results::{Outcome, PairResult, SweepResults};
+use crate::format::{ExportError, Exporter};
+use icb_core::checks::ProbeReport;
+use icb_core::model::PairReport;
+use icb_sweep::results::{Outcome, PairResult, SizePoint, SweepResults, gbps};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -21,7 +24,34 @@ fn color(frac: f64) -> String {
     format!("rgb({r},{g},70)")
 }
 
-pub fn render(r: &SweepResults) -> String {
+/// `ic-bench sweep --export-html`: sweeps only (a pair report's chart is `-o svg`). Not an `-o`
+/// value: `pair` and `probe` share [`Format`](crate::Format) and check it before they run, so a
+/// sweep-only format there would pass that check and fail after the whole run.
+pub struct HtmlExporter;
+
+impl Exporter for HtmlExporter {
+    fn pair(&self, _: &PairReport) -> Result<String, ExportError> {
+        Err(ExportError::Unsupported {
+            format: "html",
+            what: "a pair report (the HTML report is a sweep's)",
+            instead: "-o svg for a chart, or -o table, json, junit or prometheus",
+        })
+    }
+
+    fn probe(&self, _: &ProbeReport) -> Result<String, ExportError> {
+        Err(ExportError::Unsupported {
+            format: "html",
+            what: "probe results (the HTML report is a sweep's)",
+            instead: "-o table, json, junit or prometheus",
+        })
+    }
+
+    fn sweep(&self, results: &SweepResults) -> Result<String, ExportError> {
+        Ok(render(results))
+    }
+}
+
+fn render(r: &SweepResults) -> String {
     let first: Vec<&PairResult> = r.pairs.iter().filter(|p| p.pass == 1).collect();
     let best = first
         .iter()
@@ -72,7 +102,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
                             } else {
                                 color(bw / best.max(1.0))
                             },
-                            format!("{:.2}", bw / 1e9),
+                            gbps(*bw),
                         ),
                         Outcome::Unschedulable { .. } => ("#8c959f".into(), "U".into()),
                         _ => (color(0.0), "×".into()),
@@ -92,21 +122,12 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
     // Node table.
     h.push_str("<h2>Nodes</h2><table id=\"nodes\"><tr><th>node</th><th>verdict</th><th>median GB/s</th><th>bad pairs</th><th>data paths</th><th>evidence</th></tr>");
     // While the sweep runs, the first-pass verdicts so far.
-    let provisional;
-    let verdicts = if r.node_verdicts.is_empty() {
-        provisional = crate::score::first_pass_verdicts(&r.nodes, &r.pairs);
-        &provisional
-    } else {
-        &r.node_verdicts
-    };
-    for v in verdicts {
+    for v in super::verdicts(r).iter() {
         let _ = write!(
             h,
             "<tr><td>{}</td><td class=\"{s}\">{s}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td></tr>",
             esc(&v.node),
-            v.median_bps
-                .map(|b| format!("{:.2}", b / 1e9))
-                .unwrap_or_else(|| "-".into()),
+            v.median_bps.map(gbps).unwrap_or_else(|| "-".into()),
             v.failed_pairs,
             v.pairs,
             esc(&v.data_paths.join(", ")),
@@ -137,8 +158,8 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
     h
 }
 
-/// A small log-x SVG: one polyline per test.
-fn plot(p: &PairResult, series: &[crate::results::SizePoint], best: f64) -> String {
+/// A small log-x SVG: one polyline per test (and memory pair, when the pair measured several).
+fn plot(p: &PairResult, series: &[SizePoint], best: f64) -> String {
     let (w, ht, m) = (220.0, 120.0, 24.0);
     let sizes: Vec<f64> = series.iter().map(|s| (s.size.max(1) as f64).log2()).collect();
     let (lo, hi) = sizes
@@ -146,11 +167,17 @@ fn plot(p: &PairResult, series: &[crate::results::SizePoint], best: f64) -> Stri
         .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
     let span = (hi - lo).max(1.0);
     let top = best.max(series.iter().map(|s| s.bandwidth_bps).fold(1.0, f64::max));
-    let mut by_test: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    // One line per test and memory pair (`put_bw cuda-cuda`): sizes of different memory pairs
+    // are different curves.
+    let mut by_test: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for s in series {
         let x = m + ((s.size.max(1) as f64).log2() - lo) / span * (w - 2.0 * m);
         let y = ht - m - s.bandwidth_bps / top * (ht - 2.0 * m);
-        by_test.entry(&s.test).or_default().push((x, y));
+        let name = match &s.memory {
+            Some(mem) if series.iter().any(|o| o.memory.as_ref() != Some(mem)) => format!("{} {mem}", s.test),
+            _ => s.test.clone(),
+        };
+        by_test.entry(name).or_default().push((x, y));
     }
     let palette = ["#0969da", "#bf3989", "#1a7f37", "#9a6700"];
     let mut svg = format!(
@@ -171,7 +198,7 @@ fn plot(p: &PairResult, series: &[crate::results::SizePoint], best: f64) -> Stri
             line.join(" "),
             w - 70.0,
             24.0 + 10.0 * i as f64,
-            esc(test)
+            esc(&test)
         );
         for (x, y) in &pts {
             let _ = write!(svg, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2\" fill=\"{c}\"/>");
@@ -179,9 +206,9 @@ fn plot(p: &PairResult, series: &[crate::results::SizePoint], best: f64) -> Stri
     }
     let _ = write!(
         svg,
-        "<text x=\"{m}\" y=\"{}\" font-size=\"9\">log size →; top {:.2} GB/s</text></svg>",
+        "<text x=\"{m}\" y=\"{}\" font-size=\"9\">log size →; top {} GB/s</text></svg>",
         ht - 6.0,
-        top / 1e9
+        gbps(top)
     );
     svg
 }
@@ -189,8 +216,7 @@ fn plot(p: &PairResult, series: &[crate::results::SizePoint], best: f64) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::SizePoint;
-    use crate::schedule::{Pair, Schedule};
+    use icb_sweep::schedule::{Pair, Schedule};
 
     #[test]
     fn html_has_every_cell_the_node_table_and_no_network_fetch() {
@@ -215,18 +241,23 @@ mod tests {
                             test: "put_bw".into(),
                             size: 65536,
                             bandwidth_bps: 1e10,
+                            memory: None,
+                            direction: None,
                         },
                         SizePoint {
                             test: "put_bw".into(),
                             size: 1 << 20,
                             bandwidth_bps: 2e10,
+                            memory: None,
+                            direction: None,
                         },
                     ],
+                    latency: vec![],
                 },
             })
             .collect::<Vec<_>>();
         let mut r = SweepResults {
-            schema: crate::results::SWEEP_SCHEMA.into(),
+            schema: icb_sweep::results::SWEEP_SCHEMA.into(),
             tool_version: "0".into(),
             sweep_id: "s<1>".into(),
             started_at: "t".into(),
@@ -239,7 +270,7 @@ mod tests {
             pairs,
             node_verdicts: vec![],
         };
-        r.node_verdicts = crate::score::final_verdicts(&nodes, &r.pairs);
+        r.node_verdicts = icb_sweep::score::final_verdicts(&nodes, &r.pairs);
         let html = render(&r);
         assert_eq!(html.matches("class=\"cell\"").count(), 6, "3×3 minus the diagonal");
         assert!(html.contains("<table id=\"nodes\">") && html.matches("class=\"pass\"").count() == 3);
@@ -250,5 +281,39 @@ mod tests {
                 || html.matches("http://").count() == html.matches("xmlns=\"http://www.w3.org/2000/svg\"").count()
         );
         assert!(!html.contains("https://") && !html.contains("<script src") && !html.contains("<link"));
+    }
+
+    #[test]
+    fn each_memory_pair_gets_its_own_line() {
+        let point = |memory: &str, size: u64, gb: f64| SizePoint {
+            test: "put_bw".into(),
+            size,
+            bandwidth_bps: gb * 1e9,
+            memory: Some(memory.into()),
+            direction: Some("write".into()),
+        };
+        let pair = PairResult {
+            pair: Pair::new("a", "b"),
+            pass: 1,
+            run_id: "r".into(),
+            duration_s: 1.0,
+            outcome: Outcome::Error { reason: String::new() },
+        };
+        let two = [
+            point("host-host", 65536, 10.0),
+            point("host-host", 1 << 20, 20.0),
+            point("cuda-cuda", 65536, 30.0),
+            point("cuda-cuda", 1 << 20, 40.0),
+        ];
+        let svg = plot(&pair, &two, 40e9);
+        assert_eq!(svg.matches("<polyline").count(), 2, "{svg}");
+        assert!(
+            svg.contains(">put_bw cuda-cuda<") && svg.contains(">put_bw host-host<"),
+            "{svg}"
+        );
+        // One memory pair: the label stays the test's name.
+        let svg = plot(&pair, &two[..2], 40e9);
+        assert_eq!(svg.matches("<polyline").count(), 1);
+        assert!(svg.contains(">put_bw<"), "{svg}");
     }
 }

@@ -1,0 +1,72 @@
+//! JUnit for a sweep: one test case per pair (both passes) and one per node, so CI shows which
+//! link and which node failed. Unschedulable pairs and nodes are skipped, not failed: they say
+//! nothing about the fabric. While the sweep runs, the node cases are the first-pass verdicts so
+//! far (the suites' `complete` property says which).
+
+use crate::format::ExportError;
+use icb_sweep::results::{Outcome, SweepResults, gbps};
+use icb_sweep::score::{NodeStatus, SLOW_FRACTION, pair_bad, reference_bandwidth};
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+
+pub(crate) fn render(results: &SweepResults) -> Result<String, ExportError> {
+    let mut report = Report::new(format!("ic-bench sweep {}", results.sweep_id));
+    let complete = results.complete.to_string();
+    let mut pairs = TestSuite::new("pairs");
+    pairs.add_property(("sweep_id", results.sweep_id.as_str()));
+    pairs.add_property(("complete", complete.as_str()));
+    // A pair fails as the node verdicts count it: a failed verdict, nothing measured, or slow
+    // against the sweep's reference bandwidth.
+    let reference = reference_bandwidth(&results.pairs);
+    for r in &results.pairs {
+        let status = if pair_bad(r, reference) {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            let slow = match (r.outcome.failed(), reference) {
+                (false, Some(f)) => format!(
+                    " (slow: under {:.0}% of the reference {} GB/s)",
+                    SLOW_FRACTION * 100.0,
+                    gbps(f)
+                ),
+                _ => String::new(),
+            };
+            s.set_message(format!("{}{slow}", r.outcome.short()));
+            s
+        } else if matches!(r.outcome, Outcome::Unschedulable { .. }) {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(r.outcome.short());
+            s
+        } else {
+            TestCaseStatus::success()
+        };
+        let mut case = TestCase::new(format!("pass {} {}", r.pass, r.pair), status);
+        case.set_time(std::time::Duration::from_secs_f64(r.duration_s.max(0.0)));
+        case.set_classname("pair");
+        pairs.add_test_case(case);
+    }
+    let mut nodes = TestSuite::new("nodes");
+    nodes.add_property(("sweep_id", results.sweep_id.as_str()));
+    nodes.add_property(("complete", complete.as_str()));
+    for v in super::verdicts(results).iter() {
+        let status = match v.status {
+            NodeStatus::Pass => TestCaseStatus::success(),
+            NodeStatus::Unschedulable | NodeStatus::Unknown => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message(v.evidence.join("; "));
+                s
+            }
+            NodeStatus::Fail | NodeStatus::Suspect => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message(format!("{}: {}", v.status.as_str(), v.evidence.join("; ")));
+                s
+            }
+        };
+        let mut case = TestCase::new(v.node.clone(), status);
+        case.set_classname("node");
+        nodes.add_test_case(case);
+    }
+    report.add_test_suite(pairs);
+    report.add_test_suite(nodes);
+    report.to_string().map_err(|e| ExportError::Serialize {
+        format: "junit",
+        detail: e.to_string(),
+    })
+}
