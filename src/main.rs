@@ -34,7 +34,7 @@ struct Cli {
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     verbose: u8,
 
-    /// No live progress line on stderr (it is only drawn when stderr is a terminal)
+    /// No progress on stderr: pair's live line (drawn only on a terminal), sweep's bar and its per-pair log lines
     #[arg(short, long, global = true)]
     quiet: bool,
 
