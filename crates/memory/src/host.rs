@@ -1,4 +1,11 @@
 //! Page-aligned host buffers (UCX registers and zero-copies whole pages).
+//!
+//! Buffers of [`HUGE_PAGE_THRESHOLD`] or more are mapped on their own, aligned to 2 MiB and marked
+//! `MADV_HUGEPAGE`, so that where transparent huge pages are on (`always` or `madvise`) they are
+//! backed by 2 MiB pages, as UCX's own allocator (`thp` method, what ucx_perftest's buffers get)
+//! and NumPy (what NIXL's Python users get) do for large buffers. A cma or RDMA transfer of 64 MiB
+//! then pins 32 pages instead of 16 384: measured here, that page-size difference, not the
+//! harness, was most of ic-bench's gap to those tools at 64 MiB (see BENCHMARKS.md).
 
 use crate::error::MemoryError;
 use crate::pattern::{Mismatch, fill_pattern, verify_pattern};
@@ -11,10 +18,18 @@ use ucx::{MemoryKind, Region};
 /// Alignment of host buffers. 4 KiB is the base page on every platform ic-bench targets.
 pub const PAGE_SIZE: usize = 4096;
 
+/// From this size on a host buffer asks for transparent huge pages (NumPy's threshold).
+pub const HUGE_PAGE_THRESHOLD: usize = 4 << 20;
+
+/// A transparent huge page on x86_64 and on aarch64 with 4 KiB base pages.
+const HUGE_PAGE: usize = 2 << 20;
+
 /// A zero-initialised, page-aligned host allocation. `!Sync`; `Send` (see below).
 pub struct HostBuffer {
     ptr: NonNull<u8>,
     layout: Layout,
+    /// Large buffers: the whole anonymous mapping the buffer lies in (unmapped on drop).
+    mapping: Option<(NonNull<u8>, usize)>,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -37,12 +52,53 @@ impl HostBuffer {
             return Err(MemoryError::Empty);
         }
         let layout = Layout::from_size_align(len, PAGE_SIZE).map_err(|_| MemoryError::HostAlloc { len })?;
+        if len >= HUGE_PAGE_THRESHOLD {
+            return Self::huge(layout);
+        }
         // SAFETY: the layout has a non-zero size (checked above).
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw).ok_or(MemoryError::HostAlloc { len })?;
         Ok(HostBuffer {
             ptr,
             layout,
+            mapping: None,
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// A large buffer in its own anonymous mapping (zero-filled by the kernel, nothing touched
+    /// yet), starting on a 2 MiB boundary and advised for huge pages before its first touch.
+    fn huge(layout: Layout) -> Result<Self, MemoryError> {
+        let len = layout.size();
+        let err = || MemoryError::HostAlloc { len };
+        let map_len = len.checked_add(HUGE_PAGE).ok_or_else(err)?;
+        // SAFETY: an anonymous private mapping at an address of the kernel's choosing; no file,
+        // no fixed address, so nothing existing is replaced.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(err());
+        }
+        let base = NonNull::new(base.cast::<u8>()).ok_or_else(err)?;
+        let offset = base.as_ptr().align_offset(HUGE_PAGE);
+        // SAFETY: `offset` < HUGE_PAGE, so `offset + len` lies within the `len + HUGE_PAGE`
+        // bytes just mapped.
+        let start = unsafe { base.as_ptr().add(offset) };
+        // SAFETY: [start, start + len) is inside the mapping; madvise only changes how the kernel
+        // backs it. A kernel without THP says EINVAL: the buffer then has base pages, as before.
+        let _ = unsafe { libc::madvise(start.cast(), len, libc::MADV_HUGEPAGE) };
+        Ok(HostBuffer {
+            ptr: NonNull::new(start).ok_or_else(err)?,
+            layout,
+            mapping: Some((base, map_len)),
             _not_sync: PhantomData,
         })
     }
@@ -77,8 +133,14 @@ impl HostBuffer {
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this exact layout, freed once.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+        match self.mapping {
+            // SAFETY: the mapping made in `huge`, with its length, unmapped once.
+            Some((base, map_len)) => unsafe {
+                libc::munmap(base.as_ptr().cast(), map_len);
+            },
+            // SAFETY: allocated in `new` with this exact layout, freed once.
+            None => unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) },
+        }
     }
 }
 
@@ -114,6 +176,39 @@ mod tests {
         b.as_mut_slice()[9_999] ^= 0xff;
         let err = b.verify(10_000, 5).unwrap_err();
         assert!(err.to_string().contains("byte 9999"), "{err}");
+    }
+
+    #[test]
+    fn large_buffers_start_on_a_huge_page_and_are_advised_for_huge_pages() {
+        let len = HUGE_PAGE_THRESHOLD + 12_345;
+        let mut b = HostBuffer::new(len).unwrap();
+        let start = b.as_ptr() as usize;
+        assert_eq!(start % HUGE_PAGE, 0);
+        assert_eq!(b.len(), len);
+        assert!(b.as_slice().iter().all(|&x| x == 0));
+        b.fill(9);
+        b.verify(len, 9).unwrap();
+        // The kernel shows the advice as the `hg` flag of the buffer's mapping (THP kernels).
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+        if thp.contains("[always]") || thp.contains("[madvise]") {
+            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+            let mut in_ours = false;
+            let mut advised = false;
+            for line in smaps.lines() {
+                if let Some((range, _)) = line.split_once(' ')
+                    && let Some((lo, hi)) = range.split_once('-')
+                    && let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                {
+                    in_ours = lo <= start && start < hi;
+                }
+                if in_ours && line.starts_with("VmFlags:") {
+                    advised = line.split_whitespace().any(|f| f == "hg");
+                }
+            }
+            assert!(advised, "no MADV_HUGEPAGE on the buffer's mapping");
+        }
+        // A small one stays on the ordinary allocator.
+        assert!(HostBuffer::new(HUGE_PAGE_THRESHOLD - 1).unwrap().mapping.is_none());
     }
 
     #[test]
