@@ -1,11 +1,12 @@
 //! Page-aligned host buffers (UCX registers and zero-copies whole pages).
 //!
-//! Buffers of [`HUGE_PAGE_THRESHOLD`] or more are mapped on their own, aligned to 2 MiB and marked
-//! `MADV_HUGEPAGE`, so that where transparent huge pages are on (`always` or `madvise`) they are
-//! backed by 2 MiB pages, as UCX's own allocator (`thp` method, what ucx_perftest's buffers get)
-//! and NumPy (what NIXL's Python users get) do for large buffers. A cma or RDMA transfer of 64 MiB
-//! then pins 32 pages instead of 16 384: measured here, that page-size difference, not the
-//! harness, was most of ic-bench's gap to those tools at 64 MiB (see BENCHMARKS.md).
+//! Buffers of [`HUGE_PAGE_THRESHOLD`] or more are mapped on their own, aligned to and rounded up
+//! to 2 MiB and marked `MADV_HUGEPAGE`, so that where transparent huge pages are on (`always` or
+//! `madvise`) they are backed by 2 MiB pages, as NumPy does for large arrays (what NIXL's Python
+//! users, and `scripts/bench-nixl`'s baseline, register) and as UCX's `thp` allocation method
+//! does. A KV cache is one large allocation; a cma or RDMA transfer over it pins 2 MiB pages, not
+//! 4 KiB ones, and measuring with 4 KiB pages made ic-bench slower than NumPy-backed NIXL by a
+//! page-size effect, not by the harness (BENCHMARKS.md, "NIXL engine").
 
 use crate::error::MemoryError;
 use crate::pattern::{Mismatch, fill_pattern, verify_pattern};
@@ -18,8 +19,9 @@ use ucx::{MemoryKind, Region};
 /// Alignment of host buffers. 4 KiB is the base page on every platform ic-bench targets.
 pub const PAGE_SIZE: usize = 4096;
 
-/// From this size on a host buffer asks for transparent huge pages (NumPy's threshold).
-pub const HUGE_PAGE_THRESHOLD: usize = 4 << 20;
+/// From this size on a host buffer asks for transparent huge pages, rounded up to whole 2 MiB
+/// pages as UCX's `thp` allocator does (below it, the per-buffer rounding would dominate).
+pub const HUGE_PAGE_THRESHOLD: usize = 256 << 10;
 
 /// A transparent huge page on x86_64 and on aarch64 with 4 KiB base pages.
 const HUGE_PAGE: usize = 2 << 20;
@@ -71,7 +73,10 @@ impl HostBuffer {
     fn huge(layout: Layout) -> Result<Self, MemoryError> {
         let len = layout.size();
         let err = || MemoryError::HostAlloc { len };
-        let map_len = len.checked_add(HUGE_PAGE).ok_or_else(err)?;
+        // Whole huge pages, plus one for the alignment: the advised range must hold complete
+        // 2 MiB pages for the kernel to back it with them.
+        let huge_len = len.checked_next_multiple_of(HUGE_PAGE).ok_or_else(err)?;
+        let map_len = huge_len.checked_add(HUGE_PAGE).ok_or_else(err)?;
         // SAFETY: an anonymous private mapping at an address of the kernel's choosing; no file,
         // no fixed address, so nothing existing is replaced.
         let base = unsafe {
@@ -89,12 +94,12 @@ impl HostBuffer {
         }
         let base = NonNull::new(base.cast::<u8>()).ok_or_else(err)?;
         let offset = base.as_ptr().align_offset(HUGE_PAGE);
-        // SAFETY: `offset` < HUGE_PAGE, so `offset + len` lies within the `len + HUGE_PAGE`
-        // bytes just mapped.
+        // SAFETY: `offset` < HUGE_PAGE, so `offset + huge_len` lies within the
+        // `huge_len + HUGE_PAGE` bytes just mapped.
         let start = unsafe { base.as_ptr().add(offset) };
-        // SAFETY: [start, start + len) is inside the mapping; madvise only changes how the kernel
-        // backs it. A kernel without THP says EINVAL: the buffer then has base pages, as before.
-        let _ = unsafe { libc::madvise(start.cast(), len, libc::MADV_HUGEPAGE) };
+        // SAFETY: [start, start + huge_len) is inside the mapping; madvise only changes how the
+        // kernel backs it. A kernel without THP says EINVAL: base pages then, as before.
+        let _ = unsafe { libc::madvise(start.cast(), huge_len, libc::MADV_HUGEPAGE) };
         Ok(HostBuffer {
             ptr: NonNull::new(start).ok_or_else(err)?,
             layout,
