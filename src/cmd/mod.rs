@@ -17,5 +17,6 @@ pub mod progress;
 pub mod report_out;
 pub mod serve;
 pub mod sweep;
+mod sweep_labels;
 mod sweep_run;
 pub mod version;

@@ -111,6 +111,10 @@ pub struct Args {
     #[arg(long)]
     pub dry_run: bool,
 
+    /// At the end, label each node with a verdict ic-bench.dev/fabric=pass|fail and annotate time, sweep id and reason (needs manifests/clusterrole-label-nodes.yaml; never taints)
+    #[arg(long)]
+    pub label_nodes: bool,
+
     /// stdout: table or json
     #[arg(short = 'o', long = "output", default_value = "table", value_parser = ["table", "json"])]
     pub output: String,
@@ -200,6 +204,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             print!("{}", plan_text(&results));
             return Ok(icb_core::exit::OK);
         }
+        if args.label_nodes
+            && let Some(first) = results.nodes.first()
+        {
+            // Before hours of pairs, not after: may this account patch nodes at all?
+            icb_kube::node_labels::check_access(&cluster, first).await?;
+        }
         let path = args
             .resume
             .clone()
@@ -280,6 +290,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         match args.output.as_str() {
             "json" => print!("{}", results.to_json()),
             _ => print!("{}", node_table(&results)),
+        }
+        if args.label_nodes {
+            super::sweep_labels::apply(&sweeper.cluster, &results).await?;
         }
         let measured = results
             .pairs

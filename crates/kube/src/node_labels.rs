@@ -99,6 +99,37 @@ fn one_line(text: &str) -> String {
     s
 }
 
+/// Asks the API server whether this account may patch `node`, with a server-side dry run (RBAC is
+/// enforced on dry runs; nothing is stored), so a missing ClusterRole stops a sweep before its
+/// hours of pairs rather than after them.
+pub async fn check_access(cluster: &Cluster, node: &str) -> Result<(), LabelError> {
+    let api: Api<Node> = Api::all(cluster.client().clone());
+    let params = PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let patch = Patch::Merge(json!({"metadata": {"labels": {}}}));
+    let what = format!("label node {node} (dry run)");
+    cluster
+        .call(&what, || api.patch(node, &params, &patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| classify(node, e))
+}
+
+fn classify(node: &str, err: KubeError) -> LabelError {
+    match err {
+        KubeError::Api { code: 403, message, .. } => LabelError::Forbidden {
+            node: node.to_string(),
+            message,
+        },
+        source => LabelError::Api {
+            node: node.to_string(),
+            source,
+        },
+    }
+}
+
 /// Patches every node in `marks` (a few at once, each call under the cluster's deadline and
 /// retry policy). Stops at the first failure; returns how many nodes were labelled.
 pub async fn label_nodes(cluster: &Cluster, marks: &[NodeMark], run_id: &str, at: &str) -> Result<usize, LabelError> {
@@ -111,17 +142,11 @@ pub async fn label_nodes(cluster: &Cluster, marks: &[NodeMark], run_id: &str, at
             let patch = Patch::Merge(patch_for(mark, run_id, at));
             async move {
                 let what = format!("label node {}", mark.node);
-                match cluster.call(&what, || api.patch(&mark.node, &params, &patch)).await {
-                    Ok(_) => Ok(()),
-                    Err(KubeError::Api { code: 403, message, .. }) => Err(LabelError::Forbidden {
-                        node: mark.node.clone(),
-                        message,
-                    }),
-                    Err(source) => Err(LabelError::Api {
-                        node: mark.node.clone(),
-                        source,
-                    }),
-                }
+                cluster
+                    .call(&what, || api.patch(&mark.node, &params, &patch))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| classify(&mark.node, e))
             }
         })
         .buffer_unordered(CONCURRENCY)

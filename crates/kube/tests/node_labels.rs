@@ -98,4 +98,23 @@ async fn forbidden_is_one_line_naming_the_cluster_role() {
     assert!(started.elapsed() < Duration::from_secs(5), "a 403 is not retried");
     let patches = tc.requests().into_iter().filter(|r| r.method == "PATCH").count();
     assert_eq!(patches, 1);
+    // The dry-run access check says the same before anything ran.
+    let err = node_labels::check_access(&cluster, "n2").await.unwrap_err();
+    assert!(matches!(err, LabelError::Forbidden { .. }), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_check_stores_nothing() {
+    let (tc, cluster) = start().await;
+    node_labels::check_access(&cluster, "n1").await.unwrap();
+    let check = tc.requests().into_iter().find(|r| r.method == "PATCH").unwrap();
+    assert!(check.query.contains("dryRun=All"), "{}", check.query);
+    let api: Api<Node> = Api::all(cluster.client().clone());
+    let n1 = api.get("n1").await.unwrap();
+    assert!(n1.metadata.annotations.is_none());
+    let err = node_labels::check_access(&cluster, "nope").await.unwrap_err();
+    assert!(
+        matches!(err, LabelError::Api { .. }) && err.to_string().contains("nope"),
+        "{err}"
+    );
 }
