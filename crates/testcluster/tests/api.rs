@@ -527,6 +527,30 @@ async fn node_labels_and_annotations_take_a_merge_patch() {
 }
 
 #[tokio::test]
+async fn a_tcp_only_node_forces_ucx_tls_into_its_containers() {
+    let config = ClusterConfig::new()
+        .node(NodeConfig::new("plain"))
+        .node(NodeConfig::new("bad").tcp_only());
+    let (_cluster, client) = host_cluster(config).await;
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    for (name, node) in [("on-bad", "bad"), ("on-plain", "plain")] {
+        let pod = with_spec(
+            sh_pod(name, "echo \"UCX_TLS=$UCX_TLS\""),
+            json!({"nodeName": node}),
+        );
+        let mut pod = pod;
+        pod.spec.as_mut().unwrap().containers[0].env =
+            Some(vec![serde_json::from_value(json!({"name": "UCX_TLS", "value": "sm,self"})).unwrap()]);
+        create(&pods, &pod).await;
+    }
+    for (name, want) in [("on-bad", "UCX_TLS=tcp\n"), ("on-plain", "UCX_TLS=sm,self\n")] {
+        wait_for(&pods, name, "finished", is_done).await;
+        let logs = pods.logs(name, &LogParams::default()).await.unwrap();
+        assert_eq!(logs, want, "{name}: the node's runtime env wins over the pod's only on the bad node");
+    }
+}
+
+#[tokio::test]
 async fn exec_returns_output_and_exit_code() {
     let (_cluster, client) = host_cluster(two_nodes()).await;
     let pods: Api<Pod> = Api::default_namespaced(client);
