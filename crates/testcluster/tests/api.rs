@@ -534,19 +534,20 @@ async fn a_tcp_only_node_forces_ucx_tls_into_its_containers() {
     let (_cluster, client) = host_cluster(config).await;
     let pods: Api<Pod> = Api::default_namespaced(client);
     for (name, node) in [("on-bad", "bad"), ("on-plain", "plain")] {
-        let pod = with_spec(
-            sh_pod(name, "echo \"UCX_TLS=$UCX_TLS\""),
-            json!({"nodeName": node}),
-        );
+        let pod = with_spec(sh_pod(name, "echo \"UCX_TLS=$UCX_TLS\""), json!({"nodeName": node}));
         let mut pod = pod;
-        pod.spec.as_mut().unwrap().containers[0].env =
-            Some(vec![serde_json::from_value(json!({"name": "UCX_TLS", "value": "sm,self"})).unwrap()]);
+        pod.spec.as_mut().unwrap().containers[0].env = Some(vec![
+            serde_json::from_value(json!({"name": "UCX_TLS", "value": "sm,self"})).unwrap(),
+        ]);
         create(&pods, &pod).await;
     }
     for (name, want) in [("on-bad", "UCX_TLS=tcp\n"), ("on-plain", "UCX_TLS=sm,self\n")] {
         wait_for(&pods, name, "finished", is_done).await;
         let logs = pods.logs(name, &LogParams::default()).await.unwrap();
-        assert_eq!(logs, want, "{name}: the node's runtime env wins over the pod's only on the bad node");
+        assert_eq!(
+            logs, want,
+            "{name}: the node's runtime env wins over the pod's only on the bad node"
+        );
     }
 }
 
