@@ -237,3 +237,85 @@ pub fn template(r: &RoleEnv) -> (PodTemplateSpec, Vec<String>) {
         notes,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn role(yaml: &str) -> RoleEnv {
+        let docs = icb_recipe::parse_bytes("t.yaml", yaml.as_bytes()).unwrap();
+        icb_recipe::resolve(&docs).roles.remove(0)
+    }
+
+    #[test]
+    fn what_a_template_cannot_carry_is_said() {
+        let r = role(
+            r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: decode}
+spec:
+  template:
+    spec:
+      hostIPC: true
+      nodeSelector: {pool: decode}
+      containers:
+      - name: engine
+        image: sglang:1
+        command: [sh, -c, "export UCX_NET_DEVICES=$(ls /sys/class/infiniband | head -1); exec python3 -m sglang.launch_server"]
+        envFrom: [{configMapRef: {name: ucx-settings}}]
+        env:
+        - {name: UCX_TLS, value: "rc,sm"}
+        - {name: UCX_IB_GID_INDEX, valueFrom: {configMapKeyRef: {name: net, key: gid}}}
+        resources: {limits: {amd.com/gpu: "2", rdma/ib: "1"}}
+        volumeMounts: [{name: shm, mountPath: /dev/shm}]
+      volumes: [{name: shm, emptyDir: {medium: Memory}}]
+"#,
+        );
+        let (t, notes) = template(&r);
+        let spec = t.spec.unwrap();
+        assert_eq!(spec.host_ipc, Some(true));
+        assert_eq!(spec.node_selector.unwrap()["pool"], "decode");
+        let c = &spec.containers[0];
+        let env = c.env.clone().unwrap();
+        assert_eq!(env[0].value.as_deref(), Some("rc,sm"));
+        let gid = env.iter().find(|e| e.name == "UCX_IB_GID_INDEX").unwrap();
+        assert_eq!(
+            gid.value_from
+                .as_ref()
+                .unwrap()
+                .config_map_key_ref
+                .as_ref()
+                .unwrap()
+                .key,
+            "gid"
+        );
+        let limits = c.resources.clone().unwrap().limits.unwrap();
+        assert_eq!(limits["rdma/ib"].0, "1");
+        assert_eq!(limits["amd.com/gpu"].0, "2", "{limits:?}");
+        let shm = spec.volumes.unwrap()[0].empty_dir.clone().unwrap();
+        assert_eq!(
+            shm.size_limit, None,
+            "a memory /dev/shm without a limit stays unlimited"
+        );
+        let notes = notes.join("\n");
+        assert!(
+            notes.contains("UCX_NET_DEVICES is computed when the worker starts"),
+            "{notes}"
+        );
+        assert!(notes.contains("envFrom configMap ucx-settings"), "{notes}");
+        // Through the same reader as a running pod: only transport variables survive.
+        let one = PodSpec {
+            containers: vec![c.clone()],
+            ..Default::default()
+        };
+        let read = TransportSpec::from_template(
+            &PodTemplateSpec {
+                metadata: None,
+                spec: Some(one),
+            },
+            "recipe t",
+        );
+        assert!(read.env.iter().all(|e| e.name.starts_with("UCX_")));
+    }
+}
