@@ -171,12 +171,11 @@ pub async fn patch_node(
     axum::Json(node_json(node, &updated)).into_response()
 }
 
+/// Labels or annotations.
+type StringMap = BTreeMap<String, String>;
+
 /// The node's labels and annotations after `patch`, or why the patch is refused.
-fn patched_metadata(
-    node: &NodeRt,
-    meta: &NodeMeta,
-    patch: &Value,
-) -> Result<(BTreeMap<String, String>, BTreeMap<String, String>), String> {
+fn patched_metadata(node: &NodeRt, meta: &NodeMeta, patch: &Value) -> Result<(StringMap, StringMap), String> {
     let before = node_json(node, meta);
     let mut after = before.clone();
     merge(&mut after, patch);
@@ -194,7 +193,7 @@ fn patched_metadata(
     if a != b {
         return Err("the emulated cluster patches only metadata.labels and metadata.annotations of a node".to_string());
     }
-    let strings = |field: &str| -> Result<BTreeMap<String, String>, String> {
+    let strings = |field: &str| -> Result<StringMap, String> {
         let mut out = BTreeMap::new();
         let Some(map) = after.pointer(&format!("/metadata/{field}")) else {
             return Ok(out);
