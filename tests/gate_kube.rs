@@ -164,3 +164,31 @@ fn bench_pods_are_cloned_from_the_recipe_templates_when_no_worker_runs() {
     }
     assert!(leftover_via_api(&cluster).is_empty());
 }
+
+#[test]
+fn a_node_outside_the_recipes_node_selector_is_refused_not_measured() {
+    let Some(cluster) = cluster("gate_node_selector") else {
+        return;
+    };
+    let (code, out, err, wall) = gate(&cluster, "selector.yaml", &["--no-node-probe", "--budget", "30s"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("node affinity/selector"), "{err}");
+    assert!(
+        err.contains("the recipe's workers select nodes prefill: pool=kv-decode; decode: pool=kv-decode"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(wall < Duration::from_secs(40), "{wall:?}");
+    let created: Vec<_> = cluster
+        .requests()
+        .iter()
+        .filter(|q| q.method == "POST" && q.path.ends_with("/pods") && q.status < 300)
+        .filter_map(|q| q.pod())
+        .collect();
+    assert!(!created.is_empty());
+    for pod in created {
+        let sel = pod.spec.unwrap().node_selector.unwrap();
+        assert_eq!(sel["pool"], "kv-decode");
+    }
+    assert!(leftover_via_api(&cluster).is_empty());
+}

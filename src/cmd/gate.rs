@@ -102,6 +102,18 @@ struct GateReport {
     pair: Option<icb_core::PairReport>,
 }
 
+/// The recipe's node selectors (`prefill: k=v; decode: k=v`), when a template has one.
+fn selectors(t: &SideTemplates) -> Option<String> {
+    let mut out = Vec::new();
+    for (side, spec) in [("prefill", &t.prefill), ("decode", &t.decode)] {
+        if let Some(s) = spec.as_ref().filter(|s| !s.node_selector.is_empty()) {
+            let kv: Vec<String> = s.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            out.push(format!("{side}: {}", kv.join(",")));
+        }
+    }
+    (!out.is_empty()).then(|| out.join("; "))
+}
+
 /// The transport env each side's node is probed against.
 struct SideEnvs {
     prefill: (TransportEnv, bool),
@@ -317,7 +329,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 &args,
                 format!("the pair {} → {} ({e})", args.prefill, args.decode),
             ))),
-            Err(e) => Err(e.into()),
+            Err(e) => match selectors(&templates) {
+                Some(wanted) if e.to_string().contains("node affinity/selector") => Err(anyhow::anyhow!(
+                    "{e}; the recipe's workers select nodes {wanted}: gate nodes they would run on"
+                )),
+                _ => Err(e.into()),
+            },
         }
     });
     let pair = match outcome? {

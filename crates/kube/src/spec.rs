@@ -35,6 +35,10 @@ pub struct TransportSpec {
     pub shm: Option<Option<Quantity>>,
     pub runtime_class: Option<String>,
     pub network_annotations: BTreeMap<String, String>,
+    /// A template's nodeSelector (the recipe's placement): a bench pod pinned to a node the
+    /// workers would never land on cannot be scheduled, and says so. Empty for a running pod,
+    /// which is on its node already.
+    pub node_selector: BTreeMap<String, String>,
     /// What could not be copied, said in the report so nobody assumes it was.
     pub not_copied: Vec<String>,
 }
@@ -56,7 +60,13 @@ impl TransportSpec {
     /// names it in the report (`recipe deploy.yaml decode (Deployment/decode)`).
     pub fn from_template(template: &PodTemplateSpec, source: &str) -> TransportSpec {
         let meta = template.metadata.clone().unwrap_or_default();
-        Self::read(source.to_string(), &meta, template.spec.as_ref())
+        let mut out = Self::read(source.to_string(), &meta, template.spec.as_ref());
+        out.node_selector = template
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_selector.clone())
+            .unwrap_or_default();
+        out
     }
 
     fn read(source: String, meta: &ObjectMeta, spec: Option<&PodSpec>) -> TransportSpec {
@@ -218,6 +228,7 @@ mod tests {
         assert!(spec.host_ipc && spec.requests_rdma());
         assert_eq!(spec.shm, Some(Some(Quantity("16Gi".into()))));
         assert_eq!(spec.network_annotations.len(), 1);
+        assert_eq!(spec.node_selector["pool"], "decode");
         let empty = TransportSpec::from_template(&PodTemplateSpec::default(), "recipe x");
         assert_eq!(empty.not_copied, ["recipe x has no spec"]);
     }
