@@ -125,6 +125,14 @@ fn bench_pods_are_cloned_from_the_recipe_templates_when_no_worker_runs() {
         .filter_map(|q| q.pod())
         .collect();
     assert_eq!(created.len(), 2, "two bench pods and nothing else");
+    assert!(
+        r["pair"]["placement"]["prefill"]["modelled_on"]
+            .as_str()
+            .unwrap()
+            .starts_with("recipe "),
+        "{}",
+        r["pair"]["placement"]
+    );
     for pod in &created {
         let name = pod.metadata.name.clone().unwrap();
         let (side, rndv, gpus, shm) = if name.ends_with("-client") {

@@ -162,6 +162,13 @@ pub async fn prepare_with_templates(
     };
     let server_model = model(&decode, templates.decode.as_ref(), "decode");
     let client_model = model(&prefill, templates.prefill.as_ref(), "prefill");
+    // The report's `modelled_on` names a template as it names a running pod.
+    let (mut decode, mut prefill) = (decode, prefill);
+    for (side, m) in [(&mut decode, &server_model), (&mut prefill, &client_model)] {
+        if side.modelled_on.is_none() {
+            side.modelled_on = m.as_ref().map(|m| m.source.clone());
+        }
+    }
     // Both nodes at once: an unreachable API server costs one retry window, not two.
     let (server_nodes, client_nodes) = tokio::try_join!(
         advertised(cluster, plan, &decode, server_model.is_some()),
