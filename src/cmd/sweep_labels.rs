@@ -30,17 +30,18 @@ pub fn marks(verdicts: &[NodeVerdict]) -> (Vec<NodeMark>, Vec<(String, NodeStatu
 }
 
 fn reason(v: &NodeVerdict) -> String {
+    // A latency-only profile has no bandwidth: say nothing rather than "0".
     let median = v
         .median_bps
-        .map(|b| format!("median {:.2} GB/s", b / 1e9))
-        .unwrap_or_else(|| "nothing measured".into());
+        .map(|b| format!(" median {:.2} GB/s,", b / 1e9))
+        .unwrap_or_default();
     let paths = if v.data_paths.is_empty() {
         String::new()
     } else {
         format!(", data paths {}", v.data_paths.join("+"))
     };
     let head = format!(
-        "{}: {median}, {}/{} pairs failed{paths}",
+        "{}:{median} {}/{} pairs failed{paths}",
         v.status.as_str(),
         v.failed_pairs,
         v.pairs
@@ -87,6 +88,10 @@ mod tests {
             data_paths: vec!["tcp".into()],
             evidence: vec!["node-2 > node-1: fail (tcp fallback)".into()],
         }
+    }
+
+    fn marks_of(v: NodeVerdict) -> String {
+        marks(&[v]).0.remove(0).reason
     }
 
     #[test]
