@@ -119,4 +119,11 @@ mod tests {
             marks[1].reason
         );
     }
+
+    #[test]
+    fn a_latency_only_verdict_has_no_bandwidth_in_its_reason() {
+        let mut v = verdict("node-6", NodeStatus::Pass);
+        v.median_bps = None;
+        assert_eq!(marks_of(v), "pass: 0/3 pairs failed, data paths tcp");
+    }
 }
