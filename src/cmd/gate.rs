@@ -1,8 +1,9 @@
 //! `ic-bench gate`: the pre-benchmark gate. `probe env` on the recipe, `probe node` on both
-//! nodes (short-lived probe pods, each against its side's transport env), then the pair with bench
-//! pods modelled on the recipe's prefill/decode pod templates where the workers are not running
-//! yet (node targets), or on the running pods, all under one `--budget`; ONE verdict with every finding. Exit 0 pass, 1 fail, 2 setup or
-//! over budget (naming what still ran), 130 interrupted.
+//! nodes (short-lived probe pods, each against its side's transport env), then the pair with
+//! bench pods modelled on the recipe's prefill/decode pod templates where the workers are not
+//! running yet (node targets), or on the running pods, all under one `--budget`; ONE verdict with
+//! every finding. Exit 0 pass, 1 fail, 2 setup or over budget (naming what still ran), 130
+//! interrupted.
 
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
