@@ -59,6 +59,10 @@ fn good_recipe_passes_tcp_recipe_fails_with_both_findings_and_budget_is_enforced
     let reason = r["reason"].as_str().unwrap();
     assert!(reason.contains("env.ucx_tls.tcp_only"), "{reason}");
     assert!(reason.contains("measured data paths: tcp"), "{reason}");
+    // No worker runs: both bench pods were modelled on the recipe's template.
+    for side in r["modelled_on"].as_array().unwrap() {
+        assert!(side[1].as_str().unwrap().starts_with("recipe "), "{side}");
+    }
     assert!(leftover_via_api(&cluster).is_empty());
 
     let (code, _, err, wall) = gate(
@@ -76,5 +80,123 @@ fn good_recipe_passes_tcp_recipe_fails_with_both_findings_and_budget_is_enforced
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("over the --budget of 2s"), "{err}");
     assert!(wall < Duration::from_secs(40), "bounded: {wall:?}");
+    assert!(leftover_via_api(&cluster).is_empty());
+}
+
+/// (name, value) of every env var of a pod's first container.
+fn env_of(pod: &icb_kube::k8s_openapi::api::core::v1::Pod) -> Vec<(String, String)> {
+    pod.spec.as_ref().unwrap().containers[0]
+        .env
+        .iter()
+        .flatten()
+        .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
+        .collect()
+}
+
+#[test]
+fn bench_pods_are_cloned_from_the_recipe_templates_when_no_worker_runs() {
+    let Some(cluster) = cluster("gate_from_templates") else {
+        return;
+    };
+    assert!(cluster.pods().is_empty(), "no workers: the recipe is not deployed");
+    cluster.clear_requests();
+    let (code, out, err, _) = gate(&cluster, "dgd.yaml", &["--no-node-probe"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let modelled: Vec<(String, String)> = r["modelled_on"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p[0].as_str().unwrap().into(), p[1].as_str().unwrap().into()))
+        .collect();
+    assert_eq!(modelled.len(), 2, "{}", r["modelled_on"]);
+    assert!(
+        modelled[0].0 == "prefill" && modelled[0].1.contains("prefill (DynamoGraphDeployment/gate-dgd"),
+        "{modelled:?}"
+    );
+    assert!(
+        modelled[1].0 == "decode" && modelled[1].1.contains("decode (DynamoGraphDeployment/gate-dgd"),
+        "{modelled:?}"
+    );
+    let created: Vec<_> = cluster
+        .requests()
+        .iter()
+        .filter(|q| q.method == "POST" && q.path.ends_with("/pods") && q.status < 300)
+        .filter_map(|q| q.pod())
+        .collect();
+    assert_eq!(created.len(), 2, "two bench pods and nothing else");
+    assert!(
+        r["pair"]["placement"]["prefill"]["modelled_on"]
+            .as_str()
+            .unwrap()
+            .starts_with("recipe "),
+        "{}",
+        r["pair"]["placement"]
+    );
+    for pod in &created {
+        let name = pod.metadata.name.clone().unwrap();
+        let (side, rndv, gpus, shm) = if name.ends_with("-client") {
+            ("prefill", "8192", "1", "1Gi")
+        } else {
+            ("decode", "16384", "2", "2Gi")
+        };
+        let env = env_of(pod);
+        // Each side's own env from its template; the DGD-wide UCX_TLS; never a non-transport variable.
+        assert!(
+            env.contains(&("UCX_RNDV_THRESH".into(), rndv.into())),
+            "{side}: {env:?}"
+        );
+        assert!(
+            env.contains(&("UCX_TLS".into(), "rc,cuda_ipc,cuda_copy,tcp".into())),
+            "{side}: {env:?}"
+        );
+        assert!(!env.iter().any(|(k, _)| k == "HF_TOKEN"), "{side}: {env:?}");
+        let spec = pod.spec.as_ref().unwrap();
+        let c = &spec.containers[0];
+        let limits = c.resources.as_ref().unwrap().limits.clone().unwrap();
+        assert_eq!(limits["nvidia.com/gpu"].0, gpus, "{side}");
+        assert_eq!(limits["rdma/ib"].0, "1", "{side}");
+        let caps = c.security_context.as_ref().unwrap().capabilities.as_ref().unwrap();
+        assert_eq!(caps.add.clone().unwrap(), ["IPC_LOCK"], "{side}");
+        let vol = &spec.volumes.as_ref().unwrap()[0];
+        let dir = vol.empty_dir.as_ref().unwrap();
+        assert_eq!(dir.medium.as_deref(), Some("Memory"), "{side}");
+        assert_eq!(dir.size_limit.as_ref().unwrap().0, shm, "{side}");
+        assert_eq!(
+            c.image.as_deref(),
+            Some(icb_kube::podspec::default_image().as_str()),
+            "bench image, not the worker's"
+        );
+        let ann = pod.metadata.annotations.clone().unwrap();
+        assert!(ann["ic-bench.dev/modelled-on"].contains(side), "{side}: {ann:?}");
+    }
+    assert!(leftover_via_api(&cluster).is_empty());
+}
+
+#[test]
+fn a_node_outside_the_recipes_node_selector_is_refused_not_measured() {
+    let Some(cluster) = cluster("gate_node_selector") else {
+        return;
+    };
+    let (code, out, err, wall) = gate(&cluster, "selector.yaml", &["--no-node-probe", "--budget", "30s"]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(err.contains("node affinity/selector"), "{err}");
+    assert!(
+        err.contains("the recipe's workers select nodes prefill: pool=kv-decode; decode: pool=kv-decode"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(wall < Duration::from_secs(40), "{wall:?}");
+    let created: Vec<_> = cluster
+        .requests()
+        .iter()
+        .filter(|q| q.method == "POST" && q.path.ends_with("/pods") && q.status < 300)
+        .filter_map(|q| q.pod())
+        .collect();
+    assert!(!created.is_empty());
+    for pod in created {
+        let sel = pod.spec.unwrap().node_selector.unwrap();
+        assert_eq!(sel["pool"], "kv-decode");
+    }
     assert!(leftover_via_api(&cluster).is_empty());
 }

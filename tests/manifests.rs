@@ -191,10 +191,8 @@ fn manifests_parse_strictly_and_fit_together() {
         role.rules.iter().flatten().flat_map(|r| r.verbs.clone()).collect()
     };
     assert_eq!(verbs("ic-bench-nodes-read"), ["get", "list"].map(String::from).into());
-    assert_eq!(
-        verbs("ic-bench-label-nodes"),
-        ["get", "list", "patch"].map(String::from).into()
-    );
+    // Exactly what `sweep --label-nodes` sends (tests/sweep_labels.rs checks the requests).
+    assert_eq!(verbs("ic-bench-label-nodes"), ["patch"].map(String::from).into());
     for b in &p.cluster_bindings {
         assert_eq!(b.role_ref.kind, "ClusterRole");
         assert!(

@@ -1,13 +1,15 @@
 //! `ic-bench gate`: the pre-benchmark gate. `probe env` on the recipe, `probe node` on both
-//! nodes (short-lived probe pods), then the pair with the recipe's transport env on the bench
-//! pods, all under one `--budget`; ONE verdict with every finding. Exit 0 pass, 1 fail, 2 setup or
-//! over budget (naming what still ran), 130 interrupted.
+//! nodes (short-lived probe pods, each against its side's transport env), then the pair with
+//! bench pods modelled on the recipe's prefill/decode pod templates where the workers are not
+//! running yet (node targets), or on the running pods, all under one `--budget`; ONE verdict with
+//! every finding. Exit 0 pass, 1 fail, 2 setup or over budget (naming what still ran), 130
+//! interrupted.
 
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use icb_core::Status;
 use icb_core::checks::ProbeReport;
-use icb_kube::pair::BenchPodsPlan;
+use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
 use icb_pair::{PairError, PairPlan, run_pair};
@@ -24,11 +26,11 @@ pub struct Args {
     #[command(flatten)]
     pub devices: super::devices::DeviceArgs,
 
-    /// The serving recipe (anything `probe env` reads); its transport env goes on the bench pods
+    /// The serving recipe (anything `probe env` reads); on node targets the bench pods are cloned from its prefill/decode pod templates
     #[arg(long, value_name = "PATH")]
     pub recipe: Vec<String>,
 
-    /// Role of the recipe whose transport env applies when roles differ
+    /// Recipe role to model both bench pods on (default: prefill for --prefill, decode for --decode)
     #[arg(long, value_name = "ROLE")]
     pub role: Option<String>,
 
@@ -90,8 +92,44 @@ struct GateReport {
     wall_s: f64,
     steps: Vec<(String, f64)>,
     findings: Vec<Finding>,
+    /// What each side's bench pod was modelled on: `(side, source)` (the recipe's template when
+    /// the workers are not running yet, or the running pod).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    modelled_on: Vec<(String, String)>,
+    /// What was not copied into the bench pods, and other notes of the preparation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pair: Option<icb_core::PairReport>,
+}
+
+/// The recipe's node selectors (`prefill: k=v; decode: k=v`), when a template has one.
+fn selectors(t: &SideTemplates) -> Option<String> {
+    let mut out = Vec::new();
+    for (side, spec) in [("prefill", &t.prefill), ("decode", &t.decode)] {
+        if let Some(s) = spec.as_ref().filter(|s| !s.node_selector.is_empty()) {
+            let kv: Vec<String> = s.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            out.push(format!("{side}: {}", kv.join(",")));
+        }
+    }
+    (!out.is_empty()).then(|| out.join("; "))
+}
+
+/// The transport env each side's node is probed against.
+struct SideEnvs {
+    prefill: (TransportEnv, bool),
+    decode: (TransportEnv, bool),
+}
+
+/// The recipe role's transport env for `side`: `--role` when given, else the side's own role, a
+/// worker role, or the one all roles share.
+fn side_env(args: &Args, side: &str) -> anyhow::Result<(TransportEnv, bool)> {
+    if let Some(role) = args.role.as_deref() {
+        return super::probe::recipe_env(&args.recipe, Some(role));
+    }
+    super::probe::recipe_env(&args.recipe, Some(side))
+        .or_else(|_| super::probe::recipe_env(&args.recipe, Some("worker")))
+        .or_else(|_| super::probe::recipe_env(&args.recipe, None))
 }
 
 fn findings_of(step: &str, report: &ProbeReport) -> Vec<Finding> {
@@ -134,22 +172,25 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let expectation = args.expect.input()?;
     let mut findings = Vec::new();
     let mut steps = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut modelled_on: Vec<(String, String)> = Vec::new();
 
-    // 1. probe env on the recipe (local, read-only).
-    let mut recipe_env: Option<(TransportEnv, bool)> = None;
+    // 1. probe env on the recipe (local, read-only); the recipe's prefill/decode pod templates
+    // model the bench pods of sides whose workers are not running yet.
+    let mut side_envs: Option<SideEnvs> = None;
+    let mut templates = SideTemplates::default();
     if !args.recipe.is_empty() {
         let t = Instant::now();
         let inputs: Vec<icb_recipe::Input> = args.recipe.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
         let report = icb_recipe::probe_env_with(&inputs, &icb_recipe::EnvOptions::default())?;
         findings.extend(findings_of("probe env", &report));
-        recipe_env = Some(super::probe::recipe_env(&args.recipe, args.role.as_deref())?);
+        side_envs = Some(SideEnvs {
+            prefill: side_env(&args, "prefill")?,
+            decode: side_env(&args, "decode")?,
+        });
+        templates = super::recipe_template::side_templates(&args.recipe, args.role.as_deref())?;
         steps.push(("probe env".to_string(), t.elapsed().as_secs_f64()));
     }
-    let env_vars: Vec<(String, String)> = recipe_env
-        .as_ref()
-        .map(|(e, _)| e.vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        .unwrap_or_default();
-
     let interrupt = Interrupt::install()?;
     let rt = super::common::runtime()?;
     let image = args.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
@@ -170,24 +211,35 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             host_pid: false,
             service_account: None,
             devices: args.devices.request(),
-            env: env_vars,
+            // The transport env comes with the model: the recipe's template, or the running pod.
+            env: vec![],
             dry_run: false,
             read_nodes: true,
             timeout: remaining(),
             cleanup_timeout: Duration::from_secs(30),
         };
-        let mut launcher = KubeLauncher::prepare(cluster.clone(), pods).await?;
-        let nodes = {
-            let p = launcher.prepared();
-            let mut n = vec![p.prefill.node.clone(), p.decode.node.clone()];
-            n.dedup();
+        let mut launcher = KubeLauncher::prepare_with_templates(cluster.clone(), pods, &templates).await?;
+        let prepared = launcher.prepared();
+        notes.extend(prepared.notes.iter().cloned());
+        modelled_on.extend(
+            [("prefill", &prepared.client), ("decode", &prepared.server)]
+                .into_iter()
+                .filter_map(|(side, pod)| pod.model.as_ref().map(|m| (side.to_string(), m.source.clone()))),
+        );
+        // Each node is probed against the transport env of the side that runs there.
+        let nodes: Vec<(String, Option<(TransportEnv, bool)>)> = {
+            let envs = side_envs.as_ref();
+            let mut n = vec![
+                (prepared.prefill.node.clone(), envs.map(|e| e.prefill.clone())),
+                (prepared.decode.node.clone(), envs.map(|e| e.decode.clone())),
+            ];
+            n.dedup_by(|a, b| a.0 == b.0);
             n
         };
         // 2. probe node on both nodes, concurrently.
         if !args.no_node_probe {
             let t = Instant::now();
-            let env = recipe_env.clone();
-            let probes = nodes.iter().map(|node| {
+            let probes = nodes.iter().map(|(node, env)| {
                 let cluster = cluster.clone();
                 let token = token.clone();
                 let image = image.clone();
@@ -224,9 +276,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             });
             let results = tokio::time::timeout_at(deadline, futures::future::join_all(probes)).await;
             let Ok(results) = results else {
+                let names: Vec<&str> = nodes.iter().map(|(n, _)| n.as_str()).collect();
                 return Ok(Err(over_budget(
                     &args,
-                    "probe node on ".to_string() + &nodes.join(", "),
+                    "probe node on ".to_string() + &names.join(", "),
                 )));
             };
             for (node, r) in results {
@@ -277,7 +330,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 &args,
                 format!("the pair {} → {} ({e})", args.prefill, args.decode),
             ))),
-            Err(e) => Err(e.into()),
+            Err(e) => match selectors(&templates) {
+                Some(wanted) if e.to_string().contains("node affinity/selector") => Err(anyhow::anyhow!(
+                    "{e}; the recipe's workers select nodes {wanted}: gate nodes they would run on"
+                )),
+                _ => Err(e.into()),
+            },
         }
     });
     let pair = match outcome? {
@@ -341,6 +399,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         wall_s: started.elapsed().as_secs_f64(),
         steps,
         findings,
+        modelled_on,
+        notes,
         pair,
     };
     print!("{}", render(&report, &args.output)?);
@@ -385,6 +445,9 @@ fn render(r: &GateReport, format: &str) -> anyhow::Result<String> {
                 if let Some(h) = &f.hint {
                     out.push_str(&format!("      fix: {h}\n"));
                 }
+            }
+            for (side, source) in &r.modelled_on {
+                out.push_str(&format!("  {side} bench pod modelled on {source}\n"));
             }
             let steps: Vec<String> = r.steps.iter().map(|(s, t)| format!("{s} {t:.1}s")).collect();
             out.push_str(&format!("  time: {}\n", steps.join(", ")));

@@ -115,6 +115,10 @@ pub struct Args {
     #[arg(long)]
     pub dry_run: bool,
 
+    /// At the end, label each node with a verdict ic-bench.dev/fabric=pass|fail and annotate time, sweep id and reason (needs manifests/clusterrole-label-nodes.yaml; never taints)
+    #[arg(long)]
+    pub label_nodes: bool,
+
     /// stdout at the end: table (node verdicts), wide (with all evidence), json, junit or prometheus
     #[arg(short = 'o', long = "output", default_value = "table", value_parser = clap::value_parser!(icb_report::Format))]
     pub output: icb_report::Format,
@@ -224,6 +228,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             print!("{}", plan_text(&results));
             return Ok(icb_core::exit::OK);
         }
+        if args.label_nodes
+            && let Some(first) = results.nodes.first()
+        {
+            // Before hours of pairs, not after: may this account patch nodes at all?
+            icb_kube::node_labels::check_access(&cluster, first).await?;
+        }
         let path = args
             .resume
             .clone()
@@ -298,6 +308,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "{}",
             icb_report::render_sweep_in(&results, args.output, stdout_view(args.output))?
         );
+        if args.label_nodes {
+            super::sweep_labels::apply(&sweeper.cluster, &results).await?;
+        }
         let measured = results
             .pairs
             .iter()

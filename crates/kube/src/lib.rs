@@ -7,7 +7,8 @@
 //! reference pod ([`target`], [`spec`]), decides the devices bench pods request on node targets
 //! from what the node advertises ([`devices`]), builds the two bench pods
 //! ([`podspec`], [`pair`]), drives pods with a deadline on every wait ([`lifecycle`]), follows a
-//! pod's output from creation to its end ([`podrun`]), and deletes leftovers by label ([`gc`]).
+//! pod's output from creation to its end ([`podrun`]), deletes leftovers by label ([`gc`]), and
+//! writes a sweep's node verdicts as node labels for `sweep --label-nodes` ([`node_labels`]).
 //! Every retry uses one backoff policy ([`retry`]). [`exec`] runs a command
 //! in an existing pod for `probe node --pod`, and streams a file into one and follows a long
 //! command there for `pair --in-place`.
@@ -22,6 +23,7 @@ pub mod error;
 pub mod exec;
 pub mod gc;
 pub mod lifecycle;
+pub mod node_labels;
 pub mod pair;
 pub mod podrun;
 pub mod podspec;

@@ -50,6 +50,15 @@ impl BenchPodsPlan {
     }
 }
 
+/// Pod templates to model a side on when its target has no running pod (a node target): the
+/// recipe's prefill/decode workers before they run. A side resolved to a running pod is modelled
+/// on that pod, and a note says its template was not used.
+#[derive(Debug, Clone, Default)]
+pub struct SideTemplates {
+    pub prefill: Option<TransportSpec>,
+    pub decode: Option<TransportSpec>,
+}
+
 /// Targets resolved and both pods decided; what `--dry-run` prints and a real run creates.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -118,27 +127,69 @@ fn strip_nulls(v: &mut serde_json::Value) {
 
 /// Resolves the targets and decides both pods (reads the reference pods; creates nothing).
 pub async fn prepare(cluster: &Cluster, plan: &BenchPodsPlan) -> Result<Prepared, KubeError> {
+    prepare_with_templates(cluster, plan, &SideTemplates::default()).await
+}
+
+/// [`prepare`], modelling a side without a running pod on its template.
+pub async fn prepare_with_templates(
+    cluster: &Cluster,
+    plan: &BenchPodsPlan,
+    templates: &SideTemplates,
+) -> Result<Prepared, KubeError> {
     podspec::check_run_id(&plan.run_id).map_err(KubeError::Target)?;
     let decode = target::resolve(cluster, &plan.decode).await?;
     let prefill = target::resolve(cluster, &plan.prefill).await?;
     let mut notes = Vec::new();
-    let mut model = |r: &Resolved, side: &str| -> Option<TransportSpec> {
+    let mut model = |r: &Resolved, template: Option<&TransportSpec>, side: &str| -> Option<TransportSpec> {
         if let Some(n) = &r.note {
             notes.push(format!("{side}: {n}"));
         }
-        r.reference.as_ref().map(|p| {
-            let spec = TransportSpec::from_pod(p);
-            notes.extend(spec.not_copied.iter().map(|n| format!("{side}: {n}")));
-            spec
-        })
+        let spec = match (&r.reference, template) {
+            (Some(p), Some(t)) => {
+                notes.push(format!(
+                    "{side}: modelled on the running pod/{}, not on {}",
+                    p.metadata.name.as_deref().unwrap_or_default(),
+                    t.source
+                ));
+                TransportSpec::from_pod(p)
+            }
+            (Some(p), None) => TransportSpec::from_pod(p),
+            (None, Some(t)) => t.clone(),
+            (None, None) => return None,
+        };
+        notes.extend(spec.not_copied.iter().map(|n| format!("{side}: {n}")));
+        Some(spec)
     };
-    let server_model = model(&decode, "decode");
-    let client_model = model(&prefill, "prefill");
+    let server_model = model(&decode, templates.decode.as_ref(), "decode");
+    let client_model = model(&prefill, templates.prefill.as_ref(), "prefill");
+    // The report's `modelled_on` names a template as it names a running pod.
+    let (mut decode, mut prefill) = (decode, prefill);
+    for (side, m) in [(&mut decode, &server_model), (&mut prefill, &client_model)] {
+        if side.modelled_on.is_none() {
+            side.modelled_on = m.as_ref().map(|m| m.source.clone());
+        }
+    }
     // Both nodes at once: an unreachable API server costs one retry window, not two.
-    let (server_nodes, client_nodes) =
-        tokio::try_join!(advertised(cluster, plan, &decode), advertised(cluster, plan, &prefill))?;
-    let server_devices = choose_devices(plan, &decode, server_nodes, &mut notes, "decode");
-    let client_devices = choose_devices(plan, &prefill, client_nodes, &mut notes, "prefill");
+    let (server_nodes, client_nodes) = tokio::try_join!(
+        advertised(cluster, plan, &decode, server_model.is_some()),
+        advertised(cluster, plan, &prefill, client_model.is_some())
+    )?;
+    let server_devices = choose_devices(
+        plan,
+        &decode,
+        server_model.is_some(),
+        server_nodes,
+        &mut notes,
+        "decode",
+    );
+    let client_devices = choose_devices(
+        plan,
+        &prefill,
+        client_model.is_some(),
+        client_nodes,
+        &mut notes,
+        "prefill",
+    );
     let base =
         |role: Role, node: &str, args: Vec<String>, model: Option<TransportSpec>, devices: DeviceChoice| BenchPod {
             run_id: plan.run_id.clone(),
@@ -178,9 +229,9 @@ async fn advertised(
     cluster: &Cluster,
     plan: &BenchPodsPlan,
     side: &Resolved,
+    modelled: bool,
 ) -> Result<Option<NodeResources>, KubeError> {
-    let needs_node =
-        side.reference.is_none() && plan.read_nodes && (plan.devices.gpus.is_none() || plan.devices.rdma.is_none());
+    let needs_node = !modelled && plan.read_nodes && (plan.devices.gpus.is_none() || plan.devices.rdma.is_none());
     if !needs_node {
         return Ok(None);
     }
@@ -200,10 +251,12 @@ type NodeResources =
     Result<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>, String>;
 
 /// The devices of one side: defaults from the node's advertised resources for node targets
-/// (a node that cannot be read gets only the explicit flags, with a note saying so).
+/// (a node that cannot be read gets only the explicit flags, with a note saying so); a side
+/// modelled on a pod or a template gets the model's devices, not the node's defaults.
 fn choose_devices(
     plan: &BenchPodsPlan,
     side: &Resolved,
+    modelled: bool,
     advertised: Option<
         Result<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>, String>,
     >,
@@ -218,7 +271,7 @@ fn choose_devices(
         }
         None => None,
     };
-    let choice = devices::decide(&plan.devices, advertised.as_ref(), side.reference.is_some());
+    let choice = devices::decide(&plan.devices, advertised.as_ref(), modelled);
     notes.extend(choice.notes.iter().map(|n| format!("{name}: node {}: {n}", side.node)));
     choice
 }

@@ -217,6 +217,9 @@ impl BenchPod {
                 host_network: host_network.then_some(true),
                 dns_policy: host_network.then(|| "ClusterFirstWithHostNet".to_string()),
                 runtime_class_name: model.and_then(|m| m.runtime_class.clone()),
+                node_selector: model
+                    .filter(|m| !m.node_selector.is_empty())
+                    .map(|m| m.node_selector.clone()),
                 containers: vec![Container {
                     name: CONTAINER.into(),
                     image: Some(self.image.clone()),

@@ -5,8 +5,9 @@
 //! reproducing what matters: seed 002's 365 MB/s came from GPU visibility and namespaces alone.
 
 use icb_core::fabric::shm;
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -34,6 +35,10 @@ pub struct TransportSpec {
     pub shm: Option<Option<Quantity>>,
     pub runtime_class: Option<String>,
     pub network_annotations: BTreeMap<String, String>,
+    /// A template's nodeSelector (the recipe's placement): a bench pod pinned to a node the
+    /// workers would never land on cannot be scheduled, and says so. Empty for a running pod,
+    /// which is on its node already.
+    pub node_selector: BTreeMap<String, String>,
     /// What could not be copied, said in the report so nobody assumes it was.
     pub not_copied: Vec<String>,
 }
@@ -47,19 +52,37 @@ impl TransportSpec {
     /// Reads the transport-relevant spec of `pod`.
     pub fn from_pod(pod: &Pod) -> TransportSpec {
         let name = pod.metadata.name.clone().unwrap_or_default();
+        Self::read(format!("pod/{name}"), &pod.metadata, pod.spec.as_ref())
+    }
+
+    /// Reads the transport-relevant spec of a pod template (a recipe's prefill/decode workers
+    /// that are not running yet), with exactly the sanitizing of [`Self::from_pod`]; `source`
+    /// names it in the report (`recipe deploy.yaml decode (Deployment/decode)`).
+    pub fn from_template(template: &PodTemplateSpec, source: &str) -> TransportSpec {
+        let meta = template.metadata.clone().unwrap_or_default();
+        let mut out = Self::read(source.to_string(), &meta, template.spec.as_ref());
+        out.node_selector = template
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_selector.clone())
+            .unwrap_or_default();
+        out
+    }
+
+    fn read(source: String, meta: &ObjectMeta, spec: Option<&PodSpec>) -> TransportSpec {
         let mut out = TransportSpec {
-            source: format!("pod/{name}"),
+            source: source.clone(),
             ..Default::default()
         };
-        let Some(spec) = pod.spec.as_ref() else {
-            out.not_copied.push(format!("pod/{name} has no spec"));
+        let Some(spec) = spec else {
+            out.not_copied.push(format!("{source} has no spec"));
             return out;
         };
         out.host_ipc = spec.host_ipc.unwrap_or(false);
         out.host_pid = spec.host_pid.unwrap_or(false);
         out.host_network = spec.host_network.unwrap_or(false);
         out.runtime_class = spec.runtime_class_name.clone();
-        if let Some(ann) = &pod.metadata.annotations {
+        if let Some(ann) = &meta.annotations {
             for key in NETWORK_ANNOTATIONS {
                 if let Some(v) = ann.get(*key) {
                     out.network_annotations.insert((*key).to_string(), v.clone());
@@ -67,13 +90,13 @@ impl TransportSpec {
             }
         }
         let Some(c) = pick_container(spec) else {
-            out.not_copied.push(format!("pod/{name} has no containers"));
+            out.not_copied.push(format!("{source} has no containers"));
             return out;
         };
         out.container = c.name.clone();
         if spec.containers.len() > 1 {
             out.not_copied.push(format!(
-                "only container '{}' of pod/{name} was modelled ({} containers)",
+                "only container '{}' of {source} was modelled ({} containers)",
                 c.name,
                 spec.containers.len()
             ));
@@ -180,6 +203,36 @@ mod tests {
             assert!(!is_transport_env(no), "{no}");
         }
     }
+    #[test]
+    fn a_template_is_read_like_a_running_pod() {
+        let template: PodTemplateSpec = serde_json::from_value(serde_json::json!({
+            "metadata": {"annotations": {"k8s.v1.cni.cncf.io/networks": "rdma-net", "other": "x"}},
+            "spec": {
+                "hostIPC": true,
+                "nodeSelector": {"pool": "decode"},
+                "containers": [{"name": "engine", "image": "vllm:1",
+                    "env": [{"name": "UCX_TLS", "value": "tcp"}, {"name": "HF_TOKEN", "value": "secret"}],
+                    "resources": {"limits": {"nvidia.com/gpu": "2", "rdma/ib": "1", "cpu": "8"}},
+                    "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                    "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}]}],
+                "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]
+            }
+        }))
+        .unwrap();
+        let spec = TransportSpec::from_template(&template, "recipe d.yaml decode (Deployment/decode)");
+        assert_eq!(spec.source, "recipe d.yaml decode (Deployment/decode)");
+        assert_eq!(spec.container, "engine");
+        let env: Vec<&str> = spec.env.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(env, ["UCX_TLS"], "only transport variables, never a token");
+        assert_eq!(spec.devices.keys().collect::<Vec<_>>(), ["nvidia.com/gpu", "rdma/ib"]);
+        assert!(spec.host_ipc && spec.requests_rdma());
+        assert_eq!(spec.shm, Some(Some(Quantity("16Gi".into()))));
+        assert_eq!(spec.network_annotations.len(), 1);
+        assert_eq!(spec.node_selector["pool"], "decode");
+        let empty = TransportSpec::from_template(&PodTemplateSpec::default(), "recipe x");
+        assert_eq!(empty.not_copied, ["recipe x has no spec"]);
+    }
+
     /// Seed 002's fixed prefill pod: privileged, IPC_LOCK, GPUs, CUDA_VISIBLE_DEVICES computed in
     /// the shell command, UCX env, plus an envFrom and a sidecar.
     #[test]

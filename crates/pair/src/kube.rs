@@ -30,7 +30,16 @@ pub struct KubeLauncher {
 impl KubeLauncher {
     /// Resolves the targets and decides both pods (reads the cluster; creates nothing).
     pub async fn prepare(cluster: Cluster, plan: BenchPodsPlan) -> Result<KubeLauncher, KubeError> {
-        let prepared = icb_kube::pair::prepare(&cluster, &plan).await?;
+        Self::prepare_with_templates(cluster, plan, &icb_kube::pair::SideTemplates::default()).await
+    }
+
+    /// [`Self::prepare`], with pod templates for sides whose workers are not running yet.
+    pub async fn prepare_with_templates(
+        cluster: Cluster,
+        plan: BenchPodsPlan,
+        templates: &icb_kube::pair::SideTemplates,
+    ) -> Result<KubeLauncher, KubeError> {
+        let prepared = icb_kube::pair::prepare_with_templates(&cluster, &plan, templates).await?;
         Ok(KubeLauncher {
             cluster,
             plan,

@@ -1,6 +1,8 @@
 //! The emulated cluster as a demo: `cargo run -p icb-testcluster --example cluster -- --nodes 4
-//! [--gpus-per-node G] [--slow-node NAME=RATE]… --kubeconfig PATH` (root: namespaces). Nodes are
-//! node-1 … node-N; RATE as tc writes it (e.g. 200mbit). Runs in the foreground; Ctrl-C removes
+//! [--gpus-per-node G] [--slow-node NAME=RATE]… [--tcp-only-node NAME]… --kubeconfig PATH` (root:
+//! namespaces). Nodes are node-1 … node-N; RATE as tc writes it (e.g. 200mbit); a tcp-only node's
+//! containers get UCX_TLS=tcp whatever their pod says (seen by `sweep --schedule intra-node
+//! --host-ipc`: across nodes the emulated fabric is tcp anyway). Runs in the foreground; Ctrl-C removes
 //! every pod, namespace and temp file. From another shell: `ic-bench sweep --kubeconfig PATH`,
 //! `ic-bench gate …`, `ic-bench pair --prefill node/node-1 --decode node/node-2 --kubeconfig PATH`.
 //! Pods run the ic-bench binary named by $IC_BENCH_BIN (default: target/debug/ic-bench).
@@ -12,6 +14,7 @@ struct Opts {
     nodes: usize,
     gpus: u32,
     slow: Vec<(String, String)>,
+    tcp_only: Vec<String>,
     kubeconfig: PathBuf,
 }
 
@@ -21,9 +24,10 @@ fn parse() -> Result<Opts, String> {
         nodes: 0,
         gpus: 0,
         slow: vec![],
+        tcp_only: vec![],
         kubeconfig: PathBuf::new(),
     };
-    let usage = "usage: cluster --nodes N [--gpus-per-node G] [--slow-node NAME=RATE]... --kubeconfig PATH";
+    let usage = "usage: cluster --nodes N [--gpus-per-node G] [--slow-node NAME=RATE]... [--tcp-only-node NAME]... --kubeconfig PATH";
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{a} needs a value; {usage}"));
         match a.as_str() {
@@ -40,12 +44,19 @@ fn parse() -> Result<Opts, String> {
                     .ok_or_else(|| format!("--slow-node {v}: use NAME=RATE, e.g. node-2=200mbit"))?;
                 o.slow.push((n.to_string(), r.to_string()));
             }
+            "--tcp-only-node" => o.tcp_only.push(value()?),
             "--kubeconfig" => o.kubeconfig = PathBuf::from(value()?),
             other => return Err(format!("unknown argument {other}; {usage}")),
         }
     }
     if o.nodes == 0 || o.kubeconfig.as_os_str().is_empty() {
         return Err(usage.to_string());
+    }
+    let names: Vec<String> = (1..=o.nodes).map(|i| format!("node-{i}")).collect();
+    for n in o.slow.iter().map(|(n, _)| n).chain(&o.tcp_only) {
+        if !names.contains(n) {
+            return Err(format!("no node {n}: nodes are node-1 … node-{}", o.nodes));
+        }
     }
     Ok(o)
 }
@@ -65,11 +76,13 @@ async fn main() {
     let mut config = ClusterConfig::new().program(program).isolation(Isolation::Namespaces);
     for i in 1..=o.nodes {
         let name = format!("node-{i}");
-        config = config.node(if o.gpus > 0 {
+        let tcp_only = o.tcp_only.contains(&name);
+        let node = if o.gpus > 0 {
             NodeConfig::gpu(name, o.gpus)
         } else {
             NodeConfig::new(name)
-        });
+        };
+        config = config.node(if tcp_only { node.tcp_only() } else { node });
     }
     let cluster = match TestCluster::start(config).await {
         Ok(c) => c,

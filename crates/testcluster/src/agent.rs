@@ -160,13 +160,15 @@ fn field_ref(pod: &Pod, path: &str, pod_ip: &str) -> String {
 }
 
 /// The container's environment: a clean base, the image's, the inherited host variables, then the
-/// pod's own (later wins, `$(VAR)` expanded against what came before).
+/// pod's own (later wins, `$(VAR)` expanded against what came before), then what the node's
+/// runtime forces (a fault such as `NodeConfig::tcp_only`).
 fn container_env(
     image: Option<&ImageConfig>,
     bin_dir: Option<&Path>,
     pod: &Pod,
     c: &Container,
     pod_ip: &str,
+    runtime_env: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     let mut path = String::new();
@@ -198,6 +200,7 @@ fn container_env(
         };
         env.insert(var.name.clone(), value);
     }
+    env.extend(runtime_env.clone());
     env
 }
 
@@ -285,7 +288,7 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
             let image_name = c.image.clone().unwrap_or_default();
             let image = shared.config.resolve_image(&image_name);
             let bin = image.and_then(|i| bin_dir(&shared.work_dir, &i.program));
-            let env = container_env(image, bin.as_deref(), &pod, c, &pod_ip);
+            let env = container_env(image, bin.as_deref(), &pod, c, &pod_ip, &node.config.runtime_env);
             let pull_fault = lock(&shared.faults).pull_fails(&image_name);
             let unknown = image.is_none() && !shared.config.run_unknown_images_as_is;
             match container_command(image, c, &env) {

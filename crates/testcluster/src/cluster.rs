@@ -27,6 +27,16 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A node's metadata as it is now: node PATCH changes labels and annotations (what
+/// `sweep --label-nodes` writes), and the scheduler places pods by the current labels.
+#[derive(Debug, Clone, Default)]
+pub struct NodeMeta {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// The version of the node object: bumped by every change (from the store's counter).
+    pub resource_version: u64,
+}
+
 /// One emulated node as the agents see it.
 pub struct NodeRt {
     pub config: NodeConfig,
@@ -125,6 +135,8 @@ pub struct Shared {
     pub faults: Mutex<Faults>,
     pub requests: Mutex<Vec<RecordedRequest>>,
     pub nodes: Vec<NodeRt>,
+    /// Current labels/annotations of `nodes`, same order.
+    pub node_meta: Mutex<Vec<NodeMeta>>,
     pub fabric: Mutex<Option<NodeFabric>>,
     /// Carried by every process the cluster starts, so leak checks and stale cleanup find them.
     pub run_tag: icb_isolate::RunTag,
@@ -193,6 +205,15 @@ impl Shared {
         self.nodes.iter().enumerate().find(|(_, n)| n.config.name == name)
     }
 
+    /// The node's configuration with its current labels (the scheduler's view).
+    pub fn current_config(&self, idx: usize) -> NodeConfig {
+        let mut config = self.nodes[idx].config.clone();
+        if let Some(meta) = lock(&self.node_meta).get(idx) {
+            config.labels = meta.labels.clone();
+        }
+        config
+    }
+
     pub fn handle(&self, key: &PodKey) -> Option<Arc<PodHandle>> {
         lock(&self.runtimes).get(key).cloned()
     }
@@ -247,9 +268,11 @@ impl Shared {
                 let target = match spec.node_name.as_deref() {
                     Some(name) => {
                         // Bound by the client: the kubelet admits or rejects, no scheduler involved.
-                        let Some((idx, node)) = self.node(name) else { continue };
+                        let Some((idx, _)) = self.node(name) else { continue };
                         let used = Self::node_usage(&store, name, &key);
-                        if let Some((reason, message)) = scheduler::admission_failure(&spec, &node.config, &used) {
+                        if let Some((reason, message)) =
+                            scheduler::admission_failure(&spec, &self.current_config(idx), &used)
+                        {
                             store.modify(&key, Some(&uid), |p| {
                                 let st = p.status.get_or_insert_with(Default::default);
                                 st.phase = Some("Failed".into());
@@ -291,7 +314,7 @@ impl Shared {
         let mut best: Option<(usize, i128)> = None;
         for (idx, node) in self.nodes.iter().enumerate() {
             let used = Self::node_usage(store, &node.config.name, key);
-            let reasons = scheduler::node_rejections(spec, &node.config, &used);
+            let reasons = scheduler::node_rejections(spec, &self.current_config(idx), &used);
             if reasons.is_empty() {
                 let load = used.get("pods").copied().unwrap_or(0);
                 if best.is_none_or(|(_, l)| load < l) {

@@ -27,6 +27,9 @@ pub struct NodeConfig {
     pub allocatable: BTreeMap<String, String>,
     /// `(key, value, effect)`; pods need a matching toleration for `NoSchedule`/`NoExecute` taints.
     pub taints: Vec<(String, Option<String>, String)>,
+    /// Environment this node's container runtime forces into every container started here, over
+    /// the pod's own (as a runtime hook or a node-level injector would): a node fault on demand.
+    pub runtime_env: BTreeMap<String, String>,
 }
 
 impl NodeConfig {
@@ -46,6 +49,7 @@ impl NodeConfig {
             capacity,
             allocatable: BTreeMap::new(),
             taints: Vec::new(),
+            runtime_env: BTreeMap::new(),
         }
     }
 
@@ -69,6 +73,19 @@ impl NodeConfig {
     pub fn allocatable(mut self, resource: &str, quantity: &str) -> Self {
         self.allocatable.insert(resource.to_string(), quantity.to_string());
         self
+    }
+
+    /// Forces `key=value` into every container on this node (see [`NodeConfig::runtime_env`]).
+    pub fn runtime_env(mut self, key: &str, value: &str) -> Self {
+        self.runtime_env.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// The tcp-only fault: every container here gets `UCX_TLS=tcp`, whatever its pod says, so UCX
+    /// on this node never uses shared memory, CMA or RDMA. Across emulated nodes that changes
+    /// nothing (the veths carry tcp anyway); on one node it replaces shared memory with tcp.
+    pub fn tcp_only(self) -> Self {
+        self.runtime_env("UCX_TLS", "tcp")
     }
 
     pub fn taint(mut self, key: &str, value: Option<&str>, effect: &str) -> Self {

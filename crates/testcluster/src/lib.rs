@@ -490,12 +490,22 @@ async fn run(
         })
         .collect();
     let store = Store::new(config.watch_history);
+    let node_meta = config
+        .nodes
+        .iter()
+        .map(|n| cluster::NodeMeta {
+            labels: n.labels.clone(),
+            annotations: Default::default(),
+            resource_version: store.resource_version(),
+        })
+        .collect();
     let shared = Arc::new(Shared {
         config,
         store: Mutex::new(store),
         faults: Mutex::new(faults::Faults::default()),
         requests: Mutex::new(Vec::new()),
         nodes,
+        node_meta: Mutex::new(node_meta),
         fabric: Mutex::new(fabric),
         run_tag,
         runtimes: Mutex::new(HashMap::new()),

@@ -413,6 +413,145 @@ async fn node_selector_affinity_and_node_name_place_pods() {
 }
 
 #[tokio::test]
+async fn node_labels_and_annotations_take_a_merge_patch() {
+    use kube::api::{Patch, PatchParams};
+    let (cluster, client) = host_cluster(two_nodes()).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let before = nodes.get("gpu-1").await.expect("get");
+    let patched = nodes
+        .patch(
+            "gpu-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {
+                "labels": {"ic-bench.dev/fabric": "fail"},
+                "annotations": {"ic-bench.dev/fabric-reason": "tcp carried the data: node-1 > node-2"}}})),
+        )
+        .await
+        .expect("merge patch");
+    let labels = patched.metadata.labels.clone().unwrap();
+    assert_eq!(labels["ic-bench.dev/fabric"], "fail");
+    assert_eq!(labels["kubernetes.io/hostname"], "gpu-1", "other labels kept");
+    assert_eq!(
+        patched.metadata.annotations.clone().unwrap()["ic-bench.dev/fabric-reason"],
+        "tcp carried the data: node-1 > node-2"
+    );
+    let rv = |n: &Node| n.metadata.resource_version.clone().unwrap().parse::<u64>().unwrap();
+    assert!(rv(&patched) > rv(&before), "a change bumps the version");
+    // What was stored is what get and a label selector see; the other node is untouched.
+    let got = nodes.get("gpu-1").await.unwrap();
+    assert_eq!(got.metadata.labels, patched.metadata.labels);
+    let failed = nodes
+        .list(&ListParams::default().labels("ic-bench.dev/fabric=fail"))
+        .await
+        .unwrap();
+    let names: Vec<String> = failed.items.iter().filter_map(|n| n.metadata.name.clone()).collect();
+    assert_eq!(names, ["gpu-1"]);
+    assert!(nodes.get("gpu-2").await.unwrap().metadata.annotations.is_none());
+
+    // A strategic merge patch means the same on these maps; null removes a key.
+    let cleared = nodes
+        .patch(
+            "gpu-1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"metadata": {"labels": {"ic-bench.dev/fabric": null}}})),
+        )
+        .await
+        .expect("strategic merge patch");
+    assert!(!cleared.metadata.labels.unwrap().contains_key("ic-bench.dev/fabric"));
+
+    // The scheduler places by the current labels.
+    nodes
+        .patch(
+            "gpu-2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"pool": "decode"}}})),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    create(
+        &pods,
+        &with_spec(
+            sh_pod("placed", "sleep 30"),
+            json!({"nodeSelector": {"pool": "decode"}}),
+        ),
+    )
+    .await;
+    let p = wait_for(&pods, "placed", "running", |p| phase(p) == "Running").await;
+    assert_eq!(node_of(&p).as_deref(), Some("gpu-2"));
+
+    // Refused: a label value Kubernetes would refuse, anything but labels/annotations (a taint),
+    // server-side apply, an unknown node. Nothing changes.
+    let refuse = |patch: Patch<serde_json::Value>, pp: PatchParams, name: &'static str| {
+        let nodes = nodes.clone();
+        async move {
+            match nodes.patch(name, &pp, &patch).await {
+                Err(kube::Error::Api(s)) => (s.code, s.message),
+                other => panic!("expected an API error, got {other:?}"),
+            }
+        }
+    };
+    let (code, msg) = refuse(
+        Patch::Merge(json!({"metadata": {"labels": {"ic-bench.dev/fabric": "failed: tcp"}}})),
+        PatchParams::default(),
+        "gpu-1",
+    )
+    .await;
+    assert_eq!(code, 422, "{msg}");
+    assert!(msg.contains("metadata.labels"), "{msg}");
+    let (code, msg) = refuse(
+        Patch::Merge(json!({"spec": {"taints": [{"key": "bad", "effect": "NoSchedule"}]}})),
+        PatchParams::default(),
+        "gpu-1",
+    )
+    .await;
+    assert_eq!(code, 422, "{msg}");
+    let (code, _) = refuse(
+        Patch::Apply(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1"}})),
+        PatchParams::apply("test"),
+        "gpu-1",
+    )
+    .await;
+    assert_eq!(code, 415);
+    let (code, _) = refuse(Patch::Merge(json!({})), PatchParams::default(), "gpu-9").await;
+    assert_eq!(code, 404);
+    let now = nodes.get("gpu-1").await.unwrap();
+    assert!(now.spec.unwrap().taints.is_none());
+    assert!(!now.metadata.labels.unwrap().contains_key("ic-bench.dev/fabric"));
+    let refused = cluster
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.status >= 400)
+        .count();
+    assert_eq!(refused, 4, "each refusal was answered, not dropped");
+}
+
+#[tokio::test]
+async fn a_tcp_only_node_forces_ucx_tls_into_its_containers() {
+    let config = ClusterConfig::new()
+        .node(NodeConfig::new("plain"))
+        .node(NodeConfig::new("bad").tcp_only());
+    let (_cluster, client) = host_cluster(config).await;
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    for (name, node) in [("on-bad", "bad"), ("on-plain", "plain")] {
+        let pod = with_spec(sh_pod(name, "echo \"UCX_TLS=$UCX_TLS\""), json!({"nodeName": node}));
+        let mut pod = pod;
+        pod.spec.as_mut().unwrap().containers[0].env = Some(vec![
+            serde_json::from_value(json!({"name": "UCX_TLS", "value": "sm,self"})).unwrap(),
+        ]);
+        create(&pods, &pod).await;
+    }
+    for (name, want) in [("on-bad", "UCX_TLS=tcp\n"), ("on-plain", "UCX_TLS=sm,self\n")] {
+        wait_for(&pods, name, "finished", is_done).await;
+        let logs = pods.logs(name, &LogParams::default()).await.unwrap();
+        assert_eq!(
+            logs, want,
+            "{name}: the node's runtime env wins over the pod's only on the bad node"
+        );
+    }
+}
+
+#[tokio::test]
 async fn exec_returns_output_and_exit_code() {
     let (_cluster, client) = host_cluster(two_nodes()).await;
     let pods: Api<Pod> = Api::default_namespaced(client);

@@ -5,6 +5,7 @@ mod deployments;
 mod exec;
 mod logs;
 mod misc;
+mod nodes;
 mod pods;
 mod watch;
 
@@ -28,8 +29,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
     let pod = "/api/v1/namespaces/{ns}/pods/{name}";
     Router::new()
         .route("/version", get(misc::version))
-        .route("/api/v1/nodes", get(misc::list_nodes))
-        .route("/api/v1/nodes/{name}", get(misc::get_node))
+        .route("/api/v1/nodes", get(nodes::list_nodes))
+        .route("/api/v1/nodes/{name}", get(nodes::get_node).patch(nodes::patch_node))
         .route("/api/v1/namespaces", get(misc::list_namespaces))
         .route("/api/v1/namespaces/{ns}", get(misc::get_namespace))
         .route("/api/v1/pods", get(pods::list_all))

@@ -1,0 +1,321 @@
+//! A recipe's prefill/decode workers as pod templates, for `gate` when the workers are not running
+//! yet: what `probe env` resolved for a role (every layer: DGD envs, overlays, ConfigMaps, shell
+//! exports) written back as a `PodTemplateSpec`, then read by `TransportSpec::from_template` with
+//! the sanitizing a running pod gets (transport env only, device resources only, capabilities,
+//! host namespaces, a memory /dev/shm). What a template cannot carry is said in the notes.
+
+use icb_kube::k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMapKeySelector, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector,
+    PodSpec, PodTemplateSpec, ResourceFieldSelector, ResourceRequirements, SecretKeySelector, SecurityContext, Volume,
+    VolumeMount,
+};
+use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use icb_kube::pair::SideTemplates;
+use icb_kube::spec::TransportSpec;
+use icb_recipe::{EnvValue, Role, RoleEnv};
+use std::collections::BTreeMap;
+
+/// The prefill and decode templates of the recipe at `paths`: `role` for both sides when given,
+/// else each side's own role (prefill / decode), a `worker` role, or the only engine role.
+pub fn side_templates(paths: &[String], role: Option<&str>) -> anyhow::Result<SideTemplates> {
+    let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
+    let docs = icb_recipe::load_inputs(&inputs)?;
+    let roles: Vec<RoleEnv> = icb_recipe::split(&docs, &[])
+        .recipes
+        .iter()
+        .flat_map(|r| icb_recipe::resolve(&r.docs).roles)
+        .filter(|r| r.role.is_engine())
+        .collect();
+    let names = || {
+        roles
+            .iter()
+            .map(|r| format!("{} ({})", r.role.as_str(), r.component))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if roles.is_empty() {
+        anyhow::bail!("--recipe {}: no prefill, decode or worker role found", paths.join(" "));
+    }
+    let pick = |side: Role| -> anyhow::Result<&RoleEnv> {
+        let found = match role {
+            Some(want) => roles.iter().find(|r| r.role.as_str() == want),
+            None => roles
+                .iter()
+                .find(|r| r.role == side)
+                .or_else(|| roles.iter().find(|r| r.role == Role::Worker))
+                .or_else(|| (roles.len() == 1).then(|| &roles[0])),
+        };
+        found.ok_or_else(|| {
+            anyhow::anyhow!(
+                "--recipe: no {} role to model the {} bench pod on (the recipe has {}); pick one with --role",
+                role.unwrap_or(side.as_str()),
+                side.as_str(),
+                names()
+            )
+        })
+    };
+    let spec = |r: &RoleEnv| {
+        let source = format!("recipe {} {} ({})", r.sources.join("+"), r.role.as_str(), r.workload);
+        let (template, notes) = template(r);
+        let mut spec = TransportSpec::from_template(&template, &source);
+        spec.not_copied.extend(notes);
+        spec
+    };
+    Ok(SideTemplates {
+        prefill: Some(spec(pick(Role::Prefill)?)),
+        decode: Some(spec(pick(Role::Decode)?)),
+    })
+}
+
+/// The role as a pod template, and what could not be written into one.
+pub fn template(r: &RoleEnv) -> (PodTemplateSpec, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut env = Vec::new();
+    for v in &r.env {
+        let (value, value_from) = match &v.value {
+            EnvValue::Literal { value } => (Some(value.clone()), None),
+            EnvValue::Secret { name, key } => (
+                None,
+                Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: name.clone(),
+                        key: key.clone(),
+                        optional: None,
+                    }),
+                    ..Default::default()
+                }),
+            ),
+            EnvValue::ConfigMap { name, key } => (
+                None,
+                Some(EnvVarSource {
+                    config_map_key_ref: Some(ConfigMapKeySelector {
+                        name: name.clone(),
+                        key: key.clone(),
+                        optional: None,
+                    }),
+                    ..Default::default()
+                }),
+            ),
+            EnvValue::Field { path } => match path.strip_prefix("resource:") {
+                Some(resource) => (
+                    None,
+                    Some(EnvVarSource {
+                        resource_field_ref: Some(ResourceFieldSelector {
+                            resource: resource.to_string(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                ),
+                None => (
+                    None,
+                    Some(EnvVarSource {
+                        field_ref: Some(ObjectFieldSelector {
+                            field_path: path.clone(),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }),
+                ),
+            },
+            EnvValue::Computed { .. } | EnvValue::Unknown => {
+                notes.push(format!(
+                    "{} is computed when the worker starts ({}): not reproduced",
+                    v.name, v.origin
+                ));
+                continue;
+            }
+        };
+        env.push(EnvVar {
+            name: v.name.clone(),
+            value,
+            value_from,
+        });
+    }
+    for from in &r.env_from {
+        notes.push(format!(
+            "envFrom {} {} is not in the inputs: its variables are not copied",
+            from.kind, from.name
+        ));
+    }
+    let mut devices: BTreeMap<String, Quantity> = r
+        .resources
+        .rdma
+        .iter()
+        .map(|(k, v)| (k.clone(), Quantity(v.clone())))
+        .collect();
+    if let Some(gpus) = &r.resources.gpus {
+        match r.resources.accelerator.as_deref() {
+            None | Some("cuda") => {
+                devices.insert("nvidia.com/gpu".into(), Quantity(gpus.clone()));
+            }
+            Some("rocm") => {
+                devices.insert("amd.com/gpu".into(), Quantity(gpus.clone()));
+            }
+            Some(other) => notes.push(format!(
+                "{gpus} {other} GPU(s): the resource name is not known; pass --resource"
+            )),
+        }
+    }
+    if !r.resources.claims.is_empty() {
+        notes.push(format!(
+            "resource claims (DRA) {} are not copied",
+            r.resources.claims.join(", ")
+        ));
+    }
+    if r.host_infiniband {
+        notes.push("the hostPath /dev/infiniband mount is not copied".into());
+    }
+    let mut volumes = Vec::new();
+    let mut mounts = Vec::new();
+    // Some(0): disabled; u64::MAX: no size limit; None: a size that did not parse.
+    let shm_size = match &r.shm {
+        None | Some((_, Some(0))) => None,
+        Some((_, Some(u64::MAX))) => Some(None),
+        Some((text, Some(_))) => Some(Some(Quantity(text.clone()))),
+        Some((text, None)) => {
+            notes.push(format!(
+                "/dev/shm size '{text}' is not a quantity: copied without a limit"
+            ));
+            Some(None)
+        }
+    };
+    if let Some(size_limit) = shm_size {
+        volumes.push(Volume {
+            name: "dshm".into(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: Some("Memory".into()),
+                size_limit,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        mounts.push(VolumeMount {
+            name: "dshm".into(),
+            mount_path: "/dev/shm".into(),
+            ..Default::default()
+        });
+    }
+    let container = Container {
+        name: if r.component.is_empty() {
+            "engine".into()
+        } else {
+            r.component.to_ascii_lowercase()
+        },
+        image: r.image.clone(),
+        env: (!env.is_empty()).then_some(env),
+        resources: (!devices.is_empty()).then(|| ResourceRequirements {
+            limits: Some(devices.clone()),
+            requests: Some(devices),
+            ..Default::default()
+        }),
+        security_context: Some(SecurityContext {
+            privileged: r.privileged.then_some(true),
+            capabilities: (!r.capabilities.is_empty()).then(|| Capabilities {
+                add: Some(r.capabilities.clone()),
+                drop: None,
+            }),
+            ..Default::default()
+        }),
+        volume_mounts: (!mounts.is_empty()).then_some(mounts),
+        ..Default::default()
+    };
+    let spec = PodSpec {
+        containers: vec![container],
+        host_ipc: r.host_ipc.then_some(true),
+        host_pid: r.host_pid.then_some(true),
+        host_network: r.host_network.then_some(true),
+        node_selector: (!r.placement.node_selector.is_empty()).then(|| r.placement.node_selector.clone()),
+        volumes: (!volumes.is_empty()).then_some(volumes),
+        ..Default::default()
+    };
+    (
+        PodTemplateSpec {
+            metadata: None,
+            spec: Some(spec),
+        },
+        notes,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn role(yaml: &str) -> RoleEnv {
+        let docs = icb_recipe::parse_bytes("t.yaml", yaml.as_bytes()).unwrap();
+        icb_recipe::resolve(&docs).roles.remove(0)
+    }
+
+    #[test]
+    fn what_a_template_cannot_carry_is_said() {
+        let r = role(
+            r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: decode}
+spec:
+  template:
+    spec:
+      hostIPC: true
+      nodeSelector: {pool: decode}
+      containers:
+      - name: engine
+        image: sglang:1
+        command: [sh, -c, "export UCX_NET_DEVICES=$(ls /sys/class/infiniband | head -1); exec python3 -m sglang.launch_server"]
+        envFrom: [{configMapRef: {name: ucx-settings}}]
+        env:
+        - {name: UCX_TLS, value: "rc,sm"}
+        - {name: UCX_IB_GID_INDEX, valueFrom: {configMapKeyRef: {name: net, key: gid}}}
+        resources: {limits: {amd.com/gpu: "2", rdma/ib: "1"}}
+        volumeMounts: [{name: shm, mountPath: /dev/shm}]
+      volumes: [{name: shm, emptyDir: {medium: Memory}}]
+"#,
+        );
+        let (t, notes) = template(&r);
+        let spec = t.spec.unwrap();
+        assert_eq!(spec.host_ipc, Some(true));
+        assert_eq!(spec.node_selector.unwrap()["pool"], "decode");
+        let c = &spec.containers[0];
+        let env = c.env.clone().unwrap();
+        assert_eq!(env[0].value.as_deref(), Some("rc,sm"));
+        let gid = env.iter().find(|e| e.name == "UCX_IB_GID_INDEX").unwrap();
+        assert_eq!(
+            gid.value_from
+                .as_ref()
+                .unwrap()
+                .config_map_key_ref
+                .as_ref()
+                .unwrap()
+                .key,
+            "gid"
+        );
+        let limits = c.resources.clone().unwrap().limits.unwrap();
+        assert_eq!(limits["rdma/ib"].0, "1");
+        assert_eq!(limits["amd.com/gpu"].0, "2", "{limits:?}");
+        let shm = spec.volumes.unwrap()[0].empty_dir.clone().unwrap();
+        assert_eq!(
+            shm.size_limit, None,
+            "a memory /dev/shm without a limit stays unlimited"
+        );
+        let notes = notes.join("\n");
+        assert!(
+            notes.contains("UCX_NET_DEVICES is computed when the worker starts"),
+            "{notes}"
+        );
+        assert!(notes.contains("envFrom configMap ucx-settings"), "{notes}");
+        // Through the same reader as a running pod: only transport variables survive.
+        let one = PodSpec {
+            containers: vec![c.clone()],
+            ..Default::default()
+        };
+        let read = TransportSpec::from_template(
+            &PodTemplateSpec {
+                metadata: None,
+                spec: Some(one),
+            },
+            "recipe t",
+        );
+        assert!(read.env.iter().all(|e| e.name.starts_with("UCX_")));
+    }
+}

@@ -1,0 +1,129 @@
+//! `sweep --label-nodes`: the sweep's final node verdicts as node labels (`icb_kube::node_labels`
+//! writes them). Only pass and fail are verdicts; unschedulable, unknown and suspect nodes are
+//! left exactly as they are (a busy node keeps last night's label; its checked-at annotation
+//! says how old it is), and the sweep says so on stderr.
+
+use icb_kube::node_labels::{self, Fabric, NodeMark};
+use icb_sweep::results::SweepResults;
+use icb_sweep::score::{NodeStatus, NodeVerdict};
+
+/// The marks to write, and the nodes left alone with their status.
+pub fn marks(verdicts: &[NodeVerdict]) -> (Vec<NodeMark>, Vec<(String, NodeStatus)>) {
+    let mut marks = Vec::new();
+    let mut untouched = Vec::new();
+    for v in verdicts {
+        let fabric = match v.status {
+            NodeStatus::Pass => Fabric::Pass,
+            NodeStatus::Fail => Fabric::Fail,
+            other => {
+                untouched.push((v.node.clone(), other));
+                continue;
+            }
+        };
+        marks.push(NodeMark {
+            node: v.node.clone(),
+            fabric,
+            reason: reason(v),
+        });
+    }
+    (marks, untouched)
+}
+
+fn reason(v: &NodeVerdict) -> String {
+    // A latency-only profile has no bandwidth: say nothing rather than "0".
+    let median = v
+        .median_bps
+        .map(|b| format!(" median {:.2} GB/s,", b / 1e9))
+        .unwrap_or_default();
+    let paths = if v.data_paths.is_empty() {
+        String::new()
+    } else {
+        format!(", data paths {}", v.data_paths.join("+"))
+    };
+    let head = format!(
+        "{}:{median} {}/{} pairs failed{paths}",
+        v.status.as_str(),
+        v.failed_pairs,
+        v.pairs
+    );
+    match (v.status, v.evidence.is_empty()) {
+        (NodeStatus::Fail, false) => format!("{head}; {}", v.evidence.join("; ")),
+        _ => head,
+    }
+}
+
+/// Labels the judged nodes of a finished sweep; one line on stderr says what was written and what
+/// was left alone.
+pub async fn apply(cluster: &icb_kube::Cluster, results: &SweepResults) -> anyhow::Result<()> {
+    let (marks, untouched) = marks(&results.node_verdicts);
+    let done = node_labels::label_nodes(cluster, &marks, &results.sweep_id, &results.updated_at).await?;
+    let mut line = format!(
+        "ic-bench: labelled {done} node(s) {}=pass|fail (sweep {})",
+        node_labels::FABRIC_LABEL,
+        results.sweep_id
+    );
+    if !untouched.is_empty() {
+        let list: Vec<String> = untouched.iter().map(|(n, s)| format!("{n} ({})", s.as_str())).collect();
+        line.push_str(&format!(
+            "; no verdict, left as they were: {} (a label there is an earlier sweep's: see {})",
+            list.join(", "),
+            node_labels::CHECKED_AT_ANNOTATION
+        ));
+    }
+    eprintln!("{line}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(node: &str, status: NodeStatus) -> NodeVerdict {
+        NodeVerdict {
+            node: node.into(),
+            status,
+            median_bps: Some(2.5e9),
+            pairs: 3,
+            failed_pairs: if status == NodeStatus::Fail { 3 } else { 0 },
+            data_paths: vec!["tcp".into()],
+            evidence: vec!["node-2 > node-1: fail (tcp fallback)".into()],
+        }
+    }
+
+    fn marks_of(v: NodeVerdict) -> String {
+        marks(&[v]).0.remove(0).reason
+    }
+
+    #[test]
+    fn only_pass_and_fail_are_written() {
+        let (marks, untouched) = marks(&[
+            verdict("node-1", NodeStatus::Pass),
+            verdict("node-2", NodeStatus::Fail),
+            verdict("node-3", NodeStatus::Unschedulable),
+            verdict("node-4", NodeStatus::Suspect),
+            verdict("node-5", NodeStatus::Unknown),
+        ]);
+        let written: Vec<(&str, Fabric)> = marks.iter().map(|m| (m.node.as_str(), m.fabric)).collect();
+        assert_eq!(written, [("node-1", Fabric::Pass), ("node-2", Fabric::Fail)]);
+        assert_eq!(
+            untouched.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            ["node-3", "node-4", "node-5"]
+        );
+        assert_eq!(
+            marks[0].reason,
+            "pass: median 2.50 GB/s, 0/3 pairs failed, data paths tcp"
+        );
+        assert!(
+            marks[1].reason.ends_with("; node-2 > node-1: fail (tcp fallback)"),
+            "{}",
+            marks[1].reason
+        );
+    }
+
+    #[test]
+    fn a_latency_only_verdict_has_no_bandwidth_in_its_reason() {
+        let mut v = verdict("node-6", NodeStatus::Pass);
+        v.median_bps = None;
+        assert_eq!(marks_of(v), "pass: 0/3 pairs failed, data paths tcp");
+    }
+}
