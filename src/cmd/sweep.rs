@@ -279,9 +279,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 path.display()
             )));
         }
-        // Second pass: each suspect with two nodes that passed.
+        // Second pass: each suspect with two nodes that passed (intra-node: its own pair again).
         let first = score::first_pass_verdicts(&results.nodes, &results.pairs);
-        let second: Vec<_> = score::second_pass_plan(&first, args.max_concurrent)
+        let intra_node = results.schedule == Schedule::IntraNode;
+        let second: Vec<_> = score::second_pass_plan(&first, args.max_concurrent, intra_node)
             .into_iter()
             .map(|r| r.into_iter().filter(|p| !results.has(p, 2)).collect::<Vec<_>>())
             .filter(|r| !r.is_empty())

@@ -46,6 +46,20 @@ fn svg_cannot_show_a_sweep_and_says_what_can() {
 }
 
 #[test]
+fn a_sweep_where_nothing_was_measured_says_so_instead_of_blaming_nodes() {
+    let mut r = fixture();
+    for p in &mut r.pairs {
+        p.outcome = icb_sweep::Outcome::Error {
+            reason: "the decode side exited before listening".into(),
+        };
+    }
+    r.node_verdicts = icb_sweep::score::final_verdicts(&r.nodes, &r.pairs);
+    let text = render_sweep_in(&r, Format::Table, View::default()).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(first.starts_with("ERROR: no pair was measured (8 pairs"), "{first}");
+}
+
+#[test]
 fn table_names_the_bad_node_first_and_lists_every_node() {
     let text = render(Format::Table);
     let first = text.lines().next().unwrap();

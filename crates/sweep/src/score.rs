@@ -210,8 +210,23 @@ fn outlier_floor(medians: &[f64]) -> Option<(f64, f64, f64)> {
 }
 
 /// The second pass: each suspect with two partners that passed (spread over the passed nodes so
-/// the re-pairs of several suspects can run in parallel), packed into node-disjoint rounds.
-pub fn second_pass_plan(verdicts: &[NodeVerdict], max_concurrent: usize) -> Vec<Round> {
+/// the re-pairs of several suspects can run in parallel), packed into node-disjoint rounds. With
+/// `intra_node` (the intra-node schedule, where a node's only pair is with itself) a partner would
+/// test another path, so each suspect runs its own pair again instead: a failure that repeats is
+/// the node's.
+pub fn second_pass_plan(verdicts: &[NodeVerdict], max_concurrent: usize, intra_node: bool) -> Vec<Round> {
+    if intra_node {
+        let again: Vec<Pair> = verdicts
+            .iter()
+            .filter(|v| v.status == NodeStatus::Suspect)
+            .map(|v| Pair::new(&v.node, &v.node))
+            .collect();
+        return match (again.is_empty(), max_concurrent) {
+            (true, _) => vec![],
+            (false, 0) => vec![again],
+            (false, n) => again.chunks(n).map(<[Pair]>::to_vec).collect(),
+        };
+    }
     let passed: Vec<&str> = verdicts
         .iter()
         .filter(|v| v.status == NodeStatus::Pass)
@@ -275,7 +290,11 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
             NodeStatus::Fail
         } else if failed == 0 {
             v.evidence
-                .push("cleared: it passed with nodes that passed; the first-pass failures were its partners'".into());
+                .push(if second.iter().all(|r| r.pair.prefill == r.pair.decode) {
+                    "cleared: its own pair passed when run again; the first-pass failure did not repeat".into()
+                } else {
+                    "cleared: it passed with nodes that passed; the first-pass failures were its partners'".into()
+                });
             NodeStatus::Pass
         } else {
             NodeStatus::Suspect
@@ -289,6 +308,36 @@ mod tests {
     use super::*;
     use crate::results::Outcome;
     use crate::schedule::Schedule;
+
+    #[test]
+    fn an_intra_node_suspect_runs_its_own_pair_again() {
+        let v = |node: &str, status| NodeVerdict {
+            node: node.into(),
+            status,
+            median_bps: None,
+            pairs: 1,
+            failed_pairs: 0,
+            data_paths: vec![],
+            evidence: vec![],
+        };
+        let verdicts = [
+            v("a", NodeStatus::Pass),
+            v("b", NodeStatus::Suspect),
+            v("c", NodeStatus::Suspect),
+        ];
+        assert_eq!(
+            second_pass_plan(&verdicts, 0, true),
+            vec![vec![Pair::new("b", "b"), Pair::new("c", "c")]]
+        );
+        assert_eq!(second_pass_plan(&verdicts, 1, true).len(), 2, "one at a time");
+        // Across nodes, partners that passed instead.
+        assert!(
+            second_pass_plan(&verdicts, 0, false)
+                .concat()
+                .iter()
+                .all(|p| p.involves("a"))
+        );
+    }
 
     fn measured(bw: f64, fail: bool) -> Outcome {
         Outcome::Measured {
@@ -338,7 +387,7 @@ mod tests {
             suspects.contains(&"node-3") && suspects.contains(&"node-6"),
             "{first:#?}"
         );
-        let second = second_pass_plan(&first, 0).concat();
+        let second = second_pass_plan(&first, 0, false).concat();
         results.extend(run(&second, 2, &["node-3"], &["node-6"]));
         let fin = final_verdicts(&nodes, &results);
         let failed: Vec<&str> = fin

@@ -45,7 +45,7 @@ fn every_bad_node_is_named_and_no_healthy_node_blamed_at_1000_nodes() {
         let mut results: Vec<PairResult> = rounds.iter().flatten().map(|p| measure(p, 1, &bad, &mut rng)).collect();
         let first = first_pass_verdicts(&nodes, &results);
         let suspects = first.iter().filter(|v| v.status == NodeStatus::Suspect).count();
-        let second = second_pass_plan(&first, 0);
+        let second = second_pass_plan(&first, 0, false);
         results.extend(second.iter().flatten().map(|p| measure(p, 2, &bad, &mut rng)));
         let fin = final_verdicts(&nodes, &results);
         let named: BTreeSet<String> = fin

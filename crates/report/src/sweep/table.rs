@@ -38,7 +38,18 @@ pub(crate) fn render(r: &SweepResults, view: View) -> String {
         .filter(|v| v.status == NodeStatus::Unschedulable)
         .map(|v| v.node.as_str())
         .collect();
-    let mut summary = if bad.is_empty() {
+    let measured = r
+        .pairs
+        .iter()
+        .filter(|p| matches!(p.outcome, icb_sweep::Outcome::Measured { .. }))
+        .count();
+    let mut summary = if measured == 0 && !r.pairs.is_empty() {
+        // Every pair ended before a transfer (setup errors, unschedulable): no fabric verdict.
+        format!(
+            "ERROR: no pair was measured ({} pairs ended before a transfer; see the evidence)",
+            r.pairs.len()
+        )
+    } else if bad.is_empty() {
         format!(
             "PASS: no node failed ({} nodes, {} pairs)",
             r.nodes.len(),
