@@ -68,7 +68,8 @@ pub fn validate(s: &RunSettings) -> Result<(), EngineError> {
 /// `scripts/bench-ucx` to compare methodology with ucx_perftest, not for a verdict). Whatever
 /// they change is recorded in the report's settings. `IC_BENCH_UNTOUCHED_BUFFERS=1`: move
 /// buffers that were never written, like perftest (nothing is verified). `IC_BENCH_WINDOWS=1,8,32,128`:
-/// auto-tune the window over these candidates.
+/// auto-tune the window over these candidates. `IC_BENCH_FIXED_STOP=1`: no adaptive stop, each case
+/// runs exactly its minimum iterations (and minimum time), as perftest's `-n` does.
 pub(crate) fn apply_bench_controls(
     settings: &mut RunSettings,
     var: impl Fn(&str) -> Option<String>,
@@ -83,6 +84,15 @@ pub(crate) fn apply_bench_controls(
                 )));
             }
         };
+    }
+    if let Some(v) = var("IC_BENCH_FIXED_STOP") {
+        match v.trim() {
+            "1" | "true" | "yes" => settings.stop = None,
+            "" | "0" | "false" | "no" => {}
+            other => {
+                return Err(EngineError::Settings(format!("IC_BENCH_FIXED_STOP={other}: use 1 or 0")));
+            }
+        }
     }
     if let Some(v) = var("IC_BENCH_WINDOWS").filter(|v| !v.trim().is_empty()) {
         let mut windows = Vec::new();
@@ -127,6 +137,12 @@ mod tests {
         );
         let e = apply_bench_controls(&mut s, |k| (k == "IC_BENCH_UNTOUCHED_BUFFERS").then(|| "maybe".into()));
         assert!(e.is_err());
+        // The fixed stop: exactly the minimum iterations, as perftest's -n.
+        assert!(s.stop.is_some());
+        apply_bench_controls(&mut s, |k| (k == "IC_BENCH_FIXED_STOP").then(|| "1".into())).unwrap();
+        assert!(s.stop.is_none());
+        let e = apply_bench_controls(&mut s, |k| (k == "IC_BENCH_FIXED_STOP").then(|| "sure".into())).unwrap_err();
+        assert!(e.to_string().contains("IC_BENCH_FIXED_STOP=sure"), "{e}");
     }
 
     #[test]
