@@ -90,7 +90,9 @@ pub(crate) fn apply_bench_controls(
             "1" | "true" | "yes" => settings.stop = None,
             "" | "0" | "false" | "no" => {}
             other => {
-                return Err(EngineError::Settings(format!("IC_BENCH_FIXED_STOP={other}: use 1 or 0")));
+                return Err(EngineError::Settings(format!(
+                    "IC_BENCH_FIXED_STOP={other}: use 1 or 0"
+                )));
             }
         }
     }
