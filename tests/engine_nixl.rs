@@ -60,6 +60,8 @@ fn nixl_engine_pair_reads_and_writes_descriptor_lists_verified_and_attributed() 
                 "--batches",
                 "1,16",
             ],
+            // The verdict here is about the path; a loaded machine must not trip the floor.
+            &["--min-host-bw", "0.001"],
             &QUICK[..],
         ]
         .concat(),
