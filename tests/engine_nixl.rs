@@ -51,7 +51,7 @@ fn nixl_engine_pair_reads_and_writes_descriptor_lists_verified_and_attributed() 
     let _one = serial();
     let ran = ic_bench(
         &[
-            &["pair", "--local", "--engine", "nixl", "-o", "json"],
+            &["pair", "--local", "--engine", "nixl", "-o", "json"][..],
             &[
                 "--memory",
                 "host-host,cuda-cuda",

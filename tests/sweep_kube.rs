@@ -12,47 +12,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::*;
 
-/// Short pairs: the emulated fabric is TCP over veths, so TCP is allowed and the floor is low.
-const SWEEP_FAST: &[&str] = &[
-    "--tests",
-    "put_bw,get_bw,tag_lat",
-    "--sizes",
-    "1MiB",
-    "--max-time",
-    "0.3",
-    "--allow-tcp",
-    "--min-host-bw",
-    "0.001",
-    "--pair-timeout",
-    "60s",
-];
-
 fn nodes(n: usize) -> ClusterConfig {
     (1..=n).fold(ClusterConfig::new(), |c, i| {
         c.node(NodeConfig::new(format!("node-{i}")))
     })
-}
-
-fn sweep(cluster: &TestCluster, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.arg("sweep")
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig_path())
-        .args(SWEEP_FAST)
-        .args(extra)
-        .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd
-}
-
-fn run(cluster: &TestCluster, extra: &[&str], limit: Duration) -> (i32, String, String) {
-    let out = wait_output(sweep(cluster, extra).spawn().unwrap(), limit);
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn verdicts(results: &Value) -> Vec<(String, String)> {
@@ -77,14 +40,14 @@ fn load(path: &std::path::Path) -> Value {
 fn dry_run_prints_the_plan() {
     let cluster =
         TestCluster::start_blocking(nodes(5).program(BIN).isolation(icb_testcluster::Isolation::Host)).unwrap();
-    let (code, out, err) = run(&cluster, &["--dry-run"], Duration::from_secs(30));
+    let (code, out, err) = run_sweep(&cluster, &["--dry-run"], Duration::from_secs(30));
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("schedule all-pairs, 5 nodes, 10 pairs in 5 rounds, up to 2 pairs (4 pods) at once"),
         "{out}"
     );
     assert!(out.contains("round 5:"), "{out}");
-    let (code, out, _) = run(
+    let (code, out, _) = run_sweep(
         &cluster,
         &["--dry-run", "--schedule", "linear", "--matchings", "1"],
         Duration::from_secs(30),
@@ -112,7 +75,7 @@ fn a_slow_node_and_an_unschedulable_node_are_named_and_the_rest_pass() {
     let junit = dir.path().join("sweep.xml");
     let html = dir.path().join("sweep.html");
     let started = Instant::now();
-    let (code, out, err) = run(
+    let (code, out, err) = run_sweep(
         &cluster,
         &[
             "--gpus",
@@ -188,7 +151,7 @@ fn ctrl_c_mid_sweep_leaves_nothing_and_resume_finishes_it() {
     let cluster = cluster_with(nodes(4));
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("sweep.json");
-    let child = sweep(&cluster, &["--results", results.to_str().unwrap()])
+    let child = sweep_command(&cluster, &["--results", results.to_str().unwrap()])
         .spawn()
         .unwrap();
     let pid = child.id();
@@ -216,7 +179,7 @@ fn ctrl_c_mid_sweep_leaves_nothing_and_resume_finishes_it() {
     let done_before = partial["pairs"].as_array().unwrap().len();
     assert!(done_before < 6, "interrupted before the end: {done_before}");
 
-    let (code, _, err) = run(
+    let (code, _, err) = run_sweep(
         &cluster,
         &["--resume", results.to_str().unwrap()],
         Duration::from_secs(300),
@@ -268,7 +231,7 @@ fn sweep_wall_against_rounds_times_one_pair() {
     let dir = tempfile::tempdir().unwrap();
     let single = dir.path().join("one.json");
     let t = Instant::now();
-    let (code, _, err) = run(
+    let (code, _, err) = run_sweep(
         &cluster,
         &["--nodes", "node-1,node-2", "--results", single.to_str().unwrap()],
         Duration::from_secs(300),
@@ -277,7 +240,7 @@ fn sweep_wall_against_rounds_times_one_pair() {
     assert_eq!(code, 0, "{err}");
     let results = dir.path().join("all.json");
     let t = Instant::now();
-    let (code, _, err) = run(
+    let (code, _, err) = run_sweep(
         &cluster,
         &["--results", results.to_str().unwrap()],
         Duration::from_secs(7200),
@@ -354,7 +317,7 @@ fn api_faults_during_a_sweep_are_retried_without_duplicate_pods() {
     cluster.clear_requests();
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("sweep.json");
-    let (code, out, err) = run(
+    let (code, out, err) = run_sweep(
         &cluster,
         &["--host-ipc", "--results", results.to_str().unwrap()],
         Duration::from_secs(300),

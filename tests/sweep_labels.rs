@@ -12,43 +12,8 @@ use icb_kube::kube::api::{Patch, PatchParams};
 use icb_testcluster::{ClusterConfig, Isolation, NodeConfig, RequestMatch, TestCluster};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::*;
-
-const SWEEP_FAST: &[&str] = &[
-    "--tests",
-    "put_bw,get_bw,tag_lat",
-    "--sizes",
-    "1MiB",
-    "--max-time",
-    "0.3",
-    "--allow-tcp",
-    "--min-host-bw",
-    "0.001",
-    "--pair-timeout",
-    "60s",
-];
-
-fn sweep(cluster: &TestCluster, extra: &[&str], limit: Duration) -> (i32, String, String) {
-    let child = Command::new(BIN)
-        .arg("sweep")
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig_path())
-        .args(SWEEP_FAST)
-        .args(extra)
-        .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = wait_output(child, limit);
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 type Meta = (BTreeMap<String, String>, BTreeMap<String, String>);
 
@@ -127,7 +92,7 @@ fn judged_nodes_are_labelled_and_a_node_without_a_verdict_keeps_its_label() {
     cluster.clear_requests();
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("sweep.json");
-    let (code, out, err) = sweep(
+    let (code, out, err) = run_sweep(
         &cluster,
         &[
             "--gpus",
@@ -209,7 +174,7 @@ fn without_the_flag_no_node_is_written() {
     let before = node_meta(&cluster);
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("sweep.json");
-    let (code, out, err) = sweep(
+    let (code, out, err) = run_sweep(
         &cluster,
         &["--host-ipc", "--results", results.to_str().unwrap()],
         Duration::from_secs(300),
@@ -228,7 +193,7 @@ fn a_forbidden_node_patch_stops_the_sweep_before_any_pod_with_the_cluster_role_n
     cluster.fail_requests_always(RequestMatch::new("PATCH", "/api/v1/nodes/*"), 403);
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("sweep.json");
-    let (code, out, err) = sweep(
+    let (code, out, err) = run_sweep(
         &cluster,
         &["--label-nodes", "--results", results.to_str().unwrap()],
         Duration::from_secs(60),

@@ -227,3 +227,42 @@ pub fn plain_pair_run(test: &str) -> Option<PairRun> {
     assert!(leftover_bench_pods(&cluster).is_empty());
     Some(run)
 }
+
+/// Short sweep pairs: the emulated fabric is TCP over veths, so TCP is allowed and the floor is low.
+pub const SWEEP_FAST: &[&str] = &[
+    "--tests",
+    "put_bw,get_bw,tag_lat",
+    "--sizes",
+    "1MiB",
+    "--max-time",
+    "0.3",
+    "--allow-tcp",
+    "--min-host-bw",
+    "0.001",
+    "--pair-timeout",
+    "60s",
+];
+
+/// `ic-bench sweep` against `cluster` with [`SWEEP_FAST`] and `extra`, output piped.
+pub fn sweep_command(cluster: &TestCluster, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("sweep")
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig_path())
+        .args(SWEEP_FAST)
+        .args(extra)
+        .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Runs [`sweep_command`] within `limit`: (exit code, stdout, stderr).
+pub fn run_sweep(cluster: &TestCluster, extra: &[&str], limit: Duration) -> (i32, String, String) {
+    let out = wait_output(sweep_command(cluster, extra).spawn().unwrap(), limit);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
