@@ -43,28 +43,11 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
 
     // A caller without a token gets one that is never cancelled.
     let cancel = opts.cancel.clone().unwrap_or_default();
-    let connecting = tokio::time::timeout(opts.connect_timeout, tokio::net::TcpStream::connect(server_addr));
-    let connected = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => {
+    let stream = match crate::control::connect_server(server_addr, &opts.server, opts.connect_timeout, &cancel).await {
+        Ok(stream) => stream,
+        Err(e) => {
             thread.shutdown(Duration::from_secs(5));
-            return Err(EngineError::Interrupted);
-        }
-        r = connecting => r,
-    };
-    let stream = match connected {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            return Err(EngineError::Connect {
-                addr: opts.server.clone(),
-                detail: e.to_string(),
-            });
-        }
-        Err(_) => {
-            return Err(EngineError::Connect {
-                addr: opts.server.clone(),
-                detail: format!("no answer within {:.0} s", opts.connect_timeout.as_secs_f64()),
-            });
+            return Err(e);
         }
     };
     let local_addr = stream.local_addr().ok();

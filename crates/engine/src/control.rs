@@ -142,3 +142,29 @@ pub async fn accept_client(
         }
     }
 }
+
+/// The client's connection to a server's control port: `addr` within `timeout`, named in errors
+/// as the user wrote it (`shown`). A cancelled `cancel` ends the wait with
+/// [`EngineError::Interrupted`].
+pub async fn connect_server(
+    addr: std::net::SocketAddr,
+    shown: &str,
+    timeout: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<TcpStream, EngineError> {
+    let connecting = tokio::time::timeout(timeout, TcpStream::connect(addr));
+    let connected = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return Err(EngineError::Interrupted),
+        r = connecting => r,
+    };
+    let detail = match connected {
+        Ok(Ok(stream)) => return Ok(stream),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {:.0} s", timeout.as_secs_f64()),
+    };
+    Err(EngineError::Connect {
+        addr: shown.to_string(),
+        detail,
+    })
+}

@@ -66,34 +66,14 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
 
     // A caller without a token gets one that is never cancelled.
     let cancel = opts.cancel.clone().unwrap_or_default();
-    let connecting = tokio::time::timeout(opts.connect_timeout, tokio::net::TcpStream::connect(server_addr));
-    let connected = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => {
-            thread.shutdown(Duration::from_secs(5));
-            return Err(EngineError::Interrupted.into());
-        }
-        r = connecting => r,
-    };
-    let stream = match connected {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            thread.shutdown(Duration::from_secs(5));
-            return Err(EngineError::Connect {
-                addr: opts.server.clone(),
-                detail: e.to_string(),
+    let stream =
+        match icb_engine::control::connect_server(server_addr, &opts.server, opts.connect_timeout, &cancel).await {
+            Ok(stream) => stream,
+            Err(e) => {
+                thread.shutdown(Duration::from_secs(5));
+                return Err(e.into());
             }
-            .into());
-        }
-        Err(_) => {
-            thread.shutdown(Duration::from_secs(5));
-            return Err(EngineError::Connect {
-                addr: opts.server.clone(),
-                detail: format!("no answer within {:.0} s", opts.connect_timeout.as_secs_f64()),
-            }
-            .into());
-        }
-    };
+        };
     let local_addr = stream.local_addr().ok();
     let mut control = Control::new(stream);
     let mut opts = opts;
