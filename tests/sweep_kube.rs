@@ -63,13 +63,7 @@ fn a_slow_node_and_an_unschedulable_node_are_named_and_the_rest_pass() {
         return;
     }
     // node-5 has no GPU while every bench pod asks for one: unschedulable, not a bad fabric.
-    let config = (1..=4)
-        .fold(ClusterConfig::new(), |c, i| {
-            c.node(NodeConfig::gpu(format!("node-{i}"), 1))
-        })
-        .node(NodeConfig::new("node-5"));
-    let cluster = cluster_with(config);
-    cluster.rate_limit_node("node-2", "30mbit").unwrap();
+    let cluster = slow_and_gpuless_cluster();
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("sweep.json");
     let junit = dir.path().join("sweep.xml");

@@ -73,13 +73,7 @@ fn judged_nodes_are_labelled_and_a_node_without_a_verdict_keeps_its_label() {
     }
     // node-2's link is slow (the culprit); node-5 has no GPU while bench pods ask for one
     // (unschedulable: no verdict), and carries last night's pass, which must stay.
-    let config = (1..=4)
-        .fold(ClusterConfig::new(), |c, i| {
-            c.node(NodeConfig::gpu(format!("node-{i}"), 1))
-        })
-        .node(NodeConfig::new("node-5"));
-    let cluster = cluster_with(config);
-    cluster.rate_limit_node("node-2", "30mbit").unwrap();
+    let cluster = slow_and_gpuless_cluster();
     let old = serde_json::json!({"ic-bench.dev/fabric-checked-at": "2026-01-01T02:00:00Z",
                                  "ic-bench.dev/fabric-run": "swold", "ic-bench.dev/fabric-reason": "pass: earlier"});
     label(

@@ -266,3 +266,17 @@ pub fn run_sweep(cluster: &TestCluster, extra: &[&str], limit: Duration) -> (i32
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Five nodes for the sweep fault tests: node-1 … node-4 with one GPU each, node-2's link
+/// rate-limited to 30 Mbit/s (the culprit), node-5 without a GPU (bench pods asking for one cannot
+/// be placed there: unschedulable, not a bad fabric).
+pub fn slow_and_gpuless_cluster() -> TestCluster {
+    let config = (1..=4)
+        .fold(ClusterConfig::new(), |c, i| {
+            c.node(NodeConfig::gpu(format!("node-{i}"), 1))
+        })
+        .node(NodeConfig::new("node-5"));
+    let cluster = cluster_with(config);
+    cluster.rate_limit_node("node-2", "30mbit").unwrap();
+    cluster
+}

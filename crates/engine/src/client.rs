@@ -59,18 +59,14 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
         r = run_session(&mut control, &thread, &local, &cuda, &mut opts, &mut done) => r,
     };
     // An interrupted run still reports what it measured, once the server's hello is known.
-    let interrupted = matches!(result, Err(EngineError::Interrupted)) && done.server.is_some();
-    if let Err(e) = result
-        && !interrupted
-    {
-        control.report_failure(&e).await;
-        drop(control);
-        thread.shutdown(Duration::from_secs(5));
-        return Err(e);
-    }
-    if interrupted {
-        control.send_error("the client was interrupted").await;
-    }
+    let interrupted = match crate::control::settle_client_session(&mut control, result, done.server.is_some()).await {
+        Ok(interrupted) => interrupted,
+        Err(e) => {
+            drop(control);
+            thread.shutdown(Duration::from_secs(5));
+            return Err(e);
+        }
+    };
     drop(control);
     thread.shutdown(Duration::from_secs(5));
     let SessionState {

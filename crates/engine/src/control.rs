@@ -168,3 +168,25 @@ pub async fn connect_server(
         detail,
     })
 }
+
+/// Settles a client's ended session with the server: `Ok(false)` finished, `Ok(true)` interrupted
+/// once the server's hello had arrived (`hello_known`: a partial run; the server is told), `Err`
+/// anything else (the server is told unless the failure was its own or the connection's). Both
+/// engines' clients end their sessions here.
+pub async fn settle_client_session(
+    control: &mut Control,
+    result: Result<(), EngineError>,
+    hello_known: bool,
+) -> Result<bool, EngineError> {
+    match result {
+        Ok(()) => Ok(false),
+        Err(EngineError::Interrupted) if hello_known => {
+            control.send_error("the client was interrupted").await;
+            Ok(true)
+        }
+        Err(e) => {
+            control.report_failure(&e).await;
+            Err(e)
+        }
+    }
+}
