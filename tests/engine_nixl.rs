@@ -12,7 +12,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use pair_local_support::{Ran, ic_bench, serial};
 use std::collections::BTreeMap;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -283,25 +283,37 @@ fn ctrl_c_during_a_nixl_pair_writes_a_partial_report_and_leaves_nothing() {
             "--max-time",
             "1",
         ])
+        // At info the prefill side logs each finished case: the test signals after the first.
+        .env("IC_BENCH_LOG", "info")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn ic-bench pair");
     let pid = child.id();
     let mut stdout = child.stdout.take().expect("stdout");
-    let mut stderr = child.stderr.take().expect("stderr");
+    let stderr = child.stderr.take().expect("stderr");
     let out = std::thread::spawn(move || {
         let mut s = String::new();
         let _ = stdout.read_to_string(&mut s);
         s
     });
+    let (first_case, first_case_seen) = std::sync::mpsc::channel();
     let err = std::thread::spawn(move || {
         let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.starts_with("[prefill]") && line.contains("host→host: ") {
+                let _ = first_case.send(());
+            }
+            s.push_str(&line);
+            s.push('\n');
+        }
         s
     });
-    // 12 one-second cases: after the sides start and a few cases ran, Ctrl-C.
-    std::thread::sleep(Duration::from_secs(5));
+    // 12 one-second cases: once the first finished (not after a fixed sleep, which a loaded
+    // machine can outlast while NIXL starts), Ctrl-C.
+    first_case_seen
+        .recv_timeout(Duration::from_secs(90))
+        .expect("the prefill side logged no finished case within 90 s");
     assert!(child.try_wait().expect("try_wait").is_none(), "ended before the signal");
     kill(Pid::from_raw(pid as i32), Signal::SIGINT).expect("signal ic-bench");
     let stopped = Instant::now();

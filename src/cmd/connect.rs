@@ -93,12 +93,12 @@ fn progress_line(c: &CaseResult, unit: BandwidthUnit) -> String {
                 (None, Some(l)) => format!("p50 {:.2} us", l.p50),
                 _ => String::new(),
             };
-            let path = c
-                .transport
-                .as_ref()
-                .map(|t| t.data_path.class.to_string())
-                .unwrap_or_default();
-            format!("{head}: {value} over {path}")
+            // The NIXL engine names data paths only when the run ends (UCX prints its `used`
+            // protocol tables when the agent is destroyed), so a case may not have one yet.
+            match &c.transport {
+                Some(t) => format!("{head}: {value} over {}", t.data_path.class),
+                None => format!("{head}: {value}"),
+            }
         }
         (status, _) => format!("{head}: {status:?} ({})", c.reason.as_deref().unwrap_or("")),
     }
@@ -280,4 +280,30 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
     writeln!(out, "{line}")?;
     out.flush()?;
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put_case(transport: Option<serde_json::Value>) -> CaseResult {
+        serde_json::from_value(serde_json::json!({
+            "test": "put_bw", "memory": {"initiator": "host", "target": "host"}, "size": 1048576,
+            "status": "measured",
+            "measurement": {"warmup_iterations": 16, "iterations": 1285, "elapsed_s": 0.1,
+                "bytes": 1347420160u64, "bandwidth_bps": 13.3e9, "window": 32, "verified": true},
+            "transport": transport,
+        }))
+        .expect("a case")
+    }
+
+    #[test]
+    fn a_case_line_names_its_data_path_only_when_it_has_one() {
+        let no_path = progress_line(&put_case(None), BandwidthUnit::GBps);
+        assert_eq!(no_path, "put_bw 1 MiB host→host: 13.30 GB/s");
+        let evidence = serde_json::json!({"data_path": {
+            "class": "cma", "transports": [], "protocol": "", "source": "proto_info"}});
+        let with_path = progress_line(&put_case(Some(evidence)), BandwidthUnit::GBps);
+        assert_eq!(with_path, "put_bw 1 MiB host→host: 13.30 GB/s over cma");
+    }
 }
