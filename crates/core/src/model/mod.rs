@@ -1,0 +1,18 @@
+//! The `pair` result: one struct tree = one JSON schema (`ic-bench.pair/v1`, see `docs/schema.md`).
+//!
+//! Fields are only ever added within a schema version; renaming or removing one bumps [`PAIR_SCHEMA`].
+
+/// Schema identifier written into every pair report.
+pub const PAIR_SCHEMA: &str = "ic-bench.pair/v1";
+
+mod case;
+mod report;
+mod settings;
+mod transport;
+mod verdict;
+
+pub use case::*;
+pub use report::*;
+pub use settings::*;
+pub use transport::*;
+pub use verdict::*;

@@ -1,0 +1,133 @@
+//! The report's frame: who ran, where (placement, endpoints, peers), and what was found
+//! about each side's UCX, NIXL and CUDA.
+
+use super::*;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The whole outcome of one `ic-bench pair` run (also what `ic-bench connect -o json` prints).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairReport {
+    pub schema: String,
+    pub tool: ToolInfo,
+    /// RFC 3339 UTC time the run started.
+    pub started_at: String,
+    pub duration_s: f64,
+    pub placement: Placement,
+    /// The decode side: it runs `ic-bench serve` and owns the target buffers.
+    pub server: PeerInfo,
+    /// The prefill side: it runs `ic-bench connect` and initiates every operation.
+    pub client: PeerInfo,
+    pub settings: RunSettings,
+    pub expectation: Expectation,
+    pub cases: Vec<CaseResult>,
+    pub verdict: Verdict,
+    /// Measurement-quality warnings with advice (outliers, short runs, noisy machine).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// Present only when the run was cut short (Ctrl-C, SIGTERM): `cases` then holds just the
+    /// cases measured before it and the verdict judges only those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<PartialRun>,
+}
+
+/// Why a report holds fewer cases than its settings asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartialRun {
+    /// What cut the run short, e.g. `interrupted by SIGTERM`.
+    pub reason: String,
+    /// How many cases the settings asked for (`cases` has the ones measured).
+    pub planned_cases: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolInfo {
+    pub name: String,
+    pub version: String,
+    pub git_commit: String,
+    /// Version of the UCX headers the binary was generated from.
+    pub ucx_headers: String,
+}
+
+/// Where the two sides ran relative to each other; it decides what the fabric should give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Locality {
+    SameHost,
+    DifferentHosts,
+}
+
+impl fmt::Display for Locality {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Locality::SameHost => "same host",
+            Locality::DifferentHosts => "different hosts",
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub locality: Locality,
+    /// How the pair was started, e.g. `local (isolation=pod)`, `kubernetes`, `manual`.
+    pub mode: String,
+    pub prefill: Endpoint,
+    pub decode: Endpoint,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// Host name, or the Kubernetes node name.
+    pub host: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Address the control channel used (server side: the listen address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// The reference pod or workload this side was modelled on (`pod/NAME`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modelled_on: Option<String>,
+}
+
+/// What one side reports about itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerInfo {
+    pub hostname: String,
+    /// UCX library version loaded at run time, e.g. `1.22.0`.
+    pub ucx_version: String,
+    /// Directory the UCX library was loaded from.
+    pub ucx_library: String,
+    pub cuda: CudaInfo,
+    /// Transport-relevant environment (`UCX_*`, `NCCL_*`, `NIXL_*`, `CUDA_VISIBLE_DEVICES`), secrets masked.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The NIXL this side ran (NIXL engine only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nixl: Option<NixlInfo>,
+}
+
+/// NIXL's release, library and backend on one side (the UCX it runs is `ucx_version`/`ucx_library`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NixlInfo {
+    /// e.g. `1.5.1`; empty when the install does not say.
+    pub version: String,
+    /// The `libnixl_capi.so` that was loaded.
+    pub library: String,
+    /// The backend plugin that moved the bytes (`UCX`).
+    pub backend: String,
+    /// The backend's parameters as NIXL reported them after initialisation.
+    #[serde(default)]
+    pub backend_params: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CudaInfo {
+    pub available: bool,
+    /// Why CUDA is unavailable (e.g. `no CUDA driver`), or the driver version when available.
+    pub detail: String,
+    #[serde(default)]
+    pub devices: u32,
+}
