@@ -22,6 +22,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use ucx::{Endpoint, ErrorMode, MemMap, Op, OpOptions, RemoteKey, Rma, Worker};
 
+mod ops;
+mod phase;
+
+use ops::*;
+pub use phase::{PhaseCtl, PhaseOutcome};
+
 const TAG_DATA: u64 = 0x1cb0_0000_0000_0001;
 const TAG_PING: u64 = 0x1cb0_0000_0000_0002;
 const TAG_PONG: u64 = 0x1cb0_0000_0000_0003;
@@ -38,68 +44,6 @@ pub struct LocalUcx {
     pub version: String,
     pub library: String,
     pub address: Vec<u8>,
-}
-
-/// Flags the control side uses to end a phase early, and the phase's deadline.
-#[derive(Clone)]
-pub struct PhaseCtl {
-    abort: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    deadline: Instant,
-    /// Loops that read the clock every operation (ping-pong, block lists) end the phase early,
-    /// cleanly, once past this: a case's `max_time_s` holds even when the machine is so busy
-    /// that a round takes far longer than planned.
-    soft_deadline: Option<Instant>,
-}
-
-impl PhaseCtl {
-    pub fn new(deadline: Instant) -> Self {
-        PhaseCtl {
-            abort: Arc::new(AtomicBool::new(false)),
-            stop: Arc::new(AtomicBool::new(false)),
-            deadline,
-            soft_deadline: None,
-        }
-    }
-    /// The same, ending per-operation-timed loops early once past `soft` (see the field).
-    pub fn with_soft_deadline(mut self, soft: Option<Instant>) -> Self {
-        self.soft_deadline = soft;
-        self
-    }
-    #[inline]
-    fn past_soft_deadline(&self, now: Instant) -> bool {
-        self.soft_deadline.is_some_and(|d| now >= d)
-    }
-    /// The peer is gone or misbehaved: give up at the next check.
-    pub fn abort(&self) {
-        self.abort.store(true, Ordering::Relaxed);
-    }
-    /// The initiator finished a one-sided phase: the target may stop progressing.
-    pub fn stop(&self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-    #[inline]
-    fn check(&self) -> Result<(), RunError> {
-        if self.abort.load(Ordering::Relaxed) {
-            return Err(RunError::Aborted);
-        }
-        if Instant::now() >= self.deadline {
-            return Err(RunError::Deadline);
-        }
-        Ok(())
-    }
-}
-
-/// What the initiator measured in one phase.
-pub struct PhaseOutcome {
-    /// Time of the timed iterations (the probe operation excluded).
-    pub elapsed_s: f64,
-    /// The probe operation's protocol info string (warmup phase only).
-    pub info: Option<String>,
-    /// Round-trip times in ns (latency tests; per-list times for KV-shaped cases).
-    pub rtt: Option<Histogram<u64>>,
-    /// Operations timed: fewer than asked when the phase's soft deadline ended it early.
-    pub iterations: u64,
 }
 
 struct Case {
@@ -367,7 +311,7 @@ impl Runtime {
                 // over tcp, needs the target's worker) until the initiator says it is done.
                 let _ = ready.send(());
                 let mut i = 0u32;
-                while !ctl.stop.load(Ordering::Relaxed) {
+                while !ctl.stopped() {
                     w.progress();
                     i = i.wrapping_add(1);
                     if i.is_multiple_of(CHECK_EVERY) {
@@ -581,182 +525,6 @@ impl Runtime {
             TestKind::TagBw | TestKind::PutBw => Ok(()),
         }
     }
-}
-
-/// The initiator's ping-pong (ucx_perftest's `run_pingpong`): `n` round trips, each timed from
-/// the previous pong's arrival to this one's. The first is the probe when `probe` is set (its
-/// protocol info string queried, its time not counted).
-#[allow(clippy::too_many_arguments)] // the loop's whole context, kept out of the timed path
-#[inline(never)]
-fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
-    w: &Worker,
-    ep: &Endpoint,
-    b: &std::rc::Rc<B>,
-    p: &std::rc::Rc<P>,
-    size: usize,
-    n: u64,
-    probe: bool,
-    mut hist: Option<Histogram<u64>>,
-    ctl: &PhaseCtl,
-) -> Result<PhaseOutcome, RunError> {
-    let mut info = None;
-    let mut total = 0.0f64;
-    // A round trip's time is recorded during the next one's flight, so the histogram's cost
-    // stays off the measured path.
-    let mut unrecorded: Option<u64> = None;
-    let mut prev = Instant::now();
-    let mut timed = 0u64;
-    for i in 0..n {
-        let first_probe = probe && i == 0;
-        let opts = if first_probe {
-            OpOptions::QUERYABLE
-        } else {
-            OpOptions::default()
-        };
-        // Send first, then post the receive (ucx_perftest's order): the post overlaps the
-        // ping's flight instead of delaying it.
-        let send = w.tag_send(ep, b, 0..size, TAG_PING, opts)?;
-        let recv = w.tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default())?;
-        if first_probe {
-            info = w.info_string(send).ok().flatten();
-        }
-        if let (Some(ns), Some(h)) = (unrecorded.take(), hist.as_mut()) {
-            h.saturating_record(ns);
-        }
-        poll_done(w, recv, ctl)?;
-        let now = Instant::now();
-        wait_op(w, send, ctl)?;
-        check_length("pong", finish_op(w, recv, ctl)?, size)?;
-        if first_probe {
-            // The probe round trip is not part of the warmup pace.
-            prev = now;
-            continue;
-        }
-        let rtt = now.duration_since(prev);
-        prev = now;
-        total += rtt.as_secs_f64();
-        timed += 1;
-        unrecorded = Some(rtt.as_nanos() as u64);
-        if ctl.past_soft_deadline(now) {
-            break;
-        }
-    }
-    if let (Some(ns), Some(h)) = (unrecorded, hist.as_mut()) {
-        h.saturating_record(ns);
-    }
-    Ok(PhaseOutcome {
-        elapsed_s: total,
-        info,
-        rtt: hist,
-        iterations: timed,
-    })
-}
-
-fn ensure_ring(ring: &mut Vec<Option<Op>>, window: usize) {
-    ring.iter_mut().for_each(|s| *s = None);
-    if ring.len() < window {
-        ring.resize(window, None);
-    }
-}
-
-/// Progresses until `op` completes (checking the abort flag and the deadline now and then),
-/// then releases it; returns the completion's length.
-#[inline]
-fn wait_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, RunError> {
-    poll_done(w, op, ctl)?;
-    finish_op(w, op, ctl)
-}
-
-/// Progresses until `op` has completed, without releasing it.
-#[inline]
-fn poll_done(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<(), RunError> {
-    let mut i = 0u32;
-    while !w.is_done(op) {
-        w.progress();
-        i = i.wrapping_add(1);
-        if i.is_multiple_of(CHECK_EVERY) {
-            ctl.check()?;
-        }
-    }
-    Ok(())
-}
-
-/// Like [`poll_done`], but also returns (`false`) when the control side set the stop flag.
-#[inline]
-fn poll_done_or_stop(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<bool, RunError> {
-    let mut i = 0u32;
-    while !w.is_done(op) {
-        w.progress();
-        i = i.wrapping_add(1);
-        if i.is_multiple_of(CHECK_EVERY) {
-            ctl.check()?;
-            if ctl.stop.load(Ordering::Relaxed) && !w.is_done(op) {
-                return Ok(false);
-            }
-        }
-    }
-    Ok(true)
-}
-
-/// Releases a completed `op`; returns its length, or its error.
-#[inline]
-fn finish_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, RunError> {
-    Ok(w.wait(op, ctl.deadline)?.length)
-}
-
-/// The windowed stream loop of ucx_perftest's `run_stream_uni`, written once for tag sends, tag
-/// receives and RMA: `n` operations from `submit`, at most `ring.len()` outstanding, each one's
-/// completion length handed to `completed`; `filled` runs once the first window is submitted (or
-/// all `n`, if fewer). Returns when every operation has completed.
-fn run_window(
-    w: &Worker,
-    ring: &mut [Option<Op>],
-    n: u64,
-    ctl: &PhaseCtl,
-    mut submit: impl FnMut() -> Result<Op, RunError>,
-    mut filled: impl FnMut(),
-    mut completed: impl FnMut(usize) -> Result<(), RunError>,
-) -> Result<(), RunError> {
-    let window = ring.len().max(1) as u64;
-    let first = n.min(window);
-    if first == 0 {
-        filled();
-    }
-    for i in 0..n {
-        let slot = (i % window) as usize;
-        if let Some(op) = ring[slot].take() {
-            completed(wait_op(w, op, ctl)?)?;
-        }
-        ring[slot] = Some(submit()?);
-        if i + 1 == first {
-            filled();
-        }
-    }
-    // Oldest first, so completions are checked in submission order.
-    for k in 0..first {
-        let slot = ((n - first + k) % window) as usize;
-        if let Some(op) = ring[slot].take() {
-            completed(wait_op(w, op, ctl)?)?;
-        }
-    }
-    Ok(())
-}
-
-fn check_length(what: &'static str, got: usize, expected: usize) -> Result<(), RunError> {
-    if got == expected {
-        Ok(())
-    } else {
-        Err(RunError::Length { what, got, expected })
-    }
-}
-
-fn post_ack_recv(w: &Worker, ack: &Buf) -> Result<Op, RunError> {
-    Ok(with_region!(ack, a => w.tag_recv(a, 0..8, TAG_ACK, TAG_MASK, OpOptions::default()))?)
-}
-
-fn send_ack(w: &Worker, ep: &Endpoint, ack: &Buf, ctl: &PhaseCtl) -> Result<(), RunError> {
-    let op = with_region!(ack, a => w.tag_send(ep, a, 0..8, TAG_ACK, OpOptions::default()))?;
-    wait_op(w, op, ctl).map(|_| ())
 }
 
 /// UCX reports a `UCX_TLS` naming no usable transport as "No such device" from ucp_init or worker

@@ -1,0 +1,181 @@
+//! The pieces of the timed loops: the ping-pong round, the window of outstanding operations,
+//! completion polling that honours the phase's flags, and the acknowledgement messages.
+
+use super::*;
+
+/// The initiator's ping-pong (ucx_perftest's `run_pingpong`): `n` round trips, each timed from
+/// the previous pong's arrival to this one's. The first is the probe when `probe` is set (its
+/// protocol info string queried, its time not counted).
+#[allow(clippy::too_many_arguments)] // the loop's whole context, kept out of the timed path
+#[inline(never)]
+pub(super) fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
+    w: &Worker,
+    ep: &Endpoint,
+    b: &std::rc::Rc<B>,
+    p: &std::rc::Rc<P>,
+    size: usize,
+    n: u64,
+    probe: bool,
+    mut hist: Option<Histogram<u64>>,
+    ctl: &PhaseCtl,
+) -> Result<PhaseOutcome, RunError> {
+    let mut info = None;
+    let mut total = 0.0f64;
+    // A round trip's time is recorded during the next one's flight, so the histogram's cost
+    // stays off the measured path.
+    let mut unrecorded: Option<u64> = None;
+    let mut prev = Instant::now();
+    let mut timed = 0u64;
+    for i in 0..n {
+        let first_probe = probe && i == 0;
+        let opts = if first_probe {
+            OpOptions::QUERYABLE
+        } else {
+            OpOptions::default()
+        };
+        // Send first, then post the receive (ucx_perftest's order): the post overlaps the
+        // ping's flight instead of delaying it.
+        let send = w.tag_send(ep, b, 0..size, TAG_PING, opts)?;
+        let recv = w.tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default())?;
+        if first_probe {
+            info = w.info_string(send).ok().flatten();
+        }
+        if let (Some(ns), Some(h)) = (unrecorded.take(), hist.as_mut()) {
+            h.saturating_record(ns);
+        }
+        poll_done(w, recv, ctl)?;
+        let now = Instant::now();
+        wait_op(w, send, ctl)?;
+        check_length("pong", finish_op(w, recv, ctl)?, size)?;
+        if first_probe {
+            // The probe round trip is not part of the warmup pace.
+            prev = now;
+            continue;
+        }
+        let rtt = now.duration_since(prev);
+        prev = now;
+        total += rtt.as_secs_f64();
+        timed += 1;
+        unrecorded = Some(rtt.as_nanos() as u64);
+        if ctl.past_soft_deadline(now) {
+            break;
+        }
+    }
+    if let (Some(ns), Some(h)) = (unrecorded, hist.as_mut()) {
+        h.saturating_record(ns);
+    }
+    Ok(PhaseOutcome {
+        elapsed_s: total,
+        info,
+        rtt: hist,
+        iterations: timed,
+    })
+}
+
+pub(super) fn ensure_ring(ring: &mut Vec<Option<Op>>, window: usize) {
+    ring.iter_mut().for_each(|s| *s = None);
+    if ring.len() < window {
+        ring.resize(window, None);
+    }
+}
+
+/// Progresses until `op` completes (checking the abort flag and the deadline now and then),
+/// then releases it; returns the completion's length.
+#[inline]
+pub(super) fn wait_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, RunError> {
+    poll_done(w, op, ctl)?;
+    finish_op(w, op, ctl)
+}
+
+/// Progresses until `op` has completed, without releasing it.
+#[inline]
+pub(super) fn poll_done(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<(), RunError> {
+    let mut i = 0u32;
+    while !w.is_done(op) {
+        w.progress();
+        i = i.wrapping_add(1);
+        if i.is_multiple_of(CHECK_EVERY) {
+            ctl.check()?;
+        }
+    }
+    Ok(())
+}
+
+/// Like [`poll_done`], but also returns (`false`) when the control side set the stop flag.
+#[inline]
+pub(super) fn poll_done_or_stop(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<bool, RunError> {
+    let mut i = 0u32;
+    while !w.is_done(op) {
+        w.progress();
+        i = i.wrapping_add(1);
+        if i.is_multiple_of(CHECK_EVERY) {
+            ctl.check()?;
+            if ctl.stopped() && !w.is_done(op) {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Releases a completed `op`; returns its length, or its error.
+#[inline]
+pub(super) fn finish_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, RunError> {
+    Ok(w.wait(op, ctl.deadline())?.length)
+}
+
+/// The windowed stream loop of ucx_perftest's `run_stream_uni`, written once for tag sends, tag
+/// receives and RMA: `n` operations from `submit`, at most `ring.len()` outstanding, each one's
+/// completion length handed to `completed`; `filled` runs once the first window is submitted (or
+/// all `n`, if fewer). Returns when every operation has completed.
+pub(super) fn run_window(
+    w: &Worker,
+    ring: &mut [Option<Op>],
+    n: u64,
+    ctl: &PhaseCtl,
+    mut submit: impl FnMut() -> Result<Op, RunError>,
+    mut filled: impl FnMut(),
+    mut completed: impl FnMut(usize) -> Result<(), RunError>,
+) -> Result<(), RunError> {
+    let window = ring.len().max(1) as u64;
+    let first = n.min(window);
+    if first == 0 {
+        filled();
+    }
+    for i in 0..n {
+        let slot = (i % window) as usize;
+        if let Some(op) = ring[slot].take() {
+            completed(wait_op(w, op, ctl)?)?;
+        }
+        ring[slot] = Some(submit()?);
+        if i + 1 == first {
+            filled();
+        }
+    }
+    // Oldest first, so completions are checked in submission order.
+    for k in 0..first {
+        let slot = ((n - first + k) % window) as usize;
+        if let Some(op) = ring[slot].take() {
+            completed(wait_op(w, op, ctl)?)?;
+        }
+    }
+    Ok(())
+}
+
+#[inline]
+pub(super) fn check_length(what: &'static str, got: usize, expected: usize) -> Result<(), RunError> {
+    if got == expected {
+        Ok(())
+    } else {
+        Err(RunError::Length { what, got, expected })
+    }
+}
+
+pub(super) fn post_ack_recv(w: &Worker, ack: &Buf) -> Result<Op, RunError> {
+    Ok(with_region!(ack, a => w.tag_recv(a, 0..8, TAG_ACK, TAG_MASK, OpOptions::default()))?)
+}
+
+pub(super) fn send_ack(w: &Worker, ep: &Endpoint, ack: &Buf, ctl: &PhaseCtl) -> Result<(), RunError> {
+    let op = with_region!(ack, a => w.tag_send(ep, a, 0..8, TAG_ACK, OpOptions::default()))?;
+    wait_op(w, op, ctl).map(|_| ())
+}
