@@ -4,12 +4,41 @@
 /// Splits a shell command the way `bash -c` would for our purposes: quotes, backslash
 /// escapes and line continuations. Never fails: an unterminated quote ends at the text's end.
 pub fn shell_words(text: &str) -> Vec<String> {
+    split_words(text, false)
+}
+
+/// Words of one simple command, keeping `$(…)` with its spaces inside one word.
+fn command_words(cmd: &str) -> Vec<String> {
+    split_words(cmd, true)
+}
+
+/// The one word splitter behind [`shell_words`] and [`command_words`]: with `substitutions`,
+/// a `$(…)` outside quotes is copied verbatim into its word (its value is only known in the pod).
+fn split_words(text: &str, substitutions: bool) -> Vec<String> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;
+    let mut depth = 0usize;
     let mut chars = text.chars().peekable();
     while let Some(c) = chars.next() {
+        if depth > 0 {
+            cur.push(c);
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                _ => {}
+            }
+            continue;
+        }
         match c {
+            '$' if substitutions && chars.peek() == Some(&'(') => {
+                in_word = true;
+                depth = 1;
+                cur.push(c);
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
             '\'' => {
                 in_word = true;
                 for q in chars.by_ref() {
@@ -24,6 +53,7 @@ pub fn shell_words(text: &str) -> Vec<String> {
                 while let Some(q) = chars.next() {
                     match q {
                         '"' => break,
+                        // Inside double quotes a backslash escapes only these (and a newline).
                         '\\' => match chars.peek() {
                             Some(&n @ ('"' | '\\' | '$' | '`')) => {
                                 cur.push(n);
@@ -38,13 +68,12 @@ pub fn shell_words(text: &str) -> Vec<String> {
                     }
                 }
             }
-            '\\' => match chars.next() {
-                Some('\n') | None => {}
-                Some(n) => {
+            '\\' => {
+                if let Some(n) = chars.next().filter(|n| *n != '\n') {
                     in_word = true;
                     cur.push(n);
                 }
-            },
+            }
             c if c.is_whitespace() => {
                 if in_word {
                     words.push(std::mem::take(&mut cur));
@@ -125,79 +154,6 @@ fn simple_commands(script: &str) -> Vec<String> {
     out
 }
 
-/// Words of one simple command, keeping `$(…)` with its spaces inside one word.
-fn command_words(cmd: &str) -> Vec<String> {
-    let mut words = Vec::new();
-    let mut cur = String::new();
-    let mut in_word = false;
-    let mut depth = 0usize;
-    let mut chars = cmd.chars().peekable();
-    while let Some(c) = chars.next() {
-        if depth > 0 {
-            cur.push(c);
-            match c {
-                '(' => depth += 1,
-                ')' => depth -= 1,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '$' if chars.peek() == Some(&'(') => {
-                in_word = true;
-                depth = 1;
-                cur.push(c);
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                }
-            }
-            '\'' => {
-                in_word = true;
-                for q in chars.by_ref() {
-                    if q == '\'' {
-                        break;
-                    }
-                    cur.push(q);
-                }
-            }
-            '"' => {
-                in_word = true;
-                while let Some(q) = chars.next() {
-                    match q {
-                        '"' => break,
-                        '\\' => {
-                            if let Some(n) = chars.next() {
-                                cur.push(n);
-                            }
-                        }
-                        _ => cur.push(q),
-                    }
-                }
-            }
-            '\\' => {
-                if let Some(n) = chars.next().filter(|n| *n != '\n') {
-                    in_word = true;
-                    cur.push(n);
-                }
-            }
-            c if c.is_whitespace() => {
-                if in_word {
-                    words.push(std::mem::take(&mut cur));
-                    in_word = false;
-                }
-            }
-            c => {
-                in_word = true;
-                cur.push(c);
-            }
-        }
-    }
-    if in_word {
-        words.push(cur);
-    }
-    words
-}
-
 fn assignment(word: &str) -> Option<(String, String)> {
     let (name, value) = word.split_once('=')?;
     let valid = !name.is_empty()
@@ -274,5 +230,14 @@ mod tests {
         assert!(vars("python3 x.py --opt A=B").is_empty());
         assert!(vars("# export UCX_TLS=tcp\npython3 x.py").is_empty());
         assert!(vars("echo 'export UCX_TLS=tcp'").is_empty());
+    }
+
+    #[test]
+    fn one_splitter_keeps_substitutions_whole_only_for_commands() {
+        let line = r#"A=$(paste -sd, x) python3 "a \"b\" \c" d\ e"#;
+        assert_eq!(shell_words(line), ["A=$(paste", "-sd,", "x)", "python3", r#"a "b" \c"#, "d e"]);
+        assert_eq!(command_words(line), ["A=$(paste -sd, x)", "python3", r#"a "b" \c"#, "d e"]);
+        // A line continuation joins; an unterminated quote ends at the end of the text.
+        assert_eq!(shell_words("a \\\nb 'c d"), ["a", "b", "c d"]);
     }
 }
