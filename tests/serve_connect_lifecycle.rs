@@ -5,81 +5,11 @@
 
 mod engine_support;
 
-use engine_support::{command, connect};
+use engine_support::{Server, command, connect, drain};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-/// A long-running `ic-bench serve` (no `--once`); killed and reaped on drop.
-struct LongServer {
-    child: Child,
-    addr: String,
-    stderr: mpsc::Receiver<String>,
-}
-
-impl LongServer {
-    fn start() -> LongServer {
-        let mut cmd = command(&["serve", "--listen", "127.0.0.1:0", "--idle-timeout", "120s"], &[]);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
-        let mut child = cmd.spawn().expect("spawn ic-bench serve");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let stderr = drain(child.stderr.take().expect("piped stderr"));
-        let line = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| {
-            let _ = child.kill();
-            panic!("serve printed no listening line within 30 s")
-        });
-        let v: serde_json::Value = serde_json::from_str(line.trim()).expect("listening line is JSON");
-        let addr = v["address"].as_str().expect("address").to_string();
-        LongServer { child, addr, stderr }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn signal(&self, sig: Signal) {
-        kill(Pid::from_raw(self.pid() as i32), sig).expect("signal serve");
-    }
-
-    /// Exit code and stderr once it exits (fails past `limit`).
-    fn wait(mut self, limit: Duration) -> (i32, String) {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                let err = self.stderr.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
-                return (status.code().unwrap_or(-1), err);
-            }
-            assert!(Instant::now() < deadline, "serve did not exit within {limit:?}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for LongServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn drain<R: Read + Send + 'static>(mut r: R) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = r.read_to_string(&mut s);
-        let _ = tx.send(s);
-    });
-    rx
-}
 
 /// Resident memory (KiB), open descriptors and shared-memory mappings (SysV + /dev/shm) of `pid`.
 fn footprint(pid: u32) -> (u64, usize, usize) {
@@ -101,7 +31,7 @@ fn footprint(pid: u32) -> (u64, usize, usize) {
 #[test]
 fn serve_exits_130_on_sigterm_and_sigint() {
     for (sig, name) in [(Signal::SIGTERM, "SIGTERM"), (Signal::SIGINT, "SIGINT")] {
-        let server = LongServer::start();
+        let server = Server::start_long();
         server.signal(sig);
         let (code, stderr) = server.wait(Duration::from_secs(15));
         assert_eq!(code, 130, "{name}: stderr: {stderr}");
@@ -115,7 +45,7 @@ fn serve_exits_130_on_sigterm_and_sigint() {
 
 #[test]
 fn connect_interrupted_writes_a_partial_report_and_exits_130() {
-    let server = LongServer::start();
+    let server = Server::start_long();
     let mut cmd = command(
         &[
             "connect",
@@ -275,7 +205,7 @@ fn in_process_client(server: &str, test: &str) -> Result<icb_core::PairReport, i
 /// tag and RMA mixed: what the server holds after the last is what it held after the first few.
 #[test]
 fn serve_stays_flat_across_200_clients() {
-    let server = LongServer::start();
+    let server = Server::start_long();
     let tests = ["tag_bw", "tag_lat", "put_bw", "get_bw"];
     let mut baseline = None;
     let started = Instant::now();

@@ -46,11 +46,24 @@ pub struct Server {
 }
 
 impl Server {
+    /// `serve --once`: one client, then it exits.
     pub fn start(env: &[(&str, &str)]) -> Server {
-        let mut cmd = command(
-            &["serve", "--listen", "127.0.0.1:0", "--once", "--idle-timeout", "60s"],
-            env,
-        );
+        Server::start_with(&["--once", "--idle-timeout", "60s"], env)
+    }
+
+    /// A server that stays up for client after client (until signalled or idle for 120 s).
+    pub fn start_long() -> Server {
+        Server::start_with(&["--idle-timeout", "120s"], &[])
+    }
+
+    /// `serve --listen 127.0.0.1:0` with `flags`, once it printed its listening line.
+    pub fn start_with(flags: &[&str], env: &[(&str, &str)]) -> Server {
+        let args: Vec<&str> = ["serve", "--listen", "127.0.0.1:0"]
+            .iter()
+            .chain(flags)
+            .copied()
+            .collect();
+        let mut cmd = command(&args, env);
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null());
         let mut child = cmd.spawn().expect("spawn ic-bench serve");
         let stdout = child.stdout.take().expect("piped stdout");
@@ -77,6 +90,14 @@ impl Server {
         Server { child, addr, stderr }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid() as i32), sig).expect("signal serve");
+    }
+
     /// Waits for the server to exit; returns its exit code and stderr.
     pub fn wait(mut self, limit: Duration) -> (i32, String) {
         let deadline = Instant::now() + limit;
@@ -101,7 +122,8 @@ impl Drop for Server {
     }
 }
 
-fn drain<R: Read + Send + 'static>(mut r: R) -> mpsc::Receiver<String> {
+/// Reads `r` to its end on a thread; the text arrives on the channel.
+pub fn drain<R: Read + Send + 'static>(mut r: R) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut s = String::new();

@@ -235,8 +235,14 @@ mod tests {
     #[test]
     fn one_splitter_keeps_substitutions_whole_only_for_commands() {
         let line = r#"A=$(paste -sd, x) python3 "a \"b\" \c" d\ e"#;
-        assert_eq!(shell_words(line), ["A=$(paste", "-sd,", "x)", "python3", r#"a "b" \c"#, "d e"]);
-        assert_eq!(command_words(line), ["A=$(paste -sd, x)", "python3", r#"a "b" \c"#, "d e"]);
+        assert_eq!(
+            shell_words(line),
+            ["A=$(paste", "-sd,", "x)", "python3", r#"a "b" \c"#, "d e"]
+        );
+        assert_eq!(
+            command_words(line),
+            ["A=$(paste -sd, x)", "python3", r#"a "b" \c"#, "d e"]
+        );
         // A line continuation joins; an unterminated quote ends at the end of the text.
         assert_eq!(shell_words("a \\\nb 'c d"), ["a", "b", "c d"]);
     }
