@@ -17,6 +17,7 @@
 //! Why a separate crate: NIXL brings its own UCX, and a process must hold only one. Nothing here
 //! loads ic-bench's UCX (`icb_engine` is used for its control channel and thread helper only),
 //! and a process that used NIXL must leave through [`exit_process`].
+#![forbid(unsafe_code)]
 
 mod client;
 mod error;

@@ -12,6 +12,8 @@
 //! UCX backend has pulled its copy in.
 
 use crate::bindings::NixlCapi;
+pub use icb_dylib::c_str_or_empty;
+use icb_dylib::{library_file_of, one_line};
 use libloading::os::unix::{Library as UnixLibrary, RTLD_GLOBAL, RTLD_LAZY};
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
@@ -113,8 +115,8 @@ fn explicit_dir(explicit: Option<&Path>) -> Option<PathBuf> {
 }
 
 /// Where a NIXL wheel may be unpacked or installed: ic-bench's `.deps/nixl/site` (next to the
-/// checkout the binary was built in, and in the current directory), the active virtualenv, the
-/// user's and the system's site-packages, and `PYTHONPATH`.
+/// checkout the binary was built in, and in the current directory), then every Python
+/// environment's site-packages ([`icb_dylib::python_site_dirs`]).
 fn python_site_dirs() -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
@@ -124,25 +126,7 @@ fn python_site_dirs() -> Vec<PathBuf> {
         }
     }
     roots.push(PathBuf::from(".deps/nixl/site"));
-    if let Some(pp) = std::env::var_os("PYTHONPATH") {
-        roots.extend(std::env::split_paths(&pp));
-    }
-    let mut lib_roots: Vec<PathBuf> = Vec::new();
-    if let Some(venv) = std::env::var_os("VIRTUAL_ENV") {
-        lib_roots.push(PathBuf::from(venv).join("lib"));
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        lib_roots.push(PathBuf::from(home).join(".local/lib"));
-    }
-    lib_roots.extend(["/usr/local/lib", "/usr/lib", "/usr/local/lib64", "/usr/lib64"].map(PathBuf::from));
-    for lib in lib_roots {
-        for py in list_dir(&lib).into_iter().filter(|n| n.starts_with("python3")) {
-            for sub in ["site-packages", "dist-packages"] {
-                roots.push(lib.join(&py).join(sub));
-            }
-        }
-    }
-    roots.push(PathBuf::from("/usr/lib/python3/dist-packages"));
+    roots.extend(icb_dylib::python_site_dirs(|v| std::env::var_os(v)));
     roots
 }
 
@@ -342,39 +326,6 @@ pub fn ucx_version_of(libucp: &Path) -> Option<String> {
     // SAFETY: balances the dlopen above; the object stays loaded (it was loaded before).
     unsafe { libc::dlclose(handle) };
     version
-}
-
-fn library_file_of(addr: *const c_void) -> Option<PathBuf> {
-    let mut info = libc::Dl_info {
-        dli_fname: std::ptr::null(),
-        dli_fbase: std::ptr::null_mut(),
-        dli_sname: std::ptr::null(),
-        dli_saddr: std::ptr::null_mut(),
-    };
-    // SAFETY: `info` is a valid, writable Dl_info; dladdr only reads `addr` as an address.
-    let ok = unsafe { libc::dladdr(addr, &mut info) };
-    if ok == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: on success dli_fname points at the NUL-terminated path of a loaded object.
-    let name = unsafe { CStr::from_ptr(info.dli_fname) };
-    Some(PathBuf::from(name.to_string_lossy().into_owned()))
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Copies a C string owned by NIXL; NULL becomes "".
-///
-/// # Safety
-/// `p` is NULL or points at a NUL-terminated string valid for the duration of the call.
-pub unsafe fn c_str_or_empty(p: *const c_char) -> String {
-    if p.is_null() {
-        return String::new();
-    }
-    // SAFETY: non-NULL and NUL-terminated per this function's contract.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 #[cfg(test)]

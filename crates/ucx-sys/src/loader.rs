@@ -9,14 +9,16 @@
 
 use crate::bindings::{Ucp, ucs_status_t};
 use crate::version::{Version, check_runtime_version};
+pub use icb_dylib::c_str_or_empty;
+use icb_dylib::{library_file_of, one_line};
 use libloading::os::unix::{Library as UnixLibrary, RTLD_GLOBAL, RTLD_LAZY};
+use std::ffi::{OsString, c_void};
+use std::path::{Path, PathBuf};
 
 /// glibc's and musl's `RTLD_NODELETE`: UCX installs memory hooks (libucm) and global state that
 /// must outlive any handle, so once loaded it is never unloaded, even when every `Ucx` is dropped.
 const RTLD_NODELETE: std::os::raw::c_int = 0x1000;
 const OPEN_FLAGS: std::os::raw::c_int = RTLD_LAZY | RTLD_GLOBAL | RTLD_NODELETE;
-use std::ffi::{CStr, OsString, c_char, c_void};
-use std::path::{Path, PathBuf};
 
 /// The environment variable naming the directory that holds `libucp.so.0`.
 pub const ENV_UCX_LIB: &str = "IC_BENCH_UCX_LIB";
@@ -41,51 +43,9 @@ const SEARCH_NAME: &str = "libucp.so.0";
 /// Where auditwheel puts the libraries a NIXL wheel bundles (UCX among them), per package name.
 const NIXL_WHEEL_LIB_DIRS: &[&str] = &["nixl_cu12.libs", "nixl_cu13.libs", "nixl.libs"];
 
-/// `lib` directories of the Python installations worker images use (each holds `python3.X/`).
-const PYTHON_LIB_DIRS: &[&str] = &[
-    "/usr/local/lib",
-    "/usr/lib",
-    "/opt/venv/lib",
-    "/opt/conda/lib",
-    "/venv/lib",
-];
-
-/// The site-packages / dist-packages directories of this environment: the active virtualenv or
-/// conda env, `PYTHONPATH`, and the usual system and image locations.
-fn site_packages_dirs(env: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
-    let mut lib_dirs: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
-        .iter()
-        .filter_map(|v| env(v).filter(|p| !p.is_empty()))
-        .map(|p| PathBuf::from(p).join("lib"))
-        .collect();
-    lib_dirs.extend(PYTHON_LIB_DIRS.iter().map(PathBuf::from));
-    let mut out: Vec<PathBuf> = env("PYTHONPATH")
-        .map(|p| {
-            std::env::split_paths(&p)
-                .filter(|d| !d.as_os_str().is_empty())
-                .collect()
-        })
-        .unwrap_or_default();
-    for lib in lib_dirs {
-        let Ok(entries) = std::fs::read_dir(&lib) else { continue };
-        let mut pythons: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
-            .map(|e| e.path())
-            .collect();
-        pythons.sort();
-        for py in pythons {
-            out.push(py.join("site-packages"));
-            out.push(py.join("dist-packages"));
-        }
-    }
-    out.dedup();
-    out
-}
-
 /// NIXL wheels' bundled-library directories that exist here.
 fn nixl_wheel_dirs(env: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
-    site_packages_dirs(env)
+    icb_dylib::python_site_dirs(env)
         .iter()
         .flat_map(|sp| NIXL_WHEEL_LIB_DIRS.iter().map(move |d| sp.join(d)))
         .filter(|d| d.is_dir())
@@ -292,25 +252,6 @@ fn open_through_linker() -> Result<Option<Loaded>, LoadError> {
     finish(lib, path, dir, Vec::new()).map(Some)
 }
 
-/// The file a loaded symbol belongs to, as the dynamic linker recorded it.
-fn library_file_of(addr: *const c_void) -> Option<PathBuf> {
-    let mut info = libc::Dl_info {
-        dli_fname: std::ptr::null(),
-        dli_fbase: std::ptr::null_mut(),
-        dli_sname: std::ptr::null(),
-        dli_saddr: std::ptr::null_mut(),
-    };
-    // SAFETY: `info` is a valid, writable Dl_info; dladdr only reads `addr` as an address.
-    let ok = unsafe { libc::dladdr(addr, &mut info) };
-    if ok == 0 || info.dli_fname.is_null() {
-        return None;
-    }
-    // SAFETY: on success dli_fname points at the NUL-terminated path of a loaded object, which
-    // stays valid while that object is loaded (we copy it out immediately).
-    let name = unsafe { CStr::from_ptr(info.dli_fname) };
-    Some(PathBuf::from(name.to_string_lossy().into_owned()))
-}
-
 fn finish(ucp_lib: UnixLibrary, path: PathBuf, dir: PathBuf, preloaded: Vec<UnixLibrary>) -> Result<Loaded, LoadError> {
     // SAFETY: `from_library` resolves every symbol of the table with dlsym and stores each as a
     // `Result`; missing symbols are recorded, not called.
@@ -339,18 +280,6 @@ fn finish(ucp_lib: UnixLibrary, path: PathBuf, dir: PathBuf, preloaded: Vec<Unix
     })
 }
 
-/// Copies a C string owned by UCX; NULL becomes "".
-///
-/// # Safety
-/// `p` is NULL or points at a NUL-terminated string valid for the duration of the call.
-pub unsafe fn c_str_or_empty(p: *const c_char) -> String {
-    if p.is_null() {
-        return String::new();
-    }
-    // SAFETY: non-NULL and NUL-terminated per this function's contract.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
-
 /// The text of `ucs_status_string`, or the bare number when the library lacks it.
 pub fn status_string(ucp: &Ucp, status: ucs_status_t) -> String {
     match ucp.ucs_status_string.as_ref() {
@@ -358,10 +287,6 @@ pub fn status_string(ucp: &Ucp, status: ucs_status_t) -> String {
         Ok(f) => unsafe { c_str_or_empty(f(status)) },
         Err(_) => format!("UCX status {status}"),
     }
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
