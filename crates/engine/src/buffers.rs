@@ -4,8 +4,8 @@
 //! outside the timed loops, and the loops themselves are monomorphic.
 
 use crate::run_error::RunError;
-use icb_core::{CudaInfo, MemoryType};
-use icb_memory::{BlockLayout, CudaBuffer, CudaStatus, HostBuffer, MemoryError, verify_blocks};
+use icb_core::MemoryType;
+use icb_memory::{BlockLayout, CudaBuffer, HostBuffer, MemoryError, verify_blocks};
 use std::rc::Rc;
 
 pub enum Buf {
@@ -30,25 +30,6 @@ const BUSY: RunError = RunError::Internal("the buffer is still in use by UCX");
 /// with it so stale bytes can never pass for delivered ones.
 pub fn other_seed(seed: u64) -> u64 {
     !seed
-}
-
-/// CUDA availability as the report states it.
-pub fn cuda_info() -> CudaInfo {
-    match icb_memory::cuda_status() {
-        CudaStatus::Available {
-            devices,
-            driver_version,
-        } => CudaInfo {
-            available: true,
-            detail: format!("CUDA driver {driver_version}"),
-            devices: u32::try_from(devices).unwrap_or(u32::MAX),
-        },
-        CudaStatus::Unavailable { reason } => CudaInfo {
-            available: false,
-            detail: reason,
-            devices: 0,
-        },
-    }
 }
 
 impl Buf {
@@ -112,7 +93,7 @@ mod tests {
 
     #[test]
     fn cuda_without_a_driver_is_an_error_not_a_panic() {
-        let info = cuda_info();
+        let info = crate::local::cuda_info();
         if !info.available {
             assert!(!info.detail.is_empty());
             assert!(Buf::alloc(MemoryType::Cuda, 64, 0).is_err());

@@ -39,7 +39,7 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
     let server_addr = crate::session::resolve(&opts.server).await?;
     let ucx_opts = opts.ucx.clone();
     let (mut thread, local) = UcxThread::spawn(move || Runtime::start(&ucx_opts))?;
-    let cuda = crate::buffers::cuda_info();
+    let cuda = crate::local::cuda_info();
 
     // A caller without a token gets one that is never cancelled.
     let cancel = opts.cancel.clone().unwrap_or_default();
@@ -131,7 +131,7 @@ async fn run_session(
         }
         Err(e) => return Err(e),
     };
-    check_peer_hello(&server, Role::Server)?;
+    check_peer_hello(&server, Role::Server, None)?;
     let peer_errors = opts.ucx.peer_failure == crate::options::PeerFailureMode::UcxPeer;
     let hello = local_hello(Role::Client, local, cuda, &opts.tool, peer_errors);
     control
@@ -204,15 +204,6 @@ async fn run_session(
     Ok(())
 }
 
-/// `no CUDA driver on the prefill side`, or the driver's own reason when it is something else.
-pub(crate) fn no_cuda_reason(side: &str, cuda: &CudaInfo) -> String {
-    if cuda.detail.is_empty() || cuda.detail == "no CUDA driver" {
-        format!("no CUDA driver on the {side} side")
-    } else {
-        format!("CUDA unavailable on the {side} side: {}", cuda.detail)
-    }
-}
-
 enum Prepared {
     Ready,
     NotRun(CaseStatus, String),
@@ -227,12 +218,15 @@ async fn prepare(
 ) -> Result<Prepared, EngineError> {
     let label = case_label(&setup);
     if setup.memory.initiator == MemoryType::Cuda && !cuda.available {
-        return Ok(Prepared::NotRun(CaseStatus::Skipped, no_cuda_reason("prefill", cuda)));
+        return Ok(Prepared::NotRun(
+            CaseStatus::Skipped,
+            crate::local::no_cuda_reason("prefill", cuda),
+        ));
     }
     if setup.memory.target == MemoryType::Cuda && !server.cuda.available {
         return Ok(Prepared::NotRun(
             CaseStatus::Skipped,
-            no_cuda_reason("decode", &server.cuda),
+            crate::local::no_cuda_reason("decode", &server.cuda),
         ));
     }
     control.send(&Message::Setup(setup), &label).await?;

@@ -52,6 +52,6 @@ pub use options::{
 pub use report::{SessionRecord, assemble_report, finish_report};
 pub use run_error::RunError;
 pub use server::serve;
-pub use session::{peer_info, resolve};
+pub use session::{HELLO_TIMEOUT, check_peer_hello, peer_info, resolve, server_hello};
 pub use settings::validate as validate_settings;
 pub use wire::{MAX_FRAME_BYTES, PROTOCOL_VERSION};

@@ -1,5 +1,7 @@
-//! What this process says about itself: host name, kernel boot id, transport-relevant environment.
+//! What this process says about itself: host name, kernel boot id, transport-relevant environment,
+//! CUDA availability. Both engines' hellos are built from these.
 
+use icb_core::CudaInfo;
 use std::collections::BTreeMap;
 
 /// The host name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`, else `unknown`).
@@ -47,6 +49,34 @@ pub(crate) fn filter_env(vars: impl Iterator<Item = (String, String)>) -> BTreeM
 pub fn line_rate_bps() -> Option<f64> {
     static RATE: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
     *RATE.get_or_init(|| icb_probe::facts::line_rate_bps(&icb_probe::LocalSource::default()))
+}
+
+/// CUDA availability as the report states it.
+pub fn cuda_info() -> CudaInfo {
+    match icb_memory::cuda_status() {
+        icb_memory::CudaStatus::Available {
+            devices,
+            driver_version,
+        } => CudaInfo {
+            available: true,
+            detail: format!("CUDA driver {driver_version}"),
+            devices: u32::try_from(devices).unwrap_or(u32::MAX),
+        },
+        icb_memory::CudaStatus::Unavailable { reason } => CudaInfo {
+            available: false,
+            detail: reason,
+            devices: 0,
+        },
+    }
+}
+
+/// `no CUDA driver on the prefill side`, or the driver's own reason when it is something else.
+pub fn no_cuda_reason(side: &str, cuda: &CudaInfo) -> String {
+    if cuda.detail.is_empty() || cuda.detail == "no CUDA driver" {
+        format!("no CUDA driver on the {side} side")
+    } else {
+        format!("CUDA unavailable on the {side} side: {}", cuda.detail)
+    }
 }
 
 #[cfg(test)]

@@ -2,11 +2,11 @@
 
 use crate::control::{Control, unexpected};
 use crate::error::EngineError;
-use crate::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
+use crate::messages::{CaseReady, CaseSetup, Message, PhaseKind, Role};
 use crate::options::{Listening, ServeOptions};
 use crate::run_error::RunError;
 use crate::runtime::{LocalUcx, PhaseCtl, Runtime};
-use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, phase_during};
+use crate::session::{AbortOnDrop, case_label, local_hello, phase_during, server_hello};
 use crate::ucx_thread::UcxThread;
 use icb_core::{CudaInfo, MemoryType};
 use std::net::SocketAddr;
@@ -47,7 +47,7 @@ async fn serve_async(mut opts: ServeOptions) -> Result<(), EngineError> {
             ucx_version: local.version.clone(),
         });
     }
-    let cuda = crate::buffers::cuda_info();
+    let cuda = crate::local::cuda_info();
     // A caller without a token gets one that is never cancelled.
     let cancel = opts.cancel.clone().unwrap_or_default();
     // Dropping the loop mid-session drops the client's connection and aborts its phase.
@@ -102,14 +102,7 @@ async fn session(
     opts: &ServeOptions,
 ) -> Result<(), EngineError> {
     let hello = local_hello(Role::Server, local, cuda, &opts.tool, false);
-    control
-        .send(&Message::Hello(Box::new(hello)), "the hello exchange")
-        .await?;
-    let peer: Hello = match control.recv("the hello exchange", HELLO_TIMEOUT).await? {
-        Message::Hello(h) => *h,
-        other => return Err(unexpected("the hello exchange", &other, "hello")),
-    };
-    check_peer_hello(&peer, Role::Client)?;
+    let peer = server_hello(control, hello, None).await?;
     tracing::info!("client is {} (UCX {})", peer.hostname, peer.ucx_version);
     let address = peer.worker_address.0.clone();
     let peer_errors = peer.peer_errors;
@@ -129,7 +122,7 @@ async fn session(
                 current = None;
                 let label = case_label(&setup);
                 if setup.memory.target == MemoryType::Cuda && !cuda.available {
-                    let reason = crate::client::no_cuda_reason("decode", cuda);
+                    let reason = crate::local::no_cuda_reason("decode", cuda);
                     control.send(&Message::Skipped { reason }, &label).await?;
                     continue;
                 }

@@ -1,8 +1,9 @@
 //! Pieces both sides of a session share: the hello, its checks, and how steps are named in errors.
 
+use crate::control::{Control, unexpected};
 use crate::error::EngineError;
 use crate::local;
-use crate::messages::{CaseSetup, Hello, HexBytes, PhaseKind, Role};
+use crate::messages::{CaseSetup, Hello, HexBytes, Message, PhaseKind, Role};
 use crate::runtime::{LocalUcx, PhaseCtl};
 use icb_core::units::format_size;
 use icb_core::{CudaInfo, PeerInfo, ToolInfo};
@@ -58,10 +59,14 @@ pub fn local_hello(role: Role, ucx: &LocalUcx, cuda: &CudaInfo, tool: &ToolInfo,
     }
 }
 
-pub fn check_peer_hello(peer: &Hello, expected: Role) -> Result<(), EngineError> {
-    if let Some(engine) = &peer.engine {
+/// Checks the peer's hello: the same engine as this side (`engine`: `None` for the UCX engine,
+/// whose hellos carry none) and the other role.
+pub fn check_peer_hello(peer: &Hello, expected: Role, engine: Option<&str>) -> Result<(), EngineError> {
+    if peer.engine.as_deref() != engine {
         return Err(EngineError::Settings(format!(
-            "the peer runs the {engine} engine and this side the UCX engine: use the same --engine on both sides"
+            "the peer runs the {} engine and this side the {} engine: use the same --engine on both sides",
+            peer.engine.as_deref().unwrap_or("ucx"),
+            engine.unwrap_or("ucx"),
         )));
     }
     if peer.role != expected {
@@ -72,6 +77,20 @@ pub fn check_peer_hello(peer: &Hello, expected: Role) -> Result<(), EngineError>
         return Err(EngineError::Settings(what.into()));
     }
     Ok(())
+}
+
+/// The server's half of the hello exchange, for both engines: sends `mine`, then waits at most
+/// [`HELLO_TIMEOUT`] for the client's and checks it (see [`check_peer_hello`]).
+pub async fn server_hello(control: &mut Control, mine: Hello, engine: Option<&str>) -> Result<Hello, EngineError> {
+    control
+        .send(&Message::Hello(Box::new(mine)), "the hello exchange")
+        .await?;
+    let peer = match control.recv("the hello exchange", HELLO_TIMEOUT).await? {
+        Message::Hello(h) => *h,
+        other => return Err(unexpected("the hello exchange", &other, "hello")),
+    };
+    check_peer_hello(&peer, Role::Client, engine)?;
+    Ok(peer)
 }
 
 pub fn peer_info(h: &Hello) -> PeerInfo {
@@ -100,4 +119,49 @@ pub async fn resolve(addr: &str) -> Result<SocketAddr, EngineError> {
         .map_err(|_| bad("name lookup timed out".into()))?
         .map_err(|e| bad(e.to_string()))?;
     it.next().ok_or_else(|| bad("the name resolves to no address".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(role: Role, engine: Option<&str>) -> Hello {
+        Hello {
+            role,
+            tool_version: "0.1.0".into(),
+            hostname: "h".into(),
+            boot_id: String::new(),
+            ucx_version: "1.22.0".into(),
+            ucx_library: String::new(),
+            cuda: CudaInfo::default(),
+            env: Default::default(),
+            worker_address: HexBytes(vec![1]),
+            peer_errors: false,
+            engine: engine.map(Into::into),
+            nixl: None,
+            line_rate_bps: None,
+        }
+    }
+
+    #[test]
+    fn a_peer_must_run_the_same_engine_in_the_other_role() {
+        check_peer_hello(&hello(Role::Client, None), Role::Client, None).unwrap();
+        check_peer_hello(&hello(Role::Server, Some("nixl")), Role::Server, Some("nixl")).unwrap();
+        let ucx_meets_nixl = check_peer_hello(&hello(Role::Client, Some("nixl")), Role::Client, None).unwrap_err();
+        assert_eq!(
+            ucx_meets_nixl.to_string(),
+            "invalid settings: the peer runs the nixl engine and this side the ucx engine: use the same --engine on both sides"
+        );
+        let nixl_meets_ucx = check_peer_hello(&hello(Role::Server, None), Role::Server, Some("nixl")).unwrap_err();
+        assert!(
+            nixl_meets_ucx
+                .to_string()
+                .contains("the peer runs the ucx engine and this side the nixl engine")
+        );
+        let two_clients = check_peer_hello(&hello(Role::Client, None), Role::Server, None).unwrap_err();
+        assert!(
+            two_clients.to_string().contains("point connect at `ic-bench serve`"),
+            "{two_clients}"
+        );
+    }
 }

@@ -7,7 +7,7 @@ use crate::evidence;
 use crate::nixl_failed;
 use crate::options::NixlOptions;
 use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, PhaseGoal, PhaseOutcome, UcxLog, agent_name, case_len};
-use crate::session::{HELLO_TIMEOUT, case_label, check_peer_hello, cuda_info, local_hello, no_cuda_reason, resolve};
+use crate::session::{ENGINE, HELLO_TIMEOUT, case_label, cuda_info, local_hello, no_cuda_reason, resolve};
 use icb_core::{
     CaseEngine, CaseResult, CaseStatus, CudaInfo, Direction, EngineKind, Measurement, MemoryType, PairReport,
 };
@@ -174,7 +174,7 @@ async fn run_session(
         Message::Hello(h) => *h,
         other => return Err(unexpected("the hello exchange", &other, "hello")),
     };
-    check_peer_hello(&server, Role::Server)?;
+    icb_engine::check_peer_hello(&server, Role::Server, Some(ENGINE))?;
     done.server = Some(server.clone());
     let hello = local_hello(Role::Client, local, cuda, &opts.tool);
     control

@@ -6,10 +6,10 @@ use crate::error::NixlEngineError;
 use crate::nixl_failed;
 use crate::options::NixlOptions;
 use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, UcxLog, agent_name, direction_of};
-use crate::session::{HELLO_TIMEOUT, check_peer_hello, cuda_info, local_hello, no_cuda_reason, resolve};
+use crate::session::{ENGINE, cuda_info, local_hello, no_cuda_reason, resolve};
 use icb_core::{CudaInfo, MemoryType};
 use icb_engine::control::{Control, unexpected};
-use icb_engine::messages::{CaseSetup, Hello, Message, PhaseKind, Role};
+use icb_engine::messages::{CaseSetup, Message, PhaseKind, Role};
 use icb_engine::ucx_thread::UcxThread;
 use icb_engine::{EngineError, Listening, ServeOptions};
 use std::time::Duration;
@@ -101,14 +101,7 @@ async fn session(
     opts: &ServeOptions,
 ) -> Result<(), EngineError> {
     let hello = local_hello(Role::Server, local, cuda, &opts.tool);
-    control
-        .send(&Message::Hello(Box::new(hello)), "the hello exchange")
-        .await?;
-    let peer: Hello = match control.recv("the hello exchange", HELLO_TIMEOUT).await? {
-        Message::Hello(h) => *h,
-        other => return Err(unexpected("the hello exchange", &other, "hello")),
-    };
-    check_peer_hello(&peer, Role::Client)?;
+    let peer = icb_engine::server_hello(control, hello, Some(ENGINE)).await?;
     let md = peer.worker_address.0.clone();
     thread
         .call(move |rt: &mut NixlRuntime| rt.load_peer(&md))
