@@ -23,6 +23,13 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod side;
+mod worker;
+
+pub use side::InPlaceSide;
+pub use worker::Worker;
+use worker::*;
+
 /// Exit codes of [`SIDE_SCRIPT`] before the side started, each with its own message.
 const EXIT_NO_TEMP_DIR: i32 = 97;
 const EXIT_COPY_INCOMPLETE: i32 = 98;
@@ -81,26 +88,6 @@ pub struct InPlacePlan {
     pub run_id: String,
     /// The engine selection both sides get (`--engine nixl`, `--nixl-lib`, `--ucx-profile`).
     pub side_args: Vec<String>,
-}
-
-/// One worker container.
-#[derive(Debug, Clone)]
-pub struct Worker {
-    pub pod: String,
-    pub node: String,
-    pub ip: Option<String>,
-    pub container: Option<String>,
-    /// How the pod was picked among several, for the user.
-    pub note: Option<String>,
-}
-
-impl Worker {
-    fn label(&self) -> String {
-        match &self.container {
-            Some(c) => format!("pod/{} (container {c})", self.pod),
-            None => format!("pod/{}", self.pod),
-        }
-    }
 }
 
 pub struct InPlaceLauncher {
@@ -355,90 +342,6 @@ fn uuid_seed() -> u32 {
     nanos ^ std::process::id()
 }
 
-async fn resolve_worker(
-    cluster: &Cluster,
-    target: &Target,
-    container: &Option<String>,
-    flag: &str,
-) -> Result<Worker, LaunchError> {
-    if let Target::Node(n) = target {
-        return Err(LaunchError::new(format!(
-            "{flag} node/{n}: --in-place runs inside an existing worker: give pod/NAME, deployment/NAME or a label selector"
-        )));
-    }
-    let resolved = target::resolve(cluster, target)
-        .await
-        .map_err(|e| LaunchError::new(format!("{flag}: {e}")))?;
-    let pod = resolved
-        .reference
-        .ok_or_else(|| LaunchError::new(format!("{flag} {target}: no pod to run in")))?;
-    let name = pod.metadata.name.clone().unwrap_or_default();
-    let status = pod.status.clone().unwrap_or_default();
-    if status.phase.as_deref() != Some("Running") {
-        return Err(LaunchError::new(format!(
-            "{flag} pod/{name} is not Running (phase {}): in-place mode runs inside a running worker",
-            status.phase.as_deref().unwrap_or("unknown")
-        )));
-    }
-    if let Some(c) = container {
-        let names: Vec<String> = pod
-            .spec
-            .as_ref()
-            .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
-            .unwrap_or_default();
-        if !names.contains(c) {
-            return Err(LaunchError::new(format!(
-                "pod/{name} has no container {c} (it has: {}): fix -c",
-                names.join(", ")
-            )));
-        }
-    }
-    Ok(Worker {
-        pod: name,
-        node: resolved.node,
-        ip: status.pod_ip.filter(|ip| !ip.is_empty()),
-        container: container.clone(),
-        note: resolved.note,
-    })
-}
-
-/// The ELF machine of `path`: `x86_64`, `aarch64`, or `None` when unknown.
-fn elf_arch(path: &std::path::Path) -> Option<&'static str> {
-    use std::io::Read as _;
-    let mut head = [0u8; 20];
-    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
-    if &head[..4] != b"\x7fELF" || head[5] != 1 {
-        return None;
-    }
-    match u16::from_le_bytes([head[18], head[19]]) {
-        62 => Some("x86_64"),
-        183 => Some("aarch64"),
-        _ => None,
-    }
-}
-
-/// `uname -m` spellings of one architecture.
-fn same_arch(elf: &str, uname: &str) -> bool {
-    match elf {
-        "x86_64" => matches!(uname, "x86_64" | "amd64"),
-        "aarch64" => matches!(uname, "aarch64" | "arm64" | "armv8l"),
-        _ => true,
-    }
-}
-
-/// The reason a copied binary did not start, with the fix.
-fn cannot_start_hint(output: &str) -> String {
-    if output.contains("GLIBC_") || output.contains("GLIBCXX_") {
-        format!(
-            "{output} — the image's glibc is older than this build needs: copy the portable build (scripts/release, glibc ≥ 2.28) with --in-place-binary"
-        )
-    } else if output.contains("Exec format error") || output.contains("cannot execute binary file") {
-        format!("{output} — wrong architecture: pass --in-place-binary with a build for this container")
-    } else {
-        output.to_string()
-    }
-}
-
 impl Launcher for InPlaceLauncher {
     type Side = InPlaceSide;
 
@@ -575,80 +478,6 @@ impl Launcher for InPlaceLauncher {
         } else {
             format!("removed this run's ic-bench copies from {}", removed.join(", "))
         })
-    }
-}
-
-/// One side running in a worker container.
-pub struct InPlaceSide {
-    role: &'static str,
-    label: String,
-    session: ExecSession,
-    /// Lines read ahead (the decode side's start-up), handed to the pipeline first.
-    replay: VecDeque<String>,
-}
-
-impl InPlaceSide {
-    /// Reads until the first protocol event (kept for the pipeline) or the end of the output:
-    /// `Err` carries why the side ended.
-    async fn first_event(&mut self) -> Result<(), String> {
-        loop {
-            match self.session.next_line().await {
-                Some(line) => {
-                    let event = matches!(parse_side_line(&line), Ok(Some(SideEvent::Listening(_))));
-                    self.replay.push_back(line);
-                    if event {
-                        return Ok(());
-                    }
-                }
-                None => return Err(self.exit_note().await.unwrap_or_else(|| "exit status 0".into())),
-            }
-        }
-    }
-}
-
-impl Side for InPlaceSide {
-    fn name(&self) -> String {
-        format!("the {} side ({})", self.role, self.label)
-    }
-
-    async fn next_line(&mut self) -> Option<String> {
-        if let Some(line) = self.replay.pop_front() {
-            return Some(line);
-        }
-        self.session.next_line().await
-    }
-
-    async fn exit_note(&mut self) -> Option<String> {
-        let tail = self.session.stderr_tail();
-        let words = summarize(
-            tail.iter()
-                .map(String::as_str)
-                .filter(|l| !l.starts_with("icb-inplace-pid")),
-        );
-        match self.session.exit_code(Duration::from_secs(5)).await {
-            Ok(0) => None,
-            Ok(code) => Some(format!("exit {code}: {words}")),
-            Err(why) => Some(format!("{why}: {words}")),
-        }
-    }
-
-    fn last_words(&self) -> String {
-        let tail = self.session.stderr_tail();
-        summarize(
-            tail.iter()
-                .map(String::as_str)
-                .filter(|l| !l.starts_with("icb-inplace-pid")),
-        )
-    }
-
-    async fn stop(&mut self, grace: Duration) {
-        // Closing stdin is the wrapper's signal: it stops the process it started and removes
-        // the copy. The connection is closed after the grace either way.
-        if !grace.is_zero() {
-            let _ = tokio::time::timeout(grace, async { while self.session.next_line().await.is_some() {} }).await;
-        }
-        self.session.close_stdin().await;
-        self.session.abort();
     }
 }
 

@@ -1,0 +1,78 @@
+//! One running in-place side: the exec that carries the copied binary's whole life, read as the
+//! pipeline's [`Side`].
+
+use super::*;
+
+/// One side running in a worker container.
+pub struct InPlaceSide {
+    pub(super) role: &'static str,
+    pub(super) label: String,
+    pub(super) session: ExecSession,
+    /// Lines read ahead (the decode side's start-up), handed to the pipeline first.
+    pub(super) replay: VecDeque<String>,
+}
+
+impl InPlaceSide {
+    /// Reads until the first protocol event (kept for the pipeline) or the end of the output:
+    /// `Err` carries why the side ended.
+    pub(super) async fn first_event(&mut self) -> Result<(), String> {
+        loop {
+            match self.session.next_line().await {
+                Some(line) => {
+                    let event = matches!(parse_side_line(&line), Ok(Some(SideEvent::Listening(_))));
+                    self.replay.push_back(line);
+                    if event {
+                        return Ok(());
+                    }
+                }
+                None => return Err(self.exit_note().await.unwrap_or_else(|| "exit status 0".into())),
+            }
+        }
+    }
+}
+
+impl Side for InPlaceSide {
+    fn name(&self) -> String {
+        format!("the {} side ({})", self.role, self.label)
+    }
+
+    async fn next_line(&mut self) -> Option<String> {
+        if let Some(line) = self.replay.pop_front() {
+            return Some(line);
+        }
+        self.session.next_line().await
+    }
+
+    async fn exit_note(&mut self) -> Option<String> {
+        let tail = self.session.stderr_tail();
+        let words = summarize(
+            tail.iter()
+                .map(String::as_str)
+                .filter(|l| !l.starts_with("icb-inplace-pid")),
+        );
+        match self.session.exit_code(Duration::from_secs(5)).await {
+            Ok(0) => None,
+            Ok(code) => Some(format!("exit {code}: {words}")),
+            Err(why) => Some(format!("{why}: {words}")),
+        }
+    }
+
+    fn last_words(&self) -> String {
+        let tail = self.session.stderr_tail();
+        summarize(
+            tail.iter()
+                .map(String::as_str)
+                .filter(|l| !l.starts_with("icb-inplace-pid")),
+        )
+    }
+
+    async fn stop(&mut self, grace: Duration) {
+        // Closing stdin is the wrapper's signal: it stops the process it started and removes
+        // the copy. The connection is closed after the grace either way.
+        if !grace.is_zero() {
+            let _ = tokio::time::timeout(grace, async { while self.session.next_line().await.is_some() {} }).await;
+        }
+        self.session.close_stdin().await;
+        self.session.abort();
+    }
+}

@@ -1,0 +1,108 @@
+//! Which worker container a side runs in, and whether this binary can run there (its
+//! architecture; why a copied binary would not start).
+
+use super::*;
+
+/// One worker container.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    pub pod: String,
+    pub node: String,
+    pub ip: Option<String>,
+    pub container: Option<String>,
+    /// How the pod was picked among several, for the user.
+    pub note: Option<String>,
+}
+
+impl Worker {
+    pub(super) fn label(&self) -> String {
+        match &self.container {
+            Some(c) => format!("pod/{} (container {c})", self.pod),
+            None => format!("pod/{}", self.pod),
+        }
+    }
+}
+
+pub(super) async fn resolve_worker(
+    cluster: &Cluster,
+    target: &Target,
+    container: &Option<String>,
+    flag: &str,
+) -> Result<Worker, LaunchError> {
+    if let Target::Node(n) = target {
+        return Err(LaunchError::new(format!(
+            "{flag} node/{n}: --in-place runs inside an existing worker: give pod/NAME, deployment/NAME or a label selector"
+        )));
+    }
+    let resolved = target::resolve(cluster, target)
+        .await
+        .map_err(|e| LaunchError::new(format!("{flag}: {e}")))?;
+    let pod = resolved
+        .reference
+        .ok_or_else(|| LaunchError::new(format!("{flag} {target}: no pod to run in")))?;
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let status = pod.status.clone().unwrap_or_default();
+    if status.phase.as_deref() != Some("Running") {
+        return Err(LaunchError::new(format!(
+            "{flag} pod/{name} is not Running (phase {}): in-place mode runs inside a running worker",
+            status.phase.as_deref().unwrap_or("unknown")
+        )));
+    }
+    if let Some(c) = container {
+        let names: Vec<String> = pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default();
+        if !names.contains(c) {
+            return Err(LaunchError::new(format!(
+                "pod/{name} has no container {c} (it has: {}): fix -c",
+                names.join(", ")
+            )));
+        }
+    }
+    Ok(Worker {
+        pod: name,
+        node: resolved.node,
+        ip: status.pod_ip.filter(|ip| !ip.is_empty()),
+        container: container.clone(),
+        note: resolved.note,
+    })
+}
+
+/// The ELF machine of `path`: `x86_64`, `aarch64`, or `None` when unknown.
+pub(super) fn elf_arch(path: &std::path::Path) -> Option<&'static str> {
+    use std::io::Read as _;
+    let mut head = [0u8; 20];
+    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
+    if &head[..4] != b"\x7fELF" || head[5] != 1 {
+        return None;
+    }
+    match u16::from_le_bytes([head[18], head[19]]) {
+        62 => Some("x86_64"),
+        183 => Some("aarch64"),
+        _ => None,
+    }
+}
+
+/// `uname -m` spellings of one architecture.
+pub(super) fn same_arch(elf: &str, uname: &str) -> bool {
+    match elf {
+        "x86_64" => matches!(uname, "x86_64" | "amd64"),
+        "aarch64" => matches!(uname, "aarch64" | "arm64" | "armv8l"),
+        _ => true,
+    }
+}
+
+/// The reason a copied binary did not start, with the fix.
+pub(super) fn cannot_start_hint(output: &str) -> String {
+    if output.contains("GLIBC_") || output.contains("GLIBCXX_") {
+        format!(
+            "{output} — the image's glibc is older than this build needs: copy the portable build (scripts/release, glibc ≥ 2.28) with --in-place-binary"
+        )
+    } else if output.contains("Exec format error") || output.contains("cannot execute binary file") {
+        format!("{output} — wrong architecture: pass --in-place-binary with a build for this container")
+    } else {
+        output.to_string()
+    }
+}
