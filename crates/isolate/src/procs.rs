@@ -101,11 +101,20 @@ pub(crate) fn kill_until_gone(what: &str, mut still_there: impl FnMut() -> Vec<u
     const DEADLINE: Duration = Duration::from_secs(5);
     let me = std::process::id();
     let started = Instant::now();
+    // A process in the middle of exec can be missing from one scan (its /proc entries read
+    // empty for a moment), so "gone" takes two empty scans in a row.
+    let mut empty_scans = 0;
     loop {
         let pids: Vec<u32> = still_there().into_iter().filter(|p| *p != me && *p > 1).collect();
         if pids.is_empty() {
-            return Ok(());
+            empty_scans += 1;
+            if empty_scans == 2 {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
         }
+        empty_scans = 0;
         if started.elapsed() > DEADLINE {
             return Err(IsolateError::Survivors {
                 what: what.to_string(),

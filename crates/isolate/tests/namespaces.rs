@@ -67,6 +67,17 @@ fn ours() -> Seen {
     }
 }
 
+async fn wait_until_at_least(tag: &str, count: usize) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let seen = live_processes(tag);
+        if seen.len() >= count || Instant::now() > deadline {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 async fn wait_until_gone(tag: &str) -> Vec<u32> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -273,7 +284,7 @@ async fn teardown_leaves_no_namespace_and_no_process() {
     // A plain process of the same run, outside every namespace: found by its tag.
     pods.push(PodSpec::plain("sleep").arg("1000").tag(&tag).spawn().unwrap());
     // Per node: unshare, sh and two sleeps; plus the plain sleep.
-    let started = live_processes(&tag.to_string()).len();
+    let started = wait_until_at_least(&tag.to_string(), 13).await.len();
     assert!(started >= 13, "only {started} processes of the run are alive");
     let namespaces = fabric.namespaces().to_vec();
     fabric.teardown().unwrap();
@@ -338,7 +349,10 @@ async fn killing_a_pod_kills_its_whole_tree() {
                 .unwrap()
                 .unwrap();
             assert_eq!(line.as_deref(), Some("up"), "{what}");
-            assert!(live_processes(&tag).len() >= 3, "{what}: {:?}", live_processes(&tag));
+            // A scan can miss a process that is in the middle of exec (its /proc environ reads
+            // empty for a moment): look again until all three are seen, within a deadline.
+            let seen = wait_until_at_least(&tag, 3).await;
+            assert!(seen.len() >= 3, "{what}: {seen:?}");
             if use_drop {
                 drop(pod);
             } else {
