@@ -118,12 +118,7 @@ fn bench_pods_are_cloned_from_the_recipe_templates_when_no_worker_runs() {
         modelled[1].0 == "decode" && modelled[1].1.contains("decode (DynamoGraphDeployment/gate-dgd"),
         "{modelled:?}"
     );
-    let created: Vec<_> = cluster
-        .requests()
-        .iter()
-        .filter(|q| q.method == "POST" && q.path.ends_with("/pods") && q.status < 300)
-        .filter_map(|q| q.pod())
-        .collect();
+    let created = created_pods(&cluster);
     assert_eq!(created.len(), 2, "two bench pods and nothing else");
     assert!(
         r["pair"]["placement"]["prefill"]["modelled_on"]
@@ -187,12 +182,7 @@ fn a_node_outside_the_recipes_node_selector_is_refused_not_measured() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(wall < Duration::from_secs(40), "{wall:?}");
-    let created: Vec<_> = cluster
-        .requests()
-        .iter()
-        .filter(|q| q.method == "POST" && q.path.ends_with("/pods") && q.status < 300)
-        .filter_map(|q| q.pod())
-        .collect();
+    let created = created_pods(&cluster);
     assert!(!created.is_empty());
     for pod in created {
         let sel = pod.spec.unwrap().node_selector.unwrap();

@@ -282,11 +282,7 @@ fn deployment_targets_pick_a_ready_pod_say_which_and_read_no_deployment() {
     let Some(cluster) = cluster("deployment_targets") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    block_on(async {
         use icb_kube::k8s_openapi::api::apps::v1::Deployment;
         let client = cluster.client().unwrap();
         let api: icb_kube::kube::Api<Deployment> = icb_kube::kube::Api::namespaced(client, cluster.namespace());

@@ -322,10 +322,8 @@ fn api_faults_during_a_sweep_are_retried_without_duplicate_pods() {
         requests.iter().filter(|r| r.injected).count() >= 8,
         "the faults were hit"
     );
-    let created: Vec<String> = requests
-        .iter()
-        .filter(|r| r.method == "POST" && r.path.ends_with("/pods") && !r.injected && r.status < 300)
-        .filter_map(|r| r.pod())
+    let created: Vec<String> = created_pods(&cluster)
+        .into_iter()
         .filter_map(|p| p.metadata.name)
         .collect();
     let mut unique = created.clone();

@@ -19,11 +19,7 @@ type Meta = (BTreeMap<String, String>, BTreeMap<String, String>);
 
 /// Every node's (labels, annotations) as the API serves them.
 fn node_meta(cluster: &TestCluster) -> BTreeMap<String, Meta> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    block_on(async {
         let api: Api<Node> = Api::all(cluster.client().unwrap());
         api.list(&Default::default())
             .await
@@ -44,11 +40,7 @@ fn node_meta(cluster: &TestCluster) -> BTreeMap<String, Meta> {
 }
 
 fn label(cluster: &TestCluster, node: &str, labels: Value, annotations: Value) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    block_on(async {
         let api: Api<Node> = Api::all(cluster.client().unwrap());
         let patch = serde_json::json!({"metadata": {"labels": labels, "annotations": annotations}});
         api.patch(node, &PatchParams::default(), &Patch::Merge(patch))

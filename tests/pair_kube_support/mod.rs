@@ -169,13 +169,29 @@ pub fn leftover_bench_pods(cluster: &TestCluster) -> Vec<String> {
         .collect()
 }
 
-/// Leftovers as seen through the API (a list with the managed-by selector), as `gc` would.
-pub fn leftover_via_api(cluster: &TestCluster) -> Vec<String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
+/// Runs `future` to completion on a fresh current-thread runtime (the tests themselves are
+/// synchronous: they drive `ic-bench` as a child process).
+pub fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap();
-    rt.block_on(async {
+        .expect("a tokio runtime")
+        .block_on(future)
+}
+
+/// The pods the API server created so far (its successful POSTs), in order.
+pub fn created_pods(cluster: &TestCluster) -> Vec<Pod> {
+    cluster
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/pods") && r.status < 300)
+        .filter_map(|r| r.pod())
+        .collect()
+}
+
+/// Leftovers as seen through the API (a list with the managed-by selector), as `gc` would.
+pub fn leftover_via_api(cluster: &TestCluster) -> Vec<String> {
+    block_on(async {
         let client = cluster.client().unwrap();
         let api: icb_kube::kube::Api<Pod> = icb_kube::kube::Api::all(client);
         let lp = icb_kube::kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=ic-bench");
@@ -191,11 +207,7 @@ pub fn leftover_via_api(cluster: &TestCluster) -> Vec<String> {
 
 /// Creates a pod through the API (a workload to model bench pods on) and waits until it runs.
 pub fn create_reference_pod(cluster: &TestCluster, pod: Value) -> Pod {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
+    block_on(async {
         let client = cluster.client().unwrap();
         let api: icb_kube::kube::Api<Pod> = icb_kube::kube::Api::namespaced(client, cluster.namespace());
         let pod: Pod = serde_json::from_value(pod).unwrap();
