@@ -1,0 +1,195 @@
+//! A container's environment and command line, built the way the kubelet builds them: `env`
+//! with `valueFrom.fieldRef`, `$(VAR)` expansion in command and args, the image's entrypoint.
+
+use super::*;
+
+/// `$(VAR)` references in command, args and env values, as Kubernetes expands them.
+pub(super) fn expand(text: &str, env: &BTreeMap<String, String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(stripped) = tail.strip_prefix("$$") {
+            out.push('$');
+            rest = stripped;
+        } else if let Some(inner) = tail.strip_prefix("$(")
+            && let Some(end) = inner.find(')')
+            && let Some(value) = env.get(&inner[..end])
+        {
+            out.push_str(value);
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The downward API fields a `fieldRef` may name.
+pub(super) fn field_ref(pod: &Pod, path: &str, pod_ip: &str) -> String {
+    let m = &pod.metadata;
+    let spec = pod.spec.clone().unwrap_or_default();
+    if let Some(label) = path
+        .strip_prefix("metadata.labels['")
+        .and_then(|r| r.strip_suffix("']"))
+    {
+        return m
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(label))
+            .cloned()
+            .unwrap_or_default();
+    }
+    if let Some(a) = path
+        .strip_prefix("metadata.annotations['")
+        .and_then(|r| r.strip_suffix("']"))
+    {
+        return m
+            .annotations
+            .as_ref()
+            .and_then(|l| l.get(a))
+            .cloned()
+            .unwrap_or_default();
+    }
+    match path {
+        "metadata.name" => m.name.clone().unwrap_or_default(),
+        "metadata.namespace" => m.namespace.clone().unwrap_or_default(),
+        "metadata.uid" => m.uid.clone().unwrap_or_default(),
+        "spec.nodeName" => spec.node_name.unwrap_or_default(),
+        "spec.serviceAccountName" => spec.service_account_name.unwrap_or_default(),
+        "status.podIP" | "status.hostIP" => pod_ip.to_string(),
+        "status.podIPs" | "status.hostIPs" => pod_ip.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// The container's environment: a clean base, the image's, the inherited host variables, then the
+/// pod's own (later wins, `$(VAR)` expanded against what came before), then what the node's
+/// runtime forces (a fault such as `NodeConfig::tcp_only`).
+pub(super) fn container_env(
+    image: Option<&ImageConfig>,
+    bin_dir: Option<&Path>,
+    pod: &Pod,
+    c: &Container,
+    pod_ip: &str,
+    runtime_env: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    let mut path = String::new();
+    if let Some(dir) = bin_dir {
+        path.push_str(&dir.to_string_lossy());
+        path.push(':');
+    }
+    path.push_str("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    env.insert("PATH".to_string(), path);
+    env.insert("HOME".to_string(), "/root".to_string());
+    env.insert("HOSTNAME".to_string(), pod.metadata.name.clone().unwrap_or_default());
+    if let Some(img) = image {
+        for (k, v) in std::env::vars() {
+            if img.inherit_env_prefixes.iter().any(|p| k.starts_with(p.as_str())) {
+                env.insert(k, v);
+            }
+        }
+        env.extend(img.env.clone());
+    }
+    for var in c.env.iter().flatten() {
+        let value = match (&var.value, &var.value_from) {
+            (Some(v), _) => expand(v, &env),
+            (None, Some(from)) => from
+                .field_ref
+                .as_ref()
+                .map(|f| field_ref(pod, &f.field_path, pod_ip))
+                .unwrap_or_default(),
+            (None, None) => String::new(),
+        };
+        env.insert(var.name.clone(), value);
+    }
+    env.extend(runtime_env.clone());
+    env
+}
+
+pub(super) fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// command/args as the image's entrypoint would run them, `command[0]` mapped to the program.
+pub(super) fn container_command(
+    image: Option<&ImageConfig>,
+    c: &Container,
+    env: &BTreeMap<String, String>,
+) -> Option<Vec<String>> {
+    let command: Vec<String> = c.command.iter().flatten().map(|s| expand(s, env)).collect();
+    let args: Vec<String> = c.args.iter().flatten().map(|s| expand(s, env)).collect();
+    let mut argv = match (image, command.is_empty()) {
+        (Some(img), true) => vec![img.program.to_string_lossy().into_owned()],
+        (None, true) => return None,
+        (Some(img), false) => {
+            let program = img.program.to_string_lossy().into_owned();
+            let mut command = command;
+            if file_name(&command[0]) == file_name(&program) {
+                command[0] = program;
+            }
+            command
+        }
+        (None, false) => command,
+    };
+    argv.extend(args);
+    Some(argv)
+}
+
+/// A directory holding `<program file name>` → program, put first on the container's PATH so
+/// `sh -c 'ic-bench …'` finds the mapped binary.
+pub(super) fn bin_dir(work_dir: &Path, program: &Path) -> Option<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    program.hash(&mut h);
+    let dir = work_dir.join("bin").join(format!("{:016x}", h.finish()));
+    let link = dir.join(program.file_name()?);
+    if !link.exists() {
+        std::fs::create_dir_all(&dir).ok()?;
+        let _ = std::os::unix::fs::symlink(program, &link);
+    }
+    Some(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_like_kubernetes() {
+        let env: BTreeMap<String, String> = [("A".to_string(), "1".to_string())].into();
+        assert_eq!(expand("x$(A)y", &env), "x1y");
+        assert_eq!(expand("$(B)", &env), "$(B)");
+        assert_eq!(expand("$$(A)", &env), "$(A)");
+        assert_eq!(expand("$", &env), "$");
+    }
+
+    #[test]
+    fn command_maps_to_the_program() {
+        let img = ImageConfig::new("/build/ic-bench");
+        let env = BTreeMap::new();
+        let c = |command: &[&str], args: &[&str]| Container {
+            name: "c".into(),
+            command: (!command.is_empty()).then(|| command.iter().map(|s| s.to_string()).collect()),
+            args: (!args.is_empty()).then(|| args.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        };
+        assert_eq!(
+            container_command(Some(&img), &c(&[], &["serve"]), &env).unwrap(),
+            ["/build/ic-bench", "serve"]
+        );
+        assert_eq!(
+            container_command(Some(&img), &c(&["/usr/local/bin/ic-bench", "connect"], &["x"]), &env).unwrap(),
+            ["/build/ic-bench", "connect", "x"]
+        );
+        assert_eq!(
+            container_command(Some(&img), &c(&["sh", "-c", "true"], &[]), &env).unwrap(),
+            ["sh", "-c", "true"]
+        );
+        assert!(container_command(None, &c(&[], &[]), &env).is_none());
+    }
+}
