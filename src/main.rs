@@ -154,7 +154,7 @@ fn init_logging(verbose: u8) {
 
 /// The error chain joined on one line, so the cause and the fix are both visible, without
 /// repeating a cause that an outer message already quotes.
-fn one_line_error(e: &anyhow::Error) -> String {
+pub(crate) fn one_line_error(e: &anyhow::Error) -> String {
     let mut msg = String::new();
     for cause in e.chain().map(|c| c.to_string()) {
         let cause = cause.trim();

@@ -372,15 +372,10 @@ impl OutputArgs {
     /// Who reads the table: the width of the terminal stdout goes to (`COLUMNS` first, as
     /// shells export it), 80 when unknown (a file, a pipe).
     pub fn view(&self) -> icb_report::View {
-        let width = std::env::var("COLUMNS")
-            .ok()
-            .and_then(|c| c.trim().parse::<u16>().ok())
-            .filter(|w| *w >= 20)
-            .or_else(|| match &self.output_file {
-                Some(_) => None,
-                None => terminal_size::terminal_size_of(std::io::stdout()).map(|(w, _)| w.0),
-            })
-            .unwrap_or(80);
+        let width = match &self.output_file {
+            Some(_) => columns_env().unwrap_or(80),
+            None => terminal_width(),
+        };
         icb_report::View { width, wide: false }
     }
 
@@ -453,6 +448,21 @@ impl ExpectArgs {
     }
 }
 
+/// `COLUMNS` when it is set to a usable width.
+fn columns_env() -> Option<u16> {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|w| *w >= 20)
+}
+
+/// The width tables on stdout are fitted to: `COLUMNS`, else the terminal's, else 80.
+pub fn terminal_width() -> u16 {
+    columns_env()
+        .or_else(|| terminal_size::terminal_size_of(std::io::stdout()).map(|(w, _)| w.0))
+        .unwrap_or(80)
+}
+
 /// The one async runtime of every subcommand that needs one (the pair pipeline, API calls): small,
 /// because the work is I/O bound and the measurement itself runs in the child processes.
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -463,9 +473,20 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
 }
 
-/// An interrupted pair whose prefill side reported what it measured: the report (marked
-/// partial) is rendered as `-o` asks, then the interruption's one line; exit 130.
-pub fn emit_partial_pair(
+/// An interrupted pair: the cases measured before the signal (when the prefill side reported
+/// them) rendered as `-o` asks and marked partial, then the interruption's one line; exit 130.
+pub fn emit_interrupted(
+    interrupted: &icb_pair::Interrupted,
+    output: &OutputArgs,
+    interrupt: &super::interrupt::Interrupt,
+) -> anyhow::Result<i32> {
+    match &interrupted.partial {
+        Some(report) => emit_partial_pair(report, output, &interrupted.cleanup, interrupt),
+        None => Ok(interrupt.report(&interrupted.cleanup_text())),
+    }
+}
+
+fn emit_partial_pair(
     report: &icb_core::PairReport,
     output: &OutputArgs,
     cleanup: &str,
@@ -473,9 +494,7 @@ pub fn emit_partial_pair(
 ) -> anyhow::Result<i32> {
     // The prefill side was interrupted by its parent; the report names what interrupted the run.
     let mut report = report.clone();
-    if let Some(partial) = report.partial.as_mut() {
-        partial.reason = format!("interrupted by {}", interrupt.signal());
-    }
+    icb_core::verdict::mark_interrupted(&mut report, &format!("interrupted by {}", interrupt.signal()));
     let format = output.report_format()?;
     output.emit(&icb_report::render_pair(&report, format)?)?;
     let planned = report.partial.as_ref().map_or(report.cases.len(), |p| p.planned_cases);

@@ -9,12 +9,12 @@ use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use icb_core::Status;
 use icb_core::checks::ProbeReport;
+use icb_core::model::{Finding, GateReport, GateVerdict};
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
 use icb_pair::{PairError, PairPlan, run_pair};
 use icb_probe::{GatherOptions, NodeExpectations, TransportEnv};
-use serde::Serialize;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -74,35 +74,6 @@ pub struct Args {
     pub output: String,
 }
 
-/// One finding of the gate.
-#[derive(Debug, Clone, Serialize)]
-struct Finding {
-    step: String,
-    status: String,
-    detail: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    hint: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-struct GateReport {
-    schema: &'static str,
-    verdict: String,
-    reason: String,
-    wall_s: f64,
-    steps: Vec<(String, f64)>,
-    findings: Vec<Finding>,
-    /// What each side's bench pod was modelled on: `(side, source)` (the recipe's template when
-    /// the workers are not running yet, or the running pod).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    modelled_on: Vec<(String, String)>,
-    /// What was not copied into the bench pods, and other notes of the preparation.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    notes: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pair: Option<icb_core::PairReport>,
-}
-
 /// The recipe's node selectors (`prefill: k=v; decode: k=v`), when a template has one.
 fn selectors(t: &SideTemplates) -> Option<String> {
     let mut out = Vec::new();
@@ -139,16 +110,26 @@ fn findings_of(step: &str, report: &ProbeReport) -> Vec<Finding> {
         .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
         .map(|c| Finding {
             step: step.to_string(),
-            status: c.status.as_str().to_string(),
+            status: c.status,
+            check: Some(c.id.clone()),
             detail: format!("{}: {}", c.id, c.detail),
             hint: c.hint.clone(),
         })
         .collect()
 }
 
+/// Why the gate stopped before its verdict.
+enum Stop {
+    /// Over `--budget` while `running` still ran.
+    OverBudget(String),
+    /// A setup error after the gate started (cluster, recipe, bench pods).
+    Error(anyhow::Error),
+    /// A signal; `String` says what was cleaned up.
+    Interrupted(String),
+}
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let started = Instant::now();
-    let deadline = started + args.budget;
     let settings = icb_core::RunSettings {
         tests: args.tests.clone(),
         sizes: args.sizes.clone(),
@@ -170,11 +151,78 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let prefill: Target = args.prefill.parse().map_err(|e| anyhow::anyhow!("--prefill: {e}"))?;
     let decode: Target = args.decode.parse().map_err(|e| anyhow::anyhow!("--decode: {e}"))?;
     let expectation = args.expect.input()?;
-    let mut findings = Vec::new();
-    let mut steps = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
-    let mut modelled_on: Vec<(String, String)> = Vec::new();
+    let format: icb_report::Format = args.output.parse()?;
+    // Claimed before the first step: from here on a signal ends in the report, exit 130.
+    let interrupt = Interrupt::install()?;
+    let mut report = GateReport::new();
+    let rt = super::common::runtime()?;
+    // Every step watches the token and cleans up what it created (its `Stop::Interrupted`).
+    let end = rt.block_on(steps(
+        &args,
+        settings,
+        prefill,
+        decode,
+        expectation,
+        &interrupt,
+        &mut report,
+        started,
+    ));
+    match end {
+        Ok(()) => report.conclude(),
+        Err(Stop::OverBudget(running)) => report.stop(
+            GateVerdict::Error,
+            format!(
+                "over the --budget of {}s while {running} still ran; raise --budget",
+                args.budget.as_secs()
+            ),
+        ),
+        Err(Stop::Error(e)) => report.stop(GateVerdict::Error, crate::one_line_error(&e)),
+        Err(Stop::Interrupted(cleaned)) => report.stop(GateVerdict::Interrupted, cleaned),
+    }
+    // A signal wins over whatever the steps concluded: a signalled gate never passes.
+    if interrupt.token().is_cancelled() && report.verdict != GateVerdict::Interrupted {
+        report.stop(GateVerdict::Interrupted, String::new());
+    }
+    if report.verdict == GateVerdict::Interrupted {
+        let cleaned = std::mem::take(&mut report.reason);
+        report.reason = format!("interrupted by {}: no verdict", interrupt.signal());
+        if !cleaned.is_empty() {
+            report.reason = format!("{}; {cleaned}", report.reason);
+        }
+    }
+    report.wall_s = started.elapsed().as_secs_f64();
+    let view = icb_report::View {
+        width: super::common::terminal_width(),
+        wide: false,
+    };
+    print!("{}", icb_report::render_gate_in(&report, format, view)?);
+    match report.verdict {
+        GateVerdict::Interrupted => {
+            Ok(interrupt.report("gate stopped, no verdict (the report says what it found so far)"))
+        }
+        GateVerdict::Error => {
+            eprintln!("ic-bench: error: gate: {}", report.reason);
+            Ok(report.verdict.exit_code())
+        }
+        GateVerdict::Pass | GateVerdict::Fail => Ok(report.verdict.exit_code()),
+    }
+}
 
+/// The gate's three steps, recording into `report` as they go (so a stop keeps what was found).
+#[allow(clippy::too_many_arguments)]
+async fn steps(
+    args: &Args,
+    settings: icb_core::RunSettings,
+    prefill: Target,
+    decode: Target,
+    expectation: icb_pair::ExpectationInput,
+    interrupt: &Interrupt,
+    report: &mut GateReport,
+    started: Instant,
+) -> Result<(), Stop> {
+    let deadline = started + args.budget;
+    let token = interrupt.token().clone();
+    let remaining = || deadline.saturating_duration_since(Instant::now());
     // 1. probe env on the recipe (local, read-only); the recipe's prefill/decode pod templates
     // model the bench pods of sides whose workers are not running yet.
     let mut side_envs: Option<SideEnvs> = None;
@@ -182,22 +230,22 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if !args.recipe.is_empty() {
         let t = Instant::now();
         let inputs: Vec<icb_recipe::Input> = args.recipe.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
-        let report = icb_recipe::probe_env_with(&inputs, &icb_recipe::EnvOptions::default())?;
-        findings.extend(findings_of("probe env", &report));
+        let env_report = icb_recipe::probe_env_with(&inputs, &icb_recipe::EnvOptions::default())
+            .map_err(|e| Stop::Error(e.into()))?;
+        report.findings.extend(findings_of("probe env", &env_report));
         side_envs = Some(SideEnvs {
-            prefill: side_env(&args, "prefill")?,
-            decode: side_env(&args, "decode")?,
+            prefill: side_env(args, "prefill").map_err(Stop::Error)?,
+            decode: side_env(args, "decode").map_err(Stop::Error)?,
         });
-        templates = super::recipe_template::side_templates(&args.recipe, args.role.as_deref())?;
-        steps.push(("probe env".to_string(), t.elapsed().as_secs_f64()));
+        templates = super::recipe_template::side_templates(&args.recipe, args.role.as_deref()).map_err(Stop::Error)?;
+        report.steps.push(("probe env".to_string(), t.elapsed().as_secs_f64()));
     }
-    let interrupt = Interrupt::install()?;
-    let rt = super::common::runtime()?;
+    if token.is_cancelled() {
+        return Err(Stop::Interrupted(String::new()));
+    }
     let image = args.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
-    let outcome: anyhow::Result<Result<Option<icb_core::PairReport>, i32>> = rt.block_on(async {
+    let prepare = async {
         let cluster = args.cluster.connect().await?;
-        let token = interrupt.token().clone();
-        let remaining = || deadline.saturating_duration_since(Instant::now());
         let pods = BenchPodsPlan {
             prefill,
             decode,
@@ -216,242 +264,160 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             dry_run: false,
             read_nodes: true,
             timeout: remaining(),
-            cleanup_timeout: Duration::from_secs(30),
+            cleanup_timeout: Duration::from_secs(30).max(cluster.request_timeout()),
         };
-        let mut launcher = KubeLauncher::prepare_with_templates(cluster.clone(), pods, &templates).await?;
-        let prepared = launcher.prepared();
-        notes.extend(prepared.notes.iter().cloned());
-        modelled_on.extend(
-            [("prefill", &prepared.client), ("decode", &prepared.server)]
-                .into_iter()
-                .filter_map(|(side, pod)| pod.model.as_ref().map(|m| (side.to_string(), m.source.clone()))),
-        );
-        // Each node is probed against the transport env of the side that runs there.
-        let nodes: Vec<(String, Option<(TransportEnv, bool)>)> = {
-            let envs = side_envs.as_ref();
-            let mut n = vec![
-                (prepared.prefill.node.clone(), envs.map(|e| e.prefill.clone())),
-                (prepared.decode.node.clone(), envs.map(|e| e.decode.clone())),
-            ];
-            n.dedup_by(|a, b| a.0 == b.0);
-            n
-        };
-        // 2. probe node on both nodes, concurrently.
-        if !args.no_node_probe {
-            let t = Instant::now();
-            let probes = nodes.iter().map(|(node, env)| {
-                let cluster = cluster.clone();
-                let token = token.clone();
-                let image = image.clone();
-                let env = env.clone();
-                async move {
-                    let opts = icb_kube::probe_pod::ProbePodOptions {
-                        image,
-                        image_pull_policy: None,
-                        run_id: icb_kube::podspec::new_run_id(),
-                        deadline: remaining(),
-                    };
-                    let script = icb_probe::remote::node_script(0, 5);
-                    let target = format!("node/{node}");
-                    let text =
-                        icb_kube::probe_pod::run_probe_pod(&cluster, node, &script, &opts, token.cancelled()).await;
-                    (
-                        node.clone(),
-                        text.map(|t| {
-                            icb_probe::remote::parse_snapshot(&target, &t).map(|snap| {
-                                let (env, rdma) = env.unwrap_or_default();
-                                let expect = NodeExpectations {
-                                    env,
-                                    rdma_required: rdma,
-                                };
-                                let gather = GatherOptions {
-                                    tool_timeout: Duration::from_secs(5),
-                                    counter_interval: Duration::ZERO,
-                                };
-                                icb_probe::probe_node(&snap, &gather, &expect).0
-                            })
-                        }),
-                    )
-                }
-            });
-            let results = tokio::time::timeout_at(deadline, futures::future::join_all(probes)).await;
-            let Ok(results) = results else {
-                let names: Vec<&str> = nodes.iter().map(|(n, _)| n.as_str()).collect();
-                return Ok(Err(over_budget(
-                    &args,
-                    "probe node on ".to_string() + &names.join(", "),
-                )));
-            };
-            for (node, r) in results {
-                match r {
-                    Ok(Ok(report)) => {
-                        let mut f = findings_of(&format!("probe node/{node}"), &report);
-                        // The probe pod's own memlock says nothing about the workers'.
-                        f.retain(|x| !x.detail.starts_with("node.memlock"));
-                        findings.extend(f);
-                    }
-                    Ok(Err(e)) => findings.push(Finding {
-                        step: format!("probe node/{node}"),
-                        status: "warn".into(),
-                        detail: e.to_string(),
-                        hint: None,
-                    }),
-                    Err(icb_kube::KubeError::Interrupted(what)) => return Ok(Err(interrupt.report(&what))),
-                    Err(e) => findings.push(Finding {
-                        step: format!("probe node/{node}"),
-                        status: "warn".into(),
-                        detail: e.to_string(),
-                        hint: Some("pass --no-node-probe where probe pods are not allowed".into()),
-                    }),
-                }
-            }
-            steps.push(("probe node".to_string(), t.elapsed().as_secs_f64()));
-        }
-        // 3. the pair, with what is left of the budget.
+        let launcher = KubeLauncher::prepare_with_templates(cluster.clone(), pods, &templates).await?;
+        Ok::<_, anyhow::Error>((cluster, launcher))
+    };
+    // Preparing creates nothing (it reads the targets and nodes): a signal can just stop it.
+    let (cluster, mut launcher) = tokio::select! {
+        r = prepare => r.map_err(Stop::Error)?,
+        _ = token.cancelled() => return Err(Stop::Interrupted(String::new())),
+        _ = tokio::time::sleep_until(deadline) => return Err(Stop::OverBudget("preparing the bench pods".into())),
+    };
+    let prepared = launcher.prepared();
+    report.notes.extend(prepared.notes.iter().cloned());
+    report.modelled_on.extend(
+        [("prefill", &prepared.client), ("decode", &prepared.server)]
+            .into_iter()
+            .filter_map(|(side, pod)| pod.model.as_ref().map(|m| (side.to_string(), m.source.clone()))),
+    );
+    // Each node is probed against the transport env of the side that runs there.
+    let nodes: Vec<(String, Option<(TransportEnv, bool)>)> = {
+        let envs = side_envs.as_ref();
+        let mut n = vec![
+            (prepared.prefill.node.clone(), envs.map(|e| e.prefill.clone())),
+            (prepared.decode.node.clone(), envs.map(|e| e.decode.clone())),
+        ];
+        n.dedup_by(|a, b| a.0 == b.0);
+        n
+    };
+    // 2. probe node on both nodes, concurrently.
+    if !args.no_node_probe {
         let t = Instant::now();
-        let left = remaining();
-        if left.is_zero() {
-            return Ok(Err(over_budget(
-                &args,
-                "nothing of the pair (the probes used the budget)".into(),
-            )));
+        let found = probe_nodes(&cluster, &nodes, &image, deadline, &token).await;
+        report.steps.push(("probe node".to_string(), t.elapsed().as_secs_f64()));
+        report.findings.extend(found?);
+    }
+    // 3. the pair, with what is left of the budget.
+    let t = Instant::now();
+    let left = remaining();
+    if left.is_zero() {
+        return Err(Stop::OverBudget(
+            "nothing of the pair (the probes used the budget)".into(),
+        ));
+    }
+    let mut plan = PairPlan::new(settings, expectation);
+    plan.startup_timeout = left;
+    plan.deadline = left;
+    plan.startup_flag = "--budget";
+    let mut progress = |_: &icb_core::protocol::CaseProgress| {};
+    let r = run_pair(&plan, &mut launcher, &token, &mut progress).await;
+    report.steps.push(("pair".to_string(), t.elapsed().as_secs_f64()));
+    match r {
+        Ok(o) => {
+            report.add_pair(o.report);
+            Ok(())
         }
-        let mut plan = PairPlan::new(settings, expectation);
-        plan.startup_timeout = left;
-        plan.deadline = left;
-        plan.startup_flag = "--budget";
-        let mut progress = |_: &icb_core::protocol::CaseProgress| {};
-        let r = run_pair(&plan, &mut launcher, &token, &mut progress).await;
-        steps.push(("pair".to_string(), t.elapsed().as_secs_f64()));
-        match r {
-            Ok(o) => Ok(Ok(Some(o.report))),
-            Err(PairError::Interrupted(what)) => Ok(Err(interrupt.report(&what))),
-            Err(e) if Instant::now() >= deadline => Ok(Err(over_budget(
-                &args,
-                format!("the pair {} → {} ({e})", args.prefill, args.decode),
-            ))),
-            Err(e) => match selectors(&templates) {
-                Some(wanted) if e.to_string().contains("node affinity/selector") => Err(anyhow::anyhow!(
-                    "{e}; the recipe's workers select nodes {wanted}: gate nodes they would run on"
-                )),
-                _ => Err(e.into()),
-            },
+        Err(PairError::Interrupted(i)) => {
+            // Measured before the signal: kept as evidence, judged as nothing.
+            let cleaned = i.cleanup_text();
+            if let Some(partial) = i.partial {
+                let mut pair = *partial;
+                icb_core::verdict::mark_interrupted(&mut pair, &format!("interrupted by {}", interrupt.signal()));
+                report.pair = Some(pair);
+            }
+            Err(Stop::Interrupted(cleaned))
+        }
+        Err(e) if Instant::now() >= deadline => Err(Stop::OverBudget(format!(
+            "the pair {} → {} ({e})",
+            args.prefill, args.decode
+        ))),
+        Err(e) => Err(Stop::Error(match selectors(&templates) {
+            Some(wanted) if e.to_string().contains("node affinity/selector") => {
+                anyhow::anyhow!("{e}; the recipe's workers select nodes {wanted}: gate nodes they would run on")
+            }
+            _ => e.into(),
+        })),
+    }
+}
+
+/// Probe pods on `nodes`, concurrently, each against its side's transport env; findings, or why
+/// the step stopped.
+async fn probe_nodes(
+    cluster: &icb_kube::Cluster,
+    nodes: &[(String, Option<(TransportEnv, bool)>)],
+    image: &str,
+    deadline: Instant,
+    token: &icb_pair::CancellationToken,
+) -> Result<Vec<Finding>, Stop> {
+    let remaining = || deadline.saturating_duration_since(Instant::now());
+    let probes = nodes.iter().map(|(node, env)| {
+        let cluster = cluster.clone();
+        let token = token.clone();
+        let image = image.to_string();
+        let env = env.clone();
+        async move {
+            let opts = icb_kube::probe_pod::ProbePodOptions {
+                image,
+                image_pull_policy: None,
+                run_id: icb_kube::podspec::new_run_id(),
+                deadline: remaining(),
+            };
+            let script = icb_probe::remote::node_script(0, 5);
+            let target = format!("node/{node}");
+            let text = icb_kube::probe_pod::run_probe_pod(&cluster, node, &script, &opts, token.cancelled()).await;
+            (
+                node.clone(),
+                text.map(|t| {
+                    icb_probe::remote::parse_snapshot(&target, &t).map(|snap| {
+                        let (env, rdma) = env.unwrap_or_default();
+                        let expect = NodeExpectations {
+                            env,
+                            rdma_required: rdma,
+                        };
+                        let gather = GatherOptions {
+                            tool_timeout: Duration::from_secs(5),
+                            counter_interval: Duration::ZERO,
+                        };
+                        icb_probe::probe_node(&snap, &gather, &expect).0
+                    })
+                }),
+            )
         }
     });
-    let pair = match outcome? {
-        Ok(p) => p,
-        Err(code) => return Ok(code),
+    let Ok(results) = tokio::time::timeout_at(deadline, futures::future::join_all(probes)).await else {
+        let names: Vec<&str> = nodes.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(Stop::OverBudget(format!("probe node on {}", names.join(", "))));
     };
-    if let Some(p) = &pair {
-        for c in p
-            .cases
-            .iter()
-            .filter(|c| c.verdict.as_ref().is_some_and(|v| v.status == Status::Fail))
-        {
-            let v = c.verdict.as_ref().map(|v| v.reason.clone()).unwrap_or_default();
-            findings.push(Finding {
-                step: "pair".into(),
-                status: "fail".into(),
-                detail: format!("{} {} B {}: {v}", c.test.as_str(), c.size, c.memory),
+    let mut findings = Vec::new();
+    for (node, r) in results {
+        let step = format!("probe node/{node}");
+        match r {
+            Ok(Ok(report)) => {
+                // The probe pod's own memlock says nothing about the workers'.
+                findings.extend(
+                    findings_of(&step, &report)
+                        .into_iter()
+                        .filter(|f| !f.check.as_deref().is_some_and(|c| c.starts_with("node.memlock"))),
+                );
+            }
+            Ok(Err(e)) => findings.push(Finding {
+                step,
+                status: Status::Warn,
+                check: None,
+                detail: e.to_string(),
                 hint: None,
-            });
-        }
-        if p.verdict.status == icb_core::VerdictStatus::Fail {
-            findings.push(Finding {
-                step: "pair".into(),
-                status: "fail".into(),
-                detail: format!(
-                    "{} (data paths: {})",
-                    p.verdict.reason,
-                    p.verdict
-                        .data_paths
-                        .iter()
-                        .map(|d| d.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                hint: p.verdict.hint.clone(),
-            });
+            }),
+            Err(icb_kube::KubeError::Interrupted(what)) => return Err(Stop::Interrupted(what)),
+            Err(e) => findings.push(Finding {
+                step,
+                status: Status::Warn,
+                check: None,
+                detail: e.to_string(),
+                hint: Some("pass --no-node-probe where probe pods are not allowed".into()),
+            }),
         }
     }
-    let failed = findings.iter().any(|f| f.status == "fail");
-    let measured = pair
-        .as_ref()
-        .map(|p| {
-            let paths: Vec<&str> = p.verdict.data_paths.iter().map(|d| d.as_str()).collect();
-            format!("; measured data paths: {}", paths.join(", "))
-        })
-        .unwrap_or_default();
-    let report = GateReport {
-        schema: "ic-bench.gate/v1",
-        verdict: if failed { "fail" } else { "pass" }.into(),
-        reason: if failed {
-            findings
-                .iter()
-                .filter(|f| f.status == "fail")
-                .map(|f| format!("{}: {}", f.step, f.detail))
-                .collect::<Vec<_>>()
-                .join("; ")
-                + &measured
-        } else {
-            "the recipe's transport and the measured pair are fit for benchmarking".into()
-        },
-        wall_s: started.elapsed().as_secs_f64(),
-        steps,
-        findings,
-        modelled_on,
-        notes,
-        pair,
-    };
-    print!("{}", render(&report, &args.output)?);
-    Ok(if failed {
-        icb_core::exit::VERDICT_FAILED
-    } else {
-        icb_core::exit::OK
-    })
-}
-
-fn over_budget(args: &Args, running: String) -> i32 {
-    eprintln!(
-        "ic-bench: gate: over the --budget of {}s while {running} still ran; raise --budget",
-        args.budget.as_secs()
-    );
-    icb_core::exit::USAGE_OR_SETUP
-}
-
-fn render(r: &GateReport, format: &str) -> anyhow::Result<String> {
-    Ok(match format {
-        "json" => serde_json::to_string_pretty(r)? + "\n",
-        "junit" => {
-            use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-            let mut report = Report::new("ic-bench gate");
-            let mut suite = TestSuite::new("gate");
-            let mut case = if r.verdict == "pass" {
-                TestCase::new("gate", TestCaseStatus::success())
-            } else {
-                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                s.set_message(r.reason.clone());
-                TestCase::new("gate", s)
-            };
-            case.set_time(Duration::from_secs_f64(r.wall_s));
-            suite.add_test_case(case);
-            report.add_test_suite(suite);
-            report.to_string()? + "\n"
-        }
-        _ => {
-            let mut out = format!("{}: {} ({:.1}s)\n", r.verdict.to_uppercase(), r.reason, r.wall_s);
-            for f in &r.findings {
-                out.push_str(&format!("  [{}] {}: {}\n", f.status, f.step, f.detail));
-                if let Some(h) = &f.hint {
-                    out.push_str(&format!("      fix: {h}\n"));
-                }
-            }
-            for (side, source) in &r.modelled_on {
-                out.push_str(&format!("  {side} bench pod modelled on {source}\n"));
-            }
-            let steps: Vec<String> = r.steps.iter().map(|(s, t)| format!("{s} {t:.1}s")).collect();
-            out.push_str(&format!("  time: {}\n", steps.join(", ")));
-            out
-        }
-    })
+    Ok(findings)
 }

@@ -163,7 +163,7 @@ pub fn run_in_place(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Res
                 tracing::info!("{}", outcome.cleanup);
                 super::common::emit_pair(&outcome.report, &args.output)
             }
-            Err(PairError::Interrupted(what)) => Ok(interrupt.report(&what)),
+            Err(PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &args.output, &interrupt),
             Err(e) => Err(e.into()),
         }
     })

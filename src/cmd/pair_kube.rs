@@ -164,9 +164,6 @@ pub fn run_kube(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<
         let result = run_pair(&plan, &mut launcher, interrupt.token(), &mut progress).await;
         live.finish();
         match result {
-            Ok(outcome) if outcome.report.partial.is_some() => {
-                super::common::emit_partial_pair(&outcome.report, &args.output, &outcome.cleanup, &interrupt)
-            }
             Ok(mut outcome) => {
                 tracing::info!(
                     "orchestration overhead {:.2}s (create → report → cleanup, minus the transfer); {}",
@@ -176,7 +173,7 @@ pub fn run_kube(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<
                 outcome.report.warnings.extend(notes);
                 super::common::emit_pair(&outcome.report, &args.output)
             }
-            Err(PairError::Interrupted(what)) => Ok(interrupt.report(&what)),
+            Err(PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &args.output, &interrupt),
             Err(e) => Err(e.into()),
         }
     })

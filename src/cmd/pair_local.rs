@@ -61,11 +61,8 @@ pub fn run_local(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result
         let result = run_pair(&plan, &mut launcher, interrupt.token(), &mut progress).await;
         live.finish();
         match result {
-            Ok(outcome) if outcome.report.partial.is_some() => {
-                super::common::emit_partial_pair(&outcome.report, &args.output, &outcome.cleanup, &interrupt)
-            }
             Ok(outcome) => super::common::emit_pair(&outcome.report, &args.output),
-            Err(PairError::Interrupted(what)) => Ok(interrupt.report(&what)),
+            Err(PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &args.output, &interrupt),
             Err(e) => Err(e.into()),
         }
     })

@@ -7,8 +7,9 @@ use nixl_sys::{
     nixl_capi_mem_type_t, nixl_capi_notif_map_t, nixl_capi_opt_args_t, nixl_capi_params_t, nixl_capi_reg_dlist_t,
     nixl_capi_string_list_t, require,
 };
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{CString, c_char, c_void};
+use std::mem::ManuallyDrop;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -67,6 +68,8 @@ impl Nixl {
             backend: std::ptr::null_mut(),
             opt_args: std::ptr::null_mut(),
             notifs: std::ptr::null_mut(),
+            exported: Cell::new(false),
+            kept: RefCell::new(Vec::new()),
         };
         let create_map = require(&self.lib.capi.nixl_capi_create_notif_map, "nixl_capi_create_notif_map")?;
         // SAFETY: writes a new notification map handle into `inner.notifs` (owned by `inner`).
@@ -86,6 +89,12 @@ pub(crate) struct Inner {
     /// Names the UCX backend, for every call that takes optional arguments.
     pub(crate) opt_args: nixl_capi_opt_args_t,
     notifs: nixl_capi_notif_map_t,
+    /// Set once the metadata (which carries every registration's remote keys) went to a peer.
+    exported: Cell<bool>,
+    /// Memory of registrations dropped after an export: a peer may still read or write it
+    /// (over tcp UCX packs a READ's reply from it whenever the link lets it), so it is freed
+    /// only with the agent, after `nixl_capi_destroy_agent` (fields drop after `drop`'s body).
+    kept: RefCell<Vec<Buffer>>,
 }
 
 impl Drop for Inner {
@@ -305,11 +314,17 @@ impl Agent {
                 dlist,
                 kind,
                 dev_id,
-                memory: RefCell::new(memory),
+                memory: ManuallyDrop::new(RefCell::new(memory)),
                 addr,
                 len,
             }),
         })
+    }
+
+    /// How many dropped registrations' buffers the agent keeps because a peer got its metadata
+    /// (freed with the agent).
+    pub fn kept_buffers(&self) -> usize {
+        self.inner.kept.borrow().len()
     }
 
     /// This agent's metadata blob (connection info and registered memory) for the peer.
@@ -326,6 +341,7 @@ impl Agent {
         let out = unsafe { std::slice::from_raw_parts(data as *const u8, len) }.to_vec();
         // SAFETY: releases NIXL's malloc'd buffer once (the C API's documented ownership).
         unsafe { libc::free(data) };
+        self.inner.exported.set(true);
         Ok(out)
     }
 
@@ -383,7 +399,8 @@ pub(crate) struct RegInner {
     dlist: nixl_capi_reg_dlist_t,
     pub(crate) kind: MemKind,
     pub(crate) dev_id: u64,
-    memory: RefCell<Buffer>,
+    /// Taken out in `drop`: freed there, or kept by the agent once its metadata was exported.
+    memory: ManuallyDrop<RefCell<Buffer>>,
     pub(crate) addr: usize,
     pub(crate) len: usize,
 }
@@ -423,7 +440,7 @@ impl Drop for RegInner {
         let capi = &self.agent.lib.capi;
         // SAFETY: the list was registered with this live agent and is deregistered and destroyed
         // exactly once; no transfer uses it any more (each holds an `Rc` to this). Teardown
-        // errors are not actionable. The memory itself is freed after this, with the struct.
+        // errors are not actionable. The memory goes after this (see `Inner::kept`).
         unsafe {
             if let Ok(f) = capi.nixl_capi_deregister_mem.as_ref() {
                 f(self.agent.raw, self.dlist, self.agent.opt_args);
@@ -431,6 +448,11 @@ impl Drop for RegInner {
             if let Ok(f) = capi.nixl_capi_destroy_reg_dlist.as_ref() {
                 f(self.dlist);
             }
+        }
+        // SAFETY: `memory` is taken exactly once, here, and never touched again.
+        let memory = unsafe { ManuallyDrop::take(&mut self.memory) }.into_inner();
+        if self.agent.exported.get() {
+            self.agent.kept.borrow_mut().push(memory);
         }
     }
 }

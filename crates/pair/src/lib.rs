@@ -23,5 +23,5 @@ mod run;
 
 pub use launcher::{LaunchError, Launcher, Side};
 pub use plan::{ExpectationInput, PairPlan};
-pub use run::{PairError, PairOutcome, run_pair};
+pub use run::{Interrupted, PairError, PairOutcome, run_pair};
 pub use tokio_util::sync::CancellationToken;

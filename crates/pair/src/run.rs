@@ -18,19 +18,40 @@ const PEER_GRACE: Duration = Duration::from_secs(10);
 const STOP_BOUND: Duration = Duration::from_secs(60);
 
 /// Why a pair run gave no verdict. `exit_code` maps each to the contract.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PairError {
     /// Nothing measured: a side could not be started or failed, a deadline passed, a line did not
     /// parse. The text names what to fix. Exit 2.
     #[error("{0}")]
     Setup(String),
-    /// Stopped by the cancel token (Ctrl-C / SIGTERM) after cleanup; the text says what was
-    /// removed. Exit 130.
-    #[error("interrupted: {0}")]
-    Interrupted(String),
+    /// Stopped by the cancel token (Ctrl-C / SIGTERM) after cleanup. Never a verdict, whatever
+    /// was measured before it: the cases done so far come as [`Interrupted::partial`]. Exit 130.
+    #[error("interrupted: {}", .0.cleanup_text())]
+    Interrupted(Interrupted),
     /// The run (or its failure) was followed by a failed cleanup: something may be left. Exit 2.
     #[error("{outcome}; cleaning up also failed: {cleanup}")]
     Cleanup { outcome: String, cleanup: String },
+}
+
+/// An interrupted run, cleaned up.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Interrupted {
+    /// What the cleanup removed (empty when nothing was left).
+    pub cleanup: String,
+    /// The report of the cases the prefill side measured before the signal, as it marked it
+    /// (`partial` set, not judged as a run): evidence to write out, never a pass or a fail.
+    pub partial: Option<Box<PairReport>>,
+}
+
+impl Interrupted {
+    /// "cleaned up: …" or "nothing was left to clean up".
+    pub fn cleanup_text(&self) -> String {
+        if self.cleanup.is_empty() {
+            "nothing was left to clean up".into()
+        } else {
+            format!("cleaned up: {}", self.cleanup)
+        }
+    }
 }
 
 impl PairError {
@@ -54,7 +75,7 @@ impl From<ProtocolError> for PairError {
     }
 }
 
-/// A judged report and what the cleanup removed.
+/// A judged report of a run that was not interrupted, and what the cleanup removed.
 #[derive(Debug, Clone)]
 pub struct PairOutcome {
     pub report: PairReport,
@@ -79,7 +100,7 @@ pub async fn run_pair<L: Launcher>(
     };
     let outcome = tokio::select! {
         biased;
-        _ = cancel.cancelled() => Err(PairError::Interrupted(String::new())),
+        _ = cancel.cancelled() => Err(PairError::Interrupted(Interrupted::default())),
         r = drive(plan, launcher, &mut sides, progress, started) => r,
     };
     // Interrupted with the prefill side running: it reports the cases measured so far.
@@ -116,18 +137,19 @@ pub async fn run_pair<L: Launcher>(
             STOP_BOUND.as_secs()
         ))),
     };
-    // Interrupted, cleaned up, and the prefill side reported what it measured: that report, as
-    // the prefill side judged and marked it (partial), is the outcome.
-    if let (Err(PairError::Interrupted(_)), Ok(removed), Some(report)) = (&outcome, &cleanup, partial) {
-        return Ok(PairOutcome {
-            orchestration: started
-                .elapsed()
-                .saturating_sub(Duration::from_secs_f64(report.duration_s.max(0.0))),
-            report,
-            cleanup: removed.clone(),
-        });
-    }
     let ((mut report, expectation), cleanup) = match (outcome, cleanup) {
+        // The signal came after the last case, while the sides stopped: still no verdict (a
+        // signalled command never says pass), but every case is evidence.
+        (Ok((mut report, _)), Ok(removed)) if cancel.is_cancelled() => {
+            report.partial = Some(icb_core::model::PartialRun {
+                reason: "interrupted after the last case".into(),
+                planned_cases: report.cases.len(),
+            });
+            return Err(PairError::Interrupted(Interrupted {
+                cleanup: removed,
+                partial: Some(Box::new(report)),
+            }));
+        }
         (Ok(done), Ok(removed)) => (done, removed),
         (Ok(_), Err(c)) => {
             return Err(PairError::Cleanup {
@@ -135,11 +157,18 @@ pub async fn run_pair<L: Launcher>(
                 cleanup: c.0,
             });
         }
+        // A signal ends the run, whatever the sides did after it (a side killed by the cleanup
+        // fails too): what they measured before it is evidence, never the outcome.
         (Err(PairError::Interrupted(_)), Ok(removed)) => {
-            return Err(PairError::Interrupted(if removed.is_empty() {
-                "nothing was left to clean up".into()
-            } else {
-                format!("cleaned up: {removed}")
+            return Err(PairError::Interrupted(Interrupted {
+                cleanup: removed,
+                partial: partial.map(Box::new),
+            }));
+        }
+        (Err(_), Ok(removed)) if cancel.is_cancelled() => {
+            return Err(PairError::Interrupted(Interrupted {
+                cleanup: removed,
+                partial: None,
             }));
         }
         (Err(e), Ok(_)) => return Err(e),

@@ -1,7 +1,7 @@
 //! The exporter trait and the `-o FORMAT` choice.
 
 use icb_core::checks::ProbeReport;
-use icb_core::model::PairReport;
+use icb_core::model::{GateReport, PairReport};
 use icb_sweep::SweepResults;
 use std::fmt;
 use std::str::FromStr;
@@ -30,6 +30,14 @@ pub trait Exporter {
     /// A sweep's results (`ic-bench.sweep/v1`), complete or still running: `ic-bench sweep`
     /// re-renders every export after every pair.
     fn sweep(&self, results: &SweepResults) -> Result<String, ExportError>;
+    /// A gate's report (`ic-bench.gate/v1`), on every path it ends by.
+    fn gate(&self, _report: &GateReport) -> Result<String, ExportError> {
+        Err(ExportError::Unsupported {
+            format: "this format",
+            what: "a gate report",
+            instead: "-o table, json or junit",
+        })
+    }
 }
 
 /// The reader's side of a table: how wide the terminal is and whether everything is wanted.
@@ -128,6 +136,25 @@ pub fn render_pair(report: &PairReport, format: Format) -> Result<String, Export
 /// Renders a probe report in `format` for an 80-column reader.
 pub fn render_probe(report: &ProbeReport, format: Format) -> Result<String, ExportError> {
     format.exporter().probe(&masked_probe(report))
+}
+
+/// Renders a gate report in `format` for a reader with this `view`, its free text masked.
+pub fn render_gate_in(report: &GateReport, format: Format, view: View) -> Result<String, ExportError> {
+    format.exporter_in(view).gate(&masked_gate(report))
+}
+
+/// The gate report as it may be printed: findings, notes and the pair report masked.
+pub fn masked_gate(report: &GateReport) -> GateReport {
+    use icb_core::secrets::mask_text;
+    let mut r = report.clone();
+    r.reason = mask_text(&r.reason);
+    for f in &mut r.findings {
+        f.detail = mask_text(&f.detail);
+        f.hint = f.hint.as_deref().map(mask_text);
+    }
+    r.notes = r.notes.iter().map(|n| mask_text(n)).collect();
+    r.pair = r.pair.as_ref().map(masked_pair);
+    r
 }
 
 /// The report as it may be printed: every value of every env block and every free-text line

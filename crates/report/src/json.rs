@@ -3,7 +3,7 @@
 
 use crate::format::{ExportError, Exporter};
 use icb_core::checks::ProbeReport;
-use icb_core::model::PairReport;
+use icb_core::model::{GateReport, PairReport};
 
 pub struct JsonExporter;
 
@@ -25,5 +25,8 @@ impl Exporter for JsonExporter {
     }
     fn sweep(&self, results: &icb_sweep::SweepResults) -> Result<String, ExportError> {
         pretty(results)
+    }
+    fn gate(&self, report: &GateReport) -> Result<String, ExportError> {
+        pretty(report)
     }
 }

@@ -58,7 +58,7 @@ fn measured_values(c: &CaseResult, unit: BandwidthUnit) -> Vec<(&'static str, St
     props
 }
 
-fn write(report: &Report) -> Result<String, ExportError> {
+pub(crate) fn write(report: &Report) -> Result<String, ExportError> {
     report.to_string().map_err(|e| ExportError::Serialize {
         format: "junit",
         detail: e.to_string(),
@@ -135,5 +135,8 @@ impl Exporter for JunitExporter {
 
     fn sweep(&self, results: &icb_sweep::SweepResults) -> Result<String, ExportError> {
         crate::sweep::junit::render(results)
+    }
+    fn gate(&self, report: &icb_core::model::GateReport) -> Result<String, ExportError> {
+        crate::gate::junit(report)
     }
 }

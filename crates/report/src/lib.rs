@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod format;
+mod gate;
 mod json;
 mod junit;
 mod labels;
@@ -28,8 +29,8 @@ mod sweep;
 mod table;
 
 pub use format::{
-    ExportError, Exporter, Format, View, masked_pair, masked_probe, masked_sweep, render_pair, render_pair_in,
-    render_probe, render_probe_in, render_sweep_in,
+    ExportError, Exporter, Format, View, masked_gate, masked_pair, masked_probe, masked_sweep, render_gate_in,
+    render_pair, render_pair_in, render_probe, render_probe_in, render_sweep_in,
 };
 pub use json::JsonExporter;
 pub use junit::JunitExporter;

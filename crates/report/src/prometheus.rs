@@ -35,6 +35,8 @@ pub(crate) fn verdict_value(s: VerdictStatus) -> i64 {
         VerdictStatus::Pass => 0,
         VerdictStatus::Warn => 1,
         VerdictStatus::Fail => 2,
+        // Not an answer: the gauge says so apart from the three verdicts (as a skipped check).
+        VerdictStatus::Interrupted => -1,
     }
 }
 

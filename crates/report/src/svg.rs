@@ -219,6 +219,7 @@ impl Exporter for SvgExporter {
             VerdictStatus::Pass => "PASS",
             VerdictStatus::Warn => "WARN",
             VerdictStatus::Fail => "FAIL",
+            VerdictStatus::Interrupted => "INTERRUPTED",
         };
         let title = format!(
             "ic-bench pair, {} ({}): {status}",

@@ -74,11 +74,12 @@ fn push_wrapped(out: &mut String, text: &str, view: View) {
     }
 }
 
-fn verdict_word(s: VerdictStatus) -> &'static str {
+pub(crate) fn verdict_word(s: VerdictStatus) -> &'static str {
     match s {
         VerdictStatus::Pass => "PASS",
         VerdictStatus::Warn => "WARN",
         VerdictStatus::Fail => "FAIL",
+        VerdictStatus::Interrupted => "INTERRUPTED",
     }
 }
 
@@ -514,5 +515,8 @@ impl Exporter for TableExporter {
 
     fn sweep(&self, results: &icb_sweep::SweepResults) -> Result<String, ExportError> {
         Ok(crate::sweep::table::render(results, self.view))
+    }
+    fn gate(&self, report: &icb_core::model::GateReport) -> Result<String, ExportError> {
+        Ok(crate::gate::table(report, self.view))
     }
 }

@@ -1,6 +1,6 @@
 //! The UCP context: which features the workers get and the per-context configuration.
 
-use crate::memory::{MemMap, Region};
+use crate::memory::{MemMap, Region, Retired};
 use crate::worker::Worker;
 use crate::{Error, Result, Ucx, ucp_fn};
 use std::ffi::CString;
@@ -112,7 +112,11 @@ impl ContextBuilder {
             return Err(ucx.status_error("ucp_init", status));
         }
         Ok(Context {
-            inner: Rc::new(ContextInner { ucx, handle }),
+            inner: Rc::new(ContextInner {
+                ucx,
+                handle,
+                retired: Retired::default(),
+            }),
         })
     }
 }
@@ -120,10 +124,35 @@ impl ContextBuilder {
 pub(crate) struct ContextInner {
     pub(crate) ucx: Ucx,
     pub(crate) handle: sys::ucp_context_h,
+    /// Exposed registrations kept past their map until their workers are gone.
+    pub(crate) retired: Retired,
+}
+
+impl ContextInner {
+    /// Unmaps a registration of this context (exactly once per `memh`: the caller gives it up).
+    pub(crate) fn unmap(&self, memh: sys::ucp_mem_h) {
+        if let Ok(unmap) = ucp_fn!(self.ucx, ucp_mem_unmap) {
+            // SAFETY: memh came from ucp_mem_map on this (alive) context, and its owner gives it
+            // up with this call, so it is unmapped once.
+            unsafe { unmap(self.handle, memh) };
+        }
+    }
+
+    /// Unmaps the kept registrations that waited for worker `id`, now destroyed, then lets
+    /// their regions go (in that order: the registration never outlives its memory).
+    pub(crate) fn worker_destroyed(&self, id: u64) {
+        for map in self.retired.worker_destroyed(id) {
+            self.unmap(map.memh);
+        }
+    }
 }
 
 impl Drop for ContextInner {
     fn drop(&mut self) {
+        // No worker is left (each holds an Rc of this context): nothing can reach them now.
+        for map in self.retired.take_all() {
+            self.unmap(map.memh);
+        }
         if let Ok(cleanup) = ucp_fn!(self.ucx, ucp_cleanup) {
             // SAFETY: every worker and memory map holds an Rc of this context, so none is left;
             // the handle came from ucp_init_version and is cleaned up exactly once.
@@ -153,6 +182,12 @@ impl Context {
     /// Creates a worker in single-thread mode (drive it from one thread only).
     pub fn worker(&self) -> Result<Worker> {
         Worker::new(self.inner.clone())
+    }
+
+    /// How many dropped memory maps are still kept registered because a worker that a peer could
+    /// reach them through is alive (see [`MemMap`]).
+    pub fn retired_maps(&self) -> usize {
+        self.inner.retired.kept()
     }
 
     /// Registers `region` with UCX (with its memory type as a hint) so that a peer can reach it

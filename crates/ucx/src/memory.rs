@@ -4,6 +4,7 @@
 use crate::context::ContextInner;
 use crate::endpoint::EpInner;
 use crate::{Error, Result, ucp_fn};
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use ucx_sys as sys;
 
@@ -64,10 +65,18 @@ pub(crate) mod sealed {
 /// A `MemMap` is itself a [`Region`]: put it in an `Rc` and pass it to operations on a worker of
 /// the same context, and UCX uses this registration (`UCP_OP_ATTR_FIELD_MEMH`) instead of
 /// looking the buffer up — how NIXL issues its transfers.
+///
+/// Once its rkey was packed ([`MemMap::pack_rkey`]) a peer may reach the memory at any time, and
+/// over transports without native RMA (tcp) the worker packs a GET's reply from it whenever the
+/// reply gets its turn on the link. So dropping an exposed map does not unmap it: the
+/// registration and the region are kept until every worker of the context that was alive at that
+/// moment is destroyed ([`Retired`]). No order of drops can then free memory UCX still reads.
 pub struct MemMap {
     ctx: Rc<ContextInner>,
     memh: sys::ucp_mem_h,
     region: Rc<dyn Region>,
+    /// Set once an rkey was packed: a peer may hold it.
+    exposed: Cell<bool>,
 }
 
 impl std::fmt::Debug for MemMap {
@@ -101,7 +110,12 @@ impl MemMap {
         if status != sys::UCS_OK {
             return Err(ctx.ucx.status_error("ucp_mem_map", status));
         }
-        Ok(MemMap { ctx, memh, region })
+        Ok(MemMap {
+            ctx,
+            memh,
+            region,
+            exposed: Cell::new(false),
+        })
     }
 
     /// The start address a peer uses as `remote_addr` for put/get.
@@ -115,6 +129,14 @@ impl MemMap {
 
     pub fn is_empty(&self) -> bool {
         self.region.is_empty()
+    }
+
+    /// Unmaps now, exposed or not, and gives the region back: for when the peer has confirmed
+    /// that every operation it issued on this memory completed (its flush returned), as a case's
+    /// normal end does. Any other way of letting go (a drop) keeps exposed memory until the
+    /// workers that could serve the peer are destroyed.
+    pub fn unmap_now(self) {
+        self.exposed.set(false);
     }
 
     /// Packs the rkey a peer unpacks (with [`crate::Endpoint::unpack_rkey`]) to reach this map.
@@ -133,16 +155,79 @@ impl MemMap {
         let bytes = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), size) }.to_vec();
         // SAFETY: see above.
         unsafe { release(buf) };
+        self.exposed.set(true);
         Ok(bytes)
     }
 }
 
 impl Drop for MemMap {
     fn drop(&mut self) {
-        if let Ok(unmap) = ucp_fn!(self.ctx.ucx, ucp_mem_unmap) {
-            // SAFETY: memh came from ucp_mem_map on this (still alive) context; unmapped once.
-            unsafe { unmap(self.ctx.handle, self.memh) };
+        if self.exposed.get() && self.ctx.retired.retire(self.memh, self.region.clone()) {
+            return;
         }
+        self.ctx.unmap(self.memh);
+    }
+}
+
+/// Exposed registrations whose [`MemMap`] was dropped while workers that could serve a peer's
+/// RMA on them were alive. Each waits for those workers' destruction (`ucp_worker_destroy`
+/// purges what they still had queued for a peer), then is unmapped and its region released.
+#[derive(Default)]
+pub(crate) struct Retired {
+    next_worker: Cell<u64>,
+    live_workers: RefCell<Vec<u64>>,
+    maps: RefCell<Vec<RetiredMap>>,
+}
+
+pub(crate) struct RetiredMap {
+    pub(crate) memh: sys::ucp_mem_h,
+    /// Keeps the memory allocated until the registration is gone.
+    _region: Rc<dyn Region>,
+    waiting_for: Vec<u64>,
+}
+
+impl Retired {
+    /// A new worker of the context: its id, to report its destruction with.
+    pub(crate) fn worker_created(&self) -> u64 {
+        let id = self.next_worker.get();
+        self.next_worker.set(id + 1);
+        self.live_workers.borrow_mut().push(id);
+        id
+    }
+
+    /// Keeps `memh` and `region` until the workers alive now are destroyed; `false` (nothing
+    /// kept) when there is none.
+    fn retire(&self, memh: sys::ucp_mem_h, region: Rc<dyn Region>) -> bool {
+        let waiting_for = self.live_workers.borrow().clone();
+        if waiting_for.is_empty() {
+            return false;
+        }
+        self.maps.borrow_mut().push(RetiredMap {
+            memh,
+            _region: region,
+            waiting_for,
+        });
+        true
+    }
+
+    /// Worker `id` is destroyed: the registrations that waited only for it, to be unmapped.
+    pub(crate) fn worker_destroyed(&self, id: u64) -> Vec<RetiredMap> {
+        self.live_workers.borrow_mut().retain(|w| *w != id);
+        let mut maps = self.maps.borrow_mut();
+        maps.iter_mut().for_each(|m| m.waiting_for.retain(|w| *w != id));
+        let (done, waiting): (Vec<_>, Vec<_>) = maps.drain(..).partition(|m| m.waiting_for.is_empty());
+        *maps = waiting;
+        done
+    }
+
+    /// Every registration still kept (the context is going: no worker is left).
+    pub(crate) fn take_all(&self) -> Vec<RetiredMap> {
+        std::mem::take(&mut *self.maps.borrow_mut())
+    }
+
+    /// How many dropped maps are still kept registered.
+    pub(crate) fn kept(&self) -> usize {
+        self.maps.borrow().len()
     }
 }
 

@@ -29,6 +29,8 @@ pub(crate) struct WorkerInner {
     progress_fn: unsafe extern "C" fn(sys::ucp_worker_h) -> std::os::raw::c_uint,
     check_status_fn: unsafe extern "C" fn(*mut c_void) -> sys::ucs_status_t,
     request_free_fn: unsafe extern "C" fn(*mut c_void),
+    /// This worker's id in its context's [`crate::memory::Retired`] bookkeeping.
+    id: u64,
 }
 
 impl WorkerInner {
@@ -79,6 +81,8 @@ impl Drop for WorkerInner {
             // is destroyed exactly once.
             unsafe { destroy(self.handle) };
         }
+        // Nothing can reach memory through this worker any more.
+        self.ctx.worker_destroyed(self.id);
     }
 }
 
@@ -159,6 +163,9 @@ impl Worker {
     pub(crate) fn new(ctx: Rc<ContextInner>) -> Result<Worker> {
         let ucx = ctx.ucx.clone();
         let create = ucp_fn!(ucx, ucp_worker_create)?;
+        let progress_fn = ucp_fn!(ucx, ucp_worker_progress)?;
+        let check_status_fn = ucp_fn!(ucx, ucp_request_check_status)?;
+        let request_free_fn = ucp_fn!(ucx, ucp_request_free)?;
         let params = sys::ucp_worker_params_t {
             field_mask: sys::UCP_WORKER_PARAM_FIELD_THREAD_MODE as u64,
             thread_mode: sys::UCS_THREAD_MODE_SINGLE,
@@ -170,12 +177,14 @@ impl Worker {
         if status != sys::UCS_OK {
             return Err(ucx.status_error("ucp_worker_create", status));
         }
+        let id = ctx.retired.worker_created();
         let inner = Rc::new(WorkerInner {
             ctx,
             handle,
-            progress_fn: ucp_fn!(ucx, ucp_worker_progress)?,
-            check_status_fn: ucp_fn!(ucx, ucp_request_check_status)?,
-            request_free_fn: ucp_fn!(ucx, ucp_request_free)?,
+            id,
+            progress_fn,
+            check_status_fn,
+            request_free_fn,
         });
         let max_info = query_max_info(&inner).unwrap_or(DEFAULT_MAX_INFO);
         Ok(Worker {

@@ -30,6 +30,9 @@ fn tag_roundtrip(tls: Option<&str>) {
 
 fn rma_roundtrip(tls: Option<&str>) {
     let p = pair(tls, ErrorMode::None);
+    // Put targets are read back once B's worker is gone: until then a peer holding the rkey
+    // could still write them, so the ucx crate keeps them (see tests/teardown.rs).
+    let mut put_targets = Vec::new();
     for (n, &size) in SIZES.iter().enumerate() {
         // put: A writes its pattern into B's mapped buffer.
         let seed = 0x40 + n as u8;
@@ -53,7 +56,7 @@ fn rma_roundtrip(tls: Option<&str>) {
         p.a.wait_all(deadline()).unwrap();
         drop(rkey);
         drop(map);
-        assert_pattern(&mut target, size, seed);
+        put_targets.push((target, size, seed));
 
         // get: A reads B's mapped pattern into its own buffer.
         let seed = 0x80 + n as u8;
@@ -76,6 +79,10 @@ fn rma_roundtrip(tls: Option<&str>) {
         assert_eq!(p.a.wait(get, deadline()).unwrap().length, size);
         drop(rkey);
         assert_pattern(&mut local, size, seed);
+    }
+    drop(p);
+    for (mut target, size, seed) in put_targets {
+        assert_pattern(&mut target, size, seed);
     }
 }
 

@@ -6,12 +6,14 @@
 pub const PAIR_SCHEMA: &str = "ic-bench.pair/v1";
 
 mod case;
+mod gate;
 mod report;
 mod settings;
 mod transport;
 mod verdict;
 
 pub use case::*;
+pub use gate::*;
 pub use report::*;
 pub use settings::*;
 pub use transport::*;

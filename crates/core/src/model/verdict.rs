@@ -47,6 +47,8 @@ pub enum VerdictStatus {
     Pass,
     Warn,
     Fail,
+    /// A signal stopped the run: what was measured is evidence, not an answer. Never a pass.
+    Interrupted,
 }
 
 impl VerdictStatus {
@@ -55,6 +57,16 @@ impl VerdictStatus {
         match self {
             VerdictStatus::Pass | VerdictStatus::Warn => crate::exit::OK,
             VerdictStatus::Fail => crate::exit::VERDICT_FAILED,
+            VerdictStatus::Interrupted => crate::exit::INTERRUPTED,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictStatus::Pass => "pass",
+            VerdictStatus::Warn => "warn",
+            VerdictStatus::Fail => "fail",
+            VerdictStatus::Interrupted => "interrupted",
         }
     }
 }

@@ -112,12 +112,37 @@ pub fn judge(report: &mut PairReport) {
     let exp = report.expectation.clone();
     let settings = report.settings.clone();
     report.verdict = judge_cases(&mut report.cases, &exp, &settings);
+    if let Some(partial) = &report.partial {
+        // Each case keeps its own verdict (evidence); the run has none.
+        let reason = partial.reason.clone();
+        mark_interrupted(report, &reason);
+        return;
+    }
     if report.verdict.data_paths.contains(&TransportClass::Tcp)
         && let Some(hint) = tcp_only_tls_hint(report).or_else(|| shared_ipc_without_pid_hint(report))
     {
         // The generic namespace/RDMA hint would send the operator after the wrong cause.
         report.verdict.hint = Some(hint);
     }
+}
+
+/// Marks `report` as cut short by `reason` (e.g. `interrupted by SIGTERM`): `partial` says so and
+/// the run's verdict is [`VerdictStatus::Interrupted`], naming how much was measured, whatever
+/// the cases measured before it showed. Exit 130 ([`crate::exit::for_report`]).
+pub fn mark_interrupted(report: &mut PairReport, reason: &str) {
+    let measured = report.cases.len();
+    let planned = report
+        .partial
+        .as_ref()
+        .map_or(measured, |p| p.planned_cases)
+        .max(measured);
+    report.partial = Some(crate::model::PartialRun {
+        reason: reason.to_string(),
+        planned_cases: planned,
+    });
+    report.verdict.status = VerdictStatus::Interrupted;
+    report.verdict.reason = format!("{reason}: {measured} of {planned} cases measured, no verdict");
+    report.verdict.hint = None;
 }
 
 /// Same host, tag traffic over shared memory, but RMA over tcp or emulated: the sides share an

@@ -155,13 +155,17 @@ impl Runtime {
         Ok(address)
     }
 
-    /// Cancels whatever is in flight and forgets the case and the endpoint.
+    /// Cancels whatever is in flight and forgets the endpoint and the case, in that order: the
+    /// close flushes what the endpoint still owes the peer (software GET replies are packed from
+    /// the case's memory) while the case still holds it. The other order is safe too, since
+    /// `ucx::MemMap` keeps exposed memory until the worker is destroyed; this one just does not
+    /// lean on that.
     pub fn reset(&mut self) {
         self.drain_now();
-        self.case = None;
         if let Some(ep) = self.ep.take() {
             let _ = ep.close(Instant::now() + std::time::Duration::from_secs(1));
         }
+        self.case = None;
     }
 
     /// Cancels every pending operation (after an abort or a failure) so buffers can be reused.
@@ -329,8 +333,11 @@ impl Runtime {
         let Some(mut case) = self.case.take() else {
             return (false, Some("no case prepared".into()));
         };
-        // The registration holds the buffer; unmap it so the buffer can be read again.
-        case._map = None;
+        // The registration holds the buffer; unmap it so the buffer can be read again. The peer
+        // sent Finish after its last flush: nothing of it can still reach this memory.
+        if let Some(map) = case._map.take() {
+            map.unmap_now();
+        }
         if case.setup.untouched {
             return (false, Some(UNTOUCHED.into()));
         }

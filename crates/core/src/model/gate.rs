@@ -1,0 +1,177 @@
+//! The `gate` result (`ic-bench.gate/v1`): the findings of the gate's steps and the one verdict
+//! they roll up to. The gate writes this report on every path — pass, fail, over budget, a setup
+//! error after it started, a signal — so a CI job always has a file that says what happened.
+
+use super::{PairReport, Status};
+use serde::{Deserialize, Serialize};
+
+/// Schema identifier written into every gate report.
+pub const GATE_SCHEMA: &str = "ic-bench.gate/v1";
+
+/// The gate's answer. Only `pass` means "fit for benchmarking".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateVerdict {
+    Pass,
+    Fail,
+    /// The gate could not finish: over its `--budget`, or a setup error (cluster, recipe) after
+    /// it started. Exit 2.
+    Error,
+    /// A signal stopped it. Exit 130, whatever had been found.
+    Interrupted,
+}
+
+impl GateVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateVerdict::Pass => "pass",
+            GateVerdict::Fail => "fail",
+            GateVerdict::Error => "error",
+            GateVerdict::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn exit_code(self) -> i32 {
+        match self {
+            GateVerdict::Pass => crate::exit::OK,
+            GateVerdict::Fail => crate::exit::VERDICT_FAILED,
+            GateVerdict::Error => crate::exit::USAGE_OR_SETUP,
+            GateVerdict::Interrupted => crate::exit::INTERRUPTED,
+        }
+    }
+}
+
+/// One finding of a gate step (a probe check that is not ok, a failed pair case, …).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// `probe env`, `probe node/NAME` or `pair`.
+    pub step: String,
+    /// `warn` or `fail` (ok checks are not findings).
+    pub status: Status,
+    /// The probe check's id, when the finding is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+    pub detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// How a step ended. `wall_s` per step as before; `ran` says whether it finished.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateReport {
+    pub schema: String,
+    pub verdict: GateVerdict,
+    pub reason: String,
+    pub wall_s: f64,
+    /// `[name, seconds]` for every step that ran (or was running when the gate stopped).
+    pub steps: Vec<(String, f64)>,
+    pub findings: Vec<Finding>,
+    /// What each side's bench pod was modelled on: `(side, source)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modelled_on: Vec<(String, String)>,
+    /// What was not copied into the bench pods, and other notes of the preparation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<PairReport>,
+}
+
+impl GateReport {
+    /// A report with no verdict yet (`error` until [`GateReport::conclude`] or a stop says more).
+    pub fn new() -> GateReport {
+        GateReport {
+            schema: GATE_SCHEMA.into(),
+            verdict: GateVerdict::Error,
+            reason: String::new(),
+            wall_s: 0.0,
+            steps: Vec::new(),
+            findings: Vec::new(),
+            modelled_on: Vec::new(),
+            notes: Vec::new(),
+            pair: None,
+        }
+    }
+
+    /// Findings from a pair report: each failed case, a failed run, and a run that measured
+    /// nothing (never a pass: `nothing was measured` is what `pair` itself calls a setup problem).
+    pub fn add_pair(&mut self, pair: PairReport) {
+        use super::{CaseStatus, VerdictStatus};
+        for c in pair
+            .cases
+            .iter()
+            .filter(|c| c.verdict.as_ref().is_some_and(|v| v.status == Status::Fail))
+        {
+            let why = c.verdict.as_ref().map(|v| v.reason.clone()).unwrap_or_default();
+            self.findings.push(Finding {
+                step: "pair".into(),
+                status: Status::Fail,
+                check: None,
+                detail: format!(
+                    "{} {} {}: {why}",
+                    c.test.as_str(),
+                    crate::units::format_size(c.size),
+                    c.memory
+                ),
+                hint: None,
+            });
+        }
+        let measured = pair.cases.iter().any(|c| c.status == CaseStatus::Measured);
+        if !measured {
+            self.findings.push(Finding {
+                step: "pair".into(),
+                status: Status::Fail,
+                check: None,
+                detail: crate::exit::setup_problem(&pair).unwrap_or_else(|| "the pair measured nothing".into()),
+                hint: None,
+            });
+        } else if pair.verdict.status == VerdictStatus::Fail {
+            let paths: Vec<&str> = pair.verdict.data_paths.iter().map(|d| d.as_str()).collect();
+            self.findings.push(Finding {
+                step: "pair".into(),
+                status: Status::Fail,
+                check: None,
+                detail: format!("{} (data paths: {})", pair.verdict.reason, paths.join(", ")),
+                hint: pair.verdict.hint.clone(),
+            });
+        }
+        self.pair = Some(pair);
+    }
+
+    /// Rolls the findings up: `fail` when any finding fails, else `pass`.
+    pub fn conclude(&mut self) {
+        let failing: Vec<String> = self
+            .findings
+            .iter()
+            .filter(|f| f.status == Status::Fail)
+            .map(|f| format!("{}: {}", f.step, f.detail))
+            .collect();
+        if failing.is_empty() {
+            self.verdict = GateVerdict::Pass;
+            self.reason = "the recipe's transport and the measured pair are fit for benchmarking".into();
+            return;
+        }
+        let measured = self
+            .pair
+            .as_ref()
+            .map(|p| {
+                let paths: Vec<&str> = p.verdict.data_paths.iter().map(|d| d.as_str()).collect();
+                format!("; measured data paths: {}", paths.join(", "))
+            })
+            .unwrap_or_default();
+        self.verdict = GateVerdict::Fail;
+        self.reason = failing.join("; ") + &measured;
+    }
+
+    /// The gate stopped before its verdict: `verdict` (error or interrupted) and why, whatever
+    /// the findings so far said. They stay in the report as evidence.
+    pub fn stop(&mut self, verdict: GateVerdict, reason: String) {
+        self.verdict = verdict;
+        self.reason = reason;
+    }
+}
+
+impl Default for GateReport {
+    fn default() -> Self {
+        GateReport::new()
+    }
+}

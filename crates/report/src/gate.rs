@@ -1,0 +1,125 @@
+//! The gate report for people (a verdict line, then the findings, fitted to the terminal) and
+//! for CI (JUnit: one testcase per finding, so a CI view lists what failed one by one).
+
+use crate::format::{ExportError, View};
+use icb_core::model::{GateReport, GateVerdict, Status};
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+fn wrapped(out: &mut String, text: &str, width: usize, first: &str, rest: &str) {
+    let opts = textwrap::Options::new(width.max(20))
+        .initial_indent(first)
+        .subsequent_indent(rest)
+        .break_words(false);
+    for line in textwrap::wrap(text, opts) {
+        let _ = writeln!(out, "{line}");
+    }
+}
+
+/// The verdict line, each finding (status, step, detail; its fix on its own line), what the
+/// bench pods were modelled on, and the time per step. `-o wide` does not wrap.
+pub(crate) fn table(r: &GateReport, view: View) -> String {
+    let width = if view.wide {
+        usize::MAX / 2
+    } else {
+        usize::from(view.width)
+    };
+    let mut out = String::new();
+    let head = format!("{}: {} ({:.1}s)", r.verdict.as_str().to_uppercase(), r.reason, r.wall_s);
+    wrapped(&mut out, &head, width, "", "  ");
+    for f in &r.findings {
+        let first = format!("  [{}] ", f.status);
+        let text = format!("{}: {}", f.step, f.detail);
+        wrapped(&mut out, &text, width, &first, "         ");
+        if let Some(h) = &f.hint {
+            wrapped(&mut out, &format!("fix: {h}"), width, "      ", "           ");
+        }
+    }
+    for (side, source) in &r.modelled_on {
+        wrapped(
+            &mut out,
+            &format!("{side} bench pod modelled on {source}"),
+            width,
+            "  ",
+            "    ",
+        );
+    }
+    let steps: Vec<String> = r.steps.iter().map(|(s, t)| format!("{s} {t:.1}s")).collect();
+    if !steps.is_empty() {
+        wrapped(&mut out, &format!("time: {}", steps.join(", ")), width, "  ", "    ");
+    }
+    out
+}
+
+/// One suite: a `gate` testcase with the verdict (a failure when it failed, an error when it
+/// could not finish or was interrupted), then one testcase per finding (failures fail, warnings
+/// pass with their text in system-out).
+pub(crate) fn junit(r: &GateReport) -> Result<String, ExportError> {
+    let mut report = Report::new("ic-bench gate");
+    let mut suite = TestSuite::new("ic-bench.gate");
+    suite.add_property(("verdict", r.verdict.as_str()));
+    let status = match r.verdict {
+        GateVerdict::Pass => TestCaseStatus::success(),
+        GateVerdict::Fail => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message(first_line(&r.reason));
+            s.set_type("verdict");
+            s.set_description(r.reason.as_str());
+            s
+        }
+        GateVerdict::Error | GateVerdict::Interrupted => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+            s.set_message(first_line(&r.reason));
+            s.set_type(r.verdict.as_str());
+            s
+        }
+    };
+    let mut gate = TestCase::new("gate", status);
+    gate.set_classname("ic-bench.gate");
+    if r.wall_s.is_finite() && r.wall_s >= 0.0 {
+        gate.set_time(Duration::from_secs_f64(r.wall_s.min(1e9)));
+    }
+    suite.add_test_case(gate);
+    for (i, f) in r.findings.iter().enumerate() {
+        let name = format!(
+            "{} #{}: {}",
+            f.step,
+            i + 1,
+            f.check.as_deref().unwrap_or(first_words(&f.detail))
+        );
+        let status = if f.status == Status::Fail {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message(f.detail.as_str());
+            s.set_type("finding");
+            if let Some(h) = &f.hint {
+                s.set_description(format!("fix: {h}"));
+            }
+            s
+        } else {
+            TestCaseStatus::success()
+        };
+        let mut tc = TestCase::new(name, status);
+        tc.set_classname(format!("ic-bench.gate.{}", f.step.replace(' ', "_")));
+        if f.status != Status::Fail {
+            tc.set_system_out(format!("{}: {}", f.status, f.detail));
+        }
+        suite.add_test_case(tc);
+    }
+    report.add_test_suite(suite);
+    crate::junit::write(&report)
+}
+
+fn first_line(text: &str) -> &str {
+    text.split("; ").next().unwrap_or(text)
+}
+
+/// A finding's name when it has no check id: its first few words.
+fn first_words(text: &str) -> &str {
+    let end = text
+        .char_indices()
+        .filter(|(_, c)| c.is_whitespace())
+        .nth(5)
+        .map_or(text.len(), |(i, _)| i);
+    text[..end].trim_end_matches([':', ','])
+}
