@@ -68,6 +68,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // SIGINT/SIGTERM/SIGHUP → 130 for every subcommand, from the first instant; commands that
+    // clean up claim the handler.
+    if let Err(e) = cmd::interrupt::Interrupt::install_for_process() {
+        eprintln!("ic-bench: error: {}", one_line_error(&e));
+        return ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
@@ -93,11 +99,6 @@ fn main() -> ExitCode {
         let _ = Cli::command().print_help();
         return ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8);
     };
-    // SIGINT/SIGTERM/SIGHUP → 130 for every subcommand; commands that clean up claim the handler.
-    if let Err(e) = cmd::interrupt::Interrupt::install_for_process() {
-        eprintln!("ic-bench: error: {}", one_line_error(&e));
-        return ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8);
-    }
     let result = match command {
         Command::Pair(args) => cmd::pair::run(*args),
         Command::Serve(args) => cmd::serve::run(args),

@@ -101,3 +101,85 @@ fn sigterm_and_sigint_write_a_partial_report_in_every_isolation_mode() {
     interrupted_mid_run("host-ipc", Signal::SIGTERM, "SIGTERM");
     interrupted_mid_run("node", Signal::SIGINT, "SIGINT (Ctrl-C)");
 }
+
+/// Whether process `pid` catches SIGINT and SIGTERM yet (`SigCgt` in /proc/PID/status).
+fn handles_term_and_int(pid: u32) -> bool {
+    let caught = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))
+                .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        })
+        .unwrap_or(0);
+    caught & (1 << 1) != 0 && caught & (1 << 14) != 0
+}
+
+/// Whether run `pid` has a child process whose command line holds `word` (`serve`, `connect`).
+fn runs(pid: u32, word: &[u8]) -> bool {
+    icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid)
+        .processes
+        .iter()
+        .any(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == word)))
+}
+
+/// SIGTERM or SIGINT at every step of a local pair — as soon as it handles signals, when the
+/// decode side runs, when the prefill side runs, and at steps of its measurement — always ends in
+/// exit 130, a report (when written) whose verdict is `interrupted`, and nothing left behind.
+#[test]
+fn a_signal_at_any_step_of_a_local_pair_is_never_a_verdict() {
+    let _one = serial();
+    type Ready = fn(u32) -> bool;
+    let points: [(&str, Ready, u64); 6] = [
+        ("handler installed", handles_term_and_int, 0),
+        ("decode side started", |p| runs(p, b"serve"), 0),
+        ("prefill side started", |p| runs(p, b"connect"), 0),
+        ("prefill side +300 ms", |p| runs(p, b"connect"), 300),
+        ("prefill side +900 ms", |p| runs(p, b"connect"), 900),
+        ("prefill side +1700 ms", |p| runs(p, b"connect"), 1700),
+    ];
+    for (i, (what, ready, after_ms)) in points.into_iter().enumerate() {
+        let (signal, name) = if i % 2 == 0 {
+            (Signal::SIGTERM, "SIGTERM")
+        } else {
+            (Signal::SIGINT, "SIGINT")
+        };
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ic-bench"))
+            .args(["pair", "--local", "-o", "json", "--memory", "host-host"])
+            .args(["--tests", "tag_bw,put_bw,get_bw", "--sizes", "64KiB,1MiB"])
+            .args(["--min-time", "0.5", "--max-time", "0.5"])
+            .env_remove("UCX_TLS")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ic-bench pair");
+        let pid = child.id();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !ready(pid) {
+            assert!(Instant::now() < deadline, "{what}: never reached");
+            assert!(child.try_wait().unwrap().is_none(), "{what}: ended before the signal");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(after_ms));
+        kill(Pid::from_raw(pid as i32), signal).expect("signal ic-bench");
+        let out = pair_local_support::wait_with_output(child, Duration::from_secs(60));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{what} ({name}): {stderr}");
+        assert!(
+            stderr.lines().last().unwrap_or("").starts_with(&format!("ic-bench: interrupted by {name}")),
+            "{what}: {stderr}"
+        );
+        if !stdout.trim().is_empty() {
+            let report: icb_core::PairReport =
+                serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{what}: {e}: {stdout}"));
+            assert_eq!(report.verdict.status, icb_core::VerdictStatus::Interrupted, "{what}");
+            assert!(report.partial.is_some(), "{what}");
+        }
+        assert_eq!(
+            icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid),
+            icb_isolate::Leftovers::default(),
+            "{what}: run {pid} leaked"
+        );
+    }
+}

@@ -110,3 +110,36 @@ pub fn pair_json_with(isolation: &str, tests: &str, extra: &[&str], env: &[(&str
     args.extend(extra);
     ic_bench(&args, env)
 }
+
+/// Waits for `child` (its stdout and stderr piped) within `limit`, draining both pipes on threads
+/// so it never blocks on output; killed and a test failure past the limit.
+pub fn wait_with_output(mut child: std::process::Child, limit: Duration) -> std::process::Output {
+    let read = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = read(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for ic-bench") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ic-bench did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    std::process::Output {
+        status,
+        stdout: stdout.join().expect("stdout reader"),
+        stderr: stderr.join().expect("stderr reader"),
+    }
+}
