@@ -167,7 +167,11 @@ fn a_signal_at_any_step_of_a_local_pair_is_never_a_verdict() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(130), "{what} ({name}): {stderr}");
         assert!(
-            stderr.lines().last().unwrap_or("").starts_with(&format!("ic-bench: interrupted by {name}")),
+            stderr
+                .lines()
+                .last()
+                .unwrap_or("")
+                .starts_with(&format!("ic-bench: interrupted by {name}")),
             "{what}: {stderr}"
         );
         if !stdout.trim().is_empty() {

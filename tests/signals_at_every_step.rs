@@ -103,7 +103,10 @@ fn signalled(cluster: &icb_testcluster::TestCluster, mut cmd: Command, when: Whe
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(Instant::now() < deadline + Duration::from_secs(60), "did not end after {signal}");
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(60),
+            "did not end after {signal}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     Ended {
@@ -115,13 +118,22 @@ fn signalled(cluster: &icb_testcluster::TestCluster, mut cmd: Command, when: Whe
 
 /// What every signalled run must show, whatever the point.
 fn assert_interrupted(cluster: &icb_testcluster::TestCluster, e: &Ended, what: &str) {
-    assert_eq!(e.code, 130, "{what}: exit code\nstdout: {}\nstderr: {}", e.stdout, e.stderr);
+    assert_eq!(
+        e.code, 130,
+        "{what}: exit code\nstdout: {}\nstderr: {}",
+        e.stdout, e.stderr
+    );
     let lines: Vec<&str> = e.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "{what}: one stderr line: {}", e.stderr);
-    assert!(lines[0].starts_with("ic-bench: interrupted by SIG"), "{what}: {}", lines[0]);
+    assert!(
+        lines[0].starts_with("ic-bench: interrupted by SIG"),
+        "{what}: {}",
+        lines[0]
+    );
     assert!(!e.stdout.contains("PASS"), "{what}: {}", e.stdout);
     if !e.stdout.trim().is_empty() {
-        let r: serde_json::Value = serde_json::from_str(&e.stdout).unwrap_or_else(|err| panic!("{what}: {err}: {}", e.stdout));
+        let r: serde_json::Value =
+            serde_json::from_str(&e.stdout).unwrap_or_else(|err| panic!("{what}: {err}: {}", e.stdout));
         let verdict = r["verdict"].get("status").unwrap_or(&r["verdict"]);
         assert_eq!(verdict, "interrupted", "{what}: {}", r["verdict"]);
         if let Some(pair) = r.get("pair") {
@@ -179,9 +191,27 @@ fn a_signalled_kubernetes_pair_never_passes_at_any_point() {
     ];
     for (i, when) in points.into_iter().enumerate() {
         let signal = if i % 2 == 0 { "INT" } else { "TERM" };
-        let mut cmd = pair_command(&cluster, &["--prefill", "node/gpu-1", "--decode", "node/gpu-2", "-o", "json", "--allow-tcp"]);
+        let mut cmd = pair_command(
+            &cluster,
+            &[
+                "--prefill",
+                "node/gpu-1",
+                "--decode",
+                "node/gpu-2",
+                "-o",
+                "json",
+                "--allow-tcp",
+            ],
+        );
         cmd.args(["--min-host-bw", "0.001"]);
-        cmd.args(["--tests", "tag_bw,put_bw,get_bw", "--sizes", "64KiB,1MiB,4MiB", "--memory", "host-host"]);
+        cmd.args([
+            "--tests",
+            "tag_bw,put_bw,get_bw",
+            "--sizes",
+            "64KiB,1MiB,4MiB",
+            "--memory",
+            "host-host",
+        ]);
         let e = signalled(&cluster, cmd, when, signal);
         assert_interrupted(&cluster, &e, &format!("pair, SIG{signal} at {when:?}"));
     }

@@ -97,6 +97,24 @@ pub fn format_size(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
+/// A bandwidth in `unit`, without the unit: two decimals, or three significant digits below 1 so
+/// a slow path reads `0.00372`, never `0.00`. The one rule for every output (tables, verdict
+/// reasons, labels, progress).
+pub fn bandwidth_value(bytes_per_s: f64, unit: crate::model::BandwidthUnit) -> String {
+    let v = unit.from_bytes_per_s(bytes_per_s);
+    if v >= 1.0 || v == 0.0 || !v.is_finite() {
+        format!("{v:.2}")
+    } else {
+        let decimals = (2 - v.log10().floor() as i32).clamp(2, 9) as usize;
+        format!("{v:.decimals$}")
+    }
+}
+
+/// [`bandwidth_value`] with its unit: `12.50 GB/s`, `0.00372 GB/s`.
+pub fn format_bandwidth(bytes_per_s: f64, unit: crate::model::BandwidthUnit) -> String {
+    format!("{} {}", bandwidth_value(bytes_per_s, unit), unit.label())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

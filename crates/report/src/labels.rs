@@ -1,6 +1,6 @@
 //! Names and numbers shared by the exporters, so every format says the same thing.
 
-use icb_core::model::{BandwidthUnit, CaseResult, MemoryPair, TransportClass};
+use icb_core::model::{CaseResult, MemoryPair, TransportClass};
 
 /// `host-cuda`: ASCII, for machine formats (the table uses `host→cuda`).
 pub fn memory_id(m: MemoryPair) -> String {
@@ -52,21 +52,13 @@ pub fn case_shape_labels(c: &CaseResult) -> Vec<(&'static str, String)> {
     out
 }
 
-/// A bandwidth in the report's unit, no unit suffix (headers carry it): two decimals, or three
-/// significant digits below 1 so small-message rates don't all read `0.00`.
-pub fn bw_value(bps: f64, unit: BandwidthUnit) -> String {
-    let v = unit.from_bytes_per_s(bps);
-    if v >= 1.0 || v == 0.0 || !v.is_finite() {
-        format!("{v:.2}")
-    } else {
-        let decimals = (2 - v.log10().floor() as i32).clamp(2, 9) as usize;
-        format!("{v:.decimals$}")
-    }
-}
+/// A bandwidth in the report's unit, no unit suffix (headers carry it): core's one rule.
+pub use icb_core::units::bandwidth_value as bw_value;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icb_core::model::BandwidthUnit;
 
     #[test]
     fn small_bandwidths_keep_three_significant_digits() {

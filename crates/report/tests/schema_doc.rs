@@ -17,7 +17,7 @@ fn blocks(lang: &str) -> Vec<String> {
 #[test]
 fn pair_example_is_a_judged_report() {
     let json = blocks("json");
-    assert_eq!(json.len(), 2, "one pair and one probe example");
+    assert_eq!(json.len(), 3, "one pair, one probe and one gate example");
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
     let mut rejudged = report.clone();
@@ -38,6 +38,17 @@ fn probe_example_rolls_up_as_the_code_does() {
         probe.next_steps.clone(),
     );
     assert_eq!(again, probe);
+}
+
+#[test]
+fn gate_example_rolls_up_as_the_code_does() {
+    use icb_core::model::{GATE_SCHEMA, GateReport};
+    let gate: GateReport = serde_json::from_str(&blocks("json")[2]).unwrap();
+    assert_eq!(gate.schema, GATE_SCHEMA);
+    let mut again = gate.clone();
+    again.conclude();
+    assert_eq!(again.verdict, gate.verdict);
+    assert_eq!(again.reason, gate.reason);
 }
 
 #[test]

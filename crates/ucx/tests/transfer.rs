@@ -37,7 +37,7 @@ fn rma_roundtrip(tls: Option<&str>) {
         // put: A writes its pattern into B's mapped buffer.
         let seed = 0x40 + n as u8;
         let src = TestBuf::patterned(size, seed);
-        let mut target = TestBuf::new(size);
+        let target = TestBuf::new(size);
         let map = p.ctx_b.mem_map(&target).unwrap();
         let rkey = p.ab.unpack_rkey(&map.pack_rkey().unwrap()).unwrap();
         let put =

@@ -175,3 +175,57 @@ impl Default for GateReport {
         GateReport::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair_report(cases: serde_json::Value, verdict: &str) -> PairReport {
+        let side = serde_json::json!({"hostname": "a", "ucx_version": "1.22.0", "ucx_library": "/x",
+            "cuda": {"available": false, "detail": "no CUDA driver"}});
+        serde_json::from_value(serde_json::json!({
+            "schema": crate::model::PAIR_SCHEMA,
+            "tool": {"name": "ic-bench", "version": "0", "git_commit": "x", "ucx_headers": "1.22.0"},
+            "started_at": "2026-11-25T00:00:00Z",
+            "duration_s": 1.0,
+            "placement": {"locality": "different_hosts", "mode": "kubernetes", "prefill": {"host": "a"}, "decode": {"host": "b"}},
+            "server": side,
+            "client": side,
+            "settings": crate::model::RunSettings::verdict_profile(),
+            "expectation": crate::model::Expectation::defaults(crate::model::Locality::DifferentHosts),
+            "cases": cases,
+            "verdict": {"status": verdict, "reason": "r"}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pair_that_measured_nothing_is_a_failing_finding_not_a_pass() {
+        let mut gate = GateReport::new();
+        gate.add_pair(pair_report(serde_json::json!([]), "warn"));
+        gate.conclude();
+        assert_eq!(gate.verdict, GateVerdict::Fail);
+        assert!(gate.reason.contains("measured nothing"), "{}", gate.reason);
+        assert_eq!(gate.verdict.exit_code(), crate::exit::VERDICT_FAILED);
+    }
+
+    #[test]
+    fn findings_roll_up_and_a_stop_overrides_them() {
+        let mut gate = GateReport::new();
+        assert_eq!(gate.verdict, GateVerdict::Error, "no verdict until concluded");
+        gate.findings.push(Finding {
+            step: "probe node/gpu-1".into(),
+            status: Status::Warn,
+            check: Some("node.rdma.devices".into()),
+            detail: "no RDMA device".into(),
+            hint: None,
+        });
+        gate.conclude();
+        assert_eq!(gate.verdict, GateVerdict::Pass, "warnings alone pass");
+        gate.stop(GateVerdict::Interrupted, "interrupted by SIGTERM".into());
+        assert_eq!(gate.verdict.exit_code(), crate::exit::INTERRUPTED);
+        let json = serde_json::to_value(&gate).unwrap();
+        assert_eq!(json["verdict"], "interrupted");
+        assert_eq!(json["findings"][0]["status"], "warn");
+    }
+}

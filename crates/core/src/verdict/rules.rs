@@ -57,7 +57,7 @@ fn verdict(status: Status, reason: String, hint: Option<&str>) -> CheckVerdict {
 }
 
 fn fmt_bw(bps: f64, unit: BandwidthUnit) -> String {
-    format!("{:.2} {}", unit.from_bytes_per_s(bps), unit.label())
+    crate::units::format_bandwidth(bps, unit)
 }
 
 fn has_tcp(path: &DataPath) -> bool {

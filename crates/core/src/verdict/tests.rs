@@ -482,6 +482,24 @@ fn shortfall_is_stated_in_the_report_unit() {
     );
 }
 
+#[test]
+fn a_slow_path_keeps_its_figure_instead_of_reading_zero() {
+    let c = measured(
+        TestKind::TagBw,
+        HH,
+        64 * MIB,
+        Some("tag_send from host memory length 67108864 rendezvous zero-copy read from remote rc_mlx5/mlx5_0:1"),
+        &[],
+        0.00372,
+    );
+    let v = judge_case(&c, &Expectation::defaults(Locality::DifferentHosts), &settings(false));
+    assert!(v.reason.contains("0.00372 GB/s measured"), "{}", v.reason);
+    assert_eq!(
+        crate::units::format_bandwidth(12.5e9, BandwidthUnit::GBps),
+        "12.50 GB/s"
+    );
+}
+
 fn run(locality: Locality, cases: Vec<CaseResult>, require_cuda: bool) -> (Vec<CaseResult>, Verdict) {
     let mut cases = cases;
     let v = judge_cases(&mut cases, &Expectation::defaults(locality), &settings(require_cuda));
