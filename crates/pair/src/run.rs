@@ -162,7 +162,8 @@ pub async fn run_pair<L: Launcher>(
         (Err(PairError::Interrupted(_)), Ok(removed)) => {
             return Err(PairError::Interrupted(Interrupted {
                 cleanup: removed,
-                partial: partial.map(Box::new),
+                // A report of no case says nothing: the one line does.
+                partial: partial.filter(|r| !r.cases.is_empty()).map(Box::new),
             }));
         }
         (Err(_), Ok(removed)) if cancel.is_cancelled() => {

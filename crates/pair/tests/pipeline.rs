@@ -481,3 +481,31 @@ async fn a_failed_cleanup_is_reported_after_success_and_after_failure() {
         "interrupted; cleaning up also failed: namespace icb-x busy"
     );
 }
+
+/// A report the prefill side writes after the signal — even one it judged `pass` — comes back as
+/// the interruption's evidence, never as an outcome: no caller can mistake it for a verdict
+/// (issue 17: an interrupted gate printed PASS).
+#[tokio::test(start_paused = true)]
+async fn a_partial_report_after_a_signal_is_evidence_never_an_outcome() {
+    let report = fixture();
+    let mut partial = report.clone();
+    partial.cases.truncate(1);
+    partial.verdict.status = VerdictStatus::Pass;
+    partial.partial = Some(icb_core::model::PartialRun {
+        reason: "interrupted".into(),
+        planned_cases: report.cases.len(),
+    });
+    let mut prefill = case_lines(&report);
+    prefill.truncate(1);
+    prefill.extend([Step::Cancel, report_line(&partial), Step::Hang]);
+    let mut launcher = FakeLauncher::new(vec![listening(), Step::Hang], prefill);
+    let (r, _) = run(&plan(), &mut launcher).await;
+    let Err(PairError::Interrupted(i)) = r else {
+        panic!("an interrupted run must not be Ok: {r:?}");
+    };
+    let evidence = i.partial.as_ref().expect("the cases measured before the signal");
+    assert_eq!(evidence.cases.len(), 1);
+    assert_eq!(i.cleanup_text(), "cleaned up: both fakes");
+    assert_eq!(PairError::Interrupted(Default::default()).exit_code(), 130);
+    assert_eq!(launcher.log.lock().unwrap().cleanups, 1);
+}
