@@ -94,6 +94,17 @@ impl KubeError {
     pub fn from_kube(what: impl Into<String>, err: kube::Error) -> Self {
         let what = what.into();
         match err {
+            // Every API server error is a Status document with `metadata`; kube-rs makes one up
+            // (without it) when the body was something else: a web server, a proxy's page.
+            kube::Error::Api(status) if status.metadata.is_none() => KubeError::Api {
+                what,
+                code: status.code,
+                reason: "not a Kubernetes API server".into(),
+                message: format!(
+                    "the server answered with {}, not a Kubernetes Status: check that the kubeconfig's server is the cluster's API server",
+                    describe_body(&status.message)
+                ),
+            },
             kube::Error::Api(status) => KubeError::Api {
                 what,
                 code: status.code,
@@ -214,6 +225,35 @@ fn hint_for(code: u16, message: &str) -> &'static str {
     }
 }
 
+/// A short description of a body that is not a Kubernetes Status: an HTML page by its title, an
+/// empty body as such, other text by its first words (a page never floods the one error line).
+fn describe_body(body: &str) -> String {
+    let body = one_line(body);
+    if body.is_empty() {
+        return "an empty body".into();
+    }
+    let lower = body.to_ascii_lowercase();
+    if lower.starts_with('<') {
+        let title = lower
+            .find("<title>")
+            .and_then(|start| lower[start + 7..].find("</title>").map(|len| &body[start + 7..start + 7 + len]))
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        return match title {
+            Some(t) => format!("an HTML page ('{}')", truncate(t, 60)),
+            None => "an HTML page".into(),
+        };
+    }
+    format!("'{}'", truncate(&body, 60))
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_string(),
+    }
+}
+
 /// Collapses whitespace so a multi-line server message stays on one line.
 pub(crate) fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -230,6 +270,25 @@ pub(crate) fn humanize(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_web_server_at_the_kubeconfig_url_is_named_not_dumped() {
+        let html = "<!DOCTYPE HTML>\n<html><head><title>Error response</title></head>\n<body><h1>404</h1></body></html>";
+        let foreign = kube::core::Status::failure(html, "Failed to parse error data").with_code(404);
+        let e = KubeError::from_kube("list nodes", kube::Error::Api(foreign.boxed())).to_string();
+        assert!(e.contains("an HTML page ('Error response')"), "{e}");
+        assert!(e.contains("not a Kubernetes API server"), "{e}");
+        assert!(!e.contains("<html") && !e.contains("<h1>"), "{e}");
+        let empty = kube::core::Status::failure("", "Failed to parse error data").with_code(502);
+        let e = KubeError::from_kube("list nodes", kube::Error::Api(empty.boxed()));
+        assert_eq!(e.status_code(), Some(502), "still retryable by code");
+        assert!(e.to_string().contains("an empty body"), "{e}");
+        // A real API server's Status (it always carries metadata) keeps its own words.
+        let mut real = kube::core::Status::failure("nodes \"x\" not found", "NotFound").with_code(404);
+        real.metadata = Some(Default::default());
+        let e = KubeError::from_kube("get node x", kube::Error::Api(real.boxed())).to_string();
+        assert!(e.contains("nodes \"x\" not found (HTTP 404, NotFound)"), "{e}");
+    }
 
     #[test]
     fn forbidden_hints_tell_rbac_from_pod_security() {

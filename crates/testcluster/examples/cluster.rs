@@ -5,10 +5,17 @@
 //! --host-ipc`: across nodes the emulated fabric is tcp anyway). Runs in the foreground; Ctrl-C removes
 //! every pod, namespace and temp file. From another shell: `ic-bench sweep --kubeconfig PATH`,
 //! `ic-bench gate …`, `ic-bench pair --prefill node/node-1 --decode node/node-2 --kubeconfig PATH`.
-//! Pods run the ic-bench binary named by $IC_BENCH_BIN (default: target/debug/ic-bench).
+//! Pods run the ic-bench binary named by $IC_BENCH_BIN (default: target/release/ic-bench when
+//! it was built, else target/debug/ic-bench), with the UCX and NIXL that scripts/setup installed
+//! (or $IC_BENCH_UCX_LIB / $IC_BENCH_NIXL_LIB), so it works from a plain shell as under `cargo
+//! run`. SIGINT, SIGTERM and SIGHUP all remove everything.
 
-use icb_testcluster::{ClusterConfig, Isolation, NodeConfig, TestCluster};
-use std::path::PathBuf;
+use icb_testcluster::{ClusterConfig, ImageConfig, Isolation, NodeConfig, TestCluster};
+use std::path::{Path, PathBuf};
+
+const USAGE: &str = "usage: cluster --nodes N [--gpus-per-node G] [--slow-node NAME=RATE]... [--tcp-only-node NAME]... --kubeconfig PATH";
+/// The checkout this example was built from.
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 struct Opts {
     nodes: usize,
@@ -27,7 +34,7 @@ fn parse() -> Result<Opts, String> {
         tcp_only: vec![],
         kubeconfig: PathBuf::new(),
     };
-    let usage = "usage: cluster --nodes N [--gpus-per-node G] [--slow-node NAME=RATE]... [--tcp-only-node NAME]... --kubeconfig PATH";
+    let usage = USAGE;
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{a} needs a value; {usage}"));
         match a.as_str() {
@@ -46,6 +53,10 @@ fn parse() -> Result<Opts, String> {
             }
             "--tcp-only-node" => o.tcp_only.push(value()?),
             "--kubeconfig" => o.kubeconfig = PathBuf::from(value()?),
+            "-h" | "--help" => {
+                println!("{}\n\n{USAGE}", HELP);
+                std::process::exit(0);
+            }
             other => return Err(format!("unknown argument {other}; {usage}")),
         }
     }
@@ -61,6 +72,61 @@ fn parse() -> Result<Opts, String> {
     Ok(o)
 }
 
+const HELP: &str = "The emulated Kubernetes cluster, for trying ic-bench without one (root: namespaces).
+Nodes are node-1 … node-N. --slow-node limits a node's link (tc tbf, RATE as tc writes it, e.g. 200mbit);
+--tcp-only-node gives that node's containers UCX_TLS=tcp. Then, from another shell:
+  ic-bench sweep --kubeconfig PATH --allow-tcp --min-host-bw 0.001
+  ic-bench pair --prefill node/node-1 --decode node/node-2 --kubeconfig PATH
+  kubectl --kubeconfig PATH get nodes -L ic-bench.dev/fabric
+Runs in the foreground; Ctrl-C (or SIGTERM) removes every pod, namespace and temp file.";
+
+/// The checkout, as a plain path (for messages).
+fn root() -> PathBuf {
+    Path::new(ROOT).canonicalize().unwrap_or_else(|_| PathBuf::from(ROOT))
+}
+
+/// The ic-bench the pods run: $IC_BENCH_BIN, else the release build when there is one.
+fn program() -> PathBuf {
+    if let Some(bin) = std::env::var_os("IC_BENCH_BIN") {
+        return PathBuf::from(bin);
+    }
+    let release = root().join("target/release/ic-bench");
+    if release.is_file() {
+        return release;
+    }
+    root().join("target/debug/ic-bench")
+}
+
+/// The pods' image: the program, with the UCX and NIXL libraries it loads from this checkout's
+/// `.deps` (what `cargo run` would have put in the environment), unless the caller set them.
+fn image(program: PathBuf) -> ImageConfig {
+    let mut image = ImageConfig::new(program);
+    for (var, dir) in [
+        ("IC_BENCH_UCX_LIB", ".deps/ucx/lib"),
+        ("IC_BENCH_NIXL_LIB", ".deps/nixl/site/.nixl_cu12.mesonpy.libs"),
+    ] {
+        let path = root().join(dir);
+        if std::env::var_os(var).is_none() && path.is_dir() {
+            image = image.env(var, &path.display().to_string());
+        }
+    }
+    image
+}
+
+/// Waits for SIGINT, SIGTERM or SIGHUP (a closed terminal, a `kill`, a CI timeout).
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut hup)) = (signal(SignalKind::terminate()), signal(SignalKind::hangup())) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        _ = hup.recv() => {}
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let o = match parse() {
@@ -70,10 +136,18 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let program = std::env::var_os("IC_BENCH_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/debug/ic-bench")));
-    let mut config = ClusterConfig::new().program(program).isolation(Isolation::Namespaces);
+    let program = program();
+    if !program.is_file() {
+        eprintln!(
+            "cluster: no ic-bench at {}: run `cargo build --release` (or set IC_BENCH_BIN)",
+            program.display()
+        );
+        std::process::exit(2);
+    }
+    eprintln!("cluster: pods run {}", program.display());
+    let mut config = ClusterConfig::new()
+        .default_image(image(program))
+        .isolation(Isolation::Namespaces);
     for i in 1..=o.nodes {
         let name = format!("node-{i}");
         let tcp_only = o.tcp_only.contains(&name);
@@ -104,12 +178,12 @@ async fn main() {
         std::process::exit(2);
     }
     eprintln!(
-        "cluster: {} nodes at {}; kubeconfig {}; Ctrl-C to remove everything",
+        "cluster: {} nodes at {}; kubeconfig {}; Ctrl-C (or SIGTERM) to remove everything",
         o.nodes,
         cluster.url(),
         o.kubeconfig.display()
     );
-    let _ = tokio::signal::ctrl_c().await;
+    stop_signal().await;
     cluster.shutdown().await;
     let _ = std::fs::remove_file(&o.kubeconfig);
     eprintln!("cluster: stopped, nothing left");

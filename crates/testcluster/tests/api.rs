@@ -975,3 +975,22 @@ async fn deployments_make_their_pods_and_report_readiness() {
     .await;
     assert!(gone.is_ok(), "the deployment's pods are deleted with it");
 }
+
+/// kube-rs's discovery (what kubectl reads before `get nodes -L …`) finds exactly what the
+/// emulated server serves, and a dynamic list of nodes through it works.
+#[tokio::test]
+async fn discovery_lists_the_served_resources() {
+    let (_cluster, client) = host_cluster(two_nodes()).await;
+    let discovery = kube::Discovery::new(client.clone()).run().await.expect("discovery");
+    let (nodes, caps) = discovery
+        .groups()
+        .flat_map(|g| g.recommended_resources())
+        .find(|(r, _)| r.kind == "Node")
+        .expect("nodes are discoverable");
+    assert_eq!(caps.scope, kube::discovery::Scope::Cluster);
+    assert!(discovery.groups().flat_map(|g| g.recommended_resources()).any(|(r, _)| r.kind == "Pod"));
+    assert!(discovery.has_group("apps"));
+    let api: Api<kube::core::DynamicObject> = Api::all_with(client, &nodes);
+    let listed = api.list(&ListParams::default()).await.expect("list nodes dynamically");
+    assert_eq!(listed.items.len(), 2);
+}

@@ -1,6 +1,7 @@
 //! The HTTP side: routes kube-rs calls to handlers, and wraps every request in the recorder and
 //! the fault knobs.
 
+mod discovery;
 mod deployments;
 mod exec;
 mod logs;
@@ -29,6 +30,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
     let pod = "/api/v1/namespaces/{ns}/pods/{name}";
     Router::new()
         .route("/version", get(misc::version))
+        .route("/api", get(discovery::core_versions))
+        .route("/api/v1", get(discovery::core_v1))
+        .route("/apis", get(discovery::groups))
+        .route("/apis/apps/v1", get(discovery::apps_v1))
         .route("/api/v1/nodes", get(nodes::list_nodes))
         .route("/api/v1/nodes/{name}", get(nodes::get_node).patch(nodes::patch_node))
         .route("/api/v1/namespaces", get(misc::list_namespaces))
