@@ -9,7 +9,8 @@ use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use icb_core::Status;
 use icb_core::checks::ProbeReport;
-use icb_core::model::{Finding, GateReport, GateVerdict};
+use icb_core::model::{Finding, GateVerdict};
+use icb_gate::{PairEnd, Prepared, StepError};
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
@@ -118,18 +119,7 @@ fn findings_of(step: &str, report: &ProbeReport) -> Vec<Finding> {
         .collect()
 }
 
-/// Why the gate stopped before its verdict.
-enum Stop {
-    /// Over `--budget` while `running` still ran.
-    OverBudget(String),
-    /// A setup error after the gate started (cluster, recipe, bench pods).
-    Error(anyhow::Error),
-    /// A signal; `String` says what was cleaned up.
-    Interrupted(String),
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let started = Instant::now();
     let settings = icb_core::RunSettings {
         tests: args.tests.clone(),
         sizes: args.sizes.clone(),
@@ -154,43 +144,24 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let format: icb_report::Format = args.output.parse()?;
     // Claimed before the first step: from here on a signal ends in the report, exit 130.
     let interrupt = Interrupt::install()?;
-    let mut report = GateReport::new();
+    let plan = icb_gate::GatePlan {
+        budget: args.budget,
+        probe_nodes: !args.no_node_probe,
+        signal_name: super::interrupt::signal_name,
+    };
+    let mut steps = KubeGate {
+        args: &args,
+        settings: Some(settings),
+        targets: Some((prefill, decode)),
+        expectation: Some(expectation),
+        image: args.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
+        side_envs: None,
+        templates: SideTemplates::default(),
+        cluster: None,
+        launcher: None,
+    };
     let rt = super::common::runtime()?;
-    // Every step watches the token and cleans up what it created (its `Stop::Interrupted`).
-    let end = rt.block_on(steps(
-        &args,
-        settings,
-        prefill,
-        decode,
-        expectation,
-        &interrupt,
-        &mut report,
-        started,
-    ));
-    match end {
-        Ok(()) => report.conclude(),
-        Err(Stop::OverBudget(running)) => report.stop(
-            GateVerdict::Error,
-            format!(
-                "over the --budget of {}s while {running} still ran; raise --budget",
-                args.budget.as_secs()
-            ),
-        ),
-        Err(Stop::Error(e)) => report.stop(GateVerdict::Error, crate::one_line_error(&e)),
-        Err(Stop::Interrupted(cleaned)) => report.stop(GateVerdict::Interrupted, cleaned),
-    }
-    // A signal wins over whatever the steps concluded: a signalled gate never passes.
-    if interrupt.token().is_cancelled() && report.verdict != GateVerdict::Interrupted {
-        report.stop(GateVerdict::Interrupted, String::new());
-    }
-    if report.verdict == GateVerdict::Interrupted {
-        let cleaned = std::mem::take(&mut report.reason);
-        report.reason = format!("interrupted by {}: no verdict", interrupt.signal());
-        if !cleaned.is_empty() {
-            report.reason = format!("{}; {cleaned}", report.reason);
-        }
-    }
-    report.wall_s = started.elapsed().as_secs_f64();
+    let report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
     let view = icb_report::View {
         width: super::common::terminal_width(),
         wide: false,
@@ -208,49 +179,57 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
 }
 
-/// The gate's three steps, recording into `report` as they go (so a stop keeps what was found).
-#[allow(clippy::too_many_arguments)]
-async fn steps(
-    args: &Args,
-    settings: icb_core::RunSettings,
-    prefill: Target,
-    decode: Target,
-    expectation: icb_pair::ExpectationInput,
-    interrupt: &Interrupt,
-    report: &mut GateReport,
-    started: Instant,
-) -> Result<(), Stop> {
-    let deadline = started + args.budget;
-    let token = interrupt.token().clone();
-    let remaining = || deadline.saturating_duration_since(Instant::now());
-    // 1. probe env on the recipe (local, read-only); the recipe's prefill/decode pod templates
-    // model the bench pods of sides whose workers are not running yet.
-    let mut side_envs: Option<SideEnvs> = None;
-    let mut templates = SideTemplates::default();
-    if !args.recipe.is_empty() {
-        let t = Instant::now();
+/// The gate's steps on Kubernetes: the recipe read locally, bench pods and probe pods in the
+/// cluster (wiring for `icb_gate::run_gate`, which owns the order, the budget and the verdict).
+struct KubeGate<'a> {
+    args: &'a Args,
+    /// Taken by the pair step (each is used once).
+    settings: Option<icb_core::RunSettings>,
+    targets: Option<(Target, Target)>,
+    expectation: Option<icb_pair::ExpectationInput>,
+    image: String,
+    side_envs: Option<SideEnvs>,
+    templates: SideTemplates,
+    cluster: Option<icb_kube::Cluster>,
+    launcher: Option<KubeLauncher>,
+}
+
+fn setup(e: impl std::fmt::Display) -> StepError {
+    StepError::Setup(e.to_string())
+}
+
+impl icb_gate::GateSteps for KubeGate<'_> {
+    fn probe_env(&mut self) -> Result<Option<Vec<Finding>>, StepError> {
+        let args = self.args;
+        if args.recipe.is_empty() {
+            return Ok(None);
+        }
         let inputs: Vec<icb_recipe::Input> = args.recipe.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
-        let env_report = icb_recipe::probe_env_with(&inputs, &icb_recipe::EnvOptions::default())
-            .map_err(|e| Stop::Error(e.into()))?;
-        report.findings.extend(findings_of("probe env", &env_report));
-        side_envs = Some(SideEnvs {
-            prefill: side_env(args, "prefill").map_err(Stop::Error)?,
-            decode: side_env(args, "decode").map_err(Stop::Error)?,
+        let env_report = icb_recipe::probe_env_with(&inputs, &icb_recipe::EnvOptions::default()).map_err(setup)?;
+        self.side_envs = Some(SideEnvs {
+            prefill: side_env(args, "prefill").map_err(|e| setup(crate::one_line_error(&e)))?,
+            decode: side_env(args, "decode").map_err(|e| setup(crate::one_line_error(&e)))?,
         });
-        templates = super::recipe_template::side_templates(&args.recipe, args.role.as_deref()).map_err(Stop::Error)?;
-        report.steps.push(("probe env".to_string(), t.elapsed().as_secs_f64()));
+        // The recipe's prefill/decode pod templates model the bench pods of sides whose workers
+        // are not running yet.
+        self.templates = super::recipe_template::side_templates(&args.recipe, args.role.as_deref())
+            .map_err(|e| setup(crate::one_line_error(&e)))?;
+        Ok(Some(findings_of("probe env", &env_report)))
     }
-    if token.is_cancelled() {
-        return Err(Stop::Interrupted(String::new()));
-    }
-    let image = args.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
-    let prepare = async {
-        let cluster = args.cluster.connect().await?;
+
+    async fn prepare(&mut self, deadline: Instant) -> Result<Prepared, StepError> {
+        let args = self.args;
+        let cluster = args
+            .cluster
+            .connect()
+            .await
+            .map_err(|e| setup(crate::one_line_error(&e)))?;
+        let (prefill, decode) = self.targets.take().ok_or_else(|| setup("the gate prepared twice"))?;
         let pods = BenchPodsPlan {
             prefill,
             decode,
             run_id: icb_kube::podspec::new_run_id(),
-            image: image.clone(),
+            image: self.image.clone(),
             image_pull_policy: None,
             serve_args: vec!["--idle-timeout".into(), format!("{}s", args.budget.as_secs().max(1))],
             connect_args: vec![],
@@ -263,82 +242,71 @@ async fn steps(
             env: vec![],
             dry_run: false,
             read_nodes: true,
-            timeout: remaining(),
+            timeout: deadline.saturating_duration_since(Instant::now()),
             cleanup_timeout: Duration::from_secs(30).max(cluster.request_timeout()),
         };
-        let launcher = KubeLauncher::prepare_with_templates(cluster.clone(), pods, &templates).await?;
-        Ok::<_, anyhow::Error>((cluster, launcher))
-    };
-    // Preparing creates nothing (it reads the targets and nodes): a signal can just stop it.
-    let (cluster, mut launcher) = tokio::select! {
-        r = prepare => r.map_err(Stop::Error)?,
-        _ = token.cancelled() => return Err(Stop::Interrupted(String::new())),
-        _ = tokio::time::sleep_until(deadline) => return Err(Stop::OverBudget("preparing the bench pods".into())),
-    };
-    let prepared = launcher.prepared();
-    report.notes.extend(prepared.notes.iter().cloned());
-    report.modelled_on.extend(
-        [("prefill", &prepared.client), ("decode", &prepared.server)]
-            .into_iter()
-            .filter_map(|(side, pod)| pod.model.as_ref().map(|m| (side.to_string(), m.source.clone()))),
-    );
-    // Each node is probed against the transport env of the side that runs there.
-    let nodes: Vec<(String, Option<(TransportEnv, bool)>)> = {
-        let envs = side_envs.as_ref();
-        let mut n = vec![
-            (prepared.prefill.node.clone(), envs.map(|e| e.prefill.clone())),
-            (prepared.decode.node.clone(), envs.map(|e| e.decode.clone())),
-        ];
-        n.dedup_by(|a, b| a.0 == b.0);
-        n
-    };
-    // 2. probe node on both nodes, concurrently.
-    if !args.no_node_probe {
-        let t = Instant::now();
-        let found = probe_nodes(&cluster, &nodes, &image, deadline, &token).await;
-        report.steps.push(("probe node".to_string(), t.elapsed().as_secs_f64()));
-        report.findings.extend(found?);
+        let launcher = KubeLauncher::prepare_with_templates(cluster.clone(), pods, &self.templates)
+            .await
+            .map_err(setup)?;
+        let prepared = launcher.prepared();
+        let mut nodes = vec![prepared.prefill.node.clone(), prepared.decode.node.clone()];
+        nodes.dedup();
+        let out = Prepared {
+            nodes,
+            modelled_on: [("prefill", &prepared.client), ("decode", &prepared.server)]
+                .into_iter()
+                .filter_map(|(side, pod)| pod.model.as_ref().map(|m| (side.to_string(), m.source.clone())))
+                .collect(),
+            notes: prepared.notes.clone(),
+        };
+        self.cluster = Some(cluster);
+        self.launcher = Some(launcher);
+        Ok(out)
     }
-    // 3. the pair, with what is left of the budget.
-    let t = Instant::now();
-    let left = remaining();
-    if left.is_zero() {
-        return Err(Stop::OverBudget(
-            "nothing of the pair (the probes used the budget)".into(),
-        ));
+
+    async fn probe_nodes(
+        &mut self,
+        nodes: &[String],
+        deadline: Instant,
+        cancel: &icb_pair::CancellationToken,
+    ) -> Result<Vec<Finding>, StepError> {
+        let cluster = self.cluster.clone().ok_or_else(|| setup("probe before prepare"))?;
+        // Each node is probed against the transport env of the side that runs there.
+        let envs = self.side_envs.as_ref();
+        let with_env: Vec<(String, Option<(TransportEnv, bool)>)> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let env = envs.map(|e| if i == 0 { e.prefill.clone() } else { e.decode.clone() });
+                (n.clone(), env)
+            })
+            .collect();
+        probe_nodes(&cluster, &with_env, &self.image, deadline, cancel).await
     }
-    let mut plan = PairPlan::new(settings, expectation);
-    plan.startup_timeout = left;
-    plan.deadline = left;
-    plan.startup_flag = "--budget";
-    let mut progress = |_: &icb_core::protocol::CaseProgress| {};
-    let r = run_pair(&plan, &mut launcher, &token, &mut progress).await;
-    report.steps.push(("pair".to_string(), t.elapsed().as_secs_f64()));
-    match r {
-        Ok(o) => {
-            report.add_pair(o.report);
-            Ok(())
+
+    async fn pair(&mut self, deadline: Instant, cancel: &icb_pair::CancellationToken) -> Result<PairEnd, StepError> {
+        let launcher = self.launcher.as_mut().ok_or_else(|| setup("pair before prepare"))?;
+        let settings = self.settings.take().ok_or_else(|| setup("the pair ran twice"))?;
+        let expectation = self.expectation.take().ok_or_else(|| setup("the pair ran twice"))?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut plan = PairPlan::new(settings, expectation);
+        plan.startup_timeout = left;
+        plan.deadline = left;
+        plan.startup_flag = "--budget";
+        let mut progress = |_: &icb_core::protocol::CaseProgress| {};
+        match run_pair(&plan, launcher, cancel, &mut progress).await {
+            Ok(o) => Ok(PairEnd::Judged(Box::new(o.report))),
+            Err(PairError::Interrupted(i)) => Ok(PairEnd::Interrupted {
+                cleanup: i.cleanup_text(),
+                partial: i.partial,
+            }),
+            Err(e) => Err(setup(match selectors(&self.templates) {
+                Some(wanted) if e.to_string().contains("node affinity/selector") => {
+                    format!("{e}; the recipe's workers select nodes {wanted}: gate nodes they would run on")
+                }
+                _ => e.to_string(),
+            })),
         }
-        Err(PairError::Interrupted(i)) => {
-            // Measured before the signal: kept as evidence, judged as nothing.
-            let cleaned = i.cleanup_text();
-            if let Some(partial) = i.partial {
-                let mut pair = *partial;
-                icb_core::verdict::mark_interrupted(&mut pair, &format!("interrupted by {}", interrupt.signal()));
-                report.pair = Some(pair);
-            }
-            Err(Stop::Interrupted(cleaned))
-        }
-        Err(e) if Instant::now() >= deadline => Err(Stop::OverBudget(format!(
-            "the pair {} → {} ({e})",
-            args.prefill, args.decode
-        ))),
-        Err(e) => Err(Stop::Error(match selectors(&templates) {
-            Some(wanted) if e.to_string().contains("node affinity/selector") => {
-                anyhow::anyhow!("{e}; the recipe's workers select nodes {wanted}: gate nodes they would run on")
-            }
-            _ => e.into(),
-        })),
     }
 }
 
@@ -350,7 +318,7 @@ async fn probe_nodes(
     image: &str,
     deadline: Instant,
     token: &icb_pair::CancellationToken,
-) -> Result<Vec<Finding>, Stop> {
+) -> Result<Vec<Finding>, StepError> {
     let remaining = || deadline.saturating_duration_since(Instant::now());
     let probes = nodes.iter().map(|(node, env)| {
         let cluster = cluster.clone();
@@ -386,10 +354,7 @@ async fn probe_nodes(
             )
         }
     });
-    let Ok(results) = tokio::time::timeout_at(deadline, futures::future::join_all(probes)).await else {
-        let names: Vec<&str> = nodes.iter().map(|(n, _)| n.as_str()).collect();
-        return Err(Stop::OverBudget(format!("probe node on {}", names.join(", "))));
-    };
+    let results = futures::future::join_all(probes).await;
     let mut findings = Vec::new();
     for (node, r) in results {
         let step = format!("probe node/{node}");
@@ -409,7 +374,7 @@ async fn probe_nodes(
                 detail: e.to_string(),
                 hint: None,
             }),
-            Err(icb_kube::KubeError::Interrupted(what)) => return Err(Stop::Interrupted(what)),
+            Err(icb_kube::KubeError::Interrupted(what)) => return Err(StepError::Interrupted(what)),
             Err(e) => findings.push(Finding {
                 step,
                 status: Status::Warn,

@@ -92,6 +92,15 @@ impl Interrupt {
         &self.token
     }
 
+    /// Which signal cancelled the process's token ("a signal" before any did).
+    pub fn signal_name_of_process() -> &'static str {
+        PROCESS
+            .lock()
+            .ok()
+            .and_then(|slot| slot.as_ref().map(Interrupt::signal))
+            .unwrap_or("a signal")
+    }
+
     /// Which signal cancelled the token, for "interrupted by …".
     pub fn signal(&self) -> &'static str {
         self.signal.get().copied().unwrap_or("a signal")
@@ -102,4 +111,9 @@ impl Interrupt {
         eprintln!("ic-bench: interrupted by {}: {what}", self.signal());
         icb_core::exit::INTERRUPTED
     }
+}
+
+/// [`Interrupt::signal_name_of_process`] as a plain function (for plans that name the signal).
+pub fn signal_name() -> &'static str {
+    Interrupt::signal_name_of_process()
 }

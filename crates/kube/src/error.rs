@@ -236,7 +236,11 @@ fn describe_body(body: &str) -> String {
     if lower.starts_with('<') {
         let title = lower
             .find("<title>")
-            .and_then(|start| lower[start + 7..].find("</title>").map(|len| &body[start + 7..start + 7 + len]))
+            .and_then(|start| {
+                lower[start + 7..]
+                    .find("</title>")
+                    .map(|len| &body[start + 7..start + 7 + len])
+            })
             .map(str::trim)
             .filter(|t| !t.is_empty());
         return match title {
@@ -273,7 +277,8 @@ mod tests {
 
     #[test]
     fn a_web_server_at_the_kubeconfig_url_is_named_not_dumped() {
-        let html = "<!DOCTYPE HTML>\n<html><head><title>Error response</title></head>\n<body><h1>404</h1></body></html>";
+        let html =
+            "<!DOCTYPE HTML>\n<html><head><title>Error response</title></head>\n<body><h1>404</h1></body></html>";
         let foreign = kube::core::Status::failure(html, "Failed to parse error data").with_code(404);
         let e = KubeError::from_kube("list nodes", kube::Error::Api(foreign.boxed())).to_string();
         assert!(e.contains("an HTML page ('Error response')"), "{e}");

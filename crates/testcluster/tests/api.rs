@@ -988,7 +988,12 @@ async fn discovery_lists_the_served_resources() {
         .find(|(r, _)| r.kind == "Node")
         .expect("nodes are discoverable");
     assert_eq!(caps.scope, kube::discovery::Scope::Cluster);
-    assert!(discovery.groups().flat_map(|g| g.recommended_resources()).any(|(r, _)| r.kind == "Pod"));
+    assert!(
+        discovery
+            .groups()
+            .flat_map(|g| g.recommended_resources())
+            .any(|(r, _)| r.kind == "Pod")
+    );
     assert!(discovery.has_group("apps"));
     let api: Api<kube::core::DynamicObject> = Api::all_with(client, &nodes);
     let listed = api.list(&ListParams::default()).await.expect("list nodes dynamically");

@@ -39,8 +39,10 @@ pub async fn groups() -> Response {
 }
 
 pub async fn apps_v1() -> Response {
-    axum::Json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps/v1", "resources": [
-        resource("deployments", "Deployment", true, &["create", "delete", "get", "list"], &["deploy"]),
-    ]}))
+    axum::Json(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps/v1", "resources": [
+            resource("deployments", "Deployment", true, &["create", "delete", "get", "list"], &["deploy"]),
+        ]}),
+    )
     .into_response()
 }

@@ -1,8 +1,8 @@
 //! The HTTP side: routes kube-rs calls to handlers, and wraps every request in the recorder and
 //! the fault knobs.
 
-mod discovery;
 mod deployments;
+mod discovery;
 mod exec;
 mod logs;
 mod misc;
