@@ -93,17 +93,6 @@ struct SideEnvs {
     decode: (TransportEnv, bool),
 }
 
-/// The recipe role's transport env for `side`: `--role` when given, else the side's own role, a
-/// worker role, or the one all roles share.
-fn side_env(args: &Args, side: &str) -> anyhow::Result<(TransportEnv, bool)> {
-    if let Some(role) = args.role.as_deref() {
-        return super::probe::recipe_env(&args.recipe, Some(role));
-    }
-    super::probe::recipe_env(&args.recipe, Some(side))
-        .or_else(|_| super::probe::recipe_env(&args.recipe, Some("worker")))
-        .or_else(|_| super::probe::recipe_env(&args.recipe, None))
-}
-
 fn findings_of(step: &str, report: &ProbeReport) -> Vec<Finding> {
     report
         .checks
@@ -205,15 +194,20 @@ impl icb_gate::GateSteps for KubeGate<'_> {
             return Ok(None);
         }
         let inputs: Vec<icb_recipe::Input> = args.recipe.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
-        let env_report = icb_recipe::probe_env_with(&inputs, &icb_recipe::EnvOptions::default()).map_err(setup)?;
+        // Read once: the findings, and the roles both sides are modelled on (one rule for the
+        // node probes and the bench pod templates).
+        let (env_report, roles) =
+            icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default()).map_err(setup)?;
+        let role = args.role.as_deref();
+        let prefill = roles.for_side(icb_recipe::Role::Prefill, role).map_err(setup)?;
+        let decode = roles.for_side(icb_recipe::Role::Decode, role).map_err(setup)?;
         self.side_envs = Some(SideEnvs {
-            prefill: side_env(args, "prefill").map_err(|e| setup(crate::one_line_error(&e)))?,
-            decode: side_env(args, "decode").map_err(|e| setup(crate::one_line_error(&e)))?,
+            prefill: super::probe::node_env(prefill),
+            decode: super::probe::node_env(decode),
         });
         // The recipe's prefill/decode pod templates model the bench pods of sides whose workers
         // are not running yet.
-        self.templates = super::recipe_template::side_templates(&args.recipe, args.role.as_deref())
-            .map_err(|e| setup(crate::one_line_error(&e)))?;
+        self.templates = super::recipe_template::side_templates(&prefill.env, &decode.env);
         Ok(Some(findings_of("probe env", &env_report)))
     }
 

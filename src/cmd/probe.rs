@@ -3,7 +3,6 @@
 
 use super::common::OutputArgs;
 use super::kube_args::ClusterArgs;
-use anyhow::Context as _;
 use icb_core::checks::ProbeReport;
 use icb_probe::remote::{nixl_script, node_script};
 use icb_probe::{GatherOptions, LocalSource, NodeExpectations, NodeSource, Snapshot, TransportEnv};
@@ -169,29 +168,16 @@ fn run_env(a: EnvArgs) -> anyhow::Result<i32> {
 /// The transport variables of the recipe role asked for (or the one all roles share).
 pub(crate) fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<(TransportEnv, bool)> {
     let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
-    let roles = icb_recipe::recipe_transport_env(&inputs)?;
-    if roles.is_empty() {
-        anyhow::bail!("--recipe {}: no prefill, decode or worker role found", paths.join(" "));
-    }
-    let names: Vec<String> = roles.iter().map(|r| r.role.as_str().to_string()).collect();
-    let chosen = match role {
-        Some(want) => roles
-            .iter()
-            .find(|r| r.role.as_str() == want)
-            .with_context(|| format!("--role {want}: the recipe has {}", names.join(", ")))?,
-        None => {
-            let first = &roles[0];
-            if roles.iter().any(|r| r.vars != first.vars) {
-                anyhow::bail!(
-                    "--recipe: roles {} carry different transport variables; pick one with --role",
-                    names.join(", ")
-                );
-            }
-            first
-        }
-    };
-    let env = TransportEnv::new(format!("recipe {}", chosen.scope), chosen.vars.clone());
-    Ok((env, chosen.ucx_net_devices.is_some() || chosen.nccl_ib_hca.is_some()))
+    let (_, roles) = icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default())?;
+    Ok(node_env(roles.shared(role)?))
+}
+
+/// What a node is probed against for a recipe role: its transport env, and whether it names
+/// RDMA devices (then the node must have them).
+pub(crate) fn node_env(role: &icb_recipe::EngineRole) -> (TransportEnv, bool) {
+    let t = &role.transport;
+    let env = TransportEnv::new(format!("recipe {}", t.scope), t.vars.clone());
+    (env, t.ucx_net_devices.is_some() || t.nccl_ib_hca.is_some())
 }
 
 /// A replay root must be a readable directory: a typo would otherwise read as "no RDMA here".

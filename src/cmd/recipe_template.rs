@@ -12,48 +12,12 @@ use icb_kube::k8s_openapi::api::core::v1::{
 use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use icb_kube::pair::SideTemplates;
 use icb_kube::spec::TransportSpec;
-use icb_recipe::{EnvValue, Role, RoleEnv};
+use icb_recipe::{EnvValue, RoleEnv};
 use std::collections::BTreeMap;
 
-/// The prefill and decode templates of the recipe at `paths`: `role` for both sides when given,
-/// else each side's own role (prefill / decode), a `worker` role, or the only engine role.
-pub fn side_templates(paths: &[String], role: Option<&str>) -> anyhow::Result<SideTemplates> {
-    let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
-    let docs = icb_recipe::load_inputs(&inputs)?;
-    let roles: Vec<RoleEnv> = icb_recipe::split(&docs, &[])
-        .recipes
-        .iter()
-        .flat_map(|r| icb_recipe::resolve(&r.docs).roles)
-        .filter(|r| r.role.is_engine())
-        .collect();
-    let names = || {
-        roles
-            .iter()
-            .map(|r| format!("{} ({})", r.role.as_str(), r.component))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    if roles.is_empty() {
-        anyhow::bail!("--recipe {}: no prefill, decode or worker role found", paths.join(" "));
-    }
-    let pick = |side: Role| -> anyhow::Result<&RoleEnv> {
-        let found = match role {
-            Some(want) => roles.iter().find(|r| r.role.as_str() == want),
-            None => roles
-                .iter()
-                .find(|r| r.role == side)
-                .or_else(|| roles.iter().find(|r| r.role == Role::Worker))
-                .or_else(|| (roles.len() == 1).then(|| &roles[0])),
-        };
-        found.ok_or_else(|| {
-            anyhow::anyhow!(
-                "--recipe: no {} role to model the {} bench pod on (the recipe has {}); pick one with --role",
-                role.unwrap_or(side.as_str()),
-                side.as_str(),
-                names()
-            )
-        })
-    };
+/// The prefill and decode bench pod templates from the recipe roles that model them
+/// (`icb_recipe::RecipeRoles::for_side` picks them).
+pub fn side_templates(prefill: &RoleEnv, decode: &RoleEnv) -> SideTemplates {
     let spec = |r: &RoleEnv| {
         let source = format!("recipe {} {} ({})", r.sources.join("+"), r.role.as_str(), r.workload);
         let (template, notes) = template(r);
@@ -61,10 +25,10 @@ pub fn side_templates(paths: &[String], role: Option<&str>) -> anyhow::Result<Si
         spec.not_copied.extend(notes);
         spec
     };
-    Ok(SideTemplates {
-        prefill: Some(spec(pick(Role::Prefill)?)),
-        decode: Some(spec(pick(Role::Decode)?)),
-    })
+    SideTemplates {
+        prefill: Some(spec(prefill)),
+        decode: Some(spec(decode)),
+    }
 }
 
 /// The role as a pod template, and what could not be written into one.

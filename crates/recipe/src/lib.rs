@@ -24,6 +24,7 @@ mod patch;
 mod podspec;
 mod render;
 mod resolve;
+mod roles;
 pub mod rules;
 pub mod set;
 mod shell;
@@ -36,6 +37,7 @@ pub use model::{EngineArgs, EnvFrom, EnvValue, EnvVar, Placement, Resources, Rol
 pub use podspec::{is_rdma_resource, parse_quantity};
 pub use render::{find_binary, is_kustomization};
 pub use resolve::{Resolution, resolve};
+pub use roles::{EngineRole, RecipeRoles, RoleError};
 pub use rules::check;
 pub use set::{Recipe, RecipeSet, split};
 pub use yaml::{Kind as YamlKind, Node as YamlNode};
@@ -66,6 +68,12 @@ struct Judged {
 /// `probe env` with options: every recipe of the inputs is checked with its own inputs only,
 /// and the report rolls them up (worst verdict, one line per recipe).
 pub fn probe_env_with(inputs: &[Input], opts: &EnvOptions) -> Result<ProbeReport, RecipeError> {
+    probe_env_and_roles(inputs, opts).map(|(report, _)| report)
+}
+
+/// `probe env` and the engine roles it resolved, from one read of the inputs (the gate needs
+/// both: the findings, and the roles its bench pods and node probes are modelled on).
+pub fn probe_env_and_roles(inputs: &[Input], opts: &EnvOptions) -> Result<(ProbeReport, RecipeRoles), RecipeError> {
     let set = load_set(inputs, opts)?;
     let unused = set.unused_overlays.clone();
     let judged = judge(set);
@@ -125,7 +133,21 @@ pub fn probe_env_with(inputs: &[Input], opts: &EnvOptions) -> Result<ProbeReport
         report.recipes = verdicts;
     }
     report.transport_vars = vars;
-    Ok(report)
+    let engine_roles = judged
+        .iter()
+        .flat_map(|j| {
+            let envs = j.res.roles.iter().filter(|r| r.role.is_engine()).cloned();
+            envs.zip(transport_env(&j.res))
+                .map(|(env, transport)| EngineRole { env, transport })
+        })
+        .collect();
+    Ok((
+        report,
+        RecipeRoles {
+            roles: engine_roles,
+            label: target,
+        },
+    ))
 }
 
 /// Loads the inputs, refuses what holds no recipe, and splits the rest into recipes.
