@@ -1,6 +1,9 @@
 //! `ic-bench`: tells, with evidence, whether the fabric under disaggregated LLM serving is fast.
 //!
-//! This binary only parses arguments and wires the crates together; the logic lives in `crates/`.
+//! This binary parses arguments and wires the crates together. What is still decided here rather
+//! than in a crate (the sweep's run loop, the pair flags' profiles) is listed in the README's
+//! layout table and moves out as the architecture review proposes.
+#![forbid(unsafe_code)]
 
 mod cmd;
 

@@ -5,6 +5,7 @@
 //!
 //! Neither loader depends on the other: NIXL must be loadable without ic-bench's UCX engine, and
 //! UCX without NIXL.
+#![allow(unsafe_code)] // an FFI crate: unsafe is its job, each block with a SAFETY comment
 
 use std::ffi::{CStr, OsString, c_char, c_void};
 use std::path::PathBuf;

@@ -8,6 +8,7 @@
 //! CUDA is loaded at run time through cudarc. Its loader panics when no driver is installed, so
 //! every entry point first checks for `libcuda` and reports [`CudaStatus::Unavailable`] ("no
 //! CUDA driver") instead: a machine without a GPU skips CUDA cases, it never crashes.
+#![allow(unsafe_code)] // an FFI crate: unsafe is its job, each block with a SAFETY comment
 
 mod any;
 mod cuda;

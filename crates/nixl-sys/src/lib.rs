@@ -12,6 +12,7 @@
 //! (they panic on a missing symbol).
 //!
 //! The safe wrapper lives in the `nixl` crate; this crate only holds the table and the loader.
+#![allow(unsafe_code)] // an FFI crate: unsafe is its job, each block with a SAFETY comment
 
 mod bindings {
     #![allow(

@@ -13,6 +13,7 @@
 //!
 //! The safe wrapper lives in the `ucx` crate; this crate only holds the table, the macros UCX
 //! defines in C (re-expressed in [`macros`]) and the loader.
+#![allow(unsafe_code)] // an FFI crate: unsafe is its job, each block with a SAFETY comment
 
 mod bindings {
     #![allow(

@@ -3,6 +3,7 @@
 //! `ucx_perftest -t tag_lat` / `-t tag_bw` on the same machine. Not a benchmark of record.
 //!
 //! `cargo run --release -p ucx --example pingpong [TLS]`
+#![allow(unsafe_code)] // a host buffer implements the unsafe Region trait
 
 use std::rc::Rc;
 use std::sync::mpsc;

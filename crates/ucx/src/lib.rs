@@ -18,6 +18,7 @@
 //! Nothing here reads process environment variables except UCX itself (`UCX_*`); per-context
 //! overrides go through [`ContextBuilder::config`], so tests running in parallel threads can use
 //! different transports.
+#![allow(unsafe_code)] // an FFI crate: unsafe is its job, each block with a SAFETY comment
 
 mod context;
 mod endpoint;

@@ -7,6 +7,7 @@
 //! the queued replies from freed memory (SIGSEGV in `ucp_rma_sw_pack_get_reply`). The ucx crate
 //! now keeps memory whose rkey was handed out registered and allocated until every worker that
 //! could still serve it is destroyed, so no drop order of the wrapper's objects can do that.
+#![allow(unsafe_code)] // TestBuf implements the unsafe Region trait (tests/common)
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Real UCX transfers between two workers of this process: tag, put and get with verified
 //! payloads, for UCX's default transports and for TLS=tcp set through the context config.
+#![allow(unsafe_code)] // TestBuf implements the unsafe Region trait (tests/common)
 
 mod common;
 
