@@ -125,8 +125,12 @@ fn cuda_pairs_are_skipped_without_a_driver_unless_required() {
     let server = Server::start(&[]);
     let out = connect(&server.addr, &[&args[..], &fast[..]].concat(), &[]);
     let report = out.report();
-    if report["client"]["cuda"]["available"] == true || report["server"]["cuda"]["available"] == true {
-        eprintln!("skipped: this machine has a CUDA driver");
+    if report["client"]["cuda"]["available"] == true && report["server"]["cuda"]["available"] == true {
+        // A GPU machine: the same cases must all be measured instead (nothing skipped).
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        for c in cases(&report) {
+            assert_eq!(c["status"], "measured", "{c}");
+        }
         return;
     }
     assert_eq!(out.code, 0, "skips must not change the exit code: {}", out.stderr);

@@ -10,6 +10,7 @@ use icb_core::{CaseStatus, Direction, EngineKind, EvidenceSource, MemoryType, St
 use std::time::Duration;
 
 #[test]
+#[ignore = "helper process: the other tests of this file run it as their child"]
 fn child_entry() {
     child_main();
 }

@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[test]
+#[ignore = "helper process: the other tests of this file run it as their child"]
 fn child_entry() {
     child_main();
 }

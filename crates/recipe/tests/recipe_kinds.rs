@@ -143,6 +143,9 @@ fn kustomize_overlays_are_recipes_and_their_patches_apply() {
 #[test]
 fn kustomize_rendering_matches_kubectl_kustomize() {
     let Some(kubectl) = icb_recipe::find_binary("kubectl") else {
+        // scripts/setup installs it (Debian's kubernetes-client where the image has none):
+        // under CI a missing kubectl is a failure, never a silent pass.
+        assert!(std::env::var_os("CI").is_none(), "kubectl is required under CI (scripts/setup)");
         eprintln!("kubectl not installed: comparison skipped");
         return;
     };
@@ -201,10 +204,7 @@ fn a_fifo_named_by_a_kustomization_does_not_hang() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("pipe.yaml");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
-    if !made.is_ok_and(|s| s.success()) {
-        eprintln!("mkfifo unavailable: skipped");
-        return;
-    }
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo (coreutils) makes the fifo");
     std::fs::write(
         dir.path().join("kustomization.yaml"),
         "resources: [pipe.yaml, deploy.yaml]\npatches: [{path: pipe.yaml}]\n",
