@@ -114,10 +114,7 @@ fn cuda_without_a_driver_is_unavailable_not_a_panic() {
 #[test]
 #[ignore = "needs a GPU: run with --ignored where the NVIDIA driver is present"]
 fn cuda_buffers_move_through_ucx_when_a_gpu_is_present() {
-    assert!(
-        cuda_status().is_available(),
-        "this test needs a CUDA driver and a GPU"
-    );
+    assert!(cuda_status().is_available(), "this test needs a CUDA driver and a GPU");
     let mut b = CudaBuffer::new(0, 1 << 20).unwrap();
     assert_eq!(b.memory_type(), MemoryKind::Cuda);
     b.fill(3).unwrap();

@@ -145,7 +145,10 @@ fn kustomize_rendering_matches_kubectl_kustomize() {
     let Some(kubectl) = icb_recipe::find_binary("kubectl") else {
         // scripts/setup installs it (Debian's kubernetes-client where the image has none):
         // under CI a missing kubectl is a failure, never a silent pass.
-        assert!(std::env::var_os("CI").is_none(), "kubectl is required under CI (scripts/setup)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "kubectl is required under CI (scripts/setup)"
+        );
         eprintln!("kubectl not installed: comparison skipped");
         return;
     };

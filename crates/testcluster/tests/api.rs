@@ -999,3 +999,51 @@ async fn discovery_lists_the_served_resources() {
     let listed = api.list(&ListParams::default()).await.expect("list nodes dynamically");
     assert_eq!(listed.items.len(), 2);
 }
+
+/// The real kubectl works against the emulated server, as the README's demo promises
+/// (`kubectl get nodes -L …` needs discovery first).
+#[tokio::test]
+async fn kubectl_gets_nodes_with_label_columns() {
+    let (cluster, _client) = host_cluster(two_nodes()).await;
+    let Some(kubectl) = which("kubectl") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "kubectl is required under CI (scripts/setup)"
+        );
+        eprintln!("kubectl not installed: skipped");
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig_path())
+        .args(["--cache-dir", cache.path().to_str().unwrap()])
+        .args([
+            "get",
+            "nodes",
+            "-L",
+            "nvidia.com/gpu.present",
+            "--request-timeout",
+            "20s",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.lines().next().unwrap_or("").contains("GPU.PRESENT"), "{stdout}");
+    assert!(stdout.contains("gpu-1") && stdout.contains("gpu-2"), "{stdout}");
+}
+
+/// The first `name` on PATH.
+fn which(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
