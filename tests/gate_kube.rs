@@ -65,7 +65,7 @@ fn good_recipe_passes_tcp_recipe_fails_with_both_findings_and_budget_is_enforced
     }
     assert!(leftover_via_api(&cluster).is_empty());
 
-    let (code, _, err, wall) = gate(
+    let (code, out, err, wall) = gate(
         &cluster,
         "good.yaml",
         &[
@@ -79,6 +79,10 @@ fn good_recipe_passes_tcp_recipe_fails_with_both_findings_and_budget_is_enforced
     );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("over the --budget of 2s"), "{err}");
+    // The report is written on this path too, saying why there is no verdict.
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(r["verdict"], "error", "{r}");
+    assert!(r["reason"].as_str().unwrap().contains("over the --budget"), "{r}");
     assert!(wall < Duration::from_secs(40), "bounded: {wall:?}");
     assert!(leftover_via_api(&cluster).is_empty());
 }

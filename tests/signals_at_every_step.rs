@@ -172,11 +172,18 @@ fn a_signalled_gate_never_passes_at_any_point() {
         let e = signalled(&cluster, gate_command(&cluster, "json"), when, signal);
         assert_interrupted(&cluster, &e, &format!("gate, SIG{signal} at {when:?}"));
     }
-    // JUnit says it too: an error testcase typed `interrupted`, never a clean suite.
-    let e = signalled(&cluster, gate_command(&cluster, "junit"), When::FirstCase, "TERM");
+    // JUnit says it too: an error testcase typed `interrupted`, never a clean suite; and the
+    // export file a CI job reads is written on this path as well.
+    let dir = tempfile::tempdir().unwrap();
+    let exported = dir.path().join("gate.json");
+    let mut cmd = gate_command(&cluster, "junit");
+    cmd.arg("--export-json").arg(&exported);
+    let e = signalled(&cluster, cmd, When::FirstCase, "TERM");
     assert_eq!(e.code, 130, "{}", e.stderr);
     assert!(e.stdout.contains(r#"type="interrupted""#), "{}", e.stdout);
     assert!(!e.stdout.contains(r#"errors="0""#), "{}", e.stdout);
+    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&exported).unwrap()).unwrap();
+    assert_eq!(file["verdict"], "interrupted");
     assert!(leftover_via_api(&cluster).is_empty());
 }
 

@@ -70,9 +70,32 @@ pub struct Args {
     #[command(flatten)]
     pub expect: super::common::ExpectArgs,
 
-    /// table, json or junit
-    #[arg(short = 'o', long = "output", default_value = "table", value_parser = ["table", "json", "junit"])]
-    pub output: String,
+    /// What stdout shows: the verdict and findings (table; wide does not wrap), json or junit
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = GateOutput::Table)]
+    pub output: GateOutput,
+
+    #[command(flatten)]
+    pub exports: super::export_args::ExportArgs,
+}
+
+/// The formats that can show a gate report.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateOutput {
+    Table,
+    Wide,
+    Json,
+    Junit,
+}
+
+impl GateOutput {
+    fn format(self) -> icb_report::Format {
+        match self {
+            GateOutput::Table => icb_report::Format::Table,
+            GateOutput::Wide => icb_report::Format::Wide,
+            GateOutput::Json => icb_report::Format::Json,
+            GateOutput::Junit => icb_report::Format::Junit,
+        }
+    }
 }
 
 /// The recipe's node selectors (`prefill: k=v; decode: k=v`), when a template has one.
@@ -130,7 +153,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let prefill: Target = args.prefill.parse().map_err(|e| anyhow::anyhow!("--prefill: {e}"))?;
     let decode: Target = args.decode.parse().map_err(|e| anyhow::anyhow!("--decode: {e}"))?;
     let expectation = args.expect.input()?;
-    let format: icb_report::Format = args.output.parse()?;
+    let format = args.output.format();
+    // Refused now, before anything runs: a format that cannot show a gate report.
+    let exports = args.exports.exports(icb_report::ReportKind::Gate)?;
     // Claimed before the first step: from here on a signal ends in the report, exit 130.
     let interrupt = Interrupt::install()?;
     let plan = icb_gate::GatePlan {
@@ -156,6 +181,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         wide: false,
     };
     print!("{}", icb_report::render_gate_in(&report, format, view)?);
+    // The export files, on every path (a CI job reads them whatever happened).
+    exports.write(icb_report::Report::Gate(&report))?;
     match report.verdict {
         GateVerdict::Interrupted => {
             Ok(interrupt.report("gate stopped, no verdict (the report says what it found so far)"))

@@ -4,6 +4,7 @@ pub mod common;
 pub mod connect;
 pub mod detect_env;
 pub mod devices;
+pub mod export_args;
 pub mod gate;
 pub mod gc;
 pub mod interrupt;

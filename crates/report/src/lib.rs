@@ -17,6 +17,7 @@
 //! first, whatever the format.
 #![forbid(unsafe_code)]
 
+mod exports;
 mod format;
 mod gate;
 mod json;
@@ -28,6 +29,7 @@ mod svg;
 mod sweep;
 mod table;
 
+pub use exports::{ExportFileError, Exports, FileFormat, Report, ReportKind, render_primary};
 pub use format::{
     ExportError, Exporter, Format, View, masked_gate, masked_pair, masked_probe, masked_sweep, render_gate_in,
     render_pair, render_pair_in, render_probe, render_probe_in, render_sweep_in,
