@@ -234,7 +234,7 @@ impl icb_gate::GateSteps for KubeGate<'_> {
         });
         // The recipe's prefill/decode pod templates model the bench pods of sides whose workers
         // are not running yet.
-        self.templates = super::recipe_template::side_templates(&prefill.env, &decode.env);
+        self.templates = icb_kube::template::side_templates(&prefill.env, &decode.env);
         Ok(Some(findings_of("probe env", &env_report)))
     }
 

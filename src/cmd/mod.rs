@@ -15,7 +15,6 @@ pub mod pair_kube;
 pub mod pair_local;
 pub mod probe;
 pub mod progress;
-mod recipe_template;
 pub mod report_out;
 pub mod serve;
 pub mod sweep;

@@ -31,6 +31,7 @@ pub mod probe_pod;
 pub mod retry;
 pub mod spec;
 pub mod target;
+pub mod template;
 pub mod yaml;
 
 /// The Kubernetes crates this one is built on, re-exported so users match their versions.

@@ -164,20 +164,9 @@ impl BenchPod {
         let mut volumes = Vec::new();
         let mut mounts = Vec::new();
         if let Some(size) = model.and_then(|m| m.shm.clone()) {
-            volumes.push(Volume {
-                name: "dshm".into(),
-                empty_dir: Some(EmptyDirVolumeSource {
-                    medium: Some(shm::MEMORY_MEDIUM.into()),
-                    size_limit: size,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            });
-            mounts.push(VolumeMount {
-                name: "dshm".into(),
-                mount_path: shm::DEV_SHM.into(),
-                ..Default::default()
-            });
+            let (volume, mount) = dshm(size);
+            volumes.push(volume);
+            mounts.push(mount);
         }
 
         let host_network = model.is_some_and(|m| m.host_network);
@@ -276,6 +265,27 @@ pub fn pinned_node(pod: &Pod) -> Option<String> {
         .flat_map(|t| t.match_fields.iter().flatten())
         .find(|r| r.key == "metadata.name" && r.operator == "In")
         .and_then(|r| r.values.as_ref()?.first().cloned())
+}
+
+/// A memory-backed `/dev/shm` (`emptyDir` with medium `Memory`, `size_limit` or none) and its
+/// mount: the one way every pod this crate builds gets shared memory.
+pub fn dshm(size_limit: Option<k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> (Volume, VolumeMount) {
+    (
+        Volume {
+            name: "dshm".into(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: Some(shm::MEMORY_MEDIUM.into()),
+                size_limit,
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        VolumeMount {
+            name: "dshm".into(),
+            mount_path: shm::DEV_SHM.into(),
+            ..Default::default()
+        },
+    )
 }
 
 #[cfg(test)]
@@ -386,3 +396,4 @@ mod tests {
         assert!(check_run_id("").is_err());
     }
 }
+

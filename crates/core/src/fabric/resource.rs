@@ -16,6 +16,30 @@ pub enum GpuVendor {
     Other,
 }
 
+impl GpuVendor {
+    /// The device plugin's resource name for a whole GPU of this vendor (the name a pod requests);
+    /// `None` for a vendor whose plugin is not known.
+    pub fn resource_name(self) -> Option<&'static str> {
+        match self {
+            GpuVendor::Nvidia => Some("nvidia.com/gpu"),
+            GpuVendor::Amd => Some("amd.com/gpu"),
+            GpuVendor::Intel => Some("gpu.intel.com/i915"),
+            GpuVendor::Other => None,
+        }
+    }
+
+    /// The vendor of a serving engine's accelerator setting (`cuda`, `rocm`, `xpu`); `None` for
+    /// one this vocabulary does not know.
+    pub fn of_accelerator(accelerator: &str) -> Option<GpuVendor> {
+        match accelerator {
+            "cuda" => Some(GpuVendor::Nvidia),
+            "rocm" => Some(GpuVendor::Amd),
+            "xpu" => Some(GpuVendor::Intel),
+            _ => None,
+        }
+    }
+}
+
 /// How an RDMA-capable NIC reaches the pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RdmaKind {

@@ -1,18 +1,20 @@
-//! A recipe's prefill/decode workers as pod templates, for `gate` when the workers are not running
-//! yet: what `probe env` resolved for a role (every layer: DGD envs, overlays, ConfigMaps, shell
-//! exports) written back as a `PodTemplateSpec`, then read by `TransportSpec::from_template` with
-//! the sanitizing a running pod gets (transport env only, device resources only, capabilities,
-//! host namespaces, a memory /dev/shm). What a template cannot carry is said in the notes.
+//! A serving recipe's role as a pod template, for bench pods of sides whose workers are not
+//! running yet (`gate` before deployment): what `probe env` resolved for the role (every layer:
+//! DGD envs, overlays, ConfigMaps, shell exports) written back as a `PodTemplateSpec`, which
+//! [`TransportSpec::from_template`] then reads with the sanitizing a running pod gets (transport
+//! env only, device resources only, capabilities, host namespaces, a memory /dev/shm). What a
+//! template cannot carry is said in the notes. The names (GPU resources, `/dev/shm`) come from
+//! `icb_core::fabric`, as for every other pod this crate builds.
 
-use icb_kube::k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapKeySelector, Container, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector,
-    PodSpec, PodTemplateSpec, ResourceFieldSelector, ResourceRequirements, SecretKeySelector, SecurityContext, Volume,
-    VolumeMount,
-};
-use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use icb_kube::pair::SideTemplates;
-use icb_kube::spec::TransportSpec;
+use crate::pair::SideTemplates;
+use crate::spec::TransportSpec;
+use icb_core::fabric::resource::GpuVendor;
 use icb_recipe::{EnvValue, RoleEnv};
+use k8s_openapi::api::core::v1::{
+    Capabilities, ConfigMapKeySelector, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec,
+    PodTemplateSpec, ResourceFieldSelector, ResourceRequirements, SecretKeySelector, SecurityContext,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::BTreeMap;
 
 /// The prefill and decode bench pod templates from the recipe roles that model them
@@ -20,7 +22,7 @@ use std::collections::BTreeMap;
 pub fn side_templates(prefill: &RoleEnv, decode: &RoleEnv) -> SideTemplates {
     let spec = |r: &RoleEnv| {
         let source = format!("recipe {} {} ({})", r.sources.join("+"), r.role.as_str(), r.workload);
-        let (template, notes) = template(r);
+        let (template, notes) = from_role(r);
         let mut spec = TransportSpec::from_template(&template, &source);
         spec.not_copied.extend(notes);
         spec
@@ -32,7 +34,7 @@ pub fn side_templates(prefill: &RoleEnv, decode: &RoleEnv) -> SideTemplates {
 }
 
 /// The role as a pod template, and what could not be written into one.
-pub fn template(r: &RoleEnv) -> (PodTemplateSpec, Vec<String>) {
+pub fn from_role(r: &RoleEnv) -> (PodTemplateSpec, Vec<String>) {
     let mut notes = Vec::new();
     let mut env = Vec::new();
     for v in &r.env {
@@ -109,15 +111,13 @@ pub fn template(r: &RoleEnv) -> (PodTemplateSpec, Vec<String>) {
         .map(|(k, v)| (k.clone(), Quantity(v.clone())))
         .collect();
     if let Some(gpus) = &r.resources.gpus {
-        match r.resources.accelerator.as_deref() {
-            None | Some("cuda") => {
-                devices.insert("nvidia.com/gpu".into(), Quantity(gpus.clone()));
+        let accelerator = r.resources.accelerator.as_deref().unwrap_or("cuda");
+        match GpuVendor::of_accelerator(accelerator).and_then(GpuVendor::resource_name) {
+            Some(name) => {
+                devices.insert(name.into(), Quantity(gpus.clone()));
             }
-            Some("rocm") => {
-                devices.insert("amd.com/gpu".into(), Quantity(gpus.clone()));
-            }
-            Some(other) => notes.push(format!(
-                "{gpus} {other} GPU(s): the resource name is not known; pass --resource"
+            None => notes.push(format!(
+                "{gpus} {accelerator} GPU(s): the resource name is not known; pass --resource"
             )),
         }
     }
@@ -145,20 +145,9 @@ pub fn template(r: &RoleEnv) -> (PodTemplateSpec, Vec<String>) {
         }
     };
     if let Some(size_limit) = shm_size {
-        volumes.push(Volume {
-            name: "dshm".into(),
-            empty_dir: Some(EmptyDirVolumeSource {
-                medium: Some("Memory".into()),
-                size_limit,
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
-        mounts.push(VolumeMount {
-            name: "dshm".into(),
-            mount_path: "/dev/shm".into(),
-            ..Default::default()
-        });
+        let (volume, mount) = crate::podspec::dshm(size_limit);
+        volumes.push(volume);
+        mounts.push(mount);
     }
     let container = Container {
         name: if r.component.is_empty() {
@@ -236,7 +225,7 @@ spec:
       volumes: [{name: shm, emptyDir: {medium: Memory}}]
 "#,
         );
-        let (t, notes) = template(&r);
+        let (t, notes) = from_role(&r);
         let spec = t.spec.unwrap();
         assert_eq!(spec.host_ipc, Some(true));
         assert_eq!(spec.node_selector.unwrap()["pool"], "decode");
