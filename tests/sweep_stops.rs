@@ -379,3 +379,45 @@ fn an_api_outage_stops_the_sweep_blames_no_node_and_resume_finishes() {
     let r = resume_finishes(&cluster, &f.results);
     assert_eq!(r["node_verdicts"].as_array().unwrap().len(), 4, "{r:#}");
 }
+
+#[test]
+fn pods_of_a_killed_run_are_removed_by_the_resume() {
+    let cluster = TestCluster::start_blocking(nodes(3).program(BIN).isolation(Isolation::Host)).unwrap();
+    let f = files();
+    // SIGKILL: no cleanup at all, as when a node dies under the CronJob's pod.
+    let sweep = Sweep::start(&cluster, &with_files(sweep_args("4"), &f));
+    let client = wait_pod(&cluster, "measuring", Duration::from_secs(120), |p| {
+        name(p).ends_with("-client") && running(p)
+    });
+    sweep.signal(Signal::SIGKILL);
+    let (code, _, _) = sweep.finish(Duration::from_secs(30));
+    assert_eq!(code, -1, "killed by the signal");
+    let left = leftover_via_api(&cluster);
+    assert!(
+        left.iter().any(|n| n == name(&client)),
+        "the killed run left its pods: {left:?}"
+    );
+    let sweep_id = load(&f.results)["sweep_id"].as_str().unwrap().to_string();
+    assert!(
+        name(&client).starts_with(&format!("ic-bench-{sweep_id}-")),
+        "{}",
+        name(&client)
+    );
+    let mut args = vec!["--resume".to_string(), f.results.display().to_string()];
+    args.extend(["--request-timeout".into(), "5s".into()]);
+    let (code, _, err) = Sweep::start(&cluster, &args).finish(Duration::from_secs(300));
+    assert!(code == 0 || code == 1, "{err:#?}");
+    assert!(
+        err.iter()
+            .any(|l| l.starts_with("ic-bench: removed ") && l.contains(&sweep_id)),
+        "{err:#?}"
+    );
+    assert!(
+        leftover_via_api(&cluster).is_empty(),
+        "{:?}",
+        leftover_via_api(&cluster)
+    );
+    let r = load(&f.results);
+    assert_eq!(r["complete"], true);
+    assert_eq!(r["attempt"], 2, "the resume is the sweep's second run");
+}
