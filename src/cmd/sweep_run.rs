@@ -6,10 +6,11 @@
 
 use super::progress::{Notable, PairDone, SweepProgress, sweep_eta};
 use futures::stream::{FuturesUnordered, StreamExt};
-use icb_kube::KubeError;
 use icb_kube::devices::DeviceRequest;
+use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
+use icb_kube::{KubeError, lifecycle, podspec};
 use icb_pair::kube::KubeLauncher;
 use icb_pair::{CancellationToken, ExpectationInput, PairError, PairPlan, run_pair};
 use icb_sweep::results::{LatencyPoint, Outcome, PairResult, SizePoint, SweepResults};
@@ -171,7 +172,7 @@ impl Sweeper {
             _ if stop.is_cancelled() => return PairEnd::Interrupted,
             Ok(l) => l,
             Err(e) if cluster_level(&e) => return PairEnd::ClusterDown(e.to_string()),
-            Err(e) => return PairEnd::Recorded(classify_error(pair, &e.to_string())),
+            Err(e) => return PairEnd::Recorded(classify_error(pair, e.to_string(), &[])),
         };
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
         let result = run_pair(&plan, &mut launcher, stop, &mut progress).await;
@@ -185,7 +186,7 @@ impl Sweeper {
             Err(PairError::Interrupted(_)) => PairEnd::Interrupted,
             Err(e) => match self.api_failure().await {
                 Some(down) => PairEnd::ClusterDown(down),
-                None => PairEnd::Recorded(classify_error(pair, &e.to_string())),
+                None => PairEnd::Recorded(classify_error(pair, e.to_string(), &launcher.last_pods())),
             },
         }
     }
@@ -262,38 +263,25 @@ impl Notable {
     }
 }
 
-/// A bench pod that cannot be placed is not a fabric verdict; the message names the pod's node.
-fn classify_error(pair: &Pair, text: &str) -> Outcome {
-    let unschedulable = [
-        "cannot be scheduled",
-        "Unschedulable",
-        "Insufficient ",
-        "didn't have enough resource",
-    ]
-    .iter()
-    .any(|m| text.contains(m));
-    if !unschedulable {
-        return Outcome::Error {
-            reason: text.to_string(),
-        };
-    }
-    // "pod P cannot be scheduled on node N: …" — else the side named (server = decode).
-    let named = [&pair.prefill, &pair.decode]
-        .into_iter()
-        .find(|n| text.contains(&format!("node {n}:")) || text.contains(&format!("node {n} ")));
-    let node = named.cloned().or_else(|| {
-        if text.contains("-server") {
-            Some(pair.decode.clone())
-        } else if text.contains("-client") {
-            Some(pair.prefill.clone())
-        } else {
-            None
-        }
+/// A bench pod that cannot be placed is not a fabric verdict. Decided on the pods' own status
+/// (`PodScheduled=False`, reason `Unschedulable`), never the message; the node is the one the
+/// pod was pinned to, else the side's (server = decode, client = prefill, by its label).
+fn classify_error(pair: &Pair, reason: String, pods: &[Pod]) -> Outcome {
+    let Some(stuck) = pods.iter().find(|p| lifecycle::unschedulable(p)) else {
+        return Outcome::Error { reason };
+    };
+    let role = stuck
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(podspec::LABEL_COMPONENT))
+        .map(String::as_str);
+    let node = podspec::pinned_node(stuck).or_else(|| match role {
+        Some("server") => Some(pair.decode.clone()),
+        Some("client") => Some(pair.prefill.clone()),
+        _ => None,
     });
-    Outcome::Unschedulable {
-        node,
-        reason: text.to_string(),
-    }
+    Outcome::Unschedulable { node, reason }
 }
 
 /// The pair report reduced to what the sweep scores and plots.
@@ -371,18 +359,45 @@ fn direction(c: &icb_core::model::CaseResult) -> Option<&'static str> {
 mod tests {
     use super::*;
 
+    fn pod(role: &str, node: Option<&str>, scheduled: Option<(&str, &str)>) -> Pod {
+        let mut v = serde_json::json!({
+            "metadata": {"name": format!("ic-bench-x-{role}"), "labels": {podspec::LABEL_COMPONENT: role}},
+            "spec": {"containers": []},
+            "status": {"phase": "Pending"},
+        });
+        if let Some(n) = node {
+            v["spec"]["nodeName"] = n.into();
+        }
+        if let Some((status, reason)) = scheduled {
+            v["status"]["conditions"] =
+                serde_json::json!([{"type": "PodScheduled", "status": status, "reason": reason}]);
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
     #[test]
-    fn unschedulable_names_the_node_of_the_stuck_pod() {
+    fn unschedulable_is_decided_on_the_pods_status_not_the_message() {
         let pair = Pair::new("node-1", "node-2");
-        let o = classify_error(
-            &pair,
-            "the decode side (pod ic-bench-x-server): pod ic-bench-x-server cannot be scheduled on node node-2: 0/3 nodes are available: Insufficient nvidia.com/gpu",
-        );
+        // The message would say "cannot be scheduled", but only the pod's condition decides.
+        let text = "pod ic-bench-x-server cannot be scheduled: Insufficient nvidia.com/gpu".to_string();
+        let stuck = pod("server", None, Some(("False", "Unschedulable")));
+        let o = classify_error(&pair, text.clone(), std::slice::from_ref(&stuck));
         assert!(
             matches!(o, Outcome::Unschedulable { node: Some(ref n), .. } if n == "node-2"),
-            "{o:?}"
+            "the server side is decode: {o:?}"
         );
-        let o = classify_error(&pair, "the prefill side exited with code 1");
+        let o = classify_error(
+            &pair,
+            text.clone(),
+            &[pod("client", Some("node-9"), Some(("False", "Unschedulable")))],
+        );
+        assert!(
+            matches!(o, Outcome::Unschedulable { node: Some(ref n), .. } if n == "node-9"),
+            "the pinned node first: {o:?}"
+        );
+        let placed = pod("server", Some("node-2"), Some(("True", "")));
+        assert!(matches!(classify_error(&pair, text, &[placed]), Outcome::Error { .. }));
+        let o = classify_error(&pair, "the prefill side exited with code 1".into(), &[]);
         assert!(matches!(o, Outcome::Error { .. }));
     }
 }
