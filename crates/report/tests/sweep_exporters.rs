@@ -490,6 +490,13 @@ fn an_interrupted_sweep_never_reads_as_a_pass_in_any_format() {
     assert!(xml.contains("name=\"stopped\" value=\"interrupted\""), "{xml}");
     assert!(xml.contains("<testcase name=\"sweep\" classname=\"sweep\""), "{xml}");
     assert!(xml.contains("<error"), "the stop is an error case: {xml}");
+    let prom = render_sweep_in(&r, Format::Prometheus, View::default()).unwrap();
+    assert!(
+        prom.contains("icbench_sweep_stopped{sweep_id=\"swfix01\",reason=\"interrupted\"} 1"),
+        "{prom}"
+    );
+    let html = icb_report::Exporter::sweep(&HtmlExporter, &r).unwrap();
+    assert!(html.contains("stopped (interrupted): interrupted by SIGTERM"), "{html}");
     // Every node case is skipped (not judged), none passes.
     let node_cases = xml.matches("classname=\"node\"").count();
     assert_eq!(node_cases, 4, "{xml}");

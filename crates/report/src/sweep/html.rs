@@ -78,7 +78,15 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
         pairs = r.pairs.len(),
         start = esc(&r.started_at),
         upd = esc(&r.updated_at),
-        partial = if r.complete { "" } else { " — <b>incomplete</b>" }
+        partial = match (&r.stopped, r.complete) {
+            (Some(stop), _) => format!(
+                " — <b>stopped ({}): {}</b>; --resume the results file to finish",
+                stop.reason.as_str(),
+                esc(&stop.detail)
+            ),
+            (None, false) => " — <b>incomplete</b>".to_string(),
+            (None, true) => String::new(),
+        }
     );
     // Heatmap.
     h.push_str("<h2>Pair bandwidth (GB/s, worst direction)</h2><table id=\"heatmap\"><tr><th>prefill \\ decode</th>");
