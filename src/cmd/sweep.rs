@@ -204,7 +204,7 @@ impl Args {
 pub fn run(mut args: Args) -> anyhow::Result<i32> {
     check_output(args.output)?;
     // Read before anything connects: a resumed sweep runs with the file's criteria.
-    let resumed = match &args.resume {
+    let mut resumed = match &args.resume {
         Some(path) => Some(SweepResults::load(path).map_err(anyhow::Error::msg)?),
         None => None,
     };
@@ -212,6 +212,11 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         super::sweep_resume::apply(&mut args, file)?;
     }
     let criteria = super::sweep_resume::criteria(&args);
+    if let Some(file) = &mut resumed {
+        // A file from before criteria were kept runs with this command line's; keep them now,
+        // so the next resume is held to the same.
+        file.criteria.get_or_insert_with(|| criteria.clone());
+    }
     let settings = args.settings(&criteria)?;
     let expectation = args.expect.input()?;
     if args.dry_run {
