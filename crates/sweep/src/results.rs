@@ -86,12 +86,18 @@ impl Outcome {
         }
     }
 
-    /// Median one-way latency of the smallest tag_lat case, µs.
+    /// One-way p50 latency of the smallest latency case, µs, when that case is small enough
+    /// ([`LATENCY_RULE_MAX_SIZE`]) to measure latency rather than transfer time: a 1 MiB round
+    /// trip is bandwidth in disguise, already judged by the bandwidth rules.
     pub fn latency(&self) -> Option<f64> {
-        match self {
-            Outcome::Measured { latency_us, .. } => *latency_us,
-            _ => None,
-        }
+        let Outcome::Measured { latency, .. } = self else {
+            return None;
+        };
+        latency
+            .iter()
+            .filter(|p| p.size <= LATENCY_RULE_MAX_SIZE)
+            .min_by_key(|p| p.size)
+            .map(|p| p.p50_us)
     }
 
     pub fn short(&self) -> String {
@@ -111,6 +117,10 @@ impl Outcome {
         }
     }
 }
+
+/// Latency cases up to this size are judged as latency (8 B … 64 KiB: the sweep's default
+/// profile measures tag_lat at 64 KiB).
+pub const LATENCY_RULE_MAX_SIZE: u64 = 64 << 10;
 
 /// Bytes/s as GB/s with two decimals, or three significant digits below 1 GB/s, so a throttled
 /// link reads `0.00375`, not `0.00`.

@@ -223,7 +223,23 @@ fn with_latency(p50_us: f64, warnings: &[&str]) -> Outcome {
         bandwidth_bps: None,
         latency_us: Some(p50_us),
         series: vec![],
-        latency: vec![],
+        latency: vec![
+            crate::results::LatencyPoint {
+                test: "tag_lat".into(),
+                size: 8,
+                memory: None,
+                p50_us,
+                p99_us: p50_us * 2.0,
+            },
+            // A large case is transfer time, not latency: never the one judged.
+            crate::results::LatencyPoint {
+                test: "tag_lat".into(),
+                size: 1 << 20,
+                memory: None,
+                p50_us: 1e6,
+                p99_us: 1e6,
+            },
+        ],
         warnings: warnings.iter().map(|w| w.to_string()).collect(),
     }
 }
@@ -268,4 +284,27 @@ fn micros_keeps_three_significant_digits() {
     assert_eq!(micros(0.65), "0.650");
     assert_eq!(micros(12.34), "12.3");
     assert_eq!(micros(8000.0), "8000");
+}
+
+#[test]
+fn only_small_cases_count_as_latency() {
+    let at = |size: u64| Outcome::Measured {
+        verdict: "pass".into(),
+        reason: String::new(),
+        data_paths: vec![],
+        bandwidth_bps: None,
+        latency_us: Some(9.0),
+        series: vec![],
+        latency: vec![crate::results::LatencyPoint {
+            test: "tag_lat".into(),
+            size,
+            memory: None,
+            p50_us: 9.0,
+            p99_us: 9.0,
+        }],
+        warnings: vec![],
+    };
+    assert_eq!(at(8).latency(), Some(9.0));
+    assert_eq!(at(64 << 10).latency(), Some(9.0));
+    assert_eq!(at(1 << 20).latency(), None, "a 1 MiB round trip is bandwidth");
 }
