@@ -219,25 +219,11 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
     }
     let settings = args.settings(&criteria)?;
     let expectation = args.expect.input()?;
-    if args.dry_run {
-        // A plan from the file or from --nodes needs no cluster.
-        let offline = match &resumed {
-            Some(r) => Some(r.clone()),
-            None if !args.nodes.is_empty() && args.prefill_pool.is_none() => {
-                let mut nodes = args.nodes.clone();
-                nodes.sort();
-                nodes.dedup();
-                Some(new_results(&args, nodes, None, criteria.clone())?)
-            }
-            None => None,
-        };
-        if let Some(r) = offline {
-            if resumed.is_none() {
-                eprintln!("ic-bench: --dry-run: the --nodes were not checked against a cluster");
-            }
-            print!("{}", plan_text(&r));
-            return Ok(icb_core::exit::OK);
-        }
+    if args.dry_run
+        && let Some(r) = offline_plan(&args, resumed.as_ref(), &criteria)?
+    {
+        print!("{}", plan_text(&r));
+        return Ok(icb_core::exit::OK);
     }
     let interrupt = Interrupt::install()?;
     let rt = super::common::runtime()?;
@@ -276,6 +262,27 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         };
         super::sweep_flow::sweep(&args, &sweeper, results, &interrupt).await
     })
+}
+
+/// The plan `--dry-run` can print without a cluster: the resumed file's, or one of the nodes
+/// named by `--nodes` (not checked against a cluster, which stderr says). `None`: the nodes come
+/// from the cluster.
+fn offline_plan(
+    args: &Args,
+    resumed: Option<&SweepResults>,
+    criteria: &icb_sweep::Criteria,
+) -> anyhow::Result<Option<SweepResults>> {
+    if let Some(r) = resumed {
+        return Ok(Some(r.clone()));
+    }
+    if args.nodes.is_empty() || args.prefill_pool.is_some() {
+        return Ok(None);
+    }
+    let mut nodes = args.nodes.clone();
+    nodes.sort();
+    nodes.dedup();
+    eprintln!("ic-bench: --dry-run: the --nodes were not checked against a cluster");
+    Ok(Some(new_results(args, nodes, None, criteria.clone())?))
 }
 
 /// A new sweep of the nodes this command line selects.
