@@ -95,8 +95,26 @@ fn given(args: &Args) -> Vec<&'static str> {
     .collect()
 }
 
+/// Flags that choose the nodes and the plan: a resumed sweep's are in its file, so giving one
+/// now would be silently ignored; it is refused instead.
+fn plan_flags(args: &Args) -> Option<&'static str> {
+    [
+        ("--nodes", !args.nodes.is_empty()),
+        ("--selector", args.selector.is_some()),
+        ("--prefill-pool", args.prefill_pool.is_some()),
+        ("--schedule", args.schedule.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(flag, given)| given.then_some(flag))
+}
+
 /// Takes the resumed file's criteria into `args`; refuses a flag given now that differs.
 pub fn apply(args: &mut Args, file: &SweepResults) -> anyhow::Result<()> {
+    if let Some(flag) = plan_flags(args) {
+        anyhow::bail!(
+            "--resume: {flag} cannot change a sweep being resumed (its nodes and plan are in the file); drop {flag}, or start a new sweep"
+        );
+    }
     let Some(was) = &file.criteria else {
         // Written before criteria were kept: this command line's are all there is.
         return Ok(());
@@ -233,7 +251,14 @@ mod tests {
         assert_eq!(e.downcast_ref::<DifferingFlag>().map(|d| d.flag), Some("--sizes"));
         // The same value given again is no difference.
         let mut a = args(&["--tests", DEFAULT_TESTS]);
-        apply(&mut a, &file(was)).unwrap();
+        apply(&mut a, &file(was.clone())).unwrap();
+        // The nodes and the plan are the file's: a flag choosing them is refused, not ignored.
+        let mut a = args(&["--nodes", "x,y"]);
+        let e = apply(&mut a, &file(was)).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--resume: --nodes cannot change a sweep being resumed"),
+            "{e}"
+        );
     }
 
     #[test]
