@@ -403,6 +403,8 @@ fn pods_of_a_killed_run_are_removed_by_the_resume() {
         "{}",
         name(&client)
     );
+    let labels = client.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("ic-bench.dev/sweep-id"), Some(&sweep_id), "{labels:?}");
     let mut args = vec!["--resume".to_string(), f.results.display().to_string()];
     args.extend(["--request-timeout".into(), "5s".into()]);
     let (code, _, err) = Sweep::start(&cluster, &args).finish(Duration::from_secs(300));

@@ -215,6 +215,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             env: vec![],
             dry_run: false,
             read_nodes: true,
+            labels: vec![],
             timeout: remaining(),
             cleanup_timeout: Duration::from_secs(30),
         };

@@ -1,14 +1,15 @@
 //! `sweep --resume FILE`: the missing pairs measured as the first run measured the others. The
 //! file's criteria (tests, sizes, floors, allow-tcp …) are used; a flag given now that says
 //! otherwise is refused (one line naming it, exit 2) instead of silently mixing two sweeps. The
-//! bench pods a killed run left behind are found by their run ids (every run id of a sweep
-//! starts with its sweep id) and deleted before anything new starts.
+//! bench pods a killed run left behind are found by their `ic-bench.dev/sweep-id` label (or, from
+//! older versions, their run ids, which start with the sweep id) and deleted before anything new
+//! starts.
 
 use super::sweep::Args;
 use icb_core::model::{MemoryPair, TestKind};
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_kube::kube::api::{DeleteParams, ListParams};
-use icb_kube::podspec::{LABEL_INSTANCE, MANAGED_SELECTOR};
+use icb_kube::podspec::{LABEL_INSTANCE, LABEL_SWEEP_ID, MANAGED_SELECTOR};
 use icb_kube::{Cluster, KubeError};
 use icb_sweep::{Criteria, SweepResults};
 
@@ -190,13 +191,16 @@ pub async fn clean_leftovers(cluster: &Cluster, sweep_id: &str) -> Result<usize,
     Ok(ours.len())
 }
 
-/// A pod of this sweep: its run id (the instance label) is `<sweep_id>-…`.
+/// A pod of this sweep: its `ic-bench.dev/sweep-id` label, or (pods of versions before that
+/// label) its run id, the instance label, `<sweep_id>-…`.
 fn belongs_to(pod: &Pod, sweep_id: &str) -> bool {
-    pod.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(LABEL_INSTANCE))
-        .is_some_and(|id| id.strip_prefix(sweep_id).is_some_and(|rest| rest.starts_with('-')))
+    let Some(labels) = pod.metadata.labels.as_ref() else {
+        return false;
+    };
+    labels.get(LABEL_SWEEP_ID).is_some_and(|id| id == sweep_id)
+        || labels
+            .get(LABEL_INSTANCE)
+            .is_some_and(|id| id.strip_prefix(sweep_id).is_some_and(|rest| rest.starts_with('-')))
 }
 
 #[cfg(test)]
@@ -267,6 +271,12 @@ mod tests {
             serde_json::from_value(serde_json::json!({"metadata": {"name": "p", "labels": {LABEL_INSTANCE: id}}}))
                 .unwrap()
         };
+        let labelled: Pod = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "p", "labels": {LABEL_SWEEP_ID: "sw1", LABEL_INSTANCE: "x"}}}),
+        )
+        .unwrap();
+        assert!(belongs_to(&labelled, "sw1"));
+        assert!(!belongs_to(&labelled, "sw2"));
         assert!(belongs_to(&pod("sw1-p1r0x0"), "sw1"));
         assert!(belongs_to(&pod("sw1-a2p1r0x0"), "sw1"));
         assert!(!belongs_to(&pod("sw12-p1r0x0"), "sw1"));

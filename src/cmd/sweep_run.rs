@@ -151,6 +151,8 @@ impl Sweeper {
             service_account: None,
             devices: job.devices.clone(),
             env: vec![],
+            // Every run id of a sweep starts with its id too; the label lets a selector find them.
+            labels: vec![(podspec::LABEL_SWEEP_ID.to_string(), sweep_id_of(run_id).to_string())],
             dry_run: false,
             read_nodes: true,
             timeout: job.budget,
@@ -263,6 +265,11 @@ impl Notable {
     }
 }
 
+/// The sweep id a run id starts with (`<sweep_id>-p1r0x0`).
+fn sweep_id_of(run_id: &str) -> &str {
+    run_id.split_once('-').map_or(run_id, |(id, _)| id)
+}
+
 /// A bench pod that cannot be placed is not a fabric verdict. Decided on the pods' own status
 /// (`PodScheduled=False`, reason `Unschedulable`), never the message; the node is the one the
 /// pod was pinned to, else the side's (server = decode, client = prefill, by its label).
@@ -373,6 +380,12 @@ mod tests {
                 serde_json::json!([{"type": "PodScheduled", "status": status, "reason": reason}]);
         }
         serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn the_sweep_id_label_is_the_run_ids_prefix() {
+        assert_eq!(sweep_id_of("sw1a2b3c-p1r0x0"), "sw1a2b3c");
+        assert_eq!(sweep_id_of("sw1a2b3c-a2p2r1x0"), "sw1a2b3c");
     }
 
     #[test]
