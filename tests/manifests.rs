@@ -365,3 +365,76 @@ fn role_covers_exactly_what_pair_and_gc_call() {
         "the Role grants {unused:?}, which neither pair nor gc ever calls"
     );
 }
+
+/// The nightly sweep's script, run by `sh` with `/results` moved to a temp dir and `ic-bench`
+/// replaced by a stub that records its arguments: what does a night run, given what the last
+/// night left?
+fn nightly_run(existing: Option<&str>) -> (String, Vec<String>) {
+    let p = parse_all();
+    let pod = p.cron_jobs[0]
+        .spec
+        .job_template
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap();
+    let cmd = pod.containers[0].command.as_ref().unwrap();
+    assert_eq!(&cmd[..2], ["sh", "-c"]);
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    std::fs::create_dir(&results).unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let stub = bin.join("ic-bench");
+    std::fs::write(
+        &stub,
+        format!("#!/bin/sh\necho \"$@\" > {}/args\n", dir.path().display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    if let Some(text) = existing {
+        std::fs::write(results.join("sweep-current.json"), text).unwrap();
+    }
+    let script = cmd[2].replace("/results", results.to_str().unwrap());
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let args = std::fs::read_to_string(dir.path().join("args"))
+        .unwrap()
+        .replace(results.to_str().unwrap(), "/results");
+    let mut files: Vec<String> = std::fs::read_dir(&results)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    (args.trim().to_string(), files)
+}
+
+#[test]
+fn the_nightly_sweep_resumes_a_killed_night_and_archives_a_finished_one() {
+    let file = |complete: bool| {
+        format!(
+            "{{\n  \"schema\": \"ic-bench.sweep/v1\",\n  \"sweep_id\": \"swab12cd\",\n  \"complete\": {complete},\n  \"pairs\": []\n}}\n"
+        )
+    };
+    // First night: nothing there, a new sweep at the stable path.
+    let (args, _) = nightly_run(None);
+    assert!(args.starts_with("sweep -l "), "{args}");
+    assert!(args.contains("--results /results/sweep-current.json"), "{args}");
+    // The night before was killed: its incomplete file is continued, not restarted.
+    let (args, files) = nightly_run(Some(&file(false)));
+    assert!(args.starts_with("sweep --resume /results/sweep-current.json"), "{args}");
+    assert!(!args.contains("--results"), "{args}");
+    assert_eq!(files, ["sweep-current.json"]);
+    // The night before finished: archived under its sweep id, a new sweep starts.
+    let (args, files) = nightly_run(Some(&file(true)));
+    assert!(args.contains("--results /results/sweep-current.json"), "{args}");
+    assert_eq!(files, ["sweep-swab12cd.json"]);
+}

@@ -123,8 +123,8 @@ fn a_slow_node_and_an_unschedulable_node_are_named_and_the_rest_pass() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert_eq!(
         page.matches("class=\"cell\"").count(),
-        20,
-        "every pair in both directions of the 5×5 heatmap"
+        10,
+        "every pair, in the one direction it was measured"
     );
     assert!(
         page.contains("<td class=\"fail\">fail</td>"),
@@ -149,7 +149,7 @@ fn ctrl_c_mid_sweep_leaves_nothing_and_resume_finishes_it() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    // Wait for the first pair to be recorded, then interrupt during the next round.
+    // Wait for the first pair to be recorded, then interrupt during a later round.
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let done = std::fs::read_to_string(&results)
@@ -163,7 +163,20 @@ fn ctrl_c_mid_sweep_leaves_nothing_and_resume_finishes_it() {
         assert!(Instant::now() < deadline, "no pair finished");
         std::thread::sleep(Duration::from_millis(100));
     }
-    std::thread::sleep(Duration::from_millis(1500));
+    // Then a pod of a later round: the interrupt lands while pairs are running.
+    loop {
+        let later = cluster.pods().into_iter().any(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.contains("-p1r1x") || n.contains("-p1r2x"))
+        });
+        if later {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no later round started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
     let out = wait_output(child, Duration::from_secs(90));
     assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
@@ -290,7 +303,7 @@ fn check_in_browser(html: &std::path::Path) {
         "rendered DOM has the heatmap: {}",
         &dom[..dom.len().min(500)]
     );
-    assert_eq!(dom.matches("class=\"cell\"").count(), 20);
+    assert_eq!(dom.matches("class=\"cell\"").count(), 10);
     assert!(dom.contains("id=\"nodes\"") && dom.contains("node-2"));
 }
 

@@ -94,5 +94,11 @@ fn the_sweep_names_exactly_the_tcp_only_node() {
         first_pass_three[0]
     );
     assert!(stdout.contains("FAIL: node-3"), "{stdout}");
+    // The second pass says what it does here: the suspect's own pair again, no partner.
+    assert!(
+        stderr.contains("second pass: 1 suspect(s) run their own intra-node pair again"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("re-paired with nodes that passed"), "{stderr}");
     assert!(leftover_via_api(&cluster).is_empty());
 }

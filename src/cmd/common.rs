@@ -97,7 +97,7 @@ pub fn parse_size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())
 }
 
-fn parse_unit(s: &str) -> Result<BandwidthUnit, String> {
+pub fn parse_unit(s: &str) -> Result<BandwidthUnit, String> {
     match s.to_ascii_lowercase().as_str() {
         "gb" | "gb/s" => Ok(BandwidthUnit::GBps),
         "mib" | "mib/s" => Ok(BandwidthUnit::MiBps),

@@ -263,6 +263,7 @@ impl icb_gate::GateSteps for KubeGate<'_> {
             env: vec![],
             dry_run: false,
             read_nodes: true,
+            labels: vec![],
             timeout: deadline.saturating_duration_since(Instant::now()),
             cleanup_timeout: Duration::from_secs(30).max(cluster.request_timeout()),
         };

@@ -18,6 +18,8 @@ pub mod progress;
 pub mod report_out;
 pub mod serve;
 pub mod sweep;
+mod sweep_flow;
 mod sweep_labels;
+mod sweep_resume;
 mod sweep_run;
 pub mod version;

@@ -95,6 +95,7 @@ pub fn build_pods_plan(args: &super::pair::Args, settings: &icb_core::RunSetting
         env: vec![],
         dry_run: dry_run_flag,
         read_nodes: true,
+        labels: vec![],
         timeout,
         cleanup_timeout: Duration::from_secs(30).max(k.cluster.request_timeout),
     })

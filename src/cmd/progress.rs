@@ -242,6 +242,38 @@ pub fn sweep_pair_line(p: &PairDone) -> String {
     )
 }
 
+/// The sweep bar: fixed-width fields first, then a message fitted to what is left of the line
+/// ([`sweep_bar_room`]), so nothing is cut at the terminal's edge.
+const SWEEP_BAR_TEMPLATE: &str = "{spinner} {elapsed:>4} {prefix} [{bar:12}] {pos}/{len} · {msg}";
+
+/// Columns left for the message on a `width`-column terminal: the template's fixed parts
+/// (spinner, elapsed, `pass P round R/N`, the bar, `done/total`) at their widest, and one column
+/// spare so the cursor never wraps.
+pub fn sweep_bar_room(width: u16, rounds: usize, total: usize) -> usize {
+    let digits = |n: usize| n.to_string().len();
+    let prefix = "pass 1 round ".len() + 2 * digits(rounds) + 1;
+    let fixed = 1 + 1 + 4 + 1 + prefix + 1 + 14 + 1 + 2 * digits(total) + 1 + 3;
+    usize::from(width).saturating_sub(fixed + 1)
+}
+
+/// `ETA 2m30s · 1 bad · node-1→node-4: fail (tcp, 1.00 GB/s)`, cut with `…` to `room` columns;
+/// the ETA and the bad count come first so they are never the part cut.
+pub fn sweep_bar_message(p: &PairDone, room: usize) -> String {
+    let text = format!(
+        "ETA {} · {} bad · {}: {}",
+        p.eta.map_or_else(|| "?".to_string(), short_duration),
+        p.failures,
+        p.pair,
+        p.outcome
+    );
+    if text.chars().count() <= room {
+        return text;
+    }
+    let mut cut: String = text.chars().take(room.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 /// Time left at the rate so far: `elapsed` for `done` of `total` pairs (pairs of a round run
 /// at once, so the rate already counts the concurrency). `None` before the first pair.
 pub fn sweep_eta(elapsed: Duration, done: usize, total: usize) -> Option<Duration> {
@@ -278,11 +310,9 @@ impl SweepProgress {
     fn start_on(pass: u8, total: usize, rounds: usize, bar: bool, lines: bool) -> Self {
         let bar = bar.then(|| {
             let bar = ProgressBar::with_draw_target(Some(total as u64), stderr_target());
-            let style = ProgressStyle::with_template(
-                "{spinner} {elapsed:>4} {prefix} [{bar:16}] {pos}/{len} pairs · {wide_msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
+            let style = ProgressStyle::with_template(SWEEP_BAR_TEMPLATE)
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> ");
             bar.set_style(style);
             bar.set_prefix(format!("pass {pass} round 0/{rounds}"));
             bar.set_message("starting the first round…");
@@ -316,13 +346,8 @@ impl SweepProgress {
                 Notable::No => {}
             }
             bar.set_position(p.done as u64);
-            bar.set_message(format!(
-                "ETA {} · {} failed/slow · last {}: {}",
-                p.eta.map_or_else(|| "?".to_string(), short_duration),
-                p.failures,
-                p.pair,
-                p.outcome
-            ));
+            let width = terminal_size::terminal_size_of(std::io::stderr()).map_or(80, |(w, _)| w.0);
+            bar.set_message(sweep_bar_message(p, sweep_bar_room(width, self.rounds, p.total)));
         } else if self.lines {
             eprintln!("{}", sweep_pair_line(p));
         }
@@ -371,6 +396,23 @@ mod tests {
         assert!(!line.contains('\n'));
         let unknown = sweep_pair_line(&done("pass (rdma, 22.00 GB/s)", None));
         assert!(unknown.ends_with("; 1 failed or slow so far; ETA unknown"), "{unknown}");
+    }
+
+    #[test]
+    fn the_sweep_bar_fits_100_columns_and_keeps_eta_and_bad_count() {
+        let long = PairDone {
+            pair: "gpu-node-a100-0017.rack-3.example.internal→gpu-node-a100-0018.rack-3.example.internal",
+            ..done("fail (tcp, 1.00 GB/s)", Some(Duration::from_secs(3720)))
+        };
+        let room = sweep_bar_room(100, 990, 490_545);
+        let msg = sweep_bar_message(&long, room);
+        // The widest fixed part: spinner, elapsed, prefix, bar and counts at their widest.
+        let fixed = "⠁ 1h02 pass 1 round 990/990 [============] 490545/490545 · ";
+        assert!(fixed.chars().count() + msg.chars().count() < 100, "{fixed}{msg}");
+        assert!(msg.starts_with("ETA 1h02m · 1 bad · gpu-node"), "{msg}");
+        assert!(msg.ends_with('…'), "{msg}");
+        let short = sweep_bar_message(&done("pass (rdma, 22.00 GB/s)", None), sweep_bar_room(120, 6, 12));
+        assert_eq!(short, "ETA ? · 1 bad · node-1→node-4: pass (rdma, 22.00 GB/s)");
     }
 
     #[test]

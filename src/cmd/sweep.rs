@@ -6,13 +6,11 @@
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use super::sweep_run::{PairJob, Sweeper};
-use anyhow::Context as _;
 use icb_core::model::{MemoryPair, TestKind};
 use icb_kube::k8s_openapi::api::core::v1::Node;
 use icb_kube::kube::api::ListParams;
-use icb_sweep::results::{SWEEP_SCHEMA, SweepResults, write_atomic};
+use icb_sweep::results::SweepResults;
 use icb_sweep::schedule::Schedule;
-use icb_sweep::score::{self, NodeStatus};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -60,21 +58,24 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = super::common::parse_duration)]
     pub pair_timeout: Duration,
 
-    /// Tests per pair (the short default profile: RMA put/get + tag latency)
-    #[arg(long, value_delimiter = ',', default_value = "put_bw,get_bw,tag_lat")]
+    // The criteria flags have no clap defaults: `--resume` must tell a flag given now (refused
+    // when it differs from the file) from one left out (the file's value); `sweep_resume`
+    // fills the defaults in.
+    /// Tests per pair (the short default profile: RMA put/get + tag latency) [default: put_bw,get_bw,tag_lat]
+    #[arg(long, value_delimiter = ',')]
     pub tests: Vec<TestKind>,
 
-    /// Message sizes per pair
-    #[arg(long, value_delimiter = ',', default_value = "64KiB,1MiB", value_parser = super::common::parse_size_arg)]
+    /// Message sizes per pair [default: 64KiB,1MiB]
+    #[arg(long, value_delimiter = ',', value_parser = super::common::parse_size_arg)]
     pub sizes: Vec<u64>,
 
-    /// Memory pairs per pair (cuda-cuda on GPU nodes)
-    #[arg(long, value_delimiter = ',', default_value = "host-host")]
+    /// Memory pairs per pair (cuda-cuda on GPU nodes) [default: host-host]
+    #[arg(long, value_delimiter = ',')]
     pub memory: Vec<MemoryPair>,
 
-    /// Longest measurement of one case, seconds
-    #[arg(long, default_value_t = 1.0)]
-    pub max_time: f64,
+    /// Longest measurement of one case, seconds [default: 1]
+    #[arg(long)]
+    pub max_time: Option<f64>,
 
     #[command(flatten)]
     pub expect: super::common::ExpectArgs,
@@ -119,24 +120,36 @@ pub struct Args {
     #[arg(long)]
     pub label_nodes: bool,
 
+    /// Bandwidth unit of the node annotations (--label-nodes): gb (10^9 B/s) or mib (2^20 B/s)
+    #[arg(long, value_name = "UNIT", default_value = "gb", value_parser = super::common::parse_unit)]
+    pub unit: icb_core::BandwidthUnit,
+
     /// stdout at the end: table (node verdicts), wide (with all evidence), json, junit or prometheus
     #[arg(short = 'o', long = "output", default_value = "table", value_parser = clap::value_parser!(icb_report::Format))]
     pub output: icb_report::Format,
 }
 
 impl Args {
-    fn settings(&self) -> anyhow::Result<icb_core::RunSettings> {
-        if self.tests.is_empty() || self.sizes.is_empty() || self.memory.is_empty() {
-            anyhow::bail!("nothing to run: give at least one --tests, --sizes and --memory value");
-        }
+    fn settings(&self, criteria: &icb_sweep::Criteria) -> anyhow::Result<icb_core::RunSettings> {
+        let parse = |what: &str, e: String| anyhow::anyhow!("{what}: {e}");
+        let tests = criteria
+            .tests
+            .iter()
+            .map(|t| t.parse::<TestKind>().map_err(|e| parse("--tests", e.to_string())))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let memory = criteria
+            .memory
+            .iter()
+            .map(|m| m.parse::<MemoryPair>().map_err(|e| parse("--memory", e.to_string())))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let settings = icb_core::RunSettings {
-            tests: self.tests.clone(),
-            sizes: self.sizes.clone(),
-            memory: self.memory.clone(),
+            tests,
+            sizes: criteria.sizes.clone(),
+            memory,
             warmup_iterations: 4,
             min_iterations: 8,
-            min_time_s: 0.05_f64.min(self.max_time),
-            max_time_s: self.max_time,
+            min_time_s: 0.05_f64.min(criteria.max_time_s),
+            max_time_s: criteria.max_time_s,
             window: 16,
             unit: icb_core::BandwidthUnit::GBps,
             require_cuda: false,
@@ -151,7 +164,7 @@ impl Args {
     }
 
     /// Every `--export-*` file with the exporter that writes it.
-    fn exports(&self) -> Vec<(PathBuf, Box<dyn icb_report::Exporter>)> {
+    pub(super) fn exports(&self) -> Vec<(PathBuf, Box<dyn icb_report::Exporter>)> {
         use icb_report::Format;
         let mut out: Vec<(PathBuf, Box<dyn icb_report::Exporter>)> = Vec::new();
         for p in &self.export_json {
@@ -188,57 +201,53 @@ impl Args {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<i32> {
-    let settings = args.settings()?;
+pub fn run(mut args: Args) -> anyhow::Result<i32> {
     check_output(args.output)?;
+    // Read before anything connects: a resumed sweep runs with the file's criteria.
+    let mut resumed = match &args.resume {
+        Some(path) => Some(SweepResults::load(path).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    if let Some(file) = &resumed {
+        super::sweep_resume::apply(&mut args, file)?;
+    }
+    let criteria = super::sweep_resume::criteria(&args);
+    if let Some(file) = &mut resumed {
+        // A file from before criteria were kept runs with this command line's; keep them now,
+        // so the next resume is held to the same.
+        file.criteria.get_or_insert_with(|| criteria.clone());
+    }
+    let settings = args.settings(&criteria)?;
     let expectation = args.expect.input()?;
+    if args.dry_run
+        && let Some(r) = offline_plan(&args, resumed.as_ref(), &criteria)?
+    {
+        print!("{}", plan_text(&r));
+        return Ok(icb_core::exit::OK);
+    }
     let interrupt = Interrupt::install()?;
     let rt = super::common::runtime()?;
     rt.block_on(async {
-        let cluster = tokio::select! {
-            c = args.cluster.connect() => c?,
-            _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was started")),
+        let token = interrupt.token().clone();
+        let connected = tokio::select! {
+            c = args.cluster.connect() => c,
+            _ = token.cancelled() => return Ok(interrupt.report("nothing was started")),
         };
-        let mut results = match &args.resume {
-            Some(path) => SweepResults::load(path).map_err(anyhow::Error::msg)?,
-            None => {
-                let (nodes, pools) = select_nodes(&cluster, &args).await?;
-                let schedule = args.schedule(pools)?;
-                let rounds = schedule
-                    .rounds(&nodes, args.max_concurrent)
-                    .map_err(anyhow::Error::msg)?;
-                let now = jiff::Timestamp::now().to_string();
-                SweepResults {
-                    schema: SWEEP_SCHEMA.into(),
-                    tool_version: env!("CARGO_PKG_VERSION").into(),
-                    sweep_id: format!("sw{}", &icb_kube::podspec::new_run_id()[..6]),
-                    started_at: now.clone(),
-                    updated_at: now,
-                    complete: false,
-                    schedule,
-                    nodes,
-                    pair_budget_s: args.pair_timeout.as_secs_f64(),
-                    rounds,
-                    pairs: vec![],
-                    node_verdicts: vec![],
-                }
-            }
+        let cluster = connected.map_err(|e| match args.dry_run {
+            true => e.context("--dry-run with a selector or all nodes lists them from the cluster; give --nodes A,B,C to plan without one"),
+            false => e,
+        })?;
+        let results = match resumed {
+            Some(r) => r,
+            None => tokio::select! {
+                r = plan_sweep(&cluster, &args, criteria) => r?,
+                _ = token.cancelled() => return Ok(interrupt.report("nothing was started")),
+            },
         };
         if args.dry_run {
             print!("{}", plan_text(&results));
             return Ok(icb_core::exit::OK);
         }
-        if args.label_nodes
-            && let Some(first) = results.nodes.first()
-        {
-            // Before hours of pairs, not after: may this account patch nodes at all?
-            icb_kube::node_labels::check_access(&cluster, first).await?;
-        }
-        let path = args
-            .resume
-            .clone()
-            .or_else(|| args.results.clone())
-            .unwrap_or_else(|| PathBuf::from(format!("ic-bench-sweep-{}.json", results.sweep_id)));
         let sweeper = Sweeper {
             cluster,
             job: PairJob {
@@ -249,85 +258,67 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 devices: args.devices.request(),
                 budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),
             },
-            token: interrupt.token().clone(),
+            token,
         };
-        let exports = args.exports();
-        let mut save = |r: &SweepResults| -> anyhow::Result<()> {
-            write_atomic(&path, &r.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
-            for (p, exporter) in &exports {
-                let text = exporter.sweep(&icb_report::masked_sweep(r))?;
-                write_atomic(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
-            }
-            Ok(())
-        };
-        eprintln!(
-            "ic-bench: sweep {}: {} nodes, {} pairs in {} rounds ({} done); results in {}",
-            results.sweep_id,
-            results.nodes.len(),
-            results.planned(),
-            results.rounds.len(),
-            results.pairs.iter().filter(|p| p.pass == 1).count(),
-            path.display()
-        );
-        save(&results)?;
-        // First pass: only what the file does not have yet.
-        let missing = results.missing();
-        if !sweeper.run_rounds(&missing, 1, &mut results, &mut save).await? {
-            save(&results)?;
-            return Ok(interrupt.report(&format!(
-                "no bench pods left; results so far in {} (--resume it)",
-                path.display()
-            )));
-        }
-        // Second pass: each suspect with two nodes that passed (intra-node: its own pair again).
-        let first = score::first_pass_verdicts(&results.nodes, &results.pairs);
-        let intra_node = results.schedule == Schedule::IntraNode;
-        let second: Vec<_> = score::second_pass_plan(&first, args.max_concurrent, intra_node)
-            .into_iter()
-            .map(|r| r.into_iter().filter(|p| !results.has(p, 2)).collect::<Vec<_>>())
-            .filter(|r| !r.is_empty())
-            .collect();
-        if !second.is_empty() {
-            eprintln!(
-                "ic-bench: second pass: {} suspect(s) re-paired with nodes that passed ({} pairs)",
-                first.iter().filter(|v| v.status == NodeStatus::Suspect).count(),
-                second.iter().map(Vec::len).sum::<usize>()
-            );
-        }
-        if !sweeper.run_rounds(&second, 2, &mut results, &mut save).await? {
-            save(&results)?;
-            return Ok(interrupt.report(&format!(
-                "no bench pods left; results so far in {} (--resume it)",
-                path.display()
-            )));
-        }
-        results.node_verdicts = score::final_verdicts(&results.nodes, &results.pairs);
-        results.complete = true;
-        results.updated_at = jiff::Timestamp::now().to_string();
-        save(&results)?;
-        print!(
-            "{}",
-            icb_report::render_sweep_in(&results, args.output, stdout_view(args.output))?
-        );
-        if args.label_nodes {
-            super::sweep_labels::apply(&sweeper.cluster, &results).await?;
-        }
-        let measured = results
-            .pairs
-            .iter()
-            .any(|p| matches!(p.outcome, icb_sweep::Outcome::Measured { .. }));
-        Ok(if !measured {
-            icb_core::exit::USAGE_OR_SETUP
-        } else if results
-            .node_verdicts
-            .iter()
-            .any(|v| matches!(v.status, NodeStatus::Fail | NodeStatus::Suspect))
-        {
-            icb_core::exit::VERDICT_FAILED
-        } else {
-            icb_core::exit::OK
-        })
+        super::sweep_flow::sweep(&args, &sweeper, results, &interrupt).await
     })
+}
+
+/// The plan `--dry-run` can print without a cluster: the resumed file's, or one of the nodes
+/// named by `--nodes` (not checked against a cluster, which stderr says). `None`: the nodes come
+/// from the cluster.
+fn offline_plan(
+    args: &Args,
+    resumed: Option<&SweepResults>,
+    criteria: &icb_sweep::Criteria,
+) -> anyhow::Result<Option<SweepResults>> {
+    if let Some(r) = resumed {
+        return Ok(Some(r.clone()));
+    }
+    if args.nodes.is_empty() || args.prefill_pool.is_some() {
+        return Ok(None);
+    }
+    let mut nodes = args.nodes.clone();
+    nodes.sort();
+    nodes.dedup();
+    eprintln!("ic-bench: --dry-run: the --nodes were not checked against a cluster");
+    Ok(Some(new_results(args, nodes, None, criteria.clone())?))
+}
+
+/// A new sweep of the nodes this command line selects.
+async fn plan_sweep(
+    cluster: &icb_kube::Cluster,
+    args: &Args,
+    criteria: icb_sweep::Criteria,
+) -> anyhow::Result<SweepResults> {
+    let (nodes, pools) = select_nodes(cluster, args).await?;
+    new_results(args, nodes, pools, criteria)
+}
+
+/// The results file of a new sweep: its plan, nothing measured yet.
+fn new_results(
+    args: &Args,
+    nodes: Vec<String>,
+    pools: Option<(Vec<String>, Vec<String>)>,
+    criteria: icb_sweep::Criteria,
+) -> anyhow::Result<SweepResults> {
+    let schedule = args.schedule(pools)?;
+    let rounds = schedule
+        .rounds(&nodes, args.max_concurrent)
+        .map_err(anyhow::Error::msg)?;
+    let now = jiff::Timestamp::now().to_string();
+    let mut r = SweepResults::new(
+        format!("sw{}", &icb_kube::podspec::new_run_id()[..6]),
+        schedule,
+        nodes,
+        args.pair_timeout.as_secs_f64(),
+        rounds,
+    );
+    r.tool_version = env!("CARGO_PKG_VERSION").into();
+    r.started_at = now.clone();
+    r.updated_at = now;
+    r.criteria = Some(criteria);
+    Ok(r)
 }
 
 /// The nodes to qualify (sorted) and, with pools, the two pools.
@@ -416,26 +407,13 @@ fn plan_text(r: &SweepResults) -> String {
 /// Refuses an `-o` format that cannot show a sweep (svg) before anything connects: the
 /// exporter itself says so, on empty results.
 fn check_output(format: icb_report::Format) -> anyhow::Result<()> {
-    let empty = SweepResults {
-        schema: SWEEP_SCHEMA.into(),
-        tool_version: String::new(),
-        sweep_id: String::new(),
-        started_at: String::new(),
-        updated_at: String::new(),
-        complete: false,
-        schedule: Schedule::AllPairs,
-        nodes: vec![],
-        pair_budget_s: 0.0,
-        rounds: vec![],
-        pairs: vec![],
-        node_verdicts: vec![],
-    };
+    let empty = SweepResults::new(String::new(), Schedule::AllPairs, vec![], 0.0, vec![]);
     icb_report::render_sweep_in(&empty, format, icb_report::View::default())?;
     Ok(())
 }
 
 /// The table fitted to the terminal stdout goes to (`COLUMNS` first), 80 columns otherwise.
-fn stdout_view(format: icb_report::Format) -> icb_report::View {
+pub(super) fn stdout_view(format: icb_report::Format) -> icb_report::View {
     use std::io::IsTerminal as _;
     let width = std::env::var("COLUMNS")
         .ok()

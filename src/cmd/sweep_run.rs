@@ -1,12 +1,16 @@
 //! Running a sweep's rounds: every pair of a round at once, each one `run_pair` with its own
 //! `KubeLauncher` and run id; progress on stderr (a bar on a terminal, one line per finished
-//! pair otherwise: `progress::SweepProgress`); the results saved after every pair. A cancelled token stops every pair (each cleans up its own pods) and returns `false`.
+//! pair otherwise: `progress::SweepProgress`); the results saved after every pair. A cancelled
+//! token stops every pair (each cleans up its own pods) and nothing that ends after it is
+//! recorded; the first cluster-level API error stops the sweep the same way.
 
 use super::progress::{Notable, PairDone, SweepProgress, sweep_eta};
 use futures::stream::{FuturesUnordered, StreamExt};
 use icb_kube::devices::DeviceRequest;
+use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
+use icb_kube::{KubeError, lifecycle, podspec};
 use icb_pair::kube::KubeLauncher;
 use icb_pair::{CancellationToken, ExpectationInput, PairError, PairPlan, run_pair};
 use icb_sweep::results::{LatencyPoint, Outcome, PairResult, SizePoint, SweepResults};
@@ -30,98 +34,110 @@ pub struct Sweeper {
     pub token: CancellationToken,
 }
 
+/// How one pair ended.
+#[derive(Debug)]
+pub enum PairEnd {
+    /// A result to record (measured, unschedulable, or an error of the pair itself).
+    Recorded(Outcome),
+    /// The cancel token fired before the pair's outcome was in: whatever came back (a partial
+    /// report, an error of any kind) is not this pair's result, so `--resume` runs it in full.
+    Interrupted,
+    /// The Kubernetes API failed (unreachable, timing out, 429/5xx beyond its retries): not the
+    /// pair's fault and no node's, and nothing more can run.
+    ClusterDown(String),
+}
+
+/// How a run of rounds ended.
+#[derive(Debug, PartialEq)]
+pub enum RoundsEnd {
+    Done,
+    Interrupted,
+    /// The first cluster-level error, one line.
+    ClusterDown(String),
+}
+
+/// A cluster-level failure: the API server could not be reached or kept failing beyond the
+/// retries of one call. Decided on the error's type, never its text.
+pub fn cluster_level(e: &KubeError) -> bool {
+    match e {
+        KubeError::Unreachable { .. } | KubeError::Timeout { .. } | KubeError::Transport { .. } => true,
+        KubeError::Api { code, .. } => *code == 429 || *code >= 500,
+        _ => false,
+    }
+}
+
 impl Sweeper {
-    /// Runs `rounds` as pass `pass`; `false` when interrupted.
+    /// Runs `rounds` as pass `pass`, recording every pair that ends with a result; stops at a
+    /// signal or at the first cluster-level error (the pairs still running are stopped and not
+    /// recorded: their failures would be the outage's, not theirs).
     pub async fn run_rounds(
         &self,
         rounds: &[Round],
         pass: u8,
         results: &mut SweepResults,
         save: &mut dyn FnMut(&SweepResults) -> anyhow::Result<()>,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<RoundsEnd> {
         if rounds.is_empty() {
-            return Ok(true);
+            return Ok(RoundsEnd::Done);
         }
         let total: usize = rounds.iter().map(Vec::len).sum();
         let progress = SweepProgress::start(pass, total, rounds.len());
         let mut done = 0usize;
         let started = Instant::now();
+        // Cancelled by a signal (its parent) or by this sweep at a cluster-level error.
+        let stop = self.token.child_token();
+        let mut down: Option<String> = None;
         for (i, round) in rounds.iter().enumerate() {
-            if self.token.is_cancelled() {
-                return Ok(false);
+            if stop.is_cancelled() {
+                break;
             }
             progress.round(i + 1, round.len());
             let mut running: FuturesUnordered<_> = round
                 .iter()
                 .enumerate()
-                .map(|(j, pair)| self.one(pair.clone(), format!("{}-p{pass}r{i}x{j}", results.sweep_id)))
+                .map(|(j, pair)| self.one(pair.clone(), results.run_id(pass, i, j), &stop))
                 .collect();
-            let mut interrupted = false;
-            while let Some((pair, run_id, elapsed, outcome)) = running.next().await {
-                let Some(outcome) = outcome else {
-                    interrupted = true;
-                    continue;
+            while let Some((pair, run_id, elapsed, end)) = running.next().await {
+                let outcome = match end {
+                    PairEnd::Recorded(outcome) if !stop.is_cancelled() => outcome,
+                    PairEnd::ClusterDown(e) => {
+                        down.get_or_insert(e);
+                        stop.cancel();
+                        continue;
+                    }
+                    _ => continue,
                 };
                 done += 1;
-                let seconds = elapsed.as_secs_f64();
                 results.pairs.push(PairResult {
                     pair,
                     pass,
                     run_id,
-                    duration_s: seconds,
+                    duration_s: elapsed.as_secs_f64(),
                     outcome,
                 });
-                // Bad as the node verdicts will count it: failed, nothing measured, or slow
-                // against the pairs so far (so the count can move as the reference settles).
-                let reference = score::reference_bandwidth(&results.pairs);
-                let failures = results
-                    .pairs
-                    .iter()
-                    .filter(|r| r.pass == pass && score::pair_bad(r, reference))
-                    .count();
-                let Some(last) = results.pairs.last() else {
-                    continue;
-                };
-                let slow = score::pair_bad(last, reference) && !last.outcome.failed();
-                progress.pair(
-                    &PairDone {
-                        pass,
-                        done,
-                        total,
-                        round: i + 1,
-                        rounds: rounds.len(),
-                        pair: &last.pair.to_string(),
-                        outcome: &format!("{}{}", last.outcome.short(), if slow { " (slow)" } else { "" }),
-                        seconds,
-                        failures,
-                        eta: sweep_eta(started.elapsed(), done, total),
-                    },
-                    if slow {
-                        Notable::Failed
-                    } else {
-                        Notable::of(&last.outcome)
-                    },
-                );
+                report_pair(&progress, results, pass, (done, total), (i + 1, rounds.len()), &started);
                 results.updated_at = jiff::Timestamp::now().to_string();
                 save(results)?;
             }
-            if interrupted || self.token.is_cancelled() {
-                return Ok(false);
-            }
         }
-        Ok(true)
+        Ok(match down {
+            _ if self.token.is_cancelled() => RoundsEnd::Interrupted,
+            Some(e) => RoundsEnd::ClusterDown(e),
+            None if stop.is_cancelled() => RoundsEnd::Interrupted,
+            None => RoundsEnd::Done,
+        })
     }
 
-    /// One pair; `None` when it was interrupted (nothing to record, its pods removed).
-    async fn one(&self, pair: Pair, run_id: String) -> (Pair, String, Duration, Option<Outcome>) {
+    /// One pair.
+    async fn one(&self, pair: Pair, run_id: String, stop: &CancellationToken) -> (Pair, String, Duration, PairEnd) {
         let started = Instant::now();
-        let outcome = self.measure(&pair, &run_id).await;
-        (pair, run_id, started.elapsed(), outcome)
+        let end = self.measure(&pair, &run_id, stop).await;
+        (pair, run_id, started.elapsed(), end)
     }
 
-    async fn measure(&self, pair: &Pair, run_id: &str) -> Option<Outcome> {
+    fn pods(&self, pair: &Pair, run_id: &str) -> BenchPodsPlan {
         let job = &self.job;
-        let pods = BenchPodsPlan {
+        BenchPodsPlan {
             prefill: Target::Node(pair.prefill.clone()),
             decode: Target::Node(pair.decode.clone()),
             run_id: run_id.to_string(),
@@ -135,32 +151,106 @@ impl Sweeper {
             service_account: None,
             devices: job.devices.clone(),
             env: vec![],
+            // Every run id of a sweep starts with its id too; the label lets a selector find them.
+            labels: vec![(podspec::LABEL_SWEEP_ID.to_string(), sweep_id_of(run_id).to_string())],
             dry_run: false,
             read_nodes: true,
             timeout: job.budget,
             cleanup_timeout: Duration::from_secs(30).max(self.cluster.request_timeout()),
-        };
+        }
+    }
+
+    async fn measure(&self, pair: &Pair, run_id: &str, stop: &CancellationToken) -> PairEnd {
+        let job = &self.job;
         let mut plan = PairPlan::new(job.settings.clone(), job.expectation.clone());
         plan.startup_timeout = job.budget;
         plan.startup_flag = "--pair-timeout";
         plan.deadline = job.budget;
-        let mut launcher = tokio::select! {
-            l = KubeLauncher::prepare(self.cluster.clone(), pods) => match l {
-                Ok(l) => l,
-                Err(e) => return Some(Outcome::Error { reason: e.to_string() }),
-            },
-            _ = self.token.cancelled() => return None,
+        let prepared = tokio::select! {
+            l = KubeLauncher::prepare(self.cluster.clone(), self.pods(pair, run_id)) => l,
+            _ = stop.cancelled() => return PairEnd::Interrupted,
+        };
+        let mut launcher = match prepared {
+            _ if stop.is_cancelled() => return PairEnd::Interrupted,
+            Ok(l) => l,
+            Err(e) if cluster_level(&e) => return PairEnd::ClusterDown(e.to_string()),
+            Err(e) => return PairEnd::Recorded(classify_error(pair, e.to_string(), &[])),
         };
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
-        match run_pair(&plan, &mut launcher, &self.token, &mut progress).await {
-            // Ctrl-C mid-pair can still end in a report of the cases done so far (marked
-            // partial): not this pair's result, so `--resume` runs it again in full.
-            Ok(outcome) if outcome.report.partial.is_some() && self.token.is_cancelled() => None,
-            Ok(outcome) => Some(measured(&outcome.report)),
-            Err(PairError::Interrupted(_)) => None,
-            Err(e) => Some(classify_error(pair, &e.to_string())),
+        let result = run_pair(&plan, &mut launcher, stop, &mut progress).await;
+        // Whatever came back after a cancel — a report of the cases done so far, an error of any
+        // kind the cancel provoked — is not this pair's result.
+        if stop.is_cancelled() {
+            return PairEnd::Interrupted;
+        }
+        match result {
+            Ok(outcome) => PairEnd::Recorded(measured(&outcome.report)),
+            Err(PairError::Interrupted(_)) => PairEnd::Interrupted,
+            Err(e) => match self.api_failure().await {
+                Some(down) => PairEnd::ClusterDown(down),
+                None => PairEnd::Recorded(classify_error(pair, e.to_string(), &launcher.last_pods())),
+            },
         }
     }
+
+    /// After a pair failed: is the API server itself failing? The pair pipeline reports its
+    /// errors as text, so the sweep asks the server once more and decides on that call's error
+    /// type (bounded by the cluster's request timeout).
+    async fn api_failure(&self) -> Option<String> {
+        use icb_kube::k8s_openapi::api::core::v1::Node;
+        let api: icb_kube::kube::Api<Node> = icb_kube::kube::Api::all(self.cluster.client().clone());
+        let lp = icb_kube::kube::api::ListParams::default().limit(1);
+        match self
+            .cluster
+            .call("check the Kubernetes API after a failed pair", || api.list(&lp))
+            .await
+        {
+            Err(e) if cluster_level(&e) => Some(e.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// The progress line of the pair just recorded (the last of `results.pairs`), with the bad
+/// pairs of this pass counted as the node verdicts will count them: failed, nothing measured, or
+/// slow against the pairs so far (so the count can move as the reference settles).
+fn report_pair(
+    progress: &SweepProgress,
+    results: &SweepResults,
+    pass: u8,
+    (done, total): (usize, usize),
+    (round, rounds): (usize, usize),
+    started: &Instant,
+) {
+    let reference = score::reference_bandwidth(&results.pairs);
+    let failures = results
+        .pairs
+        .iter()
+        .filter(|r| r.pass == pass && score::pair_bad(r, reference))
+        .count();
+    let Some(last) = results.pairs.last() else {
+        return;
+    };
+    let slow = score::pair_bad(last, reference) && !last.outcome.failed();
+    progress.pair(
+        &PairDone {
+            pass,
+            done,
+            total,
+            round,
+            rounds,
+            pair: &last.pair.to_string(),
+            outcome: &format!("{}{}", last.outcome.short(), if slow { " (slow)" } else { "" }),
+            seconds: last.duration_s,
+            failures,
+            eta: sweep_eta(started.elapsed(), done, total),
+        },
+        if slow {
+            Notable::Failed
+        } else {
+            Notable::of(&last.outcome)
+        },
+    );
 }
 
 impl Notable {
@@ -175,38 +265,30 @@ impl Notable {
     }
 }
 
-/// A bench pod that cannot be placed is not a fabric verdict; the message names the pod's node.
-fn classify_error(pair: &Pair, text: &str) -> Outcome {
-    let unschedulable = [
-        "cannot be scheduled",
-        "Unschedulable",
-        "Insufficient ",
-        "didn't have enough resource",
-    ]
-    .iter()
-    .any(|m| text.contains(m));
-    if !unschedulable {
-        return Outcome::Error {
-            reason: text.to_string(),
-        };
-    }
-    // "pod P cannot be scheduled on node N: …" — else the side named (server = decode).
-    let named = [&pair.prefill, &pair.decode]
-        .into_iter()
-        .find(|n| text.contains(&format!("node {n}:")) || text.contains(&format!("node {n} ")));
-    let node = named.cloned().or_else(|| {
-        if text.contains("-server") {
-            Some(pair.decode.clone())
-        } else if text.contains("-client") {
-            Some(pair.prefill.clone())
-        } else {
-            None
-        }
+/// The sweep id a run id starts with (`<sweep_id>-p1r0x0`).
+fn sweep_id_of(run_id: &str) -> &str {
+    run_id.split_once('-').map_or(run_id, |(id, _)| id)
+}
+
+/// A bench pod that cannot be placed is not a fabric verdict. Decided on the pods' own status
+/// (`PodScheduled=False`, reason `Unschedulable`), never the message; the node is the one the
+/// pod was pinned to, else the side's (server = decode, client = prefill, by its label).
+fn classify_error(pair: &Pair, reason: String, pods: &[Pod]) -> Outcome {
+    let Some(stuck) = pods.iter().find(|p| lifecycle::unschedulable(p)) else {
+        return Outcome::Error { reason };
+    };
+    let role = stuck
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(podspec::LABEL_COMPONENT))
+        .map(String::as_str);
+    let node = podspec::pinned_node(stuck).or_else(|| match role {
+        Some("server") => Some(pair.decode.clone()),
+        Some("client") => Some(pair.prefill.clone()),
+        _ => None,
     });
-    Outcome::Unschedulable {
-        node,
-        reason: text.to_string(),
-    }
+    Outcome::Unschedulable { node, reason }
 }
 
 /// The pair report reduced to what the sweep scores and plots.
@@ -263,6 +345,7 @@ fn measured(report: &icb_core::PairReport) -> Outcome {
         latency_us: latency.map(|(_, l)| l),
         series,
         latency: latencies,
+        warnings: report.warnings.clone(),
     }
 }
 
@@ -283,18 +366,51 @@ fn direction(c: &icb_core::model::CaseResult) -> Option<&'static str> {
 mod tests {
     use super::*;
 
+    fn pod(role: &str, node: Option<&str>, scheduled: Option<(&str, &str)>) -> Pod {
+        let mut v = serde_json::json!({
+            "metadata": {"name": format!("ic-bench-x-{role}"), "labels": {podspec::LABEL_COMPONENT: role}},
+            "spec": {"containers": []},
+            "status": {"phase": "Pending"},
+        });
+        if let Some(n) = node {
+            v["spec"]["nodeName"] = n.into();
+        }
+        if let Some((status, reason)) = scheduled {
+            v["status"]["conditions"] =
+                serde_json::json!([{"type": "PodScheduled", "status": status, "reason": reason}]);
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
     #[test]
-    fn unschedulable_names_the_node_of_the_stuck_pod() {
+    fn the_sweep_id_label_is_the_run_ids_prefix() {
+        assert_eq!(sweep_id_of("sw1a2b3c-p1r0x0"), "sw1a2b3c");
+        assert_eq!(sweep_id_of("sw1a2b3c-a2p2r1x0"), "sw1a2b3c");
+    }
+
+    #[test]
+    fn unschedulable_is_decided_on_the_pods_status_not_the_message() {
         let pair = Pair::new("node-1", "node-2");
-        let o = classify_error(
-            &pair,
-            "the decode side (pod ic-bench-x-server): pod ic-bench-x-server cannot be scheduled on node node-2: 0/3 nodes are available: Insufficient nvidia.com/gpu",
-        );
+        // The message would say "cannot be scheduled", but only the pod's condition decides.
+        let text = "pod ic-bench-x-server cannot be scheduled: Insufficient nvidia.com/gpu".to_string();
+        let stuck = pod("server", None, Some(("False", "Unschedulable")));
+        let o = classify_error(&pair, text.clone(), std::slice::from_ref(&stuck));
         assert!(
             matches!(o, Outcome::Unschedulable { node: Some(ref n), .. } if n == "node-2"),
-            "{o:?}"
+            "the server side is decode: {o:?}"
         );
-        let o = classify_error(&pair, "the prefill side exited with code 1");
+        let o = classify_error(
+            &pair,
+            text.clone(),
+            &[pod("client", Some("node-9"), Some(("False", "Unschedulable")))],
+        );
+        assert!(
+            matches!(o, Outcome::Unschedulable { node: Some(ref n), .. } if n == "node-9"),
+            "the pinned node first: {o:?}"
+        );
+        let placed = pod("server", Some("node-2"), Some(("True", "")));
+        assert!(matches!(classify_error(&pair, text, &[placed]), Outcome::Error { .. }));
+        let o = classify_error(&pair, "the prefill side exited with code 1".into(), &[]);
         assert!(matches!(o, Outcome::Error { .. }));
     }
 }

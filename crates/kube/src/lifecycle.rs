@@ -40,6 +40,18 @@ pub enum PodState {
     Stuck(String),
 }
 
+/// The scheduler cannot place the pod: its `PodScheduled` condition is `False` with reason
+/// `Unschedulable` (the API's own fields, for callers that must tell "no room here" from a
+/// failure without reading messages).
+pub fn unschedulable(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+}
+
 /// Classifies a pod's status.
 pub fn pod_state(pod: &Pod) -> PodState {
     let name = pod.metadata.name.as_deref().unwrap_or("?");

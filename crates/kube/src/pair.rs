@@ -31,6 +31,8 @@ pub struct BenchPodsPlan {
     /// `--gpus`, `--rdma`, `--resource` (defaults from the node for node targets).
     pub devices: DeviceRequest,
     /// Environment for both bench pods on top of the modelled pods' (a recipe's transport env).
+    /// Labels on the bench pods besides the standard ones (e.g. `ic-bench.dev/sweep-id`).
+    pub labels: Vec<(String, String)>,
     pub env: Vec<(String, String)>,
     /// A dry run: an API server that cannot be reached leaves a note (node targets need it only
     /// for device defaults) instead of stopping the run.
@@ -207,6 +209,7 @@ pub async fn prepare_with_templates(
             host_ipc: plan.host_ipc,
             host_pid: plan.host_pid,
             service_account: plan.service_account.clone(),
+            extra_labels: plan.labels.iter().cloned().collect(),
         };
     let mut serve_args: Vec<String> = ["serve", "--listen", "0.0.0.0:0", "--once"].map(String::from).to_vec();
     serve_args.extend(plan.serve_args.iter().cloned());
@@ -341,6 +344,7 @@ mod dry_run_tests {
             host_ipc: false,
             host_pid: false,
             service_account: None,
+            extra_labels: Default::default(),
         };
         let prepared = Prepared {
             namespace: "ns".into(),

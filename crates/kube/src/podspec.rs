@@ -26,6 +26,8 @@ pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 pub const APP: &str = "ic-bench";
 /// Selector for everything ic-bench ever created (what `ic-bench gc` deletes).
 pub const MANAGED_SELECTOR: &str = "app.kubernetes.io/managed-by=ic-bench";
+/// The sweep a bench pod belongs to (`ic-bench sweep`): how `--resume` finds a killed run's pods.
+pub const LABEL_SWEEP_ID: &str = "ic-bench.dev/sweep-id";
 /// Annotation naming the reference a bench pod was modelled on.
 pub const ANNOTATION_MODELLED_ON: &str = "ic-bench.dev/modelled-on";
 /// The container name in every bench pod.
@@ -82,6 +84,8 @@ pub struct BenchPod {
     /// `--host-pid`.
     pub host_pid: bool,
     pub service_account: Option<String>,
+    /// Labels on top of the standard ones (which they never replace), e.g. the sweep id.
+    pub extra_labels: BTreeMap<String, String>,
 }
 
 pub fn pod_name(run_id: &str, role: Role) -> String {
@@ -128,6 +132,15 @@ pub fn check_run_id(id: &str) -> Result<(), String> {
 }
 
 impl BenchPod {
+    /// The standard labels, then the extra ones that do not collide with them.
+    fn labels(&self) -> BTreeMap<String, String> {
+        let mut all = labels(&self.run_id, self.role);
+        for (k, v) in &self.extra_labels {
+            all.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        all
+    }
+
     pub fn build(&self) -> Pod {
         let model = self.model.as_ref();
         let privileged = self.privileged || model.is_some_and(|m| m.privileged);
@@ -183,7 +196,7 @@ impl BenchPod {
             metadata: ObjectMeta {
                 name: Some(pod_name(&self.run_id, self.role)),
                 namespace: Some(self.namespace.clone()),
-                labels: Some(labels(&self.run_id, self.role)),
+                labels: Some(self.labels()),
                 annotations: (!annotations.is_empty()).then_some(annotations),
                 ..Default::default()
             },
@@ -293,6 +306,16 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+    #[test]
+    fn extra_labels_are_added_and_never_replace_the_standard_ones() {
+        let mut p = base(Role::Server);
+        p.extra_labels.insert(LABEL_SWEEP_ID.into(), "sw1".into());
+        p.extra_labels.insert(LABEL_INSTANCE.into(), "not-the-run".into());
+        let labels = p.build().metadata.labels.unwrap();
+        assert_eq!(labels[LABEL_SWEEP_ID], "sw1");
+        assert_eq!(labels[LABEL_INSTANCE], "abc123", "cleanup selects on it");
+    }
+
     fn base(role: Role) -> BenchPod {
         BenchPod {
             run_id: "abc123".into(),
@@ -306,6 +329,7 @@ mod tests {
             model: None,
             devices: DeviceChoice::default(),
             active_deadline_s: 120,
+            extra_labels: BTreeMap::new(),
             privileged: false,
             host_ipc: false,
             host_pid: false,

@@ -55,6 +55,15 @@ impl KubeLauncher {
         &self.prepared
     }
 
+    /// The bench pods as last seen (the server's, then the client's, those that were created):
+    /// what a caller reads a failure's cause from, by the pods' fields rather than the text.
+    pub fn last_pods(&self) -> Vec<Pod> {
+        [&self.server, &self.client]
+            .into_iter()
+            .filter_map(|seen| seen.as_ref().and_then(|(_, o)| o.last_pod()))
+            .collect()
+    }
+
     /// The client pod's arguments for `plan` (what a dry run prints and a real run creates).
     fn with_plan(&self, plan: &ChildPlan) -> Prepared {
         let mut prepared = self.prepared.clone();

@@ -233,6 +233,9 @@ pub fn masked_sweep(results: &SweepResults) -> SweepResults {
             *e = mask_text(e);
         }
     }
+    if let Some(stop) = &mut r.stopped {
+        stop.detail = mask_text(&stop.detail);
+    }
     r
 }
 

@@ -36,6 +36,7 @@ pub use format::{
 };
 pub use json::JsonExporter;
 pub use junit::JunitExporter;
+pub use labels::bw_value;
 pub use prometheus::PrometheusExporter;
 pub use svg::SvgExporter;
 pub use sweep::html::HtmlExporter;

@@ -156,7 +156,11 @@ fn junit_has_a_case_per_pair_and_per_node_with_failures_where_they_are() {
 fn html_is_a_sweep_only_format() {
     use icb_report::Exporter as _;
     let html = HtmlExporter.sweep(&fixture()).unwrap();
-    assert_eq!(html.matches("class=\"cell\"").count(), 12, "4×4 minus the diagonal");
+    assert_eq!(
+        html.matches("class=\"cell\"").count(),
+        6,
+        "one cell per measured first-pass direction"
+    );
     let pair = common::same_host_healthy();
     assert!(matches!(HtmlExporter.pair(&pair), Err(ExportError::Unsupported { .. })));
 }
@@ -454,4 +458,85 @@ fn junit_fails_a_slow_pair_as_the_node_verdicts_count_it() {
         .matches("message=\"warn (tcp, 1.00 GB/s) (slow: under 25% of the reference 22.00 GB/s)\"")
         .count();
     assert_eq!(slow, 5, "3 first-pass and 2 second-pass pairs with node-4:\n{xml}");
+}
+
+/// The fixture as it is written at the moment a signal stopped it: first-pass pairs only, no
+/// node verdicts yet, `stopped` set.
+fn interrupted() -> icb_report::SweepResults {
+    let mut r = fixture();
+    r.pairs.retain(|p| p.pass == 1 && !p.pair.involves("node-4"));
+    r.node_verdicts.clear();
+    r.complete = false;
+    r.stopped = Some(icb_sweep::Stopped {
+        reason: icb_sweep::StopReason::Interrupted,
+        detail: "interrupted by SIGTERM".into(),
+        at: "2026-11-24T02:10:00Z".into(),
+    });
+    r
+}
+
+#[test]
+fn an_interrupted_sweep_never_reads_as_a_pass_in_any_format() {
+    let r = interrupted();
+    let table = render_sweep_in(&r, Format::Table, View::default()).unwrap();
+    let first = table.lines().next().unwrap();
+    assert!(first.starts_with("INTERRUPTED: interrupted by SIGTERM"), "{first}");
+    assert!(!table.contains("PASS"), "{table}");
+    let json = render_sweep_in(&r, Format::Json, View::default()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["stopped"]["reason"], "interrupted");
+    assert_eq!(v["complete"], false);
+    let xml = render_sweep_in(&r, Format::Junit, View::default()).unwrap();
+    assert!(xml.contains("name=\"stopped\" value=\"interrupted\""), "{xml}");
+    assert!(xml.contains("<testcase name=\"sweep\" classname=\"sweep\""), "{xml}");
+    assert!(xml.contains("<error"), "the stop is an error case: {xml}");
+    let prom = render_sweep_in(&r, Format::Prometheus, View::default()).unwrap();
+    assert!(
+        prom.contains("icbench_sweep_stopped{sweep_id=\"swfix01\",reason=\"interrupted\"} 1"),
+        "{prom}"
+    );
+    let html = icb_report::Exporter::sweep(&HtmlExporter, &r).unwrap();
+    assert!(html.contains("stopped (interrupted): interrupted by SIGTERM"), "{html}");
+    // Every node case is skipped (not judged), none passes.
+    let node_cases = xml.matches("classname=\"node\"").count();
+    assert_eq!(node_cases, 4, "{xml}");
+    assert_eq!(xml.matches("<skipped").count(), node_cases, "{xml}");
+}
+
+#[test]
+fn a_sweep_still_running_with_no_failure_is_not_a_pass_yet() {
+    let mut r = interrupted();
+    r.stopped = None;
+    let table = render_sweep_in(&r, Format::Table, View::default()).unwrap();
+    let first = table.lines().next().unwrap();
+    assert!(first.starts_with("RUNNING: no node failed so far"), "{first}");
+}
+
+#[test]
+fn suspects_are_named_as_suspects_and_failed_nodes_as_failed() {
+    let mut r = fixture();
+    r.node_verdicts[1].status = icb_sweep::NodeStatus::Suspect;
+    let text = render_sweep_in(&r, Format::Table, View::default()).unwrap();
+    assert_eq!(
+        text.lines().next().unwrap(),
+        "FAIL: node-4 (8 pairs run); suspect: node-2"
+    );
+    r.node_verdicts[3].status = icb_sweep::NodeStatus::Suspect;
+    let text = render_sweep_in(&r, Format::Table, View::default()).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(first.starts_with("SUSPECT: node-2, node-4 (8 pairs run"), "{first}");
+    assert!(!first.contains("FAIL"), "the headline matches the table: {first}");
+}
+
+#[test]
+fn the_table_has_a_latency_column_and_fits_100_columns() {
+    let view = View {
+        width: 100,
+        wide: false,
+    };
+    let text = render_sweep_in(&fixture(), Format::Table, view).unwrap();
+    assert!(text.contains("p50 µs"), "{text}");
+    let node4 = text.lines().find(|l| l.starts_with("│ node-4")).unwrap();
+    assert!(node4.contains("45.0"), "node-4's median p50: {node4}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
 }

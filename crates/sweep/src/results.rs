@@ -2,6 +2,7 @@
 //! the second pass and the node verdicts. Rewritten atomically after every pair (a temp file in
 //! the same directory, then rename), so a killed sweep leaves a valid file that `--resume` reads.
 
+use crate::criteria::Criteria;
 use crate::schedule::{Pair, Round, Schedule};
 use crate::score::NodeVerdict;
 use serde::{Deserialize, Serialize};
@@ -57,6 +58,9 @@ pub enum Outcome {
         /// Every latency case measured (absent in files written before it was kept).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         latency: Vec<LatencyPoint>,
+        /// The pair report's measurement-quality warnings (noisy machine, outliers, short runs).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        warnings: Vec<String>,
     },
     /// A bench pod could not be placed on `node` (no GPU free, taint, missing node): not a
     /// fabric verdict.
@@ -82,6 +86,20 @@ impl Outcome {
         }
     }
 
+    /// One-way p50 latency of the smallest latency case, µs, when that case is small enough
+    /// ([`LATENCY_RULE_MAX_SIZE`]) to measure latency rather than transfer time: a 1 MiB round
+    /// trip is bandwidth in disguise, already judged by the bandwidth rules.
+    pub fn latency(&self) -> Option<f64> {
+        let Outcome::Measured { latency, .. } = self else {
+            return None;
+        };
+        latency
+            .iter()
+            .filter(|p| p.size <= LATENCY_RULE_MAX_SIZE)
+            .min_by_key(|p| p.size)
+            .map(|p| p.p50_us)
+    }
+
     pub fn short(&self) -> String {
         match self {
             Outcome::Measured {
@@ -99,6 +117,10 @@ impl Outcome {
         }
     }
 }
+
+/// Latency cases up to this size are judged as latency (8 B … 64 KiB: the sweep's default
+/// profile measures tag_lat at 64 KiB).
+pub const LATENCY_RULE_MAX_SIZE: u64 = 64 << 10;
 
 /// Bytes/s as GB/s with two decimals, or three significant digits below 1 GB/s, so a throttled
 /// link reads `0.00375`, not `0.00`.
@@ -124,6 +146,35 @@ pub struct PairResult {
     pub outcome: Outcome,
 }
 
+/// Why a sweep stopped before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// SIGINT/SIGTERM/SIGHUP: the pairs in flight were dropped (not recorded), `--resume` runs them.
+    Interrupted,
+    /// The Kubernetes API failed beyond its retries: no node is to blame, `--resume` continues.
+    ClusterError,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Interrupted => "interrupted",
+            StopReason::ClusterError => "cluster_error",
+        }
+    }
+}
+
+/// A stop before the end, as written into the file at that moment (and cleared by `--resume`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Stopped {
+    pub reason: StopReason,
+    /// One line: the signal, or the API error.
+    pub detail: String,
+    /// RFC 3339 UTC.
+    pub at: String,
+}
+
 /// The whole file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepResults {
@@ -142,9 +193,56 @@ pub struct SweepResults {
     pub pairs: Vec<PairResult>,
     #[serde(default)]
     pub node_verdicts: Vec<NodeVerdict>,
+    /// What the pairs were measured and judged against (absent in files written before it was
+    /// kept: `--resume` then takes this command line's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<Criteria>,
+    /// Runs of this sweep so far: 1 for the first, one more per `--resume` (part of the run ids
+    /// after the first, so a resumed pair never reuses a pod name). 0 in older files.
+    #[serde(default)]
+    pub attempt: u32,
+    /// Set when the sweep stopped before its end (signal, API outage); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
 }
 
 impl SweepResults {
+    /// A new sweep of `nodes` with its plan, nothing measured yet.
+    pub fn new(
+        sweep_id: String,
+        schedule: Schedule,
+        nodes: Vec<String>,
+        pair_budget_s: f64,
+        rounds: Vec<Round>,
+    ) -> Self {
+        SweepResults {
+            schema: SWEEP_SCHEMA.into(),
+            tool_version: String::new(),
+            sweep_id,
+            started_at: String::new(),
+            updated_at: String::new(),
+            complete: false,
+            schedule,
+            nodes,
+            pair_budget_s,
+            rounds,
+            pairs: vec![],
+            node_verdicts: vec![],
+            criteria: None,
+            attempt: 1,
+            stopped: None,
+        }
+    }
+
+    /// The run id of slot `slot` of round `round` of pass `pass`: unique across resumes, since
+    /// the rounds a resume runs are numbered from 0 again.
+    pub fn run_id(&self, pass: u8, round: usize, slot: usize) -> String {
+        match self.attempt {
+            0 | 1 => format!("{}-p{pass}r{round}x{slot}", self.sweep_id),
+            n => format!("{}-a{n}p{pass}r{round}x{slot}", self.sweep_id),
+        }
+    }
+
     /// First-pass pairs of the plan that have no result yet (what `--resume` runs).
     pub fn missing(&self) -> Vec<Round> {
         self.rounds
@@ -206,6 +304,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn run_ids_stay_unique_across_resumes() {
+        let mut r = SweepResults::new("sw1".into(), Schedule::Ring, vec![], 1.0, vec![]);
+        let first = r.run_id(1, 0, 0);
+        assert_eq!(first, "sw1-p1r0x0");
+        r.attempt = 2;
+        assert_ne!(r.run_id(1, 0, 0), first);
+        r.attempt = 3;
+        assert_eq!(r.run_id(1, 0, 0), "sw1-a3p1r0x0");
+    }
+
+    #[test]
+    fn older_files_without_the_new_fields_still_read() {
+        let r = SweepResults::new("sw1".into(), Schedule::Ring, vec![], 1.0, vec![]);
+        let mut v = serde_json::to_value(&r).unwrap();
+        let map = v.as_object_mut().unwrap();
+        map.remove("attempt");
+        assert!(
+            !map.contains_key("criteria") && !map.contains_key("stopped"),
+            "omitted while unset"
+        );
+        let back: SweepResults = serde_json::from_value(v).unwrap();
+        assert_eq!(back.attempt, 0);
+    }
+
+    #[test]
     fn slow_links_keep_three_significant_digits() {
         assert_eq!(gbps(22.0e9), "22.00");
         assert_eq!(gbps(1.0e9), "1.00");
@@ -216,22 +339,9 @@ mod tests {
 
     #[test]
     fn missing_pairs_and_atomic_round_trip() {
-        let mut r = SweepResults {
-            schema: SWEEP_SCHEMA.into(),
-            tool_version: "0".into(),
-            sweep_id: "s".into(),
-            started_at: "t".into(),
-            updated_at: "t".into(),
-            complete: false,
-            schedule: Schedule::AllPairs,
-            nodes: vec!["a".into(), "b".into(), "c".into()],
-            pair_budget_s: 30.0,
-            rounds: Schedule::AllPairs
-                .rounds(&["a".into(), "b".into(), "c".into()], 0)
-                .unwrap(),
-            pairs: vec![],
-            node_verdicts: vec![],
-        };
+        let nodes: Vec<String> = vec!["a".into(), "b".into(), "c".into()];
+        let rounds = Schedule::AllPairs.rounds(&nodes, 0).unwrap();
+        let mut r = SweepResults::new("s".into(), Schedule::AllPairs, nodes, 30.0, rounds);
         assert_eq!(r.missing().iter().map(Vec::len).sum::<usize>(), 3);
         let first = r.rounds[0][0].clone();
         r.pairs.push(PairResult {

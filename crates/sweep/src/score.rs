@@ -1,19 +1,24 @@
 //! Finding the bad node, not only the bad pair.
 //!
-//! First pass: every node gets the median bandwidth of its measured pairs and its failure ratio.
-//! A pair is bad when its verdict failed (e.g. TCP carrying the data), nothing was measured, or it
-//! is slow: under 25 % of the reference (the 75th percentile of all pairs, which one bad node
-//! cannot drag down the way it drags a median in a small cluster). A node is a *suspect* when at
-//! least half its pairs are bad, or its median is a robust low outlier (more than 3 scaled median
-//! absolute deviations, and at least 20 %, under the median of all nodes). Nodes whose bench pods
-//! could not be placed are *unschedulable*, never a fabric verdict.
+//! First pass: every node gets the median bandwidth and median latency of its measured pairs and
+//! its bad pairs. A pair is bad when its verdict failed (e.g. TCP carrying the data), nothing was
+//! measured (an *error*), or it is slow: under 25 % of the reference (the 75th percentile of all
+//! pairs, which one bad node cannot drag down the way it drags a median in a small cluster).
+//! Errors are kept apart from slowness: a node that measured nothing with most of its partners
+//! (a lost link, a dead NIC) takes the blame for those pairs, and its partners' errors with it are
+//! not counted against them, so one unreachable node does not make every node look bad. A node
+//! is a *suspect* when at least half its counted pairs are bad, or its median is a robust outlier
+//! ([`crate::outliers`]: bandwidth low, latency high). Nodes whose bench pods could not be placed
+//! are *unschedulable*, never a fabric verdict.
 //!
 //! Second pass: each suspect is re-paired with two nodes that passed. Both re-pairs fail → the
 //! node is bad (`fail`); both pass → the first pass blamed a pair or a partner, the node is cleared
 //! (`pass`); one each → `suspect` with that evidence. Healthy partners of a bad node are cleared by
-//! the same rule: their failures were all with the bad node.
+//! the same rule: their failures were all with the bad node. With no node passed there is no one
+//! to re-pair with: the suspects stay suspects and the evidence says why.
 
-use crate::results::PairResult;
+use crate::outliers::{Limit, bandwidth_floor, latency_ceiling, median};
+use crate::results::{Outcome, PairResult};
 use crate::schedule::{Pair, Round, pack};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,11 +55,18 @@ pub struct NodeVerdict {
     pub status: NodeStatus,
     /// Median bandwidth of its first-pass pairs, bytes/s.
     pub median_bps: Option<f64>,
+    /// Median of its first-pass pairs' latency (p50 of the smallest tag_lat case), µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_latency_us: Option<f64>,
     pub pairs: usize,
+    /// Bad first-pass pairs counted against it: failed, slow, or nothing measured.
     pub failed_pairs: usize,
+    /// Of `failed_pairs`, those that measured nothing (an error, not slowness).
+    #[serde(default)]
+    pub error_pairs: usize,
     /// Data paths seen in its pairs.
     pub data_paths: Vec<String>,
-    /// Why: which pairs failed, the outlier test, the second pass.
+    /// Why: which pairs failed, the outlier tests, the second pass, pair quality warnings.
     pub evidence: Vec<String>,
 }
 
@@ -63,24 +75,11 @@ fn first_pass<'a>(results: &'a [PairResult], node: &'a str) -> impl Iterator<Ite
     results.iter().filter(move |r| r.pass == 1 && r.pair.involves(node))
 }
 
-fn median(values: &mut [f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    Some(if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    })
-}
-
 /// Nodes named unschedulable by any pair.
 fn unschedulable(results: &[PairResult]) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for r in results {
-        if let crate::results::Outcome::Unschedulable { node, reason } = &r.outcome {
+        if let Outcome::Unschedulable { node, reason } = &r.outcome {
             let nodes: Vec<&str> = match node {
                 Some(n) => vec![n.as_str()],
                 None => vec![r.pair.prefill.as_str(), r.pair.decode.as_str()],
@@ -117,96 +116,200 @@ pub fn pair_bad(r: &PairResult, reference: Option<f64>) -> bool {
     r.outcome.failed() || matches!((r.outcome.bandwidth(), reference), (Some(b), Some(f)) if b < SLOW_FRACTION * f)
 }
 
+fn is_error(r: &PairResult) -> bool {
+    matches!(r.outcome, Outcome::Error { .. })
+}
+
+/// Nodes that measured nothing with most (strictly more than half) of their first-pass pairs:
+/// the errors are theirs, not their partners'.
+fn erroring(nodes: &[String], results: &[PairResult]) -> BTreeSet<String> {
+    nodes
+        .iter()
+        .filter(|n| {
+            let placed: Vec<&PairResult> = first_pass(results, n)
+                .filter(|r| !matches!(r.outcome, Outcome::Unschedulable { .. }))
+                .collect();
+            let errors = placed.iter().filter(|r| is_error(r)).count();
+            errors * 2 > placed.len()
+        })
+        .cloned()
+        .collect()
+}
+
+/// What the first pass knows, shared by every node's verdict.
+struct FirstPass<'a> {
+    results: &'a [PairResult],
+    blocked: BTreeMap<String, String>,
+    reference: Option<f64>,
+    erroring: BTreeSet<String>,
+}
+
 /// First-pass verdicts (suspects not yet re-paired).
 pub fn first_pass_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdict> {
-    let blocked = unschedulable(results);
-    let reference = reference_bandwidth(results);
-    let mut medians: BTreeMap<&str, f64> = BTreeMap::new();
-    let mut out = Vec::new();
-    for node in nodes {
-        let mine: Vec<&PairResult> = first_pass(results, node)
-            .filter(|r| !matches!(r.outcome, crate::results::Outcome::Unschedulable { .. }))
-            .collect();
-        let mut bws: Vec<f64> = mine.iter().filter_map(|r| r.outcome.bandwidth()).collect();
-        let med = median(&mut bws);
-        if let Some(m) = med {
-            medians.insert(node, m);
-        }
-        let failed: Vec<&&PairResult> = mine.iter().filter(|r| pair_bad(r, reference)).collect();
-        let mut paths = BTreeSet::new();
-        for r in &mine {
-            if let crate::results::Outcome::Measured { data_paths, .. } = &r.outcome {
-                paths.extend(data_paths.iter().cloned());
-            }
-        }
-        let mut evidence: Vec<String> = failed
-            .iter()
-            .map(|r| {
-                let slow = if r.outcome.failed() {
-                    String::new()
-                } else {
-                    format!(
-                        " (slow: under {:.0}% of the reference {:.2} GB/s)",
-                        SLOW_FRACTION * 100.0,
-                        reference.unwrap_or_default() / 1e9
-                    )
-                };
-                format!("{}: {}{slow}", r.pair, r.outcome.short())
-            })
-            .collect();
-        let status = if let Some(reason) = blocked.get(node.as_str()) {
-            evidence.insert(0, format!("bench pods cannot be placed: {reason}"));
-            NodeStatus::Unschedulable
-        } else if mine.is_empty() {
-            NodeStatus::Unknown
-        } else if failed.len() * 2 >= mine.len() {
-            evidence.insert(0, format!("{} of {} pairs failed or slow", failed.len(), mine.len()));
-            NodeStatus::Suspect
-        } else {
-            NodeStatus::Pass
-        };
-        out.push(NodeVerdict {
-            node: node.clone(),
-            status,
-            median_bps: med,
-            pairs: mine.len(),
-            failed_pairs: failed.len(),
-            data_paths: paths.into_iter().collect(),
-            evidence,
-        });
-    }
-    // Robust low outliers among the nodes' medians.
-    let meds: Vec<f64> = medians.values().copied().collect();
-    if let Some((center, mad, floor)) = outlier_floor(&meds) {
-        for v in &mut out {
-            if let Some(m) = v.median_bps
-                && m < floor
-                && v.status == NodeStatus::Pass
-            {
-                v.status = NodeStatus::Suspect;
-                v.evidence.insert(
-                    0,
-                    format!(
-                        "median {:.2} GB/s is a low outlier (all nodes: median {:.2} GB/s, MAD {:.2} GB/s, threshold {:.2} GB/s)",
-                        m / 1e9,
-                        center / 1e9,
-                        mad / 1e9,
-                        floor / 1e9
-                    ),
-                );
-            }
-        }
+    let ctx = FirstPass {
+        results,
+        blocked: unschedulable(results),
+        reference: reference_bandwidth(results),
+        erroring: erroring(nodes, results),
+    };
+    let mut out: Vec<NodeVerdict> = nodes.iter().map(|n| ctx.verdict(n)).collect();
+    mark_outliers(&mut out);
+    for v in &mut out {
+        v.evidence.extend(quality_warnings(results, &v.node));
     }
     out
 }
 
-/// (median, scaled MAD, threshold) of the nodes' medians: a node under the threshold is slow.
-fn outlier_floor(medians: &[f64]) -> Option<(f64, f64, f64)> {
-    let mut all = medians.to_vec();
-    let center = median(&mut all)?;
-    let mut dev: Vec<f64> = medians.iter().map(|m| (m - center).abs()).collect();
-    let mad = median(&mut dev).unwrap_or(0.0) * 1.4826;
-    Some((center, mad, center - (3.0 * mad).max(0.2 * center)))
+impl FirstPass<'_> {
+    fn verdict(&self, node: &str) -> NodeVerdict {
+        let placed: Vec<&PairResult> = first_pass(self.results, node)
+            .filter(|r| !matches!(r.outcome, Outcome::Unschedulable { .. }))
+            .collect();
+        // An error with a partner that errors with everyone is the partner's.
+        let excused = |r: &PairResult| {
+            is_error(r) && !self.erroring.contains(node) && self.erroring.contains(r.pair.partner(node))
+        };
+        let counted: Vec<&PairResult> = placed.iter().copied().filter(|r| !excused(r)).collect();
+        let bad: Vec<&PairResult> = counted
+            .iter()
+            .copied()
+            .filter(|r| pair_bad(r, self.reference))
+            .collect();
+        let errors = bad.iter().filter(|r| is_error(r)).count();
+        let mut evidence: Vec<String> = bad.iter().map(|r| self.bad_line(r)).collect();
+        evidence.extend(placed.iter().filter(|r| excused(r)).map(|r| {
+            format!(
+                "not counted: {}: {} ({} measured nothing with most of its partners)",
+                r.pair,
+                r.outcome.short(),
+                r.pair.partner(node)
+            )
+        }));
+        let status = if let Some(reason) = self.blocked.get(node) {
+            evidence.insert(0, format!("bench pods cannot be placed: {reason}"));
+            NodeStatus::Unschedulable
+        } else if counted.is_empty() {
+            NodeStatus::Unknown
+        } else if bad.len() * 2 >= counted.len() {
+            evidence.insert(0, bad_summary(bad.len(), errors, counted.len()));
+            NodeStatus::Suspect
+        } else {
+            NodeStatus::Pass
+        };
+        let measured = |r: &&&PairResult| matches!(r.outcome, Outcome::Measured { .. });
+        let mut bws: Vec<f64> = counted.iter().filter_map(|r| r.outcome.bandwidth()).collect();
+        let mut lats: Vec<f64> = counted.iter().filter_map(|r| r.outcome.latency()).collect();
+        let mut paths = BTreeSet::new();
+        for r in placed.iter().filter(measured) {
+            if let Outcome::Measured { data_paths, .. } = &r.outcome {
+                paths.extend(data_paths.iter().cloned());
+            }
+        }
+        NodeVerdict {
+            node: node.to_string(),
+            status,
+            median_bps: median(&mut bws),
+            median_latency_us: median(&mut lats),
+            pairs: placed.len(),
+            failed_pairs: bad.len(),
+            error_pairs: errors,
+            data_paths: paths.into_iter().collect(),
+            evidence,
+        }
+    }
+
+    fn bad_line(&self, r: &PairResult) -> String {
+        let why = if is_error(r) {
+            " (measured nothing: an error, not slowness)".to_string()
+        } else if r.outcome.failed() {
+            String::new()
+        } else {
+            format!(
+                " (slow: under {:.0}% of the reference {:.2} GB/s)",
+                SLOW_FRACTION * 100.0,
+                self.reference.unwrap_or_default() / 1e9
+            )
+        };
+        format!("{}: {}{why}", r.pair, r.outcome.short())
+    }
+}
+
+/// The suspect's first evidence line: how many pairs were bad, errors apart from slowness.
+fn bad_summary(bad: usize, errors: usize, counted: usize) -> String {
+    if errors == 0 {
+        format!("{bad} of {counted} pairs failed or slow")
+    } else if errors == bad {
+        format!("{bad} of {counted} pairs measured nothing (errors, not slowness)")
+    } else {
+        format!(
+            "{bad} of {counted} pairs bad: {} failed or slow, {errors} measured nothing (errors, not slowness)",
+            bad - errors
+        )
+    }
+}
+
+/// Robust outliers among the nodes' medians: bandwidth low, latency high. Only a node that
+/// passed so far is marked (a suspect already is one).
+fn mark_outliers(out: &mut [NodeVerdict]) {
+    let bws: Vec<f64> = out.iter().filter_map(|v| v.median_bps).collect();
+    let lats: Vec<f64> = out.iter().filter_map(|v| v.median_latency_us).collect();
+    let floor = bandwidth_floor(&bws);
+    let ceiling = latency_ceiling(&lats);
+    for v in out.iter_mut().filter(|v| v.status == NodeStatus::Pass) {
+        if let (Some(m), Some(l)) = (v.median_bps, floor)
+            && m < l.threshold
+        {
+            v.status = NodeStatus::Suspect;
+            v.evidence.insert(
+                0,
+                format!(
+                    "median {:.2} GB/s is a low outlier (all nodes: median {:.2} GB/s, MAD {:.2} GB/s, threshold {:.2} GB/s)",
+                    m / 1e9,
+                    l.center / 1e9,
+                    l.mad / 1e9,
+                    l.threshold / 1e9
+                ),
+            );
+        } else if let (Some(m), Some(l)) = (v.median_latency_us, ceiling)
+            && m > l.threshold
+        {
+            v.status = NodeStatus::Suspect;
+            v.evidence.insert(0, latency_line(m, l));
+        }
+    }
+}
+
+fn latency_line(m: f64, l: Limit) -> String {
+    format!(
+        "median latency {} µs is a high outlier (all nodes: median {} µs, MAD {} µs, threshold {} µs)",
+        micros(m),
+        micros(l.center),
+        micros(l.mad),
+        micros(l.threshold)
+    )
+}
+
+/// µs with three significant digits (0.650, 12.3, 8000).
+pub fn micros(us: f64) -> String {
+    if us > 0.0 && us < 100.0 {
+        let decimals = (2 - us.log10().floor() as i32).clamp(0, 6) as usize;
+        format!("{us:.decimals$}")
+    } else {
+        format!("{us:.0}")
+    }
+}
+
+/// The measurement-quality warnings of this node's pairs, one evidence line each (last, after
+/// the verdict's reasons): a noisy pair can explain a slow one.
+fn quality_warnings(results: &[PairResult], node: &str) -> Vec<String> {
+    results
+        .iter()
+        .filter(|r| r.pair.involves(node))
+        .flat_map(|r| match &r.outcome {
+            Outcome::Measured { warnings, .. } => warnings.iter().map(|w| format!("quality {}: {w}", r.pair)).collect(),
+            _ => Vec::new(),
+        })
+        .collect()
 }
 
 /// The second pass: each suspect with two partners that passed (spread over the passed nodes so
@@ -259,15 +362,38 @@ pub fn second_pass_plan(verdicts: &[NodeVerdict], max_concurrent: usize, intra_n
         .collect()
 }
 
+/// Why the second pass cannot run although there are suspects: every node is suspect (or
+/// otherwise not passed), so there is no partner to re-pair one with. `None` when it can run or
+/// there is nothing to re-pair.
+pub fn second_pass_skipped(verdicts: &[NodeVerdict], intra_node: bool) -> Option<String> {
+    let suspects = verdicts.iter().filter(|v| v.status == NodeStatus::Suspect).count();
+    let passed = verdicts.iter().any(|v| v.status == NodeStatus::Pass);
+    (suspects > 0 && !intra_node && !passed).then(|| {
+        format!(
+            "second pass skipped: no node passed the first pass, so the {suspects} suspect(s) have no partner to be re-paired with; their verdicts stay unconfirmed"
+        )
+    })
+}
+
 /// Final verdicts: first pass, then each suspect judged by its second-pass pairs.
 pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdict> {
     let mut verdicts = first_pass_verdicts(nodes, results);
-    let meds: Vec<f64> = verdicts.iter().filter_map(|v| v.median_bps).collect();
-    let floor = outlier_floor(&meds).map(|(_, _, f)| f);
+    let intra_node = results
+        .iter()
+        .filter(|r| r.pass == 1)
+        .all(|r| r.pair.prefill == r.pair.decode);
+    let skipped = second_pass_skipped(&verdicts, intra_node);
+    let bws: Vec<f64> = verdicts.iter().filter_map(|v| v.median_bps).collect();
+    let lats: Vec<f64> = verdicts.iter().filter_map(|v| v.median_latency_us).collect();
+    let floor = bandwidth_floor(&bws).map(|l| l.threshold);
+    let ceiling = latency_ceiling(&lats).map(|l| l.threshold);
     let reference = reference_bandwidth(results);
-    // A re-pair fails on a failed verdict, on a slow pair, or under the node-outlier threshold.
+    // A re-pair fails on a failed verdict, on a slow pair, under the node-outlier bandwidth
+    // threshold or over the node-outlier latency threshold.
     let bad = |r: &PairResult| {
-        pair_bad(r, reference) || matches!((r.outcome.bandwidth(), floor), (Some(b), Some(f)) if b < f)
+        pair_bad(r, reference)
+            || matches!((r.outcome.bandwidth(), floor), (Some(b), Some(f)) if b < f)
+            || matches!((r.outcome.latency(), ceiling), (Some(l), Some(c)) if l > c)
     };
     for v in &mut verdicts {
         if v.status != NodeStatus::Suspect {
@@ -278,7 +404,8 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
             .filter(|r| r.pass == 2 && r.pair.involves(&v.node))
             .collect();
         if second.is_empty() {
-            v.evidence.push("second pass: no re-pair ran".into());
+            v.evidence
+                .push(skipped.clone().unwrap_or_else(|| "second pass: no re-pair ran".into()));
             continue;
         }
         let failed = second.iter().filter(|r| bad(r)).count();
@@ -304,137 +431,5 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::results::Outcome;
-    use crate::schedule::Schedule;
-
-    #[test]
-    fn an_intra_node_suspect_runs_its_own_pair_again() {
-        let v = |node: &str, status| NodeVerdict {
-            node: node.into(),
-            status,
-            median_bps: None,
-            pairs: 1,
-            failed_pairs: 0,
-            data_paths: vec![],
-            evidence: vec![],
-        };
-        let verdicts = [
-            v("a", NodeStatus::Pass),
-            v("b", NodeStatus::Suspect),
-            v("c", NodeStatus::Suspect),
-        ];
-        assert_eq!(
-            second_pass_plan(&verdicts, 0, true),
-            vec![vec![Pair::new("b", "b"), Pair::new("c", "c")]]
-        );
-        assert_eq!(second_pass_plan(&verdicts, 1, true).len(), 2, "one at a time");
-        // Across nodes, partners that passed instead.
-        assert!(
-            second_pass_plan(&verdicts, 0, false)
-                .concat()
-                .iter()
-                .all(|p| p.involves("a"))
-        );
-    }
-
-    fn measured(bw: f64, fail: bool) -> Outcome {
-        Outcome::Measured {
-            verdict: if fail { "fail" } else { "pass" }.into(),
-            reason: String::new(),
-            data_paths: vec![if fail { "tcp" } else { "rdma" }.into()],
-            bandwidth_bps: Some(bw),
-            latency_us: None,
-            series: vec![],
-            latency: vec![],
-        }
-    }
-
-    fn run(pairs: &[Pair], pass: u8, bad: &[&str], slow: &[&str]) -> Vec<PairResult> {
-        pairs
-            .iter()
-            .map(|p| {
-                let is_bad = bad.iter().any(|b| p.involves(b));
-                let is_slow = slow.iter().any(|b| p.involves(b));
-                PairResult {
-                    pair: p.clone(),
-                    pass,
-                    run_id: "r".into(),
-                    duration_s: 1.0,
-                    outcome: measured(if is_slow { 2e9 } else { 20e9 }, is_bad),
-                }
-            })
-            .collect()
-    }
-
-    fn nodes(n: usize) -> Vec<String> {
-        (1..=n).map(|i| format!("node-{i}")).collect()
-    }
-
-    #[test]
-    fn a_tcp_node_and_a_slow_node_are_named_and_their_partners_cleared() {
-        let nodes = nodes(8);
-        let plan: Vec<Pair> = Schedule::Ring.rounds(&nodes, 0).unwrap().concat();
-        let mut results = run(&plan, 1, &["node-3"], &["node-6"]);
-        let first = first_pass_verdicts(&nodes, &results);
-        let suspects: Vec<&str> = first
-            .iter()
-            .filter(|v| v.status == NodeStatus::Suspect)
-            .map(|v| v.node.as_str())
-            .collect();
-        assert!(
-            suspects.contains(&"node-3") && suspects.contains(&"node-6"),
-            "{first:#?}"
-        );
-        let second = second_pass_plan(&first, 0, false).concat();
-        results.extend(run(&second, 2, &["node-3"], &["node-6"]));
-        let fin = final_verdicts(&nodes, &results);
-        let failed: Vec<&str> = fin
-            .iter()
-            .filter(|v| v.status == NodeStatus::Fail)
-            .map(|v| v.node.as_str())
-            .collect();
-        assert_eq!(failed, vec!["node-3", "node-6"], "{fin:#?}");
-        // The slow node's re-pairs pass the verdict but stay slow: named by its median.
-        let six = fin.iter().find(|v| v.node == "node-6").unwrap();
-        assert!(six.evidence[0].contains("failed or slow"), "{six:#?}");
-        assert!(six.evidence.iter().any(|e| e.contains("slow: under 25%")), "{six:#?}");
-        for v in &fin {
-            if !["node-3", "node-6"].contains(&v.node.as_str()) {
-                assert_eq!(v.status, NodeStatus::Pass, "{v:#?}");
-            }
-        }
-    }
-
-    #[test]
-    fn unschedulable_is_not_a_fabric_verdict() {
-        let nodes = nodes(4);
-        let plan: Vec<Pair> = Schedule::AllPairs.rounds(&nodes, 0).unwrap().concat();
-        let results: Vec<PairResult> = plan
-            .iter()
-            .map(|p| PairResult {
-                pair: p.clone(),
-                pass: 1,
-                run_id: "r".into(),
-                duration_s: 1.0,
-                outcome: if p.involves("node-2") {
-                    Outcome::Unschedulable {
-                        node: Some("node-2".into()),
-                        reason: "0/4 nodes are available: Insufficient nvidia.com/gpu".into(),
-                    }
-                } else {
-                    measured(20e9, false)
-                },
-            })
-            .collect();
-        let v = final_verdicts(&nodes, &results);
-        assert_eq!(v[1].status, NodeStatus::Unschedulable);
-        assert!(v[1].evidence[0].contains("Insufficient nvidia.com/gpu"));
-        assert!(
-            v.iter()
-                .filter(|x| x.node != "node-2")
-                .all(|x| x.status == NodeStatus::Pass)
-        );
-    }
-}
+#[path = "score_tests.rs"]
+mod tests;

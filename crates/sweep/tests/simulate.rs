@@ -24,6 +24,7 @@ fn measure(p: &Pair, pass: u8, bad: &BTreeSet<String>, rng: &mut impl Rng) -> Pa
             latency_us: None,
             series: vec![],
             latency: vec![],
+            warnings: vec![],
         },
     }
 }

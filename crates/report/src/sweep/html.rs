@@ -59,9 +59,9 @@ fn render(r: &SweepResults) -> String {
         .fold(0.0_f64, f64::max);
     let mut cell: BTreeMap<(&str, &str), &PairResult> = BTreeMap::new();
     for p in &first {
+        // Only the direction measured: a→b says nothing about b→a (another NIC queue, another
+        // switch path), so the mirror cell stays empty rather than repeating a→b.
         cell.insert((p.pair.prefill.as_str(), p.pair.decode.as_str()), p);
-        cell.entry((p.pair.decode.as_str(), p.pair.prefill.as_str()))
-            .or_insert(p);
     }
     let mut h = String::new();
     let _ = write!(
@@ -78,7 +78,15 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
         pairs = r.pairs.len(),
         start = esc(&r.started_at),
         upd = esc(&r.updated_at),
-        partial = if r.complete { "" } else { " — <b>incomplete</b>" }
+        partial = match (&r.stopped, r.complete) {
+            (Some(stop), _) => format!(
+                " — <b>stopped ({}): {}</b>; --resume the results file to finish",
+                stop.reason.as_str(),
+                esc(&stop.detail)
+            ),
+            (None, false) => " — <b>incomplete</b>".to_string(),
+            (None, true) => String::new(),
+        }
     );
     // Heatmap.
     h.push_str("<h2>Pair bandwidth (GB/s, worst direction)</h2><table id=\"heatmap\"><tr><th>prefill \\ decode</th>");
@@ -113,7 +121,7 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
                         esc(&format!("{}: {}", p.pair, p.outcome.short()))
                     );
                 }
-                None => h.push_str("<td></td>"),
+                None => h.push_str("<td class=\"unmeasured\" title=\"not measured\"></td>"),
             }
         }
         h.push_str("</tr>");
@@ -253,26 +261,26 @@ mod tests {
                         },
                     ],
                     latency: vec![],
+                    warnings: vec![],
                 },
             })
             .collect::<Vec<_>>();
-        let mut r = SweepResults {
-            schema: icb_sweep::results::SWEEP_SCHEMA.into(),
-            tool_version: "0".into(),
-            sweep_id: "s<1>".into(),
-            started_at: "t".into(),
-            updated_at: "t".into(),
-            complete: true,
-            schedule: Schedule::AllPairs,
-            nodes: nodes.clone(),
-            pair_budget_s: 1.0,
-            rounds,
-            pairs,
-            node_verdicts: vec![],
-        };
+        let mut r = SweepResults::new("s<1>".into(), Schedule::AllPairs, nodes.clone(), 1.0, rounds);
+        r.pairs = pairs;
+        r.complete = true;
         r.node_verdicts = icb_sweep::score::final_verdicts(&nodes, &r.pairs);
         let html = render(&r);
-        assert_eq!(html.matches("class=\"cell\"").count(), 6, "3×3 minus the diagonal");
+        assert_eq!(
+            html.matches("class=\"cell\"").count(),
+            3,
+            "one cell per measured direction, none mirrored"
+        );
+        let ab = rounds_first_pair(&r);
+        assert!(
+            html.contains(&format!("title=\"{}→{}: ", ab.0, ab.1))
+                && !html.contains(&format!("title=\"{}→{}: ", ab.1, ab.0)),
+            "the mirror of a measured pair is not shown"
+        );
         assert!(html.contains("<table id=\"nodes\">") && html.matches("class=\"pass\"").count() == 3);
         assert!(html.contains("s&lt;1&gt;"), "escaped");
         assert_eq!(html.matches("<svg").count(), 3);
@@ -315,5 +323,10 @@ mod tests {
         let svg = plot(&pair, &two[..2], 40e9);
         assert_eq!(svg.matches("<polyline").count(), 1);
         assert!(svg.contains(">put_bw<"), "{svg}");
+    }
+
+    fn rounds_first_pair(r: &SweepResults) -> (String, String) {
+        let p = &r.pairs[0].pair;
+        (p.prefill.clone(), p.decode.clone())
     }
 }

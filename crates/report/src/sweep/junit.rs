@@ -1,7 +1,9 @@
 //! JUnit for a sweep: one test case per pair (both passes) and one per node, so CI shows which
 //! link and which node failed. Unschedulable pairs and nodes are skipped, not failed: they say
 //! nothing about the fabric. While the sweep runs, the node cases are the first-pass verdicts so
-//! far (the suites' `complete` property says which).
+//! far (the suites' `complete` property says which). A sweep that stopped early (signal, API
+//! outage) says so: a `stopped` property, one errored `sweep` case with the reason, and no node
+//! case that passes (a pass needs the whole sweep).
 
 use crate::format::ExportError;
 use icb_sweep::results::{Outcome, SweepResults, gbps};
@@ -45,8 +47,27 @@ pub(crate) fn render(results: &SweepResults) -> Result<String, ExportError> {
     let mut nodes = TestSuite::new("nodes");
     nodes.add_property(("sweep_id", results.sweep_id.as_str()));
     nodes.add_property(("complete", complete.as_str()));
+    if let Some(stop) = &results.stopped {
+        for suite in [&mut pairs, &mut nodes] {
+            suite.add_property(("stopped", stop.reason.as_str()));
+        }
+        let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+        s.set_message(format!(
+            "{}: {}; --resume the results file to finish",
+            stop.reason.as_str(),
+            stop.detail
+        ));
+        let mut case = TestCase::new("sweep", s);
+        case.set_classname("sweep");
+        nodes.add_test_case(case);
+    }
     for v in super::verdicts(results).iter() {
         let status = match v.status {
+            NodeStatus::Pass if results.stopped.is_some() => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message("not judged: the sweep stopped before its end");
+                s
+            }
             NodeStatus::Pass => TestCaseStatus::success(),
             NodeStatus::Unschedulable | NodeStatus::Unknown => {
                 let mut s = TestCaseStatus::skipped();

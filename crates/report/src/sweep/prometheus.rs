@@ -5,7 +5,8 @@
 //! prefill side: `write` pushes into decode, `read` pulls from it), and the pair's status. Per
 //! node: health 1 (pass) or 0 (anything else), its status as a label, and its median bandwidth.
 //! Run metadata: an info gauge (schedule, version, start, `complete`), the start and last-update
-//! times as Unix seconds, and pairs planned and done.
+//! times as Unix seconds, pairs planned and done, and — only for a sweep that stopped before its
+//! end — a `stopped{reason}` gauge (1), so an alert can tell an interrupted night from a clean one.
 
 use crate::format::ExportError;
 use crate::prometheus::{FloatFamily, IntFamily, Labels, finish, labels};
@@ -61,6 +62,7 @@ struct Families {
     status: IntFamily,
     health: IntFamily,
     median: FloatFamily,
+    stopped: IntFamily,
 }
 
 fn register(registry: &mut Registry) -> Families {
@@ -74,6 +76,7 @@ fn register(registry: &mut Registry) -> Families {
         status: IntFamily::default(),
         health: IntFamily::default(),
         median: FloatFamily::default(),
+        stopped: IntFamily::default(),
     };
     registry.register(
         "info",
@@ -91,6 +94,11 @@ fn register(registry: &mut Registry) -> Families {
         "When the results were last written (after a pair, or at the end), Unix time",
         Unit::Seconds,
         f.updated.clone(),
+    );
+    registry.register(
+        "stopped",
+        "1 when the sweep stopped before its end (reason interrupted or cluster_error); its node health is first-pass so far",
+        f.stopped.clone(),
     );
     registry.register(
         "pairs",
@@ -147,6 +155,11 @@ pub(crate) fn render(r: &SweepResults) -> Result<String, ExportError> {
     }
     if let Some(t) = unix_seconds(&r.updated_at) {
         f.updated.get_or_create(&labels(&[id()])).set(t);
+    }
+    if let Some(stop) = &r.stopped {
+        f.stopped
+            .get_or_create(&labels(&[id(), ("reason", stop.reason.as_str().to_string())]))
+            .set(1);
     }
     let done = |pass: u8| r.pairs.iter().filter(|p| p.pass == pass).count() as i64;
     for (state, value) in [

@@ -1,15 +1,24 @@
-//! A sweep as a table: the verdict line first (PASS, or FAIL naming the nodes), then one row per
-//! node with its median bandwidth, bad pairs, data paths and the first line of its evidence
-//! (`-o wide`: every line of it).
+//! A sweep as a table: the verdict line first (PASS; FAIL naming the failed nodes and, apart,
+//! the suspects; INTERRUPTED or STOPPED for a sweep that did not finish, never PASS), then one row
+//! per node with its median bandwidth and latency, bad pairs (errors counted apart), data paths
+//! and the first line of its evidence (`-o wide`: every line of it).
 
 use crate::format::View;
-use icb_sweep::SweepResults;
-use icb_sweep::results::gbps;
-use icb_sweep::score::NodeStatus;
+use icb_sweep::results::{StopReason, gbps};
+use icb_sweep::score::{NodeStatus, NodeVerdict, micros};
+use icb_sweep::{Outcome, SweepResults};
 
 pub(crate) fn render(r: &SweepResults, view: View) -> String {
     let mut t = crate::table::new_table(
-        vec!["Node", "Verdict", "Median GB/s", "Bad pairs", "Data paths", "Evidence"],
+        vec![
+            "Node",
+            "Verdict",
+            "GB/s",
+            "p50 µs",
+            "Bad pairs",
+            "Data paths",
+            "Evidence",
+        ],
         view,
     );
     let verdicts = super::verdicts(r);
@@ -23,40 +32,74 @@ pub(crate) fn render(r: &SweepResults, view: View) -> String {
             v.node.clone(),
             v.status.as_str().to_string(),
             v.median_bps.map(gbps).unwrap_or_else(|| "-".into()),
-            format!("{}/{}", v.failed_pairs, v.pairs),
+            v.median_latency_us.map(micros).unwrap_or_else(|| "-".into()),
+            bad_pairs(v),
             v.data_paths.join(", "),
             evidence,
         ]);
     }
-    let bad: Vec<&str> = verdicts
+    format!("{}\n{t}\n", headline(r, &verdicts))
+}
+
+/// `1/3`, or `3/3 (3 err)` when some of them measured nothing: errors are not slowness.
+fn bad_pairs(v: &NodeVerdict) -> String {
+    match v.error_pairs {
+        0 => format!("{}/{}", v.failed_pairs, v.pairs),
+        e => format!("{}/{} ({e} err)", v.failed_pairs, v.pairs),
+    }
+}
+
+fn names(verdicts: &[NodeVerdict], status: NodeStatus) -> Vec<&str> {
+    verdicts
         .iter()
-        .filter(|v| matches!(v.status, NodeStatus::Fail | NodeStatus::Suspect))
+        .filter(|v| v.status == status)
         .map(|v| v.node.as_str())
-        .collect();
-    let unplaced: Vec<&str> = verdicts
-        .iter()
-        .filter(|v| v.status == NodeStatus::Unschedulable)
-        .map(|v| v.node.as_str())
-        .collect();
+        .collect()
+}
+
+/// The one verdict line, naming what the table says: failed nodes as FAIL, suspects as suspect.
+pub(crate) fn headline(r: &SweepResults, verdicts: &[NodeVerdict]) -> String {
+    let failed = names(verdicts, NodeStatus::Fail);
+    let suspect = names(verdicts, NodeStatus::Suspect);
+    let unplaced = names(verdicts, NodeStatus::Unschedulable);
     let measured = r
         .pairs
         .iter()
-        .filter(|p| matches!(p.outcome, icb_sweep::Outcome::Measured { .. }))
+        .filter(|p| matches!(p.outcome, Outcome::Measured { .. }))
         .count();
-    let mut summary = if measured == 0 && !r.pairs.is_empty() {
+    let mut summary = if let Some(stop) = &r.stopped {
+        let what = match stop.reason {
+            StopReason::Interrupted => "INTERRUPTED",
+            StopReason::ClusterError => "STOPPED (cluster error, no node blamed)",
+        };
+        format!("{what}: {}; --resume the results file to finish", stop.detail)
+    } else if measured == 0 && !r.pairs.is_empty() {
         // Every pair ended before a transfer (setup errors, unschedulable): no fabric verdict.
         format!(
             "ERROR: no pair was measured ({} pairs ended before a transfer; see the evidence)",
             r.pairs.len()
         )
-    } else if bad.is_empty() {
+    } else if !failed.is_empty() {
+        let mut s = format!("FAIL: {} ({} pairs run)", failed.join(", "), r.pairs.len());
+        if !suspect.is_empty() {
+            s.push_str(&format!("; suspect: {}", suspect.join(", ")));
+        }
+        s
+    } else if !suspect.is_empty() {
+        format!(
+            "SUSPECT: {} ({} pairs run; not confirmed, see the evidence)",
+            suspect.join(", "),
+            r.pairs.len()
+        )
+    } else if !r.complete {
+        // Not a pass before the sweep ends: the pairs still to run can fail.
+        format!("RUNNING: no node failed so far ({} nodes)", r.nodes.len())
+    } else {
         format!(
             "PASS: no node failed ({} nodes, {} pairs)",
             r.nodes.len(),
             r.pairs.len()
         )
-    } else {
-        format!("FAIL: {} ({} pairs run)", bad.join(", "), r.pairs.len())
     };
     if !unplaced.is_empty() {
         summary.push_str(&format!(
@@ -71,5 +114,5 @@ pub(crate) fn render(r: &SweepResults, view: View) -> String {
             r.planned()
         ));
     }
-    format!("{summary}\n{t}\n")
+    summary
 }

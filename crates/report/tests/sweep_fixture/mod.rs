@@ -39,6 +39,7 @@ fn healthy() -> Outcome {
             p50_us: 2.5,
             p99_us: 4.25,
         }],
+        warnings: vec![],
     }
 }
 
@@ -62,6 +63,7 @@ fn over_tcp() -> Outcome {
             p50_us: 45.0,
             p99_us: 90.0,
         }],
+        warnings: vec![],
     }
 }
 
@@ -110,5 +112,8 @@ pub fn fixture() -> SweepResults {
         rounds,
         pairs,
         node_verdicts,
+        criteria: None,
+        attempt: 1,
+        stopped: None,
     }
 }

@@ -1,0 +1,142 @@
+//! What a sweep judged against, kept in the results file so `--resume` measures the missing pairs
+//! the way the first run measured the others: a resumed sweep whose pairs ran under different
+//! floors or tests would compare unlike things and blame nodes for it.
+
+use serde::{Deserialize, Serialize};
+
+/// The sweep's criteria (`criteria` in `ic-bench.sweep/v1`): every flag that changes what a pair
+/// measures or how it is judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Criteria {
+    /// `--tests`, as the CLI spells them (`put_bw`, `tag_lat` …).
+    pub tests: Vec<String>,
+    /// `--sizes`, bytes.
+    pub sizes: Vec<u64>,
+    /// `--memory`, `host-host` …
+    pub memory: Vec<String>,
+    /// `--max-time`, seconds.
+    pub max_time_s: f64,
+    /// `--min-host-bw`, bytes/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_host_bw_bps: Option<f64>,
+    /// `--min-cuda-bw`, bytes/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_cuda_bw_bps: Option<f64>,
+    /// `--min-bw-size`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_bw_size: Option<u64>,
+    /// `--allow-tcp`: TCP carrying the data is a warning, not a failure.
+    pub allow_tcp: bool,
+    /// `--expect-config`, the path as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_config: Option<String>,
+    /// The transfer engine every pair ran (`ucx`).
+    pub engine: String,
+    /// The measurement profile (`sweep`: the short per-pair profile of `ic-bench sweep`).
+    pub profile: String,
+    /// `--host-ipc`.
+    #[serde(default)]
+    pub host_ipc: bool,
+}
+
+impl Criteria {
+    /// Every field as (the flag that sets it, its value as that flag would spell it), in flag
+    /// order: what `--resume` compares and names.
+    pub fn fields(&self) -> Vec<(&'static str, String)> {
+        let opt = |v: Option<String>| v.unwrap_or_else(|| "unset".into());
+        vec![
+            ("--tests", self.tests.join(",")),
+            (
+                "--sizes",
+                self.sizes.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
+            ),
+            ("--memory", self.memory.join(",")),
+            ("--max-time", format!("{:?}", self.max_time_s)),
+            (
+                "--min-host-bw",
+                opt(self.min_host_bw_bps.map(|b| format!("{:?}GB/s", b / 1e9))),
+            ),
+            (
+                "--min-cuda-bw",
+                opt(self.min_cuda_bw_bps.map(|b| format!("{:?}GB/s", b / 1e9))),
+            ),
+            ("--min-bw-size", opt(self.min_bw_size.map(|s| s.to_string()))),
+            ("--allow-tcp", self.allow_tcp.to_string()),
+            ("--expect-config", opt(self.expect_config.clone())),
+            ("--engine", self.engine.clone()),
+            ("--profile", self.profile.clone()),
+            ("--host-ipc", self.host_ipc.to_string()),
+        ]
+    }
+
+    /// The value of the field `flag` sets, as in [`Self::fields`] (empty for an unknown flag).
+    pub fn value_of(&self, flag: &str) -> String {
+        self.fields()
+            .into_iter()
+            .find(|(f, _)| *f == flag)
+            .map(|(_, v)| v)
+            .unwrap_or_default()
+    }
+
+    /// Whether `self` and `other` differ in the field `flag` sets.
+    pub fn field_differs(&self, other: &Criteria, flag: &str) -> bool {
+        self.value_of(flag) != other.value_of(flag)
+    }
+
+    /// The first field where `self` (the file's) and `given` (this command line's) differ, as the
+    /// flag that sets it; `None` when they agree.
+    pub fn differing_flag(&self, given: &Criteria) -> Option<&'static str> {
+        self.fields()
+            .into_iter()
+            .zip(given.fields())
+            .find(|((_, a), (_, b))| a != b)
+            .map(|((flag, _), _)| flag)
+    }
+
+    /// Relaxations a `pass` made under these criteria carries, for node annotations: a node that
+    /// passed only because TCP was allowed must not read like one that passed on RDMA.
+    pub fn relaxations(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.allow_tcp {
+            out.push("--allow-tcp");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Criteria {
+        Criteria {
+            tests: vec!["put_bw".into()],
+            sizes: vec![1 << 20],
+            memory: vec!["host-host".into()],
+            max_time_s: 1.0,
+            engine: "ucx".into(),
+            profile: "sweep".into(),
+            ..Criteria::default()
+        }
+    }
+
+    #[test]
+    fn the_first_differing_flag_is_named() {
+        assert_eq!(base().differing_flag(&base()), None);
+        let mut other = base();
+        other.allow_tcp = true;
+        assert_eq!(base().differing_flag(&other), Some("--allow-tcp"));
+        assert_eq!(other.relaxations(), ["--allow-tcp"]);
+        let mut other = base();
+        other.sizes = vec![64 << 10];
+        other.min_host_bw_bps = Some(1e9);
+        assert_eq!(base().differing_flag(&other), Some("--sizes"));
+    }
+
+    #[test]
+    fn round_trips_and_omits_unset_floors() {
+        let text = serde_json::to_string(&base()).unwrap();
+        assert!(!text.contains("min_host_bw_bps"), "{text}");
+        assert_eq!(serde_json::from_str::<Criteria>(&text).unwrap(), base());
+    }
+}

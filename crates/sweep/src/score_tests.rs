@@ -1,0 +1,310 @@
+//! Scoring tests: scripted first and second passes, no cluster.
+use super::*;
+use crate::results::Outcome;
+use crate::schedule::Schedule;
+
+#[test]
+fn an_intra_node_suspect_runs_its_own_pair_again() {
+    let v = |node: &str, status| NodeVerdict {
+        node: node.into(),
+        status,
+        median_bps: None,
+        median_latency_us: None,
+        pairs: 1,
+        failed_pairs: 0,
+        error_pairs: 0,
+        data_paths: vec![],
+        evidence: vec![],
+    };
+    let verdicts = [
+        v("a", NodeStatus::Pass),
+        v("b", NodeStatus::Suspect),
+        v("c", NodeStatus::Suspect),
+    ];
+    assert_eq!(
+        second_pass_plan(&verdicts, 0, true),
+        vec![vec![Pair::new("b", "b"), Pair::new("c", "c")]]
+    );
+    assert_eq!(second_pass_plan(&verdicts, 1, true).len(), 2, "one at a time");
+    // Across nodes, partners that passed instead.
+    assert!(
+        second_pass_plan(&verdicts, 0, false)
+            .concat()
+            .iter()
+            .all(|p| p.involves("a"))
+    );
+}
+
+fn measured(bw: f64, fail: bool) -> Outcome {
+    Outcome::Measured {
+        verdict: if fail { "fail" } else { "pass" }.into(),
+        reason: String::new(),
+        data_paths: vec![if fail { "tcp" } else { "rdma" }.into()],
+        bandwidth_bps: Some(bw),
+        latency_us: None,
+        series: vec![],
+        latency: vec![],
+        warnings: vec![],
+    }
+}
+
+fn run(pairs: &[Pair], pass: u8, bad: &[&str], slow: &[&str]) -> Vec<PairResult> {
+    pairs
+        .iter()
+        .map(|p| {
+            let is_bad = bad.iter().any(|b| p.involves(b));
+            let is_slow = slow.iter().any(|b| p.involves(b));
+            PairResult {
+                pair: p.clone(),
+                pass,
+                run_id: "r".into(),
+                duration_s: 1.0,
+                outcome: measured(if is_slow { 2e9 } else { 20e9 }, is_bad),
+            }
+        })
+        .collect()
+}
+
+fn nodes(n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("node-{i}")).collect()
+}
+
+#[test]
+fn a_tcp_node_and_a_slow_node_are_named_and_their_partners_cleared() {
+    let nodes = nodes(8);
+    let plan: Vec<Pair> = Schedule::Ring.rounds(&nodes, 0).unwrap().concat();
+    let mut results = run(&plan, 1, &["node-3"], &["node-6"]);
+    let first = first_pass_verdicts(&nodes, &results);
+    let suspects: Vec<&str> = first
+        .iter()
+        .filter(|v| v.status == NodeStatus::Suspect)
+        .map(|v| v.node.as_str())
+        .collect();
+    assert!(
+        suspects.contains(&"node-3") && suspects.contains(&"node-6"),
+        "{first:#?}"
+    );
+    let second = second_pass_plan(&first, 0, false).concat();
+    results.extend(run(&second, 2, &["node-3"], &["node-6"]));
+    let fin = final_verdicts(&nodes, &results);
+    let failed: Vec<&str> = fin
+        .iter()
+        .filter(|v| v.status == NodeStatus::Fail)
+        .map(|v| v.node.as_str())
+        .collect();
+    assert_eq!(failed, vec!["node-3", "node-6"], "{fin:#?}");
+    // The slow node's re-pairs pass the verdict but stay slow: named by its median.
+    let six = fin.iter().find(|v| v.node == "node-6").unwrap();
+    assert!(six.evidence[0].contains("failed or slow"), "{six:#?}");
+    assert!(six.evidence.iter().any(|e| e.contains("slow: under 25%")), "{six:#?}");
+    for v in &fin {
+        if !["node-3", "node-6"].contains(&v.node.as_str()) {
+            assert_eq!(v.status, NodeStatus::Pass, "{v:#?}");
+        }
+    }
+}
+
+#[test]
+fn unschedulable_is_not_a_fabric_verdict() {
+    let nodes = nodes(4);
+    let plan: Vec<Pair> = Schedule::AllPairs.rounds(&nodes, 0).unwrap().concat();
+    let results: Vec<PairResult> = plan
+        .iter()
+        .map(|p| PairResult {
+            pair: p.clone(),
+            pass: 1,
+            run_id: "r".into(),
+            duration_s: 1.0,
+            outcome: if p.involves("node-2") {
+                Outcome::Unschedulable {
+                    node: Some("node-2".into()),
+                    reason: "0/4 nodes are available: Insufficient nvidia.com/gpu".into(),
+                }
+            } else {
+                measured(20e9, false)
+            },
+        })
+        .collect();
+    let v = final_verdicts(&nodes, &results);
+    assert_eq!(v[1].status, NodeStatus::Unschedulable);
+    assert!(v[1].evidence[0].contains("Insufficient nvidia.com/gpu"));
+    assert!(
+        v.iter()
+            .filter(|x| x.node != "node-2")
+            .all(|x| x.status == NodeStatus::Pass)
+    );
+}
+
+fn pair_result(p: &Pair, pass: u8, outcome: Outcome) -> PairResult {
+    PairResult {
+        pair: p.clone(),
+        pass,
+        run_id: "r".into(),
+        duration_s: 1.0,
+        outcome,
+    }
+}
+
+#[test]
+fn a_node_that_measured_nothing_takes_the_blame_for_its_errors_not_its_partners() {
+    // node-5 lost its link: every pair with it measured nothing. One pair between healthy
+    // nodes is slow (a busy moment): with the errors counted against them too, node-1 and
+    // node-2 would reach "2 of 4 bad" and be suspects.
+    let nodes = nodes(5);
+    let plan: Vec<Pair> = Schedule::AllPairs.rounds(&nodes, 0).unwrap().concat();
+    let results: Vec<PairResult> = plan
+        .iter()
+        .map(|p| {
+            let outcome = if p.involves("node-5") {
+                Outcome::Error {
+                    reason: "deadline passed".into(),
+                }
+            } else if p.involves("node-1") && p.involves("node-2") {
+                measured(2e9, false)
+            } else {
+                measured(20e9, false)
+            };
+            pair_result(p, 1, outcome)
+        })
+        .collect();
+    let first = first_pass_verdicts(&nodes, &results);
+    let status: Vec<(&str, NodeStatus)> = first.iter().map(|v| (v.node.as_str(), v.status)).collect();
+    assert_eq!(
+        status,
+        [
+            ("node-1", NodeStatus::Pass),
+            ("node-2", NodeStatus::Pass),
+            ("node-3", NodeStatus::Pass),
+            ("node-4", NodeStatus::Pass),
+            ("node-5", NodeStatus::Suspect)
+        ],
+        "{first:#?}"
+    );
+    let five = &first[4];
+    assert_eq!((five.failed_pairs, five.error_pairs), (4, 4));
+    assert_eq!(five.evidence[0], "4 of 4 pairs measured nothing (errors, not slowness)");
+    assert!(
+        first[0].evidence.iter().any(|e| e.starts_with("not counted: ")),
+        "{:#?}",
+        first[0]
+    );
+    assert_eq!(first[0].error_pairs, 0);
+}
+
+#[test]
+fn a_skipped_second_pass_says_why() {
+    let nodes = nodes(2);
+    let results = vec![pair_result(
+        &Pair::new("node-1", "node-2"),
+        1,
+        Outcome::Error {
+            reason: "deadline passed".into(),
+        },
+    )];
+    let first = first_pass_verdicts(&nodes, &results);
+    assert!(first.iter().all(|v| v.status == NodeStatus::Suspect), "{first:#?}");
+    assert!(second_pass_plan(&first, 0, false).is_empty());
+    let why = second_pass_skipped(&first, false).unwrap();
+    assert!(why.contains("no node passed"), "{why}");
+    let fin = final_verdicts(&nodes, &results);
+    assert!(fin.iter().all(|v| v.evidence.last() == Some(&why)), "{fin:#?}");
+    assert_eq!(
+        second_pass_skipped(&first, true),
+        None,
+        "intra-node re-runs the node itself"
+    );
+}
+
+fn with_latency(p50_us: f64, warnings: &[&str]) -> Outcome {
+    Outcome::Measured {
+        verdict: "pass".into(),
+        reason: String::new(),
+        data_paths: vec!["shared_memory".into()],
+        bandwidth_bps: None,
+        latency_us: Some(p50_us),
+        series: vec![],
+        latency: vec![
+            crate::results::LatencyPoint {
+                test: "tag_lat".into(),
+                size: 8,
+                memory: None,
+                p50_us,
+                p99_us: p50_us * 2.0,
+            },
+            // A large case is transfer time, not latency: never the one judged.
+            crate::results::LatencyPoint {
+                test: "tag_lat".into(),
+                size: 1 << 20,
+                memory: None,
+                p50_us: 1e6,
+                p99_us: 1e6,
+            },
+        ],
+        warnings: warnings.iter().map(|w| w.to_string()).collect(),
+    }
+}
+
+#[test]
+fn a_node_at_8_ms_among_sub_microsecond_peers_fails_on_latency() {
+    let nodes = nodes(4);
+    let lat = |p: &Pair| if p.involves("node-3") { 8000.0 } else { 0.65 };
+    let mut results: Vec<PairResult> = Schedule::IntraNode
+        .rounds(&nodes, 0)
+        .unwrap()
+        .concat()
+        .iter()
+        .map(|p| pair_result(p, 1, with_latency(lat(p), &["noisy: CV 40%"])))
+        .collect();
+    let first = first_pass_verdicts(&nodes, &results);
+    let three = &first[2];
+    assert_eq!(three.status, NodeStatus::Suspect, "{three:#?}");
+    assert!(
+        three.evidence[0].contains("median latency 8000 µs is a high outlier"),
+        "{three:#?}"
+    );
+    assert_eq!(three.median_latency_us, Some(8000.0));
+    assert!(
+        three
+            .evidence
+            .iter()
+            .any(|e| e == "quality node-3→node-3: noisy: CV 40%"),
+        "pair quality warnings are carried: {three:#?}"
+    );
+    let again = second_pass_plan(&first, 0, true).concat();
+    assert_eq!(again, [Pair::new("node-3", "node-3")]);
+    results.extend(again.iter().map(|p| pair_result(p, 2, with_latency(lat(p), &[]))));
+    let fin = final_verdicts(&nodes, &results);
+    let status: Vec<NodeStatus> = fin.iter().map(|v| v.status).collect();
+    use NodeStatus::{Fail, Pass};
+    assert_eq!(status, [Pass, Pass, Fail, Pass], "{fin:#?}");
+}
+
+#[test]
+fn micros_keeps_three_significant_digits() {
+    assert_eq!(micros(0.65), "0.650");
+    assert_eq!(micros(12.34), "12.3");
+    assert_eq!(micros(8000.0), "8000");
+}
+
+#[test]
+fn only_small_cases_count_as_latency() {
+    let at = |size: u64| Outcome::Measured {
+        verdict: "pass".into(),
+        reason: String::new(),
+        data_paths: vec![],
+        bandwidth_bps: None,
+        latency_us: Some(9.0),
+        series: vec![],
+        latency: vec![crate::results::LatencyPoint {
+            test: "tag_lat".into(),
+            size,
+            memory: None,
+            p50_us: 9.0,
+            p99_us: 9.0,
+        }],
+        warnings: vec![],
+    };
+    assert_eq!(at(8).latency(), Some(9.0));
+    assert_eq!(at(64 << 10).latency(), Some(9.0));
+    assert_eq!(at(1 << 20).latency(), None, "a 1 MiB round trip is bandwidth");
+}
