@@ -45,6 +45,9 @@ fn good_recipe_passes_tcp_recipe_fails_with_both_findings_and_budget_is_enforced
     assert_eq!(code, 0, "{out}\n{err}");
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(r["verdict"], "pass");
+    // The pass states what it passed against.
+    assert_eq!(r["criteria"]["allow_tcp"], true, "{}", r["criteria"]);
+    assert_eq!(r["criteria"]["min_host_bw_bps"], 1e6, "{}", r["criteria"]);
     eprintln!(
         "gate (good recipe) wall {:.1}s, steps {}",
         wall.as_secs_f64(),

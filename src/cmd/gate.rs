@@ -162,6 +162,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         budget: args.budget,
         probe_nodes: !args.no_node_probe,
         signal_name: super::interrupt::signal_name,
+        criteria: Some(criteria(&args, &settings)),
     };
     let mut steps = KubeGate {
         args: &args,
@@ -192,6 +193,29 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             Ok(report.verdict.exit_code())
         }
         GateVerdict::Pass | GateVerdict::Fail => Ok(report.verdict.exit_code()),
+    }
+}
+
+/// What this gate judges against, as its report states it.
+fn criteria(args: &Args, settings: &icb_core::RunSettings) -> icb_core::model::Criteria {
+    let e = &args.expect;
+    icb_core::model::Criteria {
+        tests: settings.tests.iter().map(|t| t.as_str().to_string()).collect(),
+        sizes: settings.sizes.clone(),
+        memory: settings
+            .memory
+            .iter()
+            .map(|m| format!("{}-{}", m.initiator, m.target))
+            .collect(),
+        max_time_s: settings.max_time_s,
+        min_host_bw_bps: e.min_host_bw.map(|g| g * 1e9),
+        min_cuda_bw_bps: e.min_cuda_bw.map(|g| g * 1e9),
+        min_bw_size: e.min_bw_size,
+        allow_tcp: e.allow_tcp,
+        expect_config: e.expect_config.as_ref().map(|p| p.display().to_string()),
+        engine: "ucx".into(),
+        profile: "gate".into(),
+        host_ipc: false,
     }
 }
 

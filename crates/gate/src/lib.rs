@@ -77,6 +77,8 @@ pub struct GatePlan {
     pub probe_nodes: bool,
     /// Said after "interrupted by": which signal stopped it (the binary's handler knows).
     pub signal_name: fn() -> &'static str,
+    /// What the gate judges against, stated in its report on every path.
+    pub criteria: Option<icb_core::model::Criteria>,
 }
 
 /// Why the steps stopped before the verdict.
@@ -100,6 +102,7 @@ impl From<StepError> for Stop {
 pub async fn run_gate<S: GateSteps>(plan: &GatePlan, steps: &mut S, cancel: &CancellationToken) -> GateReport {
     let started = Instant::now();
     let mut report = GateReport::new();
+    report.criteria = plan.criteria.clone();
     let end = drive(plan, steps, cancel, &mut report, started).await;
     match end {
         Ok(()) => report.conclude(),

@@ -132,6 +132,13 @@ fn plan() -> GatePlan {
         budget: Duration::from_secs(60),
         probe_nodes: true,
         signal_name: || "SIGTERM",
+        criteria: Some(icb_core::model::Criteria {
+            tests: vec!["put_bw".into()],
+            allow_tcp: true,
+            engine: "ucx".into(),
+            profile: "gate".into(),
+            ..Default::default()
+        }),
     }
 }
 
@@ -151,6 +158,8 @@ async fn a_healthy_gate_passes_with_its_warnings_and_steps() {
     assert_eq!(r.findings.len(), 1, "the warning is kept");
     assert_eq!(r.modelled_on.len(), 1);
     assert!(r.pair.is_some());
+    let criteria = r.criteria.as_ref().expect("the report states its criteria");
+    assert!(criteria.allow_tcp && criteria.profile == "gate");
 }
 
 #[tokio::test(start_paused = true)]
@@ -202,6 +211,7 @@ async fn every_step_failing_in_turn_is_an_error_with_a_report() {
         assert_eq!(r.verdict, GateVerdict::Error, "{said}");
         assert_eq!(r.verdict.exit_code(), 2);
         assert!(r.reason.contains(said), "{}", r.reason);
+        assert!(r.criteria.is_some(), "criteria on every path");
         assert_eq!(s.calls, ran);
     }
 }

@@ -420,4 +420,3 @@ mod tests {
         assert!(check_run_id("").is_err());
     }
 }
-

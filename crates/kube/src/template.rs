@@ -11,8 +11,8 @@ use crate::spec::TransportSpec;
 use icb_core::fabric::resource::GpuVendor;
 use icb_recipe::{EnvValue, RoleEnv};
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapKeySelector, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec,
-    PodTemplateSpec, ResourceFieldSelector, ResourceRequirements, SecretKeySelector, SecurityContext,
+    Capabilities, ConfigMapKeySelector, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec,
+    ResourceFieldSelector, ResourceRequirements, SecretKeySelector, SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::BTreeMap;

@@ -12,13 +12,12 @@
 //! behind the same exporter trait as pair and probe reports; this crate never renders.
 #![forbid(unsafe_code)]
 
-pub mod criteria;
 pub mod outliers;
 pub mod results;
 pub mod schedule;
 pub mod score;
 
-pub use criteria::Criteria;
+pub use icb_core::model::Criteria;
 pub use results::{LatencyPoint, Outcome, PairResult, SizePoint, StopReason, Stopped, SweepResults};
 pub use schedule::{Pair, Round, Schedule};
 pub use score::{NodeStatus, NodeVerdict};

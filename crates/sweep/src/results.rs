@@ -2,9 +2,9 @@
 //! the second pass and the node verdicts. Rewritten atomically after every pair (a temp file in
 //! the same directory, then rename), so a killed sweep leaves a valid file that `--resume` reads.
 
-use crate::criteria::Criteria;
 use crate::schedule::{Pair, Round, Schedule};
 use crate::score::NodeVerdict;
+use icb_core::model::Criteria;
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::path::Path;

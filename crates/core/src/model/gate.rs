@@ -2,7 +2,7 @@
 //! they roll up to. The gate writes this report on every path — pass, fail, over budget, a setup
 //! error after it started, a signal — so a CI job always has a file that says what happened.
 
-use super::{PairReport, Status};
+use super::{Criteria, PairReport, Status};
 use serde::{Deserialize, Serialize};
 
 /// Schema identifier written into every gate report.
@@ -74,6 +74,10 @@ pub struct GateReport {
     pub notes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pair: Option<PairReport>,
+    /// What the gate judged against (tests, floors, `--allow-tcp`, engine, profile): a pass
+    /// reads with the floors it passed, also when the pair never ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub criteria: Option<Criteria>,
 }
 
 impl GateReport {
@@ -89,6 +93,7 @@ impl GateReport {
             modelled_on: Vec::new(),
             notes: Vec::new(),
             pair: None,
+            criteria: None,
         }
     }
 

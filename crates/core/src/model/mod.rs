@@ -6,6 +6,7 @@
 pub const PAIR_SCHEMA: &str = "ic-bench.pair/v1";
 
 mod case;
+mod criteria;
 mod gate;
 mod report;
 mod settings;
@@ -13,6 +14,7 @@ mod transport;
 mod verdict;
 
 pub use case::*;
+pub use criteria::*;
 pub use gate::*;
 pub use report::*;
 pub use settings::*;

@@ -1,11 +1,13 @@
-//! What a sweep judged against, kept in the results file so `--resume` measures the missing pairs
-//! the way the first run measured the others: a resumed sweep whose pairs ran under different
-//! floors or tests would compare unlike things and blame nodes for it.
+//! What a run was judged against, stated in its report (sweep results, gate report): the tests,
+//! floors, `--allow-tcp`, engine and profile. A sweep keeps it in its results file so `--resume`
+//! measures the missing pairs the way the first run measured the others (a resumed sweep whose
+//! pairs ran under different floors would compare unlike things and blame nodes for it); a gate
+//! states it so a pass reads with the floors it passed.
 
 use serde::{Deserialize, Serialize};
 
-/// The sweep's criteria (`criteria` in `ic-bench.sweep/v1`): every flag that changes what a pair
-/// measures or how it is judged.
+/// A run's criteria (`criteria` in `ic-bench.sweep/v1` and `ic-bench.gate/v1`): every flag that
+/// changes what a pair measures or how it is judged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Criteria {
     /// `--tests`, as the CLI spells them (`put_bw`, `tag_lat` …).
