@@ -24,6 +24,7 @@ mod junit;
 mod labels;
 mod paths;
 mod prometheus;
+mod rails;
 mod svg;
 mod sweep;
 mod table;
