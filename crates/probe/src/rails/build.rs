@@ -44,8 +44,12 @@ pub(super) fn build(gpus: &[GpuSeen], ports: &[PortSeen], notes: Vec<String>) ->
             .then(a.nic.port.cmp(&b.nic.port))
     });
     if kept.is_empty() {
-        map.notes
-            .push("no active, non-bonded RDMA port at full rate: no rails".to_string());
+        let why = if ports.is_empty() {
+            "no RDMA port in /sys/class/infiniband: no rails"
+        } else {
+            "no active, non-bonded RDMA port at full rate: no rails"
+        };
+        map.notes.push(why.to_string());
         return map;
     }
     if gpus.is_empty() {
@@ -122,6 +126,11 @@ fn assign(gpus: &[GpuSeen], kept: &[&PortSeen], map: &mut RailMap) {
             unknown.join(", ")
         ));
     }
+    usage_notes(kept, &uses, map);
+}
+
+/// A port two GPUs share halves each one's bandwidth; a port no GPU took carries nothing.
+fn usage_notes(kept: &[&PortSeen], uses: &[usize], map: &mut RailMap) {
     for (i, p) in kept.iter().enumerate() {
         let who = || describe(&p.nic.port_name(), p.nic.pci.as_deref());
         match uses[i] {
