@@ -353,7 +353,9 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
             c.detail = "not meaningful from a probe pod: run with --pod on a worker".into();
             c.hint = None;
         }
+        let rail_map = report.rail_map.take();
         report = ProbeReport::new("node", &report.target, report.checks, report.next_steps);
+        report.rail_map = rail_map;
     }
     emit(&report, &a.output)
 }

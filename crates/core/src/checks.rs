@@ -29,8 +29,9 @@ pub struct Counts {
     pub skipped: usize,
 }
 
-/// A whole probe run (`probe env`, `probe node` or `probe nixl`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// A whole probe run (`probe env`, `probe node` or `probe nixl`). Not `Eq`: the rail map
+/// carries link rates in Gb/s.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeReport {
     pub schema: String,
     /// `env`, `node` or `nixl`.
@@ -51,6 +52,10 @@ pub struct ProbeReport {
     /// `probe env`: the transport variables each role resolved, values masked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transport_vars: Vec<RoleTransportVars>,
+    /// `probe node`: each GPU's RDMA NIC port and their PCIe relation; absent where the node's
+    /// PCI tree could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rail_map: Option<crate::rails::RailMap>,
 }
 
 /// One recipe of a `probe env` run, judged on its own inputs only.
@@ -164,6 +169,7 @@ impl ProbeReport {
             next_steps,
             recipes: Vec::new(),
             transport_vars: Vec::new(),
+            rail_map: None,
         }
     }
 

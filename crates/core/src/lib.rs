@@ -7,7 +7,8 @@
 //! classification of what UCX reported into a transport class ([`classify`]), the verdict rules
 //! that turn measurements plus a placement into ok / warn / fail with a one-line reason and a fix
 //! hint ([`verdict`]), the measurement-quality findings that make a number less trustworthy than
-//! it looks ([`quality`]), and the exit code a report maps to ([`exit`]).
+//! it looks ([`quality`]), the exit code a report maps to ([`exit`]), and the rail map of a GPU
+//! node ([`rails`]).
 //!
 //! Keeping this crate free of UCX, CUDA, Kubernetes and the file system means the rules can be
 //! table-tested exhaustively and reused by every front end (local pair, Kubernetes pair,
@@ -26,6 +27,7 @@ pub mod fabric;
 pub mod model;
 pub mod protocol;
 pub mod quality;
+pub mod rails;
 pub mod secrets;
 pub mod units;
 pub mod verdict;

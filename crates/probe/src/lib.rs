@@ -18,6 +18,7 @@ pub mod facts;
 pub mod nixl;
 pub mod node_checks;
 pub mod parse;
+pub mod rails;
 pub mod remote;
 pub mod shell;
 pub mod source;
@@ -32,7 +33,8 @@ pub use source::{LocalSource, NodeSource, Snapshot};
 
 use icb_core::checks::ProbeReport;
 
-/// `probe node`: gathers the facts from `src` and rolls the checks up into a report.
+/// `probe node`: gathers the facts from `src`, rolls the checks up into a report and adds the
+/// rail map (absent where `src` shows no PCI tree).
 pub fn probe_node(src: &dyn NodeSource, opts: &GatherOptions, expect: &NodeExpectations) -> (ProbeReport, NodeFacts) {
     let facts = gather(src, opts);
     let checks = node_checks(&facts, expect);
@@ -41,5 +43,7 @@ pub fn probe_node(src: &dyn NodeSource, opts: &GatherOptions, expect: &NodeExpec
         None if facts.target == "local" => vec!["ic-bench probe nixl".to_string()],
         None => Vec::new(),
     };
-    (ProbeReport::new("node", &facts.target, checks, next), facts)
+    let mut report = ProbeReport::new("node", &facts.target, checks, next);
+    report.rail_map = rails::rail_map(src, &facts);
+    (report, facts)
 }

@@ -23,6 +23,29 @@ tl() { n=$1; shift; if command -v "$1" >/dev/null 2>&1; then printf '@@ICB TOOL 
 wh() { w=$(command -v "$1" 2>/dev/null) && printf '@@ICB WHICH %s %s\n' "$1" "$w"; }
 "#;
 
+/// What the rail map needs ([`crate::rails`]): the NVIDIA PCI devices (vendor, class, NUMA node,
+/// resolved path), each RDMA device's resolved `device` link, NUMA node and netdevs, and whether
+/// those netdevs are bonded. `rl` prints a directory's real path as a node path (`cd -P`, POSIX:
+/// no `readlink -f`), one subshell per GPU, NIC and bond master.
+const RAIL_MAP_PART: &str = r#"Sr=$(cd -P "$S" 2>/dev/null && pwd -P)
+rl() { [ -n "$Sr" ] || return 0; r=$(cd -P "$1" 2>/dev/null && pwd -P) || return 0; case "$r" in "$Sr"/*) printf '@@ICB LINK %s /sys%s\n' "$2" "${r#"$Sr"}";; esac; }
+ld "$S/bus/pci/devices" /sys/bus/pci/devices
+for d in "$S"/bus/pci/devices/*; do b=/sys/bus/pci/devices/${d##*/}
+ if IFS= read -r v < "$d/vendor" 2>/dev/null && [ "$v" = 0x10de ]; then
+  for f in vendor class numa_node; do f1 FILE "$d/$f" "$b/$f"; done; rl "$d" "$b"
+ fi
+done
+for dev in "$S"/class/infiniband/*; do [ -d "$dev" ] || continue; b=/sys/class/infiniband/${dev##*/}/device
+ rl "$dev/device" "$b"; f1 FILE "$dev/device/numa_node" "$b/numa_node"; ld "$dev/device/net" "$b/net"
+ for nd in "$dev"/device/net/*; do [ -d "$nd" ] || continue; m=${nd##*/}; c=/sys/class/net/$m
+  for x in bonding bonding_slave; do [ -e "$S/class/net/$m/$x" ] && printf '@@ICB EXISTS %s\n' "$c/$x"; done
+  if [ -e "$S/class/net/$m/master" ]; then rl "$S/class/net/$m/master" "$c/master"
+   r=$(cd -P "$S/class/net/$m/master" 2>/dev/null && pwd -P) && [ -e "$S/class/net/${r##*/}/bonding" ] && printf '@@ICB EXISTS %s\n' "/sys/class/net/${r##*/}/bonding"
+  fi
+ done
+done
+"#;
+
 fn counters_list() -> String {
     ERROR_COUNTERS.join(" ")
 }
@@ -52,7 +75,7 @@ for dev in "$S"/class/infiniband/*; do [ -d "$dev" ] || continue; n=${{dev##*/}}
   done
  done
 done
-ld "$D/infiniband" /dev/infiniband
+{rails}ld "$D/infiniband" /dev/infiniband
 [ -e "$D/gdrdrv" ] && printf '@@ICB EXISTS /dev/gdrdrv\n'
 ld "$S/kernel/mm/memory_peers" /sys/kernel/mm/memory_peers
 ld "$S/class/net" /sys/class/net
@@ -67,7 +90,8 @@ tl nvidia-smi nvidia-smi topo -m
 tl ucx_info ucx_info -d
 ev
 "#,
-        c = counters_list()
+        c = counters_list(),
+        rails = RAIL_MAP_PART
     ));
     if counter_pause_s > 0 {
         s.push_str(&format!(
@@ -201,6 +225,12 @@ pub fn parse_snapshot(target: &str, text: &str) -> Result<Snapshot, SnapshotErro
             }
             "EXISTS" => {
                 snap.present.insert(arg.to_string());
+            }
+            "LINK" => {
+                if let Some((path, real)) = arg.split_once(' ') {
+                    snap.links
+                        .insert(path.trim_end_matches('/').to_string(), real.to_string());
+                }
             }
             "WHICH" => {
                 if let Some((prog, path)) = arg.split_once(' ') {

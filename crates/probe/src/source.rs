@@ -28,7 +28,16 @@ pub trait NodeSource: Sync {
     fn display_path(&self, path: &str) -> String {
         path.to_string()
     }
+    /// `path` with every symlink in it resolved, as the node's own absolute path
+    /// (`/sys/bus/pci/devices/0000:19:00.0` → `/sys/devices/pci0000:16/…/0000:19:00.0`); `None`
+    /// when it does not exist, a link points nowhere, or the source cannot resolve links.
+    fn resolve(&self, _path: &str) -> Option<String> {
+        None
+    }
 }
+
+/// Most links followed in one [`NodeSource::resolve`] (a loop of links ends there).
+const MAX_LINK_HOPS: usize = 40;
 
 /// Where a replayed root is searched for programs.
 const REPLAY_PATH: [&str; 5] = [
@@ -174,6 +183,45 @@ impl NodeSource for LocalSource {
         self.map(path)
             .map_or_else(|| path.to_string(), |p| p.display().to_string())
     }
+
+    /// Walks the node path one name at a time, reading each link under the mapped roots, so a
+    /// replayed tree resolves to node paths (an absolute link target is the node's, never this
+    /// machine's) and a link out of the tree reads as missing.
+    fn resolve(&self, path: &str) -> Option<String> {
+        let mut todo: std::collections::VecDeque<String> = path.split('/').map(str::to_string).collect();
+        let mut done: Vec<String> = Vec::new();
+        let mut hops = 0;
+        while let Some(name) = todo.pop_front() {
+            match name.as_str() {
+                "" | "." => continue,
+                ".." => {
+                    done.pop();
+                    continue;
+                }
+                _ => done.push(name),
+            }
+            let real = self.map(&format!("/{}", done.join("/")))?;
+            let meta = real.symlink_metadata().ok()?;
+            // The top-level names are the mapped roots themselves, never links of the node.
+            if done.len() < 2 || !meta.file_type().is_symlink() {
+                continue;
+            }
+            hops += 1;
+            if hops > MAX_LINK_HOPS {
+                return None;
+            }
+            let target = std::fs::read_link(&real).ok()?;
+            let target = target.to_str()?;
+            done.pop();
+            if target.starts_with('/') {
+                done.clear();
+            }
+            for t in target.split('/').rev() {
+                todo.push_front(t.to_string());
+            }
+        }
+        Some(format!("/{}", done.join("/")))
+    }
 }
 
 /// A node seen through the text the remote script printed ([`crate::remote::parse_snapshot`]).
@@ -190,6 +238,8 @@ pub struct Snapshot {
     pub env: BTreeMap<String, String>,
     /// `command -v` results.
     pub which: BTreeMap<String, String>,
+    /// Node paths the script resolved (`cd -P`), to their real node paths.
+    pub links: BTreeMap<String, String>,
 }
 
 impl NodeSource for Snapshot {
@@ -231,6 +281,10 @@ impl NodeSource for Snapshot {
 
     fn which(&self, program: &str) -> Option<String> {
         self.which.get(program).cloned()
+    }
+
+    fn resolve(&self, path: &str) -> Option<String> {
+        self.links.get(path.trim_end_matches('/')).cloned()
     }
 }
 
@@ -285,5 +339,33 @@ mod tests {
         assert_eq!(s.resample(&["/proc/modules".into()], Duration::from_secs(5)), None);
         let runs = s.tools(&[Tool::Ibstat], Duration::from_secs(1));
         assert_eq!(runs[0].1, ToolRun::NotRecorded);
+    }
+
+    #[test]
+    fn links_resolve_to_node_paths_inside_the_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("sys/devices/pci0000:16/0000:16:02.0/0000:17:00.0");
+        std::fs::create_dir_all(&real).unwrap();
+        let bus = dir.path().join("sys/bus/pci/devices");
+        std::fs::create_dir_all(&bus).unwrap();
+        let link = |target: &str, name: &str| std::os::unix::fs::symlink(target, bus.join(name)).unwrap();
+        link("../../../devices/pci0000:16/0000:16:02.0/0000:17:00.0", "0000:17:00.0");
+        // An absolute target is the node's /sys, not this machine's.
+        link("/sys/devices/pci0000:16/0000:16:02.0", "0000:16:02.0");
+        link("../../../devices/pci0000:99/0000:99:00.0", "0000:99:00.0");
+        link("0000:aa:00.0", "0000:aa:00.0");
+        let s = LocalSource::replay(dir.path());
+        assert_eq!(
+            s.resolve("/sys/bus/pci/devices/0000:17:00.0").as_deref(),
+            Some("/sys/devices/pci0000:16/0000:16:02.0/0000:17:00.0")
+        );
+        assert_eq!(
+            s.resolve("/sys/bus/pci/devices/0000:16:02.0/0000:17:00.0").as_deref(),
+            Some("/sys/devices/pci0000:16/0000:16:02.0/0000:17:00.0")
+        );
+        assert_eq!(s.resolve("/sys/bus/pci/devices/0000:99:00.0"), None, "points nowhere");
+        assert_eq!(s.resolve("/sys/bus/pci/devices/0000:aa:00.0"), None, "a loop");
+        assert_eq!(s.resolve("/sys/bus/pci/devices/missing"), None);
+        assert_eq!(Snapshot::default().resolve("/sys/bus/pci/devices/0000:17:00.0"), None);
     }
 }

@@ -79,6 +79,17 @@ fn tokeny() -> impl Strategy<Value = String> {
         "é",
         "\u{0}",
         "0000:0000:0000:0000:0000:ffff:0a00:0105",
+        "@@ICB LIST /sys/bus/pci/devices\n",
+        "0000:19:00.0",
+        "@@ICB FILE /sys/bus/pci/devices/0000:19:00.0/vendor\n",
+        "@@ICB FILE /sys/bus/pci/devices/0000:19:00.0/class\n",
+        "0x10de",
+        "0x030200",
+        "-1",
+        "@@ICB LINK /sys/bus/pci/devices/0000:19:00.0 /sys/devices/pci0000:16/0000:16:02.0/0000:19:00.0\n",
+        "@@ICB LINK /sys/class/infiniband/mlx5_0/device /sys/devices/pci0000:16/0000:16:02.0/0000:1a:00.0\n",
+        "/sys/devices/pci0000:16/",
+        "/..",
     ]);
     prop::collection::vec(tokens, 0..80).prop_map(|v| v.concat())
 }
@@ -107,6 +118,10 @@ fn all_parsers(s: &str) {
     let h = envspec::parse_nccl_ib_hca(s);
     let _ = h.selects("mlx5_0", 1);
     let _ = envspec::socket_ifname_matches(s, "eth0");
+    if let Some(p) = icb_probe::rails::PciPath::parse(s) {
+        assert!(!p.chain.is_empty());
+        let _ = icb_probe::rails::relation(&p, Some(0), &p, None);
+    }
 }
 
 fn snapshot_pipeline(s: &str) {
@@ -126,6 +141,11 @@ fn snapshot_pipeline(s: &str) {
         );
         assert!(checks.len() >= 14);
         let _ = detect_env(&snap, &env);
+        // The rail map reads the same snapshot: it may be absent or empty, never a panic, and
+        // its rails are numbered 0…K-1.
+        if let Some(map) = icb_probe::rails::rail_map(&snap, &facts) {
+            assert!(map.rails.iter().enumerate().all(|(i, r)| r.index == i));
+        }
     }
 }
 

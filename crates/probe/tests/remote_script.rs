@@ -167,3 +167,31 @@ fn pod_script_runs_tools_under_the_deadline() {
         Some("ibstat did not finish within 1 s")
     );
 }
+
+#[test]
+fn pod_script_gives_the_same_rail_map_as_the_local_reader() {
+    let opts = GatherOptions {
+        tool_timeout: Duration::from_secs(1),
+        counter_interval: Duration::ZERO,
+    };
+    for name in ["hgx8", "hgx8_bond", "shared_nic", "no_gpu", "broken"] {
+        let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/rails")
+            .join(name);
+        let cwd = tempfile::tempdir().unwrap();
+        let text = run_script(&node_script(0, 5), &fixture, cwd.path(), &[]);
+        let snap = parse_snapshot("pod/x", &text).unwrap();
+        let mut local_src = LocalSource::replay(&fixture);
+        // No tools in the pod's PATH: compare without the replayed nvidia-smi on both sides.
+        local_src.tool_outputs = Some(cwd.path().join("none"));
+        let local = icb_probe::rails::rail_map(&local_src, &gather(&local_src, &opts));
+        let remote = icb_probe::rails::rail_map(&snap, &gather(&snap, &opts));
+        assert!(local.as_ref().is_some_and(|m| !m.rails.is_empty()), "{name}: {local:?}");
+        assert_eq!(remote, local, "{name}");
+    }
+    // A snapshot without the PCI tree (an older script) has no rail map, not an empty one.
+    let cwd = tempfile::tempdir().unwrap();
+    let text = run_script(&node_script(0, 5), &root("healthy_ib"), cwd.path(), &[]);
+    let snap = parse_snapshot("pod/x", &text).unwrap();
+    assert_eq!(icb_probe::rails::rail_map(&snap, &gather(&snap, &opts)), None);
+}

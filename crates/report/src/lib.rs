@@ -25,6 +25,7 @@ mod junit;
 mod labels;
 mod paths;
 mod prometheus;
+mod rails;
 mod svg;
 mod sweep;
 mod table;

@@ -61,7 +61,7 @@ fn keep_whole(t: &mut Table, columns: &[(usize, u16)]) {
 }
 
 /// Appends `text` as one or more lines no wider than the view (continuations indented).
-fn push_wrapped(out: &mut String, text: &str, view: View) {
+pub(crate) fn push_wrapped(out: &mut String, text: &str, view: View) {
     if view.wide {
         let _ = writeln!(out, "{text}");
         return;
@@ -494,6 +494,9 @@ impl Exporter for TableExporter {
                 }
             }
             let _ = writeln!(out, "{vars}");
+        }
+        if let Some(map) = &r.rail_map {
+            out.push_str(&crate::rails::render(map, view));
         }
         let k = &r.counts;
         let mut counts = format!("{} ok, {} warn, {} fail, {} skipped", k.ok, k.warn, k.fail, k.skipped);

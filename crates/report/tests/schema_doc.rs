@@ -17,7 +17,7 @@ fn blocks(lang: &str) -> Vec<String> {
 #[test]
 fn pair_example_is_a_judged_report() {
     let json = blocks("json");
-    assert_eq!(json.len(), 3, "one pair, one probe and one gate example");
+    assert_eq!(json.len(), 4, "one pair, one probe, one rail map and one gate example");
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
     let mut rejudged = report.clone();
@@ -41,9 +41,21 @@ fn probe_example_rolls_up_as_the_code_does() {
 }
 
 #[test]
+fn rail_map_example_parses_and_prints_its_ucx_line() {
+    use icb_core::rails::{LeftOutReason, PcieRelation, RailMap};
+    let map: RailMap = serde_json::from_str(&blocks("json")[2]).unwrap();
+    assert_eq!(map.rails[0].relation, Some(PcieRelation::Pix));
+    assert_eq!(map.ucx_net_devices(), vec!["rank 0: UCX_NET_DEVICES=mlx5_2:1"]);
+    assert_eq!(map.left_out[0].reasons[1], LeftOutReason::Slow { fastest_gbps: 400.0 });
+    // What the document shows is what the types write (no field renamed or dropped).
+    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[2]).unwrap();
+    assert_eq!(serde_json::to_value(&map).unwrap(), doc);
+}
+
+#[test]
 fn gate_example_rolls_up_as_the_code_does() {
     use icb_core::model::{GATE_SCHEMA, GateReport};
-    let gate: GateReport = serde_json::from_str(&blocks("json")[2]).unwrap();
+    let gate: GateReport = serde_json::from_str(&blocks("json")[3]).unwrap();
     assert_eq!(gate.schema, GATE_SCHEMA);
     let mut again = gate.clone();
     again.conclude();
