@@ -52,6 +52,11 @@ fn bad_files_and_values_fail_before_anything_starts() {
         (&["pair", "--local", "-o", "bogus"], "unknown output format 'bogus'"),
         (&["pair", "--local", "--dry-run=client"], "--prefill/--decode"),
         (
+            &["pair", "--local", "--link-rate", "30mbit"],
+            "use it with --isolation node",
+        ),
+        (&["pair", "--local", "--link-rate", "fast"], "bad rate \"fast\""),
+        (
             &[
                 "pair",
                 "--prefill",

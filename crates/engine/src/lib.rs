@@ -29,6 +29,7 @@ mod buffers;
 mod client;
 pub mod control;
 mod error;
+mod fit;
 pub mod local;
 mod measure;
 pub mod messages;

@@ -57,7 +57,15 @@ fn verdict(status: Status, reason: String, hint: Option<&str>) -> CheckVerdict {
 }
 
 fn fmt_bw(bps: f64, unit: BandwidthUnit) -> String {
-    format!("{:.2} {}", unit.from_bytes_per_s(bps), unit.label())
+    let value = unit.from_bytes_per_s(bps);
+    // A degraded link measures thousandths of a GB/s: two decimals would say "0.00", so small
+    // figures keep two significant digits.
+    let decimals = if value > 0.0 && value < 0.1 {
+        (-value.log10().floor()) as usize + 1
+    } else {
+        2
+    };
+    format!("{value:.decimals$} {}", unit.label())
 }
 
 fn has_tcp(path: &DataPath) -> bool {

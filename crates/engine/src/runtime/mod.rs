@@ -428,19 +428,22 @@ impl Runtime {
         ensure_ring(&mut self.ring, window);
         let ring = &mut self.ring[..window];
         let mut info = None;
+        let mut probe_s = None;
         match case.setup.test {
             TestKind::TagBw => with_region!(&case.buf, b => {
                 let ack = post_ack_recv(w, &self.ack)?;
                 if probe {
+                    let p0 = Instant::now();
                     let op = w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::QUERYABLE)?;
                     info = w.info_string(op).ok().flatten();
                     wait_op(w, op, ctl)?;
+                    probe_s = Some(p0.elapsed().as_secs_f64());
                 }
                 let t0 = Instant::now();
                 let send = || Ok(w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::default())?);
                 run_window(w, ring, timed, ctl, send, || {}, |_| Ok(()))?;
                 wait_op(w, ack, ctl)?;
-                Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed })
+                Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed, probe_s })
             }),
             TestKind::TagLat => {
                 let pong = case.pong.as_ref().ok_or(RunError::Internal("no pong buffer"))?;
@@ -464,9 +467,11 @@ impl Runtime {
                         w.rma(rma, ep, b, at..at + size, addr + at as u64, rkey, opts)
                     };
                     if probe {
+                        let p0 = Instant::now();
                         let op = submit(0, OpOptions::QUERYABLE)?;
                         info = w.info_string(op).ok().flatten();
                         wait_op(w, op, ctl)?;
+                        probe_s = Some(p0.elapsed().as_secs_f64());
                     }
                     if layout.count > 1 {
                         // KV-shaped: every operation is one list (all blocks, then one flush),
@@ -494,13 +499,13 @@ impl Runtime {
                                 break;
                             }
                         }
-                        return Ok(PhaseOutcome { elapsed_s: total, info, rtt: hist, iterations: lists });
+                        return Ok(PhaseOutcome { elapsed_s: total, info, rtt: hist, iterations: lists, probe_s });
                     }
                     let t0 = Instant::now();
                     run_window(w, ring, timed, ctl, || Ok(submit(0, OpOptions::default())?), || {}, |_| Ok(()))?;
                     let flush = w.flush(ep, OpOptions::default())?;
                     wait_op(w, flush, ctl)?;
-                    Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed })
+                    Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed, probe_s })
                 })
             }
         }
