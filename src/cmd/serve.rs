@@ -29,7 +29,8 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     args.engine.check()?;
-    let mut out = super::report_out::reserve()?;
+    let out = std::sync::Arc::new(std::sync::Mutex::new(super::report_out::reserve()?));
+    let listening_out = std::sync::Arc::clone(&out);
     let interrupt = super::interrupt::Interrupt::install()?;
     let opts = icb_engine::ServeOptions {
         listen: args.listen,
@@ -47,8 +48,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 l.address.to_string(),
                 l.ucx_version.clone(),
             )));
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
+            if let Ok(mut out) = listening_out.lock() {
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
         })),
         cancel: Some(interrupt.token().clone()),
     };
@@ -60,6 +63,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     match result {
         Ok(()) => Ok(icb_core::exit::OK),
         Err(icb_engine::EngineError::Interrupted) => Ok(interrupt.report("the server stopped")),
-        Err(e) => Err(e.into()),
+        Err(e) => {
+            // stdout is the protocol channel: the parent reads why, typed, from there.
+            if let Ok(mut out) = out.lock() {
+                let _ = writeln!(out, "{}", super::connect::failed_line(&e));
+                let _ = out.flush();
+            }
+            Err(e.into())
+        }
     }
 }

@@ -36,6 +36,15 @@ pub enum EngineError {
     #[error("UCX setup failed: {0}")]
     UcxSetup(String),
 
+    /// No usable UCX library: not found, not loadable, too old.
+    #[error("UCX setup failed: {0}")]
+    UcxNotFound(String),
+
+    /// UCX loaded, but `ucp_init` or its worker failed; `variable` is the setting most likely
+    /// to blame when one is set (`UCX_TLS=…`, or a configuration key UCX refused).
+    #[error("UCX setup failed: {detail}")]
+    UcxInit { detail: String, variable: Option<String> },
+
     /// What went wrong on the UCX thread (typed: a dead peer, a deadline, UCX's own error, a
     /// corrupted payload), and during what.
     #[error("UCX operation failed during {during}: {source}")]
@@ -70,6 +79,18 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// The typed cause a parent reads from a failed side ([`icb_core::protocol::SideFailure`]).
+    pub fn side_error_kind(&self) -> icb_core::protocol::SideErrorKind {
+        use icb_core::protocol::SideErrorKind;
+        match self {
+            EngineError::UcxNotFound(_) => SideErrorKind::UcxNotFound,
+            EngineError::UcxInit { variable, .. } => SideErrorKind::UcxInit {
+                variable: variable.clone(),
+            },
+            _ => SideErrorKind::Other,
+        }
+    }
+
     pub(crate) fn ucx(during: impl Into<String>, source: RunError) -> Self {
         EngineError::Ucx {
             during: during.into(),

@@ -5,7 +5,9 @@
 use crate::launcher::{LaunchError, Launcher, Side};
 use crate::plan::PairPlan;
 use icb_core::model::{Expectation, PairReport};
-use icb_core::protocol::{CaseProgress, Listening, ProtocolError, SideEvent, parse_side_line};
+use icb_core::protocol::{
+    CaseProgress, Listening, ProtocolError, SideErrorKind, SideEvent, SideFailure, parse_side_line,
+};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -31,13 +33,43 @@ pub enum PairError {
     /// The run (or its failure) was followed by a failed cleanup: something may be left. Exit 2.
     #[error("{outcome}; cleaning up also failed: {cleanup}")]
     Cleanup { outcome: String, cleanup: String },
+    /// A side gave up and said why in its typed `failed` line: `kind` is the cause a caller can
+    /// act on (UCX not found; `ucp_init` failed, naming the variable to blame when one is set),
+    /// `message` the one line naming the side and its own error. Exit 2.
+    #[error("{message}")]
+    SideFailed {
+        side: SideRole,
+        kind: SideErrorKind,
+        message: String,
+    },
+}
+
+/// Which side of the pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SideRole {
+    /// `ic-bench serve`, the target.
+    Decode,
+    /// `ic-bench connect`, the initiator.
+    Prefill,
+}
+
+impl PairError {
+    fn side_failed(role: SideRole, side_name: &str, failure: &SideFailure) -> PairError {
+        PairError::SideFailed {
+            side: role,
+            kind: failure.cause.clone(),
+            message: format!("{side_name} failed: {}", failure.message),
+        }
+    }
 }
 
 impl PairError {
     pub fn exit_code(&self) -> i32 {
         match self {
             PairError::Interrupted(_) => icb_core::exit::INTERRUPTED,
-            PairError::Setup(_) | PairError::Cleanup { .. } => icb_core::exit::USAGE_OR_SETUP,
+            PairError::Setup(_) | PairError::Cleanup { .. } | PairError::SideFailed { .. } => {
+                icb_core::exit::USAGE_OR_SETUP
+            }
         }
     }
 }
@@ -225,16 +257,22 @@ async fn drive<L: Launcher>(
 }
 
 async fn await_listening<S: Side>(decode: &mut S) -> Result<Listening, PairError> {
+    let mut failure = None;
     loop {
         match decode.next_line().await {
             Some(line) => {
-                if let Some(SideEvent::Listening(l)) = parse_side_line(&line)? {
-                    return Ok(l);
+                match parse_side_line(&line)? {
+                    Some(SideEvent::Listening(l)) => return Ok(l),
+                    Some(SideEvent::Failed(f)) => failure = Some(f),
+                    _ => {}
                 }
                 tracing::debug!("[decode] {line}");
             }
             None => {
                 let why = decode.exit_note().await.unwrap_or_else(|| "without an error".into());
+                if let Some(f) = failure {
+                    return Err(PairError::side_failed(SideRole::Decode, &decode.name(), &f));
+                }
                 return Err(PairError::Setup(format!(
                     "{} exited before listening ({why})",
                     decode.name()
@@ -254,6 +292,8 @@ async fn read_report<S: Side>(
     budget: Duration,
 ) -> Result<PairReport, PairError> {
     let mut decode_ended: Option<Instant> = None;
+    // What each side said about its own failure (typed), if anything.
+    let (mut prefill_failed, mut decode_failed) = (None, None);
     loop {
         let grace_end = decode_ended.map_or(until, |at| (at + PEER_GRACE).min(until));
         tokio::select! {
@@ -261,9 +301,18 @@ async fn read_report<S: Side>(
                 Some(line) => match parse_side_line(&line)? {
                     Some(SideEvent::Report(report)) => return Ok(*report),
                     Some(SideEvent::Case(p)) => progress(&p),
+                    Some(SideEvent::Failed(f)) => prefill_failed = Some(f),
                     Some(SideEvent::Listening(_)) | None => tracing::debug!("[prefill] {line}"),
                 },
                 None => {
+                    // A decode side that failed first is the cause; the prefill side's own
+                    // failure comes next.
+                    if let Some(f) = decode_failed.as_ref().filter(|_| decode_ended.is_some()) {
+                        return Err(PairError::side_failed(SideRole::Decode, &decode.name(), f));
+                    }
+                    if let Some(f) = &prefill_failed {
+                        return Err(PairError::side_failed(SideRole::Prefill, &prefill.name(), f));
+                    }
                     let why = prefill.exit_note().await.unwrap_or_else(|| "exit status 0".into());
                     let mut msg = format!("{} exited without printing a result ({why})", prefill.name());
                     if decode_ended.is_some() && let Some(note) = decode.exit_note().await {
@@ -273,11 +322,17 @@ async fn read_report<S: Side>(
                 }
             },
             line = decode.next_line(), if decode_ended.is_none() => match line {
-                Some(line) => tracing::debug!("[decode] {line}"),
+                Some(line) => match parse_side_line(&line) {
+                    Ok(Some(SideEvent::Failed(f))) => decode_failed = Some(f),
+                    _ => tracing::debug!("[decode] {line}"),
+                },
                 None => decode_ended = Some(Instant::now()),
             },
             _ = tokio::time::sleep_until(grace_end) => {
                 if decode_ended.is_some() && grace_end < until {
+                    if let Some(f) = &decode_failed {
+                        return Err(PairError::side_failed(SideRole::Decode, &decode.name(), f));
+                    }
                     let why = decode.exit_note().await.unwrap_or_else(|| "it exited before the report".into());
                     return Err(PairError::Setup(format!(
                         "{} failed mid-run ({why}); {} gave no result within {} s after that",

@@ -20,6 +20,13 @@ fn every_event_round_trips_through_one_line() {
             case: report.cases[0].clone(),
         })),
         SideEvent::Report(Box::new(report.clone())),
+        SideEvent::Failed(SideFailure::new(
+            SideErrorKind::UcxInit {
+                variable: Some("UCX_TLS=bogus".into()),
+            },
+            "UCX setup failed: UCX ucp_init failed: No such device (status -14)",
+        )),
+        SideEvent::Failed(SideFailure::new(SideErrorKind::UcxNotFound, "UCX not found")),
     ];
     for event in events {
         let line = side_line(&event);
@@ -109,4 +116,19 @@ fn plans_round_trip_and_refuse_other_versions() {
     assert!(ChildPlan::from_json("{").is_err());
     let err = ChildPlan::from_json("{}").unwrap_err();
     assert!(err.to_string().contains("no schema"), "{err}");
+}
+
+#[test]
+fn the_failed_line_names_its_cause_by_kind() {
+    let failure = SideFailure::new(
+        SideErrorKind::UcxInit {
+            variable: Some("UCX_TLS=bogus".into()),
+        },
+        "x",
+    );
+    let v: serde_json::Value = serde_json::from_str(&side_line(&SideEvent::Failed(failure))).unwrap();
+    assert_eq!(v["event"], "failed");
+    assert_eq!(v["schema"], "ic-bench.serve/v1");
+    assert_eq!(v["cause"]["kind"], "ucx_init");
+    assert_eq!(v["cause"]["variable"], "UCX_TLS=bogus");
 }

@@ -95,7 +95,12 @@ fn build_context(lib: &ucx::Ucx, opts: &UcxOptions) -> Result<ucx::Context, Engi
             Err(ucx::Error::Config { key, .. }) if profile.iter().any(|(k, _)| *k == key) => {
                 profile.retain(|(k, _)| *k != key);
             }
-            Err(e) => return Err(EngineError::UcxSetup(with_tls_hint(e.to_string()))),
+            Err(ucx::Error::Config { key, value, text }) => {
+                let variable = Some(format!("UCX_{key}={value}"));
+                let detail = ucx::Error::Config { key, value, text }.to_string();
+                return Err(EngineError::UcxInit { detail, variable });
+            }
+            Err(e) => return Err(init_error(e)),
         }
     }
 }
@@ -103,11 +108,9 @@ fn build_context(lib: &ucx::Ucx, opts: &UcxOptions) -> Result<ucx::Context, Engi
 impl Runtime {
     /// Loads UCX, creates the context and worker. Runs on the UCX thread.
     pub fn start(opts: &UcxOptions) -> Result<(Runtime, LocalUcx), EngineError> {
-        let lib = ucx::Ucx::load(opts.library_dir.as_deref()).map_err(|e| EngineError::UcxSetup(e.to_string()))?;
+        let lib = ucx::Ucx::load(opts.library_dir.as_deref()).map_err(|e| EngineError::UcxNotFound(e.to_string()))?;
         let ctx = build_context(&lib, opts)?;
-        let worker = ctx
-            .worker()
-            .map_err(|e| EngineError::UcxSetup(with_tls_hint(e.to_string())))?;
+        let worker = ctx.worker().map_err(init_error)?;
         let address = worker.address().map_err(|e| EngineError::UcxSetup(e.to_string()))?;
         let ack = Buf::alloc(icb_core::MemoryType::Host, 8, 0).map_err(|e| EngineError::UcxSetup(e.to_string()))?;
         let local = LocalUcx {
@@ -534,11 +537,18 @@ impl Runtime {
 
 /// UCX reports a `UCX_TLS` naming no usable transport as "No such device" from ucp_init or worker
 /// creation, which does not point at the cause: name the variable when it is set.
-fn with_tls_hint(message: String) -> String {
+fn init_error(e: ucx::Error) -> EngineError {
+    let message = e.to_string();
     match std::env::var("UCX_TLS") {
-        Ok(tls) if !tls.trim().is_empty() => {
-            format!("{message} (UCX_TLS={tls} is set: check that it names transports this UCX has, see `ucx_info -d`)")
-        }
-        _ => message,
+        Ok(tls) if !tls.trim().is_empty() => EngineError::UcxInit {
+            detail: format!(
+                "{message} (UCX_TLS={tls} is set: check that it names transports this UCX has, see `ucx_info -d`)"
+            ),
+            variable: Some(format!("UCX_TLS={tls}")),
+        },
+        _ => EngineError::UcxInit {
+            detail: message,
+            variable: None,
+        },
     }
 }
