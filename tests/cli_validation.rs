@@ -56,6 +56,11 @@ fn bad_files_and_values_fail_before_anything_starts() {
             "use it with --isolation node",
         ),
         (&["pair", "--local", "--link-rate", "fast"], "bad rate \"fast\""),
+        // Issue 17: --dry-run=server passed the parser and was refused later; only what works parses.
+        (
+            &["pair", "--prefill", "node/a", "--decode", "node/b", "--dry-run=server"],
+            "invalid value 'server' for '--dry-run",
+        ),
         (
             &[
                 "pair",

@@ -256,7 +256,10 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
         expect_flags: Default::default(),
         expect_config: None,
         expectation: Some(plan.expectation.clone()),
-        ucx: ucx_options(args, plan.ucx_peer_errors),
+        ucx: match plan.ucx_profile {
+            Some(profile) => ucx_options(args, plan.ucx_peer_errors).with_profile(profile),
+            None => ucx_options(args, plan.ucx_peer_errors),
+        },
         tool: tool_info(),
         placement_mode: plan.placement_mode.clone(),
         on_case: Some(Box::new(move |c: &CaseResult| {

@@ -182,6 +182,10 @@ pub struct ChildPlan {
     /// UCX peer-failure error handling on the endpoints (as NIXL asks for).
     #[serde(default)]
     pub ucx_peer_errors: bool,
+    /// `--ucx-profile` the prefill side runs with (`nixl`: NIXL's peer-failure mode and UCX
+    /// defaults; its report then judges put/get only). Absent: UCX's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ucx_profile: Option<crate::model::UcxProfile>,
     /// How long the client may try to reach the server.
     pub connect_timeout_s: f64,
 }

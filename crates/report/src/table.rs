@@ -308,10 +308,13 @@ impl Exporter for TableExporter {
         push_wrapped(&mut out, &pair_summary(r), view);
         out.push('\n');
         let p = &r.placement;
-        let head = format!(
+        let mut head = format!(
             "ic-bench pair: {} ({}), prefill {} → decode {}, UCX {} / {}",
             p.locality, p.mode, p.prefill.host, p.decode.host, r.client.ucx_version, r.server.ucx_version
         );
+        if let Some(profile) = r.ucx_profile {
+            head.push_str(&format!(", --ucx-profile {profile} (tag cases measured, not judged)"));
+        }
         push_wrapped(&mut out, &head, view);
         push_wrapped(&mut out, &expectation_line(&r.expectation, unit), view);
         let _ = writeln!(out, "{t}");

@@ -106,6 +106,7 @@ fn plans_round_trip_and_refuse_other_versions() {
         expectation: r.expectation.clone(),
         placement_mode: "local (isolation=pod)".into(),
         ucx_peer_errors: true,
+        ucx_profile: Some(crate::model::UcxProfile::Nixl),
         connect_timeout_s: 30.0,
     };
     assert_eq!(ChildPlan::from_json(&plan.to_json()).unwrap(), plan);

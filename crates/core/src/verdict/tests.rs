@@ -942,3 +942,5 @@ fn exit_code_follows_the_contract_for_skips_and_partial_runs() {
     });
     assert_eq!(exit::for_report(&report), exit::INTERRUPTED);
 }
+
+mod nixl_profile;
