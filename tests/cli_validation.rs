@@ -181,3 +181,18 @@ fn flags_that_would_be_ignored_or_misread_are_named() {
     // Bandwidth flags take units like the expectations file; a bad one says how to write it.
     assert_quick_one_line_usage_error(&["pair", "--local", "--min-host-bw", "10 parsecs"], "e.g. 10 GB/s");
 }
+
+/// Issue 17: `pair --help` described the full profile's defaults (every test, 8 B … 64 MiB) while
+/// the default `--profile verdict` runs 4 MiB bandwidth cases and an 8 B latency case.
+#[test]
+fn pair_help_describes_what_the_default_profile_runs() {
+    let out = Command::new(BIN).args(["pair", "--help"]).output().expect("run ic-bench");
+    let help = String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(out.status.success());
+    assert!(
+        help.contains("[default: --profile verdict runs tag_bw, put_bw and get_bw at 4 MiB, tag_lat at 8 B"),
+        "--tests: {help}"
+    );
+    assert!(help.contains("[default: --profile verdict: 4 MiB (tag_lat 8 B)"), "--sizes: {help}");
+    assert!(!help.contains("tag_bw, tag_lat, put_bw, get_bw [default: all four]"), "{help}");
+}
