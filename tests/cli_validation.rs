@@ -186,13 +186,25 @@ fn flags_that_would_be_ignored_or_misread_are_named() {
 /// the default `--profile verdict` runs 4 MiB bandwidth cases and an 8 B latency case.
 #[test]
 fn pair_help_describes_what_the_default_profile_runs() {
-    let out = Command::new(BIN).args(["pair", "--help"]).output().expect("run ic-bench");
-    let help = String::from_utf8_lossy(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    let out = Command::new(BIN)
+        .args(["pair", "--help"])
+        .output()
+        .expect("run ic-bench");
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     assert!(out.status.success());
     assert!(
         help.contains("[default: --profile verdict runs tag_bw, put_bw and get_bw at 4 MiB, tag_lat at 8 B"),
         "--tests: {help}"
     );
-    assert!(help.contains("[default: --profile verdict: 4 MiB (tag_lat 8 B)"), "--sizes: {help}");
-    assert!(!help.contains("tag_bw, tag_lat, put_bw, get_bw [default: all four]"), "{help}");
+    assert!(
+        help.contains("[default: --profile verdict: 4 MiB (tag_lat 8 B)"),
+        "--sizes: {help}"
+    );
+    assert!(
+        !help.contains("tag_bw, tag_lat, put_bw, get_bw [default: all four]"),
+        "{help}"
+    );
 }
