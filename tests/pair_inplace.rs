@@ -204,6 +204,23 @@ fn in_place_pair_uses_the_pods_own_ucx_matches_a_normal_pair_and_leaves_nothing(
         err.contains("in-place: copying") && err.contains("pod/worker-decode"),
         "{err}"
     );
+    // Issue 17: the debug build (~290 MiB) was streamed as it is; a stripped copy goes instead.
+    let copying = err
+        .lines()
+        .find(|l| l.contains("in-place: copying"))
+        .unwrap_or_default();
+    let mib: f64 = copying
+        .split_once(" (")
+        .and_then(|(_, rest)| rest.split_once(" MiB)"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no size in {copying:?}"));
+    let this = std::fs::metadata(BIN).unwrap().len() as f64 / (1024.0 * 1024.0);
+    assert!(
+        mib < this / 2.0,
+        "streamed {mib:.1} MiB of a {this:.1} MiB binary: {copying}"
+    );
+    // Both sides loaded the same UCX: one line says so.
+    assert!(err.contains("in-place: both sides loaded UCX"), "{err}");
     assert_eq!(report["placement"]["mode"], "kubernetes (in-place)");
     assert_eq!(report["placement"]["decode"]["pod"], "worker-decode");
     assert_eq!(report["placement"]["prefill"]["pod"], "worker-prefill");
