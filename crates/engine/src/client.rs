@@ -12,15 +12,13 @@ use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, check_peer_hello, l
 use crate::settings::{apply_bench_controls, validate};
 use crate::stats;
 use crate::ucx_thread::UcxThread;
-use icb_core::{
-    CaseResult, CaseStatus, CudaInfo, Lane, Measurement, MemoryType, PairReport, RunSettings, TestKind, WindowTrial,
-};
+use icb_core::{CaseResult, CaseStatus, CudaInfo, Lane, Measurement, MemoryType, PairReport, RunSettings, TestKind};
 use std::time::{Duration, Instant};
 
 /// Fewest round trips in one measured tag_lat round (see `run_case`).
 const LATENCY_ROUND_MIN: u64 = 10_000;
 /// Added to every phase deadline: setup, wireup and scheduling slack.
-const PHASE_SLACK_S: f64 = 30.0;
+pub(crate) const PHASE_SLACK_S: f64 = 30.0;
 
 /// Runs every case of `opts.settings` against the server and returns the judged report.
 pub fn connect(opts: ConnectOptions) -> Result<PairReport, EngineError> {
@@ -260,12 +258,12 @@ enum Event {
 /// How one phase deviates from its case: another window (auto-tuning), or a soft deadline after
 /// which loops timed per operation end early (so `max_time_s` holds on a busy machine).
 #[derive(Debug, Clone, Copy, Default)]
-struct PhaseOpts {
-    window: Option<u32>,
-    soft_deadline_s: Option<f64>,
+pub(crate) struct PhaseOpts {
+    pub(crate) window: Option<u32>,
+    pub(crate) soft_deadline_s: Option<f64>,
 }
 
-async fn phase(
+pub(crate) async fn phase(
     control: &mut Control,
     thread: &UcxThread<Runtime>,
     setup: &CaseSetup,
@@ -412,7 +410,7 @@ async fn run_case(
     let label = case_label(&setup);
     let bytes_per_op = setup.size.saturating_mul(u64::from(setup.blocks));
 
-    let warm = warm_up(control, thread, &setup, s).await?;
+    let warm = crate::warmup::warm_up(control, thread, &setup, s).await?;
     let lanes: Option<Vec<Lane>> = thread.call(|rt: &mut Runtime| rt.lanes()).await?;
     let pace = warm.pace;
     // A window the budget cannot finish (a degraded link) shrinks to one that it can.
@@ -421,7 +419,7 @@ async fn run_case(
     } else {
         setup.window
     };
-    let trials = tune_window(control, thread, &setup, s, pace, bytes_per_op).await?;
+    let trials = crate::warmup::tune_window(control, thread, &setup, s, pace, bytes_per_op).await?;
     if let Some(best) = trials.iter().max_by(|a, b| a.bandwidth_bps.total_cmp(&b.bandwidth_bps)) {
         window = best.window;
     }
@@ -514,97 +512,4 @@ async fn run_case(
         result.reason = Some(e);
     }
     Ok(result)
-}
-
-/// What the warmup left: the probe's protocol info, the pace per operation, warmups timed.
-struct Warm {
-    info: Option<String>,
-    pace: f64,
-    iterations: u64,
-}
-
-/// The probe operation alone first (its protocol info string is the per-case transport
-/// evidence, its time the first pace estimate), then as much of the planned warmup as the case's
-/// budget allows at that pace ([`crate::fit`]): a degraded link gets a measured figure, not a
-/// deadline error.
-async fn warm_up(
-    control: &mut Control,
-    thread: &UcxThread<Runtime>,
-    setup: &CaseSetup,
-    s: &RunSettings,
-) -> Result<Warm, EngineError> {
-    let timeout = (s.max_time_s * 4.0).max(30.0) + PHASE_SLACK_S;
-    let probe = phase(
-        control,
-        thread,
-        setup,
-        PhaseKind::Warmup,
-        1,
-        PhaseOpts::default(),
-        timeout,
-    )
-    .await?;
-    let rest = crate::fit::warmup_after_probe(s.warmup_iterations, probe.probe_s, s.max_time_s);
-    let mut warm = Warm {
-        pace: probe.probe_s.filter(|p| p.is_finite() && *p > 0.0).unwrap_or(0.0),
-        info: probe.info,
-        iterations: 0,
-    };
-    if rest > 0 {
-        // Another warmup phase: its own probe operation is untimed, the rest warm up.
-        let more = phase(
-            control,
-            thread,
-            setup,
-            PhaseKind::Warmup,
-            1 + rest,
-            PhaseOpts::default(),
-            timeout,
-        )
-        .await?;
-        warm.iterations = more.iterations;
-        if more.iterations > 0 && more.elapsed_s > 0.0 {
-            warm.pace = more.elapsed_s / more.iterations as f64;
-        }
-    }
-    Ok(warm)
-}
-
-/// Window auto-tuning: a short round at every candidate, each candidate's bandwidth. Candidates
-/// whose round would not fit into half the case's budget at `pace` are left out.
-async fn tune_window(
-    control: &mut Control,
-    thread: &UcxThread<Runtime>,
-    setup: &CaseSetup,
-    s: &RunSettings,
-    pace: f64,
-    bytes_per_op: u64,
-) -> Result<Vec<WindowTrial>, EngineError> {
-    let mut trials = Vec::new();
-    if !(setup.test.is_bandwidth() && setup.blocks == 1) {
-        return Ok(trials);
-    }
-    let trial_s = s.stop.map(|r| r.round_s).unwrap_or(0.05).max(0.01);
-    for &candidate in &s.window_candidates {
-        let n = if pace > 0.0 { (trial_s / pace).ceil() as u64 } else { 1 };
-        let n = n
-            .max(u64::from(candidate) * 2)
-            .min(crate::messages::MAX_PHASE_ITERATIONS);
-        if crate::fit::window(candidate, pace, s.max_time_s / 2.0) < candidate {
-            continue;
-        }
-        let timeout = crate::fit::phase_timeout(s.max_time_s, n, pace, PHASE_SLACK_S);
-        let opts = PhaseOpts {
-            window: Some(candidate),
-            soft_deadline_s: None,
-        };
-        let out = phase(control, thread, setup, PhaseKind::Measure, n, opts, timeout).await?;
-        if out.elapsed_s > 0.0 {
-            trials.push(WindowTrial {
-                window: candidate,
-                bandwidth_bps: (out.iterations * bytes_per_op) as f64 / out.elapsed_s,
-            });
-        }
-    }
-    Ok(trials)
 }

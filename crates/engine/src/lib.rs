@@ -42,6 +42,7 @@ mod session;
 mod settings;
 pub mod stats;
 pub mod ucx_thread;
+mod warmup;
 pub mod wire;
 
 pub use client::connect;

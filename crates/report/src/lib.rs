@@ -26,6 +26,7 @@ mod prometheus;
 mod svg;
 mod sweep;
 mod table;
+mod wrap;
 
 pub use format::{
     ExportError, Exporter, Format, View, masked_pair, masked_probe, masked_sweep, render_pair, render_pair_in,
