@@ -347,7 +347,11 @@ fn a_bench_pod_whose_ucx_cannot_start_says_why_in_the_one_line() {
     let run = run_pair(&cluster, &args("node/gpu-1", "pod/decode-0", &[]), LIMIT);
     assert_one_line_error(
         &run,
-        &["the decode side (pod", "failed: UCX setup failed", "UCX_TLS=bogus"],
+        &[
+            "the decode side (pod",
+            "exited before listening: UCX setup failed",
+            "UCX_TLS=bogus",
+        ],
     );
     assert!(
         !run.stderr.contains('{'),

@@ -54,11 +54,12 @@ pub enum SideRole {
 }
 
 impl PairError {
-    fn side_failed(role: SideRole, side_name: &str, failure: &SideFailure) -> PairError {
+    /// `what`: how the side ended, e.g. `exited before listening`, `failed`.
+    fn side_failed(role: SideRole, side_name: &str, what: &str, failure: &SideFailure) -> PairError {
         PairError::SideFailed {
             side: role,
             kind: failure.cause.clone(),
-            message: format!("{side_name} failed: {}", failure.message),
+            message: format!("{side_name} {what}: {}", failure.message),
         }
     }
 }
@@ -271,7 +272,12 @@ async fn await_listening<S: Side>(decode: &mut S) -> Result<Listening, PairError
             None => {
                 let why = decode.exit_note().await.unwrap_or_else(|| "without an error".into());
                 if let Some(f) = failure {
-                    return Err(PairError::side_failed(SideRole::Decode, &decode.name(), &f));
+                    return Err(PairError::side_failed(
+                        SideRole::Decode,
+                        &decode.name(),
+                        "exited before listening",
+                        &f,
+                    ));
                 }
                 return Err(PairError::Setup(format!(
                     "{} exited before listening ({why})",
@@ -305,20 +311,8 @@ async fn read_report<S: Side>(
                     Some(SideEvent::Listening(_)) | None => tracing::debug!("[prefill] {line}"),
                 },
                 None => {
-                    // A decode side that failed first is the cause; the prefill side's own
-                    // failure comes next.
-                    if let Some(f) = decode_failed.as_ref().filter(|_| decode_ended.is_some()) {
-                        return Err(PairError::side_failed(SideRole::Decode, &decode.name(), f));
-                    }
-                    if let Some(f) = &prefill_failed {
-                        return Err(PairError::side_failed(SideRole::Prefill, &prefill.name(), f));
-                    }
-                    let why = prefill.exit_note().await.unwrap_or_else(|| "exit status 0".into());
-                    let mut msg = format!("{} exited without printing a result ({why})", prefill.name());
-                    if decode_ended.is_some() && let Some(note) = decode.exit_note().await {
-                        msg.push_str(&format!("; {} exited first ({note})", decode.name()));
-                    }
-                    return Err(PairError::Setup(msg));
+                    let failed = (prefill_failed.as_ref(), decode_failed.as_ref());
+                    return Err(prefill_ended(decode, prefill, decode_ended.is_some(), failed).await);
                 }
             },
             line = decode.next_line(), if decode_ended.is_none() => match line {
@@ -331,7 +325,7 @@ async fn read_report<S: Side>(
             _ = tokio::time::sleep_until(grace_end) => {
                 if decode_ended.is_some() && grace_end < until {
                     if let Some(f) = &decode_failed {
-                        return Err(PairError::side_failed(SideRole::Decode, &decode.name(), f));
+                        return Err(PairError::side_failed(SideRole::Decode, &decode.name(), "failed", f));
                     }
                     let why = decode.exit_note().await.unwrap_or_else(|| "it exited before the report".into());
                     return Err(PairError::Setup(format!(
@@ -350,6 +344,34 @@ async fn read_report<S: Side>(
             }
         }
     }
+}
+
+/// Why the run ended when the prefill side's output ended without a report: a decode side that
+/// failed first (typed) is the cause; else the prefill side's own failure (typed, or its exit
+/// note), followed by how the decode side ended when it ended first.
+async fn prefill_ended<S: Side>(
+    decode: &mut S,
+    prefill: &mut S,
+    decode_ended: bool,
+    (prefill_failed, decode_failed): (Option<&SideFailure>, Option<&SideFailure>),
+) -> PairError {
+    if let Some(f) = decode_failed.filter(|_| decode_ended) {
+        return PairError::side_failed(SideRole::Decode, &decode.name(), "failed", f);
+    }
+    let mut err = match prefill_failed {
+        Some(f) => PairError::side_failed(SideRole::Prefill, &prefill.name(), "failed", f),
+        None => {
+            let why = prefill.exit_note().await.unwrap_or_else(|| "exit status 0".into());
+            PairError::Setup(format!("{} exited without printing a result ({why})", prefill.name()))
+        }
+    };
+    if decode_ended && let Some(note) = decode.exit_note().await {
+        let first = format!("; {} exited first ({note})", decode.name());
+        if let PairError::Setup(msg) | PairError::SideFailed { message: msg, .. } = &mut err {
+            msg.push_str(&first);
+        }
+    }
+    err
 }
 
 fn humanize(d: Duration) -> String {

@@ -516,7 +516,10 @@ async fn a_decode_side_whose_ucx_init_fails_is_a_typed_error_naming_the_variable
             variable: Some("UCX_TLS=bogus".into())
         }
     );
-    assert_eq!(message, &format!("the decode side (fake) failed: {why}"));
+    assert_eq!(
+        message,
+        &format!("the decode side (fake) exited before listening: {why}")
+    );
     assert!(!message.contains('{') && !message.contains('\n'), "{message}");
     assert_eq!(launcher.log.lock().unwrap().cleanups, 1);
 }
