@@ -192,7 +192,10 @@ async fn run_session(
             blocks: shape.blocks.unwrap_or(1),
             untouched: s.untouched_buffers,
         };
-        let case = run_case(control, thread, setup, &s, cuda, &server, &mut done.warnings).await?;
+        let case = match not_run_on_a_slow_link(&setup, &s, &done.cases) {
+            Some(case) => case,
+            None => run_case(control, thread, setup, &s, cuda, &server, &mut done.warnings).await?,
+        };
         if let Some(cb) = opts.on_case.as_mut() {
             cb(&case);
         }
@@ -200,6 +203,49 @@ async fn run_session(
     }
     control.send(&Message::Bye, "the goodbye").await?;
     Ok(())
+}
+
+/// The result of `setup` before it ran (measured, nothing recorded yet).
+fn case_result(setup: &CaseSetup) -> CaseResult {
+    CaseResult {
+        test: setup.test,
+        memory: setup.memory,
+        size: setup.size,
+        blocks: (setup.blocks > 1).then_some(setup.blocks),
+        status: CaseStatus::Measured,
+        reason: None,
+        measurement: None,
+        transport: None,
+        verdict: None,
+        run_by: Default::default(),
+    }
+}
+
+/// A bandwidth case that the slowest rate measured so far says cannot finish within its budget
+/// ([`crate::fit::too_slow`]): not run, with the figure that decided it, so a run over a very
+/// slow link ends with the cases it measured instead of passing the pair's deadline.
+fn not_run_on_a_slow_link(setup: &CaseSetup, s: &RunSettings, done: &[CaseResult]) -> Option<CaseResult> {
+    if !setup.test.is_bandwidth() {
+        return None;
+    }
+    let bytes = setup.size.saturating_mul(u64::from(setup.blocks));
+    // Only cases as large or larger, over the same memory pair: small messages measure a low
+    // rate on any link (per-operation overhead), and would wrongly predict a slow large one.
+    let slowest = done
+        .iter()
+        .filter(|c| c.memory == setup.memory && c.size.saturating_mul(u64::from(c.blocks.unwrap_or(1))) >= bytes)
+        .filter_map(|c| c.measurement.as_ref()?.bandwidth_bps)
+        .min_by(f64::total_cmp)?;
+    let op_s = crate::fit::too_slow(bytes, slowest, s.max_time_s)?;
+    let mut result = case_result(setup);
+    result.status = CaseStatus::Skipped;
+    result.reason = Some(format!(
+        "not run: at the {:.2} MB/s measured so far one operation takes about {op_s:.1} s, more than this case's \
+         budget (--max-time {} s plus setup): the link is far below any floor",
+        slowest / 1e6,
+        s.max_time_s
+    ));
+    Some(result)
 }
 
 enum Prepared {
@@ -387,18 +433,7 @@ async fn run_case(
     server: &Hello,
     warnings: &mut Vec<String>,
 ) -> Result<CaseResult, EngineError> {
-    let mut result = CaseResult {
-        test: setup.test,
-        memory: setup.memory,
-        size: setup.size,
-        blocks: (setup.blocks > 1).then_some(setup.blocks),
-        status: CaseStatus::Measured,
-        reason: None,
-        measurement: None,
-        transport: None,
-        verdict: None,
-        run_by: Default::default(),
-    };
+    let mut result = case_result(&setup);
     match prepare(control, thread, setup, cuda, server).await? {
         Prepared::Ready => {}
         Prepared::NotRun(status, reason) => {

@@ -40,6 +40,21 @@ pub fn window(planned: u32, pace_s: f64, left_s: f64) -> u32 {
     (fit as u32).clamp(1, planned.max(1))
 }
 
+/// What the pair's deadline allows each case on top of `max_time_s` (`icb_pair`'s per-case
+/// margin: warmup, registration, verification).
+const CASE_MARGIN_S: f64 = 2.0;
+
+/// `Some(seconds per operation)` when a case moving `bytes` per operation cannot finish within
+/// its share of the pair's deadline at `slowest_bps` (the slowest rate measured so far): a
+/// measured case needs its probe and at least one timed operation.
+pub fn too_slow(bytes: u64, slowest_bps: f64, max_time_s: f64) -> Option<f64> {
+    if !(slowest_bps.is_finite() && slowest_bps > 0.0) {
+        return None;
+    }
+    let op_s = bytes as f64 / slowest_bps;
+    (2.0 * op_s > max_time_s + CASE_MARGIN_S).then_some(op_s)
+}
+
 /// The hard deadline of a phase of `n` operations: twice the time the case has left (its soft
 /// deadline's slack) or a generous multiple of what the measured pace predicts, whichever is
 /// longer, plus `slack_s` for setup. A round that the budget allows never hits it.
@@ -75,6 +90,19 @@ mod tests {
         assert_eq!(window(32, SLOW_OP_S, 1.0), 1);
         assert_eq!(window(32, 0.1, 1.0), 10);
         assert_eq!(window(32, SLOW_OP_S, 0.0), 1);
+    }
+
+    #[test]
+    fn cases_a_very_slow_link_cannot_finish_are_named_before_they_start() {
+        let mib4 = 4 << 20;
+        // 30 Mbit/s: 1.1 s per 4 MiB operation, a case fits into 1 s + 2 s.
+        assert_eq!(too_slow(mib4, 30e6 / 8.0, 1.0), None);
+        // 10 Mbit/s: 3.4 s per operation, two of them do not.
+        let op = too_slow(mib4, 10e6 / 8.0, 1.0).expect("too slow");
+        assert!((op - 3.36).abs() < 0.01, "{op}");
+        // A healthy link, or nothing measured yet: run.
+        assert_eq!(too_slow(mib4, 5e9, 1.0), None);
+        assert_eq!(too_slow(mib4, 0.0, 1.0), None);
     }
 
     #[test]
