@@ -20,6 +20,12 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", value_parser = super::common::parse_duration)]
     pub idle_timeout: Option<Duration>,
 
+    /// Started by a launching ic-bench (`pair`, `gate`, `sweep`): on an error, also print the
+    /// typed `failed` side event on stdout, so the parent names the cause by type. A person
+    /// running serve gets only the one line on stderr.
+    #[arg(long, hide = true)]
+    pub side_events: bool,
+
     #[command(flatten)]
     pub ucx: UcxArgs,
 
@@ -29,6 +35,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     args.engine.check()?;
+    let args_side_events = args.side_events;
     let out = std::sync::Arc::new(std::sync::Mutex::new(super::report_out::reserve()?));
     let listening_out = std::sync::Arc::clone(&out);
     let interrupt = super::interrupt::Interrupt::install()?;
@@ -65,7 +72,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Err(icb_engine::EngineError::Interrupted) => Ok(interrupt.report("the server stopped")),
         Err(e) => {
             // stdout is the protocol channel: the parent reads why, typed, from there.
-            if let Ok(mut out) = out.lock() {
+            if args_side_events && let Ok(mut out) = out.lock() {
                 let _ = writeln!(out, "{}", super::connect::failed_line(&e));
                 let _ = out.flush();
             }

@@ -110,7 +110,9 @@ impl Launcher for LocalLauncher {
         let pair = self.pair()?;
         let listen = SocketAddr::new(pair.decode().ip, 0).to_string();
         let side = pair.decode().clone();
-        let args = ["serve", "--listen", &listen, "--once"].map(String::from).to_vec();
+        let args = ["serve", "--listen", &listen, "--once", "--side-events"]
+            .map(String::from)
+            .to_vec();
         self.spawn(&side, "decode", args)
     }
 

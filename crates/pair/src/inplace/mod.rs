@@ -371,6 +371,7 @@ impl Launcher for InPlaceLauncher {
                 "--once".into(),
                 "--idle-timeout".into(),
                 secs.clone(),
+                "--side-events".into(),
             ];
             args.extend(self.plan.side_args.iter().cloned());
             let mut side = self.launch(&worker, args, "decode").await?;
