@@ -435,3 +435,22 @@ fn in_place_pair_with_engine_nixl_uses_the_workers_own_nixl() {
     let (files, procs) = w.settle(Duration::from_secs(5));
     assert!(files.is_empty() && procs.is_empty(), "left: {files:?} {procs:?}");
 }
+
+/// Issue 17 item 4, in place: a worker whose environment breaks UCX (`UCX_TLS` naming no
+/// transport) makes the side fail; the one line carries the side's own error, naming the
+/// variable, and nothing is left in the workers.
+#[test]
+fn a_worker_whose_ucx_cannot_start_says_why_in_the_one_line() {
+    let w = workers(ImageConfig::new("/bin/sleep").env("UCX_TLS", "bogus"));
+    let (code, _out, err) = w.run(&[]);
+    assert_eq!(code, 2, "{err}");
+    let last = last_line(&err);
+    assert!(last.starts_with("ic-bench: error: "), "{err}");
+    assert!(
+        last.contains("exited before listening: UCX setup failed") && last.contains("UCX_TLS=bogus"),
+        "{last}"
+    );
+    assert!(!last.contains('{'), "no protocol JSON in the line: {last}");
+    let (files, procs) = w.settle(Duration::from_secs(5));
+    assert!(files.is_empty() && procs.is_empty(), "left: {files:?} {procs:?}");
+}

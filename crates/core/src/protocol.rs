@@ -66,6 +66,8 @@ pub enum SideErrorKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         variable: Option<String>,
     },
+    /// `serve` cannot listen: the address (port) is taken.
+    AddressInUse,
     /// Any other error; the message says what.
     Other,
 }

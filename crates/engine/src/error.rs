@@ -87,6 +87,9 @@ impl EngineError {
             EngineError::UcxInit { variable, .. } => SideErrorKind::UcxInit {
                 variable: variable.clone(),
             },
+            EngineError::Bind { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse => {
+                SideErrorKind::AddressInUse
+            }
             _ => SideErrorKind::Other,
         }
     }
@@ -103,5 +106,35 @@ impl EngineError {
             during: during.into(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icb_core::protocol::SideErrorKind;
+
+    #[test]
+    fn failures_a_parent_acts_on_are_typed() {
+        let in_use = EngineError::Bind {
+            addr: "0.0.0.0:45100".into(),
+            source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
+        };
+        assert_eq!(in_use.side_error_kind(), SideErrorKind::AddressInUse);
+        let init = EngineError::UcxInit {
+            detail: "UCX ucp_init failed".into(),
+            variable: Some("UCX_TLS=bogus".into()),
+        };
+        assert_eq!(
+            init.side_error_kind(),
+            SideErrorKind::UcxInit {
+                variable: Some("UCX_TLS=bogus".into())
+            }
+        );
+        assert_eq!(
+            EngineError::UcxNotFound("no libucp".into()).side_error_kind(),
+            SideErrorKind::UcxNotFound
+        );
+        assert_eq!(EngineError::Interrupted.side_error_kind(), SideErrorKind::Other);
     }
 }
