@@ -52,6 +52,16 @@ fn bad_files_and_values_fail_before_anything_starts() {
         (&["pair", "--local", "-o", "bogus"], "unknown output format 'bogus'"),
         (&["pair", "--local", "--dry-run=client"], "--prefill/--decode"),
         (
+            &["pair", "--local", "--link-rate", "30mbit"],
+            "use it with --isolation node",
+        ),
+        (&["pair", "--local", "--link-rate", "fast"], "bad rate \"fast\""),
+        // Issue 17: --dry-run=server passed the parser and was refused later; only what works parses.
+        (
+            &["pair", "--prefill", "node/a", "--decode", "node/b", "--dry-run=server"],
+            "invalid value 'server' for '--dry-run",
+        ),
+        (
             &[
                 "pair",
                 "--prefill",
@@ -170,4 +180,31 @@ fn flags_that_would_be_ignored_or_misread_are_named() {
     );
     // Bandwidth flags take units like the expectations file; a bad one says how to write it.
     assert_quick_one_line_usage_error(&["pair", "--local", "--min-host-bw", "10 parsecs"], "e.g. 10 GB/s");
+}
+
+/// Issue 17: `pair --help` described the full profile's defaults (every test, 8 B … 64 MiB) while
+/// the default `--profile verdict` runs 4 MiB bandwidth cases and an 8 B latency case.
+#[test]
+fn pair_help_describes_what_the_default_profile_runs() {
+    let out = Command::new(BIN)
+        .args(["pair", "--help"])
+        .output()
+        .expect("run ic-bench");
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(out.status.success());
+    assert!(
+        help.contains("[default: --profile verdict runs tag_bw, put_bw and get_bw at 4 MiB, tag_lat at 8 B"),
+        "--tests: {help}"
+    );
+    assert!(
+        help.contains("[default: --profile verdict: 4 MiB (tag_lat 8 B)"),
+        "--sizes: {help}"
+    );
+    assert!(
+        !help.contains("tag_bw, tag_lat, put_bw, get_bw [default: all four]"),
+        "{help}"
+    );
 }

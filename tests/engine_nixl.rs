@@ -349,3 +349,48 @@ fn ctrl_c_during_a_nixl_pair_writes_a_partial_report_and_leaves_nothing() {
         "run {pid} leaked"
     );
 }
+
+/// Issue 17 item 8: under `--ucx-profile nixl` a healthy same-host pair failed because tag
+/// messages lose shared memory in peer-failure mode, while NIXL (put/get) passes. The profile now
+/// judges the RMA cases, names peer-failure mode on the tag rows and records itself.
+#[test]
+fn the_nixl_profile_judges_put_and_get_and_names_peer_failure_mode_on_tag_rows() {
+    let _one = serial();
+    let args = [
+        &["pair", "--local", "--ucx-profile", "nixl", "--memory", "host-host"][..],
+        &["--min-host-bw", "0.001", "-o", "json"],
+        &QUICK,
+    ]
+    .concat();
+    let ran = ic_bench(&args, &[]);
+    assert_eq!(ran.code, 0, "stderr: {}\nstdout: {}", ran.stderr, ran.stdout);
+    let report = ran.report();
+    assert_eq!(report.ucx_profile, Some(icb_core::UcxProfile::Nixl));
+    assert_eq!(
+        report.verdict.status,
+        icb_core::VerdictStatus::Pass,
+        "{:?}",
+        report.verdict
+    );
+    let measured = |rma: bool| {
+        report
+            .cases
+            .iter()
+            .filter(move |c| c.status == CaseStatus::Measured && c.test.is_rma() == rma)
+    };
+    assert!(measured(true).count() >= 2, "put and get measured: {:?}", report.cases);
+    for tag in measured(false) {
+        let v = tag.verdict.clone().unwrap();
+        assert!(v.reason.starts_with("not judged under --ucx-profile nixl"), "{v:?}");
+        let class = tag.transport.as_ref().map(|t| t.data_path.class);
+        if class == Some(TransportClass::Tcp) {
+            assert!(v.reason.contains("peer-failure mode"), "{v:?}");
+        }
+    }
+    assert!(
+        !report.verdict.data_paths.contains(&TransportClass::Tcp),
+        "{:?}",
+        report.verdict
+    );
+    ran.assert_nothing_left();
+}

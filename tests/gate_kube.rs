@@ -197,3 +197,29 @@ fn a_node_outside_the_recipes_node_selector_is_refused_not_measured() {
     }
     assert!(leftover_via_api(&cluster).is_empty());
 }
+
+/// A recipe whose own env keeps UCX from starting (`UCX_TLS=bogus`) is a finding of the gate —
+/// exit 1 naming the variable — not a setup error of the gate (issue 17, item 4).
+#[test]
+fn ucx_failing_under_the_recipes_env_is_a_finding_naming_the_variable() {
+    let Some(cluster) = cluster("gate_bogus_tls") else {
+        return; // not root outside CI (under CI, privileged_tests_enabled fails instead)
+    };
+    let (code, out, err, _) = gate(&cluster, "bogus_tls.yaml", &["--no-node-probe", "--budget", "90s"]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["verdict"], "fail");
+    let pair = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "pair.ucx_init")
+        .unwrap_or_else(|| panic!("no pair.ucx_init finding: {}", r["findings"]));
+    assert_eq!(pair["status"], "fail");
+    assert!(pair["hint"].as_str().unwrap().contains("UCX_TLS=bogus"), "{pair}");
+    assert!(
+        !pair["detail"].as_str().unwrap().contains('{'),
+        "no protocol JSON: {pair}"
+    );
+    assert!(leftover_via_api(&cluster).is_empty());
+}

@@ -204,6 +204,23 @@ fn in_place_pair_uses_the_pods_own_ucx_matches_a_normal_pair_and_leaves_nothing(
         err.contains("in-place: copying") && err.contains("pod/worker-decode"),
         "{err}"
     );
+    // Issue 17: the debug build (~290 MiB) was streamed as it is; a stripped copy goes instead.
+    let copying = err
+        .lines()
+        .find(|l| l.contains("in-place: copying"))
+        .unwrap_or_default();
+    let mib: f64 = copying
+        .split_once(" (")
+        .and_then(|(_, rest)| rest.split_once(" MiB)"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no size in {copying:?}"));
+    let this = std::fs::metadata(BIN).unwrap().len() as f64 / (1024.0 * 1024.0);
+    assert!(
+        mib < this / 2.0,
+        "streamed {mib:.1} MiB of a {this:.1} MiB binary: {copying}"
+    );
+    // Both sides loaded the same UCX: one line says so.
+    assert!(err.contains("in-place: both sides loaded UCX"), "{err}");
     assert_eq!(report["placement"]["mode"], "kubernetes (in-place)");
     assert_eq!(report["placement"]["decode"]["pod"], "worker-decode");
     assert_eq!(report["placement"]["prefill"]["pod"], "worker-prefill");
@@ -415,6 +432,25 @@ fn in_place_pair_with_engine_nixl_uses_the_workers_own_nixl() {
             peer.ucx_library
         );
     }
+    let (files, procs) = w.settle(Duration::from_secs(5));
+    assert!(files.is_empty() && procs.is_empty(), "left: {files:?} {procs:?}");
+}
+
+/// Issue 17 item 4, in place: a worker whose environment breaks UCX (`UCX_TLS` naming no
+/// transport) makes the side fail; the one line carries the side's own error, naming the
+/// variable, and nothing is left in the workers.
+#[test]
+fn a_worker_whose_ucx_cannot_start_says_why_in_the_one_line() {
+    let w = workers(ImageConfig::new("/bin/sleep").env("UCX_TLS", "bogus"));
+    let (code, _out, err) = w.run(&[]);
+    assert_eq!(code, 2, "{err}");
+    let last = last_line(&err);
+    assert!(last.starts_with("ic-bench: error: "), "{err}");
+    assert!(
+        last.contains("exited before listening: UCX setup failed") && last.contains("UCX_TLS=bogus"),
+        "{last}"
+    );
+    assert!(!last.contains('{'), "no protocol JSON in the line: {last}");
     let (files, procs) = w.settle(Duration::from_secs(5));
     assert!(files.is_empty() && procs.is_empty(), "left: {files:?} {procs:?}");
 }

@@ -274,3 +274,28 @@ fn ctrl_c_while_the_api_server_is_unreachable_exits_at_once() {
         "{err}"
     );
 }
+
+/// Issue 17 item 8: the profile is part of the plan the prefill pod runs, so `--dry-run` shows it.
+#[test]
+fn the_ucx_profile_is_in_the_dry_run_plan() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".kube")).unwrap();
+    kubeconfig(&home.path().join(".kube"), "config", "home", "bench");
+    let (code, out, err) = dry_run(home.path(), &[], &["--ucx-profile", "nixl"]);
+    assert_eq!(code, 0, "{err}");
+    let pods = icb_kube::yaml::pods(&out).unwrap();
+    let args: Vec<String> = pods
+        .iter()
+        .flat_map(|p| {
+            let c = p.spec.clone().unwrap().containers[0].clone();
+            [c.command.unwrap_or_default(), c.args.unwrap_or_default()].concat()
+        })
+        .collect();
+    let plan = args
+        .iter()
+        .skip_while(|a| *a != "--plan")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no --plan in {args:?}"));
+    let plan: icb_core::protocol::ChildPlan = serde_json::from_str(plan).unwrap();
+    assert_eq!(plan.ucx_profile, Some(icb_core::UcxProfile::Nixl), "{plan:?}");
+}

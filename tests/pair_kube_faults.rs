@@ -330,3 +330,33 @@ fn a_run_that_cannot_finish_stops_at_its_timeout_and_cleans_up() {
     cluster.clear_faults();
     assert!(leftover_via_api(&cluster).is_empty());
 }
+
+/// Issue 17 item 4: a bench pod whose UCX cannot start (the reference pod's `UCX_TLS` names no
+/// transport) used to end in `pod …: exit code 2`, the why visible only with -vv and gone with
+/// the pod. The one line now carries the side's own error, naming the variable, and never the
+/// protocol's JSON.
+#[test]
+fn a_bench_pod_whose_ucx_cannot_start_says_why_in_the_one_line() {
+    let cluster = host_cluster();
+    create_reference_pod(
+        &cluster,
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "decode-0"},
+               "spec": {"nodeName": "gpu-2", "containers": [{"name": "main", "image": "serving:1", "command": ["sleep", "600"],
+                   "env": [{"name": "UCX_TLS", "value": "bogus"}]}]}}),
+    );
+    let run = run_pair(&cluster, &args("node/gpu-1", "pod/decode-0", &[]), LIMIT);
+    assert_one_line_error(
+        &run,
+        &[
+            "the decode side (pod",
+            "exited before listening: UCX setup failed",
+            "UCX_TLS=bogus",
+        ],
+    );
+    assert!(
+        !run.stderr.contains('{'),
+        "no protocol JSON in the line: {}",
+        run.stderr
+    );
+    assert!(leftover_via_api(&cluster).is_empty());
+}

@@ -15,11 +15,14 @@ pub struct TestArgs {
     #[arg(long, value_name = "PROFILE", default_value = "verdict", value_parser = ["verdict", "full"])]
     pub profile: String,
 
-    /// Tests to run, comma separated: tag_bw, tag_lat, put_bw, get_bw [default: all four]
+    /// Tests to run, comma separated: tag_bw, tag_lat, put_bw, get_bw [default: --profile verdict
+    /// runs tag_bw, put_bw and get_bw at 4 MiB, tag_lat at 8 B and one 64 x 16 KiB put; full runs all
+    /// four at every size]
     #[arg(long, value_delimiter = ',')]
     pub tests: Option<Vec<TestKind>>,
 
-    /// Message sizes: a list (8,4KiB,64MiB) or a power-of-two range (8..64MiB) [default: 8 B ... 64 MiB]
+    /// Message sizes: a list (8,4KiB,64MiB) or a power-of-two range (8..64MiB) [default: --profile
+    /// verdict: 4 MiB (tag_lat 8 B); --profile full, or --tests without --sizes: 8 B ... 64 MiB]
     #[arg(long, value_parser = parse_sizes_arg)]
     pub sizes: Option<SizeList>,
 

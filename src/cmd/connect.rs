@@ -6,7 +6,7 @@
 
 use super::common::{EngineArgs, ExpectArgs, OutputArgs, TestArgs, UcxArgs, parse_duration};
 use anyhow::Context as _;
-use icb_core::protocol::{CaseProgress, ChildPlan, SIDE_SCHEMA, SideEvent, side_line};
+use icb_core::protocol::{CaseProgress, ChildPlan, SIDE_SCHEMA, SideEvent, SideFailure, side_line};
 use icb_core::{BandwidthUnit, CaseResult, CaseStatus, Locality, ToolInfo};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
@@ -190,6 +190,12 @@ fn connect_or_interrupted(
     }
 }
 
+/// The typed `failed` line a side prints on its protocol channel before it exits with `e`, so
+/// the parent names the cause (and matches on its kind) without reading stderr.
+pub(super) fn failed_line(e: &icb_engine::EngineError) -> String {
+    side_line(&SideEvent::Failed(SideFailure::new(e.side_error_kind(), e.to_string())))
+}
+
 /// The verdict's exit code, or 130 (with the one line) when the report is partial.
 fn exit_code(report: &icb_core::PairReport, interrupt: &super::interrupt::Interrupt) -> i32 {
     match &report.partial {
@@ -250,7 +256,10 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
         expect_flags: Default::default(),
         expect_config: None,
         expectation: Some(plan.expectation.clone()),
-        ucx: ucx_options(args, plan.ucx_peer_errors),
+        ucx: match plan.ucx_profile {
+            Some(profile) => ucx_options(args, plan.ucx_peer_errors).with_profile(profile),
+            None => ucx_options(args, plan.ucx_peer_errors),
+        },
         tool: tool_info(),
         placement_mode: plan.placement_mode.clone(),
         on_case: Some(Box::new(move |c: &CaseResult| {
@@ -269,7 +278,12 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
         })),
         cancel: Some(interrupt.token().clone()),
     };
-    let report = connect_or_interrupted(opts, &args.engine, &interrupt)?;
+    let report = connect_or_interrupted(opts, &args.engine, &interrupt).inspect_err(|e| {
+        if let (Some(e), Ok(mut out)) = (e.downcast_ref::<icb_engine::EngineError>(), out.lock()) {
+            let _ = writeln!(out, "{}", failed_line(e));
+            let _ = out.flush();
+        }
+    })?;
     // The parent judges and decides the exit code; the child only says when it was interrupted.
     let code = match report.partial {
         Some(_) => exit_code(&report, &interrupt),

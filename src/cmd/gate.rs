@@ -10,6 +10,7 @@ use super::kube_args::ClusterArgs;
 use icb_core::Status;
 use icb_core::checks::ProbeReport;
 use icb_core::model::{Finding, GateVerdict};
+use icb_core::protocol::SideErrorKind;
 use icb_gate::{PairEnd, Prepared, StepError};
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
@@ -346,6 +347,22 @@ impl icb_gate::GateSteps for KubeGate<'_> {
                 cleanup: i.cleanup_text(),
                 partial: i.partial,
             }),
+            // UCX refused the environment the bench pods were modelled on: with a recipe, that is
+            // the recipe's fault, which is what the gate is for.
+            Err(PairError::SideFailed {
+                kind: SideErrorKind::UcxInit { variable },
+                message,
+                side,
+            }) if !self.args.recipe.is_empty() => Ok(PairEnd::Finding(Finding {
+                step: "pair".into(),
+                status: Status::Fail,
+                check: Some("pair.ucx_init".into()),
+                detail: format!("{message} (the {side} bench pod runs the recipe's transport env)"),
+                hint: Some(match variable {
+                    Some(v) => format!("UCX cannot start with {v}: fix it in the recipe"),
+                    None => "UCX cannot start with the recipe's transport env: check its UCX_* settings".into(),
+                }),
+            })),
             Err(e) => Err(setup(match selectors(&self.templates) {
                 Some(wanted) if e.to_string().contains("node affinity/selector") => {
                     format!("{e}; the recipe's workers select nodes {wanted}: gate nodes they would run on")

@@ -46,7 +46,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     // Everything that can be checked without the peers is checked now: a typo in a flag or a
     // file must not cost a whole benchmark run.
-    let dry_run = args.kube.dry_run.as_deref().is_some_and(|mode| mode != "none");
+    let dry_run = args.kube.dry_run == Some(super::pair_kube::DryRun::Client);
     if args.local && dry_run {
         anyhow::bail!("--dry-run prints the pods of a Kubernetes run: use it with --prefill/--decode, not --local");
     }
@@ -57,7 +57,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         args.output.check()?;
     }
     // The expectations file is read once, here; the pipeline resolves it for the placement.
-    let plan = icb_pair::PairPlan::new(settings, args.expect.input()?);
+    let mut plan = icb_pair::PairPlan::new(settings, args.expect.input()?);
+    plan.ucx_profile = args.engine.ucx_profile;
     if args.local
         && let Some(flag) = kubernetes_only_flag(&args.kube)
     {

@@ -106,9 +106,10 @@ pub fn run_in_place(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Res
     // The NIXL engine's own plan already stays within the buffer bound (64 MiB per request).
     let keep_cases = args.test.sizes.is_some() || args.engine.engine == icb_core::EngineKind::Nixl;
     let notes = bound_settings(&mut plan.settings, keep_cases, opts.side_timeout)?;
-    let binary = match &opts.in_place_binary {
-        Some(b) => b.clone(),
-        None => std::env::current_exe().context("cannot find this binary to copy; pass --in-place-binary")?,
+    // Held until the run ends: dropping it removes the stripped copy.
+    let (binary, _stripped) = match &opts.in_place_binary {
+        Some(b) => (b.clone(), None),
+        None => stripped_self()?,
     };
     let copy_timeout = Duration::from_secs(120).max(args.kube.cluster.request_timeout);
     let run_id = match &args.kube.run_id {
@@ -154,11 +155,20 @@ pub fn run_in_place(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Res
         match run_pair(&plan, &mut launcher, interrupt.token(), &mut progress).await {
             Ok(outcome) => {
                 let r = &outcome.report;
-                for (side, peer) in [("decode", &r.server), ("prefill", &r.client)] {
+                let (s, c) = (&r.server, &r.client);
+                if (&s.ucx_version, &s.ucx_library) == (&c.ucx_version, &c.ucx_library) {
+                    // Identical lines for the two sides read as one.
                     eprintln!(
-                        "ic-bench: in-place: the {side} side loaded UCX {} from {}",
-                        peer.ucx_version, peer.ucx_library
+                        "ic-bench: in-place: both sides loaded UCX {} from {}",
+                        s.ucx_version, s.ucx_library
                     );
+                } else {
+                    for (side, peer) in [("decode", s), ("prefill", c)] {
+                        eprintln!(
+                            "ic-bench: in-place: the {side} side loaded UCX {} from {}",
+                            peer.ucx_version, peer.ucx_library
+                        );
+                    }
                 }
                 tracing::info!("{}", outcome.cleanup);
                 super::common::emit_pair(&outcome.report, &args.output)
@@ -169,9 +179,80 @@ pub fn run_in_place(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Res
     })
 }
 
+/// Stripped copies live in `$TMPDIR/ic-bench-strip-<pid>-XXXXXX/`.
+const STRIP_PREFIX: &str = "ic-bench-strip-";
+
+/// Removes the stripped copies of runs whose process is gone (killed with SIGKILL, which no
+/// guard survives), so they do not pile up in the temporary directory.
+fn remove_stale_strips(tmp: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(STRIP_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// How long `strip` may take on this binary (a debug build is ~300 MiB).
+const STRIP_DEADLINE: Duration = Duration::from_secs(60);
+
+/// This binary as it is streamed into the workers: without its debug info (a debug build is
+/// ~290 MiB, six times its stripped size, and every byte goes through the API server's exec
+/// stream), as a copy in a temporary directory that is removed when the returned guard drops.
+/// Where `strip` is missing or fails, this binary as it is, said at -v.
+fn stripped_self() -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    let exe = std::env::current_exe().context("cannot find this binary to copy; pass --in-place-binary")?;
+    remove_stale_strips(&std::env::temp_dir());
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{STRIP_PREFIX}{}-", std::process::id()))
+        .tempdir()
+        .context("cannot create a temporary directory for the stripped copy of ic-bench")?;
+    let out = dir.path().join("ic-bench");
+    let mut cmd = std::process::Command::new("strip");
+    // Everything, symbols included: the copy only has to run (a debug build: 290 → 45 MiB).
+    cmd.arg("-o").arg(&out).arg(&exe);
+    match icb_proc::run(&mut cmd, STRIP_DEADLINE) {
+        Ok(o) if o.status.success() => Ok((out, Some(dir))),
+        Ok(o) => {
+            tracing::info!("strip failed ({}): copying {} as it is", o.stderr_line(), exe.display());
+            Ok((exe, None))
+        }
+        Err(e) => {
+            tracing::info!("cannot strip ({e}): copying {} as it is", exe.display());
+            Ok((exe, None))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stripped_copies_of_dead_runs_are_removed_and_live_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dead = tmp.path().join(format!("{STRIP_PREFIX}4000000000-abc"));
+        let live = tmp.path().join(format!("{STRIP_PREFIX}{}-def", std::process::id()));
+        let other = tmp.path().join("ic-bench-inplace-x");
+        for d in [&dead, &live, &other] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("ic-bench"), b"x").unwrap();
+        }
+        remove_stale_strips(tmp.path());
+        assert!(!dead.exists());
+        assert!(live.exists() && other.exists());
+    }
     use icb_core::{BandwidthUnit, MemoryPair, RunSettings, TestKind};
 
     fn settings() -> RunSettings {

@@ -50,9 +50,19 @@ pub struct KubePairArgs {
     #[arg(long, value_name = "DURATION", value_parser = super::common::parse_duration)]
     pub timeout: Option<Duration>,
 
-    /// Print the pods a run would create, create nothing (only "client" is supported)
-    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "client", value_parser = ["none", "client", "server"])]
-    pub dry_run: Option<String>,
+    /// Print the pods a run would create, create nothing
+    #[arg(long, value_name = "MODE", num_args = 0..=1, default_missing_value = "client", value_enum)]
+    pub dry_run: Option<DryRun>,
+}
+
+/// `--dry-run` modes: only what a run can do (kubectl's `server` mode would need the API server
+/// to validate the pods, which ic-bench does not ask for).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DryRun {
+    /// A real run.
+    None,
+    /// Print the pods, create nothing.
+    Client,
 }
 
 /// A deadline the run can always meet: start-up allowance plus every case at its maximum time.
@@ -78,7 +88,7 @@ pub fn build_pods_plan(args: &super::pair::Args, settings: &icb_core::RunSetting
         None => icb_kube::podspec::new_run_id(),
     };
     let secs = timeout.as_secs().max(1).to_string() + "s";
-    let dry_run_flag = k.dry_run.as_deref().is_some_and(|m| m != "none");
+    let dry_run_flag = k.dry_run == Some(DryRun::Client);
     Ok(BenchPodsPlan {
         prefill,
         decode,
@@ -108,11 +118,7 @@ pub fn run_kube(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<
     plan.startup_flag = "--timeout";
     plan.deadline = pods.timeout;
     plan.connect_timeout = Duration::from_secs(30);
-    let dry_run = match args.kube.dry_run.as_deref() {
-        None | Some("none") => false,
-        Some("client") => true,
-        Some(other) => anyhow::bail!("--dry-run={other} is not supported: use --dry-run=client"),
-    };
+    let dry_run = args.kube.dry_run == Some(DryRun::Client);
     let interrupt = Interrupt::install()?;
     let rt = super::common::runtime()?;
     rt.block_on(async {

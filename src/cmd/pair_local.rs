@@ -19,6 +19,25 @@ pub struct LocalArgs {
     /// With --local: how long the decode side may take to start listening (e.g. 30s, 1m)
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::common::parse_duration, requires = "local")]
     pub startup_timeout: Duration,
+
+    /// With --isolation node: limit the emulated link to RATE (tc tbf, e.g. 30mbit, 1gbit), to see
+    /// what a degraded link or a slow TCP fallback reports
+    #[arg(long, value_name = "RATE", requires = "local", value_parser = parse_link_rate)]
+    pub link_rate: Option<String>,
+}
+
+/// A rate as `tc` reads it, limited to bit units: NUMBER followed by bit, kbit, mbit, gbit.
+fn parse_link_rate(s: &str) -> Result<String, String> {
+    let unit_at = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(unit_at);
+    let positive = number.parse::<f64>().is_ok_and(|n| n.is_finite() && n > 0.0);
+    if positive && ["bit", "kbit", "mbit", "gbit"].contains(&unit.to_ascii_lowercase().as_str()) {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "bad rate {s:?}: use a positive number and bit, kbit, mbit or gbit, e.g. 30mbit"
+        ))
+    }
 }
 
 fn parse_isolation(s: &str) -> Result<Isolation, String> {
@@ -30,6 +49,9 @@ pub fn run_local(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result
         // Both sides would fail the same way; say it once, before anything starts. Loading the
         // library starts no agent, so this process holds no UCX afterwards.
         icb_nixl_engine::probe_load(args.engine.nixl_lib.as_deref()).map_err(anyhow::Error::msg)?;
+    }
+    if args.local_opts.link_rate.is_some() && args.local_opts.isolation != Isolation::Node {
+        anyhow::bail!("--link-rate limits the link between two emulated nodes: use it with --isolation node");
     }
     plan.startup_timeout = args.local_opts.startup_timeout;
     plan.ucx_peer_errors = false;
@@ -47,6 +69,7 @@ pub fn run_local(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result
         },
         forward_stderr: tracing::enabled!(tracing::Level::INFO),
         side_args: args.engine.side_flags(),
+        link_rate: args.local_opts.link_rate.clone(),
     };
     // Installed before anything is started, so a signal at any point reaches the cleanup.
     let interrupt = Interrupt::install()?;

@@ -20,6 +20,12 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", value_parser = super::common::parse_duration)]
     pub idle_timeout: Option<Duration>,
 
+    /// Started by a launching ic-bench (`pair`, `gate`, `sweep`): on an error, also print the
+    /// typed `failed` side event on stdout, so the parent names the cause by type. A person
+    /// running serve gets only the one line on stderr.
+    #[arg(long, hide = true)]
+    pub side_events: bool,
+
     #[command(flatten)]
     pub ucx: UcxArgs,
 
@@ -29,7 +35,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     args.engine.check()?;
-    let mut out = super::report_out::reserve()?;
+    let args_side_events = args.side_events;
+    let out = std::sync::Arc::new(std::sync::Mutex::new(super::report_out::reserve()?));
+    let listening_out = std::sync::Arc::clone(&out);
     let interrupt = super::interrupt::Interrupt::install()?;
     let opts = icb_engine::ServeOptions {
         listen: args.listen,
@@ -47,8 +55,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 l.address.to_string(),
                 l.ucx_version.clone(),
             )));
-            let _ = writeln!(out, "{line}");
-            let _ = out.flush();
+            if let Ok(mut out) = listening_out.lock() {
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
         })),
         cancel: Some(interrupt.token().clone()),
     };
@@ -60,6 +70,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     match result {
         Ok(()) => Ok(icb_core::exit::OK),
         Err(icb_engine::EngineError::Interrupted) => Ok(interrupt.report("the server stopped")),
-        Err(e) => Err(e.into()),
+        Err(e) => {
+            // stdout is the protocol channel: the parent reads why, typed, from there.
+            if args_side_events && let Ok(mut out) = out.lock() {
+                let _ = writeln!(out, "{}", super::connect::failed_line(&e));
+                let _ = out.flush();
+            }
+            Err(e.into())
+        }
     }
 }

@@ -29,6 +29,47 @@ pub enum SideEvent {
     Case(Box<CaseProgress>),
     /// `connect --plan` is done: the whole report (the same object as `-o json`).
     Report(Box<PairReport>),
+    /// The side is about to exit with an error (exit 2): why, typed, so the parent can name
+    /// the cause in its one line (and a caller such as `gate` can match on it) without reading
+    /// the side's stderr or its text. A parent that does not know this event skips the line.
+    Failed(SideFailure),
+}
+
+/// Why a side gave up, as the side itself knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SideFailure {
+    pub schema: String,
+    pub cause: SideErrorKind,
+    /// The side's own one-line error (what it prints after `ic-bench: error: `).
+    pub message: String,
+}
+
+impl SideFailure {
+    pub fn new(cause: SideErrorKind, message: impl Into<String>) -> Self {
+        SideFailure {
+            schema: SIDE_SCHEMA.into(),
+            cause,
+            message: message.into(),
+        }
+    }
+}
+
+/// The kinds of side failure a caller may want to act on; everything else is `Other`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SideErrorKind {
+    /// No usable UCX: not found, not loadable, or too old.
+    UcxNotFound,
+    /// UCX loaded but `ucp_init` (or its worker) failed. `variable` names the setting that most
+    /// likely caused it when one is set, e.g. `UCX_TLS=bogus` (name=value).
+    UcxInit {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        variable: Option<String>,
+    },
+    /// `serve` cannot listen: the address (port) is taken.
+    AddressInUse,
+    /// Any other error; the message says what.
+    Other,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +138,7 @@ pub fn parse_side_line(line: &str) -> Result<Option<SideEvent>, ProtocolError> {
         Some("listening") => ("listening", SIDE_SCHEMA),
         Some("case") => ("case", SIDE_SCHEMA),
         Some("report") => ("report", PAIR_SCHEMA),
+        Some("failed") => ("failed", SIDE_SCHEMA),
         // A bare report, as `connect --json-line` prints it.
         None if schema.starts_with(family(PAIR_SCHEMA)) => ("report", PAIR_SCHEMA),
         _ => return Ok(None),
@@ -142,6 +184,10 @@ pub struct ChildPlan {
     /// UCX peer-failure error handling on the endpoints (as NIXL asks for).
     #[serde(default)]
     pub ucx_peer_errors: bool,
+    /// `--ucx-profile` the prefill side runs with (`nixl`: NIXL's peer-failure mode and UCX
+    /// defaults; its report then judges put/get only). Absent: UCX's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ucx_profile: Option<crate::model::UcxProfile>,
     /// How long the client may try to reach the server.
     pub connect_timeout_s: f64,
 }

@@ -41,7 +41,7 @@ pub use config::{
     parse_expectation_config,
 };
 pub use expectation::*;
-pub use rollup::{judge, judge_cases, mark_interrupted};
+pub use rollup::{judge, judge_cases, judge_cases_for, mark_interrupted};
 pub use rules::judge_case;
 
 #[cfg(test)]

@@ -12,15 +12,13 @@ use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, check_peer_hello, l
 use crate::settings::{apply_bench_controls, validate};
 use crate::stats;
 use crate::ucx_thread::UcxThread;
-use icb_core::{
-    CaseResult, CaseStatus, CudaInfo, Lane, Measurement, MemoryType, PairReport, RunSettings, TestKind, WindowTrial,
-};
+use icb_core::{CaseResult, CaseStatus, CudaInfo, Lane, Measurement, MemoryType, PairReport, RunSettings, TestKind};
 use std::time::{Duration, Instant};
 
 /// Fewest round trips in one measured tag_lat round (see `run_case`).
 const LATENCY_ROUND_MIN: u64 = 10_000;
 /// Added to every phase deadline: setup, wireup and scheduling slack.
-const PHASE_SLACK_S: f64 = 30.0;
+pub(crate) const PHASE_SLACK_S: f64 = 30.0;
 
 /// Runs every case of `opts.settings` against the server and returns the judged report.
 pub fn connect(opts: ConnectOptions) -> Result<PairReport, EngineError> {
@@ -194,7 +192,10 @@ async fn run_session(
             blocks: shape.blocks.unwrap_or(1),
             untouched: s.untouched_buffers,
         };
-        let case = run_case(control, thread, setup, &s, cuda, &server, &mut done.warnings).await?;
+        let case = match not_run_on_a_slow_link(&setup, &s, &done.cases) {
+            Some(case) => case,
+            None => run_case(control, thread, setup, &s, cuda, &server, &mut done.warnings).await?,
+        };
         if let Some(cb) = opts.on_case.as_mut() {
             cb(&case);
         }
@@ -202,6 +203,49 @@ async fn run_session(
     }
     control.send(&Message::Bye, "the goodbye").await?;
     Ok(())
+}
+
+/// The result of `setup` before it ran (measured, nothing recorded yet).
+fn case_result(setup: &CaseSetup) -> CaseResult {
+    CaseResult {
+        test: setup.test,
+        memory: setup.memory,
+        size: setup.size,
+        blocks: (setup.blocks > 1).then_some(setup.blocks),
+        status: CaseStatus::Measured,
+        reason: None,
+        measurement: None,
+        transport: None,
+        verdict: None,
+        run_by: Default::default(),
+    }
+}
+
+/// A bandwidth case that the slowest rate measured so far says cannot finish within its budget
+/// ([`crate::fit::too_slow`]): not run, with the figure that decided it, so a run over a very
+/// slow link ends with the cases it measured instead of passing the pair's deadline.
+fn not_run_on_a_slow_link(setup: &CaseSetup, s: &RunSettings, done: &[CaseResult]) -> Option<CaseResult> {
+    if !setup.test.is_bandwidth() {
+        return None;
+    }
+    let bytes = setup.size.saturating_mul(u64::from(setup.blocks));
+    // Only cases as large or larger, over the same memory pair: small messages measure a low
+    // rate on any link (per-operation overhead), and would wrongly predict a slow large one.
+    let slowest = done
+        .iter()
+        .filter(|c| c.memory == setup.memory && c.size.saturating_mul(u64::from(c.blocks.unwrap_or(1))) >= bytes)
+        .filter_map(|c| c.measurement.as_ref()?.bandwidth_bps)
+        .min_by(f64::total_cmp)?;
+    let op_s = crate::fit::too_slow(bytes, slowest, s.max_time_s)?;
+    let mut result = case_result(setup);
+    result.status = CaseStatus::Skipped;
+    result.reason = Some(format!(
+        "not run: at the {:.2} MB/s measured so far one operation takes about {op_s:.1} s, more than this case's \
+         budget (--max-time {} s plus setup): the link is far below any floor",
+        slowest / 1e6,
+        s.max_time_s
+    ));
+    Some(result)
 }
 
 enum Prepared {
@@ -260,12 +304,12 @@ enum Event {
 /// How one phase deviates from its case: another window (auto-tuning), or a soft deadline after
 /// which loops timed per operation end early (so `max_time_s` holds on a busy machine).
 #[derive(Debug, Clone, Copy, Default)]
-struct PhaseOpts {
-    window: Option<u32>,
-    soft_deadline_s: Option<f64>,
+pub(crate) struct PhaseOpts {
+    pub(crate) window: Option<u32>,
+    pub(crate) soft_deadline_s: Option<f64>,
 }
 
-async fn phase(
+pub(crate) async fn phase(
     control: &mut Control,
     thread: &UcxThread<Runtime>,
     setup: &CaseSetup,
@@ -389,18 +433,7 @@ async fn run_case(
     server: &Hello,
     warnings: &mut Vec<String>,
 ) -> Result<CaseResult, EngineError> {
-    let mut result = CaseResult {
-        test: setup.test,
-        memory: setup.memory,
-        size: setup.size,
-        blocks: (setup.blocks > 1).then_some(setup.blocks),
-        status: CaseStatus::Measured,
-        reason: None,
-        measurement: None,
-        transport: None,
-        verdict: None,
-        run_by: Default::default(),
-    };
+    let mut result = case_result(&setup);
     match prepare(control, thread, setup, cuda, server).await? {
         Prepared::Ready => {}
         Prepared::NotRun(status, reason) => {
@@ -412,51 +445,18 @@ async fn run_case(
     let label = case_label(&setup);
     let bytes_per_op = setup.size.saturating_mul(u64::from(setup.blocks));
 
-    // Probe operation (its protocol info string is the per-case transport evidence) + warmup.
-    let warmup_timeout = (s.max_time_s * 4.0).max(30.0) + PHASE_SLACK_S;
-    let warm = phase(
-        control,
-        thread,
-        &setup,
-        PhaseKind::Warmup,
-        1 + s.warmup_iterations,
-        PhaseOpts::default(),
-        warmup_timeout,
-    )
-    .await?;
+    let warm = crate::warmup::warm_up(control, thread, &setup, s).await?;
     let lanes: Option<Vec<Lane>> = thread.call(|rt: &mut Runtime| rt.lanes()).await?;
-    let pace = if s.warmup_iterations > 0 && warm.elapsed_s > 0.0 {
-        warm.elapsed_s / s.warmup_iterations as f64
+    let pace = warm.pace;
+    // A window the budget cannot finish (a degraded link) shrinks to one that it can.
+    let mut window = if setup.test.is_bandwidth() && setup.blocks == 1 {
+        crate::fit::window(setup.window, pace, s.max_time_s)
     } else {
-        0.0
+        setup.window
     };
-
-    // Window auto-tuning: a short round at every candidate, then measure with the fastest.
-    let mut window = setup.window;
-    let mut trials = Vec::new();
-    if setup.test.is_bandwidth() && setup.blocks == 1 && !s.window_candidates.is_empty() {
-        let trial_s = s.stop.map(|r| r.round_s).unwrap_or(0.05).max(0.01);
-        for &candidate in &s.window_candidates {
-            let n = if pace > 0.0 { (trial_s / pace).ceil() as u64 } else { 1 };
-            let n = n
-                .max(u64::from(candidate) * 2)
-                .min(crate::messages::MAX_PHASE_ITERATIONS);
-            let timeout = s.max_time_s * 2.0 + PHASE_SLACK_S;
-            let opts = PhaseOpts {
-                window: Some(candidate),
-                soft_deadline_s: None,
-            };
-            let out = phase(control, thread, &setup, PhaseKind::Measure, n, opts, timeout).await?;
-            if out.elapsed_s > 0.0 {
-                trials.push(WindowTrial {
-                    window: candidate,
-                    bandwidth_bps: (out.iterations * bytes_per_op) as f64 / out.elapsed_s,
-                });
-            }
-        }
-        if let Some(best) = trials.iter().max_by(|a, b| a.bandwidth_bps.total_cmp(&b.bandwidth_bps)) {
-            window = best.window;
-        }
+    let trials = crate::warmup::tune_window(control, thread, &setup, s, pace, bytes_per_op).await?;
+    if let Some(best) = trials.iter().max_by(|a, b| a.bandwidth_bps.total_cmp(&b.bandwidth_bps)) {
+        window = best.window;
     }
 
     let statistic = if setup.test.is_bandwidth() {
@@ -479,7 +479,7 @@ async fn run_case(
     let mut times = stats::rtt_histogram();
     let stopped_by = loop {
         let n = rounds.next_iterations();
-        let timeout = (s.max_time_s - rounds.done_s).max(0.0) * 2.0 + PHASE_SLACK_S;
+        let timeout = crate::fit::phase_timeout(s.max_time_s - rounds.done_s, n, pace, PHASE_SLACK_S);
         let phase_window = (window != setup.window).then_some(window);
         let opts = PhaseOpts {
             window: phase_window,
@@ -516,7 +516,7 @@ async fn run_case(
     let verify_error = finish(control, thread, &setup).await?;
     let bytes = done_iters.saturating_mul(bytes_per_op);
     let measurement = Measurement {
-        warmup_iterations: s.warmup_iterations,
+        warmup_iterations: warm.iterations,
         iterations: done_iters,
         elapsed_s: done_s,
         bytes,

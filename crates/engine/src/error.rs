@@ -36,6 +36,15 @@ pub enum EngineError {
     #[error("UCX setup failed: {0}")]
     UcxSetup(String),
 
+    /// No usable UCX library: not found, not loadable, too old.
+    #[error("UCX setup failed: {0}")]
+    UcxNotFound(String),
+
+    /// UCX loaded, but `ucp_init` or its worker failed; `variable` is the setting most likely
+    /// to blame when one is set (`UCX_TLS=…`, or a configuration key UCX refused).
+    #[error("UCX setup failed: {detail}")]
+    UcxInit { detail: String, variable: Option<String> },
+
     /// What went wrong on the UCX thread (typed: a dead peer, a deadline, UCX's own error, a
     /// corrupted payload), and during what.
     #[error("UCX operation failed during {during}: {source}")]
@@ -70,6 +79,21 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// The typed cause a parent reads from a failed side ([`icb_core::protocol::SideFailure`]).
+    pub fn side_error_kind(&self) -> icb_core::protocol::SideErrorKind {
+        use icb_core::protocol::SideErrorKind;
+        match self {
+            EngineError::UcxNotFound(_) => SideErrorKind::UcxNotFound,
+            EngineError::UcxInit { variable, .. } => SideErrorKind::UcxInit {
+                variable: variable.clone(),
+            },
+            EngineError::Bind { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse => {
+                SideErrorKind::AddressInUse
+            }
+            _ => SideErrorKind::Other,
+        }
+    }
+
     pub(crate) fn ucx(during: impl Into<String>, source: RunError) -> Self {
         EngineError::Ucx {
             during: during.into(),
@@ -82,5 +106,35 @@ impl EngineError {
             during: during.into(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icb_core::protocol::SideErrorKind;
+
+    #[test]
+    fn failures_a_parent_acts_on_are_typed() {
+        let in_use = EngineError::Bind {
+            addr: "0.0.0.0:45100".into(),
+            source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
+        };
+        assert_eq!(in_use.side_error_kind(), SideErrorKind::AddressInUse);
+        let init = EngineError::UcxInit {
+            detail: "UCX ucp_init failed".into(),
+            variable: Some("UCX_TLS=bogus".into()),
+        };
+        assert_eq!(
+            init.side_error_kind(),
+            SideErrorKind::UcxInit {
+                variable: Some("UCX_TLS=bogus".into())
+            }
+        );
+        assert_eq!(
+            EngineError::UcxNotFound("no libucp".into()).side_error_kind(),
+            SideErrorKind::UcxNotFound
+        );
+        assert_eq!(EngineError::Interrupted.side_error_kind(), SideErrorKind::Other);
     }
 }

@@ -29,6 +29,7 @@ mod buffers;
 mod client;
 pub mod control;
 mod error;
+mod fit;
 pub mod local;
 mod measure;
 pub mod messages;
@@ -41,6 +42,7 @@ mod session;
 mod settings;
 pub mod stats;
 pub mod ucx_thread;
+mod warmup;
 pub mod wire;
 
 pub use client::connect;

@@ -49,36 +49,8 @@ impl UcxOptions {
     }
 }
 
-/// How the UCX engine configures UCX beyond `--ucx-config` and `UCX_*` (`--ucx-profile`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum UcxProfile {
-    /// UCX's own defaults (ucx_perftest's view of the fabric).
-    #[default]
-    Default,
-    /// What NIXL's UCX backend asks of UCX, so that a machine without NIXL gets NIXL's answer:
-    /// peer-failure error handling plus [`nixl_ucx_defaults`].
-    Nixl,
-}
-
-impl UcxProfile {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            UcxProfile::Default => "default",
-            UcxProfile::Nixl => "nixl",
-        }
-    }
-}
-
-impl std::str::FromStr for UcxProfile {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "default" => Ok(UcxProfile::Default),
-            "nixl" => Ok(UcxProfile::Nixl),
-            other => Err(format!("unknown UCX profile '{other}': use default or nixl")),
-        }
-    }
-}
+/// `--ucx-profile`: defined with the report, which records it.
+pub use icb_core::UcxProfile;
 
 /// One UCX setting of a profile and the first UCX release NIXL applies it on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -40,6 +40,9 @@ pub struct Prepared {
 pub enum PairEnd {
     /// A judged report (pass, warn or fail: the gate turns failures into findings).
     Judged(Box<PairReport>),
+    /// The pair could not run because of what the bench pods were modelled on (the recipe's
+    /// own environment broke UCX): a failing finding of the gate, not a setup error.
+    Finding(Finding),
     /// Interrupted after cleanup; the cases measured before it, when any, as evidence.
     Interrupted {
         cleanup: String,
@@ -183,6 +186,10 @@ async fn drive<S: GateSteps>(
     match end {
         Ok(PairEnd::Judged(pair)) => {
             report.add_pair(*pair);
+            Ok(())
+        }
+        Ok(PairEnd::Finding(finding)) => {
+            report.findings.push(finding);
             Ok(())
         }
         Ok(PairEnd::Interrupted { cleanup, partial }) => {

@@ -183,6 +183,24 @@ async fn failing_findings_and_a_pair_that_measured_nothing_fail() {
     assert_eq!(r.verdict, GateVerdict::Fail, "nothing measured is never a pass");
 }
 
+/// A pair whose side could not start UCX under the recipe's own environment is the gate's
+/// finding (the recipe is wrong), not a setup error of the gate.
+#[tokio::test(start_paused = true)]
+async fn ucx_failing_under_the_recipes_env_is_a_finding() {
+    let mut s = Script::healthy();
+    s.pair = Act::Give(PairEnd::Finding(Finding {
+        step: "pair".into(),
+        status: Status::Fail,
+        check: Some("pair.ucx_init".into()),
+        detail: "the decode side cannot start UCX under the recipe's UCX_TLS=bogus".into(),
+        hint: Some("fix UCX_TLS in the recipe".into()),
+    }));
+    let r = gate(&mut s).await;
+    assert_eq!(r.verdict, GateVerdict::Fail, "{}", r.reason);
+    assert_eq!(r.verdict.exit_code(), 1);
+    assert!(r.reason.contains("UCX_TLS=bogus"), "{}", r.reason);
+}
+
 #[tokio::test(start_paused = true)]
 async fn every_step_failing_in_turn_is_an_error_with_a_report() {
     let mut env = Script::healthy();

@@ -39,6 +39,10 @@ pub enum IsolateError {
     #[error("bad isolation '{0}': use none, pod, host-ipc or node")]
     BadIsolation(String),
 
+    /// Only `--isolation node` has a link between the sides to slow down.
+    #[error("a link rate needs --isolation node (two emulated nodes), not --isolation {0}")]
+    NoLink(String),
+
     #[error("cannot start {program}: {source}")]
     Spawn {
         program: String,

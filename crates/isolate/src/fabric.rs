@@ -12,7 +12,7 @@ use crate::error::{IsolateError, Result};
 use crate::holder::Holder;
 use crate::names::{RunTag, validate_node};
 use crate::procs::{kill_until_gone, netns_exists, netns_inode, pids_in_netns, tagged_pids};
-use crate::tools::ip;
+use crate::tools::{ip, tc};
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
@@ -232,6 +232,17 @@ impl Fabric {
     /// Undoes [`Fabric::cut`] and waits until the link runs again.
     pub fn restore(&self, name: &str) -> Result<()> {
         self.set_link(name, "up")
+    }
+
+    /// Limits the rate a node sends at on its `eth0` (`tc … tbf`, RATE as tc writes it, e.g.
+    /// `30mbit`): a degraded link. netem does not work on every kernel; tbf does.
+    pub fn rate_limit(&self, name: &str, rate: &str) -> Result<()> {
+        let netns = &self.node(name)?.netns;
+        let args = [
+            "-n", netns, "qdisc", "replace", "dev", NODE_IFACE, "root", "tbf", "rate", rate,
+        ];
+        tc(&[&args[..], &["burst", "64kb", "latency", "50ms"]].concat())?;
+        Ok(())
     }
 
     fn set_link(&self, name: &str, state: &str) -> Result<()> {

@@ -209,6 +209,15 @@ impl LocalPair {
         }
     }
 
+    /// Limits both emulated nodes' links to `rate` (`tc … tbf`, e.g. `30mbit`): a degraded link
+    /// between the two sides. Only `node` has a link of its own to limit.
+    pub fn rate_limit(&self, rate: &str) -> Result<()> {
+        match (&self.fabric, self.isolation) {
+            (Some(fabric), Isolation::Node) => fabric.nodes().iter().try_for_each(|n| fabric.rate_limit(&n.name, rate)),
+            _ => Err(IsolateError::NoLink(self.isolation.to_string())),
+        }
+    }
+
     /// Kills what is left of the run and deletes its namespaces, reporting the first problem.
     pub fn teardown(mut self) -> Result<()> {
         self.teardown_inner()

@@ -42,8 +42,17 @@ pub(crate) fn unshare_path() -> Result<PathBuf> {
 
 /// Runs `ip ARGS…` and returns its stdout; a non-zero exit becomes an error carrying `ip`'s stderr.
 pub(crate) fn ip(args: &[&str]) -> Result<String> {
-    let program = ip_path()?;
-    let command = format!("ip {}", args.join(" "));
+    run_tool("ip", args)
+}
+
+/// Runs `tc ARGS…` (iproute2, like `ip`) the same way.
+pub(crate) fn tc(args: &[&str]) -> Result<String> {
+    run_tool("tc", args)
+}
+
+fn run_tool(tool: &'static str, args: &[&str]) -> Result<String> {
+    let program = locate(tool, "iproute2")?;
+    let command = format!("{tool} {}", args.join(" "));
     let mut cmd = Command::new(&program);
     cmd.args(args);
     let output = icb_proc::run(&mut cmd, IP_DEADLINE).map_err(|e| match e {

@@ -211,7 +211,9 @@ pub async fn prepare_with_templates(
             service_account: plan.service_account.clone(),
             extra_labels: plan.labels.iter().cloned().collect(),
         };
-    let mut serve_args: Vec<String> = ["serve", "--listen", "0.0.0.0:0", "--once"].map(String::from).to_vec();
+    let mut serve_args: Vec<String> = ["serve", "--listen", "0.0.0.0:0", "--once", "--side-events"]
+        .map(String::from)
+        .to_vec();
     serve_args.extend(plan.serve_args.iter().cloned());
     let mut connect_args = vec!["connect".to_string(), format!("$({SERVER_ENV})")];
     connect_args.extend(plan.connect_args.iter().cloned());

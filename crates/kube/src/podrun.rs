@@ -105,7 +105,14 @@ impl PodRun {
                 self.state()
             ));
         }
-        self.ended.clone().flatten()
+        // A pod that failed says only its exit code: its own last error line says why.
+        self.ended.clone().flatten().map(|note| {
+            let words = self.seen.lock().ok().and_then(|s| last_error_line(&s.lines));
+            match words {
+                Some(words) if !note.contains(&words) => format!("{note}: {words}"),
+                _ => note,
+            }
+        })
     }
 
     /// The pod as last seen by the watch (node, IP, statuses).
@@ -128,14 +135,7 @@ impl PodRun {
         let Ok(seen) = self.seen.lock() else {
             return String::new();
         };
-        let line = seen
-            .lines
-            .iter()
-            .rev()
-            .find(|l| l.contains("error"))
-            .or(seen.lines.back())
-            .map(|l| one_line(l.trim_start_matches("ic-bench: error: ")));
-        match line {
+        match last_error_line(&seen.lines) {
             Some(l) => format!("{l} (pod {}: {})", self.name, seen.state),
             None => format!("pod {}: {}", self.name, seen.state),
         }
@@ -145,6 +145,22 @@ impl PodRun {
     pub fn stop(&mut self) {
         self.task.abort();
     }
+}
+
+/// The log line to quote: the last one that reads like an error, else the last one, without
+/// ic-bench's `ic-bench: error: ` prefix. The protocol's JSON lines (a bench pod's stdout shares
+/// its log with stderr) are never quoted: they are data for the parent, not words for a person.
+fn last_error_line(lines: &VecDeque<String>) -> Option<String> {
+    let words = || {
+        lines
+            .iter()
+            .rev()
+            .filter(|l| matches!(icb_core::protocol::parse_side_line(l), Ok(None)))
+    };
+    words()
+        .find(|l| l.to_ascii_lowercase().contains("error"))
+        .or_else(|| words().next())
+        .map(|l| one_line(l.trim().trim_start_matches("ic-bench: error: ")))
 }
 
 /// What a [`PodRun`] last saw of its pod, readable from elsewhere.
@@ -279,4 +295,28 @@ async fn follow_once(
         tx.send(Event::Line(line)).await.map_err(|_| None)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_quoted_line_is_never_protocol_json() {
+        let failed = icb_core::protocol::side_line(&icb_core::protocol::SideEvent::Failed(
+            icb_core::protocol::SideFailure::new(icb_core::protocol::SideErrorKind::UcxNotFound, "error: x"),
+        ));
+        let lines: VecDeque<String> = [
+            "ic-bench: error: UCX setup failed: UCX not found: no libucp.so.0",
+            failed.as_str(),
+        ]
+        .map(String::from)
+        .into();
+        assert_eq!(
+            last_error_line(&lines).as_deref(),
+            Some("UCX setup failed: UCX not found: no libucp.so.0")
+        );
+        let only_json: VecDeque<String> = [failed].into();
+        assert_eq!(last_error_line(&only_json), None);
+    }
 }

@@ -21,7 +21,8 @@ pub mod local;
 pub mod plan;
 mod run;
 
+pub use icb_core::protocol::SideErrorKind;
 pub use launcher::{LaunchError, Launcher, Side};
 pub use plan::{ExpectationInput, PairPlan};
-pub use run::{Interrupted, PairError, PairOutcome, run_pair};
+pub use run::{Interrupted, PairError, PairOutcome, SideRole, run_pair};
 pub use tokio_util::sync::CancellationToken;

@@ -32,6 +32,8 @@ pub struct LocalOptions {
     pub side_args: Vec<String>,
     /// Copy both sides' stderr to ours, prefixed `[decode]` / `[prefill]`.
     pub forward_stderr: bool,
+    /// Limit the emulated link (`--isolation node`) to this rate (`tc … tbf`, e.g. `30mbit`).
+    pub link_rate: Option<String>,
 }
 
 pub struct LocalLauncher {
@@ -54,6 +56,11 @@ impl LocalLauncher {
             }
         }
         let pair = LocalPair::create(opts.isolation, DEFAULT_PREFIX).map_err(|e| LaunchError::new(e.to_string()))?;
+        if let Some(rate) = &opts.link_rate {
+            // Dropping the pair on this error deletes its namespaces.
+            pair.rate_limit(rate).map_err(|e| LaunchError::new(e.to_string()))?;
+            tracing::info!("emulated link limited to {rate} (tc tbf)");
+        }
         tracing::info!("isolation {}: {}", opts.isolation, opts.isolation.describe());
         Ok(LocalLauncher { opts, pair: Some(pair) })
     }
@@ -103,7 +110,9 @@ impl Launcher for LocalLauncher {
         let pair = self.pair()?;
         let listen = SocketAddr::new(pair.decode().ip, 0).to_string();
         let side = pair.decode().clone();
-        let args = ["serve", "--listen", &listen, "--once"].map(String::from).to_vec();
+        let args = ["serve", "--listen", &listen, "--once", "--side-events"]
+            .map(String::from)
+            .to_vec();
         self.spawn(&side, "decode", args)
     }
 

@@ -37,6 +37,9 @@ pub struct PairPlan {
     pub expectation: ExpectationInput,
     /// UCX peer-failure error handling on the endpoints (as NIXL asks for).
     pub ucx_peer_errors: bool,
+    /// `--ucx-profile` of both sides, carried in the child plan so the plan (and `--dry-run`)
+    /// shows it and the prefill side records it in its report.
+    pub ucx_profile: icb_core::UcxProfile,
     /// How long the prefill side may try to reach the decode side.
     pub connect_timeout: Duration,
     /// From the start of the run until the decode side announces its address.
@@ -57,6 +60,7 @@ impl PairPlan {
             settings,
             expectation,
             ucx_peer_errors: false,
+            ucx_profile: icb_core::UcxProfile::Default,
             connect_timeout: Duration::from_secs(30),
             startup_timeout: Duration::from_secs(30),
             startup_flag: "--startup-timeout",
@@ -87,6 +91,7 @@ impl PairPlan {
             expectation: self.expectation.resolve(locality)?,
             placement_mode: placement_mode.into(),
             ucx_peer_errors: self.ucx_peer_errors,
+            ucx_profile: (self.ucx_profile != icb_core::UcxProfile::Default).then_some(self.ucx_profile),
             connect_timeout_s: self.connect_timeout.as_secs_f64(),
         })
     }

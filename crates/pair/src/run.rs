@@ -5,7 +5,9 @@
 use crate::launcher::{LaunchError, Launcher, Side};
 use crate::plan::PairPlan;
 use icb_core::model::{Expectation, PairReport};
-use icb_core::protocol::{CaseProgress, Listening, ProtocolError, SideEvent, parse_side_line};
+use icb_core::protocol::{
+    CaseProgress, Listening, ProtocolError, SideErrorKind, SideEvent, SideFailure, parse_side_line,
+};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +33,44 @@ pub enum PairError {
     /// The run (or its failure) was followed by a failed cleanup: something may be left. Exit 2.
     #[error("{outcome}; cleaning up also failed: {cleanup}")]
     Cleanup { outcome: String, cleanup: String },
+    /// A side gave up and said why in its typed `failed` line: `kind` is the cause a caller can
+    /// act on (UCX not found; `ucp_init` failed, naming the variable to blame when one is set),
+    /// `message` the one line naming the side and its own error. Exit 2.
+    #[error("{message}")]
+    SideFailed {
+        side: SideRole,
+        kind: SideErrorKind,
+        message: String,
+    },
+}
+
+/// Which side of the pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SideRole {
+    /// `ic-bench serve`, the target.
+    Decode,
+    /// `ic-bench connect`, the initiator.
+    Prefill,
+}
+
+impl std::fmt::Display for SideRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SideRole::Decode => "decode",
+            SideRole::Prefill => "prefill",
+        })
+    }
+}
+
+impl PairError {
+    /// `what`: how the side ended, e.g. `exited before listening`, `failed`.
+    fn side_failed(role: SideRole, side_name: &str, what: &str, failure: &SideFailure) -> PairError {
+        PairError::SideFailed {
+            side: role,
+            kind: failure.cause.clone(),
+            message: format!("{side_name} {what}: {}", failure.message),
+        }
+    }
 }
 
 /// An interrupted run, cleaned up.
@@ -58,7 +98,9 @@ impl PairError {
     pub fn exit_code(&self) -> i32 {
         match self {
             PairError::Interrupted(_) => icb_core::exit::INTERRUPTED,
-            PairError::Setup(_) | PairError::Cleanup { .. } => icb_core::exit::USAGE_OR_SETUP,
+            PairError::Setup(_) | PairError::Cleanup { .. } | PairError::SideFailed { .. } => {
+                icb_core::exit::USAGE_OR_SETUP
+            }
         }
     }
 }
@@ -255,16 +297,27 @@ async fn drive<L: Launcher>(
 }
 
 async fn await_listening<S: Side>(decode: &mut S) -> Result<Listening, PairError> {
+    let mut failure = None;
     loop {
         match decode.next_line().await {
             Some(line) => {
-                if let Some(SideEvent::Listening(l)) = parse_side_line(&line)? {
-                    return Ok(l);
+                match parse_side_line(&line)? {
+                    Some(SideEvent::Listening(l)) => return Ok(l),
+                    Some(SideEvent::Failed(f)) => failure = Some(f),
+                    _ => {}
                 }
                 tracing::debug!("[decode] {line}");
             }
             None => {
                 let why = decode.exit_note().await.unwrap_or_else(|| "without an error".into());
+                if let Some(f) = failure {
+                    return Err(PairError::side_failed(
+                        SideRole::Decode,
+                        &decode.name(),
+                        "exited before listening",
+                        &f,
+                    ));
+                }
                 return Err(PairError::Setup(format!(
                     "{} exited before listening ({why})",
                     decode.name()
@@ -284,6 +337,8 @@ async fn read_report<S: Side>(
     budget: Duration,
 ) -> Result<PairReport, PairError> {
     let mut decode_ended: Option<Instant> = None;
+    // What each side said about its own failure (typed), if anything.
+    let (mut prefill_failed, mut decode_failed) = (None, None);
     loop {
         let grace_end = decode_ended.map_or(until, |at| (at + PEER_GRACE).min(until));
         tokio::select! {
@@ -291,23 +346,26 @@ async fn read_report<S: Side>(
                 Some(line) => match parse_side_line(&line)? {
                     Some(SideEvent::Report(report)) => return Ok(*report),
                     Some(SideEvent::Case(p)) => progress(&p),
+                    Some(SideEvent::Failed(f)) => prefill_failed = Some(f),
                     Some(SideEvent::Listening(_)) | None => tracing::debug!("[prefill] {line}"),
                 },
                 None => {
-                    let why = prefill.exit_note().await.unwrap_or_else(|| "exit status 0".into());
-                    let mut msg = format!("{} exited without printing a result ({why})", prefill.name());
-                    if decode_ended.is_some() && let Some(note) = decode.exit_note().await {
-                        msg.push_str(&format!("; {} exited first ({note})", decode.name()));
-                    }
-                    return Err(PairError::Setup(msg));
+                    let failed = (prefill_failed.as_ref(), decode_failed.as_ref());
+                    return Err(prefill_ended(decode, prefill, decode_ended.is_some(), failed).await);
                 }
             },
             line = decode.next_line(), if decode_ended.is_none() => match line {
-                Some(line) => tracing::debug!("[decode] {line}"),
+                Some(line) => match parse_side_line(&line) {
+                    Ok(Some(SideEvent::Failed(f))) => decode_failed = Some(f),
+                    _ => tracing::debug!("[decode] {line}"),
+                },
                 None => decode_ended = Some(Instant::now()),
             },
             _ = tokio::time::sleep_until(grace_end) => {
                 if decode_ended.is_some() && grace_end < until {
+                    if let Some(f) = &decode_failed {
+                        return Err(PairError::side_failed(SideRole::Decode, &decode.name(), "failed", f));
+                    }
                     let why = decode.exit_note().await.unwrap_or_else(|| "it exited before the report".into());
                     return Err(PairError::Setup(format!(
                         "{} failed mid-run ({why}); {} gave no result within {} s after that",
@@ -325,6 +383,34 @@ async fn read_report<S: Side>(
             }
         }
     }
+}
+
+/// Why the run ended when the prefill side's output ended without a report: a decode side that
+/// failed first (typed) is the cause; else the prefill side's own failure (typed, or its exit
+/// note), followed by how the decode side ended when it ended first.
+async fn prefill_ended<S: Side>(
+    decode: &mut S,
+    prefill: &mut S,
+    decode_ended: bool,
+    (prefill_failed, decode_failed): (Option<&SideFailure>, Option<&SideFailure>),
+) -> PairError {
+    if let Some(f) = decode_failed.filter(|_| decode_ended) {
+        return PairError::side_failed(SideRole::Decode, &decode.name(), "failed", f);
+    }
+    let mut err = match prefill_failed {
+        Some(f) => PairError::side_failed(SideRole::Prefill, &prefill.name(), "failed", f),
+        None => {
+            let why = prefill.exit_note().await.unwrap_or_else(|| "exit status 0".into());
+            PairError::Setup(format!("{} exited without printing a result ({why})", prefill.name()))
+        }
+    };
+    if decode_ended && let Some(note) = decode.exit_note().await {
+        let first = format!("; {} exited first ({note})", decode.name());
+        if let PairError::Setup(msg) | PairError::SideFailed { message: msg, .. } = &mut err {
+            msg.push_str(&first);
+        }
+    }
+    err
 }
 
 fn humanize(d: Duration) -> String {

@@ -3,10 +3,13 @@
 //! checks the one-line outcome, its exit code, and that cleanup ran exactly once.
 
 use icb_core::model::{Endpoint, Locality, PairReport, Placement, VerdictStatus};
-use icb_core::protocol::{CaseProgress, ChildPlan, Listening, SIDE_SCHEMA, SideEvent, side_line};
+use icb_core::protocol::{
+    CaseProgress, ChildPlan, Listening, SIDE_SCHEMA, SideErrorKind, SideEvent, SideFailure, side_line,
+};
 use icb_core::verdict::ExpectationOverrides;
 use icb_pair::{
-    CancellationToken, ExpectationInput, LaunchError, Launcher, PairError, PairOutcome, PairPlan, Side, run_pair,
+    CancellationToken, ExpectationInput, LaunchError, Launcher, PairError, PairOutcome, PairPlan, Side, SideRole,
+    run_pair,
 };
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -508,4 +511,101 @@ async fn a_partial_report_after_a_signal_is_evidence_never_an_outcome() {
     assert_eq!(i.cleanup_text(), "cleaned up: both fakes");
     assert_eq!(PairError::Interrupted(Default::default()).exit_code(), 130);
     assert_eq!(launcher.log.lock().unwrap().cleanups, 1);
+}
+
+fn failed_line(kind: SideErrorKind, message: &str) -> Step {
+    Step::Line(side_line(&SideEvent::Failed(SideFailure::new(kind, message))))
+}
+
+/// Issue 17 item 4: a side's UCX failure reaches the one line and is typed, for any launcher.
+#[tokio::test(start_paused = true)]
+async fn a_decode_side_whose_ucx_init_fails_is_a_typed_error_naming_the_variable() {
+    let why = "UCX setup failed: UCX ucp_init failed: No such device (status -14) (UCX_TLS=bogus is set)";
+    let decode = vec![
+        failed_line(
+            SideErrorKind::UcxInit {
+                variable: Some("UCX_TLS=bogus".into()),
+            },
+            why,
+        ),
+        Step::End(Some("exit status: 2")),
+    ];
+    let mut launcher = FakeLauncher::new(decode, vec![]);
+    let (r, _) = run(&plan(), &mut launcher).await;
+    let e = r.unwrap_err();
+    assert_eq!(e.exit_code(), 2);
+    let PairError::SideFailed { side, kind, message } = &e else {
+        panic!("not typed: {e:?}");
+    };
+    assert_eq!(*side, SideRole::Decode);
+    assert_eq!(
+        *kind,
+        SideErrorKind::UcxInit {
+            variable: Some("UCX_TLS=bogus".into())
+        }
+    );
+    assert_eq!(
+        message,
+        &format!("the decode side (fake) exited before listening: {why}")
+    );
+    assert!(!message.contains('{') && !message.contains('\n'), "{message}");
+    assert_eq!(launcher.log.lock().unwrap().cleanups, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_prefill_side_without_ucx_is_typed_and_its_cases_never_reach_the_line() {
+    let report = fixture();
+    let mut prefill = case_lines(&report);
+    prefill.push(failed_line(
+        SideErrorKind::UcxNotFound,
+        "UCX setup failed: UCX not found",
+    ));
+    prefill.push(Step::End(Some("exit status: 2")));
+    let mut launcher = FakeLauncher::new(vec![listening(), Step::Hang], prefill);
+    let (r, _) = run(&plan(), &mut launcher).await;
+    let e = r.unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            PairError::SideFailed {
+                side: SideRole::Prefill,
+                kind: SideErrorKind::UcxNotFound,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert_eq!(msg, "the prefill side (fake) failed: UCX setup failed: UCX not found");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_decode_side_that_fails_first_is_the_cause_of_the_prefill_sides_end() {
+    let decode = vec![
+        listening(),
+        Step::Wait(Duration::from_millis(10)),
+        failed_line(
+            SideErrorKind::Other,
+            "UCX operation failed during tag_bw 4 MiB host→host",
+        ),
+        Step::End(Some("exit status: 2")),
+    ];
+    let prefill = vec![
+        Step::Wait(Duration::from_secs(1)),
+        Step::End(Some("exit status: 2: peer gone")),
+    ];
+    let mut launcher = FakeLauncher::new(decode, prefill);
+    let (r, _) = run(&plan(), &mut launcher).await;
+    let e = r.unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            PairError::SideFailed {
+                side: SideRole::Decode,
+                kind: SideErrorKind::Other,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
 }

@@ -2,7 +2,8 @@
 //! and why, the notes, and a per-rank `UCX_NET_DEVICES` to paste into the workers.
 
 use crate::format::View;
-use crate::table::{new_table, push_wrapped};
+use crate::table::new_table;
+use crate::wrap::push_wrapped;
 use icb_core::rails::{NicRef, RailMap};
 use std::fmt::Write as _;
 

@@ -7,7 +7,8 @@
 use crate::format::{ExportError, Exporter, View};
 use crate::labels::bw_value;
 use crate::paths::{common_dir, strip_dir};
-use comfy_table::{CellAlignment, ColumnConstraint, ContentArrangement, Table, Width, presets};
+use crate::wrap::{break_long_lanes, glue_units, keep_whole, longest_token, push_wrapped};
+use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 use icb_core::checks::{Check, ProbeReport};
 use icb_core::classify::join_lanes;
 use icb_core::model::{CaseResult, CaseStatus, EvidenceSource, Expectation, PairReport, Status, VerdictStatus};
@@ -49,30 +50,6 @@ fn clip(text: &str, view: View) -> String {
 
 /// Probe rows listed one by one up to this many; past it, one row per check and fix.
 const MAX_PROBE_ROWS: usize = 40;
-
-/// Gives columns `(index, width)` at least that many columns (padding included), so their
-/// short words never break.
-fn keep_whole(t: &mut Table, columns: &[(usize, u16)]) {
-    for (i, width) in columns {
-        if let Some(col) = t.column_mut(*i) {
-            col.set_constraint(ColumnConstraint::LowerBoundary(Width::Fixed(*width)));
-        }
-    }
-}
-
-/// Appends `text` as one or more lines no wider than the view (continuations indented).
-pub(crate) fn push_wrapped(out: &mut String, text: &str, view: View) {
-    if view.wide {
-        let _ = writeln!(out, "{text}");
-        return;
-    }
-    let opts = textwrap::Options::new(usize::from(view.width.max(20)))
-        .subsequent_indent("  ")
-        .break_words(true);
-    for line in textwrap::wrap(text, opts) {
-        let _ = writeln!(out, "{line}");
-    }
-}
 
 pub(crate) fn verdict_word(s: VerdictStatus) -> &'static str {
     match s {
@@ -208,17 +185,42 @@ impl Exporter for TableExporter {
         );
         // Skipped cases that share a memory pair and a reason (e.g. every CUDA case without a
         // driver) read as one row: hundreds of identical rows would bury the measured ones.
-        let mut skipped_groups: Vec<(icb_core::model::MemoryPair, String, Vec<&CaseResult>)> = Vec::new();
+        // Memory pairs skipped for the same reason fold too (cuda→host and cuda→cuda both lack
+        // the prefill side's driver): identical rows but for the memory column.
+        let mut skipped_groups: Vec<(Vec<icb_core::model::MemoryPair>, String, Vec<&CaseResult>)> = Vec::new();
         for c in r.cases.iter().filter(|c| c.status == CaseStatus::Skipped) {
             let reason = c.reason.clone().unwrap_or_else(|| "-".to_string());
-            match skipped_groups
-                .iter_mut()
-                .find(|(m, why, _)| *m == c.memory && *why == reason)
-            {
-                Some(g) => g.2.push(c),
-                None => skipped_groups.push((c.memory, reason, vec![c])),
+            match skipped_groups.iter_mut().find(|(_, why, _)| *why == reason) {
+                Some(g) => {
+                    if !g.0.contains(&c.memory) {
+                        g.0.push(c.memory);
+                    }
+                    g.2.push(c)
+                }
+                None => skipped_groups.push((vec![c.memory], reason, vec![c])),
             }
         }
+        // The size column is as wide as its longest shape (`1024 × 16 KiB` for a NIXL batch).
+        let size_width = r
+            .cases
+            .iter()
+            .map(|c| c.shape().chars().count())
+            .max()
+            .unwrap_or(0)
+            .clamp(6, 13) as u16
+            + 2;
+        let narrow = view.width < 100;
+        // A shape wider than its column (`64 × 16 KiB` in 80 columns) wraps between its tokens,
+        // never between a figure and its unit.
+        let size_room = usize::from(if narrow { size_width.min(10) } else { size_width }) - 2;
+        let size_cell = |shape: String| {
+            if narrow && !view.wide && shape.chars().count() > size_room {
+                glue_units(&shape)
+            } else {
+                shape
+            }
+        };
+        let mut rows: Vec<Vec<String>> = Vec::new();
         for c in &r.cases {
             let group = skipped_groups
                 .iter()
@@ -232,13 +234,14 @@ impl Exporter for TableExporter {
                         }
                     }
                     let sizes: std::collections::BTreeSet<u64> = cases.iter().map(|c| c.size).collect();
-                    t.add_row(vec![
+                    let memory: Vec<String> = memory.iter().map(|m| m.to_string()).collect();
+                    rows.push(vec![
                         tests.join(", "),
-                        memory.to_string(),
-                        match sizes.len() {
+                        memory.join(", "),
+                        size_cell(match sizes.len() {
                             1 => format_size(cases[0].size),
                             n => format!("{n} sizes"),
-                        },
+                        }),
                         "-".to_string(),
                         "-".to_string(),
                         reason.clone(),
@@ -260,35 +263,36 @@ impl Exporter for TableExporter {
                 CaseStatus::Measured => data_path_cell(c),
                 _ => c.reason.clone().unwrap_or_else(|| "-".to_string()),
             };
-            t.add_row(vec![
+            rows.push(vec![
                 c.operation(),
                 c.memory.to_string(),
-                c.shape(),
+                size_cell(c.shape()),
                 bw,
                 lat,
                 path,
                 verdict_cell(c),
             ]);
         }
-        for i in [2, 3, 4] {
-            if let Some(col) = t.column_mut(i) {
-                col.set_cell_alignment(CellAlignment::Right);
-            }
-        }
         // In a narrow terminal the short columns keep their words whole; the data path and
         // the reasons, the long free text, take what is left and wrap.
-        // The size column is as wide as its longest shape (`1024 × 16 KiB` for a NIXL batch).
-        let size_width = r
-            .cases
-            .iter()
-            .map(|c| c.shape().chars().count())
-            .max()
-            .unwrap_or(0)
-            .clamp(6, 13) as u16
-            + 2;
-        if view.width < 100 {
-            // 80 columns: every short column at its narrowest, a long shape wraps, and the data
-            // path keeps room for a word (`zero-copy,`).
+        // The data path keeps room for its longest token (`rc_mlx5/mlx5_0:1,`), so a lane is
+        // never split mid-name; a very long one (capped) still wraps.
+        let others: u16 = if narrow {
+            9 + 11 + size_width.min(10) + 11 + 10 + 9
+        } else {
+            9 + 11 + size_width + 11 + 11 + 9
+        };
+        // What the data path column can have: the view less the other columns and 8 borders.
+        let room = view.width.saturating_sub(others + 8).max(12);
+        let longest = longest_token(rows.iter().map(|row| row[5].as_str()));
+        let path_width = (longest.clamp(10, 24) as u16 + 2).min(room);
+        for mut row in rows {
+            row[5] = break_long_lanes(&row[5], usize::from(path_width - 2));
+            t.add_row(row);
+        }
+        if narrow {
+            // 80 columns: every short column at its narrowest, a long shape wraps between its
+            // tokens (`64 ×` / `16 KiB`).
             keep_whole(
                 &mut t,
                 &[
@@ -297,22 +301,41 @@ impl Exporter for TableExporter {
                     (2, size_width.min(10)),
                     (3, 11),
                     (4, 10),
-                    (5, 12),
+                    (5, path_width),
                     (6, 9),
                 ],
             );
         } else {
-            keep_whole(&mut t, &[(0, 9), (1, 11), (2, size_width), (3, 11), (4, 11), (6, 9)]);
+            keep_whole(
+                &mut t,
+                &[
+                    (0, 9),
+                    (1, 11),
+                    (2, size_width),
+                    (3, 11),
+                    (4, 11),
+                    (5, path_width),
+                    (6, 9),
+                ],
+            );
         }
 
+        for i in [2, 3, 4] {
+            if let Some(col) = t.column_mut(i) {
+                col.set_cell_alignment(CellAlignment::Right);
+            }
+        }
         let mut out = String::new();
         push_wrapped(&mut out, &pair_summary(r), view);
         out.push('\n');
         let p = &r.placement;
-        let head = format!(
+        let mut head = format!(
             "ic-bench pair: {} ({}), prefill {} → decode {}, UCX {} / {}",
             p.locality, p.mode, p.prefill.host, p.decode.host, r.client.ucx_version, r.server.ucx_version
         );
+        if let Some(profile) = r.ucx_profile {
+            head.push_str(&format!(", --ucx-profile {profile} (tag cases measured, not judged)"));
+        }
         push_wrapped(&mut out, &head, view);
         push_wrapped(&mut out, &expectation_line(&r.expectation, unit), view);
         let _ = writeln!(out, "{t}");

@@ -30,6 +30,49 @@ pub struct PairReport {
     /// cases measured before it and the verdict judges only those.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partial: Option<PartialRun>,
+    /// `nixl` when the UCX engine ran with `--ucx-profile nixl` (NIXL's peer-failure mode and
+    /// UCX defaults): tag cases are then not judged as the data path, put/get are. Absent: UCX's
+    /// own defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ucx_profile: Option<UcxProfile>,
+}
+
+/// How the UCX engine configures UCX beyond `--ucx-config` and `UCX_*` (`--ucx-profile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UcxProfile {
+    /// UCX's own defaults (ucx_perftest's view of the fabric).
+    #[default]
+    Default,
+    /// What NIXL's UCX backend asks of UCX, so that a machine without NIXL gets NIXL's answer:
+    /// peer-failure error handling plus NIXL's UCX defaults.
+    Nixl,
+}
+
+impl UcxProfile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UcxProfile::Default => "default",
+            UcxProfile::Nixl => "nixl",
+        }
+    }
+}
+
+impl fmt::Display for UcxProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for UcxProfile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "default" => Ok(UcxProfile::Default),
+            "nixl" => Ok(UcxProfile::Nixl),
+            other => Err(format!("unknown UCX profile '{other}': use default or nixl")),
+        }
+    }
 }
 
 /// Why a report holds fewer cases than its settings asked for.

@@ -20,6 +20,13 @@ fn every_event_round_trips_through_one_line() {
             case: report.cases[0].clone(),
         })),
         SideEvent::Report(Box::new(report.clone())),
+        SideEvent::Failed(SideFailure::new(
+            SideErrorKind::UcxInit {
+                variable: Some("UCX_TLS=bogus".into()),
+            },
+            "UCX setup failed: UCX ucp_init failed: No such device (status -14)",
+        )),
+        SideEvent::Failed(SideFailure::new(SideErrorKind::UcxNotFound, "UCX not found")),
     ];
     for event in events {
         let line = side_line(&event);
@@ -99,6 +106,7 @@ fn plans_round_trip_and_refuse_other_versions() {
         expectation: r.expectation.clone(),
         placement_mode: "local (isolation=pod)".into(),
         ucx_peer_errors: true,
+        ucx_profile: Some(crate::model::UcxProfile::Nixl),
         connect_timeout_s: 30.0,
     };
     assert_eq!(ChildPlan::from_json(&plan.to_json()).unwrap(), plan);
@@ -109,4 +117,19 @@ fn plans_round_trip_and_refuse_other_versions() {
     assert!(ChildPlan::from_json("{").is_err());
     let err = ChildPlan::from_json("{}").unwrap_err();
     assert!(err.to_string().contains("no schema"), "{err}");
+}
+
+#[test]
+fn the_failed_line_names_its_cause_by_kind() {
+    let failure = SideFailure::new(
+        SideErrorKind::UcxInit {
+            variable: Some("UCX_TLS=bogus".into()),
+        },
+        "x",
+    );
+    let v: serde_json::Value = serde_json::from_str(&side_line(&SideEvent::Failed(failure))).unwrap();
+    assert_eq!(v["event"], "failed");
+    assert_eq!(v["schema"], "ic-bench.serve/v1");
+    assert_eq!(v["cause"]["kind"], "ucx_init");
+    assert_eq!(v["cause"]["variable"], "UCX_TLS=bogus");
 }

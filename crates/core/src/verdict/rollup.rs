@@ -1,7 +1,7 @@
 //! The roll-up: every case's verdict set, then one report verdict whose headline is the most
 //! important finding among the worst cases, with report-wide hints (UCX_TLS, IPC without PID).
 
-use super::rules::{Assessment, assess};
+use super::rules::{Assessment, Finding, assess};
 use crate::classify::{describe, severity_rank};
 use crate::model::*;
 
@@ -9,13 +9,30 @@ use crate::model::*;
 /// the most important finding among the worst cases (tcp fallback first), and `data_paths` lists
 /// the classes seen in measured cases, most explanatory first.
 pub fn judge_cases(cases: &mut [CaseResult], exp: &Expectation, settings: &RunSettings) -> Verdict {
-    let assessments: Vec<Assessment> = cases.iter().map(|c| assess(c, exp, settings)).collect();
+    judge_cases_for(cases, exp, settings, UcxProfile::Default)
+}
+
+/// [`judge_cases`] for a run under `profile`: with `nixl`, tag cases are measured but not judged
+/// (they are left out of the data paths and the count of judged cases, and the reason says so).
+pub fn judge_cases_for(
+    cases: &mut [CaseResult],
+    exp: &Expectation,
+    settings: &RunSettings,
+    profile: UcxProfile,
+) -> Verdict {
+    let assessments: Vec<Assessment> = cases.iter().map(|c| assess(c, exp, settings, profile)).collect();
     for (case, a) in cases.iter_mut().zip(&assessments) {
         case.verdict = Some(a.verdict.clone());
     }
+    let judged = |i: &usize| assessments[*i].finding != Finding::NotJudged;
+    let not_judged = assessments.iter().filter(|a| a.finding == Finding::NotJudged).count();
 
     let mut data_paths: Vec<TransportClass> = Vec::new();
-    for c in cases.iter().filter(|c| c.status == CaseStatus::Measured) {
+    for c in (0..cases.len())
+        .filter(judged)
+        .map(|i| &cases[i])
+        .filter(|c| c.status == CaseStatus::Measured)
+    {
         let class = c
             .transport
             .as_ref()
@@ -27,7 +44,10 @@ pub fn judge_cases(cases: &mut [CaseResult], exp: &Expectation, settings: &RunSe
     }
     data_paths.sort_by_key(|c| severity_rank(*c));
 
-    let measured = cases.iter().filter(|c| c.status == CaseStatus::Measured).count();
+    let measured = (0..cases.len())
+        .filter(judged)
+        .filter(|i| cases[*i].status == CaseStatus::Measured)
+        .count();
     let skipped = assessments
         .iter()
         .filter(|a| a.verdict.status == Status::Skipped)
@@ -75,6 +95,16 @@ pub fn judge_cases(cases: &mut [CaseResult], exp: &Expectation, settings: &RunSe
             };
         }
     }
+    if measured == 0 && not_judged > 0 {
+        return Verdict {
+            status: VerdictStatus::Warn,
+            reason: format!(
+                "inconclusive: only tag cases were measured ({not_judged}), which --ucx-profile nixl does not judge"
+            ),
+            hint: Some("NIXL moves KV with put/get: add put_bw,get_bw to --tests".to_string()),
+            data_paths,
+        };
+    }
     if measured == 0 {
         return Verdict {
             status: VerdictStatus::Warn,
@@ -90,11 +120,16 @@ pub fn judge_cases(cases: &mut [CaseResult], exp: &Expectation, settings: &RunSe
         .iter()
         .find(|c| c.status == CaseStatus::Skipped)
         .and_then(|c| c.reason.as_deref());
-    let skipped_note = match (skipped, skip_reason) {
+    let mut skipped_note = match (skipped, skip_reason) {
         (0, _) => String::new(),
         (n, Some(why)) => format!("; {n} skipped: {why}"),
         (n, None) => format!(", {n} skipped"),
     };
+    if not_judged > 0 {
+        skipped_note.push_str(&format!(
+            "; {not_judged} tag case(s) measured but not judged under --ucx-profile nixl (NIXL moves KV with put/get)"
+        ));
+    }
     Verdict {
         status: VerdictStatus::Pass,
         reason: format!(
@@ -111,7 +146,12 @@ pub fn judge_cases(cases: &mut [CaseResult], exp: &Expectation, settings: &RunSe
 pub fn judge(report: &mut PairReport) {
     let exp = report.expectation.clone();
     let settings = report.settings.clone();
-    report.verdict = judge_cases(&mut report.cases, &exp, &settings);
+    report.verdict = judge_cases_for(
+        &mut report.cases,
+        &exp,
+        &settings,
+        report.ucx_profile.unwrap_or_default(),
+    );
     if let Some(partial) = &report.partial {
         // Each case keeps its own verdict (evidence); the run has none.
         let reason = partial.reason.clone();

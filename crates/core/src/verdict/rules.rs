@@ -25,6 +25,9 @@ pub(super) enum Finding {
     Unverified,
     Skipped,
     Fine,
+    /// Measured but not what the profile judges: tag cases under `--ucx-profile nixl` (NIXL
+    /// moves KV with put/get). Ok, and left out of the roll-up's data paths.
+    NotJudged,
 }
 
 pub(super) struct Assessment {
@@ -232,7 +235,32 @@ fn cuda_cuda() -> MemoryPair {
     }
 }
 
-pub(super) fn assess(case: &CaseResult, exp: &Expectation, settings: &RunSettings) -> Assessment {
+pub(super) fn assess(case: &CaseResult, exp: &Expectation, settings: &RunSettings, profile: UcxProfile) -> Assessment {
+    let out = assess_case(case, exp, settings);
+    if profile != UcxProfile::Nixl || case.test.is_rma() || case.status != CaseStatus::Measured {
+        return out;
+    }
+    // NIXL moves KV with put/get only; its peer-failure mode (which the profile sets) costs tag
+    // messages shared memory on one host, which says nothing about NIXL's path.
+    let path = case.transport.as_ref().map(|t| &t.data_path);
+    let reason = match path {
+        Some(p) if exp.locality == Locality::SameHost && p.class == TransportClass::Tcp => format!(
+            "not judged under --ucx-profile nixl: tag messages went over {} because UCX peer-failure mode \
+             (NIXL's setting) excludes shared memory (sysv/posix); NIXL moves KV with put/get, judged on their own",
+            tcp_lanes(p)
+        ),
+        _ => format!(
+            "not judged under --ucx-profile nixl (NIXL moves KV with put/get): {}",
+            out.verdict.reason
+        ),
+    };
+    Assessment {
+        finding: Finding::NotJudged,
+        verdict: verdict(Status::Ok, reason, None),
+    }
+}
+
+fn assess_case(case: &CaseResult, exp: &Expectation, settings: &RunSettings) -> Assessment {
     let size = crate::units::format_size(case.size);
     let label = match case.blocks {
         Some(n) if n > 1 => format!("{} {n}×{size} {}", case.test, case.memory),
@@ -357,5 +385,5 @@ pub(super) fn assess(case: &CaseResult, exp: &Expectation, settings: &RunSetting
 
 /// The verdict for one case. Pure: the same case, expectation and settings give the same answer.
 pub fn judge_case(case: &CaseResult, exp: &Expectation, settings: &RunSettings) -> CheckVerdict {
-    assess(case, exp, settings).verdict
+    assess(case, exp, settings, UcxProfile::Default).verdict
 }

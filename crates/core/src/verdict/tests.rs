@@ -321,6 +321,25 @@ fn case_verdict_table() {
                 "bandwidth below floor: 3.00 GB/s measured, expected ≥ 8.00 GB/s for host→host on different hosts",
             )
         },
+        Row {
+            hint: Some("link speed"),
+            ..row(
+                "a degraded link keeps its figure",
+                DifferentHosts,
+                measured(
+                    TagBw,
+                    HH,
+                    4 * MIB,
+                    Some(
+                        "tag_send from host memory length 4194304 rendezvous zero-copy read from remote rc_mlx5/mlx5_0:1",
+                    ),
+                    &[],
+                    0.00359,
+                ),
+                Fail,
+                "bandwidth below floor: 0.00360 GB/s measured, expected ≥ 8.00 GB/s for host→host on different hosts",
+            )
+        },
         row(
             "floor ignores small messages",
             DifferentHosts,
@@ -941,3 +960,5 @@ fn exit_code_follows_the_contract_for_skips_and_partial_runs() {
     });
     assert_eq!(exit::for_report(&report), exit::INTERRUPTED);
 }
+
+mod nixl_profile;

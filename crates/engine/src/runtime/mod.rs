@@ -95,7 +95,12 @@ fn build_context(lib: &ucx::Ucx, opts: &UcxOptions) -> Result<ucx::Context, Engi
             Err(ucx::Error::Config { key, .. }) if profile.iter().any(|(k, _)| *k == key) => {
                 profile.retain(|(k, _)| *k != key);
             }
-            Err(e) => return Err(EngineError::UcxSetup(with_tls_hint(e.to_string()))),
+            Err(ucx::Error::Config { key, value, text }) => {
+                let variable = Some(format!("UCX_{key}={value}"));
+                let detail = ucx::Error::Config { key, value, text }.to_string();
+                return Err(EngineError::UcxInit { detail, variable });
+            }
+            Err(e) => return Err(init_error(e)),
         }
     }
 }
@@ -103,11 +108,9 @@ fn build_context(lib: &ucx::Ucx, opts: &UcxOptions) -> Result<ucx::Context, Engi
 impl Runtime {
     /// Loads UCX, creates the context and worker. Runs on the UCX thread.
     pub fn start(opts: &UcxOptions) -> Result<(Runtime, LocalUcx), EngineError> {
-        let lib = ucx::Ucx::load(opts.library_dir.as_deref()).map_err(|e| EngineError::UcxSetup(e.to_string()))?;
+        let lib = ucx::Ucx::load(opts.library_dir.as_deref()).map_err(|e| EngineError::UcxNotFound(e.to_string()))?;
         let ctx = build_context(&lib, opts)?;
-        let worker = ctx
-            .worker()
-            .map_err(|e| EngineError::UcxSetup(with_tls_hint(e.to_string())))?;
+        let worker = ctx.worker().map_err(init_error)?;
         let address = worker.address().map_err(|e| EngineError::UcxSetup(e.to_string()))?;
         let ack = Buf::alloc(icb_core::MemoryType::Host, 8, 0).map_err(|e| EngineError::UcxSetup(e.to_string()))?;
         let local = LocalUcx {
@@ -435,19 +438,22 @@ impl Runtime {
         ensure_ring(&mut self.ring, window);
         let ring = &mut self.ring[..window];
         let mut info = None;
+        let mut probe_s = None;
         match case.setup.test {
             TestKind::TagBw => with_region!(&case.buf, b => {
                 let ack = post_ack_recv(w, &self.ack)?;
                 if probe {
+                    let p0 = Instant::now();
                     let op = w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::QUERYABLE)?;
                     info = w.info_string(op).ok().flatten();
                     wait_op(w, op, ctl)?;
+                    probe_s = Some(p0.elapsed().as_secs_f64());
                 }
                 let t0 = Instant::now();
                 let send = || Ok(w.tag_send(ep, b, 0..size, TAG_DATA, OpOptions::default())?);
                 run_window(w, ring, timed, ctl, send, || {}, |_| Ok(()))?;
                 wait_op(w, ack, ctl)?;
-                Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed })
+                Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed, probe_s })
             }),
             TestKind::TagLat => {
                 let pong = case.pong.as_ref().ok_or(RunError::Internal("no pong buffer"))?;
@@ -471,9 +477,11 @@ impl Runtime {
                         w.rma(rma, ep, b, at..at + size, addr + at as u64, rkey, opts)
                     };
                     if probe {
+                        let p0 = Instant::now();
                         let op = submit(0, OpOptions::QUERYABLE)?;
                         info = w.info_string(op).ok().flatten();
                         wait_op(w, op, ctl)?;
+                        probe_s = Some(p0.elapsed().as_secs_f64());
                     }
                     if layout.count > 1 {
                         // KV-shaped: every operation is one list (all blocks, then one flush),
@@ -501,13 +509,13 @@ impl Runtime {
                                 break;
                             }
                         }
-                        return Ok(PhaseOutcome { elapsed_s: total, info, rtt: hist, iterations: lists });
+                        return Ok(PhaseOutcome { elapsed_s: total, info, rtt: hist, iterations: lists, probe_s });
                     }
                     let t0 = Instant::now();
                     run_window(w, ring, timed, ctl, || Ok(submit(0, OpOptions::default())?), || {}, |_| Ok(()))?;
                     let flush = w.flush(ep, OpOptions::default())?;
                     wait_op(w, flush, ctl)?;
-                    Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed })
+                    Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed, probe_s })
                 })
             }
         }
@@ -536,11 +544,18 @@ impl Runtime {
 
 /// UCX reports a `UCX_TLS` naming no usable transport as "No such device" from ucp_init or worker
 /// creation, which does not point at the cause: name the variable when it is set.
-fn with_tls_hint(message: String) -> String {
+fn init_error(e: ucx::Error) -> EngineError {
+    let message = e.to_string();
     match std::env::var("UCX_TLS") {
-        Ok(tls) if !tls.trim().is_empty() => {
-            format!("{message} (UCX_TLS={tls} is set: check that it names transports this UCX has, see `ucx_info -d`)")
-        }
-        _ => message,
+        Ok(tls) if !tls.trim().is_empty() => EngineError::UcxInit {
+            detail: format!(
+                "{message} (UCX_TLS={tls} is set: check that it names transports this UCX has, see `ucx_info -d`)"
+            ),
+            variable: Some(format!("UCX_TLS={tls}")),
+        },
+        _ => EngineError::UcxInit {
+            detail: message,
+            variable: None,
+        },
     }
 }

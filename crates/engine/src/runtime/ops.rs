@@ -20,6 +20,7 @@ pub(super) fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
     ctl: &PhaseCtl,
 ) -> Result<PhaseOutcome, RunError> {
     let mut info = None;
+    let mut probe_s = None;
     let mut total = 0.0f64;
     // A round trip's time is recorded during the next one's flight, so the histogram's cost
     // stays off the measured path.
@@ -48,7 +49,8 @@ pub(super) fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
         wait_op(w, send, ctl)?;
         check_length("pong", finish_op(w, recv, ctl)?, size)?;
         if first_probe {
-            // The probe round trip is not part of the warmup pace.
+            // The probe round trip is not part of the warmup pace, but it is the first estimate.
+            probe_s = Some(now.duration_since(prev).as_secs_f64());
             prev = now;
             continue;
         }
@@ -69,6 +71,7 @@ pub(super) fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
         info,
         rtt: hist,
         iterations: timed,
+        probe_s,
     })
 }
 

@@ -72,4 +72,7 @@ pub struct PhaseOutcome {
     pub rtt: Option<Histogram<u64>>,
     /// Operations timed: fewer than asked when the phase's soft deadline ended it early.
     pub iterations: u64,
+    /// How long the probe operation (warmup phase only) took: the first estimate of the pace,
+    /// before anything else is committed to a case that a degraded link could not finish.
+    pub probe_s: Option<f64>,
 }

@@ -14,7 +14,7 @@
 
 use crate::launcher::{LaunchError, Launcher, Side, summarize};
 use icb_core::model::{Endpoint, Locality, PairReport, Placement};
-use icb_core::protocol::{ChildPlan, Listening, SideEvent, parse_side_line};
+use icb_core::protocol::{ChildPlan, Listening, SideErrorKind, SideEvent, parse_side_line};
 use icb_kube::exec::ExecSession;
 use icb_kube::pair::join_host_port;
 use icb_kube::target::{self, Target};
@@ -371,6 +371,7 @@ impl Launcher for InPlaceLauncher {
                 "--once".into(),
                 "--idle-timeout".into(),
                 secs.clone(),
+                "--side-events".into(),
             ];
             args.extend(self.plan.side_args.iter().cloned());
             let mut side = self.launch(&worker, args, "decode").await?;
@@ -378,11 +379,19 @@ impl Launcher for InPlaceLauncher {
             let first = tokio::time::timeout(self.plan.side_timeout, side.first_event()).await;
             match first {
                 Ok(Ok(())) => return Ok(side),
-                Ok(Err(why)) if why.contains("in use") => {
+                Ok(Err((_, Some(SideErrorKind::AddressInUse)))) => {
                     busy.push(port.to_string());
                     side.stop(Duration::ZERO).await;
                 }
-                Ok(Err(why)) => {
+                // Any other typed failure: the pipeline reads it from the lines kept for it
+                // (the side has ended) and reports it by type.
+                Ok(Err((_, Some(_)))) => return Ok(side),
+                // A copy that predates typed failures (--in-place-binary) only says it in words.
+                Ok(Err((why, None))) if why.contains("in use") => {
+                    busy.push(port.to_string());
+                    side.stop(Duration::ZERO).await;
+                }
+                Ok(Err((why, None))) => {
                     side.stop(Duration::ZERO).await;
                     return Err(LaunchError::new(format!(
                         "the decode side in {} exited before listening: {why}",

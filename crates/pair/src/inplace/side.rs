@@ -13,19 +13,25 @@ pub struct InPlaceSide {
 }
 
 impl InPlaceSide {
-    /// Reads until the first protocol event (kept for the pipeline) or the end of the output:
-    /// `Err` carries why the side ended.
-    pub(super) async fn first_event(&mut self) -> Result<(), String> {
+    /// Reads until the listening event or the end of the output (every line is kept for the
+    /// pipeline): `Err` carries why the side ended, and its typed failure when it said one.
+    pub(super) async fn first_event(&mut self) -> Result<(), (String, Option<SideErrorKind>)> {
+        let mut failed = None;
         loop {
             match self.session.next_line().await {
                 Some(line) => {
-                    let event = matches!(parse_side_line(&line), Ok(Some(SideEvent::Listening(_))));
+                    let event = parse_side_line(&line);
                     self.replay.push_back(line);
-                    if event {
-                        return Ok(());
+                    match event {
+                        Ok(Some(SideEvent::Listening(_))) => return Ok(()),
+                        Ok(Some(SideEvent::Failed(f))) => failed = Some(f.cause),
+                        _ => {}
                     }
                 }
-                None => return Err(self.exit_note().await.unwrap_or_else(|| "exit status 0".into())),
+                None => {
+                    let why = self.exit_note().await.unwrap_or_else(|| "exit status 0".into());
+                    return Err((why, failed));
+                }
             }
         }
     }

@@ -158,6 +158,7 @@ fn report(
         },
         warnings: vec![],
         partial: None,
+        ucx_profile: None,
     };
     judge(&mut r);
     r
