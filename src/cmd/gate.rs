@@ -363,12 +363,17 @@ impl icb_gate::GateSteps for KubeGate<'_> {
                     None => "UCX cannot start with the recipe's transport env: check its UCX_* settings".into(),
                 }),
             })),
-            Err(e) => Err(setup(match selectors(&self.templates) {
-                Some(wanted) if e.to_string().contains("node affinity/selector") => {
-                    format!("{e}; the recipe's workers select nodes {wanted}: gate nodes they would run on")
-                }
-                _ => e.to_string(),
-            })),
+            Err(e) => {
+                // Decided on the pods' own status (PodScheduled=False, Unschedulable), not on the
+                // scheduler's words: with a recipe node selector, that is why.
+                let unschedulable = launcher.last_pods().iter().any(icb_kube::lifecycle::unschedulable);
+                Err(setup(match selectors(&self.templates) {
+                    Some(wanted) if unschedulable => {
+                        format!("{e}; the recipe's workers select nodes {wanted}: gate nodes they would run on")
+                    }
+                    _ => e.to_string(),
+                }))
+            }
         }
     }
 }

@@ -337,7 +337,7 @@ fn case_verdict_table() {
                     0.00359,
                 ),
                 Fail,
-                "bandwidth below floor: 0.00360 GB/s measured, expected ≥ 8.00 GB/s for host→host on different hosts",
+                "bandwidth below floor: 0.00359 GB/s measured, expected ≥ 8.00 GB/s for host→host on different hosts",
             )
         },
         row(
