@@ -77,6 +77,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub exports: super::export_args::ExportArgs,
+
+    #[command(flatten)]
+    pub engine: super::common::EngineArgs,
 }
 
 /// The formats that can show a gate report.
@@ -151,6 +154,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         untouched_buffers: false,
     };
     icb_engine::validate_settings(&settings)?;
+    let (settings, engine_note) = args.engine.qualification(settings)?;
+    if let Some(note) = engine_note {
+        eprintln!("ic-bench: {note}");
+    }
     let prefill: Target = args.prefill.parse().map_err(|e| anyhow::anyhow!("--prefill: {e}"))?;
     let decode: Target = args.decode.parse().map_err(|e| anyhow::anyhow!("--decode: {e}"))?;
     let expectation = args.expect.input()?;
@@ -214,8 +221,10 @@ fn criteria(args: &Args, settings: &icb_core::RunSettings) -> icb_core::model::C
         min_bw_size: e.min_bw_size,
         allow_tcp: e.allow_tcp,
         expect_config: e.expect_config.as_ref().map(|p| p.display().to_string()),
-        engine: "ucx".into(),
+        engine: args.engine.engine.to_string(),
         profile: "gate".into(),
+        ucx_profile: (args.engine.ucx_profile != icb_engine::UcxProfile::Default)
+            .then(|| args.engine.ucx_profile.as_str().to_string()),
         host_ipc: false,
     }
 }
@@ -277,8 +286,12 @@ impl icb_gate::GateSteps for KubeGate<'_> {
             run_id: icb_kube::podspec::new_run_id(),
             image: self.image.clone(),
             image_pull_policy: None,
-            serve_args: vec!["--idle-timeout".into(), format!("{}s", args.budget.as_secs().max(1))],
-            connect_args: vec![],
+            serve_args: [
+                vec!["--idle-timeout".into(), format!("{}s", args.budget.as_secs().max(1))],
+                args.engine.side_flags(),
+            ]
+            .concat(),
+            connect_args: args.engine.side_flags(),
             privileged: false,
             host_ipc: false,
             host_pid: false,

@@ -88,6 +88,9 @@ pub struct Args {
     #[arg(long)]
     pub host_ipc: bool,
 
+    #[command(flatten)]
+    pub engine: super::common::EngineArgs,
+
     /// Results file, rewritten atomically after every pair [default: ic-bench-sweep-<ID>.json]
     #[arg(long, value_name = "FILE", conflicts_with = "resume")]
     pub results: Option<PathBuf>,
@@ -160,6 +163,10 @@ impl Args {
             untouched_buffers: false,
         };
         icb_engine::validate_settings(&settings)?;
+        let (settings, note) = self.engine.qualification(settings)?;
+        if let Some(note) = note {
+            eprintln!("ic-bench: {note}");
+        }
         Ok(settings)
     }
 
@@ -255,6 +262,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
                 expectation,
                 image: args.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
                 host_ipc: args.host_ipc,
+                side_flags: args.engine.side_flags(),
                 devices: args.devices.request(),
                 budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),
             },

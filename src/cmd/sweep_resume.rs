@@ -17,8 +17,7 @@ pub const DEFAULT_TESTS: &str = "put_bw,get_bw,tag_lat";
 pub const DEFAULT_SIZES: [u64; 2] = [64 << 10, 1 << 20];
 pub const DEFAULT_MEMORY: &str = "host-host";
 pub const DEFAULT_MAX_TIME_S: f64 = 1.0;
-/// The one engine a sweep runs, and the name of its short per-pair profile.
-pub const ENGINE: &str = "ucx";
+/// The name of the sweep's short per-pair profile (the engine is `--engine`, recorded as given).
 pub const PROFILE: &str = "sweep";
 
 /// A flag given on a `--resume` command line that differs from the file's criteria.
@@ -70,8 +69,10 @@ pub fn criteria(args: &Args) -> Criteria {
         min_bw_size: args.expect.min_bw_size,
         allow_tcp: args.expect.allow_tcp,
         expect_config: args.expect.expect_config.as_ref().map(|p| p.display().to_string()),
-        engine: ENGINE.into(),
+        engine: args.engine.engine.to_string(),
         profile: PROFILE.into(),
+        ucx_profile: (args.engine.ucx_profile != icb_engine::UcxProfile::Default)
+            .then(|| args.engine.ucx_profile.as_str().to_string()),
         host_ipc: args.host_ipc,
     }
 }
@@ -90,6 +91,12 @@ fn given(args: &Args) -> Vec<&'static str> {
         ("--allow-tcp", e.allow_tcp),
         ("--expect-config", e.expect_config.is_some()),
         ("--host-ipc", args.host_ipc),
+        // Their defaults cannot be told from a flag left out: a non-default value was given.
+        ("--engine", args.engine.engine != icb_core::EngineKind::Ucx),
+        (
+            "--ucx-profile",
+            args.engine.ucx_profile != icb_engine::UcxProfile::Default,
+        ),
     ]
     .into_iter()
     .filter_map(|(flag, set)| set.then_some(flag))
@@ -157,6 +164,15 @@ pub fn apply(args: &mut Args, file: &SweepResults) -> anyhow::Result<()> {
     args.expect.allow_tcp = was.allow_tcp;
     args.expect.expect_config = was.expect_config.as_ref().map(std::path::PathBuf::from);
     args.host_ipc = was.host_ipc;
+    args.engine.engine = was
+        .engine
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--resume: the file's criteria name an unknown engine ({e})"))?;
+    if let Some(profile) = &was.ucx_profile {
+        args.engine.ucx_profile = profile
+            .parse()
+            .map_err(|e| anyhow::anyhow!("--resume: the file's criteria name an unknown --ucx-profile ({e})"))?;
+    }
     Ok(())
 }
 
@@ -263,6 +279,21 @@ mod tests {
             e.starts_with("--resume: --nodes cannot change a sweep being resumed"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_engine_and_ucx_profile_are_criteria_resume_keeps() {
+        let was = criteria(&args(&["--ucx-profile", "nixl"]));
+        assert_eq!(was.ucx_profile.as_deref(), Some("nixl"));
+        assert_eq!(was.engine, "ucx");
+        // Left out now: the file's profile is taken.
+        let mut a = args(&[]);
+        apply(&mut a, &file(was.clone())).unwrap();
+        assert_eq!(a.engine.ucx_profile, icb_engine::UcxProfile::Nixl);
+        // Another engine given now: refused, naming the flag.
+        let mut a = args(&["--engine", "nixl"]);
+        let e = apply(&mut a, &file(was)).unwrap_err();
+        assert_eq!(e.downcast_ref::<DifferingFlag>().map(|d| d.flag), Some("--engine"));
     }
 
     #[test]

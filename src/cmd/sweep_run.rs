@@ -24,6 +24,8 @@ pub struct PairJob {
     pub expectation: ExpectationInput,
     pub image: String,
     pub host_ipc: bool,
+    /// `--engine`/`--ucx-profile` for both sides (`EngineArgs::side_flags`).
+    pub side_flags: Vec<String>,
     pub devices: DeviceRequest,
     pub budget: Duration,
 }
@@ -143,8 +145,12 @@ impl Sweeper {
             run_id: run_id.to_string(),
             image: job.image.clone(),
             image_pull_policy: None,
-            serve_args: vec!["--idle-timeout".into(), format!("{}s", job.budget.as_secs().max(1))],
-            connect_args: vec![],
+            serve_args: [
+                vec!["--idle-timeout".into(), format!("{}s", job.budget.as_secs().max(1))],
+                job.side_flags.clone(),
+            ]
+            .concat(),
+            connect_args: job.side_flags.clone(),
             privileged: false,
             host_ipc: job.host_ipc,
             host_pid: false,

@@ -36,6 +36,10 @@ pub struct Criteria {
     pub engine: String,
     /// The measurement profile (`sweep`: the short per-pair profile of `ic-bench sweep`).
     pub profile: String,
+    /// `--ucx-profile` of the UCX engine when not the default (`nixl`: UCX configured as NIXL's
+    /// backend configures it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ucx_profile: Option<String>,
     /// `--host-ipc`.
     #[serde(default)]
     pub host_ipc: bool,
@@ -67,6 +71,10 @@ impl Criteria {
             ("--expect-config", opt(self.expect_config.clone())),
             ("--engine", self.engine.clone()),
             ("--profile", self.profile.clone()),
+            (
+                "--ucx-profile",
+                self.ucx_profile.clone().unwrap_or_else(|| "default".into()),
+            ),
             ("--host-ipc", self.host_ipc.to_string()),
         ]
     }
