@@ -249,37 +249,17 @@ fn the_ucx_profile_reaches_both_bench_pods_and_the_criteria() {
             .collect();
         assert!(words.windows(2).any(|w| w == ["--ucx-profile", "nixl"]), "{words:?}");
     }
-    let out = std::process::Command::new(BIN)
-        .args([
-            "gate",
-            "--prefill",
-            "node/a",
-            "--decode",
-            "node/b",
-            "--engine",
-            "nixl",
-            "--ucx-profile",
-            "nixl",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let refused = |extra: &[&str]| -> String {
+        let out = std::process::Command::new(BIN)
+            .args(["gate", "--prefill", "node/a", "--decode", "node/b", "--engine", "nixl"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused(&["--ucx-profile", "nixl"]);
     assert!(err.contains("--ucx-profile configures the UCX engine"), "{err}");
-    let out = std::process::Command::new(BIN)
-        .args([
-            "gate",
-            "--prefill",
-            "node/a",
-            "--decode",
-            "node/b",
-            "--engine",
-            "nixl",
-            "--tests",
-            "tag_lat",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("give --tests get_bw"));
+    let err = refused(&["--tests", "tag_lat"]);
+    assert!(err.contains("give --tests get_bw"), "{err}");
 }

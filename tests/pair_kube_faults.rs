@@ -199,16 +199,7 @@ fn ctrl_c_during_the_run_deletes_both_pods_and_says_so() {
     // pod's log), not after a fixed sleep: a loaded machine once took longer than 4 s for it.
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        let first_case_done = cluster.pods().iter().any(|p| {
-            let (Some(ns), Some(name)) = (p.metadata.namespace.as_deref(), p.metadata.name.as_deref()) else {
-                return false;
-            };
-            name.ends_with("-client")
-                && cluster
-                    .pod_log(ns, name, "bench")
-                    .is_some_and(|log| log.contains(r#""event":"case""#))
-        });
-        if first_case_done {
+        if client_logged_a_case(&cluster) {
             break;
         }
         assert!(Instant::now() < deadline, "the client pod never finished a case");

@@ -35,18 +35,6 @@ struct Ended {
     stderr: String,
 }
 
-fn client_logged_a_case(cluster: &icb_testcluster::TestCluster) -> bool {
-    created_pods(cluster).iter().any(|p| {
-        let (Some(ns), Some(name)) = (p.metadata.namespace.as_deref(), p.metadata.name.as_deref()) else {
-            return false;
-        };
-        name.ends_with("-client")
-            && cluster
-                .pod_log(ns, name, "bench")
-                .is_some_and(|log| log.contains(r#""event":"case""#))
-    })
-}
-
 /// Whether process `pid` catches SIGINT (2) and SIGTERM (15) (`SigCgt` in /proc/PID/status).
 fn handles_term_and_int(pid: u32) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {

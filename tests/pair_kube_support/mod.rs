@@ -292,3 +292,17 @@ pub fn slow_and_gpuless_cluster() -> TestCluster {
     cluster.rate_limit_node("node-2", "30mbit").unwrap();
     cluster
 }
+
+/// Whether a bench client pod of `cluster` logged its first finished case (an event to signal
+/// on, rather than a guess at how long starting takes).
+pub fn client_logged_a_case(cluster: &TestCluster) -> bool {
+    created_pods(cluster).iter().any(|p| {
+        let (Some(ns), Some(name)) = (p.metadata.namespace.as_deref(), p.metadata.name.as_deref()) else {
+            return false;
+        };
+        name.ends_with("-client")
+            && cluster
+                .pod_log(ns, name, "bench")
+                .is_some_and(|log| log.contains(r#""event":"case""#))
+    })
+}

@@ -58,7 +58,7 @@ impl Ran {
 
 /// Runs `ic-bench ARGS` with extra environment, bounded by a deadline.
 pub fn ic_bench(args: &[&str], env: &[(&str, &str)]) -> Ran {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ic-bench"))
+    let child = Command::new(env!("CARGO_BIN_EXE_ic-bench"))
         .args(args)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
@@ -67,32 +67,12 @@ pub fn ic_bench(args: &[&str], env: &[(&str, &str)]) -> Ran {
         .spawn()
         .expect("ic-bench could not be started");
     let pid = child.id();
-    let read = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    };
-    let stdout = read(Box::new(child.stdout.take().expect("piped stdout")));
-    let stderr = read(Box::new(child.stderr.take().expect("piped stderr")));
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for ic-bench") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("ic-bench {args:?} did not finish within 180 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let out = wait_with_output(child, Duration::from_secs(180));
     Ran {
         pid,
-        code: status.code().unwrap_or(-1),
-        stdout: stdout.join().expect("stdout reader"),
-        stderr: stderr.join().expect("stderr reader"),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
 
