@@ -325,3 +325,40 @@ fn child_report(plan: &str) -> icb_core::PairReport {
         })
         .unwrap_or_else(|| panic!("no report line from connect --plan: {}", ran.stderr))
 }
+
+/// `pair --export-json/--export-prometheus FILE` beside `-o` (issue 18: pair gets the exports the
+/// sweep had): every file written, the table still on stdout.
+#[test]
+fn pair_exports_write_json_and_prometheus_files() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pair.json");
+    let prom = dir.path().join("pair.prom");
+    let (json_arg, prom_arg) = (json.display().to_string(), prom.display().to_string());
+    let ran = ic_bench(
+        &[
+            "pair",
+            "--local",
+            "--tests",
+            "tag_lat",
+            "--sizes",
+            "8",
+            "--memory",
+            "host-host",
+            "--export-json",
+            &json_arg,
+            "--export-prometheus",
+            &prom_arg,
+        ],
+        &[],
+    );
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    let report: icb_core::PairReport = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report.cases.len(), 1);
+    assert!(
+        std::fs::read_to_string(&prom)
+            .unwrap()
+            .contains("icbench_verdict_status")
+    );
+    assert!(!ran.stdout.trim_start().starts_with('{'), "stdout keeps the table");
+}

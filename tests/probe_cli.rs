@@ -511,3 +511,28 @@ fn errors_never_print_a_url_credential() {
     one_line_error(&out, "http://***@etcd:2379/recipe.yaml");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("hunter2secret"));
 }
+
+/// `--export-FORMAT FILE` beside `-o` (issue 18, one way out): the table on stdout, the JSON and
+/// JUnit in files, and a format that cannot show a probe report refused before anything runs.
+#[test]
+fn exports_write_every_file_beside_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("probe.json");
+    let junit = dir.path().join("probe.xml");
+    let out = probe_node("healthy_ib")
+        .env("UCX_NET_DEVICES", "mlx5_0:1,mlx5_1:1")
+        .arg("--export-json")
+        .arg(&json)
+        .arg("--export-junit")
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).trim_start().starts_with('{'),
+        "stdout is the table"
+    );
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["schema"], "ic-bench.probe/v1");
+    assert!(std::fs::read_to_string(&junit).unwrap().contains("<testsuites"));
+}

@@ -397,6 +397,9 @@ pub struct OutputArgs {
     /// Write the report to this file instead of stdout
     #[arg(long, value_name = "FILE")]
     pub output_file: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub exports: super::export_args::ExportArgs,
 }
 
 impl OutputArgs {
@@ -439,6 +442,17 @@ impl OutputArgs {
     }
 
     /// Writes `text` to `--output-file` or stdout.
+    /// Writes `report` to every `--export-FORMAT` file (refused up front by `check_exports`).
+    pub fn write_exports(&self, report: icb_report::Report<'_>) -> anyhow::Result<()> {
+        self.exports.exports(report.kind())?.write(report)?;
+        Ok(())
+    }
+
+    /// Refuses an export format that cannot show `kind`, before any work starts.
+    pub fn check_exports(&self, kind: icb_report::ReportKind) -> anyhow::Result<()> {
+        self.exports.exports(kind).map(|_| ())
+    }
+
     pub fn emit(&self, text: &str) -> anyhow::Result<()> {
         self.emit_to(text, &mut std::io::stdout().lock())
     }
@@ -533,6 +547,7 @@ fn emit_partial_pair(
     icb_core::verdict::mark_interrupted(&mut report, &format!("interrupted by {}", interrupt.signal()));
     let format = output.report_format()?;
     output.emit(&icb_report::render_pair(&report, format)?)?;
+    output.write_exports(icb_report::Report::Pair(&report))?;
     let planned = report.partial.as_ref().map_or(report.cases.len(), |p| p.planned_cases);
     let cleaned = if cleanup.is_empty() {
         "nothing was left to clean up".to_string()
@@ -549,6 +564,7 @@ fn emit_partial_pair(
 pub fn emit_pair(report: &icb_core::PairReport, output: &OutputArgs) -> anyhow::Result<i32> {
     let format = output.report_format()?;
     output.emit(&icb_report::render_pair_in(report, format, output.view())?)?;
+    output.write_exports(icb_report::Report::Pair(report))?;
     if let Some(problem) = icb_core::exit::setup_problem(report) {
         eprintln!("ic-bench: error: {problem}");
     }

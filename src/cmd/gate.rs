@@ -136,23 +136,8 @@ fn findings_of(step: &str, report: &ProbeReport) -> Vec<Finding> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let settings = icb_core::RunSettings {
-        tests: args.tests.clone(),
-        sizes: args.sizes.clone(),
-        memory: args.memory.clone(),
-        warmup_iterations: 4,
-        min_iterations: 8,
-        min_time_s: 0.05,
-        max_time_s: 1.0,
-        window: 16,
-        unit: icb_core::BandwidthUnit::GBps,
-        require_cuda: false,
-        stop: Some(icb_core::StopRule::DEFAULT),
-        plan: Vec::new(),
-        blocks: None,
-        window_candidates: Vec::new(),
-        untouched_buffers: false,
-    };
+    let settings =
+        icb_core::RunSettings::qualification(args.tests.clone(), args.sizes.clone(), args.memory.clone(), 1.0);
     icb_engine::validate_settings(&settings)?;
     let (settings, engine_note) = args.engine.qualification(settings)?;
     if let Some(note) = engine_note {

@@ -55,6 +55,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if !dry_run {
         // A dry run prints manifests (-o yaml|json), which the run's own code checks.
         args.output.check()?;
+        args.output.check_exports(icb_report::ReportKind::Pair)?;
     }
     // The expectations file is read once, here; the pipeline resolves it for the placement.
     let mut plan = icb_pair::PairPlan::new(settings, args.expect.input()?);

@@ -146,12 +146,14 @@ fn run_probe(args: Args) -> anyhow::Result<i32> {
 }
 
 fn format_of(o: &OutputArgs) -> anyhow::Result<icb_report::Format> {
+    o.check_exports(icb_report::ReportKind::Probe)?;
     Ok(icb_report::Format::from_str(&o.format)?)
 }
 
 fn emit(report: &ProbeReport, o: &OutputArgs) -> anyhow::Result<i32> {
     let text = icb_report::render_probe_in(report, format_of(o)?, o.view())?;
     o.emit(&text)?;
+    o.write_exports(icb_report::Report::Probe(report))?;
     Ok(report.exit_code())
 }
 

@@ -145,23 +145,7 @@ impl Args {
             .iter()
             .map(|m| m.parse::<MemoryPair>().map_err(|e| parse("--memory", e.to_string())))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let settings = icb_core::RunSettings {
-            tests,
-            sizes: criteria.sizes.clone(),
-            memory,
-            warmup_iterations: 4,
-            min_iterations: 8,
-            min_time_s: 0.05_f64.min(criteria.max_time_s),
-            max_time_s: criteria.max_time_s,
-            window: 16,
-            unit: icb_core::BandwidthUnit::GBps,
-            require_cuda: false,
-            stop: Some(icb_core::StopRule::DEFAULT),
-            plan: Vec::new(),
-            blocks: None,
-            window_candidates: Vec::new(),
-            untouched_buffers: false,
-        };
+        let settings = icb_core::RunSettings::qualification(tests, criteria.sizes.clone(), memory, criteria.max_time_s);
         icb_engine::validate_settings(&settings)?;
         let (settings, note) = self.engine.qualification(settings)?;
         if let Some(note) = note {

@@ -107,6 +107,34 @@ pub const VERDICT_BANDWIDTH_SIZE: u64 = 4 << 20;
 
 impl RunSettings {
     /// The default gate: the cases a verdict needs and nothing else, each stopped adaptively.
+    /// The short profile of the qualification commands (`gate`, `sweep`): the cases given, a
+    /// short warmup, at least 8 iterations and 50 ms (less when `max_time_s` is shorter), a
+    /// window of 16, stopping at the default precision or after `max_time_s`.
+    pub fn qualification(
+        tests: Vec<TestKind>,
+        sizes: Vec<u64>,
+        memory: Vec<MemoryPair>,
+        max_time_s: f64,
+    ) -> RunSettings {
+        RunSettings {
+            tests,
+            sizes,
+            memory,
+            warmup_iterations: 4,
+            min_iterations: 8,
+            min_time_s: 0.05_f64.min(max_time_s),
+            max_time_s,
+            window: 16,
+            unit: BandwidthUnit::GBps,
+            require_cuda: false,
+            stop: Some(StopRule::DEFAULT),
+            plan: Vec::new(),
+            blocks: None,
+            window_candidates: Vec::new(),
+            untouched_buffers: false,
+        }
+    }
+
     /// Bandwidth where the floors apply (tag, put and get at 4 MiB), latency at 8 B, and one
     /// KV-shaped put (64 × 16 KiB), for every memory pair (CUDA pairs are skipped without a
     /// driver). A case stops at ±2 % (95 % confidence) or after 1 s.
