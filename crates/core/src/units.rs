@@ -97,6 +97,17 @@ pub fn format_size(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
+/// A duration as error lines and notes say it: `250ms` under a second, `30s`, `1.5s`.
+pub fn format_duration(d: std::time::Duration) -> String {
+    if d < std::time::Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
 /// A bandwidth in `unit`, without the unit: two decimals, or three significant digits below 1 so
 /// a slow path reads `0.00372`, never `0.00`. The one rule for every output (tables, verdict
 /// reasons, labels, progress).
@@ -117,6 +128,14 @@ pub fn format_bandwidth(bytes_per_s: f64, unit: crate::model::BandwidthUnit) -> 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn durations_read_as_error_lines_say_them() {
+        use std::time::Duration;
+        assert_eq!(format_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(format_duration(Duration::from_secs(30)), "30s");
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
+    }
+
     use super::*;
 
     #[test]

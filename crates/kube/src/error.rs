@@ -263,12 +263,9 @@ pub(crate) fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The one duration rule (`icb_core::units::format_duration`).
 pub(crate) fn humanize(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
-    }
+    icb_core::units::format_duration(d)
 }
 
 #[cfg(test)]

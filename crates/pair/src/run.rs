@@ -413,12 +413,7 @@ async fn prefill_ended<S: Side>(
     err
 }
 
+/// The one duration rule (`icb_core::units::format_duration`).
 fn humanize(d: Duration) -> String {
-    if d < Duration::from_secs(1) {
-        format!("{}ms", d.as_millis())
-    } else if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{:.1}s", d.as_secs_f64())
-    }
+    icb_core::units::format_duration(d)
 }
