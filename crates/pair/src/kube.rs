@@ -3,7 +3,7 @@
 //! and specified as `icb_kube::pair::prepare` decided (dry runs print exactly those pods), followed
 //! through their logs, and deleted by the run's label at cleanup.
 
-use crate::launcher::{LaunchError, Launcher, Side};
+use crate::launcher::{LaunchError, LaunchFailure, Launcher, Side};
 use icb_core::model::{Endpoint, Locality, PairReport, Placement};
 use icb_core::protocol::{ChildPlan, Listening};
 use icb_kube::k8s_openapi::api::core::v1::Pod;
@@ -101,9 +101,16 @@ impl KubeLauncher {
         let until = self.until();
         lifecycle::create_pod_tracked(&self.cluster, &pod, &self.maybe_created)
             .await
-            .map_err(|e| LaunchError::new(e.to_string()))?;
+            .map_err(launch_error)?;
+        let server = pod_is_server(&pod);
+        let resolved = if server {
+            &self.prepared.decode
+        } else {
+            &self.prepared.prefill
+        };
         Ok(KubeSide {
-            role: if pod_is_server(&pod) { "decode" } else { "prefill" },
+            role: if server { "decode" } else { "prefill" },
+            node: resolved.node.clone(),
             run: PodRun::follow(&self.cluster, &name, until),
             cluster: self.cluster.clone(),
         })
@@ -115,6 +122,42 @@ impl KubeLauncher {
         let pod = self.server.as_ref()?.1.last_pod()?;
         pod.status?.pod_ip.filter(|ip| !ip.is_empty())
     }
+}
+
+/// A Kubernetes error as a launch failure, by its type.
+fn launch_error(e: KubeError) -> LaunchError {
+    let kind = match &e {
+        e if e.cluster_level() => LaunchFailure::Cluster,
+        KubeError::Deadline { .. } => LaunchFailure::Deadline,
+        _ => LaunchFailure::Other,
+    };
+    LaunchError::of(kind, e.to_string())
+}
+
+/// Why a bench pod did not do its part, read from its status: not placed (`PodScheduled=False`,
+/// reason `Unschedulable`; the node it was pinned to, else `node`), an image that cannot be
+/// pulled (the container's waiting reason), or the bench container's exit code.
+pub fn pod_failure(pod: &Pod, node: &str) -> Option<LaunchFailure> {
+    if lifecycle::unschedulable(pod) {
+        return Some(LaunchFailure::Unschedulable {
+            pod: pod.metadata.name.clone().unwrap_or_default(),
+            node: podspec::pinned_node(pod).or_else(|| Some(node.to_string()).filter(|n| !n.is_empty())),
+        });
+    }
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    let states = statuses.iter().filter_map(|c| c.state.as_ref());
+    for state in states {
+        let waiting = state.waiting.as_ref().and_then(|w| w.reason.as_deref());
+        if matches!(waiting, Some("ErrImagePull" | "ImagePullBackOff" | "InvalidImageName")) {
+            return Some(LaunchFailure::ImagePull);
+        }
+        if let Some(t) = &state.terminated {
+            return Some(LaunchFailure::SideExited {
+                code: Some(t.exit_code),
+            });
+        }
+    }
+    None
 }
 
 fn pod_is_server(pod: &Pod) -> bool {
@@ -207,7 +250,7 @@ impl Launcher for KubeLauncher {
             Duration::from_millis(300),
         )
         .await
-        .map_err(|e| LaunchError::new(e.to_string()))?;
+        .map_err(launch_error)?;
         Ok(format!(
             "deleted {} ic-bench pod(s) of run {}",
             deleted.len(),
@@ -219,6 +262,8 @@ impl Launcher for KubeLauncher {
 /// One bench pod being followed.
 pub struct KubeSide {
     role: &'static str,
+    /// The node this side was planned on.
+    node: String,
     run: PodRun,
     cluster: Cluster,
 }
@@ -242,6 +287,10 @@ impl Side for KubeSide {
 
     fn last_words(&self) -> String {
         self.run.last_words()
+    }
+
+    fn failure(&self) -> Option<LaunchFailure> {
+        pod_failure(&self.run.last_pod()?, &self.node)
     }
 
     async fn interrupt(&mut self) {
