@@ -316,3 +316,80 @@ impl Side for KubeSide {
         self.run.stop();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(node: Option<&str>, status: serde_json::Value) -> Pod {
+        let mut v = serde_json::json!({
+            "metadata": {"name": "ic-bench-x-server"},
+            "spec": {"containers": []},
+            "status": status,
+        });
+        if let Some(n) = node {
+            v["spec"]["nodeName"] = n.into();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn scheduled(status: &str, reason: &str) -> serde_json::Value {
+        serde_json::json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": status, "reason": reason}]})
+    }
+
+    fn container(state: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({"phase": "Pending", "containerStatuses": [
+            {"name": "bench", "image": "i", "imageID": "", "ready": false, "restartCount": 0, "state": state}
+        ]})
+    }
+
+    #[test]
+    fn a_pods_failure_is_read_from_its_status_fields() {
+        let stuck = scheduled("False", "Unschedulable");
+        let unschedulable = |node: &str| LaunchFailure::Unschedulable {
+            pod: "ic-bench-x-server".into(),
+            node: Some(node.into()),
+        };
+        assert_eq!(
+            pod_failure(&pod(None, stuck.clone()), "node-2"),
+            Some(unschedulable("node-2"))
+        );
+        assert_eq!(
+            pod_failure(&pod(Some("node-9"), stuck), "node-2"),
+            Some(unschedulable("node-9")),
+            "the node it was pinned to first"
+        );
+        assert_eq!(pod_failure(&pod(None, scheduled("True", "")), "node-2"), None);
+        let pull = container(serde_json::json!({"waiting": {"reason": "ImagePullBackOff", "message": "whatever"}}));
+        assert_eq!(pod_failure(&pod(None, pull), "n"), Some(LaunchFailure::ImagePull));
+        let exited = container(serde_json::json!({"terminated": {"exitCode": 3}}));
+        assert_eq!(
+            pod_failure(&pod(None, exited), "n"),
+            Some(LaunchFailure::SideExited { code: Some(3) })
+        );
+        let creating = container(serde_json::json!({"waiting": {"reason": "ContainerCreating"}}));
+        assert_eq!(pod_failure(&pod(None, creating), "n"), None);
+    }
+
+    #[test]
+    fn kube_errors_become_launch_failures_by_their_type() {
+        let timeout = KubeError::Timeout {
+            what: "create pod".into(),
+            timeout: Duration::from_secs(5),
+        };
+        assert_eq!(launch_error(timeout).kind, LaunchFailure::Cluster);
+        let api = |code| KubeError::Api {
+            what: "create pod".into(),
+            code,
+            reason: "r".into(),
+            message: "m".into(),
+        };
+        assert_eq!(launch_error(api(503)).kind, LaunchFailure::Cluster);
+        assert_eq!(launch_error(api(403)).kind, LaunchFailure::Other);
+        let deadline = KubeError::Deadline {
+            pod: "p".into(),
+            last_seen: "Pending".into(),
+        };
+        assert_eq!(launch_error(deadline).kind, LaunchFailure::Deadline);
+    }
+}

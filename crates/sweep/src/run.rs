@@ -174,6 +174,14 @@ struct Rounds<'a, R, E> {
 }
 
 impl<R: PairRunner, E> Rounds<'_, R, E> {
+    /// Records one pair's result, shows it, saves.
+    fn record(&mut self, results: &mut SweepResults, result: PairResult, step: &Step) -> Result<(), E> {
+        results.pairs.push(result);
+        self.observer.pair(results, step);
+        results.updated_at = now();
+        (self.save)(results)
+    }
+
     /// Runs `rounds` as pass `pass`, recording every pair that ends with a result.
     async fn run(&mut self, rounds: &[Round], pass: u8, results: &mut SweepResults) -> Result<SweepEnd, E> {
         if rounds.is_empty() {
@@ -225,16 +233,14 @@ impl<R: PairRunner, E> Rounds<'_, R, E> {
                 };
                 step.done += 1;
                 step.elapsed = started.elapsed();
-                results.pairs.push(PairResult {
+                let result = PairResult {
                     pair,
                     pass,
                     run_id,
                     duration_s: elapsed.as_secs_f64(),
                     outcome,
-                });
-                self.observer.pair(results, &step);
-                results.updated_at = now();
-                if let Err(e) = (self.save)(results) {
+                };
+                if let Err(e) = self.record(results, result, &step) {
                     self.observer.pass_ended(pass);
                     return Err(e);
                 }
