@@ -14,6 +14,7 @@
 //! behind the same exporter trait as pair and probe reports; this crate never renders.
 #![forbid(unsafe_code)]
 
+pub mod outcome;
 pub mod outliers;
 pub mod results;
 pub mod run;
