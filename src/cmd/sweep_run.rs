@@ -85,7 +85,7 @@ impl Sweeper {
             _ if stop.is_cancelled() => return PairEnd::Interrupted,
             Ok(l) => l,
             Err(e) if e.cluster_level() => return PairEnd::ClusterDown(e.to_string()),
-            Err(e) => return PairEnd::Recorded(classify_error(pair, e.to_string(), &[])),
+            Err(e) => return PairEnd::Recorded(Outcome::Error { reason: e.to_string() }),
         };
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
         let result = run_pair(&plan, &mut launcher, stop, &mut progress).await;
