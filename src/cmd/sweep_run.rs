@@ -1,22 +1,21 @@
-//! Running a sweep's rounds: every pair of a round at once, each one `run_pair` with its own
-//! `KubeLauncher` and run id; progress on stderr (a bar on a terminal, one line per finished
-//! pair otherwise: `progress::SweepProgress`); the results saved after every pair. A cancelled
-//! token stops every pair (each cleans up its own pods) and nothing that ends after it is
-//! recorded; the first cluster-level API error stops the sweep the same way.
+//! The sweep's Kubernetes wiring: [`Sweeper`] is `icb_sweep::run`'s pair runner (each pair one
+//! `run_pair` with its own `KubeLauncher` and run id, its end reduced to an `Outcome`), and
+//! [`StderrObserver`] its progress on stderr (a bar on a terminal, one line per finished pair
+//! otherwise: `progress::SweepProgress`). The rounds, passes and stops are `icb_sweep::run_sweep`'s.
 
 use super::progress::{Notable, PairDone, SweepProgress, sweep_eta};
-use futures::stream::{FuturesUnordered, StreamExt};
 use icb_kube::devices::DeviceRequest;
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
-use icb_kube::{KubeError, lifecycle, podspec};
+use icb_kube::{lifecycle, podspec};
 use icb_pair::kube::KubeLauncher;
-use icb_pair::{CancellationToken, ExpectationInput, PairError, PairPlan, run_pair};
-use icb_sweep::results::{LatencyPoint, Outcome, PairResult, SizePoint, SweepResults};
-use icb_sweep::schedule::{Pair, Round};
+use icb_pair::{CancellationToken, ExpectationInput, LaunchError, LaunchFailure, PairError, PairPlan, run_pair};
+use icb_sweep::results::{Outcome, SweepResults};
+use icb_sweep::run::{PairEnd, PairRunner, SecondPass, Step, SweepObserver};
+use icb_sweep::schedule::Pair;
 use icb_sweep::score;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What every pair of a sweep runs with.
 pub struct PairJob {
@@ -36,107 +35,13 @@ pub struct Sweeper {
     pub token: CancellationToken,
 }
 
-/// How one pair ended.
-#[derive(Debug)]
-pub enum PairEnd {
-    /// A result to record (measured, unschedulable, or an error of the pair itself).
-    Recorded(Outcome),
-    /// The cancel token fired before the pair's outcome was in: whatever came back (a partial
-    /// report, an error of any kind) is not this pair's result, so `--resume` runs it in full.
-    Interrupted,
-    /// The Kubernetes API failed (unreachable, timing out, 429/5xx beyond its retries): not the
-    /// pair's fault and no node's, and nothing more can run.
-    ClusterDown(String),
-}
-
-/// How a run of rounds ended.
-#[derive(Debug, PartialEq)]
-pub enum RoundsEnd {
-    Done,
-    Interrupted,
-    /// The first cluster-level error, one line.
-    ClusterDown(String),
-}
-
-/// A cluster-level failure: the API server could not be reached or kept failing beyond the
-/// retries of one call. Decided on the error's type, never its text.
-pub fn cluster_level(e: &KubeError) -> bool {
-    match e {
-        KubeError::Unreachable { .. } | KubeError::Timeout { .. } | KubeError::Transport { .. } => true,
-        KubeError::Api { code, .. } => *code == 429 || *code >= 500,
-        _ => false,
+impl PairRunner for Sweeper {
+    async fn run(&self, pair: &Pair, run_id: &str, stop: &CancellationToken) -> PairEnd {
+        self.measure(pair, run_id, stop).await
     }
 }
 
 impl Sweeper {
-    /// Runs `rounds` as pass `pass`, recording every pair that ends with a result; stops at a
-    /// signal or at the first cluster-level error (the pairs still running are stopped and not
-    /// recorded: their failures would be the outage's, not theirs).
-    pub async fn run_rounds(
-        &self,
-        rounds: &[Round],
-        pass: u8,
-        results: &mut SweepResults,
-        save: &mut dyn FnMut(&SweepResults) -> anyhow::Result<()>,
-    ) -> anyhow::Result<RoundsEnd> {
-        if rounds.is_empty() {
-            return Ok(RoundsEnd::Done);
-        }
-        let total: usize = rounds.iter().map(Vec::len).sum();
-        let progress = SweepProgress::start(pass, total, rounds.len());
-        let mut done = 0usize;
-        let started = Instant::now();
-        // Cancelled by a signal (its parent) or by this sweep at a cluster-level error.
-        let stop = self.token.child_token();
-        let mut down: Option<String> = None;
-        for (i, round) in rounds.iter().enumerate() {
-            if stop.is_cancelled() {
-                break;
-            }
-            progress.round(i + 1, round.len());
-            let mut running: FuturesUnordered<_> = round
-                .iter()
-                .enumerate()
-                .map(|(j, pair)| self.one(pair.clone(), results.run_id(pass, i, j), &stop))
-                .collect();
-            while let Some((pair, run_id, elapsed, end)) = running.next().await {
-                let outcome = match end {
-                    PairEnd::Recorded(outcome) if !stop.is_cancelled() => outcome,
-                    PairEnd::ClusterDown(e) => {
-                        down.get_or_insert(e);
-                        stop.cancel();
-                        continue;
-                    }
-                    _ => continue,
-                };
-                done += 1;
-                results.pairs.push(PairResult {
-                    pair,
-                    pass,
-                    run_id,
-                    duration_s: elapsed.as_secs_f64(),
-                    outcome,
-                });
-                report_pair(&progress, results, pass, (done, total), (i + 1, rounds.len()), &started);
-                results.updated_at = jiff::Timestamp::now().to_string();
-                save(results)?;
-            }
-        }
-        Ok(match down {
-            _ if self.token.is_cancelled() => RoundsEnd::Interrupted,
-            Some(e) => RoundsEnd::ClusterDown(e),
-            None if stop.is_cancelled() => RoundsEnd::Interrupted,
-            None => RoundsEnd::Done,
-        })
-    }
-
-    /// One pair.
-    async fn one(&self, pair: Pair, run_id: String, stop: &CancellationToken) -> (Pair, String, Duration, PairEnd) {
-        let started = Instant::now();
-        let end = self.measure(&pair, &run_id, stop).await;
-        (pair, run_id, started.elapsed(), end)
-    }
-
     fn pods(&self, pair: &Pair, run_id: &str) -> BenchPodsPlan {
         let job = &self.job;
         BenchPodsPlan {
@@ -179,8 +84,8 @@ impl Sweeper {
         let mut launcher = match prepared {
             _ if stop.is_cancelled() => return PairEnd::Interrupted,
             Ok(l) => l,
-            Err(e) if cluster_level(&e) => return PairEnd::ClusterDown(e.to_string()),
-            Err(e) => return PairEnd::Recorded(classify_error(pair, e.to_string(), &[])),
+            Err(e) if e.cluster_level() => return PairEnd::ClusterDown(e.to_string()),
+            Err(e) => return PairEnd::Recorded(Outcome::Error { reason: e.to_string() }),
         };
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
         let result = run_pair(&plan, &mut launcher, stop, &mut progress).await;
@@ -190,8 +95,23 @@ impl Sweeper {
             return PairEnd::Interrupted;
         }
         match result {
-            Ok(outcome) => PairEnd::Recorded(measured(&outcome.report)),
+            Ok(outcome) => PairEnd::Recorded(Outcome::from_report(&outcome.report)),
             Err(PairError::Interrupted(_)) => PairEnd::Interrupted,
+            // The launcher's kind says it: a pod the scheduler cannot place, the API down.
+            Err(PairError::Launch(e)) if e.kind == LaunchFailure::Cluster => PairEnd::ClusterDown(e.message),
+            Err(PairError::Launch(LaunchError {
+                kind: LaunchFailure::Unschedulable { node, .. },
+                message,
+            })) => PairEnd::Recorded(Outcome::Unschedulable { node, reason: message }),
+            // Read from the pod's status, so the API answered: the pair's own failure.
+            Err(
+                e @ PairError::Launch(LaunchError {
+                    kind: LaunchFailure::ImagePull | LaunchFailure::SideExited { .. },
+                    ..
+                }),
+            ) => PairEnd::Recorded(Outcome::Error { reason: e.to_string() }),
+            // Untyped: the pipeline's own text. Ask the API once, and read the pods' status (a
+            // side that timed out waiting may still be one the scheduler could not place).
             Err(e) => match self.api_failure().await {
                 Some(down) => PairEnd::ClusterDown(down),
                 None => PairEnd::Recorded(classify_error(pair, e.to_string(), &launcher.last_pods())),
@@ -199,9 +119,9 @@ impl Sweeper {
         }
     }
 
-    /// After a pair failed: is the API server itself failing? The pair pipeline reports its
-    /// errors as text, so the sweep asks the server once more and decides on that call's error
-    /// type (bounded by the cluster's request timeout).
+    /// After a pair failed of no kind that says where the fault is: is the API server itself
+    /// failing? The sweep asks the server once more and decides on that call's error type
+    /// (bounded by the cluster's request timeout).
     async fn api_failure(&self) -> Option<String> {
         use icb_kube::k8s_openapi::api::core::v1::Node;
         let api: icb_kube::kube::Api<Node> = icb_kube::kube::Api::all(self.cluster.client().clone());
@@ -211,8 +131,55 @@ impl Sweeper {
             .call("check the Kubernetes API after a failed pair", || api.list(&lp))
             .await
         {
-            Err(e) if cluster_level(&e) => Some(e.to_string()),
+            Err(e) if e.cluster_level() => Some(e.to_string()),
             _ => None,
+        }
+    }
+}
+
+/// The sweep's progress on stderr: one `SweepProgress` per pass, the second pass's plan in one
+/// line.
+#[derive(Default)]
+pub struct StderrObserver {
+    progress: Option<SweepProgress>,
+}
+
+impl SweepObserver for StderrObserver {
+    fn pass_started(&mut self, pass: u8, pairs: usize, rounds: usize) {
+        self.progress = Some(SweepProgress::start(pass, pairs, rounds));
+    }
+
+    fn round(&mut self, _pass: u8, round: usize, pairs: usize) {
+        if let Some(p) = &self.progress {
+            p.round(round, pairs);
+        }
+    }
+
+    fn pair(&mut self, results: &SweepResults, step: &Step) {
+        if let Some(p) = &self.progress {
+            report_pair(p, results, step);
+        }
+    }
+
+    fn pass_ended(&mut self, _pass: u8) {
+        self.progress = None;
+    }
+
+    fn second_pass(&mut self, plan: &SecondPass) {
+        let SecondPass {
+            suspects,
+            pairs,
+            intra_node,
+            ..
+        } = plan;
+        if let Some(why) = &plan.skipped {
+            eprintln!("ic-bench: {why}");
+        } else if *pairs > 0 && *intra_node {
+            eprintln!(
+                "ic-bench: second pass: {suspects} suspect(s) run their own intra-node pair again ({pairs} pairs); a failure that repeats is the node's"
+            );
+        } else if *pairs > 0 {
+            eprintln!("ic-bench: second pass: {suspects} suspect(s) re-paired with nodes that passed ({pairs} pairs)");
         }
     }
 }
@@ -220,14 +187,15 @@ impl Sweeper {
 /// The progress line of the pair just recorded (the last of `results.pairs`), with the bad
 /// pairs of this pass counted as the node verdicts will count them: failed, nothing measured, or
 /// slow against the pairs so far (so the count can move as the reference settles).
-fn report_pair(
-    progress: &SweepProgress,
-    results: &SweepResults,
-    pass: u8,
-    (done, total): (usize, usize),
-    (round, rounds): (usize, usize),
-    started: &Instant,
-) {
+fn report_pair(progress: &SweepProgress, results: &SweepResults, step: &Step) {
+    let Step {
+        pass,
+        done,
+        total,
+        round,
+        rounds,
+        elapsed,
+    } = *step;
     let reference = score::reference_bandwidth(&results.pairs);
     let failures = results
         .pairs
@@ -249,7 +217,7 @@ fn report_pair(
             outcome: &format!("{}{}", last.outcome.short(), if slow { " (slow)" } else { "" }),
             seconds: last.duration_s,
             failures,
-            eta: sweep_eta(started.elapsed(), done, total),
+            eta: sweep_eta(elapsed, done, total),
         },
         if slow {
             Notable::Failed
@@ -295,77 +263,6 @@ fn classify_error(pair: &Pair, reason: String, pods: &[Pod]) -> Outcome {
         _ => None,
     });
     Outcome::Unschedulable { node, reason }
-}
-
-/// The pair report reduced to what the sweep scores and plots.
-fn measured(report: &icb_core::PairReport) -> Outcome {
-    let data_paths = report
-        .verdict
-        .data_paths
-        .iter()
-        .filter_map(|c| serde_json::to_value(c).ok()?.as_str().map(String::from))
-        .collect();
-    let mut series = Vec::new();
-    let mut latencies = Vec::new();
-    let mut latency: Option<(u64, f64)> = None;
-    for c in &report.cases {
-        let Some(m) = &c.measurement else { continue };
-        let memory = format!("{}-{}", c.memory.initiator, c.memory.target);
-        if let Some(bw) = m.bandwidth_bps {
-            series.push(SizePoint {
-                test: c.test.as_str().to_string(),
-                size: c.size,
-                bandwidth_bps: bw,
-                memory: Some(memory.clone()),
-                direction: direction(c).map(String::from),
-            });
-        }
-        if let Some(l) = &m.latency_us {
-            latencies.push(LatencyPoint {
-                test: c.test.as_str().to_string(),
-                size: c.size,
-                memory: Some(memory),
-                p50_us: l.p50,
-                p99_us: l.p99,
-            });
-            if latency.is_none_or(|(size, _)| c.size < size) {
-                latency = Some((c.size, l.p50));
-            }
-        }
-    }
-    let largest = series.iter().map(|p| p.size).max();
-    let bandwidth_bps = series
-        .iter()
-        .filter(|p| Some(p.size) == largest)
-        .map(|p| p.bandwidth_bps)
-        // A pair is as good as its worst direction (put pushes into decode, get pulls out of it).
-        .fold(None, |acc: Option<f64>, b| Some(acc.map_or(b, |a| a.min(b))));
-    Outcome::Measured {
-        verdict: serde_json::to_value(report.verdict.status)
-            .ok()
-            .and_then(|v| v.as_str().map(String::from))
-            .unwrap_or_default(),
-        reason: report.verdict.reason.clone(),
-        data_paths,
-        bandwidth_bps,
-        latency_us: latency.map(|(_, l)| l),
-        series,
-        latency: latencies,
-        warnings: report.warnings.clone(),
-    }
-}
-
-/// Which way a case's bytes went, seen from the prefill side (NIXL's vocabulary): RMA put and
-/// NIXL WRITE push into decode, RMA get and NIXL READ pull out of it; tag tests have no one
-/// direction to name.
-fn direction(c: &icb_core::model::CaseResult) -> Option<&'static str> {
-    use icb_core::model::{Direction, TestKind};
-    match (c.run_by.direction, c.test) {
-        (Some(d), _) => Some(d.as_str()),
-        (None, TestKind::PutBw) => Some(Direction::Write.as_str()),
-        (None, TestKind::GetBw) => Some(Direction::Read.as_str()),
-        (None, _) => None,
-    }
 }
 
 #[cfg(test)]

@@ -85,6 +85,16 @@ impl KubeError {
         }
     }
 
+    /// The API server could not be reached or kept failing beyond the retries of one call
+    /// (unreachable, timing out, a broken connection, 429/5xx): no pod's or node's fault.
+    pub fn cluster_level(&self) -> bool {
+        match self {
+            KubeError::Unreachable { .. } | KubeError::Timeout { .. } | KubeError::Transport { .. } => true,
+            KubeError::Api { code, .. } => *code == 429 || *code >= 500,
+            _ => false,
+        }
+    }
+
     /// Never reached the server (refused, DNS, TLS, connect timeout): the request was not sent.
     pub fn is_unreachable(&self) -> bool {
         matches!(self, KubeError::Unreachable { .. })

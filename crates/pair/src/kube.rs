@@ -3,7 +3,7 @@
 //! and specified as `icb_kube::pair::prepare` decided (dry runs print exactly those pods), followed
 //! through their logs, and deleted by the run's label at cleanup.
 
-use crate::launcher::{LaunchError, Launcher, Side};
+use crate::launcher::{LaunchError, LaunchFailure, Launcher, Side};
 use icb_core::model::{Endpoint, Locality, PairReport, Placement};
 use icb_core::protocol::{ChildPlan, Listening};
 use icb_kube::k8s_openapi::api::core::v1::Pod;
@@ -101,9 +101,16 @@ impl KubeLauncher {
         let until = self.until();
         lifecycle::create_pod_tracked(&self.cluster, &pod, &self.maybe_created)
             .await
-            .map_err(|e| LaunchError::new(e.to_string()))?;
+            .map_err(launch_error)?;
+        let server = pod_is_server(&pod);
+        let resolved = if server {
+            &self.prepared.decode
+        } else {
+            &self.prepared.prefill
+        };
         Ok(KubeSide {
-            role: if pod_is_server(&pod) { "decode" } else { "prefill" },
+            role: if server { "decode" } else { "prefill" },
+            node: resolved.node.clone(),
             run: PodRun::follow(&self.cluster, &name, until),
             cluster: self.cluster.clone(),
         })
@@ -115,6 +122,42 @@ impl KubeLauncher {
         let pod = self.server.as_ref()?.1.last_pod()?;
         pod.status?.pod_ip.filter(|ip| !ip.is_empty())
     }
+}
+
+/// A Kubernetes error as a launch failure, by its type.
+fn launch_error(e: KubeError) -> LaunchError {
+    let kind = match &e {
+        e if e.cluster_level() => LaunchFailure::Cluster,
+        KubeError::Deadline { .. } => LaunchFailure::Deadline,
+        _ => LaunchFailure::Other,
+    };
+    LaunchError::of(kind, e.to_string())
+}
+
+/// Why a bench pod did not do its part, read from its status: not placed (`PodScheduled=False`,
+/// reason `Unschedulable`; the node it was pinned to, else `node`), an image that cannot be
+/// pulled (the container's waiting reason), or the bench container's exit code.
+pub fn pod_failure(pod: &Pod, node: &str) -> Option<LaunchFailure> {
+    if lifecycle::unschedulable(pod) {
+        return Some(LaunchFailure::Unschedulable {
+            pod: pod.metadata.name.clone().unwrap_or_default(),
+            node: podspec::pinned_node(pod).or_else(|| Some(node.to_string()).filter(|n| !n.is_empty())),
+        });
+    }
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    let states = statuses.iter().filter_map(|c| c.state.as_ref());
+    for state in states {
+        let waiting = state.waiting.as_ref().and_then(|w| w.reason.as_deref());
+        if matches!(waiting, Some("ErrImagePull" | "ImagePullBackOff" | "InvalidImageName")) {
+            return Some(LaunchFailure::ImagePull);
+        }
+        if let Some(t) = &state.terminated {
+            return Some(LaunchFailure::SideExited {
+                code: Some(t.exit_code),
+            });
+        }
+    }
+    None
 }
 
 fn pod_is_server(pod: &Pod) -> bool {
@@ -207,7 +250,7 @@ impl Launcher for KubeLauncher {
             Duration::from_millis(300),
         )
         .await
-        .map_err(|e| LaunchError::new(e.to_string()))?;
+        .map_err(launch_error)?;
         Ok(format!(
             "deleted {} ic-bench pod(s) of run {}",
             deleted.len(),
@@ -219,6 +262,8 @@ impl Launcher for KubeLauncher {
 /// One bench pod being followed.
 pub struct KubeSide {
     role: &'static str,
+    /// The node this side was planned on.
+    node: String,
     run: PodRun,
     cluster: Cluster,
 }
@@ -244,6 +289,10 @@ impl Side for KubeSide {
         self.run.last_words()
     }
 
+    fn failure(&self) -> Option<LaunchFailure> {
+        pod_failure(&self.run.last_pod()?, &self.node)
+    }
+
     async fn interrupt(&mut self) {
         // Deleting the pod with a grace period is how Kubernetes sends SIGTERM: `connect` writes
         // the cases it measured as a partial report to its log, which the log follow still reads.
@@ -265,5 +314,82 @@ impl Side for KubeSide {
     async fn stop(&mut self, _grace: Duration) {
         // The pods are deleted by the launcher's cleanup; only the log follow ends here.
         self.run.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(node: Option<&str>, status: serde_json::Value) -> Pod {
+        let mut v = serde_json::json!({
+            "metadata": {"name": "ic-bench-x-server"},
+            "spec": {"containers": []},
+            "status": status,
+        });
+        if let Some(n) = node {
+            v["spec"]["nodeName"] = n.into();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn scheduled(status: &str, reason: &str) -> serde_json::Value {
+        serde_json::json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": status, "reason": reason}]})
+    }
+
+    fn container(state: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({"phase": "Pending", "containerStatuses": [
+            {"name": "bench", "image": "i", "imageID": "", "ready": false, "restartCount": 0, "state": state}
+        ]})
+    }
+
+    #[test]
+    fn a_pods_failure_is_read_from_its_status_fields() {
+        let stuck = scheduled("False", "Unschedulable");
+        let unschedulable = |node: &str| LaunchFailure::Unschedulable {
+            pod: "ic-bench-x-server".into(),
+            node: Some(node.into()),
+        };
+        assert_eq!(
+            pod_failure(&pod(None, stuck.clone()), "node-2"),
+            Some(unschedulable("node-2"))
+        );
+        assert_eq!(
+            pod_failure(&pod(Some("node-9"), stuck), "node-2"),
+            Some(unschedulable("node-9")),
+            "the node it was pinned to first"
+        );
+        assert_eq!(pod_failure(&pod(None, scheduled("True", "")), "node-2"), None);
+        let pull = container(serde_json::json!({"waiting": {"reason": "ImagePullBackOff", "message": "whatever"}}));
+        assert_eq!(pod_failure(&pod(None, pull), "n"), Some(LaunchFailure::ImagePull));
+        let exited = container(serde_json::json!({"terminated": {"exitCode": 3}}));
+        assert_eq!(
+            pod_failure(&pod(None, exited), "n"),
+            Some(LaunchFailure::SideExited { code: Some(3) })
+        );
+        let creating = container(serde_json::json!({"waiting": {"reason": "ContainerCreating"}}));
+        assert_eq!(pod_failure(&pod(None, creating), "n"), None);
+    }
+
+    #[test]
+    fn kube_errors_become_launch_failures_by_their_type() {
+        let timeout = KubeError::Timeout {
+            what: "create pod".into(),
+            timeout: Duration::from_secs(5),
+        };
+        assert_eq!(launch_error(timeout).kind, LaunchFailure::Cluster);
+        let api = |code| KubeError::Api {
+            what: "create pod".into(),
+            code,
+            reason: "r".into(),
+            message: "m".into(),
+        };
+        assert_eq!(launch_error(api(503)).kind, LaunchFailure::Cluster);
+        assert_eq!(launch_error(api(403)).kind, LaunchFailure::Other);
+        let deadline = KubeError::Deadline {
+            pod: "p".into(),
+            last_seen: "Pending".into(),
+        };
+        assert_eq!(launch_error(deadline).kind, LaunchFailure::Deadline);
     }
 }

@@ -8,14 +8,47 @@ use icb_core::model::{Locality, PairReport, Placement};
 use icb_core::protocol::{ChildPlan, Listening};
 use std::time::Duration;
 
-/// A launcher could not do what it was asked; the text is one line naming what to fix.
+/// A launcher could not do what it was asked: what kind of failure (for callers to act on) and
+/// one line naming what to fix (for people).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct LaunchError(pub String);
+#[error("{message}")]
+pub struct LaunchError {
+    pub kind: LaunchFailure,
+    pub message: String,
+}
+
+/// What kind of launch failure, decided by the launcher on the platform's own fields (a pod's
+/// status, an API error's type), never on the message.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum LaunchFailure {
+    /// A side cannot be placed (its pod's `PodScheduled` is `False`, reason `Unschedulable`):
+    /// no room on `node`, not a fabric failure.
+    Unschedulable { pod: String, node: Option<String> },
+    /// A side's image cannot be pulled.
+    ImagePull,
+    /// A side's process ended (exit code when known) before doing its part.
+    SideExited { code: Option<i32> },
+    /// A wait reached the run's deadline.
+    Deadline,
+    /// The platform's API failed (unreachable, timing out, 429/5xx beyond its retries): no side's
+    /// fault, and nothing more can run there.
+    Cluster,
+    /// Anything else (the message says what).
+    #[default]
+    Other,
+}
 
 impl LaunchError {
+    /// A failure of no particular kind.
     pub fn new(msg: impl Into<String>) -> Self {
-        LaunchError(msg.into())
+        Self::of(LaunchFailure::Other, msg)
+    }
+
+    pub fn of(kind: LaunchFailure, msg: impl Into<String>) -> Self {
+        LaunchError {
+            kind,
+            message: msg.into(),
+        }
     }
 }
 
@@ -63,6 +96,13 @@ pub trait Side {
 
     /// The side's last words so far (the last error-looking line it wrote), for a timeout message.
     fn last_words(&self) -> String;
+
+    /// After the side ended (its [`Side::exit_note`] read): why it could not do its part, when
+    /// the launcher can tell from the platform's own fields (a pod the scheduler cannot place,
+    /// an image it cannot pull, an exit code). `None`: nothing known beyond the exit note.
+    fn failure(&self) -> Option<LaunchFailure> {
+        None
+    }
 
     /// Lets the side exit on its own within `grace`, then makes sure it is gone (or leaves that
     /// to [`Launcher::cleanup`], for pods). Called on every path; bounded in time.

@@ -2,7 +2,7 @@
 //! plan, read progress until the report, stop both, clean up exactly once on every path (success,
 //! failure, deadline, cancel), and judge once.
 
-use crate::launcher::{LaunchError, Launcher, Side};
+use crate::launcher::{LaunchError, LaunchFailure, Launcher, Side};
 use crate::plan::PairPlan;
 use icb_core::model::{Expectation, PairReport};
 use icb_core::protocol::{
@@ -26,6 +26,11 @@ pub enum PairError {
     /// parse. The text names what to fix. Exit 2.
     #[error("{0}")]
     Setup(String),
+    /// Nothing measured because a side could not be launched or ended before doing its part, of
+    /// a kind the launcher could tell ([`LaunchError::kind`]: unschedulable, image pull, the
+    /// platform's API down …); the text is what [`PairError::Setup`] would say. Exit 2.
+    #[error("{0}")]
+    Launch(LaunchError),
     /// Stopped by the cancel token (Ctrl-C / SIGTERM) after cleanup. Never a verdict, whatever
     /// was measured before it: the cases done so far come as [`Interrupted::partial`]. Exit 130.
     #[error("interrupted: {}", .0.cleanup_text())]
@@ -98,7 +103,7 @@ impl PairError {
     pub fn exit_code(&self) -> i32 {
         match self {
             PairError::Interrupted(_) => icb_core::exit::INTERRUPTED,
-            PairError::Setup(_) | PairError::Cleanup { .. } | PairError::SideFailed { .. } => {
+            PairError::Setup(_) | PairError::Launch(_) | PairError::Cleanup { .. } | PairError::SideFailed { .. } => {
                 icb_core::exit::USAGE_OR_SETUP
             }
         }
@@ -107,7 +112,10 @@ impl PairError {
 
 impl From<LaunchError> for PairError {
     fn from(e: LaunchError) -> Self {
-        PairError::Setup(e.0)
+        match e.kind {
+            LaunchFailure::Other => PairError::Setup(e.message),
+            _ => PairError::Launch(e),
+        }
     }
 }
 
@@ -196,7 +204,7 @@ pub async fn run_pair<L: Launcher>(
         (Ok(_), Err(c)) => {
             return Err(PairError::Cleanup {
                 outcome: "the run finished".into(),
-                cleanup: c.0,
+                cleanup: c.message,
             });
         }
         // A signal ends the run, whatever the sides did after it (a side killed by the cleanup
@@ -221,7 +229,7 @@ pub async fn run_pair<L: Launcher>(
                     PairError::Interrupted(_) => "interrupted".into(),
                     other => other.to_string(),
                 },
-                cleanup: c.0,
+                cleanup: c.message,
             });
         }
     };
@@ -318,10 +326,10 @@ async fn await_listening<S: Side>(decode: &mut S) -> Result<Listening, PairError
                         &f,
                     ));
                 }
-                return Err(PairError::Setup(format!(
-                    "{} exited before listening ({why})",
-                    decode.name()
-                )));
+                return Err(ended(
+                    decode,
+                    format!("{} exited before listening ({why})", decode.name()),
+                ));
             }
         }
     }
@@ -367,7 +375,7 @@ async fn read_report<S: Side>(
                         return Err(PairError::side_failed(SideRole::Decode, &decode.name(), "failed", f));
                     }
                     let why = decode.exit_note().await.unwrap_or_else(|| "it exited before the report".into());
-                    return Err(PairError::Setup(format!(
+                    return Err(ended(decode, format!(
                         "{} failed mid-run ({why}); {} gave no result within {} s after that",
                         decode.name(),
                         prefill.name(),
@@ -401,16 +409,30 @@ async fn prefill_ended<S: Side>(
         Some(f) => PairError::side_failed(SideRole::Prefill, &prefill.name(), "failed", f),
         None => {
             let why = prefill.exit_note().await.unwrap_or_else(|| "exit status 0".into());
-            PairError::Setup(format!("{} exited without printing a result ({why})", prefill.name()))
+            ended(
+                prefill,
+                format!("{} exited without printing a result ({why})", prefill.name()),
+            )
         }
     };
     if decode_ended && let Some(note) = decode.exit_note().await {
         let first = format!("; {} exited first ({note})", decode.name());
-        if let PairError::Setup(msg) | PairError::SideFailed { message: msg, .. } = &mut err {
+        if let PairError::Setup(msg)
+        | PairError::Launch(LaunchError { message: msg, .. })
+        | PairError::SideFailed { message: msg, .. } = &mut err
+        {
             msg.push_str(&first);
         }
     }
     err
+}
+
+/// A side ended without doing its part: of the kind its launcher tells, when it tells one.
+fn ended<S: Side>(side: &S, message: String) -> PairError {
+    match side.failure() {
+        Some(kind) => PairError::Launch(LaunchError::of(kind, message)),
+        None => PairError::Setup(message),
+    }
 }
 
 /// The one duration rule (`icb_core::units::format_duration`).

@@ -7,17 +7,22 @@
 //! clusters), which nodes the results blame ([`score`]: per-node median, median-absolute-deviation
 //! outliers, transport failures, a second pass that re-pairs each suspect with two nodes that
 //! passed, and unschedulable kept apart from bad fabric), and the results file ([`results`]:
-//! `ic-bench.sweep/v1`, rewritten atomically after every pair, read back by `--resume`). How the
+//! `ic-bench.sweep/v1`, rewritten atomically after every pair, read back by `--resume`), and how
+//! a sweep runs ([`run`]: the passes, stops and verdicts around a [`run::PairRunner`] that
+//! measures one pair; the CLI's runner is Kubernetes wiring, the tests' a script). How the
 //! results are shown (table, JSON, JUnit, Prometheus text, the HTML report) is `icb-report`'s,
 //! behind the same exporter trait as pair and probe reports; this crate never renders.
 #![forbid(unsafe_code)]
 
+pub mod outcome;
 pub mod outliers;
 pub mod results;
+pub mod run;
 pub mod schedule;
 pub mod score;
 
 pub use icb_core::model::Criteria;
 pub use results::{LatencyPoint, Outcome, PairResult, SizePoint, StopReason, Stopped, SweepResults};
+pub use run::{PairEnd, PairRunner, SecondPass, Step, SweepEnd, SweepObserver, SweepRun, run_sweep};
 pub use schedule::{Pair, Round, Schedule};
 pub use score::{NodeStatus, NodeVerdict};
