@@ -7,13 +7,22 @@ use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use std::fmt::Write as _;
 use std::time::Duration;
 
+/// Units that must stay on the line of their figure (`8.00 GB/s`, never `8.00` / `GB/s`).
+const UNITS: [&str; 8] = [" GB/s", " MiB/s", " µs", " ms", " GiB", " MiB", " KiB", " B "];
+
 fn wrapped(out: &mut String, text: &str, width: usize, first: &str, rest: &str) {
+    // A no-break space joins a figure to its unit for the wrapping, and is a plain space again
+    // in what is printed.
+    let mut joined = text.to_string();
+    for unit in UNITS {
+        joined = joined.replace(unit, &unit.replacen(' ', "\u{a0}", 1));
+    }
     let opts = textwrap::Options::new(width.max(20))
         .initial_indent(first)
         .subsequent_indent(rest)
         .break_words(false);
-    for line in textwrap::wrap(text, opts) {
-        let _ = writeln!(out, "{line}");
+    for line in textwrap::wrap(&joined, opts) {
+        let _ = writeln!(out, "{}", line.replace('\u{a0}', " "));
     }
 }
 
@@ -122,4 +131,34 @@ fn first_words(text: &str) -> &str {
         .nth(5)
         .map_or(text.len(), |(i, _)| i);
     text[..end].trim_end_matches([':', ','])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icb_core::model::Finding;
+
+    #[test]
+    fn figures_keep_their_units_on_one_line_and_lines_fit() {
+        let mut r = GateReport::new();
+        r.findings.push(Finding {
+            step: "pair".into(),
+            status: Status::Fail,
+            check: None,
+            detail: "no RDMA transport: data went over tcp/eth0; 2.45 GB/s measured, expected ≥ 8.00 GB/s for host→host on different hosts".into(),
+            hint: None,
+        });
+        r.conclude();
+        for width in [60u16, 80, 100] {
+            let text = table(&r, View { width, wide: false });
+            for line in text.lines() {
+                assert!(line.chars().count() <= usize::from(width), "{width}: {line}");
+                assert!(
+                    !line.trim_start().starts_with("GB/s"),
+                    "{width}: unit split from its figure:\n{text}"
+                );
+            }
+            assert!(!text.contains('\u{a0}'));
+        }
+    }
 }
