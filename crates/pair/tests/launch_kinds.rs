@@ -18,6 +18,8 @@ struct Scripted {
     note: &'static str,
     failure: Option<LaunchFailure>,
     ended: bool,
+    /// A healthy decode side: after its lines it stays up (as `serve` does), never ending first.
+    stays: bool,
 }
 
 impl Side for Scripted {
@@ -26,6 +28,9 @@ impl Side for Scripted {
     }
     async fn next_line(&mut self) -> Option<String> {
         if self.lines.is_empty() {
+            if self.stays {
+                std::future::pending::<()>().await;
+            }
             self.ended = true;
             return None;
         }
@@ -57,6 +62,7 @@ fn side(name: &'static str, lines: Vec<String>, failure: Option<LaunchFailure>) 
         note: "pod x: not running",
         failure,
         ended: false,
+        stays: false,
     }
 }
 
@@ -78,7 +84,11 @@ impl Launcher for Fake {
                 "1.22.0",
             )))],
         };
-        Ok(side("decode", lines, failure))
+        let stays = failure.is_none();
+        Ok(Scripted {
+            stays,
+            ..side("decode", lines, failure)
+        })
     }
     async fn start_prefill(&mut self, _: &Listening, _: &ChildPlan) -> Result<Scripted, LaunchError> {
         Ok(side("prefill", vec![], self.prefill.clone()))
@@ -141,11 +151,12 @@ async fn a_prefill_side_that_exited_is_typed_with_its_code() {
         cleanups: 0,
     })
     .await;
-    // The decode side's output ended too (before the prefill side's): its end is added, as to
-    // an untyped error.
+    // The decode side stays up (as a healthy `serve` does): the prefill side's end is the one
+    // line, with its kind. (The fake's decode side used to end at the same instant, and which end
+    // the pipeline saw first was a race.)
     assert_eq!(
         e.to_string(),
-        "the prefill side (fake) exited without printing a result (pod x: not running); the decode side (fake) exited first (pod x: not running)"
+        "the prefill side (fake) exited without printing a result (pod x: not running)"
     );
     assert!(matches!(&e, PairError::Launch(l) if l.kind == exited), "{e:?}");
 }
