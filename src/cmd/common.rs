@@ -310,37 +310,14 @@ impl EngineArgs {
         flags
     }
 
-    /// A qualification profile (gate, sweep) for this engine: as is for UCX; for NIXL its
-    /// put/get tests become WRITE/READ descriptor lists of 1 and 64 blocks (the tag tests, which
-    /// NIXL does not do, are dropped and named in the returned note).
+    /// A qualification profile (gate, sweep) for this engine: as is for UCX; NIXL's rule is
+    /// `icb_nixl_engine::qualification_settings` (its note names the tests it does not run).
     pub fn qualification(&self, settings: RunSettings) -> anyhow::Result<(RunSettings, Option<String>)> {
         self.check()?;
-        if self.engine == EngineKind::Ucx {
-            return Ok((settings, None));
+        match self.engine {
+            EngineKind::Ucx => Ok((settings, None)),
+            EngineKind::Nixl => icb_nixl_engine::qualification_settings(settings).map_err(anyhow::Error::msg),
         }
-        let (rma, tag): (Vec<TestKind>, Vec<TestKind>) =
-            settings.tests.iter().partition(|t| Direction::of_test(**t).is_some());
-        if rma.is_empty() {
-            anyhow::bail!(
-                "--engine nixl moves READ and WRITE descriptor lists: give --tests get_bw (READ) and/or put_bw (WRITE)"
-            );
-        }
-        let note = (!tag.is_empty()).then(|| {
-            let names: Vec<&str> = tag.iter().map(|t| t.as_str()).collect();
-            format!(
-                "--engine nixl: {} not run (NIXL moves READ/WRITE descriptor lists)",
-                names.join(", ")
-            )
-        });
-        let directions = rma.iter().filter_map(|t| Direction::of_test(*t)).collect();
-        let nixl = icb_nixl_engine::NixlOptions {
-            batches: vec![1, 64],
-            directions,
-            ..self.nixl_options()
-        };
-        let settings = RunSettings { tests: rma, ..settings };
-        let settings = icb_nixl_engine::nixl_settings(settings, &nixl).map_err(anyhow::Error::msg)?;
-        Ok((settings, note))
     }
 
     /// The NIXL engine's process-level options (library; cases come with the settings).

@@ -30,7 +30,10 @@ mod session;
 pub use client::connect;
 pub use error::NixlEngineError;
 pub use nixl::{exit_process, nixl_was_used};
-pub use options::{DEFAULT_BATCHES, FULL_MAX_REQUEST, FULL_SIZES, NixlOptions, full_plan, nixl_settings, verdict_plan};
+pub use options::{
+    DEFAULT_BATCHES, FULL_MAX_REQUEST, FULL_SIZES, NixlOptions, QUALIFICATION_BATCHES, full_plan, nixl_settings,
+    qualification_settings, verdict_plan,
+};
 pub use server::serve;
 
 /// Whether `--engine nixl` can load the NIXL found from `library_dir` (same search and checks as

@@ -1,6 +1,6 @@
 //! What the NIXL engine is asked to do beyond the UCX engine's options.
 
-use icb_core::{CaseShape, Direction, RunSettings};
+use icb_core::{CaseShape, Direction, RunSettings, TestKind};
 use icb_engine::messages::MAX_WINDOW;
 use std::path::PathBuf;
 
@@ -174,6 +174,70 @@ mod tests {
             nixl_settings(s, &NixlOptions::default())
                 .unwrap_err()
                 .contains("outside 1")
+        );
+    }
+}
+
+/// Descriptors per request of the qualification commands (`gate`, `sweep`): one block, and a
+/// KV-shaped list of 64.
+pub const QUALIFICATION_BATCHES: [u32; 2] = [1, 64];
+
+/// A qualification profile (gate, sweep) for the NIXL engine: its put/get tests become WRITE/READ
+/// descriptor lists of [`QUALIFICATION_BATCHES`]; the tag tests, which NIXL does not do, are
+/// dropped and named in the returned note. No put/get test at all is an error naming the fix.
+pub fn qualification_settings(settings: RunSettings) -> Result<(RunSettings, Option<String>), String> {
+    let (rma, tag): (Vec<TestKind>, Vec<TestKind>) =
+        settings.tests.iter().partition(|t| Direction::of_test(**t).is_some());
+    if rma.is_empty() {
+        return Err(
+            "--engine nixl moves READ and WRITE descriptor lists: give --tests get_bw (READ) and/or put_bw (WRITE)"
+                .into(),
+        );
+    }
+    let note = (!tag.is_empty()).then(|| {
+        let names: Vec<&str> = tag.iter().map(|t| t.as_str()).collect();
+        format!(
+            "--engine nixl: {} not run (NIXL moves READ/WRITE descriptor lists)",
+            names.join(", ")
+        )
+    });
+    let nixl = NixlOptions {
+        batches: QUALIFICATION_BATCHES.to_vec(),
+        directions: rma.iter().filter_map(|t| Direction::of_test(*t)).collect(),
+        ..Default::default()
+    };
+    let settings = nixl_settings(RunSettings { tests: rma, ..settings }, &nixl)?;
+    Ok((settings, note))
+}
+
+#[cfg(test)]
+mod qualification_tests {
+    use super::*;
+    use icb_core::MemoryPair;
+
+    #[test]
+    fn put_and_get_become_lists_of_1_and_64_and_tag_tests_are_named() {
+        let base = RunSettings::qualification(
+            vec![TestKind::PutBw, TestKind::GetBw, TestKind::TagLat],
+            vec![64 << 10],
+            vec![MemoryPair::HOST_HOST],
+            1.0,
+        );
+        let (s, note) = qualification_settings(base).unwrap();
+        assert_eq!(s.plan.len(), 4, "2 directions × 2 batches: {:?}", s.plan);
+        // One descriptor is a plain case (`blocks: None`), 64 a descriptor list.
+        assert!(s.plan.iter().all(|c| matches!(c.blocks, None | Some(64))));
+        assert_eq!(s.plan.iter().filter(|c| c.blocks == Some(64)).count(), 2);
+        assert!(!s.tests.contains(&TestKind::TagLat));
+        assert_eq!(
+            note.as_deref(),
+            Some("--engine nixl: tag_lat not run (NIXL moves READ/WRITE descriptor lists)")
+        );
+        let tag_only = RunSettings::qualification(vec![TestKind::TagLat], vec![8], vec![MemoryPair::HOST_HOST], 1.0);
+        assert!(
+            qualification_settings(tag_only)
+                .unwrap_err()
+                .contains("give --tests get_bw")
         );
     }
 }
