@@ -4,13 +4,45 @@
 //! pipeline it gets one `--plan` document instead (settings and the resolved expectation) and
 //! prints the typed protocol lines (`icb_core::protocol`): one per case, then the report.
 
-use super::common::{EngineArgs, ExpectArgs, OutputArgs, TestArgs, UcxArgs, parse_duration};
+use super::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs, parse_duration};
+use super::output::OutputArgs;
 use anyhow::Context as _;
 use icb_core::protocol::{CaseProgress, ChildPlan, SIDE_SCHEMA, SideEvent, SideFailure, side_line};
 use icb_core::{BandwidthUnit, CaseResult, CaseStatus, Locality, ToolInfo};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The flags `--plan` decides (settings, expectation, placement, output): refused beside it.
+const PLAN_DECIDES: [&str; 27] = [
+    "profile",
+    "tests",
+    "sizes",
+    "blocks",
+    "batches",
+    "memory",
+    "warmup",
+    "min_iterations",
+    "min_time",
+    "max_time",
+    "window",
+    "unit",
+    "require_cuda",
+    "min_host_bw",
+    "min_cuda_bw",
+    "min_bw_size",
+    "allow_tcp",
+    "expect_config",
+    "json_line",
+    "ucx_peer_errors",
+    "placement",
+    "connect_timeout",
+    "format",
+    "output_file",
+    "export_json",
+    "export_junit",
+    "export_prometheus",
+];
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
@@ -50,12 +82,9 @@ pub struct Args {
     pub ucx_peer_errors: bool,
 
     /// The whole run as one document from the pair pipeline (icb_core::protocol::ChildPlan, JSON);
-    /// prints protocol lines instead of a report. For launchers, not for people.
-    #[arg(long, value_name = "JSON", hide = true, conflicts_with_all = [
-        "tests", "sizes", "blocks", "batches", "memory", "warmup", "min_iterations", "min_time", "max_time", "window",
-        "unit", "require_cuda", "min_host_bw", "min_cuda_bw", "min_bw_size", "allow_tcp",
-        "expect_config", "json_line", "ucx_peer_errors",
-    ])]
+    /// prints protocol lines instead of a report. For launchers, not for people. Every flag the
+    /// plan decides instead is refused beside it.
+    #[arg(long, value_name = "JSON", hide = true, conflicts_with_all = PLAN_DECIDES)]
     pub plan: Option<String>,
 }
 
@@ -111,12 +140,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     args.engine.check()?;
     let settings = args.test.settings_for(args.engine.engine)?;
-    args.output.check()?;
-    // Read before stdout is set aside: the width of the terminal the report goes to.
-    let view = args.output.view();
+    // Resolved before stdout is set aside: the width of the terminal the report goes to.
+    let output = args.output.resolve(icb_report::ReportKind::Pair)?;
+    let view = output.view();
     let mut out = super::report_out::reserve()?;
     let interrupt = super::interrupt::Interrupt::install()?;
-    let format: icb_report::Format = args.output.format.parse()?;
     let expectation = args.expect.input()?;
     let unit = settings.unit;
     let total = super::progress::total_cases(&settings);
@@ -156,9 +184,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             eprintln!("{table}");
         }
     } else {
-        args.output
-            .emit_to(&icb_report::render_pair_in(&report, format, view)?, &mut out)?;
+        output.emit_to(&icb_report::render_pair_in(&report, output.format, view)?, &mut out)?;
     }
+    output.write_exports(icb_report::Report::Pair(&report))?;
     Ok(exit_code(&report, &interrupt))
 }
 

@@ -5,6 +5,7 @@
 
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
+use super::output::OutputFormat;
 use super::sweep_run::{PairJob, Sweeper};
 use icb_core::model::{MemoryPair, TestKind};
 use icb_kube::k8s_openapi::api::core::v1::Node;
@@ -128,8 +129,8 @@ pub struct Args {
     pub unit: icb_core::BandwidthUnit,
 
     /// stdout at the end: table (node verdicts), wide (with all evidence), json, junit or prometheus
-    #[arg(short = 'o', long = "output", default_value = "table", value_parser = clap::value_parser!(icb_report::Format))]
-    pub output: icb_report::Format,
+    #[arg(short = 'o', long = "output", value_name = "FORMAT", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
 }
 
 impl Args {
@@ -193,7 +194,7 @@ impl Args {
 }
 
 pub fn run(mut args: Args) -> anyhow::Result<i32> {
-    check_output(args.output)?;
+    check_output(args.output.into())?;
     // Read before anything connects: a resumed sweep runs with the file's criteria.
     let mut resumed = match &args.resume {
         Some(path) => Some(SweepResults::load(path).map_err(anyhow::Error::msg)?),
@@ -404,22 +405,10 @@ fn check_output(format: icb_report::Format) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The table fitted to the terminal stdout goes to (`COLUMNS` first), 80 columns otherwise.
+/// The table fitted to the terminal stdout goes to (the one width rule).
 pub(super) fn stdout_view(format: icb_report::Format) -> icb_report::View {
-    use std::io::IsTerminal as _;
-    let width = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.trim().parse::<u16>().ok())
-        .filter(|w| *w >= 20)
-        .or_else(|| {
-            let out = std::io::stdout();
-            out.is_terminal()
-                .then(|| terminal_size::terminal_size_of(out).map(|(w, _)| w.0))
-                .flatten()
-        })
-        .unwrap_or(80);
     icb_report::View {
-        width,
+        width: super::output::width(false),
         wide: format == icb_report::Format::Wide,
     }
 }

@@ -63,7 +63,11 @@ pub async fn sweep(
     }
     print!(
         "{}",
-        icb_report::render_sweep_in(&results, args.output, super::sweep::stdout_view(args.output))?
+        icb_report::render_sweep_in(
+            &results,
+            args.output.into(),
+            super::sweep::stdout_view(args.output.into())
+        )?
     );
     if args.label_nodes {
         super::sweep_labels::apply(&sweeper.cluster, &results, args.unit).await?;
