@@ -247,6 +247,32 @@ mod tests {
     }
 
     #[test]
+    fn sweep_and_gate_sizes_take_ranges_like_pair() {
+        let sizes = |cli: Cli| match cli.command {
+            Some(Command::Sweep(a)) => cmd::common::SizeList::all(&a.sizes),
+            Some(Command::Gate(a)) => cmd::common::SizeList::all(&a.sizes),
+            _ => panic!("not a sweep or a gate"),
+        };
+        let sweep = Cli::try_parse_from(["ic-bench", "sweep", "--sizes", "8..32,1MiB"]).expect("parses");
+        assert_eq!(sizes(sweep), vec![8, 16, 32, 1 << 20]);
+        let gate = Cli::try_parse_from([
+            "ic-bench",
+            "gate",
+            "--prefill",
+            "node/a",
+            "--decode",
+            "node/b",
+            "--sizes",
+            "4KiB..16KiB",
+        ])
+        .expect("parses");
+        assert_eq!(sizes(gate), vec![4096, 8192, 16384]);
+        let default =
+            Cli::try_parse_from(["ic-bench", "gate", "--prefill", "node/a", "--decode", "node/b"]).expect("parses");
+        assert_eq!(sizes(default), vec![64 << 10, 1 << 20]);
+    }
+
+    #[test]
     fn a_missing_argument_is_named() {
         let e = Cli::try_parse_from(["ic-bench", "pair", "--prefill", "node/a"])
             .err()

@@ -77,10 +77,19 @@ pub struct TestArgs {
     pub require_cuda: bool,
 }
 
-#[derive(Debug, Clone)]
+/// `--sizes`: a list (8,4KiB,64MiB) or a power-of-two range (8..64MiB); sweep and gate take
+/// several, comma separated or repeated, each a size or a range ([`SizeList::all`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SizeList(pub Vec<u64>);
 
-fn parse_sizes_arg(s: &str) -> Result<SizeList, String> {
+impl SizeList {
+    /// Every size of `lists`, in order.
+    pub fn all(lists: &[SizeList]) -> Vec<u64> {
+        lists.iter().flat_map(|l| l.0.iter().copied()).collect()
+    }
+}
+
+pub fn parse_sizes_arg(s: &str) -> Result<SizeList, String> {
     parse_size_list(s).map(SizeList).map_err(|e| e.to_string())
 }
 

@@ -8,7 +8,7 @@ use super::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs, parse_duration};
 use super::output::OutputArgs;
 use anyhow::Context as _;
 use icb_core::protocol::{CaseProgress, ChildPlan, SIDE_SCHEMA, SideEvent, SideFailure, side_line};
-use icb_core::{BandwidthUnit, CaseResult, CaseStatus, Locality, ToolInfo};
+use icb_core::{CaseResult, Locality, ToolInfo};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -113,26 +113,6 @@ pub fn tool_info() -> ToolInfo {
     }
 }
 
-fn progress_line(c: &CaseResult, unit: BandwidthUnit) -> String {
-    let head = format!("{} {} {}", c.operation(), c.shape(), c.memory);
-    match (c.status, &c.measurement) {
-        (CaseStatus::Measured, Some(m)) => {
-            let value = match (m.bandwidth_bps, &m.latency_us) {
-                (Some(bps), _) => format!("{:.2} {}", unit.from_bytes_per_s(bps), unit.label()),
-                (None, Some(l)) => format!("p50 {:.2} us", l.p50),
-                _ => String::new(),
-            };
-            // The NIXL engine names data paths only when the run ends (UCX prints its `used`
-            // protocol tables when the agent is destroyed), so a case may not have one yet.
-            match &c.transport {
-                Some(t) => format!("{head}: {value} over {}", t.data_path.class),
-                None => format!("{head}: {value}"),
-            }
-        }
-        (status, _) => format!("{head}: {status:?} ({})", c.reason.as_deref().unwrap_or("")),
-    }
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(plan) = &args.plan {
         let plan = ChildPlan::from_json(plan).context("--plan")?;
@@ -164,7 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         placement_mode: "manual".into(),
         on_case: Some(Box::new(move |c: &CaseResult| {
             index += 1;
-            tracing::info!("{}", progress_line(c, unit));
+            tracing::info!("{}", icb_report::text::case_line(c, unit));
             if let Ok(mut live) = live_in_engine.lock() {
                 live.case(index, total, c);
             }
@@ -292,7 +272,7 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
         placement_mode: plan.placement_mode.clone(),
         on_case: Some(Box::new(move |c: &CaseResult| {
             index += 1;
-            tracing::info!("{}", progress_line(c, unit));
+            tracing::info!("{}", icb_report::text::case_line(c, unit));
             let line = side_line(&SideEvent::Case(Box::new(CaseProgress {
                 schema: SIDE_SCHEMA.into(),
                 index,
@@ -322,30 +302,4 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
     writeln!(out, "{line}")?;
     out.flush()?;
     Ok(code)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn put_case(transport: Option<serde_json::Value>) -> CaseResult {
-        serde_json::from_value(serde_json::json!({
-            "test": "put_bw", "memory": {"initiator": "host", "target": "host"}, "size": 1048576,
-            "status": "measured",
-            "measurement": {"warmup_iterations": 16, "iterations": 1285, "elapsed_s": 0.1,
-                "bytes": 1347420160u64, "bandwidth_bps": 13.3e9, "window": 32, "verified": true},
-            "transport": transport,
-        }))
-        .expect("a case")
-    }
-
-    #[test]
-    fn a_case_line_names_its_data_path_only_when_it_has_one() {
-        let no_path = progress_line(&put_case(None), BandwidthUnit::GBps);
-        assert_eq!(no_path, "put_bw 1 MiB host→host: 13.30 GB/s");
-        let evidence = serde_json::json!({"data_path": {
-            "class": "cma", "transports": [], "protocol": "", "source": "proto_info"}});
-        let with_path = progress_line(&put_case(Some(evidence)), BandwidthUnit::GBps);
-        assert_eq!(with_path, "put_bw 1 MiB host→host: 13.30 GB/s over cma");
-    }
 }

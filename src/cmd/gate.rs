@@ -60,9 +60,9 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "put_bw,get_bw,tag_lat")]
     pub tests: Vec<icb_core::TestKind>,
 
-    /// Sizes of the pair
-    #[arg(long, value_delimiter = ',', default_value = "64KiB,1MiB", value_parser = super::common::parse_size_arg)]
-    pub sizes: Vec<u64>,
+    /// Sizes of the pair: sizes or power-of-two ranges (8..64MiB), comma separated
+    #[arg(long, value_delimiter = ',', default_value = "64KiB,1MiB", value_parser = super::common::parse_sizes_arg)]
+    pub sizes: Vec<super::common::SizeList>,
 
     /// Memory pairs of the pair
     #[arg(long, value_delimiter = ',', default_value = "host-host")]
@@ -136,8 +136,12 @@ fn findings_of(step: &str, report: &ProbeReport) -> Vec<Finding> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let settings =
-        icb_core::RunSettings::qualification(args.tests.clone(), args.sizes.clone(), args.memory.clone(), 1.0);
+    let settings = icb_core::RunSettings::qualification(
+        args.tests.clone(),
+        super::common::SizeList::all(&args.sizes),
+        args.memory.clone(),
+        1.0,
+    );
     icb_engine::validate_settings(&settings)?;
     let (settings, engine_note) = args.engine.qualification(settings)?;
     if let Some(note) = engine_note {

@@ -66,9 +66,9 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub tests: Vec<TestKind>,
 
-    /// Message sizes per pair [default: 64KiB,1MiB]
-    #[arg(long, value_delimiter = ',', value_parser = super::common::parse_size_arg)]
-    pub sizes: Vec<u64>,
+    /// Message sizes per pair: sizes or power-of-two ranges (8..64MiB), comma separated [default: 64KiB,1MiB]
+    #[arg(long, value_delimiter = ',', value_parser = super::common::parse_sizes_arg)]
+    pub sizes: Vec<super::common::SizeList>,
 
     /// Memory pairs per pair (cuda-cuda on GPU nodes) [default: host-host]
     #[arg(long, value_delimiter = ',')]
@@ -100,21 +100,13 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub resume: Option<PathBuf>,
 
-    /// Also write the results as JUnit XML, one test case per pair and per node (rewritten after every pair; repeatable)
-    #[arg(long, value_name = "FILE")]
-    pub export_junit: Vec<PathBuf>,
-
     /// Also write a self-contained HTML report (heatmap, node table, second pass, per-pair plots), rewritten after every pair; repeatable
     #[arg(long, value_name = "FILE")]
     pub export_html: Vec<PathBuf>,
 
-    /// Also write the results JSON here (rewritten after every pair; repeatable)
-    #[arg(long, value_name = "FILE")]
-    pub export_json: Vec<PathBuf>,
-
-    /// Also write Prometheus text: per-pair bandwidth and latency gauges, node health, run metadata (rewritten after every pair; repeatable)
-    #[arg(long, value_name = "FILE")]
-    pub export_prometheus: Vec<PathBuf>,
+    /// `--export-json/--export-junit/--export-prometheus FILE`, rewritten after every pair
+    #[command(flatten)]
+    pub exports: super::export_args::ExportArgs,
 
     /// Print the plan (rounds, pairs, pods at once, estimated wall) and run nothing
     #[arg(long)]
@@ -155,23 +147,13 @@ impl Args {
         Ok(settings)
     }
 
-    /// Every `--export-*` file with the exporter that writes it.
-    pub(super) fn exports(&self) -> Vec<(PathBuf, Box<dyn icb_report::Exporter>)> {
-        use icb_report::Format;
-        let mut out: Vec<(PathBuf, Box<dyn icb_report::Exporter>)> = Vec::new();
-        for p in &self.export_json {
-            out.push((p.clone(), Format::Json.exporter()));
-        }
-        for p in &self.export_junit {
-            out.push((p.clone(), Format::Junit.exporter()));
-        }
-        for p in &self.export_prometheus {
-            out.push((p.clone(), Format::Prometheus.exporter()));
-        }
+    /// Every `--export-*` file, refused up front when its format cannot show a sweep.
+    pub(super) fn exports(&self) -> anyhow::Result<icb_report::Exports> {
+        let mut exports = self.exports.exports(icb_report::ReportKind::Sweep)?;
         for p in &self.export_html {
-            out.push((p.clone(), Box::new(icb_report::HtmlExporter)));
+            exports.add(icb_report::FileFormat::Html, p);
         }
-        out
+        Ok(exports)
     }
 
     fn schedule(&self, pools: Option<(Vec<String>, Vec<String>)>) -> anyhow::Result<Schedule> {
@@ -195,6 +177,7 @@ impl Args {
 
 pub fn run(mut args: Args) -> anyhow::Result<i32> {
     check_output(args.output.into())?;
+    args.exports()?;
     // Read before anything connects: a resumed sweep runs with the file's criteria.
     let mut resumed = match &args.resume {
         Some(path) => Some(SweepResults::load(path).map_err(anyhow::Error::msg)?),

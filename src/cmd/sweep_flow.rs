@@ -23,13 +23,10 @@ pub async fn sweep(
         .clone()
         .or_else(|| args.results.clone())
         .unwrap_or_else(|| PathBuf::from(format!("ic-bench-sweep-{}.json", results.sweep_id)));
-    let exports = args.exports();
+    let exports = args.exports()?;
     let mut save = |r: &SweepResults| -> anyhow::Result<()> {
         write_atomic(&path, &r.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
-        for (p, exporter) in &exports {
-            let text = exporter.sweep(&icb_report::masked_sweep(r))?;
-            write_atomic(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
-        }
+        exports.write(icb_report::Report::Sweep(r))?;
         Ok(())
     };
     let token = sweeper.token.clone();
