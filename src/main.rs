@@ -121,9 +121,9 @@ fn main() -> ExitCode {
     }
     let code = match result {
         Ok(code) => code.clamp(0, 255),
-        Err(e) => match e.downcast_ref::<cmd::connect::Interrupted>() {
+        Err(e) => match e.downcast_ref::<cmd::interrupt::Interrupted>() {
             // Already said on stderr, in the signal handler's one line.
-            Some(cmd::connect::Interrupted(code)) => (*code).clamp(0, 255),
+            Some(cmd::interrupt::Interrupted(code)) => (*code).clamp(0, 255),
             None => {
                 eprintln!("ic-bench: error: {}", one_line_error(&e));
                 icb_core::exit::USAGE_OR_SETUP

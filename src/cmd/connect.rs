@@ -192,7 +192,7 @@ fn connect_or_interrupted(
         }
         Err(icb_engine::EngineError::Interrupted) => {
             let code = interrupt.report("nothing was measured yet");
-            Err(Interrupted(code).into())
+            Err(super::interrupt::Interrupted(code).into())
         }
         Err(e) => Err(e.into()),
     }
@@ -220,18 +220,6 @@ fn exit_code(report: &icb_core::PairReport, interrupt: &super::interrupt::Interr
         }
     }
 }
-
-/// An interruption already reported on stderr; `main` exits with its code and prints nothing.
-#[derive(Debug)]
-pub struct Interrupted(pub i32);
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("interrupted")
-    }
-}
-
-impl std::error::Error for Interrupted {}
 
 fn ucx_options(args: &Args, peer_errors: bool) -> icb_engine::UcxOptions {
     icb_engine::UcxOptions {

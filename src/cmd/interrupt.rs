@@ -117,3 +117,16 @@ impl Interrupt {
 pub fn signal_name() -> &'static str {
     Interrupt::signal_name_of_process()
 }
+
+/// A command stopped by a signal after its cleanup, already said on stderr in the handler's
+/// one line; carries the exit code (130). `main` exits with it, printing nothing more.
+#[derive(Debug)]
+pub struct Interrupted(pub i32);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted")
+    }
+}
+
+impl std::error::Error for Interrupted {}

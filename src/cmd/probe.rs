@@ -5,7 +5,8 @@ use super::kube_args::ClusterArgs;
 use super::output::{Output, OutputArgs};
 use icb_core::checks::ProbeReport;
 use icb_probe::remote::{nixl_script, node_script};
-use icb_probe::{GatherOptions, LocalSource, NodeExpectations, NodeSource, Snapshot, TransportEnv};
+use icb_probe::vantage::ExecOutput;
+use icb_probe::{GatherOptions, LocalSource, NodeExpectations, TransportEnv, Vantage};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -129,14 +130,8 @@ pub struct NixlArgs {
     pub output: OutputArgs,
 }
 
+/// An interrupted probe pod ends in `interrupt::Interrupted`, which `main` turns into its code.
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    run_probe(args).or_else(|e| match e.downcast_ref::<Interrupted>() {
-        Some(Interrupted(code)) => Ok(*code),
-        None => Err(e),
-    })
-}
-
-fn run_probe(args: Args) -> anyhow::Result<i32> {
     match args.what {
         What::Env(a) => run_env(a),
         What::Node(a) => run_node(*a),
@@ -192,49 +187,51 @@ pub(crate) fn replay_dir(flag: &str, dir: &Path) -> anyhow::Result<PathBuf> {
     }
 }
 
-async fn connect(c: &ClusterArgs) -> anyhow::Result<icb_kube::Cluster> {
-    let opts = icb_kube::ClusterOptions {
-        kubeconfig: c.kubeconfig.clone(),
-        context: c.context.clone(),
-        namespace: c.namespace.clone(),
-        request_timeout: c.request_timeout,
-    };
-    Ok(icb_kube::connect(&opts).await?)
+/// The Kubernetes side of `--pod` (the exec API; nothing is created) and `--node` (one
+/// short-lived probe pod, deleted on every path).
+struct KubeRemote<'a> {
+    remote: &'a RemoteArgs,
+    image: Option<String>,
 }
 
-/// Runs `script` in an existing pod through the exec API (nothing is created).
-fn exec_snapshot(r: &RemoteArgs, pod: &str, script: &str) -> anyhow::Result<Snapshot> {
-    super::common::runtime()?.block_on(async {
-        let cluster = connect(&r.cluster).await?;
-        let cmd = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
-        let out = cluster.exec(pod, r.container.as_deref(), &cmd, r.timeout).await?;
-        let target = format!("pod/{pod}");
-        icb_probe::remote::snapshot_from_exec(&target, &out.stdout_lossy(), out.exit_code, &out.stderr_lossy())
-            .map_err(|e| anyhow::anyhow!("{target}: {e}"))
-    })
-}
+impl icb_probe::vantage::Remote for KubeRemote<'_> {
+    type Error = anyhow::Error;
 
-/// Runs `script` as the command of one short-lived probe pod on `node` (deleted on every path).
-fn node_pod_snapshot(a: &NodeArgs, node: &str, script: &str) -> anyhow::Result<Snapshot> {
-    let opts = icb_kube::probe_pod::ProbePodOptions {
-        image: a.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
-        image_pull_policy: None,
-        run_id: icb_kube::podspec::new_run_id(),
-        deadline: a.remote.timeout,
-    };
-    let interrupt = super::interrupt::Interrupt::install()?;
-    let target = format!("node/{node}");
-    super::common::runtime()?.block_on(async {
-        let cluster = connect(&a.remote.cluster).await?;
-        let stopped = interrupt.token().cancelled();
-        match icb_kube::probe_pod::run_probe_pod(&cluster, node, script, &opts, stopped).await {
-            Ok(text) => icb_probe::remote::parse_snapshot(&target, &text).map_err(|e| anyhow::anyhow!("{target}: {e}")),
-            Err(icb_kube::KubeError::Interrupted(what)) => {
-                Err(anyhow::Error::new(Interrupted(interrupt.report(&what))))
+    fn exec(&mut self, pod: &str, script: &str) -> anyhow::Result<ExecOutput> {
+        super::common::runtime()?.block_on(async {
+            let cluster = self.remote.cluster.connect().await?;
+            let cmd = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
+            let out = cluster
+                .exec(pod, self.remote.container.as_deref(), &cmd, self.remote.timeout)
+                .await?;
+            Ok(ExecOutput {
+                stdout: out.stdout_lossy(),
+                stderr: out.stderr_lossy(),
+                exit_code: out.exit_code,
+            })
+        })
+    }
+
+    fn probe_pod(&mut self, node: &str, script: &str) -> anyhow::Result<String> {
+        let opts = icb_kube::probe_pod::ProbePodOptions {
+            image: self.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
+            image_pull_policy: None,
+            run_id: icb_kube::podspec::new_run_id(),
+            deadline: self.remote.timeout,
+        };
+        let interrupt = super::interrupt::Interrupt::install()?;
+        super::common::runtime()?.block_on(async {
+            let cluster = self.remote.cluster.connect().await?;
+            let stopped = interrupt.token().cancelled();
+            match icb_kube::probe_pod::run_probe_pod(&cluster, node, script, &opts, stopped).await {
+                Ok(text) => Ok(text),
+                Err(icb_kube::KubeError::Interrupted(what)) => {
+                    Err(super::interrupt::Interrupted(interrupt.report(&what)).into())
+                }
+                Err(e) => Err(e.into()),
             }
-            Err(e) => Err(e.into()),
-        }
-    })
+        })
+    }
 }
 
 /// The `ucx_info` of the UCX that `serve`/`connect` would load here (`bin/ucx_info` beside its
@@ -262,41 +259,34 @@ fn ucx_info_of_loaded_ucx() -> std::collections::BTreeMap<icb_probe::tools::Tool
     }
 }
 
-/// Where a probed node is read from.
-enum NodeAt<'a> {
-    /// This machine, or a replayed root.
-    Local(LocalSource),
-    /// An existing pod, through the exec API (`--pod`).
-    Pod(&'a RemoteArgs, &'a str),
-    /// A short-lived probe pod on a node (`--node`).
-    ProbePod(&'a NodeArgs, &'a str),
-}
-
-/// The one place a probe gets its node from: the source, and the transport environment seen
-/// there when the source has one (a probe pod's own environment says nothing about the workers).
-fn open_node_source(at: NodeAt, script: &str) -> anyhow::Result<(Box<dyn NodeSource>, Option<TransportEnv>)> {
-    Ok(match at {
-        NodeAt::Local(source) => (Box::new(source), Some(TransportEnv::from_process())),
-        NodeAt::Pod(remote, pod) => {
-            let snap = exec_snapshot(remote, pod, script)?;
-            let env = TransportEnv::new(format!("pod/{pod} env"), snap.env.clone());
-            (Box::new(snap), Some(env))
-        }
-        NodeAt::ProbePod(args, node) => (Box::new(node_pod_snapshot(args, node, script)?), None),
-    })
-}
-
-/// The probe pod was stopped by a signal after cleanup; carries the exit code (130).
-#[derive(Debug)]
-struct Interrupted(i32);
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("interrupted")
+/// `--pod`, `--node`, or this machine (with `--*-root` replays).
+fn node_vantage(a: &NodeArgs) -> anyhow::Result<Vantage> {
+    if let Some(pod) = &a.remote.pod {
+        return Ok(Vantage::Pod(pod.clone()));
     }
+    if let Some(node) = &a.node_name {
+        return Ok(Vantage::ProbePod(node.clone()));
+    }
+    let mut s = LocalSource::default();
+    for (flag, dir, to) in [
+        ("--sysfs-root", &a.sysfs_root, &mut s.sysfs_root),
+        ("--devfs-root", &a.devfs_root, &mut s.devfs_root),
+        ("--procfs-root", &a.procfs_root, &mut s.procfs_root),
+    ] {
+        if let Some(d) = dir {
+            *to = replay_dir(flag, d)?;
+        }
+    }
+    s.tool_outputs = a
+        .tool_outputs
+        .as_deref()
+        .map(|d| replay_dir("--tool-outputs", d))
+        .transpose()?;
+    if s.tool_outputs.is_none() {
+        s.tool_at = ucx_info_of_loaded_ucx();
+    }
+    Ok(Vantage::Local(s))
 }
-
-impl std::error::Error for Interrupted {}
 
 fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
     let output = output_of(&a.output)?;
@@ -304,60 +294,27 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
         tool_timeout: a.tool_timeout,
         counter_interval: a.counter_interval,
     };
-    let recipe = if a.recipe.is_empty() {
-        None
-    } else {
-        Some(recipe_env(&a.recipe, a.role.as_deref())?)
+    let recipe = match a.recipe.is_empty() {
+        true => None,
+        false => Some(recipe_env(&a.recipe, a.role.as_deref())?),
     };
-    let pause = a.counter_interval.as_secs().min(30) as u32;
-    let tool_s = a.tool_timeout.as_secs();
-    let at = if let Some(pod) = &a.remote.pod {
-        NodeAt::Pod(&a.remote, pod)
-    } else if let Some(node) = &a.node_name {
-        NodeAt::ProbePod(&a, node)
-    } else {
-        let mut s = LocalSource::default();
-        if let Some(d) = &a.sysfs_root {
-            s.sysfs_root = replay_dir("--sysfs-root", d)?;
-        }
-        if let Some(d) = &a.devfs_root {
-            s.devfs_root = replay_dir("--devfs-root", d)?;
-        }
-        if let Some(d) = &a.procfs_root {
-            s.procfs_root = replay_dir("--procfs-root", d)?;
-        }
-        s.tool_outputs = a
-            .tool_outputs
-            .as_deref()
-            .map(|d| replay_dir("--tool-outputs", d))
-            .transpose()?;
-        if s.tool_outputs.is_none() {
-            s.tool_at = ucx_info_of_loaded_ucx();
-        }
-        NodeAt::Local(s)
+    let script = node_script(a.counter_interval.as_secs().min(30) as u32, a.tool_timeout.as_secs());
+    let vantage = node_vantage(&a)?;
+    let mut remote = KubeRemote {
+        remote: &a.remote,
+        image: a.image.clone(),
     };
-    let (source, pod_env) = open_node_source(at, &node_script(pause, tool_s))?;
+    let opened = vantage.clone().open(&script, &mut remote)?;
     let (env, recipe_rdma) = match recipe {
         Some((env, rdma)) => (env, rdma),
-        None => (pod_env.unwrap_or_default(), false),
+        None => (opened.env.unwrap_or_default(), false),
     };
     let expect = NodeExpectations {
         env,
         rdma_required: a.require_rdma || recipe_rdma,
     };
-    let (mut report, _facts) = icb_probe::probe_node(source.as_ref(), &gather, &expect);
-    if a.node_name.is_some() {
-        // The probe pod's own limits say nothing about the workers'.
-        for c in report.checks.iter_mut().filter(|c| c.id == "node.memlock") {
-            c.status = icb_core::Status::Skipped;
-            c.detail = "not meaningful from a probe pod: run with --pod on a worker".into();
-            c.hint = None;
-        }
-        let rail_map = report.rail_map.take();
-        report = ProbeReport::new("node", &report.target, report.checks, report.next_steps);
-        report.rail_map = rail_map;
-    }
-    emit(&report, &output)
+    let (report, _facts) = icb_probe::probe_node(opened.source.as_ref(), &gather, &expect);
+    emit(&vantage.judge(report), &output)
 }
 
 fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
@@ -369,13 +326,17 @@ fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
         .as_deref()
         .map(|n| format!(" -n {n}"))
         .unwrap_or_default();
-    let at = match &a.remote.pod {
-        Some(pod) => NodeAt::Pod(&a.remote, pod),
-        None => NodeAt::Local(LocalSource::default()),
+    let vantage = match &a.remote.pod {
+        Some(pod) => Vantage::Pod(pod.clone()),
+        None => Vantage::Local(LocalSource::default()),
     };
     let me = a.remote.pod.as_ref().map(|pod| format!("pod/{pod}{ns}"));
-    let (source, env) = open_node_source(at, &nixl_script(a.tool_timeout.as_secs()))?;
-    let env = env.unwrap_or_default();
+    let mut remote = KubeRemote {
+        remote: &a.remote,
+        image: None,
+    };
+    let opened = vantage.open(&nixl_script(a.tool_timeout.as_secs()), &mut remote)?;
+    let (source, env) = (opened.source, opened.env.unwrap_or_default());
     let opts = icb_probe::NixlOptions {
         env,
         tool_timeout: a.tool_timeout,

@@ -23,6 +23,7 @@ pub mod remote;
 pub mod shell;
 pub mod source;
 pub mod tools;
+pub mod vantage;
 
 pub use detect::{DetectedEnv, detect_env};
 pub use envspec::TransportEnv;
@@ -30,6 +31,7 @@ pub use facts::{GatherOptions, NodeFacts, gather};
 pub use nixl::{NixlOptions, engine_check, probe_nixl, probe_nixl_with_engine};
 pub use node_checks::{NodeExpectations, node_checks};
 pub use source::{LocalSource, NodeSource, Snapshot};
+pub use vantage::Vantage;
 
 use icb_core::checks::ProbeReport;
 
