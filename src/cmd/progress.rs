@@ -7,6 +7,9 @@
 //! both.
 
 use icb_core::model::{BandwidthUnit, CaseResult, TransportClass};
+use icb_report::sweep_progress::{
+    Notable, PairDone, SWEEP_BAR_TEMPLATE, sweep_bar_message, sweep_bar_room, sweep_pair_line,
+};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal as _, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -175,96 +178,6 @@ fn describe(c: &CaseResult, unit: BandwidthUnit, paths: &[TransportClass]) -> St
     s
 }
 
-/// One finished pair of a sweep, as the progress shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PairDone<'a> {
-    /// 1: the schedule; 2: the second pass.
-    pub pass: u8,
-    /// Pairs of this pass finished, this one included, and planned.
-    pub done: usize,
-    pub total: usize,
-    /// The round this pair ran in (1-based) and the rounds of this pass.
-    pub round: usize,
-    pub rounds: usize,
-    /// `node-1→node-4`.
-    pub pair: &'a str,
-    /// `pass (rdma, 22.01 GB/s)`, `fail (tcp, 1.00 GB/s)`, `unschedulable: …`.
-    pub outcome: &'a str,
-    pub seconds: f64,
-    /// Pairs of this pass that are bad so far (failed, nothing measured, or slow against the
-    /// pairs so far), this one included.
-    pub failures: usize,
-    pub eta: Option<Duration>,
-}
-
-/// Whether a finished pair stays printed above the bar: bad pairs (`✗`: failed or slow) and
-/// pairs that say nothing about the fabric (`!`: unschedulable) do; good pairs only move the bar.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Notable {
-    No,
-    Failed,
-    Other,
-}
-
-/// The line a finished pair gets when stderr is not a terminal (CronJob logs, CI): everything on
-/// one line, so `grep`, `kubectl logs` and log shippers see whole records.
-/// `ic-bench: sweep pass 1 [3/12] round 2/6 node-1→node-4: fail (tcp, 1.00 GB/s) in 14.5s; 1 failed or slow so far; ETA 2m30s`
-pub fn sweep_pair_line(p: &PairDone) -> String {
-    format!(
-        "ic-bench: sweep pass {} [{}/{}] round {}/{} {}: {} in {:.1}s; {} failed or slow so far; ETA {}",
-        p.pass,
-        p.done,
-        p.total,
-        p.round,
-        p.rounds,
-        p.pair,
-        p.outcome,
-        p.seconds,
-        p.failures,
-        p.eta.map_or_else(|| "unknown".to_string(), short_duration),
-    )
-}
-
-/// The sweep bar: fixed-width fields first, then a message fitted to what is left of the line
-/// ([`sweep_bar_room`]), so nothing is cut at the terminal's edge.
-const SWEEP_BAR_TEMPLATE: &str = "{spinner} {elapsed:>4} {prefix} [{bar:12}] {pos}/{len} · {msg}";
-
-/// Columns left for the message on a `width`-column terminal: the template's fixed parts
-/// (spinner, elapsed, `pass P round R/N`, the bar, `done/total`) at their widest, and one column
-/// spare so the cursor never wraps.
-pub fn sweep_bar_room(width: u16, rounds: usize, total: usize) -> usize {
-    let digits = |n: usize| n.to_string().len();
-    let prefix = "pass 1 round ".len() + 2 * digits(rounds) + 1;
-    let fixed = 1 + 1 + 4 + 1 + prefix + 1 + 14 + 1 + 2 * digits(total) + 1 + 3;
-    usize::from(width).saturating_sub(fixed + 1)
-}
-
-/// `ETA 2m30s · 1 bad · node-1→node-4: fail (tcp, 1.00 GB/s)`, cut with `…` to `room` columns;
-/// the ETA and the bad count come first so they are never the part cut.
-pub fn sweep_bar_message(p: &PairDone, room: usize) -> String {
-    let text = format!(
-        "ETA {} · {} bad · {}: {}",
-        p.eta.map_or_else(|| "?".to_string(), short_duration),
-        p.failures,
-        p.pair,
-        p.outcome
-    );
-    if text.chars().count() <= room {
-        return text;
-    }
-    let mut cut: String = text.chars().take(room.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
-/// Time left at the rate so far: `elapsed` for `done` of `total` pairs (pairs of a round run
-/// at once, so the rate already counts the concurrency). `None` before the first pair.
-pub fn sweep_eta(elapsed: Duration, done: usize, total: usize) -> Option<Duration> {
-    (done > 0).then(|| elapsed.mul_f64(total.saturating_sub(done) as f64 / done as f64))
-}
-
-pub use icb_report::text::short_duration;
-
 /// A sweep pass's progress on stderr: an indicatif bar on a terminal (pairs done/total, round,
 /// ETA, failures so far, the last pair; failed pairs stay printed above it), one line per
 /// finished pair otherwise ([`sweep_pair_line`]), nothing with `-q`.
@@ -345,68 +258,6 @@ impl Drop for SweepProgress {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn done<'a>(outcome: &'a str, eta: Option<Duration>) -> PairDone<'a> {
-        PairDone {
-            pass: 1,
-            done: 3,
-            total: 12,
-            round: 2,
-            rounds: 6,
-            pair: "node-1→node-4",
-            outcome,
-            seconds: 14.46,
-            failures: 1,
-            eta,
-        }
-    }
-
-    #[test]
-    fn a_finished_pair_is_one_whole_log_line() {
-        let line = sweep_pair_line(&done("fail (tcp, 1.00 GB/s)", Some(Duration::from_secs(150))));
-        assert_eq!(
-            line,
-            "ic-bench: sweep pass 1 [3/12] round 2/6 node-1→node-4: fail (tcp, 1.00 GB/s) in 14.5s; 1 failed or slow so far; ETA 2m30s"
-        );
-        assert!(!line.contains('\n'));
-        let unknown = sweep_pair_line(&done("pass (rdma, 22.00 GB/s)", None));
-        assert!(unknown.ends_with("; 1 failed or slow so far; ETA unknown"), "{unknown}");
-    }
-
-    #[test]
-    fn the_sweep_bar_fits_100_columns_and_keeps_eta_and_bad_count() {
-        let long = PairDone {
-            pair: "gpu-node-a100-0017.rack-3.example.internal→gpu-node-a100-0018.rack-3.example.internal",
-            ..done("fail (tcp, 1.00 GB/s)", Some(Duration::from_secs(3720)))
-        };
-        let room = sweep_bar_room(100, 990, 490_545);
-        let msg = sweep_bar_message(&long, room);
-        // The widest fixed part: spinner, elapsed, prefix, bar and counts at their widest.
-        let fixed = "⠁ 1h02 pass 1 round 990/990 [============] 490545/490545 · ";
-        assert!(fixed.chars().count() + msg.chars().count() < 100, "{fixed}{msg}");
-        assert!(msg.starts_with("ETA 1h02m · 1 bad · gpu-node"), "{msg}");
-        assert!(msg.ends_with('…'), "{msg}");
-        let short = sweep_bar_message(&done("pass (rdma, 22.00 GB/s)", None), sweep_bar_room(120, 6, 12));
-        assert_eq!(short, "ETA ? · 1 bad · node-1→node-4: pass (rdma, 22.00 GB/s)");
-    }
-
-    #[test]
-    fn eta_is_the_rate_so_far_times_what_is_left() {
-        assert_eq!(sweep_eta(Duration::from_secs(30), 0, 12), None);
-        // 3 pairs in 45 s (a round of 3 at once): 9 left take 135 s.
-        assert_eq!(
-            sweep_eta(Duration::from_secs(45), 3, 12),
-            Some(Duration::from_secs(135))
-        );
-        assert_eq!(sweep_eta(Duration::from_secs(45), 12, 12), Some(Duration::ZERO));
-    }
-
-    #[test]
-    fn durations_read_short() {
-        assert_eq!(short_duration(Duration::from_millis(44_600)), "45s");
-        assert_eq!(short_duration(Duration::from_secs(185)), "3m05s");
-        assert_eq!(short_duration(Duration::from_secs(3720)), "1h02m");
-    }
 
     #[test]
     fn quiet_or_no_terminal_draws_no_bar() {

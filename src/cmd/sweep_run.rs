@@ -3,7 +3,7 @@
 //! [`StderrObserver`] its progress on stderr (a bar on a terminal, one line per finished pair
 //! otherwise: `progress::SweepProgress`). The rounds, passes and stops are `icb_sweep::run_sweep`'s.
 
-use super::progress::{Notable, PairDone, SweepProgress, sweep_eta};
+use super::progress::SweepProgress;
 use icb_kube::devices::DeviceRequest;
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_kube::pair::BenchPodsPlan;
@@ -13,6 +13,7 @@ use icb_pair::kube::KubeLauncher;
 use icb_pair::{
     CancellationToken, Deadlines, ExpectationInput, LaunchError, LaunchFailure, PairError, PairPlan, run_pair,
 };
+use icb_report::sweep_progress::{Notable, PairDone, sweep_eta};
 use icb_sweep::results::{Outcome, SweepResults};
 use icb_sweep::run::{PairEnd, PairRunner, SecondPass, Step, SweepObserver};
 use icb_sweep::schedule::Pair;
@@ -214,18 +215,6 @@ fn report_pair(progress: &SweepProgress, results: &SweepResults, step: &Step) {
             Notable::of(&last.outcome)
         },
     );
-}
-
-impl Notable {
-    /// Failed pairs and pairs that say nothing about the fabric stay on screen; measured pairs
-    /// that did not fail only move the bar (their warnings are in the results).
-    fn of(outcome: &Outcome) -> Notable {
-        match outcome {
-            o if o.failed() => Notable::Failed,
-            Outcome::Measured { .. } => Notable::No,
-            Outcome::Unschedulable { .. } | Outcome::Error { .. } => Notable::Other,
-        }
-    }
 }
 
 /// The sweep id a run id starts with (`<sweep_id>-p1r0x0`).

@@ -28,6 +28,7 @@ mod prometheus;
 mod rails;
 mod svg;
 mod sweep;
+pub mod sweep_progress;
 mod table;
 pub mod text;
 mod wrap;
