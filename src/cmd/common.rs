@@ -2,8 +2,8 @@
 
 use anyhow::Context as _;
 use clap::Args as ClapArgs;
-use icb_core::units::{default_sizes, parse_size, parse_size_list};
-use icb_core::{BandwidthUnit, Direction, EngineKind, MemoryPair, RunSettings, TestKind};
+use icb_core::units::{parse_size, parse_size_list};
+use icb_core::{BandwidthUnit, EngineKind, MemoryPair, RunSettings, TestKind};
 use std::path::PathBuf;
 
 /// `--profile`: the cases when --tests/--sizes/--blocks do not say.
@@ -144,128 +144,34 @@ pub fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
 }
 
 impl TestArgs {
+    /// The flags as a request to the engines.
+    fn request(&self) -> icb_engine::SettingsRequest {
+        icb_engine::SettingsRequest {
+            profile: match self.profile {
+                Profile::Verdict => icb_engine::Profile::Verdict,
+                Profile::Full => icb_engine::Profile::Full,
+            },
+            tests: self.tests.clone(),
+            sizes: self.sizes.clone().map(|l| l.0),
+            blocks: self.blocks,
+            batches: self.batches.clone(),
+            memory: self.memory.clone(),
+            warmup: self.warmup,
+            min_iterations: self.min_iterations,
+            min_time_s: self.min_time,
+            max_time_s: self.max_time,
+            window: self.window,
+            unit: self.unit,
+            require_cuda: self.require_cuda,
+        }
+    }
+
     /// The settings for the engine that will run them; checked before anything starts.
     pub fn settings_for(&self, engine: EngineKind) -> anyhow::Result<RunSettings> {
-        match engine {
-            EngineKind::Ucx => self.settings(),
-            EngineKind::Nixl => self.nixl_settings(),
-        }
-    }
-
-    /// The UCX engine's profile, with every flag given on top of it.
-    pub fn settings(&self) -> anyhow::Result<RunSettings> {
-        if self.batches.is_some() {
-            anyhow::bail!("--batches applies to --engine nixl; the UCX engine's KV-shaped cases are --blocks N");
-        }
-        let mut s = match self.profile {
-            Profile::Full => RunSettings::full_curve(),
-            Profile::Verdict => RunSettings::verdict_profile(),
-        };
-        if self.tests.is_some() || self.sizes.is_some() || self.blocks.is_some() {
-            // Explicit cases: tests x sizes, as given (the profile's plan no longer applies).
-            s.plan.clear();
-            s.tests = self.tests.clone().unwrap_or_else(|| TestKind::ALL.to_vec());
-            s.sizes = self.sizes.clone().map(|l| l.0).unwrap_or_else(default_sizes);
-            s.blocks = self.blocks;
-        }
-        s.tests.dedup();
-        if let Some(memory) = &self.memory {
-            s.memory = memory.clone();
-            s.memory.dedup();
-        }
-        s.warmup_iterations = self.warmup.unwrap_or(s.warmup_iterations);
-        s.min_iterations = self.min_iterations.unwrap_or(s.min_iterations).max(1);
-        s.min_time_s = self.min_time.unwrap_or(s.min_time_s);
-        s.max_time_s = self.max_time.unwrap_or(s.max_time_s);
-        s.window = self.window.unwrap_or(s.window);
-        s.unit = self.unit;
-        s.require_cuda = self.require_cuda;
-        if s.min_time_s > s.max_time_s {
-            anyhow::bail!(
-                "--min-time ({}) exceeds --max-time ({}): raise --max-time",
-                s.min_time_s,
-                s.max_time_s
-            );
-        }
-        if s.tests.is_empty() || s.memory.is_empty() {
-            anyhow::bail!("nothing to run: give at least one --tests and one --memory value");
-        }
-        icb_engine::validate_settings(&s)?;
-        Ok(s)
-    }
-
-    /// The NIXL engine's cases: READ (`get_bw`) and WRITE (`put_bw`) descriptor lists. Without
-    /// --tests/--sizes/--batches the profile's NIXL plan; with them, directions × sizes × batches.
-    fn nixl_settings(&self) -> anyhow::Result<RunSettings> {
-        if self.blocks.is_some() {
-            anyhow::bail!("with --engine nixl the descriptors per request are --batches N,..., not --blocks");
-        }
-        if self.window.is_some() {
-            anyhow::bail!("with --engine nixl a request is one descriptor list: drop --window (see --batches)");
-        }
-        let full = self.profile == Profile::Full;
-        let mut base = if full {
-            RunSettings::full_curve()
-        } else {
-            RunSettings::verdict_profile()
-        };
-        let directions: Vec<Direction> = match &self.tests {
-            None => vec![Direction::Read, Direction::Write],
-            Some(tests) => {
-                let mut out = Vec::new();
-                for &t in tests {
-                    let d = Direction::of_test(t).ok_or_else(|| {
-                        anyhow::anyhow!(
-                            "--engine nixl moves READ and WRITE descriptor lists, not {t}: use --tests get_bw (READ), put_bw (WRITE)"
-                        )
-                    })?;
-                    if !out.contains(&d) {
-                        out.push(d);
-                    }
-                }
-                out
-            }
-        };
-        let batches = self
-            .batches
-            .clone()
-            .unwrap_or_else(|| icb_nixl_engine::DEFAULT_BATCHES.to_vec());
-        base.plan = match (&self.sizes, full, self.tests.is_some() || self.batches.is_some()) {
-            (Some(sizes), _, _) => {
-                base.sizes = sizes.0.clone();
-                Vec::new()
-            }
-            (None, true, _) => icb_nixl_engine::full_plan(&directions, &batches),
-            (None, false, false) => icb_nixl_engine::verdict_plan(),
-            (None, false, true) => {
-                // Explicit directions or batches at the verdict profile's two block sizes.
-                base.sizes = vec![icb_core::KV_BLOCK_SIZE, 1 << 20];
-                Vec::new()
-            }
-        };
-        let nixl = icb_nixl_engine::NixlOptions {
-            batches,
-            directions,
-            ..Default::default()
-        };
-        // Timing, memory and unit flags as for the UCX engine.
-        let timing = TestArgs {
-            tests: None,
-            sizes: None,
-            blocks: None,
-            batches: None,
-            profile: self.profile,
-            ..self.clone()
-        }
-        .settings()?;
-        base.memory = timing.memory;
-        base.warmup_iterations = timing.warmup_iterations;
-        base.min_iterations = timing.min_iterations;
-        base.min_time_s = timing.min_time_s;
-        base.max_time_s = timing.max_time_s;
-        base.unit = timing.unit;
-        base.require_cuda = timing.require_cuda;
-        icb_nixl_engine::nixl_settings(base, &nixl).map_err(anyhow::Error::msg)
+        Ok(match engine {
+            EngineKind::Ucx => self.request().ucx_settings()?,
+            EngineKind::Nixl => icb_nixl_engine::settings_for_request(&self.request())?,
+        })
     }
 }
 

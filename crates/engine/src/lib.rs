@@ -35,6 +35,7 @@ mod measure;
 pub mod messages;
 mod options;
 mod report;
+pub mod request;
 mod run_error;
 mod runtime;
 mod server;
@@ -52,6 +53,7 @@ pub use options::{
     PeerFailureMode, ProfileSetting, ServeOptions, UcxOptions, UcxProfile, nixl_ucx_defaults,
 };
 pub use report::{SessionRecord, assemble_report, finish_report};
+pub use request::{Profile, RequestError, SettingsRequest};
 pub use run_error::RunError;
 pub use server::serve;
 pub use session::{HELLO_TIMEOUT, check_peer_hello, peer_info, resolve, server_hello};

@@ -23,6 +23,7 @@ mod client;
 mod error;
 pub mod evidence;
 mod options;
+mod request;
 mod runtime;
 mod server;
 mod session;
@@ -34,6 +35,7 @@ pub use options::{
     DEFAULT_BATCHES, FULL_MAX_REQUEST, FULL_SIZES, NixlOptions, QUALIFICATION_BATCHES, full_plan, nixl_settings,
     qualification_settings, verdict_plan,
 };
+pub use request::settings_for_request;
 pub use server::serve;
 
 /// Whether `--engine nixl` can load the NIXL found from `library_dir` (same search and checks as
