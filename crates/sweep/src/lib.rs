@@ -9,11 +9,13 @@
 //! passed, and unschedulable kept apart from bad fabric), and the results file ([`results`]:
 //! `ic-bench.sweep/v1`, rewritten atomically after every pair, read back by `--resume`), and how
 //! a sweep runs ([`run`]: the passes, stops and verdicts around a [`run::PairRunner`] that
-//! measures one pair; the CLI's runner is Kubernetes wiring, the tests' a script). How the
+//! measures one pair; the CLI's runner is Kubernetes wiring, the tests' a script), and which
+//! node verdicts become node labels ([`labels`], with the reason annotated beside them). How the
 //! results are shown (table, JSON, JUnit, Prometheus text, the HTML report) is `icb-report`'s,
 //! behind the same exporter trait as pair and probe reports; this crate never renders.
 #![forbid(unsafe_code)]
 
+pub mod labels;
 pub mod outcome;
 pub mod outliers;
 pub mod results;
