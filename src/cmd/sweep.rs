@@ -8,8 +8,6 @@ use super::kube_args::ClusterArgs;
 use super::output::OutputFormat;
 use super::sweep_run::{PairJob, Sweeper};
 use icb_core::model::{MemoryPair, TestKind};
-use icb_kube::k8s_openapi::api::core::v1::Node;
-use icb_kube::kube::api::ListParams;
 use icb_sweep::results::SweepResults;
 use icb_sweep::schedule::Schedule;
 use std::path::PathBuf;
@@ -197,7 +195,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
     if args.dry_run
         && let Some(r) = offline_plan(&args, resumed.as_ref(), &criteria)?
     {
-        print!("{}", plan_text(&r));
+        print!("{}", icb_report::sweep_progress::plan_text(&r));
         return Ok(icb_core::exit::OK);
     }
     let interrupt = Interrupt::install()?;
@@ -220,7 +218,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             },
         };
         if args.dry_run {
-            print!("{}", plan_text(&results));
+            print!("{}", icb_report::sweep_progress::plan_text(&results));
             return Ok(icb_core::exit::OK);
         }
         let sweeper = Sweeper {
@@ -303,19 +301,7 @@ async fn select_nodes(
     args: &Args,
 ) -> anyhow::Result<(Vec<String>, Option<(Vec<String>, Vec<String>)>)> {
     let list = |sel: Option<String>| async move {
-        let api: icb_kube::kube::Api<Node> = icb_kube::kube::Api::all(cluster.client().clone());
-        let mut lp = ListParams::default();
-        if let Some(s) = &sel {
-            lp = lp.labels(s);
-        }
-        let nodes = cluster.call("list nodes", || api.list(&lp)).await?.items;
-        let mut names: Vec<String> = nodes
-            .into_iter()
-            .filter(usable)
-            .filter_map(|n| n.metadata.name)
-            .collect();
-        names.sort();
-        Ok::<_, anyhow::Error>(names)
+        Ok::<_, anyhow::Error>(icb_kube::nodes::usable_nodes(cluster, sel.as_deref()).await?)
     };
     if let (Some(p), Some(d)) = (&args.prefill_pool, &args.decode_pool) {
         let prefill = list(Some(p.clone())).await?;
@@ -342,42 +328,6 @@ async fn select_nodes(
         anyhow::bail!("no Ready, schedulable node matches: check -l SELECTOR (kubectl get nodes)");
     }
     Ok((nodes, None))
-}
-
-/// Ready and not cordoned.
-fn usable(node: &Node) -> bool {
-    let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
-    let ready = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    ready && !cordoned
-}
-
-fn plan_text(r: &SweepResults) -> String {
-    let pairs = r.planned();
-    let widest = r.rounds.iter().map(Vec::len).max().unwrap_or(0);
-    let mut out = format!(
-        "sweep plan: schedule {}, {} nodes, {} pairs in {} rounds, up to {} pairs ({} pods) at once\n\
-         estimated wall: {} rounds × {:.0} s per-pair budget = at most {:.0} s (plus a second pass on suspects)\n",
-        r.schedule.name(),
-        r.nodes.len(),
-        pairs,
-        r.rounds.len(),
-        widest,
-        widest * 2,
-        r.rounds.len(),
-        r.pair_budget_s,
-        r.rounds.len() as f64 * r.pair_budget_s
-    );
-    for (i, round) in r.rounds.iter().enumerate() {
-        let list: Vec<String> = round.iter().map(ToString::to_string).collect();
-        out.push_str(&format!("round {}: {}\n", i + 1, list.join("  ")));
-    }
-    out
 }
 
 /// Refuses an `-o` format that cannot show a sweep (svg) before anything connects: the

@@ -77,7 +77,7 @@ pub async fn sweep(
 async fn prepare(args: &Args, sweeper: &Sweeper, results: &mut SweepResults) -> anyhow::Result<SweepEnd> {
     if args.resume.is_some() {
         results.resume_attempt();
-        match super::sweep_resume::clean_leftovers(&sweeper.cluster, &results.sweep_id).await {
+        match icb_kube::gc::clean_sweep_leftovers(&sweeper.cluster, &results.sweep_id).await {
             Ok(0) => {}
             Ok(n) => eprintln!(
                 "ic-bench: removed {n} bench pod(s) an earlier run of sweep {} left behind",

@@ -1,17 +1,12 @@
 //! `sweep --resume FILE`: the missing pairs measured as the first run measured the others. The
 //! file's criteria (tests, sizes, floors, allow-tcp …) are used; a flag given now that says
 //! otherwise is refused (one line naming it, exit 2) instead of silently mixing two sweeps. The
-//! bench pods a killed run left behind are found by their `ic-bench.dev/sweep-id` label (or, from
-//! older versions, their run ids, which start with the sweep id) and deleted before anything new
-//! starts.
+//! bench pods a killed run left behind are deleted before anything new starts
+//! (`icb_kube::gc::clean_sweep_leftovers`).
 
 use super::common::SizeList;
 use super::sweep::Args;
 use icb_core::model::{MemoryPair, TestKind};
-use icb_kube::k8s_openapi::api::core::v1::Pod;
-use icb_kube::kube::api::{DeleteParams, ListParams};
-use icb_kube::podspec::{LABEL_INSTANCE, LABEL_SWEEP_ID, MANAGED_SELECTOR};
-use icb_kube::{Cluster, KubeError};
 use icb_sweep::{Criteria, SweepResults};
 
 pub const DEFAULT_TESTS: &str = "put_bw,get_bw,tag_lat";
@@ -177,49 +172,6 @@ pub fn apply(args: &mut Args, file: &SweepResults) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Deletes the bench pods an earlier run of this sweep left (a killed process cannot clean up);
-/// returns how many.
-pub async fn clean_leftovers(cluster: &Cluster, sweep_id: &str) -> Result<usize, KubeError> {
-    let api = cluster.pods();
-    let lp = ListParams::default().labels(MANAGED_SELECTOR);
-    let pods = cluster
-        .call("list the bench pods of an earlier run of this sweep", || api.list(&lp))
-        .await?
-        .items;
-    let ours: Vec<String> = pods
-        .iter()
-        .filter(|p| belongs_to(p, sweep_id))
-        .filter_map(|p| p.metadata.name.clone())
-        .collect();
-    let dp = DeleteParams {
-        grace_period_seconds: Some(1),
-        ..DeleteParams::background()
-    };
-    for name in &ours {
-        match cluster
-            .call(&format!("delete leftover bench pod {name}"), || api.delete(name, &dp))
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(ours.len())
-}
-
-/// A pod of this sweep: its `ic-bench.dev/sweep-id` label, or (pods of versions before that
-/// label) its run id, the instance label, `<sweep_id>-…`.
-fn belongs_to(pod: &Pod, sweep_id: &str) -> bool {
-    let Some(labels) = pod.metadata.labels.as_ref() else {
-        return false;
-    };
-    labels.get(LABEL_SWEEP_ID).is_some_and(|id| id == sweep_id)
-        || labels
-            .get(LABEL_INSTANCE)
-            .is_some_and(|id| id.strip_prefix(sweep_id).is_some_and(|rest| rest.starts_with('-')))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,23 +247,5 @@ mod tests {
         let mut a = args(&["--engine", "nixl"]);
         let e = apply(&mut a, &file(was)).unwrap_err();
         assert_eq!(e.downcast_ref::<DifferingFlag>().map(|d| d.flag), Some("--engine"));
-    }
-
-    #[test]
-    fn only_this_sweeps_pods_are_leftovers() {
-        let pod = |id: &str| -> Pod {
-            serde_json::from_value(serde_json::json!({"metadata": {"name": "p", "labels": {LABEL_INSTANCE: id}}}))
-                .unwrap()
-        };
-        let labelled: Pod = serde_json::from_value(
-            serde_json::json!({"metadata": {"name": "p", "labels": {LABEL_SWEEP_ID: "sw1", LABEL_INSTANCE: "x"}}}),
-        )
-        .unwrap();
-        assert!(belongs_to(&labelled, "sw1"));
-        assert!(!belongs_to(&labelled, "sw2"));
-        assert!(belongs_to(&pod("sw1-p1r0x0"), "sw1"));
-        assert!(belongs_to(&pod("sw1-a2p1r0x0"), "sw1"));
-        assert!(!belongs_to(&pod("sw12-p1r0x0"), "sw1"));
-        assert!(!belongs_to(&pod("other"), "sw1"));
     }
 }

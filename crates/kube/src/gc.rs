@@ -4,7 +4,7 @@
 use crate::access::Cluster;
 use crate::error::KubeError;
 use crate::lifecycle;
-use crate::podspec::MANAGED_SELECTOR;
+use crate::podspec::{LABEL_INSTANCE, LABEL_SWEEP_ID, MANAGED_SELECTOR};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams};
 use std::time::Duration;
@@ -97,6 +97,49 @@ pub async fn collect(cluster: &Cluster, opts: &GcOptions) -> Result<Vec<Collecte
     Ok(chosen)
 }
 
+/// Deletes the bench pods an earlier run of this sweep left (a killed process cannot clean up);
+/// returns how many.
+pub async fn clean_sweep_leftovers(cluster: &Cluster, sweep_id: &str) -> Result<usize, KubeError> {
+    let api = cluster.pods();
+    let lp = ListParams::default().labels(MANAGED_SELECTOR);
+    let pods = cluster
+        .call("list the bench pods of an earlier run of this sweep", || api.list(&lp))
+        .await?
+        .items;
+    let ours: Vec<String> = pods
+        .iter()
+        .filter(|p| belongs_to(p, sweep_id))
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    let dp = DeleteParams {
+        grace_period_seconds: Some(1),
+        ..DeleteParams::background()
+    };
+    for name in &ours {
+        match cluster
+            .call(&format!("delete leftover bench pod {name}"), || api.delete(name, &dp))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(ours.len())
+}
+
+/// A pod of this sweep: its `ic-bench.dev/sweep-id` label, or (pods of versions before that
+/// label) its run id, the instance label, `<sweep_id>-…`.
+fn belongs_to(pod: &Pod, sweep_id: &str) -> bool {
+    let Some(labels) = pod.metadata.labels.as_ref() else {
+        return false;
+    };
+    labels.get(LABEL_SWEEP_ID).is_some_and(|id| id == sweep_id)
+        || labels
+            .get(LABEL_INSTANCE)
+            .is_some_and(|id| id.strip_prefix(sweep_id).is_some_and(|rest| rest.starts_with('-')))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +180,23 @@ mod tests {
             s,
             "app.kubernetes.io/managed-by=ic-bench,app.kubernetes.io/instance=abc"
         );
+    }
+
+    #[test]
+    fn only_this_sweeps_pods_are_leftovers() {
+        let pod = |id: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "p", "labels": {LABEL_INSTANCE: id}}}))
+                .unwrap()
+        };
+        let labelled: Pod = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "p", "labels": {LABEL_SWEEP_ID: "sw1", LABEL_INSTANCE: "x"}}}),
+        )
+        .unwrap();
+        assert!(belongs_to(&labelled, "sw1"));
+        assert!(!belongs_to(&labelled, "sw2"));
+        assert!(belongs_to(&pod("sw1-p1r0x0"), "sw1"));
+        assert!(belongs_to(&pod("sw1-a2p1r0x0"), "sw1"));
+        assert!(!belongs_to(&pod("sw12-p1r0x0"), "sw1"));
+        assert!(!belongs_to(&pod("other"), "sw1"));
     }
 }

@@ -24,6 +24,7 @@ pub mod exec;
 pub mod gc;
 pub mod lifecycle;
 pub mod node_labels;
+pub mod nodes;
 pub mod pair;
 pub mod podrun;
 pub mod podspec;

@@ -1,8 +1,9 @@
-//! A sweep's progress as text: the one line a finished pair gets in a log, and the message of
-//! the terminal bar fitted to its width. The bar itself (indicatif) is the CLI's.
+//! A sweep's plan and progress as text: what `--dry-run` prints, the one line a finished pair
+//! gets in a log, and the message of the terminal bar fitted to its width. The bar itself
+//! (indicatif) is the CLI's.
 
 use crate::text::short_duration;
-use icb_sweep::Outcome;
+use icb_sweep::{Outcome, SweepResults};
 use std::time::Duration;
 
 /// One finished pair of a sweep, as the progress shows it.
@@ -105,6 +106,30 @@ impl Notable {
     }
 }
 
+/// The plan `sweep --dry-run` prints: rounds, pairs, pods at once, the estimated wall time.
+pub fn plan_text(r: &SweepResults) -> String {
+    let pairs = r.planned();
+    let widest = r.rounds.iter().map(Vec::len).max().unwrap_or(0);
+    let mut out = format!(
+        "sweep plan: schedule {}, {} nodes, {} pairs in {} rounds, up to {} pairs ({} pods) at once\n\
+         estimated wall: {} rounds × {:.0} s per-pair budget = at most {:.0} s (plus a second pass on suspects)\n",
+        r.schedule.name(),
+        r.nodes.len(),
+        pairs,
+        r.rounds.len(),
+        widest,
+        widest * 2,
+        r.rounds.len(),
+        r.pair_budget_s,
+        r.rounds.len() as f64 * r.pair_budget_s
+    );
+    for (i, round) in r.rounds.iter().enumerate() {
+        let list: Vec<String> = round.iter().map(ToString::to_string).collect();
+        out.push_str(&format!("round {}: {}\n", i + 1, list.join("  ")));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +187,26 @@ mod tests {
             Some(Duration::from_secs(135))
         );
         assert_eq!(sweep_eta(Duration::from_secs(45), 12, 12), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn the_plan_names_rounds_pairs_and_the_wall_time() {
+        let rounds = icb_sweep::Schedule::Ring
+            .rounds(&["a".to_string(), "b".to_string(), "c".to_string()], 0)
+            .unwrap();
+        let r = SweepResults::new(
+            "sw1".into(),
+            icb_sweep::Schedule::Ring,
+            vec!["a".into(), "b".into(), "c".into()],
+            120.0,
+            rounds,
+        );
+        let text = plan_text(&r);
+        assert!(
+            text.starts_with("sweep plan: schedule ring, 3 nodes, 3 pairs in "),
+            "{text}"
+        );
+        assert!(text.contains("s per-pair budget"), "{text}");
+        assert!(text.lines().any(|l| l.starts_with("round 1: ")), "{text}");
     }
 }
