@@ -7,10 +7,9 @@
 
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
-use icb_core::Status;
-use icb_core::checks::ProbeReport;
 use icb_core::model::{Finding, GateVerdict};
 use icb_core::protocol::SideErrorKind;
+use icb_gate::findings::NodeProbe;
 use icb_gate::{PairEnd, Prepared, StepError};
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
@@ -102,37 +101,10 @@ impl GateOutput {
     }
 }
 
-/// The recipe's node selectors (`prefill: k=v; decode: k=v`), when a template has one.
-fn selectors(t: &SideTemplates) -> Option<String> {
-    let mut out = Vec::new();
-    for (side, spec) in [("prefill", &t.prefill), ("decode", &t.decode)] {
-        if let Some(s) = spec.as_ref().filter(|s| !s.node_selector.is_empty()) {
-            let kv: Vec<String> = s.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            out.push(format!("{side}: {}", kv.join(",")));
-        }
-    }
-    (!out.is_empty()).then(|| out.join("; "))
-}
-
 /// The transport env each side's node is probed against.
 struct SideEnvs {
     prefill: (TransportEnv, bool),
     decode: (TransportEnv, bool),
-}
-
-fn findings_of(step: &str, report: &ProbeReport) -> Vec<Finding> {
-    report
-        .checks
-        .iter()
-        .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
-        .map(|c| Finding {
-            step: step.to_string(),
-            status: c.status,
-            check: Some(c.id.clone()),
-            detail: format!("{}: {}", c.id, c.detail),
-            hint: c.hint.clone(),
-        })
-        .collect()
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -258,7 +230,7 @@ impl icb_gate::GateSteps for KubeGate<'_> {
         // The recipe's prefill/decode pod templates model the bench pods of sides whose workers
         // are not running yet.
         self.templates = icb_kube::template::side_templates(&prefill.env, &decode.env);
-        Ok(Some(findings_of("probe env", &env_report)))
+        Ok(Some(icb_gate::findings::of_report("probe env", &env_report)))
     }
 
     async fn prepare(&mut self, deadline: Instant) -> Result<Prepared, StepError> {
@@ -339,21 +311,16 @@ impl icb_gate::GateSteps for KubeGate<'_> {
                 kind: SideErrorKind::UcxInit { variable },
                 message,
                 side,
-            }) if !self.args.recipe.is_empty() => Ok(PairEnd::Finding(Finding {
-                step: "pair".into(),
-                status: Status::Fail,
-                check: Some("pair.ucx_init".into()),
-                detail: format!("{message} (the {side} bench pod runs the recipe's transport env)"),
-                hint: Some(match variable {
-                    Some(v) => format!("UCX cannot start with {v}: fix it in the recipe"),
-                    None => "UCX cannot start with the recipe's transport env: check its UCX_* settings".into(),
-                }),
-            })),
+            }) if !self.args.recipe.is_empty() => Ok(PairEnd::Finding(icb_gate::findings::ucx_refused_recipe(
+                &message,
+                side,
+                variable.as_deref(),
+            ))),
             Err(e) => {
                 // Decided on the pods' own status (PodScheduled=False, Unschedulable), not on the
                 // scheduler's words: with a recipe node selector, that is why.
                 let unschedulable = launcher.last_pods().iter().any(icb_kube::lifecycle::unschedulable);
-                Err(setup(match selectors(&self.templates) {
+                Err(setup(match self.templates.selectors() {
                     Some(wanted) if unschedulable => {
                         format!("{e}; the recipe's workers select nodes {wanted}: gate nodes they would run on")
                     }
@@ -389,10 +356,9 @@ async fn probe_nodes(
             let script = icb_probe::remote::node_script(0, 5);
             let target = format!("node/{node}");
             let text = icb_kube::probe_pod::run_probe_pod(&cluster, node, &script, &opts, token.cancelled()).await;
-            (
-                node.clone(),
-                text.map(|t| {
-                    icb_probe::remote::parse_snapshot(&target, &t).map(|snap| {
+            let probe = match text {
+                Ok(t) => Ok(match icb_probe::remote::parse_snapshot(&target, &t) {
+                    Ok(snap) => {
                         let (env, rdma) = env.unwrap_or_default();
                         let expect = NodeExpectations {
                             env,
@@ -402,41 +368,21 @@ async fn probe_nodes(
                             tool_timeout: Duration::from_secs(5),
                             counter_interval: Duration::ZERO,
                         };
-                        icb_probe::probe_node(&snap, &gather, &expect).0
-                    })
+                        let report = icb_probe::probe_node(&snap, &gather, &expect).0;
+                        // The one memlock rule: a probe pod's own limits say nothing about the workers'.
+                        NodeProbe::Report(Box::new(icb_probe::Vantage::ProbePod(node.clone()).judge(report)))
+                    }
+                    Err(e) => NodeProbe::Unreadable(e.to_string()),
                 }),
-            )
+                Err(icb_kube::KubeError::Interrupted(what)) => Err(StepError::Interrupted(what)),
+                Err(e) => Ok(NodeProbe::PodFailed(e.to_string())),
+            };
+            (node.clone(), probe)
         }
     });
-    let results = futures::future::join_all(probes).await;
     let mut findings = Vec::new();
-    for (node, r) in results {
-        let step = format!("probe node/{node}");
-        match r {
-            Ok(Ok(report)) => {
-                // The probe pod's own memlock says nothing about the workers'.
-                findings.extend(
-                    findings_of(&step, &report)
-                        .into_iter()
-                        .filter(|f| !f.check.as_deref().is_some_and(|c| c.starts_with("node.memlock"))),
-                );
-            }
-            Ok(Err(e)) => findings.push(Finding {
-                step,
-                status: Status::Warn,
-                check: None,
-                detail: e.to_string(),
-                hint: None,
-            }),
-            Err(icb_kube::KubeError::Interrupted(what)) => return Err(StepError::Interrupted(what)),
-            Err(e) => findings.push(Finding {
-                step,
-                status: Status::Warn,
-                check: None,
-                detail: e.to_string(),
-                hint: Some("pass --no-node-probe where probe pods are not allowed".into()),
-            }),
-        }
+    for (node, probe) in futures::future::join_all(probes).await {
+        findings.extend(icb_gate::findings::of_node(&node, probe?));
     }
     Ok(findings)
 }

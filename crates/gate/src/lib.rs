@@ -10,6 +10,8 @@
 //! `icb_pair`'s fake launcher does for the pair.
 #![forbid(unsafe_code)]
 
+pub mod findings;
+
 use icb_core::model::{Finding, GateReport, GateVerdict, PairReport};
 use std::time::Duration;
 use tokio::time::Instant;

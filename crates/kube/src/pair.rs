@@ -103,6 +103,21 @@ pub struct SideTemplates {
     pub decode: Option<TransportSpec>,
 }
 
+impl SideTemplates {
+    /// The templates' node selectors (`prefill: k=v; decode: k=v`), when one has any: why a
+    /// bench pod modelled on them may find no node.
+    pub fn selectors(&self) -> Option<String> {
+        let mut out = Vec::new();
+        for (side, spec) in [("prefill", &self.prefill), ("decode", &self.decode)] {
+            if let Some(s) = spec.as_ref().filter(|s| !s.node_selector.is_empty()) {
+                let kv: Vec<String> = s.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                out.push(format!("{side}: {}", kv.join(",")));
+            }
+        }
+        (!out.is_empty()).then(|| out.join("; "))
+    }
+}
+
 /// Targets resolved and both pods decided; what `--dry-run` prints and a real run creates.
 #[derive(Debug, Clone)]
 pub struct Prepared {

@@ -1,0 +1,121 @@
+//! What the gate reports as findings: the failed and warned checks of a probe report, a node
+//! that could not be probed, and a pair whose UCX refused the recipe's environment. The steps
+//! gather; these decide what is said.
+
+use icb_core::Status;
+use icb_core::checks::ProbeReport;
+use icb_core::model::Finding;
+
+/// The failed and warned checks of `report` (ok and skipped checks are not findings).
+pub fn of_report(step: &str, report: &ProbeReport) -> Vec<Finding> {
+    report
+        .checks
+        .iter()
+        .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
+        .map(|c| Finding {
+            step: step.to_string(),
+            status: c.status,
+            check: Some(c.id.clone()),
+            detail: format!("{}: {}", c.id, c.detail),
+            hint: c.hint.clone(),
+        })
+        .collect()
+}
+
+/// How probing one node ended.
+#[derive(Debug)]
+pub enum NodeProbe {
+    /// The node's report, as a probe pod can stand behind it (`icb_probe::Vantage::judge`).
+    Report(Box<ProbeReport>),
+    /// The probe pod ran but its output could not be read.
+    Unreadable(String),
+    /// The probe pod could not run (not allowed, not scheduled, no image).
+    PodFailed(String),
+}
+
+/// The findings of probing `node`: a probe that could not run is a warning, never a failure
+/// (the pair still measures the fabric).
+pub fn of_node(node: &str, probe: NodeProbe) -> Vec<Finding> {
+    let step = format!("probe node/{node}");
+    let warn = |detail: String, hint: Option<&str>| Finding {
+        step: step.clone(),
+        status: Status::Warn,
+        check: None,
+        detail,
+        hint: hint.map(str::to_string),
+    };
+    match probe {
+        NodeProbe::Report(report) => of_report(&step, &report),
+        NodeProbe::Unreadable(e) => vec![warn(e, None)],
+        NodeProbe::PodFailed(e) => vec![warn(e, Some("pass --no-node-probe where probe pods are not allowed"))],
+    }
+}
+
+/// UCX refused the environment the bench pods were modelled on: with a recipe, that is the
+/// recipe's fault, which is what the gate is for.
+pub fn ucx_refused_recipe(message: &str, side: impl std::fmt::Display, variable: Option<&str>) -> Finding {
+    Finding {
+        step: "pair".into(),
+        status: Status::Fail,
+        check: Some("pair.ucx_init".into()),
+        detail: format!("{message} (the {side} bench pod runs the recipe's transport env)"),
+        hint: Some(match variable {
+            Some(v) => format!("UCX cannot start with {v}: fix it in the recipe"),
+            None => "UCX cannot start with the recipe's transport env: check its UCX_* settings".into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icb_core::checks::Check;
+
+    fn check(id: &str, status: Status) -> Check {
+        serde_json::from_value(serde_json::json!({"id": id, "status": status, "detail": "seen", "hint": "fix"}))
+            .expect("a check")
+    }
+
+    #[test]
+    fn only_failed_and_warned_checks_are_findings() {
+        let report = ProbeReport::new(
+            "node",
+            "node/a",
+            vec![
+                check("node.ok", Status::Ok),
+                check("node.memlock", Status::Skipped),
+                check("node.gid", Status::Warn),
+                check("node.port", Status::Fail),
+            ],
+            vec![],
+        );
+        let f = of_node("a", NodeProbe::Report(Box::new(report)));
+        let ids: Vec<_> = f.iter().map(|f| f.check.as_deref().unwrap_or("")).collect();
+        assert_eq!(ids, ["node.gid", "node.port"]);
+        assert!(f.iter().all(|f| f.step == "probe node/a"));
+        assert_eq!(f[0].detail, "node.gid: seen");
+    }
+
+    #[test]
+    fn a_node_that_could_not_be_probed_is_a_warning_with_the_way_out() {
+        let f = of_node("b", NodeProbe::PodFailed("forbidden".into()));
+        assert_eq!((f[0].status, f[0].detail.as_str()), (Status::Warn, "forbidden"));
+        assert!(f[0].hint.as_deref().is_some_and(|h| h.contains("--no-node-probe")));
+        let f = of_node("b", NodeProbe::Unreadable("truncated".into()));
+        assert_eq!((f[0].status, f[0].hint.as_deref()), (Status::Warn, None));
+    }
+
+    #[test]
+    fn a_ucx_refusal_names_the_variable_to_fix() {
+        let f = ucx_refused_recipe("UCX init failed", "prefill", Some("UCX_TLS"));
+        assert_eq!(f.status, Status::Fail);
+        assert_eq!(
+            f.detail,
+            "UCX init failed (the prefill bench pod runs the recipe's transport env)"
+        );
+        assert_eq!(
+            f.hint.as_deref(),
+            Some("UCX cannot start with UCX_TLS: fix it in the recipe")
+        );
+    }
+}
