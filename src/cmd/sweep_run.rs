@@ -13,11 +13,10 @@ use icb_pair::kube::KubeLauncher;
 use icb_pair::{
     CancellationToken, Deadlines, ExpectationInput, LaunchError, LaunchFailure, PairError, PairPlan, run_pair,
 };
-use icb_report::sweep_progress::{Notable, PairDone, sweep_eta};
+use icb_report::sweep_progress::last_pair;
 use icb_sweep::results::{Outcome, SweepResults};
 use icb_sweep::run::{PairEnd, PairRunner, SecondPass, Step, SweepObserver};
 use icb_sweep::schedule::Pair;
-use icb_sweep::score;
 use std::time::Duration;
 
 /// What every pair of a sweep runs with.
@@ -146,8 +145,8 @@ impl SweepObserver for StderrObserver {
     }
 
     fn pair(&mut self, results: &SweepResults, step: &Step) {
-        if let Some(p) = &self.progress {
-            report_pair(p, results, step);
+        if let (Some(p), Some((done, notable))) = (&self.progress, last_pair(results, step)) {
+            p.pair(&done, notable);
         }
     }
 
@@ -174,124 +173,27 @@ impl SweepObserver for StderrObserver {
     }
 }
 
-/// The progress line of the pair just recorded (the last of `results.pairs`), with the bad
-/// pairs of this pass counted as the node verdicts will count them: failed, nothing measured, or
-/// slow against the pairs so far (so the count can move as the reference settles).
-fn report_pair(progress: &SweepProgress, results: &SweepResults, step: &Step) {
-    let Step {
-        pass,
-        done,
-        total,
-        round,
-        rounds,
-        elapsed,
-    } = *step;
-    let reference = score::reference_bandwidth(&results.pairs);
-    let failures = results
-        .pairs
-        .iter()
-        .filter(|r| r.pass == pass && score::pair_bad(r, reference))
-        .count();
-    let Some(last) = results.pairs.last() else {
-        return;
-    };
-    let slow = score::pair_bad(last, reference) && !last.outcome.failed();
-    progress.pair(
-        &PairDone {
-            pass,
-            done,
-            total,
-            round,
-            rounds,
-            pair: &last.pair.to_string(),
-            outcome: &format!("{}{}", last.outcome.short(), if slow { " (slow)" } else { "" }),
-            seconds: last.duration_s,
-            failures,
-            eta: sweep_eta(elapsed, done, total),
-        },
-        if slow {
-            Notable::Failed
-        } else {
-            Notable::of(&last.outcome)
-        },
-    );
-}
-
 /// The sweep id a run id starts with (`<sweep_id>-p1r0x0`).
 fn sweep_id_of(run_id: &str) -> &str {
     run_id.split_once('-').map_or(run_id, |(id, _)| id)
 }
 
-/// A bench pod that cannot be placed is not a fabric verdict. Decided on the pods' own status
-/// (`PodScheduled=False`, reason `Unschedulable`), never the message; the node is the one the
-/// pod was pinned to, else the side's (server = decode, client = prefill, by its label).
+/// A bench pod that cannot be placed is not a fabric verdict (decided on the pods' status by
+/// `icb_kube::lifecycle::unschedulable_node`, never on the message).
 fn classify_error(pair: &Pair, reason: String, pods: &[Pod]) -> Outcome {
-    let Some(stuck) = pods.iter().find(|p| lifecycle::unschedulable(p)) else {
-        return Outcome::Error { reason };
-    };
-    let role = stuck
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(podspec::LABEL_COMPONENT))
-        .map(String::as_str);
-    let node = podspec::pinned_node(stuck).or_else(|| match role {
-        Some("server") => Some(pair.decode.clone()),
-        Some("client") => Some(pair.prefill.clone()),
-        _ => None,
-    });
-    Outcome::Unschedulable { node, reason }
+    match lifecycle::unschedulable_node(pods, &pair.prefill, &pair.decode) {
+        Some(node) => Outcome::Unschedulable { node, reason },
+        None => Outcome::Error { reason },
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn pod(role: &str, node: Option<&str>, scheduled: Option<(&str, &str)>) -> Pod {
-        let mut v = serde_json::json!({
-            "metadata": {"name": format!("ic-bench-x-{role}"), "labels": {podspec::LABEL_COMPONENT: role}},
-            "spec": {"containers": []},
-            "status": {"phase": "Pending"},
-        });
-        if let Some(n) = node {
-            v["spec"]["nodeName"] = n.into();
-        }
-        if let Some((status, reason)) = scheduled {
-            v["status"]["conditions"] =
-                serde_json::json!([{"type": "PodScheduled", "status": status, "reason": reason}]);
-        }
-        serde_json::from_value(v).unwrap()
-    }
-
     #[test]
     fn the_sweep_id_label_is_the_run_ids_prefix() {
         assert_eq!(sweep_id_of("sw1a2b3c-p1r0x0"), "sw1a2b3c");
         assert_eq!(sweep_id_of("sw1a2b3c-a2p2r1x0"), "sw1a2b3c");
-    }
-
-    #[test]
-    fn unschedulable_is_decided_on_the_pods_status_not_the_message() {
-        let pair = Pair::new("node-1", "node-2");
-        // The message would say "cannot be scheduled", but only the pod's condition decides.
-        let text = "pod ic-bench-x-server cannot be scheduled: Insufficient nvidia.com/gpu".to_string();
-        let stuck = pod("server", None, Some(("False", "Unschedulable")));
-        let o = classify_error(&pair, text.clone(), std::slice::from_ref(&stuck));
-        assert!(
-            matches!(o, Outcome::Unschedulable { node: Some(ref n), .. } if n == "node-2"),
-            "the server side is decode: {o:?}"
-        );
-        let o = classify_error(
-            &pair,
-            text.clone(),
-            &[pod("client", Some("node-9"), Some(("False", "Unschedulable")))],
-        );
-        assert!(
-            matches!(o, Outcome::Unschedulable { node: Some(ref n), .. } if n == "node-9"),
-            "the pinned node first: {o:?}"
-        );
-        let placed = pod("server", Some("node-2"), Some(("True", "")));
-        assert!(matches!(classify_error(&pair, text, &[placed]), Outcome::Error { .. }));
-        let o = classify_error(&pair, "the prefill side exited with code 1".into(), &[]);
-        assert!(matches!(o, Outcome::Error { .. }));
     }
 }

@@ -436,6 +436,24 @@ pub fn exit_summary(pod: &Pod) -> String {
     }
 }
 
+/// The node of a bench pod the scheduler cannot place (`PodScheduled=False`, reason
+/// `Unschedulable`): the node it was pinned to, else its side's (server = decode, client =
+/// prefill, by its label). `None`: every pod was placed; `Some(None)`: stuck, node unknown.
+pub fn unschedulable_node(pods: &[Pod], prefill: &str, decode: &str) -> Option<Option<String>> {
+    let stuck = pods.iter().find(|p| unschedulable(p))?;
+    let role = stuck
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(crate::podspec::LABEL_COMPONENT))
+        .map(String::as_str);
+    Some(crate::podspec::pinned_node(stuck).or_else(|| match role {
+        Some("server") => Some(decode.to_string()),
+        Some("client") => Some(prefill.to_string()),
+        _ => None,
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -498,5 +516,40 @@ mod tests {
             }
             s => panic!("{s:?}"),
         }
+    }
+
+    fn bench_pod(role: &str, node: Option<&str>, scheduled: Option<(&str, &str)>) -> Pod {
+        let mut v = serde_json::json!({
+            "metadata": {"name": format!("ic-bench-x-{role}"), "labels": {crate::podspec::LABEL_COMPONENT: role}},
+            "spec": {"containers": []},
+            "status": {"phase": "Pending"},
+        });
+        if let Some(n) = node {
+            v["spec"]["nodeName"] = n.into();
+        }
+        if let Some((status, reason)) = scheduled {
+            v["status"]["conditions"] =
+                serde_json::json!([{"type": "PodScheduled", "status": status, "reason": reason}]);
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn unschedulable_is_decided_on_the_pods_status_not_the_message() {
+        let stuck = bench_pod("server", None, Some(("False", "Unschedulable")));
+        assert_eq!(
+            unschedulable_node(std::slice::from_ref(&stuck), "node-1", "node-2"),
+            Some(Some("node-2".to_string())),
+            "the server side is decode"
+        );
+        let pinned = bench_pod("client", Some("node-9"), Some(("False", "Unschedulable")));
+        assert_eq!(
+            unschedulable_node(&[pinned], "node-1", "node-2"),
+            Some(Some("node-9".to_string())),
+            "the pinned node first"
+        );
+        let placed = bench_pod("server", Some("node-2"), Some(("True", "")));
+        assert_eq!(unschedulable_node(&[placed], "node-1", "node-2"), None);
+        assert_eq!(unschedulable_node(&[], "node-1", "node-2"), None);
     }
 }

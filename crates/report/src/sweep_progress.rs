@@ -3,12 +3,14 @@
 //! (indicatif) is the CLI's.
 
 use crate::text::short_duration;
+use icb_sweep::run::Step;
+use icb_sweep::score;
 use icb_sweep::{Outcome, SweepResults};
 use std::time::Duration;
 
 /// One finished pair of a sweep, as the progress shows it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PairDone<'a> {
+pub struct PairDone {
     /// 1: the schedule; 2: the second pass.
     pub pass: u8,
     /// Pairs of this pass finished, this one included, and planned.
@@ -18,9 +20,9 @@ pub struct PairDone<'a> {
     pub round: usize,
     pub rounds: usize,
     /// `node-1→node-4`.
-    pub pair: &'a str,
+    pub pair: String,
     /// `pass (rdma, 22.01 GB/s)`, `fail (tcp, 1.00 GB/s)`, `unschedulable: …`.
-    pub outcome: &'a str,
+    pub outcome: String,
     pub seconds: f64,
     /// Pairs of this pass that are bad so far (failed, nothing measured, or slow against the
     /// pairs so far), this one included.
@@ -130,19 +132,60 @@ pub fn plan_text(r: &SweepResults) -> String {
     out
 }
 
+/// The progress line of the pair just recorded (the last of `results.pairs`), with the bad
+/// pairs of this pass counted as the node verdicts will count them: failed, nothing measured, or
+/// slow against the pairs so far (so the count can move as the reference settles).
+pub fn last_pair(results: &SweepResults, step: &Step) -> Option<(PairDone, Notable)> {
+    let Step {
+        pass,
+        done,
+        total,
+        round,
+        rounds,
+        elapsed,
+    } = *step;
+    let reference = score::reference_bandwidth(&results.pairs);
+    let failures = results
+        .pairs
+        .iter()
+        .filter(|r| r.pass == pass && score::pair_bad(r, reference))
+        .count();
+    let last = results.pairs.last()?;
+    let slow = score::pair_bad(last, reference) && !last.outcome.failed();
+    Some((
+        PairDone {
+            pass,
+            done,
+            total,
+            round,
+            rounds,
+            pair: last.pair.to_string(),
+            outcome: format!("{}{}", last.outcome.short(), if slow { " (slow)" } else { "" }),
+            seconds: last.duration_s,
+            failures,
+            eta: sweep_eta(elapsed, done, total),
+        },
+        if slow {
+            Notable::Failed
+        } else {
+            Notable::of(&last.outcome)
+        },
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn done<'a>(outcome: &'a str, eta: Option<Duration>) -> PairDone<'a> {
+    fn done(outcome: &str, eta: Option<Duration>) -> PairDone {
         PairDone {
             pass: 1,
             done: 3,
             total: 12,
             round: 2,
             rounds: 6,
-            pair: "node-1→node-4",
-            outcome,
+            pair: "node-1→node-4".into(),
+            outcome: outcome.into(),
             seconds: 14.46,
             failures: 1,
             eta,
@@ -164,7 +207,7 @@ mod tests {
     #[test]
     fn the_sweep_bar_fits_100_columns_and_keeps_eta_and_bad_count() {
         let long = PairDone {
-            pair: "gpu-node-a100-0017.rack-3.example.internal→gpu-node-a100-0018.rack-3.example.internal",
+            pair: "gpu-node-a100-0017.rack-3.example.internal→gpu-node-a100-0018.rack-3.example.internal".into(),
             ..done("fail (tcp, 1.00 GB/s)", Some(Duration::from_secs(3720)))
         };
         let room = sweep_bar_room(100, 990, 490_545);
