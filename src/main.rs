@@ -1,8 +1,9 @@
 //! `ic-bench`: tells, with evidence, whether the fabric under disaggregated LLM serving is fast.
 //!
-//! This binary parses arguments and wires the crates together. What is still decided here rather
-//! than in a crate (the sweep's run loop, the pair flags' profiles) is listed in the README's
-//! layout table and moves out as the architecture review proposes.
+//! This binary parses arguments and wires the crates together, as ripgrep does: each command's
+//! clap `Args` are turned once into what to run (for `pair`, `cmd::pair::PairCommand`), and the
+//! crates decide the rest. What is still decided here rather than in a crate is listed in the
+//! README's layout table.
 #![forbid(unsafe_code)]
 
 mod cmd;
@@ -102,7 +103,21 @@ fn main() -> ExitCode {
         let _ = Cli::command().print_help();
         return ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8);
     };
-    let result = match command {
+    let result = dispatch(command);
+    if !ucx_prints_its_log && let Some(line) = ucx::log::summary().line() {
+        eprintln!("ic-bench: {line}");
+    }
+    let code = exit_code(result);
+    if icb_nixl_engine::nixl_was_used() {
+        // NIXL's wheel crashes in library destructors at exit: leave without running them (the
+        // reports are written; `exit_process` flushes Rust's and C's output first).
+        icb_nixl_engine::exit_process(code);
+    }
+    ExitCode::from(code as u8)
+}
+
+fn dispatch(command: Command) -> anyhow::Result<i32> {
+    match command {
         Command::Pair(args) => cmd::pair::run(*args),
         Command::Serve(args) => cmd::serve::run(args),
         Command::Connect(args) => cmd::connect::run(*args),
@@ -115,11 +130,12 @@ fn main() -> ExitCode {
             clap_complete::generate(shell, &mut Cli::command(), "ic-bench", &mut std::io::stdout());
             Ok(icb_core::exit::OK)
         }
-    };
-    if !ucx_prints_its_log && let Some(line) = ucx::log::summary().line() {
-        eprintln!("ic-bench: {line}");
     }
-    let code = match result {
+}
+
+/// A command's end as the process's exit code; an error is said in one line on stderr.
+fn exit_code(result: anyhow::Result<i32>) -> i32 {
+    match result {
         Ok(code) => code.clamp(0, 255),
         Err(e) => match e.downcast_ref::<cmd::interrupt::Interrupted>() {
             // Already said on stderr, in the signal handler's one line.
@@ -129,13 +145,7 @@ fn main() -> ExitCode {
                 icb_core::exit::USAGE_OR_SETUP
             }
         },
-    };
-    if icb_nixl_engine::nixl_was_used() {
-        // NIXL's wheel crashes in library destructors at exit: leave without running them (the
-        // reports are written; `exit_process` flushes Rust's and C's output first).
-        icb_nixl_engine::exit_process(code);
     }
-    ExitCode::from(code as u8)
 }
 
 fn init_logging(verbose: u8) {

@@ -173,23 +173,29 @@ impl Args {
     }
 }
 
-pub fn run(mut args: Args) -> anyhow::Result<i32> {
-    check_output(args.output.into())?;
-    args.exports()?;
+/// The resumed file (its criteria taken into `args`), and this run's criteria.
+fn resume(args: &mut Args) -> anyhow::Result<(Option<SweepResults>, icb_sweep::Criteria)> {
     // Read before anything connects: a resumed sweep runs with the file's criteria.
     let mut resumed = match &args.resume {
         Some(path) => Some(SweepResults::load(path).map_err(anyhow::Error::msg)?),
         None => None,
     };
     if let Some(file) = &resumed {
-        super::sweep_resume::apply(&mut args, file)?;
+        super::sweep_resume::apply(args, file)?;
     }
-    let criteria = super::sweep_resume::criteria(&args);
+    let criteria = super::sweep_resume::criteria(args);
     if let Some(file) = &mut resumed {
         // A file from before criteria were kept runs with this command line's; keep them now,
         // so the next resume is held to the same.
         file.criteria.get_or_insert_with(|| criteria.clone());
     }
+    Ok((resumed, criteria))
+}
+
+pub fn run(mut args: Args) -> anyhow::Result<i32> {
+    check_output(args.output.into())?;
+    args.exports()?;
+    let (resumed, criteria) = resume(&mut args)?;
     let settings = args.settings(&criteria)?;
     let expectation = args.expect.input()?;
     if args.dry_run
@@ -221,19 +227,16 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             print!("{}", icb_report::sweep_progress::plan_text(&results));
             return Ok(icb_core::exit::OK);
         }
-        let sweeper = Sweeper {
-            cluster,
-            job: PairJob {
-                settings,
-                expectation,
-                image: args.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
-                host_ipc: args.host_ipc,
-                side_flags: args.engine.side_flags(),
-                devices: args.devices.request(),
-                budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),
-            },
-            token,
+        let job = PairJob {
+            settings,
+            expectation,
+            image: args.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
+            host_ipc: args.host_ipc,
+            side_flags: args.engine.side_flags(),
+            devices: args.devices.request(),
+            budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),
         };
+        let sweeper = Sweeper { cluster, job, token };
         super::sweep_flow::sweep(&args, &sweeper, results, &interrupt).await
     })
 }
