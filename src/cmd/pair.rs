@@ -183,3 +183,87 @@ pub async fn drive<L: Launcher>(
         Err(e) => Err(e.into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+    use std::time::Duration;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn command(argv: &[&str]) -> anyhow::Result<PairCommand> {
+        let argv = std::iter::once("pair").chain(argv.iter().copied());
+        PairCommand::from_args(Cli::try_parse_from(argv)?.args)
+    }
+
+    #[test]
+    fn kubernetes_runs_get_one_budget_for_the_pods_and_the_plan() {
+        let cmd = command(&["--prefill", "node/a", "--decode", "node/b", "--timeout", "100s"]).unwrap();
+        let PairTarget::Kube(k) = &cmd.target else {
+            panic!("not a Kubernetes target")
+        };
+        assert_eq!(
+            (cmd.plan.deadline, cmd.plan.startup_flag),
+            (Duration::from_secs(100), "--timeout")
+        );
+        assert_eq!(k.pods.timeout, Duration::from_secs(100));
+        assert_eq!(k.pods.serve_args[..2], ["--idle-timeout", "100s"]);
+        assert_eq!(k.dry_run, None);
+        // Without --timeout: the run's own deadline plus a minute for scheduling and image pulls.
+        let cmd = command(&["--prefill", "node/a", "--decode", "node/b"]).unwrap();
+        let PairTarget::Kube(k) = &cmd.target else {
+            panic!("not a Kubernetes target")
+        };
+        assert_eq!(k.pods.timeout, icb_pair::Deadlines::pods_default(&cmd.plan.settings));
+    }
+
+    #[test]
+    fn local_runs_keep_the_local_deadlines() {
+        let cmd = command(&["--local", "--startup-timeout", "7s"]).unwrap();
+        assert!(matches!(cmd.target, PairTarget::Local(_)));
+        let want = icb_pair::Deadlines::local(&cmd.plan.settings, Duration::from_secs(7));
+        assert_eq!(cmd.plan.deadlines(), want);
+    }
+
+    #[test]
+    fn in_place_runs_fit_the_cases_into_the_side_budget() {
+        let argv = [
+            "--in-place",
+            "--prefill",
+            "pod/a",
+            "--decode",
+            "pod/b",
+            "--in-place-binary",
+            "/bin/true",
+        ];
+        let cmd = command(&argv).unwrap();
+        let PairTarget::InPlace(t) = &cmd.target else {
+            panic!("not an in-place target")
+        };
+        assert_eq!(cmd.plan.settings.sizes, icb_pair::inplace::fit::DEFAULT_SIZES);
+        assert_eq!(cmd.plan.startup_flag, "--side-timeout");
+        assert_eq!(t.plan.side_timeout, Duration::from_secs(15));
+    }
+
+    #[test]
+    fn dry_run_prints_yaml_or_json_and_yaml_needs_dry_run() {
+        let pods = |argv: &[&str]| match command(argv).map(|c| c.target) {
+            Ok(PairTarget::Kube(k)) => Ok(k.dry_run),
+            Ok(_) => panic!("not a Kubernetes target"),
+            Err(e) => Err(e.to_string()),
+        };
+        let base = ["--prefill", "node/a", "--decode", "node/b", "--dry-run"];
+        assert_eq!(pods(&base), Ok(Some(PodsFormat::Yaml)));
+        assert_eq!(pods(&[&base[..], &["-o", "yaml"]].concat()), Ok(Some(PodsFormat::Yaml)));
+        assert_eq!(pods(&[&base[..], &["-o", "json"]].concat()), Ok(Some(PodsFormat::Json)));
+        let e = pods(&[&base[..], &["-o", "junit"]].concat()).unwrap_err();
+        assert_eq!(e, "-o junit with --dry-run: use -o yaml or -o json");
+        let e = pods(&["--prefill", "node/a", "--decode", "node/b", "-o", "yaml"]).unwrap_err();
+        assert!(e.starts_with("-o yaml prints the pods of --dry-run"), "{e}");
+    }
+}

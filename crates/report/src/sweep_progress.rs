@@ -252,4 +252,67 @@ mod tests {
         assert!(text.contains("s per-pair budget"), "{text}");
         assert!(text.lines().any(|l| l.starts_with("round 1: ")), "{text}");
     }
+
+    fn result(prefill: &str, decode: &str, outcome: Outcome) -> icb_sweep::PairResult {
+        icb_sweep::PairResult {
+            pair: icb_sweep::Pair::new(prefill, decode),
+            pass: 1,
+            run_id: "r".into(),
+            duration_s: 2.0,
+            outcome,
+        }
+    }
+
+    fn measured(bw: f64) -> Outcome {
+        Outcome::Measured {
+            verdict: "pass".into(),
+            reason: String::new(),
+            data_paths: vec!["rdma".into()],
+            bandwidth_bps: Some(bw),
+            latency_us: None,
+            series: vec![],
+            latency: vec![],
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn the_last_pair_counts_slow_and_failed_pairs_as_the_verdicts_will() {
+        let mut r = SweepResults::new("sw1".into(), icb_sweep::Schedule::Ring, vec![], 120.0, vec![]);
+        let step = Step {
+            pass: 1,
+            done: 1,
+            total: 4,
+            round: 1,
+            rounds: 2,
+            elapsed: Duration::from_secs(10),
+        };
+        assert!(last_pair(&r, &step).is_none(), "nothing recorded yet");
+        for (a, b) in [("a", "b"), ("b", "c"), ("c", "d")] {
+            r.pairs.push(result(a, b, measured(20e9)));
+        }
+        r.pairs.push(result("d", "a", measured(1e9)));
+        let (done, notable) = last_pair(&r, &Step { done: 4, ..step }).expect("a pair");
+        assert_eq!(notable, Notable::Failed, "a slow pair stays on screen");
+        assert!(done.outcome.ends_with(" (slow)"), "{}", done.outcome);
+        assert_eq!((done.pair.as_str(), done.failures), ("d→a", 1));
+        r.pairs.push(result(
+            "a",
+            "c",
+            Outcome::Unschedulable {
+                node: None,
+                reason: "full".into(),
+            },
+        ));
+        let (_, notable) = last_pair(
+            &r,
+            &Step {
+                done: 5,
+                total: 5,
+                ..step
+            },
+        )
+        .expect("a pair");
+        assert_eq!(notable, Notable::Other, "unschedulable says nothing about the fabric");
+    }
 }
