@@ -110,7 +110,11 @@ mod tests {
     #[test]
     fn traffic_is_the_difference_and_skips_resets_and_missing_devices() {
         let before = CounterSnapshot {
-            counters: vec![counter("rail0", 100, 10), counter("rail1", 500, 0), counter("eth0", 7, 7)],
+            counters: vec![
+                counter("rail0", 100, 10),
+                counter("rail1", 500, 0),
+                counter("eth0", 7, 7),
+            ],
             unreadable: vec![],
         };
         let after = CounterSnapshot {

@@ -208,7 +208,10 @@ fn others_text(rows: &[RailResult], index: usize, unit: BandwidthUnit) -> String
         .filter(|r| r.index != index)
         .filter_map(|r| r.concurrent.bandwidth_bps)
         .collect();
-    match (rest.iter().copied().reduce(f64::min), rest.iter().copied().reduce(f64::max)) {
+    match (
+        rest.iter().copied().reduce(f64::min),
+        rest.iter().copied().reduce(f64::max),
+    ) {
         (Some(lo), Some(hi)) if (hi - lo) / hi.max(1.0) < 0.01 => format!("others {}", format_bandwidth(lo, unit)),
         (Some(lo), Some(hi)) => format!(
             "others {}–{}",
@@ -279,7 +282,12 @@ fn row_findings(row: &RailResult, ctx: &RowContext, out: &mut Vec<RailFinding>) 
         })
     };
     if let Some(err) = &row.concurrent.error {
-        push(RailFindingKind::Failed, Status::Fail, format!("{name}: {err}"), Some(probe_fix(row)));
+        push(
+            RailFindingKind::Failed,
+            Status::Fail,
+            format!("{name}: {err}"),
+            Some(probe_fix(row)),
+        );
         return;
     }
     if row.concurrent.status == VerdictStatus::Fail {
@@ -386,7 +394,10 @@ fn attribution_findings(
                 d.device,
                 100.0 * d.share
             ),
-            Some(format!("check that {told} names an RDMA port the rank can open on {}", end.node)),
+            Some(format!(
+                "check that {told} names an RDMA port the rank can open on {}",
+                end.node
+            )),
         ),
         _ => push(
             RailFindingKind::IdleNic,
@@ -475,11 +486,25 @@ mod tests {
         rows[2].alone = Some(run(11.9));
         let out = judge_rails(RailPattern::Aligned, rows, 0.2, BandwidthUnit::GBps);
         assert_eq!(out.rails[2].status, VerdictStatus::Fail);
-        assert!(out.rails.iter().filter(|r| r.index != 2).all(|r| r.status == VerdictStatus::Pass));
+        assert!(
+            out.rails
+                .iter()
+                .filter(|r| r.index != 2)
+                .all(|r| r.status == VerdictStatus::Pass)
+        );
         let f = &out.findings[0];
         assert_eq!((f.kind, f.rail), (RailFindingKind::BelowMedian, Some(2)));
-        assert!(f.text.starts_with("rail 2: gpu-1:mlx5_2 (0000:1a:00.0) ↔ gpu-2:mlx5_2"), "{}", f.text);
-        assert!(f.text.contains(": 11.80 GB/s, 24 % of 400 Gb/s, others 44.00–46.00 GB/s; alone 11.90 GB/s"), "{}", f.text);
+        assert!(
+            f.text.starts_with("rail 2: gpu-1:mlx5_2 (0000:1a:00.0) ↔ gpu-2:mlx5_2"),
+            "{}",
+            f.text
+        );
+        assert!(
+            f.text
+                .contains(": 11.80 GB/s, 24 % of 400 Gb/s, others 44.00–46.00 GB/s; alone 11.90 GB/s"),
+            "{}",
+            f.text
+        );
         assert!(f.fix.as_deref().unwrap().contains("--node gpu-1"));
         assert_eq!(out.aggregate_bps, (45.0 + 46.0 + 11.8 + 44.0) * 1e9);
         assert_eq!(out.sum_alone_bps, None, "only one rail ran alone");
@@ -494,7 +519,11 @@ mod tests {
         let out = judge_rails(RailPattern::Aligned, rows, 0.2, BandwidthUnit::GBps);
         assert_eq!(out.rails[0].status, VerdictStatus::Warn);
         let kinds: Vec<_> = out.findings.iter().map(|f| f.kind).collect();
-        assert_eq!(kinds, vec![RailFindingKind::Contention], "100 of 135 alone is no funnel");
+        assert_eq!(
+            kinds,
+            vec![RailFindingKind::Contention],
+            "100 of 135 alone is no funnel"
+        );
         assert_eq!(out.scaling().map(|s| (s * 100.0).round()), Some(74.0));
 
         let mut rows: Vec<RailResult> = vec![row(0, 20.0), row(1, 20.0), row(2, 20.0)];
@@ -503,8 +532,15 @@ mod tests {
         }
         let out = judge_rails(RailPattern::Aligned, rows, 0.2, BandwidthUnit::GBps);
         assert_eq!(out.findings.len(), 1);
-        assert_eq!((out.findings[0].kind, out.findings[0].rail), (RailFindingKind::Funnel, None));
-        assert!(out.findings[0].text.contains("44 % of the 135.00 GB/s"), "{}", out.findings[0].text);
+        assert_eq!(
+            (out.findings[0].kind, out.findings[0].rail),
+            (RailFindingKind::Funnel, None)
+        );
+        assert!(
+            out.findings[0].text.contains("44 % of the 135.00 GB/s"),
+            "{}",
+            out.findings[0].text
+        );
     }
 
     #[test]
@@ -538,14 +574,21 @@ mod tests {
         });
         assert_eq!(needs_alone(std::slice::from_ref(&r), 0.2), vec![1]);
         let alone = SideTraffic {
-            traffic: vec![traffic("mlx5_1:1", 0), traffic("mlx5_2:1", 1_030_000), traffic("eth0", 900)],
+            traffic: vec![
+                traffic("mlx5_1:1", 0),
+                traffic("mlx5_2:1", 1_030_000),
+                traffic("eth0", 900),
+            ],
             unreadable: vec![],
         };
         let a = attribute(&r.prefill, &node(3), &alone, 1_000_000, 1_000_000, Phase::Alone);
         assert_eq!(a.devices[0].device, "mlx5_2:1");
         assert_eq!(a.devices[0].rail, Some(2));
         assert!(a.devices.iter().all(|d| d.device != "eth0"), "below 1 % is left out");
-        assert!(a.devices.iter().any(|d| d.device == "mlx5_1:1"), "the own device is always listed");
+        assert!(
+            a.devices.iter().any(|d| d.device == "mlx5_1:1"),
+            "the own device is always listed"
+        );
         r.alone = Some(run(40.0));
         r.attribution = Some(Attribution {
             phase: Phase::Alone,
@@ -556,7 +599,12 @@ mod tests {
         let out = judge_rails(RailPattern::Aligned, vec![r], 0.2, BandwidthUnit::GBps);
         let f = &out.findings[0];
         assert_eq!(f.kind, RailFindingKind::WrongNic);
-        assert!(f.text.contains("left through mlx5_2:1 (rail 2's NIC, 103 %), not mlx5_1:1"), "{}", f.text);
+        assert!(
+            f.text
+                .contains("left through mlx5_2:1 (rail 2's NIC, 103 %), not mlx5_1:1"),
+            "{}",
+            f.text
+        );
         assert_eq!(out.rails[0].status, VerdictStatus::Fail);
     }
 

@@ -201,8 +201,6 @@ pub struct RailsOutcome {
 impl RailsOutcome {
     /// aggregate ÷ Σ(rail alone): 1.0 when running together costs nothing.
     pub fn scaling(&self) -> Option<f64> {
-        self.sum_alone_bps
-            .filter(|s| *s > 0.0)
-            .map(|s| self.aggregate_bps / s)
+        self.sum_alone_bps.filter(|s| *s > 0.0).map(|s| self.aggregate_bps / s)
     }
 }

@@ -140,7 +140,10 @@ async fn run_phase<S: RailSeam>(
     for row in rows {
         launchers.push(seam.launcher(row).map_err(PairError::Launch)?);
     }
-    let before = (seam.counters(SideRole::Prefill).await, seam.counters(SideRole::Decode).await);
+    let before = (
+        seam.counters(SideRole::Prefill).await,
+        seam.counters(SideRole::Decode).await,
+    );
     let progress = RefCell::new(progress);
     let runs = futures::future::join_all(launchers.iter_mut().zip(rows).map(|(launcher, row)| {
         let progress = &progress;
@@ -150,7 +153,10 @@ async fn run_phase<S: RailSeam>(
         }
     }))
     .await;
-    let after = (seam.counters(SideRole::Prefill).await, seam.counters(SideRole::Decode).await);
+    let after = (
+        seam.counters(SideRole::Prefill).await,
+        seam.counters(SideRole::Decode).await,
+    );
     if cancel.is_cancelled() {
         let cleanup = runs
             .iter()
@@ -162,7 +168,11 @@ async fn run_phase<S: RailSeam>(
             .join("; ");
         return Err(PairError::Interrupted(Interrupted { cleanup, partial: None }));
     }
-    let phase = if rows.len() == 1 { Phase::Alone } else { Phase::Concurrent };
+    let phase = if rows.len() == 1 {
+        Phase::Alone
+    } else {
+        Phase::Concurrent
+    };
     let traffic = |b: &CounterSnapshot, a: &CounterSnapshot| SideTraffic {
         traffic: b.traffic_until(a),
         unreadable: b.unreadable.iter().chain(&a.unreadable).cloned().collect(),

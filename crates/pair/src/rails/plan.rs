@@ -131,8 +131,18 @@ impl NodeRailInfo {
     }
 
     fn explicit_end(&self, rank: usize, gpu: usize, nic: &str) -> Result<RailEnd, RailPlanError> {
-        let gpus: Vec<usize> = self.map.rails.iter().filter_map(|r| r.gpu.as_ref().map(|g| g.ordinal)).collect();
-        let Some(gpu_rail) = self.map.rails.iter().position(|r| r.gpu.as_ref().is_some_and(|g| g.ordinal == gpu)) else {
+        let gpus: Vec<usize> = self
+            .map
+            .rails
+            .iter()
+            .filter_map(|r| r.gpu.as_ref().map(|g| g.ordinal))
+            .collect();
+        let Some(gpu_rail) = self
+            .map
+            .rails
+            .iter()
+            .position(|r| r.gpu.as_ref().is_some_and(|g| g.ordinal == gpu))
+        else {
             return Err(RailPlanError(format!(
                 "--rails: {} has no GPU gpu{gpu} (it has {})",
                 self.node,
@@ -264,11 +274,25 @@ mod tests {
 
     #[test]
     fn aligned_pairs_rank_i_with_rank_i_and_cross_runs_k_rounds() {
-        let rows = plan_rows(&node("a", 4), &node("b", 4), &RailSelection::Auto, None, RailPattern::Aligned).unwrap();
+        let rows = plan_rows(
+            &node("a", 4),
+            &node("b", 4),
+            &RailSelection::Auto,
+            None,
+            RailPattern::Aligned,
+        )
+        .unwrap();
         assert_eq!(rows.len(), 4);
         assert!(rows.iter().all(|r| r.round == 0 && r.prefill.rail == r.decode.rail));
         assert_eq!(rows[2].prefill.ucx_net_devices, "mlx5_2:1");
-        let rows = plan_rows(&node("a", 3), &node("b", 3), &RailSelection::Auto, None, RailPattern::Cross).unwrap();
+        let rows = plan_rows(
+            &node("a", 3),
+            &node("b", 3),
+            &RailSelection::Auto,
+            None,
+            RailPattern::Cross,
+        )
+        .unwrap();
         assert_eq!(rows.len(), 9);
         let round1: Vec<(usize, usize)> = rows
             .iter()
@@ -276,7 +300,10 @@ mod tests {
             .map(|r| (r.prefill.rail, r.decode.rail))
             .collect();
         assert_eq!(round1, vec![(0, 1), (1, 2), (2, 0)], "each NIC once per round");
-        assert_eq!(rows.iter().map(|r| r.index).collect::<Vec<_>>(), (0..9).collect::<Vec<_>>());
+        assert_eq!(
+            rows.iter().map(|r| r.index).collect::<Vec<_>>(),
+            (0..9).collect::<Vec<_>>()
+        );
     }
 
     #[test]
@@ -286,7 +313,10 @@ mod tests {
         let rows = plan_rows(&node("a", 2), &node("b", 2), &sel, Some(&told), RailPattern::Aligned).unwrap();
         assert_eq!(rows[0].prefill.gpu.as_ref().unwrap().ordinal, 0);
         assert_eq!(rows[0].prefill.nic.name, "mlx5_1");
-        assert_eq!(rows[0].prefill.relation, None, "not the GPU's own NIC: relation unknown");
+        assert_eq!(
+            rows[0].prefill.relation, None,
+            "not the GPU's own NIC: relation unknown"
+        );
         assert_eq!(rows[1].prefill.counter_device, "mlx5_0:1");
         assert_eq!(rows[1].prefill.ucx_net_devices, "mlx5_1:1", "what the rank is told");
     }
@@ -305,12 +335,33 @@ mod tests {
             let err = text.parse::<RailSelection>().unwrap_err();
             assert!(err.0.starts_with("--rails"), "{err}");
         }
-        let err = plan_rows(&node("a", 0), &node("b", 0), &RailSelection::Auto, None, RailPattern::Aligned).unwrap_err();
+        let err = plan_rows(
+            &node("a", 0),
+            &node("b", 0),
+            &RailSelection::Auto,
+            None,
+            RailPattern::Aligned,
+        )
+        .unwrap_err();
         assert!(err.0.contains("rail map of a has no usable NIC"), "{err}");
-        let err = plan_rows(&node("a", 2), &node("b", 3), &RailSelection::Auto, None, RailPattern::Aligned).unwrap_err();
+        let err = plan_rows(
+            &node("a", 2),
+            &node("b", 3),
+            &RailSelection::Auto,
+            None,
+            RailPattern::Aligned,
+        )
+        .unwrap_err();
         assert!(err.0.contains("a has 2 rails and b has 3"), "{err}");
         let told = vec!["x".to_string()];
-        let err = plan_rows(&node("a", 2), &node("b", 2), &RailSelection::Auto, Some(&told), RailPattern::Aligned).unwrap_err();
+        let err = plan_rows(
+            &node("a", 2),
+            &node("b", 2),
+            &RailSelection::Auto,
+            Some(&told),
+            RailPattern::Aligned,
+        )
+        .unwrap_err();
         assert!(err.0.contains("--rail-devices names 1 devices for 2 rails"), "{err}");
     }
 }
