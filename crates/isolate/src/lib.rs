@@ -80,6 +80,7 @@ mod netns;
 mod pair;
 mod pod;
 mod procs;
+mod rails;
 mod stale;
 mod tools;
 
@@ -93,4 +94,5 @@ pub use netns::run_in_netns;
 pub use pair::{Isolation, LocalPair, PairSide};
 pub use pod::{Pod, PodSpec};
 pub use procs::{live_processes, netns_exists, pid_alive};
+pub use rails::{FabricOptions, MAX_RAILS, rail_netdev, write_rail_tree};
 pub use stale::{Leftovers, cleanup_stale, find_stale, leftovers_of};
