@@ -255,3 +255,28 @@ async fn a_local_pair_with_rails_runs_one_pod_per_rail_on_each_side() {
     pair.teardown().unwrap();
     assert!(namespaces.iter().all(|ns| !netns_exists(ns)) && !tree.exists());
 }
+
+#[test]
+fn a_dead_owners_rail_trees_are_found_and_removed_by_stale_cleanup() {
+    if !privileged_tests_enabled("a_dead_owners_rail_trees_are_found_and_removed_by_stale_cleanup") {
+        return;
+    }
+    // A reaped child's pid is a dead owner (as a SIGKILLed ic-bench is).
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    child.wait().unwrap();
+    let dead = child.id();
+    let stale = std::env::temp_dir().join(format!("icbre-{dead}-0badcafe-rails"));
+    icb_isolate::write_rail_tree(&stale.join("a"), 2).unwrap();
+    // A live run's tree is never touched.
+    let live = with_rails("icbre", &["a"], 1);
+    let live_tree = live.rail_tree("a").unwrap();
+
+    let found = icb_isolate::find_stale("icbre").unwrap();
+    assert_eq!(found.rail_trees, vec![stale.clone()]);
+    let removed = icb_isolate::cleanup_stale("icbre").unwrap();
+    assert_eq!(removed.rail_trees, vec![stale.clone()]);
+    assert!(!stale.exists() && live_tree.exists());
+    assert!(icb_isolate::find_stale("icbre").unwrap().is_empty());
+    live.teardown().unwrap();
+    assert!(!live_tree.exists());
+}
