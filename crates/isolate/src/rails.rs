@@ -20,7 +20,8 @@ pub const MAX_RAILS: usize = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FabricOptions {
     pub wiring: Wiring,
-    /// Emulated rails per node (`rail0 …`); 0: none. With rails a hub always exists.
+    /// Emulated rails per node (`rail0 …`); 0: none. With rails a hub always exists, so `eth0`
+    /// of two nodes is bridged too (a cut then stalls traffic, as with [`Wiring::Bridge`]).
     pub rails: usize,
 }
 

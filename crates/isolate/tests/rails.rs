@@ -280,3 +280,33 @@ fn a_dead_owners_rail_trees_are_found_and_removed_by_stale_cleanup() {
     live.teardown().unwrap();
     assert!(!live_tree.exists());
 }
+
+#[test]
+fn a_create_with_rails_that_fails_late_removes_what_it_made_and_nothing_else() {
+    if !privileged_tests_enabled("a_create_with_rails_that_fails_late_removes_what_it_made_and_nothing_else") {
+        return;
+    }
+    let tag = RunTag::new("icbrf").unwrap();
+    // Someone else's directory under the trees' name: the build fails after every rail is up.
+    let squatter = std::env::temp_dir().join(format!("{tag}-rails"));
+    std::fs::create_dir(&squatter).unwrap();
+    std::fs::write(squatter.join("theirs"), "keep").unwrap();
+    let opts = FabricOptions {
+        wiring: Wiring::Auto,
+        rails: 2,
+    };
+    let err = Fabric::create_with(tag.clone(), &["a", "b"], opts)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&squatter.display().to_string()), "{err}");
+    for ns in [tag.node_netns("a"), tag.node_netns("b"), tag.hub_netns()] {
+        assert!(!netns_exists(&ns), "{ns} left behind");
+    }
+    assert!(
+        squatter.join("theirs").exists(),
+        "a directory we did not create was touched"
+    );
+    std::fs::remove_dir_all(&squatter).unwrap();
+    let err = Fabric::create_with(tag, &["a"], FabricOptions { rails: 17, ..opts }).unwrap_err();
+    assert!(matches!(err, IsolateError::TooManyRails { got: 17, max: 16 }), "{err}");
+}
