@@ -196,6 +196,10 @@ fn one_line_clap_error(e: &clap::Error) -> String {
             first = format!("{} {}", first, named.join(", "));
         }
     }
+    // A value outside a fixed set: the set, so the line says what to write instead.
+    if let Some(values) = rest.iter().find(|l| l.starts_with("[possible values:")) {
+        first = format!("{first}; {}", values.trim_start_matches('[').trim_end_matches(']'));
+    }
     match rest.iter().find(|l| l.starts_with("tip:")) {
         Some(tip) => format!("{first}; {tip}"),
         None => first,
@@ -227,6 +231,45 @@ mod tests {
         let line = one_line_clap_error(&e);
         assert!(line.starts_with("unexpected argument '--bogus' found"), "{line}");
         assert!(!line.contains('\n'), "{line}");
+    }
+
+    #[test]
+    fn a_value_outside_a_fixed_set_lists_the_set() {
+        let e = Cli::try_parse_from(["ic-bench", "pair", "--local", "-o", "bogus"])
+            .err()
+            .expect("an error");
+        let line = one_line_clap_error(&e);
+        assert!(
+            line.starts_with("invalid value 'bogus' for '--output <FORMAT>'; possible values: table, wide, json"),
+            "{line}"
+        );
+        assert!(line.contains("yaml") && !line.contains('\n'), "{line}");
+    }
+
+    #[test]
+    fn sweep_and_gate_sizes_take_ranges_like_pair() {
+        let sizes = |cli: Cli| match cli.command {
+            Some(Command::Sweep(a)) => cmd::common::SizeList::all(&a.sizes),
+            Some(Command::Gate(a)) => cmd::common::SizeList::all(&a.sizes),
+            _ => panic!("not a sweep or a gate"),
+        };
+        let sweep = Cli::try_parse_from(["ic-bench", "sweep", "--sizes", "8..32,1MiB"]).expect("parses");
+        assert_eq!(sizes(sweep), vec![8, 16, 32, 1 << 20]);
+        let gate = Cli::try_parse_from([
+            "ic-bench",
+            "gate",
+            "--prefill",
+            "node/a",
+            "--decode",
+            "node/b",
+            "--sizes",
+            "4KiB..16KiB",
+        ])
+        .expect("parses");
+        assert_eq!(sizes(gate), vec![4096, 8192, 16384]);
+        let default =
+            Cli::try_parse_from(["ic-bench", "gate", "--prefill", "node/a", "--decode", "node/b"]).expect("parses");
+        assert_eq!(sizes(default), vec![64 << 10, 1 << 20]);
     }
 
     #[test]

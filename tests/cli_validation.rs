@@ -49,7 +49,39 @@ fn bad_files_and_values_fail_before_anything_starts() {
         (&["pair", "--local", "--expect-config", bad_yaml], "expect.yaml"),
         (&["pair", "--local", "--min-host-bw", "0"], "--min-host-bw"),
         (&["pair", "--local", "--sizes", "100GiB"], "16 GiB"),
-        (&["pair", "--local", "-o", "bogus"], "unknown output format 'bogus'"),
+        (
+            &["pair", "--local", "-o", "bogus"],
+            "invalid value 'bogus' for '--output <FORMAT>'; possible values:",
+        ),
+        (
+            &["pair", "--local", "-o", "yaml"],
+            "-o yaml prints the pods of --dry-run",
+        ),
+        (
+            &[
+                "pair",
+                "--prefill",
+                "node/a",
+                "--decode",
+                "node/b",
+                "--dry-run",
+                "-o",
+                "svg",
+            ],
+            "-o svg with --dry-run: use -o yaml or -o json",
+        ),
+        (
+            &["pair", "--local", "--profile", "quick"],
+            "possible values: verdict, full",
+        ),
+        (
+            &["connect", "127.0.0.1:1", "--plan", "{}", "-o", "json"],
+            "'--plan <JSON>' cannot be used with '--output <FORMAT>'",
+        ),
+        (
+            &["connect", "127.0.0.1:1", "--plan", "{}", "--connect-timeout", "5s"],
+            "'--plan <JSON>' cannot be used with '--connect-timeout <DURATION>'",
+        ),
         (&["pair", "--local", "--dry-run=client"], "--prefill/--decode"),
         (
             &["pair", "--local", "--link-rate", "30mbit"],

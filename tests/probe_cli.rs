@@ -64,7 +64,9 @@ fn usage_errors_exit_2() {
         .args(["-o", "yaml-please"])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("unknown output format"));
+        .stderr(predicate::str::contains(
+            "invalid value 'yaml-please' for '--output <FORMAT>'; possible values: table",
+        ));
     Command::cargo_bin("ic-bench")
         .unwrap()
         .args(["probe", "node", "--pod", "p", "--sysfs-root", "/x"])

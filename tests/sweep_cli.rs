@@ -36,7 +36,9 @@ fn unknown_output_format_lists_the_formats() {
     let (code, stderr, _) = run(&["sweep", "-o", "yaml", "--kubeconfig", "/nonexistent/kc"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
-        stderr.contains("unknown output format 'yaml': use table, wide, json, junit, prometheus or svg"),
+        stderr.contains(
+            "invalid value 'yaml' for '--output <FORMAT>'; possible values: table, wide, json, junit, prometheus, svg"
+        ),
         "{stderr}"
     );
 }

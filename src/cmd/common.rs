@@ -6,14 +6,21 @@ use icb_core::units::{default_sizes, parse_size, parse_size_list};
 use icb_core::{BandwidthUnit, Direction, EngineKind, MemoryPair, RunSettings, TestKind};
 use std::path::PathBuf;
 
+/// `--profile`: the cases when --tests/--sizes/--blocks do not say.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    Verdict,
+    Full,
+}
+
 /// What to measure.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct TestArgs {
     /// Cases when --tests/--sizes/--blocks do not say: verdict (the cases a verdict needs: 4 MiB
     /// tag/put/get, 8 B latency, one 64 x 16 KiB KV-shaped put; a few seconds) or full (every test
     /// at 8 B ... 64 MiB)
-    #[arg(long, value_name = "PROFILE", default_value = "verdict", value_parser = ["verdict", "full"])]
-    pub profile: String,
+    #[arg(long, value_name = "PROFILE", value_enum, default_value_t = Profile::Verdict)]
+    pub profile: Profile,
 
     /// Tests to run, comma separated: tag_bw, tag_lat, put_bw, get_bw [default: --profile verdict
     /// runs tag_bw, put_bw and get_bw at 4 MiB, tag_lat at 8 B and one 64 x 16 KiB put; full runs all
@@ -70,10 +77,19 @@ pub struct TestArgs {
     pub require_cuda: bool,
 }
 
-#[derive(Debug, Clone)]
+/// `--sizes`: a list (8,4KiB,64MiB) or a power-of-two range (8..64MiB); sweep and gate take
+/// several, comma separated or repeated, each a size or a range ([`SizeList::all`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SizeList(pub Vec<u64>);
 
-fn parse_sizes_arg(s: &str) -> Result<SizeList, String> {
+impl SizeList {
+    /// Every size of `lists`, in order.
+    pub fn all(lists: &[SizeList]) -> Vec<u64> {
+        lists.iter().flat_map(|l| l.0.iter().copied()).collect()
+    }
+}
+
+pub fn parse_sizes_arg(s: &str) -> Result<SizeList, String> {
     parse_size_list(s).map(SizeList).map_err(|e| e.to_string())
 }
 
@@ -141,9 +157,9 @@ impl TestArgs {
         if self.batches.is_some() {
             anyhow::bail!("--batches applies to --engine nixl; the UCX engine's KV-shaped cases are --blocks N");
         }
-        let mut s = match self.profile.as_str() {
-            "full" => RunSettings::full_curve(),
-            _ => RunSettings::verdict_profile(),
+        let mut s = match self.profile {
+            Profile::Full => RunSettings::full_curve(),
+            Profile::Verdict => RunSettings::verdict_profile(),
         };
         if self.tests.is_some() || self.sizes.is_some() || self.blocks.is_some() {
             // Explicit cases: tests x sizes, as given (the profile's plan no longer applies).
@@ -187,7 +203,7 @@ impl TestArgs {
         if self.window.is_some() {
             anyhow::bail!("with --engine nixl a request is one descriptor list: drop --window (see --batches)");
         }
-        let full = self.profile == "full";
+        let full = self.profile == Profile::Full;
         let mut base = if full {
             RunSettings::full_curve()
         } else {
@@ -238,7 +254,7 @@ impl TestArgs {
             sizes: None,
             blocks: None,
             batches: None,
-            profile: self.profile.clone(),
+            profile: self.profile,
             ..self.clone()
         }
         .settings()?;
@@ -363,93 +379,6 @@ pub struct UcxArgs {
     pub ucx_lib: Option<PathBuf>,
 }
 
-/// How to print results.
-#[derive(ClapArgs, Debug, Clone)]
-pub struct OutputArgs {
-    /// Output format: table (fitted to the terminal), wide (every row, unfolded; probe env: +
-    /// variables per role), json, junit, prometheus, svg
-    #[arg(short = 'o', long = "output", default_value = "table")]
-    pub format: String,
-
-    /// Write the report to this file instead of stdout
-    #[arg(long, value_name = "FILE")]
-    pub output_file: Option<PathBuf>,
-
-    #[command(flatten)]
-    pub exports: super::export_args::ExportArgs,
-}
-
-impl OutputArgs {
-    /// The parsed `-o` value; checked before any work starts so a typo costs nothing.
-    pub fn report_format(&self) -> anyhow::Result<icb_report::Format> {
-        Ok(self.format.parse::<icb_report::Format>()?)
-    }
-
-    /// Who reads the table: the width of the terminal stdout goes to (`COLUMNS` first, as
-    /// shells export it), 80 when unknown (a file, a pipe).
-    pub fn view(&self) -> icb_report::View {
-        let width = match &self.output_file {
-            Some(_) => columns_env().unwrap_or(80),
-            None => terminal_width(),
-        };
-        icb_report::View { width, wide: false }
-    }
-
-    /// Checks the format and that `--output-file` can be written, before any work starts: a
-    /// typo must not cost a whole benchmark run and its report.
-    pub fn check(&self) -> anyhow::Result<()> {
-        self.report_format()?;
-        if let Some(path) = &self.output_file {
-            let dir = match path.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d,
-                _ => std::path::Path::new("."),
-            };
-            if !dir.is_dir() {
-                anyhow::bail!(
-                    "--output-file {}: directory {} does not exist",
-                    path.display(),
-                    dir.display()
-                );
-            }
-            if path.is_dir() {
-                anyhow::bail!("--output-file {} is a directory: name a file", path.display());
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes `text` to `--output-file` or stdout.
-    /// Writes `report` to every `--export-FORMAT` file (refused up front by `check_exports`).
-    pub fn write_exports(&self, report: icb_report::Report<'_>) -> anyhow::Result<()> {
-        self.exports.exports(report.kind())?.write(report)?;
-        Ok(())
-    }
-
-    /// Refuses an export format that cannot show `kind`, before any work starts.
-    pub fn check_exports(&self, kind: icb_report::ReportKind) -> anyhow::Result<()> {
-        self.exports.exports(kind).map(|_| ())
-    }
-
-    pub fn emit(&self, text: &str) -> anyhow::Result<()> {
-        self.emit_to(text, &mut std::io::stdout().lock())
-    }
-
-    /// Writes `text` to `--output-file`, or else to `out`.
-    pub fn emit_to(&self, text: &str, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
-        match &self.output_file {
-            Some(path) => std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display())),
-            None => {
-                out.write_all(text.as_bytes())?;
-                if !text.ends_with('\n') {
-                    out.write_all(b"\n")?;
-                }
-                out.flush()?;
-                Ok(())
-            }
-        }
-    }
-}
-
 impl ExpectArgs {
     /// The expectations file (read and parsed once, here) and the flags, to be resolved for the
     /// placement once it is known.
@@ -475,21 +404,6 @@ impl ExpectArgs {
     }
 }
 
-/// `COLUMNS` when it is set to a usable width.
-fn columns_env() -> Option<u16> {
-    std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.trim().parse::<u16>().ok())
-        .filter(|w| *w >= 20)
-}
-
-/// The width tables on stdout are fitted to: `COLUMNS`, else the terminal's, else 80.
-pub fn terminal_width() -> u16 {
-    columns_env()
-        .or_else(|| terminal_size::terminal_size_of(std::io::stdout()).map(|(w, _)| w.0))
-        .unwrap_or(80)
-}
-
 /// The one async runtime of every subcommand that needs one (the pair pipeline, API calls): small,
 /// because the work is I/O bound and the measurement itself runs in the child processes.
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -504,7 +418,7 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 /// them) rendered as `-o` asks and marked partial, then the interruption's one line; exit 130.
 pub fn emit_interrupted(
     interrupted: &icb_pair::Interrupted,
-    output: &OutputArgs,
+    output: &super::output::Output,
     interrupt: &super::interrupt::Interrupt,
 ) -> anyhow::Result<i32> {
     match &interrupted.partial {
@@ -515,15 +429,14 @@ pub fn emit_interrupted(
 
 fn emit_partial_pair(
     report: &icb_core::PairReport,
-    output: &OutputArgs,
+    output: &super::output::Output,
     cleanup: &str,
     interrupt: &super::interrupt::Interrupt,
 ) -> anyhow::Result<i32> {
     // The prefill side was interrupted by its parent; the report names what interrupted the run.
     let mut report = report.clone();
     icb_core::verdict::mark_interrupted(&mut report, &format!("interrupted by {}", interrupt.signal()));
-    let format = output.report_format()?;
-    output.emit(&icb_report::render_pair(&report, format)?)?;
+    output.emit(&icb_report::render_pair(&report, output.format)?)?;
     output.write_exports(icb_report::Report::Pair(&report))?;
     let planned = report.partial.as_ref().map_or(report.cases.len(), |p| p.planned_cases);
     let cleaned = if cleanup.is_empty() {
@@ -538,9 +451,8 @@ fn emit_partial_pair(
 }
 
 /// Renders a judged report as `-o` asks and turns its verdict into the exit code.
-pub fn emit_pair(report: &icb_core::PairReport, output: &OutputArgs) -> anyhow::Result<i32> {
-    let format = output.report_format()?;
-    output.emit(&icb_report::render_pair_in(report, format, output.view())?)?;
+pub fn emit_pair(report: &icb_core::PairReport, output: &super::output::Output) -> anyhow::Result<i32> {
+    output.emit(&icb_report::render_pair_in(report, output.format, output.view())?)?;
     output.write_exports(icb_report::Report::Pair(report))?;
     if let Some(problem) = icb_core::exit::setup_problem(report) {
         eprintln!("ic-bench: error: {problem}");

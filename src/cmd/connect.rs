@@ -4,13 +4,45 @@
 //! pipeline it gets one `--plan` document instead (settings and the resolved expectation) and
 //! prints the typed protocol lines (`icb_core::protocol`): one per case, then the report.
 
-use super::common::{EngineArgs, ExpectArgs, OutputArgs, TestArgs, UcxArgs, parse_duration};
+use super::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs, parse_duration};
+use super::output::OutputArgs;
 use anyhow::Context as _;
 use icb_core::protocol::{CaseProgress, ChildPlan, SIDE_SCHEMA, SideEvent, SideFailure, side_line};
-use icb_core::{BandwidthUnit, CaseResult, CaseStatus, Locality, ToolInfo};
+use icb_core::{CaseResult, Locality, ToolInfo};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+/// The flags `--plan` decides (settings, expectation, placement, output): refused beside it.
+const PLAN_DECIDES: [&str; 27] = [
+    "profile",
+    "tests",
+    "sizes",
+    "blocks",
+    "batches",
+    "memory",
+    "warmup",
+    "min_iterations",
+    "min_time",
+    "max_time",
+    "window",
+    "unit",
+    "require_cuda",
+    "min_host_bw",
+    "min_cuda_bw",
+    "min_bw_size",
+    "allow_tcp",
+    "expect_config",
+    "json_line",
+    "ucx_peer_errors",
+    "placement",
+    "connect_timeout",
+    "format",
+    "output_file",
+    "export_json",
+    "export_junit",
+    "export_prometheus",
+];
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
@@ -50,12 +82,9 @@ pub struct Args {
     pub ucx_peer_errors: bool,
 
     /// The whole run as one document from the pair pipeline (icb_core::protocol::ChildPlan, JSON);
-    /// prints protocol lines instead of a report. For launchers, not for people.
-    #[arg(long, value_name = "JSON", hide = true, conflicts_with_all = [
-        "tests", "sizes", "blocks", "batches", "memory", "warmup", "min_iterations", "min_time", "max_time", "window",
-        "unit", "require_cuda", "min_host_bw", "min_cuda_bw", "min_bw_size", "allow_tcp",
-        "expect_config", "json_line", "ucx_peer_errors",
-    ])]
+    /// prints protocol lines instead of a report. For launchers, not for people. Every flag the
+    /// plan decides instead is refused beside it.
+    #[arg(long, value_name = "JSON", hide = true, conflicts_with_all = PLAN_DECIDES)]
     pub plan: Option<String>,
 }
 
@@ -84,26 +113,6 @@ pub fn tool_info() -> ToolInfo {
     }
 }
 
-fn progress_line(c: &CaseResult, unit: BandwidthUnit) -> String {
-    let head = format!("{} {} {}", c.operation(), c.shape(), c.memory);
-    match (c.status, &c.measurement) {
-        (CaseStatus::Measured, Some(m)) => {
-            let value = match (m.bandwidth_bps, &m.latency_us) {
-                (Some(bps), _) => format!("{:.2} {}", unit.from_bytes_per_s(bps), unit.label()),
-                (None, Some(l)) => format!("p50 {:.2} us", l.p50),
-                _ => String::new(),
-            };
-            // The NIXL engine names data paths only when the run ends (UCX prints its `used`
-            // protocol tables when the agent is destroyed), so a case may not have one yet.
-            match &c.transport {
-                Some(t) => format!("{head}: {value} over {}", t.data_path.class),
-                None => format!("{head}: {value}"),
-            }
-        }
-        (status, _) => format!("{head}: {status:?} ({})", c.reason.as_deref().unwrap_or("")),
-    }
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(plan) = &args.plan {
         let plan = ChildPlan::from_json(plan).context("--plan")?;
@@ -111,12 +120,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     args.engine.check()?;
     let settings = args.test.settings_for(args.engine.engine)?;
-    args.output.check()?;
-    // Read before stdout is set aside: the width of the terminal the report goes to.
-    let view = args.output.view();
+    // Resolved before stdout is set aside: the width of the terminal the report goes to.
+    let output = args.output.resolve(icb_report::ReportKind::Pair)?;
+    let view = output.view();
     let mut out = super::report_out::reserve()?;
     let interrupt = super::interrupt::Interrupt::install()?;
-    let format: icb_report::Format = args.output.format.parse()?;
     let expectation = args.expect.input()?;
     let unit = settings.unit;
     let total = super::progress::total_cases(&settings);
@@ -136,7 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         placement_mode: "manual".into(),
         on_case: Some(Box::new(move |c: &CaseResult| {
             index += 1;
-            tracing::info!("{}", progress_line(c, unit));
+            tracing::info!("{}", icb_report::text::case_line(c, unit));
             if let Ok(mut live) = live_in_engine.lock() {
                 live.case(index, total, c);
             }
@@ -156,9 +164,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             eprintln!("{table}");
         }
     } else {
-        args.output
-            .emit_to(&icb_report::render_pair_in(&report, format, view)?, &mut out)?;
+        output.emit_to(&icb_report::render_pair_in(&report, output.format, view)?, &mut out)?;
     }
+    output.write_exports(icb_report::Report::Pair(&report))?;
     Ok(exit_code(&report, &interrupt))
 }
 
@@ -264,7 +272,7 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
         placement_mode: plan.placement_mode.clone(),
         on_case: Some(Box::new(move |c: &CaseResult| {
             index += 1;
-            tracing::info!("{}", progress_line(c, unit));
+            tracing::info!("{}", icb_report::text::case_line(c, unit));
             let line = side_line(&SideEvent::Case(Box::new(CaseProgress {
                 schema: SIDE_SCHEMA.into(),
                 index,
@@ -294,30 +302,4 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
     writeln!(out, "{line}")?;
     out.flush()?;
     Ok(code)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn put_case(transport: Option<serde_json::Value>) -> CaseResult {
-        serde_json::from_value(serde_json::json!({
-            "test": "put_bw", "memory": {"initiator": "host", "target": "host"}, "size": 1048576,
-            "status": "measured",
-            "measurement": {"warmup_iterations": 16, "iterations": 1285, "elapsed_s": 0.1,
-                "bytes": 1347420160u64, "bandwidth_bps": 13.3e9, "window": 32, "verified": true},
-            "transport": transport,
-        }))
-        .expect("a case")
-    }
-
-    #[test]
-    fn a_case_line_names_its_data_path_only_when_it_has_one() {
-        let no_path = progress_line(&put_case(None), BandwidthUnit::GBps);
-        assert_eq!(no_path, "put_bw 1 MiB host→host: 13.30 GB/s");
-        let evidence = serde_json::json!({"data_path": {
-            "class": "cma", "transports": [], "protocol": "", "source": "proto_info"}});
-        let with_path = progress_line(&put_case(Some(evidence)), BandwidthUnit::GBps);
-        assert_eq!(with_path, "put_bw 1 MiB host→host: 13.30 GB/s over cma");
-    }
 }

@@ -60,9 +60,9 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "put_bw,get_bw,tag_lat")]
     pub tests: Vec<icb_core::TestKind>,
 
-    /// Sizes of the pair
-    #[arg(long, value_delimiter = ',', default_value = "64KiB,1MiB", value_parser = super::common::parse_size_arg)]
-    pub sizes: Vec<u64>,
+    /// Sizes of the pair: sizes or power-of-two ranges (8..64MiB), comma separated
+    #[arg(long, value_delimiter = ',', default_value = "64KiB,1MiB", value_parser = super::common::parse_sizes_arg)]
+    pub sizes: Vec<super::common::SizeList>,
 
     /// Memory pairs of the pair
     #[arg(long, value_delimiter = ',', default_value = "host-host")]
@@ -136,8 +136,12 @@ fn findings_of(step: &str, report: &ProbeReport) -> Vec<Finding> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let settings =
-        icb_core::RunSettings::qualification(args.tests.clone(), args.sizes.clone(), args.memory.clone(), 1.0);
+    let settings = icb_core::RunSettings::qualification(
+        args.tests.clone(),
+        super::common::SizeList::all(&args.sizes),
+        args.memory.clone(),
+        1.0,
+    );
     icb_engine::validate_settings(&settings)?;
     let (settings, engine_note) = args.engine.qualification(settings)?;
     if let Some(note) = engine_note {
@@ -171,7 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let rt = super::common::runtime()?;
     let report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
     let view = icb_report::View {
-        width: super::common::terminal_width(),
+        width: super::output::width(false),
         wide: false,
     };
     print!("{}", icb_report::render_gate_in(&report, format, view)?);
@@ -265,31 +269,17 @@ impl icb_gate::GateSteps for KubeGate<'_> {
             .await
             .map_err(|e| setup(crate::one_line_error(&e)))?;
         let (prefill, decode) = self.targets.take().ok_or_else(|| setup("the gate prepared twice"))?;
-        let pods = BenchPodsPlan {
+        let mut pods = BenchPodsPlan::new(
             prefill,
             decode,
-            run_id: icb_kube::podspec::new_run_id(),
-            image: self.image.clone(),
-            image_pull_policy: None,
-            serve_args: [
-                vec!["--idle-timeout".into(), format!("{}s", args.budget.as_secs().max(1))],
-                args.engine.side_flags(),
-            ]
-            .concat(),
-            connect_args: args.engine.side_flags(),
-            privileged: false,
-            host_ipc: false,
-            host_pid: false,
-            service_account: None,
-            devices: args.devices.request(),
-            // The transport env comes with the model: the recipe's template, or the running pod.
-            env: vec![],
-            dry_run: false,
-            read_nodes: true,
-            labels: vec![],
-            timeout: deadline.saturating_duration_since(Instant::now()),
-            cleanup_timeout: Duration::from_secs(30).max(cluster.request_timeout()),
-        };
+            icb_kube::podspec::new_run_id(),
+            self.image.clone(),
+            deadline.saturating_duration_since(Instant::now()),
+            cluster.request_timeout(),
+            args.engine.side_flags(),
+        );
+        // The transport env comes with the model: the recipe's template, or the running pod.
+        pods.devices = args.devices.request();
         let launcher = KubeLauncher::prepare_with_templates(cluster.clone(), pods, &self.templates)
             .await
             .map_err(setup)?;
@@ -335,9 +325,7 @@ impl icb_gate::GateSteps for KubeGate<'_> {
         let expectation = self.expectation.take().ok_or_else(|| setup("the pair ran twice"))?;
         let left = deadline.saturating_duration_since(Instant::now());
         let mut plan = PairPlan::new(settings, expectation);
-        plan.startup_timeout = left;
-        plan.deadline = left;
-        plan.startup_flag = "--budget";
+        plan.set_deadlines(icb_pair::Deadlines::budget(left, "--budget"));
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
         match run_pair(&plan, launcher, cancel, &mut progress).await {
             Ok(o) => Ok(PairEnd::Judged(Box::new(o.report))),

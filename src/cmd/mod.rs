@@ -9,6 +9,7 @@ pub mod gate;
 pub mod gc;
 pub mod interrupt;
 pub mod kube_args;
+pub mod output;
 pub mod pair;
 pub mod pair_inplace;
 pub mod pair_kube;

@@ -1,8 +1,17 @@
 //! `ic-bench pair`: one front door for local processes (`--local`) and Kubernetes pods
 //! (`--prefill X --decode Y`), or inside two running workers (`--in-place`). All end in the same
 //! report and verdict.
+//!
+//! The flags are read once, by [`PairCommand::from_args`] (ripgrep's LowArgs → HiArgs step): it
+//! checks everything that can be checked without the peers and decides the plan (settings,
+//! expectation, the launcher's deadlines), the target (which launcher, with its options) and
+//! the output. Nothing after it reads a flag. A new way of running a pair (e.g. whole-node
+//! rails) is a new [`PairTarget`] variant, decided in `from_args` and run in [`run`].
 
-use super::common::{EngineArgs, ExpectArgs, OutputArgs, TestArgs, UcxArgs};
+use super::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs};
+use super::interrupt::Interrupt;
+use super::output::{Output, PairFormat, PairOutputArgs};
+use icb_pair::{Launcher, PairError, PairOutcome, PairPlan, run_pair};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
@@ -34,7 +43,7 @@ pub struct Args {
     pub expect: ExpectArgs,
 
     #[command(flatten)]
-    pub output: OutputArgs,
+    pub output: PairOutputArgs,
 
     #[command(flatten)]
     pub ucx: UcxArgs,
@@ -43,58 +52,134 @@ pub struct Args {
     pub engine: EngineArgs,
 }
 
-pub fn run(args: Args) -> anyhow::Result<i32> {
-    // Everything that can be checked without the peers is checked now: a typo in a flag or a
-    // file must not cost a whole benchmark run.
-    let dry_run = args.kube.dry_run == Some(super::pair_kube::DryRun::Client);
-    if args.local && dry_run {
-        anyhow::bail!("--dry-run prints the pods of a Kubernetes run: use it with --prefill/--decode, not --local");
-    }
-    args.engine.check()?;
-    let settings = args.test.settings_for(args.engine.engine)?;
-    if !dry_run {
-        // A dry run prints manifests (-o yaml|json), which the run's own code checks.
-        args.output.check()?;
-        args.output.check_exports(icb_report::ReportKind::Pair)?;
-    }
-    // The expectations file is read once, here; the pipeline resolves it for the placement.
-    let mut plan = icb_pair::PairPlan::new(settings, args.expect.input()?);
-    plan.ucx_profile = args.engine.ucx_profile;
-    if args.local
-        && let Some(flag) = kubernetes_only_flag(&args.kube)
-    {
-        anyhow::bail!("{flag} applies to Kubernetes runs (--prefill/--decode), not --local: drop it");
-    }
-    if !args.local && args.local_opts.isolation != icb_isolate::Isolation::None {
-        anyhow::bail!("--isolation applies to --local runs; on Kubernetes the pods' own spec decides (see --host-ipc)");
-    }
-    if args.local {
-        super::pair_local::run_local(&args, plan)
-    } else if args.in_place.in_place {
-        super::pair_inplace::run_in_place(&args, plan)
-    } else if args.prefill.is_some() && args.decode.is_some() {
-        super::pair_kube::run_kube(&args, plan)
-    } else {
-        anyhow::bail!("say where to run: --local, or --prefill TARGET --decode TARGET (e.g. node/gpu-1)")
+/// A pair run, decided: nothing after [`PairCommand::from_args`] reads a flag.
+pub struct PairCommand {
+    /// Settings, expectation and the target launcher's deadlines.
+    pub plan: PairPlan,
+    pub target: PairTarget,
+    pub output: Output,
+}
+
+/// Who starts the two sides, with everything the launcher needs.
+pub enum PairTarget {
+    /// Two local processes (`--local`), optionally isolated like pods or nodes.
+    Local(icb_pair::local::LocalOptions),
+    /// Two bench pods (`--prefill`/`--decode`).
+    Kube(super::pair_kube::KubeTarget),
+    /// Inside two running workers (`--in-place`).
+    InPlace(super::pair_inplace::InPlaceTarget),
+}
+
+impl PairCommand {
+    /// The one place that reads the pair flags. Everything that can be checked without the
+    /// peers is checked here: a typo in a flag or a file must not cost a whole benchmark run.
+    pub fn from_args(args: Args) -> anyhow::Result<PairCommand> {
+        let dry_run = args.kube.dry_run == Some(super::pair_kube::DryRun::Client);
+        if args.local && dry_run {
+            anyhow::bail!("--dry-run prints the pods of a Kubernetes run: use it with --prefill/--decode, not --local");
+        }
+        args.engine.check()?;
+        let settings = args.test.settings_for(args.engine.engine)?;
+        let (format, pods_format) = formats(args.output.format, dry_run)?;
+        let output = args.output.dest.resolve(format, icb_report::ReportKind::Pair)?;
+        // The expectations file is read once, here; the pipeline resolves it for the placement.
+        let mut plan = PairPlan::new(settings, args.expect.input()?);
+        plan.ucx_profile = args.engine.ucx_profile;
+        if args.local
+            && let Some(flag) = super::pair_kube::kubernetes_only_flag(&args.kube)
+        {
+            anyhow::bail!("{flag} applies to Kubernetes runs (--prefill/--decode), not --local: drop it");
+        }
+        if !args.local && args.local_opts.isolation != icb_isolate::Isolation::None {
+            anyhow::bail!(
+                "--isolation applies to --local runs; on Kubernetes the pods' own spec decides (see --host-ipc)"
+            );
+        }
+        let target = if args.local {
+            PairTarget::Local(super::pair_local::options(&args, &mut plan)?)
+        } else if args.in_place.in_place {
+            PairTarget::InPlace(super::pair_inplace::target(&args, &mut plan)?)
+        } else if args.prefill.is_some() && args.decode.is_some() {
+            PairTarget::Kube(super::pair_kube::target(&args, &mut plan, pods_format)?)
+        } else {
+            anyhow::bail!("say where to run: --local, or --prefill TARGET --decode TARGET (e.g. node/gpu-1)")
+        };
+        Ok(PairCommand { plan, target, output })
     }
 }
 
-/// The first Kubernetes-only flag given, if any: with `--local` it would be silently ignored.
-fn kubernetes_only_flag(k: &super::pair_kube::KubePairArgs) -> Option<&'static str> {
-    let c = &k.cluster;
-    [
-        (k.image.is_some(), "--image"),
-        (k.image_pull_policy.is_some(), "--image-pull-policy"),
-        (k.privileged, "--privileged"),
-        (k.host_ipc, "--host-ipc"),
-        (k.host_pid, "--host-pid"),
-        (k.service_account.is_some(), "--service-account"),
-        (k.run_id.is_some(), "--run-id"),
-        (k.timeout.is_some(), "--timeout"),
-        (c.kubeconfig.is_some(), "--kubeconfig"),
-        (c.context.is_some(), "--context"),
-        (c.namespace.is_some(), "--namespace"),
-    ]
-    .into_iter()
-    .find_map(|(given, flag)| given.then_some(flag))
+/// What `--dry-run` prints the pods as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodsFormat {
+    Yaml,
+    Json,
+}
+
+/// `-o`: the report's format, or with `--dry-run` what the pods are printed as (yaml, also
+/// for the default `-o table`, or json).
+fn formats(format: PairFormat, dry_run: bool) -> anyhow::Result<(icb_report::Format, Option<PodsFormat>)> {
+    use icb_report::Format;
+    let report = match (format, dry_run) {
+        (PairFormat::Table | PairFormat::Yaml, true) => return Ok((Format::Table, Some(PodsFormat::Yaml))),
+        (PairFormat::Json, true) => return Ok((Format::Json, Some(PodsFormat::Json))),
+        (other, true) => anyhow::bail!("-o {} with --dry-run: use -o yaml or -o json", name(other)),
+        (PairFormat::Yaml, false) => anyhow::bail!(
+            "-o yaml prints the pods of --dry-run: add --dry-run or use -o table, wide, json, junit, prometheus or svg"
+        ),
+        (PairFormat::Table, false) => Format::Table,
+        (PairFormat::Wide, false) => Format::Wide,
+        (PairFormat::Json, false) => Format::Json,
+        (PairFormat::Junit, false) => Format::Junit,
+        (PairFormat::Prometheus, false) => Format::Prometheus,
+        (PairFormat::Svg, false) => Format::Svg,
+    };
+    Ok((report, None))
+}
+
+/// A value's name as the flag spells it.
+fn name(v: impl clap::ValueEnum) -> String {
+    v.to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_string())
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let cmd = PairCommand::from_args(args)?;
+    match &cmd.target {
+        PairTarget::Local(opts) => super::pair_local::run(&cmd, opts.clone()),
+        PairTarget::Kube(t) => super::pair_kube::run(&cmd, t),
+        PairTarget::InPlace(t) => super::pair_inplace::run(&cmd, t),
+    }
+}
+
+/// Runs the pipeline with a prepared launcher (per-case progress on stderr when `live`), and
+/// turns its end into the report, the export files and an exit code. `finished` adds the
+/// launcher's own lines to a run that ended with a report.
+pub async fn drive<L: Launcher>(
+    cmd: &PairCommand,
+    launcher: &mut L,
+    interrupt: &Interrupt,
+    live: bool,
+    finished: impl FnOnce(&mut PairOutcome),
+) -> anyhow::Result<i32> {
+    let settings = &cmd.plan.settings;
+    let mut bar =
+        live.then(|| super::progress::CaseProgress::start(super::progress::total_cases(settings), settings.unit));
+    let mut progress = |p: &icb_core::protocol::CaseProgress| {
+        tracing::debug!("case {}/{}", p.index, p.total);
+        if let Some(bar) = bar.as_mut() {
+            bar.case(p.index, p.total, &p.case);
+        }
+    };
+    let result = run_pair(&cmd.plan, launcher, interrupt.token(), &mut progress).await;
+    if let Some(bar) = &bar {
+        bar.finish();
+    }
+    match result {
+        Ok(mut outcome) => {
+            finished(&mut outcome);
+            super::common::emit_pair(&outcome.report, &cmd.output)
+        }
+        Err(PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &cmd.output, interrupt),
+        Err(e) => Err(e.into()),
+    }
 }

@@ -3,11 +3,12 @@
 
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
+use super::pair::{PairCommand, PodsFormat};
 use anyhow::Context as _;
 use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
-use icb_pair::{Launcher as _, PairError, PairPlan, run_pair};
+use icb_pair::{Deadlines, Launcher as _, PairPlan};
 use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -22,9 +23,9 @@ pub struct KubePairArgs {
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
 
-    /// imagePullPolicy of the bench pods: Always, IfNotPresent, Never [default: the cluster's]
-    #[arg(long, value_name = "POLICY", value_parser = ["Always", "IfNotPresent", "Never"])]
-    pub image_pull_policy: Option<String>,
+    /// imagePullPolicy of the bench pods [default: the cluster's]
+    #[arg(long, value_name = "POLICY", value_enum)]
+    pub image_pull_policy: Option<PullPolicy>,
 
     /// Run the bench pods privileged (as seed 002's GPU-visibility fix does); default: only if the modelled pod is
     #[arg(long)]
@@ -55,6 +56,27 @@ pub struct KubePairArgs {
     pub dry_run: Option<DryRun>,
 }
 
+/// `--image-pull-policy`, spelled as Kubernetes spells it.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullPolicy {
+    #[value(name = "Always")]
+    Always,
+    #[value(name = "IfNotPresent")]
+    IfNotPresent,
+    #[value(name = "Never")]
+    Never,
+}
+
+impl PullPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PullPolicy::Always => "Always",
+            PullPolicy::IfNotPresent => "IfNotPresent",
+            PullPolicy::Never => "Never",
+        }
+    }
+}
+
 /// `--dry-run` modes: only what a run can do (kubectl's `server` mode would need the API server
 /// to validate the pods, which ic-bench does not ask for).
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,123 +87,141 @@ pub enum DryRun {
     Client,
 }
 
-/// A deadline the run can always meet: start-up allowance plus every case at its maximum time.
-fn default_timeout(settings: &icb_core::RunSettings) -> Duration {
-    let cases = settings.case_list().len() as f64;
-    Duration::from_secs_f64(120.0 + cases * (settings.max_time_s + 1.0))
+/// The first Kubernetes-only flag given, if any: with `--local` it would be silently ignored.
+pub fn kubernetes_only_flag(k: &KubePairArgs) -> Option<&'static str> {
+    let c = &k.cluster;
+    [
+        (k.image.is_some(), "--image"),
+        (k.image_pull_policy.is_some(), "--image-pull-policy"),
+        (k.privileged, "--privileged"),
+        (k.host_ipc, "--host-ipc"),
+        (k.host_pid, "--host-pid"),
+        (k.service_account.is_some(), "--service-account"),
+        (k.run_id.is_some(), "--run-id"),
+        (k.timeout.is_some(), "--timeout"),
+        (c.kubeconfig.is_some(), "--kubeconfig"),
+        (c.context.is_some(), "--context"),
+        (c.namespace.is_some(), "--namespace"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
 }
 
-/// The bench pods' part of the plan: targets, image, privileges, deadlines.
-pub fn build_pods_plan(args: &super::pair::Args, settings: &icb_core::RunSettings) -> anyhow::Result<BenchPodsPlan> {
+/// Two bench pods, decided.
+pub struct KubeTarget {
+    pub cluster: ClusterArgs,
+    pub pods: BenchPodsPlan,
+    /// `--dry-run`: print the pods as this, create nothing.
+    pub dry_run: Option<PodsFormat>,
+}
+
+/// Both sides parsed from `--prefill`/`--decode`.
+pub fn targets(args: &super::pair::Args) -> anyhow::Result<(Target, Target)> {
     let (Some(prefill), Some(decode)) = (&args.prefill, &args.decode) else {
         anyhow::bail!("give both --prefill TARGET and --decode TARGET (e.g. node/gpu-1)");
     };
-    let prefill: Target = prefill.parse().context("--prefill")?;
-    let decode: Target = decode.parse().context("--decode")?;
+    Ok((
+        prefill.parse().context("--prefill")?,
+        decode.parse().context("--decode")?,
+    ))
+}
+
+/// The bench pods (targets, image, privileges) and, on the plan, the deadlines: on Kubernetes
+/// one deadline (`--timeout`) covers scheduling, image pulls and the transfer.
+pub fn target(
+    args: &super::pair::Args,
+    plan: &mut PairPlan,
+    dry_run: Option<PodsFormat>,
+) -> anyhow::Result<KubeTarget> {
+    let (prefill, decode) = targets(args)?;
     let k = &args.kube;
-    let timeout = k.timeout.unwrap_or_else(|| default_timeout(settings));
-    let run_id = match &k.run_id {
-        Some(id) => {
-            icb_kube::podspec::check_run_id(id).map_err(anyhow::Error::msg)?;
-            id.clone()
-        }
-        None => icb_kube::podspec::new_run_id(),
-    };
-    let secs = timeout.as_secs().max(1).to_string() + "s";
-    let dry_run_flag = k.dry_run == Some(DryRun::Client);
-    Ok(BenchPodsPlan {
+    let timeout = k.timeout.unwrap_or_else(|| Deadlines::pods_default(&plan.settings));
+    let run_id = icb_kube::podspec::run_id_or_new(k.run_id.as_deref()).map_err(anyhow::Error::msg)?;
+    let image = k.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
+    let side_flags = args.engine.side_flags();
+    let mut pods = BenchPodsPlan::new(
         prefill,
         decode,
         run_id,
-        image: k.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
-        image_pull_policy: k.image_pull_policy.clone(),
-        serve_args: [vec!["--idle-timeout".into(), secs], args.engine.side_flags()].concat(),
-        connect_args: args.engine.side_flags(),
-        privileged: k.privileged,
-        host_ipc: k.host_ipc,
-        host_pid: k.host_pid,
-        service_account: k.service_account.clone(),
-        devices: k.devices.request(),
-        env: vec![],
-        dry_run: dry_run_flag,
-        read_nodes: true,
-        labels: vec![],
+        image,
         timeout,
-        cleanup_timeout: Duration::from_secs(30).max(k.cluster.request_timeout),
+        k.cluster.request_timeout,
+        side_flags,
+    );
+    pods.image_pull_policy = k.image_pull_policy.map(|p| p.as_str().to_string());
+    pods.privileged = k.privileged;
+    pods.host_ipc = k.host_ipc;
+    pods.host_pid = k.host_pid;
+    pods.service_account = k.service_account.clone();
+    pods.devices = k.devices.request();
+    pods.dry_run = dry_run.is_some();
+    plan.set_deadlines(Deadlines::budget(timeout, "--timeout"));
+    Ok(KubeTarget {
+        cluster: k.cluster.clone(),
+        pods,
+        dry_run,
     })
 }
 
-pub fn run_kube(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<i32> {
-    let pods = build_pods_plan(args, &plan.settings)?;
-    // On Kubernetes one deadline covers scheduling, image pulls and the transfer.
-    plan.startup_timeout = pods.timeout;
-    plan.startup_flag = "--timeout";
-    plan.deadline = pods.timeout;
-    plan.connect_timeout = Duration::from_secs(30);
-    let dry_run = args.kube.dry_run == Some(DryRun::Client);
+pub fn run(cmd: &PairCommand, target: &KubeTarget) -> anyhow::Result<i32> {
     let interrupt = Interrupt::install()?;
-    let rt = super::common::runtime()?;
-    rt.block_on(async {
+    super::common::runtime()?.block_on(async {
         let prepare = async {
-            let cluster = args.kube.cluster.connect().await?;
-            Ok::<_, anyhow::Error>(KubeLauncher::prepare(cluster, pods).await?)
+            let cluster = target.cluster.connect().await?;
+            Ok::<_, anyhow::Error>(KubeLauncher::prepare(cluster, target.pods.clone()).await?)
         };
         // Nothing exists yet: an interrupt here has nothing to clean up.
         let mut launcher = tokio::select! {
             l = prepare => l?,
             _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was left to clean up")),
         };
-        if dry_run {
-            let child = plan.child_plan(launcher.locality(), &launcher.mode())?;
-            let text = match args.output.format.as_str() {
-                "json" => serde_json::to_string_pretty(&launcher.dry_run_json(&child))?,
-                "yaml" | "table" => launcher.dry_run_yaml(&child)?,
-                other => anyhow::bail!("-o {other} with --dry-run: use -o yaml or -o json"),
-            };
-            args.output.emit(&text)?;
-            return Ok(icb_core::exit::OK);
+        if let Some(format) = target.dry_run {
+            return print_pods(cmd, &launcher, format);
         }
-        let prepared = launcher.prepared();
-        for note in &prepared.notes {
-            // Device defaults are shown by --dry-run and at -v; stderr stays one line on errors.
-            if note.contains("requesting") {
-                tracing::info!("{note}");
-            } else {
-                eprintln!("ic-bench: {note}");
-            }
-        }
-        let notes: Vec<String> = prepared
-            .notes
-            .iter()
-            .filter(|n| !n.contains("picked") && !n.contains("requesting"))
-            .map(|n| format!("kubernetes: {n}"))
-            .collect();
-        tracing::info!(
-            "server on node {}, client on node {}, namespace {}",
-            prepared.decode.node,
-            prepared.prefill.node,
-            prepared.namespace
-        );
-        let mut live =
-            super::progress::CaseProgress::start(super::progress::total_cases(&plan.settings), plan.settings.unit);
-        let mut progress = |p: &icb_core::protocol::CaseProgress| {
-            tracing::debug!("case {}/{}", p.index, p.total);
-            live.case(p.index, p.total, &p.case);
-        };
-        let result = run_pair(&plan, &mut launcher, interrupt.token(), &mut progress).await;
-        live.finish();
-        match result {
-            Ok(mut outcome) => {
-                tracing::info!(
-                    "orchestration overhead {:.2}s (create → report → cleanup, minus the transfer); {}",
-                    outcome.orchestration.as_secs_f64(),
-                    outcome.cleanup
-                );
-                outcome.report.warnings.extend(notes);
-                super::common::emit_pair(&outcome.report, &args.output)
-            }
-            Err(PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &args.output, &interrupt),
-            Err(e) => Err(e.into()),
-        }
+        let notes = show_notes(launcher.prepared());
+        super::pair::drive(cmd, &mut launcher, &interrupt, true, |outcome| {
+            tracing::info!(
+                "orchestration overhead {:.2}s (create → report → cleanup, minus the transfer); {}",
+                outcome.orchestration.as_secs_f64(),
+                outcome.cleanup
+            );
+            outcome.report.warnings.extend(notes);
+        })
+        .await
     })
+}
+
+/// `--dry-run`: the pods a run would create, as yaml or json.
+fn print_pods(cmd: &PairCommand, launcher: &KubeLauncher, format: PodsFormat) -> anyhow::Result<i32> {
+    let child = cmd.plan.child_plan(launcher.locality(), &launcher.mode())?;
+    let text = match format {
+        PodsFormat::Json => serde_json::to_string_pretty(&launcher.dry_run_json(&child))?,
+        PodsFormat::Yaml => launcher.dry_run_yaml(&child)?,
+    };
+    cmd.output.emit(&text)?;
+    Ok(icb_core::exit::OK)
+}
+
+/// The preparation's notes on stderr; returns those the report keeps as warnings.
+fn show_notes(prepared: &icb_kube::pair::Prepared) -> Vec<String> {
+    for note in &prepared.notes {
+        // Device defaults are shown by --dry-run and at -v; stderr stays one line on errors.
+        if note.contains("requesting") {
+            tracing::info!("{note}");
+        } else {
+            eprintln!("ic-bench: {note}");
+        }
+    }
+    tracing::info!(
+        "server on node {}, client on node {}, namespace {}",
+        prepared.decode.node,
+        prepared.prefill.node,
+        prepared.namespace
+    );
+    prepared
+        .notes
+        .iter()
+        .filter(|n| !n.contains("picked") && !n.contains("requesting"))
+        .map(|n| format!("kubernetes: {n}"))
+        .collect()
 }

@@ -2,10 +2,11 @@
 //! binary, optionally isolated like pods or nodes: `icb_isolate::Isolation`).
 
 use super::interrupt::Interrupt;
+use super::pair::PairCommand;
 use anyhow::Context as _;
 use icb_isolate::Isolation;
 use icb_pair::local::{LocalLauncher, LocalOptions};
-use icb_pair::{PairError, PairPlan, run_pair};
+use icb_pair::{Deadlines, PairPlan};
 use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -44,19 +45,20 @@ fn parse_isolation(s: &str) -> Result<Isolation, String> {
     s.parse::<Isolation>().map_err(|e| e.to_string())
 }
 
-pub fn run_local(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result<i32> {
+/// The local launcher's options; its deadlines on the plan (`--startup-timeout`).
+pub fn options(args: &super::pair::Args, plan: &mut PairPlan) -> anyhow::Result<LocalOptions> {
     if args.engine.engine == icb_core::EngineKind::Nixl {
         // Both sides would fail the same way; say it once, before anything starts. Loading the
         // library starts no agent, so this process holds no UCX afterwards.
         icb_nixl_engine::probe_load(args.engine.nixl_lib.as_deref()).map_err(anyhow::Error::msg)?;
     }
-    if args.local_opts.link_rate.is_some() && args.local_opts.isolation != Isolation::Node {
+    let local = &args.local_opts;
+    if local.link_rate.is_some() && local.isolation != Isolation::Node {
         anyhow::bail!("--link-rate limits the link between two emulated nodes: use it with --isolation node");
     }
-    plan.startup_timeout = args.local_opts.startup_timeout;
-    plan.ucx_peer_errors = false;
-    let opts = LocalOptions {
-        isolation: args.local_opts.isolation,
+    plan.set_deadlines(Deadlines::local(&plan.settings, local.startup_timeout));
+    Ok(LocalOptions {
+        isolation: local.isolation,
         exe: std::env::current_exe().context("cannot find the ic-bench executable to start both sides")?,
         ucx_lib: args.ucx.ucx_lib.clone(),
         // The sides log as much as we do, so -v shows their progress too.
@@ -69,24 +71,15 @@ pub fn run_local(args: &super::pair::Args, mut plan: PairPlan) -> anyhow::Result
         },
         forward_stderr: tracing::enabled!(tracing::Level::INFO),
         side_args: args.engine.side_flags(),
-        link_rate: args.local_opts.link_rate.clone(),
-    };
+        link_rate: local.link_rate.clone(),
+    })
+}
+
+pub fn run(cmd: &PairCommand, opts: LocalOptions) -> anyhow::Result<i32> {
     // Installed before anything is started, so a signal at any point reaches the cleanup.
     let interrupt = Interrupt::install()?;
     super::common::runtime()?.block_on(async {
         let mut launcher = LocalLauncher::create(opts)?;
-        let mut live =
-            super::progress::CaseProgress::start(super::progress::total_cases(&plan.settings), plan.settings.unit);
-        let mut progress = |p: &icb_core::protocol::CaseProgress| {
-            tracing::debug!("case {}/{}", p.index, p.total);
-            live.case(p.index, p.total, &p.case);
-        };
-        let result = run_pair(&plan, &mut launcher, interrupt.token(), &mut progress).await;
-        live.finish();
-        match result {
-            Ok(outcome) => super::common::emit_pair(&outcome.report, &args.output),
-            Err(PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &args.output, &interrupt),
-            Err(e) => Err(e.into()),
-        }
+        super::pair::drive(cmd, &mut launcher, &interrupt, true, |_| {}).await
     })
 }

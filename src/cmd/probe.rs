@@ -1,13 +1,12 @@
 //! `ic-bench probe env | node | nixl`: read-only checks of recipes, nodes and NIXL installs.
 //! Exit 0 for ok/warn, 1 when a check fails, 2 for usage errors.
 
-use super::common::OutputArgs;
 use super::kube_args::ClusterArgs;
+use super::output::{Output, OutputArgs};
 use icb_core::checks::ProbeReport;
 use icb_probe::remote::{nixl_script, node_script};
 use icb_probe::{GatherOptions, LocalSource, NodeExpectations, NodeSource, Snapshot, TransportEnv};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -145,26 +144,25 @@ fn run_probe(args: Args) -> anyhow::Result<i32> {
     }
 }
 
-fn format_of(o: &OutputArgs) -> anyhow::Result<icb_report::Format> {
-    o.check_exports(icb_report::ReportKind::Probe)?;
-    Ok(icb_report::Format::from_str(&o.format)?)
+fn output_of(o: &OutputArgs) -> anyhow::Result<Output> {
+    o.resolve(icb_report::ReportKind::Probe)
 }
 
-fn emit(report: &ProbeReport, o: &OutputArgs) -> anyhow::Result<i32> {
-    let text = icb_report::render_probe_in(report, format_of(o)?, o.view())?;
+fn emit(report: &ProbeReport, o: &Output) -> anyhow::Result<i32> {
+    let text = icb_report::render_probe_in(report, o.format, o.view())?;
     o.emit(&text)?;
     o.write_exports(icb_report::Report::Probe(report))?;
     Ok(report.exit_code())
 }
 
 fn run_env(a: EnvArgs) -> anyhow::Result<i32> {
-    format_of(&a.output)?;
+    let output = output_of(&a.output)?;
     let inputs: Vec<icb_recipe::Input> = a.paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
     let opts = icb_recipe::EnvOptions {
         overlays: a.overlay.iter().map(|p| icb_recipe::Input::from_arg(p)).collect(),
     };
     let report = icb_recipe::probe_env_with(&inputs, &opts)?;
-    emit(&report, &a.output)
+    emit(&report, &output)
 }
 
 /// The transport variables of the recipe role asked for (or the one all roles share).
@@ -301,7 +299,7 @@ impl std::fmt::Display for Interrupted {
 impl std::error::Error for Interrupted {}
 
 fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
-    format_of(&a.output)?;
+    let output = output_of(&a.output)?;
     let gather = GatherOptions {
         tool_timeout: a.tool_timeout,
         counter_interval: a.counter_interval,
@@ -359,11 +357,11 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
         report = ProbeReport::new("node", &report.target, report.checks, report.next_steps);
         report.rail_map = rail_map;
     }
-    emit(&report, &a.output)
+    emit(&report, &output)
 }
 
 fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
-    format_of(&a.output)?;
+    let output = output_of(&a.output)?;
     let ns = a
         .remote
         .cluster
@@ -392,5 +390,5 @@ fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
         .is_none()
         .then(|| icb_nixl_engine::probe_load(a.nixl_lib.as_deref()));
     let report = icb_probe::probe_nixl_with_engine(source.as_ref(), &opts, engine_load);
-    emit(&report, &a.output)
+    emit(&report, &output)
 }

@@ -6,7 +6,7 @@
 //! on a terminal, one line per finished pair when stderr is not one (CronJob logs); `-q` silences
 //! both.
 
-use icb_core::model::{BandwidthUnit, CaseResult, CaseStatus, TransportClass};
+use icb_core::model::{BandwidthUnit, CaseResult, TransportClass};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal as _, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -166,25 +166,8 @@ impl Drop for CaseProgress {
 
 /// `tag_bw 64 KiB host→host · 4.59 GB/s · data path so far: tcp, shared memory`.
 fn describe(c: &CaseResult, unit: BandwidthUnit, paths: &[TransportClass]) -> String {
-    let mut s = format!("· {} {} {}", c.operation(), c.shape(), c.memory);
-    match (c.status, &c.measurement) {
-        (CaseStatus::Measured, Some(m)) => {
-            if let Some(bps) = m.bandwidth_bps {
-                let v = unit.from_bytes_per_s(bps);
-                // Three significant digits below 1, so small-message rates do not all read 0.00.
-                let decimals = if v > 0.0 && v < 1.0 {
-                    (2 - v.log10().floor() as i32).clamp(2, 9) as usize
-                } else {
-                    2
-                };
-                s.push_str(&format!(" · {v:.decimals$} {}", unit.label()));
-            } else if let Some(l) = &m.latency_us {
-                s.push_str(&format!(" · p50 {:.2} µs", l.p50));
-            }
-        }
-        (CaseStatus::Skipped, _) => s.push_str(" · skipped"),
-        _ => s.push_str(" · failed"),
-    }
+    use icb_report::text::{case_head, case_value};
+    let mut s = format!("· {} · {}", case_head(c), case_value(c, unit));
     if !paths.is_empty() {
         let names: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
         s.push_str(&format!(" · data path so far: {}", names.join(", ")));
@@ -280,15 +263,7 @@ pub fn sweep_eta(elapsed: Duration, done: usize, total: usize) -> Option<Duratio
     (done > 0).then(|| elapsed.mul_f64(total.saturating_sub(done) as f64 / done as f64))
 }
 
-/// `45s`, `3m05s`, `1h02m`: short enough for a progress line, exact to the unit that matters.
-pub fn short_duration(d: Duration) -> String {
-    let s = d.as_secs_f64().round() as u64;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
-    }
-}
+pub use icb_report::text::short_duration;
 
 /// A sweep pass's progress on stderr: an indicatif bar on a terminal (pairs done/total, round,
 /// ETA, failures so far, the last pair; failed pairs stay printed above it), one line per

@@ -5,6 +5,7 @@
 
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
+use super::output::OutputFormat;
 use super::sweep_run::{PairJob, Sweeper};
 use icb_core::model::{MemoryPair, TestKind};
 use icb_kube::k8s_openapi::api::core::v1::Node;
@@ -65,9 +66,9 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub tests: Vec<TestKind>,
 
-    /// Message sizes per pair [default: 64KiB,1MiB]
-    #[arg(long, value_delimiter = ',', value_parser = super::common::parse_size_arg)]
-    pub sizes: Vec<u64>,
+    /// Message sizes per pair: sizes or power-of-two ranges (8..64MiB), comma separated [default: 64KiB,1MiB]
+    #[arg(long, value_delimiter = ',', value_parser = super::common::parse_sizes_arg)]
+    pub sizes: Vec<super::common::SizeList>,
 
     /// Memory pairs per pair (cuda-cuda on GPU nodes) [default: host-host]
     #[arg(long, value_delimiter = ',')]
@@ -99,21 +100,13 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub resume: Option<PathBuf>,
 
-    /// Also write the results as JUnit XML, one test case per pair and per node (rewritten after every pair; repeatable)
-    #[arg(long, value_name = "FILE")]
-    pub export_junit: Vec<PathBuf>,
-
     /// Also write a self-contained HTML report (heatmap, node table, second pass, per-pair plots), rewritten after every pair; repeatable
     #[arg(long, value_name = "FILE")]
     pub export_html: Vec<PathBuf>,
 
-    /// Also write the results JSON here (rewritten after every pair; repeatable)
-    #[arg(long, value_name = "FILE")]
-    pub export_json: Vec<PathBuf>,
-
-    /// Also write Prometheus text: per-pair bandwidth and latency gauges, node health, run metadata (rewritten after every pair; repeatable)
-    #[arg(long, value_name = "FILE")]
-    pub export_prometheus: Vec<PathBuf>,
+    /// `--export-json/--export-junit/--export-prometheus FILE`, rewritten after every pair
+    #[command(flatten)]
+    pub exports: super::export_args::ExportArgs,
 
     /// Print the plan (rounds, pairs, pods at once, estimated wall) and run nothing
     #[arg(long)]
@@ -128,8 +121,8 @@ pub struct Args {
     pub unit: icb_core::BandwidthUnit,
 
     /// stdout at the end: table (node verdicts), wide (with all evidence), json, junit or prometheus
-    #[arg(short = 'o', long = "output", default_value = "table", value_parser = clap::value_parser!(icb_report::Format))]
-    pub output: icb_report::Format,
+    #[arg(short = 'o', long = "output", value_name = "FORMAT", value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
 }
 
 impl Args {
@@ -154,23 +147,13 @@ impl Args {
         Ok(settings)
     }
 
-    /// Every `--export-*` file with the exporter that writes it.
-    pub(super) fn exports(&self) -> Vec<(PathBuf, Box<dyn icb_report::Exporter>)> {
-        use icb_report::Format;
-        let mut out: Vec<(PathBuf, Box<dyn icb_report::Exporter>)> = Vec::new();
-        for p in &self.export_json {
-            out.push((p.clone(), Format::Json.exporter()));
-        }
-        for p in &self.export_junit {
-            out.push((p.clone(), Format::Junit.exporter()));
-        }
-        for p in &self.export_prometheus {
-            out.push((p.clone(), Format::Prometheus.exporter()));
-        }
+    /// Every `--export-*` file, refused up front when its format cannot show a sweep.
+    pub(super) fn exports(&self) -> anyhow::Result<icb_report::Exports> {
+        let mut exports = self.exports.exports(icb_report::ReportKind::Sweep)?;
         for p in &self.export_html {
-            out.push((p.clone(), Box::new(icb_report::HtmlExporter)));
+            exports.add(icb_report::FileFormat::Html, p);
         }
-        out
+        Ok(exports)
     }
 
     fn schedule(&self, pools: Option<(Vec<String>, Vec<String>)>) -> anyhow::Result<Schedule> {
@@ -193,7 +176,8 @@ impl Args {
 }
 
 pub fn run(mut args: Args) -> anyhow::Result<i32> {
-    check_output(args.output)?;
+    check_output(args.output.into())?;
+    args.exports()?;
     // Read before anything connects: a resumed sweep runs with the file's criteria.
     let mut resumed = match &args.resume {
         Some(path) => Some(SweepResults::load(path).map_err(anyhow::Error::msg)?),
@@ -404,22 +388,10 @@ fn check_output(format: icb_report::Format) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The table fitted to the terminal stdout goes to (`COLUMNS` first), 80 columns otherwise.
+/// The table fitted to the terminal stdout goes to (the one width rule).
 pub(super) fn stdout_view(format: icb_report::Format) -> icb_report::View {
-    use std::io::IsTerminal as _;
-    let width = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.trim().parse::<u16>().ok())
-        .filter(|w| *w >= 20)
-        .or_else(|| {
-            let out = std::io::stdout();
-            out.is_terminal()
-                .then(|| terminal_size::terminal_size_of(out).map(|(w, _)| w.0))
-                .flatten()
-        })
-        .unwrap_or(80);
     icb_report::View {
-        width,
+        width: super::output::width(false),
         wide: format == icb_report::Format::Wide,
     }
 }

@@ -23,13 +23,10 @@ pub async fn sweep(
         .clone()
         .or_else(|| args.results.clone())
         .unwrap_or_else(|| PathBuf::from(format!("ic-bench-sweep-{}.json", results.sweep_id)));
-    let exports = args.exports();
+    let exports = args.exports()?;
     let mut save = |r: &SweepResults| -> anyhow::Result<()> {
         write_atomic(&path, &r.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
-        for (p, exporter) in &exports {
-            let text = exporter.sweep(&icb_report::masked_sweep(r))?;
-            write_atomic(p, &text).with_context(|| format!("cannot write {}", p.display()))?;
-        }
+        exports.write(icb_report::Report::Sweep(r))?;
         Ok(())
     };
     let token = sweeper.token.clone();
@@ -63,7 +60,11 @@ pub async fn sweep(
     }
     print!(
         "{}",
-        icb_report::render_sweep_in(&results, args.output, super::sweep::stdout_view(args.output))?
+        icb_report::render_sweep_in(
+            &results,
+            args.output.into(),
+            super::sweep::stdout_view(args.output.into())
+        )?
     );
     if args.label_nodes {
         super::sweep_labels::apply(&sweeper.cluster, &results, args.unit).await?;

@@ -5,6 +5,7 @@
 //! older versions, their run ids, which start with the sweep id) and deleted before anything new
 //! starts.
 
+use super::common::SizeList;
 use super::sweep::Args;
 use icb_core::model::{MemoryPair, TestKind};
 use icb_kube::k8s_openapi::api::core::v1::Pod;
@@ -56,7 +57,7 @@ pub fn criteria(args: &Args) -> Criteria {
         sizes: if args.sizes.is_empty() {
             DEFAULT_SIZES.to_vec()
         } else {
-            args.sizes.clone()
+            SizeList::all(&args.sizes)
         },
         memory: if args.memory.is_empty() {
             vec![DEFAULT_MEMORY.to_string()]
@@ -150,7 +151,7 @@ pub fn apply(args: &mut Args, file: &SweepResults) -> anyhow::Result<()> {
         .map(|t| t.parse::<TestKind>())
         .collect::<Result<_, _>>()
         .map_err(|e| anyhow::anyhow!("--resume: the file's criteria name an unknown test ({e})"))?;
-    args.sizes = was.sizes.clone();
+    args.sizes = vec![SizeList(was.sizes.clone())];
     args.memory = was
         .memory
         .iter()

@@ -10,7 +10,9 @@ use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
 use icb_kube::{lifecycle, podspec};
 use icb_pair::kube::KubeLauncher;
-use icb_pair::{CancellationToken, ExpectationInput, LaunchError, LaunchFailure, PairError, PairPlan, run_pair};
+use icb_pair::{
+    CancellationToken, Deadlines, ExpectationInput, LaunchError, LaunchFailure, PairError, PairPlan, run_pair,
+};
 use icb_sweep::results::{Outcome, SweepResults};
 use icb_sweep::run::{PairEnd, PairRunner, SecondPass, Step, SweepObserver};
 use icb_sweep::schedule::Pair;
@@ -44,39 +46,26 @@ impl PairRunner for Sweeper {
 impl Sweeper {
     fn pods(&self, pair: &Pair, run_id: &str) -> BenchPodsPlan {
         let job = &self.job;
-        BenchPodsPlan {
-            prefill: Target::Node(pair.prefill.clone()),
-            decode: Target::Node(pair.decode.clone()),
-            run_id: run_id.to_string(),
-            image: job.image.clone(),
-            image_pull_policy: None,
-            serve_args: [
-                vec!["--idle-timeout".into(), format!("{}s", job.budget.as_secs().max(1))],
-                job.side_flags.clone(),
-            ]
-            .concat(),
-            connect_args: job.side_flags.clone(),
-            privileged: false,
-            host_ipc: job.host_ipc,
-            host_pid: false,
-            service_account: None,
-            devices: job.devices.clone(),
-            env: vec![],
-            // Every run id of a sweep starts with its id too; the label lets a selector find them.
-            labels: vec![(podspec::LABEL_SWEEP_ID.to_string(), sweep_id_of(run_id).to_string())],
-            dry_run: false,
-            read_nodes: true,
-            timeout: job.budget,
-            cleanup_timeout: Duration::from_secs(30).max(self.cluster.request_timeout()),
-        }
+        let mut pods = BenchPodsPlan::new(
+            Target::Node(pair.prefill.clone()),
+            Target::Node(pair.decode.clone()),
+            run_id.to_string(),
+            job.image.clone(),
+            job.budget,
+            self.cluster.request_timeout(),
+            job.side_flags.clone(),
+        );
+        pods.host_ipc = job.host_ipc;
+        pods.devices = job.devices.clone();
+        // Every run id of a sweep starts with its id too; the label lets a selector find them.
+        pods.labels = vec![(podspec::LABEL_SWEEP_ID.to_string(), sweep_id_of(run_id).to_string())];
+        pods
     }
 
     async fn measure(&self, pair: &Pair, run_id: &str, stop: &CancellationToken) -> PairEnd {
         let job = &self.job;
         let mut plan = PairPlan::new(job.settings.clone(), job.expectation.clone());
-        plan.startup_timeout = job.budget;
-        plan.startup_flag = "--pair-timeout";
-        plan.deadline = job.budget;
+        plan.set_deadlines(Deadlines::budget(job.budget, "--pair-timeout"));
         let prepared = tokio::select! {
             l = KubeLauncher::prepare(self.cluster.clone(), self.pods(pair, run_id)) => l,
             _ = stop.cancelled() => return PairEnd::Interrupted,

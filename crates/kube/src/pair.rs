@@ -45,7 +45,49 @@ pub struct BenchPodsPlan {
     pub cleanup_timeout: Duration,
 }
 
+/// How long deleting the pods (or an in-place run's copies) may take: the API's own request
+/// deadline, and never under 30 s. The one cleanup rule of pair, sweep and gate.
+pub fn cleanup_timeout(request_timeout: Duration) -> Duration {
+    Duration::from_secs(30).max(request_timeout)
+}
+
 impl BenchPodsPlan {
+    /// Two bench pods with the defaults pair, sweep and gate share: the server stops after
+    /// `timeout` idle (`serve --idle-timeout`), both sides get `side_flags` (the engine
+    /// selection), nothing privileged, devices from the nodes, cleanup within
+    /// [`cleanup_timeout`] of `request_timeout`. Callers change what their flags say.
+    pub fn new(
+        prefill: Target,
+        decode: Target,
+        run_id: String,
+        image: String,
+        timeout: Duration,
+        request_timeout: Duration,
+        side_flags: Vec<String>,
+    ) -> BenchPodsPlan {
+        let idle = format!("{}s", timeout.as_secs().max(1));
+        BenchPodsPlan {
+            prefill,
+            decode,
+            run_id,
+            image,
+            image_pull_policy: None,
+            serve_args: [vec!["--idle-timeout".into(), idle], side_flags.clone()].concat(),
+            connect_args: side_flags,
+            privileged: false,
+            host_ipc: false,
+            host_pid: false,
+            service_account: None,
+            devices: DeviceRequest::default(),
+            labels: vec![],
+            env: vec![],
+            dry_run: false,
+            read_nodes: true,
+            timeout,
+            cleanup_timeout: cleanup_timeout(request_timeout),
+        }
+    }
+
     /// Pods outlive a killed ic-bench by at most this much (activeDeadlineSeconds).
     pub fn active_deadline_s(&self) -> i64 {
         (self.timeout.as_secs() + 60) as i64

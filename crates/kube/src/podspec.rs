@@ -115,6 +115,14 @@ pub fn new_run_id() -> String {
     id[..10].to_string()
 }
 
+/// The run id a user gave (checked), or a new one.
+pub fn run_id_or_new(given: Option<&str>) -> Result<String, String> {
+    match given {
+        Some(id) => check_run_id(id).map(|()| id.to_string()),
+        None => Ok(new_run_id()),
+    }
+}
+
 /// Checks a user-given run id: it ends up in pod names and label values.
 pub fn check_run_id(id: &str) -> Result<(), String> {
     let ok = !id.is_empty()

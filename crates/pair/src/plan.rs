@@ -12,6 +12,71 @@ const RUN_MARGIN: Duration = Duration::from_secs(60);
 /// "No practical limit"; it also keeps an absurd `max_time` from overflowing.
 const DEADLINE_CAP: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// Scheduling, image pulls and pod start-up on top of a run's own deadline, for bench pods.
+const POD_START_MARGIN: Duration = Duration::from_secs(60);
+
+/// The deadlines of one run. Each way of starting the sides has its own policy, here in one
+/// place: [`Deadlines::local`], [`Deadlines::budget`] (bench pods, a sweep's pair, the gate),
+/// [`Deadlines::in_place`]; all derive from the one per-run formula
+/// ([`PairPlan::deadline_for`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// How long the prefill side may try to reach the decode side.
+    pub connect: Duration,
+    /// From the start of the run until the decode side announces its address.
+    pub startup: Duration,
+    /// The flag that sets `startup`, for the message when it passes.
+    pub startup_flag: &'static str,
+    /// From the start of the run until the prefill side's report.
+    pub run: Duration,
+    /// How long each side may take to exit on its own after the report before it is stopped.
+    pub exit_grace: Duration,
+}
+
+impl Deadlines {
+    /// Two local processes: the decode side has `startup` (`--startup-timeout`) to listen, the
+    /// run [`PairPlan::deadline_for`] its settings.
+    pub fn local(settings: &RunSettings, startup: Duration) -> Deadlines {
+        Deadlines {
+            connect: Duration::from_secs(30),
+            startup,
+            startup_flag: "--startup-timeout",
+            run: PairPlan::deadline_for(settings),
+            exit_grace: Duration::from_secs(15),
+        }
+    }
+
+    /// One budget, set by `flag`, covers everything: scheduling, image pulls, start-up and the
+    /// transfer (bench pods: `pair --timeout`, a sweep's `--pair-timeout`, the gate's budget).
+    pub fn budget(budget: Duration, flag: &'static str) -> Deadlines {
+        Deadlines {
+            connect: Duration::from_secs(30),
+            startup: budget,
+            startup_flag: flag,
+            run: budget,
+            exit_grace: Duration::from_secs(15),
+        }
+    }
+
+    /// The budget of two bench pods when the user gives none: the run's own deadline plus
+    /// scheduling and image pulls.
+    pub fn pods_default(settings: &RunSettings) -> Duration {
+        PairPlan::deadline_for(settings).saturating_add(POD_START_MARGIN)
+    }
+
+    /// Inside two running workers: copying the binary in counts as start-up, then each side has
+    /// `side` (`--side-timeout`).
+    pub fn in_place(copy: Duration, side: Duration) -> Deadlines {
+        Deadlines {
+            connect: side,
+            startup: copy + side,
+            startup_flag: "--side-timeout",
+            run: 2 * copy + 2 * side,
+            exit_grace: Duration::from_secs(5),
+        }
+    }
+}
+
 /// Where the expectation comes from: an expectations file (parsed once, with its path) and the
 /// flags, which win. It is resolved once the launcher knows the placement.
 #[derive(Debug, Clone, Default)]
@@ -53,19 +118,40 @@ pub struct PairPlan {
 }
 
 impl PairPlan {
-    /// A plan with the deadlines derived from the settings.
+    /// A plan with the local deadlines for these settings ([`Deadlines::local`], 30 s start-up);
+    /// [`PairPlan::with_deadlines`] sets another launcher's.
     pub fn new(settings: RunSettings, expectation: ExpectationInput) -> PairPlan {
-        let deadline = Self::deadline_for(&settings);
+        let deadlines = Deadlines::local(&settings, Duration::from_secs(30));
         PairPlan {
             settings,
             expectation,
             ucx_peer_errors: false,
             ucx_profile: icb_core::UcxProfile::Default,
-            connect_timeout: Duration::from_secs(30),
-            startup_timeout: Duration::from_secs(30),
-            startup_flag: "--startup-timeout",
-            deadline,
-            exit_grace: Duration::from_secs(15),
+            connect_timeout: deadlines.connect,
+            startup_timeout: deadlines.startup,
+            startup_flag: deadlines.startup_flag,
+            deadline: deadlines.run,
+            exit_grace: deadlines.exit_grace,
+        }
+    }
+
+    /// Sets the deadlines (the launcher's policy), all at once.
+    pub fn set_deadlines(&mut self, d: Deadlines) {
+        self.connect_timeout = d.connect;
+        self.startup_timeout = d.startup;
+        self.startup_flag = d.startup_flag;
+        self.deadline = d.run;
+        self.exit_grace = d.exit_grace;
+    }
+
+    /// The deadlines this plan runs under.
+    pub fn deadlines(&self) -> Deadlines {
+        Deadlines {
+            connect: self.connect_timeout,
+            startup: self.startup_timeout,
+            startup_flag: self.startup_flag,
+            run: self.deadline,
+            exit_grace: self.exit_grace,
         }
     }
 
@@ -130,6 +216,38 @@ mod tests {
         assert_eq!(PairPlan::deadline_for(&s), Duration::from_secs(74));
         s.max_time_s = 1e300;
         assert_eq!(PairPlan::deadline_for(&s), Duration::from_secs(7 * 24 * 3600 + 60));
+    }
+
+    #[test]
+    fn every_launcher_policy_derives_from_the_one_formula() {
+        let s = settings();
+        let local = Deadlines::local(&s, Duration::from_secs(30));
+        assert_eq!(local.run, PairPlan::deadline_for(&s));
+        assert_eq!(
+            (local.startup, local.startup_flag),
+            (Duration::from_secs(30), "--startup-timeout")
+        );
+        assert_eq!(PairPlan::new(s.clone(), ExpectationInput::default()).deadlines(), local);
+        // Bench pods: the run's deadline plus a minute for scheduling and image pulls.
+        assert_eq!(Deadlines::pods_default(&s), Duration::from_secs(67 + 60));
+        let pods = Deadlines::budget(Duration::from_secs(200), "--timeout");
+        assert_eq!(
+            (pods.startup, pods.run),
+            (Duration::from_secs(200), Duration::from_secs(200))
+        );
+        let mut plan = PairPlan::new(s, ExpectationInput::default());
+        plan.set_deadlines(pods);
+        assert_eq!(
+            (plan.deadline, plan.startup_flag),
+            (Duration::from_secs(200), "--timeout")
+        );
+        let inplace = Deadlines::in_place(Duration::from_secs(120), Duration::from_secs(15));
+        assert_eq!(inplace.startup, Duration::from_secs(135));
+        assert_eq!(inplace.run, Duration::from_secs(270));
+        assert_eq!(
+            (inplace.connect, inplace.exit_grace),
+            (Duration::from_secs(15), Duration::from_secs(5))
+        );
     }
 
     #[test]

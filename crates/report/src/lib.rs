@@ -31,6 +31,7 @@ mod rails;
 mod svg;
 mod sweep;
 mod table;
+pub mod text;
 mod wrap;
 
 pub use exports::{ExportFileError, Exports, FileFormat, Report, ReportKind, render_primary};

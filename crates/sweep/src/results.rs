@@ -125,13 +125,7 @@ pub const LATENCY_RULE_MAX_SIZE: u64 = 64 << 10;
 /// Bytes/s as GB/s with two decimals, or three significant digits below 1 GB/s, so a throttled
 /// link reads `0.00375`, not `0.00`.
 pub fn gbps(bytes_per_s: f64) -> String {
-    let v = bytes_per_s / 1e9;
-    let decimals = if v > 0.0 && v < 1.0 {
-        (2 - v.log10().floor() as i32).clamp(2, 9) as usize
-    } else {
-        2
-    };
-    format!("{v:.decimals$}")
+    icb_core::units::bandwidth_value(bytes_per_s, icb_core::model::BandwidthUnit::GBps)
 }
 
 /// One pair's result.

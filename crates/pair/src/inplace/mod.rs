@@ -23,7 +23,9 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod fit;
 mod side;
+pub mod strip;
 mod worker;
 
 pub use side::InPlaceSide;
