@@ -367,7 +367,7 @@ async fn bytes_through_another_rails_nic_are_caught_by_the_counters() {
     assert_eq!((f.kind, f.rail), (RailFindingKind::WrongNic, Some(1)), "{rails:?}");
     assert!(
         f.text
-            .contains("bytes left through rail2 (rail 2's NIC, 103 %), not rail1"),
+            .contains("bytes went through rail2 (rail 2's NIC, 103 %), not rail1"),
         "{}",
         f.text
     );

@@ -94,7 +94,7 @@ pub fn attribute(
             .filter(|d| d.share >= NOTICEABLE_SHARE || d.device == end.counter_device)
             .collect(),
     };
-    devices.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+    devices.sort_by_key(|d| std::cmp::Reverse(d.bytes));
     SideAttribution {
         status: AttributionStatus::Counted,
         devices,
@@ -119,7 +119,7 @@ pub fn median(figures: impl IntoIterator<Item = f64>) -> Option<f64> {
     }
     v.sort_by(f64::total_cmp);
     let mid = v.len() / 2;
-    Some(if v.len() % 2 == 0 {
+    Some(if v.len().is_multiple_of(2) {
         (v[mid - 1] + v[mid]) / 2.0
     } else {
         v[mid]
@@ -189,7 +189,9 @@ pub fn judge_rails(pattern: RailPattern, mut rows: Vec<RailResult>, margin: f64,
             fix: Some("the node funnels its rails: check GPU/NIC PCIe placement and NUMA (`ic-bench probe node` shows the rail map)".into()),
         });
     }
-    findings.sort_by(|a, b| b.status.cmp(&a.status));
+    // Worst first; within a status the most specific evidence first (where the bytes went
+    // before how fast they went, a rail's own figure before its floor verdict).
+    findings.sort_by_key(|f| (std::cmp::Reverse(f.status), kind_order(f.kind)));
     RailsOutcome {
         pattern,
         rails: rows,
@@ -198,6 +200,29 @@ pub fn judge_rails(pattern: RailPattern, mut rows: Vec<RailResult>, margin: f64,
         median_bps,
         margin,
         findings,
+    }
+}
+
+fn kind_order(kind: RailFindingKind) -> u8 {
+    match kind {
+        RailFindingKind::Failed => 0,
+        RailFindingKind::WrongNic => 1,
+        RailFindingKind::OffRail => 2,
+        RailFindingKind::IdleNic => 3,
+        RailFindingKind::BelowMedian => 4,
+        RailFindingKind::Verdict => 5,
+        RailFindingKind::Contention => 6,
+        RailFindingKind::Funnel => 7,
+        RailFindingKind::NotAttributed => 8,
+    }
+}
+
+/// `24 %`, or `0.3 %` below one percent.
+fn percent(share: f64) -> String {
+    if share < 0.01 {
+        format!("{:.1} %", 100.0 * share)
+    } else {
+        format!("{:.0} %", 100.0 * share)
     }
 }
 
@@ -304,7 +329,7 @@ fn row_findings(row: &RailResult, ctx: &RowContext, out: &mut Vec<RailFinding>) 
     {
         let rate = row
             .line_rate_share
-            .map(|s| format!(", {:.0} % of {}", 100.0 * s, line_rate_text(row)))
+            .map(|s| format!(", {} of {}", percent(s), line_rate_text(row)))
             .unwrap_or_default();
         let alone = row.alone.as_ref().and_then(|a| a.bandwidth_bps);
         let text = format!("{name}: {}{rate}, {others}", format_bandwidth(bw, unit));
@@ -331,6 +356,16 @@ fn row_findings(row: &RailResult, ctx: &RowContext, out: &mut Vec<RailFinding>) 
         ] {
             attribution_findings(&name, side, attr, end, att.phase, &mut push);
         }
+    }
+}
+
+/// What a rank should be told for its own NIC: its RDMA port, or the network device where the
+/// NIC shows only as one (its counters are the netdev's).
+fn own_device(end: &RailEnd) -> String {
+    if end.counter_device.contains(':') {
+        end.nic.port_name()
+    } else {
+        end.counter_device.clone()
     }
 }
 
@@ -374,7 +409,7 @@ fn attribution_findings(
             RailFindingKind::WrongNic,
             Status::Fail,
             format!(
-                "{name}: {side} bytes left through {} (rail {}'s NIC, {:.0} %), not {} ({told})",
+                "{name}: {side} bytes went through {} (rail {}'s NIC, {:.0} %), not {} ({told})",
                 d.device,
                 d.rail.unwrap_or_default(),
                 100.0 * d.share,
@@ -382,7 +417,7 @@ fn attribution_findings(
             ),
             Some(format!(
                 "set UCX_NET_DEVICES per rank to the rank's own NIC ({}) on {}",
-                end.nic.port_name(),
+                own_device(end),
                 end.node
             )),
         ),
@@ -601,7 +636,7 @@ mod tests {
         assert_eq!(f.kind, RailFindingKind::WrongNic);
         assert!(
             f.text
-                .contains("left through mlx5_2:1 (rail 2's NIC, 103 %), not mlx5_1:1"),
+                .contains("went through mlx5_2:1 (rail 2's NIC, 103 %), not mlx5_1:1"),
             "{}",
             f.text
         );

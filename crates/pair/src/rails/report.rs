@@ -14,12 +14,7 @@ pub(super) fn rail_run(result: Result<PairOutcome, PairError>) -> (RailRun, Opti
         Ok(outcome) => {
             let report = &outcome.report;
             let run = RailRun {
-                bandwidth_bps: report
-                    .cases
-                    .iter()
-                    .filter(|c| c.status == CaseStatus::Measured)
-                    .filter_map(|c| c.measurement.as_ref()?.bandwidth_bps)
-                    .reduce(f64::max),
+                bandwidth_bps: figure(report),
                 status: report.verdict.status,
                 reason: report.verdict.reason.clone(),
                 app_bytes: app_bytes(report),
@@ -40,6 +35,23 @@ pub(super) fn rail_run(result: Result<PairOutcome, PairError>) -> (RailRun, Opti
             None,
         ),
     }
+}
+
+/// A rail's figure: the worst bandwidth test at the largest size it measured (a rail slow in one
+/// direction only is a slow rail), as the sweep scores a pair.
+fn figure(report: &PairReport) -> Option<f64> {
+    let measured: Vec<(u64, f64)> = report
+        .cases
+        .iter()
+        .filter(|c| c.status == CaseStatus::Measured && c.blocks.is_none_or(|b| b <= 1))
+        .filter_map(|c| Some((c.size, c.measurement.as_ref()?.bandwidth_bps?)))
+        .collect();
+    let largest = measured.iter().map(|(size, _)| *size).max()?;
+    measured
+        .iter()
+        .filter(|(size, _)| *size == largest)
+        .map(|(_, bw)| *bw)
+        .reduce(f64::min)
 }
 
 /// Payload bytes the row moved, warm-up included: what its NICs' counters should show (before
