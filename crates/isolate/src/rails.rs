@@ -136,15 +136,18 @@ impl Fabric {
         Ok(rail_addr(k, index))
     }
 
-    /// Limits what node `name` sends on rail `k` (`tc … tbf`, RATE as tc writes it, e.g.
-    /// `200mbit`): a slow rail.
+    /// Limits node `name`'s rail `k` to RATE both ways (`tc … tbf` on the node's `rail{k}`, what
+    /// it sends, and on its switch port, what it receives; RATE as tc writes it, e.g. `200mbit`):
+    /// a slow rail, whichever way the payload flows (put pushes into the decode node, get pulls
+    /// out of it).
     pub fn limit_rail(&self, name: &str, k: usize, rate: &str) -> Result<()> {
         let index = self.rail_index(name, k)?;
+        let hub = self.hub.as_deref().unwrap_or_default();
         let (netns, dev) = (&self.nodes[index].netns, rail_netdev(k));
-        let args = [
-            "-n", netns, "qdisc", "replace", "dev", &dev, "root", "tbf", "rate", rate,
-        ];
-        tc(&[&args[..], &["burst", "64kb", "latency", "50ms"]].concat())?;
+        for (ns, dev) in [(netns.as_str(), dev), (hub, rail_port(k, index))] {
+            let args = ["-n", ns, "qdisc", "replace", "dev", &dev, "root", "tbf", "rate", rate];
+            tc(&[&args[..], &["burst", "64kb", "latency", "50ms"]].concat())?;
+        }
         Ok(())
     }
 

@@ -148,8 +148,19 @@ fn verdict(outcome: &RailsOutcome, unit: icb_core::model::BandwidthUnit) -> Verd
         format_bandwidth(outcome.aggregate_bps, unit),
         format_bandwidth(outcome.median_bps, unit)
     );
-    let (reason, hint) = match first {
-        Some(f) if worst != VerdictStatus::Pass => (format!("{} ({summary})", f.text), f.fix.clone()),
+    // The worst finding names the rail; a rail whose own pair verdict warns (TCP allowed, a
+    // noisy case) without a rails finding is named by that verdict.
+    let worst_row = outcome.rails.iter().find(|r| r.status == worst && worst != VerdictStatus::Pass);
+    let (reason, hint) = match (first, worst_row) {
+        (Some(f), _) if worst != VerdictStatus::Pass => (format!("{} ({summary})", f.text), f.fix.clone()),
+        (_, Some(row)) => (
+            format!(
+                "{}: {} ({summary})",
+                icb_core::rails::judge::rail_name(row),
+                row.concurrent.reason
+            ),
+            None,
+        ),
         _ => (summary, None),
     };
     Verdict {
