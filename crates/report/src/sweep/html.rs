@@ -262,6 +262,7 @@ mod tests {
                     ],
                     latency: vec![],
                     warnings: vec![],
+                    rails: vec![],
                 },
             })
             .collect::<Vec<_>>();
