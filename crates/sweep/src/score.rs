@@ -182,7 +182,7 @@ impl FirstPass<'_> {
         // bad rails are all the partner's blamed rails.
         let excused = |r: &PairResult| {
             (is_error(r) && !self.erroring.contains(node) && self.erroring.contains(r.pair.partner(node)))
-                || (pair_bad(r, self.reference) && self.rails.excuses(r, node))
+                || (pair_bad(r, self.reference) && self.rails.excused_by(r, node).is_some())
         };
         let counted: Vec<&PairResult> = placed.iter().copied().filter(|r| !excused(r)).collect();
         let bad: Vec<&PairResult> = counted
@@ -193,17 +193,11 @@ impl FirstPass<'_> {
         let errors = bad.iter().filter(|r| is_error(r)).count();
         let mut evidence: Vec<String> = bad.iter().map(|r| self.bad_line(r)).collect();
         evidence.extend(placed.iter().filter(|r| excused(r)).map(|r| {
-            let why = if is_error(r) {
-                "measured nothing with most of its partners"
-            } else {
-                "has a rail that is bad with other partners too"
+            let why = match self.rails.excused_by(r, node) {
+                Some(rail) if !is_error(r) => format!("{rail} is bad with other partners too"),
+                _ => format!("{} measured nothing with most of its partners", r.pair.partner(node)),
             };
-            format!(
-                "not counted: {}: {} ({} {why})",
-                r.pair,
-                r.outcome.short(),
-                r.pair.partner(node)
-            )
+            format!("not counted: {}: {} ({why})", r.pair, r.outcome.short())
         }));
         let bad_rails = self.rails.bad_rails(node);
         let rail_blamed = bad_rails.iter().any(|b| b.status == NodeStatus::Fail);

@@ -117,24 +117,30 @@ impl Tally {
         out
     }
 
-    /// The pair's badness for `node` is its partner's blamed rails': it has bad rows, and in
-    /// every one this node's end is not blamed while the partner's end is.
-    pub(crate) fn excuses(&self, r: &PairResult, node: &str) -> bool {
+    /// Whether the pair's badness for `node` is its partner's blamed rails': it has bad rows,
+    /// and in every one this node's end is not blamed while the partner's end is. `Some`: the
+    /// partner's rails, named (`node-3 rail 2`).
+    pub(crate) fn excused_by(&self, r: &PairResult, node: &str) -> Option<String> {
         if r.pair.prefill == r.pair.decode {
-            return false;
+            return None;
         }
         let partner = r.pair.partner(node);
-        let mut bad = r.outcome.rails().iter().filter(|row| row.bad()).peekable();
-        bad.peek().is_some()
-            && bad.all(|row| {
-                let (own, other) = if r.pair.prefill == node {
-                    (&row.prefill, &row.decode)
-                } else {
-                    (&row.decode, &row.prefill)
-                };
-                !self.blamed(&(node.to_string(), own.key().to_string()))
-                    && self.blamed(&(partner.to_string(), other.key().to_string()))
-            })
+        let mut theirs = BTreeSet::new();
+        for row in r.outcome.rails().iter().filter(|row| row.bad()) {
+            let (own, other) = if r.pair.prefill == node {
+                (&row.prefill, &row.decode)
+            } else {
+                (&row.decode, &row.prefill)
+            };
+            if self.blamed(&(node.to_string(), own.key().to_string()))
+                || !self.blamed(&(partner.to_string(), other.key().to_string()))
+            {
+                return None;
+            }
+            theirs.insert(other.rail);
+        }
+        let rails: Vec<String> = theirs.iter().map(usize::to_string).collect();
+        (!rails.is_empty()).then(|| format!("{partner} rail {}", rails.join("+")))
     }
 }
 
