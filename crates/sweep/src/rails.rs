@@ -108,7 +108,7 @@ impl RailSummary {
 
     /// The ends of this row on `node` in pair `r`: one, or both for a node paired with itself
     /// (the intra-node schedule), none when `node` is not in the pair.
-    pub fn ends_on<'a>(&'a self, r: &PairResult, node: &str) -> Vec<&'a RailNic> {
+    pub(crate) fn ends_on<'a>(&'a self, r: &PairResult, node: &str) -> Vec<&'a RailNic> {
         let mut ends = Vec::new();
         if r.pair.prefill == node {
             ends.push(&self.prefill);

@@ -95,8 +95,8 @@ impl Tally {
     pub(crate) fn bad_rails(&self, node: &str) -> Vec<BadRail> {
         let mut out: Vec<BadRail> = self
             .bad
-            .iter()
-            .filter(|((n, _), _)| n == node)
+            .range((node.to_string(), String::new())..)
+            .take_while(|((n, _), _)| n == node)
             .filter_map(|(id, e)| {
                 let status = if self.blamed(id) {
                     NodeStatus::Fail
@@ -156,4 +156,79 @@ pub(crate) fn evidence(node: &str, rails: &[BadRail]) -> Vec<String> {
         .filter(|b| b.status == NodeStatus::Suspect)
         .map(|b| format!("{} (a suspect: the second pass re-pairs the node)", b.line(node)));
     blamed.chain(suspect).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rails::RailSummary;
+    use crate::results::Outcome;
+    use crate::schedule::Pair;
+    use icb_core::model::VerdictStatus;
+
+    /// A node paired with itself (the intra-node schedule) over two rails, rail 1 bad.
+    fn own_pair(pass: u8, bad: bool) -> PairResult {
+        let nic = |rail: usize| RailNic {
+            rail,
+            nic: format!("mlx5_{rail}"),
+            pci: None,
+        };
+        let rails = (0..2)
+            .map(|i| RailSummary {
+                index: i,
+                prefill: nic(i),
+                decode: nic(i),
+                bandwidth_bps: Some(if bad && i == 1 { 1e9 } else { 40e9 }),
+                alone_bps: None,
+                status: if bad && i == 1 {
+                    VerdictStatus::Fail
+                } else {
+                    VerdictStatus::Pass
+                },
+                findings: vec![],
+            })
+            .collect();
+        PairResult {
+            pair: Pair::new("n1", "n1"),
+            pass,
+            run_id: format!("s-p{pass}r0x0"),
+            duration_s: 1.0,
+            outcome: Outcome::Measured {
+                verdict: if bad { "fail" } else { "pass" }.into(),
+                reason: String::new(),
+                data_paths: vec![],
+                bandwidth_bps: Some(40e9),
+                latency_us: None,
+                series: vec![],
+                latency: vec![],
+                warnings: vec![],
+                rails,
+            },
+        }
+    }
+
+    #[test]
+    fn a_node_paired_with_itself_blames_its_rail_only_when_the_run_again_repeats_it() {
+        let nodes = vec!["n1".to_string()];
+        let first = [own_pair(1, true)];
+        let v = &crate::score::first_pass_verdicts(&nodes, &first)[0];
+        assert_eq!(v.status, NodeStatus::Suspect);
+        assert_eq!(v.bad_rails[0].status, NodeStatus::Suspect);
+        assert_eq!(v.bad_rails[0].partners, ["n1 (pass 1)"]);
+        let again = [own_pair(1, true), own_pair(2, true)];
+        let v = &crate::score::final_verdicts(&nodes, &again)[0];
+        assert_eq!(v.status, NodeStatus::Fail);
+        assert_eq!(v.bad_rails.len(), 1);
+        assert_eq!(v.bad_rails[0].partners, ["n1 (pass 1)", "n1 (pass 2)"]);
+        // No PCI address: the NIC's name is its key.
+        assert_eq!(crate::rails::bad_rails_annotation(v).as_deref(), Some("1:mlx5_1"));
+        assert_eq!(
+            v.evidence[0],
+            "n1 rail 1 (mlx5_1): bad with n1 (pass 1) and n1 (pass 2)"
+        );
+        let cleared = [own_pair(1, true), own_pair(2, false)];
+        let v = &crate::score::final_verdicts(&nodes, &cleared)[0];
+        assert_eq!(v.status, NodeStatus::Pass, "{:?}", v.evidence);
+        assert!(v.bad_rails.is_empty() && crate::rails::bad_rails_annotation(v).is_none());
+    }
 }
