@@ -177,7 +177,6 @@ impl FirstPass<'_> {
         let placed: Vec<&PairResult> = first_pass(self.results, node)
             .filter(|r| !matches!(r.outcome, Outcome::Unschedulable { .. }))
             .collect();
-        // An error with a partner that errors with everyone is the partner's.
         // An error with a partner that errors with everyone is the partner's; so is a pair whose
         // bad rails are all the partner's blamed rails.
         let excused = |r: &PairResult| {
@@ -465,6 +464,9 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
             v.bad_rails.clear();
             NodeStatus::Pass
         } else {
+            // Still a suspect: its rails as every pass tells them (one whose partner's rail
+            // turned out blamed is no longer its).
+            v.bad_rails = all_rails.bad_rails(&v.node);
             NodeStatus::Suspect
         };
     }
