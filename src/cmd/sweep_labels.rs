@@ -34,6 +34,7 @@ pub fn marks(verdicts: &[NodeVerdict], style: ReasonStyle) -> (Vec<NodeMark>, Ve
             node: v.node.clone(),
             fabric,
             reason: reason(v, style),
+            bad_rails: icb_sweep::bad_rails_annotation(v),
         });
     }
     (marks, untouched)
@@ -112,6 +113,7 @@ mod tests {
 
     fn verdict(node: &str, status: NodeStatus) -> NodeVerdict {
         NodeVerdict {
+            bad_rails: vec![],
             node: node.into(),
             status,
             median_bps: Some(2.5e9),

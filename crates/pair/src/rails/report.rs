@@ -150,7 +150,10 @@ fn verdict(outcome: &RailsOutcome, unit: icb_core::model::BandwidthUnit) -> Verd
     );
     // The worst finding names the rail; a rail whose own pair verdict warns (TCP allowed, a
     // noisy case) without a rails finding is named by that verdict.
-    let worst_row = outcome.rails.iter().find(|r| r.status == worst && worst != VerdictStatus::Pass);
+    let worst_row = outcome
+        .rails
+        .iter()
+        .find(|r| r.status == worst && worst != VerdictStatus::Pass);
     let (reason, hint) = match (first, worst_row) {
         (Some(f), _) if worst != VerdictStatus::Pass => (format!("{} ({summary})", f.text), f.fix.clone()),
         (_, Some(row)) => (
