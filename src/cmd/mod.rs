@@ -14,6 +14,7 @@ pub mod pair;
 pub mod pair_inplace;
 pub mod pair_kube;
 pub mod pair_local;
+pub mod pair_rails;
 pub mod probe;
 pub mod progress;
 pub mod report_out;

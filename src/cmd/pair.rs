@@ -50,6 +50,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub engine: EngineArgs,
+
+    #[command(flatten)]
+    pub rails: super::pair_rails::RailArgs,
 }
 
 /// A pair run, decided: nothing after [`PairCommand::from_args`] reads a flag.
@@ -68,6 +71,8 @@ pub enum PairTarget {
     Kube(super::pair_kube::KubeTarget),
     /// Inside two running workers (`--in-place`).
     InPlace(super::pair_inplace::InPlaceTarget),
+    /// Every rail of a local node pair at once (`--local --rails`).
+    LocalRails(Box<super::pair_rails::RailsTarget>),
 }
 
 impl PairCommand {
@@ -95,7 +100,18 @@ impl PairCommand {
                 "--isolation applies to --local runs; on Kubernetes the pods' own spec decides (see --host-ipc)"
             );
         }
-        let target = if args.local {
+        if let Some(flag) = args.rails.stray_flag() {
+            anyhow::bail!("{flag} needs --rails or --rail-devices");
+        }
+        if args.rails.wanted() && !args.local {
+            anyhow::bail!(
+                "--rails runs with --local for now (emulated nodes or this host's devices); Kubernetes rails are not implemented yet"
+            );
+        }
+        let target = if args.local && args.rails.wanted() {
+            let opts = super::pair_local::options(&args, &mut plan)?;
+            PairTarget::LocalRails(Box::new(super::pair_rails::target(&args.rails, opts)?))
+        } else if args.local {
             PairTarget::Local(super::pair_local::options(&args, &mut plan)?)
         } else if args.in_place.in_place {
             PairTarget::InPlace(super::pair_inplace::target(&args, &mut plan)?)
@@ -148,6 +164,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         PairTarget::Local(opts) => super::pair_local::run(&cmd, opts.clone()),
         PairTarget::Kube(t) => super::pair_kube::run(&cmd, t),
         PairTarget::InPlace(t) => super::pair_inplace::run(&cmd, t),
+        PairTarget::LocalRails(t) => super::pair_rails::run(&cmd, t),
     }
 }
 

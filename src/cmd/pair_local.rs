@@ -28,7 +28,7 @@ pub struct LocalArgs {
 }
 
 /// A rate as `tc` reads it, limited to bit units: NUMBER followed by bit, kbit, mbit, gbit.
-fn parse_link_rate(s: &str) -> Result<String, String> {
+pub fn parse_link_rate(s: &str) -> Result<String, String> {
     let unit_at = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
     let (number, unit) = s.split_at(unit_at);
     let positive = number.parse::<f64>().is_ok_and(|n| n.is_finite() && n > 0.0);

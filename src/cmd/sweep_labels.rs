@@ -27,6 +27,7 @@ pub async fn apply(cluster: &icb_kube::Cluster, results: &SweepResults, unit: Ba
             node: m.node,
             fabric: if m.pass { Fabric::Pass } else { Fabric::Fail },
             reason: m.reason,
+            bad_rails: m.bad_rails,
         })
         .collect();
     let done = node_labels::label_nodes(cluster, &marks, &results.sweep_id, &results.updated_at).await?;

@@ -136,6 +136,7 @@ mod tests {
             size,
             blocks: None,
             run_by: Default::default(),
+            rail: None,
             status: CaseStatus::Measured,
             reason: None,
             measurement: Some(Measurement {

@@ -218,6 +218,7 @@ fn case_result(setup: &CaseSetup) -> CaseResult {
         transport: None,
         verdict: None,
         run_by: Default::default(),
+        rail: None,
     }
 }
 

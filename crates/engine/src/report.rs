@@ -70,6 +70,7 @@ pub fn assemble_report(opts: &ConnectOptions, r: SessionRecord) -> Result<PairRe
         warnings: r.warnings,
         partial: r.partial,
         ucx_profile: (opts.ucx.profile != icb_core::UcxProfile::Default).then_some(opts.ucx.profile),
+        rails: None,
     };
     finish_report(&mut report);
     Ok(report)

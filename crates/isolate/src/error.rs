@@ -43,6 +43,16 @@ pub enum IsolateError {
     #[error("a link rate needs --isolation node (two emulated nodes), not --isolation {0}")]
     NoLink(String),
 
+    #[error("no rail {rail} on node '{node}': {valid}")]
+    UnknownRail { node: String, rail: usize, valid: String },
+
+    #[error("a node has at most {max} emulated rails; got {got}")]
+    TooManyRails { got: usize, max: usize },
+
+    /// Only two emulated nodes have rails between them.
+    #[error("rails need --isolation node (two emulated nodes), not --isolation {0}")]
+    RailsNeedNode(String),
+
     #[error("cannot start {program}: {source}")]
     Spawn {
         program: String,

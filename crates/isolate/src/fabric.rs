@@ -5,19 +5,26 @@
 //!
 //! Each node also has an init process holding the node's own IPC, PID and mount namespaces (the
 //! mount namespace shows the node's /sys and /proc): pods with hostIPC/hostPID join those, as on
-//! a real node, while other pods get their own ([`crate::PodSpec::node`]).
+//! a real node, while other pods get their own ([`crate::PodSpec::node`]). `ip netns exec`
+//! mounts a fresh sysfs of the node's network namespace in that mount namespace, so
+//! `/proc/{init}/root/sys` is the node's own sysfs ([`Fabric::sys_root`]).
+//!
+//! With rails ([`FabricOptions::rails`], module `rails`) every node also has `rail0 …`, each
+//! rail on its own switch in the hub.
 
 use crate::chain::Placement;
 use crate::error::{IsolateError, Result};
 use crate::holder::Holder;
 use crate::names::{RunTag, validate_node};
 use crate::procs::{kill_until_gone, netns_exists, netns_inode, pids_in_netns, tagged_pids};
+use crate::rails::{FabricOptions, build_rails, check_rail_count, write_trees};
 use crate::tools::{ip, tc};
 use std::net::Ipv4Addr;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Each node gets 10.99.0.(index + 1); the /24 caps the count well above any test's needs.
-const MAX_NODES: usize = 200;
+pub(crate) const MAX_NODES: usize = 200;
 const SUBNET_PREFIX_LEN: u8 = 24;
 /// The interface every node reaches the others through, as in a pod or on a node.
 pub const NODE_IFACE: &str = "eth0";
@@ -50,9 +57,13 @@ pub struct Node {
 /// from a panic). Creating and changing it calls `ip`, which blocks for a few milliseconds.
 #[derive(Debug)]
 pub struct Fabric {
-    tag: RunTag,
-    nodes: Vec<Node>,
-    hub: Option<String>,
+    pub(crate) tag: RunTag,
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) hub: Option<String>,
+    /// Emulated rails per node.
+    pub(crate) rails: usize,
+    /// The nodes' recorded rail-map trees (one directory per node), if rails > 0.
+    pub(crate) rail_dir: Option<PathBuf>,
     /// Namespaces that exist because of us, in creation order: only these are ever deleted.
     created: Vec<String>,
     /// The nodes' init processes.
@@ -75,6 +86,16 @@ impl Fabric {
 
     /// Like [`Fabric::create_tagged`] with the cabling chosen by the caller.
     pub fn create_wired(tag: RunTag, nodes: &[&str], wiring: Wiring) -> Result<Fabric> {
+        Self::create_with(tag, nodes, FabricOptions { wiring, rails: 0 })
+    }
+
+    /// Like [`Fabric::create_wired`], with `opts.rails` emulated rails per node (at most
+    /// [`crate::MAX_RAILS`]): `rail0 …` on per-rail switches in the hub (which then always
+    /// exists), a recorded rail-map tree per node ([`Fabric::rail_tree`]). Handed out once every
+    /// rail runs.
+    pub fn create_with(tag: RunTag, nodes: &[&str], opts: FabricOptions) -> Result<Fabric> {
+        let FabricOptions { wiring, rails } = opts;
+        check_rail_count(rails)?;
         let mut distinct = nodes.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
@@ -103,11 +124,14 @@ impl Fabric {
                 init_pid: 0,
             })
             .collect();
-        let hub = (nodes.len() != 2 || wiring == Wiring::Bridge).then(|| tag.hub_netns());
+        // Rails need switches, which live in the hub.
+        let hub = (nodes.len() != 2 || wiring == Wiring::Bridge || rails > 0).then(|| tag.hub_netns());
         let mut fabric = Fabric {
             tag,
             nodes,
             hub,
+            rails,
+            rail_dir: None,
             created: Vec::new(),
             inits: Vec::new(),
             torn_down: false,
@@ -180,6 +204,10 @@ impl Fabric {
             if let Some(hub) = &self.hub {
                 wait_until_running(hub, &hub_port(i))?;
             }
+        }
+        if self.rails > 0 {
+            build_rails(self)?;
+            self.rail_dir = Some(write_trees(self)?);
         }
         Ok(())
     }
@@ -261,7 +289,7 @@ impl Fabric {
         Ok(())
     }
 
-    fn index_of(&self, name: &str) -> Result<usize> {
+    pub(crate) fn index_of(&self, name: &str) -> Result<usize> {
         let node = self.node(name)?;
         Ok(self.nodes.iter().position(|n| n == node).unwrap_or_default())
     }
@@ -283,8 +311,15 @@ impl Fabric {
         }
         self.inits.clear();
         let tag = self.tag.to_string();
-        let result = remove_namespaces(&self.created, &format!("run {tag}"), |t| t == tag);
+        let mut result = remove_namespaces(&self.created, &format!("run {tag}"), |t| t == tag);
         self.created.clear();
+        if let Some(dir) = self.rail_dir.take()
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+            && result.is_ok()
+        {
+            result = Err(IsolateError::io(format!("cannot remove {}", dir.display()), e));
+        }
         result
     }
 }
@@ -301,7 +336,7 @@ impl Drop for Fabric {
 /// changes with up to a second's delay, and until then `eth0` lacks IFF_RUNNING: UCX started in
 /// that window skips the device ("no active messages transport … tcp/lo"), so a fabric is handed
 /// out only once every link runs.
-fn wait_until_running(netns: &str, dev: &str) -> Result<()> {
+pub(crate) fn wait_until_running(netns: &str, dev: &str) -> Result<()> {
     const DEADLINE: Duration = Duration::from_secs(5);
     let started = Instant::now();
     loop {

@@ -19,11 +19,23 @@
 //! Fabric::create(prefix: &str, nodes: &[&str]) -> Result<Fabric>        // root; names [a-z0-9-]{1,32}
 //! Fabric::create_tagged(tag: RunTag, nodes: &[&str]) -> Result<Fabric>
 //! Fabric::create_wired(tag, nodes, Wiring::{Auto, Bridge}) -> Result<Fabric>
+//! Fabric::create_with(tag, nodes, FabricOptions { wiring, rails }) -> Result<Fabric>  // Default: Auto, 0
 //! fabric.tag() -> &RunTag;  fabric.nodes() -> &[Node];  fabric.node(name) -> Result<&Node>
 //! fabric.node_ip(name) -> Result<Ipv4Addr>;  fabric.netns(name) -> Result<&str>
 //! fabric.cut(name) -> Result<()>;  fabric.restore(name) -> Result<()>   // switch port / eth0 down, up
 //! fabric.namespaces() -> &[String];  fabric.teardown(self) -> Result<()> // also on Drop
+//! fabric.rate_limit(name, rate) -> Result<()>                           // tc tbf on eth0, e.g. "30mbit"
+//! fabric.sys_root(name) -> Result<PathBuf>   // /proc/{init}/root/sys: the node's own sysfs (its netdevs' counters)
 //! Node { name, netns, ip: Ipv4Addr, init_pid: u32 }                      // interface: NODE_IFACE ("eth0")
+//!
+//! // Emulated rails (rails = K, 1..=MAX_RAILS (16); a hub always exists): rail k of every node
+//! // is netdev rail_netdev(k) = "rail{k}" at 10.99.{k+1}.{node index + 1}/24 on its own switch
+//! fabric.rails() -> usize;  fabric.rail_ip(name, k) -> Result<Ipv4Addr>
+//! fabric.limit_rail(name, k, rate) -> Result<()>                          // tc tbf on rail{k}: a slow rail
+//! fabric.cut_rail(name, k) / fabric.restore_rail(name, k) -> Result<()>  // its switch port down/up: a dead rail
+//! fabric.rail_tree(name) -> Option<PathBuf>   // recorded rail-map root (sys/…: mlx5_k ↔ rail{k}), None if K = 0
+//! write_rail_tree(dir, K) -> Result<()>       // that tree, anywhere, without root
+//!   // unknown k: IsolateError::UnknownRail (names the valid range); K > 16: TooManyRails
 //!
 //! // Pods (tokio; own process group, kill_on_drop, stdout/stderr piped, stdin null)
 //! PodSpec::new(program)            // own IPC + PID namespaces, host network
@@ -41,11 +53,15 @@
 //! // The four layouts of `pair --local`
 //! Isolation::{None, Pod, HostIpc, Node}  (FromStr/Display: none|pod|host-ipc|node)
 //! LocalPair::create(Isolation, prefix) -> Result<LocalPair>  // non-root: IsolateError::NeedsRoot
+//! LocalPair::create_with_rails(Isolation::Node, prefix, K)    // other isolation + K > 0: RailsNeedNode
 //! pair.decode() / pair.prefill() -> &PairSide { host, pod, netns, ip, host_ipc, host_pid }
-//! pair.pod(&side, program) -> PodSpec;  pair.tag();  pair.fabric();  pair.teardown(self)
+//! pair.pod(&side, program) -> PodSpec  // any number per side (one per rail);  pair.tag();  pair.fabric()
+//! pair.rate_limit(rate);  pair.teardown(self)
+//! pair.rails();  pair.sys_root(&side) -> Result<PathBuf>  ("/sys" for none);  pair.rail_tree(&side)
+//! pair.rail_ip(&side, k);  pair.limit_rail(&side, k, rate);  pair.cut_rail(&side, k);  pair.restore_rail(&side, k)
 //!
 //! // Leftovers, helpers
-//! cleanup_stale(prefix) -> Result<Leftovers { namespaces, processes }>  // owner pid dead only; root
+//! cleanup_stale(prefix) -> Result<Leftovers { namespaces, processes, rail_trees }>  // owner dead only; root
 //! find_stale(prefix) -> Result<Leftovers>            // what cleanup_stale would remove (dry run)
 //! leftovers_of(prefix, owner pid) -> Leftovers       // what a run (dead or alive) still has
 //! run_in_netns(netns, FnOnce() -> T) -> Result<T>   // e.g. bind/connect sockets "on" a node
@@ -55,7 +71,8 @@
 //! DEFAULT_PREFIX = "icb";  RUN_TAG_ENV = "ICB_ISOLATE_RUN"
 //! ```
 //!
-//! A fabric is handed out (and `restore` returns) only once every `eth0` is operationally up: the
+//! A fabric is handed out (and `restore`/`restore_rail` return) only once every `eth0` and rail is
+//! operationally up: the
 //! kernel reports veth carrier with up to a second's delay, and UCX started in that window skips
 //! the device and fails with "Destination is unreachable" (measured: half the runs).
 //!
@@ -66,8 +83,8 @@
 //! every pod, node init and sandbox is started behind `setpriv --pdeathsig KILL`, re-armed after
 //! each forking wrapper, so the kernel kills them with the owner (within milliseconds, measured);
 //! PR_SET_PDEATHSIG follows the spawning *thread*, so spawn from one that outlives the pod. Only
-//! the namespaces stay; their names carry the dead owner's pid, and [`cleanup_stale`] (the next
-//! run, `ic-bench gc --local`) removes them.
+//! the namespaces and the rail-map trees (`$TMPDIR/{run tag}-rails`) stay; their names carry the
+//! dead owner's pid, and [`cleanup_stale`] (the next run, `ic-bench gc --local`) removes them.
 #![forbid(unsafe_code)]
 
 mod chain;
@@ -80,6 +97,7 @@ mod netns;
 mod pair;
 mod pod;
 mod procs;
+mod rails;
 mod stale;
 mod tools;
 
@@ -93,4 +111,5 @@ pub use netns::run_in_netns;
 pub use pair::{Isolation, LocalPair, PairSide};
 pub use pod::{Pod, PodSpec};
 pub use procs::{live_processes, netns_exists, pid_alive};
+pub use rails::{FabricOptions, MAX_RAILS, rail_netdev, write_rail_tree};
 pub use stale::{Leftovers, cleanup_stale, find_stale, leftovers_of};

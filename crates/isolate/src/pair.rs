@@ -10,13 +10,18 @@
 //!
 //! `pod` and `host-ipc` use a fresh node namespace rather than the host's, so the run never
 //! depends on (or disturbs) the host's interfaces and both sides reach each other at 10.99.0.1.
+//!
+//! `node` can also have emulated rails ([`LocalPair::create_with_rails`]): whole-node mode runs
+//! one pod per rail on each side, and reads each side's NIC counters from its node's sysfs.
 
 use crate::error::{IsolateError, Result};
 use crate::fabric::Fabric;
 use crate::names::RunTag;
 use crate::pod::PodSpec;
+use crate::rails::FabricOptions;
 use std::ffi::OsStr;
 use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Isolation {
@@ -117,6 +122,17 @@ impl LocalPair {
     /// Builds the layout. Modes other than `none` need root and fail first with
     /// "--isolation MODE needs root (namespaces): run as root or use --isolation none".
     pub fn create(isolation: Isolation, prefix: &str) -> Result<LocalPair> {
+        Self::create_with_rails(isolation, prefix, 0)
+    }
+
+    /// Like [`LocalPair::create`], each node with `rails` emulated rails (`rail0 …`, see
+    /// [`Fabric::create_with`]). Rails exist only between two nodes: any other isolation with
+    /// `rails > 0` is [`IsolateError::RailsNeedNode`], checked before anything else.
+    pub fn create_with_rails(isolation: Isolation, prefix: &str, rails: usize) -> Result<LocalPair> {
+        if rails > 0 && isolation != Isolation::Node {
+            return Err(IsolateError::RailsNeedNode(isolation.to_string()));
+        }
+        crate::rails::check_rail_count(rails)?;
         if isolation.needs_root() && !nix::unistd::geteuid().is_root() {
             return Err(IsolateError::NeedsRoot {
                 mode: isolation.as_str().to_string(),
@@ -152,7 +168,11 @@ impl LocalPair {
                 (Some(fabric), decode, prefill)
             }
             Isolation::Node => {
-                let fabric = Fabric::create_tagged(tag.clone(), &["node-a", "node-b"])?;
+                let opts = FabricOptions {
+                    rails,
+                    ..Default::default()
+                };
+                let fabric = Fabric::create_with(tag.clone(), &["node-a", "node-b"], opts)?;
                 let (a, b) = (fabric.node("node-a")?.clone(), fabric.node("node-b")?.clone());
                 let decode = side(a.name, "decode", Some(a.netns), IpAddr::V4(a.ip));
                 let prefill = side(b.name, "prefill", Some(b.netns), IpAddr::V4(b.ip));
@@ -218,6 +238,52 @@ impl LocalPair {
         }
     }
 
+    /// Emulated rails per side (0 unless created with rails).
+    pub fn rails(&self) -> usize {
+        self.fabric.as_ref().map_or(0, Fabric::rails)
+    }
+
+    /// Where `side`'s node's own sysfs is readable from here (`<root>/class/net/rail0/…`):
+    /// `/sys` for `none`, the node init's view for emulated nodes.
+    pub fn sys_root(&self, side: &PairSide) -> Result<PathBuf> {
+        match &self.fabric {
+            Some(fabric) => fabric.sys_root(&side.host),
+            None => Ok(PathBuf::from("/sys")),
+        }
+    }
+
+    /// `side`'s recorded rail-map tree (for `LocalSource::replay`); `None` without rails.
+    pub fn rail_tree(&self, side: &PairSide) -> Option<PathBuf> {
+        self.fabric.as_ref()?.rail_tree(&side.host)
+    }
+
+    /// `side`'s address on rail `k`.
+    pub fn rail_ip(&self, side: &PairSide, k: usize) -> Result<Ipv4Addr> {
+        self.rail_fabric()?.rail_ip(&side.host, k)
+    }
+
+    /// Limits what `side` sends on rail `k` (tc tbf, e.g. `200mbit`): a slow rail.
+    pub fn limit_rail(&self, side: &PairSide, k: usize, rate: &str) -> Result<()> {
+        self.rail_fabric()?.limit_rail(&side.host, k, rate)
+    }
+
+    /// Takes `side`'s switch port of rail `k` down: a dead rail.
+    pub fn cut_rail(&self, side: &PairSide, k: usize) -> Result<()> {
+        self.rail_fabric()?.cut_rail(&side.host, k)
+    }
+
+    /// Undoes [`LocalPair::cut_rail`] and waits until the rail runs.
+    pub fn restore_rail(&self, side: &PairSide, k: usize) -> Result<()> {
+        self.rail_fabric()?.restore_rail(&side.host, k)
+    }
+
+    fn rail_fabric(&self) -> Result<&Fabric> {
+        match (&self.fabric, self.isolation) {
+            (Some(fabric), Isolation::Node) => Ok(fabric),
+            _ => Err(IsolateError::RailsNeedNode(self.isolation.to_string())),
+        }
+    }
+
     /// Kills what is left of the run and deletes its namespaces, reporting the first problem.
     pub fn teardown(mut self) -> Result<()> {
         self.teardown_inner()
@@ -269,6 +335,27 @@ mod tests {
         assert_eq!(pair.decode().ip, IpAddr::V4(Ipv4Addr::LOCALHOST));
         assert!(pair.decode().host_ipc && pair.decode().host_pid && pair.decode().netns.is_none());
         assert!(!pair.pod(pair.decode(), "true").needs_root());
+        assert_eq!(pair.rails(), 0);
+        assert_eq!(pair.sys_root(pair.decode()).unwrap(), PathBuf::from("/sys"));
+        assert!(pair.rail_tree(pair.decode()).is_none());
+        let err = pair.rail_ip(pair.decode(), 0).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "rails need --isolation node (two emulated nodes), not --isolation none"
+        );
         pair.teardown().unwrap();
+    }
+
+    #[test]
+    fn rails_need_two_nodes_and_a_sane_count_before_anything_is_made() {
+        for isolation in [Isolation::None, Isolation::Pod, Isolation::HostIpc] {
+            let err = LocalPair::create_with_rails(isolation, "icb", 2).unwrap_err();
+            assert!(
+                matches!(&err, IsolateError::RailsNeedNode(m) if m == isolation.as_str()),
+                "{err}"
+            );
+        }
+        let err = LocalPair::create_with_rails(Isolation::Node, "icb", 17).unwrap_err();
+        assert!(matches!(err, IsolateError::TooManyRails { got: 17, max: 16 }), "{err}");
     }
 }

@@ -5,6 +5,8 @@ use crate::error::{IsolateError, Result};
 use crate::fabric::remove_namespaces;
 use crate::names::{RunTag, validate_prefix};
 use crate::procs::{netns_names, pid_alive, tagged_pids};
+use crate::rails::RAIL_TREES_SUFFIX;
+use std::path::PathBuf;
 
 /// Namespaces and processes of runs: what [`cleanup_stale`] removed, or what [`leftovers_of`] found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -13,12 +15,34 @@ pub struct Leftovers {
     pub namespaces: Vec<String>,
     /// Pids of pods and their descendants.
     pub processes: Vec<u32>,
+    /// Recorded rail-map trees of fabrics with rails (`{tmp}/{tag}-rails`).
+    pub rail_trees: Vec<PathBuf>,
 }
 
 impl Leftovers {
     pub fn is_empty(&self) -> bool {
-        self.namespaces.is_empty() && self.processes.is_empty()
+        self.namespaces.is_empty() && self.processes.is_empty() && self.rail_trees.is_empty()
     }
+}
+
+/// The rail-map tree directories in the temp dir whose run tag (name before the suffix)
+/// satisfies `pick`.
+fn rail_trees(pick: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let tmp = std::env::temp_dir();
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&tmp)
+        .map(|it| {
+            it.filter_map(|e| e.ok())
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    name.strip_suffix(RAIL_TREES_SUFFIX).is_some_and(&pick)
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
 }
 
 /// What [`cleanup_stale`] would remove now, removing nothing (needs no root).
@@ -28,6 +52,7 @@ pub fn find_stale(prefix: &str) -> Result<Leftovers> {
     Ok(Leftovers {
         namespaces: netns_names().into_iter().filter(|n| is_stale(n)).collect(),
         processes: tagged_pids(is_stale).into_iter().map(|(pid, _)| pid).collect(),
+        rail_trees: rail_trees(is_stale),
     })
 }
 
@@ -35,8 +60,8 @@ pub fn find_stale(prefix: &str) -> Result<Leftovers> {
 /// whose owner `pid` is no longer alive. Live runs — parallel tests, another ic-bench — are never
 /// touched. Owner pids are read in our PID namespace: call it from the host, not from inside a pod.
 pub fn cleanup_stale(prefix: &str) -> Result<Leftovers> {
-    let Leftovers { namespaces, processes } = find_stale(prefix)?;
-    if namespaces.is_empty() && processes.is_empty() {
+    let found = find_stale(prefix)?;
+    if found.is_empty() {
         return Ok(Leftovers::default());
     }
     if !crate::gate::is_root() {
@@ -45,8 +70,15 @@ pub fn cleanup_stale(prefix: &str) -> Result<Leftovers> {
         });
     }
     let is_stale = |name: &str| RunTag::parse_owner(prefix, name).is_some_and(|owner| !pid_alive(owner));
-    remove_namespaces(&namespaces, &format!("stale {prefix} runs"), is_stale)?;
-    Ok(Leftovers { namespaces, processes })
+    remove_namespaces(&found.namespaces, &format!("stale {prefix} runs"), is_stale)?;
+    for dir in &found.rail_trees {
+        if let Err(e) = std::fs::remove_dir_all(dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            return Err(IsolateError::io(format!("cannot remove {}", dir.display()), e));
+        }
+    }
+    Ok(found)
 }
 
 /// What is still there of the runs that process `owner` created under `prefix`, dead or alive:
@@ -57,5 +89,6 @@ pub fn leftovers_of(prefix: &str, owner: u32) -> Leftovers {
     Leftovers {
         namespaces: netns_names().into_iter().filter(|n| mine(n)).collect(),
         processes: tagged_pids(mine).into_iter().map(|(pid, _)| pid).collect(),
+        rail_trees: rail_trees(mine),
     }
 }

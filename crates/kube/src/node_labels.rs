@@ -24,6 +24,9 @@ pub const CHECKED_AT_ANNOTATION: &str = "ic-bench.dev/fabric-checked-at";
 pub const RUN_ANNOTATION: &str = "ic-bench.dev/fabric-run";
 /// One line of evidence.
 pub const REASON_ANNOTATION: &str = "ic-bench.dev/fabric-reason";
+/// The rails a `sweep --rails` blamed on this node (`rail:PCI`, comma separated); removed when
+/// none is.
+pub const BAD_RAILS_ANNOTATION: &str = "ic-bench.dev/fabric-bad-rails";
 
 /// The manifest and ClusterRole a 403 names.
 pub const CLUSTER_ROLE_FILE: &str = "manifests/clusterrole-label-nodes.yaml";
@@ -56,6 +59,8 @@ pub struct NodeMark {
     pub node: String,
     pub fabric: Fabric,
     pub reason: String,
+    /// The blamed rails (`5:0000:9a:00.0`); `None` removes an earlier sweep's annotation.
+    pub bad_rails: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +87,8 @@ pub fn patch_for(mark: &NodeMark, run_id: &str, at: &str) -> serde_json::Value {
             CHECKED_AT_ANNOTATION: at,
             RUN_ANNOTATION: run_id,
             REASON_ANNOTATION: one_line(&mark.reason),
+            // A JSON merge patch removes a key set to null.
+            BAD_RAILS_ANNOTATION: mark.bad_rails,
         },
     }})
 }
@@ -159,11 +166,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_patch_sets_one_label_and_three_annotations() {
+    fn the_patch_sets_one_label_and_its_annotations() {
         let mark = NodeMark {
             node: "node-2".into(),
             fabric: Fabric::Fail,
             reason: "2 of 3 pairs failed\nor slow".into(),
+            bad_rails: Some("5:0000:9a:00.0".into()),
         };
         let p = patch_for(&mark, "swab12", "2026-01-01T02:00:00Z");
         assert_eq!(p["metadata"]["labels"], json!({"ic-bench.dev/fabric": "fail"}));
@@ -171,6 +179,12 @@ mod tests {
         assert_eq!(ann[CHECKED_AT_ANNOTATION], "2026-01-01T02:00:00Z");
         assert_eq!(ann[RUN_ANNOTATION], "swab12");
         assert_eq!(ann[REASON_ANNOTATION], "2 of 3 pairs failed or slow");
+        assert_eq!(ann[BAD_RAILS_ANNOTATION], "5:0000:9a:00.0");
+        let clean = NodeMark {
+            bad_rails: None,
+            ..mark
+        };
+        assert!(patch_for(&clean, "r", "t")["metadata"]["annotations"][BAD_RAILS_ANNOTATION].is_null());
         assert_eq!(p.as_object().unwrap().len(), 1, "metadata only: never a taint");
     }
 

@@ -31,6 +31,7 @@ async fn start() -> (TestCluster, Cluster) {
 
 fn mark(node: &str, fabric: Fabric, reason: &str) -> NodeMark {
     NodeMark {
+        bad_rails: None,
         node: node.into(),
         fabric,
         reason: reason.into(),

@@ -237,6 +237,7 @@ async fn run_case(
             engine: EngineKind::Nixl,
             direction: Some(direction),
         },
+        rail: None,
     };
     let label = case_label(direction, &setup);
     let not_run = |mut r: CaseResult, status: CaseStatus, reason: String| {

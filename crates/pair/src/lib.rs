@@ -19,6 +19,7 @@ pub mod kube;
 pub mod launcher;
 pub mod local;
 pub mod plan;
+pub mod rails;
 mod run;
 
 pub use icb_core::protocol::SideErrorKind;

@@ -38,7 +38,26 @@ pub struct LocalOptions {
 
 pub struct LocalLauncher {
     opts: LocalOptions,
-    pair: Option<LocalPair>,
+    pair: Option<Arc<LocalPair>>,
+    /// Rails mode: this launcher runs one row's ranks on a pair shared by all rows, which the
+    /// rails seam removes (`crate::rails::local`).
+    rank: Option<RankPinning>,
+}
+
+/// How one row's two ranks are pinned: environment (`UCX_NET_DEVICES`, `CUDA_VISIBLE_DEVICES`)
+/// and CPUs (`taskset -c LIST`, the NUMA node's CPUs) per side.
+#[derive(Debug, Clone, Default)]
+pub struct RankPinning {
+    pub row: usize,
+    pub prefill: SidePinning,
+    pub decode: SidePinning,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SidePinning {
+    pub env: Vec<(String, String)>,
+    /// A CPU list as `taskset -c` takes it (`0-15,32-47`).
+    pub cpus: Option<String>,
 }
 
 impl LocalLauncher {
@@ -62,22 +81,45 @@ impl LocalLauncher {
             tracing::info!("emulated link limited to {rate} (tc tbf)");
         }
         tracing::info!("isolation {}: {}", opts.isolation, opts.isolation.describe());
-        Ok(LocalLauncher { opts, pair: Some(pair) })
+        Ok(LocalLauncher {
+            opts,
+            pair: Some(Arc::new(pair)),
+            rank: None,
+        })
+    }
+
+    /// A launcher for one row of a rails run: its sides run on `pair` (shared by every row and
+    /// removed by its owner), pinned as `rank` says.
+    pub fn for_rank(opts: LocalOptions, pair: Arc<LocalPair>, rank: RankPinning) -> LocalLauncher {
+        LocalLauncher {
+            opts,
+            pair: Some(pair),
+            rank: Some(rank),
+        }
     }
 
     fn pair(&self) -> Result<&LocalPair, LaunchError> {
         self.pair
-            .as_ref()
+            .as_deref()
             .ok_or_else(|| LaunchError::new("the local pair was already cleaned up"))
     }
 
     fn spawn(&self, side: &PairSide, label: &'static str, args: Vec<String>) -> Result<LocalSide, LaunchError> {
         let pair = self.pair()?;
-        let mut spec = pair
-            .pod(side, &self.opts.exe)
-            .args(&args)
-            .args(&self.opts.verbosity)
-            .args(&self.opts.side_args);
+        let pinning = self.rank.as_ref().map(|r| match label {
+            "decode" => &r.decode,
+            _ => &r.prefill,
+        });
+        let mut spec = match pinning.and_then(|p| p.cpus.as_ref()) {
+            Some(cpus) => pair.pod(side, "taskset").arg("-c").arg(cpus).arg(&self.opts.exe),
+            None => pair.pod(side, &self.opts.exe),
+        }
+        .args(&args)
+        .args(&self.opts.verbosity)
+        .args(&self.opts.side_args);
+        if let Some(p) = pinning {
+            spec = spec.envs(p.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        }
         if let Some(dir) = &self.opts.ucx_lib {
             spec = spec.arg("--ucx-lib").arg(dir);
         }
@@ -150,6 +192,13 @@ impl Launcher for LocalLauncher {
         let Some(pair) = self.pair.take() else {
             return Ok(String::new());
         };
+        // A row's ranks were stopped (killed with their process trees) by the pipeline; the
+        // shared namespaces are the rails seam's to remove.
+        if let Some(rank) = &self.rank {
+            return Ok(format!("the ranks of row {}", rank.row));
+        }
+        let pair = Arc::try_unwrap(pair)
+            .map_err(|_| LaunchError::new("the local pair is still shared; its owner removes it"))?;
         let what = match pair.isolation() {
             Isolation::None => "both processes".to_string(),
             other => format!("both processes and the namespaces of --isolation {other}"),

@@ -50,7 +50,7 @@ pub enum PairError {
 }
 
 /// Which side of the pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SideRole {
     /// `ic-bench serve`, the target.
     Decode,

@@ -12,6 +12,7 @@
 //! its output comes back here as text.
 #![forbid(unsafe_code)]
 
+pub mod counters;
 pub mod detect;
 pub mod envspec;
 pub mod facts;

@@ -219,3 +219,32 @@ fn nodes_without_a_pci_tree_have_no_rail_map() {
     assert_eq!(json["rail_map"]["rails"][0]["relation"], "PIX");
     assert_eq!(json["rail_map"]["rails"][0]["nic"]["pci"], "0000:19:00.0");
 }
+
+#[test]
+fn an_emulated_nodes_recorded_tree_has_one_rail_per_nic_with_its_rail_netdev() {
+    // The tree `icb_isolate::Fabric` writes for each node with rails (no root needed to write it).
+    let dir = tempfile::tempdir().unwrap();
+    for k in [1, 4] {
+        let root = dir.path().join(format!("k{k}"));
+        icb_isolate::write_rail_tree(&root, k).unwrap();
+        let src = LocalSource::replay(&root);
+        let facts = gather(&src, &opts());
+        let m = icb_probe::rails::rail_map(&src, &facts).expect("the tree has a PCI tree");
+        assert_eq!(m.rails.len(), k, "{m:#?}");
+        assert!(m.left_out.is_empty(), "{:?}", m.left_out);
+        for (i, r) in m.rails.iter().enumerate() {
+            assert_eq!(r.index, i);
+            assert!(r.gpu.is_none() && r.relation.is_none(), "host rails: {r:?}");
+            assert_eq!(r.nic.name, format!("mlx5_{i}"));
+            assert_eq!(r.nic.netdevs, vec![format!("rail{i}")]);
+            assert_eq!(
+                r.nic.pci.as_deref(),
+                Some(format!("0000:{:02x}:00.0", 0x11 + i).as_str())
+            );
+            assert_eq!(r.nic.state, "ACTIVE/LinkUp");
+            assert_eq!(r.nic.rate_gbps, Some(100.0));
+            assert_eq!(r.nic.link_layer.as_deref(), Some("Ethernet"));
+            assert_eq!(r.nic.numa_node, Some(0));
+        }
+    }
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 pub struct JunitExporter;
 
-fn status_for(status: Status, reason: &str, hint: Option<&str>, detail: Option<&str>) -> TestCaseStatus {
+pub(crate) fn status_for(status: Status, reason: &str, hint: Option<&str>, detail: Option<&str>) -> TestCaseStatus {
     match status {
         Status::Ok | Status::Warn => TestCaseStatus::success(),
         Status::Skipped => {
@@ -108,6 +108,11 @@ impl Exporter for JunitExporter {
                 tc.set_system_out(p.as_str());
             }
             suite.add_test_case(tc);
+        }
+        if let Some(rails) = &r.rails {
+            for tc in crate::rail_export::junit_cases(rails, r.settings.unit) {
+                suite.add_test_case(tc);
+            }
         }
         report.add_test_suite(suite);
         write(&report)

@@ -32,7 +32,8 @@ pub fn case_class(c: &CaseResult) -> TransportClass {
 
 /// `tag_bw host→host 64 MiB`, `write host→host 64 × 16 KiB`.
 pub fn case_name(c: &CaseResult) -> String {
-    format!("{} {} {}", c.operation(), c.memory, c.shape())
+    let rail = c.rail.map(|r| format!("rail {r}: ")).unwrap_or_default();
+    format!("{rail}{} {} {}", c.operation(), c.memory, c.shape())
 }
 
 /// Labels that tell apart cases of one test, memory pair and size: the blocks per operation, and
@@ -48,6 +49,9 @@ pub fn case_shape_labels(c: &CaseResult) -> Vec<(&'static str, String)> {
     }
     if let Some(d) = c.run_by.direction {
         out.push(("direction", d.to_string()));
+    }
+    if let Some(r) = c.rail {
+        out.push(("rail", r.to_string()));
     }
     out
 }

@@ -25,6 +25,8 @@ mod junit;
 mod labels;
 mod paths;
 mod prometheus;
+mod rail_export;
+mod rail_table;
 mod rails;
 mod svg;
 mod sweep;

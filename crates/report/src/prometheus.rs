@@ -178,6 +178,9 @@ impl Exporter for PrometheusExporter {
         verdict
             .get_or_create(&labels(&overall))
             .set(verdict_value(r.verdict.status));
+        if let Some(rails) = &r.rails {
+            crate::rail_export::prometheus(&mut registry, rails, &run_labels(r));
+        }
         finish(&registry)
     }
 

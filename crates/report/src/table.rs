@@ -166,8 +166,9 @@ fn expectation_line(e: &Expectation, unit: icb_core::model::BandwidthUnit) -> St
     )
 }
 
-impl Exporter for TableExporter {
-    fn pair(&self, r: &PairReport) -> Result<String, ExportError> {
+impl TableExporter {
+    /// One row per case (folded where skipped alike), the expectation, the findings.
+    fn cases(&self, r: &PairReport) -> Result<String, ExportError> {
         let unit = r.settings.unit;
         let view = self.view;
         let bw_header = format!("Bandwidth ({})", unit.label());
@@ -384,6 +385,20 @@ impl Exporter for TableExporter {
             );
         }
         Ok(out)
+    }
+}
+
+impl Exporter for TableExporter {
+    fn pair(&self, r: &PairReport) -> Result<String, ExportError> {
+        if let Some(rails) = &r.rails {
+            let mut out = crate::rail_table::render(r, rails, self.view);
+            if self.view.wide {
+                out.push('\n');
+                out.push_str(&self.cases(r)?);
+            }
+            return Ok(out);
+        }
+        self.cases(r)
     }
 
     fn probe(&self, r: &ProbeReport) -> Result<String, ExportError> {

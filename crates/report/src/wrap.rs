@@ -33,7 +33,7 @@ pub(crate) fn push_wrapped(out: &mut String, text: &str, view: View) {
     }
 }
 
-/// A number and its unit (`16 KiB`, `3 sizes`) joined by a no-break space, so a narrow column
+/// A number and its unit (`16 KiB`, `3 sizes`, `24 %`) joined by a no-break space, so a narrow column
 /// wraps between tokens, never between a figure and what it counts.
 pub(crate) fn glue_units(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
@@ -41,7 +41,9 @@ pub(crate) fn glue_units(text: &str) -> String {
         .iter()
         .enumerate()
         .map(|(i, &c)| {
-            let between = i > 0 && chars[i - 1].is_ascii_digit() && chars.get(i + 1).is_some_and(|n| n.is_alphabetic());
+            let between = i > 0
+                && chars[i - 1].is_ascii_digit()
+                && chars.get(i + 1).is_some_and(|n| n.is_alphabetic() || *n == '%');
             if c == ' ' && between { '\u{a0}' } else { c }
         })
         .collect()

@@ -17,7 +17,7 @@ fn blocks(lang: &str) -> Vec<String> {
 #[test]
 fn pair_example_is_a_judged_report() {
     let json = blocks("json");
-    assert_eq!(json.len(), 4, "one pair, one probe, one rail map and one gate example");
+    assert_eq!(json.len(), 5, "one pair, one rails, one probe, one rail map and one gate example");
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
     let mut rejudged = report.clone();
@@ -29,8 +29,29 @@ fn pair_example_is_a_judged_report() {
 }
 
 #[test]
+fn rails_example_is_what_the_rail_judge_gives() {
+    use icb_core::model::{BandwidthUnit, VerdictStatus};
+    use icb_core::rails::RailsOutcome;
+    use icb_core::rails::judge::judge_rails;
+    let text = &blocks("json")[1];
+    let rails: RailsOutcome = serde_json::from_str(text).unwrap();
+    // What the document shows is what the types write.
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(serde_json::to_value(&rails).unwrap(), doc);
+    // And the verdicts and findings are the judge's, from the rows' runs and counters.
+    let mut rows = rails.rails.clone();
+    for r in &mut rows {
+        r.status = VerdictStatus::Pass;
+        r.line_rate_share = None;
+    }
+    let again = judge_rails(rails.pattern, rows, rails.margin, BandwidthUnit::GBps);
+    assert_eq!(again, rails);
+    assert_eq!(rails.findings[0].rail, Some(1));
+}
+
+#[test]
 fn probe_example_rolls_up_as_the_code_does() {
-    let probe: ProbeReport = serde_json::from_str(&blocks("json")[1]).unwrap();
+    let probe: ProbeReport = serde_json::from_str(&blocks("json")[2]).unwrap();
     let again = ProbeReport::new(
         &probe.kind,
         &probe.target,
@@ -43,19 +64,19 @@ fn probe_example_rolls_up_as_the_code_does() {
 #[test]
 fn rail_map_example_parses_and_prints_its_ucx_line() {
     use icb_core::rails::{LeftOutReason, PcieRelation, RailMap};
-    let map: RailMap = serde_json::from_str(&blocks("json")[2]).unwrap();
+    let map: RailMap = serde_json::from_str(&blocks("json")[3]).unwrap();
     assert_eq!(map.rails[0].relation, Some(PcieRelation::Pix));
     assert_eq!(map.ucx_net_devices(), vec!["rank 0: UCX_NET_DEVICES=mlx5_2:1"]);
     assert_eq!(map.left_out[0].reasons[1], LeftOutReason::Slow { fastest_gbps: 400.0 });
     // What the document shows is what the types write (no field renamed or dropped).
-    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[2]).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[3]).unwrap();
     assert_eq!(serde_json::to_value(&map).unwrap(), doc);
 }
 
 #[test]
 fn gate_example_rolls_up_as_the_code_does() {
     use icb_core::model::{GATE_SCHEMA, GateReport};
-    let gate: GateReport = serde_json::from_str(&blocks("json")[3]).unwrap();
+    let gate: GateReport = serde_json::from_str(&blocks("json")[4]).unwrap();
     assert_eq!(gate.schema, GATE_SCHEMA);
     let mut again = gate.clone();
     again.conclude();

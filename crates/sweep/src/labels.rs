@@ -7,12 +7,14 @@
 use crate::score::{NodeStatus, NodeVerdict};
 use icb_core::BandwidthUnit;
 
-/// One node's label: pass or fail, and the reason annotated beside it.
+/// One node's label: pass or fail, the reason annotated beside it, and its blamed rails
+/// ([`crate::bad_rails_annotation`]; `None`: the annotation is removed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mark {
     pub node: String,
     pub pass: bool,
     pub reason: String,
+    pub bad_rails: Option<String>,
 }
 
 /// How the reasons are written: the bandwidth unit, and the relaxed criteria a pass was given
@@ -40,6 +42,7 @@ pub fn marks(verdicts: &[NodeVerdict], style: ReasonStyle) -> (Vec<Mark>, Vec<(S
             node: v.node.clone(),
             pass,
             reason: reason(v, style),
+            bad_rails: crate::bad_rails_annotation(v),
         });
     }
     (marks, untouched)
@@ -85,6 +88,7 @@ mod tests {
 
     fn verdict(node: &str, status: NodeStatus) -> NodeVerdict {
         NodeVerdict {
+            bad_rails: vec![],
             node: node.into(),
             status,
             median_bps: Some(2.5e9),

@@ -18,13 +18,15 @@
 pub mod labels;
 pub mod outcome;
 pub mod outliers;
+pub mod rails;
 pub mod results;
 pub mod run;
 pub mod schedule;
 pub mod score;
 
 pub use icb_core::model::Criteria;
+pub use rails::{NodeRail, RailNic, RailSummary, bad_rails_annotation};
 pub use results::{LatencyPoint, Outcome, PairResult, SizePoint, StopReason, Stopped, SweepResults};
 pub use run::{PairEnd, PairRunner, SecondPass, Step, SweepEnd, SweepObserver, SweepRun, run_sweep};
 pub use schedule::{Pair, Round, Schedule};
-pub use score::{NodeStatus, NodeVerdict};
+pub use score::{BadRail, NodeStatus, NodeVerdict};

@@ -59,6 +59,11 @@ impl Outcome {
             series,
             latency: latencies,
             warnings: report.warnings.clone(),
+            rails: report
+                .rails
+                .as_deref()
+                .map(crate::rails::RailSummary::from_rails)
+                .unwrap_or_default(),
         }
     }
 }
@@ -105,5 +110,79 @@ mod tests {
         assert_eq!(bandwidth_bps, worst);
         let rma = |t: &str| t == "put_bw" || t == "get_bw";
         assert!(series.iter().filter(|p| rma(&p.test)).all(|p| p.direction.is_some()));
+    }
+
+    /// One aligned rail of a gpu-1 → gpu-2 pair at `gbps`, as `pair --rails` records it.
+    fn rail(i: usize, gbps: f64) -> icb_core::rails::RailResult {
+        use icb_core::model::VerdictStatus;
+        use icb_core::rails::{NicRef, RailEnd, RailResult, RailRun};
+        let end = |node: &str, pci: Option<String>| RailEnd {
+            rail: i,
+            node: node.into(),
+            gpu: None,
+            nic: NicRef {
+                name: format!("mlx5_{i}"),
+                pci,
+                port: 1,
+                state: "ACTIVE/LinkUp".into(),
+                rate_gbps: Some(400.0),
+                link_layer: None,
+                netdevs: vec![],
+                numa_node: None,
+            },
+            relation: None,
+            ucx_net_devices: format!("mlx5_{i}:1"),
+            counter_device: format!("mlx5_{i}:1"),
+        };
+        let run = RailRun {
+            bandwidth_bps: Some(gbps * 1e9),
+            status: VerdictStatus::Pass,
+            reason: "ok".into(),
+            app_bytes: 1 << 30,
+            data_path: None,
+            error: None,
+        };
+        RailResult {
+            index: i,
+            prefill: end("gpu-1", Some(format!("0000:{:02x}:00.0", 0x1a + 0x10 * i))),
+            decode: end("gpu-2", None),
+            alone: (gbps < 20.0).then(|| run.clone()),
+            concurrent: run,
+            line_rate_share: None,
+            attribution: None,
+            status: VerdictStatus::Pass,
+        }
+    }
+
+    #[test]
+    fn a_rails_report_keeps_each_rail_with_its_nics_status_and_finding_kinds() {
+        use icb_core::model::{BandwidthUnit, VerdictStatus};
+        use icb_core::rails::{RailFindingKind, RailPattern, judge::judge_rails};
+        let mut report: icb_core::PairReport =
+            serde_json::from_str(include_str!("../../core/tests/fixtures/pair_report.json")).unwrap();
+        let rows = (0..4).map(|i| rail(i, if i == 2 { 11.8 } else { 45.0 })).collect();
+        report.rails = Some(Box::new(judge_rails(
+            RailPattern::Aligned,
+            rows,
+            0.2,
+            BandwidthUnit::GBps,
+        )));
+        let out = Outcome::from_report(&report);
+        let rails = out.rails();
+        assert_eq!(rails.len(), 4);
+        let slow = &rails[2];
+        assert_eq!(slow.status, VerdictStatus::Fail);
+        assert!(slow.findings.contains(&RailFindingKind::BelowMedian), "{slow:?}");
+        assert!(slow.bad() && !rails[0].bad());
+        assert_eq!((slow.bandwidth_bps, slow.alone_bps), (Some(11.8e9), Some(11.8e9)));
+        assert_eq!(slow.prefill.pci.as_deref(), Some("0000:3a:00.0"));
+        assert_eq!(slow.prefill.key(), "0000:3a:00.0");
+        // Without a PCI address the NIC's name is its key.
+        assert_eq!((slow.decode.nic.as_str(), slow.decode.key()), ("mlx5_2", "mlx5_2"));
+        // A pair measured without rails keeps none, and writes none.
+        report.rails = None;
+        let plain = Outcome::from_report(&report);
+        assert!(plain.rails().is_empty());
+        assert!(!serde_json::to_string(&plain).unwrap().contains("\"rails\""));
     }
 }

@@ -61,6 +61,10 @@ pub enum Outcome {
         /// The pair report's measurement-quality warnings (noisy machine, outliers, short runs).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         warnings: Vec<String>,
+        /// `sweep --rails`: one row per rail pair of the pair report's per-rail table; absent
+        /// for a pair measured without rails (and in files written before it was kept).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        rails: Vec<crate::rails::RailSummary>,
     },
     /// A bench pod could not be placed on `node` (no GPU free, taint, missing node): not a
     /// fabric verdict.

@@ -16,12 +16,18 @@
 //! (`pass`); one each → `suspect` with that evidence. Healthy partners of a bad node are cleared by
 //! the same rule: their failures were all with the bad node. With no node passed there is no one
 //! to re-pair with: the suspects stay suspects and the evidence says why.
+//!
+//! With rails (`sweep --rails`), a rail bad with two different partners fails its node by name,
+//! and a rail bad with one partner only makes its node a suspect ([`rails`]).
 
 use crate::outliers::{Limit, bandwidth_floor, latency_ceiling, median};
 use crate::results::{Outcome, PairResult};
 use crate::schedule::{Pair, Round, pack};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+
+mod rails;
+pub use rails::BadRail;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -68,6 +74,10 @@ pub struct NodeVerdict {
     pub data_paths: Vec<String>,
     /// Why: which pairs failed, the outlier tests, the second pass, pair quality warnings.
     pub evidence: Vec<String>,
+    /// `sweep --rails`: its rails that were bad with a partner, blamed (`fail`) or `suspect`;
+    /// absent without rails or when none was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bad_rails: Vec<BadRail>,
 }
 
 /// A pair's result counted for one node of it.
@@ -142,6 +152,7 @@ struct FirstPass<'a> {
     blocked: BTreeMap<String, String>,
     reference: Option<f64>,
     erroring: BTreeSet<String>,
+    rails: rails::Tally,
 }
 
 /// First-pass verdicts (suspects not yet re-paired).
@@ -151,6 +162,7 @@ pub fn first_pass_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<Node
         blocked: unschedulable(results),
         reference: reference_bandwidth(results),
         erroring: erroring(nodes, results),
+        rails: rails::Tally::of(results.iter().filter(|r| r.pass == 1)),
     };
     let mut out: Vec<NodeVerdict> = nodes.iter().map(|n| ctx.verdict(n)).collect();
     mark_outliers(&mut out);
@@ -165,9 +177,11 @@ impl FirstPass<'_> {
         let placed: Vec<&PairResult> = first_pass(self.results, node)
             .filter(|r| !matches!(r.outcome, Outcome::Unschedulable { .. }))
             .collect();
-        // An error with a partner that errors with everyone is the partner's.
+        // An error with a partner that errors with everyone is the partner's; so is a pair whose
+        // bad rails are all the partner's blamed rails.
         let excused = |r: &PairResult| {
-            is_error(r) && !self.erroring.contains(node) && self.erroring.contains(r.pair.partner(node))
+            (is_error(r) && !self.erroring.contains(node) && self.erroring.contains(r.pair.partner(node)))
+                || (pair_bad(r, self.reference) && self.rails.excused_by(r, node).is_some())
         };
         let counted: Vec<&PairResult> = placed.iter().copied().filter(|r| !excused(r)).collect();
         let bad: Vec<&PairResult> = counted
@@ -178,24 +192,33 @@ impl FirstPass<'_> {
         let errors = bad.iter().filter(|r| is_error(r)).count();
         let mut evidence: Vec<String> = bad.iter().map(|r| self.bad_line(r)).collect();
         evidence.extend(placed.iter().filter(|r| excused(r)).map(|r| {
-            format!(
-                "not counted: {}: {} ({} measured nothing with most of its partners)",
-                r.pair,
-                r.outcome.short(),
-                r.pair.partner(node)
-            )
+            let why = match self.rails.excused_by(r, node) {
+                Some(rail) if !is_error(r) => format!("{rail} is bad with other partners too"),
+                _ => format!("{} measured nothing with most of its partners", r.pair.partner(node)),
+            };
+            format!("not counted: {}: {} ({why})", r.pair, r.outcome.short())
         }));
+        let bad_rails = self.rails.bad_rails(node);
+        let rail_blamed = bad_rails.iter().any(|b| b.status == NodeStatus::Fail);
         let status = if let Some(reason) = self.blocked.get(node) {
             evidence.insert(0, format!("bench pods cannot be placed: {reason}"));
             NodeStatus::Unschedulable
         } else if counted.is_empty() {
             NodeStatus::Unknown
-        } else if bad.len() * 2 >= counted.len() {
-            evidence.insert(0, bad_summary(bad.len(), errors, counted.len()));
+        } else if rail_blamed {
+            NodeStatus::Fail
+        } else if bad.len() * 2 >= counted.len() || !bad_rails.is_empty() {
+            if bad.len() * 2 >= counted.len() {
+                evidence.insert(0, bad_summary(bad.len(), errors, counted.len()));
+            }
             NodeStatus::Suspect
         } else {
             NodeStatus::Pass
         };
+        if matches!(status, NodeStatus::Fail | NodeStatus::Suspect) {
+            // The rails first: they name what to fix.
+            evidence.splice(0..0, rails::evidence(node, &bad_rails));
+        }
         let measured = |r: &&&PairResult| matches!(r.outcome, Outcome::Measured { .. });
         let mut bws: Vec<f64> = counted.iter().filter_map(|r| r.outcome.bandwidth()).collect();
         let mut lats: Vec<f64> = counted.iter().filter_map(|r| r.outcome.latency()).collect();
@@ -215,6 +238,7 @@ impl FirstPass<'_> {
             error_pairs: errors,
             data_paths: paths.into_iter().collect(),
             evidence,
+            bad_rails,
         }
     }
 
@@ -395,6 +419,8 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
             || matches!((r.outcome.bandwidth(), floor), (Some(b), Some(f)) if b < f)
             || matches!((r.outcome.latency(), ceiling), (Some(l), Some(c)) if l > c)
     };
+    // Every pass: a suspect rail bad again in the second pass is bad with two partners.
+    let all_rails = rails::Tally::of(results);
     for v in &mut verdicts {
         if v.status != NodeStatus::Suspect {
             continue;
@@ -413,6 +439,18 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
             v.evidence
                 .push(format!("second pass {}: {}", r.pair, r.outcome.short()));
         }
+        let confirmed: Vec<BadRail> = all_rails
+            .bad_rails(&v.node)
+            .into_iter()
+            .filter(|b| b.status == NodeStatus::Fail)
+            .collect();
+        if !confirmed.is_empty() {
+            let lines = rails::evidence(&v.node, &confirmed);
+            v.evidence.splice(0..0, lines);
+            v.bad_rails = confirmed;
+            v.status = NodeStatus::Fail;
+            continue;
+        }
         v.status = if failed == second.len() {
             NodeStatus::Fail
         } else if failed == 0 {
@@ -422,8 +460,13 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
                 } else {
                     "cleared: it passed with nodes that passed; the first-pass failures were its partners'".into()
                 });
+            // Cleared: its rails' failures were its partners' too.
+            v.bad_rails.clear();
             NodeStatus::Pass
         } else {
+            // Still a suspect: its rails as every pass tells them (one whose partner's rail
+            // turned out blamed is no longer its).
+            v.bad_rails = all_rails.bad_rails(&v.node);
             NodeStatus::Suspect
         };
     }

@@ -15,6 +15,7 @@ fn an_intra_node_suspect_runs_its_own_pair_again() {
         error_pairs: 0,
         data_paths: vec![],
         evidence: vec![],
+        bad_rails: vec![],
     };
     let verdicts = [
         v("a", NodeStatus::Pass),
@@ -45,6 +46,7 @@ fn measured(bw: f64, fail: bool) -> Outcome {
         series: vec![],
         latency: vec![],
         warnings: vec![],
+        rails: vec![],
     }
 }
 
@@ -241,6 +243,7 @@ fn with_latency(p50_us: f64, warnings: &[&str]) -> Outcome {
             },
         ],
         warnings: warnings.iter().map(|w| w.to_string()).collect(),
+        rails: vec![],
     }
 }
 
@@ -303,6 +306,7 @@ fn only_small_cases_count_as_latency() {
             p99_us: 9.0,
         }],
         warnings: vec![],
+        rails: vec![],
     };
     assert_eq!(at(8).latency(), Some(9.0));
     assert_eq!(at(64 << 10).latency(), Some(9.0));

@@ -98,6 +98,7 @@ fn measured(bw: f64) -> Outcome {
         series: vec![],
         latency: vec![],
         warnings: vec![],
+        rails: vec![],
     }
 }
 

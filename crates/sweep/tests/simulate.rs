@@ -25,6 +25,7 @@ fn measure(p: &Pair, pass: u8, bad: &BTreeSet<String>, rng: &mut impl Rng) -> Pa
             series: vec![],
             latency: vec![],
             warnings: vec![],
+            rails: vec![],
         },
     }
 }

@@ -29,6 +29,9 @@ pub struct CaseResult {
     /// `engine`, `direction`, `batch`; absent in rows of the UCX engine, so v1 files read as before).
     #[serde(flatten)]
     pub run_by: CaseEngine,
+    /// `pair --rails`: the row of the per-rail table that ran this case (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rail: Option<usize>,
 }
 
 impl CaseResult {

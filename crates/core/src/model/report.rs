@@ -35,6 +35,10 @@ pub struct PairReport {
     /// own defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ucx_profile: Option<UcxProfile>,
+    /// `pair --rails`: the per-rail table, aggregate and findings (then `cases` holds every
+    /// rail's cases, each with its `rail`, and `verdict` rolls up the rails).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rails: Option<Box<crate::rails::RailsOutcome>>,
 }
 
 /// How the UCX engine configures UCX beyond `--ucx-config` and `UCX_*` (`--ucx-profile`).

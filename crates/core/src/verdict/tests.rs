@@ -96,6 +96,7 @@ fn measured(
         transport: Some(classify(info, lanes, memory)),
         verdict: None,
         run_by: Default::default(),
+        rail: None,
     }
 }
 
@@ -111,6 +112,7 @@ fn skipped(memory: MemoryPair) -> CaseResult {
         transport: None,
         verdict: None,
         run_by: Default::default(),
+        rail: None,
     }
 }
 

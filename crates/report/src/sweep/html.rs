@@ -1,6 +1,7 @@
 //! A self-contained HTML report of a sweep (no network fetches: inline CSS and SVG only): the
-//! N×N heatmap of pair bandwidth, the node table with its evidence, the second pass, and one
-//! bandwidth-vs-size plot per pair.
+//! N×N heatmap of pair bandwidth (and beside it, for a whole-node sweep, the node × rail heatmap:
+//! [`super::rails`]), the node table with its evidence, the second pass, and one bandwidth-vs-size
+//! plot per pair.
 
 use crate::format::{ExportError, Exporter};
 use icb_core::checks::ProbeReport;
@@ -9,7 +10,7 @@ use icb_sweep::results::{Outcome, PairResult, SizePoint, SweepResults, gbps};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -17,7 +18,7 @@ fn esc(s: &str) -> String {
 }
 
 /// Red (0) → green (1).
-fn color(frac: f64) -> String {
+pub(crate) fn color(frac: f64) -> String {
     let f = frac.clamp(0.0, 1.0);
     let r = (220.0 * (1.0 - f) + 40.0 * f) as u8;
     let g = (60.0 * (1.0 - f) + 170.0 * f) as u8;
@@ -70,7 +71,8 @@ fn render(r: &SweepResults) -> String {
 body{{font-family:system-ui,sans-serif;margin:24px;color:#222}}table{{border-collapse:collapse}}\
 td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px;height:22px;text-align:center;color:#fff}}\
 .pass{{color:#1a7f37}}.fail{{color:#cf222e}}.suspect{{color:#9a6700}}.unschedulable{{color:#6e7781}}\
-.plots{{display:flex;flex-wrap:wrap;gap:8px}}.plot{{border:1px solid #ddd}}</style></head><body>\
+.plots{{display:flex;flex-wrap:wrap;gap:8px}}.maps{{display:flex;flex-wrap:wrap;gap:24px;align-items:flex-start}}\
+td.rail-cell{{width:42px;height:22px;text-align:center;color:#fff}}.plot{{border:1px solid #ddd}}</style></head><body>\
 <h1>ic-bench sweep {id}</h1><p>schedule {sched}, {n} nodes, {pairs} pairs, started {start}, updated {upd}{partial}</p>",
         id = esc(&r.sweep_id),
         sched = r.schedule.name(),
@@ -88,8 +90,9 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
             (None, true) => String::new(),
         }
     );
-    // Heatmap.
-    h.push_str("<h2>Pair bandwidth (GB/s, worst direction)</h2><table id=\"heatmap\"><tr><th>prefill \\ decode</th>");
+    let verdicts = super::verdicts(r);
+    // Heatmaps: pairs, and beside them the rails of a whole-node sweep.
+    h.push_str("<div class=\"maps\"><div><h2>Pair bandwidth (GB/s, worst direction)</h2><table id=\"heatmap\"><tr><th>prefill \\ decode</th>");
     for d in &r.nodes {
         let _ = write!(h, "<th>{}</th>", esc(d));
     }
@@ -126,11 +129,14 @@ td,th{{border:1px solid #ccc;padding:3px 6px;font-size:12px}}td.cell{{width:34px
         }
         h.push_str("</tr>");
     }
-    h.push_str("</table>");
+    h.push_str("</table></div>");
+    let cells = icb_sweep::rails::node_rails(&r.pairs, &verdicts);
+    h.push_str(&super::rails::html_heatmap(&cells, &r.nodes, &verdicts));
+    h.push_str("</div>");
     // Node table.
     h.push_str("<h2>Nodes</h2><table id=\"nodes\"><tr><th>node</th><th>verdict</th><th>median GB/s</th><th>bad pairs</th><th>data paths</th><th>evidence</th></tr>");
     // While the sweep runs, the first-pass verdicts so far.
-    for v in super::verdicts(r).iter() {
+    for v in verdicts.iter() {
         let _ = write!(
             h,
             "<tr><td>{}</td><td class=\"{s}\">{s}</td><td>{}</td><td>{}/{}</td><td>{}</td><td>{}</td></tr>",
@@ -262,6 +268,7 @@ mod tests {
                     ],
                     latency: vec![],
                     warnings: vec![],
+                    rails: vec![],
                 },
             })
             .collect::<Vec<_>>();

@@ -3,7 +3,8 @@
 //! nothing about the fabric. While the sweep runs, the node cases are the first-pass verdicts so
 //! far (the suites' `complete` property says which). A sweep that stopped early (signal, API
 //! outage) says so: a `stopped` property, one errored `sweep` case with the reason, and no node
-//! case that passes (a pass needs the whole sweep).
+//! case that passes (a pass needs the whole sweep). A whole-node sweep adds a `rails` suite: one
+//! case per node rail ([`super::rails`]).
 
 use crate::format::ExportError;
 use icb_sweep::results::{Outcome, SweepResults, gbps};
@@ -84,8 +85,18 @@ pub(crate) fn render(results: &SweepResults) -> Result<String, ExportError> {
         case.set_classname("node");
         nodes.add_test_case(case);
     }
+    let verdicts = super::verdicts(results);
+    let cells = icb_sweep::rails::node_rails(&results.pairs, &verdicts);
+    let props = [("sweep_id", results.sweep_id.as_str()), ("complete", complete.as_str())];
+    let rails = super::rails::junit_suite(&cells, &verdicts, &props, results.stopped.is_some());
     report.add_test_suite(pairs);
     report.add_test_suite(nodes);
+    if let Some(mut rails) = rails {
+        if let Some(stop) = &results.stopped {
+            rails.add_property(("stopped", stop.reason.as_str()));
+        }
+        report.add_test_suite(rails);
+    }
     report.to_string().map_err(|e| ExportError::Serialize {
         format: "junit",
         detail: e.to_string(),

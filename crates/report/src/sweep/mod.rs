@@ -4,6 +4,7 @@
 pub mod html;
 pub(crate) mod junit;
 pub(crate) mod prometheus;
+pub(crate) mod rails;
 pub(crate) mod table;
 
 use icb_sweep::score::first_pass_verdicts;

@@ -7,6 +7,7 @@
 //! Run metadata: an info gauge (schedule, version, start, `complete`), the start and last-update
 //! times as Unix seconds, pairs planned and done, and — only for a sweep that stopped before its
 //! end — a `stopped{reason}` gauge (1), so an alert can tell an interrupted night from a clean one.
+//! A whole-node sweep adds per node rail gauges ([`super::rails`]).
 
 use crate::format::ExportError;
 use crate::prometheus::{FloatFamily, IntFamily, Labels, finish, labels};
@@ -215,6 +216,13 @@ pub(crate) fn render(r: &SweepResults) -> Result<String, ExportError> {
         if let Some(bps) = v.median_bps {
             f.median.get_or_create(&labels(&[id(), node()])).set(bps);
         }
+    }
+    // Rail families only for a whole-node sweep: an empty family would still print its header.
+    let verdicts = super::verdicts(r);
+    let cells = icb_sweep::rails::node_rails(&r.pairs, &verdicts);
+    if !cells.is_empty() {
+        let rails = super::rails::register(&mut registry);
+        super::rails::fill(&rails, &cells, &r.sweep_id);
     }
     finish(&registry)
 }

@@ -1,9 +1,12 @@
 //! A sweep as a table: the verdict line first (PASS; FAIL naming the failed nodes and, apart,
 //! the suspects; INTERRUPTED or STOPPED for a sweep that did not finish, never PASS), then one row
 //! per node with its median bandwidth and latency, bad pairs (errors counted apart), data paths
-//! and the first line of its evidence (`-o wide`: every line of it).
+//! and the first line of its evidence (`-o wide`: every line of it). A whole-node sweep
+//! (`--rails`) lists the rails the verdicts name below the table, one wrapped line each, since a
+//! rail's NIC name, PCI address and partners do not fit a column.
 
 use crate::format::View;
+use crate::wrap::push_wrapped;
 use icb_sweep::results::{StopReason, gbps};
 use icb_sweep::score::{NodeStatus, NodeVerdict, micros};
 use icb_sweep::{Outcome, SweepResults};
@@ -38,7 +41,26 @@ pub(crate) fn render(r: &SweepResults, view: View) -> String {
             evidence,
         ]);
     }
-    format!("{}\n{t}\n", headline(r, &verdicts))
+    let mut out = format!("{}\n{t}\n", headline(r, &verdicts));
+    bad_rails(&mut out, &verdicts, view);
+    out
+}
+
+/// `Bad rails:` then one line per rail a verdict names, blamed ones (`FAIL`) before suspects.
+fn bad_rails(out: &mut String, verdicts: &[NodeVerdict], view: View) {
+    let mut lines: Vec<(NodeStatus, String)> = verdicts
+        .iter()
+        .flat_map(|v| v.bad_rails.iter().map(|b| (b.status, b.line(&v.node))))
+        .collect();
+    if lines.is_empty() {
+        return;
+    }
+    lines.sort_by_key(|(status, _)| std::cmp::Reverse(*status == NodeStatus::Fail));
+    out.push_str("Bad rails:\n");
+    for (status, line) in lines {
+        let word = if status == NodeStatus::Fail { "FAIL" } else { "SUSPECT" };
+        push_wrapped(out, &format!("  {word} {line}"), view);
+    }
 }
 
 /// `1/3`, or `3/3 (3 err)` when some of them measured nothing: errors are not slowness.

@@ -66,6 +66,7 @@ fn case(
         transport: Some(classify(info, lanes, memory)),
         verdict: None,
         run_by: Default::default(),
+        rail: None,
     }
 }
 
@@ -81,6 +82,7 @@ fn skipped(test: TestKind, memory: MemoryPair, size: u64) -> CaseResult {
         transport: None,
         verdict: None,
         run_by: Default::default(),
+        rail: None,
     }
 }
 
@@ -159,6 +161,7 @@ fn report(
         warnings: vec![],
         partial: None,
         ucx_profile: None,
+        rails: None,
     };
     judge(&mut r);
     r

@@ -40,6 +40,7 @@ fn healthy() -> Outcome {
             p99_us: 4.25,
         }],
         warnings: vec![],
+        rails: vec![],
     }
 }
 
@@ -64,6 +65,7 @@ fn over_tcp() -> Outcome {
             p99_us: 90.0,
         }],
         warnings: vec![],
+        rails: vec![],
     }
 }
 

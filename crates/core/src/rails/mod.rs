@@ -1,8 +1,16 @@
-//! The rail map of a GPU node (`probe node`'s `rail_map`, see `docs/schema.md`): which RDMA NIC
-//! port each GPU should send through, how the two are connected on PCIe, and which NICs were left
-//! out and why. Built by `icb_probe` from sysfs; here only the data and its pure renderings.
+//! Rails: the rail map of a GPU node (`probe node`'s `rail_map`: which RDMA NIC port each GPU
+//! should send through, how the two are connected on PCIe, which NICs were left out and why), the
+//! NICs' byte counters ([`counters`]), and the per-rail result of `pair --rails` ([`outcome`],
+//! judged by [`judge`]). Built by `icb_probe` and `icb_pair`; here only data and pure rules.
 
 use serde::{Deserialize, Serialize};
+
+pub mod counters;
+pub mod judge;
+pub mod outcome;
+
+pub use counters::{CounterKind, CounterSnapshot, NicCounter, NicTraffic};
+pub use outcome::*;
 
 /// How a GPU and a NIC are connected on PCIe, in `nvidia-smi topo -m`'s spelling, closest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -1,0 +1,190 @@
+//! The rails seam on one machine: a local pair (`icb_isolate`) whose two sides are emulated
+//! nodes with K rail NICs each (`--isolation node --rails K`), or this host's own network
+//! devices (`--rail-devices` without isolation). Each row's two ranks are this binary pinned to
+//! the row's devices; the counters are the nodes' own sysfs, read through their mount
+//! namespaces; the rail map is computed by the probe's code from each emulated node's recorded
+//! tree (or from this host's sysfs), exactly as on a real node.
+
+use super::plan::{NodeRailInfo, RailDevices};
+use super::{RailRow, RailSeam};
+use crate::launcher::LaunchError;
+use crate::local::{LocalLauncher, LocalOptions, RankPinning, SidePinning};
+use crate::run::SideRole;
+use icb_core::rails::{CounterSnapshot, RailEnd};
+use icb_isolate::{LocalPair, PairSide};
+use icb_probe::{GatherOptions, LocalSource, NodeSource};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The namespaces of a local rails run, shared by every row; removed by [`LocalRails::cleanup`]
+/// (or on drop).
+pub struct LocalRails {
+    opts: LocalOptions,
+    pair: Option<Arc<LocalPair>>,
+    /// Where each side's node shows its own sysfs: (prefill, decode).
+    sys_roots: (PathBuf, PathBuf),
+}
+
+impl LocalRails {
+    /// Builds the pair (`--isolation node` with `rails` emulated NICs per node; 0 for a run over
+    /// named devices).
+    pub fn create(opts: LocalOptions, rails: usize) -> Result<LocalRails, LaunchError> {
+        let pair = LocalPair::create_with_rails(opts.isolation, icb_isolate::DEFAULT_PREFIX, rails)
+            .map_err(|e| LaunchError::new(e.to_string()))?;
+        let root = |side: &PairSide| pair.sys_root(side).map_err(|e| LaunchError::new(e.to_string()));
+        let sys_roots = (root(pair.prefill())?, root(pair.decode())?);
+        Ok(LocalRails {
+            opts,
+            pair: Some(Arc::new(pair)),
+            sys_roots,
+        })
+    }
+
+    fn pair(&self) -> Result<&Arc<LocalPair>, LaunchError> {
+        self.pair
+            .as_ref()
+            .ok_or_else(|| LaunchError::new("the local rails were already cleaned up"))
+    }
+
+    fn side(&self, role: SideRole) -> Result<(PairSide, PathBuf), LaunchError> {
+        let pair = self.pair()?;
+        Ok(match role {
+            SideRole::Prefill => (pair.prefill().clone(), self.sys_roots.0.clone()),
+            SideRole::Decode => (pair.decode().clone(), self.sys_roots.1.clone()),
+        })
+    }
+
+    /// One side's node for the planner: its rail map (from the node's recorded tree when it is
+    /// emulated, else this host's sysfs) and, per rail, the device its counters show and what
+    /// UCX can open here.
+    pub fn node_info(&self, role: SideRole) -> Result<NodeRailInfo, LaunchError> {
+        let (side, sys_root) = self.side(role)?;
+        let tree = self.pair()?.rail_tree(&side);
+        let src: Box<dyn NodeSource> = match &tree {
+            Some(t) => Box::new(LocalSource::replay(t)),
+            None => Box::new(LocalSource::default()),
+        };
+        let opts = GatherOptions {
+            tool_timeout: Duration::from_secs(5),
+            counter_interval: Duration::ZERO,
+        };
+        let facts = icb_probe::gather(src.as_ref(), &opts);
+        let map = icb_probe::rails::rail_map(src.as_ref(), &facts).unwrap_or_default();
+        let devices = map
+            .rails
+            .iter()
+            .map(|r| {
+                let counter =
+                    icb_probe::counters::counter_device(&sys_root, &r.nic).unwrap_or_else(|| r.nic.port_name());
+                // An RDMA port is opened by its port name; a NIC seen here only as a network
+                // device (an emulated one) by that device.
+                let ucx = if counter.contains(':') {
+                    r.nic.port_name()
+                } else {
+                    counter.clone()
+                };
+                RailDevices { counter, ucx }
+            })
+            .collect();
+        Ok(NodeRailInfo {
+            node: side.host,
+            map,
+            devices,
+        })
+    }
+
+    /// Limits rail `k` of one side's node (`tc tbf`), a slow rail.
+    pub fn limit_rail(&self, role: SideRole, k: usize, rate: &str) -> Result<(), LaunchError> {
+        let (side, _) = self.side(role)?;
+        self.pair()?
+            .limit_rail(&side, k, rate)
+            .map_err(|e| LaunchError::new(e.to_string()))
+    }
+
+    /// Takes rail `k` of one side's node down at its switch port: a dead rail.
+    pub fn cut_rail(&self, role: SideRole, k: usize) -> Result<(), LaunchError> {
+        let (side, _) = self.side(role)?;
+        self.pair()?
+            .cut_rail(&side, k)
+            .map_err(|e| LaunchError::new(e.to_string()))
+    }
+
+    /// The host names of (prefill, decode).
+    pub fn hosts(&self) -> Result<(String, String), LaunchError> {
+        let pair = self.pair()?;
+        Ok((pair.prefill().host.clone(), pair.decode().host.clone()))
+    }
+
+    /// Removes the namespaces. Every row's launcher must be gone (they hold the pair too).
+    pub fn cleanup(&mut self) -> Result<String, LaunchError> {
+        let Some(pair) = self.pair.take() else {
+            return Ok(String::new());
+        };
+        let pair =
+            Arc::try_unwrap(pair).map_err(|_| LaunchError::new("a rail's launcher still holds the local pair"))?;
+        let what = format!("every rank and the namespaces of --isolation {}", pair.isolation());
+        pair.teardown().map_err(|e| LaunchError::new(e.to_string()))?;
+        Ok(what)
+    }
+}
+
+/// The CPUs of a NUMA node, as `taskset -c` takes them; `None` when sysfs does not say.
+fn numa_cpus(node: u32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/sys/devices/system/node/node{node}/cpulist")).ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+/// A rank's pinning: its NIC (`UCX_NET_DEVICES`), its GPU (`CUDA_VISIBLE_DEVICES`, bus order)
+/// and its GPU's (else its NIC's) NUMA node's CPUs.
+pub fn pinning(end: &RailEnd) -> SidePinning {
+    let mut env = vec![("UCX_NET_DEVICES".to_string(), end.ucx_net_devices.clone())];
+    if let Some(gpu) = &end.gpu {
+        env.push(("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()));
+        env.push(("CUDA_VISIBLE_DEVICES".into(), gpu.ordinal.to_string()));
+    }
+    let numa = end.gpu.as_ref().and_then(|g| g.numa_node).or(end.nic.numa_node);
+    SidePinning {
+        env,
+        cpus: numa.and_then(numa_cpus),
+    }
+}
+
+impl RailSeam for LocalRails {
+    type L = LocalLauncher;
+
+    fn launcher(&mut self, row: &RailRow) -> Result<LocalLauncher, LaunchError> {
+        let rank = RankPinning {
+            row: row.index,
+            prefill: pinning(&row.prefill),
+            decode: pinning(&row.decode),
+        };
+        Ok(LocalLauncher::for_rank(self.opts.clone(), self.pair()?.clone(), rank))
+    }
+
+    async fn counters(&mut self, side: SideRole) -> CounterSnapshot {
+        let root = match side {
+            SideRole::Prefill => self.sys_roots.0.clone(),
+            SideRole::Decode => self.sys_roots.1.clone(),
+        };
+        // A few hundred small sysfs reads: off the async threads.
+        match tokio::task::spawn_blocking(move || icb_probe::counters::snapshot(&root)).await {
+            Ok(s) => s,
+            Err(e) => CounterSnapshot {
+                counters: Vec::new(),
+                unreadable: vec![format!("reading the counters failed: {e}")],
+            },
+        }
+    }
+}
+
+impl Drop for LocalRails {
+    fn drop(&mut self) {
+        if self.pair.is_some()
+            && let Err(e) = self.cleanup()
+        {
+            tracing::warn!("cleaning up the local rails: {e}");
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! NIC byte counters on a recorded tree (tests/fixtures/rails/counters, made by generate.py).
+
+use icb_core::rails::NicRef;
+use icb_core::rails::counters::{CounterKind, NicCounter};
+use icb_probe::counters::{counter_device, snapshot};
+use std::path::PathBuf;
+
+fn sys() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rails/counters/sys")
+}
+
+fn find<'a>(c: &'a [NicCounter], device: &str) -> Option<&'a NicCounter> {
+    c.iter().find(|c| c.device == device)
+}
+
+fn nic(name: &str, netdevs: &[&str]) -> NicRef {
+    NicRef {
+        name: name.into(),
+        pci: None,
+        port: 1,
+        state: "ACTIVE/LinkUp".into(),
+        rate_gbps: None,
+        link_layer: None,
+        netdevs: netdevs.iter().map(|s| s.to_string()).collect(),
+        numa_node: None,
+    }
+}
+
+#[test]
+fn ib_port_counters_count_words_of_four_bytes() {
+    let snap = snapshot(&sys());
+    let c = find(&snap.counters, "mlx5_0:1").expect("mlx5_0:1");
+    assert_eq!(
+        c.kind,
+        CounterKind::IbPort,
+        "the port counters win over mlx5's hw_counters"
+    );
+    assert_eq!((c.tx_bytes, c.rx_bytes), (4000, 1000));
+    assert_eq!(c.pci.as_deref(), Some("0000:3b:00.0"));
+    // Its netdev is counted on its own, with the same PCI address.
+    let nd = find(&snap.counters, "ens1np0").expect("ens1np0");
+    assert_eq!((nd.kind, nd.tx_bytes, nd.rx_bytes), (CounterKind::Netdev, 5000, 6000));
+    assert_eq!(nd.pci.as_deref(), Some("0000:3b:00.0"));
+}
+
+#[test]
+fn efa_ports_are_read_from_hw_counters_tx_and_rx_bytes() {
+    let snap = snapshot(&sys());
+    let c = find(&snap.counters, "efa_0:1").expect("efa_0:1");
+    assert_eq!(c.kind, CounterKind::EfaHw);
+    // tx_bytes/rx_bytes (all bytes), not send_bytes or rdma_read_bytes (subsets), and no × 4.
+    assert_eq!((c.tx_bytes, c.rx_bytes), (123_456, 654_321));
+    assert_eq!(c.pci.as_deref(), Some("0000:3c:00.0"));
+}
+
+#[test]
+fn netdevs_are_counted_except_lo_and_virtual_ones_have_no_pci() {
+    let snap = snapshot(&sys());
+    assert!(find(&snap.counters, "lo").is_none(), "{snap:?}");
+    let eth0 = find(&snap.counters, "eth0").expect("eth0");
+    assert_eq!(
+        (eth0.kind, eth0.tx_bytes, eth0.rx_bytes, eth0.pci.clone()),
+        (CounterKind::Netdev, 42, 43, None)
+    );
+    let rail0 = find(&snap.counters, "rail0").expect("rail0");
+    assert_eq!((rail0.tx_bytes, rail0.rx_bytes), (4096, 8192));
+}
+
+#[test]
+fn garbage_and_overflow_are_unreadable_with_a_reason_and_missing_counters_are_absent() {
+    let snap = snapshot(&sys());
+    let mut devices: Vec<&str> = snap.counters.iter().map(|c| c.device.as_str()).collect();
+    devices.sort_unstable();
+    // mlx5_2 (no counters), the netdevs of mlx5_1..3 (no statistics) and nostats0 are absent.
+    assert_eq!(devices, vec!["efa_0:1", "ens1np0", "eth0", "mlx5_0:1", "rail0"]);
+    assert_eq!(snap.unreadable.len(), 3, "{:?}", snap.unreadable);
+    let why = |dev: &str| {
+        snap.unreadable
+            .iter()
+            .find(|u| u.starts_with(&format!("{dev}: ")))
+            .unwrap_or_else(|| panic!("{dev} not unreadable: {:?}", snap.unreadable))
+            .clone()
+    };
+    assert_eq!(
+        why("mlx5_1:1"),
+        "mlx5_1:1: counters/port_rcv_data reads \"n/a\", not a count"
+    );
+    assert!(why("mlx5_3:1").contains("overflows 64 bits"), "{}", why("mlx5_3:1"));
+    assert_eq!(why("bad0"), "bad0: statistics/tx_bytes reads \"lots\", not a count");
+    assert!(snap.unreadable.iter().all(|u| !u.contains('\n')));
+}
+
+#[test]
+fn counter_device_prefers_the_port_then_falls_back_to_a_netdev_with_statistics() {
+    let root = sys();
+    assert_eq!(
+        counter_device(&root, &nic("mlx5_0", &["ens1np0"])).as_deref(),
+        Some("mlx5_0:1")
+    );
+    assert_eq!(counter_device(&root, &nic("efa_0", &[])).as_deref(), Some("efa_0:1"));
+    // An emulated NIC: no RDMA device in the node's sysfs, only its netdev; the first netdev
+    // with readable statistics is taken.
+    assert_eq!(
+        counter_device(&root, &nic("mlx5_9", &["nostats0", "bad0", "rail0", "eth0"])).as_deref(),
+        Some("rail0")
+    );
+    // Port counters that do not parse are not "readable": its netdev has no statistics either.
+    assert_eq!(counter_device(&root, &nic("mlx5_1", &["ens1np1"])), None);
+    assert_eq!(counter_device(&root, &nic("mlx5_2", &[])), None);
+    assert_eq!(
+        counter_device(&root.join("missing"), &nic("mlx5_0", &["ens1np0"])),
+        None
+    );
+}

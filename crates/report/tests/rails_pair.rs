@@ -1,0 +1,139 @@
+//! The per-rail view of `pair --rails` in every format: the table fits 80 and 100 columns and
+//! names the bad rail first, JUnit has a testcase per rail, Prometheus a gauge per rail with
+//! both NICs' PCI addresses.
+
+mod common;
+
+use icb_core::model::{BandwidthUnit, PairReport, VerdictStatus};
+use icb_core::rails::judge::judge_rails;
+use icb_core::rails::{
+    Attribution, AttributionStatus, DeviceShare, NicRef, Phase, RailEnd, RailPattern, RailResult, RailRun,
+    SideAttribution,
+};
+use icb_report::{Format, View, render_pair_in};
+
+fn end(rail: usize, node: &str) -> RailEnd {
+    RailEnd {
+        rail,
+        node: node.into(),
+        gpu: Some(icb_core::rails::GpuRef {
+            ordinal: rail,
+            pci: format!("0000:{:02x}:00.0", 0x19 + 0x10 * rail),
+            numa_node: Some(0),
+        }),
+        nic: NicRef {
+            name: format!("mlx5_{rail}"),
+            pci: Some(format!("0000:{:02x}:00.0", 0x1a + 0x10 * rail)),
+            port: 1,
+            state: "ACTIVE/LinkUp".into(),
+            rate_gbps: Some(400.0),
+            link_layer: Some("InfiniBand".into()),
+            netdevs: vec![],
+            numa_node: Some(0),
+        },
+        relation: Some(icb_core::rails::PcieRelation::Pix),
+        ucx_net_devices: format!("mlx5_{rail}:1"),
+        counter_device: format!("mlx5_{rail}:1"),
+    }
+}
+
+fn side(dev: &str, share: f64) -> SideAttribution {
+    SideAttribution {
+        status: AttributionStatus::Counted,
+        devices: vec![DeviceShare {
+            device: dev.into(),
+            pci: None,
+            rail: None,
+            bytes: (share * 1e9) as u64,
+            share,
+        }],
+        note: None,
+    }
+}
+
+fn rails_report() -> PairReport {
+    let mut r = common::two_nodes_rdma();
+    let rows: Vec<RailResult> = (0..8)
+        .map(|i| {
+            let gbps = if i == 5 { 11.8 } else { 44.0 + (i % 3) as f64 };
+            let run = RailRun {
+                bandwidth_bps: Some(gbps * 1e9),
+                status: VerdictStatus::Pass,
+                reason: "ok".into(),
+                app_bytes: 1_000_000_000,
+                data_path: Some(format!("rc_mlx5/mlx5_{i}:1")),
+                error: None,
+            };
+            RailResult {
+                index: i,
+                prefill: end(i, "gpu-1"),
+                decode: end(i, "gpu-2"),
+                alone: (i == 5).then(|| run.clone()),
+                concurrent: run,
+                line_rate_share: None,
+                attribution: Some(Attribution {
+                    phase: if i == 5 { Phase::Alone } else { Phase::Concurrent },
+                    app_bytes: 1_000_000_000,
+                    prefill: side(&format!("mlx5_{i}:1"), 1.02),
+                    decode: side(&format!("mlx5_{i}:1"), 1.02),
+                }),
+                status: VerdictStatus::Pass,
+            }
+        })
+        .collect();
+    let outcome = judge_rails(RailPattern::Aligned, rows, 0.2, BandwidthUnit::GBps);
+    r.verdict.status = VerdictStatus::Fail;
+    r.verdict.reason = outcome.findings[0].text.clone();
+    r.verdict.hint = outcome.findings[0].fix.clone();
+    r.rails = Some(Box::new(outcome));
+    r
+}
+
+#[test]
+fn the_rail_table_fits_the_terminal_and_names_the_bad_rail_first() {
+    let r = rails_report();
+    for width in [80u16, 100] {
+        // Figures keep their units on their line (no-break spaces); compare as a reader sees it.
+        let text = render_pair_in(&r, Format::Table, View { width, wide: false })
+            .unwrap()
+            .replace('\u{a0}', " ");
+        for line in text.lines() {
+            assert!(line.chars().count() <= width as usize, "{width}: {line:?}\n{text}");
+        }
+        assert!(
+            text.starts_with("FAIL: rail 5: gpu-1:GPU5 mlx5_5 (0000:6a:00.0)"),
+            "{text}"
+        );
+        assert!(text.contains("0000:6a:00.0"), "NIC name and PCI in the row: {text}");
+        assert!(text.contains("aggregate 324.80 GB/s over 8 rails"), "{text}");
+        assert!(text.contains("FAIL rail 5:"), "{text}");
+        assert!(!text.contains("tag_lat"), "cases only with -o wide: {text}");
+    }
+    let wide = render_pair_in(&r, Format::Table, View { width: 100, wide: true }).unwrap();
+    assert!(wide.contains("0000:6a:00.0"), "{wide}");
+    assert!(wide.contains("Bandwidth"), "-o wide adds the cases: {wide}");
+}
+
+#[test]
+fn junit_and_prometheus_carry_each_rail() {
+    let r = rails_report();
+    let xml = render_pair_in(&r, Format::Junit, View::default()).unwrap();
+    assert_eq!(xml.matches("classname=\"ic-bench.pair.rail\"").count(), 8, "{xml}");
+    assert_eq!(xml.matches("<failure").count(), 1, "only rail 5 fails: {xml}");
+    let prom = render_pair_in(&r, Format::Prometheus, View::default()).unwrap();
+    let rail5: Vec<&str> = prom
+        .lines()
+        .filter(|l| l.starts_with("icbench_rail_status{") && l.contains("rail=\"5\""))
+        .collect();
+    assert_eq!(rail5.len(), 1, "{prom}");
+    assert!(
+        rail5[0].contains("prefill_pci=\"0000:6a:00.0\"") && rail5[0].ends_with(" 2"),
+        "{}",
+        rail5[0]
+    );
+    assert!(prom.contains("icbench_rails_aggregate_bytes_per_second"), "{prom}");
+    let json = render_pair_in(&r, Format::Json, View::default()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["rails"]["rails"][5]["status"], "fail");
+    assert_eq!(v["rails"]["findings"][0]["kind"], "below_median");
+}
