@@ -273,6 +273,7 @@ mod tests {
             series: vec![],
             latency: vec![],
             warnings: vec![],
+            rails: vec![],
         }
     }
 
