@@ -264,7 +264,7 @@ impl icb_gate::GateSteps for KubeGate<'_> {
                 .into_iter()
                 .filter_map(|(side, pod)| pod.model.as_ref().map(|m| (side.to_string(), m.source.clone())))
                 .collect(),
-            notes: prepared.notes.clone(),
+            notes: prepared.notes.iter().map(ToString::to_string).collect(),
         };
         self.cluster = Some(cluster);
         self.launcher = Some(launcher);

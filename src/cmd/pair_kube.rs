@@ -202,14 +202,15 @@ fn print_pods(cmd: &PairCommand, launcher: &KubeLauncher, format: PodsFormat) ->
     Ok(icb_core::exit::OK)
 }
 
-/// The preparation's notes on stderr; returns those the report keeps as warnings.
+/// The preparation's notes on stderr; returns those the report keeps as warnings (which pod a
+/// selector picked and the device defaults are not findings about the run).
 fn show_notes(prepared: &icb_kube::pair::Prepared) -> Vec<String> {
+    use icb_kube::pair::NoteKind;
     for note in &prepared.notes {
         // Device defaults are shown by --dry-run and at -v; stderr stays one line on errors.
-        if note.contains("requesting") {
-            tracing::info!("{note}");
-        } else {
-            eprintln!("ic-bench: {note}");
+        match note.kind {
+            NoteKind::DeviceDefault => tracing::info!("{note}"),
+            NoteKind::PodPicked | NoteKind::Other => eprintln!("ic-bench: {note}"),
         }
     }
     tracing::info!(
@@ -221,7 +222,7 @@ fn show_notes(prepared: &icb_kube::pair::Prepared) -> Vec<String> {
     prepared
         .notes
         .iter()
-        .filter(|n| !n.contains("picked") && !n.contains("requesting"))
+        .filter(|n| n.kind == NoteKind::Other)
         .map(|n| format!("kubernetes: {n}"))
         .collect()
 }

@@ -118,6 +118,39 @@ impl SideTemplates {
     }
 }
 
+/// What a preparation note is about, so that callers decide on the kind, never on the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoteKind {
+    /// Which pod a selector picked among several.
+    PodPicked,
+    /// A device request defaulted from what the node advertises (`--gpus`/`--rdma` change it).
+    DeviceDefault,
+    /// What the model did not carry over, where it came from, a node that could not be read.
+    Other,
+}
+
+/// One line about how the pods were decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub kind: NoteKind,
+    pub text: String,
+}
+
+impl Note {
+    fn other(text: String) -> Note {
+        Note {
+            kind: NoteKind::Other,
+            text,
+        }
+    }
+}
+
+impl std::fmt::Display for Note {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
 /// Targets resolved and both pods decided; what `--dry-run` prints and a real run creates.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -126,8 +159,9 @@ pub struct Prepared {
     pub prefill: Resolved,
     pub server: BenchPod,
     pub client: BenchPod,
-    /// What was not copied from the reference pods, and which pod a selector picked.
-    pub notes: Vec<String>,
+    /// What was not copied from the reference pods, which pod a selector picked, which devices
+    /// were requested by default.
+    pub notes: Vec<Note>,
 }
 
 impl Prepared {
@@ -201,22 +235,25 @@ pub async fn prepare_with_templates(
     let mut notes = Vec::new();
     let mut model = |r: &Resolved, template: Option<&TransportSpec>, side: &str| -> Option<TransportSpec> {
         if let Some(n) = &r.note {
-            notes.push(format!("{side}: {n}"));
+            notes.push(Note {
+                kind: NoteKind::PodPicked,
+                text: format!("{side}: {n}"),
+            });
         }
         let spec = match (&r.reference, template) {
             (Some(p), Some(t)) => {
-                notes.push(format!(
+                notes.push(Note::other(format!(
                     "{side}: modelled on the running pod/{}, not on {}",
                     p.metadata.name.as_deref().unwrap_or_default(),
                     t.source
-                ));
+                )));
                 TransportSpec::from_pod(p)
             }
             (Some(p), None) => TransportSpec::from_pod(p),
             (None, Some(t)) => t.clone(),
             (None, None) => return None,
         };
-        notes.extend(spec.not_copied.iter().map(|n| format!("{side}: {n}")));
+        notes.extend(spec.not_copied.iter().map(|n| Note::other(format!("{side}: {n}"))));
         Some(spec)
     };
     let server_model = model(&decode, templates.decode.as_ref(), "decode");
@@ -322,19 +359,22 @@ fn choose_devices(
     advertised: Option<
         Result<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>, String>,
     >,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
     name: &str,
 ) -> DeviceChoice {
     let advertised = match advertised {
         Some(Ok(r)) => Some(r),
         Some(Err(why)) => {
-            notes.push(format!("{name}: {why}"));
+            notes.push(Note::other(format!("{name}: {why}")));
             None
         }
         None => None,
     };
     let choice = devices::decide(&plan.devices, advertised.as_ref(), modelled);
-    notes.extend(choice.notes.iter().map(|n| format!("{name}: node {}: {n}", side.node)));
+    notes.extend(choice.notes.iter().map(|n| Note {
+        kind: NoteKind::DeviceDefault,
+        text: format!("{name}: node {}: {n}", side.node),
+    }));
     choice
 }
 
@@ -350,6 +390,41 @@ pub fn join_host_port(ip: &str, port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn device_defaults_and_unreadable_nodes_are_told_apart_by_kind() {
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let plan = BenchPodsPlan::new(
+            Target::Node("n1".into()),
+            Target::Node("n2".into()),
+            "r1".into(),
+            "img".into(),
+            Duration::from_secs(60),
+            Duration::from_secs(30),
+            vec![],
+        );
+        let side = Resolved {
+            target: Target::Node("n1".into()),
+            node: "n1".into(),
+            reference: None,
+            modelled_on: None,
+            note: None,
+        };
+        let gpus = std::collections::BTreeMap::from([(devices::NVIDIA_GPU.to_string(), Quantity("8".into()))]);
+        let mut notes = Vec::new();
+        choose_devices(&plan, &side, false, Some(Ok(gpus)), &mut notes, "server");
+        choose_devices(
+            &plan,
+            &side,
+            false,
+            Some(Err("cannot read node n1".into())),
+            &mut notes,
+            "client",
+        );
+        let kinds: Vec<NoteKind> = notes.iter().map(|n| n.kind).collect();
+        assert_eq!(kinds, [NoteKind::DeviceDefault, NoteKind::Other]);
+        assert_eq!(notes[1].to_string(), "client: cannot read node n1");
+    }
 
     #[test]
     fn ipv6_addresses_are_bracketed() {
