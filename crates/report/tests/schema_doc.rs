@@ -17,7 +17,11 @@ fn blocks(lang: &str) -> Vec<String> {
 #[test]
 fn pair_example_is_a_judged_report() {
     let json = blocks("json");
-    assert_eq!(json.len(), 5, "one pair, one rails, one probe, one rail map and one gate example");
+    assert_eq!(
+        json.len(),
+        5,
+        "one pair, one rails, one probe, one rail map and one gate example"
+    );
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
     let mut rejudged = report.clone();
