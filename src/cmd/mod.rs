@@ -17,6 +17,7 @@ pub mod pair_local;
 pub mod pair_rails;
 pub mod probe;
 pub mod progress;
+pub mod rail_info;
 pub mod report_out;
 pub mod serve;
 pub mod sweep;
