@@ -15,6 +15,7 @@ pub mod pair_inplace;
 pub mod pair_kube;
 pub mod pair_local;
 pub mod pair_rails;
+pub mod pair_rails_kube;
 pub mod probe;
 pub mod progress;
 pub mod rail_info;

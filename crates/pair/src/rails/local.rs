@@ -104,18 +104,27 @@ fn numa_cpus(node: u32) -> Option<String> {
     (!text.is_empty()).then(|| text.to_string())
 }
 
-/// A rank's pinning: its NIC (`UCX_NET_DEVICES`), its GPU (`CUDA_VISIBLE_DEVICES`, bus order)
-/// and its GPU's (else its NIC's) NUMA node's CPUs.
-pub fn pinning(end: &RailEnd) -> SidePinning {
+/// A rank's environment: its NIC (`UCX_NET_DEVICES`) and its GPU (`CUDA_VISIBLE_DEVICES`, bus
+/// order).
+pub fn rank_env(end: &RailEnd) -> Vec<(String, String)> {
     let mut env = vec![("UCX_NET_DEVICES".to_string(), end.ucx_net_devices.clone())];
     if let Some(gpu) = &end.gpu {
         env.push(("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()));
         env.push(("CUDA_VISIBLE_DEVICES".into(), gpu.ordinal.to_string()));
     }
-    let numa = end.gpu.as_ref().and_then(|g| g.numa_node).or(end.nic.numa_node);
+    env
+}
+
+/// The NUMA node whose CPUs a rank runs on: its GPU's, else its NIC's.
+pub fn rank_numa(end: &RailEnd) -> Option<u32> {
+    end.gpu.as_ref().and_then(|g| g.numa_node).or(end.nic.numa_node)
+}
+
+/// A rank's pinning here: [`rank_env`] and [`rank_numa`]'s CPUs.
+pub fn pinning(end: &RailEnd) -> SidePinning {
     SidePinning {
-        env,
-        cpus: numa.and_then(numa_cpus),
+        env: rank_env(end),
+        cpus: rank_numa(end).and_then(numa_cpus),
     }
 }
 
