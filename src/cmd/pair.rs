@@ -109,7 +109,7 @@ impl PairCommand {
             anyhow::bail!("--rails runs bench pods on whole nodes, not --in-place: drop one");
         }
         let target = if args.rails.wanted() && !args.local {
-            PairTarget::KubeRails(Box::new(super::pair_rails_kube::target(&args, &mut plan)?))
+            PairTarget::KubeRails(Box::new(super::pair_rails_kube::target(&args, &plan)?))
         } else if args.local && args.rails.wanted() {
             let opts = super::pair_local::options(&args, &mut plan)?;
             PairTarget::LocalRails(Box::new(super::pair_rails::target(&args.rails, opts)?))

@@ -24,12 +24,8 @@ pub struct KubeRailsTarget {
     pub alone: AloneRuns,
 }
 
-/// Most rows a run can have (16 rails, cross: 16 rounds, each row maybe alone again): the pods'
-/// lifetime backstop is this many pair deadlines.
-const MAX_ROW_RUNS: u32 = 16 * 16 * 2;
-
 /// Reads the rails flags of a Kubernetes run (`--prefill node/A --decode node/B`).
-pub fn target(args: &super::pair::Args, plan: &mut icb_pair::PairPlan) -> anyhow::Result<KubeRailsTarget> {
+pub fn target(args: &super::pair::Args, plan: &icb_pair::PairPlan) -> anyhow::Result<KubeRailsTarget> {
     let rails = &args.rails;
     let k = &args.kube;
     let (prefill, decode) = super::pair_kube::targets(args)?;
@@ -65,27 +61,23 @@ pub fn target(args: &super::pair::Args, plan: &mut icb_pair::PairPlan) -> anyhow
         _ => rails.rail_devices.clone(),
     };
     let run_id = icb_kube::podspec::run_id_or_new(k.run_id.as_deref()).map_err(anyhow::Error::msg)?;
-    let request_timeout = k.cluster.request_timeout;
-    let row = icb_pair::PairPlan::deadline_for(&plan.settings);
     let start_timeout = k.timeout.unwrap_or(Duration::from_secs(300));
-    let lifetime = start_timeout + row.saturating_mul(MAX_ROW_RUNS).min(Duration::from_secs(24 * 3600));
+    let image = k.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
+    let mut pods = KubeRailsPlan::new(
+        (prefill, decode),
+        run_id,
+        image,
+        start_timeout,
+        k.cluster.request_timeout,
+        plan,
+    );
+    pods.image_pull_policy = k.image_pull_policy.map(|p| p.as_str().to_string());
+    pods.privileged = k.privileged;
+    pods.service_account = k.service_account.clone();
+    pods.side_args = args.engine.side_flags();
     Ok(KubeRailsTarget {
         cluster: k.cluster.clone(),
-        pods: KubeRailsPlan {
-            prefill_node: prefill.clone(),
-            decode_node: decode.clone(),
-            run_id,
-            image: k.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
-            image_pull_policy: k.image_pull_policy.map(|p| p.as_str().to_string()),
-            privileged: k.privileged,
-            service_account: k.service_account.clone(),
-            start_timeout,
-            exec_timeout: Duration::from_secs(60).max(request_timeout),
-            cleanup_timeout: icb_kube::pair::cleanup_timeout(request_timeout),
-            lifetime,
-            side_timeout: plan.startup_timeout + row,
-            side_args: args.engine.side_flags(),
-        },
+        pods,
         selection,
         told,
         pattern: rails.pattern(),

@@ -62,6 +62,45 @@ pub struct KubeRailsPlan {
     pub side_timeout: Duration,
     /// The engine selection both sides get (`--engine nixl`, `--ucx-profile`, …).
     pub side_args: Vec<String>,
+    /// Labels on top of the standard ones (a sweep's id).
+    pub extra_labels: BTreeMap<String, String>,
+}
+
+/// Most row runs of one rails run (16 rails, the cross pattern's 16 rounds, each row maybe alone
+/// again): the pods' lifetime backstop is this many row deadlines.
+const MAX_ROW_RUNS: u32 = 16 * 16 * 2;
+
+impl KubeRailsPlan {
+    /// A plan with the deadlines that follow from the pair plan each row runs (`pair`): the pods
+    /// start within `start_timeout`, each exec opens within a minute (or the request timeout),
+    /// each row's decode side waits for its client as long as the row may take.
+    pub fn new(
+        nodes: (&str, &str),
+        run_id: String,
+        image: String,
+        start_timeout: Duration,
+        request_timeout: Duration,
+        pair: &crate::PairPlan,
+    ) -> KubeRailsPlan {
+        let row = crate::PairPlan::deadline_for(&pair.settings);
+        let lifetime = start_timeout + row.saturating_mul(MAX_ROW_RUNS).min(Duration::from_secs(24 * 3600));
+        KubeRailsPlan {
+            prefill_node: nodes.0.to_string(),
+            decode_node: nodes.1.to_string(),
+            run_id,
+            image,
+            image_pull_policy: None,
+            privileged: false,
+            service_account: None,
+            start_timeout,
+            exec_timeout: Duration::from_secs(60).max(request_timeout),
+            cleanup_timeout: icb_kube::pair::cleanup_timeout(request_timeout),
+            lifetime,
+            side_timeout: pair.startup_timeout + row,
+            side_args: Vec::new(),
+            extra_labels: BTreeMap::new(),
+        }
+    }
 }
 
 /// The two bench pods of a rails run, shared by every row.
@@ -127,7 +166,7 @@ impl KubeRails {
             host_ipc: false,
             host_pid: false,
             service_account: self.plan.service_account.clone(),
-            extra_labels: BTreeMap::new(),
+            extra_labels: self.plan.extra_labels.clone(),
         }
         .build();
         // It only holds the devices; the ranks are exec'd into it.
@@ -169,9 +208,10 @@ impl KubeRails {
         let mut workers = Vec::new();
         for (node, pod) in &pods {
             let name = pod.metadata.name.clone().unwrap_or_default();
-            let (_, ip) = lifecycle::wait_running(&self.cluster, &name, until)
-                .await
-                .map_err(launch_error)?;
+            let (_, ip) = match lifecycle::wait_running(&self.cluster, &name, until).await {
+                Ok(running) => running,
+                Err(e) => return Err(self.not_running(&name, node, e).await),
+            };
             workers.push(Worker {
                 pod: name,
                 node: node.clone(),
@@ -184,6 +224,23 @@ impl KubeRails {
         let prefill = workers.pop();
         self.pods = prefill.zip(decode);
         Ok(())
+    }
+
+    /// Why a pod did not run: by its status when it is one the scheduler cannot place (then a
+    /// sweep records it as such, not as a fabric failure), else the wait's error.
+    async fn not_running(&self, name: &str, node: &str, e: KubeError) -> LaunchError {
+        let pods = self.cluster.pods();
+        let seen = self.cluster.call(&format!("get pod {name}"), || pods.get(name)).await;
+        match seen {
+            Ok(pod) if lifecycle::unschedulable(&pod) => LaunchError::of(
+                LaunchFailure::Unschedulable {
+                    pod: name.to_string(),
+                    node: Some(node.to_string()),
+                },
+                e.to_string(),
+            ),
+            _ => launch_error(e),
+        }
     }
 
     fn worker(&self, role: SideRole) -> Result<&Worker, LaunchError> {
