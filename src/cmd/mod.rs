@@ -24,6 +24,7 @@ pub mod serve;
 pub mod sweep;
 mod sweep_flow;
 mod sweep_labels;
+mod sweep_rails;
 mod sweep_resume;
 mod sweep_run;
 pub mod version;

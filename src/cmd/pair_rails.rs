@@ -61,7 +61,7 @@ pub enum AloneArg {
     All,
 }
 
-fn parse_percent(s: &str) -> Result<f64, String> {
+pub fn parse_percent(s: &str) -> Result<f64, String> {
     let n = s.trim().trim_end_matches('%').trim();
     match n.parse::<f64>() {
         Ok(v) if (0.0..100.0).contains(&v) => Ok(v / 100.0),

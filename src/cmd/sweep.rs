@@ -108,6 +108,15 @@ pub struct Args {
     #[command(flatten)]
     pub exports: super::export_args::ExportArgs,
 
+    /// Whole-node mode: each node pair runs every GPU↔NIC rail at once (one pod per node holding
+    /// all of its GPUs and RDMA devices): `auto` (the nodes' rail maps) or `gpu0=mlx5_0,…`
+    #[arg(long, value_name = "auto|gpuN=NIC,…")]
+    pub rails: Option<String>,
+
+    /// With --rails: a rail more than this far below its node pair's median fails (e.g. 20%)
+    #[arg(long, value_name = "PERCENT", requires = "rails", value_parser = super::pair_rails::parse_percent)]
+    pub rail_margin: Option<f64>,
+
     /// Print the plan (rounds, pairs, pods at once, estimated wall) and run nothing
     #[arg(long)]
     pub dry_run: bool,
@@ -200,6 +209,13 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         print!("{}", plan_text(&r));
         return Ok(icb_core::exit::OK);
     }
+    let rails = match &args.rails {
+        Some(text) => Some(super::sweep_rails::RailsJob {
+            selection: text.parse::<icb_pair::rails::RailSelection>()?,
+            margin: args.rail_margin.unwrap_or(0.2),
+        }),
+        None => None,
+    };
     let interrupt = Interrupt::install()?;
     let rt = super::common::runtime()?;
     rt.block_on(async {
@@ -233,6 +249,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
                 side_flags: args.engine.side_flags(),
                 devices: args.devices.request(),
                 budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),
+                rails,
             },
             token,
         };
