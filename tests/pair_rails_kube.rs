@@ -167,7 +167,12 @@ fn a_slow_rail_on_one_node_is_named() {
         assert_ne!(rails.rails[i].status, VerdictStatus::Fail, "{:?}", rails.rails[i]);
     }
     let first = &rails.findings[0];
-    assert_eq!((first.kind, first.rail), (RailFindingKind::BelowMedian, Some(1)), "{:?}", rails.findings);
+    assert_eq!(
+        (first.kind, first.rail),
+        (RailFindingKind::BelowMedian, Some(1)),
+        "{:?}",
+        rails.findings
+    );
     let verdict = report(&run).verdict;
     assert!(verdict.reason.starts_with("rail 1: gpu-1:mlx5_1"), "{}", verdict.reason);
     assert_nothing_left(&cluster);
@@ -235,7 +240,11 @@ fn ctrl_c_during_a_kubernetes_rails_run_leaves_no_pod_and_no_rank() {
     let out = wait_output(child, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
-    assert!(sent.elapsed() < Duration::from_secs(30), "cleanup took {:?}", sent.elapsed());
+    assert!(
+        sent.elapsed() < Duration::from_secs(30),
+        "cleanup took {:?}",
+        sent.elapsed()
+    );
     let line = stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
     assert!(line.contains("deleted 2 ic-bench pod(s)"), "{stderr}");
     assert_nothing_left(&cluster);
@@ -258,7 +267,16 @@ fn unknown_gpus_and_nodes_without_rails_are_refused_in_one_line() {
             "give two different nodes",
         ),
         (
-            vec!["--prefill", "node/a", "--decode", "node/b", "--rails", "auto", "--gpus", "1"],
+            vec![
+                "--prefill",
+                "node/a",
+                "--decode",
+                "node/b",
+                "--rails",
+                "auto",
+                "--gpus",
+                "1",
+            ],
             "--gpus/--rdma/--resource does not apply to --rails",
         ),
     ] {
@@ -279,12 +297,23 @@ fn unknown_gpus_and_nodes_without_rails_are_refused_in_one_line() {
     };
     let run = run_pair(
         &cluster,
-        &["--prefill", "node/gpu-1", "--decode", "node/gpu-2", "--rails", "gpu0=mlx5_0"],
+        &[
+            "--prefill",
+            "node/gpu-1",
+            "--decode",
+            "node/gpu-2",
+            "--rails",
+            "gpu0=mlx5_0",
+        ],
         LIMIT,
     );
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
-    assert!(run.stderr.contains("gpu-1 has no GPU gpu0 (it has none)"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("gpu-1 has no GPU gpu0 (it has none)"),
+        "{}",
+        run.stderr
+    );
     assert!(cluster.pods().is_empty());
     drop(cluster);
     let Some(plain) = rails_cluster(
@@ -300,6 +329,10 @@ fn unknown_gpus_and_nodes_without_rails_are_refused_in_one_line() {
     );
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
-    assert!(run.stderr.contains("the rail map of gpu-1 has no usable NIC"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("the rail map of gpu-1 has no usable NIC"),
+        "{}",
+        run.stderr
+    );
     assert!(plain.pods().is_empty());
 }

@@ -16,7 +16,9 @@ fn a_six_node_rails_sweep_names_the_node_with_a_slow_rail() {
         return;
     }
     let config = (1..=6)
-        .fold(ClusterConfig::new(), |c, i| c.node(NodeConfig::new(format!("node-{i}"))))
+        .fold(ClusterConfig::new(), |c, i| {
+            c.node(NodeConfig::new(format!("node-{i}")))
+        })
         .rails(3)
         .slow_rail("node-3", 1, "30mbit");
     let cluster = cluster_with(config);
@@ -25,12 +27,7 @@ fn a_six_node_rails_sweep_names_the_node_with_a_slow_rail() {
     let started = Instant::now();
     let (code, out, err) = run_sweep(
         &cluster,
-        &[
-            "--rails",
-            "auto",
-            "--results",
-            results.to_str().unwrap(),
-        ],
+        &["--rails", "auto", "--results", results.to_str().unwrap()],
         Duration::from_secs(600),
     );
     eprintln!("sweep took {:.1}s\n{err}", started.elapsed().as_secs_f64());
@@ -51,7 +48,12 @@ fn a_six_node_rails_sweep_names_the_node_with_a_slow_rail() {
     assert_eq!(verdicts.len(), 6);
     // Every pair of the first pass ran its three rails (put_bw and get_bw each); each failed
     // pair names node-3's rail 1 first.
-    let first: Vec<&Value> = r["pairs"].as_array().unwrap().iter().filter(|p| p["pass"] == 1).collect();
+    let first: Vec<&Value> = r["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pass"] == 1)
+        .collect();
     assert_eq!(first.len(), 15, "all pairs of six nodes");
     for p in &first {
         let measured = &p["outcome"];

@@ -50,7 +50,9 @@ pub fn target(args: &super::pair::Args, plan: &icb_pair::PairPlan) -> anyhow::Re
     }
     let selection = match (rails.rails.as_deref(), &rails.rail_devices) {
         (Some(text), _) if text.trim().parse::<usize>().is_ok() => {
-            anyhow::bail!("--rails {text} emulates rail NICs: use it with --local --isolation node; on Kubernetes give --rails auto")
+            anyhow::bail!(
+                "--rails {text} emulates rail NICs: use it with --local --isolation node; on Kubernetes give --rails auto"
+            )
         }
         (Some(text), _) => text.parse::<RailSelection>()?,
         (None, Some(devs)) => RailSelection::Devices(devs.clone()),

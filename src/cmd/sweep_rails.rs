@@ -25,7 +25,13 @@ enum Failed {
 }
 
 impl Sweeper {
-    pub(super) async fn measure_rails(&self, rails: &RailsJob, pair: &Pair, run_id: &str, stop: &CancellationToken) -> PairEnd {
+    pub(super) async fn measure_rails(
+        &self,
+        rails: &RailsJob,
+        pair: &Pair,
+        run_id: &str,
+        stop: &CancellationToken,
+    ) -> PairEnd {
         let job = &self.job;
         let mut plan = PairPlan::new(job.settings.clone(), job.expectation.clone());
         plan.set_deadlines(Deadlines::local(&job.settings, std::time::Duration::from_secs(60)));
@@ -77,7 +83,8 @@ async fn rails_pair(
     let prefill = seam.node_info(SideRole::Prefill).await.map_err(Failed::Launch)?;
     let decode = seam.node_info(SideRole::Decode).await.map_err(Failed::Launch)?;
     let pattern = icb_core::rails::RailPattern::Aligned;
-    let rows = plan_rows(&prefill, &decode, &rails.selection, None, pattern).map_err(|e| Failed::Other(e.to_string()))?;
+    let rows =
+        plan_rows(&prefill, &decode, &rails.selection, None, pattern).map_err(|e| Failed::Other(e.to_string()))?;
     let plan = RailsPlan {
         pair: pair.clone(),
         rows,

@@ -133,7 +133,12 @@ impl NodeFabric {
             .slow_rails
             .iter()
             .try_for_each(|(node, k, rate)| self.limit_rail(node, *k, rate))
-            .and_then(|()| config.dead_rails.iter().try_for_each(|(node, k)| self.cut_rail(node, *k)));
+            .and_then(|()| {
+                config
+                    .dead_rails
+                    .iter()
+                    .try_for_each(|(node, k)| self.cut_rail(node, *k))
+            });
         match applied {
             Ok(()) => Ok(self),
             Err(e) => {

@@ -502,13 +502,15 @@ async fn run(
     // Built on this thread, which lives as long as the cluster: the node inits die with it.
     let fabric = match config.isolation {
         Isolation::Host => None,
-        Isolation::Namespaces => match NodeFabric::create(&names, config.rails).and_then(|f| f.with_rail_faults(&config)) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                let _ = ready.send(Err(e));
-                return;
+        Isolation::Namespaces => {
+            match NodeFabric::create(&names, config.rails).and_then(|f| f.with_rail_faults(&config)) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
             }
-        },
+        }
     };
     let run_tag = match &fabric {
         Some(f) => f.tag().clone(),

@@ -195,7 +195,10 @@ impl KubeRails {
                 format!("node {node} advertises no GPU or RDMA device: its pod requests none")
             } else {
                 let list: Vec<String> = devices.iter().map(|(n, q)| format!("{} {n}", q.0)).collect();
-                format!("the pod on node {node} requests all of its devices: {}", list.join(", "))
+                format!(
+                    "the pod on node {node} requests all of its devices: {}",
+                    list.join(", ")
+                )
             });
             let pod = self.pod(&node, role, devices);
             pods.push((node, pod));
@@ -257,7 +260,12 @@ impl KubeRails {
     /// `ic-bench rail-info ARGS` in one side's pod, its one JSON line read.
     async fn rail_info(&self, role: SideRole, counters: bool) -> Result<RailInfoLine, String> {
         let w = self.worker(role).map_err(|e| e.to_string())?;
-        let mut command = vec!["ic-bench".to_string(), "rail-info".into(), "--node".into(), w.node.clone()];
+        let mut command = vec![
+            "ic-bench".to_string(),
+            "rail-info".into(),
+            "--node".into(),
+            w.node.clone(),
+        ];
         if counters {
             command.push("--counters".into());
         }
@@ -275,7 +283,8 @@ impl KubeRails {
         }
         let stdout = out.stdout_lossy();
         let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or_default();
-        serde_json::from_str(line).map_err(|e| format!("`ic-bench rail-info` in pod {} printed no rail info: {e}", w.pod))
+        serde_json::from_str(line)
+            .map_err(|e| format!("`ic-bench rail-info` in pod {} printed no rail info: {e}", w.pod))
     }
 
     /// One side's node for the planner, from its pod.
@@ -467,7 +476,15 @@ impl Launcher for KubeRailLauncher {
 
     async fn start_decode(&mut self) -> Result<InPlaceSide, LaunchError> {
         let idle = format!("{}s", self.side_timeout.as_secs().max(1));
-        let args = ["serve", "--listen", "0.0.0.0:0", "--once", "--idle-timeout", &idle, "--side-events"];
+        let args = [
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--once",
+            "--idle-timeout",
+            &idle,
+            "--side-events",
+        ];
         self.exec("decode", args.map(String::from).to_vec()).await
     }
 
@@ -477,9 +494,17 @@ impl Launcher for KubeRailLauncher {
             .map_err(|e| LaunchError::new(e.to_string()))?
             .port();
         let ip = self.decode.0.ip.clone().ok_or_else(|| {
-            LaunchError::new(format!("pod/{} has no pod IP: wait until it is Running", self.decode.0.pod))
+            LaunchError::new(format!(
+                "pod/{} has no pod IP: wait until it is Running",
+                self.decode.0.pod
+            ))
         })?;
-        let args = vec!["connect".into(), join_host_port(&ip, port), "--plan".into(), plan.to_json()];
+        let args = vec![
+            "connect".into(),
+            join_host_port(&ip, port),
+            "--plan".into(),
+            plan.to_json(),
+        ];
         self.exec("prefill", args).await
     }
 
@@ -535,7 +560,10 @@ mod tests {
     #[test]
     fn a_ranks_pinning_is_quoted_for_the_shell() {
         let pinning = PodPinning {
-            env: vec![("UCX_NET_DEVICES".into(), "mlx5_0:1".into()), ("X".into(), "a'b".into())],
+            env: vec![
+                ("UCX_NET_DEVICES".into(), "mlx5_0:1".into()),
+                ("X".into(), "a'b".into()),
+            ],
             numa: Some(1),
         };
         let cmd = rank_command(&pinning, &["serve".into()]);
