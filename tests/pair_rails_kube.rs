@@ -315,6 +315,15 @@ fn unknown_gpus_and_nodes_without_rails_are_refused_in_one_line() {
         run.stderr
     );
     assert!(cluster.pods().is_empty());
+    let run = run_pair(
+        &cluster,
+        &["--prefill", "node/gpu-9", "--decode", "node/gpu-2", "--rails", "auto"],
+        LIMIT,
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+    assert!(run.stderr.contains("there is no node gpu-9"), "{}", run.stderr);
+    assert!(cluster.pods().is_empty());
     drop(cluster);
     let Some(plain) = rails_cluster(
         "unknown_gpus_and_nodes_without_rails_are_refused_in_one_line",
