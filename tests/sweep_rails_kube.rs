@@ -67,3 +67,26 @@ fn a_six_node_rails_sweep_names_the_node_with_a_slow_rail() {
     assert!(out.contains("FAIL: node-3"), "{out}");
     assert!(leftover_bench_pods(&cluster).is_empty());
 }
+
+#[test]
+fn bad_sweep_rail_flags_are_one_line_and_exit_2() {
+    // Refused before anything connects: no root, no cluster.
+    for (args, want) in [
+        (vec!["--rails", "mlx5_0"], "write `auto` or `gpu0=mlx5_0"),
+        (
+            vec!["--rails", "auto", "--schedule", "intra-node"],
+            "not with --schedule intra-node",
+        ),
+        (vec!["--rail-margin", "10%"], "--rails"),
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args(["sweep", "--nodes", "a,b"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}

@@ -187,6 +187,7 @@ impl Args {
 pub fn run(mut args: Args) -> anyhow::Result<i32> {
     check_output(args.output.into())?;
     args.exports()?;
+    let rails = super::sweep_rails::job(&args)?;
     // Read before anything connects: a resumed sweep runs with the file's criteria.
     let mut resumed = match &args.resume {
         Some(path) => Some(SweepResults::load(path).map_err(anyhow::Error::msg)?),
@@ -209,13 +210,6 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         print!("{}", plan_text(&r));
         return Ok(icb_core::exit::OK);
     }
-    let rails = match &args.rails {
-        Some(text) => Some(super::sweep_rails::RailsJob {
-            selection: text.parse::<icb_pair::rails::RailSelection>()?,
-            margin: args.rail_margin.unwrap_or(0.2),
-        }),
-        None => None,
-    };
     let interrupt = Interrupt::install()?;
     let rt = super::common::runtime()?;
     rt.block_on(async {

@@ -18,6 +18,22 @@ pub struct RailsJob {
     pub margin: f64,
 }
 
+/// `--rails`/`--rail-margin`, read once (a refusal is one line, exit 2).
+pub fn job(args: &super::sweep::Args) -> anyhow::Result<Option<RailsJob>> {
+    let Some(text) = &args.rails else {
+        return Ok(None);
+    };
+    if args.schedule.as_deref() == Some("intra-node") {
+        anyhow::bail!(
+            "--rails pairs two nodes (each side takes all of its node's devices): not with --schedule intra-node"
+        );
+    }
+    Ok(Some(RailsJob {
+        selection: text.parse::<RailSelection>()?,
+        margin: args.rail_margin.unwrap_or(0.2),
+    }))
+}
+
 /// Why a rails pair did not end with a report.
 enum Failed {
     Launch(LaunchError),
