@@ -108,6 +108,15 @@ pub struct Args {
     #[command(flatten)]
     pub exports: super::export_args::ExportArgs,
 
+    /// Whole-node mode: each node pair runs every GPU↔NIC rail at once (one pod per node holding
+    /// all of its GPUs and RDMA devices): `auto` (the nodes' rail maps) or `gpu0=mlx5_0,…`
+    #[arg(long, value_name = "auto|gpuN=NIC,…")]
+    pub rails: Option<String>,
+
+    /// With --rails: a rail more than this far below its node pair's median fails (e.g. 20%)
+    #[arg(long, value_name = "PERCENT", requires = "rails", value_parser = super::pair_rails::parse_percent)]
+    pub rail_margin: Option<f64>,
+
     /// Print the plan (rounds, pairs, pods at once, estimated wall) and run nothing
     #[arg(long)]
     pub dry_run: bool,
@@ -178,6 +187,7 @@ impl Args {
 pub fn run(mut args: Args) -> anyhow::Result<i32> {
     check_output(args.output.into())?;
     args.exports()?;
+    let rails = super::sweep_rails::job(&args)?;
     // Read before anything connects: a resumed sweep runs with the file's criteria.
     let mut resumed = match &args.resume {
         Some(path) => Some(SweepResults::load(path).map_err(anyhow::Error::msg)?),
@@ -233,6 +243,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
                 side_flags: args.engine.side_flags(),
                 devices: args.devices.request(),
                 budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),
+                rails,
             },
             token,
         };
