@@ -5,9 +5,17 @@
 use icb_kv::{KvDtype, KvGeometry, KvPart, KvRequest, KvShape, VllmSupport, builtin};
 
 fn geometry(model: &str, isl: u64, page_size: u32, prefill_tp: u32, decode_tp: u32) -> KvGeometry {
-    let shape = KvShape { page_size, prefill_tp, decode_tp, ..KvShape::new(isl) };
+    let shape = KvShape {
+        page_size,
+        prefill_tp,
+        decode_tp,
+        ..KvShape::new(isl)
+    };
     let model = builtin(model).expect("a built-in model");
-    KvRequest::new(model, shape).expect("a valid request").geometry().clone()
+    KvRequest::new(model, shape)
+        .expect("a valid request")
+        .geometry()
+        .clone()
 }
 
 /// DeepSeek-V3 (MLA), 4096 tokens, block 64 (FlashMLA's), bf16, TP8 → TP4.
@@ -22,12 +30,20 @@ fn deepseek_v3_mla_tp8_to_tp4() {
     assert_eq!(g.regions_per_layer, 1);
     assert_eq!(g.kv_bytes_per_request, 287_834_112);
     assert_eq!((g.prefill_block_bytes, g.decode_block_bytes), (73_728, 73_728));
-    assert_eq!(g.bytes_read_per_request, 4 * 287_834_112, "every decode rank reads the whole latent");
+    assert_eq!(
+        g.bytes_read_per_request,
+        4 * 287_834_112,
+        "every decode rank reads the whole latent"
+    );
     assert_eq!(g.vllm_support, VllmSupport::Supported);
     for (rank, plan) in g.decode_ranks.iter().enumerate() {
         assert_eq!(plan.reads.len(), 1, "MLA: one read per decode rank");
         let read = &plan.reads[0];
-        assert_eq!(read.prefill_rank, 2 * rank as u32, "the first of prefill ranks 2r, 2r+1");
+        assert_eq!(
+            read.prefill_rank,
+            2 * rank as u32,
+            "the first of prefill ranks 2r, 2r+1"
+        );
         assert_eq!((read.descriptors, read.descriptor_bytes), (3904, 73_728));
     }
     // Descriptor 65: region 1 (layer 1's latent), block 1: 1 × 64 × 73 728 + 73 728.
@@ -59,14 +75,21 @@ fn llama_8b_decode_tp16_reads_head_replicas() {
     let g = geometry("llama-3.1-8b", 8192, 16, 8, 16);
     assert_eq!(g.kv_bytes_per_request, 1 << 30);
     assert_eq!((g.prefill_block_bytes, g.decode_block_bytes), (4096, 4096));
-    assert_eq!(g.bytes_read_per_request, 2 << 30, "each head is read by two decode ranks");
+    assert_eq!(
+        g.bytes_read_per_request,
+        2 << 30,
+        "each head is read by two decode ranks"
+    );
     assert!(matches!(g.vllm_support, VllmSupport::Generalised(_)));
     for plan in &g.decode_ranks {
         let read = &plan.reads[0];
         assert_eq!(plan.reads.len(), 1);
         assert_eq!(plan.heads.start, plan.decode_rank / 2);
         assert_eq!(read.prefill_rank, plan.decode_rank / 2);
-        assert_eq!((read.descriptors, read.descriptor_bytes, read.bytes), (32_768, 4096, 128 << 20));
+        assert_eq!(
+            (read.descriptors, read.descriptor_bytes, read.bytes),
+            (32_768, 4096, 128 << 20)
+        );
         assert_eq!((read.src_offset_in_block, read.dst_offset_in_block), (0, 0));
     }
 }
@@ -82,7 +105,10 @@ fn llama_8b_tp2_to_tp16_offsets_into_the_prefill_block() {
     let read = &g.decode_ranks[5].reads[0];
     assert_eq!((read.prefill_rank, read.src_offset_in_block), (0, 8192));
     let k = read.descriptor(1).expect("in range");
-    assert_eq!((k.part, k.block, k.src_offset, k.dst_offset), (KvPart::K, 1, 24_576, 4096));
+    assert_eq!(
+        (k.part, k.block, k.src_offset, k.dst_offset),
+        (KvPart::K, 1, 24_576, 4096)
+    );
     let v = read.descriptor(512).expect("in range");
     assert_eq!((v.layer, v.part, v.block), (0, KvPart::V, 0));
     assert_eq!((v.src_offset, v.dst_offset), (8_396_800, 2_097_152));
@@ -105,12 +131,19 @@ fn llama_8b_tp16_both_sides_is_vllm_supported() {
 fn llama_70b_tp8_to_tp4_gathers_from_two_prefill_ranks() {
     let g = geometry("llama-3.1-70b", 8192, 16, 8, 4);
     assert_eq!(g.kv_bytes_per_request, 2_684_354_560);
-    assert_eq!(g.bytes_read_per_request, g.kv_bytes_per_request, "no replicas: each head read once");
+    assert_eq!(
+        g.bytes_read_per_request, g.kv_bytes_per_request,
+        "no replicas: each head read once"
+    );
     assert_eq!((g.prefill_block_bytes, g.decode_block_bytes), (4096, 8192));
     assert_eq!(g.vllm_support, VllmSupport::Supported);
     let plan = &g.decode_ranks[1];
     assert_eq!(plan.descriptors, 163_840);
-    let sources: Vec<(u32, u64)> = plan.reads.iter().map(|r| (r.prefill_rank, r.dst_offset_in_block)).collect();
+    let sources: Vec<(u32, u64)> = plan
+        .reads
+        .iter()
+        .map(|r| (r.prefill_rank, r.dst_offset_in_block))
+        .collect();
     assert_eq!(sources, [(2, 0), (3, 4096)]);
     // Descriptor 513 of the read from prefill rank 3: V of layer 0, block 1.
     // src: 512 × 4096 + 4096 = 2 101 248; dst: 512 × 8192 + 8192 + 4096 = 4 206 592.
@@ -141,7 +174,12 @@ fn qwen3_235b_tp8_to_tp2_reads_each_replicated_head_once() {
 #[test]
 fn fp8_halves_the_bytes() {
     let model = builtin("llama-3.1-70b").expect("built in");
-    let shape = KvShape { kv_dtype: KvDtype::Fp8, prefill_tp: 8, decode_tp: 8, ..KvShape::new(8192) };
+    let shape = KvShape {
+        kv_dtype: KvDtype::Fp8,
+        prefill_tp: 8,
+        decode_tp: 8,
+        ..KvShape::new(8192)
+    };
     let g = KvRequest::new(model, shape).expect("valid").geometry().clone();
     assert_eq!(g.kv_bytes_per_request, 2_684_354_560 / 2);
 }
@@ -167,9 +205,16 @@ fn every_plan_writes_each_decode_byte_once_and_reads_in_bounds() {
     for model in models {
         for &a in &tps {
             for &b in &tps {
-                let shape = KvShape { page_size: 16, prefill_tp: a, decode_tp: b, ..KvShape::new(40) };
+                let shape = KvShape {
+                    page_size: 16,
+                    prefill_tp: a,
+                    decode_tp: b,
+                    ..KvShape::new(40)
+                };
                 let model = builtin(model).expect("built in");
-                let Ok(request) = KvRequest::new(model.clone(), shape) else { continue };
+                let Ok(request) = KvRequest::new(model.clone(), shape) else {
+                    continue;
+                };
                 check_tiling(request.geometry(), &format!("{} TP{a}→TP{b}", model.name));
                 checked += 1;
             }
@@ -183,16 +228,27 @@ fn check_tiling(g: &KvGeometry, label: &str) {
         let mut written: Vec<(u64, u64)> = Vec::new();
         for read in &plan.reads {
             for d in read.descriptors() {
-                assert!(d.src_offset + d.len <= g.prefill_rank_bytes, "{label}: read past the prefill buffer");
+                assert!(
+                    d.src_offset + d.len <= g.prefill_rank_bytes,
+                    "{label}: read past the prefill buffer"
+                );
                 written.push((d.dst_offset, d.dst_offset + d.len));
             }
         }
         written.sort_unstable();
         let mut end = 0;
         for (start, stop) in written {
-            assert_eq!(start, end, "{label} decode rank {}: a gap or an overlap", plan.decode_rank);
+            assert_eq!(
+                start, end,
+                "{label} decode rank {}: a gap or an overlap",
+                plan.decode_rank
+            );
             end = stop;
         }
-        assert_eq!(end, g.decode_rank_bytes, "{label} decode rank {}: buffer not filled", plan.decode_rank);
+        assert_eq!(
+            end, g.decode_rank_bytes,
+            "{label} decode rank {}: buffer not filled",
+            plan.decode_rank
+        );
     }
 }
