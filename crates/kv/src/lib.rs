@@ -25,7 +25,9 @@
 //!   prefill block landing at `i × prefill block bytes` in its own block (vLLM's
 //!   `src_xfer_handles_by_tp_ratio`). vLLM refuses this when the prefill side replicates the
 //!   KV heads (`a` > KV heads); here each distinct head is read once, as vLLM's newer
-//!   `HeteroTPTransferConfig` does for hybrid models.
+//!   `HeteroTPTransferConfig` does for hybrid models. (Older vLLM counted `a` = KV heads as
+//!   replicated too — `is_kv_replicated` was `tp // heads >= 1` — and so refused e.g.
+//!   Llama-3.1-70B TP8 → TP4; the current rule is `tp > heads`, which this crate follows.)
 //! - TP above the KV heads: `tp / heads` consecutive ranks hold a replica of one head; a
 //!   decode rank reads its head from the prefill rank holding it. vLLM's connector handles
 //!   this when both sides replicate; with a prefill side that does not (e.g. TP 8 → TP 16 of

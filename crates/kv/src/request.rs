@@ -42,10 +42,16 @@ impl FromStr for ModelSpec {
 }
 
 impl ModelSpec {
-    /// The model: the built-in table, or the config.json read from disk.
+    /// The model: the built-in table, or the config.json read from disk (a model directory
+    /// stands for the config.json in it). A path that does not exist and does not end in
+    /// `.json` was most likely meant as a model name (`org/model`): it is reported as unknown.
     pub fn load(&self) -> Result<KvModel, KvError> {
         match self {
             ModelSpec::BuiltIn(name) => model::builtin(name).ok_or_else(|| model::unknown_model(name)),
+            ModelSpec::ConfigPath(path) if path.is_dir() => KvModel::from_config_path(&path.join("config.json")),
+            ModelSpec::ConfigPath(path) if !path.exists() && path.extension().is_none_or(|e| e != "json") => {
+                Err(model::unknown_model(&path.display().to_string()))
+            }
             ModelSpec::ConfigPath(path) => KvModel::from_config_path(path),
         }
     }

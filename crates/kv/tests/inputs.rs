@@ -193,6 +193,19 @@ fn config_json_missing_fields_are_named() {
         KvModel::from_config_json("{oops", "broken"),
         Err(KvError::ConfigNotJson { .. })
     ));
+    let dir = ModelSpec::ConfigPath(fixture(""))
+        .load()
+        .expect_err("a directory without config.json");
+    assert!(dir.to_string().contains("config.json"), "{dir}");
+    let repo_id = "mistralai/Mistral-7B-v0.1"
+        .parse::<ModelSpec>()
+        .expect("path-like")
+        .load()
+        .expect_err("not built in");
+    assert!(
+        matches!(repo_id, KvError::UnknownModel { .. }),
+        "an org/model id that is no file: {repo_id}"
+    );
     let missing = ModelSpec::ConfigPath(fixture("no-such-config.json"))
         .load()
         .expect_err("no file");
