@@ -373,6 +373,12 @@ fn notes(model: &KvModel, shape: &KvShape) -> Vec<String> {
             shape.page_size
         ));
     }
+    if model.attention.is_mla() && !shape.page_size.is_multiple_of(64) {
+        notes.push(format!(
+            "MLA on CUDA: vLLM's FlashMLA backend uses 64-token blocks (it raises --block-size to 64); this plan uses {}",
+            shape.page_size
+        ));
+    }
     if model.attention.is_mla() && shape.prefill_tp > shape.decode_tp {
         notes.push("MLA: each decode rank reads the latent from the first of its prefill ranks only; vLLM notifies the others without reading".to_string());
     }

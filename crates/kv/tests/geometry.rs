@@ -50,7 +50,13 @@ fn deepseek_v3_mla_tp8_to_tp4() {
     let d = g.decode_ranks[3].reads[0].descriptor(65).expect("in range");
     assert_eq!((d.layer, d.part, d.block), (1, KvPart::Latent, 1));
     assert_eq!((d.src_offset, d.dst_offset, d.len), (4_792_320, 4_792_320, 73_728));
-    assert!(g.notes.iter().any(|n| n.contains("MLA")));
+    assert!(g.notes.iter().any(|n| n.contains("MLA: each decode rank")));
+    assert!(
+        !g.notes.iter().any(|n| n.contains("FlashMLA")),
+        "64-token blocks are FlashMLA's own"
+    );
+    let small_pages = geometry("deepseek-v3", 4096, 16, 8, 4);
+    assert!(small_pages.notes.iter().any(|n| n.contains("FlashMLA")));
 }
 
 /// MLA with decode TP above prefill TP: decode rank r reads from r / (b/a).
