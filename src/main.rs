@@ -64,6 +64,9 @@ enum Command {
     Sweep(Box<cmd::sweep::Args>),
     /// Delete leftover ic-bench pods (by label), or with --local dead local runs' namespaces
     Gc(cmd::gc::Args),
+    /// This node's rails (or with --counters its NIC counters) as one JSON line, for `pair --rails` on Kubernetes
+    #[command(hide = true)]
+    RailInfo(cmd::rail_info::Args),
     /// Print shell completions
     Completions {
         #[arg(value_enum)]
@@ -126,6 +129,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Gc(args) => cmd::gc::run(args),
         Command::Sweep(args) => cmd::sweep::run(*args),
         Command::Gate(args) => cmd::gate::run(*args),
+        Command::RailInfo(args) => cmd::rail_info::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "ic-bench", &mut std::io::stdout());
             Ok(icb_core::exit::OK)

@@ -73,6 +73,8 @@ pub enum PairTarget {
     InPlace(super::pair_inplace::InPlaceTarget),
     /// Every rail of a local node pair at once (`--local --rails`).
     LocalRails(Box<super::pair_rails::RailsTarget>),
+    /// Every rail of two Kubernetes nodes at once (`--prefill node/A --decode node/B --rails`).
+    KubeRails(Box<super::pair_rails_kube::KubeRailsTarget>),
 }
 
 impl PairCommand {
@@ -103,12 +105,12 @@ impl PairCommand {
         if let Some(flag) = args.rails.stray_flag() {
             anyhow::bail!("{flag} needs --rails or --rail-devices");
         }
-        if args.rails.wanted() && !args.local {
-            anyhow::bail!(
-                "--rails runs with --local for now (emulated nodes or this host's devices); Kubernetes rails are not implemented yet"
-            );
+        if args.rails.wanted() && args.in_place.in_place {
+            anyhow::bail!("--rails runs bench pods on whole nodes, not --in-place: drop one");
         }
-        let target = if args.local && args.rails.wanted() {
+        let target = if args.rails.wanted() && !args.local {
+            PairTarget::KubeRails(Box::new(super::pair_rails_kube::target(&args, &plan)?))
+        } else if args.local && args.rails.wanted() {
             let opts = super::pair_local::options(&args, &mut plan)?;
             PairTarget::LocalRails(Box::new(super::pair_rails::target(&args.rails, opts)?))
         } else if args.local {
@@ -165,6 +167,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         PairTarget::Kube(t) => super::pair_kube::run(&cmd, t),
         PairTarget::InPlace(t) => super::pair_inplace::run(&cmd, t),
         PairTarget::LocalRails(t) => super::pair_rails::run(&cmd, t),
+        PairTarget::KubeRails(t) => super::pair_rails_kube::run(&cmd, t),
     }
 }
 

@@ -61,7 +61,7 @@ pub enum AloneArg {
     All,
 }
 
-fn parse_percent(s: &str) -> Result<f64, String> {
+pub fn parse_percent(s: &str) -> Result<f64, String> {
     let n = s.trim().trim_end_matches('%').trim();
     match n.parse::<f64>() {
         Ok(v) if (0.0..100.0).contains(&v) => Ok(v / 100.0),
@@ -70,6 +70,20 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 }
 
 impl RailArgs {
+    pub fn pattern(&self) -> RailPattern {
+        match self.rail_pattern {
+            PatternArg::Aligned => RailPattern::Aligned,
+            PatternArg::Cross => RailPattern::Cross,
+        }
+    }
+
+    pub fn alone(&self) -> AloneRuns {
+        match self.rail_alone {
+            AloneArg::Suspects => AloneRuns::Suspects,
+            AloneArg::All => AloneRuns::All,
+        }
+    }
+
     /// Whether any rails flag was given (then the run is a rails run).
     pub fn wanted(&self) -> bool {
         self.rails.is_some() || self.rail_devices.is_some()
@@ -185,15 +199,9 @@ pub fn target(rails: &RailArgs, opts: icb_pair::local::LocalOptions) -> anyhow::
         emulated,
         selection,
         told,
-        pattern: match rails.rail_pattern {
-            PatternArg::Aligned => RailPattern::Aligned,
-            PatternArg::Cross => RailPattern::Cross,
-        },
+        pattern: rails.pattern(),
         margin: rails.rail_margin,
-        alone: match rails.rail_alone {
-            AloneArg::Suspects => AloneRuns::Suspects,
-            AloneArg::All => AloneRuns::All,
-        },
+        alone: rails.alone(),
         slow,
         dead,
     })
@@ -210,27 +218,15 @@ pub fn run(cmd: &PairCommand, t: &RailsTarget) -> anyhow::Result<i32> {
     }
     let prefill = seam.node_info(SideRole::Prefill)?;
     let decode = seam.node_info(SideRole::Decode)?;
-    let rows = plan_rows(&prefill, &decode, &t.selection, t.told.as_deref(), t.pattern)?;
-    let plan = RailsPlan {
-        pair: cmd.plan.clone(),
-        rows,
+    let choice = Choice {
+        selection: &t.selection,
+        told: t.told.as_deref(),
         pattern: t.pattern,
         margin: t.margin,
         alone: t.alone,
     };
-    tracing::info!(
-        "{} rail pairs between {} and {}",
-        plan.rows.len(),
-        prefill.node,
-        decode.node
-    );
-    let unit = plan.pair.settings.unit;
-    let result = super::common::runtime()?.block_on(async {
-        let mut progress = |row: &icb_pair::rails::RailRow, p: &icb_core::protocol::CaseProgress| {
-            eprintln!("rail {}: {}", row.index, icb_report::text::case_line(&p.case, unit));
-        };
-        run_rails(&plan, &mut seam, interrupt.token(), &mut progress).await
-    });
+    let plan = rails_plan(cmd, &choice, &prefill, &decode)?;
+    let result = super::common::runtime()?.block_on(run_plan(&plan, &mut seam, &interrupt));
     let removed = seam.cleanup();
     match (result, removed) {
         (Ok(outcome), Ok(_)) => super::common::emit_pair(&outcome.report, &cmd.output),
@@ -238,4 +234,44 @@ pub fn run(cmd: &PairCommand, t: &RailsTarget) -> anyhow::Result<i32> {
         (Err(e), _) => Err(e.into()),
         (Ok(_), Err(e)) => Err(anyhow::anyhow!("the run finished, but cleaning up failed: {e}")),
     }
+}
+
+/// What a rails run pairs and how it judges, as the flags said (any seam).
+pub struct Choice<'a> {
+    pub selection: &'a RailSelection,
+    pub told: Option<&'a [String]>,
+    pub pattern: RailPattern,
+    pub margin: f64,
+    pub alone: AloneRuns,
+}
+
+/// The rows of two nodes (a refusal is one line, exit 2).
+pub fn rails_plan(
+    cmd: &PairCommand,
+    c: &Choice<'_>,
+    prefill: &icb_pair::rails::NodeRailInfo,
+    decode: &icb_pair::rails::NodeRailInfo,
+) -> anyhow::Result<RailsPlan> {
+    let rows = plan_rows(prefill, decode, c.selection, c.told, c.pattern)?;
+    tracing::info!("{} rail pairs between {} and {}", rows.len(), prefill.node, decode.node);
+    Ok(RailsPlan {
+        pair: cmd.plan.clone(),
+        rows,
+        pattern: c.pattern,
+        margin: c.margin,
+        alone: c.alone,
+    })
+}
+
+/// Runs the rows through `seam`, one progress line per case on stderr.
+pub async fn run_plan<S: icb_pair::rails::RailSeam>(
+    plan: &RailsPlan,
+    seam: &mut S,
+    interrupt: &Interrupt,
+) -> Result<icb_pair::PairOutcome, PairError> {
+    let unit = plan.pair.settings.unit;
+    let mut progress = |row: &icb_pair::rails::RailRow, p: &icb_core::protocol::CaseProgress| {
+        eprintln!("rail {}: {}", row.index, icb_report::text::case_line(&p.case, unit));
+    };
+    run_rails(plan, seam, interrupt.token(), &mut progress).await
 }

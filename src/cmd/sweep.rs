@@ -106,6 +106,15 @@ pub struct Args {
     #[command(flatten)]
     pub exports: super::export_args::ExportArgs,
 
+    /// Whole-node mode: each node pair runs every GPU↔NIC rail at once (one pod per node holding
+    /// all of its GPUs and RDMA devices): `auto` (the nodes' rail maps) or `gpu0=mlx5_0,…`
+    #[arg(long, value_name = "auto|gpuN=NIC,…")]
+    pub rails: Option<String>,
+
+    /// With --rails: a rail more than this far below its node pair's median fails (e.g. 20%)
+    #[arg(long, value_name = "PERCENT", requires = "rails", value_parser = super::pair_rails::parse_percent)]
+    pub rail_margin: Option<f64>,
+
     /// Print the plan (rounds, pairs, pods at once, estimated wall) and run nothing
     #[arg(long)]
     pub dry_run: bool,
@@ -195,6 +204,7 @@ fn resume(args: &mut Args) -> anyhow::Result<(Option<SweepResults>, icb_sweep::C
 pub fn run(mut args: Args) -> anyhow::Result<i32> {
     check_output(args.output.into())?;
     args.exports()?;
+    let rails = super::sweep_rails::job(&args)?;
     let (resumed, criteria) = resume(&mut args)?;
     let settings = args.settings(&criteria)?;
     let expectation = args.expect.input()?;
@@ -235,6 +245,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             side_flags: args.engine.side_flags(),
             devices: args.devices.request(),
             budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),
+            rails,
         };
         let sweeper = Sweeper { cluster, job, token };
         super::sweep_flow::sweep(&args, &sweeper, results, &interrupt).await

@@ -29,6 +29,8 @@ pub struct PairJob {
     pub side_flags: Vec<String>,
     pub devices: DeviceRequest,
     pub budget: Duration,
+    /// `--rails`: each pair runs every rail of its two nodes (`sweep_rails`).
+    pub rails: Option<super::sweep_rails::RailsJob>,
 }
 
 pub struct Sweeper {
@@ -39,7 +41,10 @@ pub struct Sweeper {
 
 impl PairRunner for Sweeper {
     async fn run(&self, pair: &Pair, run_id: &str, stop: &CancellationToken) -> PairEnd {
-        self.measure(pair, run_id, stop).await
+        match &self.job.rails {
+            Some(rails) => self.measure_rails(rails, pair, run_id, stop).await,
+            None => self.measure(pair, run_id, stop).await,
+        }
     }
 }
 
@@ -174,7 +179,7 @@ impl SweepObserver for StderrObserver {
 }
 
 /// The sweep id a run id starts with (`<sweep_id>-p1r0x0`).
-fn sweep_id_of(run_id: &str) -> &str {
+pub(super) fn sweep_id_of(run_id: &str) -> &str {
     run_id.split_once('-').map_or(run_id, |(id, _)| id)
 }
 

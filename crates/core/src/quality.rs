@@ -140,6 +140,7 @@ mod tests {
             status: CaseStatus::Measured,
             reason: None,
             measurement: Some(Measurement {
+                warmup_bytes: None,
                 warmup_iterations: 1,
                 iterations,
                 elapsed_s: 1.0,

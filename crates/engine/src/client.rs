@@ -518,6 +518,7 @@ async fn run_case(
     let bytes = done_iters.saturating_mul(bytes_per_op);
     let measurement = Measurement {
         warmup_iterations: warm.iterations,
+        warmup_bytes: Some(warm.iterations.saturating_mul(bytes_per_op)),
         iterations: done_iters,
         elapsed_s: done_s,
         bytes,

@@ -274,7 +274,7 @@ async fn run_case(
         max_time_s: s.max_time_s,
     };
     let warm_limit = (s.max_time_s * 4.0).max(30.0) + PHASE_SLACK_S;
-    phase(control, thread, &label, PhaseKind::Warmup, warm_goal, warm_limit).await?;
+    let warm = phase(control, thread, &label, PhaseKind::Warmup, warm_goal, warm_limit).await?;
     let goal = PhaseGoal {
         min_iterations: s.min_iterations.max(1),
         min_time_s: s.min_time_s,
@@ -296,7 +296,12 @@ async fn run_case(
         .saturating_mul(setup.size)
         .saturating_mul(u64::from(setup.window));
     result.measurement = Some(Measurement {
-        warmup_iterations: s.warmup_iterations,
+        warmup_iterations: warm.iterations,
+        warmup_bytes: Some(
+            warm.iterations
+                .saturating_mul(setup.size)
+                .saturating_mul(u64::from(setup.window)),
+        ),
         iterations: out.iterations,
         elapsed_s: out.elapsed_s,
         bytes,

@@ -12,6 +12,11 @@
 //! (`icb_kube`); [`inplace`] copies this binary into two running worker containers through the
 //! exec API and runs the sides there, with the workers' own environment and UCX. The orchestration itself is tested without root or a cluster through a scripted
 //! fake launcher (`tests/pipeline.rs`).
+//!
+//! [`rails`] runs many pairs at once, one per rail of a node pair (`pair --rails`): each row is
+//! one [`run_pair`] with its own launcher from a [`rails::RailSeam`], between snapshots of both
+//! nodes' NIC counters; the rows are judged together (`icb_core::rails::judge`). Its scripted
+//! tests are `tests/rails_scripted.rs`.
 #![forbid(unsafe_code)]
 
 pub mod inplace;

@@ -1,9 +1,11 @@
 //! The emulated cluster as a demo: `cargo run -p icb-testcluster --example cluster -- --nodes 4
-//! [--gpus-per-node G] [--slow-node NAME=RATE]… [--tcp-only-node NAME]… --kubeconfig PATH` (root:
+//! [--gpus-per-node G] [--slow-node NAME=RATE]… [--tcp-only-node NAME]… [--rails K [--slow-rail
+//! NODE/I=RATE]… [--dead-rail NODE/I]…] --kubeconfig PATH` (root:
 //! namespaces). Nodes are node-1 … node-N; RATE as tc writes it (e.g. 200mbit); a tcp-only node's
 //! containers get UCX_TLS=tcp whatever their pod says (seen by `sweep --schedule intra-node
 //! --host-ipc`: across nodes the emulated fabric is tcp anyway). Runs in the foreground; Ctrl-C removes
-//! every pod, namespace and temp file. From another shell: `ic-bench sweep --kubeconfig PATH`,
+//! every pod, namespace and temp file. With `--rails K` every node gets K rail NICs (rail I of every
+//! node on its own switch): `pair --prefill node/node-1 --decode node/node-2 --rails auto`. From another shell: `ic-bench sweep --kubeconfig PATH`,
 //! `ic-bench gate …`, `ic-bench pair --prefill node/node-1 --decode node/node-2 --kubeconfig PATH`.
 //! Pods run the ic-bench binary named by $IC_BENCH_BIN (default: target/release/ic-bench when
 //! it was built, else target/debug/ic-bench), with the UCX and NIXL that scripts/setup installed
@@ -13,7 +15,7 @@
 use icb_testcluster::{ClusterConfig, ImageConfig, Isolation, NodeConfig, TestCluster};
 use std::path::{Path, PathBuf};
 
-const USAGE: &str = "usage: cluster --nodes N [--gpus-per-node G] [--slow-node NAME=RATE]... [--tcp-only-node NAME]... --kubeconfig PATH";
+const USAGE: &str = "usage: cluster --nodes N [--gpus-per-node G] [--slow-node NAME=RATE]... [--tcp-only-node NAME]... [--rails K] [--slow-rail NODE/I=RATE]... [--dead-rail NODE/I]... --kubeconfig PATH";
 /// The checkout this example was built from.
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
@@ -22,7 +24,17 @@ struct Opts {
     gpus: u32,
     slow: Vec<(String, String)>,
     tcp_only: Vec<String>,
+    rails: usize,
+    slow_rails: Vec<(String, usize, String)>,
+    dead_rails: Vec<(String, usize)>,
     kubeconfig: PathBuf,
+}
+
+/// `node-2/3` → (`node-2`, 3).
+fn node_rail(flag: &str, text: &str) -> Result<(String, usize), String> {
+    let bad = || format!("{flag} {text}: use NODE/I, e.g. node-2/3");
+    let (node, rail) = text.split_once('/').ok_or_else(bad)?;
+    Ok((node.to_string(), rail.parse().map_err(|_| bad())?))
 }
 
 fn parse() -> Result<Opts, String> {
@@ -32,6 +44,9 @@ fn parse() -> Result<Opts, String> {
         gpus: 0,
         slow: vec![],
         tcp_only: vec![],
+        rails: 0,
+        slow_rails: vec![],
+        dead_rails: vec![],
         kubeconfig: PathBuf::new(),
     };
     let usage = USAGE;
@@ -52,6 +67,19 @@ fn parse() -> Result<Opts, String> {
                 o.slow.push((n.to_string(), r.to_string()));
             }
             "--tcp-only-node" => o.tcp_only.push(value()?),
+            "--rails" => o.rails = value()?.parse().map_err(|_| format!("--rails: a number; {usage}"))?,
+            "--slow-rail" => {
+                let v = value()?;
+                let (at, rate) = v
+                    .split_once('=')
+                    .ok_or_else(|| format!("--slow-rail {v}: use NODE/I=RATE, e.g. node-2/3=200mbit"))?;
+                let (node, rail) = node_rail("--slow-rail", at)?;
+                o.slow_rails.push((node, rail, rate.to_string()));
+            }
+            "--dead-rail" => {
+                let (node, rail) = node_rail("--dead-rail", &value()?)?;
+                o.dead_rails.push((node, rail));
+            }
             "--kubeconfig" => o.kubeconfig = PathBuf::from(value()?),
             "-h" | "--help" => {
                 println!("{}\n\n{USAGE}", HELP);
@@ -64,7 +92,15 @@ fn parse() -> Result<Opts, String> {
         return Err(usage.to_string());
     }
     let names: Vec<String> = (1..=o.nodes).map(|i| format!("node-{i}")).collect();
-    for n in o.slow.iter().map(|(n, _)| n).chain(&o.tcp_only) {
+    let rail_nodes = o.slow_rails.iter().map(|(n, k, _)| (n, *k));
+    for (n, k) in rail_nodes.chain(o.dead_rails.iter().map(|(n, k)| (n, *k))) {
+        if k >= o.rails {
+            return Err(format!("{n}/{k}: rails are 0 to K-1 with --rails K (K = {})", o.rails));
+        }
+    }
+    let named = o.slow_rails.iter().map(|(n, _, _)| n);
+    let named = named.chain(o.dead_rails.iter().map(|(n, _)| n));
+    for n in o.slow.iter().map(|(n, _)| n).chain(&o.tcp_only).chain(named) {
         if !names.contains(n) {
             return Err(format!("no node {n}: nodes are node-1 … node-{}", o.nodes));
         }
@@ -74,9 +110,12 @@ fn parse() -> Result<Opts, String> {
 
 const HELP: &str = "The emulated Kubernetes cluster, for trying ic-bench without one (root: namespaces).
 Nodes are node-1 … node-N. --slow-node limits a node's link (tc tbf, RATE as tc writes it, e.g. 200mbit);
---tcp-only-node gives that node's containers UCX_TLS=tcp. Then, from another shell:
+--tcp-only-node gives that node's containers UCX_TLS=tcp. --rails K gives every node K rail NICs
+(rail I of every node on its own switch); --slow-rail NODE/I=RATE limits one, --dead-rail NODE/I
+takes one down. Then, from another shell:
   ic-bench sweep --kubeconfig PATH --allow-tcp --min-host-bw 0.001
   ic-bench pair --prefill node/node-1 --decode node/node-2 --kubeconfig PATH
+  ic-bench pair --prefill node/node-1 --decode node/node-2 --rails auto --kubeconfig PATH
   kubectl --kubeconfig PATH get nodes -L ic-bench.dev/fabric
 Runs in the foreground; Ctrl-C (or SIGTERM) removes every pod, namespace and temp file.";
 
@@ -147,7 +186,14 @@ async fn main() {
     eprintln!("cluster: pods run {}", program.display());
     let mut config = ClusterConfig::new()
         .default_image(image(program))
-        .isolation(Isolation::Namespaces);
+        .isolation(Isolation::Namespaces)
+        .rails(o.rails);
+    for (node, k, rate) in &o.slow_rails {
+        config = config.slow_rail(node, *k, rate);
+    }
+    for (node, k) in &o.dead_rails {
+        config = config.dead_rail(node, *k);
+    }
     for i in 1..=o.nodes {
         let name = format!("node-{i}");
         let tcp_only = o.tcp_only.contains(&name);

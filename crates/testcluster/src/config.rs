@@ -151,6 +151,11 @@ impl ImageConfig {
     }
 }
 
+/// Test-only: the recorded rail-map tree (a root holding `sys/…`) of the node a container runs
+/// on, set by the emulated node's runtime when the cluster has rails; honoured only by
+/// `ic-bench rail-info` (a real node's `/sys` shows its NICs, an emulated node's shows veths).
+pub const RAIL_TREE_ENV: &str = "IC_BENCH_RAIL_TREE";
+
 /// Everything [`crate::TestCluster::start`] needs.
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
@@ -172,6 +177,13 @@ pub struct ClusterConfig {
     pub run_unknown_images_as_is: bool,
     /// How many pod events a watch can resume across; older versions get an in-stream 410 Expired.
     pub watch_history: usize,
+    /// Emulated rail NICs per node (`rail0 … rail{K-1}`, rail k of every node on switch k; needs
+    /// [`Isolation::Namespaces`]); 0: none. See [`ClusterConfig::rails`].
+    pub rails: usize,
+    /// `(node, rail, rate)`: rails limited with `tc tbf` from the start.
+    pub slow_rails: Vec<(String, usize, String)>,
+    /// `(node, rail)`: rails whose switch port is down from the start.
+    pub dead_rails: Vec<(String, usize)>,
 }
 
 impl Default for ClusterConfig {
@@ -186,6 +198,9 @@ impl Default for ClusterConfig {
             max_grace: Duration::from_secs(2),
             run_unknown_images_as_is: true,
             watch_history: 4096,
+            rails: 0,
+            slow_rails: Vec::new(),
+            dead_rails: Vec::new(),
         }
     }
 }
@@ -251,6 +266,28 @@ impl ClusterConfig {
 
     pub fn watch_history(mut self, events: usize) -> Self {
         self.watch_history = events.max(1);
+        self
+    }
+
+    /// Every node gets `k` rail NICs (`rail0 …`, 10.99.{k+1}.N/24, rail k of every node on its own
+    /// switch) and a recorded rail-map tree in which rail k is the netdev of an RDMA NIC `mlx5_k`.
+    /// The node's runtime sets [`RAIL_TREE_ENV`] to that tree in every container of the node, so
+    /// `ic-bench rail-info` computes the node's rail map with the unchanged rail-map code; the
+    /// byte counters stay the node's real `/sys/class/net/rail{k}/statistics`.
+    pub fn rails(mut self, k: usize) -> Self {
+        self.rails = k;
+        self
+    }
+
+    /// Rail `k` of `node` sends at most `rate` (tc tbf, e.g. `200mbit`): a slow rail.
+    pub fn slow_rail(mut self, node: &str, k: usize, rate: &str) -> Self {
+        self.slow_rails.push((node.to_string(), k, rate.to_string()));
+        self
+    }
+
+    /// Rail `k` of `node` is down at its switch port: a dead rail.
+    pub fn dead_rail(mut self, node: &str, k: usize) -> Self {
+        self.dead_rails.push((node.to_string(), k));
         self
     }
 

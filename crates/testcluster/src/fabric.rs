@@ -5,7 +5,8 @@
 //! clusters never meet and a later start removes what a crashed test process left
 //! ([`icb_isolate::cleanup_stale`]).
 
-use icb_isolate::{Fabric, Node, RunTag, Wiring};
+use icb_isolate::{Fabric, FabricOptions, Node, RunTag, Wiring};
+use std::path::PathBuf;
 
 use crate::error::Error;
 
@@ -28,7 +29,8 @@ impl NodeFabric {
     /// Removes stale namespaces of dead test processes, then builds the nodes (blocking: `ip`
     /// calls, a few ms each). Call it from a thread that outlives the cluster: the node inits die
     /// with the thread that started them.
-    pub fn create(node_names: &[String]) -> Result<NodeFabric, Error> {
+    /// `rails` emulated rail NICs per node (`rail0 …`, one switch per rail; 0: none).
+    pub fn create(node_names: &[String], rails: usize) -> Result<NodeFabric, Error> {
         if let Err(e) = icb_isolate::cleanup_stale(NAME_PREFIX) {
             // The crate has no logger; a failed cleanup must not stop the test.
             eprintln!("icb-testcluster: could not remove leftovers of crashed test clusters: {e}");
@@ -37,7 +39,11 @@ impl NodeFabric {
         let emulated: Vec<String> = (0..node_names.len()).map(emulated_name).collect();
         let refs: Vec<&str> = emulated.iter().map(String::as_str).collect();
         // Always a switch, so cutting a node is a pulled cable (traffic stalls), as on a real one.
-        let fabric = Fabric::create_wired(tag, &refs, Wiring::Bridge).map_err(namespace_error)?;
+        let opts = FabricOptions {
+            wiring: Wiring::Bridge,
+            rails,
+        };
+        let fabric = Fabric::create_with(tag, &refs, opts).map_err(namespace_error)?;
         let nodes = node_names
             .iter()
             .zip(fabric.nodes())
@@ -102,6 +108,50 @@ impl NodeFabric {
             )));
         }
         Ok(())
+    }
+
+    /// Node `name`'s recorded rail-map tree (`None` without rails).
+    pub fn rail_tree(&self, node: &str) -> Option<PathBuf> {
+        self.fabric.rail_tree(&self.node(node)?.name)
+    }
+
+    /// A slow rail: node `name`'s rail `k` sends at most `rate` (`tc tbf`, e.g. `200mbit`).
+    pub fn limit_rail(&self, node: &str, k: usize, rate: &str) -> Result<(), Error> {
+        let emulated = self.emulated(node)?;
+        self.fabric.limit_rail(&emulated, k, rate).map_err(namespace_error)
+    }
+
+    /// A dead rail: node `name`'s rail `k` loses its switch port (traffic over it stalls).
+    pub fn cut_rail(&self, node: &str, k: usize) -> Result<(), Error> {
+        let emulated = self.emulated(node)?;
+        self.fabric.cut_rail(&emulated, k).map_err(namespace_error)
+    }
+
+    /// Applies the configured slow and dead rails; on an error the fabric is removed.
+    pub fn with_rail_faults(self, config: &crate::ClusterConfig) -> Result<NodeFabric, Error> {
+        let applied = config
+            .slow_rails
+            .iter()
+            .try_for_each(|(node, k, rate)| self.limit_rail(node, *k, rate))
+            .and_then(|()| {
+                config
+                    .dead_rails
+                    .iter()
+                    .try_for_each(|(node, k)| self.cut_rail(node, *k))
+            });
+        match applied {
+            Ok(()) => Ok(self),
+            Err(e) => {
+                let _ = self.destroy();
+                Err(e)
+            }
+        }
+    }
+
+    fn emulated(&self, node: &str) -> Result<String, Error> {
+        self.node(node)
+            .map(|n| n.name.clone())
+            .ok_or_else(|| Error::Config(format!("no node named {node:?}")))
     }
 
     /// Kills every process of the cluster's run and deletes its namespaces.

@@ -67,7 +67,7 @@ use crate::cluster::{KillReason, NodeRt, Shared, lock};
 use crate::fabric::NodeFabric;
 use crate::store::Store;
 
-pub use crate::config::{ClusterConfig, ImageConfig, Isolation, NodeConfig};
+pub use crate::config::{ClusterConfig, ImageConfig, Isolation, NodeConfig, RAIL_TREE_ENV};
 pub use crate::error::{Error, Result};
 pub use crate::fabric::NAME_PREFIX;
 pub use crate::faults::RequestMatch;
@@ -111,6 +111,26 @@ fn validate(config: &ClusterConfig) -> Result<()> {
     }
     if config.namespaces.is_empty() {
         return Err(Error::Config("at least one namespace is needed".into()));
+    }
+    let rails_asked = config.rails > 0 || !config.slow_rails.is_empty() || !config.dead_rails.is_empty();
+    if rails_asked && config.isolation != Isolation::Namespaces {
+        return Err(Error::Config("rails need Isolation::Namespaces".into()));
+    }
+    for (node, k) in config
+        .slow_rails
+        .iter()
+        .map(|(n, k, _)| (n, *k))
+        .chain(config.dead_rails.iter().map(|(n, k)| (n, *k)))
+    {
+        if !names.contains(node) {
+            return Err(Error::Config(format!("a slow or dead rail names no node: {node:?}")));
+        }
+        if k >= config.rails {
+            return Err(Error::Config(format!(
+                "rail {k} of {node}: the cluster has {} rails per node (0 to K-1)",
+                config.rails
+            )));
+        }
     }
     if config.isolation == Isolation::Namespaces && !nix::unistd::geteuid().is_root() {
         return Err(Error::Namespace("not running as root".into()));
@@ -336,6 +356,29 @@ impl TestCluster {
         fabric.rate_limit(node, rate)
     }
 
+    /// Slows rail `k` of `node` to `rate` (tc tbf on its `rail{k}`, e.g. `200mbit`).
+    pub fn limit_rail(&self, node: &str, k: usize, rate: &str) -> Result<()> {
+        let fabric = lock(&self.shared.fabric);
+        let fabric = fabric
+            .as_ref()
+            .ok_or_else(|| Error::Config("rails need Isolation::Namespaces".into()))?;
+        fabric.limit_rail(node, k, rate)
+    }
+
+    /// Takes rail `k` of `node` down at its switch port (traffic over it stalls).
+    pub fn cut_rail(&self, node: &str, k: usize) -> Result<()> {
+        let fabric = lock(&self.shared.fabric);
+        let fabric = fabric
+            .as_ref()
+            .ok_or_else(|| Error::Config("rails need Isolation::Namespaces".into()))?;
+        fabric.cut_rail(node, k)
+    }
+
+    /// The recorded rail-map tree of `node` (what its containers get in [`RAIL_TREE_ENV`]).
+    pub fn rail_tree(&self, node: &str) -> Option<PathBuf> {
+        lock(&self.shared.fabric).as_ref()?.rail_tree(node)
+    }
+
     fn set_link(&self, node: &str, up: bool) -> Result<()> {
         // `ip` blocks for a few ms; the lock is only held by the cluster's own teardown.
         let fabric = lock(&self.shared.fabric);
@@ -459,13 +502,15 @@ async fn run(
     // Built on this thread, which lives as long as the cluster: the node inits die with it.
     let fabric = match config.isolation {
         Isolation::Host => None,
-        Isolation::Namespaces => match NodeFabric::create(&names) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                let _ = ready.send(Err(e));
-                return;
+        Isolation::Namespaces => {
+            match NodeFabric::create(&names, config.rails).and_then(|f| f.with_rail_faults(&config)) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
             }
-        },
+        }
     };
     let run_tag = match &fabric {
         Some(f) => f.tag().clone(),
@@ -482,8 +527,14 @@ async fn run(
         .iter()
         .map(|n| {
             let net = fabric.as_ref().and_then(|f| f.node(&n.name)).cloned();
+            let mut config = n.clone();
+            if let Some(tree) = fabric.as_ref().and_then(|f| f.rail_tree(&n.name)) {
+                config
+                    .runtime_env
+                    .insert(RAIL_TREE_ENV.to_string(), tree.display().to_string());
+            }
             NodeRt {
-                config: n.clone(),
+                config,
                 ip: net.as_ref().map(|x| x.ip).unwrap_or(Ipv4Addr::LOCALHOST),
                 net,
             }

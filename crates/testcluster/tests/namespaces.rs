@@ -512,3 +512,33 @@ fn live_at_least(tag: &str, count: usize) -> Vec<u32> {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+#[tokio::test]
+async fn a_nodes_containers_see_its_rails_its_rail_tree_and_a_dead_rail() {
+    if !enabled("a_nodes_containers_see_its_rails_its_rail_tree_and_a_dead_rail") {
+        return;
+    }
+    let config = ClusterConfig::two_gpu_nodes().rails(2).dead_rail("gpu-2", 1);
+    let cluster = TestCluster::start(config).await.expect("start a cluster with rails");
+    let pods: Api<Pod> = Api::default_namespaced(cluster.client().expect("client"));
+    create(&pods, &on_node(sh_pod("railbox", "sleep 60"), "gpu-2", json!({}))).await;
+    wait_for(&pods, "railbox", "running", |p| phase(p) == "Running").await;
+    // The node's own rail NICs and their real counters, in the pod's /sys.
+    let (out, code) = exec(&pods, "railbox", "cat /sys/class/net/rail0/statistics/tx_bytes /sys/class/net/rail1/carrier 2>&1; echo \"tree=$IC_BENCH_RAIL_TREE\"").await;
+    assert_eq!(code, 0, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].parse::<u64>().is_ok(), "{out}");
+    assert_eq!(lines[1], "0", "rail 1 of gpu-2 is cut at its switch: no carrier");
+    let tree = cluster.rail_tree("gpu-2").expect("a rail tree");
+    assert_eq!(lines[2], format!("tree={}", tree.display()));
+    assert!(tree.join("sys/class/infiniband/mlx5_1").exists());
+    // Knobs: a slow rail at run time; rails need namespaces; a rail the nodes lack is refused.
+    cluster.limit_rail("gpu-1", 0, "100mbit").expect("tc tbf on rail0");
+    assert!(cluster.cut_rail("gpu-1", 2).is_err());
+    let host = ClusterConfig::two_gpu_nodes()
+        .rails(1)
+        .isolation(icb_testcluster::Isolation::Host);
+    assert!(TestCluster::start(host).await.is_err());
+    let unknown = ClusterConfig::two_gpu_nodes().rails(1).slow_rail("gpu-9", 0, "1mbit");
+    assert!(TestCluster::start(unknown).await.is_err());
+}

@@ -166,6 +166,10 @@ pub struct Measurement {
     pub elapsed_s: f64,
     /// Payload bytes moved in the measured iterations.
     pub bytes: u64,
+    /// Payload bytes the warm-up moved (the engines report it; absent in older files): with
+    /// `bytes`, what the NICs' counters should show (`pair --rails`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_bytes: Option<u64>,
     /// Bytes per second (bandwidth tests only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bandwidth_bps: Option<f64>,

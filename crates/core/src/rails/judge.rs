@@ -8,6 +8,8 @@ use super::outcome::*;
 use crate::model::{BandwidthUnit, Status, VerdictStatus};
 use crate::units::format_bandwidth;
 
+/// Shares are of the application's bytes (headers and ACKs put a healthy rail's own NIC a little
+/// above 1).
 /// A device carrying less than this share of its rail's bytes carried "~0".
 const IDLE_SHARE: f64 = 0.05;
 /// Below this share of its rail's bytes on its own device, concurrently, a rail is suspect and
@@ -219,7 +221,9 @@ fn kind_order(kind: RailFindingKind) -> u8 {
 
 /// `24 %`, or `0.3 %` below one percent.
 fn percent(share: f64) -> String {
-    if share < 0.01 {
+    if share < 0.001 {
+        "<0.1 %".into()
+    } else if share < 0.01 {
         format!("{:.1} %", 100.0 * share)
     } else {
         format!("{:.0} %", 100.0 * share)

@@ -55,7 +55,8 @@ pub struct RailRun {
     /// The rail's own pair verdict (floors, transport), as a pair run judges it.
     pub status: VerdictStatus,
     pub reason: String,
-    /// Payload bytes the application moved, warm-up included (what the counters should show).
+    /// Payload bytes the row moved, warm-up included where the engine reports it: what the NICs'
+    /// counters should show before headers (an own-NIC share a little above 1 is healthy).
     pub app_bytes: u64,
     /// The transport that carried the bytes, as the cases' evidence says (`rc_mlx5`, `tcp`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -87,7 +88,7 @@ pub struct DeviceShare {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rail: Option<usize>,
     pub bytes: u64,
-    /// `bytes` ÷ the rail's application bytes.
+    /// `bytes` ÷ the rail's application bytes (a little above 1 by headers and ACKs).
     pub share: f64,
 }
 

@@ -73,6 +73,7 @@ fn measured(
         status: CaseStatus::Measured,
         reason: None,
         measurement: Some(Measurement {
+            warmup_bytes: None,
             warmup_iterations: 4,
             iterations: 100,
             elapsed_s: 0.5,

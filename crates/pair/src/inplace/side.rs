@@ -13,6 +13,27 @@ pub struct InPlaceSide {
 }
 
 impl InPlaceSide {
+    /// A side whose exec was opened elsewhere (the Kubernetes rails seam runs its ranks so).
+    pub(crate) fn new(role: &'static str, label: String, session: ExecSession) -> InPlaceSide {
+        InPlaceSide {
+            role,
+            label,
+            session,
+            replay: VecDeque::new(),
+        }
+    }
+
+    /// Reads (and drops) lines up to one starting with `marker`: `false` when the output ended
+    /// first.
+    pub(crate) async fn read_until(&mut self, marker: &str) -> bool {
+        while let Some(line) = self.session.next_line().await {
+            if line.starts_with(marker) {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Reads until the listening event or the end of the output (every line is kept for the
     /// pipeline): `Err` carries why the side ended, and its typed failure when it said one.
     pub(super) async fn first_event(&mut self) -> Result<(), (String, Option<SideErrorKind>)> {

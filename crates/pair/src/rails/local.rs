@@ -5,17 +5,15 @@
 //! namespaces; the rail map is computed by the probe's code from each emulated node's recorded
 //! tree (or from this host's sysfs), exactly as on a real node.
 
-use super::plan::{NodeRailInfo, RailDevices};
+use super::plan::NodeRailInfo;
 use super::{RailRow, RailSeam};
 use crate::launcher::LaunchError;
 use crate::local::{LocalLauncher, LocalOptions, RankPinning, SidePinning};
 use crate::run::SideRole;
 use icb_core::rails::{CounterSnapshot, RailEnd};
 use icb_isolate::{LocalPair, PairSide};
-use icb_probe::{GatherOptions, LocalSource, NodeSource};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The namespaces of a local rails run, shared by every row; removed by [`LocalRails::cleanup`]
 /// (or on drop).
@@ -61,37 +59,7 @@ impl LocalRails {
     pub fn node_info(&self, role: SideRole) -> Result<NodeRailInfo, LaunchError> {
         let (side, sys_root) = self.side(role)?;
         let tree = self.pair()?.rail_tree(&side);
-        let src: Box<dyn NodeSource> = match &tree {
-            Some(t) => Box::new(LocalSource::replay(t)),
-            None => Box::new(LocalSource::default()),
-        };
-        let opts = GatherOptions {
-            tool_timeout: Duration::from_secs(5),
-            counter_interval: Duration::ZERO,
-        };
-        let facts = icb_probe::gather(src.as_ref(), &opts);
-        let map = icb_probe::rails::rail_map(src.as_ref(), &facts).unwrap_or_default();
-        let devices = map
-            .rails
-            .iter()
-            .map(|r| {
-                let counter =
-                    icb_probe::counters::counter_device(&sys_root, &r.nic).unwrap_or_else(|| r.nic.port_name());
-                // An RDMA port is opened by its port name; a NIC seen here only as a network
-                // device (an emulated one) by that device.
-                let ucx = if counter.contains(':') {
-                    r.nic.port_name()
-                } else {
-                    counter.clone()
-                };
-                RailDevices { counter, ucx }
-            })
-            .collect();
-        Ok(NodeRailInfo {
-            node: side.host,
-            map,
-            devices,
-        })
+        Ok(super::info::node_info(side.host, tree.as_deref(), &sys_root))
     }
 
     /// Limits rail `k` of one side's node (`tc tbf`), a slow rail.
@@ -136,18 +104,27 @@ fn numa_cpus(node: u32) -> Option<String> {
     (!text.is_empty()).then(|| text.to_string())
 }
 
-/// A rank's pinning: its NIC (`UCX_NET_DEVICES`), its GPU (`CUDA_VISIBLE_DEVICES`, bus order)
-/// and its GPU's (else its NIC's) NUMA node's CPUs.
-pub fn pinning(end: &RailEnd) -> SidePinning {
+/// A rank's environment: its NIC (`UCX_NET_DEVICES`) and its GPU (`CUDA_VISIBLE_DEVICES`, bus
+/// order).
+pub fn rank_env(end: &RailEnd) -> Vec<(String, String)> {
     let mut env = vec![("UCX_NET_DEVICES".to_string(), end.ucx_net_devices.clone())];
     if let Some(gpu) = &end.gpu {
         env.push(("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()));
         env.push(("CUDA_VISIBLE_DEVICES".into(), gpu.ordinal.to_string()));
     }
-    let numa = end.gpu.as_ref().and_then(|g| g.numa_node).or(end.nic.numa_node);
+    env
+}
+
+/// The NUMA node whose CPUs a rank runs on: its GPU's, else its NIC's.
+pub fn rank_numa(end: &RailEnd) -> Option<u32> {
+    end.gpu.as_ref().and_then(|g| g.numa_node).or(end.nic.numa_node)
+}
+
+/// A rank's pinning here: [`rank_env`] and [`rank_numa`]'s CPUs.
+pub fn pinning(end: &RailEnd) -> SidePinning {
     SidePinning {
-        env,
-        cpus: numa.and_then(numa_cpus),
+        env: rank_env(end),
+        cpus: rank_numa(end).and_then(numa_cpus),
     }
 }
 

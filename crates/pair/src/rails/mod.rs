@@ -13,6 +13,8 @@
 //! The aligned pattern is one round (rail i ↔ rail i); the cross pattern is K rounds, round r
 //! pairing prefill rail i with decode rail (i + r) mod K, so each NIC carries one row at a time.
 
+pub mod info;
+pub mod kube;
 pub mod local;
 mod plan;
 mod report;

@@ -53,14 +53,14 @@ pub struct RailPlanError(pub String);
 
 /// How a rail NIC is reached on one host: the device whose counters carry its bytes and what
 /// UCX is told (`mlx5_0:1`, or the network device of a NIC without RDMA counters here).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RailDevices {
     pub counter: String,
     pub ucx: String,
 }
 
 /// One node as the planner sees it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NodeRailInfo {
     pub node: String,
     pub map: RailMap,

@@ -54,19 +54,19 @@ fn figure(report: &PairReport) -> Option<f64> {
         .reduce(f64::min)
 }
 
-/// Payload bytes the row moved, warm-up included: what its NICs' counters should show (before
-/// protocol overhead). Bandwidth cases move `bytes / iterations` per iteration, warm-up too;
-/// latency cases move the message both ways.
+/// Payload bytes the row moved, warm-up included where the engine reports it (what the NICs'
+/// counters should show, before headers). An engine that does not report its warm-up gives the
+/// measured bytes alone: a lower bound, never an estimate. Latency cases move the message both
+/// ways.
 fn app_bytes(report: &PairReport) -> u64 {
     report
         .cases
         .iter()
         .filter_map(|c| {
             let m = c.measurement.as_ref()?;
-            let per_iteration = m.bytes.checked_div(m.iterations)?;
-            let total = per_iteration.saturating_mul(m.iterations + m.warmup_iterations);
+            let moved = m.bytes.saturating_add(m.warmup_bytes.unwrap_or(0));
             let both_ways = c.test == TestKind::TagLat;
-            Some(if both_ways { total.saturating_mul(2) } else { total })
+            Some(if both_ways { moved.saturating_mul(2) } else { moved })
         })
         .sum()
 }

@@ -39,6 +39,7 @@ fn case(
         status: CaseStatus::Measured,
         reason: None,
         measurement: Some(Measurement {
+            warmup_bytes: None,
             warmup_iterations: 16,
             iterations,
             elapsed_s: if test.is_bandwidth() {

@@ -1,0 +1,98 @@
+//! One node's rails as the planner needs them ([`NodeRailInfo`]): the rail map from sysfs (or a
+//! recorded tree) and, per rail, the device whose counters carry its bytes and what UCX is told.
+//! One function for every seam, so a rail is planned the same way whether the node is an emulated
+//! local one (read from here), a bench pod (`ic-bench rail-info`, exec'd there) or a real host.
+
+use super::plan::{NodeRailInfo, RailDevices};
+use icb_core::rails::CounterSnapshot;
+use icb_probe::{GatherOptions, LocalSource, NodeSource};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+/// Test-only: a recorded rail-map tree (a root holding `sys/…`) that `ic-bench rail-info` reads
+/// the rail map from instead of `/sys`. The emulated cluster's node runtime sets it in every
+/// container of a node with emulated rails (whose `/sys` shows only veths); the counters are
+/// still read from the real `/sys`.
+pub const RAIL_TREE_ENV: &str = "IC_BENCH_RAIL_TREE";
+
+/// `node`'s rails: the map from `tree` (a recorded sysfs root) or else this host's sysfs, the
+/// counter devices from `sys_root` (the sysfs where the node's own counters are readable).
+pub fn node_info(node: String, tree: Option<&Path>, sys_root: &Path) -> NodeRailInfo {
+    let src: Box<dyn NodeSource> = match tree {
+        Some(t) => Box::new(LocalSource::replay(t)),
+        None => Box::new(LocalSource::default()),
+    };
+    let opts = GatherOptions {
+        tool_timeout: Duration::from_secs(5),
+        counter_interval: Duration::ZERO,
+    };
+    let facts = icb_probe::gather(src.as_ref(), &opts);
+    let map = icb_probe::rails::rail_map(src.as_ref(), &facts).unwrap_or_default();
+    let devices = map
+        .rails
+        .iter()
+        .map(|r| {
+            let counter = icb_probe::counters::counter_device(sys_root, &r.nic).unwrap_or_else(|| r.nic.port_name());
+            // An RDMA port is opened by its port name; a NIC seen here only as a network
+            // device (an emulated one) by that device.
+            let ucx = if counter.contains(':') {
+                r.nic.port_name()
+            } else {
+                counter.clone()
+            };
+            RailDevices { counter, ucx }
+        })
+        .collect();
+    NodeRailInfo { node, map, devices }
+}
+
+/// What `ic-bench rail-info` prints, one JSON line: the node's rails, or with `--counters` only
+/// a snapshot of its counters (read twice per phase: the map is not recomputed each time).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RailInfoLine {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info: Option<NodeRailInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<CounterSnapshot>,
+}
+
+/// This host's line: `node` names it, `tree` is [`RAIL_TREE_ENV`] when set.
+pub fn this_host(node: String, tree: Option<&Path>, counters: bool) -> RailInfoLine {
+    let sys = Path::new("/sys");
+    if counters {
+        RailInfoLine {
+            info: None,
+            counters: Some(icb_probe::counters::snapshot(sys)),
+        }
+    } else {
+        RailInfoLine {
+            info: Some(node_info(node, tree, sys)),
+            counters: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_emulated_trees_rails_are_planned_on_their_netdevs() {
+        let dir = std::env::temp_dir().join(format!("icb-rail-info-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        icb_isolate::write_rail_tree(&dir, 3).unwrap();
+        // The tree has no statistics: the counter device falls back to the RDMA port name.
+        let info = node_info("n1".into(), Some(&dir), &dir.join("sys"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(info.map.rails.len(), 3);
+        assert_eq!(info.devices.len(), 3);
+        assert_eq!(info.devices[2].counter, "mlx5_2:1");
+        let line = RailInfoLine {
+            info: Some(info.clone()),
+            counters: None,
+        };
+        let back: RailInfoLine = serde_json::from_str(&serde_json::to_string(&line).unwrap()).unwrap();
+        assert_eq!(back.info, Some(info));
+    }
+}

@@ -1,0 +1,574 @@
+//! The rails seam on Kubernetes (`pair --prefill node/A --decode node/B --rails …`): one idle
+//! bench pod per node that holds ALL of the node's GPUs and RDMA devices (so no other pod's
+//! traffic shares the rails while they are measured, and every device is visible to the ranks),
+//! and every rank runs inside it through the exec API, as TP ranks run in one worker pod.
+//!
+//! - The node's rails come from `ic-bench rail-info` exec'd in its pod: the probe's rail-map code
+//!   over the pod's `/sys`, exactly as `probe node` sees it (on the emulated cluster over the
+//!   node's recorded tree, which its runtime names in `IC_BENCH_RAIL_TREE`).
+//! - Each row's two sides are `ic-bench serve` / `ic-bench connect --plan` exec'd in those pods
+//!   with the row's pinning (`UCX_NET_DEVICES`, `CUDA_VISIBLE_DEVICES`, `taskset -c` to the NUMA
+//!   node's CPUs as the pod's own sysfs lists them, where taskset exists and the pod may use
+//!   them). A side's whole life is one exec whose wrapper stops the rank when its stdin ends (the
+//!   run stopped, was interrupted or died), as the in-place launcher's does; its output is read
+//!   as an [`InPlaceSide`]. The bench image has ic-bench: nothing is copied.
+//! - The counters are `ic-bench rail-info --counters` exec'd in each pod: the node's own sysfs.
+//!
+//! Every wait has a deadline (pod start, each exec); both pods are deleted by the run's label on
+//! every path by [`KubeRails::cleanup`] (and a pod outlives a lost ic-bench by at most its
+//! `activeDeadlineSeconds`, its idle command ends then too).
+
+use super::info::RailInfoLine;
+use super::plan::NodeRailInfo;
+use super::{RailRow, RailSeam};
+use crate::inplace::{InPlaceSide, Worker};
+use crate::launcher::{LaunchError, LaunchFailure, Launcher, Side as _};
+use crate::run::SideRole;
+use icb_core::model::{Endpoint, Locality, PairReport, Placement};
+use icb_core::protocol::{ChildPlan, Listening};
+use icb_core::rails::{CounterSnapshot, RailEnd};
+use icb_kube::devices::{DeviceChoice, node_resources};
+use icb_kube::k8s_openapi::api::core::v1::Pod;
+use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use icb_kube::pair::join_host_port;
+use icb_kube::podspec::{self, BenchPod, Role};
+use icb_kube::{Cluster, KubeError, lifecycle};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What a Kubernetes rails run is asked to do (decided by the CLI).
+#[derive(Debug, Clone)]
+pub struct KubeRailsPlan {
+    /// The nodes (`--prefill node/A`, `--decode node/B`).
+    pub prefill_node: String,
+    pub decode_node: String,
+    /// Names the pods (`ic-bench-<id>-client`/`-server`) and labels them for cleanup.
+    pub run_id: String,
+    pub image: String,
+    pub image_pull_policy: Option<String>,
+    pub privileged: bool,
+    pub service_account: Option<String>,
+    /// Scheduling, image pull and start of both pods.
+    pub start_timeout: Duration,
+    /// Each short exec (`rail-info`), and opening a side's exec.
+    pub exec_timeout: Duration,
+    /// Deleting the pods at the end.
+    pub cleanup_timeout: Duration,
+    /// The longest a pod may live (its `activeDeadlineSeconds` and idle command): a backstop.
+    pub lifetime: Duration,
+    /// How long a row's decode side waits for its client (`serve --idle-timeout`).
+    pub side_timeout: Duration,
+    /// The engine selection both sides get (`--engine nixl`, `--ucx-profile`, …).
+    pub side_args: Vec<String>,
+    /// Labels on top of the standard ones (a sweep's id).
+    pub extra_labels: BTreeMap<String, String>,
+}
+
+/// Most row runs of one rails run (16 rails, the cross pattern's 16 rounds, each row maybe alone
+/// again): the pods' lifetime backstop is this many row deadlines.
+const MAX_ROW_RUNS: u32 = 16 * 16 * 2;
+
+impl KubeRailsPlan {
+    /// A plan with the deadlines that follow from the pair plan each row runs (`pair`): the pods
+    /// start within `start_timeout`, each exec opens within a minute (or the request timeout),
+    /// each row's decode side waits for its client as long as the row may take.
+    pub fn new(
+        nodes: (&str, &str),
+        run_id: String,
+        image: String,
+        start_timeout: Duration,
+        request_timeout: Duration,
+        pair: &crate::PairPlan,
+    ) -> KubeRailsPlan {
+        let row = crate::PairPlan::deadline_for(&pair.settings);
+        let lifetime = start_timeout + row.saturating_mul(MAX_ROW_RUNS).min(Duration::from_secs(24 * 3600));
+        KubeRailsPlan {
+            prefill_node: nodes.0.to_string(),
+            decode_node: nodes.1.to_string(),
+            run_id,
+            image,
+            image_pull_policy: None,
+            privileged: false,
+            service_account: None,
+            start_timeout,
+            exec_timeout: Duration::from_secs(60).max(request_timeout),
+            cleanup_timeout: icb_kube::pair::cleanup_timeout(request_timeout),
+            lifetime,
+            side_timeout: pair.startup_timeout + row,
+            side_args: Vec::new(),
+            extra_labels: BTreeMap::new(),
+        }
+    }
+}
+
+/// The two bench pods of a rails run, shared by every row.
+pub struct KubeRails {
+    cluster: Cluster,
+    plan: KubeRailsPlan,
+    /// Set once a create may have reached the API server: only then is there anything to delete.
+    maybe_created: AtomicBool,
+    /// (prefill, decode), once both run.
+    pods: Option<(Worker, Worker)>,
+    /// The devices each pod requested, for the user.
+    notes: Vec<String>,
+}
+
+/// Every GPU and RDMA resource `advertised` (a node's allocatable), with its whole quantity.
+pub fn whole_node_devices(advertised: &BTreeMap<String, Quantity>) -> BTreeMap<String, Quantity> {
+    use icb_core::fabric::resource::resource_class;
+    advertised
+        .iter()
+        .filter(|(name, q)| {
+            let class = resource_class(name);
+            (class.is_gpu() || class.is_rdma()) && q.0.trim() != "0"
+        })
+        .map(|(name, q)| (name.clone(), q.clone()))
+        .collect()
+}
+
+impl KubeRails {
+    /// Nothing is created until [`KubeRails::start`].
+    pub fn new(cluster: Cluster, plan: KubeRailsPlan) -> KubeRails {
+        KubeRails {
+            cluster,
+            plan,
+            maybe_created: AtomicBool::new(false),
+            pods: None,
+            notes: Vec::new(),
+        }
+    }
+
+    /// What the pods requested, one line per node.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    fn pod(&self, node: &str, role: Role, devices: BTreeMap<String, Quantity>) -> Pod {
+        let secs = self.plan.lifetime.as_secs().max(1);
+        let mut pod = BenchPod {
+            run_id: self.plan.run_id.clone(),
+            role,
+            namespace: self.cluster.namespace().to_string(),
+            node: node.to_string(),
+            image: self.plan.image.clone(),
+            image_pull_policy: self.plan.image_pull_policy.clone(),
+            args: Vec::new(),
+            env: Vec::new(),
+            model: None,
+            devices: DeviceChoice {
+                requests: devices,
+                ..Default::default()
+            },
+            active_deadline_s: secs as i64,
+            privileged: self.plan.privileged,
+            host_ipc: false,
+            host_pid: false,
+            service_account: self.plan.service_account.clone(),
+            extra_labels: self.plan.extra_labels.clone(),
+        }
+        .build();
+        // It only holds the devices; the ranks are exec'd into it.
+        if let Some(c) = pod.spec.as_mut().and_then(|s| s.containers.first_mut()) {
+            c.command = Some(vec!["sleep".into(), secs.to_string()]);
+        }
+        pod
+    }
+
+    /// Creates both pods, each holding all of its node's GPUs and RDMA devices, and waits until
+    /// both run (within the start deadline). On an error the caller still calls
+    /// [`KubeRails::cleanup`].
+    pub async fn start(&mut self) -> Result<(), LaunchError> {
+        let until = Instant::now() + self.plan.start_timeout;
+        let mut pods = Vec::new();
+        for (node, role) in [
+            (self.plan.prefill_node.clone(), Role::Client),
+            (self.plan.decode_node.clone(), Role::Server),
+        ] {
+            let advertised = node_resources(&self.cluster, &node).await.map_err(|e| match e {
+                e if e.is_not_found() => LaunchError::new(format!("there is no node {node}: fix node/{node}")),
+                e => launch_error(e),
+            })?;
+            let devices = whole_node_devices(&advertised);
+            self.notes.push(if devices.is_empty() {
+                format!("node {node} advertises no GPU or RDMA device: its pod requests none")
+            } else {
+                let list: Vec<String> = devices.iter().map(|(n, q)| format!("{} {n}", q.0)).collect();
+                format!(
+                    "the pod on node {node} requests all of its devices: {}",
+                    list.join(", ")
+                )
+            });
+            let pod = self.pod(&node, role, devices);
+            pods.push((node, pod));
+        }
+        for (_, pod) in &pods {
+            lifecycle::create_pod_tracked(&self.cluster, pod, &self.maybe_created)
+                .await
+                .map_err(launch_error)?;
+        }
+        let mut workers = Vec::new();
+        for (node, pod) in &pods {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let (_, ip) = match lifecycle::wait_running(&self.cluster, &name, until).await {
+                Ok(running) => running,
+                Err(e) => return Err(self.not_running(&name, node, e).await),
+            };
+            workers.push(Worker {
+                pod: name,
+                node: node.clone(),
+                ip: Some(ip).filter(|ip| !ip.is_empty()),
+                container: Some(podspec::CONTAINER.into()),
+                note: None,
+            });
+        }
+        let decode = workers.pop();
+        let prefill = workers.pop();
+        self.pods = prefill.zip(decode);
+        Ok(())
+    }
+
+    /// Why a pod did not run: by its status when it is one the scheduler cannot place (then a
+    /// sweep records it as such, not as a fabric failure), else the wait's error.
+    async fn not_running(&self, name: &str, node: &str, e: KubeError) -> LaunchError {
+        let pods = self.cluster.pods();
+        let seen = self.cluster.call(&format!("get pod {name}"), || pods.get(name)).await;
+        match seen {
+            Ok(pod) if lifecycle::unschedulable(&pod) => LaunchError::of(
+                LaunchFailure::Unschedulable {
+                    pod: name.to_string(),
+                    node: Some(node.to_string()),
+                },
+                e.to_string(),
+            ),
+            _ => launch_error(e),
+        }
+    }
+
+    fn worker(&self, role: SideRole) -> Result<&Worker, LaunchError> {
+        let (prefill, decode) = self
+            .pods
+            .as_ref()
+            .ok_or_else(|| LaunchError::new("the rails' bench pods are not running"))?;
+        Ok(match role {
+            SideRole::Prefill => prefill,
+            SideRole::Decode => decode,
+        })
+    }
+
+    /// `ic-bench rail-info ARGS` in one side's pod, its one JSON line read.
+    async fn rail_info(&self, role: SideRole, counters: bool) -> Result<RailInfoLine, String> {
+        let w = self.worker(role).map_err(|e| e.to_string())?;
+        let mut command = vec![
+            "ic-bench".to_string(),
+            "rail-info".into(),
+            "--node".into(),
+            w.node.clone(),
+        ];
+        if counters {
+            command.push("--counters".into());
+        }
+        let out = self
+            .cluster
+            .exec(&w.pod, w.container.as_deref(), &command, self.plan.exec_timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        if out.exit_code != 0 {
+            let words = crate::launcher::summarize(out.stderr_lossy().lines());
+            return Err(format!(
+                "`ic-bench rail-info` in pod {} exited {}: {words} (does the image's ic-bench have rail-info? use this version's image)",
+                w.pod, out.exit_code
+            ));
+        }
+        let stdout = out.stdout_lossy();
+        let line = stdout.lines().rev().find(|l| l.starts_with('{')).unwrap_or_default();
+        serde_json::from_str(line)
+            .map_err(|e| format!("`ic-bench rail-info` in pod {} printed no rail info: {e}", w.pod))
+    }
+
+    /// One side's node for the planner, from its pod.
+    pub async fn node_info(&self, role: SideRole) -> Result<NodeRailInfo, LaunchError> {
+        let line = self.rail_info(role, false).await.map_err(LaunchError::new)?;
+        let mut info = line
+            .info
+            .ok_or_else(|| LaunchError::new("`ic-bench rail-info` printed no rail map"))?;
+        info.node = self.worker(role)?.node.clone();
+        Ok(info)
+    }
+
+    /// The pods' names: (prefill, decode).
+    pub fn pod_names(&self) -> Option<(String, String)> {
+        self.pods.as_ref().map(|(p, d)| (p.pod.clone(), d.pod.clone()))
+    }
+
+    /// Deletes both pods (by the run's label, also one whose create was in flight). Every row's
+    /// launcher must be done.
+    pub async fn cleanup(&mut self) -> Result<String, LaunchError> {
+        if !self.maybe_created.swap(false, Ordering::SeqCst) {
+            return Ok(String::new());
+        }
+        self.pods = None;
+        let deleted = lifecycle::delete_matching_settled(
+            &self.cluster,
+            &podspec::instance_selector(&self.plan.run_id),
+            Instant::now() + self.plan.cleanup_timeout,
+            Duration::from_millis(300),
+        )
+        .await
+        .map_err(launch_error)?;
+        Ok(format!(
+            "deleted {} ic-bench pod(s) of run {}",
+            deleted.len(),
+            self.plan.run_id
+        ))
+    }
+}
+
+/// A Kubernetes error as a launch failure, by its type.
+fn launch_error(e: KubeError) -> LaunchError {
+    let kind = match &e {
+        e if e.cluster_level() => LaunchFailure::Cluster,
+        KubeError::Deadline { .. } => LaunchFailure::Deadline,
+        _ => LaunchFailure::Other,
+    };
+    LaunchError::of(kind, e.to_string())
+}
+
+impl RailSeam for KubeRails {
+    type L = KubeRailLauncher;
+
+    fn launcher(&mut self, row: &RailRow) -> Result<KubeRailLauncher, LaunchError> {
+        Ok(KubeRailLauncher {
+            cluster: self.cluster.clone(),
+            row: row.index,
+            prefill: (self.worker(SideRole::Prefill)?.clone(), rank_pinning(&row.prefill)),
+            decode: (self.worker(SideRole::Decode)?.clone(), rank_pinning(&row.decode)),
+            open_timeout: self.plan.exec_timeout,
+            side_timeout: self.plan.side_timeout,
+            side_args: self.plan.side_args.clone(),
+        })
+    }
+
+    async fn counters(&mut self, side: SideRole) -> CounterSnapshot {
+        match self.rail_info(side, true).await {
+            Ok(RailInfoLine {
+                counters: Some(snapshot),
+                ..
+            }) => snapshot,
+            Ok(_) => unreadable("`ic-bench rail-info --counters` printed no counters".into()),
+            Err(why) => unreadable(why),
+        }
+    }
+}
+
+fn unreadable(why: String) -> CounterSnapshot {
+    CounterSnapshot {
+        counters: Vec::new(),
+        unreadable: vec![why],
+    }
+}
+
+/// A rank's pinning inside its pod: the environment and the NUMA node whose CPUs it runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodPinning {
+    pub env: Vec<(String, String)>,
+    pub numa: Option<u32>,
+}
+
+fn rank_pinning(end: &RailEnd) -> PodPinning {
+    PodPinning {
+        env: super::local::rank_env(end),
+        numa: super::local::rank_numa(end),
+    }
+}
+
+/// Runs `"$@"` as one rank: pinned to the NUMA node's CPUs (`$numa`, as this pod's sysfs lists
+/// them) where taskset exists and may use them, stopped when stdin ends (only while it is still
+/// ic-bench), and waited for.
+const RANK_SCRIPT: &str = r#"if [ -n "$numa" ]; then
+  cpus=$(cat "/sys/devices/system/node/node$numa/cpulist" 2>/dev/null)
+  if [ -n "$cpus" ] && taskset -c "$cpus" true >/dev/null 2>&1; then set -- taskset -c "$cpus" "$@"; fi
+fi
+exec 3<&0
+"$@" </dev/null &
+p=$!
+echo "icb-rails-started $p"
+( cat <&3 >/dev/null 2>&1
+  case "$(readlink "/proc/$p/exe" 2>/dev/null)" in *ic-bench*) kill "$p" 2>/dev/null;; esac ) >/dev/null 2>&1 &
+exec 3<&-
+wait "$p"
+"#;
+
+/// `value` as one word for sh.
+fn sh_quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', r"'\''"))
+}
+
+/// The exec command of one rank: the pinning as shell assignments, then [`RANK_SCRIPT`].
+pub fn rank_command(pinning: &PodPinning, args: &[String]) -> Vec<String> {
+    let mut script = String::new();
+    for (k, v) in &pinning.env {
+        script.push_str(&format!("export {k}={}\n", sh_quote(v)));
+    }
+    let numa = pinning.numa.map(|n| n.to_string()).unwrap_or_default();
+    script.push_str(&format!("numa={}\n{RANK_SCRIPT}", sh_quote(&numa)));
+    let mut command = vec!["sh".to_string(), "-c".into(), script, "sh".into(), "ic-bench".into()];
+    command.extend(args.iter().cloned());
+    command
+}
+
+/// One row's two ranks, exec'd into the rails' pods.
+pub struct KubeRailLauncher {
+    cluster: Cluster,
+    row: usize,
+    prefill: (Worker, PodPinning),
+    decode: (Worker, PodPinning),
+    open_timeout: Duration,
+    side_timeout: Duration,
+    side_args: Vec<String>,
+}
+
+impl KubeRailLauncher {
+    async fn exec(&self, role: &'static str, args: Vec<String>) -> Result<InPlaceSide, LaunchError> {
+        let (worker, pinning) = match role {
+            "decode" => &self.decode,
+            _ => &self.prefill,
+        };
+        let mut args = args;
+        args.extend(self.side_args.iter().cloned());
+        let command = rank_command(pinning, &args);
+        let label = format!("pod/{}", worker.pod);
+        let session = self
+            .cluster
+            .exec_session(&worker.pod, worker.container.as_deref(), &command, self.open_timeout)
+            .await
+            .map_err(|e| LaunchError::new(format!("rail {} {role} side in {label}: {e}", self.row)))?;
+        let mut side = InPlaceSide::new(role, label, session);
+        // Up to the start line: a rank that could not start says why in its last words.
+        let started = tokio::time::timeout(self.open_timeout, side.read_until("icb-rails-started ")).await;
+        if matches!(started, Ok(true)) {
+            return Ok(side);
+        }
+        let why = side.last_words();
+        side.stop(Duration::ZERO).await;
+        Err(LaunchError::new(format!(
+            "rail {} {role} side in pod/{} did not start: {why}",
+            self.row, worker.pod
+        )))
+    }
+}
+
+impl Launcher for KubeRailLauncher {
+    type Side = InPlaceSide;
+
+    fn locality(&self) -> Locality {
+        if self.prefill.0.node == self.decode.0.node {
+            Locality::SameHost
+        } else {
+            Locality::DifferentHosts
+        }
+    }
+
+    fn mode(&self) -> String {
+        "kubernetes (rails)".into()
+    }
+
+    async fn start_decode(&mut self) -> Result<InPlaceSide, LaunchError> {
+        let idle = format!("{}s", self.side_timeout.as_secs().max(1));
+        let args = [
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--once",
+            "--idle-timeout",
+            &idle,
+            "--side-events",
+        ];
+        self.exec("decode", args.map(String::from).to_vec()).await
+    }
+
+    async fn start_prefill(&mut self, server: &Listening, plan: &ChildPlan) -> Result<InPlaceSide, LaunchError> {
+        let port = server
+            .socket_addr()
+            .map_err(|e| LaunchError::new(e.to_string()))?
+            .port();
+        let ip = self.decode.0.ip.clone().ok_or_else(|| {
+            LaunchError::new(format!(
+                "pod/{} has no pod IP: wait until it is Running",
+                self.decode.0.pod
+            ))
+        })?;
+        let args = vec![
+            "connect".into(),
+            join_host_port(&ip, port),
+            "--plan".into(),
+            plan.to_json(),
+        ];
+        self.exec("prefill", args).await
+    }
+
+    fn placement(&self, server: &Listening, _report: &PairReport) -> Placement {
+        let port = server.socket_addr().map(|a| a.port()).unwrap_or_default();
+        let endpoint = |w: &Worker, address: Option<String>| Endpoint {
+            host: w.node.clone(),
+            pod: Some(w.pod.clone()),
+            namespace: Some(self.cluster.namespace().to_string()),
+            address: address.or_else(|| w.ip.clone()),
+            modelled_on: None,
+        };
+        let decode_address = self.decode.0.ip.as_ref().map(|ip| join_host_port(ip, port));
+        Placement {
+            locality: self.locality(),
+            mode: self.mode(),
+            prefill: endpoint(&self.prefill.0, None),
+            decode: endpoint(&self.decode.0, decode_address),
+        }
+    }
+
+    async fn cleanup(&mut self) -> Result<String, LaunchError> {
+        // The ranks stop when their exec's stdin ends (the pipeline stopped both sides); the
+        // pods are the seam's to delete.
+        Ok(format!("the ranks of row {}", self.row))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whole_node_takes_every_gpu_and_rdma_device_and_nothing_else() {
+        let q = |s: &str| Quantity(s.into());
+        let advertised: BTreeMap<String, Quantity> = [
+            ("cpu", "64"),
+            ("memory", "512Gi"),
+            ("nvidia.com/gpu", "8"),
+            ("rdma/ib", "8"),
+            ("amd.com/gpu", "0"),
+            ("example.com/fpga", "1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), q(v)))
+        .collect();
+        let got = whole_node_devices(&advertised);
+        let names: Vec<&str> = got.keys().map(String::as_str).collect();
+        assert_eq!(names, ["nvidia.com/gpu", "rdma/ib"]);
+        assert_eq!(got["nvidia.com/gpu"], q("8"));
+    }
+
+    #[test]
+    fn a_ranks_pinning_is_quoted_for_the_shell() {
+        let pinning = PodPinning {
+            env: vec![
+                ("UCX_NET_DEVICES".into(), "mlx5_0:1".into()),
+                ("X".into(), "a'b".into()),
+            ],
+            numa: Some(1),
+        };
+        let cmd = rank_command(&pinning, &["serve".into()]);
+        assert_eq!(&cmd[..2], ["sh", "-c"]);
+        assert!(cmd[2].starts_with("export UCX_NET_DEVICES='mlx5_0:1'\nexport X='a'\\''b'\nnuma='1'\n"));
+        assert_eq!(&cmd[3..], ["sh", "ic-bench", "serve"]);
+    }
+}

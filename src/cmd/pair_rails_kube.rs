@@ -1,0 +1,151 @@
+//! `ic-bench pair --prefill node/A --decode node/B --rails …`: every rail of two Kubernetes nodes
+//! at once, through `icb_pair::rails::kube` (one idle bench pod per node holding all of its GPUs
+//! and RDMA devices, each rank exec'd into it). Here only the flags, read once, and the wiring.
+
+use super::interrupt::Interrupt;
+use super::kube_args::ClusterArgs;
+use super::pair::PairCommand;
+use super::pair_rails::{Choice, rails_plan, run_plan};
+use icb_core::rails::RailPattern;
+use icb_kube::target::Target;
+use icb_pair::rails::kube::{KubeRails, KubeRailsPlan};
+use icb_pair::rails::{AloneRuns, RailSelection};
+use icb_pair::{PairError, SideRole};
+use std::time::Duration;
+
+/// A Kubernetes rails run, decided.
+pub struct KubeRailsTarget {
+    pub cluster: ClusterArgs,
+    pub pods: KubeRailsPlan,
+    pub selection: RailSelection,
+    pub told: Option<Vec<String>>,
+    pub pattern: RailPattern,
+    pub margin: f64,
+    pub alone: AloneRuns,
+}
+
+/// Reads the rails flags of a Kubernetes run (`--prefill node/A --decode node/B`).
+pub fn target(args: &super::pair::Args, plan: &icb_pair::PairPlan) -> anyhow::Result<KubeRailsTarget> {
+    let rails = &args.rails;
+    let k = &args.kube;
+    let (prefill, decode) = super::pair_kube::targets(args)?;
+    let (Target::Node(prefill), Target::Node(decode)) = (&prefill, &decode) else {
+        anyhow::bail!("--rails on Kubernetes runs on whole nodes: give --prefill node/NAME --decode node/NAME");
+    };
+    if prefill == decode {
+        anyhow::bail!("--rails pairs two nodes (each side takes all of its node's devices): give two different nodes");
+    }
+    let refused = [
+        (k.dry_run.is_some(), "--dry-run"),
+        (k.host_ipc, "--host-ipc"),
+        (k.host_pid, "--host-pid"),
+        (k.devices.request() != Default::default(), "--gpus/--rdma/--resource"),
+        (!rails.slow_rail.is_empty(), "--slow-rail"),
+        (!rails.dead_rail.is_empty(), "--dead-rail"),
+    ];
+    if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
+        anyhow::bail!(
+            "{flag} does not apply to --rails on Kubernetes (each pod takes all of its node's devices; slow or dead rails are the cluster's): drop it"
+        );
+    }
+    let selection = match (rails.rails.as_deref(), &rails.rail_devices) {
+        (Some(text), _) if text.trim().parse::<usize>().is_ok() => {
+            anyhow::bail!(
+                "--rails {text} emulates rail NICs: use it with --local --isolation node; on Kubernetes give --rails auto"
+            )
+        }
+        (Some(text), _) => text.parse::<RailSelection>()?,
+        (None, Some(devs)) => RailSelection::Devices(devs.clone()),
+        (None, None) => anyhow::bail!("--rail-pattern and the other rail flags need --rails or --rail-devices"),
+    };
+    let told = match &selection {
+        RailSelection::Devices(_) => None,
+        _ => rails.rail_devices.clone(),
+    };
+    let run_id = icb_kube::podspec::run_id_or_new(k.run_id.as_deref()).map_err(anyhow::Error::msg)?;
+    let start_timeout = k.timeout.unwrap_or(Duration::from_secs(300));
+    let image = k.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
+    let mut pods = KubeRailsPlan::new(
+        (prefill, decode),
+        run_id,
+        image,
+        start_timeout,
+        k.cluster.request_timeout,
+        plan,
+    );
+    pods.image_pull_policy = k.image_pull_policy.map(|p| p.as_str().to_string());
+    pods.privileged = k.privileged;
+    pods.service_account = k.service_account.clone();
+    pods.side_args = args.engine.side_flags();
+    Ok(KubeRailsTarget {
+        cluster: k.cluster.clone(),
+        pods,
+        selection,
+        told,
+        pattern: rails.pattern(),
+        margin: rails.rail_margin,
+        alone: rails.alone(),
+    })
+}
+
+pub fn run(cmd: &PairCommand, t: &KubeRailsTarget) -> anyhow::Result<i32> {
+    let interrupt = Interrupt::install()?;
+    super::common::runtime()?.block_on(async {
+        let cluster = tokio::select! {
+            c = t.cluster.connect() => c?,
+            _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was left to clean up")),
+        };
+        let mut seam = KubeRails::new(cluster, t.pods.clone());
+        // Everything until the pods are deleted stops at Ctrl-C; the cleanup then runs anyway.
+        let result = tokio::select! {
+            r = measure(cmd, t, &mut seam, &interrupt) => r,
+            _ = interrupt.token().cancelled() => Err(PairError::Interrupted(Default::default()).into()),
+        };
+        for note in seam.notes() {
+            tracing::info!("{note}");
+        }
+        let removed = seam.cleanup().await;
+        let interrupted = |e: &anyhow::Error| match e.downcast_ref::<PairError>() {
+            Some(PairError::Interrupted(i)) => Some(i.clone()),
+            _ => None,
+        };
+        match (result, removed) {
+            (Ok(outcome), Ok(_)) => super::common::emit_pair(&outcome.report, &cmd.output),
+            (Err(e), removed) if interrupted(&e).is_some() => {
+                let mut i = interrupted(&e).unwrap_or_default();
+                i.cleanup = match removed {
+                    Ok(what) => [i.cleanup.as_str(), what.as_str()]
+                        .into_iter()
+                        .filter(|s| !s.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    Err(e) => format!("{}; cleaning up failed: {e}", i.cleanup),
+                };
+                super::common::emit_interrupted(&i, &cmd.output, &interrupt)
+            }
+            (Err(e), _) => Err(e),
+            (Ok(_), Err(e)) => Err(anyhow::anyhow!("the run finished, but cleaning up failed: {e}")),
+        }
+    })
+}
+
+/// Starts the pods, reads both nodes' rails, plans the rows and runs them.
+async fn measure(
+    cmd: &PairCommand,
+    t: &KubeRailsTarget,
+    seam: &mut KubeRails,
+    interrupt: &Interrupt,
+) -> anyhow::Result<icb_pair::PairOutcome> {
+    seam.start().await?;
+    let prefill = seam.node_info(SideRole::Prefill).await?;
+    let decode = seam.node_info(SideRole::Decode).await?;
+    let choice = Choice {
+        selection: &t.selection,
+        told: t.told.as_deref(),
+        pattern: t.pattern,
+        margin: t.margin,
+        alone: t.alone,
+    };
+    let plan = rails_plan(cmd, &choice, &prefill, &decode)?;
+    Ok(run_plan(&plan, seam, interrupt).await?)
+}

@@ -1,0 +1,27 @@
+//! `ic-bench rail-info` (hidden): this node's rails as one JSON line, what the Kubernetes rails
+//! seam execs in its bench pods (`icb_pair::rails::info`). Only flags and wiring here.
+
+use icb_pair::rails::info::{RAIL_TREE_ENV, this_host};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// Print a snapshot of this node's NIC counters instead of its rails
+    #[arg(long)]
+    pub counters: bool,
+
+    /// The node's name in the output [default: this host's name]
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let node = args.node.unwrap_or_else(|| {
+        nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let tree = std::env::var_os(RAIL_TREE_ENV).map(std::path::PathBuf::from);
+    let line = this_host(node, tree.as_deref(), args.counters);
+    println!("{}", serde_json::to_string(&line)?);
+    Ok(icb_core::exit::OK)
+}

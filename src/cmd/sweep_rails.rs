@@ -1,0 +1,116 @@
+//! `sweep --rails auto`: each node pair of the sweep runs through the Kubernetes rails seam
+//! (`icb_pair::rails::kube`: one pod per node holding all of its devices, every rail at once)
+//! instead of one bench pod pair; its end is reduced to the same `Outcome` as a plain pair, the
+//! rails section riding along in the report. Scoring per rail is the sweep crate's.
+
+use super::sweep_run::Sweeper;
+use icb_pair::rails::kube::{KubeRails, KubeRailsPlan};
+use icb_pair::rails::{AloneRuns, RailSelection, RailsPlan, plan_rows, run_rails};
+use icb_pair::{CancellationToken, Deadlines, LaunchError, LaunchFailure, PairError, PairOutcome, PairPlan, SideRole};
+use icb_sweep::results::Outcome;
+use icb_sweep::run::PairEnd;
+use icb_sweep::schedule::Pair;
+
+/// What every rails pair of a sweep runs with (`--rails`, `--rail-margin`).
+#[derive(Debug, Clone)]
+pub struct RailsJob {
+    pub selection: RailSelection,
+    pub margin: f64,
+}
+
+/// `--rails`/`--rail-margin`, read once (a refusal is one line, exit 2).
+pub fn job(args: &super::sweep::Args) -> anyhow::Result<Option<RailsJob>> {
+    let Some(text) = &args.rails else {
+        return Ok(None);
+    };
+    if args.schedule.as_deref() == Some("intra-node") {
+        anyhow::bail!(
+            "--rails pairs two nodes (each side takes all of its node's devices): not with --schedule intra-node"
+        );
+    }
+    Ok(Some(RailsJob {
+        selection: text.parse::<RailSelection>()?,
+        margin: args.rail_margin.unwrap_or(0.2),
+    }))
+}
+
+/// Why a rails pair did not end with a report.
+enum Failed {
+    Launch(LaunchError),
+    Other(String),
+}
+
+impl Sweeper {
+    pub(super) async fn measure_rails(
+        &self,
+        rails: &RailsJob,
+        pair: &Pair,
+        run_id: &str,
+        stop: &CancellationToken,
+    ) -> PairEnd {
+        let job = &self.job;
+        let mut plan = PairPlan::new(job.settings.clone(), job.expectation.clone());
+        plan.set_deadlines(Deadlines::local(&job.settings, std::time::Duration::from_secs(60)));
+        let mut pods = KubeRailsPlan::new(
+            (&pair.prefill, &pair.decode),
+            run_id.to_string(),
+            job.image.clone(),
+            job.budget,
+            self.cluster.request_timeout(),
+            &plan,
+        );
+        pods.side_args = job.side_flags.clone();
+        pods.extra_labels.insert(
+            icb_kube::podspec::LABEL_SWEEP_ID.to_string(),
+            super::sweep_run::sweep_id_of(run_id).to_string(),
+        );
+        let mut seam = KubeRails::new(self.cluster.clone(), pods);
+        let result = tokio::select! {
+            r = rails_pair(rails, &plan, &mut seam, stop) => Some(r),
+            _ = stop.cancelled() => None,
+        };
+        if let Err(e) = seam.cleanup().await {
+            tracing::warn!("{pair}: {e}");
+        }
+        let Some(result) = result.filter(|_| !stop.is_cancelled()) else {
+            return PairEnd::Interrupted;
+        };
+        match result {
+            Ok(outcome) => PairEnd::Recorded(Outcome::from_report(&outcome.report)),
+            Err(Failed::Launch(e)) if e.kind == LaunchFailure::Cluster => PairEnd::ClusterDown(e.message),
+            Err(Failed::Launch(LaunchError {
+                kind: LaunchFailure::Unschedulable { node, .. },
+                message,
+            })) => PairEnd::Recorded(Outcome::Unschedulable { node, reason: message }),
+            Err(Failed::Launch(e)) => PairEnd::Recorded(Outcome::Error { reason: e.message }),
+            Err(Failed::Other(reason)) => PairEnd::Recorded(Outcome::Error { reason }),
+        }
+    }
+}
+
+/// The pods, both nodes' rails, the rows, the run.
+async fn rails_pair(
+    rails: &RailsJob,
+    pair: &PairPlan,
+    seam: &mut KubeRails,
+    stop: &CancellationToken,
+) -> Result<PairOutcome, Failed> {
+    seam.start().await.map_err(Failed::Launch)?;
+    let prefill = seam.node_info(SideRole::Prefill).await.map_err(Failed::Launch)?;
+    let decode = seam.node_info(SideRole::Decode).await.map_err(Failed::Launch)?;
+    let pattern = icb_core::rails::RailPattern::Aligned;
+    let rows =
+        plan_rows(&prefill, &decode, &rails.selection, None, pattern).map_err(|e| Failed::Other(e.to_string()))?;
+    let plan = RailsPlan {
+        pair: pair.clone(),
+        rows,
+        pattern,
+        margin: rails.margin,
+        alone: AloneRuns::Suspects,
+    };
+    let mut progress = |_: &icb_pair::rails::RailRow, _: &icb_core::protocol::CaseProgress| {};
+    run_rails(&plan, seam, stop, &mut progress).await.map_err(|e| match e {
+        PairError::Launch(l) => Failed::Launch(l),
+        e => Failed::Other(e.to_string()),
+    })
+}

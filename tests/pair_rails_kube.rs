@@ -1,0 +1,347 @@
+//! `ic-bench pair --prefill node/A --decode node/B --rails auto` on the emulated cluster (root:
+//! namespaces; CI runs as root): every node has K rail NICs, each with its own switch; one bench
+//! pod per node holds all of its devices and every rank is exec'd into it; the counters are the
+//! nodes' own `/sys/class/net/rail{k}/statistics`. Each test names exactly the rail it broke.
+
+#[path = "pair_kube_support/mod.rs"]
+mod support;
+
+use icb_core::rails::{AttributionStatus, RailFindingKind, RailsOutcome};
+use icb_core::{PairReport, VerdictStatus};
+use icb_testcluster::{ClusterConfig, TestCluster};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use support::*;
+
+const LIMIT: Duration = Duration::from_secs(240);
+
+/// One rails run at a time: their bandwidths are compared, and the machine has two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn rails_cluster(test: &str, config: ClusterConfig) -> Option<TestCluster> {
+    if !icb_isolate::privileged_tests_enabled(test) {
+        return None;
+    }
+    Some(cluster_with(config))
+}
+
+/// One bandwidth case per rail, host memory, TCP over the emulated rails (the floor is set for
+/// TCP on a 2-core machine: what is judged here is the rails).
+fn rails_run(cluster: &TestCluster, extra: &[&str]) -> PairRun {
+    let mut args = vec![
+        "--prefill",
+        "node/gpu-1",
+        "--decode",
+        "node/gpu-2",
+        "--rails",
+        "auto",
+        "-o",
+        "json",
+        "--tests",
+        "put_bw",
+        "--sizes",
+        "4MiB",
+        "--memory",
+        "host-host",
+        "--allow-tcp",
+        "--min-host-bw",
+        "0.001",
+    ];
+    args.extend(extra);
+    run_pair(cluster, &args, LIMIT)
+}
+
+fn report(run: &PairRun) -> PairReport {
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("no JSON report ({e}): {run:#?}"))
+}
+
+fn rails_of(run: &PairRun) -> RailsOutcome {
+    *report(run).rails.expect("a rails section")
+}
+
+/// Nothing of the run is left: no pod, and (within a few seconds) no rank in any node.
+fn assert_nothing_left(cluster: &TestCluster) {
+    assert!(cluster.pods().is_empty(), "pods left: {:?}", cluster.pods().len());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ranks = ranks_in(cluster, "serve").len() + ranks_in(cluster, "connect").len();
+        if ranks == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{ranks} rank(s) still run");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The pids of ic-bench ranks (`serve`/`connect`) in the cluster's node namespaces.
+fn ranks_in(cluster: &TestCluster, verb: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for ns in cluster.netns_names() {
+        let Ok(out) = std::process::Command::new("ip").args(["netns", "pids", &ns]).output() else {
+            continue;
+        };
+        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                continue;
+            };
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let is_rank = args.iter().any(|a| a.ends_with(b"ic-bench")) && args.contains(&verb.as_bytes());
+            if is_rank && let Ok(p) = pid.parse() {
+                pids.push(p);
+            }
+        }
+    }
+    pids
+}
+
+#[test]
+fn four_rails_on_kubernetes_pass_each_counted_on_its_own_nic() {
+    let Some(cluster) = rails_cluster(
+        "four_rails_on_kubernetes_pass_each_counted_on_its_own_nic",
+        ClusterConfig::two_gpu_nodes().rails(4),
+    ) else {
+        return;
+    };
+    let _one = serial();
+    let run = rails_run(&cluster, &["--rail-margin", "60%"]);
+    assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
+    let r = report(&run);
+    let rails = rails_of(&run);
+    assert_eq!(rails.rails.len(), 4);
+    for row in &rails.rails {
+        assert_ne!(row.status, VerdictStatus::Fail, "{row:?}");
+        assert_eq!(row.prefill.node, "gpu-1");
+        assert_eq!(row.decode.node, "gpu-2");
+        assert_eq!(row.prefill.counter_device, format!("rail{}", row.index));
+        assert_eq!(row.decode.ucx_net_devices, format!("rail{}", row.index));
+        assert_eq!(row.prefill.nic.name, format!("mlx5_{}", row.index));
+        let a = row.attribution.as_ref().expect("attributed");
+        for side in [&a.prefill, &a.decode] {
+            assert_eq!(side.status, AttributionStatus::Counted, "{side:?}");
+            let own = side
+                .devices
+                .iter()
+                .find(|d| d.device == row.prefill.counter_device)
+                .unwrap();
+            assert!((0.98..1.15).contains(&own.share), "rail {}: {own:?}", row.index);
+        }
+        assert_eq!(
+            row.concurrent.data_path.as_deref(),
+            Some(format!("tcp/rail{}", row.index).as_str())
+        );
+    }
+    assert_eq!(r.placement.prefill.host, "gpu-1");
+    assert!(r.placement.mode.contains("kubernetes"), "{}", r.placement.mode);
+    // Two pods, each pinned to its node and holding all of its GPUs and RDMA devices.
+    let pods = run.created_pods();
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    for pod in &pods {
+        let c = &pod.spec.as_ref().unwrap().containers[0];
+        let requests = c.resources.as_ref().unwrap().requests.as_ref().unwrap();
+        assert_eq!(requests["nvidia.com/gpu"].0, "8");
+        assert_eq!(requests["rdma/ib"].0, "8");
+        assert_eq!(c.command.as_ref().unwrap()[0], "sleep");
+    }
+    assert_nothing_left(&cluster);
+}
+
+#[test]
+fn a_slow_rail_on_one_node_is_named() {
+    let Some(cluster) = rails_cluster(
+        "a_slow_rail_on_one_node_is_named",
+        ClusterConfig::two_gpu_nodes().rails(3).slow_rail("gpu-1", 1, "200mbit"),
+    ) else {
+        return;
+    };
+    let _one = serial();
+    let run = rails_run(&cluster, &[]);
+    assert_eq!(run.code, 1, "stderr:\n{}", run.stderr);
+    let rails = rails_of(&run);
+    assert_eq!(rails.rails[1].status, VerdictStatus::Fail);
+    assert!(rails.rails[1].alone.is_some(), "the slow rail ran alone too");
+    for i in [0, 2] {
+        assert_ne!(rails.rails[i].status, VerdictStatus::Fail, "{:?}", rails.rails[i]);
+    }
+    let first = &rails.findings[0];
+    assert_eq!(
+        (first.kind, first.rail),
+        (RailFindingKind::BelowMedian, Some(1)),
+        "{:?}",
+        rails.findings
+    );
+    let verdict = report(&run).verdict;
+    assert!(verdict.reason.starts_with("rail 1: gpu-1:mlx5_1"), "{}", verdict.reason);
+    assert_nothing_left(&cluster);
+}
+
+#[test]
+fn a_dead_rail_on_kubernetes_fails_naming_it() {
+    let Some(cluster) = rails_cluster(
+        "a_dead_rail_on_kubernetes_fails_naming_it",
+        ClusterConfig::two_gpu_nodes().rails(3).dead_rail("gpu-2", 2),
+    ) else {
+        return;
+    };
+    let _one = serial();
+    let run = rails_run(&cluster, &[]);
+    assert_eq!(run.code, 1, "stderr:\n{}", run.stderr);
+    let rails = rails_of(&run);
+    assert_eq!(rails.rails[2].status, VerdictStatus::Fail);
+    assert!(rails.rails[2].concurrent.error.is_some());
+    assert_eq!(rails.findings[0].kind, RailFindingKind::Failed);
+    let reason = report(&run).verdict.reason;
+    assert!(reason.starts_with("rail 2: "), "{reason}");
+    assert_ne!(rails.rails[0].status, VerdictStatus::Fail);
+    assert_nothing_left(&cluster);
+}
+
+#[test]
+fn ctrl_c_during_a_kubernetes_rails_run_leaves_no_pod_and_no_rank() {
+    let Some(cluster) = rails_cluster(
+        "ctrl_c_during_a_kubernetes_rails_run_leaves_no_pod_and_no_rank",
+        ClusterConfig::two_gpu_nodes().rails(3),
+    ) else {
+        return;
+    };
+    let _one = serial();
+    let args = [
+        "--prefill",
+        "node/gpu-1",
+        "--decode",
+        "node/gpu-2",
+        "--rails",
+        "auto",
+        "--tests",
+        "put_bw",
+        "--sizes",
+        "4MiB",
+        "--memory",
+        "host-host",
+        "--min-time",
+        "20",
+        "--max-time",
+        "30",
+    ];
+    let child = pair_command(&cluster, &args).spawn().unwrap();
+    let pid = child.id();
+    // Until every rank of the three rows runs (three connect processes in the nodes).
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while ranks_in(&cluster, "connect").len() < 3 {
+        assert!(Instant::now() < deadline, "the ranks never all started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let sent = Instant::now();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = wait_output(child, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        sent.elapsed() < Duration::from_secs(30),
+        "cleanup took {:?}",
+        sent.elapsed()
+    );
+    let line = stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
+    assert!(line.contains("deleted 2 ic-bench pod(s)"), "{stderr}");
+    assert_nothing_left(&cluster);
+}
+
+#[test]
+fn unknown_gpus_and_nodes_without_rails_are_refused_in_one_line() {
+    // Refused before anything is created: no root, no cluster needed.
+    for (args, want) in [
+        (
+            vec!["--prefill", "node/a", "--decode", "node/b", "--rails", "4"],
+            "use it with --local --isolation node",
+        ),
+        (
+            vec!["--prefill", "pod/a", "--decode", "node/b", "--rails", "auto"],
+            "give --prefill node/NAME --decode node/NAME",
+        ),
+        (
+            vec!["--prefill", "node/a", "--decode", "node/a", "--rails", "auto"],
+            "give two different nodes",
+        ),
+        (
+            vec![
+                "--prefill",
+                "node/a",
+                "--decode",
+                "node/b",
+                "--rails",
+                "auto",
+                "--gpus",
+                "1",
+            ],
+            "--gpus/--rdma/--resource does not apply to --rails",
+        ),
+    ] {
+        let mut all = vec!["pair"];
+        all.extend(&args);
+        let out = std::process::Command::new(BIN).args(&all).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+    // Refused once the nodes' rails are known (the pods are gone again).
+    let Some(cluster) = rails_cluster(
+        "unknown_gpus_and_nodes_without_rails_are_refused_in_one_line",
+        ClusterConfig::two_gpu_nodes().rails(2),
+    ) else {
+        return;
+    };
+    let run = run_pair(
+        &cluster,
+        &[
+            "--prefill",
+            "node/gpu-1",
+            "--decode",
+            "node/gpu-2",
+            "--rails",
+            "gpu0=mlx5_0",
+        ],
+        LIMIT,
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("gpu-1 has no GPU gpu0 (it has none)"),
+        "{}",
+        run.stderr
+    );
+    assert!(cluster.pods().is_empty());
+    let run = run_pair(
+        &cluster,
+        &["--prefill", "node/gpu-9", "--decode", "node/gpu-2", "--rails", "auto"],
+        LIMIT,
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+    assert!(run.stderr.contains("there is no node gpu-9"), "{}", run.stderr);
+    assert!(cluster.pods().is_empty());
+    drop(cluster);
+    let Some(plain) = rails_cluster(
+        "unknown_gpus_and_nodes_without_rails_are_refused_in_one_line",
+        ClusterConfig::two_gpu_nodes(),
+    ) else {
+        return;
+    };
+    let run = run_pair(
+        &plain,
+        &["--prefill", "node/gpu-1", "--decode", "node/gpu-2", "--rails", "auto"],
+        LIMIT,
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("the rail map of gpu-1 has no usable NIC"),
+        "{}",
+        run.stderr
+    );
+    assert!(plain.pods().is_empty());
+}

@@ -1,0 +1,92 @@
+//! `ic-bench sweep --rails auto` on the emulated cluster (root): every node pair runs every rail
+//! at once through the Kubernetes rails seam; a node with one slow rail fails its pairs and is
+//! named, the others pass, and no pod is left.
+
+#[path = "pair_kube_support/mod.rs"]
+mod support;
+
+use icb_testcluster::{ClusterConfig, NodeConfig};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use support::*;
+
+#[test]
+fn a_six_node_rails_sweep_names_the_node_with_a_slow_rail() {
+    if !icb_isolate::privileged_tests_enabled("a_six_node_rails_sweep_names_the_node_with_a_slow_rail") {
+        return;
+    }
+    let config = (1..=6)
+        .fold(ClusterConfig::new(), |c, i| {
+            c.node(NodeConfig::new(format!("node-{i}")))
+        })
+        .rails(3)
+        .slow_rail("node-3", 1, "30mbit");
+    let cluster = cluster_with(config);
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("sweep.json");
+    let started = Instant::now();
+    let (code, out, err) = run_sweep(
+        &cluster,
+        &["--rails", "auto", "--results", results.to_str().unwrap()],
+        Duration::from_secs(600),
+    );
+    eprintln!("sweep took {:.1}s\n{err}", started.elapsed().as_secs_f64());
+    assert_eq!(code, 1, "{out}\n{err}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    assert_eq!(r["complete"], true);
+    let verdicts: Vec<(String, String)> = r["node_verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["node"].as_str().unwrap().into(), v["status"].as_str().unwrap().into()))
+        .collect();
+    let pretty = serde_json::to_string_pretty(&r["node_verdicts"]).unwrap();
+    for (node, status) in &verdicts {
+        let want = if node == "node-3" { "fail" } else { "pass" };
+        assert_eq!(status, want, "{node}: {pretty}");
+    }
+    assert_eq!(verdicts.len(), 6);
+    // Every pair of the first pass ran its three rails (put_bw and get_bw each); each failed
+    // pair names node-3's rail 1 first.
+    let first: Vec<&Value> = r["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pass"] == 1)
+        .collect();
+    assert_eq!(first.len(), 15, "all pairs of six nodes");
+    for p in &first {
+        let measured = &p["outcome"];
+        assert_eq!(measured["status"], "measured", "{p}");
+        assert_eq!(measured["series"].as_array().map(Vec::len), Some(6), "{p}");
+        if measured["verdict"] == "fail" {
+            let reason = measured["reason"].as_str().unwrap();
+            assert!(reason.starts_with("rail 1: node-3:mlx5_1"), "{reason}");
+        }
+    }
+    assert!(out.contains("FAIL: node-3"), "{out}");
+    assert!(leftover_bench_pods(&cluster).is_empty());
+}
+
+#[test]
+fn bad_sweep_rail_flags_are_one_line_and_exit_2() {
+    // Refused before anything connects: no root, no cluster.
+    for (args, want) in [
+        (vec!["--rails", "mlx5_0"], "write `auto` or `gpu0=mlx5_0"),
+        (
+            vec!["--rails", "auto", "--schedule", "intra-node"],
+            "not with --schedule intra-node",
+        ),
+        (vec!["--rail-margin", "10%"], "--rails"),
+    ] {
+        let out = std::process::Command::new(BIN)
+            .args(["sweep", "--nodes", "a,b"])
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
+}
