@@ -228,6 +228,8 @@ fn criteria(args: &Args, settings: &icb_core::RunSettings) -> icb_core::model::C
         ucx_profile: (args.engine.ucx_profile != icb_engine::UcxProfile::Default)
             .then(|| args.engine.ucx_profile.as_str().to_string()),
         host_ipc: false,
+        rails: args.rails.clone(),
+        rail_margin: args.rails.as_ref().map(|_| args.rail_margin),
     }
 }
 

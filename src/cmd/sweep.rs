@@ -187,7 +187,6 @@ impl Args {
 pub fn run(mut args: Args) -> anyhow::Result<i32> {
     check_output(args.output.into())?;
     args.exports()?;
-    let rails = super::sweep_rails::job(&args)?;
     // Read before anything connects: a resumed sweep runs with the file's criteria.
     let mut resumed = match &args.resume {
         Some(path) => Some(SweepResults::load(path).map_err(anyhow::Error::msg)?),
@@ -196,6 +195,8 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
     if let Some(file) = &resumed {
         super::sweep_resume::apply(&mut args, file)?;
     }
+    // After the file's criteria: a resumed rails sweep stays one.
+    let rails = super::sweep_rails::job(&args)?;
     let criteria = super::sweep_resume::criteria(&args);
     if let Some(file) = &mut resumed {
         // A file from before criteria were kept runs with this command line's; keep them now,
