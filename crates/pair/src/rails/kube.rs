@@ -38,6 +38,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// Environment variables in the order they are exported.
+pub type EnvVars = Vec<(String, String)>;
+
 /// What a Kubernetes rails run is asked to do (decided by the CLI).
 #[derive(Debug, Clone)]
 pub struct KubeRailsPlan {
@@ -66,7 +69,7 @@ pub struct KubeRailsPlan {
     pub extra_labels: BTreeMap<String, String>,
     /// Environment every rank of a side runs with under its row's pinning (a gate's recipe
     /// transport env): (prefill, decode).
-    pub side_env: (Vec<(String, String)>, Vec<(String, String)>),
+    pub side_env: (EnvVars, EnvVars),
 }
 
 /// Most row runs of one rails run (16 rails, the cross pattern's 16 rounds, each row maybe alone
@@ -313,19 +316,9 @@ impl KubeRails {
             return Ok(String::new());
         }
         self.pods = None;
-        let deleted = lifecycle::delete_matching_settled(
-            &self.cluster,
-            &podspec::instance_selector(&self.plan.run_id),
-            Instant::now() + self.plan.cleanup_timeout,
-            Duration::from_millis(300),
-        )
-        .await
-        .map_err(launch_error)?;
-        Ok(format!(
-            "deleted {} ic-bench pod(s) of run {}",
-            deleted.len(),
-            self.plan.run_id
-        ))
+        lifecycle::delete_run(&self.cluster, &self.plan.run_id, self.plan.cleanup_timeout)
+            .await
+            .map_err(launch_error)
     }
 }
 
