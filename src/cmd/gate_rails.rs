@@ -91,7 +91,7 @@ pub async fn pair(
     match (result, removed) {
         (Ok(outcome), Ok(_)) => Ok(PairEnd::Judged(Box::new(outcome.report))),
         (Err(PairError::Interrupted(i)), removed) => Ok(PairEnd::Interrupted {
-            cleanup: removed.map_or_else(|e| format!("cleaning up failed: {e}"), |what| what),
+            cleanup: removed.unwrap_or_else(|e| format!("cleaning up failed: {e}")),
             partial: i.partial,
         }),
         (Err(e), _) => Err(setup(e)),
