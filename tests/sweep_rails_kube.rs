@@ -46,6 +46,22 @@ fn a_six_node_rails_sweep_names_the_node_with_a_slow_rail() {
         assert_eq!(status, want, "{node}: {pretty}");
     }
     assert_eq!(verdicts.len(), 6);
+    // The score blames node-3's rail 1 by name (bad with every partner), nothing else.
+    for v in r["node_verdicts"].as_array().unwrap() {
+        let bad: Vec<(u64, &str)> = v["bad_rails"]
+            .as_array()
+            .map(|b| {
+                b.iter()
+                    .map(|x| (x["nic"]["rail"].as_u64().unwrap(), x["status"].as_str().unwrap()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if v["node"] == "node-3" {
+            assert_eq!(bad, vec![(1, "fail")], "{pretty}");
+        } else {
+            assert!(bad.is_empty(), "{pretty}");
+        }
+    }
     // Every pair of the first pass ran its three rails (put_bw and get_bw each); each failed
     // pair names node-3's rail 1 first.
     let first: Vec<&Value> = r["pairs"]

@@ -79,6 +79,17 @@ pub struct Args {
 
     #[command(flatten)]
     pub engine: super::common::EngineArgs,
+
+    /// Whole nodes: the pair step runs every rail of the two nodes at once (`auto`, or
+    /// `gpu0=mlx5_0,…`), each rank under the recipe's transport env and its UCX_NET_DEVICES, so a
+    /// per-rank NIC mapping that does not follow the nodes' rail maps is measured in the NICs'
+    /// own counters
+    #[arg(long, value_name = "auto|gpuN=NIC,…")]
+    pub rails: Option<String>,
+
+    /// With --rails: a rail more than this far below the median of the rails fails (e.g. 20%)
+    #[arg(long, value_name = "PERCENT", default_value = "20%", value_parser = super::pair_rails::parse_percent, requires = "rails")]
+    pub rail_margin: f64,
 }
 
 /// The formats that can show a gate report.
@@ -122,6 +133,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let prefill: Target = args.prefill.parse().map_err(|e| anyhow::anyhow!("--prefill: {e}"))?;
     let decode: Target = args.decode.parse().map_err(|e| anyhow::anyhow!("--decode: {e}"))?;
     let expectation = args.expect.input()?;
+    let rails = super::gate_rails::read(args.rails.as_deref(), args.rail_margin, &args.prefill, &args.decode)?;
     let format = args.output.format();
     // Refused now, before anything runs: a format that cannot show a gate report.
     let exports = args.exports.exports(icb_report::ReportKind::Gate)?;
@@ -143,6 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         templates: SideTemplates::default(),
         cluster: None,
         launcher: None,
+        rails,
     };
     let rt = super::common::runtime()?;
     let report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
@@ -187,6 +200,8 @@ fn criteria(args: &Args, settings: &icb_core::RunSettings) -> icb_core::model::C
         ucx_profile: (args.engine.ucx_profile != icb_engine::UcxProfile::Default)
             .then(|| args.engine.ucx_profile.as_str().to_string()),
         host_ipc: false,
+        rails: args.rails.clone(),
+        rail_margin: args.rails.as_ref().map(|_| args.rail_margin),
     }
 }
 
@@ -203,6 +218,8 @@ struct KubeGate<'a> {
     templates: SideTemplates,
     cluster: Option<icb_kube::Cluster>,
     launcher: Option<KubeLauncher>,
+    /// `--rails`: the pair step is a whole-node rails run.
+    rails: Option<super::gate_rails::GateRails>,
 }
 
 fn setup(e: impl std::fmt::Display) -> StepError {
@@ -298,6 +315,12 @@ impl icb_gate::GateSteps for KubeGate<'_> {
         let left = deadline.saturating_duration_since(Instant::now());
         let mut plan = PairPlan::new(settings, expectation);
         plan.set_deadlines(icb_pair::Deadlines::budget(left, "--budget"));
+        if let Some(rails) = &self.rails {
+            let cluster = self.cluster.clone().ok_or_else(|| setup("pair before prepare"))?;
+            let envs = self.side_envs.as_ref().map(|e| (&e.prefill.0, &e.decode.0));
+            let envs = (envs.map(|e| e.0), envs.map(|e| e.1));
+            return super::gate_rails::pair(cluster, rails, plan, self.image.clone(), envs, deadline, cancel).await;
+        }
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
         match run_pair(&plan, launcher, cancel, &mut progress).await {
             Ok(o) => Ok(PairEnd::Judged(Box::new(o.report))),

@@ -70,6 +70,22 @@ pub fn parse_percent(s: &str) -> Result<f64, String> {
 }
 
 impl RailArgs {
+    /// The choice for `selection` (read by the seam's target): with `--rails`, `--rail-devices`
+    /// names what the ranks are told; on its own it is the selection.
+    pub fn choice(&self, selection: RailSelection) -> Choice {
+        let told = match &selection {
+            RailSelection::Devices(_) => None,
+            _ => self.rail_devices.clone(),
+        };
+        Choice {
+            selection,
+            told,
+            pattern: self.pattern(),
+            margin: self.rail_margin,
+            alone: self.alone(),
+        }
+    }
+
     pub fn pattern(&self) -> RailPattern {
         match self.rail_pattern {
             PatternArg::Aligned => RailPattern::Aligned,
@@ -118,11 +134,7 @@ pub struct RailsTarget {
     pub opts: icb_pair::local::LocalOptions,
     /// Emulated rail NICs per node (0: this host's devices).
     pub emulated: usize,
-    pub selection: RailSelection,
-    pub told: Option<Vec<String>>,
-    pub pattern: RailPattern,
-    pub margin: f64,
-    pub alone: AloneRuns,
+    pub choice: Choice,
     pub slow: Vec<(NodeRail, String)>,
     pub dead: Vec<NodeRail>,
 }
@@ -171,10 +183,6 @@ pub fn target(rails: &RailArgs, opts: icb_pair::local::LocalOptions) -> anyhow::
             "rails run on two nodes: use --isolation node --rails K, or no isolation over this host's devices"
         );
     }
-    let told = match (&selection, &rails.rail_devices) {
-        (RailSelection::Devices(_), _) => None,
-        (_, devs) => devs.clone(),
-    };
     if (!rails.slow_rail.is_empty() || !rails.dead_rail.is_empty()) && emulated == 0 {
         anyhow::bail!("--slow-rail and --dead-rail change emulated rails: use them with --isolation node --rails K");
     }
@@ -197,11 +205,7 @@ pub fn target(rails: &RailArgs, opts: icb_pair::local::LocalOptions) -> anyhow::
     Ok(RailsTarget {
         opts,
         emulated,
-        selection,
-        told,
-        pattern: rails.pattern(),
-        margin: rails.rail_margin,
-        alone: rails.alone(),
+        choice: rails.choice(selection),
         slow,
         dead,
     })
@@ -218,14 +222,7 @@ pub fn run(cmd: &PairCommand, t: &RailsTarget) -> anyhow::Result<i32> {
     }
     let prefill = seam.node_info(SideRole::Prefill)?;
     let decode = seam.node_info(SideRole::Decode)?;
-    let choice = Choice {
-        selection: &t.selection,
-        told: t.told.as_deref(),
-        pattern: t.pattern,
-        margin: t.margin,
-        alone: t.alone,
-    };
-    let plan = rails_plan(cmd, &choice, &prefill, &decode)?;
+    let plan = rails_plan(cmd, &t.choice, &prefill, &decode)?;
     let result = super::common::runtime()?.block_on(run_plan(&plan, &mut seam, &interrupt));
     let removed = seam.cleanup();
     match (result, removed) {
@@ -237,9 +234,11 @@ pub fn run(cmd: &PairCommand, t: &RailsTarget) -> anyhow::Result<i32> {
 }
 
 /// What a rails run pairs and how it judges, as the flags said (any seam).
-pub struct Choice<'a> {
-    pub selection: &'a RailSelection,
-    pub told: Option<&'a [String]>,
+#[derive(Debug, Clone)]
+pub struct Choice {
+    pub selection: RailSelection,
+    /// `--rail-devices` with `--rails`: what the ranks are told instead of their own NICs.
+    pub told: Option<Vec<String>>,
     pub pattern: RailPattern,
     pub margin: f64,
     pub alone: AloneRuns,
@@ -248,11 +247,11 @@ pub struct Choice<'a> {
 /// The rows of two nodes (a refusal is one line, exit 2).
 pub fn rails_plan(
     cmd: &PairCommand,
-    c: &Choice<'_>,
+    c: &Choice,
     prefill: &icb_pair::rails::NodeRailInfo,
     decode: &icb_pair::rails::NodeRailInfo,
 ) -> anyhow::Result<RailsPlan> {
-    let rows = plan_rows(prefill, decode, c.selection, c.told, c.pattern)?;
+    let rows = plan_rows(prefill, decode, &c.selection, c.told.as_deref(), c.pattern)?;
     tracing::info!("{} rail pairs between {} and {}", rows.len(), prefill.node, decode.node);
     Ok(RailsPlan {
         pair: cmd.plan.clone(),

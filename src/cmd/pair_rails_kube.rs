@@ -6,10 +6,9 @@ use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use super::pair::PairCommand;
 use super::pair_rails::{Choice, rails_plan, run_plan};
-use icb_core::rails::RailPattern;
 use icb_kube::target::Target;
+use icb_pair::rails::RailSelection;
 use icb_pair::rails::kube::{KubeRails, KubeRailsPlan};
-use icb_pair::rails::{AloneRuns, RailSelection};
 use icb_pair::{PairError, SideRole};
 use std::time::Duration;
 
@@ -17,11 +16,7 @@ use std::time::Duration;
 pub struct KubeRailsTarget {
     pub cluster: ClusterArgs,
     pub pods: KubeRailsPlan,
-    pub selection: RailSelection,
-    pub told: Option<Vec<String>>,
-    pub pattern: RailPattern,
-    pub margin: f64,
-    pub alone: AloneRuns,
+    pub choice: Choice,
 }
 
 /// Reads the rails flags of a Kubernetes run (`--prefill node/A --decode node/B`).
@@ -58,10 +53,6 @@ pub fn target(args: &super::pair::Args, plan: &icb_pair::PairPlan) -> anyhow::Re
         (None, Some(devs)) => RailSelection::Devices(devs.clone()),
         (None, None) => anyhow::bail!("--rail-pattern and the other rail flags need --rails or --rail-devices"),
     };
-    let told = match &selection {
-        RailSelection::Devices(_) => None,
-        _ => rails.rail_devices.clone(),
-    };
     let run_id = icb_kube::podspec::run_id_or_new(k.run_id.as_deref()).map_err(anyhow::Error::msg)?;
     let start_timeout = k.timeout.unwrap_or(Duration::from_secs(300));
     let image = k.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
@@ -80,11 +71,7 @@ pub fn target(args: &super::pair::Args, plan: &icb_pair::PairPlan) -> anyhow::Re
     Ok(KubeRailsTarget {
         cluster: k.cluster.clone(),
         pods,
-        selection,
-        told,
-        pattern: rails.pattern(),
-        margin: rails.rail_margin,
-        alone: rails.alone(),
+        choice: rails.choice(selection),
     })
 }
 
@@ -139,13 +126,6 @@ async fn measure(
     seam.start().await?;
     let prefill = seam.node_info(SideRole::Prefill).await?;
     let decode = seam.node_info(SideRole::Decode).await?;
-    let choice = Choice {
-        selection: &t.selection,
-        told: t.told.as_deref(),
-        pattern: t.pattern,
-        margin: t.margin,
-        alone: t.alone,
-    };
-    let plan = rails_plan(cmd, &choice, &prefill, &decode)?;
+    let plan = rails_plan(cmd, &t.choice, &prefill, &decode)?;
     Ok(run_plan(&plan, seam, interrupt).await?)
 }

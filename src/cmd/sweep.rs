@@ -182,8 +182,15 @@ impl Args {
     }
 }
 
-/// The resumed file (its criteria taken into `args`), and this run's criteria.
-fn resume(args: &mut Args) -> anyhow::Result<(Option<SweepResults>, icb_sweep::Criteria)> {
+/// What `resume` decides before anything connects.
+type Resumed = (
+    Option<SweepResults>,
+    icb_sweep::Criteria,
+    Option<super::sweep_rails::RailsJob>,
+);
+
+/// The resumed file (its criteria taken into `args`), this run's criteria, and its rails job.
+fn resume(args: &mut Args) -> anyhow::Result<Resumed> {
     // Read before anything connects: a resumed sweep runs with the file's criteria.
     let mut resumed = match &args.resume {
         Some(path) => Some(SweepResults::load(path).map_err(anyhow::Error::msg)?),
@@ -192,20 +199,21 @@ fn resume(args: &mut Args) -> anyhow::Result<(Option<SweepResults>, icb_sweep::C
     if let Some(file) = &resumed {
         super::sweep_resume::apply(args, file)?;
     }
+    // After the file's criteria: a resumed rails sweep stays one.
+    let rails = super::sweep_rails::job(args)?;
     let criteria = super::sweep_resume::criteria(args);
     if let Some(file) = &mut resumed {
         // A file from before criteria were kept runs with this command line's; keep them now,
         // so the next resume is held to the same.
         file.criteria.get_or_insert_with(|| criteria.clone());
     }
-    Ok((resumed, criteria))
+    Ok((resumed, criteria, rails))
 }
 
 pub fn run(mut args: Args) -> anyhow::Result<i32> {
     check_output(args.output.into())?;
     args.exports()?;
-    let rails = super::sweep_rails::job(&args)?;
-    let (resumed, criteria) = resume(&mut args)?;
+    let (resumed, criteria, rails) = resume(&mut args)?;
     let settings = args.settings(&criteria)?;
     let expectation = args.expect.input()?;
     if args.dry_run

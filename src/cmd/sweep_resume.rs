@@ -70,6 +70,8 @@ pub fn criteria(args: &Args) -> Criteria {
         ucx_profile: (args.engine.ucx_profile != icb_engine::UcxProfile::Default)
             .then(|| args.engine.ucx_profile.as_str().to_string()),
         host_ipc: args.host_ipc,
+        rails: args.rails.clone(),
+        rail_margin: args.rails.as_ref().map(|_| args.rail_margin.unwrap_or(0.2)),
     }
 }
 
@@ -87,6 +89,8 @@ fn given(args: &Args) -> Vec<&'static str> {
         ("--allow-tcp", e.allow_tcp),
         ("--expect-config", e.expect_config.is_some()),
         ("--host-ipc", args.host_ipc),
+        ("--rails", args.rails.is_some()),
+        ("--rail-margin", args.rail_margin.is_some()),
         // Their defaults cannot be told from a flag left out: a non-default value was given.
         ("--engine", args.engine.engine != icb_core::EngineKind::Ucx),
         (
@@ -160,6 +164,9 @@ pub fn apply(args: &mut Args, file: &SweepResults) -> anyhow::Result<()> {
     args.expect.allow_tcp = was.allow_tcp;
     args.expect.expect_config = was.expect_config.as_ref().map(std::path::PathBuf::from);
     args.host_ipc = was.host_ipc;
+    // A resumed rails sweep measures its missing pairs as rails too.
+    args.rails = was.rails.clone();
+    args.rail_margin = was.rail_margin;
     args.engine.engine = was
         .engine
         .parse()
@@ -247,5 +254,19 @@ mod tests {
         let mut a = args(&["--engine", "nixl"]);
         let e = apply(&mut a, &file(was)).unwrap_err();
         assert_eq!(e.downcast_ref::<DifferingFlag>().map(|d| d.flag), Some("--engine"));
+    }
+
+    #[test]
+    fn a_resumed_rails_sweep_stays_a_rails_sweep() {
+        let was = criteria(&args(&["--rails", "auto", "--rail-margin", "15%"]));
+        assert_eq!((was.rails.as_deref(), was.rail_margin), (Some("auto"), Some(0.15)));
+        let mut a = args(&[]);
+        apply(&mut a, &file(was.clone())).unwrap();
+        assert_eq!((a.rails.as_deref(), a.rail_margin), (Some("auto"), Some(0.15)));
+        // A plain sweep's file refuses --rails now: the pairs measured so far were not rails.
+        let plain = criteria(&args(&[]));
+        let mut a = args(&["--rails", "auto"]);
+        let e = apply(&mut a, &file(plain)).unwrap_err();
+        assert_eq!(e.downcast_ref::<DifferingFlag>().map(|d| d.flag), Some("--rails"));
     }
 }

@@ -354,6 +354,19 @@ pub async fn delete_matching(cluster: &Cluster, selector: &str, until: Instant) 
     delete_matching_settled(cluster, selector, until, Duration::ZERO).await
 }
 
+/// Deletes every pod of run `run_id` (its instance label) within `timeout`, looking twice (a
+/// create may still be in flight after an interrupt or a deadline); says what was deleted.
+pub async fn delete_run(cluster: &Cluster, run_id: &str, timeout: Duration) -> Result<String, KubeError> {
+    let deleted = delete_matching_settled(
+        cluster,
+        &crate::podspec::instance_selector(run_id),
+        Instant::now() + timeout,
+        Duration::from_millis(300),
+    )
+    .await?;
+    Ok(format!("deleted {} ic-bench pod(s) of run {run_id}", deleted.len()))
+}
+
 /// [`delete_matching`], and once nothing matches, looks again after `settle`: a create that was
 /// in flight when the run was interrupted can land after the first empty list.
 pub async fn delete_matching_settled(

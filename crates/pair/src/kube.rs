@@ -242,20 +242,9 @@ impl Launcher for KubeLauncher {
         if !self.maybe_created.load(Ordering::SeqCst) {
             return Ok(String::new());
         }
-        let deleted = lifecycle::delete_matching_settled(
-            &self.cluster,
-            &podspec::instance_selector(&self.plan.run_id),
-            Instant::now() + self.plan.cleanup_timeout,
-            // A create may still be in flight after an interrupt or a deadline: look twice.
-            Duration::from_millis(300),
-        )
-        .await
-        .map_err(launch_error)?;
-        Ok(format!(
-            "deleted {} ic-bench pod(s) of run {}",
-            deleted.len(),
-            self.plan.run_id
-        ))
+        lifecycle::delete_run(&self.cluster, &self.plan.run_id, self.plan.cleanup_timeout)
+            .await
+            .map_err(launch_error)
     }
 }
 

@@ -117,6 +117,15 @@ fn path_cell(row: &RailResult) -> Option<String> {
     Some(lanes.join(","))
 }
 
+/// `88 %`, `0.2 %` below one percent (a throttled rail must not read "0 %").
+fn line_share(share: f64) -> String {
+    if share < 0.01 {
+        format!("{:.1} %", 100.0 * share)
+    } else {
+        format!("{:.0} %", 100.0 * share)
+    }
+}
+
 fn figure(bps: Option<f64>, unit: BandwidthUnit) -> String {
     bps.map_or_else(|| "-".to_string(), |b| bw_value(b, unit))
 }
@@ -173,8 +182,7 @@ pub(crate) fn render(r: &PairReport, rails: &RailsOutcome, view: View) -> String
                 .unwrap_or_else(|| "-".into()),
             figure(row.concurrent.bandwidth_bps, unit),
             figure(row.alone.as_ref().and_then(|a| a.bandwidth_bps), unit),
-            row.line_rate_share
-                .map_or_else(|| "-".to_string(), |s| format!("{:.0} %", 100.0 * s)),
+            row.line_rate_share.map_or_else(|| "-".to_string(), line_share),
             bytes_cell(row),
             row.status.as_str().to_string(),
         ];

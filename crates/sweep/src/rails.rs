@@ -241,8 +241,8 @@ fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-/// The value of `icb_kube::node_labels::BAD_RAILS_ANNOTATION` for a node: its blamed rails as `rail:key`, comma
-/// separated (`5:0000:9a:00.0,6:mlx5_6`), the key being the NIC's PCI address or, without one,
+/// The value of `icb_kube::node_labels::BAD_RAILS_ANNOTATION` (written by `sweep --label-nodes`)
+/// for a node: its blamed rails as `rail:key`, comma separated (`5:0000:9a:00.0,6:mlx5_6`), the key being the NIC's PCI address or, without one,
 /// its name. `None` when no rail is blamed: the caller removes an earlier sweep's annotation, so
 /// a repaired rail does not stay marked. Suspect rails are not written: a label is a verdict.
 pub fn bad_rails_annotation(verdict: &NodeVerdict) -> Option<String> {

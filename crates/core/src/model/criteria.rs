@@ -43,6 +43,12 @@ pub struct Criteria {
     /// `--host-ipc`.
     #[serde(default)]
     pub host_ipc: bool,
+    /// `--rails` (whole-node mode: every rail of each node pair at once); absent: plain pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rails: Option<String>,
+    /// `--rail-margin` as a fraction, with `--rails`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rail_margin: Option<f64>,
 }
 
 impl Criteria {
@@ -76,6 +82,8 @@ impl Criteria {
                 self.ucx_profile.clone().unwrap_or_else(|| "default".into()),
             ),
             ("--host-ipc", self.host_ipc.to_string()),
+            ("--rails", opt(self.rails.clone())),
+            ("--rail-margin", opt(self.rail_margin.map(|m| format!("{:?}", m)))),
         ]
     }
 

@@ -407,7 +407,11 @@ fn attribution_findings(
         .devices
         .iter()
         .find(|d| d.device != end.counter_device && d.share > STOLEN_SHARE);
-    let told = format!("UCX_NET_DEVICES={}", end.ucx_net_devices);
+    let told = if end.ucx_net_devices.is_empty() {
+        "UCX_NET_DEVICES unset".to_string()
+    } else {
+        format!("UCX_NET_DEVICES={}", end.ucx_net_devices)
+    };
     match (phase, thief) {
         (Phase::Alone, Some(d)) if d.rail.is_some() => push(
             RailFindingKind::WrongNic,

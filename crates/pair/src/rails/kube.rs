@@ -38,6 +38,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// Environment variables in the order they are exported.
+pub type EnvVars = Vec<(String, String)>;
+
 /// What a Kubernetes rails run is asked to do (decided by the CLI).
 #[derive(Debug, Clone)]
 pub struct KubeRailsPlan {
@@ -64,6 +67,9 @@ pub struct KubeRailsPlan {
     pub side_args: Vec<String>,
     /// Labels on top of the standard ones (a sweep's id).
     pub extra_labels: BTreeMap<String, String>,
+    /// Environment every rank of a side runs with under its row's pinning (a gate's recipe
+    /// transport env): (prefill, decode).
+    pub side_env: (EnvVars, EnvVars),
 }
 
 /// Most row runs of one rails run (16 rails, the cross pattern's 16 rounds, each row maybe alone
@@ -99,6 +105,7 @@ impl KubeRailsPlan {
             side_timeout: pair.startup_timeout + row,
             side_args: Vec::new(),
             extra_labels: BTreeMap::new(),
+            side_env: (Vec::new(), Vec::new()),
         }
     }
 }
@@ -309,19 +316,9 @@ impl KubeRails {
             return Ok(String::new());
         }
         self.pods = None;
-        let deleted = lifecycle::delete_matching_settled(
-            &self.cluster,
-            &podspec::instance_selector(&self.plan.run_id),
-            Instant::now() + self.plan.cleanup_timeout,
-            Duration::from_millis(300),
-        )
-        .await
-        .map_err(launch_error)?;
-        Ok(format!(
-            "deleted {} ic-bench pod(s) of run {}",
-            deleted.len(),
-            self.plan.run_id
-        ))
+        lifecycle::delete_run(&self.cluster, &self.plan.run_id, self.plan.cleanup_timeout)
+            .await
+            .map_err(launch_error)
     }
 }
 
@@ -342,8 +339,14 @@ impl RailSeam for KubeRails {
         Ok(KubeRailLauncher {
             cluster: self.cluster.clone(),
             row: row.index,
-            prefill: (self.worker(SideRole::Prefill)?.clone(), rank_pinning(&row.prefill)),
-            decode: (self.worker(SideRole::Decode)?.clone(), rank_pinning(&row.decode)),
+            prefill: (
+                self.worker(SideRole::Prefill)?.clone(),
+                rank_pinning(&self.plan.side_env.0, &row.prefill),
+            ),
+            decode: (
+                self.worker(SideRole::Decode)?.clone(),
+                rank_pinning(&self.plan.side_env.1, &row.decode),
+            ),
             open_timeout: self.plan.exec_timeout,
             side_timeout: self.plan.side_timeout,
             side_args: self.plan.side_args.clone(),
@@ -376,9 +379,17 @@ pub struct PodPinning {
     pub numa: Option<u32>,
 }
 
-fn rank_pinning(end: &RailEnd) -> PodPinning {
+/// The side's own environment first, the row's pinning over it.
+fn rank_pinning(side_env: &[(String, String)], end: &RailEnd) -> PodPinning {
+    let pinned = super::local::rank_env(end);
+    let mut env: Vec<(String, String)> = side_env
+        .iter()
+        .filter(|(k, _)| !pinned.iter().any(|(p, _)| p == k))
+        .cloned()
+        .collect();
+    env.extend(pinned);
     PodPinning {
-        env: super::local::rank_env(end),
+        env,
         numa: super::local::rank_numa(end),
     }
 }

@@ -107,7 +107,12 @@ fn numa_cpus(node: u32) -> Option<String> {
 /// A rank's environment: its NIC (`UCX_NET_DEVICES`) and its GPU (`CUDA_VISIBLE_DEVICES`, bus
 /// order).
 pub fn rank_env(end: &RailEnd) -> Vec<(String, String)> {
-    let mut env = vec![("UCX_NET_DEVICES".to_string(), end.ucx_net_devices.clone())];
+    let mut env = Vec::new();
+    // Empty: the rank is told nothing and UCX chooses (what a recipe without UCX_NET_DEVICES
+    // does; `gate --rails` measures that).
+    if !end.ucx_net_devices.is_empty() {
+        env.push(("UCX_NET_DEVICES".to_string(), end.ucx_net_devices.clone()));
+    }
     if let Some(gpu) = &end.gpu {
         env.push(("CUDA_DEVICE_ORDER".into(), "PCI_BUS_ID".into()));
         env.push(("CUDA_VISIBLE_DEVICES".into(), gpu.ordinal.to_string()));
