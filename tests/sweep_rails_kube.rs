@@ -77,7 +77,8 @@ fn a_six_node_rails_sweep_names_the_node_with_a_slow_rail() {
         assert_eq!(measured["series"].as_array().map(Vec::len), Some(6), "{p}");
         if measured["verdict"] == "fail" {
             let reason = measured["reason"].as_str().unwrap();
-            assert!(reason.starts_with("rail 1: node-3:mlx5_1"), "{reason}");
+            // node-3's rail 1 is slow both ways: it is named whichever side it was on.
+            assert!(reason.starts_with("rail 1: ") && reason.contains("node-3:mlx5_1"), "{reason}");
         }
     }
     assert!(out.contains("FAIL: node-3"), "{out}");
