@@ -88,6 +88,14 @@ impl ServeRanks {
         Ok(started)
     }
 
+    /// No ranks (what is left after [`ServeRanks::stop`] took them).
+    pub fn empty() -> ServeRanks {
+        ServeRanks {
+            ranks: Vec::new(),
+            pods: Vec::new(),
+        }
+    }
+
     pub fn ranks(&self) -> &[RankAddress] {
         &self.ranks
     }
