@@ -360,7 +360,10 @@ impl Launcher for RemoteRowLauncher {
     }
 
     async fn start_prefill(&mut self, server: &Listening, plan: &ChildPlan) -> Result<RowSide, LaunchError> {
-        self.local.start_prefill(server, plan).await.map(RowSide::Prefill)
+        self.local
+            .start_prefill(server, plan)
+            .await
+            .map(|s| RowSide::Prefill(Box::new(s)))
     }
 
     fn placement(&self, server: &Listening, _report: &PairReport) -> Placement {
@@ -392,7 +395,7 @@ pub struct ListeningSide {
 /// A row's side: the remote decode rank or the local prefill rank.
 pub enum RowSide {
     Decode(ListeningSide),
-    Prefill(LocalSide),
+    Prefill(Box<LocalSide>),
 }
 
 impl Side for RowSide {
