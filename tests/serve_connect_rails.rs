@@ -203,9 +203,21 @@ fn three_rails_pass_across_two_hosts_hostile_clients_are_refused_and_sigint_stop
         report.placement.mode
     );
 
+    // A rank that dies: the agent no longer vouches for the rails, typed.
+    let serve_pid = ic_bench_under(serve.id());
+    let rank: i32 = ic_bench_on_a(&fabric)
+        .iter()
+        .filter_map(|p| p.split_whitespace().next()?.parse().ok())
+        .find(|p| *p != serve_pid as i32)
+        .expect("a rank");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(rank), nix::sys::signal::Signal::SIGKILL).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let rails = b"{\"schema\":\"ic-bench.rails-agent/v1\",\"get\":\"rails\"}\n".to_vec();
+    refused(rails, AgentErrorKind::RankExited);
+
     // Ctrl-C: every rank goes with serve, which exits 130.
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(ic_bench_under(serve.id()) as i32),
+        nix::unistd::Pid::from_raw(serve_pid as i32),
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
@@ -268,4 +280,34 @@ fn bad_rails_flags_are_one_line_and_exit_2() {
         assert!(stderr.starts_with("ic-bench: error: "), "{args:?}: {stderr}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
+}
+
+/// Each emulated rail is its own switch (rail-optimized): in the cross pattern only rail i ↔ rail i
+/// is reachable. That every such row reaches its own decode rank, in whichever round, shows the
+/// rows find the right rank; the others fail as unreachable.
+#[test]
+fn the_cross_pattern_finds_each_rows_decode_rank() {
+    if !privileged_tests_enabled("the_cross_pattern_finds_each_rows_decode_rank") {
+        return;
+    }
+    let _one = serial();
+    let fabric = fabric();
+    let (mut serve, agent) = start_serve(&fabric);
+    let (code, report, stderr) = connect(&fabric, &agent, &["--rail-pattern", "cross"]);
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert_eq!(code, 1, "stderr:\n{stderr}");
+    let rails = report.expect("a report").rails.expect("a rails section");
+    let mut pairs: Vec<(usize, usize)> = rails.rails.iter().map(|r| (r.prefill.rail, r.decode.rail)).collect();
+    pairs.sort_unstable();
+    let every: Vec<(usize, usize)> = (0..3).flat_map(|p| (0..3).map(move |d| (p, d))).collect();
+    assert_eq!(pairs, every);
+    for row in &rails.rails {
+        let same = row.prefill.rail == row.decode.rail;
+        assert_eq!(row.concurrent.app_bytes > 0, same, "{row:?}");
+        if !same {
+            assert_eq!(row.status, VerdictStatus::Fail, "{row:?}");
+        }
+    }
+    fabric.teardown().unwrap();
 }
