@@ -86,11 +86,21 @@ pub struct Args {
     /// plan decides instead is refused beside it.
     #[arg(long, value_name = "JSON", hide = true, conflicts_with_all = PLAN_DECIDES)]
     pub plan: Option<String>,
+
+    #[command(flatten)]
+    pub rails: super::connect_rails::ConnectRailArgs,
 }
 
 /// `--placement`: a forced locality, or `None` for auto.
 #[derive(Debug, Clone, Copy)]
 pub struct PlacementChoice(Option<Locality>);
+
+impl PlacementChoice {
+    /// The forced locality; `None` for auto.
+    pub fn locality(&self) -> Option<Locality> {
+        self.0
+    }
+}
 
 fn parse_placement(s: &str) -> Result<PlacementChoice, String> {
     match s {
@@ -114,6 +124,12 @@ pub fn tool_info() -> ToolInfo {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if let Some(flag) = args.rails.stray_flag() {
+        anyhow::bail!("{flag} needs --rails or --rail-devices");
+    }
+    if args.rails.wanted() {
+        return super::connect_rails::run(args);
+    }
     if let Some(plan) = &args.plan {
         let plan = ChildPlan::from_json(plan).context("--plan")?;
         return run_planned(&args, plan);

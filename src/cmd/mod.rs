@@ -2,6 +2,7 @@
 
 pub mod common;
 pub mod connect;
+pub mod connect_rails;
 pub mod detect_env;
 pub mod devices;
 pub mod export_args;
@@ -22,6 +23,7 @@ pub mod progress;
 pub mod rail_info;
 pub mod report_out;
 pub mod serve;
+pub mod serve_rails;
 pub mod sweep;
 mod sweep_flow;
 mod sweep_labels;

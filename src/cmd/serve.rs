@@ -31,9 +31,15 @@ pub struct Args {
 
     #[command(flatten)]
     pub engine: EngineArgs,
+
+    #[command(flatten)]
+    pub rails: super::serve_rails::ServeRailArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if args.rails.wanted() {
+        return super::serve_rails::run(args);
+    }
     args.engine.check()?;
     let args_side_events = args.side_events;
     let out = std::sync::Arc::new(std::sync::Mutex::new(super::report_out::reserve()?));

@@ -13,10 +13,12 @@
 //! The aligned pattern is one round (rail i ↔ rail i); the cross pattern is K rounds, round r
 //! pairing prefill rail i with decode rail (i + r) mod K, so each NIC carries one row at a time.
 
+pub mod agent;
 pub mod info;
 pub mod kube;
 pub mod local;
 mod plan;
+pub mod remote;
 mod report;
 
 pub use plan::{NodeRailInfo, RailDevices, RailPlanError, RailSelection, plan_rows};

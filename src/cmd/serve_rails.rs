@@ -1,0 +1,141 @@
+//! `ic-bench serve --rails`: the decode host of a bare-metal rails run. One serve rank per rail
+//! of this host's rail map (pinned, serving client after client) and, on `--listen`, the rails
+//! agent that `connect --rails` asks (`icb_pair::rails::agent`, `icb_pair::rails::remote`). Here
+//! only the flags and the wiring; Ctrl-C stops every rank and exits 130.
+
+use super::interrupt::Interrupt;
+use icb_core::rails::RailPattern;
+use icb_pair::local::LocalOptions;
+use icb_pair::rails::agent::serve_agent;
+use icb_pair::rails::info::{RAIL_TREE_ENV, node_info};
+use icb_pair::rails::remote::{RailsHost, ServeRanks};
+use icb_pair::rails::{RailSelection, plan_rows};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long each serve rank may take to listen.
+const RANK_STARTUP: Duration = Duration::from_secs(60);
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ServeRailArgs {
+    /// Whole-node mode on a bare-metal decode host: one serve rank per rail of this host
+    /// (`auto`: its rail map, as `probe node` prints it; or `gpu0=mlx5_0,gpu1=mlx5_3,…`), each
+    /// pinned to its GPU, NIC and NUMA node; --listen is then the rails agent that
+    /// `connect HOST:PORT --rails` asks
+    #[arg(long, value_name = "auto|gpuN=NIC,…")]
+    pub rails: Option<String>,
+
+    /// Host-memory rails over these network devices (one per rail); with --rails, what each
+    /// rank is told in UCX_NET_DEVICES instead of its own NIC
+    #[arg(long, value_name = "DEV,…", value_delimiter = ',')]
+    pub rail_devices: Option<Vec<String>>,
+}
+
+impl ServeRailArgs {
+    pub fn wanted(&self) -> bool {
+        self.rails.is_some() || self.rail_devices.is_some()
+    }
+}
+
+/// The selection and the devices told, as `--rails`/`--rail-devices` say (shared with connect).
+pub fn selection(
+    rails: Option<&str>,
+    devices: Option<&Vec<String>>,
+) -> anyhow::Result<(RailSelection, Option<Vec<String>>)> {
+    let selection = match (rails, devices) {
+        (Some(text), _) if text.trim().parse::<usize>().is_ok() => anyhow::bail!(
+            "--rails {text} emulates rail NICs (pair --local --isolation node); between two hosts give --rails auto"
+        ),
+        (Some(text), _) => text.parse::<RailSelection>()?,
+        (None, Some(devs)) => RailSelection::Devices(devs.clone()),
+        (None, None) => anyhow::bail!("the rail flags need --rails or --rail-devices"),
+    };
+    let told = match &selection {
+        RailSelection::Devices(_) => None,
+        _ => devices.cloned(),
+    };
+    Ok((selection, told))
+}
+
+/// This host's name (the node name in reports).
+pub fn host_name() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// The recorded rail-map tree to read instead of `/sys` (tests on emulated nodes).
+pub fn rail_tree() -> Option<PathBuf> {
+    std::env::var_os(RAIL_TREE_ENV).map(PathBuf::from)
+}
+
+/// What the ranks run, like the local seam's sides.
+pub fn rank_options(ucx_lib: Option<PathBuf>, side_args: Vec<String>, forward: bool) -> anyhow::Result<LocalOptions> {
+    Ok(LocalOptions {
+        isolation: icb_isolate::Isolation::None,
+        exe: std::env::current_exe()
+            .map_err(|e| anyhow::anyhow!("cannot find the ic-bench executable to start the ranks: {e}"))?,
+        ucx_lib,
+        verbosity: if tracing::enabled!(tracing::Level::DEBUG) {
+            vec!["-vv".into()]
+        } else if tracing::enabled!(tracing::Level::INFO) {
+            vec!["-v".into()]
+        } else {
+            vec![]
+        },
+        side_args,
+        forward_stderr: forward,
+        link_rate: None,
+    })
+}
+
+pub fn run(args: super::serve::Args) -> anyhow::Result<i32> {
+    args.engine.check()?;
+    if args.once || args.idle_timeout.is_some() {
+        anyhow::bail!("--once and --idle-timeout end a single server; serve --rails runs until Ctrl-C: drop them");
+    }
+    let listen: SocketAddr = args
+        .listen
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--listen {:?}: give ADDR:PORT, e.g. 0.0.0.0:18515", args.listen))?;
+    let (selection, told) = selection(args.rails.rails.as_deref(), args.rails.rail_devices.as_ref())?;
+    let info = node_info(host_name(), rail_tree().as_deref(), Path::new("/sys"));
+    let rows = plan_rows(&info, &info, &selection, told.as_deref(), RailPattern::Aligned)?;
+    let ends: Vec<_> = rows.into_iter().map(|r| r.decode).collect();
+    let opts = rank_options(args.ucx.ucx_lib.clone(), args.engine.side_flags(), true)?;
+    let interrupt = Interrupt::install()?;
+    super::common::runtime()?.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("--listen {listen}: cannot listen ({e}): pick another port"))?;
+        let started = tokio::select! {
+            r = ServeRanks::start(&opts, &ends, listen.ip(), RANK_STARTUP) => r?,
+            _ = interrupt.token().cancelled() => return Ok(interrupt.report("stopped the ranks started so far")),
+        };
+        let host = Arc::new(RailsHost {
+            info,
+            ranks: Mutex::new(started),
+        });
+        let address = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        eprintln!(
+            "ic-bench: rails agent listening on {address}, {} serve ranks",
+            ends.len()
+        );
+        let line = icb_core::protocol::side_line(&icb_core::protocol::SideEvent::Listening(
+            icb_core::protocol::Listening::new(address, String::new()),
+        ));
+        println!("{line}");
+        serve_agent(listener, Arc::clone(&host), interrupt.token().clone()).await;
+        let mut ranks = std::mem::replace(
+            &mut *host
+                .ranks
+                .lock()
+                .map_err(|_| anyhow::anyhow!("the ranks are unusable"))?,
+            ServeRanks::empty(),
+        );
+        let stopped = ranks.stop().await;
+        Ok(interrupt.report(&format!("stopped {stopped}")))
+    })
+}
