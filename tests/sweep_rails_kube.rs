@@ -78,7 +78,10 @@ fn a_six_node_rails_sweep_names_the_node_with_a_slow_rail() {
         if measured["verdict"] == "fail" {
             let reason = measured["reason"].as_str().unwrap();
             // node-3's rail 1 is slow both ways: it is named whichever side it was on.
-            assert!(reason.starts_with("rail 1: ") && reason.contains("node-3:mlx5_1"), "{reason}");
+            assert!(
+                reason.starts_with("rail 1: ") && reason.contains("node-3:mlx5_1"),
+                "{reason}"
+            );
         }
     }
     assert!(out.contains("FAIL: node-3"), "{out}");
