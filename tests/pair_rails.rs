@@ -268,3 +268,34 @@ fn ctrl_c_during_a_rails_run_leaves_nothing() {
     let left = icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid);
     assert_eq!(left, icb_isolate::Leftovers::default(), "run {pid} leaked");
 }
+
+#[test]
+fn the_nixl_engine_runs_per_rail_and_its_bytes_are_counted() {
+    if !privileged_tests_enabled("the_nixl_engine_runs_per_rail_and_its_bytes_are_counted") {
+        return;
+    }
+    let _one = serial();
+    let ran = rails_run("2", &["--engine", "nixl", "--batches", "1,8", "--rail-margin", "90%"]);
+    assert_eq!(ran.code, 0, "stderr:\n{}\nstdout:\n{}", ran.stderr, ran.stdout);
+    let report = ran.report();
+    assert!(
+        report
+            .cases
+            .iter()
+            .all(|c| c.run_by.engine == icb_core::EngineKind::Nixl),
+        "every case is NIXL's"
+    );
+    for row in &rails_of(&ran).rails {
+        let a = row.attribution.as_ref().expect("attributed");
+        for side in [&a.prefill, &a.decode] {
+            let own = side.devices.iter().find(|d| d.device == row.prefill.counter_device);
+            // The engine reports its warm-up's bytes: the counters match what really moved.
+            assert!(
+                own.is_some_and(|d| (0.98..1.15).contains(&d.share)),
+                "rail {}: {side:?}",
+                row.index
+            );
+        }
+    }
+    ran.assert_nothing_left();
+}

@@ -126,7 +126,60 @@ fn assign(gpus: &[GpuSeen], kept: &[&PortSeen], map: &mut RailMap) {
             unknown.join(", ")
         ));
     }
+    second_ports(gpus, kept, &mut uses, map);
     usage_notes(kept, &uses, map);
+}
+
+/// A node with two NICs per GPU (16 NICs, 8 GPUs) uses both: a port no GPU took that is as near
+/// to a GPU (behind the same PCIe switch) as that GPU's own port is a second rail of that GPU, so
+/// every NIC is tested with its GPU's memory, one rank each. Rails are then ordered by GPU, then
+/// NIC PCI order.
+fn second_ports(gpus: &[GpuSeen], kept: &[&PortSeen], uses: &mut [usize], map: &mut RailMap) {
+    let mut added = false;
+    for (i, p) in kept.iter().enumerate() {
+        if uses[i] != 0 {
+            continue;
+        }
+        let best = gpus
+            .iter()
+            .enumerate()
+            .filter_map(|(ordinal, g)| {
+                let (rel, hops) = pcie::relation(g.path.as_ref()?, g.numa, p.path.as_ref()?, p.nic.numa_node)?;
+                let own = map
+                    .rails
+                    .iter()
+                    .find(|r| r.gpu.as_ref().is_some_and(|x| x.ordinal == ordinal))?;
+                // Only as near as the GPU's own port, and on its switch: a farther port would
+                // measure the host bridge, not a rail.
+                (Some(rel) == own.relation && rel <= PcieRelation::Pxb).then_some((rel, hops, ordinal))
+            })
+            .min();
+        let Some((rel, _, ordinal)) = best else { continue };
+        uses[i] += 1;
+        added = true;
+        map.rails.push(Rail {
+            index: 0,
+            gpu: Some(GpuRef {
+                ordinal,
+                pci: gpus[ordinal].pci.clone(),
+                numa_node: gpus[ordinal].numa,
+            }),
+            nic: p.nic.clone(),
+            relation: Some(rel),
+        });
+    }
+    if added {
+        let order = |r: &Rail| {
+            let nic = kept
+                .iter()
+                .position(|p| p.nic.port_name() == r.nic.port_name() && p.nic.pci == r.nic.pci);
+            (r.gpu.as_ref().map(|g| g.ordinal), nic)
+        };
+        map.rails.sort_by_key(order);
+        for (i, r) in map.rails.iter_mut().enumerate() {
+            r.index = i;
+        }
+    }
 }
 
 /// A port two GPUs share halves each one's bandwidth; a port no GPU took carries nothing.
@@ -214,6 +267,54 @@ mod tests {
         assert_eq!(names, vec!["mlx5_0", "mlx5_1"]);
         assert!(map.rails.iter().all(|r| r.relation == Some(PcieRelation::Pix)));
         assert!(map.notes.is_empty(), "{:?}", map.notes);
+    }
+
+    #[test]
+    fn two_nics_per_gpu_give_each_gpu_two_rails() {
+        // Two GPUs, four NICs, each GPU with two NICs behind its own switch (a 16-NIC HGX, cut
+        // down): every NIC is a rail, each with its GPU.
+        const SW2: &str = "/sys/devices/pci0000:36/0000:36:02.0/0000:37:00.0";
+        let gpus = [
+            gpu(&format!("{SW}/0000:18:00.0/0000:19:00.0")),
+            gpu(&format!("{SW2}/0000:38:00.0/0000:39:00.0")),
+        ];
+        let ports = [
+            port("mlx5_0", &format!("{SW}/0000:18:01.0/0000:1a:00.0"), 400.0, true),
+            port("mlx5_1", &format!("{SW}/0000:18:02.0/0000:1b:00.0"), 400.0, true),
+            port("mlx5_2", &format!("{SW2}/0000:38:01.0/0000:3a:00.0"), 400.0, true),
+            port("mlx5_3", &format!("{SW2}/0000:38:02.0/0000:3b:00.0"), 400.0, true),
+        ];
+        let map = build(&gpus, &ports, vec![]);
+        let rails: Vec<(usize, usize, &str)> = map
+            .rails
+            .iter()
+            .map(|r| (r.index, r.gpu.as_ref().unwrap().ordinal, r.nic.name.as_str()))
+            .collect();
+        assert_eq!(
+            rails,
+            vec![(0, 0, "mlx5_0"), (1, 0, "mlx5_1"), (2, 1, "mlx5_2"), (3, 1, "mlx5_3")]
+        );
+        assert!(map.rails.iter().all(|r| r.relation == Some(PcieRelation::Pix)));
+        assert!(map.notes.is_empty(), "no port is left unused: {:?}", map.notes);
+    }
+
+    #[test]
+    fn a_far_port_is_not_a_second_rail() {
+        const FAR: &str = "/sys/devices/pci0000:80/0000:80:01.0";
+        let gpus = [gpu(&format!("{SW}/0000:18:00.0/0000:19:00.0"))];
+        let ports = [
+            port("mlx5_0", &format!("{SW}/0000:18:01.0/0000:1a:00.0"), 400.0, true),
+            port("mlx5_1", &format!("{FAR}/0000:81:00.0"), 400.0, true),
+        ];
+        let map = build(&gpus, &ports, vec![]);
+        assert_eq!(map.rails.len(), 1);
+        assert!(
+            map.notes
+                .iter()
+                .any(|n| n.contains("mlx5_1:1") && n.contains("not a rail")),
+            "{:?}",
+            map.notes
+        );
     }
 
     #[test]
