@@ -164,12 +164,21 @@ pub struct RailMap {
 }
 
 impl RailMap {
-    /// One ready-to-paste line per local rank: `rank 0: UCX_NET_DEVICES=mlx5_0:1`. Rank N is
-    /// rail N, i.e. the process that uses GPU N in PCI bus order.
+    /// One ready-to-paste line per local rank: `rank 0: UCX_NET_DEVICES=mlx5_0:1`. On a node with
+    /// GPUs rank N is GPU N (PCI bus order) and gets every rail port of its GPU (two NICs per GPU:
+    /// `mlx5_0:1,mlx5_1:1`); without GPUs rank N is rail N.
     pub fn ucx_net_devices(&self) -> Vec<String> {
-        self.rails
-            .iter()
-            .map(|r| format!("rank {}: UCX_NET_DEVICES={}", r.index, r.nic.port_name()))
+        let mut ranks: Vec<(usize, Vec<String>)> = Vec::new();
+        for r in &self.rails {
+            let rank = r.gpu.as_ref().map_or(r.index, |g| g.ordinal);
+            match ranks.iter_mut().find(|(n, _)| *n == rank) {
+                Some((_, ports)) => ports.push(r.nic.port_name()),
+                None => ranks.push((rank, vec![r.nic.port_name()])),
+            }
+        }
+        ranks
+            .into_iter()
+            .map(|(rank, ports)| format!("rank {rank}: UCX_NET_DEVICES={}", ports.join(",")))
             .collect()
     }
 }
@@ -215,6 +224,42 @@ mod tests {
             vec!["rank 0: UCX_NET_DEVICES=mlx5_0:1", "rank 1: UCX_NET_DEVICES=mlx5_3:2"]
         );
         assert!(RailMap::default().ucx_net_devices().is_empty());
+        // Two NICs per GPU: one rank, both ports.
+        let gpu = |ordinal| GpuRef {
+            ordinal,
+            pci: String::new(),
+            numa_node: None,
+        };
+        let two = RailMap {
+            rails: vec![
+                Rail {
+                    index: 0,
+                    gpu: Some(gpu(0)),
+                    nic: nic("mlx5_0", 1),
+                    relation: None,
+                },
+                Rail {
+                    index: 1,
+                    gpu: Some(gpu(0)),
+                    nic: nic("mlx5_1", 1),
+                    relation: None,
+                },
+                Rail {
+                    index: 2,
+                    gpu: Some(gpu(1)),
+                    nic: nic("mlx5_2", 1),
+                    relation: None,
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            two.ucx_net_devices(),
+            vec![
+                "rank 0: UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1",
+                "rank 1: UCX_NET_DEVICES=mlx5_2:1"
+            ]
+        );
     }
 
     #[test]
