@@ -204,6 +204,11 @@ fn parse_ucx_profile(s: &str) -> Result<icb_engine::UcxProfile, String> {
 }
 
 impl EngineArgs {
+    /// `--ucx-profile` as a run's criteria state it: named when not the default.
+    pub fn ucx_profile_named(&self) -> Option<String> {
+        (self.ucx_profile != icb_engine::UcxProfile::Default).then(|| self.ucx_profile.as_str().to_string())
+    }
+
     /// Refuses flags that the chosen engine would ignore.
     pub fn check(&self) -> anyhow::Result<()> {
         match self.engine {
