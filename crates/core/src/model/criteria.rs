@@ -4,7 +4,7 @@
 //! pairs ran under different floors would compare unlike things and blame nodes for it); a gate
 //! states it so a pass reads with the floors it passed.
 
-use super::{EngineKind, MemoryPair, TestKind};
+use super::{EngineKind, MemoryPair, RunSettings, TestKind};
 use serde::{Deserialize, Serialize};
 
 /// A run's criteria (`criteria` in `ic-bench.sweep/v1` and `ic-bench.gate/v1`): every flag that
@@ -75,7 +75,44 @@ pub struct CriteriaFlags {
     pub rail_margin: f64,
 }
 
+/// A criteria field naming something this build does not know (a results file written by
+/// another version, or edited): the flag that sets it and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flag}: {error}")]
+pub struct UnknownName {
+    pub flag: &'static str,
+    pub error: crate::ParseError,
+}
+
 impl Criteria {
+    /// The qualification settings these criteria measure with.
+    pub fn settings(&self) -> Result<RunSettings, UnknownName> {
+        let tests = self
+            .tests
+            .iter()
+            .map(|t| {
+                t.parse::<TestKind>()
+                    .map_err(|error| UnknownName { flag: "--tests", error })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let memory = self
+            .memory
+            .iter()
+            .map(|m| {
+                m.parse::<MemoryPair>().map_err(|error| UnknownName {
+                    flag: "--memory",
+                    error,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RunSettings::qualification(
+            tests,
+            self.sizes.clone(),
+            memory,
+            self.max_time_s,
+        ))
+    }
+
     /// The criteria a run under `profile` (`gate`, `sweep`) states for these flags.
     pub fn from_flags(profile: &str, flags: &CriteriaFlags) -> Criteria {
         let f = flags;
@@ -225,6 +262,23 @@ mod tests {
             ..flags
         };
         assert_eq!(Criteria::from_flags("gate", &rails).rail_margin, Some(0.2));
+    }
+
+    #[test]
+    fn the_settings_are_the_criterias_and_an_unknown_name_is_named_by_its_flag() {
+        let settings = base().settings().unwrap();
+        assert_eq!(settings.tests, [TestKind::PutBw]);
+        assert_eq!(settings.memory, [MemoryPair::HOST_HOST]);
+        assert_eq!(
+            (settings.sizes.as_slice(), settings.max_time_s),
+            (&[1u64 << 20][..], 1.0)
+        );
+        let mut bad = base();
+        bad.memory = vec!["disk-host".into()];
+        assert_eq!(bad.settings().unwrap_err().flag, "--memory");
+        let mut bad = base();
+        bad.tests = vec!["am_bw".into()];
+        assert!(bad.settings().unwrap_err().to_string().starts_with("--tests: "));
     }
 
     #[test]
