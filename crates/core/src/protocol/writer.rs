@@ -82,4 +82,20 @@ mod tests {
         );
         assert!(text.ends_with('\n'));
     }
+
+    #[test]
+    fn the_cases_and_the_report_of_connect_plan_read_back_as_sent() {
+        let report: PairReport = serde_json::from_str(include_str!("../../tests/fixtures/pair_report.json")).unwrap();
+        let w = SideWriter::new(Vec::new());
+        w.case(1, 2, &report.cases[0]).unwrap();
+        w.report(report.clone()).unwrap();
+        let text = String::from_utf8(w.into_inner()).unwrap();
+        let mut lines = text.lines().map(|l| parse_side_line(l).unwrap().unwrap());
+        match lines.next() {
+            Some(SideEvent::Case(p)) => assert_eq!((p.index, p.total, &p.case), (1, 2, &report.cases[0])),
+            other => panic!("expected a case line, got {other:?}"),
+        }
+        assert_eq!(lines.next(), Some(SideEvent::Report(Box::new(report))));
+        assert_eq!(lines.next(), None);
+    }
 }
