@@ -138,7 +138,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let settings = args.test.settings_for(args.engine.engine)?;
     // Resolved before stdout is set aside: the width of the terminal the report goes to.
     let output = args.output.resolve(icb_report::ReportKind::Pair)?;
-    let view = output.view();
     let mut out = super::report_out::reserve()?;
     let interrupt = super::interrupt::Interrupt::install()?;
     let expectation = args.expect.input()?;
@@ -172,18 +171,31 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         live.finish();
     }
     let report = report?;
-    if args.json_line {
-        let line = serde_json::to_string(&report).context("cannot serialize the report")?;
+    emit(&report, args.json_line, &output, &mut out)?;
+    Ok(exit_code(&report, &interrupt))
+}
+
+/// The report on the reserved stdout: one JSON line (`--json-line`, the table on stderr) or as
+/// `-o` asks; then the export files.
+fn emit(
+    report: &icb_core::PairReport,
+    json_line: bool,
+    output: &super::output::Output,
+    out: &mut super::report_out::ReportOut,
+) -> anyhow::Result<()> {
+    let view = output.view();
+    if json_line {
+        let line = serde_json::to_string(report).context("cannot serialize the report")?;
         writeln!(out, "{line}")?;
         out.flush()?;
-        if let Ok(table) = icb_report::render_pair_in(&report, icb_report::Format::Table, view) {
+        if let Ok(table) = icb_report::render_pair_in(report, icb_report::Format::Table, view) {
             eprintln!("{table}");
         }
     } else {
-        output.emit_to(&icb_report::render_pair_in(&report, output.format, view)?, &mut out)?;
+        output.emit_to(&icb_report::render_pair_in(report, output.format, view)?, out)?;
     }
-    output.write_exports(icb_report::Report::Pair(&report))?;
-    Ok(exit_code(&report, &interrupt))
+    output.write_exports(icb_report::Report::Pair(report))?;
+    Ok(())
 }
 
 /// `icb_engine::connect` with the signal handler's token: an interruption before the server's
