@@ -372,26 +372,23 @@ async fn probe_nodes(
                 deadline: remaining(),
             };
             let script = icb_probe::remote::node_script(0, 5);
-            let target = format!("node/{node}");
             let text = icb_kube::probe_pod::run_probe_pod(&cluster, node, &script, &opts, token.cancelled()).await;
             let probe = match text {
-                Ok(t) => Ok(match icb_probe::remote::parse_snapshot(&target, &t) {
-                    Ok(snap) => {
-                        let (env, rdma) = env.unwrap_or_default();
-                        let expect = NodeExpectations {
-                            env,
-                            rdma_required: rdma,
-                        };
-                        let gather = GatherOptions {
-                            tool_timeout: Duration::from_secs(5),
-                            counter_interval: Duration::ZERO,
-                        };
-                        let report = icb_probe::probe_node(&snap, &gather, &expect).0;
-                        // The one memlock rule: a probe pod's own limits say nothing about the workers'.
-                        NodeProbe::Report(Box::new(icb_probe::Vantage::ProbePod(node.clone()).judge(report)))
-                    }
-                    Err(e) => NodeProbe::Unreadable(e.to_string()),
-                }),
+                Ok(t) => {
+                    let (env, rdma) = env.unwrap_or_default();
+                    let expect = NodeExpectations {
+                        env,
+                        rdma_required: rdma,
+                    };
+                    let gather = GatherOptions {
+                        tool_timeout: Duration::from_secs(5),
+                        counter_interval: Duration::ZERO,
+                    };
+                    Ok(match icb_probe::vantage::probe_pod_report(node, &t, &gather, &expect) {
+                        Ok(report) => NodeProbe::Report(Box::new(report)),
+                        Err(e) => NodeProbe::Unreadable(e.to_string()),
+                    })
+                }
                 Err(icb_kube::KubeError::Interrupted(what)) => Err(StepError::Interrupted(what)),
                 Err(e) => Ok(NodeProbe::PodFailed(e.to_string())),
             };
