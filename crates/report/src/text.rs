@@ -2,7 +2,7 @@
 //! line), and a duration short enough for a progress bar. Bandwidth itself has one rule,
 //! `icb_core::units::format_bandwidth`, which these use.
 
-use icb_core::model::{BandwidthUnit, CaseResult, CaseStatus, TransportClass};
+use icb_core::model::{BandwidthUnit, CaseResult, CaseStatus, PairReport, TransportClass};
 use std::time::Duration;
 
 /// `put_bw 1 MiB host→host`: what a case measures.
@@ -60,6 +60,27 @@ impl PathsSoFar {
         }
         s
     }
+}
+
+/// Which UCX each side of `r` loaded: one line when both loaded the same
+/// (`both sides loaded UCX 1.18.0 from /usr/lib`), else one per side, decode first.
+pub fn ucx_loaded_lines(r: &PairReport) -> Vec<String> {
+    let (s, c) = (&r.server, &r.client);
+    if (&s.ucx_version, &s.ucx_library) == (&c.ucx_version, &c.ucx_library) {
+        return vec![format!(
+            "both sides loaded UCX {} from {}",
+            s.ucx_version, s.ucx_library
+        )];
+    }
+    [("decode", s), ("prefill", c)]
+        .into_iter()
+        .map(|(side, peer)| {
+            format!(
+                "the {side} side loaded UCX {} from {}",
+                peer.ucx_version, peer.ucx_library
+            )
+        })
+        .collect()
 }
 
 /// `45s`, `3m05s`, `1h02m`: short enough for a progress line, exact to the unit that matters.
@@ -125,6 +146,21 @@ mod tests {
         }
         let text = paths.progress_text(&plain, BandwidthUnit::GBps);
         assert!(text.ends_with(" · data path so far: cma, tcp"), "{text}");
+    }
+
+    #[test]
+    fn the_ucx_each_side_loaded_is_one_line_when_the_same() {
+        let mut r: PairReport =
+            serde_json::from_str(include_str!("../../core/tests/fixtures/pair_report.json")).unwrap();
+        r.client.ucx_version = r.server.ucx_version.clone();
+        r.client.ucx_library = r.server.ucx_library.clone();
+        let same = ucx_loaded_lines(&r);
+        assert_eq!(same.len(), 1);
+        assert!(same[0].starts_with("both sides loaded UCX "), "{}", same[0]);
+        r.client.ucx_library = "/elsewhere/libucp.so".into();
+        let lines = ucx_loaded_lines(&r);
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("the decode side") && lines[1].ends_with("from /elsewhere/libucp.so"));
     }
 
     #[test]
