@@ -170,22 +170,9 @@ fn init_logging(verbose: u8) {
         .try_init();
 }
 
-/// The error chain joined on one line, so the cause and the fix are both visible, without
-/// repeating a cause that an outer message already quotes.
+/// The error chain on one line (`icb_core::error_line`: no repeated cause, secrets masked).
 pub(crate) fn one_line_error(e: &anyhow::Error) -> String {
-    let mut msg = String::new();
-    for cause in e.chain().map(|c| c.to_string()) {
-        let cause = cause.trim();
-        if cause.is_empty() || msg.contains(cause) {
-            continue;
-        }
-        if !msg.is_empty() {
-            msg.push_str(": ");
-        }
-        msg.push_str(cause);
-    }
-    // Errors quote inputs (URLs, flag values): credentials in them are masked like any output.
-    icb_core::secrets::mask_text(&msg.replace('\n', " "))
+    icb_core::error_line::one_line(e.as_ref())
 }
 
 /// clap's error without its usage block: the first line, plus its tip when it has one. A first

@@ -204,6 +204,11 @@ fn parse_ucx_profile(s: &str) -> Result<icb_engine::UcxProfile, String> {
 }
 
 impl EngineArgs {
+    /// `--ucx-profile` as a run's criteria state it: named when not the default.
+    pub fn ucx_profile_named(&self) -> Option<String> {
+        (self.ucx_profile != icb_engine::UcxProfile::Default).then(|| self.ucx_profile.as_str().to_string())
+    }
+
     /// Refuses flags that the chosen engine would ignore.
     pub fn check(&self) -> anyhow::Result<()> {
         match self.engine {
@@ -327,33 +332,13 @@ pub fn emit_interrupted(
     output: &super::output::Output,
     interrupt: &super::interrupt::Interrupt,
 ) -> anyhow::Result<i32> {
-    match &interrupted.partial {
-        Some(report) => emit_partial_pair(report, output, &interrupted.cleanup, interrupt),
-        None => Ok(interrupt.report(&interrupted.cleanup_text())),
-    }
-}
-
-fn emit_partial_pair(
-    report: &icb_core::PairReport,
-    output: &super::output::Output,
-    cleanup: &str,
-    interrupt: &super::interrupt::Interrupt,
-) -> anyhow::Result<i32> {
     // The prefill side was interrupted by its parent; the report names what interrupted the run.
-    let mut report = report.clone();
-    icb_core::verdict::mark_interrupted(&mut report, &format!("interrupted by {}", interrupt.signal()));
+    let Some((report, line)) = interrupted.partial_marked(interrupt.signal()) else {
+        return Ok(interrupt.report(&interrupted.cleanup_text()));
+    };
     output.emit(&icb_report::render_pair(&report, output.format)?)?;
     output.write_exports(icb_report::Report::Pair(&report))?;
-    let planned = report.partial.as_ref().map_or(report.cases.len(), |p| p.planned_cases);
-    let cleaned = if cleanup.is_empty() {
-        "nothing was left to clean up".to_string()
-    } else {
-        format!("cleaned up: {cleanup}")
-    };
-    Ok(interrupt.report(&format!(
-        "wrote the {} of {planned} cases measured before it (marked partial); {cleaned}",
-        report.cases.len()
-    )))
+    Ok(interrupt.report(&line))
 }
 
 /// Renders a judged report as `-o` asks and turns its verdict into the exit code.

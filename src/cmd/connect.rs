@@ -7,7 +7,7 @@
 use super::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs, parse_duration};
 use super::output::OutputArgs;
 use anyhow::Context as _;
-use icb_core::protocol::{CaseProgress, ChildPlan, SIDE_SCHEMA, SideEvent, SideFailure, side_line};
+use icb_core::protocol::{ChildPlan, SideWriter};
 use icb_core::{CaseResult, Locality, ToolInfo};
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
@@ -138,7 +138,6 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let settings = args.test.settings_for(args.engine.engine)?;
     // Resolved before stdout is set aside: the width of the terminal the report goes to.
     let output = args.output.resolve(icb_report::ReportKind::Pair)?;
-    let view = output.view();
     let mut out = super::report_out::reserve()?;
     let interrupt = super::interrupt::Interrupt::install()?;
     let expectation = args.expect.input()?;
@@ -172,18 +171,31 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         live.finish();
     }
     let report = report?;
-    if args.json_line {
-        let line = serde_json::to_string(&report).context("cannot serialize the report")?;
+    emit(&report, args.json_line, &output, &mut out)?;
+    Ok(exit_code(&report, &interrupt))
+}
+
+/// The report on the reserved stdout: one JSON line (`--json-line`, the table on stderr) or as
+/// `-o` asks; then the export files.
+fn emit(
+    report: &icb_core::PairReport,
+    json_line: bool,
+    output: &super::output::Output,
+    out: &mut super::report_out::ReportOut,
+) -> anyhow::Result<()> {
+    let view = output.view();
+    if json_line {
+        let line = serde_json::to_string(report).context("cannot serialize the report")?;
         writeln!(out, "{line}")?;
         out.flush()?;
-        if let Ok(table) = icb_report::render_pair_in(&report, icb_report::Format::Table, view) {
+        if let Ok(table) = icb_report::render_pair_in(report, icb_report::Format::Table, view) {
             eprintln!("{table}");
         }
     } else {
-        output.emit_to(&icb_report::render_pair_in(&report, output.format, view)?, &mut out)?;
+        output.emit_to(&icb_report::render_pair_in(report, output.format, view)?, out)?;
     }
-    output.write_exports(icb_report::Report::Pair(&report))?;
-    Ok(exit_code(&report, &interrupt))
+    output.write_exports(icb_report::Report::Pair(report))?;
+    Ok(())
 }
 
 /// `icb_engine::connect` with the signal handler's token: an interruption before the server's
@@ -212,12 +224,6 @@ fn connect_or_interrupted(
         }
         Err(e) => Err(e.into()),
     }
-}
-
-/// The typed `failed` line a side prints on its protocol channel before it exits with `e`, so
-/// the parent names the cause (and matches on its kind) without reading stderr.
-pub(super) fn failed_line(e: &icb_engine::EngineError) -> String {
-    side_line(&SideEvent::Failed(SideFailure::new(e.side_error_kind(), e.to_string())))
 }
 
 /// The verdict's exit code, or 130 (with the one line) when the report is partial.
@@ -254,7 +260,7 @@ fn ucx_options(args: &Args, peer_errors: bool) -> icb_engine::UcxOptions {
 /// then the report; the parent renders and judges.
 fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
     args.engine.check()?;
-    let out = Arc::new(Mutex::new(super::report_out::reserve()?));
+    let out = Arc::new(SideWriter::new(super::report_out::reserve()?));
     let interrupt = super::interrupt::Interrupt::install()?;
     let total = plan.settings.case_list().len();
     let unit = plan.settings.unit;
@@ -277,23 +283,14 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
         on_case: Some(Box::new(move |c: &CaseResult| {
             index += 1;
             tracing::info!("{}", icb_report::text::case_line(c, unit));
-            let line = side_line(&SideEvent::Case(Box::new(CaseProgress {
-                schema: SIDE_SCHEMA.into(),
-                index,
-                total,
-                case: c.clone(),
-            })));
-            if let Ok(mut out) = progress_out.lock() {
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
-            }
+            // A closed channel is the parent gone: the run ends on its own, nothing to add.
+            let _ = progress_out.case(index, total, c);
         })),
         cancel: Some(interrupt.token().clone()),
     };
     let report = connect_or_interrupted(opts, &args.engine, &interrupt).inspect_err(|e| {
-        if let (Some(e), Ok(mut out)) = (e.downcast_ref::<icb_engine::EngineError>(), out.lock()) {
-            let _ = writeln!(out, "{}", failed_line(e));
-            let _ = out.flush();
+        if let Some(e) = e.downcast_ref::<icb_engine::EngineError>() {
+            let _ = out.failed(e.side_failure());
         }
     })?;
     // The parent judges and decides the exit code; the child only says when it was interrupted.
@@ -301,9 +298,6 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
         Some(_) => exit_code(&report, &interrupt),
         None => report.verdict.status.exit_code(),
     };
-    let line = side_line(&SideEvent::Report(Box::new(report)));
-    let mut out = out.lock().map_err(|_| anyhow::anyhow!("stdout is unusable"))?;
-    writeln!(out, "{line}")?;
-    out.flush()?;
+    out.report(report)?;
     Ok(code)
 }

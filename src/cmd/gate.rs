@@ -181,28 +181,23 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 /// What this gate judges against, as its report states it.
 fn criteria(args: &Args, settings: &icb_core::RunSettings) -> icb_core::model::Criteria {
     let e = &args.expect;
-    icb_core::model::Criteria {
-        tests: settings.tests.iter().map(|t| t.as_str().to_string()).collect(),
+    let flags = icb_core::model::CriteriaFlags {
+        tests: settings.tests.clone(),
         sizes: settings.sizes.clone(),
-        memory: settings
-            .memory
-            .iter()
-            .map(|m| format!("{}-{}", m.initiator, m.target))
-            .collect(),
+        memory: settings.memory.clone(),
         max_time_s: settings.max_time_s,
-        min_host_bw_bps: e.min_host_bw.map(|g| g * 1e9),
-        min_cuda_bw_bps: e.min_cuda_bw.map(|g| g * 1e9),
+        min_host_bw_gbps: e.min_host_bw,
+        min_cuda_bw_gbps: e.min_cuda_bw,
         min_bw_size: e.min_bw_size,
         allow_tcp: e.allow_tcp,
         expect_config: e.expect_config.as_ref().map(|p| p.display().to_string()),
-        engine: args.engine.engine.to_string(),
-        profile: "gate".into(),
-        ucx_profile: (args.engine.ucx_profile != icb_engine::UcxProfile::Default)
-            .then(|| args.engine.ucx_profile.as_str().to_string()),
+        engine: args.engine.engine,
+        ucx_profile: args.engine.ucx_profile_named(),
         host_ipc: false,
         rails: args.rails.clone(),
-        rail_margin: args.rails.as_ref().map(|_| args.rail_margin),
-    }
+        rail_margin: args.rail_margin,
+    };
+    icb_core::model::Criteria::from_flags("gate", &flags)
 }
 
 /// The gate's steps on Kubernetes: the recipe read locally, bench pods and probe pods in the
@@ -377,26 +372,23 @@ async fn probe_nodes(
                 deadline: remaining(),
             };
             let script = icb_probe::remote::node_script(0, 5);
-            let target = format!("node/{node}");
             let text = icb_kube::probe_pod::run_probe_pod(&cluster, node, &script, &opts, token.cancelled()).await;
             let probe = match text {
-                Ok(t) => Ok(match icb_probe::remote::parse_snapshot(&target, &t) {
-                    Ok(snap) => {
-                        let (env, rdma) = env.unwrap_or_default();
-                        let expect = NodeExpectations {
-                            env,
-                            rdma_required: rdma,
-                        };
-                        let gather = GatherOptions {
-                            tool_timeout: Duration::from_secs(5),
-                            counter_interval: Duration::ZERO,
-                        };
-                        let report = icb_probe::probe_node(&snap, &gather, &expect).0;
-                        // The one memlock rule: a probe pod's own limits say nothing about the workers'.
-                        NodeProbe::Report(Box::new(icb_probe::Vantage::ProbePod(node.clone()).judge(report)))
-                    }
-                    Err(e) => NodeProbe::Unreadable(e.to_string()),
-                }),
+                Ok(t) => {
+                    let (env, rdma) = env.unwrap_or_default();
+                    let expect = NodeExpectations {
+                        env,
+                        rdma_required: rdma,
+                    };
+                    let gather = GatherOptions {
+                        tool_timeout: Duration::from_secs(5),
+                        counter_interval: Duration::ZERO,
+                    };
+                    Ok(match icb_probe::vantage::probe_pod_report(node, &t, &gather, &expect) {
+                        Ok(report) => NodeProbe::Report(Box::new(report)),
+                        Err(e) => NodeProbe::Unreadable(e.to_string()),
+                    })
+                }
                 Err(icb_kube::KubeError::Interrupted(what)) => Err(StepError::Interrupted(what)),
                 Err(e) => Ok(NodeProbe::PodFailed(e.to_string())),
             };

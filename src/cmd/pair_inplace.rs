@@ -118,19 +118,8 @@ pub fn run(cmd: &PairCommand, target: &InPlaceTarget) -> anyhow::Result<i32> {
 
 /// Which UCX each side loaded; identical lines for the two sides read as one.
 fn say_ucx(r: &icb_core::PairReport) {
-    let (s, c) = (&r.server, &r.client);
-    if (&s.ucx_version, &s.ucx_library) == (&c.ucx_version, &c.ucx_library) {
-        eprintln!(
-            "ic-bench: in-place: both sides loaded UCX {} from {}",
-            s.ucx_version, s.ucx_library
-        );
-    } else {
-        for (side, peer) in [("decode", s), ("prefill", c)] {
-            eprintln!(
-                "ic-bench: in-place: the {side} side loaded UCX {} from {}",
-                peer.ucx_version, peer.ucx_library
-            );
-        }
+    for line in icb_report::text::ucx_loaded_lines(r) {
+        eprintln!("ic-bench: in-place: {line}");
     }
 }
 

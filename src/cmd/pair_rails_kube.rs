@@ -21,15 +21,31 @@ pub struct KubeRailsTarget {
 
 /// Reads the rails flags of a Kubernetes run (`--prefill node/A --decode node/B`).
 pub fn target(args: &super::pair::Args, plan: &icb_pair::PairPlan) -> anyhow::Result<KubeRailsTarget> {
-    let rails = &args.rails;
-    let k = &args.kube;
+    let nodes = nodes(args)?;
+    refuse_flags(args)?;
+    let selection = selection(&args.rails)?;
+    Ok(KubeRailsTarget {
+        cluster: args.kube.cluster.clone(),
+        pods: pods(args, nodes, plan)?,
+        choice: args.rails.choice(selection),
+    })
+}
+
+/// The two whole nodes a Kubernetes rails run pairs.
+fn nodes(args: &super::pair::Args) -> anyhow::Result<(String, String)> {
     let (prefill, decode) = super::pair_kube::targets(args)?;
-    let (Target::Node(prefill), Target::Node(decode)) = (&prefill, &decode) else {
+    let (Target::Node(prefill), Target::Node(decode)) = (prefill, decode) else {
         anyhow::bail!("--rails on Kubernetes runs on whole nodes: give --prefill node/NAME --decode node/NAME");
     };
     if prefill == decode {
         anyhow::bail!("--rails pairs two nodes (each side takes all of its node's devices): give two different nodes");
     }
+    Ok((prefill, decode))
+}
+
+/// Refuses the flags a Kubernetes rails run cannot honour.
+fn refuse_flags(args: &super::pair::Args) -> anyhow::Result<()> {
+    let (rails, k) = (&args.rails, &args.kube);
     let refused = [
         (k.dry_run.is_some(), "--dry-run"),
         (k.host_ipc, "--host-ipc"),
@@ -43,7 +59,12 @@ pub fn target(args: &super::pair::Args, plan: &icb_pair::PairPlan) -> anyhow::Re
             "{flag} does not apply to --rails on Kubernetes (each pod takes all of its node's devices; slow or dead rails are the cluster's): drop it"
         );
     }
-    let selection = match (rails.rails.as_deref(), &rails.rail_devices) {
+    Ok(())
+}
+
+/// Which rails `--rails`/`--rail-devices` choose (a count emulates NICs: not on Kubernetes).
+fn selection(rails: &super::pair_rails::RailArgs) -> anyhow::Result<RailSelection> {
+    Ok(match (rails.rails.as_deref(), &rails.rail_devices) {
         (Some(text), _) if text.trim().parse::<usize>().is_ok() => {
             anyhow::bail!(
                 "--rails {text} emulates rail NICs: use it with --local --isolation node; on Kubernetes give --rails auto"
@@ -52,12 +73,17 @@ pub fn target(args: &super::pair::Args, plan: &icb_pair::PairPlan) -> anyhow::Re
         (Some(text), _) => text.parse::<RailSelection>()?,
         (None, Some(devs)) => RailSelection::Devices(devs.clone()),
         (None, None) => anyhow::bail!("--rail-pattern and the other rail flags need --rails or --rail-devices"),
-    };
+    })
+}
+
+/// The bench pods of the two nodes.
+fn pods(args: &super::pair::Args, nodes: (String, String), plan: &icb_pair::PairPlan) -> anyhow::Result<KubeRailsPlan> {
+    let k = &args.kube;
     let run_id = icb_kube::podspec::run_id_or_new(k.run_id.as_deref()).map_err(anyhow::Error::msg)?;
     let start_timeout = k.timeout.unwrap_or(Duration::from_secs(300));
     let image = k.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
     let mut pods = KubeRailsPlan::new(
-        (prefill, decode),
+        (&nodes.0, &nodes.1),
         run_id,
         image,
         start_timeout,
@@ -68,11 +94,7 @@ pub fn target(args: &super::pair::Args, plan: &icb_pair::PairPlan) -> anyhow::Re
     pods.privileged = k.privileged;
     pods.service_account = k.service_account.clone();
     pods.side_args = args.engine.side_flags();
-    Ok(KubeRailsTarget {
-        cluster: k.cluster.clone(),
-        pods,
-        choice: rails.choice(selection),
-    })
+    Ok(pods)
 }
 
 pub fn run(cmd: &PairCommand, t: &KubeRailsTarget) -> anyhow::Result<i32> {

@@ -242,21 +242,14 @@ fn ucx_info_of_loaded_ucx() -> std::collections::BTreeMap<icb_probe::tools::Tool
     let Ok(ucx) = ucx::Ucx::load(None) else {
         return Default::default();
     };
-    let lib = ucx.library_dir().to_path_buf();
-    let candidates = [lib.join("../bin/ucx_info"), lib.join("../../bin/ucx_info")];
-    match candidates.into_iter().find(|p| p.is_file()) {
-        Some(exe) => {
-            tracing::info!("probe node: using {} (beside the libucp ic-bench loads)", exe.display());
-            std::collections::BTreeMap::from([(
-                icb_probe::tools::Tool::UcxInfo,
-                icb_probe::tools::ToolAt {
-                    exe,
-                    library_dir: Some(lib),
-                },
-            )])
-        }
-        None => Default::default(),
-    }
+    let Some(at) = icb_probe::tools::ToolAt::ucx_info_beside(ucx.library_dir()) else {
+        return Default::default();
+    };
+    tracing::info!(
+        "probe node: using {} (beside the libucp ic-bench loads)",
+        at.exe.display()
+    );
+    std::collections::BTreeMap::from([(icb_probe::tools::Tool::UcxInfo, at)])
 }
 
 /// `--pod`, `--node`, or this machine (with `--*-root` replays).

@@ -6,10 +6,11 @@
 //! on a terminal, one line per finished pair when stderr is not one (CronJob logs); `-q` silences
 //! both.
 
-use icb_core::model::{BandwidthUnit, CaseResult, TransportClass};
+use icb_core::model::{BandwidthUnit, CaseResult};
 use icb_report::sweep_progress::{
     Notable, PairDone, SWEEP_BAR_TEMPLATE, sweep_bar_message, sweep_bar_room, sweep_pair_line,
 };
+use icb_report::text::PathsSoFar;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal as _, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -116,7 +117,7 @@ impl indicatif::TermLike for BarStderr {
 pub struct CaseProgress {
     bar: Option<ProgressBar>,
     unit: BandwidthUnit,
-    paths: Vec<TransportClass>,
+    paths: PathsSoFar,
 }
 
 impl CaseProgress {
@@ -136,21 +137,17 @@ impl CaseProgress {
         CaseProgress {
             bar,
             unit,
-            paths: Vec::new(),
+            paths: PathsSoFar::default(),
         }
     }
 
     /// Case `index` of `total` (1-based) has finished.
     pub fn case(&mut self, index: usize, total: usize, c: &CaseResult) {
         let Some(bar) = &self.bar else { return };
-        if let Some(t) = &c.transport
-            && !self.paths.contains(&t.data_path.class)
-        {
-            self.paths.push(t.data_path.class);
-        }
+        self.paths.add(c);
         bar.set_length(total as u64);
         bar.set_position(index as u64);
-        bar.set_message(describe(c, self.unit, &self.paths));
+        bar.set_message(self.paths.progress_text(c, self.unit));
     }
 
     /// Removes the line, so the report that follows starts on a clean terminal.
@@ -165,17 +162,6 @@ impl Drop for CaseProgress {
     fn drop(&mut self) {
         self.finish();
     }
-}
-
-/// `tag_bw 64 KiB host→host · 4.59 GB/s · data path so far: tcp, shared memory`.
-fn describe(c: &CaseResult, unit: BandwidthUnit, paths: &[TransportClass]) -> String {
-    use icb_report::text::{case_head, case_value};
-    let mut s = format!("· {} · {}", case_head(c), case_value(c, unit));
-    if !paths.is_empty() {
-        let names: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
-        s.push_str(&format!(" · data path so far: {}", names.join(", ")));
-    }
-    s
 }
 
 /// A sweep pass's progress on stderr: an indicatif bar on a terminal (pairs done/total, round,

@@ -2,8 +2,7 @@
 
 use super::common::{EngineArgs, UcxArgs};
 use icb_core::EngineKind;
-use icb_core::protocol::{Listening, SideEvent, side_line};
-use std::io::Write as _;
+use icb_core::protocol::SideWriter;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -42,7 +41,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     args.engine.check()?;
     let args_side_events = args.side_events;
-    let out = std::sync::Arc::new(std::sync::Mutex::new(super::report_out::reserve()?));
+    let out = std::sync::Arc::new(SideWriter::new(super::report_out::reserve()?));
     let listening_out = std::sync::Arc::clone(&out);
     let interrupt = super::interrupt::Interrupt::install()?;
     let opts = icb_engine::ServeOptions {
@@ -57,14 +56,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         tool: super::connect::tool_info(),
         on_listening: Some(Box::new(move |l: &icb_engine::Listening| {
             // One typed line on stdout: launchers read the port from it (pipes, pod logs).
-            let line = side_line(&SideEvent::Listening(Listening::new(
-                l.address.to_string(),
-                l.ucx_version.clone(),
-            )));
-            if let Ok(mut out) = listening_out.lock() {
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
-            }
+            let _ = listening_out.listening(l.address.to_string(), l.ucx_version.clone());
         })),
         cancel: Some(interrupt.token().clone()),
     };
@@ -78,9 +70,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Err(icb_engine::EngineError::Interrupted) => Ok(interrupt.report("the server stopped")),
         Err(e) => {
             // stdout is the protocol channel: the parent reads why, typed, from there.
-            if args_side_events && let Ok(mut out) = out.lock() {
-                let _ = writeln!(out, "{}", super::connect::failed_line(&e));
-                let _ = out.flush();
+            if args_side_events {
+                let _ = out.failed(e.side_failure());
             }
             Err(e.into())
         }

@@ -134,18 +134,7 @@ pub struct Args {
 
 impl Args {
     fn settings(&self, criteria: &icb_sweep::Criteria) -> anyhow::Result<icb_core::RunSettings> {
-        let parse = |what: &str, e: String| anyhow::anyhow!("{what}: {e}");
-        let tests = criteria
-            .tests
-            .iter()
-            .map(|t| t.parse::<TestKind>().map_err(|e| parse("--tests", e.to_string())))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let memory = criteria
-            .memory
-            .iter()
-            .map(|m| m.parse::<MemoryPair>().map_err(|e| parse("--memory", e.to_string())))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let settings = icb_core::RunSettings::qualification(tests, criteria.sizes.clone(), memory, criteria.max_time_s);
+        let settings = criteria.settings()?;
         icb_engine::validate_settings(&settings)?;
         let (settings, note) = self.engine.qualification(settings)?;
         if let Some(note) = note {
@@ -164,21 +153,12 @@ impl Args {
     }
 
     fn schedule(&self, pools: Option<(Vec<String>, Vec<String>)>) -> anyhow::Result<Schedule> {
-        Ok(match (self.schedule.as_deref(), pools) {
-            (None | Some("bipartite"), Some((prefill, decode))) => Schedule::Bipartite { prefill, decode },
-            (Some("bipartite"), None) => anyhow::bail!("--schedule bipartite needs --prefill-pool and --decode-pool"),
-            (Some(other), Some(_)) => {
-                anyhow::bail!("--prefill-pool/--decode-pool go with --schedule bipartite, not {other}")
-            }
-            (None | Some("all-pairs"), None) => Schedule::AllPairs,
-            (Some("ring"), None) => Schedule::Ring,
-            (Some("intra-node"), None) => Schedule::IntraNode,
-            (Some("linear"), None) => Schedule::Linear {
-                matchings: self.matchings,
-                seed: self.seed,
-            },
-            (Some(other), None) => anyhow::bail!("unknown --schedule {other}"),
-        })
+        Ok(Schedule::choose(
+            self.schedule.as_deref(),
+            pools,
+            self.matchings,
+            self.seed,
+        )?)
     }
 }
 

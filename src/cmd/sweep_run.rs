@@ -160,27 +160,15 @@ impl SweepObserver for StderrObserver {
     }
 
     fn second_pass(&mut self, plan: &SecondPass) {
-        let SecondPass {
-            suspects,
-            pairs,
-            intra_node,
-            ..
-        } = plan;
-        if let Some(why) = &plan.skipped {
-            eprintln!("ic-bench: {why}");
-        } else if *pairs > 0 && *intra_node {
-            eprintln!(
-                "ic-bench: second pass: {suspects} suspect(s) run their own intra-node pair again ({pairs} pairs); a failure that repeats is the node's"
-            );
-        } else if *pairs > 0 {
-            eprintln!("ic-bench: second pass: {suspects} suspect(s) re-paired with nodes that passed ({pairs} pairs)");
+        if let Some(line) = icb_report::sweep_progress::second_pass_line(plan) {
+            eprintln!("ic-bench: {line}");
         }
     }
 }
 
-/// The sweep id a run id starts with (`<sweep_id>-p1r0x0`).
+/// The sweep id a run id starts with (`icb_sweep::SweepResults::sweep_id_of`).
 pub(super) fn sweep_id_of(run_id: &str) -> &str {
-    run_id.split_once('-').map_or(run_id, |(id, _)| id)
+    SweepResults::sweep_id_of(run_id)
 }
 
 /// A bench pod that cannot be placed is not a fabric verdict (decided on the pods' status by
@@ -189,16 +177,5 @@ fn classify_error(pair: &Pair, reason: String, pods: &[Pod]) -> Outcome {
     match lifecycle::unschedulable_node(pods, &pair.prefill, &pair.decode) {
         Some(node) => Outcome::Unschedulable { node, reason },
         None => Outcome::Error { reason },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_sweep_id_label_is_the_run_ids_prefix() {
-        assert_eq!(sweep_id_of("sw1a2b3c-p1r0x0"), "sw1a2b3c");
-        assert_eq!(sweep_id_of("sw1a2b3c-a2p2r1x0"), "sw1a2b3c");
     }
 }

@@ -23,6 +23,7 @@
 
 pub mod checks;
 pub mod classify;
+pub mod error_line;
 pub mod fabric;
 pub mod model;
 pub mod protocol;

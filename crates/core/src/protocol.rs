@@ -13,6 +13,9 @@
 use crate::model::{CaseResult, Expectation, PAIR_SCHEMA, PairReport, RunSettings};
 use serde::{Deserialize, Serialize};
 
+mod writer;
+pub use writer::SideWriter;
+
 /// Schema of the `serve` lines (`listening`) and of the progress lines of `connect --plan`.
 pub const SIDE_SCHEMA: &str = "ic-bench.serve/v1";
 /// Schema of the document a parent hands to `connect --plan`.

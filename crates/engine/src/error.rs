@@ -79,6 +79,12 @@ pub enum EngineError {
 }
 
 impl EngineError {
+    /// Why this side gave up, as its `failed` protocol line says it: the parent names the cause
+    /// (and matches on its kind) without reading stderr.
+    pub fn side_failure(&self) -> icb_core::protocol::SideFailure {
+        icb_core::protocol::SideFailure::new(self.side_error_kind(), self.to_string())
+    }
+
     /// The typed cause a parent reads from a failed side ([`icb_core::protocol::SideFailure`]).
     pub fn side_error_kind(&self) -> icb_core::protocol::SideErrorKind {
         use icb_core::protocol::SideErrorKind;
@@ -121,6 +127,11 @@ mod tests {
             source: std::io::Error::from(std::io::ErrorKind::AddrInUse),
         };
         assert_eq!(in_use.side_error_kind(), SideErrorKind::AddressInUse);
+        let failure = in_use.side_failure();
+        assert_eq!(
+            (failure.cause, failure.message),
+            (SideErrorKind::AddressInUse, in_use.to_string())
+        );
         let init = EngineError::UcxInit {
             detail: "UCX ucp_init failed".into(),
             variable: Some("UCX_TLS=bogus".into()),

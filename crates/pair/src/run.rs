@@ -97,6 +97,21 @@ impl Interrupted {
             format!("cleaned up: {}", self.cleanup)
         }
     }
+
+    /// The cases measured before `signal` as the report to write (marked partial, naming the
+    /// signal) and the one line saying what was written and cleaned up; `None` when the prefill
+    /// side reported nothing.
+    pub fn partial_marked(&self, signal: &str) -> Option<(PairReport, String)> {
+        let mut report = (**self.partial.as_ref()?).clone();
+        icb_core::verdict::mark_interrupted(&mut report, &format!("interrupted by {signal}"));
+        let planned = report.partial.as_ref().map_or(report.cases.len(), |p| p.planned_cases);
+        let line = format!(
+            "wrote the {} of {planned} cases measured before it (marked partial); {}",
+            report.cases.len(),
+            self.cleanup_text()
+        );
+        Some((report, line))
+    }
 }
 
 impl PairError {
@@ -438,4 +453,31 @@ fn ended<S: Side>(side: &S, message: String) -> PairError {
 /// The one duration rule (`icb_core::units::format_duration`).
 fn humanize(d: Duration) -> String {
     icb_core::units::format_duration(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupted_runs_partial_report_is_marked_and_summed_up_in_one_line() {
+        let report: PairReport =
+            serde_json::from_str(include_str!("../../core/tests/fixtures/pair_report.json")).unwrap();
+        let measured = report.cases.len();
+        let nothing = Interrupted::default();
+        assert_eq!(nothing.partial_marked("SIGINT"), None);
+        let i = Interrupted {
+            cleanup: "pod a".into(),
+            partial: Some(Box::new(report)),
+        };
+        let (marked, line) = i.partial_marked("SIGTERM").unwrap();
+        assert_eq!(
+            marked.partial.map(|p| p.reason).as_deref(),
+            Some("interrupted by SIGTERM")
+        );
+        assert_eq!(
+            line,
+            format!("wrote the {measured} of {measured} cases measured before it (marked partial); cleaned up: pod a")
+        );
+    }
 }

@@ -179,6 +179,18 @@ pub struct ToolAt {
 }
 
 impl ToolAt {
+    /// The `ucx_info` shipped beside the UCX library directory `lib` (`bin/` beside its `lib/`,
+    /// or one level up as in a wheel), run with `lib` searched first: the transports and memory
+    /// types it lists are then those a run loading that UCX gets. `None` when it ships none.
+    pub fn ucx_info_beside(lib: &Path) -> Option<ToolAt> {
+        let candidates = [lib.join("../bin/ucx_info"), lib.join("../../bin/ucx_info")];
+        let exe = candidates.into_iter().find(|p| p.is_file())?;
+        Some(ToolAt {
+            exe,
+            library_dir: Some(lib.to_path_buf()),
+        })
+    }
+
     fn run(&self, tool: Tool, timeout: Duration) -> ToolRun {
         let library_path = self.library_dir.as_ref().map(|dir| {
             let mut paths = vec![dir.clone()];
@@ -255,6 +267,19 @@ pub fn run_tools_at(tools: &[Tool], timeout: Duration, at: &BTreeMap<Tool, ToolA
 mod tests {
     use super::*;
     use std::time::Instant;
+
+    #[test]
+    fn the_ucx_info_beside_a_library_is_found_with_that_library_first() {
+        let root = tempfile::tempdir().unwrap();
+        let lib = root.path().join("ucx/lib");
+        std::fs::create_dir_all(&lib).unwrap();
+        assert_eq!(ToolAt::ucx_info_beside(&lib), None);
+        std::fs::create_dir_all(root.path().join("ucx/bin")).unwrap();
+        std::fs::write(root.path().join("ucx/bin/ucx_info"), "").unwrap();
+        let at = ToolAt::ucx_info_beside(&lib).unwrap();
+        assert_eq!(at.exe, lib.join("../bin/ucx_info"));
+        assert_eq!(at.library_dir.as_deref(), Some(lib.as_path()));
+    }
 
     #[test]
     fn a_tool_that_cannot_load_its_libraries_is_unloadable() {

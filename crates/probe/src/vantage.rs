@@ -115,6 +115,21 @@ impl Vantage {
     }
 }
 
+/// What a probe pod on `node` printed (the `remote::node_script` snapshot), read as that node's
+/// report against `expect` and judged as a probe pod can stand behind it: `gate` probes its
+/// nodes this way, each against the transport env of the side that runs there.
+pub fn probe_pod_report(
+    node: &str,
+    text: &str,
+    gather: &crate::GatherOptions,
+    expect: &crate::NodeExpectations,
+) -> Result<ProbeReport, SnapshotError> {
+    let snap = parse_snapshot(&format!("node/{node}"), text)?;
+    let report = crate::probe_node(&snap, gather, expect).0;
+    // The one memlock rule: a probe pod's own limits say nothing about the workers'.
+    Ok(Vantage::ProbePod(node.to_string()).judge(report))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,6 +191,25 @@ mod tests {
         assert!(probe_pod.checks[0].hint.is_none());
         assert_eq!(probe_pod.checks[1].status, Status::Ok);
         assert_ne!(probe_pod.exit_code(), report.exit_code());
+    }
+
+    #[test]
+    fn a_probe_pods_output_is_its_nodes_report_or_why_it_is_unreadable() {
+        let gather = crate::GatherOptions {
+            tool_timeout: std::time::Duration::from_secs(1),
+            counter_interval: std::time::Duration::ZERO,
+        };
+        let expect = crate::NodeExpectations::default();
+        let report = probe_pod_report("n1", "@@ICB DONE\n", &gather, &expect).unwrap();
+        assert_eq!(report.target, "node/n1");
+        assert!(
+            report
+                .checks
+                .iter()
+                .filter(|c| c.id == "node.memlock")
+                .all(|c| c.status == Status::Skipped)
+        );
+        assert!(probe_pod_report("n1", "", &gather, &expect).is_err());
     }
 
     #[test]

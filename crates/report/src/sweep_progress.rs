@@ -3,7 +3,7 @@
 //! (indicatif) is the CLI's.
 
 use crate::text::short_duration;
-use icb_sweep::run::Step;
+use icb_sweep::run::{SecondPass, Step};
 use icb_sweep::score;
 use icb_sweep::{Outcome, SweepResults};
 use std::time::Duration;
@@ -173,9 +173,57 @@ pub fn last_pair(results: &SweepResults, step: &Step) -> Option<(PairDone, Notab
     ))
 }
 
+/// The second pass's plan in one line (`second pass: 2 suspect(s) re-paired with nodes that
+/// passed (4 pairs)`), or why it was skipped; `None` when it has nothing to run.
+pub fn second_pass_line(plan: &SecondPass) -> Option<String> {
+    let SecondPass {
+        suspects,
+        pairs,
+        intra_node,
+        skipped,
+    } = plan;
+    if let Some(why) = skipped {
+        Some(why.clone())
+    } else if *pairs > 0 && *intra_node {
+        Some(format!(
+            "second pass: {suspects} suspect(s) run their own intra-node pair again ({pairs} pairs); a failure that repeats is the node's"
+        ))
+    } else if *pairs > 0 {
+        Some(format!(
+            "second pass: {suspects} suspect(s) re-paired with nodes that passed ({pairs} pairs)"
+        ))
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_second_pass_is_one_line_or_none() {
+        let plan = |pairs, intra_node, skipped: Option<&str>| SecondPass {
+            suspects: 2,
+            pairs,
+            intra_node,
+            skipped: skipped.map(String::from),
+        };
+        assert_eq!(
+            second_pass_line(&plan(4, false, None)).as_deref(),
+            Some("second pass: 2 suspect(s) re-paired with nodes that passed (4 pairs)")
+        );
+        let intra = second_pass_line(&plan(2, true, None)).unwrap();
+        assert!(
+            intra.starts_with("second pass: 2 suspect(s) run their own intra-node pair again"),
+            "{intra}"
+        );
+        assert_eq!(second_pass_line(&plan(0, false, None)), None);
+        assert_eq!(
+            second_pass_line(&plan(0, false, Some("too few nodes passed"))).as_deref(),
+            Some("too few nodes passed")
+        );
+    }
 
     fn done(outcome: &str, eta: Option<Duration>) -> PairDone {
         PairDone {

@@ -2,7 +2,7 @@
 //! line), and a duration short enough for a progress bar. Bandwidth itself has one rule,
 //! `icb_core::units::format_bandwidth`, which these use.
 
-use icb_core::model::{BandwidthUnit, CaseResult, CaseStatus};
+use icb_core::model::{BandwidthUnit, CaseResult, CaseStatus, PairReport, TransportClass};
 use std::time::Duration;
 
 /// `put_bw 1 MiB host→host`: what a case measures.
@@ -34,6 +34,53 @@ pub fn case_line(c: &CaseResult, unit: BandwidthUnit) -> String {
         (CaseStatus::Measured, None, _) | (_, _, None) => format!("{head}: {value}"),
         (_, _, Some(reason)) => format!("{head}: {value} ({reason})"),
     }
+}
+
+/// The data paths a run's cases took so far, in the order first seen: what its live line names.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PathsSoFar(Vec<TransportClass>);
+
+impl PathsSoFar {
+    /// Adds the data path of `c` (when it has one and it is new).
+    pub fn add(&mut self, c: &CaseResult) {
+        if let Some(t) = &c.transport
+            && !self.0.contains(&t.data_path.class)
+        {
+            self.0.push(t.data_path.class);
+        }
+    }
+
+    /// `· tag_bw 64 KiB host→host · 4.59 GB/s · data path so far: tcp, shared memory`: the
+    /// live line's text after `case N/M` for the case just finished.
+    pub fn progress_text(&self, c: &CaseResult, unit: BandwidthUnit) -> String {
+        let mut s = format!("· {} · {}", case_head(c), case_value(c, unit));
+        if !self.0.is_empty() {
+            let names: Vec<&str> = self.0.iter().map(|p| p.as_str()).collect();
+            s.push_str(&format!(" · data path so far: {}", names.join(", ")));
+        }
+        s
+    }
+}
+
+/// Which UCX each side of `r` loaded: one line when both loaded the same
+/// (`both sides loaded UCX 1.18.0 from /usr/lib`), else one per side, decode first.
+pub fn ucx_loaded_lines(r: &PairReport) -> Vec<String> {
+    let (s, c) = (&r.server, &r.client);
+    if (&s.ucx_version, &s.ucx_library) == (&c.ucx_version, &c.ucx_library) {
+        return vec![format!(
+            "both sides loaded UCX {} from {}",
+            s.ucx_version, s.ucx_library
+        )];
+    }
+    [("decode", s), ("prefill", c)]
+        .into_iter()
+        .map(|(side, peer)| {
+            format!(
+                "the {side} side loaded UCX {} from {}",
+                peer.ucx_version, peer.ucx_library
+            )
+        })
+        .collect()
 }
 
 /// `45s`, `3m05s`, `1h02m`: short enough for a progress line, exact to the unit that matters.
@@ -79,6 +126,41 @@ mod tests {
         let c = case("measured", None, None);
         assert_eq!(case_value(&c, BandwidthUnit::GBps), "13.30 GB/s");
         assert_eq!(case_value(&c, BandwidthUnit::MiBps), "12683.87 MiB/s");
+    }
+
+    #[test]
+    fn the_live_text_names_each_data_path_once_in_the_order_seen() {
+        let evidence = |class: &str| {
+            serde_json::json!({"data_path": {
+                "class": class, "transports": [], "protocol": "", "source": "proto_info"}})
+        };
+        let mut paths = PathsSoFar::default();
+        let plain = case("measured", None, None);
+        paths.add(&plain);
+        assert_eq!(
+            paths.progress_text(&plain, BandwidthUnit::GBps),
+            "· put_bw 1 MiB host→host · 13.30 GB/s"
+        );
+        for class in ["cma", "tcp", "cma"] {
+            paths.add(&case("measured", Some(evidence(class)), None));
+        }
+        let text = paths.progress_text(&plain, BandwidthUnit::GBps);
+        assert!(text.ends_with(" · data path so far: cma, tcp"), "{text}");
+    }
+
+    #[test]
+    fn the_ucx_each_side_loaded_is_one_line_when_the_same() {
+        let mut r: PairReport =
+            serde_json::from_str(include_str!("../../core/tests/fixtures/pair_report.json")).unwrap();
+        r.client.ucx_version = r.server.ucx_version.clone();
+        r.client.ucx_library = r.server.ucx_library.clone();
+        let same = ucx_loaded_lines(&r);
+        assert_eq!(same.len(), 1);
+        assert!(same[0].starts_with("both sides loaded UCX "), "{}", same[0]);
+        r.client.ucx_library = "/elsewhere/libucp.so".into();
+        let lines = ucx_loaded_lines(&r);
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("the decode side") && lines[1].ends_with("from /elsewhere/libucp.so"));
     }
 
     #[test]

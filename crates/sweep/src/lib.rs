@@ -7,7 +7,7 @@
 //! clusters), which nodes the results blame ([`score`]: per-node median, median-absolute-deviation
 //! outliers, transport failures, a second pass that re-pairs each suspect with two nodes that
 //! passed, and unschedulable kept apart from bad fabric), and the results file ([`results`]:
-//! `ic-bench.sweep/v1`, rewritten atomically after every pair, read back by `--resume`), and how
+//! `ic-bench.sweep/v1`, rewritten atomically after every pair, read back by `--resume`, whose criteria merging is [`resume`]), and how
 //! a sweep runs ([`run`]: the passes, stops and verdicts around a [`run::PairRunner`] that
 //! measures one pair; the CLI's runner is Kubernetes wiring, the tests' a script), and which
 //! node verdicts become node labels ([`labels`], with the reason annotated beside them). How the
@@ -20,6 +20,7 @@ pub mod outcome;
 pub mod outliers;
 pub mod rails;
 pub mod results;
+pub mod resume;
 pub mod run;
 pub mod schedule;
 pub mod score;

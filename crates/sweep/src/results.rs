@@ -241,6 +241,12 @@ impl SweepResults {
         }
     }
 
+    /// The sweep id a run id of [`Self::run_id`] starts with (`<sweep_id>-p1r0x0`): what labels
+    /// a pair's bench pods as this sweep's.
+    pub fn sweep_id_of(run_id: &str) -> &str {
+        run_id.split_once('-').map_or(run_id, |(id, _)| id)
+    }
+
     /// First-pass pairs of the plan that have no result yet (what `--resume` runs).
     pub fn missing(&self) -> Vec<Round> {
         self.rounds
@@ -300,6 +306,12 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sweep_id_is_the_run_ids_prefix() {
+        assert_eq!(SweepResults::sweep_id_of("sw1a2b3c-p1r0x0"), "sw1a2b3c");
+        assert_eq!(SweepResults::sweep_id_of("sw1a2b3c-a2p2r1x0"), "sw1a2b3c");
+    }
 
     #[test]
     fn run_ids_stay_unique_across_resumes() {

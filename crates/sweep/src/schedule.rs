@@ -67,7 +67,39 @@ pub enum ScheduleError {
     TooFewNodes(String),
 }
 
+/// Why `--schedule` and the pool flags do not make a schedule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChoiceError {
+    #[error("--schedule bipartite needs --prefill-pool and --decode-pool")]
+    BipartiteNeedsPools,
+    #[error("--prefill-pool/--decode-pool go with --schedule bipartite, not {0}")]
+    PoolsNeedBipartite(String),
+    #[error("unknown --schedule {0}")]
+    Unknown(String),
+}
+
 impl Schedule {
+    /// The schedule `--schedule NAME` (none: all pairs, or bipartite with pools) chooses; `pools`
+    /// are the prefill and decode pools' nodes when both pools were given, and `matchings` and
+    /// `seed` shape the linear schedule.
+    pub fn choose(
+        name: Option<&str>,
+        pools: Option<(Vec<String>, Vec<String>)>,
+        matchings: usize,
+        seed: u64,
+    ) -> Result<Schedule, ChoiceError> {
+        Ok(match (name, pools) {
+            (None | Some("bipartite"), Some((prefill, decode))) => Schedule::Bipartite { prefill, decode },
+            (Some("bipartite"), None) => return Err(ChoiceError::BipartiteNeedsPools),
+            (Some(other), Some(_)) => return Err(ChoiceError::PoolsNeedBipartite(other.into())),
+            (None | Some("all-pairs"), None) => Schedule::AllPairs,
+            (Some("ring"), None) => Schedule::Ring,
+            (Some("intra-node"), None) => Schedule::IntraNode,
+            (Some("linear"), None) => Schedule::Linear { matchings, seed },
+            (Some(other), None) => return Err(ChoiceError::Unknown(other.into())),
+        })
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Schedule::AllPairs => "all-pairs",
@@ -213,6 +245,33 @@ fn split(rounds: Vec<Round>, max_concurrent: usize) -> Vec<Round> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_schedule_flags_choose_one_schedule_or_say_which_is_wrong() {
+        let pools = || Some((vec!["a".to_string()], vec!["b".to_string()]));
+        assert_eq!(Schedule::choose(None, None, 2, 7), Ok(Schedule::AllPairs));
+        assert_eq!(
+            Schedule::choose(None, pools(), 2, 7),
+            Ok(Schedule::Bipartite {
+                prefill: vec!["a".into()],
+                decode: vec!["b".into()]
+            })
+        );
+        assert_eq!(
+            Schedule::choose(Some("linear"), None, 2, 7),
+            Ok(Schedule::Linear { matchings: 2, seed: 7 })
+        );
+        assert_eq!(
+            Schedule::choose(Some("bipartite"), None, 2, 7),
+            Err(ChoiceError::BipartiteNeedsPools)
+        );
+        assert_eq!(
+            Schedule::choose(Some("ring"), pools(), 2, 7),
+            Err(ChoiceError::PoolsNeedBipartite("ring".into()))
+        );
+        let e = Schedule::choose(Some("star"), None, 2, 7).unwrap_err();
+        assert_eq!(e.to_string(), "unknown --schedule star");
+    }
 
     fn nodes(n: usize) -> Vec<String> {
         (1..=n).map(|i| format!("node-{i}")).collect()

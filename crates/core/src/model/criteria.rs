@@ -4,6 +4,7 @@
 //! pairs ran under different floors would compare unlike things and blame nodes for it); a gate
 //! states it so a pass reads with the floors it passed.
 
+use super::{EngineKind, MemoryPair, RunSettings, TestKind};
 use serde::{Deserialize, Serialize};
 
 /// A run's criteria (`criteria` in `ic-bench.sweep/v1` and `ic-bench.gate/v1`): every flag that
@@ -51,7 +52,93 @@ pub struct Criteria {
     pub rail_margin: Option<f64>,
 }
 
+/// The values a command line gives for its criteria, its defaults filled in, as its flags spell
+/// them (bandwidth floors in GB/s): what [`Criteria::from_flags`] states. `gate` and `sweep` each
+/// fill one from their own arguments, so both state their criteria the same way.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CriteriaFlags {
+    pub tests: Vec<TestKind>,
+    pub sizes: Vec<u64>,
+    pub memory: Vec<MemoryPair>,
+    pub max_time_s: f64,
+    pub min_host_bw_gbps: Option<f64>,
+    pub min_cuda_bw_gbps: Option<f64>,
+    pub min_bw_size: Option<u64>,
+    pub allow_tcp: bool,
+    pub expect_config: Option<String>,
+    pub engine: EngineKind,
+    /// `--ucx-profile` when not the default.
+    pub ucx_profile: Option<String>,
+    pub host_ipc: bool,
+    pub rails: Option<String>,
+    /// `--rail-margin` as a fraction; stated only with `rails`.
+    pub rail_margin: f64,
+}
+
+/// A criteria field naming something this build does not know (a results file written by
+/// another version, or edited): the flag that sets it and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flag}: {error}")]
+pub struct UnknownName {
+    pub flag: &'static str,
+    pub error: crate::ParseError,
+}
+
 impl Criteria {
+    /// The qualification settings these criteria measure with.
+    pub fn settings(&self) -> Result<RunSettings, UnknownName> {
+        let tests = self
+            .tests
+            .iter()
+            .map(|t| {
+                t.parse::<TestKind>()
+                    .map_err(|error| UnknownName { flag: "--tests", error })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let memory = self
+            .memory
+            .iter()
+            .map(|m| {
+                m.parse::<MemoryPair>().map_err(|error| UnknownName {
+                    flag: "--memory",
+                    error,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RunSettings::qualification(
+            tests,
+            self.sizes.clone(),
+            memory,
+            self.max_time_s,
+        ))
+    }
+
+    /// The criteria a run under `profile` (`gate`, `sweep`) states for these flags.
+    pub fn from_flags(profile: &str, flags: &CriteriaFlags) -> Criteria {
+        let f = flags;
+        Criteria {
+            tests: f.tests.iter().map(|t| t.as_str().to_string()).collect(),
+            sizes: f.sizes.clone(),
+            memory: f
+                .memory
+                .iter()
+                .map(|m| format!("{}-{}", m.initiator, m.target))
+                .collect(),
+            max_time_s: f.max_time_s,
+            min_host_bw_bps: f.min_host_bw_gbps.map(|g| g * 1e9),
+            min_cuda_bw_bps: f.min_cuda_bw_gbps.map(|g| g * 1e9),
+            min_bw_size: f.min_bw_size,
+            allow_tcp: f.allow_tcp,
+            expect_config: f.expect_config.clone(),
+            engine: f.engine.to_string(),
+            profile: profile.into(),
+            ucx_profile: f.ucx_profile.clone(),
+            host_ipc: f.host_ipc,
+            rails: f.rails.clone(),
+            rail_margin: f.rails.as_ref().map(|_| f.rail_margin),
+        }
+    }
+
     /// Every field as (the flag that sets it, its value as that flag would spell it), in flag
     /// order: what `--resume` compares and names.
     pub fn fields(&self) -> Vec<(&'static str, String)> {
@@ -149,6 +236,49 @@ mod tests {
         other.sizes = vec![64 << 10];
         other.min_host_bw_bps = Some(1e9);
         assert_eq!(base().differing_flag(&other), Some("--sizes"));
+    }
+
+    #[test]
+    fn from_flags_spells_the_values_as_the_report_states_them() {
+        let flags = CriteriaFlags {
+            tests: vec![TestKind::PutBw, TestKind::TagLat],
+            sizes: vec![1 << 20],
+            memory: vec!["host-cuda".parse().unwrap()],
+            max_time_s: 1.0,
+            min_host_bw_gbps: Some(12.5),
+            engine: EngineKind::Nixl,
+            rail_margin: 0.2,
+            ..CriteriaFlags::default()
+        };
+        let c = Criteria::from_flags("gate", &flags);
+        assert_eq!(c.tests, ["put_bw", "tag_lat"]);
+        assert_eq!(c.memory, ["host-cuda"]);
+        assert_eq!(c.min_host_bw_bps, Some(12.5e9));
+        assert_eq!((c.engine.as_str(), c.profile.as_str()), ("nixl", "gate"));
+        // The margin is stated only for a rails run.
+        assert_eq!((c.rails, c.rail_margin), (None, None));
+        let rails = CriteriaFlags {
+            rails: Some("auto".into()),
+            ..flags
+        };
+        assert_eq!(Criteria::from_flags("gate", &rails).rail_margin, Some(0.2));
+    }
+
+    #[test]
+    fn the_settings_are_the_criterias_and_an_unknown_name_is_named_by_its_flag() {
+        let settings = base().settings().unwrap();
+        assert_eq!(settings.tests, [TestKind::PutBw]);
+        assert_eq!(settings.memory, [MemoryPair::HOST_HOST]);
+        assert_eq!(
+            (settings.sizes.as_slice(), settings.max_time_s),
+            (&[1u64 << 20][..], 1.0)
+        );
+        let mut bad = base();
+        bad.memory = vec!["disk-host".into()];
+        assert_eq!(bad.settings().unwrap_err().flag, "--memory");
+        let mut bad = base();
+        bad.tests = vec!["am_bw".into()];
+        assert!(bad.settings().unwrap_err().to_string().starts_with("--tests: "));
     }
 
     #[test]
