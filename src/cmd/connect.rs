@@ -88,7 +88,7 @@ pub struct Args {
     pub plan: Option<String>,
 
     #[command(flatten)]
-    pub rails: super::connect_rails::ConnectRailArgs,
+    pub rails: super::pair_rails::RailArgs,
 }
 
 /// `--placement`: a forced locality, or `None` for auto.

@@ -53,6 +53,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub rails: super::pair_rails::RailArgs,
+
+    #[command(flatten)]
+    pub emulated_rails: super::pair_rails::EmulatedRailArgs,
 }
 
 /// A pair run, decided: nothing after [`PairCommand::from_args`] reads a flag.
@@ -102,7 +105,8 @@ impl PairCommand {
                 "--isolation applies to --local runs; on Kubernetes the pods' own spec decides (see --host-ipc)"
             );
         }
-        if let Some(flag) = args.rails.stray_flag() {
+        let emulated_stray = (!args.rails.wanted()).then(|| args.emulated_rails.given()).flatten();
+        if let Some(flag) = args.rails.stray_flag().or(emulated_stray) {
             anyhow::bail!("{flag} needs --rails or --rail-devices");
         }
         if args.rails.wanted() && args.in_place.in_place {
@@ -112,7 +116,11 @@ impl PairCommand {
             PairTarget::KubeRails(Box::new(super::pair_rails_kube::target(&args, &plan)?))
         } else if args.local && args.rails.wanted() {
             let opts = super::pair_local::options(&args, &mut plan)?;
-            PairTarget::LocalRails(Box::new(super::pair_rails::target(&args.rails, opts)?))
+            PairTarget::LocalRails(Box::new(super::pair_rails::target(
+                &args.rails,
+                &args.emulated_rails,
+                opts,
+            )?))
         } else if args.local {
             PairTarget::Local(super::pair_local::options(&args, &mut plan)?)
         } else if args.in_place.in_place {

@@ -36,7 +36,11 @@ pub struct RailArgs {
     /// aggregate ÷ Σ alone)
     #[arg(long, value_name = "WHICH", value_enum, default_value_t = AloneArg::Suspects)]
     pub rail_alone: AloneArg,
+}
 
+/// The emulated rails' faults of `pair --local --isolation node --rails K`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct EmulatedRailArgs {
     /// With --local --isolation node --rails K: limit rail I of NODE (node-a: decode, node-b:
     /// prefill) to RATE (tc tbf), e.g. node-b/2=200mbit
     #[arg(long, value_name = "NODE/I=RATE")]
@@ -45,6 +49,18 @@ pub struct RailArgs {
     /// With --local --isolation node --rails K: take rail I of NODE down at its switch port
     #[arg(long, value_name = "NODE/I")]
     pub dead_rail: Vec<String>,
+}
+
+impl EmulatedRailArgs {
+    /// The first of these flags given, if any.
+    pub fn given(&self) -> Option<&'static str> {
+        [
+            (!self.slow_rail.is_empty(), "--slow-rail"),
+            (!self.dead_rail.is_empty(), "--dead-rail"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -113,8 +129,7 @@ impl RailArgs {
         [
             (self.rail_pattern != PatternArg::Aligned, "--rail-pattern"),
             (self.rail_alone != AloneArg::Suspects, "--rail-alone"),
-            (!self.slow_rail.is_empty(), "--slow-rail"),
-            (!self.dead_rail.is_empty(), "--dead-rail"),
+            ((self.rail_margin - 0.2).abs() > 1e-9, "--rail-margin"),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag))
@@ -158,7 +173,11 @@ fn node_rail(text: &str, k: usize, flag: &str) -> anyhow::Result<NodeRail> {
 }
 
 /// Reads the rails flags of a `--local` run.
-pub fn target(rails: &RailArgs, opts: icb_pair::local::LocalOptions) -> anyhow::Result<RailsTarget> {
+pub fn target(
+    rails: &RailArgs,
+    emulated_faults: &EmulatedRailArgs,
+    opts: icb_pair::local::LocalOptions,
+) -> anyhow::Result<RailsTarget> {
     let node = opts.isolation == icb_isolate::Isolation::Node;
     let (emulated, selection) = match (rails.rails.as_deref(), &rails.rail_devices) {
         (Some(text), _) if text.trim().parse::<usize>().is_ok() => {
@@ -183,10 +202,10 @@ pub fn target(rails: &RailArgs, opts: icb_pair::local::LocalOptions) -> anyhow::
             "rails run on two nodes: use --isolation node --rails K, or no isolation over this host's devices"
         );
     }
-    if (!rails.slow_rail.is_empty() || !rails.dead_rail.is_empty()) && emulated == 0 {
+    if (!emulated_faults.slow_rail.is_empty() || !emulated_faults.dead_rail.is_empty()) && emulated == 0 {
         anyhow::bail!("--slow-rail and --dead-rail change emulated rails: use them with --isolation node --rails K");
     }
-    let slow = rails
+    let slow = emulated_faults
         .slow_rail
         .iter()
         .map(|s| {
@@ -197,7 +216,7 @@ pub fn target(rails: &RailArgs, opts: icb_pair::local::LocalOptions) -> anyhow::
             Ok((node_rail(at, emulated, "--slow-rail")?, rate))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let dead = rails
+    let dead = emulated_faults
         .dead_rail
         .iter()
         .map(|s| node_rail(s, emulated, "--dead-rail"))

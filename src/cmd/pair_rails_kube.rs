@@ -45,14 +45,14 @@ fn nodes(args: &super::pair::Args) -> anyhow::Result<(String, String)> {
 
 /// Refuses the flags a Kubernetes rails run cannot honour.
 fn refuse_flags(args: &super::pair::Args) -> anyhow::Result<()> {
-    let (rails, k) = (&args.rails, &args.kube);
+    let (faults, k) = (&args.emulated_rails, &args.kube);
     let refused = [
         (k.dry_run.is_some(), "--dry-run"),
         (k.host_ipc, "--host-ipc"),
         (k.host_pid, "--host-pid"),
         (k.devices.request() != Default::default(), "--gpus/--rdma/--resource"),
-        (!rails.slow_rail.is_empty(), "--slow-rail"),
-        (!rails.dead_rail.is_empty(), "--dead-rail"),
+        (!faults.slow_rail.is_empty(), "--slow-rail"),
+        (!faults.dead_rail.is_empty(), "--dead-rail"),
     ];
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         anyhow::bail!(
