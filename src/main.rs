@@ -197,9 +197,10 @@ fn one_line_clap_error(e: &clap::Error) -> String {
             first = format!("{} {}", first, named.join(", "));
         }
     }
-    // A value outside a fixed set: the set, so the line says what to write instead.
-    if let Some(values) = rest.iter().find(|l| l.starts_with("[possible values:")) {
-        first = format!("{first}; {}", values.trim_start_matches('[').trim_end_matches(']'));
+    // A value outside a fixed set: the set (clap's own context, not its wording), so the line
+    // says what to write instead.
+    if let Some(clap::error::ContextValue::Strings(values)) = e.get(clap::error::ContextKind::ValidValue) {
+        first = format!("{first}; possible values: {}", values.join(", "));
     }
     match rest.iter().find(|l| l.starts_with("tip:")) {
         Some(tip) => format!("{first}; {tip}"),

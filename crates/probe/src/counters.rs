@@ -16,7 +16,7 @@
 
 use crate::rails::is_pci_address;
 use icb_core::rails::NicRef;
-use icb_core::rails::counters::{CounterKind, CounterSnapshot, NicCounter};
+use icb_core::rails::counters::{CounterKind, CounterSnapshot, NicCounter, Unreadable};
 use std::path::Path;
 
 const IB_CLASS: &str = "class/infiniband";
@@ -121,7 +121,10 @@ fn push(
             tx_bytes,
             rx_bytes,
         }),
-        Some(Err(why)) => snap.unreadable.push(format!("{device}: {why}")),
+        Some(Err(why)) => snap.unreadable.push(Unreadable {
+            device: Some(device),
+            why,
+        }),
     }
 }
 

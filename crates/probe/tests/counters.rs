@@ -77,9 +77,9 @@ fn garbage_and_overflow_are_unreadable_with_a_reason_and_missing_counters_are_ab
     let why = |dev: &str| {
         snap.unreadable
             .iter()
-            .find(|u| u.starts_with(&format!("{dev}: ")))
+            .find(|u| u.device.as_deref() == Some(dev))
             .unwrap_or_else(|| panic!("{dev} not unreadable: {:?}", snap.unreadable))
-            .clone()
+            .to_string()
     };
     assert_eq!(
         why("mlx5_1:1"),
@@ -87,7 +87,7 @@ fn garbage_and_overflow_are_unreadable_with_a_reason_and_missing_counters_are_ab
     );
     assert!(why("mlx5_3:1").contains("overflows 64 bits"), "{}", why("mlx5_3:1"));
     assert_eq!(why("bad0"), "bad0: statistics/tx_bytes reads \"lots\", not a count");
-    assert!(snap.unreadable.iter().all(|u| !u.contains('\n')));
+    assert!(snap.unreadable.iter().all(|u| !u.why.contains('\n')));
 }
 
 #[test]

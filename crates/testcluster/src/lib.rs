@@ -46,6 +46,7 @@ mod error;
 mod fabric;
 mod faults;
 mod logbuf;
+mod network;
 mod probe;
 mod process;
 mod record;
@@ -336,56 +337,6 @@ impl TestCluster {
 
     pub fn clear_faults(&self) {
         lock(&self.shared.faults).clear();
-    }
-
-    /// Pulls the node's cable: its port on the fabric's bridge goes down, so traffic stalls.
-    pub fn cut_node_network(&self, node: &str) -> Result<()> {
-        self.set_link(node, false)
-    }
-
-    pub fn restore_node_network(&self, node: &str) -> Result<()> {
-        self.set_link(node, true)
-    }
-
-    /// Slows the node's link to `rate` (tc tbf, e.g. `200mbit`): a degraded node for sweeps.
-    pub fn rate_limit_node(&self, node: &str, rate: &str) -> Result<()> {
-        let fabric = lock(&self.shared.fabric);
-        let fabric = fabric
-            .as_ref()
-            .ok_or_else(|| Error::Config("rate limits need Isolation::Namespaces".into()))?;
-        fabric.rate_limit(node, rate)
-    }
-
-    /// Slows rail `k` of `node` to `rate` (tc tbf on its `rail{k}`, e.g. `200mbit`).
-    pub fn limit_rail(&self, node: &str, k: usize, rate: &str) -> Result<()> {
-        let fabric = lock(&self.shared.fabric);
-        let fabric = fabric
-            .as_ref()
-            .ok_or_else(|| Error::Config("rails need Isolation::Namespaces".into()))?;
-        fabric.limit_rail(node, k, rate)
-    }
-
-    /// Takes rail `k` of `node` down at its switch port (traffic over it stalls).
-    pub fn cut_rail(&self, node: &str, k: usize) -> Result<()> {
-        let fabric = lock(&self.shared.fabric);
-        let fabric = fabric
-            .as_ref()
-            .ok_or_else(|| Error::Config("rails need Isolation::Namespaces".into()))?;
-        fabric.cut_rail(node, k)
-    }
-
-    /// The recorded rail-map tree of `node` (what its containers get in [`RAIL_TREE_ENV`]).
-    pub fn rail_tree(&self, node: &str) -> Option<PathBuf> {
-        lock(&self.shared.fabric).as_ref()?.rail_tree(node)
-    }
-
-    fn set_link(&self, node: &str, up: bool) -> Result<()> {
-        // `ip` blocks for a few ms; the lock is only held by the cluster's own teardown.
-        let fabric = lock(&self.shared.fabric);
-        let fabric = fabric
-            .as_ref()
-            .ok_or_else(|| Error::Config("network cuts need Isolation::Namespaces".into()))?;
-        fabric.set_link(node, up)
     }
 
     /// The node's (and its pods') IP address.

@@ -45,9 +45,43 @@ pub struct NicCounter {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CounterSnapshot {
     pub counters: Vec<NicCounter>,
-    /// Devices asked for whose counters could not be read, with why (one line each).
+    /// Counters that could not be read, with why.
     #[serde(default)]
-    pub unreadable: Vec<String>,
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// A counter that could not be read: one device's, or (`device` absent) the whole snapshot's
+/// (the node's sysfs, the agent or the pod that reads it failed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unreadable {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// One line.
+    pub why: String,
+}
+
+impl Unreadable {
+    /// The whole snapshot failed.
+    pub fn all(why: impl Into<String>) -> Unreadable {
+        Unreadable {
+            device: None,
+            why: why.into(),
+        }
+    }
+
+    /// Whether this explains `device`'s missing counters: its own entry, or the whole snapshot.
+    pub fn concerns(&self, device: &str) -> bool {
+        self.device.as_deref().is_none_or(|d| d == device)
+    }
+}
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.device {
+            Some(d) => write!(f, "{d}: {}", self.why),
+            None => f.write_str(&self.why),
+        }
+    }
 }
 
 /// What one device moved between two snapshots.

@@ -30,8 +30,8 @@ const FUNNEL_SCALING: f64 = 0.7;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SideTraffic {
     pub traffic: Vec<NicTraffic>,
-    /// Devices whose counters could not be read, with why.
-    pub unreadable: Vec<String>,
+    /// Counters that could not be read, with why.
+    pub unreadable: Vec<super::counters::Unreadable>,
 }
 
 /// A rail end's device and the rail it belongs to on that node, for naming who carried bytes.
@@ -69,9 +69,11 @@ pub fn attribute(
         let why = seen
             .unreadable
             .iter()
-            .find(|u| u.contains(&end.counter_device))
-            .cloned()
-            .unwrap_or_else(|| format!("no counters for {}", end.counter_device));
+            .find(|u| u.concerns(&end.counter_device))
+            .map_or_else(
+                || format!("no counters for {}", end.counter_device),
+                ToString::to_string,
+            );
         return not_attributed(why);
     };
     let counted: u64 = seen.traffic.iter().map(NicTraffic::bytes).sum();
@@ -366,7 +368,7 @@ fn row_findings(row: &RailResult, ctx: &RowContext, out: &mut Vec<RailFinding>) 
 /// What a rank should be told for its own NIC: its RDMA port, or the network device where the
 /// NIC shows only as one (its counters are the netdev's).
 fn own_device(end: &RailEnd) -> String {
-    if end.counter_device.contains(':') {
+    if end.counter_device == end.nic.port_name() {
         end.nic.port_name()
     } else {
         end.counter_device.clone()

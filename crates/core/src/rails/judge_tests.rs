@@ -221,7 +221,10 @@ fn payload_on_eth0_is_off_rail_and_undercounting_is_not_attributed() {
     assert!(a.note.unwrap().contains("do not see this traffic"));
     let none = SideTraffic {
         traffic: vec![],
-        unreadable: vec!["mlx5_0:1: permission denied".into()],
+        unreadable: vec![crate::rails::Unreadable {
+            device: Some("mlx5_0:1".into()),
+            why: "permission denied".into(),
+        }],
     };
     let a = attribute(&r.decode, &node(1), &none, 1_000_000, 1_000_000, Phase::Concurrent);
     assert_eq!(a.note.as_deref(), Some("mlx5_0:1: permission denied"));

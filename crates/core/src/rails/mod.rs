@@ -9,7 +9,7 @@ pub mod counters;
 pub mod judge;
 pub mod outcome;
 
-pub use counters::{CounterKind, CounterSnapshot, NicCounter, NicTraffic};
+pub use counters::{CounterKind, CounterSnapshot, NicCounter, NicTraffic, Unreadable};
 pub use outcome::*;
 
 /// How a GPU and a NIC are connected on PCIe, in `nvidia-smi topo -m`'s spelling, closest first.

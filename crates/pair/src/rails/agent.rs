@@ -222,7 +222,9 @@ async fn answer<H: AgentHost>(stream: TcpStream, host: Arc<H>) {
                     Ok(c) => c,
                     Err(e) => CounterSnapshot {
                         counters: Vec::new(),
-                        unreadable: vec![format!("reading the counters failed: {e}")],
+                        unreadable: vec![icb_core::rails::Unreadable::all(format!(
+                            "reading the counters failed: {e}"
+                        ))],
                     },
                 };
                 Response {
@@ -338,7 +340,7 @@ mod tests {
         fn counters(&self) -> CounterSnapshot {
             CounterSnapshot {
                 counters: Vec::new(),
-                unreadable: vec!["x".into()],
+                unreadable: vec![icb_core::rails::Unreadable::all("x")],
             }
         }
     }
@@ -358,7 +360,10 @@ mod tests {
         let r: Response = serde_json::from_slice(back.trim_ascii()).unwrap();
         assert_eq!(r.error.unwrap().kind, AgentErrorKind::TooLong);
         let counters = ask(&addr, Ask::Counters, Duration::from_secs(3)).await.unwrap();
-        assert_eq!(counters.counters.unwrap().unreadable, vec!["x".to_string()]);
+        assert_eq!(
+            counters.counters.unwrap().unreadable,
+            vec![icb_core::rails::Unreadable::all("x")]
+        );
         match ask(&addr, Ask::Rails, Duration::from_secs(3)).await {
             Err(AgentCallError::Refused { error, .. }) => assert_eq!(error.kind, AgentErrorKind::RankExited),
             other => panic!("{other:?}"),

@@ -3,7 +3,7 @@
 //! One function for every seam, so a rail is planned the same way whether the node is an emulated
 //! local one (read from here), a bench pod (`ic-bench rail-info`, exec'd there) or a real host.
 
-use super::plan::{NodeRailInfo, RailDevices};
+use super::plan::NodeRailInfo;
 use icb_core::rails::CounterSnapshot;
 use icb_probe::{GatherOptions, LocalSource, NodeSource};
 use serde::{Deserialize, Serialize};
@@ -32,17 +32,9 @@ pub fn node_info(node: String, tree: Option<&Path>, sys_root: &Path) -> NodeRail
     let devices = map
         .rails
         .iter()
-        .map(|r| {
-            let counter = icb_probe::counters::counter_device(sys_root, &r.nic).unwrap_or_else(|| r.nic.port_name());
-            // An RDMA port is opened by its port name; a NIC seen here only as a network
-            // device (an emulated one) by that device.
-            let ucx = if counter.contains(':') {
-                r.nic.port_name()
-            } else {
-                counter.clone()
-            };
-            RailDevices { counter, ucx }
-        })
+        // An RDMA port is opened by its port name, a NIC seen here only as a network device (an
+        // emulated one) by that device: either way the device whose counters carry its bytes.
+        .map(|r| icb_probe::counters::counter_device(sys_root, &r.nic).unwrap_or_else(|| r.nic.port_name()))
         .collect();
     NodeRailInfo { node, map, devices }
 }
@@ -87,7 +79,7 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(info.map.rails.len(), 3);
         assert_eq!(info.devices.len(), 3);
-        assert_eq!(info.devices[2].counter, "mlx5_2:1");
+        assert_eq!(info.devices[2], "mlx5_2:1");
         let line = RailInfoLine {
             info: Some(info.clone()),
             counters: None,

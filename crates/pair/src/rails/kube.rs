@@ -368,7 +368,7 @@ impl RailSeam for KubeRails {
 fn unreadable(why: String) -> CounterSnapshot {
     CounterSnapshot {
         counters: Vec::new(),
-        unreadable: vec![why],
+        unreadable: vec![icb_core::rails::Unreadable::all(why)],
     }
 }
 

@@ -155,7 +155,9 @@ impl RailSeam for LocalRails {
             Ok(s) => s,
             Err(e) => CounterSnapshot {
                 counters: Vec::new(),
-                unreadable: vec![format!("reading the counters failed: {e}")],
+                unreadable: vec![icb_core::rails::Unreadable::all(format!(
+                    "reading the counters failed: {e}"
+                ))],
             },
         }
     }

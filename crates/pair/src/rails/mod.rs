@@ -21,7 +21,7 @@ mod plan;
 pub mod remote;
 mod report;
 
-pub use plan::{NodeRailInfo, RailDevices, RailPlanError, RailSelection, plan_rows};
+pub use plan::{NodeRailInfo, RailPlanError, RailSelection, plan_rows};
 
 use crate::launcher::{LaunchError, Launcher};
 use crate::plan::PairPlan;

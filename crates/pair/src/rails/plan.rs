@@ -51,21 +51,15 @@ impl std::str::FromStr for RailSelection {
 #[error("{0}")]
 pub struct RailPlanError(pub String);
 
-/// How a rail NIC is reached on one host: the device whose counters carry its bytes and what
-/// UCX is told (`mlx5_0:1`, or the network device of a NIC without RDMA counters here).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RailDevices {
-    pub counter: String,
-    pub ucx: String,
-}
-
 /// One node as the planner sees it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct NodeRailInfo {
     pub node: String,
     pub map: RailMap,
-    /// For each rail of `map`, in order.
-    pub devices: Vec<RailDevices>,
+    /// For each rail of `map`, in order, the device a rank opens on this host and whose
+    /// counters carry the rail's bytes: the RDMA port (`mlx5_0:1`), or the network device of a
+    /// NIC that shows here only as one (an emulated NIC: `rail0`).
+    pub devices: Vec<String>,
 }
 
 impl NodeRailInfo {
@@ -125,8 +119,8 @@ impl NodeRailInfo {
             gpu: rail.gpu.clone(),
             nic: rail.nic.clone(),
             relation: rail.relation,
-            ucx_net_devices: self.devices[i].ucx.clone(),
-            counter_device: self.devices[i].counter.clone(),
+            ucx_net_devices: self.devices[i].clone(),
+            counter_device: self.devices[i].clone(),
         }
     }
 
@@ -259,12 +253,7 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        let devices = (0..k)
-            .map(|i| RailDevices {
-                counter: format!("mlx5_{i}:1"),
-                ucx: format!("mlx5_{i}:1"),
-            })
-            .collect();
+        let devices = (0..k).map(|i| format!("mlx5_{i}:1")).collect();
         NodeRailInfo {
             node: name.into(),
             map,

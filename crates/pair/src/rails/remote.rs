@@ -311,7 +311,7 @@ impl RailSeam for RemoteRails {
     async fn counters(&mut self, side: SideRole) -> CounterSnapshot {
         let unreadable = |why: String| CounterSnapshot {
             counters: Vec::new(),
-            unreadable: vec![why],
+            unreadable: vec![icb_core::rails::Unreadable::all(why)],
         };
         match side {
             SideRole::Prefill => {
