@@ -2,7 +2,7 @@
 
 use crate::error::MemoryError;
 use crate::pattern::{fill_pattern, verify_pattern};
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DevicePtr};
+use cudarc::driver::{CudaContext, result};
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -82,11 +82,62 @@ pub fn cuda_status() -> CudaStatus {
     }
 }
 
+/// A GPU's primary context, retained and current on the thread that activated it, for as long as
+/// this value lives (the context is released on drop).
+///
+/// Why a process with only host buffers wants one: UCX can move host memory to a peer's GPU
+/// memory fast only when the host side can stage through GPU memory of its own (its
+/// "pipeline cuda_copy, frag cuda" protocol). Without a CUDA context in the host-memory process
+/// UCX falls back to reading the host buffer through cma into the peer: measured on an H200,
+/// tag_bw 64 MiB host→GPU ran at 1.0 GB/s where ucx_perftest, whose processes both hold a
+/// context, ran at 51 GB/s. Serving workers always hold one.
+pub struct CudaActive {
+    _ctx: Arc<CudaContext>,
+}
+
+impl std::fmt::Debug for CudaActive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaActive")
+            .field("device", &self._ctx.ordinal())
+            .finish()
+    }
+}
+
+/// Retains GPU `device`'s primary context and makes it current on this thread;
+/// `CudaUnavailable` without a driver, `NoSuchDevice` for an ordinal the driver does not see.
+pub fn activate(device: usize) -> Result<CudaActive, MemoryError> {
+    guarded("activate", || {
+        Ok(CudaActive {
+            _ctx: primary_context(device)?,
+        })
+    })
+}
+
+/// GPU `device`'s primary context, retained and made current on this thread (call inside
+/// [`guarded`]).
+fn primary_context(device: usize) -> Result<Arc<CudaContext>, MemoryError> {
+    let count = CudaContext::device_count()
+        .map_err(cuda_err("cuDeviceGetCount"))?
+        .max(0) as usize;
+    if device >= count {
+        return Err(MemoryError::NoSuchDevice { device, count });
+    }
+    CudaContext::new(device).map_err(cuda_err("cuDevicePrimaryCtxRetain"))
+}
+
 /// Device memory on one GPU (cudarc's primary context), zero-initialised. `!Sync`.
+///
+/// Allocated with `cuMemAlloc`, not from the stream-ordered pool that cudarc's `alloc` uses on
+/// GPUs with memory pools (`cuMemAllocAsync`): pool memory cannot be exported with
+/// `cuIpcGetMemHandle`, so UCX's cuda_ipc cannot map it in the peer and NIXL cannot register
+/// it. Measured on an H200 with pool memory: RMA fell back to active-message emulation
+/// (0.65 GB/s), tag_bw 64 MiB GPU→GPU ran at 1.9 GB/s against ucx_perftest's 1.7 TB/s, and
+/// NIXL refused to register VRAM. PyTorch's caching allocator, which holds the KV caches of
+/// vLLM, SGLang and TRT-LLM, uses `cudaMalloc` too.
 pub struct CudaBuffer {
-    stream: Arc<CudaStream>,
-    slice: CudaSlice<u8>,
+    ctx: Arc<CudaContext>,
     ptr: u64,
+    len: usize,
     device: usize,
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -95,7 +146,7 @@ impl std::fmt::Debug for CudaBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CudaBuffer")
             .field("device", &self.device)
-            .field("len", &self.slice.len())
+            .field("len", &self.len)
             .finish()
     }
 }
@@ -107,29 +158,21 @@ impl CudaBuffer {
             return Err(MemoryError::Empty);
         }
         guarded("alloc", || {
-            let count = CudaContext::device_count()
-                .map_err(cuda_err("cuDeviceGetCount"))?
-                .max(0) as usize;
-            if device >= count {
-                return Err(MemoryError::NoSuchDevice { device, count });
-            }
-            let ctx = CudaContext::new(device).map_err(cuda_err("cuDevicePrimaryCtxRetain"))?;
-            let stream = ctx.default_stream();
-            let slice = stream.alloc_zeros::<u8>(len).map_err(cuda_err("cuMemAlloc"))?;
-            let ptr = {
-                let (p, _sync) = slice.device_ptr(&stream);
-                p
-            };
-            // UCX reads and writes the memory outside cudarc's stream tracking: settle the
-            // zeroing before anyone can use the pointer.
-            stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))?;
-            Ok(CudaBuffer {
-                stream,
-                slice,
+            let ctx = primary_context(device)?;
+            // SAFETY: the context is current on this thread; `len` > 0. The pointer is owned by
+            // the returned buffer and freed once, in Drop.
+            let ptr = unsafe { result::malloc_sync(len) }.map_err(cuda_err("cuMemAlloc"))?;
+            let buffer = CudaBuffer {
+                ctx,
                 ptr,
+                len,
                 device,
                 _not_sync: PhantomData,
-            })
+            };
+            // SAFETY: `ptr` is a live allocation of `len` bytes in the current context; the
+            // synchronous memset completes before anyone (UCX, NIXL) can use the pointer.
+            unsafe { result::memset_d8_sync(buffer.ptr, 0, len) }.map_err(cuda_err("cuMemsetD8"))?;
+            Ok(buffer)
         })
     }
 
@@ -139,21 +182,23 @@ impl CudaBuffer {
 
     /// Fills the buffer with the pattern for `seed` (staged through host memory).
     pub fn fill(&mut self, seed: u64) -> Result<(), MemoryError> {
-        let mut host = vec![0u8; self.slice.len()];
+        let mut host = vec![0u8; self.len];
         fill_pattern(&mut host, seed);
         guarded("fill", || {
-            self.stream
-                .memcpy_htod(&host[..], &mut self.slice)
-                .map_err(cuda_err("cuMemcpyHtoD"))?;
-            self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))
+            self.ctx.bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+            // SAFETY: `ptr` holds `len` bytes, `host` is `len` bytes long; the copy is
+            // synchronous, so `host` outlives it.
+            unsafe { result::memcpy_htod_sync(self.ptr, &host[..]) }.map_err(cuda_err("cuMemcpyHtoD"))
         })
     }
 
     /// Checks the first `len` bytes against the pattern for `seed` (copied back to the host).
     pub fn verify(&mut self, len: usize, seed: u64) -> Result<(), MemoryError> {
-        let size = self.slice.len();
-        if len > size {
-            return Err(MemoryError::Length { asked: len, len: size });
+        if len > self.len {
+            return Err(MemoryError::Length {
+                asked: len,
+                len: self.len,
+            });
         }
         let host = self.to_host()?;
         verify_pattern(&host[..len], seed).map_err(Into::into)
@@ -161,26 +206,37 @@ impl CudaBuffer {
 
     /// A host copy of the whole buffer (for checks that need more than one pattern).
     pub fn to_host(&mut self) -> Result<Vec<u8>, MemoryError> {
-        let mut host = vec![0u8; self.slice.len()];
+        let mut host = vec![0u8; self.len];
         guarded("verify", || {
-            self.stream
-                .memcpy_dtoh(&self.slice, &mut host[..])
-                .map_err(cuda_err("cuMemcpyDtoH"))?;
-            self.stream.synchronize().map_err(cuda_err("cuStreamSynchronize"))
+            self.ctx.bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+            // SAFETY: `ptr` holds `len` bytes and `host` is `len` bytes long; the copy is
+            // synchronous (it also waits for work UCX queued on the legacy stream).
+            unsafe { result::memcpy_dtoh_sync(&mut host[..], self.ptr) }.map_err(cuda_err("cuMemcpyDtoH"))
         })?;
         Ok(host)
     }
 }
 
-// SAFETY: `ptr` is the device address of `slice`, which lives (and stays allocated at that
-// address) as long as the buffer; Rust touches the memory only through `&mut self` methods
-// (fill/verify), and those synchronise the stream before returning.
+impl Drop for CudaBuffer {
+    fn drop(&mut self) {
+        let _ = guarded("free", || {
+            self.ctx.bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
+            // SAFETY: `ptr` came from cuMemAlloc in this context and is freed only here; UCX
+            // and NIXL deregister their mappings before the buffer is dropped.
+            unsafe { result::free_sync(self.ptr) }.map_err(cuda_err("cuMemFree"))
+        });
+    }
+}
+
+// SAFETY: `ptr` is the device address of a `len`-byte cuMemAlloc allocation that stays allocated
+// at that address until Drop; Rust touches the memory only through `&mut self` methods
+// (fill/verify), whose copies are synchronous.
 unsafe impl Region for CudaBuffer {
     fn as_ptr(&self) -> *mut u8 {
         self.ptr as usize as *mut u8
     }
     fn len(&self) -> usize {
-        self.slice.len()
+        self.len
     }
     fn memory_type(&self) -> MemoryKind {
         MemoryKind::Cuda

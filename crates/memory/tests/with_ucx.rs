@@ -96,6 +96,8 @@ fn cuda_without_a_driver_is_unavailable_not_a_panic() {
             let err = CudaBuffer::new(0, 1024).unwrap_err();
             assert!(matches!(err, MemoryError::CudaUnavailable(_)), "{err}");
             assert!(Buffer::new(MemoryKind::Cuda, 1024, 0).is_err());
+            let err = icb_memory::activate_cuda(0).unwrap_err();
+            assert!(matches!(err, MemoryError::CudaUnavailable(_)), "{err}");
         }
         CudaStatus::Available {
             devices,
@@ -105,6 +107,9 @@ fn cuda_without_a_driver_is_unavailable_not_a_panic() {
             assert!(driver_version.contains('.'), "{driver_version}");
             let err = CudaBuffer::new(*devices, 1024).unwrap_err();
             assert!(matches!(err, MemoryError::NoSuchDevice { .. }), "{err}");
+            let err = icb_memory::activate_cuda(*devices).unwrap_err();
+            assert!(matches!(err, MemoryError::NoSuchDevice { .. }), "{err}");
+            assert!(icb_memory::activate_cuda(0).is_ok());
         }
     }
 }

@@ -32,7 +32,8 @@ pub struct UcxLog {
 
 impl UcxLog {
     /// Points `UCX_LOG_FILE` at a private directory unless the user set it, and turns on
-    /// `UCX_PROTO_INFO=used` unless set. Must run before NIXL (and its UCX) starts.
+    /// `UCX_PROTO_INFO=used` and turns off `UCX_MEMTYPE_CACHE` unless set. Must run before NIXL
+    /// (and its UCX) starts.
     pub fn prepare() -> Result<UcxLog, EngineError> {
         let mut vars: Vec<(String, String)> = Vec::new();
         let dir = if std::env::var_os("UCX_LOG_FILE").is_some() {
@@ -47,6 +48,15 @@ impl UcxLog {
         };
         if std::env::var_os("UCX_PROTO_INFO").is_none() {
             vars.push(("UCX_PROTO_INFO".into(), "used".into()));
+        }
+        // NIXL's UCX backend lets UCX detect the memory type of what it registers. With UCX's
+        // memory-type cache on (its default), an address the cache never saw allocated counts as
+        // host memory, and ic-bench's GPU buffers come from cuMemAlloc through a dlopen'ed driver
+        // that UCX's allocation hooks do not see: on an H200 NIXL refused every VRAM
+        // registration ("VRAM memory is detected as host by UCX", backend error). Without the
+        // cache UCX asks the driver for each registration, once per buffer.
+        if std::env::var_os("UCX_MEMTYPE_CACHE").is_none() {
+            vars.push(("UCX_MEMTYPE_CACHE".into(), "n".into()));
         }
         nixl::set_env_before_start(&vars);
         Ok(UcxLog { dir })
@@ -119,6 +129,9 @@ pub struct NixlRuntime {
     agent: Agent,
     remote: Option<String>,
     case: Option<Case>,
+    /// GPU 0's context, held from the first case with VRAM on either side, as the UCX engine
+    /// does (see [`icb_memory::CudaActive`]): a serving worker always holds one.
+    cuda: std::cell::OnceCell<Option<icb_memory::CudaActive>>,
 }
 
 fn mem_kind(t: MemoryType) -> (MemoryKind, MemKind) {
@@ -210,6 +223,7 @@ impl NixlRuntime {
                 agent,
                 remote: None,
                 case: None,
+                cuda: std::cell::OnceCell::new(),
             },
             local,
         ))
@@ -238,6 +252,10 @@ impl NixlRuntime {
     fn alloc_registered(&self, memory: MemoryType, setup: &CaseSetup, is_source: bool) -> Result<Case, String> {
         let direction = direction_of(setup).ok_or("the NIXL engine runs get_bw (READ) and put_bw (WRITE) only")?;
         let len = case_len(setup)?;
+        if setup.memory.initiator == MemoryType::Cuda || setup.memory.target == MemoryType::Cuda {
+            // Best effort: a host-memory side without a GPU measures what such a machine can.
+            self.cuda.get_or_init(|| icb_memory::activate_cuda(0).ok());
+        }
         let mut buffer = Buffer::new(mem_kind(memory).0, len, 0).map_err(|e| e.to_string())?;
         buffer
             .fill(fill_seed(is_source, setup.seed))

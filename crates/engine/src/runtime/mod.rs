@@ -73,6 +73,10 @@ pub struct Runtime {
     ring: Vec<Option<Op>>,
     /// CUDA device ordinal for this side's CUDA buffers ([`UcxOptions::cuda_device`]).
     cuda_device: usize,
+    /// That GPU's context, held from the first case with GPU memory on either side: a side with
+    /// host memory needs it too, to stage through GPU memory as a serving worker does (see
+    /// [`icb_memory::CudaActive`]).
+    cuda: Option<icb_memory::CudaActive>,
 }
 
 /// Creates the UCX context with `--ucx-config` settings (fatal when rejected) under the profile's
@@ -132,6 +136,7 @@ impl Runtime {
                 ack,
                 ring: Vec::new(),
                 cuda_device: opts.cuda_device,
+                cuda: None,
             },
             local,
         ))
@@ -198,6 +203,15 @@ impl Runtime {
         self.ep.as_ref().ok_or(RunError::NoEndpoint)
     }
 
+    /// Makes this side's GPU context current for a case with GPU memory on either side. Best
+    /// effort: a host-memory side on a machine without a GPU measures what such a machine can.
+    fn hold_cuda_context(&mut self, memory: icb_core::MemoryPair) {
+        let gpu_case = memory.initiator == icb_core::MemoryType::Cuda || memory.target == icb_core::MemoryType::Cuda;
+        if gpu_case && self.cuda.is_none() {
+            self.cuda = icb_memory::activate_cuda(self.cuda_device).ok();
+        }
+    }
+
     /// The case's buffer layout, checked against this machine's address space.
     fn layout(setup: &CaseSetup) -> Result<BlockLayout, RunError> {
         setup.layout().ok_or(RunError::TooLarge(setup.size))
@@ -209,6 +223,7 @@ impl Runtime {
         self.drain_now();
         self.case = None;
         let layout = Self::layout(&setup)?;
+        self.hold_cuda_context(setup.memory);
         let mut buf = Buf::alloc(setup.memory.target, layout.span(), self.cuda_device)?;
         if !setup.untouched {
             // The target holds the data's source for get, its destination otherwise.
@@ -365,6 +380,7 @@ impl Runtime {
         self.drain_now();
         self.case = None;
         let layout = Self::layout(&setup)?;
+        self.hold_cuda_context(setup.memory);
         let mut buf = Buf::alloc(setup.memory.initiator, layout.span(), self.cuda_device)?;
         if !setup.untouched {
             let seed = if setup.test == TestKind::GetBw {
