@@ -76,6 +76,7 @@ pub fn probe_env_with(inputs: &[Input], opts: &EnvOptions) -> Result<ProbeReport
 pub fn probe_env_and_roles(inputs: &[Input], opts: &EnvOptions) -> Result<(ProbeReport, RecipeRoles), RecipeError> {
     let set = load_set(inputs, opts)?;
     let unused = set.unused_overlays.clone();
+    let unused_patches = set.unused_patches.clone();
     let judged = judge(set);
     let target = inputs.iter().map(Input::label).collect::<Vec<_>>().join(" ");
     let mut checks = Vec::new();
@@ -111,6 +112,9 @@ pub fn probe_env_and_roles(inputs: &[Input], opts: &EnvOptions) -> Result<(Probe
             "provider overlay {o} was found but not applied (overlays apply only when named): ic-bench probe env RECIPE --overlay {}",
             shell_word(o)
         )
+    }));
+    next.extend(unused_patches.iter().map(|p| {
+        format!("partial document {p} was found but not applied (a patch applies only when a kustomization references it or it is named): ic-bench probe env RECIPE --overlay FILE")
     }));
     let mut report = ProbeReport::new("env", &target, checks, next);
     if verdicts.len() > 1 {
@@ -168,6 +172,18 @@ fn load_set(inputs: &[Input], opts: &EnvOptions) -> Result<RecipeSet, RecipeErro
         }
     }
     let set = split(&docs, &overlays);
+    if let Some(first) = set.missing_bases.first() {
+        let more = match set.missing_bases.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        return Err(RecipeError::NeedsRender {
+            what: first.clone(),
+            how: format!(
+                "base missing{more}: render it first (`kubectl kustomize DIR > rendered.yaml` where the base is present) and pass rendered.yaml, or pass the tree that holds the base"
+            ),
+        });
+    }
     if set.recipes.is_empty() {
         let seen = if set.unsupported.is_empty() {
             let mut kinds: Vec<String> = Vec::new();

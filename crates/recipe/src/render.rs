@@ -34,6 +34,9 @@ pub struct Rendered {
     pub docs: Vec<Document>,
     pub files: Vec<String>,
     pub notes: Vec<String>,
+    /// Resources and bases that are not there (a base outside the given tree): the render is
+    /// incomplete, so the kustomization cannot be judged — `kustomize:line: `rel` (path)`.
+    pub missing: Vec<String>,
 }
 
 /// Renders the kustomization `k` (already loaded from its file).
@@ -81,10 +84,14 @@ fn render_into(k: &Document, depth: usize, out: &mut Rendered) {
 }
 
 fn read_resource(path: &Path, k: &Document, line: usize, depth: usize, out: &mut Rendered) {
+    if std::fs::symlink_metadata(path).is_err() {
+        out.missing.push(format!("{}:{line}: `{}`", k.source, path.display()));
+        return;
+    }
     if path.is_dir() {
         let Some(file) = KUSTOMIZATION_FILES.iter().map(|f| path.join(f)).find(|p| p.is_file()) else {
-            out.notes.push(format!(
-                "{}:{line}: `{}` has no kustomization.yaml",
+            out.missing.push(format!(
+                "{}:{line}: `{}` (a directory without kustomization.yaml)",
                 k.source,
                 path.display()
             ));

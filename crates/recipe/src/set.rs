@@ -11,8 +11,10 @@
 //!   directory tree wins. A TensorRT-LLM engine config joins when its file name is mentioned or
 //!   it sits in the recipe's folder. Other objects (ComputeDomain, Service …) join the recipes of
 //!   their folder.
-//! * A provider overlay applies only when named: `--overlay FILE`, or a file named on the command
-//!   line. Overlays found by walking a directory are reported, not applied.
+//! * A provider overlay or a partial document (a patch of a recipe object) applies only when
+//!   named: `--overlay FILE`, a file named on the command line, or a kustomization's
+//!   `resources`/`patches`. One found by walking a directory is reported, never layered by its
+//!   `metadata.name` alone (kustomize would not layer it either).
 
 use crate::load::Document;
 use crate::patch;
@@ -52,8 +54,13 @@ pub struct RecipeSet {
     pub recipes: Vec<Recipe>,
     /// Provider overlays found in directories and applied to nothing.
     pub unused_overlays: Vec<String>,
+    /// Partial documents (patches) found in directories that nothing references: `file:line (Kind/name)`.
+    pub unused_patches: Vec<String>,
     /// Every Secret in the inputs: their values are masked in every recipe's output.
     pub secrets: Vec<Document>,
+    /// Kustomize resources/bases that are not on disk (`kustomization:line: `path``): such a
+    /// recipe cannot be rendered here.
+    pub missing_bases: Vec<String>,
     /// Kinds seen that no recipe reader handles (for the "unsupported" error).
     pub unsupported: Vec<String>,
 }
@@ -70,6 +77,7 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
     let mut kustomizations: Vec<(&Document, render::Rendered)> = Vec::new();
     for d in docs.iter().filter(|d| d.root.is_map() && render::is_kustomization(d)) {
         let r = render::kustomize(d);
+        set.missing_bases.extend(r.missing.iter().cloned());
         kustomizations.push((d, r));
     }
     // A kustomization that another one renders is a base, not a recipe of its own.
@@ -102,6 +110,8 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
             files: r.files,
         });
     }
+    let rendered: Vec<Document> = kustomize_recipes.iter().flat_map(|r| r.docs.iter().cloned()).collect();
+    let all_docs: Vec<&Document> = docs.iter().chain(rendered.iter()).collect();
     let free: Vec<&Document> = docs
         .iter()
         .filter(|d| d.root.is_map() && !claimed.contains(&render::same_file(&d.source)))
@@ -128,7 +138,13 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
     let mut folder_order: Vec<(String, String)> = Vec::new();
     for d in &free {
         let Some(kind) = d.kind() else { continue };
-        if patch::is_partial(&d.root) && has_base(d, &free) {
+        // A patch of an object anywhere in the inputs (a kustomize base included) is not a
+        // recipe of its own.
+        if patch::is_partial(&d.root) && (has_base(d, &free) || has_base(d, &all_docs)) {
+            if d.from_dir {
+                set.unused_patches
+                    .push(format!("{} ({kind}/{})", d.location(), d.name().unwrap_or("unnamed")));
+            }
             continue;
         }
         if WHOLE_KINDS.contains(&kind) {
@@ -192,7 +208,8 @@ fn has_base(d: &Document, all: &[&Document]) -> bool {
         .any(|b| !patch::is_partial(&b.root) && b.kind() == d.kind() && b.name() == d.name())
 }
 
-/// Patches (partial documents with the same kind and name) of the recipe's objects.
+/// Patches (partial documents with the same kind and name) of the recipe's objects, from files
+/// named on the command line only: a patch found by walking a directory is never layered.
 fn attach_patches(r: &mut Recipe, free: &[&Document]) {
     let ids: Vec<(Option<String>, Option<String>)> = r
         .docs
@@ -200,7 +217,7 @@ fn attach_patches(r: &mut Recipe, free: &[&Document]) {
         .map(|d| (d.kind().map(str::to_string), d.name().map(str::to_string)))
         .collect();
     let dirs: Vec<String> = r.docs.iter().map(|d| d.dir().to_string()).collect();
-    for p in free.iter().filter(|p| patch::is_partial(&p.root)) {
+    for p in free.iter().filter(|p| !p.from_dir && patch::is_partial(&p.root)) {
         let id = (p.kind().map(str::to_string), p.name().map(str::to_string));
         if id.0.is_none() || !ids.contains(&id) {
             continue;

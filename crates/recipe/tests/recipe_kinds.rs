@@ -45,21 +45,39 @@ fn llm_inference_service_resolves_prefill_and_decode() {
 }
 
 #[test]
-fn disaggregated_set_resolves_every_role_template() {
-    let res = resolve(&load_inputs(&[Input::Path(fixture("disaggregatedset.yaml"))]).unwrap());
+fn disaggregated_set_v1_reads_roles_lws_templates() {
+    // kubernetes-sigs/lws api/disaggregatedset/v1: spec.roles[].spec.leaderWorkerTemplate.
+    let res = resolve(&load_inputs(&[Input::Path(fixture("disaggregatedset-v1.yaml"))]).unwrap());
     let names: Vec<(&str, &Role)> = res.roles.iter().map(|r| (r.component.as_str(), &r.role)).collect();
     assert_eq!(
         names,
         vec![
-            ("llama-pd/prefill-leader", &Role::Prefill),
-            ("llama-pd/prefill-worker", &Role::Prefill),
-            ("llama-pd/decode", &Role::Decode),
+            ("qwen-pd/prefill-leader", &Role::Prefill),
+            ("qwen-pd/prefill-worker", &Role::Prefill),
+            ("qwen-pd/decode-worker", &Role::Decode),
         ]
     );
     assert_eq!(res.roles[0].node_count, Some(2));
-    let r = probe("disaggregatedset.yaml");
+    assert_eq!(res.roles[2].node_count, None);
+    assert_eq!(res.roles[2].literal("UCX_NET_DEVICES"), Some("mlx5_2:1"));
+    let r = probe("disaggregatedset-v1.yaml");
     assert_eq!(r.status, Status::Ok, "{}", r.verdict);
     assert_eq!(statuses(&r, "pod.rdma_resource"), vec![Status::Ok; 3]);
+}
+
+#[test]
+fn disaggregated_set_v1alpha1_inlines_the_lws_spec() {
+    let r = probe("disaggregatedset-v1alpha1-tcp.yaml");
+    assert_eq!(statuses(&r, "env.ucx_tls.tcp_only"), vec![Status::Ok, Status::Fail]);
+    assert_eq!(r.status, Status::Fail, "{}", r.verdict);
+}
+
+#[test]
+fn a_disaggregated_set_shape_upstream_never_had_is_not_read() {
+    // `spec.prefill` / `spec.decode` keys are not part of any DisaggregatedSet API version.
+    let text = "apiVersion: disaggregatedset.x-k8s.io/v1\nkind: DisaggregatedSet\nmetadata: {name: x}\nspec:\n  prefill:\n    template:\n      spec:\n        containers: [{name: vllm, image: v}]\n";
+    let res = resolve(&icb_recipe::parse_bytes("x.yaml", text.as_bytes()).unwrap());
+    assert!(res.roles.is_empty());
 }
 
 #[test]
