@@ -64,8 +64,12 @@ fn add_roles(res: &mut Resolution, m: &Merged, parts: Vec<Part<'_>>, platform_de
     }
 }
 
-/// KServe `LLMInferenceService`.
-pub(crate) fn llm_inference_service(res: &mut Resolution, m: &Merged) {
+/// KServe `LLMInferenceService`, merged over the well-known configs and `baseRefs` KServe
+/// applies (`configs`: the LLMInferenceServiceConfig objects among the inputs; see `kserve`).
+pub(crate) fn llm_inference_service(res: &mut Resolution, m: &Merged, configs: &[&Merged]) {
+    let eff = crate::kserve::effective(m, configs);
+    res.notes.extend(eff.notes.iter().cloned());
+    let m = &eff.merged;
     let Some(spec) = m.doc.root.get("spec") else { return };
     let name = m.doc.name().unwrap_or("llmisvc").to_string();
     let prefill = spec.get("prefill");
@@ -109,7 +113,23 @@ pub(crate) fn llm_inference_service(res: &mut Resolution, m: &Merged) {
     let default = prefill
         .is_some()
         .then_some("KServe LLMInferenceService P/D default (vLLM NixlConnector over UCX)");
+    let entrypoints: Vec<Option<Node>> = parts.iter().map(|p| main_command(p.spec)).collect();
+    let first = res.roles.len();
     add_roles(res, m, parts, default);
+    for (r, cmd) in res.roles[first..].iter_mut().zip(entrypoints) {
+        r.layers.splice(0..0, eff.layers.iter().cloned());
+        crate::kserve::derive_roce(r, cmd.as_ref());
+    }
+}
+
+/// The `command` of the pod's `main` container (KServe's name for the engine), else the first.
+fn main_command(pod: &Node) -> Option<Node> {
+    let containers = pod.get("containers")?.as_seq();
+    let main = containers
+        .iter()
+        .find(|c| c.str_at("name") == Some("main"))
+        .or_else(|| containers.first())?;
+    main.get("command").cloned()
 }
 
 /// llm-d `DisaggregatedSet` (`disaggregatedset.x-k8s.io`), as upstream defines it in

@@ -17,6 +17,7 @@ mod configmaps;
 mod engine;
 mod error;
 mod kinds;
+mod kserve;
 mod load;
 mod mask;
 mod model;

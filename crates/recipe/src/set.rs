@@ -166,7 +166,7 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
                 folder_order.push(key.clone());
             }
             by_folder.entry(key).or_default().push(d);
-        } else if !matches!(kind, "ConfigMap" | "Secret") && !render::is_kustomization(d) {
+        } else if !matches!(kind, "ConfigMap" | "Secret" | crate::kserve::CONFIG_KIND) && !render::is_kustomization(d) {
             let k = kind.to_string();
             if !set.unsupported.contains(&k) {
                 set.unsupported.push(k);
@@ -195,6 +195,7 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
         r.docs.extend(layers.cloned());
         attach_patches(r, &free);
         attach_referenced(r, &free);
+        attach_isvc_configs(r, &free);
         attach_folder_objects(r, &free);
         r.docs.extend(named_overlays.iter().cloned());
     }
@@ -323,6 +324,40 @@ fn attach_referenced(r: &mut Recipe, free: &[&Document]) {
     r.docs.extend(add);
 }
 
+/// The LLMInferenceServiceConfig objects an LLMInferenceService reads, as KServe looks them up:
+/// those its `spec.baseRefs` name, and the well-known `kserve-config-llm-*` ones (which replace
+/// the built-in copies). Among same-named ones the nearest wins.
+fn attach_isvc_configs(r: &mut Recipe, free: &[&Document]) {
+    let services: Vec<&Document> = r.docs.iter().filter(|d| d.kind() == Some("LLMInferenceService")).collect();
+    if services.is_empty() {
+        return;
+    }
+    let mut names: Vec<String> = Vec::new();
+    for s in &services {
+        let refs = s.root.path(&["spec", "baseRefs"]).map(Node::as_seq).unwrap_or_default();
+        names.extend(refs.iter().filter_map(|n| n.str_at("name")).map(str::to_string));
+    }
+    let home = services[0].dir().to_string();
+    let configs: Vec<&&Document> = free.iter().filter(|d| d.kind() == Some(crate::kserve::CONFIG_KIND)).collect();
+    let mut add: Vec<Document> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for d in &configs {
+        let Some(name) = d.name() else { continue };
+        let wanted = names.iter().any(|n| n == name) || name.starts_with("kserve-config-llm-");
+        if !wanted || !seen.insert(name) {
+            continue;
+        }
+        let best = configs
+            .iter()
+            .filter(|c| c.name() == Some(name))
+            .max_by_key(|c| closeness(c.dir(), &home));
+        if let Some(c) = best {
+            add.push((**c).clone());
+        }
+    }
+    r.docs.extend(add);
+}
+
 /// Objects of other kinds (ComputeDomain, ResourceClaimTemplate, Service …) in the recipe's
 /// folder: a ComputeDomain decides whether a claim is an NVLink fabric.
 fn attach_folder_objects(r: &mut Recipe, free: &[&Document]) {
@@ -332,7 +367,7 @@ fn attach_folder_objects(r: &mut Recipe, free: &[&Document]) {
         let Some(kind) = d.kind() else { continue };
         let other = !WHOLE_KINDS.contains(&kind)
             && !POD_KINDS.contains(&kind)
-            && !matches!(kind, "ConfigMap" | "Secret")
+            && !matches!(kind, "ConfigMap" | "Secret" | crate::kserve::CONFIG_KIND)
             && !render::is_kustomization(d);
         if other && dirs.contains(d.dir()) {
             add.push((*d).clone());

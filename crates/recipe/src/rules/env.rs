@@ -51,9 +51,20 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     let mut unresolved: Vec<String> = r
         .env
         .iter()
-        .filter(|v| !matches!(v.value, EnvValue::Literal { .. }))
+        .filter(|v| !matches!(v.value, EnvValue::Literal { .. } | EnvValue::Derived { .. }))
         .map(|v| format!("{} {}", v.name, display_value(v)))
         .collect();
+    let derived: Vec<&str> = r
+        .env
+        .iter()
+        .filter(|v| matches!(v.value, EnvValue::Derived { .. }))
+        .map(|v| v.name.as_str())
+        .collect();
+    let derived = if derived.is_empty() {
+        String::new()
+    } else {
+        format!("; derived from the node at start by the platform: {}", derived.join(", "))
+    };
     // A Secret named like a credential (`envFromSecret: hf-token`) carries the model-hub token,
     // not transport settings: listed, not warned about.
     let (credentials, other_from): (Vec<_>, Vec<_>) = r
@@ -80,7 +91,7 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
             "env.resolve",
             Status::Ok,
             format!(
-                "{} variable(s) resolved; layers (lowest first): {layers}{credentials}",
+                "{} variable(s) resolved; layers (lowest first): {layers}{credentials}{derived}",
                 r.env.len()
             ),
             scope,
