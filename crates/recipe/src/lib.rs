@@ -21,6 +21,7 @@ mod kserve;
 mod load;
 mod mask;
 mod model;
+mod params;
 mod patch;
 mod podspec;
 mod render;
@@ -171,6 +172,15 @@ fn load_set(inputs: &[Input], opts: &EnvOptions) -> Result<RecipeSet, RecipeErro
                 how: "not a provider overlay (provider/env/device/securityContext keys) or a partial patch of a recipe object; pass the overlay profile".into(),
             });
         }
+    }
+    if let Some(u) = docs.iter().chain(overlays.iter()).find_map(params::find) {
+        return Err(RecipeError::NeedsRender {
+            what: u.location,
+            how: format!(
+                "`{}` at {} is an unresolved template parameter, not a value: render the profile or template with its parameters first and pass the result",
+                u.text, u.path
+            ),
+        });
     }
     let set = split(&docs, &overlays);
     if let Some(first) = set.missing_bases.first() {

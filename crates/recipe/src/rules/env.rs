@@ -200,12 +200,16 @@ fn critical_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
         return;
     }
     let efa = r.is_efa();
-    let libfabric = super::tls::kv_over_libfabric_only(r);
+    let kv = super::backend::kv_path(r);
+    // NCCL runs the engine's collectives across nodes, or carries KV itself; a worker whose KV
+    // goes through NIXL on one node has no use for its variables.
+    let nccl = kv.nccl || r.node_count.is_some_and(|n| n > 1);
     let missing: Vec<&str> = CRITICAL_VARS
         .iter()
         .copied()
         .filter(|v| !(efa && matches!(*v, "UCX_NET_DEVICES" | "NCCL_IB_HCA")))
-        .filter(|v| !(libfabric && v.starts_with("UCX_")))
+        .filter(|v| !(!kv.ucx && v.starts_with("UCX_")))
+        .filter(|v| !(!nccl && v.starts_with("NCCL_")))
         .filter(|v| r.var(v).is_none())
         .collect();
     if missing.is_empty() {
@@ -267,6 +271,18 @@ fn rndv_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     } else {
         shown.join(" ")
     };
+    let kv = super::backend::kv_path(r);
+    if !kv.ucx {
+        let via = if kv.libfabric { "NIXL's LIBFABRIC backend" } else { "NCCL" };
+        out.push(mk(
+            "env.rndv",
+            Status::Ok,
+            format!("{shown}: KV moves through {via}, so UCX rendezvous does not decide the KV path"),
+            scope,
+            None,
+        ));
+        return;
+    }
     if r.is_efa() {
         let zcopy = scheme.as_deref() == Some("get_zcopy");
         let zero = thresh.as_deref() == Some("0");
@@ -465,16 +481,7 @@ fn efa_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     {
         missing.push("FI_PROVIDER=efa".to_string());
     }
-    let libfabric = r
-        .engine
-        .nixl_backends
-        .iter()
-        .any(|b| b.eq_ignore_ascii_case("libfabric"))
-        || r.literal("DYN_KVBM_NIXL_BACKEND_LIBFABRIC").is_some_and(ucx::is_truthy)
-        || r.overlay_backend
-            .as_deref()
-            .is_some_and(|b| b.eq_ignore_ascii_case("libfabric"));
-    if !libfabric {
+    if !super::backend::kv_path(r).libfabric {
         missing.push("the LIBFABRIC NIXL backend".to_string());
     }
     if missing.is_empty() {

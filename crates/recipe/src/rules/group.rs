@@ -145,6 +145,18 @@ fn cuda_ipc_xpod(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
     // With an RDMA device on both sides, cuda_ipc only serves intra-pod copies and rc carries
     // KV between pods; without one, cuda_ipc is the only fast path the recipe can be counting on.
     let expecting: Vec<&RoleEnv> = naming.iter().copied().filter(|r| !r.uses_rdma()).collect();
+    // Pods in an MNNVL ComputeDomain do reach each other's GPUs over NVLink (through IMEX, not
+    // same-node cuda_ipc): the same statement as pod.rdma_resource, whether cuda_ipc is named or not.
+    if !pd.is_empty() && pd.iter().all(|r| r.uses_compute_domain()) {
+        out.push(mk(
+            "pod.cuda_ipc_xpod",
+            Status::Ok,
+            "prefill and decode claim an MNNVL ComputeDomain: NVLink between the pods goes over the multi-node NVLink fabric (IMEX), not same-node cuda_ipc".into(),
+            scope,
+            None,
+        ));
+        return;
+    }
     if naming.is_empty() {
         out.push(mk(
             "pod.cuda_ipc_xpod",
