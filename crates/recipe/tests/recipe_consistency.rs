@@ -126,3 +126,28 @@ fn mnnvl_compute_domain_gets_one_statement_about_nvlink() {
     assert!(x[0].detail.contains("ComputeDomain"), "{}", x[0].detail);
     assert!(checks(&r, "pod.rdma_resource").iter().all(|c| c.detail.contains("NVLink fabric")));
 }
+
+#[test]
+fn a_pod_ip_field_ref_is_a_pod_fact_not_the_thing_to_fix_first() {
+    // vLLM's multi-node docs set VLLM_HOST_IP from the downward API (fieldRef status.podIP).
+    let deploy = dgd("rdma/ib: \"8\"").replace(
+        "          args:",
+        "          env:\n            - name: VLLM_HOST_IP\n              valueFrom: {fieldRef: {fieldPath: status.podIP}}\n          args:",
+    );
+    let r = probe_env(&[text("deploy.yaml", &deploy)]).unwrap();
+    for c in checks(&r, "env.resolve") {
+        assert_eq!(c.status, Status::Ok, "{}", c.detail);
+        assert!(c.detail.contains("VLLM_HOST_IP <from status.podIP>"), "{}", c.detail);
+    }
+    let first = r
+        .checks
+        .iter()
+        .find(|c| c.status == Status::Fail)
+        .or_else(|| r.checks.iter().find(|c| c.status == Status::Warn))
+        .unwrap();
+    assert_ne!(first.id, "env.resolve", "{}", first.detail);
+    // A transport variable from the downward API is still unknown at read time.
+    let transport = deploy.replace("name: VLLM_HOST_IP", "name: UCX_NET_DEVICES");
+    let r = probe_env(&[text("deploy.yaml", &transport)]).unwrap();
+    assert!(checks(&r, "env.resolve").iter().all(|c| c.status == Status::Warn));
+}

@@ -47,13 +47,32 @@ pub(crate) fn role_checks(r: &RoleEnv, ctx: &Ctx, out: &mut Vec<Check>) {
     efa_check(r, &scope, out);
 }
 
+/// A downward-API value (`fieldRef: status.podIP`, `spec.nodeName`, …) of a variable that is not
+/// a transport setting (vLLM's docs set `VLLM_HOST_IP` this way): known for every pod, so
+/// nothing to resolve or fix.
+fn is_pod_fact(v: &crate::model::EnvVar) -> bool {
+    matches!(v.value, EnvValue::Field { .. }) && !icb_core::fabric::is_pod_transport_env(&v.name)
+}
+
 fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     let mut unresolved: Vec<String> = r
         .env
         .iter()
         .filter(|v| !matches!(v.value, EnvValue::Literal { .. } | EnvValue::Derived { .. }))
+        .filter(|v| !is_pod_fact(v))
         .map(|v| format!("{} {}", v.name, display_value(v)))
         .collect();
+    let facts: Vec<String> = r
+        .env
+        .iter()
+        .filter(|v| is_pod_fact(v))
+        .map(|v| format!("{} {}", v.name, display_value(v)))
+        .collect();
+    let derived_facts = if facts.is_empty() {
+        String::new()
+    } else {
+        format!("; from the pod itself (downward API): {}", facts.join(", "))
+    };
     let derived: Vec<&str> = r
         .env
         .iter()
@@ -91,7 +110,7 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
             "env.resolve",
             Status::Ok,
             format!(
-                "{} variable(s) resolved; layers (lowest first): {layers}{credentials}{derived}",
+                "{} variable(s) resolved; layers (lowest first): {layers}{credentials}{derived}{derived_facts}",
                 r.env.len()
             ),
             scope,
