@@ -37,6 +37,10 @@ pub struct EnvArgs {
     #[arg(long, value_name = "FILE")]
     pub overlay: Vec<String>,
 
+    /// Values file for the Helm chart given as PATH (`helm template -f FILE`; repeatable)
+    #[arg(short = 'f', long = "values", value_name = "FILE")]
+    pub values: Vec<String>,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -154,6 +158,7 @@ fn run_env(a: EnvArgs) -> anyhow::Result<i32> {
     let output = output_of(&a.output)?;
     let inputs: Vec<icb_recipe::Input> = a.paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
     let opts = icb_recipe::EnvOptions {
+        helm_values: a.values.iter().map(std::path::PathBuf::from).collect(),
         overlays: a.overlay.iter().map(|p| icb_recipe::Input::from_arg(p)).collect(),
     };
     let report = icb_recipe::probe_env_with(&inputs, &opts)?;

@@ -53,6 +53,8 @@ use std::collections::BTreeMap;
 pub struct EnvOptions {
     /// Provider overlays / patches to apply to every recipe (`--overlay FILE`).
     pub overlays: Vec<Input>,
+    /// Values files for the Helm charts among the inputs (`-f/--values FILE`).
+    pub helm_values: Vec<std::path::PathBuf>,
 }
 
 /// Loads, resolves and checks the inputs: the whole of `ic-bench probe env`.
@@ -158,7 +160,8 @@ pub fn probe_env_and_roles(inputs: &[Input], opts: &EnvOptions) -> Result<(Probe
 
 /// Loads the inputs, refuses what holds no recipe, and splits the rest into recipes.
 fn load_set(inputs: &[Input], opts: &EnvOptions) -> Result<RecipeSet, RecipeError> {
-    let docs = load_recipes(inputs)?;
+    check_helm_values(inputs, &opts.helm_values)?;
+    let docs = load_recipes(inputs, &opts.helm_values)?;
     let overlays = if opts.overlays.is_empty() {
         Vec::new()
     } else {
@@ -238,6 +241,29 @@ fn judge(set: RecipeSet) -> Vec<Judged> {
     judged
 }
 
+/// `-f/--values` files must be regular files, and there must be a chart directory to render.
+fn check_helm_values(inputs: &[Input], values: &[std::path::PathBuf]) -> Result<(), RecipeError> {
+    for v in values {
+        let meta = std::fs::metadata(v).map_err(|source| RecipeError::Io {
+            path: v.clone(),
+            source,
+        })?;
+        if !meta.is_file() {
+            return Err(RecipeError::NotRegular { path: v.clone() });
+        }
+    }
+    let chart = inputs
+        .iter()
+        .any(|i| matches!(i, Input::Path(p) if p.join("Chart.yaml").is_file()));
+    if !values.is_empty() && !chart {
+        return Err(RecipeError::NeedsRender {
+            what: format!("--values {}", values[0].display()),
+            how: "values apply to a Helm chart: pass the chart directory (the folder holding Chart.yaml) as PATH".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Per role, the transport variables it resolved, where each came from (values masked).
 fn role_vars(res: &Resolution) -> Vec<RoleTransportVars> {
     res.roles
@@ -262,12 +288,18 @@ fn role_vars(res: &Resolution) -> Vec<RoleTransportVars> {
 
 /// Loads the inputs and refuses input in which no document is a recipe (empty stdin, YAML with
 /// no `kind`): that is a wrong argument, not a recipe that failed its checks.
-fn load_recipes(inputs: &[Input]) -> Result<Vec<Document>, RecipeError> {
-    let docs = load_inputs(inputs)?;
+fn load_recipes(inputs: &[Input], helm_values: &[std::path::PathBuf]) -> Result<Vec<Document>, RecipeError> {
+    let docs = load::load_inputs_with(inputs, helm_values)?;
     if !docs
         .iter()
         .any(|d| resolve::is_recipe_document(d) || is_kustomization(d))
     {
+        if let Some(v) = docs.iter().find(|d| render::is_helm_values(d)) {
+            return Err(RecipeError::NeedsRender {
+                what: v.source.clone(),
+                how: "values for a Helm chart, not a recipe: pass the chart with them (`ic-bench probe env CHART_DIR -f VALUES`) or render them (`helm template NAME CHART -f VALUES > rendered.yaml`) and pass the output".into(),
+            });
+        }
         return Err(RecipeError::NoRecipe {
             inputs: inputs.iter().map(Input::label).collect::<Vec<_>>().join(" "),
         });

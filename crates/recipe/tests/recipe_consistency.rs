@@ -40,6 +40,7 @@ fn the_efa_libfabric_profile_does_not_fail_a_ucx_rendezvous_rule() {
         &[text("deploy.yaml", &dgd("vpc.amazonaws.com/efa: \"32\""))],
         &EnvOptions {
             overlays: vec![text("aws-efa.yaml", EFA_PROFILE)],
+            ..Default::default()
         },
     )
     .unwrap();
@@ -73,6 +74,7 @@ fn an_unresolved_template_parameter_is_refused_not_counted() {
         &[text("deploy.yaml", &dgd("vpc.amazonaws.com/efa: \"32\""))],
         &EnvOptions {
             overlays: vec![text("aws-efa.yaml", &profile)],
+            ..Default::default()
         },
     )
     .unwrap_err();

@@ -72,6 +72,7 @@ fn a_stray_patch_in_the_tree_is_reported_not_layered() {
         &[Input::Path(t.path().join("llama/deploy.yaml"))],
         &EnvOptions {
             overlays: vec![Input::Path(t.path().join("llama/debug-tcp.yaml"))],
+            ..Default::default()
         },
     )
     .unwrap();
