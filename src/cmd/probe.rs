@@ -298,6 +298,10 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
     };
     let script = node_script(a.counter_interval.as_secs().min(30) as u32, a.tool_timeout.as_secs());
     let vantage = node_vantage(&a)?;
+    let replay_note = match &vantage {
+        Vantage::Local(s) => s.replay_note(),
+        _ => None,
+    };
     let mut remote = KubeRemote {
         remote: &a.remote,
         image: a.image.clone(),
@@ -312,7 +316,9 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
         rdma_required: a.require_rdma || recipe_rdma,
     };
     let (report, _facts) = icb_probe::probe_node(opened.source.as_ref(), &gather, &expect);
-    emit(&vantage.judge(report), &output)
+    let mut report = vantage.judge(report);
+    report.next_steps.splice(0..0, replay_note);
+    emit(&report, &output)
 }
 
 fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
@@ -339,6 +345,7 @@ fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
         env,
         tool_timeout: a.tool_timeout,
         pair_hint_target: me,
+        lib_dirs: a.nixl_lib.iter().filter_map(|d| std::path::absolute(d).ok()).map(|d| d.display().to_string()).collect(),
     };
     // Where the probe runs on this machine, it also says whether `--engine nixl` can load the
     // NIXL found here (a load without an agent: no UCX starts). Inside a pod this binary is not

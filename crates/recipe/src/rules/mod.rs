@@ -6,6 +6,7 @@ mod backend;
 mod env;
 mod group;
 mod pod;
+mod rails;
 mod tls;
 mod transport;
 pub mod ucx;

@@ -16,6 +16,7 @@ pub(crate) fn role_checks(r: &RoleEnv, ctx: &Ctx, out: &mut Vec<Check>) {
     nccl_net(r, ctx, &scope, out);
     gpu_direct(r, ctx, &scope, out);
     ucx_log_level(r, &scope, out);
+    super::rails::role_checks(r, &scope, out);
 }
 
 /// UCX names RDMA ports `dev:port` (`mlx5_0:1`, `efa_0:1`); a bare name (`eth0`, `ib0`) is a
