@@ -345,7 +345,12 @@ fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
         env,
         tool_timeout: a.tool_timeout,
         pair_hint_target: me,
-        lib_dirs: a.nixl_lib.iter().filter_map(|d| std::path::absolute(d).ok()).map(|d| d.display().to_string()).collect(),
+        lib_dirs: a
+            .nixl_lib
+            .iter()
+            .filter_map(|d| std::path::absolute(d).ok())
+            .map(|d| d.display().to_string())
+            .collect(),
     };
     // Where the probe runs on this machine, it also says whether `--engine nixl` can load the
     // NIXL found here (a load without an agent: no UCX starts). Inside a pod this binary is not

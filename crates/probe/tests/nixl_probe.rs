@@ -193,7 +193,11 @@ fn a_library_directory_named_on_the_command_line_or_above_the_plugins_is_searche
     assert_eq!(with(&[], Vec::new()).status, Status::Warn);
     let named = with(&[], vec!["/opt/custom/nixl/lib".into()]);
     assert_eq!(named.status, Status::Ok, "{}", named.detail);
-    assert!(named.detail.contains("/opt/custom/nixl/lib/libnixl.so"), "{}", named.detail);
+    assert!(
+        named.detail.contains("/opt/custom/nixl/lib/libnixl.so"),
+        "{}",
+        named.detail
+    );
     let by_plugins = with(&[("NIXL_PLUGIN_DIR", "/opt/custom/nixl/lib/plugins/")], Vec::new());
     assert_eq!(by_plugins.status, Status::Ok, "{}", by_plugins.detail);
 }

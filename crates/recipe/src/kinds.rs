@@ -149,8 +149,13 @@ pub(crate) fn disaggregated_set(res: &mut Resolution, m: &Merged) {
             .filter(|r| matches!(r, Role::Prefill | Role::Decode))
             .unwrap_or(Role::Worker);
         // v1: the LWS spec sits under `spec`; v1alpha1: inline in the role entry.
-        let lws = item.get("spec").filter(|s| s.get("leaderWorkerTemplate").is_some()).unwrap_or(item);
-        let Some(template) = lws.get("leaderWorkerTemplate") else { continue };
+        let lws = item
+            .get("spec")
+            .filter(|s| s.get("leaderWorkerTemplate").is_some())
+            .unwrap_or(item);
+        let Some(template) = lws.get("leaderWorkerTemplate") else {
+            continue;
+        };
         let span = node_span(lws);
         for (part, key) in [("leader", "leaderTemplate"), ("worker", "workerTemplate")] {
             let Some(pod) = template.path(&[key, "spec"]).filter(|n| n.get("containers").is_some()) else {

@@ -125,7 +125,12 @@ fn config_named<'a>(configs: &[&'a Merged], name: &str) -> Option<&'a Merged> {
 
 /// The service merged over its well-known configs and baseRefs.
 pub(crate) fn effective(m: &Merged, configs: &[&Merged]) -> Effective {
-    let own = m.doc.root.get("spec").cloned().unwrap_or_else(|| Node::new(m.doc.root.line, Kind::Map(Vec::new())));
+    let own = m
+        .doc
+        .root
+        .get("spec")
+        .cloned()
+        .unwrap_or_else(|| Node::new(m.doc.root.line, Kind::Map(Vec::new())));
     let mut out = Effective {
         merged: m.clone(),
         layers: Vec::new(),
@@ -157,11 +162,14 @@ pub(crate) fn effective(m: &Merged, configs: &[&Merged]) -> Effective {
             if let Some(s) = c.doc.root.get("spec") {
                 strategic_merge(&mut spec, s);
             }
-            out.layers.push(format!("KServe well-known {name} ({})", c.doc.location()));
+            out.layers
+                .push(format!("KServe well-known {name} ({})", c.doc.location()));
             push_source(&mut out.merged, &c.doc.source);
         } else if let Some(s) = built_in(suffix).and_then(|t| parse(&name, &t)) {
             strategic_merge(&mut spec, &s);
-            out.layers.push(format!("KServe well-known {name} (built in: kserve/kserve config/llmisvcconfig/{suffix}.yaml)"));
+            out.layers.push(format!(
+                "KServe well-known {name} (built in: kserve/kserve config/llmisvcconfig/{suffix}.yaml)"
+            ));
         }
     }
     strategic_merge(&mut spec, &user);
@@ -193,7 +201,11 @@ fn set_spec(doc: &mut Document, spec: Node) {
 /// `KSERVE_INFER_ROCE=true` with the well-known entrypoint still in place: the HCA lists and GID
 /// indices are derived in the pod at start, unless the recipe sets them.
 pub(crate) fn derive_roce(role: &mut RoleEnv, entrypoint: Option<&Node>) {
-    let runs_it = entrypoint.is_some_and(|c| c.as_seq().iter().any(|a| a.as_str().is_some_and(|s| s.contains("KSERVE_INFER_ROCE"))));
+    let runs_it = entrypoint.is_some_and(|c| {
+        c.as_seq()
+            .iter()
+            .any(|a| a.as_str().is_some_and(|s| s.contains("KSERVE_INFER_ROCE")))
+    });
     if !runs_it || role.literal("KSERVE_INFER_ROCE").map(str::trim) != Some("true") {
         return;
     }

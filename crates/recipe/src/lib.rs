@@ -258,7 +258,8 @@ fn check_helm_values(inputs: &[Input], values: &[std::path::PathBuf]) -> Result<
     if !values.is_empty() && !chart {
         return Err(RecipeError::NeedsRender {
             what: format!("--values {}", values[0].display()),
-            how: "values apply to a Helm chart: pass the chart directory (the folder holding Chart.yaml) as PATH".into(),
+            how: "values apply to a Helm chart: pass the chart directory (the folder holding Chart.yaml) as PATH"
+                .into(),
         });
     }
     Ok(())

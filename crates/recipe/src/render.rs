@@ -39,7 +39,11 @@ pub fn is_helm_values(d: &Document) -> bool {
     }
     let name = d.file_name();
     let named = name.starts_with("values") || name.ends_with("-values.yaml") || name.ends_with("-values.yml");
-    named || d.root.as_map().iter().any(|(k, _)| HELM_VALUES_KEYS.contains(&k.as_str()))
+    named
+        || d.root
+            .as_map()
+            .iter()
+            .any(|(k, _)| HELM_VALUES_KEYS.contains(&k.as_str()))
 }
 
 /// A kustomization rendered: the documents it pulls in (its own patches inlined into a copy of
@@ -247,7 +251,10 @@ pub fn helm_template(chart: &Path, values: &[PathBuf]) -> Result<Vec<Document>, 
                 if values.is_empty() {
                     " -f VALUES".to_string()
                 } else {
-                    values.iter().map(|v| format!(" -f {}", v.display())).collect::<String>()
+                    values
+                        .iter()
+                        .map(|v| format!(" -f {}", v.display()))
+                        .collect::<String>()
                 }
             ),
         });

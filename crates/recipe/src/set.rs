@@ -328,7 +328,11 @@ fn attach_referenced(r: &mut Recipe, free: &[&Document]) {
 /// those its `spec.baseRefs` name, and the well-known `kserve-config-llm-*` ones (which replace
 /// the built-in copies). Among same-named ones the nearest wins.
 fn attach_isvc_configs(r: &mut Recipe, free: &[&Document]) {
-    let services: Vec<&Document> = r.docs.iter().filter(|d| d.kind() == Some("LLMInferenceService")).collect();
+    let services: Vec<&Document> = r
+        .docs
+        .iter()
+        .filter(|d| d.kind() == Some("LLMInferenceService"))
+        .collect();
     if services.is_empty() {
         return;
     }
@@ -338,7 +342,10 @@ fn attach_isvc_configs(r: &mut Recipe, free: &[&Document]) {
         names.extend(refs.iter().filter_map(|n| n.str_at("name")).map(str::to_string));
     }
     let home = services[0].dir().to_string();
-    let configs: Vec<&&Document> = free.iter().filter(|d| d.kind() == Some(crate::kserve::CONFIG_KIND)).collect();
+    let configs: Vec<&&Document> = free
+        .iter()
+        .filter(|d| d.kind() == Some(crate::kserve::CONFIG_KIND))
+        .collect();
     let mut add: Vec<Document> = Vec::new();
     let mut seen: HashSet<&str> = HashSet::new();
     for d in &configs {

@@ -81,7 +81,10 @@ fn an_unresolved_template_parameter_is_refused_not_counted() {
     assert!(matches!(err, RecipeError::NeedsRender { .. }), "{err}");
     let msg = err.to_string();
     assert!(msg.starts_with("aws-efa.yaml:6"), "{msg}");
-    assert!(msg.contains("gpus_per_worker") && msg.contains("unresolved template parameter"), "{msg}");
+    assert!(
+        msg.contains("gpus_per_worker") && msg.contains("unresolved template parameter"),
+        "{msg}"
+    );
     assert!(!msg.contains('\n'));
     let deploy = dgd("rdma/ib: \"{{ nics }}\"");
     assert!(matches!(
@@ -92,7 +95,11 @@ fn an_unresolved_template_parameter_is_refused_not_counted() {
 
 #[test]
 fn rdma_ib_beside_efa_is_a_finding() {
-    let r = probe_env(&[text("deploy.yaml", &dgd("vpc.amazonaws.com/efa: \"32\", rdma/ib: \"8\""))]).unwrap();
+    let r = probe_env(&[text(
+        "deploy.yaml",
+        &dgd("vpc.amazonaws.com/efa: \"32\", rdma/ib: \"8\""),
+    )])
+    .unwrap();
     let rdma = checks(&r, "pod.rdma_resource");
     assert_eq!(rdma.len(), 2);
     for c in rdma {
@@ -109,14 +116,22 @@ fn nccl_variables_are_not_asked_of_single_node_nixl_workers() {
         assert!(c.detail.contains("UCX_TLS"), "{}", c.detail);
     }
     // Spanning nodes, NCCL runs the collectives between them: its variables matter.
-    let multi = dgd("rdma/ib: \"8\"").replace("      sharedMemory", "      multinode: {nodeCount: 2}\n      sharedMemory");
+    let multi = dgd("rdma/ib: \"8\"").replace(
+        "      sharedMemory",
+        "      multinode: {nodeCount: 2}\n      sharedMemory",
+    );
     let r = probe_env(&[text("deploy.yaml", &multi)]).unwrap();
-    assert!(checks(&r, "env.critical_vars").iter().all(|c| c.detail.contains("NCCL_IB_HCA")));
+    assert!(
+        checks(&r, "env.critical_vars")
+            .iter()
+            .all(|c| c.detail.contains("NCCL_IB_HCA"))
+    );
 }
 
 #[test]
 fn mnnvl_compute_domain_gets_one_statement_about_nvlink() {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/recipes/pass/mnnvl-compute-domain.yaml");
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/recipes/pass/mnnvl-compute-domain.yaml");
     let r = probe_env(&[Input::Path(path)]).unwrap();
     assert!(
         r.checks.iter().all(|c| !c.detail.contains("no NVLink path")),
@@ -126,7 +141,11 @@ fn mnnvl_compute_domain_gets_one_statement_about_nvlink() {
     let x = checks(&r, "pod.cuda_ipc_xpod");
     assert_eq!(x.len(), 1);
     assert!(x[0].detail.contains("ComputeDomain"), "{}", x[0].detail);
-    assert!(checks(&r, "pod.rdma_resource").iter().all(|c| c.detail.contains("NVLink fabric")));
+    assert!(
+        checks(&r, "pod.rdma_resource")
+            .iter()
+            .all(|c| c.detail.contains("NVLink fabric"))
+    );
 }
 
 #[test]

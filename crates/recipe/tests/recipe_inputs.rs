@@ -14,7 +14,10 @@ fn a_helm_values_file_is_named_values_for_a_chart() {
     let err = probe_env(&[Input::Path(p)]).unwrap_err();
     assert!(matches!(err, RecipeError::NeedsRender { .. }), "{err}");
     let msg = err.to_string();
-    assert!(msg.contains("values for a Helm chart") && msg.contains("-f VALUES"), "{msg}");
+    assert!(
+        msg.contains("values for a Helm chart") && msg.contains("-f VALUES"),
+        "{msg}"
+    );
     // By its keys too, whatever the file name.
     let err = probe_env(&[Input::Text {
         name: "stack.yaml".into(),
@@ -30,7 +33,11 @@ fn values_without_a_chart_are_refused_naming_what_to_pass() {
     let v = t.path().join("values.yaml");
     std::fs::write(&v, STACK_VALUES).unwrap();
     let deploy = t.path().join("deploy.yaml");
-    std::fs::write(&deploy, "kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: main, image: x}]}\n").unwrap();
+    std::fs::write(
+        &deploy,
+        "kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: main, image: x}]}\n",
+    )
+    .unwrap();
     let opts = EnvOptions {
         helm_values: vec![v],
         ..Default::default()

@@ -49,7 +49,12 @@ fn kserve_base_refs_are_merged_under_the_service_spec() {
     // kserve/kserve pkg/controller/v1alpha2/llmisvc/config_merge.go: well-known configs, then
     // spec.baseRefs in order, then the service's spec.
     let r = probe("llmisvc-baseref");
-    assert_eq!(statuses(&r, "env.ucx_tls.tcp_only"), vec![Status::Fail, Status::Fail], "{}", r.verdict);
+    assert_eq!(
+        statuses(&r, "env.ucx_tls.tcp_only"),
+        vec![Status::Fail, Status::Fail],
+        "{}",
+        r.verdict
+    );
     // Alone, the baseRef is named as missing (not silently trusted).
     let alone = probe("llmisvc-baseref/service.yaml");
     let missing = alone
@@ -57,7 +62,11 @@ fn kserve_base_refs_are_merged_under_the_service_spec() {
         .iter()
         .find(|c| c.id == "env.resolve" && c.status == Status::Warn)
         .expect("a warning for the missing baseRef");
-    assert!(missing.detail.contains("baseRef `team-ucx-tuning`"), "{}", missing.detail);
+    assert!(
+        missing.detail.contains("baseRef `team-ucx-tuning`"),
+        "{}",
+        missing.detail
+    );
 }
 
 #[test]
@@ -71,13 +80,25 @@ fn kserve_well_known_templates_give_dshm_and_derive_roce_devices() {
         // KSERVE_INFER_ROCE=true: the entrypoint derives the HCA lists from sysfs.
         for name in ["UCX_NET_DEVICES", "NCCL_IB_HCA", "UCX_IB_GID_INDEX"] {
             let v = r.var(name).unwrap_or_else(|| panic!("{name} on {}", r.component));
-            assert!(matches!(v.value, icb_recipe::EnvValue::Derived { .. }), "{name}: {:?}", v.value);
+            assert!(
+                matches!(v.value, icb_recipe::EnvValue::Derived { .. }),
+                "{name}: {:?}",
+                v.value
+            );
         }
-        assert!(r.layers.iter().any(|l| l.contains("kserve-config-llm-")), "{:?}", r.layers);
+        assert!(
+            r.layers.iter().any(|l| l.contains("kserve-config-llm-")),
+            "{:?}",
+            r.layers
+        );
     }
     let r = probe("llmisvc-baseref/service.yaml");
     for c in r.checks.iter().filter(|c| c.id == "env.critical_vars") {
-        assert!(!c.detail.contains("UCX_NET_DEVICES") && !c.detail.contains("NCCL_IB_HCA"), "{}", c.detail);
+        assert!(
+            !c.detail.contains("UCX_NET_DEVICES") && !c.detail.contains("NCCL_IB_HCA"),
+            "{}",
+            c.detail
+        );
     }
     // A recipe value wins over the derived one (`${UCX_NET_DEVICES:-…}`); without
     // KSERVE_INFER_ROCE nothing is derived.
@@ -85,7 +106,10 @@ fn kserve_well_known_templates_give_dshm_and_derive_roce_devices() {
     assert_eq!(pd.roles[0].literal("UCX_NET_DEVICES"), Some("mlx5_0:1,mlx5_1:1"));
     let text = std::fs::read_to_string(fixture("llmisvc-baseref/service.yaml"))
         .unwrap()
-        .replace("KSERVE_INFER_ROCE, value: \"true\"", "KSERVE_INFER_ROCE, value: \"false\"");
+        .replace(
+            "KSERVE_INFER_ROCE, value: \"true\"",
+            "KSERVE_INFER_ROCE, value: \"false\"",
+        );
     let off = resolve(&icb_recipe::parse_bytes("s.yaml", text.as_bytes()).unwrap());
     assert!(off.roles.iter().all(|r| r.var("UCX_NET_DEVICES").is_none()));
 }
@@ -94,7 +118,10 @@ fn kserve_well_known_templates_give_dshm_and_derive_roce_devices() {
 fn a_user_entrypoint_replacing_kserves_derives_nothing() {
     let text = std::fs::read_to_string(fixture("llmisvc-baseref/service.yaml"))
         .unwrap()
-        .replace("      - name: main\n        env:", "      - name: main\n        command: [vllm, serve]\n        env:");
+        .replace(
+            "      - name: main\n        env:",
+            "      - name: main\n        command: [vllm, serve]\n        env:",
+        );
     let res = resolve(&icb_recipe::parse_bytes("s.yaml", text.as_bytes()).unwrap());
     let decode = res.roles.iter().find(|r| r.role == Role::Decode).unwrap();
     assert!(decode.var("UCX_NET_DEVICES").is_none());

@@ -84,7 +84,11 @@ fn a_kustomize_overlay_never_takes_a_same_named_document_it_does_not_reference()
     let t = tempfile::tempdir().unwrap();
     write(t.path(), "base/deploy.yaml", DGD_RC);
     write(t.path(), "base/kustomization.yaml", "resources: [deploy.yaml]\n");
-    write(t.path(), "overlays/prod/kustomization.yaml", "resources: [../../base]\nnamespace: prod\n");
+    write(
+        t.path(),
+        "overlays/prod/kustomization.yaml",
+        "resources: [../../base]\nnamespace: prod\n",
+    );
     write(t.path(), "overlays/prod/debug-tcp.yaml", DEBUG_PATCH);
     let r = probe_env(&[Input::Path(t.path().to_path_buf())]).unwrap();
     assert_eq!(tls_status(&r), vec![Status::Ok], "{}", r.verdict);
@@ -106,7 +110,10 @@ fn a_base_outside_the_tree_is_render_it_first_as_a_dir_or_a_file() {
         "overlays/aws/kustomization.yaml",
         "resources: [../../base]\npatches:\n  - target: {kind: DynamoGraphDeployment}\n    patch: |-\n      - {op: add, path: /metadata/labels, value: {a: b}}\n",
     );
-    for input in [t.path().join("overlays/aws"), t.path().join("overlays/aws/kustomization.yaml")] {
+    for input in [
+        t.path().join("overlays/aws"),
+        t.path().join("overlays/aws/kustomization.yaml"),
+    ] {
         let err = probe_env(&[Input::Path(input.clone())]).unwrap_err();
         assert!(matches!(err, RecipeError::NeedsRender { .. }), "{input:?}: {err}");
         let msg = err.to_string();
@@ -119,6 +126,12 @@ fn a_base_outside_the_tree_is_render_it_first_as_a_dir_or_a_file() {
     write(t.path(), "base/kustomization.yaml", "resources: [deploy.yaml]\n");
     let dir = probe_env(&[Input::Path(t.path().join("overlays/aws"))]).unwrap();
     let file = probe_env(&[Input::Path(t.path().join("overlays/aws/kustomization.yaml"))]).unwrap();
-    assert_eq!((dir.status, &dir.counts), (file.status, &file.counts), "{} / {}", dir.verdict, file.verdict);
+    assert_eq!(
+        (dir.status, &dir.counts),
+        (file.status, &file.counts),
+        "{} / {}",
+        dir.verdict,
+        file.verdict
+    );
     assert_eq!(tls_status(&dir), vec![Status::Ok]);
 }

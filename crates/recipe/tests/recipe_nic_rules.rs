@@ -26,12 +26,22 @@ fn statuses(r: &ProbeReport, id: &str) -> Vec<Status> {
 
 #[test]
 fn a_tcp_interface_beside_rdma_ports_is_warned() {
-    let r = pair("            - {name: UCX_NET_DEVICES, value: \"mlx5_0:1,mlx5_1:1,eth0\"}\n", "2");
+    let r = pair(
+        "            - {name: UCX_NET_DEVICES, value: \"mlx5_0:1,mlx5_1:1,eth0\"}\n",
+        "2",
+    );
     assert_eq!(statuses(&r, "env.ucx_net_devices.tcp"), vec![Status::Warn; 2]);
     let c = r.checks.iter().find(|c| c.id == "env.ucx_net_devices.tcp").unwrap();
-    assert!(c.detail.contains("eth0") && c.detail.contains("over TCP"), "{}", c.detail);
+    assert!(
+        c.detail.contains("eth0") && c.detail.contains("over TCP"),
+        "{}",
+        c.detail
+    );
     // RDMA ports only: no finding; tcp left out of UCX_TLS: ok.
-    let clean = pair("            - {name: UCX_NET_DEVICES, value: \"mlx5_0:1,mlx5_1:1\"}\n", "2");
+    let clean = pair(
+        "            - {name: UCX_NET_DEVICES, value: \"mlx5_0:1,mlx5_1:1\"}\n",
+        "2",
+    );
     assert!(statuses(&clean, "env.ucx_net_devices.tcp").is_empty());
     let no_tcp = pair(
         "            - {name: UCX_NET_DEVICES, value: \"mlx5_0:1,eth0\"}\n            - {name: UCX_TLS, value: \"rc,cuda_copy\"}\n",
@@ -43,11 +53,17 @@ fn a_tcp_interface_beside_rdma_ports_is_warned() {
 #[test]
 fn max_rndv_rails_below_the_nics_of_a_rank_is_warned() {
     let four = "            - {name: UCX_NET_DEVICES, value: \"mlx5_0:1,mlx5_1:1,mlx5_2:1,mlx5_3:1\"}\n";
-    let r = pair(&format!("{four}            - {{name: UCX_MAX_RNDV_RAILS, value: \"2\"}}\n"), "4");
+    let r = pair(
+        &format!("{four}            - {{name: UCX_MAX_RNDV_RAILS, value: \"2\"}}\n"),
+        "4",
+    );
     assert_eq!(statuses(&r, "env.ucx_rndv_rails"), vec![Status::Warn; 2]);
     let c = r.checks.iter().find(|c| c.id == "env.ucx_rndv_rails").unwrap();
     assert!(c.detail.contains("below the 4 RDMA NIC(s)"), "{}", c.detail);
-    let ok = pair(&format!("{four}            - {{name: UCX_MAX_RNDV_RAILS, value: \"4\"}}\n"), "4");
+    let ok = pair(
+        &format!("{four}            - {{name: UCX_MAX_RNDV_RAILS, value: \"4\"}}\n"),
+        "4",
+    );
     assert_eq!(statuses(&ok, "env.ucx_rndv_rails"), vec![Status::Ok; 2]);
     // Without UCX_NET_DEVICES the rank sees the pod's RDMA devices.
     let devices = pair("            - {name: UCX_MAX_RNDV_RAILS, value: \"1\"}\n", "2");

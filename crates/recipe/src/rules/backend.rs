@@ -54,7 +54,11 @@ pub(crate) fn kv_path(r: &RoleEnv) -> KvPath {
         decided_by,
     };
     if !e.nixl_backends.is_empty() {
-        return path(names(&e.nixl_backends, "ucx"), names(&e.nixl_backends, "libfabric"), Decider::EngineArgs);
+        return path(
+            names(&e.nixl_backends, "ucx"),
+            names(&e.nixl_backends, "libfabric"),
+            Decider::EngineArgs,
+        );
     }
     if nccl {
         return path(false, false, Decider::EngineArgs);
@@ -102,7 +106,10 @@ mod tests {
         assert!(kv_path(&role(&[])).ucx);
         let lf = kv_path(&role(&[("DYN_KVBM_NIXL_BACKEND_LIBFABRIC", "true")]));
         assert!(lf.libfabric_only() && lf.decided_by == Decider::DynamoEnv);
-        let both = kv_path(&role(&[("DYN_KVBM_NIXL_BACKEND_LIBFABRIC", "1"), ("DYN_KVBM_NIXL_BACKEND_UCX", "true")]));
+        let both = kv_path(&role(&[
+            ("DYN_KVBM_NIXL_BACKEND_LIBFABRIC", "1"),
+            ("DYN_KVBM_NIXL_BACKEND_UCX", "true"),
+        ]));
         assert!(both.ucx && both.libfabric);
         let mut r = role(&[("DYN_KVBM_NIXL_BACKEND_LIBFABRIC", "true")]);
         r.engine.nixl_backends = vec!["UCX".into()];

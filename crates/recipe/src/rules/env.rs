@@ -82,7 +82,10 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     let derived = if derived.is_empty() {
         String::new()
     } else {
-        format!("; derived from the node at start by the platform: {}", derived.join(", "))
+        format!(
+            "; derived from the node at start by the platform: {}",
+            derived.join(", ")
+        )
     };
     // A Secret named like a credential (`envFromSecret: hf-token`) carries the model-hub token,
     // not transport settings: listed, not warned about.
@@ -292,7 +295,11 @@ fn rndv_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     };
     let kv = super::backend::kv_path(r);
     if !kv.ucx {
-        let via = if kv.libfabric { "NIXL's LIBFABRIC backend" } else { "NCCL" };
+        let via = if kv.libfabric {
+            "NIXL's LIBFABRIC backend"
+        } else {
+            "NCCL"
+        };
         out.push(mk(
             "env.rndv",
             Status::Ok,

@@ -68,7 +68,11 @@ fn tcp_beside_rdma(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     } else {
         (
             Status::Ok,
-            format!("{} also lists {}, but UCX_TLS leaves tcp out", shown(r, "UCX_NET_DEVICES"), netdevs.join(", ")),
+            format!(
+                "{} also lists {}, but UCX_TLS leaves tcp out",
+                shown(r, "UCX_NET_DEVICES"),
+                netdevs.join(", ")
+            ),
             None,
         )
     };
@@ -81,13 +85,20 @@ fn rank_nics(r: &RoleEnv) -> Option<(u32, String)> {
         let n = entries.iter().filter(|e| is_rdma_port(e)).count() as u32;
         return (n > 0).then(|| (n, shown(r, "UCX_NET_DEVICES")));
     }
-    let n: u32 = r.resources.rdma.values().filter_map(|v| v.trim().parse::<u32>().ok()).sum();
+    let n: u32 = r
+        .resources
+        .rdma
+        .values()
+        .filter_map(|v| v.trim().parse::<u32>().ok())
+        .sum();
     let list: Vec<String> = r.resources.rdma.iter().map(|(k, v)| format!("{k}: {v}")).collect();
     (n > 0).then(|| (n, format!("RDMA devices {}", list.join(", "))))
 }
 
 fn rndv_rails(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
-    let Some(value) = r.literal("UCX_MAX_RNDV_RAILS") else { return };
+    let Some(value) = r.literal("UCX_MAX_RNDV_RAILS") else {
+        return;
+    };
     let Some((nics, given)) = rank_nics(r) else { return };
     let Ok(rails) = value.trim().parse::<u32>() else {
         out.push(mk(
