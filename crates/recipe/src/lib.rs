@@ -106,20 +106,7 @@ pub fn probe_env_and_roles(inputs: &[Input], opts: &EnvOptions) -> Result<(Probe
         roles.extend(transport_env(&j.res));
         vars.extend(role_vars(&j.res));
     }
-    let mut next: Vec<String> = if judged.len() == 1 {
-        node_next_step(inputs, &roles).into_iter().collect()
-    } else {
-        Vec::new()
-    };
-    next.extend(unused.iter().map(|o| {
-        format!(
-            "provider overlay {o} was found but not applied (overlays apply only when named): ic-bench probe env RECIPE --overlay {}",
-            shell_word(o)
-        )
-    }));
-    next.extend(unused_patches.iter().map(|p| {
-        format!("partial document {p} was found but not applied (a patch applies only when a kustomization references it or it is named): ic-bench probe env RECIPE --overlay FILE")
-    }));
+    let next = next_steps(inputs, &judged, &roles, &unused, &unused_patches);
     let mut report = ProbeReport::new("env", &target, checks, next);
     if verdicts.len() > 1 {
         let failing: Vec<&str> = verdicts
@@ -156,6 +143,32 @@ pub fn probe_env_and_roles(inputs: &[Input], opts: &EnvOptions) -> Result<(Probe
             label: target,
         },
     ))
+}
+
+/// The report's next steps: the node probe for a single recipe, and the overlays and patches
+/// found but not applied (they apply only when named or referenced).
+fn next_steps(
+    inputs: &[Input],
+    judged: &[Judged],
+    roles: &[TransportEnv],
+    unused: &[String],
+    unused_patches: &[String],
+) -> Vec<String> {
+    let mut next: Vec<String> = if judged.len() == 1 {
+        node_next_step(inputs, roles).into_iter().collect()
+    } else {
+        Vec::new()
+    };
+    next.extend(unused.iter().map(|o| {
+        format!(
+            "provider overlay {o} was found but not applied (overlays apply only when named): ic-bench probe env RECIPE --overlay {}",
+            shell_word(o)
+        )
+    }));
+    next.extend(unused_patches.iter().map(|p| {
+        format!("partial document {p} was found but not applied (a patch applies only when a kustomization references it or it is named): ic-bench probe env RECIPE --overlay FILE")
+    }));
+    next
 }
 
 /// Loads the inputs, refuses what holds no recipe, and splits the rest into recipes.

@@ -69,11 +69,15 @@ fn is_engine_config(d: &Document) -> bool {
     d.kind().is_none() && d.root.get("cache_transceiver_config").is_some()
 }
 
-/// Splits `docs` (in load order) into recipes; `overlays` are the named provider overlays.
-pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
-    let mut set = RecipeSet::default();
-    let mut named_overlays: Vec<Document> = overlays.to_vec();
-    let mut claimed: HashSet<String> = HashSet::new();
+/// The kustomizations' recipes (a kustomization no other renders, with objects of its own) and
+/// the folder layers (one that renders no object: a Component, a patch-only kustomization beside
+/// the recipe, which patches the recipes of its folder and below). Marks every file they read
+/// as `claimed` and records missing bases in `set`.
+fn kustomize_recipes(
+    docs: &[Document],
+    set: &mut RecipeSet,
+    claimed: &mut HashSet<String>,
+) -> (Vec<Recipe>, Vec<Document>) {
     let mut kustomizations: Vec<(&Document, render::Rendered)> = Vec::new();
     for d in docs.iter().filter(|d| d.root.is_map() && render::is_kustomization(d)) {
         let r = render::kustomize(d);
@@ -110,6 +114,15 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
             files: r.files,
         });
     }
+    (kustomize_recipes, folder_layers)
+}
+
+/// Splits `docs` (in load order) into recipes; `overlays` are the named provider overlays.
+pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
+    let mut set = RecipeSet::default();
+    let mut named_overlays: Vec<Document> = overlays.to_vec();
+    let mut claimed: HashSet<String> = HashSet::new();
+    let (kustomize_recipes, folder_layers) = kustomize_recipes(docs, &mut set, &mut claimed);
     let rendered: Vec<Document> = kustomize_recipes.iter().flat_map(|r| r.docs.iter().cloned()).collect();
     let all_docs: Vec<&Document> = docs.iter().chain(rendered.iter()).collect();
     let free: Vec<&Document> = docs

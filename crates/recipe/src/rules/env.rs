@@ -54,6 +54,39 @@ fn is_pod_fact(v: &crate::model::EnvVar) -> bool {
     matches!(v.value, EnvValue::Field { .. }) && !icb_core::fabric::is_pod_transport_env(&v.name)
 }
 
+/// What an ok `env.resolve` lists besides the layers: values known without being in the recipe
+/// (downward-API facts, platform-derived variables) and credential Secrets.
+fn known_elsewhere(r: &RoleEnv, credentials: &[&crate::model::EnvFrom]) -> String {
+    let facts: Vec<String> = r
+        .env
+        .iter()
+        .filter(|v| is_pod_fact(v))
+        .map(|v| format!("{} {}", v.name, display_value(v)))
+        .collect();
+    let derived: Vec<&str> = r
+        .env
+        .iter()
+        .filter(|v| matches!(v.value, EnvValue::Derived { .. }))
+        .map(|v| v.name.as_str())
+        .collect();
+    let secrets: Vec<&str> = credentials.iter().map(|f| f.name.as_str()).collect();
+    let mut out = String::new();
+    for (list, label) in [
+        (secrets, "credentials from Secret {} (not transport settings)"),
+        (derived, "derived from the node at start by the platform: {}"),
+        (
+            facts.iter().map(String::as_str).collect(),
+            "from the pod itself (downward API): {}",
+        ),
+    ] {
+        if !list.is_empty() {
+            out.push_str("; ");
+            out.push_str(&label.replace("{}", &list.join(", ")));
+        }
+    }
+    out
+}
+
 fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     let mut unresolved: Vec<String> = r
         .env
@@ -62,31 +95,6 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         .filter(|v| !is_pod_fact(v))
         .map(|v| format!("{} {}", v.name, display_value(v)))
         .collect();
-    let facts: Vec<String> = r
-        .env
-        .iter()
-        .filter(|v| is_pod_fact(v))
-        .map(|v| format!("{} {}", v.name, display_value(v)))
-        .collect();
-    let derived_facts = if facts.is_empty() {
-        String::new()
-    } else {
-        format!("; from the pod itself (downward API): {}", facts.join(", "))
-    };
-    let derived: Vec<&str> = r
-        .env
-        .iter()
-        .filter(|v| matches!(v.value, EnvValue::Derived { .. }))
-        .map(|v| v.name.as_str())
-        .collect();
-    let derived = if derived.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "; derived from the node at start by the platform: {}",
-            derived.join(", ")
-        )
-    };
     // A Secret named like a credential (`envFromSecret: hf-token`) carries the model-hub token,
     // not transport settings: listed, not warned about.
     let (credentials, other_from): (Vec<_>, Vec<_>) = r
@@ -94,15 +102,6 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         .iter()
         .partition(|f| f.kind == "secret" && crate::mask::is_secret_name(&f.name));
     unresolved.extend(other_from.iter().map(|f| format!("envFrom {} {}", f.kind, f.name)));
-    let credentials = if credentials.is_empty() {
-        String::new()
-    } else {
-        let names: Vec<&str> = credentials.iter().map(|f| f.name.as_str()).collect();
-        format!(
-            "; credentials from Secret {} (not transport settings)",
-            names.join(", ")
-        )
-    };
     let layers = if r.layers.is_empty() {
         "none".to_string()
     } else {
@@ -113,8 +112,9 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
             "env.resolve",
             Status::Ok,
             format!(
-                "{} variable(s) resolved; layers (lowest first): {layers}{credentials}{derived}{derived_facts}",
-                r.env.len()
+                "{} variable(s) resolved; layers (lowest first): {layers}{}",
+                r.env.len(),
+                known_elsewhere(r, &credentials)
             ),
             scope,
             None,
@@ -230,8 +230,8 @@ fn critical_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
         .iter()
         .copied()
         .filter(|v| !(efa && matches!(*v, "UCX_NET_DEVICES" | "NCCL_IB_HCA")))
-        .filter(|v| !(!kv.ucx && v.starts_with("UCX_")))
-        .filter(|v| !(!nccl && v.starts_with("NCCL_")))
+        .filter(|v| kv.ucx || !v.starts_with("UCX_"))
+        .filter(|v| nccl || !v.starts_with("NCCL_"))
         .filter(|v| r.var(v).is_none())
         .collect();
     if missing.is_empty() {
@@ -281,6 +281,28 @@ fn net_devices_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     }
 }
 
+/// KV not over UCX (LIBFABRIC, NCCL): UCX rendezvous does not decide the KV path. Says so and
+/// returns true.
+fn rndv_not_ucx(r: &RoleEnv, shown: &str, scope: &str, out: &mut Vec<Check>) -> bool {
+    let kv = super::backend::kv_path(r);
+    if kv.ucx {
+        return false;
+    }
+    let via = if kv.libfabric {
+        "NIXL's LIBFABRIC backend"
+    } else {
+        "NCCL"
+    };
+    out.push(mk(
+        "env.rndv",
+        Status::Ok,
+        format!("{shown}: KV moves through {via}, so UCX rendezvous does not decide the KV path"),
+        scope,
+        None,
+    ));
+    true
+}
+
 fn rndv_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     let scheme = r.literal("UCX_RNDV_SCHEME").map(|s| s.trim().to_ascii_lowercase());
     let thresh = r.literal("UCX_RNDV_THRESH").map(|s| s.trim().to_ascii_lowercase());
@@ -293,20 +315,7 @@ fn rndv_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     } else {
         shown.join(" ")
     };
-    let kv = super::backend::kv_path(r);
-    if !kv.ucx {
-        let via = if kv.libfabric {
-            "NIXL's LIBFABRIC backend"
-        } else {
-            "NCCL"
-        };
-        out.push(mk(
-            "env.rndv",
-            Status::Ok,
-            format!("{shown}: KV moves through {via}, so UCX rendezvous does not decide the KV path"),
-            scope,
-            None,
-        ));
+    if rndv_not_ucx(r, &shown, scope, out) {
         return;
     }
     if r.is_efa() {

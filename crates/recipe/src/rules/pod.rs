@@ -67,10 +67,13 @@ fn beside_efa(r: &RoleEnv) -> Vec<&str> {
         .collect()
 }
 
-fn rdma_resource(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
+/// `rdma/*` beside EFA: says so and returns true.
+fn mixed_fabrics(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) -> bool {
     let mixed = beside_efa(r);
-    if !mixed.is_empty() {
-        out.push(mk(
+    if mixed.is_empty() {
+        return false;
+    }
+    out.push(mk(
             "pod.rdma_resource",
             Status::Warn,
             format!(
@@ -81,7 +84,14 @@ fn rdma_resource(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
             scope,
             Some("request only vpc.amazonaws.com/efa on EFA nodes (drop the rdma/* resource the base recipe carries)"),
         ));
-    } else if r.requests_rdma() {
+    true
+}
+
+fn rdma_resource(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
+    if mixed_fabrics(r, scope, out) {
+        return;
+    }
+    if r.requests_rdma() {
         out.push(mk(
             "pod.rdma_resource",
             Status::Ok,
