@@ -48,7 +48,8 @@ fn add_roles(res: &mut Resolution, m: &Merged, parts: Vec<Part<'_>>, platform_de
         let mut r = RoleEnv::new(p.role.clone(), &p.name, &workload, &workload, &doc.source);
         r.sources = m.sources.clone();
         r.layers.push(format!("{}.containers[].env", p.layer));
-        podspec::apply_pod_spec(&mut r, p.spec, &p.layer, &doc.source);
+        // A spec merged from several files (KServe baseRefs, patches): a line may be any one's.
+        podspec::apply_pod_spec(&mut r, p.spec, &p.layer, &m.sources.join("+"));
         r.node_count = p.span;
         if r.engine.framework.is_none() && platform_default.is_some() {
             r.engine.framework = Some("vllm".into());
