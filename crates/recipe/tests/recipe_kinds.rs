@@ -55,6 +55,9 @@ fn kserve_base_refs_are_merged_under_the_service_spec() {
         "{}",
         r.verdict
     );
+    // The finding names the file the value can come from, not the service alone.
+    let tls = r.checks.iter().find(|c| c.id == "env.ucx_tls.tcp_only").unwrap();
+    assert!(tls.detail.contains("team-ucx-tuning.yaml"), "{}", tls.detail);
     // Alone, the baseRef is named as missing (not silently trusted).
     let alone = probe("llmisvc-baseref/service.yaml");
     let missing = alone
