@@ -67,7 +67,9 @@ pub const APPLIED_KINDS: &[AppliedKind] = &[
 /// `dgd/NAME` → the kind and the name; `None` when the word is no recipe kind or the name is empty.
 pub fn parse_applied(arg: &str) -> Option<(&'static AppliedKind, &str)> {
     let (word, name) = arg.split_once('/')?;
-    if name.is_empty() || name.contains('/') {
+    // `deploy/x.yaml` is a file path (that may not exist), not a Deployment named `x.yaml`.
+    let file_like = [".yaml", ".yml", ".json"].iter().any(|e| name.ends_with(e));
+    if name.is_empty() || name.contains('/') || file_like {
         return None;
     }
     let word = word.to_ascii_lowercase();
@@ -110,5 +112,6 @@ mod tests {
         assert!(parse_applied("recipes/deploy.yaml").is_none());
         assert!(parse_applied("dgd/").is_none());
         assert!(parse_applied("dgd/a/b").is_none());
+        assert!(parse_applied("deploy/missing.yaml").is_none());
     }
 }
