@@ -76,3 +76,25 @@ fn a_fifo_is_refused_without_blocking() {
     let err = probe_env_with(&[Input::Path(t.path().to_path_buf())], &opts).unwrap_err();
     assert!(matches!(err, RecipeError::NotRegular { .. }), "{err}");
 }
+
+#[test]
+fn values_go_to_helm_template_or_into_the_command_to_run() {
+    let t = tempfile::tempdir().unwrap();
+    let chart = t.path().join("vllm-stack");
+    std::fs::create_dir_all(chart.join("templates")).unwrap();
+    std::fs::write(chart.join("Chart.yaml"), "apiVersion: v2\nname: vllm-stack\nversion: 0.1.0\n").unwrap();
+    let values = t.path().join("values-01.yaml");
+    std::fs::write(&values, STACK_VALUES).unwrap();
+    let opts = EnvOptions {
+        helm_values: vec![values.clone()],
+        ..Default::default()
+    };
+    if icb_recipe::find_binary("helm").is_some() {
+        eprintln!("helm installed: the render itself is exercised elsewhere");
+        return;
+    }
+    let err = probe_env_with(&[Input::Path(chart)], &opts).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains(&format!("-f {}", values.display())), "{msg}");
+    assert!(msg.contains("render it first"), "{msg}");
+}
