@@ -82,7 +82,11 @@ fn values_go_to_helm_template_or_into_the_command_to_run() {
     let t = tempfile::tempdir().unwrap();
     let chart = t.path().join("vllm-stack");
     std::fs::create_dir_all(chart.join("templates")).unwrap();
-    std::fs::write(chart.join("Chart.yaml"), "apiVersion: v2\nname: vllm-stack\nversion: 0.1.0\n").unwrap();
+    std::fs::write(
+        chart.join("Chart.yaml"),
+        "apiVersion: v2\nname: vllm-stack\nversion: 0.1.0\n",
+    )
+    .unwrap();
     let values = t.path().join("values-01.yaml");
     std::fs::write(&values, STACK_VALUES).unwrap();
     let opts = EnvOptions {
