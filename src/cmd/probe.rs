@@ -19,7 +19,7 @@ pub struct Args {
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum What {
     /// Check recipes' transport settings: files, directories, or - for stdin
-    Env(EnvArgs),
+    Env(Box<EnvArgs>),
     /// Check a node: RDMA ports, GID tables, GPUDirect mode, memlock, GPU↔NIC topology, UCX
     Node(Box<NodeArgs>),
     /// Check a NIXL install: libraries, plugins, Python package, nixlbench
@@ -28,14 +28,24 @@ pub enum What {
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct EnvArgs {
-    /// Recipe files or directories (multi-document YAML, kustomizations, Helm charts); - reads stdin.
-    /// A directory is a set of recipes, each checked with its own inputs only
+    /// Recipe files or directories (multi-document YAML, kustomizations, Helm charts); - reads stdin;
+    /// KIND/NAME (dgd/NAME, llmisvc/NAME, disaggregatedset/NAME, lws/NAME, deployment/NAME) reads
+    /// the applied object from the cluster (read-only). A directory is a set of recipes, each
+    /// checked with its own inputs only
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<String>,
 
     /// Provider overlay (or patch) to apply to every recipe; overlays found in directories are not applied
     #[arg(long, value_name = "FILE")]
     pub overlay: Vec<String>,
+
+    /// Values file for the Helm chart given as PATH (`helm template -f FILE`; repeatable)
+    #[arg(short = 'f', long = "values", value_name = "FILE")]
+    pub values: Vec<String>,
+
+    /// The cluster KIND/NAME inputs are read from
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 
     #[command(flatten)]
     pub output: OutputArgs,
@@ -133,7 +143,7 @@ pub struct NixlArgs {
 /// An interrupted probe pod ends in `interrupt::Interrupted`, which `main` turns into its code.
 pub fn run(args: Args) -> anyhow::Result<i32> {
     match args.what {
-        What::Env(a) => run_env(a),
+        What::Env(a) => run_env(*a),
         What::Node(a) => run_node(*a),
         What::Nixl(a) => run_nixl(*a),
     }
@@ -152,12 +162,51 @@ fn emit(report: &ProbeReport, o: &Output) -> anyhow::Result<i32> {
 
 fn run_env(a: EnvArgs) -> anyhow::Result<i32> {
     let output = output_of(&a.output)?;
-    let inputs: Vec<icb_recipe::Input> = a.paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
+    let inputs = env_inputs(&a)?;
     let opts = icb_recipe::EnvOptions {
+        helm_values: a.values.iter().map(std::path::PathBuf::from).collect(),
         overlays: a.overlay.iter().map(|p| icb_recipe::Input::from_arg(p)).collect(),
     };
     let report = icb_recipe::probe_env_with(&inputs, &opts)?;
     emit(&report, &output)
+}
+
+/// `probe env` inputs: files, directories and `-`, and applied objects (`dgd/NAME`, when no such
+/// path exists) read back from the cluster.
+fn env_inputs(a: &EnvArgs) -> anyhow::Result<Vec<icb_recipe::Input>> {
+    let mut out = Vec::new();
+    for p in &a.paths {
+        match icb_kube::objects::parse_applied(p).filter(|_| !Path::new(p).exists()) {
+            Some((kind, name)) => out.push(applied_input(&a.cluster, kind, name, p)?),
+            None => out.push(icb_recipe::Input::from_arg(p)),
+        }
+    }
+    Ok(out)
+}
+
+/// One applied object, read with a GET per served version (nothing is written).
+fn applied_input(
+    cluster: &ClusterArgs,
+    kind: &icb_kube::objects::AppliedKind,
+    name: &str,
+    arg: &str,
+) -> anyhow::Result<icb_recipe::Input> {
+    super::common::runtime()?.block_on(async {
+        let c = cluster.connect().await?;
+        match icb_kube::objects::get_applied(&c, kind, name).await? {
+            Some(content) => Ok(icb_recipe::Input::Text {
+                name: format!("{arg} (namespace {})", c.namespace()),
+                content,
+            }),
+            None => anyhow::bail!(
+                "{arg}: no {} {name} in namespace {} ({} {} tried); check the name and -n NAMESPACE",
+                kind.kind,
+                c.namespace(),
+                kind.group,
+                kind.versions.join(", ")
+            ),
+        }
+    })
 }
 
 /// The transport variables of the recipe role asked for (or the one all roles share).
@@ -293,6 +342,10 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
     };
     let script = node_script(a.counter_interval.as_secs().min(30) as u32, a.tool_timeout.as_secs());
     let vantage = node_vantage(&a)?;
+    let replay_note = match &vantage {
+        Vantage::Local(s) => s.replay_note(),
+        _ => None,
+    };
     let mut remote = KubeRemote {
         remote: &a.remote,
         image: a.image.clone(),
@@ -307,7 +360,9 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
         rdma_required: a.require_rdma || recipe_rdma,
     };
     let (report, _facts) = icb_probe::probe_node(opened.source.as_ref(), &gather, &expect);
-    emit(&vantage.judge(report), &output)
+    let mut report = vantage.judge(report);
+    report.next_steps.splice(0..0, replay_note);
+    emit(&report, &output)
 }
 
 fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
@@ -334,6 +389,12 @@ fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
         env,
         tool_timeout: a.tool_timeout,
         pair_hint_target: me,
+        lib_dirs: a
+            .nixl_lib
+            .iter()
+            .filter_map(|d| std::path::absolute(d).ok())
+            .map(|d| d.display().to_string())
+            .collect(),
     };
     // Where the probe runs on this machine, it also says whether `--engine nixl` can load the
     // NIXL found here (a load without an agent: no UCX starts). Inside a pod this binary is not

@@ -25,6 +25,7 @@ pub mod gc;
 pub mod lifecycle;
 pub mod node_labels;
 pub mod nodes;
+pub mod objects;
 pub mod pair;
 pub mod podrun;
 pub mod podspec;

@@ -84,7 +84,7 @@ pub fn from_role(r: &RoleEnv) -> (PodTemplateSpec, Vec<String>) {
                     }),
                 ),
             },
-            EnvValue::Computed { .. } | EnvValue::Unknown => {
+            EnvValue::Computed { .. } | EnvValue::Derived { .. } | EnvValue::Unknown => {
                 notes.push(format!(
                     "{} is computed when the worker starts ({}): not reproduced",
                     v.name, v.origin

@@ -24,13 +24,30 @@ pub struct NixlOptions {
     pub tool_timeout: Duration,
     /// Where the probe ran, to print a `pair` command naming it (`pod/NAME`).
     pub pair_hint_target: Option<String>,
+    /// Directories named on the command line (`--nixl-lib DIR`, absolute), searched first.
+    pub lib_dirs: Vec<String>,
 }
 
-fn lib_dirs(src: &dyn NodeSource, site: &[String]) -> Vec<String> {
-    let mut dirs: Vec<String> = NIXL_PREFIXES
-        .iter()
-        .flat_map(|p| NIXL_LIBDIRS.iter().map(move |l| format!("{p}/{l}")))
-        .collect();
+/// Where libnixl is looked for: the directories named on the command line, the library directory
+/// above `$NIXL_PLUGIN_DIR` (`…/lib64/plugins` → `…/lib64`), the install prefixes, then the
+/// wheels' `.nixl*.libs` in site-packages.
+fn lib_dirs(src: &dyn NodeSource, site: &[String], opts: &NixlOptions) -> Vec<String> {
+    let mut dirs: Vec<String> = opts.lib_dirs.clone();
+    if let Some(parent) = opts
+        .env
+        .get("NIXL_PLUGIN_DIR")
+        .map(|d| d.trim_end_matches('/'))
+        .and_then(|d| d.rsplit_once('/'))
+        .map(|(parent, _)| parent)
+        .filter(|p| !p.is_empty())
+    {
+        dirs.push(parent.to_string());
+    }
+    dirs.extend(
+        NIXL_PREFIXES
+            .iter()
+            .flat_map(|p| NIXL_LIBDIRS.iter().map(move |l| format!("{p}/{l}"))),
+    );
     for s in site {
         for name in src.list(s).unwrap_or_default() {
             if name.starts_with(".nixl") && name.ends_with(".libs") {
@@ -90,7 +107,7 @@ pub fn probe_nixl_with_engine(
                 .collect()
         })
         .unwrap_or_default();
-    let libs = lib_dirs(src, &site);
+    let libs = lib_dirs(src, &site, opts);
     let plugins = plugin_dirs(&libs, &opts.env);
     let efa = src
         .list(IB_CLASS)

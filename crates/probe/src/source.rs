@@ -89,6 +89,29 @@ impl LocalSource {
         }
     }
 
+    /// A partial replay (some of sysfs, devfs, procfs and the tool outputs replayed, others not)
+    /// mixes two machines: what is still read from this one, for the report to say. `None` when
+    /// nothing or everything is replayed.
+    pub fn replay_note(&self) -> Option<String> {
+        let parts = [
+            ("/sys", "--sysfs-root", self.sysfs_root != Path::new("/sys")),
+            ("/dev", "--devfs-root", self.devfs_root != Path::new("/dev")),
+            ("/proc", "--procfs-root", self.procfs_root != Path::new("/proc")),
+            ("diagnostic tools", "--tool-outputs", self.tool_outputs.is_some()),
+        ];
+        let live: Vec<&(&str, &str, bool)> = parts.iter().filter(|p| !p.2).collect();
+        if live.is_empty() || live.len() == parts.len() {
+            return None;
+        }
+        let what: Vec<&str> = live.iter().map(|p| p.0).collect();
+        let flags: Vec<&str> = live.iter().map(|p| p.1).collect();
+        Some(format!(
+            "partial replay: {} read live from this machine, not the replayed node; pass {} to replay them too",
+            what.join(", "),
+            flags.join(" ")
+        ))
+    }
+
     fn is_live(&self) -> bool {
         self.sysfs_root == Path::new("/sys") && self.root == Path::new("/") && self.tool_outputs.is_none()
     }
@@ -367,5 +390,24 @@ mod tests {
         assert_eq!(s.resolve("/sys/bus/pci/devices/0000:aa:00.0"), None, "a loop");
         assert_eq!(s.resolve("/sys/bus/pci/devices/missing"), None);
         assert_eq!(Snapshot::default().resolve("/sys/bus/pci/devices/0000:17:00.0"), None);
+    }
+}
+
+#[cfg(test)]
+mod replay_note_tests {
+    use super::*;
+
+    #[test]
+    fn a_partial_replay_says_which_roots_are_live() {
+        assert_eq!(LocalSource::default().replay_note(), None);
+        assert_eq!(LocalSource::replay(Path::new("/fx")).replay_note(), None);
+        let s = LocalSource {
+            sysfs_root: "/fx/sys".into(),
+            ..LocalSource::default()
+        };
+        let note = s.replay_note().unwrap();
+        assert!(note.contains("/dev, /proc, diagnostic tools read live"), "{note}");
+        assert!(note.contains("--devfs-root --procfs-root --tool-outputs"), "{note}");
+        assert!(!note.contains("/sys,"), "{note}");
     }
 }

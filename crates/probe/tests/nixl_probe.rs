@@ -40,6 +40,7 @@ fn run(root: &Path, vars: &[(&str, &str)]) -> icb_core::checks::ProbeReport {
             env,
             tool_timeout: Duration::from_secs(1),
             pair_hint_target: None,
+            lib_dirs: Vec::new(),
         },
     )
 }
@@ -155,6 +156,7 @@ fn the_engine_load_result_becomes_the_nixl_engine_check() {
         env,
         tool_timeout: Duration::from_secs(1),
         pair_hint_target: None,
+        lib_dirs: Vec::new(),
     };
     let src = LocalSource::replay(dir.path());
     let ok = icb_probe::probe_nixl_with_engine(&src, &opts, Some(Ok("NIXL 1.5.1 (/x/libnixl_capi.so)".into())));
@@ -170,4 +172,32 @@ fn the_engine_load_result_becomes_the_nixl_engine_check() {
     let names_engine = |r: &icb_core::checks::ProbeReport| r.next_steps.iter().any(|s| s.contains("--engine nixl"));
     assert!(names_engine(&ok));
     assert!(!names_engine(&bad));
+}
+
+#[test]
+fn a_library_directory_named_on_the_command_line_or_above_the_plugins_is_searched() {
+    let dir = tempfile::tempdir().unwrap();
+    library(dir.path(), "opt/custom/nixl/lib/libnixl.so");
+    let src = LocalSource::replay(dir.path());
+    let with = |vars: &[(&str, &str)], lib_dirs: Vec<String>| {
+        let env = TransportEnv::new("test", vars.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let opts = NixlOptions {
+            env,
+            tool_timeout: Duration::from_secs(1),
+            pair_hint_target: None,
+            lib_dirs,
+        };
+        let r = probe_nixl(&src, &opts);
+        r.checks.iter().find(|c| c.id == "nixl.libs").cloned().unwrap()
+    };
+    assert_eq!(with(&[], Vec::new()).status, Status::Warn);
+    let named = with(&[], vec!["/opt/custom/nixl/lib".into()]);
+    assert_eq!(named.status, Status::Ok, "{}", named.detail);
+    assert!(
+        named.detail.contains("/opt/custom/nixl/lib/libnixl.so"),
+        "{}",
+        named.detail
+    );
+    let by_plugins = with(&[("NIXL_PLUGIN_DIR", "/opt/custom/nixl/lib/plugins/")], Vec::new());
+    assert_eq!(by_plugins.status, Status::Ok, "{}", by_plugins.detail);
 }

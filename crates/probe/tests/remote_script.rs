@@ -120,6 +120,7 @@ fn nixl_script_finds_plugins_under_nixl_plugin_dir() {
         env,
         tool_timeout: Duration::from_secs(5),
         pair_hint_target: Some("pod/x".into()),
+        lib_dirs: Vec::new(),
     };
     let r = icb_probe::probe_nixl(&snap, &opts);
     let c = r.checks.iter().find(|c| c.id == "nixl.plugins").unwrap();

@@ -11,6 +11,10 @@ pub enum RecipeError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "{path}: not a regular file (a FIFO, socket or device); pass a YAML file, a directory, or - for standard input"
+    )]
+    NotRegular { path: PathBuf },
     #[error("{path}: no *.yaml or *.yml files found under this directory (pass the recipe files or their folder)")]
     EmptyDir { path: PathBuf },
     #[error("{file}: not UTF-8 text (invalid byte at offset {offset}); pass the YAML recipe, not a binary file")]

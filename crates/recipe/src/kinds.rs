@@ -4,9 +4,8 @@
 //!   pod spec, `spec.worker` its multi-node workers, `spec.prefill.{template,worker}` the prefill
 //!   side; `parallelism` gives the node span. A recipe that names no KV backend gets the one
 //!   KServe's P/D configs inject (vLLM with NixlConnector).
-//! * llm-d `DisaggregatedSet`: one entry per role under `spec` (`prefill`, `decode`, or a
-//!   `roles:` list with `name`/`role`), each a pod template (`template`, `podTemplate`) or a
-//!   LeaderWorkerSet-style `leaderWorkerTemplate`.
+//! * llm-d `DisaggregatedSet` (kubernetes-sigs/lws `api/disaggregatedset/v1`): `spec.roles[]`,
+//!   each named by its role and holding a LeaderWorkerSet spec.
 //!
 //! Both fill the same `RoleEnv` as every other shape, so every rule applies unchanged.
 
@@ -15,30 +14,6 @@ use crate::patch::Merged;
 use crate::podspec;
 use crate::resolve::{Resolution, infer_role, label_words};
 use crate::yaml::Node;
-
-/// A pod spec inside a role entry: `{containers: …}` itself, `template.spec`, `template`
-/// (KServe writes a PodSpec there), `podTemplate.spec`, or an LWS template pair.
-fn pod_specs(entry: &Node) -> Vec<(&'static str, &Node)> {
-    let mut out = Vec::new();
-    let direct = |n: &Node| n.get("containers").is_some();
-    for (label, path) in [
-        ("", &["template", "spec"][..]),
-        ("", &["podTemplate", "spec"][..]),
-        ("", &["template"][..]),
-        ("leader", &["leaderWorkerTemplate", "leaderTemplate", "spec"][..]),
-        ("worker", &["leaderWorkerTemplate", "workerTemplate", "spec"][..]),
-    ] {
-        if let Some(spec) = entry.path(path).filter(|n| direct(n))
-            && !out.iter().any(|(l, _)| *l == label)
-        {
-            out.push((label, spec));
-        }
-    }
-    if out.is_empty() && direct(entry) {
-        out.push(("", entry));
-    }
-    out
-}
 
 /// Nodes spanned by one role: KServe `parallelism.{data/dataLocal}` or an LWS `size`.
 fn node_span(entry: &Node) -> Option<u32> {
@@ -73,7 +48,8 @@ fn add_roles(res: &mut Resolution, m: &Merged, parts: Vec<Part<'_>>, platform_de
         let mut r = RoleEnv::new(p.role.clone(), &p.name, &workload, &workload, &doc.source);
         r.sources = m.sources.clone();
         r.layers.push(format!("{}.containers[].env", p.layer));
-        podspec::apply_pod_spec(&mut r, p.spec, &p.layer, &doc.source);
+        // A spec merged from several files (KServe baseRefs, patches): a line may be any one's.
+        podspec::apply_pod_spec(&mut r, p.spec, &p.layer, &m.sources.join("+"));
         r.node_count = p.span;
         if r.engine.framework.is_none() && platform_default.is_some() {
             r.engine.framework = Some("vllm".into());
@@ -89,8 +65,12 @@ fn add_roles(res: &mut Resolution, m: &Merged, parts: Vec<Part<'_>>, platform_de
     }
 }
 
-/// KServe `LLMInferenceService`.
-pub(crate) fn llm_inference_service(res: &mut Resolution, m: &Merged) {
+/// KServe `LLMInferenceService`, merged over the well-known configs and `baseRefs` KServe
+/// applies (`configs`: the LLMInferenceServiceConfig objects among the inputs; see `kserve`).
+pub(crate) fn llm_inference_service(res: &mut Resolution, m: &Merged, configs: &[&Merged]) {
+    let eff = crate::kserve::effective(m, configs);
+    res.notes.extend(eff.notes.iter().cloned());
+    let m = &eff.merged;
     let Some(spec) = m.doc.root.get("spec") else { return };
     let name = m.doc.name().unwrap_or("llmisvc").to_string();
     let prefill = spec.get("prefill");
@@ -134,48 +114,58 @@ pub(crate) fn llm_inference_service(res: &mut Resolution, m: &Merged) {
     let default = prefill
         .is_some()
         .then_some("KServe LLMInferenceService P/D default (vLLM NixlConnector over UCX)");
+    let entrypoints: Vec<Option<Node>> = parts.iter().map(|p| main_command(p.spec)).collect();
+    let first = res.roles.len();
     add_roles(res, m, parts, default);
+    for (r, cmd) in res.roles[first..].iter_mut().zip(entrypoints) {
+        r.layers.splice(0..0, eff.layers.iter().cloned());
+        crate::kserve::derive_roce(r, cmd.as_ref());
+    }
 }
 
-/// llm-d `DisaggregatedSet`.
+/// The `command` of the pod's `main` container (KServe's name for the engine), else the first.
+fn main_command(pod: &Node) -> Option<Node> {
+    let containers = pod.get("containers")?.as_seq();
+    let main = containers
+        .iter()
+        .find(|c| c.str_at("name") == Some("main"))
+        .or_else(|| containers.first())?;
+    main.get("command").cloned()
+}
+
+/// llm-d `DisaggregatedSet` (`disaggregatedset.x-k8s.io`), as upstream defines it in
+/// kubernetes-sigs/lws `api/disaggregatedset/v1/disaggregatedset_types.go`: `spec.roles[]`, each
+/// `{name, metadata, spec: LeaderWorkerSetSpec}` (`LeaderWorkerSetTemplateSpec` inlined), so the
+/// pods are `spec.roles[].spec.leaderWorkerTemplate.{leaderTemplate,workerTemplate}` and the
+/// node span is its `size`. The earlier `v1alpha1` (`api/disaggregatedset/v1alpha1/…`) inlines
+/// the `LeaderWorkerSetSpec` itself: `spec.roles[].leaderWorkerTemplate`. The role is the entry's
+/// `name` (`prefill`, `decode`; other names are workers whose engine flags may say more).
 pub(crate) fn disaggregated_set(res: &mut Resolution, m: &Merged) {
     let Some(spec) = m.doc.root.get("spec") else { return };
     let name = m.doc.name().unwrap_or("disaggregatedset").to_string();
-    let mut entries: Vec<(String, Option<Role>, &Node)> = Vec::new();
-    for (key, v) in spec.as_map() {
-        if let Some(role @ (Role::Prefill | Role::Decode)) = Role::from_word(key) {
-            entries.push((key.clone(), Some(role), v));
-        }
-    }
-    for item in spec.get("roles").map(Node::as_seq).unwrap_or_default() {
-        let label = item.str_at("name").or_else(|| item.str_at("role")).unwrap_or("role");
-        let role = item
-            .str_at("role")
-            .or_else(|| item.str_at("name"))
-            .and_then(Role::from_word)
-            .filter(|r| matches!(r, Role::Prefill | Role::Decode));
-        entries.push((format!("roles[{label}]"), role, item));
-    }
     let mut parts = Vec::new();
-    for (key, role, entry) in entries {
-        let span = node_span(entry);
-        for (label, pod) in pod_specs(entry) {
-            let suffix = if label.is_empty() {
-                String::new()
-            } else {
-                format!("-{label}")
+    for item in spec.get("roles").map(Node::as_seq).unwrap_or_default() {
+        let label = item.str_at("name").unwrap_or("role");
+        let role = Role::from_word(label)
+            .filter(|r| matches!(r, Role::Prefill | Role::Decode))
+            .unwrap_or(Role::Worker);
+        // v1: the LWS spec sits under `spec`; v1alpha1: inline in the role entry.
+        let lws = item
+            .get("spec")
+            .filter(|s| s.get("leaderWorkerTemplate").is_some())
+            .unwrap_or(item);
+        let Some(template) = lws.get("leaderWorkerTemplate") else {
+            continue;
+        };
+        let span = node_span(lws);
+        for (part, key) in [("leader", "leaderTemplate"), ("worker", "workerTemplate")] {
+            let Some(pod) = template.path(&[key, "spec"]).filter(|n| n.get("containers").is_some()) else {
+                continue;
             };
             parts.push(Part {
-                role: role.clone().unwrap_or(Role::Worker),
-                name: format!("{name}/{key}{suffix}"),
-                layer: format!(
-                    "spec.{key}{}",
-                    if label.is_empty() {
-                        String::new()
-                    } else {
-                        format!(".{label}")
-                    }
-                ),
+                role: role.clone(),
+                name: format!("{name}/{label}-{part}"),
+                layer: format!("spec.roles[{label}].leaderWorkerTemplate.{key}.spec"),
                 spec: pod,
                 span,
             });

@@ -17,9 +17,11 @@ mod configmaps;
 mod engine;
 mod error;
 mod kinds;
+mod kserve;
 mod load;
 mod mask;
 mod model;
+mod params;
 mod patch;
 mod podspec;
 mod render;
@@ -51,6 +53,8 @@ use std::collections::BTreeMap;
 pub struct EnvOptions {
     /// Provider overlays / patches to apply to every recipe (`--overlay FILE`).
     pub overlays: Vec<Input>,
+    /// Values files for the Helm charts among the inputs (`-f/--values FILE`).
+    pub helm_values: Vec<std::path::PathBuf>,
 }
 
 /// Loads, resolves and checks the inputs: the whole of `ic-bench probe env`.
@@ -76,6 +80,7 @@ pub fn probe_env_with(inputs: &[Input], opts: &EnvOptions) -> Result<ProbeReport
 pub fn probe_env_and_roles(inputs: &[Input], opts: &EnvOptions) -> Result<(ProbeReport, RecipeRoles), RecipeError> {
     let set = load_set(inputs, opts)?;
     let unused = set.unused_overlays.clone();
+    let unused_patches = set.unused_patches.clone();
     let judged = judge(set);
     let target = inputs.iter().map(Input::label).collect::<Vec<_>>().join(" ");
     let mut checks = Vec::new();
@@ -101,17 +106,7 @@ pub fn probe_env_and_roles(inputs: &[Input], opts: &EnvOptions) -> Result<(Probe
         roles.extend(transport_env(&j.res));
         vars.extend(role_vars(&j.res));
     }
-    let mut next: Vec<String> = if judged.len() == 1 {
-        node_next_step(inputs, &roles).into_iter().collect()
-    } else {
-        Vec::new()
-    };
-    next.extend(unused.iter().map(|o| {
-        format!(
-            "provider overlay {o} was found but not applied (overlays apply only when named): ic-bench probe env RECIPE --overlay {}",
-            shell_word(o)
-        )
-    }));
+    let next = next_steps(inputs, &judged, &roles, &unused, &unused_patches);
     let mut report = ProbeReport::new("env", &target, checks, next);
     if verdicts.len() > 1 {
         let failing: Vec<&str> = verdicts
@@ -150,9 +145,36 @@ pub fn probe_env_and_roles(inputs: &[Input], opts: &EnvOptions) -> Result<(Probe
     ))
 }
 
+/// The report's next steps: the node probe for a single recipe, and the overlays and patches
+/// found but not applied (they apply only when named or referenced).
+fn next_steps(
+    inputs: &[Input],
+    judged: &[Judged],
+    roles: &[TransportEnv],
+    unused: &[String],
+    unused_patches: &[String],
+) -> Vec<String> {
+    let mut next: Vec<String> = if judged.len() == 1 {
+        node_next_step(inputs, roles).into_iter().collect()
+    } else {
+        Vec::new()
+    };
+    next.extend(unused.iter().map(|o| {
+        format!(
+            "provider overlay {o} was found but not applied (overlays apply only when named): ic-bench probe env RECIPE --overlay {}",
+            shell_word(o)
+        )
+    }));
+    next.extend(unused_patches.iter().map(|p| {
+        format!("partial document {p} was found but not applied (a patch applies only when a kustomization references it or it is named): ic-bench probe env RECIPE --overlay FILE")
+    }));
+    next
+}
+
 /// Loads the inputs, refuses what holds no recipe, and splits the rest into recipes.
 fn load_set(inputs: &[Input], opts: &EnvOptions) -> Result<RecipeSet, RecipeError> {
-    let docs = load_recipes(inputs)?;
+    check_helm_values(inputs, &opts.helm_values)?;
+    let docs = load_recipes(inputs, &opts.helm_values)?;
     let overlays = if opts.overlays.is_empty() {
         Vec::new()
     } else {
@@ -167,7 +189,28 @@ fn load_set(inputs: &[Input], opts: &EnvOptions) -> Result<RecipeSet, RecipeErro
             });
         }
     }
+    if let Some(u) = docs.iter().chain(overlays.iter()).find_map(params::find) {
+        return Err(RecipeError::NeedsRender {
+            what: u.location,
+            how: format!(
+                "`{}` at {} is an unresolved template parameter, not a value: render the profile or template with its parameters first and pass the result",
+                u.text, u.path
+            ),
+        });
+    }
     let set = split(&docs, &overlays);
+    if let Some(first) = set.missing_bases.first() {
+        let more = match set.missing_bases.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        return Err(RecipeError::NeedsRender {
+            what: first.clone(),
+            how: format!(
+                "base missing{more}: render it first (`kubectl kustomize DIR > rendered.yaml` where the base is present) and pass rendered.yaml, or pass the tree that holds the base"
+            ),
+        });
+    }
     if set.recipes.is_empty() {
         let seen = if set.unsupported.is_empty() {
             let mut kinds: Vec<String> = Vec::new();
@@ -211,6 +254,30 @@ fn judge(set: RecipeSet) -> Vec<Judged> {
     judged
 }
 
+/// `-f/--values` files must be regular files, and there must be a chart directory to render.
+fn check_helm_values(inputs: &[Input], values: &[std::path::PathBuf]) -> Result<(), RecipeError> {
+    for v in values {
+        let meta = std::fs::metadata(v).map_err(|source| RecipeError::Io {
+            path: v.clone(),
+            source,
+        })?;
+        if !meta.is_file() {
+            return Err(RecipeError::NotRegular { path: v.clone() });
+        }
+    }
+    let chart = inputs
+        .iter()
+        .any(|i| matches!(i, Input::Path(p) if p.join("Chart.yaml").is_file()));
+    if !values.is_empty() && !chart {
+        return Err(RecipeError::NeedsRender {
+            what: format!("--values {}", values[0].display()),
+            how: "values apply to a Helm chart: pass the chart directory (the folder holding Chart.yaml) as PATH"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
 /// Per role, the transport variables it resolved, where each came from (values masked).
 fn role_vars(res: &Resolution) -> Vec<RoleTransportVars> {
     res.roles
@@ -235,12 +302,18 @@ fn role_vars(res: &Resolution) -> Vec<RoleTransportVars> {
 
 /// Loads the inputs and refuses input in which no document is a recipe (empty stdin, YAML with
 /// no `kind`): that is a wrong argument, not a recipe that failed its checks.
-fn load_recipes(inputs: &[Input]) -> Result<Vec<Document>, RecipeError> {
-    let docs = load_inputs(inputs)?;
+fn load_recipes(inputs: &[Input], helm_values: &[std::path::PathBuf]) -> Result<Vec<Document>, RecipeError> {
+    let docs = load::load_inputs_with(inputs, helm_values)?;
     if !docs
         .iter()
         .any(|d| resolve::is_recipe_document(d) || is_kustomization(d))
     {
+        if let Some(v) = docs.iter().find(|d| render::is_helm_values(d)) {
+            return Err(RecipeError::NeedsRender {
+                what: v.source.clone(),
+                how: "values for a Helm chart, not a recipe: pass the chart with them (`ic-bench probe env CHART_DIR -f VALUES`) or render them (`helm template NAME CHART -f VALUES > rendered.yaml`) and pass the output".into(),
+            });
+        }
         return Err(RecipeError::NoRecipe {
             inputs: inputs.iter().map(Input::label).collect::<Vec<_>>().join(" "),
         });

@@ -92,6 +92,11 @@ impl Document {
 
 /// Reads and parses every input. Fails on the first unreadable file or YAML syntax error.
 pub fn load_inputs(inputs: &[Input]) -> Result<Vec<Document>, RecipeError> {
+    load_inputs_with(inputs, &[])
+}
+
+/// [`load_inputs`], rendering Helm charts with these values files (`helm template -f FILE`).
+pub fn load_inputs_with(inputs: &[Input], helm_values: &[PathBuf]) -> Result<Vec<Document>, RecipeError> {
     if inputs.is_empty() {
         return Err(RecipeError::NoInputs);
     }
@@ -117,7 +122,7 @@ pub fn load_inputs(inputs: &[Input]) -> Result<Vec<Document>, RecipeError> {
                 })?;
                 if meta.is_dir() {
                     if path.join("Chart.yaml").is_file() {
-                        docs.extend(crate::render::helm_template(path)?);
+                        docs.extend(crate::render::helm_template(path, helm_values)?);
                         continue;
                     }
                     let mut files = Vec::new();
@@ -134,12 +139,15 @@ pub fn load_inputs(inputs: &[Input]) -> Result<Vec<Document>, RecipeError> {
                     }
                     charts.sort();
                     for c in charts {
-                        let mut found = crate::render::helm_template(&c)?;
+                        let mut found = crate::render::helm_template(&c, helm_values)?;
                         found.iter_mut().for_each(|d| d.from_dir = true);
                         docs.extend(found);
                     }
-                } else {
+                } else if meta.is_file() {
                     docs.extend(read_file(path)?);
+                } else {
+                    // Opening a FIFO, socket or device would block or never end.
+                    return Err(RecipeError::NotRegular { path: path.clone() });
                 }
             }
         }

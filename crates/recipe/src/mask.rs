@@ -43,6 +43,7 @@ pub fn display_value(var: &EnvVar) -> String {
         EnvValue::ConfigMap { name, key } => format!("<from ConfigMap {name}/{key}>"),
         EnvValue::Field { path } => format!("<from {path}>"),
         EnvValue::Computed { .. } => "<computed by the container's command>".to_string(),
+        EnvValue::Derived { what, .. } => format!("<derived at start: {what}>"),
         EnvValue::Unknown => "<from an unsupported valueFrom>".to_string(),
     }
 }

@@ -68,6 +68,14 @@ pub enum EnvValue {
     Computed {
         script: String,
     },
+    /// Derived from the node when the pod starts by the platform's own entrypoint (KServe's
+    /// `KSERVE_INFER_ROCE=true`): by design not in the recipe, so not "unresolved".
+    Derived {
+        /// What derives it, e.g. `KServe entrypoint (KSERVE_INFER_ROCE=true)`.
+        by: String,
+        /// What it becomes, e.g. `active RoCE v2 mlx5 HCAs (port 1) from sysfs`.
+        what: String,
+    },
     /// `valueFrom` of a shape this reader does not know.
     Unknown,
 }

@@ -27,6 +27,25 @@ pub fn is_kustomization(d: &Document) -> bool {
         || (KUSTOMIZATION_FILES.contains(&d.file_name()) && d.kind().is_none())
 }
 
+/// Top-level keys of the values files of the serving charts (vLLM production-stack
+/// `servingEngineSpec`/`routerSpec`, llm-d modelservice `modelArtifacts`/`decode`/`prefill`
+/// beside `routing`), besides the `values*.yaml` file name Helm itself uses.
+const HELM_VALUES_KEYS: &[&str] = &["servingEngineSpec", "routerSpec", "modelArtifacts"];
+
+/// Whether a kind-less document is a Helm chart's values (by file name or the charts' keys).
+pub fn is_helm_values(d: &Document) -> bool {
+    if d.kind().is_some() || !d.root.is_map() {
+        return false;
+    }
+    let name = d.file_name();
+    let named = name.starts_with("values") || name.ends_with("-values.yaml") || name.ends_with("-values.yml");
+    named
+        || d.root
+            .as_map()
+            .iter()
+            .any(|(k, _)| HELM_VALUES_KEYS.contains(&k.as_str()))
+}
+
 /// A kustomization rendered: the documents it pulls in (its own patches inlined into a copy of
 /// it, so `patch::merge_documents` applies them), every file it read, and what it could not do.
 #[derive(Debug, Default)]
@@ -34,6 +53,9 @@ pub struct Rendered {
     pub docs: Vec<Document>,
     pub files: Vec<String>,
     pub notes: Vec<String>,
+    /// Resources and bases that are not there (a base outside the given tree): the render is
+    /// incomplete, so the kustomization cannot be judged — `kustomize:line: `rel` (path)`.
+    pub missing: Vec<String>,
 }
 
 /// Renders the kustomization `k` (already loaded from its file).
@@ -81,10 +103,14 @@ fn render_into(k: &Document, depth: usize, out: &mut Rendered) {
 }
 
 fn read_resource(path: &Path, k: &Document, line: usize, depth: usize, out: &mut Rendered) {
+    if std::fs::symlink_metadata(path).is_err() {
+        out.missing.push(format!("{}:{line}: `{}`", k.source, path.display()));
+        return;
+    }
     if path.is_dir() {
         let Some(file) = KUSTOMIZATION_FILES.iter().map(|f| path.join(f)).find(|p| p.is_file()) else {
-            out.notes.push(format!(
-                "{}:{line}: `{}` has no kustomization.yaml",
+            out.missing.push(format!(
+                "{}:{line}: `{}` (a directory without kustomization.yaml)",
                 k.source,
                 path.display()
             ));
@@ -213,15 +239,23 @@ pub fn find_binary(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
 }
 
-/// Renders a Helm chart with `helm template` (values from the chart's defaults), or says how to
-/// render it when `helm` is not installed.
-pub fn helm_template(chart: &Path) -> Result<Vec<Document>, RecipeError> {
+/// Renders a Helm chart with `helm template` (the chart's defaults, then each `values` file as
+/// `-f FILE`), or says how to render it when `helm` is not installed.
+pub fn helm_template(chart: &Path, values: &[PathBuf]) -> Result<Vec<Document>, RecipeError> {
     let shown = chart.display().to_string();
     let Some(helm) = find_binary("helm") else {
         return Err(RecipeError::NeedsRender {
             what: shown.clone(),
             how: format!(
-                "a Helm chart, and `helm` is not installed: render it first (`helm template NAME {shown} -f VALUES > rendered.yaml`) and pass rendered.yaml"
+                "a Helm chart, and `helm` is not installed: render it first (`helm template NAME {shown}{} > rendered.yaml`) and pass rendered.yaml",
+                if values.is_empty() {
+                    " -f VALUES".to_string()
+                } else {
+                    values
+                        .iter()
+                        .map(|v| format!(" -f {}", v.display()))
+                        .collect::<String>()
+                }
             ),
         });
     };
@@ -232,6 +266,7 @@ pub fn helm_template(chart: &Path) -> Result<Vec<Document>, RecipeError> {
     let mut child = std::process::Command::new(helm)
         .args(["template", "ic-bench-probe"])
         .arg(chart)
+        .args(values.iter().flat_map(|v| [std::ffi::OsStr::new("-f"), v.as_os_str()]))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

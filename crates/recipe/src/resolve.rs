@@ -71,6 +71,10 @@ pub fn resolve(docs: &[Document]) -> Resolution {
     for m in merged.iter().filter(|m| m.doc.kind() == Some("DynamoGraphDeployment")) {
         *dgd_names.entry(m.doc.name().unwrap_or("")).or_default() += 1;
     }
+    let isvc_configs: Vec<&Merged> = merged
+        .iter()
+        .filter(|m| m.doc.kind() == Some(crate::kserve::CONFIG_KIND))
+        .collect();
     for m in &merged {
         let doc = &m.doc;
         if !doc.root.is_map() {
@@ -98,7 +102,9 @@ pub fn resolve(docs: &[Document]) -> Resolution {
                 }
             }
             Some("LeaderWorkerSet") => lws(&mut res, m),
-            Some("LLMInferenceService") => crate::kinds::llm_inference_service(&mut res, m),
+            Some("LLMInferenceService") => crate::kinds::llm_inference_service(&mut res, m, &isvc_configs),
+            // Read by the LLMInferenceService that references it (baseRefs, well-known names).
+            Some(crate::kserve::CONFIG_KIND) => {}
             Some("DisaggregatedSet") => crate::kinds::disaggregated_set(&mut res, m),
             Some("Secret") => {
                 res.remember_secret_document(doc);

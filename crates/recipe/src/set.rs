@@ -11,8 +11,10 @@
 //!   directory tree wins. A TensorRT-LLM engine config joins when its file name is mentioned or
 //!   it sits in the recipe's folder. Other objects (ComputeDomain, Service …) join the recipes of
 //!   their folder.
-//! * A provider overlay applies only when named: `--overlay FILE`, or a file named on the command
-//!   line. Overlays found by walking a directory are reported, not applied.
+//! * A provider overlay or a partial document (a patch of a recipe object) applies only when
+//!   named: `--overlay FILE`, a file named on the command line, or a kustomization's
+//!   `resources`/`patches`. One found by walking a directory is reported, never layered by its
+//!   `metadata.name` alone (kustomize would not layer it either).
 
 use crate::load::Document;
 use crate::patch;
@@ -52,8 +54,13 @@ pub struct RecipeSet {
     pub recipes: Vec<Recipe>,
     /// Provider overlays found in directories and applied to nothing.
     pub unused_overlays: Vec<String>,
+    /// Partial documents (patches) found in directories that nothing references: `file:line (Kind/name)`.
+    pub unused_patches: Vec<String>,
     /// Every Secret in the inputs: their values are masked in every recipe's output.
     pub secrets: Vec<Document>,
+    /// Kustomize resources/bases that are not on disk (`kustomization:line: `path``): such a
+    /// recipe cannot be rendered here.
+    pub missing_bases: Vec<String>,
     /// Kinds seen that no recipe reader handles (for the "unsupported" error).
     pub unsupported: Vec<String>,
 }
@@ -62,14 +69,19 @@ fn is_engine_config(d: &Document) -> bool {
     d.kind().is_none() && d.root.get("cache_transceiver_config").is_some()
 }
 
-/// Splits `docs` (in load order) into recipes; `overlays` are the named provider overlays.
-pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
-    let mut set = RecipeSet::default();
-    let mut named_overlays: Vec<Document> = overlays.to_vec();
-    let mut claimed: HashSet<String> = HashSet::new();
+/// The kustomizations' recipes (a kustomization no other renders, with objects of its own) and
+/// the folder layers (one that renders no object: a Component, a patch-only kustomization beside
+/// the recipe, which patches the recipes of its folder and below). Marks every file they read
+/// as `claimed` and records missing bases in `set`.
+fn kustomize_recipes(
+    docs: &[Document],
+    set: &mut RecipeSet,
+    claimed: &mut HashSet<String>,
+) -> (Vec<Recipe>, Vec<Document>) {
     let mut kustomizations: Vec<(&Document, render::Rendered)> = Vec::new();
     for d in docs.iter().filter(|d| d.root.is_map() && render::is_kustomization(d)) {
         let r = render::kustomize(d);
+        set.missing_bases.extend(r.missing.iter().cloned());
         kustomizations.push((d, r));
     }
     // A kustomization that another one renders is a base, not a recipe of its own.
@@ -102,6 +114,17 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
             files: r.files,
         });
     }
+    (kustomize_recipes, folder_layers)
+}
+
+/// Splits `docs` (in load order) into recipes; `overlays` are the named provider overlays.
+pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
+    let mut set = RecipeSet::default();
+    let mut named_overlays: Vec<Document> = overlays.to_vec();
+    let mut claimed: HashSet<String> = HashSet::new();
+    let (kustomize_recipes, folder_layers) = kustomize_recipes(docs, &mut set, &mut claimed);
+    let rendered: Vec<Document> = kustomize_recipes.iter().flat_map(|r| r.docs.iter().cloned()).collect();
+    let all_docs: Vec<&Document> = docs.iter().chain(rendered.iter()).collect();
     let free: Vec<&Document> = docs
         .iter()
         .filter(|d| d.root.is_map() && !claimed.contains(&render::same_file(&d.source)))
@@ -128,7 +151,13 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
     let mut folder_order: Vec<(String, String)> = Vec::new();
     for d in &free {
         let Some(kind) = d.kind() else { continue };
-        if patch::is_partial(&d.root) && has_base(d, &free) {
+        // A patch of an object anywhere in the inputs (a kustomize base included) is not a
+        // recipe of its own.
+        if patch::is_partial(&d.root) && (has_base(d, &free) || has_base(d, &all_docs)) {
+            if d.from_dir {
+                set.unused_patches
+                    .push(format!("{} ({kind}/{})", d.location(), d.name().unwrap_or("unnamed")));
+            }
             continue;
         }
         if WHOLE_KINDS.contains(&kind) {
@@ -150,7 +179,7 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
                 folder_order.push(key.clone());
             }
             by_folder.entry(key).or_default().push(d);
-        } else if !matches!(kind, "ConfigMap" | "Secret") && !render::is_kustomization(d) {
+        } else if !matches!(kind, "ConfigMap" | "Secret" | crate::kserve::CONFIG_KIND) && !render::is_kustomization(d) {
             let k = kind.to_string();
             if !set.unsupported.contains(&k) {
                 set.unsupported.push(k);
@@ -179,6 +208,7 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
         r.docs.extend(layers.cloned());
         attach_patches(r, &free);
         attach_referenced(r, &free);
+        attach_isvc_configs(r, &free);
         attach_folder_objects(r, &free);
         r.docs.extend(named_overlays.iter().cloned());
     }
@@ -192,7 +222,8 @@ fn has_base(d: &Document, all: &[&Document]) -> bool {
         .any(|b| !patch::is_partial(&b.root) && b.kind() == d.kind() && b.name() == d.name())
 }
 
-/// Patches (partial documents with the same kind and name) of the recipe's objects.
+/// Patches (partial documents with the same kind and name) of the recipe's objects, from files
+/// named on the command line only: a patch found by walking a directory is never layered.
 fn attach_patches(r: &mut Recipe, free: &[&Document]) {
     let ids: Vec<(Option<String>, Option<String>)> = r
         .docs
@@ -200,7 +231,7 @@ fn attach_patches(r: &mut Recipe, free: &[&Document]) {
         .map(|d| (d.kind().map(str::to_string), d.name().map(str::to_string)))
         .collect();
     let dirs: Vec<String> = r.docs.iter().map(|d| d.dir().to_string()).collect();
-    for p in free.iter().filter(|p| patch::is_partial(&p.root)) {
+    for p in free.iter().filter(|p| !p.from_dir && patch::is_partial(&p.root)) {
         let id = (p.kind().map(str::to_string), p.name().map(str::to_string));
         if id.0.is_none() || !ids.contains(&id) {
             continue;
@@ -306,6 +337,47 @@ fn attach_referenced(r: &mut Recipe, free: &[&Document]) {
     r.docs.extend(add);
 }
 
+/// The LLMInferenceServiceConfig objects an LLMInferenceService reads, as KServe looks them up:
+/// those its `spec.baseRefs` name, and the well-known `kserve-config-llm-*` ones (which replace
+/// the built-in copies). Among same-named ones the nearest wins.
+fn attach_isvc_configs(r: &mut Recipe, free: &[&Document]) {
+    let services: Vec<&Document> = r
+        .docs
+        .iter()
+        .filter(|d| d.kind() == Some("LLMInferenceService"))
+        .collect();
+    if services.is_empty() {
+        return;
+    }
+    let mut names: Vec<String> = Vec::new();
+    for s in &services {
+        let refs = s.root.path(&["spec", "baseRefs"]).map(Node::as_seq).unwrap_or_default();
+        names.extend(refs.iter().filter_map(|n| n.str_at("name")).map(str::to_string));
+    }
+    let home = services[0].dir().to_string();
+    let configs: Vec<&&Document> = free
+        .iter()
+        .filter(|d| d.kind() == Some(crate::kserve::CONFIG_KIND))
+        .collect();
+    let mut add: Vec<Document> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for d in &configs {
+        let Some(name) = d.name() else { continue };
+        let wanted = names.iter().any(|n| n == name) || name.starts_with("kserve-config-llm-");
+        if !wanted || !seen.insert(name) {
+            continue;
+        }
+        let best = configs
+            .iter()
+            .filter(|c| c.name() == Some(name))
+            .max_by_key(|c| closeness(c.dir(), &home));
+        if let Some(c) = best {
+            add.push((**c).clone());
+        }
+    }
+    r.docs.extend(add);
+}
+
 /// Objects of other kinds (ComputeDomain, ResourceClaimTemplate, Service …) in the recipe's
 /// folder: a ComputeDomain decides whether a claim is an NVLink fabric.
 fn attach_folder_objects(r: &mut Recipe, free: &[&Document]) {
@@ -315,7 +387,7 @@ fn attach_folder_objects(r: &mut Recipe, free: &[&Document]) {
         let Some(kind) = d.kind() else { continue };
         let other = !WHOLE_KINDS.contains(&kind)
             && !POD_KINDS.contains(&kind)
-            && !matches!(kind, "ConfigMap" | "Secret")
+            && !matches!(kind, "ConfigMap" | "Secret" | crate::kserve::CONFIG_KIND)
             && !render::is_kustomization(d);
         if other && dirs.contains(d.dir()) {
             add.push((*d).clone());

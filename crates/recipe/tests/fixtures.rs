@@ -362,6 +362,7 @@ fn provider_overlay_map_env_is_applied_to_its_targets_when_named() {
         &[Input::Path(fixture("shapes/overlay"))],
         &icb_recipe::EnvOptions {
             overlays: vec![Input::Path(fixture("shapes/overlay/20-aks-ib.yaml"))],
+            ..Default::default()
         },
     )
     .unwrap();

@@ -151,6 +151,8 @@ const KNOWN_IDS: &[&str] = &[
     "env.efa",
     "env.ucx_net_devices.rdma",
     "env.nic_agreement",
+    "env.ucx_net_devices.tcp",
+    "env.ucx_rndv_rails",
     "env.nccl_net",
     "env.gpu_direct",
     "env.ucx_log_level",

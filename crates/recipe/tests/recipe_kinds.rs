@@ -45,21 +45,127 @@ fn llm_inference_service_resolves_prefill_and_decode() {
 }
 
 #[test]
-fn disaggregated_set_resolves_every_role_template() {
-    let res = resolve(&load_inputs(&[Input::Path(fixture("disaggregatedset.yaml"))]).unwrap());
+fn kserve_base_refs_are_merged_under_the_service_spec() {
+    // kserve/kserve pkg/controller/v1alpha2/llmisvc/config_merge.go: well-known configs, then
+    // spec.baseRefs in order, then the service's spec.
+    let r = probe("llmisvc-baseref");
+    assert_eq!(
+        statuses(&r, "env.ucx_tls.tcp_only"),
+        vec![Status::Fail, Status::Fail],
+        "{}",
+        r.verdict
+    );
+    // The finding names the file the value can come from, not the service alone.
+    let tls = r.checks.iter().find(|c| c.id == "env.ucx_tls.tcp_only").unwrap();
+    assert!(tls.detail.contains("team-ucx-tuning.yaml"), "{}", tls.detail);
+    // Alone, the baseRef is named as missing (not silently trusted).
+    let alone = probe("llmisvc-baseref/service.yaml");
+    let missing = alone
+        .checks
+        .iter()
+        .find(|c| c.id == "env.resolve" && c.status == Status::Warn)
+        .expect("a warning for the missing baseRef");
+    assert!(
+        missing.detail.contains("baseRef `team-ucx-tuning`"),
+        "{}",
+        missing.detail
+    );
+}
+
+#[test]
+fn kserve_well_known_templates_give_dshm_and_derive_roce_devices() {
+    let docs = load_inputs(&[Input::Path(fixture("llmisvc-baseref/service.yaml"))]).unwrap();
+    let res = resolve(&docs);
+    assert_eq!(res.roles.len(), 2);
+    for r in &res.roles {
+        // config-llm-{decode,prefill}-template: dshm is an emptyDir medium Memory, 1Gi.
+        assert_eq!(r.shm.as_ref().map(|s| s.0.as_str()), Some("1Gi"), "{}", r.component);
+        // KSERVE_INFER_ROCE=true: the entrypoint derives the HCA lists from sysfs.
+        for name in ["UCX_NET_DEVICES", "NCCL_IB_HCA", "UCX_IB_GID_INDEX"] {
+            let v = r.var(name).unwrap_or_else(|| panic!("{name} on {}", r.component));
+            assert!(
+                matches!(v.value, icb_recipe::EnvValue::Derived { .. }),
+                "{name}: {:?}",
+                v.value
+            );
+        }
+        assert!(
+            r.layers.iter().any(|l| l.contains("kserve-config-llm-")),
+            "{:?}",
+            r.layers
+        );
+    }
+    let r = probe("llmisvc-baseref/service.yaml");
+    for c in r.checks.iter().filter(|c| c.id == "env.critical_vars") {
+        assert!(
+            !c.detail.contains("UCX_NET_DEVICES") && !c.detail.contains("NCCL_IB_HCA"),
+            "{}",
+            c.detail
+        );
+    }
+    // A recipe value wins over the derived one (`${UCX_NET_DEVICES:-…}`); without
+    // KSERVE_INFER_ROCE nothing is derived.
+    let pd = resolve(&load_inputs(&[Input::Path(fixture("llmisvc-pd.yaml"))]).unwrap());
+    assert_eq!(pd.roles[0].literal("UCX_NET_DEVICES"), Some("mlx5_0:1,mlx5_1:1"));
+    let text = std::fs::read_to_string(fixture("llmisvc-baseref/service.yaml"))
+        .unwrap()
+        .replace(
+            "KSERVE_INFER_ROCE, value: \"true\"",
+            "KSERVE_INFER_ROCE, value: \"false\"",
+        );
+    let off = resolve(&icb_recipe::parse_bytes("s.yaml", text.as_bytes()).unwrap());
+    assert!(off.roles.iter().all(|r| r.var("UCX_NET_DEVICES").is_none()));
+}
+
+#[test]
+fn a_user_entrypoint_replacing_kserves_derives_nothing() {
+    let text = std::fs::read_to_string(fixture("llmisvc-baseref/service.yaml"))
+        .unwrap()
+        .replace(
+            "      - name: main\n        env:",
+            "      - name: main\n        command: [vllm, serve]\n        env:",
+        );
+    let res = resolve(&icb_recipe::parse_bytes("s.yaml", text.as_bytes()).unwrap());
+    let decode = res.roles.iter().find(|r| r.role == Role::Decode).unwrap();
+    assert!(decode.var("UCX_NET_DEVICES").is_none());
+    let prefill = res.roles.iter().find(|r| r.role == Role::Prefill).unwrap();
+    assert!(prefill.var("UCX_NET_DEVICES").is_some());
+}
+
+#[test]
+fn disaggregated_set_v1_reads_roles_lws_templates() {
+    // kubernetes-sigs/lws api/disaggregatedset/v1: spec.roles[].spec.leaderWorkerTemplate.
+    let res = resolve(&load_inputs(&[Input::Path(fixture("disaggregatedset-v1.yaml"))]).unwrap());
     let names: Vec<(&str, &Role)> = res.roles.iter().map(|r| (r.component.as_str(), &r.role)).collect();
     assert_eq!(
         names,
         vec![
-            ("llama-pd/prefill-leader", &Role::Prefill),
-            ("llama-pd/prefill-worker", &Role::Prefill),
-            ("llama-pd/decode", &Role::Decode),
+            ("qwen-pd/prefill-leader", &Role::Prefill),
+            ("qwen-pd/prefill-worker", &Role::Prefill),
+            ("qwen-pd/decode-worker", &Role::Decode),
         ]
     );
     assert_eq!(res.roles[0].node_count, Some(2));
-    let r = probe("disaggregatedset.yaml");
+    assert_eq!(res.roles[2].node_count, None);
+    assert_eq!(res.roles[2].literal("UCX_NET_DEVICES"), Some("mlx5_2:1"));
+    let r = probe("disaggregatedset-v1.yaml");
     assert_eq!(r.status, Status::Ok, "{}", r.verdict);
     assert_eq!(statuses(&r, "pod.rdma_resource"), vec![Status::Ok; 3]);
+}
+
+#[test]
+fn disaggregated_set_v1alpha1_inlines_the_lws_spec() {
+    let r = probe("disaggregatedset-v1alpha1-tcp.yaml");
+    assert_eq!(statuses(&r, "env.ucx_tls.tcp_only"), vec![Status::Ok, Status::Fail]);
+    assert_eq!(r.status, Status::Fail, "{}", r.verdict);
+}
+
+#[test]
+fn a_disaggregated_set_shape_upstream_never_had_is_not_read() {
+    // `spec.prefill` / `spec.decode` keys are not part of any DisaggregatedSet API version.
+    let text = "apiVersion: disaggregatedset.x-k8s.io/v1\nkind: DisaggregatedSet\nmetadata: {name: x}\nspec:\n  prefill:\n    template:\n      spec:\n        containers: [{name: vllm, image: v}]\n";
+    let res = resolve(&icb_recipe::parse_bytes("x.yaml", text.as_bytes()).unwrap());
+    assert!(res.roles.is_empty());
 }
 
 #[test]

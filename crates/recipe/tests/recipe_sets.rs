@@ -89,6 +89,7 @@ fn provider_overlays_apply_only_when_named() {
     // only failure goes away, in the directory run and alone alike.
     let opts = EnvOptions {
         overlays: vec![Input::Path(fixture(&format!("{DIR}/addons/providers/aks-ib.yaml")))],
+        ..Default::default()
     };
     let with = probe_env_with(&[Input::Path(fixture(DIR))], &opts).unwrap();
     let sglang = with.recipes.iter().find(|r| r.recipe.contains("sglang")).unwrap();

@@ -147,7 +147,12 @@ pub struct Shared {
     pub work_dir: PathBuf,
     /// Deployments by (namespace, name); their pods live in the pod store.
     pub deployments: Mutex<BTreeMap<PodKey, k8s_openapi::api::apps::v1::Deployment>>,
+    /// Custom resources as created, by (group, version, plural, namespace, name).
+    pub custom: Mutex<BTreeMap<CustomKey, serde_json::Value>>,
 }
+
+/// (group, version, plural, namespace, name) of a custom resource.
+pub type CustomKey = (String, String, String, String, String);
 
 pub fn set_condition(status: &mut PodStatus, kind: &str, value: &str, reason: Option<&str>, message: Option<&str>) {
     let conditions = status.conditions.get_or_insert_with(Vec::new);

@@ -47,11 +47,52 @@ pub(crate) fn role_checks(r: &RoleEnv, ctx: &Ctx, out: &mut Vec<Check>) {
     efa_check(r, &scope, out);
 }
 
+/// A downward-API value (`fieldRef: status.podIP`, `spec.nodeName`, …) of a variable that is not
+/// a transport setting (vLLM's docs set `VLLM_HOST_IP` this way): known for every pod, so
+/// nothing to resolve or fix.
+fn is_pod_fact(v: &crate::model::EnvVar) -> bool {
+    matches!(v.value, EnvValue::Field { .. }) && !icb_core::fabric::is_pod_transport_env(&v.name)
+}
+
+/// What an ok `env.resolve` lists besides the layers: values known without being in the recipe
+/// (downward-API facts, platform-derived variables) and credential Secrets.
+fn known_elsewhere(r: &RoleEnv, credentials: &[&crate::model::EnvFrom]) -> String {
+    let facts: Vec<String> = r
+        .env
+        .iter()
+        .filter(|v| is_pod_fact(v))
+        .map(|v| format!("{} {}", v.name, display_value(v)))
+        .collect();
+    let derived: Vec<&str> = r
+        .env
+        .iter()
+        .filter(|v| matches!(v.value, EnvValue::Derived { .. }))
+        .map(|v| v.name.as_str())
+        .collect();
+    let secrets: Vec<&str> = credentials.iter().map(|f| f.name.as_str()).collect();
+    let mut out = String::new();
+    for (list, label) in [
+        (secrets, "credentials from Secret {} (not transport settings)"),
+        (derived, "derived from the node at start by the platform: {}"),
+        (
+            facts.iter().map(String::as_str).collect(),
+            "from the pod itself (downward API): {}",
+        ),
+    ] {
+        if !list.is_empty() {
+            out.push_str("; ");
+            out.push_str(&label.replace("{}", &list.join(", ")));
+        }
+    }
+    out
+}
+
 fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     let mut unresolved: Vec<String> = r
         .env
         .iter()
-        .filter(|v| !matches!(v.value, EnvValue::Literal { .. }))
+        .filter(|v| !matches!(v.value, EnvValue::Literal { .. } | EnvValue::Derived { .. }))
+        .filter(|v| !is_pod_fact(v))
         .map(|v| format!("{} {}", v.name, display_value(v)))
         .collect();
     // A Secret named like a credential (`envFromSecret: hf-token`) carries the model-hub token,
@@ -61,15 +102,6 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
         .iter()
         .partition(|f| f.kind == "secret" && crate::mask::is_secret_name(&f.name));
     unresolved.extend(other_from.iter().map(|f| format!("envFrom {} {}", f.kind, f.name)));
-    let credentials = if credentials.is_empty() {
-        String::new()
-    } else {
-        let names: Vec<&str> = credentials.iter().map(|f| f.name.as_str()).collect();
-        format!(
-            "; credentials from Secret {} (not transport settings)",
-            names.join(", ")
-        )
-    };
     let layers = if r.layers.is_empty() {
         "none".to_string()
     } else {
@@ -80,8 +112,9 @@ fn resolve_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
             "env.resolve",
             Status::Ok,
             format!(
-                "{} variable(s) resolved; layers (lowest first): {layers}{credentials}",
-                r.env.len()
+                "{} variable(s) resolved; layers (lowest first): {layers}{}",
+                r.env.len(),
+                known_elsewhere(r, &credentials)
             ),
             scope,
             None,
@@ -189,12 +222,16 @@ fn critical_check(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
         return;
     }
     let efa = r.is_efa();
-    let libfabric = super::tls::kv_over_libfabric_only(r);
+    let kv = super::backend::kv_path(r);
+    // NCCL runs the engine's collectives across nodes, or carries KV itself; a worker whose KV
+    // goes through NIXL on one node has no use for its variables.
+    let nccl = kv.nccl || r.node_count.is_some_and(|n| n > 1);
     let missing: Vec<&str> = CRITICAL_VARS
         .iter()
         .copied()
         .filter(|v| !(efa && matches!(*v, "UCX_NET_DEVICES" | "NCCL_IB_HCA")))
-        .filter(|v| !(libfabric && v.starts_with("UCX_")))
+        .filter(|v| kv.ucx || !v.starts_with("UCX_"))
+        .filter(|v| nccl || !v.starts_with("NCCL_"))
         .filter(|v| r.var(v).is_none())
         .collect();
     if missing.is_empty() {
@@ -244,6 +281,28 @@ fn net_devices_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     }
 }
 
+/// KV not over UCX (LIBFABRIC, NCCL): UCX rendezvous does not decide the KV path. Says so and
+/// returns true.
+fn rndv_not_ucx(r: &RoleEnv, shown: &str, scope: &str, out: &mut Vec<Check>) -> bool {
+    let kv = super::backend::kv_path(r);
+    if kv.ucx {
+        return false;
+    }
+    let via = if kv.libfabric {
+        "NIXL's LIBFABRIC backend"
+    } else {
+        "NCCL"
+    };
+    out.push(mk(
+        "env.rndv",
+        Status::Ok,
+        format!("{shown}: KV moves through {via}, so UCX rendezvous does not decide the KV path"),
+        scope,
+        None,
+    ));
+    true
+}
+
 fn rndv_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     let scheme = r.literal("UCX_RNDV_SCHEME").map(|s| s.trim().to_ascii_lowercase());
     let thresh = r.literal("UCX_RNDV_THRESH").map(|s| s.trim().to_ascii_lowercase());
@@ -256,6 +315,9 @@ fn rndv_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     } else {
         shown.join(" ")
     };
+    if rndv_not_ucx(r, &shown, scope, out) {
+        return;
+    }
     if r.is_efa() {
         let zcopy = scheme.as_deref() == Some("get_zcopy");
         let zero = thresh.as_deref() == Some("0");
@@ -454,16 +516,7 @@ fn efa_check(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     {
         missing.push("FI_PROVIDER=efa".to_string());
     }
-    let libfabric = r
-        .engine
-        .nixl_backends
-        .iter()
-        .any(|b| b.eq_ignore_ascii_case("libfabric"))
-        || r.literal("DYN_KVBM_NIXL_BACKEND_LIBFABRIC").is_some_and(ucx::is_truthy)
-        || r.overlay_backend
-            .as_deref()
-            .is_some_and(|b| b.eq_ignore_ascii_case("libfabric"));
-    if !libfabric {
+    if !super::backend::kv_path(r).libfabric {
         missing.push("the LIBFABRIC NIXL backend".to_string());
     }
     if missing.is_empty() {

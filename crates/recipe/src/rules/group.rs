@@ -136,6 +136,23 @@ fn sees_all_gpus(r: &RoleEnv) -> bool {
 /// 0.4.x) needed only hostIPC + GPU visibility.
 const CUDA_IPC_PID_NOTE: &str = "with UCX releases that check PID namespaces for cuda_ipc (1.22 logs \"different PID namespace and FABRIC support\"), also set hostPID on both pods unless the GPUs support fabric handles; confirm with `ic-bench pair` on the node";
 
+/// Pods in an MNNVL ComputeDomain do reach each other's GPUs over NVLink (through IMEX, not
+/// same-node cuda_ipc): the same statement as pod.rdma_resource, whether cuda_ipc is named or
+/// not. Says so and returns true.
+fn in_compute_domain(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) -> bool {
+    if pd.is_empty() || !pd.iter().all(|r| r.uses_compute_domain()) {
+        return false;
+    }
+    out.push(mk(
+        "pod.cuda_ipc_xpod",
+        Status::Ok,
+        "prefill and decode claim an MNNVL ComputeDomain: NVLink between the pods goes over the multi-node NVLink fabric (IMEX), not same-node cuda_ipc".into(),
+        scope,
+        None,
+    ));
+    true
+}
+
 fn cuda_ipc_xpod(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
     let naming: Vec<&RoleEnv> = pd
         .iter()
@@ -145,6 +162,9 @@ fn cuda_ipc_xpod(pd: &[&RoleEnv], scope: &str, out: &mut Vec<Check>) {
     // With an RDMA device on both sides, cuda_ipc only serves intra-pod copies and rc carries
     // KV between pods; without one, cuda_ipc is the only fast path the recipe can be counting on.
     let expecting: Vec<&RoleEnv> = naming.iter().copied().filter(|r| !r.uses_rdma()).collect();
+    if in_compute_domain(pd, scope, out) {
+        return;
+    }
     if naming.is_empty() {
         out.push(mk(
             "pod.cuda_ipc_xpod",

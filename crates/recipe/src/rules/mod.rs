@@ -2,9 +2,11 @@
 //! and per deployment group. Values are checked, not presence: a wrong value fails, a missing
 //! variable only warns (it may be baked into the image).
 
+mod backend;
 mod env;
 mod group;
 mod pod;
+mod rails;
 mod tls;
 mod transport;
 pub mod ucx;

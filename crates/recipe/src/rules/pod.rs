@@ -53,7 +53,44 @@ fn ipc_lock(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) {
     }
 }
 
+/// RDMA resources other than EFA requested beside EFA (`rdma/ib` and `vpc.amazonaws.com/efa`).
+fn beside_efa(r: &RoleEnv) -> Vec<&str> {
+    use icb_core::fabric::{RdmaKind, ResourceClass, resource_class};
+    if !r.resources.has_efa() {
+        return Vec::new();
+    }
+    r.resources
+        .rdma
+        .keys()
+        .filter(|k| matches!(resource_class(k), ResourceClass::Rdma { kind } if kind != RdmaKind::Efa))
+        .map(String::as_str)
+        .collect()
+}
+
+/// `rdma/*` beside EFA: says so and returns true.
+fn mixed_fabrics(r: &RoleEnv, scope: &str, out: &mut Vec<Check>) -> bool {
+    let mixed = beside_efa(r);
+    if mixed.is_empty() {
+        return false;
+    }
+    out.push(mk(
+            "pod.rdma_resource",
+            Status::Warn,
+            format!(
+                "{} requested beside EFA ({}): one pod on two fabrics; EFA nodes offer no such device (the pod stays Pending) and mixed fabrics fail KV transfer (NIXL_ERR_REMOTE_DISCONNECT)",
+                mixed.join(", "),
+                rdma_list(r)
+            ),
+            scope,
+            Some("request only vpc.amazonaws.com/efa on EFA nodes (drop the rdma/* resource the base recipe carries)"),
+        ));
+    true
+}
+
 fn rdma_resource(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
+    if mixed_fabrics(r, scope, out) {
+        return;
+    }
     if r.requests_rdma() {
         out.push(mk(
             "pod.rdma_resource",

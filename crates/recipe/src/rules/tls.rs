@@ -9,16 +9,6 @@ use icb_core::checks::Check;
 use icb_core::fabric::UcxTls;
 use icb_core::model::{Status, TransportClass};
 
-/// NIXL moves KV through LIBFABRIC only (EFA): UCX settings do not decide the KV path.
-pub(crate) fn kv_over_libfabric_only(r: &RoleEnv) -> bool {
-    let b = &r.engine.nixl_backends;
-    (!b.is_empty() && b.iter().all(|x| x.eq_ignore_ascii_case("libfabric")))
-        || (b.is_empty()
-            && r.overlay_backend
-                .as_deref()
-                .is_some_and(|x| x.eq_ignore_ascii_case("libfabric")))
-}
-
 /// UCX transports that recognise the accelerator's memory, by accelerator family (the item names
 /// a recipe writes, aliases included; Level Zero's ze_* are not in UCX's main tree).
 fn gpu_memory_tls(accelerator: &str) -> (&'static [&'static str], &'static str) {
@@ -36,7 +26,7 @@ fn gpu_memory_tls(accelerator: &str) -> (&'static [&'static str], &'static str) 
 }
 
 pub(crate) fn tls_checks(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
-    if kv_over_libfabric_only(r) && r.var("UCX_TLS").is_some() {
+    if super::backend::kv_path(r).libfabric_only() && r.var("UCX_TLS").is_some() {
         let d = "KV moves through NIXL's LIBFABRIC backend: UCX_TLS does not decide the KV path".to_string();
         out.push(mk("env.ucx_tls.tcp_only", Status::Ok, d.clone(), scope, None));
         out.push(mk("env.ucx_tls.cuda", Status::Ok, d, scope, None));

@@ -2,7 +2,7 @@
 //! NCCL are told to use (are they RDMA devices, do the two agree), `NCCL_NET=Socket`,
 //! `UCX_IB_GPU_DIRECT_RDMA=no`, and UCX debug logging left on.
 
-use super::tls::kv_over_libfabric_only;
+use super::backend::kv_path;
 use super::{Ctx, mk};
 use crate::mask::display_value;
 use crate::model::RoleEnv;
@@ -16,6 +16,7 @@ pub(crate) fn role_checks(r: &RoleEnv, ctx: &Ctx, out: &mut Vec<Check>) {
     nccl_net(r, ctx, &scope, out);
     gpu_direct(r, ctx, &scope, out);
     ucx_log_level(r, &scope, out);
+    super::rails::role_checks(r, &scope, out);
 }
 
 /// UCX names RDMA ports `dev:port` (`mlx5_0:1`, `efa_0:1`); a bare name (`eth0`, `ib0`) is a
@@ -33,7 +34,7 @@ fn shown(r: &RoleEnv, name: &str) -> Option<String> {
 }
 
 fn net_devices_rdma(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
-    if kv_over_libfabric_only(r) {
+    if !kv_path(r).ucx {
         return;
     }
     let Some(value) = r.literal("UCX_NET_DEVICES") else {

@@ -1,6 +1,7 @@
 //! The HTTP side: routes kube-rs calls to handlers, and wraps every request in the recorder and
 //! the fault knobs.
 
+mod custom;
 mod deployments;
 mod discovery;
 mod exec;
@@ -56,6 +57,14 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route(
             "/apis/apps/v1/namespaces/{ns}/deployments/{name}",
             get(deployments::get).delete(deployments::delete),
+        )
+        .route(
+            "/apis/{group}/{version}/namespaces/{ns}/{plural}",
+            get(custom::list).post(custom::create),
+        )
+        .route(
+            "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}",
+            get(custom::get),
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
