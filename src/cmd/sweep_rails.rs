@@ -6,7 +6,7 @@
 use super::sweep_run::Sweeper;
 use icb_pair::rails::kube::{KubeRails, KubeRailsPlan};
 use icb_pair::rails::{AloneRuns, RailSelection, RailsPlan, plan_rows, run_rails};
-use icb_pair::{CancellationToken, Deadlines, LaunchError, LaunchFailure, PairError, PairOutcome, PairPlan, SideRole};
+use icb_pair::{CancellationToken, Deadlines, LaunchError, PairError, PairOutcome, PairPlan, SideRole};
 use icb_sweep::results::Outcome;
 use icb_sweep::run::PairEnd;
 use icb_sweep::schedule::Pair;
@@ -77,12 +77,8 @@ impl Sweeper {
         };
         match result {
             Ok(outcome) => PairEnd::Recorded(Outcome::from_report(&outcome.report)),
-            Err(Failed::Launch(e)) if e.kind == LaunchFailure::Cluster => PairEnd::ClusterDown(e.message),
-            Err(Failed::Launch(LaunchError {
-                kind: LaunchFailure::Unschedulable { node, .. },
-                message,
-            })) => PairEnd::Recorded(Outcome::Unschedulable { node, reason: message }),
-            Err(Failed::Launch(e)) => PairEnd::Recorded(Outcome::Error { reason: e.message }),
+            Err(Failed::Launch(LaunchError { kind, message })) => PairEnd::of_launch_failure(&kind, message.clone())
+                .unwrap_or(PairEnd::Recorded(Outcome::Error { reason: message })),
             Err(Failed::Other(reason)) => PairEnd::Recorded(Outcome::Error { reason }),
         }
     }

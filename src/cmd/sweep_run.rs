@@ -10,9 +10,7 @@ use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
 use icb_kube::{lifecycle, podspec};
 use icb_pair::kube::KubeLauncher;
-use icb_pair::{
-    CancellationToken, Deadlines, ExpectationInput, LaunchError, LaunchFailure, PairError, PairPlan, run_pair,
-};
+use icb_pair::{CancellationToken, Deadlines, ExpectationInput, LaunchError, PairError, PairPlan, run_pair};
 use icb_report::sweep_progress::last_pair;
 use icb_sweep::results::{Outcome, SweepResults};
 use icb_sweep::run::{PairEnd, PairRunner, SecondPass, Step, SweepObserver};
@@ -91,25 +89,25 @@ impl Sweeper {
         match result {
             Ok(outcome) => PairEnd::Recorded(Outcome::from_report(&outcome.report)),
             Err(PairError::Interrupted(_)) => PairEnd::Interrupted,
-            // The launcher's kind says it: a pod the scheduler cannot place, the API down.
-            Err(PairError::Launch(e)) if e.kind == LaunchFailure::Cluster => PairEnd::ClusterDown(e.message),
-            Err(PairError::Launch(LaunchError {
-                kind: LaunchFailure::Unschedulable { node, .. },
-                message,
-            })) => PairEnd::Recorded(Outcome::Unschedulable { node, reason: message }),
-            // Read from the pod's status, so the API answered: the pair's own failure.
-            Err(
-                e @ PairError::Launch(LaunchError {
-                    kind: LaunchFailure::ImagePull | LaunchFailure::SideExited { .. },
-                    ..
-                }),
-            ) => PairEnd::Recorded(Outcome::Error { reason: e.to_string() }),
-            // Untyped: the pipeline's own text. Ask the API once, and read the pods' status (a
-            // side that timed out waiting may still be one the scheduler could not place).
-            Err(e) => match self.api_failure().await {
-                Some(down) => PairEnd::ClusterDown(down),
-                None => PairEnd::Recorded(classify_error(pair, e.to_string(), &launcher.last_pods())),
-            },
+            // The launcher's kind says it (`icb_sweep`'s rule): the API down, a pod the scheduler
+            // cannot place, the pair's own failure read from the pod's status.
+            Err(PairError::Launch(LaunchError { kind, message })) => {
+                match PairEnd::of_launch_failure(&kind, message.clone()) {
+                    Some(end) => end,
+                    None => self.untyped(pair, message, &launcher).await,
+                }
+            }
+            Err(e) => self.untyped(pair, e.to_string(), &launcher).await,
+        }
+    }
+
+    /// A failure of no kind that says where the fault is (the pipeline's own text): ask the API
+    /// once, and read the pods' status (a side that timed out waiting may still be one the
+    /// scheduler could not place).
+    async fn untyped(&self, pair: &Pair, reason: String, launcher: &KubeLauncher) -> PairEnd {
+        match self.api_failure().await {
+            Some(down) => PairEnd::ClusterDown(down),
+            None => PairEnd::Recorded(classify_error(pair, reason, &launcher.last_pods())),
         }
     }
 
