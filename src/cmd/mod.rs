@@ -7,7 +7,6 @@ pub mod detect_env;
 pub mod devices;
 pub mod export_args;
 pub mod gate;
-pub mod gate_rails;
 pub mod gc;
 pub mod interrupt;
 pub mod kube_args;
