@@ -26,7 +26,6 @@ pub mod serve_rails;
 pub mod sweep;
 mod sweep_flow;
 mod sweep_labels;
-mod sweep_rails;
 mod sweep_resume;
 mod sweep_run;
 pub mod version;

@@ -6,10 +6,10 @@
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use super::output::OutputFormat;
-use super::sweep_run::{PairJob, Sweeper};
 use icb_core::model::{MemoryPair, TestKind};
 use icb_sweep::results::SweepResults;
 use icb_sweep::schedule::Schedule;
+use icb_sweep_kube::{PairJob, RailsJob, Sweeper};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -163,11 +163,7 @@ impl Args {
 }
 
 /// What `resume` decides before anything connects.
-type Resumed = (
-    Option<SweepResults>,
-    icb_sweep::Criteria,
-    Option<super::sweep_rails::RailsJob>,
-);
+type Resumed = (Option<SweepResults>, icb_sweep::Criteria, Option<RailsJob>);
 
 /// The resumed file (its criteria taken into `args`), this run's criteria, and its rails job.
 fn resume(args: &mut Args) -> anyhow::Result<Resumed> {
@@ -180,7 +176,7 @@ fn resume(args: &mut Args) -> anyhow::Result<Resumed> {
         super::sweep_resume::apply(args, file)?;
     }
     // After the file's criteria: a resumed rails sweep stays one.
-    let rails = super::sweep_rails::job(args)?;
+    let rails = RailsJob::read(args.rails.as_deref(), args.rail_margin, args.schedule.as_deref())?;
     let criteria = super::sweep_resume::criteria(args);
     if let Some(file) = &mut resumed {
         // A file from before criteria were kept runs with this command line's; keep them now,

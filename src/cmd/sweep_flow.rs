@@ -5,10 +5,11 @@
 
 use super::interrupt::Interrupt;
 use super::sweep::Args;
-use super::sweep_run::{StderrObserver, Sweeper};
+use super::sweep_run::StderrObserver;
 use anyhow::Context as _;
 use icb_sweep::results::{StopReason, SweepResults, write_atomic};
 use icb_sweep::run::{SweepEnd, SweepRun, run_sweep};
+use icb_sweep_kube::Sweeper;
 use std::path::{Path, PathBuf};
 
 /// Runs `results`' missing pairs and, when every pair is in, judges the nodes.

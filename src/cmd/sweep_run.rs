@@ -1,133 +1,11 @@
-//! The sweep's Kubernetes wiring: [`Sweeper`] is `icb_sweep::run`'s pair runner (each pair one
-//! `run_pair` with its own `KubeLauncher` and run id, its end reduced to an `Outcome`), and
-//! [`StderrObserver`] its progress on stderr (a bar on a terminal, one line per finished pair
-//! otherwise: `progress::SweepProgress`). The rounds, passes and stops are `icb_sweep::run_sweep`'s.
+//! The sweep's progress on stderr: [`StderrObserver`] is `icb_sweep::run`'s observer (a bar on a
+//! terminal, one line per finished pair otherwise: `progress::SweepProgress`). The pair runner
+//! is `icb_sweep::kube::Sweeper`.
 
 use super::progress::SweepProgress;
-use icb_kube::devices::DeviceRequest;
-use icb_kube::k8s_openapi::api::core::v1::Pod;
-use icb_kube::pair::BenchPodsPlan;
-use icb_kube::target::Target;
-use icb_kube::{lifecycle, podspec};
-use icb_pair::kube::KubeLauncher;
-use icb_pair::{CancellationToken, Deadlines, ExpectationInput, LaunchError, PairError, PairPlan, run_pair};
 use icb_report::sweep_progress::last_pair;
-use icb_sweep::results::{Outcome, SweepResults};
-use icb_sweep::run::{PairEnd, PairRunner, SecondPass, Step, SweepObserver};
-use icb_sweep::schedule::Pair;
-use std::time::Duration;
-
-/// What every pair of a sweep runs with.
-pub struct PairJob {
-    pub settings: icb_core::RunSettings,
-    pub expectation: ExpectationInput,
-    pub image: String,
-    pub host_ipc: bool,
-    /// `--engine`/`--ucx-profile` for both sides (`EngineArgs::side_flags`).
-    pub side_flags: Vec<String>,
-    pub devices: DeviceRequest,
-    pub budget: Duration,
-    /// `--rails`: each pair runs every rail of its two nodes (`sweep_rails`).
-    pub rails: Option<super::sweep_rails::RailsJob>,
-}
-
-pub struct Sweeper {
-    pub cluster: icb_kube::Cluster,
-    pub job: PairJob,
-    pub token: CancellationToken,
-}
-
-impl PairRunner for Sweeper {
-    async fn run(&self, pair: &Pair, run_id: &str, stop: &CancellationToken) -> PairEnd {
-        match &self.job.rails {
-            Some(rails) => self.measure_rails(rails, pair, run_id, stop).await,
-            None => self.measure(pair, run_id, stop).await,
-        }
-    }
-}
-
-impl Sweeper {
-    fn pods(&self, pair: &Pair, run_id: &str) -> BenchPodsPlan {
-        let job = &self.job;
-        let mut pods = BenchPodsPlan::new(
-            Target::Node(pair.prefill.clone()),
-            Target::Node(pair.decode.clone()),
-            run_id.to_string(),
-            job.image.clone(),
-            job.budget,
-            self.cluster.request_timeout(),
-            job.side_flags.clone(),
-        );
-        pods.host_ipc = job.host_ipc;
-        pods.devices = job.devices.clone();
-        // Every run id of a sweep starts with its id too; the label lets a selector find them.
-        pods.labels = vec![(podspec::LABEL_SWEEP_ID.to_string(), sweep_id_of(run_id).to_string())];
-        pods
-    }
-
-    async fn measure(&self, pair: &Pair, run_id: &str, stop: &CancellationToken) -> PairEnd {
-        let job = &self.job;
-        let mut plan = PairPlan::new(job.settings.clone(), job.expectation.clone());
-        plan.set_deadlines(Deadlines::budget(job.budget, "--pair-timeout"));
-        let prepared = tokio::select! {
-            l = KubeLauncher::prepare(self.cluster.clone(), self.pods(pair, run_id)) => l,
-            _ = stop.cancelled() => return PairEnd::Interrupted,
-        };
-        let mut launcher = match prepared {
-            _ if stop.is_cancelled() => return PairEnd::Interrupted,
-            Ok(l) => l,
-            Err(e) if e.cluster_level() => return PairEnd::ClusterDown(e.to_string()),
-            Err(e) => return PairEnd::Recorded(Outcome::Error { reason: e.to_string() }),
-        };
-        let mut progress = |_: &icb_core::protocol::CaseProgress| {};
-        let result = run_pair(&plan, &mut launcher, stop, &mut progress).await;
-        // Whatever came back after a cancel — a report of the cases done so far, an error of any
-        // kind the cancel provoked — is not this pair's result.
-        if stop.is_cancelled() {
-            return PairEnd::Interrupted;
-        }
-        match result {
-            Ok(outcome) => PairEnd::Recorded(Outcome::from_report(&outcome.report)),
-            Err(PairError::Interrupted(_)) => PairEnd::Interrupted,
-            // The launcher's kind says it (`icb_sweep`'s rule): the API down, a pod the scheduler
-            // cannot place, the pair's own failure read from the pod's status.
-            Err(PairError::Launch(LaunchError { kind, message })) => {
-                match PairEnd::of_launch_failure(&kind, message.clone()) {
-                    Some(end) => end,
-                    None => self.untyped(pair, message, &launcher).await,
-                }
-            }
-            Err(e) => self.untyped(pair, e.to_string(), &launcher).await,
-        }
-    }
-
-    /// A failure of no kind that says where the fault is (the pipeline's own text): ask the API
-    /// once, and read the pods' status (a side that timed out waiting may still be one the
-    /// scheduler could not place).
-    async fn untyped(&self, pair: &Pair, reason: String, launcher: &KubeLauncher) -> PairEnd {
-        match self.api_failure().await {
-            Some(down) => PairEnd::ClusterDown(down),
-            None => PairEnd::Recorded(classify_error(pair, reason, &launcher.last_pods())),
-        }
-    }
-
-    /// After a pair failed of no kind that says where the fault is: is the API server itself
-    /// failing? The sweep asks the server once more and decides on that call's error type
-    /// (bounded by the cluster's request timeout).
-    async fn api_failure(&self) -> Option<String> {
-        use icb_kube::k8s_openapi::api::core::v1::Node;
-        let api: icb_kube::kube::Api<Node> = icb_kube::kube::Api::all(self.cluster.client().clone());
-        let lp = icb_kube::kube::api::ListParams::default().limit(1);
-        match self
-            .cluster
-            .call("check the Kubernetes API after a failed pair", || api.list(&lp))
-            .await
-        {
-            Err(e) if e.cluster_level() => Some(e.to_string()),
-            _ => None,
-        }
-    }
-}
+use icb_sweep::results::SweepResults;
+use icb_sweep::run::{SecondPass, Step, SweepObserver};
 
 /// The sweep's progress on stderr: one `SweepProgress` per pass, the second pass's plan in one
 /// line.
@@ -161,19 +39,5 @@ impl SweepObserver for StderrObserver {
         if let Some(line) = icb_report::sweep_progress::second_pass_line(plan) {
             eprintln!("ic-bench: {line}");
         }
-    }
-}
-
-/// The sweep id a run id starts with (`icb_sweep::SweepResults::sweep_id_of`).
-pub(super) fn sweep_id_of(run_id: &str) -> &str {
-    SweepResults::sweep_id_of(run_id)
-}
-
-/// A bench pod that cannot be placed is not a fabric verdict (decided on the pods' status by
-/// `icb_kube::lifecycle::unschedulable_node`, never on the message).
-fn classify_error(pair: &Pair, reason: String, pods: &[Pod]) -> Outcome {
-    match lifecycle::unschedulable_node(pods, &pair.prefill, &pair.decode) {
-        Some(node) => Outcome::Unschedulable { node, reason },
-        None => Outcome::Error { reason },
     }
 }
