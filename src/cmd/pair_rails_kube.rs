@@ -5,8 +5,9 @@
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use super::pair::PairCommand;
-use super::pair_rails::{Choice, rails_plan, run_plan};
+use super::pair_rails::{rails_plan, run_plan};
 use icb_kube::target::Target;
+use icb_pair::rails::Choice;
 use icb_pair::rails::RailSelection;
 use icb_pair::rails::kube::{KubeRails, KubeRailsPlan};
 use icb_pair::{PairError, SideRole};
