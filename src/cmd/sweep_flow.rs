@@ -74,27 +74,17 @@ pub async fn sweep(
 }
 
 /// Before any pair: a resume removes the earlier run's leftover pods and counts one more
-/// attempt; `--label-nodes` checks its access.
+/// attempt; `--label-nodes` checks its access (`icb_sweep_kube::plan::prepare`).
 async fn prepare(args: &Args, sweeper: &Sweeper, results: &mut SweepResults) -> anyhow::Result<SweepEnd> {
-    if args.resume.is_some() {
-        results.resume_attempt();
-        match icb_kube::gc::clean_sweep_leftovers(&sweeper.cluster, &results.sweep_id).await {
-            Ok(0) => {}
-            Ok(n) => eprintln!(
-                "ic-bench: removed {n} bench pod(s) an earlier run of sweep {} left behind",
-                results.sweep_id
-            ),
-            Err(e) if e.cluster_level() => return Ok(SweepEnd::ClusterDown(e.to_string())),
-            Err(e) => return Err(e.into()),
-        }
+    let resume = args.resume.is_some();
+    let (end, removed) = icb_sweep_kube::plan::prepare(&sweeper.cluster, results, resume, args.label_nodes).await?;
+    if removed > 0 {
+        eprintln!(
+            "ic-bench: removed {removed} bench pod(s) an earlier run of sweep {} left behind",
+            results.sweep_id
+        );
     }
-    if args.label_nodes
-        && let Some(first) = results.nodes.first()
-    {
-        // Before hours of pairs, not after: may this account patch nodes at all?
-        icb_kube::node_labels::check_access(&sweeper.cluster, first).await?;
-    }
-    Ok(SweepEnd::Done)
+    Ok(end)
 }
 
 /// The sweep stopped before its end: the file says why and stays resumable; one line on stderr.
