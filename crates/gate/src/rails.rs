@@ -7,7 +7,9 @@
 use crate::{PairEnd, StepError};
 use icb_core::rails::RailPattern;
 use icb_pair::rails::kube::{KubeRails, KubeRailsPlan};
-use icb_pair::rails::{AloneRuns, RailPlanError, RailRow, RailSelection, RailsPlan, plan_rows, run_rails};
+use icb_pair::rails::{
+    AloneRuns, RailFlagError, RailRow, RailSelection, RailSite, RailsPlan, plan_rows, read_selection, run_rails,
+};
 use icb_pair::{CancellationToken, PairError, PairOutcome, PairPlan, SideRole};
 use icb_probe::TransportEnv;
 use tokio::time::Instant;
@@ -27,10 +29,8 @@ pub enum RailsFlagError {
     NotNodes,
     #[error("--rails pairs two nodes (each side takes all of its node's devices): give two different nodes")]
     SameNode,
-    #[error("--rails {0} emulates rail NICs (pair --local --isolation node); a gate takes --rails auto")]
-    Emulated(String),
     #[error(transparent)]
-    Selection(#[from] RailPlanError),
+    Rails(#[from] RailFlagError),
 }
 
 impl GateRails {
@@ -44,11 +44,9 @@ impl GateRails {
         if p == d {
             return Err(RailsFlagError::SameNode);
         }
-        if text.trim().parse::<usize>().is_ok() {
-            return Err(RailsFlagError::Emulated(text.to_string()));
-        }
+        let (_, selection) = read_selection(Some(text), None, RailSite::Gate)?;
         Ok(Some(GateRails {
-            selection: text.parse()?,
+            selection,
             margin,
             nodes: (p, d),
         }))
@@ -170,11 +168,11 @@ mod tests {
         assert_eq!(read(Some("auto"), "node/a", "node/a"), Err(RailsFlagError::SameNode));
         assert_eq!(
             read(Some("4"), "node/a", "node/b"),
-            Err(RailsFlagError::Emulated("4".into()))
+            Err(RailsFlagError::Rails(RailFlagError::EmulatedInGate("4".into())))
         );
         assert!(matches!(
             read(Some("gpu0"), "node/a", "node/b"),
-            Err(RailsFlagError::Selection(_))
+            Err(RailsFlagError::Rails(RailFlagError::Selection(_)))
         ));
         assert_eq!(
             RailsFlagError::SameNode.to_string(),

@@ -29,10 +29,7 @@ impl Choice {
         margin: f64,
         alone: AloneRuns,
     ) -> Choice {
-        let told = match &selection {
-            RailSelection::Devices(_) => None,
-            _ => rail_devices,
-        };
+        let told = told_devices(&selection, rail_devices);
         Choice {
             selection,
             told,
@@ -61,6 +58,53 @@ impl Choice {
     }
 }
 
+/// `--rail-devices`: with `--rails`, what the ranks are told instead of their own NICs; on its
+/// own it is the selection and tells nothing more.
+pub fn told_devices(selection: &RailSelection, rail_devices: Option<Vec<String>>) -> Option<Vec<String>> {
+    match selection {
+        RailSelection::Devices(_) => None,
+        _ => rail_devices,
+    }
+}
+
+/// Where a rails run happens: what a number K given to `--rails` means there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RailSite {
+    /// `pair --local --isolation node`: K emulated rail NICs per node.
+    EmulatedNodes,
+    /// `pair --local` on this host's devices.
+    ThisHost,
+    /// `pair --prefill node/A --decode node/B`.
+    Kubernetes,
+    /// `serve --rails` / `connect --rails` between two hosts.
+    BareMetal,
+    /// `gate --rails`.
+    Gate,
+}
+
+/// The one selection rule of `--rails`/`--rail-devices`: how many emulated rail NICs (0: none)
+/// and which rails; a count emulates rail NICs, on emulated nodes only.
+pub fn read_selection(
+    rails: Option<&str>,
+    rail_devices: Option<&[String]>,
+    site: RailSite,
+) -> Result<(usize, RailSelection), RailFlagError> {
+    match (rails, rail_devices) {
+        (Some(text), _) => match (text.trim().parse::<usize>(), site) {
+            (Ok(0), RailSite::EmulatedNodes) => Err(RailFlagError::NoRail),
+            (Ok(k), RailSite::EmulatedNodes) => Ok((k, RailSelection::Auto)),
+            (Ok(k), RailSite::ThisHost) => Err(RailFlagError::EmulatedWithoutNodes(k)),
+            (Ok(_), RailSite::Kubernetes) => Err(RailFlagError::EmulatedOnKubernetes(text.to_string())),
+            (Ok(_), RailSite::BareMetal) => Err(RailFlagError::EmulatedBetweenHosts(text.to_string())),
+            (Ok(_), RailSite::Gate) => Err(RailFlagError::EmulatedInGate(text.to_string())),
+            (Err(_), _) => Ok((0, text.parse::<RailSelection>()?)),
+        },
+        (None, Some(devs)) => Ok((0, RailSelection::Devices(devs.to_vec()))),
+        (None, None) if site == RailSite::BareMetal => Err(RailFlagError::NoRailsOnHost),
+        (None, None) => Err(RailFlagError::NoRails),
+    }
+}
+
 /// A rail of an emulated node, as `--slow-rail`/`--dead-rail` name it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRail {
@@ -73,6 +117,14 @@ pub struct NodeRail {
 pub enum RailFlagError {
     #[error("--rails {0} emulates {0} rail NICs per node: use it with --local --isolation node")]
     EmulatedWithoutNodes(usize),
+    #[error("--rails {0} emulates rail NICs: use it with --local --isolation node; on Kubernetes give --rails auto")]
+    EmulatedOnKubernetes(String),
+    #[error("--rails {0} emulates rail NICs (pair --local --isolation node); between two hosts give --rails auto")]
+    EmulatedBetweenHosts(String),
+    #[error("--rails {0} emulates rail NICs (pair --local --isolation node); a gate takes --rails auto")]
+    EmulatedInGate(String),
+    #[error("the rail flags need --rails or --rail-devices")]
+    NoRailsOnHost,
     #[error("--rails 0: give at least one rail")]
     NoRail,
     #[error("--rail-pattern and the other rail flags need --rails or --rail-devices")]
@@ -181,18 +233,14 @@ impl LocalRailsTarget {
     }
 }
 
-/// How many emulated rail NICs (0: none) and which rails.
+/// How many emulated rail NICs (0: none) and which rails, on emulated nodes or this host.
 fn selection(flags: &LocalRailsFlags<'_>, node: bool) -> Result<(usize, RailSelection), RailFlagError> {
-    match (flags.rails, flags.rail_devices) {
-        (Some(text), _) => match text.trim().parse::<usize>() {
-            Ok(k) if !node => Err(RailFlagError::EmulatedWithoutNodes(k)),
-            Ok(0) => Err(RailFlagError::NoRail),
-            Ok(k) => Ok((k, RailSelection::Auto)),
-            Err(_) => Ok((0, text.parse::<RailSelection>()?)),
-        },
-        (None, Some(devs)) => Ok((0, RailSelection::Devices(devs.to_vec()))),
-        (None, None) => Err(RailFlagError::NoRails),
-    }
+    let site = if node {
+        RailSite::EmulatedNodes
+    } else {
+        RailSite::ThisHost
+    };
+    read_selection(flags.rails, flags.rail_devices, site)
 }
 
 #[cfg(test)]
@@ -322,5 +370,48 @@ mod tests {
             AloneRuns::All,
         );
         assert_eq!(told.told, Some(devs));
+    }
+
+    #[test]
+    fn a_count_emulates_rail_nics_and_is_refused_wherever_rails_are_real() {
+        let count = |site| read_selection(Some("4"), None, site);
+        assert_eq!(count(RailSite::EmulatedNodes), Ok((4, RailSelection::Auto)));
+        assert_eq!(count(RailSite::ThisHost), Err(RailFlagError::EmulatedWithoutNodes(4)));
+        assert_eq!(
+            count(RailSite::Kubernetes),
+            Err(RailFlagError::EmulatedOnKubernetes("4".into()))
+        );
+        assert_eq!(
+            count(RailSite::BareMetal),
+            Err(RailFlagError::EmulatedBetweenHosts("4".into()))
+        );
+        assert_eq!(count(RailSite::Gate), Err(RailFlagError::EmulatedInGate("4".into())));
+        assert_eq!(
+            RailFlagError::EmulatedBetweenHosts("4".into()).to_string(),
+            "--rails 4 emulates rail NICs (pair --local --isolation node); between two hosts give --rails auto"
+        );
+        let devs = ["eth1".to_string()];
+        for site in [RailSite::ThisHost, RailSite::Kubernetes, RailSite::BareMetal] {
+            assert_eq!(
+                read_selection(None, Some(&devs), site),
+                Ok((0, RailSelection::Devices(devs.to_vec())))
+            );
+            assert_eq!(
+                read_selection(Some("auto"), Some(&devs), site),
+                Ok((0, RailSelection::Auto))
+            );
+        }
+        assert_eq!(
+            read_selection(None, None, RailSite::BareMetal),
+            Err(RailFlagError::NoRailsOnHost)
+        );
+        assert_eq!(
+            read_selection(None, None, RailSite::Kubernetes),
+            Err(RailFlagError::NoRails)
+        );
+        assert_eq!(
+            told_devices(&RailSelection::Auto, Some(devs.to_vec())),
+            Some(devs.to_vec())
+        );
     }
 }

@@ -22,7 +22,9 @@ mod plan;
 pub mod remote;
 mod report;
 
-pub use choice::{Choice, LocalRailsFlags, LocalRailsTarget, NodeRail, RailFlagError};
+pub use choice::{
+    Choice, LocalRailsFlags, LocalRailsTarget, NodeRail, RailFlagError, RailSite, read_selection, told_devices,
+};
 pub use plan::{NodeRailInfo, RailPlanError, RailSelection, plan_rows};
 
 use crate::launcher::{LaunchError, Launcher};
