@@ -25,7 +25,6 @@ pub mod serve;
 pub mod serve_rails;
 pub mod sweep;
 mod sweep_flow;
-mod sweep_labels;
 mod sweep_resume;
 mod sweep_run;
 pub mod version;

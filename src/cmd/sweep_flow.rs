@@ -68,7 +68,8 @@ pub async fn sweep(
         )?
     );
     if args.label_nodes {
-        super::sweep_labels::apply(&sweeper.cluster, &results, args.unit).await?;
+        let line = icb_sweep_kube::labels::apply(&sweeper.cluster, &results, args.unit).await?;
+        eprintln!("ic-bench: {line}");
     }
     Ok(results.exit_code())
 }
