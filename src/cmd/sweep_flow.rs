@@ -5,8 +5,8 @@
 
 use super::interrupt::Interrupt;
 use super::sweep::Args;
-use super::sweep_run::StderrObserver;
 use anyhow::Context as _;
+use icb_report::live::StderrObserver;
 use icb_sweep::results::{StopReason, SweepResults, write_atomic};
 use icb_sweep::run::{SweepEnd, SweepRun, run_sweep};
 use icb_sweep_kube::Sweeper;

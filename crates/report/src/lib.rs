@@ -23,6 +23,7 @@ mod gate;
 mod json;
 mod junit;
 mod labels;
+pub mod live;
 mod paths;
 mod prometheus;
 mod rail_export;
