@@ -24,6 +24,7 @@ mod json;
 mod junit;
 mod labels;
 pub mod live;
+pub mod output;
 mod paths;
 mod prometheus;
 mod rail_export;
