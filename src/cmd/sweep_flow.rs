@@ -77,15 +77,11 @@ pub async fn sweep(
 /// Before any pair: a resume removes the earlier run's leftover pods and counts one more
 /// attempt; `--label-nodes` checks its access (`icb_sweep_kube::plan::prepare`).
 async fn prepare(args: &Args, sweeper: &Sweeper, results: &mut SweepResults) -> anyhow::Result<SweepEnd> {
-    let resume = args.resume.is_some();
-    let (end, removed) = icb_sweep_kube::plan::prepare(&sweeper.cluster, results, resume, args.label_nodes).await?;
-    if removed > 0 {
-        eprintln!(
-            "ic-bench: removed {removed} bench pod(s) an earlier run of sweep {} left behind",
-            results.sweep_id
-        );
-    }
-    Ok(end)
+    let flags = (args.resume.is_some(), args.label_nodes);
+    let said = |n: usize, sweep: &str| {
+        eprintln!("ic-bench: removed {n} bench pod(s) an earlier run of sweep {sweep} left behind");
+    };
+    Ok(icb_sweep_kube::plan::prepare(&sweeper.cluster, results, flags, said).await?)
 }
 
 /// The sweep stopped before its end: the file says why and stays resumable; one line on stderr.

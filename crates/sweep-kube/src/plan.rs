@@ -134,21 +134,21 @@ pub fn new_results(plan: NewSweep, nodes: Vec<String>) -> Result<SweepResults, S
     Ok(r)
 }
 
-/// Before any pair: a resume removes the earlier run's leftover pods (how many it removed comes
-/// back, for one line) and counts one more attempt; `--label-nodes` checks its access. A
+/// Before any pair: a resume removes the earlier run's leftover pods (`removed` is told how many,
+/// as soon as they are gone) and counts one more attempt; `--label-nodes` checks its access. A
 /// cluster-level API failure stops the sweep (`SweepEnd::ClusterDown`) with the file resumable.
 pub async fn prepare(
     cluster: &icb_kube::Cluster,
     results: &mut SweepResults,
-    resume: bool,
-    label_nodes: bool,
-) -> Result<(SweepEnd, usize), PrepareError> {
-    let mut removed = 0;
+    (resume, label_nodes): (bool, bool),
+    removed: impl FnOnce(usize, &str),
+) -> Result<SweepEnd, PrepareError> {
     if resume {
         results.resume_attempt();
         match icb_kube::gc::clean_sweep_leftovers(cluster, &results.sweep_id).await {
-            Ok(n) => removed = n,
-            Err(e) if e.cluster_level() => return Ok((SweepEnd::ClusterDown(e.to_string()), 0)),
+            Ok(0) => {}
+            Ok(n) => removed(n, &results.sweep_id),
+            Err(e) if e.cluster_level() => return Ok(SweepEnd::ClusterDown(e.to_string())),
             Err(e) => return Err(e.into()),
         }
     }
@@ -156,7 +156,7 @@ pub async fn prepare(
         // Before hours of pairs, not after: may this account patch nodes at all?
         icb_kube::node_labels::check_access(cluster, first).await?;
     }
-    Ok((SweepEnd::Done, removed))
+    Ok(SweepEnd::Done)
 }
 
 #[cfg(test)]
