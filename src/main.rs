@@ -97,7 +97,7 @@ fn main() -> ExitCode {
     // UCX's own warnings and errors become one summary line unless asked for (-v, UCX_LOG_LEVEL).
     let ucx_prints_its_log = cli.verbose > 0 || std::env::var_os("UCX_LOG_LEVEL").is_some();
     ucx::log::set_passthrough(ucx_prints_its_log);
-    cmd::progress::set_quiet(cli.quiet);
+    icb_report::live::set_quiet(cli.quiet);
     if cli.version {
         cmd::version::print(LONG_VERSION);
         return ExitCode::SUCCESS;

@@ -142,8 +142,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let interrupt = super::interrupt::Interrupt::install()?;
     let expectation = args.expect.input()?;
     let unit = settings.unit;
-    let total = super::progress::total_cases(&settings);
-    let live = Arc::new(Mutex::new(super::progress::CaseProgress::start(total, unit)));
+    let total = icb_report::live::total_cases(&settings);
+    let live = Arc::new(Mutex::new(icb_report::live::CaseProgress::start(total, unit)));
     let live_in_engine = Arc::clone(&live);
     let mut index = 0;
     let opts = icb_engine::ConnectOptions {

@@ -1,12 +1,12 @@
 //! Where a report goes: `-o FORMAT` (a `ValueEnum` per command), `--output-file`, and the
-//! `--export-FORMAT FILE` list, resolved once into an [`Output`] before any work starts; and the
-//! one terminal-width rule every table follows.
+//! `--export-FORMAT FILE` list, resolved once into an `icb_report::output::Output` (with the one
+//! terminal-width rule every table follows) before any work starts.
 
 use super::export_args::ExportArgs;
-use anyhow::Context as _;
 use clap::Args as ClapArgs;
-use icb_report::{Format, ReportKind, View};
-use std::path::{Path, PathBuf};
+pub use icb_report::output::{Output, width};
+use icb_report::{Format, ReportKind};
+use std::path::PathBuf;
 
 /// `-o` of `connect` and `probe`: the report formats.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,98 +94,7 @@ impl DestArgs {
     /// The output for `format`, refused up front when `--output-file` cannot be written or an
     /// export cannot show `kind`.
     pub fn resolve(&self, format: Format, kind: ReportKind) -> anyhow::Result<Output> {
-        if let Some(path) = &self.output_file {
-            check_writable(path)?;
-        }
-        Ok(Output {
-            format,
-            file: self.output_file.clone(),
-            exports: self.exports.exports(kind)?,
-            width: width(self.output_file.is_some()),
-        })
-    }
-}
-
-fn check_writable(path: &Path) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        anyhow::bail!(
-            "--output-file {}: directory {} does not exist",
-            path.display(),
-            dir.display()
-        );
-    }
-    if path.is_dir() {
-        anyhow::bail!("--output-file {} is a directory: name a file", path.display());
-    }
-    Ok(())
-}
-
-/// A resolved output: the format, stdout or a file, the export files.
-#[derive(Debug)]
-pub struct Output {
-    pub format: Format,
-    file: Option<PathBuf>,
-    exports: icb_report::Exports,
-    width: u16,
-}
-
-impl Output {
-    /// Who reads the table: see [`width`].
-    pub fn view(&self) -> View {
-        View {
-            width: self.width,
-            wide: false,
-        }
-    }
-
-    /// Writes `report` to every `--export-FORMAT` file.
-    pub fn write_exports(&self, report: icb_report::Report<'_>) -> anyhow::Result<()> {
-        self.exports.write(report)?;
-        Ok(())
-    }
-
-    /// Writes `text` to `--output-file` or stdout.
-    pub fn emit(&self, text: &str) -> anyhow::Result<()> {
-        self.emit_to(text, &mut std::io::stdout().lock())
-    }
-
-    /// Writes `text` to `--output-file`, or else to `out`.
-    pub fn emit_to(&self, text: &str, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
-        match &self.file {
-            Some(path) => std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display())),
-            None => {
-                out.write_all(text.as_bytes())?;
-                if !text.ends_with('\n') {
-                    out.write_all(b"\n")?;
-                }
-                out.flush()?;
-                Ok(())
-            }
-        }
-    }
-}
-
-/// The one terminal-width rule: `COLUMNS` when set to a usable width (shells export it), else
-/// the width of the terminal stdout goes to, else 80 (a pipe); a report written to a file is
-/// fitted to `COLUMNS` or 80.
-pub fn width(to_file: bool) -> u16 {
-    let columns = std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.trim().parse::<u16>().ok())
-        .filter(|w| *w >= 20);
-    let terminal = || {
-        use std::io::IsTerminal as _;
-        let out = std::io::stdout();
-        out.is_terminal()
-            .then(|| terminal_size::terminal_size_of(out).map(|(w, _)| w.0))
-            .flatten()
-    };
-    match to_file {
-        true => columns.unwrap_or(80),
-        false => columns.or_else(terminal).unwrap_or(80),
+        let exports = self.exports.exports(kind)?;
+        Ok(Output::new(format, self.output_file.clone(), exports)?)
     }
 }

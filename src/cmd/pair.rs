@@ -191,7 +191,7 @@ pub async fn drive<L: Launcher>(
 ) -> anyhow::Result<i32> {
     let settings = &cmd.plan.settings;
     let mut bar =
-        live.then(|| super::progress::CaseProgress::start(super::progress::total_cases(settings), settings.unit));
+        live.then(|| icb_report::live::CaseProgress::start(icb_report::live::total_cases(settings), settings.unit));
     let mut progress = |p: &icb_core::protocol::CaseProgress| {
         tracing::debug!("case {}/{}", p.index, p.total);
         if let Some(bar) = bar.as_mut() {

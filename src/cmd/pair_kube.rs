@@ -202,15 +202,14 @@ fn print_pods(cmd: &PairCommand, launcher: &KubeLauncher, format: PodsFormat) ->
     Ok(icb_core::exit::OK)
 }
 
-/// The preparation's notes on stderr; returns those the report keeps as warnings (which pod a
-/// selector picked and the device defaults are not findings about the run).
+/// The preparation's notes on stderr (`NoteKind::on_stderr`); returns those the report keeps
+/// as warnings (`Prepared::report_warnings`).
 fn show_notes(prepared: &icb_kube::pair::Prepared) -> Vec<String> {
-    use icb_kube::pair::NoteKind;
     for note in &prepared.notes {
-        // Device defaults are shown by --dry-run and at -v; stderr stays one line on errors.
-        match note.kind {
-            NoteKind::DeviceDefault => tracing::info!("{note}"),
-            NoteKind::PodPicked | NoteKind::Other => eprintln!("ic-bench: {note}"),
+        if note.kind.on_stderr() {
+            eprintln!("ic-bench: {note}");
+        } else {
+            tracing::info!("{note}");
         }
     }
     tracing::info!(
@@ -219,10 +218,5 @@ fn show_notes(prepared: &icb_kube::pair::Prepared) -> Vec<String> {
         prepared.prefill.node,
         prepared.namespace
     );
-    prepared
-        .notes
-        .iter()
-        .filter(|n| n.kind == NoteKind::Other)
-        .map(|n| format!("kubernetes: {n}"))
-        .collect()
+    prepared.report_warnings()
 }

@@ -23,22 +23,8 @@ pub struct LocalArgs {
 
     /// With --isolation node: limit the emulated link to RATE (tc tbf, e.g. 30mbit, 1gbit), to see
     /// what a degraded link or a slow TCP fallback reports
-    #[arg(long, value_name = "RATE", requires = "local", value_parser = parse_link_rate)]
+    #[arg(long, value_name = "RATE", requires = "local", value_parser = icb_isolate::parse_rate)]
     pub link_rate: Option<String>,
-}
-
-/// A rate as `tc` reads it, limited to bit units: NUMBER followed by bit, kbit, mbit, gbit.
-pub fn parse_link_rate(s: &str) -> Result<String, String> {
-    let unit_at = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
-    let (number, unit) = s.split_at(unit_at);
-    let positive = number.parse::<f64>().is_ok_and(|n| n.is_finite() && n > 0.0);
-    if positive && ["bit", "kbit", "mbit", "gbit"].contains(&unit.to_ascii_lowercase().as_str()) {
-        Ok(s.to_ascii_lowercase())
-    } else {
-        Err(format!(
-            "bad rate {s:?}: use a positive number and bit, kbit, mbit or gbit, e.g. 30mbit"
-        ))
-    }
 }
 
 fn parse_isolation(s: &str) -> Result<Isolation, String> {

@@ -5,7 +5,7 @@ use super::interrupt::Interrupt;
 use super::pair::PairCommand;
 use icb_core::rails::RailPattern;
 use icb_pair::rails::local::LocalRails;
-use icb_pair::rails::{AloneRuns, RailSelection, RailsPlan, plan_rows, run_rails};
+use icb_pair::rails::{AloneRuns, Choice, LocalRailsFlags, LocalRailsTarget, RailSelection, RailsPlan, run_rails};
 use icb_pair::{PairError, SideRole};
 
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -86,20 +86,15 @@ pub fn parse_percent(s: &str) -> Result<f64, String> {
 }
 
 impl RailArgs {
-    /// The choice for `selection` (read by the seam's target): with `--rails`, `--rail-devices`
-    /// names what the ranks are told; on its own it is the selection.
+    /// The choice for `selection` (read by the seam's target; `Choice::new`'s rule).
     pub fn choice(&self, selection: RailSelection) -> Choice {
-        let told = match &selection {
-            RailSelection::Devices(_) => None,
-            _ => self.rail_devices.clone(),
-        };
-        Choice {
+        Choice::new(
             selection,
-            told,
-            pattern: self.pattern(),
-            margin: self.rail_margin,
-            alone: self.alone(),
-        }
+            self.rail_devices.clone(),
+            self.pattern(),
+            self.rail_margin,
+            self.alone(),
+        )
     }
 
     pub fn pattern(&self) -> RailPattern {
@@ -136,41 +131,8 @@ impl RailArgs {
     }
 }
 
-/// A rail of an emulated node, as `--slow-rail`/`--dead-rail` name it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeRail {
-    pub side: SideRole,
-    pub rail: usize,
-}
-
-/// A local rails run, decided.
-#[derive(Debug, Clone)]
-pub struct RailsTarget {
-    pub opts: icb_pair::local::LocalOptions,
-    /// Emulated rail NICs per node (0: this host's devices).
-    pub emulated: usize,
-    pub choice: Choice,
-    pub slow: Vec<(NodeRail, String)>,
-    pub dead: Vec<NodeRail>,
-}
-
-/// `node-b/2` → the prefill side's rail 2 (the local pair's decode node is node-a).
-fn node_rail(text: &str, k: usize, flag: &str) -> anyhow::Result<NodeRail> {
-    let bad = || {
-        anyhow::anyhow!(
-            "{flag} {text:?}: write NODE/I with NODE node-a (decode) or node-b (prefill) and I a rail 0-{}",
-            k.saturating_sub(1)
-        )
-    };
-    let (node, rail) = text.split_once('/').ok_or_else(bad)?;
-    let side = match node {
-        "node-a" => SideRole::Decode,
-        "node-b" => SideRole::Prefill,
-        _ => return Err(bad()),
-    };
-    let rail = rail.parse::<usize>().ok().filter(|r| *r < k).ok_or_else(bad)?;
-    Ok(NodeRail { side, rail })
-}
+/// A local rails run, decided (`icb_pair::rails::LocalRailsTarget`).
+pub type RailsTarget = LocalRailsTarget;
 
 /// Reads the rails flags of a `--local` run.
 pub fn target(
@@ -178,56 +140,13 @@ pub fn target(
     emulated_faults: &EmulatedRailArgs,
     opts: icb_pair::local::LocalOptions,
 ) -> anyhow::Result<RailsTarget> {
-    let node = opts.isolation == icb_isolate::Isolation::Node;
-    let (emulated, selection) = match (rails.rails.as_deref(), &rails.rail_devices) {
-        (Some(text), _) if text.trim().parse::<usize>().is_ok() => {
-            let k: usize = text.trim().parse()?;
-            if !node {
-                anyhow::bail!("--rails {k} emulates {k} rail NICs per node: use it with --local --isolation node");
-            }
-            if k == 0 {
-                anyhow::bail!("--rails 0: give at least one rail");
-            }
-            (k, RailSelection::Auto)
-        }
-        (Some(text), _) => (0, text.parse::<RailSelection>()?),
-        (None, Some(devs)) => (0, RailSelection::Devices(devs.clone())),
-        (None, None) => anyhow::bail!("--rail-pattern and the other rail flags need --rails or --rail-devices"),
+    let flags = LocalRailsFlags {
+        rails: rails.rails.as_deref(),
+        rail_devices: rails.rail_devices.as_deref(),
+        slow_rail: &emulated_faults.slow_rail,
+        dead_rail: &emulated_faults.dead_rail,
     };
-    if node && emulated == 0 {
-        anyhow::bail!("--isolation node has no rail NICs unless asked: give --rails K (e.g. --rails 4)");
-    }
-    if !node && !matches!(opts.isolation, icb_isolate::Isolation::None) {
-        anyhow::bail!(
-            "rails run on two nodes: use --isolation node --rails K, or no isolation over this host's devices"
-        );
-    }
-    if (!emulated_faults.slow_rail.is_empty() || !emulated_faults.dead_rail.is_empty()) && emulated == 0 {
-        anyhow::bail!("--slow-rail and --dead-rail change emulated rails: use them with --isolation node --rails K");
-    }
-    let slow = emulated_faults
-        .slow_rail
-        .iter()
-        .map(|s| {
-            let (at, rate) = s
-                .split_once('=')
-                .ok_or_else(|| anyhow::anyhow!("--slow-rail {s:?}: write NODE/I=RATE, e.g. node-b/2=200mbit"))?;
-            let rate = super::pair_local::parse_link_rate(rate).map_err(anyhow::Error::msg)?;
-            Ok((node_rail(at, emulated, "--slow-rail")?, rate))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let dead = emulated_faults
-        .dead_rail
-        .iter()
-        .map(|s| node_rail(s, emulated, "--dead-rail"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(RailsTarget {
-        opts,
-        emulated,
-        choice: rails.choice(selection),
-        slow,
-        dead,
-    })
+    Ok(LocalRailsTarget::read(&flags, opts, |s| rails.choice(s))?)
 }
 
 pub fn run(cmd: &PairCommand, t: &RailsTarget) -> anyhow::Result<i32> {
@@ -252,17 +171,6 @@ pub fn run(cmd: &PairCommand, t: &RailsTarget) -> anyhow::Result<i32> {
     }
 }
 
-/// What a rails run pairs and how it judges, as the flags said (any seam).
-#[derive(Debug, Clone)]
-pub struct Choice {
-    pub selection: RailSelection,
-    /// `--rail-devices` with `--rails`: what the ranks are told instead of their own NICs.
-    pub told: Option<Vec<String>>,
-    pub pattern: RailPattern,
-    pub margin: f64,
-    pub alone: AloneRuns,
-}
-
 /// The rows of two nodes (a refusal is one line, exit 2).
 pub fn rails_plan(
     cmd: &PairCommand,
@@ -270,15 +178,7 @@ pub fn rails_plan(
     prefill: &icb_pair::rails::NodeRailInfo,
     decode: &icb_pair::rails::NodeRailInfo,
 ) -> anyhow::Result<RailsPlan> {
-    let rows = plan_rows(prefill, decode, &c.selection, c.told.as_deref(), c.pattern)?;
-    tracing::info!("{} rail pairs between {} and {}", rows.len(), prefill.node, decode.node);
-    Ok(RailsPlan {
-        pair: cmd.plan.clone(),
-        rows,
-        pattern: c.pattern,
-        margin: c.margin,
-        alone: c.alone,
-    })
+    Ok(c.plan(cmd.plan.clone(), prefill, decode)?)
 }
 
 /// Runs the rows through `seam`, one progress line per case on stderr.

@@ -5,10 +5,11 @@
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use super::pair::PairCommand;
-use super::pair_rails::{Choice, rails_plan, run_plan};
+use super::pair_rails::{rails_plan, run_plan};
 use icb_kube::target::Target;
-use icb_pair::rails::RailSelection;
+use icb_pair::rails::Choice;
 use icb_pair::rails::kube::{KubeRails, KubeRailsPlan};
+use icb_pair::rails::{RailSelection, RailSite, read_selection};
 use icb_pair::{PairError, SideRole};
 use std::time::Duration;
 
@@ -64,16 +65,8 @@ fn refuse_flags(args: &super::pair::Args) -> anyhow::Result<()> {
 
 /// Which rails `--rails`/`--rail-devices` choose (a count emulates NICs: not on Kubernetes).
 fn selection(rails: &super::pair_rails::RailArgs) -> anyhow::Result<RailSelection> {
-    Ok(match (rails.rails.as_deref(), &rails.rail_devices) {
-        (Some(text), _) if text.trim().parse::<usize>().is_ok() => {
-            anyhow::bail!(
-                "--rails {text} emulates rail NICs: use it with --local --isolation node; on Kubernetes give --rails auto"
-            )
-        }
-        (Some(text), _) => text.parse::<RailSelection>()?,
-        (None, Some(devs)) => RailSelection::Devices(devs.clone()),
-        (None, None) => anyhow::bail!("--rail-pattern and the other rail flags need --rails or --rail-devices"),
-    })
+    let devices = rails.rail_devices.as_deref();
+    Ok(read_selection(rails.rails.as_deref(), devices, RailSite::Kubernetes)?.1)
 }
 
 /// The bench pods of the two nodes.

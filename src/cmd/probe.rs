@@ -213,15 +213,7 @@ fn applied_input(
 pub(crate) fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<(TransportEnv, bool)> {
     let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
     let (_, roles) = icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default())?;
-    Ok(node_env(roles.shared(role)?))
-}
-
-/// What a node is probed against for a recipe role: its transport env, and whether it names
-/// RDMA devices (then the node must have them).
-pub(crate) fn node_env(role: &icb_recipe::EngineRole) -> (TransportEnv, bool) {
-    let t = &role.transport;
-    let env = TransportEnv::new(format!("recipe {}", t.scope), t.vars.clone());
-    (env, t.ucx_net_devices.is_some() || t.nccl_ib_hca.is_some())
+    Ok(icb_gate::kube::node_env(roles.shared(role)?))
 }
 
 /// A replay root must be a readable directory: a typo would otherwise read as "no RDMA here".

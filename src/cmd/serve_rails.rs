@@ -9,7 +9,7 @@ use icb_pair::local::LocalOptions;
 use icb_pair::rails::agent::serve_agent;
 use icb_pair::rails::info::{RAIL_TREE_ENV, node_info};
 use icb_pair::rails::remote::{RailsHost, ServeRanks};
-use icb_pair::rails::{RailSelection, plan_rows};
+use icb_pair::rails::{RailSelection, RailSite, plan_rows, read_selection, told_devices};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -39,23 +39,14 @@ impl ServeRailArgs {
     }
 }
 
-/// The selection and the devices told, as `--rails`/`--rail-devices` say (shared with connect).
+/// The selection and the devices told, as `--rails`/`--rail-devices` say between two hosts
+/// (shared with connect; `icb_pair::rails::read_selection`'s rule).
 pub fn selection(
     rails: Option<&str>,
     devices: Option<&Vec<String>>,
 ) -> anyhow::Result<(RailSelection, Option<Vec<String>>)> {
-    let selection = match (rails, devices) {
-        (Some(text), _) if text.trim().parse::<usize>().is_ok() => anyhow::bail!(
-            "--rails {text} emulates rail NICs (pair --local --isolation node); between two hosts give --rails auto"
-        ),
-        (Some(text), _) => text.parse::<RailSelection>()?,
-        (None, Some(devs)) => RailSelection::Devices(devs.clone()),
-        (None, None) => anyhow::bail!("the rail flags need --rails or --rail-devices"),
-    };
-    let told = match &selection {
-        RailSelection::Devices(_) => None,
-        _ => devices.cloned(),
-    };
+    let (_, selection) = read_selection(rails, devices.map(Vec::as_slice), RailSite::BareMetal)?;
+    let told = told_devices(&selection, devices.cloned());
     Ok((selection, told))
 }
 

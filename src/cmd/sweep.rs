@@ -6,10 +6,11 @@
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use super::output::OutputFormat;
-use super::sweep_run::{PairJob, Sweeper};
 use icb_core::model::{MemoryPair, TestKind};
 use icb_sweep::results::SweepResults;
 use icb_sweep::schedule::Schedule;
+use icb_sweep_kube::plan::{NewSweep, NodeChoice};
+use icb_sweep_kube::{PairJob, RailsJob, Sweeper};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -163,11 +164,7 @@ impl Args {
 }
 
 /// What `resume` decides before anything connects.
-type Resumed = (
-    Option<SweepResults>,
-    icb_sweep::Criteria,
-    Option<super::sweep_rails::RailsJob>,
-);
+type Resumed = (Option<SweepResults>, icb_sweep::Criteria, Option<RailsJob>);
 
 /// The resumed file (its criteria taken into `args`), this run's criteria, and its rails job.
 fn resume(args: &mut Args) -> anyhow::Result<Resumed> {
@@ -180,7 +177,7 @@ fn resume(args: &mut Args) -> anyhow::Result<Resumed> {
         super::sweep_resume::apply(args, file)?;
     }
     // After the file's criteria: a resumed rails sweep stays one.
-    let rails = super::sweep_rails::job(args)?;
+    let rails = RailsJob::read(args.rails.as_deref(), args.rail_margin, args.schedule.as_deref())?;
     let criteria = super::sweep_resume::criteria(args);
     if let Some(file) = &mut resumed {
         // A file from before criteria were kept runs with this command line's; keep them now,
@@ -254,10 +251,8 @@ fn offline_plan(
     if args.nodes.is_empty() || args.prefill_pool.is_some() {
         return Ok(None);
     }
-    let mut nodes = args.nodes.clone();
-    nodes.sort();
-    nodes.dedup();
     eprintln!("ic-bench: --dry-run: the --nodes were not checked against a cluster");
+    let nodes = icb_sweep_kube::plan::sorted(args.nodes.clone());
     Ok(Some(new_results(args, nodes, None, criteria.clone())?))
 }
 
@@ -267,7 +262,12 @@ async fn plan_sweep(
     args: &Args,
     criteria: icb_sweep::Criteria,
 ) -> anyhow::Result<SweepResults> {
-    let (nodes, pools) = select_nodes(cluster, args).await?;
+    let choice = NodeChoice::of_flags(
+        (args.prefill_pool.as_deref(), args.decode_pool.as_deref()),
+        &args.nodes,
+        args.selector.as_deref(),
+    );
+    let (nodes, pools) = icb_sweep_kube::plan::select_nodes(cluster, &choice).await?;
     new_results(args, nodes, pools, criteria)
 }
 
@@ -278,58 +278,14 @@ fn new_results(
     pools: Option<(Vec<String>, Vec<String>)>,
     criteria: icb_sweep::Criteria,
 ) -> anyhow::Result<SweepResults> {
-    let schedule = args.schedule(pools)?;
-    let rounds = schedule
-        .rounds(&nodes, args.max_concurrent)
-        .map_err(anyhow::Error::msg)?;
-    let now = jiff::Timestamp::now().to_string();
-    let mut r = SweepResults::new(
-        format!("sw{}", &icb_kube::podspec::new_run_id()[..6]),
-        schedule,
-        nodes,
-        args.pair_timeout.as_secs_f64(),
-        rounds,
-    );
-    r.tool_version = env!("CARGO_PKG_VERSION").into();
-    r.started_at = now.clone();
-    r.updated_at = now;
-    r.criteria = Some(criteria);
-    Ok(r)
-}
-
-/// The nodes to qualify (sorted) and, with pools, the two pools.
-async fn select_nodes(
-    cluster: &icb_kube::Cluster,
-    args: &Args,
-) -> anyhow::Result<(Vec<String>, Option<(Vec<String>, Vec<String>)>)> {
-    let list = |sel: Option<String>| async move {
-        Ok::<_, anyhow::Error>(icb_kube::nodes::usable_nodes(cluster, sel.as_deref()).await?)
+    let plan = NewSweep {
+        schedule: args.schedule(pools)?,
+        max_concurrent: args.max_concurrent,
+        pair_budget_s: args.pair_timeout.as_secs_f64(),
+        criteria,
+        tool_version: env!("CARGO_PKG_VERSION").into(),
     };
-    if let (Some(p), Some(d)) = (&args.prefill_pool, &args.decode_pool) {
-        let prefill = list(Some(p.clone())).await?;
-        let decode = list(Some(d.clone())).await?;
-        let mut all: Vec<String> = prefill.iter().chain(&decode).cloned().collect();
-        all.sort();
-        all.dedup();
-        return Ok((all, Some((prefill, decode))));
-    }
-    if !args.nodes.is_empty() {
-        let known = list(None).await?;
-        let mut nodes = args.nodes.clone();
-        nodes.sort();
-        nodes.dedup();
-        if let Some(missing) = nodes.iter().find(|n| !known.contains(n)) {
-            anyhow::bail!(
-                "--nodes: node {missing} is not a Ready, schedulable node of this cluster (kubectl get nodes)"
-            );
-        }
-        return Ok((nodes, None));
-    }
-    let nodes = list(args.selector.clone()).await?;
-    if nodes.is_empty() {
-        anyhow::bail!("no Ready, schedulable node matches: check -l SELECTOR (kubectl get nodes)");
-    }
-    Ok((nodes, None))
+    Ok(icb_sweep_kube::plan::new_results(plan, nodes)?)
 }
 
 /// Refuses an `-o` format that cannot show a sweep (svg) before anything connects: the

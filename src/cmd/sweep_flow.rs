@@ -5,10 +5,11 @@
 
 use super::interrupt::Interrupt;
 use super::sweep::Args;
-use super::sweep_run::{StderrObserver, Sweeper};
 use anyhow::Context as _;
+use icb_report::live::StderrObserver;
 use icb_sweep::results::{StopReason, SweepResults, write_atomic};
 use icb_sweep::run::{SweepEnd, SweepRun, run_sweep};
+use icb_sweep_kube::Sweeper;
 use std::path::{Path, PathBuf};
 
 /// Runs `results`' missing pairs and, when every pair is in, judges the nodes.
@@ -67,33 +68,20 @@ pub async fn sweep(
         )?
     );
     if args.label_nodes {
-        super::sweep_labels::apply(&sweeper.cluster, &results, args.unit).await?;
+        let line = icb_sweep_kube::labels::apply(&sweeper.cluster, &results, args.unit).await?;
+        eprintln!("ic-bench: {line}");
     }
     Ok(results.exit_code())
 }
 
 /// Before any pair: a resume removes the earlier run's leftover pods and counts one more
-/// attempt; `--label-nodes` checks its access.
+/// attempt; `--label-nodes` checks its access (`icb_sweep_kube::plan::prepare`).
 async fn prepare(args: &Args, sweeper: &Sweeper, results: &mut SweepResults) -> anyhow::Result<SweepEnd> {
-    if args.resume.is_some() {
-        results.resume_attempt();
-        match icb_kube::gc::clean_sweep_leftovers(&sweeper.cluster, &results.sweep_id).await {
-            Ok(0) => {}
-            Ok(n) => eprintln!(
-                "ic-bench: removed {n} bench pod(s) an earlier run of sweep {} left behind",
-                results.sweep_id
-            ),
-            Err(e) if e.cluster_level() => return Ok(SweepEnd::ClusterDown(e.to_string())),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    if args.label_nodes
-        && let Some(first) = results.nodes.first()
-    {
-        // Before hours of pairs, not after: may this account patch nodes at all?
-        icb_kube::node_labels::check_access(&sweeper.cluster, first).await?;
-    }
-    Ok(SweepEnd::Done)
+    let flags = (args.resume.is_some(), args.label_nodes);
+    let said = |n: usize, sweep: &str| {
+        eprintln!("ic-bench: removed {n} bench pod(s) an earlier run of sweep {sweep} left behind");
+    };
+    Ok(icb_sweep_kube::plan::prepare(&sweeper.cluster, results, flags, said).await?)
 }
 
 /// The sweep stopped before its end: the file says why and stays resumable; one line on stderr.

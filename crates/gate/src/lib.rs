@@ -5,12 +5,15 @@
 //! [`GateReport`] (`ic-bench.gate/v1`). [`run_gate`] owns the policy: the budget, what a signal
 //! does at each step, the order, and that a report exists on every path (pass, fail, over budget,
 //! a setup error, interrupted — a signalled gate never passes). The steps themselves sit behind
-//! [`GateSteps`]: the binary's Kubernetes implementation creates pods; the tests script them
+//! [`GateSteps`]: the Kubernetes implementation ([`kube::KubeGate`], with [`rails`] for
+//! `--rails`) creates pods; the tests script them
 //! (`tests/scripted.rs`), so every way a gate can end is tested without root or a cluster, as
 //! `icb_pair`'s fake launcher does for the pair.
 #![forbid(unsafe_code)]
 
 pub mod findings;
+pub mod kube;
+pub mod rails;
 
 use icb_core::model::{Finding, GateReport, GateVerdict, PairReport};
 use std::time::Duration;

@@ -384,3 +384,18 @@ pub(crate) fn remove_namespaces(namespaces: &[String], what: &str, tag_matches: 
     }
     first_error.map_or(Ok(()), Err)
 }
+
+/// A rate as `tc` reads it, limited to bit units: NUMBER followed by bit, kbit, mbit, gbit
+/// (`--link-rate`, `--slow-rail`); the rate lower-cased, or a one-line refusal.
+pub fn parse_rate(s: &str) -> std::result::Result<String, String> {
+    let unit_at = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(unit_at);
+    let positive = number.parse::<f64>().is_ok_and(|n| n.is_finite() && n > 0.0);
+    if positive && ["bit", "kbit", "mbit", "gbit"].contains(&unit.to_ascii_lowercase().as_str()) {
+        Ok(s.to_ascii_lowercase())
+    } else {
+        Err(format!(
+            "bad rate {s:?}: use a positive number and bit, kbit, mbit or gbit, e.g. 30mbit"
+        ))
+    }
+}

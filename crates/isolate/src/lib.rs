@@ -103,7 +103,7 @@ mod tools;
 
 pub use chain::{enter_node, enter_pod};
 pub use error::{IsolateError, Result};
-pub use fabric::{Fabric, NODE_IFACE, Node, Wiring};
+pub use fabric::{Fabric, NODE_IFACE, Node, Wiring, parse_rate};
 pub use gate::{is_root, privileged_tests_enabled};
 pub use holder::Sandbox;
 pub use names::{DEFAULT_PREFIX, RUN_TAG_ENV, RunTag};

@@ -129,6 +129,30 @@ pub enum NoteKind {
     Other,
 }
 
+impl NoteKind {
+    /// Whether a note is said on stderr when a pair runs: device defaults are shown by
+    /// `--dry-run` and at `-v` only, so stderr stays one line on errors.
+    pub fn on_stderr(self) -> bool {
+        self != NoteKind::DeviceDefault
+    }
+
+    /// Whether the pair report keeps the note as a warning: which pod a selector picked and the
+    /// device defaults are not findings about the run.
+    pub fn in_report(self) -> bool {
+        self == NoteKind::Other
+    }
+}
+
+/// The notes a pair report keeps as warnings (`NoteKind::in_report`), prefixed as the report
+/// shows them.
+pub fn report_warnings(notes: &[Note]) -> Vec<String> {
+    notes
+        .iter()
+        .filter(|n| n.kind.in_report())
+        .map(|n| format!("kubernetes: {n}"))
+        .collect()
+}
+
 /// One line about how the pods were decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Note {
@@ -165,6 +189,12 @@ pub struct Prepared {
 }
 
 impl Prepared {
+    /// The notes a pair report keeps as warnings (`NoteKind::in_report`), prefixed as the
+    /// report shows them.
+    pub fn report_warnings(&self) -> Vec<String> {
+        report_warnings(&self.notes)
+    }
+
     pub fn server_pod(&self) -> Pod {
         self.server.build()
     }
@@ -424,6 +454,26 @@ mod tests {
         let kinds: Vec<NoteKind> = notes.iter().map(|n| n.kind).collect();
         assert_eq!(kinds, [NoteKind::DeviceDefault, NoteKind::Other]);
         assert_eq!(notes[1].to_string(), "client: cannot read node n1");
+    }
+
+    #[test]
+    fn only_notes_about_the_run_reach_the_report_and_device_defaults_stay_off_stderr() {
+        let note = |kind, text: &str| Note {
+            kind,
+            text: text.into(),
+        };
+        let kinds = [NoteKind::PodPicked, NoteKind::DeviceDefault, NoteKind::Other];
+        let shown: Vec<bool> = kinds.iter().map(|k| k.on_stderr()).collect();
+        assert_eq!(shown, [true, false, true]);
+        let notes = [
+            note(NoteKind::PodPicked, "picked pod a of 2"),
+            note(NoteKind::DeviceDefault, "requesting 8 GPUs"),
+            note(NoteKind::Other, "the model's sidecar is not copied"),
+        ];
+        assert_eq!(
+            report_warnings(&notes),
+            ["kubernetes: the model's sidecar is not copied"]
+        );
     }
 
     #[test]

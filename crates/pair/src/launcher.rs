@@ -17,26 +17,8 @@ pub struct LaunchError {
     pub message: String,
 }
 
-/// What kind of launch failure, decided by the launcher on the platform's own fields (a pod's
-/// status, an API error's type), never on the message.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum LaunchFailure {
-    /// A side cannot be placed (its pod's `PodScheduled` is `False`, reason `Unschedulable`):
-    /// no room on `node`, not a fabric failure.
-    Unschedulable { pod: String, node: Option<String> },
-    /// A side's image cannot be pulled.
-    ImagePull,
-    /// A side's process ended (exit code when known) before doing its part.
-    SideExited { code: Option<i32> },
-    /// A wait reached the run's deadline.
-    Deadline,
-    /// The platform's API failed (unreachable, timing out, 429/5xx beyond its retries): no side's
-    /// fault, and nothing more can run there.
-    Cluster,
-    /// Anything else (the message says what).
-    #[default]
-    Other,
-}
+/// What kind of launch failure (`icb_core::launch`, where the sweep and the gate read it too).
+pub use icb_core::launch::LaunchFailure;
 
 impl LaunchError {
     /// A failure of no particular kind.

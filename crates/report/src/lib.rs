@@ -23,6 +23,8 @@ mod gate;
 mod json;
 mod junit;
 mod labels;
+pub mod live;
+pub mod output;
 mod paths;
 mod prometheus;
 mod rail_export;

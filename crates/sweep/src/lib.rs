@@ -9,7 +9,7 @@
 //! passed, and unschedulable kept apart from bad fabric), and the results file ([`results`]:
 //! `ic-bench.sweep/v1`, rewritten atomically after every pair, read back by `--resume`, whose criteria merging is [`resume`]), and how
 //! a sweep runs ([`run`]: the passes, stops and verdicts around a [`run::PairRunner`] that
-//! measures one pair; the CLI's runner is Kubernetes wiring, the tests' a script), and which
+//! measures one pair; the Kubernetes runner is `icb-sweep-kube`'s, the tests' a script), and which
 //! node verdicts become node labels ([`labels`], with the reason annotated beside them). How the
 //! results are shown (table, JSON, JUnit, Prometheus text, the HTML report) is `icb-report`'s,
 //! behind the same exporter trait as pair and probe reports; this crate never renders.

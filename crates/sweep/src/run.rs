@@ -12,6 +12,7 @@ use crate::results::{Outcome, PairResult, StopReason, Stopped, SweepResults};
 use crate::schedule::{Pair, Round, Schedule};
 use crate::score::{self, NodeStatus};
 use futures::stream::{FuturesUnordered, StreamExt};
+use icb_core::launch::LaunchFailure;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +27,27 @@ pub enum PairEnd {
     /// The cluster's API failed (unreachable, timing out, 429/5xx beyond its retries): not the
     /// pair's fault and no node's, and nothing more can run. One line.
     ClusterDown(String),
+}
+
+impl PairEnd {
+    /// A pair whose sides could not be launched, sorted on the launcher's kind (never on its
+    /// message, which is kept as the reason): the API failing stops the sweep; a pod the
+    /// scheduler cannot place is not a fabric verdict; an image that cannot be pulled or a side
+    /// that exited is the pair's own error. `None` for a kind that does not say where the fault
+    /// is (a deadline, other): the runner then asks the API once and reads the pods' status.
+    pub fn of_launch_failure(kind: &LaunchFailure, message: String) -> Option<PairEnd> {
+        match kind {
+            LaunchFailure::Cluster => Some(PairEnd::ClusterDown(message)),
+            LaunchFailure::Unschedulable { node, .. } => Some(PairEnd::Recorded(Outcome::Unschedulable {
+                node: node.clone(),
+                reason: message,
+            })),
+            LaunchFailure::ImagePull | LaunchFailure::SideExited { .. } => {
+                Some(PairEnd::Recorded(Outcome::Error { reason: message }))
+            }
+            LaunchFailure::Deadline | LaunchFailure::Other => None,
+        }
+    }
 }
 
 /// Runs one pair. `stop` is cancelled at a signal or when another pair found the cluster down;
@@ -296,4 +318,57 @@ impl SweepResults {
 
 fn now() -> String {
     jiff::Timestamp::now().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sorted(kind: LaunchFailure) -> Option<PairEnd> {
+        PairEnd::of_launch_failure(&kind, "why".into())
+    }
+
+    #[test]
+    fn the_api_failing_stops_the_sweep_and_blames_no_node() {
+        assert_eq!(sorted(LaunchFailure::Cluster), Some(PairEnd::ClusterDown("why".into())));
+    }
+
+    #[test]
+    fn an_unplaceable_pod_is_unschedulable_on_its_node_not_a_fabric_verdict() {
+        let kind = LaunchFailure::Unschedulable {
+            pod: "bench-1".into(),
+            node: Some("node-3".into()),
+        };
+        assert_eq!(
+            sorted(kind),
+            Some(PairEnd::Recorded(Outcome::Unschedulable {
+                node: Some("node-3".into()),
+                reason: "why".into()
+            }))
+        );
+        let nowhere = LaunchFailure::Unschedulable {
+            pod: "bench-1".into(),
+            node: None,
+        };
+        assert!(matches!(
+            sorted(nowhere),
+            Some(PairEnd::Recorded(Outcome::Unschedulable { node: None, .. }))
+        ));
+    }
+
+    #[test]
+    fn an_image_pull_or_an_exited_side_is_the_pairs_own_error() {
+        for kind in [LaunchFailure::ImagePull, LaunchFailure::SideExited { code: Some(3) }] {
+            assert_eq!(
+                sorted(kind),
+                Some(PairEnd::Recorded(Outcome::Error { reason: "why".into() }))
+            );
+        }
+    }
+
+    #[test]
+    fn a_deadline_or_an_untyped_failure_is_left_to_the_runner_to_look_into() {
+        assert_eq!(sorted(LaunchFailure::Deadline), None);
+        assert_eq!(sorted(LaunchFailure::Other), None);
+    }
 }

@@ -14,6 +14,7 @@
 //! pairing prefill rail i with decode rail (i + r) mod K, so each NIC carries one row at a time.
 
 pub mod agent;
+pub mod choice;
 pub mod info;
 pub mod kube;
 pub mod local;
@@ -21,6 +22,9 @@ mod plan;
 pub mod remote;
 mod report;
 
+pub use choice::{
+    Choice, LocalRailsFlags, LocalRailsTarget, NodeRail, RailFlagError, RailSite, read_selection, told_devices,
+};
 pub use plan::{NodeRailInfo, RailPlanError, RailSelection, plan_rows};
 
 use crate::launcher::{LaunchError, Launcher};

@@ -4,13 +4,16 @@
 //!
 //! A sweep's progress ([`SweepProgress`]) runs for minutes to hours, so a log needs it too: a bar
 //! on a terminal, one line per finished pair when stderr is not one (CronJob logs); `-q` silences
-//! both.
+//! both. [`StderrObserver`] shows a sweep's passes through it (`icb_sweep::run`'s observer).
 
-use icb_core::model::{BandwidthUnit, CaseResult};
-use icb_report::sweep_progress::{
-    Notable, PairDone, SWEEP_BAR_TEMPLATE, sweep_bar_message, sweep_bar_room, sweep_pair_line,
+use crate::sweep_progress::{
+    Notable, PairDone, SWEEP_BAR_TEMPLATE, last_pair, second_pass_line, sweep_bar_message, sweep_bar_room,
+    sweep_pair_line,
 };
-use icb_report::text::PathsSoFar;
+use crate::text::PathsSoFar;
+use icb_core::model::{BandwidthUnit, CaseResult};
+use icb_sweep::results::SweepResults;
+use icb_sweep::run::{SecondPass, Step, SweepObserver};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal as _, Write as _};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -238,6 +241,41 @@ impl SweepProgress {
 impl Drop for SweepProgress {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+/// The sweep's progress on stderr: one `SweepProgress` per pass, the second pass's plan in one
+/// line.
+#[derive(Default)]
+pub struct StderrObserver {
+    progress: Option<SweepProgress>,
+}
+
+impl SweepObserver for StderrObserver {
+    fn pass_started(&mut self, pass: u8, pairs: usize, rounds: usize) {
+        self.progress = Some(SweepProgress::start(pass, pairs, rounds));
+    }
+
+    fn round(&mut self, _pass: u8, round: usize, pairs: usize) {
+        if let Some(p) = &self.progress {
+            p.round(round, pairs);
+        }
+    }
+
+    fn pair(&mut self, results: &SweepResults, step: &Step) {
+        if let (Some(p), Some((done, notable))) = (&self.progress, last_pair(results, step)) {
+            p.pair(&done, notable);
+        }
+    }
+
+    fn pass_ended(&mut self, _pass: u8) {
+        self.progress = None;
+    }
+
+    fn second_pass(&mut self, plan: &SecondPass) {
+        if let Some(line) = second_pass_line(plan) {
+            eprintln!("ic-bench: {line}");
+        }
     }
 }
 

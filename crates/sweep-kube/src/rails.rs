@@ -3,35 +3,48 @@
 //! instead of one bench pod pair; its end is reduced to the same `Outcome` as a plain pair, the
 //! rails section riding along in the report. Scoring per rail is the sweep crate's.
 
-use super::sweep_run::Sweeper;
+use super::Sweeper;
 use icb_pair::rails::kube::{KubeRails, KubeRailsPlan};
 use icb_pair::rails::{AloneRuns, RailSelection, RailsPlan, plan_rows, run_rails};
-use icb_pair::{CancellationToken, Deadlines, LaunchError, LaunchFailure, PairError, PairOutcome, PairPlan, SideRole};
+use icb_pair::{CancellationToken, Deadlines, LaunchError, PairError, PairOutcome, PairPlan, SideRole};
 use icb_sweep::results::Outcome;
 use icb_sweep::run::PairEnd;
 use icb_sweep::schedule::Pair;
 
 /// What every rails pair of a sweep runs with (`--rails`, `--rail-margin`).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RailsJob {
     pub selection: RailSelection,
     pub margin: f64,
 }
 
-/// `--rails`/`--rail-margin`, read once (a refusal is one line, exit 2).
-pub fn job(args: &super::sweep::Args) -> anyhow::Result<Option<RailsJob>> {
-    let Some(text) = &args.rails else {
-        return Ok(None);
-    };
-    if args.schedule.as_deref() == Some("intra-node") {
-        anyhow::bail!(
-            "--rails pairs two nodes (each side takes all of its node's devices): not with --schedule intra-node"
-        );
+/// Why `--rails` cannot run in this sweep (one line, exit 2).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RailsFlagError {
+    #[error("--rails pairs two nodes (each side takes all of its node's devices): not with --schedule intra-node")]
+    IntraNode,
+    #[error(transparent)]
+    Selection(#[from] icb_pair::rails::RailPlanError),
+}
+
+impl RailsJob {
+    /// `--rails`/`--rail-margin` (default 20 %), read once: `None` without `--rails`.
+    pub fn read(
+        rails: Option<&str>,
+        margin: Option<f64>,
+        schedule: Option<&str>,
+    ) -> Result<Option<Self>, RailsFlagError> {
+        let Some(text) = rails else {
+            return Ok(None);
+        };
+        if schedule == Some("intra-node") {
+            return Err(RailsFlagError::IntraNode);
+        }
+        Ok(Some(RailsJob {
+            selection: text.parse::<RailSelection>()?,
+            margin: margin.unwrap_or(0.2),
+        }))
     }
-    Ok(Some(RailsJob {
-        selection: text.parse::<RailSelection>()?,
-        margin: args.rail_margin.unwrap_or(0.2),
-    }))
 }
 
 /// Why a rails pair did not end with a report.
@@ -62,7 +75,7 @@ impl Sweeper {
         pods.side_args = job.side_flags.clone();
         pods.extra_labels.insert(
             icb_kube::podspec::LABEL_SWEEP_ID.to_string(),
-            super::sweep_run::sweep_id_of(run_id).to_string(),
+            super::sweep_id_of(run_id).to_string(),
         );
         let mut seam = KubeRails::new(self.cluster.clone(), pods);
         let result = tokio::select! {
@@ -77,12 +90,8 @@ impl Sweeper {
         };
         match result {
             Ok(outcome) => PairEnd::Recorded(Outcome::from_report(&outcome.report)),
-            Err(Failed::Launch(e)) if e.kind == LaunchFailure::Cluster => PairEnd::ClusterDown(e.message),
-            Err(Failed::Launch(LaunchError {
-                kind: LaunchFailure::Unschedulable { node, .. },
-                message,
-            })) => PairEnd::Recorded(Outcome::Unschedulable { node, reason: message }),
-            Err(Failed::Launch(e)) => PairEnd::Recorded(Outcome::Error { reason: e.message }),
+            Err(Failed::Launch(LaunchError { kind, message })) => PairEnd::of_launch_failure(&kind, message.clone())
+                .unwrap_or(PairEnd::Recorded(Outcome::Error { reason: message })),
             Err(Failed::Other(reason)) => PairEnd::Recorded(Outcome::Error { reason }),
         }
     }
@@ -113,4 +122,29 @@ async fn rails_pair(
         PairError::Launch(l) => Failed::Launch(l),
         e => Failed::Other(e.to_string()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rails_are_read_once_with_the_default_margin_and_never_within_a_node() {
+        assert_eq!(RailsJob::read(None, Some(0.5), None), Ok(None));
+        let job = RailsJob::read(Some("auto"), None, Some("all-pairs")).unwrap().unwrap();
+        assert_eq!(job.selection, RailSelection::Auto);
+        assert_eq!(job.margin, 0.2);
+        assert_eq!(
+            RailsJob::read(Some("auto"), Some(0.3), None).unwrap().unwrap().margin,
+            0.3
+        );
+        assert_eq!(
+            RailsJob::read(Some("auto"), None, Some("intra-node")),
+            Err(RailsFlagError::IntraNode)
+        );
+        assert!(matches!(
+            RailsJob::read(Some("gpu0"), None, None),
+            Err(RailsFlagError::Selection(_))
+        ));
+    }
 }

@@ -1,21 +1,26 @@
-//! The sweep's Kubernetes wiring: [`Sweeper`] is `icb_sweep::run`'s pair runner (each pair one
-//! `run_pair` with its own `KubeLauncher` and run id, its end reduced to an `Outcome`), and
-//! [`StderrObserver`] its progress on stderr (a bar on a terminal, one line per finished pair
-//! otherwise: `progress::SweepProgress`). The rounds, passes and stops are `icb_sweep::run_sweep`'s.
+//! icb-sweep-kube: the sweep on Kubernetes. [`Sweeper`] is `icb_sweep::run`'s pair runner (each pair one
+//! `run_pair` with its own `KubeLauncher` and run id, or with `--rails` one run of every rail of
+//! its two nodes, [`rails`]; its end reduced to an [`Outcome`], a failed launch sorted on its
+//! kind by [`PairEnd::of_launch_failure`]). The rounds, passes and stops are
+//! `icb_sweep::run_sweep`'s (pure, tested with a scripted runner); this crate is the I/O, apart
+//! so that icb-sweep (and icb-report, which renders its results) stays free of Kubernetes.
+#![forbid(unsafe_code)]
 
-use super::progress::SweepProgress;
+pub mod labels;
+pub mod plan;
+pub mod rails;
+
+pub use rails::{RailsFlagError, RailsJob};
+
 use icb_kube::devices::DeviceRequest;
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
 use icb_kube::{lifecycle, podspec};
 use icb_pair::kube::KubeLauncher;
-use icb_pair::{
-    CancellationToken, Deadlines, ExpectationInput, LaunchError, LaunchFailure, PairError, PairPlan, run_pair,
-};
-use icb_report::sweep_progress::last_pair;
+use icb_pair::{CancellationToken, Deadlines, ExpectationInput, LaunchError, PairError, PairPlan, run_pair};
 use icb_sweep::results::{Outcome, SweepResults};
-use icb_sweep::run::{PairEnd, PairRunner, SecondPass, Step, SweepObserver};
+use icb_sweep::run::{PairEnd, PairRunner};
 use icb_sweep::schedule::Pair;
 use std::time::Duration;
 
@@ -29,8 +34,8 @@ pub struct PairJob {
     pub side_flags: Vec<String>,
     pub devices: DeviceRequest,
     pub budget: Duration,
-    /// `--rails`: each pair runs every rail of its two nodes (`sweep_rails`).
-    pub rails: Option<super::sweep_rails::RailsJob>,
+    /// `--rails`: each pair runs every rail of its two nodes ([`rails`]).
+    pub rails: Option<RailsJob>,
 }
 
 pub struct Sweeper {
@@ -91,25 +96,25 @@ impl Sweeper {
         match result {
             Ok(outcome) => PairEnd::Recorded(Outcome::from_report(&outcome.report)),
             Err(PairError::Interrupted(_)) => PairEnd::Interrupted,
-            // The launcher's kind says it: a pod the scheduler cannot place, the API down.
-            Err(PairError::Launch(e)) if e.kind == LaunchFailure::Cluster => PairEnd::ClusterDown(e.message),
-            Err(PairError::Launch(LaunchError {
-                kind: LaunchFailure::Unschedulable { node, .. },
-                message,
-            })) => PairEnd::Recorded(Outcome::Unschedulable { node, reason: message }),
-            // Read from the pod's status, so the API answered: the pair's own failure.
-            Err(
-                e @ PairError::Launch(LaunchError {
-                    kind: LaunchFailure::ImagePull | LaunchFailure::SideExited { .. },
-                    ..
-                }),
-            ) => PairEnd::Recorded(Outcome::Error { reason: e.to_string() }),
-            // Untyped: the pipeline's own text. Ask the API once, and read the pods' status (a
-            // side that timed out waiting may still be one the scheduler could not place).
-            Err(e) => match self.api_failure().await {
-                Some(down) => PairEnd::ClusterDown(down),
-                None => PairEnd::Recorded(classify_error(pair, e.to_string(), &launcher.last_pods())),
-            },
+            // The launcher's kind says it (`icb_sweep`'s rule): the API down, a pod the scheduler
+            // cannot place, the pair's own failure read from the pod's status.
+            Err(PairError::Launch(LaunchError { kind, message })) => {
+                match PairEnd::of_launch_failure(&kind, message.clone()) {
+                    Some(end) => end,
+                    None => self.untyped(pair, message, &launcher).await,
+                }
+            }
+            Err(e) => self.untyped(pair, e.to_string(), &launcher).await,
+        }
+    }
+
+    /// A failure of no kind that says where the fault is (the pipeline's own text): ask the API
+    /// once, and read the pods' status (a side that timed out waiting may still be one the
+    /// scheduler could not place).
+    async fn untyped(&self, pair: &Pair, reason: String, launcher: &KubeLauncher) -> PairEnd {
+        match self.api_failure().await {
+            Some(down) => PairEnd::ClusterDown(down),
+            None => PairEnd::Recorded(classify_error(pair, reason, &launcher.last_pods())),
         }
     }
 
@@ -131,43 +136,8 @@ impl Sweeper {
     }
 }
 
-/// The sweep's progress on stderr: one `SweepProgress` per pass, the second pass's plan in one
-/// line.
-#[derive(Default)]
-pub struct StderrObserver {
-    progress: Option<SweepProgress>,
-}
-
-impl SweepObserver for StderrObserver {
-    fn pass_started(&mut self, pass: u8, pairs: usize, rounds: usize) {
-        self.progress = Some(SweepProgress::start(pass, pairs, rounds));
-    }
-
-    fn round(&mut self, _pass: u8, round: usize, pairs: usize) {
-        if let Some(p) = &self.progress {
-            p.round(round, pairs);
-        }
-    }
-
-    fn pair(&mut self, results: &SweepResults, step: &Step) {
-        if let (Some(p), Some((done, notable))) = (&self.progress, last_pair(results, step)) {
-            p.pair(&done, notable);
-        }
-    }
-
-    fn pass_ended(&mut self, _pass: u8) {
-        self.progress = None;
-    }
-
-    fn second_pass(&mut self, plan: &SecondPass) {
-        if let Some(line) = icb_report::sweep_progress::second_pass_line(plan) {
-            eprintln!("ic-bench: {line}");
-        }
-    }
-}
-
 /// The sweep id a run id starts with (`icb_sweep::SweepResults::sweep_id_of`).
-pub(super) fn sweep_id_of(run_id: &str) -> &str {
+fn sweep_id_of(run_id: &str) -> &str {
     SweepResults::sweep_id_of(run_id)
 }
 

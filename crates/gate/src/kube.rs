@@ -1,0 +1,268 @@
+//! The gate's steps on Kubernetes: the recipe read locally, bench pods and probe pods in the
+//! cluster. [`crate::run_gate`] owns the order, the budget and the verdict; this is the
+//! implementation of [`GateSteps`] that `ic-bench gate` hands it (the tests script their own).
+
+use crate::findings::{self, NodeProbe};
+use crate::rails::GateRails;
+use crate::{GateSteps, PairEnd, Prepared, StepError};
+use icb_core::model::Finding;
+use icb_core::protocol::SideErrorKind;
+use icb_kube::devices::DeviceRequest;
+use icb_kube::pair::{BenchPodsPlan, SideTemplates};
+use icb_kube::target::Target;
+use icb_pair::kube::KubeLauncher;
+use icb_pair::{CancellationToken, ExpectationInput, PairError, PairPlan, run_pair};
+use icb_probe::{GatherOptions, NodeExpectations, TransportEnv};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What the Kubernetes gate runs with, read from the flags once.
+#[derive(Debug, Clone)]
+pub struct KubeGateInput {
+    pub cluster: icb_kube::ClusterOptions,
+    /// `--recipe` paths (anything `probe env` reads); none: the bench pods are not modelled.
+    pub recipe: Vec<String>,
+    /// `--role`: the recipe role both bench pods are modelled on.
+    pub role: Option<String>,
+    pub settings: icb_core::RunSettings,
+    pub targets: (Target, Target),
+    pub expectation: ExpectationInput,
+    pub image: String,
+    /// `--engine`/`--ucx-profile` for both sides.
+    pub side_flags: Vec<String>,
+    pub devices: DeviceRequest,
+    /// `--rails`: the pair step is a whole-node rails run.
+    pub rails: Option<GateRails>,
+}
+
+/// The transport env each side's node is probed against, and whether it names RDMA devices.
+struct SideEnvs {
+    prefill: (TransportEnv, bool),
+    decode: (TransportEnv, bool),
+}
+
+/// What a node is probed against for a recipe role: its transport env, and whether it names
+/// RDMA devices (then the node must have them).
+pub fn node_env(role: &icb_recipe::EngineRole) -> (TransportEnv, bool) {
+    let t = &role.transport;
+    let env = TransportEnv::new(format!("recipe {}", t.scope), t.vars.clone());
+    (env, t.ucx_net_devices.is_some() || t.nccl_ib_hca.is_some())
+}
+
+/// [`GateSteps`] on Kubernetes.
+pub struct KubeGate {
+    input: KubeGateInput,
+    /// Taken by the pair step (each is used once).
+    settings: Option<icb_core::RunSettings>,
+    targets: Option<(Target, Target)>,
+    expectation: Option<ExpectationInput>,
+    side_envs: Option<SideEnvs>,
+    templates: SideTemplates,
+    cluster: Option<icb_kube::Cluster>,
+    launcher: Option<KubeLauncher>,
+}
+
+impl KubeGate {
+    pub fn new(input: KubeGateInput) -> Self {
+        KubeGate {
+            settings: Some(input.settings.clone()),
+            targets: Some(input.targets.clone()),
+            expectation: Some(input.expectation.clone()),
+            input,
+            side_envs: None,
+            templates: SideTemplates::default(),
+            cluster: None,
+            launcher: None,
+        }
+    }
+}
+
+fn setup(e: impl std::fmt::Display) -> StepError {
+    StepError::Setup(e.to_string())
+}
+
+impl GateSteps for KubeGate {
+    fn probe_env(&mut self) -> Result<Option<Vec<Finding>>, StepError> {
+        let input = &self.input;
+        if input.recipe.is_empty() {
+            return Ok(None);
+        }
+        let inputs: Vec<icb_recipe::Input> = input.recipe.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
+        // Read once: the findings, and the roles both sides are modelled on (one rule for the
+        // node probes and the bench pod templates).
+        let (env_report, roles) =
+            icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default()).map_err(setup)?;
+        let role = input.role.as_deref();
+        let prefill = roles.for_side(icb_recipe::Role::Prefill, role).map_err(setup)?;
+        let decode = roles.for_side(icb_recipe::Role::Decode, role).map_err(setup)?;
+        self.side_envs = Some(SideEnvs {
+            prefill: node_env(prefill),
+            decode: node_env(decode),
+        });
+        // The recipe's prefill/decode pod templates model the bench pods of sides whose workers
+        // are not running yet.
+        self.templates = icb_kube::template::side_templates(&prefill.env, &decode.env);
+        Ok(Some(findings::of_report("probe env", &env_report)))
+    }
+
+    async fn prepare(&mut self, deadline: Instant) -> Result<Prepared, StepError> {
+        let cluster = icb_kube::connect(&self.input.cluster)
+            .await
+            .map_err(|e| setup(icb_core::error_line::one_line(&e)))?;
+        let (prefill, decode) = self.targets.take().ok_or_else(|| setup("the gate prepared twice"))?;
+        let mut pods = BenchPodsPlan::new(
+            prefill,
+            decode,
+            icb_kube::podspec::new_run_id(),
+            self.input.image.clone(),
+            deadline.saturating_duration_since(Instant::now()),
+            cluster.request_timeout(),
+            self.input.side_flags.clone(),
+        );
+        // The transport env comes with the model: the recipe's template, or the running pod.
+        pods.devices = self.input.devices.clone();
+        let launcher = KubeLauncher::prepare_with_templates(cluster.clone(), pods, &self.templates)
+            .await
+            .map_err(setup)?;
+        let prepared = launcher.prepared();
+        let mut nodes = vec![prepared.prefill.node.clone(), prepared.decode.node.clone()];
+        nodes.dedup();
+        let out = Prepared {
+            nodes,
+            modelled_on: [("prefill", &prepared.client), ("decode", &prepared.server)]
+                .into_iter()
+                .filter_map(|(side, pod)| pod.model.as_ref().map(|m| (side.to_string(), m.source.clone())))
+                .collect(),
+            notes: prepared.notes.iter().map(ToString::to_string).collect(),
+        };
+        self.cluster = Some(cluster);
+        self.launcher = Some(launcher);
+        Ok(out)
+    }
+
+    async fn probe_nodes(
+        &mut self,
+        nodes: &[String],
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Finding>, StepError> {
+        let cluster = self.cluster.clone().ok_or_else(|| setup("probe before prepare"))?;
+        // Each node is probed against the transport env of the side that runs there.
+        let envs = self.side_envs.as_ref();
+        let with_env: Vec<(String, Option<(TransportEnv, bool)>)> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let env = envs.map(|e| if i == 0 { e.prefill.clone() } else { e.decode.clone() });
+                (n.clone(), env)
+            })
+            .collect();
+        probe_nodes(&cluster, &with_env, &self.input.image, deadline, cancel).await
+    }
+
+    async fn pair(&mut self, deadline: Instant, cancel: &CancellationToken) -> Result<PairEnd, StepError> {
+        let launcher = self.launcher.as_mut().ok_or_else(|| setup("pair before prepare"))?;
+        let settings = self.settings.take().ok_or_else(|| setup("the pair ran twice"))?;
+        let expectation = self.expectation.take().ok_or_else(|| setup("the pair ran twice"))?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut plan = PairPlan::new(settings, expectation);
+        plan.set_deadlines(icb_pair::Deadlines::budget(left, "--budget"));
+        if let Some(rails) = &self.input.rails {
+            let cluster = self.cluster.clone().ok_or_else(|| setup("pair before prepare"))?;
+            let envs = self.side_envs.as_ref().map(|e| (&e.prefill.0, &e.decode.0));
+            let envs = (envs.map(|e| e.0), envs.map(|e| e.1));
+            let image = self.input.image.clone();
+            return crate::rails::pair(cluster, rails, plan, image, envs, deadline, cancel).await;
+        }
+        let mut progress = |_: &icb_core::protocol::CaseProgress| {};
+        match run_pair(&plan, launcher, cancel, &mut progress).await {
+            Ok(o) => Ok(PairEnd::Judged(Box::new(o.report))),
+            Err(PairError::Interrupted(i)) => Ok(PairEnd::Interrupted {
+                cleanup: i.cleanup_text(),
+                partial: i.partial,
+            }),
+            // UCX refused the environment the bench pods were modelled on: with a recipe, that is
+            // the recipe's fault, which is what the gate is for.
+            Err(PairError::SideFailed {
+                kind: SideErrorKind::UcxInit { variable },
+                message,
+                side,
+            }) if !self.input.recipe.is_empty() => Ok(PairEnd::Finding(findings::ucx_refused_recipe(
+                &message,
+                side,
+                variable.as_deref(),
+            ))),
+            Err(e) => {
+                // Decided on the pods' own status (PodScheduled=False, Unschedulable), not on the
+                // scheduler's words: with a recipe node selector, that is why.
+                let unschedulable = launcher.last_pods().iter().any(icb_kube::lifecycle::unschedulable);
+                Err(setup(match self.templates.selectors() {
+                    Some(wanted) if unschedulable => {
+                        format!("{e}; the recipe's workers select nodes {wanted}: gate nodes they would run on")
+                    }
+                    _ => e.to_string(),
+                }))
+            }
+        }
+    }
+}
+
+/// Probe pods on `nodes`, concurrently, each against its side's transport env; findings, or why
+/// the step stopped.
+async fn probe_nodes(
+    cluster: &icb_kube::Cluster,
+    nodes: &[(String, Option<(TransportEnv, bool)>)],
+    image: &str,
+    deadline: Instant,
+    token: &CancellationToken,
+) -> Result<Vec<Finding>, StepError> {
+    let probes = nodes
+        .iter()
+        .map(|(node, env)| probe_node(cluster.clone(), node.clone(), env.clone(), image, deadline, token));
+    let mut found = Vec::new();
+    for (node, probe) in futures::future::join_all(probes).await {
+        found.extend(findings::of_node(&node, probe?));
+    }
+    Ok(found)
+}
+
+/// One probe pod on `node`, its output judged as the node's report against `env`.
+async fn probe_node(
+    cluster: icb_kube::Cluster,
+    node: String,
+    env: Option<(TransportEnv, bool)>,
+    image: &str,
+    deadline: Instant,
+    token: &CancellationToken,
+) -> (String, Result<NodeProbe, StepError>) {
+    let opts = icb_kube::probe_pod::ProbePodOptions {
+        image: image.to_string(),
+        image_pull_policy: None,
+        run_id: icb_kube::podspec::new_run_id(),
+        deadline: deadline.saturating_duration_since(Instant::now()),
+    };
+    let script = icb_probe::remote::node_script(0, 5);
+    let text = icb_kube::probe_pod::run_probe_pod(&cluster, &node, &script, &opts, token.cancelled()).await;
+    let probe = match text {
+        Ok(t) => {
+            let (env, rdma) = env.unwrap_or_default();
+            let expect = NodeExpectations {
+                env,
+                rdma_required: rdma,
+            };
+            let gather = GatherOptions {
+                tool_timeout: Duration::from_secs(5),
+                counter_interval: Duration::ZERO,
+            };
+            Ok(
+                match icb_probe::vantage::probe_pod_report(&node, &t, &gather, &expect) {
+                    Ok(report) => NodeProbe::Report(Box::new(report)),
+                    Err(e) => NodeProbe::Unreadable(e.to_string()),
+                },
+            )
+        }
+        Err(icb_kube::KubeError::Interrupted(what)) => Err(StepError::Interrupted(what)),
+        Err(e) => Ok(NodeProbe::PodFailed(e.to_string())),
+    };
+    (node, probe)
+}
