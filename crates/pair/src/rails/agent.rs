@@ -110,6 +110,7 @@ impl Response {
         Response {
             schema: AGENT_SCHEMA.into(),
             rails: None,
+            kv: None,
             counters: None,
             error: None,
         }
