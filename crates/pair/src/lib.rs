@@ -24,6 +24,7 @@ pub mod kube;
 pub mod launcher;
 pub mod local;
 pub mod plan;
+pub mod kv;
 pub mod rails;
 mod run;
 

@@ -110,7 +110,6 @@ impl Response {
         Response {
             schema: AGENT_SCHEMA.into(),
             rails: None,
-            kv: None,
             counters: None,
             error: None,
         }
