@@ -15,6 +15,7 @@ pub mod output;
 pub mod pair;
 pub mod pair_inplace;
 pub mod pair_kube;
+pub mod pair_kv;
 pub mod pair_local;
 pub mod pair_rails;
 pub mod pair_rails_kube;

@@ -26,6 +26,7 @@ mod labels;
 mod paths;
 mod prometheus;
 mod rail_export;
+mod kv_table;
 mod rail_table;
 mod rails;
 mod svg;

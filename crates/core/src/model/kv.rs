@@ -33,10 +33,10 @@ pub struct KvLayout {
 }
 
 impl KvLayout {
-    /// `count` blocks of `len` bytes, the same place on both sides, each followed by a page of gap
-    /// (the descriptor sweep: many descriptors, nothing contiguous).
+    /// `count` blocks of `len` bytes, the same place on both sides, each followed by a 64-byte
+    /// gap (the descriptor sweep: many descriptors, none adjacent, little memory).
     pub fn spaced(len: u64, count: u64) -> KvLayout {
-        let stride = len.next_multiple_of(4096) + 4096;
+        let stride = len.next_multiple_of(64) + 64;
         let side = KvSide {
             offset: 0,
             stride,
@@ -143,7 +143,7 @@ pub struct KvSweepPoint {
     pub descriptor_bytes: u64,
     pub request_ms_p50: Option<f64>,
     pub post_ms: Option<f64>,
-    /// `post_ms / request_ms_p50`: where posting dominates.
+    /// Mean post time over mean request time (capped at 1): where posting dominates.
     pub post_share: Option<f64>,
     pub bandwidth_bps: Option<f64>,
     pub verified: bool,

@@ -80,7 +80,16 @@ impl KvPlan {
         pair.settings.blocks = None;
         pair.settings.window_candidates.clear();
         pair.settings.memory.truncate(1);
-        let deadline = PairPlan::deadline_for(&pair.settings);
+        // Filling, registering and verifying a rank's buffer takes time of its own: a second
+        // per 20 MB on top of the cases' budget (a debug build on a loaded 2-core machine).
+        let buffers: u64 = pair
+            .settings
+            .plan
+            .iter()
+            .filter_map(|c| c.kv)
+            .map(|k| k.initiator.buffer_bytes + k.target.buffer_bytes)
+            .sum();
+        let deadline = PairPlan::deadline_for(&pair.settings) + std::time::Duration::from_secs(buffers / 20_000_000);
         pair.deadline = pair.deadline.max(deadline);
         pair
     }
@@ -89,10 +98,29 @@ impl KvPlan {
 /// Starts a row's two ranks. The row's initiator runs as the launcher's prefill side (`connect`),
 /// its target as the decode side (`serve`); the seam places them. The sweep gets a launcher for
 /// `None`.
+#[allow(async_fn_in_trait)]
 pub trait KvSeam {
     type L: Launcher;
 
-    fn launcher(&mut self, row: Option<&KvRow>) -> Result<Self::L, LaunchError>;
+    async fn launcher(&mut self, row: Option<&KvRow>) -> Result<Self::L, LaunchError>;
+}
+
+/// The engine's cap on one buffer (16 GiB, `icb_engine::messages::MAX_MESSAGE_SIZE`).
+pub const MAX_RANK_BYTES: u64 = 16 << 30;
+
+/// What one rank's buffer may hold when every rank runs on this host: 80 % of the memory
+/// available (`/proc/meminfo`) shared by `processes`, and never above [`MAX_RANK_BYTES`].
+pub fn local_rank_limit(processes: usize) -> u64 {
+    let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("MemAvailable:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+    });
+    match available {
+        Some(bytes) => (bytes / 10 * 8 / processes.max(1) as u64).min(MAX_RANK_BYTES),
+        None => MAX_RANK_BYTES,
+    }
 }
 
 /// The progress of one row's case (`None`: the sweep's).
@@ -108,7 +136,7 @@ pub async fn run_kv<S: KvSeam>(
     let started = Instant::now();
     let mut launchers = Vec::with_capacity(plan.rows.len());
     for row in &plan.rows {
-        launchers.push(seam.launcher(Some(row)).map_err(PairError::from)?);
+        launchers.push(seam.launcher(Some(row)).await.map_err(PairError::from)?);
     }
     let progress = RefCell::new(progress);
     let runs = futures::future::join_all(launchers.iter_mut().zip(&plan.rows).map(|(launcher, row)| {
@@ -127,7 +155,7 @@ pub async fn run_kv<S: KvSeam>(
     let sweep = if plan.sweep.is_empty() {
         None
     } else {
-        let mut launcher = seam.launcher(None).map_err(PairError::from)?;
+        let mut launcher = seam.launcher(None).await.map_err(PairError::from)?;
         let mut each = |p: &CaseProgress| (*progress.borrow_mut())(None, p);
         let r = run_pair(&plan.sweep_plan(), &mut launcher, cancel, &mut each).await;
         if cancel.is_cancelled() {

@@ -163,7 +163,7 @@ mod tests {
     #[test]
     fn the_sweep_goes_by_decades_within_the_memory_cap() {
         assert_eq!(sweep_counts(100_000, 4096, u64::MAX), [1, 10, 100, 1000, 10_000, 100_000]);
-        // 8192 B a block with its gap: 1000 blocks are 8 MB, 10 000 are 80 MB.
+        // 4160 B a block with its gap: 1000 blocks are 4.2 MB, 10 000 are 42 MB.
         assert_eq!(sweep_counts(100_000, 4096, 10_000_000), [1, 10, 100, 1000]);
     }
 }

@@ -88,6 +88,12 @@ fn request_ms(case: &CaseResult) -> (Option<f64>, Option<f64>) {
     (lat.map(|l| l.p50 / 1e3), lat.map(|l| l.p99 / 1e3))
 }
 
+/// Mean time per request (ms).
+fn mean_ms(case: &CaseResult) -> Option<f64> {
+    let m = case.measurement.as_ref()?;
+    m.latency_us.as_ref().or(m.list_latency_us.as_ref()).map(|l| l.mean / 1e3)
+}
+
 /// `tcp/lo`: the lanes the case's evidence says carried the bytes.
 fn data_path(case: &CaseResult) -> Option<String> {
     let t = case.transport.as_ref()?;
@@ -135,7 +141,11 @@ fn sweep_point(case: &CaseResult) -> KvSweepPoint {
         descriptor_bytes: case.size,
         request_ms_p50: p50,
         post_ms,
-        post_share: post_ms.zip(p50).filter(|(_, t)| *t > 0.0).map(|(p, t)| p / t),
+        // Mean over mean: the post time is a mean (the histogram's p50 is not comparable).
+        post_share: post_ms
+            .zip(mean_ms(case))
+            .filter(|(_, t)| *t > 0.0)
+            .map(|(p, t)| (p / t).min(1.0)),
         bandwidth_bps: m.and_then(|m| m.bandwidth_bps),
         verified: case.status == CaseStatus::Measured && m.is_some_and(|m| m.verified),
     }
