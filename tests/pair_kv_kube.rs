@@ -75,3 +75,46 @@ fn a_gather_across_two_nodes_moves_and_verifies_every_block() {
     }
     assert!(leftover_bench_pods(&cluster).is_empty());
 }
+
+/// `gate --kv-shape` with no model on the command line: the recipe's vLLM arguments name
+/// Llama-3.1-8B-Instruct, prefill TP 2, decode TP 1, block 16, so the gate's pair step is that
+/// gather (2 reads of 128 descriptors of 16 KiB at 32 tokens), and `--max-kv-ms` judges it.
+#[test]
+fn gate_kv_shape_measures_the_recipes_own_transfer() {
+    let Some(cluster) = cluster("gate_kv_shape_measures_the_recipes_own_transfer") else {
+        return;
+    };
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gate/kv.yaml");
+    let gate = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.arg("gate")
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig_path())
+            .args(["--recipe", fixture, "--prefill", "node/gpu-1", "--decode", "node/gpu-2"])
+            .args(["--allow-tcp", "--min-host-bw", "0.001", "--no-node-probe", "--budget", "120s"])
+            .args(["-o", "json", "--kv-shape", "--isl", "32"])
+            .args(extra)
+            .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        wait_output(cmd.spawn().unwrap(), Duration::from_secs(200))
+    };
+    let out = gate(&[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let kv = &report["pair"]["kv"];
+    assert_eq!(kv["model"], "llama-3.1-8b", "{report}");
+    assert_eq!((kv["prefill_tp"].as_u64(), kv["decode_tp"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(kv["kv_bytes_per_request"], 4 << 20);
+    for p in kv["peers"].as_array().unwrap() {
+        assert_eq!(p["verified"], true, "{p}");
+        assert_eq!(p["descriptors"], 128, "{p}");
+    }
+    // A budget no request meets fails the gate (exit 1), in TTFT terms.
+    let out = gate(&["--max-kv-ms", "0.000001"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("over --max-kv-ms"), "{stdout}");
+    assert!(leftover_bench_pods(&cluster).is_empty());
+}

@@ -90,6 +90,11 @@ pub struct Args {
     /// With --rails: a rail more than this far below the median of the rails fails (e.g. 20%)
     #[arg(long, value_name = "PERCENT", default_value = "20%", value_parser = super::pair_rails::parse_percent, requires = "rails")]
     pub rail_margin: f64,
+
+    /// `--kv-shape [MODEL]`: the pair step is the deployment's own KV transfer (model, TP sizes
+    /// and block size from the flags, else from the recipe's engine arguments)
+    #[command(flatten)]
+    pub kv: super::pair_kv::KvArgs,
 }
 
 /// The formats that can show a gate report.
@@ -156,6 +161,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         cluster: None,
         launcher: None,
         rails,
+        engines: None,
+        pods: None,
     };
     let rt = super::common::runtime()?;
     let report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
@@ -215,6 +222,10 @@ struct KubeGate<'a> {
     launcher: Option<KubeLauncher>,
     /// `--rails`: the pair step is a whole-node rails run.
     rails: Option<super::gate_rails::GateRails>,
+    /// The recipe's prefill and decode engine arguments (for `--kv-shape`).
+    engines: Option<(icb_recipe::EngineArgs, icb_recipe::EngineArgs)>,
+    /// The bench pods the gate prepared, for `--kv-shape`'s per-read pods.
+    pods: Option<BenchPodsPlan>,
 }
 
 fn setup(e: impl std::fmt::Display) -> StepError {
@@ -242,6 +253,7 @@ impl icb_gate::GateSteps for KubeGate<'_> {
         // The recipe's prefill/decode pod templates model the bench pods of sides whose workers
         // are not running yet.
         self.templates = icb_kube::template::side_templates(&prefill.env, &decode.env);
+        self.engines = Some((prefill.env.engine.clone(), decode.env.engine.clone()));
         Ok(Some(icb_gate::findings::of_report("probe env", &env_report)))
     }
 
@@ -264,6 +276,7 @@ impl icb_gate::GateSteps for KubeGate<'_> {
         );
         // The transport env comes with the model: the recipe's template, or the running pod.
         pods.devices = args.devices.request();
+        self.pods = Some(pods.clone());
         let launcher = KubeLauncher::prepare_with_templates(cluster.clone(), pods, &self.templates)
             .await
             .map_err(setup)?;
@@ -310,6 +323,12 @@ impl icb_gate::GateSteps for KubeGate<'_> {
         let left = deadline.saturating_duration_since(Instant::now());
         let mut plan = PairPlan::new(settings, expectation);
         plan.set_deadlines(icb_pair::Deadlines::budget(left, "--budget"));
+        if self.args.kv.wanted() {
+            let kv = super::gate_kv::merged(&self.args.kv, self.engines.as_ref()).map_err(setup)?;
+            let cluster = self.cluster.clone().ok_or_else(|| setup("pair before prepare"))?;
+            let pods = self.pods.as_ref().ok_or_else(|| setup("pair before prepare"))?;
+            return super::gate_kv::pair(&kv, plan, cluster, pods, &self.templates, cancel).await;
+        }
         if let Some(rails) = &self.rails {
             let cluster = self.cluster.clone().ok_or_else(|| setup("pair before prepare"))?;
             let envs = self.side_envs.as_ref().map(|e| (&e.prefill.0, &e.decode.0));

@@ -7,6 +7,7 @@ pub mod detect_env;
 pub mod devices;
 pub mod export_args;
 pub mod gate;
+mod gate_kv;
 pub mod gate_rails;
 pub mod gc;
 pub mod interrupt;

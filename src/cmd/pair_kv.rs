@@ -12,7 +12,7 @@ use icb_pair::{LaunchError, PairPlan};
 pub struct KvArgs {
     /// Run one request's real KV transfer for MODEL (a built-in name, e.g. llama-3.1-70b, or
     /// the path of a Hugging Face config.json), prefill TP → decode TP, every rank at once
-    #[arg(long, value_name = "MODEL|CONFIG")]
+    #[arg(long, value_name = "MODEL|CONFIG", num_args = 0..=1, default_missing_value = "")]
     pub kv_shape: Option<String>,
 
     /// With --kv-shape: prompt length in tokens [default: 8192]
@@ -99,6 +99,9 @@ pub struct KvTarget {
 /// and the launcher's options. The cases are the geometry's; `--memory` picks one pair.
 pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Result<KvTarget> {
     let kv = args.kv.clone();
+    if kv.kv_shape.as_deref() == Some("") {
+        anyhow::bail!("--kv-shape needs a MODEL here (e.g. llama-3.1-70b, or a config.json path); gate reads it from --recipe");
+    }
     let unlimited = KvRequest::from_flags(&kv.flags(Some(icb_pair::kv::MAX_RANK_BYTES))?)?;
     let request = if args.local {
         let processes = 2 * icb_pair::kv::kv_rows(unlimited.geometry(), KvOp::Read).len();
