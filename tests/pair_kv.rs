@@ -46,7 +46,16 @@ fn assert_every_peer_verified(kv: &KvOutcome) {
 fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
     let _one = serial();
     let ran = kv_run(
-        &["--kv-shape", "llama-3.1-8b", "--isl", "64", "--prefill-tp", "4", "--decode-tp", "2"],
+        &[
+            "--kv-shape",
+            "llama-3.1-8b",
+            "--isl",
+            "64",
+            "--prefill-tp",
+            "4",
+            "--decode-tp",
+            "2",
+        ],
         &[],
     );
     let (report, kv) = kv_of(&ran);
@@ -55,14 +64,21 @@ fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
     assert_eq!(kv.descriptors_per_request, 1024);
     let pairs: Vec<(u32, u32)> = kv.peers.iter().map(|p| (p.decode_rank, p.prefill_rank)).collect();
     assert_eq!(pairs, [(0, 0), (0, 1), (1, 2), (1, 3)]);
-    assert!(kv.peers.iter().all(|p| p.descriptors == 256 && p.descriptor_bytes == 8192));
+    assert!(
+        kv.peers
+            .iter()
+            .all(|p| p.descriptors == 256 && p.descriptor_bytes == 8192)
+    );
     assert_every_peer_verified(&kv);
     // NIXL posted the lists: its post time is measured, and every case ran on the NIXL engine.
     assert!(kv.peers.iter().all(|p| p.post_ms.is_some()), "{:?}", kv.peers);
     assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Nixl));
     assert_eq!(report.verdict.status, VerdictStatus::Pass);
     assert!(
-        report.verdict.reason.starts_with("llama-3.1-8b, 64 tokens, TP4→TP2: KV transfer "),
+        report
+            .verdict
+            .reason
+            .starts_with("llama-3.1-8b, 64 tokens, TP4→TP2: KV transfer "),
         "{}",
         report.verdict.reason
     );
@@ -79,7 +95,16 @@ fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
 fn gqa_decode_tp_above_the_kv_heads_reads_each_replica_from_its_head() {
     let _one = serial();
     let ran = kv_run(
-        &["--kv-shape", "qwen3-235b-a22b", "--isl", "32", "--prefill-tp", "2", "--decode-tp", "8"],
+        &[
+            "--kv-shape",
+            "qwen3-235b-a22b",
+            "--isl",
+            "32",
+            "--prefill-tp",
+            "2",
+            "--decode-tp",
+            "8",
+        ],
         &[],
     );
     let (_, kv) = kv_of(&ran);
@@ -150,7 +175,11 @@ fn the_ucx_engine_moves_the_same_geometry_where_nixl_is_absent() {
     let (report, kv) = kv_of(&ran);
     assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Ucx));
     assert_eq!(kv.peers.len(), 2);
-    assert!(kv.peers.iter().all(|p| (p.descriptors, p.descriptor_bytes) == (128, 16_384)));
+    assert!(
+        kv.peers
+            .iter()
+            .all(|p| (p.descriptors, p.descriptor_bytes) == (128, 16_384))
+    );
     assert_every_peer_verified(&kv);
     ran.assert_nothing_left();
 }
@@ -166,7 +195,11 @@ fn max_kv_ms_fails_the_verdict_with_exit_1() {
     assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
     let report = ran.report();
     assert_eq!(report.verdict.status, VerdictStatus::Fail);
-    assert!(report.verdict.reason.contains("over --max-kv-ms"), "{}", report.verdict.reason);
+    assert!(
+        report.verdict.reason.contains("over --max-kv-ms"),
+        "{}",
+        report.verdict.reason
+    );
     ran.assert_nothing_left();
 }
 
@@ -178,7 +211,10 @@ fn bad_kv_input_is_one_line_and_exit_2() {
     std::fs::write(&config, r#"{"num_hidden_layers": 4}"#).unwrap();
     let config = config.to_str().unwrap();
     let cases: [(&[&str], &str); 5] = [
-        (&["--kv-shape", "llama-9"], "unknown model 'llama-9': use one of llama-3.1-8b"),
+        (
+            &["--kv-shape", "llama-9"],
+            "unknown model 'llama-9': use one of llama-3.1-8b",
+        ),
         (&["--kv-shape", config], "has no usable 'num_attention_heads'"),
         (
             &["--kv-shape", "llama-3.1-8b", "--prefill-tp", "3"],
@@ -189,7 +225,16 @@ fn bad_kv_input_is_one_line_and_exit_2() {
             "over the limit of 17179869184 bytes: lower --isl",
         ),
         (
-            &["--kv-shape", "llama-3.1-8b", "--prefill-tp", "4", "--decode-tp", "8", "--memory", "host-host,cuda-cuda"],
+            &[
+                "--kv-shape",
+                "llama-3.1-8b",
+                "--prefill-tp",
+                "4",
+                "--decode-tp",
+                "8",
+                "--memory",
+                "host-host,cuda-cuda",
+            ],
             "--kv-shape moves one memory pair",
         ),
     ];

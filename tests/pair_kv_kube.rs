@@ -65,12 +65,21 @@ fn a_gather_across_two_nodes_moves_and_verifies_every_block() {
     assert_ne!(report.verdict.status, VerdictStatus::Fail, "{:?}", report.verdict);
     // Two pairs of bench pods (one per read), READ: the initiator (client) on the decode node.
     let pods = run.created_pods();
-    assert_eq!(pods.len(), 4, "{:?}", pods.iter().map(|p| p.metadata.name.clone()).collect::<Vec<_>>());
+    assert_eq!(
+        pods.len(),
+        4,
+        "{:?}",
+        pods.iter().map(|p| p.metadata.name.clone()).collect::<Vec<_>>()
+    );
     for pod in &pods {
         let name = pod.metadata.name.clone().unwrap_or_default();
         // Pinned by a node-affinity term on the node's metadata.name.
         let affinity = serde_json::to_string(&pod.spec.as_ref().and_then(|s| s.affinity.clone())).unwrap();
-        let want = if name.ends_with("-client") { "\"gpu-2\"" } else { "\"gpu-1\"" };
+        let want = if name.ends_with("-client") {
+            "\"gpu-2\""
+        } else {
+            "\"gpu-1\""
+        };
         assert!(affinity.contains(want), "{name}: {affinity}");
     }
     assert!(leftover_bench_pods(&cluster).is_empty());
@@ -91,7 +100,14 @@ fn gate_kv_shape_measures_the_recipes_own_transfer() {
             .arg("--kubeconfig")
             .arg(cluster.kubeconfig_path())
             .args(["--recipe", fixture, "--prefill", "node/gpu-1", "--decode", "node/gpu-2"])
-            .args(["--allow-tcp", "--min-host-bw", "0.001", "--no-node-probe", "--budget", "120s"])
+            .args([
+                "--allow-tcp",
+                "--min-host-bw",
+                "0.001",
+                "--no-node-probe",
+                "--budget",
+                "120s",
+            ])
             .args(["-o", "json", "--kv-shape", "--isl", "32"])
             .args(extra)
             .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
@@ -101,11 +117,19 @@ fn gate_kv_shape_measures_the_recipes_own_transfer() {
     };
     let out = gate(&[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let kv = &report["pair"]["kv"];
     assert_eq!(kv["model"], "llama-3.1-8b", "{report}");
-    assert_eq!((kv["prefill_tp"].as_u64(), kv["decode_tp"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(
+        (kv["prefill_tp"].as_u64(), kv["decode_tp"].as_u64()),
+        (Some(2), Some(1))
+    );
     assert_eq!(kv["kv_bytes_per_request"], 4 << 20);
     for p in kv["peers"].as_array().unwrap() {
         assert_eq!(p["verified"], true, "{p}");
@@ -114,7 +138,12 @@ fn gate_kv_shape_measures_the_recipes_own_transfer() {
     // A budget no request meets fails the gate (exit 1), in TTFT terms.
     let out = gate(&["--max-kv-ms", "0.000001"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("over --max-kv-ms"), "{stdout}");
     assert!(leftover_bench_pods(&cluster).is_empty());
 }

@@ -5,8 +5,8 @@
 use super::pair_kv::KvArgs;
 use icb_gate::{PairEnd, StepError};
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
-use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
 use icb_pair::kube::KubeLauncher;
+use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
 use icb_pair::{LaunchError, PairError, PairPlan};
 use icb_recipe::EngineArgs;
 
@@ -18,7 +18,9 @@ pub fn merged(flags: &KvArgs, roles: Option<&(EngineArgs, EngineArgs)>) -> Resul
         None => (None, None),
     };
     if kv.kv_shape.as_deref().is_none_or(str::is_empty) {
-        let model = prefill.and_then(|p| p.model.clone()).or_else(|| decode.and_then(|d| d.model.clone()));
+        let model = prefill
+            .and_then(|p| p.model.clone())
+            .or_else(|| decode.and_then(|d| d.model.clone()));
         kv.kv_shape = Some(model.ok_or(
             "--kv-shape without a MODEL reads it from the recipe, which names none: give --kv-shape MODEL (e.g. llama-3.1-70b)",
         )?);
@@ -71,7 +73,9 @@ pub async fn pair(
     cancel: &icb_pair::CancellationToken,
 ) -> Result<PairEnd, StepError> {
     let setup = |e: String| StepError::Setup(e);
-    let flags = kv.flags(Some(icb_pair::kv::MAX_RANK_BYTES)).map_err(|e| setup(e.to_string()))?;
+    let flags = kv
+        .flags(Some(icb_pair::kv::MAX_RANK_BYTES))
+        .map_err(|e| setup(e.to_string()))?;
     let request = icb_kv::KvRequest::from_flags(&flags).map_err(|e| setup(e.to_string()))?;
     let op = kv.kv_op.unwrap_or_default();
     let mut kv_plan = KvPlan::new(plan, request, op);
@@ -119,7 +123,10 @@ mod tests {
         };
         let kv = merged(&flags, Some(&roles)).unwrap();
         assert_eq!(kv.kv_shape.as_deref(), Some("meta-llama/Llama-3.1-70B-Instruct"));
-        assert_eq!((kv.prefill_tp.as_deref(), kv.decode_tp.as_deref()), (Some("8"), Some("4")));
+        assert_eq!(
+            (kv.prefill_tp.as_deref(), kv.decode_tp.as_deref()),
+            (Some("8"), Some("4"))
+        );
         assert_eq!(kv.page_size.as_deref(), Some("32"));
         // A flag wins over the recipe.
         let flags = KvArgs {
@@ -128,9 +135,22 @@ mod tests {
             ..KvArgs::default()
         };
         let kv = merged(&flags, Some(&roles)).unwrap();
-        assert_eq!((kv.kv_shape.as_deref(), kv.decode_tp.as_deref()), (Some("qwen3-32b"), Some("2")));
+        assert_eq!(
+            (kv.kv_shape.as_deref(), kv.decode_tp.as_deref()),
+            (Some("qwen3-32b"), Some("2"))
+        );
         // No model anywhere: one line naming the flag.
-        let e = merged(&KvArgs { kv_shape: Some(String::new()), ..KvArgs::default() }, None).unwrap_err();
-        assert!(e.starts_with("--kv-shape without a MODEL reads it from the recipe"), "{e}");
+        let e = merged(
+            &KvArgs {
+                kv_shape: Some(String::new()),
+                ..KvArgs::default()
+            },
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("--kv-shape without a MODEL reads it from the recipe"),
+            "{e}"
+        );
     }
 }

@@ -119,7 +119,9 @@ impl PairCommand {
         }
         let target = if args.kv.wanted() {
             if args.rails.wanted() || args.in_place.in_place || dry_run {
-                anyhow::bail!("--kv-shape runs its own ranks (--local or bench pods): drop --rails, --in-place or --dry-run");
+                anyhow::bail!(
+                    "--kv-shape runs its own ranks (--local or bench pods): drop --rails, --in-place or --dry-run"
+                );
             }
             if !args.local && (args.prefill.is_none() || args.decode.is_none()) {
                 anyhow::bail!("say where to run: --local, or --prefill TARGET --decode TARGET (e.g. node/gpu-1)");

@@ -57,7 +57,9 @@ fn parse_op(s: &str) -> Result<KvOp, String> {
 fn parse_ms(s: &str) -> Result<f64, String> {
     match s.trim().trim_end_matches("ms").parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("bad --max-kv-ms '{s}': give a positive number of milliseconds, e.g. 50")),
+        _ => Err(format!(
+            "bad --max-kv-ms '{s}': give a positive number of milliseconds, e.g. 50"
+        )),
     }
 }
 
@@ -100,7 +102,9 @@ pub struct KvTarget {
 pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Result<KvTarget> {
     let kv = args.kv.clone();
     if kv.kv_shape.as_deref() == Some("") {
-        anyhow::bail!("--kv-shape needs a MODEL here (e.g. llama-3.1-70b, or a config.json path); gate reads it from --recipe");
+        anyhow::bail!(
+            "--kv-shape needs a MODEL here (e.g. llama-3.1-70b, or a config.json path); gate reads it from --recipe"
+        );
     }
     let unlimited = KvRequest::from_flags(&kv.flags(Some(icb_pair::kv::MAX_RANK_BYTES))?)?;
     let request = if args.local {
@@ -125,7 +129,11 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
     kv_plan.max_kv_ms = kv.max_kv_ms;
     let full = (args.test.profile == super::common::Profile::Full).then_some(100_000);
     if let Some(max) = kv.kv_descriptor_sweep.or(full) {
-        let cap = if args.local { icb_pair::kv::local_rank_limit(2) } else { icb_pair::kv::MAX_RANK_BYTES };
+        let cap = if args.local {
+            icb_pair::kv::local_rank_limit(2)
+        } else {
+            icb_pair::kv::MAX_RANK_BYTES
+        };
         kv_plan.sweep = icb_pair::kv::sweep_counts(max, kv_plan.sweep_block, cap);
     }
     let launch = if args.local {
@@ -173,7 +181,12 @@ impl KvSeam for KubeSeam<'_> {
         if self.op == KvOp::Read {
             std::mem::swap(&mut pods.prefill, &mut pods.decode);
         }
-        let cluster = self.target.cluster.connect().await.map_err(|e| LaunchError::new(e.to_string()))?;
+        let cluster = self
+            .target
+            .cluster
+            .connect()
+            .await
+            .map_err(|e| LaunchError::new(e.to_string()))?;
         icb_pair::kube::KubeLauncher::prepare(cluster, pods)
             .await
             .map_err(|e| LaunchError::new(e.to_string()))

@@ -42,7 +42,11 @@ fn validate(opts: &mut ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineE
             test: shape.test,
             memory,
             size: shape.size,
-            window: if shape.kv.is_some() { 1 } else { shape.blocks.unwrap_or(1) },
+            window: if shape.kv.is_some() {
+                1
+            } else {
+                shape.blocks.unwrap_or(1)
+            },
             seed: 0,
             // A NIXL request's descriptors are this engine's `window`; UCX's block layout is unused.
             blocks: 1,
@@ -206,7 +210,11 @@ async fn run_session(
             test: shape.test,
             memory,
             size: shape.size,
-            window: if shape.kv.is_some() { 1 } else { shape.blocks.unwrap_or(1) },
+            window: if shape.kv.is_some() {
+                1
+            } else {
+                shape.blocks.unwrap_or(1)
+            },
             seed,
             // A NIXL request's descriptors are this engine's `window`; UCX's block layout is unused.
             blocks: 1,

@@ -320,7 +320,8 @@ impl NixlRuntime {
         self.case = None;
         let remote = self.load_peer(&ready.rkey.0)?;
         let is_source = direction_of(&setup) == Some(Direction::Write);
-        let mut case = self.alloc_registered(setup.memory.initiator, &setup, is_source, setup.kv.map(|k| k.initiator))?;
+        let mut case =
+            self.alloc_registered(setup.memory.initiator, &setup, is_source, setup.kv.map(|k| k.initiator))?;
         let block = usize::try_from(setup.size).map_err(|_| "block size does not fit this platform")?;
         // A KV case posts its geometry's descriptors; any other case `window` contiguous blocks.
         let (count, local_side, remote_side) = match setup.kv {

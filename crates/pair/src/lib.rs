@@ -21,10 +21,10 @@
 
 pub mod inplace;
 pub mod kube;
+pub mod kv;
 pub mod launcher;
 pub mod local;
 pub mod plan;
-pub mod kv;
 pub mod rails;
 mod run;
 

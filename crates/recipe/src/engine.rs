@@ -351,16 +351,28 @@ mod tests {
         assert_eq!(v.model.as_deref(), Some("meta-llama/Llama-3.1-70B-Instruct"));
         assert_eq!((v.tensor_parallel, v.page_size), (Some(8), Some(32)));
         let mut d = EngineArgs::default();
-        read_args(&mut d, &words("python3 -m dynamo.vllm --model Qwen/Qwen3-32B --tensor-parallel-size=2"));
-        assert_eq!((d.model.as_deref(), d.tensor_parallel, d.page_size), (Some("Qwen/Qwen3-32B"), Some(2), None));
+        read_args(
+            &mut d,
+            &words("python3 -m dynamo.vllm --model Qwen/Qwen3-32B --tensor-parallel-size=2"),
+        );
+        assert_eq!(
+            (d.model.as_deref(), d.tensor_parallel, d.page_size),
+            (Some("Qwen/Qwen3-32B"), Some(2), None)
+        );
         let mut s = EngineArgs::default();
         read_args(
             &mut s,
             &words("python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 16 --page-size 64"),
         );
-        assert_eq!((s.model.as_deref(), s.tensor_parallel, s.page_size), (Some("deepseek-ai/DeepSeek-V3"), Some(16), Some(64)));
+        assert_eq!(
+            (s.model.as_deref(), s.tensor_parallel, s.page_size),
+            (Some("deepseek-ai/DeepSeek-V3"), Some(16), Some(64))
+        );
         let mut t = EngineArgs::default();
         read_args(&mut t, &words("trtllm-serve openai/gpt-oss-120b --tp_size 4"));
-        assert_eq!((t.model.as_deref(), t.tensor_parallel), (Some("openai/gpt-oss-120b"), Some(4)));
+        assert_eq!(
+            (t.model.as_deref(), t.tensor_parallel),
+            (Some("openai/gpt-oss-120b"), Some(4))
+        );
     }
 }

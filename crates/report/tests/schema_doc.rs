@@ -63,8 +63,14 @@ fn kv_example_is_what_the_types_write() {
     // The figures agree with each other: the request is its slowest peer, the sums are the peers'.
     let slowest = kv.peers.iter().filter_map(|p| p.request_ms_p50).fold(0.0, f64::max);
     assert_eq!(kv.request_ms_p50, Some(slowest));
-    assert_eq!(kv.bytes_moved_per_request, kv.peers.iter().map(|p| p.bytes).sum::<u64>());
-    assert_eq!(kv.descriptors_per_request, kv.peers.iter().map(|p| p.descriptors).sum::<u64>());
+    assert_eq!(
+        kv.bytes_moved_per_request,
+        kv.peers.iter().map(|p| p.bytes).sum::<u64>()
+    );
+    assert_eq!(
+        kv.descriptors_per_request,
+        kv.peers.iter().map(|p| p.descriptors).sum::<u64>()
+    );
     assert!(kv.summary.starts_with("llama-3.1-8b, 64 tokens, TP2→TP1: KV transfer "));
 }
 

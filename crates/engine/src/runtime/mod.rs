@@ -22,9 +22,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use ucx::{Endpoint, ErrorMode, MemMap, Op, OpOptions, RemoteKey, Rma, Worker};
 
+mod kv;
 mod ops;
 mod phase;
 
+use kv::{kv_offsets, moved};
 use ops::*;
 pub use phase::{PhaseCtl, PhaseOutcome};
 
@@ -218,7 +220,11 @@ impl Runtime {
     fn span(setup: &CaseSetup, layout: BlockLayout, initiator: bool) -> Result<usize, RunError> {
         match setup.kv {
             Some(kv) => {
-                let bytes = if initiator { kv.initiator.buffer_bytes } else { kv.target.buffer_bytes };
+                let bytes = if initiator {
+                    kv.initiator.buffer_bytes
+                } else {
+                    kv.target.buffer_bytes
+                };
                 usize::try_from(bytes).map_err(|_| RunError::TooLarge(bytes))
             }
             None => Ok(layout.span()),
@@ -231,7 +237,11 @@ impl Runtime {
         self.drain_now();
         self.case = None;
         let layout = Self::layout(&setup, false)?;
-        let mut buf = Buf::alloc(setup.memory.target, Self::span(&setup, layout, false)?, self.cuda_device)?;
+        let mut buf = Buf::alloc(
+            setup.memory.target,
+            Self::span(&setup, layout, false)?,
+            self.cuda_device,
+        )?;
         if !setup.untouched {
             // The target holds the data's source for get, its destination otherwise.
             let seed = if setup.test == TestKind::GetBw {
@@ -391,7 +401,11 @@ impl Runtime {
         self.drain_now();
         self.case = None;
         let layout = Self::layout(&setup, true)?;
-        let mut buf = Buf::alloc(setup.memory.initiator, Self::span(&setup, layout, true)?, self.cuda_device)?;
+        let mut buf = Buf::alloc(
+            setup.memory.initiator,
+            Self::span(&setup, layout, true)?,
+            self.cuda_device,
+        )?;
         if !setup.untouched {
             let seed = if setup.test == TestKind::GetBw {
                 other_seed(setup.seed)
@@ -569,34 +583,6 @@ impl Runtime {
             },
             TestKind::TagBw | TestKind::PutBw => Ok(()),
         }
-    }
-}
-
-/// Block `i`'s offsets here and in the peer's buffer: a KV case's own per side (this side is
-/// the initiator), else the shared layout's.
-fn kv_offsets(kv: Option<&icb_core::KvLayout>, layout: BlockLayout, i: usize) -> (usize, u64) {
-    match kv {
-        // In range: `check_kv` validated the layout against both buffers.
-        Some(kv) => (kv.initiator.at(i as u64) as usize, kv.target.at(i as u64)),
-        None => (layout.offset(i), layout.offset(i) as u64),
-    }
-}
-
-/// Where a KV case's blocks land on this side (the destination) and where they came from.
-fn moved(kv: &icb_core::KvLayout, initiator: bool) -> icb_memory::Moved {
-    let (dst, src) = if initiator {
-        (kv.initiator, kv.target)
-    } else {
-        (kv.target, kv.initiator)
-    };
-    // In range: `check_kv` validated the layout and the buffers were allocated from it.
-    icb_memory::Moved {
-        count: kv.count as usize,
-        len: kv.len as usize,
-        dst_offset: dst.offset as usize,
-        dst_stride: dst.stride as usize,
-        src_offset: src.offset as usize,
-        src_stride: src.stride as usize,
     }
 }
 

@@ -134,7 +134,10 @@ mod tests {
             decode_tp: b,
             max_rank_bytes: None,
         };
-        KvRequest::new(icb_kv::builtin(model).unwrap(), shape).unwrap().geometry().clone()
+        KvRequest::new(icb_kv::builtin(model).unwrap(), shape)
+            .unwrap()
+            .geometry()
+            .clone()
     }
 
     /// Llama-3.1-70B TP8 → TP4, 64 tokens: 4 blocks, 80 layers × K/V = 160 regions, 640
@@ -157,12 +160,18 @@ mod tests {
         assert!(rows.iter().all(|r| r.layout.is_consistent()));
         // WRITE swaps the sides: the prefill rank posts.
         let w = &kv_rows(&g, KvOp::Write)[3];
-        assert_eq!((w.layout.initiator, w.layout.target), (r.layout.target, r.layout.initiator));
+        assert_eq!(
+            (w.layout.initiator, w.layout.target),
+            (r.layout.target, r.layout.initiator)
+        );
     }
 
     #[test]
     fn the_sweep_goes_by_decades_within_the_memory_cap() {
-        assert_eq!(sweep_counts(100_000, 4096, u64::MAX), [1, 10, 100, 1000, 10_000, 100_000]);
+        assert_eq!(
+            sweep_counts(100_000, 4096, u64::MAX),
+            [1, 10, 100, 1000, 10_000, 100_000]
+        );
         // 4160 B a block with its gap: 1000 blocks are 4.2 MB, 10 000 are 42 MB.
         assert_eq!(sweep_counts(100_000, 4096, 10_000_000), [1, 10, 100, 1000]);
     }

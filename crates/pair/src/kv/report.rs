@@ -91,7 +91,10 @@ fn request_ms(case: &CaseResult) -> (Option<f64>, Option<f64>) {
 /// Mean time per request (ms).
 fn mean_ms(case: &CaseResult) -> Option<f64> {
     let m = case.measurement.as_ref()?;
-    m.latency_us.as_ref().or(m.list_latency_us.as_ref()).map(|l| l.mean / 1e3)
+    m.latency_us
+        .as_ref()
+        .or(m.list_latency_us.as_ref())
+        .map(|l| l.mean / 1e3)
 }
 
 /// `tcp/lo`: the lanes the case's evidence says carried the bytes.
@@ -158,8 +161,12 @@ fn max(values: impl Iterator<Item = f64>) -> Option<f64> {
 fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
     let g = plan.request.geometry();
     let all_measured = peers.iter().all(|p| p.request_ms_p50.is_some());
-    let p50 = all_measured.then(|| max(peers.iter().filter_map(|p| p.request_ms_p50))).flatten();
-    let p99 = all_measured.then(|| max(peers.iter().filter_map(|p| p.request_ms_p99))).flatten();
+    let p50 = all_measured
+        .then(|| max(peers.iter().filter_map(|p| p.request_ms_p50)))
+        .flatten();
+    let p99 = all_measured
+        .then(|| max(peers.iter().filter_map(|p| p.request_ms_p99)))
+        .flatten();
     let mut p50s: Vec<f64> = peers.iter().filter_map(|p| p.request_ms_p50).collect();
     p50s.sort_by(f64::total_cmp);
     let median = p50s.get(p50s.len() / 2).copied();
