@@ -62,7 +62,7 @@ impl KvLayout {
                 && self.len > 0
                 && s.stride >= self.len
                 && s.offset
-                    .checked_add(s.stride.checked_mul(self.count - 1).unwrap_or(u64::MAX))
+                    .checked_add(s.stride.saturating_mul(self.count - 1))
                     .and_then(|last| last.checked_add(self.len))
                     .is_some_and(|end| end <= s.buffer_bytes)
         };
