@@ -84,6 +84,11 @@ pub struct Args {
     /// With --rails: a rail more than this far below the median of the rails fails (e.g. 20%)
     #[arg(long, value_name = "PERCENT", default_value = "20%", value_parser = super::pair_rails::parse_percent, requires = "rails")]
     pub rail_margin: f64,
+
+    /// `--kv-shape [MODEL]`: the pair step is the deployment's own KV transfer (model, TP sizes
+    /// and block size from the flags, else from the recipe's engine arguments)
+    #[command(flatten)]
+    pub kv: super::pair_kv::KvArgs,
 }
 
 /// The formats that can show a gate report.
@@ -144,6 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         side_flags: args.engine.side_flags(),
         devices: args.devices.request(),
         rails,
+        kv: super::gate_kv::gate_kv(&args.kv),
     });
     let rt = super::common::runtime()?;
     let report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));

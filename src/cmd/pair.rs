@@ -56,6 +56,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub emulated_rails: super::pair_rails::EmulatedRailArgs,
+
+    #[command(flatten)]
+    pub kv: super::pair_kv::KvArgs,
 }
 
 /// A pair run, decided: nothing after [`PairCommand::from_args`] reads a flag.
@@ -78,12 +81,14 @@ pub enum PairTarget {
     LocalRails(Box<super::pair_rails::RailsTarget>),
     /// Every rail of two Kubernetes nodes at once (`--prefill node/A --decode node/B --rails`).
     KubeRails(Box<super::pair_rails_kube::KubeRailsTarget>),
+    /// A model's KV transfer, every rank at once (`--kv-shape`).
+    Kv(Box<super::pair_kv::KvTarget>),
 }
 
 impl PairCommand {
     /// The one place that reads the pair flags. Everything that can be checked without the
     /// peers is checked here: a typo in a flag or a file must not cost a whole benchmark run.
-    pub fn from_args(args: Args) -> anyhow::Result<PairCommand> {
+    pub fn from_args(mut args: Args) -> anyhow::Result<PairCommand> {
         let dry_run = args.kube.dry_run == Some(super::pair_kube::DryRun::Client);
         if args.local && dry_run {
             anyhow::bail!("--dry-run prints the pods of a Kubernetes run: use it with --prefill/--decode, not --local");
@@ -112,7 +117,17 @@ impl PairCommand {
         if args.rails.wanted() && args.in_place.in_place {
             anyhow::bail!("--rails runs bench pods on whole nodes, not --in-place: drop one");
         }
-        let target = if args.rails.wanted() && !args.local {
+        let target = if args.kv.wanted() {
+            if args.rails.wanted() || args.in_place.in_place || dry_run {
+                anyhow::bail!(
+                    "--kv-shape runs its own ranks (--local or bench pods): drop --rails, --in-place or --dry-run"
+                );
+            }
+            if !args.local && (args.prefill.is_none() || args.decode.is_none()) {
+                anyhow::bail!("say where to run: --local, or --prefill TARGET --decode TARGET (e.g. node/gpu-1)");
+            }
+            PairTarget::Kv(Box::new(super::pair_kv::target(&mut args, &mut plan)?))
+        } else if args.rails.wanted() && !args.local {
             PairTarget::KubeRails(Box::new(super::pair_rails_kube::target(&args, &plan)?))
         } else if args.local && args.rails.wanted() {
             let opts = super::pair_local::options(&args, &mut plan)?;
@@ -176,6 +191,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         PairTarget::InPlace(t) => super::pair_inplace::run(&cmd, t),
         PairTarget::LocalRails(t) => super::pair_rails::run(&cmd, t),
         PairTarget::KubeRails(t) => super::pair_rails_kube::run(&cmd, t),
+        PairTarget::Kv(t) => super::pair_kv::run(&cmd, t),
     }
 }
 

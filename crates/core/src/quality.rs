@@ -160,6 +160,7 @@ mod tests {
                 precision: None,
                 list_latency_us: None,
                 window_trials: Vec::new(),
+                post_us: None,
             }),
             transport: Some(TransportEvidence {
                 lanes: vec![],

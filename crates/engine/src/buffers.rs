@@ -63,6 +63,23 @@ impl Buf {
         })
     }
 
+    /// Checks a KV destination: every block holds its source block's bytes, nothing else changed.
+    pub fn verify_moved(&mut self, moved: &icb_memory::Moved, seed: u64, gap_seed: u64) -> Result<(), RunError> {
+        let r = match self {
+            Buf::Host(b) => icb_memory::verify_moved(Rc::get_mut(b).ok_or(BUSY)?.as_slice(), moved, seed, gap_seed),
+            Buf::Cuda(b) => icb_memory::verify_moved(&Rc::get_mut(b).ok_or(BUSY)?.to_host()?, moved, seed, gap_seed),
+        };
+        r.map_err(|m| RunError::Corrupted {
+            what: "",
+            source: MemoryError::Mismatch(m),
+        })
+    }
+
+    /// Bytes in the buffer.
+    pub fn byte_len(&self) -> usize {
+        with_region!(self, b => ucx::Region::len(b.as_ref()))
+    }
+
     /// Registers the buffer for RMA by the peer.
     pub fn map(&self, ctx: &ucx::Context) -> Result<ucx::MemMap, RunError> {
         with_region!(self, b => ctx.mem_map(b)).map_err(RunError::Register)

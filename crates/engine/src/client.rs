@@ -150,6 +150,7 @@ async fn run_session(
         seed: 0x1cb_0000,
         blocks: 1,
         untouched: false,
+        kv: None,
     };
     match prepare(control, thread, wireup, cuda, &server).await? {
         Prepared::Ready => {
@@ -183,7 +184,7 @@ async fn run_session(
             memory,
             size: shape.size,
             // A KV-shaped case has one list outstanding at a time (all its blocks in flight).
-            window: if shape.test.is_bandwidth() && shape.blocks.unwrap_or(1) <= 1 {
+            window: if shape.test.is_bandwidth() && shape.blocks.unwrap_or(1) <= 1 && shape.kv.is_none() {
                 s.window
             } else {
                 1
@@ -191,6 +192,7 @@ async fn run_session(
             seed,
             blocks: shape.blocks.unwrap_or(1),
             untouched: s.untouched_buffers,
+            kv: shape.kv,
         };
         let case = match not_run_on_a_slow_link(&setup, &s, &done.cases) {
             Some(case) => case,
@@ -211,7 +213,7 @@ fn case_result(setup: &CaseSetup) -> CaseResult {
         test: setup.test,
         memory: setup.memory,
         size: setup.size,
-        blocks: (setup.blocks > 1).then_some(setup.blocks),
+        blocks: setup.is_list().then_some(setup.descriptors()),
         status: CaseStatus::Measured,
         reason: None,
         measurement: None,
@@ -229,7 +231,7 @@ fn not_run_on_a_slow_link(setup: &CaseSetup, s: &RunSettings, done: &[CaseResult
     if !setup.test.is_bandwidth() {
         return None;
     }
-    let bytes = setup.size.saturating_mul(u64::from(setup.blocks));
+    let bytes = setup.size.saturating_mul(u64::from(setup.descriptors()));
     // Only cases as large or larger, over the same memory pair: small messages measure a low
     // rate on any link (per-operation overhead), and would wrongly predict a slow large one.
     let slowest = done
@@ -444,13 +446,13 @@ async fn run_case(
         }
     }
     let label = case_label(&setup);
-    let bytes_per_op = setup.size.saturating_mul(u64::from(setup.blocks));
+    let bytes_per_op = setup.size.saturating_mul(u64::from(setup.descriptors()));
 
     let warm = crate::warmup::warm_up(control, thread, &setup, s).await?;
     let lanes: Option<Vec<Lane>> = thread.call(|rt: &mut Runtime| rt.lanes()).await?;
     let pace = warm.pace;
     // A window the budget cannot finish (a degraded link) shrinks to one that it can.
-    let mut window = if setup.test.is_bandwidth() && setup.blocks == 1 {
+    let mut window = if setup.test.is_bandwidth() && !setup.is_list() {
         crate::fit::window(setup.window, pace, s.max_time_s)
     } else {
         setup.window
@@ -471,7 +473,7 @@ async fn run_case(
     // would be all wake-up (measured: p50 9 ms instead of 0.2 µs at load 12 on 2 cores).
     let min_per_round = if setup.test == TestKind::TagLat {
         LATENCY_ROUND_MIN
-    } else if setup.test.is_bandwidth() && setup.blocks == 1 {
+    } else if setup.test.is_bandwidth() && !setup.is_list() {
         u64::from(window)
     } else {
         1
@@ -532,12 +534,13 @@ async fn run_case(
         // Untouched buffers (benchmark-only mode) are never verified, and say so.
         verified: verify_error.is_none() && !setup.untouched,
         precision: Some(rounds.precision(stopped_by)),
-        list_latency_us: if setup.blocks > 1 {
+        list_latency_us: if setup.is_list() {
             stats::list_latency(&times)
         } else {
             None
         },
         window_trials: trials,
+        post_us: None,
     };
     let lanes = lanes.unwrap_or_default();
     result.transport = Some(icb_core::classify::classify(warm.info.as_deref(), &lanes, setup.memory));

@@ -128,6 +128,10 @@ pub struct CaseSetup {
     /// Benchmark-only: buffers are neither written nor verified.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub untouched: bool,
+    /// `pair --kv-shape`: the descriptors of one rank-to-rank KV read, as each side's buffer
+    /// holds them (NIXL engine; `size` is the descriptor size, `window` 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<icb_core::KvLayout>,
 }
 
 fn one_block() -> u32 {
@@ -138,7 +142,38 @@ fn is_one_block(b: &u32) -> bool {
     *b == 1
 }
 
+/// A KV case: a read or write whose blocks lie inside both buffers, each buffer ≤ 16 GiB.
+fn check_kv(s: &CaseSetup, kv: &icb_core::KvLayout) -> Result<(), String> {
+    if !s.test.is_rma() || s.blocks != 1 || s.window != 1 || s.size != kv.len {
+        return Err(format!(
+            "a KV case is one get_bw or put_bw request of {}-byte descriptors, window 1",
+            kv.len
+        ));
+    }
+    let biggest = kv.initiator.buffer_bytes.max(kv.target.buffer_bytes);
+    if !kv.is_consistent() || biggest > MAX_MESSAGE_SIZE {
+        return Err(format!(
+            "KV layout of {} descriptors of {} B does not fit its buffers (≤ 16 GiB each)",
+            kv.count, kv.len
+        ));
+    }
+    Ok(())
+}
+
 impl CaseSetup {
+    /// Blocks (descriptors) per operation: a KV case's count, else `blocks`.
+    pub fn descriptors(&self) -> u32 {
+        match self.kv {
+            Some(kv) => u32::try_from(kv.count).unwrap_or(u32::MAX),
+            None => self.blocks,
+        }
+    }
+
+    /// Whether one operation is a list of blocks, issued whole and flushed (KV-shaped).
+    pub fn is_list(&self) -> bool {
+        self.blocks > 1 || self.kv.is_some()
+    }
+
     /// Where the blocks sit in each side's buffer (one contiguous block unless `blocks` > 1).
     pub fn layout(&self) -> Option<icb_memory::BlockLayout> {
         let size = usize::try_from(self.size).ok()?;
@@ -279,6 +314,9 @@ impl Message {
                         s.blocks, s.test
                     ));
                 }
+                if let Some(kv) = &s.kv {
+                    return check_kv(s, kv);
+                }
                 match s.layout() {
                     Some(l) if l.span() as u64 <= MAX_MESSAGE_SIZE => Ok(()),
                     _ => Err(format!("{} blocks of {} bytes exceed 16 GiB", s.blocks, s.size)),
@@ -337,6 +375,7 @@ mod tests {
                 seed: 1,
                 blocks: 1,
                 untouched: false,
+                kv: None,
             })
         };
         assert!(setup(8, 32).validate().is_ok());
@@ -359,6 +398,7 @@ mod tests {
                 seed: 1,
                 blocks,
                 untouched: false,
+                kv: None,
             })
         };
         assert!(blocks(TestKind::PutBw, 16 << 10, 64).validate().is_ok());

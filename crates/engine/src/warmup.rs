@@ -74,7 +74,7 @@ pub(crate) async fn tune_window(
     bytes_per_op: u64,
 ) -> Result<Vec<WindowTrial>, EngineError> {
     let mut trials = Vec::new();
-    if !(setup.test.is_bandwidth() && setup.blocks == 1) {
+    if !setup.test.is_bandwidth() || setup.is_list() {
         return Ok(trials);
     }
     let trial_s = s.stop.map(|r| r.round_s).unwrap_or(0.05).max(0.01);

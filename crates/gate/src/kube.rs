@@ -33,6 +33,8 @@ pub struct KubeGateInput {
     pub devices: DeviceRequest,
     /// `--rails`: the pair step is a whole-node rails run.
     pub rails: Option<GateRails>,
+    /// `--kv-shape`: the pair step is the deployment's own KV transfer.
+    pub kv: Option<crate::kv::GateKv>,
 }
 
 /// The transport env each side's node is probed against, and whether it names RDMA devices.
@@ -60,6 +62,10 @@ pub struct KubeGate {
     templates: SideTemplates,
     cluster: Option<icb_kube::Cluster>,
     launcher: Option<KubeLauncher>,
+    /// The recipe's prefill and decode engine arguments (for `--kv-shape`).
+    engines: Option<crate::kv::RecipeEngines>,
+    /// The bench pods the gate prepared, for `--kv-shape`'s per-read pods.
+    pods: Option<BenchPodsPlan>,
 }
 
 impl KubeGate {
@@ -73,6 +79,8 @@ impl KubeGate {
             templates: SideTemplates::default(),
             cluster: None,
             launcher: None,
+            engines: None,
+            pods: None,
         }
     }
 }
@@ -102,6 +110,7 @@ impl GateSteps for KubeGate {
         // The recipe's prefill/decode pod templates model the bench pods of sides whose workers
         // are not running yet.
         self.templates = icb_kube::template::side_templates(&prefill.env, &decode.env);
+        self.engines = Some((prefill.env.engine.clone(), decode.env.engine.clone()));
         Ok(Some(findings::of_report("probe env", &env_report)))
     }
 
@@ -121,6 +130,7 @@ impl GateSteps for KubeGate {
         );
         // The transport env comes with the model: the recipe's template, or the running pod.
         pods.devices = self.input.devices.clone();
+        self.pods = Some(pods.clone());
         let launcher = KubeLauncher::prepare_with_templates(cluster.clone(), pods, &self.templates)
             .await
             .map_err(setup)?;
@@ -167,6 +177,14 @@ impl GateSteps for KubeGate {
         let left = deadline.saturating_duration_since(Instant::now());
         let mut plan = PairPlan::new(settings, expectation);
         plan.set_deadlines(icb_pair::Deadlines::budget(left, "--budget"));
+        if let Some(kv) = &self.input.kv {
+            let site = crate::kv::KvSite {
+                cluster: self.cluster.clone().ok_or_else(|| setup("pair before prepare"))?,
+                pods: self.pods.as_ref().ok_or_else(|| setup("pair before prepare"))?,
+                templates: &self.templates,
+            };
+            return crate::kv::pair(kv, self.engines.as_ref(), plan, site, cancel).await;
+        }
         if let Some(rails) = &self.input.rails {
             let cluster = self.cluster.clone().ok_or_else(|| setup("pair before prepare"))?;
             let envs = self.side_envs.as_ref().map(|e| (&e.prefill.0, &e.decode.0));

@@ -13,6 +13,7 @@
 
 pub mod findings;
 pub mod kube;
+pub mod kv;
 pub mod rails;
 
 use icb_core::model::{Finding, GateReport, GateVerdict, PairReport};

@@ -116,6 +116,14 @@ impl SideTemplates {
         }
         (!out.is_empty()).then(|| out.join("; "))
     }
+
+    /// The two sides' templates exchanged (for a run whose client runs on the decode node).
+    pub fn swapped(&self) -> SideTemplates {
+        SideTemplates {
+            prefill: self.decode.clone(),
+            decode: self.prefill.clone(),
+        }
+    }
 }
 
 /// What a preparation note is about, so that callers decide on the kind, never on the text.

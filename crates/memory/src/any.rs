@@ -36,6 +36,15 @@ impl Buffer {
             Buffer::Cuda(b) => b.verify(len, seed),
         }
     }
+
+    /// Checks the blocks of a KV transfer and the bytes around them ([`crate::verify_moved`]).
+    pub fn verify_moved(&mut self, moved: &crate::Moved, seed: u64, gap_seed: u64) -> Result<(), MemoryError> {
+        let r = match self {
+            Buffer::Host(b) => crate::verify_moved(b.as_slice(), moved, seed, gap_seed),
+            Buffer::Cuda(b) => crate::verify_moved(&b.to_host()?, moved, seed, gap_seed),
+        };
+        r.map_err(Into::into)
+    }
 }
 
 // SAFETY: delegates to the two Region implementations, whose guarantees carry over unchanged.

@@ -124,9 +124,80 @@ pub fn verify_blocks(buf: &[u8], layout: BlockLayout, seed: u64, gap_seed: u64) 
     Ok(())
 }
 
+/// Blocks moved between two layouts (a KV read or write): block `i` sits at
+/// `dst_offset + i × dst_stride` of the destination and came from `src_offset + i × src_stride`
+/// of a source patterned with the seed at its own offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moved {
+    pub count: usize,
+    pub len: usize,
+    pub dst_offset: usize,
+    pub dst_stride: usize,
+    pub src_offset: usize,
+    pub src_stride: usize,
+}
+
+/// Checks a destination after a KV transfer: every block holds its source block's bytes for
+/// `seed`, and every byte outside the blocks still holds `gap_seed`'s pattern at its own offset
+/// (nothing landed in another rank's heads or between blocks). A block's mismatch is reported at
+/// its destination offset.
+pub fn verify_moved(buf: &[u8], m: &Moved, seed: u64, gap_seed: u64) -> Result<(), Mismatch> {
+    let mut cursor = 0usize;
+    for i in 0..m.count {
+        let d = (m.dst_offset + i * m.dst_stride).min(buf.len());
+        let end = (d + m.len).min(buf.len());
+        let s = m.src_offset + i * m.src_stride;
+        verify_pattern_at(&buf[cursor.min(d)..d], cursor.min(d), gap_seed)?;
+        verify_pattern_at(&buf[d..end], s, seed).map_err(|e| Mismatch {
+            offset: e.offset - s + d,
+            ..e
+        })?;
+        if end - d < m.len {
+            return Err(Mismatch {
+                offset: end,
+                expected: pattern_byte(s + (end - d), seed),
+                found: 0,
+            });
+        }
+        cursor = end;
+    }
+    verify_pattern_at(&buf[cursor.min(buf.len())..], cursor, gap_seed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn moved_blocks_carry_their_source_offsets_and_gaps_stay() {
+        // A decode rank holding two heads reads head 1 of three blocks from a prefill rank
+        // holding one head: 100-byte blocks there, 200-byte blocks here, landing 100 bytes in.
+        let mut src = vec![0u8; 300];
+        fill_pattern(&mut src, 5);
+        let m = Moved {
+            count: 3,
+            len: 100,
+            dst_offset: 100,
+            dst_stride: 200,
+            src_offset: 0,
+            src_stride: 100,
+        };
+        let mut dst = vec![0u8; 600];
+        fill_pattern(&mut dst, !5);
+        for i in 0..3 {
+            dst[100 + i * 200..200 + i * 200].copy_from_slice(&src[i * 100..(i + 1) * 100]);
+        }
+        verify_moved(&dst, &m, 5, !5).unwrap();
+        // A block from the wrong source offset, and a byte landing in a gap, are both caught.
+        let mut shifted = dst.clone();
+        shifted[300..400].copy_from_slice(&src[0..100]);
+        assert_eq!(verify_moved(&shifted, &m, 5, !5).unwrap_err().offset, 300);
+        let mut stray = dst.clone();
+        stray[250] ^= 1;
+        assert_eq!(verify_moved(&stray, &m, 5, !5).unwrap_err().offset, 250);
+        // A destination too short for its last block fails too.
+        assert!(verify_moved(&dst[..550], &m, 5, !5).is_err());
+    }
 
     #[test]
     fn fill_then_verify_for_odd_lengths() {

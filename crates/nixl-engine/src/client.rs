@@ -42,13 +42,25 @@ fn validate(opts: &mut ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineE
             test: shape.test,
             memory,
             size: shape.size,
-            window: shape.blocks.unwrap_or(1),
+            window: if shape.kv.is_some() {
+                1
+            } else {
+                shape.blocks.unwrap_or(1)
+            },
             seed: 0,
             // A NIXL request's descriptors are this engine's `window`; UCX's block layout is unused.
             blocks: 1,
             untouched: false,
+            kv: shape.kv,
         };
-        case_len(&probe).map_err(EngineError::Settings)?;
+        match shape.kv {
+            Some(_) => icb_engine::messages::Message::Setup(probe)
+                .validate()
+                .map_err(EngineError::Settings)?,
+            None => {
+                case_len(&probe).map_err(EngineError::Settings)?;
+            }
+        }
     }
     opts.settings = settings;
     Ok(())
@@ -198,11 +210,16 @@ async fn run_session(
             test: shape.test,
             memory,
             size: shape.size,
-            window: shape.blocks.unwrap_or(1),
+            window: if shape.kv.is_some() {
+                1
+            } else {
+                shape.blocks.unwrap_or(1)
+            },
             seed,
             // A NIXL request's descriptors are this engine's `window`; UCX's block layout is unused.
             blocks: 1,
             untouched: false,
+            kv: shape.kv,
         };
         let case = run_case(control, thread, setup, direction, &s, cuda, &server).await?;
         if let Some(cb) = opts.on_case.as_mut() {
@@ -232,7 +249,7 @@ async fn run_case(
         measurement: None,
         transport: None,
         verdict: None,
-        blocks: Some(setup.window),
+        blocks: Some(descriptors(&setup)),
         run_by: CaseEngine {
             engine: EngineKind::Nixl,
             direction: Some(direction),
@@ -291,17 +308,11 @@ async fn run_case(
     .await?;
     let verify_error = finish(control, thread, &label).await?;
 
-    let bytes = out
-        .iterations
-        .saturating_mul(setup.size)
-        .saturating_mul(u64::from(setup.window));
+    let per_request = setup.size.saturating_mul(u64::from(descriptors(&setup)));
+    let bytes = out.iterations.saturating_mul(per_request);
     result.measurement = Some(Measurement {
         warmup_iterations: warm.iterations,
-        warmup_bytes: Some(
-            warm.iterations
-                .saturating_mul(setup.size)
-                .saturating_mul(u64::from(setup.window)),
-        ),
+        warmup_bytes: Some(warm.iterations.saturating_mul(per_request)),
         iterations: out.iterations,
         elapsed_s: out.elapsed_s,
         bytes,
@@ -312,12 +323,21 @@ async fn run_case(
         precision: None,
         list_latency_us: None,
         window_trials: Vec::new(),
+        post_us: (out.iterations > 0).then(|| out.post_s * 1e6 / out.iterations as f64),
     });
     if let Some(e) = verify_error {
         result.status = CaseStatus::Failed;
         result.reason = Some(e);
     }
     Ok(result)
+}
+
+/// Descriptors per request: a KV case's geometry, else the batch.
+fn descriptors(setup: &CaseSetup) -> u32 {
+    match setup.kv {
+        Some(kv) => u32::try_from(kv.count).unwrap_or(u32::MAX),
+        None => setup.window,
+    }
 }
 
 enum Event {

@@ -83,6 +83,8 @@ pub struct PhaseOutcome {
     pub iterations: u64,
     pub elapsed_s: f64,
     pub latency_ns: Histogram<u64>,
+    /// Time spent inside the post call, over all requests.
+    pub post_s: f64,
 }
 
 /// How long a phase may run and how to stop it early (abort from the control side).
@@ -118,7 +120,7 @@ pub struct PhaseGoal {
 struct Case {
     setup: CaseSetup,
     direction: Direction,
-    /// Payload bytes of the whole case buffer (block × batch).
+    /// Payload bytes of the whole case buffer (block × batch, or a KV rank's buffer).
     len: usize,
     // Drop order: the request, then the registration (which owns the memory).
     transfer: Option<Transfer>,
@@ -249,9 +251,18 @@ impl NixlRuntime {
         }
     }
 
-    fn alloc_registered(&self, memory: MemoryType, setup: &CaseSetup, is_source: bool) -> Result<Case, String> {
+    fn alloc_registered(
+        &self,
+        memory: MemoryType,
+        setup: &CaseSetup,
+        is_source: bool,
+        kv_side: Option<icb_core::KvSide>,
+    ) -> Result<Case, String> {
         let direction = direction_of(setup).ok_or("the NIXL engine runs get_bw (READ) and put_bw (WRITE) only")?;
-        let len = case_len(setup)?;
+        let len = match kv_side {
+            Some(side) => usize::try_from(side.buffer_bytes).map_err(|_| "KV buffer does not fit this platform")?,
+            None => case_len(setup)?,
+        };
         if setup.memory.initiator == MemoryType::Cuda || setup.memory.target == MemoryType::Cuda {
             // Best effort: a host-memory side without a GPU measures what such a machine can.
             self.cuda.get_or_init(|| icb_memory::activate_cuda(0).ok());
@@ -275,7 +286,7 @@ impl NixlRuntime {
     pub fn target_setup(&mut self, setup: CaseSetup) -> Result<CaseReady, String> {
         self.case = None;
         let is_source = direction_of(&setup) == Some(Direction::Read);
-        let case = self.alloc_registered(setup.memory.target, &setup, is_source)?;
+        let case = self.alloc_registered(setup.memory.target, &setup, is_source, setup.kv.map(|k| k.target))?;
         let remote_addr = case.memory.addr();
         self.case = Some(case);
         let md = self.agent.local_metadata().map_err(|e| e.to_string())?;
@@ -306,12 +317,20 @@ impl NixlRuntime {
             Direction::Read => is_initiator,
             Direction::Write => !is_initiator,
         };
-        if destination {
-            case.memory
-                .with_memory(|b| b.verify(case.len, case.setup.seed))
-                .map_err(|e| format!("payload not delivered intact: {e}"))?;
+        if !destination {
+            return Ok(());
         }
-        Ok(())
+        let seed = case.setup.seed;
+        match case.setup.kv.map(|kv| moved(&kv, is_initiator)).transpose()? {
+            Some(m) => case
+                .memory
+                .with_memory(|b| b.verify_moved(&m, seed, fill_seed(false, seed)))
+                .map_err(|e| format!("KV blocks not delivered intact: {e}")),
+            None => case
+                .memory
+                .with_memory(|b| b.verify(case.len, seed))
+                .map_err(|e| format!("payload not delivered intact: {e}")),
+        }
     }
 
     /// Initiator side: local buffer, the target's metadata, and the prepared request.
@@ -319,12 +338,25 @@ impl NixlRuntime {
         self.case = None;
         let remote = self.load_peer(&ready.rkey.0)?;
         let is_source = direction_of(&setup) == Some(Direction::Write);
-        let mut case = self.alloc_registered(setup.memory.initiator, &setup, is_source)?;
+        let mut case =
+            self.alloc_registered(setup.memory.initiator, &setup, is_source, setup.kv.map(|k| k.initiator))?;
         let block = usize::try_from(setup.size).map_err(|_| "block size does not fit this platform")?;
-        let descs = |base: u64, dev_id: u64| -> Vec<Descriptor> {
-            (0..u64::from(setup.window))
+        // A KV case posts its geometry's descriptors; any other case `window` contiguous blocks.
+        let (count, local_side, remote_side) = match setup.kv {
+            Some(kv) => (kv.count, kv.initiator, kv.target),
+            None => {
+                let side = icb_core::KvSide {
+                    offset: 0,
+                    stride: setup.size,
+                    buffer_bytes: 0,
+                };
+                (u64::from(setup.window), side, side)
+            }
+        };
+        let descs = |base: u64, side: icb_core::KvSide, dev_id: u64| -> Vec<Descriptor> {
+            (0..count)
                 .map(|i| Descriptor {
-                    addr: base + i * setup.size,
+                    addr: base + side.at(i),
                     len: block,
                     dev_id,
                 })
@@ -340,9 +372,9 @@ impl NixlRuntime {
             .transfer(
                 op,
                 &case.memory,
-                &descs(case.memory.addr(), case.memory.dev_id()),
+                &descs(case.memory.addr(), local_side, case.memory.dev_id()),
                 mem_kind(setup.memory.target).1,
-                &descs(ready.remote_addr, 0),
+                &descs(ready.remote_addr, remote_side, 0),
                 &remote,
             )
             .map_err(|e| e.to_string())?;
@@ -361,6 +393,7 @@ impl NixlRuntime {
         let mut latency_ns = latency_histogram();
         let start = Instant::now();
         let mut iterations = 0u64;
+        let mut post_s = 0.0f64;
         loop {
             let elapsed = start.elapsed().as_secs_f64();
             let enough = iterations >= goal.min_iterations && elapsed >= goal.min_time_s;
@@ -369,6 +402,7 @@ impl NixlRuntime {
             }
             let t0 = Instant::now();
             let mut done = transfer.post().map_err(|e| e.to_string())?;
+            post_s += t0.elapsed().as_secs_f64();
             while !done {
                 if ctl.stopped() {
                     return Err("stopped: the peer ended the phase".into());
@@ -386,8 +420,28 @@ impl NixlRuntime {
             iterations,
             elapsed_s: start.elapsed().as_secs_f64(),
             latency_ns,
+            post_s,
         })
     }
+}
+
+/// Where a KV case's blocks land on this side and where they came from.
+fn moved(kv: &icb_core::KvLayout, is_initiator: bool) -> Result<icb_memory::Moved, String> {
+    // READ lands on the initiator, WRITE on the target; `finish` calls this on the destination.
+    let (dst, src) = if is_initiator {
+        (kv.initiator, kv.target)
+    } else {
+        (kv.target, kv.initiator)
+    };
+    let n = |v: u64| usize::try_from(v).map_err(|_| "KV layout does not fit this platform".to_string());
+    Ok(icb_memory::Moved {
+        count: n(kv.count)?,
+        len: n(kv.len)?,
+        dst_offset: n(dst.offset)?,
+        dst_stride: n(dst.stride)?,
+        src_offset: n(src.offset)?,
+        src_stride: n(src.stride)?,
+    })
 }
 
 /// The agent's name for this process and role (`icb-decode-<pid>` / `icb-prefill-<pid>`, with the

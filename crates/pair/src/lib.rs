@@ -21,6 +21,7 @@
 
 pub mod inplace;
 pub mod kube;
+pub mod kv;
 pub mod launcher;
 pub mod local;
 pub mod plan;

@@ -76,13 +76,37 @@ pub fn read_args(engine: &mut EngineArgs, words: &[String]) {
                     engine.kv_connector = Some(v);
                 }
             }
+            "--model" | "--model-path" => engine.model = value(),
+            "--tensor-parallel-size" | "--tp" | "--tp-size" => {
+                engine.tensor_parallel = value().and_then(|v| v.trim().parse().ok());
+            }
+            "--block-size" | "--page-size" | "--tokens-per-block" => {
+                engine.page_size = value().and_then(|v| v.trim().parse().ok());
+            }
             _ => {}
         }
+    }
+    if engine.model.is_none() {
+        engine.model = positional_model(&tokens);
     }
     let joined = words.join(" ");
     if let Some(b) = trt_backend_in_text(&joined) {
         engine.trt_backend = Some(b);
     }
+}
+
+/// `vllm serve MODEL` / `trtllm-serve MODEL`: the first word after the serve command that is
+/// not a flag.
+fn positional_model(tokens: &[String]) -> Option<String> {
+    let at = tokens.iter().position(|t| {
+        let base = t.rsplit('/').next().unwrap_or(t);
+        base == "trtllm-serve" || base == "serve" && tokens.iter().any(|w| w.ends_with("vllm"))
+    })?;
+    tokens[at + 1..]
+        .iter()
+        .find(|t| !t.starts_with('-'))
+        .filter(|t| !t.starts_with("serve"))
+        .cloned()
 }
 
 fn role_word(v: &str) -> Option<Role> {
@@ -314,5 +338,41 @@ mod tests {
             Some("NIXL")
         );
         assert_eq!(trt_backend_in_text("nothing here"), None);
+    }
+
+    #[test]
+    fn the_model_tp_and_block_size_are_read_for_the_kv_shape() {
+        let words = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        let mut v = EngineArgs::default();
+        read_args(
+            &mut v,
+            &words("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 8 --block-size 32"),
+        );
+        assert_eq!(v.model.as_deref(), Some("meta-llama/Llama-3.1-70B-Instruct"));
+        assert_eq!((v.tensor_parallel, v.page_size), (Some(8), Some(32)));
+        let mut d = EngineArgs::default();
+        read_args(
+            &mut d,
+            &words("python3 -m dynamo.vllm --model Qwen/Qwen3-32B --tensor-parallel-size=2"),
+        );
+        assert_eq!(
+            (d.model.as_deref(), d.tensor_parallel, d.page_size),
+            (Some("Qwen/Qwen3-32B"), Some(2), None)
+        );
+        let mut s = EngineArgs::default();
+        read_args(
+            &mut s,
+            &words("python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 16 --page-size 64"),
+        );
+        assert_eq!(
+            (s.model.as_deref(), s.tensor_parallel, s.page_size),
+            (Some("deepseek-ai/DeepSeek-V3"), Some(16), Some(64))
+        );
+        let mut t = EngineArgs::default();
+        read_args(&mut t, &words("trtllm-serve openai/gpt-oss-120b --tp_size 4"));
+        assert_eq!(
+            (t.model.as_deref(), t.tensor_parallel),
+            (Some("openai/gpt-oss-120b"), Some(4))
+        );
     }
 }

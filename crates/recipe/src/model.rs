@@ -177,6 +177,14 @@ pub struct EngineArgs {
     pub role_hint: Option<Role>,
     /// Problems reading the arguments (e.g. `--kv-transfer-config` that is not JSON).
     pub problems: Vec<String>,
+    /// The served model: `vllm serve MODEL`, `--model`, SGLang `--model-path`, `trtllm-serve
+    /// MODEL` (for `gate --kv-shape`).
+    pub model: Option<String>,
+    /// `--tensor-parallel-size`, `--tp`, `--tp-size` (SGLang, TensorRT-LLM).
+    pub tensor_parallel: Option<u32>,
+    /// Tokens per KV block: vLLM `--block-size`, SGLang `--page-size`, TensorRT-LLM
+    /// `tokens_per_block`.
+    pub page_size: Option<u32>,
 }
 
 /// Where the pods may land.

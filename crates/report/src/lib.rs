@@ -22,6 +22,7 @@ mod format;
 mod gate;
 mod json;
 mod junit;
+mod kv_table;
 mod labels;
 pub mod live;
 pub mod output;

@@ -398,7 +398,12 @@ impl Exporter for TableExporter {
             }
             return Ok(out);
         }
-        self.cases(r)
+        let mut out = self.cases(r)?;
+        if let Some(kv) = &r.kv {
+            out.push('\n');
+            out.push_str(&crate::kv_table::render(kv, r.settings.unit, self.view));
+        }
+        Ok(out)
     }
 
     fn probe(&self, r: &ProbeReport) -> Result<String, ExportError> {

@@ -19,8 +19,8 @@ fn pair_example_is_a_judged_report() {
     let json = blocks("json");
     assert_eq!(
         json.len(),
-        5,
-        "one pair, one rails, one probe, one rail map and one gate example"
+        6,
+        "one pair, one rails, one kv, one probe, one rail map and one gate example"
     );
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
@@ -54,8 +54,29 @@ fn rails_example_is_what_the_rail_judge_gives() {
 }
 
 #[test]
+fn kv_example_is_what_the_types_write() {
+    use icb_core::KvOutcome;
+    let text = &blocks("json")[2];
+    let kv: KvOutcome = serde_json::from_str(text).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(serde_json::to_value(&kv).unwrap(), doc);
+    // The figures agree with each other: the request is its slowest peer, the sums are the peers'.
+    let slowest = kv.peers.iter().filter_map(|p| p.request_ms_p50).fold(0.0, f64::max);
+    assert_eq!(kv.request_ms_p50, Some(slowest));
+    assert_eq!(
+        kv.bytes_moved_per_request,
+        kv.peers.iter().map(|p| p.bytes).sum::<u64>()
+    );
+    assert_eq!(
+        kv.descriptors_per_request,
+        kv.peers.iter().map(|p| p.descriptors).sum::<u64>()
+    );
+    assert!(kv.summary.starts_with("llama-3.1-8b, 64 tokens, TP2→TP1: KV transfer "));
+}
+
+#[test]
 fn probe_example_rolls_up_as_the_code_does() {
-    let probe: ProbeReport = serde_json::from_str(&blocks("json")[2]).unwrap();
+    let probe: ProbeReport = serde_json::from_str(&blocks("json")[3]).unwrap();
     let again = ProbeReport::new(
         &probe.kind,
         &probe.target,
@@ -68,19 +89,19 @@ fn probe_example_rolls_up_as_the_code_does() {
 #[test]
 fn rail_map_example_parses_and_prints_its_ucx_line() {
     use icb_core::rails::{LeftOutReason, PcieRelation, RailMap};
-    let map: RailMap = serde_json::from_str(&blocks("json")[3]).unwrap();
+    let map: RailMap = serde_json::from_str(&blocks("json")[4]).unwrap();
     assert_eq!(map.rails[0].relation, Some(PcieRelation::Pix));
     assert_eq!(map.ucx_net_devices(), vec!["rank 0: UCX_NET_DEVICES=mlx5_2:1"]);
     assert_eq!(map.left_out[0].reasons[1], LeftOutReason::Slow { fastest_gbps: 400.0 });
     // What the document shows is what the types write (no field renamed or dropped).
-    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[3]).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[4]).unwrap();
     assert_eq!(serde_json::to_value(&map).unwrap(), doc);
 }
 
 #[test]
 fn gate_example_rolls_up_as_the_code_does() {
     use icb_core::model::{GATE_SCHEMA, GateReport};
-    let gate: GateReport = serde_json::from_str(&blocks("json")[4]).unwrap();
+    let gate: GateReport = serde_json::from_str(&blocks("json")[5]).unwrap();
     assert_eq!(gate.schema, GATE_SCHEMA);
     let mut again = gate.clone();
     again.conclude();

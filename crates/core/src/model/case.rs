@@ -188,6 +188,10 @@ pub struct Measurement {
     /// Window auto-tuning: the windows tried during warmup and what each gave (bytes/s).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub window_trials: Vec<WindowTrial>,
+    /// NIXL engine: mean time in the post call per request, microseconds (the rest of a
+    /// request's time is the transfer itself).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_us: Option<f64>,
 }
 
 /// The precision a case reached (see [`StopRule`]).

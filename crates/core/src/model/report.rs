@@ -39,6 +39,10 @@ pub struct PairReport {
     /// rail's cases, each with its `rail`, and `verdict` rolls up the rails).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rails: Option<Box<crate::rails::RailsOutcome>>,
+    /// `pair --kv-shape`: the model's KV transfer per request (then `cases` holds every peer's
+    /// case, and `verdict` rolls them up with `--max-kv-ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<Box<crate::KvOutcome>>,
 }
 
 /// How the UCX engine configures UCX beyond `--ucx-config` and `UCX_*` (`--ucx-profile`).

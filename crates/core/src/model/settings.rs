@@ -78,6 +78,10 @@ pub struct CaseShape {
     /// Blocks per operation (RMA tests only); absent or 1 is one contiguous message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocks: Option<u32>,
+    /// `pair --kv-shape`: one rank-to-rank read of a model's KV geometry (`size` is its
+    /// descriptor size); the NIXL engine posts exactly these descriptors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv: Option<crate::KvLayout>,
 }
 
 impl CaseShape {
@@ -86,6 +90,7 @@ impl CaseShape {
             test,
             size,
             blocks: None,
+            kv: None,
         }
     }
     pub fn blocks(test: TestKind, size: u64, blocks: u32) -> Self {
@@ -93,6 +98,16 @@ impl CaseShape {
             test,
             size,
             blocks: (blocks > 1).then_some(blocks),
+            kv: None,
+        }
+    }
+    /// A KV read or write (`GetBw` / `PutBw`) of `layout`'s descriptors.
+    pub fn kv(test: TestKind, layout: crate::KvLayout) -> Self {
+        CaseShape {
+            test,
+            size: layout.len,
+            blocks: None,
+            kv: Some(layout),
         }
     }
 }

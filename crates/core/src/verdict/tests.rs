@@ -93,6 +93,7 @@ fn measured(
             precision: None,
             list_latency_us: None,
             window_trials: Vec::new(),
+            post_us: None,
         }),
         transport: Some(classify(info, lanes, memory)),
         verdict: None,

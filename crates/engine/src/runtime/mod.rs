@@ -22,9 +22,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use ucx::{Endpoint, ErrorMode, MemMap, Op, OpOptions, RemoteKey, Rma, Worker};
 
+mod kv;
 mod ops;
 mod phase;
 
+use kv::{kv_offsets, moved};
 use ops::*;
 pub use phase::{PhaseCtl, PhaseOutcome};
 
@@ -212,9 +214,35 @@ impl Runtime {
         }
     }
 
-    /// The case's buffer layout, checked against this machine's address space.
-    fn layout(setup: &CaseSetup) -> Result<BlockLayout, RunError> {
-        setup.layout().ok_or(RunError::TooLarge(setup.size))
+    /// The case's buffer layout, checked against this machine's address space. A KV case's
+    /// blocks sit at each side's own offsets ([`kv_offsets`]); its layout gives their size,
+    /// count and this side's stride.
+    fn layout(setup: &CaseSetup, initiator: bool) -> Result<BlockLayout, RunError> {
+        let Some(kv) = setup.kv else {
+            return setup.layout().ok_or(RunError::TooLarge(setup.size));
+        };
+        let side = if initiator { kv.initiator } else { kv.target };
+        let n = |v: u64| usize::try_from(v).map_err(|_| RunError::TooLarge(v));
+        Ok(BlockLayout {
+            block: n(kv.len)?,
+            stride: n(side.stride)?,
+            count: n(kv.count)?,
+        })
+    }
+
+    /// Bytes of this side's buffer: a KV rank's whole buffer, else the layout's span.
+    fn span(setup: &CaseSetup, layout: BlockLayout, initiator: bool) -> Result<usize, RunError> {
+        match setup.kv {
+            Some(kv) => {
+                let bytes = if initiator {
+                    kv.initiator.buffer_bytes
+                } else {
+                    kv.target.buffer_bytes
+                };
+                usize::try_from(bytes).map_err(|_| RunError::TooLarge(bytes))
+            }
+            None => Ok(layout.span()),
+        }
     }
 
     // ---------------------------------------------------------------- target (server) side
@@ -222,9 +250,13 @@ impl Runtime {
     pub fn target_setup(&mut self, setup: CaseSetup) -> Result<CaseReady, RunError> {
         self.drain_now();
         self.case = None;
-        let layout = Self::layout(&setup)?;
+        let layout = Self::layout(&setup, false)?;
         self.hold_cuda_context(setup.memory);
-        let mut buf = Buf::alloc(setup.memory.target, layout.span(), self.cuda_device)?;
+        let mut buf = Buf::alloc(
+            setup.memory.target,
+            Self::span(&setup, layout, false)?,
+            self.cuda_device,
+        )?;
         if !setup.untouched {
             // The target holds the data's source for get, its destination otherwise.
             let seed = if setup.test == TestKind::GetBw {
@@ -362,13 +394,17 @@ impl Runtime {
         let seed = case.setup.seed;
         if case.setup.test == TestKind::GetBw {
             // The client checks what it read; the source buffer must still be intact.
-            let whole = BlockLayout::single(case.layout.span());
+            let whole = BlockLayout::single(case.buf.byte_len());
             return match case.buf.verify_blocks(whole, seed, seed) {
                 Ok(()) => (true, None),
                 Err(e) => (false, Some(format!("source buffer changed during get: {e}"))),
             };
         }
-        match case.buf.verify_blocks(case.layout, seed, other_seed(seed)) {
+        let checked = match case.setup.kv {
+            Some(kv) => case.buf.verify_moved(&moved(&kv, false), seed, other_seed(seed)),
+            None => case.buf.verify_blocks(case.layout, seed, other_seed(seed)),
+        };
+        match checked {
             Ok(()) => (true, None),
             Err(e) => (false, Some(e.to_string())),
         }
@@ -379,9 +415,13 @@ impl Runtime {
     pub fn initiator_setup(&mut self, setup: CaseSetup, ready: &CaseReady) -> Result<(), RunError> {
         self.drain_now();
         self.case = None;
-        let layout = Self::layout(&setup)?;
+        let layout = Self::layout(&setup, true)?;
         self.hold_cuda_context(setup.memory);
-        let mut buf = Buf::alloc(setup.memory.initiator, layout.span(), self.cuda_device)?;
+        let mut buf = Buf::alloc(
+            setup.memory.initiator,
+            Self::span(&setup, layout, true)?,
+            self.cuda_device,
+        )?;
         if !setup.untouched {
             let seed = if setup.test == TestKind::GetBw {
                 other_seed(setup.seed)
@@ -446,7 +486,7 @@ impl Runtime {
         let probe = kind == PhaseKind::Warmup;
         let timed = if probe { n - 1 } else { n };
         // A list of blocks is issued whole, then flushed: its blocks are the ops in flight.
-        let window = if case.layout.count > 1 {
+        let window = if case.layout.count > 1 || case.setup.kv.is_some() {
             case.layout.count
         } else {
             window.max(1) as usize
@@ -487,10 +527,11 @@ impl Runtime {
                     Rma::Get
                 };
                 let layout = case.layout;
+                let kv = case.setup.kv;
                 with_region!(&case.buf, b => {
                     let submit = |block: usize, opts: OpOptions| {
-                        let at = layout.offset(block);
-                        w.rma(rma, ep, b, at..at + size, addr + at as u64, rkey, opts)
+                        let (at, remote) = kv_offsets(kv.as_ref(), layout, block);
+                        w.rma(rma, ep, b, at..at + size, addr + remote, rkey, opts)
                     };
                     if probe {
                         let p0 = Instant::now();
@@ -499,7 +540,7 @@ impl Runtime {
                         wait_op(w, op, ctl)?;
                         probe_s = Some(p0.elapsed().as_secs_f64());
                     }
-                    if layout.count > 1 {
+                    if layout.count > 1 || kv.is_some() {
                         // KV-shaped: every operation is one list (all blocks, then one flush),
                         // timed on its own.
                         let mut hist = (kind == PhaseKind::Measure).then(stats::rtt_histogram);
@@ -548,7 +589,10 @@ impl Runtime {
         }
         let seed = case.setup.seed;
         match case.setup.test {
-            TestKind::GetBw => case.buf.verify_blocks(case.layout, seed, other_seed(seed)),
+            TestKind::GetBw => match case.setup.kv {
+                Some(kv) => case.buf.verify_moved(&moved(&kv, true), seed, other_seed(seed)),
+                None => case.buf.verify_blocks(case.layout, seed, other_seed(seed)),
+            },
             TestKind::TagLat => match case.pong.as_mut() {
                 Some(p) => p.verify_blocks(case.layout, seed, seed).map_err(RunError::echoed),
                 None => Err(RunError::Internal("no pong buffer")),

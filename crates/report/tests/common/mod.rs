@@ -63,6 +63,7 @@ fn case(
             precision: None,
             list_latency_us: None,
             window_trials: Vec::new(),
+            post_us: None,
         }),
         transport: Some(classify(info, lanes, memory)),
         verdict: None,
@@ -163,6 +164,7 @@ fn report(
         partial: None,
         ucx_profile: None,
         rails: None,
+        kv: None,
     };
     judge(&mut r);
     r

@@ -1,0 +1,150 @@
+//! `pair --kv-shape`: one model's KV transfer between prefill TP `a` and decode TP `b`, as the
+//! cases carry it ([`KvLayout`]) and as the report says it ([`KvOutcome`]).
+
+use serde::{Deserialize, Serialize};
+
+/// Where a request's descriptors sit in one side's buffer: descriptor `i` starts at
+/// `offset + i × stride`; the buffer holds `buffer_bytes` (the rank's whole KV for the request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KvSide {
+    pub offset: u64,
+    pub stride: u64,
+    pub buffer_bytes: u64,
+}
+
+impl KvSide {
+    /// Descriptor `i`'s offset.
+    pub fn at(&self, i: u64) -> u64 {
+        self.offset + i * self.stride
+    }
+}
+
+/// One rank-to-rank read of a KV geometry: `count` descriptors of `len` bytes, laid out on the
+/// initiator and on the target as each side's buffer holds them (a decode rank's blocks hold
+/// more heads than a prefill rank's, or fewer). The source is filled with the pattern at its own
+/// offsets; the destination's block `i` must hold the source's bytes of block `i`, and every byte
+/// outside the blocks must stay as it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KvLayout {
+    pub count: u64,
+    pub len: u64,
+    pub initiator: KvSide,
+    pub target: KvSide,
+}
+
+impl KvLayout {
+    /// `count` blocks of `len` bytes, the same place on both sides, each followed by a 64-byte
+    /// gap (the descriptor sweep: many descriptors, none adjacent, little memory).
+    pub fn spaced(len: u64, count: u64) -> KvLayout {
+        let stride = len.next_multiple_of(64) + 64;
+        let side = KvSide {
+            offset: 0,
+            stride,
+            buffer_bytes: stride * count,
+        };
+        KvLayout {
+            count,
+            len,
+            initiator: side,
+            target: side,
+        }
+    }
+
+    /// Bytes one request moves.
+    pub fn bytes(&self) -> u64 {
+        self.count.saturating_mul(self.len)
+    }
+
+    /// Whether every block lies inside both buffers and no two blocks overlap.
+    pub fn is_consistent(&self) -> bool {
+        let fits = |s: &KvSide| {
+            self.count > 0
+                && self.len > 0
+                && s.stride >= self.len
+                && s.offset
+                    .checked_add(s.stride.saturating_mul(self.count - 1))
+                    .and_then(|last| last.checked_add(self.len))
+                    .is_some_and(|end| end <= s.buffer_bytes)
+        };
+        fits(&self.initiator) && fits(&self.target)
+    }
+}
+
+/// The whole `--kv-shape` run: the request, its per-request times and every peer's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvOutcome {
+    pub model: String,
+    pub isl: u64,
+    pub page_size: u32,
+    pub kv_dtype: String,
+    pub prefill_tp: u32,
+    pub decode_tp: u32,
+    /// `read` (decode pulls) or `write` (prefill pushes).
+    pub op: String,
+    /// The request's KV, each head counted once, in whole blocks.
+    pub kv_bytes_per_request: u64,
+    /// What every peer moved together for one request.
+    pub bytes_moved_per_request: u64,
+    /// Over all peers for one request.
+    pub descriptors_per_request: u64,
+    /// The request ends when its slowest peer does: per repetition percentile, the slowest
+    /// peer's (ms).
+    pub request_ms_p50: Option<f64>,
+    pub request_ms_p99: Option<f64>,
+    /// The slowest peer's p50 over the median peer's p50.
+    pub slowest_over_median: Option<f64>,
+    /// What the same request would take over a TCP fallback: the busiest rank's bytes at
+    /// [`TCP_FALLBACK_BPS`] (ms).
+    pub tcp_estimate_ms: f64,
+    /// `--max-kv-ms`, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_kv_ms: Option<f64>,
+    pub peers: Vec<KvPeer>,
+    /// The descriptor-count sweep (`--kv-descriptor-sweep`), when run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub descriptor_sweep: Vec<KvSweepPoint>,
+    /// The TTFT line of the verdict.
+    pub summary: String,
+}
+
+/// The TCP fallback a KV estimate assumes per rank: 1 GB/s, the low end of the 1–3 GB/s a
+/// TCP fallback gives (docs/platform notes; observed failures run at 0.3–0.5 GB/s).
+pub const TCP_FALLBACK_BPS: f64 = 1e9;
+
+/// One peer pair: a decode rank and the prefill rank it reads from (or that writes to it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvPeer {
+    pub decode_rank: u32,
+    pub prefill_rank: u32,
+    pub descriptors: u64,
+    pub descriptor_bytes: u64,
+    pub bytes: u64,
+    /// Per request (ms), over the repetitions.
+    pub request_ms_p50: Option<f64>,
+    pub request_ms_p99: Option<f64>,
+    /// Mean time in NIXL's post call per request (ms); the rest of a request is the transfer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_ms: Option<f64>,
+    pub bandwidth_bps: Option<f64>,
+    pub repetitions: u64,
+    /// Every block arrived intact on this peer's destination.
+    pub verified: bool,
+    pub data_path: Option<String>,
+    /// Why the peer measured nothing, if it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// One point of the descriptor-count sweep: one request of `descriptors` blocks of the model's
+/// block size between one pair of ranks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvSweepPoint {
+    pub descriptors: u64,
+    pub descriptor_bytes: u64,
+    pub request_ms_p50: Option<f64>,
+    pub post_ms: Option<f64>,
+    /// Mean post time over mean request time (capped at 1): where posting dominates.
+    pub post_share: Option<f64>,
+    pub bandwidth_bps: Option<f64>,
+    pub verified: bool,
+}

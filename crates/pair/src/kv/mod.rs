@@ -1,0 +1,180 @@
+//! `pair --kv-shape`: a model's real KV transfer for one request, prefill TP `a` → decode TP `b`.
+//!
+//! Every rank-to-rank read of the geometry ([`icb_kv::KvGeometry`]) is one row: one process on
+//! each side (the initiator posts the read's descriptor list through the engine, NIXL READ or
+//! WRITE, or the UCX engine's block lists), all rows at once, each one [`run_pair`] with its own
+//! launcher from a [`KvSeam`] (local processes, bench pods). The rows' reports are rolled into
+//! one pair report whose `kv` section says what the fabric adds to time-to-first-token
+//! ([`report`]). The descriptor-count sweep, when asked, runs afterwards on one more pair.
+//!
+//! A prefill rank read by several decode ranks (`b > a`) runs once per reader: each row is its
+//! own process pair, so the prefill rank's buffer is held once per reader. What is timed per
+//! request is each read; a request is done when its slowest read is.
+
+mod plan;
+mod report;
+
+pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
+pub use report::{assemble, summary_line};
+
+use crate::launcher::{LaunchError, Launcher};
+use crate::plan::PairPlan;
+use crate::run::{Interrupted, PairError, PairOutcome, run_pair};
+use icb_core::protocol::CaseProgress;
+use icb_core::{CaseShape, KvLayout};
+use std::cell::RefCell;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// A `--kv-shape` run, decided before anything starts.
+#[derive(Debug, Clone)]
+pub struct KvPlan {
+    /// Timing, memory pair and deadlines of every row (its cases are replaced per row).
+    pub pair: PairPlan,
+    pub request: icb_kv::KvRequest,
+    pub op: KvOp,
+    pub rows: Vec<KvRow>,
+    /// `--max-kv-ms`: a request slower than this (p50) fails the verdict.
+    pub max_kv_ms: Option<f64>,
+    /// Descriptor counts of the sweep (empty: no sweep), at `sweep_block` bytes each.
+    pub sweep: Vec<u64>,
+    pub sweep_block: u64,
+}
+
+impl KvPlan {
+    /// A plan for every read of `request`'s geometry.
+    pub fn new(pair: PairPlan, request: icb_kv::KvRequest, op: KvOp) -> KvPlan {
+        let rows = kv_rows(request.geometry(), op);
+        let sweep_block = rows.first().map_or(4096, |r| r.layout.len);
+        KvPlan {
+            pair,
+            request,
+            op,
+            rows,
+            max_kv_ms: None,
+            sweep: Vec::new(),
+            sweep_block,
+        }
+    }
+
+    /// The pair one row runs: its one case, the plan's memory pair and timing.
+    pub fn row_plan(&self, row: &KvRow) -> PairPlan {
+        self.with_cases(vec![row.case(self.op)])
+    }
+
+    /// The pair the sweep runs: one case per descriptor count.
+    pub fn sweep_plan(&self) -> PairPlan {
+        let cases = self
+            .sweep
+            .iter()
+            .map(|&n| CaseShape::kv(self.op.test(), KvLayout::spaced(self.sweep_block, n)))
+            .collect();
+        self.with_cases(cases)
+    }
+
+    fn with_cases(&self, cases: Vec<CaseShape>) -> PairPlan {
+        let mut pair = self.pair.clone();
+        pair.settings.tests = vec![self.op.test()];
+        pair.settings.sizes = cases.iter().map(|c| c.size).collect();
+        pair.settings.plan = cases;
+        pair.settings.blocks = None;
+        pair.settings.window_candidates.clear();
+        pair.settings.memory.truncate(1);
+        // Filling, registering and verifying a rank's buffer takes time of its own: a second
+        // per 20 MB on top of the cases' budget (a debug build on a loaded 2-core machine).
+        let buffers: u64 = pair
+            .settings
+            .plan
+            .iter()
+            .filter_map(|c| c.kv)
+            .map(|k| k.initiator.buffer_bytes + k.target.buffer_bytes)
+            .sum();
+        let deadline = PairPlan::deadline_for(&pair.settings) + std::time::Duration::from_secs(buffers / 20_000_000);
+        pair.deadline = pair.deadline.max(deadline);
+        pair
+    }
+}
+
+/// Starts a row's two ranks. The row's initiator runs as the launcher's prefill side (`connect`),
+/// its target as the decode side (`serve`); the seam places them. The sweep gets a launcher for
+/// `None`.
+#[allow(async_fn_in_trait)]
+pub trait KvSeam {
+    type L: Launcher;
+
+    async fn launcher(&mut self, row: Option<&KvRow>) -> Result<Self::L, LaunchError>;
+}
+
+/// The engine's cap on one buffer (16 GiB, `icb_engine::messages::MAX_MESSAGE_SIZE`).
+pub const MAX_RANK_BYTES: u64 = 16 << 30;
+
+/// What one rank's buffer may hold when every rank runs on this host: 80 % of the memory
+/// available (`/proc/meminfo`) shared by `processes`, and never above [`MAX_RANK_BYTES`].
+pub fn local_rank_limit(processes: usize) -> u64 {
+    let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("MemAvailable:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kb| kb * 1024)
+    });
+    match available {
+        Some(bytes) => (bytes / 10 * 8 / processes.max(1) as u64).min(MAX_RANK_BYTES),
+        None => MAX_RANK_BYTES,
+    }
+}
+
+/// The progress of one row's case (`None`: the sweep's).
+pub type KvProgress<'a> = dyn FnMut(Option<&KvRow>, &CaseProgress) + 'a;
+
+/// Runs every row at once, then the sweep, and returns one pair report with its `kv` section.
+pub async fn run_kv<S: KvSeam>(
+    plan: &KvPlan,
+    seam: &mut S,
+    cancel: &CancellationToken,
+    progress: &mut KvProgress<'_>,
+) -> Result<PairOutcome, PairError> {
+    let started = Instant::now();
+    let mut launchers = Vec::with_capacity(plan.rows.len());
+    for row in &plan.rows {
+        launchers.push(seam.launcher(Some(row)).await.map_err(PairError::from)?);
+    }
+    let progress = RefCell::new(progress);
+    let runs = futures::future::join_all(launchers.iter_mut().zip(&plan.rows).map(|(launcher, row)| {
+        let progress = &progress;
+        let row_plan = plan.row_plan(row);
+        async move {
+            let mut each = |p: &CaseProgress| (*progress.borrow_mut())(Some(row), p);
+            run_pair(&row_plan, launcher, cancel, &mut each).await
+        }
+    }))
+    .await;
+    drop(launchers);
+    if cancel.is_cancelled() {
+        return Err(interrupted(&runs));
+    }
+    let sweep = if plan.sweep.is_empty() {
+        None
+    } else {
+        let mut launcher = seam.launcher(None).await.map_err(PairError::from)?;
+        let mut each = |p: &CaseProgress| (*progress.borrow_mut())(None, p);
+        let r = run_pair(&plan.sweep_plan(), &mut launcher, cancel, &mut each).await;
+        if cancel.is_cancelled() {
+            return Err(interrupted(std::slice::from_ref(&r)));
+        }
+        Some(r)
+    };
+    assemble(plan, runs, sweep, started.elapsed())
+}
+
+/// Every row's cleanup, as one interruption.
+fn interrupted(runs: &[Result<PairOutcome, PairError>]) -> PairError {
+    let cleanup = runs
+        .iter()
+        .filter_map(|r| match r {
+            Err(PairError::Interrupted(i)) if !i.cleanup.is_empty() => Some(i.cleanup.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    PairError::Interrupted(Interrupted { cleanup, partial: None })
+}

@@ -1,0 +1,366 @@
+//! From the rows' pair runs to one pair report: every peer's times, bytes and data path, the
+//! per-request figures (a request ends with its slowest read), and the verdict in TTFT terms.
+
+use super::{KvPlan, KvRow};
+use crate::run::{PairError, PairOutcome};
+use icb_core::model::{CaseResult, CaseStatus, Verdict, VerdictStatus};
+use icb_core::{KvOutcome, KvPeer, KvSweepPoint, TCP_FALLBACK_BPS};
+use std::time::Duration;
+
+/// One pair report for the whole transfer: the first row's report as the frame (tool, peers,
+/// settings, expectation), every row's case then the sweep's, and the verdict of the request.
+pub fn assemble(
+    plan: &KvPlan,
+    runs: Vec<Result<PairOutcome, PairError>>,
+    sweep: Option<Result<PairOutcome, PairError>>,
+    elapsed: Duration,
+) -> Result<PairOutcome, PairError> {
+    let mut frame: Option<PairOutcome> = None;
+    let mut cases = Vec::new();
+    let mut cleanup = Vec::new();
+    let mut peers = Vec::new();
+    let mut worst = VerdictStatus::Pass;
+    let mut first_error = None;
+    for (row, run) in plan.rows.iter().zip(runs) {
+        match run {
+            Ok(o) => {
+                peers.push(peer(row, o.report.cases.first()));
+                worst = worse(worst, o.report.verdict.status);
+                cases.extend(o.report.cases.iter().cloned());
+                if !o.cleanup.is_empty() {
+                    cleanup.push(format!("peer {}: {}", row.index, o.cleanup));
+                }
+                frame.get_or_insert(o);
+            }
+            Err(e) => {
+                let mut p = peer(row, None);
+                p.failure = Some(e.to_string());
+                peers.push(p);
+                worst = VerdictStatus::Fail;
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let Some(mut frame) = frame else {
+        return Err(first_error.unwrap_or_else(|| PairError::Setup("the KV geometry has no reads".into())));
+    };
+    let descriptor_sweep = match sweep {
+        Some(Ok(o)) => {
+            cases.extend(o.report.cases.iter().cloned());
+            o.report.cases.iter().map(sweep_point).collect()
+        }
+        Some(Err(e)) => return Err(e),
+        None => Vec::new(),
+    };
+    let mut kv = outcome(plan, peers);
+    kv.descriptor_sweep = descriptor_sweep;
+    let report = &mut frame.report;
+    report.cases = cases;
+    report.duration_s = elapsed.as_secs_f64();
+    report.placement.mode = format!("{} · {} KV peers", report.placement.mode, plan.rows.len());
+    let data_paths = std::mem::take(&mut report.verdict.data_paths);
+    report.verdict = Verdict {
+        data_paths,
+        ..verdict(&kv, worst, &report.verdict)
+    };
+    report.kv = Some(Box::new(kv));
+    frame.cleanup = cleanup.join("; ");
+    Ok(frame)
+}
+
+fn rank(s: VerdictStatus) -> u8 {
+    match s {
+        VerdictStatus::Pass => 0,
+        VerdictStatus::Warn => 1,
+        VerdictStatus::Fail => 2,
+        VerdictStatus::Interrupted => 3,
+    }
+}
+
+fn worse(a: VerdictStatus, b: VerdictStatus) -> VerdictStatus {
+    if rank(b) > rank(a) { b } else { a }
+}
+
+/// Per-request time of a case (ms): the engine's per-request histogram.
+fn request_ms(case: &CaseResult) -> (Option<f64>, Option<f64>) {
+    let m = case.measurement.as_ref();
+    let lat = m.and_then(|m| m.latency_us.as_ref().or(m.list_latency_us.as_ref()));
+    (lat.map(|l| l.p50 / 1e3), lat.map(|l| l.p99 / 1e3))
+}
+
+/// Mean time per request (ms).
+fn mean_ms(case: &CaseResult) -> Option<f64> {
+    let m = case.measurement.as_ref()?;
+    m.latency_us
+        .as_ref()
+        .or(m.list_latency_us.as_ref())
+        .map(|l| l.mean / 1e3)
+}
+
+/// `tcp/lo`: the lanes the case's evidence says carried the bytes.
+fn data_path(case: &CaseResult) -> Option<String> {
+    let t = case.transport.as_ref()?;
+    let lanes: Vec<String> = t
+        .data_path
+        .transports
+        .iter()
+        .map(|l| format!("{}/{}", l.transport, l.device))
+        .collect();
+    Some(if lanes.is_empty() {
+        t.data_path.class.to_string()
+    } else {
+        lanes.join(",")
+    })
+}
+
+fn peer(row: &KvRow, case: Option<&CaseResult>) -> KvPeer {
+    let (p50, p99) = case.map_or((None, None), request_ms);
+    let m = case.and_then(|c| c.measurement.as_ref());
+    KvPeer {
+        decode_rank: row.decode_rank,
+        prefill_rank: row.prefill_rank,
+        descriptors: row.layout.count,
+        descriptor_bytes: row.layout.len,
+        bytes: row.layout.bytes(),
+        request_ms_p50: p50,
+        request_ms_p99: p99,
+        post_ms: m.and_then(|m| m.post_us).map(|us| us / 1e3),
+        bandwidth_bps: m.and_then(|m| m.bandwidth_bps),
+        repetitions: m.map_or(0, |m| m.iterations),
+        verified: case.is_some_and(|c| c.status == CaseStatus::Measured) && m.is_some_and(|m| m.verified),
+        data_path: case.and_then(data_path),
+        failure: case
+            .filter(|c| c.status != CaseStatus::Measured)
+            .map(|c| c.reason.clone().unwrap_or_else(|| format!("{:?}", c.status))),
+    }
+}
+
+fn sweep_point(case: &CaseResult) -> KvSweepPoint {
+    let (p50, _) = request_ms(case);
+    let m = case.measurement.as_ref();
+    let post_ms = m.and_then(|m| m.post_us).map(|us| us / 1e3);
+    KvSweepPoint {
+        descriptors: u64::from(case.blocks.unwrap_or(1)),
+        descriptor_bytes: case.size,
+        request_ms_p50: p50,
+        post_ms,
+        // Mean over mean: the post time is a mean (the histogram's p50 is not comparable).
+        post_share: post_ms
+            .zip(mean_ms(case))
+            .filter(|(_, t)| *t > 0.0)
+            .map(|(p, t)| (p / t).min(1.0)),
+        bandwidth_bps: m.and_then(|m| m.bandwidth_bps),
+        verified: case.status == CaseStatus::Measured && m.is_some_and(|m| m.verified),
+    }
+}
+
+fn max(values: impl Iterator<Item = f64>) -> Option<f64> {
+    values.reduce(f64::max)
+}
+
+fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
+    let g = plan.request.geometry();
+    let all_measured = peers.iter().all(|p| p.request_ms_p50.is_some());
+    let p50 = all_measured
+        .then(|| max(peers.iter().filter_map(|p| p.request_ms_p50)))
+        .flatten();
+    let p99 = all_measured
+        .then(|| max(peers.iter().filter_map(|p| p.request_ms_p99)))
+        .flatten();
+    let mut p50s: Vec<f64> = peers.iter().filter_map(|p| p.request_ms_p50).collect();
+    p50s.sort_by(f64::total_cmp);
+    let median = p50s.get(p50s.len() / 2).copied();
+    let slowest = p50s.last().copied();
+    // The busiest rank's bytes: a decode rank gathers its reads, a prefill rank serves its readers.
+    let busiest = |key: fn(&KvPeer) -> u32| {
+        let mut sums = std::collections::BTreeMap::<u32, u64>::new();
+        for p in &peers {
+            *sums.entry(key(p)).or_default() += p.bytes;
+        }
+        sums.into_values().max().unwrap_or(0)
+    };
+    let busiest = busiest(|p| p.decode_rank).max(busiest(|p| p.prefill_rank));
+    let mut kv = KvOutcome {
+        model: g.model.clone(),
+        isl: g.isl,
+        page_size: g.page_size,
+        kv_dtype: g.kv_dtype.to_string(),
+        prefill_tp: g.prefill_tp,
+        decode_tp: g.decode_tp,
+        op: plan.op.as_str().into(),
+        kv_bytes_per_request: g.kv_bytes_per_request,
+        bytes_moved_per_request: peers.iter().map(|p| p.bytes).sum(),
+        descriptors_per_request: peers.iter().map(|p| p.descriptors).sum(),
+        request_ms_p50: p50,
+        request_ms_p99: p99,
+        slowest_over_median: slowest.zip(median).filter(|(_, m)| *m > 0.0).map(|(s, m)| s / m),
+        tcp_estimate_ms: busiest as f64 / TCP_FALLBACK_BPS * 1e3,
+        max_kv_ms: plan.max_kv_ms,
+        peers,
+        descriptor_sweep: Vec::new(),
+        summary: String::new(),
+    };
+    kv.summary = summary_line(&kv);
+    kv
+}
+
+/// `8k tokens` for a multiple of 1024, else the count.
+fn tokens(isl: u64) -> String {
+    if isl >= 1024 && isl.is_multiple_of(1024) {
+        format!("{}k tokens", isl / 1024)
+    } else {
+        format!("{isl} tokens")
+    }
+}
+
+fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0} ms")
+    } else if v >= 1.0 {
+        format!("{v:.1} ms")
+    } else {
+        format!("{v:.3} ms")
+    }
+}
+
+/// "llama-3.1-70b, 8k tokens, TP8→TP8: KV transfer 7.4 ms p50 / 9.1 ms p99 per request over
+/// rc_mlx5/mlx5_0:1; over TCP it would be ~2684 ms".
+pub fn summary_line(kv: &KvOutcome) -> String {
+    let head = format!(
+        "{}, {}, TP{}→TP{}",
+        kv.model,
+        tokens(kv.isl),
+        kv.prefill_tp,
+        kv.decode_tp
+    );
+    let mut paths: Vec<&str> = kv.peers.iter().filter_map(|p| p.data_path.as_deref()).collect();
+    paths.sort();
+    paths.dedup();
+    let over = if paths.is_empty() {
+        String::new()
+    } else {
+        format!(" over {}", paths.join(", "))
+    };
+    let tcp = format!("over TCP it would be ~{}", ms(kv.tcp_estimate_ms));
+    match (kv.request_ms_p50, kv.request_ms_p99) {
+        (Some(p50), Some(p99)) => format!(
+            "{head}: KV transfer {} p50 / {} p99 per request{over}; {tcp}",
+            ms(p50),
+            ms(p99)
+        ),
+        _ => format!("{head}: KV transfer not measured on every peer; {tcp}"),
+    }
+}
+
+/// The request's verdict: the worst peer's, then `--max-kv-ms`.
+fn verdict(kv: &KvOutcome, worst: VerdictStatus, rows: &Verdict) -> Verdict {
+    if let (Some(limit), Some(p50)) = (kv.max_kv_ms, kv.request_ms_p50)
+        && p50 > limit
+    {
+        return Verdict {
+            status: VerdictStatus::Fail,
+            reason: format!("{} — over --max-kv-ms {}", kv.summary, ms(limit)),
+            hint: Some(format!(
+                "the KV transfer adds {} to TTFT, over the {} budget: fix the data path (RDMA/NVLink, not TCP), or spread the KV over more ranks",
+                ms(p50),
+                ms(limit)
+            )),
+            data_paths: Vec::new(),
+        };
+    }
+    let failed = kv.peers.iter().find(|p| p.failure.is_some() || !p.verified);
+    let (status, reason, hint) = match failed {
+        Some(p) => (
+            VerdictStatus::Fail,
+            format!(
+                "{} — peer decode {} ← prefill {}: {}",
+                kv.summary,
+                p.decode_rank,
+                p.prefill_rank,
+                p.failure.as_deref().unwrap_or("blocks not verified")
+            ),
+            None,
+        ),
+        None if worst != VerdictStatus::Pass => (worst, format!("{} — {}", kv.summary, rows.reason), rows.hint.clone()),
+        None => (VerdictStatus::Pass, kv.summary.clone(), None),
+    };
+    Verdict {
+        status,
+        reason,
+        hint,
+        data_paths: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv(p50: Option<f64>, paths: &[&str]) -> KvOutcome {
+        let peer = |i: u32, path: &str| KvPeer {
+            decode_rank: i,
+            prefill_rank: i,
+            descriptors: 10,
+            descriptor_bytes: 4096,
+            bytes: 40960,
+            request_ms_p50: p50,
+            request_ms_p99: p50.map(|v| v * 1.2),
+            post_ms: None,
+            bandwidth_bps: None,
+            repetitions: 5,
+            verified: true,
+            data_path: Some(path.into()),
+            failure: None,
+        };
+        KvOutcome {
+            model: "llama-3.1-70b".into(),
+            isl: 8192,
+            page_size: 16,
+            kv_dtype: "bf16".into(),
+            prefill_tp: 8,
+            decode_tp: 8,
+            op: "read".into(),
+            kv_bytes_per_request: 2_684_354_560,
+            bytes_moved_per_request: 2_684_354_560,
+            descriptors_per_request: 80,
+            request_ms_p50: p50,
+            request_ms_p99: p50.map(|v| v * 1.2),
+            slowest_over_median: Some(1.0),
+            tcp_estimate_ms: 335.5,
+            max_kv_ms: Some(10.0),
+            peers: paths.iter().enumerate().map(|(i, p)| peer(i as u32, p)).collect(),
+            descriptor_sweep: Vec::new(),
+            summary: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_line_speaks_ttft() {
+        let k = kv(Some(7.4), &["rc_mlx5/mlx5_0:1", "rc_mlx5/mlx5_0:1"]);
+        assert_eq!(
+            summary_line(&k),
+            "llama-3.1-70b, 8k tokens, TP8→TP8: KV transfer 7.4 ms p50 / 8.9 ms p99 per request over rc_mlx5/mlx5_0:1; over TCP it would be ~336 ms"
+        );
+        assert!(summary_line(&kv(None, &[])).contains("not measured on every peer"));
+    }
+
+    #[test]
+    fn max_kv_ms_fails_a_slow_request_and_passes_a_fast_one() {
+        let rows = Verdict {
+            status: VerdictStatus::Pass,
+            reason: String::new(),
+            hint: None,
+            data_paths: Vec::new(),
+        };
+        let mut slow = kv(Some(12.0), &["tcp/lo"]);
+        slow.summary = summary_line(&slow);
+        let v = verdict(&slow, VerdictStatus::Pass, &rows);
+        assert_eq!(v.status, VerdictStatus::Fail);
+        assert!(v.reason.ends_with("over --max-kv-ms 10.0 ms"), "{}", v.reason);
+        let fast = kv(Some(7.0), &["tcp/lo"]);
+        assert_eq!(verdict(&fast, VerdictStatus::Pass, &rows).status, VerdictStatus::Pass);
+        let mut broken = kv(Some(7.0), &["tcp/lo"]);
+        broken.peers[0].verified = false;
+        assert_eq!(verdict(&broken, VerdictStatus::Pass, &rows).status, VerdictStatus::Fail);
+    }
+}

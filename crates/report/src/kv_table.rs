@@ -1,0 +1,170 @@
+//! The `pair --kv-shape` section: the request in TTFT terms, one row per peer (decode rank ←
+//! prefill rank: descriptors, bytes, time per request, post time, bandwidth, data path,
+//! verified), then the descriptor-count sweep when it ran. Fits 100 columns.
+
+use crate::format::View;
+use crate::table::new_table;
+use crate::wrap::push_wrapped;
+use icb_core::KvOutcome;
+use icb_core::model::BandwidthUnit;
+use icb_core::units::{format_bandwidth, format_size};
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.3}"))
+}
+
+fn bw(v: Option<f64>, unit: BandwidthUnit) -> String {
+    v.map_or_else(|| "-".into(), |v| format_bandwidth(v, unit))
+}
+
+/// The section, placed after the cases' table.
+pub fn render(kv: &KvOutcome, unit: BandwidthUnit, view: View) -> String {
+    let mut out = String::new();
+    push_wrapped(
+        &mut out,
+        &format!(
+            "KV transfer ({} {}, page {} tokens, {}): {} of KV per request, {} moved, {} descriptors; request = slowest peer{}",
+            kv.op,
+            if kv.op == "read" {
+                "by the decode ranks"
+            } else {
+                "by the prefill ranks"
+            },
+            kv.page_size,
+            kv.kv_dtype,
+            format_size(kv.kv_bytes_per_request),
+            format_size(kv.bytes_moved_per_request),
+            kv.descriptors_per_request,
+            kv.slowest_over_median
+                .map_or_else(String::new, |r| format!(", slowest/median {r:.2}"))
+        ),
+        view,
+    );
+    out.push_str(&peers(kv, unit, view));
+    if !kv.descriptor_sweep.is_empty() {
+        out.push_str("descriptor-count sweep (one peer pair, the model's block size):\n");
+        out.push_str(&sweep(kv, unit, view));
+    }
+    out
+}
+
+/// One row per peer.
+fn peers(kv: &KvOutcome, unit: BandwidthUnit, view: View) -> String {
+    let mut t = new_table(
+        vec![
+            "Decode ← prefill",
+            "Descriptors",
+            "p50 / p99 ms",
+            "Post ms",
+            "Bandwidth",
+            "Data path",
+            "Verified",
+        ],
+        view,
+    );
+    for p in &kv.peers {
+        t.add_row(vec![
+            format!("{} ← {}", p.decode_rank, p.prefill_rank),
+            format!("{} × {}", p.descriptors, format_size(p.descriptor_bytes)),
+            format!("{} / {}", ms(p.request_ms_p50), ms(p.request_ms_p99)),
+            ms(p.post_ms),
+            bw(p.bandwidth_bps, unit),
+            p.data_path.clone().unwrap_or_else(|| "-".into()),
+            match (&p.failure, p.verified) {
+                (Some(f), _) => f.clone(),
+                (None, true) => "yes".into(),
+                (None, false) => "no".into(),
+            },
+        ]);
+    }
+    format!("{t}\n")
+}
+
+/// One row per descriptor count.
+fn sweep(kv: &KvOutcome, unit: BandwidthUnit, view: View) -> String {
+    let mut s = new_table(
+        vec![
+            "Descriptors",
+            "Block",
+            "Request p50 (ms)",
+            "Post ms",
+            "Post share",
+            "Bandwidth",
+        ],
+        view,
+    );
+    for p in &kv.descriptor_sweep {
+        s.add_row(vec![
+            p.descriptors.to_string(),
+            format_size(p.descriptor_bytes),
+            ms(p.request_ms_p50),
+            ms(p.post_ms),
+            p.post_share
+                .map_or_else(|| "-".into(), |v| format!("{:.0} %", v * 100.0)),
+            bw(p.bandwidth_bps, unit),
+        ]);
+    }
+    format!("{s}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icb_core::{KvPeer, KvSweepPoint};
+
+    #[test]
+    fn the_section_names_every_peer_and_fits_100_columns() {
+        let peer = |d: u32, p: u32| KvPeer {
+            decode_rank: d,
+            prefill_rank: p,
+            descriptors: 81_920,
+            descriptor_bytes: 4096,
+            bytes: 335_544_320,
+            request_ms_p50: Some(7.412),
+            request_ms_p99: Some(9.1),
+            post_ms: Some(1.2),
+            bandwidth_bps: Some(45e9),
+            repetitions: 40,
+            verified: true,
+            data_path: Some("rc_mlx5/mlx5_0:1".into()),
+            failure: None,
+        };
+        let kv = KvOutcome {
+            model: "llama-3.1-70b".into(),
+            isl: 8192,
+            page_size: 16,
+            kv_dtype: "bf16".into(),
+            prefill_tp: 8,
+            decode_tp: 4,
+            op: "read".into(),
+            kv_bytes_per_request: 2_684_354_560,
+            bytes_moved_per_request: 2_684_354_560,
+            descriptors_per_request: 655_360,
+            request_ms_p50: Some(7.412),
+            request_ms_p99: Some(9.1),
+            slowest_over_median: Some(1.0),
+            tcp_estimate_ms: 671.1,
+            max_kv_ms: None,
+            peers: (0..8).map(|i| peer(i / 2, i)).collect(),
+            descriptor_sweep: vec![KvSweepPoint {
+                descriptors: 100_000,
+                descriptor_bytes: 4096,
+                request_ms_p50: Some(12.5),
+                post_ms: Some(7.0),
+                post_share: Some(0.56),
+                bandwidth_bps: Some(30e9),
+                verified: true,
+            }],
+            summary: String::new(),
+        };
+        let view = View {
+            width: 100,
+            wide: false,
+        };
+        let text = render(&kv, BandwidthUnit::GBps, view);
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        assert!(text.contains("3 ← 7"), "{text}");
+        assert!(text.contains("81920 × 4 KiB"), "{text}");
+        assert!(text.contains("56 %"), "{text}");
+    }
+}

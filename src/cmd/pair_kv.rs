@@ -1,0 +1,224 @@
+//! `ic-bench pair --kv-shape MODEL …`: a model's KV transfer for one request, prefill TP a →
+//! decode TP b, one process per read on each side (`icb_pair::kv`), locally or as bench pods.
+
+use super::interrupt::Interrupt;
+use super::pair::PairCommand;
+use icb_kv::{KvDtype, KvFlags, KvRequest, KvShape, ModelSpec};
+use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
+use icb_pair::local::{LocalLauncher, LocalOptions};
+use icb_pair::{LaunchError, PairPlan};
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct KvArgs {
+    /// Run one request's real KV transfer for MODEL (a built-in name, e.g. llama-3.1-70b, or
+    /// the path of a Hugging Face config.json), prefill TP → decode TP, every rank at once
+    #[arg(long, value_name = "MODEL|CONFIG", num_args = 0..=1, default_missing_value = "")]
+    pub kv_shape: Option<String>,
+
+    /// With --kv-shape: prompt length in tokens [default: 8192]
+    #[arg(long, value_name = "TOKENS", requires = "kv_shape")]
+    pub isl: Option<String>,
+
+    /// With --kv-shape: tokens per KV block (vLLM's --block-size) [default: 16]
+    #[arg(long, value_name = "TOKENS", requires = "kv_shape")]
+    pub page_size: Option<String>,
+
+    /// With --kv-shape: KV cache element type: bf16, fp16 or fp8 [default: bf16]
+    #[arg(long, value_name = "DTYPE", requires = "kv_shape")]
+    pub kv_dtype: Option<String>,
+
+    /// With --kv-shape: prefill tensor-parallel size a [default: 1]
+    #[arg(long, value_name = "A", requires = "kv_shape")]
+    pub prefill_tp: Option<String>,
+
+    /// With --kv-shape: decode tensor-parallel size b [default: 1]
+    #[arg(long, value_name = "B", requires = "kv_shape")]
+    pub decode_tp: Option<String>,
+
+    /// With --kv-shape: read (decode pulls, vLLM's way) or write (prefill pushes) [default: read]
+    #[arg(long, value_name = "OP", requires = "kv_shape", value_parser = parse_op)]
+    pub kv_op: Option<KvOp>,
+
+    /// With --kv-shape: fail the verdict when a request's KV transfer takes longer (p50, ms)
+    #[arg(long, value_name = "MS", requires = "kv_shape", value_parser = parse_ms)]
+    pub max_kv_ms: Option<f64>,
+
+    /// With --kv-shape: also sweep 1, 10, … MAX descriptors per request at the model's block
+    /// size (--profile full does it to 100000), showing where posting cost dominates
+    #[arg(long, value_name = "MAX", requires = "kv_shape", num_args = 0..=1, default_missing_value = "100000",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub kv_descriptor_sweep: Option<u64>,
+}
+
+fn parse_op(s: &str) -> Result<KvOp, String> {
+    s.parse()
+}
+
+fn parse_ms(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches("ms").parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "bad --max-kv-ms '{s}': give a positive number of milliseconds, e.g. 50"
+        )),
+    }
+}
+
+impl KvArgs {
+    pub fn wanted(&self) -> bool {
+        self.kv_shape.is_some()
+    }
+
+    /// The flags' values, each through icb-kv's parser (its errors are one line).
+    pub fn flags(&self, max_rank_bytes: Option<u64>) -> Result<KvFlags, icb_kv::KvError> {
+        let or = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.to_string());
+        Ok(KvFlags {
+            kv_shape: self.kv_shape.as_deref().unwrap_or_default().parse::<ModelSpec>()?,
+            shape: KvShape {
+                isl: icb_kv::parse_isl(&or(&self.isl, "8192"))?,
+                page_size: icb_kv::parse_page_size(&or(&self.page_size, "16"))?,
+                kv_dtype: or(&self.kv_dtype, "bf16").parse::<KvDtype>()?,
+                prefill_tp: icb_kv::parse_tp("--prefill-tp", &or(&self.prefill_tp, "1"))?,
+                decode_tp: icb_kv::parse_tp("--decode-tp", &or(&self.decode_tp, "1"))?,
+                max_rank_bytes,
+            },
+        })
+    }
+}
+
+/// Where the ranks run.
+pub enum KvLaunch {
+    Local(LocalOptions),
+    Kube(Box<super::pair_kube::KubeTarget>),
+}
+
+/// A `--kv-shape` run, decided.
+pub struct KvTarget {
+    pub plan: KvPlan,
+    pub launch: KvLaunch,
+}
+
+/// The request (checked against the engine's rules and, locally, this host's memory), the rows
+/// and the launcher's options. The cases are the geometry's; `--memory` picks one pair.
+pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Result<KvTarget> {
+    let kv = args.kv.clone();
+    if kv.kv_shape.as_deref() == Some("") {
+        anyhow::bail!(
+            "--kv-shape needs a MODEL here (e.g. llama-3.1-70b, or a config.json path); gate reads it from --recipe"
+        );
+    }
+    let unlimited = KvRequest::from_flags(&kv.flags(Some(icb_pair::kv::MAX_RANK_BYTES))?)?;
+    let request = if args.local {
+        let processes = 2 * icb_pair::kv::kv_rows(unlimited.geometry(), KvOp::Read).len();
+        KvRequest::from_flags(&kv.flags(Some(icb_pair::kv::local_rank_limit(processes)))?)?
+    } else {
+        unlimited
+    };
+    match args.test.memory.as_deref() {
+        None => plan.settings.memory = vec![icb_core::MemoryPair::HOST_HOST],
+        Some([one]) => plan.settings.memory = vec![*one],
+        Some(_) => anyhow::bail!("--kv-shape moves one memory pair: give one --memory, e.g. cuda-cuda"),
+    }
+    if args.engine.engine == icb_core::EngineKind::Ucx
+        && icb_nixl_engine::probe_load(args.engine.nixl_lib.as_deref()).is_ok()
+    {
+        // The KV transfer is NIXL's: use it wherever its library loads.
+        args.engine.engine = icb_core::EngineKind::Nixl;
+    }
+    let op = kv.kv_op.unwrap_or_default();
+    let mut kv_plan = KvPlan::new(plan.clone(), request, op);
+    kv_plan.max_kv_ms = kv.max_kv_ms;
+    let full = (args.test.profile == super::common::Profile::Full).then_some(100_000);
+    if let Some(max) = kv.kv_descriptor_sweep.or(full) {
+        let cap = if args.local {
+            icb_pair::kv::local_rank_limit(2)
+        } else {
+            icb_pair::kv::MAX_RANK_BYTES
+        };
+        kv_plan.sweep = icb_pair::kv::sweep_counts(max, kv_plan.sweep_block, cap);
+    }
+    let launch = if args.local {
+        let mut opts_plan = kv_plan.pair.clone();
+        let opts = super::pair_local::options(args, &mut opts_plan)?;
+        kv_plan.pair = opts_plan;
+        KvLaunch::Local(opts)
+    } else {
+        let mut kube_plan = kv_plan.pair.clone();
+        let t = super::pair_kube::target(args, &mut kube_plan, None)?;
+        kv_plan.pair = kube_plan;
+        KvLaunch::Kube(Box::new(t))
+    };
+    *plan = kv_plan.pair.clone();
+    Ok(KvTarget { plan: kv_plan, launch })
+}
+
+/// Local ranks: each row is two plain processes (or isolated ones, `--isolation`).
+struct LocalSeam(LocalOptions);
+
+impl KvSeam for LocalSeam {
+    type L = LocalLauncher;
+
+    async fn launcher(&mut self, _row: Option<&KvRow>) -> Result<LocalLauncher, LaunchError> {
+        LocalLauncher::create(self.0.clone())
+    }
+}
+
+/// Bench pods: each row is two pods named after the run and the row; for READ the initiator
+/// (the client pod) runs on the decode node.
+struct KubeSeam<'a> {
+    target: &'a super::pair_kube::KubeTarget,
+    op: KvOp,
+}
+
+impl KvSeam for KubeSeam<'_> {
+    type L = icb_pair::kube::KubeLauncher;
+
+    async fn launcher(&mut self, row: Option<&KvRow>) -> Result<Self::L, LaunchError> {
+        let mut pods = self.target.pods.clone();
+        pods.run_id = match row {
+            Some(r) => format!("{}-k{}", pods.run_id, r.index),
+            None => format!("{}-ks", pods.run_id),
+        };
+        if self.op == KvOp::Read {
+            std::mem::swap(&mut pods.prefill, &mut pods.decode);
+        }
+        let cluster = self
+            .target
+            .cluster
+            .connect()
+            .await
+            .map_err(|e| LaunchError::new(e.to_string()))?;
+        icb_pair::kube::KubeLauncher::prepare(cluster, pods)
+            .await
+            .map_err(|e| LaunchError::new(e.to_string()))
+    }
+}
+
+pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
+    let interrupt = Interrupt::install()?;
+    super::common::runtime()?.block_on(async {
+        let plan = &target.plan;
+        let mut bar =
+            icb_report::live::CaseProgress::start(plan.rows.len() + plan.sweep.len(), plan.pair.settings.unit);
+        let mut done = 0usize;
+        let mut progress = |_: Option<&KvRow>, p: &icb_core::protocol::CaseProgress| {
+            done += 1;
+            bar.case(done, plan.rows.len() + plan.sweep.len(), &p.case);
+        };
+        let result = match &target.launch {
+            KvLaunch::Local(opts) => {
+                let mut seam = LocalSeam(opts.clone());
+                icb_pair::kv::run_kv(plan, &mut seam, interrupt.token(), &mut progress).await
+            }
+            KvLaunch::Kube(t) => {
+                let mut seam = KubeSeam { target: t, op: plan.op };
+                icb_pair::kv::run_kv(plan, &mut seam, interrupt.token(), &mut progress).await
+            }
+        };
+        bar.finish();
+        match result {
+            Ok(outcome) => super::common::emit_pair(&outcome.report, &cmd.output),
+            Err(icb_pair::PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &cmd.output, &interrupt),
+            Err(e) => Err(e.into()),
+        }
+    })
+}

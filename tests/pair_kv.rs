@@ -1,0 +1,249 @@
+//! `ic-bench pair --local --kv-shape MODEL …`: a model's real KV transfer for one request, one
+//! process pair per rank-to-rank read, every read at once, every block verified at its
+//! destination against its source offset (and every byte around the blocks left as it was).
+//! The figures each test checks are computed by hand in its comment.
+
+mod pair_local_support;
+
+use icb_core::{EngineKind, KvOutcome, PairReport, VerdictStatus};
+use pair_local_support::{Ran, ic_bench, serial};
+
+/// Short settings: the transfer is real, its repetitions few.
+const FAST: [&str; 6] = ["--min-time", "0.1", "--max-time", "0.5", "--warmup", "2"];
+
+fn kv_run(args: &[&str], env: &[(&str, &str)]) -> Ran {
+    let mut all = vec!["pair", "--local", "-o", "json"];
+    all.extend(FAST);
+    all.extend(args);
+    ic_bench(&all, env)
+}
+
+fn kv_of(ran: &Ran) -> (PairReport, KvOutcome) {
+    assert_eq!(ran.code, 0, "stderr:\n{}\nstdout:\n{}", ran.stderr, ran.stdout);
+    let report = ran.report();
+    let kv = *report.kv.clone().expect("a kv section");
+    (report, kv)
+}
+
+/// Every peer measured, verified, and timed; the request is its slowest peer.
+fn assert_every_peer_verified(kv: &KvOutcome) {
+    for p in &kv.peers {
+        assert!(p.verified, "peer {p:?}");
+        assert!(p.failure.is_none(), "peer {p:?}");
+        assert!(p.repetitions >= 1, "peer {p:?}");
+        assert!(p.request_ms_p50.is_some_and(|v| v > 0.0), "peer {p:?}");
+        assert!(p.data_path.is_some(), "peer {p:?}");
+    }
+    let slowest = kv.peers.iter().filter_map(|p| p.request_ms_p50).fold(0.0, f64::max);
+    assert_eq!(kv.request_ms_p50, Some(slowest));
+}
+
+/// Llama-3.1-8B (8 KV heads × 128, 32 layers), 64 tokens, block 16, bf16, TP4 → TP2 (a > b):
+/// 4 blocks; a prefill block holds 2 heads (16 × 128 × 2 × 2 = 8192 B), a decode block 4.
+/// Decode rank r reads prefill ranks 2r and 2r+1: 32 × 2 × 4 = 256 descriptors of 8192 B
+/// (2 MiB) each, 4 reads, 8 MiB moved = the request's KV (32 × 2 × 4 × 8 × 4096 B).
+#[test]
+fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
+    let _one = serial();
+    let ran = kv_run(
+        &[
+            "--kv-shape",
+            "llama-3.1-8b",
+            "--isl",
+            "64",
+            "--prefill-tp",
+            "4",
+            "--decode-tp",
+            "2",
+        ],
+        &[],
+    );
+    let (report, kv) = kv_of(&ran);
+    assert_eq!(kv.kv_bytes_per_request, 8 << 20);
+    assert_eq!(kv.bytes_moved_per_request, 8 << 20);
+    assert_eq!(kv.descriptors_per_request, 1024);
+    let pairs: Vec<(u32, u32)> = kv.peers.iter().map(|p| (p.decode_rank, p.prefill_rank)).collect();
+    assert_eq!(pairs, [(0, 0), (0, 1), (1, 2), (1, 3)]);
+    assert!(
+        kv.peers
+            .iter()
+            .all(|p| p.descriptors == 256 && p.descriptor_bytes == 8192)
+    );
+    assert_every_peer_verified(&kv);
+    // NIXL posted the lists: its post time is measured, and every case ran on the NIXL engine.
+    assert!(kv.peers.iter().all(|p| p.post_ms.is_some()), "{:?}", kv.peers);
+    assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Nixl));
+    assert_eq!(report.verdict.status, VerdictStatus::Pass);
+    assert!(
+        report
+            .verdict
+            .reason
+            .starts_with("llama-3.1-8b, 64 tokens, TP4→TP2: KV transfer "),
+        "{}",
+        report.verdict.reason
+    );
+    // The busiest rank moves 4 MiB: ~4.2 ms at the documented 1 GB/s TCP fallback.
+    assert!((kv.tcp_estimate_ms - 4.194304).abs() < 1e-9, "{}", kv.tcp_estimate_ms);
+    ran.assert_nothing_left();
+}
+
+/// Qwen3-235B-A22B has 4 KV heads (× 128, 94 layers): decode TP 8 > 4 heads, prefill TP 2.
+/// 32 tokens at block 16: 2 blocks. Decode rank r holds head r/2 and reads it from prefill rank
+/// r/4, at offset ((r/2) mod 2) × 4096 into each 8192-byte prefill block: 94 × 2 × 2 = 376
+/// descriptors of 4096 B per peer, 8 peers; the replicas make 2 × the request's KV move.
+#[test]
+fn gqa_decode_tp_above_the_kv_heads_reads_each_replica_from_its_head() {
+    let _one = serial();
+    let ran = kv_run(
+        &[
+            "--kv-shape",
+            "qwen3-235b-a22b",
+            "--isl",
+            "32",
+            "--prefill-tp",
+            "2",
+            "--decode-tp",
+            "8",
+        ],
+        &[],
+    );
+    let (_, kv) = kv_of(&ran);
+    assert_eq!(kv.peers.len(), 8);
+    for p in &kv.peers {
+        assert_eq!(p.prefill_rank, p.decode_rank / 4, "{p:?}");
+        assert_eq!((p.descriptors, p.descriptor_bytes), (376, 4096), "{p:?}");
+    }
+    assert_eq!(kv.kv_bytes_per_request, 94 * 2 * 2 * 4 * 4096);
+    assert_eq!(kv.bytes_moved_per_request, 2 * kv.kv_bytes_per_request);
+    assert_every_peer_verified(&kv);
+    ran.assert_nothing_left();
+}
+
+/// DeepSeek-V3 (MLA: latent 512 + 64, 61 layers), 128 tokens at block 64, TP2 → TP1, WRITE:
+/// 2 blocks of 64 × 576 × 2 = 73 728 B; the one decode rank gets the latent from prefill rank 0
+/// only: 61 × 2 = 122 descriptors, 8 994 816 B, pushed by the prefill rank.
+#[test]
+fn mla_write_pushes_the_latent_once_and_the_descriptor_sweep_runs() {
+    let _one = serial();
+    let ran = kv_run(
+        &[
+            "--kv-shape",
+            "deepseek-v3",
+            "--isl",
+            "128",
+            "--page-size",
+            "64",
+            "--prefill-tp",
+            "2",
+            "--decode-tp",
+            "1",
+            "--kv-op",
+            "write",
+            "--kv-descriptor-sweep",
+            "100",
+        ],
+        &[],
+    );
+    let (_, kv) = kv_of(&ran);
+    assert_eq!(kv.op, "write");
+    assert_eq!(kv.peers.len(), 1);
+    let p = &kv.peers[0];
+    assert_eq!((p.decode_rank, p.prefill_rank), (0, 0));
+    assert_eq!((p.descriptors, p.descriptor_bytes, p.bytes), (122, 73_728, 8_994_816));
+    assert_eq!(kv.kv_bytes_per_request, 8_994_816);
+    assert_every_peer_verified(&kv);
+    let counts: Vec<u64> = kv.descriptor_sweep.iter().map(|s| s.descriptors).collect();
+    assert_eq!(counts, [1, 10, 100]);
+    for s in &kv.descriptor_sweep {
+        assert!(s.verified, "{s:?}");
+        assert_eq!(s.descriptor_bytes, 73_728);
+        assert!(s.post_share.is_some_and(|v| (0.0..=1.0).contains(&v)), "{s:?}");
+    }
+    ran.assert_nothing_left();
+}
+
+/// Without NIXL the UCX engine moves the same geometry with its block lists: Llama-3.1-8B
+/// TP1 → TP2, 32 tokens: decode rank r reads heads 4r..4r+4 at 4r × 4096 B into each 32 KiB
+/// prefill block: 32 × 2 × 2 = 128 descriptors of 16 KiB per peer.
+#[test]
+fn the_ucx_engine_moves_the_same_geometry_where_nixl_is_absent() {
+    let _one = serial();
+    let ran = kv_run(
+        &["--kv-shape", "llama-3.1-8b", "--isl", "32", "--decode-tp", "2"],
+        &[("IC_BENCH_NIXL_LIB", "/nonexistent")],
+    );
+    let (report, kv) = kv_of(&ran);
+    assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Ucx));
+    assert_eq!(kv.peers.len(), 2);
+    assert!(
+        kv.peers
+            .iter()
+            .all(|p| (p.descriptors, p.descriptor_bytes) == (128, 16_384))
+    );
+    assert_every_peer_verified(&kv);
+    ran.assert_nothing_left();
+}
+
+/// `--max-kv-ms` below what any request can take fails the verdict (exit 1), in TTFT terms.
+#[test]
+fn max_kv_ms_fails_the_verdict_with_exit_1() {
+    let _one = serial();
+    let ran = kv_run(
+        &["--kv-shape", "llama-3.1-8b", "--isl", "16", "--max-kv-ms", "0.000001"],
+        &[],
+    );
+    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
+    let report = ran.report();
+    assert_eq!(report.verdict.status, VerdictStatus::Fail);
+    assert!(
+        report.verdict.reason.contains("over --max-kv-ms"),
+        "{}",
+        report.verdict.reason
+    );
+    ran.assert_nothing_left();
+}
+
+/// Bad input is one line on stderr, exit 2, naming what to change; nothing starts.
+#[test]
+fn bad_kv_input_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    std::fs::write(&config, r#"{"num_hidden_layers": 4}"#).unwrap();
+    let config = config.to_str().unwrap();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--kv-shape", "llama-9"],
+            "unknown model 'llama-9': use one of llama-3.1-8b",
+        ),
+        (&["--kv-shape", config], "has no usable 'num_attention_heads'"),
+        (
+            &["--kv-shape", "llama-3.1-8b", "--prefill-tp", "3"],
+            "--prefill-tp 3 does not fit llama-3.1-8b: it does not divide the 32 attention heads; choose one of 1, 2, 4",
+        ),
+        (
+            &["--kv-shape", "llama-3.1-70b", "--isl", "10000000"],
+            "over the limit of 17179869184 bytes: lower --isl",
+        ),
+        (
+            &[
+                "--kv-shape",
+                "llama-3.1-8b",
+                "--prefill-tp",
+                "4",
+                "--decode-tp",
+                "8",
+                "--memory",
+                "host-host,cuda-cuda",
+            ],
+            "--kv-shape moves one memory pair",
+        ),
+    ];
+    for (args, want) in cases {
+        let ran = kv_run(args, &[]);
+        assert_eq!(ran.code, 2, "{args:?}: {}", ran.stderr);
+        assert!(ran.stdout.is_empty(), "{args:?}: {}", ran.stdout);
+        let lines: Vec<&str> = ran.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {}", ran.stderr);
+        assert!(lines[0].contains(want), "{args:?}: {}", lines[0]);
+    }
+}
