@@ -39,6 +39,10 @@ pub struct PairReport {
     /// rail's cases, each with its `rail`, and `verdict` rolls up the rails).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rails: Option<Box<crate::rails::RailsOutcome>>,
+    /// `--baseline`: each case against the mean of its last matching runs (issue 21); absent
+    /// without `--baseline`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Box<BaselineReport>>,
 }
 
 /// How the UCX engine configures UCX beyond `--ucx-config` and `UCX_*` (`--ucx-profile`).

@@ -163,6 +163,7 @@ fn report(
         partial: None,
         ucx_profile: None,
         rails: None,
+        baseline: None,
     };
     judge(&mut r);
     r
