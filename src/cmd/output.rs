@@ -102,6 +102,7 @@ impl DestArgs {
             file: self.output_file.clone(),
             exports: self.exports.exports(kind)?,
             width: width(self.output_file.is_some()),
+            history: None,
         })
     }
 }
@@ -131,6 +132,8 @@ pub struct Output {
     file: Option<PathBuf>,
     exports: icb_report::Exports,
     width: u16,
+    /// `pair --history/--baseline`: compares and records the report before it is written.
+    pub history: Option<super::history_args::RunHistory>,
 }
 
 impl Output {

@@ -56,6 +56,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub emulated_rails: super::pair_rails::EmulatedRailArgs,
+
+    #[command(flatten)]
+    pub history: super::history_args::HistoryArgs,
 }
 
 /// A pair run, decided: nothing after [`PairCommand::from_args`] reads a flag.
@@ -91,7 +94,7 @@ impl PairCommand {
         args.engine.check()?;
         let settings = args.test.settings_for(args.engine.engine)?;
         let (format, pods_format) = formats(args.output.format, dry_run)?;
-        let output = args.output.dest.resolve(format, icb_report::ReportKind::Pair)?;
+        let mut output = args.output.dest.resolve(format, icb_report::ReportKind::Pair)?;
         // The expectations file is read once, here; the pipeline resolves it for the placement.
         let mut plan = PairPlan::new(settings, args.expect.input()?);
         plan.ucx_profile = args.engine.ucx_profile;
@@ -130,6 +133,8 @@ impl PairCommand {
         } else {
             anyhow::bail!("say where to run: --local, or --prefill TARGET --decode TARGET (e.g. node/gpu-1)")
         };
+        // Last: every flag is checked before the history file is opened (created).
+        output.history = if dry_run { None } else { args.history.prepare()? };
         Ok(PairCommand { plan, target, output })
     }
 }

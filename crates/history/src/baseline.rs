@@ -212,6 +212,7 @@ impl History {
             change: None,
             threshold,
             note: None,
+            recent: earlier.iter().rev().copied().collect(),
         };
         let Some((mean, stddev)) = mean_stddev(&earlier) else {
             check.note = Some(self.why_new(case, row, judge)?);

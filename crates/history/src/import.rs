@@ -13,8 +13,12 @@ pub fn read_run(path: &Path) -> Result<RunRecord, HistoryError> {
         path: path.to_path_buf(),
         why,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(format!("not JSON ({e})")))?;
+    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => bad("not a JSON results file (not text)".into()),
+        _ => bad(e.to_string()),
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not a JSON results file ({e})")))?;
     let schema = value
         .get("schema")
         .and_then(|s| s.as_str())

@@ -111,17 +111,7 @@ pub fn pair_env(report: &PairReport) -> EnvKey {
 
 /// The key of a pair report's case.
 pub fn case_key(report: &PairReport, case: &CaseResult) -> CaseKey {
-    CaseKey {
-        prefill: report.placement.prefill.host.clone(),
-        decode: report.placement.decode.host.clone(),
-        rail: case.rail.map(|r| format!("rail{r}")),
-        test: case.test.to_string(),
-        memory: memory_name(&case.memory.to_string()),
-        size: case.size,
-        blocks: case.blocks,
-        direction: case.run_by.direction.map(|d| d.to_string()),
-        engine: case.run_by.engine.to_string(),
-    }
+    CaseKey::of_case(report, case)
 }
 
 /// The figures of one measured case: bandwidth and/or latency p50.

@@ -87,8 +87,13 @@ impl Prepared {
         self.save(&run)
     }
 
-    /// A gate's report, final (its pair's cases; nothing when the pair never ran).
+    /// A gate's report, final (its pair's cases; nothing when the pair never ran or the gate
+    /// did not conclude: over budget, interrupted).
     pub fn gate(&mut self, report: &mut GateReport) -> Result<(), HistoryError> {
+        use icb_core::model::GateVerdict;
+        if !matches!(report.verdict, GateVerdict::Pass | GateVerdict::Fail) {
+            return Ok(());
+        }
         let Some(run) = gate_record(report) else {
             return Ok(());
         };

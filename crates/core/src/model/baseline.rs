@@ -26,6 +26,21 @@ pub struct CaseKey {
 }
 
 impl CaseKey {
+    /// The key of a pair report's case (memory spelt as the flags spell it: `host-cuda`).
+    pub fn of_case(report: &super::PairReport, case: &super::CaseResult) -> CaseKey {
+        CaseKey {
+            prefill: report.placement.prefill.host.clone(),
+            decode: report.placement.decode.host.clone(),
+            rail: case.rail.map(|r| format!("rail{r}")),
+            test: case.test.to_string(),
+            memory: format!("{}-{}", case.memory.initiator, case.memory.target),
+            size: case.size,
+            blocks: case.blocks,
+            direction: case.run_by.direction.map(|d| d.to_string()),
+            engine: case.run_by.engine.to_string(),
+        }
+    }
+
     /// `put_bw host-host 1 MiB`, with the blocks, direction and rail when there are some.
     pub fn case_label(&self) -> String {
         let size = crate::units::format_size(self.size);
@@ -207,6 +222,9 @@ pub struct BaselineCheck {
     /// A new baseline: what changed in the key; acknowledged: the ack's reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The baseline runs' figures, oldest first (the trend the reports draw).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent: Vec<f64>,
 }
 
 impl BaselineCheck {
@@ -250,6 +268,15 @@ impl BaselineReport {
     /// The checks of one node pair's case (`test`, memory, size, blocks, direction).
     pub fn for_case<'a>(&'a self, key: &'a CaseKey) -> impl Iterator<Item = &'a BaselineCheck> + 'a {
         self.checks.iter().filter(move |c| &c.case == key)
+    }
+
+    /// The worst verdict of a case's checks that a reader must see: regressed, else
+    /// acknowledged (within, improved and new baselines are not marked).
+    pub fn mark(&self, key: &CaseKey) -> Option<BaselineVerdict> {
+        let verdicts: Vec<BaselineVerdict> = self.for_case(key).map(|c| c.verdict).collect();
+        [BaselineVerdict::Regressed, BaselineVerdict::Acknowledged]
+            .into_iter()
+            .find(|v| verdicts.contains(v))
     }
 
     /// Checks regressed on a pair involving `node`.

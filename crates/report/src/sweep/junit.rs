@@ -83,6 +83,18 @@ pub(crate) fn render(results: &SweepResults) -> Result<String, ExportError> {
         };
         let mut case = TestCase::new(v.node.clone(), status);
         case.set_classname("node");
+        if let Some(b) = results.baseline.as_deref() {
+            // Regressed is not failed: the case keeps its status, the comparison is a property.
+            for c in b.regressed_on(&v.node) {
+                let name = format!(
+                    "regressed {} {} {}",
+                    c.case.pair_label(),
+                    c.case.case_label(),
+                    c.metric.short()
+                );
+                case.add_property((name.as_str(), c.summary().as_str()));
+            }
+        }
         nodes.add_test_case(case);
     }
     let verdicts = super::verdicts(results);
