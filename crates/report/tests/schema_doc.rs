@@ -104,7 +104,11 @@ fn baseline_example_is_what_the_types_write() {
     let b: BaselineReport = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(serde_json::to_value(&b).unwrap(), doc, "no field renamed or dropped");
-    let regressed = b.checks.iter().filter(|c| c.verdict == BaselineVerdict::Regressed).count();
+    let regressed = b
+        .checks
+        .iter()
+        .filter(|c| c.verdict == BaselineVerdict::Regressed)
+        .count();
     assert_eq!(b.regressed, regressed);
     let bw = &b.checks[0];
     assert_eq!(bw.metric, Metric::BandwidthBps);
