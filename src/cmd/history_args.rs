@@ -72,7 +72,10 @@ impl HistoryArgs {
             lock_deadline: Some(self.history_timeout),
         };
         let asked = !options.is_empty() || self.fail_on_regression || self.regression.is_some() || self.ack.is_some();
-        let push = self.push_gateway.clone().map(|g| (g, self.push_timeout, self.fail_on_push_error));
+        let push = self
+            .push_gateway
+            .clone()
+            .map(|g| (g, self.push_timeout, self.fail_on_push_error));
         if !asked && push.is_none() {
             return Ok(None);
         }
@@ -109,7 +112,9 @@ impl RunHistory {
             Ok(()) => Ok(()),
             Err(e) if *required => Err(e.into()),
             Err(e) => {
-                eprintln!("ic-bench: warning: {e} (the run's results are written; --fail-on-push-error makes this exit 2)");
+                eprintln!(
+                    "ic-bench: warning: {e} (the run's results are written; --fail-on-push-error makes this exit 2)"
+                );
                 Ok(())
             }
         }
@@ -130,12 +135,17 @@ impl RunHistory {
         if let Err(e) = self.with(|p| Ok(p.sweep(results)?)) {
             return Some(e);
         }
-        self.push("ic-bench-sweep", &[], icb_report::Report::Sweep(results)).err()
+        self.push("ic-bench-sweep", &[], icb_report::Report::Sweep(results))
+            .err()
     }
 
     fn push_pair(&self, report: &PairReport) -> anyhow::Result<()> {
         let (a, b) = (&report.placement.prefill.host, &report.placement.decode.host);
-        self.push("ic-bench-pair", &[("prefill", a), ("decode", b)], icb_report::Report::Pair(report))
+        self.push(
+            "ic-bench-pair",
+            &[("prefill", a), ("decode", b)],
+            icb_report::Report::Pair(report),
+        )
     }
 }
 

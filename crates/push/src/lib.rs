@@ -154,7 +154,10 @@ fn base64url(bytes: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut s = String::new();
     for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
         for i in 0..4 {
             if i <= chunk.len() {
                 s.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -180,8 +183,14 @@ mod tests {
         );
         let g = Gateway::parse("http://10.0.0.1:9091/prefix/pg").unwrap();
         assert_eq!(g.group_path("j", &[]), "/prefix/pg/metrics/job/j");
-        assert!(matches!(Gateway::parse("https://pg:9091"), Err(PushError::BadUrl { .. })));
-        assert!(matches!(Gateway::parse("http://pg:port"), Err(PushError::BadUrl { .. })));
+        assert!(matches!(
+            Gateway::parse("https://pg:9091"),
+            Err(PushError::BadUrl { .. })
+        ));
+        assert!(matches!(
+            Gateway::parse("http://pg:port"),
+            Err(PushError::BadUrl { .. })
+        ));
         assert_eq!(base64url(b"ab"), "YWI=");
         assert_eq!(base64url(b"abc"), "YWJj");
     }
@@ -189,7 +198,11 @@ mod tests {
     #[test]
     fn an_unreachable_gateway_fails_in_time() {
         // A port nothing listens on: bound, then closed.
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let g = Gateway::parse(&format!("http://127.0.0.1:{port}")).unwrap();
         let started = std::time::Instant::now();
         let e = g.put("j", &[], "x 1\n", Duration::from_secs(5)).unwrap_err();

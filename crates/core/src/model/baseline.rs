@@ -279,6 +279,20 @@ impl BaselineReport {
             .find(|v| verdicts.contains(v))
     }
 
+    /// A node is regressed when more than half of its pairs' bandwidth figures are: the node
+    /// itself, not one slow partner, is slower than its past (a partner of a regressed node has
+    /// one regressed pair of several).
+    pub fn node_regressed(&self, node: &str) -> bool {
+        let (mut all, mut regressed) = (0, 0);
+        for c in self.checks.iter().filter(|c| c.metric == Metric::BandwidthBps) {
+            if c.case.prefill == node || c.case.decode == node {
+                all += 1;
+                regressed += usize::from(c.verdict == BaselineVerdict::Regressed);
+            }
+        }
+        regressed * 2 > all
+    }
+
     /// Checks regressed on a pair involving `node`.
     pub fn regressed_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a BaselineCheck> + 'a {
         self.regressions()

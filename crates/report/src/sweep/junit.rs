@@ -83,7 +83,7 @@ pub(crate) fn render(results: &SweepResults) -> Result<String, ExportError> {
         };
         let mut case = TestCase::new(v.node.clone(), status);
         case.set_classname("node");
-        if let Some(b) = results.baseline.as_deref() {
+        if let Some(b) = results.baseline.as_deref().filter(|b| b.node_regressed(&v.node)) {
             // Regressed is not failed: the case keeps its status, the comparison is a property.
             for c in b.regressed_on(&v.node) {
                 let name = format!(

@@ -52,11 +52,11 @@ pub(crate) fn render(r: &SweepResults, view: View) -> String {
     out
 }
 
-/// `pass`, or `pass, regressed` for a node with a regressed pair (`--baseline`).
+/// `pass`, or `pass, regressed` for a node most of whose pairs regressed (`--baseline`).
 fn node_cell(r: &SweepResults, v: &NodeVerdict) -> String {
-    match r.baseline.as_deref().map(|b| b.regressed_on(&v.node).count()) {
-        Some(n) if n > 0 => format!("{}, regressed", v.status.as_str()),
-        _ => v.status.as_str().to_string(),
+    match r.baseline.as_deref().is_some_and(|b| b.node_regressed(&v.node)) {
+        true => format!("{}, regressed", v.status.as_str()),
+        false => v.status.as_str().to_string(),
     }
 }
 

@@ -68,7 +68,7 @@ fn nodes(r: &SweepResults, b: &BaselineReport, bw: &[&BaselineCheck]) -> String 
         let _ = write!(
             h,
             "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{regressed}</td></tr>",
-            if regressed > 0 {
+            if b.node_regressed(node) {
                 BaselineVerdict::Regressed.as_str()
             } else {
                 ""
