@@ -103,13 +103,28 @@ fn night(cluster: &icb_testcluster::TestCluster, dir: &Path, n: u32, pushgateway
         String::from_utf8_lossy(&done.stdout).into_owned(),
         String::from_utf8_lossy(&done.stderr).into_owned(),
     );
-    eprintln!("night {n}:\n{out}");
-    assert_eq!(code, 0, "night {n}: a pass (regressed is not failed): {out}\n{err}");
-    if n == 2 {
-        let row = out.lines().find(|l| l.starts_with("│ node-2 ")).unwrap_or_default();
-        assert!(row.contains("pass, regressed"), "night 2's table flags node-2: {out}");
+    let results: Value = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let failed: Vec<&str> = results["node_verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["status"] == "fail")
+        .map(|v| v["node"].as_str().unwrap())
+        .collect();
+    match n {
+        1 => assert_eq!(code, 0, "night 1 passes: {out}\n{err}"),
+        // The sweep's own outlier rule may also fail the throttled node (its peers are steady):
+        // then node-2 alone, exit 1. Either way the table marks it regressed.
+        _ => {
+            assert!(
+                code == 0 && failed.is_empty() || code == 1 && failed == ["node-2"],
+                "{out}\n{err}"
+            );
+            let row = out.lines().find(|l| l.starts_with("│ node-2 ")).unwrap_or_default();
+            assert!(row.contains(", regressed"), "night 2's table flags node-2: {out}");
+        }
     }
-    serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap()
+    results
 }
 
 #[test]
@@ -139,8 +154,8 @@ fn two_nights_fire_the_regression_alert_for_exactly_the_throttled_node() {
         .len()
             == 4
     });
-    // Night 2: node-2's link at 40 % of what it gave: above every floor (1 MB/s) and above the
-    // sweep's own slow-pair rule (25 % of the reference), so a pass, but far below its past.
+    // Night 2: node-2's link capped at half of what it gave (it measures a third or less): above
+    // every floor (1 MB/s), far below its past and its peers.
     let kbit = (median(&first, "node-2") * 8.0 * 0.5 / 1e3) as u64;
     cluster.rate_limit_node("node-2", &format!("{kbit}kbit")).unwrap();
     let second = night(&cluster, dir.path(), 2, &pushgateway.url());

@@ -142,6 +142,7 @@ impl History {
                 .filter(|c| c.verdict == BaselineVerdict::NewBaseline)
                 .count(),
             checks,
+            nodes: vec![],
         })
     }
 

@@ -16,6 +16,7 @@ pub mod ack;
 pub mod baseline;
 mod error;
 pub mod import;
+mod node_baseline;
 pub mod query;
 pub mod record;
 pub mod render;

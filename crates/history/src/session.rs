@@ -130,7 +130,9 @@ impl Prepared {
             started_at: before,
             source: source.describe(),
         };
-        store.compare(&run.rows, &judge).map(Some)
+        let mut report = store.compare(&run.rows, &judge)?;
+        report.nodes = store.compare_nodes(&run.nodes, &judge)?;
+        Ok(Some(report))
     }
 
     fn save(&mut self, run: &RunRecord) -> Result<(), HistoryError> {

@@ -187,4 +187,11 @@ fn a_sweep_flags_the_throttled_nodes_pairs_only() {
     );
     assert_eq!(p.exit_code(0, Some(b)), 1);
     assert_eq!(p.exit_code(2, Some(b)), 2, "a setup error keeps its own code");
+    // The node itself: its median against its last sweeps, the partners unchanged.
+    let regressed: Vec<&str> = ["n1", "n2", "n3"].into_iter().filter(|n| b.node_regressed(n)).collect();
+    assert_eq!(regressed, ["n2"]);
+    let n2 = b.node_check("n2").unwrap();
+    assert_eq!((n2.baseline_runs, n2.recent.len()), (3, 3));
+    assert!((n2.change.unwrap() + 0.25).abs() < 1e-9, "{n2:?}");
+    assert_eq!(n2.summary(), "regressed -25.0 % vs 40.00 GB/s (mean of 3)");
 }

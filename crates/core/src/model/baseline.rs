@@ -246,6 +246,41 @@ impl BaselineCheck {
     }
 }
 
+/// A node's median bandwidth in a sweep against its last matching runs (what the
+/// `IcBenchNodeRegressed` alert compares too).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeBaselineCheck {
+    pub node: String,
+    pub verdict: BaselineVerdict,
+    /// This sweep's median pair bandwidth of the node, bytes/s.
+    pub value: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_mean: Option<f64>,
+    pub baseline_runs: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change: Option<f64>,
+    pub threshold: f64,
+    /// The earlier runs' medians, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent: Vec<f64>,
+}
+
+impl NodeBaselineCheck {
+    /// `regressed -45.0 % vs 0.105 GB/s (mean of 7)`.
+    pub fn summary(&self) -> String {
+        match (self.baseline_mean, self.change) {
+            (Some(mean), Some(change)) => format!(
+                "{} {:+.1} % vs {} (mean of {})",
+                self.verdict,
+                change * 100.0,
+                Metric::BandwidthBps.show(mean),
+                self.baseline_runs
+            ),
+            _ => format!("{}: first sweep of this node", self.verdict),
+        }
+    }
+}
+
 /// The run's comparison with its history: present only when `--baseline` was given.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BaselineReport {
@@ -258,6 +293,9 @@ pub struct BaselineReport {
     pub regressed: usize,
     /// Checks that start a new baseline.
     pub new_baselines: usize,
+    /// A sweep: each node's median bandwidth against its past (absent for a pair).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeBaselineCheck>,
 }
 
 impl BaselineReport {
@@ -279,18 +317,15 @@ impl BaselineReport {
             .find(|v| verdicts.contains(v))
     }
 
-    /// A node is regressed when more than half of its pairs' bandwidth figures are: the node
-    /// itself, not one slow partner, is slower than its past (a partner of a regressed node has
-    /// one regressed pair of several).
+    /// A node is regressed when its median bandwidth is (the node itself, not one slow partner:
+    /// a partner of a regressed node has one slow pair of several).
     pub fn node_regressed(&self, node: &str) -> bool {
-        let (mut all, mut regressed) = (0, 0);
-        for c in self.checks.iter().filter(|c| c.metric == Metric::BandwidthBps) {
-            if c.case.prefill == node || c.case.decode == node {
-                all += 1;
-                regressed += usize::from(c.verdict == BaselineVerdict::Regressed);
-            }
-        }
-        regressed * 2 > all
+        self.node_check(node)
+            .is_some_and(|c| c.verdict == BaselineVerdict::Regressed)
+    }
+
+    pub fn node_check(&self, node: &str) -> Option<&NodeBaselineCheck> {
+        self.nodes.iter().find(|c| c.node == node)
     }
 
     /// Checks regressed on a pair involving `node`.

@@ -102,13 +102,11 @@ pub fn sweep_night(night: u32, slow: Option<(&str, f64)>) -> icb_sweep::SweepRes
         .map(|n| NodeVerdict {
             node: n.clone(),
             status: NodeStatus::Pass,
-            median_bps: Some(
-                r.pairs
-                    .iter()
-                    .filter(|p| p.pair.involves(n))
-                    .map(|p| bw_of(&p.pair))
-                    .fold(f64::INFINITY, f64::min),
-            ),
+            // The node's own speed: a partner of the slow node keeps its median (its other pairs).
+            median_bps: Some(match slow {
+                Some((s, bw)) if s == n => bw,
+                _ => 40e9,
+            }),
             median_latency_us: Some(3.0),
             pairs: 2,
             failed_pairs: 0,

@@ -83,17 +83,9 @@ pub(crate) fn render(results: &SweepResults) -> Result<String, ExportError> {
         };
         let mut case = TestCase::new(v.node.clone(), status);
         case.set_classname("node");
-        if let Some(b) = results.baseline.as_deref().filter(|b| b.node_regressed(&v.node)) {
-            // Regressed is not failed: the case keeps its status, the comparison is a property.
-            for c in b.regressed_on(&v.node) {
-                let name = format!(
-                    "regressed {} {} {}",
-                    c.case.pair_label(),
-                    c.case.case_label(),
-                    c.metric.short()
-                );
-                case.add_property((name.as_str(), c.summary().as_str()));
-            }
+        // Regressed is not failed: the case keeps its status, the comparison is a property.
+        if let Some(c) = results.baseline.as_deref().and_then(|b| b.node_check(&v.node)) {
+            case.add_property(("baseline.median_bandwidth", c.summary().as_str()));
         }
         nodes.add_test_case(case);
     }

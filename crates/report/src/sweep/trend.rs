@@ -3,10 +3,9 @@
 //! verdict against the baseline; regressed rows are marked (`class="regressed"`).
 
 use super::html::esc;
-use icb_core::model::{BaselineCheck, BaselineReport, BaselineVerdict, Metric};
+use icb_core::model::{BaselineCheck, BaselineReport, Metric};
 use icb_sweep::SweepResults;
 use icb_sweep::results::gbps;
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// Empty without a baseline.
@@ -20,7 +19,7 @@ pub(crate) fn html(r: &SweepResults) -> String {
         esc(&b.source),
         b.regressed
     );
-    h.push_str(&nodes(r, b, &bw));
+    h.push_str(&nodes(b));
     h.push_str("<table id=\"pair-trends\"><tr><th>pair</th><th>case</th><th>trend</th><th>baseline GB/s</th><th>now GB/s</th><th>change</th><th>verdict</th></tr>");
     for c in &bw {
         let mut series = c.recent.clone();
@@ -47,60 +46,30 @@ pub(crate) fn html(r: &SweepResults) -> String {
     h
 }
 
-/// One row per node: its pairs' bandwidth averaged run by run (aligned from the newest), and
-/// how many of its figures regressed.
-fn nodes(r: &SweepResults, b: &BaselineReport, bw: &[&BaselineCheck]) -> String {
-    let mut by_node: BTreeMap<&str, Vec<&BaselineCheck>> = BTreeMap::new();
-    for c in bw {
-        by_node.entry(c.case.prefill.as_str()).or_default().push(c);
-        if c.case.decode != c.case.prefill {
-            by_node.entry(c.case.decode.as_str()).or_default().push(c);
-        }
-    }
+/// One row per node: its median bandwidth over the baseline runs and this one, the change, and
+/// whether the node itself regressed.
+fn nodes(b: &BaselineReport) -> String {
     let mut h = String::from(
-        "<table id=\"node-trends\"><tr><th>node</th><th>trend (mean of its pairs)</th><th>regressed figures</th></tr>",
+        "<table id=\"node-trends\"><tr><th>node</th><th>median GB/s trend</th><th>baseline GB/s</th><th>now GB/s</th><th>change</th><th>verdict</th></tr>",
     );
-    for node in &r.nodes {
-        let Some(checks) = by_node.get(node.as_str()) else {
-            continue;
-        };
-        let regressed = b.regressed_on(node).count();
+    for c in &b.nodes {
+        let mut series = c.recent.clone();
+        series.push(c.value);
         let _ = write!(
             h,
-            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{regressed}</td></tr>",
-            if b.node_regressed(node) {
-                BaselineVerdict::Regressed.as_str()
-            } else {
-                ""
-            },
-            esc(node),
-            spark(&node_series(checks))
+            "<tr class=\"{v}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{v}</td></tr>",
+            esc(&c.node),
+            spark(&series),
+            c.baseline_mean.map(gbps).unwrap_or_else(|| "-".into()),
+            gbps(c.value),
+            c.change
+                .map(|x| format!("{:+.1} %", x * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            v = c.verdict.as_str(),
         );
     }
     h.push_str("</table>");
     h
-}
-
-/// The mean across `checks` of each run's figure, newest run last.
-fn node_series(checks: &[&BaselineCheck]) -> Vec<f64> {
-    let longest = checks.iter().map(|c| c.recent.len() + 1).max().unwrap_or(0);
-    (0..longest)
-        .rev()
-        .filter_map(|back| {
-            let at: Vec<f64> = checks
-                .iter()
-                .filter_map(|c| {
-                    let n = c.recent.len();
-                    if back == 0 {
-                        Some(c.value)
-                    } else {
-                        n.checked_sub(back).map(|i| c.recent[i])
-                    }
-                })
-                .collect();
-            (!at.is_empty()).then(|| at.iter().sum::<f64>() / at.len() as f64)
-        })
-        .collect()
 }
 
 /// A 120×24 SVG line through `values` (oldest first), this run a dot at the end.
@@ -132,34 +101,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn node_series_align_from_the_newest_run() {
-        let key = |a: &str| icb_core::model::CaseKey {
-            prefill: a.into(),
-            decode: "n".into(),
-            rail: None,
-            test: "put_bw".into(),
-            memory: "host-host".into(),
-            size: 1,
-            blocks: None,
-            direction: None,
-            engine: "ucx".into(),
-        };
-        let check = |a: &str, recent: Vec<f64>, value: f64| BaselineCheck {
-            case: key(a),
-            metric: Metric::BandwidthBps,
-            verdict: BaselineVerdict::Within,
-            value,
-            baseline_mean: None,
-            baseline_stddev: None,
-            baseline_runs: recent.len() as u32,
-            change: None,
-            threshold: 0.1,
-            note: None,
-            recent,
-        };
-        let a = check("a", vec![10.0, 20.0], 30.0);
-        let b = check("b", vec![40.0], 50.0);
-        assert_eq!(node_series(&[&a, &b]), vec![10.0, 30.0, 40.0]);
-        assert!(spark(&[1.0, 2.0]).starts_with("<svg class=\"spark\""));
+    fn a_sparkline_ends_at_this_run() {
+        let svg = spark(&[1.0, 2.0, 0.5]);
+        assert!(svg.starts_with("<svg class=\"spark\""), "{svg}");
+        assert!(svg.contains("points=\"2.0,12.0 60.0,3.0 118.0,21.0\""), "{svg}");
+        assert!(svg.contains("cx=\"118.0\" cy=\"21.0\""), "{svg}");
     }
 }
