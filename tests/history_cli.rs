@@ -251,3 +251,40 @@ fn a_history_locked_beyond_its_deadline_still_gets_the_report_written() {
     let written = json(&std::fs::read_to_string(&report).unwrap());
     assert_eq!(written["verdict"]["status"], "pass", "the run's report is written");
 }
+
+#[test]
+fn an_unreachable_pushgateway_warns_and_fails_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}");
+    let report = dir.path().join("report.json");
+    let out = pair(&["-o", "json", "--output-file", s(&report), "--push-gateway", &url]);
+    assert_eq!(out.code, 0, "the run's own exit code: {}", out.stderr);
+    assert!(
+        out.stderr.contains("warning: --push-gateway") && out.stderr.contains("unreachable"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        json(&std::fs::read_to_string(&report).unwrap())["verdict"]["status"],
+        "pass"
+    );
+    std::fs::remove_file(&report).unwrap();
+    let out = pair(&[
+        "-o",
+        "json",
+        "--output-file",
+        s(&report),
+        "--push-gateway",
+        &url,
+        "--fail-on-push-error",
+    ]);
+    refused(&out, "unreachable");
+    assert!(report.exists(), "the report is written before the push fails the run");
+    refused(&pair(&["--push-gateway", "https://pg:9091"]), "give an http:// URL");
+}
