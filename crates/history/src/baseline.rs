@@ -13,8 +13,9 @@ use std::path::PathBuf;
 
 /// Default thresholds: 10 % for bandwidth (twice the measured run-to-run spread: a default
 /// `pair --local` stays within ±5 % of its median, −7 % once in 60 case-runs; README and
-/// BENCHMARKS.md), 25 % for latency (small-message p50 on a shared CPU moves more than bandwidth;
-/// BENCHMARKS.md has the measured spread behind it).
+/// BENCHMARKS.md), 25 % for latency: not derived from a measurement (small-message p50 on a shared
+/// CPU moves far more than any fabric threshold; BENCHMARKS.md says so): set it from the fleet's
+/// own spread.
 pub const DEFAULT_BANDWIDTH_THRESHOLD: f64 = 0.10;
 pub const DEFAULT_LATENCY_THRESHOLD: f64 = 0.25;
 
