@@ -37,6 +37,9 @@ pub struct NodePoint {
     pub median_latency_us: Option<f64>,
 }
 
+/// `(run_id, started_at, value)`.
+pub type Point = (String, String, f64);
+
 /// One figure of one case across runs, oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CaseTrend {
@@ -44,7 +47,7 @@ pub struct CaseTrend {
     pub case: CaseKey,
     pub metric: Metric,
     /// `(run_id, started_at, value)`.
-    pub points: Vec<(String, String, f64)>,
+    pub points: Vec<Point>,
 }
 
 /// One row of `history compare`.
@@ -194,7 +197,7 @@ impl History {
              WHERE (c.prefill = ?1 AND c.decode = ?2) OR (c.prefill = ?2 AND c.decode = ?1)
              ORDER BY u.started_at, u.id"
         ))?;
-        let mut trends: BTreeMap<(CaseKey, Metric), Vec<(String, String, f64)>> = BTreeMap::new();
+        let mut trends: BTreeMap<(CaseKey, Metric), Vec<Point>> = BTreeMap::new();
         for row in stmt.query_map(params![a, b], |r| {
             Ok((
                 case_from(r, 0)?,

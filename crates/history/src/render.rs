@@ -90,8 +90,8 @@ pub fn pair(a: &str, b: &str, trends: &[CaseTrend]) -> String {
     let mut out = format!("pair {a} ↔ {b}: {} case figure(s)\n", trends.len());
     let _ = writeln!(
         out,
-        "{:<12} {:<38} {:>4} {:>14} {:>14}  {}",
-        "PAIR", "CASE", "RUNS", "FIRST", "LAST", "TREND"
+        "{:<12} {:<38} {:>4} {:>14} {:>14}  TREND",
+        "PAIR", "CASE", "RUNS", "FIRST", "LAST"
     );
     for t in trends {
         let values: Vec<f64> = t.points.iter().map(|p| p.2).collect();
