@@ -109,7 +109,10 @@ fn a_pair_far_below_its_baseline_passes_but_is_regressed() {
     let ack = dir.path().join("ack.yaml");
     std::fs::write(
         &ack,
-        format!("acks:\n  - pair: [{host}, {host}]\n    metric: bandwidth\n    reason: known slow VM\n    expires: 2099-12-31\n"),
+        // Latency too: on a loaded machine a small message's p50 moves by any amount.
+        format!(
+            "acks:\n  - pair: [{host}, {host}]\n    metric: bandwidth\n    reason: known slow VM\n    expires: 2099-12-31\n  - pair: [{host}, {host}]\n    metric: latency\n    reason: shared CPU\n    expires: 2099-12-31\n"
+        ),
     )
     .unwrap();
     let out = pair(&[

@@ -104,7 +104,7 @@ mod tests {
     fn a_sparkline_ends_at_this_run() {
         let svg = spark(&[1.0, 2.0, 0.5]);
         assert!(svg.starts_with("<svg class=\"spark\""), "{svg}");
-        assert!(svg.contains("points=\"2.0,12.0 60.0,3.0 118.0,21.0\""), "{svg}");
+        assert!(svg.contains("points=\"2.0,15.0 60.0,3.0 118.0,21.0\""), "{svg}");
         assert!(svg.contains("cx=\"118.0\" cy=\"21.0\""), "{svg}");
     }
 }
