@@ -195,3 +195,26 @@ fn a_sweep_flags_the_throttled_nodes_pairs_only() {
     assert!((n2.change.unwrap() + 0.25).abs() < 1e-9, "{n2:?}");
     assert_eq!(n2.summary(), "regressed -25.0 % vs 40.00 GB/s (mean of 3)");
 }
+
+#[test]
+fn a_gate_records_its_pair_only_when_it_concluded() {
+    use icb_core::model::{GateReport, GateVerdict};
+    let t = TempHistory::new();
+    five_nights(&t);
+    let mut p = prepared(&t, None, true);
+    let mut gate = GateReport::new();
+    gate.pair = Some(night(5, "a", "b", 0.5, 1.0));
+    gate.verdict = GateVerdict::Error;
+    p.gate(&mut gate).unwrap();
+    assert!(
+        gate.pair.as_ref().unwrap().baseline.is_none(),
+        "an unfinished gate is not judged"
+    );
+    assert_eq!(t.open().runs(100).unwrap().len(), 5, "nor recorded");
+    gate.verdict = GateVerdict::Pass;
+    p.gate(&mut gate).unwrap();
+    let b = gate.pair.as_ref().unwrap().baseline.as_deref().unwrap();
+    assert_eq!(b.regressed, 1);
+    let runs = t.open().runs(100).unwrap();
+    assert_eq!((runs.len(), runs[0].kind.as_str()), (6, "gate"));
+}
