@@ -62,6 +62,8 @@ enum Command {
     Gate(Box<cmd::gate::Args>),
     /// Qualify many nodes: measure node pairs on a schedule, name the bad nodes, write a results file
     Sweep(Box<cmd::sweep::Args>),
+    /// What --history recorded: import, list, show node/NAME | pair A B, compare RUN_A RUN_B
+    History(cmd::history::Args),
     /// Delete leftover ic-bench pods (by label), or with --local dead local runs' namespaces
     Gc(cmd::gc::Args),
     /// This node's rails (or with --counters its NIC counters) as one JSON line, for `pair --rails` on Kubernetes
@@ -127,6 +129,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Probe(args) => cmd::probe::run(args),
         Command::DetectEnv(args) => cmd::detect_env::run(args),
         Command::Gc(args) => cmd::gc::run(args),
+        Command::History(args) => cmd::history::run(args),
         Command::Sweep(args) => cmd::sweep::run(*args),
         Command::Gate(args) => cmd::gate::run(*args),
         Command::RailInfo(args) => cmd::rail_info::run(args),

@@ -428,10 +428,18 @@ fn the_nightly_sweep_resumes_a_killed_night_and_archives_a_finished_one() {
     let (args, _) = nightly_run(None);
     assert!(args.starts_with("sweep -l "), "{args}");
     assert!(args.contains("--results /results/sweep-current.json"), "{args}");
+    assert!(
+        args.ends_with("--history /results/history.db --baseline last:7"),
+        "every night recorded: {args}"
+    );
     // The night before was killed: its incomplete file is continued, not restarted.
     let (args, files) = nightly_run(Some(&file(false)));
     assert!(args.starts_with("sweep --resume /results/sweep-current.json"), "{args}");
     assert!(!args.contains("--results"), "{args}");
+    assert!(
+        args.ends_with("--history /results/history.db --baseline last:7"),
+        "{args}"
+    );
     assert_eq!(files, ["sweep-current.json"]);
     // The night before finished: archived under its sweep id, a new sweep starts.
     let (args, files) = nightly_run(Some(&file(true)));

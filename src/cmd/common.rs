@@ -342,13 +342,23 @@ pub fn emit_interrupted(
 }
 
 /// Renders a judged report as `-o` asks and turns its verdict into the exit code.
-pub fn emit_pair(report: &icb_core::PairReport, output: &super::output::Output) -> anyhow::Result<i32> {
+pub fn emit_pair(
+    report: &icb_core::PairReport,
+    output: &super::output::Output,
+    history: Option<&super::history_args::RunHistory>,
+) -> anyhow::Result<i32> {
+    let (judged, history_error) = super::history_args::judge_pair(history, report);
+    let report = judged.as_ref();
     output.emit(&icb_report::render_pair_in(report, output.format, output.view())?)?;
     output.write_exports(icb_report::Report::Pair(report))?;
     if let Some(problem) = icb_core::exit::setup_problem(report) {
         eprintln!("ic-bench: error: {problem}");
     }
-    Ok(icb_core::exit::for_report(report))
+    if let Some(e) = history_error {
+        return Err(e);
+    }
+    let code = icb_core::exit::for_report(report);
+    Ok(history.map_or(code, |h| h.exit_code(code, report.baseline.as_deref())))
 }
 
 #[cfg(test)]

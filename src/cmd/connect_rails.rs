@@ -55,7 +55,7 @@ pub fn run(args: super::connect::Args) -> anyhow::Result<i32> {
         let result = super::pair_rails::run_plan(&plan, &mut seam, &interrupt).await;
         drop(seam);
         match result {
-            Ok(outcome) => super::common::emit_pair(&outcome.report, &output),
+            Ok(outcome) => super::common::emit_pair(&outcome.report, &output, None),
             Err(PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &output, &interrupt),
             Err(e) => Err(e.into()),
         }

@@ -89,6 +89,9 @@ pub struct Args {
     /// and block size from the flags, else from the recipe's engine arguments)
     #[command(flatten)]
     pub kv: super::pair_kv::KvArgs,
+
+    #[command(flatten)]
+    pub history: super::history_args::HistoryArgs,
 }
 
 /// The formats that can show a gate report.
@@ -130,6 +133,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let format = args.output.format();
     // Refused now, before anything runs: a format that cannot show a gate report.
     let exports = args.exports.exports(icb_report::ReportKind::Gate)?;
+    let history = args.history.prepare()?;
     // Claimed before the first step: from here on a signal ends in the report, exit 130.
     let interrupt = Interrupt::install()?;
     let plan = icb_gate::GatePlan {
@@ -152,7 +156,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         kv: super::gate_kv::gate_kv(&args.kv),
     });
     let rt = super::common::runtime()?;
-    let report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
+    let mut report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
+    let history_error = history.as_ref().and_then(|h| h.gate(&mut report));
     let view = icb_report::View {
         width: super::output::width(false),
         wide: false,
@@ -168,7 +173,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             eprintln!("ic-bench: error: gate: {}", report.reason);
             Ok(report.verdict.exit_code())
         }
-        GateVerdict::Pass | GateVerdict::Fail => Ok(report.verdict.exit_code()),
+        GateVerdict::Pass | GateVerdict::Fail => match (history_error, &history) {
+            (Some(e), _) => Err(e),
+            (None, Some(h)) => Ok(h.exit_code(
+                report.verdict.exit_code(),
+                report.pair.as_ref().and_then(|p| p.baseline.as_deref()),
+            )),
+            (None, None) => Ok(report.verdict.exit_code()),
+        },
     }
 }
 

@@ -9,6 +9,8 @@ pub mod export_args;
 pub mod gate;
 mod gate_kv;
 pub mod gc;
+pub mod history;
+pub mod history_args;
 pub mod interrupt;
 pub mod kube_args;
 pub mod output;

@@ -59,6 +59,9 @@ pub struct Args {
 
     #[command(flatten)]
     pub kv: super::pair_kv::KvArgs,
+
+    #[command(flatten)]
+    pub history: super::history_args::HistoryArgs,
 }
 
 /// A pair run, decided: nothing after [`PairCommand::from_args`] reads a flag.
@@ -67,6 +70,8 @@ pub struct PairCommand {
     pub plan: PairPlan,
     pub target: PairTarget,
     pub output: Output,
+    /// `--history`/`--baseline`: compares and records the report before it is written.
+    pub history: Option<super::history_args::RunHistory>,
 }
 
 /// Who starts the two sides, with everything the launcher needs.
@@ -145,7 +150,14 @@ impl PairCommand {
         } else {
             anyhow::bail!("say where to run: --local, or --prefill TARGET --decode TARGET (e.g. node/gpu-1)")
         };
-        Ok(PairCommand { plan, target, output })
+        // Last: every flag is checked before the history file is opened (created).
+        let history = if dry_run { None } else { args.history.prepare()? };
+        Ok(PairCommand {
+            plan,
+            target,
+            output,
+            history,
+        })
     }
 }
 
@@ -221,7 +233,7 @@ pub async fn drive<L: Launcher>(
     match result {
         Ok(mut outcome) => {
             finished(&mut outcome);
-            super::common::emit_pair(&outcome.report, &cmd.output)
+            super::common::emit_pair(&outcome.report, &cmd.output, cmd.history.as_ref())
         }
         Err(PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &cmd.output, interrupt),
         Err(e) => Err(e.into()),

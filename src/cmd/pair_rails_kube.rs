@@ -112,7 +112,7 @@ pub fn run(cmd: &PairCommand, t: &KubeRailsTarget) -> anyhow::Result<i32> {
             _ => None,
         };
         match (result, removed) {
-            (Ok(outcome), Ok(_)) => super::common::emit_pair(&outcome.report, &cmd.output),
+            (Ok(outcome), Ok(_)) => super::common::emit_pair(&outcome.report, &cmd.output, cmd.history.as_ref()),
             (Err(e), removed) if interrupted(&e).is_some() => {
                 let mut i = interrupted(&e).unwrap_or_default();
                 i.cleanup = match removed {

@@ -131,6 +131,9 @@ pub struct Args {
     /// stdout at the end: table (node verdicts), wide (with all evidence), json, junit or prometheus
     #[arg(short = 'o', long = "output", value_name = "FORMAT", value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
+
+    #[command(flatten)]
+    pub history: super::history_args::HistoryArgs,
 }
 
 impl Args {

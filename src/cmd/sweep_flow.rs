@@ -25,6 +25,7 @@ pub async fn sweep(
         .or_else(|| args.results.clone())
         .unwrap_or_else(|| PathBuf::from(format!("ic-bench-sweep-{}.json", results.sweep_id)));
     let exports = args.exports()?;
+    let history = args.history.prepare()?;
     let mut save = |r: &SweepResults| -> anyhow::Result<()> {
         write_atomic(&path, &r.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
         exports.write(icb_report::Report::Sweep(r))?;
@@ -59,6 +60,9 @@ pub async fn sweep(
     if end != SweepEnd::Done {
         return stop(end, &mut results, &mut save, interrupt, &path);
     }
+    // Complete: compared with its baseline and recorded, the comparison saved with the results.
+    let history_error = history.as_ref().and_then(|h| h.sweep(&mut results));
+    save(&results)?;
     print!(
         "{}",
         icb_report::render_sweep_in(
@@ -71,7 +75,11 @@ pub async fn sweep(
         let line = icb_sweep_kube::labels::apply(&sweeper.cluster, &results, args.unit).await?;
         eprintln!("ic-bench: {line}");
     }
-    Ok(results.exit_code())
+    if let Some(e) = history_error {
+        return Err(e);
+    }
+    let code = results.exit_code();
+    Ok(history.map_or(code, |h| h.exit_code(code, results.baseline.as_deref())))
 }
 
 /// Before any pair: a resume removes the earlier run's leftover pods and counts one more

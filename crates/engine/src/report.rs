@@ -72,6 +72,7 @@ pub fn assemble_report(opts: &ConnectOptions, r: SessionRecord) -> Result<PairRe
         ucx_profile: (opts.ucx.profile != icb_core::UcxProfile::Default).then_some(opts.ucx.profile),
         rails: None,
         kv: None,
+        baseline: None,
     };
     finish_report(&mut report);
     Ok(report)

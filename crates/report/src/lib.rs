@@ -17,6 +17,7 @@
 //! first, whatever the format.
 #![forbid(unsafe_code)]
 
+mod baseline;
 mod exports;
 mod format;
 mod gate;

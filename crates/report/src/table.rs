@@ -71,6 +71,13 @@ fn pair_summary(r: &PairReport) -> String {
     if let Some(h) = &r.verdict.hint {
         let _ = write!(s, " Fix first: {}.", h.trim_end_matches('.'));
     }
+    if let Some(b) = r.baseline.as_deref().filter(|b| b.regressed > 0) {
+        let _ = write!(
+            s,
+            " Regressed: {} figure(s) worse than their baseline ({}), listed below.",
+            b.regressed, b.source
+        );
+    }
     let _ = write!(
         s,
         " Evidence: {measured} of {} case(s) measured, one row each below with its data path{}; -o json keeps every value.",
@@ -271,7 +278,11 @@ impl TableExporter {
                 bw,
                 lat,
                 path,
-                verdict_cell(c),
+                crate::baseline::mark_cell(
+                    verdict_cell(c),
+                    r.baseline.as_deref(),
+                    &icb_core::model::CaseKey::of_case(r, c),
+                ),
             ]);
         }
         // In a narrow terminal the short columns keep their words whole; the data path and
@@ -364,6 +375,12 @@ impl TableExporter {
         }
         for w in &r.warnings {
             push_wrapped(&mut out, &format!("warning: {w}"), view);
+        }
+        if let Some(b) = r.baseline.as_deref() {
+            push_wrapped(&mut out, &crate::baseline::summary(b), view);
+            for line in crate::baseline::lines(b, view.wide) {
+                push_wrapped(&mut out, &line, view);
+            }
         }
         let classes: Vec<&str> = r.verdict.data_paths.iter().map(|c| c.as_str()).collect();
         if !classes.is_empty() {

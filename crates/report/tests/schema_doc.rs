@@ -19,8 +19,8 @@ fn pair_example_is_a_judged_report() {
     let json = blocks("json");
     assert_eq!(
         json.len(),
-        6,
-        "one pair, one rails, one kv, one probe, one rail map and one gate example"
+        7,
+        "one pair, one rails, one kv, one probe, one rail map, one gate and one baseline example"
     );
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
@@ -116,4 +116,25 @@ fn expectations_file_example_parses() {
     let cfg = parse_expectation_config(&yaml[0]).unwrap();
     let o = cfg.overrides_for(icb_core::model::Locality::DifferentHosts).unwrap();
     assert_eq!(o.min_host_bandwidth_bps, Some(12.5e9));
+}
+
+#[test]
+fn baseline_example_is_what_the_types_write() {
+    use icb_core::model::{BaselineReport, BaselineVerdict, Metric};
+    let text = &blocks("json")[6];
+    let b: BaselineReport = serde_json::from_str(text).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(serde_json::to_value(&b).unwrap(), doc, "no field renamed or dropped");
+    let regressed = b
+        .checks
+        .iter()
+        .filter(|c| c.verdict == BaselineVerdict::Regressed)
+        .count();
+    assert_eq!(b.regressed, regressed);
+    let bw = &b.checks[0];
+    assert_eq!(bw.metric, Metric::BandwidthBps);
+    let mean = bw.recent.iter().sum::<f64>() / bw.recent.len() as f64;
+    assert!((bw.baseline_mean.unwrap() - mean).abs() < 1.0, "the mean of recent");
+    assert!((bw.change.unwrap() - (bw.value - mean) / mean).abs() < 1e-9);
+    assert!(-bw.change.unwrap() > bw.threshold, "regressed: beyond the threshold");
 }

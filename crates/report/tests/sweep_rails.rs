@@ -96,6 +96,7 @@ fn rails_sweep() -> SweepResults {
         criteria: None,
         attempt: 1,
         stopped: None,
+        baseline: None,
     }
 }
 

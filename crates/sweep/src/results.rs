@@ -202,6 +202,10 @@ pub struct SweepResults {
     /// Set when the sweep stopped before its end (signal, API outage); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Stopped>,
+    /// `--baseline`: each pair's figures against the mean of their last matching runs (issue
+    /// 21); absent without `--baseline`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Box<icb_core::model::BaselineReport>>,
 }
 
 impl SweepResults {
@@ -229,6 +233,7 @@ impl SweepResults {
             criteria: None,
             attempt: 1,
             stopped: None,
+            baseline: None,
         }
     }
 

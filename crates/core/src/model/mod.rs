@@ -5,6 +5,7 @@
 /// Schema identifier written into every pair report.
 pub const PAIR_SCHEMA: &str = "ic-bench.pair/v1";
 
+mod baseline;
 mod case;
 mod criteria;
 mod gate;
@@ -14,6 +15,7 @@ mod settings;
 mod transport;
 mod verdict;
 
+pub use baseline::*;
 pub use case::*;
 pub use criteria::*;
 pub use gate::*;

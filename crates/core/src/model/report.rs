@@ -43,6 +43,10 @@ pub struct PairReport {
     /// case, and `verdict` rolls them up with `--max-kv-ms`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv: Option<Box<crate::KvOutcome>>,
+    /// `--baseline`: each case against the mean of its last matching runs (issue 21); absent
+    /// without `--baseline`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Box<BaselineReport>>,
 }
 
 /// How the UCX engine configures UCX beyond `--ucx-config` and `UCX_*` (`--ucx-profile`).

@@ -150,6 +150,7 @@ td.rail-cell{{width:42px;height:22px;text-align:center;color:#fff}}.plot{{border
         );
     }
     h.push_str("</table>");
+    h.push_str(&super::trend::html(r));
     // Second pass.
     let second: Vec<&PairResult> = r.pairs.iter().filter(|p| p.pass == 2).collect();
     let _ = write!(

@@ -83,6 +83,10 @@ pub(crate) fn render(results: &SweepResults) -> Result<String, ExportError> {
         };
         let mut case = TestCase::new(v.node.clone(), status);
         case.set_classname("node");
+        // Regressed is not failed: the case keeps its status, the comparison is a property.
+        if let Some(c) = results.baseline.as_deref().and_then(|b| b.node_check(&v.node)) {
+            case.add_property(("baseline.median_bandwidth", c.summary().as_str()));
+        }
         nodes.add_test_case(case);
     }
     let verdicts = super::verdicts(results);

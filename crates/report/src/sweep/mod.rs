@@ -6,6 +6,7 @@ pub(crate) mod junit;
 pub(crate) mod prometheus;
 pub(crate) mod rails;
 pub(crate) mod table;
+pub(crate) mod trend;
 
 use icb_sweep::score::first_pass_verdicts;
 use icb_sweep::{NodeVerdict, SweepResults};

@@ -2,7 +2,8 @@
 //! Pushgateway after a nightly run. Every sample carries `sweep_id`, so many runs can share a
 //! store. Per pair: bandwidth and latency gauges labelled `prefill_node`, `decode_node`, `pass`,
 //! `test`, `memory`, `size` (bytes) and, where the test has one, `direction` (seen from the
-//! prefill side: `write` pushes into decode, `read` pulls from it), and the pair's status. Per
+//! prefill side: `write` pushes into decode, `read` pulls from it), and the pair's status (with the
+//! `data_paths` that carried a measured pair's bytes). Per
 //! node: health 1 (pass) or 0 (anything else), its status as a label, and its median bandwidth.
 //! Run metadata: an info gauge (schedule, version, start, `complete`), the start and last-update
 //! times as Unix seconds, pairs planned and done, and — only for a sweep that stopped before its
@@ -177,6 +178,10 @@ pub(crate) fn render(r: &SweepResults) -> Result<String, ExportError> {
         let base = pair_labels(&r.sweep_id, p);
         let mut status = base.clone();
         status.push(("outcome", outcome_name(&p.outcome).to_string()));
+        if let Outcome::Measured { data_paths, .. } = &p.outcome {
+            // What carried the pair's bytes (`rdma`, `tcp+rdma` …): the dashboard's data paths.
+            status.push(("data_paths", data_paths.join("+")));
+        }
         f.status.get_or_create(&labels(&status)).set(pair_status(&p.outcome));
         let Outcome::Measured { series, latency, .. } = &p.outcome else {
             continue;

@@ -33,7 +33,7 @@ pub(crate) fn render(r: &SweepResults, view: View) -> String {
         };
         t.add_row([
             v.node.clone(),
-            v.status.as_str().to_string(),
+            node_cell(r, v),
             v.median_bps.map(gbps).unwrap_or_else(|| "-".into()),
             v.median_latency_us.map(micros).unwrap_or_else(|| "-".into()),
             bad_pairs(v),
@@ -43,7 +43,21 @@ pub(crate) fn render(r: &SweepResults, view: View) -> String {
     }
     let mut out = format!("{}\n{t}\n", headline(r, &verdicts));
     bad_rails(&mut out, &verdicts, view);
+    if let Some(b) = r.baseline.as_deref() {
+        push_wrapped(&mut out, &crate::baseline::summary(b), view);
+        for line in crate::baseline::lines(b, view.wide) {
+            push_wrapped(&mut out, &line, view);
+        }
+    }
     out
+}
+
+/// `pass`, or `pass, regressed` for a node most of whose pairs regressed (`--baseline`).
+fn node_cell(r: &SweepResults, v: &NodeVerdict) -> String {
+    match r.baseline.as_deref().is_some_and(|b| b.node_regressed(&v.node)) {
+        true => format!("{}, regressed", v.status.as_str()),
+        false => v.status.as_str().to_string(),
+    }
 }
 
 /// `Bad rails:` then one line per rail a verdict names, blamed ones (`FAIL`) before suspects.

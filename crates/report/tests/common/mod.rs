@@ -165,6 +165,7 @@ fn report(
         ucx_profile: None,
         rails: None,
         kv: None,
+        baseline: None,
     };
     judge(&mut r);
     r

@@ -117,5 +117,6 @@ pub fn fixture() -> SweepResults {
         criteria: None,
         attempt: 1,
         stopped: None,
+        baseline: None,
     }
 }

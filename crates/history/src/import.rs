@@ -1,0 +1,75 @@
+//! `ic-bench history import FILE…`: pair, gate and sweep JSON files into the history, told apart
+//! by their `schema` field.
+
+use crate::record::{RunKind, RunRecord, gate_record, pair_record, sweep_record};
+use crate::{History, HistoryError};
+use icb_core::model::{GATE_SCHEMA, GateReport, PAIR_SCHEMA, PairReport};
+use icb_sweep::results::{SWEEP_SCHEMA, SweepResults};
+use std::path::Path;
+
+/// The run a results file holds.
+pub fn read_run(path: &Path) -> Result<RunRecord, HistoryError> {
+    let bad = |why: String| HistoryError::Import {
+        path: path.to_path_buf(),
+        why,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => bad("not a JSON results file (not text)".into()),
+        _ => bad(e.to_string()),
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not a JSON results file ({e})")))?;
+    let schema = value
+        .get("schema")
+        .and_then(|s| s.as_str())
+        .unwrap_or_default()
+        .to_string();
+    let parse_err = |e: serde_json::Error| bad(format!("not an {schema} file ({e})"));
+    match schema.as_str() {
+        PAIR_SCHEMA => Ok(pair_record(
+            &serde_json::from_value::<PairReport>(value).map_err(parse_err)?,
+            RunKind::Pair,
+        )),
+        SWEEP_SCHEMA => Ok(sweep_record(
+            &serde_json::from_value::<SweepResults>(value).map_err(parse_err)?,
+        )),
+        GATE_SCHEMA => {
+            let gate = serde_json::from_value::<GateReport>(value).map_err(parse_err)?;
+            gate_record(&gate).ok_or_else(|| bad("a gate report whose pair never ran: nothing to import".into()))
+        }
+        other => Err(bad(format!(
+            "schema '{other}' is not one ic-bench imports: {PAIR_SCHEMA}, {SWEEP_SCHEMA} or {GATE_SCHEMA}"
+        ))),
+    }
+}
+
+/// What one file added.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Imported {
+    pub file: String,
+    pub run_id: String,
+    pub kind: &'static str,
+    pub rows: usize,
+    pub replaced: bool,
+}
+
+impl History {
+    /// Imports every file (each in its own transaction), stopping at the first bad one.
+    pub fn import(&mut self, files: &[impl AsRef<Path>]) -> Result<Vec<Imported>, HistoryError> {
+        files
+            .iter()
+            .map(|f| {
+                let f = f.as_ref();
+                let run = read_run(f)?;
+                let w = self.record(&run, Some(&f.display().to_string()))?;
+                Ok(Imported {
+                    file: f.display().to_string(),
+                    run_id: run.run_id,
+                    kind: run.kind.as_str(),
+                    rows: w.rows,
+                    replaced: w.replaced,
+                })
+            })
+            .collect()
+    }
+}
