@@ -4,13 +4,20 @@
 
 use crate::format::View;
 use crate::table::new_table;
-use crate::wrap::push_wrapped;
+use crate::wrap::{keep_whole, push_wrapped};
 use icb_core::KvOutcome;
 use icb_core::model::BandwidthUnit;
 use icb_core::units::{format_bandwidth, format_size};
 
+/// Milliseconds with three significant digits or more (0.004, 7.41, 27481): sub-millisecond
+/// posts and multi-second requests both stay short enough for an 80-column table.
 fn ms(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.3}"))
+    match v {
+        None => "-".into(),
+        Some(v) if v >= 100.0 => format!("{v:.0}"),
+        Some(v) if v >= 1.0 => format!("{v:.2}"),
+        Some(v) => format!("{v:.3}"),
+    }
 }
 
 fn bw(v: Option<f64>, unit: BandwidthUnit) -> String {
@@ -48,23 +55,23 @@ pub fn render(kv: &KvOutcome, unit: BandwidthUnit, view: View) -> String {
     out
 }
 
-/// One row per peer.
+/// One row per peer: `d1 ← p3` is decode rank 1 reading (or receiving) prefill rank 3's blocks.
 fn peers(kv: &KvOutcome, unit: BandwidthUnit, view: View) -> String {
     let mut t = new_table(
         vec![
-            "Decode ← prefill",
+            "Peer",
             "Descriptors",
             "p50 / p99 ms",
             "Post ms",
-            "Bandwidth",
+            "BW",
             "Data path",
-            "Verified",
+            "OK",
         ],
         view,
     );
     for p in &kv.peers {
         t.add_row(vec![
-            format!("{} ← {}", p.decode_rank, p.prefill_rank),
+            format!("d{} ← p{}", p.decode_rank, p.prefill_rank),
             format!("{} × {}", p.descriptors, format_size(p.descriptor_bytes)),
             format!("{} / {}", ms(p.request_ms_p50), ms(p.request_ms_p99)),
             ms(p.post_ms),
@@ -77,6 +84,16 @@ fn peers(kv: &KvOutcome, unit: BandwidthUnit, view: View) -> String {
             },
         ]);
     }
+    // "4096 × 16 KiB" and a data path such as "cuda_ipc/cuda" stay whole (padding included);
+    // "OK" is whether every block arrived intact.
+    let path = kv
+        .peers
+        .iter()
+        .filter_map(|p| p.data_path.as_ref().map(|d| d.chars().count()))
+        .max()
+        .unwrap_or(1);
+    let path = u16::try_from(path + 2).unwrap_or(u16::MAX).min(20);
+    keep_whole(&mut t, &[(1, 15), (5, path)]);
     format!("{t}\n")
 }
 
@@ -163,7 +180,16 @@ mod tests {
         };
         let text = render(&kv, BandwidthUnit::GBps, view);
         assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
-        assert!(text.contains("3 ← 7"), "{text}");
+        assert!(text.contains("d3 ← p7"), "{text}");
+        // At 100 columns nothing is cut; at 80 the headers still are whole words.
+        for word in ["Descriptors", "OK", "rc_mlx5/mlx5_0:1", "81920 × 4 KiB", "7.41 / 9.10"] {
+            assert!(text.contains(word), "{word} cut in:\n{text}");
+        }
+        let narrow = render(&kv, BandwidthUnit::GBps, View { width: 80, wide: false });
+        assert!(narrow.lines().all(|l| l.chars().count() <= 80), "{narrow}");
+        for word in ["Peer", "Descriptors", "Data path", "81920 × 4 KiB"] {
+            assert!(narrow.contains(word), "{word} cut in:\n{narrow}");
+        }
         assert!(text.contains("81920 × 4 KiB"), "{text}");
         assert!(text.contains("56 %"), "{text}");
     }
