@@ -170,11 +170,12 @@ impl History {
         Ok(values)
     }
 
-    /// Why there is no baseline: the environment of the newest earlier run of the case, when one
-    /// exists, against this row's.
-    fn why_new(&self, case: Option<i64>, row: &Row, judge: &Judge<'_>) -> Result<String, HistoryError> {
+    /// Why there is no baseline, and whether it is a changed key: the environment of the newest
+    /// earlier run of the case, when one exists, against this row's.
+    fn why_new(&self, case: Option<i64>, row: &Row, judge: &Judge<'_>) -> Result<(String, bool), HistoryError> {
+        const FIRST: &str = "first run of this case";
         let Some(case) = case else {
-            return Ok("first run of this case".into());
+            return Ok((FIRST.into(), false));
         };
         let last_env: Option<i64> = rusqlite::OptionalExtension::optional(
             self.conn
@@ -189,10 +190,10 @@ impl History {
                 ),
         )?;
         let Some(env) = last_env else {
-            return Ok("first run of this case".into());
+            return Ok((FIRST.into(), false));
         };
         let changes = row.env.changes_from(&env_of(&self.conn, env)?);
-        Ok(format!("key changed: {}", changes.join(", ")))
+        Ok((format!("key changed: {}", changes.join(", ")), true))
     }
 
     fn check(&self, row: &Row, judge: &Judge<'_>) -> Result<BaselineCheck, HistoryError> {
@@ -214,10 +215,13 @@ impl History {
             change: None,
             threshold,
             note: None,
+            key_changed: false,
             recent: earlier.iter().rev().copied().collect(),
         };
         let Some((mean, stddev)) = mean_stddev(&earlier) else {
-            check.note = Some(self.why_new(case, row, judge)?);
+            let (why, key_changed) = self.why_new(case, row, judge)?;
+            check.note = Some(why);
+            check.key_changed = key_changed;
             return Ok(check);
         };
         let change = if mean != 0.0 { (row.value - mean) / mean } else { 0.0 };

@@ -110,6 +110,7 @@ fn a_changed_key_starts_a_new_baseline_and_says_what_changed() {
     let bw = &b.checks[0];
     assert_eq!(bw.verdict, BaselineVerdict::NewBaseline);
     assert_eq!(bw.note.as_deref(), Some("key changed: ucx 1.22.0 → 1.23.0"));
+    assert!(bw.key_changed);
     // The next night with the new UCX compares with this one only.
     let mut next = night(6, "a", "b", 0.5, 1.0);
     next.client.ucx_version = "1.23.0".into();
@@ -122,6 +123,7 @@ fn a_changed_key_starts_a_new_baseline_and_says_what_changed() {
     p.pair(&mut other).unwrap();
     let first = &other.baseline.as_ref().unwrap().checks[0];
     assert_eq!(first.note.as_deref(), Some("first run of this case"));
+    assert!(!first.key_changed);
 }
 
 #[test]

@@ -46,7 +46,7 @@ pub(crate) fn lines(b: &BaselineReport, all: bool) -> Vec<String> {
         .iter()
         .filter(|c| match c.verdict {
             BaselineVerdict::Regressed | BaselineVerdict::Acknowledged => true,
-            BaselineVerdict::NewBaseline => c.note.as_deref().is_some_and(|n| n.starts_with("key changed")),
+            BaselineVerdict::NewBaseline => c.key_changed,
             BaselineVerdict::Within | BaselineVerdict::Improved => false,
         })
         .collect();

@@ -222,6 +222,10 @@ pub struct BaselineCheck {
     /// A new baseline: what changed in the key; acknowledged: the ack's reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// A new baseline because the environment key changed (new UCX, firmware …), not a first run:
+    /// the reports show these, as a reader must know the comparison restarted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub key_changed: bool,
     /// The baseline runs' figures, oldest first (the trend the reports draw).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recent: Vec<f64>,
