@@ -1,0 +1,169 @@
+//! The target (server) side of a case: its buffer, its part of each phase, and the check of
+//! what arrived.
+
+use super::*;
+
+impl Runtime {
+    pub fn target_setup(&mut self, setup: CaseSetup) -> Result<CaseReady, RunError> {
+        self.drain_now();
+        self.case = None;
+        let layout = Self::layout(&setup, false)?;
+        self.hold_cuda_context(setup.memory);
+        let mut buf = Buf::alloc(
+            setup.memory.target,
+            Self::span(&setup, layout, false)?,
+            self.cuda_device,
+        )?;
+        if !setup.untouched {
+            // The target holds the data's source for get, its destination otherwise.
+            let seed = if setup.test == TestKind::GetBw {
+                setup.seed
+            } else {
+                other_seed(setup.seed)
+            };
+            buf.fill(seed)?;
+        }
+        let mut ready = CaseReady::default();
+        let mut map = None;
+        if setup.test.is_rma() {
+            let m = buf.map(&self._ctx)?;
+            ready.remote_addr = m.address();
+            ready.rkey = HexBytes(m.pack_rkey()?);
+            map = Some(m);
+        }
+        self.case = Some(Case {
+            setup,
+            layout,
+            buf,
+            pong: None,
+            _map: map,
+            rkey: None,
+            remote_addr: 0,
+        });
+        Ok(ready)
+    }
+
+    /// The target's part of a phase with `window` outstanding operations; `ready` fires once
+    /// receives are posted.
+    pub fn target_phase(
+        &mut self,
+        kind: PhaseKind,
+        iterations: u64,
+        window: u32,
+        ready: tokio::sync::oneshot::Sender<()>,
+        ctl: &PhaseCtl,
+    ) -> Result<(), RunError> {
+        let r = self.target_phase_inner(kind, iterations, window, ready, ctl);
+        if r.is_err() {
+            self.drain_now();
+        }
+        r
+    }
+
+    fn target_phase_inner(
+        &mut self,
+        _kind: PhaseKind,
+        n: u64,
+        window: u32,
+        ready: tokio::sync::oneshot::Sender<()>,
+        ctl: &PhaseCtl,
+    ) -> Result<(), RunError> {
+        let case = self.case.as_ref().ok_or(RunError::NoCase)?;
+        let ep = self.ep.as_ref().ok_or(RunError::NoEndpoint)?;
+        let w = &self.worker;
+        let size = case.layout.block;
+        match case.setup.test {
+            TestKind::TagBw => {
+                let window = window.max(1) as usize;
+                ensure_ring(&mut self.ring, window);
+                let mut ready = Some(ready);
+                with_region!(&case.buf, b => run_window(
+                    w,
+                    &mut self.ring[..window],
+                    n,
+                    ctl,
+                    || Ok(w.tag_recv(b, 0..size, TAG_DATA, TAG_MASK, OpOptions::default())?),
+                    // Receives for the whole first window are posted: the sender may start.
+                    || if let Some(r) = ready.take() { let _ = r.send(()); },
+                    |got| check_length("message", got, size),
+                ))?;
+                send_ack(w, ep, &self.ack, ctl)
+            }
+            TestKind::TagLat => {
+                let ended_early = with_region!(&case.buf, b => 'ping_pong: {
+                    let mut recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
+                    let _ = ready.send(());
+                    for i in 0..n {
+                        // The initiator may end the phase early (its soft deadline): it then
+                        // says so on the control channel instead of sending the next ping.
+                        if !poll_done_or_stop(w, recv, ctl)? {
+                            break 'ping_pong Ok::<bool, RunError>(true);
+                        }
+                        // The echo leaves first; releasing the receive and posting the next one
+                        // happen while the pong is in flight (ucx_perftest's order).
+                        let send = w.tag_send(ep, b, 0..size, TAG_PONG, OpOptions::default())?;
+                        check_length("ping", finish_op(w, recv, ctl)?, size)?;
+                        // The next ping lands in the buffer the echo is sent from: wait for it.
+                        wait_op(w, send, ctl)?;
+                        if i + 1 < n {
+                            recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
+                        }
+                    }
+                    Ok(false)
+                })?;
+                if ended_early {
+                    // Cancel the receive still posted for a ping that will not come.
+                    self.drain_now();
+                }
+                Ok(())
+            }
+            TestKind::PutBw | TestKind::GetBw => {
+                // One-sided: nothing to post, but keep progressing (software RMA emulation, e.g.
+                // over tcp, needs the target's worker) until the initiator says it is done.
+                let _ = ready.send(());
+                let mut i = 0u32;
+                while !ctl.stopped() {
+                    w.progress();
+                    i = i.wrapping_add(1);
+                    if i.is_multiple_of(CHECK_EVERY) {
+                        ctl.check()?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Checks the payload (tag and put land here) and releases the case.
+    pub fn target_finish(&mut self) -> (bool, Option<String>) {
+        self.drain_now();
+        let Some(mut case) = self.case.take() else {
+            return (false, Some("no case prepared".into()));
+        };
+        // The registration holds the buffer; unmap it so the buffer can be read again. The peer
+        // sent Finish after its last flush: nothing of it can still reach this memory.
+        if let Some(map) = case._map.take() {
+            map.unmap_now();
+        }
+        if case.setup.untouched {
+            return (false, Some(UNTOUCHED.into()));
+        }
+        let seed = case.setup.seed;
+        if case.setup.test == TestKind::GetBw {
+            // The client checks what it read; the source buffer must still be intact.
+            let whole = BlockLayout::single(case.buf.byte_len());
+            return match case.buf.verify_blocks(whole, seed, seed) {
+                Ok(()) => (true, None),
+                Err(e) => (false, Some(format!("source buffer changed during get: {e}"))),
+            };
+        }
+        let checked = match case.setup.kv {
+            Some(kv) => case.buf.verify_moved(&moved(&kv, false), seed, other_seed(seed)),
+            None => case.buf.verify_blocks(case.layout, seed, other_seed(seed)),
+        };
+        match checked {
+            Ok(()) => (true, None),
+            Err(e) => (false, Some(e.to_string())),
+        }
+    }
+}
