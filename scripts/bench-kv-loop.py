@@ -14,40 +14,10 @@ Prints one JSON line: iterations, elapsed_s, bandwidth_bps, request_ms_p50.
 """
 
 import json
-import socket
-import struct
 import sys
 import time
 
-import numpy as np
-from nixl_cu12 import nixl_agent, nixl_agent_config
-
-
-def send_blob(sock, data):
-    sock.sendall(struct.pack("!Q", len(data)) + data)
-
-
-def recv_exact(sock, n):
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise RuntimeError("peer closed the connection")
-        out += chunk
-    return out
-
-
-def recv_blob(sock):
-    (n,) = struct.unpack("!Q", recv_exact(sock, 8))
-    return recv_exact(sock, n)
-
-
-def make_agent(name, nbytes):
-    agent = nixl_agent(name, nixl_agent_config(backends=["UCX"]))
-    buf = np.ones(nbytes, dtype=np.uint8)
-    addr = buf.ctypes.data
-    agent.register_memory(agent.get_reg_descs([(addr, nbytes, 0, "")], "DRAM"))
-    return agent, buf, addr
+from nixl_py_loop import connect_initiator, serve_target
 
 
 def descs(layout, side, base):
@@ -55,36 +25,9 @@ def descs(layout, side, base):
     return [(base + s["offset"] + i * s["stride"], layout["len"], 0) for i in range(layout["count"])]
 
 
-def target(port, layout):
-    agent, _buf, addr = make_agent("py-kv-target", layout["target"]["buffer_bytes"])
-    srv = socket.create_server(("127.0.0.1", port))
-    srv.settimeout(120)
-    conn, _ = srv.accept()
-    send_blob(conn, agent.get_agent_metadata())
-    send_blob(conn, struct.pack("!Q", addr))
-    peer = agent.add_remote_agent(recv_blob(conn))
-    conn.setblocking(False)
-    deadline = time.monotonic() + 3600
-    polls = 0
-    while time.monotonic() < deadline:
-        if any(b"done" in m for m in agent.get_new_notifs().get(peer, [])):
-            break
-        polls += 1
-        if polls % 1000 == 0:
-            try:
-                if conn.recv(1) == b"":
-                    break
-            except BlockingIOError:
-                pass
-    conn.close()
-
-
 def initiator(port, layout, op, min_time):
-    agent, _buf, addr = make_agent("py-kv-initiator", layout["initiator"]["buffer_bytes"])
-    conn = socket.create_connection(("127.0.0.1", port), timeout=120)
-    peer = agent.add_remote_agent(recv_blob(conn))
-    (remote_addr,) = struct.unpack("!Q", recv_blob(conn))
-    send_blob(conn, agent.get_agent_metadata())
+    agent, _buf, addr, conn, peer, remote_addr = connect_initiator(
+        "py-kv-initiator", port, layout["initiator"]["buffer_bytes"])
     local = agent.get_xfer_descs(descs(layout, "initiator", addr), "DRAM")
     remote = agent.get_xfer_descs(descs(layout, "target", remote_addr), "DRAM")
     handle = agent.initialize_xfer(op, local, remote, peer)
@@ -119,7 +62,7 @@ def initiator(port, layout, op, min_time):
 def main():
     role, port, layout = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
     if role == "target":
-        target(port, layout)
+        serve_target("py-kv-target", port, layout["target"]["buffer_bytes"])
     else:
         initiator(port, layout, sys.argv[4], float(sys.argv[5]))
 

@@ -15,74 +15,14 @@ Prints one JSON line per case: direction, size, batch, iterations, elapsed_s, ba
 """
 
 import json
-import socket
-import struct
 import sys
 import time
 
-import numpy as np
-from nixl_cu12 import nixl_agent, nixl_agent_config
-
-
-def send_blob(sock, data):
-    sock.sendall(struct.pack("!Q", len(data)) + data)
-
-
-def recv_exact(sock, n):
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise RuntimeError("peer closed the connection")
-        out += chunk
-    return out
-
-
-def recv_blob(sock):
-    (n,) = struct.unpack("!Q", recv_exact(sock, 8))
-    return recv_exact(sock, n)
-
-
-def make_agent(name, max_bytes):
-    agent = nixl_agent(name, nixl_agent_config(backends=["UCX"]))
-    buf = np.ones(max_bytes, dtype=np.uint8)
-    addr = buf.ctypes.data
-    agent.register_memory(agent.get_reg_descs([(addr, max_bytes, 0, "")], "DRAM"))
-    return agent, buf, addr
-
-
-def target(port, max_bytes):
-    agent, _buf, addr = make_agent("py-target", max_bytes)
-    srv = socket.create_server(("127.0.0.1", port))
-    srv.settimeout(120)
-    conn, _ = srv.accept()
-    send_blob(conn, agent.get_agent_metadata())
-    send_blob(conn, struct.pack("!Q", addr))
-    peer = agent.add_remote_agent(recv_blob(conn))
-    # Progress until the initiator's "done" notification or its closing the socket.
-    conn.setblocking(False)
-    deadline = time.monotonic() + 3600
-    polls = 0
-    while time.monotonic() < deadline:
-        notifs = agent.get_new_notifs()
-        if any(b"done" in m for m in notifs.get(peer, [])):
-            break
-        polls += 1
-        if polls % 1000 == 0:
-            try:
-                if conn.recv(1) == b"":
-                    break
-            except BlockingIOError:
-                pass
-    conn.close()
+from nixl_py_loop import connect_initiator, serve_target
 
 
 def initiator(port, max_bytes, sizes, batches, min_time):
-    agent, _buf, addr = make_agent("py-initiator", max_bytes)
-    conn = socket.create_connection(("127.0.0.1", port), timeout=120)
-    peer = agent.add_remote_agent(recv_blob(conn))
-    (remote_addr,) = struct.unpack("!Q", recv_blob(conn))
-    send_blob(conn, agent.get_agent_metadata())
+    agent, _buf, addr, conn, peer, remote_addr = connect_initiator("py-initiator", port, max_bytes)
     for direction in ("READ", "WRITE"):
         for size in sizes:
             for batch in batches:
@@ -119,7 +59,7 @@ def initiator(port, max_bytes, sizes, batches, min_time):
 def main():
     role, port, max_bytes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     if role == "target":
-        target(port, max_bytes)
+        serve_target("py-target", port, max_bytes)
     else:
         sizes = [int(x) for x in sys.argv[4].split(",")]
         batches = [int(x) for x in sys.argv[5].split(",")]
