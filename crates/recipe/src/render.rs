@@ -242,8 +242,13 @@ pub fn find_binary(name: &str) -> Option<PathBuf> {
 /// Renders a Helm chart with `helm template` (the chart's defaults, then each `values` file as
 /// `-f FILE`), or says how to render it when `helm` is not installed.
 pub fn helm_template(chart: &Path, values: &[PathBuf]) -> Result<Vec<Document>, RecipeError> {
+    helm_template_with(find_binary("helm"), chart, values)
+}
+
+/// [`helm_template`] with the `helm` binary found (or not) by the caller.
+fn helm_template_with(helm: Option<PathBuf>, chart: &Path, values: &[PathBuf]) -> Result<Vec<Document>, RecipeError> {
     let shown = chart.display().to_string();
-    let Some(helm) = find_binary("helm") else {
+    let Some(helm) = helm else {
         return Err(RecipeError::NeedsRender {
             what: shown.clone(),
             how: format!(
@@ -317,6 +322,42 @@ pub fn helm_template(chart: &Path, values: &[PathBuf]) -> Result<Vec<Document>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both sides of the `helm` question, whatever this machine has installed: without it the
+    /// error names the command to run with every `-f`; with it (a stand-in script) the values
+    /// reach `helm template` and its output is what is read.
+    #[test]
+    fn values_reach_helm_template_or_the_command_to_run() {
+        let t = tempfile::tempdir().unwrap();
+        let chart = t.path().join("stack");
+        let values = vec![t.path().join("values-01.yaml"), t.path().join("values-02.yaml")];
+        let err = helm_template_with(None, &chart, &values).unwrap_err();
+        let msg = err.to_string();
+        for v in &values {
+            assert!(msg.contains(&format!("-f {}", v.display())), "{msg}");
+        }
+        assert!(msg.contains("render it first"), "{msg}");
+
+        let helm = t.path().join("helm");
+        std::fs::write(
+            &helm,
+            "#!/bin/sh\nprintf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: args\\ndata:\\n  args: \"%s\"\\n' \"$*\"\n",
+        )
+        .unwrap();
+        let mut perms = std::fs::metadata(&helm).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+        std::fs::set_permissions(&helm, perms).unwrap();
+        let docs = helm_template_with(Some(helm), &chart, &values).unwrap();
+        assert_eq!(docs.len(), 1);
+        let args = format!("{:?}", docs[0].root);
+        let expected = format!(
+            "template ic-bench-probe {} -f {} -f {}",
+            chart.display(),
+            values[0].display(),
+            values[1].display()
+        );
+        assert!(args.contains(&expected), "{args}");
+    }
 
     #[test]
     fn paths_are_normalised_lexically() {
