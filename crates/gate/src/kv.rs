@@ -17,6 +17,42 @@ pub type RecipeEngines = (EngineArgs, EngineArgs);
 pub type ResolveRequest =
     std::sync::Arc<dyn Fn(Option<&RecipeEngines>) -> Result<icb_kv::KvRequest, String> + Send + Sync>;
 
+/// What the gate's KV flags gave for the shape (`None`, or an empty model: left out).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KvGiven {
+    pub model: Option<String>,
+    pub prefill_tp: Option<String>,
+    pub decode_tp: Option<String>,
+    pub page_size: Option<String>,
+}
+
+impl KvGiven {
+    /// Completed from the recipe where the flags say nothing: the prefill role's model and TP,
+    /// the decode role's TP, either's block size (a flag always wins). No model anywhere is one
+    /// line naming the flag.
+    pub fn completed(&self, roles: Option<&RecipeEngines>) -> Result<KvGiven, String> {
+        let (prefill, decode) = match roles {
+            Some((p, d)) => (Some(p), Some(d)),
+            None => (None, None),
+        };
+        let mut kv = self.clone();
+        if kv.model.as_deref().is_none_or(str::is_empty) {
+            let model = prefill
+                .and_then(|p| p.model.clone())
+                .or_else(|| decode.and_then(|d| d.model.clone()));
+            kv.model = Some(model.ok_or(
+                "--kv-shape without a MODEL reads it from the recipe, which names none: give --kv-shape MODEL (e.g. llama-3.1-70b)",
+            )?);
+        }
+        let tp = |e: Option<&EngineArgs>| e.and_then(|e| e.tensor_parallel).map(|t| t.to_string());
+        kv.prefill_tp = kv.prefill_tp.or_else(|| tp(prefill));
+        kv.decode_tp = kv.decode_tp.or_else(|| tp(decode));
+        let page = |e: Option<&EngineArgs>| e.and_then(|e| e.page_size).map(|p| p.to_string());
+        kv.page_size = kv.page_size.or_else(|| page(prefill)).or_else(|| page(decode));
+        Ok(kv)
+    }
+}
+
 /// `--kv-shape` for the gate, parsed once by the binary.
 #[derive(Clone)]
 pub struct GateKv {
@@ -102,5 +138,55 @@ pub(crate) async fn pair(
             partial: i.partial,
         }),
         Err(e) => Err(StepError::Setup(e.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recipe_fills_what_the_flags_leave_out() {
+        let prefill = EngineArgs {
+            model: Some("meta-llama/Llama-3.1-70B-Instruct".into()),
+            tensor_parallel: Some(8),
+            page_size: Some(32),
+            ..EngineArgs::default()
+        };
+        let decode = EngineArgs {
+            tensor_parallel: Some(4),
+            ..EngineArgs::default()
+        };
+        let roles = (prefill, decode);
+        let kv = KvGiven {
+            model: Some(String::new()),
+            ..KvGiven::default()
+        }
+        .completed(Some(&roles))
+        .unwrap();
+        assert_eq!(kv.model.as_deref(), Some("meta-llama/Llama-3.1-70B-Instruct"));
+        assert_eq!(
+            (kv.prefill_tp.as_deref(), kv.decode_tp.as_deref()),
+            (Some("8"), Some("4"))
+        );
+        assert_eq!(kv.page_size.as_deref(), Some("32"));
+        // A flag wins over the recipe.
+        let kv = KvGiven {
+            model: Some("qwen3-32b".into()),
+            decode_tp: Some("2".into()),
+            ..KvGiven::default()
+        }
+        .completed(Some(&roles))
+        .unwrap();
+        assert_eq!(
+            (kv.model.as_deref(), kv.decode_tp.as_deref()),
+            (Some("qwen3-32b"), Some("2"))
+        );
+        // No model anywhere: one line naming the flag.
+        let e = KvGiven::default().completed(None).unwrap_err();
+        assert!(
+            e.starts_with("--kv-shape without a MODEL reads it from the recipe"),
+            "{e}"
+        );
     }
 }
