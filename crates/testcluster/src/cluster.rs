@@ -149,6 +149,8 @@ pub struct Shared {
     pub deployments: Mutex<BTreeMap<PodKey, k8s_openapi::api::apps::v1::Deployment>>,
     /// Custom resources as created, by (group, version, plural, namespace, name).
     pub custom: Mutex<BTreeMap<CustomKey, serde_json::Value>>,
+    /// Pod Security `audit` verdicts (`ns/name: would violate …`), the audit log's annotations.
+    pub audit: Mutex<Vec<String>>,
 }
 
 /// (group, version, plural, namespace, name) of a custom resource.

@@ -166,6 +166,10 @@ pub struct ClusterConfig {
     pub default_image: Option<ImageConfig>,
     /// Namespaces that exist; the first is the kubeconfig context's namespace.
     pub namespaces: Vec<String>,
+    /// Labels of namespaces (Pod Security admission reads `pod-security.kubernetes.io/*`).
+    pub namespace_labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// ResourceQuotas: `(namespace, quota name, hard limits such as limits.cpu=4)`.
+    pub quotas: Vec<(String, String, BTreeMap<String, String>)>,
     pub isolation: Isolation,
     /// Delay between `ErrImagePull` and `ImagePullBackOff`, and between crash-loop restarts
     /// (Kubernetes uses 10 s and more; tests want it short).
@@ -193,6 +197,8 @@ impl Default for ClusterConfig {
             images: BTreeMap::new(),
             default_image: None,
             namespaces: vec!["default".to_string()],
+            namespace_labels: BTreeMap::new(),
+            quotas: Vec::new(),
             isolation: Isolation::Namespaces,
             backoff: Duration::from_millis(300),
             max_grace: Duration::from_secs(2),
@@ -244,6 +250,26 @@ impl ClusterConfig {
         if !self.namespaces.iter().any(|n| n == name) {
             self.namespaces.push(name.to_string());
         }
+        self
+    }
+
+    /// Adds a namespace with labels, e.g. `pod-security.kubernetes.io/enforce=restricted`: pods
+    /// created in it go through Pod Security admission as on a real API server.
+    pub fn namespace_labels(mut self, name: &str, labels: &[(&str, &str)]) -> Self {
+        self = self.namespace(name);
+        let entry = self.namespace_labels.entry(name.to_string()).or_default();
+        for (k, v) in labels {
+            entry.insert(k.to_string(), v.to_string());
+        }
+        self
+    }
+
+    /// Adds a ResourceQuota to `namespace` (created too): `hard` as in its spec (`limits.cpu`,
+    /// `requests.memory`, `cpu`, `memory`, `pods`). Pods then must specify what it tracks.
+    pub fn resource_quota(mut self, namespace: &str, name: &str, hard: &[(&str, &str)]) -> Self {
+        self = self.namespace(namespace);
+        let hard = hard.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        self.quotas.push((namespace.to_string(), name.to_string(), hard));
         self
     }
 

@@ -239,6 +239,11 @@ impl TestCluster {
         lock(&self.shared.requests).clone()
     }
 
+    /// Pod Security `audit` verdicts so far (`ns/name: would violate PodSecurity …`).
+    pub fn audit_log(&self) -> Vec<String> {
+        lock(&self.shared.audit).clone()
+    }
+
     pub fn clear_requests(&self) {
         lock(&self.shared.requests).clear();
     }
@@ -516,6 +521,7 @@ async fn run(
         work_dir,
         deployments: Mutex::new(std::collections::BTreeMap::new()),
         custom: Mutex::new(std::collections::BTreeMap::new()),
+        audit: Mutex::new(Vec::new()),
     });
     let listener = match tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -140,7 +140,8 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
             let image_name = c.image.clone().unwrap_or_default();
             let image = shared.config.resolve_image(&image_name);
             let bin = image.and_then(|i| bin_dir(&shared.work_dir, &i.program));
-            let env = container_env(image, bin.as_deref(), &pod, c, &pod_ip, &node.config.runtime_env);
+            let mut env = container_env(image, bin.as_deref(), &pod, c, &pod_ip, &node.config.runtime_env);
+            filesystem_env(&pod, c, &cwd, &mut env);
             let pull_fault = lock(&shared.faults).pull_fails(&image_name);
             let unknown = image.is_none() && !shared.config.run_unknown_images_as_is;
             match container_command(image, c, &env) {

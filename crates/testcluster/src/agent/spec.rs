@@ -111,6 +111,57 @@ pub(super) fn container_env(
     env
 }
 
+/// Where a container's file writes go, emulated without a mount namespace per pod: every
+/// `emptyDir` it mounts (but `/dev/shm`, which stays the node's) is a directory under the pod's
+/// work dir, and the env values naming a mount path (`TMPDIR=/tmp`) are pointed into it. With
+/// `readOnlyRootFilesystem`, `TMPDIR` and `HOME` outside an emptyDir point below a regular file,
+/// so that every write there fails (ENOTDIR) as it would on a read-only root (EROFS).
+pub(super) fn filesystem_env(pod: &Pod, c: &Container, pod_dir: &Path, env: &mut BTreeMap<String, String>) {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
+    let mut mapped: Vec<(String, PathBuf)> = Vec::new();
+    for m in c.volume_mounts.iter().flatten() {
+        let empty_dir = volumes
+            .into_iter()
+            .flatten()
+            .any(|v| v.name == m.name && v.empty_dir.is_some());
+        if !empty_dir || m.mount_path == icb_core::fabric::shm::DEV_SHM {
+            continue;
+        }
+        let dir = pod_dir.join("volumes").join(&m.name);
+        let _ = std::fs::create_dir_all(&dir);
+        mapped.push((m.mount_path.trim_end_matches('/').to_string(), dir));
+    }
+    let map = |value: &str| -> Option<String> {
+        mapped.iter().find_map(|(at, dir)| {
+            let rest = value.strip_prefix(at.as_str())?;
+            (rest.is_empty() || rest.starts_with('/')).then(|| format!("{}{rest}", dir.display()))
+        })
+    };
+    for value in env.values_mut() {
+        if let Some(v) = map(value) {
+            *value = v;
+        }
+    }
+    let read_only = c
+        .security_context
+        .as_ref()
+        .and_then(|s| s.read_only_root_filesystem)
+        .unwrap_or(false);
+    if !read_only {
+        return;
+    }
+    let blocker = pod_dir.join("read-only-root");
+    let _ = std::fs::write(&blocker, b"the emulated read-only root filesystem\n");
+    let defaults = [("TMPDIR", "/tmp"), ("HOME", "/root")];
+    for (name, default) in defaults {
+        let value = env.get(name).cloned().unwrap_or_else(|| default.to_string());
+        let inside = mapped.iter().any(|(_, dir)| Path::new(&value).starts_with(dir));
+        if !inside {
+            env.insert(name.to_string(), format!("{}{value}", blocker.display()));
+        }
+    }
+}
+
 pub(super) fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
@@ -166,6 +217,44 @@ mod tests {
         assert_eq!(expand("$(B)", &env), "$(B)");
         assert_eq!(expand("$$(A)", &env), "$(A)");
         assert_eq!(expand("$", &env), "$");
+    }
+
+    #[test]
+    fn writes_go_to_empty_dirs_and_fail_on_a_read_only_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [], "volumes": [
+                {"name": "scratch", "emptyDir": {}}, {"name": "dshm", "emptyDir": {"medium": "Memory"}}]}
+        }))
+        .unwrap();
+        let container = |read_only: bool, mounts: serde_json::Value| -> Container {
+            serde_json::from_value(serde_json::json!({"name": "c", "volumeMounts": mounts,
+                "securityContext": {"readOnlyRootFilesystem": read_only}}))
+            .unwrap()
+        };
+        let mounts = serde_json::json!([{"name": "scratch", "mountPath": "/tmp"},
+                                        {"name": "dshm", "mountPath": "/dev/shm"}]);
+        let mut env: BTreeMap<String, String> = [("TMPDIR".to_string(), "/tmp".to_string())].into();
+        filesystem_env(&pod, &container(true, mounts), dir.path(), &mut env);
+        let tmp = PathBuf::from(&env["TMPDIR"]);
+        assert_eq!(tmp, dir.path().join("volumes/scratch"));
+        std::fs::write(tmp.join("x"), b"ok").expect("an emptyDir is writable");
+        assert!(!dir.path().join("volumes/dshm").exists(), "/dev/shm stays the node's");
+        let home = PathBuf::from(&env["HOME"]);
+        assert!(
+            std::fs::create_dir_all(home.join(".cache")).is_err(),
+            "HOME is on the read-only root"
+        );
+
+        let mut env = BTreeMap::new();
+        filesystem_env(&pod, &container(true, serde_json::json!([])), dir.path(), &mut env);
+        let tmp = PathBuf::from(&env["TMPDIR"]);
+        assert!(tempfile::tempdir_in(&tmp).is_err(), "no emptyDir: /tmp is read-only");
+
+        let mut env = BTreeMap::new();
+        filesystem_env(&pod, &container(false, serde_json::json!([])), dir.path(), &mut env);
+        assert!(env.is_empty(), "a writable root changes nothing");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The HTTP side: routes kube-rs calls to handlers, and wraps every request in the recorder and
 //! the fault knobs.
 
+mod admission;
 mod custom;
 mod deployments;
 mod discovery;

@@ -261,6 +261,7 @@ pub fn admit(shared: &Shared, ns: &str, body: &[u8]) -> Result<Pod, ApiError> {
             "spec.activeDeadlineSeconds: Invalid value: must be greater than 0",
         ));
     }
+    default_requests_from_limits(spec);
     spec.restart_policy.get_or_insert_with(|| "Always".into());
     spec.termination_grace_period_seconds.get_or_insert(30);
     spec.scheduler_name.get_or_insert_with(|| "default-scheduler".into());
@@ -279,14 +280,41 @@ pub fn admit(shared: &Shared, ns: &str, body: &[u8]) -> Result<Pod, ApiError> {
     Ok(pod)
 }
 
+/// A container's requests default to its limits where it sets only limits (API defaulting).
+fn default_requests_from_limits(spec: &mut k8s_openapi::api::core::v1::PodSpec) {
+    for c in spec.containers.iter_mut() {
+        let Some(res) = c.resources.as_mut() else { continue };
+        let Some(limits) = res.limits.clone() else { continue };
+        let requests = res.requests.get_or_insert_with(Default::default);
+        for (k, v) in limits {
+            requests.entry(k).or_insert(v);
+        }
+    }
+}
+
+/// `Warning` headers as the API server sends them (RFC 7234 code 299, agent `-`).
+fn with_warnings(mut response: Response, warnings: &[String]) -> Response {
+    for w in warnings {
+        let text = format!("299 - {:?}", w);
+        if let Ok(value) = axum::http::HeaderValue::from_str(&text) {
+            response.headers_mut().append(axum::http::header::WARNING, value);
+        }
+    }
+    response
+}
+
 pub async fn create(State(shared): State<Arc<Shared>>, Path(ns): Path<String>, uri: Uri, body: Bytes) -> Response {
     let params = query_params(&uri);
     let pod = match admit(&shared, &ns, &body) {
         Ok(p) => p,
         Err(e) => return e.into_response(),
     };
+    let admitted = match super::admission::admit(&shared, &ns, &pod) {
+        Ok(a) => a,
+        Err(e) => return e.into_response(),
+    };
     if param(&params, "dryRun") == Some("All") {
-        return json_response(StatusCode::CREATED, &pod);
+        return with_warnings(json_response(StatusCode::CREATED, &pod), &admitted.warnings);
     }
     let stored = {
         let mut store = lock(&shared.store);
@@ -297,7 +325,7 @@ pub async fn create(State(shared): State<Arc<Shared>>, Path(ns): Path<String>, u
         store.insert(pod)
     };
     shared.schedule_pending();
-    json_response(StatusCode::CREATED, &stored)
+    with_warnings(json_response(StatusCode::CREATED, &stored), &admitted.warnings)
 }
 
 /// gracePeriodSeconds and preconditions.uid from the DeleteOptions body or the query.
