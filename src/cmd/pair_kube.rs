@@ -39,6 +39,10 @@ pub struct KubePairArgs {
     #[arg(long)]
     pub host_pid: bool,
 
+    /// The container runtime gives pods an unlimited memlock limit: RDMA bench pods then run as non-root without IPC_LOCK (Pod Security "restricted" instead of "privileged")
+    #[arg(long)]
+    pub memlock_unlimited: bool,
+
     /// ServiceAccount for the bench pods (they need no API access; no token is mounted)
     #[arg(long, value_name = "NAME")]
     pub service_account: Option<String>,
@@ -152,6 +156,8 @@ pub fn target(
     pods.privileged = k.privileged;
     pods.host_ipc = k.host_ipc;
     pods.host_pid = k.host_pid;
+    pods.memlock_unlimited = k.memlock_unlimited;
+    pods.resources = icb_kube::hardening::BenchResources::for_settings(&plan.settings);
     pods.service_account = k.service_account.clone();
     pods.devices = k.devices.request();
     pods.dry_run = dry_run.is_some();

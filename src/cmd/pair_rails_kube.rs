@@ -85,6 +85,7 @@ fn pods(args: &super::pair::Args, nodes: (String, String), plan: &icb_pair::Pair
     );
     pods.image_pull_policy = k.image_pull_policy.map(|p| p.as_str().to_string());
     pods.privileged = k.privileged;
+    pods.memlock_unlimited = k.memlock_unlimited;
     pods.service_account = k.service_account.clone();
     pods.side_args = args.engine.side_flags();
     Ok(pods)

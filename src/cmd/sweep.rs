@@ -88,6 +88,10 @@ pub struct Args {
     #[arg(long)]
     pub host_ipc: bool,
 
+    /// The container runtime gives pods an unlimited memlock limit: RDMA bench pods then run as non-root without IPC_LOCK (Pod Security "restricted" instead of "privileged")
+    #[arg(long)]
+    pub memlock_unlimited: bool,
+
     #[command(flatten)]
     pub engine: super::common::EngineArgs,
 
@@ -230,6 +234,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             expectation,
             image: args.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
             host_ipc: args.host_ipc,
+            memlock_unlimited: args.memlock_unlimited,
             side_flags: args.engine.side_flags(),
             devices: args.devices.request(),
             budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),

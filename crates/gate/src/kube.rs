@@ -130,6 +130,7 @@ impl GateSteps for KubeGate {
         );
         // The transport env comes with the model: the recipe's template, or the running pod.
         pods.devices = self.input.devices.clone();
+        pods.resources = icb_kube::hardening::BenchResources::for_settings(&self.input.settings);
         self.pods = Some(pods.clone());
         let launcher = KubeLauncher::prepare_with_templates(cluster.clone(), pods, &self.templates)
             .await

@@ -6,7 +6,7 @@
 //! `dgd/NAME/COMPONENT` and label selectors into a node plus the transport-relevant spec of a
 //! reference pod ([`target`], [`spec`]), decides the devices bench pods request on node targets
 //! from what the node advertises ([`devices`]), builds the two bench pods
-//! ([`podspec`], [`pair`]), drives pods with a deadline on every wait ([`lifecycle`]), follows a
+//! ([`podspec`], [`pair`]) with least privilege ([`hardening`]), drives pods with a deadline on every wait ([`lifecycle`]), follows a
 //! pod's output from creation to its end ([`podrun`]), deletes leftovers by label ([`gc`]), and
 //! writes a sweep's node verdicts as node labels for `sweep --label-nodes` ([`node_labels`]).
 //! Every retry uses one backoff policy ([`retry`]). [`exec`] runs a command
@@ -22,6 +22,7 @@ pub mod devices;
 pub mod error;
 pub mod exec;
 pub mod gc;
+pub mod hardening;
 pub mod lifecycle;
 pub mod node_labels;
 pub mod nodes;

@@ -22,6 +22,12 @@ pub async fn usable_nodes(cluster: &Cluster, selector: Option<&str>) -> Result<V
     Ok(names)
 }
 
+/// One node (its taints and advertised devices).
+pub async fn get_node(cluster: &Cluster, name: &str) -> Result<Node, KubeError> {
+    let api: kube::Api<Node> = kube::Api::all(cluster.client().clone());
+    cluster.call(&format!("get node {name}"), || api.get(name)).await
+}
+
 /// Ready and not cordoned.
 pub fn usable(node: &Node) -> bool {
     let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);

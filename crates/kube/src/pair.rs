@@ -6,6 +6,7 @@
 use crate::access::Cluster;
 use crate::devices::{self, DeviceChoice, DeviceRequest};
 use crate::error::KubeError;
+use crate::hardening::{self, BenchResources};
 use crate::podspec::{self, BenchPod, Role, SERVER_ENV, SERVER_PLACEHOLDER};
 use crate::spec::TransportSpec;
 use crate::target::{self, Resolved, Target};
@@ -43,6 +44,10 @@ pub struct BenchPodsPlan {
     pub timeout: Duration,
     /// Deadline for deleting the pods afterwards.
     pub cleanup_timeout: Duration,
+    /// cpu/memory of each bench pod; [`BenchResources::for_settings`] sizes it from the run.
+    pub resources: BenchResources,
+    /// `--memlock-unlimited`: RDMA bench pods stay non-root without IPC_LOCK.
+    pub memlock_unlimited: bool,
 }
 
 /// How long deleting the pods (or an in-place run's copies) may take: the API's own request
@@ -85,6 +90,8 @@ impl BenchPodsPlan {
             read_nodes: true,
             timeout,
             cleanup_timeout: cleanup_timeout(request_timeout),
+            resources: BenchResources::default(),
+            memlock_unlimited: false,
         }
     }
 
@@ -304,10 +311,10 @@ pub async fn prepare_with_templates(
         }
     }
     // Both nodes at once: an unreachable API server costs one retry window, not two.
-    let (server_nodes, client_nodes) = tokio::try_join!(
-        advertised(cluster, plan, &decode, server_model.is_some()),
-        advertised(cluster, plan, &prefill, client_model.is_some())
-    )?;
+    let (server_nodes, client_nodes) =
+        tokio::try_join!(advertised(cluster, plan, &decode), advertised(cluster, plan, &prefill))?;
+    let (server_tolerations, server_nodes) = split_node(server_nodes, server_model.is_some(), plan);
+    let (client_tolerations, client_nodes) = split_node(client_nodes, client_model.is_some(), plan);
     let server_devices = choose_devices(
         plan,
         &decode,
@@ -324,25 +331,32 @@ pub async fn prepare_with_templates(
         &mut notes,
         "prefill",
     );
-    let base =
-        |role: Role, node: &str, args: Vec<String>, model: Option<TransportSpec>, devices: DeviceChoice| BenchPod {
-            run_id: plan.run_id.clone(),
-            role,
-            namespace: cluster.namespace().to_string(),
-            node: node.to_string(),
-            image: plan.image.clone(),
-            image_pull_policy: plan.image_pull_policy.clone(),
-            args,
-            env: vec![],
-            model,
-            devices,
-            active_deadline_s: plan.active_deadline_s(),
-            privileged: plan.privileged,
-            host_ipc: plan.host_ipc,
-            host_pid: plan.host_pid,
-            service_account: plan.service_account.clone(),
-            extra_labels: plan.labels.iter().cloned().collect(),
-        };
+    let base = |role: Role,
+                node: &str,
+                args: Vec<String>,
+                model: Option<TransportSpec>,
+                devices: DeviceChoice,
+                tolerations: Vec<k8s_openapi::api::core::v1::Toleration>| BenchPod {
+        run_id: plan.run_id.clone(),
+        role,
+        namespace: cluster.namespace().to_string(),
+        node: node.to_string(),
+        image: plan.image.clone(),
+        image_pull_policy: plan.image_pull_policy.clone(),
+        args,
+        env: vec![],
+        model,
+        devices,
+        active_deadline_s: plan.active_deadline_s(),
+        privileged: plan.privileged,
+        host_ipc: plan.host_ipc,
+        host_pid: plan.host_pid,
+        service_account: plan.service_account.clone(),
+        extra_labels: plan.labels.iter().cloned().collect(),
+        tolerations,
+        resources: plan.resources.clone(),
+        memlock_unlimited: plan.memlock_unlimited,
+    };
     let mut serve_args: Vec<String> = ["serve", "--listen", "0.0.0.0:0", "--once", "--side-events"]
         .map(String::from)
         .to_vec();
@@ -351,41 +365,73 @@ pub async fn prepare_with_templates(
     connect_args.extend(plan.connect_args.iter().cloned());
     Ok(Prepared {
         namespace: cluster.namespace().to_string(),
-        server: base(Role::Server, &decode.node, serve_args, server_model, server_devices),
-        client: base(Role::Client, &prefill.node, connect_args, client_model, client_devices),
+        server: base(
+            Role::Server,
+            &decode.node,
+            serve_args,
+            server_model,
+            server_devices,
+            server_tolerations,
+        ),
+        client: base(
+            Role::Client,
+            &prefill.node,
+            connect_args,
+            client_model,
+            client_devices,
+            client_tolerations,
+        ),
         decode,
         prefill,
         notes,
     })
 }
 
-/// What a node target's node advertises: `None` when not needed, `Some(Err(why))` when it
-/// could not be read for a reason that does not stop the run (no RBAC for nodes: only the
-/// explicit flags apply). An unreachable API server stops the run here.
-async fn advertised(
-    cluster: &Cluster,
-    plan: &BenchPodsPlan,
-    side: &Resolved,
-    modelled: bool,
-) -> Result<Option<NodeResources>, KubeError> {
-    let needs_node = !modelled && plan.read_nodes && (plan.devices.gpus.is_none() || plan.devices.rdma.is_none());
-    if !needs_node {
+/// The node a side runs on (its taints decide the tolerations; a node target's advertised
+/// devices the device defaults): `None` when not read, `Some(Err(why))` when it could not be
+/// read for a reason that does not stop the run (no RBAC for nodes: only the explicit flags
+/// apply, no taint is tolerated). An unreachable API server stops the run here.
+async fn advertised(cluster: &Cluster, plan: &BenchPodsPlan, side: &Resolved) -> Result<Option<NodeRead>, KubeError> {
+    if !plan.read_nodes {
         return Ok(None);
     }
-    match devices::node_resources(cluster, &side.node).await {
+    let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(cluster.client().clone());
+    let what = format!("get node {}", side.node);
+    match cluster.call(&what, || api.get(&side.node)).await {
         Ok(r) => Ok(Some(Ok(r))),
         Err(e) if e.is_unreachable() && !plan.dry_run => Err(e),
         // A missing node: the scheduler names it when the pod cannot be placed.
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Ok(Some(Err(format!(
-            "cannot read node {} ({e}); pass --gpus/--rdma to request devices explicitly",
+            "cannot read node {} ({e}); pass --gpus/--rdma to request devices explicitly (none of its taints is tolerated)",
             side.node
         )))),
     }
 }
 
+type NodeRead = Result<k8s_openapi::api::core::v1::Node, String>;
 type NodeResources =
     Result<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>, String>;
+
+/// The tolerations from a node read, and its advertised devices when they decide the device
+/// defaults (a node target without explicit `--gpus`/`--rdma`).
+fn split_node(
+    read: Option<NodeRead>,
+    modelled: bool,
+    plan: &BenchPodsPlan,
+) -> (Vec<k8s_openapi::api::core::v1::Toleration>, Option<NodeResources>) {
+    let needs_devices = !modelled && (plan.devices.gpus.is_none() || plan.devices.rdma.is_none());
+    match read {
+        None => (Vec::new(), None),
+        Some(Err(why)) => (Vec::new(), needs_devices.then_some(Err(why))),
+        Some(Ok(node)) => {
+            let tolerations = hardening::tolerations_for(&node);
+            let status = node.status.unwrap_or_default();
+            let advertised = status.allocatable.or(status.capacity).unwrap_or_default();
+            (tolerations, needs_devices.then_some(Ok(advertised)))
+        }
+    }
+}
 
 /// The devices of one side: defaults from the node's advertised resources for node targets
 /// (a node that cannot be read gets only the explicit flags, with a note saying so); a side
@@ -537,6 +583,9 @@ mod dry_run_tests {
             host_pid: false,
             service_account: None,
             extra_labels: Default::default(),
+            tolerations: Vec::new(),
+            resources: BenchResources::default(),
+            memlock_unlimited: false,
         };
         let prepared = Prepared {
             namespace: "ns".into(),

@@ -1,20 +1,23 @@
 //! The two bench pods, built by one function for both real runs and `--dry-run=client -o yaml`.
 //!
-//! Least privilege by default: no service-account token, no added capabilities, no privilege;
-//! IPC_LOCK only with RDMA devices (memory registration pins pages), privileged only when the
-//! modelled pod is privileged or the user asks. Pods are pinned to their node with a
+//! Least privilege by default (see [`crate::hardening`]): no service-account token, the
+//! unprivileged user, no capabilities, no privilege escalation, RuntimeDefault seccomp, a read-only
+//! root with an emptyDir for scratch (Pod Security `restricted`); IPC_LOCK as root only with RDMA
+//! devices (memory registration pins pages) unless `--memlock-unlimited`, privileged only when the
+//! modelled pod is privileged or the user asks. cpu/memory requests = limits on every pod, and
+//! only the target node's own NoSchedule taints tolerated. Pods are pinned to their node with a
 //! `metadata.name` node-affinity term rather than `nodeName`, so the scheduler still checks device
 //! capacity and says why a pod does not fit instead of the kubelet rejecting it silently.
 
 use crate::devices::DeviceChoice;
+use crate::hardening::{BenchResources, Privilege};
 use crate::spec::TransportSpec;
 use icb_core::fabric::privilege::{IPC_LOCK, grants_capability};
 use icb_core::fabric::resource::is_rdma_resource;
 use icb_core::fabric::shm;
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, Container, EmptyDirVolumeSource, EnvVar, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, ResourceRequirements, SecurityContext, Toleration, Volume,
-    VolumeMount,
+    Affinity, Container, EmptyDirVolumeSource, EnvVar, NodeAffinity, NodeSelector, NodeSelectorRequirement,
+    NodeSelectorTerm, Pod, PodSpec, ResourceRequirements, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
@@ -86,6 +89,12 @@ pub struct BenchPod {
     pub service_account: Option<String>,
     /// Labels on top of the standard ones (which they never replace), e.g. the sweep id.
     pub extra_labels: BTreeMap<String, String>,
+    /// The target node's taints this pod tolerates ([`crate::hardening::tolerations_for`]).
+    pub tolerations: Vec<Toleration>,
+    /// cpu/memory requests = limits.
+    pub resources: BenchResources,
+    /// `--memlock-unlimited`: the runtime gives pods unlimited memlock; RDMA needs no IPC_LOCK.
+    pub memlock_unlimited: bool,
 }
 
 pub fn pod_name(run_id: &str, role: Role) -> String {
@@ -155,35 +164,48 @@ impl BenchPod {
         let mut devices = model.map(|m| m.devices.clone()).unwrap_or_default();
         self.devices.apply(&mut devices);
         let mut caps_add: Vec<String> = model.map(|m| m.capabilities_add.clone()).unwrap_or_default();
-        if devices.keys().any(|k| is_rdma_resource(k)) && !grants_capability(&caps_add, IPC_LOCK) {
+        if devices.keys().any(|k| is_rdma_resource(k))
+            && !self.memlock_unlimited
+            && !grants_capability(&caps_add, IPC_LOCK)
+        {
             caps_add.push(IPC_LOCK.into());
         }
         let caps_drop: Vec<String> = model.map(|m| m.capabilities_drop.clone()).unwrap_or_default();
         let sys_admin = grants_capability(&caps_add, "SYS_ADMIN");
-        let security = SecurityContext {
-            privileged: privileged.then_some(true),
+        let host_ipc = self.host_ipc || model.is_some_and(|m| m.host_ipc);
+        let host_pid = self.host_pid || model.is_some_and(|m| m.host_pid);
+        let privilege = Privilege {
+            privileged,
+            host_ipc,
+            host_pid,
+            add: caps_add,
+            drop: caps_drop,
             // no_new_privs changes nothing UCX does; the API rejects it with privileged or SYS_ADMIN.
-            allow_privilege_escalation: (!privileged && !sys_admin).then_some(false),
-            capabilities: (!caps_add.is_empty() || !caps_drop.is_empty()).then(|| Capabilities {
-                add: (!caps_add.is_empty()).then_some(caps_add),
-                drop: (!caps_drop.is_empty()).then_some(caps_drop),
-            }),
-            ..Default::default()
+            may_forbid_escalation: !privileged && !sys_admin,
         };
+        let security = privilege.container_context();
 
         let mut env: Vec<EnvVar> = model.map(|m| m.env.clone()).unwrap_or_default();
         env.retain(|e| !self.env.iter().any(|x| x.name == e.name));
         env.extend(self.env.iter().cloned());
+        for scratch in crate::hardening::scratch_env() {
+            if !env.iter().any(|e| e.name == scratch.name) {
+                env.push(scratch);
+            }
+        }
 
-        let resources = (!devices.is_empty()).then(|| ResourceRequirements {
-            // Extended resources must have requests equal to limits.
-            limits: Some(devices.clone()),
-            requests: Some(devices),
+        let mut reserved = devices;
+        reserved.extend(self.resources.entries());
+        let resources = Some(ResourceRequirements {
+            // Extended resources must have requests equal to limits; cpu/memory too (Guaranteed).
+            limits: Some(reserved.clone()),
+            requests: Some(reserved),
             ..Default::default()
         });
 
-        let mut volumes = Vec::new();
-        let mut mounts = Vec::new();
+        let (scratch_volume, scratch_mount) = crate::hardening::scratch();
+        let mut volumes = vec![scratch_volume];
+        let mut mounts = vec![scratch_mount];
         if let Some(size) = model.and_then(|m| m.shm.clone()) {
             let (volume, mount) = dshm(size);
             volumes.push(volume);
@@ -216,14 +238,11 @@ impl BenchPod {
                 service_account_name: self.service_account.clone(),
                 enable_service_links: Some(false),
                 affinity: Some(pin_to(&self.node)),
-                // The node was chosen explicitly (like `kubectl debug node/…`): its taints must not
-                // keep the bench off it.
-                tolerations: Some(vec![Toleration {
-                    operator: Some("Exists".into()),
-                    ..Default::default()
-                }]),
-                host_ipc: (self.host_ipc || model.is_some_and(|m| m.host_ipc)).then_some(true),
-                host_pid: (self.host_pid || model.is_some_and(|m| m.host_pid)).then_some(true),
+                // Only the chosen node's own NoSchedule taints: never a cordon or NoExecute.
+                tolerations: (!self.tolerations.is_empty()).then(|| self.tolerations.clone()),
+                security_context: privilege.pod_context(),
+                host_ipc: host_ipc.then_some(true),
+                host_pid: host_pid.then_some(true),
                 host_network: host_network.then_some(true),
                 dns_policy: host_network.then(|| "ClusterFirstWithHostNet".to_string()),
                 runtime_class_name: model.and_then(|m| m.runtime_class.clone()),
@@ -342,6 +361,9 @@ mod tests {
             host_ipc: false,
             host_pid: false,
             service_account: None,
+            tolerations: Vec::new(),
+            resources: BenchResources::default(),
+            memlock_unlimited: false,
         }
     }
 
@@ -362,9 +384,27 @@ mod tests {
         let c = &spec.containers[0];
         let sc = c.security_context.clone().unwrap();
         assert_eq!(sc.privileged, None);
-        assert_eq!(sc.capabilities, None);
+        assert_eq!(sc.capabilities.clone().unwrap().drop.unwrap(), ["ALL"]);
+        assert_eq!(sc.capabilities.unwrap().add, None);
         assert_eq!(sc.allow_privilege_escalation, Some(false));
-        assert!(c.resources.is_none());
+        assert_eq!(sc.read_only_root_filesystem, Some(true));
+        let pod_sc = spec.security_context.clone().unwrap();
+        assert_eq!((pod_sc.run_as_non_root, pod_sc.run_as_user), (Some(true), Some(65532)));
+        assert_eq!(
+            icb_pss::required_level(&pod.metadata, &spec),
+            icb_pss::Level::Restricted
+        );
+        let res = c.resources.clone().unwrap();
+        assert_eq!(res.limits, res.requests);
+        assert_eq!(res.limits.unwrap()["memory"], BenchResources::default().memory);
+        assert_eq!(spec.tolerations, None, "no taint of an untainted node, never a cordon");
+        let mounts = c.volume_mounts.clone().unwrap();
+        assert_eq!(mounts[0].mount_path, "/tmp", "scratch on the read-only root");
+        let env = c.env.clone().unwrap();
+        assert!(
+            env.iter()
+                .any(|e| e.name == "TMPDIR" && e.value.as_deref() == Some("/tmp"))
+        );
         assert_eq!(
             c.command.clone().unwrap()[..2],
             ["ic-bench".to_string(), "serve".to_string()]
@@ -400,6 +440,46 @@ mod tests {
         assert_eq!(sc.capabilities, None, "no RDMA → no IPC_LOCK");
         assert_eq!(sc.privileged, Some(true));
         assert_eq!(sc.allow_privilege_escalation, None);
+    }
+
+    #[test]
+    fn rdma_runs_as_root_with_only_ipc_lock_unless_memlock_is_unlimited() {
+        let mut p = base(Role::Server);
+        p.devices.requests.insert("rdma/ib".into(), Quantity("1".into()));
+        let pod = p.build();
+        let spec = pod.spec.clone().unwrap();
+        let caps = spec.containers[0]
+            .security_context
+            .clone()
+            .unwrap()
+            .capabilities
+            .unwrap();
+        assert_eq!(
+            (caps.add.unwrap(), caps.drop.unwrap()),
+            (vec!["IPC_LOCK".into()], vec!["ALL".into()])
+        );
+        let pod_sc = spec.security_context.clone().unwrap();
+        assert_eq!(pod_sc.run_as_non_root, None, "an added capability works only for root");
+        assert_eq!(pod_sc.seccomp_profile.unwrap().type_, "RuntimeDefault");
+        assert_eq!(
+            icb_pss::required_level(&pod.metadata, &spec),
+            icb_pss::Level::Privileged
+        );
+
+        p.memlock_unlimited = true;
+        let pod = p.build();
+        let spec = pod.spec.clone().unwrap();
+        let caps = spec.containers[0]
+            .security_context
+            .clone()
+            .unwrap()
+            .capabilities
+            .unwrap();
+        assert_eq!(caps.add, None);
+        assert_eq!(
+            icb_pss::required_level(&pod.metadata, &spec),
+            icb_pss::Level::Restricted
+        );
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub struct PairJob {
     pub expectation: ExpectationInput,
     pub image: String,
     pub host_ipc: bool,
+    /// `--memlock-unlimited`: RDMA bench pods without IPC_LOCK, non-root.
+    pub memlock_unlimited: bool,
     /// `--engine`/`--ucx-profile` for both sides (`EngineArgs::side_flags`).
     pub side_flags: Vec<String>,
     pub devices: DeviceRequest,
@@ -66,6 +68,8 @@ impl Sweeper {
             job.side_flags.clone(),
         );
         pods.host_ipc = job.host_ipc;
+        pods.memlock_unlimited = job.memlock_unlimited;
+        pods.resources = icb_kube::hardening::BenchResources::for_settings(&job.settings);
         pods.devices = job.devices.clone();
         // Every run id of a sweep starts with its id too; the label lets a selector find them.
         pods.labels = vec![(podspec::LABEL_SWEEP_ID.to_string(), sweep_id_of(run_id).to_string())];

@@ -73,6 +73,7 @@ impl Sweeper {
             &plan,
         );
         pods.side_args = job.side_flags.clone();
+        pods.memlock_unlimited = job.memlock_unlimited;
         pods.extra_labels.insert(
             icb_kube::podspec::LABEL_SWEEP_ID.to_string(),
             super::sweep_id_of(run_id).to_string(),

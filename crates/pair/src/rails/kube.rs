@@ -24,11 +24,12 @@ use super::{RailRow, RailSeam};
 use crate::inplace::{InPlaceSide, Worker};
 use crate::launcher::{LaunchError, LaunchFailure, Launcher, Side as _};
 use crate::run::SideRole;
+use icb_core::fabric::quantity::parse_milli;
 use icb_core::model::{Endpoint, Locality, PairReport, Placement};
 use icb_core::protocol::{ChildPlan, Listening};
 use icb_core::rails::{CounterSnapshot, RailEnd};
-use icb_kube::devices::{DeviceChoice, node_resources};
-use icb_kube::k8s_openapi::api::core::v1::Pod;
+use icb_kube::devices::DeviceChoice;
+use icb_kube::k8s_openapi::api::core::v1::{Pod, Toleration};
 use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use icb_kube::pair::join_host_port;
 use icb_kube::podspec::{self, BenchPod, Role};
@@ -70,6 +71,10 @@ pub struct KubeRailsPlan {
     /// Environment every rank of a side runs with under its row's pinning (a gate's recipe
     /// transport env): (prefill, decode).
     pub side_env: (EnvVars, EnvVars),
+    /// cpu/memory of one rank (a pod holds one rank per device: see [`KubeRails::start`]).
+    pub rank_resources: icb_kube::hardening::BenchResources,
+    /// `--memlock-unlimited`: RDMA pods stay non-root without IPC_LOCK.
+    pub memlock_unlimited: bool,
 }
 
 /// Most row runs of one rails run (16 rails, the cross pattern's 16 rounds, each row maybe alone
@@ -106,6 +111,8 @@ impl KubeRailsPlan {
             side_args: Vec::new(),
             extra_labels: BTreeMap::new(),
             side_env: (Vec::new(), Vec::new()),
+            rank_resources: icb_kube::hardening::BenchResources::for_settings(&pair.settings),
+            memlock_unlimited: false,
         }
     }
 }
@@ -152,7 +159,20 @@ impl KubeRails {
         &self.notes
     }
 
-    fn pod(&self, node: &str, role: Role, devices: BTreeMap<String, Quantity>) -> Pod {
+    fn pod(&self, node: &str, role: Role, devices: BTreeMap<String, Quantity>, tolerations: Vec<Toleration>) -> Pod {
+        // One rank per device at most: cpu and memory for that many.
+        let ranks = devices
+            .values()
+            .filter_map(|q| parse_milli(&q.0))
+            .map(|m| (m / 1000).max(1))
+            .max()
+            .unwrap_or(1) as u64;
+        let per_rank = &self.plan.rank_resources;
+        let times = |q: &Quantity| parse_milli(&q.0).unwrap_or(0).saturating_mul(i128::from(ranks));
+        let resources = icb_kube::hardening::BenchResources {
+            cpu: Quantity(format!("{}m", times(&per_rank.cpu))),
+            memory: Quantity(format!("{}Mi", times(&per_rank.memory) / 1000 >> 20)),
+        };
         let secs = self.plan.lifetime.as_secs().max(1);
         let mut pod = BenchPod {
             run_id: self.plan.run_id.clone(),
@@ -174,6 +194,9 @@ impl KubeRails {
             host_pid: false,
             service_account: self.plan.service_account.clone(),
             extra_labels: self.plan.extra_labels.clone(),
+            tolerations,
+            resources,
+            memlock_unlimited: self.plan.memlock_unlimited,
         }
         .build();
         // It only holds the devices; the ranks are exec'd into it.
@@ -193,10 +216,15 @@ impl KubeRails {
             (self.plan.prefill_node.clone(), Role::Client),
             (self.plan.decode_node.clone(), Role::Server),
         ] {
-            let advertised = node_resources(&self.cluster, &node).await.map_err(|e| match e {
-                e if e.is_not_found() => LaunchError::new(format!("there is no node {node}: fix node/{node}")),
-                e => launch_error(e),
-            })?;
+            let read = icb_kube::nodes::get_node(&self.cluster, &node)
+                .await
+                .map_err(|e| match e {
+                    e if e.is_not_found() => LaunchError::new(format!("there is no node {node}: fix node/{node}")),
+                    e => launch_error(e),
+                })?;
+            let tolerations = icb_kube::hardening::tolerations_for(&read);
+            let status = read.status.unwrap_or_default();
+            let advertised = status.allocatable.or(status.capacity).unwrap_or_default();
             let devices = whole_node_devices(&advertised);
             self.notes.push(if devices.is_empty() {
                 format!("node {node} advertises no GPU or RDMA device: its pod requests none")
@@ -207,7 +235,7 @@ impl KubeRails {
                     list.join(", ")
                 )
             });
-            let pod = self.pod(&node, role, devices);
+            let pod = self.pod(&node, role, devices, tolerations);
             pods.push((node, pod));
         }
         for (_, pod) in &pods {
