@@ -17,7 +17,7 @@ pub enum KubeError {
     Timeout { what: String, timeout: Duration },
 
     /// The API server answered with an error status.
-    #[error("{what}: {message} (HTTP {code}, {reason}){}", hint_for(*.code, message))]
+    #[error("{what}: {message} (HTTP {code}, {reason}){}", hint_for(*.code))]
     Api {
         what: String,
         code: u16,
@@ -55,6 +55,11 @@ pub enum KubeError {
     /// fabric failure by this variant.
     #[error("{0}")]
     Stuck(String),
+
+    /// The namespace refused a pod at admission (HTTP 403): the text names the Pod Security
+    /// label or the flag that lets it in ([`crate::admission`]).
+    #[error("{0}")]
+    Refused(String),
 
     /// A wait on a pod reached the run's deadline.
     #[error(
@@ -224,13 +229,14 @@ fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
-fn hint_for(code: u16, message: &str) -> &'static str {
+/// A hint by the status code alone (the text is the server's: never decided on); a Pod Security
+/// refusal of our own pods is told apart before this, by [`crate::admission`].
+fn hint_for(code: u16) -> &'static str {
     match code {
         401 => "; your credentials were rejected: refresh the kubeconfig's user token",
-        403 if message.contains("PodSecurity") => {
-            "; the namespace's Pod Security level forbids what the bench pod copies (host namespaces, privileged, capabilities): use a namespace labelled pod-security.kubernetes.io/enforce=privileged, or a plainer reference"
+        403 => {
+            "; the account lacks RBAC permission (apply manifests/rbac.yaml for ic-bench's ServiceAccount), or an admission policy of the namespace (a ResourceQuota, a webhook) refused the object"
         }
-        403 => "; the account lacks RBAC permission: apply manifests/rbac.yaml for ic-bench's ServiceAccount",
         _ => "",
     }
 }
@@ -303,7 +309,7 @@ mod tests {
     }
 
     #[test]
-    fn forbidden_hints_tell_rbac_from_pod_security() {
+    fn a_forbidden_call_names_rbac_and_admission_by_its_code_alone() {
         let api = |message: &str| KubeError::Api {
             what: "create pod ns/p".into(),
             code: 403,
@@ -313,12 +319,8 @@ mod tests {
         let rbac =
             api("pods is forbidden: User \"system:serviceaccount:x:y\" cannot create resource \"pods\"").to_string();
         assert!(rbac.contains("apply manifests/rbac.yaml"), "{rbac}");
-        let psa =
-            api("pods \"p\" is forbidden: violates PodSecurity \"baseline:latest\": host namespaces (hostIPC=true)")
-                .to_string();
-        assert!(
-            psa.contains("pod-security.kubernetes.io/enforce=privileged") && !psa.contains("rbac"),
-            "{psa}"
-        );
+        let quota = api("pods \"p\" is forbidden: failed quota: q: must specify limits.cpu for: bench").to_string();
+        assert!(quota.contains("a ResourceQuota"), "{quota}");
+        assert!(crate::admission::is_forbidden(&api("anything")));
     }
 }

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod access;
+pub mod admission;
 pub mod devices;
 pub mod error;
 pub mod exec;

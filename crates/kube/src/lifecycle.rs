@@ -332,6 +332,7 @@ pub async fn create_pod_tracked(cluster: &Cluster, pod: &Pod, maybe_created: &At
                 )))
             }
         }
+        Err(e) if crate::admission::is_forbidden(&e) => Err(crate::admission::explain_forbidden(cluster, pod, e).await),
         Err(e) => Err(e),
     }
 }

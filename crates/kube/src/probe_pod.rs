@@ -1,5 +1,8 @@
 //! The node-probe pod: one short-lived pod pinned to a node, with the host's `/sys` and `/dev`
-//! mounted read-only and no privileges, that runs a read-only script once. [`run_probe_pod`]
+//! mounted read-only and no privileges, that runs a read-only script once. Its host network and
+//! hostPath volumes make it Pod Security level `privileged` (baseline forbids both): a namespace
+//! enforcing more refuses it, and the refusal names the label to set (or `probe node --pod`).
+//! It tolerates only the node's own NoSchedule taints and reserves a little cpu and memory. [`run_probe_pod`]
 //! creates it, follows its output with [`PodRun`] to the end, and deletes it on every path (an
 //! interrupt included). What the script prints is parsed by `icb_probe`, which knows nothing of
 //! Kubernetes.
@@ -10,9 +13,10 @@ use crate::podspec::{
 };
 use crate::{Cluster, KubeError, lifecycle};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, EnvVar, HostPathVolumeSource, Pod, PodSpec, SecurityContext, Toleration, Volume,
-    VolumeMount,
+    Capabilities, Container, EnvVar, HostPathVolumeSource, Pod, PodSecurityContext, PodSpec, ResourceRequirements,
+    SeccompProfile, SecurityContext, Toleration, Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -35,8 +39,19 @@ pub fn probe_pod_name(run_id: &str) -> String {
     format!("ic-bench-{run_id}-probe")
 }
 
+/// cpu and memory of the probe pod (requests = limits): a shell script reading /sys.
+const PROBE_CPU: &str = "500m";
+const PROBE_MEMORY: &str = "128Mi";
+
 /// The probe pod for `node`: runs `script` once and exits; host `/sys` and `/dev` read-only.
-pub fn probe_pod(namespace: &str, node: &str, script: &str, opts: &ProbePodOptions) -> Pod {
+/// `tolerations`: the node's own NoSchedule taints ([`crate::hardening::tolerations_for`]).
+pub fn probe_pod(
+    namespace: &str,
+    node: &str,
+    script: &str,
+    opts: &ProbePodOptions,
+    tolerations: Vec<Toleration>,
+) -> Pod {
     let labels: BTreeMap<String, String> = [
         (LABEL_NAME, APP),
         (LABEL_INSTANCE, opts.run_id.as_str()),
@@ -60,6 +75,11 @@ pub fn probe_pod(namespace: &str, node: &str, script: &str, opts: &ProbePodOptio
         read_only: Some(true),
         ..Default::default()
     };
+    let reserved: BTreeMap<String, Quantity> = [
+        ("cpu".to_string(), Quantity(PROBE_CPU.into())),
+        ("memory".to_string(), Quantity(PROBE_MEMORY.into())),
+    ]
+    .into();
     let env = |k: &str, v: &str| EnvVar {
         name: k.into(),
         value: Some(v.into()),
@@ -79,10 +99,14 @@ pub fn probe_pod(namespace: &str, node: &str, script: &str, opts: &ProbePodOptio
             host_network: Some(true),
             active_deadline_seconds: Some(opts.deadline.as_secs().max(1) as i64),
             automount_service_account_token: Some(false),
-            tolerations: Some(vec![Toleration {
-                operator: Some("Exists".into()),
+            tolerations: (!tolerations.is_empty()).then_some(tolerations),
+            security_context: Some(PodSecurityContext {
+                seccomp_profile: Some(SeccompProfile {
+                    type_: "RuntimeDefault".into(),
+                    ..Default::default()
+                }),
                 ..Default::default()
-            }]),
+            }),
             containers: vec![Container {
                 name: CONTAINER.into(),
                 image: Some(opts.image.clone()),
@@ -90,6 +114,11 @@ pub fn probe_pod(namespace: &str, node: &str, script: &str, opts: &ProbePodOptio
                 command: Some(vec!["sh".into(), "-c".into(), script.into()]),
                 env: Some(vec![env("ICB_SYS", "/host/sys"), env("ICB_DEV", "/host/dev")]),
                 volume_mounts: Some(vec![mount("host-sys", "/host/sys"), mount("host-dev", "/host/dev")]),
+                resources: Some(ResourceRequirements {
+                    limits: Some(reserved.clone()),
+                    requests: Some(reserved),
+                    ..Default::default()
+                }),
                 security_context: Some(SecurityContext {
                     read_only_root_filesystem: Some(true),
                     allow_privilege_escalation: Some(false),
@@ -118,7 +147,14 @@ pub async fn run_probe_pod(
     interrupt: impl Future<Output = ()>,
 ) -> Result<String, KubeError> {
     let name = probe_pod_name(&opts.run_id);
-    let pod = probe_pod(cluster.namespace(), node, script, opts);
+    // The node's own NoSchedule taints; an unreadable node (no RBAC for nodes) gets none, and a
+    // missing one is named by the pod's failure.
+    let tolerations = match crate::nodes::get_node(cluster, node).await {
+        Ok(n) => crate::hardening::tolerations_for(&n),
+        Err(e) if e.is_unreachable() => return Err(e),
+        Err(_) => Vec::new(),
+    };
+    let pod = probe_pod(cluster.namespace(), node, script, opts, tolerations);
     let until = Instant::now() + opts.deadline;
     // Cleared only when no create ever reached the API: then there is nothing to delete, and no
     // "cleanup failed" to report on top of an unreachable server.
@@ -170,7 +206,7 @@ mod tests {
             run_id: "abc123".into(),
             deadline: Duration::from_secs(120),
         };
-        let p = probe_pod("ns", "gpu-node-1", "echo", &opts);
+        let p = probe_pod("ns", "gpu-node-1", "echo", &opts, Vec::new());
         let spec = p.spec.as_ref().unwrap();
         assert_eq!(spec.node_name.as_deref(), Some("gpu-node-1"));
         assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
@@ -195,5 +231,14 @@ mod tests {
             Some("abc123")
         );
         assert_eq!(spec.active_deadline_seconds, Some(120));
+        assert_eq!(spec.tolerations, None);
+        let res = c.resources.clone().unwrap();
+        assert_eq!(res.limits, res.requests);
+        assert_eq!(res.limits.unwrap()["memory"], Quantity(PROBE_MEMORY.into()));
+        assert_eq!(
+            icb_pss::required_level(&p.metadata, spec),
+            icb_pss::Level::Privileged,
+            "host network and hostPath volumes"
+        );
     }
 }

@@ -128,6 +128,8 @@ impl KubeLauncher {
 fn launch_error(e: KubeError) -> LaunchError {
     let kind = match &e {
         e if e.cluster_level() => LaunchFailure::Cluster,
+        // The namespace refuses every bench pod: no pair can run there (a sweep stops).
+        KubeError::Refused(_) => LaunchFailure::Cluster,
         KubeError::Deadline { .. } => LaunchFailure::Deadline,
         _ => LaunchFailure::Other,
     };
