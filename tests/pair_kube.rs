@@ -131,8 +131,8 @@ fn serving_pod(name: &str, node: &str, gpus: &str) -> Value {
                     {"name": "NCCL_IB_HCA", "value": "mlx5_0"},
                     {"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-4650fca3"},
                     {"name": "SGL_LOGURU_PATH", "value": "/logs/decode.log"}],
-                 "resources": {"limits": {"nvidia.com/gpu": gpus, "rdma/ib": "1", "cpu": "2"},
-                               "requests": {"nvidia.com/gpu": gpus, "rdma/ib": "1", "cpu": "2"}},
+                 "resources": {"limits": {"nvidia.com/gpu": gpus, "rdma/ib": "1", "cpu": "24"},
+                               "requests": {"nvidia.com/gpu": gpus, "rdma/ib": "1", "cpu": "24"}},
                  "securityContext": {"capabilities": {"add": ["IPC_LOCK", "SYS_PTRACE"]}},
                  "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}]}],
             "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]
@@ -190,7 +190,11 @@ fn pod_targets_copy_the_transport_spec_and_share_ipc_like_the_reference() {
         let limits = res.limits.unwrap();
         assert_eq!(limits["nvidia.com/gpu"].0, "2");
         assert_eq!(limits["rdma/ib"].0, "1");
-        assert!(!limits.contains_key("cpu"), "{name}: copied a non-device resource");
+        assert_eq!(
+            limits["cpu"].0,
+            icb_kube::hardening::BENCH_CPU,
+            "{name}: the bench's own cpu, not the worker's"
+        );
         let caps = c.security_context.clone().unwrap().capabilities.unwrap().add.unwrap();
         assert_eq!(caps, vec!["IPC_LOCK".to_string(), "SYS_PTRACE".to_string()]);
         assert_eq!(c.security_context.clone().unwrap().privileged, None);

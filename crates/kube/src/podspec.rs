@@ -203,14 +203,16 @@ impl BenchPod {
             ..Default::default()
         });
 
-        let (scratch_volume, scratch_mount) = crate::hardening::scratch();
-        let mut volumes = vec![scratch_volume];
-        let mut mounts = vec![scratch_mount];
+        let mut volumes = Vec::new();
+        let mut mounts = Vec::new();
         if let Some(size) = model.and_then(|m| m.shm.clone()) {
             let (volume, mount) = dshm(size);
             volumes.push(volume);
             mounts.push(mount);
         }
+        let (scratch_volume, scratch_mount) = crate::hardening::scratch();
+        volumes.push(scratch_volume);
+        mounts.push(scratch_mount);
 
         let host_network = model.is_some_and(|m| m.host_network);
         let mut annotations: BTreeMap<String, String> =
