@@ -168,6 +168,19 @@ fn a_cordoned_node_and_a_no_execute_taint_are_not_tolerated() {
         LIMIT,
     );
     assert_eq!(dry.code, 0, "{dry:#?}");
+    // The YAML shows it all: the user, the dropped capabilities, the read-only root, the reserve.
+    for shown in [
+        "runAsNonRoot: true",
+        "runAsUser: 65532",
+        "- ALL",
+        "readOnlyRootFilesystem: true",
+        "allowPrivilegeEscalation: false",
+        "type: RuntimeDefault",
+        "memory: ",
+        "mountPath: /tmp",
+    ] {
+        assert_eq!(dry.stdout.matches(shown).count(), 2, "{shown} in both pods:\n{}", dry.stdout);
+    }
     let pods = icb_kube::yaml::pods(&dry.stdout).unwrap();
     let tolerated = |i: usize| -> Vec<String> {
         pods[i]

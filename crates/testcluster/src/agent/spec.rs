@@ -137,8 +137,12 @@ pub(super) fn filesystem_env(pod: &Pod, c: &Container, pod_dir: &Path, env: &mut
             (rest.is_empty() || rest.starts_with('/')).then(|| format!("{}{rest}", dir.display()))
         })
     };
-    for value in env.values_mut() {
-        if let Some(v) = map(value) {
+    // Only the pod's own variables: the agent's (PATH to the mapped program) may lie under the
+    // host's /tmp, which is not the container's.
+    for var in c.env.iter().flatten() {
+        if let Some(value) = env.get_mut(&var.name)
+            && let Some(v) = map(value)
+        {
             *value = v;
         }
     }
@@ -235,8 +239,19 @@ mod tests {
         };
         let mounts = serde_json::json!([{"name": "scratch", "mountPath": "/tmp"},
                                         {"name": "dshm", "mountPath": "/dev/shm"}]);
-        let mut env: BTreeMap<String, String> = [("TMPDIR".to_string(), "/tmp".to_string())].into();
-        filesystem_env(&pod, &container(true, mounts), dir.path(), &mut env);
+        let mut env: BTreeMap<String, String> = [
+            ("TMPDIR".to_string(), "/tmp".to_string()),
+            ("PATH".to_string(), "/tmp/agent-bin:/bin".to_string()),
+        ]
+        .into();
+        let mut c = container(true, mounts);
+        c.env = Some(vec![k8s_openapi::api::core::v1::EnvVar {
+            name: "TMPDIR".into(),
+            value: Some("/tmp".into()),
+            ..Default::default()
+        }]);
+        filesystem_env(&pod, &c, dir.path(), &mut env);
+        assert_eq!(env["PATH"], "/tmp/agent-bin:/bin", "only the pod's own variables are mapped");
         let tmp = PathBuf::from(&env["TMPDIR"]);
         assert_eq!(tmp, dir.path().join("volumes/scratch"));
         std::fs::write(tmp.join("x"), b"ok").expect("an emptyDir is writable");
