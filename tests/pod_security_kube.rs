@@ -169,17 +169,23 @@ fn a_cordoned_node_and_a_no_execute_taint_are_not_tolerated() {
     );
     assert_eq!(dry.code, 0, "{dry:#?}");
     // The YAML shows it all: the user, the dropped capabilities, the read-only root, the reserve.
-    for shown in [
-        "runAsNonRoot: true",
-        "runAsUser: 65532",
-        "- ALL",
-        "readOnlyRootFilesystem: true",
-        "allowPrivilegeEscalation: false",
-        "type: RuntimeDefault",
-        "memory: ",
-        "mountPath: /tmp",
+    for (shown, times) in [
+        ("runAsNonRoot: true", 2),
+        ("runAsUser: 65532", 2),
+        ("- ALL", 2),
+        ("readOnlyRootFilesystem: true", 2),
+        ("allowPrivilegeEscalation: false", 2),
+        ("type: RuntimeDefault", 2),
+        ("memory: ", 4),
+        ("cpu: \"2\"", 4),
+        ("mountPath: /tmp", 2),
     ] {
-        assert_eq!(dry.stdout.matches(shown).count(), 2, "{shown} in both pods:\n{}", dry.stdout);
+        assert_eq!(
+            dry.stdout.matches(shown).count(),
+            times,
+            "{shown} in both pods:\n{}",
+            dry.stdout
+        );
     }
     let pods = icb_kube::yaml::pods(&dry.stdout).unwrap();
     let tolerated = |i: usize| -> Vec<String> {

@@ -296,12 +296,12 @@ fn host_ports(cs: &[C]) -> Option<Violation> {
     if names.is_empty() {
         return None;
     }
-    let (verb, noun) = if names.len() == 1 { ("uses", "") } else { ("use", "") };
+    let verb = if names.len() == 1 { "uses" } else { "use" };
     let plural = if ports.len() == 1 { "" } else { "s" };
     violation(
         "hostPort",
         format!(
-            "{} {verb} hostPort{noun}{plural} {}",
+            "{} {verb} hostPort{plural} {}",
             named("container", &names),
             ports.join(", ")
         ),

@@ -251,7 +251,10 @@ mod tests {
             ..Default::default()
         }]);
         filesystem_env(&pod, &c, dir.path(), &mut env);
-        assert_eq!(env["PATH"], "/tmp/agent-bin:/bin", "only the pod's own variables are mapped");
+        assert_eq!(
+            env["PATH"], "/tmp/agent-bin:/bin",
+            "only the pod's own variables are mapped"
+        );
         let tmp = PathBuf::from(&env["TMPDIR"]);
         assert_eq!(tmp, dir.path().join("volumes/scratch"));
         std::fs::write(tmp.join("x"), b"ok").expect("an emptyDir is writable");

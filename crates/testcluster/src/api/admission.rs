@@ -89,13 +89,12 @@ fn pod_usage(pod: &Pod, quota_key: &str) -> Option<i128> {
     Some(total)
 }
 
+/// `limits.cpu=3000m`, `limits.memory=1073741824`, as quota errors print them.
 fn show(key: &str, milli: i128) -> String {
-    if key.ends_with("memory") || key == "memory" {
-        format!("{key}={}", milli / 1000)
-    } else if key == "pods" {
-        format!("{key}={}", milli / 1000)
-    } else {
+    if key.ends_with("cpu") {
         format!("{key}={milli}m")
+    } else {
+        format!("{key}={}", milli / 1000)
     }
 }
 
