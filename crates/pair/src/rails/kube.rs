@@ -171,7 +171,7 @@ impl KubeRails {
         let times = |q: &Quantity| parse_milli(&q.0).unwrap_or(0).saturating_mul(i128::from(ranks));
         let resources = icb_kube::hardening::BenchResources {
             cpu: Quantity(format!("{}m", times(&per_rank.cpu))),
-            memory: Quantity(format!("{}Mi", times(&per_rank.memory) / 1000 >> 20)),
+            memory: Quantity(format!("{}Mi", (times(&per_rank.memory) / 1000) >> 20)),
         };
         let secs = self.plan.lifetime.as_secs().max(1);
         let mut pod = BenchPod {
