@@ -146,6 +146,36 @@ fn sweep_runs_in_a_restricted_namespace_with_a_quota_on_tainted_gpu_nodes() {
 }
 
 #[test]
+fn a_sweep_whose_rdma_pods_a_restricted_namespace_refuses_stops_with_one_line_and_blames_no_node() {
+    let config = (1..=3).fold(ClusterConfig::new(), |c, i| {
+        c.node(NodeConfig::gpu(format!("node-{i}"), 1))
+    });
+    let config = enforcing(config.program(BIN).isolation(Isolation::Host), "restricted");
+    let cluster = TestCluster::start_blocking(config).expect("the emulated cluster starts");
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("sweep.json");
+    let (code, _out, err) = run_sweep(&cluster, &["--results", results.to_str().unwrap()], LIMIT);
+    assert_eq!(code, 2, "{err}");
+    let line = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    assert!(
+        line.contains("blames no node")
+            && line.contains("enforces Pod Security \"restricted\"")
+            && line.contains("--memlock-unlimited"),
+        "{line}"
+    );
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    assert!(
+        r["node_verdicts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|v| v["status"] != "fail"),
+        "{r}"
+    );
+    assert!(leftover_via_api(&cluster).is_empty());
+}
+
+#[test]
 fn a_cordoned_node_and_a_no_execute_taint_are_not_tolerated() {
     let config = ClusterConfig::new()
         .node(NodeConfig::new("gpu-1").taint("nvidia.com/gpu", Some("present"), "NoSchedule"))

@@ -93,7 +93,8 @@ async fn prepare(args: &Args, sweeper: &Sweeper, results: &mut SweepResults) -> 
 }
 
 /// The sweep stopped before its end: the file says why and stays resumable; one line on stderr.
-/// A signal: exit 130. A cluster-level API error: exit 2, no node blamed.
+/// A signal: exit 130. A cluster-level API error or a namespace refusing the bench pods (Pod
+/// Security): exit 2, no node blamed.
 fn stop(
     end: SweepEnd,
     results: &mut SweepResults,
@@ -118,7 +119,7 @@ fn stop(
         StopReason::ClusterError => {
             saved?;
             eprintln!(
-                "ic-bench: error: the Kubernetes API failed mid-sweep, so the sweep stopped and blames no node: {detail}; results so far in {} (--resume it once the API server answers)",
+                "ic-bench: error: the cluster failed or refused the bench pods mid-sweep, so the sweep stopped and blames no node: {detail}; results so far in {} (--resume it once that is fixed)",
                 path.display()
             );
             Ok(icb_core::exit::USAGE_OR_SETUP)
