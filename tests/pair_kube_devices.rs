@@ -32,13 +32,20 @@ fn dry_run(cluster: &TestCluster, prefill: &str, decode: &str, extra: &[&str]) -
     )
 }
 
+/// The device requests (cpu and memory, which every bench pod reserves, checked apart).
 fn requests(pod: &Pod) -> Vec<(String, String)> {
     let c = &pod.spec.as_ref().unwrap().containers[0];
-    c.resources
+    let all = c
+        .resources
         .as_ref()
         .and_then(|r| r.requests.clone())
-        .unwrap_or_default()
-        .into_iter()
+        .unwrap_or_default();
+    assert!(
+        all.contains_key("cpu") && all.contains_key("memory"),
+        "every bench pod reserves cpu and memory: {all:?}"
+    );
+    all.into_iter()
+        .filter(|(k, _)| k != "cpu" && k != "memory")
         .map(|(k, v)| (k, v.0))
         .collect()
 }
