@@ -149,6 +149,9 @@ pub struct Shared {
     pub deployments: Mutex<BTreeMap<PodKey, k8s_openapi::api::apps::v1::Deployment>>,
     /// Custom resources as created, by (group, version, plural, namespace, name).
     pub custom: Mutex<BTreeMap<CustomKey, serde_json::Value>>,
+    /// The HTTP front, set once it listens (stopped and resumed by `restart_api_server`); taken
+    /// at shutdown, which breaks the cycle through its router's state.
+    pub api: Mutex<Option<Arc<crate::server::ApiFront>>>,
 }
 
 /// (group, version, plural, namespace, name) of a custom resource.
