@@ -86,13 +86,19 @@ mod tests {
         let after = t0 + UNREACHABLE_RETRY_WINDOW + Duration::from_millis(10);
         assert!(!outage.retry_at(&refused, after), "the window is over");
         outage.reset();
-        assert!(outage.retry_at(&refused, after), "a new window after the server answered");
+        assert!(
+            outage.retry_at(&refused, after),
+            "a new window after the server answered"
+        );
         let transport = KubeError::Transport {
             what: "watch".into(),
             detail: "connection reset".into(),
         };
         let much_later = after + UNREACHABLE_RETRY_WINDOW * 2;
-        assert!(outage.retry_at(&transport, much_later), "transient errors are the deadline's to bound");
+        assert!(
+            outage.retry_at(&transport, much_later),
+            "transient errors are the deadline's to bound"
+        );
         assert!(!outage.retry_at(&KubeError::Pod("gone".into()), much_later));
     }
 

@@ -48,7 +48,12 @@ fn restart(tc: &TestCluster, downtime: Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_follow_carries_on_across_an_api_restart() {
     let (tc, cluster) = start().await;
-    create(&cluster, "talker", "for i in 1 2 3 4 5 6 7 8 9 10; do echo line-$i; sleep 0.3; done").await;
+    create(
+        &cluster,
+        "talker",
+        "for i in 1 2 3 4 5 6 7 8 9 10; do echo line-$i; sleep 0.3; done",
+    )
+    .await;
     let mut run = PodRun::follow(&cluster, "talker", Instant::now() + Duration::from_secs(60));
     let mut lines = vec![run.next_line().await.expect("a first line")];
     // The restart lands mid-output: the follow breaks, the port refuses for 1.5 s.

@@ -72,10 +72,16 @@ fn glob(pattern: &str, text: &str) -> bool {
 
 #[derive(Debug, Clone)]
 enum ApiFaultKind {
-    Error { code: u16, retry_after: Option<u32> },
+    Error {
+        code: u16,
+        retry_after: Option<u32>,
+    },
     Latency(Duration),
     /// Each matching request fails with this probability (drawn from [`Faults`]' seeded rng).
-    RandomError { code: u16, probability: f64 },
+    RandomError {
+        code: u16,
+        probability: f64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -270,7 +276,10 @@ mod tests {
         assert!((60..=140).contains(&hits), "about a quarter of 400: {hits}");
         let mut f = Faults::default();
         f.add_random_error(RequestMatch::path("/api/*"), 500, 1.0, 1);
-        assert!(f.decide("GET", "/version", "").error.is_none(), "only matching requests");
+        assert!(
+            f.decide("GET", "/version", "").error.is_none(),
+            "only matching requests"
+        );
     }
 
     #[test]

@@ -283,7 +283,9 @@ impl TestCluster {
     /// rng seeded with `seed`, until [`Self::clear_faults`]: errors on random requests.
     pub fn fail_requests_randomly(&self, matcher: RequestMatch, code: u16, probability: f64, seed: u64) -> Result<()> {
         if !(0.0..=1.0).contains(&probability) {
-            return Err(Error::Config(format!("probability {probability} is not between 0 and 1")));
+            return Err(Error::Config(format!(
+                "probability {probability} is not between 0 and 1"
+            )));
         }
         lock(&self.shared.faults).add_random_error(matcher, code, probability, seed);
         Ok(())

@@ -101,12 +101,7 @@ fn rebind(addr: SocketAddr) -> Result<TcpListener> {
     Ok(socket.listen(1024)?)
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    app: Router,
-    stop: CancellationToken,
-    closed: std::sync::mpsc::Sender<()>,
-) {
+async fn accept_loop(listener: TcpListener, app: Router, stop: CancellationToken, closed: std::sync::mpsc::Sender<()>) {
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {

@@ -56,7 +56,10 @@ async fn a_restart_drops_connections_keeps_the_store_and_clients_reconnect() {
     let cut = tokio::time::timeout(Duration::from_secs(5), watch.next()).await;
     assert!(matches!(cut, Ok(None | Some(Err(_)))), "the watch was dropped: {cut:?}");
     let cut = tokio::time::timeout(Duration::from_secs(5), log.next()).await;
-    assert!(matches!(cut, Ok(None | Some(Err(_)))), "the log follow was dropped: {cut:?}");
+    assert!(
+        matches!(cut, Ok(None | Some(Err(_)))),
+        "the log follow was dropped: {cut:?}"
+    );
     let refused = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2));
     assert_eq!(
         refused.err().map(|e| e.kind()),
@@ -66,7 +69,10 @@ async fn a_restart_drops_connections_keeps_the_store_and_clients_reconnect() {
     // The agents carry on while the API is down: the pod's container dies and is recorded.
     cluster.kill_pod_processes(cluster.namespace(), "before").expect("kill");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while cluster.pod(cluster.namespace(), "before").is_none_or(|p| phase(&p) != "Failed") {
+    while cluster
+        .pod(cluster.namespace(), "before")
+        .is_none_or(|p| phase(&p) != "Failed")
+    {
         assert!(std::time::Instant::now() < deadline, "the agent recorded the kill");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -123,7 +129,10 @@ async fn random_errors_hit_only_matching_requests_and_stop_when_cleared() {
     assert!((10..=50).contains(&failed), "about half of 60 failed: {failed}");
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
     for _ in 0..20 {
-        nodes.list(&ListParams::default()).await.expect("other paths never fail");
+        nodes
+            .list(&ListParams::default())
+            .await
+            .expect("other paths never fail");
     }
     let injected = cluster.requests().iter().filter(|r| r.injected).count();
     assert_eq!(injected, failed, "every injected error is recorded as such");
