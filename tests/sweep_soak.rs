@@ -52,6 +52,15 @@ fn outcomes(r: &Value) -> (usize, usize, usize) {
     (pairs.len(), second, errors)
 }
 
+/// The sweep's RSS (MiB) at a quarter, half, three quarters and the end of its run: flat when a
+/// long sweep keeps nothing per pair.
+fn quarters(rss: &[(f64, u64)]) -> Vec<String> {
+    (1..=4)
+        .filter_map(|q| rss.get((rss.len() * q / 4).saturating_sub(1)))
+        .map(|(_, kib)| format!("{:.1}", *kib as f64 / 1024.0))
+        .collect()
+}
+
 struct Soaked {
     baseline: Option<soak::SweepRun>,
     run: soak::SweepRun,
@@ -90,7 +99,8 @@ fn soak_and_check(nodes: usize, budget: FaultBudget, baseline: bool, limit: Dura
         "SOAK seed={seed} nodes={nodes} pairs={pairs} (second pass {second}, errors {errors}) \
          faults: api_500={api_errors} pod_kills={} node_cuts={} api_restarts={} not_injected={} \
          verdicts={:?} correct={} undecided={} wrong={} leftovers={left:?} exit={} \
-         peak_rss_mib={:.1} baseline_peak_rss_mib={} wall_s={:.1} baseline_wall_s={}",
+         peak_rss_mib={:.1} baseline_peak_rss_mib={} rss_mib_at_quarters={:?} wall_s={:.1} \
+         baseline_wall_s={}",
         i.killed_pods.len(),
         i.cut_nodes.len(),
         i.restarts.len(),
@@ -103,6 +113,7 @@ fn soak_and_check(nodes: usize, budget: FaultBudget, baseline: bool, limit: Dura
         run.peak_rss_kib as f64 / 1024.0,
         base.as_ref()
             .map_or("-".into(), |b| format!("{:.1}", b.peak_rss_kib as f64 / 1024.0)),
+        quarters(&run.rss),
         run.wall.as_secs_f64(),
         base.as_ref()
             .map_or("-".into(), |b| format!("{:.1}", b.wall.as_secs_f64())),
