@@ -75,7 +75,7 @@ fn soak_and_check(nodes: usize, budget: FaultBudget, baseline: bool, limit: Dura
         "sweep soak: seed {seed} ({}={seed} replays this fault plan)",
         faults::SEED_ENV
     );
-    let dirs = soak::Dirs::new();
+    let dirs = soak::Dirs::create();
     let cluster = soak::soak_cluster(nodes, &dirs);
     let base = baseline.then(|| {
         let run = soak::run_sweep(&cluster, &dirs, "baseline", &[], seed, None, limit);
@@ -187,7 +187,7 @@ fn sigterm_mid_soak_leaves_nothing_and_blames_nobody() {
         api_restarts: 1,
         api_error_probability: 0.02,
     };
-    let dirs = soak::Dirs::new();
+    let dirs = soak::Dirs::create();
     let cluster = soak::soak_cluster(nodes, &dirs);
     // The faults land in the first half: the signal comes after the fifth of ten pairs.
     let plan = faults::plan(seed, nodes, 5, &budget);

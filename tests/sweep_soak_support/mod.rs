@@ -56,7 +56,7 @@ pub struct Dirs {
 }
 
 impl Dirs {
-    pub fn new() -> Dirs {
+    pub fn create() -> Dirs {
         let root = tempfile::Builder::new().prefix("icb-soak-").tempdir().unwrap();
         let mk = |name: &str| {
             let p = root.path().join(name);

@@ -219,7 +219,7 @@ pub async fn watch_pod<T>(
                 )));
             }
             Some(Err(e)) => {
-                let err = watcher_error(name, e);
+                let err = watcher_error(name, e).at_server(cluster.server());
                 // Refused while the API server restarts: ridden out as one call would be.
                 if !outage.retry(&err) {
                     return Err(err);

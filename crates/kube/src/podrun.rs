@@ -276,7 +276,7 @@ async fn follow_once(
         .pods()
         .log_stream(name, &lp)
         .await
-        .map_err(|e| Some(KubeError::from_kube(what.clone(), e)))?;
+        .map_err(|e| Some(KubeError::from_kube(what.clone(), e).at_server(cluster.server())))?;
     let mut lines = stream.lines();
     let mut index = 0usize;
     while let Some(line) = lines.next().await {

@@ -98,5 +98,7 @@ async fn an_api_server_that_stays_down_still_ends_the_follow() {
             && waited < Duration::from_secs(15),
         "gave up after the unreachable window, not at once nor never: {waited:?} ({note})"
     );
+    // It names the server it could not reach (it once said "at  (connection refused)").
+    assert!(note.contains(&tc.url()), "{note}");
     tokio::task::block_in_place(|| tc.start_api_server()).expect("start");
 }
