@@ -216,7 +216,7 @@ fn sigterm_mid_soak_leaves_nothing_and_blames_nobody() {
 
 /// The full soak: `scripts/soak-sweep` runs it (16 nodes by default, `IC_BENCH_SOAK_NODES`).
 #[test]
-#[ignore = "the 16-node soak (about 10 minutes on 2 cores): scripts/soak-sweep"]
+#[ignore = "the 16-node soak (about 5 minutes on 2 loaded cores): scripts/soak-sweep"]
 fn full_soak() {
     assert!(
         icb_isolate::privileged_tests_enabled("full_soak"),
