@@ -119,46 +119,34 @@ fn read_pairs(path: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Runs `ic-bench sweep` (killed after `limit`, which fails the test) while injecting `plan`
-/// (victims drawn from `seed`); SIGTERM once `sigterm_after` pairs are recorded, if set.
-pub fn run_sweep(
-    cluster: &TestCluster,
-    dirs: &Dirs,
-    name: &str,
-    plan: &[Planned],
-    seed: u64,
-    sigterm_after: Option<usize>,
-    limit: Duration,
-) -> SweepRun {
-    let results = dirs.results(name);
-    let started = Instant::now();
-    let mut child = Command::new(bin())
-        .arg("sweep")
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig_path())
-        .args(SWEEP_ARGS)
-        .arg("--results")
-        .arg(&results)
-        .env("TMPDIR", &dirs.sweep_tmp)
-        .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("ic-bench starts");
-    let pid = child.id();
-    let drain = |mut r: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = r.read_to_string(&mut s);
-            s
-        })
-    };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
-    let ended = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let ended = ended.clone();
-        std::thread::spawn(move || {
+/// How a watched child ended (`None`: killed at the limit), its peak RSS (KiB) and its RSS
+/// samples (seconds since start, KiB).
+type Sampled = (Option<std::process::ExitStatus>, u64, Vec<(f64, u64)>);
+
+/// A child process watched from threads: its output drained, its peak RSS (VmHWM) and RSS
+/// sampled every 100 ms until it exits or `limit` passes (then it is killed).
+struct Watched {
+    ended: Arc<AtomicBool>,
+    sampler: std::thread::JoinHandle<Sampled>,
+    out: std::thread::JoinHandle<String>,
+    err: std::thread::JoinHandle<String>,
+}
+
+impl Watched {
+    fn start(mut child: std::process::Child, started: Instant, limit: Duration) -> Watched {
+        let drain = |mut r: Box<dyn std::io::Read + Send>| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = r.read_to_string(&mut s);
+                s
+            })
+        };
+        let out = drain(Box::new(child.stdout.take().unwrap()));
+        let err = drain(Box::new(child.stderr.take().unwrap()));
+        let ended = Arc::new(AtomicBool::new(false));
+        let flag = ended.clone();
+        let sampler = std::thread::spawn(move || {
+            let pid = child.id();
             let mut rss = Vec::new();
             let mut peak = 0;
             let status = loop {
@@ -179,15 +167,57 @@ pub fn run_sweep(
                 }
                 std::thread::sleep(Duration::from_millis(100));
             };
-            ended.store(true, Ordering::SeqCst);
+            flag.store(true, Ordering::SeqCst);
             (status, peak, rss)
-        })
-    };
+        });
+        Watched {
+            ended,
+            sampler,
+            out,
+            err,
+        }
+    }
+
+    /// What [`Sampled`] says, with stdout and stderr.
+    fn finish(self) -> (Sampled, String, String) {
+        let sampled = self.sampler.join().unwrap();
+        (sampled, self.out.join().unwrap(), self.err.join().unwrap())
+    }
+}
+
+/// Runs `ic-bench sweep` (killed after `limit`, which fails the test) while injecting `plan`
+/// (victims drawn from `seed`); SIGTERM once `sigterm_after` pairs are recorded, if set.
+pub fn run_sweep(
+    cluster: &TestCluster,
+    dirs: &Dirs,
+    name: &str,
+    plan: &[Planned],
+    seed: u64,
+    sigterm_after: Option<usize>,
+    limit: Duration,
+) -> SweepRun {
+    let results = dirs.results(name);
+    let started = Instant::now();
+    let child = Command::new(bin())
+        .arg("sweep")
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig_path())
+        .args(SWEEP_ARGS)
+        .arg("--results")
+        .arg(&results)
+        .env("TMPDIR", &dirs.sweep_tmp)
+        .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ic-bench starts");
+    let pid = child.id();
+    let watched = Watched::start(child, started, limit);
     let mut rng = faults::victim_rng(seed);
     let mut injected = Injected::default();
     let mut next = 0;
     let mut sigterm_sent = false;
-    let is_ended = || ended.load(Ordering::SeqCst);
+    let is_ended = || watched.ended.load(Ordering::SeqCst);
     while !is_ended() {
         let recorded = read_pairs(&results);
         while next < plan.len() && plan[next].after_pairs <= recorded.len() && !is_ended() {
@@ -220,8 +250,7 @@ pub fn run_sweep(
     injected
         .not_injected
         .extend(plan[next..].iter().map(|p| p.fault.clone()));
-    let (status, peak_rss_kib, rss) = sampler.join().unwrap();
-    let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+    let ((status, peak_rss_kib, rss), stdout, stderr) = watched.finish();
     let Some(status) = status else {
         panic!("the sweep did not end within {limit:?}; stderr:\n{stderr}");
     };
