@@ -210,6 +210,11 @@ impl Cluster {
         self
     }
 
+    /// The API server's address as the kubeconfig names it (empty for a client built in code).
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
     pub fn client(&self) -> &kube::Client {
         &self.client
     }

@@ -191,6 +191,7 @@ pub async fn watch_pod<T>(
     futures::pin_mut!(stream);
     let mut last_state = String::from("no state seen yet");
     let mut delays = crate::retry::api_backoff();
+    let mut outage = crate::retry::Outage::new();
     loop {
         let next = match tokio::time::timeout_at(until, stream.next()).await {
             Ok(n) => n,
@@ -204,6 +205,7 @@ pub async fn watch_pod<T>(
         match next {
             Some(Ok(Some(pod))) => {
                 delays = crate::retry::api_backoff();
+                outage.reset();
                 last_state = describe(&pod_state(&pod));
                 match decide(&pod) {
                     Step::Continue => {}
@@ -217,8 +219,9 @@ pub async fn watch_pod<T>(
                 )));
             }
             Some(Err(e)) => {
-                let err = watcher_error(name, e);
-                if !err.is_transient() {
+                let err = watcher_error(name, e).at_server(cluster.server());
+                // Refused while the API server restarts: ridden out as one call would be.
+                if !outage.retry(&err) {
                     return Err(err);
                 }
                 tracing::debug!("{err}; watching again");

@@ -214,12 +214,19 @@ async fn follow(
     // 2. Its log, followed to the end, re-followed after a break without repeating lines.
     let mut delivered = 0usize;
     let mut delays = crate::retry::api_backoff();
+    let mut outage = crate::retry::Outage::new();
     loop {
-        match tokio::time::timeout_at(until, follow_once(cluster, name, &mut delivered, tx, seen)).await {
+        let before = delivered;
+        let followed = tokio::time::timeout_at(until, follow_once(cluster, name, &mut delivered, tx, seen)).await;
+        if delivered > before {
+            outage.reset();
+        }
+        match followed {
             Err(_) => return Some(format!("pod {name}: its output did not end before the deadline")),
             // The receiver is gone: nobody reads any more.
             Ok(Err(None)) => return None,
-            Ok(Err(Some(e))) if e.is_transient() || e.status_code() == Some(400) => {
+            // Refused while the API server restarts: ridden out as one call would be.
+            Ok(Err(Some(e))) if e.status_code() == Some(400) || outage.retry(&e) => {
                 // 400: the container has not started yet ("waiting to start").
                 tracing::debug!("{e}; reading the log again");
                 tokio::time::sleep_until((Instant::now() + delays.next_delay()).min(until)).await;
@@ -269,7 +276,7 @@ async fn follow_once(
         .pods()
         .log_stream(name, &lp)
         .await
-        .map_err(|e| Some(KubeError::from_kube(what.clone(), e)))?;
+        .map_err(|e| Some(KubeError::from_kube(what.clone(), e).at_server(cluster.server())))?;
     let mut lines = stream.lines();
     let mut index = 0usize;
     while let Some(line) = lines.next().await {

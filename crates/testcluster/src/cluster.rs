@@ -151,6 +151,9 @@ pub struct Shared {
     pub custom: Mutex<BTreeMap<CustomKey, serde_json::Value>>,
     /// Pod Security `audit` verdicts (`ns/name: would violate …`), the audit log's annotations.
     pub audit: Mutex<Vec<String>>,
+    /// The HTTP front, set once it listens (stopped and resumed by `restart_api_server`); taken
+    /// at shutdown, which breaks the cycle through its router's state.
+    pub api: Mutex<Option<Arc<crate::server::ApiFront>>>,
 }
 
 /// (group, version, plural, namespace, name) of a custom resource.

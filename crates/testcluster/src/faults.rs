@@ -4,6 +4,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use rand::{Rng as _, SeedableRng as _, rngs::StdRng};
+
 use crate::selector::LabelSelector;
 use crate::status::ApiError;
 
@@ -70,8 +72,16 @@ fn glob(pattern: &str, text: &str) -> bool {
 
 #[derive(Debug, Clone)]
 enum ApiFaultKind {
-    Error { code: u16, retry_after: Option<u32> },
+    Error {
+        code: u16,
+        retry_after: Option<u32>,
+    },
     Latency(Duration),
+    /// Each matching request fails with this probability (drawn from [`Faults`]' seeded rng).
+    RandomError {
+        code: u16,
+        probability: f64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -100,6 +110,9 @@ pub struct Faults {
     crashes: Vec<CrashRule>,
     /// Exec sessions whose connection breaks after this many stdin bytes (one use each).
     exec_stdin_cuts: Vec<u64>,
+    /// Draws for [`ApiFaultKind::RandomError`]: seeded, so one seed gives the same draws (which
+    /// requests they hit still depends on the order requests arrive in).
+    rng: Option<StdRng>,
 }
 
 /// What to do with one request.
@@ -123,6 +136,16 @@ impl Faults {
             matcher,
             kind: ApiFaultKind::Latency(delay),
             remaining: count,
+        });
+    }
+
+    /// Every matching request fails with `probability`, until cleared.
+    pub fn add_random_error(&mut self, matcher: RequestMatch, code: u16, probability: f64, seed: u64) {
+        self.rng = Some(StdRng::seed_from_u64(seed));
+        self.api.push(ApiFault {
+            matcher,
+            kind: ApiFaultKind::RandomError { code, probability },
+            remaining: None,
         });
     }
 
@@ -159,6 +182,12 @@ impl Faults {
                     let mut error = ApiError::for_code(*code);
                     error.retry_after = *retry_after;
                     decision.error = Some(error);
+                }
+                ApiFaultKind::RandomError { code, probability } => {
+                    let hit = self.rng.as_mut().is_some_and(|r| r.random_bool(*probability));
+                    if decision.error.is_none() && hit {
+                        decision.error = Some(ApiError::for_code(*code));
+                    }
                 }
             }
             if let Some(n) = &mut fault.remaining {
@@ -229,6 +258,28 @@ mod tests {
             assert_eq!(d.delay, Duration::from_millis(5));
         }
         assert!(f.decide("POST", "/api/v1/namespaces/d/pods", "").error.is_none());
+    }
+
+    #[test]
+    fn random_errors_follow_the_seed_and_the_probability() {
+        let draws = |seed: u64| {
+            let mut f = Faults::default();
+            f.add_random_error(RequestMatch::path("/api/*"), 500, 0.25, seed);
+            (0..400)
+                .map(|_| f.decide("GET", "/api/v1/pods", "").error.map(|e| e.code))
+                .collect::<Vec<_>>()
+        };
+        let a = draws(7);
+        assert_eq!(a, draws(7), "same seed, same draws");
+        assert_ne!(a, draws(8));
+        let hits = a.iter().filter(|c| **c == Some(500)).count();
+        assert!((60..=140).contains(&hits), "about a quarter of 400: {hits}");
+        let mut f = Faults::default();
+        f.add_random_error(RequestMatch::path("/api/*"), 500, 1.0, 1);
+        assert!(
+            f.decide("GET", "/version", "").error.is_none(),
+            "only matching requests"
+        );
     }
 
     #[test]

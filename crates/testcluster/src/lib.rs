@@ -15,8 +15,9 @@
 //! care about.
 //!
 //! Tests start a cluster, point ic-bench (or an in-test `kube::Client`) at it, and assert on the
-//! pods, their logs and the recorded requests; fault knobs inject API errors, latency, image pull
-//! failures, crashes and network cuts. Dropping the cluster (also while a test panics) kills every
+//! pods, their logs and the recorded requests; fault knobs inject API errors (counted or at random),
+//! latency, image pull failures, crashes, network cuts and API server restarts (same address,
+//! same store, open connections dropped: `server.rs`). Dropping the cluster (also while a test panics) kills every
 //! pod process and removes every namespace and temp file; processes are also started with a parent
 //! death signal that reaches the real program, so even a SIGKILLed test leaves no pod running, and
 //! stale namespaces of dead test processes are removed by the next cluster start
@@ -52,6 +53,7 @@ mod process;
 mod record;
 mod scheduler;
 mod selector;
+mod server;
 mod status;
 mod store;
 
@@ -280,6 +282,18 @@ impl TestCluster {
     /// Every matching request fails until [`Self::clear_faults`].
     pub fn fail_requests_always(&self, matcher: RequestMatch, code: u16) {
         lock(&self.shared.faults).add_error(matcher, code, None, None);
+    }
+
+    /// Every matching request fails with HTTP `code` with `probability` (0 to 1), drawn from an
+    /// rng seeded with `seed`, until [`Self::clear_faults`]: errors on random requests.
+    pub fn fail_requests_randomly(&self, matcher: RequestMatch, code: u16, probability: f64, seed: u64) -> Result<()> {
+        if !(0.0..=1.0).contains(&probability) {
+            return Err(Error::Config(format!(
+                "probability {probability} is not between 0 and 1"
+            )));
+        }
+        lock(&self.shared.faults).add_random_error(matcher, code, probability, seed);
+        Ok(())
     }
 
     /// Matching requests wait `delay` before being handled (`count` = `None`: until cleared).
@@ -522,6 +536,7 @@ async fn run(
         deployments: Mutex::new(std::collections::BTreeMap::new()),
         custom: Mutex::new(std::collections::BTreeMap::new()),
         audit: Mutex::new(Vec::new()),
+        api: Mutex::new(None),
     });
     let listener = match tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -535,12 +550,14 @@ async fn run(
     };
     let (addr, listener) = listener;
     let app = api::router(shared.clone());
-    let token = shared.shutdown.clone();
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(token.cancelled_owned())
-            .await;
-    });
+    let front = match server::ApiFront::start(app, listener, shared.shutdown.clone()) {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    *lock(&shared.api) = Some(Arc::new(front));
     if ready.send(Ok((addr, shared.clone()))).is_err() {
         shared.shutdown.cancel();
     }
@@ -555,8 +572,7 @@ async fn run(
     for pgid in lock(&shared.groups).iter() {
         process::signal_group(*pgid, nix::sys::signal::Signal::SIGKILL);
     }
+    // The shutdown token stopped the API server's accept loop and dropped its connections.
+    lock(&shared.api).take();
     destroy_fabric(&shared);
-    if tokio::time::timeout(Duration::from_secs(2), server).await.is_err() {
-        // Open keep-alive connections must not hold the test up.
-    }
 }
