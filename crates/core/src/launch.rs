@@ -13,6 +13,10 @@ pub enum LaunchFailure {
     ImagePull,
     /// A side's process ended (exit code when known) before doing its part.
     SideExited { code: Option<i32> },
+    /// A side's process was killed from outside (a signal's exit code 137/143, `OOMKilled`, an
+    /// evicted pod): a kubelet, a person or a preemption ended it, neither the side itself nor
+    /// the fabric, so the pair says nothing about either node.
+    SideKilled,
     /// A wait reached the run's deadline.
     Deadline,
     /// The platform's API failed (unreachable, timing out, 429/5xx beyond its retries): no side's

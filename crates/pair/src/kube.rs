@@ -153,6 +153,9 @@ pub fn pod_failure(pod: &Pod, node: &str) -> Option<LaunchFailure> {
         if matches!(waiting, Some("ErrImagePull" | "ImagePullBackOff" | "InvalidImageName")) {
             return Some(LaunchFailure::ImagePull);
         }
+        if lifecycle::killed(pod) {
+            return Some(LaunchFailure::SideKilled);
+        }
         if let Some(t) = &state.terminated {
             return Some(LaunchFailure::SideExited {
                 code: Some(t.exit_code),
@@ -358,6 +361,8 @@ mod tests {
             pod_failure(&pod(None, exited), "n"),
             Some(LaunchFailure::SideExited { code: Some(3) })
         );
+        let killed = container(serde_json::json!({"terminated": {"exitCode": 137}}));
+        assert_eq!(pod_failure(&pod(None, killed), "n"), Some(LaunchFailure::SideKilled));
         let creating = container(serde_json::json!({"waiting": {"reason": "ContainerCreating"}}));
         assert_eq!(pod_failure(&pod(None, creating), "n"), None);
     }

@@ -223,7 +223,10 @@ pub fn masked_sweep(results: &SweepResults) -> SweepResults {
     let mut r = results.clone();
     for p in &mut r.pairs {
         match &mut p.outcome {
-            Outcome::Measured { reason, .. } | Outcome::Unschedulable { reason, .. } | Outcome::Error { reason } => {
+            Outcome::Measured { reason, .. }
+            | Outcome::Unschedulable { reason, .. }
+            | Outcome::Error { reason }
+            | Outcome::Disrupted { reason } => {
                 *reason = mask_text(reason);
             }
         }

@@ -103,7 +103,7 @@ impl Notable {
         match outcome {
             o if o.failed() => Notable::Failed,
             Outcome::Measured { .. } => Notable::No,
-            Outcome::Unschedulable { .. } | Outcome::Error { .. } => Notable::Other,
+            Outcome::Unschedulable { .. } | Outcome::Error { .. } | Outcome::Disrupted { .. } => Notable::Other,
         }
     }
 }

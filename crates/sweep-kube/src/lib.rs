@@ -100,6 +100,11 @@ impl Sweeper {
         match result {
             Ok(outcome) => PairEnd::Recorded(Outcome::from_report(&outcome.report)),
             Err(PairError::Interrupted(_)) => PairEnd::Interrupted,
+            // A side killed from outside (often seen first as its peer's lost connection):
+            // nothing about either node.
+            Err(e) if !api_down(&e) && launcher.last_pods().iter().any(lifecycle::killed) => {
+                PairEnd::Recorded(Outcome::Disrupted { reason: e.to_string() })
+            }
             // The launcher's kind says it (`icb_sweep`'s rule): the API down, a pod the scheduler
             // cannot place, the pair's own failure read from the pod's status.
             Err(PairError::Launch(LaunchError { kind, message })) => {
@@ -147,6 +152,17 @@ fn sweep_id_of(run_id: &str) -> &str {
 
 /// A bench pod that cannot be placed is not a fabric verdict (decided on the pods' status by
 /// `icb_kube::lifecycle::unschedulable_node`, never on the message).
+/// The pair failed because the cluster's API did (its launch kind says so).
+fn api_down(e: &PairError) -> bool {
+    matches!(
+        e,
+        PairError::Launch(LaunchError {
+            kind: icb_core::launch::LaunchFailure::Cluster,
+            ..
+        })
+    )
+}
+
 fn classify_error(pair: &Pair, reason: String, pods: &[Pod]) -> Outcome {
     match lifecycle::unschedulable_node(pods, &pair.prefill, &pair.decode) {
         Some(node) => Outcome::Unschedulable { node, reason },

@@ -71,6 +71,10 @@ pub enum Outcome {
     Unschedulable { node: Option<String>, reason: String },
     /// Nothing measured for another reason (a side crashed, a deadline passed).
     Error { reason: String },
+    /// A side was killed from outside (a signal, an OOM kill, an eviction): nothing measured and
+    /// nothing learnt about either node, so the pair is not counted (the soak of issue 22 showed
+    /// kills counted as errors against both nodes of healthy pairs).
+    Disrupted { reason: String },
 }
 
 impl Outcome {
@@ -79,8 +83,14 @@ impl Outcome {
         match self {
             Outcome::Measured { verdict, .. } => verdict == "fail",
             Outcome::Error { .. } => true,
-            Outcome::Unschedulable { .. } => false,
+            Outcome::Unschedulable { .. } | Outcome::Disrupted { .. } => false,
         }
+    }
+
+    /// Whether the pair counts in its nodes' verdicts: not when it never ran (unschedulable) or
+    /// was killed from outside (disrupted).
+    pub fn counts(&self) -> bool {
+        !matches!(self, Outcome::Unschedulable { .. } | Outcome::Disrupted { .. })
     }
 
     pub fn bandwidth(&self) -> Option<f64> {
@@ -118,6 +128,7 @@ impl Outcome {
             ),
             Outcome::Unschedulable { reason, .. } => format!("unschedulable: {reason}"),
             Outcome::Error { reason } => format!("error: {reason}"),
+            Outcome::Disrupted { reason } => format!("disrupted: {reason}"),
         }
     }
 }

@@ -45,6 +45,7 @@ impl PairEnd {
             LaunchFailure::ImagePull | LaunchFailure::SideExited { .. } => {
                 Some(PairEnd::Recorded(Outcome::Error { reason: message }))
             }
+            LaunchFailure::SideKilled => Some(PairEnd::Recorded(Outcome::Disrupted { reason: message })),
             LaunchFailure::Deadline | LaunchFailure::Other => None,
         }
     }
@@ -364,6 +365,14 @@ mod tests {
                 Some(PairEnd::Recorded(Outcome::Error { reason: "why".into() }))
             );
         }
+    }
+
+    #[test]
+    fn a_side_killed_from_outside_is_a_disruption_not_an_error() {
+        assert_eq!(
+            sorted(LaunchFailure::SideKilled),
+            Some(PairEnd::Recorded(Outcome::Disrupted { reason: "why".into() }))
+        );
     }
 
     #[test]

@@ -136,9 +136,7 @@ fn erroring(nodes: &[String], results: &[PairResult]) -> BTreeSet<String> {
     nodes
         .iter()
         .filter(|n| {
-            let placed: Vec<&PairResult> = first_pass(results, n)
-                .filter(|r| !matches!(r.outcome, Outcome::Unschedulable { .. }))
-                .collect();
+            let placed: Vec<&PairResult> = first_pass(results, n).filter(|r| r.outcome.counts()).collect();
             let errors = placed.iter().filter(|r| is_error(r)).count();
             errors * 2 > placed.len()
         })
@@ -174,9 +172,7 @@ pub fn first_pass_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<Node
 
 impl FirstPass<'_> {
     fn verdict(&self, node: &str) -> NodeVerdict {
-        let placed: Vec<&PairResult> = first_pass(self.results, node)
-            .filter(|r| !matches!(r.outcome, Outcome::Unschedulable { .. }))
-            .collect();
+        let placed: Vec<&PairResult> = first_pass(self.results, node).filter(|r| r.outcome.counts()).collect();
         // An error with a partner that errors with everyone is the partner's; so is a pair whose
         // bad rails are all the partner's blamed rails.
         let excused = |r: &PairResult| {

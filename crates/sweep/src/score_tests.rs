@@ -312,3 +312,49 @@ fn only_small_cases_count_as_latency() {
     assert_eq!(at(64 << 10).latency(), Some(9.0));
     assert_eq!(at(1 << 20).latency(), None, "a 1 MiB round trip is bandwidth");
 }
+
+#[test]
+fn a_pod_killed_from_outside_counts_against_no_node() {
+    // Two of node-1's three pairs lost a pod to a kill (an eviction, an OOM kill, someone
+    // deleting it). Counted as errors, they made node-1 "2 of 3 pairs measured nothing" and a
+    // suspect (the issue 22 soak's finding); as disruptions they say nothing about it.
+    let nodes = nodes(4);
+    let plan: Vec<Pair> = Schedule::AllPairs.rounds(&nodes, 0).unwrap().concat();
+    let killed = |p: &Pair| p.involves("node-1") && !p.involves("node-2");
+    let results: Vec<PairResult> = plan
+        .iter()
+        .map(|p| {
+            let outcome = if killed(p) {
+                Outcome::Disrupted {
+                    reason: "the prefill side exited (137)".into(),
+                }
+            } else {
+                measured(20e9, false)
+            };
+            pair_result(p, 1, outcome)
+        })
+        .collect();
+    assert_eq!(plan.iter().filter(|p| killed(p)).count(), 2);
+    for (label, verdicts) in [
+        ("first pass", first_pass_verdicts(&nodes, &results)),
+        ("final", final_verdicts(&nodes, &results)),
+    ] {
+        for v in &verdicts {
+            assert_eq!(v.status, NodeStatus::Pass, "{label}: {v:#?}");
+            assert_eq!((v.failed_pairs, v.error_pairs), (0, 0), "{label}: {v:#?}");
+        }
+    }
+    let as_errors: Vec<PairResult> = results
+        .iter()
+        .map(|r| match &r.outcome {
+            Outcome::Disrupted { reason } => pair_result(&r.pair, 1, Outcome::Error { reason: reason.clone() }),
+            _ => r.clone(),
+        })
+        .collect();
+    let node1 = &first_pass_verdicts(&nodes, &as_errors)[0];
+    assert_eq!(
+        node1.status,
+        NodeStatus::Suspect,
+        "the same pairs as errors blame node-1: {node1:#?}"
+    );
+}

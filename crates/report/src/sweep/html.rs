@@ -116,6 +116,7 @@ td.rail-cell{{width:42px;height:22px;text-align:center;color:#fff}}.plot{{border
                             gbps(*bw),
                         ),
                         Outcome::Unschedulable { .. } => ("#8c959f".into(), "U".into()),
+                        Outcome::Disrupted { .. } => ("#8c959f".into(), "K".into()),
                         _ => (color(0.0), "×".into()),
                     };
                     let _ = write!(

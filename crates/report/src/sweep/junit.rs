@@ -1,5 +1,5 @@
 //! JUnit for a sweep: one test case per pair (both passes) and one per node, so CI shows which
-//! link and which node failed. Unschedulable pairs and nodes are skipped, not failed: they say
+//! link and which node failed. Unschedulable or disrupted pairs and unschedulable nodes are skipped, not failed: they say
 //! nothing about the fabric. While the sweep runs, the node cases are the first-pass verdicts so
 //! far (the suites' `complete` property says which). A sweep that stopped early (signal, API
 //! outage) says so: a `stopped` property, one errored `sweep` case with the reason, and no node
@@ -7,7 +7,7 @@
 //! case per node rail ([`super::rails`]).
 
 use crate::format::ExportError;
-use icb_sweep::results::{Outcome, SweepResults, gbps};
+use icb_sweep::results::{SweepResults, gbps};
 use icb_sweep::score::{NodeStatus, SLOW_FRACTION, pair_bad, reference_bandwidth};
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
@@ -33,7 +33,7 @@ pub(crate) fn render(results: &SweepResults) -> Result<String, ExportError> {
             };
             s.set_message(format!("{}{slow}", r.outcome.short()));
             s
-        } else if matches!(r.outcome, Outcome::Unschedulable { .. }) {
+        } else if !r.outcome.counts() {
             let mut s = TestCaseStatus::skipped();
             s.set_message(r.outcome.short());
             s

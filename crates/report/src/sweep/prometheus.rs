@@ -17,7 +17,8 @@ use icb_sweep::score::NodeStatus;
 use prometheus_client::registry::{Registry, Unit};
 
 /// The pair's status as a number to alert on, the same scale as pair reports:
-/// 0 pass, 1 warn, 2 fail (or nothing measured), -1 unschedulable (not a fabric verdict).
+/// 0 pass, 1 warn, 2 fail (or nothing measured), -1 unschedulable or disrupted (not a fabric
+/// verdict).
 fn pair_status(o: &Outcome) -> i64 {
     match o {
         Outcome::Measured { verdict, .. } => match verdict.as_str() {
@@ -26,7 +27,7 @@ fn pair_status(o: &Outcome) -> i64 {
             _ => 2,
         },
         Outcome::Error { .. } => 2,
-        Outcome::Unschedulable { .. } => -1,
+        Outcome::Unschedulable { .. } | Outcome::Disrupted { .. } => -1,
     }
 }
 
@@ -35,6 +36,7 @@ fn outcome_name(o: &Outcome) -> &'static str {
         Outcome::Measured { .. } => "measured",
         Outcome::Unschedulable { .. } => "unschedulable",
         Outcome::Error { .. } => "error",
+        Outcome::Disrupted { .. } => "disrupted",
     }
 }
 
