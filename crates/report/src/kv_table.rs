@@ -173,6 +173,9 @@ mod tests {
                 verified: true,
             }],
             summary: String::new(),
+            synchronised: false,
+            repetitions: None,
+            ranks: Vec::new(),
         };
         let view = View {
             width: 100,

@@ -113,7 +113,7 @@ fn data_path(case: &CaseResult) -> Option<String> {
     })
 }
 
-fn peer(row: &KvRow, case: Option<&CaseResult>) -> KvPeer {
+pub(super) fn peer(row: &KvRow, case: Option<&CaseResult>) -> KvPeer {
     let (p50, p99) = case.map_or((None, None), request_ms);
     let m = case.and_then(|c| c.measurement.as_ref());
     KvPeer {
@@ -133,6 +133,11 @@ fn peer(row: &KvRow, case: Option<&CaseResult>) -> KvPeer {
             .filter(|c| c.status != CaseStatus::Measured)
             .map(|c| c.reason.clone().unwrap_or_else(|| format!("{:?}", c.status))),
     }
+}
+
+/// The sweep's points, one per case.
+pub(super) fn sweep_points(cases: &[CaseResult]) -> Vec<KvSweepPoint> {
+    cases.iter().map(sweep_point).collect()
 }
 
 fn sweep_point(case: &CaseResult) -> KvSweepPoint {
@@ -158,7 +163,7 @@ fn max(values: impl Iterator<Item = f64>) -> Option<f64> {
     values.reduce(f64::max)
 }
 
-fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
+pub(super) fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
     let g = plan.request.geometry();
     let all_measured = peers.iter().all(|p| p.request_ms_p50.is_some());
     let p50 = all_measured
@@ -199,6 +204,9 @@ fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
         peers,
         descriptor_sweep: Vec::new(),
         summary: String::new(),
+        synchronised: false,
+        repetitions: None,
+        ranks: Vec::new(),
     };
     kv.summary = summary_line(&kv);
     kv
@@ -253,7 +261,7 @@ pub fn summary_line(kv: &KvOutcome) -> String {
 }
 
 /// The request's verdict: the worst peer's, then `--max-kv-ms`.
-fn verdict(kv: &KvOutcome, worst: VerdictStatus, rows: &Verdict) -> Verdict {
+pub(super) fn verdict(kv: &KvOutcome, worst: VerdictStatus, rows: &Verdict) -> Verdict {
     if let (Some(limit), Some(p50)) = (kv.max_kv_ms, kv.request_ms_p50)
         && p50 > limit
     {
@@ -331,6 +339,9 @@ mod tests {
             peers: paths.iter().enumerate().map(|(i, p)| peer(i as u32, p)).collect(),
             descriptor_sweep: Vec::new(),
             summary: String::new(),
+            synchronised: false,
+            repetitions: None,
+            ranks: Vec::new(),
         }
     }
 
