@@ -37,6 +37,19 @@ fn assert_every_peer_verified(kv: &KvOutcome) {
         assert!(p.data_path.is_some(), "peer {p:?}");
     }
     let slowest = kv.peers.iter().filter_map(|p| p.request_ms_p50).fold(0.0, f64::max);
+    let mut p50s: Vec<f64> = kv.peers.iter().filter_map(|p| p.request_ms_p50).collect();
+    p50s.sort_by(f64::total_cmp);
+    let n = p50s.len();
+    let median = if n % 2 == 0 {
+        (p50s[n / 2 - 1] + p50s[n / 2]) / 2.0
+    } else {
+        p50s[n / 2]
+    };
+    let ratio = kv.slowest_over_median.expect("a slowest/median ratio");
+    assert!(
+        (ratio - slowest / median).abs() < 1e-9,
+        "{ratio} vs {slowest} / {median}"
+    );
     if kv.synchronised {
         // Every peer's time runs from the request's start, and the request ends with its last
         // peer in every repetition: its p50 is at least every peer's.

@@ -206,7 +206,7 @@ pub async fn run_ranks<R: RankSeam>(
     let outcome = match started_all {
         Err(e) => Err(e),
         Ok(()) => {
-            let (drive, watch) = (drive(plan, &plans, &listener, limit), first_failure(&mut sides));
+            let (drive, watch) = (drive(plan, &plans, &listener, limit), first_failure(&mut sides, &plans));
             tokio::select! {
                 biased;
                 _ = cancel.cancelled() => Err(PairError::Interrupted(Interrupted::default())),
@@ -287,14 +287,15 @@ async fn stop_all<S: Side>(sides: &mut [S], grace: Duration) {
 }
 
 /// The first rank whose process ended with a failure: its one line. Pending while none did.
-async fn first_failure<S: Side>(sides: &mut [S]) -> String {
+async fn first_failure<S: Side>(sides: &mut [S], plans: &[RankPlan]) -> String {
     let mut pending: Vec<_> = sides
         .iter_mut()
-        .map(|s| {
+        .zip(plans)
+        .map(|(s, p)| {
             Box::pin(async move {
                 while s.next_line().await.is_some() {}
                 let note = s.exit_note().await;
-                note.map(|n| format!("{} exited early: {n}", s.name()))
+                note.map(|n| format!("{} ({}) exited early: {n}", p.id, s.name()))
             })
         })
         .collect();

@@ -174,7 +174,13 @@ pub(super) fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
         .flatten();
     let mut p50s: Vec<f64> = peers.iter().filter_map(|p| p.request_ms_p50).collect();
     p50s.sort_by(f64::total_cmp);
-    let median = p50s.get(p50s.len() / 2).copied();
+    // The median of an even count is the mean of the middle two (with two peers, the upper one
+    // would make the ratio 1 whatever the peers did).
+    let median = match p50s.len() {
+        0 => None,
+        n if n % 2 == 0 => Some((p50s[n / 2 - 1] + p50s[n / 2]) / 2.0),
+        n => Some(p50s[n / 2]),
+    };
     let slowest = p50s.last().copied();
     // The busiest rank's bytes: a decode rank gathers its reads, a prefill rank serves its readers.
     let busiest = |key: fn(&KvPeer) -> u32| {
