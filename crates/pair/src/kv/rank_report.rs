@@ -4,7 +4,7 @@
 //! peers inside one request. One case per peer (rank-to-rank exchange) keeps the report's shape:
 //! the table, the exports and the verdict rules see what the per-read model gave them.
 
-use super::report::{outcome, peer, summary_line, verdict};
+use super::report::{outcome, peer, summary_line, tcp_warning, verdict};
 use super::{KvOp, KvPlan};
 use crate::run::PairError;
 use icb_core::model::{
@@ -270,6 +270,7 @@ pub fn assemble(
         data_paths,
         ..verdict(&kv, report.verdict.status, &report.verdict)
     };
+    report.warnings.extend(tcp_warning(&kv));
     report.kv = Some(Box::new(kv));
     Ok(report)
 }

@@ -63,6 +63,7 @@ pub fn assemble(
         data_paths,
         ..verdict(&kv, worst, &report.verdict)
     };
+    report.warnings.extend(tcp_warning(&kv));
     report.kv = Some(Box::new(kv));
     frame.cleanup = cleanup.join("; ");
     Ok(frame)
@@ -266,6 +267,22 @@ pub fn summary_line(kv: &KvOutcome) -> String {
     }
 }
 
+/// A request slower than the TCP estimate it prints: a warning, not a failure. On one host the
+/// estimate (the busiest rank's bytes at 1 GB/s) is what a loaded machine's small requests can
+/// miss with a healthy path (measured: 3.6 ms p50 against a 4.2 ms estimate, cma, 2 cores at
+/// load 10), so failing on it would fail CI for the machine; `--max-kv-ms` is the floor to fail
+/// on, and a TCP data path between hosts already fails the data-path rules.
+pub(super) fn tcp_warning(kv: &KvOutcome) -> Option<String> {
+    let p50 = kv.request_ms_p50?;
+    (p50 > kv.tcp_estimate_ms).then(|| {
+        format!(
+            "the KV transfer ({} p50 per request) is slower than the same bytes over a TCP fallback (~{}): a starved machine or a slow path; set --max-kv-ms to fail on it",
+            ms(p50),
+            ms(kv.tcp_estimate_ms)
+        )
+    })
+}
+
 /// The request's verdict: the worst peer's, then `--max-kv-ms`.
 pub(super) fn verdict(kv: &KvOutcome, worst: VerdictStatus, rows: &Verdict) -> Verdict {
     if let (Some(limit), Some(p50)) = (kv.max_kv_ms, kv.request_ms_p50)
@@ -376,6 +393,10 @@ mod tests {
         assert!(v.reason.ends_with("over --max-kv-ms 10.0 ms"), "{}", v.reason);
         let fast = kv(Some(7.0), &["tcp/lo"]);
         assert_eq!(verdict(&fast, VerdictStatus::Pass, &rows).status, VerdictStatus::Pass);
+        assert!(tcp_warning(&fast).is_none());
+        let mut over = kv(Some(400.0), &["tcp/lo"]);
+        over.summary = summary_line(&over);
+        assert!(tcp_warning(&over).is_some_and(|w| w.contains("400 ms p50") && w.contains("~336 ms")));
         let mut broken = kv(Some(7.0), &["tcp/lo"]);
         broken.peers[0].verified = false;
         assert_eq!(verdict(&broken, VerdictStatus::Pass, &rows).status, VerdictStatus::Fail);
