@@ -219,8 +219,9 @@ mod tests {
 
     #[test]
     fn gathered_blocks_are_checked_per_source_and_the_gaps_stay() {
-        // Two sources of 2 blocks × 4 bytes (seeds 1 and 2) interleaved into 8-byte blocks.
-        let (a, b) = (1u64, 2u64);
+        // Two sources of 2 blocks × 4 bytes (seeds differing in every byte) interleaved into
+        // 8-byte blocks.
+        let (a, b) = (0x1111_1111_1111_1111u64, 0x2222_2222_2222_2222u64);
         let mut srcs = [vec![0u8; 8], vec![0u8; 8]];
         fill_pattern(&mut srcs[0], a);
         fill_pattern(&mut srcs[1], b);
