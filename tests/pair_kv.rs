@@ -71,7 +71,11 @@ fn assert_one_process_per_rank(kv: &KvOutcome, a: u32, b: u32) {
     let reps = kv.repetitions.expect("synchronised repetitions");
     assert!(reps >= 3, "{reps} repetitions");
     assert_eq!(kv.ranks.len() as u32, a + b, "{:?}", kv.ranks);
-    let mut pids: Vec<u32> = kv.ranks.iter().map(|r| r.pid).collect();
+    let mut pids: Vec<u32> = kv
+        .ranks
+        .iter()
+        .map(|r| r.launched_pid.expect("a launched pid"))
+        .collect();
     pids.sort_unstable();
     pids.dedup();
     assert_eq!(pids.len() as u32, a + b, "one process per rank: {:?}", kv.ranks);
@@ -327,4 +331,47 @@ fn bad_kv_input_is_one_line_and_exit_2() {
         assert_eq!(lines.len(), 1, "{args:?}: {}", ran.stderr);
         assert!(lines[0].contains(want), "{args:?}: {}", lines[0]);
     }
+}
+
+/// Two emulated nodes (`--isolation node`, root): the per-rank model with its ranks in two
+/// network namespaces, the coordinator reached over the veth like any peer. Llama-3.1-8B, 32
+/// tokens, TP2 → TP1: the one decode rank gathers both prefill ranks across the "nodes", 128
+/// descriptors of 16 KiB each (4 MiB, the request's KV), every block verified; nothing is left.
+#[test]
+fn ranks_on_two_emulated_nodes_gather_across_the_veth() {
+    if !icb_isolate::privileged_tests_enabled("ranks_on_two_emulated_nodes_gather_across_the_veth") {
+        return;
+    }
+    let _one = serial();
+    let ran = kv_run(
+        &[
+            "--isolation",
+            "node",
+            "--allow-tcp",
+            "--min-host-bw",
+            "0.001",
+            "--kv-shape",
+            "llama-3.1-8b",
+            "--isl",
+            "32",
+            "--prefill-tp",
+            "2",
+            "--decode-tp",
+            "1",
+        ],
+        &[],
+    );
+    let (report, kv) = kv_of(&ran);
+    assert_eq!(report.placement.locality, icb_core::Locality::DifferentHosts);
+    assert_eq!(kv.bytes_moved_per_request, 4 << 20);
+    assert!(
+        kv.peers
+            .iter()
+            .all(|p| (p.descriptors, p.descriptor_bytes) == (128, 16_384))
+    );
+    assert_every_peer_verified(&kv);
+    assert_one_process_per_rank(&kv, 2, 1);
+    // The two sides ran on two emulated nodes.
+    assert_ne!(report.placement.prefill.host, report.placement.decode.host);
+    ran.assert_nothing_left();
 }

@@ -97,8 +97,7 @@ pub enum KvLaunch {
 pub struct KvTarget {
     pub plan: KvPlan,
     pub launch: KvLaunch,
-    /// One process per rank (local, NIXL, an isolation that keeps the host's network); else
-    /// one process pair per read.
+    /// One process per rank (local, NIXL); else one process pair per read.
     pub per_rank: bool,
 }
 
@@ -153,10 +152,9 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
         KvLaunch::Kube(Box::new(t))
     };
     *plan = kv_plan.pair.clone();
-    // The per-rank model is NIXL's (its ranks are NIXL agents) and reaches the coordinator on
-    // loopback; the UCX engine and emulated nodes keep the per-read model.
-    let per_rank = matches!(&launch, KvLaunch::Local(o) if !o.isolation.different_hosts())
-        && args.engine.engine == icb_core::EngineKind::Nixl;
+    // The per-rank model is NIXL's (its ranks are NIXL agents), started locally; the UCX engine
+    // and bench pods keep the per-read model.
+    let per_rank = matches!(&launch, KvLaunch::Local(_)) && args.engine.engine == icb_core::EngineKind::Nixl;
     Ok(KvTarget {
         plan: kv_plan,
         launch,

@@ -312,6 +312,10 @@ impl Side for LocalSide {
         }
     }
 
+    fn pid(&self) -> Option<u32> {
+        Some(self.pod.pid())
+    }
+
     fn last_words(&self) -> String {
         match self.stderr.lock() {
             Ok(kept) => summarize(kept.iter().map(String::as_str)),

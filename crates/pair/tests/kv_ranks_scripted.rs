@@ -136,8 +136,9 @@ async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
 
 impl RankSeam for FakeSeam {
     type S = FakeRank;
-    fn listen_on(&self) -> SocketAddr {
-        SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0)
+    fn listener(&self) -> Result<std::net::TcpListener, LaunchError> {
+        std::net::TcpListener::bind(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0))
+            .map_err(|e| LaunchError::new(e.to_string()))
     }
     async fn start(&mut self, plan: &RankPlan) -> Result<FakeRank, LaunchError> {
         self.started += 1;

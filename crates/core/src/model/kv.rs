@@ -125,7 +125,12 @@ pub struct KvRank {
     /// `prefill` or `decode`.
     pub side: String,
     pub rank: u32,
+    /// The rank's own pid (inside its PID namespace, for pods).
     pub pid: u32,
+    /// The process the coordinator started for it, as the coordinator's host numbers it (local
+    /// ranks; one per rank).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched_pid: Option<u32>,
     pub host: String,
     /// Whether it posted the requests (decode ranks for READ, prefill ranks for WRITE).
     pub initiator: bool,

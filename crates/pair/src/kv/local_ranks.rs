@@ -1,9 +1,9 @@
 //! The per-rank model on one machine: every rank is this binary (`ic-bench kv-rank`) started on
-//! the prefill or decode side of a local pair (`icb_isolate`: plain processes, or pods in their
-//! own IPC+PID namespaces), pinned the way the whole-node mode pins its ranks
-//! ([`crate::local::SidePinning`]: environment and CPUs). The coordinator listens on loopback,
-//! so the isolations that keep the host's network (`none`, `pod`, `host-ipc`) run here; `node`
-//! (own network namespaces) is refused by the caller.
+//! the prefill or decode side of a local pair (`icb_isolate`: plain processes, pods in their own
+//! IPC+PID namespaces, or two emulated nodes with their own network namespaces and a veth), pinned
+//! the way the whole-node mode pins its ranks ([`crate::local::SidePinning`]: environment and
+//! CPUs). The coordinator's socket is made inside the decode side's network namespace, on the
+//! address the decode side is reachable at, so every rank reaches it as it would a peer.
 
 use super::ranks::RankSeam;
 use crate::launcher::LaunchError;
@@ -11,7 +11,7 @@ use crate::local::{LocalOptions, LocalSide, SidePinning};
 use icb_core::model::{Endpoint, Locality, Placement};
 use icb_core::protocol::kv_rank::{RankId, RankPlan, RankSide};
 use icb_isolate::{DEFAULT_PREFIX, LocalPair, PairSide};
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{SocketAddr, TcpListener};
 
 /// How one rank is pinned, from its identity.
 pub type RankPinner = Box<dyn Fn(RankId) -> SidePinning>;
@@ -25,14 +25,8 @@ pub struct LocalRanks {
 }
 
 impl LocalRanks {
-    /// Builds the pair the ranks run on. `node` isolation is refused: the ranks reach the
-    /// coordinator on loopback.
+    /// Builds the pair the ranks run on.
     pub fn create(opts: LocalOptions, pin: RankPinner) -> Result<LocalRanks, LaunchError> {
-        if opts.isolation.different_hosts() {
-            return Err(LaunchError::new(
-                "the per-rank KV model runs with --isolation none, pod or host-ipc (its ranks reach the coordinator on loopback)",
-            ));
-        }
         let pair = LocalPair::create(opts.isolation, DEFAULT_PREFIX).map_err(|e| LaunchError::new(e.to_string()))?;
         Ok(LocalRanks {
             opts,
@@ -65,8 +59,15 @@ pub fn gpu_pinner(gpus: u32) -> RankPinner {
 impl RankSeam for LocalRanks {
     type S = LocalSide;
 
-    fn listen_on(&self) -> SocketAddr {
-        SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0)
+    fn listener(&self) -> Result<TcpListener, LaunchError> {
+        let decode = self.pair()?.decode();
+        let addr = SocketAddr::new(decode.ip, 0);
+        let bind = move || TcpListener::bind(addr);
+        let bound = match &decode.netns {
+            Some(ns) => icb_isolate::run_in_netns(ns, bind).map_err(|e| LaunchError::new(e.to_string()))?,
+            None => bind(),
+        };
+        bound.map_err(|e| LaunchError::new(format!("the KV coordinator cannot listen on {addr}: {e}")))
     }
 
     async fn start(&mut self, plan: &RankPlan) -> Result<LocalSide, LaunchError> {
@@ -103,7 +104,11 @@ impl RankSeam for LocalRanks {
     }
 
     fn locality(&self) -> Locality {
-        Locality::SameHost
+        if self.opts.isolation.different_hosts() {
+            Locality::DifferentHosts
+        } else {
+            Locality::SameHost
+        }
     }
 
     fn placement(&self) -> Placement {
@@ -115,7 +120,7 @@ impl RankSeam for LocalRanks {
             modelled_on: None,
         };
         Placement {
-            locality: Locality::SameHost,
+            locality: self.locality(),
             mode: format!("local (isolation={})", self.opts.isolation),
             prefill: endpoint(self.pair.as_ref().map(|p| p.prefill())),
             decode: endpoint(self.pair.as_ref().map(|p| p.decode())),

@@ -5,7 +5,7 @@
 //!   in all, each owning its rank's KV buffer (registered once) and posting to every peer rank
 //!   at once; repetitions are barriers over every rank, so a request's time is its end to end.
 //!   Local ranks ([`local_ranks`]) run on a local pair, pinned as the whole-node mode pins.
-//! - **per read** ([`run_kv`], bench pods, `--isolation node` and the UCX engine): one process
+//! - **per read** ([`run_kv`], bench pods and the UCX engine): one process
 //!   pair per rank-to-rank read (the initiator posts the read's descriptor list through the
 //!   engine, NIXL READ or WRITE, or the UCX engine's block lists), all reads at once, each one
 //!   [`run_pair`] with its own launcher from a [`KvSeam`]; a prefill rank read by several decode

@@ -119,6 +119,7 @@ pub fn assemble(
     frame: Frame,
     plans: &[RankPlan],
     records: &[RankRecord],
+    launched: &[Option<u32>],
     reps: &[RepTimes],
 ) -> Result<PairReport, PairError> {
     let memory = plan
@@ -221,6 +222,9 @@ pub fn assemble(
     kv.synchronised = true;
     kv.repetitions = Some(reps.len() as u64);
     kv.ranks = rank_records(plans, records, reps, kv.request_ms_p50);
+    for (r, pid) in kv.ranks.iter_mut().zip(launched) {
+        r.launched_pid = *pid;
+    }
     kv.summary = summary_line(&kv);
     let side_peer = |side| {
         records
@@ -290,6 +294,7 @@ fn rank_records(plans: &[RankPlan], records: &[RankRecord], reps: &[RepTimes], p
                 side: p.id.side.as_str().into(),
                 rank: p.id.rank,
                 pid: r.map_or(0, |r| r.pid),
+                launched_pid: None,
                 host: r.map(|r| r.peer.hostname.clone()).unwrap_or_default(),
                 initiator: p.initiator,
                 buffer_bytes: p.buffer_bytes,

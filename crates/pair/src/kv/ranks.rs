@@ -33,8 +33,9 @@ use tokio_util::sync::CancellationToken;
 pub trait RankSeam {
     type S: Side;
 
-    /// Where the coordinator listens so that every rank can reach it.
-    fn listen_on(&self) -> SocketAddr;
+    /// A socket the coordinator listens on that every rank can reach (it may live in another
+    /// network namespace: its address is what the ranks are told).
+    fn listener(&self) -> Result<std::net::TcpListener, LaunchError>;
 
     /// Starts one rank (`ic-bench kv-rank --plan …`), pinned as the seam pins ranks.
     async fn start(&mut self, plan: &RankPlan) -> Result<Self::S, LaunchError>;
@@ -184,8 +185,10 @@ pub async fn run_ranks<R: RankSeam>(
 ) -> Result<PairOutcome, PairError> {
     let started = Instant::now();
     let started_at = jiff::Timestamp::now().to_string();
-    let listener = tokio::net::TcpListener::bind(seam.listen_on())
-        .await
+    let std_listener = seam.listener().map_err(PairError::from)?;
+    let listener = std_listener
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::TcpListener::from_std(std_listener))
         .map_err(|e| PairError::Setup(format!("cannot listen for the KV ranks: {e}")))?;
     let addr = listener
         .local_addr()
@@ -203,6 +206,7 @@ pub async fn run_ranks<R: RankSeam>(
             }
         }
     }
+    let launched: Vec<Option<u32>> = sides.iter().map(|s| s.pid()).collect();
     let outcome = match started_all {
         Err(e) => Err(e),
         Ok(()) => {
@@ -269,7 +273,7 @@ pub async fn run_ranks<R: RankSeam>(
         expectation,
         elapsed: started.elapsed(),
     };
-    let report = super::rank_report::assemble(plan, frame, &plans, &records, &reps)?;
+    let report = super::rank_report::assemble(plan, frame, &plans, &records, &launched, &reps)?;
     Ok(PairOutcome {
         report,
         cleanup: removed,
