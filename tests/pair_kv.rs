@@ -40,7 +40,7 @@ fn assert_every_peer_verified(kv: &KvOutcome) {
     let mut p50s: Vec<f64> = kv.peers.iter().filter_map(|p| p.request_ms_p50).collect();
     p50s.sort_by(f64::total_cmp);
     let n = p50s.len();
-    let median = if n % 2 == 0 {
+    let median = if n.is_multiple_of(2) {
         (p50s[n / 2 - 1] + p50s[n / 2]) / 2.0
     } else {
         p50s[n / 2]

@@ -179,7 +179,7 @@ pub(super) fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
     // would make the ratio 1 whatever the peers did).
     let median = match p50s.len() {
         0 => None,
-        n if n % 2 == 0 => Some((p50s[n / 2 - 1] + p50s[n / 2]) / 2.0),
+        n if n.is_multiple_of(2) => Some((p50s[n / 2 - 1] + p50s[n / 2]) / 2.0),
         n => Some(p50s[n / 2]),
     };
     let slowest = p50s.last().copied();
