@@ -183,7 +183,8 @@ fn plan() -> KvPlan {
             .settings;
     let mut pair = PairPlan::new(settings, ExpectationInput::default());
     pair.settings.memory = vec![MemoryPair::HOST_HOST];
-    pair.settings.warmup_iterations = 1;
+    // Five warm-up repetitions asked, but `max_time` 0 cuts the warm-up to one.
+    pair.settings.warmup_iterations = 5;
     pair.settings.min_time_s = 0.0;
     pair.settings.max_time_s = 0.0;
     pair.deadline = Duration::from_secs(20);
@@ -218,8 +219,10 @@ async fn every_repetition_is_a_barrier_and_a_request_runs_to_its_slowest_rank() 
     assert!(seam.cleaned);
     let kv = out.report.kv.expect("kv");
     assert!(kv.synchronised);
-    // One warm-up, then the floor of 3 (min and max time 0).
+    // One warm-up (the others cut by max_time), then the floor of 3 (min and max time 0).
     assert_eq!(kv.repetitions, Some(3));
+    let m = out.report.cases[0].measurement.as_ref().unwrap();
+    assert_eq!((m.warmup_iterations, m.iterations), (1, 3));
     assert_eq!(kv.ranks.len(), 4);
     // Decode rank 1 takes 40 ms, rank 0 20 ms: the request is the slower one, every time.
     let p50 = kv.request_ms_p50.unwrap();

@@ -120,7 +120,7 @@ pub fn assemble(
     plans: &[RankPlan],
     records: &[RankRecord],
     launched: &[Option<u32>],
-    reps: &[RepTimes],
+    (reps, warmup): (&[RepTimes], u64),
 ) -> Result<PairReport, PairError> {
     let memory = plan
         .pair
@@ -182,11 +182,11 @@ pub fn assemble(
             },
             reason: verify_error.clone(),
             measurement: Some(Measurement {
-                warmup_iterations: plan.pair.settings.warmup_iterations.max(1),
+                warmup_iterations: warmup,
                 iterations: n,
                 elapsed_s: done.iter().sum::<u64>() as f64 / 1e9,
                 bytes: bytes * n,
-                warmup_bytes: None,
+                warmup_bytes: Some(bytes * warmup),
                 bandwidth_bps: list
                     .as_ref()
                     .filter(|l| l.p50 > 0.0)

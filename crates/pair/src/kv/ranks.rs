@@ -257,7 +257,7 @@ pub async fn run_ranks<R: RankSeam>(
             partial: None,
         }));
     }
-    let (records, reps) = outcome?;
+    let (records, reps, warmup) = outcome?;
     if let Some(first) = unclean.first() {
         return Err(PairError::Setup(format!("a KV rank did not exit cleanly: {first}")));
     }
@@ -273,7 +273,7 @@ pub async fn run_ranks<R: RankSeam>(
         expectation,
         elapsed: started.elapsed(),
     };
-    let report = super::rank_report::assemble(plan, frame, &plans, &records, &launched, &reps)?;
+    let report = super::rank_report::assemble(plan, frame, &plans, &records, &launched, (&reps, warmup))?;
     Ok(PairOutcome {
         report,
         cleanup: removed,
@@ -313,7 +313,8 @@ async fn first_failure<S: Side>(sides: &mut [S], plans: &[RankPlan]) -> String {
     futures::future::pending().await
 }
 
-type Driven = (Vec<RankRecord>, Vec<RepTimes>);
+/// Every rank's record, the measured repetitions and how many warm-up ones ran before them.
+type Driven = (Vec<RankRecord>, Vec<RepTimes>, u64);
 
 /// Hello, peers, repetitions, verify, finish.
 async fn drive(
@@ -345,7 +346,7 @@ async fn drive(
         })
         .await?;
     }
-    let reps = repetitions(plan, plans, &mut conns, limit).await?;
+    let (reps, warmup) = repetitions(plan, plans, &mut conns, limit).await?;
     for c in conns.iter_mut() {
         c.send(&RankDown::Verify).await?;
     }
@@ -377,7 +378,7 @@ async fn drive(
             }
         }
     }
-    Ok((records, reps))
+    Ok((records, reps, warmup))
 }
 
 async fn expect(c: &mut Conn, limit: Duration, during: &str, ok: impl Fn(&RankUp) -> bool) -> Result<(), PairError> {
@@ -438,13 +439,19 @@ async fn repetitions(
     plans: &[RankPlan],
     conns: &mut [Conn],
     limit: Duration,
-) -> Result<Vec<RepTimes>, PairError> {
+) -> Result<(Vec<RepTimes>, u64), PairError> {
     let s = &plan.pair.settings;
-    let warmup = s.warmup_iterations.clamp(MIN_WARMUP, 10);
+    // `--warmup` repetitions (1 … 10), fewer once they took `max_time`: a multi-second
+    // request warms up once.
+    let mut warmup = s.warmup_iterations.clamp(MIN_WARMUP, 10);
+    let warmup_started = Instant::now();
     let mut measured = Vec::new();
     let mut rep = 0u64;
     let mut first_measured: Option<Instant> = None;
     loop {
+        if rep < warmup && rep >= MIN_WARMUP && warmup_started.elapsed().as_secs_f64() >= s.max_time_s {
+            warmup = rep;
+        }
         if rep >= warmup {
             let since = first_measured.get_or_insert_with(Instant::now).elapsed().as_secs_f64();
             let n = rep - warmup;
@@ -479,5 +486,5 @@ async fn repetitions(
         }
         rep += 1;
     }
-    Ok(measured)
+    Ok((measured, warmup))
 }
