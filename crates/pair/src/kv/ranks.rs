@@ -176,6 +176,17 @@ async fn recv_line(
     }
 }
 
+/// The run's deadline: the pair's, plus filling, registering and verifying every rank's buffer
+/// at 20 MB/s (all ranks at once on a loaded 2-core machine, as the per-read rows allow), plus
+/// the warm-up and the floor of measured repetitions at 100 MB/s per request.
+fn run_limit(plan: &KvPlan) -> Duration {
+    let g = plan.request.geometry();
+    let buffers = u64::from(g.prefill_tp) * g.prefill_rank_bytes + u64::from(g.decode_tp) * g.decode_rank_bytes;
+    let moved: u64 = plan.rows.iter().map(|r| r.layout.bytes()).sum();
+    let reps = (MIN_WARMUP + FLOOR_REPS) * moved / 100_000_000;
+    plan.pair.deadline + Duration::from_secs(buffers / 20_000_000 + reps)
+}
+
 /// Runs the whole per-rank transfer and returns one pair report with its `kv` section.
 pub async fn run_ranks<R: RankSeam>(
     plan: &KvPlan,
@@ -193,7 +204,7 @@ pub async fn run_ranks<R: RankSeam>(
     let addr = listener
         .local_addr()
         .map_err(|e| PairError::Setup(format!("the coordinator's address: {e}")))?;
-    let limit = plan.pair.deadline;
+    let limit = run_limit(plan);
     let plans = rank_plans(plan, addr, limit);
     let mut sides = Vec::with_capacity(plans.len());
     let mut started_all = Ok(());
