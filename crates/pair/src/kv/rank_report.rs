@@ -122,92 +122,11 @@ pub fn assemble(
     launched: &[Option<u32>],
     (reps, warmup): (&[RepTimes], u64),
 ) -> Result<PairReport, PairError> {
-    let memory = plan
-        .pair
-        .settings
-        .memory
-        .first()
-        .copied()
-        .unwrap_or(icb_core::MemoryPair::HOST_HOST);
-    let direction = match plan.op {
-        KvOp::Read => Direction::Read,
-        KvOp::Write => Direction::Write,
-    };
-    let record = |id: RankId| records.iter().find(|r| r.id == id);
-    let mut cases = Vec::with_capacity(plan.rows.len());
-    for row in &plan.rows {
-        let decode = RankId {
-            side: RankSide::Decode,
-            rank: row.decode_rank,
-        };
-        let prefill = RankId {
-            side: RankSide::Prefill,
-            rank: row.prefill_rank,
-        };
-        let (initiator, other) = match plan.op {
-            KvOp::Read => (decode, prefill),
-            KvOp::Write => (prefill, decode),
-        };
-        let j = plans
-            .iter()
-            .find(|p| p.id == initiator)
-            .and_then(|p| p.peers.iter().position(|q| q.peer == other))
-            .ok_or_else(|| PairError::Setup(format!("internal: no plan for {initiator} ← {other}")))?;
-        let samples: Vec<(u64, u64)> = reps.iter().filter_map(|r| r.peer_ns(initiator, j)).collect();
-        let done: Vec<u64> = samples.iter().map(|s| s.0).collect();
-        let dest = record(decode);
-        let expected_blocks: u64 = plans
-            .iter()
-            .find(|p| p.id == decode)
-            .map_or(0, |p| p.peers.iter().map(|q| q.layout.count).sum());
-        let verify_error = match dest {
-            None => Some(format!("{decode} never reported")),
-            Some(r) => r.verify_error.clone().or_else(|| {
-                (r.blocks_verified != expected_blocks)
-                    .then(|| format!("{decode} checked {} blocks of {expected_blocks}", r.blocks_verified))
-            }),
-        };
-        let bytes = row.layout.bytes();
-        let list = stats_us(&done);
-        let n = done.len() as u64;
-        cases.push(CaseResult {
-            test: plan.op.test(),
-            memory,
-            size: row.layout.len,
-            blocks: Some(u32::try_from(row.layout.count).unwrap_or(u32::MAX)),
-            status: if verify_error.is_none() && n == reps.len() as u64 && n > 0 {
-                CaseStatus::Measured
-            } else {
-                CaseStatus::Failed
-            },
-            reason: verify_error.clone(),
-            measurement: Some(Measurement {
-                warmup_iterations: warmup,
-                iterations: n,
-                elapsed_s: done.iter().sum::<u64>() as f64 / 1e9,
-                bytes: bytes * n,
-                warmup_bytes: Some(bytes * warmup),
-                bandwidth_bps: list
-                    .as_ref()
-                    .filter(|l| l.p50 > 0.0)
-                    .map(|l| bytes as f64 / (l.p50 / 1e6)),
-                latency_us: None,
-                window: 1,
-                verified: verify_error.is_none(),
-                precision: None,
-                list_latency_us: list,
-                window_trials: Vec::new(),
-                post_us: (n > 0).then(|| samples.iter().map(|s| s.1).sum::<u64>() as f64 / n as f64 / 1e3),
-            }),
-            transport: record(initiator).and_then(|r| r.data_path.clone()),
-            verdict: None,
-            run_by: CaseEngine {
-                engine: EngineKind::Nixl,
-                direction: Some(direction),
-            },
-            rail: None,
-        });
-    }
+    let cases = plan
+        .rows
+        .iter()
+        .map(|row| row_case(plan, row, plans, records, (reps, warmup)))
+        .collect::<Result<Vec<_>, _>>()?;
     let peers = plan
         .rows
         .iter()
@@ -277,6 +196,100 @@ pub fn assemble(
     report.warnings.extend(tcp_warning(&kv));
     report.kv = Some(Box::new(kv));
     Ok(report)
+}
+
+/// One peer's case: its completion times from each request's start, its post times, whether
+/// its destination rank checked every block, and its initiator's data path.
+fn row_case(
+    plan: &KvPlan,
+    row: &super::KvRow,
+    plans: &[RankPlan],
+    records: &[RankRecord],
+    (reps, warmup): (&[RepTimes], u64),
+) -> Result<CaseResult, PairError> {
+    let memory = plan
+        .pair
+        .settings
+        .memory
+        .first()
+        .copied()
+        .unwrap_or(icb_core::MemoryPair::HOST_HOST);
+    let direction = match plan.op {
+        KvOp::Read => Direction::Read,
+        KvOp::Write => Direction::Write,
+    };
+    let record = |id: RankId| records.iter().find(|r| r.id == id);
+    let decode = RankId {
+        side: RankSide::Decode,
+        rank: row.decode_rank,
+    };
+    let prefill = RankId {
+        side: RankSide::Prefill,
+        rank: row.prefill_rank,
+    };
+    let (initiator, other) = match plan.op {
+        KvOp::Read => (decode, prefill),
+        KvOp::Write => (prefill, decode),
+    };
+    let j = plans
+        .iter()
+        .find(|p| p.id == initiator)
+        .and_then(|p| p.peers.iter().position(|q| q.peer == other))
+        .ok_or_else(|| PairError::Setup(format!("internal: no plan for {initiator} ← {other}")))?;
+    let samples: Vec<(u64, u64)> = reps.iter().filter_map(|r| r.peer_ns(initiator, j)).collect();
+    let done: Vec<u64> = samples.iter().map(|s| s.0).collect();
+    let dest = record(decode);
+    let expected_blocks: u64 = plans
+        .iter()
+        .find(|p| p.id == decode)
+        .map_or(0, |p| p.peers.iter().map(|q| q.layout.count).sum());
+    let verify_error = match dest {
+        None => Some(format!("{decode} never reported")),
+        Some(r) => r.verify_error.clone().or_else(|| {
+            (r.blocks_verified != expected_blocks)
+                .then(|| format!("{decode} checked {} blocks of {expected_blocks}", r.blocks_verified))
+        }),
+    };
+    let bytes = row.layout.bytes();
+    let list = stats_us(&done);
+    let n = done.len() as u64;
+    Ok(CaseResult {
+        test: plan.op.test(),
+        memory,
+        size: row.layout.len,
+        blocks: Some(u32::try_from(row.layout.count).unwrap_or(u32::MAX)),
+        status: if verify_error.is_none() && n == reps.len() as u64 && n > 0 {
+            CaseStatus::Measured
+        } else {
+            CaseStatus::Failed
+        },
+        reason: verify_error.clone(),
+        measurement: Some(Measurement {
+            warmup_iterations: warmup,
+            iterations: n,
+            elapsed_s: done.iter().sum::<u64>() as f64 / 1e9,
+            bytes: bytes * n,
+            warmup_bytes: Some(bytes * warmup),
+            bandwidth_bps: list
+                .as_ref()
+                .filter(|l| l.p50 > 0.0)
+                .map(|l| bytes as f64 / (l.p50 / 1e6)),
+            latency_us: None,
+            window: 1,
+            verified: verify_error.is_none(),
+            precision: None,
+            list_latency_us: list,
+            window_trials: Vec::new(),
+            post_us: (n > 0).then(|| samples.iter().map(|s| s.1).sum::<u64>() as f64 / n as f64 / 1e3),
+        }),
+        transport: record(initiator).and_then(|r| r.data_path.clone()),
+        verdict: None,
+        run_by: CaseEngine {
+            engine: EngineKind::Nixl,
+            direction: Some(direction),
+        },
+        rail: None,
+    })
 }
 
 /// One record per rank process: what it held, moved, posted and verified.
