@@ -233,20 +233,7 @@ pub async fn run_ranks<R: RankSeam>(
             }
         }
     };
-    let grace = if outcome.is_ok() {
-        plan.pair.exit_grace
-    } else {
-        Duration::ZERO
-    };
-    stop_all(&mut sides, grace).await;
-    let mut unclean = Vec::new();
-    if outcome.is_ok() {
-        for s in &mut sides {
-            if let Some(note) = s.exit_note().await {
-                unclean.push(format!("{}: {note}", s.name()));
-            }
-        }
-    }
+    let unclean = stop_all(&mut sides, outcome.is_ok().then_some(plan.pair.exit_grace)).await;
     drop(sides);
     let placement = seam.placement();
     let locality = seam.locality();
@@ -292,13 +279,25 @@ pub async fn run_ranks<R: RankSeam>(
     })
 }
 
-async fn stop_all<S: Side>(sides: &mut [S], grace: Duration) {
+/// Stops every rank: after a good run each may exit on its own within `grace` and must then
+/// have exited cleanly (the returned lines name those that did not); otherwise at once.
+async fn stop_all<S: Side>(sides: &mut [S], grace: Option<Duration>) -> Vec<String> {
+    let wait = grace.unwrap_or(Duration::ZERO);
     for s in sides.iter_mut() {
-        let bound = grace + Duration::from_secs(30);
-        if tokio::time::timeout(bound, s.stop(grace)).await.is_err() {
+        let bound = wait + Duration::from_secs(30);
+        if tokio::time::timeout(bound, s.stop(wait)).await.is_err() {
             tracing::warn!("{} did not stop within {} s", s.name(), bound.as_secs());
         }
     }
+    let mut unclean = Vec::new();
+    if grace.is_some() {
+        for s in sides.iter_mut() {
+            if let Some(note) = s.exit_note().await {
+                unclean.push(format!("{}: {note}", s.name()));
+            }
+        }
+    }
+    unclean
 }
 
 /// The first rank whose process ended with a failure: its one line. Pending while none did.
