@@ -69,6 +69,9 @@ enum Command {
     /// This node's rails (or with --counters its NIC counters) as one JSON line, for `pair --rails` on Kubernetes
     #[command(hide = true)]
     RailInfo(cmd::rail_info::Args),
+    /// One TP rank of `pair --kv-shape` (started by pair itself)
+    #[command(hide = true)]
+    KvRank(Box<cmd::kv_rank::Args>),
     /// Print shell completions
     Completions {
         #[arg(value_enum)]
@@ -133,6 +136,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Sweep(args) => cmd::sweep::run(*args),
         Command::Gate(args) => cmd::gate::run(*args),
         Command::RailInfo(args) => cmd::rail_info::run(args),
+        Command::KvRank(args) => cmd::kv_rank::run(*args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "ic-bench", &mut std::io::stdout());
             Ok(icb_core::exit::OK)

@@ -1,6 +1,8 @@
-//! `ic-bench pair --local --kv-shape MODEL …`: a model's real KV transfer for one request, one
-//! process pair per rank-to-rank read, every read at once, every block verified at its
-//! destination against its source offset (and every byte around the blocks left as it was).
+//! `ic-bench pair --local --kv-shape MODEL …`: a model's real KV transfer for one request. With
+//! NIXL: one process per rank (a + b), each posting to all of its peers at once, repetitions
+//! synchronised over every rank; without it (the UCX engine): one process pair per read. Every
+//! block is verified at its destination against its source rank and offset (and every byte
+//! around the blocks left as it was).
 //! The figures each test checks are computed by hand in its comment.
 
 mod pair_local_support;
@@ -35,7 +37,84 @@ fn assert_every_peer_verified(kv: &KvOutcome) {
         assert!(p.data_path.is_some(), "peer {p:?}");
     }
     let slowest = kv.peers.iter().filter_map(|p| p.request_ms_p50).fold(0.0, f64::max);
-    assert_eq!(kv.request_ms_p50, Some(slowest));
+    let mut p50s: Vec<f64> = kv.peers.iter().filter_map(|p| p.request_ms_p50).collect();
+    p50s.sort_by(f64::total_cmp);
+    let n = p50s.len();
+    let median = if n.is_multiple_of(2) {
+        (p50s[n / 2 - 1] + p50s[n / 2]) / 2.0
+    } else {
+        p50s[n / 2]
+    };
+    let ratio = kv.slowest_over_median.expect("a slowest/median ratio");
+    assert!(
+        (ratio - slowest / median).abs() < 1e-9,
+        "{ratio} vs {slowest} / {median}"
+    );
+    if kv.synchronised {
+        // Every peer's time runs from the request's start, and the request ends with its last
+        // peer in every repetition: its p50 is at least every peer's.
+        let request = kv.request_ms_p50.expect("a request time");
+        assert!(
+            request >= slowest * (1.0 - 1e-9),
+            "request {request} ms < slowest peer {slowest} ms"
+        );
+    } else {
+        assert_eq!(kv.request_ms_p50, Some(slowest));
+    }
+}
+
+/// The per-rank model: exactly `a + b` rank processes (distinct pids), each in every
+/// synchronised repetition, each decode rank checked every block it received, each initiator
+/// knows its data path; every peer was timed in every repetition.
+fn assert_one_process_per_rank(kv: &KvOutcome, a: u32, b: u32) {
+    assert!(kv.synchronised, "not the per-rank model: {kv:?}");
+    let reps = kv.repetitions.expect("synchronised repetitions");
+    assert!(reps >= 3, "{reps} repetitions");
+    assert_eq!(kv.ranks.len() as u32, a + b, "{:?}", kv.ranks);
+    let mut pids: Vec<u32> = kv
+        .ranks
+        .iter()
+        .map(|r| r.launched_pid.expect("a launched pid"))
+        .collect();
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len() as u32, a + b, "one process per rank: {:?}", kv.ranks);
+    assert!(pids.iter().all(|&p| p > 0));
+    for side in ["prefill", "decode"] {
+        let mut ranks: Vec<u32> = kv.ranks.iter().filter(|r| r.side == side).map(|r| r.rank).collect();
+        ranks.sort_unstable();
+        let n = if side == "prefill" { a } else { b };
+        assert_eq!(ranks, (0..n).collect::<Vec<_>>(), "{side} ranks");
+    }
+    let read = kv.op == "read";
+    for r in &kv.ranks {
+        assert_eq!(r.repetitions, reps, "{r:?}");
+        assert_eq!(r.initiator, (r.side == "decode") == read, "{r:?}");
+        let mine: Vec<_> = kv
+            .peers
+            .iter()
+            .filter(|p| {
+                if r.side == "decode" {
+                    p.decode_rank == r.rank
+                } else {
+                    p.prefill_rank == r.rank
+                }
+            })
+            .collect();
+        assert_eq!(r.peers as usize, mine.len(), "{r:?}");
+        assert_eq!(r.bytes, mine.iter().map(|p| p.bytes).sum::<u64>(), "{r:?}");
+        if r.side == "decode" {
+            assert_eq!(
+                r.blocks_verified,
+                mine.iter().map(|p| p.descriptors).sum::<u64>(),
+                "{r:?}"
+            );
+        }
+        if r.initiator && r.peers > 0 {
+            assert!(r.data_path.is_some() && r.post_ms.is_some(), "{r:?}");
+        }
+    }
+    assert!(kv.peers.iter().all(|p| p.repetitions == reps), "{:?}", kv.peers);
 }
 
 /// Llama-3.1-8B (8 KV heads × 128, 32 layers), 64 tokens, block 16, bf16, TP4 → TP2 (a > b):
@@ -70,6 +149,7 @@ fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
             .all(|p| p.descriptors == 256 && p.descriptor_bytes == 8192)
     );
     assert_every_peer_verified(&kv);
+    assert_one_process_per_rank(&kv, 4, 2);
     // NIXL posted the lists: its post time is measured, and every case ran on the NIXL engine.
     assert!(kv.peers.iter().all(|p| p.post_ms.is_some()), "{:?}", kv.peers);
     assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Nixl));
@@ -116,6 +196,7 @@ fn gqa_decode_tp_above_the_kv_heads_reads_each_replica_from_its_head() {
     assert_eq!(kv.kv_bytes_per_request, 94 * 2 * 2 * 4 * 4096);
     assert_eq!(kv.bytes_moved_per_request, 2 * kv.kv_bytes_per_request);
     assert_every_peer_verified(&kv);
+    assert_one_process_per_rank(&kv, 2, 8);
     ran.assert_nothing_left();
 }
 
@@ -152,6 +233,8 @@ fn mla_write_pushes_the_latent_once_and_the_descriptor_sweep_runs() {
     assert_eq!((p.descriptors, p.descriptor_bytes, p.bytes), (122, 73_728, 8_994_816));
     assert_eq!(kv.kv_bytes_per_request, 8_994_816);
     assert_every_peer_verified(&kv);
+    // Two prefill ranks start although only rank 0 holds what the decode rank needs.
+    assert_one_process_per_rank(&kv, 2, 1);
     let counts: Vec<u64> = kv.descriptor_sweep.iter().map(|s| s.descriptors).collect();
     assert_eq!(counts, [1, 10, 100]);
     for s in &kv.descriptor_sweep {
@@ -174,6 +257,8 @@ fn the_ucx_engine_moves_the_same_geometry_where_nixl_is_absent() {
     );
     let (report, kv) = kv_of(&ran);
     assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Ucx));
+    // The UCX engine keeps the per-read model: one process pair per read, timed alone.
+    assert!(!kv.synchronised && kv.ranks.is_empty() && kv.repetitions.is_none());
     assert_eq!(kv.peers.len(), 2);
     assert!(
         kv.peers
@@ -246,4 +331,79 @@ fn bad_kv_input_is_one_line_and_exit_2() {
         assert_eq!(lines.len(), 1, "{args:?}: {}", ran.stderr);
         assert!(lines[0].contains(want), "{args:?}: {}", lines[0]);
     }
+}
+
+/// Two emulated nodes (`--isolation node`, root): the per-rank model with its ranks in two
+/// network namespaces, the coordinator reached over the veth like any peer. Llama-3.1-8B, 32
+/// tokens, TP2 → TP1: the one decode rank gathers both prefill ranks across the "nodes", 128
+/// descriptors of 16 KiB each (4 MiB, the request's KV), every block verified; nothing is left.
+#[test]
+fn ranks_on_two_emulated_nodes_gather_across_the_veth() {
+    if !icb_isolate::privileged_tests_enabled("ranks_on_two_emulated_nodes_gather_across_the_veth") {
+        return;
+    }
+    let _one = serial();
+    let ran = kv_run(
+        &[
+            "--isolation",
+            "node",
+            "--allow-tcp",
+            "--min-host-bw",
+            "0.001",
+            "--kv-shape",
+            "llama-3.1-8b",
+            "--isl",
+            "32",
+            "--prefill-tp",
+            "2",
+            "--decode-tp",
+            "1",
+        ],
+        &[],
+    );
+    let (report, kv) = kv_of(&ran);
+    assert_eq!(report.placement.locality, icb_core::Locality::DifferentHosts);
+    assert_eq!(kv.bytes_moved_per_request, 4 << 20);
+    assert!(
+        kv.peers
+            .iter()
+            .all(|p| (p.descriptors, p.descriptor_bytes) == (128, 16_384))
+    );
+    assert_every_peer_verified(&kv);
+    assert_one_process_per_rank(&kv, 2, 1);
+    // The two sides ran on two emulated nodes.
+    assert_ne!(report.placement.prefill.host, report.placement.decode.host);
+    ran.assert_nothing_left();
+}
+
+/// A rank that cannot start (here NIXL's UCX backend refuses a transport list naming no real
+/// transport) ends the run at once: one line naming the rank and NIXL's error, exit 2, every
+/// other rank stopped.
+#[test]
+fn a_rank_that_cannot_start_is_one_line_naming_it_and_exit_2() {
+    let _one = serial();
+    let ran = kv_run(
+        &[
+            "--kv-shape",
+            "llama-3.1-8b",
+            "--isl",
+            "64",
+            "--prefill-tp",
+            "2",
+            "--decode-tp",
+            "1",
+        ],
+        &[("UCX_TLS", "no_such_transport")],
+    );
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
+    let lines: Vec<&str> = ran.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", ran.stderr);
+    assert!(
+        lines[0].contains(" rank ") && lines[0].contains("exited early"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].contains("create_backend"), "{}", lines[0]);
+    ran.assert_nothing_left();
 }

@@ -1,9 +1,11 @@
 //! `ic-bench pair --kv-shape MODEL …`: a model's KV transfer for one request, prefill TP a →
-//! decode TP b, one process per read on each side (`icb_pair::kv`), locally or as bench pods.
+//! decode TP b: locally with NIXL one process per rank (`icb_pair::kv::ranks`), else one
+//! process per read on each side (`icb_pair::kv`), locally or as bench pods.
 
 use super::interrupt::Interrupt;
 use super::pair::PairCommand;
 use icb_kv::{KvDtype, KvFlags, KvRequest, KvShape, ModelSpec};
+use icb_pair::kv::local_ranks::{LocalRanks, gpu_pinner};
 use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
 use icb_pair::local::{LocalLauncher, LocalOptions};
 use icb_pair::{LaunchError, PairPlan};
@@ -95,6 +97,8 @@ pub enum KvLaunch {
 pub struct KvTarget {
     pub plan: KvPlan,
     pub launch: KvLaunch,
+    /// One process per rank (local, NIXL); else one process pair per read.
+    pub per_rank: bool,
 }
 
 /// The request (checked against the engine's rules and, locally, this host's memory), the rows
@@ -148,7 +152,14 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
         KvLaunch::Kube(Box::new(t))
     };
     *plan = kv_plan.pair.clone();
-    Ok(KvTarget { plan: kv_plan, launch })
+    // The per-rank model is NIXL's (its ranks are NIXL agents), started locally; the UCX engine
+    // and bench pods keep the per-read model.
+    let per_rank = matches!(&launch, KvLaunch::Local(_)) && args.engine.engine == icb_core::EngineKind::Nixl;
+    Ok(KvTarget {
+        plan: kv_plan,
+        launch,
+        per_rank,
+    })
 }
 
 /// Local ranks: each row is two plain processes (or isolated ones, `--isolation`).
@@ -205,6 +216,25 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
             bar.case(done, plan.rows.len() + plan.sweep.len(), &p.case);
         };
         let result = match &target.launch {
+            KvLaunch::Local(opts) if target.per_rank => {
+                let memory = plan
+                    .pair
+                    .settings
+                    .memory
+                    .first()
+                    .copied()
+                    .unwrap_or(icb_core::MemoryPair::HOST_HOST);
+                let gpus =
+                    if memory.initiator == icb_core::MemoryType::Cuda || memory.target == icb_core::MemoryType::Cuda {
+                        icb_engine::local::cuda_info().devices
+                    } else {
+                        0
+                    };
+                let mut ranks = LocalRanks::create(opts.clone(), gpu_pinner(gpus))?;
+                let mut seam = LocalSeam(opts.clone());
+                let tool = super::connect::tool_info();
+                icb_pair::kv::run_kv_ranks(plan, &mut ranks, &mut seam, &tool, interrupt.token(), &mut progress).await
+            }
             KvLaunch::Local(opts) => {
                 let mut seam = LocalSeam(opts.clone());
                 icb_pair::kv::run_kv(plan, &mut seam, interrupt.token(), &mut progress).await

@@ -13,6 +13,7 @@
 use crate::model::{CaseResult, Expectation, PAIR_SCHEMA, PairReport, RunSettings};
 use serde::{Deserialize, Serialize};
 
+pub mod kv_rank;
 mod writer;
 pub use writer::SideWriter;
 

@@ -21,7 +21,7 @@ pub use cuda::{CudaActive, CudaBuffer, CudaStatus, activate as activate_cuda, cu
 pub use error::MemoryError;
 pub use host::{HostBuffer, PAGE_SIZE};
 pub use pattern::{
-    BlockLayout, Mismatch, Moved, fill_pattern, pattern_byte, verify_blocks, verify_moved, verify_pattern,
-    verify_pattern_at,
+    BlockLayout, GatherError, Mismatch, Moved, fill_pattern, pattern_byte, verify_blocks, verify_gathered,
+    verify_moved, verify_pattern, verify_pattern_at,
 };
 pub use ucx::{MemoryKind, Region};

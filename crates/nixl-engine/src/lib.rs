@@ -14,6 +14,10 @@
 //! [`evidence`] attributes the protocol table rows to each case's RMA operation, memory types
 //! and block size ([`icb_core::EvidenceSource::ProtoInfo`], raw rows kept in the JSON).
 //!
+//! [`kv_rank`] is one TP rank of `pair --kv-shape`'s per-rank model: one process owns its rank's
+//! KV buffer, registered once, and posts to every peer rank at once, driven by the parent over
+//! `icb_core::protocol::kv_rank`.
+//!
 //! Why a separate crate: NIXL brings its own UCX, and a process must hold only one. Nothing here
 //! loads ic-bench's UCX (`icb_engine` is used for its control channel and thread helper only),
 //! and a process that used NIXL must leave through [`exit_process`].
@@ -23,6 +27,7 @@ mod client;
 mod error;
 pub mod evidence;
 mod options;
+mod rank;
 mod request;
 mod runtime;
 mod server;
@@ -35,6 +40,7 @@ pub use options::{
     DEFAULT_BATCHES, FULL_MAX_REQUEST, FULL_SIZES, NixlOptions, QUALIFICATION_BATCHES, full_plan, nixl_settings,
     qualification_settings, verdict_plan,
 };
+pub use rank::kv_rank;
 pub use request::settings_for_request;
 pub use server::serve;
 

@@ -231,6 +231,11 @@ impl NixlRuntime {
         ))
     }
 
+    /// The agent, for a caller that drives its own requests (a KV rank, `crate::rank`).
+    pub(crate) fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
     /// Loads the peer's metadata (again, after it registered memory); returns its agent name.
     pub fn load_peer(&mut self, md: &[u8]) -> Result<String, String> {
         let name = self.agent.load_remote_metadata(md).map_err(|e| e.to_string())?;

@@ -86,6 +86,12 @@ pub trait Side {
         None
     }
 
+    /// The process this launcher started, as this host numbers it, when it is a local process
+    /// (a KV rank's record names it: inside its own PID namespace every rank is pid 1).
+    fn pid(&self) -> Option<u32> {
+        None
+    }
+
     /// Lets the side exit on its own within `grace`, then makes sure it is gone (or leaves that
     /// to [`Launcher::cleanup`], for pods). Called on every path; bounded in time.
     async fn stop(&mut self, grace: Duration);

@@ -220,7 +220,7 @@ pub struct LocalSide {
 }
 
 impl LocalSide {
-    fn start(label: &'static str, what: &'static str, mut pod: Pod, forward: bool) -> LocalSide {
+    pub(crate) fn start(label: &'static str, what: &'static str, mut pod: Pod, forward: bool) -> LocalSide {
         let stdout = pod.take_stdout().map(|s| BufReader::new(s).lines());
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let forwarder = pod.take_stderr().map(|pipe| {
@@ -310,6 +310,10 @@ impl Side for LocalSide {
         if let Err(e) = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM) {
             tracing::debug!("interrupting {}: {e}", self.name());
         }
+    }
+
+    fn pid(&self) -> Option<u32> {
+        Some(self.pod.pid())
     }
 
     fn last_words(&self) -> String {

@@ -60,9 +60,16 @@ fn kv_example_is_what_the_types_write() {
     let kv: KvOutcome = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(serde_json::to_value(&kv).unwrap(), doc);
-    // The figures agree with each other: the request is its slowest peer, the sums are the peers'.
+    // The figures agree with each other: synchronised, a request ends with its last peer in
+    // every repetition (so its p50 is at least every peer's), one record per rank process, each
+    // in every repetition; the sums are the peers'.
+    assert!(kv.synchronised);
     let slowest = kv.peers.iter().filter_map(|p| p.request_ms_p50).fold(0.0, f64::max);
-    assert_eq!(kv.request_ms_p50, Some(slowest));
+    assert!(kv.request_ms_p50.is_some_and(|r| r >= slowest));
+    assert_eq!(kv.ranks.len() as u32, kv.prefill_tp + kv.decode_tp);
+    let reps = kv.repetitions.unwrap();
+    assert!(kv.ranks.iter().all(|r| r.repetitions == reps));
+    assert!(kv.peers.iter().all(|p| p.repetitions == reps));
     assert_eq!(
         kv.bytes_moved_per_request,
         kv.peers.iter().map(|p| p.bytes).sum::<u64>()

@@ -105,6 +105,54 @@ pub struct KvOutcome {
     pub descriptor_sweep: Vec<KvSweepPoint>,
     /// The TTFT line of the verdict.
     pub summary: String,
+    /// The per-rank model: one process per rank (`ranks`), every repetition started on every
+    /// rank together, so `request_ms_*` is a request's end-to-end time (first post of any rank
+    /// to last completion of any rank) and each peer's times run from that same start. Absent
+    /// (false): one process pair per read, each timed alone (files before it read as that).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub synchronised: bool,
+    /// Synchronised repetitions measured (after the warm-up ones), per-rank model only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetitions: Option<u64>,
+    /// One record per rank process, per-rank model only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<KvRank>,
+}
+
+/// One rank process of the per-rank model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvRank {
+    /// `prefill` or `decode`.
+    pub side: String,
+    pub rank: u32,
+    /// The rank's own pid (inside its PID namespace, for pods).
+    pub pid: u32,
+    /// The process the coordinator started for it, as the coordinator's host numbers it (local
+    /// ranks; one per rank).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched_pid: Option<u32>,
+    pub host: String,
+    /// Whether it posted the requests (decode ranks for READ, prefill ranks for WRITE).
+    pub initiator: bool,
+    /// Its KV buffer, registered once for the whole run.
+    pub buffer_bytes: u64,
+    /// How many peer ranks it exchanged blocks with.
+    pub peers: u32,
+    /// Bytes it moved (sent or received) per request.
+    pub bytes: u64,
+    /// Initiators: mean time in NIXL's post calls per request, all peers together (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_ms: Option<f64>,
+    /// Its bytes over the request's p50 (bytes/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_bps: Option<f64>,
+    /// `cma/memory`, `rc_mlx5/mlx5_0:1`: what UCX's tables show for its requests (initiators).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_path: Option<String>,
+    /// Blocks it checked as a destination (0 for a source).
+    pub blocks_verified: u64,
+    /// Repetitions it took part in (every rank the same, or the run failed).
+    pub repetitions: u64,
 }
 
 /// The TCP fallback a KV estimate assumes per rank: 1 GB/s, the low end of the 1–3 GB/s a

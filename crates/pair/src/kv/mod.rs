@@ -1,17 +1,24 @@
 //! `pair --kv-shape`: a model's real KV transfer for one request, prefill TP `a` → decode TP `b`.
 //!
-//! Every rank-to-rank read of the geometry ([`icb_kv::KvGeometry`]) is one row: one process on
-//! each side (the initiator posts the read's descriptor list through the engine, NIXL READ or
-//! WRITE, or the UCX engine's block lists), all rows at once, each one [`run_pair`] with its own
-//! launcher from a [`KvSeam`] (local processes, bench pods). The rows' reports are rolled into
-//! one pair report whose `kv` section says what the fabric adds to time-to-first-token
-//! ([`report`]). The descriptor-count sweep, when asked, runs afterwards on one more pair.
+//! Two models of the same geometry ([`icb_kv::KvGeometry`]):
+//! - **per rank** ([`ranks`], the default locally with NIXL): one process per TP rank, `a + b`
+//!   in all, each owning its rank's KV buffer (registered once) and posting to every peer rank
+//!   at once; repetitions are barriers over every rank, so a request's time is its end to end.
+//!   Local ranks ([`local_ranks`]) run on a local pair, pinned as the whole-node mode pins.
+//! - **per read** ([`run_kv`], bench pods and the UCX engine): one process
+//!   pair per rank-to-rank read (the initiator posts the read's descriptor list through the
+//!   engine, NIXL READ or WRITE, or the UCX engine's block lists), all reads at once, each one
+//!   [`run_pair`] with its own launcher from a [`KvSeam`]; a prefill rank read by several decode
+//!   ranks runs once per reader, and a request's time is its slowest read's.
 //!
-//! A prefill rank read by several decode ranks (`b > a`) runs once per reader: each row is its
-//! own process pair, so the prefill rank's buffer is held once per reader. What is timed per
-//! request is each read; a request is done when its slowest read is.
+//! Both roll into one pair report whose `kv` section says what the fabric adds to
+//! time-to-first-token ([`report`]). The descriptor-count sweep, when asked, runs afterwards on
+//! one more pair.
 
+pub mod local_ranks;
 mod plan;
+mod rank_report;
+pub mod ranks;
 mod report;
 
 pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
@@ -152,18 +159,53 @@ pub async fn run_kv<S: KvSeam>(
     if cancel.is_cancelled() {
         return Err(interrupted(&runs));
     }
-    let sweep = if plan.sweep.is_empty() {
-        None
-    } else {
-        let mut launcher = seam.launcher(None).await.map_err(PairError::from)?;
-        let mut each = |p: &CaseProgress| (*progress.borrow_mut())(None, p);
-        let r = run_pair(&plan.sweep_plan(), &mut launcher, cancel, &mut each).await;
-        if cancel.is_cancelled() {
-            return Err(interrupted(std::slice::from_ref(&r)));
-        }
-        Some(r)
-    };
+    let sweep = run_sweep(plan, seam, cancel, progress.into_inner()).await?;
     assemble(plan, runs, sweep, started.elapsed())
+}
+
+/// The descriptor-count sweep on one more pair, when the plan asks for it.
+async fn run_sweep<S: KvSeam>(
+    plan: &KvPlan,
+    seam: &mut S,
+    cancel: &CancellationToken,
+    progress: &mut KvProgress<'_>,
+) -> Result<Option<Result<PairOutcome, PairError>>, PairError> {
+    if plan.sweep.is_empty() {
+        return Ok(None);
+    }
+    let mut launcher = seam.launcher(None).await.map_err(PairError::from)?;
+    let mut each = |p: &CaseProgress| progress(None, p);
+    let r = run_pair(&plan.sweep_plan(), &mut launcher, cancel, &mut each).await;
+    if cancel.is_cancelled() {
+        return Err(interrupted(std::slice::from_ref(&r)));
+    }
+    Ok(Some(r))
+}
+
+/// The per-rank model ([`ranks`]), then the sweep through `seam`; one pair report.
+pub async fn run_kv_ranks<R: ranks::RankSeam, S: KvSeam>(
+    plan: &KvPlan,
+    rank_seam: &mut R,
+    seam: &mut S,
+    tool: &icb_core::ToolInfo,
+    cancel: &CancellationToken,
+    progress: &mut KvProgress<'_>,
+) -> Result<PairOutcome, PairError> {
+    let started = Instant::now();
+    let mut outcome = ranks::run_ranks(plan, rank_seam, tool, cancel).await?;
+    if let Some(sweep) = run_sweep(plan, seam, cancel, progress).await? {
+        let sweep = sweep?;
+        let report = &mut outcome.report;
+        report.cases.extend(sweep.report.cases.iter().cloned());
+        if let Some(kv) = report.kv.as_mut() {
+            kv.descriptor_sweep = report::sweep_points(&sweep.report.cases);
+        }
+        if !sweep.cleanup.is_empty() {
+            outcome.cleanup = format!("{}; sweep: {}", outcome.cleanup, sweep.cleanup);
+        }
+    }
+    outcome.report.duration_s = started.elapsed().as_secs_f64();
+    Ok(outcome)
 }
 
 /// Every row's cleanup, as one interruption.

@@ -63,6 +63,7 @@ pub fn assemble(
         data_paths,
         ..verdict(&kv, worst, &report.verdict)
     };
+    report.warnings.extend(tcp_warning(&kv));
     report.kv = Some(Box::new(kv));
     frame.cleanup = cleanup.join("; ");
     Ok(frame)
@@ -113,7 +114,7 @@ fn data_path(case: &CaseResult) -> Option<String> {
     })
 }
 
-fn peer(row: &KvRow, case: Option<&CaseResult>) -> KvPeer {
+pub(super) fn peer(row: &KvRow, case: Option<&CaseResult>) -> KvPeer {
     let (p50, p99) = case.map_or((None, None), request_ms);
     let m = case.and_then(|c| c.measurement.as_ref());
     KvPeer {
@@ -133,6 +134,11 @@ fn peer(row: &KvRow, case: Option<&CaseResult>) -> KvPeer {
             .filter(|c| c.status != CaseStatus::Measured)
             .map(|c| c.reason.clone().unwrap_or_else(|| format!("{:?}", c.status))),
     }
+}
+
+/// The sweep's points, one per case.
+pub(super) fn sweep_points(cases: &[CaseResult]) -> Vec<KvSweepPoint> {
+    cases.iter().map(sweep_point).collect()
 }
 
 fn sweep_point(case: &CaseResult) -> KvSweepPoint {
@@ -158,7 +164,7 @@ fn max(values: impl Iterator<Item = f64>) -> Option<f64> {
     values.reduce(f64::max)
 }
 
-fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
+pub(super) fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
     let g = plan.request.geometry();
     let all_measured = peers.iter().all(|p| p.request_ms_p50.is_some());
     let p50 = all_measured
@@ -169,7 +175,13 @@ fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
         .flatten();
     let mut p50s: Vec<f64> = peers.iter().filter_map(|p| p.request_ms_p50).collect();
     p50s.sort_by(f64::total_cmp);
-    let median = p50s.get(p50s.len() / 2).copied();
+    // The median of an even count is the mean of the middle two (with two peers, the upper one
+    // would make the ratio 1 whatever the peers did).
+    let median = match p50s.len() {
+        0 => None,
+        n if n.is_multiple_of(2) => Some((p50s[n / 2 - 1] + p50s[n / 2]) / 2.0),
+        n => Some(p50s[n / 2]),
+    };
     let slowest = p50s.last().copied();
     // The busiest rank's bytes: a decode rank gathers its reads, a prefill rank serves its readers.
     let busiest = |key: fn(&KvPeer) -> u32| {
@@ -199,6 +211,9 @@ fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
         peers,
         descriptor_sweep: Vec::new(),
         summary: String::new(),
+        synchronised: false,
+        repetitions: None,
+        ranks: Vec::new(),
     };
     kv.summary = summary_line(&kv);
     kv
@@ -252,8 +267,24 @@ pub fn summary_line(kv: &KvOutcome) -> String {
     }
 }
 
+/// A request slower than the TCP estimate it prints: a warning, not a failure. On one host the
+/// estimate (the busiest rank's bytes at 1 GB/s) is what a loaded machine's small requests can
+/// miss with a healthy path (measured: 3.6 ms p50 against a 4.2 ms estimate, cma, 2 cores at
+/// load 10), so failing on it would fail CI for the machine; `--max-kv-ms` is the floor to fail
+/// on, and a TCP data path between hosts already fails the data-path rules.
+pub(super) fn tcp_warning(kv: &KvOutcome) -> Option<String> {
+    let p50 = kv.request_ms_p50?;
+    (p50 > kv.tcp_estimate_ms).then(|| {
+        format!(
+            "the KV transfer ({} p50 per request) is slower than the same bytes over a TCP fallback (~{}): a starved machine or a slow path; set --max-kv-ms to fail on it",
+            ms(p50),
+            ms(kv.tcp_estimate_ms)
+        )
+    })
+}
+
 /// The request's verdict: the worst peer's, then `--max-kv-ms`.
-fn verdict(kv: &KvOutcome, worst: VerdictStatus, rows: &Verdict) -> Verdict {
+pub(super) fn verdict(kv: &KvOutcome, worst: VerdictStatus, rows: &Verdict) -> Verdict {
     if let (Some(limit), Some(p50)) = (kv.max_kv_ms, kv.request_ms_p50)
         && p50 > limit
     {
@@ -331,6 +362,9 @@ mod tests {
             peers: paths.iter().enumerate().map(|(i, p)| peer(i as u32, p)).collect(),
             descriptor_sweep: Vec::new(),
             summary: String::new(),
+            synchronised: false,
+            repetitions: None,
+            ranks: Vec::new(),
         }
     }
 
@@ -359,6 +393,10 @@ mod tests {
         assert!(v.reason.ends_with("over --max-kv-ms 10.0 ms"), "{}", v.reason);
         let fast = kv(Some(7.0), &["tcp/lo"]);
         assert_eq!(verdict(&fast, VerdictStatus::Pass, &rows).status, VerdictStatus::Pass);
+        assert!(tcp_warning(&fast).is_none());
+        let mut over = kv(Some(400.0), &["tcp/lo"]);
+        over.summary = summary_line(&over);
+        assert!(tcp_warning(&over).is_some_and(|w| w.contains("400 ms p50") && w.contains("~336 ms")));
         let mut broken = kv(Some(7.0), &["tcp/lo"]);
         broken.peers[0].verified = false;
         assert_eq!(verdict(&broken, VerdictStatus::Pass, &rows).status, VerdictStatus::Fail);

@@ -1,0 +1,195 @@
+//! The control channel of `pair --kv-shape` in its per-rank model: one `ic-bench kv-rank`
+//! process per TP rank, each owning its rank's KV buffer (registered once), talking to the
+//! parent (the coordinator) over one TCP connection, one JSON object per line.
+//!
+//! The sequence: the rank sends [`RankUp::Hello`] (its NIXL metadata and buffer address); once
+//! every rank said hello the coordinator sends each one [`RankDown::Peers`] (its peers' metadata
+//! and addresses), the rank prepares one request per peer and answers [`RankUp::Prepared`].
+//! Then for every repetition the coordinator sends [`RankDown::Go`] to every rank at once and
+//! waits for every initiator's [`RankUp::Done`] before the next: a barrier, so repetition `k`
+//! starts together on every rank and its time is the request's end to end. [`RankDown::Verify`]
+//! makes every destination check every block it received ([`RankUp::Verified`]);
+//! [`RankDown::Finish`] makes every rank release NIXL and say which data path carried its
+//! bytes ([`RankUp::Bye`]).
+
+use crate::model::{KvLayout, MemoryType, PeerInfo, TransportEvidence};
+use serde::{Deserialize, Serialize};
+
+/// Which side of the deployment a rank belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RankSide {
+    Prefill,
+    Decode,
+}
+
+impl RankSide {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RankSide::Prefill => "prefill",
+            RankSide::Decode => "decode",
+        }
+    }
+}
+
+impl std::fmt::Display for RankSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One rank's identity: its side and its index there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct RankId {
+    pub side: RankSide,
+    pub rank: u32,
+}
+
+impl std::fmt::Display for RankId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} rank {}", self.side, self.rank)
+    }
+}
+
+/// What one rank process is told on its command line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankPlan {
+    pub id: RankId,
+    /// READ (decode ranks post) or WRITE (prefill ranks post).
+    pub read: bool,
+    /// Whether this rank posts the requests (the decode ranks for READ, prefill for WRITE).
+    pub initiator: bool,
+    pub memory: MemoryType,
+    /// The memory of every peer rank (the other side's).
+    pub peer_memory: MemoryType,
+    /// The rank's whole KV buffer.
+    pub buffer_bytes: u64,
+    /// The pattern seed this rank's buffer is filled with.
+    pub seed: u64,
+    /// Every rank this one exchanges blocks with, in the coordinator's order.
+    pub peers: Vec<RankPeerPlan>,
+    /// The coordinator's address (`host:port`).
+    pub coordinator: String,
+    /// How long the rank may wait for any one message of the coordinator.
+    pub message_timeout_s: f64,
+}
+
+/// One peer of a rank: the blocks they exchange, laid out with the initiator's side first
+/// (`KvLayout::initiator` is the side that posts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankPeerPlan {
+    pub peer: RankId,
+    pub layout: KvLayout,
+    /// The seed the source of these blocks is filled with (checked at the destination).
+    pub source_seed: u64,
+}
+
+/// A rank to the coordinator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RankUp {
+    Hello {
+        id: RankId,
+        pid: u32,
+        peer: PeerInfo,
+        /// NIXL agent metadata with the registered buffer, hex.
+        metadata: String,
+        buffer_addr: u64,
+    },
+    Prepared,
+    /// One repetition on an initiator: when it started (Unix ns, this host's clock) and, per
+    /// peer in plan order, the time in the post call and the completion, both in ns from start.
+    Done {
+        rep: u64,
+        start_unix_ns: u64,
+        post_ns: Vec<u64>,
+        done_ns: Vec<u64>,
+    },
+    /// Every block this rank received, checked (a source rank checks nothing: `blocks` 0).
+    Verified {
+        blocks: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// NIXL released: the data path UCX's protocol tables show for this rank's requests.
+    Bye {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        data_path: Option<TransportEvidence>,
+    },
+    Failed {
+        message: String,
+    },
+}
+
+/// The coordinator to a rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RankDown {
+    /// Every peer's metadata and buffer address, in the rank plan's peer order.
+    Peers {
+        peers: Vec<PeerAddress>,
+    },
+    /// Start repetition `rep` now.
+    Go {
+        rep: u64,
+    },
+    Verify,
+    Finish,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerAddress {
+    pub id: RankId,
+    pub metadata: String,
+    pub buffer_addr: u64,
+}
+
+/// One line of the channel.
+pub fn to_line<T: Serialize>(msg: &T) -> String {
+    let mut s = serde_json::to_string(msg).expect("protocol messages always serialize");
+    s.push('\n');
+    s
+}
+
+/// Bytes as lower-case hex (NIXL metadata is binary).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bytes of [`hex`]'s text.
+pub fn unhex(text: &str) -> Result<Vec<u8>, String> {
+    if !text.len().is_multiple_of(2) {
+        return Err("odd-length hex".into());
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|d| u8::from_str_radix(d, 16).ok())
+                .ok_or_else(|| format!("bad hex at {i}"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_as_one_line_each() {
+        let up = RankUp::Done {
+            rep: 3,
+            start_unix_ns: 17,
+            post_ns: vec![1, 2],
+            done_ns: vec![5, 9],
+        };
+        let line = to_line(&up);
+        assert!(line.ends_with('\n') && !line.trim_end().contains('\n'));
+        assert_eq!(serde_json::from_str::<RankUp>(&line).unwrap(), up);
+        let down = RankDown::Go { rep: 4 };
+        assert_eq!(serde_json::from_str::<RankDown>(&to_line(&down)).unwrap(), down);
+        assert!(to_line(&RankDown::Verify).contains("\"type\":\"verify\""));
+        assert_eq!(unhex(&hex(&[0, 0xab, 7])).unwrap(), [0, 0xab, 7]);
+        assert!(unhex("abc").is_err() && unhex("zz").is_err());
+    }
+}

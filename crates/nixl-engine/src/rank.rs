@@ -1,0 +1,331 @@
+//! One TP rank of `pair --kv-shape` in the per-rank model (`ic-bench kv-rank`): this process
+//! owns its rank's whole KV buffer, registered with NIXL once, and exchanges blocks with every
+//! peer rank at once — an initiator posts one prepared request per peer (a decode rank reading
+//! from every prefill rank that holds its heads, or a prefill rank writing to every decode rank
+//! that needs them) and polls them all; a target progresses its agent. The coordinator (the
+//! parent, `icb_pair::kv`) drives it over the line protocol of
+//! [`icb_core::protocol::kv_rank`]: hello, peers, synchronised repetitions, verify, finish.
+//!
+//! Blocking and single-threaded on NIXL's side (its handles are not `Send`); one reader thread
+//! turns the coordinator's lines into messages. Every wait has the plan's message deadline.
+
+use crate::evidence;
+use crate::options::NixlOptions;
+use crate::runtime::{LocalNixl, NixlRuntime, UcxLog, agent_name};
+use icb_core::protocol::kv_rank::{PeerAddress, RankDown, RankPlan, RankSide, RankUp, hex, to_line, unhex};
+use icb_core::{Direction, MemoryPair, MemoryType, PeerInfo};
+use icb_memory::{Buffer, MemoryKind, Moved};
+use nixl::{Descriptor, MemKind, Registration, Transfer, XferOp};
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError, channel};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long a rank tries to reach its coordinator.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs one rank to the end. `Err` is one line; the coordinator was told it when connected.
+pub fn kv_rank(plan: &RankPlan, nixl: &NixlOptions) -> Result<(), String> {
+    let log = UcxLog::prepare().map_err(|e| e.to_string())?;
+    let name = agent_name(&format!("{}{}", plan.id.side, plan.id.rank));
+    let (rt, local) = NixlRuntime::start(nixl, &name).map_err(|e| e.to_string())?;
+    let mut link = Link::connect(plan)?;
+    let result = run(plan, rt, &local, &log, &mut link);
+    if let Err(e) = &result {
+        link.send(&RankUp::Failed { message: e.clone() });
+    }
+    result
+}
+
+/// The coordinator's connection: writes here, reads through the reader thread.
+struct Link {
+    stream: TcpStream,
+    rx: Receiver<Result<RankDown, String>>,
+    timeout: Duration,
+}
+
+impl Link {
+    fn connect(plan: &RankPlan) -> Result<Link, String> {
+        let addr: std::net::SocketAddr = plan
+            .coordinator
+            .parse()
+            .map_err(|e| format!("bad coordinator address {}: {e}", plan.coordinator))?;
+        let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
+            .map_err(|e| format!("cannot reach the coordinator at {addr}: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        let reader = stream.try_clone().map_err(|e| format!("coordinator connection: {e}"))?;
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(reader).lines() {
+                let msg = match line {
+                    Ok(l) => {
+                        serde_json::from_str::<RankDown>(&l).map_err(|e| format!("bad line from the coordinator: {e}"))
+                    }
+                    Err(e) => Err(format!("reading the coordinator: {e}")),
+                };
+                let stop = msg.is_err();
+                if tx.send(msg).is_err() || stop {
+                    return;
+                }
+            }
+            let _ = tx.send(Err("the coordinator closed the connection".into()));
+        });
+        Ok(Link {
+            stream,
+            rx,
+            timeout: Duration::from_secs_f64(plan.message_timeout_s.max(1.0)),
+        })
+    }
+
+    fn send(&mut self, msg: &RankUp) {
+        // A lost coordinator shows up on the next read; nothing to do here.
+        let _ = self.stream.write_all(to_line(msg).as_bytes());
+    }
+
+    /// The next message within the deadline (initiators and idle ranks).
+    fn recv(&mut self, during: &str) -> Result<RankDown, String> {
+        match self.rx.recv_timeout(self.timeout) {
+            Ok(m) => m,
+            Err(RecvTimeoutError::Timeout) => Err(format!(
+                "no word from the coordinator within {} s {during}",
+                self.timeout.as_secs()
+            )),
+            Err(RecvTimeoutError::Disconnected) => Err("the coordinator's reader ended".into()),
+        }
+    }
+
+    /// The next message, progressing the agent while none is there (a target serves one-sided
+    /// operations that software transports carry through its progress).
+    fn recv_progressing(&mut self, rt: &NixlRuntime, during: &str) -> Result<RankDown, String> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            match self.rx.try_recv() {
+                Ok(m) => return m,
+                Err(TryRecvError::Disconnected) => return Err("the coordinator's reader ended".into()),
+                Err(TryRecvError::Empty) => {}
+            }
+            rt.agent().progress().map_err(|e| e.to_string())?;
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "no word from the coordinator within {} s {during}",
+                    self.timeout.as_secs()
+                ));
+            }
+            // Many ranks share few cores on one host: let the initiators run.
+            std::thread::yield_now();
+        }
+    }
+}
+
+fn mem_kinds(t: MemoryType) -> (MemoryKind, MemKind) {
+    match t {
+        MemoryType::Host => (MemoryKind::Host, MemKind::Dram),
+        MemoryType::Cuda => (MemoryKind::Cuda, MemKind::Vram),
+    }
+}
+
+fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: &mut Link) -> Result<(), String> {
+    let _cuda = (plan.memory == MemoryType::Cuda).then(|| icb_memory::activate_cuda(0).ok());
+    let len = usize::try_from(plan.buffer_bytes).map_err(|_| "the rank's buffer does not fit this platform")?;
+    let mut buffer = Buffer::new(mem_kinds(plan.memory).0, len, 0).map_err(|e| e.to_string())?;
+    buffer.fill(plan.seed).map_err(|e| e.to_string())?;
+    let memory = rt.agent().register(buffer).map_err(|e| e.to_string())?;
+    let metadata = rt.agent().local_metadata().map_err(|e| e.to_string())?;
+    link.send(&RankUp::Hello {
+        id: plan.id,
+        pid: std::process::id(),
+        peer: PeerInfo {
+            hostname: icb_engine::local::hostname(),
+            ucx_version: local.ucx_version.clone(),
+            ucx_library: local.ucx_library.clone(),
+            cuda: icb_engine::local::cuda_info(),
+            env: icb_engine::local::transport_env(),
+            nixl: Some(local.info.clone()),
+        },
+        metadata: hex(&metadata),
+        buffer_addr: memory.addr(),
+    });
+    let peers = match link.recv("before the peers' addresses")? {
+        RankDown::Peers { peers } => peers,
+        other => return Err(format!("expected the peers' addresses, got {other:?}")),
+    };
+    let mut transfers = prepare(plan, &rt, &memory, &peers)?;
+    link.send(&RankUp::Prepared);
+    let mut repetitions = 0u64;
+    loop {
+        let msg = if plan.initiator {
+            link.recv("between repetitions")?
+        } else {
+            link.recv_progressing(&rt, "between repetitions")?
+        };
+        match msg {
+            RankDown::Go { rep } if plan.initiator => {
+                let done = repetition(&mut transfers, rep, link.timeout)?;
+                link.send(&done);
+                repetitions += 1;
+            }
+            RankDown::Go { .. } => repetitions += 1,
+            RankDown::Verify => {
+                let verified = verify(plan, &memory);
+                link.send(&verified);
+            }
+            RankDown::Finish => break,
+            RankDown::Peers { .. } => return Err("the peers' addresses came twice".into()),
+        }
+    }
+    tracing::debug!("{}: {repetitions} repetitions", plan.id);
+    // Destroying the agent (its UCX worker) is what makes UCX print the `used` tables.
+    drop(transfers);
+    drop(memory);
+    drop(rt);
+    let data_path = plan.initiator.then(|| attribute(plan, log)).flatten();
+    link.send(&RankUp::Bye { data_path });
+    Ok(())
+}
+
+/// One request per peer, each over the peer's descriptors as both buffers lay them out.
+fn prepare(
+    plan: &RankPlan,
+    rt: &NixlRuntime,
+    memory: &Registration,
+    peers: &[PeerAddress],
+) -> Result<Vec<Transfer>, String> {
+    if peers.len() != plan.peers.len() {
+        return Err(format!("{} peer addresses for {} peers", peers.len(), plan.peers.len()));
+    }
+    let mut transfers = Vec::new();
+    for (want, addr) in plan.peers.iter().zip(peers) {
+        if want.peer != addr.id {
+            return Err(format!("the coordinator sent {}'s address for {}", addr.id, want.peer));
+        }
+        let remote = rt
+            .agent()
+            .load_remote_metadata(&unhex(&addr.metadata)?)
+            .map_err(|e| format!("{}'s metadata: {e}", addr.id))?;
+        if !plan.initiator {
+            continue;
+        }
+        let kv = want.layout;
+        let block = usize::try_from(kv.len).map_err(|_| "block size does not fit this platform")?;
+        let descs = |base: u64, side: icb_core::KvSide, dev_id: u64| -> Vec<Descriptor> {
+            (0..kv.count)
+                .map(|i| Descriptor {
+                    addr: base + side.at(i),
+                    len: block,
+                    dev_id,
+                })
+                .collect()
+        };
+        let op = if plan.read { XferOp::Read } else { XferOp::Write };
+        let transfer = rt
+            .agent()
+            .transfer(
+                op,
+                memory,
+                &descs(memory.addr(), kv.initiator, memory.dev_id()),
+                mem_kinds(plan.peer_memory).1,
+                &descs(addr.buffer_addr, kv.target, 0),
+                &remote,
+            )
+            .map_err(|e| format!("the request to {}: {e}", addr.id))?;
+        transfers.push(transfer);
+    }
+    Ok(transfers)
+}
+
+fn since_ns(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Posts every peer's request, then polls them all until the last one completes.
+fn repetition(transfers: &mut [Transfer], rep: u64, limit: Duration) -> Result<RankUp, String> {
+    let start_unix_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let start = Instant::now();
+    let mut post_ns = vec![0u64; transfers.len()];
+    let mut done_ns: Vec<Option<u64>> = vec![None; transfers.len()];
+    for (i, t) in transfers.iter_mut().enumerate() {
+        let t0 = since_ns(start);
+        let done = t.post().map_err(|e| format!("posting repetition {rep}: {e}"))?;
+        let now = since_ns(start);
+        post_ns[i] = now - t0;
+        if done {
+            done_ns[i] = Some(now);
+        }
+    }
+    while done_ns.iter().any(Option::is_none) {
+        for (i, t) in transfers.iter_mut().enumerate() {
+            if done_ns[i].is_none() && t.poll().map_err(|e| format!("repetition {rep}: {e}"))? {
+                done_ns[i] = Some(since_ns(start));
+            }
+        }
+        if start.elapsed() > limit {
+            return Err(format!(
+                "repetition {rep} did not complete within {} s",
+                limit.as_secs()
+            ));
+        }
+    }
+    Ok(RankUp::Done {
+        rep,
+        start_unix_ns,
+        post_ns,
+        done_ns: done_ns.into_iter().flatten().collect(),
+    })
+}
+
+/// A decode rank is every block's destination (READ lands on it, WRITE too): it checks each
+/// peer's blocks against that peer's pattern and every other byte against its own fill.
+fn verify(plan: &RankPlan, memory: &Registration) -> RankUp {
+    if plan.id.side != RankSide::Decode {
+        return RankUp::Verified { blocks: 0, error: None };
+    }
+    let sources: Result<Vec<(Moved, u64)>, String> = plan
+        .peers
+        .iter()
+        .map(|p| {
+            let kv = p.layout;
+            let (dst, src) = if plan.initiator {
+                (kv.initiator, kv.target)
+            } else {
+                (kv.target, kv.initiator)
+            };
+            let n = |v: u64| usize::try_from(v).map_err(|_| "KV layout does not fit this platform".to_string());
+            Ok((
+                Moved {
+                    count: n(kv.count)?,
+                    len: n(kv.len)?,
+                    dst_offset: n(dst.offset)?,
+                    dst_stride: n(dst.stride)?,
+                    src_offset: n(src.offset)?,
+                    src_stride: n(src.stride)?,
+                },
+                p.source_seed,
+            ))
+        })
+        .collect();
+    let result = sources.and_then(|s| memory.with_memory(|b| b.verify_gathered(&s, plan.seed)));
+    match result {
+        Ok(blocks) => RankUp::Verified { blocks, error: None },
+        Err(e) => RankUp::Verified {
+            blocks: 0,
+            error: Some(format!("KV blocks not delivered intact on {}: {e}", plan.id)),
+        },
+    }
+}
+
+/// The data path of this rank's requests, from UCX's protocol tables.
+fn attribute(plan: &RankPlan, log: &UcxLog) -> Option<icb_core::TransportEvidence> {
+    let size = plan.peers.first()?.layout.len;
+    let tables = evidence::parse(&log.read());
+    let direction = if plan.read { Direction::Read } else { Direction::Write };
+    let memory = MemoryPair {
+        initiator: plan.memory,
+        target: plan.peer_memory,
+    };
+    Some(
+        evidence::attribute(&tables, direction, memory, size)
+            .unwrap_or_else(|| icb_core::classify::classify(None, &[], memory)),
+    )
+}

@@ -1,0 +1,357 @@
+//! From the per-rank model's records to one pair report: a request's time is each synchronised
+//! repetition's end to end (the earliest start of any initiator to the last completion of any
+//! peer); each peer's time runs from that same start, so the slowest-peer/median ratio compares
+//! peers inside one request. One case per peer (rank-to-rank exchange) keeps the report's shape:
+//! the table, the exports and the verdict rules see what the per-read model gave them.
+
+use super::report::{outcome, peer, summary_line, tcp_warning, verdict};
+use super::{KvOp, KvPlan};
+use crate::run::PairError;
+use icb_core::model::{
+    CaseEngine, CaseResult, CaseStatus, Expectation, LatencyStats, Measurement, PairReport, Placement, Verdict,
+    VerdictStatus,
+};
+use icb_core::protocol::kv_rank::{RankId, RankPlan, RankSide};
+use icb_core::{Direction, EngineKind, KvRank, PeerInfo, ToolInfo, TransportEvidence};
+use std::time::Duration;
+
+/// What one rank said about itself over the run.
+#[derive(Debug, Clone)]
+pub struct RankRecord {
+    pub id: RankId,
+    pub pid: u32,
+    pub peer: PeerInfo,
+    pub metadata: String,
+    pub buffer_addr: u64,
+    pub blocks_verified: u64,
+    pub verify_error: Option<String>,
+    pub data_path: Option<TransportEvidence>,
+}
+
+impl RankRecord {
+    pub fn new(id: RankId, pid: u32, peer: PeerInfo, metadata: String, buffer_addr: u64) -> RankRecord {
+        RankRecord {
+            id,
+            pid,
+            peer,
+            metadata,
+            buffer_addr,
+            blocks_verified: 0,
+            verify_error: None,
+            data_path: None,
+        }
+    }
+}
+
+/// One measured repetition: per initiator, its start (Unix ns) and per peer its post and
+/// completion times (ns from its start).
+#[derive(Debug, Clone, Default)]
+pub struct RepTimes {
+    pub ranks: Vec<(RankId, u64, Vec<u64>, Vec<u64>)>,
+}
+
+impl RepTimes {
+    fn start(&self) -> u64 {
+        self.ranks.iter().map(|r| r.1).min().unwrap_or(0)
+    }
+
+    /// First post of any rank to last completion of any peer (ns).
+    fn request_ns(&self) -> u64 {
+        let end = self
+            .ranks
+            .iter()
+            .map(|(_, s, _, done)| s + done.iter().copied().max().unwrap_or(0))
+            .max()
+            .unwrap_or(0);
+        end.saturating_sub(self.start())
+    }
+
+    /// One initiator's peer `j`: its completion from the request's start, and its post time.
+    fn peer_ns(&self, id: RankId, j: usize) -> Option<(u64, u64)> {
+        let (_, s, post, done) = self.ranks.iter().find(|r| r.0 == id)?;
+        Some((s + done.get(j)? - self.start(), *post.get(j)?))
+    }
+}
+
+/// The report's frame: what the coordinator knows beyond the ranks.
+pub struct Frame {
+    pub tool: ToolInfo,
+    pub started_at: String,
+    pub placement: Placement,
+    pub expectation: Expectation,
+    pub elapsed: Duration,
+}
+
+/// Microsecond statistics of nanosecond samples (nearest rank).
+fn stats_us(ns: &[u64]) -> Option<LatencyStats> {
+    let mut v: Vec<f64> = ns.iter().map(|&n| n as f64 / 1e3).collect();
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    (!v.is_empty()).then(|| LatencyStats {
+        min: v[0],
+        mean: v.iter().sum::<f64>() / v.len() as f64,
+        p50: at(0.5),
+        p90: at(0.9),
+        p99: at(0.99),
+        p999: at(0.999),
+        max: v[v.len() - 1],
+    })
+}
+
+/// `cma/memory`: the lanes of an evidence.
+fn lanes(t: &TransportEvidence) -> String {
+    let l: Vec<String> = t
+        .data_path
+        .transports
+        .iter()
+        .map(|l| format!("{}/{}", l.transport, l.device))
+        .collect();
+    if l.is_empty() {
+        t.data_path.class.to_string()
+    } else {
+        l.join(",")
+    }
+}
+
+/// Every peer's case, the `kv` section with its per-rank records, and the verdict.
+pub fn assemble(
+    plan: &KvPlan,
+    frame: Frame,
+    plans: &[RankPlan],
+    records: &[RankRecord],
+    launched: &[Option<u32>],
+    (reps, warmup): (&[RepTimes], u64),
+) -> Result<PairReport, PairError> {
+    let cases = plan
+        .rows
+        .iter()
+        .map(|row| row_case(plan, row, plans, records, (reps, warmup)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let peers = plan
+        .rows
+        .iter()
+        .zip(&cases)
+        .map(|(row, c)| peer(row, Some(c)))
+        .collect();
+    let mut kv = outcome(plan, peers);
+    let request: Vec<u64> = reps.iter().map(RepTimes::request_ns).collect();
+    let stats = stats_us(&request);
+    kv.request_ms_p50 = stats.as_ref().map(|s| s.p50 / 1e3);
+    kv.request_ms_p99 = stats.as_ref().map(|s| s.p99 / 1e3);
+    kv.synchronised = true;
+    kv.repetitions = Some(reps.len() as u64);
+    kv.ranks = rank_records(plans, records, reps, kv.request_ms_p50);
+    for (r, pid) in kv.ranks.iter_mut().zip(launched) {
+        r.launched_pid = *pid;
+    }
+    kv.summary = summary_line(&kv);
+    let side_peer = |side| {
+        records
+            .iter()
+            .find(|r| r.id == RankId { side, rank: 0 })
+            .map(|r| r.peer.clone())
+            .unwrap_or_default()
+    };
+    let mut settings = plan.pair.settings.clone();
+    settings.tests = vec![plan.op.test()];
+    settings.plan = plan.rows.iter().map(|r| r.case(plan.op)).collect();
+    settings.sizes = settings.plan.iter().map(|c| c.size).collect();
+    let mut placement = frame.placement;
+    placement.mode = format!(
+        "{} · {} KV ranks, one process each, {} KV peers",
+        placement.mode,
+        plans.len(),
+        plan.rows.len()
+    );
+    let mut report = PairReport {
+        schema: icb_core::PAIR_SCHEMA.into(),
+        tool: frame.tool,
+        started_at: frame.started_at,
+        duration_s: frame.elapsed.as_secs_f64(),
+        placement,
+        server: side_peer(RankSide::Decode),
+        client: side_peer(RankSide::Prefill),
+        settings,
+        expectation: frame.expectation,
+        cases,
+        verdict: Verdict {
+            status: VerdictStatus::Pass,
+            reason: String::new(),
+            hint: None,
+            data_paths: Vec::new(),
+        },
+        warnings: Vec::new(),
+        partial: None,
+        ucx_profile: None,
+        rails: None,
+        kv: None,
+        baseline: None,
+    };
+    icb_core::verdict::judge(&mut report);
+    let data_paths = std::mem::take(&mut report.verdict.data_paths);
+    report.verdict = Verdict {
+        data_paths,
+        ..verdict(&kv, report.verdict.status, &report.verdict)
+    };
+    report.warnings.extend(tcp_warning(&kv));
+    report.kv = Some(Box::new(kv));
+    Ok(report)
+}
+
+/// One peer's case: its completion times from each request's start, its post times, whether
+/// its destination rank checked every block, and its initiator's data path.
+fn row_case(
+    plan: &KvPlan,
+    row: &super::KvRow,
+    plans: &[RankPlan],
+    records: &[RankRecord],
+    (reps, warmup): (&[RepTimes], u64),
+) -> Result<CaseResult, PairError> {
+    let memory = plan
+        .pair
+        .settings
+        .memory
+        .first()
+        .copied()
+        .unwrap_or(icb_core::MemoryPair::HOST_HOST);
+    let direction = match plan.op {
+        KvOp::Read => Direction::Read,
+        KvOp::Write => Direction::Write,
+    };
+    let record = |id: RankId| records.iter().find(|r| r.id == id);
+    let decode = RankId {
+        side: RankSide::Decode,
+        rank: row.decode_rank,
+    };
+    let prefill = RankId {
+        side: RankSide::Prefill,
+        rank: row.prefill_rank,
+    };
+    let (initiator, other) = match plan.op {
+        KvOp::Read => (decode, prefill),
+        KvOp::Write => (prefill, decode),
+    };
+    let j = plans
+        .iter()
+        .find(|p| p.id == initiator)
+        .and_then(|p| p.peers.iter().position(|q| q.peer == other))
+        .ok_or_else(|| PairError::Setup(format!("internal: no plan for {initiator} ← {other}")))?;
+    let samples: Vec<(u64, u64)> = reps.iter().filter_map(|r| r.peer_ns(initiator, j)).collect();
+    let done: Vec<u64> = samples.iter().map(|s| s.0).collect();
+    let dest = record(decode);
+    let expected_blocks: u64 = plans
+        .iter()
+        .find(|p| p.id == decode)
+        .map_or(0, |p| p.peers.iter().map(|q| q.layout.count).sum());
+    let verify_error = match dest {
+        None => Some(format!("{decode} never reported")),
+        Some(r) => r.verify_error.clone().or_else(|| {
+            (r.blocks_verified != expected_blocks)
+                .then(|| format!("{decode} checked {} blocks of {expected_blocks}", r.blocks_verified))
+        }),
+    };
+    let bytes = row.layout.bytes();
+    let list = stats_us(&done);
+    let n = done.len() as u64;
+    Ok(CaseResult {
+        test: plan.op.test(),
+        memory,
+        size: row.layout.len,
+        blocks: Some(u32::try_from(row.layout.count).unwrap_or(u32::MAX)),
+        status: if verify_error.is_none() && n == reps.len() as u64 && n > 0 {
+            CaseStatus::Measured
+        } else {
+            CaseStatus::Failed
+        },
+        reason: verify_error.clone(),
+        measurement: Some(Measurement {
+            warmup_iterations: warmup,
+            iterations: n,
+            elapsed_s: done.iter().sum::<u64>() as f64 / 1e9,
+            bytes: bytes * n,
+            warmup_bytes: Some(bytes * warmup),
+            bandwidth_bps: list
+                .as_ref()
+                .filter(|l| l.p50 > 0.0)
+                .map(|l| bytes as f64 / (l.p50 / 1e6)),
+            latency_us: None,
+            window: 1,
+            verified: verify_error.is_none(),
+            precision: None,
+            list_latency_us: list,
+            window_trials: Vec::new(),
+            post_us: (n > 0).then(|| samples.iter().map(|s| s.1).sum::<u64>() as f64 / n as f64 / 1e3),
+        }),
+        transport: record(initiator).and_then(|r| r.data_path.clone()),
+        verdict: None,
+        run_by: CaseEngine {
+            engine: EngineKind::Nixl,
+            direction: Some(direction),
+        },
+        rail: None,
+    })
+}
+
+/// One record per rank process: what it held, moved, posted and verified.
+fn rank_records(plans: &[RankPlan], records: &[RankRecord], reps: &[RepTimes], p50_ms: Option<f64>) -> Vec<KvRank> {
+    plans
+        .iter()
+        .map(|p| {
+            let r = records.iter().find(|r| r.id == p.id);
+            let bytes: u64 = p.peers.iter().map(|q| q.layout.bytes()).sum();
+            let posts: Vec<u64> = reps
+                .iter()
+                .filter_map(|rep| rep.ranks.iter().find(|x| x.0 == p.id).map(|x| x.2.iter().sum()))
+                .collect();
+            KvRank {
+                side: p.id.side.as_str().into(),
+                rank: p.id.rank,
+                pid: r.map_or(0, |r| r.pid),
+                launched_pid: None,
+                host: r.map(|r| r.peer.hostname.clone()).unwrap_or_default(),
+                initiator: p.initiator,
+                buffer_bytes: p.buffer_bytes,
+                peers: p.peers.len() as u32,
+                bytes,
+                post_ms: (!posts.is_empty()).then(|| posts.iter().sum::<u64>() as f64 / posts.len() as f64 / 1e6),
+                bandwidth_bps: p50_ms.filter(|&ms| ms > 0.0).map(|ms| bytes as f64 / (ms / 1e3)),
+                data_path: r.and_then(|r| r.data_path.as_ref()).map(lanes),
+                blocks_verified: r.map_or(0, |r| r.blocks_verified),
+                repetitions: reps.len() as u64,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(side: RankSide, rank: u32) -> RankId {
+        RankId { side, rank }
+    }
+
+    /// Two decode ranks start 1 ms apart; the second's last peer completes 5 ms after its own
+    /// start: the request is 6 ms, and its peer's completion counts from the first start.
+    #[test]
+    fn a_request_runs_from_the_first_post_to_the_last_completion() {
+        let rep = RepTimes {
+            ranks: vec![
+                (
+                    id(RankSide::Decode, 0),
+                    1_000_000,
+                    vec![10, 20],
+                    vec![2_000_000, 3_000_000],
+                ),
+                (id(RankSide::Decode, 1), 2_000_000, vec![30], vec![5_000_000]),
+            ],
+        };
+        assert_eq!(rep.request_ns(), 6_000_000);
+        assert_eq!(rep.peer_ns(id(RankSide::Decode, 1), 0), Some((6_000_000, 30)));
+        assert_eq!(rep.peer_ns(id(RankSide::Decode, 0), 1), Some((3_000_000, 20)));
+        assert_eq!(rep.peer_ns(id(RankSide::Decode, 0), 2), None);
+        let s = stats_us(&[3_000, 1_000, 2_000, 4_000]).unwrap();
+        assert_eq!((s.min, s.p50, s.p99, s.max, s.mean), (1.0, 2.0, 4.0, 4.0, 2.5));
+        assert!(stats_us(&[]).is_none());
+    }
+}

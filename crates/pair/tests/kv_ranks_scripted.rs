@@ -1,0 +1,316 @@
+//! The per-rank coordinator (`icb_pair::kv::ranks::run_ranks`) without NIXL: every "rank" is a
+//! task speaking the rank protocol over real TCP, scripted to be slow, to fail or to vanish, so
+//! the barrier (no rank starts repetition k+1 before every initiator finished k), the request's
+//! end-to-end time and the failure paths (one line naming the rank, every rank stopped) are
+//! checked without a NIXL library.
+
+use icb_core::model::{Endpoint, Locality, Placement};
+use icb_core::protocol::kv_rank::{RankDown, RankId, RankPlan, RankSide, RankUp, to_line};
+use icb_core::{MemoryPair, PeerInfo, ToolInfo};
+use icb_kv::{KvDtype, KvRequest, KvShape};
+use icb_pair::kv::ranks::{RankSeam, run_ranks};
+use icb_pair::kv::{KvOp, KvPlan};
+use icb_pair::{CancellationToken, ExpectationInput, LaunchError, PairError, PairPlan, Side};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::task::JoinHandle;
+
+/// What the coordinator and the ranks did, in order.
+type Log = Arc<Mutex<Vec<(RankId, String)>>>;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Script {
+    /// Answers everything; initiators take `rank × 20 ms` per repetition.
+    Healthy,
+    /// Says `failed` at the second repetition.
+    FailsAtRep1,
+    /// Exits with an error before connecting.
+    DiesAtStart,
+}
+
+struct FakeRank {
+    id: RankId,
+    task: Option<JoinHandle<Result<(), String>>>,
+    note: Option<String>,
+}
+
+impl Side for FakeRank {
+    fn name(&self) -> String {
+        format!("the {} process", self.id)
+    }
+    async fn next_line(&mut self) -> Option<String> {
+        if let Some(t) = self.task.take() {
+            self.note = match t.await {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e),
+                Err(e) => Some(e.to_string()),
+            };
+        }
+        None
+    }
+    async fn exit_note(&mut self) -> Option<String> {
+        self.note.clone()
+    }
+    fn last_words(&self) -> String {
+        self.note.clone().unwrap_or_default()
+    }
+    async fn stop(&mut self, _grace: Duration) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+struct FakeSeam {
+    script: fn(RankId) -> Script,
+    log: Log,
+    started: usize,
+    cleaned: bool,
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
+}
+
+async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
+    if script == Script::DiesAtStart {
+        return Err("exit status 2: cannot load NIXL".into());
+    }
+    let stream = tokio::net::TcpStream::connect(&plan.coordinator)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    let mut send = async |m: RankUp| write.write_all(to_line(&m).as_bytes()).await.map_err(|e| e.to_string());
+    send(RankUp::Hello {
+        id: plan.id,
+        pid: 1000 + plan.id.rank + if plan.id.side == RankSide::Decode { 100 } else { 0 },
+        peer: PeerInfo::default(),
+        metadata: "00".into(),
+        buffer_addr: 4096,
+    })
+    .await?;
+    let blocks: u64 = plan.peers.iter().map(|p| p.layout.count).sum();
+    while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
+        let msg: RankDown = serde_json::from_str(&line).map_err(|e| e.to_string())?;
+        match msg {
+            RankDown::Peers { .. } => send(RankUp::Prepared).await?,
+            RankDown::Go { rep } => {
+                log.lock().unwrap().push((plan.id, format!("go {rep}")));
+                if script == Script::FailsAtRep1 && rep == 1 {
+                    send(RankUp::Failed {
+                        message: "a request failed: remote access error".into(),
+                    })
+                    .await?;
+                    return Err("exit status 2: a request failed: remote access error".into());
+                }
+                if plan.initiator {
+                    let start = unix_ns();
+                    tokio::time::sleep(Duration::from_millis(20 * u64::from(plan.id.rank + 1))).await;
+                    let took = unix_ns() - start;
+                    log.lock().unwrap().push((plan.id, format!("done {rep}")));
+                    let n = plan.peers.len();
+                    send(RankUp::Done {
+                        rep,
+                        start_unix_ns: start,
+                        post_ns: vec![1_000; n],
+                        done_ns: vec![took; n],
+                    })
+                    .await?;
+                }
+            }
+            RankDown::Verify => {
+                let blocks = if plan.id.side == RankSide::Decode { blocks } else { 0 };
+                send(RankUp::Verified { blocks, error: None }).await?;
+            }
+            RankDown::Finish => {
+                send(RankUp::Bye { data_path: None }).await?;
+                return Ok(());
+            }
+        }
+    }
+    Err("the coordinator went away".into())
+}
+
+impl RankSeam for FakeSeam {
+    type S = FakeRank;
+    fn listener(&self) -> Result<std::net::TcpListener, LaunchError> {
+        std::net::TcpListener::bind(SocketAddr::new(Ipv4Addr::LOCALHOST.into(), 0))
+            .map_err(|e| LaunchError::new(e.to_string()))
+    }
+    async fn start(&mut self, plan: &RankPlan) -> Result<FakeRank, LaunchError> {
+        self.started += 1;
+        let task = tokio::spawn(rank(plan.clone(), (self.script)(plan.id), self.log.clone()));
+        Ok(FakeRank {
+            id: plan.id,
+            task: Some(task),
+            note: None,
+        })
+    }
+    fn locality(&self) -> Locality {
+        Locality::SameHost
+    }
+    fn placement(&self) -> Placement {
+        Placement {
+            locality: Locality::SameHost,
+            mode: "scripted".into(),
+            prefill: Endpoint::default(),
+            decode: Endpoint::default(),
+        }
+    }
+    async fn cleanup(&mut self) -> Result<String, LaunchError> {
+        self.cleaned = true;
+        Ok(format!("{} fake ranks", self.started))
+    }
+}
+
+/// Llama-3.1-8B, 32 tokens, TP2 → TP2, READ: two decode ranks, each reading one prefill rank.
+fn plan() -> KvPlan {
+    let shape = KvShape {
+        isl: 32,
+        page_size: 16,
+        kv_dtype: KvDtype::Bf16,
+        prefill_tp: 2,
+        decode_tp: 2,
+        max_rank_bytes: None,
+    };
+    let request = KvRequest::new(icb_kv::builtin("llama-3.1-8b").unwrap(), shape).unwrap();
+    let settings: icb_core::RunSettings =
+        serde_json::from_str::<icb_core::PairReport>(include_str!("../../core/tests/fixtures/pair_report.json"))
+            .unwrap()
+            .settings;
+    let mut pair = PairPlan::new(settings, ExpectationInput::default());
+    pair.settings.memory = vec![MemoryPair::HOST_HOST];
+    // Five warm-up repetitions asked, but `max_time` 0 cuts the warm-up to one.
+    pair.settings.warmup_iterations = 5;
+    pair.settings.min_time_s = 0.0;
+    pair.settings.max_time_s = 0.0;
+    pair.deadline = Duration::from_secs(20);
+    pair.exit_grace = Duration::from_secs(2);
+    KvPlan::new(pair, request, KvOp::Read)
+}
+
+fn tool() -> ToolInfo {
+    ToolInfo {
+        name: "ic-bench".into(),
+        version: "test".into(),
+        git_commit: "none".into(),
+        ucx_headers: "none".into(),
+    }
+}
+
+fn seam(script: fn(RankId) -> Script) -> FakeSeam {
+    FakeSeam {
+        script,
+        log: Log::default(),
+        started: 0,
+        cleaned: false,
+    }
+}
+
+#[tokio::test]
+async fn every_repetition_is_a_barrier_and_a_request_runs_to_its_slowest_rank() {
+    let mut seam = seam(|_| Script::Healthy);
+    let out = run_ranks(&plan(), &mut seam, &tool(), &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(seam.cleaned);
+    let kv = out.report.kv.expect("kv");
+    assert!(kv.synchronised);
+    // One warm-up (the others cut by max_time), then the floor of 3 (min and max time 0).
+    assert_eq!(kv.repetitions, Some(3));
+    let m = out.report.cases[0].measurement.as_ref().unwrap();
+    assert_eq!((m.warmup_iterations, m.iterations), (1, 3));
+    assert_eq!(kv.ranks.len(), 4);
+    // Decode rank 1 takes 40 ms, rank 0 20 ms: the request is the slower one, every time.
+    let p50 = kv.request_ms_p50.unwrap();
+    assert!(p50 >= 40.0, "{p50}");
+    let peer = |d: u32| kv.peers.iter().find(|p| p.decode_rank == d).unwrap();
+    assert!(peer(1).request_ms_p50.unwrap() >= 40.0 && peer(0).request_ms_p50.unwrap() < p50);
+    assert!(kv.ranks.iter().all(|r| r.repetitions == 3));
+    // The barrier: every `done k` of every initiator comes before any rank's `go k+1`.
+    let log = seam.log.lock().unwrap().clone();
+    for k in 0..3u32 {
+        let last_done = log.iter().rposition(|(_, e)| *e == format!("done {k}")).unwrap();
+        let first_next = log.iter().position(|(_, e)| *e == format!("go {}", k + 1)).unwrap();
+        assert!(last_done < first_next, "repetition {k}: {log:?}");
+    }
+    // Every rank took part in all four (warm-up included).
+    for side in [RankSide::Prefill, RankSide::Decode] {
+        for rank in 0..2 {
+            let id = RankId { side, rank };
+            assert_eq!(log.iter().filter(|(r, e)| *r == id && e.starts_with("go")).count(), 4);
+        }
+    }
+    // The verdict speaks TTFT (the fake's bandwidth is below any floor, so not its status).
+    let reason = &out.report.verdict.reason;
+    assert!(
+        reason.starts_with("llama-3.1-8b, 32 tokens, TP2→TP2: KV transfer "),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn a_rank_that_fails_mid_run_ends_it_with_its_own_line() {
+    let mut seam = seam(|id| {
+        if id
+            == (RankId {
+                side: RankSide::Decode,
+                rank: 1,
+            })
+        {
+            Script::FailsAtRep1
+        } else {
+            Script::Healthy
+        }
+    });
+    let err = run_ranks(&plan(), &mut seam, &tool(), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, PairError::Setup(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("decode rank 1") && text.contains("remote access error"),
+        "{text}"
+    );
+    assert!(!text.contains('\n'));
+    assert!(seam.cleaned);
+}
+
+#[tokio::test]
+async fn a_rank_that_dies_before_connecting_is_named_without_waiting_for_the_deadline() {
+    let mut seam = seam(|id| {
+        if id.side == RankSide::Prefill && id.rank == 0 {
+            Script::DiesAtStart
+        } else {
+            Script::Healthy
+        }
+    });
+    let t0 = std::time::Instant::now();
+    let err = run_ranks(&plan(), &mut seam, &tool(), &CancellationToken::new())
+        .await
+        .unwrap_err();
+    assert!(t0.elapsed() < Duration::from_secs(10), "waited {:?}", t0.elapsed());
+    let text = err.to_string();
+    assert!(
+        text.contains("prefill rank 0") && text.contains("cannot load NIXL"),
+        "{text}"
+    );
+    assert!(seam.cleaned);
+}
+
+#[tokio::test]
+async fn a_cancel_stops_every_rank_and_cleans_up() {
+    let mut seam = seam(|_| Script::Healthy);
+    let cancel = CancellationToken::new();
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        c.cancel();
+    });
+    let err = run_ranks(&plan(), &mut seam, &tool(), &cancel).await.unwrap_err();
+    assert!(matches!(err, PairError::Interrupted(_)), "{err:?}");
+    assert!(seam.cleaned);
+}

@@ -1,0 +1,26 @@
+//! `ic-bench kv-rank --plan JSON` (hidden): one TP rank of `pair --kv-shape`'s per-rank model,
+//! started by the parent (`icb_pair::kv::ranks`), which it reaches at the plan's coordinator
+//! address. The work is `icb_nixl_engine::kv_rank`.
+
+use super::common::{EngineArgs, UcxArgs};
+use icb_core::protocol::kv_rank::RankPlan;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct Args {
+    /// The rank's plan (`icb_core::protocol::kv_rank::RankPlan`, JSON)
+    #[arg(long, value_name = "JSON")]
+    pub plan: String,
+
+    #[command(flatten)]
+    pub ucx: UcxArgs,
+
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let plan: RankPlan =
+        serde_json::from_str(&args.plan).map_err(|e| anyhow::anyhow!("bad --plan for kv-rank: {e}"))?;
+    icb_nixl_engine::kv_rank(&plan, &args.engine.nixl_options()).map_err(anyhow::Error::msg)?;
+    Ok(0)
+}
