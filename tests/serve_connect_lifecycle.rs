@@ -197,6 +197,7 @@ fn in_process_client(server: &str, test: &str) -> Result<icb_core::PairReport, i
         placement_mode: "manual".into(),
         on_case: None,
         cancel: None,
+        token: None,
     })
 }
 

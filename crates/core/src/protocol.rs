@@ -71,6 +71,10 @@ pub enum SideErrorKind {
     },
     /// `serve` cannot listen: the address (port) is taken.
     AddressInUse,
+    /// The two sides' tokens do not match (or one side has none): `connect` was not admitted.
+    Unauthorized,
+    /// `serve` turned the client away: busy with another client, or connections came too fast.
+    Busy,
     /// Any other error; the message says what.
     Other,
 }

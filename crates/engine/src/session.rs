@@ -1,9 +1,8 @@
 //! Pieces both sides of a session share: the hello, its checks, and how steps are named in errors.
 
-use crate::control::{Control, unexpected};
 use crate::error::EngineError;
 use crate::local;
-use crate::messages::{CaseSetup, Hello, HexBytes, Message, PhaseKind, Role};
+use crate::messages::{CaseSetup, Hello, HexBytes, PhaseKind, Role};
 use crate::runtime::{LocalUcx, PhaseCtl};
 use icb_core::units::format_size;
 use icb_core::{CudaInfo, PeerInfo, ToolInfo};
@@ -56,6 +55,7 @@ pub fn local_hello(role: Role, ucx: &LocalUcx, cuda: &CudaInfo, tool: &ToolInfo,
         engine: None,
         nixl: None,
         line_rate_bps: local::line_rate_bps(),
+        auth: None,
     }
 }
 
@@ -77,20 +77,6 @@ pub fn check_peer_hello(peer: &Hello, expected: Role, engine: Option<&str>) -> R
         return Err(EngineError::Settings(what.into()));
     }
     Ok(())
-}
-
-/// The server's half of the hello exchange, for both engines: sends `mine`, then waits at most
-/// [`HELLO_TIMEOUT`] for the client's and checks it (see [`check_peer_hello`]).
-pub async fn server_hello(control: &mut Control, mine: Hello, engine: Option<&str>) -> Result<Hello, EngineError> {
-    control
-        .send(&Message::Hello(Box::new(mine)), "the hello exchange")
-        .await?;
-    let peer = match control.recv("the hello exchange", HELLO_TIMEOUT).await? {
-        Message::Hello(h) => *h,
-        other => return Err(unexpected("the hello exchange", &other, "hello")),
-    };
-    check_peer_hello(&peer, Role::Client, engine)?;
-    Ok(peer)
 }
 
 pub fn peer_info(h: &Hello) -> PeerInfo {
@@ -140,6 +126,7 @@ mod tests {
             engine: engine.map(Into::into),
             nixl: None,
             line_rate_bps: None,
+            auth: None,
         }
     }
 
