@@ -126,6 +126,21 @@ impl TokenArgs {
         let env = std::env::var(icb_engine::auth::TOKEN_ENV).ok();
         Ok(icb_engine::auth::Token::resolve(self.token_file.as_deref(), env)?)
     }
+
+    /// The flag a started side (a rails rank) gets to read the same file; `IC_BENCH_TOKEN` is
+    /// inherited with the environment.
+    pub fn side_flags(&self) -> Vec<String> {
+        match &self.token_file {
+            Some(path) => vec![
+                "--token-file".into(),
+                std::path::absolute(path)
+                    .unwrap_or_else(|_| path.clone())
+                    .display()
+                    .to_string(),
+            ],
+            None => vec![],
+        }
+    }
 }
 
 /// Parses a size given on its own flag (e.g. `--min-bw-size 1MiB`).

@@ -22,6 +22,10 @@ pub const SIDE_SCHEMA: &str = "ic-bench.serve/v1";
 pub const CHILD_PLAN_SCHEMA: &str = "ic-bench.plan/v1";
 
 /// One line a side prints on stdout for its parent.
+/// The environment variable `serve` and `connect` read their shared token from when no
+/// `--token-file` is given (launchers hand each run's token to both sides through it).
+pub const TOKEN_ENV: &str = "IC_BENCH_TOKEN";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum SideEvent {

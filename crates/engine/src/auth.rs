@@ -16,7 +16,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use std::path::Path;
 
 /// The environment variable both sides read the token from (a flag value would show in `ps`).
-pub const TOKEN_ENV: &str = "IC_BENCH_TOKEN";
+pub use icb_core::protocol::TOKEN_ENV;
 /// Bytes of each side's nonce and of a proof (SHA-256).
 pub const NONCE_BYTES: usize = 32;
 /// A token shorter than this is refused: it would be guessable.

@@ -343,9 +343,17 @@ pub async fn prepare_with_templates(
             service_account: plan.service_account.clone(),
             extra_labels: plan.labels.iter().cloned().collect(),
         };
-    let mut serve_args: Vec<String> = ["serve", "--listen", "0.0.0.0:0", "--once", "--side-events"]
-        .map(String::from)
-        .to_vec();
+    // Not yet admitted by a per-run token Secret: the pod admits any client, as before (issue 22).
+    let mut serve_args: Vec<String> = [
+        "serve",
+        "--listen",
+        "0.0.0.0:0",
+        "--once",
+        "--side-events",
+        "--insecure-no-token",
+    ]
+    .map(String::from)
+    .to_vec();
     serve_args.extend(plan.serve_args.iter().cloned());
     let mut connect_args = vec!["connect".to_string(), format!("$({SERVER_ENV})")];
     connect_args.extend(plan.connect_args.iter().cloned());

@@ -374,6 +374,8 @@ impl Launcher for InPlaceLauncher {
                 "--idle-timeout".into(),
                 secs.clone(),
                 "--side-events".into(),
+                // Not yet given a per-run token: admits any client, as before (issue 22).
+                "--insecure-no-token".into(),
             ];
             args.extend(self.plan.side_args.iter().cloned());
             let mut side = self.launch(&worker, args, "decode").await?;
