@@ -245,6 +245,9 @@ mod tests {
         assert_eq!(Token::resolve(None, Some(String::new())), Ok(None));
         let from_env = Token::resolve(None, Some("0123456789abcdef".into())).unwrap();
         assert_eq!(from_env, Some(token("0123456789abcdef")));
+        // The hello carries the run's IC_BENCH_* environment: never the token's value.
+        let env = crate::local::filter_env([(TOKEN_ENV.to_string(), "0123456789abcdef".to_string())].into_iter());
+        assert!(env.values().all(|v| !v.contains("0123456789abcdef")), "{env:?}");
         let missing = Token::resolve(Some(Path::new("/nonexistent/token")), None).unwrap_err();
         assert!(missing.to_string().contains("--token-file"), "{missing}");
     }

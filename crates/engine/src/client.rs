@@ -122,6 +122,7 @@ async fn run_session(
     let hello = local_hello(Role::Client, local, cuda, &opts.tool, peer_errors);
     let server =
         crate::admit::client_admit(control, hello, None, opts.token.as_ref(), hello_limit, &opts.server).await?;
+    crate::session::check_worker_address(&server.worker_address.0)?;
     let address = server.worker_address.0.clone();
     thread
         .call(move |rt: &mut Runtime| rt.connect_peer(&address, peer_errors))

@@ -129,6 +129,7 @@ async fn session(
     let peer = server_admit(control, hello, None, &opts.guard).await?;
     *admitted = true;
     tracing::info!("client is {} (UCX {})", peer.hostname, peer.ucx_version);
+    crate::session::check_worker_address(&peer.worker_address.0)?;
     let address = peer.worker_address.0.clone();
     let peer_errors = peer.peer_errors;
     thread

@@ -79,6 +79,20 @@ pub fn check_peer_hello(peer: &Hello, expected: Role, engine: Option<&str>) -> R
     Ok(())
 }
 
+/// UCX aborts the whole process (an assertion, not an error) on a worker address whose header
+/// names a packing version it does not know (UCX 1.22: `address.c: Assertion
+/// '*addr_version == UCP_OBJECT_VERSION_V2' failed`), so a peer's address is checked for one of
+/// the two versions UCX packs (v1 = 0, v2 = 1, in the low nibble of its first byte) before UCX
+/// sees it. Deeper garbage UCX itself refuses with an error.
+pub fn check_worker_address(address: &[u8]) -> Result<(), EngineError> {
+    match address.first() {
+        Some(b) if b & 0x0f <= 1 && address.len() >= 9 => Ok(()),
+        _ => Err(EngineError::Settings(
+            "the peer's UCX worker address is not one UCX can read: the peer is not ic-bench, or broken".into(),
+        )),
+    }
+}
+
 pub fn peer_info(h: &Hello) -> PeerInfo {
     PeerInfo {
         hostname: h.hostname.clone(),
