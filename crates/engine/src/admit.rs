@@ -121,7 +121,9 @@ impl ServeGuard {
 }
 
 /// A token bucket over new connections (a reconnect loop cannot make the server renew UCX
-/// workers without bound).
+/// workers or answer challenges without bound). A connection that proved the token gets its
+/// allowance back ([`RateLimit::refund`]): only unadmitted connections are limited, so a fast
+/// loop of real clients is never refused for its rate.
 #[derive(Debug)]
 pub struct RateLimit {
     tokens: f64,
@@ -138,6 +140,11 @@ impl RateLimit {
             per_s: guard.rate_per_s,
             last: Instant::now(),
         }
+    }
+
+    /// Returns an admitted connection's allowance.
+    pub fn refund(&mut self) {
+        self.tokens = (self.tokens + 1.0).min(self.burst);
     }
 
     /// Takes one connection's allowance; `false`: over the rate.
@@ -339,6 +346,9 @@ mod tests {
         let mut r = RateLimit::new(&guard);
         assert!(r.allow() && r.allow() && r.allow());
         assert!(!r.allow(), "the burst is spent");
+        r.refund();
+        assert!(r.allow(), "an admitted connection's allowance came back");
+        assert!(!r.allow());
         std::thread::sleep(Duration::from_millis(60));
         assert!(r.allow(), "refilled at 50/s");
     }

@@ -87,6 +87,7 @@ async fn accept_loop(
             }
         };
         if admitted {
+            rate.refund();
             // Whatever happened, the next client starts from a new worker: no case, no endpoint,
             // and nothing UCX kept for this client (memory and shared-memory segments stay flat).
             match thread.call(|rt: &mut Runtime| rt.renew_worker()).await? {

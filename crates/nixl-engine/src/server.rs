@@ -93,6 +93,7 @@ async fn accept_loop(
         };
         // The next client starts clean: no case, no remote agent.
         if admitted {
+            rate.refund();
             let _ = thread.call(|rt: &mut NixlRuntime| rt.forget_peer()).await;
         }
         if let Err(e) = &result {
