@@ -31,6 +31,7 @@ pub mod podrun;
 pub mod podspec;
 pub mod probe_pod;
 pub mod retry;
+pub mod secret;
 pub mod spec;
 pub mod target;
 pub mod template;

@@ -364,7 +364,22 @@ pub async fn delete_run(cluster: &Cluster, run_id: &str, timeout: Duration) -> R
         Duration::from_millis(300),
     )
     .await?;
-    Ok(format!("deleted {} ic-bench pod(s) of run {run_id}", deleted.len()))
+    // The run's token Secret goes with its pods (`crate::secret`).
+    let secrets = crate::secret::delete_matching(
+        cluster,
+        Some(cluster.namespace()),
+        &crate::podspec::instance_selector(run_id),
+    )
+    .await
+    .map_err(|e| {
+        KubeError::Pod(format!(
+            "cleanup of the token secret of run {run_id} failed: {e}; run `ic-bench gc`"
+        ))
+    })?;
+    Ok(format!(
+        "deleted {} ic-bench pod(s) and {secrets} secret(s) of run {run_id}",
+        deleted.len()
+    ))
 }
 
 /// [`delete_matching`], and once nothing matches, looks again after `settle`: a create that was

@@ -333,7 +333,8 @@ pub async fn prepare_with_templates(
             image: plan.image.clone(),
             image_pull_policy: plan.image_pull_policy.clone(),
             args,
-            env: vec![],
+            // Both sides admit each other by the run's token, from its Secret (`crate::secret`).
+            env: vec![crate::secret::token_env(&plan.run_id)],
             model,
             devices,
             active_deadline_s: plan.active_deadline_s(),
@@ -343,17 +344,9 @@ pub async fn prepare_with_templates(
             service_account: plan.service_account.clone(),
             extra_labels: plan.labels.iter().cloned().collect(),
         };
-    // Not yet admitted by a per-run token Secret: the pod admits any client, as before (issue 22).
-    let mut serve_args: Vec<String> = [
-        "serve",
-        "--listen",
-        "0.0.0.0:0",
-        "--once",
-        "--side-events",
-        "--insecure-no-token",
-    ]
-    .map(String::from)
-    .to_vec();
+    let mut serve_args: Vec<String> = ["serve", "--listen", "0.0.0.0:0", "--once", "--side-events"]
+        .map(String::from)
+        .to_vec();
     serve_args.extend(plan.serve_args.iter().cloned());
     let mut connect_args = vec!["connect".to_string(), format!("$({SERVER_ENV})")];
     connect_args.extend(plan.connect_args.iter().cloned());

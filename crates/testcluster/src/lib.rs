@@ -515,6 +515,7 @@ async fn run(
         shutdown: CancellationToken::new(),
         work_dir,
         deployments: Mutex::new(std::collections::BTreeMap::new()),
+        secrets: Mutex::new(std::collections::BTreeMap::new()),
         custom: Mutex::new(std::collections::BTreeMap::new()),
     });
     let listener = match tokio::net::TcpListener::bind("127.0.0.1:0")
