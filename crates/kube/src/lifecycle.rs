@@ -365,20 +365,15 @@ pub async fn delete_run(cluster: &Cluster, run_id: &str, timeout: Duration) -> R
     )
     .await?;
     // The run's token Secret goes with its pods (`crate::secret`).
-    let secrets = crate::secret::delete_matching(
-        cluster,
-        Some(cluster.namespace()),
-        &crate::podspec::instance_selector(run_id),
-    )
-    .await
-    .map_err(|e| {
+    let secret = crate::secret::delete_run(cluster, run_id).await.map_err(|e| {
         KubeError::Pod(format!(
             "cleanup of the token secret of run {run_id} failed: {e}; run `ic-bench gc`"
         ))
     })?;
     Ok(format!(
-        "deleted {} ic-bench pod(s) and {secrets} secret(s) of run {run_id}",
-        deleted.len()
+        "deleted {} ic-bench pod(s){} of run {run_id}",
+        deleted.len(),
+        if secret { " and its token secret" } else { "" }
     ))
 }
 

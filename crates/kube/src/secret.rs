@@ -75,6 +75,22 @@ pub async fn create(cluster: &Cluster, run_id: &str) -> Result<(), KubeError> {
         .map(|_| ())
 }
 
+/// Deletes run `run_id`'s Secret by name (no `list` on secrets needed); returns whether it was
+/// there.
+pub async fn delete_run(cluster: &Cluster, run_id: &str) -> Result<bool, KubeError> {
+    let api: kube::Api<Secret> = kube::Api::namespaced(cluster.client().clone(), cluster.namespace());
+    let name = secret_name(run_id);
+    let dp = DeleteParams::default();
+    match cluster
+        .call(&format!("delete secret {name}"), || api.delete(&name, &dp))
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Deletes the Secrets matching `selector` in `namespace` (all namespaces: `None`); returns
 /// how many. Gone already is fine.
 pub async fn delete_matching(cluster: &Cluster, namespace: Option<&str>, selector: &str) -> Result<usize, KubeError> {
