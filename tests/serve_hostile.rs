@@ -408,3 +408,31 @@ fn a_garbage_worker_address_ends_only_that_session() {
         assert!(said, "the server said why it gave up");
     });
 }
+
+/// Not an attack: what `serve` says about running without a token (one warning line on
+/// loopback; beyond loopback a one-line refusal naming --token-file, unless explicitly allowed).
+#[test]
+fn serve_without_a_token_warns_on_loopback_and_refuses_beyond_it() {
+    let refused = engine_support::run(
+        engine_support::command(&["serve", "--listen", "0.0.0.0:0", "--once"], &[]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    let line = refused.error_line();
+    assert!(
+        line.contains("--token-file") && line.contains("--insecure-no-token"),
+        "{line}"
+    );
+    let server = engine_support::Server::start_with(&["--once", "--idle-timeout", "30s"], &[]);
+    let out = engine_support::connect(&server.addr, engine_support::FAST, &[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let (code, stderr) = server.wait(Duration::from_secs(20));
+    assert_eq!(code, 0, "{stderr}");
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("without a token")).collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    // And a client holding a token refuses that server: it cannot prove it is the right one.
+    let server = engine_support::Server::start_with(&["--once", "--idle-timeout", "30s"], &[]);
+    let out = engine_support::connect(&server.addr, engine_support::FAST, &[("IC_BENCH_TOKEN", TOKEN)]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.error_line().contains("runs without a token"), "{}", out.stderr);
+}

@@ -32,9 +32,13 @@ pub fn serve(opts: ServeOptions) -> Result<(), EngineError> {
 
 async fn serve_async(mut opts: ServeOptions) -> Result<(), EngineError> {
     let listen: SocketAddr = crate::session::resolve(&opts.listen).await?;
-    opts.guard.check_listen(listen)?;
     let ucx_opts = opts.ucx.clone();
     let (mut thread, local) = UcxThread::spawn(move || Runtime::start(&ucx_opts))?;
+    // After UCX's own setup errors (they say what to fix first), before anything listens.
+    if let Err(e) = opts.guard.check_listen(listen) {
+        thread.shutdown(Duration::from_secs(5));
+        return Err(e);
+    }
     let listener = TcpListener::bind(listen).await.map_err(|source| EngineError::Bind {
         addr: opts.listen.clone(),
         source,

@@ -32,10 +32,14 @@ pub fn serve(opts: ServeOptions, nixl: NixlOptions) -> Result<(), NixlEngineErro
 
 async fn serve_async(mut opts: ServeOptions, nixl: NixlOptions) -> Result<(), NixlEngineError> {
     let listen = resolve(&opts.listen).await?;
-    opts.guard.check_listen(listen)?;
     let _log = UcxLog::prepare()?;
     let name = agent_name("decode");
     let (mut thread, local) = UcxThread::spawn(move || NixlRuntime::start(&nixl, &name))?;
+    // After NIXL's own setup errors (they say what to fix first), before anything listens.
+    if let Err(e) = opts.guard.check_listen(listen) {
+        thread.shutdown(Duration::from_secs(5));
+        return Err(e.into());
+    }
     let listener = TcpListener::bind(listen).await.map_err(|source| EngineError::Bind {
         addr: opts.listen.clone(),
         source,
