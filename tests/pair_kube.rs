@@ -247,6 +247,17 @@ fn dry_run_yaml_parses_back_into_the_pods_a_real_run_creates() {
         "a dry run wrote to the cluster"
     );
     let from_yaml = icb_kube::yaml::pods(&printed.stdout).unwrap();
+    // The run's token Secret is shown, never its value.
+    let docs = icb_kube::yaml::documents(&printed.stdout).unwrap();
+    let secret = docs
+        .iter()
+        .find(|d| d["kind"] == "Secret")
+        .expect("the token Secret is shown");
+    assert_eq!(secret["metadata"]["name"], "ic-bench-dryrun1-token");
+    assert!(
+        secret.get("data").is_none() && secret.get("stringData").is_none(),
+        "{secret}"
+    );
 
     let real = run_pair(&cluster, &base, LIMIT);
     let created = real.created_pods();
@@ -260,7 +271,25 @@ fn dry_run_yaml_parses_back_into_the_pods_a_real_run_creates() {
         }
     }
     assert_eq!(from_yaml[1], client, "client pod differs from the dry run");
-    assert!(leftover_via_api(&cluster).is_empty());
+    // Both read the token from the run's Secret; no pod spec carries it.
+    for pod in &created {
+        let env = pod.spec.as_ref().unwrap().containers[0].env.clone().unwrap_or_default();
+        let token = env.iter().find(|e| e.name == "IC_BENCH_TOKEN").expect("IC_BENCH_TOKEN");
+        assert!(token.value.is_none(), "a token value in the pod spec");
+        let from = token.value_from.as_ref().and_then(|f| f.secret_key_ref.as_ref());
+        assert_eq!(from.map(|k| k.name.as_str()), Some("ic-bench-dryrun1-token"));
+    }
+    assert!(
+        real.requests
+            .iter()
+            .any(|r| r.method == "POST" && r.path.ends_with("/secrets") && r.status < 300),
+        "the token Secret was created"
+    );
+    assert!(
+        leftover_via_api(&cluster).is_empty(),
+        "{:?}",
+        leftover_via_api(&cluster)
+    );
 }
 
 /// A Deployment whose pods run on `node` with hostIPC (as the reference for both sides).

@@ -260,16 +260,30 @@ fn pods_of_a_killed_run_are_removed_by_gc() {
     ]);
     let mut child = pair_command(&cluster, &a).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while leftover_via_api(&cluster).len() < 2 {
+    let pods_left = || {
+        leftover_via_api(&cluster)
+            .into_iter()
+            .filter(|n| !n.starts_with("secret/"))
+            .count()
+    };
+    while pods_left() < 2 {
         assert!(Instant::now() < deadline, "the run never created both pods");
         std::thread::sleep(Duration::from_millis(50));
     }
     // SIGKILL: no chance to clean up.
     child.kill().unwrap();
     let _ = child.wait();
-    let mut pods = leftover_via_api(&cluster);
-    pods.sort();
-    assert_eq!(pods, ["ic-bench-killed1-client", "ic-bench-killed1-server"]);
+    let mut left = leftover_via_api(&cluster);
+    left.sort();
+    // The run's token Secret is left too; gc takes it with the pods.
+    assert_eq!(
+        left,
+        [
+            "ic-bench-killed1-client",
+            "ic-bench-killed1-server",
+            "secret/ic-bench-killed1-token"
+        ]
+    );
     // Every bench pod also carries activeDeadlineSeconds, so it stops on its own eventually.
     for p in cluster.pods() {
         assert!(p.spec.unwrap().active_deadline_seconds.is_some_and(|s| s > 0));
@@ -290,7 +304,11 @@ fn pods_of_a_killed_run_are_removed_by_gc() {
     assert!(said.contains("deleted pod default/ic-bench-killed1-server"), "{said}");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !leftover_via_api(&cluster).is_empty() {
-        assert!(Instant::now() < deadline, "gc left pods behind");
+        assert!(
+            Instant::now() < deadline,
+            "gc left {:?} behind",
+            leftover_via_api(&cluster)
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -169,7 +169,11 @@ fn a_server_that_is_not_ic_bench_fails_within_the_connect_timeout() {
 
 /// One client run in this process (no process start per client, so 200 of them fit in a minute):
 /// `test` at 64 KiB, host→host, as few iterations as the engine allows.
-fn in_process_client(server: &str, test: &str) -> Result<icb_core::PairReport, icb_engine::EngineError> {
+fn in_process_client(
+    server: &str,
+    test: &str,
+    token: Option<&str>,
+) -> Result<icb_core::PairReport, icb_engine::EngineError> {
     let settings: icb_core::RunSettings = serde_json::from_value(serde_json::json!({
         "tests": [test], "sizes": [65536], "memory": [{"initiator": "host", "target": "host"}],
         "warmup_iterations": 1, "min_iterations": 2, "min_time_s": 0.001, "max_time_s": 0.05,
@@ -197,21 +201,24 @@ fn in_process_client(server: &str, test: &str) -> Result<icb_core::PairReport, i
         placement_mode: "manual".into(),
         on_case: None,
         cancel: None,
+        token: token.map(|t| icb_engine::auth::Token::parse(t, "test").expect("token")),
     })
 }
 
 /// Issue 10: a long-running server grew ~50–120 KB per tag client (UCX kept each finished
 /// client's reply endpoint with its shared-memory segments attached). 200 sequential clients,
 /// tag and RMA mixed: what the server holds after the last is what it held after the first few.
+/// The server checks a token (issue 22): the CI-sized `scripts/soak-serve`.
 #[test]
 fn serve_stays_flat_across_200_clients() {
-    let server = Server::start_long();
+    const TOKEN: &str = "lifecycle-soak-token-0123456789";
+    let server = Server::start_with(&["--idle-timeout", "120s"], &[("IC_BENCH_TOKEN", TOKEN)]);
     let tests = ["tag_bw", "tag_lat", "put_bw", "get_bw"];
     let mut baseline = None;
     let started = Instant::now();
     for i in 0..200 {
         let test = tests[i % tests.len()];
-        if let Err(e) = in_process_client(&server.addr, test) {
+        if let Err(e) = in_process_client(&server.addr, test, Some(TOKEN)) {
             panic!("client {i} ({test}): {e}");
         }
         if i == 11 {
@@ -240,7 +247,11 @@ fn serve_stays_flat_across_200_clients() {
 /// one summary line (counts and the first error), then the error; `-v` shows UCX's own lines.
 #[test]
 fn ucx_log_is_summarised_in_one_line_and_shown_with_v() {
-    let env = [("UCX_TLS", "no_such_transport")];
+    // With a token: a token-less serve's own warning line is not what this test counts.
+    let env = [
+        ("UCX_TLS", "no_such_transport"),
+        ("IC_BENCH_TOKEN", "lifecycle-log-token-0123456789"),
+    ];
     let quiet = engine_support::run(
         command(&["serve", "--listen", "127.0.0.1:0", "--once"], &env),
         Duration::from_secs(30),

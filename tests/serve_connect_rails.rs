@@ -43,6 +43,8 @@ fn on_node(fabric: &Fabric, node: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .env(RAIL_TREE_ENV, fabric.rail_tree(node).unwrap())
+        // Both hosts hold the same token: the ranks listen beyond loopback (issue 22).
+        .env("IC_BENCH_TOKEN", "rails-hosts-token-0123456789")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

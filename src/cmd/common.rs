@@ -111,6 +111,38 @@ fn parse_gbps(s: &str) -> Result<f64, String> {
         .map_err(|e| e.to_string())
 }
 
+/// `--token-file`: the shared secret `serve` and `connect` prove to each other (`icb_engine::auth`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct TokenArgs {
+    /// File holding the token serve and connect share (else the IC_BENCH_TOKEN environment
+    /// variable); it never crosses the wire: each side proves it holds the same one
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+}
+
+impl TokenArgs {
+    /// The token from the file, else from `IC_BENCH_TOKEN`, else none.
+    pub fn resolve(&self) -> anyhow::Result<Option<icb_engine::auth::Token>> {
+        let env = std::env::var(icb_engine::auth::TOKEN_ENV).ok();
+        Ok(icb_engine::auth::Token::resolve(self.token_file.as_deref(), env)?)
+    }
+
+    /// The flag a started side (a rails rank) gets to read the same file; `IC_BENCH_TOKEN` is
+    /// inherited with the environment.
+    pub fn side_flags(&self) -> Vec<String> {
+        match &self.token_file {
+            Some(path) => vec![
+                "--token-file".into(),
+                std::path::absolute(path)
+                    .unwrap_or_else(|_| path.clone())
+                    .display()
+                    .to_string(),
+            ],
+            None => vec![],
+        }
+    }
+}
+
 /// Parses a size given on its own flag (e.g. `--min-bw-size 1MiB`).
 pub fn parse_size_arg(s: &str) -> Result<u64, String> {
     parse_size(s).map_err(|e| e.to_string())

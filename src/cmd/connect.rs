@@ -51,6 +51,9 @@ pub struct Args {
     pub server: String,
 
     #[command(flatten)]
+    pub token: super::common::TokenArgs,
+
+    #[command(flatten)]
     pub test: TestArgs,
 
     #[command(flatten)]
@@ -165,6 +168,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         })),
         cancel: Some(interrupt.token().clone()),
+        token: args.token.resolve()?,
     };
     let report = connect_or_interrupted(opts, &args.engine, &interrupt);
     if let Ok(live) = live.lock() {
@@ -287,6 +291,7 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
             let _ = progress_out.case(index, total, c);
         })),
         cancel: Some(interrupt.token().clone()),
+        token: args.token.resolve()?,
     };
     let report = connect_or_interrupted(opts, &args.engine, &interrupt).inspect_err(|e| {
         if let Some(e) = e.downcast_ref::<icb_engine::EngineError>() {

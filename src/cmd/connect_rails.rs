@@ -35,7 +35,9 @@ pub fn run(args: super::connect::Args) -> anyhow::Result<i32> {
     // Two hosts unless told otherwise: that is what serve/connect --rails is for.
     let locality = args.placement.locality().unwrap_or(Locality::DifferentHosts);
     let forward = tracing::enabled!(tracing::Level::INFO);
-    let opts = rank_options(args.ucx.ucx_lib.clone(), args.engine.side_flags(), forward)?;
+    let mut side_flags = args.engine.side_flags();
+    side_flags.extend(args.token.side_flags());
+    let opts = rank_options(args.ucx.ucx_lib.clone(), side_flags, forward)?;
     let interrupt = Interrupt::install()?;
     super::common::runtime()?.block_on(async {
         let (mut seam, decode) = tokio::select! {

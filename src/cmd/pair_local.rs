@@ -58,6 +58,10 @@ pub fn options(args: &super::pair::Args, plan: &mut PairPlan) -> anyhow::Result<
         forward_stderr: tracing::enabled!(tracing::Level::INFO),
         side_args: args.engine.side_flags(),
         link_rate: local.link_rate.clone(),
+        // One token per run: only this run's two sides admit each other.
+        token: Some(icb_pair::local::RunToken(
+            icb_engine::auth::Token::generate().expose().to_string(),
+        )),
     })
 }
 

@@ -26,6 +26,22 @@ pub struct Args {
     pub side_events: bool,
 
     #[command(flatten)]
+    pub token: super::common::TokenArgs,
+
+    /// Listen beyond loopback without a token, admitting anyone who can reach the port
+    #[arg(long)]
+    pub insecure_no_token: bool,
+
+    /// Largest server-side buffer one case may ask, e.g. 4GiB (default: half the memory
+    /// available at start, at most 16 GiB)
+    #[arg(long, value_name = "SIZE", value_parser = super::common::parse_size_arg)]
+    pub max_buffer: Option<u64>,
+
+    /// Longest one client's session may last, e.g. 30m
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = super::common::parse_duration)]
+    pub max_session: Duration,
+
+    #[command(flatten)]
     pub ucx: UcxArgs,
 
     #[command(flatten)]
@@ -40,6 +56,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         return super::serve_rails::run(args);
     }
     args.engine.check()?;
+    let guard = icb_engine::admit::ServeGuard {
+        token: args.token.resolve()?,
+        allow_no_token: args.insecure_no_token,
+        max_buffer: args.max_buffer.unwrap_or_else(icb_engine::admit::default_max_buffer),
+        max_session: args.max_session,
+        ..Default::default()
+    };
     let args_side_events = args.side_events;
     let out = std::sync::Arc::new(SideWriter::new(super::report_out::reserve()?));
     let listening_out = std::sync::Arc::clone(&out);
@@ -59,6 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             let _ = listening_out.listening(l.address.to_string(), l.ucx_version.clone());
         })),
         cancel: Some(interrupt.token().clone()),
+        guard,
     };
     let result = match args.engine.engine {
         EngineKind::Ucx => icb_engine::serve(opts),

@@ -79,6 +79,8 @@ pub fn rank_options(ucx_lib: Option<PathBuf>, side_args: Vec<String>, forward: b
         side_args,
         forward_stderr: forward,
         link_rate: None,
+        // Ranks inherit IC_BENCH_TOKEN; a --token-file travels in `side_args`.
+        token: None,
     })
 }
 
@@ -95,7 +97,12 @@ pub fn run(args: super::serve::Args) -> anyhow::Result<i32> {
     let info = node_info(host_name(), rail_tree().as_deref(), Path::new("/sys"));
     let rows = plan_rows(&info, &info, &selection, told.as_deref(), RailPattern::Aligned)?;
     let ends: Vec<_> = rows.into_iter().map(|r| r.decode).collect();
-    let opts = rank_options(args.ucx.ucx_lib.clone(), args.engine.side_flags(), true)?;
+    let mut side_flags = args.engine.side_flags();
+    side_flags.extend(args.token.side_flags());
+    if args.insecure_no_token {
+        side_flags.push("--insecure-no-token".into());
+    }
+    let opts = rank_options(args.ucx.ucx_lib.clone(), side_flags, true)?;
     let interrupt = Interrupt::install()?;
     super::common::runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen)

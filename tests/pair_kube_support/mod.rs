@@ -189,19 +189,31 @@ pub fn created_pods(cluster: &TestCluster) -> Vec<Pod> {
         .collect()
 }
 
-/// Leftovers as seen through the API (a list with the managed-by selector), as `gc` would.
+/// Leftovers as seen through the API (a list with the managed-by selector), as `gc` would: pods,
+/// and the runs' token Secrets (as `secret/NAME`).
 pub fn leftover_via_api(cluster: &TestCluster) -> Vec<String> {
     block_on(async {
         let client = cluster.client().unwrap();
-        let api: icb_kube::kube::Api<Pod> = icb_kube::kube::Api::all(client);
+        let api: icb_kube::kube::Api<Pod> = icb_kube::kube::Api::all(client.clone());
         let lp = icb_kube::kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=ic-bench");
-        api.list(&lp)
+        let mut left: Vec<String> = api
+            .list(&lp)
             .await
             .unwrap()
             .items
             .into_iter()
             .filter_map(|p| p.metadata.name)
-            .collect()
+            .collect();
+        let secrets: icb_kube::kube::Api<icb_kube::k8s_openapi::api::core::v1::Secret> =
+            icb_kube::kube::Api::all(client);
+        let found = secrets.list(&lp).await.unwrap().items;
+        left.extend(
+            found
+                .into_iter()
+                .filter_map(|s| s.metadata.name)
+                .map(|n| format!("secret/{n}")),
+        );
+        left
     })
 }
 

@@ -23,6 +23,10 @@ pub const SIDE_SCHEMA: &str = "ic-bench.serve/v1";
 pub const CHILD_PLAN_SCHEMA: &str = "ic-bench.plan/v1";
 
 /// One line a side prints on stdout for its parent.
+/// The environment variable `serve` and `connect` read their shared token from when no
+/// `--token-file` is given (launchers hand each run's token to both sides through it).
+pub const TOKEN_ENV: &str = "IC_BENCH_TOKEN";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum SideEvent {
@@ -72,6 +76,10 @@ pub enum SideErrorKind {
     },
     /// `serve` cannot listen: the address (port) is taken.
     AddressInUse,
+    /// The two sides' tokens do not match (or one side has none): `connect` was not admitted.
+    Unauthorized,
+    /// `serve` turned the client away: busy with another client, or connections came too fast.
+    Busy,
     /// Any other error; the message says what.
     Other,
 }

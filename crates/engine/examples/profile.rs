@@ -37,6 +37,7 @@ fn main() {
     let server = std::thread::spawn(move || {
         icb_engine::serve(ServeOptions {
             cancel: None,
+            guard: Default::default(),
             listen: "127.0.0.1:0".into(),
             once: true,
             idle_timeout: Some(Duration::from_secs(60)),
@@ -53,6 +54,7 @@ fn main() {
     };
     let report = icb_engine::connect(ConnectOptions {
         cancel: None,
+        token: None,
         server: addr.to_string(),
         settings,
         connect_timeout: Duration::from_secs(10),

@@ -8,7 +8,7 @@ use crate::options::ConnectOptions;
 use crate::report::{SessionRecord, assemble_report};
 use crate::run_error::RunError;
 use crate::runtime::{LocalUcx, PhaseCtl, PhaseOutcome, Runtime};
-use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, check_peer_hello, local_hello, phase_during};
+use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, local_hello, phase_during};
 use crate::settings::{apply_bench_controls, validate};
 use crate::stats;
 use crate::ucx_thread::UcxThread;
@@ -118,23 +118,11 @@ async fn run_session(
 ) -> Result<(), EngineError> {
     // Something that accepts but never speaks ic-bench must not hold the run past --connect-timeout.
     let hello_limit = opts.connect_timeout.min(HELLO_TIMEOUT);
-    let server: Hello = match control.recv("the hello exchange", hello_limit).await {
-        Ok(Message::Hello(h)) => *h,
-        Ok(other) => return Err(unexpected("the hello exchange", &other, "hello")),
-        Err(EngineError::Timeout { secs, .. }) => {
-            return Err(EngineError::NoHello {
-                addr: opts.server.clone(),
-                secs,
-            });
-        }
-        Err(e) => return Err(e),
-    };
-    check_peer_hello(&server, Role::Server, None)?;
     let peer_errors = opts.ucx.peer_failure == crate::options::PeerFailureMode::UcxPeer;
     let hello = local_hello(Role::Client, local, cuda, &opts.tool, peer_errors);
-    control
-        .send(&Message::Hello(Box::new(hello)), "the hello exchange")
-        .await?;
+    let server =
+        crate::admit::client_admit(control, hello, None, opts.token.as_ref(), hello_limit, &opts.server).await?;
+    crate::session::check_worker_address(&server.worker_address.0)?;
     let address = server.worker_address.0.clone();
     thread
         .call(move |rt: &mut Runtime| rt.connect_peer(&address, peer_errors))

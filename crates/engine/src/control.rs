@@ -35,7 +35,7 @@ impl Control {
         let (tx, inbox) = mpsc::channel(16);
         let reader = tokio::spawn(async move {
             loop {
-                let frame = wire::read_frame(&mut read_half).await;
+                let frame = wire::read_frame_within(&mut read_half, wire::FRAME_TIMEOUT).await;
                 let stop = frame.is_err();
                 if tx.send(frame).await.is_err() || stop {
                     break;
@@ -63,7 +63,11 @@ impl Control {
     /// Tells the peer why this side gives up on the session, unless the peer or the connection
     /// is what failed (then there is nobody to tell).
     pub async fn report_failure(&mut self, e: &EngineError) {
-        if !matches!(e, EngineError::Peer(_) | EngineError::Control { .. }) {
+        // An admission failure was already answered with `denied`.
+        if !matches!(
+            e,
+            EngineError::Peer(_) | EngineError::Control { .. } | EngineError::Admission(_)
+        ) {
             self.send_error(&e.to_string()).await;
         }
     }
@@ -119,12 +123,13 @@ pub fn unexpected(during: &str, got: &Message, expected: &'static str) -> Engine
     }
 }
 
-/// The next client of a server: waits at most `idle_timeout` (then [`EngineError::IdleTimeout`]),
-/// and rides over transient accept errors (e.g. out of file descriptors for a moment).
-pub async fn accept_client(
+/// The next connection to a server: waits at most `idle_timeout` (then
+/// [`EngineError::IdleTimeout`]), and rides over transient accept errors (e.g. out of file
+/// descriptors for a moment). Admission is `crate::admit`'s.
+pub async fn accept_stream(
     listener: &tokio::net::TcpListener,
     idle_timeout: Option<Duration>,
-) -> Result<(Control, std::net::SocketAddr), EngineError> {
+) -> Result<(TcpStream, std::net::SocketAddr), EngineError> {
     loop {
         let accepted = match idle_timeout {
             Some(limit) => match tokio::time::timeout(limit, listener.accept()).await {
@@ -134,7 +139,7 @@ pub async fn accept_client(
             None => listener.accept().await,
         };
         match accepted {
-            Ok((stream, peer)) => return Ok((Control::new(stream), peer)),
+            Ok(pair) => return Ok(pair),
             Err(e) => {
                 tracing::warn!("accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;

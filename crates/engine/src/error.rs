@@ -1,5 +1,6 @@
 //! The engine's errors: each says what went wrong and what to do about it, on one line.
 
+use crate::messages::DenyCause;
 use crate::run_error::RunError;
 use crate::wire::WireError;
 
@@ -73,9 +74,56 @@ pub enum EngineError {
     #[error("internal error: {0} (please report this)")]
     Internal(String),
 
+    /// Admission failed (token, busy, rate): typed, so callers decide on the cause.
+    #[error("{0}")]
+    Admission(Admission),
+
+    /// The server ended a session that ran past `--max-session`.
+    #[error("the session ran past the server's --max-session of {0}: split the run or raise --max-session on serve")]
+    SessionLimit(String),
+
     /// NIXL could not be loaded or set up (NIXL engine); the message says what to do.
     #[error("{0}")]
     Nixl(String),
+}
+
+/// Why a session was not admitted, seen from either side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Admission {
+    /// Client: the server checks a token and this side has none.
+    #[error("the server requires a token: give connect the token serve uses (--token-file FILE or IC_BENCH_TOKEN)")]
+    TokenRequired,
+    /// Client: the server turned this client away.
+    #[error("{}", denied_text(*.0))]
+    Denied(DenyCause),
+    /// Client: this side has a token, the server none, so it cannot prove it is the right server.
+    #[error(
+        "the server runs without a token and cannot prove it holds this side's: start serve with the same --token-file (or IC_BENCH_TOKEN), or run connect without one"
+    )]
+    ServerWithoutToken,
+    /// Client: the server's proof does not match this side's token.
+    #[error(
+        "the server's token proof does not match this side's token: this is not the serve holding the same token (check the address and --token-file)"
+    )]
+    BadServerProof,
+    /// Server: the client sent no token proof.
+    #[error("client sent no token: refused")]
+    NoClientToken,
+    /// Server: the client's proof does not check.
+    #[error("client's token proof is wrong: refused")]
+    WrongClientToken,
+}
+
+fn denied_text(cause: DenyCause) -> &'static str {
+    match cause {
+        DenyCause::Unauthorized => {
+            "the server refused this client's token: give connect the same token as serve (--token-file FILE or IC_BENCH_TOKEN)"
+        }
+        DenyCause::Busy => {
+            "the server is busy with another client: serve runs one session at a time; retry when it is done"
+        }
+        DenyCause::RateLimited => "the server refuses connections arriving this fast: wait a second and retry",
+    }
 }
 
 impl EngineError {
@@ -96,6 +144,8 @@ impl EngineError {
             EngineError::Bind { source, .. } if source.kind() == std::io::ErrorKind::AddrInUse => {
                 SideErrorKind::AddressInUse
             }
+            EngineError::Admission(Admission::Denied(DenyCause::Busy | DenyCause::RateLimited)) => SideErrorKind::Busy,
+            EngineError::Admission(_) => SideErrorKind::Unauthorized,
             _ => SideErrorKind::Other,
         }
     }
@@ -147,5 +197,14 @@ mod tests {
             SideErrorKind::UcxNotFound
         );
         assert_eq!(EngineError::Interrupted.side_error_kind(), SideErrorKind::Other);
+        let wrong = EngineError::Admission(Admission::Denied(DenyCause::Unauthorized));
+        assert_eq!(wrong.side_error_kind(), SideErrorKind::Unauthorized);
+        assert!(wrong.to_string().contains("--token-file"), "{wrong}");
+        let busy = EngineError::Admission(Admission::Denied(DenyCause::Busy));
+        assert_eq!(busy.side_error_kind(), SideErrorKind::Busy);
+        assert_eq!(
+            EngineError::Admission(Admission::TokenRequired).side_error_kind(),
+            SideErrorKind::Unauthorized
+        );
     }
 }

@@ -8,6 +8,10 @@
 //! address, boot id for same-host detection, CUDA availability), per-case parameters, rkeys and
 //! phase synchronisation. Nothing a peer sends is trusted and every wait has a deadline.
 //!
+//! `serve` admits only a client that proves the shared token (challenge-response, [`auth`]), one
+//! at a time, within bounds of its own (buffer size, session time, connection rate, deadlines
+//! for the hello and every frame): [`admit`].
+//!
 //! Both take an optional cancel token (Ctrl-C, SIGTERM): `serve` stops and releases UCX,
 //! `connect` returns the cases measured so far as a report marked `partial`. `serve` gives each
 //! client a fresh UCX worker, so nothing UCX keeps for a finished peer accumulates.
@@ -25,6 +29,8 @@
 //! rather than forking them.
 #![forbid(unsafe_code)]
 
+pub mod admit;
+pub mod auth;
 mod buffers;
 mod client;
 pub mod control;
@@ -47,7 +53,7 @@ mod warmup;
 pub mod wire;
 
 pub use client::connect;
-pub use error::EngineError;
+pub use error::{Admission, EngineError};
 pub use options::{
     CancellationToken, ConnectOptions, DEFAULT_PORT, Listening, NIXL_UCX_DEFAULTS, OnCase, OnListening,
     PeerFailureMode, ProfileSetting, ServeOptions, UcxOptions, UcxProfile, nixl_ucx_defaults,
@@ -56,6 +62,6 @@ pub use report::{SessionRecord, assemble_report, finish_report};
 pub use request::{Profile, RequestError, SettingsRequest};
 pub use run_error::RunError;
 pub use server::serve;
-pub use session::{HELLO_TIMEOUT, check_peer_hello, peer_info, resolve, server_hello};
+pub use session::{HELLO_TIMEOUT, check_peer_hello, peer_info, resolve};
 pub use settings::validate as validate_settings;
 pub use wire::{MAX_FRAME_BYTES, PROTOCOL_VERSION};

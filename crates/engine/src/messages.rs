@@ -3,8 +3,9 @@
 //! One session, in order (the client drives, the server answers):
 //!
 //! ```text
-//! server → client  hello                      (worker address, boot id, UCX version, CUDA)
-//! client → server  hello                      both sides now create their UCX endpoint
+//! server → client  challenge | denied         a fresh nonce, nothing else (denied: busy, rate)
+//! client → server  hello                      worker address, boot id, …, and its token proof
+//! server → client  hello | denied             its own proof; both sides now create endpoints
 //! per case (the first one is a hidden 8-byte tag_lat that finishes UCX wireup):
 //!   client → server  setup                    test, memory pair, size, window, pattern seed
 //!   server → client  ready | skipped | case_failed     ready carries address + rkey for RMA
@@ -111,6 +112,28 @@ pub struct Hello {
     /// line_rate_bps`); absent where nothing is rated. For the physics check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_rate_bps: Option<f64>,
+    /// This side's nonce and token proof (`crate::auth`); absent where no token is in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<HelloAuth>,
+}
+
+/// A hello's admission proof: its sender's nonce and HMAC (see `crate::auth`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloAuth {
+    pub nonce: HexBytes,
+    pub proof: HexBytes,
+}
+
+/// Why a server turned a client away before any session began (typed: clients decide on it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DenyCause {
+    /// No token, or a proof that does not check.
+    Unauthorized,
+    /// Another client is being served (one session at a time).
+    Busy,
+    /// Connections arrive faster than the server admits them.
+    RateLimited,
 }
 
 /// One (test, memory pair, size) case, as the client asks the server to prepare it.
@@ -174,6 +197,15 @@ impl CaseSetup {
         self.blocks > 1 || self.kv.is_some()
     }
 
+    /// Bytes the server's (target's) buffer needs for this case: a KV rank's whole buffer, else
+    /// the blocks' span. `None`: it does not fit this machine's address space.
+    pub fn target_bytes(&self) -> Option<u64> {
+        match self.kv {
+            Some(kv) => Some(kv.target.buffer_bytes),
+            None => self.layout().map(|l| l.span() as u64),
+        }
+    }
+
     /// Where the blocks sit in each side's buffer (one contiguous block unless `blocks` > 1).
     pub fn layout(&self) -> Option<icb_memory::BlockLayout> {
         let size = usize::try_from(self.size).ok()?;
@@ -206,6 +238,17 @@ pub enum PhaseKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Message {
+    /// server → client, first: a fresh nonce to prove the token over; `token_required` says
+    /// whether this server checks one.
+    Challenge {
+        nonce: HexBytes,
+        token_required: bool,
+    },
+    /// server → client: not admitted; the server closes the connection next.
+    Denied {
+        cause: DenyCause,
+        message: String,
+    },
     Hello(Box<Hello>),
     /// client → server: prepare a case.
     Setup(CaseSetup),
@@ -260,6 +303,8 @@ impl Message {
     /// The message's name as it appears on the wire, for error messages.
     pub fn name(&self) -> &'static str {
         match self {
+            Message::Challenge { .. } => "challenge",
+            Message::Denied { .. } => "denied",
             Message::Hello(_) => "hello",
             Message::Setup(_) => "setup",
             Message::Ready(_) => "ready",
@@ -296,8 +341,18 @@ impl Message {
                 if h.worker_address.0.is_empty() {
                     return Err("empty UCX worker address".into());
                 }
+                if let Some(a) = &h.auth
+                    && (a.nonce.0.len() != crate::auth::NONCE_BYTES || a.proof.0.len() > 64)
+                {
+                    return Err("a token proof of the wrong length".into());
+                }
                 Ok(())
             }
+            Message::Challenge { nonce, .. } if nonce.0.len() != crate::auth::NONCE_BYTES => {
+                Err(format!("a challenge nonce of {} bytes", nonce.0.len()))
+            }
+            Message::Challenge { .. } => Ok(()),
+            Message::Denied { message, .. } => check_len("denial", message, MAX_TEXT),
             Message::Setup(s) => {
                 if s.size == 0 || s.size > MAX_MESSAGE_SIZE {
                     return Err(format!("message size {} outside 1 B … 16 GiB", s.size));

@@ -146,6 +146,8 @@ pub struct ServeOptions {
     /// Cancelled (Ctrl-C, SIGTERM): stop accepting, drop the current client, release UCX and
     /// return [`crate::EngineError::Interrupted`]. `None`: run until `once`/idle/error.
     pub cancel: Option<CancellationToken>,
+    /// Whom it admits and what one client may ask (`crate::admit`).
+    pub guard: crate::admit::ServeGuard,
 }
 
 /// Called after each case, for progress output.
@@ -173,6 +175,8 @@ pub struct ConnectOptions {
     /// report of the cases measured so far, marked `partial`; before the server's hello it is
     /// [`crate::EngineError::Interrupted`]. `None`: run every case.
     pub cancel: Option<CancellationToken>,
+    /// The token shared with the server (`--token-file`, `IC_BENCH_TOKEN`); `None`: none.
+    pub token: Option<crate::auth::Token>,
 }
 
 impl ConnectOptions {

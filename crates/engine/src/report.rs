@@ -120,6 +120,7 @@ mod tests {
             engine: None,
             nixl: None,
             line_rate_bps,
+            auth: None,
         }
     }
 
@@ -143,6 +144,7 @@ mod tests {
             placement_mode: "manual".into(),
             on_case: None,
             cancel: None,
+            token: None,
         };
         let record = |mine: Hello, server: Hello| SessionRecord {
             started: Instant::now(),

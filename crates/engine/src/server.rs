@@ -1,12 +1,13 @@
 //! `serve`: the decode side. It owns the target buffers and answers one client at a time.
 
+use crate::admit::{RateLimit, next_client, refuse_while_busy, server_admit};
 use crate::control::{Control, unexpected};
 use crate::error::EngineError;
 use crate::messages::{CaseReady, CaseSetup, Message, PhaseKind, Role};
 use crate::options::{Listening, ServeOptions};
 use crate::run_error::RunError;
 use crate::runtime::{LocalUcx, PhaseCtl, Runtime};
-use crate::session::{AbortOnDrop, case_label, local_hello, phase_during, server_hello};
+use crate::session::{AbortOnDrop, case_label, local_hello, phase_during};
 use crate::ucx_thread::UcxThread;
 use icb_core::{CudaInfo, MemoryType};
 use std::net::SocketAddr;
@@ -16,7 +17,8 @@ use tokio::sync::oneshot;
 
 /// Longest a client may stay silent between two steps (it verifies up to a few GiB in between).
 const BETWEEN_STEPS: Duration = Duration::from_secs(120);
-/// Upper bound on the phase deadline a client may ask for.
+/// Upper bound on the phase deadline a client may ask for (the session's own bound,
+/// `--max-session`, applies as well).
 const MAX_PHASE: Duration = Duration::from_secs(3600);
 
 /// Runs the server until `--once` finished one client, the idle timeout passed, or an error.
@@ -32,6 +34,11 @@ async fn serve_async(mut opts: ServeOptions) -> Result<(), EngineError> {
     let listen: SocketAddr = crate::session::resolve(&opts.listen).await?;
     let ucx_opts = opts.ucx.clone();
     let (mut thread, local) = UcxThread::spawn(move || Runtime::start(&ucx_opts))?;
+    // After UCX's own setup errors (they say what to fix first), before anything listens.
+    if let Err(e) = opts.guard.check_listen(listen) {
+        thread.shutdown(Duration::from_secs(5));
+        return Err(e);
+    }
     let listener = TcpListener::bind(listen).await.map_err(|source| EngineError::Bind {
         addr: opts.listen.clone(),
         source,
@@ -68,18 +75,39 @@ async fn accept_loop(
     opts: &ServeOptions,
 ) -> Result<(), EngineError> {
     let mut local = local.clone();
+    let mut rate = RateLimit::new(&opts.guard);
     loop {
-        let (mut control, peer) = crate::control::accept_client(listener, opts.idle_timeout).await?;
-        tracing::info!("client {peer} connected");
-        let result = session(&mut control, thread, &local, cuda, opts).await;
-        // Whatever happened, the next client starts from a new worker: no case, no endpoint, and
-        // nothing UCX kept for this client (memory and shared-memory segments stay flat).
-        match thread.call(|rt: &mut Runtime| rt.renew_worker()).await? {
-            Ok(address) => local.address = address,
-            Err(e) => return Err(EngineError::ucx("renewing the UCX worker for the next client", e)),
+        let (mut control, peer) = next_client(listener, opts.idle_timeout, &mut rate).await?;
+        tracing::debug!("client {peer} connected");
+        let mut admitted = false;
+        let result = {
+            let run = opts
+                .guard
+                .bounded(session(&mut control, thread, &local, cuda, opts, &mut admitted));
+            // Meanwhile every other client is told "busy" at once instead of waiting in the queue.
+            tokio::select! {
+                r = run => r,
+                never = refuse_while_busy(listener, &mut rate) => match never {},
+            }
+        };
+        if admitted {
+            rate.refund();
+            // Whatever happened, the next client starts from a new worker: no case, no endpoint,
+            // and nothing UCX kept for this client (memory and shared-memory segments stay flat).
+            match thread.call(|rt: &mut Runtime| rt.renew_worker()).await? {
+                Ok(address) => local.address = address,
+                Err(e) => return Err(EngineError::ucx("renewing the UCX worker for the next client", e)),
+            }
         }
         match result {
             Ok(()) => tracing::info!("client {peer} finished"),
+            // Not admitted (wrong token, garbage, silence): one line, and on to the next client;
+            // such a connection does not count as `--once`'s client.
+            Err(ref e) if !admitted => {
+                control.report_failure(e).await;
+                tracing::warn!("client {peer} not admitted: {e}");
+                continue;
+            }
             Err(ref e) => {
                 control.report_failure(e).await;
                 if opts.once {
@@ -100,10 +128,13 @@ async fn session(
     local: &LocalUcx,
     cuda: &CudaInfo,
     opts: &ServeOptions,
+    admitted: &mut bool,
 ) -> Result<(), EngineError> {
     let hello = local_hello(Role::Server, local, cuda, &opts.tool, false);
-    let peer = server_hello(control, hello, None).await?;
+    let peer = server_admit(control, hello, None, &opts.guard).await?;
+    *admitted = true;
     tracing::info!("client is {} (UCX {})", peer.hostname, peer.ucx_version);
+    crate::session::check_worker_address(&peer.worker_address.0)?;
     let address = peer.worker_address.0.clone();
     let peer_errors = peer.peer_errors;
     thread
@@ -121,6 +152,10 @@ async fn session(
             Message::Setup(setup) => {
                 current = None;
                 let label = case_label(&setup);
+                if let Some(reason) = opts.guard.check_case(&setup) {
+                    control.send(&Message::CaseFailed { reason }, &label).await?;
+                    continue;
+                }
                 if setup.memory.target == MemoryType::Cuda && !cuda.available {
                     let reason = crate::local::no_cuda_reason("decode", cuda);
                     control.send(&Message::Skipped { reason }, &label).await?;

@@ -1,9 +1,8 @@
 //! Pieces both sides of a session share: the hello, its checks, and how steps are named in errors.
 
-use crate::control::{Control, unexpected};
 use crate::error::EngineError;
 use crate::local;
-use crate::messages::{CaseSetup, Hello, HexBytes, Message, PhaseKind, Role};
+use crate::messages::{CaseSetup, Hello, HexBytes, PhaseKind, Role};
 use crate::runtime::{LocalUcx, PhaseCtl};
 use icb_core::units::format_size;
 use icb_core::{CudaInfo, PeerInfo, ToolInfo};
@@ -56,6 +55,7 @@ pub fn local_hello(role: Role, ucx: &LocalUcx, cuda: &CudaInfo, tool: &ToolInfo,
         engine: None,
         nixl: None,
         line_rate_bps: local::line_rate_bps(),
+        auth: None,
     }
 }
 
@@ -79,18 +79,18 @@ pub fn check_peer_hello(peer: &Hello, expected: Role, engine: Option<&str>) -> R
     Ok(())
 }
 
-/// The server's half of the hello exchange, for both engines: sends `mine`, then waits at most
-/// [`HELLO_TIMEOUT`] for the client's and checks it (see [`check_peer_hello`]).
-pub async fn server_hello(control: &mut Control, mine: Hello, engine: Option<&str>) -> Result<Hello, EngineError> {
-    control
-        .send(&Message::Hello(Box::new(mine)), "the hello exchange")
-        .await?;
-    let peer = match control.recv("the hello exchange", HELLO_TIMEOUT).await? {
-        Message::Hello(h) => *h,
-        other => return Err(unexpected("the hello exchange", &other, "hello")),
-    };
-    check_peer_hello(&peer, Role::Client, engine)?;
-    Ok(peer)
+/// UCX aborts the whole process (an assertion, not an error) on a worker address whose header
+/// names a packing version it does not know (UCX 1.22: `address.c: Assertion
+/// '*addr_version == UCP_OBJECT_VERSION_V2' failed`), so a peer's address is checked for one of
+/// the two versions UCX packs (v1 = 0, v2 = 1, in the low nibble of its first byte) before UCX
+/// sees it. Deeper garbage UCX itself refuses with an error.
+pub fn check_worker_address(address: &[u8]) -> Result<(), EngineError> {
+    match address.first() {
+        Some(b) if b & 0x0f <= 1 && address.len() >= 9 => Ok(()),
+        _ => Err(EngineError::Settings(
+            "the peer's UCX worker address is not one UCX can read: the peer is not ic-bench, or broken".into(),
+        )),
+    }
 }
 
 pub fn peer_info(h: &Hello) -> PeerInfo {
@@ -140,6 +140,7 @@ mod tests {
             engine: engine.map(Into::into),
             nixl: None,
             line_rate_bps: None,
+            auth: None,
         }
     }
 

@@ -9,10 +9,14 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// First bytes of every control frame.
 pub const MAGIC: [u8; 4] = *b"ICBC";
 /// Version of the control protocol this build speaks; bumped on any incompatible message change.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// v2: the server opens with a `challenge` (token admission, `crate::admit`) instead of its hello.
+pub const PROTOCOL_VERSION: u16 = 2;
 /// Largest control message accepted: worker addresses and packed rkeys are a few KiB at most.
 pub const MAX_FRAME_BYTES: u32 = 1 << 20;
 const HEADER_LEN: usize = 12;
+/// Once a frame's first byte arrived, the rest must follow within this long (a peer that stalls
+/// mid-frame, slowloris-style, is cut).
+pub const FRAME_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Why a frame could not be read or written; the session adds what it was doing at the time.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +35,8 @@ pub enum WireError {
     TooLarge(u32),
     #[error("malformed control message from the peer ({0}): use the same ic-bench version on both sides")]
     Malformed(String),
+    #[error("the peer stalled for {0:.0} s in the middle of a control message")]
+    Stalled(f64),
 }
 
 impl From<std::io::Error> for WireError {
@@ -99,6 +105,27 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Message, Wire
     decode_body(&body)
 }
 
+/// Reads one frame whose start may take any time (callers bound the wait between messages) but
+/// whose remaining bytes must all arrive within `limit`.
+pub async fn read_frame_within<R: AsyncRead + Unpin>(
+    r: &mut R,
+    limit: std::time::Duration,
+) -> Result<Message, WireError> {
+    let mut header = [0u8; HEADER_LEN];
+    r.read_exact(&mut header[..1]).await?;
+    let rest = async {
+        r.read_exact(&mut header[1..]).await?;
+        let len = parse_header(&header)?;
+        let mut body = vec![0u8; len as usize];
+        r.read_exact(&mut body).await?;
+        decode_body(&body)
+    };
+    match tokio::time::timeout(limit, rest).await {
+        Ok(r) => r,
+        Err(_) => Err(WireError::Stalled(limit.as_secs_f64())),
+    }
+}
+
 /// Writes one frame and flushes it.
 pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, msg: &Message) -> Result<(), WireError> {
     let frame = encode(msg)?;
@@ -132,18 +159,21 @@ mod tests {
     fn rejects_bad_headers_with_one_line_reasons() {
         let e = parse_header(&header(b"GET ", 1, 5)).unwrap_err().to_string();
         assert!(e.contains("not ic-bench") && e.contains("47 45 54 20"), "{e}");
-        let e = parse_header(&header(&MAGIC, 2, 5)).unwrap_err().to_string();
+        // An old (v1, pre-admission) peer is told plainly.
+        let e = parse_header(&header(&MAGIC, 1, 5)).unwrap_err().to_string();
         assert_eq!(
             e,
-            "peer speaks control protocol v2, this ic-bench speaks v1: use the same ic-bench version on both sides"
+            "peer speaks control protocol v1, this ic-bench speaks v2: use the same ic-bench version on both sides"
         );
-        let e = parse_header(&header(&MAGIC, 1, u32::MAX)).unwrap_err().to_string();
+        let e = parse_header(&header(&MAGIC, PROTOCOL_VERSION, u32::MAX))
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "control message of 4294967295 bytes exceeds the 1 MiB limit: the peer is not ic-bench"
         );
         assert_eq!(
-            parse_header(&header(&MAGIC, 1, MAX_FRAME_BYTES)).unwrap(),
+            parse_header(&header(&MAGIC, PROTOCOL_VERSION, MAX_FRAME_BYTES)).unwrap(),
             MAX_FRAME_BYTES
         );
     }
@@ -168,5 +198,21 @@ mod tests {
         assert!(matches!(read_frame(&mut short).await, Err(WireError::Closed)));
         let mut empty: &[u8] = &[];
         assert!(matches!(read_frame(&mut empty).await, Err(WireError::Closed)));
+    }
+
+    #[tokio::test]
+    async fn a_frame_stalled_midway_is_cut_within_its_deadline() {
+        let frame = encode(&Message::Bye).unwrap();
+        let (mut client, mut server) = tokio::io::duplex(64);
+        client.write_all(&frame[..5]).await.unwrap();
+        let started = std::time::Instant::now();
+        let r = read_frame_within(&mut server, std::time::Duration::from_millis(200)).await;
+        assert!(matches!(r, Err(WireError::Stalled(_))), "{r:?}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        // A whole frame, however long it took to start, is read.
+        let (mut client, mut server) = tokio::io::duplex(64);
+        client.write_all(&frame).await.unwrap();
+        let r = read_frame_within(&mut server, std::time::Duration::from_millis(200)).await;
+        assert!(matches!(r, Ok(Message::Bye)), "{r:?}");
     }
 }

@@ -25,6 +25,7 @@ fn run(settings: RunSettings) -> PairReport {
     let server = std::thread::spawn(move || {
         icb_engine::serve(ServeOptions {
             cancel: None,
+            guard: Default::default(),
             listen: "127.0.0.1:0".into(),
             once: true,
             idle_timeout: Some(Duration::from_secs(60)),
@@ -38,6 +39,7 @@ fn run(settings: RunSettings) -> PairReport {
     let addr = rx.recv_timeout(Duration::from_secs(60)).expect("the server listens");
     let report = icb_engine::connect(ConnectOptions {
         cancel: None,
+        token: None,
         server: addr.to_string(),
         settings,
         connect_timeout: Duration::from_secs(10),

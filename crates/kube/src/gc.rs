@@ -77,6 +77,15 @@ pub async fn collect(cluster: &Cluster, opts: &GcOptions) -> Result<Vec<Collecte
     if opts.dry_run {
         return Ok(chosen);
     }
+    // Leftover per-run token Secrets (a killed run could not delete its own).
+    let ns = (!opts.all_namespaces).then(|| cluster.namespace().to_string());
+    let now = jiff::Timestamp::now();
+    crate::secret::delete_where(cluster, ns.as_deref(), &selector(opts), |s| {
+        let created = s.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        let age = created.and_then(|c| Duration::try_from(now.duration_since(c)).ok());
+        opts.older_than.is_none_or(|min| age.is_some_and(|a| a >= min))
+    })
+    .await?;
     let dp = DeleteParams {
         grace_period_seconds: Some(1),
         ..DeleteParams::background()
@@ -125,6 +134,21 @@ pub async fn clean_sweep_leftovers(cluster: &Cluster, sweep_id: &str) -> Result<
             Err(e) => return Err(e),
         }
     }
+    // Their runs' token Secrets: instance label `<sweep_id>-…`.
+    let prefix = format!("{sweep_id}-");
+    crate::secret::delete_where(
+        cluster,
+        Some(cluster.namespace()),
+        &format!("{MANAGED_SELECTOR},{LABEL_INSTANCE}"),
+        |s| {
+            s.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_INSTANCE))
+                .is_some_and(|id| id.starts_with(&prefix))
+        },
+    )
+    .await?;
     Ok(ours.len())
 }
 

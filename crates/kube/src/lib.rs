@@ -6,7 +6,8 @@
 //! `dgd/NAME/COMPONENT` and label selectors into a node plus the transport-relevant spec of a
 //! reference pod ([`target`], [`spec`]), decides the devices bench pods request on node targets
 //! from what the node advertises ([`devices`]), builds the two bench pods
-//! ([`podspec`], [`pair`]) with least privilege ([`hardening`]), drives pods with a deadline on every wait ([`lifecycle`]), follows a
+//! ([`podspec`], [`pair`]) with least privilege ([`hardening`]) and the per-run token Secret both
+//! read ([`secret`]), drives pods with a deadline on every wait ([`lifecycle`]), follows a
 //! pod's output from creation to its end ([`podrun`]), deletes leftovers by label ([`gc`]), and
 //! writes a sweep's node verdicts as node labels for `sweep --label-nodes` ([`node_labels`]).
 //! Every retry uses one backoff policy ([`retry`]). [`exec`] runs a command
@@ -33,6 +34,7 @@ pub mod podrun;
 pub mod podspec;
 pub mod probe_pod;
 pub mod retry;
+pub mod secret;
 pub mod spec;
 pub mod target;
 pub mod template;

@@ -368,7 +368,17 @@ pub async fn delete_run(cluster: &Cluster, run_id: &str, timeout: Duration) -> R
         Duration::from_millis(300),
     )
     .await?;
-    Ok(format!("deleted {} ic-bench pod(s) of run {run_id}", deleted.len()))
+    // The run's token Secret goes with its pods (`crate::secret`).
+    let secret = crate::secret::delete_run(cluster, run_id).await.map_err(|e| {
+        KubeError::Pod(format!(
+            "cleanup of the token secret of run {run_id} failed: {e}; run `ic-bench gc`"
+        ))
+    })?;
+    Ok(format!(
+        "deleted {} ic-bench pod(s){} of run {run_id}",
+        deleted.len(),
+        if secret { " and its token secret" } else { "" }
+    ))
 }
 
 /// [`delete_matching`], and once nothing matches, looks again after `settle`: a create that was

@@ -344,7 +344,8 @@ pub async fn prepare_with_templates(
         image: plan.image.clone(),
         image_pull_policy: plan.image_pull_policy.clone(),
         args,
-        env: vec![],
+        // Both sides admit each other by the run's token, from its Secret (`crate::secret`).
+        env: vec![crate::secret::token_env(&plan.run_id)],
         model,
         devices,
         active_deadline_s: plan.active_deadline_s(),

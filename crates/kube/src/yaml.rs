@@ -11,10 +11,42 @@ pub fn documents(text: &str) -> Result<Vec<serde_json::Value>, KubeError> {
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
-/// The Pods of a YAML stream (what `--dry-run=client -o yaml` prints).
+/// The Pods of a YAML stream (what `--dry-run=client -o yaml` prints; its run's token Secret,
+/// printed without its value, is not a pod and is skipped).
 pub fn pods(text: &str) -> Result<Vec<Pod>, KubeError> {
     documents(text)?
         .into_iter()
+        .filter(|d| d["kind"] != "Secret")
         .map(|d| serde_json::from_value::<Pod>(d).map_err(|e| KubeError::Output(format!("not a Pod: {e}"))))
         .collect()
+}
+
+/// One object as a YAML document (`---` first), `apiVersion` and `kind` leading as kubectl
+/// prints them, null fields left out.
+pub fn document(api_version: &str, kind: &str, object: &impl serde::Serialize) -> Result<String, KubeError> {
+    let mut value =
+        serde_json::to_value(object).map_err(|e| KubeError::Output(format!("cannot render {kind}: {e}")))?;
+    strip_nulls(&mut value);
+    if let serde_json::Value::Object(map) = &mut value {
+        let mut ordered = serde_json::Map::new();
+        ordered.insert("apiVersion".into(), api_version.into());
+        ordered.insert("kind".into(), kind.into());
+        for (k, v) in std::mem::take(map) {
+            ordered.entry(k).or_insert(v);
+        }
+        *map = ordered;
+    }
+    let text = serde_saphyr::to_string(&value).map_err(|e| KubeError::Output(format!("cannot render YAML: {e}")))?;
+    Ok(format!("---\n{text}"))
+}
+
+fn strip_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(strip_nulls);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
 }

@@ -182,16 +182,11 @@ async fn run_session(
     opts: &mut ConnectOptions,
     done: &mut Session,
 ) -> Result<(), EngineError> {
-    let server: Hello = match control.recv("the hello exchange", HELLO_TIMEOUT).await? {
-        Message::Hello(h) => *h,
-        other => return Err(unexpected("the hello exchange", &other, "hello")),
-    };
-    icb_engine::check_peer_hello(&server, Role::Server, Some(ENGINE))?;
-    done.server = Some(server.clone());
     let hello = local_hello(Role::Client, local, cuda, &opts.tool);
-    control
-        .send(&Message::Hello(Box::new(hello)), "the hello exchange")
-        .await?;
+    let limit = opts.connect_timeout.min(HELLO_TIMEOUT);
+    let server: Hello =
+        icb_engine::admit::client_admit(control, hello, Some(ENGINE), opts.token.as_ref(), limit, &opts.server).await?;
+    done.server = Some(server.clone());
     let md = server.worker_address.0.clone();
     thread
         .call(move |rt: &mut NixlRuntime| rt.load_peer(&md))

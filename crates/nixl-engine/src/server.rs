@@ -8,6 +8,7 @@ use crate::options::NixlOptions;
 use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, UcxLog, agent_name, direction_of};
 use crate::session::{ENGINE, cuda_info, local_hello, no_cuda_reason, resolve};
 use icb_core::{CudaInfo, MemoryType};
+use icb_engine::admit::{RateLimit, next_client, refuse_while_busy, server_admit};
 use icb_engine::control::{Control, unexpected};
 use icb_engine::messages::{CaseSetup, Message, PhaseKind, Role};
 use icb_engine::ucx_thread::UcxThread;
@@ -34,6 +35,11 @@ async fn serve_async(mut opts: ServeOptions, nixl: NixlOptions) -> Result<(), Ni
     let _log = UcxLog::prepare()?;
     let name = agent_name("decode");
     let (mut thread, local) = UcxThread::spawn(move || NixlRuntime::start(&nixl, &name))?;
+    // After NIXL's own setup errors (they say what to fix first), before anything listens.
+    if let Err(e) = opts.guard.check_listen(listen) {
+        thread.shutdown(Duration::from_secs(5));
+        return Err(e.into());
+    }
     let listener = TcpListener::bind(listen).await.map_err(|source| EngineError::Bind {
         addr: opts.listen.clone(),
         source,
@@ -74,14 +80,33 @@ async fn accept_loop(
     cuda: &CudaInfo,
     opts: &ServeOptions,
 ) -> Result<(), EngineError> {
+    let mut rate = RateLimit::new(&opts.guard);
     loop {
-        let (mut control, peer) = icb_engine::control::accept_client(listener, opts.idle_timeout).await?;
-        tracing::info!("client {peer} connected");
-        let result = session(&mut control, thread, local, cuda, opts).await;
+        let (mut control, peer) = next_client(listener, opts.idle_timeout, &mut rate).await?;
+        tracing::debug!("client {peer} connected");
+        let mut admitted = false;
+        let result = {
+            let run = opts
+                .guard
+                .bounded(session(&mut control, thread, local, cuda, opts, &mut admitted));
+            // Meanwhile every other client is told "busy" at once.
+            tokio::select! {
+                r = run => r,
+                never = refuse_while_busy(listener, &mut rate) => match never {},
+            }
+        };
         // The next client starts clean: no case, no remote agent.
-        let _ = thread.call(|rt: &mut NixlRuntime| rt.forget_peer()).await;
+        if admitted {
+            rate.refund();
+            let _ = thread.call(|rt: &mut NixlRuntime| rt.forget_peer()).await;
+        }
         if let Err(e) = &result {
             control.report_failure(e).await;
+            if !admitted {
+                // Not admitted: one line, and it does not count as `--once`'s client.
+                tracing::warn!("client {peer} not admitted: {e}");
+                continue;
+            }
             if opts.once {
                 return result;
             }
@@ -99,9 +124,11 @@ async fn session(
     local: &LocalNixl,
     cuda: &CudaInfo,
     opts: &ServeOptions,
+    admitted: &mut bool,
 ) -> Result<(), EngineError> {
     let hello = local_hello(Role::Server, local, cuda, &opts.tool);
-    let peer = icb_engine::server_hello(control, hello, Some(ENGINE)).await?;
+    let peer = server_admit(control, hello, Some(ENGINE), &opts.guard).await?;
+    *admitted = true;
     let md = peer.worker_address.0.clone();
     thread
         .call(move |rt: &mut NixlRuntime| rt.load_peer(&md))
@@ -116,6 +143,10 @@ async fn session(
                 current = None;
                 if direction_of(&setup).is_none() {
                     let reason = "the NIXL engine runs get_bw (READ) and put_bw (WRITE) only".to_string();
+                    control.send(&Message::CaseFailed { reason }, during).await?;
+                    continue;
+                }
+                if let Some(reason) = opts.guard.check_case(&setup) {
                     control.send(&Message::CaseFailed { reason }, during).await?;
                     continue;
                 }

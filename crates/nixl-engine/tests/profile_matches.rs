@@ -45,6 +45,7 @@ fn ucx_engine_pair(ucx: UcxOptions) -> PairReport {
     let server = std::thread::spawn(move || {
         icb_engine::serve(ServeOptions {
             cancel: None,
+            guard: Default::default(),
             listen: "127.0.0.1:0".into(),
             once: true,
             idle_timeout: Some(Duration::from_secs(60)),
@@ -62,6 +63,7 @@ fn ucx_engine_pair(ucx: UcxOptions) -> PairReport {
     settings.tests = vec![TestKind::PutBw, TestKind::GetBw];
     let report = icb_engine::connect(ConnectOptions {
         cancel: None,
+        token: None,
         server: addr,
         settings,
         connect_timeout: Duration::from_secs(20),

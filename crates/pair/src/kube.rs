@@ -73,9 +73,17 @@ impl KubeLauncher {
         prepared
     }
 
-    /// Both pods as a YAML stream, for `--dry-run=client -o yaml`.
+    /// The run's token Secret (without its value: a dry run never prints secrets) and both pods
+    /// as a YAML stream, for `--dry-run=client -o yaml`.
     pub fn dry_run_yaml(&self, plan: &ChildPlan) -> Result<String, KubeError> {
-        self.with_plan(plan).to_yaml()
+        let secret = self.dry_run_secret();
+        let mut out = icb_kube::yaml::document("v1", "Secret", &secret)?;
+        out.push_str(&self.with_plan(plan).to_yaml()?);
+        Ok(out)
+    }
+
+    fn dry_run_secret(&self) -> icb_kube::k8s_openapi::api::core::v1::Secret {
+        icb_kube::secret::token_secret(&self.prepared.namespace, &self.plan.run_id, None)
     }
 
     /// Both pods as a `v1/List`, for `--dry-run=client -o json`.
@@ -84,7 +92,15 @@ impl KubeLauncher {
         serde_json::json!({
             "apiVersion": "v1",
             "kind": "List",
-            "items": [prepared.server_pod(), prepared.client_pod(podspec::SERVER_PLACEHOLDER)],
+            "items": [
+                serde_json::to_value(self.dry_run_secret()).map(|mut v| {
+                    v["apiVersion"] = "v1".into();
+                    v["kind"] = "Secret".into();
+                    v
+                }).unwrap_or_default(),
+                serde_json::to_value(prepared.server_pod()).unwrap_or_default(),
+                serde_json::to_value(prepared.client_pod(podspec::SERVER_PLACEHOLDER)).unwrap_or_default(),
+            ],
         })
     }
 
@@ -189,6 +205,11 @@ impl Launcher for KubeLauncher {
     }
 
     async fn start_decode(&mut self) -> Result<KubeSide, LaunchError> {
+        // The run's token Secret first: both pods read it. Cleanup deletes it with the pods.
+        self.maybe_created.store(true, Ordering::SeqCst);
+        icb_kube::secret::create(&self.cluster, &self.plan.run_id)
+            .await
+            .map_err(launch_error)?;
         let pod = self.prepared.server_pod();
         let side = self.create(pod).await?;
         self.server = Some((side.run.name().to_string(), side.run.observer()));

@@ -34,6 +34,19 @@ pub struct LocalOptions {
     pub forward_stderr: bool,
     /// Limit the emulated link (`--isolation node`) to this rate (`tc … tbf`, e.g. `30mbit`).
     pub link_rate: Option<String>,
+    /// This run's token, handed to both sides through `IC_BENCH_TOKEN` (never on the command
+    /// line, where `ps` shows it); `None`: the sides get none of their own.
+    pub token: Option<RunToken>,
+}
+
+/// A run's shared secret; `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RunToken(pub String);
+
+impl std::fmt::Debug for RunToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RunToken(<redacted>)")
+    }
 }
 
 pub struct LocalLauncher {
@@ -119,6 +132,9 @@ impl LocalLauncher {
         .args(&self.opts.side_args);
         if let Some(p) = pinning {
             spec = spec.envs(p.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        }
+        if let Some(RunToken(token)) = &self.opts.token {
+            spec = spec.envs([(icb_core::protocol::TOKEN_ENV, token.as_str())]);
         }
         if let Some(dir) = &self.opts.ucx_lib {
             spec = spec.arg("--ucx-lib").arg(dir);

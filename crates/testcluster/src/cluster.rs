@@ -147,6 +147,8 @@ pub struct Shared {
     pub work_dir: PathBuf,
     /// Deployments by (namespace, name); their pods live in the pod store.
     pub deployments: Mutex<BTreeMap<PodKey, k8s_openapi::api::apps::v1::Deployment>>,
+    /// Secrets by (namespace, name) (`api::secrets`).
+    pub secrets: Mutex<BTreeMap<PodKey, k8s_openapi::api::core::v1::Secret>>,
     /// Custom resources as created, by (group, version, plural, namespace, name).
     pub custom: Mutex<BTreeMap<CustomKey, serde_json::Value>>,
     /// Pod Security `audit` verdicts (`ns/name: would violate …`), the audit log's annotations.

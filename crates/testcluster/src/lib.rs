@@ -1,7 +1,8 @@
 //! icb-testcluster: an emulated Kubernetes cluster for ic-bench's tests (never shipped in the
 //! binary). kube-rs talks to it unchanged through a kubeconfig: an HTTP API server speaking the part
 //! of the Kubernetes API ic-bench uses (nodes; pods create/get/list/watch/delete/deletecollection,
-//! logs, status, exec), a scheduler (nodeName, nodeSelector, required node affinity, taints,
+//! logs, status, exec; secrets create/get/list/delete, resolved into `secretKeyRef` environment
+//! variables by the node agent), a scheduler (nodeName, nodeSelector, required node affinity, taints,
 //! extended-resource capacity such as `nvidia.com/gpu` and `rdma/ib`), and one node agent per
 //! node that runs each pod's containers as real local processes.
 //!
@@ -534,6 +535,7 @@ async fn run(
         shutdown: CancellationToken::new(),
         work_dir,
         deployments: Mutex::new(std::collections::BTreeMap::new()),
+        secrets: Mutex::new(std::collections::BTreeMap::new()),
         custom: Mutex::new(std::collections::BTreeMap::new()),
         audit: Mutex::new(Vec::new()),
         api: Mutex::new(None),

@@ -62,6 +62,7 @@ pub fn child_main() {
         "serve" => {
             let opts = ServeOptions {
                 cancel: None,
+                guard: Default::default(),
                 listen: "127.0.0.1:0".into(),
                 once: true,
                 idle_timeout: Some(Duration::from_secs(60)),
@@ -90,6 +91,7 @@ pub fn child_main() {
                 .collect();
             let opts = ConnectOptions {
                 cancel: None,
+                token: None,
                 server: std::env::var("ICB_NIXL_TEST_SERVER").unwrap_or_default(),
                 settings: settings(&sizes, &memory),
                 connect_timeout: Duration::from_secs(20),
@@ -122,6 +124,7 @@ pub fn child_main() {
             }
             let opts = ServeOptions {
                 cancel: None,
+                guard: Default::default(),
                 listen: "127.0.0.1:0".into(),
                 once: true,
                 idle_timeout: Some(Duration::from_secs(5)),

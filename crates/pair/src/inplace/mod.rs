@@ -43,6 +43,8 @@ const EXIT_CANNOT_START: i32 = 99;
 /// (`--version`, which also says which UCX it finds), starts it and records its pid; a watcher
 /// holds stdin: when it ends (the client stopped or died) it stops that pid — only while it still
 /// runs the copied binary — and removes the copy. Every exit path removes the directory.
+/// The run's token follows the binary on stdin as one line; it goes into a file only the
+/// container's user can read (never on a command line) and both sides get `--token-file`.
 const SIDE_SCRIPT: &str = r#"size=$1; prefix=$2; shift 2
 d=$(mktemp -d "${TMPDIR:-/tmp}/$prefix.XXXXXX") || { echo "cannot create a temporary directory in ${TMPDIR:-/tmp}" >&2; exit 97; }
 trap 'rm -rf "$d"' EXIT
@@ -50,11 +52,14 @@ echo "icb-inplace-dir $d"
 head -c "$size" > "$d/ic-bench"
 n=$(wc -c < "$d/ic-bench" | tr -d ' ')
 if [ "$n" != "$size" ]; then echo "only $n of $size bytes arrived" >&2; exit 98; fi
+IFS= read -r t || { echo "the run's token did not arrive" >&2; exit 98; }
+( umask 077 && printf '%s\n' "$t" > "$d/token" ) || exit 97
+unset t
 chmod 700 "$d/ic-bench"
 if ! v=$("$d/ic-bench" --version 2>&1); then printf '%s\n' "$v" >&2; exit 99; fi
 printf '%s\n' "$v" | sed 's/^/icb-inplace-version /'
 exec 3<&0
-"$d/ic-bench" "$@" </dev/null &
+"$d/ic-bench" "$@" --token-file "$d/token" </dev/null &
 p=$!
 echo "icb-inplace-started $p"
 ( cat <&3 >/dev/null 2>&1
@@ -102,6 +107,8 @@ pub struct InPlaceLauncher {
     touched: Vec<Worker>,
     /// What each side's `--version` said (which UCX it would load), for the user.
     versions: Vec<(String, String)>,
+    /// This run's token, handed to both sides on stdin (`SIDE_SCRIPT`); never printed.
+    token: String,
 }
 
 impl InPlaceLauncher {
@@ -125,6 +132,7 @@ impl InPlaceLauncher {
             decode,
             touched: Vec::new(),
             versions: Vec::new(),
+            token: icb_kube::secret::new_token(),
         })
     }
 
@@ -264,7 +272,10 @@ impl InPlaceLauncher {
                 worker.label()
             ))
         };
-        match tokio::time::timeout(copy_timeout, side.session.send(file)).await {
+        // The binary, then the run's token as one line (`SIDE_SCRIPT`).
+        let token = std::io::Cursor::new(format!("{}\n", self.token).into_bytes());
+        let input = tokio::io::AsyncReadExt::chain(file, token);
+        match tokio::time::timeout(copy_timeout, side.session.send(input)).await {
             Ok(Ok(_)) => {}
             Ok(Err(why)) => {
                 // The script's own word, when it got to say one, is the better reason.

@@ -256,6 +256,7 @@ mod tests {
             side_args: vec![],
             forward_stderr: false,
             link_rate: None,
+            token: None,
         }
     }
 

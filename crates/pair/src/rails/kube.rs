@@ -378,6 +378,7 @@ impl RailSeam for KubeRails {
             open_timeout: self.plan.exec_timeout,
             side_timeout: self.plan.side_timeout,
             side_args: self.plan.side_args.clone(),
+            token: icb_kube::secret::new_token(),
         })
     }
 
@@ -425,7 +426,11 @@ fn rank_pinning(side_env: &[(String, String)], end: &RailEnd) -> PodPinning {
 /// Runs `"$@"` as one rank: pinned to the NUMA node's CPUs (`$numa`, as this pod's sysfs lists
 /// them) where taskset exists and may use them, stopped when stdin ends (only while it is still
 /// ic-bench), and waited for.
-const RANK_SCRIPT: &str = r#"if [ -n "$numa" ]; then
+/// The row's token arrives first on stdin, as one line, into the rank's environment (never on a
+/// command line).
+const RANK_SCRIPT: &str = r#"IFS= read -r IC_BENCH_TOKEN || { echo "the run's token did not arrive" >&2; exit 98; }
+export IC_BENCH_TOKEN
+if [ -n "$numa" ]; then
   cpus=$(cat "/sys/devices/system/node/node$numa/cpulist" 2>/dev/null)
   if [ -n "$cpus" ] && taskset -c "$cpus" true >/dev/null 2>&1; then set -- taskset -c "$cpus" "$@"; fi
 fi
@@ -466,6 +471,8 @@ pub struct KubeRailLauncher {
     open_timeout: Duration,
     side_timeout: Duration,
     side_args: Vec<String>,
+    /// This row's token, sent to both ranks on stdin (`RANK_SCRIPT`); never printed.
+    token: String,
 }
 
 impl KubeRailLauncher {
@@ -482,6 +489,17 @@ impl KubeRailLauncher {
             .cluster
             .exec_session(&worker.pod, worker.container.as_deref(), &command, self.open_timeout)
             .await
+            .map_err(|e| LaunchError::new(format!("rail {} {role} side in {label}: {e}", self.row)))?;
+        let mut session = session;
+        let token = std::io::Cursor::new(format!("{}\n", self.token).into_bytes());
+        tokio::time::timeout(self.open_timeout, session.send(token))
+            .await
+            .map_err(|_| {
+                LaunchError::new(format!(
+                    "rail {} {role} side in {label}: stdin did not take the token",
+                    self.row
+                ))
+            })?
             .map_err(|e| LaunchError::new(format!("rail {} {role} side in {label}: {e}", self.row)))?;
         let mut side = InPlaceSide::new(role, label, session);
         // Up to the start line: a rank that could not start says why in its last words.

@@ -140,7 +140,27 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
             let image_name = c.image.clone().unwrap_or_default();
             let image = shared.config.resolve_image(&image_name);
             let bin = image.and_then(|i| bin_dir(&shared.work_dir, &i.program));
-            let mut env = container_env(image, bin.as_deref(), &pod, c, &pod_ip, &node.config.runtime_env);
+            let ns = handle.key.0.clone();
+            let secret = |name: &str, key: &str| crate::api::secrets::resolve(shared, &ns, name, key);
+            let mut env = match container_env(
+                image,
+                bin.as_deref(),
+                &pod,
+                c,
+                &pod_ip,
+                &node.config.runtime_env,
+                &secret,
+            ) {
+                Ok(env) => env,
+                Err(msg) => {
+                    // The kubelet's CreateContainerConfigError: retried until the Secret exists.
+                    update_container(shared, handle, &c.name, |cs| {
+                        cs.state = Some(waiting("CreateContainerConfigError", Some(msg.clone())))
+                    });
+                    failing.push((c.name.clone(), String::new()));
+                    continue;
+                }
+            };
             filesystem_env(&pod, c, &cwd, &mut env);
             let pull_fault = lock(&shared.faults).pull_fails(&image_name);
             let unknown = image.is_none() && !shared.config.run_unknown_images_as_is;
@@ -158,7 +178,8 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
         if failing.is_empty() {
             break ready;
         }
-        for (name, image) in &failing {
+        // (An empty image name: a configuration error, already reported above.)
+        for (name, image) in failing.iter().filter(|(_, i)| !i.is_empty()) {
             let msg = format!("failed to pull and unpack image \"{image}\": {image}: not found (emulated registry)");
             update_container(shared, handle, name, |cs| {
                 cs.state = Some(waiting("ErrImagePull", Some(msg)))
@@ -167,7 +188,7 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
         if !sleep_unless_killed(handle, shared.config.backoff).await {
             return finish(shared, handle);
         }
-        for (name, image) in &failing {
+        for (name, image) in failing.iter().filter(|(_, i)| !i.is_empty()) {
             let msg = format!("Back-off pulling image \"{image}\"");
             update_container(shared, handle, name, |cs| {
                 cs.state = Some(waiting("ImagePullBackOff", Some(msg)))

@@ -76,7 +76,8 @@ pub(super) fn container_env(
     c: &Container,
     pod_ip: &str,
     runtime_env: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
+    secret: &dyn Fn(&str, &str) -> Result<String, String>,
+) -> Result<BTreeMap<String, String>, String> {
     let mut env = BTreeMap::new();
     let mut path = String::new();
     if let Some(dir) = bin_dir {
@@ -98,17 +99,21 @@ pub(super) fn container_env(
     for var in c.env.iter().flatten() {
         let value = match (&var.value, &var.value_from) {
             (Some(v), _) => expand(v, &env),
-            (None, Some(from)) => from
-                .field_ref
-                .as_ref()
-                .map(|f| field_ref(pod, &f.field_path, pod_ip))
-                .unwrap_or_default(),
+            (None, Some(from)) => match (&from.field_ref, &from.secret_key_ref) {
+                (Some(f), _) => field_ref(pod, &f.field_path, pod_ip),
+                (None, Some(k)) => match secret(&k.name, &k.key) {
+                    Ok(v) => v,
+                    Err(_) if k.optional == Some(true) => continue,
+                    Err(e) => return Err(e),
+                },
+                (None, None) => String::new(),
+            },
             (None, None) => String::new(),
         };
         env.insert(var.name.clone(), value);
     }
     env.extend(runtime_env.clone());
-    env
+    Ok(env)
 }
 
 /// Where a container's file writes go, emulated without a mount namespace per pod: every

@@ -10,6 +10,7 @@ mod logs;
 mod misc;
 mod nodes;
 mod pods;
+pub(crate) mod secrets;
 mod watch;
 
 use std::sync::Arc;
@@ -48,6 +49,15 @@ pub fn router(shared: Arc<Shared>) -> Router {
                 .delete(pods::delete_collection),
         )
         .route(pod, get(pods::get).delete(pods::delete))
+        .route("/api/v1/secrets", get(secrets::list_all))
+        .route(
+            "/api/v1/namespaces/{ns}/secrets",
+            get(secrets::list_namespaced).post(secrets::create),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/secrets/{name}",
+            get(secrets::get).delete(secrets::delete),
+        )
         .route(&format!("{pod}/status"), get(pods::get))
         .route(&format!("{pod}/log"), get(logs::logs))
         .route(&format!("{pod}/exec"), get(exec::exec).post(exec::exec))

@@ -1,0 +1,113 @@
+//! Secrets (v1), as `pair` uses them for its per-run token: create, get, list (one namespace or
+//! all, by label), delete. The agent resolves a container's `secretKeyRef` environment from here
+//! (`crate::agent::spec`); a missing Secret or key keeps the container from starting, as the
+//! kubelet's `CreateContainerConfigError` does.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use k8s_openapi::api::core::v1::Secret;
+use serde_json::json;
+
+use super::pods::{check_namespace, new_uid};
+use super::{param, query_params};
+use crate::cluster::{Shared, lock};
+use crate::selector::LabelSelector;
+use crate::status::ApiError;
+use crate::store::now;
+
+pub async fn create(State(shared): State<Arc<Shared>>, Path(ns): Path<String>, body: Bytes) -> Response {
+    match create_inner(&shared, &ns, &body) {
+        Ok(s) => (StatusCode::CREATED, axum::Json(s)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+fn create_inner(shared: &Shared, ns: &str, body: &[u8]) -> Result<Secret, ApiError> {
+    check_namespace(shared, ns)?;
+    let mut s: Secret = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the body is not a valid Secret: {e}")))?;
+    let name = s
+        .metadata
+        .name
+        .clone()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| ApiError::invalid("Secret", "", "metadata.name: Required value"))?;
+    let key = (ns.to_string(), name.clone());
+    let mut secrets = lock(&shared.secrets);
+    if secrets.contains_key(&key) {
+        return Err(ApiError::already_exists("secrets", &name));
+    }
+    // `stringData` is write-only: merged into `data`, as the API server does.
+    if let Some(plain) = s.string_data.take() {
+        let data = s.data.get_or_insert_with(Default::default);
+        for (k, v) in plain {
+            data.insert(k, k8s_openapi::ByteString(v.into_bytes()));
+        }
+    }
+    s.metadata.namespace = Some(ns.to_string());
+    s.metadata.uid = Some(new_uid());
+    s.metadata.creation_timestamp = Some(now());
+    s.metadata.resource_version = Some(lock(&shared.store).next_version().to_string());
+    secrets.insert(key, s.clone());
+    Ok(s)
+}
+
+pub async fn get(State(shared): State<Arc<Shared>>, Path((ns, name)): Path<(String, String)>) -> Response {
+    match lock(&shared.secrets).get(&(ns, name.clone())).cloned() {
+        Some(s) => axum::Json(s).into_response(),
+        None => ApiError::not_found("secrets", &name).into_response(),
+    }
+}
+
+pub async fn list_namespaced(State(shared): State<Arc<Shared>>, Path(ns): Path<String>, uri: Uri) -> Response {
+    list(&shared, Some(ns), &uri)
+}
+
+pub async fn list_all(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
+    list(&shared, None, &uri)
+}
+
+fn list(shared: &Shared, ns: Option<String>, uri: &Uri) -> Response {
+    let params = query_params(uri);
+    let labels = match LabelSelector::parse(param(&params, "labelSelector").unwrap_or("")) {
+        Ok(l) => l,
+        Err(e) => return ApiError::bad_request(format!("unable to parse labelSelector: {e}")).into_response(),
+    };
+    let items: Vec<Secret> = lock(&shared.secrets)
+        .iter()
+        .filter(|((n, _), s)| ns.as_ref().is_none_or(|want| want == n) && labels.matches(s.metadata.labels.as_ref()))
+        .map(|(_, s)| s.clone())
+        .collect();
+    let rv = lock(&shared.store).resource_version().to_string();
+    axum::Json(json!({"kind": "SecretList", "apiVersion": "v1", "metadata": {"resourceVersion": rv}, "items": items}))
+        .into_response()
+}
+
+pub async fn delete(State(shared): State<Arc<Shared>>, Path((ns, name)): Path<(String, String)>) -> Response {
+    match lock(&shared.secrets).remove(&(ns, name.clone())) {
+        Some(s) => axum::Json(
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": {"name": name, "kind": "secrets", "uid": s.metadata.uid}}),
+        )
+        .into_response(),
+        None => ApiError::not_found("secrets", &name).into_response(),
+    }
+}
+
+/// The value of `key` in Secret `name` of `ns`, as text; `Err` says what is missing.
+pub fn resolve(shared: &Shared, ns: &str, name: &str, key: &str) -> Result<String, String> {
+    let secrets = lock(&shared.secrets);
+    let s = secrets
+        .get(&(ns.to_string(), name.to_string()))
+        .ok_or_else(|| format!("secret \"{name}\" not found"))?;
+    let v = s
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .ok_or_else(|| format!("couldn't find key {key} in Secret {ns}/{name}"))?;
+    Ok(String::from_utf8_lossy(&v.0).into_owned())
+}
