@@ -17,8 +17,18 @@ pub fn read_run(path: &Path) -> Result<RunRecord, HistoryError> {
         std::io::ErrorKind::InvalidData => bad("not a JSON results file (not text)".into()),
         _ => bad(e.to_string()),
     })?;
+    run_from_text(path, &text)
+}
+
+/// The run the text of a results file read from `path` (named in the errors) holds: what
+/// [`read_run`] does after reading, public for the fuzz target `history_import`.
+pub fn run_from_text(path: &Path, text: &str) -> Result<RunRecord, HistoryError> {
+    let bad = |why: String| HistoryError::Import {
+        path: path.to_path_buf(),
+        why,
+    };
     let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("not a JSON results file ({e})")))?;
+        serde_json::from_str(text).map_err(|e| bad(format!("not a JSON results file ({e})")))?;
     let schema = value
         .get("schema")
         .and_then(|s| s.as_str())

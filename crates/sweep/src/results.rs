@@ -278,7 +278,13 @@ impl SweepResults {
     /// Reads a results file for `--resume`.
     pub fn load(path: &Path) -> Result<SweepResults, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("--resume {}: {e}", path.display()))?;
-        let r: SweepResults = serde_json::from_str(&text)
+        Self::from_text(path, &text)
+    }
+
+    /// Parses the text of a results file read from `path` (named in the errors): what
+    /// [`Self::load`] does after reading, public for the fuzz target `sweep_results`.
+    pub fn from_text(path: &Path, text: &str) -> Result<SweepResults, String> {
+        let r: SweepResults = serde_json::from_str(text)
             .map_err(|e| format!("--resume {}: not an {SWEEP_SCHEMA} file ({e})", path.display()))?;
         if r.schema != SWEEP_SCHEMA {
             return Err(format!(
