@@ -110,7 +110,7 @@ pub fn parse_expectation_config(text: &str) -> Result<ExpectationConfig, ParseEr
         })?
     };
     // A value's error quotes it (`bad bandwidth '…'`): escaped and bounded, the file is outside
-    // input (found by the `expectation` fuzz target's one-line property).
+    // input (the class of bug the `control_frame` fuzz target found; `expectation` checks it).
     let one_line = |e: ParseError| ParseError::new(quote_outside(&e.to_string()));
     cfg.overrides_for(Locality::SameHost).map_err(one_line)?;
     cfg.overrides_for(Locality::DifferentHosts).map_err(one_line)?;

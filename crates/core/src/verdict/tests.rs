@@ -827,7 +827,7 @@ fn config_file_errors_name_what_to_fix() {
         ("min_size: 0\n", "min_size: 0 bytes"),
         ("min_size: huge\n", "min_size: bad size 'huge'"),
         ("[1, 2", "bad expectations file"),
-        // A quoted value keeps the error on one line (found by the `expectation` fuzz target).
+        // A quoted value keeps the error on one line (the `expectation` fuzz target checks it).
         ("same_host:\n  host: \"x\\n GB/s\"\n", r"bad bandwidth 'x\n GB/s'"),
         ("min_size: \"1\\u001bMiB\"\n", r"bad size '1\u{1b}MiB'"),
     ];
