@@ -13,7 +13,10 @@ fuzz_target!(|data: &[u8]| {
         };
         let facts = icb_probe::gather(&snap, &opts);
         let env = icb_probe::TransportEnv::new("fuzz", snap.env.clone());
-        let x = icb_probe::NodeExpectations { env: env.clone(), rdma_required: true };
+        let x = icb_probe::NodeExpectations {
+            env: env.clone(),
+            rdma_required: true,
+        };
         let _ = icb_probe::node_checks(&facts, &x);
         let _ = icb_probe::detect_env(&snap, &env);
     }

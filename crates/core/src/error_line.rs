@@ -19,9 +19,50 @@ pub fn one_line(e: &(dyn std::error::Error + 'static)) -> String {
     crate::secrets::mask_text(&msg.replace('\n', " "))
 }
 
+/// Most characters of outside text one error line quotes.
+pub const MAX_QUOTED: usize = 240;
+
+/// Text that came from outside (a peer's message, a parse error quoting it) made fit for one
+/// error line: control characters (newlines, escape sequences) shown escaped, and at most
+/// [`MAX_QUOTED`] characters, the middle cut out (a parse error's head names what is wrong, its
+/// tail where and what was expected). A peer then cannot split a log line, colour a terminal or
+/// make one line a megabyte long.
+pub fn quote_outside(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            escaped.extend(c.escape_default());
+        } else {
+            escaped.push(c);
+        }
+    }
+    let n = escaped.chars().count();
+    if n <= MAX_QUOTED {
+        return escaped;
+    }
+    let half = MAX_QUOTED / 2;
+    let head: String = escaped.chars().take(half).collect();
+    let tail: String = escaped.chars().skip(n - half).collect();
+    format!("{head}…{tail}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outside_text_is_escaped_and_bounded() {
+        assert_eq!(quote_outside("plain text"), "plain text");
+        assert_eq!(quote_outside("a\nb\r\u{1b}[31mc"), "a\\nb\\r\\u{1b}[31mc");
+        let long = format!("unknown variant `{}`, expected `host` or `cuda`", "x".repeat(10_000));
+        let q = quote_outside(&long);
+        assert_eq!(q.chars().count(), MAX_QUOTED + 1);
+        assert!(
+            q.starts_with("unknown variant `xx") && q.ends_with("expected `host` or `cuda`"),
+            "{q}"
+        );
+        assert_eq!(quote_outside(&"é".repeat(MAX_QUOTED)), "é".repeat(MAX_QUOTED));
+    }
 
     /// An error with an optional cause, as a context layer wraps one.
     #[derive(Debug)]

@@ -10,6 +10,7 @@
 //! Lines that are not ours (UCX's own log, which it writes to stdout with a buffered stream and
 //! may flush half a line just before ours) are skipped, not errors.
 
+use crate::error_line::quote_outside;
 use crate::model::{CaseResult, Expectation, PAIR_SCHEMA, PairReport, RunSettings};
 use serde::{Deserialize, Serialize};
 
@@ -105,7 +106,7 @@ impl Listening {
     pub fn socket_addr(&self) -> Result<std::net::SocketAddr, ProtocolError> {
         self.address
             .parse()
-            .map_err(|_| ProtocolError::BadAddress(self.address.clone()))
+            .map_err(|_| ProtocolError::BadAddress(quote_outside(&self.address)))
     }
 }
 
@@ -160,13 +161,13 @@ pub fn parse_side_line(line: &str) -> Result<Option<SideEvent>, ProtocolError> {
     }
     if schema != expected {
         return Err(ProtocolError::Version {
-            found: schema.to_string(),
+            found: quote_outside(schema),
             expected: expected.to_string(),
         });
     }
     let malformed = |e: serde_json::Error| ProtocolError::Malformed {
         what,
-        detail: e.to_string(),
+        detail: quote_outside(&e.to_string()),
     };
     let parsed = match (what, event) {
         ("report", None) => SideEvent::Report(Box::new(serde_json::from_value(value).map_err(malformed)?)),
@@ -214,7 +215,7 @@ impl ChildPlan {
     pub fn from_json(text: &str) -> Result<ChildPlan, ProtocolError> {
         let value: serde_json::Value = serde_json::from_str(text).map_err(|e| ProtocolError::Malformed {
             what: "plan",
-            detail: e.to_string(),
+            detail: quote_outside(&e.to_string()),
         })?;
         let schema = value.get("schema").and_then(|s| s.as_str()).unwrap_or_default();
         if schema != CHILD_PLAN_SCHEMA {
@@ -222,14 +223,14 @@ impl ChildPlan {
                 found: if schema.is_empty() {
                     "no schema".into()
                 } else {
-                    schema.into()
+                    quote_outside(schema)
                 },
                 expected: CHILD_PLAN_SCHEMA.into(),
             });
         }
         serde_json::from_value(value).map_err(|e| ProtocolError::Malformed {
             what: "plan",
-            detail: e.to_string(),
+            detail: quote_outside(&e.to_string()),
         })
     }
 }

@@ -89,7 +89,10 @@ pub fn parse_header(h: &[u8; HEADER_LEN]) -> Result<u32, WireError> {
 
 /// Decodes and validates a frame body.
 pub fn decode_body(body: &[u8]) -> Result<Message, WireError> {
-    let msg: Message = serde_json::from_slice(body).map_err(|e| WireError::Malformed(e.to_string()))?;
+    // serde's message quotes the peer's bytes (an unknown variant, a bad string): escaped and
+    // bounded, so a peer cannot split or flood the line it ends up in.
+    let msg: Message = serde_json::from_slice(body)
+        .map_err(|e| WireError::Malformed(icb_core::error_line::quote_outside(&e.to_string())))?;
     msg.validate().map_err(WireError::Malformed)?;
     Ok(msg)
 }
@@ -187,6 +190,23 @@ mod tests {
         ));
         let e = decode_body(br#"{"type":"error","message":""}"#);
         assert!(e.is_ok());
+    }
+
+    /// Found by the `control_frame` fuzz target: serde's error quoted the peer's unknown variant
+    /// with its newlines, and at any length up to the frame limit.
+    #[test]
+    fn a_malformed_body_is_reported_on_one_bounded_line() {
+        let e = decode_body(br#"{"type":"setup","test":"put_bw","memory":{"initiator":"cud\n\u001b[31mnnn","target":"host"},"size":8,"window":1,"seed":0}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(!e.chars().any(char::is_control), "{e}");
+        assert!(e.contains(r"cud\n\u{1b}[31mnnn"), "{e}");
+        let long = format!(r#"{{"type":"{}"}}"#, "x".repeat(100_000));
+        let e = decode_body(long.as_bytes()).unwrap_err().to_string();
+        assert!(
+            e.len() < 600 && e.starts_with("malformed control message from the peer (unknown variant `xxx"),
+            "{e}"
+        );
     }
 
     #[tokio::test]

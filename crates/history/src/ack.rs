@@ -39,6 +39,11 @@ pub struct Ack {
     pub expires: jiff::civil::Date,
 }
 
+/// What the ack file says, quoted in one error line (escaped, bounded: it is outside input).
+fn quote(text: impl std::fmt::Display) -> String {
+    icb_core::error_line::quote_outside(&text.to_string())
+}
+
 /// The acks of a file.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Acks(pub Vec<Ack>);
@@ -58,18 +63,21 @@ impl Acks {
         let file: AckFile = serde_saphyr::from_str(text).map_err(|e| {
             format!(
                 "not an ack file ({}); expected acks: [{{pair, metric, reason, expires}}]",
-                first_line(&e.to_string())
+                quote(first_line(&e.to_string()))
             )
         })?;
         file.acks
             .into_iter()
             .enumerate()
             .map(|(i, a)| {
-                let metric = a.metric.parse().map_err(|e| format!("ack {}: {e}", i + 1))?;
-                let expires = a
-                    .expires
-                    .parse()
-                    .map_err(|_| format!("ack {}: expires '{}' is not a date (YYYY-MM-DD)", i + 1, a.expires))?;
+                let metric = a.metric.parse().map_err(|e| format!("ack {}: {}", i + 1, quote(e)))?;
+                let expires = a.expires.parse().map_err(|_| {
+                    format!(
+                        "ack {}: expires '{}' is not a date (YYYY-MM-DD)",
+                        i + 1,
+                        quote(&a.expires)
+                    )
+                })?;
                 if a.reason.trim().is_empty() {
                     return Err(format!("ack {}: a reason is required", i + 1));
                 }
@@ -153,5 +161,13 @@ mod tests {
             "acks:\n  - pair: [a, b]\n    metric: bandwidth\n    reason: x\n    expires: 2026-12-31\n    owner: me\n";
         assert!(Acks::parse(unknown).unwrap_err().starts_with("not an ack file"));
         assert!(Acks::parse("just text").unwrap_err().starts_with("not an ack file"));
+        // What the file says is quoted escaped: the error stays one line.
+        let forged =
+            "acks:\n  - pair: [a, b]\n    metric: \"speed\\n\\u001b[2J\"\n    reason: x\n    expires: \"1\\r\\n\"\n";
+        let e = Acks::parse(forged).unwrap_err();
+        assert!(
+            !e.chars().any(char::is_control) && e.contains(r"speed\n\u{1b}[2J"),
+            "{e}"
+        );
     }
 }

@@ -17,14 +17,24 @@ pub fn read_run(path: &Path) -> Result<RunRecord, HistoryError> {
         std::io::ErrorKind::InvalidData => bad("not a JSON results file (not text)".into()),
         _ => bad(e.to_string()),
     })?;
+    run_from_text(path, &text)
+}
+
+/// The run the text of a results file read from `path` (named in the errors) holds: what
+/// [`read_run`] does after reading, public for the fuzz target `history_import`.
+pub fn run_from_text(path: &Path, text: &str) -> Result<RunRecord, HistoryError> {
+    let bad = |why: String| HistoryError::Import {
+        path: path.to_path_buf(),
+        why,
+    };
     let value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| bad(format!("not a JSON results file ({e})")))?;
+        serde_json::from_str(text).map_err(|e| bad(format!("not a JSON results file ({})", quote(e))))?;
     let schema = value
         .get("schema")
         .and_then(|s| s.as_str())
         .unwrap_or_default()
         .to_string();
-    let parse_err = |e: serde_json::Error| bad(format!("not an {schema} file ({e})"));
+    let parse_err = |e: serde_json::Error| bad(format!("not an {} file ({})", quote(&schema), quote(e)));
     match schema.as_str() {
         PAIR_SCHEMA => Ok(pair_record(
             &serde_json::from_value::<PairReport>(value).map_err(parse_err)?,
@@ -38,9 +48,15 @@ pub fn read_run(path: &Path) -> Result<RunRecord, HistoryError> {
             gate_record(&gate).ok_or_else(|| bad("a gate report whose pair never ran: nothing to import".into()))
         }
         other => Err(bad(format!(
-            "schema '{other}' is not one ic-bench imports: {PAIR_SCHEMA}, {SWEEP_SCHEMA} or {GATE_SCHEMA}"
+            "schema '{}' is not one ic-bench imports: {PAIR_SCHEMA}, {SWEEP_SCHEMA} or {GATE_SCHEMA}",
+            quote(other)
         ))),
     }
+}
+
+/// What the file says, quoted in one error line (escaped, bounded: the file is outside input).
+fn quote(text: impl std::fmt::Display) -> String {
+    icb_core::error_line::quote_outside(&text.to_string())
 }
 
 /// What one file added.
@@ -71,5 +87,33 @@ impl History {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An imported file is outside input: what an error quotes from it (its schema, serde's
+    /// message about a bad value) stays on one bounded line.
+    #[test]
+    fn errors_quote_the_file_on_one_line() {
+        let p = Path::new("f.json");
+        let long = "x".repeat(20_000);
+        for text in [
+            r#"{"schema":"ic-bench.pair/v9\n\u001b[2J"}"#.to_string(),
+            format!(r#"{{"schema":"{long}"}}"#),
+            r#"{"schema":"ic-bench.sweep/v1","schedule":{"kind":"a\r\nb"}}"#.to_string(),
+        ] {
+            let e = run_from_text(p, &text).unwrap_err().to_string();
+            assert!(!e.chars().any(char::is_control) && e.len() < 1000, "{e}");
+        }
+        let e = run_from_text(p, r#"{"schema":"ic-bench.pair/v9\n"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(r"schema 'ic-bench.pair/v9\n' is not one ic-bench imports"),
+            "{e}"
+        );
     }
 }

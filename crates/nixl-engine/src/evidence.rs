@@ -90,9 +90,11 @@ fn parse_size(s: &str) -> Option<u64> {
     num.parse::<u64>().ok()?.checked_mul(mult)
 }
 
+/// `0..8K`, `8193..inf`, `16516` → (min, max); a range whose start is past its end is not one
+/// (found by the `ucx_proto_tables` fuzz target: such a row could never match a size).
 fn parse_range(s: &str) -> Option<(u64, u64)> {
     match s.split_once("..") {
-        Some((a, b)) => Some((parse_size(a)?, parse_size(b)?)),
+        Some((a, b)) => Some((parse_size(a)?, parse_size(b)?)).filter(|(min, max)| min <= max),
         None => parse_size(s).map(|v| (v, v)),
     }
 }
@@ -246,6 +248,22 @@ mod tests {
 [1795498384.7] [vm:4996 :0]   |     0 | 8193..inf | zero-copy | tcp/lo                           |
 [1795498384.7] [vm:4996 :0]   +-------+--------+-------------+----------------------------------+
 ";
+
+    /// Found by the `ucx_proto_tables` fuzz target: `744073709551615..8K` was kept as a row whose
+    /// start is past its end.
+    #[test]
+    fn a_range_whose_start_is_past_its_end_is_no_row() {
+        assert_eq!(parse_range("0..8K"), Some((0, 8192)));
+        assert_eq!(parse_range("8K..8K"), Some((8192, 8192)));
+        assert_eq!(parse_range("744073709551615..8K"), None);
+        let log = USED.replace("0..8K ", "9K..8K");
+        let tables = parse(&log);
+        assert!(
+            tables.iter().flat_map(|t| &t.rows).all(|r| r.min <= r.max),
+            "{tables:?}"
+        );
+        assert_eq!(tables.iter().map(|t| t.rows.len()).sum::<usize>(), 2, "{tables:?}");
+    }
 
     #[test]
     fn parses_used_tables_with_counts_and_units() {

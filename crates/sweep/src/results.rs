@@ -289,17 +289,28 @@ impl SweepResults {
     /// Reads a results file for `--resume`.
     pub fn load(path: &Path) -> Result<SweepResults, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("--resume {}: {e}", path.display()))?;
-        let r: SweepResults = serde_json::from_str(&text)
-            .map_err(|e| format!("--resume {}: not an {SWEEP_SCHEMA} file ({e})", path.display()))?;
+        Self::from_text(path, &text)
+    }
+
+    /// Parses the text of a results file read from `path` (named in the errors): what
+    /// [`Self::load`] does after reading, public for the fuzz target `sweep_results`.
+    pub fn from_text(path: &Path, text: &str) -> Result<SweepResults, String> {
+        let r: SweepResults = serde_json::from_str(text)
+            .map_err(|e| format!("--resume {}: not an {SWEEP_SCHEMA} file ({})", path.display(), quote(e)))?;
         if r.schema != SWEEP_SCHEMA {
             return Err(format!(
                 "--resume {}: schema '{}', expected {SWEEP_SCHEMA}",
                 path.display(),
-                r.schema
+                quote(&r.schema)
             ));
         }
         Ok(r)
     }
+}
+
+/// What the file says, quoted in one error line (escaped, bounded: the file is outside input).
+fn quote(text: impl std::fmt::Display) -> String {
+    icb_core::error_line::quote_outside(&text.to_string())
 }
 
 /// Writes `text` to `path` atomically: a reader sees the old file or the new one, never half.
@@ -322,6 +333,33 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The file is outside input: what an error quotes from it (serde's message about a bad
+    /// value, the schema) stays on one bounded line.
+    #[test]
+    fn errors_quote_the_file_on_one_line() {
+        const FILE: &str = include_str!("../tests/fixtures/sweep_before_rails.json");
+        let p = Path::new("r.json");
+        let long = "x".repeat(20_000);
+        for (text, starts) in [
+            (
+                FILE.replace("\"all-pairs\"", "\"all\\n\\u001b[2Jpairs\""),
+                "--resume r.json: not an ic-bench.sweep/v1 file (unknown variant `all\\n\\u{1b}[2Jpairs`",
+            ),
+            (
+                FILE.replace("\"all-pairs\"", &format!("\"{long}\"")),
+                "--resume r.json: not an ic-bench.sweep/v1 file (unknown variant `xxx",
+            ),
+            (
+                FILE.replace("\"ic-bench.sweep/v1\"", "\"ic-bench.sweep/v9\\r\\nforged\""),
+                "--resume r.json: schema 'ic-bench.sweep/v9\\r\\nforged', expected ic-bench.sweep/v1",
+            ),
+        ] {
+            let e = SweepResults::from_text(p, &text).unwrap_err();
+            assert!(!e.chars().any(char::is_control) && e.len() < 1000, "{e}");
+            assert!(e.starts_with(starts), "{e}");
+        }
+    }
 
     #[test]
     fn the_sweep_id_is_the_run_ids_prefix() {

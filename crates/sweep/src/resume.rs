@@ -176,7 +176,8 @@ fn from_file(was: &Criteria, plan: PlanGiven) -> Result<Given, ResumeError> {
     {
         s.parse().map_err(|e: T::Err| ResumeError::Unknown {
             what,
-            error: e.to_string(),
+            // The file is outside input: what the error quotes from it stays one line.
+            error: icb_core::error_line::quote_outside(&e.to_string()),
         })
     }
     Ok(Given {
@@ -332,5 +333,12 @@ mod tests {
         was.engine = "warp".into();
         let e = resume(&Given::default(), &was).unwrap_err();
         assert!(matches!(e, ResumeError::Unknown { what: "engine", .. }), "{e}");
+        // What the file says is quoted escaped: the error stays one line.
+        was.engine = "warp\n\u{1b}[2J".into();
+        let e = resume(&Given::default(), &was).unwrap_err().to_string();
+        assert!(
+            !e.chars().any(char::is_control) && e.contains(r"warp\n\u{1b}[2J"),
+            "{e}"
+        );
     }
 }

@@ -133,3 +133,27 @@ fn the_failed_line_names_its_cause_by_kind() {
     assert_eq!(v["cause"]["kind"], "ucx_init");
     assert_eq!(v["cause"]["variable"], "UCX_TLS=bogus");
 }
+
+/// What a side or a plan quotes back (a schema, an address, serde's message about a bad value)
+/// is escaped and bounded: the error stays one line whatever the line or document held.
+#[test]
+fn quoted_outside_text_stays_on_one_line() {
+    let one_line = |e: ProtocolError| {
+        let e = e.to_string();
+        assert!(!e.chars().any(char::is_control), "{e}");
+        assert!(e.len() < 1000, "{e}");
+        e
+    };
+    let e = one_line(parse_side_line(r#"{"event":"listening","schema":"ic-bench.serve/v2\n\u001b[2J"}"#).unwrap_err());
+    assert!(e.contains(r"ic-bench.serve/v2\n\u{1b}[2J"), "{e}");
+    one_line(
+        parse_side_line(r#"{"event":"listening","schema":"ic-bench.serve/v1","address":"a\nb","ucx":"1"}"#)
+            .unwrap_err(),
+    );
+    let long = format!(
+        r#"{{"event":"case","schema":"ic-bench.serve/v1","index":"{}\n"}}"#,
+        "x".repeat(50_000)
+    );
+    one_line(parse_side_line(&long).unwrap_err());
+    one_line(ChildPlan::from_json("{\"schema\":\"plan\\r\\nforged line\"}").unwrap_err());
+}

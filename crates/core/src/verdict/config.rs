@@ -3,6 +3,7 @@
 
 use super::expectation::ExpectationOverrides;
 use crate::ParseError;
+use crate::error_line::quote_outside;
 use crate::model::*;
 use serde::Deserialize;
 
@@ -103,12 +104,16 @@ pub fn parse_expectation_config(text: &str) -> Result<ExpectationConfig, ParseEr
             let first = msg.lines().next().unwrap_or("unreadable");
             let first = first.strip_prefix("error: ").unwrap_or(first);
             ParseError::new(format!(
-                "bad expectations file: {first} (see the format in docs/schema.md, \"expectation\")"
+                "bad expectations file: {} (see the format in docs/schema.md, \"expectation\")",
+                quote_outside(first)
             ))
         })?
     };
-    cfg.overrides_for(Locality::SameHost)?;
-    cfg.overrides_for(Locality::DifferentHosts)?;
+    // A value's error quotes it (`bad bandwidth '…'`): escaped and bounded, the file is outside
+    // input (the class of bug the `control_frame` fuzz target found; `expectation` checks it).
+    let one_line = |e: ParseError| ParseError::new(quote_outside(&e.to_string()));
+    cfg.overrides_for(Locality::SameHost).map_err(one_line)?;
+    cfg.overrides_for(Locality::DifferentHosts).map_err(one_line)?;
     Ok(cfg)
 }
 
