@@ -35,6 +35,11 @@ pub const MAX_MESSAGE_SIZE: u64 = 16 << 30;
 pub const MAX_WINDOW: u32 = 1024;
 /// Most blocks one KV-shaped operation may have (NIXL lists run to thousands of descriptors).
 pub const MAX_BLOCKS: u32 = 4096;
+/// Most descriptors one KV request may list. The buffers alone (≤ 16 GiB) would let a peer ask
+/// for ~134 million 1-byte descriptors, each a list entry on both sides; real requests run to
+/// ~112k per rank transfer (GB200 P/D, vllm#55434) and ~1.3M for a 70B model at 128k tokens in
+/// 16-token pages.
+pub const MAX_KV_DESCRIPTORS: u64 = 1 << 22;
 /// Most iterations one phase may ask for (a phase is also bounded in time).
 pub const MAX_PHASE_ITERATIONS: u64 = 1 << 36;
 const MAX_BLOB: usize = 64 << 10;
@@ -172,6 +177,9 @@ fn check_kv(s: &CaseSetup, kv: &icb_core::KvLayout) -> Result<(), String> {
             "a KV case is one get_bw or put_bw request of {}-byte descriptors, window 1",
             kv.len
         ));
+    }
+    if kv.count > MAX_KV_DESCRIPTORS {
+        return Err(format!("{} KV descriptors (limit {MAX_KV_DESCRIPTORS})", kv.count));
     }
     let biggest = kv.initiator.buffer_bytes.max(kv.target.buffer_bytes);
     if !kv.is_consistent() || biggest > MAX_MESSAGE_SIZE {
@@ -491,6 +499,27 @@ mod tests {
             .validate()
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_kv_request_is_bounded_in_descriptors_not_only_in_bytes() {
+        let kv = |len, count| {
+            Message::Setup(CaseSetup {
+                test: TestKind::GetBw,
+                memory: MemoryPair::HOST_HOST,
+                size: len,
+                window: 1,
+                seed: 1,
+                blocks: 1,
+                untouched: false,
+                kv: Some(icb_core::KvLayout::spaced(len, count)),
+            })
+        };
+        assert!(kv(16 << 10, 65_536).validate().is_ok());
+        assert!(kv(1, MAX_KV_DESCRIPTORS).validate().is_ok());
+        // 1-byte descriptors fitting 16 GiB buffers: bounded by count before anything is built.
+        let err = kv(1, MAX_KV_DESCRIPTORS + 1).validate().unwrap_err();
+        assert!(err.contains("KV descriptors (limit 4194304)"), "{err}");
     }
 
     #[test]
