@@ -217,13 +217,7 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
         };
         let result = match &target.launch {
             KvLaunch::Local(opts) if target.per_rank => {
-                let memory = plan
-                    .pair
-                    .settings
-                    .memory
-                    .first()
-                    .copied()
-                    .unwrap_or(icb_core::MemoryPair::HOST_HOST);
+                let memory = plan.memory();
                 let gpus =
                     if memory.initiator == icb_core::MemoryType::Cuda || memory.target == icb_core::MemoryType::Cuda {
                         icb_engine::local::cuda_info().devices

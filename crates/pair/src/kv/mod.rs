@@ -49,6 +49,16 @@ pub struct KvPlan {
 }
 
 impl KvPlan {
+    /// The memory pair every rank's buffer uses: the run's first (host→host when none is set).
+    pub fn memory(&self) -> icb_core::MemoryPair {
+        self.pair
+            .settings
+            .memory
+            .first()
+            .copied()
+            .unwrap_or(icb_core::MemoryPair::HOST_HOST)
+    }
+
     /// A plan for every read of `request`'s geometry.
     pub fn new(pair: PairPlan, request: icb_kv::KvRequest, op: KvOp) -> KvPlan {
         let rows = kv_rows(request.geometry(), op);

@@ -207,13 +207,7 @@ fn row_case(
     records: &[RankRecord],
     (reps, warmup): (&[RepTimes], u64),
 ) -> Result<CaseResult, PairError> {
-    let memory = plan
-        .pair
-        .settings
-        .memory
-        .first()
-        .copied()
-        .unwrap_or(icb_core::MemoryPair::HOST_HOST);
+    let memory = plan.memory();
     let direction = match plan.op {
         KvOp::Read => Direction::Read,
         KvOp::Write => Direction::Write,

@@ -68,13 +68,7 @@ fn seed(id: RankId) -> u64 {
 pub fn rank_plans(plan: &KvPlan, coordinator: SocketAddr, message_timeout: Duration) -> Vec<RankPlan> {
     let g = plan.request.geometry();
     let read = plan.op == super::KvOp::Read;
-    let memory = plan
-        .pair
-        .settings
-        .memory
-        .first()
-        .copied()
-        .unwrap_or(icb_core::MemoryPair::HOST_HOST);
+    let memory = plan.memory();
     let mut plans = Vec::new();
     for (side, count, bytes) in [
         (RankSide::Prefill, g.prefill_tp, g.prefill_rank_bytes),
