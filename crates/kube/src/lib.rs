@@ -25,6 +25,7 @@ pub mod error;
 pub mod exec;
 pub mod gc;
 pub mod hardening;
+pub mod killed;
 pub mod lifecycle;
 pub mod node_labels;
 pub mod nodes;

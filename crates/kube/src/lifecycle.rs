@@ -466,27 +466,6 @@ pub fn exit_summary(pod: &Pod) -> String {
 /// The node of a bench pod the scheduler cannot place (`PodScheduled=False`, reason
 /// `Unschedulable`): the node it was pinned to, else its side's (server = decode, client =
 /// prefill, by its label). `None`: every pod was placed; `Some(None)`: stuck, node unknown.
-/// Whether a pod's process was killed from outside rather than ending on its own: the pod was
-/// evicted (`status.reason` `Evicted`), or a container terminated by a signal (its `signal`, or
-/// the runtime's exit code 128+9 / 128+15) or `OOMKilled`. ic-bench's own sides exit 0, 1, 2 or
-/// 130 (Ctrl-C), never with those.
-pub fn killed(pod: &Pod) -> bool {
-    let Some(status) = pod.status.as_ref() else {
-        return false;
-    };
-    if status.reason.as_deref() == Some("Evicted") {
-        return true;
-    }
-    let terminated = status
-        .container_statuses
-        .iter()
-        .flatten()
-        .filter_map(|c| c.state.as_ref()?.terminated.as_ref());
-    terminated
-        .into_iter()
-        .any(|t| t.signal.is_some() || matches!(t.exit_code, 137 | 143) || t.reason.as_deref() == Some("OOMKilled"))
-}
-
 pub fn unschedulable_node(pods: &[Pod], prefill: &str, decode: &str) -> Option<Option<String>> {
     let stuck = pods.iter().find(|p| unschedulable(p))?;
     let role = stuck
@@ -513,33 +492,6 @@ mod tests {
             "status": status,
         }))
         .unwrap()
-    }
-
-    #[test]
-    fn killed_is_a_signal_an_oom_kill_or_an_eviction_never_an_own_exit() {
-        let ended = |terminated: serde_json::Value| {
-            pod_json(serde_json::json!({"containerStatuses": [{
-                "name": "bench", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-                "state": {"terminated": terminated}}]}))
-        };
-        for t in [
-            serde_json::json!({"exitCode": 137}),
-            serde_json::json!({"exitCode": 143}),
-            serde_json::json!({"exitCode": 1, "reason": "OOMKilled"}),
-            serde_json::json!({"exitCode": 0, "signal": 9}),
-        ] {
-            assert!(killed(&ended(t.clone())), "{t}");
-        }
-        for code in [0, 1, 2, 130] {
-            assert!(
-                !killed(&ended(serde_json::json!({"exitCode": code, "reason": "Error"}))),
-                "{code}"
-            );
-        }
-        assert!(killed(&pod_json(
-            serde_json::json!({"phase": "Failed", "reason": "Evicted"})
-        )));
-        assert!(!killed(&pod_json(serde_json::json!({"phase": "Running"}))));
     }
 
     #[test]

@@ -169,7 +169,7 @@ pub fn pod_failure(pod: &Pod, node: &str) -> Option<LaunchFailure> {
         if matches!(waiting, Some("ErrImagePull" | "ImagePullBackOff" | "InvalidImageName")) {
             return Some(LaunchFailure::ImagePull);
         }
-        if lifecycle::killed(pod) {
+        if icb_kube::killed::killed(pod) {
             return Some(LaunchFailure::SideKilled);
         }
         if let Some(t) = &state.terminated {

@@ -102,7 +102,7 @@ impl Sweeper {
             Err(PairError::Interrupted(_)) => PairEnd::Interrupted,
             // A side killed from outside (often seen first as its peer's lost connection):
             // nothing about either node.
-            Err(e) if !api_down(&e) && launcher.last_pods().iter().any(lifecycle::killed) => {
+            Err(e) if !api_down(&e) && launcher.last_pods().iter().any(icb_kube::killed::killed) => {
                 PairEnd::Recorded(Outcome::Disrupted { reason: e.to_string() })
             }
             // The launcher's kind says it (`icb_sweep`'s rule): the API down, a pod the scheduler
