@@ -26,6 +26,7 @@ mod error;
 pub mod log;
 mod memory;
 mod ops;
+mod prepared;
 mod worker;
 
 pub use context::{Context, ContextBuilder};
@@ -33,6 +34,7 @@ pub use endpoint::{Endpoint, ErrorMode, Transport};
 pub use error::{Error, Result};
 pub use memory::{MemMap, MemoryKind, Region, RemoteKey};
 pub use ops::{Completion, Op, OpOptions, Rma};
+pub use prepared::PreparedTag;
 pub use ucx_sys::{LoadError, Version};
 pub use worker::Worker;
 

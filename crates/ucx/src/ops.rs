@@ -20,11 +20,32 @@ pub struct OpOptions {
     /// operation can be queried with [`crate::Worker::info_string`] while pending. Costs a little
     /// for small messages; use it on the one operation you want to inspect.
     pub no_imm_cmpl: bool,
+    /// `UCP_OP_ATTR_FLAG_MULTI_SEND`: one of many operations kept in flight (a bandwidth
+    /// stream). UCX selects the protocol from its "multi" table, tuned for throughput (other
+    /// thresholds, e.g. an earlier rendezvous), instead of the single-operation one.
+    /// ucx_perftest's stream tests set it on every send and receive.
+    pub multi_send: bool,
 }
 
 impl OpOptions {
     /// Options for an operation whose protocol info string will be queried.
-    pub const QUERYABLE: OpOptions = OpOptions { no_imm_cmpl: true };
+    pub const QUERYABLE: OpOptions = OpOptions {
+        no_imm_cmpl: true,
+        multi_send: false,
+    };
+    /// Options for the operations of a bandwidth stream (see [`OpOptions::multi_send`]).
+    pub const STREAM: OpOptions = OpOptions {
+        no_imm_cmpl: false,
+        multi_send: true,
+    };
+    /// The same options, made queryable (see [`OpOptions::no_imm_cmpl`]): the probe of a
+    /// stream keeps the stream's protocol selection.
+    pub const fn queryable(self) -> OpOptions {
+        OpOptions {
+            no_imm_cmpl: true,
+            ..self
+        }
+    }
 }
 
 /// The direction of a one-sided operation ([`crate::Worker::rma`]).
@@ -168,6 +189,7 @@ impl Table {
 
     /// The slot at `idx`; the reference lives as long as the table (slots are never freed
     /// before the table is dropped).
+    #[inline]
     pub(crate) fn slot(&self, idx: u32) -> Option<&Slot> {
         let p = *self.slots.borrow().get(idx as usize)?;
         // SAFETY: boxed slots stay allocated for the table's lifetime.

@@ -92,8 +92,8 @@ impl Drop for WorkerInner {
 /// [`Worker::wait`] (one, with its status and length) or [`Worker::wait_all`] (every
 /// outstanding one; the window pattern of a bandwidth test).
 pub struct Worker {
-    inner: Rc<WorkerInner>,
-    table: Table,
+    pub(crate) inner: Rc<WorkerInner>,
+    pub(crate) table: Table,
     max_info: usize,
 }
 
@@ -122,6 +122,22 @@ type GetFn = unsafe extern "C" fn(
     *const sys::ucp_request_param_t,
 ) -> sys::ucs_status_ptr_t;
 
+pub(crate) type TagSendFn = unsafe extern "C" fn(
+    sys::ucp_ep_h,
+    *const c_void,
+    usize,
+    sys::ucp_tag_t,
+    *const sys::ucp_request_param_t,
+) -> sys::ucs_status_ptr_t;
+pub(crate) type TagRecvFn = unsafe extern "C" fn(
+    sys::ucp_worker_h,
+    *mut c_void,
+    usize,
+    sys::ucp_tag_t,
+    sys::ucp_tag_t,
+    *const sys::ucp_request_param_t,
+) -> sys::ucs_status_ptr_t;
+
 enum RmaFn {
     Put(PutFn),
     Get(GetFn),
@@ -129,7 +145,11 @@ enum RmaFn {
 
 /// The registration to pass with an operation on `buf`, refused when it belongs to another context.
 #[inline]
-fn mapping_for(op: &'static str, buf: &dyn Region, ctx: sys::ucp_context_h) -> Result<Option<sys::ucp_mem_h>> {
+pub(crate) fn mapping_for(
+    op: &'static str,
+    buf: &dyn Region,
+    ctx: sys::ucp_context_h,
+) -> Result<Option<sys::ucp_mem_h>> {
     match buf.ucx_mapping(Token(())) {
         None => Ok(None),
         Some(m) if m.ctx == ctx => Ok(Some(m.memh)),
@@ -141,14 +161,14 @@ fn mapping_for(op: &'static str, buf: &dyn Region, ctx: sys::ucp_context_h) -> R
 }
 
 #[inline]
-fn set_memh(param: &mut sys::ucp_request_param_t, memh: Option<sys::ucp_mem_h>) {
+pub(crate) fn set_memh(param: &mut sys::ucp_request_param_t, memh: Option<sys::ucp_mem_h>) {
     if let Some(h) = memh {
         param.op_attr_mask |= sys::UCP_OP_ATTR_FIELD_MEMH;
         param.memh = h;
     }
 }
 
-fn check_range(op: &'static str, buf: &dyn Region, range: &Range<usize>) -> Result<*mut u8> {
+pub(crate) fn check_range(op: &'static str, buf: &dyn Region, range: &Range<usize>) -> Result<*mut u8> {
     if range.start > range.end || range.end > buf.len() {
         return Err(Error::invalid(
             op,
@@ -239,7 +259,7 @@ impl Worker {
         self.table.core().pending.get()
     }
 
-    fn check_ep(&self, op: &'static str, ep: &Endpoint) -> Result<sys::ucp_ep_h> {
+    pub(crate) fn check_ep(&self, op: &'static str, ep: &Endpoint) -> Result<sys::ucp_ep_h> {
         if !Rc::ptr_eq(&ep.inner.worker, &self.inner) {
             return Err(Error::invalid(op, "the endpoint belongs to another worker"));
         }
@@ -247,10 +267,13 @@ impl Worker {
     }
 
     #[inline]
-    fn base_param(slot_ptr: *mut c_void, opts: OpOptions) -> sys::ucp_request_param_t {
+    pub(crate) fn base_param(slot_ptr: *mut c_void, opts: OpOptions) -> sys::ucp_request_param_t {
         let mut mask = sys::UCP_OP_ATTR_FIELD_CALLBACK | sys::UCP_OP_ATTR_FIELD_USER_DATA;
         if opts.no_imm_cmpl {
             mask |= sys::UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+        }
+        if opts.multi_send {
+            mask |= sys::UCP_OP_ATTR_FLAG_MULTI_SEND;
         }
         sys::ucp_request_param_t {
             op_attr_mask: mask,
@@ -262,7 +285,7 @@ impl Worker {
 
     /// Turns what an `*_nbx` call returned into an [`Op`].
     #[inline]
-    fn finish_submit(&self, idx: u32, ret: *mut c_void, op: &'static str, length: usize) -> Result<Op> {
+    pub(crate) fn finish_submit(&self, idx: u32, ret: *mut c_void, op: &'static str, length: usize) -> Result<Op> {
         if ret.is_null() {
             self.table.unacquire(idx);
             return Ok(Op(OpRepr::Immediate { length }));
@@ -400,6 +423,7 @@ impl Worker {
     }
 
     /// True when `op` has finished (successfully or not) or was already reaped.
+    #[inline]
     pub fn is_done(&self, op: Op) -> bool {
         match op.0 {
             OpRepr::Immediate { .. } => true,
@@ -414,6 +438,7 @@ impl Worker {
     /// Progresses until `op` completes, then returns its result and releases it. On timeout
     /// the operation is cancelled (and, if UCX does not confirm in time, abandoned with its
     /// buffer kept alive) and `Error::Timeout` is returned.
+    #[inline]
     pub fn wait(&self, op: Op, deadline: Instant) -> Result<Completion> {
         let (idx, generation) = match op.0 {
             OpRepr::Immediate { length } => return Ok(Completion { length }),

@@ -173,7 +173,10 @@ pub fn parse_protocol_info(info: &str) -> Option<ProtocolInfo> {
             && !matches!(*first, "from" | "into" | "memory" | "length")
             && pos > 0
         {
-            operation = Some(first.to_string());
+            // "tag_send(multi)", "put(fast-completion)": the suffix names UCX's selection
+            // table (a stream's, see ucx::OpOptions::STREAM), not another operation.
+            let op = first.split_once('(').map_or(*first, |(op, _)| op);
+            operation = Some(op.to_string());
         }
     }
 

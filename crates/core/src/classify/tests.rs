@@ -73,6 +73,20 @@ fn parses_the_1_22_format() {
 }
 
 #[test]
+fn a_stream_operation_parses_like_a_single_one() {
+    // UCX 1.22, a send made with UCP_OP_ATTR_FLAG_MULTI_SEND (the bandwidth loops' hint).
+    let stream = "{proto|cb|init|rk_use} tag_send(multi) from host memory length 4194304 \
+                  rendezvous zero-copy read from remote cma/memory 11257.6 MB/s 355.32 us";
+    let p = parse_protocol_info(stream).unwrap();
+    assert_eq!(p.operation.as_deref(), Some("tag_send"));
+    assert_eq!(p.length, Some(4 << 20));
+    assert_eq!(p.protocol, "rendezvous zero-copy read");
+    assert_eq!(p.transports, vec![lane("cma", "memory")]);
+    let single = stream.replace("tag_send(multi)", "tag_send");
+    assert_eq!(data_path_from_info(stream), data_path_from_info(&single));
+}
+
+#[test]
 fn table_of_info_strings() {
     use TransportClass::*;
     type Row<'a> = (&'a str, TransportClass, &'a str, &'a [(&'a str, &'a str)]);

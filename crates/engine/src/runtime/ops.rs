@@ -6,6 +6,11 @@ use super::*;
 /// The initiator's ping-pong (ucx_perftest's `run_pingpong`): `n` round trips, each timed from
 /// the previous pong's arrival to this one's. The first is the probe when `probe` is set (its
 /// protocol info string queried, its time not counted).
+///
+/// Only what must happen sits between a pong's arrival and the next ping's departure: the
+/// operations are prepared once ([`ucx::PreparedTag`]), the next ping is posted as soon as the
+/// pong is seen (it is sent from another buffer), and the clock is read, the previous send and
+/// the receive released and the next receive posted while that ping is in flight.
 #[allow(clippy::too_many_arguments)] // the loop's whole context, kept out of the timed path
 #[inline(never)]
 pub(super) fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
@@ -19,60 +24,61 @@ pub(super) fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
     mut hist: Option<Histogram<u64>>,
     ctl: &PhaseCtl,
 ) -> Result<PhaseOutcome, RunError> {
-    let mut info = None;
-    let mut probe_s = None;
-    let mut total = 0.0f64;
-    // A round trip's time is recorded during the next one's flight, so the histogram's cost
-    // stays off the measured path.
-    let mut unrecorded: Option<u64> = None;
+    let mut outcome = PhaseOutcome {
+        elapsed_s: 0.0,
+        info: None,
+        rtt: None,
+        iterations: 0,
+        probe_s: None,
+    };
+    if n == 0 {
+        outcome.rtt = hist;
+        return Ok(outcome);
+    }
+    let ping = w.prepare_tag_send(ep, b, 0..size, TAG_PING, OpOptions::default())?;
+    let pong = w.prepare_tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default())?;
+    // Send first, then post the receive (ucx_perftest's order): the post overlaps the ping's
+    // flight instead of delaying it. The probe's send is made queryable.
+    let mut send = if probe {
+        w.tag_send(ep, b, 0..size, TAG_PING, OpOptions::QUERYABLE)?
+    } else {
+        w.post(&ping)?
+    };
+    let mut recv = w.post(&pong)?;
+    if probe {
+        outcome.info = w.info_string(send).ok().flatten();
+    }
     let mut prev = Instant::now();
-    let mut timed = 0u64;
     for i in 0..n {
-        let first_probe = probe && i == 0;
-        let opts = if first_probe {
-            OpOptions::QUERYABLE
-        } else {
-            OpOptions::default()
-        };
-        // Send first, then post the receive (ucx_perftest's order): the post overlaps the
-        // ping's flight instead of delaying it.
-        let send = w.tag_send(ep, b, 0..size, TAG_PING, opts)?;
-        let recv = w.tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default())?;
-        if first_probe {
-            info = w.info_string(send).ok().flatten();
-        }
-        if let (Some(ns), Some(h)) = (unrecorded.take(), hist.as_mut()) {
-            h.saturating_record(ns);
-        }
         poll_done(w, recv, ctl)?;
+        // The next ping leaves at once; a phase past its soft deadline sends none.
+        let last = i + 1 == n || ctl.past_soft_deadline(prev);
+        let next_send = if last { None } else { Some(w.post(&ping)?) };
         let now = Instant::now();
         wait_op(w, send, ctl)?;
         check_length("pong", finish_op(w, recv, ctl)?, size)?;
-        if first_probe {
-            // The probe round trip is not part of the warmup pace, but it is the first estimate.
-            probe_s = Some(now.duration_since(prev).as_secs_f64());
-            prev = now;
-            continue;
+        if let Some(s) = next_send {
+            send = s;
+            recv = w.post(&pong)?;
         }
         let rtt = now.duration_since(prev);
         prev = now;
-        total += rtt.as_secs_f64();
-        timed += 1;
-        unrecorded = Some(rtt.as_nanos() as u64);
-        if ctl.past_soft_deadline(now) {
+        if probe && i == 0 {
+            // The probe round trip is not part of the warmup pace, but it is the first estimate.
+            outcome.probe_s = Some(rtt.as_secs_f64());
+        } else {
+            outcome.elapsed_s += rtt.as_secs_f64();
+            outcome.iterations += 1;
+            if let Some(h) = hist.as_mut() {
+                h.saturating_record(rtt.as_nanos() as u64);
+            }
+        }
+        if last {
             break;
         }
     }
-    if let (Some(ns), Some(h)) = (unrecorded, hist.as_mut()) {
-        h.saturating_record(ns);
-    }
-    Ok(PhaseOutcome {
-        elapsed_s: total,
-        info,
-        rtt: hist,
-        iterations: timed,
-        probe_s,
-    })
+    outcome.rtt = hist;
+    Ok(outcome)
 }
 
 pub(super) fn ensure_ring(ring: &mut Vec<Option<Op>>, window: usize) {

@@ -77,21 +77,29 @@ impl Runtime {
                 let window = window.max(1) as usize;
                 ensure_ring(&mut self.ring, window);
                 let mut ready = Some(ready);
-                with_region!(&case.buf, b => run_window(
+                let data = with_region!(&case.buf, b => w.prepare_tag_recv(b, 0..size, TAG_DATA, TAG_MASK, OpOptions::STREAM))?;
+                run_window(
                     w,
                     &mut self.ring[..window],
                     n,
                     ctl,
-                    || Ok(w.tag_recv(b, 0..size, TAG_DATA, TAG_MASK, OpOptions::default())?),
+                    || Ok(w.post(&data)?),
                     // Receives for the whole first window are posted: the sender may start.
-                    || if let Some(r) = ready.take() { let _ = r.send(()); },
+                    || {
+                        if let Some(r) = ready.take() {
+                            let _ = r.send(());
+                        }
+                    },
                     |got| check_length("message", got, size),
-                ))?;
+                )?;
                 send_ack(w, ep, &self.ack, ctl)
             }
             TestKind::TagLat => {
                 let ended_early = with_region!(&case.buf, b => 'ping_pong: {
-                    let mut recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
+                    // Prepared once: the echo is all that runs between a ping and its pong.
+                    let ping = w.prepare_tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
+                    let pong = w.prepare_tag_send(ep, b, 0..size, TAG_PONG, OpOptions::default())?;
+                    let mut recv = w.post(&ping)?;
                     let _ = ready.send(());
                     for i in 0..n {
                         // The initiator may end the phase early (its soft deadline): it then
@@ -101,12 +109,12 @@ impl Runtime {
                         }
                         // The echo leaves first; releasing the receive and posting the next one
                         // happen while the pong is in flight (ucx_perftest's order).
-                        let send = w.tag_send(ep, b, 0..size, TAG_PONG, OpOptions::default())?;
+                        let send = w.post(&pong)?;
                         check_length("ping", finish_op(w, recv, ctl)?, size)?;
                         // The next ping lands in the buffer the echo is sent from: wait for it.
                         wait_op(w, send, ctl)?;
                         if i + 1 < n {
-                            recv = w.tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
+                            recv = w.post(&ping)?;
                         }
                     }
                     Ok(false)
