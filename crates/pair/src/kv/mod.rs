@@ -15,12 +15,14 @@
 //! time-to-first-token ([`report`]). The descriptor-count sweep, when asked, runs afterwards on
 //! one more pair.
 
+mod coordinator;
 pub mod local_ranks;
 mod plan;
 mod rank_report;
 pub mod ranks;
 mod report;
 
+pub use coordinator::{COORDINATED, Coordinated, CoordinatorJob, LISTENING, RepRule, serve as serve_coordinator};
 pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
 pub use report::{assemble, summary_line};
 
