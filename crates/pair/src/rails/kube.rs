@@ -127,6 +127,8 @@ pub struct KubeRails {
     pods: Option<(Worker, Worker)>,
     /// The devices each pod requested, for the user.
     notes: Vec<String>,
+    /// How many GPUs each pod holds: (prefill, decode).
+    gpus: (u32, u32),
 }
 
 /// Every GPU and RDMA resource `advertised` (a node's allocatable), with its whole quantity.
@@ -142,6 +144,17 @@ pub fn whole_node_devices(advertised: &BTreeMap<String, Quantity>) -> BTreeMap<S
         .collect()
 }
 
+/// The GPUs among `devices` (whole units; a fractional or unreadable quantity counts none).
+fn gpu_count(devices: &BTreeMap<String, Quantity>) -> u32 {
+    use icb_core::fabric::resource::resource_class;
+    devices
+        .iter()
+        .filter(|(name, _)| resource_class(name).is_gpu())
+        .filter_map(|(_, q)| parse_milli(&q.0))
+        .map(|m| u32::try_from(m / 1000).unwrap_or(0))
+        .sum()
+}
+
 impl KubeRails {
     /// Nothing is created until [`KubeRails::start`].
     pub fn new(cluster: Cluster, plan: KubeRailsPlan) -> KubeRails {
@@ -151,6 +164,24 @@ impl KubeRails {
             maybe_created: AtomicBool::new(false),
             pods: None,
             notes: Vec::new(),
+            gpus: (0, 0),
+        }
+    }
+
+    /// The cluster the pods run in.
+    pub(crate) fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    pub(crate) fn plan(&self) -> &KubeRailsPlan {
+        &self.plan
+    }
+
+    /// How many GPUs one side's pod holds (its node's, all of them).
+    pub(crate) fn gpus(&self, role: SideRole) -> u32 {
+        match role {
+            SideRole::Prefill => self.gpus.0,
+            SideRole::Decode => self.gpus.1,
         }
     }
 
@@ -226,6 +257,11 @@ impl KubeRails {
             let status = read.status.unwrap_or_default();
             let advertised = status.allocatable.or(status.capacity).unwrap_or_default();
             let devices = whole_node_devices(&advertised);
+            let gpus = gpu_count(&devices);
+            match role {
+                Role::Client => self.gpus.0 = gpus,
+                Role::Server => self.gpus.1 = gpus,
+            }
             self.notes.push(if devices.is_empty() {
                 format!("node {node} advertises no GPU or RDMA device: its pod requests none")
             } else {

@@ -1,0 +1,186 @@
+//! The per-rank model on Kubernetes (`pair --prefill node/A --decode node/B --kv-shape …`): the
+//! whole-node mode's two bench pods ([`KubeRails`]: one idle pod per node holding all of its GPUs
+//! and RDMA devices, as a TP worker pod does), every rank exec'd into its side's pod the way the
+//! rails ranks are ([`RankExec`]: pinned, stopped when its exec's stdin ends, the run's token on
+//! stdin), `a` in the prefill pod and `b` in the decode pod, all at once.
+//!
+//! The coordinator runs in the decode pod (`ic-bench kv-coordinate`, [`Coordinator::There`]):
+//! on a real cluster the `pair` process may sit behind a NAT or a bastion no pod can reach, while
+//! every rank can reach the decode pod (its own decode ranks over loopback, the prefill ranks as
+//! they reach a decode worker). It announces its port, the ranks are told the decode pod's IP and
+//! that port, and it prints what it gathered as one line that `pair` reads back.
+//!
+//! Every wait has a deadline (pod start, each exec's opening and start line, the coordinator's
+//! port, the run's limit); the pods are deleted by the run's label on every path (the rank and
+//! coordinator processes die with their exec, and with the pods).
+
+use super::coordinator::{CoordinatorJob, LISTENING};
+use super::ranks::{Coordinator, RankSeam};
+use crate::inplace::{InPlaceSide, Worker};
+use crate::launcher::{LaunchError, Side as _};
+use crate::rails::kube::{KubeRails, KubeRailsPlan, PodPinning, RankExec};
+use crate::run::SideRole;
+use icb_core::model::{Endpoint, Locality, Placement};
+use icb_core::protocol::kv_rank::{RankPlan, RankSide};
+use icb_kube::Cluster;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+/// The ranks of one `--kv-shape` run in the two bench pods of its nodes.
+pub struct KubeRanks {
+    pods: KubeRails,
+    /// Pin each rank to one GPU of its pod (the transfer uses GPU memory).
+    pin_gpus: bool,
+    /// Sent to every exec on stdin; never printed.
+    token: String,
+    /// Rank processes started, for the cleanup's line.
+    started: usize,
+}
+
+impl KubeRanks {
+    /// Nothing is created until [`KubeRanks::start_pods`].
+    pub fn new(cluster: Cluster, plan: KubeRailsPlan, pin_gpus: bool) -> KubeRanks {
+        KubeRanks {
+            pods: KubeRails::new(cluster, plan),
+            pin_gpus,
+            token: icb_kube::secret::new_token(),
+            started: 0,
+        }
+    }
+
+    /// Creates both pods and waits until they run (within the plan's start deadline). On an
+    /// error the caller still calls [`KubeRanks::delete_pods`].
+    pub async fn start_pods(&mut self) -> Result<(), LaunchError> {
+        self.pods.start().await
+    }
+
+    /// What the pods requested, one line per node.
+    pub fn notes(&self) -> &[String] {
+        self.pods.notes()
+    }
+
+    /// Deletes both pods (nothing when they are gone already).
+    pub async fn delete_pods(&mut self) -> Result<String, LaunchError> {
+        self.pods.cleanup().await
+    }
+
+    fn exec(&self, role: SideRole) -> Result<RankExec<'_>, LaunchError> {
+        Ok(RankExec {
+            cluster: self.pods.cluster(),
+            worker: self.pods.worker(role)?,
+            token: &self.token,
+            open_timeout: self.pods.plan().exec_timeout,
+        })
+    }
+
+    /// A rank's pinning in its pod: one GPU, round robin over the pod's (bus order, as the
+    /// whole-node mode names them), when the transfer uses GPU memory.
+    fn pinning(&self, role: SideRole, rank: u32) -> PodPinning {
+        let gpus = self.pods.gpus(role);
+        let mut env = Vec::new();
+        if self.pin_gpus && gpus > 0 {
+            env.push(("CUDA_DEVICE_ORDER".to_string(), "PCI_BUS_ID".to_string()));
+            env.push(("CUDA_VISIBLE_DEVICES".to_string(), (rank % gpus).to_string()));
+        }
+        PodPinning { env, numa: None }
+    }
+
+    fn endpoint(&self, w: Option<&Worker>) -> Endpoint {
+        Endpoint {
+            host: w.map(|w| w.node.clone()).unwrap_or_default(),
+            pod: w.map(|w| w.pod.clone()),
+            namespace: Some(self.pods.cluster().namespace().to_string()),
+            address: w.and_then(|w| w.ip.clone()),
+            modelled_on: None,
+        }
+    }
+}
+
+impl RankSeam for KubeRanks {
+    type S = InPlaceSide;
+
+    fn listener(&self) -> Result<std::net::TcpListener, LaunchError> {
+        Err(LaunchError::new(
+            "internal: on Kubernetes the KV coordinator runs in the decode pod, not in this process",
+        ))
+    }
+
+    async fn coordinator(&mut self, job: &CoordinatorJob) -> Result<Coordinator<InPlaceSide>, LaunchError> {
+        let exec = self.exec(SideRole::Decode)?;
+        let ip: IpAddr = exec
+            .worker
+            .ip
+            .as_deref()
+            .and_then(|ip| ip.parse().ok())
+            .ok_or_else(|| LaunchError::new(format!("pod/{} has no pod IP: wait until it is Running", exec.worker.pod)))?;
+        let json = serde_json::to_string(job).map_err(|e| LaunchError::new(format!("internal: KV job: {e}")))?;
+        let args = ["kv-coordinate".to_string(), "--job".into(), json];
+        let mut side = exec
+            .start("decode", "the KV coordinator", &PodPinning { env: Vec::new(), numa: None }, &args)
+            .await?;
+        let open = exec.open_timeout;
+        let port = match tokio::time::timeout(open, side.read_marked(LISTENING)).await {
+            Ok(Some(port)) => port.trim().parse::<u16>().ok(),
+            _ => None,
+        };
+        match port {
+            Some(port) => Ok(Coordinator::There {
+                side,
+                addr: SocketAddr::new(ip, port),
+            }),
+            None => {
+                let why = side.last_words();
+                side.stop(Duration::ZERO).await;
+                Err(LaunchError::new(format!(
+                    "the KV coordinator in pod/{} announced no port within {} s: {why}",
+                    exec.worker.pod,
+                    open.as_secs()
+                )))
+            }
+        }
+    }
+
+    async fn start(&mut self, plan: &RankPlan) -> Result<InPlaceSide, LaunchError> {
+        let (role, label) = match plan.id.side {
+            RankSide::Prefill => (SideRole::Prefill, "prefill"),
+            RankSide::Decode => (SideRole::Decode, "decode"),
+        };
+        let json = serde_json::to_string(plan).map_err(|e| LaunchError::new(format!("internal: rank plan: {e}")))?;
+        let mut args = vec!["kv-rank".to_string(), "--plan".into(), json];
+        args.extend(self.pods.plan().side_args.iter().cloned());
+        let pinning = self.pinning(role, plan.id.rank);
+        let side = self
+            .exec(role)?
+            .start(label, &format!("{} (after {} ranks)", plan.id, self.started), &pinning, &args)
+            .await?;
+        self.started += 1;
+        Ok(side)
+    }
+
+    fn locality(&self) -> Locality {
+        let plan = self.pods.plan();
+        if plan.prefill_node == plan.decode_node {
+            Locality::SameHost
+        } else {
+            Locality::DifferentHosts
+        }
+    }
+
+    fn placement(&self) -> Placement {
+        Placement {
+            locality: self.locality(),
+            mode: "kubernetes (ranks)".into(),
+            prefill: self.endpoint(self.pods.worker(SideRole::Prefill).ok()),
+            decode: self.endpoint(self.pods.worker(SideRole::Decode).ok()),
+        }
+    }
+
+    async fn cleanup(&mut self) -> Result<String, LaunchError> {
+        let pods = self.pods.pod_names();
+        let deleted = self.pods.cleanup().await?;
+        Ok(match pods {
+            Some((p, d)) => format!("{} rank processes and pods {p}, {d} ({deleted})", self.started),
+            None => deleted,
+        })
+    }
+}
