@@ -7,13 +7,13 @@
 
 use super::interrupt::Interrupt;
 use super::pair::PairCommand;
-use icb_kv::{KvDtype, KvFlags, KvRequest, KvShape, ModelSpec};
 use icb_kube::target::Target;
+use icb_kv::{KvDtype, KvFlags, KvRequest, KvShape, ModelSpec};
 use icb_pair::kv::kube_ranks::KubeRanks;
 use icb_pair::kv::local_ranks::{LocalRanks, gpu_pinner};
-use icb_pair::rails::kube::KubeRailsPlan;
 use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
 use icb_pair::local::{LocalLauncher, LocalOptions};
+use icb_pair::rails::kube::KubeRailsPlan;
 use icb_pair::{LaunchError, PairPlan};
 
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -194,7 +194,8 @@ fn kube_ranks_plan(
     let mut pods = super::pair_rails_kube::pods(args, (prefill.clone(), decode.clone()), &plan.pair)?;
     pods.run_id = format!("{}-kr", t.pods.run_id);
     let g = plan.request.geometry();
-    pods.rank_resources = icb_kube::hardening::BenchResources::for_buffer(g.prefill_rank_bytes.max(g.decode_rank_bytes));
+    pods.rank_resources =
+        icb_kube::hardening::BenchResources::for_buffer(g.prefill_rank_bytes.max(g.decode_rank_bytes));
     Ok(Some(pods))
 }
 

@@ -112,11 +112,24 @@ impl RankSeam for KubeRanks {
             .ip
             .as_deref()
             .and_then(|ip| ip.parse().ok())
-            .ok_or_else(|| LaunchError::new(format!("pod/{} has no pod IP: wait until it is Running", exec.worker.pod)))?;
+            .ok_or_else(|| {
+                LaunchError::new(format!(
+                    "pod/{} has no pod IP: wait until it is Running",
+                    exec.worker.pod
+                ))
+            })?;
         let json = serde_json::to_string(job).map_err(|e| LaunchError::new(format!("internal: KV job: {e}")))?;
         let args = ["kv-coordinate".to_string(), "--job".into(), json];
         let mut side = exec
-            .start("decode", "the KV coordinator", &PodPinning { env: Vec::new(), numa: None }, &args)
+            .start(
+                "decode",
+                "the KV coordinator",
+                &PodPinning {
+                    env: Vec::new(),
+                    numa: None,
+                },
+                &args,
+            )
             .await?;
         let open = exec.open_timeout;
         let port = match tokio::time::timeout(open, side.read_marked(LISTENING)).await {
@@ -151,7 +164,12 @@ impl RankSeam for KubeRanks {
         let pinning = self.pinning(role, plan.id.rank);
         let side = self
             .exec(role)?
-            .start(label, &format!("{} (after {} ranks)", plan.id, self.started), &pinning, &args)
+            .start(
+                label,
+                &format!("{} (after {} ranks)", plan.id, self.started),
+                &pinning,
+                &args,
+            )
             .await?;
         self.started += 1;
         Ok(side)

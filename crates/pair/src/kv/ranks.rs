@@ -249,6 +249,7 @@ async fn start_and_drive<R: RankSeam>(
     }
     let limit = job.limit();
     let job = &*job;
+    let remote = matches!(coordinator, Coordinator::There { .. });
     let drive = async move {
         match coordinator {
             Coordinator::Here(std_listener) => {
@@ -262,16 +263,31 @@ async fn start_and_drive<R: RankSeam>(
             Coordinator::There { side, .. } => coordinated(side).await,
         }
     };
+    let mut drive = std::pin::pin!(tokio::time::timeout(limit, drive));
+    let timed_out = || {
+        PairError::Setup(format!(
+            "the KV ranks did not finish within {} s: raise --max-time or use a shorter --isl",
+            limit.as_secs()
+        ))
+    };
     tokio::select! {
         biased;
         _ = cancel.cancelled() => Err(interrupted()),
-        r = tokio::time::timeout(limit, drive) => r.unwrap_or_else(|_| Err(PairError::Setup(format!(
-            "the KV ranks did not finish within {} s: raise --max-time or use a shorter --isl",
-            limit.as_secs()
-        )))),
-        e = first_failure(sides, &job.plans) => Err(PairError::Setup(e)),
+        r = &mut drive => r.unwrap_or_else(|_| Err(timed_out())),
+        e = first_failure(sides, &job.plans) => {
+            // A coordinator in its own process ends as soon as a rank's connection breaks, and
+            // the other ranks then end because it went away: which exit is seen first is a
+            // race. Its own error names the rank that broke first, so it wins when it comes.
+            if remote && let Ok(Ok(Err(first))) = tokio::time::timeout(REMOTE_ERROR_GRACE, &mut drive).await {
+                return Err(first);
+            }
+            Err(PairError::Setup(e))
+        }
     }
 }
+
+/// How long a rank's early exit waits for a separate coordinator's own error.
+const REMOTE_ERROR_GRACE: Duration = Duration::from_secs(3);
 
 /// What a coordinator started by the seam gathered: its [`COORDINATED`] line, else why it ended.
 async fn coordinated<S: Side>(side: &mut S) -> Result<Coordinated, PairError> {
