@@ -156,6 +156,22 @@ fn processes(cluster: &TestCluster, verb: &str) -> Vec<(u32, String)> {
     found
 }
 
+/// Waits until `ranks` rank processes and the coordinator run; the ranks.
+fn all_running(cluster: &TestCluster, ranks: usize) -> Vec<(u32, String)> {
+    let started = Instant::now();
+    loop {
+        let found = processes(cluster, "kv-rank");
+        if found.len() == ranks && processes(cluster, "kv-coordinate").len() == 1 {
+            return found;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the ranks never all ran: {found:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// No pod, and (within a few seconds) no rank or coordinator process in any node.
 fn assert_nothing_left(cluster: &TestCluster) {
     assert!(
@@ -223,9 +239,9 @@ fn a_split_across_two_nodes_moves_and_verifies_every_block() {
     assert_nothing_left(&cluster);
 }
 
-/// A decode rank killed mid-run (SIGKILL, as the OOM killer does): one line naming it, exit 2,
-/// no report, well before the run's own deadline; the other ranks, the coordinator and both
-/// pods are gone.
+/// A prefill rank killed mid-run (SIGKILL, as the OOM killer does): one line naming it (not the
+/// decode rank whose reads then fail), exit 2, no report, well before the run's own deadline;
+/// the other ranks, the coordinator and both pods are gone.
 #[test]
 fn a_rank_that_dies_ends_the_run_with_its_name_and_nothing_is_left() {
     let Some(cluster) = cluster("a_rank_that_dies_ends_the_run_with_its_name_and_nothing_is_left") else {
@@ -236,21 +252,11 @@ fn a_rank_that_dies_ends_the_run_with_its_name_and_nothing_is_left() {
     let child = pair_command(&cluster, &kv_args("2", "1", ["20", "30"]))
         .spawn()
         .unwrap();
-    let started = Instant::now();
-    let victim = loop {
-        let ranks = processes(&cluster, "kv-rank");
-        let decode = ranks.iter().find(|(_, cmd)| cmd.contains(r#""side":"decode""#));
-        if ranks.len() == 3 && processes(&cluster, "kv-coordinate").len() == 1 {
-            if let Some((pid, _)) = decode {
-                break *pid;
-            }
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the ranks never all ran: {ranks:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let victim = all_running(&cluster, 3)
+        .into_iter()
+        .find(|(_, cmd)| cmd.contains(r#"{"id":{"side":"prefill","rank":1}"#))
+        .expect("prefill rank 1")
+        .0;
     // Into the repetitions (the ranks connect, exchange metadata and warm up first).
     std::thread::sleep(Duration::from_secs(3));
     nix::sys::signal::kill(
@@ -264,7 +270,12 @@ fn a_rank_that_dies_ends_the_run_with_its_name_and_nothing_is_left() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
     let last = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
-    assert!(last.contains("decode rank 0"), "{stderr}");
+    // The rank killed, not decode rank 0, whose reads from it failed because it died.
+    assert!(
+        last.contains("prefill rank 1") && last.contains("exited early"),
+        "{stderr}"
+    );
+    eprintln!("the line: {last}");
     assert!(
         killed.elapsed() < Duration::from_secs(20),
         "{:?} after the kill",
@@ -334,4 +345,40 @@ fn gate_kv_shape_measures_the_recipes_own_transfer() {
     );
     assert!(stdout.contains("over --max-kv-ms"), "{stdout}");
     assert!(leftover_bench_pods(&cluster).is_empty());
+}
+
+/// Ctrl-C in the middle of the repetitions: exit 130 within seconds, the line says what was
+/// removed (the rank processes and both pods), and nothing is left.
+#[test]
+fn ctrl_c_mid_run_removes_every_rank_and_both_pods() {
+    let Some(cluster) = cluster("ctrl_c_mid_run_removes_every_rank_and_both_pods") else {
+        return;
+    };
+    cluster.clear_requests();
+    let child = pair_command(&cluster, &kv_args("1", "2", ["20", "30"]))
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    all_running(&cluster, 3);
+    std::thread::sleep(Duration::from_secs(2));
+    let sent = Instant::now();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = wait_output(child, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        sent.elapsed() < Duration::from_secs(30),
+        "cleanup took {:?}",
+        sent.elapsed()
+    );
+    let line = stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
+    assert!(
+        line.starts_with("ic-bench: interrupted by SIGINT (Ctrl-C): "),
+        "{stderr}"
+    );
+    assert!(
+        line.contains("3 rank processes") && line.contains("-kr-client"),
+        "{stderr}"
+    );
+    assert_nothing_left(&cluster);
 }

@@ -23,6 +23,11 @@ impl InPlaceSide {
         }
     }
 
+    /// The exit code its exit note read, if it did.
+    pub(crate) fn exit_code_seen(&self) -> Option<i32> {
+        self.session.exit_seen()
+    }
+
     /// Reads (and drops) lines up to one starting with `marker`: `false` when the output ended
     /// first.
     pub(crate) async fn read_until(&mut self, marker: &str) -> bool {

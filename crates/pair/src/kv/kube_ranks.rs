@@ -17,11 +17,11 @@
 use super::coordinator::{CoordinatorJob, LISTENING};
 use super::ranks::{Coordinator, RankSeam};
 use crate::inplace::{InPlaceSide, Worker};
-use crate::launcher::{LaunchError, Side as _};
+use crate::launcher::{LaunchError, LaunchFailure, Side};
 use crate::rails::kube::{KubeRails, KubeRailsPlan, PodPinning, RankExec};
 use crate::run::SideRole;
 use icb_core::model::{Endpoint, Locality, Placement};
-use icb_core::protocol::kv_rank::{RankPlan, RankSide};
+use icb_core::protocol::kv_rank::{self, RankPlan};
 use icb_kube::Cluster;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -96,8 +96,43 @@ impl KubeRanks {
     }
 }
 
+/// One rank (or the coordinator) exec'd into a pod: its exec, read as the in-place sides are,
+/// and told apart by its exit code when it was killed from outside (SIGKILL, SIGTERM, the OOM
+/// killer: `128 + n`), the root cause a run names first.
+pub struct RankSide(InPlaceSide);
+
+impl Side for RankSide {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+
+    async fn next_line(&mut self) -> Option<String> {
+        self.0.next_line().await
+    }
+
+    async fn exit_note(&mut self) -> Option<String> {
+        self.0.exit_note().await
+    }
+
+    fn last_words(&self) -> String {
+        self.0.last_words()
+    }
+
+    fn failure(&self) -> Option<LaunchFailure> {
+        match self.0.exit_code_seen()? {
+            0 => None,
+            code if code > 128 => Some(LaunchFailure::SideKilled),
+            code => Some(LaunchFailure::SideExited { code: Some(code) }),
+        }
+    }
+
+    async fn stop(&mut self, grace: Duration) {
+        self.0.stop(grace).await
+    }
+}
+
 impl RankSeam for KubeRanks {
-    type S = InPlaceSide;
+    type S = RankSide;
 
     fn listener(&self) -> Result<std::net::TcpListener, LaunchError> {
         Err(LaunchError::new(
@@ -105,7 +140,7 @@ impl RankSeam for KubeRanks {
         ))
     }
 
-    async fn coordinator(&mut self, job: &CoordinatorJob) -> Result<Coordinator<InPlaceSide>, LaunchError> {
+    async fn coordinator(&mut self, job: &CoordinatorJob) -> Result<Coordinator<RankSide>, LaunchError> {
         let exec = self.exec(SideRole::Decode)?;
         let ip: IpAddr = exec
             .worker
@@ -138,7 +173,7 @@ impl RankSeam for KubeRanks {
         };
         match port {
             Some(port) => Ok(Coordinator::There {
-                side,
+                side: RankSide(side),
                 addr: SocketAddr::new(ip, port),
             }),
             None => {
@@ -153,10 +188,10 @@ impl RankSeam for KubeRanks {
         }
     }
 
-    async fn start(&mut self, plan: &RankPlan) -> Result<InPlaceSide, LaunchError> {
+    async fn start(&mut self, plan: &RankPlan) -> Result<RankSide, LaunchError> {
         let (role, label) = match plan.id.side {
-            RankSide::Prefill => (SideRole::Prefill, "prefill"),
-            RankSide::Decode => (SideRole::Decode, "decode"),
+            kv_rank::RankSide::Prefill => (SideRole::Prefill, "prefill"),
+            kv_rank::RankSide::Decode => (SideRole::Decode, "decode"),
         };
         let json = serde_json::to_string(plan).map_err(|e| LaunchError::new(format!("internal: rank plan: {e}")))?;
         let mut args = vec!["kv-rank".to_string(), "--plan".into(), json];
@@ -172,7 +207,7 @@ impl RankSeam for KubeRanks {
             )
             .await?;
         self.started += 1;
-        Ok(side)
+        Ok(RankSide(side))
     }
 
     fn locality(&self) -> Locality {

@@ -273,12 +273,22 @@ async fn start_and_drive<R: RankSeam>(
     tokio::select! {
         biased;
         _ = cancel.cancelled() => Err(interrupted()),
-        r = &mut drive => r.unwrap_or_else(|_| Err(timed_out())),
-        e = first_failure(sides, &job.plans) => {
-            // A coordinator in its own process ends as soon as a rank's connection breaks, and
-            // the other ranks then end because it went away: which exit is seen first is a
-            // race. Its own error names the rank that broke first, so it wins when it comes.
-            if remote && let Ok(Ok(Err(first))) = tokio::time::timeout(REMOTE_ERROR_GRACE, &mut drive).await {
+        r = &mut drive => match r.unwrap_or_else(|_| Err(timed_out())) {
+            // The other way round: a rank killed from outside just before is the root cause of
+            // what the coordinator saw.
+            Err(seen) if remote => match tokio::time::timeout(REMOTE_ERROR_GRACE, first_failure(sides, &job.plans)).await {
+                Ok((line, Some(crate::launcher::LaunchFailure::SideKilled))) => Err(PairError::Setup(line)),
+                _ => Err(seen),
+            },
+            r => r,
+        },
+        (e, how) = first_failure(sides, &job.plans) => {
+            // A coordinator in its own process ends as soon as a rank's connection breaks or a
+            // rank fails, and the other ranks then end because it went away: which exit is seen
+            // first is a race. Unless this rank was killed from outside (the root cause), the
+            // coordinator's own error, naming what broke first, wins when it comes.
+            let killed = matches!(how, Some(crate::launcher::LaunchFailure::SideKilled));
+            if remote && !killed && let Ok(Ok(Err(first))) = tokio::time::timeout(REMOTE_ERROR_GRACE, &mut drive).await {
                 return Err(first);
             }
             Err(PairError::Setup(e))
@@ -328,8 +338,12 @@ async fn stop_all<S: Side>(sides: &mut [S], grace: Option<Duration>) -> Vec<Stri
     unclean
 }
 
-/// The first rank whose process ended with a failure: its one line. Pending while none did.
-async fn first_failure<S: Side>(sides: &mut [S], plans: &[RankPlan]) -> String {
+/// The first rank whose process ended with a failure: its one line, and what kind of failure
+/// when the seam can tell. Pending while none did.
+async fn first_failure<S: Side>(
+    sides: &mut [S],
+    plans: &[RankPlan],
+) -> (String, Option<crate::launcher::LaunchFailure>) {
     let mut pending: Vec<_> = sides
         .iter_mut()
         .zip(plans)
@@ -337,7 +351,7 @@ async fn first_failure<S: Side>(sides: &mut [S], plans: &[RankPlan]) -> String {
             Box::pin(async move {
                 while s.next_line().await.is_some() {}
                 let note = s.exit_note().await;
-                note.map(|n| format!("{} ({}) exited early: {n}", p.id, s.name()))
+                note.map(|n| (format!("{} ({}) exited early: {n}", p.id, s.name()), s.failure()))
             })
         })
         .collect();
