@@ -7,7 +7,7 @@
 
 use super::rank_report::{RankRecord, RepTimes};
 use crate::run::PairError;
-use icb_core::protocol::kv_rank::{PeerAddress, RankDown, RankId, RankPlan, RankUp, to_line};
+use icb_core::protocol::kv_rank::{self, PeerAddress, RankDown, RankId, RankPlan, RankUp, to_line};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -52,6 +52,10 @@ pub struct CoordinatorJob {
     pub reps: RepRule,
     /// The whole run's bound, and so of every single wait (seconds).
     pub limit_s: f64,
+    /// Admit only ranks that prove the run's token (`IC_BENCH_TOKEN` in the coordinator's
+    /// environment): a coordinator others than the ranks can reach.
+    #[serde(default)]
+    pub authenticate: bool,
 }
 
 impl CoordinatorJob {
@@ -89,9 +93,23 @@ pub async fn serve(
             .and_then(|()| out.flush())
             .map_err(|e| PairError::Setup(format!("the KV coordinator cannot write its output: {e}")))
     };
+    let token = match job.authenticate {
+        true => Some(
+            std::env::var(icb_core::protocol::TOKEN_ENV)
+                .ok()
+                .filter(|t| !t.is_empty())
+                .ok_or_else(|| {
+                    PairError::Setup(format!(
+                        "the KV coordinator admits ranks by the run's token, but {} is not set",
+                        icb_core::protocol::TOKEN_ENV
+                    ))
+                })?,
+        ),
+        false => None,
+    };
     announce(out, format!("{LISTENING}{port}"))?;
     let limit = job.limit();
-    let mut done = tokio::time::timeout(limit, coordinate(job, &listener))
+    let mut done = tokio::time::timeout(limit, coordinate(job, &listener, token.as_deref()))
         .await
         .map_err(|_| PairError::Setup(format!("the KV ranks did not finish within {} s", limit.as_secs())))??;
     for r in &mut done.records {
@@ -148,11 +166,16 @@ async fn recv_line(
 }
 
 /// Hello, peers, repetitions, verify, finish: the whole protocol with every rank of `job`, whose
-/// connections come to `listener`. Every wait is bounded by the job's limit.
-pub async fn coordinate(job: &CoordinatorJob, listener: &tokio::net::TcpListener) -> Result<Coordinated, PairError> {
+/// connections come to `listener` (with a `token`: only those that prove it). Every wait is
+/// bounded by the job's limit.
+pub async fn coordinate(
+    job: &CoordinatorJob,
+    listener: &tokio::net::TcpListener,
+    token: Option<&str>,
+) -> Result<Coordinated, PairError> {
     let plans = &job.plans[..];
     let limit = job.limit();
-    let (mut conns, mut records) = accept_all(plans, listener, limit).await?;
+    let (mut conns, mut records) = accept_all(plans, listener, limit, token).await?;
     let by_id: BTreeMap<RankId, &RankRecord> = records.iter().map(|r| (r.id, r)).collect();
     for (c, p) in conns.iter_mut().zip(plans) {
         let peers = p
@@ -220,46 +243,105 @@ async fn expect(c: &mut Conn, limit: Duration, during: &str, ok: impl Fn(&RankUp
 }
 
 /// Accepts one connection per rank, reads each one's hello (it names its rank) and orders them
-/// as the plans.
+/// as the plans. Hellos are read concurrently, so a slow rank (a large buffer to register) or a
+/// silent stray connection holds up no other. With a `token`, every connection is challenged
+/// first and one whose hello does not prove the token is dropped (a warning) and the wait goes
+/// on; without one, a bad first line ends the run.
 async fn accept_all(
     plans: &[RankPlan],
     listener: &tokio::net::TcpListener,
     limit: Duration,
+    token: Option<&str>,
 ) -> Result<(Vec<Conn>, Vec<RankRecord>), PairError> {
+    use futures::StreamExt;
     let mut slots: Vec<Option<(Conn, RankRecord)>> = plans.iter().map(|_| None).collect();
-    for _ in 0..plans.len() {
-        let (stream, _) = tokio::time::timeout(limit, listener.accept())
-            .await
-            .map_err(|_| PairError::Setup(format!("not every KV rank connected within {} s", limit.as_secs())))?
-            .map_err(|e| PairError::Setup(format!("accepting a KV rank: {e}")))?;
-        let _ = stream.set_nodelay(true);
-        let (read, write) = stream.into_split();
-        let mut lines = BufReader::new(read).lines();
-        let record = match recv_line(&mut lines, "a KV rank", limit, "before its hello").await? {
-            RankUp::Hello {
-                id,
-                pid,
-                peer,
-                metadata,
-                buffer_addr,
-            } => RankRecord::new(id, pid, peer, metadata, buffer_addr),
-            other => {
-                return Err(PairError::Setup(format!(
-                    "a KV rank sent {other:?} instead of its hello"
-                )));
+    let mut handshakes = futures::stream::FuturesUnordered::new();
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut filled = 0;
+    while filled < plans.len() {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => {
+                return Err(PairError::Setup(format!("not every KV rank connected within {} s", limit.as_secs())));
             }
-        };
-        let id = record.id;
-        let i = plans
-            .iter()
-            .position(|p| p.id == id)
-            .ok_or_else(|| PairError::Setup(format!("an unknown rank ({id}) connected")))?;
-        if slots[i].is_some() {
-            return Err(PairError::Setup(format!("{id} connected twice")));
+            accepted = listener.accept() => {
+                let (stream, from) = accepted.map_err(|e| PairError::Setup(format!("accepting a KV rank: {e}")))?;
+                handshakes.push(async move { (from, handshake(stream, limit, token).await) });
+            }
+            Some((from, shook)) = handshakes.next(), if !handshakes.is_empty() => {
+                let (conn, record) = match (shook, token) {
+                    (Ok(done), _) => done,
+                    (Err(e), Some(_)) => {
+                        tracing::warn!("the KV coordinator dropped a connection from {from}: {e}");
+                        continue;
+                    }
+                    (Err(e), None) => return Err(e),
+                };
+                let id = record.id;
+                let i = plans
+                    .iter()
+                    .position(|p| p.id == id)
+                    .ok_or_else(|| PairError::Setup(format!("an unknown rank ({id}) connected")))?;
+                if slots[i].is_some() {
+                    return Err(PairError::Setup(format!("{id} connected twice")));
+                }
+                slots[i] = Some((conn, record));
+                filled += 1;
+            }
         }
-        slots[i] = Some((Conn { id, lines, write }, record));
     }
     Ok(slots.into_iter().flatten().unzip())
+}
+
+/// One connection up to its hello: challenged first with a `token`, and then admitted only with
+/// the hello's proof of it for the rank it names.
+async fn handshake(
+    stream: tokio::net::TcpStream,
+    limit: Duration,
+    token: Option<&str>,
+) -> Result<(Conn, RankRecord), PairError> {
+    let _ = stream.set_nodelay(true);
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    let nonce = match token {
+        Some(_) => {
+            let nonce = kv_rank::nonce().map_err(PairError::Setup)?;
+            let challenge = RankDown::Challenge {
+                nonce: kv_rank::hex(&nonce),
+            };
+            write
+                .write_all(to_line(&challenge).as_bytes())
+                .await
+                .map_err(|e| PairError::Setup(format!("challenging a KV rank: {e}")))?;
+            Some(nonce)
+        }
+        None => None,
+    };
+    match recv_line(&mut lines, "a KV rank", limit, "before its hello").await? {
+        RankUp::Hello {
+            id,
+            pid,
+            peer,
+            metadata,
+            buffer_addr,
+            proof,
+        } => {
+            if let (Some(token), Some(nonce)) = (token, nonce) {
+                let proven = proof.is_some_and(|p| kv_rank::verify_proof(token, &nonce, id, &p));
+                if !proven {
+                    return Err(PairError::Setup(format!(
+                        "a connection naming itself {id} did not prove the run's token"
+                    )));
+                }
+            }
+            Ok((
+                Conn { id, lines, write },
+                RankRecord::new(id, pid, peer, metadata, buffer_addr),
+            ))
+        }
+        other => Err(PairError::Setup(format!(
+            "a KV rank sent {other:?} instead of its hello"
+        ))),
+    }
 }
 
 /// Warm-up, then measured repetitions, each a barrier over every rank.

@@ -8,7 +8,9 @@
 //! on a real cluster the `pair` process may sit behind a NAT or a bastion no pod can reach, while
 //! every rank can reach the decode pod (its own decode ranks over loopback, the prefill ranks as
 //! they reach a decode worker). It announces its port, the ranks are told the decode pod's IP and
-//! that port, and it prints what it gathered as one line that `pair` reads back.
+//! that port, and it prints what it gathered as one line that `pair` reads back. It admits only
+//! ranks that prove the run's token (challenge and HMAC, `kv_rank::proof`), which every exec
+//! gets on its stdin.
 //!
 //! Every wait has a deadline (pod start, each exec's opening and start line, the coordinator's
 //! port, the run's limit); the pods are deleted by the run's label on every path (the rank and
@@ -153,7 +155,12 @@ impl RankSeam for KubeRanks {
                     exec.worker.pod
                 ))
             })?;
-        let json = serde_json::to_string(job).map_err(|e| LaunchError::new(format!("internal: KV job: {e}")))?;
+        // Reachable from the whole pod network: it admits only ranks holding the run's token.
+        let job = CoordinatorJob {
+            authenticate: true,
+            ..job.clone()
+        };
+        let json = serde_json::to_string(&job).map_err(|e| LaunchError::new(format!("internal: KV job: {e}")))?;
         let args = ["kv-coordinate".to_string(), "--job".into(), json];
         let mut side = exec
             .start(
@@ -193,7 +200,11 @@ impl RankSeam for KubeRanks {
             kv_rank::RankSide::Prefill => (SideRole::Prefill, "prefill"),
             kv_rank::RankSide::Decode => (SideRole::Decode, "decode"),
         };
-        let json = serde_json::to_string(plan).map_err(|e| LaunchError::new(format!("internal: rank plan: {e}")))?;
+        let plan = RankPlan {
+            authenticate: true,
+            ..plan.clone()
+        };
+        let json = serde_json::to_string(&plan).map_err(|e| LaunchError::new(format!("internal: rank plan: {e}")))?;
         let mut args = vec!["kv-rank".to_string(), "--plan".into(), json];
         args.extend(self.pods.plan().side_args.iter().cloned());
         let pinning = self.pinning(role, plan.id.rank);

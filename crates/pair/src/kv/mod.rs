@@ -26,7 +26,9 @@ mod rank_report;
 pub mod ranks;
 mod report;
 
-pub use coordinator::{COORDINATED, Coordinated, CoordinatorJob, LISTENING, RepRule, serve as serve_coordinator};
+pub use coordinator::{
+    COORDINATED, Coordinated, CoordinatorJob, LISTENING, RepRule, coordinate, serve as serve_coordinator,
+};
 pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
 pub use report::{assemble, summary_line};
 

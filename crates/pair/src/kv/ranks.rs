@@ -129,6 +129,7 @@ pub fn rank_plans(plan: &KvPlan, coordinator: &str, message_timeout: Duration) -
                 peers,
                 coordinator: coordinator.to_string(),
                 message_timeout_s: message_timeout.as_secs_f64(),
+                authenticate: false,
             });
         }
     }
@@ -160,6 +161,7 @@ pub async fn run_ranks<R: RankSeam>(
         plans: rank_plans(plan, "", limit),
         reps: RepRule::of(&plan.pair.settings),
         limit_s: limit.as_secs_f64(),
+        authenticate: false,
     };
     let (mut sides, mut coordinator) = (Vec::new(), None);
     let outcome = start_and_drive(seam, &mut job, &mut coordinator, &mut sides, cancel).await;
@@ -258,7 +260,7 @@ async fn start_and_drive<R: RankSeam>(
                     .and_then(|l| l.set_nonblocking(true).map(|()| l))
                     .and_then(tokio::net::TcpListener::from_std)
                     .map_err(|e| PairError::Setup(format!("cannot listen for the KV ranks: {e}")))?;
-                coordinate(job, &listener).await
+                coordinate(job, &listener, None).await
             }
             Coordinator::There { side, .. } => coordinated(side).await,
         }
