@@ -13,6 +13,9 @@ use tokio::net::TcpStream;
 
 const TOKEN: &str = "the-runs-token";
 
+/// A hello's proof, from the challenge's nonce.
+type Answer = dyn Fn(&[u8]) -> Option<String>;
+
 fn rank_id() -> RankId {
     RankId {
         side: RankSide::Prefill,
@@ -117,7 +120,7 @@ async fn strays_that_prove_nothing_are_dropped_and_the_proven_rank_runs_to_the_e
     let coordinator = tokio::spawn(async move { icb_pair::kv::coordinate(&job, &listener, Some(TOKEN)).await });
     // No proof, another token's proof, a proof over another nonce: each dropped (its
     // connection closed) without ending the run.
-    let strays: [Box<dyn Fn(&[u8]) -> Option<String>>; 3] = [
+    let strays: [Box<Answer>; 3] = [
         Box::new(|_| None),
         Box::new(|n| Some(kv_rank::proof("another-token", n, rank_id()))),
         Box::new(|_| Some(kv_rank::proof(TOKEN, &[0u8; 32], rank_id()))),
