@@ -216,8 +216,7 @@ pub async fn run_ranks<R: RankSeam>(
 }
 
 /// Starts the coordinator, then every rank told its address (each kept in `sides` or
-/// `coordinator` as soon as it runs, for the caller to stop), and coordinates them within the
-/// job's limit, until a rank fails or the run is interrupted.
+/// `coordinator` as soon as it runs, for the caller to stop), and [`supervise`]s them.
 async fn start_and_drive<R: RankSeam>(
     seam: &mut R,
     job: &mut CoordinatorJob,
@@ -249,8 +248,18 @@ async fn start_and_drive<R: RankSeam>(
         };
         sides.push(side);
     }
+    supervise(job, coordinator, sides, cancel).await
+}
+
+/// Coordinates the running ranks within the job's limit (here, or by reading what the separate
+/// coordinator gathered), until a rank fails or the run is interrupted.
+async fn supervise<S: Side>(
+    job: &CoordinatorJob,
+    coordinator: &mut Coordinator<S>,
+    sides: &mut [S],
+    cancel: &CancellationToken,
+) -> Result<Coordinated, PairError> {
     let limit = job.limit();
-    let job = &*job;
     let remote = matches!(coordinator, Coordinator::There { .. });
     let drive = async move {
         match coordinator {
@@ -274,7 +283,7 @@ async fn start_and_drive<R: RankSeam>(
     };
     tokio::select! {
         biased;
-        _ = cancel.cancelled() => Err(interrupted()),
+        _ = cancel.cancelled() => Err(PairError::Interrupted(Interrupted::default())),
         r = &mut drive => match r.unwrap_or_else(|_| Err(timed_out())) {
             // The other way round: a rank killed from outside just before is the root cause of
             // what the coordinator saw.
