@@ -287,9 +287,7 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
     })
 }
 
-/// The ranks in two whole-node pods: the pods start (Ctrl-C stops the wait), the ranks run, and
-/// the pods are deleted on every path (`run_kv_ranks` deletes them already; again here for a
-/// start that failed or was interrupted).
+/// The ranks in two whole-node pods (`icb_pair::kv::kube_ranks::run`), once connected.
 async fn kube_ranks(
     plan: &KvPlan,
     t: &super::pair_kube::KubeTarget,
@@ -304,37 +302,6 @@ async fn kube_ranks(
         c = t.cluster.connect() => c.map_err(|e| PairError::Setup(e.to_string()))?,
         _ = cancel.cancelled() => return Err(PairError::Interrupted(Default::default())),
     };
-    let memory = plan.memory();
-    let cuda = memory.initiator == icb_core::MemoryType::Cuda || memory.target == icb_core::MemoryType::Cuda;
-    let mut ranks = KubeRanks::new(cluster, pods, cuda);
-    let started = tokio::select! {
-        r = ranks.start_pods() => r.map_err(PairError::from),
-        _ = cancel.cancelled() => Err(PairError::Interrupted(Default::default())),
-    };
     let tool = super::connect::tool_info();
-    let result = match started {
-        Ok(()) => icb_pair::kv::run_kv_ranks(plan, &mut ranks, seam, &tool, cancel, progress).await,
-        Err(e) => Err(e),
-    };
-    for note in ranks.notes() {
-        tracing::info!("{note}");
-    }
-    let removed = ranks.delete_pods().await;
-    match (result, removed) {
-        (Err(PairError::Interrupted(mut i)), Ok(what)) => {
-            if !what.is_empty() {
-                i.cleanup = [i.cleanup.as_str(), what.as_str()]
-                    .into_iter()
-                    .filter(|s| !s.is_empty())
-                    .collect::<Vec<_>>()
-                    .join("; ");
-            }
-            Err(PairError::Interrupted(i))
-        }
-        (r, Ok(_)) => r,
-        (r, Err(c)) => Err(PairError::Cleanup {
-            outcome: r.err().map_or_else(|| "the run finished".into(), |e| e.to_string()),
-            cleanup: c.message,
-        }),
-    }
+    icb_pair::kv::kube_ranks::run(plan, KubeRanks::new(cluster, pods, plan), seam, &tool, cancel, progress).await
 }

@@ -18,15 +18,19 @@
 
 use super::coordinator::{CoordinatorJob, LISTENING};
 use super::ranks::{Coordinator, RankSeam};
+use super::{KvPlan, KvProgress, KvSeam};
 use crate::inplace::{InPlaceSide, Worker};
 use crate::launcher::{LaunchError, LaunchFailure, Side};
 use crate::rails::kube::{KubeRails, KubeRailsPlan, PodPinning, RankExec};
 use crate::run::SideRole;
+use crate::run::{PairError, PairOutcome};
+use icb_core::MemoryType;
 use icb_core::model::{Endpoint, Locality, Placement};
 use icb_core::protocol::kv_rank::{self, RankPlan};
 use icb_kube::Cluster;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The ranks of one `--kv-shape` run in the two bench pods of its nodes.
 pub struct KubeRanks {
@@ -40,11 +44,13 @@ pub struct KubeRanks {
 }
 
 impl KubeRanks {
-    /// Nothing is created until [`KubeRanks::start_pods`].
-    pub fn new(cluster: Cluster, plan: KubeRailsPlan, pin_gpus: bool) -> KubeRanks {
+    /// Nothing is created until [`KubeRanks::start_pods`]. Each rank is pinned to one GPU of
+    /// its pod when `kv`'s memory pair uses GPU memory.
+    pub fn new(cluster: Cluster, plan: KubeRailsPlan, kv: &KvPlan) -> KubeRanks {
+        let memory = kv.memory();
         KubeRanks {
             pods: KubeRails::new(cluster, plan),
-            pin_gpus,
+            pin_gpus: memory.initiator == MemoryType::Cuda || memory.target == MemoryType::Cuda,
             token: icb_kube::secret::new_token(),
             started: 0,
         }
@@ -246,5 +252,46 @@ impl RankSeam for KubeRanks {
             Some((p, d)) => format!("{} rank processes and pods {p}, {d} ({deleted})", self.started),
             None => deleted,
         })
+    }
+}
+
+/// The per-rank model in `ranks`' two pods, then the sweep (when asked) through `seam`: the pods
+/// start (a cancel stops the wait), the ranks run, and the pods are deleted on every path
+/// (`run_kv_ranks` deletes them already; again here after a start that failed or was
+/// interrupted).
+pub async fn run<S: KvSeam>(
+    plan: &KvPlan,
+    mut ranks: KubeRanks,
+    seam: &mut S,
+    tool: &icb_core::ToolInfo,
+    cancel: &CancellationToken,
+    progress: &mut KvProgress<'_>,
+) -> Result<PairOutcome, PairError> {
+    let started = tokio::select! {
+        r = ranks.start_pods() => r.map_err(PairError::from),
+        _ = cancel.cancelled() => Err(PairError::Interrupted(Default::default())),
+    };
+    let result = match started {
+        Ok(()) => super::run_kv_ranks(plan, &mut ranks, seam, tool, cancel, progress).await,
+        Err(e) => Err(e),
+    };
+    for note in ranks.notes() {
+        tracing::info!("{note}");
+    }
+    match (result, ranks.delete_pods().await) {
+        (Err(PairError::Interrupted(mut i)), Ok(what)) => {
+            let parts = [i.cleanup.as_str(), what.as_str()];
+            i.cleanup = parts
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ");
+            Err(PairError::Interrupted(i))
+        }
+        (r, Ok(_)) => r,
+        (r, Err(c)) => Err(PairError::Cleanup {
+            outcome: r.err().map_or_else(|| "the run finished".into(), |e| e.to_string()),
+            cleanup: c.message,
+        }),
     }
 }
