@@ -8,7 +8,8 @@
 //! 2. repetitions as barriers: `go k` to every rank, then wait for every initiator's `done k`
 //!    before `go k+1`, so a repetition is one request on every rank together and its time is
 //!    the request's end to end (first post of any rank to last completion of any rank, on the
-//!    ranks' own clocks — one host here);
+//!    initiators' own clocks: every initiator is on one side, so one host's clock, on two
+//!    nodes too — the decode node for READ, the prefill node for WRITE);
 //! 3. every destination verifies every block it received; every rank releases NIXL and says
 //!    which data path its requests took; every process must then exit cleanly.
 //!
