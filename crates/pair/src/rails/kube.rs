@@ -460,5 +460,8 @@ mod tests {
         let names: Vec<&str> = got.keys().map(String::as_str).collect();
         assert_eq!(names, ["nvidia.com/gpu", "rdma/ib"]);
         assert_eq!(got["nvidia.com/gpu"], q("8"));
+        // The KV ranks are pinned round robin over the pod's GPUs: the RDMA devices are none.
+        assert_eq!(gpu_count(&got), 8);
+        assert_eq!(gpu_count(&BTreeMap::from([("rdma/ib".to_string(), q("8"))])), 0);
     }
 }
