@@ -72,6 +72,9 @@ enum Command {
     /// One TP rank of `pair --kv-shape` (started by pair itself)
     #[command(hide = true)]
     KvRank(Box<cmd::kv_rank::Args>),
+    /// The coordinator of `pair --kv-shape`'s ranks, run in the decode pod (started by pair itself)
+    #[command(hide = true)]
+    KvCoordinate(cmd::kv_coordinate::Args),
     /// Print shell completions
     Completions {
         #[arg(value_enum)]
@@ -137,6 +140,7 @@ fn dispatch(command: Command) -> anyhow::Result<i32> {
         Command::Gate(args) => cmd::gate::run(*args),
         Command::RailInfo(args) => cmd::rail_info::run(args),
         Command::KvRank(args) => cmd::kv_rank::run(*args),
+        Command::KvCoordinate(args) => cmd::kv_coordinate::run(args),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "ic-bench", &mut std::io::stdout());
             Ok(icb_core::exit::OK)

@@ -13,6 +13,7 @@ pub mod history;
 pub mod history_args;
 pub mod interrupt;
 pub mod kube_args;
+pub mod kv_coordinate;
 pub mod kv_rank;
 pub mod output;
 pub mod pair;

@@ -1,13 +1,19 @@
 //! `ic-bench pair --kv-shape MODEL …`: a model's KV transfer for one request, prefill TP a →
-//! decode TP b: locally with NIXL one process per rank (`icb_pair::kv::ranks`), else one
-//! process per read on each side (`icb_pair::kv`), locally or as bench pods.
+//! decode TP b: with NIXL one process per rank (`icb_pair::kv::ranks`), locally or on two
+//! Kubernetes nodes (`node/A`, `node/B`: the whole-node mode's bench pods,
+//! `icb_pair::kv::kube_ranks`); else (the UCX engine, pods modelled on worker pods, one node,
+//! `--gpus`/`--rdma`/`--host-ipc`/`--host-pid`, which shape per-pair bench pods) one process
+//! per read on each side (`icb_pair::kv`), locally or as bench pods.
 
 use super::interrupt::Interrupt;
 use super::pair::PairCommand;
+use icb_kube::target::Target;
 use icb_kv::{KvDtype, KvFlags, KvRequest, KvShape, ModelSpec};
+use icb_pair::kv::kube_ranks::KubeRanks;
 use icb_pair::kv::local_ranks::{LocalRanks, gpu_pinner};
 use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
 use icb_pair::local::{LocalLauncher, LocalOptions};
+use icb_pair::rails::kube::KubeRailsPlan;
 use icb_pair::{LaunchError, PairPlan};
 
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -99,6 +105,8 @@ pub struct KvTarget {
     pub launch: KvLaunch,
     /// One process per rank (local, NIXL); else one process pair per read.
     pub per_rank: bool,
+    /// On Kubernetes, one process per rank in these two whole-node pods (NIXL, two nodes).
+    pub kube_ranks: Option<KubeRailsPlan>,
 }
 
 /// The request (checked against the engine's rules and, locally, this host's memory), the rows
@@ -152,14 +160,43 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
         KvLaunch::Kube(Box::new(t))
     };
     *plan = kv_plan.pair.clone();
-    // The per-rank model is NIXL's (its ranks are NIXL agents), started locally; the UCX engine
-    // and bench pods keep the per-read model.
-    let per_rank = matches!(&launch, KvLaunch::Local(_)) && args.engine.engine == icb_core::EngineKind::Nixl;
+    // The per-rank model is NIXL's (its ranks are NIXL agents), started locally or in two
+    // whole-node pods; the UCX engine and per-pair bench pods keep the per-read model.
+    let nixl = args.engine.engine == icb_core::EngineKind::Nixl;
+    let kube_ranks = match &launch {
+        KvLaunch::Kube(t) if nixl => kube_ranks_plan(args, t, &kv_plan)?,
+        _ => None,
+    };
+    let per_rank = nixl && (matches!(&launch, KvLaunch::Local(_)) || kube_ranks.is_some());
     Ok(KvTarget {
         plan: kv_plan,
         launch,
         per_rank,
+        kube_ranks,
     })
+}
+
+/// The whole-node pods of the ranks, when both targets are two different nodes and no flag
+/// shapes the bench pods otherwise (those keep the per-read model's per-pair pods).
+fn kube_ranks_plan(
+    args: &super::pair::Args,
+    t: &super::pair_kube::KubeTarget,
+    plan: &KvPlan,
+) -> anyhow::Result<Option<KubeRailsPlan>> {
+    let (Target::Node(prefill), Target::Node(decode)) = (&t.pods.prefill, &t.pods.decode) else {
+        return Ok(None);
+    };
+    let k = &args.kube;
+    let shaped = k.host_ipc || k.host_pid || k.devices.request() != Default::default();
+    if prefill == decode || shaped {
+        return Ok(None);
+    }
+    let mut pods = super::pair_rails_kube::pods(args, (prefill.clone(), decode.clone()), &plan.pair)?;
+    pods.run_id = format!("{}-kr", t.pods.run_id);
+    let g = plan.request.geometry();
+    pods.rank_resources =
+        icb_kube::hardening::BenchResources::for_buffer(g.prefill_rank_bytes.max(g.decode_rank_bytes));
+    Ok(Some(pods))
 }
 
 /// Local ranks: each row is two plain processes (or isolated ones, `--isolation`).
@@ -235,7 +272,10 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
             }
             KvLaunch::Kube(t) => {
                 let mut seam = KubeSeam { target: t, op: plan.op };
-                icb_pair::kv::run_kv(plan, &mut seam, interrupt.token(), &mut progress).await
+                match &target.kube_ranks {
+                    Some(pods) => kube_ranks(plan, t, pods.clone(), &mut seam, &interrupt, &mut progress).await,
+                    None => icb_pair::kv::run_kv(plan, &mut seam, interrupt.token(), &mut progress).await,
+                }
             }
         };
         bar.finish();
@@ -245,4 +285,23 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
             Err(e) => Err(e.into()),
         }
     })
+}
+
+/// The ranks in two whole-node pods (`icb_pair::kv::kube_ranks::run`), once connected.
+async fn kube_ranks(
+    plan: &KvPlan,
+    t: &super::pair_kube::KubeTarget,
+    pods: KubeRailsPlan,
+    seam: &mut KubeSeam<'_>,
+    interrupt: &Interrupt,
+    progress: &mut icb_pair::kv::KvProgress<'_>,
+) -> Result<icb_pair::PairOutcome, icb_pair::PairError> {
+    use icb_pair::PairError;
+    let cancel = interrupt.token();
+    let cluster = tokio::select! {
+        c = t.cluster.connect() => c.map_err(|e| PairError::Setup(e.to_string()))?,
+        _ = cancel.cancelled() => return Err(PairError::Interrupted(Default::default())),
+    };
+    let tool = super::connect::tool_info();
+    icb_pair::kv::kube_ranks::run(plan, KubeRanks::new(cluster, pods, plan), seam, &tool, cancel, progress).await
 }

@@ -69,8 +69,12 @@ fn selection(rails: &super::pair_rails::RailArgs) -> anyhow::Result<RailSelectio
     Ok(read_selection(rails.rails.as_deref(), devices, RailSite::Kubernetes)?.1)
 }
 
-/// The bench pods of the two nodes.
-fn pods(args: &super::pair::Args, nodes: (String, String), plan: &icb_pair::PairPlan) -> anyhow::Result<KubeRailsPlan> {
+/// The bench pods of the two nodes (also `--kv-shape`'s ranks').
+pub(super) fn pods(
+    args: &super::pair::Args,
+    nodes: (String, String),
+    plan: &icb_pair::PairPlan,
+) -> anyhow::Result<KubeRailsPlan> {
     let k = &args.kube;
     let run_id = icb_kube::podspec::run_id_or_new(k.run_id.as_deref()).map_err(anyhow::Error::msg)?;
     let start_timeout = k.timeout.unwrap_or(Duration::from_secs(300));

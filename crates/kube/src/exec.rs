@@ -253,6 +253,11 @@ impl ExecSession {
         result
     }
 
+    /// The exit code [`ExecSession::exit_code`] read, if it did (`None` before, or without one).
+    pub fn exit_seen(&self) -> Option<i32> {
+        self.exit.as_ref().and_then(|r| r.as_ref().ok().copied())
+    }
+
     /// Streams `input` into the command's stdin, which stays open afterwards. Fails when the
     /// connection breaks (or the command's output ends) before all of it was sent.
     pub async fn send(&mut self, mut input: impl AsyncRead + Unpin) -> Result<u64, String> {

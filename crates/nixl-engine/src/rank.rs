@@ -12,7 +12,8 @@
 use crate::evidence;
 use crate::options::NixlOptions;
 use crate::runtime::{LocalNixl, NixlRuntime, UcxLog, agent_name};
-use icb_core::protocol::kv_rank::{PeerAddress, RankDown, RankPlan, RankSide, RankUp, hex, to_line, unhex};
+use icb_core::protocol::TOKEN_ENV;
+use icb_core::protocol::kv_rank::{self, PeerAddress, RankDown, RankPlan, RankSide, RankUp, hex, to_line, unhex};
 use icb_core::{Direction, MemoryPair, MemoryType, PeerInfo};
 use icb_memory::{Buffer, MemoryKind, Moved};
 use nixl::{Descriptor, MemKind, Registration, Transfer, XferOp};
@@ -42,6 +43,8 @@ struct Link {
     stream: TcpStream,
     rx: Receiver<Result<RankDown, String>>,
     timeout: Duration,
+    /// The answer to the coordinator's challenge, sent in the hello.
+    proof: Option<String>,
 }
 
 impl Link {
@@ -70,11 +73,31 @@ impl Link {
             }
             let _ = tx.send(Err("the coordinator closed the connection".into()));
         });
-        Ok(Link {
+        let mut link = Link {
             stream,
             rx,
             timeout: Duration::from_secs_f64(plan.message_timeout_s.max(1.0)),
-        })
+            proof: None,
+        };
+        if plan.authenticate {
+            link.proof = Some(link.answer_challenge(plan)?);
+        }
+        Ok(link)
+    }
+
+    /// The coordinator's challenge, answered with a proof of the run's token (from the
+    /// environment, where the exec wrapper put it; never on a command line).
+    fn answer_challenge(&mut self, plan: &RankPlan) -> Result<String, String> {
+        let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()).ok_or_else(|| {
+            format!("the run's token ({TOKEN_ENV}) is not set: the coordinator admits only ranks that hold it")
+        })?;
+        match self.recv("before its challenge")? {
+            RankDown::Challenge { nonce } => {
+                let nonce = unhex(&nonce).map_err(|e| format!("the coordinator's challenge: {e}"))?;
+                Ok(kv_rank::proof(&token, &nonce, plan.id))
+            }
+            other => Err(format!("the coordinator sent {other:?} instead of its challenge")),
+        }
     }
 
     fn send(&mut self, msg: &RankUp) {
@@ -144,6 +167,7 @@ fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: 
         },
         metadata: hex(&metadata),
         buffer_addr: memory.addr(),
+        proof: link.proof.clone(),
     });
     let peers = match link.recv("before the peers' addresses")? {
         RankDown::Peers { peers } => peers,
@@ -171,6 +195,7 @@ fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: 
             }
             RankDown::Finish => break,
             RankDown::Peers { .. } => return Err("the peers' addresses came twice".into()),
+            RankDown::Challenge { .. } => return Err("the coordinator challenged this rank mid-run".into()),
         }
     }
     tracing::debug!("{}: {repetitions} repetitions", plan.id);

@@ -90,6 +90,7 @@ async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
         peer: PeerInfo::default(),
         metadata: "00".into(),
         buffer_addr: 4096,
+        proof: None,
     })
     .await?;
     let blocks: u64 = plan.peers.iter().map(|p| p.layout.count).sum();
@@ -97,6 +98,7 @@ async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
         let msg: RankDown = serde_json::from_str(&line).map_err(|e| e.to_string())?;
         match msg {
             RankDown::Peers { .. } => send(RankUp::Prepared).await?,
+            RankDown::Challenge { .. } => return Err("an in-process coordinator challenged a rank".into()),
             RankDown::Go { rep } => {
                 log.lock().unwrap().push((plan.id, format!("go {rep}")));
                 if script == Script::FailsAtRep1 && rep == 1 {

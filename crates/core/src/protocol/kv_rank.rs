@@ -11,6 +11,12 @@
 //! makes every destination check every block it received ([`RankUp::Verified`]);
 //! [`RankDown::Finish`] makes every rank release NIXL and say which data path carried its
 //! bytes ([`RankUp::Bye`]).
+//!
+//! A coordinator reachable beyond its host (in a bench pod) admits only ranks that hold the run's
+//! token: it opens every connection with [`RankDown::Challenge`], and the rank's hello carries
+//! [`proof`] over that nonce and its identity (the token never crosses the wire; a recorded
+//! hello is worthless on another connection). A rank whose plan says [`RankPlan::authenticate`]
+//! waits for the challenge before its hello.
 
 use crate::model::{KvLayout, MemoryType, PeerInfo, TransportEvidence};
 use serde::{Deserialize, Serialize};
@@ -72,6 +78,10 @@ pub struct RankPlan {
     pub coordinator: String,
     /// How long the rank may wait for any one message of the coordinator.
     pub message_timeout_s: f64,
+    /// The coordinator challenges this rank first: it answers with a [`proof`] of the run's
+    /// token (`IC_BENCH_TOKEN` in its environment).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub authenticate: bool,
 }
 
 /// One peer of a rank: the blocks they exchange, laid out with the initiator's side first
@@ -95,6 +105,9 @@ pub enum RankUp {
         /// NIXL agent metadata with the registered buffer, hex.
         metadata: String,
         buffer_addr: u64,
+        /// The answer to the coordinator's challenge ([`proof`], hex), when it sent one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        proof: Option<String>,
     },
     Prepared,
     /// One repetition on an initiator: when it started (Unix ns, this host's clock) and, per
@@ -125,6 +138,11 @@ pub enum RankUp {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RankDown {
+    /// The first line on a connection to a coordinator that admits by token: a fresh nonce
+    /// (hex) for the rank's [`proof`].
+    Challenge {
+        nonce: String,
+    },
     /// Every peer's metadata and buffer address, in the rank plan's peer order.
     Peers {
         peers: Vec<PeerAddress>,
@@ -142,6 +160,38 @@ pub struct PeerAddress {
     pub id: RankId,
     pub metadata: String,
     pub buffer_addr: u64,
+}
+
+/// What a rank proves it holds the run's token with: HMAC-SHA256(token, "ic-bench kv-rank" ‖
+/// nonce ‖ its identity), hex.
+pub fn proof(token: &str, nonce: &[u8], id: RankId) -> String {
+    hex(ring::hmac::sign(&proof_key(token), &transcript(nonce, id)).as_ref())
+}
+
+/// Checks a rank's [`proof`] in constant time (anything that is not one simply fails).
+pub fn verify_proof(token: &str, nonce: &[u8], id: RankId, proof_hex: &str) -> bool {
+    unhex(proof_hex).is_ok_and(|p| ring::hmac::verify(&proof_key(token), &transcript(nonce, id), &p).is_ok())
+}
+
+/// A fresh nonce for a [`RankDown::Challenge`], from the system's random source.
+pub fn nonce() -> Result<[u8; 32], String> {
+    use ring::rand::SecureRandom;
+    let mut out = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut out)
+        .map_err(|_| "the system random number generator failed".to_string())?;
+    Ok(out)
+}
+
+fn proof_key(token: &str) -> ring::hmac::Key {
+    ring::hmac::Key::new(ring::hmac::HMAC_SHA256, token.as_bytes())
+}
+
+fn transcript(nonce: &[u8], id: RankId) -> Vec<u8> {
+    let mut m = b"ic-bench kv-rank\0".to_vec();
+    m.extend_from_slice(nonce);
+    m.extend_from_slice(format!("\0{}\0{}", id.side, id.rank).as_bytes());
+    m
 }
 
 /// One line of the channel.
@@ -191,5 +241,26 @@ mod tests {
         assert!(to_line(&RankDown::Verify).contains("\"type\":\"verify\""));
         assert_eq!(unhex(&hex(&[0, 0xab, 7])).unwrap(), [0, 0xab, 7]);
         assert!(unhex("abc").is_err() && unhex("zz").is_err());
+    }
+
+    #[test]
+    fn a_proof_holds_only_for_its_token_nonce_and_rank() {
+        let id = RankId {
+            side: RankSide::Decode,
+            rank: 1,
+        };
+        let other = RankId {
+            side: RankSide::Prefill,
+            rank: 1,
+        };
+        let (n1, n2) = (nonce().unwrap(), nonce().unwrap());
+        assert_ne!(n1, n2);
+        let p = proof("secret", &n1, id);
+        assert!(verify_proof("secret", &n1, id, &p));
+        assert!(!verify_proof("other", &n1, id, &p));
+        assert!(!verify_proof("secret", &n2, id, &p));
+        assert!(!verify_proof("secret", &n1, other, &p));
+        assert!(!verify_proof("secret", &n1, id, "zz"));
+        assert!(!verify_proof("secret", &n1, id, ""));
     }
 }

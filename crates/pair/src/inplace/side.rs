@@ -23,15 +23,26 @@ impl InPlaceSide {
         }
     }
 
+    /// The exit code its exit note read, if it did.
+    pub(crate) fn exit_code_seen(&self) -> Option<i32> {
+        self.session.exit_seen()
+    }
+
     /// Reads (and drops) lines up to one starting with `marker`: `false` when the output ended
     /// first.
     pub(crate) async fn read_until(&mut self, marker: &str) -> bool {
+        self.read_marked(marker).await.is_some()
+    }
+
+    /// Reads (and drops) lines up to one starting with `marker`, and returns the rest of it:
+    /// `None` when the output ended first.
+    pub(crate) async fn read_marked(&mut self, marker: &str) -> Option<String> {
         while let Some(line) = self.session.next_line().await {
-            if line.starts_with(marker) {
-                return true;
+            if let Some(rest) = line.strip_prefix(marker) {
+                return Some(rest.to_string());
             }
         }
-        false
+        None
     }
 
     /// Reads until the listening event or the end of the output (every line is kept for the

@@ -4,8 +4,11 @@
 //! - **per rank** ([`ranks`], the default locally with NIXL): one process per TP rank, `a + b`
 //!   in all, each owning its rank's KV buffer (registered once) and posting to every peer rank
 //!   at once; repetitions are barriers over every rank, so a request's time is its end to end.
-//!   Local ranks ([`local_ranks`]) run on a local pair, pinned as the whole-node mode pins.
-//! - **per read** ([`run_kv`], bench pods and the UCX engine): one process
+//!   Local ranks ([`local_ranks`]) run on a local pair, pinned as the whole-node mode pins;
+//!   on Kubernetes ([`kube_ranks`]) in the whole-node mode's two bench pods, the coordinator in
+//!   the decode pod.
+//! - **per read** ([`run_kv`], the UCX engine, bench pods modelled on worker pods or on one
+//!   node): one process
 //!   pair per rank-to-rank read (the initiator posts the read's descriptor list through the
 //!   engine, NIXL READ or WRITE, or the UCX engine's block lists), all reads at once, each one
 //!   [`run_pair`] with its own launcher from a [`KvSeam`]; a prefill rank read by several decode
@@ -15,12 +18,17 @@
 //! time-to-first-token ([`report`]). The descriptor-count sweep, when asked, runs afterwards on
 //! one more pair.
 
+mod coordinator;
+pub mod kube_ranks;
 pub mod local_ranks;
 mod plan;
 mod rank_report;
 pub mod ranks;
 mod report;
 
+pub use coordinator::{
+    COORDINATED, Coordinated, CoordinatorJob, LISTENING, RepRule, coordinate, serve as serve_coordinator,
+};
 pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
 pub use report::{assemble, summary_line};
 

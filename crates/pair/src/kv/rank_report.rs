@@ -16,7 +16,7 @@ use icb_core::{Direction, EngineKind, KvRank, PeerInfo, ToolInfo, TransportEvide
 use std::time::Duration;
 
 /// What one rank said about itself over the run.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RankRecord {
     pub id: RankId,
     pub pid: u32,
@@ -45,7 +45,7 @@ impl RankRecord {
 
 /// One measured repetition: per initiator, its start (Unix ns) and per peer its post and
 /// completion times (ns from its start).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct RepTimes {
     pub ranks: Vec<(RankId, u64, Vec<u64>, Vec<u64>)>,
 }

@@ -8,25 +8,38 @@
 //! 2. repetitions as barriers: `go k` to every rank, then wait for every initiator's `done k`
 //!    before `go k+1`, so a repetition is one request on every rank together and its time is
 //!    the request's end to end (first post of any rank to last completion of any rank, on the
-//!    ranks' own clocks — one host here);
+//!    initiators' own clocks: every initiator is on one side, so one host's clock, on two
+//!    nodes too — the decode node for READ, the prefill node for WRITE);
 //! 3. every destination verifies every block it received; every rank releases NIXL and says
 //!    which data path its requests took; every process must then exit cleanly.
+//!
+//! The protocol itself is [`super::coordinator`]'s. It runs in this process when the seam gives
+//! a socket every rank reaches ([`Coordinator::Here`]: local ranks), or in a process the seam
+//! starts next to the ranks ([`Coordinator::There`]: `ic-bench kv-coordinate` in the decode
+//! side's bench pod, which a real cluster's pods can reach where the `pair` process may not be),
+//! read back as one line.
 //!
 //! A rank that exits early, a message that does not come within the deadline or a rank's
 //! `failed` line ends the run with that rank's one line; the seam removes every process.
 
 use super::KvPlan;
-use super::rank_report::{RankRecord, RepTimes};
+use super::coordinator::{COORDINATED, Coordinated, CoordinatorJob, FLOOR_REPS, MIN_WARMUP, RepRule, coordinate};
 use crate::launcher::{LaunchError, Side};
 use crate::run::{Interrupted, PairError, PairOutcome};
 use icb_core::model::{Locality, Placement};
-use icb_core::protocol::kv_rank::{PeerAddress, RankDown, RankId, RankPeerPlan, RankPlan, RankSide, RankUp, to_line};
-use std::collections::BTreeMap;
+use icb_core::protocol::kv_rank::{RankId, RankPeerPlan, RankPlan, RankSide};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_util::sync::CancellationToken;
+
+/// Where the coordinator runs.
+pub enum Coordinator<S> {
+    /// In this process, on this socket (every rank can reach it).
+    Here(std::net::TcpListener),
+    /// `ic-bench kv-coordinate`, started by the seam, reached by every rank at `addr`; it prints
+    /// what it gathered as its [`COORDINATED`] line.
+    There { side: S, addr: SocketAddr },
+}
 
 /// Starts rank processes and removes them. Everything a rank needs is in its plan.
 #[allow(async_fn_in_trait)]
@@ -36,6 +49,12 @@ pub trait RankSeam {
     /// A socket the coordinator listens on that every rank can reach (it may live in another
     /// network namespace: its address is what the ranks are told).
     fn listener(&self) -> Result<std::net::TcpListener, LaunchError>;
+
+    /// Where the coordinator of `job` runs: by default in this process, on [`RankSeam::listener`].
+    async fn coordinator(&mut self, job: &CoordinatorJob) -> Result<Coordinator<Self::S>, LaunchError> {
+        let _ = job;
+        self.listener().map(Coordinator::Here)
+    }
 
     /// Starts one rank (`ic-bench kv-rank --plan …`), pinned as the seam pins ranks.
     async fn start(&mut self, plan: &RankPlan) -> Result<Self::S, LaunchError>;
@@ -48,13 +67,6 @@ pub trait RankSeam {
     async fn cleanup(&mut self) -> Result<String, LaunchError>;
 }
 
-/// Warm-up repetitions before the measured ones (buffers touched, endpoints connected).
-const MIN_WARMUP: u64 = 1;
-/// Measured repetitions: at least this many once `min_time` passed …
-const MIN_REPS: u64 = 10;
-/// … and never fewer than this, even when `max_time` passed.
-const FLOOR_REPS: u64 = 3;
-
 /// Pattern seeds: prefill rank p's buffer, decode rank d's (distinct, so a block from the
 /// wrong rank or a stale byte never verifies).
 fn seed(id: RankId) -> u64 {
@@ -65,7 +77,7 @@ fn seed(id: RankId) -> u64 {
 }
 
 /// Every rank's plan: prefill ranks first, then decode ranks, each with the rows it is part of.
-pub fn rank_plans(plan: &KvPlan, coordinator: SocketAddr, message_timeout: Duration) -> Vec<RankPlan> {
+pub fn rank_plans(plan: &KvPlan, coordinator: &str, message_timeout: Duration) -> Vec<RankPlan> {
     let g = plan.request.geometry();
     let read = plan.op == super::KvOp::Read;
     let memory = plan.memory();
@@ -118,56 +130,11 @@ pub fn rank_plans(plan: &KvPlan, coordinator: SocketAddr, message_timeout: Durat
                 peers,
                 coordinator: coordinator.to_string(),
                 message_timeout_s: message_timeout.as_secs_f64(),
+                authenticate: false,
             });
         }
     }
     plans
-}
-
-/// One rank's connection.
-struct Conn {
-    id: RankId,
-    lines: Lines<BufReader<OwnedReadHalf>>,
-    write: OwnedWriteHalf,
-}
-
-impl Conn {
-    async fn send(&mut self, msg: &RankDown) -> Result<(), PairError> {
-        self.write
-            .write_all(to_line(msg).as_bytes())
-            .await
-            .map_err(|e| PairError::Setup(format!("{}: the connection broke: {e}", self.id)))
-    }
-
-    async fn recv(&mut self, limit: Duration, during: &str) -> Result<RankUp, PairError> {
-        recv_line(&mut self.lines, &self.id.to_string(), limit, during).await
-    }
-}
-
-async fn recv_line(
-    lines: &mut Lines<BufReader<OwnedReadHalf>>,
-    who: &str,
-    limit: Duration,
-    during: &str,
-) -> Result<RankUp, PairError> {
-    let line = match tokio::time::timeout(limit, lines.next_line()).await {
-        Err(_) => {
-            return Err(PairError::Setup(format!(
-                "{who} said nothing within {} s {during}",
-                limit.as_secs()
-            )));
-        }
-        Ok(Err(e)) => return Err(PairError::Setup(format!("{who}: reading its connection: {e}"))),
-        Ok(Ok(None)) => return Err(PairError::Setup(format!("{who} closed its connection {during}"))),
-        Ok(Ok(Some(line))) => line,
-    };
-    match serde_json::from_str::<RankUp>(&line) {
-        Ok(RankUp::Failed { message }) => Err(PairError::Setup(format!("{who} failed {during}: {message}"))),
-        Ok(m) => Ok(m),
-        Err(e) => Err(PairError::Setup(format!(
-            "{who} sent a line that does not parse ({e}) {during}"
-        ))),
-    }
 }
 
 /// The run's deadline: the pair's, plus filling, registering and verifying every rank's buffer
@@ -190,51 +157,27 @@ pub async fn run_ranks<R: RankSeam>(
 ) -> Result<PairOutcome, PairError> {
     let started = Instant::now();
     let started_at = jiff::Timestamp::now().to_string();
-    let std_listener = seam.listener().map_err(PairError::from)?;
-    let listener = std_listener
-        .set_nonblocking(true)
-        .and_then(|()| tokio::net::TcpListener::from_std(std_listener))
-        .map_err(|e| PairError::Setup(format!("cannot listen for the KV ranks: {e}")))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| PairError::Setup(format!("the coordinator's address: {e}")))?;
     let limit = run_limit(plan);
-    let plans = rank_plans(plan, addr, limit);
-    let mut sides = Vec::with_capacity(plans.len());
-    let mut started_all = Ok(());
-    for p in &plans {
-        match seam.start(p).await {
-            Ok(s) => sides.push(s),
-            Err(e) => {
-                started_all = Err(PairError::from(e));
-                break;
-            }
-        }
-    }
-    let launched: Vec<Option<u32>> = sides.iter().map(|s| s.pid()).collect();
-    let outcome = match started_all {
-        Err(e) => Err(e),
-        Ok(()) => {
-            let (drive, watch) = (drive(plan, &plans, &listener, limit), first_failure(&mut sides, &plans));
-            tokio::select! {
-                biased;
-                _ = cancel.cancelled() => Err(PairError::Interrupted(Interrupted::default())),
-                r = tokio::time::timeout(limit, drive) => r.unwrap_or_else(|_| Err(PairError::Setup(format!(
-                    "the KV ranks did not finish within {} s: raise --max-time or use a shorter --isl",
-                    limit.as_secs()
-                )))),
-                e = watch => Err(PairError::Setup(e)),
-            }
-        }
+    let mut job = CoordinatorJob {
+        plans: rank_plans(plan, "", limit),
+        reps: RepRule::of(&plan.pair.settings),
+        limit_s: limit.as_secs_f64(),
+        authenticate: false,
     };
-    let unclean = stop_all(&mut sides, outcome.is_ok().then_some(plan.pair.exit_grace)).await;
-    drop(sides);
+    let (mut sides, mut coordinator) = (Vec::new(), None);
+    let outcome = start_and_drive(seam, &mut job, &mut coordinator, &mut sides, cancel).await;
+    let launched: Vec<Option<u32>> = sides.iter().map(|s| s.pid()).collect();
+    let grace = outcome.is_ok().then_some(plan.pair.exit_grace);
+    let mut unclean = stop_all(&mut sides, grace).await;
+    if let Some(Coordinator::There { side, .. }) = coordinator.as_mut() {
+        unclean.extend(stop_all(std::slice::from_mut(side), grace).await);
+    }
+    drop((sides, coordinator));
     let placement = seam.placement();
     let locality = seam.locality();
-    let cleanup = seam.cleanup().await;
-    let removed = match (cleanup, &outcome) {
-        (Ok(r), _) => r,
-        (Err(c), _) => {
+    let removed = match seam.cleanup().await {
+        Ok(r) => r,
+        Err(c) => {
             return Err(PairError::Cleanup {
                 outcome: outcome
                     .err()
@@ -249,7 +192,7 @@ pub async fn run_ranks<R: RankSeam>(
             partial: None,
         }));
     }
-    let (records, reps, warmup) = outcome?;
+    let Coordinated { records, reps, warmup } = outcome?;
     if let Some(first) = unclean.first() {
         return Err(PairError::Setup(format!("a KV rank did not exit cleanly: {first}")));
     }
@@ -265,12 +208,125 @@ pub async fn run_ranks<R: RankSeam>(
         expectation,
         elapsed: started.elapsed(),
     };
-    let report = super::rank_report::assemble(plan, frame, &plans, &records, &launched, (&reps, warmup))?;
+    let report = super::rank_report::assemble(plan, frame, &job.plans, &records, &launched, (&reps, warmup))?;
     Ok(PairOutcome {
         report,
         cleanup: removed,
         orchestration: Duration::ZERO,
     })
+}
+
+/// Starts the coordinator, then every rank told its address (each kept in `sides` or
+/// `coordinator` as soon as it runs, for the caller to stop), and [`supervise`]s them.
+async fn start_and_drive<R: RankSeam>(
+    seam: &mut R,
+    job: &mut CoordinatorJob,
+    coordinator: &mut Option<Coordinator<R::S>>,
+    sides: &mut Vec<R::S>,
+    cancel: &CancellationToken,
+) -> Result<Coordinated, PairError> {
+    let interrupted = || PairError::Interrupted(Interrupted::default());
+    let started = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => return Err(interrupted()),
+        c = seam.coordinator(job) => c?,
+    };
+    let coordinator = coordinator.insert(started);
+    let addr = match coordinator {
+        Coordinator::Here(listener) => listener
+            .local_addr()
+            .map_err(|e| PairError::Setup(format!("the coordinator's address: {e}")))?,
+        Coordinator::There { addr, .. } => *addr,
+    };
+    for p in &mut job.plans {
+        p.coordinator = addr.to_string();
+    }
+    for p in &job.plans {
+        let side = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(interrupted()),
+            s = seam.start(p) => s?,
+        };
+        sides.push(side);
+    }
+    supervise(job, coordinator, sides, cancel).await
+}
+
+/// Coordinates the running ranks within the job's limit (here, or by reading what the separate
+/// coordinator gathered), until a rank fails or the run is interrupted.
+async fn supervise<S: Side>(
+    job: &CoordinatorJob,
+    coordinator: &mut Coordinator<S>,
+    sides: &mut [S],
+    cancel: &CancellationToken,
+) -> Result<Coordinated, PairError> {
+    let limit = job.limit();
+    let remote = matches!(coordinator, Coordinator::There { .. });
+    let drive = async move {
+        match coordinator {
+            Coordinator::Here(std_listener) => {
+                let listener = std_listener
+                    .try_clone()
+                    .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                    .and_then(tokio::net::TcpListener::from_std)
+                    .map_err(|e| PairError::Setup(format!("cannot listen for the KV ranks: {e}")))?;
+                coordinate(job, &listener, None).await
+            }
+            Coordinator::There { side, .. } => coordinated(side).await,
+        }
+    };
+    let mut drive = std::pin::pin!(tokio::time::timeout(limit, drive));
+    let timed_out = || {
+        PairError::Setup(format!(
+            "the KV ranks did not finish within {} s: raise --max-time or use a shorter --isl",
+            limit.as_secs()
+        ))
+    };
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(PairError::Interrupted(Interrupted::default())),
+        r = &mut drive => match r.unwrap_or_else(|_| Err(timed_out())) {
+            // The other way round: a rank killed from outside just before is the root cause of
+            // what the coordinator saw.
+            Err(seen) if remote => match tokio::time::timeout(REMOTE_ERROR_GRACE, first_failure(sides, &job.plans)).await {
+                Ok((line, Some(crate::launcher::LaunchFailure::SideKilled))) => Err(PairError::Setup(line)),
+                _ => Err(seen),
+            },
+            r => r,
+        },
+        (e, how) = first_failure(sides, &job.plans) => {
+            // A coordinator in its own process ends as soon as a rank's connection breaks or a
+            // rank fails, and the other ranks then end because it went away: which exit is seen
+            // first is a race. Unless this rank was killed from outside (the root cause), the
+            // coordinator's own error, naming what broke first, wins when it comes.
+            let killed = matches!(how, Some(crate::launcher::LaunchFailure::SideKilled));
+            if remote && !killed && let Ok(Ok(Err(first))) = tokio::time::timeout(REMOTE_ERROR_GRACE, &mut drive).await {
+                return Err(first);
+            }
+            Err(PairError::Setup(e))
+        }
+    }
+}
+
+/// How long a rank's early exit waits for a separate coordinator's own error.
+const REMOTE_ERROR_GRACE: Duration = Duration::from_secs(3);
+
+/// What a coordinator started by the seam gathered: its [`COORDINATED`] line, else why it ended.
+async fn coordinated<S: Side>(side: &mut S) -> Result<Coordinated, PairError> {
+    while let Some(line) = side.next_line().await {
+        if let Some(json) = line.strip_prefix(COORDINATED) {
+            return serde_json::from_str(json)
+                .map_err(|e| PairError::Setup(format!("the KV coordinator's result does not parse: {e}")));
+        }
+    }
+    let note = side
+        .exit_note()
+        .await
+        .unwrap_or_else(|| "it exited without a result".into());
+    Err(PairError::Setup(format!(
+        "the KV coordinator ({}) ended: {note}",
+        side.name()
+    )))
 }
 
 /// Stops every rank: after a good run each may exit on its own within `grace` and must then
@@ -294,8 +350,12 @@ async fn stop_all<S: Side>(sides: &mut [S], grace: Option<Duration>) -> Vec<Stri
     unclean
 }
 
-/// The first rank whose process ended with a failure: its one line. Pending while none did.
-async fn first_failure<S: Side>(sides: &mut [S], plans: &[RankPlan]) -> String {
+/// The first rank whose process ended with a failure: its one line, and what kind of failure
+/// when the seam can tell. Pending while none did.
+async fn first_failure<S: Side>(
+    sides: &mut [S],
+    plans: &[RankPlan],
+) -> (String, Option<crate::launcher::LaunchFailure>) {
     let mut pending: Vec<_> = sides
         .iter_mut()
         .zip(plans)
@@ -303,7 +363,7 @@ async fn first_failure<S: Side>(sides: &mut [S], plans: &[RankPlan]) -> String {
             Box::pin(async move {
                 while s.next_line().await.is_some() {}
                 let note = s.exit_note().await;
-                note.map(|n| format!("{} ({}) exited early: {n}", p.id, s.name()))
+                note.map(|n| (format!("{} ({}) exited early: {n}", p.id, s.name()), s.failure()))
             })
         })
         .collect();
@@ -315,180 +375,4 @@ async fn first_failure<S: Side>(sides: &mut [S], plans: &[RankPlan]) -> String {
         pending = rest;
     }
     futures::future::pending().await
-}
-
-/// Every rank's record, the measured repetitions and how many warm-up ones ran before them.
-type Driven = (Vec<RankRecord>, Vec<RepTimes>, u64);
-
-/// Hello, peers, repetitions, verify, finish.
-async fn drive(
-    plan: &KvPlan,
-    plans: &[RankPlan],
-    listener: &tokio::net::TcpListener,
-    limit: Duration,
-) -> Result<Driven, PairError> {
-    let (mut conns, mut records) = accept_all(plans, listener, limit).await?;
-    let by_id: BTreeMap<RankId, &RankRecord> = records.iter().map(|r| (r.id, r)).collect();
-    for (c, p) in conns.iter_mut().zip(plans) {
-        let peers = p
-            .peers
-            .iter()
-            .map(|peer| {
-                let r = by_id[&peer.peer];
-                PeerAddress {
-                    id: r.id,
-                    metadata: r.metadata.clone(),
-                    buffer_addr: r.buffer_addr,
-                }
-            })
-            .collect();
-        c.send(&RankDown::Peers { peers }).await?;
-    }
-    for c in conns.iter_mut() {
-        expect(c, limit, "while preparing its requests", |m| {
-            matches!(m, RankUp::Prepared)
-        })
-        .await?;
-    }
-    let (reps, warmup) = repetitions(plan, plans, &mut conns, limit).await?;
-    for c in conns.iter_mut() {
-        c.send(&RankDown::Verify).await?;
-    }
-    for (c, r) in conns.iter_mut().zip(records.iter_mut()) {
-        match c.recv(limit, "while verifying").await? {
-            RankUp::Verified { blocks, error } => {
-                r.blocks_verified = blocks;
-                r.verify_error = error;
-            }
-            other => {
-                return Err(PairError::Setup(format!(
-                    "{} sent {other:?} instead of its check",
-                    c.id
-                )));
-            }
-        }
-    }
-    for c in conns.iter_mut() {
-        c.send(&RankDown::Finish).await?;
-    }
-    for (c, r) in conns.iter_mut().zip(records.iter_mut()) {
-        match c.recv(limit, "while releasing NIXL").await? {
-            RankUp::Bye { data_path } => r.data_path = data_path,
-            other => {
-                return Err(PairError::Setup(format!(
-                    "{} sent {other:?} instead of its goodbye",
-                    c.id
-                )));
-            }
-        }
-    }
-    Ok((records, reps, warmup))
-}
-
-async fn expect(c: &mut Conn, limit: Duration, during: &str, ok: impl Fn(&RankUp) -> bool) -> Result<(), PairError> {
-    let m = c.recv(limit, during).await?;
-    if ok(&m) {
-        Ok(())
-    } else {
-        Err(PairError::Setup(format!("{} sent {m:?} {during}", c.id)))
-    }
-}
-
-/// Accepts one connection per rank, reads each one's hello (it names its rank) and orders them
-/// as the plans.
-async fn accept_all(
-    plans: &[RankPlan],
-    listener: &tokio::net::TcpListener,
-    limit: Duration,
-) -> Result<(Vec<Conn>, Vec<RankRecord>), PairError> {
-    let mut slots: Vec<Option<(Conn, RankRecord)>> = plans.iter().map(|_| None).collect();
-    for _ in 0..plans.len() {
-        let (stream, _) = tokio::time::timeout(limit, listener.accept())
-            .await
-            .map_err(|_| PairError::Setup(format!("not every KV rank connected within {} s", limit.as_secs())))?
-            .map_err(|e| PairError::Setup(format!("accepting a KV rank: {e}")))?;
-        let _ = stream.set_nodelay(true);
-        let (read, write) = stream.into_split();
-        let mut lines = BufReader::new(read).lines();
-        let record = match recv_line(&mut lines, "a KV rank", limit, "before its hello").await? {
-            RankUp::Hello {
-                id,
-                pid,
-                peer,
-                metadata,
-                buffer_addr,
-            } => RankRecord::new(id, pid, peer, metadata, buffer_addr),
-            other => {
-                return Err(PairError::Setup(format!(
-                    "a KV rank sent {other:?} instead of its hello"
-                )));
-            }
-        };
-        let id = record.id;
-        let i = plans
-            .iter()
-            .position(|p| p.id == id)
-            .ok_or_else(|| PairError::Setup(format!("an unknown rank ({id}) connected")))?;
-        if slots[i].is_some() {
-            return Err(PairError::Setup(format!("{id} connected twice")));
-        }
-        slots[i] = Some((Conn { id, lines, write }, record));
-    }
-    Ok(slots.into_iter().flatten().unzip())
-}
-
-/// Warm-up, then measured repetitions, each a barrier over every rank.
-async fn repetitions(
-    plan: &KvPlan,
-    plans: &[RankPlan],
-    conns: &mut [Conn],
-    limit: Duration,
-) -> Result<(Vec<RepTimes>, u64), PairError> {
-    let s = &plan.pair.settings;
-    // `--warmup` repetitions (1 … 10), fewer once they took `max_time`: a multi-second
-    // request warms up once.
-    let mut warmup = s.warmup_iterations.clamp(MIN_WARMUP, 10);
-    let warmup_started = Instant::now();
-    let mut measured = Vec::new();
-    let mut rep = 0u64;
-    let mut first_measured: Option<Instant> = None;
-    loop {
-        if rep < warmup && rep >= MIN_WARMUP && warmup_started.elapsed().as_secs_f64() >= s.max_time_s {
-            warmup = rep;
-        }
-        if rep >= warmup {
-            let since = first_measured.get_or_insert_with(Instant::now).elapsed().as_secs_f64();
-            let n = rep - warmup;
-            if (n >= MIN_REPS && since >= s.min_time_s) || (n >= FLOOR_REPS && since >= s.max_time_s) {
-                break;
-            }
-        }
-        for c in conns.iter_mut() {
-            c.send(&RankDown::Go { rep }).await?;
-        }
-        let mut times = RepTimes::default();
-        for (c, p) in conns.iter_mut().zip(plans).filter(|(_, p)| p.initiator) {
-            match c.recv(limit, &format!("during repetition {rep}")).await? {
-                RankUp::Done {
-                    rep: r,
-                    start_unix_ns,
-                    post_ns,
-                    done_ns,
-                } if r == rep && done_ns.len() == p.peers.len() && post_ns.len() == p.peers.len() => {
-                    times.ranks.push((c.id, start_unix_ns, post_ns, done_ns));
-                }
-                other => {
-                    return Err(PairError::Setup(format!(
-                        "{} sent {other:?} for repetition {rep}",
-                        c.id
-                    )));
-                }
-            }
-        }
-        if rep >= warmup {
-            measured.push(times);
-        }
-        rep += 1;
-    }
-    Ok((measured, warmup))
 }

@@ -10,8 +10,9 @@
 //!   with the row's pinning (`UCX_NET_DEVICES`, `CUDA_VISIBLE_DEVICES`, `taskset -c` to the NUMA
 //!   node's CPUs as the pod's own sysfs lists them, where taskset exists and the pod may use
 //!   them). A side's whole life is one exec whose wrapper stops the rank when its stdin ends (the
-//!   run stopped, was interrupted or died), as the in-place launcher's does; its output is read
-//!   as an [`InPlaceSide`]. The bench image has ic-bench: nothing is copied.
+//!   run stopped, was interrupted or died), as the in-place launcher's does ([`RankExec`], in
+//!   `kube_rank`); its output is read as an `InPlaceSide`. The bench image has ic-bench: nothing
+//!   is copied.
 //! - The counters are `ic-bench rail-info --counters` exec'd in each pod: the node's own sysfs.
 //!
 //! Every wait has a deadline (pod start, each exec); both pods are deleted by the run's label on
@@ -19,19 +20,18 @@
 //! `activeDeadlineSeconds`, its idle command ends then too).
 
 use super::info::RailInfoLine;
+use super::kube_rank::rank_pinning;
+pub use super::kube_rank::{KubeRailLauncher, PodPinning, RankExec, rank_command};
 use super::plan::NodeRailInfo;
 use super::{RailRow, RailSeam};
-use crate::inplace::{InPlaceSide, Worker};
-use crate::launcher::{LaunchError, LaunchFailure, Launcher, Side as _};
+use crate::inplace::Worker;
+use crate::launcher::{LaunchError, LaunchFailure};
 use crate::run::SideRole;
 use icb_core::fabric::quantity::parse_milli;
-use icb_core::model::{Endpoint, Locality, PairReport, Placement};
-use icb_core::protocol::{ChildPlan, Listening};
-use icb_core::rails::{CounterSnapshot, RailEnd};
+use icb_core::rails::CounterSnapshot;
 use icb_kube::devices::DeviceChoice;
 use icb_kube::k8s_openapi::api::core::v1::{Pod, Toleration};
 use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use icb_kube::pair::join_host_port;
 use icb_kube::podspec::{self, BenchPod, Role};
 use icb_kube::{Cluster, KubeError, lifecycle};
 use std::collections::BTreeMap;
@@ -127,6 +127,8 @@ pub struct KubeRails {
     pods: Option<(Worker, Worker)>,
     /// The devices each pod requested, for the user.
     notes: Vec<String>,
+    /// How many GPUs each pod holds: (prefill, decode).
+    gpus: (u32, u32),
 }
 
 /// Every GPU and RDMA resource `advertised` (a node's allocatable), with its whole quantity.
@@ -142,6 +144,17 @@ pub fn whole_node_devices(advertised: &BTreeMap<String, Quantity>) -> BTreeMap<S
         .collect()
 }
 
+/// The GPUs among `devices` (whole units; a fractional or unreadable quantity counts none).
+fn gpu_count(devices: &BTreeMap<String, Quantity>) -> u32 {
+    use icb_core::fabric::resource::resource_class;
+    devices
+        .iter()
+        .filter(|(name, _)| resource_class(name).is_gpu())
+        .filter_map(|(_, q)| parse_milli(&q.0))
+        .map(|m| u32::try_from(m / 1000).unwrap_or(0))
+        .sum()
+}
+
 impl KubeRails {
     /// Nothing is created until [`KubeRails::start`].
     pub fn new(cluster: Cluster, plan: KubeRailsPlan) -> KubeRails {
@@ -151,6 +164,24 @@ impl KubeRails {
             maybe_created: AtomicBool::new(false),
             pods: None,
             notes: Vec::new(),
+            gpus: (0, 0),
+        }
+    }
+
+    /// The cluster the pods run in.
+    pub(crate) fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    pub(crate) fn plan(&self) -> &KubeRailsPlan {
+        &self.plan
+    }
+
+    /// How many GPUs one side's pod holds (its node's, all of them).
+    pub(crate) fn gpus(&self, role: SideRole) -> u32 {
+        match role {
+            SideRole::Prefill => self.gpus.0,
+            SideRole::Decode => self.gpus.1,
         }
     }
 
@@ -226,6 +257,11 @@ impl KubeRails {
             let status = read.status.unwrap_or_default();
             let advertised = status.allocatable.or(status.capacity).unwrap_or_default();
             let devices = whole_node_devices(&advertised);
+            let gpus = gpu_count(&devices);
+            match role {
+                Role::Client => self.gpus.0 = gpus,
+                Role::Server => self.gpus.1 = gpus,
+            }
             self.notes.push(if devices.is_empty() {
                 format!("node {node} advertises no GPU or RDMA device: its pod requests none")
             } else {
@@ -281,7 +317,8 @@ impl KubeRails {
         }
     }
 
-    fn worker(&self, role: SideRole) -> Result<&Worker, LaunchError> {
+    /// The running pod of one side.
+    pub(crate) fn worker(&self, role: SideRole) -> Result<&Worker, LaunchError> {
         let (prefill, decode) = self
             .pods
             .as_ref()
@@ -401,195 +438,6 @@ fn unreadable(why: String) -> CounterSnapshot {
     }
 }
 
-/// A rank's pinning inside its pod: the environment and the NUMA node whose CPUs it runs on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodPinning {
-    pub env: Vec<(String, String)>,
-    pub numa: Option<u32>,
-}
-
-/// The side's own environment first, the row's pinning over it.
-fn rank_pinning(side_env: &[(String, String)], end: &RailEnd) -> PodPinning {
-    let pinned = super::local::rank_env(end);
-    let mut env: Vec<(String, String)> = side_env
-        .iter()
-        .filter(|(k, _)| !pinned.iter().any(|(p, _)| p == k))
-        .cloned()
-        .collect();
-    env.extend(pinned);
-    PodPinning {
-        env,
-        numa: super::local::rank_numa(end),
-    }
-}
-
-/// Runs `"$@"` as one rank: pinned to the NUMA node's CPUs (`$numa`, as this pod's sysfs lists
-/// them) where taskset exists and may use them, stopped when stdin ends (only while it is still
-/// ic-bench), and waited for.
-/// The row's token arrives first on stdin, as one line, into the rank's environment (never on a
-/// command line).
-const RANK_SCRIPT: &str = r#"IFS= read -r IC_BENCH_TOKEN || { echo "the run's token did not arrive" >&2; exit 98; }
-export IC_BENCH_TOKEN
-if [ -n "$numa" ]; then
-  cpus=$(cat "/sys/devices/system/node/node$numa/cpulist" 2>/dev/null)
-  if [ -n "$cpus" ] && taskset -c "$cpus" true >/dev/null 2>&1; then set -- taskset -c "$cpus" "$@"; fi
-fi
-exec 3<&0
-"$@" </dev/null &
-p=$!
-echo "icb-rails-started $p"
-( cat <&3 >/dev/null 2>&1
-  case "$(readlink "/proc/$p/exe" 2>/dev/null)" in *ic-bench*) kill "$p" 2>/dev/null;; esac ) >/dev/null 2>&1 &
-exec 3<&-
-wait "$p"
-"#;
-
-/// `value` as one word for sh.
-fn sh_quote(value: &str) -> String {
-    format!("'{}'", value.replace('\'', r"'\''"))
-}
-
-/// The exec command of one rank: the pinning as shell assignments, then [`RANK_SCRIPT`].
-pub fn rank_command(pinning: &PodPinning, args: &[String]) -> Vec<String> {
-    let mut script = String::new();
-    for (k, v) in &pinning.env {
-        script.push_str(&format!("export {k}={}\n", sh_quote(v)));
-    }
-    let numa = pinning.numa.map(|n| n.to_string()).unwrap_or_default();
-    script.push_str(&format!("numa={}\n{RANK_SCRIPT}", sh_quote(&numa)));
-    let mut command = vec!["sh".to_string(), "-c".into(), script, "sh".into(), "ic-bench".into()];
-    command.extend(args.iter().cloned());
-    command
-}
-
-/// One row's two ranks, exec'd into the rails' pods.
-pub struct KubeRailLauncher {
-    cluster: Cluster,
-    row: usize,
-    prefill: (Worker, PodPinning),
-    decode: (Worker, PodPinning),
-    open_timeout: Duration,
-    side_timeout: Duration,
-    side_args: Vec<String>,
-    /// This row's token, sent to both ranks on stdin (`RANK_SCRIPT`); never printed.
-    token: String,
-}
-
-impl KubeRailLauncher {
-    async fn exec(&self, role: &'static str, args: Vec<String>) -> Result<InPlaceSide, LaunchError> {
-        let (worker, pinning) = match role {
-            "decode" => &self.decode,
-            _ => &self.prefill,
-        };
-        let mut args = args;
-        args.extend(self.side_args.iter().cloned());
-        let command = rank_command(pinning, &args);
-        let label = format!("pod/{}", worker.pod);
-        let session = self
-            .cluster
-            .exec_session(&worker.pod, worker.container.as_deref(), &command, self.open_timeout)
-            .await
-            .map_err(|e| LaunchError::new(format!("rail {} {role} side in {label}: {e}", self.row)))?;
-        let mut session = session;
-        let token = std::io::Cursor::new(format!("{}\n", self.token).into_bytes());
-        tokio::time::timeout(self.open_timeout, session.send(token))
-            .await
-            .map_err(|_| {
-                LaunchError::new(format!(
-                    "rail {} {role} side in {label}: stdin did not take the token",
-                    self.row
-                ))
-            })?
-            .map_err(|e| LaunchError::new(format!("rail {} {role} side in {label}: {e}", self.row)))?;
-        let mut side = InPlaceSide::new(role, label, session);
-        // Up to the start line: a rank that could not start says why in its last words.
-        let started = tokio::time::timeout(self.open_timeout, side.read_until("icb-rails-started ")).await;
-        if matches!(started, Ok(true)) {
-            return Ok(side);
-        }
-        let why = side.last_words();
-        side.stop(Duration::ZERO).await;
-        Err(LaunchError::new(format!(
-            "rail {} {role} side in pod/{} did not start: {why}",
-            self.row, worker.pod
-        )))
-    }
-}
-
-impl Launcher for KubeRailLauncher {
-    type Side = InPlaceSide;
-
-    fn locality(&self) -> Locality {
-        if self.prefill.0.node == self.decode.0.node {
-            Locality::SameHost
-        } else {
-            Locality::DifferentHosts
-        }
-    }
-
-    fn mode(&self) -> String {
-        "kubernetes (rails)".into()
-    }
-
-    async fn start_decode(&mut self) -> Result<InPlaceSide, LaunchError> {
-        let idle = format!("{}s", self.side_timeout.as_secs().max(1));
-        let args = [
-            "serve",
-            "--listen",
-            "0.0.0.0:0",
-            "--once",
-            "--idle-timeout",
-            &idle,
-            "--side-events",
-        ];
-        self.exec("decode", args.map(String::from).to_vec()).await
-    }
-
-    async fn start_prefill(&mut self, server: &Listening, plan: &ChildPlan) -> Result<InPlaceSide, LaunchError> {
-        let port = server
-            .socket_addr()
-            .map_err(|e| LaunchError::new(e.to_string()))?
-            .port();
-        let ip = self.decode.0.ip.clone().ok_or_else(|| {
-            LaunchError::new(format!(
-                "pod/{} has no pod IP: wait until it is Running",
-                self.decode.0.pod
-            ))
-        })?;
-        let args = vec![
-            "connect".into(),
-            join_host_port(&ip, port),
-            "--plan".into(),
-            plan.to_json(),
-        ];
-        self.exec("prefill", args).await
-    }
-
-    fn placement(&self, server: &Listening, _report: &PairReport) -> Placement {
-        let port = server.socket_addr().map(|a| a.port()).unwrap_or_default();
-        let endpoint = |w: &Worker, address: Option<String>| Endpoint {
-            host: w.node.clone(),
-            pod: Some(w.pod.clone()),
-            namespace: Some(self.cluster.namespace().to_string()),
-            address: address.or_else(|| w.ip.clone()),
-            modelled_on: None,
-        };
-        let decode_address = self.decode.0.ip.as_ref().map(|ip| join_host_port(ip, port));
-        Placement {
-            locality: self.locality(),
-            mode: self.mode(),
-            prefill: endpoint(&self.prefill.0, None),
-            decode: endpoint(&self.decode.0, decode_address),
-        }
-    }
-
-    async fn cleanup(&mut self) -> Result<String, LaunchError> {
-        // The ranks stop when their exec's stdin ends (the pipeline stopped both sides); the
-        // pods are the seam's to delete.
-        Ok(format!("the ranks of row {}", self.row))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -612,20 +460,8 @@ mod tests {
         let names: Vec<&str> = got.keys().map(String::as_str).collect();
         assert_eq!(names, ["nvidia.com/gpu", "rdma/ib"]);
         assert_eq!(got["nvidia.com/gpu"], q("8"));
-    }
-
-    #[test]
-    fn a_ranks_pinning_is_quoted_for_the_shell() {
-        let pinning = PodPinning {
-            env: vec![
-                ("UCX_NET_DEVICES".into(), "mlx5_0:1".into()),
-                ("X".into(), "a'b".into()),
-            ],
-            numa: Some(1),
-        };
-        let cmd = rank_command(&pinning, &["serve".into()]);
-        assert_eq!(&cmd[..2], ["sh", "-c"]);
-        assert!(cmd[2].starts_with("export UCX_NET_DEVICES='mlx5_0:1'\nexport X='a'\\''b'\nnuma='1'\n"));
-        assert_eq!(&cmd[3..], ["sh", "ic-bench", "serve"]);
+        // The KV ranks are pinned round robin over the pod's GPUs: the RDMA devices are none.
+        assert_eq!(gpu_count(&got), 8);
+        assert_eq!(gpu_count(&BTreeMap::from([("rdma/ib".to_string(), q("8"))])), 0);
     }
 }

@@ -17,6 +17,7 @@ pub mod agent;
 pub mod choice;
 pub mod info;
 pub mod kube;
+mod kube_rank;
 pub mod local;
 mod plan;
 pub mod remote;

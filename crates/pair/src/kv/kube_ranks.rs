@@ -1,0 +1,297 @@
+//! The per-rank model on Kubernetes (`pair --prefill node/A --decode node/B --kv-shape …`): the
+//! whole-node mode's two bench pods ([`KubeRails`]: one idle pod per node holding all of its GPUs
+//! and RDMA devices, as a TP worker pod does), every rank exec'd into its side's pod the way the
+//! rails ranks are ([`RankExec`]: pinned, stopped when its exec's stdin ends, the run's token on
+//! stdin), `a` in the prefill pod and `b` in the decode pod, all at once.
+//!
+//! The coordinator runs in the decode pod (`ic-bench kv-coordinate`, [`Coordinator::There`]):
+//! on a real cluster the `pair` process may sit behind a NAT or a bastion no pod can reach, while
+//! every rank can reach the decode pod (its own decode ranks over loopback, the prefill ranks as
+//! they reach a decode worker). It announces its port, the ranks are told the decode pod's IP and
+//! that port, and it prints what it gathered as one line that `pair` reads back. It admits only
+//! ranks that prove the run's token (challenge and HMAC, `kv_rank::proof`), which every exec
+//! gets on its stdin.
+//!
+//! Every wait has a deadline (pod start, each exec's opening and start line, the coordinator's
+//! port, the run's limit); the pods are deleted by the run's label on every path (the rank and
+//! coordinator processes die with their exec, and with the pods).
+
+use super::coordinator::{CoordinatorJob, LISTENING};
+use super::ranks::{Coordinator, RankSeam};
+use super::{KvPlan, KvProgress, KvSeam};
+use crate::inplace::{InPlaceSide, Worker};
+use crate::launcher::{LaunchError, LaunchFailure, Side};
+use crate::rails::kube::{KubeRails, KubeRailsPlan, PodPinning, RankExec};
+use crate::run::SideRole;
+use crate::run::{PairError, PairOutcome};
+use icb_core::MemoryType;
+use icb_core::model::{Endpoint, Locality, Placement};
+use icb_core::protocol::kv_rank::{self, RankPlan};
+use icb_kube::Cluster;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The ranks of one `--kv-shape` run in the two bench pods of its nodes.
+pub struct KubeRanks {
+    pods: KubeRails,
+    /// Pin each rank to one GPU of its pod (the transfer uses GPU memory).
+    pin_gpus: bool,
+    /// Sent to every exec on stdin; never printed.
+    token: String,
+    /// Rank processes started, for the cleanup's line.
+    started: usize,
+}
+
+impl KubeRanks {
+    /// Nothing is created until [`KubeRanks::start_pods`]. Each rank is pinned to one GPU of
+    /// its pod when `kv`'s memory pair uses GPU memory.
+    pub fn new(cluster: Cluster, plan: KubeRailsPlan, kv: &KvPlan) -> KubeRanks {
+        let memory = kv.memory();
+        KubeRanks {
+            pods: KubeRails::new(cluster, plan),
+            pin_gpus: memory.initiator == MemoryType::Cuda || memory.target == MemoryType::Cuda,
+            token: icb_kube::secret::new_token(),
+            started: 0,
+        }
+    }
+
+    /// Creates both pods and waits until they run (within the plan's start deadline). On an
+    /// error the caller still calls [`KubeRanks::delete_pods`].
+    pub async fn start_pods(&mut self) -> Result<(), LaunchError> {
+        self.pods.start().await
+    }
+
+    /// What the pods requested, one line per node.
+    pub fn notes(&self) -> &[String] {
+        self.pods.notes()
+    }
+
+    /// Deletes both pods (nothing when they are gone already).
+    pub async fn delete_pods(&mut self) -> Result<String, LaunchError> {
+        self.pods.cleanup().await
+    }
+
+    fn exec(&self, role: SideRole) -> Result<RankExec<'_>, LaunchError> {
+        Ok(RankExec {
+            cluster: self.pods.cluster(),
+            worker: self.pods.worker(role)?,
+            token: &self.token,
+            open_timeout: self.pods.plan().exec_timeout,
+        })
+    }
+
+    /// A rank's pinning in its pod: one GPU, round robin over the pod's (bus order, as the
+    /// whole-node mode names them), when the transfer uses GPU memory.
+    fn pinning(&self, role: SideRole, rank: u32) -> PodPinning {
+        let gpus = self.pods.gpus(role);
+        let mut env = Vec::new();
+        if self.pin_gpus && gpus > 0 {
+            env.push(("CUDA_DEVICE_ORDER".to_string(), "PCI_BUS_ID".to_string()));
+            env.push(("CUDA_VISIBLE_DEVICES".to_string(), (rank % gpus).to_string()));
+        }
+        PodPinning { env, numa: None }
+    }
+
+    fn endpoint(&self, w: Option<&Worker>) -> Endpoint {
+        Endpoint {
+            host: w.map(|w| w.node.clone()).unwrap_or_default(),
+            pod: w.map(|w| w.pod.clone()),
+            namespace: Some(self.pods.cluster().namespace().to_string()),
+            address: w.and_then(|w| w.ip.clone()),
+            modelled_on: None,
+        }
+    }
+}
+
+/// One rank (or the coordinator) exec'd into a pod: its exec, read as the in-place sides are,
+/// and told apart by its exit code when it was killed from outside (SIGKILL, SIGTERM, the OOM
+/// killer: `128 + n`), the root cause a run names first.
+pub struct RankSide(InPlaceSide);
+
+impl Side for RankSide {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+
+    async fn next_line(&mut self) -> Option<String> {
+        self.0.next_line().await
+    }
+
+    async fn exit_note(&mut self) -> Option<String> {
+        self.0.exit_note().await
+    }
+
+    fn last_words(&self) -> String {
+        self.0.last_words()
+    }
+
+    fn failure(&self) -> Option<LaunchFailure> {
+        match self.0.exit_code_seen()? {
+            0 => None,
+            code if code > 128 => Some(LaunchFailure::SideKilled),
+            code => Some(LaunchFailure::SideExited { code: Some(code) }),
+        }
+    }
+
+    async fn stop(&mut self, grace: Duration) {
+        self.0.stop(grace).await
+    }
+}
+
+impl RankSeam for KubeRanks {
+    type S = RankSide;
+
+    fn listener(&self) -> Result<std::net::TcpListener, LaunchError> {
+        Err(LaunchError::new(
+            "internal: on Kubernetes the KV coordinator runs in the decode pod, not in this process",
+        ))
+    }
+
+    async fn coordinator(&mut self, job: &CoordinatorJob) -> Result<Coordinator<RankSide>, LaunchError> {
+        let exec = self.exec(SideRole::Decode)?;
+        let ip: IpAddr = exec
+            .worker
+            .ip
+            .as_deref()
+            .and_then(|ip| ip.parse().ok())
+            .ok_or_else(|| {
+                LaunchError::new(format!(
+                    "pod/{} has no pod IP: wait until it is Running",
+                    exec.worker.pod
+                ))
+            })?;
+        // Reachable from the whole pod network: it admits only ranks holding the run's token.
+        let job = CoordinatorJob {
+            authenticate: true,
+            ..job.clone()
+        };
+        let json = serde_json::to_string(&job).map_err(|e| LaunchError::new(format!("internal: KV job: {e}")))?;
+        let args = ["kv-coordinate".to_string(), "--job".into(), json];
+        let mut side = exec
+            .start(
+                "decode",
+                "the KV coordinator",
+                &PodPinning {
+                    env: Vec::new(),
+                    numa: None,
+                },
+                &args,
+            )
+            .await?;
+        let open = exec.open_timeout;
+        let port = match tokio::time::timeout(open, side.read_marked(LISTENING)).await {
+            Ok(Some(port)) => port.trim().parse::<u16>().ok(),
+            _ => None,
+        };
+        match port {
+            Some(port) => Ok(Coordinator::There {
+                side: RankSide(side),
+                addr: SocketAddr::new(ip, port),
+            }),
+            None => {
+                let why = side.last_words();
+                side.stop(Duration::ZERO).await;
+                Err(LaunchError::new(format!(
+                    "the KV coordinator in pod/{} announced no port within {} s: {why}",
+                    exec.worker.pod,
+                    open.as_secs()
+                )))
+            }
+        }
+    }
+
+    async fn start(&mut self, plan: &RankPlan) -> Result<RankSide, LaunchError> {
+        let (role, label) = match plan.id.side {
+            kv_rank::RankSide::Prefill => (SideRole::Prefill, "prefill"),
+            kv_rank::RankSide::Decode => (SideRole::Decode, "decode"),
+        };
+        let plan = RankPlan {
+            authenticate: true,
+            ..plan.clone()
+        };
+        let json = serde_json::to_string(&plan).map_err(|e| LaunchError::new(format!("internal: rank plan: {e}")))?;
+        let mut args = vec!["kv-rank".to_string(), "--plan".into(), json];
+        args.extend(self.pods.plan().side_args.iter().cloned());
+        let pinning = self.pinning(role, plan.id.rank);
+        let side = self
+            .exec(role)?
+            .start(
+                label,
+                &format!("{} (after {} ranks)", plan.id, self.started),
+                &pinning,
+                &args,
+            )
+            .await?;
+        self.started += 1;
+        Ok(RankSide(side))
+    }
+
+    fn locality(&self) -> Locality {
+        let plan = self.pods.plan();
+        if plan.prefill_node == plan.decode_node {
+            Locality::SameHost
+        } else {
+            Locality::DifferentHosts
+        }
+    }
+
+    fn placement(&self) -> Placement {
+        Placement {
+            locality: self.locality(),
+            mode: "kubernetes (ranks)".into(),
+            prefill: self.endpoint(self.pods.worker(SideRole::Prefill).ok()),
+            decode: self.endpoint(self.pods.worker(SideRole::Decode).ok()),
+        }
+    }
+
+    async fn cleanup(&mut self) -> Result<String, LaunchError> {
+        let pods = self.pods.pod_names();
+        let deleted = self.pods.cleanup().await?;
+        Ok(match pods {
+            Some((p, d)) => format!("{} rank processes and pods {p}, {d} ({deleted})", self.started),
+            None => deleted,
+        })
+    }
+}
+
+/// The per-rank model in `ranks`' two pods, then the sweep (when asked) through `seam`: the pods
+/// start (a cancel stops the wait), the ranks run, and the pods are deleted on every path
+/// (`run_kv_ranks` deletes them already; again here after a start that failed or was
+/// interrupted).
+pub async fn run<S: KvSeam>(
+    plan: &KvPlan,
+    mut ranks: KubeRanks,
+    seam: &mut S,
+    tool: &icb_core::ToolInfo,
+    cancel: &CancellationToken,
+    progress: &mut KvProgress<'_>,
+) -> Result<PairOutcome, PairError> {
+    let started = tokio::select! {
+        r = ranks.start_pods() => r.map_err(PairError::from),
+        _ = cancel.cancelled() => Err(PairError::Interrupted(Default::default())),
+    };
+    let result = match started {
+        Ok(()) => super::run_kv_ranks(plan, &mut ranks, seam, tool, cancel, progress).await,
+        Err(e) => Err(e),
+    };
+    for note in ranks.notes() {
+        tracing::info!("{note}");
+    }
+    match (result, ranks.delete_pods().await) {
+        (Err(PairError::Interrupted(mut i)), Ok(what)) => {
+            let parts = [i.cleanup.as_str(), what.as_str()];
+            i.cleanup = parts
+                .into_iter()
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join("; ");
+            Err(PairError::Interrupted(i))
+        }
+        (r, Ok(_)) => r,
+        (r, Err(c)) => Err(PairError::Cleanup {
+            outcome: r.err().map_or_else(|| "the run finished".into(), |e| e.to_string()),
+            cleanup: c.message,
+        }),
+    }
+}
