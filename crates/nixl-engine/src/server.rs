@@ -8,7 +8,7 @@ use crate::options::NixlOptions;
 use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, UcxLog, agent_name, direction_of};
 use crate::session::{ENGINE, cuda_info, local_hello, no_cuda_reason, resolve};
 use icb_core::{CudaInfo, MemoryType};
-use icb_engine::admit::{RateLimit, next_client, refuse_while_busy, server_admit};
+use icb_engine::admit::{RateLimit, next_client, refuse_while_busy, server_admit, target_gpu};
 use icb_engine::control::{Control, unexpected};
 use icb_engine::messages::{CaseSetup, Message, PhaseKind, Role};
 use icb_engine::ucx_thread::UcxThread;
@@ -143,11 +143,14 @@ async fn session(
                 current = None;
                 if direction_of(&setup).is_none() {
                     let reason = "the NIXL engine runs get_bw (READ) and put_bw (WRITE) only".to_string();
-                    control.send(&Message::CaseFailed { reason }, during).await?;
+                    control.send(&Message::case_failed(reason), during).await?;
                     continue;
                 }
-                if let Some(reason) = opts.guard.check_case(&setup) {
-                    control.send(&Message::CaseFailed { reason }, during).await?;
+                // NIXL cases allocate on GPU 0 (`NixlRuntime`), so that is the GPU asked.
+                let gpu = target_gpu(thread, &setup, 0).await?;
+                if let Err(refusal) = opts.guard.check_case(&setup, gpu) {
+                    tracing::info!("case refused: {refusal}");
+                    control.send(&Message::case_refused(refusal), during).await?;
                     continue;
                 }
                 if setup.memory.target == MemoryType::Cuda && !cuda.available {
@@ -160,7 +163,7 @@ async fn session(
                         current = Some(setup);
                         Message::Ready(ready)
                     }
-                    Err(reason) => Message::CaseFailed { reason },
+                    Err(reason) => Message::case_failed(reason),
                 };
                 control.send(&reply, during).await?;
             }
