@@ -109,14 +109,13 @@ impl ServeGuard {
             }
         };
         match gpu {
-            Some(gpu) if setup.memory.target == MemoryType::Cuda => {
-                bound_gpu(needs, gpu.free, self.max_buffer).map_err(|limit| CaseRefusal::AboveGpuFree {
+            Some(gpu) if setup.memory.target == MemoryType::Cuda => bound_gpu(needs, gpu.free, self.max_buffer)
+                .map_err(|limit| CaseRefusal::AboveGpuFree {
                     needs,
                     device: gpu.device,
                     free: gpu.free,
                     limit,
-                })
-            }
+                }),
             _ => Ok(()),
         }
     }
@@ -188,7 +187,12 @@ pub enum CaseRefusal {
         format_size(*limit),
         format_size(*free)
     )]
-    AboveGpuFree { needs: u64, device: usize, free: u64, limit: u64 },
+    AboveGpuFree {
+        needs: u64,
+        device: usize,
+        free: u64,
+        limit: u64,
+    },
 }
 
 /// A token bucket over new connections (a reconnect loop cannot make the server renew UCX
@@ -509,7 +513,10 @@ mod tests {
         );
         let line = refused.to_string();
         assert!(
-            !line.contains('\n') && line.contains("GPU 3") && line.contains("above the 1 GiB") && line.contains("2 GiB free"),
+            !line.contains('\n')
+                && line.contains("GPU 3")
+                && line.contains("above the 1 GiB")
+                && line.contains("2 GiB free"),
             "{line}"
         );
         // The GPU bounds CUDA targets only; a host target is bound by --max-buffer alone.
