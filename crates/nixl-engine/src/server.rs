@@ -80,6 +80,7 @@ async fn accept_loop(
     cuda: &CudaInfo,
     opts: &ServeOptions,
 ) -> Result<(), EngineError> {
+    let mut local = local.clone();
     let mut rate = RateLimit::new(&opts.guard);
     loop {
         let (mut control, peer) = next_client(listener, opts.idle_timeout, &mut rate).await?;
@@ -88,17 +89,21 @@ async fn accept_loop(
         let result = {
             let run = opts
                 .guard
-                .bounded(session(&mut control, thread, local, cuda, opts, &mut admitted));
+                .bounded(session(&mut control, thread, &local, cuda, opts, &mut admitted));
             // Meanwhile every other client is told "busy" at once.
             tokio::select! {
                 r = run => r,
                 never = refuse_while_busy(listener, &mut rate) => match never {},
             }
         };
-        // The next client starts clean: no case, no remote agent.
+        // The next client starts from a new agent: no case, no remote agent, and nothing NIXL
+        // kept for this client (memory stays flat; see `NixlRuntime::renew_agent`).
         if admitted {
             rate.refund();
-            let _ = thread.call(|rt: &mut NixlRuntime| rt.forget_peer()).await;
+            match thread.call(|rt: &mut NixlRuntime| rt.renew_agent()).await? {
+                Ok(metadata) => local.metadata = metadata,
+                Err(detail) => return Err(nixl_failed("renewing the NIXL agent for the next client", detail)),
+            }
         }
         if let Err(e) = &result {
             control.report_failure(e).await;
