@@ -96,10 +96,13 @@ async fn accept_loop(
                 never = refuse_while_busy(listener, &mut rate) => match never {},
             }
         };
-        // The next client starts from a new agent: no case, no remote agent, and nothing NIXL
-        // kept for this client (memory stays flat; see `NixlRuntime::renew_agent`).
         if admitted {
             rate.refund();
+        }
+        // The next client starts from a new agent: no case, no remote agent, and nothing NIXL
+        // kept for this client (memory stays flat; see `NixlRuntime::renew_agent`). `--once`
+        // exits next instead.
+        if admitted && !opts.once {
             match thread.call(|rt: &mut NixlRuntime| rt.renew_agent()).await? {
                 Ok(metadata) => local.metadata = metadata,
                 Err(detail) => return Err(nixl_failed("renewing the NIXL agent for the next client", detail)),
