@@ -170,6 +170,9 @@ impl TestCluster {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let work_dir = dir.path().to_path_buf();
+        // Pods that run as another user (securityContext) reach their programs and volumes
+        // below it: traversable, not listable.
+        std::fs::set_permissions(&work_dir, std::os::unix::fs::PermissionsExt::from_mode(0o711))?;
         let namespace = config.namespaces[0].clone();
         let thread = std::thread::Builder::new()
             .name(format!("icb-testcluster-{id}"))
