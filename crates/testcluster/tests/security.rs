@@ -32,7 +32,10 @@ async fn a_restricted_pod_runs_unprivileged_and_root_keeps_only_what_it_adds() {
         .expect("start cluster");
     let pods: Api<Pod> = Api::default_namespaced(cluster.client().expect("client"));
     let restricted = with_spec(
-        sh_pod("restricted", &format!("{STATUS}; echo ok > \"$SCRATCH/f\" && cat \"$SCRATCH/f\"")),
+        sh_pod(
+            "restricted",
+            &format!("{STATUS}; echo ok > \"$SCRATCH/f\" && cat \"$SCRATCH/f\""),
+        ),
         json!({
             "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532},
             "volumes": [{"name": "scratch", "emptyDir": {}}],
@@ -49,14 +52,15 @@ async fn a_restricted_pod_runs_unprivileged_and_root_keeps_only_what_it_adds() {
         .expect("securityContext"),
     );
     // The emulation maps a mount path in environment values (no mount namespace).
-    c.env = Some(vec![serde_json::from_value(json!({"name": "SCRATCH", "value": "/scratch"})).expect("env")]);
+    c.env = Some(vec![
+        serde_json::from_value(json!({"name": "SCRATCH", "value": "/scratch"})).expect("env"),
+    ]);
     c.volume_mounts = Some(vec![
         serde_json::from_value(json!({"name": "scratch", "mountPath": "/scratch"})).expect("mount"),
     ]);
     let mut rdma = sh_pod("rdma", STATUS);
-    rdma.spec.as_mut().expect("spec").containers[0].security_context = Some(
-        serde_json::from_value(json!({"capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}})).expect("sc"),
-    );
+    rdma.spec.as_mut().expect("spec").containers[0].security_context =
+        Some(serde_json::from_value(json!({"capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}})).expect("sc"));
     create(&pods, &restricted).await;
     create(&pods, &rdma).await;
 

@@ -100,8 +100,14 @@ mod tests {
             ..Default::default()
         };
         let creds = credentials(&pod, &c);
-        assert_eq!((creds.uid, creds.gid, creds.groups.as_slice()), (Some(2000), None, &[5, 6][..]));
-        assert!(!creds.drop_all && creds.add.is_empty() && !creds.no_new_privs, "{creds:?}");
+        assert_eq!(
+            (creds.uid, creds.gid, creds.groups.as_slice()),
+            (Some(2000), None, &[5, 6][..])
+        );
+        assert!(
+            !creds.drop_all && creds.add.is_empty() && !creds.no_new_privs,
+            "{creds:?}"
+        );
         // No securityContext at all: nothing changes (root, the runtime's capabilities).
         assert!(credentials(&PodSpec::default(), &Container::default()).is_noop());
     }
