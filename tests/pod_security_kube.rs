@@ -34,7 +34,10 @@ fn pair_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 /// no_new_privs; crates/testcluster/tests/security.rs), and UCX measured every case between them.
 fn assert_restricted(run: &PairRun) {
     for case in run.report()["cases"].as_array().expect("cases") {
-        assert_eq!(case["status"], "measured", "a UCX pair between two unprivileged pods: {case}");
+        assert_eq!(
+            case["status"], "measured",
+            "a UCX pair between two unprivileged pods: {case}"
+        );
     }
     let pods = run.created_pods();
     assert_eq!(pods.len(), 2, "{run:#?}");
