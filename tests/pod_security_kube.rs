@@ -29,8 +29,16 @@ fn pair_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     a
 }
 
-/// Every created bench pod meets `restricted` by icb-pss and runs as the unprivileged user.
+/// Every created bench pod meets `restricted` by icb-pss and runs as the unprivileged user (the
+/// emulated node agent applies the securityContext to the process: uid 65532, no capability,
+/// no_new_privs; crates/testcluster/tests/security.rs), and UCX measured every case between them.
 fn assert_restricted(run: &PairRun) {
+    for case in run.report()["cases"].as_array().expect("cases") {
+        assert_eq!(
+            case["status"], "measured",
+            "a UCX pair between two unprivileged pods: {case}"
+        );
+    }
     let pods = run.created_pods();
     assert_eq!(pods.len(), 2, "{run:#?}");
     for p in &pods {

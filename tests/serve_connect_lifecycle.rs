@@ -243,6 +243,61 @@ fn serve_stays_flat_across_200_clients() {
     assert_eq!(shm, shm0, "shared-memory mappings {shm0} → {shm}");
 }
 
+/// Issue 22: `serve --engine nixl` grew ~18 MiB per client (NIXL 1.5.1 keeps its agent's state
+/// for a peer, and the agent keeps the memory of every registration it exported, until it is
+/// destroyed): 200 clients took it from 76 MiB to 3.7 GiB. The agent is now renewed per client.
+/// Each client registers 16 KiB blocks in requests of 1, 64 and 1024 descriptors (17 MiB).
+#[test]
+fn serve_nixl_stays_flat_across_clients() {
+    const TOKEN: &str = "lifecycle-nixl-soak-token-0123456789";
+    let server = Server::start_with(
+        &["--engine", "nixl", "--idle-timeout", "120s"],
+        &[("IC_BENCH_TOKEN", TOKEN)],
+    );
+    let client = [
+        "connect",
+        &server.addr,
+        "--engine",
+        "nixl",
+        "--tests",
+        "put_bw",
+        "--sizes",
+        "16KiB",
+        "--memory",
+        "host-host",
+        "--batches",
+        "1,64,1024",
+        "--max-time",
+        "0.05",
+        "--allow-tcp",
+        "--min-host-bw",
+        "0.001",
+        "-q",
+        "-o",
+        "json",
+    ];
+    let mut baseline = None;
+    for i in 0..8 {
+        let ran = engine_support::run(command(&client, &[("IC_BENCH_TOKEN", TOKEN)]), Duration::from_secs(60));
+        assert_eq!(ran.code, 0, "client {i}: {}", ran.stderr);
+        if i == 1 {
+            std::thread::sleep(Duration::from_millis(300));
+            baseline = Some(footprint(server.pid()));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let (rss0, fds0, shm0) = baseline.expect("baseline taken");
+    let (rss, fds, shm) = footprint(server.pid());
+    eprintln!("serve --engine nixl after 2 clients: {rss0} KiB, {fds0} fds; after 8: {rss} KiB, {fds} fds");
+    // Kept, the six clients after the baseline would add ~108 MiB.
+    assert!(
+        rss <= rss0 + 16 * 1024,
+        "resident memory grew from {rss0} KiB to {rss} KiB over 6 NIXL clients"
+    );
+    assert_eq!(fds, fds0, "open descriptors {fds0} → {fds}");
+    assert_eq!(shm, shm0, "shared-memory mappings {shm0} → {shm}");
+}
+
 /// Issue 10: up to 34 raw UCX lines came before ic-bench's one-line error. UCX's log is captured:
 /// one summary line (counts and the first error), then the error; `-v` shows UCX's own lines.
 #[test]

@@ -8,6 +8,7 @@ mod hostile_support;
 
 use hostile_support::*;
 use icb_core::{MemoryPair, TestKind};
+use icb_engine::admit::CaseRefusal;
 use icb_engine::messages::{CaseSetup, DenyCause, HexBytes, Message, PhaseKind};
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -217,7 +218,13 @@ fn a_buffer_above_max_buffer_is_refused_before_allocating() {
         let (rss_before, _, _) = footprint(server.pid());
         send(&mut s, &Message::Setup(setup(TestKind::PutBw, MAX_BUFFER + 1)));
         match recv(&mut s) {
-            Some(Message::CaseFailed { reason }) => assert!(reason.contains("--max-buffer of 64 MiB"), "{reason}"),
+            Some(Message::CaseFailed { reason, refused }) => {
+                assert!(reason.contains("--max-buffer of 64 MiB"), "{reason}");
+                assert!(
+                    matches!(refused, Some(CaseRefusal::AboveMaxBuffer { limit, .. }) if limit == MAX_BUFFER),
+                    "{refused:?}"
+                );
+            }
             other => panic!("expected case_failed, got {other:?}"),
         }
         let (rss_after, _, _) = footprint(server.pid());

@@ -200,6 +200,7 @@ fn criteria(args: &Args, settings: &icb_core::RunSettings) -> icb_core::model::C
         engine: args.engine.engine,
         ucx_profile: args.engine.ucx_profile_named(),
         host_ipc: false,
+        memlock_unlimited: false,
         rails: args.rails.clone(),
         rail_margin: args.rail_margin,
     };

@@ -33,7 +33,7 @@ pub struct Args {
     pub insecure_no_token: bool,
 
     /// Largest server-side buffer one case may ask, e.g. 4GiB (default: half the memory
-    /// available at start, at most 16 GiB)
+    /// available at start, at most 16 GiB; a GPU buffer also at most half its GPU's free memory)
     #[arg(long, value_name = "SIZE", value_parser = super::common::parse_size_arg)]
     pub max_buffer: Option<u64>,
 

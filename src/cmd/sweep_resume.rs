@@ -25,6 +25,7 @@ fn given(args: &Args) -> Given {
         engine: args.engine.engine,
         ucx_profile: args.engine.ucx_profile_named(),
         host_ipc: args.host_ipc,
+        memlock_unlimited: args.memlock_unlimited,
         rails: args.rails.clone(),
         rail_margin: args.rail_margin,
         plan: PlanGiven {
@@ -64,6 +65,7 @@ fn set(args: &mut Args, g: Given) -> anyhow::Result<()> {
     args.expect.allow_tcp = g.allow_tcp;
     args.expect.expect_config = g.expect_config.map(std::path::PathBuf::from);
     args.host_ipc = g.host_ipc;
+    args.memlock_unlimited = g.memlock_unlimited;
     args.rails = g.rails;
     args.rail_margin = g.rail_margin;
     args.engine.engine = g.engine;
@@ -116,6 +118,21 @@ mod tests {
         apply(&mut a, &file(was.clone())).unwrap();
         assert_eq!(criteria(&a), was);
         assert_eq!(a.engine.ucx_profile, icb_engine::UcxProfile::Nixl);
+    }
+
+    #[test]
+    fn memlock_unlimited_comes_back_from_the_file_into_the_pods_arguments() {
+        let was = criteria(&args(&["--memlock-unlimited"]));
+        assert!(was.memlock_unlimited);
+        // Through the file as written: a resumed sweep's bench pods are specified as before.
+        let text = serde_json::to_string(&file(was)).unwrap();
+        let read: SweepResults = serde_json::from_str(&text).unwrap();
+        let mut a = args(&[]);
+        assert!(!a.memlock_unlimited);
+        apply(&mut a, &read).unwrap();
+        assert!(a.memlock_unlimited);
+        let e = apply(&mut args(&["--memlock-unlimited"]), &file(criteria(&args(&[])))).unwrap_err();
+        assert!(e.to_string().contains("--memlock-unlimited differs"), "{e}");
     }
 
     #[test]

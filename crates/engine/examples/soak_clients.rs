@@ -4,8 +4,12 @@
 //! mappings at the start, after the first client, and at the end, as one table.
 //!
 //! ```sh
-//! soak_clients ADDR SERVE_PID N    # exit 0: every client passed and the server stayed flat
+//! soak_clients ADDR SERVE_PID N                  # exit 0: every client passed and the server stayed flat
+//! soak_clients ADDR SERVE_PID N -- CMD ARG...    # each client is the process CMD (exit 0: passed)
 //! ```
+//!
+//! The second form soaks a server whose clients cannot share one process, e.g. `serve --engine
+//! nixl` with `ic-bench connect --engine nixl` clients (NIXL brings its own UCX, one per process).
 
 use icb_core::{RunSettings, ToolInfo};
 use icb_engine::{ConnectOptions, UcxOptions};
@@ -71,14 +75,48 @@ fn one_client(addr: &str, token: Option<icb_engine::auth::Token>) -> Result<(), 
     Ok(())
 }
 
+/// One client as its own process, bounded in time (a hung client fails, it does not hang the soak).
+fn one_process(cmd: &[String]) -> Result<(), String> {
+    let mut child = std::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", cmd[0]))?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            if status.success() {
+                return Ok(());
+            }
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            return Err(format!("{status}: {}", err.lines().last().unwrap_or("")));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("the client ran past 60 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    let (args, command) = match all.iter().position(|a| a == "--") {
+        Some(i) => (all[..i].to_vec(), Some(all[i + 1..].to_vec()).filter(|c| !c.is_empty())),
+        None => (all, None),
+    };
     let (Some(addr), Some(pid), Some(n)) = (
         args.first(),
         args.get(1).and_then(|p| p.parse::<u32>().ok()),
         args.get(2).and_then(|n| n.parse::<u64>().ok()),
     ) else {
-        eprintln!("soak_clients: usage: soak_clients ADDR SERVE_PID N");
+        eprintln!("soak_clients: usage: soak_clients ADDR SERVE_PID N [-- CLIENT_CMD ARG...]");
         std::process::exit(2);
     };
     let token = match icb_engine::auth::Token::resolve(None, std::env::var(icb_engine::auth::TOKEN_ENV).ok()) {
@@ -93,7 +131,11 @@ fn main() {
     let mut after_first = start;
     let mut failures = 0u64;
     for i in 0..n {
-        if let Err(e) = one_client(addr, token.clone()) {
+        let ran = match &command {
+            Some(cmd) => one_process(cmd),
+            None => one_client(addr, token.clone()),
+        };
+        if let Err(e) = ran {
             failures += 1;
             if failures <= 5 {
                 eprintln!("soak_clients: client {i}: {e}");
@@ -102,7 +144,7 @@ fn main() {
         if i == 0 {
             after_first = footprint(pid);
         }
-        if (i + 1) % 1000 == 0 {
+        if (i + 1) % if command.is_some() { 50 } else { 1000 } == 0 {
             eprintln!(
                 "soak_clients: {} clients, {:.0} s",
                 i + 1,

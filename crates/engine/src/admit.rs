@@ -12,7 +12,9 @@ use crate::control::{Control, unexpected};
 use crate::error::{Admission, EngineError};
 use crate::messages::{CaseSetup, DenyCause, Hello, HelloAuth, HexBytes, Message, Role};
 use crate::session::check_peer_hello;
+use icb_core::MemoryType;
 use icb_core::units::format_size;
+use icb_memory::GpuMemory;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
@@ -57,8 +59,8 @@ impl Default for ServeGuard {
 }
 
 /// Half of the memory available now (`MemAvailable`), capped at the protocol's 16 GiB: a client
-/// cannot make the server allocate its node into swap or the OOM killer. CUDA buffers are bound
-/// by the same figure (the GPU's free memory is not asked before a CUDA context exists).
+/// cannot make the server allocate its node into swap or the OOM killer. A CUDA case is bound by
+/// its GPU's free memory as well, asked when the case comes ([`gpu_limit`]).
 pub fn default_max_buffer() -> u64 {
     let cap = crate::messages::MAX_MESSAGE_SIZE;
     mem_available().map_or(cap, |bytes| (bytes / 2).min(cap))
@@ -93,15 +95,28 @@ impl ServeGuard {
         Ok(())
     }
 
-    /// `None` when the server may prepare `setup`; else the reason to refuse the case.
-    pub fn check_case(&self, setup: &CaseSetup) -> Option<String> {
-        match setup.target_bytes() {
-            Some(b) if b <= self.max_buffer => None,
-            b => Some(format!(
-                "the case needs a {} buffer on the server, above its --max-buffer of {}: use smaller sizes or raise --max-buffer on serve",
-                b.map_or("too large".to_string(), format_size),
-                format_size(self.max_buffer)
-            )),
+    /// Whether the server may prepare `setup`: its buffer within `--max-buffer` and, for a CUDA
+    /// target, within what `gpu` (that GPU's memory, asked just now; `None` when there is no GPU
+    /// or its driver cannot say) can give ([`bound_gpu`]).
+    pub fn check_case(&self, setup: &CaseSetup, gpu: Option<GpuMemory>) -> Result<(), CaseRefusal> {
+        let needs = match setup.target_bytes() {
+            Some(b) if b <= self.max_buffer => b,
+            b => {
+                return Err(CaseRefusal::AboveMaxBuffer {
+                    needs: b,
+                    limit: self.max_buffer,
+                });
+            }
+        };
+        match gpu {
+            Some(gpu) if setup.memory.target == MemoryType::Cuda => bound_gpu(needs, gpu.free, self.max_buffer)
+                .map_err(|limit| CaseRefusal::AboveGpuFree {
+                    needs,
+                    device: gpu.device,
+                    free: gpu.free,
+                    limit,
+                }),
+            _ => Ok(()),
         }
     }
 
@@ -118,6 +133,66 @@ impl ServeGuard {
             ))),
         }
     }
+}
+
+/// The largest CUDA buffer a server gives one case on a GPU with `free` bytes free: half of it
+/// (as for host memory: other processes and the CUDA context itself need the rest), never above
+/// `max_buffer`.
+pub fn gpu_limit(free: u64, max_buffer: u64) -> u64 {
+    (free / 2).min(max_buffer)
+}
+
+/// The decision for a CUDA case: `Ok` when `requested` bytes fit [`gpu_limit`], else that limit.
+pub fn bound_gpu(requested: u64, free: u64, max_buffer: u64) -> Result<(), u64> {
+    let limit = gpu_limit(free, max_buffer);
+    if requested <= limit { Ok(()) } else { Err(limit) }
+}
+
+/// What a CUDA-target case may get on this server's GPU `device`, asked on `thread` (which owns
+/// the process's CUDA context) right before the case is prepared. `None` for a host target,
+/// without a driver, or when the driver cannot say: then the allocation's own error decides.
+pub async fn target_gpu<S: 'static>(
+    thread: &crate::ucx_thread::UcxThread<S>,
+    setup: &CaseSetup,
+    device: usize,
+) -> Result<Option<GpuMemory>, EngineError> {
+    if setup.memory.target != MemoryType::Cuda {
+        return Ok(None);
+    }
+    match thread.call(move |_: &mut S| icb_memory::gpu_memory(device)).await? {
+        Ok(m) => Ok(Some(m)),
+        Err(e) => {
+            tracing::debug!("GPU {device}'s free memory is unknown ({e}): only --max-buffer bounds the case");
+            Ok(None)
+        }
+    }
+}
+
+/// Why the server refuses one case before allocating anything; typed on the wire
+/// (`case_failed.refused`), its text is the one line the client reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, thiserror::Error)]
+#[serde(tag = "bound", rename_all = "snake_case")]
+pub enum CaseRefusal {
+    /// Above `--max-buffer` (`needs`: `None` when the size does not even fit the platform).
+    #[error(
+        "the case needs a {} buffer on the server, above its --max-buffer of {}: use smaller sizes or raise --max-buffer on serve",
+        needs.map_or("too large".to_string(), format_size),
+        format_size(*limit)
+    )]
+    AboveMaxBuffer { needs: Option<u64>, limit: u64 },
+    /// Above what the server's GPU can give now (half its free memory, see [`gpu_limit`]).
+    #[error(
+        "the case needs a {} buffer on GPU {device} of the server, above the {} that GPU gives one case now (half its {} free): use smaller sizes or free memory on that GPU",
+        format_size(*needs),
+        format_size(*limit),
+        format_size(*free)
+    )]
+    AboveGpuFree {
+        needs: u64,
+        device: usize,
+        free: u64,
+        limit: u64,
+    },
 }
 
 /// A token bucket over new connections (a reconnect loop cannot make the server renew UCX
@@ -369,10 +444,110 @@ mod tests {
             untouched: false,
             kv: None,
         };
-        assert_eq!(guard.check_case(&setup(1 << 20)), None);
-        let refused = guard.check_case(&setup((1 << 20) + 1)).expect("refused");
-        assert!(refused.contains("--max-buffer of 1 MiB"), "{refused}");
+        assert_eq!(guard.check_case(&setup(1 << 20), None), Ok(()));
+        let refused = guard.check_case(&setup((1 << 20) + 1), None).unwrap_err();
+        assert_eq!(
+            refused,
+            CaseRefusal::AboveMaxBuffer {
+                needs: Some((1 << 20) + 1),
+                limit: 1 << 20
+            }
+        );
+        assert!(refused.to_string().contains("--max-buffer of 1 MiB"), "{refused}");
         assert!(default_max_buffer() > 0 && default_max_buffer() <= crate::messages::MAX_MESSAGE_SIZE);
+    }
+
+    #[test]
+    fn the_gpu_bound_is_half_the_free_memory_within_max_buffer() {
+        const GIB: u64 = 1 << 30;
+        // Half of what is free, the rest left to other processes and the context.
+        assert_eq!(gpu_limit(10 * GIB, 16 * GIB), 5 * GIB);
+        assert_eq!(bound_gpu(5 * GIB, 10 * GIB, 16 * GIB), Ok(()));
+        assert_eq!(bound_gpu(5 * GIB + 1, 10 * GIB, 16 * GIB), Err(5 * GIB));
+        // An idle 80 GB GPU: --max-buffer is the tighter bound.
+        assert_eq!(bound_gpu(16 * GIB + 1, 80 * GIB, 16 * GIB), Err(16 * GIB));
+        // A full GPU gives nothing; an odd byte rounds down.
+        assert_eq!(bound_gpu(1, 0, 16 * GIB), Err(0));
+        assert_eq!(bound_gpu(1, 1, 16 * GIB), Err(0));
+        assert_eq!(bound_gpu(1, 3, 16 * GIB), Ok(()));
+    }
+
+    fn case(target: icb_core::MemoryType, size: u64) -> CaseSetup {
+        CaseSetup {
+            test: TestKind::PutBw,
+            memory: MemoryPair {
+                initiator: icb_core::MemoryType::Host,
+                target,
+            },
+            size,
+            window: 1,
+            seed: 1,
+            blocks: 1,
+            untouched: false,
+            kv: None,
+        }
+    }
+
+    #[test]
+    fn a_cuda_case_above_what_the_gpu_has_free_is_refused_naming_the_gpu() {
+        let guard = ServeGuard {
+            max_buffer: 16 << 30,
+            ..ServeGuard::default()
+        };
+        let gpu = GpuMemory {
+            device: 3,
+            free: 2 << 30,
+            total: 80 << 30,
+        };
+        let cuda = |size| case(icb_core::MemoryType::Cuda, size);
+        assert_eq!(guard.check_case(&cuda(1 << 30), Some(gpu)), Ok(()));
+        let refused = guard.check_case(&cuda((1 << 30) + 4096), Some(gpu)).unwrap_err();
+        assert_eq!(
+            refused,
+            CaseRefusal::AboveGpuFree {
+                needs: (1 << 30) + 4096,
+                device: 3,
+                free: 2 << 30,
+                limit: 1 << 30
+            }
+        );
+        let line = refused.to_string();
+        assert!(
+            !line.contains('\n')
+                && line.contains("GPU 3")
+                && line.contains("above the 1 GiB")
+                && line.contains("2 GiB free"),
+            "{line}"
+        );
+        // The GPU bounds CUDA targets only; a host target is bound by --max-buffer alone.
+        let host = case(icb_core::MemoryType::Host, (1 << 30) + 4096);
+        assert_eq!(guard.check_case(&host, Some(gpu)), Ok(()));
+        // Without a GPU figure (no driver) --max-buffer alone decides, and it goes first.
+        assert_eq!(guard.check_case(&cuda((1 << 30) + 4096), None), Ok(()));
+        assert!(matches!(
+            guard.check_case(&cuda((16 << 30) + 1), Some(gpu)),
+            Err(CaseRefusal::AboveMaxBuffer { .. })
+        ));
+    }
+
+    #[test]
+    fn a_refusal_travels_typed_and_older_case_failed_still_parses() {
+        let refusal = CaseRefusal::AboveGpuFree {
+            needs: 3 << 30,
+            device: 1,
+            free: 4 << 30,
+            limit: 2 << 30,
+        };
+        let json = serde_json::to_string(&Message::case_refused(refusal)).unwrap();
+        match serde_json::from_str::<Message>(&json).unwrap() {
+            Message::CaseFailed { reason, refused } => {
+                assert_eq!(refused, Some(refusal));
+                assert_eq!(reason, refusal.to_string());
+            }
+            other => panic!("{other:?}"),
+        }
+        let old: Message = serde_json::from_str(r#"{"type":"case_failed","reason":"cuMemAlloc failed"}"#).unwrap();
+        assert_eq!(old, Message::case_failed("cuMemAlloc failed".into()));
     }
 
     #[test]

@@ -268,7 +268,7 @@ async fn prepare(
     let ready: CaseReady = match control.recv(&label, HELLO_TIMEOUT * 4).await? {
         Message::Ready(r) => r,
         Message::Skipped { reason } => return Ok(Prepared::NotRun(CaseStatus::Skipped, reason)),
-        Message::CaseFailed { reason } => {
+        Message::CaseFailed { reason, .. } => {
             return Ok(Prepared::NotRun(CaseStatus::Failed, format!("decode side: {reason}")));
         }
         other => return Err(unexpected(&label, &other, "ready, skipped or case_failed")),
@@ -325,7 +325,7 @@ pub(crate) async fn phase(
         .await?;
     match control.recv(&during, limit).await? {
         Message::PhaseReady => {}
-        Message::CaseFailed { reason } => {
+        Message::CaseFailed { reason, .. } => {
             return Err(EngineError::ucx(
                 during,
                 RunError::Remote(format!("decode side: {reason}")),

@@ -269,6 +269,10 @@ pub enum Message {
     /// server → client: the case failed on the server side; the session goes on.
     CaseFailed {
         reason: String,
+        /// Set when the server refused the case before allocating (its bounds); `reason` is
+        /// then this refusal's text. Absent from older servers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused: Option<crate::admit::CaseRefusal>,
     },
     /// client → server: run one phase of the current case, within `timeout_s`.
     Phase {
@@ -308,6 +312,19 @@ fn check_len(what: &str, s: &str, max: usize) -> Result<(), String> {
 }
 
 impl Message {
+    /// `case_failed` for a case that failed while the server prepared it.
+    pub fn case_failed(reason: String) -> Message {
+        Message::CaseFailed { reason, refused: None }
+    }
+
+    /// `case_failed` for a case the server's bounds refused, typed and with its one line.
+    pub fn case_refused(refusal: crate::admit::CaseRefusal) -> Message {
+        Message::CaseFailed {
+            reason: refusal.to_string(),
+            refused: Some(refusal),
+        }
+    }
+
     /// The message's name as it appears on the wire, for error messages.
     pub fn name(&self) -> &'static str {
         match self {
@@ -405,7 +422,7 @@ impl Message {
                 }
                 Ok(())
             }
-            Message::Skipped { reason } | Message::CaseFailed { reason } => check_len("reason", reason, MAX_TEXT),
+            Message::Skipped { reason } | Message::CaseFailed { reason, .. } => check_len("reason", reason, MAX_TEXT),
             Message::Finished { detail, .. } => check_len("detail", detail.as_deref().unwrap_or(""), MAX_TEXT),
             Message::Error { message } => check_len("error message", message, MAX_TEXT),
             Message::PhaseReady | Message::PhaseEnd | Message::PhaseDone | Message::Finish | Message::Bye => Ok(()),

@@ -152,8 +152,10 @@ async fn session(
             Message::Setup(setup) => {
                 current = None;
                 let label = case_label(&setup);
-                if let Some(reason) = opts.guard.check_case(&setup) {
-                    control.send(&Message::CaseFailed { reason }, &label).await?;
+                let gpu = crate::admit::target_gpu(thread, &setup, opts.ucx.cuda_device).await?;
+                if let Err(refusal) = opts.guard.check_case(&setup, gpu) {
+                    tracing::info!("case {label} refused: {refusal}");
+                    control.send(&Message::case_refused(refusal), &label).await?;
                     continue;
                 }
                 if setup.memory.target == MemoryType::Cuda && !cuda.available {
@@ -170,7 +172,7 @@ async fn session(
                     }
                     Err(e) => {
                         let reason = e.to_string();
-                        control.send(&Message::CaseFailed { reason }, &label).await?
+                        control.send(&Message::case_failed(reason), &label).await?
                     }
                 }
             }

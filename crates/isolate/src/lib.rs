@@ -88,6 +88,7 @@
 #![forbid(unsafe_code)]
 
 mod chain;
+mod creds;
 mod error;
 mod fabric;
 mod gate;
@@ -102,6 +103,7 @@ mod stale;
 mod tools;
 
 pub use chain::{enter_node, enter_pod};
+pub use creds::Credentials;
 pub use error::{IsolateError, Result};
 pub use fabric::{Fabric, NODE_IFACE, Node, Wiring, parse_rate};
 pub use gate::{is_root, privileged_tests_enabled};

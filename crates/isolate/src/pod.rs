@@ -10,6 +10,7 @@
 //! the namespace's init, whose death takes every process in the namespace with it.
 
 use crate::chain::{Placement, children_of};
+use crate::creds::Credentials;
 use crate::error::{IsolateError, Result};
 use crate::fabric::Node;
 use crate::names::{DEFAULT_PREFIX, RUN_TAG_ENV, RunTag};
@@ -38,6 +39,7 @@ pub struct PodSpec {
     placement: Placement,
     merge_output: bool,
     tag: Option<String>,
+    credentials: Credentials,
 }
 
 impl PodSpec {
@@ -52,6 +54,7 @@ impl PodSpec {
             placement: Placement::default(),
             merge_output: false,
             tag: None,
+            credentials: Credentials::default(),
         }
     }
 
@@ -147,9 +150,16 @@ impl PodSpec {
         self
     }
 
+    /// Runs the program with these credentials (a container's securityContext), applied after
+    /// the namespaces are set up.
+    pub fn credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
     /// True when starting it needs root.
     pub fn needs_root(&self) -> bool {
-        self.placement.needs_root()
+        self.placement.needs_root() || !self.credentials.is_noop()
     }
 
     /// The full command line that [`PodSpec::spawn`] runs, wrappers included.
@@ -161,6 +171,7 @@ impl PodSpec {
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_else(|| PathBuf::from("/"));
         let mut argv = self.placement.wrappers(&cwd)?;
+        argv.extend(self.credentials.wrapper()?);
         argv.push(self.program.clone());
         argv.extend(self.args.iter().cloned());
         Ok(argv)

@@ -82,6 +82,29 @@ pub fn cuda_status() -> CudaStatus {
     }
 }
 
+/// Free and total memory of one GPU, bytes, as its driver reports them now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuMemory {
+    pub device: usize,
+    pub free: u64,
+    pub total: u64,
+}
+
+/// GPU `device`'s free and total memory (`cuMemGetInfo` in its primary context, retained for
+/// the call only). `CudaUnavailable("no CUDA driver")` without a driver, `NoSuchDevice` for an
+/// ordinal the driver does not see; never panics.
+pub fn gpu_memory(device: usize) -> Result<GpuMemory, MemoryError> {
+    guarded("mem_get_info", || {
+        let ctx = primary_context(device)?;
+        let (free, total) = ctx.mem_get_info().map_err(cuda_err("cuMemGetInfo"))?;
+        Ok(GpuMemory {
+            device,
+            free: free as u64,
+            total: total as u64,
+        })
+    })
+}
+
 /// A GPU's primary context, retained and current on the thread that activated it, for as long as
 /// this value lives (the context is released on drop).
 ///

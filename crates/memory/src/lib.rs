@@ -17,7 +17,7 @@ mod host;
 mod pattern;
 
 pub use any::Buffer;
-pub use cuda::{CudaActive, CudaBuffer, CudaStatus, activate as activate_cuda, cuda_status};
+pub use cuda::{CudaActive, CudaBuffer, CudaStatus, GpuMemory, activate as activate_cuda, cuda_status, gpu_memory};
 pub use error::MemoryError;
 pub use host::{HostBuffer, PAGE_SIZE};
 pub use pattern::{

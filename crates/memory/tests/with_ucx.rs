@@ -98,6 +98,15 @@ fn cuda_without_a_driver_is_unavailable_not_a_panic() {
             assert!(Buffer::new(MemoryKind::Cuda, 1024, 0).is_err());
             let err = icb_memory::activate_cuda(0).unwrap_err();
             assert!(matches!(err, MemoryError::CudaUnavailable(_)), "{err}");
+            // The free-memory query `serve` bounds CUDA cases with says so, typed, too.
+            match icb_memory::gpu_memory(0).unwrap_err() {
+                MemoryError::CudaUnavailable(why) => {
+                    if !std::path::Path::new("/dev/nvidiactl").exists() {
+                        assert_eq!(why, "no CUDA driver");
+                    }
+                }
+                other => panic!("expected CudaUnavailable, got {other}"),
+            }
         }
         CudaStatus::Available {
             devices,
@@ -110,6 +119,10 @@ fn cuda_without_a_driver_is_unavailable_not_a_panic() {
             let err = icb_memory::activate_cuda(*devices).unwrap_err();
             assert!(matches!(err, MemoryError::NoSuchDevice { .. }), "{err}");
             assert!(icb_memory::activate_cuda(0).is_ok());
+            let m = icb_memory::gpu_memory(0).expect("cuMemGetInfo on GPU 0");
+            assert!(m.device == 0 && m.total > 0 && m.free <= m.total, "{m:?}");
+            let err = icb_memory::gpu_memory(*devices).unwrap_err();
+            assert!(matches!(err, MemoryError::NoSuchDevice { .. }), "{err}");
         }
     }
 }

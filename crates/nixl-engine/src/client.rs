@@ -267,7 +267,7 @@ async fn run_case(
     let ready: CaseReady = match control.recv(&label, HELLO_TIMEOUT * 8).await? {
         Message::Ready(r) => r,
         Message::Skipped { reason } => return not_run(result, CaseStatus::Skipped, reason),
-        Message::CaseFailed { reason } => {
+        Message::CaseFailed { reason, .. } => {
             return not_run(result, CaseStatus::Failed, format!("decode side: {reason}"));
         }
         other => return Err(unexpected(&label, &other, "ready, skipped or case_failed")),

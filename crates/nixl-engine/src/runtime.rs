@@ -129,6 +129,10 @@ struct Case {
 
 pub struct NixlRuntime {
     agent: Agent,
+    /// What a fresh agent is made from ([`NixlRuntime::renew_agent`]).
+    lib: Nixl,
+    agent_name: String,
+    backend_params: Vec<(String, String)>,
     remote: Option<String>,
     case: Option<Case>,
     /// GPU 0's context, held from the first case with VRAM on either side, as the UCX engine
@@ -223,6 +227,9 @@ impl NixlRuntime {
         Ok((
             NixlRuntime {
                 agent,
+                lib,
+                agent_name: agent_name.to_string(),
+                backend_params: opts.backend_params.clone(),
                 remote: None,
                 case: None,
                 cuda: std::cell::OnceCell::new(),
@@ -248,12 +255,24 @@ impl NixlRuntime {
         Ok(name)
     }
 
-    /// Forgets the peer (end of a session).
-    pub fn forget_peer(&mut self) {
+    /// A fresh agent and UCX backend for the next client (`serve`), the old one destroyed;
+    /// returns the new agent's metadata. Why not keep the agent and invalidate the peer: NIXL
+    /// 1.5.1 then keeps what the agent built for that peer, and the agent keeps the memory of
+    /// every registration it exported (see `nixl::Agent::register`) until it is destroyed, so
+    /// a long-running `serve` grew by what each client registered (18 MiB per client of 17 MiB
+    /// case buffers: 3.7 GiB after 200, BENCHMARKS.md). The UCX engine renews its worker per
+    /// client for the same reason.
+    pub fn renew_agent(&mut self) -> Result<Vec<u8>, String> {
         self.case = None;
-        if let Some(name) = self.remote.take() {
-            let _ = self.agent.invalidate_remote(&name);
-        }
+        self.remote = None;
+        let mut agent = self.lib.agent(&self.agent_name).map_err(|e| e.to_string())?;
+        agent
+            .create_ucx_backend(&self.backend_params)
+            .map_err(|e| e.to_string())?;
+        let metadata = agent.local_metadata().map_err(|e| e.to_string())?;
+        // The old agent (its backend, UCX context and kept buffers) goes here.
+        self.agent = agent;
+        Ok(metadata)
     }
 
     fn alloc_registered(

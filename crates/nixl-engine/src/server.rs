@@ -8,7 +8,7 @@ use crate::options::NixlOptions;
 use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, UcxLog, agent_name, direction_of};
 use crate::session::{ENGINE, cuda_info, local_hello, no_cuda_reason, resolve};
 use icb_core::{CudaInfo, MemoryType};
-use icb_engine::admit::{RateLimit, next_client, refuse_while_busy, server_admit};
+use icb_engine::admit::{RateLimit, next_client, refuse_while_busy, server_admit, target_gpu};
 use icb_engine::control::{Control, unexpected};
 use icb_engine::messages::{CaseSetup, Message, PhaseKind, Role};
 use icb_engine::ucx_thread::UcxThread;
@@ -80,6 +80,7 @@ async fn accept_loop(
     cuda: &CudaInfo,
     opts: &ServeOptions,
 ) -> Result<(), EngineError> {
+    let mut local = local.clone();
     let mut rate = RateLimit::new(&opts.guard);
     loop {
         let (mut control, peer) = next_client(listener, opts.idle_timeout, &mut rate).await?;
@@ -88,17 +89,24 @@ async fn accept_loop(
         let result = {
             let run = opts
                 .guard
-                .bounded(session(&mut control, thread, local, cuda, opts, &mut admitted));
+                .bounded(session(&mut control, thread, &local, cuda, opts, &mut admitted));
             // Meanwhile every other client is told "busy" at once.
             tokio::select! {
                 r = run => r,
                 never = refuse_while_busy(listener, &mut rate) => match never {},
             }
         };
-        // The next client starts clean: no case, no remote agent.
         if admitted {
             rate.refund();
-            let _ = thread.call(|rt: &mut NixlRuntime| rt.forget_peer()).await;
+        }
+        // The next client starts from a new agent: no case, no remote agent, and nothing NIXL
+        // kept for this client (memory stays flat; see `NixlRuntime::renew_agent`). `--once`
+        // exits next instead.
+        if admitted && !opts.once {
+            match thread.call(|rt: &mut NixlRuntime| rt.renew_agent()).await? {
+                Ok(metadata) => local.metadata = metadata,
+                Err(detail) => return Err(nixl_failed("renewing the NIXL agent for the next client", detail)),
+            }
         }
         if let Err(e) = &result {
             control.report_failure(e).await;
@@ -143,11 +151,14 @@ async fn session(
                 current = None;
                 if direction_of(&setup).is_none() {
                     let reason = "the NIXL engine runs get_bw (READ) and put_bw (WRITE) only".to_string();
-                    control.send(&Message::CaseFailed { reason }, during).await?;
+                    control.send(&Message::case_failed(reason), during).await?;
                     continue;
                 }
-                if let Some(reason) = opts.guard.check_case(&setup) {
-                    control.send(&Message::CaseFailed { reason }, during).await?;
+                // NIXL cases allocate on GPU 0 (`NixlRuntime`), so that is the GPU asked.
+                let gpu = target_gpu(thread, &setup, 0).await?;
+                if let Err(refusal) = opts.guard.check_case(&setup, gpu) {
+                    tracing::info!("case refused: {refusal}");
+                    control.send(&Message::case_refused(refusal), during).await?;
                     continue;
                 }
                 if setup.memory.target == MemoryType::Cuda && !cuda.available {
@@ -160,7 +171,7 @@ async fn session(
                         current = Some(setup);
                         Message::Ready(ready)
                     }
-                    Err(reason) => Message::CaseFailed { reason },
+                    Err(reason) => Message::case_failed(reason),
                 };
                 control.send(&reply, during).await?;
             }

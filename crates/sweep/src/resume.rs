@@ -33,6 +33,8 @@ pub struct Given {
     /// `--ucx-profile` when not the default.
     pub ucx_profile: Option<String>,
     pub host_ipc: bool,
+    /// `--memlock-unlimited`.
+    pub memlock_unlimited: bool,
     pub rails: Option<String>,
     pub rail_margin: Option<f64>,
     /// The flags choosing the nodes and the plan: `--nodes`, `--selector`, `--prefill-pool`,
@@ -99,6 +101,7 @@ impl Given {
             engine: self.engine,
             ucx_profile: self.ucx_profile.clone(),
             host_ipc: self.host_ipc,
+            memlock_unlimited: self.memlock_unlimited,
             rails: self.rails.clone(),
             rail_margin: self.rail_margin.unwrap_or(DEFAULT_RAIL_MARGIN),
         }
@@ -122,6 +125,7 @@ impl Given {
             ("--allow-tcp", self.allow_tcp),
             ("--expect-config", self.expect_config.is_some()),
             ("--host-ipc", self.host_ipc),
+            ("--memlock-unlimited", self.memlock_unlimited),
             ("--rails", self.rails.is_some()),
             ("--rail-margin", self.rail_margin.is_some()),
             // Their defaults cannot be told from a flag left out: a non-default value was given.
@@ -197,6 +201,7 @@ fn from_file(was: &Criteria, plan: PlanGiven) -> Result<Given, ResumeError> {
         engine: parse("engine", &was.engine)?,
         ucx_profile: was.ucx_profile.clone(),
         host_ipc: was.host_ipc,
+        memlock_unlimited: was.memlock_unlimited,
         // A resumed rails sweep measures its missing pairs as rails too.
         rails: was.rails.clone(),
         rail_margin: was.rail_margin,
@@ -302,6 +307,24 @@ mod tests {
             ..Given::default()
         };
         assert_eq!(differs(resume(&nixl, &was)), Some("--engine"));
+    }
+
+    #[test]
+    fn a_resumed_sweep_keeps_memlock_unlimited() {
+        let memlock = Given {
+            memlock_unlimited: true,
+            ..Given::default()
+        };
+        let was = memlock.criteria();
+        assert!(was.memlock_unlimited);
+        // Left out on --resume: the file's value, so the resumed pods are specified as before.
+        assert!(resume(&Given::default(), &was).unwrap().memlock_unlimited);
+        // Given again: no difference.
+        assert!(resume(&memlock, &was).unwrap().memlock_unlimited);
+        // Given now for a sweep that ran without it: refused, naming the flag.
+        let plain = Given::default().criteria();
+        assert_eq!(differs(resume(&memlock, &plain)), Some("--memlock-unlimited"));
+        assert!(!resume(&Given::default(), &plain).unwrap().memlock_unlimited);
     }
 
     #[test]

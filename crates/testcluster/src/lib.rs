@@ -4,7 +4,9 @@
 //! logs, status, exec; secrets create/get/list/delete, resolved into `secretKeyRef` environment
 //! variables by the node agent), a scheduler (nodeName, nodeSelector, required node affinity, taints,
 //! extended-resource capacity such as `nvidia.com/gpu` and `rdma/ib`), and one node agent per
-//! node that runs each pod's containers as real local processes.
+//! node that runs each pod's containers as real local processes, with their securityContext
+//! applied as a kubelet applies it when the cluster runs as root (user, groups, capabilities,
+//! `no_new_privs`: `agent/security.rs`).
 //!
 //! With [`Isolation::Namespaces`] (root) the nodes and pods come from icb-isolate, the one
 //! namespace layer `pair --local` uses too: every node is a Linux network namespace with an init
@@ -170,6 +172,9 @@ impl TestCluster {
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
         let work_dir = dir.path().to_path_buf();
+        // Pods that run as another user (securityContext) reach their programs and volumes
+        // below it: traversable, not listable.
+        std::fs::set_permissions(&work_dir, std::os::unix::fs::PermissionsExt::from_mode(0o711))?;
         let namespace = config.namespaces[0].clone();
         let thread = std::thread::Builder::new()
             .name(format!("icb-testcluster-{id}"))

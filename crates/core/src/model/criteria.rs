@@ -44,6 +44,10 @@ pub struct Criteria {
     /// `--host-ipc`.
     #[serde(default)]
     pub host_ipc: bool,
+    /// `--memlock-unlimited`: RDMA bench pods ran non-root without IPC_LOCK. Absent (false) in
+    /// files written before it was kept, and left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub memlock_unlimited: bool,
     /// `--rails` (whole-node mode: every rail of each node pair at once); absent: plain pairs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rails: Option<String>,
@@ -70,6 +74,8 @@ pub struct CriteriaFlags {
     /// `--ucx-profile` when not the default.
     pub ucx_profile: Option<String>,
     pub host_ipc: bool,
+    /// `--memlock-unlimited` (pair/sweep on Kubernetes).
+    pub memlock_unlimited: bool,
     pub rails: Option<String>,
     /// `--rail-margin` as a fraction; stated only with `rails`.
     pub rail_margin: f64,
@@ -134,6 +140,7 @@ impl Criteria {
             profile: profile.into(),
             ucx_profile: f.ucx_profile.clone(),
             host_ipc: f.host_ipc,
+            memlock_unlimited: f.memlock_unlimited,
             rails: f.rails.clone(),
             rail_margin: f.rails.as_ref().map(|_| f.rail_margin),
         }
@@ -169,6 +176,7 @@ impl Criteria {
                 self.ucx_profile.clone().unwrap_or_else(|| "default".into()),
             ),
             ("--host-ipc", self.host_ipc.to_string()),
+            ("--memlock-unlimited", self.memlock_unlimited.to_string()),
             ("--rails", opt(self.rails.clone())),
             ("--rail-margin", opt(self.rail_margin.map(|m| format!("{:?}", m)))),
         ]
@@ -279,6 +287,21 @@ mod tests {
         let mut bad = base();
         bad.tests = vec!["am_bw".into()];
         assert!(bad.settings().unwrap_err().to_string().starts_with("--tests: "));
+    }
+
+    #[test]
+    fn memlock_unlimited_is_kept_and_older_files_read_as_without_it() {
+        let mut with = base();
+        with.memlock_unlimited = true;
+        let text = serde_json::to_string(&with).unwrap();
+        assert!(text.contains(r#""memlock_unlimited":true"#), "{text}");
+        assert_eq!(serde_json::from_str::<Criteria>(&text).unwrap(), with);
+        assert_eq!(base().differing_flag(&with), Some("--memlock-unlimited"));
+        assert_eq!(with.value_of("--memlock-unlimited"), "true");
+        // A file written before the field existed (and one written without the flag) lacks it.
+        let without = serde_json::to_string(&base()).unwrap();
+        assert!(!without.contains("memlock"), "{without}");
+        assert!(!serde_json::from_str::<Criteria>(&without).unwrap().memlock_unlimited);
     }
 
     #[test]

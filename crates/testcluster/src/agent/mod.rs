@@ -22,6 +22,7 @@ use crate::probe::{ProbeTarget, readiness_loop};
 use crate::process::{self, Placement};
 use crate::store::now;
 
+mod security;
 mod spec;
 
 use spec::*;
@@ -108,6 +109,8 @@ struct Prepared {
     no_shell: bool,
     /// A crash fault to apply: (after start, exit code).
     crash: Option<(Duration, i32)>,
+    /// Its securityContext, applied to the process (`security`).
+    credentials: icb_isolate::Credentials,
 }
 
 async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_idx: usize) {
@@ -171,6 +174,7 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
                     env,
                     no_shell: image.is_some_and(|i| !i.shell),
                     crash: None,
+                    credentials: security::credentials(&spec, c),
                 }),
                 _ => failing.push((c.name.clone(), image_name)),
             }
@@ -295,7 +299,12 @@ async fn run_container(
         .map(PathBuf::from)
         .filter(|d| d.is_dir())
         .unwrap_or(cwd.to_path_buf());
-    let spec = placement.spec(&p.argv, &p.env, &cwd, &shared.run_tag);
+    let mut spec = placement.spec(&p.argv, &p.env, &cwd, &shared.run_tag);
+    // A kubelet runs as root; an emulation started by another user cannot switch users, and
+    // runs the container as that user, as before.
+    if icb_isolate::is_root() {
+        spec = spec.credentials(p.credentials.clone());
+    }
     let mut restarts: u32 = 0;
     loop {
         if handle.kill.is_cancelled() {

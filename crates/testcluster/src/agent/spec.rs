@@ -134,6 +134,8 @@ pub(super) fn filesystem_env(pod: &Pod, c: &Container, pod_dir: &Path, env: &mut
         }
         let dir = pod_dir.join("volumes").join(&m.name);
         let _ = std::fs::create_dir_all(&dir);
+        // World-writable, as the kubelet creates an emptyDir: a non-root container writes there.
+        let _ = std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777));
         mapped.push((m.mount_path.trim_end_matches('/').to_string(), dir));
     }
     let map = |value: &str| -> Option<String> {
