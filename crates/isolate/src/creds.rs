@@ -53,6 +53,46 @@ impl Credentials {
         (!items.is_empty()).then(|| items.join(","))
     }
 
+    /// The `setpriv` options that apply them (no program, no trailing `--`; empty when there is
+    /// nothing to apply). Also for an entry program that must set up its root filesystem as root
+    /// before it drops to them, as a container runtime does (see the testcluster's
+    /// `ICB_TESTCLUSTER_ENTRY_CREDENTIALS`).
+    pub fn setpriv_options(&self) -> Vec<String> {
+        if self.is_noop() {
+            return Vec::new();
+        }
+        let mut opts: Vec<String> = Vec::new();
+        if let Some(uid) = self.uid {
+            opts.push(format!("--reuid={uid}"));
+            opts.push(format!("--regid={}", self.gid.unwrap_or(0)));
+        } else if let Some(gid) = self.gid {
+            opts.push(format!("--regid={gid}"));
+        }
+        if self.uid.is_some() || self.gid.is_some() || !self.groups.is_empty() {
+            match self.groups.is_empty() {
+                true => opts.push("--clear-groups".into()),
+                false => {
+                    let list: Vec<String> = self.groups.iter().map(u32::to_string).collect();
+                    opts.push(format!("--groups={}", list.join(",")));
+                }
+            }
+        }
+        if let Some(b) = self.bounding() {
+            opts.push(format!("--bounding-set={b}"));
+            // Nothing inherited across execve but what was added.
+            let mut inh = String::from("-all");
+            for c in self.add.iter().filter(|_| self.drop_all) {
+                inh.push_str(&format!(",+{}", cap_name(c)));
+            }
+            opts.push(format!("--inh-caps={inh}"));
+        }
+        if self.no_new_privs {
+            opts.push("--no-new-privs".into());
+        }
+        opts.extend(["--pdeathsig".into(), "KILL".into()]);
+        opts
+    }
+
     /// The `setpriv … --` wrapper that applies them (empty when there is nothing to apply).
     /// A non-root user loses every capability at `setresuid` (no keep-caps); a root user keeps
     /// only the bounding set at `execve`; neither can regain any under `no_new_privs`.
@@ -61,34 +101,8 @@ impl Credentials {
             return Ok(Vec::new());
         }
         let mut argv: Vec<OsString> = vec![locate("setpriv", "util-linux")?.into_os_string()];
-        if let Some(uid) = self.uid {
-            argv.push(format!("--reuid={uid}").into());
-            argv.push(format!("--regid={}", self.gid.unwrap_or(0)).into());
-        } else if let Some(gid) = self.gid {
-            argv.push(format!("--regid={gid}").into());
-        }
-        if self.uid.is_some() || self.gid.is_some() || !self.groups.is_empty() {
-            match self.groups.is_empty() {
-                true => argv.push("--clear-groups".into()),
-                false => {
-                    let list: Vec<String> = self.groups.iter().map(u32::to_string).collect();
-                    argv.push(format!("--groups={}", list.join(",")).into());
-                }
-            }
-        }
-        if let Some(b) = self.bounding() {
-            argv.push(format!("--bounding-set={b}").into());
-            // Nothing inherited across execve but what was added.
-            let mut inh = String::from("-all");
-            for c in self.add.iter().filter(|_| self.drop_all) {
-                inh.push_str(&format!(",+{}", cap_name(c)));
-            }
-            argv.push(format!("--inh-caps={inh}").into());
-        }
-        if self.no_new_privs {
-            argv.push("--no-new-privs".into());
-        }
-        argv.extend(["--pdeathsig".into(), "KILL".into(), "--".into()]);
+        argv.extend(self.setpriv_options().into_iter().map(OsString::from));
+        argv.push("--".into());
         Ok(argv)
     }
 }
@@ -107,6 +121,23 @@ mod tests {
             })
             .collect::<Vec<_>>()
             .join(" ")
+    }
+
+    #[test]
+    fn the_options_alone_are_the_wrapper_without_program_and_separator() {
+        let restricted = Credentials {
+            uid: Some(65532),
+            gid: Some(65532),
+            drop_all: true,
+            no_new_privs: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            restricted.setpriv_options().join(" "),
+            "--reuid=65532 --regid=65532 --clear-groups --bounding-set=-all --inh-caps=-all \
+             --no-new-privs --pdeathsig KILL"
+        );
+        assert!(Credentials::default().setpriv_options().is_empty());
     }
 
     #[test]

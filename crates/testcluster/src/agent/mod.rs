@@ -27,6 +27,14 @@ mod spec;
 
 use spec::*;
 
+/// Set in the cluster's environment: a pod's entry program applies the container's
+/// securityContext itself (after setting up its root filesystem as root, as a container runtime
+/// does), from the `setpriv` options in [`SETPRIV_ENV`]; the agent then starts it as root.
+pub const ENTRY_CREDENTIALS_ENV: &str = "ICB_TESTCLUSTER_ENTRY_CREDENTIALS";
+/// The container's securityContext as `setpriv` options, in its environment (see
+/// [`ENTRY_CREDENTIALS_ENV`]); absent when there is nothing to apply.
+pub const SETPRIV_ENV: &str = "ICB_TESTCLUSTER_SETPRIV";
+
 /// Starts the agent's work on a freshly bound pod.
 pub fn start(shared: Arc<Shared>, handle: Arc<PodHandle>, pod: Pod, node: usize) {
     tokio::spawn(async move {
@@ -299,11 +307,24 @@ async fn run_container(
         .map(PathBuf::from)
         .filter(|d| d.is_dir())
         .unwrap_or(cwd.to_path_buf());
-    let mut spec = placement.spec(&p.argv, &p.env, &cwd, &shared.run_tag);
     // A kubelet runs as root; an emulation started by another user cannot switch users, and
-    // runs the container as that user, as before.
+    // runs the container as that user, as before. An entry program that sets up its own root
+    // filesystem first (scripts/image-check's chroot) is handed the credentials to drop to.
+    let mut env = p.env.clone();
+    let mut credentials = None;
     if icb_isolate::is_root() {
-        spec = spec.credentials(p.credentials.clone());
+        if std::env::var_os(ENTRY_CREDENTIALS_ENV).is_some() {
+            let opts = p.credentials.setpriv_options();
+            if !opts.is_empty() {
+                env.insert(SETPRIV_ENV.to_string(), opts.join(" "));
+            }
+        } else {
+            credentials = Some(p.credentials.clone());
+        }
+    }
+    let mut spec = placement.spec(&p.argv, &env, &cwd, &shared.run_tag);
+    if let Some(c) = credentials {
+        spec = spec.credentials(c);
     }
     let mut restarts: u32 = 0;
     loop {
