@@ -1,6 +1,7 @@
 //! `ic-bench pair --kv-shape MODEL …`: a model's KV transfer for one request, prefill TP a →
-//! decode TP b: locally with NIXL one process per rank (`icb_pair::kv::ranks`), else one
-//! process per read on each side (`icb_pair::kv`), locally or as bench pods.
+//! decode TP b: locally one process per rank (`icb_pair::kv::ranks`, NIXL where it loads, else
+//! or with `--engine ucx` the UCX engine), as bench pods one process per read on each side
+//! (`icb_pair::kv`).
 
 use super::interrupt::Interrupt;
 use super::pair::PairCommand;
@@ -97,7 +98,7 @@ pub enum KvLaunch {
 pub struct KvTarget {
     pub plan: KvPlan,
     pub launch: KvLaunch,
-    /// One process per rank (local, NIXL); else one process pair per read.
+    /// One process per rank (local); else one process pair per read.
     pub per_rank: bool,
 }
 
@@ -123,13 +124,16 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
         Some(_) => anyhow::bail!("--kv-shape moves one memory pair: give one --memory, e.g. cuda-cuda"),
     }
     if args.engine.engine == icb_core::EngineKind::Ucx
+        && !args.engine.engine_given
         && icb_nixl_engine::probe_load(args.engine.nixl_lib.as_deref()).is_ok()
     {
-        // The KV transfer is NIXL's: use it wherever its library loads.
+        // The KV transfer is NIXL's: use it wherever its library loads, unless `--engine ucx`
+        // asked for the UCX engine's block lists.
         args.engine.engine = icb_core::EngineKind::Nixl;
     }
     let op = kv.kv_op.unwrap_or_default();
     let mut kv_plan = KvPlan::new(plan.clone(), request, op);
+    kv_plan.engine = args.engine.engine;
     kv_plan.max_kv_ms = kv.max_kv_ms;
     let full = (args.test.profile == super::common::Profile::Full).then_some(100_000);
     if let Some(max) = kv.kv_descriptor_sweep.or(full) {
@@ -152,9 +156,9 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
         KvLaunch::Kube(Box::new(t))
     };
     *plan = kv_plan.pair.clone();
-    // The per-rank model is NIXL's (its ranks are NIXL agents), started locally; the UCX engine
-    // and bench pods keep the per-read model.
-    let per_rank = matches!(&launch, KvLaunch::Local(_)) && args.engine.engine == icb_core::EngineKind::Nixl;
+    // The per-rank model runs locally with either engine (its ranks are NIXL agents or UCX
+    // workers); bench pods keep the per-read model.
+    let per_rank = matches!(&launch, KvLaunch::Local(_));
     Ok(KvTarget {
         plan: kv_plan,
         launch,

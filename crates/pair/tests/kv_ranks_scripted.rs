@@ -126,6 +126,7 @@ async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
                 send(RankUp::Verified { blocks, error: None }).await?;
             }
             RankDown::Finish => {
+                log.lock().unwrap().push((plan.id, "finish".into()));
                 send(RankUp::Bye { data_path: None }).await?;
                 return Ok(());
             }
@@ -244,6 +245,18 @@ async fn every_repetition_is_a_barrier_and_a_request_runs_to_its_slowest_rank() 
             assert_eq!(log.iter().filter(|(r, e)| *r == id && e.starts_with("go")).count(), 4);
         }
     }
+    // Initiators (the decode ranks, READ) release their engine first, their targets after
+    // every one of them said goodbye: a target keeps serving while its initiators close.
+    let finish = |side| {
+        log.iter()
+            .enumerate()
+            .filter(|(_, (r, e))| r.side == side && e == "finish")
+            .map(|(i, _)| i)
+            .collect::<Vec<_>>()
+    };
+    let (initiators, targets) = (finish(RankSide::Decode), finish(RankSide::Prefill));
+    assert_eq!((initiators.len(), targets.len()), (2, 2), "{log:?}");
+    assert!(initiators.iter().max() < targets.iter().min(), "{log:?}");
     // The verdict speaks TTFT (the fake's bandwidth is below any floor, so not its status).
     let reason = &out.report.verdict.reason;
     assert!(

@@ -12,7 +12,7 @@
 //! [`RankDown::Finish`] makes every rank release NIXL and say which data path carried its
 //! bytes ([`RankUp::Bye`]).
 
-use crate::model::{KvLayout, MemoryType, PeerInfo, TransportEvidence};
+use crate::model::{EngineKind, KvLayout, MemoryType, PeerInfo, TransportEvidence};
 use serde::{Deserialize, Serialize};
 
 /// Which side of the deployment a rank belongs to.
@@ -55,6 +55,9 @@ impl std::fmt::Display for RankId {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RankPlan {
     pub id: RankId,
+    /// The engine this rank moves its blocks with: NIXL (one request per peer) or ic-bench's
+    /// UCX engine (one RMA operation per block and a flush per peer).
+    pub engine: EngineKind,
     /// READ (decode ranks post) or WRITE (prefill ranks post).
     pub read: bool,
     /// Whether this rank posts the requests (the decode ranks for READ, prefill for WRITE).
@@ -92,7 +95,8 @@ pub enum RankUp {
         id: RankId,
         pid: u32,
         peer: PeerInfo,
-        /// NIXL agent metadata with the registered buffer, hex.
+        /// What a peer needs to reach the registered buffer, hex: the NIXL agent's metadata, or
+        /// the UCX engine's worker address and rkey (`icb_engine::rank::RankAddress`).
         metadata: String,
         buffer_addr: u64,
     },
@@ -111,7 +115,8 @@ pub enum RankUp {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
-    /// NIXL released: the data path UCX's protocol tables show for this rank's requests.
+    /// The engine released: the data path this rank's requests took (UCX's protocol tables under
+    /// NIXL, the endpoint's lanes and the first block's protocol under the UCX engine).
     Bye {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         data_path: Option<TransportEvidence>,

@@ -12,7 +12,7 @@ use icb_core::model::{
     VerdictStatus,
 };
 use icb_core::protocol::kv_rank::{RankId, RankPlan, RankSide};
-use icb_core::{Direction, EngineKind, KvRank, PeerInfo, ToolInfo, TransportEvidence};
+use icb_core::{Direction, KvRank, PeerInfo, ToolInfo, TransportEvidence};
 use std::time::Duration;
 
 /// What one rank said about itself over the run.
@@ -279,7 +279,7 @@ fn row_case(
         transport: record(initiator).and_then(|r| r.data_path.clone()),
         verdict: None,
         run_by: CaseEngine {
-            engine: EngineKind::Nixl,
+            engine: plan.engine,
             direction: Some(direction),
         },
         rail: None,

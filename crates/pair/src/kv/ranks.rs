@@ -9,8 +9,9 @@
 //!    before `go k+1`, so a repetition is one request on every rank together and its time is
 //!    the request's end to end (first post of any rank to last completion of any rank, on the
 //!    ranks' own clocks — one host here);
-//! 3. every destination verifies every block it received; every rank releases NIXL and says
-//!    which data path its requests took; every process must then exit cleanly.
+//! 3. every destination verifies every block it received; every rank releases its engine (the
+//!    initiators first, so that their targets progress while they close) and says which data
+//!    path its requests took; every process must then exit cleanly.
 //!
 //! A rank that exits early, a message that does not come within the deadline or a rank's
 //! `failed` line ends the run with that rank's one line; the seam removes every process.
@@ -109,6 +110,7 @@ pub fn rank_plans(plan: &KvPlan, coordinator: SocketAddr, message_timeout: Durat
                 .collect();
             plans.push(RankPlan {
                 id,
+                engine: plan.engine,
                 read,
                 initiator,
                 memory: mine,
@@ -368,17 +370,26 @@ async fn drive(
             }
         }
     }
-    for c in conns.iter_mut() {
-        c.send(&RankDown::Finish).await?;
-    }
-    for (c, r) in conns.iter_mut().zip(records.iter_mut()) {
-        match c.recv(limit, "while releasing NIXL").await? {
-            RankUp::Bye { data_path } => r.data_path = data_path,
-            other => {
-                return Err(PairError::Setup(format!(
-                    "{} sent {other:?} instead of its goodbye",
-                    c.id
-                )));
+    // Initiators first: they close their endpoints while their targets still progress.
+    for initiators in [true, false] {
+        let this_round = |p: &RankPlan| p.initiator == initiators;
+        for (c, _) in conns.iter_mut().zip(plans).filter(|(_, p)| this_round(p)) {
+            c.send(&RankDown::Finish).await?;
+        }
+        for ((c, r), _) in conns
+            .iter_mut()
+            .zip(records.iter_mut())
+            .zip(plans)
+            .filter(|(_, p)| this_round(p))
+        {
+            match c.recv(limit, "while releasing its engine").await? {
+                RankUp::Bye { data_path } => r.data_path = data_path,
+                other => {
+                    return Err(PairError::Setup(format!(
+                        "{} sent {other:?} instead of its goodbye",
+                        c.id
+                    )));
+                }
             }
         }
     }
