@@ -114,6 +114,10 @@ fn assert_one_process_per_rank(kv: &KvOutcome, a: u32, b: u32) {
         if r.initiator && r.peers > 0 {
             assert!(r.data_path.is_some() && r.post_ms.is_some(), "{r:?}");
         }
+        // Where it ran and why: the CPUs it reported, and the placement's reason (unpinned on a
+        // one-node machine, its device's node on a multi-socket one).
+        assert!(r.cpus.as_deref().is_some_and(|c| !c.is_empty()), "{r:?}");
+        assert!(r.cpu_placement.as_deref().is_some_and(|c| !c.is_empty()), "{r:?}");
     }
     assert!(kv.peers.iter().all(|p| p.repetitions == reps), "{:?}", kv.peers);
 }

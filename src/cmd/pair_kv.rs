@@ -6,7 +6,7 @@
 use super::interrupt::Interrupt;
 use super::pair::PairCommand;
 use icb_kv::{KvDtype, KvFlags, KvRequest, KvShape, ModelSpec};
-use icb_pair::kv::local_ranks::{LocalRanks, gpu_pinner};
+use icb_pair::kv::local_ranks::{LocalRanks, rank_pinner};
 use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
 use icb_pair::local::{LocalLauncher, LocalOptions};
 use icb_pair::{LaunchError, PairPlan};
@@ -228,7 +228,9 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
                     } else {
                         0
                     };
-                let mut ranks = LocalRanks::create(opts.clone(), gpu_pinner(gpus))?;
+                let topology = icb_probe::numa::cpu_topology(&icb_probe::LocalSource::default());
+                let allowed = icb_pair::kv::cpus::allowed_cpus();
+                let mut ranks = LocalRanks::create(opts.clone(), rank_pinner(gpus, topology, allowed))?;
                 let mut seam = LocalSeam(opts.clone());
                 let tool = super::connect::tool_info();
                 icb_pair::kv::run_kv_ranks(plan, &mut ranks, &mut seam, &tool, interrupt.token(), &mut progress).await

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Runs one rank to the end. `Err` is one line; the coordinator was told it when connected.
 pub fn kv_rank(plan: &RankPlan, nixl: &NixlOptions) -> Result<(), String> {
+    icb_engine::rank::affinity::place(plan)?;
     let log = UcxLog::prepare().map_err(|e| e.to_string())?;
     let name = agent_name(&format!("{}{}", plan.id.side, plan.id.rank));
     let (rt, local) = NixlRuntime::start(nixl, &name).map_err(|e| e.to_string())?;
@@ -60,6 +61,7 @@ fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: 
         },
         metadata: hex(&metadata),
         buffer_addr: memory.addr(),
+        cpus: icb_engine::rank::affinity::current(),
     });
     let peers = match link.recv("before the peers' addresses")? {
         RankDown::Peers { peers } => peers,

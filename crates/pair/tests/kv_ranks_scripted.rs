@@ -5,7 +5,7 @@
 //! checked without a NIXL library.
 
 use icb_core::model::{Endpoint, Locality, Placement};
-use icb_core::protocol::kv_rank::{RankDown, RankId, RankPlan, RankSide, RankUp, to_line};
+use icb_core::protocol::kv_rank::{CpuPlacement, RankDown, RankId, RankPlan, RankSide, RankUp, to_line};
 use icb_core::{MemoryPair, PeerInfo, ToolInfo};
 use icb_kv::{KvDtype, KvRequest, KvShape};
 use icb_pair::kv::ranks::{RankSeam, run_ranks};
@@ -90,6 +90,8 @@ async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
         peer: PeerInfo::default(),
         metadata: "00".into(),
         buffer_addr: 4096,
+        // What a real rank reports: the CPUs it was placed on, else all it may use.
+        cpus: plan.cpus.as_ref().map_or(vec![0, 1], |c| c.cpus.clone()),
     })
     .await?;
     let blocks: u64 = plan.peers.iter().map(|p| p.layout.count).sum();
@@ -148,6 +150,13 @@ impl RankSeam for FakeSeam {
             id: plan.id,
             task: Some(task),
             note: None,
+        })
+    }
+    fn cpus(&self, id: RankId) -> Option<CpuPlacement> {
+        (id.side == RankSide::Decode).then(|| CpuPlacement {
+            cpus: vec![2, 3],
+            numa_node: Some(1),
+            reason: "NUMA node 1 of GPU1".into(),
         })
     }
     fn locality(&self) -> Locality {
@@ -244,6 +253,13 @@ async fn every_repetition_is_a_barrier_and_a_request_runs_to_its_slowest_rank() 
             let id = RankId { side, rank };
             assert_eq!(log.iter().filter(|(r, e)| *r == id && e.starts_with("go")).count(), 4);
         }
+    }
+    // Each rank's placement, as the seam chose it, and the CPUs the rank said it ran on.
+    for r in &kv.ranks {
+        let decode = r.side == "decode";
+        assert_eq!(r.cpus.as_deref(), Some(if decode { "2-3" } else { "0-1" }), "{r:?}");
+        assert_eq!(r.numa_node, decode.then_some(1), "{r:?}");
+        assert_eq!(r.cpu_placement.as_deref(), decode.then_some("NUMA node 1 of GPU1"), "{r:?}");
     }
     // Initiators (the decode ranks, READ) release their engine first, their targets after
     // every one of them said goodbye: a target keeps serving while its initiators close.

@@ -24,6 +24,8 @@ pub struct NicNuma {
     pub numa_node: Option<u32>,
     /// An RDMA device (`/sys/class/infiniband`), else a physical netdev.
     pub rdma: bool,
+    /// Whether it can carry anything: an RDMA port ACTIVE, a netdev's `operstate` up.
+    pub up: bool,
 }
 
 /// What placement needs to know of a node.
@@ -57,6 +59,12 @@ pub fn cpu_topology(src: &dyn NodeSource) -> CpuTopology {
         .into_iter()
         .map(|name| NicNuma {
             numa_node: numa(format!("{IB_CLASS}/{name}/device/numa_node")),
+            up: src
+                .list(&format!("{IB_CLASS}/{name}/ports"))
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|p| src.read(&format!("{IB_CLASS}/{name}/ports/{p}/state")))
+                .any(|s| s.contains("ACTIVE")),
             name,
             rdma: true,
         })
@@ -69,6 +77,9 @@ pub fn cpu_topology(src: &dyn NodeSource) -> CpuTopology {
             .filter(|n| src.exists(&format!("{NET_CLASS}/{n}/device")))
             .map(|name| NicNuma {
                 numa_node: numa(format!("{NET_CLASS}/{name}/device/numa_node")),
+                up: src
+                    .read(&format!("{NET_CLASS}/{name}/operstate"))
+                    .is_some_and(|s| s.trim() == "up"),
                 name,
                 rdma: false,
             }),

@@ -41,6 +41,9 @@ fn a_cpu_node_has_nics_but_no_gpus_and_a_single_node_tree_one_node() {
         .map(|n| (n.name.as_str(), n.numa_node))
         .collect();
     assert_eq!(nodes, [("mlx5_0", Some(1)), ("mlx5_1", Some(0)), ("mlx5_2", Some(0))]);
+    // mlx5_2's one port is down.
+    let up: Vec<bool> = t.nics.iter().filter(|n| n.rdma).map(|n| n.up).collect();
+    assert_eq!(up, [true, true, false]);
     let t = cpu_topology(&src("counters"));
     assert_eq!(t.nodes, [NumaNode { id: 0, cpus: (0..8).collect() }]);
     // Virtual netdevs (lo, eth0 under /sys/devices/virtual) are no NICs of the node.

@@ -153,6 +153,15 @@ pub struct KvRank {
     pub blocks_verified: u64,
     /// Repetitions it took part in (every rank the same, or the run failed).
     pub repetitions: u64,
+    /// The CPUs it ran on, as the kernel lists them (`0-55,112-167`): its own affinity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// The NUMA node it was placed on, where one was chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
+    /// Why it runs there (`NUMA node 1 of GPU5`, `unpinned: one NUMA node …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_placement: Option<String>,
 }
 
 /// The TCP fallback a KV estimate assumes per rank: 1 GB/s, the low end of the 1–3 GB/s a

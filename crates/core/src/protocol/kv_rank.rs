@@ -75,6 +75,24 @@ pub struct RankPlan {
     pub coordinator: String,
     /// How long the rank may wait for any one message of the coordinator.
     pub message_timeout_s: f64,
+    /// Where the rank runs: the CPUs it pins itself to before it allocates its buffer (so the
+    /// buffer's pages land on that NUMA node), and why. `None`: left where it was started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<CpuPlacement>,
+}
+
+/// A rank's CPUs, decided by the coordinator from the node's topology
+/// (`icb_pair::kv::cpus::place_ranks`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuPlacement {
+    /// The CPUs to run on; empty: unpinned (every CPU the rank was allowed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<u32>,
+    /// The NUMA node those CPUs belong to, where one was chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
+    /// Why, in a few words (`NUMA node 1 of GPU5`, `unpinned: one NUMA node`).
+    pub reason: String,
 }
 
 /// One peer of a rank: the blocks they exchange, laid out with the initiator's side first
@@ -99,6 +117,9 @@ pub enum RankUp {
         /// the UCX engine's worker address and rkey (`icb_engine::rank::RankAddress`).
         metadata: String,
         buffer_addr: u64,
+        /// The CPUs the rank runs on (its affinity once placed), ascending.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        cpus: Vec<u32>,
     },
     Prepared,
     /// One repetition on an initiator: when it started (Unix ns, this host's clock) and, per

@@ -14,6 +14,7 @@
 //! [`Link`]. Every wait has the plan's message deadline.
 
 mod address;
+pub mod affinity;
 mod link;
 
 pub use address::RankAddress;
@@ -32,6 +33,7 @@ const CHECK_EVERY: u32 = 64;
 
 /// Runs one rank to the end. `Err` is one line; the coordinator was told it when connected.
 pub fn kv_rank(plan: &RankPlan, opts: &UcxOptions) -> Result<(), String> {
+    affinity::place(plan)?;
     let lib = ucx::Ucx::load(opts.library_dir.as_deref()).map_err(|e| e.to_string())?;
     let ctx = crate::runtime::build_context(&lib, opts).map_err(|e| e.to_string())?;
     let worker = ctx.worker().map_err(|e| e.to_string())?;
@@ -111,6 +113,7 @@ fn run(plan: &RankPlan, ctx: &ucx::Context, worker: &Worker, local: &LocalFacts,
         },
         metadata: hex(&address.encode()),
         buffer_addr: map.address(),
+        cpus: affinity::current(),
     });
     let mut owned = Owned { buffer, map: Some(map) };
     let addrs = match link.recv("before the peers' addresses")? {

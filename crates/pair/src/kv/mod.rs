@@ -5,7 +5,8 @@
 //!   rank, `a + b` in all, each owning its rank's KV buffer (registered once) and posting to
 //!   every peer rank at once (NIXL requests, or the UCX engine's RMA block lists);
 //!   repetitions are barriers over every rank, so a request's time is its end to end.
-//!   Local ranks ([`local_ranks`]) run on a local pair, pinned as the whole-node mode pins.
+//!   Local ranks ([`local_ranks`]) run on a local pair, each on the CPUs [`cpus`] chooses
+//!   from the node's NUMA topology (its GPU's or NIC's node; unpinned on one node).
 //! - **per read** ([`run_kv`], bench pods): one process
 //!   pair per rank-to-rank read (the initiator posts the read's descriptor list through the
 //!   engine, NIXL READ or WRITE, or the UCX engine's block lists), all reads at once, each one
@@ -16,6 +17,7 @@
 //! time-to-first-token ([`report`]). The descriptor-count sweep, when asked, runs afterwards on
 //! one more pair.
 
+pub mod cpus;
 pub mod local_ranks;
 mod plan;
 mod rank_report;

@@ -26,6 +26,8 @@ pub struct RankRecord {
     pub blocks_verified: u64,
     pub verify_error: Option<String>,
     pub data_path: Option<TransportEvidence>,
+    /// The CPUs it said it runs on.
+    pub cpus: Vec<u32>,
 }
 
 impl RankRecord {
@@ -39,6 +41,7 @@ impl RankRecord {
             blocks_verified: 0,
             verify_error: None,
             data_path: None,
+            cpus: Vec::new(),
         }
     }
 }
@@ -312,6 +315,11 @@ fn rank_records(plans: &[RankPlan], records: &[RankRecord], reps: &[RepTimes], p
                 data_path: r.and_then(|r| r.data_path.as_ref()).map(lanes),
                 blocks_verified: r.map_or(0, |r| r.blocks_verified),
                 repetitions: reps.len() as u64,
+                cpus: r
+                    .filter(|r| !r.cpus.is_empty())
+                    .map(|r| icb_probe::numa::format_cpulist(&r.cpus)),
+                numa_node: p.cpus.as_ref().and_then(|c| c.numa_node),
+                cpu_placement: p.cpus.as_ref().map(|c| c.reason.clone()),
             }
         })
         .collect()

@@ -21,7 +21,9 @@ use super::rank_report::{RankRecord, RepTimes};
 use crate::launcher::{LaunchError, Side};
 use crate::run::{Interrupted, PairError, PairOutcome};
 use icb_core::model::{Locality, Placement};
-use icb_core::protocol::kv_rank::{PeerAddress, RankDown, RankId, RankPeerPlan, RankPlan, RankSide, RankUp, to_line};
+use icb_core::protocol::kv_rank::{
+    CpuPlacement, PeerAddress, RankDown, RankId, RankPeerPlan, RankPlan, RankSide, RankUp, to_line,
+};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -40,6 +42,11 @@ pub trait RankSeam {
 
     /// Starts one rank (`ic-bench kv-rank --plan …`), pinned as the seam pins ranks.
     async fn start(&mut self, plan: &RankPlan) -> Result<Self::S, LaunchError>;
+
+    /// Where a rank should run (it pins itself to these CPUs); `None`: where it is started.
+    fn cpus(&self, _id: RankId) -> Option<CpuPlacement> {
+        None
+    }
 
     fn locality(&self) -> Locality;
 
@@ -120,6 +127,7 @@ pub fn rank_plans(plan: &KvPlan, coordinator: SocketAddr, message_timeout: Durat
                 peers,
                 coordinator: coordinator.to_string(),
                 message_timeout_s: message_timeout.as_secs_f64(),
+                cpus: None,
             });
         }
     }
@@ -201,7 +209,10 @@ pub async fn run_ranks<R: RankSeam>(
         .local_addr()
         .map_err(|e| PairError::Setup(format!("the coordinator's address: {e}")))?;
     let limit = run_limit(plan);
-    let plans = rank_plans(plan, addr, limit);
+    let mut plans = rank_plans(plan, addr, limit);
+    for p in &mut plans {
+        p.cpus = seam.cpus(p.id);
+    }
     let mut sides = Vec::with_capacity(plans.len());
     let mut started_all = Ok(());
     for p in &plans {
@@ -428,7 +439,11 @@ async fn accept_all(
                 peer,
                 metadata,
                 buffer_addr,
-            } => RankRecord::new(id, pid, peer, metadata, buffer_addr),
+                cpus,
+            } => RankRecord {
+                cpus,
+                ..RankRecord::new(id, pid, peer, metadata, buffer_addr)
+            },
             other => {
                 return Err(PairError::Setup(format!(
                     "a KV rank sent {other:?} instead of its hello"
