@@ -156,7 +156,8 @@ pub struct KvRank {
     /// The CPUs it ran on, as the kernel lists them (`0-55,112-167`): its own affinity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<String>,
-    /// The NUMA node it was placed on, where one was chosen.
+    /// The NUMA node its CPUs lie on, where they lie on one (pinned there, or unpinned on a
+    /// one-node machine).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa_node: Option<u32>,
     /// Why it runs there (`NUMA node 1 of GPU5`, `unpinned: one NUMA node …`).
