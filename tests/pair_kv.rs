@@ -272,7 +272,12 @@ fn the_ucx_engine_moves_the_same_geometry_per_rank_where_nixl_is_absent() {
     assert_eq!(kv.bytes_moved_per_request, 4 << 20);
     assert_every_peer_verified(&kv);
     assert_one_process_per_rank(&kv, 1, 2);
-    assert!(kv.ranks.iter().filter(|r| r.side == "decode").all(|r| r.blocks_verified == 128));
+    assert!(
+        kv.ranks
+            .iter()
+            .filter(|r| r.side == "decode")
+            .all(|r| r.blocks_verified == 128)
+    );
     ran.assert_nothing_left();
 }
 
@@ -312,10 +317,18 @@ fn engine_ucx_writes_prefill_tp_above_decode_tp_per_rank_even_where_nixl_loads()
     assert_eq!(kv.bytes_moved_per_request, 8 << 20);
     assert_every_peer_verified(&kv);
     assert_one_process_per_rank(&kv, 4, 2);
-    assert!(kv.ranks.iter().filter(|r| r.side == "decode").all(|r| r.blocks_verified == 512));
+    assert!(
+        kv.ranks
+            .iter()
+            .filter(|r| r.side == "decode")
+            .all(|r| r.blocks_verified == 512)
+    );
     // UCX's own description of the first put says which protocol carried it.
     let protocol = report.cases[0].transport.as_ref().and_then(|t| t.protocol.clone());
-    assert!(protocol.as_deref().is_some_and(|p| p.starts_with("put ")), "{protocol:?}");
+    assert!(
+        protocol.as_deref().is_some_and(|p| p.starts_with("put ")),
+        "{protocol:?}"
+    );
     ran.assert_nothing_left();
 }
 
@@ -403,7 +416,16 @@ fn ranks_on_two_emulated_nodes_gather_across_the_veth() {
             (2, 1),
         ),
         (
-            &["--engine", "ucx", "--prefill-tp", "1", "--decode-tp", "2", "--kv-op", "write"],
+            &[
+                "--engine",
+                "ucx",
+                "--prefill-tp",
+                "1",
+                "--decode-tp",
+                "2",
+                "--kv-op",
+                "write",
+            ],
             EngineKind::Ucx,
             (1, 2),
         ),

@@ -259,7 +259,11 @@ async fn every_repetition_is_a_barrier_and_a_request_runs_to_its_slowest_rank() 
         let decode = r.side == "decode";
         assert_eq!(r.cpus.as_deref(), Some(if decode { "2-3" } else { "0-1" }), "{r:?}");
         assert_eq!(r.numa_node, decode.then_some(1), "{r:?}");
-        assert_eq!(r.cpu_placement.as_deref(), decode.then_some("NUMA node 1 of GPU1"), "{r:?}");
+        assert_eq!(
+            r.cpu_placement.as_deref(),
+            decode.then_some("NUMA node 1 of GPU1"),
+            "{r:?}"
+        );
     }
     // Initiators (the decode ranks, READ) release their engine first, their targets after
     // every one of them said goodbye: a target keeps serving while its initiators close.

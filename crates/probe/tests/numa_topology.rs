@@ -6,7 +6,11 @@ use icb_probe::numa::{NumaNode, cpu_topology};
 use std::path::PathBuf;
 
 fn src(name: &str) -> LocalSource {
-    LocalSource::replay(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rails").join(name))
+    LocalSource::replay(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/rails")
+            .join(name),
+    )
 }
 
 #[test]
@@ -15,7 +19,10 @@ fn hgx_gpus_and_nics_sit_on_the_node_of_their_switch() {
     assert_eq!(t.nodes.len(), 2);
     assert_eq!(t.nodes[0].id, 0);
     assert_eq!(t.nodes[0].cpus.len(), 112);
-    assert_eq!((t.nodes[1].cpus[0], t.nodes[1].cpus[55], t.nodes[1].cpus[56]), (56, 111, 168));
+    assert_eq!(
+        (t.nodes[1].cpus[0], t.nodes[1].cpus[55], t.nodes[1].cpus[56]),
+        (56, 111, 168)
+    );
     // GPUs 0-3 behind the first two switches (node 0), 4-7 behind the others (node 1).
     let want: Vec<Option<u32>> = (0..8).map(|i| Some(if i < 4 { 0 } else { 1 })).collect();
     assert_eq!(t.gpus, want);
@@ -45,9 +52,19 @@ fn a_cpu_node_has_nics_but_no_gpus_and_a_single_node_tree_one_node() {
     let up: Vec<bool> = t.nics.iter().filter(|n| n.rdma).map(|n| n.up).collect();
     assert_eq!(up, [true, true, false]);
     let t = cpu_topology(&src("counters"));
-    assert_eq!(t.nodes, [NumaNode { id: 0, cpus: (0..8).collect() }]);
+    assert_eq!(
+        t.nodes,
+        [NumaNode {
+            id: 0,
+            cpus: (0..8).collect()
+        }]
+    );
     // Virtual netdevs (lo, eth0 under /sys/devices/virtual) are no NICs of the node.
-    assert!(t.nics.iter().all(|n| n.rdma || n.name.starts_with("ens")), "{:?}", t.nics);
+    assert!(
+        t.nics.iter().all(|n| n.rdma || n.name.starts_with("ens")),
+        "{:?}",
+        t.nics
+    );
     // No node directory at all: no nodes, nothing invented.
     assert!(cpu_topology(&src("broken")).nodes.is_empty());
 }

@@ -89,13 +89,22 @@ struct Peer {
     cursor: usize,
 }
 
-fn run(plan: &RankPlan, ctx: &ucx::Context, worker: &Worker, local: &LocalFacts, link: &mut Link) -> Result<(), String> {
+fn run(
+    plan: &RankPlan,
+    ctx: &ucx::Context,
+    worker: &Worker,
+    local: &LocalFacts,
+    link: &mut Link,
+) -> Result<(), String> {
     let _cuda = (plan.memory == MemoryType::Cuda).then(|| icb_memory::activate_cuda(local.cuda_device).ok());
     let len = usize::try_from(plan.buffer_bytes).map_err(|_| "the rank's buffer does not fit this platform")?;
     let mut buffer = Buffer::new(mem_kind(plan.memory), len, local.cuda_device).map_err(|e| e.to_string())?;
     buffer.fill(plan.seed).map_err(|e| e.to_string())?;
     let buffer = Rc::new(buffer);
-    let map = Rc::new(ctx.mem_map(&buffer).map_err(|e| format!("registering the KV buffer: {e}"))?);
+    let map = Rc::new(
+        ctx.mem_map(&buffer)
+            .map_err(|e| format!("registering the KV buffer: {e}"))?,
+    );
     let address = RankAddress {
         worker: worker.address().map_err(|e| e.to_string())?,
         rkey: map.pack_rkey().map_err(|e| e.to_string())?,
@@ -149,18 +158,17 @@ fn run(plan: &RankPlan, ctx: &ucx::Context, worker: &Worker, local: &LocalFacts,
         }
     }
     let data_path = peers.first().filter(|_| plan.initiator).map(|p| {
-        let lanes: Vec<Lane> = p
-            .ep
-            .transports()
-            .ok()
-            .flatten()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|t| Lane {
-                transport: t.transport,
-                device: t.device,
-            })
-            .collect();
+        let lanes: Vec<Lane> =
+            p.ep.transports()
+                .ok()
+                .flatten()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| Lane {
+                    transport: t.transport,
+                    device: t.device,
+                })
+                .collect();
         let memory = MemoryPair {
             initiator: plan.memory,
             target: plan.peer_memory,
@@ -297,8 +305,20 @@ fn issue(
         for b in 0..kv.count {
             let at = kv.initiator.at(b) as usize;
             let queried = query && i == 0 && b == 0;
-            let opts = if queried { OpOptions::QUERYABLE } else { OpOptions::default() };
-            let op = w.rma(rma, &p.ep, map, at..at + len, p.remote_addr + kv.target.at(b), &p.rkey, opts)?;
+            let opts = if queried {
+                OpOptions::QUERYABLE
+            } else {
+                OpOptions::default()
+            };
+            let op = w.rma(
+                rma,
+                &p.ep,
+                map,
+                at..at + len,
+                p.remote_addr + kv.target.at(b),
+                &p.rkey,
+                opts,
+            )?;
             if queried {
                 info = w.info_string(op).ok().flatten();
             }

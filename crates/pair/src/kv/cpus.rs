@@ -31,7 +31,16 @@ pub fn place_ranks(topo: &CpuTopology, allowed: &[u32], ranks: &[RankDevice]) ->
     let usable: Vec<(u32, Vec<u32>)> = topo
         .nodes
         .iter()
-        .map(|n| (n.id, n.cpus.iter().copied().filter(|c| allowed.contains(c)).collect::<Vec<_>>()))
+        .map(|n| {
+            (
+                n.id,
+                n.cpus
+                    .iter()
+                    .copied()
+                    .filter(|c| allowed.contains(c))
+                    .collect::<Vec<_>>(),
+            )
+        })
         .filter(|(_, cpus)| !cpus.is_empty())
         .collect();
     if usable.len() <= 1 {
@@ -80,7 +89,10 @@ pub fn place_ranks(topo: &CpuTopology, allowed: &[u32], ranks: &[RankDevice]) ->
             } else {
                 let n = usable[r.id.rank as usize % usable.len()].0;
                 let k = usable.len();
-                (n, format!("NUMA node {n}: no device locality known, ranks spread over {k} nodes"))
+                (
+                    n,
+                    format!("NUMA node {n}: no device locality known, ranks spread over {k} nodes"),
+                )
             };
             CpuPlacement {
                 cpus: on(node).unwrap_or_default(),
@@ -182,7 +194,10 @@ mod tests {
         t.nics.retain(|n| !n.rdma);
         let allowed: Vec<u32> = (0..8).collect();
         let p = place_ranks(&t, &allowed, &[rank(RankSide::Decode, 1, None)]);
-        assert_eq!((p[0].numa_node, p[0].reason.as_str()), (Some(0), "NUMA node 0 of NIC eth0"));
+        assert_eq!(
+            (p[0].numa_node, p[0].reason.as_str()),
+            (Some(0), "NUMA node 0 of NIC eth0")
+        );
         t.nics.clear();
         let ranks: Vec<RankDevice> = (0..3).map(|r| rank(RankSide::Prefill, r, None)).collect();
         let p = place_ranks(&t, &allowed, &ranks);
@@ -200,7 +215,11 @@ mod tests {
         one.nodes.truncate(1);
         let p = place_ranks(&one, &[0, 1], &ranks);
         assert!(p.iter().all(|x| x.cpus.is_empty() && x.numa_node == Some(0)), "{p:?}");
-        assert!(p[0].reason.starts_with("unpinned: one NUMA node, 2 CPUs allowed"), "{}", p[0].reason);
+        assert!(
+            p[0].reason.starts_with("unpinned: one NUMA node, 2 CPUs allowed"),
+            "{}",
+            p[0].reason
+        );
         let p = place_ranks(&CpuTopology::default(), &[0, 1], &ranks);
         assert!(p.iter().all(|x| x.cpus.is_empty() && x.numa_node.is_none()));
         assert_eq!(p[0].reason, "unpinned: sysfs shows no NUMA topology");

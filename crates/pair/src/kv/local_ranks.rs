@@ -11,8 +11,8 @@ use crate::launcher::LaunchError;
 use crate::local::{LocalOptions, LocalSide};
 use icb_core::model::{Endpoint, Locality, Placement};
 use icb_core::protocol::kv_rank::{CpuPlacement, RankId, RankPlan, RankSide};
-use icb_probe::numa::CpuTopology;
 use icb_isolate::{DEFAULT_PREFIX, LocalPair, PairSide};
+use icb_probe::numa::CpuTopology;
 use std::net::{SocketAddr, TcpListener};
 
 /// How one rank runs, from its identity: its environment and its CPUs.
@@ -98,11 +98,11 @@ impl RankSeam for LocalRanks {
         let mut spec = pair
             .pod(side, &self.opts.exe)
             .arg("kv-rank")
-        .arg("--plan")
-        .arg(json)
-        .args(&self.opts.verbosity)
-        .args(&self.opts.side_args)
-        .envs(pinning.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            .arg("--plan")
+            .arg(json)
+            .args(&self.opts.verbosity)
+            .args(&self.opts.side_args)
+            .envs(pinning.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         if let Some(dir) = &self.opts.ucx_lib {
             spec = spec.arg("--ucx-lib").arg(dir);
         }
