@@ -140,7 +140,8 @@ pub struct KvRank {
     pub peers: u32,
     /// Bytes it moved (sent or received) per request.
     pub bytes: u64,
-    /// Initiators: mean time in NIXL's post calls per request, all peers together (ms).
+    /// Initiators: mean time in its engine's post calls per request (NIXL's post, or issuing
+    /// the UCX engine's blocks and flush), all peers together (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post_ms: Option<f64>,
     /// Its bytes over the request's p50 (bytes/s).

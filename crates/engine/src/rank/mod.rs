@@ -97,34 +97,8 @@ fn run(
     link: &mut Link,
 ) -> Result<(), String> {
     let _cuda = (plan.memory == MemoryType::Cuda).then(|| icb_memory::activate_cuda(local.cuda_device).ok());
-    let len = usize::try_from(plan.buffer_bytes).map_err(|_| "the rank's buffer does not fit this platform")?;
-    let mut buffer = Buffer::new(mem_kind(plan.memory), len, local.cuda_device).map_err(|e| e.to_string())?;
-    buffer.fill(plan.seed).map_err(|e| e.to_string())?;
-    let buffer = Rc::new(buffer);
-    let map = Rc::new(
-        ctx.mem_map(&buffer)
-            .map_err(|e| format!("registering the KV buffer: {e}"))?,
-    );
-    let address = RankAddress {
-        worker: worker.address().map_err(|e| e.to_string())?,
-        rkey: map.pack_rkey().map_err(|e| e.to_string())?,
-    };
-    link.send(&RankUp::Hello {
-        id: plan.id,
-        pid: std::process::id(),
-        peer: PeerInfo {
-            hostname: crate::local::hostname(),
-            ucx_version: local.ucx_version.clone(),
-            ucx_library: local.ucx_library.clone(),
-            cuda: crate::local::cuda_info(),
-            env: crate::local::transport_env(),
-            nixl: None,
-        },
-        metadata: hex(&address.encode()),
-        buffer_addr: map.address(),
-        cpus: affinity::current(),
-    });
-    let mut owned = Owned { buffer, map: Some(map) };
+    let (mut owned, hello) = register(plan, ctx, worker, local)?;
+    link.send(&hello);
     let addrs = match link.recv("before the peers' addresses")? {
         RankDown::Peers { peers } => peers,
         other => return Err(format!("expected the peers' addresses, got {other:?}")),
@@ -157,24 +131,10 @@ fn run(
             RankDown::Peers { .. } => return Err("the peers' addresses came twice".into()),
         }
     }
-    let data_path = peers.first().filter(|_| plan.initiator).map(|p| {
-        let lanes: Vec<Lane> =
-            p.ep.transports()
-                .ok()
-                .flatten()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|t| Lane {
-                    transport: t.transport,
-                    device: t.device,
-                })
-                .collect();
-        let memory = MemoryPair {
-            initiator: plan.memory,
-            target: plan.peer_memory,
-        };
-        icb_core::classify::classify(info.as_deref(), &lanes, memory)
-    });
+    let data_path = peers
+        .first()
+        .filter(|_| plan.initiator)
+        .map(|p| data_path(plan, p, info.as_deref()));
     // Endpoints close (flushed, or forced with peer error handling) before the worker goes: the
     // coordinator finishes initiators first, so their targets still progress meanwhile.
     let deadline = Instant::now() + Duration::from_secs(2);
@@ -183,6 +143,66 @@ fn run(
     }
     link.send(&RankUp::Bye { data_path });
     Ok(())
+}
+
+/// The rank's buffer, filled with its pattern and registered once, and the hello that
+/// publishes it (worker address, rkey, where the buffer sits, the CPUs the rank runs on).
+fn register(
+    plan: &RankPlan,
+    ctx: &ucx::Context,
+    worker: &Worker,
+    local: &LocalFacts,
+) -> Result<(Owned, RankUp), String> {
+    let len = usize::try_from(plan.buffer_bytes).map_err(|_| "the rank's buffer does not fit this platform")?;
+    let mut buffer = Buffer::new(mem_kind(plan.memory), len, local.cuda_device).map_err(|e| e.to_string())?;
+    buffer.fill(plan.seed).map_err(|e| e.to_string())?;
+    let buffer = Rc::new(buffer);
+    let map = Rc::new(
+        ctx.mem_map(&buffer)
+            .map_err(|e| format!("registering the KV buffer: {e}"))?,
+    );
+    let address = RankAddress {
+        worker: worker.address().map_err(|e| e.to_string())?,
+        rkey: map.pack_rkey().map_err(|e| e.to_string())?,
+    };
+    let hello = RankUp::Hello {
+        id: plan.id,
+        pid: std::process::id(),
+        peer: PeerInfo {
+            hostname: crate::local::hostname(),
+            ucx_version: local.ucx_version.clone(),
+            ucx_library: local.ucx_library.clone(),
+            cuda: crate::local::cuda_info(),
+            env: crate::local::transport_env(),
+            nixl: None,
+        },
+        metadata: hex(&address.encode()),
+        buffer_addr: map.address(),
+        cpus: affinity::current(),
+    };
+    Ok((Owned { buffer, map: Some(map) }, hello))
+}
+
+/// An initiator's data path: its first endpoint's lanes and UCX's description of the first
+/// block it issued, classified as the UCX engine's cases are.
+fn data_path(plan: &RankPlan, peer: &Peer, info: Option<&str>) -> icb_core::TransportEvidence {
+    let lanes: Vec<Lane> = peer
+        .ep
+        .transports()
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| Lane {
+            transport: t.transport,
+            device: t.device,
+        })
+        .collect();
+    let memory = MemoryPair {
+        initiator: plan.memory,
+        target: plan.peer_memory,
+    };
+    icb_core::classify::classify(info, &lanes, memory)
 }
 
 /// One endpoint and unpacked rkey per peer (an initiator's); a target only checks the list.
