@@ -461,34 +461,38 @@ fn ranks_on_two_emulated_nodes_gather_across_the_veth() {
     }
 }
 
-/// A rank that cannot start (here NIXL's UCX backend refuses a transport list naming no real
-/// transport) ends the run at once: one line naming the rank and NIXL's error, exit 2, every
-/// other rank stopped.
+/// A rank that cannot start (here UCX refuses a transport list naming no real transport: NIXL's
+/// UCX backend, or the UCX engine's context) ends the run at once: one line naming the rank and
+/// the engine's error, exit 2, every other rank stopped.
 #[test]
 fn a_rank_that_cannot_start_is_one_line_naming_it_and_exit_2() {
     let _one = serial();
-    let ran = kv_run(
-        &[
-            "--kv-shape",
-            "llama-3.1-8b",
-            "--isl",
-            "64",
-            "--prefill-tp",
-            "2",
-            "--decode-tp",
-            "1",
-        ],
-        &[("UCX_TLS", "no_such_transport")],
-    );
-    assert_eq!(ran.code, 2, "{}", ran.stderr);
-    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
-    let lines: Vec<&str> = ran.stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "{}", ran.stderr);
-    assert!(
-        lines[0].contains(" rank ") && lines[0].contains("exited early"),
-        "{}",
-        lines[0]
-    );
-    assert!(lines[0].contains("create_backend"), "{}", lines[0]);
-    ran.assert_nothing_left();
+    for (engine, says) in [("nixl", "create_backend"), ("ucx", "UCX_TLS=no_such_transport is set")] {
+        let ran = kv_run(
+            &[
+                "--engine",
+                engine,
+                "--kv-shape",
+                "llama-3.1-8b",
+                "--isl",
+                "64",
+                "--prefill-tp",
+                "2",
+                "--decode-tp",
+                "1",
+            ],
+            &[("UCX_TLS", "no_such_transport")],
+        );
+        assert_eq!(ran.code, 2, "{engine}: {}", ran.stderr);
+        assert!(ran.stdout.is_empty(), "{engine}: {}", ran.stdout);
+        let lines: Vec<&str> = ran.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{engine}: {}", ran.stderr);
+        assert!(
+            lines[0].contains(" rank ") && lines[0].contains("exited early"),
+            "{engine}: {}",
+            lines[0]
+        );
+        assert!(lines[0].contains(says), "{engine}: {}", lines[0]);
+        ran.assert_nothing_left();
+    }
 }
