@@ -59,6 +59,7 @@ mod tests {
             peers: Vec::new(),
             coordinator: String::new(),
             message_timeout_s: 1.0,
+            authenticate: false,
             cpus: Some(CpuPlacement {
                 cpus,
                 numa_node: None,

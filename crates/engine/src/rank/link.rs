@@ -27,7 +27,16 @@ pub struct Link {
 }
 
 impl Link {
+    /// Connects to the plan's coordinator and, when the plan says so, answers its challenge with
+    /// the run's token from the environment (where the exec wrapper put it; never on a command
+    /// line).
     pub fn connect(plan: &RankPlan) -> Result<Link, String> {
+        let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty());
+        Link::connect_with(plan, token.as_deref())
+    }
+
+    /// [`Link::connect`] with the run's token given.
+    pub fn connect_with(plan: &RankPlan, token: Option<&str>) -> Result<Link, String> {
         let addr: std::net::SocketAddr = plan
             .coordinator
             .parse()
@@ -59,21 +68,20 @@ impl Link {
             proof: None,
         };
         if plan.authenticate {
-            link.proof = Some(link.answer_challenge(plan)?);
+            let token = token.ok_or_else(|| {
+                format!("the run's token ({TOKEN_ENV}) is not set: the coordinator admits only ranks that hold it")
+            })?;
+            link.proof = Some(link.answer_challenge(plan, token)?);
         }
         Ok(link)
     }
 
-    /// The coordinator's challenge, answered with a proof of the run's token (from the
-    /// environment, where the exec wrapper put it; never on a command line).
-    fn answer_challenge(&mut self, plan: &RankPlan) -> Result<String, String> {
-        let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()).ok_or_else(|| {
-            format!("the run's token ({TOKEN_ENV}) is not set: the coordinator admits only ranks that hold it")
-        })?;
+    /// The coordinator's challenge, answered with a proof of the run's token.
+    fn answer_challenge(&mut self, plan: &RankPlan, token: &str) -> Result<String, String> {
         match self.recv("before its challenge")? {
             RankDown::Challenge { nonce } => {
                 let nonce = unhex(&nonce).map_err(|e| format!("the coordinator's challenge: {e}"))?;
-                Ok(kv_rank::proof(&token, &nonce, plan.id))
+                Ok(kv_rank::proof(token, &nonce, plan.id))
             }
             other => Err(format!("the coordinator sent {other:?} instead of its challenge")),
         }
@@ -121,5 +129,85 @@ impl Link {
             "no word from the coordinator within {} s {during}",
             self.timeout.as_secs()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icb_core::protocol::kv_rank::{RankId, RankSide, hex, verify_proof};
+    use icb_core::{EngineKind, MemoryType};
+    use std::net::TcpListener;
+
+    const TOKEN: &str = "the-runs-token";
+
+    fn plan(coordinator: String, authenticate: bool) -> RankPlan {
+        RankPlan {
+            id: RankId {
+                side: RankSide::Decode,
+                rank: 1,
+            },
+            engine: EngineKind::Ucx,
+            read: true,
+            initiator: true,
+            memory: MemoryType::Host,
+            peer_memory: MemoryType::Host,
+            buffer_bytes: 4096,
+            seed: 1,
+            peers: Vec::new(),
+            coordinator,
+            message_timeout_s: 5.0,
+            authenticate,
+            cpus: None,
+        }
+    }
+
+    /// A coordinator that sends `first` on the one connection it accepts, then `Go 7`, and
+    /// keeps the connection open until the test ends.
+    fn coordinator(first: Option<RankDown>) -> (String, std::thread::JoinHandle<TcpStream>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let serve = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            for m in first.iter().chain([&RankDown::Go { rep: 7 }]) {
+                s.write_all(to_line(m).as_bytes()).unwrap();
+            }
+            s
+        });
+        (addr, serve)
+    }
+
+    #[test]
+    fn an_authenticating_rank_answers_the_challenge_with_a_proof_of_the_token() {
+        let nonce = [9u8; 32];
+        let (addr, serve) = coordinator(Some(RankDown::Challenge { nonce: hex(&nonce) }));
+        let p = plan(addr, true);
+        let mut link = Link::connect_with(&p, Some(TOKEN)).unwrap();
+        let proof = link.proof.clone().expect("a proof for the hello");
+        assert!(verify_proof(TOKEN, &nonce, p.id, &proof));
+        assert!(!verify_proof("another-token", &nonce, p.id, &proof));
+        // The challenge is consumed: the next message is the coordinator's next one.
+        assert_eq!(link.recv("in the test").unwrap(), RankDown::Go { rep: 7 });
+        drop(serve.join().unwrap());
+    }
+
+    #[test]
+    fn an_authenticating_rank_without_a_token_or_a_challenge_fails() {
+        let (addr, serve) = coordinator(Some(RankDown::Challenge { nonce: hex(&[1u8; 32]) }));
+        assert!(Link::connect_with(&plan(addr, true), None).is_err());
+        drop(serve.join().unwrap());
+        // A coordinator that does not challenge first is refused, not answered.
+        let (addr, serve) = coordinator(None);
+        assert!(Link::connect_with(&plan(addr, true), Some(TOKEN)).is_err());
+        drop(serve.join().unwrap());
+    }
+
+    #[test]
+    fn a_rank_not_asked_to_authenticate_reads_no_challenge_and_sends_no_proof() {
+        let (addr, serve) = coordinator(None);
+        let mut link = Link::connect_with(&plan(addr, false), Some(TOKEN)).unwrap();
+        assert_eq!(link.proof, None);
+        assert_eq!(link.recv("in the test").unwrap(), RankDown::Go { rep: 7 });
+        drop(serve.join().unwrap());
     }
 }
