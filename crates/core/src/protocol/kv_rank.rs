@@ -116,6 +116,9 @@ pub struct RankPeerPlan {
 }
 
 /// A rank to the coordinator.
+// The hello is the large variant (a rank's facts, its proof and CPUs) and is sent once per rank;
+// messages live only from one line's parse to its handling, so boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RankUp {
