@@ -2,15 +2,15 @@
 //! process per TP rank, each owning its rank's KV buffer (registered once), talking to the
 //! parent (the coordinator) over one TCP connection, one JSON object per line.
 //!
-//! The sequence: the rank sends [`RankUp::Hello`] (its NIXL metadata and buffer address); once
-//! every rank said hello the coordinator sends each one [`RankDown::Peers`] (its peers' metadata
-//! and addresses), the rank prepares one request per peer and answers [`RankUp::Prepared`].
-//! Then for every repetition the coordinator sends [`RankDown::Go`] to every rank at once and
-//! waits for every initiator's [`RankUp::Done`] before the next: a barrier, so repetition `k`
-//! starts together on every rank and its time is the request's end to end. [`RankDown::Verify`]
-//! makes every destination check every block it received ([`RankUp::Verified`]);
-//! [`RankDown::Finish`] makes every rank release NIXL and say which data path carried its
-//! bytes ([`RankUp::Bye`]).
+//! The sequence: the rank sends [`RankUp::Hello`] (its engine's metadata and buffer address);
+//! once every rank said hello the coordinator sends each one [`RankDown::Peers`] (its peers'
+//! metadata and addresses), the rank prepares one request per peer and answers
+//! [`RankUp::Prepared`]. Then for every repetition the coordinator sends [`RankDown::Go`] to
+//! every rank at once and waits for every initiator's [`RankUp::Done`] before the next: a
+//! barrier, so repetition `k` starts together on every rank and its time is the request's end to
+//! end. [`RankDown::Verify`] makes every destination check every block it received
+//! ([`RankUp::Verified`]); [`RankDown::Finish`] makes every rank release its engine (NIXL or
+//! UCX) and say which data path carried its bytes ([`RankUp::Bye`]).
 //!
 //! A coordinator reachable beyond its host (in a bench pod) admits only ranks that hold the run's
 //! token: it opens every connection with [`RankDown::Challenge`], and the rank's hello carries

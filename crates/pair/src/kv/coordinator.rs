@@ -75,7 +75,7 @@ pub struct Coordinated {
 
 /// `ic-bench kv-coordinate`: listens on `listen` (port 0: any), prints [`LISTENING`] with the
 /// port on `out`, coordinates within the job's limit and prints [`COORDINATED`] with the result
-/// (the ranks' NIXL metadata left out: only the ranks needed it).
+/// (the ranks' engine metadata left out: only the ranks needed it).
 pub async fn serve(
     job: &CoordinatorJob,
     listen: std::net::SocketAddr,

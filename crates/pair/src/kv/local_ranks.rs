@@ -2,8 +2,9 @@
 //! the prefill or decode side of a local pair (`icb_isolate`: plain processes, pods in their own
 //! IPC+PID namespaces, or two emulated nodes with their own network namespaces and a veth), with
 //! its GPU in its environment and its CPUs in its plan ([`rank_pinner`]: the NUMA node of its
-//! GPU or NIC, [`super::cpus`]), which it pins itself to. The coordinator's socket is made inside the decode side's network namespace, on the
-//! address the decode side is reachable at, so every rank reaches it as it would a peer.
+//! GPU or NIC, [`super::cpus`]), which it pins itself to. The coordinator's socket is made
+//! inside the decode side's network namespace, on the address the decode side is reachable at,
+//! so every rank reaches it as it would a peer.
 
 use super::cpus::{RankDevice, place_ranks};
 use super::ranks::RankSeam;

@@ -3,7 +3,7 @@
 //! rank at once, driven by this coordinator over `icb_core::protocol::kv_rank`:
 //!
 //! 1. listen, start every rank through a [`RankSeam`] (each pinned as the seam says), read each
-//!    one's hello (its NIXL metadata and buffer), send everyone its peers' addresses and wait
+//!    one's hello (its engine's metadata and buffer), send everyone its peers' addresses and wait
 //!    until every rank prepared its requests;
 //! 2. repetitions as barriers: `go k` to every rank, then wait for every initiator's `done k`
 //!    before `go k+1`, so a repetition is one request on every rank together and its time is
