@@ -8,7 +8,7 @@
 
 mod cmd;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Version line embedded by build.rs: crate version, git commit, UCX headers version.
@@ -89,7 +89,7 @@ fn main() -> ExitCode {
         eprintln!("ic-bench: error: {}", one_line_error(&e));
         return ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8);
     }
-    let cli = match Cli::try_parse() {
+    let cli = match parse() {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
             eprintln!("ic-bench: error: {} (see ic-bench --help)", one_line_clap_error(&e));
@@ -125,6 +125,20 @@ fn main() -> ExitCode {
         icb_nixl_engine::exit_process(code);
     }
     ExitCode::from(code as u8)
+}
+
+/// The command line, with what the types alone cannot say: whether `pair --engine` was given
+/// (a `--kv-shape` run moves its blocks with NIXL wherever it loads, unless told otherwise).
+fn parse() -> Result<Cli, clap::Error> {
+    let matches = Cli::command().try_get_matches()?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    if let Some(Command::Pair(args)) = cli.command.as_mut() {
+        args.engine.engine_given = matches
+            .subcommand_matches("pair")
+            .and_then(|m| m.value_source("engine"))
+            .is_some_and(|s| s == clap::parser::ValueSource::CommandLine);
+    }
+    Ok(cli)
 }
 
 fn dispatch(command: Command) -> anyhow::Result<i32> {

@@ -1,6 +1,7 @@
-//! `ic-bench pair --local --kv-shape MODEL …`: a model's real KV transfer for one request. With
-//! NIXL: one process per rank (a + b), each posting to all of its peers at once, repetitions
-//! synchronised over every rank; without it (the UCX engine): one process pair per read. Every
+//! `ic-bench pair --local --kv-shape MODEL …`: a model's real KV transfer for one request, one
+//! process per rank (a + b), each posting to all of its peers at once, repetitions synchronised
+//! over every rank: NIXL's requests where it loads, else (or with `--engine ucx`) the UCX
+//! engine's RMA block lists. Every
 //! block is verified at its destination against its source rank and offset (and every byte
 //! around the blocks left as it was).
 //! The figures each test checks are computed by hand in its comment.
@@ -113,6 +114,10 @@ fn assert_one_process_per_rank(kv: &KvOutcome, a: u32, b: u32) {
         if r.initiator && r.peers > 0 {
             assert!(r.data_path.is_some() && r.post_ms.is_some(), "{r:?}");
         }
+        // Where it ran and why: the CPUs it reported, and the placement's reason (unpinned on a
+        // one-node machine, its device's node on a multi-socket one).
+        assert!(r.cpus.as_deref().is_some_and(|c| !c.is_empty()), "{r:?}");
+        assert!(r.cpu_placement.as_deref().is_some_and(|c| !c.is_empty()), "{r:?}");
     }
     assert!(kv.peers.iter().all(|p| p.repetitions == reps), "{:?}", kv.peers);
 }
@@ -245,11 +250,12 @@ fn mla_write_pushes_the_latent_once_and_the_descriptor_sweep_runs() {
     ran.assert_nothing_left();
 }
 
-/// Without NIXL the UCX engine moves the same geometry with its block lists: Llama-3.1-8B
-/// TP1 → TP2, 32 tokens: decode rank r reads heads 4r..4r+4 at 4r × 4096 B into each 32 KiB
-/// prefill block: 32 × 2 × 2 = 128 descriptors of 16 KiB per peer.
+/// Without NIXL the UCX engine moves the same geometry, one process per rank, with its RMA
+/// block lists: Llama-3.1-8B TP1 → TP2 (a < b), 32 tokens: decode rank r reads heads 4r..4r+4
+/// at 4r × 4096 B into each 32 KiB prefill block: 32 × 2 × 2 = 128 descriptors of 16 KiB per
+/// peer, 2 peers, 4 MiB moved; each decode rank checks its 128 blocks.
 #[test]
-fn the_ucx_engine_moves_the_same_geometry_where_nixl_is_absent() {
+fn the_ucx_engine_moves_the_same_geometry_per_rank_where_nixl_is_absent() {
     let _one = serial();
     let ran = kv_run(
         &["--kv-shape", "llama-3.1-8b", "--isl", "32", "--decode-tp", "2"],
@@ -257,15 +263,72 @@ fn the_ucx_engine_moves_the_same_geometry_where_nixl_is_absent() {
     );
     let (report, kv) = kv_of(&ran);
     assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Ucx));
-    // The UCX engine keeps the per-read model: one process pair per read, timed alone.
-    assert!(!kv.synchronised && kv.ranks.is_empty() && kv.repetitions.is_none());
     assert_eq!(kv.peers.len(), 2);
     assert!(
         kv.peers
             .iter()
             .all(|p| (p.descriptors, p.descriptor_bytes) == (128, 16_384))
     );
+    assert_eq!(kv.bytes_moved_per_request, 4 << 20);
     assert_every_peer_verified(&kv);
+    assert_one_process_per_rank(&kv, 1, 2);
+    assert!(
+        kv.ranks
+            .iter()
+            .filter(|r| r.side == "decode")
+            .all(|r| r.blocks_verified == 128)
+    );
+    ran.assert_nothing_left();
+}
+
+/// `--engine ucx` is kept where NIXL loads: Llama-3.1-8B TP4 → TP2 (a > b), 64 tokens, WRITE:
+/// each prefill rank puts its 2 heads (8192 B blocks) into one decode rank, 32 × 2 × 4 = 256
+/// descriptors per peer, 4 peers, 8 MiB moved; each decode rank checks the 512 blocks its two
+/// prefill ranks wrote, and every initiator (prefill) knows its data path and post time.
+#[test]
+fn engine_ucx_writes_prefill_tp_above_decode_tp_per_rank_even_where_nixl_loads() {
+    let _one = serial();
+    let ran = kv_run(
+        &[
+            "--engine",
+            "ucx",
+            "--kv-shape",
+            "llama-3.1-8b",
+            "--isl",
+            "64",
+            "--prefill-tp",
+            "4",
+            "--decode-tp",
+            "2",
+            "--kv-op",
+            "write",
+        ],
+        &[],
+    );
+    let (report, kv) = kv_of(&ran);
+    assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Ucx));
+    assert_eq!(kv.op, "write");
+    assert_eq!(kv.peers.len(), 4);
+    assert!(
+        kv.peers
+            .iter()
+            .all(|p| (p.descriptors, p.descriptor_bytes) == (256, 8192))
+    );
+    assert_eq!(kv.bytes_moved_per_request, 8 << 20);
+    assert_every_peer_verified(&kv);
+    assert_one_process_per_rank(&kv, 4, 2);
+    assert!(
+        kv.ranks
+            .iter()
+            .filter(|r| r.side == "decode")
+            .all(|r| r.blocks_verified == 512)
+    );
+    // UCX's own description of the first put says which protocol carried it.
+    let protocol = report.cases[0].transport.as_ref().and_then(|t| t.protocol.clone());
+    assert!(
+        protocol.as_deref().is_some_and(|p| p.starts_with("put ")),
+        "{protocol:?}"
+    );
     ran.assert_nothing_left();
 }
 
@@ -337,14 +400,38 @@ fn bad_kv_input_is_one_line_and_exit_2() {
 /// network namespaces, the coordinator reached over the veth like any peer. Llama-3.1-8B, 32
 /// tokens, TP2 → TP1: the one decode rank gathers both prefill ranks across the "nodes", 128
 /// descriptors of 16 KiB each (4 MiB, the request's KV), every block verified; nothing is left.
+/// Both engines: NIXL (READ) and the UCX engine (READ, and WRITE with TP1 → TP2, a < b, where
+/// the one prefill rank puts 128 blocks into each of two decode ranks).
 #[test]
 fn ranks_on_two_emulated_nodes_gather_across_the_veth() {
     if !icb_isolate::privileged_tests_enabled("ranks_on_two_emulated_nodes_gather_across_the_veth") {
         return;
     }
     let _one = serial();
-    let ran = kv_run(
-        &[
+    let runs: [(&[&str], EngineKind, (u32, u32)); 3] = [
+        (&["--prefill-tp", "2", "--decode-tp", "1"], EngineKind::Nixl, (2, 1)),
+        (
+            &["--engine", "ucx", "--prefill-tp", "2", "--decode-tp", "1"],
+            EngineKind::Ucx,
+            (2, 1),
+        ),
+        (
+            &[
+                "--engine",
+                "ucx",
+                "--prefill-tp",
+                "1",
+                "--decode-tp",
+                "2",
+                "--kv-op",
+                "write",
+            ],
+            EngineKind::Ucx,
+            (1, 2),
+        ),
+    ];
+    for (extra, engine, (a, b)) in runs {
+        let mut args = vec![
             "--isolation",
             "node",
             "--allow-tcp",
@@ -354,56 +441,58 @@ fn ranks_on_two_emulated_nodes_gather_across_the_veth() {
             "llama-3.1-8b",
             "--isl",
             "32",
-            "--prefill-tp",
-            "2",
-            "--decode-tp",
-            "1",
-        ],
-        &[],
-    );
-    let (report, kv) = kv_of(&ran);
-    assert_eq!(report.placement.locality, icb_core::Locality::DifferentHosts);
-    assert_eq!(kv.bytes_moved_per_request, 4 << 20);
-    assert!(
-        kv.peers
-            .iter()
-            .all(|p| (p.descriptors, p.descriptor_bytes) == (128, 16_384))
-    );
-    assert_every_peer_verified(&kv);
-    assert_one_process_per_rank(&kv, 2, 1);
-    // The two sides ran on two emulated nodes.
-    assert_ne!(report.placement.prefill.host, report.placement.decode.host);
-    ran.assert_nothing_left();
+        ];
+        args.extend(extra);
+        let ran = kv_run(&args, &[]);
+        let (report, kv) = kv_of(&ran);
+        assert_eq!(report.placement.locality, icb_core::Locality::DifferentHosts);
+        assert!(report.cases.iter().all(|c| c.run_by.engine == engine), "{extra:?}");
+        assert_eq!(kv.bytes_moved_per_request, 4 << 20);
+        assert!(
+            kv.peers
+                .iter()
+                .all(|p| (p.descriptors, p.descriptor_bytes) == (128, 16_384))
+        );
+        assert_every_peer_verified(&kv);
+        assert_one_process_per_rank(&kv, a, b);
+        // The two sides ran on two emulated nodes.
+        assert_ne!(report.placement.prefill.host, report.placement.decode.host);
+        ran.assert_nothing_left();
+    }
 }
 
-/// A rank that cannot start (here NIXL's UCX backend refuses a transport list naming no real
-/// transport) ends the run at once: one line naming the rank and NIXL's error, exit 2, every
-/// other rank stopped.
+/// A rank that cannot start (here UCX refuses a transport list naming no real transport: NIXL's
+/// UCX backend, or the UCX engine's context) ends the run at once: one line naming the rank and
+/// the engine's error, exit 2, every other rank stopped.
 #[test]
 fn a_rank_that_cannot_start_is_one_line_naming_it_and_exit_2() {
     let _one = serial();
-    let ran = kv_run(
-        &[
-            "--kv-shape",
-            "llama-3.1-8b",
-            "--isl",
-            "64",
-            "--prefill-tp",
-            "2",
-            "--decode-tp",
-            "1",
-        ],
-        &[("UCX_TLS", "no_such_transport")],
-    );
-    assert_eq!(ran.code, 2, "{}", ran.stderr);
-    assert!(ran.stdout.is_empty(), "{}", ran.stdout);
-    let lines: Vec<&str> = ran.stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "{}", ran.stderr);
-    assert!(
-        lines[0].contains(" rank ") && lines[0].contains("exited early"),
-        "{}",
-        lines[0]
-    );
-    assert!(lines[0].contains("create_backend"), "{}", lines[0]);
-    ran.assert_nothing_left();
+    for (engine, says) in [("nixl", "create_backend"), ("ucx", "UCX_TLS=no_such_transport is set")] {
+        let ran = kv_run(
+            &[
+                "--engine",
+                engine,
+                "--kv-shape",
+                "llama-3.1-8b",
+                "--isl",
+                "64",
+                "--prefill-tp",
+                "2",
+                "--decode-tp",
+                "1",
+            ],
+            &[("UCX_TLS", "no_such_transport")],
+        );
+        assert_eq!(ran.code, 2, "{engine}: {}", ran.stderr);
+        assert!(ran.stdout.is_empty(), "{engine}: {}", ran.stdout);
+        let lines: Vec<&str> = ran.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{engine}: {}", ran.stderr);
+        assert!(
+            lines[0].contains(" rank ") && lines[0].contains("exited early"),
+            "{engine}: {}",
+            lines[0]
+        );
+        assert!(lines[0].contains(says), "{engine}: {}", lines[0]);
+        ran.assert_nothing_left();
+    }
 }

@@ -2,9 +2,9 @@
 //! (root: namespaces; CI runs as root): one process per TP rank, `a` exec'd into the prefill
 //! node's bench pod and `b` into the decode node's (the whole-node mode's two pods), the
 //! coordinator in the decode pod, repetitions synchronised over every rank; the descriptors of
-//! the geometry moved over NIXL (TCP over the emulated nodes' veths) and every block verified at
-//! its destination on every rank; no pod and no rank process is left, on success and when a
-//! rank dies.
+//! the geometry moved over NIXL, or with `--engine ucx` the UCX engine's block lists (TCP over
+//! the emulated nodes' veths), and every block verified at its destination on every rank; no pod
+//! and no rank process is left, on success and when a rank dies.
 
 #[path = "pair_kube_support/mod.rs"]
 mod support;
@@ -47,7 +47,7 @@ fn kv_args(a: &'static str, b: &'static str, timing: [&'static str; 2]) -> Vec<&
 /// The per-rank model on the two nodes: `a + b` ranks, every one in every synchronised
 /// repetition, every decode rank checked every block it received (READ: the decode ranks
 /// post), each initiator knows its data path (TCP: two nodes joined by veths).
-fn assert_ranks_on_two_nodes(report: &PairReport, kv: &KvOutcome, a: u32, b: u32) {
+fn assert_ranks_on_two_nodes(report: &PairReport, kv: &KvOutcome, (a, b): (u32, u32), engine: EngineKind) {
     assert!(kv.synchronised, "not the per-rank model: {kv:?}");
     let reps = kv.repetitions.expect("synchronised repetitions");
     assert!(reps >= 3, "{reps} repetitions");
@@ -98,7 +98,10 @@ fn assert_ranks_on_two_nodes(report: &PairReport, kv: &KvOutcome, a: u32, b: u32
     // A synchronised request ends with its last peer: its p50 is at least every peer's.
     let slowest = kv.peers.iter().filter_map(|p| p.request_ms_p50).fold(0.0, f64::max);
     assert!(kv.request_ms_p50.expect("a request time") >= slowest * (1.0 - 1e-9));
-    assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Nixl));
+    assert!(
+        report.cases.iter().all(|c| c.run_by.engine == engine),
+        "not all {engine:?}"
+    );
     assert_ne!(report.verdict.status, VerdictStatus::Fail, "{:?}", report.verdict);
 }
 
@@ -210,7 +213,7 @@ fn a_gather_across_two_nodes_moves_and_verifies_every_block() {
         .map(|p| (p.decode_rank, p.prefill_rank, p.descriptors, p.descriptor_bytes))
         .collect();
     assert_eq!(pairs, [(0, 0, 128, 16_384), (0, 1, 128, 16_384)]);
-    assert_ranks_on_two_nodes(&report, &kv, 2, 1);
+    assert_ranks_on_two_nodes(&report, &kv, (2, 1), EngineKind::Nixl);
     assert_two_whole_node_pods(&run);
     assert_nothing_left(&cluster);
 }
@@ -234,7 +237,33 @@ fn a_split_across_two_nodes_moves_and_verifies_every_block() {
         .map(|p| (p.decode_rank, p.prefill_rank, p.descriptors, p.descriptor_bytes))
         .collect();
     assert_eq!(pairs, [(0, 0, 128, 16_384), (1, 0, 128, 16_384)]);
-    assert_ranks_on_two_nodes(&report, &kv, 1, 2);
+    assert_ranks_on_two_nodes(&report, &kv, (1, 2), EngineKind::Nixl);
+    assert_two_whole_node_pods(&run);
+    assert_nothing_left(&cluster);
+}
+
+/// The UCX engine's ranks in the same two pods (`--engine ucx`): TP1 → TP2 READ, each decode
+/// rank's 128 blocks fetched with RMA gets through the coordinator in the decode pod, which
+/// admits them by the run's token as it admits NIXL ranks.
+#[test]
+fn the_ucx_engine_runs_per_rank_across_two_nodes_too() {
+    let Some(cluster) = cluster("the_ucx_engine_runs_per_rank_across_two_nodes_too") else {
+        return;
+    };
+    let mut args = kv_args("1", "2", ["0.1", "0.5"]);
+    args.extend(["--engine", "ucx"]);
+    let run = run_pair(&cluster, &args, Duration::from_secs(240));
+    assert_eq!(run.code, 0, "{run:#?}");
+    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
+    let kv: KvOutcome = *report.kv.clone().expect("a kv section");
+    assert_eq!(kv.bytes_moved_per_request, 4 << 20);
+    let pairs: Vec<(u32, u32, u64)> = kv
+        .peers
+        .iter()
+        .map(|p| (p.decode_rank, p.prefill_rank, p.descriptors))
+        .collect();
+    assert_eq!(pairs, [(0, 0, 128), (1, 0, 128)]);
+    assert_ranks_on_two_nodes(&report, &kv, (1, 2), EngineKind::Ucx);
     assert_two_whole_node_pods(&run);
     assert_nothing_left(&cluster);
 }

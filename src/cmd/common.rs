@@ -225,6 +225,11 @@ pub struct EngineArgs {
     /// peer-failure error handling plus NIXL's UCX defaults), to predict NIXL where it is not installed
     #[arg(long, value_name = "PROFILE", default_value = "default", value_parser = parse_ucx_profile)]
     pub ucx_profile: icb_engine::UcxProfile,
+
+    /// Whether `--engine` was on the command line (set by the parse step, not a flag): a default
+    /// engine may be replaced by a better one, a chosen one never is.
+    #[arg(skip)]
+    pub engine_given: bool,
 }
 
 fn parse_engine(s: &str) -> Result<EngineKind, String> {

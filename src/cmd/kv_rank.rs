@@ -1,8 +1,9 @@
 //! `ic-bench kv-rank --plan JSON` (hidden): one TP rank of `pair --kv-shape`'s per-rank model,
 //! started by the parent (`icb_pair::kv::ranks`), which it reaches at the plan's coordinator
-//! address. The work is `icb_nixl_engine::kv_rank`.
+//! address. The plan names the engine: `icb_nixl_engine::kv_rank` or `icb_engine::rank::kv_rank`.
 
 use super::common::{EngineArgs, UcxArgs};
+use icb_core::EngineKind;
 use icb_core::protocol::kv_rank::RankPlan;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -21,6 +22,17 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let plan: RankPlan =
         serde_json::from_str(&args.plan).map_err(|e| anyhow::anyhow!("bad --plan for kv-rank: {e}"))?;
-    icb_nixl_engine::kv_rank(&plan, &args.engine.nixl_options()).map_err(anyhow::Error::msg)?;
+    match plan.engine {
+        EngineKind::Nixl => icb_nixl_engine::kv_rank(&plan, &args.engine.nixl_options()),
+        EngineKind::Ucx => {
+            let ucx = icb_engine::UcxOptions {
+                library_dir: args.ucx.ucx_lib.clone(),
+                ..Default::default()
+            }
+            .with_profile(args.engine.ucx_profile);
+            icb_engine::rank::kv_rank(&plan, &ucx)
+        }
+    }
+    .map_err(anyhow::Error::msg)?;
     Ok(0)
 }

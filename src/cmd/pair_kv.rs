@@ -1,16 +1,16 @@
 //! `ic-bench pair --kv-shape MODEL …`: a model's KV transfer for one request, prefill TP a →
-//! decode TP b: with NIXL one process per rank (`icb_pair::kv::ranks`), locally or on two
-//! Kubernetes nodes (`node/A`, `node/B`: the whole-node mode's bench pods,
-//! `icb_pair::kv::kube_ranks`); else (the UCX engine, pods modelled on worker pods, one node,
-//! `--gpus`/`--rdma`/`--host-ipc`/`--host-pid`, which shape per-pair bench pods) one process
-//! per read on each side (`icb_pair::kv`), locally or as bench pods.
+//! decode TP b: one process per rank (`icb_pair::kv::ranks`; NIXL where it loads, else or with
+//! `--engine ucx` the UCX engine), locally or on two Kubernetes nodes (`node/A`, `node/B`: the
+//! whole-node mode's bench pods, `icb_pair::kv::kube_ranks`); else (pods modelled on worker pods,
+//! one node, `--gpus`/`--rdma`/`--host-ipc`/`--host-pid`, which shape per-pair bench pods) one
+//! process per read on each side (`icb_pair::kv`), as bench pods.
 
 use super::interrupt::Interrupt;
 use super::pair::PairCommand;
 use icb_kube::target::Target;
 use icb_kv::{KvDtype, KvFlags, KvRequest, KvShape, ModelSpec};
 use icb_pair::kv::kube_ranks::KubeRanks;
-use icb_pair::kv::local_ranks::{LocalRanks, gpu_pinner};
+use icb_pair::kv::local_ranks::{LocalRanks, rank_pinner};
 use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
 use icb_pair::local::{LocalLauncher, LocalOptions};
 use icb_pair::rails::kube::KubeRailsPlan;
@@ -103,9 +103,9 @@ pub enum KvLaunch {
 pub struct KvTarget {
     pub plan: KvPlan,
     pub launch: KvLaunch,
-    /// One process per rank (local, NIXL); else one process pair per read.
+    /// One process per rank (local, or `kube_ranks`); else one process pair per read.
     pub per_rank: bool,
-    /// On Kubernetes, one process per rank in these two whole-node pods (NIXL, two nodes).
+    /// On Kubernetes, one process per rank in these two whole-node pods (two nodes).
     pub kube_ranks: Option<KubeRailsPlan>,
 }
 
@@ -131,13 +131,16 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
         Some(_) => anyhow::bail!("--kv-shape moves one memory pair: give one --memory, e.g. cuda-cuda"),
     }
     if args.engine.engine == icb_core::EngineKind::Ucx
+        && !args.engine.engine_given
         && icb_nixl_engine::probe_load(args.engine.nixl_lib.as_deref()).is_ok()
     {
-        // The KV transfer is NIXL's: use it wherever its library loads.
+        // The KV transfer is NIXL's: use it wherever its library loads, unless `--engine ucx`
+        // asked for the UCX engine's block lists.
         args.engine.engine = icb_core::EngineKind::Nixl;
     }
     let op = kv.kv_op.unwrap_or_default();
     let mut kv_plan = KvPlan::new(plan.clone(), request, op);
+    kv_plan.engine = args.engine.engine;
     kv_plan.max_kv_ms = kv.max_kv_ms;
     let full = (args.test.profile == super::common::Profile::Full).then_some(100_000);
     if let Some(max) = kv.kv_descriptor_sweep.or(full) {
@@ -160,14 +163,14 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
         KvLaunch::Kube(Box::new(t))
     };
     *plan = kv_plan.pair.clone();
-    // The per-rank model is NIXL's (its ranks are NIXL agents), started locally or in two
-    // whole-node pods; the UCX engine and per-pair bench pods keep the per-read model.
-    let nixl = args.engine.engine == icb_core::EngineKind::Nixl;
+    // The per-rank model runs with either engine (its ranks are NIXL agents or UCX workers; the
+    // plan names the engine), started locally or in two whole-node pods; per-pair bench pods
+    // keep the per-read model.
     let kube_ranks = match &launch {
-        KvLaunch::Kube(t) if nixl => kube_ranks_plan(args, t, &kv_plan)?,
-        _ => None,
+        KvLaunch::Kube(t) => kube_ranks_plan(args, t, &kv_plan)?,
+        KvLaunch::Local(_) => None,
     };
-    let per_rank = nixl && (matches!(&launch, KvLaunch::Local(_)) || kube_ranks.is_some());
+    let per_rank = matches!(&launch, KvLaunch::Local(_)) || kube_ranks.is_some();
     Ok(KvTarget {
         plan: kv_plan,
         launch,
@@ -261,7 +264,9 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
                     } else {
                         0
                     };
-                let mut ranks = LocalRanks::create(opts.clone(), gpu_pinner(gpus))?;
+                let topology = icb_probe::numa::cpu_topology(&icb_probe::LocalSource::default());
+                let allowed = icb_pair::kv::cpus::allowed_cpus();
+                let mut ranks = LocalRanks::create(opts.clone(), rank_pinner(gpus, topology, allowed))?;
                 let mut seam = LocalSeam(opts.clone());
                 let tool = super::connect::tool_info();
                 icb_pair::kv::run_kv_ranks(plan, &mut ranks, &mut seam, &tool, interrupt.token(), &mut progress).await

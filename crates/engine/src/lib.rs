@@ -24,6 +24,12 @@
 //! single messages, a case can be KV-shaped: one operation is a list of non-contiguous blocks,
 //! issued as that many put/get operations and one flush, as NIXL moves a descriptor list.
 //!
+//! [`rank::kv_rank`] is one TP rank of `pair --kv-shape`'s per-rank model on this engine: one
+//! process owns its rank's KV buffer (registered once) and issues every peer rank's block list
+//! as RMA gets (READ) or puts (WRITE) at once, driven by `icb_pair::kv::ranks` over
+//! `icb_core::protocol::kv_rank`; its connection to that coordinator ([`rank::Link`]) serves the
+//! NIXL engine's ranks too.
+//!
 //! The NIXL engine (crate `icb-nixl-engine`) reuses the control channel ([`control`], [`wire`],
 //! [`messages`]), the per-process facts ([`local`]) and the owner-thread pattern (`ucx_thread`)
 //! rather than forking them.
@@ -40,6 +46,7 @@ pub mod local;
 mod measure;
 pub mod messages;
 mod options;
+pub mod rank;
 mod report;
 pub mod request;
 mod run_error;

@@ -6,27 +6,23 @@
 //! parent, `icb_pair::kv`) drives it over the line protocol of
 //! [`icb_core::protocol::kv_rank`]: hello, peers, synchronised repetitions, verify, finish.
 //!
-//! Blocking and single-threaded on NIXL's side (its handles are not `Send`); one reader thread
-//! turns the coordinator's lines into messages. Every wait has the plan's message deadline.
+//! Blocking and single-threaded on NIXL's side (its handles are not `Send`); the coordinator's
+//! connection is the engines' shared [`icb_engine::rank::Link`]. Every wait has the plan's
+//! message deadline.
 
 use crate::evidence;
 use crate::options::NixlOptions;
 use crate::runtime::{LocalNixl, NixlRuntime, UcxLog, agent_name};
-use icb_core::protocol::TOKEN_ENV;
-use icb_core::protocol::kv_rank::{self, PeerAddress, RankDown, RankPlan, RankSide, RankUp, hex, to_line, unhex};
+use icb_core::protocol::kv_rank::{PeerAddress, RankDown, RankPlan, RankSide, RankUp, hex, unhex};
 use icb_core::{Direction, MemoryPair, MemoryType, PeerInfo};
+use icb_engine::rank::Link;
 use icb_memory::{Buffer, MemoryKind, Moved};
 use nixl::{Descriptor, MemKind, Registration, Transfer, XferOp};
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError, channel};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// How long a rank tries to reach its coordinator.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs one rank to the end. `Err` is one line; the coordinator was told it when connected.
 pub fn kv_rank(plan: &RankPlan, nixl: &NixlOptions) -> Result<(), String> {
+    icb_engine::rank::affinity::place(plan)?;
     let log = UcxLog::prepare().map_err(|e| e.to_string())?;
     let name = agent_name(&format!("{}{}", plan.id.side, plan.id.rank));
     let (rt, local) = NixlRuntime::start(nixl, &name).map_err(|e| e.to_string())?;
@@ -36,108 +32,6 @@ pub fn kv_rank(plan: &RankPlan, nixl: &NixlOptions) -> Result<(), String> {
         link.send(&RankUp::Failed { message: e.clone() });
     }
     result
-}
-
-/// The coordinator's connection: writes here, reads through the reader thread.
-struct Link {
-    stream: TcpStream,
-    rx: Receiver<Result<RankDown, String>>,
-    timeout: Duration,
-    /// The answer to the coordinator's challenge, sent in the hello.
-    proof: Option<String>,
-}
-
-impl Link {
-    fn connect(plan: &RankPlan) -> Result<Link, String> {
-        let addr: std::net::SocketAddr = plan
-            .coordinator
-            .parse()
-            .map_err(|e| format!("bad coordinator address {}: {e}", plan.coordinator))?;
-        let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
-            .map_err(|e| format!("cannot reach the coordinator at {addr}: {e}"))?;
-        let _ = stream.set_nodelay(true);
-        let reader = stream.try_clone().map_err(|e| format!("coordinator connection: {e}"))?;
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(reader).lines() {
-                let msg = match line {
-                    Ok(l) => {
-                        serde_json::from_str::<RankDown>(&l).map_err(|e| format!("bad line from the coordinator: {e}"))
-                    }
-                    Err(e) => Err(format!("reading the coordinator: {e}")),
-                };
-                let stop = msg.is_err();
-                if tx.send(msg).is_err() || stop {
-                    return;
-                }
-            }
-            let _ = tx.send(Err("the coordinator closed the connection".into()));
-        });
-        let mut link = Link {
-            stream,
-            rx,
-            timeout: Duration::from_secs_f64(plan.message_timeout_s.max(1.0)),
-            proof: None,
-        };
-        if plan.authenticate {
-            link.proof = Some(link.answer_challenge(plan)?);
-        }
-        Ok(link)
-    }
-
-    /// The coordinator's challenge, answered with a proof of the run's token (from the
-    /// environment, where the exec wrapper put it; never on a command line).
-    fn answer_challenge(&mut self, plan: &RankPlan) -> Result<String, String> {
-        let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()).ok_or_else(|| {
-            format!("the run's token ({TOKEN_ENV}) is not set: the coordinator admits only ranks that hold it")
-        })?;
-        match self.recv("before its challenge")? {
-            RankDown::Challenge { nonce } => {
-                let nonce = unhex(&nonce).map_err(|e| format!("the coordinator's challenge: {e}"))?;
-                Ok(kv_rank::proof(&token, &nonce, plan.id))
-            }
-            other => Err(format!("the coordinator sent {other:?} instead of its challenge")),
-        }
-    }
-
-    fn send(&mut self, msg: &RankUp) {
-        // A lost coordinator shows up on the next read; nothing to do here.
-        let _ = self.stream.write_all(to_line(msg).as_bytes());
-    }
-
-    /// The next message within the deadline (initiators and idle ranks).
-    fn recv(&mut self, during: &str) -> Result<RankDown, String> {
-        match self.rx.recv_timeout(self.timeout) {
-            Ok(m) => m,
-            Err(RecvTimeoutError::Timeout) => Err(format!(
-                "no word from the coordinator within {} s {during}",
-                self.timeout.as_secs()
-            )),
-            Err(RecvTimeoutError::Disconnected) => Err("the coordinator's reader ended".into()),
-        }
-    }
-
-    /// The next message, progressing the agent while none is there (a target serves one-sided
-    /// operations that software transports carry through its progress).
-    fn recv_progressing(&mut self, rt: &NixlRuntime, during: &str) -> Result<RankDown, String> {
-        let deadline = Instant::now() + self.timeout;
-        loop {
-            match self.rx.try_recv() {
-                Ok(m) => return m,
-                Err(TryRecvError::Disconnected) => return Err("the coordinator's reader ended".into()),
-                Err(TryRecvError::Empty) => {}
-            }
-            rt.agent().progress().map_err(|e| e.to_string())?;
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "no word from the coordinator within {} s {during}",
-                    self.timeout.as_secs()
-                ));
-            }
-            // Many ranks share few cores on one host: let the initiators run.
-            std::thread::yield_now();
-        }
-    }
 }
 
 fn mem_kinds(t: MemoryType) -> (MemoryKind, MemKind) {
@@ -168,6 +62,7 @@ fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: 
         metadata: hex(&metadata),
         buffer_addr: memory.addr(),
         proof: link.proof.clone(),
+        cpus: icb_engine::rank::affinity::current(),
     });
     let peers = match link.recv("before the peers' addresses")? {
         RankDown::Peers { peers } => peers,
@@ -180,7 +75,9 @@ fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: 
         let msg = if plan.initiator {
             link.recv("between repetitions")?
         } else {
-            link.recv_progressing(&rt, "between repetitions")?
+            link.recv_progressing("between repetitions", || {
+                rt.agent().progress().map_err(|e| e.to_string())
+            })?
         };
         match msg {
             RankDown::Go { rep } if plan.initiator => {

@@ -13,10 +13,13 @@
 //! exec API and runs the sides there, with the workers' own environment and UCX. The orchestration itself is tested without root or a cluster through a scripted
 //! fake launcher (`tests/pipeline.rs`).
 //!
-//! [`kv`] runs a model's KV transfer (`pair --kv-shape`): locally with NIXL one process per TP
-//! rank ([`kv::ranks`], the ranks driven by a coordinator here, repetitions as barriers), else
-//! one [`run_pair`] per rank-to-rank read. Its coordinator is tested with scripted ranks
-//! (`tests/kv_ranks_scripted.rs`).
+//! [`kv`] runs a model's KV transfer (`pair --kv-shape`): one process per TP rank, NIXL or the
+//! UCX engine ([`kv::ranks`], repetitions as barriers), locally (the coordinator here, each rank
+//! on the CPUs [`kv::cpus`] picks from the NUMA topology) or in two whole-node bench pods
+//! ([`kv::kube_ranks`], the coordinator in the decode pod, admitting ranks by the run's token);
+//! else one [`run_pair`] per rank-to-rank read. Its coordinator is tested with scripted ranks
+//! (`tests/kv_ranks_scripted.rs`, `tests/kv_coordinator_auth.rs`), its CPU placement on
+//! recorded sysfs trees (`tests/kv_cpus.rs`).
 //!
 //! [`rails`] runs many pairs at once, one per rail of a node pair (`pair --rails`): each row is
 //! one [`run_pair`] with its own launcher from a [`rails::RailSeam`], between snapshots of both

@@ -27,6 +27,7 @@ fn rank_id() -> RankId {
 fn job() -> CoordinatorJob {
     let plan = RankPlan {
         id: rank_id(),
+        engine: icb_core::EngineKind::Ucx,
         read: true,
         initiator: false,
         memory: MemoryType::Host,
@@ -37,6 +38,7 @@ fn job() -> CoordinatorJob {
         coordinator: String::new(),
         message_timeout_s: 10.0,
         authenticate: true,
+        cpus: None,
     };
     CoordinatorJob {
         plans: vec![plan],
@@ -58,6 +60,7 @@ fn hello(proof: Option<String>) -> RankUp {
         metadata: "00".into(),
         buffer_addr: 4096,
         proof,
+        cpus: vec![2, 5],
     }
 }
 
@@ -138,6 +141,8 @@ async fn strays_that_prove_nothing_are_dropped_and_the_proven_rank_runs_to_the_e
     let done = coordinator.await.unwrap().expect("the proven rank is coordinated");
     assert_eq!(done.records.len(), 1);
     assert_eq!(done.records[0].id, rank_id());
+    // What the rank said it runs on reaches the report through the coordinator.
+    assert_eq!(done.records[0].cpus, [2, 5]);
     // One warm-up and the floor of 3 measured repetitions (max_time 0).
     assert_eq!((done.warmup, done.reps.len() as u64, gos), (1, 3, 4));
 }

@@ -5,7 +5,7 @@
 //! checked without a NIXL library.
 
 use icb_core::model::{Endpoint, Locality, Placement};
-use icb_core::protocol::kv_rank::{RankDown, RankId, RankPlan, RankSide, RankUp, to_line};
+use icb_core::protocol::kv_rank::{CpuPlacement, RankDown, RankId, RankPlan, RankSide, RankUp, to_line};
 use icb_core::{MemoryPair, PeerInfo, ToolInfo};
 use icb_kv::{KvDtype, KvRequest, KvShape};
 use icb_pair::kv::ranks::{RankSeam, run_ranks};
@@ -91,6 +91,8 @@ async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
         metadata: "00".into(),
         buffer_addr: 4096,
         proof: None,
+        // What a real rank reports: the CPUs it was placed on, else all it may use.
+        cpus: plan.cpus.as_ref().map_or(vec![0, 1], |c| c.cpus.clone()),
     })
     .await?;
     let blocks: u64 = plan.peers.iter().map(|p| p.layout.count).sum();
@@ -128,6 +130,7 @@ async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
                 send(RankUp::Verified { blocks, error: None }).await?;
             }
             RankDown::Finish => {
+                log.lock().unwrap().push((plan.id, "finish".into()));
                 send(RankUp::Bye { data_path: None }).await?;
                 return Ok(());
             }
@@ -149,6 +152,13 @@ impl RankSeam for FakeSeam {
             id: plan.id,
             task: Some(task),
             note: None,
+        })
+    }
+    fn cpus(&self, id: RankId) -> Option<CpuPlacement> {
+        (id.side == RankSide::Decode).then(|| CpuPlacement {
+            cpus: vec![2, 3],
+            numa_node: Some(1),
+            reason: "NUMA node 1 of GPU1".into(),
         })
     }
     fn locality(&self) -> Locality {
@@ -246,6 +256,29 @@ async fn every_repetition_is_a_barrier_and_a_request_runs_to_its_slowest_rank() 
             assert_eq!(log.iter().filter(|(r, e)| *r == id && e.starts_with("go")).count(), 4);
         }
     }
+    // Each rank's placement, as the seam chose it, and the CPUs the rank said it ran on.
+    for r in &kv.ranks {
+        let decode = r.side == "decode";
+        assert_eq!(r.cpus.as_deref(), Some(if decode { "2-3" } else { "0-1" }), "{r:?}");
+        assert_eq!(r.numa_node, decode.then_some(1), "{r:?}");
+        assert_eq!(
+            r.cpu_placement.as_deref(),
+            decode.then_some("NUMA node 1 of GPU1"),
+            "{r:?}"
+        );
+    }
+    // Initiators (the decode ranks, READ) release their engine first, their targets after
+    // every one of them said goodbye: a target keeps serving while its initiators close.
+    let finish = |side| {
+        log.iter()
+            .enumerate()
+            .filter(|(_, (r, e))| r.side == side && e == "finish")
+            .map(|(i, _)| i)
+            .collect::<Vec<_>>()
+    };
+    let (initiators, targets) = (finish(RankSide::Decode), finish(RankSide::Prefill));
+    assert_eq!((initiators.len(), targets.len()), (2, 2), "{log:?}");
+    assert!(initiators.iter().max() < targets.iter().min(), "{log:?}");
     // The verdict speaks TTFT (the fake's bandwidth is below any floor, so not its status).
     let reason = &out.report.verdict.reason;
     assert!(

@@ -18,6 +18,7 @@ pub mod envspec;
 pub mod facts;
 pub mod nixl;
 pub mod node_checks;
+pub mod numa;
 pub mod parse;
 pub mod rails;
 pub mod remote;

@@ -140,7 +140,8 @@ pub struct KvRank {
     pub peers: u32,
     /// Bytes it moved (sent or received) per request.
     pub bytes: u64,
-    /// Initiators: mean time in NIXL's post calls per request, all peers together (ms).
+    /// Initiators: mean time in its engine's post calls per request (NIXL's post, or issuing
+    /// the UCX engine's blocks and flush), all peers together (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub post_ms: Option<f64>,
     /// Its bytes over the request's p50 (bytes/s).
@@ -153,6 +154,16 @@ pub struct KvRank {
     pub blocks_verified: u64,
     /// Repetitions it took part in (every rank the same, or the run failed).
     pub repetitions: u64,
+    /// The CPUs it ran on, as the kernel lists them (`0-55,112-167`): its own affinity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// The NUMA node its CPUs lie on, where they lie on one (pinned there, or unpinned on a
+    /// one-node machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
+    /// Why it runs there (`NUMA node 1 of GPU5`, `unpinned: one NUMA node …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_placement: Option<String>,
 }
 
 /// The TCP fallback a KV estimate assumes per rank: 1 GB/s, the low end of the 1–3 GB/s a

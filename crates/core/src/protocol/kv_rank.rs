@@ -2,15 +2,15 @@
 //! process per TP rank, each owning its rank's KV buffer (registered once), talking to the
 //! parent (the coordinator) over one TCP connection, one JSON object per line.
 //!
-//! The sequence: the rank sends [`RankUp::Hello`] (its NIXL metadata and buffer address); once
-//! every rank said hello the coordinator sends each one [`RankDown::Peers`] (its peers' metadata
-//! and addresses), the rank prepares one request per peer and answers [`RankUp::Prepared`].
-//! Then for every repetition the coordinator sends [`RankDown::Go`] to every rank at once and
-//! waits for every initiator's [`RankUp::Done`] before the next: a barrier, so repetition `k`
-//! starts together on every rank and its time is the request's end to end. [`RankDown::Verify`]
-//! makes every destination check every block it received ([`RankUp::Verified`]);
-//! [`RankDown::Finish`] makes every rank release NIXL and say which data path carried its
-//! bytes ([`RankUp::Bye`]).
+//! The sequence: the rank sends [`RankUp::Hello`] (its engine's metadata and buffer address);
+//! once every rank said hello the coordinator sends each one [`RankDown::Peers`] (its peers'
+//! metadata and addresses), the rank prepares one request per peer and answers
+//! [`RankUp::Prepared`]. Then for every repetition the coordinator sends [`RankDown::Go`] to
+//! every rank at once and waits for every initiator's [`RankUp::Done`] before the next: a
+//! barrier, so repetition `k` starts together on every rank and its time is the request's end to
+//! end. [`RankDown::Verify`] makes every destination check every block it received
+//! ([`RankUp::Verified`]); [`RankDown::Finish`] makes every rank release its engine (NIXL or
+//! UCX) and say which data path carried its bytes ([`RankUp::Bye`]).
 //!
 //! A coordinator reachable beyond its host (in a bench pod) admits only ranks that hold the run's
 //! token: it opens every connection with [`RankDown::Challenge`], and the rank's hello carries
@@ -18,7 +18,7 @@
 //! hello is worthless on another connection). A rank whose plan says [`RankPlan::authenticate`]
 //! waits for the challenge before its hello.
 
-use crate::model::{KvLayout, MemoryType, PeerInfo, TransportEvidence};
+use crate::model::{EngineKind, KvLayout, MemoryType, PeerInfo, TransportEvidence};
 use serde::{Deserialize, Serialize};
 
 /// Which side of the deployment a rank belongs to.
@@ -61,6 +61,9 @@ impl std::fmt::Display for RankId {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RankPlan {
     pub id: RankId,
+    /// The engine this rank moves its blocks with: NIXL (one request per peer) or ic-bench's
+    /// UCX engine (one RMA operation per block and a flush per peer).
+    pub engine: EngineKind,
     /// READ (decode ranks post) or WRITE (prefill ranks post).
     pub read: bool,
     /// Whether this rank posts the requests (the decode ranks for READ, prefill for WRITE).
@@ -82,6 +85,24 @@ pub struct RankPlan {
     /// token (`IC_BENCH_TOKEN` in its environment).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub authenticate: bool,
+    /// Where the rank runs: the CPUs it pins itself to before it allocates its buffer (so the
+    /// buffer's pages land on that NUMA node), and why. `None`: left where it was started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<CpuPlacement>,
+}
+
+/// A rank's CPUs, decided by the coordinator from the node's topology
+/// (`icb_pair::kv::cpus::place_ranks`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuPlacement {
+    /// The CPUs to run on; empty: unpinned (every CPU the rank was allowed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<u32>,
+    /// The NUMA node those CPUs belong to, where one was chosen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
+    /// Why, in a few words (`NUMA node 1 of GPU5`, `unpinned: one NUMA node`).
+    pub reason: String,
 }
 
 /// One peer of a rank: the blocks they exchange, laid out with the initiator's side first
@@ -95,6 +116,9 @@ pub struct RankPeerPlan {
 }
 
 /// A rank to the coordinator.
+// The hello is the large variant (a rank's facts, its proof and CPUs) and is sent once per rank;
+// messages live only from one line's parse to its handling, so boxing buys nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RankUp {
@@ -102,12 +126,16 @@ pub enum RankUp {
         id: RankId,
         pid: u32,
         peer: PeerInfo,
-        /// NIXL agent metadata with the registered buffer, hex.
+        /// What a peer needs to reach the registered buffer, hex: the NIXL agent's metadata, or
+        /// the UCX engine's worker address and rkey (`icb_engine::rank::RankAddress`).
         metadata: String,
         buffer_addr: u64,
         /// The answer to the coordinator's challenge ([`proof`], hex), when it sent one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         proof: Option<String>,
+        /// The CPUs the rank runs on (its affinity once placed), ascending.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        cpus: Vec<u32>,
     },
     Prepared,
     /// One repetition on an initiator: when it started (Unix ns, this host's clock) and, per
@@ -124,7 +152,8 @@ pub enum RankUp {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
-    /// NIXL released: the data path UCX's protocol tables show for this rank's requests.
+    /// The engine released: the data path this rank's requests took (UCX's protocol tables under
+    /// NIXL, the endpoint's lanes and the first block's protocol under the UCX engine).
     Bye {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         data_path: Option<TransportEvidence>,

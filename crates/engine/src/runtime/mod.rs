@@ -84,7 +84,7 @@ pub struct Runtime {
 
 /// Creates the UCX context with `--ucx-config` settings (fatal when rejected) under the profile's
 /// defaults (dropped one by one when the loaded UCX rejects them, as NIXL itself does).
-fn build_context(lib: &ucx::Ucx, opts: &UcxOptions) -> Result<ucx::Context, EngineError> {
+pub(crate) fn build_context(lib: &ucx::Ucx, opts: &UcxOptions) -> Result<ucx::Context, EngineError> {
     let v = lib.version();
     let mut profile = match opts.profile {
         crate::options::UcxProfile::Default => Vec::new(),

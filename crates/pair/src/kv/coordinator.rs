@@ -75,7 +75,7 @@ pub struct Coordinated {
 
 /// `ic-bench kv-coordinate`: listens on `listen` (port 0: any), prints [`LISTENING`] with the
 /// port on `out`, coordinates within the job's limit and prints [`COORDINATED`] with the result
-/// (the ranks' NIXL metadata left out: only the ranks needed it).
+/// (the ranks' engine metadata left out: only the ranks needed it).
 pub async fn serve(
     job: &CoordinatorJob,
     listen: std::net::SocketAddr,
@@ -216,17 +216,26 @@ pub async fn coordinate(
             }
         }
     }
-    for c in conns.iter_mut() {
-        c.send(&RankDown::Finish).await?;
-    }
-    for (c, r) in conns.iter_mut().zip(records.iter_mut()) {
-        match c.recv(limit, "while releasing NIXL").await? {
-            RankUp::Bye { data_path } => r.data_path = data_path,
-            other => {
-                return Err(PairError::Setup(format!(
-                    "{} sent {other:?} instead of its goodbye",
-                    c.id
-                )));
+    // Initiators first: they close their endpoints while their targets still progress.
+    for initiators in [true, false] {
+        let this_round = |p: &RankPlan| p.initiator == initiators;
+        for (c, _) in conns.iter_mut().zip(plans).filter(|(_, p)| this_round(p)) {
+            c.send(&RankDown::Finish).await?;
+        }
+        for ((c, r), _) in conns
+            .iter_mut()
+            .zip(records.iter_mut())
+            .zip(plans)
+            .filter(|(_, p)| this_round(p))
+        {
+            match c.recv(limit, "while releasing its engine").await? {
+                RankUp::Bye { data_path } => r.data_path = data_path,
+                other => {
+                    return Err(PairError::Setup(format!(
+                        "{} sent {other:?} instead of its goodbye",
+                        c.id
+                    )));
+                }
             }
         }
     }
@@ -324,6 +333,7 @@ async fn handshake(
             metadata,
             buffer_addr,
             proof,
+            cpus,
         } => {
             if let (Some(token), Some(nonce)) = (token, nonce) {
                 let proven = proof.is_some_and(|p| kv_rank::verify_proof(token, &nonce, id, &p));
@@ -335,7 +345,10 @@ async fn handshake(
             }
             Ok((
                 Conn { id, lines, write },
-                RankRecord::new(id, pid, peer, metadata, buffer_addr),
+                RankRecord {
+                    cpus,
+                    ..RankRecord::new(id, pid, peer, metadata, buffer_addr)
+                },
             ))
         }
         other => Err(PairError::Setup(format!(

@@ -2,7 +2,9 @@
 //! whole-node mode's two bench pods ([`KubeRails`]: one idle pod per node holding all of its GPUs
 //! and RDMA devices, as a TP worker pod does), every rank exec'd into its side's pod the way the
 //! rails ranks are ([`RankExec`]: pinned, stopped when its exec's stdin ends, the run's token on
-//! stdin), `a` in the prefill pod and `b` in the decode pod, all at once.
+//! stdin), `a` in the prefill pod and `b` in the decode pod, all at once. Each rank runs the
+//! engine its plan names (NIXL, or the UCX engine's RMA block lists) with the engine's flags, as
+//! local ranks do; its CPUs are the pod's (no [`super::cpus`] placement here).
 //!
 //! The coordinator runs in the decode pod (`ic-bench kv-coordinate`, [`Coordinator::There`]):
 //! on a real cluster the `pair` process may sit behind a NAT or a bastion no pod can reach, while

@@ -1,20 +1,30 @@
 //! The per-rank model on one machine: every rank is this binary (`ic-bench kv-rank`) started on
 //! the prefill or decode side of a local pair (`icb_isolate`: plain processes, pods in their own
-//! IPC+PID namespaces, or two emulated nodes with their own network namespaces and a veth), pinned
-//! the way the whole-node mode pins its ranks ([`crate::local::SidePinning`]: environment and
-//! CPUs). The coordinator's socket is made inside the decode side's network namespace, on the
-//! address the decode side is reachable at, so every rank reaches it as it would a peer.
+//! IPC+PID namespaces, or two emulated nodes with their own network namespaces and a veth), with
+//! its GPU in its environment and its CPUs in its plan ([`rank_pinner`]: the NUMA node of its
+//! GPU or NIC, [`super::cpus`]), which it pins itself to. The coordinator's socket is made
+//! inside the decode side's network namespace, on the address the decode side is reachable at,
+//! so every rank reaches it as it would a peer.
 
+use super::cpus::{RankDevice, place_ranks};
 use super::ranks::RankSeam;
 use crate::launcher::LaunchError;
-use crate::local::{LocalOptions, LocalSide, SidePinning};
+use crate::local::{LocalOptions, LocalSide};
 use icb_core::model::{Endpoint, Locality, Placement};
-use icb_core::protocol::kv_rank::{RankId, RankPlan, RankSide};
+use icb_core::protocol::kv_rank::{CpuPlacement, RankId, RankPlan, RankSide};
 use icb_isolate::{DEFAULT_PREFIX, LocalPair, PairSide};
+use icb_probe::numa::CpuTopology;
 use std::net::{SocketAddr, TcpListener};
 
-/// How one rank is pinned, from its identity.
-pub type RankPinner = Box<dyn Fn(RankId) -> SidePinning>;
+/// How one rank runs, from its identity: its environment and its CPUs.
+pub type RankPinner = Box<dyn Fn(RankId) -> RankPin>;
+
+/// One rank's environment (`CUDA_VISIBLE_DEVICES`) and CPU placement (it pins itself).
+#[derive(Debug, Clone, Default)]
+pub struct RankPin {
+    pub env: Vec<(String, String)>,
+    pub cpus: Option<CpuPlacement>,
+}
 
 pub struct LocalRanks {
     opts: LocalOptions,
@@ -44,15 +54,22 @@ impl LocalRanks {
 }
 
 /// A GPU per rank, round robin over `gpus` devices (bus order, as the whole-node mode names
-/// them), when the transfer uses GPU memory; nothing otherwise.
-pub fn gpu_pinner(gpus: u32) -> RankPinner {
+/// them), when the transfer uses GPU memory; and the CPUs of the rank's GPU's or NIC's NUMA node
+/// in `topology`, within `allowed` ([`super::cpus::place_ranks`]).
+pub fn rank_pinner(gpus: u32, topology: CpuTopology, allowed: Vec<u32>) -> RankPinner {
     Box::new(move |id: RankId| {
         let mut env = Vec::new();
-        if gpus > 0 {
+        let gpu = (gpus > 0).then(|| id.rank % gpus);
+        if let Some(g) = gpu {
             env.push(("CUDA_DEVICE_ORDER".to_string(), "PCI_BUS_ID".to_string()));
-            env.push(("CUDA_VISIBLE_DEVICES".to_string(), (id.rank % gpus).to_string()));
+            env.push(("CUDA_VISIBLE_DEVICES".to_string(), g.to_string()));
         }
-        SidePinning { env, cpus: None }
+        let device = RankDevice {
+            id,
+            gpu: gpu.map(|g| g as usize),
+        };
+        let cpus = place_ranks(&topology, &allowed, &[device]).pop();
+        RankPin { env, cpus }
     })
 }
 
@@ -78,16 +95,15 @@ impl RankSeam for LocalRanks {
         };
         let pinning = (self.pin)(plan.id);
         let json = serde_json::to_string(plan).map_err(|e| LaunchError::new(format!("internal: rank plan: {e}")))?;
-        let mut spec = match &pinning.cpus {
-            Some(cpus) => pair.pod(side, "taskset").arg("-c").arg(cpus).arg(&self.opts.exe),
-            None => pair.pod(side, &self.opts.exe),
-        }
-        .arg("kv-rank")
-        .arg("--plan")
-        .arg(json)
-        .args(&self.opts.verbosity)
-        .args(&self.opts.side_args)
-        .envs(pinning.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        // The rank pins itself to `plan.cpus` (set from `cpus` below) before it allocates.
+        let mut spec = pair
+            .pod(side, &self.opts.exe)
+            .arg("kv-rank")
+            .arg("--plan")
+            .arg(json)
+            .args(&self.opts.verbosity)
+            .args(&self.opts.side_args)
+            .envs(pinning.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         if let Some(dir) = &self.opts.ucx_lib {
             spec = spec.arg("--ucx-lib").arg(dir);
         }
@@ -101,6 +117,10 @@ impl RankSeam for LocalRanks {
             pod,
             self.opts.forward_stderr,
         ))
+    }
+
+    fn cpus(&self, id: RankId) -> Option<CpuPlacement> {
+        (self.pin)(id).cpus
     }
 
     fn locality(&self) -> Locality {

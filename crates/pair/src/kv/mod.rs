@@ -1,14 +1,15 @@
 //! `pair --kv-shape`: a model's real KV transfer for one request, prefill TP `a` → decode TP `b`.
 //!
 //! Two models of the same geometry ([`icb_kv::KvGeometry`]):
-//! - **per rank** ([`ranks`], the default locally with NIXL): one process per TP rank, `a + b`
-//!   in all, each owning its rank's KV buffer (registered once) and posting to every peer rank
-//!   at once; repetitions are barriers over every rank, so a request's time is its end to end.
-//!   Local ranks ([`local_ranks`]) run on a local pair, pinned as the whole-node mode pins;
-//!   on Kubernetes ([`kube_ranks`]) in the whole-node mode's two bench pods, the coordinator in
+//! - **per rank** ([`ranks`], locally and on two Kubernetes nodes, NIXL or the UCX engine): one
+//!   process per TP rank, `a + b` in all, each owning its rank's KV buffer (registered once) and
+//!   posting to every peer rank at once (NIXL requests, or the UCX engine's RMA block lists);
+//!   repetitions are barriers over every rank, so a request's time is its end to end.
+//!   Local ranks ([`local_ranks`]) run on a local pair, each on the CPUs [`cpus`] chooses
+//!   from the node's NUMA topology (its GPU's or NIC's node; unpinned on one node); on
+//!   Kubernetes ([`kube_ranks`]) in the whole-node mode's two bench pods, the coordinator in
 //!   the decode pod.
-//! - **per read** ([`run_kv`], the UCX engine, bench pods modelled on worker pods or on one
-//!   node): one process
+//! - **per read** ([`run_kv`], bench pods modelled on worker pods or on one node): one process
 //!   pair per rank-to-rank read (the initiator posts the read's descriptor list through the
 //!   engine, NIXL READ or WRITE, or the UCX engine's block lists), all reads at once, each one
 //!   [`run_pair`] with its own launcher from a [`KvSeam`]; a prefill rank read by several decode
@@ -19,6 +20,7 @@
 //! one more pair.
 
 mod coordinator;
+pub mod cpus;
 pub mod kube_ranks;
 pub mod local_ranks;
 mod plan;
@@ -54,6 +56,9 @@ pub struct KvPlan {
     /// Descriptor counts of the sweep (empty: no sweep), at `sweep_block` bytes each.
     pub sweep: Vec<u64>,
     pub sweep_block: u64,
+    /// The engine that moves the blocks: the per-rank model's ranks run it, the per-read
+    /// model's pairs get it from their launcher.
+    pub engine: icb_core::EngineKind,
 }
 
 impl KvPlan {
@@ -79,6 +84,7 @@ impl KvPlan {
             max_kv_ms: None,
             sweep: Vec::new(),
             sweep_block,
+            engine: icb_core::EngineKind::Nixl,
         }
     }
 

@@ -12,7 +12,7 @@ use icb_core::model::{
     VerdictStatus,
 };
 use icb_core::protocol::kv_rank::{RankId, RankPlan, RankSide};
-use icb_core::{Direction, EngineKind, KvRank, PeerInfo, ToolInfo, TransportEvidence};
+use icb_core::{Direction, KvRank, PeerInfo, ToolInfo, TransportEvidence};
 use std::time::Duration;
 
 /// What one rank said about itself over the run.
@@ -26,6 +26,8 @@ pub struct RankRecord {
     pub blocks_verified: u64,
     pub verify_error: Option<String>,
     pub data_path: Option<TransportEvidence>,
+    /// The CPUs it said it runs on.
+    pub cpus: Vec<u32>,
 }
 
 impl RankRecord {
@@ -39,6 +41,7 @@ impl RankRecord {
             blocks_verified: 0,
             verify_error: None,
             data_path: None,
+            cpus: Vec::new(),
         }
     }
 }
@@ -279,7 +282,7 @@ fn row_case(
         transport: record(initiator).and_then(|r| r.data_path.clone()),
         verdict: None,
         run_by: CaseEngine {
-            engine: EngineKind::Nixl,
+            engine: plan.engine,
             direction: Some(direction),
         },
         rail: None,
@@ -312,6 +315,11 @@ fn rank_records(plans: &[RankPlan], records: &[RankRecord], reps: &[RepTimes], p
                 data_path: r.and_then(|r| r.data_path.as_ref()).map(lanes),
                 blocks_verified: r.map_or(0, |r| r.blocks_verified),
                 repetitions: reps.len() as u64,
+                cpus: r
+                    .filter(|r| !r.cpus.is_empty())
+                    .map(|r| icb_probe::numa::format_cpulist(&r.cpus)),
+                numa_node: p.cpus.as_ref().and_then(|c| c.numa_node),
+                cpu_placement: p.cpus.as_ref().map(|c| c.reason.clone()),
             }
         })
         .collect()

@@ -3,15 +3,16 @@
 //! rank at once, driven by this coordinator over `icb_core::protocol::kv_rank`:
 //!
 //! 1. listen, start every rank through a [`RankSeam`] (each pinned as the seam says), read each
-//!    one's hello (its NIXL metadata and buffer), send everyone its peers' addresses and wait
+//!    one's hello (its engine's metadata and buffer), send everyone its peers' addresses and wait
 //!    until every rank prepared its requests;
 //! 2. repetitions as barriers: `go k` to every rank, then wait for every initiator's `done k`
 //!    before `go k+1`, so a repetition is one request on every rank together and its time is
 //!    the request's end to end (first post of any rank to last completion of any rank, on the
 //!    initiators' own clocks: every initiator is on one side, so one host's clock, on two
 //!    nodes too — the decode node for READ, the prefill node for WRITE);
-//! 3. every destination verifies every block it received; every rank releases NIXL and says
-//!    which data path its requests took; every process must then exit cleanly.
+//! 3. every destination verifies every block it received; every rank releases its engine (the
+//!    initiators first, so that their targets progress while they close) and says which data
+//!    path its requests took; every process must then exit cleanly.
 //!
 //! The protocol itself is [`super::coordinator`]'s. It runs in this process when the seam gives
 //! a socket every rank reaches ([`Coordinator::Here`]: local ranks), or in a process the seam
@@ -27,7 +28,7 @@ use super::coordinator::{COORDINATED, Coordinated, CoordinatorJob, FLOOR_REPS, M
 use crate::launcher::{LaunchError, Side};
 use crate::run::{Interrupted, PairError, PairOutcome};
 use icb_core::model::{Locality, Placement};
-use icb_core::protocol::kv_rank::{RankId, RankPeerPlan, RankPlan, RankSide};
+use icb_core::protocol::kv_rank::{CpuPlacement, RankId, RankPeerPlan, RankPlan, RankSide};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -58,6 +59,11 @@ pub trait RankSeam {
 
     /// Starts one rank (`ic-bench kv-rank --plan …`), pinned as the seam pins ranks.
     async fn start(&mut self, plan: &RankPlan) -> Result<Self::S, LaunchError>;
+
+    /// Where a rank should run (it pins itself to these CPUs); `None`: where it is started.
+    fn cpus(&self, _id: RankId) -> Option<CpuPlacement> {
+        None
+    }
 
     fn locality(&self) -> Locality;
 
@@ -121,6 +127,7 @@ pub fn rank_plans(plan: &KvPlan, coordinator: &str, message_timeout: Duration) -
                 .collect();
             plans.push(RankPlan {
                 id,
+                engine: plan.engine,
                 read,
                 initiator,
                 memory: mine,
@@ -131,6 +138,7 @@ pub fn rank_plans(plan: &KvPlan, coordinator: &str, message_timeout: Duration) -
                 coordinator: coordinator.to_string(),
                 message_timeout_s: message_timeout.as_secs_f64(),
                 authenticate: false,
+                cpus: None,
             });
         }
     }
@@ -164,6 +172,9 @@ pub async fn run_ranks<R: RankSeam>(
         limit_s: limit.as_secs_f64(),
         authenticate: false,
     };
+    for p in &mut job.plans {
+        p.cpus = seam.cpus(p.id);
+    }
     let (mut sides, mut coordinator) = (Vec::new(), None);
     let outcome = start_and_drive(seam, &mut job, &mut coordinator, &mut sides, cancel).await;
     let launched: Vec<Option<u32>> = sides.iter().map(|s| s.pid()).collect();

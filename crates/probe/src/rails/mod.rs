@@ -74,6 +74,12 @@ fn pci_order(addr: &str) -> (u64, String) {
     (u64::from_str_radix(dom, 16).unwrap_or(u64::MAX), rest.to_string())
 }
 
+/// Each GPU's NUMA node, by ordinal in PCI bus order (`None`: unknown).
+pub fn gpu_numa_nodes(src: &dyn NodeSource) -> Vec<Option<u32>> {
+    let pci = src.list(PCI_DEVICES).unwrap_or_default();
+    gpus(src, &pci, &mut Vec::new()).into_iter().map(|g| g.numa).collect()
+}
+
 /// The node's GPUs in PCI bus order.
 fn gpus(src: &dyn NodeSource, pci: &[String], notes: &mut Vec<String>) -> Vec<GpuSeen> {
     let mut found: Vec<String> = pci

@@ -1,0 +1,407 @@
+//! One TP rank of `pair --kv-shape` in the per-rank model on the UCX engine (`ic-bench kv-rank`
+//! with a plan for `ucx`): the counterpart of the NIXL engine's rank, for where NIXL is absent.
+//! This process owns its rank's whole KV buffer, registered with UCX once (`ucp_mem_map`, its
+//! rkey packed once), and exchanges blocks with every peer rank at once: an initiator connects
+//! one endpoint per peer and, per repetition, issues every peer's block list as one RMA
+//! operation per block (`ucp_get_nbx` for READ, decode pulling; `ucp_put_nbx` for WRITE,
+//! prefill pushing) and one flush per endpoint — the engine's `--blocks` machinery, as NIXL's
+//! UCX backend moves a descriptor list — then polls them all. A target progresses its worker
+//! (software transports serve one-sided operations through it). The coordinator drives it over
+//! [`icb_core::protocol::kv_rank`] exactly as it drives a NIXL rank; the `metadata` of the
+//! hello is this engine's [`RankAddress`].
+//!
+//! Blocking and single-threaded (UCX objects are not `Send`); the coordinator's connection is
+//! [`Link`]. Every wait has the plan's message deadline.
+
+mod address;
+pub mod affinity;
+mod link;
+
+pub use address::RankAddress;
+pub use link::Link;
+
+use crate::options::UcxOptions;
+use icb_core::protocol::kv_rank::{PeerAddress, RankDown, RankPlan, RankSide, RankUp, hex, unhex};
+use icb_core::{KvLayout, Lane, MemoryPair, MemoryType, PeerInfo};
+use icb_memory::{Buffer, MemoryKind, Moved};
+use std::rc::Rc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use ucx::{Endpoint, ErrorMode, MemMap, Op, OpOptions, RemoteKey, Rma, Worker};
+
+/// Progress calls between two reads of the clock.
+const CHECK_EVERY: u32 = 64;
+
+/// Runs one rank to the end. `Err` is one line; the coordinator was told it when connected.
+pub fn kv_rank(plan: &RankPlan, opts: &UcxOptions) -> Result<(), String> {
+    affinity::place(plan)?;
+    let lib = ucx::Ucx::load(opts.library_dir.as_deref()).map_err(|e| e.to_string())?;
+    let ctx = crate::runtime::build_context(&lib, opts).map_err(|e| e.to_string())?;
+    let worker = ctx.worker().map_err(|e| e.to_string())?;
+    let mut link = Link::connect(plan)?;
+    let local = LocalFacts {
+        ucx_version: lib.version_string().to_string(),
+        ucx_library: lib.library_dir().display().to_string(),
+        mode: match opts.peer_failure {
+            crate::options::PeerFailureMode::ControlChannel => ErrorMode::None,
+            crate::options::PeerFailureMode::UcxPeer => ErrorMode::Peer,
+        },
+        cuda_device: opts.cuda_device,
+    };
+    let result = run(plan, &ctx, &worker, &local, &mut link);
+    if let Err(e) = &result {
+        link.send(&RankUp::Failed { message: e.clone() });
+    }
+    result
+}
+
+struct LocalFacts {
+    ucx_version: String,
+    ucx_library: String,
+    mode: ErrorMode,
+    cuda_device: usize,
+}
+
+fn mem_kind(t: MemoryType) -> MemoryKind {
+    match t {
+        MemoryType::Host => MemoryKind::Host,
+        MemoryType::Cuda => MemoryKind::Cuda,
+    }
+}
+
+/// The rank's buffer and its registration. Operations hold the registration (`Rc<MemMap>`, so
+/// UCX uses it instead of looking the buffer up); the buffer is read back only once the map was
+/// unmapped and every operation released ([`Owned::verify`]).
+struct Owned {
+    buffer: Rc<Buffer>,
+    map: Option<Rc<MemMap>>,
+}
+
+/// One peer of an initiator: its endpoint, its rkey, where its buffer sits, and the ops of the
+/// current repetition (reused, so a repetition allocates nothing once warm).
+struct Peer {
+    ep: Endpoint,
+    rkey: RemoteKey,
+    remote_addr: u64,
+    layout: KvLayout,
+    ops: Vec<Op>,
+    flush: Option<Op>,
+    /// How many of `ops` are known complete (they complete roughly in order).
+    cursor: usize,
+}
+
+fn run(
+    plan: &RankPlan,
+    ctx: &ucx::Context,
+    worker: &Worker,
+    local: &LocalFacts,
+    link: &mut Link,
+) -> Result<(), String> {
+    let _cuda = (plan.memory == MemoryType::Cuda).then(|| icb_memory::activate_cuda(local.cuda_device).ok());
+    let (mut owned, hello) = register(plan, ctx, worker, local, link.proof.clone())?;
+    link.send(&hello);
+    let addrs = match link.recv("before the peers' addresses")? {
+        RankDown::Peers { peers } => peers,
+        other => return Err(format!("expected the peers' addresses, got {other:?}")),
+    };
+    let mut peers = connect(plan, worker, local.mode, &addrs)?;
+    link.send(&RankUp::Prepared);
+    let mut info = None;
+    loop {
+        let msg = if plan.initiator {
+            link.recv("between repetitions")?
+        } else {
+            link.recv_progressing("between repetitions", || {
+                worker.progress();
+                Ok(())
+            })?
+        };
+        match msg {
+            RankDown::Go { rep } if plan.initiator => {
+                let map = owned.map.clone().ok_or("a repetition after the check")?;
+                let done = repetition(plan, worker, &map, &mut peers, rep, link.timeout, &mut info);
+                drop(map);
+                link.send(&done?);
+            }
+            RankDown::Go { .. } => {}
+            RankDown::Verify => {
+                let verified = owned.verify(plan, worker);
+                link.send(&verified);
+            }
+            RankDown::Finish => break,
+            RankDown::Peers { .. } => return Err("the peers' addresses came twice".into()),
+            RankDown::Challenge { .. } => return Err("the coordinator challenged this rank mid-run".into()),
+        }
+    }
+    let data_path = peers
+        .first()
+        .filter(|_| plan.initiator)
+        .map(|p| data_path(plan, p, info.as_deref()));
+    // Endpoints close (flushed, or forced with peer error handling) before the worker goes: the
+    // coordinator finishes initiators first, so their targets still progress meanwhile.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    for p in peers {
+        let _ = p.ep.close(deadline);
+    }
+    link.send(&RankUp::Bye { data_path });
+    Ok(())
+}
+
+/// The rank's buffer, filled with its pattern and registered once, and the hello that
+/// publishes it (worker address, rkey, where the buffer sits, the CPUs the rank runs on).
+fn register(
+    plan: &RankPlan,
+    ctx: &ucx::Context,
+    worker: &Worker,
+    local: &LocalFacts,
+    proof: Option<String>,
+) -> Result<(Owned, RankUp), String> {
+    let len = usize::try_from(plan.buffer_bytes).map_err(|_| "the rank's buffer does not fit this platform")?;
+    let mut buffer = Buffer::new(mem_kind(plan.memory), len, local.cuda_device).map_err(|e| e.to_string())?;
+    buffer.fill(plan.seed).map_err(|e| e.to_string())?;
+    let buffer = Rc::new(buffer);
+    let map = Rc::new(
+        ctx.mem_map(&buffer)
+            .map_err(|e| format!("registering the KV buffer: {e}"))?,
+    );
+    let address = RankAddress {
+        worker: worker.address().map_err(|e| e.to_string())?,
+        rkey: map.pack_rkey().map_err(|e| e.to_string())?,
+    };
+    let hello = RankUp::Hello {
+        id: plan.id,
+        pid: std::process::id(),
+        peer: PeerInfo {
+            hostname: crate::local::hostname(),
+            ucx_version: local.ucx_version.clone(),
+            ucx_library: local.ucx_library.clone(),
+            cuda: crate::local::cuda_info(),
+            env: crate::local::transport_env(),
+            nixl: None,
+        },
+        metadata: hex(&address.encode()),
+        buffer_addr: map.address(),
+        proof,
+        cpus: affinity::current(),
+    };
+    Ok((Owned { buffer, map: Some(map) }, hello))
+}
+
+/// An initiator's data path: its first endpoint's lanes and UCX's description of the first
+/// block it issued, classified as the UCX engine's cases are.
+fn data_path(plan: &RankPlan, peer: &Peer, info: Option<&str>) -> icb_core::TransportEvidence {
+    let lanes: Vec<Lane> = peer
+        .ep
+        .transports()
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| Lane {
+            transport: t.transport,
+            device: t.device,
+        })
+        .collect();
+    let memory = MemoryPair {
+        initiator: plan.memory,
+        target: plan.peer_memory,
+    };
+    icb_core::classify::classify(info, &lanes, memory)
+}
+
+/// One endpoint and unpacked rkey per peer (an initiator's); a target only checks the list.
+fn connect(plan: &RankPlan, worker: &Worker, mode: ErrorMode, addrs: &[PeerAddress]) -> Result<Vec<Peer>, String> {
+    if addrs.len() != plan.peers.len() {
+        return Err(format!("{} peer addresses for {} peers", addrs.len(), plan.peers.len()));
+    }
+    let mut peers = Vec::new();
+    for (want, addr) in plan.peers.iter().zip(addrs) {
+        if want.peer != addr.id {
+            return Err(format!("the coordinator sent {}'s address for {}", addr.id, want.peer));
+        }
+        let remote = RankAddress::decode(&unhex(&addr.metadata)?).map_err(|e| format!("{}'s address: {e}", addr.id))?;
+        if !plan.initiator {
+            continue;
+        }
+        let ep = worker
+            .connect(&remote.worker, mode)
+            .map_err(|e| format!("connecting to {}: {e}", addr.id))?;
+        let rkey = ep
+            .unpack_rkey(&remote.rkey)
+            .map_err(|e| format!("{}'s remote key: {e}", addr.id))?;
+        let count = usize::try_from(want.layout.count).map_err(|_| "block count does not fit this platform")?;
+        peers.push(Peer {
+            ep,
+            rkey,
+            remote_addr: addr.buffer_addr,
+            layout: want.layout,
+            ops: Vec::with_capacity(count),
+            flush: None,
+            cursor: 0,
+        });
+    }
+    Ok(peers)
+}
+
+fn since_ns(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Issues every peer's blocks and its flush, then progresses until the last peer's flush
+/// completed. A peer is done when its flush and every one of its blocks completed. The first
+/// block of the first repetition is queryable: UCX's protocol description is the data path's.
+fn repetition(
+    plan: &RankPlan,
+    w: &Worker,
+    map: &Rc<MemMap>,
+    peers: &mut [Peer],
+    rep: u64,
+    limit: Duration,
+    info: &mut Option<String>,
+) -> Result<RankUp, String> {
+    let rma = if plan.read { Rma::Get } else { Rma::Put };
+    let start_unix_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let start = Instant::now();
+    let deadline = start + limit;
+    let mut post_ns = vec![0u64; peers.len()];
+    let mut done_ns: Vec<Option<u64>> = vec![None; peers.len()];
+    match issue(w, map, peers, rma, &mut post_ns, start, rep == 0) {
+        Ok(Some(described)) => *info = Some(described),
+        Ok(None) => {}
+        Err(e) => {
+            let _ = w.wait_all(Instant::now());
+            return Err(format!("posting repetition {rep}: {e}"));
+        }
+    }
+    let mut n = 0u32;
+    while done_ns.iter().any(Option::is_none) {
+        w.progress();
+        for (p, done) in peers.iter_mut().zip(done_ns.iter_mut()).filter(|(_, d)| d.is_none()) {
+            while p.cursor < p.ops.len() && w.is_done(p.ops[p.cursor]) {
+                p.cursor += 1;
+            }
+            if p.cursor == p.ops.len() && p.flush.is_none_or(|f| w.is_done(f)) {
+                *done = Some(since_ns(start));
+            }
+        }
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(CHECK_EVERY) && Instant::now() > deadline {
+            let _ = w.wait_all(Instant::now());
+            return Err(format!(
+                "repetition {rep} did not complete within {} s",
+                limit.as_secs()
+            ));
+        }
+    }
+    // Everything completed: release the requests, and fail on the first that completed in error.
+    w.wait_all(deadline).map_err(|e| format!("repetition {rep}: {e}"))?;
+    Ok(RankUp::Done {
+        rep,
+        start_unix_ns,
+        post_ns,
+        done_ns: done_ns.into_iter().flatten().collect(),
+    })
+}
+
+/// Posts every peer's block list and flush; records each peer's post time. With `query`, the
+/// first block is issued queryable and UCX's description of its protocol is returned.
+#[allow(clippy::too_many_arguments)] // the repetition's whole context, kept out of the timed path
+fn issue(
+    w: &Worker,
+    map: &Rc<MemMap>,
+    peers: &mut [Peer],
+    rma: Rma,
+    post_ns: &mut [u64],
+    start: Instant,
+    query: bool,
+) -> Result<Option<String>, ucx::Error> {
+    let mut info = None;
+    for (i, p) in peers.iter_mut().enumerate() {
+        let t0 = since_ns(start);
+        p.ops.clear();
+        p.cursor = 0;
+        let kv = p.layout;
+        // In range: the coordinator's layout fits both buffers (`icb_kv` computed both), and
+        // `Worker::rma` checks the local range anyway.
+        let len = kv.len as usize;
+        for b in 0..kv.count {
+            let at = kv.initiator.at(b) as usize;
+            let queried = query && i == 0 && b == 0;
+            let opts = if queried {
+                OpOptions::QUERYABLE
+            } else {
+                OpOptions::default()
+            };
+            let op = w.rma(
+                rma,
+                &p.ep,
+                map,
+                at..at + len,
+                p.remote_addr + kv.target.at(b),
+                &p.rkey,
+                opts,
+            )?;
+            if queried {
+                info = w.info_string(op).ok().flatten();
+            }
+            p.ops.push(op);
+        }
+        p.flush = Some(w.flush(&p.ep, OpOptions::default())?);
+        post_ns[i] = since_ns(start) - t0;
+    }
+    Ok(info)
+}
+
+impl Owned {
+    /// A decode rank is every block's destination (READ lands on it, WRITE too): it checks each
+    /// peer's blocks against that peer's pattern and every other byte against its own fill.
+    /// Unmaps the buffer first (no peer reaches it any more: every repetition completed).
+    fn verify(&mut self, plan: &RankPlan, worker: &Worker) -> RankUp {
+        if plan.id.side != RankSide::Decode {
+            return RankUp::Verified { blocks: 0, error: None };
+        }
+        let _ = worker.wait_all(Instant::now());
+        if let Some(map) = self.map.take().and_then(|m| Rc::try_unwrap(m).ok()) {
+            map.unmap_now();
+        }
+        let result = match Rc::get_mut(&mut self.buffer) {
+            Some(buffer) => sources(plan).and_then(|s| buffer.verify_gathered(&s, plan.seed)),
+            None => Err("the buffer is still held by UCX".into()),
+        };
+        match result {
+            Ok(blocks) => RankUp::Verified { blocks, error: None },
+            Err(e) => RankUp::Verified {
+                blocks: 0,
+                error: Some(format!("KV blocks not delivered intact on {}: {e}", plan.id)),
+            },
+        }
+    }
+}
+
+/// Where each peer's blocks landed in this (destination) rank's buffer and came from.
+fn sources(plan: &RankPlan) -> Result<Vec<(Moved, u64)>, String> {
+    plan.peers
+        .iter()
+        .map(|p| {
+            let kv = p.layout;
+            let (dst, src) = if plan.initiator {
+                (kv.initiator, kv.target)
+            } else {
+                (kv.target, kv.initiator)
+            };
+            let n = |v: u64| usize::try_from(v).map_err(|_| "KV layout does not fit this platform".to_string());
+            Ok((
+                Moved {
+                    count: n(kv.count)?,
+                    len: n(kv.len)?,
+                    dst_offset: n(dst.offset)?,
+                    dst_stride: n(dst.stride)?,
+                    src_offset: n(src.offset)?,
+                    src_stride: n(src.stride)?,
+                },
+                p.source_seed,
+            ))
+        })
+        .collect()
+}
