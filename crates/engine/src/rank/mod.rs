@@ -328,10 +328,12 @@ fn issue(
         for b in 0..kv.count {
             let at = kv.initiator.at(b) as usize;
             let queried = query && i == 0 && b == 0;
+            // A block list is a stream of operations in flight: NIXL's UCX backend posts its
+            // reads and writes with UCP_OP_ATTR_FLAG_MULTI_SEND too (see OpOptions::STREAM).
             let opts = if queried {
-                OpOptions::QUERYABLE
+                OpOptions::STREAM.queryable()
             } else {
-                OpOptions::default()
+                OpOptions::STREAM
             };
             let op = w.rma(
                 rma,
