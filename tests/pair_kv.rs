@@ -323,10 +323,11 @@ fn engine_ucx_writes_prefill_tp_above_decode_tp_per_rank_even_where_nixl_loads()
             .filter(|r| r.side == "decode")
             .all(|r| r.blocks_verified == 512)
     );
-    // UCX's own description of the first put says which protocol carried it.
+    // UCX's own description of the first put says which protocol carried it: a block list is
+    // a stream, selected from UCX's "multi" table (`put(multi) from host memory …`).
     let protocol = report.cases[0].transport.as_ref().and_then(|t| t.protocol.clone());
     assert!(
-        protocol.as_deref().is_some_and(|p| p.starts_with("put ")),
+        protocol.as_deref().is_some_and(|p| p.starts_with("put(multi) ")),
         "{protocol:?}"
     );
     ran.assert_nothing_left();

@@ -22,15 +22,9 @@ fn field<'a>(logs: &'a str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("{name} in {logs}"))
 }
 
-#[tokio::test]
-async fn a_restricted_pod_runs_unprivileged_and_root_keeps_only_what_it_adds() {
-    if !icb_isolate::privileged_tests_enabled("a_restricted_pod_runs_unprivileged") {
-        return;
-    }
-    let cluster = TestCluster::start(ClusterConfig::two_gpu_nodes().isolation(Isolation::Host))
-        .await
-        .expect("start cluster");
-    let pods: Api<Pod> = Api::default_namespaced(cluster.client().expect("client"));
+/// A restricted bench pod's shape: uid/gid/fsGroup 65532, no capabilities, no privilege
+/// escalation, a read-only root with an emptyDir scratch; it prints its credentials.
+fn restricted_pod() -> Pod {
     let restricted = with_spec(
         sh_pod(
             "restricted",
@@ -58,6 +52,19 @@ async fn a_restricted_pod_runs_unprivileged_and_root_keeps_only_what_it_adds() {
     c.volume_mounts = Some(vec![
         serde_json::from_value(json!({"name": "scratch", "mountPath": "/scratch"})).expect("mount"),
     ]);
+    restricted
+}
+
+#[tokio::test]
+async fn a_restricted_pod_runs_unprivileged_and_root_keeps_only_what_it_adds() {
+    if !icb_isolate::privileged_tests_enabled("a_restricted_pod_runs_unprivileged") {
+        return;
+    }
+    let cluster = TestCluster::start(ClusterConfig::two_gpu_nodes().isolation(Isolation::Namespaces))
+        .await
+        .expect("start cluster");
+    let pods: Api<Pod> = Api::default_namespaced(cluster.client().expect("client"));
+    let restricted = restricted_pod();
     let mut rdma = sh_pod("rdma", STATUS);
     rdma.spec.as_mut().expect("spec").containers[0].security_context =
         Some(serde_json::from_value(json!({"capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]}})).expect("sc"));
@@ -83,4 +90,22 @@ async fn a_restricted_pod_runs_unprivileged_and_root_keeps_only_what_it_adds() {
     assert_eq!(field(&logs, "CapEff:"), "0000000000004000", "{logs}");
     assert_eq!(field(&logs, "CapBnd:"), "0000000000004000", "{logs}");
     assert_eq!(field(&logs, "NoNewPrivs:"), "0", "{logs}");
+}
+
+#[tokio::test]
+async fn host_isolation_pods_keep_the_clusters_user() {
+    // Plain processes sharing the host's namespaces: a user of their own would be half a
+    // container (UCX would pick shared memory between a root pod and a uid 65532 one, and fail).
+    if !icb_isolate::privileged_tests_enabled("host_isolation_pods_keep_the_clusters_user") {
+        return;
+    }
+    let cluster = TestCluster::start(ClusterConfig::two_gpu_nodes().isolation(Isolation::Host))
+        .await
+        .expect("start cluster");
+    let pods: Api<Pod> = Api::default_namespaced(cluster.client().expect("client"));
+    create(&pods, &restricted_pod()).await;
+    let done = wait_for(&pods, "restricted", "finished", is_done).await;
+    let logs = pods.logs("restricted", &LogParams::default()).await.expect("logs");
+    assert_eq!(phase(&done), "Succeeded", "{logs}");
+    assert!(field(&logs, "Uid:").starts_with("0\t"), "{logs}");
 }

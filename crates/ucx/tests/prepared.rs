@@ -59,7 +59,7 @@ fn prepared_operations_are_checked_once_and_refused_where_they_do_not_belong() {
             .unwrap_err();
     assert!(matches!(err, Error::Invalid { .. }), "{err}");
     let err =
-        p.a.prepare_tag_recv(&buf, 8..4, 1, u64::MAX, OpOptions::default())
+        p.a.prepare_tag_recv(&buf, 8..24, 1, u64::MAX, OpOptions::default())
             .unwrap_err();
     assert!(matches!(err, Error::Invalid { .. }), "{err}");
     // An endpoint of another worker.

@@ -308,11 +308,15 @@ async fn run_container(
         .filter(|d| d.is_dir())
         .unwrap_or(cwd.to_path_buf());
     // A kubelet runs as root; an emulation started by another user cannot switch users, and
-    // runs the container as that user, as before. An entry program that sets up its own root
-    // filesystem first (scripts/image-check's chroot) is handed the credentials to drop to.
+    // runs the container as that user, as before. Pods of the host-isolation cluster are plain
+    // processes sharing the host's IPC, PID and network namespaces: a user of their own there
+    // would be half a container (UCX would still pick shared memory between a root pod and a
+    // uid 65532 one, and fail), so they keep the cluster's user too. An entry program that sets
+    // up its own root filesystem first (scripts/image-check's chroot) is handed the credentials
+    // to drop to.
     let mut env = p.env.clone();
     let mut credentials = None;
-    if icb_isolate::is_root() {
+    if icb_isolate::is_root() && placement.node.is_some() {
         if std::env::var_os(ENTRY_CREDENTIALS_ENV).is_some() {
             let opts = p.credentials.setpriv_options();
             if !opts.is_empty() {
