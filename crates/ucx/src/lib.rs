@@ -27,6 +27,7 @@ pub mod log;
 mod memory;
 mod ops;
 mod prepared;
+mod submit;
 mod worker;
 
 pub use context::{Context, ContextBuilder};

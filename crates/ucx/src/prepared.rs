@@ -13,7 +13,8 @@
 use crate::endpoint::{Endpoint, EpInner};
 use crate::memory::Region;
 use crate::ops::{Op, OpOptions};
-use crate::worker::{TagRecvFn, TagSendFn, WorkerInner, check_range, mapping_for, set_memh};
+use crate::submit::{TagRecvFn, TagSendFn, check_range, mapping_for, set_memh};
+use crate::worker::WorkerInner;
 use crate::{Error, Result, Worker, ucp_fn};
 use std::ffi::c_void;
 use std::ops::Range;
