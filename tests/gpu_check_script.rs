@@ -42,3 +42,15 @@ fn an_unknown_flag_is_refused_with_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unrecognized arguments: --no-such-flag"));
 }
+
+#[test]
+fn an_unknown_part_to_skip_is_one_line_and_exit_2() {
+    let out = gpu_check(&["--no-build", "--skip", "nixl,warp"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("gpu-check: error: --skip warp: name parts among"),
+        "{err}"
+    );
+}

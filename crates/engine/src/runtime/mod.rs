@@ -17,6 +17,7 @@ use crate::stats;
 use hdrhistogram::Histogram;
 use icb_core::{Lane, TestKind};
 use icb_memory::BlockLayout;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -58,10 +59,37 @@ struct Case {
     layout: BlockLayout,
     /// Initiator of tag_lat: where pongs land.
     pong: Option<Buf>,
-    /// Target of RMA: the registration the client's rkey refers to.
-    _map: Option<MemMap>,
+    /// `buf` registered with UCX (`ucp_mem_map`); every operation runs on it, passing the
+    /// registration. ucx_perftest registers its buffers and NIXL its KV memory, so UCX's copy
+    /// transports may pin them: cuda_copy moves registered host memory ~4× faster to and from a
+    /// GPU than pageable memory (H200, BENCHMARKS.md). Target of RMA: what the rkey refers to.
+    reg: Option<Rc<MemMap>>,
+    /// `pong` registered likewise.
+    pong_reg: Option<Rc<MemMap>>,
     rkey: Option<RemoteKey>,
     remote_addr: u64,
+}
+
+impl Case {
+    /// The registered buffer operations run on.
+    fn registered(&self) -> Result<&Rc<MemMap>, RunError> {
+        self.reg
+            .as_ref()
+            .ok_or(RunError::Internal("the case's buffer is not registered"))
+    }
+
+    /// Drops the registrations, so the buffers can be read again. Called once no operation is
+    /// in flight; for the target of RMA, after the peer's Finish (it flushed before sending it),
+    /// so nothing can still reach the memory through the rkey.
+    fn unregister(&mut self) {
+        for reg in [self.reg.take(), self.pong_reg.take()].into_iter().flatten() {
+            match Rc::try_unwrap(reg) {
+                Ok(map) => map.unmap_now(),
+                // Still held (an operation was not released): MemMap keeps what it must.
+                Err(shared) => drop(shared),
+            }
+        }
+    }
 }
 
 pub struct Runtime {
@@ -280,12 +308,18 @@ impl Runtime {
         } else {
             None
         };
+        let reg = Some(Rc::new(buf.map(&self._ctx)?));
+        let pong_reg = match &pong {
+            Some(p) => Some(Rc::new(p.map(&self._ctx)?)),
+            None => None,
+        };
         self.case = Some(Case {
             setup,
             layout,
             buf,
             pong,
-            _map: None,
+            reg,
+            pong_reg,
             rkey,
             remote_addr: ready.remote_addr,
         });
@@ -332,7 +366,8 @@ impl Runtime {
         let mut info = None;
         let mut probe_s = None;
         match case.setup.test {
-            TestKind::TagBw => with_region!(&case.buf, b => {
+            TestKind::TagBw => {
+                let b = case.registered()?;
                 let ack = post_ack_recv(w, &self.ack)?;
                 if probe {
                     let p0 = Instant::now();
@@ -347,14 +382,18 @@ impl Runtime {
                 let send = || Ok(w.post(&data)?);
                 run_window(w, ring, timed, ctl, send, || {}, |_| Ok(()))?;
                 wait_op(w, ack, ctl)?;
-                Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed, probe_s })
-            }),
-            TestKind::TagLat => {
-                let pong = case.pong.as_ref().ok_or(RunError::Internal("no pong buffer"))?;
-                let hist = (kind == PhaseKind::Measure).then(stats::rtt_histogram);
-                with_region!(&case.buf, b => {
-                    with_region!(pong, p => ping_pong(w, ep, b, p, size, n, probe, hist, ctl))
+                Ok(PhaseOutcome {
+                    elapsed_s: t0.elapsed().as_secs_f64(),
+                    info,
+                    rtt: None,
+                    iterations: timed,
+                    probe_s,
                 })
+            }
+            TestKind::TagLat => {
+                let pong = case.pong_reg.as_ref().ok_or(RunError::Internal("no pong buffer"))?;
+                let hist = (kind == PhaseKind::Measure).then(stats::rtt_histogram);
+                ping_pong(w, ep, case.registered()?, pong, size, n, probe, hist, ctl)
             }
             TestKind::PutBw | TestKind::GetBw => {
                 let rkey = case.rkey.as_ref().ok_or(RunError::Internal("no rkey"))?;
@@ -366,7 +405,8 @@ impl Runtime {
                 };
                 let layout = case.layout;
                 let kv = case.setup.kv;
-                with_region!(&case.buf, b => {
+                let b = case.registered()?;
+                {
                     let submit = |block: usize, opts: OpOptions| {
                         let (at, remote) = kv_offsets(kv.as_ref(), layout, block);
                         w.rma(rma, ep, b, at..at + size, addr + remote, rkey, opts)
@@ -387,11 +427,19 @@ impl Runtime {
                         while lists < timed {
                             let t0 = Instant::now();
                             let mut next = 0usize;
-                            run_window(w, ring, layout.count as u64, ctl, || {
-                                let op = submit(next, OpOptions::STREAM)?;
-                                next += 1;
-                                Ok(op)
-                            }, || {}, |_| Ok(()))?;
+                            run_window(
+                                w,
+                                ring,
+                                layout.count as u64,
+                                ctl,
+                                || {
+                                    let op = submit(next, OpOptions::STREAM)?;
+                                    next += 1;
+                                    Ok(op)
+                                },
+                                || {},
+                                |_| Ok(()),
+                            )?;
                             wait_op(w, w.flush(ep, OpOptions::default())?, ctl)?;
                             let now = Instant::now();
                             let took = now.duration_since(t0);
@@ -404,14 +452,34 @@ impl Runtime {
                                 break;
                             }
                         }
-                        return Ok(PhaseOutcome { elapsed_s: total, info, rtt: hist, iterations: lists, probe_s });
+                        return Ok(PhaseOutcome {
+                            elapsed_s: total,
+                            info,
+                            rtt: hist,
+                            iterations: lists,
+                            probe_s,
+                        });
                     }
                     let t0 = Instant::now();
-                    run_window(w, ring, timed, ctl, || Ok(submit(0, OpOptions::STREAM)?), || {}, |_| Ok(()))?;
+                    run_window(
+                        w,
+                        ring,
+                        timed,
+                        ctl,
+                        || Ok(submit(0, OpOptions::STREAM)?),
+                        || {},
+                        |_| Ok(()),
+                    )?;
                     let flush = w.flush(ep, OpOptions::default())?;
                     wait_op(w, flush, ctl)?;
-                    Ok(PhaseOutcome { elapsed_s: t0.elapsed().as_secs_f64(), info, rtt: None, iterations: timed, probe_s })
-                })
+                    Ok(PhaseOutcome {
+                        elapsed_s: t0.elapsed().as_secs_f64(),
+                        info,
+                        rtt: None,
+                        iterations: timed,
+                        probe_s,
+                    })
+                }
             }
         }
     }
@@ -422,6 +490,7 @@ impl Runtime {
         let Some(mut case) = self.case.take() else {
             return Ok(());
         };
+        case.unregister();
         if case.setup.untouched {
             return Ok(());
         }

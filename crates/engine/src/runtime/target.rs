@@ -24,19 +24,18 @@ impl Runtime {
             buf.fill(seed)?;
         }
         let mut ready = CaseReady::default();
-        let mut map = None;
+        let reg = Rc::new(buf.map(&self._ctx)?);
         if setup.test.is_rma() {
-            let m = buf.map(&self._ctx)?;
-            ready.remote_addr = m.address();
-            ready.rkey = HexBytes(m.pack_rkey()?);
-            map = Some(m);
+            ready.remote_addr = reg.address();
+            ready.rkey = HexBytes(reg.pack_rkey()?);
         }
         self.case = Some(Case {
             setup,
             layout,
             buf,
             pong: None,
-            _map: map,
+            reg: Some(reg),
+            pong_reg: None,
             rkey: None,
             remote_addr: 0,
         });
@@ -77,7 +76,7 @@ impl Runtime {
                 let window = window.max(1) as usize;
                 ensure_ring(&mut self.ring, window);
                 let mut ready = Some(ready);
-                let data = with_region!(&case.buf, b => w.prepare_tag_recv(b, 0..size, TAG_DATA, TAG_MASK, OpOptions::STREAM))?;
+                let data = w.prepare_tag_recv(case.registered()?, 0..size, TAG_DATA, TAG_MASK, OpOptions::STREAM)?;
                 run_window(
                     w,
                     &mut self.ring[..window],
@@ -95,7 +94,8 @@ impl Runtime {
                 send_ack(w, ep, &self.ack, ctl)
             }
             TestKind::TagLat => {
-                let ended_early = with_region!(&case.buf, b => 'ping_pong: {
+                let b = case.registered()?;
+                let ended_early = 'ping_pong: {
                     // Prepared once: the echo is all that runs between a ping and its pong.
                     let ping = w.prepare_tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
                     let pong = w.prepare_tag_send(ep, b, 0..size, TAG_PONG, OpOptions::default())?;
@@ -118,7 +118,7 @@ impl Runtime {
                         }
                     }
                     Ok(false)
-                })?;
+                }?;
                 if ended_early {
                     // Cancel the receive still posted for a ping that will not come.
                     self.drain_now();
@@ -150,9 +150,7 @@ impl Runtime {
         };
         // The registration holds the buffer; unmap it so the buffer can be read again. The peer
         // sent Finish after its last flush: nothing of it can still reach this memory.
-        if let Some(map) = case._map.take() {
-            map.unmap_now();
-        }
+        case.unregister();
         if case.setup.untouched {
             return (false, Some(UNTOUCHED.into()));
         }
