@@ -161,12 +161,27 @@ pub fn parse(log: &str) -> Vec<ProtoTable> {
     tables
 }
 
+/// The memory type UCX names after `marker` in an operation title. UCX writes host memory as
+/// `host memory` and GPU memory with its device when it knows it: `cuda/GPU0`, `cuda/dev[1]`, or
+/// plain `cuda` (recorded on an H200, NIXL 1.5.1's UCX 1.23). `host memory` → `host`,
+/// `cuda/GPU0` → `cuda`.
+fn memory_after<'a>(op: &'a str, marker: &str) -> Option<&'a str> {
+    let rest = &op[op.find(marker)? + marker.len()..];
+    let word = rest.split_whitespace().next()?;
+    word.split('/').next()
+}
+
 fn operation_matches(op: &str, direction: Direction, memory: MemoryPair) -> bool {
     let (init, target) = (memory.initiator.as_str(), memory.target.as_str());
-    match direction {
-        Direction::Read => op.contains("ucp_get") && op.contains(&format!("into {init} memory from {target}")),
-        Direction::Write => op.contains("ucp_put") && op.contains(&format!("from {init} memory to {target}")),
-    }
+    // Read: "… ucp_get* into INIT from TARGET"; write: "… ucp_put* from INIT to TARGET".
+    let (verb, local, remote) = match direction {
+        Direction::Read => ("ucp_get", " into ", " from "),
+        Direction::Write => ("ucp_put", " from ", " to "),
+    };
+    let Some(at) = op.find(verb) else { return false };
+    let op = &op[at..];
+    let Some(local_at) = op.find(local) else { return false };
+    memory_after(op, local) == Some(init) && memory_after(&op[local_at + local.len()..], remote) == Some(target)
 }
 
 fn is_loopback(t: &ProtoTable) -> bool {
@@ -314,5 +329,74 @@ mod tests {
         let only_self = &t[..1];
         let w = attribute(only_self, Direction::Write, MemoryPair::HOST_HOST, 65536).unwrap();
         assert_eq!(w.data_path.class, TransportClass::Cma);
+    }
+
+    /// Recorded on an H200 (2026-11-26, NIXL 1.5.1's UCX 1.23, two agents on the one GPU,
+    /// `UCX_PROTO_INFO=y`): GPU memory is named with its device, or bare, never "cuda memory".
+    /// Both cases read "transport unknown" before, though UCX said what it did.
+    const VRAM: &str = "\
+[1795703502.98] [vm:617  :0]   | icb-decode-vm-617 intra-node cfg#2                             |
+[1795703502.98] [vm:617  :0]   | remote memory read by ucp_get*(multi) into cuda/GPU0 from cuda |
+[1795703502.98] [vm:617  :0]   +--------+--------------------+----------------------------------+
+[1795703502.98] [vm:617  :0]   | Range  |    Description     |              Config              |
+[1795703502.98] [vm:617  :0]   +--------+--------------------+----------------------------------+
+[1795703502.98] [vm:617  :0]   | 0..inf | software emulation | tcp/lo                           |
+[1795703502.98] [vm:617  :0]   +--------+--------------------+----------------------------------+
+[1795703506.22] [vm:617  :0]   | icb-prefill-vm-617 intra-node cfg#3                                  |
+[1795703506.22] [vm:617  :0]   | remote memory write by ucp_put*(multi) from cuda/GPU0 to cuda/dev[1] |
+[1795703506.22] [vm:617  :0]   +--------+-------------+-----------------------------------------------+
+[1795703506.22] [vm:617  :0]   | Range  | Description |                    Config                     |
+[1795703506.22] [vm:617  :0]   +--------+-------------+-----------------------------------------------+
+[1795703506.22] [vm:617  :0]   | 0..inf | zero-copy   | cuda_ipc/cuda                                 |
+[1795703506.22] [vm:617  :0]   +--------+-------------+-----------------------------------------------+
+[1795703506.17] [vm:617  :0]   | icb-prefill-vm-617 intra-node cfg#2                             |
+[1795703506.17] [vm:617  :0]   | remote memory write by ucp_put* from host memory to cuda/dev[1] |
+[1795703506.17] [vm:617  :0]   | Range  |    Description     |              Config               |
+[1795703506.17] [vm:617  :0]   | 0..inf | software emulation | tcp/lo                            |
+";
+
+    #[test]
+    fn gpu_memory_is_matched_by_its_type_whatever_device_ucx_names() {
+        let t = parse(VRAM);
+        assert_eq!(t.len(), 3, "{t:?}");
+        let cuda = MemoryPair {
+            initiator: MemoryType::Cuda,
+            target: MemoryType::Cuda,
+        };
+        let read = attribute(&t, Direction::Read, cuda, 64 << 20).expect("the VRAM read is attributed");
+        assert_eq!(read.data_path.class, TransportClass::RmaEmulated);
+        assert!(read.protocol.unwrap().contains("software emulation tcp/lo"));
+        let write = attribute(&t, Direction::Write, cuda, 64 << 20).expect("the VRAM write is attributed");
+        assert_eq!(write.data_path.class, TransportClass::CudaIpc);
+        let host_to_cuda = MemoryPair {
+            initiator: MemoryType::Host,
+            target: MemoryType::Cuda,
+        };
+        let w = attribute(&t, Direction::Write, host_to_cuda, 4096).unwrap();
+        assert_eq!(w.data_path.class, TransportClass::RmaEmulated);
+        // Types never cross: no host-to-host or cuda-to-host table is here.
+        assert!(attribute(&t, Direction::Write, MemoryPair::HOST_HOST, 4096).is_none());
+        let cuda_to_host = MemoryPair {
+            initiator: MemoryType::Cuda,
+            target: MemoryType::Host,
+        };
+        assert!(attribute(&t, Direction::Read, cuda_to_host, 4096).is_none());
+    }
+
+    #[test]
+    fn memory_words_are_read_up_to_the_device() {
+        assert_eq!(memory_after("into host memory from host", " into "), None);
+        assert_eq!(memory_after("x into host memory from host", " into "), Some("host"));
+        assert_eq!(memory_after("x from cuda/dev[1]", " from "), Some("cuda"));
+        assert_eq!(memory_after("x from cuda", " from "), Some("cuda"));
+        assert_eq!(memory_after("x from ", " from "), None);
+        assert!(!operation_matches(
+            "remote memory read by ucp_get* into cudax from cuda",
+            Direction::Read,
+            MemoryPair {
+                initiator: MemoryType::Cuda,
+                target: MemoryType::Cuda,
+            }
+        ));
     }
 }

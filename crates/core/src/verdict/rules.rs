@@ -223,8 +223,20 @@ fn assess_path(case: &CaseResult, path: &DataPath, exp: &Expectation) -> Assessm
             } else {
                 format!("transport not recognised: {lanes}")
             },
-            Some("use UCX 1.14 or newer so ic-bench can query the endpoint's transports"),
+            Some(unknown_transport_hint(case.run_by.engine)),
         ),
+    }
+}
+
+/// Where to look when nothing says which transport carried a case: the UCX engine asks UCX
+/// itself (request info needs UCX ≥ 1.14); the NIXL engine reads the protocol tables NIXL's UCX
+/// prints into the log file it points UCX_LOG_FILE at.
+fn unknown_transport_hint(engine: EngineKind) -> &'static str {
+    match engine {
+        EngineKind::Ucx => "use UCX 1.14 or newer so ic-bench can query the endpoint's transports",
+        EngineKind::Nixl => {
+            "NIXL's UCX printed no protocol table for this operation and memory: leave UCX_LOG_FILE and UCX_PROTO_INFO unset so ic-bench can read them"
+        }
     }
 }
 

@@ -969,3 +969,18 @@ fn exit_code_follows_the_contract_for_skips_and_partial_runs() {
 }
 
 mod nixl_profile;
+
+#[test]
+fn an_unknown_transport_hints_where_each_engine_gets_its_evidence() {
+    let mut case = measured(TestKind::TagBw, HH, 64 * MIB, None, &[], 9.0);
+    let exp = Expectation::defaults(Locality::SameHost);
+    let ucx = judge_case(&case, &exp, &settings(false));
+    assert!(
+        ucx.hint.as_deref().unwrap_or("").contains("UCX 1.14 or newer"),
+        "{ucx:?}"
+    );
+    case.run_by.engine = EngineKind::Nixl;
+    let nixl = judge_case(&case, &exp, &settings(false));
+    let hint = nixl.hint.as_deref().unwrap_or("");
+    assert!(hint.contains("UCX_LOG_FILE") && !hint.contains("1.14"), "{nixl:?}");
+}
