@@ -80,9 +80,23 @@ impl Buf {
         with_region!(self, b => ucx::Region::len(b.as_ref()))
     }
 
-    /// Registers the buffer for RMA by the peer.
-    pub fn map(&self, ctx: &ucx::Context) -> Result<ucx::MemMap, RunError> {
-        with_region!(self, b => ctx.mem_map(b)).map_err(RunError::Register)
+    /// Registers the buffer for RMA by the peer: UCX must.
+    pub fn map(&self, ctx: &ucx::Context) -> Result<ucx::Registered, RunError> {
+        with_region!(self, b => ctx.register_required(b)).map_err(RunError::Register)
+    }
+
+    /// Registers the buffer where UCX can, to speed its operations up (see [`ucx::Registered`]);
+    /// where it cannot, says why in the log and operations run on unregistered memory.
+    pub fn register(&self, ctx: &ucx::Context) -> ucx::Registered {
+        let (reg, refused) = with_region!(self, b => ctx.register(b));
+        if let Some(e) = refused {
+            let kind = match self {
+                Buf::Host(_) => "host",
+                Buf::Cuda(_) => "CUDA",
+            };
+            tracing::warn!("running on an unregistered {kind} buffer: {e}");
+        }
+        reg
     }
 }
 

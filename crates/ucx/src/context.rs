@@ -1,6 +1,6 @@
 //! The UCP context: which features the workers get and the per-context configuration.
 
-use crate::memory::{MemMap, Region, Retired};
+use crate::memory::{MemMap, Region, Registered, Retired};
 use crate::worker::Worker;
 use crate::{Error, Result, Ucx, ucp_fn};
 use std::ffi::CString;
@@ -194,5 +194,18 @@ impl Context {
     /// through the rkey packed from the returned map. The map keeps the region alive.
     pub fn mem_map<R: Region + 'static>(&self, region: &Rc<R>) -> Result<MemMap> {
         MemMap::new(self.inner.clone(), region.clone())
+    }
+
+    /// Registers `region` where UCX can ([`Registered`]); the error says why it could not.
+    pub fn register<R: Region + 'static>(&self, region: &Rc<R>) -> (Registered, Option<Error>) {
+        match MemMap::new(self.inner.clone(), region.clone()) {
+            Ok(map) => (Registered::new(Some(map), region.clone()), None),
+            Err(e) => (Registered::new(None, region.clone()), Some(e)),
+        }
+    }
+
+    /// A registration that UCX must make: the region of a peer's rkey.
+    pub fn register_required<R: Region + 'static>(&self, region: &Rc<R>) -> Result<Registered> {
+        Ok(Registered::new(Some(self.mem_map(region)?), region.clone()))
     }
 }

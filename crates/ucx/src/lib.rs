@@ -33,7 +33,7 @@ mod worker;
 pub use context::{Context, ContextBuilder};
 pub use endpoint::{Endpoint, ErrorMode, Transport};
 pub use error::{Error, Result};
-pub use memory::{MemMap, MemoryKind, Region, RemoteKey};
+pub use memory::{MemMap, MemoryKind, Region, Registered, RemoteKey};
 pub use ops::{Completion, Op, OpOptions, Rma};
 pub use prepared::PreparedTag;
 pub use ucx_sys::{LoadError, Version};

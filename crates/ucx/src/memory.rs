@@ -251,6 +251,54 @@ unsafe impl Region for MemMap {
     }
 }
 
+/// A region and the registration UCX gave it, if it gave one: operations on it pass the
+/// registration when there is one and leave UCX to look the memory up otherwise.
+///
+/// For memory whose registration speeds operations up but is not required (tag operations; the
+/// local side of put/get): ucx_perftest registers its buffers and NIXL every buffer it moves, so
+/// UCX's copy transports may pin them (cuda_copy copies registered host memory to and from a GPU
+/// ~4× faster than pageable memory). Where UCX refuses the registration (a locked-memory limit an
+/// RDMA domain hits, say) the operations still run, as on unregistered memory.
+pub struct Registered {
+    map: Option<MemMap>,
+    region: Rc<dyn Region>,
+}
+
+impl Registered {
+    pub(crate) fn new(map: Option<MemMap>, region: Rc<dyn Region>) -> Self {
+        Registered { map, region }
+    }
+
+    /// The registration, when UCX made one.
+    pub fn map(&self) -> Option<&MemMap> {
+        self.map.as_ref()
+    }
+
+    /// Lets go of the registration now (see [`MemMap::unmap_now`]) and of the region.
+    pub fn unmap_now(self) {
+        if let Some(map) = self.map {
+            map.unmap_now();
+        }
+    }
+}
+
+// SAFETY: forwards to the region, whose guarantees hold while this value (which owns an `Rc` of
+// it) lives; the registration, when there is one, is of that same region and lives as long.
+unsafe impl Region for Registered {
+    fn as_ptr(&self) -> *mut u8 {
+        self.region.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.region.len()
+    }
+    fn memory_type(&self) -> MemoryKind {
+        self.region.memory_type()
+    }
+    fn ucx_mapping(&self, token: sealed::Token) -> Option<sealed::Mapping> {
+        self.map.as_ref().and_then(|m| m.ucx_mapping(token))
+    }
+}
+
 pub(crate) struct RkeyInner {
     pub(crate) ep: Rc<EpInner>,
     pub(crate) rkey: sys::ucp_rkey_h,

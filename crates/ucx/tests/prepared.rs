@@ -114,3 +114,51 @@ fn the_stream_hint_reaches_ucx_protocol_selection() {
     assert!(stream.contains("multi"), "{stream}");
     assert!(!single.contains("multi"), "{single}");
 }
+
+/// `Context::register`: a region registered where UCX can. Operations on it pass the
+/// registration (a registration of another context is refused, which only a passed one can be),
+/// and a region UCX will not register comes back unregistered with the reason.
+#[test]
+fn registered_regions_pass_their_registration_and_say_why_when_there_is_none() {
+    let p = pair(None, ErrorMode::None);
+    let size = 256 << 10;
+    let (src, refused) = p.ctx_a.register(&TestBuf::patterned(size, 31));
+    assert!(refused.is_none(), "{refused:?}");
+    assert!(src.map().is_some());
+    let src = std::rc::Rc::new(src);
+    let dst = TestBuf::new(size);
+    let (dst_reg, refused) = p.ctx_b.register(&dst);
+    assert!(refused.is_none(), "{refused:?}");
+    let dst_reg = std::rc::Rc::new(dst_reg);
+    let send =
+        p.a.prepare_tag_send(&p.ab, &src, 0..size, 9, OpOptions::STREAM)
+            .unwrap();
+    let recv =
+        p.b.prepare_tag_recv(&dst_reg, 0..size, 9, u64::MAX, OpOptions::STREAM)
+            .unwrap();
+    let r = p.b.post(&recv).unwrap();
+    let s = p.a.post(&send).unwrap();
+    drive(&p, &[(&p.a, s), (&p.b, r)]);
+    assert_eq!(p.b.wait(r, deadline()).unwrap().length, size);
+    p.a.wait(s, deadline()).unwrap();
+    let got = peek(&dst, size);
+    assert!(
+        got.iter().enumerate().all(|(i, &v)| v == pattern(i, 31)),
+        "the payload did not land"
+    );
+    // B's registration on A's worker: refused, so it is really passed with the operation.
+    let err =
+        p.a.prepare_tag_send(&p.ab, &dst_reg, 0..8, 9, OpOptions::default())
+            .unwrap_err();
+    assert!(matches!(err, Error::Invalid { .. }), "{err}");
+    drop((send, recv));
+    std::rc::Rc::try_unwrap(dst_reg)
+        .ok()
+        .expect("no operation holds the region")
+        .unmap_now();
+
+    let (empty, refused) = p.ctx_a.register(&TestBuf::new(0));
+    assert!(empty.map().is_none());
+    assert!(refused.is_some(), "an empty region cannot be registered");
+    assert!(p.ctx_a.register_required(&TestBuf::new(0)).is_err());
+}

@@ -21,7 +21,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
-use ucx::{Endpoint, ErrorMode, MemMap, Op, OpOptions, RemoteKey, Rma, Worker};
+use ucx::{Endpoint, ErrorMode, Op, OpOptions, Registered, RemoteKey, Rma, Worker};
 
 mod kv;
 mod ops;
@@ -59,20 +59,20 @@ struct Case {
     layout: BlockLayout,
     /// Initiator of tag_lat: where pongs land.
     pong: Option<Buf>,
-    /// `buf` registered with UCX (`ucp_mem_map`); every operation runs on it, passing the
-    /// registration. ucx_perftest registers its buffers and NIXL its KV memory, so UCX's copy
+    /// `buf` registered with UCX (`ucp_mem_map`) where UCX can ([`Registered`]); every
+    /// operation runs on it, passing the registration. ucx_perftest registers its buffers and NIXL its KV memory, so UCX's copy
     /// transports may pin them: cuda_copy moves registered host memory ~4× faster to and from a
     /// GPU than pageable memory (H200, BENCHMARKS.md). Target of RMA: what the rkey refers to.
-    reg: Option<Rc<MemMap>>,
+    reg: Option<Rc<Registered>>,
     /// `pong` registered likewise.
-    pong_reg: Option<Rc<MemMap>>,
+    pong_reg: Option<Rc<Registered>>,
     rkey: Option<RemoteKey>,
     remote_addr: u64,
 }
 
 impl Case {
-    /// The registered buffer operations run on.
-    fn registered(&self) -> Result<&Rc<MemMap>, RunError> {
+    /// The case's buffer as operations use it (registered where UCX could).
+    fn registered(&self) -> Result<&Rc<Registered>, RunError> {
         self.reg
             .as_ref()
             .ok_or(RunError::Internal("the case's buffer is not registered"))
@@ -85,7 +85,7 @@ impl Case {
         for reg in [self.reg.take(), self.pong_reg.take()].into_iter().flatten() {
             match Rc::try_unwrap(reg) {
                 Ok(map) => map.unmap_now(),
-                // Still held (an operation was not released): MemMap keeps what it must.
+                // Still held (an operation was not released): ucx::MemMap keeps what it must.
                 Err(shared) => drop(shared),
             }
         }
@@ -308,11 +308,8 @@ impl Runtime {
         } else {
             None
         };
-        let reg = Some(Rc::new(buf.map(&self._ctx)?));
-        let pong_reg = match &pong {
-            Some(p) => Some(Rc::new(p.map(&self._ctx)?)),
-            None => None,
-        };
+        let reg = Some(Rc::new(buf.register(&self._ctx)));
+        let pong_reg = pong.as_ref().map(|p| Rc::new(p.register(&self._ctx)));
         self.case = Some(Case {
             setup,
             layout,

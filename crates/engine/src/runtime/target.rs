@@ -24,11 +24,17 @@ impl Runtime {
             buf.fill(seed)?;
         }
         let mut ready = CaseReady::default();
-        let reg = Rc::new(buf.map(&self._ctx)?);
-        if setup.test.is_rma() {
-            ready.remote_addr = reg.address();
-            ready.rkey = HexBytes(reg.pack_rkey()?);
-        }
+        let reg = if setup.test.is_rma() {
+            let reg = buf.map(&self._ctx)?;
+            let map = reg
+                .map()
+                .ok_or(RunError::Internal("a required registration is missing"))?;
+            ready.remote_addr = map.address();
+            ready.rkey = HexBytes(map.pack_rkey()?);
+            Rc::new(reg)
+        } else {
+            Rc::new(buf.register(&self._ctx))
+        };
         self.case = Some(Case {
             setup,
             layout,
