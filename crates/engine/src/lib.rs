@@ -51,6 +51,7 @@ mod report;
 pub mod request;
 mod run_error;
 mod runtime;
+pub mod serve_loop;
 mod server;
 mod session;
 mod settings;

@@ -1,18 +1,18 @@
 //! `serve`: the decode side. It owns the target buffers and answers one client at a time.
 
-use crate::admit::{RateLimit, next_client, refuse_while_busy, server_admit};
+use crate::admit::server_admit;
 use crate::control::{Control, unexpected};
 use crate::error::EngineError;
 use crate::messages::{CaseReady, CaseSetup, Message, PhaseKind, Role};
-use crate::options::{Listening, ServeOptions};
+use crate::options::ServeOptions;
 use crate::run_error::RunError;
 use crate::runtime::{LocalUcx, PhaseCtl, Runtime};
+use crate::serve_loop::Sessions;
 use crate::session::{AbortOnDrop, case_label, local_hello, phase_during};
 use crate::ucx_thread::UcxThread;
 use icb_core::{CudaInfo, MemoryType};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 /// Longest a client may stay silent between two steps (it verifies up to a few GiB in between).
@@ -39,85 +39,51 @@ async fn serve_async(mut opts: ServeOptions) -> Result<(), EngineError> {
         thread.shutdown(Duration::from_secs(5));
         return Err(e);
     }
-    let listener = TcpListener::bind(listen).await.map_err(|source| EngineError::Bind {
-        addr: opts.listen.clone(),
-        source,
-    })?;
-    let bound = listener.local_addr().map_err(|source| EngineError::Bind {
-        addr: opts.listen.clone(),
-        source,
-    })?;
-    tracing::info!("listening on {bound} (UCX {} from {})", local.version, local.library);
-    if let Some(cb) = opts.on_listening.take() {
-        cb(&Listening {
-            address: bound,
-            ucx_version: local.version.clone(),
-        });
-    }
-    let cuda = crate::local::cuda_info();
-    // A caller without a token gets one that is never cancelled.
-    let cancel = opts.cancel.clone().unwrap_or_default();
-    // Dropping the loop mid-session drops the client's connection and aborts its phase.
-    let result = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => Err(EngineError::Interrupted),
-        r = accept_loop(&listener, &thread, &local, &cuda, &opts) => r,
+    let listener = match crate::serve_loop::listen(&mut opts, listen, &local.version).await {
+        Ok(l) => l,
+        Err(e) => {
+            thread.shutdown(Duration::from_secs(5));
+            return Err(e);
+        }
     };
+    tracing::info!(
+        "listening on {} (UCX {} from {})",
+        listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        local.version,
+        local.library
+    );
+    let cuda = crate::local::cuda_info();
+    let mut sessions = UcxSessions {
+        thread: &thread,
+        local: local.clone(),
+        cuda: &cuda,
+        opts: &opts,
+    };
+    let result = crate::serve_loop::serve_clients(&listener, &opts, &mut sessions).await;
     thread.shutdown(Duration::from_secs(5));
     result
 }
 
-async fn accept_loop(
-    listener: &TcpListener,
-    thread: &UcxThread<Runtime>,
-    local: &LocalUcx,
-    cuda: &CudaInfo,
-    opts: &ServeOptions,
-) -> Result<(), EngineError> {
-    let mut local = local.clone();
-    let mut rate = RateLimit::new(&opts.guard);
-    loop {
-        let (mut control, peer) = next_client(listener, opts.idle_timeout, &mut rate).await?;
-        tracing::debug!("client {peer} connected");
-        let mut admitted = false;
-        let result = {
-            let run = opts
-                .guard
-                .bounded(session(&mut control, thread, &local, cuda, opts, &mut admitted));
-            // Meanwhile every other client is told "busy" at once instead of waiting in the queue.
-            tokio::select! {
-                r = run => r,
-                never = refuse_while_busy(listener, &mut rate) => match never {},
+/// The UCX engine's sessions: one [`Runtime`] on its UCX thread, its worker renewed per client.
+struct UcxSessions<'a> {
+    thread: &'a UcxThread<Runtime>,
+    local: LocalUcx,
+    cuda: &'a CudaInfo,
+    opts: &'a ServeOptions,
+}
+
+impl Sessions for UcxSessions<'_> {
+    async fn session(&mut self, control: &mut Control, admitted: &mut bool) -> Result<(), EngineError> {
+        session(control, self.thread, &self.local, self.cuda, self.opts, admitted).await
+    }
+
+    async fn renew(&mut self) -> Result<(), EngineError> {
+        match self.thread.call(|rt: &mut Runtime| rt.renew_worker()).await? {
+            Ok(address) => {
+                self.local.address = address;
+                Ok(())
             }
-        };
-        if admitted {
-            rate.refund();
-            // Whatever happened, the next client starts from a new worker: no case, no endpoint,
-            // and nothing UCX kept for this client (memory and shared-memory segments stay flat).
-            match thread.call(|rt: &mut Runtime| rt.renew_worker()).await? {
-                Ok(address) => local.address = address,
-                Err(e) => return Err(EngineError::ucx("renewing the UCX worker for the next client", e)),
-            }
-        }
-        match result {
-            Ok(()) => tracing::info!("client {peer} finished"),
-            // Not admitted (wrong token, garbage, silence): one line, and on to the next client;
-            // such a connection does not count as `--once`'s client.
-            Err(ref e) if !admitted => {
-                control.report_failure(e).await;
-                tracing::warn!("client {peer} not admitted: {e}");
-                continue;
-            }
-            Err(ref e) => {
-                control.report_failure(e).await;
-                if opts.once {
-                    return result;
-                }
-                tracing::warn!("client {peer}: {e}");
-            }
-        }
-        if opts.once {
-            return Ok(());
+            Err(e) => Err(EngineError::ucx("renewing the UCX worker for the next client", e)),
         }
     }
 }

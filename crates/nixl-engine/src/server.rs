@@ -8,13 +8,13 @@ use crate::options::NixlOptions;
 use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, UcxLog, agent_name, direction_of};
 use crate::session::{ENGINE, cuda_info, local_hello, no_cuda_reason, resolve};
 use icb_core::{CudaInfo, MemoryType};
-use icb_engine::admit::{RateLimit, next_client, refuse_while_busy, server_admit, target_gpu};
+use icb_engine::admit::{server_admit, target_gpu};
 use icb_engine::control::{Control, unexpected};
 use icb_engine::messages::{CaseSetup, Message, PhaseKind, Role};
+use icb_engine::serve_loop::Sessions;
 use icb_engine::ucx_thread::UcxThread;
-use icb_engine::{EngineError, Listening, ServeOptions};
+use icb_engine::{EngineError, ServeOptions};
 use std::time::Duration;
-use tokio::net::TcpListener;
 
 /// Longest wait for the client's next message between phases.
 const IDLE_IN_SESSION: Duration = Duration::from_secs(600);
@@ -40,88 +40,54 @@ async fn serve_async(mut opts: ServeOptions, nixl: NixlOptions) -> Result<(), Ni
         thread.shutdown(Duration::from_secs(5));
         return Err(e.into());
     }
-    let listener = TcpListener::bind(listen).await.map_err(|source| EngineError::Bind {
-        addr: opts.listen.clone(),
-        source,
-    })?;
-    let bound = listener.local_addr().map_err(|source| EngineError::Bind {
-        addr: opts.listen.clone(),
-        source,
-    })?;
+    let listener = match icb_engine::serve_loop::listen(&mut opts, listen, &local.ucx_version).await {
+        Ok(l) => l,
+        Err(e) => {
+            thread.shutdown(Duration::from_secs(5));
+            return Err(e.into());
+        }
+    };
     tracing::info!(
-        "listening on {bound} (NIXL {} from {}, UCX {})",
+        "listening on {} (NIXL {} from {}, UCX {})",
+        listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         local.info.version,
         local.info.library,
         local.ucx_version
     );
-    if let Some(cb) = opts.on_listening.take() {
-        cb(&Listening {
-            address: bound,
-            ucx_version: local.ucx_version.clone(),
-        });
-    }
     let cuda = cuda_info();
-    // A caller without a token gets one that is never cancelled.
-    let cancel = opts.cancel.clone().unwrap_or_default();
-    // Dropping the loop mid-session drops the client's connection and aborts its phase.
-    let result = tokio::select! {
-        biased;
-        _ = cancel.cancelled() => Err(EngineError::Interrupted),
-        r = accept_loop(&listener, &thread, &local, &cuda, &opts) => r,
+    let mut sessions = NixlSessions {
+        thread: &thread,
+        local: local.clone(),
+        cuda: &cuda,
+        opts: &opts,
     };
+    let result = icb_engine::serve_loop::serve_clients(&listener, &opts, &mut sessions).await;
     thread.shutdown(Duration::from_secs(5));
     result.map_err(NixlEngineError::from)
 }
 
-async fn accept_loop(
-    listener: &TcpListener,
-    thread: &UcxThread<NixlRuntime>,
-    local: &LocalNixl,
-    cuda: &CudaInfo,
-    opts: &ServeOptions,
-) -> Result<(), EngineError> {
-    let mut local = local.clone();
-    let mut rate = RateLimit::new(&opts.guard);
-    loop {
-        let (mut control, peer) = next_client(listener, opts.idle_timeout, &mut rate).await?;
-        tracing::debug!("client {peer} connected");
-        let mut admitted = false;
-        let result = {
-            let run = opts
-                .guard
-                .bounded(session(&mut control, thread, &local, cuda, opts, &mut admitted));
-            // Meanwhile every other client is told "busy" at once.
-            tokio::select! {
-                r = run => r,
-                never = refuse_while_busy(listener, &mut rate) => match never {},
+/// The NIXL engine's sessions: one [`NixlRuntime`] on its thread, its agent renewed per client
+/// (NIXL keeps every registration it sent to a peer until the agent dies; see
+/// `NixlRuntime::renew_agent`).
+struct NixlSessions<'a> {
+    thread: &'a UcxThread<NixlRuntime>,
+    local: LocalNixl,
+    cuda: &'a CudaInfo,
+    opts: &'a ServeOptions,
+}
+
+impl Sessions for NixlSessions<'_> {
+    async fn session(&mut self, control: &mut Control, admitted: &mut bool) -> Result<(), EngineError> {
+        session(control, self.thread, &self.local, self.cuda, self.opts, admitted).await
+    }
+
+    async fn renew(&mut self) -> Result<(), EngineError> {
+        match self.thread.call(|rt: &mut NixlRuntime| rt.renew_agent()).await? {
+            Ok(metadata) => {
+                self.local.metadata = metadata;
+                Ok(())
             }
-        };
-        if admitted {
-            rate.refund();
-        }
-        // The next client starts from a new agent: no case, no remote agent, and nothing NIXL
-        // kept for this client (memory stays flat; see `NixlRuntime::renew_agent`). `--once`
-        // exits next instead.
-        if admitted && !opts.once {
-            match thread.call(|rt: &mut NixlRuntime| rt.renew_agent()).await? {
-                Ok(metadata) => local.metadata = metadata,
-                Err(detail) => return Err(nixl_failed("renewing the NIXL agent for the next client", detail)),
-            }
-        }
-        if let Err(e) = &result {
-            control.report_failure(e).await;
-            if !admitted {
-                // Not admitted: one line, and it does not count as `--once`'s client.
-                tracing::warn!("client {peer} not admitted: {e}");
-                continue;
-            }
-            if opts.once {
-                return result;
-            }
-            tracing::warn!("client {peer}: {e}");
-        }
-        if opts.once {
-            return Ok(());
+            Err(detail) => Err(nixl_failed("renewing the NIXL agent for the next client", detail)),
         }
     }
 }
