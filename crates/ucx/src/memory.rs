@@ -70,7 +70,7 @@ pub(crate) mod sealed {
 /// over transports without native RMA (tcp) the worker packs a GET's reply from it whenever the
 /// reply gets its turn on the link. So dropping an exposed map does not unmap it: the
 /// registration and the region are kept until every worker of the context that was alive at that
-/// moment is destroyed ([`Retired`]). No order of drops can then free memory UCX still reads.
+/// moment is destroyed (`Retired`). No order of drops can then free memory UCX still reads.
 pub struct MemMap {
     ctx: Rc<ContextInner>,
     memh: sys::ucp_mem_h,

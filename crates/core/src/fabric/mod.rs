@@ -2,7 +2,7 @@
 //! process can use. Every crate asks here, so `probe env`, `pair` and the recipe rules cannot
 //! judge the same pod differently.
 //!
-//! * [`env`]: which environment variables are transport settings, logging, GPU visibility or
+//! * [`env`](mod@env): which environment variables are transport settings, logging, GPU visibility or
 //!   ic-bench's own, and the four sets callers read;
 //! * [`resource`]: Kubernetes resource names as GPU (by vendor), RDMA NIC (by kind: shared HCA,
 //!   SR-IOV VF, EFA, host device, …), other device, or not a device; ComputeDomain claim names;
