@@ -313,9 +313,55 @@ fn a_rank_that_dies_ends_the_run_with_its_name_and_nothing_is_left() {
     assert_nothing_left(&cluster);
 }
 
+/// One node for both sides (`--prefill node/gpu-1 --decode node/gpu-1`) with `--host-ipc`,
+/// `--host-pid`, `--gpus 2` and `--rdma none`: the per-rank model still (3 ranks at once, every
+/// block verified), in two pods on gpu-1 that share its IPC and PID namespaces and each request
+/// exactly 2 GPUs and no RDMA device (two pods cannot both hold the whole node); nothing left.
+#[test]
+fn one_node_runs_per_rank_in_two_pods_shaped_by_the_flags() {
+    let Some(cluster) = cluster("one_node_runs_per_rank_in_two_pods_shaped_by_the_flags") else {
+        return;
+    };
+    let mut args = kv_args("2", "1", ["0.1", "0.5"]);
+    args[3] = "node/gpu-1";
+    args.extend(["--host-ipc", "--host-pid", "--gpus", "2", "--rdma", "none"]);
+    let run = run_pair(&cluster, &args, Duration::from_secs(240));
+    assert_eq!(run.code, 0, "{run:#?}");
+    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
+    let kv: KvOutcome = *report.kv.clone().expect("a kv section");
+    assert!(kv.synchronised, "not the per-rank model: {kv:?}");
+    assert_eq!(report.placement.mode, "kubernetes (ranks)");
+    assert_eq!(report.placement.locality, icb_core::model::Locality::SameHost);
+    assert_eq!(
+        (report.placement.prefill.host.as_str(), report.placement.decode.host.as_str()),
+        ("gpu-1", "gpu-1")
+    );
+    assert_eq!(kv.ranks.len(), 3, "{:?}", kv.ranks);
+    let blocks: u64 = kv.ranks.iter().filter(|r| r.side == "decode").map(|r| r.blocks_verified).sum();
+    assert_eq!(blocks, 256, "{:?}", kv.ranks);
+    for p in &kv.peers {
+        assert!(p.verified && p.failure.is_none(), "{p:?}");
+        assert!(p.data_path.is_some(), "{p:?}");
+    }
+    let pods = run.created_pods();
+    assert_eq!(pods.len(), 2);
+    for pod in &pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let spec = pod.spec.clone().unwrap_or_default();
+        assert!(serde_json::to_string(&spec.affinity).unwrap().contains("\"gpu-1\""), "{name}");
+        assert_eq!((spec.host_ipc, spec.host_pid), (Some(true), Some(true)), "{name}");
+        let limits = spec.containers[0].resources.clone().unwrap_or_default().limits.unwrap_or_default();
+        assert_eq!(limits.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("2"), "{name}: {limits:?}");
+        assert!(!limits.keys().any(|k| k.starts_with("rdma/")), "{name}: {limits:?}");
+    }
+    assert_nothing_left(&cluster);
+}
+
 /// `gate --kv-shape` with no model on the command line: the recipe's vLLM arguments name
 /// Llama-3.1-8B-Instruct, prefill TP 2, decode TP 1, block 16, so the gate's pair step is that
-/// gather (2 reads of 128 descriptors of 16 KiB at 32 tokens), and `--max-kv-ms` judges it.
+/// gather (2 reads of 128 descriptors of 16 KiB at 32 tokens) on the per-rank model: 2 prefill
+/// ranks in gpu-1's whole-node pod, 1 decode rank in gpu-2's, all at once, every block verified;
+/// and `--max-kv-ms` judges it. No pod and no rank process is left.
 #[test]
 fn gate_kv_shape_measures_the_recipes_own_transfer() {
     let Some(cluster) = cluster("gate_kv_shape_measures_the_recipes_own_transfer") else {
@@ -363,6 +409,13 @@ fn gate_kv_shape_measures_the_recipes_own_transfer() {
         assert_eq!(p["verified"], true, "{p}");
         assert_eq!(p["descriptors"], 128, "{p}");
     }
+    // The per-rank model, not one process pair per read: the same checks as `pair`'s.
+    let pair: PairReport = serde_json::from_value(report["pair"].clone()).expect("a pair report");
+    let outcome: KvOutcome = *pair.kv.clone().expect("a kv section");
+    let engine = pair.cases.first().map(|c| c.run_by.engine).expect("a case");
+    assert_ranks_on_two_nodes(&pair, &outcome, (2, 1), engine);
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("one process per TP rank in two whole-node bench pods"), "{notes}");
     // A budget no request meets fails the gate (exit 1), in TTFT terms.
     let out = gate(&["--max-kv-ms", "0.000001"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -373,7 +426,7 @@ fn gate_kv_shape_measures_the_recipes_own_transfer() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("over --max-kv-ms"), "{stdout}");
-    assert!(leftover_bench_pods(&cluster).is_empty());
+    assert_nothing_left(&cluster);
 }
 
 /// Ctrl-C in the middle of the repetitions: exit 130 within seconds, the line says what was

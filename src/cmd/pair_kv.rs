@@ -1,9 +1,9 @@
 //! `ic-bench pair --kv-shape MODEL …`: a model's KV transfer for one request, prefill TP a →
 //! decode TP b: one process per rank (`icb_pair::kv::ranks`; NIXL where it loads, else or with
-//! `--engine ucx` the UCX engine), locally or on two Kubernetes nodes (`node/A`, `node/B`: the
-//! whole-node mode's bench pods, `icb_pair::kv::kube_ranks`); else (pods modelled on worker pods,
-//! one node, `--gpus`/`--rdma`/`--host-ipc`/`--host-pid`, which shape per-pair bench pods) one
-//! process per read on each side (`icb_pair::kv`), as bench pods.
+//! `--engine ucx` the UCX engine), locally or on Kubernetes nodes (`node/A`, `node/B`, or one
+//! node for both: two bench pods the ranks are exec'd into, `icb_pair::kv::kube_ranks`, shaped by
+//! `--gpus`/`--rdma`/`--host-ipc`/`--host-pid`); else (pods modelled on worker pods, `pod/…`,
+//! `deployment/…`) one process per read on each side (`icb_pair::kv`), as bench pods.
 
 use super::interrupt::Interrupt;
 use super::pair::PairCommand;
@@ -130,14 +130,7 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
         Some([one]) => plan.settings.memory = vec![*one],
         Some(_) => anyhow::bail!("--kv-shape moves one memory pair: give one --memory, e.g. cuda-cuda"),
     }
-    if args.engine.engine == icb_core::EngineKind::Ucx
-        && !args.engine.engine_given
-        && icb_nixl_engine::probe_load(args.engine.nixl_lib.as_deref()).is_ok()
-    {
-        // The KV transfer is NIXL's: use it wherever its library loads, unless `--engine ucx`
-        // asked for the UCX engine's block lists.
-        args.engine.engine = icb_core::EngineKind::Nixl;
-    }
+    args.engine.engine = kv_engine(&args.engine);
     let op = kv.kv_op.unwrap_or_default();
     let mut kv_plan = KvPlan::new(plan.clone(), request, op);
     kv_plan.engine = args.engine.engine;
@@ -164,8 +157,8 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
     };
     *plan = kv_plan.pair.clone();
     // The per-rank model runs with either engine (its ranks are NIXL agents or UCX workers; the
-    // plan names the engine), started locally or in two whole-node pods; per-pair bench pods
-    // keep the per-read model.
+    // plan names the engine), started locally or in two pods on node targets; pods modelled on
+    // worker pods keep the per-read model.
     let kube_ranks = match &launch {
         KvLaunch::Kube(t) => kube_ranks_plan(args, t, &kv_plan)?,
         KvLaunch::Local(_) => None,
@@ -179,8 +172,22 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
     })
 }
 
-/// The whole-node pods of the ranks, when both targets are two different nodes and no flag
-/// shapes the bench pods otherwise (those keep the per-read model's per-pair pods).
+/// The engine of a KV transfer: NIXL's, wherever its library loads, unless `--engine` chose one
+/// (`--engine ucx`: the UCX engine's block lists). `gate --kv-shape` decides the same way.
+pub fn kv_engine(engine: &super::common::EngineArgs) -> icb_core::EngineKind {
+    if engine.engine == icb_core::EngineKind::Ucx
+        && !engine.engine_given
+        && icb_nixl_engine::probe_load(engine.nixl_lib.as_deref()).is_ok()
+    {
+        return icb_core::EngineKind::Nixl;
+    }
+    engine.engine
+}
+
+/// The pods of the ranks when both targets are nodes (two, or one for both sides): whole-node
+/// pods, or with `--gpus`/`--rdma`/`--resource` (and always on one node) what each side asks
+/// (`icb_pair::kv::kube_ranks::pod_devices`), with `--host-ipc`/`--host-pid`. Worker-shaped
+/// targets (`pod/…`, `deployment/…`) keep the per-read model's per-pair pods.
 fn kube_ranks_plan(
     args: &super::pair::Args,
     t: &super::pair_kube::KubeTarget,
@@ -190,16 +197,12 @@ fn kube_ranks_plan(
         return Ok(None);
     };
     let k = &args.kube;
-    let shaped = k.host_ipc || k.host_pid || k.devices.request() != Default::default();
-    if prefill == decode || shaped {
-        return Ok(None);
-    }
     let mut pods = super::pair_rails_kube::pods(args, (prefill.clone(), decode.clone()), &plan.pair)?;
-    pods.run_id = format!("{}-kr", t.pods.run_id);
-    let g = plan.request.geometry();
-    pods.rank_resources =
-        icb_kube::hardening::BenchResources::for_buffer(g.prefill_rank_bytes.max(g.decode_rank_bytes));
-    Ok(Some(pods))
+    pods.run_id = t.pods.run_id.clone();
+    pods.host_ipc = k.host_ipc;
+    pods.host_pid = k.host_pid;
+    pods.devices = icb_pair::kv::kube_ranks::pod_devices(plan, prefill == decode, &k.devices.request());
+    Ok(Some(icb_pair::kv::kube_ranks::ranks_pods(pods, plan)))
 }
 
 /// Local ranks: each row is two plain processes (or isolated ones, `--isolation`).

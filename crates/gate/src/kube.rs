@@ -85,6 +85,23 @@ impl KubeGate {
     }
 }
 
+impl KubeGate {
+    /// With `--kv-shape` on two nodes: the transfer's ranks run in their own whole-node pods,
+    /// not in the bench pods modelled above (those run only the descriptor sweep).
+    fn kv_note(&self, pods: &BenchPodsPlan) -> Option<String> {
+        self.input.kv.as_ref()?;
+        match (&pods.prefill, &pods.decode) {
+            (Target::Node(p), Target::Node(d)) if p != d => Some(format!(
+                "--kv-shape: one process per TP rank in two whole-node bench pods on {p} and {d}, each rank under its side's recipe transport env; the modelled bench pods run only a descriptor sweep"
+            )),
+            (Target::Node(n), Target::Node(_)) => Some(format!(
+                "--kv-shape: one process per TP rank in two bench pods on {n}, each rank under its side's recipe transport env; the modelled bench pods run only a descriptor sweep"
+            )),
+            _ => Some("--kv-shape: one process pair per rank-to-rank read (the per-rank model runs on node targets only)".into()),
+        }
+    }
+}
+
 fn setup(e: impl std::fmt::Display) -> StepError {
     StepError::Setup(e.to_string())
 }
@@ -132,6 +149,7 @@ impl GateSteps for KubeGate {
         pods.devices = self.input.devices.clone();
         pods.resources = icb_kube::hardening::BenchResources::for_settings(&self.input.settings);
         self.pods = Some(pods.clone());
+        let pods_plan = pods.clone();
         let launcher = KubeLauncher::prepare_with_templates(cluster.clone(), pods, &self.templates)
             .await
             .map_err(setup)?;
@@ -144,7 +162,7 @@ impl GateSteps for KubeGate {
                 .into_iter()
                 .filter_map(|(side, pod)| pod.model.as_ref().map(|m| (side.to_string(), m.source.clone())))
                 .collect(),
-            notes: prepared.notes.iter().map(ToString::to_string).collect(),
+            notes: prepared.notes.iter().map(ToString::to_string).chain(self.kv_note(&pods_plan)).collect(),
         };
         self.cluster = Some(cluster);
         self.launcher = Some(launcher);
@@ -179,10 +197,15 @@ impl GateSteps for KubeGate {
         let mut plan = PairPlan::new(settings, expectation);
         plan.set_deadlines(icb_pair::Deadlines::budget(left, "--budget"));
         if let Some(kv) = &self.input.kv {
+            let env = |e: &(TransportEnv, bool)| e.0.vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let envs = self.side_envs.as_ref().map(|e| (env(&e.prefill), env(&e.decode)));
             let site = crate::kv::KvSite {
                 cluster: self.cluster.clone().ok_or_else(|| setup("pair before prepare"))?,
                 pods: self.pods.as_ref().ok_or_else(|| setup("pair before prepare"))?,
                 templates: &self.templates,
+                envs: envs.unwrap_or_default(),
+                side_flags: self.input.side_flags.clone(),
+                deadline,
             };
             return crate::kv::pair(kv, self.engines.as_ref(), plan, site, cancel).await;
         }

@@ -1,10 +1,24 @@
 //! `gate --kv-shape [MODEL]`: the gate's pair step is the deployment's own KV transfer. The
 //! binary parses the flags once into a [`GateKv`]; what they leave out (model, TP sizes, block
 //! size) comes from the recipe's engine arguments, read by the gate's `probe env` step.
+//!
+//! On node targets (`--prefill node/A --decode node/B`, or one node for both) the transfer is
+//! `pair`'s per-rank model ([`icb_pair::kv::kube_ranks`]): one process per TP rank in two bench
+//! pods (whole-node pods on two nodes), every rank under its side's recipe transport env (as the
+//! workers run), all ranks at once. Worker-shaped targets (`pod/…`, `deployment/…`) keep the
+//! per-read model ([`icb_pair::kv::run_kv`]: one process pair per rank-to-rank read, in bench
+//! pods modelled on the worker pods or the recipe's templates).
 
 use crate::{PairEnd, StepError};
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
+use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
+use icb_pair::kv::kube_ranks::KubeRanks;
+use icb_pair::rails::kube::{EnvVars, KubeRailsPlan};
+#[cfg(test)]
+use icb_pair::rails::kube::PodDevices;
+#[cfg(test)]
+use icb_kube::devices::DeviceRequest;
 use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
 use icb_pair::{CancellationToken, LaunchError, PairError, PairPlan};
 use icb_recipe::EngineArgs;
@@ -61,6 +75,10 @@ pub struct GateKv {
     pub max_kv_ms: Option<f64>,
     /// `--kv-descriptor-sweep[=MAX]`.
     pub sweep_max: Option<u64>,
+    /// The engine the per-rank model's ranks run (NIXL wherever it loads, unless `--engine`).
+    pub engine: icb_core::EngineKind,
+    /// This build, for the per-rank report.
+    pub tool: icb_core::ToolInfo,
 }
 
 impl std::fmt::Debug for GateKv {
@@ -69,6 +87,7 @@ impl std::fmt::Debug for GateKv {
             .field("op", &self.op)
             .field("max_kv_ms", &self.max_kv_ms)
             .field("sweep_max", &self.sweep_max)
+            .field("engine", &self.engine)
             .finish_non_exhaustive()
     }
 }
@@ -107,6 +126,46 @@ pub(crate) struct KvSite<'a> {
     pub cluster: icb_kube::Cluster,
     pub pods: &'a BenchPodsPlan,
     pub templates: &'a SideTemplates,
+    /// The recipe's transport env of each side's workers: (prefill, decode).
+    pub envs: (EnvVars, EnvVars),
+    /// The engine flags every rank gets (`--nixl-lib`, `--ucx-profile`, …).
+    pub side_flags: Vec<String>,
+    /// The gate's budget: the ranks' pods start within what is left of it.
+    pub deadline: tokio::time::Instant,
+}
+
+/// The pods of the per-rank model, when the gate's targets are nodes (`None`: the per-read
+/// model's per-pair bench pods): whole-node pods on two nodes, else what each side asks
+/// ([`icb_pair::kv::kube_ranks::pod_devices`], the rule `pair` follows).
+pub fn ranks_pods(
+    pods: &BenchPodsPlan,
+    kv: &KvPlan,
+    side_flags: &[String],
+    envs: (EnvVars, EnvVars),
+    left: std::time::Duration,
+    request_timeout: std::time::Duration,
+) -> Option<KubeRailsPlan> {
+    let (Target::Node(prefill), Target::Node(decode)) = (&pods.prefill, &pods.decode) else {
+        return None;
+    };
+    let mut plan = KubeRailsPlan::new(
+        (prefill, decode),
+        pods.run_id.clone(),
+        pods.image.clone(),
+        left,
+        request_timeout,
+        &kv.pair,
+    );
+    plan.image_pull_policy = pods.image_pull_policy.clone();
+    plan.privileged = pods.privileged;
+    plan.service_account = pods.service_account.clone();
+    plan.memlock_unlimited = pods.memlock_unlimited;
+    plan.side_args = side_flags.to_vec();
+    plan.side_env = envs;
+    plan.host_ipc = pods.host_ipc;
+    plan.host_pid = pods.host_pid;
+    plan.devices = icb_pair::kv::kube_ranks::pod_devices(kv, prefill == decode, &pods.devices);
+    Some(icb_pair::kv::kube_ranks::ranks_pods(plan, kv))
 }
 
 /// The gate's pair step as the KV transfer: one judged report whose verdict carries
@@ -121,17 +180,28 @@ pub(crate) async fn pair(
     let request = (kv.resolve)(engines).map_err(StepError::Setup)?;
     let mut kv_plan = KvPlan::new(plan, request, kv.op);
     kv_plan.max_kv_ms = kv.max_kv_ms;
+    kv_plan.engine = kv.engine;
     if let Some(max) = kv.sweep_max {
         kv_plan.sweep = icb_pair::kv::sweep_counts(max, kv_plan.sweep_block, icb_pair::kv::MAX_RANK_BYTES);
     }
+    let left = site.deadline.saturating_duration_since(tokio::time::Instant::now());
+    let timeout = site.cluster.request_timeout();
+    let ranks = ranks_pods(site.pods, &kv_plan, &site.side_flags, site.envs, left, timeout);
     let mut seam = GateSeam {
-        cluster: site.cluster,
+        cluster: site.cluster.clone(),
         pods: site.pods,
         templates: site.templates,
         op: kv.op,
     };
     let mut progress = |_: Option<&KvRow>, _: &icb_core::protocol::CaseProgress| {};
-    match icb_pair::kv::run_kv(&kv_plan, &mut seam, cancel, &mut progress).await {
+    let result = match ranks {
+        Some(pods) => {
+            let ranks = KubeRanks::new(site.cluster, pods, &kv_plan);
+            icb_pair::kv::kube_ranks::run(&kv_plan, ranks, &mut seam, &kv.tool, cancel, &mut progress).await
+        }
+        None => icb_pair::kv::run_kv(&kv_plan, &mut seam, cancel, &mut progress).await,
+    };
+    match result {
         Ok(o) => Ok(PairEnd::Judged(Box::new(o.report))),
         Err(PairError::Interrupted(i)) => Ok(PairEnd::Interrupted {
             cleanup: i.cleanup_text(),
@@ -144,6 +214,87 @@ pub(crate) async fn pair(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    /// Llama-3.1-8B at 32 tokens, TP2 → TP1 (each prefill rank 2 MiB, the decode rank 4 MiB).
+    fn kv_plan() -> KvPlan {
+        let shape = icb_kv::KvShape {
+            isl: 32,
+            page_size: 16,
+            kv_dtype: icb_kv::KvDtype::Bf16,
+            prefill_tp: 2,
+            decode_tp: 1,
+            max_rank_bytes: None,
+        };
+        let request = icb_kv::KvRequest::new(icb_kv::builtin("llama-3.1-8b").unwrap(), shape).unwrap();
+        let pair = PairPlan::new(icb_core::RunSettings::full_curve(), Default::default());
+        KvPlan::new(pair, request, KvOp::Read)
+    }
+
+    fn bench_pods(prefill: &str, decode: &str) -> BenchPodsPlan {
+        let mut pods = BenchPodsPlan::new(
+            prefill.parse().unwrap(),
+            decode.parse().unwrap(),
+            "run1".into(),
+            "img:1".into(),
+            Duration::from_secs(60),
+            Duration::from_secs(30),
+            vec!["--engine".into(), "nixl".into()],
+        );
+        pods.image_pull_policy = Some("Never".into());
+        pods.memlock_unlimited = true;
+        pods
+    }
+
+    /// Two different nodes: the ranks' whole-node pods, carrying the gate's image, engine flags
+    /// and each side's recipe env, sized for the larger rank buffer; a worker pod or one node
+    /// keeps the per-read model (`None`).
+    #[test]
+    fn two_nodes_run_the_per_rank_model_and_other_targets_do_not() {
+        let kv = kv_plan();
+        let flags = vec!["--nixl-lib".to_string(), "/opt/nixl".into()];
+        let env = |v: &str| vec![("UCX_TLS".to_string(), v.to_string())];
+        let envs = (env("rc,tcp"), env("tcp"));
+        let (left, request) = (Duration::from_secs(90), Duration::from_secs(30));
+        let pods = bench_pods("node/gpu-1", "node/gpu-2");
+        let got = ranks_pods(&pods, &kv, &flags, envs.clone(), left, request).expect("two nodes");
+        assert_eq!((got.prefill_node.as_str(), got.decode_node.as_str()), ("gpu-1", "gpu-2"));
+        assert_eq!(got.run_id, "run1-kr");
+        assert_eq!((got.image.as_str(), got.image_pull_policy.as_deref()), ("img:1", Some("Never")));
+        assert!(got.memlock_unlimited);
+        assert_eq!(got.side_args, flags);
+        assert_eq!(got.side_env, envs);
+        assert_eq!(got.start_timeout, left);
+        let largest = 4 << 20;
+        assert_eq!(got.rank_resources, icb_kube::hardening::BenchResources::for_buffer(largest));
+        assert_eq!(got.devices, PodDevices::WholeNode);
+        // One node for both sides: two pods that cannot both hold every device; a GPU transfer
+        // asks a GPU per rank of each side (TP2 → TP1).
+        let mut kv_cuda = kv_plan();
+        kv_cuda.pair.settings.memory = vec![icb_core::MemoryPair {
+            initiator: icb_core::MemoryType::Cuda,
+            target: icb_core::MemoryType::Cuda,
+        }];
+        let mut one = bench_pods("node/gpu-1", "node/gpu-1");
+        one.host_ipc = true;
+        let got = ranks_pods(&one, &kv_cuda, &flags, envs.clone(), left, request).expect("one node");
+        assert!(got.host_ipc && !got.host_pid);
+        let gpus = |n| DeviceRequest {
+            gpus: Some(n),
+            ..DeviceRequest::default()
+        };
+        assert_eq!(got.devices, PodDevices::Requested(gpus(2), gpus(1)));
+        // `--gpus 1` wins, on two nodes too.
+        let mut given = bench_pods("node/gpu-1", "node/gpu-2");
+        given.devices = gpus(1);
+        let got = ranks_pods(&given, &kv_cuda, &flags, envs.clone(), left, request).expect("two nodes");
+        assert_eq!(got.devices, PodDevices::Requested(gpus(1), gpus(1)));
+        // Worker-shaped targets keep the per-read model.
+        for (p, d) in [("pod/prefill-0", "node/gpu-2"), ("node/gpu-1", "deployment/decode")] {
+            let pods = bench_pods(p, d);
+            assert!(ranks_pods(&pods, &kv, &flags, envs.clone(), left, request).is_none(), "{p} {d}");
+        }
+    }
 
     #[test]
     fn the_recipe_fills_what_the_flags_leave_out() {

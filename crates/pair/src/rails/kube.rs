@@ -19,7 +19,7 @@
 //! every path by [`KubeRails::cleanup`] (and a pod outlives a lost ic-bench by at most its
 //! `activeDeadlineSeconds`, its idle command ends then too).
 
-use super::info::RailInfoLine;
+use super::info::{HostCpus, InfoKind, RailInfoLine};
 use super::kube_rank::rank_pinning;
 pub use super::kube_rank::{KubeRailLauncher, PodPinning, RankExec, rank_command};
 use super::plan::NodeRailInfo;
@@ -29,7 +29,7 @@ use crate::launcher::{LaunchError, LaunchFailure};
 use crate::run::SideRole;
 use icb_core::fabric::quantity::parse_milli;
 use icb_core::rails::CounterSnapshot;
-use icb_kube::devices::DeviceChoice;
+use icb_kube::devices::{DeviceChoice, DeviceRequest};
 use icb_kube::k8s_openapi::api::core::v1::{Pod, Toleration};
 use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use icb_kube::podspec::{self, BenchPod, Role};
@@ -75,6 +75,22 @@ pub struct KubeRailsPlan {
     pub rank_resources: icb_kube::hardening::BenchResources,
     /// `--memlock-unlimited`: RDMA pods stay non-root without IPC_LOCK.
     pub memlock_unlimited: bool,
+    /// What each pod requests: all of its node's devices (rails), or what was asked per side.
+    pub devices: PodDevices,
+    /// `--host-ipc` / `--host-pid` on both pods (the KV ranks' flags; rails refuses them).
+    pub host_ipc: bool,
+    pub host_pid: bool,
+}
+
+/// The devices the two pods request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum PodDevices {
+    /// Every GPU and RDMA device its node advertises ([`whole_node_devices`]): one pod per node.
+    #[default]
+    WholeNode,
+    /// Per side (prefill, decode): what [`icb_kube::devices::decide`] gives for the request on
+    /// the node (`--gpus`, `--rdma`, `--resource`; two pods sharing one node).
+    Requested(DeviceRequest, DeviceRequest),
 }
 
 /// Most row runs of one rails run (16 rails, the cross pattern's 16 rounds, each row maybe alone
@@ -113,6 +129,9 @@ impl KubeRailsPlan {
             side_env: (Vec::new(), Vec::new()),
             rank_resources: icb_kube::hardening::BenchResources::for_settings(&pair.settings),
             memlock_unlimited: false,
+            devices: PodDevices::WholeNode,
+            host_ipc: false,
+            host_pid: false,
         }
     }
 }
@@ -221,8 +240,8 @@ impl KubeRails {
             },
             active_deadline_s: secs as i64,
             privileged: self.plan.privileged,
-            host_ipc: false,
-            host_pid: false,
+            host_ipc: self.plan.host_ipc,
+            host_pid: self.plan.host_pid,
             service_account: self.plan.service_account.clone(),
             extra_labels: self.plan.extra_labels.clone(),
             tolerations,
@@ -256,20 +275,26 @@ impl KubeRails {
             let tolerations = icb_kube::hardening::tolerations_for(&read);
             let status = read.status.unwrap_or_default();
             let advertised = status.allocatable.or(status.capacity).unwrap_or_default();
-            let devices = whole_node_devices(&advertised);
+            let devices = self.devices_of(role, &advertised);
             let gpus = gpu_count(&devices);
             match role {
                 Role::Client => self.gpus.0 = gpus,
                 Role::Server => self.gpus.1 = gpus,
             }
-            self.notes.push(if devices.is_empty() {
-                format!("node {node} advertises no GPU or RDMA device: its pod requests none")
-            } else {
-                let list: Vec<String> = devices.iter().map(|(n, q)| format!("{} {n}", q.0)).collect();
-                format!(
+            let list: Vec<String> = devices.iter().map(|(n, q)| format!("{} {n}", q.0)).collect();
+            let side = if role == Role::Client { "prefill" } else { "decode" };
+            self.notes.push(match (&self.plan.devices, devices.is_empty()) {
+                (PodDevices::WholeNode, true) => {
+                    format!("node {node} advertises no GPU or RDMA device: its pod requests none")
+                }
+                (PodDevices::WholeNode, false) => format!(
                     "the pod on node {node} requests all of its devices: {}",
                     list.join(", ")
-                )
+                ),
+                (PodDevices::Requested(..), true) => format!("the {side} pod on node {node} requests no device"),
+                (PodDevices::Requested(..), false) => {
+                    format!("the {side} pod on node {node} requests {}", list.join(", "))
+                }
             });
             let pod = self.pod(&node, role, devices, tolerations);
             pods.push((node, pod));
@@ -298,6 +323,19 @@ impl KubeRails {
         let prefill = workers.pop();
         self.pods = prefill.zip(decode);
         Ok(())
+    }
+
+    /// What one side's pod requests on a node advertising `advertised`.
+    fn devices_of(&self, role: Role, advertised: &BTreeMap<String, Quantity>) -> BTreeMap<String, Quantity> {
+        match &self.plan.devices {
+            PodDevices::WholeNode => whole_node_devices(advertised),
+            PodDevices::Requested(prefill, decode) => {
+                let request = if role == Role::Client { prefill } else { decode };
+                let mut devices = BTreeMap::new();
+                icb_kube::devices::decide(request, Some(advertised), false).apply(&mut devices);
+                devices
+            }
+        }
     }
 
     /// Why a pod did not run: by its status when it is one the scheduler cannot place (then a
@@ -330,7 +368,7 @@ impl KubeRails {
     }
 
     /// `ic-bench rail-info ARGS` in one side's pod, its one JSON line read.
-    async fn rail_info(&self, role: SideRole, counters: bool) -> Result<RailInfoLine, String> {
+    async fn rail_info(&self, role: SideRole, kind: InfoKind) -> Result<RailInfoLine, String> {
         let w = self.worker(role).map_err(|e| e.to_string())?;
         let mut command = vec![
             "ic-bench".to_string(),
@@ -338,8 +376,10 @@ impl KubeRails {
             "--node".into(),
             w.node.clone(),
         ];
-        if counters {
-            command.push("--counters".into());
+        match kind {
+            InfoKind::Rails => {}
+            InfoKind::Counters => command.push("--counters".into()),
+            InfoKind::Cpus => command.push("--cpus".into()),
         }
         let out = self
             .cluster
@@ -361,12 +401,19 @@ impl KubeRails {
 
     /// One side's node for the planner, from its pod.
     pub async fn node_info(&self, role: SideRole) -> Result<NodeRailInfo, LaunchError> {
-        let line = self.rail_info(role, false).await.map_err(LaunchError::new)?;
+        let line = self.rail_info(role, InfoKind::Rails).await.map_err(LaunchError::new)?;
         let mut info = line
             .info
             .ok_or_else(|| LaunchError::new("`ic-bench rail-info` printed no rail map"))?;
         info.node = self.worker(role)?.node.clone();
         Ok(info)
+    }
+
+    /// One side's node topology and the CPUs a process in its pod may use, from the pod.
+    pub(crate) async fn host_cpus(&self, role: SideRole) -> Result<HostCpus, String> {
+        let line = self.rail_info(role, InfoKind::Cpus).await?;
+        line.cpus
+            .ok_or_else(|| "`ic-bench rail-info --cpus` printed no CPUs (use this version's image)".to_string())
     }
 
     /// The pods' names: (prefill, decode).
@@ -420,7 +467,7 @@ impl RailSeam for KubeRails {
     }
 
     async fn counters(&mut self, side: SideRole) -> CounterSnapshot {
-        match self.rail_info(side, true).await {
+        match self.rail_info(side, InfoKind::Counters).await {
             Ok(RailInfoLine {
                 counters: Some(snapshot),
                 ..
