@@ -64,6 +64,8 @@ fn assert_ranks_on_two_nodes(report: &PairReport, kv: &KvOutcome, (a, b): (u32, 
         assert_eq!(ranks, (0..n).collect::<Vec<_>>(), "{side} ranks: {:?}", kv.ranks);
     }
     for r in &kv.ranks {
+        eprintln!("{} rank {}: cpus {:?}, numa node {:?}, {:?}", r.side, r.rank, r.cpus, r.numa_node, r.cpu_placement);
+        assert_pod_placement(r);
         assert_eq!(r.repetitions, reps, "{r:?}");
         assert_eq!(r.initiator, r.side == "decode", "{r:?}");
         let mine: Vec<_> = kv
@@ -103,6 +105,17 @@ fn assert_ranks_on_two_nodes(report: &PairReport, kv: &KvOutcome, (a, b): (u32, 
         "not all {engine:?}"
     );
     assert_ne!(report.verdict.status, VerdictStatus::Fail, "{:?}", report.verdict);
+}
+
+/// A rank in a pod was placed as local ranks are, from the pod's view of its node (read in the
+/// pod, `rail-info --cpus`): the decision's reason, and the CPUs it ran on.
+fn assert_pod_placement(r: &icb_core::model::KvRank) {
+    let why = r.cpu_placement.as_deref().unwrap_or_default();
+    assert!(
+        why.starts_with("NUMA node ") || why.starts_with("unpinned: one NUMA node") || why.starts_with("unpinned: sysfs shows no NUMA"),
+        "{r:?}"
+    );
+    assert!(r.cpus.as_deref().is_some_and(|c| !c.is_empty()), "{r:?}");
 }
 
 /// Two whole-node bench pods, each pinned to its node (prefill = client on gpu-1, decode =
@@ -330,13 +343,14 @@ fn one_node_runs_per_rank_in_two_pods_shaped_by_the_flags() {
     let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
     let kv: KvOutcome = *report.kv.clone().expect("a kv section");
     assert!(kv.synchronised, "not the per-rank model: {kv:?}");
-    assert_eq!(report.placement.mode, "kubernetes (ranks)");
+    assert!(report.placement.mode.starts_with("kubernetes (ranks)"), "{}", report.placement.mode);
     assert_eq!(report.placement.locality, icb_core::model::Locality::SameHost);
     assert_eq!(
         (report.placement.prefill.host.as_str(), report.placement.decode.host.as_str()),
         ("gpu-1", "gpu-1")
     );
     assert_eq!(kv.ranks.len(), 3, "{:?}", kv.ranks);
+    kv.ranks.iter().for_each(assert_pod_placement);
     let blocks: u64 = kv.ranks.iter().filter(|r| r.side == "decode").map(|r| r.blocks_verified).sum();
     assert_eq!(blocks, 256, "{:?}", kv.ranks);
     for p in &kv.peers {
