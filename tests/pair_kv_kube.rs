@@ -371,6 +371,66 @@ fn one_node_runs_per_rank_in_two_pods_shaped_by_the_flags() {
     assert_nothing_left(&cluster);
 }
 
+/// A serving worker pod on `node` holding 2 GPUs and an RDMA device, with its transport env.
+fn worker_pod(name: &str, node: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "vllm", "image": "serving:1", "command": ["sleep", "600"],
+                "env": [{"name": "UCX_TLS", "value": "rc,cuda_ipc,cuda_copy,tcp"}],
+                "resources": {"limits": {"nvidia.com/gpu": "2", "rdma/ib": "1"},
+                              "requests": {"nvidia.com/gpu": "2", "rdma/ib": "1"}}}]
+        }
+    })
+}
+
+/// Worker-shaped targets (`pod/prefill-0` on gpu-1, `pod/decode-0` on gpu-2): the per-rank
+/// model in two bench pods modelled on the workers (their node, transport env and devices),
+/// TP2 → TP1, every block verified, the report naming the workers; nothing left but them.
+#[test]
+fn worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers() {
+    let Some(cluster) = cluster("worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers") else {
+        return;
+    };
+    create_reference_pod(&cluster, worker_pod("prefill-0", "gpu-1"));
+    create_reference_pod(&cluster, worker_pod("decode-0", "gpu-2"));
+    let mut args = kv_args("2", "1", ["0.1", "0.5"]);
+    args[1] = "pod/prefill-0";
+    args[3] = "pod/decode-0";
+    let run = run_pair(&cluster, &args, Duration::from_secs(240));
+    assert_eq!(run.code, 0, "{run:#?}");
+    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
+    let kv: KvOutcome = *report.kv.clone().expect("a kv section");
+    assert_eq!(kv.bytes_moved_per_request, 4 << 20);
+    assert_ranks_on_two_nodes(&report, &kv, (2, 1), EngineKind::Nixl);
+    assert_eq!(report.placement.prefill.modelled_on.as_deref(), Some("pod/prefill-0"));
+    assert_eq!(report.placement.decode.modelled_on.as_deref(), Some("pod/decode-0"));
+    let pods: Vec<_> = run
+        .created_pods()
+        .into_iter()
+        .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("ic-bench-")))
+        .collect();
+    assert_eq!(pods.len(), 2);
+    for pod in &pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let ann = pod.metadata.annotations.clone().unwrap_or_default();
+        let worker = if name.ends_with("-client") { "pod/prefill-0" } else { "pod/decode-0" };
+        assert_eq!(ann.get("ic-bench.dev/modelled-on").map(String::as_str), Some(worker), "{name}");
+        let c = &pod.spec.clone().unwrap_or_default().containers[0];
+        let env: Vec<_> = c.env.clone().unwrap_or_default();
+        assert!(
+            env.iter().any(|e| e.name == "UCX_TLS" && e.value.as_deref() == Some("rc,cuda_ipc,cuda_copy,tcp")),
+            "{name}: {env:?}"
+        );
+        let limits = c.resources.clone().unwrap_or_default().limits.unwrap_or_default();
+        assert_eq!(limits.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("2"), "{name}: {limits:?}");
+    }
+    assert_nothing_left(&cluster);
+}
+
 /// `gate --kv-shape` with no model on the command line: the recipe's vLLM arguments name
 /// Llama-3.1-8B-Instruct, prefill TP 2, decode TP 1, block 16, so the gate's pair step is that
 /// gather (2 reads of 128 descriptors of 16 KiB at 32 tokens) on the per-rank model: 2 prefill

@@ -97,7 +97,7 @@ impl KubeGate {
             (Target::Node(n), Target::Node(_)) => Some(format!(
                 "--kv-shape: one process per TP rank in two bench pods on {n}, each rank under its side's recipe transport env; the modelled bench pods run only a descriptor sweep"
             )),
-            _ => Some("--kv-shape: one process pair per rank-to-rank read (the per-rank model runs on node targets only)".into()),
+            _ => Some("--kv-shape: one process per TP rank in the two bench pods modelled on the workers".into()),
         }
     }
 }
@@ -206,6 +206,7 @@ impl GateSteps for KubeGate {
                 envs: envs.unwrap_or_default(),
                 side_flags: self.input.side_flags.clone(),
                 deadline,
+                prepared: launcher.prepared(),
             };
             return crate::kv::pair(kv, self.engines.as_ref(), plan, site, cancel).await;
         }

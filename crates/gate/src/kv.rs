@@ -2,12 +2,12 @@
 //! binary parses the flags once into a [`GateKv`]; what they leave out (model, TP sizes, block
 //! size) comes from the recipe's engine arguments, read by the gate's `probe env` step.
 //!
-//! On node targets (`--prefill node/A --decode node/B`, or one node for both) the transfer is
-//! `pair`'s per-rank model ([`icb_pair::kv::kube_ranks`]): one process per TP rank in two bench
-//! pods (whole-node pods on two nodes), every rank under its side's recipe transport env (as the
-//! workers run), all ranks at once. Worker-shaped targets (`pod/…`, `deployment/…`) keep the
-//! per-read model ([`icb_pair::kv::run_kv`]: one process pair per rank-to-rank read, in bench
-//! pods modelled on the worker pods or the recipe's templates).
+//! The transfer is `pair`'s per-rank model ([`icb_pair::kv::kube_ranks`]): one process per TP
+//! rank, all at once, exec'd into two bench pods. On node targets (`--prefill node/A --decode
+//! node/B`, or one node for both) those are whole-node pods (or shaped by `--gpus`/`--rdma` on
+//! one node), every rank under its side's recipe transport env, as the workers run; for
+//! worker-shaped targets (`pod/…`, `deployment/…`) the bench pods modelled on the workers (or the
+//! recipe's templates). The descriptor sweep, when asked, runs on per-pair bench pods.
 
 use crate::{PairEnd, StepError};
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
@@ -92,8 +92,8 @@ impl std::fmt::Debug for GateKv {
     }
 }
 
-/// Each read's bench pods, modelled on the recipe's templates like the gate's own pair; for READ
-/// the initiator (client pod) runs on the decode node.
+/// The descriptor sweep's bench pods, modelled on the workers or the recipe's templates like the
+/// gate's own pair; for READ the initiator (client pod) runs on the decode node.
 struct GateSeam<'a> {
     cluster: icb_kube::Cluster,
     pods: &'a BenchPodsPlan,
@@ -104,12 +104,9 @@ struct GateSeam<'a> {
 impl KvSeam for GateSeam<'_> {
     type L = KubeLauncher;
 
-    async fn launcher(&mut self, row: Option<&KvRow>) -> Result<KubeLauncher, LaunchError> {
+    async fn launcher(&mut self) -> Result<KubeLauncher, LaunchError> {
         let mut pods = self.pods.clone();
-        pods.run_id = match row {
-            Some(r) => format!("{}-k{}", pods.run_id, r.index),
-            None => format!("{}-ks", pods.run_id),
-        };
+        pods.run_id = format!("{}-ks", pods.run_id);
         let mut templates = self.templates.clone();
         if self.op == KvOp::Read {
             std::mem::swap(&mut pods.prefill, &mut pods.decode);
@@ -132,24 +129,30 @@ pub(crate) struct KvSite<'a> {
     pub side_flags: Vec<String>,
     /// The gate's budget: the ranks' pods start within what is left of it.
     pub deadline: tokio::time::Instant,
+    /// The bench pods decided for the targets (modelled on the workers or the templates).
+    pub prepared: &'a icb_kube::pair::Prepared,
 }
 
-/// The pods of the per-rank model, when the gate's targets are nodes (`None`: the per-read
-/// model's per-pair bench pods): whole-node pods on two nodes, else what each side asks
-/// ([`icb_pair::kv::kube_ranks::pod_devices`], the rule `pair` follows).
+/// The pods of the per-rank model. Node targets: whole-node pods on two nodes, else what each
+/// side asks ([`icb_pair::kv::kube_ranks::pod_devices`], the rule `pair` follows), every rank
+/// under its side's recipe env (`envs`). Worker-shaped targets (`pod/…`, `deployment/…`): the
+/// bench pods `prepared` modelled on the workers (or the recipe's templates), whose env is
+/// already theirs ([`icb_pair::kv::kube_ranks::modelled`]).
 pub fn ranks_pods(
     pods: &BenchPodsPlan,
+    prepared: &icb_kube::pair::Prepared,
     kv: &KvPlan,
     side_flags: &[String],
     envs: (EnvVars, EnvVars),
-    left: std::time::Duration,
-    request_timeout: std::time::Duration,
-) -> Option<KubeRailsPlan> {
-    let (Target::Node(prefill), Target::Node(decode)) = (&pods.prefill, &pods.decode) else {
-        return None;
+    (left, request_timeout): (std::time::Duration, std::time::Duration),
+) -> KubeRailsPlan {
+    let nodes = match (&pods.prefill, &pods.decode) {
+        (Target::Node(p), Target::Node(d)) => Some((p.clone(), d.clone())),
+        _ => None,
     };
+    let (prefill, decode) = nodes.clone().unwrap_or_default();
     let mut plan = KubeRailsPlan::new(
-        (prefill, decode),
+        (&prefill, &decode),
         pods.run_id.clone(),
         pods.image.clone(),
         left,
@@ -161,11 +164,17 @@ pub fn ranks_pods(
     plan.service_account = pods.service_account.clone();
     plan.memlock_unlimited = pods.memlock_unlimited;
     plan.side_args = side_flags.to_vec();
-    plan.side_env = envs;
-    plan.host_ipc = pods.host_ipc;
-    plan.host_pid = pods.host_pid;
-    plan.devices = icb_pair::kv::kube_ranks::pod_devices(kv, prefill == decode, &pods.devices);
-    Some(icb_pair::kv::kube_ranks::ranks_pods(plan, kv))
+    let plan = icb_pair::kv::kube_ranks::ranks_pods(plan, kv);
+    match nodes {
+        Some((p, d)) => KubeRailsPlan {
+            side_env: envs,
+            host_ipc: pods.host_ipc,
+            host_pid: pods.host_pid,
+            devices: icb_pair::kv::kube_ranks::pod_devices(kv, p == d, &pods.devices),
+            ..plan
+        },
+        None => icb_pair::kv::kube_ranks::modelled(plan, prepared),
+    }
 }
 
 /// The gate's pair step as the KV transfer: one judged report whose verdict carries
@@ -186,7 +195,14 @@ pub(crate) async fn pair(
     }
     let left = site.deadline.saturating_duration_since(tokio::time::Instant::now());
     let timeout = site.cluster.request_timeout();
-    let ranks = ranks_pods(site.pods, &kv_plan, &site.side_flags, site.envs, left, timeout);
+    let pods = ranks_pods(
+        site.pods,
+        site.prepared,
+        &kv_plan,
+        &site.side_flags,
+        site.envs,
+        (left, timeout),
+    );
     let mut seam = GateSeam {
         cluster: site.cluster.clone(),
         pods: site.pods,
@@ -194,14 +210,8 @@ pub(crate) async fn pair(
         op: kv.op,
     };
     let mut progress = |_: Option<&KvRow>, _: &icb_core::protocol::CaseProgress| {};
-    let result = match ranks {
-        Some(pods) => {
-            let ranks = KubeRanks::new(site.cluster, pods, &kv_plan);
-            icb_pair::kv::kube_ranks::run(&kv_plan, ranks, &mut seam, &kv.tool, cancel, &mut progress).await
-        }
-        None => icb_pair::kv::run_kv(&kv_plan, &mut seam, cancel, &mut progress).await,
-    };
-    match result {
+    let ranks = KubeRanks::new(site.cluster, pods, &kv_plan);
+    match icb_pair::kv::kube_ranks::run(&kv_plan, ranks, &mut seam, &kv.tool, cancel, &mut progress).await {
         Ok(o) => Ok(PairEnd::Judged(Box::new(o.report))),
         Err(PairError::Interrupted(i)) => Ok(PairEnd::Interrupted {
             cleanup: i.cleanup_text(),
@@ -246,28 +256,72 @@ mod tests {
         pods
     }
 
+    /// What `prepare` decided for two worker pods: a bench pod per side on the worker's node.
+    fn prepared() -> icb_kube::pair::Prepared {
+        use icb_kube::podspec::{BenchPod, Role};
+        let side = |node: &str, target: &str| icb_kube::target::Resolved {
+            target: target.parse().unwrap(),
+            node: node.into(),
+            reference: None,
+            modelled_on: Some(target.into()),
+            note: None,
+        };
+        let bench = |role, node: &str| BenchPod {
+            run_id: "run1".into(),
+            role,
+            namespace: "ns".into(),
+            node: node.into(),
+            image: "img:1".into(),
+            image_pull_policy: None,
+            args: vec!["serve".into()],
+            env: Vec::new(),
+            model: None,
+            devices: Default::default(),
+            active_deadline_s: 60,
+            privileged: false,
+            host_ipc: true,
+            host_pid: false,
+            service_account: None,
+            extra_labels: Default::default(),
+            tolerations: Vec::new(),
+            resources: Default::default(),
+            memlock_unlimited: false,
+        };
+        icb_kube::pair::Prepared {
+            namespace: "ns".into(),
+            decode: side("gpu-2", "pod/decode-0"),
+            prefill: side("gpu-1", "pod/prefill-0"),
+            server: bench(Role::Server, "gpu-2"),
+            client: bench(Role::Client, "gpu-1"),
+            notes: Vec::new(),
+        }
+    }
+
     /// Two different nodes: the ranks' whole-node pods, carrying the gate's image, engine flags
-    /// and each side's recipe env, sized for the larger rank buffer; a worker pod or one node
-    /// keeps the per-read model (`None`).
+    /// and each side's recipe env, sized for the larger rank buffer; one node: two pods shaped
+    /// by the device flags; worker-shaped targets: the pods modelled on the workers, with no
+    /// recipe env on top of theirs.
     #[test]
-    fn two_nodes_run_the_per_rank_model_and_other_targets_do_not() {
+    fn node_targets_get_the_ranks_own_pods_and_workers_the_modelled_ones() {
         let kv = kv_plan();
         let flags = vec!["--nixl-lib".to_string(), "/opt/nixl".into()];
         let env = |v: &str| vec![("UCX_TLS".to_string(), v.to_string())];
         let envs = (env("rc,tcp"), env("tcp"));
-        let (left, request) = (Duration::from_secs(90), Duration::from_secs(30));
+        let times = (Duration::from_secs(90), Duration::from_secs(30));
+        let prepared = prepared();
         let pods = bench_pods("node/gpu-1", "node/gpu-2");
-        let got = ranks_pods(&pods, &kv, &flags, envs.clone(), left, request).expect("two nodes");
+        let got = ranks_pods(&pods, &prepared, &kv, &flags, envs.clone(), times);
         assert_eq!((got.prefill_node.as_str(), got.decode_node.as_str()), ("gpu-1", "gpu-2"));
         assert_eq!(got.run_id, "run1-kr");
         assert_eq!((got.image.as_str(), got.image_pull_policy.as_deref()), ("img:1", Some("Never")));
         assert!(got.memlock_unlimited);
         assert_eq!(got.side_args, flags);
         assert_eq!(got.side_env, envs);
-        assert_eq!(got.start_timeout, left);
+        assert_eq!(got.start_timeout, times.0);
         let largest = 4 << 20;
         assert_eq!(got.rank_resources, icb_kube::hardening::BenchResources::for_buffer(largest));
         assert_eq!(got.devices, PodDevices::WholeNode);
+        assert!(got.modelled.is_none());
         // One node for both sides: two pods that cannot both hold every device; a GPU transfer
         // asks a GPU per rank of each side (TP2 → TP1).
         let mut kv_cuda = kv_plan();
@@ -277,7 +331,7 @@ mod tests {
         }];
         let mut one = bench_pods("node/gpu-1", "node/gpu-1");
         one.host_ipc = true;
-        let got = ranks_pods(&one, &kv_cuda, &flags, envs.clone(), left, request).expect("one node");
+        let got = ranks_pods(&one, &prepared, &kv_cuda, &flags, envs.clone(), times);
         assert!(got.host_ipc && !got.host_pid);
         let gpus = |n| DeviceRequest {
             gpus: Some(n),
@@ -287,13 +341,18 @@ mod tests {
         // `--gpus 1` wins, on two nodes too.
         let mut given = bench_pods("node/gpu-1", "node/gpu-2");
         given.devices = gpus(1);
-        let got = ranks_pods(&given, &kv_cuda, &flags, envs.clone(), left, request).expect("two nodes");
+        let got = ranks_pods(&given, &prepared, &kv_cuda, &flags, envs.clone(), times);
         assert_eq!(got.devices, PodDevices::Requested(gpus(1), gpus(1)));
-        // Worker-shaped targets keep the per-read model.
-        for (p, d) in [("pod/prefill-0", "node/gpu-2"), ("node/gpu-1", "deployment/decode")] {
-            let pods = bench_pods(p, d);
-            assert!(ranks_pods(&pods, &kv, &flags, envs.clone(), left, request).is_none(), "{p} {d}");
-        }
+        // Worker pods: the modelled bench pods, on the workers' nodes, their env their own.
+        let workers = bench_pods("pod/prefill-0", "pod/decode-0");
+        let got = ranks_pods(&workers, &prepared, &kv, &flags, envs.clone(), times);
+        assert_eq!((got.prefill_node.as_str(), got.decode_node.as_str()), ("gpu-1", "gpu-2"));
+        let (client, server) = *got.modelled.clone().expect("modelled pods");
+        assert_eq!((client.node.as_str(), server.node.as_str()), ("gpu-1", "gpu-2"));
+        assert!(client.host_ipc);
+        assert!(got.side_env.0.is_empty() && got.side_env.1.is_empty());
+        assert_eq!(got.side_args, flags);
+        assert_eq!(got.run_id, "run1-kr");
     }
 
     #[test]

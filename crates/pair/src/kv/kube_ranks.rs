@@ -23,7 +23,7 @@
 use super::coordinator::{CoordinatorJob, LISTENING};
 use super::ranks::{Coordinator, RankSeam};
 use super::{KvPlan, KvProgress, KvSeam};
-use crate::inplace::{InPlaceSide, Worker};
+use crate::inplace::InPlaceSide;
 use crate::launcher::{LaunchError, LaunchFailure, Side};
 use crate::rails::kube::{KubeRails, KubeRailsPlan, PodDevices, PodPinning, RankExec};
 use super::cpus::{RankDevice, place_ranks};
@@ -48,6 +48,16 @@ pub fn ranks_pods(mut pods: KubeRailsPlan, kv: &KvPlan) -> KubeRailsPlan {
     let g = kv.request.geometry();
     pods.rank_resources =
         icb_kube::hardening::BenchResources::for_buffer(g.prefill_rank_bytes.max(g.decode_rank_bytes));
+    pods
+}
+
+/// The ranks' pods modelled on worker pods (`pod/…`, `deployment/…`, or a node on one side):
+/// exactly the bench pods `icb_kube::pair::prepare` decided for them (the workers' nodes,
+/// transport env, devices, capabilities, shared memory), idle, with the ranks exec'd in.
+pub fn modelled(mut pods: KubeRailsPlan, prepared: &icb_kube::pair::Prepared) -> KubeRailsPlan {
+    pods.prefill_node = prepared.prefill.node.clone();
+    pods.decode_node = prepared.decode.node.clone();
+    pods.modelled = Some(Box::new((prepared.client.clone(), prepared.server.clone())));
     pods
 }
 
@@ -170,13 +180,19 @@ impl KubeRanks {
         PodPinning { env, numa: None }
     }
 
-    fn endpoint(&self, w: Option<&Worker>) -> Endpoint {
+    fn endpoint(&self, role: SideRole) -> Endpoint {
+        let w = self.pods.worker(role).ok();
+        // The worker pod the side's pod was modelled on, where it was.
+        let modelled_on = self.pods.plan().modelled.as_deref().and_then(|(p, d)| {
+            let bench = if role == SideRole::Prefill { p } else { d };
+            bench.model.as_ref().map(|m| m.source.clone())
+        });
         Endpoint {
             host: w.map(|w| w.node.clone()).unwrap_or_default(),
             pod: w.map(|w| w.pod.clone()),
             namespace: Some(self.pods.cluster().namespace().to_string()),
             address: w.and_then(|w| w.ip.clone()),
-            modelled_on: None,
+            modelled_on,
         }
     }
 }
@@ -312,7 +328,8 @@ impl RankSeam for KubeRanks {
         // The GPU's NUMA node decides only where the pod holds every GPU of its node: then the
         // pod's ordinal is the node's (sysfs lists them all); a pod holding some of them does not
         // know which.
-        let whole = self.pods.plan().devices == PodDevices::WholeNode;
+        let plan = self.pods.plan();
+        let whole = plan.devices == PodDevices::WholeNode && plan.modelled.is_none();
         let gpus = self.pods.gpus(role);
         let gpu = (self.pin_gpus && whole && gpus > 0).then(|| (id.rank % gpus) as usize);
         let cpus = match role {
@@ -335,8 +352,8 @@ impl RankSeam for KubeRanks {
         Placement {
             locality: self.locality(),
             mode: "kubernetes (ranks)".into(),
-            prefill: self.endpoint(self.pods.worker(SideRole::Prefill).ok()),
-            decode: self.endpoint(self.pods.worker(SideRole::Decode).ok()),
+            prefill: self.endpoint(SideRole::Prefill),
+            decode: self.endpoint(SideRole::Decode),
         }
     }
 

@@ -68,6 +68,9 @@ pub struct KubeRailsPlan {
     pub side_args: Vec<String>,
     /// Labels on top of the standard ones (a sweep's id).
     pub extra_labels: BTreeMap<String, String>,
+    /// Pods modelled on worker pods (`pod/…`, `deployment/…`), as `icb_kube::pair::prepare`
+    /// decided them: (prefill, decode). `None`: pods for the nodes, as `devices` says.
+    pub modelled: Option<Box<(BenchPod, BenchPod)>>,
     /// Environment every rank of a side runs with under its row's pinning (a gate's recipe
     /// transport env): (prefill, decode).
     pub side_env: (EnvVars, EnvVars),
@@ -130,6 +133,7 @@ impl KubeRailsPlan {
             rank_resources: icb_kube::hardening::BenchResources::for_settings(&pair.settings),
             memlock_unlimited: false,
             devices: PodDevices::WholeNode,
+            modelled: None,
             host_ipc: false,
             host_pid: false,
         }
@@ -161,6 +165,13 @@ pub fn whole_node_devices(advertised: &BTreeMap<String, Quantity>) -> BTreeMap<S
         })
         .map(|(name, q)| (name.clone(), q.clone()))
         .collect()
+}
+
+/// What a bench pod requests: its model's devices with its own choice applied (as it builds).
+fn pod_devices(bench: &BenchPod) -> BTreeMap<String, Quantity> {
+    let mut devices = bench.model.as_ref().map(|m| m.devices.clone()).unwrap_or_default();
+    bench.devices.apply(&mut devices);
+    devices
 }
 
 /// The GPUs among `devices` (whole units; a fractional or unreadable quantity counts none).
@@ -210,21 +221,7 @@ impl KubeRails {
     }
 
     fn pod(&self, node: &str, role: Role, devices: BTreeMap<String, Quantity>, tolerations: Vec<Toleration>) -> Pod {
-        // One rank per device at most: cpu and memory for that many.
-        let ranks = devices
-            .values()
-            .filter_map(|q| parse_milli(&q.0))
-            .map(|m| (m / 1000).max(1))
-            .max()
-            .unwrap_or(1) as u64;
-        let per_rank = &self.plan.rank_resources;
-        let times = |q: &Quantity| parse_milli(&q.0).unwrap_or(0).saturating_mul(i128::from(ranks));
-        let resources = icb_kube::hardening::BenchResources {
-            cpu: Quantity(format!("{}m", times(&per_rank.cpu))),
-            memory: Quantity(format!("{}Mi", (times(&per_rank.memory) / 1000) >> 20)),
-        };
-        let secs = self.plan.lifetime.as_secs().max(1);
-        let mut pod = BenchPod {
+        self.idle(BenchPod {
             run_id: self.plan.run_id.clone(),
             role,
             namespace: self.cluster.namespace().to_string(),
@@ -238,27 +235,106 @@ impl KubeRails {
                 requests: devices,
                 ..Default::default()
             },
-            active_deadline_s: secs as i64,
+            active_deadline_s: 0,
             privileged: self.plan.privileged,
             host_ipc: self.plan.host_ipc,
             host_pid: self.plan.host_pid,
             service_account: self.plan.service_account.clone(),
             extra_labels: self.plan.extra_labels.clone(),
             tolerations,
-            resources,
+            resources: Default::default(),
             memlock_unlimited: self.plan.memlock_unlimited,
-        }
-        .build();
-        // It only holds the devices; the ranks are exec'd into it.
+        })
+    }
+
+    /// The pod of `bench` as an idle holder of its devices for the plan's lifetime, with cpu and
+    /// memory for one rank per device; the ranks are exec'd into it.
+    fn idle(&self, mut bench: BenchPod) -> Pod {
+        // One rank per device at most: cpu and memory for that many.
+        let ranks = pod_devices(&bench)
+            .values()
+            .filter_map(|q| parse_milli(&q.0))
+            .map(|m| (m / 1000).max(1))
+            .max()
+            .unwrap_or(1) as u64;
+        let per_rank = &self.plan.rank_resources;
+        let times = |q: &Quantity| parse_milli(&q.0).unwrap_or(0).saturating_mul(i128::from(ranks));
+        bench.resources = icb_kube::hardening::BenchResources {
+            cpu: Quantity(format!("{}m", times(&per_rank.cpu))),
+            memory: Quantity(format!("{}Mi", (times(&per_rank.memory) / 1000) >> 20)),
+        };
+        let secs = self.plan.lifetime.as_secs().max(1);
+        bench.active_deadline_s = secs as i64;
+        bench.run_id = self.plan.run_id.clone();
+        bench.args.clear();
+        // Exec'd ranks get the run's token on stdin: no token Secret exists to read it from.
+        bench.env.retain(|e| e.name != icb_core::protocol::TOKEN_ENV);
+        let mut pod = bench.build();
         if let Some(c) = pod.spec.as_mut().and_then(|s| s.containers.first_mut()) {
             c.command = Some(vec!["sleep".into(), secs.to_string()]);
+            c.args = None;
         }
         pod
     }
 
-    /// Creates both pods, each holding all of its node's GPUs and RDMA devices, and waits until
-    /// both run (within the start deadline). On an error the caller still calls
-    /// [`KubeRails::cleanup`].
+    /// One side's pod modelled on a worker pod (as `icb_kube::pair::prepare` decided it).
+    fn modelled_pod(&mut self, bench: BenchPod) -> (String, Pod) {
+        let devices = pod_devices(&bench);
+        let gpus = gpu_count(&devices);
+        let side = if bench.role == Role::Client { "prefill" } else { "decode" };
+        match bench.role {
+            Role::Client => self.gpus.0 = gpus,
+            Role::Server => self.gpus.1 = gpus,
+        }
+        let source = bench.model.as_ref().map_or("its node", |m| m.source.as_str());
+        let list: Vec<String> = devices.iter().map(|(n, q)| format!("{} {n}", q.0)).collect();
+        self.notes.push(format!(
+            "the {side} pod on node {} is modelled on {source} and requests {}",
+            bench.node,
+            if list.is_empty() { "no device".to_string() } else { list.join(", ") }
+        ));
+        (bench.node.clone(), self.idle(bench))
+    }
+
+    /// One side's pod for a node target: read the node, request what the plan's devices say.
+    async fn node_pod(&mut self, node: String, role: Role) -> Result<(String, Pod), LaunchError> {
+        let read = icb_kube::nodes::get_node(&self.cluster, &node)
+            .await
+            .map_err(|e| match e {
+                e if e.is_not_found() => LaunchError::new(format!("there is no node {node}: fix node/{node}")),
+                e => launch_error(e),
+            })?;
+        let tolerations = icb_kube::hardening::tolerations_for(&read);
+        let status = read.status.unwrap_or_default();
+        let advertised = status.allocatable.or(status.capacity).unwrap_or_default();
+        let devices = self.devices_of(role, &advertised);
+        let gpus = gpu_count(&devices);
+        match role {
+            Role::Client => self.gpus.0 = gpus,
+            Role::Server => self.gpus.1 = gpus,
+        }
+        let list: Vec<String> = devices.iter().map(|(n, q)| format!("{} {n}", q.0)).collect();
+        let side = if role == Role::Client { "prefill" } else { "decode" };
+        self.notes.push(match (&self.plan.devices, devices.is_empty()) {
+            (PodDevices::WholeNode, true) => {
+                format!("node {node} advertises no GPU or RDMA device: its pod requests none")
+            }
+            (PodDevices::WholeNode, false) => format!(
+                "the pod on node {node} requests all of its devices: {}",
+                list.join(", ")
+            ),
+            (PodDevices::Requested(..), true) => format!("the {side} pod on node {node} requests no device"),
+            (PodDevices::Requested(..), false) => {
+                format!("the {side} pod on node {node} requests {}", list.join(", "))
+            }
+        });
+        let pod = self.pod(&node, role, devices, tolerations);
+        Ok((node, pod))
+    }
+
+    /// Creates both pods (on the nodes holding what the plan's devices say, or modelled on
+    /// worker pods) and waits until both run (within the start deadline). On an error the caller
+    /// still calls [`KubeRails::cleanup`].
     pub async fn start(&mut self) -> Result<(), LaunchError> {
         let until = Instant::now() + self.plan.start_timeout;
         let mut pods = Vec::new();
@@ -266,38 +342,14 @@ impl KubeRails {
             (self.plan.prefill_node.clone(), Role::Client),
             (self.plan.decode_node.clone(), Role::Server),
         ] {
-            let read = icb_kube::nodes::get_node(&self.cluster, &node)
-                .await
-                .map_err(|e| match e {
-                    e if e.is_not_found() => LaunchError::new(format!("there is no node {node}: fix node/{node}")),
-                    e => launch_error(e),
-                })?;
-            let tolerations = icb_kube::hardening::tolerations_for(&read);
-            let status = read.status.unwrap_or_default();
-            let advertised = status.allocatable.or(status.capacity).unwrap_or_default();
-            let devices = self.devices_of(role, &advertised);
-            let gpus = gpu_count(&devices);
-            match role {
-                Role::Client => self.gpus.0 = gpus,
-                Role::Server => self.gpus.1 = gpus,
-            }
-            let list: Vec<String> = devices.iter().map(|(n, q)| format!("{} {n}", q.0)).collect();
-            let side = if role == Role::Client { "prefill" } else { "decode" };
-            self.notes.push(match (&self.plan.devices, devices.is_empty()) {
-                (PodDevices::WholeNode, true) => {
-                    format!("node {node} advertises no GPU or RDMA device: its pod requests none")
-                }
-                (PodDevices::WholeNode, false) => format!(
-                    "the pod on node {node} requests all of its devices: {}",
-                    list.join(", ")
-                ),
-                (PodDevices::Requested(..), true) => format!("the {side} pod on node {node} requests no device"),
-                (PodDevices::Requested(..), false) => {
-                    format!("the {side} pod on node {node} requests {}", list.join(", "))
-                }
+            let modelled = self.plan.modelled.as_deref().map(|(p, d)| match role {
+                Role::Client => p.clone(),
+                Role::Server => d.clone(),
             });
-            let pod = self.pod(&node, role, devices, tolerations);
-            pods.push((node, pod));
+            pods.push(match modelled {
+                Some(bench) => self.modelled_pod(bench),
+                None => self.node_pod(node, role).await?,
+            });
         }
         for (_, pod) in &pods {
             lifecycle::create_pod_tracked(&self.cluster, pod, &self.maybe_created)
