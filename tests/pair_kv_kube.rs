@@ -503,6 +503,48 @@ fn gate_kv_shape_measures_the_recipes_own_transfer() {
     assert_nothing_left(&cluster);
 }
 
+/// `gate --kv-shape` on worker pods (`pod/prefill-0`, `pod/decode-0`, running): the recipe's
+/// shape (TP2 → TP1) moved per rank in bench pods modelled on the running workers, every block
+/// verified, the report naming the workers; nothing left but them.
+#[test]
+fn gate_kv_shape_on_worker_pods_runs_per_rank_in_pods_modelled_on_them() {
+    let Some(cluster) = cluster("gate_kv_shape_on_worker_pods_runs_per_rank_in_pods_modelled_on_them") else {
+        return;
+    };
+    create_reference_pod(&cluster, worker_pod("prefill-0", "gpu-1"));
+    create_reference_pod(&cluster, worker_pod("decode-0", "gpu-2"));
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gate/kv.yaml");
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.arg("gate")
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig_path())
+        .args(["--recipe", fixture, "--prefill", "pod/prefill-0", "--decode", "pod/decode-0"])
+        .args(["--allow-tcp", "--min-host-bw", "0.001", "--no-node-probe", "--budget", "120s"])
+        .args(["-o", "json", "--kv-shape", "--isl", "32"])
+        .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = wait_output(cmd.spawn().unwrap(), Duration::from_secs(200));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let pair: PairReport = serde_json::from_value(report["pair"].clone()).expect("a pair report");
+    let kv: KvOutcome = *pair.kv.clone().expect("a kv section");
+    assert_eq!((kv.prefill_tp, kv.decode_tp), (2, 1));
+    let engine = pair.cases.first().map(|c| c.run_by.engine).expect("a case");
+    assert_ranks_on_two_nodes(&pair, &kv, (2, 1), engine);
+    assert_eq!(pair.placement.prefill.modelled_on.as_deref(), Some("pod/prefill-0"));
+    assert_eq!(pair.placement.decode.modelled_on.as_deref(), Some("pod/decode-0"));
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("modelled on the workers"), "{notes}");
+    assert_nothing_left(&cluster);
+}
+
 /// Ctrl-C in the middle of the repetitions: exit 130 within seconds, the line says what was
 /// removed (the rank processes and both pods), and nothing is left.
 #[test]
