@@ -64,7 +64,10 @@ fn assert_ranks_on_two_nodes(report: &PairReport, kv: &KvOutcome, (a, b): (u32, 
         assert_eq!(ranks, (0..n).collect::<Vec<_>>(), "{side} ranks: {:?}", kv.ranks);
     }
     for r in &kv.ranks {
-        eprintln!("{} rank {}: cpus {:?}, numa node {:?}, {:?}", r.side, r.rank, r.cpus, r.numa_node, r.cpu_placement);
+        eprintln!(
+            "{} rank {}: cpus {:?}, numa node {:?}, {:?}",
+            r.side, r.rank, r.cpus, r.numa_node, r.cpu_placement
+        );
         assert_pod_placement(r);
         assert_eq!(r.repetitions, reps, "{r:?}");
         assert_eq!(r.initiator, r.side == "decode", "{r:?}");
@@ -112,7 +115,9 @@ fn assert_ranks_on_two_nodes(report: &PairReport, kv: &KvOutcome, (a, b): (u32, 
 fn assert_pod_placement(r: &icb_core::model::KvRank) {
     let why = r.cpu_placement.as_deref().unwrap_or_default();
     assert!(
-        why.starts_with("NUMA node ") || why.starts_with("unpinned: one NUMA node") || why.starts_with("unpinned: sysfs shows no NUMA"),
+        why.starts_with("NUMA node ")
+            || why.starts_with("unpinned: one NUMA node")
+            || why.starts_with("unpinned: sysfs shows no NUMA"),
         "{r:?}"
     );
     assert!(r.cpus.as_deref().is_some_and(|c| !c.is_empty()), "{r:?}");
@@ -343,15 +348,27 @@ fn one_node_runs_per_rank_in_two_pods_shaped_by_the_flags() {
     let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
     let kv: KvOutcome = *report.kv.clone().expect("a kv section");
     assert!(kv.synchronised, "not the per-rank model: {kv:?}");
-    assert!(report.placement.mode.starts_with("kubernetes (ranks)"), "{}", report.placement.mode);
+    assert!(
+        report.placement.mode.starts_with("kubernetes (ranks)"),
+        "{}",
+        report.placement.mode
+    );
     assert_eq!(report.placement.locality, icb_core::model::Locality::SameHost);
     assert_eq!(
-        (report.placement.prefill.host.as_str(), report.placement.decode.host.as_str()),
+        (
+            report.placement.prefill.host.as_str(),
+            report.placement.decode.host.as_str()
+        ),
         ("gpu-1", "gpu-1")
     );
     assert_eq!(kv.ranks.len(), 3, "{:?}", kv.ranks);
     kv.ranks.iter().for_each(assert_pod_placement);
-    let blocks: u64 = kv.ranks.iter().filter(|r| r.side == "decode").map(|r| r.blocks_verified).sum();
+    let blocks: u64 = kv
+        .ranks
+        .iter()
+        .filter(|r| r.side == "decode")
+        .map(|r| r.blocks_verified)
+        .sum();
     assert_eq!(blocks, 256, "{:?}", kv.ranks);
     for p in &kv.peers {
         assert!(p.verified && p.failure.is_none(), "{p:?}");
@@ -362,10 +379,22 @@ fn one_node_runs_per_rank_in_two_pods_shaped_by_the_flags() {
     for pod in &pods {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let spec = pod.spec.clone().unwrap_or_default();
-        assert!(serde_json::to_string(&spec.affinity).unwrap().contains("\"gpu-1\""), "{name}");
+        assert!(
+            serde_json::to_string(&spec.affinity).unwrap().contains("\"gpu-1\""),
+            "{name}"
+        );
         assert_eq!((spec.host_ipc, spec.host_pid), (Some(true), Some(true)), "{name}");
-        let limits = spec.containers[0].resources.clone().unwrap_or_default().limits.unwrap_or_default();
-        assert_eq!(limits.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("2"), "{name}: {limits:?}");
+        let limits = spec.containers[0]
+            .resources
+            .clone()
+            .unwrap_or_default()
+            .limits
+            .unwrap_or_default();
+        assert_eq!(
+            limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
+            Some("2"),
+            "{name}: {limits:?}"
+        );
         assert!(!limits.keys().any(|k| k.starts_with("rdma/")), "{name}: {limits:?}");
     }
     assert_nothing_left(&cluster);
@@ -417,16 +446,29 @@ fn worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers() {
     for pod in &pods {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let ann = pod.metadata.annotations.clone().unwrap_or_default();
-        let worker = if name.ends_with("-client") { "pod/prefill-0" } else { "pod/decode-0" };
-        assert_eq!(ann.get("ic-bench.dev/modelled-on").map(String::as_str), Some(worker), "{name}");
+        let worker = if name.ends_with("-client") {
+            "pod/prefill-0"
+        } else {
+            "pod/decode-0"
+        };
+        assert_eq!(
+            ann.get("ic-bench.dev/modelled-on").map(String::as_str),
+            Some(worker),
+            "{name}"
+        );
         let c = &pod.spec.clone().unwrap_or_default().containers[0];
         let env: Vec<_> = c.env.clone().unwrap_or_default();
         assert!(
-            env.iter().any(|e| e.name == "UCX_TLS" && e.value.as_deref() == Some("rc,cuda_ipc,cuda_copy,tcp")),
+            env.iter()
+                .any(|e| e.name == "UCX_TLS" && e.value.as_deref() == Some("rc,cuda_ipc,cuda_copy,tcp")),
             "{name}: {env:?}"
         );
         let limits = c.resources.clone().unwrap_or_default().limits.unwrap_or_default();
-        assert_eq!(limits.get("nvidia.com/gpu").map(|q| q.0.as_str()), Some("2"), "{name}: {limits:?}");
+        assert_eq!(
+            limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
+            Some("2"),
+            "{name}: {limits:?}"
+        );
     }
     assert_nothing_left(&cluster);
 }
@@ -489,7 +531,10 @@ fn gate_kv_shape_measures_the_recipes_own_transfer() {
     let engine = pair.cases.first().map(|c| c.run_by.engine).expect("a case");
     assert_ranks_on_two_nodes(&pair, &outcome, (2, 1), engine);
     let notes = report["notes"].to_string();
-    assert!(notes.contains("one process per TP rank in two whole-node bench pods"), "{notes}");
+    assert!(
+        notes.contains("one process per TP rank in two whole-node bench pods"),
+        "{notes}"
+    );
     // A budget no request meets fails the gate (exit 1), in TTFT terms.
     let out = gate(&["--max-kv-ms", "0.000001"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -518,8 +563,22 @@ fn gate_kv_shape_on_worker_pods_runs_per_rank_in_pods_modelled_on_them() {
     cmd.arg("gate")
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig_path())
-        .args(["--recipe", fixture, "--prefill", "pod/prefill-0", "--decode", "pod/decode-0"])
-        .args(["--allow-tcp", "--min-host-bw", "0.001", "--no-node-probe", "--budget", "120s"])
+        .args([
+            "--recipe",
+            fixture,
+            "--prefill",
+            "pod/prefill-0",
+            "--decode",
+            "pod/decode-0",
+        ])
+        .args([
+            "--allow-tcp",
+            "--min-host-bw",
+            "0.001",
+            "--no-node-probe",
+            "--budget",
+            "120s",
+        ])
         .args(["-o", "json", "--kv-shape", "--isl", "32"])
         .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
         .stdout(std::process::Stdio::piped())

@@ -162,7 +162,12 @@ impl GateSteps for KubeGate {
                 .into_iter()
                 .filter_map(|(side, pod)| pod.model.as_ref().map(|m| (side.to_string(), m.source.clone())))
                 .collect(),
-            notes: prepared.notes.iter().map(ToString::to_string).chain(self.kv_note(&pods_plan)).collect(),
+            notes: prepared
+                .notes
+                .iter()
+                .map(ToString::to_string)
+                .chain(self.kv_note(&pods_plan))
+                .collect(),
         };
         self.cluster = Some(cluster);
         self.launcher = Some(launcher);

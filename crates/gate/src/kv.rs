@@ -10,16 +10,16 @@
 //! recipe's templates). The descriptor sweep, when asked, runs on per-pair bench pods.
 
 use crate::{PairEnd, StepError};
+#[cfg(test)]
+use icb_kube::devices::DeviceRequest;
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
 use icb_pair::kv::kube_ranks::KubeRanks;
-use icb_pair::rails::kube::{EnvVars, KubeRailsPlan};
+use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
 #[cfg(test)]
 use icb_pair::rails::kube::PodDevices;
-#[cfg(test)]
-use icb_kube::devices::DeviceRequest;
-use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
+use icb_pair::rails::kube::{EnvVars, KubeRailsPlan};
 use icb_pair::{CancellationToken, LaunchError, PairError, PairPlan};
 use icb_recipe::EngineArgs;
 
@@ -311,15 +311,24 @@ mod tests {
         let prepared = prepared();
         let pods = bench_pods("node/gpu-1", "node/gpu-2");
         let got = ranks_pods(&pods, &prepared, &kv, &flags, envs.clone(), times);
-        assert_eq!((got.prefill_node.as_str(), got.decode_node.as_str()), ("gpu-1", "gpu-2"));
+        assert_eq!(
+            (got.prefill_node.as_str(), got.decode_node.as_str()),
+            ("gpu-1", "gpu-2")
+        );
         assert_eq!(got.run_id, "run1-kr");
-        assert_eq!((got.image.as_str(), got.image_pull_policy.as_deref()), ("img:1", Some("Never")));
+        assert_eq!(
+            (got.image.as_str(), got.image_pull_policy.as_deref()),
+            ("img:1", Some("Never"))
+        );
         assert!(got.memlock_unlimited);
         assert_eq!(got.side_args, flags);
         assert_eq!(got.side_env, envs);
         assert_eq!(got.start_timeout, times.0);
         let largest = 4 << 20;
-        assert_eq!(got.rank_resources, icb_kube::hardening::BenchResources::for_buffer(largest));
+        assert_eq!(
+            got.rank_resources,
+            icb_kube::hardening::BenchResources::for_buffer(largest)
+        );
         assert_eq!(got.devices, PodDevices::WholeNode);
         assert!(got.modelled.is_none());
         // One node for both sides: two pods that cannot both hold every device; a GPU transfer
@@ -346,7 +355,10 @@ mod tests {
         // Worker pods: the modelled bench pods, on the workers' nodes, their env their own.
         let workers = bench_pods("pod/prefill-0", "pod/decode-0");
         let got = ranks_pods(&workers, &prepared, &kv, &flags, envs.clone(), times);
-        assert_eq!((got.prefill_node.as_str(), got.decode_node.as_str()), ("gpu-1", "gpu-2"));
+        assert_eq!(
+            (got.prefill_node.as_str(), got.decode_node.as_str()),
+            ("gpu-1", "gpu-2")
+        );
         let (client, server) = *got.modelled.clone().expect("modelled pods");
         assert_eq!((client.node.as_str(), server.node.as_str()), ("gpu-1", "gpu-2"));
         assert!(client.host_ipc);

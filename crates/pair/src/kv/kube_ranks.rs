@@ -21,21 +21,21 @@
 //! coordinator processes die with their exec, and with the pods).
 
 use super::coordinator::{CoordinatorJob, LISTENING};
+use super::cpus::{RankDevice, place_ranks};
 use super::ranks::{Coordinator, RankSeam};
 use super::{KvPlan, KvProgress, KvSeam};
 use crate::inplace::InPlaceSide;
 use crate::launcher::{LaunchError, LaunchFailure, Side};
-use crate::rails::kube::{KubeRails, KubeRailsPlan, PodDevices, PodPinning, RankExec};
-use super::cpus::{RankDevice, place_ranks};
 use crate::rails::info::HostCpus;
-use icb_core::protocol::kv_rank::{CpuPlacement, RankId};
-use icb_kube::devices::DeviceRequest;
+use crate::rails::kube::{KubeRails, KubeRailsPlan, PodDevices, PodPinning, RankExec};
 use crate::run::SideRole;
 use crate::run::{PairError, PairOutcome};
 use icb_core::MemoryType;
 use icb_core::model::{Endpoint, Locality, Placement};
 use icb_core::protocol::kv_rank::{self, RankPlan};
+use icb_core::protocol::kv_rank::{CpuPlacement, RankId};
 use icb_kube::Cluster;
+use icb_kube::devices::DeviceRequest;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -442,7 +442,10 @@ mod tests {
             rank,
         };
         let p = pod_placement(&view, id(1), Some(1));
-        assert_eq!((p.cpus, p.numa_node, p.reason.as_str()), (vec![4, 5], Some(1), "NUMA node 1 of GPU1"));
+        assert_eq!(
+            (p.cpus, p.numa_node, p.reason.as_str()),
+            (vec![4, 5], Some(1), "NUMA node 1 of GPU1")
+        );
         let p = pod_placement(&view, id(0), Some(0));
         assert_eq!((p.cpus, p.numa_node), (vec![2, 3], Some(0)));
         let p = pod_placement(&view, id(1), None);

@@ -281,7 +281,11 @@ impl KubeRails {
     fn modelled_pod(&mut self, bench: BenchPod) -> (String, Pod) {
         let devices = pod_devices(&bench);
         let gpus = gpu_count(&devices);
-        let side = if bench.role == Role::Client { "prefill" } else { "decode" };
+        let side = if bench.role == Role::Client {
+            "prefill"
+        } else {
+            "decode"
+        };
         match bench.role {
             Role::Client => self.gpus.0 = gpus,
             Role::Server => self.gpus.1 = gpus,
@@ -291,7 +295,11 @@ impl KubeRails {
         self.notes.push(format!(
             "the {side} pod on node {} is modelled on {source} and requests {}",
             bench.node,
-            if list.is_empty() { "no device".to_string() } else { list.join(", ") }
+            if list.is_empty() {
+                "no device".to_string()
+            } else {
+                list.join(", ")
+            }
         ));
         (bench.node.clone(), self.idle(bench))
     }
