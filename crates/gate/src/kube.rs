@@ -64,7 +64,8 @@ pub struct KubeGate {
     launcher: Option<KubeLauncher>,
     /// The recipe's prefill and decode engine arguments (for `--kv-shape`).
     engines: Option<crate::kv::RecipeEngines>,
-    /// The bench pods the gate prepared, for `--kv-shape`'s per-read pods.
+    /// The bench pods the gate prepared, for `--kv-shape` (its sweep's pods, and on worker
+    /// targets the model of its ranks' pods).
     pods: Option<BenchPodsPlan>,
 }
 

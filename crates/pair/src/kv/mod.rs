@@ -49,8 +49,8 @@ pub struct KvPlan {
     /// Descriptor counts of the sweep (empty: no sweep), at `sweep_block` bytes each.
     pub sweep: Vec<u64>,
     pub sweep_block: u64,
-    /// The engine that moves the blocks: the per-rank model's ranks run it, the per-read
-    /// model's pairs get it from their launcher.
+    /// The engine that moves the blocks: every rank runs it (the descriptor sweep's pair gets
+    /// its engine from its launcher).
     pub engine: icb_core::EngineKind,
 }
 
@@ -79,11 +79,6 @@ impl KvPlan {
             sweep_block,
             engine: icb_core::EngineKind::Nixl,
         }
-    }
-
-    /// The pair one row runs: its one case, the plan's memory pair and timing.
-    pub fn row_plan(&self, row: &KvRow) -> PairPlan {
-        self.with_cases(vec![row.case(self.op)])
     }
 
     /// The pair the sweep runs: one case per descriptor count.
