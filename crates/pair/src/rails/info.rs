@@ -62,10 +62,16 @@ pub struct HostCpus {
 }
 
 impl HostCpus {
-    /// This process's view.
-    pub fn here() -> HostCpus {
+    /// This process's view: the topology from `tree` (a recorded sysfs root, [`RAIL_TREE_ENV`]:
+    /// an emulated node's, as its rail map is read) or else this host's sysfs; the allowed CPUs
+    /// are always this process's own affinity.
+    pub fn here(tree: Option<&Path>) -> HostCpus {
+        let topology = match tree {
+            Some(t) => icb_probe::numa::cpu_topology(&LocalSource::replay(t)),
+            None => icb_probe::numa::cpu_topology(&LocalSource::default()),
+        };
         HostCpus {
-            topology: icb_probe::numa::cpu_topology(&LocalSource::default()),
+            topology,
             allowed: crate::kv::cpus::allowed_cpus(),
         }
     }
@@ -90,7 +96,7 @@ pub fn this_host(node: String, tree: Option<&Path>, kind: InfoKind) -> RailInfoL
     match kind {
         InfoKind::Counters => line.counters = Some(icb_probe::counters::snapshot(sys)),
         InfoKind::Rails => line.info = Some(node_info(node, tree, sys)),
-        InfoKind::Cpus => line.cpus = Some(HostCpus::here()),
+        InfoKind::Cpus => line.cpus = Some(HostCpus::here(tree)),
     }
     line
 }
@@ -119,12 +125,23 @@ mod tests {
         assert_eq!(back.info, Some(info));
     }
 
-    /// `--cpus` reports this process's own affinity (never empty on Linux) and reads back whole.
+    /// `--cpus` reports this process's own affinity (never empty on Linux) and the topology of
+    /// a recorded tree where one is given (two NUMA nodes here), and reads back whole.
     #[test]
     fn a_hosts_cpus_line_reads_back_whole() {
-        let line = this_host("n1".into(), None, InfoKind::Cpus);
+        let dir = std::env::temp_dir().join(format!("icb-rail-info-cpus-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (n, cpus) in [(0, "0-3"), (1, "4-7")] {
+            let node = dir.join(format!("sys/devices/system/node/node{n}"));
+            std::fs::create_dir_all(&node).unwrap();
+            std::fs::write(node.join("cpulist"), format!("{cpus}\n")).unwrap();
+        }
+        let line = this_host("n1".into(), Some(&dir), InfoKind::Cpus);
+        std::fs::remove_dir_all(&dir).unwrap();
         let cpus = line.cpus.clone().expect("a cpus line");
         assert!(!cpus.allowed.is_empty());
+        let nodes: Vec<(u32, Vec<u32>)> = cpus.topology.nodes.iter().map(|n| (n.id, n.cpus.clone())).collect();
+        assert_eq!(nodes, [(0, vec![0, 1, 2, 3]), (1, vec![4, 5, 6, 7])]);
         assert!(line.info.is_none() && line.counters.is_none());
         let back: RailInfoLine = serde_json::from_str(&serde_json::to_string(&line).unwrap()).unwrap();
         assert_eq!(back.cpus, Some(cpus));
