@@ -11,7 +11,7 @@ use icb_kube::target::Target;
 use icb_kv::{KvDtype, KvFlags, KvRequest, KvShape, ModelSpec};
 use icb_pair::kv::kube_ranks::KubeRanks;
 use icb_pair::kv::local_ranks::{LocalRanks, rank_pinner};
-use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
+use icb_pair::kv::{KvOp, KvPlan, KvSeam};
 use icb_pair::local::{LocalLauncher, LocalOptions};
 use icb_pair::rails::kube::KubeRailsPlan;
 use icb_pair::{LaunchError, PairPlan};
@@ -241,7 +241,7 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
         let mut bar =
             icb_report::live::CaseProgress::start(plan.rows.len() + plan.sweep.len(), plan.pair.settings.unit);
         let mut done = 0usize;
-        let mut progress = |_: Option<&KvRow>, p: &icb_core::protocol::CaseProgress| {
+        let mut progress = |p: &icb_core::protocol::CaseProgress| {
             done += 1;
             bar.case(done, plan.rows.len() + plan.sweep.len(), &p.case);
         };

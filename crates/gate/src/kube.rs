@@ -93,10 +93,10 @@ impl KubeGate {
         self.input.kv.as_ref()?;
         match (&pods.prefill, &pods.decode) {
             (Target::Node(p), Target::Node(d)) if p != d => Some(format!(
-                "--kv-shape: one process per TP rank in two whole-node bench pods on {p} and {d}, each rank under its side's recipe transport env; the modelled bench pods run only a descriptor sweep"
+                "--kv-shape: one process per TP rank in two whole-node bench pods on {p} and {d}, each rank under its side's recipe transport env (the modelled bench pods run only the descriptor sweep, when asked)"
             )),
             (Target::Node(n), Target::Node(_)) => Some(format!(
-                "--kv-shape: one process per TP rank in two bench pods on {n}, each rank under its side's recipe transport env; the modelled bench pods run only a descriptor sweep"
+                "--kv-shape: one process per TP rank in two bench pods on {n}, each rank under its side's recipe transport env (the modelled bench pods run only the descriptor sweep, when asked)"
             )),
             _ => Some("--kv-shape: one process per TP rank in the two bench pods modelled on the workers".into()),
         }

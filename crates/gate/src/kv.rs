@@ -16,7 +16,7 @@ use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
 use icb_pair::kv::kube_ranks::KubeRanks;
-use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
+use icb_pair::kv::{KvOp, KvPlan, KvSeam};
 #[cfg(test)]
 use icb_pair::rails::kube::PodDevices;
 use icb_pair::rails::kube::{EnvVars, KubeRailsPlan};
@@ -209,7 +209,7 @@ pub(crate) async fn pair(
         templates: site.templates,
         op: kv.op,
     };
-    let mut progress = |_: Option<&KvRow>, _: &icb_core::protocol::CaseProgress| {};
+    let mut progress = |_: &icb_core::protocol::CaseProgress| {};
     let ranks = KubeRanks::new(site.cluster, pods, &kv_plan);
     match icb_pair::kv::kube_ranks::run(&kv_plan, ranks, &mut seam, &kv.tool, cancel, &mut progress).await {
         Ok(o) => Ok(PairEnd::Judged(Box::new(o.report))),

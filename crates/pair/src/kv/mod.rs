@@ -141,8 +141,8 @@ pub fn local_rank_limit(processes: usize) -> u64 {
     }
 }
 
-/// The progress of one row's case (`None`: the sweep's).
-pub type KvProgress<'a> = dyn FnMut(Option<&KvRow>, &CaseProgress) + 'a;
+/// The progress of the descriptor sweep's cases (the ranks report none while they run).
+pub type KvProgress<'a> = dyn FnMut(&CaseProgress) + 'a;
 
 /// The descriptor-count sweep on one more pair, when the plan asks for it.
 async fn run_sweep<S: KvSeam>(
@@ -155,8 +155,7 @@ async fn run_sweep<S: KvSeam>(
         return Ok(None);
     }
     let mut launcher = seam.launcher().await.map_err(PairError::from)?;
-    let mut each = |p: &CaseProgress| progress(None, p);
-    let r = run_pair(&plan.sweep_plan(), &mut launcher, cancel, &mut each).await;
+    let r = run_pair(&plan.sweep_plan(), &mut launcher, cancel, progress).await;
     if cancel.is_cancelled() {
         return Err(interrupted(std::slice::from_ref(&r)));
     }
