@@ -1,197 +1,20 @@
-//! `ic-bench pair --prefill node/A --decode node/B --kv-shape MODEL …` on the emulated cluster
-//! (root: namespaces; CI runs as root): one process per TP rank, `a` exec'd into the prefill
-//! node's bench pod and `b` into the decode node's (the whole-node mode's two pods), the
-//! coordinator in the decode pod, repetitions synchronised over every rank; the descriptors of
-//! the geometry moved over NIXL, or with `--engine ucx` the UCX engine's block lists (TCP over
-//! the emulated nodes' veths), and every block verified at its destination on every rank; no pod
-//! and no rank process is left, on success and when a rank dies.
+//! `ic-bench pair --kv-shape MODEL …` on Kubernetes targets, on the emulated cluster (root:
+//! namespaces; CI runs as root): one process per TP rank, `a` exec'd into the prefill side's bench
+//! pod and `b` into the decode side's (whole-node pods on two nodes, pods shaped by the device
+//! flags on one node, pods modelled on worker pods), the coordinator in the decode pod,
+//! repetitions synchronised over every rank, each rank on the CPUs chosen from its pod's view of
+//! its node; the descriptors of the geometry moved over NIXL, or with `--engine ucx` the UCX
+//! engine's block lists (TCP over the emulated nodes' veths), and every block verified at its
+//! destination on every rank; no pod and no rank process is left, on success, when a rank dies
+//! and at Ctrl-C. The gate's KV step is `gate_kv_kube`.
 
 #[path = "pair_kube_support/mod.rs"]
 mod support;
 
-use icb_core::{EngineKind, KvOutcome, PairReport, VerdictStatus};
-use icb_testcluster::TestCluster;
+use icb_core::{EngineKind, KvOutcome, PairReport};
 use std::time::{Duration, Instant};
+use support::kv::*;
 use support::*;
-
-/// `pair` across gpu-1 → gpu-2 for Llama-3.1-8B at 32 tokens (2 blocks), TP `a` → TP `b`,
-/// with short repetitions.
-fn kv_args(a: &'static str, b: &'static str, timing: [&'static str; 2]) -> Vec<&'static str> {
-    vec![
-        "--prefill",
-        "node/gpu-1",
-        "--decode",
-        "node/gpu-2",
-        "-o",
-        "json",
-        "--kv-shape",
-        "llama-3.1-8b",
-        "--isl",
-        "32",
-        "--prefill-tp",
-        a,
-        "--decode-tp",
-        b,
-        "--allow-tcp",
-        "--min-host-bw",
-        "0.001",
-        "--min-time",
-        timing[0],
-        "--max-time",
-        timing[1],
-        "--warmup",
-        "2",
-    ]
-}
-
-/// The per-rank model on the two nodes: `a + b` ranks, every one in every synchronised
-/// repetition, every decode rank checked every block it received (READ: the decode ranks
-/// post), each initiator knows its data path (TCP: two nodes joined by veths).
-fn assert_ranks_on_two_nodes(report: &PairReport, kv: &KvOutcome, (a, b): (u32, u32), engine: EngineKind) {
-    assert!(kv.synchronised, "not the per-rank model: {kv:?}");
-    let reps = kv.repetitions.expect("synchronised repetitions");
-    assert!(reps >= 3, "{reps} repetitions");
-    assert!(
-        report.placement.mode.starts_with("kubernetes (ranks)"),
-        "{}",
-        report.placement.mode
-    );
-    assert_eq!(report.placement.prefill.host, "gpu-1");
-    assert_eq!(report.placement.decode.host, "gpu-2");
-    for (side, n) in [("prefill", a), ("decode", b)] {
-        let mut ranks: Vec<u32> = kv.ranks.iter().filter(|r| r.side == side).map(|r| r.rank).collect();
-        ranks.sort_unstable();
-        assert_eq!(ranks, (0..n).collect::<Vec<_>>(), "{side} ranks: {:?}", kv.ranks);
-    }
-    for r in &kv.ranks {
-        assert_eq!(r.repetitions, reps, "{r:?}");
-        assert_eq!(r.initiator, r.side == "decode", "{r:?}");
-        let mine: Vec<_> = kv
-            .peers
-            .iter()
-            .filter(|p| {
-                if r.side == "decode" {
-                    p.decode_rank == r.rank
-                } else {
-                    p.prefill_rank == r.rank
-                }
-            })
-            .collect();
-        assert_eq!(r.peers as usize, mine.len(), "{r:?}");
-        assert_eq!(r.bytes, mine.iter().map(|p| p.bytes).sum::<u64>(), "{r:?}");
-        if r.side == "decode" {
-            assert_eq!(
-                r.blocks_verified,
-                mine.iter().map(|p| p.descriptors).sum::<u64>(),
-                "{r:?}"
-            );
-            assert!(r.data_path.as_deref().is_some_and(|d| d.contains("tcp")), "{r:?}");
-            assert!(r.post_ms.is_some(), "{r:?}");
-        }
-    }
-    for p in &kv.peers {
-        assert!(p.verified && p.failure.is_none(), "{p:?}");
-        assert_eq!(p.repetitions, reps, "{p:?}");
-        assert!(p.request_ms_p50.is_some_and(|v| v > 0.0), "{p:?}");
-        assert!(p.data_path.as_deref().is_some_and(|d| d.contains("tcp")), "{p:?}");
-    }
-    // A synchronised request ends with its last peer: its p50 is at least every peer's.
-    let slowest = kv.peers.iter().filter_map(|p| p.request_ms_p50).fold(0.0, f64::max);
-    assert!(kv.request_ms_p50.expect("a request time") >= slowest * (1.0 - 1e-9));
-    assert!(
-        report.cases.iter().all(|c| c.run_by.engine == engine),
-        "not all {engine:?}"
-    );
-    assert_ne!(report.verdict.status, VerdictStatus::Fail, "{:?}", report.verdict);
-}
-
-/// Two whole-node bench pods, each pinned to its node (prefill = client on gpu-1, decode =
-/// server on gpu-2), holding all of its node's GPUs.
-fn assert_two_whole_node_pods(run: &PairRun) {
-    let pods = run.created_pods();
-    let names: Vec<String> = pods.iter().filter_map(|p| p.metadata.name.clone()).collect();
-    assert_eq!(pods.len(), 2, "{names:?}");
-    for pod in &pods {
-        let name = pod.metadata.name.clone().unwrap_or_default();
-        let spec = pod.spec.clone().unwrap_or_default();
-        let affinity = serde_json::to_string(&spec.affinity).unwrap();
-        let want = if name.ends_with("-client") {
-            "\"gpu-1\""
-        } else {
-            "\"gpu-2\""
-        };
-        assert!(affinity.contains(want), "{name}: {affinity}");
-        let limits = spec.containers[0]
-            .resources
-            .clone()
-            .unwrap_or_default()
-            .limits
-            .unwrap_or_default();
-        assert_eq!(
-            limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
-            Some("8"),
-            "{name}: {limits:?}"
-        );
-    }
-}
-
-/// The pids of `ic-bench VERB` processes (not their `sh` wrappers) in the cluster's node
-/// namespaces, each with its command line.
-fn processes(cluster: &TestCluster, verb: &str) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    for ns in cluster.netns_names() {
-        let Ok(out) = std::process::Command::new("ip").args(["netns", "pids", &ns]).output() else {
-            continue;
-        };
-        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-            let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-                continue;
-            };
-            let args: Vec<String> = raw
-                .split(|b| *b == 0)
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            if args.first().is_some_and(|a| a.ends_with("ic-bench")) && args.get(1).map(String::as_str) == Some(verb) {
-                found.push((pid.parse().unwrap(), args.join(" ")));
-            }
-        }
-    }
-    found
-}
-
-/// Waits until `ranks` rank processes and the coordinator run; the ranks.
-fn all_running(cluster: &TestCluster, ranks: usize) -> Vec<(u32, String)> {
-    let started = Instant::now();
-    loop {
-        let found = processes(cluster, "kv-rank");
-        if found.len() == ranks && processes(cluster, "kv-coordinate").len() == 1 {
-            return found;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the ranks never all ran: {found:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// No pod, and (within a few seconds) no rank or coordinator process in any node.
-fn assert_nothing_left(cluster: &TestCluster) {
-    assert!(
-        leftover_bench_pods(cluster).is_empty(),
-        "{:?}",
-        leftover_bench_pods(cluster)
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left = processes(cluster, "kv-rank").len() + processes(cluster, "kv-coordinate").len();
-        if left == 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{left} KV process(es) still run");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// TP2 → TP1 (a > b): the one decode rank gathers prefill ranks 0 and 1, each 32 × 2 × 2 = 128
 /// descriptors of 4 heads × 4096 B = 16 KiB, the second landing 16 KiB into every 32 KiB decode
@@ -313,67 +136,168 @@ fn a_rank_that_dies_ends_the_run_with_its_name_and_nothing_is_left() {
     assert_nothing_left(&cluster);
 }
 
-/// `gate --kv-shape` with no model on the command line: the recipe's vLLM arguments name
-/// Llama-3.1-8B-Instruct, prefill TP 2, decode TP 1, block 16, so the gate's pair step is that
-/// gather (2 reads of 128 descriptors of 16 KiB at 32 tokens), and `--max-kv-ms` judges it.
+/// One node for both sides (`--prefill node/gpu-1 --decode node/gpu-1`) with `--host-ipc`,
+/// `--host-pid`, `--gpus 2` and `--rdma none`: the per-rank model still (3 ranks at once, every
+/// block verified), in two pods on gpu-1 that share its IPC and PID namespaces and each request
+/// exactly 2 GPUs and no RDMA device (two pods cannot both hold the whole node); nothing left.
 #[test]
-fn gate_kv_shape_measures_the_recipes_own_transfer() {
-    let Some(cluster) = cluster("gate_kv_shape_measures_the_recipes_own_transfer") else {
+fn one_node_runs_per_rank_in_two_pods_shaped_by_the_flags() {
+    let Some(cluster) = cluster("one_node_runs_per_rank_in_two_pods_shaped_by_the_flags") else {
         return;
     };
-    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gate/kv.yaml");
-    let gate = |extra: &[&str]| {
-        let mut cmd = std::process::Command::new(BIN);
-        cmd.arg("gate")
-            .arg("--kubeconfig")
-            .arg(cluster.kubeconfig_path())
-            .args(["--recipe", fixture, "--prefill", "node/gpu-1", "--decode", "node/gpu-2"])
-            .args([
-                "--allow-tcp",
-                "--min-host-bw",
-                "0.001",
-                "--no-node-probe",
-                "--budget",
-                "120s",
-            ])
-            .args(["-o", "json", "--kv-shape", "--isl", "32"])
-            .args(extra)
-            .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        wait_output(cmd.spawn().unwrap(), Duration::from_secs(200))
-    };
-    let out = gate(&[]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let mut args = kv_args("2", "1", ["0.1", "0.5"]);
+    args[3] = "node/gpu-1";
+    args.extend(["--host-ipc", "--host-pid", "--gpus", "2", "--rdma", "none"]);
+    let run = run_pair(&cluster, &args, Duration::from_secs(240));
+    assert_eq!(run.code, 0, "{run:#?}");
+    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
+    let kv: KvOutcome = *report.kv.clone().expect("a kv section");
+    assert!(kv.synchronised, "not the per-rank model: {kv:?}");
+    assert!(
+        report.placement.mode.starts_with("kubernetes (ranks)"),
+        "{}",
+        report.placement.mode
     );
-    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let kv = &report["pair"]["kv"];
-    assert_eq!(kv["model"], "llama-3.1-8b", "{report}");
+    assert_eq!(report.placement.locality, icb_core::model::Locality::SameHost);
     assert_eq!(
-        (kv["prefill_tp"].as_u64(), kv["decode_tp"].as_u64()),
-        (Some(2), Some(1))
+        (
+            report.placement.prefill.host.as_str(),
+            report.placement.decode.host.as_str()
+        ),
+        ("gpu-1", "gpu-1")
     );
-    assert_eq!(kv["kv_bytes_per_request"], 4 << 20);
-    for p in kv["peers"].as_array().unwrap() {
-        assert_eq!(p["verified"], true, "{p}");
-        assert_eq!(p["descriptors"], 128, "{p}");
+    assert_eq!(kv.ranks.len(), 3, "{:?}", kv.ranks);
+    kv.ranks.iter().for_each(assert_pod_placement);
+    let blocks: u64 = kv
+        .ranks
+        .iter()
+        .filter(|r| r.side == "decode")
+        .map(|r| r.blocks_verified)
+        .sum();
+    assert_eq!(blocks, 256, "{:?}", kv.ranks);
+    for p in &kv.peers {
+        assert!(p.verified && p.failure.is_none(), "{p:?}");
+        assert!(p.data_path.is_some(), "{p:?}");
     }
-    // A budget no request meets fails the gate (exit 1), in TTFT terms.
-    let out = gate(&["--max-kv-ms", "0.000001"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("over --max-kv-ms"), "{stdout}");
-    assert!(leftover_bench_pods(&cluster).is_empty());
+    let pods = run.created_pods();
+    assert_eq!(pods.len(), 2);
+    for pod in &pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let spec = pod.spec.clone().unwrap_or_default();
+        assert!(
+            serde_json::to_string(&spec.affinity).unwrap().contains("\"gpu-1\""),
+            "{name}"
+        );
+        assert_eq!((spec.host_ipc, spec.host_pid), (Some(true), Some(true)), "{name}");
+        let limits = spec.containers[0]
+            .resources
+            .clone()
+            .unwrap_or_default()
+            .limits
+            .unwrap_or_default();
+        assert_eq!(
+            limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
+            Some("2"),
+            "{name}: {limits:?}"
+        );
+        assert!(!limits.keys().any(|k| k.starts_with("rdma/")), "{name}: {limits:?}");
+    }
+    assert_nothing_left(&cluster);
+}
+
+/// Two NUMA nodes as the bench pods see their node (written into each emulated node's recorded
+/// sysfs tree, which `rail-info --cpus` reads as the rail map is read): one CPU of this machine
+/// each, the RDMA NIC mlx5_0 on node 0 of gpu-1 and on node 1 of gpu-2. Every rank (host memory:
+/// no GPU) runs on its NIC's node, pins itself to that node's CPU and reports the CPU it ran on:
+/// the placement decided from each pod's view and applied inside the pod.
+#[test]
+fn ranks_in_pods_run_on_the_numa_node_chosen_from_the_pods_view() {
+    if !icb_isolate::privileged_tests_enabled("ranks_in_pods_run_on_the_numa_node_chosen_from_the_pods_view") {
+        return;
+    }
+    let allowed = icb_pair::kv::cpus::allowed_cpus();
+    assert!(allowed.len() >= 2, "two CPUs needed: {allowed:?}");
+    let cluster = cluster_with(icb_testcluster::ClusterConfig::two_gpu_nodes().rails(1));
+    for (node, nic_numa) in [("gpu-1", 0), ("gpu-2", 1)] {
+        let tree = cluster.rail_tree(node).expect("a rail tree");
+        for (n, cpu) in allowed.iter().take(2).enumerate() {
+            let dir = tree.join(format!("sys/devices/system/node/node{n}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("cpulist"), format!("{cpu}\n")).unwrap();
+        }
+        let nic = tree.join("sys/class/infiniband/mlx5_0/device/numa_node");
+        std::fs::write(&nic, format!("{nic_numa}\n")).unwrap();
+    }
+    let run = run_pair(&cluster, &kv_args("2", "1", ["0.1", "0.5"]), Duration::from_secs(240));
+    assert_eq!(run.code, 0, "{run:#?}");
+    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
+    let kv: KvOutcome = *report.kv.clone().expect("a kv section");
+    assert_ranks_on_two_nodes(&report, &kv, (2, 1), EngineKind::Nixl);
+    for r in &kv.ranks {
+        let node: u32 = if r.side == "prefill" { 0 } else { 1 };
+        let why = r.cpu_placement.as_deref().unwrap_or_default();
+        assert_eq!(why, format!("NUMA node {node} of NIC mlx5_0"), "{r:?}");
+        assert_eq!(r.numa_node, Some(node), "{r:?}");
+        assert_eq!(r.cpus, Some(allowed[node as usize].to_string()), "{r:?}");
+    }
+    assert_nothing_left(&cluster);
+}
+
+/// Worker-shaped targets (`pod/prefill-0` on gpu-1, `pod/decode-0` on gpu-2): the per-rank
+/// model in two bench pods modelled on the workers (their node, transport env and devices),
+/// TP2 → TP1, every block verified, the report naming the workers; nothing left but them.
+#[test]
+fn worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers() {
+    let Some(cluster) = cluster("worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers") else {
+        return;
+    };
+    create_reference_pod(&cluster, worker_pod("prefill-0", "gpu-1"));
+    create_reference_pod(&cluster, worker_pod("decode-0", "gpu-2"));
+    let mut args = kv_args("2", "1", ["0.1", "0.5"]);
+    args[1] = "pod/prefill-0";
+    args[3] = "pod/decode-0";
+    let run = run_pair(&cluster, &args, Duration::from_secs(240));
+    assert_eq!(run.code, 0, "{run:#?}");
+    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
+    let kv: KvOutcome = *report.kv.clone().expect("a kv section");
+    assert_eq!(kv.bytes_moved_per_request, 4 << 20);
+    assert_ranks_on_two_nodes(&report, &kv, (2, 1), EngineKind::Nixl);
+    assert_eq!(report.placement.prefill.modelled_on.as_deref(), Some("pod/prefill-0"));
+    assert_eq!(report.placement.decode.modelled_on.as_deref(), Some("pod/decode-0"));
+    let pods: Vec<_> = run
+        .created_pods()
+        .into_iter()
+        .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("ic-bench-")))
+        .collect();
+    assert_eq!(pods.len(), 2);
+    for pod in &pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let ann = pod.metadata.annotations.clone().unwrap_or_default();
+        let worker = if name.ends_with("-client") {
+            "pod/prefill-0"
+        } else {
+            "pod/decode-0"
+        };
+        assert_eq!(
+            ann.get("ic-bench.dev/modelled-on").map(String::as_str),
+            Some(worker),
+            "{name}"
+        );
+        let c = &pod.spec.clone().unwrap_or_default().containers[0];
+        let env: Vec<_> = c.env.clone().unwrap_or_default();
+        assert!(
+            env.iter()
+                .any(|e| e.name == "UCX_TLS" && e.value.as_deref() == Some("rc,cuda_ipc,cuda_copy,tcp")),
+            "{name}: {env:?}"
+        );
+        let limits = c.resources.clone().unwrap_or_default().limits.unwrap_or_default();
+        assert_eq!(
+            limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
+            Some("2"),
+            "{name}: {limits:?}"
+        );
+    }
+    assert_nothing_left(&cluster);
 }
 
 /// Ctrl-C in the middle of the repetitions: exit 130 within seconds, the line says what was

@@ -153,7 +153,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         side_flags: args.engine.side_flags(),
         devices: args.devices.request(),
         rails,
-        kv: super::gate_kv::gate_kv(&args.kv),
+        kv: super::gate_kv::gate_kv(&args.kv, &args.engine),
     });
     let rt = super::common::runtime()?;
     let mut report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));

@@ -26,7 +26,7 @@ fn merged(flags: &KvArgs, roles: Option<&RecipeEngines>) -> Result<KvArgs, Strin
 
 /// `--kv-shape` for the gate (`None` without it): the request is built once the gate's `probe
 /// env` step has read the recipe's engine arguments.
-pub fn gate_kv(flags: &KvArgs) -> Option<GateKv> {
+pub fn gate_kv(flags: &KvArgs, engine: &super::common::EngineArgs) -> Option<GateKv> {
     if !flags.wanted() {
         return None;
     }
@@ -43,5 +43,7 @@ pub fn gate_kv(flags: &KvArgs) -> Option<GateKv> {
         op: flags.kv_op.unwrap_or_default(),
         max_kv_ms: flags.max_kv_ms,
         sweep_max: flags.kv_descriptor_sweep,
+        engine: super::pair_kv::kv_engine(engine),
+        tool: super::connect::tool_info(),
     })
 }

@@ -1,9 +1,9 @@
 //! `ic-bench pair --kv-shape MODEL …`: a model's KV transfer for one request, prefill TP a →
 //! decode TP b: one process per rank (`icb_pair::kv::ranks`; NIXL where it loads, else or with
-//! `--engine ucx` the UCX engine), locally or on two Kubernetes nodes (`node/A`, `node/B`: the
-//! whole-node mode's bench pods, `icb_pair::kv::kube_ranks`); else (pods modelled on worker pods,
-//! one node, `--gpus`/`--rdma`/`--host-ipc`/`--host-pid`, which shape per-pair bench pods) one
-//! process per read on each side (`icb_pair::kv`), as bench pods.
+//! `--engine ucx` the UCX engine), locally or on Kubernetes: two bench pods the ranks are exec'd
+//! into (`icb_pair::kv::kube_ranks`): whole-node pods on `node/A`, `node/B`; on one node, pods
+//! shaped by `--gpus`/`--rdma`/`--host-ipc`/`--host-pid`; for `pod/…`, `deployment/…` pods
+//! modelled on the workers. The descriptor sweep, when asked, runs on one more pair of pods.
 
 use super::interrupt::Interrupt;
 use super::pair::PairCommand;
@@ -11,7 +11,7 @@ use icb_kube::target::Target;
 use icb_kv::{KvDtype, KvFlags, KvRequest, KvShape, ModelSpec};
 use icb_pair::kv::kube_ranks::KubeRanks;
 use icb_pair::kv::local_ranks::{LocalRanks, rank_pinner};
-use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
+use icb_pair::kv::{KvOp, KvPlan, KvSeam};
 use icb_pair::local::{LocalLauncher, LocalOptions};
 use icb_pair::rails::kube::KubeRailsPlan;
 use icb_pair::{LaunchError, PairPlan};
@@ -93,20 +93,17 @@ impl KvArgs {
     }
 }
 
-/// Where the ranks run.
+/// Where the ranks run: a local pair, or two bench pods (the plan of the ranks' pods, and the
+/// per-pair bench pods the descriptor sweep uses and worker-shaped targets are modelled with).
 pub enum KvLaunch {
     Local(LocalOptions),
-    Kube(Box<super::pair_kube::KubeTarget>),
+    Kube(Box<(super::pair_kube::KubeTarget, KubeRailsPlan)>),
 }
 
 /// A `--kv-shape` run, decided.
 pub struct KvTarget {
     pub plan: KvPlan,
     pub launch: KvLaunch,
-    /// One process per rank (local, or `kube_ranks`); else one process pair per read.
-    pub per_rank: bool,
-    /// On Kubernetes, one process per rank in these two whole-node pods (two nodes).
-    pub kube_ranks: Option<KubeRailsPlan>,
 }
 
 /// The request (checked against the engine's rules and, locally, this host's memory), the rows
@@ -130,14 +127,7 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
         Some([one]) => plan.settings.memory = vec![*one],
         Some(_) => anyhow::bail!("--kv-shape moves one memory pair: give one --memory, e.g. cuda-cuda"),
     }
-    if args.engine.engine == icb_core::EngineKind::Ucx
-        && !args.engine.engine_given
-        && icb_nixl_engine::probe_load(args.engine.nixl_lib.as_deref()).is_ok()
-    {
-        // The KV transfer is NIXL's: use it wherever its library loads, unless `--engine ucx`
-        // asked for the UCX engine's block lists.
-        args.engine.engine = icb_core::EngineKind::Nixl;
-    }
+    args.engine.engine = kv_engine(&args.engine);
     let op = kv.kv_op.unwrap_or_default();
     let mut kv_plan = KvPlan::new(plan.clone(), request, op);
     kv_plan.engine = args.engine.engine;
@@ -160,61 +150,64 @@ pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Resu
         let mut kube_plan = kv_plan.pair.clone();
         let t = super::pair_kube::target(args, &mut kube_plan, None)?;
         kv_plan.pair = kube_plan;
-        KvLaunch::Kube(Box::new(t))
+        // The ranks run with either engine (NIXL agents or UCX workers; the plan names it).
+        let pods = kube_ranks_plan(args, &t, &kv_plan)?;
+        KvLaunch::Kube(Box::new((t, pods)))
     };
     *plan = kv_plan.pair.clone();
-    // The per-rank model runs with either engine (its ranks are NIXL agents or UCX workers; the
-    // plan names the engine), started locally or in two whole-node pods; per-pair bench pods
-    // keep the per-read model.
-    let kube_ranks = match &launch {
-        KvLaunch::Kube(t) => kube_ranks_plan(args, t, &kv_plan)?,
-        KvLaunch::Local(_) => None,
-    };
-    let per_rank = matches!(&launch, KvLaunch::Local(_)) || kube_ranks.is_some();
-    Ok(KvTarget {
-        plan: kv_plan,
-        launch,
-        per_rank,
-        kube_ranks,
-    })
+    Ok(KvTarget { plan: kv_plan, launch })
 }
 
-/// The whole-node pods of the ranks, when both targets are two different nodes and no flag
-/// shapes the bench pods otherwise (those keep the per-read model's per-pair pods).
+/// The engine of a KV transfer: NIXL's, wherever its library loads, unless `--engine` chose one
+/// (`--engine ucx`: the UCX engine's block lists). `gate --kv-shape` decides the same way.
+pub fn kv_engine(engine: &super::common::EngineArgs) -> icb_core::EngineKind {
+    if engine.engine == icb_core::EngineKind::Ucx
+        && !engine.engine_given
+        && icb_nixl_engine::probe_load(engine.nixl_lib.as_deref()).is_ok()
+    {
+        return icb_core::EngineKind::Nixl;
+    }
+    engine.engine
+}
+
+/// The pods of the ranks. Both targets nodes (two, or one for both sides): whole-node pods, or
+/// with `--gpus`/`--rdma`/`--resource` (and always on one node) what each side asks
+/// (`icb_pair::kv::kube_ranks::pod_devices`), with `--host-ipc`/`--host-pid`. Worker-shaped
+/// targets (`pod/…`, `deployment/…`): the bench pods modelled on the workers, decided when the
+/// run reads the cluster.
 fn kube_ranks_plan(
     args: &super::pair::Args,
     t: &super::pair_kube::KubeTarget,
     plan: &KvPlan,
-) -> anyhow::Result<Option<KubeRailsPlan>> {
-    let (Target::Node(prefill), Target::Node(decode)) = (&t.pods.prefill, &t.pods.decode) else {
-        return Ok(None);
-    };
+) -> anyhow::Result<KubeRailsPlan> {
     let k = &args.kube;
-    let shaped = k.host_ipc || k.host_pid || k.devices.request() != Default::default();
-    if prefill == decode || shaped {
-        return Ok(None);
-    }
+    let (Target::Node(prefill), Target::Node(decode)) = (&t.pods.prefill, &t.pods.decode) else {
+        // Modelled on the worker pods once the cluster is read (`kube_ranks::modelled`).
+        let mut pods = super::pair_rails_kube::pods(args, (String::new(), String::new()), &plan.pair)?;
+        pods.run_id = t.pods.run_id.clone();
+        return Ok(icb_pair::kv::kube_ranks::ranks_pods(pods, plan));
+    };
     let mut pods = super::pair_rails_kube::pods(args, (prefill.clone(), decode.clone()), &plan.pair)?;
-    pods.run_id = format!("{}-kr", t.pods.run_id);
-    let g = plan.request.geometry();
-    pods.rank_resources =
-        icb_kube::hardening::BenchResources::for_buffer(g.prefill_rank_bytes.max(g.decode_rank_bytes));
-    Ok(Some(pods))
+    pods.run_id = t.pods.run_id.clone();
+    pods.host_ipc = k.host_ipc;
+    pods.host_pid = k.host_pid;
+    pods.devices = icb_pair::kv::kube_ranks::pod_devices(plan, prefill == decode, &k.devices.request());
+    Ok(icb_pair::kv::kube_ranks::ranks_pods(pods, plan))
 }
 
-/// Local ranks: each row is two plain processes (or isolated ones, `--isolation`).
+/// The descriptor sweep's local pair: two plain processes (or isolated ones, `--isolation`).
 struct LocalSeam(LocalOptions);
 
 impl KvSeam for LocalSeam {
     type L = LocalLauncher;
 
-    async fn launcher(&mut self, _row: Option<&KvRow>) -> Result<LocalLauncher, LaunchError> {
+    async fn launcher(&mut self) -> Result<LocalLauncher, LaunchError> {
         LocalLauncher::create(self.0.clone())
     }
 }
 
-/// Bench pods: each row is two pods named after the run and the row; for READ the initiator
-/// (the client pod) runs on the decode node.
+/// The descriptor sweep's two bench pods (`<id>-ks`); for READ the initiator (the client pod)
+/// runs on the decode node.
 struct KubeSeam<'a> {
     target: &'a super::pair_kube::KubeTarget,
     op: KvOp,
@@ -223,12 +216,9 @@ struct KubeSeam<'a> {
 impl KvSeam for KubeSeam<'_> {
     type L = icb_pair::kube::KubeLauncher;
 
-    async fn launcher(&mut self, row: Option<&KvRow>) -> Result<Self::L, LaunchError> {
+    async fn launcher(&mut self) -> Result<Self::L, LaunchError> {
         let mut pods = self.target.pods.clone();
-        pods.run_id = match row {
-            Some(r) => format!("{}-k{}", pods.run_id, r.index),
-            None => format!("{}-ks", pods.run_id),
-        };
+        pods.run_id = format!("{}-ks", pods.run_id);
         if self.op == KvOp::Read {
             std::mem::swap(&mut pods.prefill, &mut pods.decode);
         }
@@ -251,12 +241,12 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
         let mut bar =
             icb_report::live::CaseProgress::start(plan.rows.len() + plan.sweep.len(), plan.pair.settings.unit);
         let mut done = 0usize;
-        let mut progress = |_: Option<&KvRow>, p: &icb_core::protocol::CaseProgress| {
+        let mut progress = |p: &icb_core::protocol::CaseProgress| {
             done += 1;
             bar.case(done, plan.rows.len() + plan.sweep.len(), &p.case);
         };
         let result = match &target.launch {
-            KvLaunch::Local(opts) if target.per_rank => {
+            KvLaunch::Local(opts) => {
                 let memory = plan.memory();
                 let gpus =
                     if memory.initiator == icb_core::MemoryType::Cuda || memory.target == icb_core::MemoryType::Cuda {
@@ -271,16 +261,10 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
                 let tool = super::connect::tool_info();
                 icb_pair::kv::run_kv_ranks(plan, &mut ranks, &mut seam, &tool, interrupt.token(), &mut progress).await
             }
-            KvLaunch::Local(opts) => {
-                let mut seam = LocalSeam(opts.clone());
-                icb_pair::kv::run_kv(plan, &mut seam, interrupt.token(), &mut progress).await
-            }
-            KvLaunch::Kube(t) => {
+            KvLaunch::Kube(kube) => {
+                let (t, pods) = &**kube;
                 let mut seam = KubeSeam { target: t, op: plan.op };
-                match &target.kube_ranks {
-                    Some(pods) => kube_ranks(plan, t, pods.clone(), &mut seam, &interrupt, &mut progress).await,
-                    None => icb_pair::kv::run_kv(plan, &mut seam, interrupt.token(), &mut progress).await,
-                }
+                kube_ranks(plan, t, pods.clone(), &mut seam, &interrupt, &mut progress).await
             }
         };
         bar.finish();
@@ -306,6 +290,18 @@ async fn kube_ranks(
     let cluster = tokio::select! {
         c = t.cluster.connect() => c.map_err(|e| PairError::Setup(e.to_string()))?,
         _ = cancel.cancelled() => return Err(PairError::Interrupted(Default::default())),
+    };
+    // Worker-shaped targets: the pods the per-pair model would create, modelled on the workers
+    // (reading the cluster creates nothing).
+    let node = |t: &Target| matches!(t, Target::Node(_));
+    let pods = if node(&t.pods.prefill) && node(&t.pods.decode) {
+        pods
+    } else {
+        let prepared = tokio::select! {
+            p = icb_pair::kube::KubeLauncher::prepare(cluster.clone(), t.pods.clone()) => p.map_err(|e| PairError::Setup(e.to_string()))?,
+            _ = cancel.cancelled() => return Err(PairError::Interrupted(Default::default())),
+        };
+        icb_pair::kv::kube_ranks::modelled(pods, prepared.prepared())
     };
     let tool = super::connect::tool_info();
     icb_pair::kv::kube_ranks::run(plan, KubeRanks::new(cluster, pods, plan), seam, &tool, cancel, progress).await

@@ -2,6 +2,8 @@
 //! pods, and `ic-bench pair` run against it as a user would (a child process with --kubeconfig).
 #![allow(dead_code)]
 
+pub mod kv;
+
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_testcluster::{ClusterConfig, Isolation, NodeConfig, RecordedRequest, TestCluster};
 use serde_json::Value;

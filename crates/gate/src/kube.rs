@@ -64,7 +64,8 @@ pub struct KubeGate {
     launcher: Option<KubeLauncher>,
     /// The recipe's prefill and decode engine arguments (for `--kv-shape`).
     engines: Option<crate::kv::RecipeEngines>,
-    /// The bench pods the gate prepared, for `--kv-shape`'s per-read pods.
+    /// The bench pods the gate prepared, for `--kv-shape` (its sweep's pods, and on worker
+    /// targets the model of its ranks' pods).
     pods: Option<BenchPodsPlan>,
 }
 
@@ -81,6 +82,23 @@ impl KubeGate {
             launcher: None,
             engines: None,
             pods: None,
+        }
+    }
+}
+
+impl KubeGate {
+    /// With `--kv-shape` on two nodes: the transfer's ranks run in their own whole-node pods,
+    /// not in the bench pods modelled above (those run only the descriptor sweep).
+    fn kv_note(&self, pods: &BenchPodsPlan) -> Option<String> {
+        self.input.kv.as_ref()?;
+        match (&pods.prefill, &pods.decode) {
+            (Target::Node(p), Target::Node(d)) if p != d => Some(format!(
+                "--kv-shape: one process per TP rank in two whole-node bench pods on {p} and {d}, each rank under its side's recipe transport env (the modelled bench pods run only the descriptor sweep, when asked)"
+            )),
+            (Target::Node(n), Target::Node(_)) => Some(format!(
+                "--kv-shape: one process per TP rank in two bench pods on {n}, each rank under its side's recipe transport env (the modelled bench pods run only the descriptor sweep, when asked)"
+            )),
+            _ => Some("--kv-shape: one process per TP rank in the two bench pods modelled on the workers".into()),
         }
     }
 }
@@ -132,6 +150,7 @@ impl GateSteps for KubeGate {
         pods.devices = self.input.devices.clone();
         pods.resources = icb_kube::hardening::BenchResources::for_settings(&self.input.settings);
         self.pods = Some(pods.clone());
+        let pods_plan = pods.clone();
         let launcher = KubeLauncher::prepare_with_templates(cluster.clone(), pods, &self.templates)
             .await
             .map_err(setup)?;
@@ -144,7 +163,12 @@ impl GateSteps for KubeGate {
                 .into_iter()
                 .filter_map(|(side, pod)| pod.model.as_ref().map(|m| (side.to_string(), m.source.clone())))
                 .collect(),
-            notes: prepared.notes.iter().map(ToString::to_string).collect(),
+            notes: prepared
+                .notes
+                .iter()
+                .map(ToString::to_string)
+                .chain(self.kv_note(&pods_plan))
+                .collect(),
         };
         self.cluster = Some(cluster);
         self.launcher = Some(launcher);
@@ -179,10 +203,16 @@ impl GateSteps for KubeGate {
         let mut plan = PairPlan::new(settings, expectation);
         plan.set_deadlines(icb_pair::Deadlines::budget(left, "--budget"));
         if let Some(kv) = &self.input.kv {
+            let env = |e: &(TransportEnv, bool)| e.0.vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            let envs = self.side_envs.as_ref().map(|e| (env(&e.prefill), env(&e.decode)));
             let site = crate::kv::KvSite {
                 cluster: self.cluster.clone().ok_or_else(|| setup("pair before prepare"))?,
                 pods: self.pods.as_ref().ok_or_else(|| setup("pair before prepare"))?,
                 templates: &self.templates,
+                envs: envs.unwrap_or_default(),
+                side_flags: self.input.side_flags.clone(),
+                deadline,
+                prepared: launcher.prepared(),
             };
             return crate::kv::pair(kv, self.engines.as_ref(), plan, site, cancel).await;
         }

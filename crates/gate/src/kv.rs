@@ -1,11 +1,25 @@
 //! `gate --kv-shape [MODEL]`: the gate's pair step is the deployment's own KV transfer. The
 //! binary parses the flags once into a [`GateKv`]; what they leave out (model, TP sizes, block
 //! size) comes from the recipe's engine arguments, read by the gate's `probe env` step.
+//!
+//! The transfer is `pair`'s per-rank model ([`icb_pair::kv::kube_ranks`]): one process per TP
+//! rank, all at once, exec'd into two bench pods. On node targets (`--prefill node/A --decode
+//! node/B`, or one node for both) those are whole-node pods (or shaped by `--gpus`/`--rdma` on
+//! one node), every rank under its side's recipe transport env, as the workers run; for
+//! worker-shaped targets (`pod/…`, `deployment/…`) the bench pods modelled on the workers (or the
+//! recipe's templates). The descriptor sweep, when asked, runs on per-pair bench pods.
 
 use crate::{PairEnd, StepError};
+#[cfg(test)]
+use icb_kube::devices::DeviceRequest;
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
+use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
-use icb_pair::kv::{KvOp, KvPlan, KvRow, KvSeam};
+use icb_pair::kv::kube_ranks::KubeRanks;
+use icb_pair::kv::{KvOp, KvPlan, KvSeam};
+#[cfg(test)]
+use icb_pair::rails::kube::PodDevices;
+use icb_pair::rails::kube::{EnvVars, KubeRailsPlan};
 use icb_pair::{CancellationToken, LaunchError, PairError, PairPlan};
 use icb_recipe::EngineArgs;
 
@@ -61,6 +75,10 @@ pub struct GateKv {
     pub max_kv_ms: Option<f64>,
     /// `--kv-descriptor-sweep[=MAX]`.
     pub sweep_max: Option<u64>,
+    /// The engine the per-rank model's ranks run (NIXL wherever it loads, unless `--engine`).
+    pub engine: icb_core::EngineKind,
+    /// This build, for the per-rank report.
+    pub tool: icb_core::ToolInfo,
 }
 
 impl std::fmt::Debug for GateKv {
@@ -69,12 +87,13 @@ impl std::fmt::Debug for GateKv {
             .field("op", &self.op)
             .field("max_kv_ms", &self.max_kv_ms)
             .field("sweep_max", &self.sweep_max)
+            .field("engine", &self.engine)
             .finish_non_exhaustive()
     }
 }
 
-/// Each read's bench pods, modelled on the recipe's templates like the gate's own pair; for READ
-/// the initiator (client pod) runs on the decode node.
+/// The descriptor sweep's bench pods, modelled on the workers or the recipe's templates like the
+/// gate's own pair; for READ the initiator (client pod) runs on the decode node.
 struct GateSeam<'a> {
     cluster: icb_kube::Cluster,
     pods: &'a BenchPodsPlan,
@@ -85,12 +104,9 @@ struct GateSeam<'a> {
 impl KvSeam for GateSeam<'_> {
     type L = KubeLauncher;
 
-    async fn launcher(&mut self, row: Option<&KvRow>) -> Result<KubeLauncher, LaunchError> {
+    async fn launcher(&mut self) -> Result<KubeLauncher, LaunchError> {
         let mut pods = self.pods.clone();
-        pods.run_id = match row {
-            Some(r) => format!("{}-k{}", pods.run_id, r.index),
-            None => format!("{}-ks", pods.run_id),
-        };
+        pods.run_id = format!("{}-ks", pods.run_id);
         let mut templates = self.templates.clone();
         if self.op == KvOp::Read {
             std::mem::swap(&mut pods.prefill, &mut pods.decode);
@@ -107,6 +123,58 @@ pub(crate) struct KvSite<'a> {
     pub cluster: icb_kube::Cluster,
     pub pods: &'a BenchPodsPlan,
     pub templates: &'a SideTemplates,
+    /// The recipe's transport env of each side's workers: (prefill, decode).
+    pub envs: (EnvVars, EnvVars),
+    /// The engine flags every rank gets (`--nixl-lib`, `--ucx-profile`, …).
+    pub side_flags: Vec<String>,
+    /// The gate's budget: the ranks' pods start within what is left of it.
+    pub deadline: tokio::time::Instant,
+    /// The bench pods decided for the targets (modelled on the workers or the templates).
+    pub prepared: &'a icb_kube::pair::Prepared,
+}
+
+/// The pods of the per-rank model. Node targets: whole-node pods on two nodes, else what each
+/// side asks ([`icb_pair::kv::kube_ranks::pod_devices`], the rule `pair` follows), every rank
+/// under its side's recipe env (`envs`). Worker-shaped targets (`pod/…`, `deployment/…`): the
+/// bench pods `prepared` modelled on the workers (or the recipe's templates), whose env is
+/// already theirs ([`icb_pair::kv::kube_ranks::modelled`]).
+pub fn ranks_pods(
+    pods: &BenchPodsPlan,
+    prepared: &icb_kube::pair::Prepared,
+    kv: &KvPlan,
+    side_flags: &[String],
+    envs: (EnvVars, EnvVars),
+    (left, request_timeout): (std::time::Duration, std::time::Duration),
+) -> KubeRailsPlan {
+    let nodes = match (&pods.prefill, &pods.decode) {
+        (Target::Node(p), Target::Node(d)) => Some((p.clone(), d.clone())),
+        _ => None,
+    };
+    let (prefill, decode) = nodes.clone().unwrap_or_default();
+    let mut plan = KubeRailsPlan::new(
+        (&prefill, &decode),
+        pods.run_id.clone(),
+        pods.image.clone(),
+        left,
+        request_timeout,
+        &kv.pair,
+    );
+    plan.image_pull_policy = pods.image_pull_policy.clone();
+    plan.privileged = pods.privileged;
+    plan.service_account = pods.service_account.clone();
+    plan.memlock_unlimited = pods.memlock_unlimited;
+    plan.side_args = side_flags.to_vec();
+    let plan = icb_pair::kv::kube_ranks::ranks_pods(plan, kv);
+    match nodes {
+        Some((p, d)) => KubeRailsPlan {
+            side_env: envs,
+            host_ipc: pods.host_ipc,
+            host_pid: pods.host_pid,
+            devices: icb_pair::kv::kube_ranks::pod_devices(kv, p == d, &pods.devices),
+            ..plan
+        },
+        None => icb_pair::kv::kube_ranks::modelled(plan, prepared),
+    }
 }
 
 /// The gate's pair step as the KV transfer: one judged report whose verdict carries
@@ -121,17 +189,29 @@ pub(crate) async fn pair(
     let request = (kv.resolve)(engines).map_err(StepError::Setup)?;
     let mut kv_plan = KvPlan::new(plan, request, kv.op);
     kv_plan.max_kv_ms = kv.max_kv_ms;
+    kv_plan.engine = kv.engine;
     if let Some(max) = kv.sweep_max {
         kv_plan.sweep = icb_pair::kv::sweep_counts(max, kv_plan.sweep_block, icb_pair::kv::MAX_RANK_BYTES);
     }
+    let left = site.deadline.saturating_duration_since(tokio::time::Instant::now());
+    let timeout = site.cluster.request_timeout();
+    let pods = ranks_pods(
+        site.pods,
+        site.prepared,
+        &kv_plan,
+        &site.side_flags,
+        site.envs,
+        (left, timeout),
+    );
     let mut seam = GateSeam {
-        cluster: site.cluster,
+        cluster: site.cluster.clone(),
         pods: site.pods,
         templates: site.templates,
         op: kv.op,
     };
-    let mut progress = |_: Option<&KvRow>, _: &icb_core::protocol::CaseProgress| {};
-    match icb_pair::kv::run_kv(&kv_plan, &mut seam, cancel, &mut progress).await {
+    let mut progress = |_: &icb_core::protocol::CaseProgress| {};
+    let ranks = KubeRanks::new(site.cluster, pods, &kv_plan);
+    match icb_pair::kv::kube_ranks::run(&kv_plan, ranks, &mut seam, &kv.tool, cancel, &mut progress).await {
         Ok(o) => Ok(PairEnd::Judged(Box::new(o.report))),
         Err(PairError::Interrupted(i)) => Ok(PairEnd::Interrupted {
             cleanup: i.cleanup_text(),
@@ -144,6 +224,148 @@ pub(crate) async fn pair(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    /// Llama-3.1-8B at 32 tokens, TP2 → TP1 (each prefill rank 2 MiB, the decode rank 4 MiB).
+    fn kv_plan() -> KvPlan {
+        let shape = icb_kv::KvShape {
+            isl: 32,
+            page_size: 16,
+            kv_dtype: icb_kv::KvDtype::Bf16,
+            prefill_tp: 2,
+            decode_tp: 1,
+            max_rank_bytes: None,
+        };
+        let request = icb_kv::KvRequest::new(icb_kv::builtin("llama-3.1-8b").unwrap(), shape).unwrap();
+        let pair = PairPlan::new(icb_core::RunSettings::full_curve(), Default::default());
+        KvPlan::new(pair, request, KvOp::Read)
+    }
+
+    fn bench_pods(prefill: &str, decode: &str) -> BenchPodsPlan {
+        let mut pods = BenchPodsPlan::new(
+            prefill.parse().unwrap(),
+            decode.parse().unwrap(),
+            "run1".into(),
+            "img:1".into(),
+            Duration::from_secs(60),
+            Duration::from_secs(30),
+            vec!["--engine".into(), "nixl".into()],
+        );
+        pods.image_pull_policy = Some("Never".into());
+        pods.memlock_unlimited = true;
+        pods
+    }
+
+    /// What `prepare` decided for two worker pods: a bench pod per side on the worker's node.
+    fn prepared() -> icb_kube::pair::Prepared {
+        use icb_kube::podspec::{BenchPod, Role};
+        let side = |node: &str, target: &str| icb_kube::target::Resolved {
+            target: target.parse().unwrap(),
+            node: node.into(),
+            reference: None,
+            modelled_on: Some(target.into()),
+            note: None,
+        };
+        let bench = |role, node: &str| BenchPod {
+            run_id: "run1".into(),
+            role,
+            namespace: "ns".into(),
+            node: node.into(),
+            image: "img:1".into(),
+            image_pull_policy: None,
+            args: vec!["serve".into()],
+            env: Vec::new(),
+            model: None,
+            devices: Default::default(),
+            active_deadline_s: 60,
+            privileged: false,
+            host_ipc: true,
+            host_pid: false,
+            service_account: None,
+            extra_labels: Default::default(),
+            tolerations: Vec::new(),
+            resources: Default::default(),
+            memlock_unlimited: false,
+        };
+        icb_kube::pair::Prepared {
+            namespace: "ns".into(),
+            decode: side("gpu-2", "pod/decode-0"),
+            prefill: side("gpu-1", "pod/prefill-0"),
+            server: bench(Role::Server, "gpu-2"),
+            client: bench(Role::Client, "gpu-1"),
+            notes: Vec::new(),
+        }
+    }
+
+    /// Two different nodes: the ranks' whole-node pods, carrying the gate's image, engine flags
+    /// and each side's recipe env, sized for the larger rank buffer; one node: two pods shaped
+    /// by the device flags; worker-shaped targets: the pods modelled on the workers, with no
+    /// recipe env on top of theirs.
+    #[test]
+    fn node_targets_get_the_ranks_own_pods_and_workers_the_modelled_ones() {
+        let kv = kv_plan();
+        let flags = vec!["--nixl-lib".to_string(), "/opt/nixl".into()];
+        let env = |v: &str| vec![("UCX_TLS".to_string(), v.to_string())];
+        let envs = (env("rc,tcp"), env("tcp"));
+        let times = (Duration::from_secs(90), Duration::from_secs(30));
+        let prepared = prepared();
+        let pods = bench_pods("node/gpu-1", "node/gpu-2");
+        let got = ranks_pods(&pods, &prepared, &kv, &flags, envs.clone(), times);
+        assert_eq!(
+            (got.prefill_node.as_str(), got.decode_node.as_str()),
+            ("gpu-1", "gpu-2")
+        );
+        assert_eq!(got.run_id, "run1-kr");
+        assert_eq!(
+            (got.image.as_str(), got.image_pull_policy.as_deref()),
+            ("img:1", Some("Never"))
+        );
+        assert!(got.memlock_unlimited);
+        assert_eq!(got.side_args, flags);
+        assert_eq!(got.side_env, envs);
+        assert_eq!(got.start_timeout, times.0);
+        let largest = 4 << 20;
+        assert_eq!(
+            got.rank_resources,
+            icb_kube::hardening::BenchResources::for_buffer(largest)
+        );
+        assert_eq!(got.devices, PodDevices::WholeNode);
+        assert!(got.modelled.is_none());
+        // One node for both sides: two pods that cannot both hold every device; a GPU transfer
+        // asks a GPU per rank of each side (TP2 → TP1).
+        let mut kv_cuda = kv_plan();
+        kv_cuda.pair.settings.memory = vec![icb_core::MemoryPair {
+            initiator: icb_core::MemoryType::Cuda,
+            target: icb_core::MemoryType::Cuda,
+        }];
+        let mut one = bench_pods("node/gpu-1", "node/gpu-1");
+        one.host_ipc = true;
+        let got = ranks_pods(&one, &prepared, &kv_cuda, &flags, envs.clone(), times);
+        assert!(got.host_ipc && !got.host_pid);
+        let gpus = |n| DeviceRequest {
+            gpus: Some(n),
+            ..DeviceRequest::default()
+        };
+        assert_eq!(got.devices, PodDevices::Requested(gpus(2), gpus(1)));
+        // `--gpus 1` wins, on two nodes too.
+        let mut given = bench_pods("node/gpu-1", "node/gpu-2");
+        given.devices = gpus(1);
+        let got = ranks_pods(&given, &prepared, &kv_cuda, &flags, envs.clone(), times);
+        assert_eq!(got.devices, PodDevices::Requested(gpus(1), gpus(1)));
+        // Worker pods: the modelled bench pods, on the workers' nodes, their env their own.
+        let workers = bench_pods("pod/prefill-0", "pod/decode-0");
+        let got = ranks_pods(&workers, &prepared, &kv, &flags, envs.clone(), times);
+        assert_eq!(
+            (got.prefill_node.as_str(), got.decode_node.as_str()),
+            ("gpu-1", "gpu-2")
+        );
+        let (client, server) = *got.modelled.clone().expect("modelled pods");
+        assert_eq!((client.node.as_str(), server.node.as_str()), ("gpu-1", "gpu-2"));
+        assert!(client.host_ipc);
+        assert!(got.side_env.0.is_empty() && got.side_env.1.is_empty());
+        assert_eq!(got.side_args, flags);
+        assert_eq!(got.run_id, "run1-kr");
+    }
 
     #[test]
     fn the_recipe_fills_what_the_flags_leave_out() {

@@ -6,19 +6,20 @@
 
 use crate::facts::IB_CLASS;
 use crate::source::NodeSource;
+use serde::{Deserialize, Serialize};
 
 pub const NODE_DIR: &str = "/sys/devices/system/node";
 const NET_CLASS: &str = "/sys/class/net";
 
 /// One NUMA node and the CPUs it holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NumaNode {
     pub id: u32,
     pub cpus: Vec<u32>,
 }
 
 /// A NIC and its NUMA node (`None`: the kernel knows none, `-1`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NicNuma {
     pub name: String,
     pub numa_node: Option<u32>,
@@ -28,8 +29,9 @@ pub struct NicNuma {
     pub up: bool,
 }
 
-/// What placement needs to know of a node.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// What placement needs to know of a node (serialised: a bench pod reports its node's, `ic-bench
+/// rail-info --cpus`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct CpuTopology {
     /// By id; empty where sysfs shows no node directory.
     pub nodes: Vec<NumaNode>,

@@ -4,7 +4,9 @@
 //! rails ranks are ([`RankExec`]: pinned, stopped when its exec's stdin ends, the run's token on
 //! stdin), `a` in the prefill pod and `b` in the decode pod, all at once. Each rank runs the
 //! engine its plan names (NIXL, or the UCX engine's RMA block lists) with the engine's flags, as
-//! local ranks do; its CPUs are the pod's (no [`super::cpus`] placement here).
+//! local ranks do; its CPUs are chosen as local ranks' are ([`super::cpus::place_ranks`]), from
+//! the node's NUMA topology and the pod's allowed CPUs as the pod sees them (`ic-bench rail-info
+//! --cpus` exec'd in it once), and the rank pins itself to them.
 //!
 //! The coordinator runs in the decode pod (`ic-bench kv-coordinate`, [`Coordinator::There`]):
 //! on a real cluster the `pair` process may sit behind a NAT or a bastion no pod can reach, while
@@ -19,20 +21,68 @@
 //! coordinator processes die with their exec, and with the pods).
 
 use super::coordinator::{CoordinatorJob, LISTENING};
+use super::cpus::{RankDevice, place_ranks};
 use super::ranks::{Coordinator, RankSeam};
 use super::{KvPlan, KvProgress, KvSeam};
-use crate::inplace::{InPlaceSide, Worker};
+use crate::inplace::InPlaceSide;
 use crate::launcher::{LaunchError, LaunchFailure, Side};
-use crate::rails::kube::{KubeRails, KubeRailsPlan, PodPinning, RankExec};
+use crate::rails::info::HostCpus;
+use crate::rails::kube::{KubeRails, KubeRailsPlan, PodDevices, PodPinning, RankExec};
 use crate::run::SideRole;
 use crate::run::{PairError, PairOutcome};
 use icb_core::MemoryType;
 use icb_core::model::{Endpoint, Locality, Placement};
 use icb_core::protocol::kv_rank::{self, RankPlan};
+use icb_core::protocol::kv_rank::{CpuPlacement, RankId};
 use icb_kube::Cluster;
+use icb_kube::devices::DeviceRequest;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// The two whole-node pods of `kv`'s ranks, from a whole-node plan on the two nodes: named
+/// after the run (`<id>-kr`) and sized for the larger rank buffer (per rank: a pod holds one
+/// rank per device). `pair` and `gate` both build their ranks' pods with it.
+pub fn ranks_pods(mut pods: KubeRailsPlan, kv: &KvPlan) -> KubeRailsPlan {
+    pods.run_id = format!("{}-kr", pods.run_id);
+    let g = kv.request.geometry();
+    pods.rank_resources =
+        icb_kube::hardening::BenchResources::for_buffer(g.prefill_rank_bytes.max(g.decode_rank_bytes));
+    pods
+}
+
+/// The ranks' pods modelled on worker pods (`pod/…`, `deployment/…`, or a node on one side):
+/// exactly the bench pods `icb_kube::pair::prepare` decided for them (the workers' nodes,
+/// transport env, devices, capabilities, shared memory), idle, with the ranks exec'd in.
+pub fn modelled(mut pods: KubeRailsPlan, prepared: &icb_kube::pair::Prepared) -> KubeRailsPlan {
+    pods.prefill_node = prepared.prefill.node.clone();
+    pods.decode_node = prepared.decode.node.clone();
+    pods.modelled = Some(Box::new((prepared.client.clone(), prepared.server.clone())));
+    pods
+}
+
+/// What the ranks' two pods request. Two nodes, no device flag: each pod all of its node's GPUs
+/// and RDMA devices (a TP worker's dedicated node). Otherwise, and always when both pods share
+/// ONE node (they cannot both hold every device), each requests what was asked (`--gpus`,
+/// `--rdma`, `--resource`, as per-pair bench pods do) and, without `--gpus`, one GPU per rank of
+/// its side when the transfer uses GPU memory (a TP `a` worker pod holds `a` GPUs); a host-memory
+/// transfer gets the bench pods' defaults (one GPU and one RDMA device where the node has them).
+pub fn pod_devices(kv: &KvPlan, same_node: bool, request: &DeviceRequest) -> PodDevices {
+    if !same_node && *request == DeviceRequest::default() {
+        return PodDevices::WholeNode;
+    }
+    let memory = kv.memory();
+    let cuda = memory.initiator == MemoryType::Cuda || memory.target == MemoryType::Cuda;
+    let g = kv.request.geometry();
+    let side = |tp: u32| {
+        let mut r = request.clone();
+        if r.gpus.is_none() && cuda {
+            r.gpus = Some(tp);
+        }
+        r
+    };
+    PodDevices::Requested(side(g.prefill_tp), side(g.decode_tp))
+}
 
 /// The ranks of one `--kv-shape` run in the two bench pods of its nodes.
 pub struct KubeRanks {
@@ -43,6 +93,27 @@ pub struct KubeRanks {
     token: String,
     /// Rank processes started, for the cleanup's line.
     started: usize,
+    /// Each side's node topology and allowed CPUs as its pod sees them (`Err`: why unread):
+    /// (prefill, decode), read once both pods run.
+    cpus: (Result<HostCpus, String>, Result<HostCpus, String>),
+}
+
+/// Where one rank exec'd into a pod runs: [`super::cpus::place_ranks`] on the node's topology
+/// and the pod's allowed CPUs as the pod reported them (`gpu`: the rank's GPU, where its ordinal
+/// is the node's), or unpinned with the reason the pod's view could not be read.
+pub fn pod_placement(cpus: &Result<HostCpus, String>, id: RankId, gpu: Option<usize>) -> CpuPlacement {
+    let unpinned = |why: &str| CpuPlacement {
+        cpus: Vec::new(),
+        numa_node: None,
+        reason: format!("unpinned: the pod's CPUs are unknown ({why})"),
+    };
+    match cpus {
+        // One placement per rank given: `pop` always has one.
+        Ok(c) => place_ranks(&c.topology, &c.allowed, &[RankDevice { id, gpu }])
+            .pop()
+            .unwrap_or_else(|| unpinned("no placement")),
+        Err(why) => unpinned(why),
+    }
 }
 
 impl KubeRanks {
@@ -55,13 +126,21 @@ impl KubeRanks {
             pin_gpus: memory.initiator == MemoryType::Cuda || memory.target == MemoryType::Cuda,
             token: icb_kube::secret::new_token(),
             started: 0,
+            cpus: (Err("not read yet".into()), Err("not read yet".into())),
         }
     }
 
     /// Creates both pods and waits until they run (within the plan's start deadline). On an
     /// error the caller still calls [`KubeRanks::delete_pods`].
     pub async fn start_pods(&mut self) -> Result<(), LaunchError> {
-        self.pods.start().await
+        self.pods.start().await?;
+        // Each pod's view of its node, for the ranks' CPUs. Unreadable (an older image) leaves
+        // the ranks unpinned, and their report says why: not a reason to stop the transfer.
+        self.cpus = (
+            self.pods.host_cpus(SideRole::Prefill).await,
+            self.pods.host_cpus(SideRole::Decode).await,
+        );
+        Ok(())
     }
 
     /// What the pods requested, one line per node.
@@ -83,11 +162,17 @@ impl KubeRanks {
         })
     }
 
-    /// A rank's pinning in its pod: one GPU, round robin over the pod's (bus order, as the
-    /// whole-node mode names them), when the transfer uses GPU memory.
+    /// A rank's pinning in its pod: the side's environment (`side_env`), and one GPU, round robin
+    /// over the pod's (bus order, as the whole-node mode names them), when the transfer uses GPU
+    /// memory.
     fn pinning(&self, role: SideRole, rank: u32) -> PodPinning {
         let gpus = self.pods.gpus(role);
-        let mut env = Vec::new();
+        // The side's environment first (a gate's recipe transport env), as its workers run.
+        let side_env = &self.pods.plan().side_env;
+        let mut env = match role {
+            SideRole::Prefill => side_env.0.clone(),
+            SideRole::Decode => side_env.1.clone(),
+        };
         if self.pin_gpus && gpus > 0 {
             env.push(("CUDA_DEVICE_ORDER".to_string(), "PCI_BUS_ID".to_string()));
             env.push(("CUDA_VISIBLE_DEVICES".to_string(), (rank % gpus).to_string()));
@@ -95,13 +180,19 @@ impl KubeRanks {
         PodPinning { env, numa: None }
     }
 
-    fn endpoint(&self, w: Option<&Worker>) -> Endpoint {
+    fn endpoint(&self, role: SideRole) -> Endpoint {
+        let w = self.pods.worker(role).ok();
+        // The worker pod the side's pod was modelled on, where it was.
+        let modelled_on = self.pods.plan().modelled.as_deref().and_then(|(p, d)| {
+            let bench = if role == SideRole::Prefill { p } else { d };
+            bench.model.as_ref().map(|m| m.source.clone())
+        });
         Endpoint {
             host: w.map(|w| w.node.clone()).unwrap_or_default(),
             pod: w.map(|w| w.pod.clone()),
             namespace: Some(self.pods.cluster().namespace().to_string()),
             address: w.and_then(|w| w.ip.clone()),
-            modelled_on: None,
+            modelled_on,
         }
     }
 }
@@ -229,6 +320,25 @@ impl RankSeam for KubeRanks {
         Ok(RankSide(side))
     }
 
+    fn cpus(&self, id: RankId) -> Option<CpuPlacement> {
+        let role = match id.side {
+            kv_rank::RankSide::Prefill => SideRole::Prefill,
+            kv_rank::RankSide::Decode => SideRole::Decode,
+        };
+        // The GPU's NUMA node decides only where the pod holds every GPU of its node: then the
+        // pod's ordinal is the node's (sysfs lists them all); a pod holding some of them does not
+        // know which.
+        let plan = self.pods.plan();
+        let whole = plan.devices == PodDevices::WholeNode && plan.modelled.is_none();
+        let gpus = self.pods.gpus(role);
+        let gpu = (self.pin_gpus && whole && gpus > 0).then(|| (id.rank % gpus) as usize);
+        let cpus = match role {
+            SideRole::Prefill => &self.cpus.0,
+            SideRole::Decode => &self.cpus.1,
+        };
+        Some(pod_placement(cpus, id, gpu))
+    }
+
     fn locality(&self) -> Locality {
         let plan = self.pods.plan();
         if plan.prefill_node == plan.decode_node {
@@ -242,8 +352,8 @@ impl RankSeam for KubeRanks {
         Placement {
             locality: self.locality(),
             mode: "kubernetes (ranks)".into(),
-            prefill: self.endpoint(self.pods.worker(SideRole::Prefill).ok()),
-            decode: self.endpoint(self.pods.worker(SideRole::Decode).ok()),
+            prefill: self.endpoint(SideRole::Prefill),
+            decode: self.endpoint(SideRole::Decode),
         }
     }
 
@@ -295,5 +405,54 @@ pub async fn run<S: KvSeam>(
             outcome: r.err().map_or_else(|| "the run finished".into(), |e| e.to_string()),
             cleanup: c.message,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icb_core::protocol::kv_rank::RankSide;
+    use icb_probe::numa::{CpuTopology, NumaNode};
+
+    /// A two-socket node whose pod may use CPUs 2-5 (a cpuset across both sockets), GPU0 on
+    /// node 0 and GPU1 on node 1: a rank sits on its GPU's node within the pod's CPUs; with no
+    /// GPU known, ranks spread over the nodes; a pod that could not be read leaves it unpinned
+    /// and says why.
+    #[test]
+    fn a_pods_rank_runs_on_its_gpus_node_within_the_pods_cpus() {
+        let view = Ok(HostCpus {
+            topology: CpuTopology {
+                nodes: vec![
+                    NumaNode {
+                        id: 0,
+                        cpus: (0..4).collect(),
+                    },
+                    NumaNode {
+                        id: 1,
+                        cpus: (4..8).collect(),
+                    },
+                ],
+                gpus: vec![Some(0), Some(1)],
+                nics: Vec::new(),
+            },
+            allowed: (2..6).collect(),
+        });
+        let id = |rank| RankId {
+            side: RankSide::Decode,
+            rank,
+        };
+        let p = pod_placement(&view, id(1), Some(1));
+        assert_eq!(
+            (p.cpus, p.numa_node, p.reason.as_str()),
+            (vec![4, 5], Some(1), "NUMA node 1 of GPU1")
+        );
+        let p = pod_placement(&view, id(0), Some(0));
+        assert_eq!((p.cpus, p.numa_node), (vec![2, 3], Some(0)));
+        let p = pod_placement(&view, id(1), None);
+        assert_eq!(p.numa_node, Some(1));
+        assert!(p.reason.contains("spread over 2 nodes"), "{}", p.reason);
+        let p = pod_placement(&Err("exec failed".into()), id(0), Some(0));
+        assert!(p.cpus.is_empty() && p.numa_node.is_none());
+        assert_eq!(p.reason, "unpinned: the pod's CPUs are unknown (exec failed)");
     }
 }

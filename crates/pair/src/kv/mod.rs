@@ -1,23 +1,17 @@
 //! `pair --kv-shape`: a model's real KV transfer for one request, prefill TP `a` → decode TP `b`.
 //!
-//! Two models of the same geometry ([`icb_kv::KvGeometry`]):
-//! - **per rank** ([`ranks`], locally and on two Kubernetes nodes, NIXL or the UCX engine): one
-//!   process per TP rank, `a + b` in all, each owning its rank's KV buffer (registered once) and
-//!   posting to every peer rank at once (NIXL requests, or the UCX engine's RMA block lists);
-//!   repetitions are barriers over every rank, so a request's time is its end to end.
-//!   Local ranks ([`local_ranks`]) run on a local pair, each on the CPUs [`cpus`] chooses
-//!   from the node's NUMA topology (its GPU's or NIC's node; unpinned on one node); on
-//!   Kubernetes ([`kube_ranks`]) in the whole-node mode's two bench pods, the coordinator in
-//!   the decode pod.
-//! - **per read** ([`run_kv`], bench pods modelled on worker pods or on one node): one process
-//!   pair per rank-to-rank read (the initiator posts the read's descriptor list through the
-//!   engine, NIXL READ or WRITE, or the UCX engine's block lists), all reads at once, each one
-//!   [`run_pair`] with its own launcher from a [`KvSeam`]; a prefill rank read by several decode
-//!   ranks runs once per reader, and a request's time is its slowest read's.
+//! One process per TP rank ([`ranks`], locally and on Kubernetes, NIXL or the UCX engine), `a + b`
+//! in all, each owning its rank's KV buffer (registered once) and posting to every peer rank at
+//! once (NIXL requests, or the UCX engine's RMA block lists); repetitions are barriers over every
+//! rank, so a request's time is its end to end. Local ranks ([`local_ranks`]) run on a local
+//! pair; on Kubernetes ([`kube_ranks`]) they are exec'd into two bench pods (whole-node pods on
+//! two nodes, pods shaped by the device flags on one node, or pods modelled on worker pods), the
+//! coordinator in the decode pod. Every rank runs on the CPUs [`cpus`] chooses from its node's
+//! NUMA topology as its side sees it (its GPU's or NIC's node; unpinned on one node).
 //!
-//! Both roll into one pair report whose `kv` section says what the fabric adds to
-//! time-to-first-token ([`report`]). The descriptor-count sweep, when asked, runs afterwards on
-//! one more pair.
+//! The geometry's rank-to-rank reads are the plan's rows ([`KvRow`]); one pair report, whose
+//! `kv` section says what the fabric adds to time-to-first-token ([`report`], `rank_report`).
+//! The descriptor-count sweep, when asked, runs afterwards on one more pair ([`KvSeam`]).
 
 mod coordinator;
 pub mod cpus;
@@ -32,14 +26,13 @@ pub use coordinator::{
     COORDINATED, Coordinated, CoordinatorJob, LISTENING, RepRule, coordinate, serve as serve_coordinator,
 };
 pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
-pub use report::{assemble, summary_line};
+pub use report::summary_line;
 
 use crate::launcher::{LaunchError, Launcher};
 use crate::plan::PairPlan;
 use crate::run::{Interrupted, PairError, PairOutcome, run_pair};
 use icb_core::protocol::CaseProgress;
 use icb_core::{CaseShape, KvLayout};
-use std::cell::RefCell;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -56,8 +49,8 @@ pub struct KvPlan {
     /// Descriptor counts of the sweep (empty: no sweep), at `sweep_block` bytes each.
     pub sweep: Vec<u64>,
     pub sweep_block: u64,
-    /// The engine that moves the blocks: the per-rank model's ranks run it, the per-read
-    /// model's pairs get it from their launcher.
+    /// The engine that moves the blocks: every rank runs it (the descriptor sweep's pair gets
+    /// its engine from its launcher).
     pub engine: icb_core::EngineKind,
 }
 
@@ -86,11 +79,6 @@ impl KvPlan {
             sweep_block,
             engine: icb_core::EngineKind::Nixl,
         }
-    }
-
-    /// The pair one row runs: its one case, the plan's memory pair and timing.
-    pub fn row_plan(&self, row: &KvRow) -> PairPlan {
-        self.with_cases(vec![row.case(self.op)])
     }
 
     /// The pair the sweep runs: one case per descriptor count.
@@ -126,14 +114,13 @@ impl KvPlan {
     }
 }
 
-/// Starts a row's two ranks. The row's initiator runs as the launcher's prefill side (`connect`),
-/// its target as the decode side (`serve`); the seam places them. The sweep gets a launcher for
-/// `None`.
+/// Starts the descriptor sweep's pair: its initiator runs as the launcher's prefill side
+/// (`connect`), its target as the decode side (`serve`); the seam places them.
 #[allow(async_fn_in_trait)]
 pub trait KvSeam {
     type L: Launcher;
 
-    async fn launcher(&mut self, row: Option<&KvRow>) -> Result<Self::L, LaunchError>;
+    async fn launcher(&mut self) -> Result<Self::L, LaunchError>;
 }
 
 /// The engine's cap on one buffer (16 GiB, `icb_engine::messages::MAX_MESSAGE_SIZE`).
@@ -154,38 +141,8 @@ pub fn local_rank_limit(processes: usize) -> u64 {
     }
 }
 
-/// The progress of one row's case (`None`: the sweep's).
-pub type KvProgress<'a> = dyn FnMut(Option<&KvRow>, &CaseProgress) + 'a;
-
-/// Runs every row at once, then the sweep, and returns one pair report with its `kv` section.
-pub async fn run_kv<S: KvSeam>(
-    plan: &KvPlan,
-    seam: &mut S,
-    cancel: &CancellationToken,
-    progress: &mut KvProgress<'_>,
-) -> Result<PairOutcome, PairError> {
-    let started = Instant::now();
-    let mut launchers = Vec::with_capacity(plan.rows.len());
-    for row in &plan.rows {
-        launchers.push(seam.launcher(Some(row)).await.map_err(PairError::from)?);
-    }
-    let progress = RefCell::new(progress);
-    let runs = futures::future::join_all(launchers.iter_mut().zip(&plan.rows).map(|(launcher, row)| {
-        let progress = &progress;
-        let row_plan = plan.row_plan(row);
-        async move {
-            let mut each = |p: &CaseProgress| (*progress.borrow_mut())(Some(row), p);
-            run_pair(&row_plan, launcher, cancel, &mut each).await
-        }
-    }))
-    .await;
-    drop(launchers);
-    if cancel.is_cancelled() {
-        return Err(interrupted(&runs));
-    }
-    let sweep = run_sweep(plan, seam, cancel, progress.into_inner()).await?;
-    assemble(plan, runs, sweep, started.elapsed())
-}
+/// The progress of the descriptor sweep's cases (the ranks report none while they run).
+pub type KvProgress<'a> = dyn FnMut(&CaseProgress) + 'a;
 
 /// The descriptor-count sweep on one more pair, when the plan asks for it.
 async fn run_sweep<S: KvSeam>(
@@ -197,9 +154,8 @@ async fn run_sweep<S: KvSeam>(
     if plan.sweep.is_empty() {
         return Ok(None);
     }
-    let mut launcher = seam.launcher(None).await.map_err(PairError::from)?;
-    let mut each = |p: &CaseProgress| progress(None, p);
-    let r = run_pair(&plan.sweep_plan(), &mut launcher, cancel, &mut each).await;
+    let mut launcher = seam.launcher().await.map_err(PairError::from)?;
+    let r = run_pair(&plan.sweep_plan(), &mut launcher, cancel, progress).await;
     if cancel.is_cancelled() {
         return Err(interrupted(std::slice::from_ref(&r)));
     }

@@ -2,7 +2,7 @@
 //! repetition's end to end (the earliest start of any initiator to the last completion of any
 //! peer); each peer's time runs from that same start, so the slowest-peer/median ratio compares
 //! peers inside one request. One case per peer (rank-to-rank exchange) keeps the report's shape:
-//! the table, the exports and the verdict rules see what the per-read model gave them.
+//! the table, the exports and the verdict rules read it as any pair report.
 
 use super::report::{outcome, peer, summary_line, tcp_warning, verdict};
 use super::{KvOp, KvPlan};

@@ -146,7 +146,7 @@ pub fn rank_plans(plan: &KvPlan, coordinator: &str, message_timeout: Duration) -
 }
 
 /// The run's deadline: the pair's, plus filling, registering and verifying every rank's buffer
-/// at 20 MB/s (all ranks at once on a loaded 2-core machine, as the per-read rows allow), plus
+/// at 20 MB/s (all ranks at once on a loaded 2-core machine), plus
 /// the warm-up and the floor of measured repetitions at 100 MB/s per request.
 fn run_limit(plan: &KvPlan) -> Duration {
     let g = plan.request.geometry();

@@ -1,86 +1,10 @@
-//! From the rows' pair runs to one pair report: every peer's times, bytes and data path, the
-//! per-request figures (a request ends with its slowest read), and the verdict in TTFT terms.
+//! What every KV report shares: a peer's times, bytes and data path, the per-request figures,
+//! the sweep's points, the summary line and the verdict in TTFT terms (`rank_report` assembles
+//! the per-rank report from them).
 
 use super::{KvPlan, KvRow};
-use crate::run::{PairError, PairOutcome};
 use icb_core::model::{CaseResult, CaseStatus, Verdict, VerdictStatus};
 use icb_core::{KvOutcome, KvPeer, KvSweepPoint, TCP_FALLBACK_BPS};
-use std::time::Duration;
-
-/// One pair report for the whole transfer: the first row's report as the frame (tool, peers,
-/// settings, expectation), every row's case then the sweep's, and the verdict of the request.
-pub fn assemble(
-    plan: &KvPlan,
-    runs: Vec<Result<PairOutcome, PairError>>,
-    sweep: Option<Result<PairOutcome, PairError>>,
-    elapsed: Duration,
-) -> Result<PairOutcome, PairError> {
-    let mut frame: Option<PairOutcome> = None;
-    let mut cases = Vec::new();
-    let mut cleanup = Vec::new();
-    let mut peers = Vec::new();
-    let mut worst = VerdictStatus::Pass;
-    let mut first_error = None;
-    for (row, run) in plan.rows.iter().zip(runs) {
-        match run {
-            Ok(o) => {
-                peers.push(peer(row, o.report.cases.first()));
-                worst = worse(worst, o.report.verdict.status);
-                cases.extend(o.report.cases.iter().cloned());
-                if !o.cleanup.is_empty() {
-                    cleanup.push(format!("peer {}: {}", row.index, o.cleanup));
-                }
-                frame.get_or_insert(o);
-            }
-            Err(e) => {
-                let mut p = peer(row, None);
-                p.failure = Some(e.to_string());
-                peers.push(p);
-                worst = VerdictStatus::Fail;
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    let Some(mut frame) = frame else {
-        return Err(first_error.unwrap_or_else(|| PairError::Setup("the KV geometry has no reads".into())));
-    };
-    let descriptor_sweep = match sweep {
-        Some(Ok(o)) => {
-            cases.extend(o.report.cases.iter().cloned());
-            o.report.cases.iter().map(sweep_point).collect()
-        }
-        Some(Err(e)) => return Err(e),
-        None => Vec::new(),
-    };
-    let mut kv = outcome(plan, peers);
-    kv.descriptor_sweep = descriptor_sweep;
-    let report = &mut frame.report;
-    report.cases = cases;
-    report.duration_s = elapsed.as_secs_f64();
-    report.placement.mode = format!("{} · {} KV peers", report.placement.mode, plan.rows.len());
-    let data_paths = std::mem::take(&mut report.verdict.data_paths);
-    report.verdict = Verdict {
-        data_paths,
-        ..verdict(&kv, worst, &report.verdict)
-    };
-    report.warnings.extend(tcp_warning(&kv));
-    report.kv = Some(Box::new(kv));
-    frame.cleanup = cleanup.join("; ");
-    Ok(frame)
-}
-
-fn rank(s: VerdictStatus) -> u8 {
-    match s {
-        VerdictStatus::Pass => 0,
-        VerdictStatus::Warn => 1,
-        VerdictStatus::Fail => 2,
-        VerdictStatus::Interrupted => 3,
-    }
-}
-
-fn worse(a: VerdictStatus, b: VerdictStatus) -> VerdictStatus {
-    if rank(b) > rank(a) { b } else { a }
-}
 
 /// Per-request time of a case (ms): the engine's per-request histogram.
 fn request_ms(case: &CaseResult) -> (Option<f64>, Option<f64>) {

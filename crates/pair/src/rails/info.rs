@@ -47,22 +47,58 @@ pub struct RailInfoLine {
     pub info: Option<NodeRailInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<CounterSnapshot>,
+    /// With `--cpus`: the node's NUMA topology and the CPUs a process here may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<HostCpus>,
+}
+
+/// Where a process may run on a host, as that process sees it: the node's NUMA topology (its
+/// `/sys`: in a pod, the node's) and the CPUs its affinity allows (in a pod, its cpuset). What
+/// [`crate::kv::cpus::place_ranks`] decides from, for ranks exec'd into a pod.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct HostCpus {
+    pub topology: icb_probe::numa::CpuTopology,
+    pub allowed: Vec<u32>,
+}
+
+impl HostCpus {
+    /// This process's view: the topology from `tree` (a recorded sysfs root, [`RAIL_TREE_ENV`]:
+    /// an emulated node's, as its rail map is read) or else this host's sysfs; the allowed CPUs
+    /// are always this process's own affinity.
+    pub fn here(tree: Option<&Path>) -> HostCpus {
+        let topology = match tree {
+            Some(t) => icb_probe::numa::cpu_topology(&LocalSource::replay(t)),
+            None => icb_probe::numa::cpu_topology(&LocalSource::default()),
+        };
+        HostCpus {
+            topology,
+            allowed: crate::kv::cpus::allowed_cpus(),
+        }
+    }
+}
+
+/// What `ic-bench rail-info` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InfoKind {
+    Rails,
+    Counters,
+    Cpus,
 }
 
 /// This host's line: `node` names it, `tree` is [`RAIL_TREE_ENV`] when set.
-pub fn this_host(node: String, tree: Option<&Path>, counters: bool) -> RailInfoLine {
+pub fn this_host(node: String, tree: Option<&Path>, kind: InfoKind) -> RailInfoLine {
     let sys = Path::new("/sys");
-    if counters {
-        RailInfoLine {
-            info: None,
-            counters: Some(icb_probe::counters::snapshot(sys)),
-        }
-    } else {
-        RailInfoLine {
-            info: Some(node_info(node, tree, sys)),
-            counters: None,
-        }
+    let mut line = RailInfoLine {
+        info: None,
+        counters: None,
+        cpus: None,
+    };
+    match kind {
+        InfoKind::Counters => line.counters = Some(icb_probe::counters::snapshot(sys)),
+        InfoKind::Rails => line.info = Some(node_info(node, tree, sys)),
+        InfoKind::Cpus => line.cpus = Some(HostCpus::here(tree)),
     }
+    line
 }
 
 #[cfg(test)]
@@ -83,8 +119,31 @@ mod tests {
         let line = RailInfoLine {
             info: Some(info.clone()),
             counters: None,
+            cpus: None,
         };
         let back: RailInfoLine = serde_json::from_str(&serde_json::to_string(&line).unwrap()).unwrap();
         assert_eq!(back.info, Some(info));
+    }
+
+    /// `--cpus` reports this process's own affinity (never empty on Linux) and the topology of
+    /// a recorded tree where one is given (two NUMA nodes here), and reads back whole.
+    #[test]
+    fn a_hosts_cpus_line_reads_back_whole() {
+        let dir = std::env::temp_dir().join(format!("icb-rail-info-cpus-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (n, cpus) in [(0, "0-3"), (1, "4-7")] {
+            let node = dir.join(format!("sys/devices/system/node/node{n}"));
+            std::fs::create_dir_all(&node).unwrap();
+            std::fs::write(node.join("cpulist"), format!("{cpus}\n")).unwrap();
+        }
+        let line = this_host("n1".into(), Some(&dir), InfoKind::Cpus);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let cpus = line.cpus.clone().expect("a cpus line");
+        assert!(!cpus.allowed.is_empty());
+        let nodes: Vec<(u32, Vec<u32>)> = cpus.topology.nodes.iter().map(|n| (n.id, n.cpus.clone())).collect();
+        assert_eq!(nodes, [(0, vec![0, 1, 2, 3]), (1, vec![4, 5, 6, 7])]);
+        assert!(line.info.is_none() && line.counters.is_none());
+        let back: RailInfoLine = serde_json::from_str(&serde_json::to_string(&line).unwrap()).unwrap();
+        assert_eq!(back.cpus, Some(cpus));
     }
 }

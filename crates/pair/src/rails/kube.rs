@@ -19,7 +19,7 @@
 //! every path by [`KubeRails::cleanup`] (and a pod outlives a lost ic-bench by at most its
 //! `activeDeadlineSeconds`, its idle command ends then too).
 
-use super::info::RailInfoLine;
+use super::info::{HostCpus, InfoKind, RailInfoLine};
 use super::kube_rank::rank_pinning;
 pub use super::kube_rank::{KubeRailLauncher, PodPinning, RankExec, rank_command};
 use super::plan::NodeRailInfo;
@@ -29,7 +29,7 @@ use crate::launcher::{LaunchError, LaunchFailure};
 use crate::run::SideRole;
 use icb_core::fabric::quantity::parse_milli;
 use icb_core::rails::CounterSnapshot;
-use icb_kube::devices::DeviceChoice;
+use icb_kube::devices::{DeviceChoice, DeviceRequest};
 use icb_kube::k8s_openapi::api::core::v1::{Pod, Toleration};
 use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use icb_kube::podspec::{self, BenchPod, Role};
@@ -68,6 +68,9 @@ pub struct KubeRailsPlan {
     pub side_args: Vec<String>,
     /// Labels on top of the standard ones (a sweep's id).
     pub extra_labels: BTreeMap<String, String>,
+    /// Pods modelled on worker pods (`pod/…`, `deployment/…`), as `icb_kube::pair::prepare`
+    /// decided them: (prefill, decode). `None`: pods for the nodes, as `devices` says.
+    pub modelled: Option<Box<(BenchPod, BenchPod)>>,
     /// Environment every rank of a side runs with under its row's pinning (a gate's recipe
     /// transport env): (prefill, decode).
     pub side_env: (EnvVars, EnvVars),
@@ -75,6 +78,22 @@ pub struct KubeRailsPlan {
     pub rank_resources: icb_kube::hardening::BenchResources,
     /// `--memlock-unlimited`: RDMA pods stay non-root without IPC_LOCK.
     pub memlock_unlimited: bool,
+    /// What each pod requests: all of its node's devices (rails), or what was asked per side.
+    pub devices: PodDevices,
+    /// `--host-ipc` / `--host-pid` on both pods (the KV ranks' flags; rails refuses them).
+    pub host_ipc: bool,
+    pub host_pid: bool,
+}
+
+/// The devices the two pods request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum PodDevices {
+    /// Every GPU and RDMA device its node advertises ([`whole_node_devices`]): one pod per node.
+    #[default]
+    WholeNode,
+    /// Per side (prefill, decode): what [`icb_kube::devices::decide`] gives for the request on
+    /// the node (`--gpus`, `--rdma`, `--resource`; two pods sharing one node).
+    Requested(DeviceRequest, DeviceRequest),
 }
 
 /// Most row runs of one rails run (16 rails, the cross pattern's 16 rounds, each row maybe alone
@@ -113,6 +132,10 @@ impl KubeRailsPlan {
             side_env: (Vec::new(), Vec::new()),
             rank_resources: icb_kube::hardening::BenchResources::for_settings(&pair.settings),
             memlock_unlimited: false,
+            devices: PodDevices::WholeNode,
+            modelled: None,
+            host_ipc: false,
+            host_pid: false,
         }
     }
 }
@@ -142,6 +165,13 @@ pub fn whole_node_devices(advertised: &BTreeMap<String, Quantity>) -> BTreeMap<S
         })
         .map(|(name, q)| (name.clone(), q.clone()))
         .collect()
+}
+
+/// What a bench pod requests: its model's devices with its own choice applied (as it builds).
+fn pod_devices(bench: &BenchPod) -> BTreeMap<String, Quantity> {
+    let mut devices = bench.model.as_ref().map(|m| m.devices.clone()).unwrap_or_default();
+    bench.devices.apply(&mut devices);
+    devices
 }
 
 /// The GPUs among `devices` (whole units; a fractional or unreadable quantity counts none).
@@ -191,21 +221,7 @@ impl KubeRails {
     }
 
     fn pod(&self, node: &str, role: Role, devices: BTreeMap<String, Quantity>, tolerations: Vec<Toleration>) -> Pod {
-        // One rank per device at most: cpu and memory for that many.
-        let ranks = devices
-            .values()
-            .filter_map(|q| parse_milli(&q.0))
-            .map(|m| (m / 1000).max(1))
-            .max()
-            .unwrap_or(1) as u64;
-        let per_rank = &self.plan.rank_resources;
-        let times = |q: &Quantity| parse_milli(&q.0).unwrap_or(0).saturating_mul(i128::from(ranks));
-        let resources = icb_kube::hardening::BenchResources {
-            cpu: Quantity(format!("{}m", times(&per_rank.cpu))),
-            memory: Quantity(format!("{}Mi", (times(&per_rank.memory) / 1000) >> 20)),
-        };
-        let secs = self.plan.lifetime.as_secs().max(1);
-        let mut pod = BenchPod {
+        self.idle(BenchPod {
             run_id: self.plan.run_id.clone(),
             role,
             namespace: self.cluster.namespace().to_string(),
@@ -219,27 +235,114 @@ impl KubeRails {
                 requests: devices,
                 ..Default::default()
             },
-            active_deadline_s: secs as i64,
+            active_deadline_s: 0,
             privileged: self.plan.privileged,
-            host_ipc: false,
-            host_pid: false,
+            host_ipc: self.plan.host_ipc,
+            host_pid: self.plan.host_pid,
             service_account: self.plan.service_account.clone(),
             extra_labels: self.plan.extra_labels.clone(),
             tolerations,
-            resources,
+            resources: Default::default(),
             memlock_unlimited: self.plan.memlock_unlimited,
-        }
-        .build();
-        // It only holds the devices; the ranks are exec'd into it.
+        })
+    }
+
+    /// The pod of `bench` as an idle holder of its devices for the plan's lifetime, with cpu and
+    /// memory for one rank per device; the ranks are exec'd into it.
+    fn idle(&self, mut bench: BenchPod) -> Pod {
+        // One rank per device at most: cpu and memory for that many.
+        let ranks = pod_devices(&bench)
+            .values()
+            .filter_map(|q| parse_milli(&q.0))
+            .map(|m| (m / 1000).max(1))
+            .max()
+            .unwrap_or(1) as u64;
+        let per_rank = &self.plan.rank_resources;
+        let times = |q: &Quantity| parse_milli(&q.0).unwrap_or(0).saturating_mul(i128::from(ranks));
+        bench.resources = icb_kube::hardening::BenchResources {
+            cpu: Quantity(format!("{}m", times(&per_rank.cpu))),
+            memory: Quantity(format!("{}Mi", (times(&per_rank.memory) / 1000) >> 20)),
+        };
+        let secs = self.plan.lifetime.as_secs().max(1);
+        bench.active_deadline_s = secs as i64;
+        bench.run_id = self.plan.run_id.clone();
+        bench.args.clear();
+        // Exec'd ranks get the run's token on stdin: no token Secret exists to read it from.
+        bench.env.retain(|e| e.name != icb_core::protocol::TOKEN_ENV);
+        let mut pod = bench.build();
         if let Some(c) = pod.spec.as_mut().and_then(|s| s.containers.first_mut()) {
             c.command = Some(vec!["sleep".into(), secs.to_string()]);
+            c.args = None;
         }
         pod
     }
 
-    /// Creates both pods, each holding all of its node's GPUs and RDMA devices, and waits until
-    /// both run (within the start deadline). On an error the caller still calls
-    /// [`KubeRails::cleanup`].
+    /// One side's pod modelled on a worker pod (as `icb_kube::pair::prepare` decided it).
+    fn modelled_pod(&mut self, bench: BenchPod) -> (String, Pod) {
+        let devices = pod_devices(&bench);
+        let gpus = gpu_count(&devices);
+        let side = if bench.role == Role::Client {
+            "prefill"
+        } else {
+            "decode"
+        };
+        match bench.role {
+            Role::Client => self.gpus.0 = gpus,
+            Role::Server => self.gpus.1 = gpus,
+        }
+        let source = bench.model.as_ref().map_or("its node", |m| m.source.as_str());
+        let list: Vec<String> = devices.iter().map(|(n, q)| format!("{} {n}", q.0)).collect();
+        self.notes.push(format!(
+            "the {side} pod on node {} is modelled on {source} and requests {}",
+            bench.node,
+            if list.is_empty() {
+                "no device".to_string()
+            } else {
+                list.join(", ")
+            }
+        ));
+        (bench.node.clone(), self.idle(bench))
+    }
+
+    /// One side's pod for a node target: read the node, request what the plan's devices say.
+    async fn node_pod(&mut self, node: String, role: Role) -> Result<(String, Pod), LaunchError> {
+        let read = icb_kube::nodes::get_node(&self.cluster, &node)
+            .await
+            .map_err(|e| match e {
+                e if e.is_not_found() => LaunchError::new(format!("there is no node {node}: fix node/{node}")),
+                e => launch_error(e),
+            })?;
+        let tolerations = icb_kube::hardening::tolerations_for(&read);
+        let status = read.status.unwrap_or_default();
+        let advertised = status.allocatable.or(status.capacity).unwrap_or_default();
+        let devices = self.devices_of(role, &advertised);
+        let gpus = gpu_count(&devices);
+        match role {
+            Role::Client => self.gpus.0 = gpus,
+            Role::Server => self.gpus.1 = gpus,
+        }
+        let list: Vec<String> = devices.iter().map(|(n, q)| format!("{} {n}", q.0)).collect();
+        let side = if role == Role::Client { "prefill" } else { "decode" };
+        self.notes.push(match (&self.plan.devices, devices.is_empty()) {
+            (PodDevices::WholeNode, true) => {
+                format!("node {node} advertises no GPU or RDMA device: its pod requests none")
+            }
+            (PodDevices::WholeNode, false) => format!(
+                "the pod on node {node} requests all of its devices: {}",
+                list.join(", ")
+            ),
+            (PodDevices::Requested(..), true) => format!("the {side} pod on node {node} requests no device"),
+            (PodDevices::Requested(..), false) => {
+                format!("the {side} pod on node {node} requests {}", list.join(", "))
+            }
+        });
+        let pod = self.pod(&node, role, devices, tolerations);
+        Ok((node, pod))
+    }
+
+    /// Creates both pods (on the nodes holding what the plan's devices say, or modelled on
+    /// worker pods) and waits until both run (within the start deadline). On an error the caller
+    /// still calls [`KubeRails::cleanup`].
     pub async fn start(&mut self) -> Result<(), LaunchError> {
         let until = Instant::now() + self.plan.start_timeout;
         let mut pods = Vec::new();
@@ -247,32 +350,14 @@ impl KubeRails {
             (self.plan.prefill_node.clone(), Role::Client),
             (self.plan.decode_node.clone(), Role::Server),
         ] {
-            let read = icb_kube::nodes::get_node(&self.cluster, &node)
-                .await
-                .map_err(|e| match e {
-                    e if e.is_not_found() => LaunchError::new(format!("there is no node {node}: fix node/{node}")),
-                    e => launch_error(e),
-                })?;
-            let tolerations = icb_kube::hardening::tolerations_for(&read);
-            let status = read.status.unwrap_or_default();
-            let advertised = status.allocatable.or(status.capacity).unwrap_or_default();
-            let devices = whole_node_devices(&advertised);
-            let gpus = gpu_count(&devices);
-            match role {
-                Role::Client => self.gpus.0 = gpus,
-                Role::Server => self.gpus.1 = gpus,
-            }
-            self.notes.push(if devices.is_empty() {
-                format!("node {node} advertises no GPU or RDMA device: its pod requests none")
-            } else {
-                let list: Vec<String> = devices.iter().map(|(n, q)| format!("{} {n}", q.0)).collect();
-                format!(
-                    "the pod on node {node} requests all of its devices: {}",
-                    list.join(", ")
-                )
+            let modelled = self.plan.modelled.as_deref().map(|(p, d)| match role {
+                Role::Client => p.clone(),
+                Role::Server => d.clone(),
             });
-            let pod = self.pod(&node, role, devices, tolerations);
-            pods.push((node, pod));
+            pods.push(match modelled {
+                Some(bench) => self.modelled_pod(bench),
+                None => self.node_pod(node, role).await?,
+            });
         }
         for (_, pod) in &pods {
             lifecycle::create_pod_tracked(&self.cluster, pod, &self.maybe_created)
@@ -298,6 +383,19 @@ impl KubeRails {
         let prefill = workers.pop();
         self.pods = prefill.zip(decode);
         Ok(())
+    }
+
+    /// What one side's pod requests on a node advertising `advertised`.
+    fn devices_of(&self, role: Role, advertised: &BTreeMap<String, Quantity>) -> BTreeMap<String, Quantity> {
+        match &self.plan.devices {
+            PodDevices::WholeNode => whole_node_devices(advertised),
+            PodDevices::Requested(prefill, decode) => {
+                let request = if role == Role::Client { prefill } else { decode };
+                let mut devices = BTreeMap::new();
+                icb_kube::devices::decide(request, Some(advertised), false).apply(&mut devices);
+                devices
+            }
+        }
     }
 
     /// Why a pod did not run: by its status when it is one the scheduler cannot place (then a
@@ -330,7 +428,7 @@ impl KubeRails {
     }
 
     /// `ic-bench rail-info ARGS` in one side's pod, its one JSON line read.
-    async fn rail_info(&self, role: SideRole, counters: bool) -> Result<RailInfoLine, String> {
+    async fn rail_info(&self, role: SideRole, kind: InfoKind) -> Result<RailInfoLine, String> {
         let w = self.worker(role).map_err(|e| e.to_string())?;
         let mut command = vec![
             "ic-bench".to_string(),
@@ -338,8 +436,10 @@ impl KubeRails {
             "--node".into(),
             w.node.clone(),
         ];
-        if counters {
-            command.push("--counters".into());
+        match kind {
+            InfoKind::Rails => {}
+            InfoKind::Counters => command.push("--counters".into()),
+            InfoKind::Cpus => command.push("--cpus".into()),
         }
         let out = self
             .cluster
@@ -361,12 +461,19 @@ impl KubeRails {
 
     /// One side's node for the planner, from its pod.
     pub async fn node_info(&self, role: SideRole) -> Result<NodeRailInfo, LaunchError> {
-        let line = self.rail_info(role, false).await.map_err(LaunchError::new)?;
+        let line = self.rail_info(role, InfoKind::Rails).await.map_err(LaunchError::new)?;
         let mut info = line
             .info
             .ok_or_else(|| LaunchError::new("`ic-bench rail-info` printed no rail map"))?;
         info.node = self.worker(role)?.node.clone();
         Ok(info)
+    }
+
+    /// One side's node topology and the CPUs a process in its pod may use, from the pod.
+    pub(crate) async fn host_cpus(&self, role: SideRole) -> Result<HostCpus, String> {
+        let line = self.rail_info(role, InfoKind::Cpus).await?;
+        line.cpus
+            .ok_or_else(|| "`ic-bench rail-info --cpus` printed no CPUs (use this version's image)".to_string())
     }
 
     /// The pods' names: (prefill, decode).
@@ -420,7 +527,7 @@ impl RailSeam for KubeRails {
     }
 
     async fn counters(&mut self, side: SideRole) -> CounterSnapshot {
-        match self.rail_info(side, true).await {
+        match self.rail_info(side, InfoKind::Counters).await {
             Ok(RailInfoLine {
                 counters: Some(snapshot),
                 ..

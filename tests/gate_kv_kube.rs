@@ -1,0 +1,143 @@
+//! `ic-bench gate --kv-shape` on the emulated cluster (root: namespaces; CI runs as root): the
+//! gate's pair step is the deployment's own KV transfer (the recipe's model, TP sizes and block
+//! size) on `pair`'s per-rank model, on node targets and on worker pods; `--max-kv-ms` judges it;
+//! nothing is left.
+
+#[path = "pair_kube_support/mod.rs"]
+mod support;
+
+use icb_core::{KvOutcome, PairReport};
+use std::time::Duration;
+use support::kv::*;
+use support::*;
+
+/// `gate --kv-shape` with no model on the command line: the recipe's vLLM arguments name
+/// Llama-3.1-8B-Instruct, prefill TP 2, decode TP 1, block 16, so the gate's pair step is that
+/// gather (2 reads of 128 descriptors of 16 KiB at 32 tokens) on the per-rank model: 2 prefill
+/// ranks in gpu-1's whole-node pod, 1 decode rank in gpu-2's, all at once, every block verified;
+/// and `--max-kv-ms` judges it. No pod and no rank process is left.
+#[test]
+fn gate_kv_shape_measures_the_recipes_own_transfer() {
+    let Some(cluster) = cluster("gate_kv_shape_measures_the_recipes_own_transfer") else {
+        return;
+    };
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gate/kv.yaml");
+    let gate = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.arg("gate")
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig_path())
+            .args(["--recipe", fixture, "--prefill", "node/gpu-1", "--decode", "node/gpu-2"])
+            .args([
+                "--allow-tcp",
+                "--min-host-bw",
+                "0.001",
+                "--no-node-probe",
+                "--budget",
+                "120s",
+            ])
+            .args(["-o", "json", "--kv-shape", "--isl", "32"])
+            .args(extra)
+            .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        wait_output(cmd.spawn().unwrap(), Duration::from_secs(200))
+    };
+    let out = gate(&[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let kv = &report["pair"]["kv"];
+    assert_eq!(kv["model"], "llama-3.1-8b", "{report}");
+    assert_eq!(
+        (kv["prefill_tp"].as_u64(), kv["decode_tp"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(kv["kv_bytes_per_request"], 4 << 20);
+    for p in kv["peers"].as_array().unwrap() {
+        assert_eq!(p["verified"], true, "{p}");
+        assert_eq!(p["descriptors"], 128, "{p}");
+    }
+    // The per-rank model, not one process pair per read: the same checks as `pair`'s.
+    let pair: PairReport = serde_json::from_value(report["pair"].clone()).expect("a pair report");
+    let outcome: KvOutcome = *pair.kv.clone().expect("a kv section");
+    let engine = pair.cases.first().map(|c| c.run_by.engine).expect("a case");
+    assert_ranks_on_two_nodes(&pair, &outcome, (2, 1), engine);
+    let notes = report["notes"].to_string();
+    assert!(
+        notes.contains("one process per TP rank in two whole-node bench pods"),
+        "{notes}"
+    );
+    // A budget no request meets fails the gate (exit 1), in TTFT terms.
+    let out = gate(&["--max-kv-ms", "0.000001"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("over --max-kv-ms"), "{stdout}");
+    assert_nothing_left(&cluster);
+}
+
+/// `gate --kv-shape` on worker pods (`pod/prefill-0`, `pod/decode-0`, running): the recipe's
+/// shape (TP2 → TP1) moved per rank in bench pods modelled on the running workers, every block
+/// verified, the report naming the workers; nothing left but them.
+#[test]
+fn gate_kv_shape_on_worker_pods_runs_per_rank_in_pods_modelled_on_them() {
+    let Some(cluster) = cluster("gate_kv_shape_on_worker_pods_runs_per_rank_in_pods_modelled_on_them") else {
+        return;
+    };
+    create_reference_pod(&cluster, worker_pod("prefill-0", "gpu-1"));
+    create_reference_pod(&cluster, worker_pod("decode-0", "gpu-2"));
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gate/kv.yaml");
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.arg("gate")
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig_path())
+        .args([
+            "--recipe",
+            fixture,
+            "--prefill",
+            "pod/prefill-0",
+            "--decode",
+            "pod/decode-0",
+        ])
+        .args([
+            "--allow-tcp",
+            "--min-host-bw",
+            "0.001",
+            "--no-node-probe",
+            "--budget",
+            "120s",
+        ])
+        .args(["-o", "json", "--kv-shape", "--isl", "32"])
+        .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = wait_output(cmd.spawn().unwrap(), Duration::from_secs(200));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let pair: PairReport = serde_json::from_value(report["pair"].clone()).expect("a pair report");
+    let kv: KvOutcome = *pair.kv.clone().expect("a kv section");
+    assert_eq!((kv.prefill_tp, kv.decode_tp), (2, 1));
+    let engine = pair.cases.first().map(|c| c.run_by.engine).expect("a case");
+    assert_ranks_on_two_nodes(&pair, &kv, (2, 1), engine);
+    assert_eq!(pair.placement.prefill.modelled_on.as_deref(), Some("pod/prefill-0"));
+    assert_eq!(pair.placement.decode.modelled_on.as_deref(), Some("pod/decode-0"));
+    let notes = report["notes"].to_string();
+    assert!(notes.contains("modelled on the workers"), "{notes}");
+    assert_nothing_left(&cluster);
+}

@@ -1,0 +1,221 @@
+//! The KV tests' shared checks (`pair_kv_kube`, `gate_kv_kube`): the arguments of a short
+//! `--kv-shape` run across gpu-1 → gpu-2, what the per-rank model on two nodes must show, and
+//! that no pod and no rank process is left.
+
+use super::*;
+use icb_core::{EngineKind, KvOutcome, PairReport, VerdictStatus};
+use icb_testcluster::TestCluster;
+use std::time::{Duration, Instant};
+
+/// `pair` across gpu-1 → gpu-2 for Llama-3.1-8B at 32 tokens (2 blocks), TP `a` → TP `b`,
+/// with short repetitions.
+pub fn kv_args(a: &'static str, b: &'static str, timing: [&'static str; 2]) -> Vec<&'static str> {
+    vec![
+        "--prefill",
+        "node/gpu-1",
+        "--decode",
+        "node/gpu-2",
+        "-o",
+        "json",
+        "--kv-shape",
+        "llama-3.1-8b",
+        "--isl",
+        "32",
+        "--prefill-tp",
+        a,
+        "--decode-tp",
+        b,
+        "--allow-tcp",
+        "--min-host-bw",
+        "0.001",
+        "--min-time",
+        timing[0],
+        "--max-time",
+        timing[1],
+        "--warmup",
+        "2",
+    ]
+}
+
+/// The per-rank model on the two nodes: `a + b` ranks, every one in every synchronised
+/// repetition, every decode rank checked every block it received (READ: the decode ranks
+/// post), each initiator knows its data path (TCP: two nodes joined by veths).
+pub fn assert_ranks_on_two_nodes(report: &PairReport, kv: &KvOutcome, (a, b): (u32, u32), engine: EngineKind) {
+    assert!(kv.synchronised, "not the per-rank model: {kv:?}");
+    let reps = kv.repetitions.expect("synchronised repetitions");
+    assert!(reps >= 3, "{reps} repetitions");
+    assert!(
+        report.placement.mode.starts_with("kubernetes (ranks)"),
+        "{}",
+        report.placement.mode
+    );
+    assert_eq!(report.placement.prefill.host, "gpu-1");
+    assert_eq!(report.placement.decode.host, "gpu-2");
+    for (side, n) in [("prefill", a), ("decode", b)] {
+        let mut ranks: Vec<u32> = kv.ranks.iter().filter(|r| r.side == side).map(|r| r.rank).collect();
+        ranks.sort_unstable();
+        assert_eq!(ranks, (0..n).collect::<Vec<_>>(), "{side} ranks: {:?}", kv.ranks);
+    }
+    for r in &kv.ranks {
+        eprintln!(
+            "{} rank {}: cpus {:?}, numa node {:?}, {:?}",
+            r.side, r.rank, r.cpus, r.numa_node, r.cpu_placement
+        );
+        assert_pod_placement(r);
+        assert_eq!(r.repetitions, reps, "{r:?}");
+        assert_eq!(r.initiator, r.side == "decode", "{r:?}");
+        let mine: Vec<_> = kv
+            .peers
+            .iter()
+            .filter(|p| {
+                if r.side == "decode" {
+                    p.decode_rank == r.rank
+                } else {
+                    p.prefill_rank == r.rank
+                }
+            })
+            .collect();
+        assert_eq!(r.peers as usize, mine.len(), "{r:?}");
+        assert_eq!(r.bytes, mine.iter().map(|p| p.bytes).sum::<u64>(), "{r:?}");
+        if r.side == "decode" {
+            assert_eq!(
+                r.blocks_verified,
+                mine.iter().map(|p| p.descriptors).sum::<u64>(),
+                "{r:?}"
+            );
+            assert!(r.data_path.as_deref().is_some_and(|d| d.contains("tcp")), "{r:?}");
+            assert!(r.post_ms.is_some(), "{r:?}");
+        }
+    }
+    for p in &kv.peers {
+        assert!(p.verified && p.failure.is_none(), "{p:?}");
+        assert_eq!(p.repetitions, reps, "{p:?}");
+        assert!(p.request_ms_p50.is_some_and(|v| v > 0.0), "{p:?}");
+        assert!(p.data_path.as_deref().is_some_and(|d| d.contains("tcp")), "{p:?}");
+    }
+    // A synchronised request ends with its last peer: its p50 is at least every peer's.
+    let slowest = kv.peers.iter().filter_map(|p| p.request_ms_p50).fold(0.0, f64::max);
+    assert!(kv.request_ms_p50.expect("a request time") >= slowest * (1.0 - 1e-9));
+    assert!(
+        report.cases.iter().all(|c| c.run_by.engine == engine),
+        "not all {engine:?}"
+    );
+    assert_ne!(report.verdict.status, VerdictStatus::Fail, "{:?}", report.verdict);
+}
+
+/// A rank in a pod was placed as local ranks are, from the pod's view of its node (read in the
+/// pod, `rail-info --cpus`): the decision's reason, and the CPUs it ran on.
+pub fn assert_pod_placement(r: &icb_core::model::KvRank) {
+    let why = r.cpu_placement.as_deref().unwrap_or_default();
+    assert!(
+        why.starts_with("NUMA node ")
+            || why.starts_with("unpinned: one NUMA node")
+            || why.starts_with("unpinned: sysfs shows no NUMA"),
+        "{r:?}"
+    );
+    assert!(r.cpus.as_deref().is_some_and(|c| !c.is_empty()), "{r:?}");
+}
+
+/// Two whole-node bench pods, each pinned to its node (prefill = client on gpu-1, decode =
+/// server on gpu-2), holding all of its node's GPUs.
+pub fn assert_two_whole_node_pods(run: &PairRun) {
+    let pods = run.created_pods();
+    let names: Vec<String> = pods.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    assert_eq!(pods.len(), 2, "{names:?}");
+    for pod in &pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let affinity = serde_json::to_string(&spec.affinity).unwrap();
+        let want = if name.ends_with("-client") {
+            "\"gpu-1\""
+        } else {
+            "\"gpu-2\""
+        };
+        assert!(affinity.contains(want), "{name}: {affinity}");
+        let limits = spec.containers[0]
+            .resources
+            .clone()
+            .unwrap_or_default()
+            .limits
+            .unwrap_or_default();
+        assert_eq!(
+            limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
+            Some("8"),
+            "{name}: {limits:?}"
+        );
+    }
+}
+
+/// The pids of `ic-bench VERB` processes (not their `sh` wrappers) in the cluster's node
+/// namespaces, each with its command line.
+pub fn processes(cluster: &TestCluster, verb: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    for ns in cluster.netns_names() {
+        let Ok(out) = std::process::Command::new("ip").args(["netns", "pids", &ns]).output() else {
+            continue;
+        };
+        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+                continue;
+            };
+            let args: Vec<String> = raw
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            if args.first().is_some_and(|a| a.ends_with("ic-bench")) && args.get(1).map(String::as_str) == Some(verb) {
+                found.push((pid.parse().unwrap(), args.join(" ")));
+            }
+        }
+    }
+    found
+}
+
+/// Waits until `ranks` rank processes and the coordinator run; the ranks.
+pub fn all_running(cluster: &TestCluster, ranks: usize) -> Vec<(u32, String)> {
+    let started = Instant::now();
+    loop {
+        let found = processes(cluster, "kv-rank");
+        if found.len() == ranks && processes(cluster, "kv-coordinate").len() == 1 {
+            return found;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the ranks never all ran: {found:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// No pod, and (within a few seconds) no rank or coordinator process in any node.
+pub fn assert_nothing_left(cluster: &TestCluster) {
+    assert!(
+        leftover_bench_pods(cluster).is_empty(),
+        "{:?}",
+        leftover_bench_pods(cluster)
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = processes(cluster, "kv-rank").len() + processes(cluster, "kv-coordinate").len();
+        if left == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{left} KV process(es) still run");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A serving worker pod on `node` holding 2 GPUs and an RDMA device, with its transport env.
+pub fn worker_pod(name: &str, node: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "vllm", "image": "serving:1", "command": ["sleep", "600"],
+                "env": [{"name": "UCX_TLS", "value": "rc,cuda_ipc,cuda_copy,tcp"}],
+                "resources": {"limits": {"nvidia.com/gpu": "2", "rdma/ib": "1"},
+                              "requests": {"nvidia.com/gpu": "2", "rdma/ib": "1"}}}]
+        }
+    })
+}
