@@ -27,6 +27,7 @@ pub mod log;
 mod memory;
 mod ops;
 mod prepared;
+mod stream;
 mod submit;
 mod worker;
 
@@ -36,6 +37,7 @@ pub use error::{Error, Result};
 pub use memory::{MemMap, MemoryKind, Region, RemoteKey};
 pub use ops::{Completion, Op, OpOptions, Rma};
 pub use prepared::PreparedTag;
+pub use stream::StreamLengths;
 pub use ucx_sys::{LoadError, Version};
 pub use worker::Worker;
 

@@ -171,6 +171,23 @@ pub(super) fn run_window(
     Ok(())
 }
 
+/// Checks what a [`ucx::Worker::stream`] of `n` operations of `expected` bytes reported.
+pub(super) fn check_stream(
+    what: &'static str,
+    got: ucx::StreamLengths,
+    n: u64,
+    expected: usize,
+) -> Result<(), RunError> {
+    if got.completed != n {
+        return Err(RunError::Internal("a stream returned before every operation completed"));
+    }
+    if n > 0 {
+        check_length(what, got.min, expected)?;
+        check_length(what, got.max, expected)?;
+    }
+    Ok(())
+}
+
 #[inline]
 pub(super) fn check_length(what: &'static str, got: usize, expected: usize) -> Result<(), RunError> {
     if got == expected {

@@ -73,24 +73,23 @@ impl Runtime {
         let size = case.layout.block;
         match case.setup.test {
             TestKind::TagBw => {
-                let window = window.max(1) as usize;
-                ensure_ring(&mut self.ring, window);
                 let mut ready = Some(ready);
                 let data = w.prepare_tag_recv(case.registered()?, 0..size, TAG_DATA, TAG_MASK, OpOptions::STREAM)?;
-                run_window(
-                    w,
-                    &mut self.ring[..window],
+                // ucx_perftest's receive loop (ucx::Worker::stream): no per-message slot.
+                let got = w.stream(
+                    &data,
                     n,
-                    ctl,
-                    || Ok(w.post(&data)?),
+                    window.max(1) as usize,
+                    ctl.deadline(),
+                    || ctl.check(),
                     // Receives for the whole first window are posted: the sender may start.
                     || {
                         if let Some(r) = ready.take() {
                             let _ = r.send(());
                         }
                     },
-                    |got| check_length("message", got, size),
                 )?;
+                check_stream("message", got, n, size)?;
                 send_ack(w, ep, &self.ack, ctl)
             }
             TestKind::TagLat => {
