@@ -122,11 +122,8 @@ impl Worker {
                 max: 0,
             },
         };
-        let r = run.all(n, &mut check, &mut filled);
-        if r.is_err() {
-            run.cancel_pending();
-        }
-        r.map(|()| run.lengths)
+        // On an error (or a panic in a closure) `run`'s drop cancels what is still pending.
+        run.all(n, &mut check, &mut filled).map(|()| run.lengths)
     }
 }
 
@@ -136,6 +133,12 @@ struct Run<'a> {
     entries: Box<[Entry]>,
     deadline: Instant,
     lengths: StreamLengths,
+}
+
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        self.cancel_pending();
+    }
 }
 
 impl Run<'_> {

@@ -119,3 +119,16 @@ fn a_stream_on_another_worker_is_refused() {
     let err = p.b.stream(&recv, 1, 1, deadline(), || Ok::<(), Error>(()), || {}).unwrap_err();
     assert!(matches!(err, Error::Invalid { .. }), "{err}");
 }
+
+#[test]
+fn a_panic_in_the_check_cancels_the_stream_too() {
+    let p = pair(None, ErrorMode::None);
+    let buf = TestBuf::new(64);
+    let recv = p.b.prepare_tag_recv(&buf, 0..64, TAG, u64::MAX, OpOptions::STREAM).unwrap();
+    let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let check = || -> Result<(), Error> { panic!("the caller's check failed") };
+        p.b.stream(&recv, 10, 4, deadline(), check, || {})
+    }));
+    assert!(unwound.is_err(), "the panic propagates");
+    assert_no_receive_left(&p);
+}
