@@ -4,7 +4,9 @@
 //! per-context configuration), a [`Worker`] (progress engine; one per thread), [`Endpoint`]s
 //! created from a remote worker's address, memory maps ([`MemMap`]) whose packed rkeys let a peer
 //! do RMA, and the operations themselves (tag send/recv, put/get, flush), submitted without
-//! blocking and completed by [`Worker::wait`] / [`Worker::wait_all`] under a deadline.
+//! blocking and completed by [`Worker::wait`] / [`Worker::wait_all`] under a deadline. The timed
+//! loops post [`PreparedTag`]s (checked once); a bandwidth window of them runs through
+//! [`Worker::stream`], which keeps ucx_perftest's per-message cost (no slot per operation).
 //!
 //! Memory safety against UCX: an operation keeps an `Rc` of its buffer (and of its remote key)
 //! until UCX reports it complete, so safe code cannot free memory UCX is still reading or

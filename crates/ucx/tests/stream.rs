@@ -28,12 +28,26 @@ fn a_stream_of_receives_completes_every_message_and_the_payload_lands() {
         let seed = 3 + k as u8;
         let src = TestBuf::patterned(size, seed);
         let mut dst = TestBuf::new(size);
-        let send = p.a.prepare_tag_send(&p.ab, &src, 0..size, TAG, OpOptions::STREAM).unwrap();
+        let send =
+            p.a.prepare_tag_send(&p.ab, &src, 0..size, TAG, OpOptions::STREAM)
+                .unwrap();
         let sends: Vec<_> = (0..n).map(|_| p.a.post(&send).unwrap()).collect();
-        let recv = p.b.prepare_tag_recv(&dst, 0..size, TAG, u64::MAX, OpOptions::STREAM).unwrap();
+        let recv =
+            p.b.prepare_tag_recv(&dst, 0..size, TAG, u64::MAX, OpOptions::STREAM)
+                .unwrap();
         let mut filled = 0;
-        let got = p.b.stream(&recv, n, window, deadline(), progress_peer(&p.a), || filled += 1).unwrap();
-        assert_eq!(got, StreamLengths { completed: n, min: size, max: size }, "{size} B");
+        let got =
+            p.b.stream(&recv, n, window, deadline(), progress_peer(&p.a), || filled += 1)
+                .unwrap();
+        assert_eq!(
+            got,
+            StreamLengths {
+                completed: n,
+                min: size,
+                max: size
+            },
+            "{size} B"
+        );
         assert_eq!(filled, 1, "the first window is reported once");
         let ops: Vec<_> = sends.iter().map(|&s| (&p.a, s)).collect();
         drive(&p, &ops);
@@ -49,11 +63,24 @@ fn a_stream_of_sends_is_received_whole() {
     let (size, n, window) = (64 << 10, 40u64, 4usize);
     let src = TestBuf::patterned(size, 9);
     let mut dst = TestBuf::new(size);
-    let recv = p.b.prepare_tag_recv(&dst, 0..size, TAG, u64::MAX, OpOptions::STREAM).unwrap();
+    let recv =
+        p.b.prepare_tag_recv(&dst, 0..size, TAG, u64::MAX, OpOptions::STREAM)
+            .unwrap();
     let recvs: Vec<_> = (0..n).map(|_| p.b.post(&recv).unwrap()).collect();
-    let send = p.a.prepare_tag_send(&p.ab, &src, 0..size, TAG, OpOptions::STREAM).unwrap();
-    let got = p.a.stream(&send, n, window, deadline(), progress_peer(&p.b), || {}).unwrap();
-    assert_eq!(got, StreamLengths { completed: n, min: size, max: size });
+    let send =
+        p.a.prepare_tag_send(&p.ab, &src, 0..size, TAG, OpOptions::STREAM)
+            .unwrap();
+    let got =
+        p.a.stream(&send, n, window, deadline(), progress_peer(&p.b), || {})
+            .unwrap();
+    assert_eq!(
+        got,
+        StreamLengths {
+            completed: n,
+            min: size,
+            max: size
+        }
+    );
     let ops: Vec<_> = recvs.iter().map(|&r| (&p.b, r)).collect();
     drive(&p, &ops);
     for r in recvs {
@@ -80,10 +107,14 @@ fn assert_no_receive_left(p: &Pair) {
 fn a_stream_past_its_deadline_is_a_timeout_and_cancels_its_receives() {
     let p = pair(None, ErrorMode::None);
     let buf = TestBuf::new(64);
-    let recv = p.b.prepare_tag_recv(&buf, 0..64, TAG, u64::MAX, OpOptions::STREAM).unwrap();
+    let recv =
+        p.b.prepare_tag_recv(&buf, 0..64, TAG, u64::MAX, OpOptions::STREAM)
+            .unwrap();
     let t0 = Instant::now();
     let end = t0 + Duration::from_millis(100);
-    let err = p.b.stream(&recv, 10, 4, end, || Ok::<(), Error>(()), || {}).unwrap_err();
+    let err =
+        p.b.stream(&recv, 10, 4, end, || Ok::<(), Error>(()), || {})
+            .unwrap_err();
     assert!(err.is_timeout(), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(5), "the deadline was not honoured");
     assert_no_receive_left(&p);
@@ -105,8 +136,12 @@ impl From<Error> for Stop {
 fn an_error_from_the_check_ends_the_stream_with_that_error() {
     let p = pair(None, ErrorMode::None);
     let buf = TestBuf::new(64);
-    let recv = p.b.prepare_tag_recv(&buf, 0..64, TAG, u64::MAX, OpOptions::STREAM).unwrap();
-    let err = p.b.stream(&recv, 10, 4, deadline(), || Err(Stop::Asked), || {}).unwrap_err();
+    let recv =
+        p.b.prepare_tag_recv(&buf, 0..64, TAG, u64::MAX, OpOptions::STREAM)
+            .unwrap();
+    let err =
+        p.b.stream(&recv, 10, 4, deadline(), || Err(Stop::Asked), || {})
+            .unwrap_err();
     assert_eq!(err, Stop::Asked);
     assert_no_receive_left(&p);
 }
@@ -115,8 +150,12 @@ fn an_error_from_the_check_ends_the_stream_with_that_error() {
 fn a_stream_on_another_worker_is_refused() {
     let p = pair(None, ErrorMode::None);
     let buf = TestBuf::new(8);
-    let recv = p.a.prepare_tag_recv(&buf, 0..8, TAG, u64::MAX, OpOptions::STREAM).unwrap();
-    let err = p.b.stream(&recv, 1, 1, deadline(), || Ok::<(), Error>(()), || {}).unwrap_err();
+    let recv =
+        p.a.prepare_tag_recv(&buf, 0..8, TAG, u64::MAX, OpOptions::STREAM)
+            .unwrap();
+    let err =
+        p.b.stream(&recv, 1, 1, deadline(), || Ok::<(), Error>(()), || {})
+            .unwrap_err();
     assert!(matches!(err, Error::Invalid { .. }), "{err}");
 }
 
@@ -124,7 +163,9 @@ fn a_stream_on_another_worker_is_refused() {
 fn a_panic_in_the_check_cancels_the_stream_too() {
     let p = pair(None, ErrorMode::None);
     let buf = TestBuf::new(64);
-    let recv = p.b.prepare_tag_recv(&buf, 0..64, TAG, u64::MAX, OpOptions::STREAM).unwrap();
+    let recv =
+        p.b.prepare_tag_recv(&buf, 0..64, TAG, u64::MAX, OpOptions::STREAM)
+            .unwrap();
     let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let check = || -> Result<(), Error> { panic!("the caller's check failed") };
         p.b.stream(&recv, 10, 4, deadline(), check, || {})
