@@ -25,6 +25,7 @@
 mod context;
 mod endpoint;
 mod error;
+mod lane;
 pub mod log;
 mod memory;
 mod ops;
@@ -36,6 +37,7 @@ mod worker;
 pub use context::{Context, ContextBuilder};
 pub use endpoint::{Endpoint, ErrorMode, Transport};
 pub use error::{Error, Result};
+pub use lane::Lane;
 pub use memory::{MemMap, MemoryKind, Region, RemoteKey};
 pub use ops::{Completion, Op, OpOptions, Rma};
 pub use prepared::PreparedTag;

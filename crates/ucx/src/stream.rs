@@ -13,6 +13,7 @@
 //! ucx_perftest's does, and a post only fills in the entry's address.
 
 use crate::prepared::{Direction, PreparedTag};
+use crate::worker::WorkerInner;
 use crate::{Error, Result, Worker, ucp_fn};
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -36,7 +37,7 @@ pub struct StreamLengths {
 }
 
 /// One operation of the window. `user_data` of its request points here.
-struct Entry {
+pub(crate) struct Entry {
     pending: Cell<bool>,
     /// The request while it is pending (null once the callback freed it, or if none exists).
     req: Cell<*mut c_void>,
@@ -46,6 +47,31 @@ struct Entry {
 }
 
 impl Entry {
+    pub(crate) fn new(free: unsafe extern "C" fn(*mut c_void)) -> Entry {
+        Entry {
+            pending: Cell::new(false),
+            req: Cell::new(std::ptr::null_mut()),
+            status: Cell::new(sys::UCS_OK),
+            length: Cell::new(0),
+            free,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn pending(&self) -> bool {
+        self.pending.get()
+    }
+
+    /// The finished operation's length, or its error.
+    #[inline]
+    pub(crate) fn result(&self, w: &WorkerInner, op: &'static str) -> Result<usize> {
+        let status = self.status.get();
+        if sys::ucs_status_is_err(status) {
+            return Err(w.ctx.ucx.status_error(op, status));
+        }
+        Ok(self.length.get())
+    }
+
     /// Called from UCX's completion callback: records the result and frees the request
     /// (ucx_perftest's `send_cb` / `tag_recv_cb` free it there too).
     fn complete(&self, req: *mut c_void, status: sys::ucs_status_t, length: Option<usize>) {
@@ -196,83 +222,97 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Posts the prepared operation into entry `k` (which is not pending).
     #[inline]
     fn post(&self, k: usize) -> Result<()> {
-        let p = self.p;
-        let e = &self.entries[k];
-        let mut param = p.param;
-        param.user_data = e as *const Entry as *mut c_void;
-        e.status.set(sys::UCS_OK);
-        e.length.set(p.len);
-        // Pending before UCX can call back (it may, from inside the call, on some paths).
-        e.pending.set(true);
-        let ret = match &p.dir {
-            Direction::Send { ep, send } => {
-                let ep = match ep.handle(p.op) {
-                    Ok(ep) => ep,
-                    Err(err) => {
-                        e.pending.set(false);
-                        return Err(err);
-                    }
-                };
-                param.cb = sys::ucp_request_param_t__bindgen_ty_1 {
-                    send: Some(stream_send_cb),
-                };
-                // SAFETY: ep is a live endpoint of this worker (checked just above); the range
-                // was checked against the Region that `p` holds, and `p` is borrowed until every
-                // request of this stream has completed or been abandoned with a hold on it;
-                // `param` outlives the call and its user_data (this entry) the request.
-                unsafe { send(ep, p.ptr as *const c_void, p.len, p.tag, &param) }
-            }
-            Direction::Recv { mask, recv } => {
-                let mut info = sys::ucp_tag_recv_info_t::default();
-                param.cb = sys::ucp_request_param_t__bindgen_ty_1 {
-                    recv: Some(stream_recv_cb),
-                };
-                param.recv_info = sys::ucp_request_param_t__bindgen_ty_2 { tag_info: &mut info };
-                // SAFETY: as for the send; UCX writes into the range and, only if it completes
-                // inside this call, into `info`.
-                let ret = unsafe { recv(self.w.inner.handle, p.ptr.cast(), p.len, p.tag, *mask, &param) };
-                if ret.is_null() {
-                    e.length.set(info.length);
-                }
-                ret
-            }
-        };
-        if ret.is_null() {
-            e.pending.set(false);
-        } else if sys::ucs_ptr_is_err(ret) {
-            e.pending.set(false);
-            return Err(self.w.inner.ctx.ucx.status_error(p.op, sys::ucs_ptr_status(ret)));
-        } else if e.pending.get() {
-            e.req.set(ret);
-        }
-        Ok(())
+        // SAFETY: `p` was checked to be this worker's in `Worker::stream`; the entries and `p`
+        // (so its Region) live until every request has called back: `all` waits for each, and
+        // dropping the run cancels what is pending or leaks the entries with a hold on the buffer.
+        unsafe { post_into(&self.w.inner, self.p, &self.entries[k]) }
     }
 
-    /// Cancels every pending operation and waits up to CANCEL_GRACE for their callbacks; if some
-    /// never come, the entries and a hold on the buffer are leaked so UCX never touches freed
-    /// memory (as the slot table abandons a slot).
+    /// Cancels every pending operation; if some never call back, the entries and a hold on the
+    /// buffer are leaked so UCX never touches freed memory (as the slot table abandons a slot).
     fn cancel_pending(&mut self) {
-        let any = |entries: &[Entry]| entries.iter().any(|e| e.pending.get());
-        if !any(&self.entries) {
-            return;
-        }
-        if let Ok(cancel) = ucp_fn!(self.w.inner.ctx.ucx, ucp_request_cancel) {
-            for e in self.entries.iter().filter(|e| !e.req.get().is_null()) {
-                // SAFETY: `req` is a live request of this worker (its callback has not run).
-                unsafe { cancel(self.w.inner.handle, e.req.get()) };
-            }
-        }
-        let end = Instant::now() + CANCEL_GRACE;
-        while any(&self.entries) && Instant::now() < end {
-            self.w.inner.progress();
-        }
-        if any(&self.entries) {
-            let entries = std::mem::take(&mut self.entries);
-            std::mem::forget(entries);
+        if !cancel_entries(&self.w.inner, &self.entries) {
+            std::mem::forget(std::mem::take(&mut self.entries));
             std::mem::forget(self.p.buf.clone());
         }
     }
+}
+
+/// Posts the prepared operation `p` into entry `e` (which is not pending).
+///
+/// # Safety
+/// `p` must have been prepared on `w`, and `e` and `p`'s Region must stay allocated until the
+/// entry is no longer pending (or forever, if the caller gives up on it).
+#[inline]
+pub(crate) unsafe fn post_into(w: &WorkerInner, p: &PreparedTag, e: &Entry) -> Result<()> {
+    let mut param = p.param;
+    param.user_data = e as *const Entry as *mut c_void;
+    e.status.set(sys::UCS_OK);
+    e.length.set(p.len);
+    // Pending before UCX can call back (it may, from inside the call, on some paths).
+    e.pending.set(true);
+    let ret = match &p.dir {
+        Direction::Send { ep, send } => {
+            let ep = match ep.handle(p.op) {
+                Ok(ep) => ep,
+                Err(err) => {
+                    e.pending.set(false);
+                    return Err(err);
+                }
+            };
+            param.cb = sys::ucp_request_param_t__bindgen_ty_1 {
+                send: Some(stream_send_cb),
+            };
+            // SAFETY: ep is a live endpoint of this worker (checked just above); the range
+            // was checked against the Region that `p` holds, which the caller keeps alive
+            // (with this entry, the request's user_data) until the request has called back;
+            // `param` outlives the call.
+            unsafe { send(ep, p.ptr as *const c_void, p.len, p.tag, &param) }
+        }
+        Direction::Recv { mask, recv } => {
+            let mut info = sys::ucp_tag_recv_info_t::default();
+            param.cb = sys::ucp_request_param_t__bindgen_ty_1 {
+                recv: Some(stream_recv_cb),
+            };
+            param.recv_info = sys::ucp_request_param_t__bindgen_ty_2 { tag_info: &mut info };
+            // SAFETY: as for the send; UCX writes into the range and, only if it completes
+            // inside this call, into `info`.
+            let ret = unsafe { recv(w.handle, p.ptr.cast(), p.len, p.tag, *mask, &param) };
+            if ret.is_null() {
+                e.length.set(info.length);
+            }
+            ret
+        }
+    };
+    if ret.is_null() {
+        e.pending.set(false);
+    } else if sys::ucs_ptr_is_err(ret) {
+        e.pending.set(false);
+        return Err(w.ctx.ucx.status_error(p.op, sys::ucs_ptr_status(ret)));
+    } else if e.pending.get() {
+        e.req.set(ret);
+    }
+    Ok(())
+}
+
+/// Cancels the pending operations of `entries` and progresses up to CANCEL_GRACE for their
+/// callbacks; true when none is pending any more.
+pub(crate) fn cancel_entries(w: &WorkerInner, entries: &[Entry]) -> bool {
+    let any = || entries.iter().any(|e| e.pending.get());
+    if !any() {
+        return true;
+    }
+    if let Ok(cancel) = ucp_fn!(w.ctx.ucx, ucp_request_cancel) {
+        for e in entries.iter().filter(|e| !e.req.get().is_null()) {
+            // SAFETY: `req` is a live request of this worker (its callback has not run).
+            unsafe { cancel(w.handle, e.req.get()) };
+        }
+    }
+    let end = Instant::now() + CANCEL_GRACE;
+    while any() && Instant::now() < end {
+        w.progress();
+    }
+    !any()
 }

@@ -173,3 +173,54 @@ fn a_panic_in_the_check_cancels_the_stream_too() {
     assert!(unwound.is_err(), "the panic propagates");
     assert_no_receive_left(&p);
 }
+
+#[test]
+fn lanes_ping_pong_with_verified_lengths_and_refuse_a_second_post_in_flight() {
+    let p = pair(None, ErrorMode::None);
+    let size = 64;
+    let src = TestBuf::patterned(size, 5);
+    let mut dst = TestBuf::new(size);
+    let send =
+        p.a.prepare_tag_send(&p.ab, &src, 0..size, TAG, OpOptions::default())
+            .unwrap();
+    let recv =
+        p.b.prepare_tag_recv(&dst, 0..size, TAG, u64::MAX, OpOptions::default())
+            .unwrap();
+    let (tx, rx) = (p.a.lane(&send).unwrap(), p.b.lane(&recv).unwrap());
+    for _ in 0..20 {
+        rx.post().unwrap();
+        assert!(!rx.is_done(), "nothing was sent yet");
+        let err = rx.post().unwrap_err();
+        assert!(matches!(err, Error::Invalid { .. }), "{err}");
+        tx.post().unwrap();
+        assert_eq!(rx.finish(deadline(), progress_peer(&p.a)).unwrap(), size);
+        tx.finish(deadline(), progress_peer(&p.b)).unwrap();
+    }
+    drop((tx, rx));
+    drop((send, recv));
+    assert_pattern(&mut dst, size, 5);
+    // A lane on another worker's operation is refused.
+    let buf = TestBuf::new(8);
+    let other =
+        p.a.prepare_tag_recv(&buf, 0..8, TAG, u64::MAX, OpOptions::default())
+            .unwrap();
+    assert!(matches!(p.b.lane(&other).unwrap_err(), Error::Invalid { .. }));
+}
+
+#[test]
+fn a_lane_past_its_deadline_or_dropped_in_flight_leaves_no_receive_behind() {
+    let p = pair(None, ErrorMode::None);
+    let buf = TestBuf::new(64);
+    let recv =
+        p.b.prepare_tag_recv(&buf, 0..64, TAG, u64::MAX, OpOptions::default())
+            .unwrap();
+    let lane = p.b.lane(&recv).unwrap();
+    lane.post().unwrap();
+    let end = Instant::now() + Duration::from_millis(100);
+    let err = lane.finish(end, || Ok::<(), Error>(())).unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+    assert!(lane.is_done(), "the timed-out receive was cancelled");
+    lane.post().unwrap();
+    drop(lane);
+    assert_no_receive_left(&p);
+}
