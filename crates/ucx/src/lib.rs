@@ -6,7 +6,8 @@
 //! do RMA, and the operations themselves (tag send/recv, put/get, flush), submitted without
 //! blocking and completed by [`Worker::wait`] / [`Worker::wait_all`] under a deadline. The timed
 //! loops post [`PreparedTag`]s (checked once); a bandwidth window of them runs through
-//! [`Worker::stream`], which keeps ucx_perftest's per-message cost (no slot per operation).
+//! [`Worker::stream`], and a ping-pong's through [`Lane`]s, which keep ucx_perftest's
+//! per-message cost (no slot per operation; the completion callback frees the request).
 //!
 //! Memory safety against UCX: an operation keeps an `Rc` of its buffer (and of its remote key)
 //! until UCX reports it complete, so safe code cannot free memory UCX is still reading or
