@@ -10,8 +10,9 @@ use super::*;
 /// Only what must happen sits between a pong's arrival and the next ping's departure: the
 /// operations are prepared once ([`ucx::PreparedTag`]) and posted through [`ucx::Lane`]s (no
 /// slot per message), the next ping is posted as soon as the pong is seen (on the other of two
-/// send lanes, its buffer is another), and the clock is read, the previous send and the receive
-/// finished and the next receive posted while that ping is in flight.
+/// send lanes, as the previous send may not be collected yet; pings are sent from another buffer
+/// than pongs land in), and the clock is read, the previous send and the receive finished and
+/// the next receive posted while that ping is in flight.
 #[allow(clippy::too_many_arguments)] // the loop's whole context, kept out of the timed path
 #[inline(never)]
 pub(super) fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
