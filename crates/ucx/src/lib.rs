@@ -4,7 +4,10 @@
 //! per-context configuration), a [`Worker`] (progress engine; one per thread), [`Endpoint`]s
 //! created from a remote worker's address, memory maps ([`MemMap`]) whose packed rkeys let a peer
 //! do RMA, and the operations themselves (tag send/recv, put/get, flush), submitted without
-//! blocking and completed by [`Worker::wait`] / [`Worker::wait_all`] under a deadline.
+//! blocking and completed by [`Worker::wait`] / [`Worker::wait_all`] under a deadline. The timed
+//! loops post [`PreparedTag`]s (checked once); a bandwidth window of them runs through
+//! [`Worker::stream`], and a ping-pong's through [`Lane`]s, which keep ucx_perftest's
+//! per-message cost (no slot per operation; the completion callback frees the request).
 //!
 //! Memory safety against UCX: an operation keeps an `Rc` of its buffer (and of its remote key)
 //! until UCX reports it complete, so safe code cannot free memory UCX is still reading or
@@ -23,19 +26,23 @@
 mod context;
 mod endpoint;
 mod error;
+mod lane;
 pub mod log;
 mod memory;
 mod ops;
 mod prepared;
+mod stream;
 mod submit;
 mod worker;
 
 pub use context::{Context, ContextBuilder};
 pub use endpoint::{Endpoint, ErrorMode, Transport};
 pub use error::{Error, Result};
+pub use lane::Lane;
 pub use memory::{MemMap, MemoryKind, Region, Registered, RemoteKey};
 pub use ops::{Completion, Op, OpOptions, Rma};
 pub use prepared::PreparedTag;
+pub use stream::StreamLengths;
 pub use ucx_sys::{LoadError, Version};
 pub use worker::Worker;
 

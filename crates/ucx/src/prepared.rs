@@ -21,7 +21,7 @@ use std::ops::Range;
 use std::rc::Rc;
 use ucx_sys as sys;
 
-enum Direction {
+pub(crate) enum Direction {
     Send { ep: Rc<EpInner>, send: TagSendFn },
     Recv { mask: u64, recv: TagRecvFn },
 }
@@ -29,15 +29,15 @@ enum Direction {
 /// A tag send or receive on one buffer range, checked once (see the module docs). Post it with
 /// [`Worker::post`] on the worker that prepared it.
 pub struct PreparedTag {
-    worker: Rc<WorkerInner>,
-    dir: Direction,
-    buf: Rc<dyn Region>,
-    ptr: *mut u8,
-    len: usize,
-    tag: u64,
+    pub(crate) worker: Rc<WorkerInner>,
+    pub(crate) dir: Direction,
+    pub(crate) buf: Rc<dyn Region>,
+    pub(crate) ptr: *mut u8,
+    pub(crate) len: usize,
+    pub(crate) tag: u64,
     /// Everything but the slot's address (`user_data`) and, for receives, `recv_info`.
-    param: sys::ucp_request_param_t,
-    op: &'static str,
+    pub(crate) param: sys::ucp_request_param_t,
+    pub(crate) op: &'static str,
 }
 
 impl std::fmt::Debug for PreparedTag {

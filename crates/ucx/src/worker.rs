@@ -28,7 +28,7 @@ pub(crate) struct WorkerInner {
     pub(crate) handle: sys::ucp_worker_h,
     progress_fn: unsafe extern "C" fn(sys::ucp_worker_h) -> std::os::raw::c_uint,
     check_status_fn: unsafe extern "C" fn(*mut c_void) -> sys::ucs_status_t,
-    request_free_fn: unsafe extern "C" fn(*mut c_void),
+    pub(crate) request_free_fn: unsafe extern "C" fn(*mut c_void),
     /// This worker's id in its context's [`crate::memory::Retired`] bookkeeping.
     id: u64,
 }

@@ -376,8 +376,8 @@ impl Runtime {
                 // Checked once, posted `timed` times (see ucx::PreparedTag).
                 let data = w.prepare_tag_send(ep, b, 0..size, TAG_DATA, OpOptions::STREAM)?;
                 let t0 = Instant::now();
-                let send = || Ok(w.post(&data)?);
-                run_window(w, ring, timed, ctl, send, || {}, |_| Ok(()))?;
+                let sent = w.stream(&data, timed, window, ctl.deadline(), || ctl.check(), || {})?;
+                check_stream("send", sent, timed, size)?;
                 wait_op(w, ack, ctl)?;
                 Ok(PhaseOutcome {
                     elapsed_s: t0.elapsed().as_secs_f64(),

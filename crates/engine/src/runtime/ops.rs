@@ -8,9 +8,11 @@ use super::*;
 /// protocol info string queried, its time not counted).
 ///
 /// Only what must happen sits between a pong's arrival and the next ping's departure: the
-/// operations are prepared once ([`ucx::PreparedTag`]), the next ping is posted as soon as the
-/// pong is seen (it is sent from another buffer), and the clock is read, the previous send and
-/// the receive released and the next receive posted while that ping is in flight.
+/// operations are prepared once ([`ucx::PreparedTag`]) and posted through [`ucx::Lane`]s (no
+/// slot per message), the next ping is posted as soon as the pong is seen (on the other of two
+/// send lanes, as the previous send may not be collected yet; pings are sent from another buffer
+/// than pongs land in), and the clock is read, the previous send and the receive finished and
+/// the next receive posted while that ping is in flight.
 #[allow(clippy::too_many_arguments)] // the loop's whole context, kept out of the timed path
 #[inline(never)]
 pub(super) fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
@@ -37,29 +39,40 @@ pub(super) fn ping_pong<B: ucx::Region + 'static, P: ucx::Region + 'static>(
     }
     let ping = w.prepare_tag_send(ep, b, 0..size, TAG_PING, OpOptions::default())?;
     let pong = w.prepare_tag_recv(p, 0..size, TAG_PONG, TAG_MASK, OpOptions::default())?;
+    // Two send lanes, alternated: the next ping leaves before the previous send is finished.
+    let pings = [w.lane(&ping)?, w.lane(&ping)?];
+    let pong_lane = w.lane(&pong)?;
+    let deadline = ctl.deadline();
     // Send first, then post the receive (ucx_perftest's order): the post overlaps the ping's
-    // flight instead of delaying it. The probe's send is made queryable.
-    let mut send = if probe {
-        w.tag_send(ep, b, 0..size, TAG_PING, OpOptions::QUERYABLE)?
-    } else {
-        w.post(&ping)?
-    };
-    let mut recv = w.post(&pong)?;
+    // flight instead of delaying it. The probe's send is made queryable (an ordinary operation).
+    let mut probe_send = None;
     if probe {
-        outcome.info = w.info_string(send).ok().flatten();
+        probe_send = Some(w.tag_send(ep, b, 0..size, TAG_PING, OpOptions::QUERYABLE)?);
+    } else {
+        pings[0].post()?;
     }
+    pong_lane.post()?;
+    if let Some(op) = probe_send {
+        outcome.info = w.info_string(op).ok().flatten();
+    }
+    let mut cur = 0usize;
     let mut prev = Instant::now();
     for i in 0..n {
-        poll_done(w, recv, ctl)?;
+        poll_until(w, ctl, || pong_lane.is_done())?;
         // The next ping leaves at once; a phase past its soft deadline sends none.
         let last = i + 1 == n || ctl.past_soft_deadline(prev);
-        let next_send = if last { None } else { Some(w.post(&ping)?) };
+        if !last {
+            pings[1 - cur].post()?;
+        }
         let now = Instant::now();
-        wait_op(w, send, ctl)?;
-        check_length("pong", finish_op(w, recv, ctl)?, size)?;
-        if let Some(s) = next_send {
-            send = s;
-            recv = w.post(&pong)?;
+        match probe_send.take() {
+            Some(op) => wait_op(w, op, ctl).map(|_| ())?,
+            None => pings[cur].finish(deadline, || ctl.check()).map(|_| ())?,
+        }
+        check_length("pong", pong_lane.finish(deadline, || ctl.check())?, size)?;
+        if !last {
+            cur = 1 - cur;
+            pong_lane.post()?;
         }
         let rtt = now.duration_since(prev);
         prev = now;
@@ -99,8 +112,14 @@ pub(super) fn wait_op(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<usize, RunEr
 /// Progresses until `op` has completed, without releasing it.
 #[inline]
 pub(super) fn poll_done(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<(), RunError> {
+    poll_until(w, ctl, || w.is_done(op))
+}
+
+/// Progresses until `done()` (checking the abort flag and the deadline now and then).
+#[inline]
+pub(super) fn poll_until(w: &Worker, ctl: &PhaseCtl, done: impl Fn() -> bool) -> Result<(), RunError> {
     let mut i = 0u32;
-    while !w.is_done(op) {
+    while !done() {
         w.progress();
         i = i.wrapping_add(1);
         if i.is_multiple_of(CHECK_EVERY) {
@@ -110,16 +129,16 @@ pub(super) fn poll_done(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<(), RunErr
     Ok(())
 }
 
-/// Like [`poll_done`], but also returns (`false`) when the control side set the stop flag.
+/// Like [`poll_until`], but also returns (`false`) when the control side set the stop flag.
 #[inline]
-pub(super) fn poll_done_or_stop(w: &Worker, op: Op, ctl: &PhaseCtl) -> Result<bool, RunError> {
+pub(super) fn poll_until_or_stop(w: &Worker, ctl: &PhaseCtl, done: impl Fn() -> bool) -> Result<bool, RunError> {
     let mut i = 0u32;
-    while !w.is_done(op) {
+    while !done() {
         w.progress();
         i = i.wrapping_add(1);
         if i.is_multiple_of(CHECK_EVERY) {
             ctl.check()?;
-            if ctl.stopped() && !w.is_done(op) {
+            if ctl.stopped() && !done() {
                 return Ok(false);
             }
         }
@@ -167,6 +186,23 @@ pub(super) fn run_window(
         if let Some(op) = ring[slot].take() {
             completed(wait_op(w, op, ctl)?)?;
         }
+    }
+    Ok(())
+}
+
+/// Checks what a [`ucx::Worker::stream`] of `n` operations of `expected` bytes reported.
+pub(super) fn check_stream(
+    what: &'static str,
+    got: ucx::StreamLengths,
+    n: u64,
+    expected: usize,
+) -> Result<(), RunError> {
+    if got.completed != n {
+        return Err(RunError::Internal("a stream returned before every operation completed"));
+    }
+    if n > 0 {
+        check_length(what, got.min, expected)?;
+        check_length(what, got.max, expected)?;
     }
     Ok(())
 }

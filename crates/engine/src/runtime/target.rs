@@ -79,48 +79,51 @@ impl Runtime {
         let size = case.layout.block;
         match case.setup.test {
             TestKind::TagBw => {
-                let window = window.max(1) as usize;
-                ensure_ring(&mut self.ring, window);
                 let mut ready = Some(ready);
                 let data = w.prepare_tag_recv(case.registered()?, 0..size, TAG_DATA, TAG_MASK, OpOptions::STREAM)?;
-                run_window(
-                    w,
-                    &mut self.ring[..window],
+                // ucx_perftest's receive loop (ucx::Worker::stream): no per-message slot.
+                let got = w.stream(
+                    &data,
                     n,
-                    ctl,
-                    || Ok(w.post(&data)?),
+                    window.max(1) as usize,
+                    ctl.deadline(),
+                    || ctl.check(),
                     // Receives for the whole first window are posted: the sender may start.
                     || {
                         if let Some(r) = ready.take() {
                             let _ = r.send(());
                         }
                     },
-                    |got| check_length("message", got, size),
                 )?;
+                check_stream("message", got, n, size)?;
                 send_ack(w, ep, &self.ack, ctl)
             }
             TestKind::TagLat => {
                 let b = case.registered()?;
                 let ended_early = 'ping_pong: {
-                    // Prepared once: the echo is all that runs between a ping and its pong.
+                    // Prepared once and posted through lanes (no slot per message): the echo is
+                    // all that runs between a ping and its pong.
                     let ping = w.prepare_tag_recv(b, 0..size, TAG_PING, TAG_MASK, OpOptions::default())?;
                     let pong = w.prepare_tag_send(ep, b, 0..size, TAG_PONG, OpOptions::default())?;
-                    let mut recv = w.post(&ping)?;
+                    let (recv, send) = (w.lane(&ping)?, w.lane(&pong)?);
+                    let deadline = ctl.deadline();
+                    recv.post()?;
                     let _ = ready.send(());
                     for i in 0..n {
                         // The initiator may end the phase early (its soft deadline): it then
-                        // says so on the control channel instead of sending the next ping.
-                        if !poll_done_or_stop(w, recv, ctl)? {
+                        // says so on the control channel instead of sending the next ping. The
+                        // receive still posted is cancelled when its lane is dropped.
+                        if !poll_until_or_stop(w, ctl, || recv.is_done())? {
                             break 'ping_pong Ok::<bool, RunError>(true);
                         }
-                        // The echo leaves first; releasing the receive and posting the next one
+                        // The echo leaves first; finishing the receive and posting the next one
                         // happen while the pong is in flight (ucx_perftest's order).
-                        let send = w.post(&pong)?;
-                        check_length("ping", finish_op(w, recv, ctl)?, size)?;
+                        send.post()?;
+                        check_length("ping", recv.finish(deadline, || ctl.check())?, size)?;
                         // The next ping lands in the buffer the echo is sent from: wait for it.
-                        wait_op(w, send, ctl)?;
+                        send.finish(deadline, || ctl.check())?;
                         if i + 1 < n {
-                            recv = w.post(&ping)?;
+                            recv.post()?;
                         }
                     }
                     Ok(false)
