@@ -3,6 +3,9 @@
 #![allow(dead_code)]
 
 pub mod kv;
+/// The KV checks `pair_kv` (local) makes too.
+#[path = "../kv_support/mod.rs"]
+pub mod kv_shared;
 
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_testcluster::{ClusterConfig, Isolation, NodeConfig, RecordedRequest, TestCluster};
