@@ -333,19 +333,15 @@ fn ranks_on_two_emulated_nodes_gather_across_the_veth() {
     let Some(_one) = privileged("ranks_on_two_emulated_nodes_gather_across_the_veth") else {
         return;
     };
-    let runs: [(&[&str], (&str, &str), EngineKind, (u32, u32)); 3] = [
-        (&[], ("2", "1"), EngineKind::Nixl, (2, 1)),
-        (&["--engine", "ucx"], ("2", "1"), EngineKind::Ucx, (2, 1)),
-        (
-            &["--engine", "ucx", "--kv-op", "write"],
-            ("1", "2"),
-            EngineKind::Ucx,
-            (1, 2),
-        ),
+    let runs: [(&[&str], EngineKind, (u32, u32)); 3] = [
+        (&[], EngineKind::Nixl, (2, 1)),
+        (&["--engine", "ucx"], EngineKind::Ucx, (2, 1)),
+        (&["--engine", "ucx", "--kv-op", "write"], EngineKind::Ucx, (1, 2)),
     ];
-    for (extra, tp, engine, (a, b)) in runs {
+    for (extra, engine, (a, b)) in runs {
+        let (tp_a, tp_b) = (a.to_string(), b.to_string());
         let mut args = vec!["--isolation", "node", "--allow-tcp", "--min-host-bw", "0.001"];
-        args.extend(geometry("llama-3.1-8b", "32", tp, extra));
+        args.extend(geometry("llama-3.1-8b", "32", (&tp_a, &tp_b), extra));
         let ran = kv_run(&args, &[]);
         let (report, kv) = kv_of(&ran);
         assert_eq!(report.placement.locality, icb_core::Locality::DifferentHosts);
