@@ -167,17 +167,8 @@ fn one_node_runs_per_rank_in_two_pods_shaped_by_the_flags() {
             "{name}"
         );
         assert_eq!((spec.host_ipc, spec.host_pid), (Some(true), Some(true)), "{name}");
-        let limits = spec.containers[0]
-            .resources
-            .clone()
-            .unwrap_or_default()
-            .limits
-            .unwrap_or_default();
-        assert_eq!(
-            limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
-            Some("2"),
-            "{name}: {limits:?}"
-        );
+        let limits = first_container_limits(&spec);
+        gpu_limit_is(&name, &limits, "2");
         assert!(!limits.keys().any(|k| k.starts_with("rdma/")), "{name}: {limits:?}");
     }
     assert_nothing_left(&cluster);
@@ -257,19 +248,14 @@ fn worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers() {
             Some(worker),
             "{name}"
         );
-        let c = &pod.spec.clone().unwrap_or_default().containers[0];
-        let env: Vec<_> = c.env.clone().unwrap_or_default();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let env: Vec<_> = spec.containers[0].env.clone().unwrap_or_default();
         assert!(
             env.iter()
                 .any(|e| e.name == "UCX_TLS" && e.value.as_deref() == Some("rc,cuda_ipc,cuda_copy,tcp")),
             "{name}: {env:?}"
         );
-        let limits = c.resources.clone().unwrap_or_default().limits.unwrap_or_default();
-        assert_eq!(
-            limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
-            Some("2"),
-            "{name}: {limits:?}"
-        );
+        gpu_limit_is(&name, &first_container_limits(&spec), "2");
     }
     assert_nothing_left(&cluster);
 }
@@ -285,19 +271,9 @@ fn ctrl_c_mid_run_removes_every_rank_and_both_pods() {
     let child = pair_command(&cluster, &kv_args("1", "2", ["20", "30"]))
         .spawn()
         .unwrap();
-    let pid = child.id();
     all_running(&cluster, 3);
     std::thread::sleep(Duration::from_secs(2));
-    let sent = Instant::now();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = wait_output(child, Duration::from_secs(60));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
-    assert!(
-        sent.elapsed() < Duration::from_secs(30),
-        "cleanup took {:?}",
-        sent.elapsed()
-    );
+    let stderr = ctrl_c(child);
     let line = stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
     assert!(
         line.starts_with("ic-bench: interrupted by SIGINT (Ctrl-C): "),

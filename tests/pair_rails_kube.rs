@@ -208,7 +208,6 @@ fn ctrl_c_during_a_kubernetes_rails_run_leaves_no_pod_and_no_rank() {
         "30",
     ];
     let child = pair_command(&cluster, &args).spawn().unwrap();
-    let pid = child.id();
     // Until every rank of the three rows runs (three connect processes in the nodes).
     let deadline = Instant::now() + Duration::from_secs(90);
     while ranks_in(&cluster, "connect").len() < 3 {
@@ -216,16 +215,7 @@ fn ctrl_c_during_a_kubernetes_rails_run_leaves_no_pod_and_no_rank() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(500));
-    let sent = Instant::now();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = wait_output(child, Duration::from_secs(60));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
-    assert!(
-        sent.elapsed() < Duration::from_secs(30),
-        "cleanup took {:?}",
-        sent.elapsed()
-    );
+    let stderr = ctrl_c(child);
     let line = stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
     assert!(line.contains("deleted 2 ic-bench pod(s)"), "{stderr}");
     assert_nothing_left(&cluster);

@@ -5,7 +5,10 @@
 use super::kv_shared::{assert_rank_sums_its_peers, assert_ranks_numbered};
 use super::*;
 use icb_core::{EngineKind, KvOutcome, PairReport, VerdictStatus};
+use icb_kube::k8s_openapi::api::core::v1::PodSpec;
+use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use icb_testcluster::TestCluster;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// `pair` across gpu-1 → gpu-2 for Llama-3.1-8B at 32 tokens (2 blocks), TP `a` → TP `b`,
@@ -170,18 +173,27 @@ pub fn assert_two_whole_node_pods(run: &PairRun) {
             "\"gpu-2\""
         };
         assert!(affinity.contains(want), "{name}: {affinity}");
-        let limits = spec.containers[0]
-            .resources
-            .clone()
-            .unwrap_or_default()
-            .limits
-            .unwrap_or_default();
-        assert_eq!(
-            limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
-            Some("8"),
-            "{name}: {limits:?}"
-        );
+        gpu_limit_is(&name, &first_container_limits(&spec), "8");
     }
+}
+
+/// The resource limits of a pod's first container (the bench container): none is an empty map.
+pub fn first_container_limits(spec: &PodSpec) -> BTreeMap<String, Quantity> {
+    spec.containers[0]
+        .resources
+        .clone()
+        .unwrap_or_default()
+        .limits
+        .unwrap_or_default()
+}
+
+/// Asserts pod `name`'s `limits` hold exactly `gpus` nvidia.com/gpu.
+pub fn gpu_limit_is(name: &str, limits: &BTreeMap<String, Quantity>, gpus: &str) {
+    assert_eq!(
+        limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
+        Some(gpus),
+        "{name}: {limits:?}"
+    );
 }
 
 /// The pids of `ic-bench VERB` processes (not their `sh` wrappers) in the cluster's node

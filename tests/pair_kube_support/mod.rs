@@ -122,6 +122,23 @@ pub fn run_pair(cluster: &TestCluster, args: &[&str], limit: Duration) -> PairRu
     }
 }
 
+/// Ctrl-C to a running `ic-bench` (SIGINT to `child`): asserts it exits 130 and within 30 s of
+/// the signal, its cleanup included; its stderr.
+pub fn ctrl_c(child: std::process::Child) -> String {
+    let sent = Instant::now();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = wait_output(child, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        sent.elapsed() < Duration::from_secs(30),
+        "cleanup took {:?}",
+        sent.elapsed()
+    );
+    stderr
+}
+
 /// Waits for the child with a deadline (pipes drained on threads so it never blocks on output).
 pub fn wait_output(mut child: std::process::Child, limit: Duration) -> std::process::Output {
     use std::io::Read;
