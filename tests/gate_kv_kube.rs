@@ -6,8 +6,6 @@
 #[path = "pair_kube_support/mod.rs"]
 mod support;
 
-use icb_core::{KvOutcome, PairReport};
-use std::time::Duration;
 use support::kv::*;
 use support::*;
 
@@ -21,36 +19,8 @@ fn gate_kv_shape_measures_the_recipes_own_transfer() {
     let Some(cluster) = cluster("gate_kv_shape_measures_the_recipes_own_transfer") else {
         return;
     };
-    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gate/kv.yaml");
-    let gate = |extra: &[&str]| {
-        let mut cmd = std::process::Command::new(BIN);
-        cmd.arg("gate")
-            .arg("--kubeconfig")
-            .arg(cluster.kubeconfig_path())
-            .args(["--recipe", fixture, "--prefill", "node/gpu-1", "--decode", "node/gpu-2"])
-            .args([
-                "--allow-tcp",
-                "--min-host-bw",
-                "0.001",
-                "--no-node-probe",
-                "--budget",
-                "120s",
-            ])
-            .args(["-o", "json", "--kv-shape", "--isl", "32"])
-            .args(extra)
-            .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        wait_output(cmd.spawn().unwrap(), Duration::from_secs(200))
-    };
-    let out = gate(&[]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let gate = |extra: &[&str], code| gate_kv(&cluster, ("node/gpu-1", "node/gpu-2"), extra, code);
+    let stdout = gate(&[], 0);
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let kv = &report["pair"]["kv"];
     assert_eq!(kv["model"], "llama-3.1-8b", "{report}");
@@ -64,9 +34,7 @@ fn gate_kv_shape_measures_the_recipes_own_transfer() {
         assert_eq!(p["descriptors"], 128, "{p}");
     }
     // The per-rank model, not one process pair per read: the same checks as `pair`'s.
-    let pair: PairReport = serde_json::from_value(report["pair"].clone()).expect("a pair report");
-    let outcome: KvOutcome = *pair.kv.clone().expect("a kv section");
-    let engine = pair.cases.first().map(|c| c.run_by.engine).expect("a case");
+    let (pair, outcome, engine) = gate_pair(&report);
     assert_ranks_on_two_nodes(&pair, &outcome, (2, 1), engine);
     let notes = report["notes"].to_string();
     assert!(
@@ -74,14 +42,7 @@ fn gate_kv_shape_measures_the_recipes_own_transfer() {
         "{notes}"
     );
     // A budget no request meets fails the gate (exit 1), in TTFT terms.
-    let out = gate(&["--max-kv-ms", "0.000001"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = gate(&["--max-kv-ms", "0.000001"], 1);
     assert!(stdout.contains("over --max-kv-ms"), "{stdout}");
     assert_nothing_left(&cluster);
 }
@@ -96,44 +57,10 @@ fn gate_kv_shape_on_worker_pods_runs_per_rank_in_pods_modelled_on_them() {
     };
     create_reference_pod(&cluster, worker_pod("prefill-0", "gpu-1"));
     create_reference_pod(&cluster, worker_pod("decode-0", "gpu-2"));
-    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gate/kv.yaml");
-    let mut cmd = std::process::Command::new(BIN);
-    cmd.arg("gate")
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig_path())
-        .args([
-            "--recipe",
-            fixture,
-            "--prefill",
-            "pod/prefill-0",
-            "--decode",
-            "pod/decode-0",
-        ])
-        .args([
-            "--allow-tcp",
-            "--min-host-bw",
-            "0.001",
-            "--no-node-probe",
-            "--budget",
-            "120s",
-        ])
-        .args(["-o", "json", "--kv-shape", "--isl", "32"])
-        .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let out = wait_output(cmd.spawn().unwrap(), Duration::from_secs(200));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = gate_kv(&cluster, ("pod/prefill-0", "pod/decode-0"), &[], 0);
     let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let pair: PairReport = serde_json::from_value(report["pair"].clone()).expect("a pair report");
-    let kv: KvOutcome = *pair.kv.clone().expect("a kv section");
+    let (pair, kv, engine) = gate_pair(&report);
     assert_eq!((kv.prefill_tp, kv.decode_tp), (2, 1));
-    let engine = pair.cases.first().map(|c| c.run_by.engine).expect("a case");
     assert_ranks_on_two_nodes(&pair, &kv, (2, 1), engine);
     assert_eq!(pair.placement.prefill.modelled_on.as_deref(), Some("pod/prefill-0"));
     assert_eq!(pair.placement.decode.modelled_on.as_deref(), Some("pod/decode-0"));

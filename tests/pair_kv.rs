@@ -6,10 +6,12 @@
 //! around the blocks left as it was).
 //! The figures each test checks are computed by hand in its comment.
 
+mod kv_support;
 mod pair_local_support;
 
 use icb_core::{EngineKind, KvOutcome, PairReport, VerdictStatus};
-use pair_local_support::{Ran, ic_bench, serial};
+use kv_support::{assert_rank_sums_its_peers, assert_ranks_numbered};
+use pair_local_support::{Ran, ic_bench, privileged, serial};
 
 /// Short settings: the transfer is real, its repetitions few.
 const FAST: [&str; 6] = ["--min-time", "0.1", "--max-time", "0.5", "--warmup", "2"];
@@ -21,9 +23,16 @@ fn kv_run(args: &[&str], env: &[(&str, &str)]) -> Ran {
     ic_bench(&all, env)
 }
 
+/// `--kv-shape MODEL --isl TOKENS --prefill-tp A --decode-tp B`, then `extra`.
+fn geometry<'a>(model: &'a str, isl: &'a str, (a, b): (&'a str, &'a str), extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--kv-shape", model, "--isl", isl, "--prefill-tp", a, "--decode-tp", b];
+    args.extend(extra);
+    args
+}
+
+/// Asserts the run passed (exit 0); its report and the report's KV section.
 fn kv_of(ran: &Ran) -> (PairReport, KvOutcome) {
-    assert_eq!(ran.code, 0, "stderr:\n{}\nstdout:\n{}", ran.stderr, ran.stdout);
-    let report = ran.report();
+    let report = ran.report_after(0);
     let kv = *report.kv.clone().expect("a kv section");
     (report, kv)
 }
@@ -81,36 +90,12 @@ fn assert_one_process_per_rank(kv: &KvOutcome, a: u32, b: u32) {
     pids.dedup();
     assert_eq!(pids.len() as u32, a + b, "one process per rank: {:?}", kv.ranks);
     assert!(pids.iter().all(|&p| p > 0));
-    for side in ["prefill", "decode"] {
-        let mut ranks: Vec<u32> = kv.ranks.iter().filter(|r| r.side == side).map(|r| r.rank).collect();
-        ranks.sort_unstable();
-        let n = if side == "prefill" { a } else { b };
-        assert_eq!(ranks, (0..n).collect::<Vec<_>>(), "{side} ranks");
-    }
+    assert_ranks_numbered(kv, (a, b));
     let read = kv.op == "read";
     for r in &kv.ranks {
         assert_eq!(r.repetitions, reps, "{r:?}");
         assert_eq!(r.initiator, (r.side == "decode") == read, "{r:?}");
-        let mine: Vec<_> = kv
-            .peers
-            .iter()
-            .filter(|p| {
-                if r.side == "decode" {
-                    p.decode_rank == r.rank
-                } else {
-                    p.prefill_rank == r.rank
-                }
-            })
-            .collect();
-        assert_eq!(r.peers as usize, mine.len(), "{r:?}");
-        assert_eq!(r.bytes, mine.iter().map(|p| p.bytes).sum::<u64>(), "{r:?}");
-        if r.side == "decode" {
-            assert_eq!(
-                r.blocks_verified,
-                mine.iter().map(|p| p.descriptors).sum::<u64>(),
-                "{r:?}"
-            );
-        }
+        assert_rank_sums_its_peers(kv, r);
         if r.initiator && r.peers > 0 {
             assert!(r.data_path.is_some() && r.post_ms.is_some(), "{r:?}");
         }
@@ -129,19 +114,7 @@ fn assert_one_process_per_rank(kv: &KvOutcome, a: u32, b: u32) {
 #[test]
 fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
     let _one = serial();
-    let ran = kv_run(
-        &[
-            "--kv-shape",
-            "llama-3.1-8b",
-            "--isl",
-            "64",
-            "--prefill-tp",
-            "4",
-            "--decode-tp",
-            "2",
-        ],
-        &[],
-    );
+    let ran = kv_run(&geometry("llama-3.1-8b", "64", ("4", "2"), &[]), &[]);
     let (report, kv) = kv_of(&ran);
     assert_eq!(kv.kv_bytes_per_request, 8 << 20);
     assert_eq!(kv.bytes_moved_per_request, 8 << 20);
@@ -179,19 +152,7 @@ fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
 #[test]
 fn gqa_decode_tp_above_the_kv_heads_reads_each_replica_from_its_head() {
     let _one = serial();
-    let ran = kv_run(
-        &[
-            "--kv-shape",
-            "qwen3-235b-a22b",
-            "--isl",
-            "32",
-            "--prefill-tp",
-            "2",
-            "--decode-tp",
-            "8",
-        ],
-        &[],
-    );
+    let ran = kv_run(&geometry("qwen3-235b-a22b", "32", ("2", "8"), &[]), &[]);
     let (_, kv) = kv_of(&ran);
     assert_eq!(kv.peers.len(), 8);
     for p in &kv.peers {
@@ -211,25 +172,8 @@ fn gqa_decode_tp_above_the_kv_heads_reads_each_replica_from_its_head() {
 #[test]
 fn mla_write_pushes_the_latent_once_and_the_descriptor_sweep_runs() {
     let _one = serial();
-    let ran = kv_run(
-        &[
-            "--kv-shape",
-            "deepseek-v3",
-            "--isl",
-            "128",
-            "--page-size",
-            "64",
-            "--prefill-tp",
-            "2",
-            "--decode-tp",
-            "1",
-            "--kv-op",
-            "write",
-            "--kv-descriptor-sweep",
-            "100",
-        ],
-        &[],
-    );
+    let extra = ["--page-size", "64", "--kv-op", "write", "--kv-descriptor-sweep", "100"];
+    let ran = kv_run(&geometry("deepseek-v3", "128", ("2", "1"), &extra), &[]);
     let (_, kv) = kv_of(&ran);
     assert_eq!(kv.op, "write");
     assert_eq!(kv.peers.len(), 1);
@@ -288,23 +232,8 @@ fn the_ucx_engine_moves_the_same_geometry_per_rank_where_nixl_is_absent() {
 #[test]
 fn engine_ucx_writes_prefill_tp_above_decode_tp_per_rank_even_where_nixl_loads() {
     let _one = serial();
-    let ran = kv_run(
-        &[
-            "--engine",
-            "ucx",
-            "--kv-shape",
-            "llama-3.1-8b",
-            "--isl",
-            "64",
-            "--prefill-tp",
-            "4",
-            "--decode-tp",
-            "2",
-            "--kv-op",
-            "write",
-        ],
-        &[],
-    );
+    let extra = ["--engine", "ucx", "--kv-op", "write"];
+    let ran = kv_run(&geometry("llama-3.1-8b", "64", ("4", "2"), &extra), &[]);
     let (report, kv) = kv_of(&ran);
     assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Ucx));
     assert_eq!(kv.op, "write");
@@ -341,8 +270,7 @@ fn max_kv_ms_fails_the_verdict_with_exit_1() {
         &["--kv-shape", "llama-3.1-8b", "--isl", "16", "--max-kv-ms", "0.000001"],
         &[],
     );
-    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
-    let report = ran.report();
+    let report = ran.report_after(1);
     assert_eq!(report.verdict.status, VerdictStatus::Fail);
     assert!(
         report.verdict.reason.contains("over --max-kv-ms"),
@@ -389,11 +317,8 @@ fn bad_kv_input_is_one_line_and_exit_2() {
     ];
     for (args, want) in cases {
         let ran = kv_run(args, &[]);
-        assert_eq!(ran.code, 2, "{args:?}: {}", ran.stderr);
-        assert!(ran.stdout.is_empty(), "{args:?}: {}", ran.stdout);
-        let lines: Vec<&str> = ran.stderr.lines().collect();
-        assert_eq!(lines.len(), 1, "{args:?}: {}", ran.stderr);
-        assert!(lines[0].contains(want), "{args:?}: {}", lines[0]);
+        let line = ran.error_line(&format!("{args:?}"));
+        assert!(line.contains(want), "{args:?}: {line}");
     }
 }
 
@@ -405,45 +330,18 @@ fn bad_kv_input_is_one_line_and_exit_2() {
 /// the one prefill rank puts 128 blocks into each of two decode ranks).
 #[test]
 fn ranks_on_two_emulated_nodes_gather_across_the_veth() {
-    if !icb_isolate::privileged_tests_enabled("ranks_on_two_emulated_nodes_gather_across_the_veth") {
+    let Some(_one) = privileged("ranks_on_two_emulated_nodes_gather_across_the_veth") else {
         return;
-    }
-    let _one = serial();
+    };
     let runs: [(&[&str], EngineKind, (u32, u32)); 3] = [
-        (&["--prefill-tp", "2", "--decode-tp", "1"], EngineKind::Nixl, (2, 1)),
-        (
-            &["--engine", "ucx", "--prefill-tp", "2", "--decode-tp", "1"],
-            EngineKind::Ucx,
-            (2, 1),
-        ),
-        (
-            &[
-                "--engine",
-                "ucx",
-                "--prefill-tp",
-                "1",
-                "--decode-tp",
-                "2",
-                "--kv-op",
-                "write",
-            ],
-            EngineKind::Ucx,
-            (1, 2),
-        ),
+        (&[], EngineKind::Nixl, (2, 1)),
+        (&["--engine", "ucx"], EngineKind::Ucx, (2, 1)),
+        (&["--engine", "ucx", "--kv-op", "write"], EngineKind::Ucx, (1, 2)),
     ];
     for (extra, engine, (a, b)) in runs {
-        let mut args = vec![
-            "--isolation",
-            "node",
-            "--allow-tcp",
-            "--min-host-bw",
-            "0.001",
-            "--kv-shape",
-            "llama-3.1-8b",
-            "--isl",
-            "32",
-        ];
-        args.extend(extra);
+        let (tp_a, tp_b) = (a.to_string(), b.to_string());
+        let mut args = vec!["--isolation", "node", "--allow-tcp", "--min-host-bw", "0.001"];
+        args.extend(geometry("llama-3.1-8b", "32", (&tp_a, &tp_b), extra));
         let ran = kv_run(&args, &[]);
         let (report, kv) = kv_of(&ran);
         assert_eq!(report.placement.locality, icb_core::Locality::DifferentHosts);
@@ -469,31 +367,14 @@ fn ranks_on_two_emulated_nodes_gather_across_the_veth() {
 fn a_rank_that_cannot_start_is_one_line_naming_it_and_exit_2() {
     let _one = serial();
     for (engine, says) in [("nixl", "create_backend"), ("ucx", "UCX_TLS=no_such_transport is set")] {
-        let ran = kv_run(
-            &[
-                "--engine",
-                engine,
-                "--kv-shape",
-                "llama-3.1-8b",
-                "--isl",
-                "64",
-                "--prefill-tp",
-                "2",
-                "--decode-tp",
-                "1",
-            ],
-            &[("UCX_TLS", "no_such_transport")],
-        );
-        assert_eq!(ran.code, 2, "{engine}: {}", ran.stderr);
-        assert!(ran.stdout.is_empty(), "{engine}: {}", ran.stdout);
-        let lines: Vec<&str> = ran.stderr.lines().collect();
-        assert_eq!(lines.len(), 1, "{engine}: {}", ran.stderr);
+        let args = geometry("llama-3.1-8b", "64", ("2", "1"), &["--engine", engine]);
+        let ran = kv_run(&args, &[("UCX_TLS", "no_such_transport")]);
+        let line = ran.error_line(engine);
         assert!(
-            lines[0].contains(" rank ") && lines[0].contains("exited early"),
-            "{engine}: {}",
-            lines[0]
+            line.contains(" rank ") && line.contains("exited early"),
+            "{engine}: {line}"
         );
-        assert!(lines[0].contains(says), "{engine}: {}", lines[0]);
+        assert!(line.contains(says), "{engine}: {line}");
         ran.assert_nothing_left();
     }
 }

@@ -11,7 +11,7 @@
 #[path = "pair_kube_support/mod.rs"]
 mod support;
 
-use icb_core::{EngineKind, KvOutcome, PairReport};
+use icb_core::EngineKind;
 use std::time::{Duration, Instant};
 use support::kv::*;
 use support::*;
@@ -25,17 +25,10 @@ fn a_gather_across_two_nodes_moves_and_verifies_every_block() {
         return;
     };
     let run = run_pair(&cluster, &kv_args("2", "1", ["0.1", "0.5"]), Duration::from_secs(240));
-    assert_eq!(run.code, 0, "{run:#?}");
-    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
-    let kv: KvOutcome = *report.kv.clone().expect("a kv section");
+    let (report, kv) = kv_report(&run);
     assert_eq!(kv.kv_bytes_per_request, 4 << 20);
     assert_eq!(kv.bytes_moved_per_request, 4 << 20);
-    let pairs: Vec<(u32, u32, u64, u64)> = kv
-        .peers
-        .iter()
-        .map(|p| (p.decode_rank, p.prefill_rank, p.descriptors, p.descriptor_bytes))
-        .collect();
-    assert_eq!(pairs, [(0, 0, 128, 16_384), (0, 1, 128, 16_384)]);
+    assert_eq!(peer_geometry(&kv), [(0, 0, 128, 16_384), (0, 1, 128, 16_384)]);
     assert_ranks_on_two_nodes(&report, &kv, (2, 1), EngineKind::Nixl);
     assert_two_whole_node_pods(&run);
     assert_nothing_left(&cluster);
@@ -49,17 +42,10 @@ fn a_split_across_two_nodes_moves_and_verifies_every_block() {
         return;
     };
     let run = run_pair(&cluster, &kv_args("1", "2", ["0.1", "0.5"]), Duration::from_secs(240));
-    assert_eq!(run.code, 0, "{run:#?}");
-    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
-    let kv: KvOutcome = *report.kv.clone().expect("a kv section");
+    let (report, kv) = kv_report(&run);
     assert_eq!(kv.kv_bytes_per_request, 4 << 20);
     assert_eq!(kv.bytes_moved_per_request, 4 << 20);
-    let pairs: Vec<(u32, u32, u64, u64)> = kv
-        .peers
-        .iter()
-        .map(|p| (p.decode_rank, p.prefill_rank, p.descriptors, p.descriptor_bytes))
-        .collect();
-    assert_eq!(pairs, [(0, 0, 128, 16_384), (1, 0, 128, 16_384)]);
+    assert_eq!(peer_geometry(&kv), [(0, 0, 128, 16_384), (1, 0, 128, 16_384)]);
     assert_ranks_on_two_nodes(&report, &kv, (1, 2), EngineKind::Nixl);
     assert_two_whole_node_pods(&run);
     assert_nothing_left(&cluster);
@@ -76,15 +62,9 @@ fn the_ucx_engine_runs_per_rank_across_two_nodes_too() {
     let mut args = kv_args("1", "2", ["0.1", "0.5"]);
     args.extend(["--engine", "ucx"]);
     let run = run_pair(&cluster, &args, Duration::from_secs(240));
-    assert_eq!(run.code, 0, "{run:#?}");
-    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
-    let kv: KvOutcome = *report.kv.clone().expect("a kv section");
+    let (report, kv) = kv_report(&run);
     assert_eq!(kv.bytes_moved_per_request, 4 << 20);
-    let pairs: Vec<(u32, u32, u64)> = kv
-        .peers
-        .iter()
-        .map(|p| (p.decode_rank, p.prefill_rank, p.descriptors))
-        .collect();
+    let pairs: Vec<_> = peer_geometry(&kv).into_iter().map(|(d, p, n, _)| (d, p, n)).collect();
     assert_eq!(pairs, [(0, 0, 128), (1, 0, 128)]);
     assert_ranks_on_two_nodes(&report, &kv, (1, 2), EngineKind::Ucx);
     assert_two_whole_node_pods(&run);
@@ -149,9 +129,7 @@ fn one_node_runs_per_rank_in_two_pods_shaped_by_the_flags() {
     args[3] = "node/gpu-1";
     args.extend(["--host-ipc", "--host-pid", "--gpus", "2", "--rdma", "none"]);
     let run = run_pair(&cluster, &args, Duration::from_secs(240));
-    assert_eq!(run.code, 0, "{run:#?}");
-    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
-    let kv: KvOutcome = *report.kv.clone().expect("a kv section");
+    let (report, kv) = kv_report(&run);
     assert!(kv.synchronised, "not the per-rank model: {kv:?}");
     assert!(
         report.placement.mode.starts_with("kubernetes (ranks)"),
@@ -189,17 +167,8 @@ fn one_node_runs_per_rank_in_two_pods_shaped_by_the_flags() {
             "{name}"
         );
         assert_eq!((spec.host_ipc, spec.host_pid), (Some(true), Some(true)), "{name}");
-        let limits = spec.containers[0]
-            .resources
-            .clone()
-            .unwrap_or_default()
-            .limits
-            .unwrap_or_default();
-        assert_eq!(
-            limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
-            Some("2"),
-            "{name}: {limits:?}"
-        );
+        let limits = first_container_limits(&spec);
+        gpu_limit_is(&name, &limits, "2");
         assert!(!limits.keys().any(|k| k.starts_with("rdma/")), "{name}: {limits:?}");
     }
     assert_nothing_left(&cluster);
@@ -229,9 +198,7 @@ fn ranks_in_pods_run_on_the_numa_node_chosen_from_the_pods_view() {
         std::fs::write(&nic, format!("{nic_numa}\n")).unwrap();
     }
     let run = run_pair(&cluster, &kv_args("2", "1", ["0.1", "0.5"]), Duration::from_secs(240));
-    assert_eq!(run.code, 0, "{run:#?}");
-    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
-    let kv: KvOutcome = *report.kv.clone().expect("a kv section");
+    let (report, kv) = kv_report(&run);
     assert_ranks_on_two_nodes(&report, &kv, (2, 1), EngineKind::Nixl);
     for r in &kv.ranks {
         let node: u32 = if r.side == "prefill" { 0 } else { 1 };
@@ -257,9 +224,7 @@ fn worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers() {
     args[1] = "pod/prefill-0";
     args[3] = "pod/decode-0";
     let run = run_pair(&cluster, &args, Duration::from_secs(240));
-    assert_eq!(run.code, 0, "{run:#?}");
-    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
-    let kv: KvOutcome = *report.kv.clone().expect("a kv section");
+    let (report, kv) = kv_report(&run);
     assert_eq!(kv.bytes_moved_per_request, 4 << 20);
     assert_ranks_on_two_nodes(&report, &kv, (2, 1), EngineKind::Nixl);
     assert_eq!(report.placement.prefill.modelled_on.as_deref(), Some("pod/prefill-0"));
@@ -283,19 +248,14 @@ fn worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers() {
             Some(worker),
             "{name}"
         );
-        let c = &pod.spec.clone().unwrap_or_default().containers[0];
-        let env: Vec<_> = c.env.clone().unwrap_or_default();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let env: Vec<_> = spec.containers[0].env.clone().unwrap_or_default();
         assert!(
             env.iter()
                 .any(|e| e.name == "UCX_TLS" && e.value.as_deref() == Some("rc,cuda_ipc,cuda_copy,tcp")),
             "{name}: {env:?}"
         );
-        let limits = c.resources.clone().unwrap_or_default().limits.unwrap_or_default();
-        assert_eq!(
-            limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
-            Some("2"),
-            "{name}: {limits:?}"
-        );
+        gpu_limit_is(&name, &first_container_limits(&spec), "2");
     }
     assert_nothing_left(&cluster);
 }
@@ -311,19 +271,9 @@ fn ctrl_c_mid_run_removes_every_rank_and_both_pods() {
     let child = pair_command(&cluster, &kv_args("1", "2", ["20", "30"]))
         .spawn()
         .unwrap();
-    let pid = child.id();
     all_running(&cluster, 3);
     std::thread::sleep(Duration::from_secs(2));
-    let sent = Instant::now();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = wait_output(child, Duration::from_secs(60));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
-    assert!(
-        sent.elapsed() < Duration::from_secs(30),
-        "cleanup took {:?}",
-        sent.elapsed()
-    );
+    let stderr = ctrl_c(child);
     let line = stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
     assert!(
         line.starts_with("ic-bench: interrupted by SIGINT (Ctrl-C): "),

@@ -5,8 +5,10 @@ mod pair_local_support;
 
 use icb_core::{CaseStatus, Locality, TransportClass, VerdictStatus};
 use icb_isolate::{live_processes, privileged_tests_enabled};
-use pair_local_support::{SMALL, ic_bench, pair_json, pair_json_with, serial};
-use std::time::{Duration, Instant};
+use pair_local_support::{
+    Ran, SMALL, finish, ic_bench, once_running, pair_json, pair_json_with, privileged, spawn_ic_bench,
+};
+use std::time::Duration;
 
 /// Namespaces (as `ip netns` names) whose names say `owner` created them.
 fn namespaces_of(owner: u32) -> Vec<String> {
@@ -37,13 +39,11 @@ fn measured_classes(report: &icb_core::PairReport) -> Vec<(String, TransportClas
 
 #[test]
 fn pods_on_one_node_fall_back_to_tcp_and_fail_with_the_namespace_hint() {
-    if !privileged_tests_enabled("pods_on_one_node_fall_back_to_tcp_and_fail_with_the_namespace_hint") {
+    let Some(_one) = privileged("pods_on_one_node_fall_back_to_tcp_and_fail_with_the_namespace_hint") else {
         return;
-    }
-    let _one = serial();
+    };
     let ran = pair_json("pod", &[]);
-    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
-    let report = ran.report();
+    let report = ran.report_after(1);
     assert_eq!(report.placement.mode, "local (isolation=pod)");
     assert_eq!(report.placement.locality, Locality::SameHost);
     assert_eq!(report.placement.decode.pod.as_deref(), Some("decode"));
@@ -61,16 +61,14 @@ fn pods_on_one_node_fall_back_to_tcp_and_fail_with_the_namespace_hint() {
 
 #[test]
 fn host_ipc_pods_use_shared_memory_and_pass() {
-    if !privileged_tests_enabled("host_ipc_pods_use_shared_memory_and_pass") {
+    let Some(_one) = privileged("host_ipc_pods_use_shared_memory_and_pass") else {
         return;
-    }
-    let _one = serial();
+    };
     // sysv's fragmented copy-in/copy-out needs both sides on a CPU at once: on a loaded 2-core
     // machine 1 MiB messages dipped to 0.08 GB/s. The floor is not what this test checks (the
     // transport is), so it is lowered; `default_pair_uses_shared_memory_and_passes` keeps defaults.
     let ran = pair_json_with("host-ipc", "tag_bw,tag_lat", &["--min-host-bw", "0.01"], &[]);
-    assert_eq!(ran.code, 0, "stderr:\n{}\nstdout:\n{}", ran.stderr, ran.stdout);
-    let report = ran.report();
+    let report = ran.report_after(0);
     assert_eq!(report.verdict.status, VerdictStatus::Pass, "{:?}", report.verdict);
     assert_eq!(
         report.verdict.data_paths,
@@ -97,15 +95,13 @@ fn host_ipc_pods_use_shared_memory_and_pass() {
 
 #[test]
 fn host_ipc_alone_does_not_carry_rma() {
-    if !privileged_tests_enabled("host_ipc_alone_does_not_carry_rma") {
+    let Some(_one) = privileged("host_ipc_alone_does_not_carry_rma") else {
         return;
-    }
-    let _one = serial();
+    };
     // Measured: sysv/posix cannot target user buffers, and cma needs one PID namespace, so
     // put (what NIXL uses) falls back to tcp even with hostIPC, while tag stays on shared memory.
     let ran = pair_json("host-ipc", &[]);
-    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
-    let report = ran.report();
+    let report = ran.report_after(1);
     for case in report.cases.iter().filter(|c| c.status == CaseStatus::Measured) {
         let class = case
             .transport
@@ -127,13 +123,11 @@ fn host_ipc_alone_does_not_carry_rma() {
 
 #[test]
 fn two_nodes_use_tcp_over_the_veth_and_fail_with_no_rdma() {
-    if !privileged_tests_enabled("two_nodes_use_tcp_over_the_veth_and_fail_with_no_rdma") {
+    let Some(_one) = privileged("two_nodes_use_tcp_over_the_veth_and_fail_with_no_rdma") else {
         return;
-    }
-    let _one = serial();
+    };
     let ran = pair_json("node", &[]);
-    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
-    let report = ran.report();
+    let report = ran.report_after(1);
     assert_eq!(report.placement.locality, Locality::DifferentHosts);
     assert_ne!(report.placement.decode.host, report.placement.prefill.host);
     assert!(
@@ -170,10 +164,9 @@ fn two_nodes_use_tcp_over_the_veth_and_fail_with_no_rdma() {
 
 #[test]
 fn a_failing_server_in_namespaces_leaves_nothing_behind() {
-    if !privileged_tests_enabled("a_failing_server_in_namespaces_leaves_nothing_behind") {
+    let Some(_one) = privileged("a_failing_server_in_namespaces_leaves_nothing_behind") else {
         return;
-    }
-    let _one = serial();
+    };
     let mut args = vec![
         "pair",
         "--local",
@@ -208,63 +201,43 @@ fn side_pids(tag: &str, word: &str) -> Vec<u32> {
 /// Starts a long `pair --local --isolation node` and returns it with its run tag once both
 /// sides are running.
 fn start_long_node_pair() -> (std::process::Child, String) {
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ic-bench"))
-        .args([
-            "pair",
-            "--local",
-            "--isolation",
-            "node",
-            "--tests",
-            "tag_bw",
-            "--sizes",
-            "8,1MiB",
-        ])
-        .args(["--memory", "host-host", "--min-time", "5", "--max-time", "10"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        assert!(Instant::now() < deadline, "the pair never got both sides running");
-        assert!(child.try_wait().unwrap().is_none(), "ic-bench ended early");
-        if let Some(node) = namespaces_of(child.id()).iter().find(|n| n.ends_with("-node-a")) {
+    let mut child = spawn_ic_bench(&[
+        "pair",
+        "--local",
+        "--isolation",
+        "node",
+        "--tests",
+        "tag_bw",
+        "--sizes",
+        "8,1MiB",
+        "--memory",
+        "host-host",
+        "--min-time",
+        "5",
+        "--max-time",
+        "10",
+    ]);
+    let tag = once_running(
+        &mut child,
+        Duration::from_secs(60),
+        "both sides of the pair running",
+        |child| {
+            let node = namespaces_of(child.id()).into_iter().find(|n| n.ends_with("-node-a"))?;
             let tag = node.trim_end_matches("-node-a").to_string();
-            if !side_pids(&tag, "connect").is_empty() {
-                // Let the first case start measuring.
-                std::thread::sleep(Duration::from_millis(500));
-                return (child, tag);
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Waits (bounded) for the child to exit; returns its exit code and stderr.
-fn exit_within(mut child: std::process::Child, limit: Duration) -> (Option<i32>, String) {
-    let started = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            panic!("ic-bench did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+            (!side_pids(&tag, "connect").is_empty()).then_some(tag)
+        },
+    );
+    // Let the first case start measuring.
+    std::thread::sleep(Duration::from_millis(500));
+    (child, tag)
 }
 
 #[test]
 fn a_side_dying_mid_run_is_a_one_line_error_and_leaves_nothing() {
-    if !privileged_tests_enabled("a_side_dying_mid_run_is_a_one_line_error_and_leaves_nothing") {
+    let Some(_one) = privileged("a_side_dying_mid_run_is_a_one_line_error_and_leaves_nothing") else {
         return;
-    }
-    let _one = serial();
+    };
     let (child, tag) = start_long_node_pair();
-    let pid = child.id();
     let servers = side_pids(&tag, "serve");
     assert!(!servers.is_empty());
     for server in servers {
@@ -272,8 +245,9 @@ fn a_side_dying_mid_run_is_a_one_line_error_and_leaves_nothing() {
             .args(["-KILL", &server.to_string()])
             .status();
     }
-    let (code, stderr) = exit_within(child, Duration::from_secs(60));
-    assert_eq!(code, Some(2), "{stderr}");
+    let ran = finish(child, Duration::from_secs(60));
+    let stderr = &ran.stderr;
+    assert_eq!(ran.code, 2, "{stderr}");
     let last = stderr.trim().lines().last().unwrap_or_default();
     assert!(last.starts_with("ic-bench: error: "), "{stderr}");
     assert!(last.contains("prefill side (ic-bench connect)"), "{stderr}");
@@ -282,18 +256,14 @@ fn a_side_dying_mid_run_is_a_one_line_error_and_leaves_nothing() {
         "the dead side is named: {stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(
-        icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid),
-        icb_isolate::Leftovers::default()
-    );
+    ran.assert_nothing_left();
 }
 
 #[test]
 fn ctrl_c_stops_both_sides_and_removes_the_namespaces() {
-    if !privileged_tests_enabled("ctrl_c_stops_both_sides_and_removes_the_namespaces") {
+    let Some(_one) = privileged("ctrl_c_stops_both_sides_and_removes_the_namespaces") else {
         return;
-    }
-    let _one = serial();
+    };
     let (child, tag) = start_long_node_pair();
     let pid = child.id();
     let status = std::process::Command::new("kill")
@@ -301,8 +271,9 @@ fn ctrl_c_stops_both_sides_and_removes_the_namespaces() {
         .status()
         .unwrap();
     assert!(status.success());
-    let (code, stderr) = exit_within(child, Duration::from_secs(20));
-    assert_eq!(code, Some(icb_core::exit::INTERRUPTED), "{stderr}");
+    let ran = finish(child, Duration::from_secs(20));
+    let stderr = &ran.stderr;
+    assert_eq!(ran.code, icb_core::exit::INTERRUPTED, "{stderr}");
     // The prefill side may have reported what it measured first ("wrote the N of M cases …; ").
     let last = stderr.trim().lines().last().unwrap_or_default();
     assert!(
@@ -315,10 +286,7 @@ fn ctrl_c_stops_both_sides_and_removes_the_namespaces() {
     );
     assert_eq!(namespaces_of(pid), Vec::<String>::new());
     assert_eq!(live_processes(&tag), Vec::<u32>::new());
-    assert_eq!(
-        icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid),
-        icb_isolate::Leftovers::default()
-    );
+    ran.assert_nothing_left();
 }
 
 #[test]
@@ -348,31 +316,35 @@ fn isolation_without_root_says_how_to_fix_it() {
     );
 }
 
-/// Issue 17 item 3: on a degraded link (30 Mbit/s: one 4 MiB message takes about 1.1 s) the
-/// default profile's warmup and window of 32 could not finish before the phase deadline, and the
-/// run ended in a deadline error (exit 2). Fitted to the budget, it measures the slow figure and
-/// fails the verdict with it.
-#[test]
-fn a_rate_limited_link_is_a_measured_slow_verdict_not_a_deadline_error() {
-    if !privileged_tests_enabled("a_rate_limited_link_is_a_measured_slow_verdict_not_a_deadline_error") {
-        return;
-    }
-    let _one = serial();
+/// `pair --local --isolation node` of host memory, default profile, over veths rate-limited to
+/// `rate` (tc).
+fn over_a_link_of(rate: &str) -> Ran {
     let args = [
         "pair",
         "--local",
         "--isolation",
         "node",
         "--link-rate",
-        "30mbit",
+        rate,
         "--memory",
         "host-host",
         "-o",
         "json",
     ];
-    let ran = ic_bench(&args, &[]);
-    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
-    let report = ran.report();
+    ic_bench(&args, &[])
+}
+
+/// Issue 17 item 3: on a degraded link (30 Mbit/s: one 4 MiB message takes about 1.1 s) the
+/// default profile's warmup and window of 32 could not finish before the phase deadline, and the
+/// run ended in a deadline error (exit 2). Fitted to the budget, it measures the slow figure and
+/// fails the verdict with it.
+#[test]
+fn a_rate_limited_link_is_a_measured_slow_verdict_not_a_deadline_error() {
+    let Some(_one) = privileged("a_rate_limited_link_is_a_measured_slow_verdict_not_a_deadline_error") else {
+        return;
+    };
+    let ran = over_a_link_of("30mbit");
+    let report = ran.report_after(1);
     assert_eq!(report.verdict.status, VerdictStatus::Fail, "{:?}", report.verdict);
     let big: Vec<_> = report
         .cases
@@ -407,25 +379,11 @@ fn a_rate_limited_link_is_a_measured_slow_verdict_not_a_deadline_error() {
 /// (named, with the rate), so the run ends with its measured figure well before the deadline.
 #[test]
 fn a_very_slow_link_measures_what_fits_and_names_what_it_did_not_run() {
-    if !privileged_tests_enabled("a_very_slow_link_measures_what_fits_and_names_what_it_did_not_run") {
+    let Some(_one) = privileged("a_very_slow_link_measures_what_fits_and_names_what_it_did_not_run") else {
         return;
-    }
-    let _one = serial();
-    let args = [
-        "pair",
-        "--local",
-        "--isolation",
-        "node",
-        "--link-rate",
-        "10mbit",
-        "--memory",
-        "host-host",
-        "-o",
-        "json",
-    ];
-    let ran = ic_bench(&args, &[]);
-    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
-    let report = ran.report();
+    };
+    let ran = over_a_link_of("10mbit");
+    let report = ran.report_after(1);
     let first = &report.cases[0];
     assert_eq!(
         (first.test.as_str(), first.status),

@@ -3,71 +3,42 @@
 //! a slow rail and a switch port down for a dead one. Each test names exactly the rail it broke.
 
 mod pair_local_support;
+mod rails_support;
 
-use icb_core::rails::{AttributionStatus, Phase, RailFindingKind};
+use icb_core::rails::{Phase, RailFindingKind};
 use icb_core::{CaseStatus, VerdictStatus};
-use icb_isolate::privileged_tests_enabled;
-use pair_local_support::{Ran, ic_bench, serial};
-use std::time::{Duration, Instant};
+use pair_local_support::{Ran, finish, ic_bench, once_running, privileged, serial, spawn_ic_bench};
+use rails_support::{RAIL_CASE, assert_counted_on_its_own_nic};
+use std::time::Duration;
 
-/// One bandwidth case per rail, host memory, over TCP on the emulated rails (the floor is set
-/// for TCP on a 2-core machine: what is judged here is the rails, not TCP).
+/// `pair --local --isolation node --rails K` with one bandwidth case per rail ([`RAIL_CASE`]).
 fn rails_run(k: &str, extra: &[&str]) -> Ran {
-    let mut args = vec![
-        "pair",
-        "--local",
-        "--isolation",
-        "node",
-        "--rails",
-        k,
-        "-o",
-        "json",
-        "--tests",
-        "put_bw",
-        "--sizes",
-        "4MiB",
-        "--memory",
-        "host-host",
-        "--allow-tcp",
-        "--min-host-bw",
-        "0.001",
-    ];
+    let mut args = vec!["pair", "--local", "--isolation", "node", "--rails", k];
+    args.extend(RAIL_CASE);
     args.extend(extra);
     ic_bench(&args, &[])
 }
 
-fn rails_of(ran: &Ran) -> icb_core::rails::RailsOutcome {
-    *ran.report().rails.expect("a rails section")
+/// Asserts the run exited with `code`; its report and the report's rails section.
+fn rails_after(ran: &Ran, code: i32) -> (icb_core::PairReport, icb_core::rails::RailsOutcome) {
+    let report = ran.report_after(code);
+    let rails = *report.rails.clone().expect("a rails section");
+    (report, rails)
 }
 
 #[test]
 fn four_healthy_rails_pass_and_every_rail_is_counted_on_its_own_nic() {
-    if !privileged_tests_enabled("four_healthy_rails_pass_and_every_rail_is_counted_on_its_own_nic") {
+    let Some(_one) = privileged("four_healthy_rails_pass_and_every_rail_is_counted_on_its_own_nic") else {
         return;
-    }
-    let _one = serial();
+    };
     // A generous margin: four TCP streams on two cores share the CPUs unevenly.
     let ran = rails_run("4", &["--rail-margin", "60%"]);
-    assert_eq!(ran.code, 0, "stderr:\n{}\nstdout:\n{}", ran.stderr, ran.stdout);
-    let report = ran.report();
-    let rails = rails_of(&ran);
+    let (report, rails) = rails_after(&ran, 0);
     assert_eq!(rails.rails.len(), 4);
     for row in &rails.rails {
-        assert_ne!(row.status, VerdictStatus::Fail, "{row:?}");
-        assert_eq!(row.prefill.counter_device, format!("rail{}", row.index));
+        assert_counted_on_its_own_nic(row);
         assert_eq!(row.prefill.ucx_net_devices, format!("rail{}", row.index));
         assert_eq!(row.prefill.nic.name, format!("mlx5_{}", row.index));
-        let a = row.attribution.as_ref().expect("attributed");
-        for side in [&a.prefill, &a.decode] {
-            assert_eq!(side.status, AttributionStatus::Counted, "{side:?}");
-            let own = side
-                .devices
-                .iter()
-                .find(|d| d.device == row.prefill.counter_device)
-                .unwrap();
-            // Payload plus TCP/IP headers and ACKs: within a few percent of the application's bytes.
-            assert!((0.98..1.15).contains(&own.share), "rail {}: {own:?}", row.index);
-        }
         assert_eq!(
             row.concurrent.data_path.as_deref(),
             Some(format!("tcp/rail{}", row.index).as_str())
@@ -84,14 +55,12 @@ fn four_healthy_rails_pass_and_every_rail_is_counted_on_its_own_nic() {
 
 #[test]
 fn a_slow_rail_is_named_alone_too_and_the_others_pass() {
-    if !privileged_tests_enabled("a_slow_rail_is_named_alone_too_and_the_others_pass") {
+    let Some(_one) = privileged("a_slow_rail_is_named_alone_too_and_the_others_pass") else {
         return;
-    }
-    let _one = serial();
+    };
     // Four rails, as the test names it: exactly rail 1 is slow.
     let ran = rails_run("4", &["--slow-rail", "node-b/1=200mbit", "--rail-margin", "50%"]);
-    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
-    let rails = rails_of(&ran);
+    let (report, rails) = rails_after(&ran, 1);
     let slow = &rails.rails[1];
     assert_eq!(slow.status, VerdictStatus::Fail);
     assert!(slow.alone.is_some(), "the slow rail ran alone too");
@@ -114,7 +83,7 @@ fn a_slow_rail_is_named_alone_too_and_the_others_pass() {
         "{:?}",
         rails.findings
     );
-    let verdict = ran.report().verdict;
+    let verdict = report.verdict;
     assert!(
         verdict.reason.starts_with("rail 1: node-b:mlx5_1 (0000:12:00.0)"),
         "{}",
@@ -126,20 +95,18 @@ fn a_slow_rail_is_named_alone_too_and_the_others_pass() {
 
 #[test]
 fn a_dead_rail_fails_naming_it() {
-    if !privileged_tests_enabled("a_dead_rail_fails_naming_it") {
+    let Some(_one) = privileged("a_dead_rail_fails_naming_it") else {
         return;
-    }
-    let _one = serial();
+    };
     let ran = rails_run("3", &["--dead-rail", "node-a/2"]);
-    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
-    let rails = rails_of(&ran);
+    let (report, rails) = rails_after(&ran, 1);
     assert_eq!(rails.rails[2].status, VerdictStatus::Fail);
     assert!(rails.rails[2].concurrent.error.is_some());
     assert_eq!(rails.findings[0].kind, RailFindingKind::Failed);
     assert!(
-        ran.report().verdict.reason.starts_with("rail 2: "),
+        report.verdict.reason.starts_with("rail 2: "),
         "{}",
-        ran.report().verdict.reason
+        report.verdict.reason
     );
     assert_ne!(rails.rails[0].status, VerdictStatus::Fail);
     ran.assert_nothing_left();
@@ -147,15 +114,13 @@ fn a_dead_rail_fails_naming_it() {
 
 #[test]
 fn ucx_told_another_rails_device_is_caught_by_the_counters() {
-    if !privileged_tests_enabled("ucx_told_another_rails_device_is_caught_by_the_counters") {
+    let Some(_one) = privileged("ucx_told_another_rails_device_is_caught_by_the_counters") else {
         return;
-    }
-    let _one = serial();
+    };
     // Rail 1's ranks are told rail 2's device, as a recipe with a wrong per-rank
     // UCX_NET_DEVICES would.
     let ran = rails_run("3", &["--rail-devices", "rail0,rail2,rail2", "--rail-margin", "90%"]);
-    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
-    let rails = rails_of(&ran);
+    let (_, rails) = rails_after(&ran, 1);
     let wrong = &rails.rails[1];
     assert_eq!(wrong.prefill.ucx_net_devices, "rail2");
     assert_eq!(wrong.prefill.counter_device, "rail1");
@@ -228,64 +193,47 @@ fn a_gpu_or_nic_the_node_lacks_is_refused_naming_what_it_has() {
 
 #[test]
 fn ctrl_c_during_a_rails_run_leaves_nothing() {
-    if !privileged_tests_enabled("ctrl_c_during_a_rails_run_leaves_nothing") {
+    let Some(_one) = privileged("ctrl_c_during_a_rails_run_leaves_nothing") else {
         return;
-    }
-    let _one = serial();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ic-bench"))
-        .args([
-            "pair",
-            "--local",
-            "--isolation",
-            "node",
-            "--rails",
-            "3",
-            "--tests",
-            "put_bw",
-        ])
-        .args([
-            "--sizes",
-            "4MiB",
-            "--memory",
-            "host-host",
-            "--min-time",
-            "20",
-            "--max-time",
-            "30",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    };
+    let mut child = spawn_ic_bench(&[
+        "pair",
+        "--local",
+        "--isolation",
+        "node",
+        "--rails",
+        "3",
+        "--tests",
+        "put_bw",
+        "--sizes",
+        "4MiB",
+        "--memory",
+        "host-host",
+        "--min-time",
+        "20",
+        "--max-time",
+        "30",
+    ]);
     let pid = child.id();
     // Wait until every rank runs (3 connect processes carry this run's tag).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        assert!(Instant::now() < deadline, "the ranks never all started");
-        assert!(child.try_wait().unwrap().is_none(), "ic-bench ended early");
+    once_running(&mut child, Duration::from_secs(60), "the ranks all started", |_| {
         let left = icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid);
-        if left.processes.len() >= 6 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        (left.processes.len() >= 6).then_some(())
+    });
     std::thread::sleep(Duration::from_millis(500));
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = pair_local_support::wait_with_output(child, Duration::from_secs(60));
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
-    let left = icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid);
-    assert_eq!(left, icb_isolate::Leftovers::default(), "run {pid} leaked");
+    let ran = finish(child, Duration::from_secs(60));
+    assert_eq!(ran.code, 130, "{}", ran.stderr);
+    ran.assert_nothing_left();
 }
 
 #[test]
 fn the_nixl_engine_runs_per_rail_and_its_bytes_are_counted() {
-    if !privileged_tests_enabled("the_nixl_engine_runs_per_rail_and_its_bytes_are_counted") {
+    let Some(_one) = privileged("the_nixl_engine_runs_per_rail_and_its_bytes_are_counted") else {
         return;
-    }
-    let _one = serial();
+    };
     let ran = rails_run("2", &["--engine", "nixl", "--batches", "1,8", "--rail-margin", "90%"]);
-    assert_eq!(ran.code, 0, "stderr:\n{}\nstdout:\n{}", ran.stderr, ran.stdout);
-    let report = ran.report();
+    let (report, rails) = rails_after(&ran, 0);
     assert!(
         report
             .cases
@@ -293,7 +241,7 @@ fn the_nixl_engine_runs_per_rail_and_its_bytes_are_counted() {
             .all(|c| c.run_by.engine == icb_core::EngineKind::Nixl),
         "every case is NIXL's"
     );
-    for row in &rails_of(&ran).rails {
+    for row in &rails.rails {
         let a = row.attribution.as_ref().expect("attributed");
         for side in [&a.prefill, &a.decode] {
             let own = side.devices.iter().find(|d| d.device == row.prefill.counter_device);

@@ -3,12 +3,14 @@
 //! pod per node holds all of its devices and every rank is exec'd into it; the counters are the
 //! nodes' own `/sys/class/net/rail{k}/statistics`. Each test names exactly the rail it broke.
 
+mod rails_support;
 #[path = "pair_kube_support/mod.rs"]
 mod support;
 
-use icb_core::rails::{AttributionStatus, RailFindingKind, RailsOutcome};
+use icb_core::rails::{RailFindingKind, RailsOutcome};
 use icb_core::{PairReport, VerdictStatus};
 use icb_testcluster::{ClusterConfig, TestCluster};
+use rails_support::{RAIL_CASE, assert_counted_on_its_own_nic};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use support::*;
@@ -29,28 +31,10 @@ fn rails_cluster(test: &str, config: ClusterConfig) -> Option<TestCluster> {
     Some(cluster_with(config))
 }
 
-/// One bandwidth case per rail, host memory, TCP over the emulated rails (the floor is set for
-/// TCP on a 2-core machine: what is judged here is the rails).
+/// `pair --rails auto` from gpu-1 to gpu-2 with one bandwidth case per rail ([`RAIL_CASE`]).
 fn rails_run(cluster: &TestCluster, extra: &[&str]) -> PairRun {
-    let mut args = vec![
-        "--prefill",
-        "node/gpu-1",
-        "--decode",
-        "node/gpu-2",
-        "--rails",
-        "auto",
-        "-o",
-        "json",
-        "--tests",
-        "put_bw",
-        "--sizes",
-        "4MiB",
-        "--memory",
-        "host-host",
-        "--allow-tcp",
-        "--min-host-bw",
-        "0.001",
-    ];
+    let mut args = vec!["--prefill", "node/gpu-1", "--decode", "node/gpu-2", "--rails", "auto"];
+    args.extend(RAIL_CASE);
     args.extend(extra);
     run_pair(cluster, &args, LIMIT)
 }
@@ -59,8 +43,20 @@ fn report(run: &PairRun) -> PairReport {
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("no JSON report ({e}): {run:#?}"))
 }
 
-fn rails_of(run: &PairRun) -> RailsOutcome {
-    *report(run).rails.expect("a rails section")
+/// Asserts the run exited with `code`; its report and the report's rails section.
+fn rails_after(run: &PairRun, code: i32) -> (PairReport, RailsOutcome) {
+    assert_eq!(run.code, code, "stderr:\n{}", run.stderr);
+    let report = report(run);
+    let rails = *report.rails.clone().expect("a rails section");
+    (report, rails)
+}
+
+/// Asserts the run was refused before any pod ran: exit 2, one line on stderr saying `want`.
+fn assert_refused(cluster: &TestCluster, run: &PairRun, want: &str) {
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
+    assert!(run.stderr.contains(want), "{}", run.stderr);
+    assert!(cluster.pods().is_empty());
 }
 
 /// Nothing of the run is left: no pod, and (within a few seconds) no rank in any node.
@@ -108,27 +104,14 @@ fn four_rails_on_kubernetes_pass_each_counted_on_its_own_nic() {
     };
     let _one = serial();
     let run = rails_run(&cluster, &["--rail-margin", "60%"]);
-    assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
-    let r = report(&run);
-    let rails = rails_of(&run);
+    let (r, rails) = rails_after(&run, 0);
     assert_eq!(rails.rails.len(), 4);
     for row in &rails.rails {
-        assert_ne!(row.status, VerdictStatus::Fail, "{row:?}");
+        assert_counted_on_its_own_nic(row);
         assert_eq!(row.prefill.node, "gpu-1");
         assert_eq!(row.decode.node, "gpu-2");
-        assert_eq!(row.prefill.counter_device, format!("rail{}", row.index));
         assert_eq!(row.decode.ucx_net_devices, format!("rail{}", row.index));
         assert_eq!(row.prefill.nic.name, format!("mlx5_{}", row.index));
-        let a = row.attribution.as_ref().expect("attributed");
-        for side in [&a.prefill, &a.decode] {
-            assert_eq!(side.status, AttributionStatus::Counted, "{side:?}");
-            let own = side
-                .devices
-                .iter()
-                .find(|d| d.device == row.prefill.counter_device)
-                .unwrap();
-            assert!((0.98..1.15).contains(&own.share), "rail {}: {own:?}", row.index);
-        }
         assert_eq!(
             row.concurrent.data_path.as_deref(),
             Some(format!("tcp/rail{}", row.index).as_str())
@@ -159,8 +142,7 @@ fn a_slow_rail_on_one_node_is_named() {
     };
     let _one = serial();
     let run = rails_run(&cluster, &[]);
-    assert_eq!(run.code, 1, "stderr:\n{}", run.stderr);
-    let rails = rails_of(&run);
+    let (r, rails) = rails_after(&run, 1);
     assert_eq!(rails.rails[1].status, VerdictStatus::Fail);
     assert!(rails.rails[1].alone.is_some(), "the slow rail ran alone too");
     for i in [0, 2] {
@@ -173,7 +155,7 @@ fn a_slow_rail_on_one_node_is_named() {
         "{:?}",
         rails.findings
     );
-    let verdict = report(&run).verdict;
+    let verdict = r.verdict;
     assert!(verdict.reason.starts_with("rail 1: gpu-1:mlx5_1"), "{}", verdict.reason);
     assert_nothing_left(&cluster);
 }
@@ -188,12 +170,11 @@ fn a_dead_rail_on_kubernetes_fails_naming_it() {
     };
     let _one = serial();
     let run = rails_run(&cluster, &[]);
-    assert_eq!(run.code, 1, "stderr:\n{}", run.stderr);
-    let rails = rails_of(&run);
+    let (r, rails) = rails_after(&run, 1);
     assert_eq!(rails.rails[2].status, VerdictStatus::Fail);
     assert!(rails.rails[2].concurrent.error.is_some());
     assert_eq!(rails.findings[0].kind, RailFindingKind::Failed);
-    let reason = report(&run).verdict.reason;
+    let reason = r.verdict.reason;
     assert!(reason.starts_with("rail 2: "), "{reason}");
     assert_ne!(rails.rails[0].status, VerdictStatus::Fail);
     assert_nothing_left(&cluster);
@@ -227,7 +208,6 @@ fn ctrl_c_during_a_kubernetes_rails_run_leaves_no_pod_and_no_rank() {
         "30",
     ];
     let child = pair_command(&cluster, &args).spawn().unwrap();
-    let pid = child.id();
     // Until every rank of the three rows runs (three connect processes in the nodes).
     let deadline = Instant::now() + Duration::from_secs(90);
     while ranks_in(&cluster, "connect").len() < 3 {
@@ -235,16 +215,7 @@ fn ctrl_c_during_a_kubernetes_rails_run_leaves_no_pod_and_no_rank() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(500));
-    let sent = Instant::now();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-    let out = wait_output(child, Duration::from_secs(60));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
-    assert!(
-        sent.elapsed() < Duration::from_secs(30),
-        "cleanup took {:?}",
-        sent.elapsed()
-    );
+    let stderr = ctrl_c(child);
     let line = stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
     assert!(line.contains("deleted 2 ic-bench pod(s)"), "{stderr}");
     assert_nothing_left(&cluster);
@@ -307,23 +278,13 @@ fn unknown_gpus_and_nodes_without_rails_are_refused_in_one_line() {
         ],
         LIMIT,
     );
-    assert_eq!(run.code, 2, "{}", run.stderr);
-    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
-    assert!(
-        run.stderr.contains("gpu-1 has no GPU gpu0 (it has none)"),
-        "{}",
-        run.stderr
-    );
-    assert!(cluster.pods().is_empty());
+    assert_refused(&cluster, &run, "gpu-1 has no GPU gpu0 (it has none)");
     let run = run_pair(
         &cluster,
         &["--prefill", "node/gpu-9", "--decode", "node/gpu-2", "--rails", "auto"],
         LIMIT,
     );
-    assert_eq!(run.code, 2, "{}", run.stderr);
-    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
-    assert!(run.stderr.contains("there is no node gpu-9"), "{}", run.stderr);
-    assert!(cluster.pods().is_empty());
+    assert_refused(&cluster, &run, "there is no node gpu-9");
     drop(cluster);
     let Some(plain) = rails_cluster(
         "unknown_gpus_and_nodes_without_rails_are_refused_in_one_line",
@@ -336,12 +297,5 @@ fn unknown_gpus_and_nodes_without_rails_are_refused_in_one_line() {
         &["--prefill", "node/gpu-1", "--decode", "node/gpu-2", "--rails", "auto"],
         LIMIT,
     );
-    assert_eq!(run.code, 2, "{}", run.stderr);
-    assert_eq!(run.stderr.trim().lines().count(), 1, "{}", run.stderr);
-    assert!(
-        run.stderr.contains("the rail map of gpu-1 has no usable NIC"),
-        "{}",
-        run.stderr
-    );
-    assert!(plain.pods().is_empty());
+    assert_refused(&plain, &run, "the rail map of gpu-1 has no usable NIC");
 }

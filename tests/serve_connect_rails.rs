@@ -5,13 +5,14 @@
 //! rail map (`IC_BENCH_RAIL_TREE`, as on the emulated cluster). Real UCX over TCP on the rails.
 
 mod pair_local_support;
+mod rails_support;
 
-use icb_core::rails::AttributionStatus;
 use icb_core::{PairReport, VerdictStatus};
-use icb_isolate::{Fabric, FabricOptions, RunTag, privileged_tests_enabled};
+use icb_isolate::{Fabric, FabricOptions, RunTag};
 use icb_pair::rails::agent::{AgentErrorKind, MAX_REQUEST, Response};
 use icb_pair::rails::info::RAIL_TREE_ENV;
-use pair_local_support::serial;
+use pair_local_support::privileged;
+use rails_support::{RAIL_CASE, assert_counted_on_its_own_nic};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::ExitStatusExt;
@@ -86,23 +87,8 @@ fn start_serve(fabric: &Fabric) -> (Child, String) {
 
 /// connect --rails auto on node b against `agent`: (exit code, report, stderr).
 fn connect(fabric: &Fabric, agent: &str, extra: &[&str]) -> (i32, Option<PairReport>, String) {
-    let mut args = vec![
-        "connect",
-        agent,
-        "--rails",
-        "auto",
-        "-o",
-        "json",
-        "--tests",
-        "put_bw",
-        "--sizes",
-        "4MiB",
-        "--memory",
-        "host-host",
-        "--allow-tcp",
-        "--min-host-bw",
-        "0.001",
-    ];
+    let mut args = vec!["connect", agent, "--rails", "auto"];
+    args.extend(RAIL_CASE);
     args.extend(extra);
     let child = on_node(fabric, "b", &args).spawn().unwrap();
     let out = pair_local_support::wait_with_output(child, Duration::from_secs(300));
@@ -152,12 +138,11 @@ fn raw_client(fabric: &Fabric, agent: &str, bytes: Vec<u8>) -> (Response, Durati
 
 #[test]
 fn three_rails_pass_across_two_hosts_hostile_clients_are_refused_and_sigint_stops_every_rank() {
-    if !privileged_tests_enabled(
-        "three_rails_pass_across_two_hosts_hostile_clients_are_refused_and_sigint_stops_every_rank",
-    ) {
+    let Some(_one) =
+        privileged("three_rails_pass_across_two_hosts_hostile_clients_are_refused_and_sigint_stops_every_rank")
+    else {
         return;
-    }
-    let _one = serial();
+    };
     let fabric = fabric();
     let (mut serve, agent) = start_serve(&fabric);
     let running = ic_bench_on_a(&fabric);
@@ -183,20 +168,10 @@ fn three_rails_pass_across_two_hosts_hostile_clients_are_refused_and_sigint_stop
     let rails = report.rails.expect("a rails section");
     assert_eq!(rails.rails.len(), 3);
     for row in &rails.rails {
-        assert_ne!(row.status, VerdictStatus::Fail, "{row:?}");
+        assert_counted_on_its_own_nic(row);
         for end in [&row.prefill, &row.decode] {
             assert_eq!(end.counter_device, format!("rail{}", row.index));
             assert_eq!(end.ucx_net_devices, format!("rail{}", row.index));
-        }
-        let a = row.attribution.as_ref().expect("attributed");
-        for side in [&a.prefill, &a.decode] {
-            assert_eq!(side.status, AttributionStatus::Counted, "{side:?}");
-            let own = side
-                .devices
-                .iter()
-                .find(|d| d.device == row.prefill.counter_device)
-                .unwrap();
-            assert!((0.98..1.15).contains(&own.share), "rail {}: {own:?}", row.index);
         }
     }
     assert!(
@@ -239,10 +214,9 @@ fn three_rails_pass_across_two_hosts_hostile_clients_are_refused_and_sigint_stop
 
 #[test]
 fn a_slow_rail_between_two_hosts_is_named() {
-    if !privileged_tests_enabled("a_slow_rail_between_two_hosts_is_named") {
+    let Some(_one) = privileged("a_slow_rail_between_two_hosts_is_named") else {
         return;
-    }
-    let _one = serial();
+    };
     let fabric = fabric();
     fabric.limit_rail("a", 1, "200mbit").unwrap();
     let (mut serve, agent) = start_serve(&fabric);
@@ -289,10 +263,9 @@ fn bad_rails_flags_are_one_line_and_exit_2() {
 /// rows find the right rank; the others fail as unreachable.
 #[test]
 fn the_cross_pattern_finds_each_rows_decode_rank() {
-    if !privileged_tests_enabled("the_cross_pattern_finds_each_rows_decode_rank") {
+    let Some(_one) = privileged("the_cross_pattern_finds_each_rows_decode_rank") else {
         return;
-    }
-    let _one = serial();
+    };
     let fabric = fabric();
     let (mut serve, agent) = start_serve(&fabric);
     let (code, report, stderr) = connect(&fabric, &agent, &["--rail-pattern", "cross"]);

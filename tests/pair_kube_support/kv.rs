@@ -2,9 +2,13 @@
 //! `--kv-shape` run across gpu-1 → gpu-2, what the per-rank model on two nodes must show, and
 //! that no pod and no rank process is left.
 
+use super::kv_shared::{assert_rank_sums_its_peers, assert_ranks_numbered};
 use super::*;
 use icb_core::{EngineKind, KvOutcome, PairReport, VerdictStatus};
+use icb_kube::k8s_openapi::api::core::v1::PodSpec;
+use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use icb_testcluster::TestCluster;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// `pair` across gpu-1 → gpu-2 for Llama-3.1-8B at 32 tokens (2 blocks), TP `a` → TP `b`,
@@ -37,6 +41,64 @@ pub fn kv_args(a: &'static str, b: &'static str, timing: [&'static str; 2]) -> V
     ]
 }
 
+/// Asserts the run passed (exit 0); its report and the report's KV section.
+pub fn kv_report(run: &PairRun) -> (PairReport, KvOutcome) {
+    assert_eq!(run.code, 0, "{run:#?}");
+    let report: PairReport = serde_json::from_str(&run.stdout).expect("a JSON report");
+    let kv = *report.kv.clone().expect("a kv section");
+    (report, kv)
+}
+
+/// Each peer as (decode rank, prefill rank, descriptors, descriptor bytes), in report order.
+pub fn peer_geometry(kv: &KvOutcome) -> Vec<(u32, u32, u64, u64)> {
+    kv.peers
+        .iter()
+        .map(|p| (p.decode_rank, p.prefill_rank, p.descriptors, p.descriptor_bytes))
+        .collect()
+}
+
+/// `gate --kv-shape --isl 32` with the recipe fixture `gate/kv.yaml` (Llama-3.1-8B, TP2 → TP1)
+/// from `prefill` to `decode` over TCP, node probes off, and `extra`; asserts it exits with
+/// `code` and returns its stdout.
+pub fn gate_kv(cluster: &TestCluster, (prefill, decode): (&str, &str), extra: &[&str], code: i32) -> String {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gate/kv.yaml");
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.arg("gate")
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig_path())
+        .args(["--recipe", fixture, "--prefill", prefill, "--decode", decode])
+        .args([
+            "--allow-tcp",
+            "--min-host-bw",
+            "0.001",
+            "--no-node-probe",
+            "--budget",
+            "120s",
+        ])
+        .args(["-o", "json", "--kv-shape", "--isl", "32"])
+        .args(extra)
+        .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = wait_output(cmd.spawn().unwrap(), Duration::from_secs(200));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// A gate report's pair step, its KV section, and the engine of its first case.
+pub fn gate_pair(report: &serde_json::Value) -> (PairReport, KvOutcome, EngineKind) {
+    let pair: PairReport = serde_json::from_value(report["pair"].clone()).expect("a pair report");
+    let kv = *pair.kv.clone().expect("a kv section");
+    let engine = pair.cases.first().map(|c| c.run_by.engine).expect("a case");
+    (pair, kv, engine)
+}
+
 /// The per-rank model on the two nodes: `a + b` ranks, every one in every synchronised
 /// repetition, every decode rank checked every block it received (READ: the decode ranks
 /// post), each initiator knows its data path (TCP: two nodes joined by veths).
@@ -51,11 +113,7 @@ pub fn assert_ranks_on_two_nodes(report: &PairReport, kv: &KvOutcome, (a, b): (u
     );
     assert_eq!(report.placement.prefill.host, "gpu-1");
     assert_eq!(report.placement.decode.host, "gpu-2");
-    for (side, n) in [("prefill", a), ("decode", b)] {
-        let mut ranks: Vec<u32> = kv.ranks.iter().filter(|r| r.side == side).map(|r| r.rank).collect();
-        ranks.sort_unstable();
-        assert_eq!(ranks, (0..n).collect::<Vec<_>>(), "{side} ranks: {:?}", kv.ranks);
-    }
+    assert_ranks_numbered(kv, (a, b));
     for r in &kv.ranks {
         eprintln!(
             "{} rank {}: cpus {:?}, numa node {:?}, {:?}",
@@ -64,25 +122,8 @@ pub fn assert_ranks_on_two_nodes(report: &PairReport, kv: &KvOutcome, (a, b): (u
         assert_pod_placement(r);
         assert_eq!(r.repetitions, reps, "{r:?}");
         assert_eq!(r.initiator, r.side == "decode", "{r:?}");
-        let mine: Vec<_> = kv
-            .peers
-            .iter()
-            .filter(|p| {
-                if r.side == "decode" {
-                    p.decode_rank == r.rank
-                } else {
-                    p.prefill_rank == r.rank
-                }
-            })
-            .collect();
-        assert_eq!(r.peers as usize, mine.len(), "{r:?}");
-        assert_eq!(r.bytes, mine.iter().map(|p| p.bytes).sum::<u64>(), "{r:?}");
+        assert_rank_sums_its_peers(kv, r);
         if r.side == "decode" {
-            assert_eq!(
-                r.blocks_verified,
-                mine.iter().map(|p| p.descriptors).sum::<u64>(),
-                "{r:?}"
-            );
             assert!(r.data_path.as_deref().is_some_and(|d| d.contains("tcp")), "{r:?}");
             assert!(r.post_ms.is_some(), "{r:?}");
         }
@@ -132,18 +173,27 @@ pub fn assert_two_whole_node_pods(run: &PairRun) {
             "\"gpu-2\""
         };
         assert!(affinity.contains(want), "{name}: {affinity}");
-        let limits = spec.containers[0]
-            .resources
-            .clone()
-            .unwrap_or_default()
-            .limits
-            .unwrap_or_default();
-        assert_eq!(
-            limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
-            Some("8"),
-            "{name}: {limits:?}"
-        );
+        gpu_limit_is(&name, &first_container_limits(&spec), "8");
     }
+}
+
+/// The resource limits of a pod's first container (the bench container): none is an empty map.
+pub fn first_container_limits(spec: &PodSpec) -> BTreeMap<String, Quantity> {
+    spec.containers[0]
+        .resources
+        .clone()
+        .unwrap_or_default()
+        .limits
+        .unwrap_or_default()
+}
+
+/// Asserts pod `name`'s `limits` hold exactly `gpus` nvidia.com/gpu.
+pub fn gpu_limit_is(name: &str, limits: &BTreeMap<String, Quantity>, gpus: &str) {
+    assert_eq!(
+        limits.get("nvidia.com/gpu").map(|q| q.0.as_str()),
+        Some(gpus),
+        "{name}: {limits:?}"
+    );
 }
 
 /// The pids of `ic-bench VERB` processes (not their `sh` wrappers) in the cluster's node

@@ -3,6 +3,9 @@
 #![allow(dead_code)]
 
 pub mod kv;
+/// The KV checks `pair_kv` (local) makes too.
+#[path = "../kv_support/mod.rs"]
+pub mod kv_shared;
 
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_testcluster::{ClusterConfig, Isolation, NodeConfig, RecordedRequest, TestCluster};
@@ -117,6 +120,23 @@ pub fn run_pair(cluster: &TestCluster, args: &[&str], limit: Duration) -> PairRu
         elapsed: start.elapsed(),
         requests: cluster.requests(),
     }
+}
+
+/// Ctrl-C to a running `ic-bench` (SIGINT to `child`): asserts it exits 130 and within 30 s of
+/// the signal, its cleanup included; its stderr.
+pub fn ctrl_c(child: std::process::Child) -> String {
+    let sent = Instant::now();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = wait_output(child, Duration::from_secs(60));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        sent.elapsed() < Duration::from_secs(30),
+        "cleanup took {:?}",
+        sent.elapsed()
+    );
+    stderr
 }
 
 /// Waits for the child with a deadline (pipes drained on threads so it never blocks on output).

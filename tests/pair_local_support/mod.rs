@@ -31,6 +31,12 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The root gate and the one-run-at-a-time lock together, for a test that makes namespaces:
+/// `None` where it is skipped (not root and not CI; under CI a missing root panics instead).
+pub fn privileged(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    icb_isolate::privileged_tests_enabled(test).then(serial)
+}
+
 pub struct Ran {
     /// Pid of the `ic-bench` process: every namespace and pod it made carries it in its name.
     pub pid: u32,
@@ -47,6 +53,23 @@ impl Ran {
                 self.stdout, self.stderr
             )
         })
+    }
+
+    /// Asserts the run exited with `code` (showing its stderr and stdout if not) and returns its
+    /// report.
+    pub fn report_after(&self, code: i32) -> PairReport {
+        assert_eq!(self.code, code, "stderr:\n{}\nstdout:\n{}", self.stderr, self.stdout);
+        self.report()
+    }
+
+    /// Asserts the run ended as an error should (exit 2, nothing on stdout, one line on stderr)
+    /// and returns that line; `what` names the run in a failure.
+    pub fn error_line(&self, what: &str) -> &str {
+        assert_eq!(self.code, 2, "{what}: {}", self.stderr);
+        assert!(self.stdout.is_empty(), "{what}: {}", self.stdout);
+        let lines: Vec<&str> = self.stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{what}: {}", self.stderr);
+        lines[0]
     }
 
     /// Asserts the run left no namespace and no process behind.
@@ -66,8 +89,43 @@ pub fn ic_bench(args: &[&str], env: &[(&str, &str)]) -> Ran {
         .stderr(Stdio::piped())
         .spawn()
         .expect("ic-bench could not be started");
+    finish(child, Duration::from_secs(180))
+}
+
+/// Starts `ic-bench ARGS` (stdout and stderr piped) for a test that acts on it while it runs.
+pub fn spawn_ic_bench(args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_ic-bench"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ic-bench could not be started")
+}
+
+/// Polls `ready` every 50 ms until it gives a value, while `child` still runs; a test failure
+/// (naming `what`) if the child ends first or `limit` passes.
+pub fn once_running<T>(
+    child: &mut std::process::Child,
+    limit: Duration,
+    what: &str,
+    mut ready: impl FnMut(&std::process::Child) -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        assert!(Instant::now() < deadline, "{what} within {limit:?}");
+        assert!(child.try_wait().unwrap().is_none(), "ic-bench ended early");
+        if let Some(found) = ready(child) {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (bounded by `limit`) for a child from [`spawn_ic_bench`] to end, as a [`Ran`].
+pub fn finish(child: std::process::Child, limit: Duration) -> Ran {
     let pid = child.id();
-    let out = wait_with_output(child, Duration::from_secs(180));
+    let out = wait_with_output(child, limit);
     Ran {
         pid,
         code: out.status.code().unwrap_or(-1),
