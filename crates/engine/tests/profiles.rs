@@ -155,8 +155,12 @@ fn max_time_holds_when_a_round_runs_long() {
     let mut s = host_only(RunSettings::verdict_profile());
     s.min_time_s = 0.01;
     s.max_time_s = 0.1;
+    // More rounds than 0.1 s can hold (a ping-pong round is at least 10,000 round trips), so
+    // precision can never be declared first: the only way out is the cut at max_time. (With the
+    // default 5 rounds a fast machine sometimes converged inside 0.1 s, and the test failed.)
     s.stop = Some(icb_core::StopRule {
         round_s: 2.0,
+        min_rounds: 10_000,
         ..icb_core::StopRule::DEFAULT
     });
     s.plan = vec![
