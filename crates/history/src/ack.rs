@@ -60,7 +60,9 @@ impl Acks {
     }
 
     pub fn parse(text: &str) -> Result<Acks, String> {
-        let file: AckFile = serde_saphyr::from_str(text).map_err(|e| {
+        // No source snippet: only its first line is kept (see icb_core's expectations file).
+        let options = serde_saphyr::options! { with_snippet: false };
+        let file: AckFile = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
             format!(
                 "not an ack file ({}); expected acks: [{{pair, metric, reason, expires}}]",
                 quote(first_line(&e.to_string()))

@@ -816,14 +816,14 @@ fn config_file_errors_name_what_to_fix() {
         ("same_host:\n  host: fast\n", "same_host.host: bad bandwidth 'fast'"),
         (
             "different_hosts:\n  hots: 8 GB/s\n",
-            "bad expectations file: line 2 column 3: unknown field `hots`",
+            "bad expectations file: unknown field `hots`, expected one of host, cuda, host_cuda at line 2, column 3",
         ),
         (
             "tcpp: warn\n",
             "unknown field `tcpp`, expected one of same_host, different_hosts, min_size, tcp",
         ),
         ("tcp: maybe\n", "unknown variant `maybe`, expected one of fail, warn"),
-        ("same_host: 3\n", "line 1 column 12"),
+        ("same_host: 3\n", "line 1, column 12"),
         ("min_size: 0\n", "min_size: 0 bytes"),
         ("min_size: huge\n", "min_size: bad size 'huge'"),
         ("[1, 2", "bad expectations file"),
