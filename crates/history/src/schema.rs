@@ -64,8 +64,14 @@ CREATE INDEX node_results_by_node ON node_results(node);
 
 /// Brings `conn` to [`SCHEMA_VERSION`], or refuses a database that is not ic-bench's or is newer.
 pub fn migrate(conn: &mut Connection, path: &Path) -> Result<(), HistoryError> {
-    // Up to date: nothing to write, so no write lock (a reader never waits for a writer).
-    if version(conn, path)? == SCHEMA_VERSION {
+    // Up to date: nothing to write, so no write lock (a reader never waits for a writer). The
+    // check reads the header and the table count in one read transaction: read as two autocommit
+    // statements, a second writer's migration committing between them made a fresh history look
+    // like a foreign database (application id 0, 12 objects).
+    let snapshot = conn.transaction_with_behavior(TransactionBehavior::Deferred)?;
+    let up_to_date = version(&snapshot, path)? == SCHEMA_VERSION;
+    snapshot.finish()?;
+    if up_to_date {
         return Ok(());
     }
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;

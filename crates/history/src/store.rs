@@ -48,9 +48,7 @@ impl History {
         let _: i64 = conn
             .query_row("PRAGMA application_id", [], |r| r.get(0))
             .map_err(fail)?;
-        let _: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(fail)?;
+        switch_to_wal(&conn, deadline).map_err(fail)?;
         conn.pragma_update(None, "foreign_keys", true).map_err(fail)?;
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(fail)?;
         schema::migrate(&mut conn, path).map_err(|e| match e {
@@ -73,6 +71,25 @@ impl History {
         Ok(self
             .conn
             .query_row("SELECT max(version) FROM schema_version", [], |r| r.get(0))?)
+    }
+}
+
+/// Puts the file in WAL mode (a no-op once it is). On a new file the switch needs the exclusive
+/// lock, and SQLite answers SQLITE_BUSY at once, without calling the busy handler, when another
+/// connection is switching at the same moment (it would otherwise deadlock on the escalation);
+/// so two runs opening a new history together retry here, up to the lock deadline.
+fn switch_to_wal(conn: &Connection, deadline: Duration) -> Result<(), rusqlite::Error> {
+    let started = std::time::Instant::now();
+    loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) && started.elapsed() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

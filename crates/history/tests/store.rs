@@ -125,3 +125,27 @@ fn concurrent_writers_all_land() {
         .unwrap();
     assert_eq!(ok, "ok");
 }
+
+#[test]
+fn runs_opening_a_new_history_at_the_same_instant_all_get_it() {
+    // Two nightly jobs starting together on a fresh file: the WAL switch answers BUSY without
+    // waiting to one of them, and a migration may commit between another opener's reads. Each
+    // round starts four openers on one barrier; every one must open the same ic-bench history.
+    for _ in 0..25 {
+        let t = TempHistory::new();
+        let start = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let openers: Vec<_> = (0..4)
+            .map(|_| {
+                let (path, start) = (t.path.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    History::open(&path, Duration::from_secs(30)).map(|h| h.schema_version().unwrap())
+                })
+            })
+            .collect();
+        for o in openers {
+            let opened = o.join().expect("an opener panicked");
+            assert_eq!(opened.map_err(|e| e.to_string()), Ok(SCHEMA_VERSION));
+        }
+    }
+}
