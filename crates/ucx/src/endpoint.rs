@@ -48,11 +48,19 @@ unsafe extern "C" fn on_ep_error(arg: *mut c_void, _ep: sys::ucp_ep_h, status: s
     inner.failed.set(status);
 }
 
+/// The error of an operation on a closed endpoint (kept out of line: posts inline `handle`).
+#[cold]
+#[inline(never)]
+fn closed(op: &'static str) -> Error {
+    Error::invalid(op, "the endpoint is closed")
+}
+
 impl EpInner {
+    #[inline(always)]
     pub(crate) fn handle(&self, op: &'static str) -> Result<sys::ucp_ep_h> {
         let ep = self.ep.get();
         if ep.is_null() {
-            return Err(Error::invalid(op, "the endpoint is closed"));
+            return Err(closed(op));
         }
         Ok(ep)
     }

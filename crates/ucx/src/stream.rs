@@ -179,8 +179,11 @@ impl Run<'_> {
         if first == 0 {
             filled();
         }
+        // The entry of operation i is i % window, kept as a wrapping index: no division per
+        // message (with `finish`, `post` and the endpoint check inlined, the 4 KiB sender's own
+        // instructions per message fell from ~133 to ~60, perftest's ~61; BENCHMARKS.md).
+        let mut k = 0usize;
         for i in 0..n {
-            let k = (i % window as u64) as usize;
             if i >= window as u64 {
                 self.finish(k, check)?;
             }
@@ -188,16 +191,25 @@ impl Run<'_> {
             if i + 1 == first {
                 filled();
             }
+            k += 1;
+            if k == window {
+                k = 0;
+            }
         }
         // Oldest first, so completions are checked in submission order.
-        for j in 0..first {
-            self.finish(((n - first + j) % window as u64) as usize, check)?;
+        let mut k = ((n - first) % window as u64) as usize;
+        for _ in 0..first {
+            self.finish(k, check)?;
+            k += 1;
+            if k == window {
+                k = 0;
+            }
         }
         Ok(())
     }
 
     /// Waits for entry `k`'s operation and checks its result.
-    #[inline]
+    #[inline(always)]
     fn finish<E: From<Error>>(&mut self, k: usize, check: &mut impl FnMut() -> Result<(), E>) -> Result<(), E> {
         let e = &self.entries[k];
         let mut i = 0u32;
@@ -222,7 +234,7 @@ impl Run<'_> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn post(&self, k: usize) -> Result<()> {
         // SAFETY: `p` was checked to be this worker's in `Worker::stream`; the entries and `p`
         // (so its Region) live until every request has called back: `all` waits for each, and
@@ -245,7 +257,7 @@ impl Run<'_> {
 /// # Safety
 /// `p` must have been prepared on `w`, and `e` and `p`'s Region must stay allocated until the
 /// entry is no longer pending (or forever, if the caller gives up on it).
-#[inline]
+#[inline(always)]
 pub(crate) unsafe fn post_into(w: &WorkerInner, p: &PreparedTag, e: &Entry) -> Result<()> {
     let mut param = p.param;
     param.user_data = e as *const Entry as *mut c_void;

@@ -90,6 +90,41 @@ fn a_stream_of_sends_is_received_whole() {
     assert_pattern(&mut dst, size, 9);
 }
 
+#[test]
+fn a_stream_shorter_than_its_window_or_not_a_multiple_of_it_waits_for_every_operation() {
+    let p = pair(None, ErrorMode::None);
+    // Rendezvous-sized, so the last window's receives are still pending when the loop ends and
+    // the tail must wait for exactly those, oldest first.
+    let size = 256 << 10;
+    for (n, window) in [(5u64, 8usize), (13, 4), (1, 1), (7, 7), (9, 8)] {
+        let seed = 20 + n as u8;
+        let src = TestBuf::patterned(size, seed);
+        let mut dst = TestBuf::new(size);
+        let send =
+            p.a.prepare_tag_send(&p.ab, &src, 0..size, TAG, OpOptions::STREAM)
+                .unwrap();
+        let sends: Vec<_> = (0..n).map(|_| p.a.post(&send).unwrap()).collect();
+        let recv =
+            p.b.prepare_tag_recv(&dst, 0..size, TAG, u64::MAX, OpOptions::STREAM)
+                .unwrap();
+        let got =
+            p.b.stream(&recv, n, window, deadline(), progress_peer(&p.a), || {})
+                .unwrap();
+        let whole = StreamLengths {
+            completed: n,
+            min: size,
+            max: size,
+        };
+        assert_eq!(got, whole, "{n} operations, window {window}");
+        let ops: Vec<_> = sends.iter().map(|&s| (&p.a, s)).collect();
+        drive(&p, &ops);
+        p.a.wait_all(deadline()).unwrap();
+        drop((recv, send));
+        assert_pattern(&mut dst, size, seed);
+        assert_no_receive_left(&p);
+    }
+}
+
 /// After a stream gave up, a message with its tag must reach a receive posted later: a
 /// receive the stream left posted would swallow it.
 fn assert_no_receive_left(p: &Pair) {
