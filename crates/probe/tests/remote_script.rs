@@ -196,3 +196,92 @@ fn pod_script_gives_the_same_rail_map_as_the_local_reader() {
     let snap = parse_snapshot("pod/x", &text).unwrap();
     assert_eq!(icb_probe::rails::rail_map(&snap, &gather(&snap, &opts)), None);
 }
+
+/// The `snapshot` fuzz target's seeds (`fuzz/seeds/snapshot/`) are this script's output for every
+/// node and rail fixture, with the fixture's recorded tool outputs behind stub tools, so that a
+/// campaign starts from what a real pod prints (from no seed, libFuzzer never found the `@@ICB`
+/// markers: 10 M executions reached 56 edges). `IC_BENCH_WRITE_FUZZ_SEEDS=1` rewrites them after
+/// the script changes; otherwise each seed must parse and hold what the script prints today (the
+/// same files, listings, tools and variables; the values of `/proc/self/*` are the machine's).
+#[test]
+fn the_snapshot_fuzz_seeds_are_what_the_script_prints_for_each_fixture() {
+    use std::os::unix::fs::PermissionsExt;
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let seeds = manifest.join("../../fuzz/seeds/snapshot");
+    let write = std::env::var_os("IC_BENCH_WRITE_FUZZ_SEEDS").is_some();
+    let mut fixtures: Vec<(String, PathBuf)> = Vec::new();
+    for (kind, dir) in [
+        ("node", manifest.join("../../tests/fixtures/nodes")),
+        ("rails", manifest.join("tests/fixtures/rails")),
+    ] {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.join("sys").is_dir() {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                fixtures.push((format!("{kind}-{name}"), p));
+            }
+        }
+    }
+    fixtures.sort();
+    assert!(fixtures.len() >= 10, "{fixtures:?}");
+    let shape = |s: &icb_probe::Snapshot| {
+        let files: Vec<&String> = s.files.keys().collect();
+        let tools: Vec<String> = s.tools.keys().map(|t| format!("{t:?}")).collect();
+        let env: Vec<&String> = s.env.keys().collect();
+        format!(
+            "{files:?} {:?} {:?} {tools:?} {env:?} {:?}",
+            s.dirs,
+            s.present,
+            s.second_sample.keys()
+        )
+    };
+    for (name, fixture) in &fixtures {
+        let cwd = tempfile::tempdir().unwrap();
+        let stubs = cwd.path().join("stubs");
+        std::fs::create_dir_all(&stubs).unwrap();
+        for (tool, recorded) in [
+            ("ibstat", "ibstat.txt"),
+            ("ibv_devinfo", "ibv_devinfo.txt"),
+            ("nvidia-smi", "topo.txt"),
+            ("ucx_info", "ucx_info.txt"),
+        ] {
+            let out = fixture.join("tools").join(recorded);
+            if out.is_file() {
+                let p = stubs.join(tool);
+                std::fs::write(&p, format!("#!/bin/sh\ncat '{}'\n", out.display())).unwrap();
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        let path = format!("{}:/usr/bin:/bin", stubs.display());
+        let pause = u32::from(name == "node-healthy_ib");
+        let text = run_script(
+            &node_script(pause, 5),
+            fixture,
+            cwd.path(),
+            &[
+                ("PATH", &path),
+                ("UCX_TLS", "rc,cuda_copy"),
+                ("UCX_NET_DEVICES", "mlx5_0:1"),
+            ],
+        );
+        let now = parse_snapshot("pod/seed", &text).unwrap();
+        let seed = seeds.join(format!("{name}.txt"));
+        if write {
+            std::fs::create_dir_all(&seeds).unwrap();
+            std::fs::write(&seed, &text).unwrap();
+            continue;
+        }
+        let committed = std::fs::read_to_string(&seed).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; IC_BENCH_WRITE_FUZZ_SEEDS=1 cargo test -p icb-probe --test remote_script writes it",
+                seed.display()
+            )
+        });
+        let then = parse_snapshot("pod/seed", &committed).unwrap();
+        assert_eq!(
+            shape(&then),
+            shape(&now),
+            "{name}: the seed is stale (IC_BENCH_WRITE_FUZZ_SEEDS=1 rewrites it)"
+        );
+    }
+}
