@@ -65,6 +65,9 @@ fn stand_ins(dir: &Path, targets: &[(&str, &str)]) -> PathBuf {
     bin
 }
 
+/// FUZZING.md's table head, as the record starts before any campaign.
+const TABLE_HEAD: &str = "| campaign (UTC) | target | limit | executions | exec/s | seconds | cov | ft | corpus | findings |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|\n";
+
 fn table_rows(text: &str) -> Vec<&str> {
     let sep = "|---|---|---|---:|---:|---:|---:|---:|---:|---|\n";
     let (_, rows) = text.split_once(sep).expect("the campaign table");
@@ -95,6 +98,10 @@ fn bad_arguments_are_one_line_and_exit_2() {
         ),
         (&["--smoke", "--record", "x.md", "--no-record"], "contradict"),
         (&["--smoke", "--bin-dir", "missing"], "is not a directory"),
+        (
+            &["--smoke", "--sanitizer", "thread"],
+            "--sanitizer takes address or none, not 'thread'",
+        ),
     ];
     for (args, want) in cases {
         let out = run(dir.path(), args);
@@ -127,6 +134,27 @@ fn a_target_missing_from_the_bin_dir_is_named() {
     assert!(err.contains("no fuzz target topo in "), "{err}");
 }
 
+/// A campaign's row says when its targets ran without AddressSanitizer (the default's rows say
+/// nothing: see the next test's exact row).
+#[test]
+fn a_campaign_without_a_sanitizer_says_so_in_its_row() {
+    let dir = tempfile::tempdir().unwrap();
+    stand_ins(dir.path(), &[("ibstat", DONE)]);
+    let record = dir.path().join("FUZZING.md");
+    fs::write(&record, format!("# Campaigns\n\n{TABLE_HEAD}")).unwrap();
+    let args = "--runs 5 --sanitizer none --bin-dir bin --work-dir w --record FUZZING.md ibstat";
+    let out = run(dir.path(), &args.split(' ').collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let text = fs::read_to_string(&record).unwrap();
+    let rows = table_rows(&text);
+    assert_eq!(rows.len(), 1, "{text}");
+    assert!(
+        rows[0].contains("| ibstat | -runs=5 -s none [new corpus] | 4321 |"),
+        "{}",
+        rows[0]
+    );
+}
+
 #[test]
 fn each_row_and_the_ledger_are_recorded_and_the_old_rows_kept() {
     let dir = tempfile::tempdir().unwrap();
@@ -135,9 +163,7 @@ fn each_row_and_the_ledger_are_recorded_and_the_old_rows_kept() {
     let old = "| 2026-01-01T00:00Z | ibstat | -runs=9 | 10000000 | 9 | 100 | 1 | 2 | 3 | none |";
     fs::write(
         &record,
-        format!(
-            "# Campaigns\n\nprose\n\n| campaign (UTC) | target | limit | executions | exec/s | seconds | cov | ft | corpus | findings |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|\n{old}\n\n## Findings\n"
-        ),
+        format!("# Campaigns\n\nprose\n\n{TABLE_HEAD}{old}\n\n## Findings\n"),
     )
     .unwrap();
     let out = run(
