@@ -162,13 +162,14 @@ fn expectation_line(e: &Expectation, unit: icb_core::model::BandwidthUnit) -> St
     let bw = |bps: f64| format!("{} {}", bw_value(bps, unit), unit.label());
     let mixed = e.min_mixed_bandwidth_bps.unwrap_or(e.min_cuda_bandwidth_bps);
     format!(
-        "expected for {} ({}): host→host ≥ {}, cuda→cuda ≥ {}, host↔cuda ≥ {} for messages ≥ {}; tcp carrying data {}",
+        "expected for {} ({}): host→host ≥ {}, cuda→cuda ≥ {}, host↔cuda ≥ {} for messages ≥ {} (≥ {} in flight); tcp carrying data {}",
         e.locality,
         e.source,
         bw(e.min_host_bandwidth_bps),
         bw(e.min_cuda_bandwidth_bps),
         bw(mixed),
         format_size(e.min_size_for_bandwidth),
+        format_size(icb_core::verdict::MIN_IN_FLIGHT_FOR_BANDWIDTH),
         if e.tcp_is_failure { "fails" } else { "warns" }
     )
 }

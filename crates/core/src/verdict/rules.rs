@@ -1,7 +1,7 @@
 //! The case rules: one case's verdict from the data path UCX reported, the placement and the
 //! measured bandwidth. Classification decides first, the bandwidth floor second.
 
-use super::expectation::CEILING_SLACK;
+use super::expectation::{CEILING_SLACK, MIN_IN_FLIGHT_FOR_BANDWIDTH};
 use crate::classify::join_lanes;
 use crate::model::*;
 
@@ -81,6 +81,14 @@ fn tcp_lanes(path: &DataPath) -> String {
     } else {
         join_lanes(&tcp)
     }
+}
+
+/// The bytes a case kept moving at once: its message size times its window (the UCX engine's
+/// outstanding operations, a NIXL request's descriptors) or its list of blocks, whichever is
+/// larger (a list is one operation in flight with all its blocks).
+fn bytes_in_flight(case: &CaseResult, m: &Measurement) -> u64 {
+    let at_once = m.window.max(case.blocks.unwrap_or(1)).max(1);
+    case.size.saturating_mul(u64::from(at_once))
 }
 
 /// Classification only (no bandwidth): what the data path means for this placement.
@@ -335,6 +343,7 @@ fn assess_case(case: &CaseResult, exp: &Expectation, settings: &RunSettings) -> 
         let floor = exp.floor_for(case.memory);
         if case.test.is_bandwidth()
             && case.size >= exp.min_size_for_bandwidth
+            && bytes_in_flight(case, m) >= MIN_IN_FLIGHT_FOR_BANDWIDTH
             && let Some(bps) = m.bandwidth_bps
             && bps < floor
         {

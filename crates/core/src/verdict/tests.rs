@@ -523,6 +523,51 @@ fn a_slow_path_keeps_its_figure_instead_of_reading_zero() {
     );
 }
 
+/// A put over cuda_ipc between two GPU buffers on one host, `gbps` measured with `at_once`
+/// messages (UCX window) or descriptors (one NIXL request) in flight.
+fn cuda_ipc_put(size: u64, window: u32, blocks: Option<u32>, gbps: f64) -> CaseResult {
+    let info = format!("put from cuda memory length {size} zero-copy cuda_ipc/cuda");
+    let mut c = measured(TestKind::PutBw, CC, size, Some(&info), &[], gbps);
+    c.blocks = blocks;
+    c.measurement.as_mut().unwrap().window = window;
+    c
+}
+
+#[test]
+fn a_floor_needs_enough_bytes_in_flight_to_say_anything_about_the_fabric() {
+    let exp = Expectation::defaults(Locality::SameHost);
+    let judge = |c: &CaseResult| judge_case(c, &exp, &settings(false));
+    // Measured on an H200: one NIXL request of one 1 MiB descriptor over cuda_ipc reads 47.5 GB/s,
+    // under the 50 GB/s floor, on a path that moves 1.8 TB/s: the request's fixed cost, not the
+    // fabric. The path is judged, the floor is not.
+    let one_request = judge(&cuda_ipc_put(MIB, 1, Some(1), 47.5));
+    assert_eq!(one_request.status, Status::Ok, "{one_request:?}");
+    assert!(!one_request.reason.contains("below floor"), "{}", one_request.reason);
+    // The same block size with 4 MiB or more in flight is held to the floor: as 4 descriptors of
+    // one request, as a UCX window of 32, or as a list of 16 blocks.
+    for (what, case) in [
+        ("4 descriptors", cuda_ipc_put(MIB, 4, Some(4), 40.0)),
+        ("a window of 32", cuda_ipc_put(MIB, 32, None, 40.0)),
+        ("a list of 16 blocks", cuda_ipc_put(MIB, 1, Some(16), 40.0)),
+    ] {
+        let v = judge(&case);
+        assert_eq!(v.status, Status::Fail, "{what}: {v:?}");
+        assert!(
+            v.reason.contains("bandwidth below floor: 40.00 GB/s measured"),
+            "{what}: {}",
+            v.reason
+        );
+    }
+    // Below 4 MiB in flight (3 × 1 MiB) the floor stays silent, and a large message alone is
+    // enough (64 MiB with a window of 1).
+    assert_eq!(judge(&cuda_ipc_put(MIB, 3, Some(3), 40.0)).status, Status::Ok);
+    assert_eq!(judge(&cuda_ipc_put(64 * MIB, 1, None, 40.0)).status, Status::Fail);
+    // A wrong path fails whatever is in flight: the floor was never what caught it.
+    let mut emulated = measured(TestKind::GetBw, CC, MIB, Some(GET_EMU_TCP), &[], 0.09);
+    emulated.measurement.as_mut().unwrap().window = 1;
+    assert_eq!(judge(&emulated).status, Status::Fail);
+}
+
 fn run(locality: Locality, cases: Vec<CaseResult>, require_cuda: bool) -> (Vec<CaseResult>, Verdict) {
     let mut cases = cases;
     let v = judge_cases(&mut cases, &Expectation::defaults(locality), &settings(require_cuda));
