@@ -275,6 +275,22 @@ impl NixlRuntime {
         Ok(metadata)
     }
 
+    /// Makes GPU 0's context current on this thread for a case with GPU memory on either side, and
+    /// keeps it for the process's life. Best effort: a host-memory side without a GPU measures
+    /// what such a machine can. It must be current before the peer's metadata is loaded, not
+    /// only before this side allocates: UCX unpacks the peer's remote keys there, and its
+    /// cuda_ipc transport maps the peer's GPU memory only where a primary context is already
+    /// active (it does not create one: `uct_cuda_ctx_primary_push_avail` with
+    /// `retain_inactive = 0`). Loaded before, the key had no cuda_ipc part and every WRITE into
+    /// it was emulated over TCP: measured on an H200, the first GPU case of each process read 0.09 GB/s
+    /// (`to cuda` in UCX's tables), the same case later in the run 48 GB/s over cuda_ipc
+    /// (`to cuda/dev[1]`).
+    fn hold_cuda_for(&self, setup: &CaseSetup) {
+        if setup.memory.initiator == MemoryType::Cuda || setup.memory.target == MemoryType::Cuda {
+            self.cuda.get_or_init(|| icb_memory::activate_cuda(0).ok());
+        }
+    }
+
     fn alloc_registered(
         &self,
         memory: MemoryType,
@@ -287,10 +303,7 @@ impl NixlRuntime {
             Some(side) => usize::try_from(side.buffer_bytes).map_err(|_| "KV buffer does not fit this platform")?,
             None => case_len(setup)?,
         };
-        if setup.memory.initiator == MemoryType::Cuda || setup.memory.target == MemoryType::Cuda {
-            // Best effort: a host-memory side without a GPU measures what such a machine can.
-            self.cuda.get_or_init(|| icb_memory::activate_cuda(0).ok());
-        }
+        self.hold_cuda_for(setup);
         let mut buffer = Buffer::new(mem_kind(memory).0, len, 0).map_err(|e| e.to_string())?;
         buffer
             .fill(fill_seed(is_source, setup.seed))
@@ -360,6 +373,7 @@ impl NixlRuntime {
     /// Initiator side: local buffer, the target's metadata, and the prepared request.
     pub fn initiator_setup(&mut self, setup: CaseSetup, ready: &CaseReady) -> Result<(), String> {
         self.case = None;
+        self.hold_cuda_for(&setup);
         let remote = self.load_peer(&ready.rkey.0)?;
         let is_source = direction_of(&setup) == Some(Direction::Write);
         let mut case =
