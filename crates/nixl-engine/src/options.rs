@@ -39,7 +39,7 @@ impl Default for NixlOptions {
 /// of KV-page-like descriptor lists — 16 KiB pages at 1, 64 and 1024 descriptors (one page, a
 /// small and a large KV transfer) and 1 MiB blocks at 1 and 64 (the 64-descriptor request is held
 /// to the bandwidth floor; one 1 MiB descriptor is too little in flight for a floor, see
-/// `icb_core::verdict::MIN_IN_FLIGHT_FOR_BANDWIDTH`, and is judged on its data path).
+/// `icb_core::verdict::MIN_MESSAGES_IN_FLIGHT_FOR_BANDWIDTH`, and is judged on its data path).
 /// At most 64 MiB per request, so it fits any GPU and a small host.
 pub fn verdict_plan() -> Vec<CaseShape> {
     const SHAPES: [(u64, u32); 5] = [

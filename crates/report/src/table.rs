@@ -169,7 +169,7 @@ fn expectation_line(e: &Expectation, unit: icb_core::model::BandwidthUnit) -> St
         bw(e.min_cuda_bandwidth_bps),
         bw(mixed),
         format_size(e.min_size_for_bandwidth),
-        format_size(icb_core::verdict::MIN_IN_FLIGHT_FOR_BANDWIDTH),
+        format_size(e.min_in_flight_for_bandwidth()),
         if e.tcp_is_failure { "fails" } else { "warns" }
     )
 }

@@ -1,7 +1,7 @@
 //! The case rules: one case's verdict from the data path UCX reported, the placement and the
 //! measured bandwidth. Classification decides first, the bandwidth floor second.
 
-use super::expectation::{CEILING_SLACK, MIN_IN_FLIGHT_FOR_BANDWIDTH};
+use super::expectation::CEILING_SLACK;
 use crate::classify::join_lanes;
 use crate::model::*;
 
@@ -343,7 +343,7 @@ fn assess_case(case: &CaseResult, exp: &Expectation, settings: &RunSettings) -> 
         let floor = exp.floor_for(case.memory);
         if case.test.is_bandwidth()
             && case.size >= exp.min_size_for_bandwidth
-            && bytes_in_flight(case, m) >= MIN_IN_FLIGHT_FOR_BANDWIDTH
+            && bytes_in_flight(case, m) >= exp.min_in_flight_for_bandwidth()
             && let Some(bps) = m.bandwidth_bps
             && bps < floor
         {

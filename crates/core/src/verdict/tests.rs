@@ -562,6 +562,13 @@ fn a_floor_needs_enough_bytes_in_flight_to_say_anything_about_the_fabric() {
     // enough (64 MiB with a window of 1).
     assert_eq!(judge(&cuda_ipc_put(MIB, 3, Some(3), 40.0)).status, Status::Ok);
     assert_eq!(judge(&cuda_ipc_put(64 * MIB, 1, None, 40.0)).status, Status::Fail);
+    // The bound is four messages of the floors' minimum size: lowering it (--min-bw-size) lowers
+    // both, so 4 × 64 KiB is judged from a 64 KiB minimum.
+    let mut small = Expectation::defaults(Locality::SameHost);
+    small.min_size_for_bandwidth = 64 << 10;
+    assert_eq!(small.min_in_flight_for_bandwidth(), 256 << 10);
+    let v = judge_case(&cuda_ipc_put(64 << 10, 4, Some(4), 40.0), &small, &settings(false));
+    assert_eq!(v.status, Status::Fail, "{v:?}");
     // A wrong path fails whatever is in flight: the floor was never what caught it.
     let mut emulated = measured(TestKind::GetBw, CC, MIB, Some(GET_EMU_TCP), &[], 0.09);
     emulated.measurement.as_mut().unwrap().window = 1;
