@@ -195,7 +195,8 @@ pub fn summary_line(kv: &KvOutcome) -> String {
 /// estimate (the busiest rank's bytes at 1 GB/s) is what a loaded machine's small requests can
 /// miss with a healthy path (measured: 3.6 ms p50 against a 4.2 ms estimate, cma, 2 cores at
 /// load 10), so failing on it would fail CI for the machine; `--max-kv-ms` is the floor to fail
-/// on, and a TCP data path between hosts already fails the data-path rules.
+/// on, and a TCP data path between hosts already fails the data-path rules. From
+/// [`KV_JUDGED_AGAINST_TCP_FROM_MS`] on the verdict warns as well.
 pub(super) fn tcp_warning(kv: &KvOutcome) -> Option<String> {
     let p50 = kv.request_ms_p50?;
     (p50 > kv.tcp_estimate_ms).then(|| {
