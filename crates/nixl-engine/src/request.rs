@@ -49,6 +49,12 @@ pub fn settings_for_request(req: &SettingsRequest) -> Result<RunSettings, Reques
         }
         (None, true, _) => full_plan(&directions, &batches),
         (None, false, false) => verdict_plan(),
+        // Directions alone: the verdict plan's shapes of those directions (1024 × 1 MiB, a 1 GiB
+        // request, is not one of them).
+        (None, false, true) if req.batches.is_none() => verdict_plan()
+            .into_iter()
+            .filter(|shape| Direction::of_test(shape.test).is_some_and(|d| directions.contains(&d)))
+            .collect(),
         (None, false, true) => {
             // Explicit directions or batches at the verdict profile's two block sizes.
             base.sizes = vec![KV_BLOCK_SIZE, 1 << 20];
@@ -78,6 +84,24 @@ mod tests {
         let s = settings_for_request(&req).unwrap();
         assert!(s.plan.iter().all(|c| c.test == TestKind::GetBw && c.blocks == Some(4)));
         assert_eq!(s.plan.len(), 2, "the verdict profile's two block sizes");
+        // A direction alone keeps the verdict plan's shapes of that direction, each request within
+        // 64 MiB (not 16 KiB and 1 MiB × the default batches, whose 1024 × 1 MiB is 1 GiB).
+        let write = settings_for_request(&SettingsRequest {
+            tests: Some(vec![TestKind::PutBw]),
+            ..Default::default()
+        })
+        .unwrap();
+        let expected: Vec<_> = verdict_plan()
+            .into_iter()
+            .filter(|c| c.test == TestKind::PutBw)
+            .collect();
+        assert_eq!(write.plan, expected);
+        assert!(
+            write
+                .plan
+                .iter()
+                .all(|c| c.size * u64::from(c.blocks.unwrap_or(1)) <= 64 << 20)
+        );
         for bad in [
             SettingsRequest {
                 tests: Some(vec![TestKind::TagLat]),
