@@ -95,6 +95,10 @@ fn bytes_in_flight(case: &CaseResult, m: &Measurement) -> u64 {
 fn assess_path(case: &CaseResult, path: &DataPath, exp: &Expectation) -> Assessment {
     let same_host = exp.locality == Locality::SameHost;
     let cuda = case.memory.uses_cuda();
+    // Host memory on one side and GPU memory on the other cross PCIe through a copy on one host
+    // whatever the transport: staging through host memory is the path there, not a fault, and
+    // the host↔cuda floor judges its speed. Only GPU→GPU on one host has cuda_ipc to miss.
+    let mixed_same_host = same_host && cuda && case.memory != cuda_cuda();
     let large = case.size >= exp.min_size_for_bandwidth;
     let lanes = join_lanes(&path.transports);
     let tcp_status = if exp.tcp_is_failure { Status::Fail } else { Status::Warn };
@@ -171,6 +175,12 @@ fn assess_path(case: &CaseResult, path: &DataPath, exp: &Expectation) -> Assessm
                 path.class
             ),
             Some("both sides are on one host: check the placement (node names) before trusting this run"),
+        ),
+        TransportClass::SharedMemory | TransportClass::Cma | TransportClass::CudaCopyStaging if mixed_same_host => a(
+            Finding::Fine,
+            Status::Ok,
+            format!("host memory to or from the GPU on the same host ({lanes})"),
+            None,
         ),
         TransportClass::SharedMemory | TransportClass::Cma if cuda && large => a(
             Finding::CudaStaging,

@@ -575,6 +575,54 @@ fn a_floor_needs_enough_bytes_in_flight_to_say_anything_about_the_fabric() {
     assert_eq!(judge(&emulated).status, Status::Fail);
 }
 
+#[test]
+fn host_memory_reaches_a_gpu_on_one_host_through_a_copy_and_that_is_no_fault() {
+    let same = Expectation::defaults(Locality::SameHost);
+    let judge = |c: &CaseResult, e: &Expectation| judge_case(c, e, &settings(false));
+    // Measured on an H200: tag_bw 64 MiB host→GPU at 50.5 GB/s, perftest's 48.8 GB/s, with the
+    // sender's request naming a cma read. One side is host memory, so there is no cuda_ipc to
+    // miss: it used to warn "staged through host memory over cma, not cuda_ipc".
+    let cma_read = "tag_send from host memory length 67108864 rendezvous zero-copy read from remote cma/memory";
+    let healthy = judge(
+        &measured(TestKind::TagBw, HC, 64 * MIB, Some(cma_read), &[], 50.5),
+        &same,
+    );
+    assert_eq!(healthy.status, Status::Ok, "{healthy:?}");
+    assert!(
+        healthy
+            .reason
+            .contains("host memory to or from the GPU on the same host (cma/memory)")
+    );
+    let staged = judge(
+        &measured(TestKind::TagBw, HC, 64 * MIB, Some(CUDA_STAGED_RC), &[], 40.0),
+        &same,
+    );
+    assert_eq!(staged.status, Status::Ok, "{staged:?}");
+    // The host↔cuda floor still judges its speed (the host side without a CUDA context read
+    // 1 GB/s on the first GPU day).
+    let slow = judge(
+        &measured(TestKind::TagBw, HC, 64 * MIB, Some(cma_read), &[], 1.0),
+        &same,
+    );
+    assert_eq!(slow.status, Status::Fail, "{slow:?}");
+    assert!(slow.reason.contains("expected ≥ 5.00 GB/s"), "{}", slow.reason);
+    // GPU→GPU through host memory on one host still warns (cuda_ipc was missed), and so does
+    // host↔GPU staging between hosts (GPUDirect RDMA was missed).
+    let cc = judge(
+        &measured(TestKind::TagBw, CC, 64 * MIB, Some(TAG_CMA), &[], 60.0),
+        &same,
+    );
+    assert_eq!(cc.status, Status::Warn, "{cc:?}");
+    assert!(cc.reason.contains("not cuda_ipc"), "{}", cc.reason);
+    let apart = Expectation::defaults(Locality::DifferentHosts);
+    let across = judge(
+        &measured(TestKind::TagBw, HC, 64 * MIB, Some(CUDA_STAGED_RC), &[], 9.0),
+        &apart,
+    );
+    assert_eq!(across.status, Status::Warn, "{across:?}");
+    assert!(across.reason.contains("not GPUDirect RDMA"), "{}", across.reason);
+}
+
 fn run(locality: Locality, cases: Vec<CaseResult>, require_cuda: bool) -> (Vec<CaseResult>, Verdict) {
     let mut cases = cases;
     let v = judge_cases(&mut cases, &Expectation::defaults(locality), &settings(require_cuda));
