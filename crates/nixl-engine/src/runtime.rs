@@ -282,9 +282,9 @@ impl NixlRuntime {
     /// cuda_ipc transport maps the peer's GPU memory only where a primary context is already
     /// active (it does not create one: `uct_cuda_ctx_primary_push_avail` with
     /// `retain_inactive = 0`). Loaded before, the key had no cuda_ipc part and every WRITE into
-    /// it was emulated over TCP: measured on an H200, the first GPU case of each process read 0.09 GB/s
-    /// (`to cuda` in UCX's tables), the same case later in the run 48 GB/s over cuda_ipc
-    /// (`to cuda/dev[1]`).
+    /// it was emulated over TCP: measured on an H200, the first GPU case of each process read
+    /// 0.09 GB/s (`to cuda` in UCX's tables), the same case later in the run 48 GB/s over
+    /// cuda_ipc (`to cuda/dev[1]`).
     fn hold_cuda_for(&self, setup: &CaseSetup) {
         if setup.memory.initiator == MemoryType::Cuda || setup.memory.target == MemoryType::Cuda {
             self.cuda.get_or_init(|| icb_memory::activate_cuda(0).ok());

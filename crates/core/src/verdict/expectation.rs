@@ -32,21 +32,13 @@ pub const MIN_SIZE_FOR_BANDWIDTH: u64 = 1 << 20;
 /// Floors apply only where at least four messages of the floors' minimum size are in flight at
 /// once (message size × window, or a request's descriptors × block size; 4 MiB by default, and
 /// `--min-bw-size` moves it with the size): a transfer moved one small request at a time is
-/// bound by the fixed cost of each request, not by the fabric. Measured on an H200 (2026-11-27): a NIXL
-/// WRITE of one 1 MiB descriptor over cuda_ipc took 16 µs p50 and 22 µs on average, so it read
-/// 47.5 GB/s, below the 50 GB/s cuda→cuda floor, on a path that moves 1.8 TB/s; one request of
-/// 16 × 1 MiB read 84 GB/s and the UCX engine's 1 MiB put with 32 in flight 129 GB/s. With that
-/// fixed cost and NVLink's slowest 300 GB/s, 4 MiB in flight reads ≈ 115 GB/s, 2.3× the floor.
+/// bound by the fixed cost of each request, not by the fabric. Measured on an H200
+/// (2026-11-27): a NIXL WRITE of one 1 MiB descriptor over cuda_ipc took 16 µs p50 and 22 µs
+/// on average, so it read 47.5 GB/s, below the 50 GB/s cuda→cuda floor, on a path that moves
+/// 1.8 TB/s; one request of 16 × 1 MiB read 84 GB/s and the UCX engine's 1 MiB put with 32 in
+/// flight 129 GB/s. With that fixed cost and NVLink's slowest 300 GB/s, 4 MiB in flight reads
+/// ≈ 115 GB/s, 2.3× the floor.
 pub const MIN_MESSAGES_IN_FLIGHT_FOR_BANDWIDTH: u64 = 4;
-
-impl Expectation {
-    /// The bytes a case must keep in flight for a floor to judge it
-    /// ([`MIN_MESSAGES_IN_FLIGHT_FOR_BANDWIDTH`] messages of `min_size_for_bandwidth`).
-    pub fn min_in_flight_for_bandwidth(&self) -> u64 {
-        self.min_size_for_bandwidth
-            .saturating_mul(MIN_MESSAGES_IN_FLIGHT_FOR_BANDWIDTH)
-    }
-}
 
 /// Different hosts, line rate unknown: 400 GB/s, eight 400 Gb/s NICs (or four 800 Gb/s), the most
 /// any node carries today; one transfer between two processes normally uses a fraction of it.
@@ -119,6 +111,13 @@ impl Expectation {
             (MemoryType::Cuda, MemoryType::Cuda) => self.min_cuda_bandwidth_bps,
             _ => self.min_mixed_bandwidth_bps.unwrap_or(self.min_cuda_bandwidth_bps),
         }
+    }
+
+    /// The bytes a case must keep in flight for a floor to judge it
+    /// ([`MIN_MESSAGES_IN_FLIGHT_FOR_BANDWIDTH`] messages of `min_size_for_bandwidth`).
+    pub fn min_in_flight_for_bandwidth(&self) -> u64 {
+        self.min_size_for_bandwidth
+            .saturating_mul(MIN_MESSAGES_IN_FLIGHT_FOR_BANDWIDTH)
     }
 
     /// Applies overrides; `source` names where they came from (`flags`, a file path).

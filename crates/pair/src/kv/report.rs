@@ -341,12 +341,7 @@ mod tests {
 
     #[test]
     fn max_kv_ms_fails_a_slow_request_and_passes_a_fast_one() {
-        let rows = Verdict {
-            status: VerdictStatus::Pass,
-            reason: String::new(),
-            hint: None,
-            data_paths: Vec::new(),
-        };
+        let rows = pass_rows();
         let mut slow = kv(Some(12.0), &["tcp/lo"]);
         slow.summary = summary_line(&slow);
         let v = verdict(&slow, VerdictStatus::Pass, &rows);
