@@ -2,8 +2,8 @@
 //!
 //! This binary parses arguments and wires the crates together, as ripgrep does: each command's
 //! clap `Args` are turned once into what to run (for `pair`, `cmd::pair::PairCommand`), and the
-//! crates decide the rest. What is still decided here rather than in a crate is listed in the
-//! README's layout table.
+//! crates decide the rest. What is still decided here rather than in a crate is listed in
+//! docs/architecture.md ("What `src/` decides").
 #![forbid(unsafe_code)]
 
 mod cmd;

@@ -1,6 +1,6 @@
 //! Scheduler-only simulation at N = 1000 with k bad nodes: the linear schedule (ring + 2 random
 //! matchings) and the second pass name every bad node and blame no healthy one. A pair fails when
-//! either node is bad; healthy links measure 20 GB/s with ±10 % noise. Prints the README table
+//! either node is bad; healthy links measure 20 GB/s with ±10 % noise. Prints docs/sweep.md's table
 //! (`cargo test -p icb-sweep --test simulate -- --nocapture`).
 
 use icb_sweep::results::{Outcome, PairResult};

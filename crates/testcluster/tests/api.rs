@@ -1000,7 +1000,7 @@ async fn discovery_lists_the_served_resources() {
     assert_eq!(listed.items.len(), 2);
 }
 
-/// The real kubectl works against the emulated server, as the README's demo promises
+/// The real kubectl works against the emulated server, as docs/sweep.md's demo promises
 /// (`kubectl get nodes -L …` needs discovery first).
 #[tokio::test]
 async fn kubectl_gets_nodes_with_label_columns() {
