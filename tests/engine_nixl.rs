@@ -55,6 +55,7 @@ fn nixl_engine_pair_reads_and_writes_descriptor_lists_verified_and_attributed() 
             &[
                 "--memory",
                 "host-host,cuda-cuda",
+                "--cuda-optional",
                 "--sizes",
                 "4KiB,1MiB",
                 "--batches",
@@ -112,6 +113,57 @@ fn nixl_engine_pair_reads_and_writes_descriptor_lists_verified_and_attributed() 
         icb_core::VerdictStatus::Pass,
         "{:?}",
         report.verdict
+    );
+}
+
+/// Issue 35, item 2: a user's own `UCX_LOG_FILE` (common in worker pods) no longer blinds the
+/// NIXL engine's attribution: it reads the user's file, expanding UCX's template (`%p`, `%t`).
+/// Where UCX logs to a stream ic-bench cannot read back, every path is unknown and the run is
+/// inconclusive (exit 1), never a pass, with the warning saying why.
+#[test]
+fn a_users_ucx_log_file_is_read_and_an_unreadable_one_is_inconclusive() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let template = format!("{}/user-ucx.%p.%t.log", dir.path().display());
+    let args = [
+        &["pair", "--local", "--engine", "nixl", "-o", "json"][..],
+        &["--memory", "host-host", "--sizes", "1MiB", "--batches", "1"],
+        &["--min-host-bw", "0.001"],
+        &QUICK[..],
+    ]
+    .concat();
+    let ran = ic_bench(&args, &[("UCX_LOG_FILE", template.as_str())]);
+    assert_eq!(ran.code, 0, "stderr: {}", ran.stderr);
+    let report = ran.report();
+    for c in report.cases.iter().filter(|c| c.status == CaseStatus::Measured) {
+        let t = c.transport.as_ref().expect("a data path");
+        assert_eq!(t.data_path.class, TransportClass::Cma, "{c:?}");
+        assert_eq!(t.data_path.source, EvidenceSource::ProtoInfo);
+    }
+    assert_eq!(
+        report.verdict.status,
+        icb_core::VerdictStatus::Pass,
+        "{:?}",
+        report.verdict
+    );
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().count() >= 2,
+        "UCX wrote the user's files where they asked (one per side)"
+    );
+
+    let ran = ic_bench(&args, &[("UCX_LOG_FILE", "stderr")]);
+    assert_eq!(ran.code, 1, "inconclusive is never exit 0: {}", ran.stderr);
+    let report = ran.report();
+    assert_eq!(
+        report.verdict.status,
+        icb_core::VerdictStatus::Inconclusive,
+        "{:?}",
+        report.verdict
+    );
+    assert!(
+        report.warnings.iter().any(|w| w.contains("cannot read back")),
+        "{:?}",
+        report.warnings
     );
 }
 

@@ -123,7 +123,9 @@ fn cuda_pairs_are_skipped_without_a_driver_unless_required() {
     ];
     let fast = ["--min-time", "0.02", "--warmup", "2", "--min-iterations", "4"];
     let server = Server::start(&[]);
-    let out = connect(&server.addr, &[&args[..], &fast[..]].concat(), &[]);
+    // CUDA named in --memory is required unless --cuda-optional (issue 35).
+    let optional = ["--cuda-optional"];
+    let out = connect(&server.addr, &[&args[..], &fast[..], &optional[..]].concat(), &[]);
     let report = out.report();
     if report["client"]["cuda"]["available"] == true && report["server"]["cuda"]["available"] == true {
         // A GPU machine: the same cases must all be measured instead (nothing skipped).
@@ -145,6 +147,13 @@ fn cuda_pairs_are_skipped_without_a_driver_unless_required() {
         );
     }
     assert_eq!(cs[1]["reason"], "no CUDA driver on the prefill side");
+    drop(server);
+
+    let server = Server::start(&[]);
+    // Named without --cuda-optional: required, the same failure as --require-cuda.
+    let out = connect(&server.addr, &[&args[..], &fast[..]].concat(), &[]);
+    assert_eq!(out.code, 2, "named CUDA memory without a driver: {}", out.stderr);
+    assert_eq!(out.report()["verdict"]["status"], "fail");
     drop(server);
 
     let server = Server::start(&[]);

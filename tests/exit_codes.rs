@@ -77,7 +77,16 @@ fn row_0_cuda_skipped_when_not_required_says_so_in_the_verdict() {
         eprintln!("a CUDA driver is present: the no-driver rows do not apply here");
         return;
     }
-    let out = pair(&["--tests", "tag_bw", "--sizes", "8", "--memory", "host-host,cuda-cuda"]);
+    // CUDA named in --memory is required by default (issue 35): --cuda-optional skips it.
+    let out = pair(&[
+        "--tests",
+        "tag_bw",
+        "--sizes",
+        "8",
+        "--memory",
+        "host-host,cuda-cuda",
+        "--cuda-optional",
+    ]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     let reason = out.report()["verdict"]["reason"]
         .as_str()
@@ -175,15 +184,29 @@ fn row_2_nothing_measured_or_cuda_required_without_a_driver() {
         eprintln!("a CUDA driver is present: the no-driver rows do not apply here");
         return;
     }
-    let out = pair(&["--tests", "tag_bw", "--sizes", "8", "--memory", "cuda-cuda"]);
+    let out = pair(&[
+        "--tests",
+        "tag_bw",
+        "--sizes",
+        "8",
+        "--memory",
+        "cuda-cuda",
+        "--cuda-optional",
+    ]);
     assert_eq!(out.code, 2, "--memory cuda-cuda without a driver: {}", out.stderr);
     assert!(
         out.error_line().contains("nothing was measured: no CUDA driver"),
         "{}",
         out.stderr
     );
-    // The report is still written, and says why.
-    assert_eq!(out.report()["verdict"]["status"], "warn");
+    // The report is still written, and says why: nothing measured is no verdict.
+    assert_eq!(out.report()["verdict"]["status"], "inconclusive");
+
+    // CUDA named in --memory is required unless --cuda-optional: a failure of the pair, exit 2.
+    let out = pair(&["--tests", "tag_bw", "--sizes", "8", "--memory", "host-host,cuda-cuda"]);
+    assert_eq!(out.code, 2, "named CUDA memory without a driver: {}", out.stderr);
+    assert!(out.error_line().contains("CUDA memory was asked for"), "{}", out.stderr);
+    assert_eq!(out.report()["verdict"]["status"], "fail");
 
     let out = pair(&[
         "--tests",
@@ -196,6 +219,38 @@ fn row_2_nothing_measured_or_cuda_required_without_a_driver() {
     ]);
     assert_eq!(out.code, 2, "--require-cuda without a driver: {}", out.stderr);
     assert!(out.error_line().contains("--require-cuda"), "{}", out.stderr);
+}
+
+/// Issue 35, item 5: a `connect` whose only case the server refused (above its `--max-buffer`)
+/// measured nothing: exit 2, and the one line names the server's bound, not UCX's logs.
+#[test]
+fn row_2_a_case_the_server_refused_is_nothing_measured_naming_its_bound() {
+    let server = Server::start_with(&["--once", "--idle-timeout", "60s", "--max-buffer", "1MiB"], &[]);
+    let out = connect(
+        &server.addr,
+        &[
+            QUICK,
+            &["--tests", "put_bw", "--sizes", "4MiB", "--memory", "host-host"],
+        ]
+        .concat(),
+        &[],
+    );
+    assert_eq!(out.code, 2, "nothing measured: {}", out.stderr);
+    let line = out.error_line();
+    assert!(
+        line.contains("nothing was measured") && line.contains("--max-buffer"),
+        "{line}"
+    );
+    let report = out.report();
+    assert_eq!(report["verdict"]["status"], "inconclusive");
+    assert!(
+        report["verdict"]["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--max-buffer"),
+        "the fix is the server's bound: {}",
+        report["verdict"]
+    );
 }
 
 #[test]

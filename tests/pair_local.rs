@@ -90,6 +90,64 @@ fn tcp_forced_by_ucx_tls_fails_naming_the_fallback() {
     );
 }
 
+/// Issue 35 item 4: `--control tcp` repeats the run's largest host case with UCX forced to TCP;
+/// the detector must see it (caught, seen as tcp) and the main path must beat it. With the user's
+/// own `UCX_TLS=tcp` the run still fails as a TCP fallback. A control made undetectable on
+/// purpose (the test hook forces shared memory instead) leaves the run inconclusive, exit 1.
+#[test]
+fn a_tcp_control_is_caught_and_an_undetectable_one_makes_the_run_inconclusive() {
+    use pair_local_support::pair_json_with;
+    let _one = serial();
+    let ran = pair_json_with("none", "tag_bw,put_bw", &["--control", "tcp"], &[]);
+    assert_eq!(ran.code, 0, "stderr:\n{}", ran.stderr);
+    let report = ran.report();
+    assert_eq!(report.controls.len(), 1, "{:?}", report.controls);
+    let c = &report.controls[0];
+    assert!(c.caught, "{c:?}");
+    assert!(
+        c.seen_as
+            .iter()
+            .all(|s| matches!(s, TransportClass::Tcp | TransportClass::RmaEmulated)),
+        "{c:?}"
+    );
+    let (main, tcp) = (c.main_bandwidth_bps.unwrap(), c.bandwidth_bps.unwrap());
+    assert!(main > tcp, "the shared-memory path beats forced TCP: {main} vs {tcp}");
+    assert!(
+        matches!(report.verdict.status, VerdictStatus::Pass | VerdictStatus::Warn),
+        "{:?}",
+        report.verdict
+    );
+    ran.assert_nothing_left();
+
+    let ran = pair_json_with("none", "tag_bw,put_bw", &["--control", "tcp"], &[("UCX_TLS", "tcp")]);
+    assert_eq!(ran.code, 1, "stderr:\n{}", ran.stderr);
+    let report = ran.report();
+    assert_eq!(report.verdict.status, VerdictStatus::Fail, "{:?}", report.verdict);
+    assert!(report.controls[0].caught, "{:?}", report.controls);
+
+    let ran = pair_json_with(
+        "none",
+        "tag_bw,put_bw",
+        &["--control", "tcp"],
+        &[("IC_BENCH_TEST_CONTROL_TLS", "posix,sysv,cma,self")],
+    );
+    assert_eq!(ran.code, 1, "inconclusive is never exit 0: {}", ran.stderr);
+    let report = ran.report();
+    assert_eq!(
+        report.verdict.status,
+        VerdictStatus::Inconclusive,
+        "{:?}",
+        report.verdict
+    );
+    assert!(!report.controls[0].caught);
+    assert!(
+        report.verdict.reason.contains("could not see a forced TCP fallback"),
+        "{}",
+        report.verdict.reason
+    );
+    ran.assert_nothing_left();
+}
+
 #[test]
 fn table_output_prints_a_verdict() {
     let _one = serial();

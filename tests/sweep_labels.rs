@@ -206,3 +206,55 @@ fn a_forbidden_node_patch_stops_the_sweep_before_any_pod_with_the_cluster_role_n
     assert_eq!(pods_created, 0, "stopped before any bench pod");
     assert!(!results.exists(), "no results file for a sweep that never started");
 }
+
+/// Issue 35, the blocker: `sweep --memory cuda-cuda` where the bench pods see no CUDA driver (the
+/// seed-002 class of misconfiguration) measured nothing. That is no pass: every pair is an error,
+/// no node is `pass` or labelled pass, and the sweep exits 2 ("nothing measured").
+#[test]
+fn a_cuda_sweep_that_measured_nothing_passes_no_node_and_labels_none() {
+    let config = ClusterConfig::new()
+        .node(NodeConfig::new("node-1"))
+        .node(NodeConfig::new("node-2"))
+        .node(NodeConfig::new("node-3"))
+        .program(BIN)
+        .isolation(Isolation::Host);
+    let cluster = TestCluster::start_blocking(config).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("sweep.json");
+    let (code, out, err) = run_sweep(
+        &cluster,
+        &[
+            "--memory",
+            "cuda-cuda",
+            "--label-nodes",
+            "--results",
+            results.to_str().unwrap(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert_eq!(code, 2, "nothing measured: {out}\n{err}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let pairs = r["pairs"].as_array().unwrap();
+    assert!(!pairs.is_empty(), "{r}");
+    for p in pairs {
+        let outcome = &p["outcome"];
+        assert_eq!(outcome["status"], "error", "{outcome}");
+        assert!(
+            outcome["reason"].as_str().unwrap().contains("no CUDA driver"),
+            "the reason names what was missing: {outcome}"
+        );
+    }
+    let verdicts = r["node_verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 3, "{r}");
+    for v in verdicts {
+        assert_ne!(v["status"], "pass", "{v}");
+    }
+    for (node, (labels, _)) in node_meta(&cluster) {
+        assert_ne!(
+            labels.get("ic-bench.dev/fabric").map(String::as_str),
+            Some("pass"),
+            "{node} labelled pass on nothing measured"
+        );
+    }
+    assert!(leftover_via_api(&cluster).is_empty());
+}

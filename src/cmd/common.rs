@@ -72,9 +72,14 @@ pub struct TestArgs {
     #[arg(long, value_name = "UNIT", default_value = "gb", value_parser = parse_unit)]
     pub unit: BandwidthUnit,
 
-    /// Fail instead of skipping CUDA cases when no CUDA driver is present
+    /// Fail instead of skipping CUDA cases when no CUDA driver is present (the default for CUDA
+    /// memory named in --memory)
     #[arg(long)]
     pub require_cuda: bool,
+
+    /// Skip, not fail, CUDA memory named in --memory where no CUDA driver is present
+    #[arg(long, conflicts_with = "require_cuda")]
+    pub cuda_optional: bool,
 }
 
 /// `--sizes`: a list (8,4KiB,64MiB) or a power-of-two range (8..64MiB); sweep and gate take
@@ -195,6 +200,7 @@ impl TestArgs {
             window: self.window,
             unit: self.unit,
             require_cuda: self.require_cuda,
+            cuda_optional: self.cuda_optional,
         }
     }
 
@@ -363,11 +369,13 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 }
 
 /// An interrupted pair: the cases measured before the signal (when the prefill side reported
-/// them) rendered as `-o` asks and marked partial, then the interruption's one line; exit 130.
+/// them) rendered as `-o` asks and marked partial, recorded in `--history` as `interrupted`, then
+/// the interruption's one line; exit 130.
 pub fn emit_interrupted(
     interrupted: &icb_pair::Interrupted,
     output: &super::output::Output,
     interrupt: &super::interrupt::Interrupt,
+    history: Option<&super::history_args::RunHistory>,
 ) -> anyhow::Result<i32> {
     // The prefill side was interrupted by its parent; the report names what interrupted the run.
     let Some((report, line)) = interrupted.partial_marked(interrupt.signal()) else {
@@ -375,6 +383,9 @@ pub fn emit_interrupted(
     };
     output.emit(&icb_report::render_pair(&report, output.format)?)?;
     output.write_exports(icb_report::Report::Pair(&report))?;
+    if let Some(e) = history.and_then(|h| h.record_interrupted(&report)) {
+        eprintln!("ic-bench: warning: the partial report is written but not recorded: {e:#}");
+    }
     Ok(interrupt.report(&line))
 }
 

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The flags `--plan` decides (settings, expectation, placement, output): refused beside it.
-const PLAN_DECIDES: [&str; 27] = [
+const PLAN_DECIDES: [&str; 28] = [
     "profile",
     "tests",
     "sizes",
@@ -28,6 +28,7 @@ const PLAN_DECIDES: [&str; 27] = [
     "window",
     "unit",
     "require_cuda",
+    "cuda_optional",
     "min_host_bw",
     "min_cuda_bw",
     "min_bw_size",
@@ -278,9 +279,13 @@ fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
         expect_flags: Default::default(),
         expect_config: None,
         expectation: Some(plan.expectation.clone()),
-        ucx: match plan.ucx_profile {
-            Some(profile) => ucx_options(args, plan.ucx_peer_errors).with_profile(profile),
-            None => ucx_options(args, plan.ucx_peer_errors),
+        ucx: {
+            let mut ucx = match plan.ucx_profile {
+                Some(profile) => ucx_options(args, plan.ucx_peer_errors).with_profile(profile),
+                None => ucx_options(args, plan.ucx_peer_errors),
+            };
+            ucx.config.extend(plan.ucx_config.iter().cloned());
+            ucx
         },
         tool: tool_info(),
         placement_mode: plan.placement_mode.clone(),

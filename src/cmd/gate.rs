@@ -45,6 +45,20 @@ pub struct Args {
     #[arg(long)]
     pub no_node_probe: bool,
 
+    /// Negative controls after the pair step, comma separated or repeated [default: tcp: the same
+    /// pair with UCX forced to TCP, which must be caught or the gate is not fit]
+    #[arg(
+        long = "control",
+        value_name = "KIND",
+        value_delimiter = ',',
+        conflicts_with = "no_controls"
+    )]
+    pub controls: Vec<icb_core::model::ControlKind>,
+
+    /// Run the pair step without its negative controls
+    #[arg(long)]
+    pub no_controls: bool,
+
     /// Bench and probe image [default: ghcr.io/ic-bench/ic-bench:<this version>]
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
@@ -154,6 +168,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         devices: args.devices.request(),
         rails,
         kv: super::gate_kv::gate_kv(&args.kv, &args.engine),
+        controls: match (args.no_controls, args.controls.is_empty()) {
+            (true, _) => Vec::new(),
+            (false, true) => vec![icb_core::model::ControlKind::Tcp],
+            (false, false) => args.controls.clone(),
+        },
     });
     let rt = super::common::runtime()?;
     let mut report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
@@ -165,6 +184,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     print!("{}", icb_report::render_gate_in(&report, format, view)?);
     // The export files, on every path (a CI job reads them whatever happened).
     exports.write(icb_report::Report::Gate(&report))?;
+    if let (GateVerdict::Interrupted | GateVerdict::Error, Some(e)) = (report.verdict, &history_error) {
+        eprintln!("ic-bench: warning: the gate's report is written but not recorded in --history: {e:#}");
+    }
     match report.verdict {
         GateVerdict::Interrupted => {
             Ok(interrupt.report("gate stopped, no verdict (the report says what it found so far)"))

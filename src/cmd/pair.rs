@@ -62,6 +62,12 @@ pub struct Args {
 
     #[command(flatten)]
     pub history: super::history_args::HistoryArgs,
+
+    /// Negative controls after the main run, comma separated or repeated: tcp (the same pair with
+    /// UCX forced to TCP: it must be classified TCP, or the run is inconclusive; the main path
+    /// must beat it)
+    #[arg(long = "control", value_name = "KIND", value_delimiter = ',')]
+    pub controls: Vec<icb_core::model::ControlKind>,
 }
 
 /// A pair run, decided: nothing after [`PairCommand::from_args`] reads a flag.
@@ -72,6 +78,8 @@ pub struct PairCommand {
     pub output: Output,
     /// `--history`/`--baseline`: compares and records the report before it is written.
     pub history: Option<super::history_args::RunHistory>,
+    /// `--control`: the negative controls to run after the main run (deduplicated, in order).
+    pub controls: Vec<icb_core::model::ControlKind>,
 }
 
 /// Who starts the two sides, with everything the launcher needs.
@@ -122,6 +130,15 @@ impl PairCommand {
         if args.rails.wanted() && args.in_place.in_place {
             anyhow::bail!("--rails runs bench pods on whole nodes, not --in-place: drop one");
         }
+        if !args.controls.is_empty() && (args.kv.wanted() || args.rails.wanted()) {
+            anyhow::bail!(
+                "--control runs with a plain pair (--local, pods or --in-place); with --rails or --kv-shape it is not \
+                 built yet: drop --control"
+            );
+        }
+        let mut controls = args.controls.clone();
+        controls.sort();
+        controls.dedup();
         let target = if args.kv.wanted() {
             if args.rails.wanted() || args.in_place.in_place || dry_run {
                 anyhow::bail!(
@@ -157,6 +174,7 @@ impl PairCommand {
             target,
             output,
             history,
+            controls,
         })
     }
 }
@@ -232,10 +250,31 @@ pub async fn drive<L: Launcher>(
     }
     match result {
         Ok(mut outcome) => {
+            if !cmd.controls.is_empty() && outcome.report.partial.is_none() {
+                let ran = icb_pair::controls::run_controls(
+                    &cmd.controls,
+                    &cmd.plan,
+                    launcher,
+                    &outcome.report,
+                    interrupt.token(),
+                )
+                .await;
+                match ran {
+                    Ok(controls) => {
+                        outcome.report.controls = controls;
+                        icb_core::verdict::judge(&mut outcome.report);
+                    }
+                    Err(i) => {
+                        return super::common::emit_interrupted(&i, &cmd.output, interrupt, cmd.history.as_ref());
+                    }
+                }
+            }
             finished(&mut outcome);
             super::common::emit_pair(&outcome.report, &cmd.output, cmd.history.as_ref())
         }
-        Err(PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &cmd.output, interrupt),
+        Err(PairError::Interrupted(i)) => {
+            super::common::emit_interrupted(&i, &cmd.output, interrupt, cmd.history.as_ref())
+        }
         Err(e) => Err(e.into()),
     }
 }

@@ -133,6 +133,9 @@ impl ProbeReport {
                 }
             }
             (Status::Fail, format!("fix first: {}", first.join(", ")))
+        } else if counts.ok == 0 && counts.warn == 0 {
+            // Every check skipped: nothing was checked, which is no answer at all (exit 2).
+            (Status::Skipped, "inconclusive: nothing could be checked".to_string())
         } else if counts.ok == 0 {
             (Status::Warn, "inconclusive: nothing could be checked".to_string())
         } else if counts.skipped > counts.ok + counts.warn {
@@ -173,12 +176,13 @@ impl ProbeReport {
         }
     }
 
-    /// 0 for ok/warn, 1 for fail.
+    /// 0 for ok/warn, 1 for fail, 2 when every check was skipped (nothing was checked: as a run
+    /// that measured nothing).
     pub fn exit_code(&self) -> i32 {
-        if self.status == Status::Fail {
-            crate::exit::VERDICT_FAILED
-        } else {
-            crate::exit::OK
+        match self.status {
+            Status::Fail => crate::exit::VERDICT_FAILED,
+            Status::Skipped => crate::exit::USAGE_OR_SETUP,
+            Status::Ok | Status::Warn => crate::exit::OK,
         }
     }
 }
@@ -237,9 +241,17 @@ mod tests {
     #[test]
     fn only_skipped_is_inconclusive_not_a_pass() {
         let r = ProbeReport::new("node", "local", vec![check("a", Status::Skipped)], vec![]);
-        assert_eq!(r.status, Status::Warn);
+        assert_eq!(r.status, Status::Skipped);
         assert!(r.verdict.starts_with("inconclusive"));
-        assert_eq!(r.exit_code(), 0);
+        assert_eq!(r.exit_code(), crate::exit::USAGE_OR_SETUP, "nothing was checked");
+        // A warning is something seen: still inconclusive, but not "nothing checked".
+        let r = ProbeReport::new(
+            "node",
+            "local",
+            vec![check("a", Status::Skipped), check("b", Status::Warn)],
+            vec![],
+        );
+        assert_eq!((r.status, r.exit_code()), (Status::Warn, 0));
     }
 
     #[test]

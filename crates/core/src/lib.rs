@@ -40,7 +40,9 @@ pub use model::*;
 pub mod exit {
     /// The verdict passed (or only warned).
     pub const OK: i32 = 0;
-    /// The verdict failed: the fabric is not what the placement should give.
+    /// The verdict failed (the fabric is not what the placement should give) or is
+    /// inconclusive (the run could not tell: an unattributed data path, a control not caught);
+    /// the report's `verdict.status` says which.
     pub const VERDICT_FAILED: i32 = 1;
     /// Bad flags, bad input, or the test could not be set up (UCX missing, peer unreachable, …).
     pub const USAGE_OR_SETUP: i32 = 2;
@@ -73,7 +75,7 @@ pub mod exit {
             && let Some(cuda) = skipped.find(|c| c.memory.uses_cuda())
         {
             return Some(format!(
-                "CUDA is required (--require-cuda) but {}: run where the NVIDIA driver is visible (libcuda.so.1), or drop --require-cuda",
+                "CUDA memory was asked for (named in --memory, or --require-cuda) but {}: run where the NVIDIA driver is visible (libcuda.so.1), or drop the CUDA memory pairs (or --require-cuda)",
                 cuda.reason.as_deref().unwrap_or("CUDA cases were skipped")
             ));
         }

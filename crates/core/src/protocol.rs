@@ -203,6 +203,10 @@ pub struct ChildPlan {
     pub ucx_profile: Option<crate::model::UcxProfile>,
     /// How long the client may try to reach the server.
     pub connect_timeout_s: f64,
+    /// UCX settings (names without `UCX_`) the prefill side applies over its environment: a
+    /// negative control forces `TLS=tcp` (`--control tcp`). Absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ucx_config: Vec<(String, String)>,
 }
 
 impl ChildPlan {

@@ -32,6 +32,7 @@
 //! cases').
 
 pub mod config;
+pub mod controls;
 pub mod expectation;
 mod rollup;
 mod rules;

@@ -268,6 +268,18 @@ async fn prepare(
     let ready: CaseReady = match control.recv(&label, HELLO_TIMEOUT * 4).await? {
         Message::Ready(r) => r,
         Message::Skipped { reason } => return Ok(Prepared::NotRun(CaseStatus::Skipped, reason)),
+        // The server's bounds (`--max-buffer`, free GPU memory) are its setup, not the fabric:
+        // not measured, with the refusal's one line as the reason (a run of only refused cases
+        // measured nothing: exit 2, the fix named).
+        Message::CaseFailed {
+            reason,
+            refused: Some(_),
+        } => {
+            return Ok(Prepared::NotRun(
+                CaseStatus::Skipped,
+                format!("refused by the decode side: {reason}"),
+            ));
+        }
         Message::CaseFailed { reason, .. } => {
             return Ok(Prepared::NotRun(CaseStatus::Failed, format!("decode side: {reason}")));
         }

@@ -73,6 +73,7 @@ pub fn assemble_report(opts: &ConnectOptions, r: SessionRecord) -> Result<PairRe
         rails: None,
         kv: None,
         baseline: None,
+        controls: Vec::new(),
     };
     finish_report(&mut report);
     Ok(report)

@@ -43,7 +43,11 @@ pub struct SettingsRequest {
     pub max_time_s: Option<f64>,
     pub window: Option<u32>,
     pub unit: BandwidthUnit,
+    /// `--require-cuda`: a CUDA case that cannot run fails the run.
     pub require_cuda: bool,
+    /// `--cuda-optional`: CUDA memory named in `--memory` is skipped, not failed, where no driver
+    /// is present (the built-in plan always skips).
+    pub cuda_optional: bool,
 }
 
 /// Why a request cannot run: flags that contradict each other or the engine (the message names
@@ -83,6 +87,14 @@ impl SettingsRequest {
         Ok(s)
     }
 
+    /// Whether a CUDA case that cannot run fails the run: asked for with `--require-cuda`, or
+    /// CUDA memory named in `--memory` (a memory type asked for by name and not measured is no
+    /// pass), unless `--cuda-optional`. The built-in plan's CUDA pairs are skipped as before.
+    pub fn cuda_required(&self) -> bool {
+        let named = self.memory.as_ref().is_some_and(|m| m.iter().any(|p| p.uses_cuda()));
+        self.require_cuda || (named && !self.cuda_optional)
+    }
+
     /// Memory, timing, unit and CUDA flags onto `s` (both engines take them alike).
     pub fn timing_onto(&self, s: &mut RunSettings) -> Result<(), RequestError> {
         if let Some(memory) = &self.memory {
@@ -95,7 +107,7 @@ impl SettingsRequest {
         s.max_time_s = self.max_time_s.unwrap_or(s.max_time_s);
         s.window = self.window.unwrap_or(s.window);
         s.unit = self.unit;
-        s.require_cuda = self.require_cuda;
+        s.require_cuda = self.cuda_required();
         if s.min_time_s > s.max_time_s {
             return Err(RequestError::Flags(format!(
                 "--min-time ({}) exceeds --max-time ({}): raise --max-time",
@@ -128,6 +140,29 @@ mod tests {
         assert!(s.plan.is_empty());
         assert_eq!((s.tests, s.sizes), (vec![TestKind::PutBw], vec![8, 16]));
         assert_eq!((s.max_time_s, s.min_iterations), (2.0, 1));
+    }
+
+    #[test]
+    fn cuda_memory_named_by_the_user_is_required_unless_optional() {
+        let cuda = Some(vec![MemoryPair::HOST_HOST, MemoryPair::ALL[3]]);
+        let plan = SettingsRequest::default().ucx_settings().unwrap();
+        assert!(!plan.require_cuda, "the built-in plan skips CUDA where there is none");
+        let named = SettingsRequest {
+            memory: cuda.clone(),
+            ..Default::default()
+        };
+        assert!(named.ucx_settings().unwrap().require_cuda);
+        let optional = SettingsRequest {
+            memory: cuda,
+            cuda_optional: true,
+            ..Default::default()
+        };
+        assert!(!optional.ucx_settings().unwrap().require_cuda);
+        let host = SettingsRequest {
+            memory: Some(vec![MemoryPair::HOST_HOST]),
+            ..Default::default()
+        };
+        assert!(!host.ucx_settings().unwrap().require_cuda);
     }
 
     #[test]

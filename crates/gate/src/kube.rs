@@ -35,6 +35,9 @@ pub struct KubeGateInput {
     pub rails: Option<GateRails>,
     /// `--kv-shape`: the pair step is the deployment's own KV transfer.
     pub kv: Option<crate::kv::GateKv>,
+    /// The negative controls the plain pair step runs after its main run (`tcp` by default,
+    /// none with `--no-controls`): a gate's PASS rests on a detector shown to work here.
+    pub controls: Vec<icb_core::model::ControlKind>,
 }
 
 /// The transport env each side's node is probed against, and whether it names RDMA devices.
@@ -225,7 +228,23 @@ impl GateSteps for KubeGate {
         }
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
         match run_pair(&plan, launcher, cancel, &mut progress).await {
-            Ok(o) => Ok(PairEnd::Judged(Box::new(o.report))),
+            Ok(o) => {
+                let mut report = o.report;
+                if self.input.controls.is_empty() || report.partial.is_some() {
+                    return Ok(PairEnd::Judged(Box::new(report)));
+                }
+                match icb_pair::controls::run_controls(&self.input.controls, &plan, launcher, &report, cancel).await {
+                    Ok(controls) => {
+                        report.controls = controls;
+                        icb_core::verdict::judge(&mut report);
+                        Ok(PairEnd::Judged(Box::new(report)))
+                    }
+                    Err(i) => Ok(PairEnd::Interrupted {
+                        cleanup: i.cleanup_text(),
+                        partial: i.partial,
+                    }),
+                }
+            }
             Err(PairError::Interrupted(i)) => Ok(PairEnd::Interrupted {
                 cleanup: i.cleanup_text(),
                 partial: i.partial,

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 const PHASE_SLACK_S: f64 = 30.0;
 
 /// Runs every (direction, memory pair, block size, batch) case against a `serve --engine nixl`
-/// and returns the judged report. `opts.ucx` is ignored (NIXL brings its own UCX);
+/// and returns the judged report. Of `opts.ucx` only `config` applies (as `UCX_*` variables: NIXL
+/// brings its own UCX);
 /// `opts.settings.window` is replaced by the batches. The caller must leave the process through
 /// [`crate::exit_process`] afterwards.
 pub fn connect(mut opts: ConnectOptions, nixl: NixlOptions) -> Result<PairReport, NixlEngineError> {
@@ -70,6 +71,15 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
     let started = Instant::now();
     let started_at = jiff::Timestamp::now().to_string();
     let server_addr = resolve(&opts.server).await?;
+    // NIXL's UCX reads its settings from the environment: a plan's UCX settings (a negative
+    // control's `TLS=tcp`) go there before NIXL starts, over the user's own.
+    let forced: Vec<(String, String)> = opts
+        .ucx
+        .config
+        .iter()
+        .map(|(k, v)| (format!("UCX_{k}"), v.clone()))
+        .collect();
+    nixl::set_env_before_start(&forced);
     let log = UcxLog::prepare()?;
     let name = agent_name("prefill");
     let nixl_opts = nixl.clone();
@@ -142,17 +152,22 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
 
 /// Names each measured case's data path from UCX's protocol tables.
 fn attribute_cases(cases: &mut [CaseResult], log: &UcxLog, local: &LocalNixl, warnings: &mut Vec<String>) {
-    let text = log.read();
+    let (text, unreadable) = match log.read() {
+        Ok(text) => (text, None),
+        Err(why) => (String::new(), Some(why)),
+    };
     let tables = evidence::parse(&text);
     if tables.is_empty() {
-        warnings.push(if log.is_private() {
-            format!(
-                "NIXL's UCX {} printed no protocol tables (UCX_PROTO_INFO={}): data paths unknown",
+        let user = log
+            .user_setting()
+            .map(|v| format!(" in the user's UCX_LOG_FILE={v}"))
+            .unwrap_or_default();
+        warnings.push(match unreadable {
+            Some(why) => format!("UCX's log could not be read ({why}): data paths unknown"),
+            None => format!(
+                "NIXL's UCX {} printed no protocol tables{user} (UCX_PROTO_INFO={}): data paths unknown",
                 local.ucx_version, local.proto_info
-            )
-        } else {
-            "UCX_LOG_FILE was set by the user, so the NIXL engine cannot read UCX's protocol tables: data paths unknown"
-                .into()
+            ),
         });
     }
     for case in cases.iter_mut().filter(|c| c.status == CaseStatus::Measured) {
@@ -267,6 +282,18 @@ async fn run_case(
     let ready: CaseReady = match control.recv(&label, HELLO_TIMEOUT * 8).await? {
         Message::Ready(r) => r,
         Message::Skipped { reason } => return not_run(result, CaseStatus::Skipped, reason),
+        // The server's bounds (`--max-buffer`, free GPU memory) are its setup, not the fabric:
+        // not measured, with the refusal's one line as the reason.
+        Message::CaseFailed {
+            reason,
+            refused: Some(_),
+        } => {
+            return not_run(
+                result,
+                CaseStatus::Skipped,
+                format!("refused by the decode side: {reason}"),
+            );
+        }
         Message::CaseFailed { reason, .. } => {
             return not_run(result, CaseStatus::Failed, format!("decode side: {reason}"));
         }

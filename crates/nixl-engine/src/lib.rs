@@ -32,6 +32,7 @@ mod request;
 mod runtime;
 mod server;
 mod session;
+pub mod ucx_log;
 
 pub use client::connect;
 pub use error::NixlEngineError;

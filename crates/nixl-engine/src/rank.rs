@@ -240,7 +240,8 @@ fn verify(plan: &RankPlan, memory: &Registration) -> RankUp {
 /// The data path of this rank's requests, from UCX's protocol tables.
 fn attribute(plan: &RankPlan, log: &UcxLog) -> Option<icb_core::TransportEvidence> {
     let size = plan.peers.first()?.layout.len;
-    let tables = evidence::parse(&log.read());
+    // An unreadable log leaves the path unknown, which the verdict reports as inconclusive.
+    let tables = evidence::parse(&log.read().unwrap_or_default());
     let direction = if plan.read { Direction::Read } else { Direction::Write };
     let memory = MemoryPair {
         initiator: plan.memory,

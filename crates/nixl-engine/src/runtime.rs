@@ -24,56 +24,7 @@ pub struct LocalNixl {
     pub proto_info: String,
 }
 
-/// Where UCX writes its log (and with it the protocol tables) for this process.
-pub struct UcxLog {
-    /// Owned temporary directory, or `None` when the user set `UCX_LOG_FILE` themselves.
-    dir: Option<tempfile::TempDir>,
-}
-
-impl UcxLog {
-    /// Points `UCX_LOG_FILE` at a private directory unless the user set it, and turns on
-    /// `UCX_PROTO_INFO=used` and turns off `UCX_MEMTYPE_CACHE` unless set. Must run before NIXL
-    /// (and its UCX) starts.
-    pub fn prepare() -> Result<UcxLog, EngineError> {
-        let mut vars: Vec<(String, String)> = Vec::new();
-        let dir = if std::env::var_os("UCX_LOG_FILE").is_some() {
-            None
-        } else {
-            let d = tempfile::Builder::new()
-                .prefix("icb-nixl-ucx-")
-                .tempdir()
-                .map_err(|e| EngineError::UcxSetup(format!("cannot create a directory for UCX's log: {e}")))?;
-            vars.push(("UCX_LOG_FILE".into(), format!("{}/ucx.%p.log", d.path().display())));
-            Some(d)
-        };
-        if std::env::var_os("UCX_PROTO_INFO").is_none() {
-            vars.push(("UCX_PROTO_INFO".into(), "used".into()));
-        }
-        // NIXL's UCX backend lets UCX detect the memory type of what it registers. With UCX's
-        // memory-type cache on (its default), an address the cache never saw allocated counts as
-        // host memory, and ic-bench's GPU buffers come from cuMemAlloc through a dlopen'ed driver
-        // that UCX's allocation hooks do not see: on an H200 NIXL refused every VRAM
-        // registration ("VRAM memory is detected as host by UCX", backend error). Without the
-        // cache UCX asks the driver for each registration, once per buffer.
-        if std::env::var_os("UCX_MEMTYPE_CACHE").is_none() {
-            vars.push(("UCX_MEMTYPE_CACHE".into(), "n".into()));
-        }
-        nixl::set_env_before_start(&vars);
-        Ok(UcxLog { dir })
-    }
-
-    /// This process's UCX log text (empty when the user chose the log file).
-    pub fn read(&self) -> String {
-        nixl::flush_c_stdio();
-        let Some(dir) = &self.dir else { return String::new() };
-        let name = format!("ucx.{}.log", std::process::id());
-        std::fs::read_to_string(dir.path().join(name)).unwrap_or_default()
-    }
-
-    pub fn is_private(&self) -> bool {
-        self.dir.is_some()
-    }
-}
+pub use crate::ucx_log::UcxLog;
 
 /// Per-request completion times: the UCX engine's histogram (1 ns … 100 s, 3 digits).
 pub use icb_engine::stats::rtt_histogram as latency_histogram;

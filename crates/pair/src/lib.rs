@@ -27,6 +27,7 @@
 //! tests are `tests/rails_scripted.rs`.
 #![forbid(unsafe_code)]
 
+pub mod controls;
 pub mod inplace;
 pub mod kube;
 pub mod kv;

@@ -115,6 +115,9 @@ pub struct PairPlan {
     pub deadline: Duration,
     /// How long each side may take to exit on its own after the report before it is stopped.
     pub exit_grace: Duration,
+    /// UCX settings the prefill side applies over its environment (a negative control's
+    /// `TLS=tcp`); empty for every ordinary run.
+    pub ucx_config: Vec<(String, String)>,
 }
 
 impl PairPlan {
@@ -132,6 +135,7 @@ impl PairPlan {
             startup_flag: deadlines.startup_flag,
             deadline: deadlines.run,
             exit_grace: deadlines.exit_grace,
+            ucx_config: Vec::new(),
         }
     }
 
@@ -179,6 +183,7 @@ impl PairPlan {
             ucx_peer_errors: self.ucx_peer_errors,
             ucx_profile: (self.ucx_profile != icb_core::UcxProfile::Default).then_some(self.ucx_profile),
             connect_timeout_s: self.connect_timeout.as_secs_f64(),
+            ucx_config: self.ucx_config.clone(),
         })
     }
 }

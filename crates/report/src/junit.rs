@@ -112,6 +112,23 @@ impl Exporter for JunitExporter {
             }
             suite.add_test_case(tc);
         }
+        for c in &r.controls {
+            let status = if c.caught { Status::Ok } else { Status::Fail };
+            let mut tc = TestCase::new(format!("control {}", c.kind), status_for(status, &c.detail, None, None));
+            tc.set_classname("ic-bench.pair.control");
+            tc.set_system_out(c.detail.clone());
+            suite.add_test_case(tc);
+        }
+        if r.verdict.status == icb_core::VerdictStatus::Inconclusive {
+            // The cases only warn; the run as a whole could not tell, which a CI must not read
+            // as a pass.
+            let mut tc = TestCase::new(
+                "verdict",
+                status_for(Status::Fail, &r.verdict.reason, r.verdict.hint.as_deref(), None),
+            );
+            tc.set_classname("ic-bench.pair.verdict");
+            suite.add_test_case(tc);
+        }
         if let Some(rails) = &r.rails {
             for tc in crate::rail_export::junit_cases(rails, r.settings.unit) {
                 suite.add_test_case(tc);

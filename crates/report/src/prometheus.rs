@@ -37,6 +37,8 @@ pub(crate) fn verdict_value(s: VerdictStatus) -> i64 {
         VerdictStatus::Fail => 2,
         // Not an answer: the gauge says so apart from the three verdicts (as a skipped check).
         VerdictStatus::Interrupted => -1,
+        // Its own value: not a pass, and not evidence of a bad fabric either.
+        VerdictStatus::Inconclusive => 3,
     }
 }
 
@@ -140,7 +142,7 @@ impl Exporter for PrometheusExporter {
         );
         registry.register(
             "verdict_status",
-            "Verdict of the pair run: 0 pass, 1 warn, 2 fail",
+            "Verdict of the pair run: 0 pass, 1 warn, 2 fail, 3 inconclusive, -1 interrupted",
             verdict.clone(),
         );
 
@@ -178,6 +180,19 @@ impl Exporter for PrometheusExporter {
         verdict
             .get_or_create(&labels(&overall))
             .set(verdict_value(r.verdict.status));
+        if !r.controls.is_empty() {
+            let caught = IntFamily::default();
+            registry.register(
+                "control_caught",
+                "A negative control of the pair run: 1 caught (the detector saw the fault it was given), 0 not caught (the run is inconclusive)",
+                caught.clone(),
+            );
+            for c in &r.controls {
+                let mut ls = run_labels(r);
+                ls.push(("kind", c.kind.as_str().to_string()));
+                caught.get_or_create(&labels(&ls)).set(i64::from(c.caught));
+            }
+        }
         if let Some(rails) = &r.rails {
             crate::rail_export::prometheus(&mut registry, rails, &run_labels(r));
         }

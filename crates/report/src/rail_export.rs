@@ -34,6 +34,8 @@ pub(crate) fn junit_cases(rails: &RailsOutcome, unit: BandwidthUnit) -> Vec<Test
                 VerdictStatus::Warn => Status::Warn,
                 VerdictStatus::Pass => Status::Ok,
                 VerdictStatus::Interrupted => Status::Skipped,
+                // Not a pass: a JUnit failure, as the contract says.
+                VerdictStatus::Inconclusive => Status::Fail,
             };
             let reason = finding.map_or_else(|| row.concurrent.reason.clone(), |f| f.text.clone());
             let fix = finding.and_then(|f| f.fix.as_deref());

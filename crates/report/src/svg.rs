@@ -220,6 +220,7 @@ impl Exporter for SvgExporter {
             VerdictStatus::Warn => "WARN",
             VerdictStatus::Fail => "FAIL",
             VerdictStatus::Interrupted => "INTERRUPTED",
+            VerdictStatus::Inconclusive => "INCONCLUSIVE",
         };
         let title = format!(
             "ic-bench pair, {} ({}): {status}",

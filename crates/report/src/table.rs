@@ -57,6 +57,7 @@ pub(crate) fn verdict_word(s: VerdictStatus) -> &'static str {
         VerdictStatus::Warn => "WARN",
         VerdictStatus::Fail => "FAIL",
         VerdictStatus::Interrupted => "INTERRUPTED",
+        VerdictStatus::Inconclusive => "INCONCLUSIVE",
     }
 }
 
@@ -133,6 +134,26 @@ fn probe_summary(r: &ProbeReport, view: View) -> String {
     }
     s.push_str("; -o json keeps every detail.");
     s
+}
+
+/// One negative control: caught or not, what it was seen as, and the main path against it.
+pub(crate) fn control_line(c: &icb_core::model::ControlResult, unit: icb_core::model::BandwidthUnit) -> String {
+    let bw = |b: Option<f64>| {
+        b.map_or_else(
+            || "no figure".to_string(),
+            |b| icb_core::units::format_bandwidth(b, unit),
+        )
+    };
+    let against = match c.speedup() {
+        Some(x) => format!(
+            "; main {} vs control {} ({x:.1}x)",
+            bw(c.main_bandwidth_bps),
+            bw(c.bandwidth_bps)
+        ),
+        None => String::new(),
+    };
+    let word = if c.caught { "caught" } else { "NOT caught" };
+    format!("control {}: {word}: {}{against}", c.kind, c.detail)
 }
 
 fn data_path_cell(c: &CaseResult) -> String {
@@ -382,6 +403,9 @@ impl TableExporter {
             for line in crate::baseline::lines(b, view.wide) {
                 push_wrapped(&mut out, &line, view);
             }
+        }
+        for c in &r.controls {
+            push_wrapped(&mut out, &control_line(c, unit), view);
         }
         let classes: Vec<&str> = r.verdict.data_paths.iter().map(|c| c.as_str()).collect();
         if !classes.is_empty() {

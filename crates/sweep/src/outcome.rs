@@ -6,6 +6,14 @@ use crate::results::{LatencyPoint, Outcome, SizePoint};
 impl Outcome {
     /// The pair report reduced to what the sweep scores and plots.
     pub fn from_report(report: &icb_core::PairReport) -> Outcome {
+        // A pair that measured nothing (every case skipped: `--memory cuda-cuda` in pods that
+        // cannot see the driver) is an error for the scoring, blamed like any other error on the
+        // node that measured nothing with most partners: never a good pair.
+        if !report.cases.iter().any(|c| c.status == icb_core::CaseStatus::Measured) {
+            let reason = icb_core::exit::setup_problem(report)
+                .unwrap_or_else(|| format!("nothing was measured: {}", report.verdict.reason));
+            return Outcome::Error { reason };
+        }
         let data_paths = report
             .verdict
             .data_paths
@@ -84,6 +92,25 @@ fn direction(c: &icb_core::model::CaseResult) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_that_measured_nothing_is_an_error_not_a_good_pair() {
+        let mut report: icb_core::PairReport =
+            serde_json::from_str(include_str!("../../core/tests/fixtures/pair_report.json")).unwrap();
+        for c in &mut report.cases {
+            c.status = icb_core::CaseStatus::Skipped;
+            c.measurement = None;
+            c.reason = Some("no CUDA driver".into());
+        }
+        icb_core::verdict::judge(&mut report);
+        assert_eq!(report.verdict.status, icb_core::VerdictStatus::Inconclusive);
+        let out = Outcome::from_report(&report);
+        assert!(
+            matches!(&out, Outcome::Error { reason } if reason.contains("nothing was measured")),
+            "{out:?}"
+        );
+        assert!(out.failed() && out.counts());
+    }
 
     #[test]
     fn a_report_is_reduced_to_its_worst_direction_at_the_largest_size() {

@@ -87,6 +87,12 @@ impl Outcome {
         }
     }
 
+    /// The pair measured, but its run could not tell whether the fabric is right (an
+    /// unattributed data path, a control not caught): its nodes are not judged by it.
+    pub fn inconclusive(&self) -> bool {
+        matches!(self, Outcome::Measured { verdict, .. } if verdict == icb_core::VerdictStatus::Inconclusive.as_str())
+    }
+
     /// Whether the pair counts in its nodes' verdicts: not when it never ran (unschedulable) or
     /// was killed from outside (disrupted).
     pub fn counts(&self) -> bool {

@@ -40,6 +40,9 @@ pub enum NodeStatus {
     Unschedulable,
     /// Nothing measured with this node (all its pairs were blocked by the partner).
     Unknown,
+    /// Measured, but a pair's run was inconclusive (a data path it could not attribute, a
+    /// control it did not catch) and none failed: not a pass.
+    Unjudged,
 }
 
 impl NodeStatus {
@@ -50,6 +53,7 @@ impl NodeStatus {
             NodeStatus::Fail => "fail",
             NodeStatus::Unschedulable => "unschedulable",
             NodeStatus::Unknown => "unknown",
+            NodeStatus::Unjudged => "unjudged",
         }
     }
 }
@@ -208,6 +212,9 @@ impl FirstPass<'_> {
                 evidence.insert(0, bad_summary(bad.len(), errors, counted.len()));
             }
             NodeStatus::Suspect
+        } else if let Some(r) = counted.iter().find(|r| r.outcome.inconclusive()) {
+            evidence.insert(0, format!("not judged: {}: {}", r.pair, r.outcome.short()));
+            NodeStatus::Unjudged
         } else {
             NodeStatus::Pass
         };

@@ -120,6 +120,21 @@ impl GateReport {
                 hint: None,
             });
         }
+        let unverified = pair
+            .cases
+            .iter()
+            .filter(|c| c.measurement.as_ref().is_some_and(|m| !m.verified))
+            .count();
+        if unverified > 0 {
+            // A transfer whose bytes nobody checked proves nothing about the path: never a pass.
+            self.findings.push(Finding {
+                step: "pair".into(),
+                status: Status::Fail,
+                check: None,
+                detail: format!("{unverified} case(s) moved payloads that were not verified on the receiving side"),
+                hint: Some("unset IC_BENCH_UNTOUCHED_BUFFERS: the gate passes only verified transfers".into()),
+            });
+        }
         let measured = pair.cases.iter().any(|c| c.status == CaseStatus::Measured);
         if !measured {
             self.findings.push(Finding {
@@ -129,7 +144,7 @@ impl GateReport {
                 detail: crate::exit::setup_problem(&pair).unwrap_or_else(|| "the pair measured nothing".into()),
                 hint: None,
             });
-        } else if pair.verdict.status == VerdictStatus::Fail {
+        } else if matches!(pair.verdict.status, VerdictStatus::Fail | VerdictStatus::Inconclusive) {
             let paths: Vec<&str> = pair.verdict.data_paths.iter().map(|d| d.as_str()).collect();
             self.findings.push(Finding {
                 step: "pair".into(),
@@ -212,6 +227,37 @@ mod tests {
         assert_eq!(gate.verdict, GateVerdict::Fail);
         assert!(gate.reason.contains("measured nothing"), "{}", gate.reason);
         assert_eq!(gate.verdict.exit_code(), crate::exit::VERDICT_FAILED);
+    }
+
+    fn measured_case(verified: bool) -> serde_json::Value {
+        serde_json::json!([{
+            "test": "put_bw", "size": 1048576,
+            "memory": {"initiator": "host", "target": "host"},
+            "status": "measured",
+            "measurement": {"warmup_iterations": 1, "iterations": 8, "elapsed_s": 0.01, "bytes": 8388608,
+                            "bandwidth_bps": 1e10, "window": 16,
+                            "verified": verified},
+            "verdict": {"status": "ok", "reason": "rdma"}
+        }])
+    }
+
+    #[test]
+    fn an_inconclusive_pair_or_an_unverified_payload_never_passes_the_gate() {
+        let mut gate = GateReport::new();
+        gate.add_pair(pair_report(measured_case(true), "inconclusive"));
+        gate.conclude();
+        assert_eq!(gate.verdict, GateVerdict::Fail, "{}", gate.reason);
+
+        let mut gate = GateReport::new();
+        gate.add_pair(pair_report(measured_case(false), "pass"));
+        gate.conclude();
+        assert_eq!(gate.verdict, GateVerdict::Fail);
+        assert!(gate.reason.contains("not verified"), "{}", gate.reason);
+
+        let mut gate = GateReport::new();
+        gate.add_pair(pair_report(measured_case(true), "pass"));
+        gate.conclude();
+        assert_eq!(gate.verdict, GateVerdict::Pass, "{}", gate.reason);
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub const PAIR_SCHEMA: &str = "ic-bench.pair/v1";
 
 mod baseline;
 mod case;
+mod control;
 mod criteria;
 mod gate;
 mod kv;
@@ -17,6 +18,7 @@ mod verdict;
 
 pub use baseline::*;
 pub use case::*;
+pub use control::*;
 pub use criteria::*;
 pub use gate::*;
 pub use kv::*;

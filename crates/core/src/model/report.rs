@@ -47,6 +47,10 @@ pub struct PairReport {
     /// without `--baseline`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Box<BaselineReport>>,
+    /// `--control KIND`: the negative controls run on the same two sides after the main run,
+    /// each caught or not (issue 35); absent when none ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub controls: Vec<ControlResult>,
 }
 
 /// How the UCX engine configures UCX beyond `--ucx-config` and `UCX_*` (`--ucx-profile`).

@@ -131,6 +131,9 @@ impl RunSettings {
         memory: Vec<MemoryPair>,
         max_time_s: f64,
     ) -> RunSettings {
+        // gate and sweep measure host-host unless told: CUDA memory here was named, and a
+        // named memory type that cannot be measured fails the pair.
+        let require_cuda = memory.iter().any(|m| m.uses_cuda());
         RunSettings {
             tests,
             sizes,
@@ -141,7 +144,7 @@ impl RunSettings {
             max_time_s,
             window: 16,
             unit: BandwidthUnit::GBps,
-            require_cuda: false,
+            require_cuda,
             stop: Some(StopRule::DEFAULT),
             plan: Vec::new(),
             blocks: None,

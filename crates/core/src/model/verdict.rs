@@ -49,6 +49,10 @@ pub enum VerdictStatus {
     Fail,
     /// A signal stopped the run: what was measured is evidence, not an answer. Never a pass.
     Interrupted,
+    /// The run measured, but cannot say whether the fabric is right: a judged case whose
+    /// transport could not be attributed, a bandwidth case without a figure, nothing measured,
+    /// or a negative control the run did not catch. Never a pass, never exit 0.
+    Inconclusive,
 }
 
 impl VerdictStatus {
@@ -56,7 +60,7 @@ impl VerdictStatus {
     pub fn exit_code(self) -> i32 {
         match self {
             VerdictStatus::Pass | VerdictStatus::Warn => crate::exit::OK,
-            VerdictStatus::Fail => crate::exit::VERDICT_FAILED,
+            VerdictStatus::Fail | VerdictStatus::Inconclusive => crate::exit::VERDICT_FAILED,
             VerdictStatus::Interrupted => crate::exit::INTERRUPTED,
         }
     }
@@ -67,7 +71,14 @@ impl VerdictStatus {
             VerdictStatus::Warn => "warn",
             VerdictStatus::Fail => "fail",
             VerdictStatus::Interrupted => "interrupted",
+            VerdictStatus::Inconclusive => "inconclusive",
         }
+    }
+
+    /// Whether the run may be called fit: pass or warn only (never fail, interrupted or
+    /// inconclusive).
+    pub fn is_fit(self) -> bool {
+        matches!(self, VerdictStatus::Pass | VerdictStatus::Warn)
     }
 }
 

@@ -108,6 +108,7 @@ fn plans_round_trip_and_refuse_other_versions() {
         ucx_peer_errors: true,
         ucx_profile: Some(crate::model::UcxProfile::Nixl),
         connect_timeout_s: 30.0,
+        ucx_config: vec![("TLS".into(), "tcp".into())],
     };
     assert_eq!(ChildPlan::from_json(&plan.to_json()).unwrap(), plan);
 

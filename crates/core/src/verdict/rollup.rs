@@ -59,11 +59,15 @@ pub fn judge_cases_for(
         .max()
         .unwrap_or(Status::Ok);
 
+    // A fail is evidence whatever else the run could not see; short of one, a judged case whose
+    // path or figure is unknown leaves the run unable to call the fabric right.
+    let inconclusive = worst != Status::Fail && assessments.iter().any(|a| a.finding.is_inconclusive());
     if worst == Status::Fail || worst == Status::Warn {
         let headline = assessments
             .iter()
             .enumerate()
             .filter(|(_, a)| a.verdict.status == worst)
+            .filter(|(_, a)| !inconclusive || a.finding.is_inconclusive())
             // Prefer the largest message as the example: KV-cache transfers are large.
             .min_by_key(|(i, a)| (a.finding, std::cmp::Reverse(cases[*i].size)))
             .map(|(i, a)| (i, a.finding, a.verdict.clone()));
@@ -72,6 +76,11 @@ pub fn judge_cases_for(
                 .iter()
                 .filter(|a| a.verdict.status == worst && a.finding == finding)
                 .count();
+            let (status, head) = match (inconclusive, worst) {
+                (true, _) => (VerdictStatus::Inconclusive, "inconclusive: "),
+                (false, Status::Fail) => (VerdictStatus::Fail, ""),
+                (false, _) => (VerdictStatus::Warn, ""),
+            };
             let first = &cases[idx];
             let example = match first.transport.as_ref() {
                 Some(t) => describe(first.test, first.memory, first.size, &t.data_path),
@@ -84,12 +93,8 @@ pub fn judge_cases_for(
             };
             let total = cases.len();
             return Verdict {
-                status: if worst == Status::Fail {
-                    VerdictStatus::Fail
-                } else {
-                    VerdictStatus::Warn
-                },
-                reason: format!("{} ({same} of {total} cases; e.g. {example})", v.reason),
+                status,
+                reason: format!("{head}{} ({same} of {total} cases; e.g. {example})", v.reason),
                 hint: v.hint,
                 data_paths,
             };
@@ -97,7 +102,7 @@ pub fn judge_cases_for(
     }
     if measured == 0 && not_judged > 0 {
         return Verdict {
-            status: VerdictStatus::Warn,
+            status: VerdictStatus::Inconclusive,
             reason: format!(
                 "inconclusive: only tag cases were measured ({not_judged}), which --ucx-profile nixl does not judge"
             ),
@@ -106,10 +111,17 @@ pub fn judge_cases_for(
         };
     }
     if measured == 0 {
+        // Skips for missing CUDA have one fix; any other skip (a server's bound) names its own.
+        let other_skip = cases
+            .iter()
+            .find(|c| c.status == CaseStatus::Skipped && !c.memory.uses_cuda())
+            .and_then(|c| c.reason.clone());
         return Verdict {
-            status: VerdictStatus::Warn,
+            status: VerdictStatus::Inconclusive,
             reason: format!("inconclusive: no case was measured ({skipped} skipped)"),
-            hint: Some("run where the requested memory types are available, or ask for host-host".to_string()),
+            hint: Some(other_skip.unwrap_or_else(|| {
+                "run where the requested memory types are available, or ask for host-host".to_string()
+            })),
             data_paths,
         };
     }
@@ -164,6 +176,7 @@ pub fn judge(report: &mut PairReport) {
         // The generic namespace/RDMA hint would send the operator after the wrong cause.
         report.verdict.hint = Some(hint);
     }
+    super::controls::apply(report);
 }
 
 /// Marks `report` as cut short by `reason` (e.g. `interrupted by SIGTERM`): `partial` says so and

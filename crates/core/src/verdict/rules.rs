@@ -21,6 +21,9 @@ pub(super) enum Finding {
     BelowFloor,
     Unexpected,
     UnknownTransport,
+    /// A bandwidth case with no bandwidth figure (no measured time): not measured, whatever
+    /// its status says.
+    NoFigure,
     SelfLoop,
     Unverified,
     Skipped,
@@ -28,6 +31,14 @@ pub(super) enum Finding {
     /// Measured but not what the profile judges: tag cases under `--ucx-profile nixl` (NIXL
     /// moves KV with put/get). Ok, and left out of the roll-up's data paths.
     NotJudged,
+}
+
+impl Finding {
+    /// Findings that leave the run unable to say whether the fabric is right: the run is
+    /// inconclusive unless a case failed outright.
+    pub(super) fn is_inconclusive(self) -> bool {
+        matches!(self, Finding::UnknownTransport | Finding::NoFigure)
+    }
 }
 
 pub(super) struct Assessment {
@@ -63,7 +74,7 @@ fn fmt_bw(bps: f64, unit: BandwidthUnit) -> String {
     crate::units::format_bandwidth(bps, unit)
 }
 
-fn has_tcp(path: &DataPath) -> bool {
+pub(super) fn has_tcp(path: &DataPath) -> bool {
     path.transports
         .iter()
         .any(|l| crate::classify::class_of_transport(&l.transport) == TransportClass::Tcp)
@@ -318,7 +329,10 @@ fn assess_case(case: &CaseResult, exp: &Expectation, settings: &RunSettings) -> 
                     verdict: verdict(
                         Status::Fail,
                         format!("CUDA required but no CUDA driver: {label} skipped ({why})"),
-                        Some("run where the NVIDIA driver is visible (libcuda.so.1), or drop --require-cuda"),
+                        Some(
+                            "run where the NVIDIA driver is visible (libcuda.so.1), or drop the CUDA memory pairs \
+                             (--memory, --require-cuda; --cuda-optional skips them)",
+                        ),
                     ),
                 }
             } else {
@@ -347,6 +361,16 @@ fn assess_case(case: &CaseResult, exp: &Expectation, settings: &RunSettings) -> 
                     Status::Warn,
                     "payloads were not verified on the receiving side".to_string(),
                     None,
+                ),
+            };
+        }
+        if case.test.is_bandwidth() && m.bandwidth_bps.is_none() && out.verdict.status != Status::Fail {
+            out = Assessment {
+                finding: Finding::NoFigure,
+                verdict: verdict(
+                    Status::Warn,
+                    format!("{label}: no bandwidth figure (no measured time): not measured"),
+                    Some("raise --min-time or --min-iterations so the case runs long enough to time"),
                 ),
             };
         }
@@ -405,10 +429,14 @@ fn assess_case(case: &CaseResult, exp: &Expectation, settings: &RunSettings) -> 
                 ),
             };
         }
-    } else if out.verdict.status == Status::Ok {
+    } else if out.verdict.status != Status::Fail {
         out = Assessment {
-            finding: Finding::Unexpected,
-            verdict: verdict(Status::Warn, "measured case without a measurement".to_string(), None),
+            finding: Finding::NoFigure,
+            verdict: verdict(
+                Status::Warn,
+                format!("{label}: marked measured but carries no measurement: not measured"),
+                None,
+            ),
         };
     }
     out

@@ -698,7 +698,8 @@ fn rollup_worst_status_wins_over_finding_priority() {
 #[test]
 fn rollup_skips_alone_are_inconclusive_and_require_cuda_fails() {
     let (_, v) = run(Locality::SameHost, vec![skipped(CC), skipped(HC)], false);
-    assert_eq!(v.status, VerdictStatus::Warn);
+    assert_eq!(v.status, VerdictStatus::Inconclusive);
+    assert_ne!(v.status.exit_code(), 0, "nothing measured is never exit 0");
     assert!(v.reason.starts_with("inconclusive"));
 
     let (_, v) = run(
@@ -711,6 +712,61 @@ fn rollup_skips_alone_are_inconclusive_and_require_cuda_fails() {
     );
     assert_eq!(v.status, VerdictStatus::Fail);
     assert!(v.reason.starts_with("CUDA required but no CUDA driver"), "{}", v.reason);
+}
+
+/// Issue 35, item 2: a judged case whose transport nobody could name is no pass. On one host
+/// TCP over loopback clears the 1 GB/s floor, so a blinded attribution would pass a fallback.
+#[test]
+fn an_unattributed_data_path_is_inconclusive_never_a_pass_and_a_fail_still_wins() {
+    let (_, v) = run(
+        Locality::SameHost,
+        vec![
+            measured(TestKind::TagBw, HH, 64 * MIB, Some(TAG_CMA), &[], 7.0),
+            measured(TestKind::PutBw, HH, 64 * MIB, None, &[], 4.0),
+        ],
+        false,
+    );
+    assert_eq!(v.status, VerdictStatus::Inconclusive, "{}", v.reason);
+    assert_eq!(v.status.exit_code(), crate::exit::VERDICT_FAILED);
+    assert!(!v.status.is_fit());
+    assert!(v.reason.starts_with("inconclusive: transport unknown"), "{}", v.reason);
+    assert!(v.hint.as_deref().unwrap_or_default().contains("UCX"), "{:?}", v.hint);
+
+    // A failing case is evidence whatever else is unknown: the run fails.
+    let (_, v) = run(
+        Locality::SameHost,
+        vec![
+            measured(TestKind::TagBw, HH, 64 * MIB, Some(TAG_TCP), &[], 4.5),
+            measured(TestKind::PutBw, HH, 64 * MIB, None, &[], 4.0),
+        ],
+        false,
+    );
+    assert_eq!(v.status, VerdictStatus::Fail, "{}", v.reason);
+}
+
+/// Issue 35, item 5: a bandwidth case with no bandwidth figure was not measured; today's rule
+/// skipped the floor and passed it.
+#[test]
+fn a_bandwidth_case_without_a_figure_is_not_measured() {
+    let mut blind = measured(TestKind::PutBw, HH, 64 * MIB, Some(TAG_CMA), &[], 7.0);
+    if let Some(m) = blind.measurement.as_mut() {
+        m.bandwidth_bps = None;
+        m.elapsed_s = 0.0;
+    }
+    let (cases, v) = run(
+        Locality::SameHost,
+        vec![measured(TestKind::TagBw, HH, 64 * MIB, Some(TAG_CMA), &[], 7.0), blind],
+        false,
+    );
+    assert_eq!(v.status, VerdictStatus::Inconclusive, "{}", v.reason);
+    let case = cases[1].verdict.as_ref().unwrap();
+    assert!(case.reason.contains("no bandwidth figure"), "{}", case.reason);
+    assert!(v.reason.contains("no bandwidth figure"), "{}", v.reason);
+
+    let mut bare = measured(TestKind::PutBw, HH, 64 * MIB, Some(TAG_CMA), &[], 7.0);
+    bare.measurement = None;
+    let (_, v) = run(Locality::SameHost, vec![bare], false);
+    assert_eq!(v.status, VerdictStatus::Inconclusive, "{}", v.reason);
 }
 
 #[test]
@@ -1039,8 +1095,8 @@ fn exit_code_follows_the_contract_for_skips_and_partial_runs() {
     let mut report = tcp_report(serde_json::json!({}));
     report.cases = vec![skipped(CC)];
     crate::verdict::judge(&mut report);
-    // Nothing measured: not a pass, a setup problem.
-    assert_eq!(report.verdict.status, VerdictStatus::Warn);
+    // Nothing measured: not a pass (inconclusive), a setup problem (exit 2).
+    assert_eq!(report.verdict.status, VerdictStatus::Inconclusive);
     assert_eq!(exit::for_report(&report), exit::USAGE_OR_SETUP);
     assert!(exit::setup_problem(&report).is_some_and(|p| p.starts_with("nothing was measured")));
 
@@ -1068,6 +1124,7 @@ fn exit_code_follows_the_contract_for_skips_and_partial_runs() {
     assert_eq!(exit::for_report(&report), exit::INTERRUPTED);
 }
 
+mod controls;
 mod nixl_profile;
 
 #[test]

@@ -189,6 +189,7 @@ pub fn assemble(
         rails: None,
         kv: None,
         baseline: None,
+        controls: Vec::new(),
     };
     icb_core::verdict::judge(&mut report);
     let data_paths = std::mem::take(&mut report.verdict.data_paths);

@@ -138,7 +138,8 @@ fn verdict(outcome: &RailsOutcome, unit: icb_core::model::BandwidthUnit) -> Verd
             VerdictStatus::Pass => 0,
             VerdictStatus::Warn => 1,
             VerdictStatus::Fail => 2,
-            VerdictStatus::Interrupted => 3,
+            VerdictStatus::Inconclusive => 3,
+            VerdictStatus::Interrupted => 4,
         })
         .unwrap_or(VerdictStatus::Fail);
     let first = outcome.findings.iter().find(|f| f.status >= Status::Warn);

@@ -75,7 +75,7 @@ pub(crate) fn render(results: &SweepResults) -> Result<String, ExportError> {
                 s.set_message(v.evidence.join("; "));
                 s
             }
-            NodeStatus::Fail | NodeStatus::Suspect => {
+            NodeStatus::Fail | NodeStatus::Suspect | NodeStatus::Unjudged => {
                 let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
                 s.set_message(format!("{}: {}", v.status.as_str(), v.evidence.join("; ")));
                 s

@@ -166,6 +166,7 @@ fn report(
         rails: None,
         kv: None,
         baseline: None,
+        controls: Vec::new(),
     };
     judge(&mut r);
     r

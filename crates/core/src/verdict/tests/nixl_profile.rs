@@ -61,7 +61,7 @@ fn only_tag_cases_under_the_profile_are_inconclusive_not_a_pass() {
     let mut report = tcp_report(serde_json::json!({}));
     report.ucx_profile = Some(UcxProfile::Nixl);
     judge(&mut report);
-    assert_eq!(report.verdict.status, VerdictStatus::Warn);
+    assert_eq!(report.verdict.status, VerdictStatus::Inconclusive);
     assert!(
         report.verdict.reason.starts_with("inconclusive"),
         "{}",

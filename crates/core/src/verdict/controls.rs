@@ -1,0 +1,155 @@
+//! The negative controls' part of the verdict (issue 35): a control is judged from its own run's
+//! report ([`judge_tcp_control`]), then the main run's verdict takes the controls into account
+//! ([`apply`]): a control the run did not catch makes it inconclusive (the detector was not shown
+//! to work here), a fast path no faster than forced TCP warns.
+
+use crate::model::*;
+
+/// The one case shape a TCP control measures, from the main run: its largest measured
+/// bandwidth case (host memory first: a TCP control of GPU memory measures staging, not the
+/// wire), capped at 4 MiB so that the control stays short.
+pub fn tcp_control_shape(main: &PairReport) -> Option<(CaseShape, MemoryPair)> {
+    let measured = main
+        .cases
+        .iter()
+        .filter(|c| c.status == CaseStatus::Measured && c.test.is_bandwidth());
+    let pick = measured.max_by_key(|c| (!c.memory.uses_cuda(), c.size.min(CONTROL_MAX_SIZE)))?;
+    let mut shape = CaseShape::new(pick.test, pick.size.min(CONTROL_MAX_SIZE));
+    shape.blocks = pick.blocks;
+    Some((shape, pick.memory))
+}
+
+/// The largest message a control moves: 4 MiB, where the verdict's floors apply.
+pub const CONTROL_MAX_SIZE: u64 = 4 << 20;
+
+fn carried_by_tcp(path: &DataPath) -> bool {
+    path.class == TransportClass::Tcp || (path.class == TransportClass::RmaEmulated && super::rules::has_tcp(path))
+}
+
+/// Judges a TCP control from the report of its run: caught when every case it measured was
+/// classified as carried by TCP. `main` gives the same shape's bandwidth for the comparison.
+pub fn judge_tcp_control(control: &PairReport, main: &PairReport) -> ControlResult {
+    let measured: Vec<&CaseResult> = control
+        .cases
+        .iter()
+        .filter(|c| c.status == CaseStatus::Measured)
+        .collect();
+    let paths: Vec<&DataPath> = measured
+        .iter()
+        .filter_map(|c| c.transport.as_ref().map(|t| &t.data_path))
+        .collect();
+    let mut seen_as: Vec<TransportClass> = Vec::new();
+    for p in &paths {
+        if !seen_as.contains(&p.class) {
+            seen_as.push(p.class);
+        }
+    }
+    let caught = !measured.is_empty() && paths.len() == measured.len() && paths.iter().all(|p| carried_by_tcp(p));
+    let first = measured.first().copied().or(control.cases.first());
+    let case = first.map_or_else(
+        || "no case".to_string(),
+        |c| format!("{} {} {}", c.test, crate::units::format_size(c.size), c.memory),
+    );
+    let bandwidth_bps = measured.iter().find_map(|c| c.measurement.as_ref()?.bandwidth_bps);
+    let main_bandwidth_bps = first.and_then(|f| {
+        main.cases
+            .iter()
+            .filter(|c| c.status == CaseStatus::Measured && c.test == f.test && c.memory == f.memory)
+            .filter(|c| c.size == f.size && c.blocks == f.blocks)
+            .find_map(|c| c.measurement.as_ref()?.bandwidth_bps)
+    });
+    let names: Vec<&str> = seen_as.iter().map(|c| c.as_str()).collect();
+    let detail = if measured.is_empty() {
+        format!("the forced-TCP control measured nothing: {}", control.verdict.reason)
+    } else if caught {
+        format!("a forced TCP fallback ({case}) was seen as tcp")
+    } else {
+        format!(
+            "transport detection could not see a forced TCP fallback on this pair: the control ({case}) was seen as {}",
+            if names.is_empty() {
+                "nothing".to_string()
+            } else {
+                names.join(", ")
+            }
+        )
+    };
+    ControlResult {
+        kind: ControlKind::Tcp,
+        caught,
+        seen_as,
+        case,
+        bandwidth_bps,
+        main_bandwidth_bps,
+        detail,
+    }
+}
+
+/// A control that could not run at all: not caught, so the run cannot claim its detector works.
+pub fn control_not_run(kind: ControlKind, why: &str) -> ControlResult {
+    ControlResult {
+        kind,
+        caught: false,
+        seen_as: Vec::new(),
+        case: "no case".into(),
+        bandwidth_bps: None,
+        main_bandwidth_bps: None,
+        detail: format!("the {kind} control could not run: {why}"),
+    }
+}
+
+fn fast(class: TransportClass) -> bool {
+    matches!(
+        class,
+        TransportClass::SharedMemory | TransportClass::Cma | TransportClass::CudaIpc | TransportClass::Rdma
+    )
+}
+
+/// The main verdict with the controls: an uncaught control makes a pass or warn inconclusive (a
+/// fail stays a fail, with the control noted); a caught TCP control whose main path, judged
+/// fast, was not [`FAST_PATH_MARGIN`] faster than it turns a pass into a warning.
+pub(super) fn apply(report: &mut PairReport) {
+    if report.controls.is_empty() || report.verdict.status == VerdictStatus::Interrupted {
+        return;
+    }
+    if let Some(missed) = report.controls.iter().find(|c| !c.caught) {
+        let detail = missed.detail.clone();
+        if report.verdict.status == VerdictStatus::Fail {
+            report.verdict.reason = format!("{}; and {detail}", report.verdict.reason);
+        } else {
+            report.verdict.status = VerdictStatus::Inconclusive;
+            report.verdict.reason = format!("inconclusive: {detail}");
+            report.verdict.hint = Some(
+                "a PASS here would rest on a detector that did not work on this pair: check that UCX reports its \
+                 protocols (UCX 1.14 or newer; for NIXL leave UCX_PROTO_INFO unset) and that the sides can run \
+                 over TCP at all"
+                    .into(),
+            );
+        }
+        return;
+    }
+    let paths = &report.verdict.data_paths;
+    if report.verdict.status != VerdictStatus::Pass || paths.is_empty() || !paths.iter().all(|c| fast(*c)) {
+        return;
+    }
+    let unit = report.settings.unit;
+    if let Some(c) = report
+        .controls
+        .iter()
+        .find(|c| c.speedup().is_some_and(|s| s < FAST_PATH_MARGIN))
+    {
+        let names: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
+        report.verdict.status = VerdictStatus::Warn;
+        report.verdict.reason = format!(
+            "the {} path is no faster than forced TCP: {} at {} against {} for the TCP control (under {FAST_PATH_MARGIN}x)",
+            names.join(", "),
+            c.case,
+            crate::units::format_bandwidth(c.main_bandwidth_bps.unwrap_or_default(), unit),
+            crate::units::format_bandwidth(c.bandwidth_bps.unwrap_or_default(), unit),
+        );
+        report.verdict.hint = Some(
+            "the right transport carried the bytes but no faster than TCP would: check NUMA and PCIe placement, \
+             link speed and the machine's load (`ic-bench probe node`)"
+                .into(),
+        );
+    }
+}
