@@ -57,7 +57,7 @@ pub async fn run_controls<L: Launcher>(
         let result = match kind {
             ControlKind::Tcp => match tcp_control_plan(plan, main) {
                 None => control_not_run(*kind, "the main run measured no bandwidth case to repeat over TCP"),
-                Some(control) => match run_pair(&control, launcher, cancel, &mut |_| {}).await {
+                Some(control) => match rearm_and_run(&control, launcher, cancel).await {
                     Ok(o) => judge_tcp_control(&o.report, main),
                     // The main run finished: its cases are the evidence to write out.
                     Err(PairError::Interrupted(mut i)) => {
@@ -72,4 +72,14 @@ pub async fn run_controls<L: Launcher>(
         out.push(result);
     }
     Ok(out)
+}
+
+/// The launcher made ready again, then one run of `control`.
+async fn rearm_and_run<L: Launcher>(
+    control: &PairPlan,
+    launcher: &mut L,
+    cancel: &CancellationToken,
+) -> Result<crate::PairOutcome, PairError> {
+    launcher.rearm().map_err(PairError::Launch)?;
+    run_pair(control, launcher, cancel, &mut |_| {}).await
 }

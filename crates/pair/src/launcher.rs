@@ -61,6 +61,13 @@ pub trait Launcher {
     /// it exactly once, on every path, after both sides were stopped; the text says what was
     /// removed.
     async fn cleanup(&mut self) -> Result<String, LaunchError>;
+
+    /// Makes a launcher whose run ended (cleaned up) ready to run the same placement once more:
+    /// a negative control crosses the path the main run crossed (`crate::controls`). Launchers
+    /// that create everything in their `start_*` calls (pods) need nothing.
+    fn rearm(&mut self) -> Result<(), LaunchError> {
+        Ok(())
+    }
 }
 
 /// One started side.

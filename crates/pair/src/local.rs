@@ -101,6 +101,17 @@ impl LocalLauncher {
         })
     }
 
+    /// The namespaces (or plain processes) of a new pair in the same isolation, with the same
+    /// emulated link, for one more run after cleanup.
+    fn recreate(&mut self) -> Result<(), LaunchError> {
+        let pair = LocalPair::create(self.opts.isolation, DEFAULT_PREFIX).map_err(|e| LaunchError::new(e.to_string()))?;
+        if let Some(rate) = &self.opts.link_rate {
+            pair.rate_limit(rate).map_err(|e| LaunchError::new(e.to_string()))?;
+        }
+        self.pair = Some(Arc::new(pair));
+        Ok(())
+    }
+
     /// A launcher for one row of a rails run: its sides run on `pair` (shared by every row and
     /// removed by its owner), pinned as `rank` says.
     pub fn for_rank(opts: LocalOptions, pair: Arc<LocalPair>, rank: RankPinning) -> LocalLauncher {
@@ -201,6 +212,13 @@ impl Launcher for LocalLauncher {
             mode: self.mode(),
             prefill: endpoint(pair.prefill(), pair.prefill().ip.to_string()),
             decode: endpoint(pair.decode(), server.address.clone()),
+        }
+    }
+
+    fn rearm(&mut self) -> Result<(), LaunchError> {
+        match (&self.pair, &self.rank) {
+            (None, None) => self.recreate(),
+            _ => Ok(()),
         }
     }
 

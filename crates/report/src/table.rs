@@ -67,7 +67,7 @@ fn pair_summary(r: &PairReport) -> String {
     let mut s = format!(
         "{}: {}.",
         verdict_word(r.verdict.status),
-        r.verdict.reason.trim_end_matches('.')
+        verdict_reason(r).trim_end_matches('.')
     );
     if let Some(h) = &r.verdict.hint {
         let _ = write!(s, " Fix first: {}.", h.trim_end_matches('.'));
@@ -134,6 +134,15 @@ fn probe_summary(r: &ProbeReport, view: View) -> String {
     }
     s.push_str("; -o json keeps every detail.");
     s
+}
+
+/// The verdict's reason as a person reads it after the status word: an inconclusive reason's own
+/// `inconclusive: ` (kept in the JSON) is not said twice.
+fn verdict_reason(r: &PairReport) -> &str {
+    match r.verdict.status {
+        VerdictStatus::Inconclusive => r.verdict.reason.strip_prefix("inconclusive: ").unwrap_or(&r.verdict.reason),
+        _ => &r.verdict.reason,
+    }
 }
 
 /// One negative control: caught or not, what it was seen as, and the main path against it.
@@ -412,7 +421,7 @@ impl TableExporter {
             push_wrapped(&mut out, &format!("data paths: {}", classes.join(", ")), view);
         }
         let status = verdict_word(r.verdict.status);
-        push_wrapped(&mut out, &format!("verdict: {status}: {}", r.verdict.reason), view);
+        push_wrapped(&mut out, &format!("verdict: {status}: {}", verdict_reason(r)), view);
         if let Some(h) = &r.verdict.hint {
             push_wrapped(&mut out, &format!("hint: {h}"), view);
         }
