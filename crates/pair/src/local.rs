@@ -104,7 +104,8 @@ impl LocalLauncher {
     /// The namespaces (or plain processes) of a new pair in the same isolation, with the same
     /// emulated link, for one more run after cleanup.
     fn recreate(&mut self) -> Result<(), LaunchError> {
-        let pair = LocalPair::create(self.opts.isolation, DEFAULT_PREFIX).map_err(|e| LaunchError::new(e.to_string()))?;
+        let pair =
+            LocalPair::create(self.opts.isolation, DEFAULT_PREFIX).map_err(|e| LaunchError::new(e.to_string()))?;
         if let Some(rate) = &self.opts.link_rate {
             pair.rate_limit(rate).map_err(|e| LaunchError::new(e.to_string()))?;
         }

@@ -140,7 +140,11 @@ fn probe_summary(r: &ProbeReport, view: View) -> String {
 /// `inconclusive: ` (kept in the JSON) is not said twice.
 fn verdict_reason(r: &PairReport) -> &str {
     match r.verdict.status {
-        VerdictStatus::Inconclusive => r.verdict.reason.strip_prefix("inconclusive: ").unwrap_or(&r.verdict.reason),
+        VerdictStatus::Inconclusive => r
+            .verdict
+            .reason
+            .strip_prefix("inconclusive: ")
+            .unwrap_or(&r.verdict.reason),
         _ => &r.verdict.reason,
     }
 }
