@@ -126,7 +126,11 @@ fn bench_pods_are_cloned_from_the_recipe_templates_when_no_worker_runs() {
         "{modelled:?}"
     );
     let created = created_pods(&cluster);
-    assert_eq!(created.len(), 2, "two bench pods and nothing else");
+    // The pair step's two bench pods, and the same two again for its default TCP control
+    // (issue 35), which the gate caught.
+    assert_eq!(created.len(), 4, "two bench pods, twice, and nothing else");
+    assert_eq!(r["pair"]["controls"][0]["kind"], "tcp", "{}", r["pair"]);
+    assert_eq!(r["pair"]["controls"][0]["caught"], true, "{}", r["pair"]["controls"]);
     assert!(
         r["pair"]["placement"]["prefill"]["modelled_on"]
             .as_str()
@@ -237,7 +241,7 @@ fn the_ucx_profile_reaches_both_bench_pods_and_the_criteria() {
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(r["criteria"]["ucx_profile"], "nixl", "{}", r["criteria"]);
     let created = created_pods(&cluster);
-    assert_eq!(created.len(), 2);
+    assert_eq!(created.len(), 4, "the pair step's two pods and its TCP control's two");
     for pod in created {
         let c = &pod.spec.unwrap().containers[0];
         let words: Vec<String> = c
