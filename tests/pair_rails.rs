@@ -7,9 +7,11 @@ mod rails_support;
 
 use icb_core::rails::{Phase, RailFindingKind};
 use icb_core::{CaseStatus, VerdictStatus};
-use pair_local_support::{Ran, finish, ic_bench, once_running, privileged, serial, spawn_ic_bench};
-use rails_support::{RAIL_CASE, assert_counted_on_its_own_nic};
-use std::time::Duration;
+use pair_local_support::{Ran, ic_bench, privileged, serial};
+use rails_support::{
+    RAIL_CASE, TWO_TIMED_CASES, assert_counted_on_its_own_nic, assert_partial_rails_report,
+    interrupt_once_every_rail_measured,
+};
 
 /// `pair --local --isolation node --rails K` with one bandwidth case per rail ([`RAIL_CASE`]).
 fn rails_run(k: &str, extra: &[&str]) -> Ran {
@@ -191,40 +193,45 @@ fn a_gpu_or_nic_the_node_lacks_is_refused_naming_what_it_has() {
     );
 }
 
+/// Ctrl-C once every rail measured its first case: exit 130, nothing left, and the partial
+/// report (every rail's finished case, marked interrupted) in `--output-file`, as a plain pair
+/// writes its own.
 #[test]
-fn ctrl_c_during_a_rails_run_leaves_nothing() {
-    let Some(_one) = privileged("ctrl_c_during_a_rails_run_leaves_nothing") else {
+fn ctrl_c_during_a_rails_run_reports_what_the_rails_measured_and_leaves_nothing() {
+    let Some(_one) = privileged("ctrl_c_during_a_rails_run_reports_what_the_rails_measured_and_leaves_nothing") else {
         return;
     };
-    let mut child = spawn_ic_bench(&[
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.json");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ic-bench"));
+    cmd.args([
         "pair",
         "--local",
         "--isolation",
         "node",
         "--rails",
         "3",
-        "--tests",
-        "put_bw",
-        "--sizes",
-        "4MiB",
-        "--memory",
-        "host-host",
-        "--min-time",
-        "20",
-        "--max-time",
-        "30",
-    ]);
-    let pid = child.id();
-    // Wait until every rank runs (3 connect processes carry this run's tag).
-    once_running(&mut child, Duration::from_secs(60), "the ranks all started", |_| {
-        let left = icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid);
-        (left.processes.len() >= 6).then_some(())
-    });
-    std::thread::sleep(Duration::from_millis(500));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
-    let ran = finish(child, Duration::from_secs(60));
-    assert_eq!(ran.code, 130, "{}", ran.stderr);
-    ran.assert_nothing_left();
+        "-o",
+        "json",
+        "--output-file",
+    ])
+    .arg(&file)
+    .args(TWO_TIMED_CASES);
+    let (pid, stderr) = interrupt_once_every_rail_measured(cmd, 3, dir.path(), |pid| pid);
+    let report = assert_partial_rails_report(&file, 3);
+    let last = stderr.trim().lines().last().unwrap_or_default();
+    assert!(
+        last.contains(&format!(
+            "wrote the {} of 6 cases measured before it (marked partial)",
+            report.cases.len()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid),
+        icb_isolate::Leftovers::default(),
+        "run {pid} leaked"
+    );
 }
 
 #[test]

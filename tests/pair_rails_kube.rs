@@ -10,7 +10,10 @@ mod support;
 use icb_core::rails::{RailFindingKind, RailsOutcome};
 use icb_core::{PairReport, VerdictStatus};
 use icb_testcluster::{ClusterConfig, TestCluster};
-use rails_support::{RAIL_CASE, assert_counted_on_its_own_nic};
+use rails_support::{
+    RAIL_CASE, TWO_TIMED_CASES, assert_counted_on_its_own_nic, assert_partial_rails_report,
+    interrupt_once_every_rail_measured,
+};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use support::*;
@@ -180,8 +183,10 @@ fn a_dead_rail_on_kubernetes_fails_naming_it() {
     assert_nothing_left(&cluster);
 }
 
+/// Ctrl-C once every rail measured its first case: exit 130, no pod and no rank left, and the
+/// partial report (every rail's finished case, marked interrupted) in `--output-file`.
 #[test]
-fn ctrl_c_during_a_kubernetes_rails_run_leaves_no_pod_and_no_rank() {
+fn ctrl_c_during_a_kubernetes_rails_run_reports_what_was_measured_and_leaves_no_pod_and_no_rank() {
     let Some(cluster) = rails_cluster(
         "ctrl_c_during_a_kubernetes_rails_run_leaves_no_pod_and_no_rank",
         ClusterConfig::two_gpu_nodes().rails(3),
@@ -189,34 +194,32 @@ fn ctrl_c_during_a_kubernetes_rails_run_leaves_no_pod_and_no_rank() {
         return;
     };
     let _one = serial();
-    let args = [
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.json");
+    let file_arg = file.display().to_string();
+    let mut args = vec![
         "--prefill",
         "node/gpu-1",
         "--decode",
         "node/gpu-2",
         "--rails",
         "auto",
-        "--tests",
-        "put_bw",
-        "--sizes",
-        "4MiB",
-        "--memory",
-        "host-host",
-        "--min-time",
-        "20",
-        "--max-time",
-        "30",
+        "-o",
+        "json",
+        "--output-file",
+        &file_arg,
     ];
-    let child = pair_command(&cluster, &args).spawn().unwrap();
-    // Until every rank of the three rows runs (three connect processes in the nodes).
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while ranks_in(&cluster, "connect").len() < 3 {
-        assert!(Instant::now() < deadline, "the ranks never all started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    let stderr = ctrl_c(child);
+    args.extend(TWO_TIMED_CASES);
+    let (_, stderr) = interrupt_once_every_rail_measured(pair_command(&cluster, &args), 3, dir.path(), |pid| pid);
+    let report = assert_partial_rails_report(&file, 3);
     let line = stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
+    assert!(
+        line.contains(&format!(
+            "wrote the {} of 6 cases measured before it (marked partial)",
+            report.cases.len()
+        )),
+        "{stderr}"
+    );
     assert!(line.contains("deleted 2 ic-bench pod(s)"), "{stderr}");
     assert_nothing_left(&cluster);
 }

@@ -12,7 +12,10 @@ use icb_isolate::{Fabric, FabricOptions, RunTag};
 use icb_pair::rails::agent::{AgentErrorKind, MAX_REQUEST, Response};
 use icb_pair::rails::info::RAIL_TREE_ENV;
 use pair_local_support::privileged;
-use rails_support::{RAIL_CASE, assert_counted_on_its_own_nic};
+use rails_support::{
+    RAIL_CASE, TWO_TIMED_CASES, assert_counted_on_its_own_nic, assert_partial_rails_report,
+    interrupt_once_every_rail_measured,
+};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::ExitStatusExt;
@@ -179,6 +182,26 @@ fn three_rails_pass_across_two_hosts_hostile_clients_are_refused_and_sigint_stop
         "{}",
         report.placement.mode
     );
+
+    // Ctrl-C to connect once every rail measured its first case: the partial report of the
+    // rails' cases in --output-file, exit 130; serve keeps serving.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("report.json");
+    let file_arg = file.display().to_string();
+    let mut args = vec![
+        "connect",
+        &agent,
+        "--rails",
+        "auto",
+        "-o",
+        "json",
+        "--output-file",
+        &file_arg,
+    ];
+    args.extend(TWO_TIMED_CASES);
+    interrupt_once_every_rail_measured(on_node(&fabric, "b", &args), 3, dir.path(), ic_bench_under);
+    assert_partial_rails_report(&file, 3);
+    assert!(serve.try_wait().unwrap().is_none(), "serve still serves");
 
     // A rank that dies: the agent no longer vouches for the rails, typed.
     let serve_pid = ic_bench_under(serve.id());

@@ -58,7 +58,7 @@ pub fn run(args: super::connect::Args) -> anyhow::Result<i32> {
         drop(seam);
         match result {
             Ok(outcome) => super::common::emit_pair(&outcome.report, &output, None),
-            Err(PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &output, &interrupt),
+            Err(PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &output, &interrupt, None),
             Err(e) => Err(e.into()),
         }
     })

@@ -139,6 +139,19 @@ impl RunHistory {
             .err()
     }
 
+    /// An interrupted pair's partial report, recorded as `interrupted` (never judged, never
+    /// pushed: it is no night's answer).
+    pub fn record_interrupted(&self, report: &PairReport) -> Option<anyhow::Error> {
+        let mut report = report.clone();
+        self.with(|p| Ok(p.pair(&mut report)?)).err()
+    }
+
+    /// A sweep stopped before its end (a signal, the cluster), recorded as it ended; a resumed
+    /// run's record replaces it.
+    pub fn record_stopped_sweep(&self, results: &mut SweepResults) -> Option<anyhow::Error> {
+        self.with(|p| Ok(p.sweep(results)?)).err()
+    }
+
     fn push_pair(&self, report: &PairReport) -> anyhow::Result<()> {
         let (a, b) = (&report.placement.prefill.host, &report.placement.decode.host);
         self.push(

@@ -270,7 +270,9 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
         bar.finish();
         match result {
             Ok(outcome) => super::common::emit_pair(&outcome.report, &cmd.output, cmd.history.as_ref()),
-            Err(icb_pair::PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &cmd.output, &interrupt),
+            Err(icb_pair::PairError::Interrupted(i)) => {
+                super::common::emit_interrupted(&i, &cmd.output, &interrupt, cmd.history.as_ref())
+            }
             Err(e) => Err(e.into()),
         }
     })

@@ -165,7 +165,9 @@ pub fn run(cmd: &PairCommand, t: &RailsTarget) -> anyhow::Result<i32> {
     let removed = seam.cleanup();
     match (result, removed) {
         (Ok(outcome), Ok(_)) => super::common::emit_pair(&outcome.report, &cmd.output, cmd.history.as_ref()),
-        (Err(PairError::Interrupted(i)), _) => super::common::emit_interrupted(&i, &cmd.output, &interrupt),
+        (Err(PairError::Interrupted(i)), _) => {
+            super::common::emit_interrupted(&i, &cmd.output, &interrupt, cmd.history.as_ref())
+        }
         (Err(e), _) => Err(e.into()),
         (Ok(_), Err(e)) => Err(anyhow::anyhow!("the run finished, but cleaning up failed: {e}")),
     }

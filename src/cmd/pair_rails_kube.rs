@@ -13,6 +13,10 @@ use icb_pair::rails::{RailSelection, RailSite, read_selection};
 use icb_pair::{PairError, SideRole};
 use std::time::Duration;
 
+/// How long the rails may take, after Ctrl-C, to stop their rows and hand back the cases measured
+/// so far (each row's own stop is bounded; this keeps a stuck one from holding the exit).
+const RAILS_STOP_GRACE: Duration = Duration::from_secs(15);
+
 /// A Kubernetes rails run, decided.
 pub struct KubeRailsTarget {
     pub cluster: ClusterArgs,
@@ -104,9 +108,21 @@ pub fn run(cmd: &PairCommand, t: &KubeRailsTarget) -> anyhow::Result<i32> {
         };
         let mut seam = KubeRails::new(cluster, t.pods.clone());
         // Everything until the pods are deleted stops at Ctrl-C; the cleanup then runs anyway.
-        let result = tokio::select! {
-            r = measure(cmd, t, &mut seam, &interrupt) => r,
-            _ = interrupt.token().cancelled() => Err(PairError::Interrupted(Default::default()).into()),
+        // Once the rails measure, they stop on the token themselves and bring back the cases
+        // measured so far (a partial report), within RAILS_STOP_GRACE.
+        let measuring = std::cell::Cell::new(false);
+        let result = {
+            let run = measure(cmd, t, &mut seam, &interrupt, &measuring);
+            tokio::pin!(run);
+            tokio::select! {
+                r = &mut run => r,
+                _ = interrupt.token().cancelled() => match measuring.get() {
+                    true => tokio::time::timeout(RAILS_STOP_GRACE, &mut run)
+                        .await
+                        .unwrap_or_else(|_| Err(PairError::Interrupted(Default::default()).into())),
+                    false => Err(PairError::Interrupted(Default::default()).into()),
+                },
+            }
         };
         for note in seam.notes() {
             tracing::info!("{note}");
@@ -128,7 +144,7 @@ pub fn run(cmd: &PairCommand, t: &KubeRailsTarget) -> anyhow::Result<i32> {
                         .join("; "),
                     Err(e) => format!("{}; cleaning up failed: {e}", i.cleanup),
                 };
-                super::common::emit_interrupted(&i, &cmd.output, &interrupt)
+                super::common::emit_interrupted(&i, &cmd.output, &interrupt, cmd.history.as_ref())
             }
             (Err(e), _) => Err(e),
             (Ok(_), Err(e)) => Err(anyhow::anyhow!("the run finished, but cleaning up failed: {e}")),
@@ -142,10 +158,12 @@ async fn measure(
     t: &KubeRailsTarget,
     seam: &mut KubeRails,
     interrupt: &Interrupt,
+    measuring: &std::cell::Cell<bool>,
 ) -> anyhow::Result<icb_pair::PairOutcome> {
     seam.start().await?;
     let prefill = seam.node_info(SideRole::Prefill).await?;
     let decode = seam.node_info(SideRole::Decode).await?;
     let plan = rails_plan(cmd, &t.choice, &prefill, &decode)?;
+    measuring.set(true);
     Ok(run_plan(&plan, seam, interrupt).await?)
 }

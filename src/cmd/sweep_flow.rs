@@ -37,7 +37,7 @@ pub async fn sweep(
         _ = token.cancelled() => SweepEnd::Interrupted,
     };
     if prepared != SweepEnd::Done {
-        return stop(prepared, &mut results, &mut save, interrupt, &path);
+        return stop(prepared, &mut results, &mut save, interrupt, &path, history.as_ref());
     }
     eprintln!(
         "ic-bench: sweep {}: {} nodes, {} pairs in {} rounds ({} done); results in {}",
@@ -58,7 +58,7 @@ pub async fn sweep(
     };
     let end = run_sweep(&mut results, run).await?;
     if end != SweepEnd::Done {
-        return stop(end, &mut results, &mut save, interrupt, &path);
+        return stop(end, &mut results, &mut save, interrupt, &path, history.as_ref());
     }
     // Complete: compared with its baseline and recorded, the comparison saved with the results.
     let history_error = history.as_ref().and_then(|h| h.sweep(&mut results));
@@ -92,15 +92,17 @@ async fn prepare(args: &Args, sweeper: &Sweeper, results: &mut SweepResults) -> 
     Ok(icb_sweep_kube::plan::prepare(&sweeper.cluster, results, flags, said).await?)
 }
 
-/// The sweep stopped before its end: the file says why and stays resumable; one line on stderr.
-/// A signal: exit 130. A cluster-level API error or a namespace refusing the bench pods (Pod
-/// Security): exit 2, no node blamed.
+/// The sweep stopped before its end: the file says why and stays resumable, `--history` records
+/// it as it ended (a resume replaces that record); one line on stderr. A signal: exit 130. A
+/// cluster-level API error or a namespace refusing the bench pods (Pod Security): exit 2, no node
+/// blamed.
 fn stop(
     end: SweepEnd,
     results: &mut SweepResults,
     save: &mut dyn FnMut(&SweepResults) -> anyhow::Result<()>,
     interrupt: &Interrupt,
     path: &Path,
+    history: Option<&super::history_args::RunHistory>,
 ) -> anyhow::Result<i32> {
     let (reason, detail) = match end {
         SweepEnd::ClusterDown(e) => (StopReason::ClusterError, e),
@@ -110,6 +112,9 @@ fn stop(
         ),
     };
     results.mark_stopped(reason, detail.clone());
+    if let Some(e) = history.and_then(|h| h.record_stopped_sweep(results)) {
+        eprintln!("ic-bench: warning: the stopped sweep is saved but not recorded in --history: {e:#}");
+    }
     let saved = save(results);
     match reason {
         StopReason::Interrupted => Ok(interrupt.report(&match saved {

@@ -39,3 +39,93 @@ pub fn assert_counted_on_its_own_nic(row: &RailResult) {
         assert!((0.98..1.15).contains(&own.share), "rail {}: {own:?}", row.index);
     }
 }
+
+/// A rails run of two cases of exactly 4 s each (1 MiB, then 4 MiB): a Ctrl-C as soon as every
+/// rail printed its first case lands in the second, with one case per rail to report. Add
+/// `-o json --output-file FILE`.
+pub const TWO_TIMED_CASES: [&str; 10] = [
+    "--tests",
+    "put_bw",
+    "--sizes",
+    "1MiB,4MiB",
+    "--memory",
+    "host-host",
+    "--min-time",
+    "4",
+    "--max-time",
+    "4",
+];
+
+/// Starts `cmd` (a rails run of `rails` rows, with [`TWO_TIMED_CASES`]) with its stderr in a
+/// file of `dir`; once every rail printed its first case (`rail K:` progress lines), sends
+/// SIGINT to `ic_bench(pid)` (the ic-bench process of the started one: itself, or the one under
+/// a namespace wrapper). Asserts exit 130 within 60 s of the signal; returns its pid and stderr.
+pub fn interrupt_once_every_rail_measured(
+    mut cmd: std::process::Command,
+    rails: usize,
+    dir: &std::path::Path,
+    ic_bench: impl Fn(u32) -> u32,
+) -> (u32, String) {
+    use std::time::{Duration, Instant};
+    let err_path = dir.join("stderr.txt");
+    let err = std::fs::File::create(&err_path).unwrap();
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(err);
+    let mut child = cmd.spawn().expect("ic-bench starts");
+    let stderr = || std::fs::read_to_string(&err_path).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let measured = |text: &str| (0..rails).all(|k| text.lines().any(|l| l.starts_with(&format!("rail {k}: "))));
+    while !measured(&stderr()) {
+        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("not every rail measured its first case within 120 s:\n{}", stderr());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = nix::unistd::Pid::from_raw(ic_bench(child.id()) as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let sent = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if sent.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ic-bench did not exit within 60 s of SIGINT:\n{}", stderr());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let text = stderr();
+    assert_eq!(status.code(), Some(130), "{text}");
+    (child.id(), text)
+}
+
+/// The partial report an interrupted rails run of `rails` rows (two cases each) wrote to `file`:
+/// every rail's first case and only that, tagged with its rail, marked partial and interrupted.
+pub fn assert_partial_rails_report(file: &std::path::Path, rails: usize) -> icb_core::PairReport {
+    let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("no report at {}: {e}", file.display()));
+    let report: icb_core::PairReport = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!(
+        report.verdict.status,
+        VerdictStatus::Interrupted,
+        "{:?}",
+        report.verdict
+    );
+    let partial = report.partial.as_ref().expect("marked partial");
+    assert!(partial.reason.starts_with("interrupted by SIGINT"), "{partial:?}");
+    assert_eq!(partial.planned_cases, 2 * rails, "{partial:?}");
+    let shown = || report.cases.iter().map(|c| (c.rail, c.size)).collect::<Vec<_>>();
+    for k in 0..rails {
+        let sizes: Vec<u64> = report
+            .cases
+            .iter()
+            .filter(|c| c.rail == Some(k))
+            .map(|c| c.size)
+            .collect();
+        assert_eq!(sizes, [1 << 20], "rail {k}'s finished case is reported: {:?}", shown());
+    }
+    report
+}

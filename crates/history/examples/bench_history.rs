@@ -41,7 +41,7 @@ fn night(nodes: usize, n: usize) -> RunRecord {
         kind: RunKind::Sweep,
         started_at: format!("2026-10-{:02}T02:00:00Z", n + 1),
         tool_version: "bench".into(),
-        verdict: "pass".into(),
+        verdict: icb_history::RunVerdict::Pass,
         rows,
         nodes: (0..nodes)
             .map(|i| NodeRow {

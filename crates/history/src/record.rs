@@ -2,6 +2,7 @@
 //! [`CaseKey`] (what was measured) and [`EnvKey`] (what it was measured with), from a pair
 //! report, a gate report or a sweep's results.
 
+pub use crate::run_verdict::RunVerdict;
 use icb_core::model::{CaseKey, CaseResult, CaseStatus, EnvKey, GateReport, Metric, PairReport};
 use icb_sweep::results::{Outcome, SweepResults};
 use std::collections::BTreeMap;
@@ -53,7 +54,8 @@ pub struct RunRecord {
     /// RFC 3339 UTC, normalised, so runs order by it.
     pub started_at: String,
     pub tool_version: String,
-    pub verdict: String,
+    /// How the run ended, as the command printed it and exited with it.
+    pub verdict: RunVerdict,
     pub rows: Vec<Row>,
     pub nodes: Vec<NodeRow>,
 }
@@ -79,7 +81,10 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// The environment of a pair report: both sides' UCX and NIXL versions and a hash of both sides'
-/// transport environment.
+/// transport environment, only the variables the one rule keys
+/// ([`icb_core::fabric::is_baseline_env`]): never a per-run value such as the prefill side's
+/// `IC_BENCH_SERVER` (the decode pod's address and random port), which made every Kubernetes run
+/// a new baseline.
 pub fn pair_env(report: &PairReport) -> EnvKey {
     let both = |a: &str, b: &str| match (a.is_empty(), a == b) {
         (true, _) if b.is_empty() => None,
@@ -87,18 +92,15 @@ pub fn pair_env(report: &PairReport) -> EnvKey {
         _ => Some(format!("{a}/{b}")),
     };
     let nixl = |p: &icb_core::model::PeerInfo| p.nixl.as_ref().map(|n| n.version.clone()).unwrap_or_default();
-    let env: BTreeMap<String, String> = report
-        .client
-        .env
-        .iter()
-        .map(|(k, v)| (format!("prefill:{k}"), v.clone()))
-        .chain(
-            report
-                .server
-                .env
-                .iter()
-                .map(|(k, v)| (format!("decode:{k}"), v.clone())),
-        )
+    let keyed = |side: &'static str, env: &'_ BTreeMap<String, String>| {
+        env.iter()
+            .filter(|(k, _)| icb_core::fabric::is_baseline_env(k))
+            .map(move |(k, v)| (format!("{side}:{k}"), v.clone()))
+            .collect::<Vec<_>>()
+    };
+    let env: BTreeMap<String, String> = keyed("prefill", &report.client.env)
+        .into_iter()
+        .chain(keyed("decode", &report.server.env))
         .collect();
     let text: String = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
     EnvKey {
@@ -171,7 +173,7 @@ pub fn pair_record(report: &PairReport, kind: RunKind) -> RunRecord {
         kind,
         started_at,
         tool_version: report.tool.version.clone(),
-        verdict: report.verdict.status.as_str().into(),
+        verdict: RunVerdict::of_pair(report),
         rows: pair_rows(report),
         nodes: vec![],
     }
@@ -181,7 +183,7 @@ pub fn pair_record(report: &PairReport, kind: RunKind) -> RunRecord {
 pub fn gate_record(report: &GateReport) -> Option<RunRecord> {
     let pair = report.pair.as_ref()?;
     let mut r = pair_record(pair, RunKind::Gate);
-    r.verdict = report.verdict.as_str().into();
+    r.verdict = RunVerdict::of_gate(report);
     Some(r)
 }
 
@@ -258,13 +260,12 @@ pub fn sweep_record(results: &SweepResults) -> RunRecord {
             median_latency_us: v.median_latency_us,
         })
         .collect();
-    let failed = nodes.iter().any(|n| n.status == "fail");
     RunRecord {
         run_id: results.sweep_id.clone(),
         kind: RunKind::Sweep,
         started_at: normalise_time(&results.started_at),
         tool_version: results.tool_version.clone(),
-        verdict: if failed { "fail" } else { "pass" }.into(),
+        verdict: RunVerdict::of_sweep(results),
         rows: sweep_rows(results),
         nodes,
     }

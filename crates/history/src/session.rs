@@ -80,35 +80,41 @@ impl Options {
 }
 
 impl Prepared {
-    /// A pair's report, final: compared with its baseline, then recorded.
+    /// A pair's report, final: compared with its baseline when it concluded, then recorded as it
+    /// ended (an interrupted pair's partial cases too, under `interrupted`).
     pub fn pair(&mut self, report: &mut PairReport) -> Result<(), HistoryError> {
         let run = pair_record(report, RunKind::Pair);
-        report.baseline = self.judge(&run)?.map(Box::new);
+        report.baseline = self.judge_concluded(&run)?.map(Box::new);
         self.save(&run)
     }
 
-    /// A gate's report, final (its pair's cases; nothing when the pair never ran or the gate
-    /// did not conclude: over budget, interrupted).
+    /// A gate's report, final: its pair's cases (nothing when the pair never ran), compared with
+    /// their baseline only when the gate concluded (pass or fail), recorded as the gate ended.
     pub fn gate(&mut self, report: &mut GateReport) -> Result<(), HistoryError> {
-        use icb_core::model::GateVerdict;
-        if !matches!(report.verdict, GateVerdict::Pass | GateVerdict::Fail) {
-            return Ok(());
-        }
         let Some(run) = gate_record(report) else {
             return Ok(());
         };
-        let baseline = self.judge(&run)?.map(Box::new);
+        let baseline = self.judge_concluded(&run)?.map(Box::new);
         if let Some(pair) = report.pair.as_mut() {
             pair.baseline = baseline;
         }
         self.save(&run)
     }
 
-    /// A sweep's results, complete: compared with their baseline, then recorded.
+    /// A sweep's results, complete or stopped: compared with their baseline when complete, then
+    /// recorded as the sweep ended (a resumed sweep's record replaces its stopped one).
     pub fn sweep(&mut self, results: &mut SweepResults) -> Result<(), HistoryError> {
         let run = sweep_record(results);
-        results.baseline = self.judge(&run)?.map(Box::new);
+        results.baseline = self.judge_concluded(&run)?.map(Box::new);
         self.save(&run)
+    }
+
+    /// The baseline comparison of a run that reached a verdict; none for an interrupted one.
+    fn judge_concluded(&self, run: &RunRecord) -> Result<Option<BaselineReport>, HistoryError> {
+        match run.verdict.concluded() {
+            true => self.judge(run),
+            false => Ok(None),
+        }
     }
 
     fn judge(&self, run: &RunRecord) -> Result<Option<BaselineReport>, HistoryError> {

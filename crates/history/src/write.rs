@@ -41,7 +41,7 @@ fn write_run(tx: &Transaction<'_>, run: &RunRecord, source: Option<&str>) -> Res
             run.started_at,
             jiff::Timestamp::now().to_string(),
             run.tool_version,
-            run.verdict,
+            run.verdict.as_str(),
             source.unwrap_or_default()
         ],
     )?;

@@ -126,6 +126,58 @@ fn a_changed_key_starts_a_new_baseline_and_says_what_changed() {
     assert!(!first.key_changed);
 }
 
+/// The history key's transport env holds what changes the transport, never per-run values: a
+/// Kubernetes pair's `IC_BENCH_SERVER` (the decode pod's address and random port), its token, its
+/// library paths differ every night and still compare; a changed `UCX_TLS` starts a new baseline.
+#[test]
+fn per_run_environment_keeps_the_baseline_and_a_transport_setting_changes_it() {
+    let t = TempHistory::new();
+    let mut p = prepared(&t, None, true);
+    let env_of = |n: u32, tls: &str| {
+        [
+            ("IC_BENCH_SERVER", format!("10.99.0.2:{}", 35_000 + n)),
+            ("IC_BENCH_TOKEN", "***".to_string()),
+            ("IC_BENCH_UCX_LIB", format!("/opt/run{n}/ucx/lib")),
+            ("LD_LIBRARY_PATH", format!("/tmp/run{n}")),
+            (
+                "UCX_LOG_LEVEL",
+                if n.is_multiple_of(2) { "warn" } else { "debug" }.to_string(),
+            ),
+            ("UCX_TLS", tls.to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    for n in 0..3 {
+        let mut r = night(n, "a", "b", 1.0, 1.0);
+        r.client.env = env_of(n, "tcp");
+        r.server.env = env_of(n + 10, "tcp");
+        p.pair(&mut r).unwrap();
+    }
+    let mut slow = night(3, "a", "b", 0.5, 1.0);
+    slow.client.env = env_of(3, "tcp");
+    slow.server.env = env_of(13, "tcp");
+    p.pair(&mut slow).unwrap();
+    let b = slow.baseline.as_ref().unwrap();
+    assert_eq!((b.regressed, b.new_baselines), (1, 0), "{b:#?}");
+    let bw = b.checks.iter().find(|c| c.metric == Metric::BandwidthBps).unwrap();
+    assert_eq!((bw.verdict, bw.baseline_runs), (BaselineVerdict::Regressed, 3));
+    assert_eq!(p.exit_code(0, Some(b)), 1);
+    let mut other_tls = night(4, "a", "b", 0.5, 1.0);
+    other_tls.client.env = env_of(4, "rc,cuda_copy");
+    other_tls.server.env = env_of(14, "rc,cuda_copy");
+    p.pair(&mut other_tls).unwrap();
+    let b = other_tls.baseline.as_ref().unwrap();
+    assert_eq!(b.regressed, 0, "{b:#?}");
+    let bw = b.checks.iter().find(|c| c.metric == Metric::BandwidthBps).unwrap();
+    assert_eq!(bw.verdict, BaselineVerdict::NewBaseline);
+    assert!(
+        bw.note.as_deref().unwrap().starts_with("key changed: transport env "),
+        "{bw:?}"
+    );
+}
+
 #[test]
 fn a_results_file_can_be_the_baseline_without_a_history() {
     let t = TempHistory::new();
@@ -199,7 +251,7 @@ fn a_sweep_flags_the_throttled_nodes_pairs_only() {
 }
 
 #[test]
-fn a_gate_records_its_pair_only_when_it_concluded() {
+fn a_gate_is_judged_only_when_it_concluded_and_recorded_as_it_ended() {
     use icb_core::model::{GateReport, GateVerdict};
     let t = TempHistory::new();
     five_nights(&t);
@@ -212,11 +264,77 @@ fn a_gate_records_its_pair_only_when_it_concluded() {
         gate.pair.as_ref().unwrap().baseline.is_none(),
         "an unfinished gate is not judged"
     );
-    assert_eq!(t.open().runs(100).unwrap().len(), 5, "nor recorded");
+    let runs = t.open().runs(100).unwrap();
+    assert_eq!(
+        (runs.len(), runs[0].verdict.as_str()),
+        (6, "error"),
+        "but recorded as it ended"
+    );
     gate.verdict = GateVerdict::Pass;
     p.gate(&mut gate).unwrap();
     let b = gate.pair.as_ref().unwrap().baseline.as_deref().unwrap();
     assert_eq!(b.regressed, 1);
     let runs = t.open().runs(100).unwrap();
-    assert_eq!((runs.len(), runs[0].kind.as_str()), (6, "gate"));
+    assert_eq!(
+        (runs.len(), runs[0].kind.as_str()),
+        (6, "gate"),
+        "the same run, replaced"
+    );
+    assert_eq!(runs[0].verdict, "pass");
+}
+
+/// A night is recorded as it ended: a sweep whose nodes stayed suspect (exit 1) is `suspect`,
+/// one with a failed node `fail`, an interrupted one `interrupted` (and not judged); a pair's
+/// partial report `interrupted`, an inconclusive one `inconclusive`.
+#[test]
+fn each_run_is_recorded_with_the_verdict_it_ended_with() {
+    use icb_core::model::{PartialRun, VerdictStatus};
+    use icb_sweep::{NodeStatus, StopReason};
+    let t = TempHistory::new();
+    let mut p = prepared(&t, None, false);
+    let mut suspect = common::sweep_night(1, None);
+    suspect
+        .node_verdicts
+        .iter_mut()
+        .for_each(|v| v.status = NodeStatus::Suspect);
+    assert_eq!(suspect.exit_code(), 1);
+    p.sweep(&mut suspect).unwrap();
+    let mut failed = common::sweep_night(2, None);
+    failed.node_verdicts[1].status = NodeStatus::Fail;
+    p.sweep(&mut failed).unwrap();
+    let mut stopped = common::sweep_night(3, None);
+    stopped.mark_stopped(StopReason::Interrupted, "interrupted by SIGINT".into());
+    p.sweep(&mut stopped).unwrap();
+    assert!(stopped.baseline.is_none(), "an interrupted night is not judged");
+    let mut partial = night(4, "a", "b", 1.0, 1.0);
+    partial.partial = Some(PartialRun {
+        reason: "interrupted by SIGINT".into(),
+        planned_cases: 20,
+    });
+    partial.verdict.status = VerdictStatus::Interrupted;
+    p.pair(&mut partial).unwrap();
+    assert!(partial.baseline.is_none());
+    let mut unsure = night(5, "a", "b", 1.0, 1.0);
+    unsure.verdict.status = VerdictStatus::Inconclusive;
+    p.pair(&mut unsure).unwrap();
+    let recorded: Vec<(String, String)> = t
+        .open()
+        .runs(100)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.run_id, r.verdict))
+        .collect();
+    let verdict_of = |prefix: &str| {
+        recorded
+            .iter()
+            .find(|(id, _)| id.starts_with(prefix))
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("no run {prefix} in {recorded:?}"))
+    };
+    assert_eq!(verdict_of("sw0001"), "suspect");
+    assert_eq!(verdict_of("sw0002"), "fail");
+    assert_eq!(verdict_of("sw0003"), "interrupted");
+    assert_eq!(verdict_of("pair-2026-11-05"), "interrupted");
+    assert_eq!(verdict_of("pair-2026-11-06"), "inconclusive");
+    assert_eq!(recorded.len(), 5);
 }

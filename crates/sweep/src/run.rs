@@ -299,22 +299,54 @@ impl SweepResults {
         });
     }
 
-    /// The exit status of a complete sweep: 2 when no pair measured anything, 1 when a node
-    /// failed or stayed suspect, 0 otherwise.
-    pub fn exit_code(&self) -> i32 {
+    /// How the sweep ended, as its headline says it: stopped (a signal, the cluster), nothing
+    /// measured, a failed node, a suspect one, still running, or a pass. One decision for the
+    /// exit status and the history's record of the night.
+    pub fn ending(&self) -> SweepEnding {
         let measured = self.pairs.iter().any(|p| matches!(p.outcome, Outcome::Measured { .. }));
-        if !measured {
-            icb_core::exit::USAGE_OR_SETUP
-        } else if self
-            .node_verdicts
-            .iter()
-            .any(|v| matches!(v.status, NodeStatus::Fail | NodeStatus::Suspect))
-        {
-            icb_core::exit::VERDICT_FAILED
-        } else {
-            icb_core::exit::OK
+        let any = |s: NodeStatus| self.node_verdicts.iter().any(|v| v.status == s);
+        match &self.stopped {
+            Some(s) if s.reason == StopReason::Interrupted => SweepEnding::Interrupted,
+            Some(_) => SweepEnding::ClusterError,
+            None if !measured => SweepEnding::NothingMeasured,
+            None if any(NodeStatus::Fail) => SweepEnding::Fail,
+            None if any(NodeStatus::Suspect) => SweepEnding::Suspect,
+            None if any(NodeStatus::Unjudged) => SweepEnding::Inconclusive,
+            None if !self.complete => SweepEnding::Running,
+            None => SweepEnding::Pass,
         }
     }
+
+    /// The exit status of a complete sweep: 2 when no pair measured anything, 1 when a node
+    /// failed, stayed suspect or could not be judged, 0 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self.ending() {
+            SweepEnding::NothingMeasured | SweepEnding::ClusterError => icb_core::exit::USAGE_OR_SETUP,
+            SweepEnding::Fail | SweepEnding::Suspect | SweepEnding::Inconclusive => icb_core::exit::VERDICT_FAILED,
+            SweepEnding::Interrupted => icb_core::exit::INTERRUPTED,
+            SweepEnding::Pass | SweepEnding::Running => icb_core::exit::OK,
+        }
+    }
+}
+
+/// How a sweep ended ([`SweepResults::ending`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SweepEnding {
+    Pass,
+    /// A node stayed suspect (evidence both ways, or no partner left to confirm): exit 1.
+    Suspect,
+    Fail,
+    /// Every pair ended before a transfer: no fabric verdict, exit 2.
+    NothingMeasured,
+    /// No node failed or stayed suspect, but a node could not be judged: one of its pairs was
+    /// inconclusive (an unattributed data path, a control not caught). Not a pass: exit 1.
+    Inconclusive,
+    /// A signal stopped it (resumable).
+    Interrupted,
+    /// The cluster failed or refused the bench pods mid-sweep (resumable, no node blamed).
+    ClusterError,
+    /// Not every planned pair has run yet, and none failed so far.
+    Running,
 }
 
 fn now() -> String {

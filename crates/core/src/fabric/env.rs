@@ -14,6 +14,9 @@
 //!   Seed 002's 365 MB/s came from GPU visibility alone, so it belongs here.
 //! * [`is_run_context_env`]: what a run records about its own process: the pod set plus
 //!   ic-bench's own `IC_BENCH_*` settings and the library search path (which UCX got loaded).
+//! * [`is_baseline_env`]: the part of that record that makes two runs comparable (the history
+//!   key's "transport env"): what changes how the data moves or how it is measured, never a
+//!   value that names one run or one place (addresses, ports, tokens, paths).
 //!
 //! Nothing here reads an environment; nothing here masks secrets (that is another module's job).
 
@@ -37,6 +40,31 @@ pub const GPU_VISIBILITY_ENV: &[&str] = &[
 
 /// ic-bench's own settings.
 pub const IC_BENCH_ENV_PREFIX: &str = "IC_BENCH_";
+
+/// ic-bench's own variables that change what a case measures (`scripts/bench-ucx`'s methodology
+/// controls, read by the engine): in the history key. Every other `IC_BENCH_*` is per run or per
+/// machine (`IC_BENCH_SERVER`, the peer's address and port; `IC_BENCH_TOKEN`; the `*_LIB` and
+/// `IC_BENCH_RAIL_TREE` paths; `IC_BENCH_LOG`; `IC_BENCH_HISTORY`).
+pub const IC_BENCH_MEASUREMENT_ENV: &[&str] =
+    &["IC_BENCH_WINDOWS", "IC_BENCH_UNTOUCHED_BUFFERS", "IC_BENCH_FIXED_STOP"];
+
+/// Name endings of transport variables that say where something is (a rendezvous address, a
+/// port, a directory or file), never how the data moves: `NIXL_ETCD_ENDPOINTS`,
+/// `NIXL_PLUGIN_DIR`, `NCCL_COMM_ID`. Which library a path loaded is keyed by its version.
+pub const PLACE_ENV_SUFFIXES: &[&str] = &[
+    "_ENDPOINTS",
+    "_ADDR",
+    "_ADDRESS",
+    "_PORT",
+    "_PORT_RANGE",
+    "_COMM_ID",
+    "_NAMESPACE",
+    "_DIR",
+    "DIRS",
+    "_PATH",
+    "_PREFIXES",
+    "_FILE",
+];
 
 /// The dynamic loader's search path: decides which libucx/libnixl a process loads.
 pub const LIBRARY_PATH_ENV: &str = "LD_LIBRARY_PATH";
@@ -96,6 +124,27 @@ pub fn is_pod_transport_env(name: &str) -> bool {
 /// `LD_LIBRARY_PATH`.
 pub fn is_run_context_env(name: &str) -> bool {
     env_class(name) != EnvClass::Other
+}
+
+/// Whether a variable is part of the history key's "transport env" (the one rule; `docs/history.md`):
+///
+/// * in: the transport libraries' settings ([`is_transport_setting`]) and GPU visibility, which
+///   change how the data moves, and [`IC_BENCH_MEASUREMENT_ENV`], which changes what is measured;
+/// * out: anything that differs from run to run or machine to machine without changing the
+///   transport: secrets (`NIXL_API_KEY`, `IC_BENCH_TOKEN`), addresses, ports, namespaces and paths
+///   ([`PLACE_ENV_SUFFIXES`], `LD_LIBRARY_PATH`, `IC_BENCH_*_LIB`), ic-bench's other variables
+///   (`IC_BENCH_SERVER`: the peer's address and random port), logging knobs, everything else.
+///
+/// The rest of the key says what the environment cannot: UCX and NIXL versions (which libraries
+/// the paths loaded), memory, engine and placement (the case key).
+pub fn is_baseline_env(name: &str) -> bool {
+    let place = PLACE_ENV_SUFFIXES.iter().any(|s| name.ends_with(s));
+    match env_class(name) {
+        EnvClass::TransportSetting => !place && !crate::secrets::is_secret_name(name),
+        EnvClass::GpuVisibility => true,
+        EnvClass::IcBench => IC_BENCH_MEASUREMENT_ENV.contains(&name),
+        EnvClass::TransportLogging | EnvClass::LibraryPath | EnvClass::Other => false,
+    }
 }
 
 /// A POSIX shell `case` pattern matching `NAME=value` lines of [`is_pod_transport_env`]

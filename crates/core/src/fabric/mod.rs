@@ -23,7 +23,10 @@ pub mod resource;
 pub mod shm;
 pub mod ucx;
 
-pub use env::{EnvClass, env_class, is_pod_transport_env, is_run_context_env, is_transport_env, is_transport_setting};
+pub use env::{
+    EnvClass, env_class, is_baseline_env, is_pod_transport_env, is_run_context_env, is_transport_env,
+    is_transport_setting,
+};
 pub use resource::{
     GpuVendor, RdmaKind, ResourceClass, is_compute_domain_claim_name, is_device_resource, is_gpu_resource,
     is_rdma_resource, resource_class,

@@ -10,6 +10,67 @@ use super::ucx::tls_item_transports;
 use super::*;
 use crate::model::TransportClass;
 
+/// The history key's "transport env" ([`is_baseline_env`]): what is in and what is out. A name
+/// moved from one list to the other starts new baselines for every history that ran with it.
+#[test]
+fn baseline_env_table() {
+    let keyed = [
+        "UCX_TLS",
+        "UCX_NET_DEVICES",
+        "UCX_IB_GID_INDEX",
+        "UCX_RNDV_SCHEME",
+        "UCX_RNDV_THRESH",
+        "UCX_MAX_RNDV_RAILS",
+        "UCX_IB_PKEY",
+        "NCCL_IB_HCA",
+        "NCCL_SOCKET_IFNAME",
+        "NIXL_BACKENDS",
+        "FI_PROVIDER",
+        "CUDA_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "IC_BENCH_WINDOWS",
+        "IC_BENCH_UNTOUCHED_BUFFERS",
+        "IC_BENCH_FIXED_STOP",
+    ];
+    let not_keyed = [
+        // Per run: the peer's address and random port, the token.
+        "IC_BENCH_SERVER",
+        "IC_BENCH_TOKEN",
+        // Paths (the versions in the key say which library they loaded).
+        "IC_BENCH_UCX_LIB",
+        "IC_BENCH_NIXL_LIB",
+        "IC_BENCH_RAIL_TREE",
+        "LD_LIBRARY_PATH",
+        "NIXL_PLUGIN_DIR",
+        "NIXL_LIBDIRS",
+        "NIXL_PREFIXES",
+        // Where to meet, not how to move.
+        "NIXL_ETCD_ENDPOINTS",
+        "NIXL_ETCD_NAMESPACE",
+        "NCCL_COMM_ID",
+        "UCX_TCP_PORT_RANGE",
+        // Secrets and logging.
+        "NIXL_API_KEY",
+        "UCX_LOG_LEVEL",
+        "UCX_LOG_FILE",
+        "UCX_PROTO_INFO",
+        "NCCL_DEBUG",
+        // ic-bench's own knobs that change nothing measured, and the rest of the process.
+        "IC_BENCH_LOG",
+        "IC_BENCH_HISTORY",
+        "HOME",
+        "TMPDIR",
+        "HOSTNAME",
+        "PATH",
+    ];
+    for name in keyed {
+        assert!(is_baseline_env(name), "{name} belongs in the history key");
+    }
+    for name in not_keyed {
+        assert!(!is_baseline_env(name), "{name} must not be in the history key");
+    }
+}
+
 #[test]
 fn vocabulary_table() {
     // --- environment variables ---------------------------------------------------------------

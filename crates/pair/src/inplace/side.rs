@@ -104,6 +104,12 @@ impl Side for InPlaceSide {
         )
     }
 
+    async fn interrupt(&mut self) {
+        // Closing stdin makes the wrapper SIGTERM the side it started; its output is still read,
+        // so the prefill side's report of the cases it measured comes through.
+        self.session.close_stdin().await;
+    }
+
     async fn stop(&mut self, grace: Duration) {
         // Closing stdin is the wrapper's signal: it stops the process it started and removes
         // the copy. The connection is closed after the grace either way.

@@ -19,6 +19,7 @@ pub mod info;
 pub mod kube;
 mod kube_rank;
 pub mod local;
+mod partial;
 mod plan;
 pub mod remote;
 mod report;
@@ -101,7 +102,7 @@ pub async fn run_rails<S: RailSeam>(
     let rounds = plan.rows.iter().map(|r| r.round).max().map_or(0, |r| r + 1);
     for round in 0..rounds {
         let rows: Vec<&RailRow> = plan.rows.iter().filter(|r| r.round == round).collect();
-        let phase = run_phase(plan, seam, &rows, cancel, progress).await?;
+        let phase = run_phase(plan, seam, &rows, &outcomes, cancel, progress).await?;
         for (row, (run, outcome, attribution)) in rows.iter().zip(phase) {
             results[row.index] = Some(RailResult {
                 index: row.index,
@@ -123,7 +124,7 @@ pub async fn run_rails<S: RailSeam>(
     };
     for index in alone {
         let row = &plan.rows[index];
-        let mut phase = run_phase(plan, seam, &[row], cancel, progress).await?;
+        let mut phase = run_phase(plan, seam, &[row], &outcomes, cancel, progress).await?;
         let (run, _, attribution) = phase.remove(0);
         let result = &mut rows[index];
         result.alone = Some(run);
@@ -138,11 +139,14 @@ pub async fn run_rails<S: RailSeam>(
 
 type RowRun = (RailRun, Option<PairOutcome>, Option<Attribution>);
 
-/// One phase: the rows at once between two counter snapshots of each node.
+/// One phase: the rows at once between two counter snapshots of each node. Stopped by `cancel`,
+/// it ends in [`PairError::Interrupted`] with the partial report of every rail's cases so far
+/// (`earlier`: the rows' finished runs of earlier phases, which an alone run does not replace).
 async fn run_phase<S: RailSeam>(
     plan: &RailsPlan,
     seam: &mut S,
     rows: &[&RailRow],
+    earlier: &[Option<PairOutcome>],
     cancel: &CancellationToken,
     progress: &mut RailProgress<'_>,
 ) -> Result<Vec<RowRun>, PairError> {
@@ -176,7 +180,20 @@ async fn run_phase<S: RailSeam>(
             })
             .collect::<Vec<_>>()
             .join("; ");
-        return Err(PairError::Interrupted(Interrupted { cleanup, partial: None }));
+        let indices: Vec<usize> = rows.iter().map(|r| r.index).collect();
+        let mut parts: Vec<_> = earlier
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| Some((i, o.as_ref()?.report.clone())))
+            .collect();
+        let fresh = partial::phase_reports(&indices, &runs);
+        parts.extend(
+            fresh
+                .into_iter()
+                .filter(|(i, _)| earlier.get(*i).is_none_or(Option::is_none)),
+        );
+        let partial = partial::merge(parts, plan.rows.len());
+        return Err(PairError::Interrupted(Interrupted { cleanup, partial }));
     }
     let phase = if rows.len() == 1 {
         Phase::Alone

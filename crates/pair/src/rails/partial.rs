@@ -1,0 +1,50 @@
+//! An interrupted rails run still reports: every rail's cases measured before the signal (rows
+//! that finished, and the partial reports of rows cut short), each tagged with its rail, in one
+//! report marked partial, as a plain pair writes its own. Never judged: the rails table and the
+//! verdict are left to a complete run.
+
+use crate::run::{Interrupted, PairError, PairOutcome};
+use icb_core::model::{PairReport, PartialRun};
+
+/// The reports one phase left when `cancel` stopped it: `(row index, report)` for every row
+/// that finished or reported its cases before stopping.
+pub(super) fn phase_reports(rows: &[usize], runs: &[Result<PairOutcome, PairError>]) -> Vec<(usize, PairReport)> {
+    rows.iter()
+        .zip(runs)
+        .filter_map(|(index, run)| match run {
+            Ok(o) => Some((*index, o.report.clone())),
+            Err(PairError::Interrupted(Interrupted { partial: Some(p), .. })) => Some((*index, (**p).clone())),
+            Err(_) => None,
+        })
+        .collect()
+}
+
+/// One partial report of `rails` rows from the rows' reports (earlier rounds' finished rows and
+/// this phase's), `None` when no row measured anything. A row's report marked partial counts the
+/// cases it planned; a finished row planned what it measured; a row with no report planned what
+/// the others did.
+pub(super) fn merge(parts: Vec<(usize, PairReport)>, rails: usize) -> Option<Box<PairReport>> {
+    let per_row = |r: &PairReport| r.partial.as_ref().map_or(r.cases.len(), |p| p.planned_cases);
+    let planned_each = parts.iter().map(|(_, r)| per_row(r)).max()?;
+    let planned_known: usize = parts.iter().map(|(_, r)| per_row(r)).sum();
+    let planned = planned_known + planned_each * rails.saturating_sub(parts.len());
+    let mut cases = Vec::new();
+    let mut frame: Option<PairReport> = None;
+    for (index, mut r) in parts {
+        cases.extend(std::mem::take(&mut r.cases).into_iter().map(|mut c| {
+            c.rail = Some(index);
+            c
+        }));
+        frame.get_or_insert(r);
+    }
+    let mut frame = frame?;
+    cases.sort_by_key(|c| c.rail);
+    frame.cases = cases;
+    frame.placement.mode = format!("{} · {rails} rails", frame.placement.mode);
+    frame.rails = None;
+    frame.partial = Some(PartialRun {
+        reason: "interrupted".into(),
+        planned_cases: planned,
+    });
+    Some(Box::new(frame))
+}
