@@ -6,6 +6,7 @@ use crate::error::NixlEngineError;
 use crate::evidence;
 use crate::nixl_failed;
 use crate::options::NixlOptions;
+use crate::per_case::{CaseKey, attribute_per_case};
 use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, PhaseGoal, PhaseOutcome, UcxLog, agent_name, case_len};
 use crate::session::{ENGINE, HELLO_TIMEOUT, case_label, cuda_info, local_hello, no_cuda_reason, resolve};
 use icb_core::{
@@ -103,7 +104,7 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
     let result = tokio::select! {
         biased;
         _ = cancel.cancelled() => Err(EngineError::Interrupted),
-        r = run_session(&mut control, &thread, &local, &cuda, &mut opts, &mut done) => r,
+        r = run_session(&mut control, &thread, &local, &cuda, &log, &mut opts, &mut done) => r,
     };
     // An interrupted run still reports what it measured, once the server's hello is known.
     let interrupted =
@@ -119,6 +120,7 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
     let Session {
         server: Some(server_hello),
         mut cases,
+        log_marks,
     } = done
     else {
         thread.shutdown(Duration::from_secs(5));
@@ -131,7 +133,7 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
     });
     // Destroying the agent (its UCX worker) is what makes UCX print the `used` protocol tables.
     thread.shutdown(Duration::from_secs(10));
-    attribute_cases(&mut cases, &log, &local, &mut warnings);
+    attribute_cases(&mut cases, &log_marks, &log, &local, &mut warnings);
 
     let mine = local_hello(Role::Client, &local, &cuda, &opts.tool);
     Ok(icb_engine::assemble_report(
@@ -151,7 +153,13 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
 }
 
 /// Names each measured case's data path from UCX's protocol tables.
-fn attribute_cases(cases: &mut [CaseResult], log: &UcxLog, local: &LocalNixl, warnings: &mut Vec<String>) {
+fn attribute_cases(
+    cases: &mut [CaseResult],
+    log_marks: &[usize],
+    log: &UcxLog,
+    local: &LocalNixl,
+    warnings: &mut Vec<String>,
+) {
     let (text, unreadable) = match log.read() {
         Ok(text) => (text, None),
         Err(why) => (String::new(), Some(why)),
@@ -170,14 +178,24 @@ fn attribute_cases(cases: &mut [CaseResult], log: &UcxLog, local: &LocalNixl, wa
             ),
         });
     }
-    for case in cases.iter_mut().filter(|c| c.status == CaseStatus::Measured) {
-        let Some(direction) = case.run_by.direction else {
-            continue;
-        };
-        case.transport = Some(
-            evidence::attribute(&tables, direction, case.memory, case.size)
-                .unwrap_or_else(|| icb_core::classify::classify(None, &[], case.memory)),
-        );
+    let keys: Vec<(usize, CaseKey)> = cases
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.status == CaseStatus::Measured)
+        .filter_map(|(i, c)| {
+            let key = CaseKey {
+                direction: c.run_by.direction?,
+                memory: c.memory,
+                size: c.size,
+                log_end: log_marks.get(i).copied(),
+            };
+            Some((i, key))
+        })
+        .collect();
+    let found = attribute_per_case(&text, &keys.iter().map(|(_, k)| *k).collect::<Vec<_>>());
+    for ((i, _), evidence) in keys.iter().zip(found) {
+        let case = &mut cases[*i];
+        case.transport = Some(evidence.unwrap_or_else(|| icb_core::classify::classify(None, &[], case.memory)));
     }
 }
 
@@ -187,6 +205,8 @@ fn attribute_cases(cases: &mut [CaseResult], log: &UcxLog, local: &LocalNixl, wa
 struct Session {
     server: Option<Hello>,
     cases: Vec<CaseResult>,
+    /// The UCX log's length after each case (for per-case attribution), aligned with `cases`.
+    log_marks: Vec<usize>,
 }
 
 async fn run_session(
@@ -194,6 +214,7 @@ async fn run_session(
     thread: &UcxThread<NixlRuntime>,
     local: &LocalNixl,
     cuda: &CudaInfo,
+    log: &UcxLog,
     opts: &mut ConnectOptions,
     done: &mut Session,
 ) -> Result<(), EngineError> {
@@ -236,6 +257,7 @@ async fn run_session(
             cb(&case);
         }
         done.cases.push(case);
+        done.log_marks.push(log.mark());
     }
     control.send(&Message::Bye, "the goodbye").await?;
     Ok(())

@@ -27,6 +27,7 @@ mod client;
 mod error;
 pub mod evidence;
 mod options;
+pub mod per_case;
 mod rank;
 mod request;
 mod runtime;

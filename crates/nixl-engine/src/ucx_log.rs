@@ -178,7 +178,7 @@ impl LogFile {
 
 impl UcxLog {
     /// Points `UCX_LOG_FILE` at a private directory unless the user set it, and turns on
-    /// `UCX_PROTO_INFO=used` and turns off `UCX_MEMTYPE_CACHE` unless set. Must run before NIXL
+    /// `UCX_PROTO_INFO=y` and turns off `UCX_MEMTYPE_CACHE` unless set. Must run before NIXL
     /// (and its UCX) starts.
     pub fn prepare() -> Result<UcxLog, EngineError> {
         let mut vars: Vec<(String, String)> = Vec::new();
@@ -193,8 +193,11 @@ impl UcxLog {
                 Target::Private(d)
             }
         };
+        // `y`: each table is printed when UCX first selects the protocol, so the tables a case
+        // caused land in that case's window of the log (`crate::per_case`); `used` would print
+        // them all at the end, attributable only to the run as a whole.
         if std::env::var_os("UCX_PROTO_INFO").is_none() {
-            vars.push(("UCX_PROTO_INFO".into(), "used".into()));
+            vars.push(("UCX_PROTO_INFO".into(), "y".into()));
         }
         // NIXL's UCX backend lets UCX detect the memory type of what it registers. With UCX's
         // memory-type cache on (its default), an address the cache never saw allocated counts as
@@ -220,6 +223,12 @@ impl UcxLog {
             }
             Target::User(value) => resolve(value, &ProcessNames::of_this_process()).read(),
         }
+    }
+
+    /// How long the log is now (bytes): the client marks it after every case, so that each
+    /// case's protocol tables are the ones printed while it ran. 0 where it cannot be read.
+    pub fn mark(&self) -> usize {
+        self.read().map(|t| t.len()).unwrap_or(0)
     }
 
     /// The user's `UCX_LOG_FILE`, where they set one.
