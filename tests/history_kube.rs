@@ -4,7 +4,8 @@
 //! is low on purpose: only the history can catch it). Each night is recorded as it ended.
 //!
 //! Before the fix every Kubernetes night started a new baseline: the history key hashed the
-//! prefill pod's `IC_BENCH_SERVER` (the decode pod's address and random port).
+//! prefill pod's `IC_BENCH_SERVER` (the decode pod's address and random port). The throttle is
+//! both ways (`TestCluster::rate_limit_node`): put toward the slow node regresses too.
 
 #[path = "pair_kube_support/mod.rs"]
 mod support;
@@ -108,16 +109,19 @@ fn two_healthy_nights(baseline_of: impl Fn(usize) -> Value) {
     }
 }
 
-/// The third night's baseline: the throttled get_bw regressed against the two nights before.
+/// The third night's baseline: both directions regressed against the two nights before (the
+/// throttle slows the node's link both ways: put toward it as much as get from it).
 fn assert_regressed(baseline: &Value) {
-    assert!(baseline["regressed"].as_u64().unwrap() >= 1, "{baseline}");
-    let regressed = baseline["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["verdict"] == "regressed")
-        .collect::<Vec<_>>();
-    assert!(regressed.iter().all(|c| c["baseline_runs"] == 2), "{regressed:?}");
+    assert!(baseline["regressed"].as_u64().unwrap() >= 2, "{baseline}");
+    let checks = baseline["checks"].as_array().unwrap();
+    for test in ["put_bw", "get_bw"] {
+        let check = checks
+            .iter()
+            .find(|c| c["test"] == test && c["metric"] == "bandwidth_bps")
+            .unwrap_or_else(|| panic!("no {test} check: {baseline}"));
+        assert_eq!(check["verdict"], "regressed", "{check}");
+        assert_eq!(check["baseline_runs"], 2, "{check}");
+    }
 }
 
 #[test]

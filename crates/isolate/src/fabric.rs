@@ -273,6 +273,26 @@ impl Fabric {
         Ok(())
     }
 
+    /// Limits a node's link to `rate` both ways, as a slow NIC or cable is: what it sends (its
+    /// `eth0`) and what it receives (its switch port on the hub's bridge; with a direct veth, the
+    /// other node's `eth0`, which only leads to it). [`Fabric::rate_limit`] limits only the first.
+    pub fn rate_limit_both_ways(&self, name: &str, rate: &str) -> Result<()> {
+        let index = self.index_of(name)?;
+        let inbound = match &self.hub {
+            Some(hub) => (hub.as_str(), hub_port(index)),
+            None => match self.nodes.iter().find(|n| n.name != name) {
+                Some(other) => (other.netns.as_str(), NODE_IFACE.to_string()),
+                None => return self.rate_limit(name, rate),
+            },
+        };
+        let outbound = (self.nodes[index].netns.as_str(), NODE_IFACE.to_string());
+        for (ns, dev) in [outbound, inbound] {
+            let args = ["-n", ns, "qdisc", "replace", "dev", &dev, "root", "tbf", "rate", rate];
+            tc(&[&args[..], &["burst", "64kb", "latency", "50ms"]].concat())?;
+        }
+        Ok(())
+    }
+
     fn set_link(&self, name: &str, state: &str) -> Result<()> {
         let index = self.index_of(name)?;
         let netns = &self.nodes[index].netns;

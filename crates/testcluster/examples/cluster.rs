@@ -109,7 +109,7 @@ fn parse() -> Result<Opts, String> {
 }
 
 const HELP: &str = "The emulated Kubernetes cluster, for trying ic-bench without one (root: namespaces).
-Nodes are node-1 … node-N. --slow-node limits a node's link (tc tbf, RATE as tc writes it, e.g. 200mbit);
+Nodes are node-1 … node-N. --slow-node limits a node's link both ways (tc tbf, RATE as tc writes it, e.g. 200mbit);
 --tcp-only-node gives that node's containers UCX_TLS=tcp. --rails K gives every node K rail NICs
 (rail I of every node on its own switch); --slow-rail NODE/I=RATE limits one, --dead-rail NODE/I
 takes one down. Then, from another shell:

@@ -79,35 +79,14 @@ impl NodeFabric {
         result.map_err(namespace_error)
     }
 
-    /// Limits the node's outgoing rate on its link (`tc … tbf`; RATE as tc writes it, e.g.
-    /// `200mbit`). netem does not work on this kernel; tbf does.
+    /// Limits the node's link to `rate` both ways (`tc … tbf` on its side and on the side that
+    /// leads to it; RATE as tc writes it, e.g. `200mbit`), so put toward a slow node is as slow
+    /// as get from it. netem does not work on this kernel; tbf does.
     pub fn rate_limit(&self, node: &str, rate: &str) -> Result<(), Error> {
-        let emulated = self
-            .node(node)
-            .ok_or_else(|| Error::Config(format!("no node named {node:?}")))?;
-        let out = std::process::Command::new("tc")
-            .args([
-                "-n",
-                &emulated.netns,
-                "qdisc",
-                "replace",
-                "dev",
-                "eth0",
-                "root",
-                "tbf",
-                "rate",
-                rate,
-            ])
-            .args(["burst", "64kb", "latency", "50ms"])
-            .output()
-            .map_err(|e| Error::Namespace(format!("cannot run tc: {e}")))?;
-        if !out.status.success() {
-            return Err(Error::Namespace(format!(
-                "tc tbf on node {node}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(())
+        let emulated = self.emulated(node)?;
+        self.fabric
+            .rate_limit_both_ways(&emulated, rate)
+            .map_err(|e| Error::Namespace(format!("tc tbf on node {node}: {e}")))
     }
 
     /// Node `name`'s recorded rail-map tree (`None` without rails).

@@ -17,7 +17,7 @@ impl TestCluster {
         self.on_fabric("network cuts", |f| f.set_link(node, true))
     }
 
-    /// Slows the node's link to `rate` (tc tbf, e.g. `200mbit`): a degraded node for sweeps.
+    /// Slows the node's link to `rate` both ways (tc tbf, e.g. `200mbit`): a degraded node.
     pub fn rate_limit_node(&self, node: &str, rate: &str) -> Result<()> {
         self.on_fabric("rate limits", |f| f.rate_limit(node, rate))
     }
