@@ -228,7 +228,7 @@ pub fn sweep_rows(results: &SweepResults) -> Vec<Row> {
             env: EnvKey::default(),
             metric,
             value,
-            status: verdict.clone(),
+            status: verdict.as_str().to_string(),
         };
         for s in series {
             rows.push(row(

@@ -313,7 +313,7 @@ mod tests {
 
     fn measured(bw: f64) -> Outcome {
         Outcome::Measured {
-            verdict: "pass".into(),
+            verdict: icb_core::VerdictStatus::Pass,
             reason: String::new(),
             data_paths: vec!["rdma".into()],
             bandwidth_bps: Some(bw),

@@ -448,9 +448,9 @@ fn junit_fails_a_slow_pair_as_the_node_verdicts_count_it() {
     let mut r = fixture();
     for p in &mut r.pairs {
         if let icb_sweep::Outcome::Measured { verdict, .. } = &mut p.outcome
-            && verdict == "fail"
+            && *verdict == icb_core::VerdictStatus::Fail
         {
-            *verdict = "warn".into();
+            *verdict = icb_core::VerdictStatus::Warn;
         }
     }
     let xml = render_sweep_in(&r, Format::Junit, View::default()).unwrap();

@@ -46,7 +46,11 @@ fn outcome(pair: &Pair) -> Outcome {
         })
         .collect();
     Outcome::Measured {
-        verdict: if slow { "fail" } else { "pass" }.into(),
+        verdict: if slow {
+            icb_core::VerdictStatus::Fail
+        } else {
+            icb_core::VerdictStatus::Pass
+        },
         reason: if slow {
             "rail 2 is slow"
         } else {

@@ -56,10 +56,7 @@ impl Outcome {
             // A pair is as good as its worst direction (put pushes into decode, get pulls out of it).
             .fold(None, |acc: Option<f64>, b| Some(acc.map_or(b, |a| a.min(b))));
         Outcome::Measured {
-            verdict: serde_json::to_value(report.verdict.status)
-                .ok()
-                .and_then(|v| v.as_str().map(String::from))
-                .unwrap_or_default(),
+            verdict: report.verdict.status,
             reason: report.verdict.reason.clone(),
             data_paths,
             bandwidth_bps,
@@ -126,7 +123,7 @@ mod tests {
         else {
             panic!("measured");
         };
-        assert_eq!(serde_json::json!(verdict), serde_json::json!(report.verdict.status));
+        assert_eq!(verdict, report.verdict.status);
         assert_eq!(data_paths.len(), report.verdict.data_paths.len());
         let largest = series.iter().map(|p| p.size).max();
         let worst = series

@@ -44,8 +44,9 @@ pub struct LatencyPoint {
 pub enum Outcome {
     /// The pair ran and was judged.
     Measured {
-        /// pass, warn or fail (the pair verdict).
-        verdict: String,
+        /// The pair verdict (`pass`, `warn`, `fail`, `inconclusive`: the pair report's own
+        /// status, spelled as there).
+        verdict: icb_core::VerdictStatus,
         reason: String,
         /// Data-path classes seen (tcp, rdma, shared_memory …), most important first.
         data_paths: Vec<String>,
@@ -81,7 +82,7 @@ impl Outcome {
     /// The pair says nothing good about its link: a failed verdict or nothing measured.
     pub fn failed(&self) -> bool {
         match self {
-            Outcome::Measured { verdict, .. } => verdict == "fail",
+            Outcome::Measured { verdict, .. } => *verdict == icb_core::VerdictStatus::Fail,
             Outcome::Error { .. } => true,
             Outcome::Unschedulable { .. } | Outcome::Disrupted { .. } => false,
         }
@@ -90,7 +91,7 @@ impl Outcome {
     /// The pair measured, but its run could not tell whether the fabric is right (an
     /// unattributed data path, a control not caught): its nodes are not judged by it.
     pub fn inconclusive(&self) -> bool {
-        matches!(self, Outcome::Measured { verdict, .. } if verdict == icb_core::VerdictStatus::Inconclusive.as_str())
+        matches!(self, Outcome::Measured { verdict, .. } if *verdict == icb_core::VerdictStatus::Inconclusive)
     }
 
     /// Whether the pair counts in its nodes' verdicts: not when it never ran (unschedulable) or
@@ -128,7 +129,8 @@ impl Outcome {
                 bandwidth_bps,
                 ..
             } => format!(
-                "{verdict} ({}{})",
+                "{} ({}{})",
+                verdict.as_str(),
                 data_paths.join("+"),
                 bandwidth_bps.map(|b| format!(", {} GB/s", gbps(b))).unwrap_or_default()
             ),

@@ -38,7 +38,11 @@ fn an_intra_node_suspect_runs_its_own_pair_again() {
 
 fn measured(bw: f64, fail: bool) -> Outcome {
     Outcome::Measured {
-        verdict: if fail { "fail" } else { "pass" }.into(),
+        verdict: if fail {
+            icb_core::VerdictStatus::Fail
+        } else {
+            icb_core::VerdictStatus::Pass
+        },
         reason: String::new(),
         data_paths: vec![if fail { "tcp" } else { "rdma" }.into()],
         bandwidth_bps: Some(bw),
@@ -219,7 +223,7 @@ fn a_skipped_second_pass_says_why() {
 
 fn with_latency(p50_us: f64, warnings: &[&str]) -> Outcome {
     Outcome::Measured {
-        verdict: "pass".into(),
+        verdict: icb_core::VerdictStatus::Pass,
         reason: String::new(),
         data_paths: vec!["shared_memory".into()],
         bandwidth_bps: None,
@@ -292,7 +296,7 @@ fn micros_keeps_three_significant_digits() {
 #[test]
 fn only_small_cases_count_as_latency() {
     let at = |size: u64| Outcome::Measured {
-        verdict: "pass".into(),
+        verdict: icb_core::VerdictStatus::Pass,
         reason: String::new(),
         data_paths: vec![],
         bandwidth_bps: None,

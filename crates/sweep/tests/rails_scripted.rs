@@ -46,7 +46,11 @@ fn measured(pair: &Pair, slow: &[usize]) -> Outcome {
         })
         .collect();
     Outcome::Measured {
-        verdict: if slow.is_empty() { "pass" } else { "fail" }.into(),
+        verdict: if slow.is_empty() {
+            icb_core::VerdictStatus::Pass
+        } else {
+            icb_core::VerdictStatus::Fail
+        },
         reason: String::new(),
         data_paths: vec!["rdma".into()],
         bandwidth_bps: Some(GOOD),

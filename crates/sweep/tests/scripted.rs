@@ -90,7 +90,7 @@ impl<F: Fn(&Pair, u8) -> Act> PairRunner for Script<F> {
 
 fn measured(bw: f64) -> Outcome {
     Outcome::Measured {
-        verdict: "pass".into(),
+        verdict: icb_core::VerdictStatus::Pass,
         reason: String::new(),
         data_paths: vec!["rdma".into()],
         bandwidth_bps: Some(bw),

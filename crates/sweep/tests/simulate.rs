@@ -17,7 +17,11 @@ fn measure(p: &Pair, pass: u8, bad: &BTreeSet<String>, rng: &mut impl Rng) -> Pa
         run_id: "sim".into(),
         duration_s: 1.0,
         outcome: Outcome::Measured {
-            verdict: if fails { "fail" } else { "pass" }.into(),
+            verdict: if fails {
+                icb_core::VerdictStatus::Fail
+            } else {
+                icb_core::VerdictStatus::Pass
+            },
             reason: String::new(),
             data_paths: vec![if fails { "tcp" } else { "rdma" }.into()],
             bandwidth_bps: Some(if fails { 1e9 } else { 20e9 * rng.random_range(0.9..1.1) }),

@@ -73,7 +73,7 @@ pub fn sweep_night(night: u32, slow: Option<(&str, f64)>) -> icb_sweep::SweepRes
             run_id: format!("x{i}"),
             duration_s: 1.0,
             outcome: Outcome::Measured {
-                verdict: "pass".into(),
+                verdict: icb_core::VerdictStatus::Pass,
                 reason: "ok".into(),
                 data_paths: vec!["rdma".into()],
                 bandwidth_bps: Some(bw),

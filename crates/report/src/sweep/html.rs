@@ -108,7 +108,7 @@ td.rail-cell{{width:42px;height:22px;text-align:center;color:#fff}}.plot{{border
                             verdict,
                             ..
                         } => (
-                            if verdict == "fail" {
+                            if *verdict == icb_core::VerdictStatus::Fail {
                                 color(0.0)
                             } else {
                                 color(bw / best.max(1.0))
@@ -247,7 +247,7 @@ mod tests {
                 run_id: "r".into(),
                 duration_s: 1.0,
                 outcome: Outcome::Measured {
-                    verdict: "pass".into(),
+                    verdict: icb_core::VerdictStatus::Pass,
                     reason: String::new(),
                     data_paths: vec!["rdma".into()],
                     bandwidth_bps: Some(2e10),

@@ -21,9 +21,10 @@ use prometheus_client::registry::{Registry, Unit};
 /// verdict).
 fn pair_status(o: &Outcome) -> i64 {
     match o {
-        Outcome::Measured { verdict, .. } => match verdict.as_str() {
-            "pass" => 0,
-            "warn" => 1,
+        Outcome::Measured { verdict, .. } => match verdict {
+            icb_core::VerdictStatus::Pass => 0,
+            icb_core::VerdictStatus::Warn => 1,
+            // Not a pass: inconclusive counts with fail here, as the node scoring does not.
             _ => 2,
         },
         Outcome::Error { .. } => 2,

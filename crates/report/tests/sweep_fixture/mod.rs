@@ -21,7 +21,7 @@ fn point(test: &str, size: u64, gbps: f64, direction: &str) -> SizePoint {
 
 fn healthy() -> Outcome {
     Outcome::Measured {
-        verdict: "pass".into(),
+        verdict: icb_core::VerdictStatus::Pass,
         reason: "every case met its floor over rdma".into(),
         data_paths: vec!["rdma".into()],
         bandwidth_bps: Some(22.0e9),
@@ -46,7 +46,7 @@ fn healthy() -> Outcome {
 
 fn over_tcp() -> Outcome {
     Outcome::Measured {
-        verdict: "fail".into(),
+        verdict: icb_core::VerdictStatus::Fail,
         reason: "the data went over tcp, not rdma".into(),
         data_paths: vec!["tcp".into()],
         bandwidth_bps: Some(1.0e9),

@@ -194,7 +194,11 @@ mod tests {
             run_id: format!("s-p{pass}r0x0"),
             duration_s: 1.0,
             outcome: Outcome::Measured {
-                verdict: if bad { "fail" } else { "pass" }.into(),
+                verdict: if bad {
+                    icb_core::VerdictStatus::Fail
+                } else {
+                    icb_core::VerdictStatus::Pass
+                },
                 reason: String::new(),
                 data_paths: vec![],
                 bandwidth_bps: Some(40e9),
