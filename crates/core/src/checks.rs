@@ -56,6 +56,10 @@ pub struct ProbeReport {
     /// PCI tree could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rail_map: Option<crate::rails::RailMap>,
+    /// `probe node`: the RDMA readiness read on this side (ports' MTU, GID, firmware; GPUDirect
+    /// mode; PCIe links), for comparing two sides ([`crate::readiness::compare`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<crate::readiness::Readiness>,
 }
 
 /// One recipe of a `probe env` run, judged on its own inputs only.
@@ -173,6 +177,7 @@ impl ProbeReport {
             recipes: Vec::new(),
             transport_vars: Vec::new(),
             rail_map: None,
+            readiness: None,
         }
     }
 

@@ -30,6 +30,7 @@ pub mod model;
 pub mod protocol;
 pub mod quality;
 pub mod rails;
+pub mod readiness;
 pub mod secrets;
 pub mod units;
 pub mod verdict;

@@ -17,6 +17,7 @@
 use crate::rails::is_pci_address;
 use icb_core::rails::NicRef;
 use icb_core::rails::counters::{CounterKind, CounterSnapshot, NicCounter, Unreadable};
+use icb_core::rails::nic_health::{self, Driver, HealthSnapshot, PortHealth};
 use std::path::Path;
 
 const IB_CLASS: &str = "class/infiniband";
@@ -104,6 +105,58 @@ pub fn counter_device(sys_root: &Path, nic: &NicRef) -> Option<String> {
         .iter()
         .find(|nd| readable(read_counters(&sys_root.join(NET_CLASS).join(nd), &NETDEV)))
         .cloned()
+}
+
+/// Every RDMA port's health counters under `sys_root` (the vocabulary of
+/// [`icb_core::rails::nic_health`]): ib_core's `counters/` on IB and RoCE ports, mlx5's
+/// `hw_counters/` on `mlx5_*` devices, EFA's `hw_counters/` on EFA devices. A counter file that
+/// is absent is left out (the delta says "not read"); one that cannot be read or parsed is
+/// recorded with why. Netdev pause counters come from `ethtool -S`, not sysfs: not read here.
+pub fn health_snapshot(sys_root: &Path) -> HealthSnapshot {
+    let mut snap = HealthSnapshot::default();
+    let ib = sys_root.join(IB_CLASS);
+    for dev in names_in(&ib) {
+        let drivers = if icb_core::fabric::net_devices::is_efa_device(&dev) {
+            vec![Driver::Efa]
+        } else if dev.starts_with("mlx5") {
+            vec![Driver::IbCore, Driver::Mlx5]
+        } else {
+            vec![Driver::IbCore]
+        };
+        let ports = ib.join(&dev).join("ports");
+        for port in names_in(&ports) {
+            let mut health = PortHealth {
+                device: format!("{dev}:{port}"),
+                drivers: drivers.clone(),
+                ..Default::default()
+            };
+            for def in nic_health::vocabulary::for_drivers(&drivers) {
+                let Some(dir) = def.path.dir() else { continue };
+                let path = ports.join(&port).join(dir).join(def.name);
+                if !path.exists() {
+                    continue;
+                }
+                match read_count(&path) {
+                    Ok(v) => {
+                        health.values.insert(def.name.to_string(), v);
+                    }
+                    Err(why) => {
+                        let why = format!("{dir}/{}: {why}", def.name);
+                        health.unreadable.insert(def.name.to_string(), why);
+                    }
+                }
+            }
+            snap.ports.push(health);
+        }
+    }
+    snap
+}
+
+fn read_count(path: &Path) -> Result<u64, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    text.trim()
+        .parse()
+        .map_err(|_| format!("reads {:?}, not a count", one_line(&text)))
 }
 
 fn push(

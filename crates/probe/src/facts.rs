@@ -107,6 +107,12 @@ pub struct NodeFacts {
     pub ucx: Option<UcxInfo>,
     /// Why a tool gave nothing usable, per tool.
     pub tool_gaps: BTreeMap<Tool, String>,
+    /// `ibv_devinfo`'s `active_mtu` per port (`mlx5_0:1`), where it ran.
+    #[serde(default)]
+    pub active_mtu: BTreeMap<String, u32>,
+    /// `ibv_devinfo`'s `fw_ver` per device, where it ran (sysfs `fw_ver` is read too).
+    #[serde(default)]
+    pub devinfo_fw: BTreeMap<String, String>,
 }
 
 impl NodeFacts {
@@ -288,6 +294,16 @@ pub fn gather(src: &dyn NodeSource, opts: &GatherOptions) -> NodeFacts {
     };
     if let Some(out) = text(Tool::IbvDevinfo) {
         let hcas = parse_ibv_devinfo(&out);
+        for h in &hcas {
+            if let Some(fw) = &h.fw_ver {
+                facts.devinfo_fw.insert(h.name.clone(), fw.clone());
+            }
+            for p in &h.ports {
+                if let Some(mtu) = p.active_mtu {
+                    facts.active_mtu.insert(format!("{}:{}", h.name, p.number), mtu);
+                }
+            }
+        }
         facts.device_list = Some(if hcas.is_empty() {
             parse_ibv_devinfo_list("", &out)
         } else {

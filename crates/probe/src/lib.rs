@@ -21,6 +21,7 @@ pub mod node_checks;
 pub mod numa;
 pub mod parse;
 pub mod rails;
+pub mod readiness;
 pub mod remote;
 pub mod shell;
 pub mod source;
@@ -41,13 +42,17 @@ use icb_core::checks::ProbeReport;
 /// rail map (absent where `src` shows no PCI tree).
 pub fn probe_node(src: &dyn NodeSource, opts: &GatherOptions, expect: &NodeExpectations) -> (ProbeReport, NodeFacts) {
     let facts = gather(src, opts);
-    let checks = node_checks(&facts, expect);
+    let rail_map = rails::rail_map(src, &facts);
+    let pcie = readiness::gather(src, &facts, rail_map.as_ref());
+    let mut checks = node_checks(&facts, expect);
+    checks.extend(readiness::checks::readiness_checks(&pcie));
     let next = match facts.target.strip_prefix("pod/") {
         Some(pod) => vec![format!("ic-bench probe nixl --pod {pod}")],
         None if facts.target == "local" => vec!["ic-bench probe nixl".to_string()],
         None => Vec::new(),
     };
     let mut report = ProbeReport::new("node", &facts.target, checks, next);
-    report.rail_map = rails::rail_map(src, &facts);
+    report.readiness = Some(readiness::readiness(src, &facts, &pcie));
+    report.rail_map = rail_map;
     (report, facts)
 }

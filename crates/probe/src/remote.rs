@@ -29,15 +29,19 @@ wh() { w=$(command -v "$1" 2>/dev/null) && printf '@@ICB WHICH %s %s\n' "$1" "$w
 /// no `readlink -f`), one subshell per GPU, NIC and bond master.
 const RAIL_MAP_PART: &str = r#"Sr=$(cd -P "$S" 2>/dev/null && pwd -P)
 rl() { [ -n "$Sr" ] || return 0; r=$(cd -P "$1" 2>/dev/null && pwd -P) || return 0; case "$r" in "$Sr"/*) printf '@@ICB LINK %s /sys%s\n' "$2" "${r#"$Sr"}";; esac; }
+pk() { for f in current_link_width current_link_speed max_link_width max_link_speed; do f1 FILE "$1/$f" "$2/$f"; done; rl "$1/iommu_group" "$2/iommu_group"
+ [ -n "$Sr" ] || return 0; p=$(cd -P "$1/.." 2>/dev/null && pwd -P) || return 0; case "$p" in "$Sr"/*) for f in max_link_width max_link_speed; do f1 FILE "$p/$f" "/sys${p#"$Sr"}/$f"; done;; esac; }
 ld "$S/bus/pci/devices" /sys/bus/pci/devices
 for d in "$S"/bus/pci/devices/*; do b=/sys/bus/pci/devices/${d##*/}
  if IFS= read -r v < "$d/vendor" 2>/dev/null && [ "$v" = 0x10de ]; then
-  for f in vendor class numa_node; do f1 FILE "$d/$f" "$b/$f"; done; rl "$d" "$b"
+  for f in vendor class numa_node; do f1 FILE "$d/$f" "$b/$f"; done; rl "$d" "$b"; pk "$d" "$b"
+ elif [ "$v" = 0x15b3 ]; then for f in vendor device numa_node; do f1 FILE "$d/$f" "$b/$f"; done; rl "$d" "$b"
  fi
 done
 for dev in "$S"/class/infiniband/*; do [ -d "$dev" ] || continue; b=/sys/class/infiniband/${dev##*/}/device
  rl "$dev/device" "$b"; f1 FILE "$dev/device/numa_node" "$b/numa_node"; ld "$dev/device/net" "$b/net"
- for nd in "$dev"/device/net/*; do [ -d "$nd" ] || continue; m=${nd##*/}; c=/sys/class/net/$m
+ f1 FILE "$dev/fw_ver" "/sys/class/infiniband/${dev##*/}/fw_ver"; pk "$dev/device" "$b"
+ for nd in "$dev"/device/net/*; do [ -d "$nd" ] || continue; m=${nd##*/}; c=/sys/class/net/$m; f1 FILE "$nd/mtu" "$c/mtu"
   for x in bonding bonding_slave; do [ -e "$S/class/net/$m/$x" ] && printf '@@ICB EXISTS %s\n' "$c/$x"; done
   if [ -e "$S/class/net/$m/master" ]; then rl "$S/class/net/$m/master" "$c/master"
    r=$(cd -P "$S/class/net/$m/master" 2>/dev/null && pwd -P) && [ -e "$S/class/net/${r##*/}/bonding" ] && printf '@@ICB EXISTS %s\n' "/sys/class/net/${r##*/}/bonding"

@@ -34,6 +34,11 @@ pub trait NodeSource: Sync {
     fn resolve(&self, _path: &str) -> Option<String> {
         None
     }
+    /// A binary file's bytes (PCI config space); `None` where absent, unreadable, or the source
+    /// carries text only (the pod script's snapshot).
+    fn read_bytes(&self, _path: &str) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Most links followed in one [`NodeSource::resolve`] (a loop of links ends there).
@@ -136,6 +141,10 @@ impl NodeSource for LocalSource {
     fn read(&self, path: &str) -> Option<String> {
         let bytes = std::fs::read(self.map(path)?).ok()?;
         Some(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    fn read_bytes(&self, path: &str) -> Option<Vec<u8>> {
+        std::fs::read(self.map(path)?).ok()
     }
 
     fn list(&self, dir: &str) -> Option<Vec<String>> {

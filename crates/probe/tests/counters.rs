@@ -112,3 +112,34 @@ fn counter_device_prefers_the_port_then_falls_back_to_a_netdev_with_statistics()
         None
     );
 }
+
+#[test]
+fn health_counters_are_read_by_driver_and_what_is_absent_is_not_read() {
+    use icb_core::rails::nic_health::{Delta, Driver, deltas};
+    use icb_probe::counters::health_snapshot;
+    let snap = health_snapshot(&sys());
+    let mlx = snap.port("mlx5_0:1").expect("mlx5_0:1");
+    assert_eq!(mlx.drivers, vec![Driver::IbCore, Driver::Mlx5]);
+    let read: Vec<(&str, u64)> = mlx.values.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    // Only vocabulary counters: not the byte counters, not out_of_buffer.
+    assert_eq!(
+        read,
+        vec![
+            ("np_ecn_marked_roce_packets", 5),
+            ("port_xmit_wait", 12),
+            ("symbol_error", 0)
+        ]
+    );
+    assert_eq!(
+        mlx.unreadable.get("rx_read_requests").map(String::as_str),
+        Some("hw_counters/rx_read_requests: reads \"n/a\", not a count")
+    );
+    let efa = snap.port("efa_0:1").expect("efa_0:1");
+    assert_eq!(efa.drivers, vec![Driver::Efa]);
+    assert_eq!(efa.values.get("retrans_timeout_events"), Some(&2));
+    // The same reading twice: read counters moved by zero, the rest are not read.
+    let d = deltas(&snap, &snap, "mlx5_0:1").unwrap();
+    assert_eq!(d.get("port_xmit_wait"), Some(&Delta::Moved { by: 0 }));
+    assert!(matches!(d.get("out_of_sequence"), Some(Delta::NotRead { .. })));
+    assert!(matches!(d.get("rx_read_requests"), Some(Delta::NotRead { .. })));
+}

@@ -285,3 +285,35 @@ fn the_snapshot_fuzz_seeds_are_what_the_script_prints_for_each_fixture() {
         );
     }
 }
+
+/// The readiness checks judge a pod's snapshot as they judge the tree itself: PCIe links, IOMMU
+/// groups and Data Direct functions travel through the script (config space does not: a pod
+/// reads ACS from the IOMMU groups).
+#[test]
+fn pod_script_gives_the_same_readiness_verdicts_as_the_local_reader() {
+    let opts = GatherOptions {
+        tool_timeout: Duration::from_secs(1),
+        counter_interval: Duration::ZERO,
+    };
+    let ids = ["node.pcie_link", "node.acs", "node.data_direct"];
+    for name in ["pcie_down", "pcie_ok", "pcie_acs_groups", "gb300_dd", "hgx8"] {
+        let fixture = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/rails")
+            .join(name);
+        let cwd = tempfile::tempdir().unwrap();
+        let text = run_script(&node_script(0, 5), &fixture, cwd.path(), &[]);
+        let snap = parse_snapshot("pod/x", &text).unwrap();
+        let mut local_src = LocalSource::replay(&fixture);
+        local_src.tool_outputs = Some(cwd.path().join("none"));
+        let x = icb_probe::NodeExpectations::default();
+        let (local, _) = icb_probe::probe_node(&local_src, &opts, &x);
+        let (remote, _) = icb_probe::probe_node(&snap, &opts, &x);
+        for id in ids {
+            let status = |r: &icb_core::checks::ProbeReport| r.checks.iter().find(|c| c.id == id).map(|c| c.status);
+            assert_eq!(status(&remote), status(&local), "{name} {id}: {:?}", remote.checks);
+        }
+        assert_eq!(remote.rail_map, local.rail_map, "{name}");
+        let links = |r: &icb_core::checks::ProbeReport| r.readiness.as_ref().map(|x| x.pcie_links.clone());
+        assert_eq!(links(&remote), links(&local), "{name}");
+    }
+}

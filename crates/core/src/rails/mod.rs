@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod counters;
 pub mod judge;
+pub mod nic_health;
 pub mod outcome;
 
 pub use counters::{CounterKind, CounterSnapshot, NicCounter, NicTraffic, Unreadable};

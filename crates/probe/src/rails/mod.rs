@@ -14,6 +14,7 @@ use crate::source::NodeSource;
 use icb_core::rails::{LeftOutReason, NicRef, PcieRelation, RailMap};
 
 mod build;
+pub mod data_direct;
 pub mod pcie;
 
 pub use pcie::{PciPath, is_pci_address, relation};
@@ -49,12 +50,49 @@ pub fn rail_map(src: &dyn NodeSource, facts: &NodeFacts) -> Option<RailMap> {
     let pci = src.list(PCI_DEVICES)?;
     let mut notes = Vec::new();
     let gpus = gpus(src, &pci, &mut notes);
-    let ports = ports(src, facts, &mut notes);
+    let mut ports = ports(src, facts, &mut notes);
+    follow_data_direct(src, &pci, &mut ports, &mut notes);
     let mut map = build::build(&gpus, &ports, notes);
     if let Some(topo) = &facts.topo {
         cross_check(&mut map, gpus.len(), topo);
     }
     Some(map)
+}
+
+/// A ConnectX-8 port with a Data Direct function is placed where that function is: its GPU
+/// pairing follows the Data Direct device's PCIe root, not the PF's ([`data_direct`]).
+fn follow_data_direct(src: &dyn NodeSource, pci: &[String], ports: &mut [PortSeen], notes: &mut Vec<String>) {
+    let nic_pcis: Vec<String> = ports.iter().filter_map(|p| p.nic.pci.clone()).collect();
+    let dd = data_direct::find(src, pci, &nic_pcis);
+    if !dd.unpaired.is_empty() {
+        notes.push(format!(
+            "Data Direct function(s) {} but {} ConnectX-8 card(s): not paired, the PF's PCIe place is used",
+            dd.unpaired.join(", "),
+            dd.cards.len()
+        ));
+    }
+    let mut noted: Vec<String> = Vec::new();
+    for p in ports.iter_mut() {
+        let Some(f) = p.nic.pci.as_deref().and_then(|a| dd.for_nic(a)).map(str::to_string) else {
+            continue;
+        };
+        let at = format!("{PCI_DEVICES}/{f}");
+        let Some(path) = src.resolve(&at).and_then(|r| PciPath::parse(&r)) else {
+            notes.push(format!("{}: its Data Direct function {f} has no PCI path", p.nic.name));
+            continue;
+        };
+        p.path = Some(path);
+        if let Some(n) = numa(src, &format!("{at}/numa_node")) {
+            p.nic.numa_node = Some(n);
+        }
+        if !noted.contains(&p.nic.name) {
+            noted.push(p.nic.name.clone());
+            notes.push(format!(
+                "{} is a ConnectX-8 with Data Direct: paired with GPUs through its Data Direct function {f} (paired in PCI order; the VUID that ties them needs root)",
+                p.nic.name
+            ));
+        }
+    }
 }
 
 fn read_trim(src: &dyn NodeSource, path: &str) -> Option<String> {
