@@ -31,7 +31,7 @@ pub use plan::{NodeRailInfo, RailPlanError, RailSelection, plan_rows};
 
 use crate::launcher::{LaunchError, Launcher};
 use crate::plan::PairPlan;
-use crate::run::{Interrupted, PairError, PairOutcome, SideRole, run_pair};
+use crate::run::{PairError, PairOutcome, SideRole, run_pair};
 use icb_core::protocol::CaseProgress;
 use icb_core::rails::judge::{NodeRails, SideTraffic, attribute, judge_rails, needs_alone};
 use icb_core::rails::{Attribution, CounterSnapshot, Phase, RailEnd, RailPattern, RailResult, RailRun};
@@ -172,28 +172,8 @@ async fn run_phase<S: RailSeam>(
         seam.counters(SideRole::Decode).await,
     );
     if cancel.is_cancelled() {
-        let cleanup = runs
-            .iter()
-            .filter_map(|r| match r {
-                Err(PairError::Interrupted(i)) if !i.cleanup.is_empty() => Some(i.cleanup.clone()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
         let indices: Vec<usize> = rows.iter().map(|r| r.index).collect();
-        let mut parts: Vec<_> = earlier
-            .iter()
-            .enumerate()
-            .filter_map(|(i, o)| Some((i, o.as_ref()?.report.clone())))
-            .collect();
-        let fresh = partial::phase_reports(&indices, &runs);
-        parts.extend(
-            fresh
-                .into_iter()
-                .filter(|(i, _)| earlier.get(*i).is_none_or(Option::is_none)),
-        );
-        let partial = partial::merge(parts, plan.rows.len());
-        return Err(PairError::Interrupted(Interrupted { cleanup, partial }));
+        return Err(partial::interrupted(&indices, &runs, earlier, plan.rows.len()));
     }
     let phase = if rows.len() == 1 {
         Phase::Alone

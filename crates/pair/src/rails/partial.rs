@@ -6,9 +6,41 @@
 use crate::run::{Interrupted, PairError, PairOutcome};
 use icb_core::model::{PairReport, PartialRun};
 
+/// A phase stopped by the signal, as one interruption: every row's cleanup, and the partial
+/// report of every rail's cases so far (`earlier`: the rows' finished runs of earlier phases,
+/// which an alone run does not replace; then this phase's `runs` of rows `indices`).
+pub(super) fn interrupted(
+    indices: &[usize],
+    runs: &[Result<PairOutcome, PairError>],
+    earlier: &[Option<PairOutcome>],
+    rails: usize,
+) -> PairError {
+    let cleanup = runs
+        .iter()
+        .filter_map(|r| match r {
+            Err(PairError::Interrupted(i)) if !i.cleanup.is_empty() => Some(i.cleanup.clone()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let mut parts: Vec<_> = earlier
+        .iter()
+        .enumerate()
+        .filter_map(|(i, o)| Some((i, o.as_ref()?.report.clone())))
+        .collect();
+    let fresh = phase_reports(indices, runs);
+    parts.extend(
+        fresh
+            .into_iter()
+            .filter(|(i, _)| earlier.get(*i).is_none_or(Option::is_none)),
+    );
+    let partial = merge(parts, rails);
+    PairError::Interrupted(Interrupted { cleanup, partial })
+}
+
 /// The reports one phase left when `cancel` stopped it: `(row index, report)` for every row
 /// that finished or reported its cases before stopping.
-pub(super) fn phase_reports(rows: &[usize], runs: &[Result<PairOutcome, PairError>]) -> Vec<(usize, PairReport)> {
+fn phase_reports(rows: &[usize], runs: &[Result<PairOutcome, PairError>]) -> Vec<(usize, PairReport)> {
     rows.iter()
         .zip(runs)
         .filter_map(|(index, run)| match run {
@@ -23,7 +55,7 @@ pub(super) fn phase_reports(rows: &[usize], runs: &[Result<PairOutcome, PairErro
 /// this phase's), `None` when no row measured anything. A row's report marked partial counts the
 /// cases it planned; a finished row planned what it measured; a row with no report planned what
 /// the others did.
-pub(super) fn merge(parts: Vec<(usize, PairReport)>, rails: usize) -> Option<Box<PairReport>> {
+fn merge(parts: Vec<(usize, PairReport)>, rails: usize) -> Option<Box<PairReport>> {
     let per_row = |r: &PairReport| r.partial.as_ref().map_or(r.cases.len(), |p| p.planned_cases);
     let planned_each = parts.iter().map(|(_, r)| per_row(r)).max()?;
     let planned_known: usize = parts.iter().map(|(_, r)| per_row(r)).sum();
