@@ -96,11 +96,18 @@ fn pair_summary(r: &PairReport) -> String {
 /// where the rest is.
 fn probe_summary(r: &ProbeReport, view: View) -> String {
     let status = r.status.to_string().to_uppercase();
-    // "fix first: a, b" is said once, with the first one's fix, below.
-    let mut s = match r.verdict.strip_prefix("fix first: ") {
-        Some(ids) if ids.contains(", ") => format!("{status}: {} checks fail ({ids}).", ids.split(", ").count()),
-        Some(_) => format!("{status}."),
-        None => format!("{status}: {}.", clip(&r.verdict, view)),
+    // The failing checks, each id once, in order (what the verdict's "fix first" names): said
+    // once here, with the first one's fix below. Read from the checks, not the verdict's text.
+    let mut failing: Vec<&str> = Vec::new();
+    for c in r.checks.iter().filter(|c| c.status == Status::Fail) {
+        if !failing.contains(&c.id.as_str()) {
+            failing.push(c.id.as_str());
+        }
+    }
+    let mut s = match failing.len() {
+        0 => format!("{status}: {}.", clip(&r.verdict, view)),
+        1 => format!("{status}."),
+        n => format!("{status}: {n} checks fail ({}).", failing.join(", ")),
     };
     let first = r
         .checks
