@@ -111,6 +111,7 @@ impl Vantage {
         }
         let mut out = ProbeReport::new("node", &report.target, checks, report.next_steps);
         out.rail_map = report.rail_map;
+        out.readiness = report.readiness;
         out
     }
 }
@@ -202,6 +203,8 @@ mod tests {
         let expect = crate::NodeExpectations::default();
         let report = probe_pod_report("n1", "@@ICB DONE\n", &gather, &expect).unwrap();
         assert_eq!(report.target, "node/n1");
+        // The readiness read on the node survives the probe pod's re-roll-up.
+        assert!(report.readiness.is_some(), "{report:?}");
         assert!(
             report
                 .checks
