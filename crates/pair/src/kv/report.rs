@@ -163,7 +163,7 @@ fn ms(v: f64) -> String {
 }
 
 /// "llama-3.1-70b, 8k tokens, TP8→TP8: KV transfer 7.4 ms p50 / 9.1 ms p99 per request over
-/// rc_mlx5/mlx5_0:1; over TCP it would be ~2684 ms".
+/// rc_mlx5/mlx5_0:1; over TCP it would be ~2684 ms (assumed 1 GB/s)".
 pub fn summary_line(kv: &KvOutcome) -> String {
     let head = format!(
         "{}, {}, TP{}→TP{}",
@@ -180,7 +180,12 @@ pub fn summary_line(kv: &KvOutcome) -> String {
     } else {
         format!(" over {}", paths.join(", "))
     };
-    let tcp = format!("over TCP it would be ~{}", ms(kv.tcp_estimate_ms));
+    // An estimate, not a measurement: said so (issue 35), until a TCP control measures it.
+    let tcp = format!(
+        "over TCP it would be ~{} (assumed {} GB/s)",
+        ms(kv.tcp_estimate_ms),
+        icb_core::TCP_FALLBACK_BPS / 1e9
+    );
     match (kv.request_ms_p50, kv.request_ms_p99) {
         (Some(p50), Some(p99)) => format!(
             "{head}: KV transfer {} p50 / {} p99 per request{over}; {tcp}",
@@ -334,7 +339,7 @@ mod tests {
         let k = kv(Some(7.4), &["rc_mlx5/mlx5_0:1", "rc_mlx5/mlx5_0:1"]);
         assert_eq!(
             summary_line(&k),
-            "llama-3.1-70b, 8k tokens, TP8→TP8: KV transfer 7.4 ms p50 / 8.9 ms p99 per request over rc_mlx5/mlx5_0:1; over TCP it would be ~336 ms"
+            "llama-3.1-70b, 8k tokens, TP8→TP8: KV transfer 7.4 ms p50 / 8.9 ms p99 per request over rc_mlx5/mlx5_0:1; over TCP it would be ~336 ms (assumed 1 GB/s)"
         );
         assert!(summary_line(&kv(None, &[])).contains("not measured on every peer"));
     }
