@@ -37,6 +37,18 @@ pub(crate) fn table(r: &GateReport, view: View) -> String {
     let mut out = String::new();
     let head = format!("{}: {} ({:.1}s)", r.verdict.as_str().to_uppercase(), r.reason, r.wall_s);
     wrapped(&mut out, &head, width, "", "  ");
+    if let Some(p) = &r.pair {
+        wrapped(&mut out, &pair_step_line(p), width, "  ", "    ");
+        for c in &p.controls {
+            wrapped(
+                &mut out,
+                &crate::table::control_line(c, p.settings.unit),
+                width,
+                "  ",
+                "    ",
+            );
+        }
+    }
     for f in &r.findings {
         let first = format!("  [{}] ", f.status);
         let text = format!("{}: {}", f.step, f.detail);
@@ -59,6 +71,28 @@ pub(crate) fn table(r: &GateReport, view: View) -> String {
         wrapped(&mut out, &format!("time: {}", steps.join(", ")), width, "  ", "    ");
     }
     out
+}
+
+/// What the pair step measured, whatever the gate concluded: its verdict, data paths and, for a
+/// `--kv-shape` step, the milliseconds per request (issue 36: a PASS listed only probe warnings
+/// while its pair step warned).
+fn pair_step_line(p: &icb_core::PairReport) -> String {
+    let paths: Vec<&str> = p.verdict.data_paths.iter().map(|c| c.as_str()).collect();
+    let over = if paths.is_empty() {
+        "no data path".to_string()
+    } else {
+        format!("over {}", paths.join(", "))
+    };
+    let kv =
+        p.kv.as_deref()
+            .and_then(|kv| kv.request_ms_p50)
+            .map(|ms| format!(", KV {ms:.1} ms per request (p50)"))
+            .unwrap_or_default();
+    format!(
+        "pair step: {} {over}{kv}: {}",
+        crate::table::verdict_word(p.verdict.status),
+        p.verdict.reason
+    )
 }
 
 /// One suite: a `gate` testcase with the verdict (a failure when it failed, an error when it
@@ -160,5 +194,34 @@ mod tests {
             }
             assert!(!text.contains('\u{a0}'));
         }
+    }
+
+    /// Issue 36 item 4: the pair step's verdict, data path and KV time show whatever the gate
+    /// concluded (a PASS listed only probe warnings while its pair step warned over TCP).
+    #[test]
+    fn the_pair_step_shows_its_verdict_path_and_kv_time() {
+        let mut pair: icb_core::PairReport =
+            serde_json::from_str(include_str!("../../core/tests/fixtures/pair_report.json")).unwrap();
+        pair.verdict.status = icb_core::VerdictStatus::Warn;
+        pair.verdict.reason = "tcp fallback allowed".into();
+        pair.verdict.data_paths = vec![icb_core::TransportClass::Tcp];
+        let mut r = GateReport::new();
+        r.pair = Some(pair);
+        r.conclude();
+        let text = table(
+            &r,
+            View {
+                width: 100,
+                wide: false,
+            },
+        );
+        assert!(
+            text.starts_with("PASS: fit for benchmarking only because TCP was allowed"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pair step: WARN over tcp: tcp fallback allowed"),
+            "{text}"
+        );
     }
 }

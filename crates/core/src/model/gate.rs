@@ -167,7 +167,17 @@ impl GateReport {
             .collect();
         if failing.is_empty() {
             self.verdict = GateVerdict::Pass;
-            self.reason = "the recipe's transport and the measured pair are fit for benchmarking".into();
+            let over_tcp = self
+                .pair
+                .as_ref()
+                .is_some_and(|p| p.verdict.data_paths.contains(&super::TransportClass::Tcp));
+            // A pass that holds only because TCP was allowed must not read like a clean one.
+            self.reason = if over_tcp {
+                "fit for benchmarking only because TCP was allowed (--allow-tcp): the measured pair's data went over tcp"
+                    .into()
+            } else {
+                "the recipe's transport and the measured pair are fit for benchmarking".into()
+            };
             return;
         }
         let measured = self
@@ -258,6 +268,23 @@ mod tests {
         gate.add_pair(pair_report(measured_case(true), "pass"));
         gate.conclude();
         assert_eq!(gate.verdict, GateVerdict::Pass, "{}", gate.reason);
+    }
+
+    #[test]
+    fn a_pass_over_tcp_says_tcp_was_allowed_in_its_headline() {
+        let mut over_tcp = pair_report(measured_case(true), "warn");
+        over_tcp.verdict.data_paths = vec![super::super::TransportClass::Tcp];
+        let mut gate = GateReport::new();
+        gate.add_pair(over_tcp);
+        gate.conclude();
+        assert_eq!(gate.verdict, GateVerdict::Pass);
+        assert!(gate.reason.contains("only because TCP was allowed"), "{}", gate.reason);
+        let mut rdma = pair_report(measured_case(true), "pass");
+        rdma.verdict.data_paths = vec![super::super::TransportClass::Rdma];
+        let mut gate = GateReport::new();
+        gate.add_pair(rdma);
+        gate.conclude();
+        assert!(!gate.reason.contains("TCP"), "{}", gate.reason);
     }
 
     #[test]
