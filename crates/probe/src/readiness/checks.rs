@@ -147,9 +147,8 @@ pub fn data_direct(p: &PcieFacts) -> Check {
         id,
         Status::Ok,
         format!(
-            "Data Direct NIC(s) paired by their Data Direct function: {}",
+            "Data Direct NIC(s) paired by their Data Direct function: {}; NCCL and UCX reach it through rdma-core's mlx5dv_get_data_direct_sysfs_path",
             list(&pairs, 4)
         ),
     )
-    .hint("NCCL and UCX need an rdma-core with mlx5dv_get_data_direct_sysfs_path to use it")
 }
