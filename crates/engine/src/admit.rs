@@ -91,7 +91,7 @@ impl ServeGuard {
                 "serve on {addr} without a token would admit anyone who can reach it: give --token-file FILE (or IC_BENCH_TOKEN), listen on 127.0.0.1, or pass --insecure-no-token"
             )));
         }
-        tracing::warn!("serve runs without a token: any client that can reach {addr} is admitted");
+        tracing::warn!("serve runs without a token, so any client that can reach {addr} is admitted");
         Ok(())
     }
 

@@ -91,7 +91,7 @@ pub enum EngineError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Admission {
     /// Client: the server checks a token and this side has none.
-    #[error("the server requires a token: give connect the token serve uses (--token-file FILE or IC_BENCH_TOKEN)")]
+    #[error("the server requires a token; give connect the token serve uses (--token-file FILE or IC_BENCH_TOKEN)")]
     TokenRequired,
     /// Client: the server turned this client away.
     #[error("{}", denied_text(*.0))]
@@ -103,11 +103,11 @@ pub enum Admission {
     ServerWithoutToken,
     /// Client: the server's proof does not match this side's token.
     #[error(
-        "the server's token proof does not match this side's token: this is not the serve holding the same token (check the address and --token-file)"
+        "the server's token proof does not match this side's token, so this is not the serve holding the same token (check the address and --token-file)"
     )]
     BadServerProof,
     /// Server: the client sent no token proof.
-    #[error("client sent no token: refused")]
+    #[error("client sent no token, refused")]
     NoClientToken,
     /// Server: the client's proof does not check.
     #[error("client's token proof is wrong: refused")]
@@ -117,7 +117,7 @@ pub enum Admission {
 fn denied_text(cause: DenyCause) -> &'static str {
     match cause {
         DenyCause::Unauthorized => {
-            "the server refused this client's token: give connect the same token as serve (--token-file FILE or IC_BENCH_TOKEN)"
+            "the server refused this client's token; give connect the same token as serve (--token-file FILE or IC_BENCH_TOKEN)"
         }
         DenyCause::Busy => {
             "the server is busy with another client: serve runs one session at a time; retry when it is done"
@@ -169,6 +169,33 @@ impl EngineError {
 mod tests {
     use super::*;
     use icb_core::protocol::SideErrorKind;
+
+    /// Issue 36 item 5: the secret masker masks values, never ic-bench's own prose. Every
+    /// admission message (the ones that talk about tokens) and the other messages of this type
+    /// that carry no user value pass through it unchanged ("…client's token: *** connect the
+    /// same token…" was what operators read).
+    #[test]
+    fn the_masker_leaves_every_own_error_message_as_it_is() {
+        let admissions = [
+            Admission::TokenRequired,
+            Admission::Denied(DenyCause::Unauthorized),
+            Admission::Denied(DenyCause::Busy),
+            Admission::Denied(DenyCause::RateLimited),
+            Admission::ServerWithoutToken,
+            Admission::BadServerProof,
+            Admission::NoClientToken,
+            Admission::WrongClientToken,
+        ];
+        let mut messages: Vec<String> = admissions
+            .iter()
+            .map(|a| EngineError::Admission(*a).to_string())
+            .collect();
+        messages.push(EngineError::Interrupted.to_string());
+        messages.push(EngineError::SessionLimit("10m".into()).to_string());
+        for m in messages {
+            assert_eq!(icb_core::secrets::mask_text(&m), m, "the masker rewrote our own words");
+        }
+    }
 
     #[test]
     fn failures_a_parent_acts_on_are_typed() {

@@ -44,7 +44,7 @@ pub enum KvError {
     },
 
     /// `--isl 0`: a request with no prompt moves no KV.
-    #[error("--isl must be at least 1 token: a request with no prompt has no KV to transfer")]
+    #[error("--isl must be at least 1 token (a request with no prompt has no KV to transfer)")]
     ZeroIsl,
 
     /// A tensor-parallel size the engine would refuse for this model.
