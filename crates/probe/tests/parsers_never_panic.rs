@@ -96,6 +96,7 @@ fn tokeny() -> impl Strategy<Value = String> {
 
 fn all_parsers(s: &str) {
     let _ = parse_ibstat(s);
+    let _ = icb_probe::parse::ethtool::parse_ethtool_pause("eth0", s);
     let _ = parse_ibv_devinfo(s);
     let _ = parse_ibv_devinfo_list(s, s);
     let _ = parse_topo(s);

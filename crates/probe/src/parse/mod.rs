@@ -1,6 +1,7 @@
 //! Pure parsers for the tools and files a node probe reads. None of them panics on any input:
 //! unknown lines are skipped and missing fields stay `None` (proptest and cargo-fuzz check this).
 
+pub mod ethtool;
 pub mod ibstat;
 pub mod ibv_devinfo;
 pub mod modules;
