@@ -402,6 +402,27 @@ pub fn second_pass_skipped(verdicts: &[NodeVerdict], intra_node: bool) -> Option
     })
 }
 
+/// With no second pass to tell suspects apart: the one node in every bad first-pass pair, when
+/// there is one and some pair was good (a 3-node sweep with one slow node makes every node a
+/// suspect; the node common to the bad pairs is the likeliest culprit).
+pub fn common_to_bad_pairs(nodes: &[String], results: &[PairResult]) -> Option<String> {
+    let reference = reference_bandwidth(results);
+    let first: Vec<&PairResult> = results.iter().filter(|r| r.pass == 1 && r.outcome.counts()).collect();
+    let bad: Vec<&PairResult> = first.iter().copied().filter(|r| pair_bad(r, reference)).collect();
+    if bad.is_empty() || bad.len() == first.len() {
+        return None;
+    }
+    let mut common = nodes.iter().filter(|n| bad.iter().all(|r| r.pair.involves(n)));
+    match (common.next(), common.next()) {
+        (Some(n), None) => Some(format!(
+            "{n} is in every bad first-pass pair ({} of {}): the likeliest culprit",
+            bad.len(),
+            first.len()
+        )),
+        _ => None,
+    }
+}
+
 /// Final verdicts: first pass, then each suspect judged by its second-pass pairs.
 pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdict> {
     let mut verdicts = first_pass_verdicts(nodes, results);
@@ -409,7 +430,10 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
         .iter()
         .filter(|r| r.pass == 1)
         .all(|r| r.pair.prefill == r.pair.decode);
-    let skipped = second_pass_skipped(&verdicts, intra_node);
+    let skipped = second_pass_skipped(&verdicts, intra_node).map(|why| match common_to_bad_pairs(nodes, results) {
+        Some(culprit) => format!("{why}; {culprit}"),
+        None => why,
+    });
     let bws: Vec<f64> = verdicts.iter().filter_map(|v| v.median_bps).collect();
     let lats: Vec<f64> = verdicts.iter().filter_map(|v| v.median_latency_us).collect();
     let floor = bandwidth_floor(&bws).map(|l| l.threshold);

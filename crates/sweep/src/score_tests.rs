@@ -221,6 +221,32 @@ fn a_skipped_second_pass_says_why() {
     );
 }
 
+/// Issue 36 item 5: three nodes, one slow: every node is a suspect and no second pass can run,
+/// but the output names the node in every bad pair.
+#[test]
+fn a_skipped_second_pass_names_the_node_common_to_every_bad_pair() {
+    let nodes = nodes(3);
+    let pair = |a: &str, b: &str, bw: f64| pair_result(&Pair::new(a, b), 1, measured(bw, false));
+    let results = vec![
+        pair("node-1", "node-2", 20e9),
+        pair("node-1", "node-3", 1e9),
+        pair("node-2", "node-3", 1e9),
+    ];
+    let fin = final_verdicts(&nodes, &results);
+    assert!(fin.iter().all(|v| v.status != NodeStatus::Pass), "{fin:#?}");
+    for v in &fin {
+        let last = v.evidence.last().unwrap();
+        assert!(
+            last.contains("node-3 is in every bad first-pass pair (2 of 3)"),
+            "{}: {last}",
+            v.node
+        );
+    }
+    // Every pair bad: no one node to name.
+    let all_bad = vec![pair_result(&Pair::new("node-1", "node-2"), 1, measured(1e9, true))];
+    assert_eq!(common_to_bad_pairs(&nodes, &all_bad), None);
+}
+
 fn with_latency(p50_us: f64, warnings: &[&str]) -> Outcome {
     Outcome::Measured {
         verdict: icb_core::VerdictStatus::Pass,
