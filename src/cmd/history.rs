@@ -1,6 +1,7 @@
 //! `ic-bench history`: what `--history` recorded. `import` loads pair, gate and sweep JSON;
 //! `list` the runs; `show node/NAME` and `show pair A B` a trend with a sparkline; `compare RUN_A
-//! RUN_B` one row per case. Every answer as a table (100 columns at most) or `-o json`.
+//! RUN_B` one row per case. Every answer as a table fitted to the terminal (`-o wide`: nothing
+//! cut; identifiers never are) or `-o json`.
 
 use icb_history::{History, Thresholds, render};
 use std::path::PathBuf;
@@ -11,7 +12,7 @@ pub struct Args {
     #[arg(long = "history", global = true, value_name = "FILE", env = "IC_BENCH_HISTORY")]
     pub file: Option<PathBuf>,
 
-    /// table, or json
+    /// table (fitted to the terminal: COLUMNS, else its width), wide (nothing cut), or json
     #[arg(short = 'o', long = "output", global = true, value_enum, default_value_t = Format::Table)]
     pub output: Format,
 
@@ -26,6 +27,7 @@ pub struct Args {
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Table,
+    Wide,
     Json,
 }
 
@@ -85,6 +87,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     let mut h = History::open(&path, args.history_timeout)?;
     let json = args.output == Format::Json;
+    // Identifiers are never cut; the case label fits the terminal unless -o wide.
+    let width = (args.output == Format::Table).then(|| usize::from(super::output::width(false)));
     let text = match args.command {
         Sub::Import { files } => {
             let done = h.import(&files)?;
@@ -116,7 +120,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
             Subject::Pair(a, b) => {
                 let t = h.pair_trend(&a, &b, last)?;
-                if json { to_json(&t)? } else { render::pair(&a, &b, &t) }
+                if json {
+                    to_json(&t)?
+                } else {
+                    render::pair(&a, &b, &t, width)
+                }
             }
         },
         Sub::Compare {
@@ -128,7 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             if json {
                 to_json(&rows)?
             } else {
-                render::compare(&run_a, &run_b, &rows)
+                render::compare(&run_a, &run_b, &rows, width)
             }
         }
     };

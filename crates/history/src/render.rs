@@ -1,12 +1,11 @@
-//! `ic-bench history` as text: fixed-width columns that fit 100 columns, and a terminal
-//! sparkline per trend (`▁▂▃▄▅▆▇█`, scaled between the trend's own minimum and maximum).
+//! `ic-bench history` as text: columns as wide as what they show (run ids and pair labels are
+//! identifiers a later command needs whole, so they are never cut; only a case label shrinks to
+//! the terminal's width, and `-o wide` cuts nothing), and a terminal sparkline per trend
+//! (`▁▂▃▄▅▆▇█`, scaled between the trend's own minimum and maximum).
 
 use crate::query::{CaseTrend, CompareRow, NodePoint, RunSummary};
 use icb_core::model::Metric;
 use std::fmt::Write as _;
-
-/// The widest line these tables print.
-pub const MAX_WIDTH: usize = 100;
 
 const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
@@ -41,21 +40,36 @@ fn figure(metric: Metric, v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| metric.show(v))
 }
 
+/// A figure column: `123.45 GB/s`, `12345.6 µs`.
+const FIG: usize = 11;
+
+/// The widest `items` (at least `min`, the header's): identifier columns are never cut.
+fn widest<'a>(items: impl Iterator<Item = &'a str>, min: usize) -> usize {
+    items.map(|s| s.chars().count()).fold(min, usize::max)
+}
+
+/// How wide the one column that may shrink (the case label) can be: everything else is shown
+/// whole (run ids, pair labels, figures); `width` `None` (`-o wide`) cuts nothing.
+fn flexible(natural: usize, fixed: usize, width: Option<usize>) -> usize {
+    match width {
+        Some(w) if fixed + natural > w => w.saturating_sub(fixed).max(20).min(natural),
+        _ => natural,
+    }
+}
+
 pub fn runs(list: &[RunSummary]) -> String {
+    let id = widest(list.iter().map(|r| r.run_id.as_str()), 3);
+    let started = widest(list.iter().map(|r| r.started_at.as_str()), 7);
+    let verdict = widest(list.iter().map(|r| r.verdict.as_str()), 7);
     let mut out = format!(
-        "{:<32} {:<5} {:<20} {:<7} {:>7} {:>6}\n",
+        "{:<id$} {:<5} {:<started$} {:<verdict$} {:>7} {:>6}\n",
         "RUN", "KIND", "STARTED", "VERDICT", "FIGURES", "PAIRS"
     );
     for r in list {
         let _ = writeln!(
             out,
-            "{:<32} {:<5} {:<20} {:<7} {:>7} {:>6}",
-            fit(&r.run_id, 32),
-            r.kind,
-            fit(&r.started_at, 20),
-            r.verdict,
-            r.rows,
-            r.pairs
+            "{:<id$} {:<5} {:<started$} {:<verdict$} {:>7} {:>6}",
+            r.run_id, r.kind, r.started_at, r.verdict, r.rows, r.pairs
         );
     }
     if list.is_empty() {
@@ -67,18 +81,21 @@ pub fn runs(list: &[RunSummary]) -> String {
 pub fn node(name: &str, points: &[NodePoint]) -> String {
     let bw: Vec<f64> = points.iter().filter_map(|p| p.median_bps).collect();
     let mut out = format!("node {name}: {} run(s)  bandwidth {}\n", points.len(), sparkline(&bw));
+    let id = widest(points.iter().map(|p| p.run_id.as_str()), 3);
+    let started = widest(points.iter().map(|p| p.started_at.as_str()), 7);
+    let status = widest(points.iter().map(|p| p.status.as_str()), 6);
     let _ = writeln!(
         out,
-        "{:<32} {:<20} {:<13} {:>14} {:>14}",
+        "{:<id$} {:<started$} {:<status$} {:>14} {:>14}",
         "RUN", "STARTED", "STATUS", "MEDIAN BW", "LATENCY P50"
     );
     for p in points {
         let _ = writeln!(
             out,
-            "{:<32} {:<20} {:<13} {:>14} {:>14}",
-            fit(&p.run_id, 32),
-            fit(&p.started_at, 20),
-            fit(&p.status, 13),
+            "{:<id$} {:<started$} {:<status$} {:>14} {:>14}",
+            p.run_id,
+            p.started_at,
+            p.status,
             figure(Metric::BandwidthBps, p.median_bps),
             figure(Metric::LatencyP50Us, p.median_latency_us)
         );
@@ -86,42 +103,59 @@ pub fn node(name: &str, points: &[NodePoint]) -> String {
     out
 }
 
-pub fn pair(a: &str, b: &str, trends: &[CaseTrend]) -> String {
+/// `width`: the terminal's (`COLUMNS`), or `None` for `-o wide`; only the case label is cut.
+pub fn pair(a: &str, b: &str, trends: &[CaseTrend], width: Option<usize>) -> String {
     let mut out = format!("pair {a} ↔ {b}: {} case figure(s)\n", trends.len());
+    let labels: Vec<(String, String)> = trends
+        .iter()
+        .map(|t| (t.case.pair_label(), t.case.case_label()))
+        .collect();
+    let pair_w = widest(labels.iter().map(|l| l.0.as_str()), 4);
+    let spark = trends.iter().map(|t| t.points.len()).max().unwrap_or(0).max(5);
+    let fixed = pair_w + 1 + 1 + 4 + 1 + FIG + 1 + FIG + 2 + spark;
+    let case_w = flexible(widest(labels.iter().map(|l| l.1.as_str()), 4), fixed, width);
     let _ = writeln!(
         out,
-        "{:<12} {:<38} {:>4} {:>14} {:>14}  TREND",
+        "{:<pair_w$} {:<case_w$} {:>4} {:>FIG$} {:>FIG$}  TREND",
         "PAIR", "CASE", "RUNS", "FIRST", "LAST"
     );
-    for t in trends {
+    for (t, (pair, case)) in trends.iter().zip(&labels) {
         let values: Vec<f64> = t.points.iter().map(|p| p.2).collect();
-        let line = format!(
-            "{:<12} {:<38} {:>4} {:>14} {:>14}  {}",
-            fit(&t.case.pair_label(), 12),
-            fit(&t.case.case_label(), 38),
+        let _ = writeln!(
+            out,
+            "{:<pair_w$} {:<case_w$} {:>4} {:>FIG$} {:>FIG$}  {}",
+            pair,
+            fit(case, case_w),
             values.len(),
             figure(t.metric, values.first().copied()),
             figure(t.metric, values.last().copied()),
             sparkline(&values)
         );
-        let _ = writeln!(out, "{}", fit(&line, MAX_WIDTH));
     }
     out
 }
 
-pub fn compare(a: &str, b: &str, rows: &[CompareRow]) -> String {
+/// `width` as for [`pair`].
+pub fn compare(a: &str, b: &str, rows: &[CompareRow], width: Option<usize>) -> String {
     let mut out = format!("{a} → {b}\n");
+    let labels: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| (r.case.pair_label(), r.case.case_label()))
+        .collect();
+    let pair_w = widest(labels.iter().map(|l| l.0.as_str()), 4);
+    let fixed = pair_w + 1 + 1 + FIG + 1 + FIG + 1 + 8 + 1 + 9;
+    let case_w = flexible(widest(labels.iter().map(|l| l.1.as_str()), 4), fixed, width);
     let _ = writeln!(
         out,
-        "{:<12} {:<34} {:>14} {:>14} {:>8} {:<12}",
-        "PAIR", "CASE", "BEFORE", "AFTER", "CHANGE", "VERDICT"
+        "{:<pair_w$} {:<case_w$} {:>FIG$} {:>FIG$} {:>8} VERDICT",
+        "PAIR", "CASE", "BEFORE", "AFTER", "CHANGE"
     );
-    for r in rows {
+    for (r, (pair, case)) in rows.iter().zip(&labels) {
         let _ = writeln!(
             out,
-            "{:<12} {:<34} {:>14} {:>14} {:>8} {:<12}",
-            fit(&r.case.pair_label(), 12),
-            fit(&r.case.case_label(), 34),
+            "{:<pair_w$} {:<case_w$} {:>FIG$} {:>FIG$} {:>8} {}",
+            pair,
+            fit(case, case_w),
             figure(r.metric, r.before),
             figure(r.metric, r.after),
             r.change.map_or_else(|| "-".into(), |c| format!("{:+.1}%", c * 100.0)),
@@ -141,6 +175,48 @@ mod tests {
         assert_eq!(sparkline(&[45e9, 45e9, 30e9]), "██▁");
         assert_eq!(sparkline(&[5.0, 5.0]), "▄▄");
         assert_eq!(sparkline(&[]), "");
+    }
+
+    /// Issue 36 item 5: two pairs `node-3→node-10` and `node-3→node-11` read `node-3→node…`
+    /// and run ids were cut that `history compare` needs whole.
+    #[test]
+    fn identifiers_are_never_cut_and_only_the_case_label_shrinks() {
+        use crate::query::CompareRow;
+        use icb_core::model::{CaseKey, Metric};
+        let key = |decode: &str| CaseKey {
+            prefill: "node-3".into(),
+            decode: decode.into(),
+            test: "put_bw".into(),
+            memory: "host-host".into(),
+            size: 4 << 20,
+            blocks: None,
+            direction: Some("write".into()),
+            engine: "ucx".into(),
+            rail: None,
+        };
+        let row = |decode: &str| CompareRow {
+            case: key(decode),
+            metric: Metric::BandwidthBps,
+            before: Some(5e9),
+            after: Some(1e9),
+            change: Some(-0.8),
+            verdict: None,
+        };
+        let rows = vec![row("node-10"), row("node-11")];
+        let id = "sw20261128-000000-abcdef-p1r1x1";
+        for width in [Some(80), Some(100), None] {
+            let text = compare(id, id, &rows, width);
+            assert!(
+                text.contains("node-3→node-10") && text.contains("node-3→node-11"),
+                "{text}"
+            );
+            assert!(text.starts_with(id), "{text}");
+            if let Some(w) = width {
+                for line in text.lines() {
+                    assert!(line.chars().count() <= w.max(id.len() * 2 + 3), "{w}: {line}");
+                }
+            }
+        }
     }
 
     #[test]

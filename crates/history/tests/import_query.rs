@@ -73,7 +73,7 @@ fn node_and_pair_trends_and_a_comparison_show_the_throttled_node() {
     let pair = h.pair_trend("n3", "n1", 30).unwrap();
     let bw = pair.iter().find(|c| c.metric == Metric::BandwidthBps).unwrap();
     assert_eq!(bw.points.len(), 4);
-    let text = icb_history::render::pair("n3", "n1", &pair);
+    let text = icb_history::render::pair("n3", "n1", &pair, Some(100));
     assert!(text.contains("███▁"), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
 
@@ -85,7 +85,7 @@ fn node_and_pair_trends_and_a_comparison_show_the_throttled_node() {
         .collect();
     assert_eq!(regressed.len(), 2, "the two pairs with n3: {regressed:?}");
     assert!(regressed.iter().all(|p| p.contains("n3")));
-    let text = icb_history::render::compare("sw0002", "sw0003", &rows);
+    let text = icb_history::render::compare("sw0002", "sw0003", &rows, Some(100));
     assert!(text.contains("-50.0%") && text.contains("regressed"), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
     let e = h.compare_runs("sw0002", "nope", Thresholds::default()).unwrap_err();
