@@ -26,6 +26,10 @@ pub struct RunSummary {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodePoint {
     pub run_id: String,
+    /// The run's kind (`sweep`, `pair`, `gate`): a sweep night's node median (its profile's
+    /// sizes, every partner) and a pair's figure at its largest size are not the same quantity,
+    /// so trends keep each kind apart.
+    pub kind: String,
     pub started_at: String,
     /// The node's verdict in a sweep; the run's verdict for a pair or gate.
     pub status: String,
@@ -123,7 +127,7 @@ impl History {
     pub fn node_trend(&self, node: &str, limit: u32) -> Result<Vec<NodePoint>, HistoryError> {
         let mut points: BTreeMap<(String, String), NodePoint> = BTreeMap::new();
         let mut stmt = self.conn.prepare(
-            "SELECT u.run_id, u.started_at, n.status, n.median_bps, n.median_latency_us
+            "SELECT u.run_id, u.started_at, n.status, n.median_bps, n.median_latency_us, u.kind
              FROM node_results n JOIN runs u ON u.id = n.run WHERE n.node = ?1",
         )?;
         for p in stmt.query_map([node], |r| {
@@ -133,6 +137,7 @@ impl History {
                 status: r.get(2)?,
                 median_bps: r.get(3)?,
                 median_latency_us: r.get(4)?,
+                kind: r.get(5)?,
             })
         })? {
             let p = p?;
@@ -152,12 +157,12 @@ impl History {
         points: &mut BTreeMap<(String, String), NodePoint>,
     ) -> Result<(), HistoryError> {
         let mut stmt = self.conn.prepare(
-            "SELECT u.run_id, u.started_at, u.verdict, c.size, r.value FROM results r
+            "SELECT u.run_id, u.started_at, u.verdict, c.size, r.value, u.kind FROM results r
              JOIN runs u ON u.id = r.run JOIN cases c ON c.id = r.case_id
              WHERE r.metric = 'bandwidth_bps' AND (c.prefill = ?1 OR c.decode = ?1)
                AND NOT EXISTS (SELECT 1 FROM node_results n WHERE n.run = u.id)",
         )?;
-        let mut runs: BTreeMap<(String, String), (String, u64, Vec<f64>)> = BTreeMap::new();
+        let mut runs: BTreeMap<(String, String), (String, u64, Vec<f64>, String)> = BTreeMap::new();
         for row in stmt.query_map([node], |r| {
             Ok((
                 r.get::<_, String>(0)?,
@@ -165,20 +170,22 @@ impl History {
                 r.get::<_, String>(2)?,
                 r.get::<_, i64>(3)? as u64,
                 r.get::<_, f64>(4)?,
+                r.get::<_, String>(5)?,
             ))
         })? {
-            let (run, at, verdict, size, value) = row?;
-            let e = runs.entry((at, run)).or_insert((verdict, 0, vec![]));
+            let (run, at, verdict, size, value, kind) = row?;
+            let e = runs.entry((at, run)).or_insert((verdict, 0, vec![], kind));
             if size > e.1 {
-                *e = (e.0.clone(), size, vec![]);
+                *e = (e.0.clone(), size, vec![], e.3.clone());
             }
             if size == e.1 {
                 e.2.push(value);
             }
         }
-        for ((at, run), (verdict, _, values)) in runs {
+        for ((at, run), (verdict, _, values, kind)) in runs {
             let p = NodePoint {
                 run_id: run.clone(),
+                kind,
                 started_at: at.clone(),
                 status: verdict,
                 median_bps: median(values),

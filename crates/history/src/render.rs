@@ -78,27 +78,36 @@ pub fn runs(list: &[RunSummary]) -> String {
     out
 }
 
+/// A node's trend, one section per run kind (sweep nights apart from pair and gate runs: their
+/// figures are not the same quantity, so one median or sparkline over both would mislead).
 pub fn node(name: &str, points: &[NodePoint]) -> String {
-    let bw: Vec<f64> = points.iter().filter_map(|p| p.median_bps).collect();
-    let mut out = format!("node {name}: {} run(s)  bandwidth {}\n", points.len(), sparkline(&bw));
+    let mut kinds: Vec<&str> = points.iter().map(|p| p.kind.as_str()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    let mut out = format!("node {name}: {} run(s)\n", points.len());
     let id = widest(points.iter().map(|p| p.run_id.as_str()), 3);
     let started = widest(points.iter().map(|p| p.started_at.as_str()), 7);
     let status = widest(points.iter().map(|p| p.status.as_str()), 6);
-    let _ = writeln!(
-        out,
-        "{:<id$} {:<started$} {:<status$} {:>14} {:>14}",
-        "RUN", "STARTED", "STATUS", "MEDIAN BW", "LATENCY P50"
-    );
-    for p in points {
+    for kind in kinds {
+        let these: Vec<&NodePoint> = points.iter().filter(|p| p.kind == kind).collect();
+        let bw: Vec<f64> = these.iter().filter_map(|p| p.median_bps).collect();
+        let _ = writeln!(out, "{kind} runs: {}  bandwidth {}", these.len(), sparkline(&bw));
         let _ = writeln!(
             out,
-            "{:<id$} {:<started$} {:<status$} {:>14} {:>14}",
-            p.run_id,
-            p.started_at,
-            p.status,
-            figure(Metric::BandwidthBps, p.median_bps),
-            figure(Metric::LatencyP50Us, p.median_latency_us)
+            "{:<id$} {:<started$} {:<status$} {:>FIG$} {:>FIG$}",
+            "RUN", "STARTED", "STATUS", "MEDIAN BW", "LAT P50"
         );
+        for p in these {
+            let _ = writeln!(
+                out,
+                "{:<id$} {:<started$} {:<status$} {:>FIG$} {:>FIG$}",
+                p.run_id,
+                p.started_at,
+                p.status,
+                figure(Metric::BandwidthBps, p.median_bps),
+                figure(Metric::LatencyP50Us, p.median_latency_us)
+            );
+        }
     }
     out
 }
@@ -217,6 +226,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Issue 36 item 5: `history show node/X` mixed pair runs (4 MiB, both directions) and sweep
+    /// nights (64 KiB / 1 MiB) in one sparkline.
+    #[test]
+    fn a_node_trend_keeps_sweep_nights_apart_from_pair_runs() {
+        let p = |run: &str, kind: &str, bw: f64| NodePoint {
+            run_id: run.into(),
+            kind: kind.into(),
+            started_at: format!("2026-11-2{}T02:00:00Z", run.len() % 9),
+            status: "pass".into(),
+            median_bps: Some(bw),
+            median_latency_us: None,
+        };
+        let text = node(
+            "n1",
+            &[
+                p("sw1", "sweep", 20e9),
+                p("pair-1", "pair", 5e9),
+                p("sw2", "sweep", 20e9),
+            ],
+        );
+        assert!(text.contains("sweep runs: 2  bandwidth ▄▄"), "{text}");
+        assert!(text.contains("pair runs: 1  bandwidth ▄"), "{text}");
     }
 
     #[test]
