@@ -6,18 +6,45 @@ use icb_core::Status;
 use icb_core::checks::ProbeReport;
 use icb_core::model::Finding;
 
-/// The failed and warned checks of `report` (ok and skipped checks are not findings).
+/// The failed and warned checks of `report` (ok and skipped checks are not findings). Each
+/// finding names the side it was seen on (the check's scope: `prefill (P, deploy.yaml)`), and
+/// the same finding on both sides of a two-role recipe is one line naming both.
 pub fn of_report(step: &str, report: &ProbeReport) -> Vec<Finding> {
-    report
+    let mut out: Vec<(Finding, Vec<String>)> = Vec::new();
+    for c in report
         .checks
         .iter()
         .filter(|c| matches!(c.status, Status::Fail | Status::Warn))
-        .map(|c| Finding {
-            step: step.to_string(),
-            status: c.status,
-            check: Some(c.id.clone()),
-            detail: format!("{}: {}", c.id, c.detail),
-            hint: c.hint.clone(),
+    {
+        let same = out.iter_mut().find(|(f, _)| {
+            f.status == c.status
+                && f.check.as_deref() == Some(c.id.as_str())
+                && f.detail == c.detail
+                && f.hint == c.hint
+        });
+        let scope = c.scope.clone();
+        match same {
+            Some((_, scopes)) => scopes.extend(scope),
+            None => out.push((
+                Finding {
+                    step: step.to_string(),
+                    status: c.status,
+                    check: Some(c.id.clone()),
+                    detail: c.detail.clone(),
+                    hint: c.hint.clone(),
+                },
+                scope.into_iter().collect(),
+            )),
+        }
+    }
+    out.into_iter()
+        .map(|(mut f, scopes)| {
+            let id = f.check.clone().unwrap_or_default();
+            f.detail = match scopes.is_empty() {
+                true => format!("{id}: {}", f.detail),
+                false => format!("{id} ({}): {}", scopes.join(" and "), f.detail),
+            };
+            f
         })
         .collect()
 }
@@ -94,6 +121,34 @@ mod tests {
         assert_eq!(ids, ["node.gid", "node.port"]);
         assert!(f.iter().all(|f| f.step == "probe node/a"));
         assert_eq!(f[0].detail, "node.gid: seen");
+    }
+
+    /// Issue 36 item 4: with a two-role recipe every finding appeared twice with no side.
+    #[test]
+    fn a_finding_names_its_side_and_both_sides_fold_into_one_line() {
+        let scoped = |id: &str, scope: &str, detail: &str| -> Check {
+            serde_json::from_value(serde_json::json!({"id": id, "status": "warn", "detail": detail, "scope": scope}))
+                .expect("a check")
+        };
+        let report = ProbeReport::new(
+            "env",
+            "deploy.yaml",
+            vec![
+                scoped("env.rndv", "prefill (P, deploy.yaml)", "UCX_RNDV_THRESH unset"),
+                scoped("env.rndv", "decode (D, deploy.yaml)", "UCX_RNDV_THRESH unset"),
+                scoped("env.tls", "decode (D, deploy.yaml)", "tcp allowed"),
+            ],
+            vec![],
+        );
+        let f = of_report("probe env", &report);
+        let details: Vec<&str> = f.iter().map(|f| f.detail.as_str()).collect();
+        assert_eq!(
+            details,
+            [
+                "env.rndv (prefill (P, deploy.yaml) and decode (D, deploy.yaml)): UCX_RNDV_THRESH unset",
+                "env.tls (decode (D, deploy.yaml)): tcp allowed"
+            ]
+        );
     }
 
     #[test]
