@@ -162,7 +162,9 @@ impl History {
              WHERE r.metric = 'bandwidth_bps' AND (c.prefill = ?1 OR c.decode = ?1)
                AND NOT EXISTS (SELECT 1 FROM node_results n WHERE n.run = u.id)",
         )?;
-        let mut runs: BTreeMap<(String, String), (String, u64, Vec<f64>, String)> = BTreeMap::new();
+        // (started_at, run_id) → (verdict, largest size, its figures, kind)
+        type RunFigures = (String, u64, Vec<f64>, String);
+        let mut runs: BTreeMap<(String, String), RunFigures> = BTreeMap::new();
         for row in stmt.query_map([node], |r| {
             Ok((
                 r.get::<_, String>(0)?,
