@@ -1,0 +1,227 @@
+//! CI's own guarantees (issue 35 item 5, issue 37): `.ci/run` refuses `IC_BENCH_CI_SKIP_RELEASE=1`
+//! when `CI` is set (in one line, before any step runs), `scripts/check-glibc` fails a binary it
+//! cannot check (no versioned glibc symbol, or no dynamic symbols at all) and still passes or
+//! fails a glibc-linked one by its limit, and `scripts/test-timer`'s report reads libtest's times.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `.ci/run` with `env`; kills it if it is still running after 20 s (a run that started its
+/// steps instead of refusing), so that a regression fails here instead of running all of CI.
+fn ci_run(env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new("bash");
+    c.arg(repo().join(".ci/run"))
+        .env_remove("CI")
+        .env_remove("IC_BENCH_CI_SKIP_RELEASE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c.spawn().expect("bash runs");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                ".ci/run {env:?} was still running after 20 s instead of refusing: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn ci_run_refuses_to_skip_the_release_when_ci_is_set() {
+    for ci in ["true", "1", "yes"] {
+        let out = ci_run(&[("CI", ci), ("IC_BENCH_CI_SKIP_RELEASE", "1")]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "CI={ci}: {err}");
+        assert_eq!(err.lines().count(), 1, "CI={ci}: one line: {err}");
+        assert!(
+            err.starts_with(".ci/run: IC_BENCH_CI_SKIP_RELEASE=1 is refused when CI is set"),
+            "CI={ci}: {err}"
+        );
+        // Refused before any step: nothing was set up, formatted, built or timed.
+        assert!(out.stdout.is_empty(), "CI={ci}: {}", String::from_utf8_lossy(&out.stdout));
+    }
+}
+
+fn check_glibc(file: &Path, max: Option<&str>) -> Output {
+    let mut c = Command::new("bash");
+    c.arg(repo().join("scripts/check-glibc")).arg(file);
+    if let Some(m) = max {
+        c.arg(m);
+    }
+    c.output().expect("bash runs")
+}
+
+fn executable(path: &Path, bytes: &[u8]) {
+    fs::write(path, bytes).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A static x86-64 ELF executable with no dynamic section (`exit(0)` by syscall), written byte by
+/// byte: what a static build (or a binary for another libc) looks like to check-glibc.
+fn static_elf() -> Vec<u8> {
+    let code: [u8; 9] = [0xb8, 60, 0, 0, 0, 0x31, 0xff, 0x0f, 0x05];
+    let (base, ehsize, phsize) = (0x40_0000u64, 64u16, 56u16);
+    let total = u64::from(ehsize) + u64::from(phsize) + code.len() as u64;
+    let mut b = Vec::new();
+    b.extend_from_slice(b"\x7fELF\x02\x01\x01\x00");
+    b.extend_from_slice(&[0; 8]);
+    b.extend_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+    b.extend_from_slice(&0x3eu16.to_le_bytes()); // x86-64
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&(base + u64::from(ehsize) + u64::from(phsize)).to_le_bytes()); // entry
+    b.extend_from_slice(&u64::from(ehsize).to_le_bytes()); // program headers
+    b.extend_from_slice(&0u64.to_le_bytes()); // no section headers
+    b.extend_from_slice(&0u32.to_le_bytes());
+    for v in [ehsize, phsize, 1, 0, 0, 0] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b.extend_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+    b.extend_from_slice(&5u32.to_le_bytes()); // R+X
+    for v in [0, base, base, total, total, 0x1000] {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b.extend_from_slice(&code);
+    b
+}
+
+#[test]
+fn check_glibc_fails_a_binary_with_no_versioned_glibc_symbol() {
+    let dir = tempfile::tempdir().unwrap();
+    // A dynamic ELF object that uses no libc at all: dynamic symbols, none of them GLIBC_.
+    let src = dir.path().join("f.c");
+    fs::write(&src, "int f(void) { return 0; }\n").unwrap();
+    let so = dir.path().join("f.so");
+    let cc = Command::new("cc")
+        .args(["-shared", "-nostdlib", "-o"])
+        .arg(&so)
+        .arg(&src)
+        .output()
+        .expect("cc runs (cargo links with it)");
+    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
+    let out = check_glibc(&so, None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("has no versioned glibc symbol"), "{err}");
+
+    // A static executable (no dynamic symbol table): also refused, whatever the limit.
+    let exe = dir.path().join("static");
+    executable(&exe, &static_elf());
+    assert!(Command::new(&exe).status().unwrap().success(), "the stand-in runs");
+    for max in [None, Some("99.0")] {
+        let out = check_glibc(&exe, max);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "limit {max:?}: {err}");
+        assert!(err.contains("cannot check its glibc needs"), "limit {max:?}: {err}");
+    }
+}
+
+#[test]
+fn check_glibc_still_judges_a_glibc_linked_binary_by_its_limit() {
+    // This test binary is linked against the build machine's glibc (2.2.5 at least).
+    let me = std::env::current_exe().unwrap();
+    let ok = check_glibc(&me, Some("99.0"));
+    let out = String::from_utf8_lossy(&ok.stdout);
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(out.contains("needs GLIBC_2."), "{out}");
+    let low = check_glibc(&me, Some("2.0"));
+    let err = String::from_utf8_lossy(&low.stderr);
+    assert_eq!(low.status.code(), Some(1), "{err}");
+    assert!(err.contains("above 2.0"), "{err}");
+}
+
+fn test_timer() -> PathBuf {
+    repo().join("scripts/test-timer")
+}
+
+#[test]
+fn test_timer_times_a_binary_and_reports_the_slowest() {
+    let dir = tempfile::tempdir().unwrap();
+    // A stand-in test binary: prints what libtest prints with --report-time, and its arguments.
+    let bin = dir.path().join("fake_tests-0123456789abcdef");
+    executable(
+        &bin,
+        b"#!/usr/bin/env bash\necho \"args: $* bootstrap=${RUSTC_BOOTSTRAP:-}\"\nsleep 0.2\nexit 3\n",
+    );
+    let times = dir.path().join("times.tsv");
+    let out = Command::new("bash")
+        .arg(test_timer())
+        .arg(&bin)
+        .arg("--exact")
+        .env("IC_BENCH_TEST_TIMES", &times)
+        .env("CARGO_PKG_NAME", "pkg")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "the binary's exit code is kept: {stdout}");
+    assert!(
+        stdout.contains("args: --exact -Z unstable-options --report-time bootstrap=1"),
+        "{stdout}"
+    );
+    let row = fs::read_to_string(&times).unwrap();
+    let cols: Vec<&str> = row.trim_end().split('\t').collect();
+    assert_eq!(cols[1..], ["3", "pkg/fake_tests"], "{row}");
+    let secs: f64 = cols[0].parse().unwrap();
+    assert!((0.2..10.0).contains(&secs), "{row}");
+
+    // Without IC_BENCH_TEST_TIMES it only runs the binary, unchanged.
+    let plain = Command::new("bash")
+        .arg(test_timer())
+        .arg(&bin)
+        .env_remove("IC_BENCH_TEST_TIMES")
+        .env_remove("RUSTC_BOOTSTRAP")
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&plain.stdout).contains("args:  bootstrap=\n"));
+
+    let log = dir.path().join("log");
+    fs::write(
+        &log,
+        "     Running tests/a.rs (target/debug/deps/a-0123456789abcdef)\n\nrunning 2 tests\n\
+         test slow_one ... ok <2.500s>\ntest quick ... ok <0.001s>\n\n\
+         test result: ok. 2 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 2.50s\n\
+              Running unittests src/lib.rs (target/debug/deps/icb_core-fedcba9876543210)\n\
+         test m::slower ... FAILED <7.250s>\n\
+         test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 7.25s\n",
+    )
+    .unwrap();
+    let rep = Command::new("bash")
+        .arg(test_timer())
+        .args(["--report"])
+        .arg(&log)
+        .arg("2")
+        .env("IC_BENCH_TEST_TIMES", &times)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&rep.stdout);
+    assert_eq!(rep.status.code(), Some(0), "{}", String::from_utf8_lossy(&rep.stderr));
+    let slowest: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("slowest tests"))
+        .skip(1)
+        .take(2)
+        .map(str::trim)
+        .collect();
+    assert_eq!(slowest, ["7.250  icb_core  m::slower", "2.500  a  slow_one"], "{text}");
+    assert!(text.contains("pkg/fake_tests"), "{text}");
+    assert!(
+        text.contains("2 test result lines: 2 passed, 1 failed, 1 ignored"),
+        "{text}"
+    );
+}
