@@ -54,7 +54,11 @@ fn ci_run_refuses_to_skip_the_release_when_ci_is_set() {
             "CI={ci}: {err}"
         );
         // Refused before any step: nothing was set up, formatted, built or timed.
-        assert!(out.stdout.is_empty(), "CI={ci}: {}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.stdout.is_empty(),
+            "CI={ci}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
     }
 }
 
@@ -224,4 +228,67 @@ fn test_timer_times_a_binary_and_reports_the_slowest() {
         text.contains("2 test result lines: 2 passed, 1 failed, 1 ignored"),
         "{text}"
     );
+}
+
+/// The `[[test]]` paths of a Cargo.toml whose package sets `autotests = false`, or `None` where
+/// cargo finds the test files itself.
+fn explicit_test_targets(manifest: &str) -> Option<Vec<String>> {
+    let mut in_package = false;
+    let mut autotests = true;
+    let mut paths = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package && line.replace(' ', "") == "autotests=false" {
+            autotests = false;
+        } else if let Some(p) = line.strip_prefix("path = \"tests/") {
+            paths.push(p.trim_end_matches('"').to_string());
+        }
+    }
+    (!autotests).then_some(paths)
+}
+
+/// With `autotests = false` a new tests/*.rs file is compiled only once a test binary names it:
+/// every file must be a `[[test]]` target itself or a `mod <file>;` of one, so none is left out
+/// of `cargo test` without a word.
+#[test]
+fn every_test_file_is_compiled_into_a_test_binary() {
+    let mut packages = vec![repo().to_path_buf()];
+    for e in fs::read_dir(repo().join("crates")).unwrap() {
+        packages.push(e.unwrap().path());
+    }
+    let (mut checked, mut merged) = (0, 0);
+    for pkg in packages {
+        let Ok(manifest) = fs::read_to_string(pkg.join("Cargo.toml")) else {
+            continue;
+        };
+        let Some(targets) = explicit_test_targets(&manifest) else {
+            continue;
+        };
+        merged += 1;
+        let tests = pkg.join("tests");
+        let mut modules = Vec::new();
+        for t in &targets {
+            let src = fs::read_to_string(tests.join(t)).unwrap_or_else(|e| panic!("{}: {t}: {e}", pkg.display()));
+            for line in src.lines() {
+                if let Some(m) = line.trim().strip_prefix("mod ").and_then(|m| m.strip_suffix(';')) {
+                    modules.push(format!("{m}.rs"));
+                }
+            }
+        }
+        for e in fs::read_dir(&tests).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            if !name.ends_with(".rs") {
+                continue;
+            }
+            checked += 1;
+            assert!(
+                targets.contains(&name) || modules.contains(&name),
+                "{}/tests/{name} is in no test binary: add `mod {};` to one of {targets:?} (Cargo.toml has autotests = false)",
+                pkg.display(),
+                name.trim_end_matches(".rs")
+            );
+        }
+    }
+    assert!(merged >= 1 && checked >= merged, "{merged} packages, {checked} files");
 }

@@ -3,8 +3,7 @@
 //! the run exits 2 naming what still ran. The emulated fabric is TCP over veths: the pair is
 //! asked to allow TCP, so only the recipe decides good from bad.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

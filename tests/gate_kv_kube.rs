@@ -3,8 +3,7 @@
 //! size) on `pair`'s per-rank model, on node targets and on worker pods; `--max-kv-ms` judges it;
 //! nothing is left.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use support::kv::*;
 use support::*;

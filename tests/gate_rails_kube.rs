@@ -3,8 +3,7 @@
 //! every rank through one NIC fails, measured: the counters show the other rails' bytes on that
 //! NIC. Refusals are one line, exit 2.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_core::model::{GateReport, GateVerdict};
 use icb_testcluster::ClusterConfig;

@@ -2,8 +2,7 @@
 //! exactly what `ic-bench pair` calls: checked against the requests a real pair run made on the
 //! emulated cluster.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_kube::k8s_openapi;
 use k8s_openapi::api::batch::v1::{CronJob, Job};

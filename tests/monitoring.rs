@@ -4,9 +4,8 @@
 //! the regression alert for exactly the node that was throttled the second night, while every
 //! dashboard query returns series.
 
-mod monitoring_support;
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::monitoring_support;
+use crate::pair_kube_support as support;
 
 use monitoring_support::{Daemon, tool, wait_for};
 use serde_json::Value;

@@ -1,8 +1,7 @@
 //! `ic-bench pair` on the emulated cluster: real ic-bench and real UCX in the pods, placements that
 //! decide the transport, the verdict that follows, and bench pods modelled on a reference pod.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};

@@ -1,8 +1,7 @@
 //! Orchestration overhead of `ic-bench pair` on the emulated cluster: create → verdict → cleanup,
 //! minus the transfer itself. A benchmark, not a test: `scripts/bench-orchestration` runs it.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use std::time::Duration;
 use support::*;

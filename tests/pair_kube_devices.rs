@@ -2,8 +2,7 @@
 //! pods on node targets request what the node advertises (one GPU, one RDMA resource, IPC_LOCK),
 //! flags override it, and statefulset/LWS/Dynamo targets resolve to their Ready pods.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_testcluster::{ClusterConfig, Isolation, NodeConfig, TestCluster};

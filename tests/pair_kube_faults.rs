@@ -2,8 +2,7 @@
 //! deadline, and no ic-bench pod is left behind (checked through the API). None of this depends on
 //! how pods are isolated, so the cluster runs pods as plain processes (no root needed).
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_testcluster::RequestMatch;
 use serde_json::json;

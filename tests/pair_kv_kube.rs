@@ -8,8 +8,7 @@
 //! destination on every rank; no pod and no rank process is left, on success, when a rank dies
 //! and at Ctrl-C. The gate's KV step is `gate_kv_kube`.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_core::EngineKind;
 use std::time::{Duration, Instant};

@@ -5,8 +5,7 @@
 //! with that flag; the probe pod needs `privileged` and says so; cordoned and NoExecute-tainted
 //! nodes are never tolerated.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_testcluster::{ClusterConfig, Isolation, NodeConfig, TestCluster};
 use std::time::Duration;

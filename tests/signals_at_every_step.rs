@@ -7,8 +7,7 @@
 //!
 //! Runs on the emulated cluster's host-process mode: no root needed.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use std::io::Read;
 use std::process::{Command, Stdio};

@@ -3,8 +3,7 @@
 //! healthy partners cleared, 0 pods left; Ctrl-C mid-sweep then `--resume` gives the same node
 //! verdicts; `--dry-run` prints the plan.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_testcluster::{ClusterConfig, NodeConfig, TestCluster};
 use serde_json::Value;

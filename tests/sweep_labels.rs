@@ -3,8 +3,7 @@
 //! verdict keeps what it had; without the flag nothing is written to any node; a 403 on node
 //! patch stops the sweep before any bench pod with one line naming the ClusterRole (exit 2).
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_kube::k8s_openapi::api::core::v1::Node;
 use icb_kube::kube::Api;

@@ -3,8 +3,7 @@
 //! partners are not blamed for the pairs they shared with it, and the headline says what the
 //! table says.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_testcluster::{ClusterConfig, NodeConfig};
 use serde_json::Value;

@@ -2,8 +2,7 @@
 //! at once through the Kubernetes rails seam; a node with one slow rail fails its pairs and is
 //! named, the others pass, and no pod is left.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_testcluster::{ClusterConfig, NodeConfig};
 use serde_json::Value;

@@ -4,8 +4,7 @@
 //! no node, prints one line, and leaves no pod once `--resume` has run. Each signal is sent on an
 //! event (a log line, a pod appearing or running), never after a fixed sleep.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_testcluster::{ClusterConfig, Isolation, NodeConfig, RequestMatch, TestCluster};

@@ -10,8 +10,7 @@
 //! The suspect's second pass re-pairs it across nodes, where (no RDMA, tcp not allowed) it fails
 //! again: the node ends `fail`, its partners are untouched.
 
-#[path = "pair_kube_support/mod.rs"]
-mod support;
+use crate::pair_kube_support as support;
 
 use icb_testcluster::{ClusterConfig, NodeConfig};
 use serde_json::Value;

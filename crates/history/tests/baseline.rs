@@ -1,7 +1,7 @@
 //! Baselines: a run against the mean of its last matching runs, a regression distinct from a
 //! fail, acknowledged regressions, a changed key starting a new baseline, a file as baseline.
 
-mod common;
+use crate::common;
 
 use common::{TempHistory, night};
 use icb_core::model::{BaselineVerdict, Metric};

@@ -1,6 +1,6 @@
 //! `history import` of pair and sweep files, and what `history list/show/compare` answer.
 
-mod common;
+use crate::common;
 
 use common::{TempHistory, night, sweep_night};
 use icb_core::model::{BaselineVerdict, Metric};

@@ -1,7 +1,7 @@
 //! The store: created with its schema, refused when it is not ic-bench's, newer, read-only or
 //! locked beyond the deadline, and safe under concurrent writers.
 
-mod common;
+use crate::common;
 
 use common::{TempHistory, night};
 use icb_history::record::{RunKind, pair_record};

@@ -414,7 +414,7 @@ fn start_crashing_owner(isolation: Isolation) -> (std::process::Child, String, V
         .args([
             "--ignored",
             "--exact",
-            "crashed_owner_helper",
+            helper_test_name(concat!(module_path!(), "::crashed_owner_helper")),
             "--nocapture",
             "--test-threads=1",
         ])
@@ -547,4 +547,10 @@ fn bad_node_sets_are_refused_before_anything_is_created() {
         let err = Fabric::create("icbt", &nodes).unwrap_err().to_string();
         assert!(err.contains(needle), "{nodes:?}: {err}");
     }
+}
+
+/// libtest's name for the test at `path` (`module_path!()` and its name): the path without the
+/// crate's (the test binary's) name, `namespaces::crashed_owner_helper` in the package's one test binary.
+fn helper_test_name(path: &str) -> &str {
+    path.split_once("::").map_or(path, |(_, name)| name)
 }

@@ -2,7 +2,7 @@
 //! process exits 2 without crashing: no NIXL found, a library that is not NIXL, a NIXL too old
 //! for the calls ic-bench makes, and a different UCX already loaded in the process.
 
-mod common;
+use crate::common;
 
 use common::{child, child_main, error_of, run_child};
 use std::path::Path;
@@ -16,7 +16,10 @@ fn child_entry() {
 
 fn serve_with_lib(dir: &Path) -> (Option<i32>, String) {
     let env = [("ICB_NIXL_TEST_LIB", dir.display().to_string())];
-    let (code, out, err) = run_child(child("child_entry", "serve", &env), Duration::from_secs(60));
+    let (code, out, err) = run_child(
+        child(concat!(module_path!(), "::child_entry"), "serve", &env),
+        Duration::from_secs(60),
+    );
     let msg = error_of(&out).unwrap_or_else(|| panic!("no error line (exit {code:?}):\n{out}\n{err}"));
     (code, msg)
 }
@@ -75,7 +78,10 @@ fn a_nixl_too_old_for_the_calls_ic_bench_makes() {
 
 #[test]
 fn another_ucx_already_loaded() {
-    let (code, out, err) = run_child(child("child_entry", "foreign-ucx", &[]), Duration::from_secs(60));
+    let (code, out, err) = run_child(
+        child(concat!(module_path!(), "::child_entry"), "foreign-ucx", &[]),
+        Duration::from_secs(60),
+    );
     let msg = error_of(&out).unwrap_or_else(|| panic!("no error line (exit {code:?}):\n{out}\n{err}"));
     assert_one_line_exit_2(code, &msg);
     assert!(
@@ -86,7 +92,10 @@ fn another_ucx_already_loaded() {
 
 #[test]
 fn probe_load_names_the_nixl_it_can_load_or_why_not() {
-    let (code, out, err) = run_child(child("child_entry", "probe-load", &[]), Duration::from_secs(60));
+    let (code, out, err) = run_child(
+        child(concat!(module_path!(), "::child_entry"), "probe-load", &[]),
+        Duration::from_secs(60),
+    );
     assert_eq!(code, Some(0), "{out}\n{err}");
     let line = out
         .lines()
@@ -95,7 +104,10 @@ fn probe_load_names_the_nixl_it_can_load_or_why_not() {
     assert!(line.starts_with("NIXL ") && line.contains("libnixl_capi.so"), "{line}");
     let empty = tempfile::tempdir().unwrap();
     let env = [("ICB_NIXL_TEST_LIB", empty.path().display().to_string())];
-    let (code, out, _) = run_child(child("child_entry", "probe-load", &env), Duration::from_secs(60));
+    let (code, out, _) = run_child(
+        child(concat!(module_path!(), "::child_entry"), "probe-load", &env),
+        Duration::from_secs(60),
+    );
     assert_eq!(code, Some(2));
     assert!(error_of(&out).unwrap_or_default().contains("NIXL not found"), "{out}");
 }

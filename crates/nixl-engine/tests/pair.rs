@@ -3,7 +3,7 @@
 //! destination, the data path is named from UCX's own protocol tables, and every case carries a
 //! verdict that follows the UCX engine's rules (tcp or emulated RMA fails).
 
-mod common;
+use crate::common;
 
 use common::{child_main, report_of, run_child, start_server};
 use icb_core::{CaseStatus, Direction, EngineKind, EvidenceSource, MemoryType, Status, TransportClass};
@@ -22,11 +22,11 @@ fn local_pair_read_and_write_dram_verified_and_attributed() {
         ("ICB_NIXL_TEST_SIZES", format!("{},{}", 16 << 10, 1 << 20)),
         ("ICB_NIXL_TEST_MEMORY", "host-host,cuda-cuda".to_string()),
     ];
-    let (server, addr) = start_server("child_entry", &env);
+    let (server, addr) = start_server(concat!(module_path!(), "::child_entry"), &env);
     let mut client_env = env.clone();
     client_env.push(("ICB_NIXL_TEST_SERVER", addr));
     let (code, out, err) = run_child(
-        common::child("child_entry", "connect", &client_env),
+        common::child(concat!(module_path!(), "::child_entry"), "connect", &client_env),
         Duration::from_secs(300),
     );
     let report = report_of(&out).unwrap_or_else(|| panic!("no report (exit {code:?}):\n{out}\n{err}"));

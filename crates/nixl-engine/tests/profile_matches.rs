@@ -6,7 +6,7 @@
 //! loader accepts the wheel's renamed libraries) — because the class depends on the UCX version
 //! as much as on the settings: a UCX engine on another UCX predicts that UCX, not NIXL's.
 
-mod common;
+use crate::common;
 
 use common::{child_main, report_of, run_child, start_server, tool};
 use icb_core::{Direction, MemoryPair, PairReport, TestKind, TransportClass};
@@ -115,11 +115,11 @@ fn ucx_engine_with_the_nixl_profile_matches_the_nixl_engine() {
         ("ICB_NIXL_TEST_BATCHES", "1".to_string()),
         ("ICB_NIXL_TEST_SIZES", SIZES.map(|s| s.to_string()).join(",")),
     ];
-    let (server, addr) = start_server("child_entry", &env);
+    let (server, addr) = start_server(concat!(module_path!(), "::child_entry"), &env);
     let mut client_env = env.clone();
     client_env.push(("ICB_NIXL_TEST_SERVER", addr));
     let (code, out, err) = run_child(
-        common::child("child_entry", "connect", &client_env),
+        common::child(concat!(module_path!(), "::child_entry"), "connect", &client_env),
         Duration::from_secs(300),
     );
     let nixl_report = report_of(&out).unwrap_or_else(|| panic!("no report (exit {code:?}):\n{out}\n{err}"));

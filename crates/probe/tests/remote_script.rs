@@ -273,7 +273,7 @@ fn the_snapshot_fuzz_seeds_are_what_the_script_prints_for_each_fixture() {
         }
         let committed = std::fs::read_to_string(&seed).unwrap_or_else(|e| {
             panic!(
-                "{}: {e}; IC_BENCH_WRITE_FUZZ_SEEDS=1 cargo test -p icb-probe --test remote_script writes it",
+                "{}: {e}; IC_BENCH_WRITE_FUZZ_SEEDS=1 cargo test -p icb-probe --test main remote_script:: writes it",
                 seed.display()
             )
         });

@@ -2,8 +2,8 @@
 //! fail) in the pair table and JUnit, the sweep table, JUnit and HTML (with the trend), with the
 //! baseline figure beside it. The baselines are the history crate's, from recorded nights.
 
-mod common;
-mod sweep_fixture;
+use crate::common;
+use crate::sweep_fixture;
 
 use icb_core::model::{BaselineVerdict, PairReport};
 use icb_history::{BaselineSource, Options, Prepared};

@@ -1,7 +1,7 @@
 //! No output format lets a credential through: URL userinfo, bearer tokens, query-string
 //! credentials and secret-named variables are masked in every exporter, whatever the secret is.
 
-mod common;
+use crate::common;
 
 use icb_core::checks::{Check, ResolvedVar, RoleTransportVars};
 use icb_core::model::Status;

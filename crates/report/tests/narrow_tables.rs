@@ -3,7 +3,7 @@
 //! (`--min-` / `iterations`). It now wraps on whole tokens; skipped memory pairs with one reason
 //! share one row.
 
-mod common;
+use crate::common;
 
 use common::*;
 use icb_core::model::{CaseStatus, MemoryPair, MemoryType};

@@ -2,7 +2,7 @@
 //! names the bad rail first, JUnit has a testcase per rail, Prometheus a gauge per rail with
 //! both NICs' PCI addresses.
 
-mod common;
+use crate::common;
 
 use icb_core::model::{BandwidthUnit, PairReport, VerdictStatus};
 use icb_core::rails::judge::judge_rails;

@@ -4,10 +4,10 @@
 //!
 //! The `ic-bench.sweep/v1` JSON is also a snapshot (`snapshots/sweep_exporters__sweep_json.snap`).
 //! After a deliberate change to the file format, refresh it and update docs/schema.md:
-//! `INSTA_UPDATE=always cargo test -p icb-report --test sweep_exporters` (or `cargo insta review`).
+//! `INSTA_UPDATE=always cargo test -p icb-report --test main sweep_exporters::` (or `cargo insta review`).
 
-mod common;
-mod sweep_fixture;
+use crate::common;
+use crate::sweep_fixture;
 
 use icb_report::{ExportError, Format, HtmlExporter, View, render_sweep_in};
 use std::collections::{BTreeMap, BTreeSet};

@@ -4,7 +4,7 @@
 //! the node verdicts within 80 and 100 columns, JUnit has a case per node rail and Prometheus a
 //! gauge per node rail with its NIC and PCI address. A sweep without rails shows none of it.
 
-mod sweep_fixture;
+use crate::sweep_fixture;
 
 use icb_core::model::VerdictStatus;
 use icb_core::rails::RailFindingKind;

@@ -2,7 +2,7 @@
 //! namespace's labels (enforce refuses with a 403, warn answers a `Warning` header, audit is
 //! logged) and ResourceQuota (pods must specify what a quota tracks and stay under it).
 
-mod common;
+use crate::common;
 
 use common::*;
 use icb_testcluster::{ClusterConfig, Isolation, NodeConfig, TestCluster};

@@ -1,7 +1,7 @@
 //! The API as kube-rs sees it, with real processes but without namespaces (no root needed):
 //! lifecycle, logs, watch, selectors, scheduling, exec, faults, request log.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

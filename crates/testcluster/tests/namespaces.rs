@@ -1,7 +1,7 @@
 //! Nodes as Linux namespaces (root): pod isolation (IPC/PID), hostIPC, the veth between nodes,
 //! network cuts, exec inside the container, and that dropping the cluster leaves nothing behind.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -438,7 +438,7 @@ async fn a_sigkilled_test_leaves_no_pod_running_and_the_next_cluster_removes_its
         .args([
             "--ignored",
             "--exact",
-            "sigkilled_owner_helper",
+            helper_test_name(concat!(module_path!(), "::sigkilled_owner_helper")),
             "--nocapture",
             "--test-threads=1",
         ])
@@ -541,4 +541,10 @@ async fn a_nodes_containers_see_its_rails_its_rail_tree_and_a_dead_rail() {
     assert!(TestCluster::start(host).await.is_err());
     let unknown = ClusterConfig::two_gpu_nodes().rails(1).slow_rail("gpu-9", 0, "1mbit");
     assert!(TestCluster::start(unknown).await.is_err());
+}
+
+/// libtest's name for the test at `path` (`module_path!()` and its name): the path without the
+/// crate's (the test binary's) name, `namespaces::sigkilled_owner_helper` in the package's one test binary.
+fn helper_test_name(path: &str) -> &str {
+    path.split_once("::").map_or(path, |(_, name)| name)
 }

@@ -2,7 +2,7 @@
 //! etcd): open connections are dropped, the port refuses while it is down, the same address and
 //! store come back, the node agents carry on meanwhile, and kube-rs clients reconnect.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! that drops ALL and adds IPC_LOCK keeps only IPC_LOCK. Needs root (switching users), as a
 //! kubelet does.
 
-mod common;
+use crate::common;
 
 use common::*;
 use icb_testcluster::{ClusterConfig, Isolation, TestCluster};

@@ -3,7 +3,7 @@
 //! and carrying their options (the stream hint) to UCX's protocol selection.
 #![allow(unsafe_code)] // TestBuf implements the unsafe Region trait (tests/common)
 
-mod common;
+use crate::common;
 
 use common::*;
 use ucx::{Error, ErrorMode, OpOptions, Region};

@@ -4,7 +4,7 @@
 //! later message.
 #![allow(unsafe_code)] // TestBuf implements the unsafe Region trait (tests/common)
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::{Duration, Instant};

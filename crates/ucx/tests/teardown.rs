@@ -9,7 +9,7 @@
 //! could still serve it is destroyed, so no drop order of the wrapper's objects can do that.
 #![allow(unsafe_code)] // TestBuf implements the unsafe Region trait (tests/common)
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! payloads, for UCX's default transports and for TLS=tcp set through the context config.
 #![allow(unsafe_code)] // TestBuf implements the unsafe Region trait (tests/common)
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::{Duration, Instant};

@@ -158,7 +158,11 @@ pub fn child_main() {
     icb_nixl_engine::exit_process(code);
 }
 
-pub fn child(test_name: &str, role: &str, env: &[(&str, String)]) -> Command {
+/// This test binary again, running only the ignored test `test_path` (its `module_path!()` and
+/// name: `main::pair::child_entry`) as `role`. libtest names a test by its path without the crate
+/// (the binary's) name, so that part goes.
+pub fn child(test_path: &str, role: &str, env: &[(&str, String)]) -> Command {
+    let test_name = test_path.split_once("::").map_or(test_path, |(_, name)| name);
     let mut c = Command::new(std::env::current_exe().unwrap_or_default());
     c.args(["--exact", test_name, "--ignored", "--nocapture", "--test-threads=1"])
         .env(ROLE, role)
@@ -196,8 +200,8 @@ impl Drop for Reaper {
 }
 
 /// Starts a server child and returns it with its address.
-pub fn start_server(test_name: &str, env: &[(&str, String)]) -> (Reaper, String) {
-    let mut child = Reaper(child(test_name, "serve", env).spawn().expect("spawn server child"));
+pub fn start_server(test_path: &str, env: &[(&str, String)]) -> (Reaper, String) {
+    let mut child = Reaper(child(test_path, "serve", env).spawn().expect("spawn server child"));
     let stdout = child.0.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

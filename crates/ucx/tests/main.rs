@@ -1,0 +1,14 @@
+//! ucx's integration tests, one module per file of tests/ (issue 37): one test
+//! binary to link instead of 4. A test is `<file>::<test>` here, e.g.
+//! `cargo test -p ucx --test main prepared::`. A new tests/*.rs file is a `mod` line
+//! below (Cargo.toml has `autotests = false`; tests/ci_script.rs fails CI for a file no binary
+//! compiles). Shared support modules are declared once here, so their statics (the one-run-
+//! at-a-time locks) are one per binary, as they were one per process.
+
+#[allow(unsafe_code)] // TestBuf implements the unsafe Region trait
+mod common;
+
+mod prepared;
+mod stream;
+mod teardown;
+mod transfer;
