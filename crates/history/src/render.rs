@@ -40,6 +40,19 @@ fn figure(metric: Metric, v: Option<f64>) -> String {
     v.map_or_else(|| "-".into(), |v| metric.show(v))
 }
 
+/// An RFC 3339 time to the second (`…T01:44:10.664868Z` → `…T01:44:10Z`): the tables' STARTED
+/// column; `-o json` keeps the whole value.
+fn to_second(t: &str) -> String {
+    match t.find('.') {
+        Some(dot) => {
+            let rest = &t[dot + 1..];
+            let digits = rest.chars().take_while(char::is_ascii_digit).count();
+            format!("{}{}", &t[..dot], &rest[digits..])
+        }
+        None => t.to_string(),
+    }
+}
+
 /// A figure column: `123.45 GB/s`, `12345.6 µs`.
 const FIG: usize = 11;
 
@@ -59,17 +72,18 @@ fn flexible(natural: usize, fixed: usize, width: Option<usize>) -> usize {
 
 pub fn runs(list: &[RunSummary]) -> String {
     let id = widest(list.iter().map(|r| r.run_id.as_str()), 3);
-    let started = widest(list.iter().map(|r| r.started_at.as_str()), 7);
+    let times: Vec<String> = list.iter().map(|r| to_second(&r.started_at)).collect();
+    let started = widest(times.iter().map(String::as_str), 7);
     let verdict = widest(list.iter().map(|r| r.verdict.as_str()), 7);
     let mut out = format!(
         "{:<id$} {:<5} {:<started$} {:<verdict$} {:>7} {:>6}\n",
         "RUN", "KIND", "STARTED", "VERDICT", "FIGURES", "PAIRS"
     );
-    for r in list {
+    for (r, at) in list.iter().zip(&times) {
         let _ = writeln!(
             out,
             "{:<id$} {:<5} {:<started$} {:<verdict$} {:>7} {:>6}",
-            r.run_id, r.kind, r.started_at, r.verdict, r.rows, r.pairs
+            r.run_id, r.kind, at, r.verdict, r.rows, r.pairs
         );
     }
     if list.is_empty() {
@@ -86,7 +100,7 @@ pub fn node(name: &str, points: &[NodePoint]) -> String {
     kinds.dedup();
     let mut out = format!("node {name}: {} run(s)\n", points.len());
     let id = widest(points.iter().map(|p| p.run_id.as_str()), 3);
-    let started = widest(points.iter().map(|p| p.started_at.as_str()), 7);
+    let started = widest(points.iter().map(|p| p.started_at.as_str()), 7).min(20);
     let status = widest(points.iter().map(|p| p.status.as_str()), 6);
     for kind in kinds {
         let these: Vec<&NodePoint> = points.iter().filter(|p| p.kind == kind).collect();
@@ -102,7 +116,7 @@ pub fn node(name: &str, points: &[NodePoint]) -> String {
                 out,
                 "{:<id$} {:<started$} {:<status$} {:>FIG$} {:>FIG$}",
                 p.run_id,
-                p.started_at,
+                to_second(&p.started_at),
                 p.status,
                 figure(Metric::BandwidthBps, p.median_bps),
                 figure(Metric::LatencyP50Us, p.median_latency_us)
@@ -250,6 +264,13 @@ mod tests {
         );
         assert!(text.contains("sweep runs: 2  bandwidth ▄▄"), "{text}");
         assert!(text.contains("pair runs: 1  bandwidth ▄"), "{text}");
+    }
+
+    #[test]
+    fn times_are_shown_to_the_second() {
+        assert_eq!(to_second("2026-11-29T01:44:10.66486828Z"), "2026-11-29T01:44:10Z");
+        assert_eq!(to_second("2026-11-29T01:44:10+01:00"), "2026-11-29T01:44:10+01:00");
+        assert_eq!(to_second("2026-11-29T01:44:10.5+01:00"), "2026-11-29T01:44:10+01:00");
     }
 
     #[test]
