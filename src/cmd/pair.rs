@@ -11,7 +11,7 @@
 use super::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs};
 use super::interrupt::Interrupt;
 use super::output::{Output, PairFormat, PairOutputArgs};
-use icb_pair::{Launcher, PairError, PairOutcome, PairPlan, run_pair};
+use icb_pair::{Launcher, PairError, PairOutcome, PairPlan};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
@@ -244,31 +244,19 @@ pub async fn drive<L: Launcher>(
             bar.case(p.index, p.total, &p.case);
         }
     };
-    let result = run_pair(&cmd.plan, launcher, interrupt.token(), &mut progress).await;
+    let result = icb_pair::controls::run_pair_with_controls(
+        &cmd.controls,
+        &cmd.plan,
+        launcher,
+        interrupt.token(),
+        &mut progress,
+    )
+    .await;
     if let Some(bar) = &bar {
         bar.finish();
     }
     match result {
         Ok(mut outcome) => {
-            if !cmd.controls.is_empty() && outcome.report.partial.is_none() {
-                let ran = icb_pair::controls::run_controls(
-                    &cmd.controls,
-                    &cmd.plan,
-                    launcher,
-                    &outcome.report,
-                    interrupt.token(),
-                )
-                .await;
-                match ran {
-                    Ok(controls) => {
-                        outcome.report.controls = controls;
-                        icb_core::verdict::judge(&mut outcome.report);
-                    }
-                    Err(i) => {
-                        return super::common::emit_interrupted(&i, &cmd.output, interrupt, cmd.history.as_ref());
-                    }
-                }
-            }
             finished(&mut outcome);
             super::common::emit_pair(&outcome.report, &cmd.output, cmd.history.as_ref())
         }

@@ -11,7 +11,7 @@ use icb_kube::devices::DeviceRequest;
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
-use icb_pair::{CancellationToken, ExpectationInput, PairError, PairPlan, run_pair};
+use icb_pair::{CancellationToken, ExpectationInput, PairError, PairPlan};
 use icb_probe::{GatherOptions, NodeExpectations, TransportEnv};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -227,24 +227,9 @@ impl GateSteps for KubeGate {
             return crate::rails::pair(cluster, rails, plan, image, envs, deadline, cancel).await;
         }
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
-        match run_pair(&plan, launcher, cancel, &mut progress).await {
-            Ok(o) => {
-                let mut report = o.report;
-                if self.input.controls.is_empty() || report.partial.is_some() {
-                    return Ok(PairEnd::Judged(Box::new(report)));
-                }
-                match icb_pair::controls::run_controls(&self.input.controls, &plan, launcher, &report, cancel).await {
-                    Ok(controls) => {
-                        report.controls = controls;
-                        icb_core::verdict::judge(&mut report);
-                        Ok(PairEnd::Judged(Box::new(report)))
-                    }
-                    Err(i) => Ok(PairEnd::Interrupted {
-                        cleanup: i.cleanup_text(),
-                        partial: i.partial,
-                    }),
-                }
-            }
+        let controls = &self.input.controls;
+        match icb_pair::controls::run_pair_with_controls(controls, &plan, launcher, cancel, &mut progress).await {
+            Ok(o) => Ok(PairEnd::Judged(Box::new(o.report))),
             Err(PairError::Interrupted(i)) => Ok(PairEnd::Interrupted {
                 cleanup: i.cleanup_text(),
                 partial: i.partial,

@@ -43,9 +43,10 @@ pub fn tcp_control_plan(plan: &PairPlan, main: &PairReport) -> Option<PairPlan> 
 }
 
 /// Runs each control after the main run whose report is `main`, with the same launcher, and
-/// returns their results (the caller puts them into the report and judges it again). Stops at
-/// a cancel: `Err` carries the interruption, with the main run's report as its evidence.
-pub async fn run_controls<L: Launcher>(
+/// returns their results ([`run_pair_with_controls`] puts them into the report and judges it
+/// again). Stops at a cancel: `Err` carries the interruption, with the main run's report as its
+/// evidence.
+async fn run_controls<L: Launcher>(
     kinds: &[ControlKind],
     plan: &PairPlan,
     launcher: &mut L,
@@ -72,6 +73,29 @@ pub async fn run_controls<L: Launcher>(
         out.push(result);
     }
     Ok(out)
+}
+
+/// [`run_pair`], then (when it ended with a complete report) each of `kinds` on the same
+/// launcher, their results put into the report and the report judged again: the one way `pair`
+/// and `gate` run a pair with its controls. An interruption during a control ends as
+/// [`PairError::Interrupted`] carrying the main run's report as its evidence.
+pub async fn run_pair_with_controls<L: Launcher>(
+    kinds: &[ControlKind],
+    plan: &PairPlan,
+    launcher: &mut L,
+    cancel: &CancellationToken,
+    progress: &mut dyn FnMut(&icb_core::protocol::CaseProgress),
+) -> Result<crate::PairOutcome, PairError> {
+    let mut outcome = run_pair(plan, launcher, cancel, progress).await?;
+    if kinds.is_empty() || outcome.report.partial.is_some() {
+        return Ok(outcome);
+    }
+    let controls = run_controls(kinds, plan, launcher, &outcome.report, cancel)
+        .await
+        .map_err(PairError::Interrupted)?;
+    outcome.report.controls = controls;
+    icb_core::verdict::judge(&mut outcome.report);
+    Ok(outcome)
 }
 
 /// The launcher made ready again, then one run of `control`.

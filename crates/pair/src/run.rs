@@ -89,6 +89,17 @@ pub struct Interrupted {
 }
 
 impl Interrupted {
+    /// What the interrupted runs among `runs` (rails rows, KV sweep rows) cleaned up, as one text.
+    pub(crate) fn cleanup_of(runs: &[Result<PairOutcome, PairError>]) -> String {
+        runs.iter()
+            .filter_map(|r| match r {
+                Err(PairError::Interrupted(i)) if !i.cleanup.is_empty() => Some(i.cleanup.clone()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     /// "cleaned up: …" or "nothing was left to clean up".
     pub fn cleanup_text(&self) -> String {
         if self.cleanup.is_empty() {

@@ -42,7 +42,7 @@ pub(crate) fn table(r: &GateReport, view: View) -> String {
         for c in &p.controls {
             wrapped(
                 &mut out,
-                &crate::table::control_line(c, p.settings.unit),
+                &crate::verdict_text::control_line(c, p.settings.unit),
                 width,
                 "  ",
                 "    ",
@@ -90,7 +90,7 @@ fn pair_step_line(p: &icb_core::PairReport) -> String {
             .unwrap_or_default();
     format!(
         "pair step: {} {over}{kv}: {}",
-        crate::table::verdict_word(p.verdict.status),
+        crate::verdict_text::verdict_word(p.verdict.status),
         p.verdict.reason
     )
 }

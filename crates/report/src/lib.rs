@@ -37,6 +37,7 @@ mod sweep;
 pub mod sweep_progress;
 mod table;
 pub mod text;
+mod verdict_text;
 mod wrap;
 
 pub use exports::{ExportFileError, Exports, FileFormat, Report, ReportKind, render_primary};

@@ -5,7 +5,8 @@
 
 use crate::format::View;
 use crate::labels::bw_value;
-use crate::table::{new_table, verdict_word};
+use crate::table::new_table;
+use crate::verdict_text::verdict_word;
 use crate::wrap::{glue_units, keep_whole, push_wrapped};
 use icb_core::model::{BandwidthUnit, PairReport, Status};
 use icb_core::rails::{AttributionStatus, RailEnd, RailPattern, RailResult, RailsOutcome, SideAttribution};

@@ -6,7 +6,7 @@
 
 use crate::format::{ExportError, Exporter};
 use icb_core::checks::ProbeReport;
-use icb_core::model::{CaseStatus, MemoryPair, PairReport, Status, TestKind, TransportClass, VerdictStatus};
+use icb_core::model::{CaseStatus, MemoryPair, PairReport, Status, TestKind, TransportClass};
 use icb_core::units::format_size;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -215,13 +215,7 @@ impl Exporter for SvgExporter {
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"#
         );
         let _ = writeln!(s, r#"<rect width="{W}" height="{H}" fill="white"/>"#);
-        let status = match r.verdict.status {
-            VerdictStatus::Pass => "PASS",
-            VerdictStatus::Warn => "WARN",
-            VerdictStatus::Fail => "FAIL",
-            VerdictStatus::Interrupted => "INTERRUPTED",
-            VerdictStatus::Inconclusive => "INCONCLUSIVE",
-        };
+        let status = crate::verdict_text::verdict_word(r.verdict.status);
         let title = format!(
             "ic-bench pair, {} ({}): {status}",
             r.placement.locality, r.placement.mode

@@ -7,6 +7,7 @@
 use crate::format::{ExportError, Exporter, View};
 use crate::labels::bw_value;
 use crate::paths::{common_dir, strip_dir};
+use crate::verdict_text::{control_line, verdict_reason, verdict_word};
 use crate::wrap::{break_long_lanes, glue_units, keep_whole, longest_token, push_wrapped};
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 use icb_core::checks::{Check, ProbeReport};
@@ -50,16 +51,6 @@ fn clip(text: &str, view: View) -> String {
 
 /// Probe rows listed one by one up to this many; past it, one row per check and fix.
 const MAX_PROBE_ROWS: usize = 40;
-
-pub(crate) fn verdict_word(s: VerdictStatus) -> &'static str {
-    match s {
-        VerdictStatus::Pass => "PASS",
-        VerdictStatus::Warn => "WARN",
-        VerdictStatus::Fail => "FAIL",
-        VerdictStatus::Interrupted => "INTERRUPTED",
-        VerdictStatus::Inconclusive => "INCONCLUSIVE",
-    }
-}
 
 /// The paragraph a reader needs first: the verdict, the one thing to fix first, where the evidence is.
 fn pair_summary(r: &PairReport) -> String {
@@ -141,39 +132,6 @@ fn probe_summary(r: &ProbeReport, view: View) -> String {
     }
     s.push_str("; -o json keeps every detail.");
     s
-}
-
-/// The verdict's reason as a person reads it after the status word: an inconclusive reason's own
-/// `inconclusive: ` (kept in the JSON) is not said twice.
-fn verdict_reason(r: &PairReport) -> &str {
-    match r.verdict.status {
-        VerdictStatus::Inconclusive => r
-            .verdict
-            .reason
-            .strip_prefix("inconclusive: ")
-            .unwrap_or(&r.verdict.reason),
-        _ => &r.verdict.reason,
-    }
-}
-
-/// One negative control: caught or not, what it was seen as, and the main path against it.
-pub(crate) fn control_line(c: &icb_core::model::ControlResult, unit: icb_core::model::BandwidthUnit) -> String {
-    let bw = |b: Option<f64>| {
-        b.map_or_else(
-            || "no figure".to_string(),
-            |b| icb_core::units::format_bandwidth(b, unit),
-        )
-    };
-    let against = match c.speedup() {
-        Some(x) => format!(
-            "; main {} vs control {} ({x:.1}x)",
-            bw(c.main_bandwidth_bps),
-            bw(c.bandwidth_bps)
-        ),
-        None => String::new(),
-    };
-    let word = if c.caught { "caught" } else { "NOT caught" };
-    format!("control {}: {word}: {}{against}", c.kind, c.detail)
 }
 
 fn data_path_cell(c: &CaseResult) -> String {

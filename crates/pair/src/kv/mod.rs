@@ -190,13 +190,6 @@ pub async fn run_kv_ranks<R: ranks::RankSeam, S: KvSeam>(
 
 /// Every row's cleanup, as one interruption.
 fn interrupted(runs: &[Result<PairOutcome, PairError>]) -> PairError {
-    let cleanup = runs
-        .iter()
-        .filter_map(|r| match r {
-            Err(PairError::Interrupted(i)) if !i.cleanup.is_empty() => Some(i.cleanup.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
+    let cleanup = Interrupted::cleanup_of(runs);
     PairError::Interrupted(Interrupted { cleanup, partial: None })
 }

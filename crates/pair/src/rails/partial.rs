@@ -15,14 +15,7 @@ pub(super) fn interrupted(
     earlier: &[Option<PairOutcome>],
     rails: usize,
 ) -> PairError {
-    let cleanup = runs
-        .iter()
-        .filter_map(|r| match r {
-            Err(PairError::Interrupted(i)) if !i.cleanup.is_empty() => Some(i.cleanup.clone()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("; ");
+    let cleanup = Interrupted::cleanup_of(runs);
     let mut parts: Vec<_> = earlier
         .iter()
         .enumerate()
