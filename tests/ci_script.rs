@@ -230,6 +230,56 @@ fn test_timer_times_a_binary_and_reports_the_slowest() {
     );
 }
 
+/// CI's log holds every test of the workspace, far more than a pipe holds: the report reads its
+/// inputs whole and exits 0. (It once ended `sort | head` under `pipefail`: sort, still writing
+/// when head had its 15 lines, died of SIGPIPE, the report exited 141 and failed CI after every
+/// test had passed.)
+#[test]
+fn test_timer_report_of_a_long_log_exits_zero_and_prints_every_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = String::from("     Running tests/big.rs (target/debug/deps/big-0123456789abcdef)\n");
+    let mut times = String::new();
+    for i in 0..20_000 {
+        log.push_str(&format!(
+            "test a_module::a_rather_long_test_name_number_{i:05} ... ok <{}.{:03}s>\n",
+            i % 97,
+            i % 1000
+        ));
+        times.push_str(&format!("{}.5\t0\tpkg/binary_{i:05}\n", i % 89));
+    }
+    log.push_str("test result: ok. 20000 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 9.00s\n");
+    let (log_path, times_path) = (dir.path().join("log"), dir.path().join("times.tsv"));
+    fs::write(&log_path, log).unwrap();
+    fs::write(&times_path, times).unwrap();
+    let rep = Command::new("bash")
+        .arg(test_timer())
+        .arg("--report")
+        .arg(&log_path)
+        .arg("15")
+        .env("IC_BENCH_TEST_TIMES", &times_path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&rep.stdout);
+    assert_eq!(
+        rep.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&rep.stderr)
+    );
+    assert!(text.contains("20000 test binaries ran for"), "{text}");
+    assert!(
+        text.contains("1 test result lines: 20000 passed, 0 failed, 0 ignored"),
+        "{text}"
+    );
+    let slowest_tests = text
+        .lines()
+        .skip_while(|l| !l.contains("slowest tests"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .count();
+    assert_eq!(slowest_tests, 15, "{text}");
+}
+
 /// The `[[test]]` paths of a Cargo.toml whose package sets `autotests = false`, or `None` where
 /// cargo finds the test files itself.
 fn explicit_test_targets(manifest: &str) -> Option<Vec<String>> {
