@@ -125,11 +125,26 @@ fn bench_pods_are_cloned_from_the_recipe_templates_when_no_worker_runs() {
         "{modelled:?}"
     );
     let created = created_pods(&cluster);
-    // The pair step's two bench pods, and the same two again for its default TCP control
-    // (issue 35), which the gate caught.
-    assert_eq!(created.len(), 4, "two bench pods, twice, and nothing else");
-    assert_eq!(r["pair"]["controls"][0]["kind"], "tcp", "{}", r["pair"]);
-    assert_eq!(r["pair"]["controls"][0]["caught"], true, "{}", r["pair"]["controls"]);
+    // The pair step's two bench pods, the same two again for its default TCP control (issue
+    // 35), which the gate caught, and again for its default knobs-off control (the recipe sets
+    // UCX_TLS and UCX_RNDV_THRESH): those two without the recipe's UCX variables.
+    assert_eq!(created.len(), 6, "two bench pods, three times, and nothing else");
+    let controls = &r["pair"]["controls"];
+    assert_eq!(controls[0]["kind"], "tcp", "{}", r["pair"]);
+    assert_eq!(controls[0]["caught"], true, "{controls}");
+    assert_eq!(controls[1]["kind"], "knobs_off", "{controls}");
+    assert_eq!(controls[1]["removed"], serde_json::json!(["UCX_RNDV_THRESH", "UCX_TLS"]), "{controls}");
+    assert_eq!(controls[1]["caught"], true, "both rows measured: {controls}");
+    assert!(controls[1]["bandwidth_bps"].as_f64().unwrap() > 0.0, "{controls}");
+    let names = |pod: &icb_kube::k8s_openapi::api::core::v1::Pod| -> Vec<String> {
+        env_of(pod).into_iter().map(|(k, _)| k).filter(|k| k.starts_with("UCX_")).collect()
+    };
+    for pod in &created[..4] {
+        assert!(names(pod).contains(&"UCX_TLS".to_string()), "{:?}", env_of(pod));
+    }
+    for pod in &created[4..] {
+        assert_eq!(names(pod), Vec::<String>::new(), "knobs off: {:?}", env_of(pod));
+    }
     assert!(
         r["pair"]["placement"]["prefill"]["modelled_on"]
             .as_str()
@@ -240,7 +255,11 @@ fn the_ucx_profile_reaches_both_bench_pods_and_the_criteria() {
     let r: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(r["criteria"]["ucx_profile"], "nixl", "{}", r["criteria"]);
     let created = created_pods(&cluster);
-    assert_eq!(created.len(), 4, "the pair step's two pods and its TCP control's two");
+    assert_eq!(
+        created.len(),
+        6,
+        "the pair step's two pods, its TCP control's two and its knobs-off control's two"
+    );
     for pod in created {
         let c = &pod.spec.unwrap().containers[0];
         let words: Vec<String> = c

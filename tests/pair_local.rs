@@ -148,6 +148,56 @@ fn a_tcp_control_is_caught_and_an_undetectable_one_makes_the_run_inconclusive() 
     ran.assert_nothing_left();
 }
 
+const KNOBS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/knobs");
+
+/// Issue 35 item 4: `--control knobs-off` runs the main run's largest host case again without the
+/// recipe's UCX_*/NIXL_* variables. A recipe forcing TCP on one host is far slower than UCX's
+/// defaults (shared memory): the run warns naming UCX_TLS. A recipe whose only knob is UCX's own
+/// default changed nothing, and the control says so. Without a recipe: one line naming --recipe.
+#[test]
+fn knobs_off_names_a_recipe_variable_slower_than_the_defaults_and_one_that_changed_nothing() {
+    use icb_core::model::{ControlKind, KnobsEffect};
+    use pair_local_support::pair_json_with;
+    let _one = serial();
+    let tcp = format!("{KNOBS}/tcp.yaml");
+    let args = ["--control", "knobs-off", "--recipe", &tcp, "--allow-tcp"];
+    let ran = pair_json_with("none", "put_bw", &args, &[]);
+    let report = ran.report_after(0);
+    assert!(
+        report.verdict.data_paths.contains(&TransportClass::Tcp),
+        "the recipe's UCX_TLS=tcp reached both sides: {:?}",
+        report.verdict
+    );
+    assert_eq!(report.controls.len(), 1, "{:?}", report.controls);
+    let c = &report.controls[0];
+    assert_eq!((c.kind, c.effect), (ControlKind::KnobsOff, Some(KnobsEffect::Slower)), "{c:?}");
+    assert_eq!(c.removed, ["UCX_TLS"], "NIXL_/UCX_ only, not HF_TOKEN");
+    assert!(
+        c.seen_as.iter().all(|s| !matches!(s, TransportClass::Tcp)),
+        "without the recipe's UCX_TLS UCX picks shared memory: {c:?}"
+    );
+    assert_eq!(report.verdict.status, VerdictStatus::Warn, "{:?}", report.verdict);
+    assert!(
+        report.verdict.reason.starts_with("the recipe's UCX_TLS made put_bw 1 MiB"),
+        "{}",
+        report.verdict.reason
+    );
+    ran.assert_nothing_left();
+
+    let harmless = format!("{KNOBS}/harmless.yaml");
+    let args = ["--control", "knobs-off", "--recipe", &harmless];
+    let report = pair_json_with("none", "put_bw", &args, &[]).report_after(0);
+    let c = &report.controls[0];
+    assert_eq!(c.effect, Some(KnobsEffect::Unchanged), "{c:?}");
+    assert_eq!(c.removed, ["UCX_RNDV_THRESH"]);
+    assert!(c.detail.starts_with("the recipe's UCX_RNDV_THRESH changed nothing here"), "{}", c.detail);
+    assert_eq!(report.verdict.status, VerdictStatus::Pass, "{:?}", report.verdict);
+
+    let ran = ic_bench(&["pair", "--local", "--control", "knobs-off"], &[]);
+    let line = ran.error_line("knobs-off without a recipe");
+    assert!(line.contains("pass --local --recipe FILE"), "{line}");
+}
+
 #[test]
 fn table_output_prints_a_verdict() {
     let _one = serial();

@@ -7,7 +7,7 @@
 
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
-use icb_core::model::GateVerdict;
+use icb_core::model::{ControlKind, GateVerdict};
 use icb_gate::kube::{KubeGate, KubeGateInput};
 use icb_gate::rails::GateRails;
 use icb_kube::target::Target;
@@ -46,7 +46,9 @@ pub struct Args {
     pub no_node_probe: bool,
 
     /// Negative controls after the pair step, comma separated or repeated [default: tcp: the same
-    /// pair with UCX forced to TCP, which must be caught or the gate is not fit]
+    /// pair with UCX forced to TCP, which must be caught or the gate is not fit; and knobs-off when
+    /// the recipe sets UCX_*/NIXL_* variables: the same pair without them, which warns when the
+    /// recipe's env is slower than UCX's defaults]
     #[arg(
         long = "control",
         value_name = "KIND",
@@ -140,6 +142,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(note) = engine_note {
         eprintln!("ic-bench: {note}");
     }
+    if args.controls.contains(&ControlKind::KnobsOff) && args.recipe.is_empty() {
+        anyhow::bail!(
+            "--control knobs-off compares the recipe's transport env with UCX's defaults: pass --recipe FILE"
+        );
+    }
     let prefill: Target = args.prefill.parse().map_err(|e| anyhow::anyhow!("--prefill: {e}"))?;
     let decode: Target = args.decode.parse().map_err(|e| anyhow::anyhow!("--decode: {e}"))?;
     let expectation = args.expect.input()?;
@@ -170,9 +177,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         kv: super::gate_kv::gate_kv(&args.kv, &args.engine),
         controls: match (args.no_controls, args.controls.is_empty()) {
             (true, _) => Vec::new(),
-            (false, true) => vec![icb_core::model::ControlKind::Tcp],
+            (false, true) => vec![ControlKind::Tcp, ControlKind::KnobsOff],
             (false, false) => args.controls.clone(),
         },
+        knobs_off_asked: args.controls.contains(&ControlKind::KnobsOff),
     });
     let rt = super::common::runtime()?;
     let mut report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));

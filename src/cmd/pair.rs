@@ -65,9 +65,20 @@ pub struct Args {
 
     /// Negative controls after the main run, comma separated or repeated: tcp (the same pair with
     /// UCX forced to TCP: it must be classified TCP, or the run is inconclusive; the main path
-    /// must beat it)
+    /// must beat it), knobs-off (with --recipe: the same pair without the recipe's UCX_*/NIXL_*
+    /// variables; warns when the recipe's env is slower than UCX's defaults)
     #[arg(long = "control", value_name = "KIND", value_delimiter = ',')]
     pub controls: Vec<icb_core::model::ControlKind>,
+
+    /// With --local: run both sides under this serving recipe's transport env (anything `probe
+    /// env` reads; each side its role's), e.g. to see with --control knobs-off what its UCX knobs do
+    #[arg(long, value_name = "PATH", requires = "local")]
+    pub recipe: Vec<String>,
+
+    /// Recipe role to take both sides' env from (default: prefill for the prefill side, decode for
+    /// the decode side)
+    #[arg(long, value_name = "ROLE", requires = "recipe")]
+    pub role: Option<String>,
 }
 
 /// A pair run, decided: nothing after [`PairCommand::from_args`] reads a flag.
@@ -139,6 +150,17 @@ impl PairCommand {
         let mut controls = args.controls.clone();
         controls.sort();
         controls.dedup();
+        if !args.recipe.is_empty() && (args.kv.wanted() || args.rails.wanted()) {
+            anyhow::bail!("--recipe applies to a plain --local pair; drop --rails or --kv-shape");
+        }
+        let recipe_env = super::pair_local::recipe_env(&args.recipe, args.role.as_deref())?;
+        plan.knob_vars = icb_pair::controls::knob_vars(&recipe_env);
+        if controls.contains(&icb_core::model::ControlKind::KnobsOff) && plan.knob_vars.is_empty() {
+            anyhow::bail!(match args.recipe.is_empty() {
+                true => "--control knobs-off compares a recipe's transport env with UCX's defaults: pass --local --recipe FILE (or use it with `ic-bench gate --recipe`)",
+                false => "--control knobs-off: the recipe sets no UCX_* or NIXL_* variable for its workers, so there is nothing to turn off: drop knobs-off",
+            });
+        }
         let target = if args.kv.wanted() {
             if args.rails.wanted() || args.in_place.in_place || dry_run {
                 anyhow::bail!(
@@ -159,7 +181,9 @@ impl PairCommand {
                 opts,
             )?))
         } else if args.local {
-            PairTarget::Local(super::pair_local::options(&args, &mut plan)?)
+            let mut opts = super::pair_local::options(&args, &mut plan)?;
+            opts.recipe_env = recipe_env;
+            PairTarget::Local(opts)
         } else if args.in_place.in_place {
             PairTarget::InPlace(super::pair_inplace::target(&args, &mut plan)?)
         } else if args.prefill.is_some() && args.decode.is_some() {

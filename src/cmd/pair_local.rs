@@ -62,6 +62,25 @@ pub fn options(args: &super::pair::Args, plan: &mut PairPlan) -> anyhow::Result<
         token: Some(icb_pair::local::RunToken(
             icb_engine::auth::Token::generate().expose().to_string(),
         )),
+        recipe_env: Default::default(),
+    })
+}
+
+/// `--recipe` (`--role`): each side's transport env, from its role as the gate models its bench
+/// pods (nothing without a recipe).
+pub fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<icb_pair::local::RecipeEnv> {
+    if paths.is_empty() {
+        return Ok(Default::default());
+    }
+    let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
+    let (_, roles) = icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default())?;
+    let env = |side| -> anyhow::Result<Vec<(String, String)>> {
+        let (env, _) = icb_gate::kube::node_env(roles.for_side(side, role)?);
+        Ok(env.vars.into_iter().collect())
+    };
+    Ok(icb_pair::local::RecipeEnv {
+        prefill: env(icb_recipe::Role::Prefill)?,
+        decode: env(icb_recipe::Role::Decode)?,
     })
 }
 

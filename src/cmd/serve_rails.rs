@@ -81,6 +81,7 @@ pub fn rank_options(ucx_lib: Option<PathBuf>, side_args: Vec<String>, forward: b
         link_rate: None,
         // Ranks inherit IC_BENCH_TOKEN; a --token-file travels in `side_args`.
         token: None,
+        recipe_env: Default::default(),
     })
 }
 

@@ -5,7 +5,7 @@
 use crate::findings::{self, NodeProbe};
 use crate::rails::GateRails;
 use crate::{GateSteps, PairEnd, Prepared, StepError};
-use icb_core::model::Finding;
+use icb_core::model::{ControlKind, Finding};
 use icb_core::protocol::SideErrorKind;
 use icb_kube::devices::DeviceRequest;
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
@@ -38,6 +38,9 @@ pub struct KubeGateInput {
     /// The negative controls the plain pair step runs after its main run (`tcp` by default,
     /// none with `--no-controls`): a gate's PASS rests on a detector shown to work here.
     pub controls: Vec<icb_core::model::ControlKind>,
+    /// `--control knobs-off` given: it runs (or says why it could not) even when the recipe sets
+    /// no knob; by default it runs only when the recipe sets `UCX_*`/`NIXL_*` variables.
+    pub knobs_off_asked: bool,
 }
 
 /// The transport env each side's node is probed against, and whether it names RDMA devices.
@@ -227,7 +230,22 @@ impl GateSteps for KubeGate {
             return crate::rails::pair(cluster, rails, plan, image, envs, deadline, cancel).await;
         }
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
-        let controls = &self.input.controls;
+        plan.knob_vars = self.side_envs.as_ref().map_or_else(Vec::new, |e| {
+            let vars = |e: &(TransportEnv, bool)| e.0.vars.clone().into_iter().collect();
+            icb_pair::controls::knob_vars(&icb_pair::local::RecipeEnv {
+                prefill: vars(&e.prefill),
+                decode: vars(&e.decode),
+            })
+        });
+        // knobs-off by default only where the recipe sets knobs; asked for, it says why not.
+        let controls: Vec<_> = self
+            .input
+            .controls
+            .iter()
+            .copied()
+            .filter(|k| *k != ControlKind::KnobsOff || !plan.knob_vars.is_empty() || self.input.knobs_off_asked)
+            .collect();
+        let controls = &controls;
         match icb_pair::controls::run_pair_with_controls(controls, &plan, launcher, cancel, &mut progress).await {
             Ok(o) => Ok(PairEnd::Judged(Box::new(o.report))),
             Err(PairError::Interrupted(i)) => Ok(PairEnd::Interrupted {

@@ -35,6 +35,8 @@ pub struct PodSpec {
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
     env_clear: bool,
+    /// Variables the process starts without even when ours has them (a knobs-off control).
+    env_removed: Vec<OsString>,
     current_dir: Option<PathBuf>,
     placement: Placement,
     merge_output: bool,
@@ -50,6 +52,7 @@ impl PodSpec {
             args: Vec::new(),
             env: Vec::new(),
             env_clear: false,
+            env_removed: Vec::new(),
             current_dir: None,
             placement: Placement::default(),
             merge_output: false,
@@ -84,6 +87,12 @@ impl PodSpec {
             vars.into_iter()
                 .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned())),
         );
+        self
+    }
+
+    /// Starts without `key` even when our environment has it (applied before [`PodSpec::env`]'s).
+    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Self {
+        self.env_removed.push(key.as_ref().to_owned());
         self
     }
 
@@ -195,6 +204,9 @@ impl PodSpec {
         cmd.args(&argv[1..]);
         if self.env_clear {
             cmd.env_clear();
+        }
+        for key in &self.env_removed {
+            cmd.env_remove(key);
         }
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)))
             .env(RUN_TAG_ENV, &tag)

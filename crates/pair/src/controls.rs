@@ -8,7 +8,7 @@ use crate::plan::PairPlan;
 use crate::run::{Interrupted, PairError, run_pair};
 use crate::{CancellationToken, Launcher};
 use icb_core::model::{ControlKind, ControlResult, PairReport};
-use icb_core::verdict::controls::{control_not_run, judge_tcp_control, tcp_control_shape};
+use icb_core::verdict::controls::{control_not_run, judge_knobs_off_control, judge_tcp_control, tcp_control_shape};
 use std::time::Duration;
 
 /// Test-only: the `TLS` value the TCP control forces instead of `tcp`, so that a test can make
@@ -19,10 +19,34 @@ pub const TEST_CONTROL_TLS_ENV: &str = "IC_BENCH_TEST_CONTROL_TLS";
 /// the 2-core build machine).
 const CONTROL_MAX_TIME_S: f64 = 0.3;
 
+/// The recipe's variables a knobs-off control runs without: the `UCX_*` and `NIXL_*` either side
+/// sets (the knobs of the transport; `NCCL_*` and the rest stay), sorted.
+pub fn knob_vars(env: &crate::local::RecipeEnv) -> Vec<String> {
+    let mut names: Vec<String> = env
+        .prefill
+        .iter()
+        .chain(&env.decode)
+        .map(|(k, _)| k.clone())
+        .filter(|k| k.starts_with("UCX_") || k.starts_with("NIXL_"))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// The plan of the TCP control: the main plan's sides and deadlines, one short case of the main
 /// run's shape, UCX forced to TCP on the prefill side. `None` when the main run measured no
 /// bandwidth case to compare with.
 pub fn tcp_control_plan(plan: &PairPlan, main: &PairReport) -> Option<PairPlan> {
+    let mut control = short_control_plan(plan, main)?;
+    let tls = std::env::var(TEST_CONTROL_TLS_ENV).unwrap_or_else(|_| "tcp".into());
+    control.ucx_config.push(("TLS".into(), tls));
+    Some(control)
+}
+
+/// The main plan's sides and deadlines, one short case of the main run's shape (the same one for
+/// every control, so each compares with the same main row).
+fn short_control_plan(plan: &PairPlan, main: &PairReport) -> Option<PairPlan> {
     let (shape, memory) = tcp_control_shape(main)?;
     let mut control = plan.clone();
     let s = &mut control.settings;
@@ -36,8 +60,6 @@ pub fn tcp_control_plan(plan: &PairPlan, main: &PairReport) -> Option<PairPlan> 
     s.min_iterations = 1;
     s.max_time_s = CONTROL_MAX_TIME_S;
     s.min_time_s = s.min_time_s.min(CONTROL_MAX_TIME_S);
-    let tls = std::env::var(TEST_CONTROL_TLS_ENV).unwrap_or_else(|_| "tcp".into());
-    control.ucx_config.push(("TLS".into(), tls));
     control.deadline = control.deadline.min(plan.deadline).max(Duration::from_secs(30));
     Some(control)
 }
@@ -55,18 +77,24 @@ async fn run_controls<L: Launcher>(
 ) -> Result<Vec<ControlResult>, Interrupted> {
     let mut out = Vec::new();
     for kind in kinds {
-        let result = match kind {
-            ControlKind::Tcp => match tcp_control_plan(plan, main) {
-                None => control_not_run(*kind, "the main run measured no bandwidth case to repeat over TCP"),
-                Some(control) => match rearm_and_run(&control, launcher, cancel).await {
-                    Ok(o) => judge_tcp_control(&o.report, main),
-                    // The main run finished: its cases are the evidence to write out.
-                    Err(PairError::Interrupted(mut i)) => {
-                        i.partial = Some(Box::new(main.clone()));
-                        return Err(i);
-                    }
-                    Err(e) => control_not_run(*kind, &e.to_string()),
-                },
+        let (control, removed) = match kind {
+            ControlKind::Tcp => (tcp_control_plan(plan, main), Vec::new()),
+            ControlKind::KnobsOff => (short_control_plan(plan, main), plan.knob_vars.clone()),
+        };
+        let result = match control {
+            None => control_not_run(*kind, "the main run measured no bandwidth case to repeat"),
+            Some(_) if *kind == ControlKind::KnobsOff && removed.is_empty() => {
+                control_not_run(*kind, "no recipe sets UCX_* or NIXL_* variables for these sides")
+            }
+            Some(control) => match rearm_and_run(&control, &removed, launcher, cancel).await {
+                Ok(o) if *kind == ControlKind::KnobsOff => judge_knobs_off_control(&o.report, main, &removed),
+                Ok(o) => judge_tcp_control(&o.report, main),
+                // The main run finished: its cases are the evidence to write out.
+                Err(PairError::Interrupted(mut i)) => {
+                    i.partial = Some(Box::new(main.clone()));
+                    return Err(i);
+                }
+                Err(e) => control_not_run(*kind, &e.to_string()),
             },
         };
         tracing::info!("control {kind}: caught={} ({})", result.caught, result.detail);
@@ -98,12 +126,19 @@ pub async fn run_pair_with_controls<L: Launcher>(
     Ok(outcome)
 }
 
-/// The launcher made ready again, then one run of `control`.
+/// The launcher made ready again (its sides to start without `removed`), then one run of
+/// `control`; the launcher's env is as configured again afterwards, whatever the run's end.
 async fn rearm_and_run<L: Launcher>(
     control: &PairPlan,
+    removed: &[String],
     launcher: &mut L,
     cancel: &CancellationToken,
 ) -> Result<crate::PairOutcome, PairError> {
     launcher.rearm().map_err(PairError::Launch)?;
-    run_pair(control, launcher, cancel, &mut |_| {}).await
+    launcher.set_removed_env(removed).map_err(PairError::Launch)?;
+    let ran = run_pair(control, launcher, cancel, &mut |_| {}).await;
+    let restored = launcher.set_removed_env(&[]);
+    let outcome = ran?;
+    restored.map_err(PairError::Launch)?;
+    Ok(outcome)
 }

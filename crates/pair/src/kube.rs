@@ -25,6 +25,8 @@ pub struct KubeLauncher {
     until: Option<Instant>,
     server: Option<(String, PodObserver)>,
     client: Option<(String, PodObserver)>,
+    /// A knobs-off control's variables: left out of both pods' containers' env.
+    removed_env: Vec<String>,
 }
 
 impl KubeLauncher {
@@ -48,6 +50,7 @@ impl KubeLauncher {
             until: None,
             server: None,
             client: None,
+            removed_env: Vec::new(),
         })
     }
 
@@ -112,7 +115,8 @@ impl KubeLauncher {
             .get_or_insert_with(|| Instant::now() + self.plan.timeout + Duration::from_secs(1))
     }
 
-    async fn create(&mut self, pod: Pod) -> Result<KubeSide, LaunchError> {
+    async fn create(&mut self, mut pod: Pod) -> Result<KubeSide, LaunchError> {
+        without_env(&mut pod, &self.removed_env);
         let name = pod.metadata.name.clone().unwrap_or_default();
         let until = self.until();
         lifecycle::create_pod_tracked(&self.cluster, &pod, &self.maybe_created)
@@ -231,6 +235,11 @@ impl Launcher for KubeLauncher {
         Ok(side)
     }
 
+    fn set_removed_env(&mut self, vars: &[String]) -> Result<(), LaunchError> {
+        self.removed_env = vars.to_vec();
+        Ok(())
+    }
+
     fn placement(&self, server: &Listening, _report: &PairReport) -> Placement {
         let port = server.socket_addr().map(|a| a.port()).unwrap_or_default();
         let endpoint = |seen: &Option<(String, PodObserver)>, resolved: &target::Resolved, address: Option<String>| {
@@ -332,6 +341,18 @@ impl Side for KubeSide {
     }
 }
 
+/// `pod` with `vars` left out of its containers' env (a knobs-off control: the bench pod modelled
+/// on the recipe, less the recipe's knobs).
+fn without_env(pod: &mut Pod, vars: &[String]) {
+    if vars.is_empty() {
+        return;
+    }
+    let containers = pod.spec.iter_mut().flat_map(|s| s.containers.iter_mut());
+    for env in containers.filter_map(|c| c.env.as_mut()) {
+        env.retain(|e| !vars.contains(&e.name));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,3 +431,4 @@ mod tests {
         assert_eq!(launch_error(deadline).kind, LaunchFailure::Deadline);
     }
 }
+

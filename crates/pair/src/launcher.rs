@@ -68,6 +68,18 @@ pub trait Launcher {
     fn rearm(&mut self) -> Result<(), LaunchError> {
         Ok(())
     }
+
+    /// The variables the next sides start without, even where their environment (the recipe's
+    /// env, a pod template, ours) sets them: a knobs-off control. Empty: as configured again.
+    /// Launchers that cannot leave variables out (workers already running) refuse.
+    fn set_removed_env(&mut self, vars: &[String]) -> Result<(), LaunchError> {
+        if vars.is_empty() {
+            return Ok(());
+        }
+        Err(LaunchError::new(
+            "this launcher cannot start its sides without the recipe's variables",
+        ))
+    }
 }
 
 /// One started side.

@@ -37,6 +37,15 @@ pub struct LocalOptions {
     /// This run's token, handed to both sides through `IC_BENCH_TOKEN` (never on the command
     /// line, where `ps` shows it); `None`: the sides get none of their own.
     pub token: Option<RunToken>,
+    /// `pair --recipe`: the recipe's transport env of each side, set on top of ours.
+    pub recipe_env: RecipeEnv,
+}
+
+/// A recipe's transport env for each side (`pair --local --recipe`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecipeEnv {
+    pub prefill: Vec<(String, String)>,
+    pub decode: Vec<(String, String)>,
 }
 
 /// A run's shared secret; `Debug` never shows it.
@@ -55,6 +64,8 @@ pub struct LocalLauncher {
     /// Rails mode: this launcher runs one row's ranks on a pair shared by all rows, which the
     /// rails seam removes (`crate::rails::local`).
     rank: Option<RankPinning>,
+    /// A knobs-off control's variables: the sides start without them (`Launcher::set_removed_env`).
+    removed_env: Vec<String>,
 }
 
 /// How one row's two ranks are pinned: environment (`UCX_NET_DEVICES`, `CUDA_VISIBLE_DEVICES`)
@@ -98,6 +109,7 @@ impl LocalLauncher {
             opts,
             pair: Some(Arc::new(pair)),
             rank: None,
+            removed_env: Vec::new(),
         })
     }
 
@@ -120,6 +132,7 @@ impl LocalLauncher {
             opts,
             pair: Some(pair),
             rank: Some(rank),
+            removed_env: Vec::new(),
         }
     }
 
@@ -142,6 +155,15 @@ impl LocalLauncher {
         .args(&args)
         .args(&self.opts.verbosity)
         .args(&self.opts.side_args);
+        let recipe = match label {
+            "decode" => &self.opts.recipe_env.decode,
+            _ => &self.opts.recipe_env.prefill,
+        };
+        let kept = |(k, _): &&(String, String)| !self.removed_env.contains(k);
+        spec = spec.envs(recipe.iter().filter(kept).map(|(k, v)| (k.as_str(), v.as_str())));
+        for key in &self.removed_env {
+            spec = spec.env_remove(key);
+        }
         if let Some(p) = pinning {
             spec = spec.envs(p.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         }
@@ -221,6 +243,11 @@ impl Launcher for LocalLauncher {
             (None, None) => self.recreate(),
             _ => Ok(()),
         }
+    }
+
+    fn set_removed_env(&mut self, vars: &[String]) -> Result<(), LaunchError> {
+        self.removed_env = vars.to_vec();
+        Ok(())
     }
 
     async fn cleanup(&mut self) -> Result<String, LaunchError> {

@@ -118,6 +118,9 @@ pub struct PairPlan {
     /// UCX settings the prefill side applies over its environment (a negative control's
     /// `TLS=tcp`); empty for every ordinary run.
     pub ucx_config: Vec<(String, String)>,
+    /// The recipe's transport variables (`UCX_*`, `NIXL_*`) the sides start with: what a
+    /// knobs-off control runs without. Empty: no recipe env applies.
+    pub knob_vars: Vec<String>,
 }
 
 impl PairPlan {
@@ -136,6 +139,7 @@ impl PairPlan {
             deadline: deadlines.run,
             exit_grace: deadlines.exit_grace,
             ucx_config: Vec::new(),
+            knob_vars: Vec::new(),
         }
     }
 

@@ -13,6 +13,18 @@ use std::time::Duration;
 
 pub struct JunitExporter;
 
+/// A detector control not caught fails (the run is inconclusive); a knobs-off control that
+/// could not compare is skipped (not known), one that found the recipe's env slower warns.
+fn control_status(c: &icb_core::model::ControlResult) -> Status {
+    use icb_core::model::KnobsEffect;
+    match (c.caught, c.kind.tests_the_detector(), c.effect) {
+        (true, _, Some(KnobsEffect::Slower)) => Status::Warn,
+        (true, _, _) => Status::Ok,
+        (false, true, _) => Status::Fail,
+        (false, false, _) => Status::Skipped,
+    }
+}
+
 pub(crate) fn status_for(status: Status, reason: &str, hint: Option<&str>, detail: Option<&str>) -> TestCaseStatus {
     match status {
         Status::Ok | Status::Warn => TestCaseStatus::success(),
@@ -113,10 +125,13 @@ impl Exporter for JunitExporter {
             suite.add_test_case(tc);
         }
         for c in &r.controls {
-            let status = if c.caught { Status::Ok } else { Status::Fail };
+            let status = control_status(c);
             let mut tc = TestCase::new(format!("control {}", c.kind), status_for(status, &c.detail, None, None));
             tc.set_classname("ic-bench.pair.control");
-            tc.set_system_out(c.detail.clone());
+            tc.set_system_out(match status {
+                Status::Warn => format!("warn: {}", c.detail),
+                _ => c.detail.clone(),
+            });
             suite.add_test_case(tc);
         }
         if r.verdict.status == icb_core::VerdictStatus::Inconclusive {

@@ -34,6 +34,11 @@ pub(crate) fn control_line(c: &ControlResult, unit: BandwidthUnit) -> String {
             |b| icb_core::units::format_bandwidth(b, unit),
         )
     };
+    if !c.kind.tests_the_detector() {
+        // knobs-off: the detail already holds both rows (with and without the recipe's env).
+        let word = if c.caught { "measured" } else { "NOT measured" };
+        return format!("control {}: {word}: {}", c.kind, c.detail);
+    }
     let against = match c.speedup() {
         Some(x) => format!(
             "; main {} vs control {} ({x:.1}x)",

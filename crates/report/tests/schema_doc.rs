@@ -19,8 +19,8 @@ fn pair_example_is_a_judged_report() {
     let json = blocks("json");
     assert_eq!(
         json.len(),
-        7,
-        "one pair, one rails, one kv, one probe, one rail map, one gate and one baseline example"
+        8,
+        "one pair, one controls, one rails, one kv, one probe, one rail map, one gate and one baseline example"
     );
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
@@ -32,12 +32,29 @@ fn pair_example_is_a_judged_report() {
     }
 }
 
+/// Issue 35 item 4: the controls example is what the types write, and its knobs-off entry's
+/// effect is what the margin gives for its two rows.
+#[test]
+fn controls_example_is_what_the_types_write() {
+    use icb_core::model::{ControlKind, ControlResult, KnobsEffect};
+    let text = &blocks("json")[1];
+    let controls: Vec<ControlResult> = serde_json::from_str(text).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(serde_json::to_value(&controls).unwrap(), doc, "no field renamed or dropped");
+    let kinds: Vec<ControlKind> = controls.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, [ControlKind::Tcp, ControlKind::KnobsOff]);
+    let k = &controls[1];
+    let effect = KnobsEffect::of(k.main_bandwidth_bps.unwrap(), k.bandwidth_bps.unwrap());
+    assert_eq!((k.effect, effect), (Some(KnobsEffect::Slower), Some(KnobsEffect::Slower)));
+    assert!(k.detail.starts_with(&format!("the recipe's {}", k.removed.join(", "))), "{}", k.detail);
+}
+
 #[test]
 fn rails_example_is_what_the_rail_judge_gives() {
     use icb_core::model::{BandwidthUnit, VerdictStatus};
     use icb_core::rails::RailsOutcome;
     use icb_core::rails::judge::judge_rails;
-    let text = &blocks("json")[1];
+    let text = &blocks("json")[2];
     let rails: RailsOutcome = serde_json::from_str(text).unwrap();
     // What the document shows is what the types write.
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
@@ -56,7 +73,7 @@ fn rails_example_is_what_the_rail_judge_gives() {
 #[test]
 fn kv_example_is_what_the_types_write() {
     use icb_core::KvOutcome;
-    let text = &blocks("json")[2];
+    let text = &blocks("json")[3];
     let kv: KvOutcome = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(serde_json::to_value(&kv).unwrap(), doc);
@@ -83,7 +100,7 @@ fn kv_example_is_what_the_types_write() {
 
 #[test]
 fn probe_example_rolls_up_as_the_code_does() {
-    let probe: ProbeReport = serde_json::from_str(&blocks("json")[3]).unwrap();
+    let probe: ProbeReport = serde_json::from_str(&blocks("json")[4]).unwrap();
     let again = ProbeReport::new(
         &probe.kind,
         &probe.target,
@@ -96,19 +113,19 @@ fn probe_example_rolls_up_as_the_code_does() {
 #[test]
 fn rail_map_example_parses_and_prints_its_ucx_line() {
     use icb_core::rails::{LeftOutReason, PcieRelation, RailMap};
-    let map: RailMap = serde_json::from_str(&blocks("json")[4]).unwrap();
+    let map: RailMap = serde_json::from_str(&blocks("json")[5]).unwrap();
     assert_eq!(map.rails[0].relation, Some(PcieRelation::Pix));
     assert_eq!(map.ucx_net_devices(), vec!["rank 0: UCX_NET_DEVICES=mlx5_2:1"]);
     assert_eq!(map.left_out[0].reasons[1], LeftOutReason::Slow { fastest_gbps: 400.0 });
     // What the document shows is what the types write (no field renamed or dropped).
-    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[4]).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[5]).unwrap();
     assert_eq!(serde_json::to_value(&map).unwrap(), doc);
 }
 
 #[test]
 fn gate_example_rolls_up_as_the_code_does() {
     use icb_core::model::{GATE_SCHEMA, GateReport};
-    let gate: GateReport = serde_json::from_str(&blocks("json")[5]).unwrap();
+    let gate: GateReport = serde_json::from_str(&blocks("json")[6]).unwrap();
     assert_eq!(gate.schema, GATE_SCHEMA);
     let mut again = gate.clone();
     again.conclude();
@@ -128,7 +145,7 @@ fn expectations_file_example_parses() {
 #[test]
 fn baseline_example_is_what_the_types_write() {
     use icb_core::model::{BaselineReport, BaselineVerdict, Metric};
-    let text = &blocks("json")[6];
+    let text = &blocks("json")[7];
     let b: BaselineReport = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(serde_json::to_value(&b).unwrap(), doc, "no field renamed or dropped");

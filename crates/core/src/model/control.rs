@@ -13,14 +13,29 @@ pub enum ControlKind {
     /// The same pair with UCX (or NIXL's UCX) forced to TCP (`UCX_TLS=tcp` on the prefill side,
     /// which leaves wire-up only TCP addresses to pick from): must be classified TCP.
     Tcp,
+    /// The same pair with the recipe's transport variables (`UCX_*`, `NIXL_*` it sets for its
+    /// workers) removed from both sides, so UCX runs with its defaults: a recipe knob that makes
+    /// the path slower than no knob at all is a finding (`--control knobs-off`).
+    KnobsOff,
 }
 
 impl ControlKind {
-    pub const ALL: [ControlKind; 1] = [ControlKind::Tcp];
+    pub const ALL: [ControlKind; 2] = [ControlKind::Tcp, ControlKind::KnobsOff];
 
+    /// The name `--control` takes (the JSON's `kind` is the snake_case `knobs_off`).
     pub fn as_str(self) -> &'static str {
         match self {
             ControlKind::Tcp => "tcp",
+            ControlKind::KnobsOff => "knobs-off",
+        }
+    }
+
+    /// Whether the control shows the detector working (a pass rests on it, so one not caught
+    /// makes the run inconclusive); `knobs-off` compares two healthy configurations instead.
+    pub fn tests_the_detector(self) -> bool {
+        match self {
+            ControlKind::Tcp => true,
+            ControlKind::KnobsOff => false,
         }
     }
 }
@@ -36,7 +51,10 @@ impl std::str::FromStr for ControlKind {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim() {
             "tcp" => Ok(ControlKind::Tcp),
-            other => Err(crate::ParseError::new(format!("'{other}' is not a control: use tcp"))),
+            "knobs-off" | "knobs_off" => Ok(ControlKind::KnobsOff),
+            other => Err(crate::ParseError::new(format!(
+                "'{other}' is not a control: use tcp or knobs-off"
+            ))),
         }
     }
 }
@@ -47,6 +65,44 @@ impl std::str::FromStr for ControlKind {
 /// 0.8-2.5 GB/s; across real hosts RDMA is 10-50x TCP. 1.25x keeps run-to-run noise of either
 /// side (±20 % seen at 1 MiB) from calling a healthy path TCP-like.
 pub const FAST_PATH_MARGIN: f64 = 1.25;
+
+/// What the recipe's transport variables did against UCX's defaults (`knobs-off`), beyond
+/// [`KNOBS_OFF_MARGIN`] either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KnobsEffect {
+    /// The recipe's env was slower than UCX's defaults: the run warns, naming the variables.
+    Slower,
+    /// Within the run's noise: the recipe's variables changed nothing measurable here.
+    Unchanged,
+    /// The recipe's env was faster than UCX's defaults.
+    Faster,
+}
+
+impl KnobsEffect {
+    /// The effect of a recipe env that moved `recipe_bps` against `defaults_bps` without it.
+    pub fn of(recipe_bps: f64, defaults_bps: f64) -> Option<KnobsEffect> {
+        if !(recipe_bps > 0.0 && defaults_bps > 0.0) {
+            return None;
+        }
+        Some(if defaults_bps > recipe_bps * KNOBS_OFF_MARGIN {
+            KnobsEffect::Slower
+        } else if recipe_bps > defaults_bps * KNOBS_OFF_MARGIN {
+            KnobsEffect::Faster
+        } else {
+            KnobsEffect::Unchanged
+        })
+    }
+}
+
+/// How much faster (or slower) UCX's defaults must be than the recipe's env before `knobs-off`
+/// calls the recipe's variables slower (or faster) rather than "changed nothing": one pair of
+/// runs of the same 4 MiB case, 0.3 s for the control against the main run's full case. Measured
+/// on the 2-core build machine with `pair --local` (shared memory, the same env both times:
+/// knobs-off with a harmless variable), the two rows differed by up to 1.3x (a 4 MiB put_bw,
+/// 9 runs, see BENCHMARKS.md); forced TCP against shared memory differs by 4-10x. 1.5x stays clear
+/// of that noise and still catches a knob that costs a third of the bandwidth.
+pub const KNOBS_OFF_MARGIN: f64 = 1.5;
 
 /// One negative control as it ran and was judged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,6 +124,12 @@ pub struct ControlResult {
     pub main_bandwidth_bps: Option<f64>,
     /// One line: what was seen, in the verdict's words.
     pub detail: String,
+    /// `knobs_off`: the recipe's variables the control ran without (absent for other kinds).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
+    /// `knobs_off`: what those variables did against UCX's defaults, when both rows have a figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<KnobsEffect>,
 }
 
 impl ControlResult {

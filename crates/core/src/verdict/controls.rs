@@ -5,15 +5,19 @@
 
 use crate::model::*;
 
-/// The one case shape a TCP control measures, from the main run: its largest measured
-/// bandwidth case (host memory first: a TCP control of GPU memory measures staging, not the
-/// wire), capped at 4 MiB so that the control stays short.
+/// The one case shape a control measures, from the main run: its largest measured bandwidth
+/// case (host memory first: a TCP control of GPU memory measures staging, not the wire), one the
+/// main run measured at most 4 MiB first (so that the control has the main row to compare with),
+/// else capped at 4 MiB, so that the control stays short.
 pub fn tcp_control_shape(main: &PairReport) -> Option<(CaseShape, MemoryPair)> {
     let measured = main
         .cases
         .iter()
         .filter(|c| c.status == CaseStatus::Measured && c.test.is_bandwidth());
-    let pick = measured.max_by_key(|c| (!c.memory.uses_cuda(), c.size.min(CONTROL_MAX_SIZE)))?;
+    let pick = measured.max_by_key(|c| {
+        let fits = c.size <= CONTROL_MAX_SIZE;
+        (!c.memory.uses_cuda(), fits, c.size.min(CONTROL_MAX_SIZE))
+    })?;
     let mut shape = CaseShape::new(pick.test, pick.size.min(CONTROL_MAX_SIZE));
     shape.blocks = pick.blocks;
     Some((shape, pick.memory))
@@ -26,25 +30,21 @@ fn carried_by_tcp(path: &DataPath) -> bool {
     path.class == TransportClass::Tcp || (path.class == TransportClass::RmaEmulated && super::rules::has_tcp(path))
 }
 
-/// Judges a TCP control from the report of its run: caught when every case it measured was
-/// classified as carried by TCP. `main` gives the same shape's bandwidth for the comparison.
-pub fn judge_tcp_control(control: &PairReport, main: &PairReport) -> ControlResult {
+/// The measured cases of a control's run, the first of them (or its first case) as the case it
+/// names, its bandwidth, and the main run's bandwidth for the same shape.
+struct ControlRows<'a> {
+    measured: Vec<&'a CaseResult>,
+    case: String,
+    bandwidth_bps: Option<f64>,
+    main_bandwidth_bps: Option<f64>,
+}
+
+fn control_rows<'a>(control: &'a PairReport, main: &PairReport) -> ControlRows<'a> {
     let measured: Vec<&CaseResult> = control
         .cases
         .iter()
         .filter(|c| c.status == CaseStatus::Measured)
         .collect();
-    let paths: Vec<&DataPath> = measured
-        .iter()
-        .filter_map(|c| c.transport.as_ref().map(|t| &t.data_path))
-        .collect();
-    let mut seen_as: Vec<TransportClass> = Vec::new();
-    for p in &paths {
-        if !seen_as.contains(&p.class) {
-            seen_as.push(p.class);
-        }
-    }
-    let caught = !measured.is_empty() && paths.len() == measured.len() && paths.iter().all(|p| carried_by_tcp(p));
     let first = measured.first().copied().or(control.cases.first());
     let case = first.map_or_else(
         || "no case".to_string(),
@@ -58,6 +58,31 @@ pub fn judge_tcp_control(control: &PairReport, main: &PairReport) -> ControlResu
             .filter(|c| c.size == f.size && c.blocks == f.blocks)
             .find_map(|c| c.measurement.as_ref()?.bandwidth_bps)
     });
+    ControlRows {
+        measured,
+        case,
+        bandwidth_bps,
+        main_bandwidth_bps,
+    }
+}
+
+/// Judges a TCP control from the report of its run: caught when every case it measured was
+/// classified as carried by TCP. `main` gives the same shape's bandwidth for the comparison.
+pub fn judge_tcp_control(control: &PairReport, main: &PairReport) -> ControlResult {
+    let rows = control_rows(control, main);
+    let measured = &rows.measured;
+    let paths: Vec<&DataPath> = measured
+        .iter()
+        .filter_map(|c| c.transport.as_ref().map(|t| &t.data_path))
+        .collect();
+    let mut seen_as: Vec<TransportClass> = Vec::new();
+    for p in &paths {
+        if !seen_as.contains(&p.class) {
+            seen_as.push(p.class);
+        }
+    }
+    let caught = !measured.is_empty() && paths.len() == measured.len() && paths.iter().all(|p| carried_by_tcp(p));
+    let case = rows.case;
     let names: Vec<&str> = seen_as.iter().map(|c| c.as_str()).collect();
     let detail = if measured.is_empty() {
         format!("the forced-TCP control measured nothing: {}", control.verdict.reason)
@@ -78,9 +103,65 @@ pub fn judge_tcp_control(control: &PairReport, main: &PairReport) -> ControlResu
         caught,
         seen_as,
         case,
-        bandwidth_bps,
-        main_bandwidth_bps,
+        bandwidth_bps: rows.bandwidth_bps,
+        main_bandwidth_bps: rows.main_bandwidth_bps,
         detail,
+        removed: Vec::new(),
+        effect: None,
+    }
+}
+
+/// Judges a knobs-off control (the main run's shape again, without the recipe's `removed`
+/// variables): "caught" when both rows have a figure; its effect says whether the recipe's env
+/// was slower, no different or faster than UCX's defaults beyond [`KNOBS_OFF_MARGIN`].
+pub fn judge_knobs_off_control(control: &PairReport, main: &PairReport, removed: &[String]) -> ControlResult {
+    let rows = control_rows(control, main);
+    let seen_as = rows
+        .measured
+        .iter()
+        .filter_map(|c| Some(c.transport.as_ref()?.data_path.class))
+        .fold(Vec::new(), |mut v, class| {
+            if !v.contains(&class) {
+                v.push(class);
+            }
+            v
+        });
+    let effect = match (rows.main_bandwidth_bps, rows.bandwidth_bps) {
+        (Some(recipe), Some(defaults)) => KnobsEffect::of(recipe, defaults),
+        _ => None,
+    };
+    let vars = removed.join(", ");
+    let unit = main.settings.unit;
+    let bw = |b: Option<f64>| crate::units::format_bandwidth(b.unwrap_or_default(), unit);
+    let (recipe, defaults) = (bw(rows.main_bandwidth_bps), bw(rows.bandwidth_bps));
+    let case = &rows.case;
+    let detail = match effect {
+        None if rows.measured.is_empty() => {
+            format!("the knobs-off control measured nothing: {}", control.verdict.reason)
+        }
+        None => format!("the knobs-off control ({case}) has no figure to compare with the main run's"),
+        Some(KnobsEffect::Slower) => format!(
+            "the recipe's {vars} made {case} slower than UCX's defaults: {recipe} with them, {defaults} without \
+             (over {KNOBS_OFF_MARGIN}x)"
+        ),
+        Some(KnobsEffect::Unchanged) => format!(
+            "the recipe's {vars} changed nothing here: {case} {recipe} with them, {defaults} without (within \
+             {KNOBS_OFF_MARGIN}x)"
+        ),
+        Some(KnobsEffect::Faster) => format!(
+            "the recipe's {vars} made {case} faster than UCX's defaults: {recipe} with them, {defaults} without"
+        ),
+    };
+    ControlResult {
+        kind: ControlKind::KnobsOff,
+        caught: effect.is_some(),
+        seen_as,
+        case: rows.case,
+        bandwidth_bps: rows.bandwidth_bps,
+        main_bandwidth_bps: rows.main_bandwidth_bps,
+        detail,
+        removed: removed.to_vec(),
+        effect,
     }
 }
 
@@ -94,6 +175,8 @@ pub fn control_not_run(kind: ControlKind, why: &str) -> ControlResult {
         bandwidth_bps: None,
         main_bandwidth_bps: None,
         detail: format!("the {kind} control could not run: {why}"),
+        removed: Vec::new(),
+        effect: None,
     }
 }
 
@@ -104,14 +187,15 @@ fn fast(class: TransportClass) -> bool {
     )
 }
 
-/// The main verdict with the controls: an uncaught control makes a pass or warn inconclusive (a
-/// fail stays a fail, with the control noted); a caught TCP control whose main path, judged
-/// fast, was not [`FAST_PATH_MARGIN`] faster than it turns a pass into a warning.
+/// The main verdict with the controls: an uncaught detector control makes a pass or warn
+/// inconclusive (a fail stays a fail, with the control noted); a caught TCP control whose main
+/// path, judged fast, was not [`FAST_PATH_MARGIN`] faster than it turns a pass into a warning, and
+/// so does a knobs-off control that found the recipe's env slower than UCX's defaults.
 pub(super) fn apply(report: &mut PairReport) {
     if report.controls.is_empty() || report.verdict.status == VerdictStatus::Interrupted {
         return;
     }
-    if let Some(missed) = report.controls.iter().find(|c| !c.caught) {
+    if let Some(missed) = report.controls.iter().find(|c| c.kind.tests_the_detector() && !c.caught) {
         let detail = missed.detail.clone();
         if report.verdict.status == VerdictStatus::Fail {
             report.verdict.reason = format!("{}; and {detail}", report.verdict.reason);
@@ -127,6 +211,11 @@ pub(super) fn apply(report: &mut PairReport) {
         }
         return;
     }
+    warn_on_slow_fast_path(report);
+    warn_on_slow_knobs(report);
+}
+
+fn warn_on_slow_fast_path(report: &mut PairReport) {
     let paths = &report.verdict.data_paths;
     if report.verdict.status != VerdictStatus::Pass || paths.is_empty() || !paths.iter().all(|c| fast(*c)) {
         return;
@@ -135,7 +224,7 @@ pub(super) fn apply(report: &mut PairReport) {
     if let Some(c) = report
         .controls
         .iter()
-        .find(|c| c.speedup().is_some_and(|s| s < FAST_PATH_MARGIN))
+        .find(|c| c.kind == ControlKind::Tcp && c.speedup().is_some_and(|s| s < FAST_PATH_MARGIN))
     {
         let names: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
         report.verdict.status = VerdictStatus::Warn;
@@ -152,4 +241,25 @@ pub(super) fn apply(report: &mut PairReport) {
                 .into(),
         );
     }
+}
+
+/// A pass whose recipe env was slower than UCX's defaults warns, naming the variables; a run
+/// that already warns or fails keeps its own reason (the control's line says it).
+fn warn_on_slow_knobs(report: &mut PairReport) {
+    if report.verdict.status != VerdictStatus::Pass {
+        return;
+    }
+    let Some(c) = report
+        .controls
+        .iter()
+        .find(|c| c.kind == ControlKind::KnobsOff && c.effect == Some(KnobsEffect::Slower))
+    else {
+        return;
+    };
+    report.verdict.status = VerdictStatus::Warn;
+    report.verdict.reason = c.detail.clone();
+    report.verdict.hint = Some(format!(
+        "drop or re-tune {} in the recipe: UCX's own choice was faster on this pair",
+        c.removed.join(", ")
+    ));
 }

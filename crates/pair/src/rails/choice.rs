@@ -257,6 +257,7 @@ mod tests {
             forward_stderr: false,
             link_rate: None,
             token: None,
+            recipe_env: Default::default(),
         }
     }
 

@@ -2,7 +2,7 @@
 //! does not catch makes a pass inconclusive (exit 1); a fast path no faster than forced TCP warns.
 
 use super::*;
-use crate::verdict::controls::{control_not_run, judge_tcp_control, tcp_control_shape};
+use crate::verdict::controls::{control_not_run, judge_knobs_off_control, judge_tcp_control, tcp_control_shape};
 
 /// A healthy same-host run: tag_bw 64 MiB over cma at `gbps`.
 fn healthy(gbps: f64) -> PairReport {
@@ -27,6 +27,14 @@ fn the_control_repeats_the_main_runs_largest_host_case_capped_at_4_mib() {
         .push(measured(TestKind::TagLat, HH, 8, Some(TAG_CMA), &[], 0.0));
     let (shape, memory) = tcp_control_shape(&main).unwrap();
     assert_eq!((shape.test, shape.size, memory), (TestKind::TagBw, 4 * MIB, HH));
+    // A host case the main run measured within 4 MiB wins over a capped larger one: the control
+    // then has the main row to compare with.
+    let mut with_1_mib = main.clone();
+    with_1_mib
+        .cases
+        .push(measured(TestKind::TagBw, HH, MIB, Some(TAG_CMA), &[], 5.0));
+    let (shape, _) = tcp_control_shape(&with_1_mib).unwrap();
+    assert_eq!(shape.size, MIB);
     let mut latency_only = healthy(7.0);
     latency_only.cases = vec![measured(TestKind::TagLat, HH, 8, Some(TAG_CMA), &[], 0.0)];
     assert!(
@@ -100,4 +108,92 @@ fn a_fast_path_no_faster_than_forced_tcp_warns() {
     main.controls = vec![judge_tcp_control(&control(TAG_TCP, 1.0), &main)];
     judge(&mut main);
     assert_eq!(main.verdict.status, VerdictStatus::Pass, "{}", main.verdict.reason);
+}
+
+/// The main run at 4 MiB over cma at `gbps` (the shape a control repeats), judged.
+fn main_at_4_mib(gbps: f64) -> PairReport {
+    let mut main = healthy(gbps);
+    main.cases[0].size = 4 * MIB;
+    main.settings.sizes = vec![4 * MIB];
+    judge(&mut main);
+    main
+}
+
+/// Issue 35 item 4 (knobs-off): the recipe's env slower than UCX's defaults beyond the margin
+/// warns naming its variables; within the margin the control says the variables changed nothing
+/// and the pass stands; faster is said as such.
+#[test]
+fn a_recipe_env_slower_than_the_defaults_warns_naming_its_variables() {
+    let removed = vec!["UCX_TLS".to_string()];
+    // With the recipe's UCX_TLS: 1 GB/s; without it (UCX's defaults): 6 GB/s.
+    let mut main = main_at_4_mib(1.0);
+    assert_eq!(main.verdict.status, VerdictStatus::Pass, "{}", main.verdict.reason);
+    let c = judge_knobs_off_control(&control(TAG_CMA, 6.0), &main, &removed);
+    assert_eq!(
+        (c.kind, c.caught, c.effect),
+        (ControlKind::KnobsOff, true, Some(KnobsEffect::Slower))
+    );
+    assert_eq!(c.removed, removed);
+    assert_eq!((c.main_bandwidth_bps, c.bandwidth_bps), (Some(1e9), Some(6e9)));
+    main.controls = vec![c];
+    judge(&mut main);
+    assert_eq!(main.verdict.status, VerdictStatus::Warn);
+    assert!(
+        main.verdict
+            .reason
+            .starts_with("the recipe's UCX_TLS made tag_bw 4 MiB host→host slower than UCX's defaults"),
+        "{}",
+        main.verdict.reason
+    );
+    assert!(main.verdict.hint.as_deref().unwrap().contains("UCX_TLS"));
+
+    // Within the run's noise: nothing measurable, the pass stands and the control says so.
+    let mut main = main_at_4_mib(5.0);
+    let harmless = vec!["UCX_RNDV_THRESH".to_string()];
+    let c = judge_knobs_off_control(&control(TAG_CMA, 5.0 * (KNOBS_OFF_MARGIN - 0.1)), &main, &harmless);
+    assert_eq!(c.effect, Some(KnobsEffect::Unchanged));
+    assert!(
+        c.detail.starts_with("the recipe's UCX_RNDV_THRESH changed nothing here"),
+        "{}",
+        c.detail
+    );
+    main.controls = vec![c];
+    judge(&mut main);
+    assert_eq!(main.verdict.status, VerdictStatus::Pass, "{}", main.verdict.reason);
+
+    // Faster with the recipe's env: said, no warning.
+    let c = judge_knobs_off_control(&control(TAG_CMA, 1.0), &main, &harmless);
+    assert_eq!(c.effect, Some(KnobsEffect::Faster));
+    main.controls = vec![c];
+    judge(&mut main);
+    assert_eq!(main.verdict.status, VerdictStatus::Pass, "{}", main.verdict.reason);
+}
+
+/// A knobs-off control that could not compare is "not known": it is reported, but the main
+/// verdict does not rest on it (unlike a detector control, it never makes the run inconclusive).
+#[test]
+fn a_knobs_off_control_that_measured_nothing_leaves_the_verdict_alone() {
+    let mut main = main_at_4_mib(5.0);
+    let mut nothing = control(TAG_CMA, 5.0);
+    nothing.cases[0].status = CaseStatus::Failed;
+    let c = judge_knobs_off_control(&nothing, &main, &["UCX_TLS".to_string()]);
+    assert_eq!((c.caught, c.effect), (false, None));
+    assert!(c.detail.starts_with("the knobs-off control measured nothing"), "{}", c.detail);
+    main.controls = vec![c, control_not_run(ControlKind::KnobsOff, "no recipe")];
+    judge(&mut main);
+    assert_eq!(main.verdict.status, VerdictStatus::Pass, "{}", main.verdict.reason);
+}
+
+#[test]
+fn knobs_effect_is_decided_outside_the_margin_only() {
+    assert_eq!(KnobsEffect::of(1.0, KNOBS_OFF_MARGIN * 1.01), Some(KnobsEffect::Slower));
+    assert_eq!(KnobsEffect::of(1.0, KNOBS_OFF_MARGIN * 0.99), Some(KnobsEffect::Unchanged));
+    assert_eq!(KnobsEffect::of(KNOBS_OFF_MARGIN * 0.99, 1.0), Some(KnobsEffect::Unchanged));
+    assert_eq!(KnobsEffect::of(KNOBS_OFF_MARGIN * 1.01, 1.0), Some(KnobsEffect::Faster));
+    assert_eq!(KnobsEffect::of(0.0, 1.0), None, "no figure is not known");
+    assert_eq!("knobs-off".parse::<ControlKind>().unwrap(), ControlKind::KnobsOff);
+    assert_eq!(
+        serde_json::to_value(ControlKind::KnobsOff).unwrap(),
+        serde_json::json!("knobs_off")
+    );
 }
