@@ -133,11 +133,19 @@ fn bench_pods_are_cloned_from_the_recipe_templates_when_no_worker_runs() {
     assert_eq!(controls[0]["kind"], "tcp", "{}", r["pair"]);
     assert_eq!(controls[0]["caught"], true, "{controls}");
     assert_eq!(controls[1]["kind"], "knobs_off", "{controls}");
-    assert_eq!(controls[1]["removed"], serde_json::json!(["UCX_RNDV_THRESH", "UCX_TLS"]), "{controls}");
+    assert_eq!(
+        controls[1]["removed"],
+        serde_json::json!(["UCX_RNDV_THRESH", "UCX_TLS"]),
+        "{controls}"
+    );
     assert_eq!(controls[1]["caught"], true, "both rows measured: {controls}");
     assert!(controls[1]["bandwidth_bps"].as_f64().unwrap() > 0.0, "{controls}");
     let names = |pod: &icb_kube::k8s_openapi::api::core::v1::Pod| -> Vec<String> {
-        env_of(pod).into_iter().map(|(k, _)| k).filter(|k| k.starts_with("UCX_")).collect()
+        env_of(pod)
+            .into_iter()
+            .map(|(k, _)| k)
+            .filter(|k| k.starts_with("UCX_"))
+            .collect()
     };
     for pod in &created[..4] {
         assert!(names(pod).contains(&"UCX_TLS".to_string()), "{:?}", env_of(pod));

@@ -150,17 +150,7 @@ impl PairCommand {
         let mut controls = args.controls.clone();
         controls.sort();
         controls.dedup();
-        if !args.recipe.is_empty() && (args.kv.wanted() || args.rails.wanted()) {
-            anyhow::bail!("--recipe applies to a plain --local pair; drop --rails or --kv-shape");
-        }
-        let recipe_env = super::pair_local::recipe_env(&args.recipe, args.role.as_deref())?;
-        plan.knob_vars = icb_pair::controls::knob_vars(&recipe_env);
-        if controls.contains(&icb_core::model::ControlKind::KnobsOff) && plan.knob_vars.is_empty() {
-            anyhow::bail!(match args.recipe.is_empty() {
-                true => "--control knobs-off compares a recipe's transport env with UCX's defaults: pass --local --recipe FILE (or use it with `ic-bench gate --recipe`)",
-                false => "--control knobs-off: the recipe sets no UCX_* or NIXL_* variable for its workers, so there is nothing to turn off: drop knobs-off",
-            });
-        }
+        let recipe_env = recipe_knobs(&args, &controls, &mut plan)?;
         let target = if args.kv.wanted() {
             if args.rails.wanted() || args.in_place.in_place || dry_run {
                 anyhow::bail!(
@@ -201,6 +191,31 @@ impl PairCommand {
             controls,
         })
     }
+}
+
+/// `--recipe`: each side's transport env, its `UCX_*`/`NIXL_*` names on the plan for a knobs-off
+/// control, which without them is refused here (before anything runs).
+fn recipe_knobs(
+    args: &Args,
+    controls: &[icb_core::model::ControlKind],
+    plan: &mut PairPlan,
+) -> anyhow::Result<icb_pair::local::RecipeEnv> {
+    if !args.recipe.is_empty() && (args.kv.wanted() || args.rails.wanted()) {
+        anyhow::bail!("--recipe applies to a plain --local pair; drop --rails or --kv-shape");
+    }
+    let recipe_env = super::pair_local::recipe_env(&args.recipe, args.role.as_deref())?;
+    plan.knob_vars = icb_pair::controls::knob_vars(&recipe_env);
+    if controls.contains(&icb_core::model::ControlKind::KnobsOff) && plan.knob_vars.is_empty() {
+        anyhow::bail!(match args.recipe.is_empty() {
+            true => {
+                "--control knobs-off compares a recipe's transport env with UCX's defaults: pass --local --recipe FILE (or use it with `ic-bench gate --recipe`)"
+            }
+            false => {
+                "--control knobs-off: the recipe sets no UCX_* or NIXL_* variable for its workers, so there is nothing to turn off: drop knobs-off"
+            }
+        });
+    }
+    Ok(recipe_env)
 }
 
 /// What `--dry-run` prints the pods as.

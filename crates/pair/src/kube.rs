@@ -431,4 +431,3 @@ mod tests {
         assert_eq!(launch_error(deadline).kind, LaunchFailure::Deadline);
     }
 }
-

@@ -187,10 +187,21 @@ impl Exporter for PrometheusExporter {
                 "A negative control of the pair run: 1 caught (the detector saw the fault it was given), 0 not caught (the run is inconclusive)",
                 caught.clone(),
             );
+            let effect = IntFamily::default();
+            if r.controls.iter().any(|c| c.effect.is_some()) {
+                registry.register(
+                    "control_knobs_effect",
+                    "The knobs-off control: 1 the recipe's env slower than UCX's defaults (the run warns), 0 no measurable difference, -1 faster",
+                    effect.clone(),
+                );
+            }
             for c in &r.controls {
                 let mut ls = run_labels(r);
                 ls.push(("kind", c.kind.as_str().to_string()));
                 caught.get_or_create(&labels(&ls)).set(i64::from(c.caught));
+                if let Some(e) = c.effect {
+                    effect.get_or_create(&labels(&ls)).set(knobs_effect_value(e));
+                }
             }
         }
         if let Some(rails) = &r.rails {
@@ -230,5 +241,14 @@ impl Exporter for PrometheusExporter {
 
     fn sweep(&self, results: &icb_sweep::SweepResults) -> Result<String, ExportError> {
         crate::sweep::prometheus::render(results)
+    }
+}
+
+fn knobs_effect_value(e: icb_core::model::KnobsEffect) -> i64 {
+    use icb_core::model::KnobsEffect;
+    match e {
+        KnobsEffect::Slower => 1,
+        KnobsEffect::Unchanged => 0,
+        KnobsEffect::Faster => -1,
     }
 }

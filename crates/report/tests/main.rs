@@ -9,6 +9,7 @@ mod common;
 mod sweep_fixture;
 
 mod baseline_marks;
+mod controls_export;
 mod doc_links;
 mod exporters;
 mod masking;

@@ -40,13 +40,24 @@ fn controls_example_is_what_the_types_write() {
     let text = &blocks("json")[1];
     let controls: Vec<ControlResult> = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
-    assert_eq!(serde_json::to_value(&controls).unwrap(), doc, "no field renamed or dropped");
+    assert_eq!(
+        serde_json::to_value(&controls).unwrap(),
+        doc,
+        "no field renamed or dropped"
+    );
     let kinds: Vec<ControlKind> = controls.iter().map(|c| c.kind).collect();
     assert_eq!(kinds, [ControlKind::Tcp, ControlKind::KnobsOff]);
     let k = &controls[1];
     let effect = KnobsEffect::of(k.main_bandwidth_bps.unwrap(), k.bandwidth_bps.unwrap());
-    assert_eq!((k.effect, effect), (Some(KnobsEffect::Slower), Some(KnobsEffect::Slower)));
-    assert!(k.detail.starts_with(&format!("the recipe's {}", k.removed.join(", "))), "{}", k.detail);
+    assert_eq!(
+        (k.effect, effect),
+        (Some(KnobsEffect::Slower), Some(KnobsEffect::Slower))
+    );
+    assert!(
+        k.detail.starts_with(&format!("the recipe's {}", k.removed.join(", "))),
+        "{}",
+        k.detail
+    );
 }
 
 #[test]

@@ -154,6 +154,7 @@ impl GateReport {
                 hint: pair.verdict.hint.clone(),
             });
         }
+        self.findings.extend(slower_knobs(&pair));
         self.pair = Some(pair);
     }
 
@@ -206,6 +207,25 @@ impl Default for GateReport {
     }
 }
 
+/// A recipe knob slower than UCX's defaults (a knobs-off control) is the gate's to say too: a
+/// warning naming the variables; the pass stands.
+fn slower_knobs(pair: &PairReport) -> Vec<Finding> {
+    pair.controls
+        .iter()
+        .filter(|c| c.effect == Some(super::KnobsEffect::Slower))
+        .map(|c| Finding {
+            step: "pair".into(),
+            status: Status::Warn,
+            check: None,
+            detail: c.detail.clone(),
+            hint: Some(format!(
+                "drop or re-tune {} in the recipe: UCX's own choice was faster on this pair",
+                c.removed.join(", ")
+            )),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +247,40 @@ mod tests {
             "verdict": {"status": verdict, "reason": "r"}
         }))
         .unwrap()
+    }
+
+    /// Issue 35 item 4: a knobs-off control that found the recipe's env slower than UCX's
+    /// defaults is a warning finding naming the variables; the gate still passes.
+    #[test]
+    fn a_recipe_knob_slower_than_the_defaults_is_a_warning_finding() {
+        let mut pair = pair_report(measured_case(true), "warn");
+        let knobs = |effect| crate::model::ControlResult {
+            kind: crate::model::ControlKind::KnobsOff,
+            caught: true,
+            seen_as: Vec::new(),
+            case: "put_bw 1 MiB host→host".into(),
+            bandwidth_bps: Some(5e9),
+            main_bandwidth_bps: Some(1e9),
+            detail: "the recipe's UCX_TLS made it slower".into(),
+            removed: vec!["UCX_TLS".into()],
+            effect: Some(effect),
+        };
+        pair.controls = vec![knobs(crate::model::KnobsEffect::Slower)];
+        let mut gate = GateReport::new();
+        gate.add_pair(pair.clone());
+        gate.conclude();
+        assert_eq!(gate.verdict, GateVerdict::Pass, "{}", gate.reason);
+        let warn: Vec<&Finding> = gate.findings.iter().filter(|f| f.status == Status::Warn).collect();
+        assert_eq!(warn.len(), 1, "{:?}", gate.findings);
+        assert!(warn[0].hint.as_deref().unwrap().contains("UCX_TLS"), "{:?}", warn[0]);
+        pair.controls = vec![knobs(crate::model::KnobsEffect::Unchanged)];
+        let mut gate = GateReport::new();
+        gate.add_pair(pair);
+        assert!(
+            gate.findings.iter().all(|f| f.status != Status::Warn),
+            "{:?}",
+            gate.findings
+        );
     }
 
     #[test]

@@ -195,7 +195,11 @@ pub(super) fn apply(report: &mut PairReport) {
     if report.controls.is_empty() || report.verdict.status == VerdictStatus::Interrupted {
         return;
     }
-    if let Some(missed) = report.controls.iter().find(|c| c.kind.tests_the_detector() && !c.caught) {
+    if let Some(missed) = report
+        .controls
+        .iter()
+        .find(|c| c.kind.tests_the_detector() && !c.caught)
+    {
         let detail = missed.detail.clone();
         if report.verdict.status == VerdictStatus::Fail {
             report.verdict.reason = format!("{}; and {detail}", report.verdict.reason);
@@ -244,11 +248,8 @@ fn warn_on_slow_fast_path(report: &mut PairReport) {
 }
 
 /// A pass whose recipe env was slower than UCX's defaults warns, naming the variables; a run
-/// that already warns or fails keeps its own reason (the control's line says it).
+/// that already warns or fails keeps its status and hint, the variables added to its reason.
 fn warn_on_slow_knobs(report: &mut PairReport) {
-    if report.verdict.status != VerdictStatus::Pass {
-        return;
-    }
     let Some(c) = report
         .controls
         .iter()
@@ -256,6 +257,10 @@ fn warn_on_slow_knobs(report: &mut PairReport) {
     else {
         return;
     };
+    if report.verdict.status != VerdictStatus::Pass {
+        report.verdict.reason = format!("{}; and {}", report.verdict.reason, c.detail);
+        return;
+    }
     report.verdict.status = VerdictStatus::Warn;
     report.verdict.reason = c.detail.clone();
     report.verdict.hint = Some(format!(

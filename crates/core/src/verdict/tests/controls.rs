@@ -147,13 +147,31 @@ fn a_recipe_env_slower_than_the_defaults_warns_naming_its_variables() {
     );
     assert!(main.verdict.hint.as_deref().unwrap().contains("UCX_TLS"));
 
+    // A run that fails already keeps failing; its reason names the variables too.
+    let mut failed = tcp_report(serde_json::json!({}));
+    judge(&mut failed);
+    assert_eq!(failed.verdict.status, VerdictStatus::Fail);
+    failed.controls = vec![judge_knobs_off_control(
+        &control(TAG_CMA, 6.0),
+        &main_at_4_mib(1.0),
+        &removed,
+    )];
+    judge(&mut failed);
+    assert_eq!(failed.verdict.status, VerdictStatus::Fail);
+    assert!(
+        failed.verdict.reason.contains("; and the recipe's UCX_TLS made"),
+        "{}",
+        failed.verdict.reason
+    );
+
     // Within the run's noise: nothing measurable, the pass stands and the control says so.
     let mut main = main_at_4_mib(5.0);
     let harmless = vec!["UCX_RNDV_THRESH".to_string()];
     let c = judge_knobs_off_control(&control(TAG_CMA, 5.0 * (KNOBS_OFF_MARGIN - 0.1)), &main, &harmless);
     assert_eq!(c.effect, Some(KnobsEffect::Unchanged));
     assert!(
-        c.detail.starts_with("the recipe's UCX_RNDV_THRESH changed nothing here"),
+        c.detail
+            .starts_with("the recipe's UCX_RNDV_THRESH changed nothing here"),
         "{}",
         c.detail
     );
@@ -178,7 +196,11 @@ fn a_knobs_off_control_that_measured_nothing_leaves_the_verdict_alone() {
     nothing.cases[0].status = CaseStatus::Failed;
     let c = judge_knobs_off_control(&nothing, &main, &["UCX_TLS".to_string()]);
     assert_eq!((c.caught, c.effect), (false, None));
-    assert!(c.detail.starts_with("the knobs-off control measured nothing"), "{}", c.detail);
+    assert!(
+        c.detail.starts_with("the knobs-off control measured nothing"),
+        "{}",
+        c.detail
+    );
     main.controls = vec![c, control_not_run(ControlKind::KnobsOff, "no recipe")];
     judge(&mut main);
     assert_eq!(main.verdict.status, VerdictStatus::Pass, "{}", main.verdict.reason);
@@ -187,8 +209,14 @@ fn a_knobs_off_control_that_measured_nothing_leaves_the_verdict_alone() {
 #[test]
 fn knobs_effect_is_decided_outside_the_margin_only() {
     assert_eq!(KnobsEffect::of(1.0, KNOBS_OFF_MARGIN * 1.01), Some(KnobsEffect::Slower));
-    assert_eq!(KnobsEffect::of(1.0, KNOBS_OFF_MARGIN * 0.99), Some(KnobsEffect::Unchanged));
-    assert_eq!(KnobsEffect::of(KNOBS_OFF_MARGIN * 0.99, 1.0), Some(KnobsEffect::Unchanged));
+    assert_eq!(
+        KnobsEffect::of(1.0, KNOBS_OFF_MARGIN * 0.99),
+        Some(KnobsEffect::Unchanged)
+    );
+    assert_eq!(
+        KnobsEffect::of(KNOBS_OFF_MARGIN * 0.99, 1.0),
+        Some(KnobsEffect::Unchanged)
+    );
     assert_eq!(KnobsEffect::of(KNOBS_OFF_MARGIN * 1.01, 1.0), Some(KnobsEffect::Faster));
     assert_eq!(KnobsEffect::of(0.0, 1.0), None, "no figure is not known");
     assert_eq!("knobs-off".parse::<ControlKind>().unwrap(), ControlKind::KnobsOff);
