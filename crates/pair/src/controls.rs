@@ -142,3 +142,25 @@ async fn rearm_and_run<L: Launcher>(
     restored.map_err(PairError::Launch)?;
     Ok(outcome)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 35 item 4: knobs-off turns off the transport's knobs either side sets (UCX_*,
+    /// NIXL_*), each once, and leaves the rest of the recipe's env (NCCL_*, tokens) alone.
+    #[test]
+    fn knob_vars_are_the_ucx_and_nixl_variables_of_either_side() {
+        let env = |vars: &[(&str, &str)]| vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let recipe = crate::local::RecipeEnv {
+            prefill: env(&[
+                ("UCX_TLS", "rc"),
+                ("NCCL_IB_HCA", "mlx5_0"),
+                ("UCX_RNDV_THRESH", "8192"),
+            ]),
+            decode: env(&[("UCX_TLS", "rc"), ("NIXL_PLUGIN_DIR", "/x"), ("HF_TOKEN", "t")]),
+        };
+        assert_eq!(knob_vars(&recipe), ["NIXL_PLUGIN_DIR", "UCX_RNDV_THRESH", "UCX_TLS"]);
+        assert!(knob_vars(&crate::local::RecipeEnv::default()).is_empty());
+    }
+}

@@ -357,6 +357,33 @@ fn without_env(pod: &mut Pod, vars: &[String]) {
 mod tests {
     use super::*;
 
+    /// Issue 35 item 4: a knobs-off control's pods carry every env entry but the recipe's knobs.
+    #[test]
+    fn without_env_leaves_the_removed_variables_out_of_every_container() {
+        use icb_kube::k8s_openapi::api::core::v1::{Container, EnvVar, PodSpec};
+        let var = |name: &str| EnvVar {
+            name: name.into(),
+            value: Some("v".into()),
+            ..Default::default()
+        };
+        let container = Container {
+            env: Some(vec![var("UCX_TLS"), var("IC_BENCH_TOKEN"), var("UCX_RNDV_THRESH")]),
+            ..Default::default()
+        };
+        let mut pod = Pod {
+            spec: Some(PodSpec {
+                containers: vec![container.clone(), container],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        without_env(&mut pod, &["UCX_TLS".into(), "UCX_RNDV_THRESH".into()]);
+        for c in &pod.spec.as_ref().unwrap().containers {
+            let names: Vec<&str> = c.env.iter().flatten().map(|e| e.name.as_str()).collect();
+            assert_eq!(names, ["IC_BENCH_TOKEN"]);
+        }
+    }
+
     fn pod(node: Option<&str>, status: serde_json::Value) -> Pod {
         let mut v = serde_json::json!({
             "metadata": {"name": "ic-bench-x-server"},
