@@ -294,3 +294,19 @@ fn the_ucx_profile_reaches_both_bench_pods_and_the_criteria() {
     let err = refused(&["--tests", "tag_lat"]);
     assert!(err.contains("give --tests get_bw"), "{err}");
 }
+
+/// Issue 35 item 4: knobs-off compares the recipe's env with UCX's defaults; asked for without a
+/// recipe, the gate says what to pass, in one line, before it reaches any cluster.
+#[test]
+fn knobs_off_without_a_recipe_is_a_one_line_error() {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["gate", "--prefill", "node/a", "--decode", "node/b", "--control", "knobs-off"])
+        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = wait_output(cmd.spawn().unwrap(), Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("--control knobs-off") && err.contains("pass --recipe FILE"), "{err}");
+}
