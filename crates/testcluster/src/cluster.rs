@@ -419,6 +419,8 @@ impl Shared {
             }
         }
         if removed.is_some() {
+            // The garbage collector: Secrets this pod owned go with it.
+            crate::api::secrets::collect_orphans(self);
             self.schedule_pending();
         }
         removed
