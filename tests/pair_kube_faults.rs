@@ -292,7 +292,11 @@ fn pods_of_a_killed_run_are_removed_by_gc() {
     let owners = block_on(async {
         let api: icb_kube::kube::Api<icb_kube::k8s_openapi::api::core::v1::Secret> =
             icb_kube::kube::Api::default_namespaced(cluster.client().unwrap());
-        api.get("ic-bench-killed1-token").await.unwrap().metadata.owner_references
+        api.get("ic-bench-killed1-token")
+            .await
+            .unwrap()
+            .metadata
+            .owner_references
     })
     .unwrap_or_default();
     assert_eq!(

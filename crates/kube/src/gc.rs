@@ -188,7 +188,11 @@ mod tests {
         );
         assert_eq!(old.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["old"]);
         assert_eq!(old[0].age, Some(Duration::from_secs(7200)));
-        assert_eq!(old[0].run_id.as_deref(), Some("run-old"), "its Secret is deleted by name");
+        assert_eq!(
+            old[0].run_id.as_deref(),
+            Some("run-old"),
+            "its Secret is deleted by name"
+        );
     }
 
     #[test]

@@ -533,9 +533,17 @@ mod tests {
             serde_json::json!({"phase":"Pending","containerStatuses":[{"name":"bench","image":"x","imageID":"","ready":false,"restartCount":0,"state":{"waiting":{"reason":"CreateContainerConfigError","message":"secret \"s\" not found"}}}]}),
         );
         assert!(matches!(pod_state(&config), PodState::Stuck(_)), "age unknown");
-        let created = |ago: i64| Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(ago)));
+        let created = |ago: i64| {
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::now() - jiff::SignedDuration::from_secs(ago),
+            ))
+        };
         config.metadata.creation_timestamp = created(2);
-        assert!(matches!(pod_state(&config), PodState::Pending(_)), "{:?}", pod_state(&config));
+        assert!(
+            matches!(pod_state(&config), PodState::Pending(_)),
+            "{:?}",
+            pod_state(&config)
+        );
         config.metadata.creation_timestamp = created(31);
         assert!(matches!(pod_state(&config), PodState::Stuck(_)));
         let creating = pod_json(

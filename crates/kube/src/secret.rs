@@ -162,7 +162,10 @@ mod tests {
         .unwrap();
         let owner = owned_by(&created).expect("a created pod has a uid");
         assert_eq!((owner.kind.as_str(), owner.api_version.as_str()), ("Pod", "v1"));
-        assert_eq!((owner.name.as_str(), owner.uid.as_str()), ("ic-bench-abc123-server", "u-1"));
+        assert_eq!(
+            (owner.name.as_str(), owner.uid.as_str()),
+            ("ic-bench-abc123-server", "u-1")
+        );
         assert_eq!(owner.block_owner_deletion, None, "needs update on pods/finalizers");
         let s = token_secret("bench", "abc123", Some("t"), Some(owner));
         assert_eq!(s.metadata.owner_references.map(|o| o.len()), Some(1));

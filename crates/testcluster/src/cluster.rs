@@ -33,6 +33,9 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct NodeMeta {
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
+    /// Conditions written through the `status` subresource (`api::node_status`), besides the
+    /// kubelet's `Ready`, in the order they were added.
+    pub conditions: Vec<serde_json::Value>,
     /// The version of the node object: bumped by every change (from the store's counter).
     pub resource_version: u64,
 }

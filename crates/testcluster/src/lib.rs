@@ -523,6 +523,7 @@ async fn run(
         .map(|n| cluster::NodeMeta {
             labels: n.labels.clone(),
             annotations: Default::default(),
+            conditions: Vec::new(),
             resource_version: store.resource_version(),
         })
         .collect();

@@ -43,13 +43,21 @@ async fn a_secret_owned_by_a_pod_is_collected_with_it_and_only_then() {
     // The pod first, as ic-bench does: it reads a Secret that exists only once the pod's uid does.
     let mut pod = sh_pod("owner", "echo \"$TOKEN\"; sleep 30");
     pod.spec.as_mut().unwrap().containers[0].env = Some(vec![
-        serde_json::from_value(json!({"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "tok", "key": "token"}}}))
-            .unwrap(),
+        serde_json::from_value(
+            json!({"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "tok", "key": "token"}}}),
+        )
+        .unwrap(),
     ]);
     let created = create(&pods, &pod).await;
     let uid = created.metadata.uid.clone().expect("a created pod has a uid");
-    secrets.create(&pp, &secret("tok", Some(("owner", &uid)))).await.expect("create tok");
-    secrets.create(&pp, &secret("unowned", None)).await.expect("create unowned");
+    secrets
+        .create(&pp, &secret("tok", Some(("owner", &uid))))
+        .await
+        .expect("create tok");
+    secrets
+        .create(&pp, &secret("unowned", None))
+        .await
+        .expect("create unowned");
     // The kubelet retried the container until its Secret was there.
     wait_for(&pods, "owner", "running", |p| phase(p) == "Running").await;
     assert!(exists(&secrets, "tok").await, "collected while its owner runs");
@@ -62,7 +70,10 @@ async fn a_secret_owned_by_a_pod_is_collected_with_it_and_only_then() {
         assert!(Instant::now() < deadline, "the owned Secret outlived its pod by 20 s");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(exists(&secrets, "unowned").await, "a Secret without owners is never collected");
+    assert!(
+        exists(&secrets, "unowned").await,
+        "a Secret without owners is never collected"
+    );
 
     // Owners are matched by uid: a new pod of the same name does not own the old pod's Secret.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -76,6 +87,9 @@ async fn a_secret_owned_by_a_pod_is_collected_with_it_and_only_then() {
         .create(&pp, &secret("stale", Some(("owner", &uid))))
         .await
         .expect("create stale");
-    assert!(!exists(&secrets, "stale").await, "a Secret whose owner is gone is collected");
+    assert!(
+        !exists(&secrets, "stale").await,
+        "a Secret whose owner is gone is collected"
+    );
     cluster.shutdown().await;
 }
