@@ -128,6 +128,10 @@ pub struct Args {
     #[arg(long)]
     pub label_nodes: bool,
 
+    /// At the end, set the node condition ICBenchFabric on every node of the sweep: True (pass), False (fail) or Unknown (not measured, unschedulable, suspect, inconclusive), with reason, message and times (needs manifests/clusterrole-node-conditions.yaml)
+    #[arg(long)]
+    pub node_conditions: bool,
+
     /// Bandwidth unit of the node annotations (--label-nodes): gb (10^9 B/s) or mib (2^20 B/s)
     #[arg(long, value_name = "UNIT", default_value = "gb", value_parser = super::common::parse_unit)]
     pub unit: icb_core::BandwidthUnit,
