@@ -127,7 +127,7 @@ pub fn probe_serving(opts: &Options) -> Result<ProbeReport, ServingError> {
                         Status::Skipped,
                         &scope,
                         format!("no baseline for this pair: run `{cmd}`{}", missing_shape.unwrap_or_default()),
-                        Some(&format!("run `{cmd}`")),
+                        Some(format!("run `{cmd}`").as_str()),
                     ));
                     if !next_steps.contains(&cmd) {
                         next_steps.push(cmd);

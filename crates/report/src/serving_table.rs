@@ -1,0 +1,76 @@
+//! `probe serving`'s figures: one row per engine series on the report's basis (per transfer, per
+//! rank, per node pair; GB/s = 10^9), with the fabric's figure for the same shape beside it; and
+//! the same figures as Prometheus gauges.
+
+use crate::format::View;
+use crate::prometheus::{FloatFamily, labels};
+use crate::table::new_table;
+use crate::wrap::push_wrapped;
+use icb_core::serving::ServingReport;
+use icb_core::units::format_size;
+use prometheus_client::registry::Registry;
+
+fn num(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
+}
+
+/// The section, placed after the checks' table.
+pub fn render(s: &ServingReport, view: View) -> String {
+    let mut out = String::new();
+    push_wrapped(&mut out, &format!("engine figures ({})", s.basis), view);
+    let mut t = new_table(
+        vec!["Engine", "Series", "Transfers", "Bytes/transfer", "Descs", "ms", "Post ms", "GB/s rank", "GB/s pair", "Fabric GB/s", "Engine %"],
+        view,
+    );
+    for f in &s.engines {
+        t.add_row(vec![
+            f.engine.clone(),
+            f.series.clone(),
+            format!("{:.0}", f.transfers),
+            f.bytes_per_transfer.map_or_else(|| "-".into(), |b| format_size(b.round() as u64)),
+            num(f.descriptors_per_transfer, 0),
+            num(f.transfer_ms, 2),
+            num(f.post_ms, 3),
+            num(f.rank_gbps, 2),
+            num(f.pair_gbps, 2),
+            num(f.fabric.as_ref().map(|b| b.latest_gbps), 2),
+            num(f.fabric.as_ref().map(|b| 100.0 * b.engine_ratio), 0),
+        ]);
+    }
+    out.push_str(&format!("{t}\n"));
+    out
+}
+
+/// `icbench_probe_serving_gbps{engine,series,scope="rank"|"pair"|"fabric"}` and
+/// `icbench_probe_serving_engine_ratio{engine,series}`.
+pub fn prometheus(registry: &mut Registry, s: &ServingReport) {
+    let gbps = FloatFamily::default();
+    let ratio = FloatFamily::default();
+    registry.register(
+        "serving_gbps",
+        "probe serving: an engine's KV transfer rate in GB/s (10^9): one rank, the node pair, or ic-bench's fabric figure for the same shape",
+        gbps.clone(),
+    );
+    registry.register(
+        "serving_engine_ratio",
+        "probe serving: the engine's rank rate over the fabric's for the same pair and KV shape",
+        ratio.clone(),
+    );
+    for f in &s.engines {
+        let series = |scope: &str| labels(&[("engine", f.engine.clone()), ("series", f.series.clone()), ("scope", scope.into())]);
+        for (scope, v) in [
+            ("rank", f.rank_gbps),
+            ("pair", f.pair_gbps),
+            ("fabric", f.fabric.as_ref().map(|b| b.latest_gbps)),
+        ] {
+            if let Some(v) = v {
+                gbps.get_or_create(&series(scope)).set(v);
+            }
+        }
+        if let Some(b) = &f.fabric {
+            ratio
+                .get_or_create(&labels(&[("engine", f.engine.clone()), ("series", f.series.clone())]))
+                .set(b.engine_ratio);
+        }
+    }
+}
