@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/serving").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/serving")
+        .join(name)
 }
 
 /// node-a → node-b: `pair --kv-shape llama-3.1-8b --isl 1024` (TP 1: 4096 descriptors of
@@ -65,7 +67,8 @@ fn serving(args: &[&str]) -> (i32, String, String) {
 }
 
 fn near(v: &serde_json::Value, want: f64) -> bool {
-    v.as_f64().is_some_and(|x| (x - want).abs() <= 1e-9 * want.abs().max(1.0))
+    v.as_f64()
+        .is_some_and(|x| (x - want).abs() <= 1e-9 * want.abs().max(1.0))
 }
 
 #[test]
@@ -91,7 +94,10 @@ fn vllm_metrics_against_the_history_end_to_end() {
     ]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!((v["schema"].as_str(), v["kind"].as_str()), (Some("ic-bench.probe/v1"), Some("serving")));
+    assert_eq!(
+        (v["schema"].as_str(), v["kind"].as_str()),
+        (Some("ic-bench.probe/v1"), Some("serving"))
+    );
     let f = &v["serving"]["engines"][0];
     assert_eq!(f["engine"], "vllm-nixl");
     assert!(near(&f["bytes_per_transfer"], 134_217_728.0) && near(&f["descriptors_per_transfer"], 4096.0));
@@ -99,8 +105,18 @@ fn vllm_metrics_against_the_history_end_to_end() {
     assert!(near(&f["rank_gbps"], 2.684_354_56), "{f}");
     assert_eq!(f["fabric"]["case"], "get_bw cuda-cuda 4096 × 32 KiB (nixl)");
     assert!(near(&f["fabric"]["engine_ratio"], 2.684_354_56 / 19.5));
-    let engine = v["checks"].as_array().unwrap().iter().find(|c| c["id"] == "serving.engine").unwrap();
-    assert!(engine["detail"].as_str().unwrap().starts_with("engine reaches 14 % of what the fabric delivers"));
+    let engine = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "serving.engine")
+        .unwrap();
+    assert!(
+        engine["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("engine reaches 14 % of what the fabric delivers")
+    );
 }
 
 #[test]
@@ -157,7 +173,11 @@ fn the_exports_carry_the_figures() {
 
 #[test]
 fn nothing_readable_exits_2_with_one_line_per_source() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let endpoint = format!("http://127.0.0.1:{closed}/metrics");
     let (code, out, err) = serving(&[
         "--endpoint",

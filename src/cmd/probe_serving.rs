@@ -87,9 +87,7 @@ pub struct ServingArgs {
 }
 
 fn parse_window(s: &str) -> Result<String, String> {
-    let ok = s.len() > 1
-        && s.ends_with(['s', 'm', 'h', 'd'])
-        && s[..s.len() - 1].chars().all(|c| c.is_ascii_digit());
+    let ok = s.len() > 1 && s.ends_with(['s', 'm', 'h', 'd']) && s[..s.len() - 1].chars().all(|c| c.is_ascii_digit());
     if ok {
         Ok(s.to_string())
     } else {

@@ -19,7 +19,19 @@ pub fn render(s: &ServingReport, view: View) -> String {
     let mut out = String::new();
     push_wrapped(&mut out, &format!("engine figures ({})", s.basis), view);
     let mut t = new_table(
-        vec!["Engine", "Series", "Transfers", "Bytes/transfer", "Descs", "ms", "Post ms", "GB/s rank", "GB/s pair", "Fabric GB/s", "Engine %"],
+        vec![
+            "Engine",
+            "Series",
+            "Transfers",
+            "Bytes/transfer",
+            "Descs",
+            "ms",
+            "Post ms",
+            "GB/s rank",
+            "GB/s pair",
+            "Fabric GB/s",
+            "Engine %",
+        ],
         view,
     );
     for f in &s.engines {
@@ -27,7 +39,8 @@ pub fn render(s: &ServingReport, view: View) -> String {
             f.engine.clone(),
             f.series.clone(),
             format!("{:.0}", f.transfers),
-            f.bytes_per_transfer.map_or_else(|| "-".into(), |b| format_size(b.round() as u64)),
+            f.bytes_per_transfer
+                .map_or_else(|| "-".into(), |b| format_size(b.round() as u64)),
             num(f.descriptors_per_transfer, 0),
             num(f.transfer_ms, 2),
             num(f.post_ms, 3),
@@ -57,7 +70,13 @@ pub fn prometheus(registry: &mut Registry, s: &ServingReport) {
         ratio.clone(),
     );
     for f in &s.engines {
-        let series = |scope: &str| labels(&[("engine", f.engine.clone()), ("series", f.series.clone()), ("scope", scope.into())]);
+        let series = |scope: &str| {
+            labels(&[
+                ("engine", f.engine.clone()),
+                ("series", f.series.clone()),
+                ("scope", scope.into()),
+            ])
+        };
         for (scope, v) in [
             ("rank", f.rank_gbps),
             ("pair", f.pair_gbps),

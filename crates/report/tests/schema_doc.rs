@@ -151,7 +151,12 @@ fn serving_example_rolls_up_and_is_what_the_types_write() {
     let text = &blocks("json")[7];
     let probe: ProbeReport = serde_json::from_str(text).unwrap();
     assert_eq!(probe.kind, "serving");
-    let mut again = ProbeReport::new(&probe.kind, &probe.target, probe.checks.clone(), probe.next_steps.clone());
+    let mut again = ProbeReport::new(
+        &probe.kind,
+        &probe.target,
+        probe.checks.clone(),
+        probe.next_steps.clone(),
+    );
     again.serving = probe.serving.clone();
     assert_eq!(again, probe);
     let serving = probe.serving.as_ref().unwrap();
@@ -160,5 +165,9 @@ fn serving_example_rolls_up_and_is_what_the_types_write() {
     let b = f.fabric.as_ref().unwrap();
     assert_eq!(b.engine_ratio, f.rank_gbps.unwrap() / b.latest_gbps);
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
-    assert_eq!(serde_json::to_value(&probe).unwrap(), doc, "no field renamed or dropped");
+    assert_eq!(
+        serde_json::to_value(&probe).unwrap(),
+        doc,
+        "no field renamed or dropped"
+    );
 }

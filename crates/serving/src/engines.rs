@@ -168,17 +168,29 @@ fn other_names(idx: &Index<'_>, prefix: &str, known: &[&str]) -> Option<Vec<Stri
 
 fn vllm(idx: &Index<'_>, ctx: &Context, out: &mut Vec<EngineFigures>, findings: &mut Vec<Finding>) {
     if let Some(seen) = other_names(idx, "vllm:", &[VLLM_XFER, VLLM_BYTES]) {
-        findings.push(Finding::OtherNames { engine: "vllm-nixl", seen });
+        findings.push(Finding::OtherNames {
+            engine: "vllm-nixl",
+            seen,
+        });
         return;
     }
     let count = format!("{VLLM_XFER}_count");
     if idx.series_of(&count).is_empty() && idx.names().iter().any(|n| n.starts_with("vllm:nixl_")) {
-        findings.push(Finding::Missing { engine: "vllm-nixl", metric: count.clone() });
+        findings.push(Finding::Missing {
+            engine: "vllm-nixl",
+            metric: count.clone(),
+        });
     }
     for series in idx.series_of(&count) {
         let n = idx.get(&count, &series).unwrap_or(0.0);
         let op = ctx.op.clone().unwrap_or_else(|| "read".into());
-        let mut f = blank("vllm-nixl", "vLLM NIXL connector histograms (vllm:nixl_*)", series.clone(), op, n);
+        let mut f = blank(
+            "vllm-nixl",
+            "vLLM NIXL connector histograms (vllm:nixl_*)",
+            series.clone(),
+            op,
+            n,
+        );
         f.ranks_pooled = ctx.tp.max(1);
         f.failures = VLLM_FAILED.iter().filter_map(|m| idx.get(m, &series)).sum();
         if n > 0.0 {
@@ -200,7 +212,10 @@ fn vllm(idx: &Index<'_>, ctx: &Context, out: &mut Vec<EngineFigures>, findings: 
                 (format!("{VLLM_DESCS}_sum"), f.descriptors_per_transfer.is_some()),
             ] {
                 if !present {
-                    findings.push(Finding::Missing { engine: "vllm-nixl", metric: m });
+                    findings.push(Finding::Missing {
+                        engine: "vllm-nixl",
+                        metric: m,
+                    });
                 }
             }
         }
@@ -240,7 +255,11 @@ fn sglang(idx: &Index<'_>, ctx: &Context, out: &mut Vec<EngineFigures>, findings
             (1.0, idx.get(SGLANG_LATENCY, &series), idx.get(SGLANG_MB, &series))
         };
         let op = ctx.op.clone().unwrap_or_else(|| "write".into());
-        let kind = if histogram { "histograms" } else { "gauges (the most recent request)" };
+        let kind = if histogram {
+            "histograms"
+        } else {
+            "gauges (the most recent request)"
+        };
         let mut f = blank("sglang", &format!("SGLang kv_transfer_* {kind}"), series.clone(), op, n);
         f.failures = idx.get(SGLANG_FAILED, &series).unwrap_or(0.0);
         let bytes = mib.map(|m| m * 1048576.0);
@@ -279,7 +298,13 @@ fn nixl_telemetry(idx: &Index<'_>, ctx: &Context, out: &mut Vec<EngineFigures>) 
             ("agent_rx_bytes_total", "agent_rx_requests_num_total")
         };
         let n = idx.get(reqs, &series).unwrap_or(0.0);
-        let mut f = blank("nixl-telemetry", "NIXL Prometheus telemetry exporter (agent_*)", series.clone(), op, n);
+        let mut f = blank(
+            "nixl-telemetry",
+            "NIXL Prometheus telemetry exporter (agent_*)",
+            series.clone(),
+            op,
+            n,
+        );
         f.failures = idx.get("agent_errors_total", &series).unwrap_or(0.0);
         if n > 0.0 {
             let total = idx.get(bytes, &series);

@@ -58,10 +58,7 @@ pub fn parse(text: &str) -> Result<Vec<Sample>, LineError> {
         } else {
             (BTreeMap::new(), &line[name_end..])
         };
-        let value = rest
-            .split_whitespace()
-            .next()
-            .ok_or_else(|| bad("no value"))?;
+        let value = rest.split_whitespace().next().ok_or_else(|| bad("no value"))?;
         let value = parse_value(value).ok_or_else(|| bad("the value is not a number"))?;
         out.push(Sample {
             name: name.to_string(),

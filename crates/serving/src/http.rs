@@ -121,7 +121,11 @@ mod tests {
 
     #[test]
     fn a_closed_port_is_unreachable_in_time() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let e = get(&format!("http://127.0.0.1:{port}/metrics"), Duration::from_secs(5)).unwrap_err();
         assert!(matches!(e, HttpError::Unreachable { .. }), "{e}");
     }

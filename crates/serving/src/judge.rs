@@ -45,7 +45,9 @@ fn same_shape(case: &CaseKey, f: &EngineFigures, kv: Option<&KvSpec>) -> bool {
     match kv {
         Some(k) => k.reads.iter().any(|&(len, n)| case.size == len && blocks == n),
         None => {
-            let bytes_ok = f.bytes_per_transfer.is_some_and(|b| near(b, (case.size * blocks) as f64));
+            let bytes_ok = f
+                .bytes_per_transfer
+                .is_some_and(|b| near(b, (case.size * blocks) as f64));
             let descs_ok = f.descriptors_per_transfer.is_none_or(|d| near(d, blocks as f64));
             bytes_ok && descs_ok
         }
@@ -109,13 +111,19 @@ pub fn judge(f: &EngineFigures, scope: &str) -> Vec<Check> {
                 base,
                 100.0 * b.latest_gbps / base
             ),
-            Some("the fabric side: `ic-bench history pair` shows when it dropped; `ic-bench probe node` on both nodes".into()),
+            Some(
+                "the fabric side: `ic-bench history pair` shows when it dropped; `ic-bench probe node` on both nodes"
+                    .into(),
+            ),
         )),
         Some(base) => out.push(check(
             "serving.fabric",
             Status::Ok,
             scope,
-            format!("the fabric holds its baseline: {} measured {:.2} GB/s, baseline {base:.2} GB/s", b.case, b.latest_gbps),
+            format!(
+                "the fabric holds its baseline: {} measured {:.2} GB/s, baseline {base:.2} GB/s",
+                b.case, b.latest_gbps
+            ),
             None,
         )),
         None => out.push(check(
@@ -143,7 +151,10 @@ pub fn judge(f: &EngineFigures, scope: &str) -> Vec<Check> {
             "serving.engine",
             Status::Ok,
             scope,
-            format!("engine reaches {pct:.0} % of what the fabric delivers for this shape ({rank:.2} of {:.2} GB/s)", b.latest_gbps),
+            format!(
+                "engine reaches {pct:.0} % of what the fabric delivers for this shape ({rank:.2} of {:.2} GB/s)",
+                b.latest_gbps
+            ),
             None,
         ));
     } else {
@@ -168,7 +179,12 @@ pub fn judge(f: &EngineFigures, scope: &str) -> Vec<Check> {
 
 /// `ic-bench pair …` that would measure this pair's baseline for the shape.
 pub fn baseline_command(prefill: &str, decode: &str, kv: Option<&KvSpec>, op: &str, history: &str) -> String {
-    let shape = kv.map_or("--kv-shape MODEL --isl TOKENS --prefill-tp A --decode-tp B".to_string(), |k| k.flags.clone());
+    let shape = kv.map_or(
+        "--kv-shape MODEL --isl TOKENS --prefill-tp A --decode-tp B".to_string(),
+        |k| k.flags.clone(),
+    );
     let op = if op == "write" { " --kv-op write" } else { "" };
-    format!("ic-bench pair --prefill node/{prefill} --decode node/{decode} {shape}{op} --engine nixl --history {history}")
+    format!(
+        "ic-bench pair --prefill node/{prefill} --decode node/{decode} {shape}{op} --engine nixl --history {history}"
+    )
 }

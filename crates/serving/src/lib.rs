@@ -81,13 +81,21 @@ pub fn probe_serving(opts: &Options) -> Result<ProbeReport, ServingError> {
         let label = source.label(&opts.window);
         match source.read(&ctx, &opts.window, opts.deadline) {
             Err(why) => {
-                checks.push(check("serving.source", Status::Warn, &label, format!("could not be read: {why}"), None));
+                checks.push(check(
+                    "serving.source",
+                    Status::Warn,
+                    &label,
+                    format!("could not be read: {why}"),
+                    None,
+                ));
                 unread.push(why);
             }
             Ok((found, findings)) => {
                 checks.extend(sources::finding_checks(&label, &findings));
                 if found.is_empty() {
-                    let why = format!("{label}: no KV-transfer metric of vLLM's NIXL connector, SGLang, NIXL's telemetry or TensorRT-LLM");
+                    let why = format!(
+                        "{label}: no KV-transfer metric of vLLM's NIXL connector, SGLang, NIXL's telemetry or TensorRT-LLM"
+                    );
                     checks.push(check("serving.source", Status::Warn, &label, why.clone(), None));
                     unread.push(why);
                 } else {
@@ -119,14 +127,23 @@ pub fn probe_serving(opts: &Options) -> Result<ProbeReport, ServingError> {
                 if f.fabric.is_some() {
                     checks.extend(judge::judge(f, &scope));
                 } else {
-                    let (p, d) = (opts.prefill.as_deref().unwrap_or("P"), opts.decode.as_deref().unwrap_or("D"));
+                    let (p, d) = (
+                        opts.prefill.as_deref().unwrap_or("P"),
+                        opts.decode.as_deref().unwrap_or("D"),
+                    );
                     let cmd = judge::baseline_command(p, d, opts.kv.as_ref(), &f.op, history);
-                    let missing_shape = opts.kv.is_none().then_some(" (give the model's --kv-shape flags to this probe for the exact geometry)");
+                    let missing_shape = opts
+                        .kv
+                        .is_none()
+                        .then_some(" (give the model's --kv-shape flags to this probe for the exact geometry)");
                     checks.push(check(
                         "serving.baseline",
                         Status::Skipped,
                         &scope,
-                        format!("no baseline for this pair: run `{cmd}`{}", missing_shape.unwrap_or_default()),
+                        format!(
+                            "no baseline for this pair: run `{cmd}`{}",
+                            missing_shape.unwrap_or_default()
+                        ),
                         Some(format!("run `{cmd}`").as_str()),
                     ));
                     if !next_steps.contains(&cmd) {
@@ -143,7 +160,12 @@ pub fn probe_serving(opts: &Options) -> Result<ProbeReport, ServingError> {
             )),
         }
     }
-    let target = opts.sources.iter().map(|s| s.label(&opts.window)).collect::<Vec<_>>().join(", ");
+    let target = opts
+        .sources
+        .iter()
+        .map(|s| s.label(&opts.window))
+        .collect::<Vec<_>>()
+        .join(", ");
     let mut report = ProbeReport::new("serving", &target, checks, next_steps);
     report.serving = Some(ServingReport {
         basis: SERVING_BASIS.to_string(),

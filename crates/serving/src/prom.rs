@@ -1,6 +1,6 @@
 //! `--prometheus URL`: the engines' metrics as a Prometheus server holds them, over a window.
 //! Counters and histogram parts are asked for their `increase(…[WINDOW])`, gauges for their
-//! value now, each an instant query of the HTTP API; the answers become the same samples a
+//! last value, each an instant query of the HTTP API at one instant; the answers become the same samples a
 //! `--metrics FILE` gives, so one translation serves both.
 
 use crate::engines::wanted_names;
@@ -18,9 +18,18 @@ pub enum PromError {
     Answer { url: String, query: String, why: String },
 }
 
-/// One instant query's vector: each series' labels and value.
-fn query(base: &str, promql: &str, deadline: Duration) -> Result<Vec<(BTreeMap<String, String>, f64)>, PromError> {
-    let url = format!("{}/api/v1/query?query={}", base.trim_end_matches('/'), encode(promql));
+/// One instant query's vector at `at` (Unix seconds): each series' labels and value.
+fn query(
+    base: &str,
+    promql: &str,
+    at: &str,
+    deadline: Duration,
+) -> Result<Vec<(BTreeMap<String, String>, f64)>, PromError> {
+    let url = format!(
+        "{}/api/v1/query?query={}&time={at}",
+        base.trim_end_matches('/'),
+        encode(promql)
+    );
     let body = get(&url, deadline)?;
     let bad = |why: &str| PromError::Answer {
         url: base.to_string(),
@@ -73,6 +82,12 @@ fn names(base: &str, deadline: Duration) -> Result<Vec<String>, PromError> {
 pub fn samples(base: &str, window: &str, deadline: Duration) -> Result<Vec<Sample>, PromError> {
     let held = names(base, deadline)?;
     let wanted = wanted_names();
+    // Every query at one instant: `increase` extrapolates to the window's end, so a sum and a
+    // count asked a millisecond apart would not divide to the per-transfer figure.
+    let at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let at = format!("{at:.3}");
     let mut out = Vec::new();
     for (name, counter) in &wanted {
         if !held.contains(name) {
@@ -83,7 +98,7 @@ pub fn samples(base: &str, window: &str, deadline: Duration) -> Result<Vec<Sampl
         } else {
             format!("last_over_time({name}[{window}])")
         };
-        for (labels, value) in query(base, &promql, deadline)? {
+        for (labels, value) in query(base, &promql, &at, deadline)? {
             out.push(Sample {
                 name: name.clone(),
                 labels,

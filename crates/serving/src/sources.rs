@@ -87,7 +87,9 @@ fn csv_files(paths: &[PathBuf]) -> Result<Vec<crate::trtllm::RankFile>, String> 
         .iter()
         .map(|f| {
             let text = std::fs::read_to_string(f).map_err(|e| format!("--trtllm-csv {}: {e}", f.display()))?;
-            let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
+            let name = f
+                .file_name()
+                .map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
             crate::trtllm::parse(&name, &text).map_err(|e| format!("--trtllm-csv {e}"))
         })
         .collect()

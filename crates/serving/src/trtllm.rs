@@ -32,7 +32,10 @@ pub fn parse(name: &str, text: &str) -> Result<RankFile, String> {
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let (_, header) = lines.next().ok_or_else(|| format!("{name}: empty"))?;
     let cols: Vec<&str> = header.split(',').map(str::trim).collect();
-    if cols.first() != Some(&"RequestID") || cols.len() < 4 || cols[1..4] != ["Delay(ms)", "Duration(ms)", "Bandwidth(Gbps)"] {
+    if cols.first() != Some(&"RequestID")
+        || cols.len() < 4
+        || cols[1..4] != ["Delay(ms)", "Duration(ms)", "Bandwidth(Gbps)"]
+    {
         return Err(format!(
             "{name}: the header is not TensorRT-LLM's 'RequestID,Delay(ms),Duration(ms),Bandwidth(Gbps)…' (another version?): '{header}'"
         ));

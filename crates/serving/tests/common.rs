@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/serving").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/serving")
+        .join(name)
 }
 
 /// `a` equals the hand-computed `b` to 1e-9 relative.

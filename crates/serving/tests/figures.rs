@@ -39,7 +39,10 @@ fn checks<'a>(r: &'a ProbeReport, id: &str) -> Vec<&'a icb_core::checks::Check> 
 fn vllm_tp1_figures_match_the_hand_computed_ones() {
     let r = probe_serving(&opts(vec![file("vllm_tp1.prom")], 1)).unwrap();
     let [f] = engines(&r) else { panic!("{:?}", engines(&r)) };
-    assert_eq!((f.engine.as_str(), f.op.as_str(), f.transfers, f.ranks_pooled), ("vllm-nixl", "read", 10.0, 1));
+    assert_eq!(
+        (f.engine.as_str(), f.op.as_str(), f.transfers, f.ranks_pooled),
+        ("vllm-nixl", "read", 10.0, 1)
+    );
     // 1 342 177 280 B over 10 transfers taking 0.5 s, posting 0.02 s, 40 960 descriptors.
     close(f.bytes_per_transfer, 134_217_728.0);
     close(f.bytes_per_request, 134_217_728.0);
@@ -66,13 +69,19 @@ fn vllm_tp2_is_one_ranks_average_and_the_pair_carries_both() {
     close(f.post_ms, 1.0);
     close(f.rank_gbps, 3.355_443_2);
     close(f.pair_gbps, 6.710_886_4);
-    assert!(f.defects.iter().any(|d| d.contains("pools its 2 TP ranks")), "{:?}", f.defects);
+    assert!(
+        f.defects.iter().any(|d| d.contains("pools its 2 TP ranks")),
+        "{:?}",
+        f.defects
+    );
 }
 
 #[test]
 fn sglang_mib_and_gib_are_turned_into_bytes_and_gb() {
     let r = probe_serving(&opts(vec![file("sglang.prom")], 2)).unwrap();
-    let [r0, r1] = engines(&r) else { panic!("{:?}", engines(&r)) };
+    let [r0, r1] = engines(&r) else {
+        panic!("{:?}", engines(&r))
+    };
     assert!(r0.series.contains("tp_rank=0") && r1.series.contains("tp_rank=1"));
     assert_eq!((r0.engine.as_str(), r0.op.as_str()), ("sglang", "write"));
     close(r0.bytes_per_transfer, 64.0 * 1_048_576.0);
@@ -89,8 +98,13 @@ fn sglang_mib_and_gib_are_turned_into_bytes_and_gb() {
 fn trtllm_csv_bits_are_bytes_and_ranks_merge_by_min_start_max_end() {
     let dir = fixture("trtllm");
     let r = probe_serving(&opts(vec![Source::TrtllmCsv(vec![dir])], 2)).unwrap();
-    let [r0, r1] = engines(&r) else { panic!("{:?}", engines(&r)) };
-    assert_eq!((r0.series.as_str(), r0.op.as_str(), r0.transfers), ("rank_0_send.csv", "write", 2.0));
+    let [r0, r1] = engines(&r) else {
+        panic!("{:?}", engines(&r))
+    };
+    assert_eq!(
+        (r0.series.as_str(), r0.op.as_str(), r0.transfers),
+        ("rank_0_send.csv", "write", 2.0)
+    );
     // rank 0: requests of 2e7 and 4e7 B (8 Gb/s × 10 ms = 1e7 B), windows 20 and 20 ms.
     close(r0.bytes_per_transfer, 3e7);
     close(r0.transfer_ms, 20.0);
@@ -110,7 +124,10 @@ fn history(dir: &std::path::Path) -> std::path::PathBuf {
     write_history(
         &path,
         &[
-            (kv_case("node-a", "node-b", "get_bw", 32768, 4096), vec![20e9, 20e9, 19.5e9]),
+            (
+                kv_case("node-a", "node-b", "get_bw", 32768, 4096),
+                vec![20e9, 20e9, 19.5e9],
+            ),
             (kv_case("node-a", "node-b", "get_bw", 16384, 4096), vec![4e9, 4e9, 3e9]),
         ],
     );
@@ -147,8 +164,12 @@ fn the_engine_is_judged_against_the_fabric_for_the_same_shape() {
         let engine = checks(&r, "serving.engine")[0];
         assert_eq!(engine.status, Status::Warn);
         assert!(
-            engine.detail.starts_with("engine reaches 14 % of what the fabric delivers for this shape")
-                && engine.detail.contains("post time (2.000 ms of 50.000 ms per transfer) / descriptors (4096 per transfer)"),
+            engine
+                .detail
+                .starts_with("engine reaches 14 % of what the fabric delivers for this shape")
+                && engine
+                    .detail
+                    .contains("post time (2.000 ms of 50.000 ms per transfer) / descriptors (4096 per transfer)"),
             "{}",
             engine.detail
         );
@@ -159,7 +180,12 @@ fn the_engine_is_judged_against_the_fabric_for_the_same_shape() {
 #[test]
 fn a_fabric_below_its_baseline_fails_on_the_fabric_side() {
     let dir = tempfile::tempdir().unwrap();
-    let r = compared("vllm_tp2.prom", 2, Some(spec(vec![(16384, 4096), (16384, 4096)])), &history(dir.path()));
+    let r = compared(
+        "vllm_tp2.prom",
+        2,
+        Some(spec(vec![(16384, 4096), (16384, 4096)])),
+        &history(dir.path()),
+    );
     let fabric = checks(&r, "serving.fabric")[0];
     assert_eq!(fabric.status, Status::Fail);
     assert!(fabric.detail.starts_with("fabric below its baseline: get_bw cuda-cuda 4096 × 16 KiB (nixl) measured 3.00 GB/s, its baseline 4.00 GB/s (75 %)"), "{}", fabric.detail);
@@ -190,19 +216,36 @@ fn a_figure_above_the_line_rate_is_a_metric_bug() {
     let r = probe_serving(&o).unwrap();
     let bug = checks(&r, "serving.metric_defect")[0];
     assert_eq!(bug.status, Status::Fail);
-    assert!(bug.detail.contains("above the NIC's line rate of 2.00 GB/s (16 Gb/s): a metric bug, not a fast fabric"), "{}", bug.detail);
+    assert!(
+        bug.detail
+            .contains("above the NIC's line rate of 2.00 GB/s (16 Gb/s): a metric bug, not a fast fabric"),
+        "{}",
+        bug.detail
+    );
     assert_eq!(r.exit_code(), 1);
 }
 
 #[test]
 fn other_names_and_missing_metrics_are_one_line_each() {
-    let r = probe_serving(&opts(vec![file("vllm_other_names.prom"), file("vllm_no_bytes.prom")], 1)).unwrap();
+    let r = probe_serving(&opts(
+        vec![file("vllm_other_names.prom"), file("vllm_no_bytes.prom")],
+        1,
+    ))
+    .unwrap();
     let names = checks(&r, "serving.metric_names");
     assert_eq!(names.len(), 1);
-    assert!(names[0].detail.contains("vllm:nixl_transfer_duration_seconds_count"), "{}", names[0].detail);
+    assert!(
+        names[0].detail.contains("vllm:nixl_transfer_duration_seconds_count"),
+        "{}",
+        names[0].detail
+    );
     let missing = checks(&r, "serving.metric_missing");
     assert_eq!(missing.len(), 1);
-    assert!(missing[0].detail.contains("vllm:nixl_bytes_transferred_sum is not in it"));
+    assert!(
+        missing[0]
+            .detail
+            .contains("vllm:nixl_bytes_transferred_sum is not in it")
+    );
     let [f] = engines(&r) else { panic!() };
     assert_eq!((f.bytes_per_transfer, f.rank_gbps), (None, None));
     close(f.transfer_ms, 50.0);
@@ -211,12 +254,26 @@ fn other_names_and_missing_metrics_are_one_line_each() {
 
 #[test]
 fn nothing_readable_is_an_error_with_one_line_per_source() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let down = Source::Endpoint(format!("http://127.0.0.1:{closed}/metrics"));
-    let e = probe_serving(&opts(vec![down.clone(), file("vllm_other_names.prom"), file("nope.prom")], 1)).unwrap_err();
-    let ServingError::NothingRead(lines) = &e else { panic!("{e}") };
+    let e = probe_serving(&opts(
+        vec![down.clone(), file("vllm_other_names.prom"), file("nope.prom")],
+        1,
+    ))
+    .unwrap_err();
+    let ServingError::NothingRead(lines) = &e else {
+        panic!("{e}")
+    };
     assert_eq!(lines.len(), 3, "{lines:?}");
-    assert!(lines[0].starts_with("--endpoint http://127.0.0.1:") && lines[0].contains("unreachable"), "{}", lines[0]);
+    assert!(
+        lines[0].starts_with("--endpoint http://127.0.0.1:") && lines[0].contains("unreachable"),
+        "{}",
+        lines[0]
+    );
     assert!(lines[1].contains("no KV-transfer metric"));
     assert!(lines[2].starts_with("--metrics ") && lines[2].contains("nope.prom"));
     // One source down beside a readable one: a warning, and the rest judged.

@@ -128,7 +128,9 @@ impl Prometheus {
             .spawn()
             .unwrap();
         let p = Prometheus { child, port, _dir: dir };
-        p.wait("ready", || get(&format!("{}/-/ready", p.url()), Duration::from_secs(2)).is_ok());
+        p.wait("ready", || {
+            get(&format!("{}/-/ready", p.url()), Duration::from_secs(2)).is_ok()
+        });
         p
     }
 
@@ -147,11 +149,18 @@ impl Prometheus {
     /// Whether every target has been scraped at least `n` times in the last minute.
     fn scraped(&self, n: u32) -> bool {
         let q = encode("min(count_over_time(up[1m]))");
-        get(&format!("{}/api/v1/query?query={q}", self.url()), Duration::from_secs(2))
-            .ok()
-            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
-            .and_then(|v| v["data"]["result"][0]["value"][1].as_str().and_then(|s| s.parse::<u32>().ok()))
-            .is_some_and(|c| c >= n)
+        get(
+            &format!("{}/api/v1/query?query={q}", self.url()),
+            Duration::from_secs(2),
+        )
+        .ok()
+        .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok())
+        .and_then(|v| {
+            v["data"]["result"][0]["value"][1]
+                .as_str()
+                .and_then(|s| s.parse::<u32>().ok())
+        })
+        .is_some_and(|c| c >= n)
     }
 }
 
@@ -177,8 +186,16 @@ fn prometheus_figures_over_a_window_match_the_hand_computed_ones() {
     let r = probe_serving(&o).unwrap();
     let s = r.serving.as_ref().unwrap();
     assert_eq!(s.sources, vec![format!("prometheus:{} (window 1m)", prom.url())]);
-    let v = s.engines.iter().find(|f| f.engine == "vllm-nixl").expect("vLLM's figures");
-    assert!(v.series.contains(&format!("instance=127.0.0.1:{}", vllm.port)), "{}", v.series);
+    let v = s
+        .engines
+        .iter()
+        .find(|f| f.engine == "vllm-nixl")
+        .expect("vLLM's figures");
+    assert!(
+        v.series.contains(&format!("instance=127.0.0.1:{}", vllm.port)),
+        "{}",
+        v.series
+    );
     // The increase over the window grows every series alike: the per-transfer figures are the
     // recorded ones.
     assert!(v.transfers > 0.0);
@@ -212,5 +229,8 @@ fn a_prometheus_that_is_down_is_one_line() {
     let e = probe_serving(&o).unwrap_err().to_string();
     let lines: Vec<&str> = e.lines().collect();
     assert_eq!(lines.len(), 2, "{e}");
-    assert!(lines[1].trim_start().starts_with("--prometheus http://127.0.0.1:") && lines[1].contains("unreachable"), "{e}");
+    assert!(
+        lines[1].trim_start().starts_with("--prometheus http://127.0.0.1:") && lines[1].contains("unreachable"),
+        "{e}"
+    );
 }
