@@ -14,6 +14,21 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
 }
 
+/// The labels that tell series apart in a table (the model name and the like are in the JSON).
+const SHOWN: [&str; 5] = ["tp_rank", "engine", "instance", "hostname", "agent_name"];
+
+fn short_series(series: &str) -> String {
+    let kept: Vec<&str> = series
+        .split(',')
+        .filter(|kv| kv.split_once('=').is_some_and(|(k, _)| SHOWN.contains(&k)))
+        .collect();
+    if kept.is_empty() || !series.contains('=') {
+        series.to_string()
+    } else {
+        kept.join(",")
+    }
+}
+
 /// The section, placed after the checks' table.
 pub fn render(s: &ServingReport, view: View) -> String {
     let mut out = String::new();
@@ -25,29 +40,31 @@ pub fn render(s: &ServingReport, view: View) -> String {
             "Transfers",
             "Bytes/transfer",
             "Descs",
-            "ms",
-            "Post ms",
-            "GB/s rank",
-            "GB/s pair",
-            "Fabric GB/s",
-            "Engine %",
+            "ms (post)",
+            "GB/s rank / pair",
+            "Fabric GB/s (engine %)",
         ],
         view,
     );
     for f in &s.engines {
+        let series = if view.wide {
+            f.series.clone()
+        } else {
+            short_series(&f.series)
+        };
         t.add_row(vec![
             f.engine.clone(),
-            f.series.clone(),
+            series,
             format!("{:.0}", f.transfers),
             f.bytes_per_transfer
                 .map_or_else(|| "-".into(), |b| format_size(b.round() as u64)),
             num(f.descriptors_per_transfer, 0),
-            num(f.transfer_ms, 2),
-            num(f.post_ms, 3),
-            num(f.rank_gbps, 2),
-            num(f.pair_gbps, 2),
-            num(f.fabric.as_ref().map(|b| b.latest_gbps), 2),
-            num(f.fabric.as_ref().map(|b| 100.0 * b.engine_ratio), 0),
+            format!("{} ({})", num(f.transfer_ms, 2), num(f.post_ms, 3)),
+            format!("{} / {}", num(f.rank_gbps, 2), num(f.pair_gbps, 2)),
+            f.fabric.as_ref().map_or_else(
+                || "-".into(),
+                |b| format!("{:.2} ({:.0} %)", b.latest_gbps, 100.0 * b.engine_ratio),
+            ),
         ]);
     }
     out.push_str(&format!("{t}\n"));

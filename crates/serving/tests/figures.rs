@@ -54,6 +54,12 @@ fn vllm_tp1_figures_match_the_hand_computed_ones() {
     assert_eq!(f.failures, 1.0);
     assert_eq!(checks(&r, "serving.failures")[0].status, Status::Warn);
     assert!(checks(&r, "serving.baseline")[0].detail.contains("not compared"));
+    assert!(
+        r.verdict
+            .starts_with("the engines' KV-transfer figures were read; none was compared"),
+        "{}",
+        r.verdict
+    );
     assert!(r.serving.as_ref().unwrap().basis.contains("GB/s = 10^9"));
 }
 
