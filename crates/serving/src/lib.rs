@@ -70,88 +70,14 @@ pub fn probe_serving(opts: &Options) -> Result<ProbeReport, ServingError> {
     if opts.sources.is_empty() {
         return Err(ServingError::NoSource);
     }
-    let ctx = engines::Context {
-        tp: opts.tp.max(1),
-        op: opts.op.clone(),
-    };
-    let mut checks = Vec::new();
-    let mut figures = Vec::new();
-    let mut unread = Vec::new();
-    for source in &opts.sources {
-        let label = source.label(&opts.window);
-        match source.read(&ctx, &opts.window, opts.deadline) {
-            Err(why) => {
-                checks.push(check(
-                    "serving.source",
-                    Status::Warn,
-                    &label,
-                    format!("could not be read: {why}"),
-                    None,
-                ));
-                unread.push(why);
-            }
-            Ok((found, findings)) => {
-                checks.extend(sources::finding_checks(&label, &findings));
-                if found.is_empty() {
-                    let why = format!(
-                        "{label}: no KV-transfer metric of vLLM's NIXL connector, SGLang, NIXL's telemetry or TensorRT-LLM"
-                    );
-                    checks.push(check("serving.source", Status::Warn, &label, why.clone(), None));
-                    unread.push(why);
-                } else {
-                    checks.push(check(
-                        "serving.source",
-                        Status::Ok,
-                        &label,
-                        format!("{} engine series read", found.len()),
-                        None,
-                    ));
-                }
-                figures.extend(found.into_iter().map(|f| (label.clone(), f)));
-            }
-        }
-    }
-    if figures.is_empty() {
-        return Err(ServingError::NothingRead(unread));
-    }
+    let (mut checks, mut figures) = read_all(opts)?;
     let mut next_steps = Vec::new();
     let trends = history_trends(opts)?;
     for (label, f) in &mut figures {
         let scope = format!("{} {} ({label})", f.engine, f.series);
         checks.extend(figure_checks(f, &scope, opts.line_rate_gbit));
-        match &trends {
-            Some((trends, history)) => {
-                let rank = f.rank_gbps.unwrap_or(0.0);
-                f.fabric = judge::baseline_for(trends, f, opts.kv.as_ref())
-                    .and_then(|(case, gbps)| judge::fabric(&case, &gbps, rank));
-                if f.fabric.is_some() {
-                    checks.extend(judge::judge(f, &scope));
-                } else {
-                    let (p, d) = (
-                        opts.prefill.as_deref().unwrap_or("P"),
-                        opts.decode.as_deref().unwrap_or("D"),
-                    );
-                    let cmd = judge::baseline_command(p, d, opts.kv.as_ref(), &f.op, history);
-                    let missing_shape = opts
-                        .kv
-                        .is_none()
-                        .then_some(" (give the model's --kv-shape flags to this probe for the exact geometry)");
-                    checks.push(check(
-                        "serving.baseline",
-                        Status::Skipped,
-                        &scope,
-                        format!(
-                            "no baseline for this pair: run `{cmd}`{}",
-                            missing_shape.unwrap_or_default()
-                        ),
-                        Some(format!("run `{cmd}`").as_str()),
-                    ));
-                    if !next_steps.contains(&cmd) {
-                        next_steps.push(cmd);
-                    }
-                }
-            }
-            None => {}
+        if let Some((trends, history)) = &trends {
+            checks.extend(compare(f, &scope, trends, history, opts, &mut next_steps));
         }
     }
     if trends.is_none() {
@@ -228,4 +154,96 @@ fn history_trends(opts: &Options) -> Result<Option<(Vec<icb_history::query::Case
         .pair_trend(p, d, 100)
         .map_err(|e| ServingError::History(shown.clone(), e.to_string()))?;
     Ok(Some((trends, shown)))
+}
+
+/// Each figure with the label of the source it came from.
+type Labelled = Vec<(String, EngineFigures)>;
+
+/// Every source read: the checks of reading and the figures with their source's label; an error
+/// (exit 2) when no source gave a figure.
+fn read_all(opts: &Options) -> Result<(Vec<Check>, Labelled), ServingError> {
+    let ctx = engines::Context {
+        tp: opts.tp.max(1),
+        op: opts.op.clone(),
+    };
+    let mut checks = Vec::new();
+    let mut figures = Vec::new();
+    let mut unread = Vec::new();
+    for source in &opts.sources {
+        let label = source.label(&opts.window);
+        match source.read(&ctx, &opts.window, opts.deadline) {
+            Err(why) => {
+                checks.push(check(
+                    "serving.source",
+                    Status::Warn,
+                    &label,
+                    format!("could not be read: {why}"),
+                    None,
+                ));
+                unread.push(why);
+            }
+            Ok((found, findings)) => {
+                checks.extend(sources::finding_checks(&label, &findings));
+                if found.is_empty() {
+                    let why = format!(
+                        "{label}: no KV-transfer metric of vLLM's NIXL connector, SGLang, NIXL's telemetry or TensorRT-LLM"
+                    );
+                    checks.push(check("serving.source", Status::Warn, &label, why.clone(), None));
+                    unread.push(why);
+                } else {
+                    checks.push(check(
+                        "serving.source",
+                        Status::Ok,
+                        &label,
+                        format!("{} engine series read", found.len()),
+                        None,
+                    ));
+                }
+                figures.extend(found.into_iter().map(|f| (label.clone(), f)));
+            }
+        }
+    }
+    if figures.is_empty() {
+        return Err(ServingError::NothingRead(unread));
+    }
+    Ok((checks, figures))
+}
+
+/// One figure against the history: its fabric baseline and the judgement, or the exact command
+/// that would measure the baseline.
+fn compare(
+    f: &mut EngineFigures,
+    scope: &str,
+    trends: &[icb_history::query::CaseTrend],
+    history: &str,
+    opts: &Options,
+    next_steps: &mut Vec<String>,
+) -> Vec<Check> {
+    let rank = f.rank_gbps.unwrap_or(0.0);
+    f.fabric =
+        judge::baseline_for(trends, f, opts.kv.as_ref()).and_then(|(case, gbps)| judge::fabric(&case, &gbps, rank));
+    if f.fabric.is_some() {
+        return judge::judge(f, scope);
+    }
+    let (p, d) = (
+        opts.prefill.as_deref().unwrap_or("P"),
+        opts.decode.as_deref().unwrap_or("D"),
+    );
+    let cmd = judge::baseline_command(p, d, opts.kv.as_ref(), &f.op, history);
+    let missing_shape = if opts.kv.is_none() {
+        " (give the model's --kv-shape flags to this probe for the exact geometry)"
+    } else {
+        ""
+    };
+    let c = check(
+        "serving.baseline",
+        Status::Skipped,
+        scope,
+        format!("no baseline for this pair: run `{cmd}`{missing_shape}"),
+        Some(format!("run `{cmd}`").as_str()),
+    );
+    if !next_steps.contains(&cmd) {
+        next_steps.push(cmd);
+    }
+    vec![c]
 }

@@ -18,13 +18,11 @@ pub enum PromError {
     Answer { url: String, query: String, why: String },
 }
 
-/// One instant query's vector at `at` (Unix seconds): each series' labels and value.
-fn query(
-    base: &str,
-    promql: &str,
-    at: &str,
-    deadline: Duration,
-) -> Result<Vec<(BTreeMap<String, String>, f64)>, PromError> {
+/// One series of an instant query's vector: its labels and value.
+type Point = (BTreeMap<String, String>, f64);
+
+/// One instant query's vector at `at` (Unix seconds).
+fn query(base: &str, promql: &str, at: &str, deadline: Duration) -> Result<Vec<Point>, PromError> {
     let url = format!(
         "{}/api/v1/query?query={}&time={at}",
         base.trim_end_matches('/'),
