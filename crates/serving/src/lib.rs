@@ -219,7 +219,19 @@ fn compare(
     opts: &Options,
     next_steps: &mut Vec<String>,
 ) -> Vec<Check> {
-    let rank = f.rank_gbps.unwrap_or(0.0);
+    let Some(rank) = f.rank_gbps else {
+        // An idle window or a missing metric: no rate, so no baseline to ask for either.
+        return vec![check(
+            "serving.engine",
+            Status::Skipped,
+            scope,
+            format!(
+                "no transfer rate in the window ({} transfers, or a metric missing): nothing to compare",
+                f.transfers
+            ),
+            None,
+        )];
+    };
     f.fabric =
         judge::baseline_for(trends, f, opts.kv.as_ref()).and_then(|(case, gbps)| judge::fabric(&case, &gbps, rank));
     if f.fabric.is_some() {

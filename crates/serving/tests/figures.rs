@@ -123,6 +123,22 @@ fn trtllm_csv_bits_are_bytes_and_ranks_merge_by_min_start_max_end() {
     assert!(r0.defects.iter().any(|d| d.contains("bits")));
 }
 
+#[test]
+fn nixl_telemetry_counters_are_per_request_and_say_they_lack_a_transport() {
+    let r = probe_serving(&opts(vec![file("nixl_telemetry.prom")], 1)).unwrap();
+    let [f] = engines(&r) else { panic!("{:?}", engines(&r)) };
+    assert_eq!(
+        (f.engine.as_str(), f.op.as_str(), f.transfers),
+        ("nixl-telemetry", "read", 10.0)
+    );
+    // 2e9 B received in 10 requests over 1 000 000 µs, posting 50 000 µs.
+    close(f.bytes_per_transfer, 2e8);
+    close(f.transfer_ms, 100.0);
+    close(f.post_ms, 5.0);
+    close(f.rank_gbps, 2.0);
+    assert!(f.defects.iter().any(|d| d.contains("no transport label")));
+}
+
 /// node-a → node-b: the TP 1 shape (32 KiB × 4096) holding its baseline, the TP 2 shape
 /// (16 KiB × 4096) fallen to 75 % of it.
 fn history(dir: &std::path::Path) -> std::path::PathBuf {
@@ -213,6 +229,20 @@ fn a_missing_baseline_gives_the_exact_command() {
     assert_eq!(missing[0].detail, format!("no baseline for this pair: run `{want}`"));
     assert_eq!(r.next_steps, vec![want]);
     assert!(engines(&r).iter().all(|f| f.fabric.is_none()));
+}
+
+#[test]
+fn a_series_without_a_rate_asks_for_no_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = compared("vllm_no_bytes.prom", 1, None, &history(dir.path()));
+    let engine = checks(&r, "serving.engine")[0];
+    assert_eq!(engine.status, Status::Skipped);
+    assert!(
+        engine.detail.starts_with("no transfer rate in the window (4 transfers"),
+        "{}",
+        engine.detail
+    );
+    assert!(checks(&r, "serving.baseline").is_empty() && r.next_steps.is_empty());
 }
 
 #[test]
