@@ -278,6 +278,23 @@ fn controls_note(outcome: &Outcome) -> String {
         .collect()
 }
 
+/// An accusation (or a clearing) rests on a detector shown to work on the re-pairs: a control
+/// one of `second` did not catch leaves the suspect `v` neither failed nor passed. Whether it did.
+fn unjudged_by_a_control(v: &mut NodeVerdict, second: &[&PairResult]) -> bool {
+    let Some((r, c)) = second.iter().find_map(|r| Some((r, r.outcome.uncaught_control()?))) else {
+        return false;
+    };
+    v.evidence.insert(
+        0,
+        format!(
+            "not judged: second pass {}: its {} control was not caught ({}), so its result can neither accuse nor clear the node",
+            r.pair, c.kind, c.detail
+        ),
+    );
+    v.status = NodeStatus::Unjudged;
+    true
+}
+
 /// The suspect's first evidence line: how many pairs were bad, errors apart from slowness.
 fn bad_summary(bad: usize, errors: usize, counted: usize) -> String {
     if errors == 0 {
@@ -487,17 +504,7 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
                 controls_note(&r.outcome)
             ));
         }
-        // An accusation (or a clearing) rests on a detector shown to work on the re-pairs: a
-        // control one of them did not catch leaves the node neither failed nor passed.
-        if let Some((r, c)) = second.iter().find_map(|r| Some((r, r.outcome.uncaught_control()?))) {
-            v.evidence.insert(
-                0,
-                format!(
-                    "not judged: second pass {}: its {} control was not caught ({}), so its result can neither accuse nor clear the node",
-                    r.pair, c.kind, c.detail
-                ),
-            );
-            v.status = NodeStatus::Unjudged;
+        if unjudged_by_a_control(v, &second) {
             continue;
         }
         let confirmed: Vec<BadRail> = all_rails
