@@ -46,7 +46,8 @@ pub struct Args {
     pub no_node_probe: bool,
 
     /// Negative controls after the pair step, comma separated or repeated [default: tcp: the same
-    /// pair with UCX forced to TCP, which must be caught or the gate is not fit]
+    /// pair with UCX forced to TCP, which must be caught or the gate is not fit; wrong-nic is
+    /// `pair --rails`'s only]
     #[arg(
         long = "control",
         value_name = "KIND",
@@ -129,6 +130,9 @@ impl GateOutput {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if let Some(kind) = args.controls.iter().find(|k| k.needs_rails()) {
+        anyhow::bail!("--control {kind} needs `pair --rails`; the gate's pair step is a plain pair: drop it");
+    }
     let settings = icb_core::RunSettings::qualification(
         args.tests.clone(),
         super::common::SizeList::all(&args.sizes),

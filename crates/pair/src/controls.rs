@@ -19,10 +19,19 @@ pub const TEST_CONTROL_TLS_ENV: &str = "IC_BENCH_TEST_CONTROL_TLS";
 /// the 2-core build machine).
 const CONTROL_MAX_TIME_S: f64 = 0.3;
 
-/// The plan of the TCP control: the main plan's sides and deadlines, one short case of the main
-/// run's shape, UCX forced to TCP on the prefill side. `None` when the main run measured no
-/// bandwidth case to compare with.
+/// The plan of the TCP control: [`short_control_plan`] with UCX forced to TCP on the prefill
+/// side. `None` when the main run measured no bandwidth case to compare with.
 pub fn tcp_control_plan(plan: &PairPlan, main: &PairReport) -> Option<PairPlan> {
+    let mut control = short_control_plan(plan, main)?;
+    let tls = std::env::var(TEST_CONTROL_TLS_ENV).unwrap_or_else(|_| "tcp".into());
+    control.ucx_config.push(("TLS".into(), tls));
+    Some(control)
+}
+
+/// What every control runs: the main plan's sides and deadlines, one short case of the main
+/// run's shape (its largest host-memory bandwidth case, at most 4 MiB and 0.3 s). `None` when
+/// the main run measured no bandwidth case.
+pub fn short_control_plan(plan: &PairPlan, main: &PairReport) -> Option<PairPlan> {
     let (shape, memory) = tcp_control_shape(main)?;
     let mut control = plan.clone();
     let s = &mut control.settings;
@@ -36,8 +45,6 @@ pub fn tcp_control_plan(plan: &PairPlan, main: &PairReport) -> Option<PairPlan> 
     s.min_iterations = 1;
     s.max_time_s = CONTROL_MAX_TIME_S;
     s.min_time_s = s.min_time_s.min(CONTROL_MAX_TIME_S);
-    let tls = std::env::var(TEST_CONTROL_TLS_ENV).unwrap_or_else(|_| "tcp".into());
-    control.ucx_config.push(("TLS".into(), tls));
     control.deadline = control.deadline.min(plan.deadline).max(Duration::from_secs(30));
     Some(control)
 }
@@ -68,6 +75,8 @@ async fn run_controls<L: Launcher>(
                     Err(e) => control_not_run(*kind, &e.to_string()),
                 },
             },
+            // `pair` refuses it without --rails; a caller that asked anyway learns it did not run.
+            ControlKind::WrongNic => control_not_run(*kind, "it needs --rails (a rank per rail to pin elsewhere)"),
         };
         tracing::info!("control {kind}: caught={} ({})", result.caught, result.detail);
         out.push(result);

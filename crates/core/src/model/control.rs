@@ -13,15 +13,26 @@ pub enum ControlKind {
     /// The same pair with UCX (or NIXL's UCX) forced to TCP (`UCX_TLS=tcp` on the prefill side,
     /// which leaves wire-up only TCP addresses to pick from): must be classified TCP.
     Tcp,
+    /// `--rails` only: one rail pair's ranks pinned (`UCX_NET_DEVICES`) to another rail's NICs
+    /// for one short phase run alone: the NICs' counters must show that rail's bytes on the
+    /// other rail's NIC (a `wrong_nic` finding), or no counter attribution of the run is trusted.
+    WrongNic,
 }
 
 impl ControlKind {
-    pub const ALL: [ControlKind; 1] = [ControlKind::Tcp];
+    pub const ALL: [ControlKind; 2] = [ControlKind::Tcp, ControlKind::WrongNic];
 
+    /// The spelling of `--control KIND` (the JSON spells `wrong_nic` with an underscore).
     pub fn as_str(self) -> &'static str {
         match self {
             ControlKind::Tcp => "tcp",
+            ControlKind::WrongNic => "wrong-nic",
         }
+    }
+
+    /// Whether the control needs `--rails` (a rank per rail to pin elsewhere).
+    pub fn needs_rails(self) -> bool {
+        self == ControlKind::WrongNic
     }
 }
 
@@ -36,7 +47,10 @@ impl std::str::FromStr for ControlKind {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim() {
             "tcp" => Ok(ControlKind::Tcp),
-            other => Err(crate::ParseError::new(format!("'{other}' is not a control: use tcp"))),
+            "wrong-nic" | "wrong_nic" => Ok(ControlKind::WrongNic),
+            other => Err(crate::ParseError::new(format!(
+                "'{other}' is not a control: use tcp or wrong-nic (with --rails)"
+            ))),
         }
     }
 }

@@ -104,10 +104,11 @@ fn fast(class: TransportClass) -> bool {
     )
 }
 
-/// The main verdict with the controls: an uncaught control makes a pass or warn inconclusive (a
+/// The main verdict with the controls (also for a rails report, whose verdict is the rails' own):
+/// an uncaught control makes a pass or warn inconclusive (a
 /// fail stays a fail, with the control noted); a caught TCP control whose main path, judged
 /// fast, was not [`FAST_PATH_MARGIN`] faster than it turns a pass into a warning.
-pub(super) fn apply(report: &mut PairReport) {
+pub fn apply(report: &mut PairReport) {
     if report.controls.is_empty() || report.verdict.status == VerdictStatus::Interrupted {
         return;
     }
