@@ -10,6 +10,7 @@ mod fuzz_campaign_script;
 mod gpu_check_script;
 mod probe_cli;
 mod probe_env_inputs_cli;
+mod probe_serving_cli;
 mod stdout_contract;
 mod sweep_cli;
 mod vocabulary_agreement;

@@ -102,6 +102,15 @@ fn bad_arguments_are_one_line_and_exit_2() {
             &["--smoke", "--sanitizer", "thread"],
             "--sanitizer takes address or none, not 'thread'",
         ),
+        (
+            &["--build-only", "--smoke"],
+            "--build-only runs no target: drop --runs, --max-time and --smoke",
+        ),
+        (&["--build-only", "--runs", "5"], "--build-only runs no target"),
+        (
+            &["--build-only", "--bin-dir", "."],
+            "--build-only builds the targets; --bin-dir names targets already built",
+        ),
     ];
     for (args, want) in cases {
         let out = run(dir.path(), args);

@@ -300,13 +300,24 @@ fn the_ucx_profile_reaches_both_bench_pods_and_the_criteria() {
 #[test]
 fn knobs_off_without_a_recipe_is_a_one_line_error() {
     let mut cmd = Command::new(BIN);
-    cmd.args(["gate", "--prefill", "node/a", "--decode", "node/b", "--control", "knobs-off"])
-        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "gate",
+        "--prefill",
+        "node/a",
+        "--decode",
+        "node/b",
+        "--control",
+        "knobs-off",
+    ])
+    .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let out = wait_output(cmd.spawn().unwrap(), Duration::from_secs(30));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("--control knobs-off") && err.contains("pass --recipe FILE"), "{err}");
+    assert!(
+        err.contains("--control knobs-off") && err.contains("pass --recipe FILE"),
+        "{err}"
+    );
 }

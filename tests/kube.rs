@@ -22,6 +22,8 @@ mod pod_security_kube;
 mod probe_env_kube;
 mod probe_kube;
 mod signals_at_every_step;
+mod sweep_conditions;
+mod sweep_controls_kube;
 mod sweep_kube;
 mod sweep_labels;
 mod sweep_link_loss;

@@ -192,6 +192,25 @@ fn manifests_parse_strictly_and_fit_together() {
     assert_eq!(verbs("ic-bench-nodes-read"), ["get", "list"].map(String::from).into());
     // Exactly what `sweep --label-nodes` sends (tests/sweep_labels.rs checks the requests).
     assert_eq!(verbs("ic-bench-label-nodes"), ["patch"].map(String::from).into());
+    // Exactly what `sweep --node-conditions` sends: the status subresource, never the node
+    // itself (tests/sweep_conditions.rs checks the requests).
+    let resources = |name: &str| -> BTreeSet<String> {
+        let role = p
+            .cluster_roles
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(name));
+        role.unwrap()
+            .rules
+            .iter()
+            .flatten()
+            .flat_map(|r| r.resources.clone().unwrap_or_default())
+            .collect()
+    };
+    assert_eq!(verbs("ic-bench-node-conditions"), ["patch"].map(String::from).into());
+    assert_eq!(
+        resources("ic-bench-node-conditions"),
+        ["nodes/status"].map(String::from).into()
+    );
     for b in &p.cluster_bindings {
         assert_eq!(b.role_ref.kind, "ClusterRole");
         assert!(
@@ -245,6 +264,10 @@ fn kustomization_lists_the_manifests() {
     assert!(
         !listed.contains("clusterrole-label-nodes.yaml"),
         "labelling nodes is opt-in"
+    );
+    assert!(
+        !listed.contains("clusterrole-node-conditions.yaml"),
+        "node conditions are opt-in"
     );
 }
 

@@ -35,7 +35,7 @@ fn promtool(args: &[&str]) -> String {
 
 #[test]
 fn the_rules_pass_promtool_check_and_their_unit_tests() {
-    assert!(promtool(&["check", "rules", "rules.yaml"]).contains("SUCCESS: 5 rules found"));
+    assert!(promtool(&["check", "rules", "rules.yaml"]).contains("SUCCESS: 7 rules found"));
     assert!(promtool(&["test", "rules", "rules_test.yaml"]).contains("SUCCESS"));
 }
 
@@ -190,11 +190,91 @@ fn two_nights_fire_the_regression_alert_for_exactly_the_throttled_node() {
     std::thread::sleep(Duration::from_secs(3));
     let nodes = regressed_nodes(&prom);
     assert_eq!(nodes, BTreeSet::from(["node-2".to_string()]), "{:#?}", prom.alerts());
-    for (title, expr) in dashboard_queries() {
+    // kube-state-metrics' series (the node condition) are not part of this test: they have their
+    // own (`a_stale_result_and_a_false_node_condition_fire_their_alerts_in_prometheus`).
+    for (title, expr) in dashboard_queries().into_iter().filter(|(_, e)| !e.contains("kube_")) {
         assert!(
             !prom.query(&expr).is_empty(),
             "dashboard panel '{title}' has no series: {expr}"
         );
     }
     assert!(leftover_via_api(&cluster).is_empty());
+}
+
+/// `POST`s `body` (text exposition format) to the Pushgateway as job `job`.
+fn push(pushgateway: &Daemon, job: &str, body: &str) {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", pushgateway.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "POST /metrics/job/{job} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(
+        reply.starts_with("HTTP/1.0 200") || reply.starts_with("HTTP/1.1 200"),
+        "{reply}"
+    );
+}
+
+fn firing(prom: &Daemon, alert: &str) -> Vec<Value> {
+    prom.alerts()
+        .into_iter()
+        .filter(|a| a["labels"]["alertname"] == alert && a["state"] == "firing")
+        .collect()
+}
+
+/// The real Prometheus with rules.yaml (fast: no sweep): results pushed three days ago make the
+/// age gauge read about three days and fire IcBenchResultsStale; a fresh push clears it. A node
+/// whose condition kube-state-metrics reports False fires IcBenchNodeConditionFalse for it alone.
+#[test]
+fn a_stale_result_and_a_false_node_condition_fire_their_alerts_in_prometheus() {
+    let pushgateway = Daemon::pushgateway();
+    let prom = Daemon::prometheus(pushgateway.port, &monitoring().join("rules.yaml"));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let three_days = 3 * 24 * 3600;
+    push(
+        &pushgateway,
+        "ic-bench-sweep",
+        &format!(
+            "icbench_sweep_updated_timestamp_seconds{{sweep_id=\"old\"}} {}\n",
+            now - three_days
+        ),
+    );
+    push(
+        &pushgateway,
+        "kube-state-metrics",
+        "kube_node_status_condition{node=\"n1\",condition=\"ICBenchFabric\",status=\"false\"} 1\n\
+         kube_node_status_condition{node=\"n2\",condition=\"ICBenchFabric\",status=\"false\"} 0\n\
+         kube_node_status_condition{node=\"n2\",condition=\"ICBenchFabric\",status=\"unknown\"} 1\n",
+    );
+    wait_for(Duration::from_secs(60), "IcBenchResultsStale firing", || {
+        !firing(&prom, "IcBenchResultsStale").is_empty()
+    });
+    let age = prom.query("icbench:sweep_results_age_seconds");
+    let age: f64 = age[0]["value"][1].as_str().unwrap().parse().unwrap();
+    assert!((age - three_days as f64).abs() < 120.0, "age {age}");
+    wait_for(Duration::from_secs(30), "IcBenchNodeConditionFalse firing", || {
+        !firing(&prom, "IcBenchNodeConditionFalse").is_empty()
+    });
+    let nodes: Vec<Value> = firing(&prom, "IcBenchNodeConditionFalse")
+        .iter()
+        .map(|a| a["labels"]["node"].clone())
+        .collect();
+    assert_eq!(nodes, [Value::from("n1")], "Unknown is not alerted on");
+    // Tonight's results: no longer stale.
+    push(
+        &pushgateway,
+        "ic-bench-sweep",
+        &format!("icbench_sweep_updated_timestamp_seconds{{sweep_id=\"new\"}} {now}\n"),
+    );
+    wait_for(Duration::from_secs(30), "IcBenchResultsStale resolved", || {
+        firing(&prom, "IcBenchResultsStale").is_empty()
+    });
 }

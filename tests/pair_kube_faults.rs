@@ -274,7 +274,8 @@ fn pods_of_a_killed_run_are_removed_by_gc() {
     let _ = child.wait();
     let mut left = leftover_via_api(&cluster);
     left.sort();
-    // The run's token Secret is left too; gc takes it with the pods.
+    // The run's token Secret is left too, owned by the server pod: Kubernetes collects it with
+    // that pod, so gc never lists Secrets.
     assert_eq!(
         left,
         [
@@ -283,10 +284,33 @@ fn pods_of_a_killed_run_are_removed_by_gc() {
             "secret/ic-bench-killed1-token"
         ]
     );
+    let server_uid = cluster
+        .pods()
+        .into_iter()
+        .find(|p| p.metadata.name.as_deref() == Some("ic-bench-killed1-server"))
+        .and_then(|p| p.metadata.uid);
+    let owners = block_on(async {
+        let api: icb_kube::kube::Api<icb_kube::k8s_openapi::api::core::v1::Secret> =
+            icb_kube::kube::Api::default_namespaced(cluster.client().unwrap());
+        api.get("ic-bench-killed1-token")
+            .await
+            .unwrap()
+            .metadata
+            .owner_references
+    })
+    .unwrap_or_default();
+    assert_eq!(
+        owners
+            .iter()
+            .map(|o| (o.kind.as_str(), o.name.as_str(), Some(o.uid.clone())))
+            .collect::<Vec<_>>(),
+        [("Pod", "ic-bench-killed1-server", server_uid)]
+    );
     // Every bench pod also carries activeDeadlineSeconds, so it stops on its own eventually.
     for p in cluster.pods() {
         assert!(p.spec.unwrap().active_deadline_seconds.is_some_and(|s| s > 0));
     }
+    cluster.clear_requests();
     let gc = |extra: &[&str]| {
         let out = std::process::Command::new(BIN)
             .arg("gc")
@@ -301,6 +325,14 @@ fn pods_of_a_killed_run_are_removed_by_gc() {
     assert_eq!(gc(&["--older-than", "1h"]).trim(), "no ic-bench pods to delete");
     let said = gc(&[]);
     assert!(said.contains("deleted pod default/ic-bench-killed1-server"), "{said}");
+    // gc deletes the run's Secret by name at most: no get, list or watch of Secrets.
+    let secret_reads: Vec<String> = cluster
+        .requests()
+        .iter()
+        .filter(|r| r.path.contains("/secrets") && r.method != "DELETE")
+        .map(|r| r.line())
+        .collect();
+    assert!(secret_reads.is_empty(), "gc read Secrets: {secret_reads:?}");
     let deadline = Instant::now() + Duration::from_secs(20);
     while !leftover_via_api(&cluster).is_empty() {
         assert!(

@@ -262,3 +262,79 @@ fn the_nixl_engine_runs_per_rail_and_its_bytes_are_counted() {
     }
     ran.assert_nothing_left();
 }
+
+/// `--control tcp,wrong-nic` on emulated rails: one short forced-TCP run of rail 0, seen as tcp,
+/// and rail 0's ranks pinned to rail 1's devices, which the NICs' own counters show as
+/// `wrong_nic`: both caught, the run passes on them.
+#[test]
+fn the_rails_controls_are_caught_by_the_transport_and_the_counters() {
+    let Some(_one) = privileged("the_rails_controls_are_caught_by_the_transport_and_the_counters") else {
+        return;
+    };
+    let ran = rails_run("2", &["--rail-margin", "90%", "--control", "tcp,wrong-nic"]);
+    let (report, rails) = rails_after(&ran, 0);
+    let kinds: Vec<_> = report.controls.iter().map(|c| (c.kind, c.caught)).collect();
+    use icb_core::model::ControlKind;
+    assert_eq!(
+        kinds,
+        vec![(ControlKind::Tcp, true), (ControlKind::WrongNic, true)],
+        "{:?}",
+        report.controls
+    );
+    let wrong = &report.controls[1];
+    assert_eq!(wrong.case, "rail 0 pinned to rail1 and rail1");
+    assert!(wrong.detail.contains("went through rail1"), "{}", wrong.detail);
+    // The main run's rows are untouched by the controls: each counted on its own NIC.
+    for row in &rails.rails {
+        assert_counted_on_its_own_nic(row);
+    }
+    ran.assert_nothing_left();
+}
+
+/// A TCP control the detector cannot see (the test hook forces shared memory instead, which
+/// cannot cross emulated nodes): the rails run is inconclusive, exit 1, saying why.
+#[test]
+fn a_rails_tcp_control_not_caught_makes_the_run_inconclusive() {
+    let Some(_one) = privileged("a_rails_tcp_control_not_caught_makes_the_run_inconclusive") else {
+        return;
+    };
+    let mut args = vec![
+        "pair",
+        "--local",
+        "--isolation",
+        "node",
+        "--rails",
+        "2",
+        "--control",
+        "tcp",
+    ];
+    args.extend(RAIL_CASE);
+    args.extend(["--rail-margin", "90%"]);
+    let ran = ic_bench(&args, &[("IC_BENCH_TEST_CONTROL_TLS", "sm,self")]);
+    let report = ran.report_after(1);
+    assert_eq!(
+        report.verdict.status,
+        VerdictStatus::Inconclusive,
+        "{}",
+        report.verdict.reason
+    );
+    assert!(
+        report.verdict.reason.starts_with("inconclusive: rail 0: "),
+        "{}",
+        report.verdict.reason
+    );
+    assert!(!report.controls[0].caught);
+    ran.assert_nothing_left();
+}
+
+#[test]
+fn a_wrong_nic_control_without_rails_is_refused_in_one_line() {
+    let ran = ic_bench(&["pair", "--local", "--control", "wrong-nic"], &[]);
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("--control wrong-nic pins a rail's ranks"),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.trim().lines().count() <= 3, "{}", ran.stderr);
+}

@@ -2,6 +2,8 @@
 //! `ic-bench.dev/fabric=pass|fail` and the annotations (time, sweep id, reason), a node without a
 //! verdict keeps what it had; without the flag nothing is written to any node; a 403 on node
 //! patch stops the sweep before any bench pod with one line naming the ClusterRole (exit 2).
+//! With `--node-conditions` too, the same sweep sets the `ICBenchFabric` condition (False on the
+//! culprit, Unknown on the unschedulable node; tests/sweep_conditions.rs has the rest).
 
 use crate::pair_kube_support as support;
 
@@ -85,6 +87,7 @@ fn judged_nodes_are_labelled_and_a_node_without_a_verdict_keeps_its_label() {
             "--rdma",
             "none",
             "--label-nodes",
+            "--node-conditions",
             "--results",
             results.to_str().unwrap(),
         ],
@@ -138,13 +141,37 @@ fn judged_nodes_are_labelled_and_a_node_without_a_verdict_keeps_its_label() {
     assert_eq!(after["node-5"], before["node-5"], "no verdict: left exactly as it was");
     assert!(err.contains("labelled 4 node(s)"), "{err}");
     assert!(err.contains("node-5 (unschedulable)"), "{err}");
-    // Merge patches of metadata only: one dry-run access check, then one per judged node.
+    // Merge patches of metadata only: one dry-run access check, then one per judged node (the
+    // status patches are --node-conditions').
     let patches = node_patches(&cluster);
     assert!(patches.iter().all(|p| p.starts_with("PATCH")), "{patches:#?}");
     assert!(
-        !patches.iter().any(|p| p.contains("node-5") && !p.contains("dryRun")),
+        !patches
+            .iter()
+            .any(|p| p.contains("node-5") && !p.contains("dryRun") && !p.contains("/status")),
         "{patches:#?}"
     );
+    // --node-conditions: every node gets the condition; the unschedulable one is Unknown.
+    let conditions: BTreeMap<String, (String, String)> = block_on(async {
+        let api: Api<Node> = Api::all(cluster.client().unwrap());
+        let nodes = api.list(&Default::default()).await.unwrap().items;
+        nodes
+            .into_iter()
+            .map(|n| {
+                let c = n.status.unwrap().conditions.unwrap();
+                let c = c
+                    .into_iter()
+                    .find(|c| c.type_ == "ICBenchFabric")
+                    .expect("the condition");
+                (n.metadata.name.unwrap(), (c.status, c.reason.unwrap_or_default()))
+            })
+            .collect()
+    });
+    let want = |s: &str, r: &str| (s.to_string(), r.to_string());
+    assert_eq!(conditions["node-1"], want("True", "FabricPass"));
+    assert_eq!(conditions["node-2"], want("False", "FabricFail"));
+    assert_eq!(conditions["node-5"], want("Unknown", "Unschedulable"));
+    assert!(err.contains("on 5 node(s): 3 True, 1 False, 1 Unknown"), "{err}");
     assert!(leftover_via_api(&cluster).is_empty());
 }
 

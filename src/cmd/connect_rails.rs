@@ -54,7 +54,7 @@ pub fn run(args: super::connect::Args) -> anyhow::Result<i32> {
             margin: r.rail_margin,
             alone,
         };
-        let result = super::pair_rails::run_plan(&plan, &mut seam, &interrupt).await;
+        let result = super::pair_rails::run_plan(&plan, &[], &mut seam, &interrupt).await;
         drop(seam);
         match result {
             Ok(outcome) => super::common::emit_pair(&outcome.report, &output, None),

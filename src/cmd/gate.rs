@@ -48,7 +48,7 @@ pub struct Args {
     /// Negative controls after the pair step, comma separated or repeated [default: tcp: the same
     /// pair with UCX forced to TCP, which must be caught or the gate is not fit; and knobs-off when
     /// the recipe sets UCX_*/NIXL_* variables: the same pair without them, which warns when the
-    /// recipe's env is slower than UCX's defaults]
+    /// recipe's env is slower than UCX's defaults; wrong-nic is `pair --rails`'s only]
     #[arg(
         long = "control",
         value_name = "KIND",
@@ -131,6 +131,9 @@ impl GateOutput {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if let Some(kind) = args.controls.iter().find(|k| k.needs_rails()) {
+        anyhow::bail!("--control {kind} needs `pair --rails`; the gate's pair step is a plain pair: drop it");
+    }
     let settings = icb_core::RunSettings::qualification(
         args.tests.clone(),
         super::common::SizeList::all(&args.sizes),

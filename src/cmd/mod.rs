@@ -24,6 +24,7 @@ pub mod pair_local;
 pub mod pair_rails;
 pub mod pair_rails_kube;
 pub mod probe;
+pub mod probe_serving;
 pub mod rail_info;
 pub mod report_out;
 pub mod serve;

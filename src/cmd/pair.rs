@@ -65,8 +65,10 @@ pub struct Args {
 
     /// Negative controls after the main run, comma separated or repeated: tcp (the same pair with
     /// UCX forced to TCP: it must be classified TCP, or the run is inconclusive; the main path
-    /// must beat it), knobs-off (with --recipe: the same pair without the recipe's UCX_*/NIXL_*
-    /// variables; warns when the recipe's env is slower than UCX's defaults)
+    /// must beat it; with --rails on one rail pair), wrong-nic (--rails: one rail pair pinned to
+    /// another rail's NIC: the counters must say wrong_nic, or no attribution is trusted),
+    /// knobs-off (with --recipe: the same pair without the recipe's UCX_*/NIXL_* variables; warns
+    /// when the recipe's env is slower than UCX's defaults)
     #[arg(long = "control", value_name = "KIND", value_delimiter = ',')]
     pub controls: Vec<icb_core::model::ControlKind>,
 
@@ -141,11 +143,16 @@ impl PairCommand {
         if args.rails.wanted() && args.in_place.in_place {
             anyhow::bail!("--rails runs bench pods on whole nodes, not --in-place: drop one");
         }
-        if !args.controls.is_empty() && (args.kv.wanted() || args.rails.wanted()) {
+        if !args.controls.is_empty() && args.kv.wanted() {
             anyhow::bail!(
-                "--control runs with a plain pair (--local, pods or --in-place); with --rails or --kv-shape it is not \
+                "--control runs with a plain pair (--local, pods or --in-place) or --rails; with --kv-shape it is not \
                  built yet: drop --control"
             );
+        }
+        if let Some(kind) = args.controls.iter().find(|k| k.needs_rails())
+            && !args.rails.wanted()
+        {
+            anyhow::bail!("--control {kind} pins a rail's ranks to another rail's NIC: it needs --rails");
         }
         let mut controls = args.controls.clone();
         controls.sort();

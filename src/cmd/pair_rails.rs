@@ -5,7 +5,7 @@ use super::interrupt::Interrupt;
 use super::pair::PairCommand;
 use icb_core::rails::RailPattern;
 use icb_pair::rails::local::LocalRails;
-use icb_pair::rails::{AloneRuns, Choice, LocalRailsFlags, LocalRailsTarget, RailSelection, RailsPlan, run_rails};
+use icb_pair::rails::{AloneRuns, Choice, LocalRailsFlags, LocalRailsTarget, RailSelection, RailsPlan};
 use icb_pair::{PairError, SideRole};
 
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -161,7 +161,7 @@ pub fn run(cmd: &PairCommand, t: &RailsTarget) -> anyhow::Result<i32> {
     let prefill = seam.node_info(SideRole::Prefill)?;
     let decode = seam.node_info(SideRole::Decode)?;
     let plan = rails_plan(cmd, &t.choice, &prefill, &decode)?;
-    let result = super::common::runtime()?.block_on(run_plan(&plan, &mut seam, &interrupt));
+    let result = super::common::runtime()?.block_on(run_plan(&plan, &cmd.controls, &mut seam, &interrupt));
     let removed = seam.cleanup();
     match (result, removed) {
         (Ok(outcome), Ok(_)) => super::common::emit_pair(&outcome.report, &cmd.output, cmd.history.as_ref()),
@@ -183,9 +183,11 @@ pub fn rails_plan(
     Ok(c.plan(cmd.plan.clone(), prefill, decode)?)
 }
 
-/// Runs the rows through `seam`, one progress line per case on stderr.
+/// Runs the rows through `seam`, then each of `controls` on one rail pair, one progress line
+/// per case on stderr.
 pub async fn run_plan<S: icb_pair::rails::RailSeam>(
     plan: &RailsPlan,
+    controls: &[icb_core::model::ControlKind],
     seam: &mut S,
     interrupt: &Interrupt,
 ) -> Result<icb_pair::PairOutcome, PairError> {
@@ -193,5 +195,5 @@ pub async fn run_plan<S: icb_pair::rails::RailSeam>(
     let mut progress = |row: &icb_pair::rails::RailRow, p: &icb_core::protocol::CaseProgress| {
         eprintln!("rail {}: {}", row.index, icb_report::text::case_line(&p.case, unit));
     };
-    run_rails(plan, seam, interrupt.token(), &mut progress).await
+    icb_pair::rails::run_rails_with_controls(controls, plan, seam, interrupt.token(), &mut progress).await
 }

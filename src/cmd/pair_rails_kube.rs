@@ -165,5 +165,5 @@ async fn measure(
     let decode = seam.node_info(SideRole::Decode).await?;
     let plan = rails_plan(cmd, &t.choice, &prefill, &decode)?;
     measuring.set(true);
-    Ok(run_plan(&plan, seam, interrupt).await?)
+    Ok(run_plan(&plan, &cmd.controls, seam, interrupt).await?)
 }

@@ -1,4 +1,5 @@
-//! `ic-bench probe env | node | nixl`: read-only checks of recipes, nodes and NIXL installs.
+//! `ic-bench probe env | node | nixl | serving`: read-only checks of recipes, nodes, NIXL installs
+//! and the serving engines' KV-transfer metrics.
 //! Exit 0 for ok/warn, 1 when a check fails, 2 for usage errors.
 
 use super::kube_args::ClusterArgs;
@@ -24,6 +25,9 @@ pub enum What {
     Node(Box<NodeArgs>),
     /// Check a NIXL install: libraries, plugins, Python package, nixlbench
     Nixl(Box<NixlArgs>),
+    /// Read the serving engines' KV-transfer metrics and judge them against ic-bench's own
+    /// measurement of the same node pair and KV shape (vLLM NIXL, SGLang, NIXL telemetry, TensorRT-LLM)
+    Serving(Box<super::probe_serving::ServingArgs>),
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -146,6 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         What::Env(a) => run_env(*a),
         What::Node(a) => run_node(*a),
         What::Nixl(a) => run_nixl(*a),
+        What::Serving(a) => super::probe_serving::run(*a),
     }
 }
 
@@ -153,7 +158,7 @@ fn output_of(o: &OutputArgs) -> anyhow::Result<Output> {
     o.resolve(icb_report::ReportKind::Probe)
 }
 
-fn emit(report: &ProbeReport, o: &Output) -> anyhow::Result<i32> {
+pub(super) fn emit(report: &ProbeReport, o: &Output) -> anyhow::Result<i32> {
     let text = icb_report::render_probe_in(report, o.format, o.view())?;
     o.emit(&text)?;
     o.write_exports(icb_report::Report::Probe(report))?;

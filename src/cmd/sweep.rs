@@ -120,6 +120,10 @@ pub struct Args {
     #[arg(long, value_name = "PERCENT", requires = "rails", value_parser = super::pair_rails::parse_percent)]
     pub rail_margin: Option<f64>,
 
+    /// Run the second pass's pairs without their tcp control (by default each pair that re-measures a suspect repeats one short case with UCX forced to TCP, which must be caught or the node is left unjudged)
+    #[arg(long)]
+    pub no_controls: bool,
+
     /// Print the plan (rounds, pairs, pods at once, estimated wall) and run nothing
     #[arg(long)]
     pub dry_run: bool,
@@ -127,6 +131,10 @@ pub struct Args {
     /// At the end, label each node with a verdict ic-bench.dev/fabric=pass|fail and annotate time, sweep id and reason (needs manifests/clusterrole-label-nodes.yaml; never taints)
     #[arg(long)]
     pub label_nodes: bool,
+
+    /// At the end, set the node condition ICBenchFabric on every node of the sweep: True (pass), False (fail) or Unknown (not measured, unschedulable, suspect, inconclusive), with reason, message and times (needs manifests/clusterrole-node-conditions.yaml)
+    #[arg(long)]
+    pub node_conditions: bool,
 
     /// Bandwidth unit of the node annotations (--label-nodes): gb (10^9 B/s) or mib (2^20 B/s)
     #[arg(long, value_name = "UNIT", default_value = "gb", value_parser = super::common::parse_unit)]
@@ -239,6 +247,10 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             devices: args.devices.request(),
             budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),
             rails,
+            second_pass_controls: match args.no_controls {
+                true => vec![],
+                false => vec![icb_core::model::ControlKind::Tcp],
+            },
         };
         let sweeper = Sweeper { cluster, job, token };
         super::sweep_flow::sweep(&args, &sweeper, results, &interrupt).await

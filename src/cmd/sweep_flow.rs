@@ -75,6 +75,10 @@ pub async fn sweep(
         let line = icb_sweep_kube::labels::apply(&sweeper.cluster, &results, args.unit).await?;
         eprintln!("ic-bench: {line}");
     }
+    if args.node_conditions {
+        let line = icb_sweep_kube::conditions::apply(&sweeper.cluster, &results, args.unit).await?;
+        eprintln!("ic-bench: {line}");
+    }
     if let Some(e) = history_error {
         return Err(e);
     }
@@ -83,9 +87,14 @@ pub async fn sweep(
 }
 
 /// Before any pair: a resume removes the earlier run's leftover pods and counts one more
-/// attempt; `--label-nodes` checks its access (`icb_sweep_kube::plan::prepare`).
+/// attempt; `--label-nodes` and `--node-conditions` check their access
+/// (`icb_sweep_kube::plan::prepare`).
 async fn prepare(args: &Args, sweeper: &Sweeper, results: &mut SweepResults) -> anyhow::Result<SweepEnd> {
-    let flags = (args.resume.is_some(), args.label_nodes);
+    let writes = icb_sweep_kube::plan::NodeWrites {
+        labels: args.label_nodes,
+        conditions: args.node_conditions,
+    };
+    let flags = (args.resume.is_some(), writes);
     let said = |n: usize, sweep: &str| {
         eprintln!("ic-bench: removed {n} bench pod(s) an earlier run of sweep {sweep} left behind");
     };

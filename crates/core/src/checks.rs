@@ -34,7 +34,7 @@ pub struct Counts {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeReport {
     pub schema: String,
-    /// `env`, `node` or `nixl`.
+    /// `env`, `node`, `nixl` or `serving`.
     pub kind: String,
     /// What was probed: paths, `local`, `pod/NAME`, `node/NAME`.
     pub target: String,
@@ -60,6 +60,9 @@ pub struct ProbeReport {
     /// mode; PCIe links), for comparing two sides ([`crate::readiness::compare`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness: Option<crate::readiness::Readiness>,
+    /// `probe serving`: the engines' KV-transfer figures beside ic-bench's own (issue 42).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<crate::serving::ServingReport>,
 }
 
 /// One recipe of a `probe env` run, judged on its own inputs only.
@@ -107,6 +110,11 @@ fn all_clear(kind: &str, checks: &[Check]) -> &'static str {
         "env" => "the recipe's transport settings can be trusted (no prefill/decode roles: not disaggregated)",
         "node" => "nothing on this node stands in the way of RDMA/NVLink transfers",
         "nixl" => "the NIXL install is usable",
+        // Only a figure set beside the fabric's may claim a comparison (absence is no pass).
+        "serving" if checks.iter().any(|c| c.id == "serving.engine") => {
+            "the engines were judged against what the fabric delivers for their KV shape"
+        }
+        "serving" => "the engines' KV-transfer figures were read; none was compared with the fabric",
         _ => "every check passed",
     }
 }
@@ -178,6 +186,7 @@ impl ProbeReport {
             transport_vars: Vec::new(),
             rail_map: None,
             readiness: None,
+            serving: None,
         }
     }
 

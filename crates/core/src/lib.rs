@@ -32,6 +32,7 @@ pub mod quality;
 pub mod rails;
 pub mod readiness;
 pub mod secrets;
+pub mod serving;
 pub mod units;
 pub mod verdict;
 

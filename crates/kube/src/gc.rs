@@ -1,5 +1,10 @@
 //! `ic-bench gc`: deletes pods ic-bench left behind (a killed run, a lost connection), found by
 //! the `app.kubernetes.io/managed-by=ic-bench` label, optionally only those older than a duration.
+//!
+//! Token Secrets are never listed (`list` on Secrets would return every Secret's data in the
+//! namespace): each is owned by its run's server pod, so Kubernetes' garbage collector deletes it
+//! with that pod (`crate::secret`). gc also deletes, by name, the Secret of each run whose pods
+//! it deletes, which takes one made before Secrets had owners while its pods are still there.
 
 use crate::access::Cluster;
 use crate::error::KubeError;
@@ -7,6 +12,7 @@ use crate::lifecycle;
 use crate::podspec::{LABEL_INSTANCE, LABEL_SWEEP_ID, MANAGED_SELECTOR};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// What to collect.
@@ -28,6 +34,8 @@ pub struct Collected {
     pub namespace: String,
     pub name: String,
     pub age: Option<Duration>,
+    /// Its run (`app.kubernetes.io/instance`), whose token Secret goes with it.
+    pub run_id: Option<String>,
 }
 
 pub fn selector(opts: &GcOptions) -> String {
@@ -51,6 +59,7 @@ pub fn select(pods: &[Pod], opts: &GcOptions, now: jiff::Timestamp) -> Vec<Colle
                 namespace: p.metadata.namespace.clone().unwrap_or_default(),
                 name: p.metadata.name.clone()?,
                 age,
+                run_id: p.metadata.labels.as_ref().and_then(|l| l.get(LABEL_INSTANCE)).cloned(),
             })
         })
         .collect()
@@ -77,15 +86,6 @@ pub async fn collect(cluster: &Cluster, opts: &GcOptions) -> Result<Vec<Collecte
     if opts.dry_run {
         return Ok(chosen);
     }
-    // Leftover per-run token Secrets (a killed run could not delete its own).
-    let ns = (!opts.all_namespaces).then(|| cluster.namespace().to_string());
-    let now = jiff::Timestamp::now();
-    crate::secret::delete_where(cluster, ns.as_deref(), &selector(opts), |s| {
-        let created = s.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        let age = created.and_then(|c| Duration::try_from(now.duration_since(c)).ok());
-        opts.older_than.is_none_or(|min| age.is_some_and(|a| a >= min))
-    })
-    .await?;
     let dp = DeleteParams {
         grace_period_seconds: Some(1),
         ..DeleteParams::background()
@@ -103,6 +103,13 @@ pub async fn collect(cluster: &Cluster, opts: &GcOptions) -> Result<Vec<Collecte
             Err(e) => return Err(e),
         }
     }
+    let runs: BTreeSet<(&str, &str)> = chosen
+        .iter()
+        .filter_map(|c| Some((c.namespace.as_str(), c.run_id.as_deref()?)))
+        .collect();
+    for (namespace, run_id) in runs {
+        crate::secret::delete_named(cluster, namespace, run_id).await?;
+    }
     Ok(chosen)
 }
 
@@ -115,16 +122,12 @@ pub async fn clean_sweep_leftovers(cluster: &Cluster, sweep_id: &str) -> Result<
         .call("list the bench pods of an earlier run of this sweep", || api.list(&lp))
         .await?
         .items;
-    let ours: Vec<String> = pods
-        .iter()
-        .filter(|p| belongs_to(p, sweep_id))
-        .filter_map(|p| p.metadata.name.clone())
-        .collect();
+    let ours: Vec<&Pod> = pods.iter().filter(|p| belongs_to(p, sweep_id)).collect();
     let dp = DeleteParams {
         grace_period_seconds: Some(1),
         ..DeleteParams::background()
     };
-    for name in &ours {
+    for name in ours.iter().filter_map(|p| p.metadata.name.as_ref()) {
         match cluster
             .call(&format!("delete leftover bench pod {name}"), || api.delete(name, &dp))
             .await
@@ -134,21 +137,14 @@ pub async fn clean_sweep_leftovers(cluster: &Cluster, sweep_id: &str) -> Result<
             Err(e) => return Err(e),
         }
     }
-    // Their runs' token Secrets: instance label `<sweep_id>-…`.
-    let prefix = format!("{sweep_id}-");
-    crate::secret::delete_where(
-        cluster,
-        Some(cluster.namespace()),
-        &format!("{MANAGED_SELECTOR},{LABEL_INSTANCE}"),
-        |s| {
-            s.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_INSTANCE))
-                .is_some_and(|id| id.starts_with(&prefix))
-        },
-    )
-    .await?;
+    // Their runs' token Secrets, by name (collected with their server pods anyway).
+    let runs: BTreeSet<&String> = ours
+        .iter()
+        .filter_map(|p| p.metadata.labels.as_ref()?.get(LABEL_INSTANCE))
+        .collect();
+    for run_id in runs {
+        crate::secret::delete_run(cluster, run_id).await?;
+    }
     Ok(ours.len())
 }
 
@@ -170,7 +166,8 @@ mod tests {
 
     fn pod(name: &str, created_s: i64) -> Pod {
         serde_json::from_value(serde_json::json!({
-            "metadata": {"name": name, "namespace": "ns", "creationTimestamp": jiff::Timestamp::from_second(created_s).unwrap().to_string()},
+            "metadata": {"name": name, "namespace": "ns", "labels": {LABEL_INSTANCE: format!("run-{name}")},
+                "creationTimestamp": jiff::Timestamp::from_second(created_s).unwrap().to_string()},
         }))
         .unwrap()
     }
@@ -191,6 +188,11 @@ mod tests {
         );
         assert_eq!(old.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["old"]);
         assert_eq!(old[0].age, Some(Duration::from_secs(7200)));
+        assert_eq!(
+            old[0].run_id.as_deref(),
+            Some("run-old"),
+            "its Secret is deleted by name"
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! ([`podspec`], [`pair`]) with least privilege ([`hardening`]) and the per-run token Secret both
 //! read ([`secret`]), drives pods with a deadline on every wait ([`lifecycle`]), follows a
 //! pod's output from creation to its end ([`podrun`]), deletes leftovers by label ([`gc`]), and
-//! writes a sweep's node verdicts as node labels for `sweep --label-nodes` ([`node_labels`]).
+//! writes a sweep's node verdicts as node labels for `sweep --label-nodes` ([`node_labels`]) and
+//! as a node condition for `sweep --node-conditions` ([`node_conditions`]).
 //! Every retry uses one backoff policy ([`retry`]). [`exec`] runs a command
 //! in an existing pod for `probe node --pod`, and streams a file into one and follows a long
 //! command there for `pair --in-place`.
@@ -27,6 +28,7 @@ pub mod gc;
 pub mod hardening;
 pub mod killed;
 pub mod lifecycle;
+pub mod node_conditions;
 pub mod node_labels;
 pub mod nodes;
 pub mod objects;

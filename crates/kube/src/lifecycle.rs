@@ -27,6 +27,16 @@ const FATAL_WAITING: &[&str] = &[
     "CrashLoopBackOff",
 ];
 
+/// A container whose Secret is not there yet waits in `CreateContainerConfigError` while the
+/// kubelet retries it; the run's token Secret is created just after the server pod (it is owned
+/// by it: `crate::secret`), so only a wait that outlasts this grace is stuck.
+const CONFIG_GRACE: Duration = Duration::from_secs(30);
+
+/// `reason` is a missing-config wait of a pod younger than [`CONFIG_GRACE`] (age unknown: no).
+fn config_may_still_appear(pod: &Pod, reason: &str) -> bool {
+    reason == "CreateContainerConfigError" && age(pod, jiff::Timestamp::now()).is_some_and(|a| a < CONFIG_GRACE)
+}
+
 /// Where a pod stands, reduced to what the orchestration acts on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PodState {
@@ -131,7 +141,7 @@ pub fn pod_state(pod: &Pod) -> PodState {
             {
                 let reason = w.reason.clone().unwrap_or_default();
                 let msg = w.message.as_deref().map(one_line).unwrap_or_default();
-                if FATAL_WAITING.contains(&reason.as_str()) {
+                if FATAL_WAITING.contains(&reason.as_str()) && !config_may_still_appear(pod, &reason) {
                     let fix = match reason.as_str() {
                         "ErrImagePull" | "ImagePullBackOff" | "InvalidImageName" | "ErrImageNeverPull" => {
                             format!("; check --image {image} and the namespace's imagePullSecrets")
@@ -518,6 +528,24 @@ mod tests {
             PodState::Stuck(m) => assert!(m.contains("ErrImagePull: not found; check --image x:1"), "{m}"),
             s => panic!("{s:?}"),
         }
+        // A missing Secret: retried by the kubelet while the pod is young, stuck after that.
+        let mut config = pod_json(
+            serde_json::json!({"phase":"Pending","containerStatuses":[{"name":"bench","image":"x","imageID":"","ready":false,"restartCount":0,"state":{"waiting":{"reason":"CreateContainerConfigError","message":"secret \"s\" not found"}}}]}),
+        );
+        assert!(matches!(pod_state(&config), PodState::Stuck(_)), "age unknown");
+        let created = |ago: i64| {
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                jiff::Timestamp::now() - jiff::SignedDuration::from_secs(ago),
+            ))
+        };
+        config.metadata.creation_timestamp = created(2);
+        assert!(
+            matches!(pod_state(&config), PodState::Pending(_)),
+            "{:?}",
+            pod_state(&config)
+        );
+        config.metadata.creation_timestamp = created(31);
+        assert!(matches!(pod_state(&config), PodState::Stuck(_)));
         let creating = pod_json(
             serde_json::json!({"phase":"Pending","containerStatuses":[{"name":"bench","image":"x","imageID":"","ready":false,"restartCount":0,"state":{"waiting":{"reason":"ContainerCreating"}}}]}),
         );

@@ -86,17 +86,18 @@ pub fn patch_for(mark: &NodeMark, run_id: &str, at: &str) -> serde_json::Value {
         "annotations": {
             CHECKED_AT_ANNOTATION: at,
             RUN_ANNOTATION: run_id,
-            REASON_ANNOTATION: one_line(&mark.reason),
+            REASON_ANNOTATION: one_line(&mark.reason, MAX_REASON),
             // A JSON merge patch removes a key set to null.
             BAD_RAILS_ANNOTATION: mark.bad_rails,
         },
     }})
 }
 
-fn one_line(text: &str) -> String {
+/// `text` on one line, cut to `max` bytes on a character boundary (`…` marks a cut).
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let mut s = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if s.len() > MAX_REASON {
-        let mut cut = MAX_REASON - '…'.len_utf8();
+    if s.len() > max {
+        let mut cut = max - '…'.len_utf8();
         while !s.is_char_boundary(cut) {
             cut -= 1;
         }
@@ -190,7 +191,7 @@ mod tests {
 
     #[test]
     fn long_reasons_are_cut_on_a_character_boundary() {
-        let r = one_line(&"é".repeat(600));
+        let r = one_line(&"é".repeat(600), MAX_REASON);
         assert!(r.len() <= MAX_REASON && r.ends_with('…'), "{}", r.len());
     }
 

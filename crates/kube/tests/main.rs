@@ -7,4 +7,5 @@
 
 mod api_restart;
 mod cluster_access;
+mod node_conditions;
 mod node_labels;

@@ -34,9 +34,8 @@ pub fn knob_vars(env: &crate::local::RecipeEnv) -> Vec<String> {
     names
 }
 
-/// The plan of the TCP control: the main plan's sides and deadlines, one short case of the main
-/// run's shape, UCX forced to TCP on the prefill side. `None` when the main run measured no
-/// bandwidth case to compare with.
+/// The plan of the TCP control: [`short_control_plan`] with UCX forced to TCP on the prefill
+/// side. `None` when the main run measured no bandwidth case to compare with.
 pub fn tcp_control_plan(plan: &PairPlan, main: &PairReport) -> Option<PairPlan> {
     let mut control = short_control_plan(plan, main)?;
     let tls = std::env::var(TEST_CONTROL_TLS_ENV).unwrap_or_else(|_| "tcp".into());
@@ -44,9 +43,10 @@ pub fn tcp_control_plan(plan: &PairPlan, main: &PairReport) -> Option<PairPlan> 
     Some(control)
 }
 
-/// The main plan's sides and deadlines, one short case of the main run's shape (the same one for
-/// every control, so each compares with the same main row).
-fn short_control_plan(plan: &PairPlan, main: &PairReport) -> Option<PairPlan> {
+/// What every control runs: the main plan's sides and deadlines, one short case of the main
+/// run's shape (its largest host-memory bandwidth case, at most 4 MiB and 0.3 s). `None` when
+/// the main run measured no bandwidth case.
+pub fn short_control_plan(plan: &PairPlan, main: &PairReport) -> Option<PairPlan> {
     let (shape, memory) = tcp_control_shape(main)?;
     let mut control = plan.clone();
     let s = &mut control.settings;
@@ -80,6 +80,14 @@ async fn run_controls<L: Launcher>(
         let (control, removed) = match kind {
             ControlKind::Tcp => (tcp_control_plan(plan, main), Vec::new()),
             ControlKind::KnobsOff => (short_control_plan(plan, main), plan.knob_vars.clone()),
+            // `pair` refuses it without --rails; a caller that asked anyway learns it did not run.
+            ControlKind::WrongNic => {
+                out.push(control_not_run(
+                    *kind,
+                    "it needs --rails (a rank per rail to pin elsewhere)",
+                ));
+                continue;
+            }
         };
         let result = match control {
             None => control_not_run(*kind, "the main run measured no bandwidth case to repeat"),

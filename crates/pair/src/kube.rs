@@ -86,7 +86,7 @@ impl KubeLauncher {
     }
 
     fn dry_run_secret(&self) -> icb_kube::k8s_openapi::api::core::v1::Secret {
-        icb_kube::secret::token_secret(&self.prepared.namespace, &self.plan.run_id, None)
+        icb_kube::secret::token_secret(&self.prepared.namespace, &self.plan.run_id, None, None)
     }
 
     /// Both pods as a `v1/List`, for `--dry-run=client -o json`.
@@ -115,11 +115,13 @@ impl KubeLauncher {
             .get_or_insert_with(|| Instant::now() + self.plan.timeout + Duration::from_secs(1))
     }
 
-    async fn create(&mut self, mut pod: Pod) -> Result<KubeSide, LaunchError> {
+    /// Creates `pod` (less a knobs-off control's variables) and follows it; also returns the pod as
+    /// the API server made it (its uid).
+    async fn create(&mut self, mut pod: Pod) -> Result<(KubeSide, Pod), LaunchError> {
         without_env(&mut pod, &self.removed_env);
         let name = pod.metadata.name.clone().unwrap_or_default();
         let until = self.until();
-        lifecycle::create_pod_tracked(&self.cluster, &pod, &self.maybe_created)
+        let created = lifecycle::create_pod_tracked(&self.cluster, &pod, &self.maybe_created)
             .await
             .map_err(launch_error)?;
         let server = pod_is_server(&pod);
@@ -128,12 +130,13 @@ impl KubeLauncher {
         } else {
             &self.prepared.prefill
         };
-        Ok(KubeSide {
+        let side = KubeSide {
             role: if server { "decode" } else { "prefill" },
             node: resolved.node.clone(),
             run: PodRun::follow(&self.cluster, &name, until),
             cluster: self.cluster.clone(),
-        })
+        };
+        Ok((side, created))
     }
 }
 
@@ -209,13 +212,14 @@ impl Launcher for KubeLauncher {
     }
 
     async fn start_decode(&mut self) -> Result<KubeSide, LaunchError> {
-        // The run's token Secret first: both pods read it. Cleanup deletes it with the pods.
-        self.maybe_created.store(true, Ordering::SeqCst);
-        icb_kube::secret::create(&self.cluster, &self.plan.run_id)
+        let pod = self.prepared.server_pod();
+        let (side, created) = self.create(pod).await?;
+        // The run's token Secret, which both pods read, owned by the server pod so Kubernetes
+        // collects it with that pod however this run ends (`icb_kube::secret`); it can only be
+        // made once the pod has a uid. Cleanup also deletes it by name.
+        icb_kube::secret::create(&self.cluster, &self.plan.run_id, &created)
             .await
             .map_err(launch_error)?;
-        let pod = self.prepared.server_pod();
-        let side = self.create(pod).await?;
         self.server = Some((side.run.name().to_string(), side.run.observer()));
         Ok(side)
     }
@@ -230,7 +234,7 @@ impl Launcher for KubeLauncher {
             .ok_or_else(|| LaunchError::new("the server pod announced its port before it had an IP"))?;
         let address = join_host_port(&ip, port);
         let pod = self.with_plan(plan).client_pod(&address);
-        let side = self.create(pod).await?;
+        let (side, _) = self.create(pod).await?;
         self.client = Some((side.run.name().to_string(), side.run.observer()));
         Ok(side)
     }

@@ -89,6 +89,7 @@ struct FakeLauncher {
     counters: Counters,
     cleanups: Arc<Mutex<usize>>,
     cancel_at_report: Option<CancellationToken>,
+    hides_tcp: bool,
 }
 
 impl Launcher for FakeLauncher {
@@ -110,7 +111,7 @@ impl Launcher for FakeLauncher {
             hang_after: true,
         })
     }
-    async fn start_prefill(&mut self, _: &Listening, _: &ChildPlan) -> Result<FakeSide, LaunchError> {
+    async fn start_prefill(&mut self, _: &Listening, plan: &ChildPlan) -> Result<FakeSide, LaunchError> {
         if self.script.fails {
             return Err(LaunchError::new("the rail's peer is unreachable"));
         }
@@ -118,8 +119,18 @@ impl Launcher for FakeLauncher {
             (true, Some(a)) => a,
             _ => self.script.gbps,
         };
-        let r = report(gbps);
-        let via = |end: &RailEnd| self.script.via.clone().unwrap_or_else(|| end.counter_device.clone());
+        let mut r = report(gbps);
+        // A forced TLS=tcp (the tcp control) is seen as tcp, unless this seam hides it.
+        let forced_tcp = plan.ucx_config.iter().any(|(k, v)| k == "TLS" && v == "tcp");
+        if forced_tcp && !self.hides_tcp {
+            let t = r.cases[0].transport.as_mut().unwrap();
+            t.data_path.class = icb_core::model::TransportClass::Tcp;
+            t.data_path.transports[0].transport = "tcp".into();
+            t.data_path.transports[0].device = self.row.prefill.ucx_net_devices.clone();
+        }
+        // The bytes leave through the device the rank was told (its UCX_NET_DEVICES), unless
+        // the script says otherwise.
+        let via = |end: &RailEnd| self.script.via.clone().unwrap_or_else(|| end.ucx_net_devices.clone());
         let bytes = 1_030_000; // payload plus protocol overhead
         let case = SideEvent::Case(Box::new(CaseProgress {
             schema: SIDE_SCHEMA.into(),
@@ -155,6 +166,8 @@ struct FakeSeam {
     launched: Vec<usize>,
     cleanups: Arc<Mutex<usize>>,
     cancel_at_report: Option<CancellationToken>,
+    /// Its transport evidence never says tcp (a detector that cannot see a TCP fallback).
+    hides_tcp: bool,
 }
 
 impl RailSeam for FakeSeam {
@@ -169,6 +182,7 @@ impl RailSeam for FakeSeam {
             counters: self.counters.clone(),
             cleanups: self.cleanups.clone(),
             cancel_at_report: self.cancel_at_report.clone(),
+            hides_tcp: self.hides_tcp,
         })
     }
     async fn counters(&mut self, side: SideRole) -> CounterSnapshot {
@@ -244,6 +258,7 @@ fn seam(scripts: Vec<RowScript>) -> FakeSeam {
         launched: vec![],
         cleanups: Arc::default(),
         cancel_at_report: None,
+        hides_tcp: false,
     }
 }
 
@@ -419,4 +434,132 @@ async fn a_signal_interrupts_and_every_row_cleans_up() {
     assert!(matches!(err, PairError::Interrupted(_)), "{err}");
     assert_eq!(*s.cleanups.lock().unwrap(), 3, "every started row cleaned up");
     assert_eq!(s.launched.len(), 3, "nothing ran alone after the signal");
+}
+
+async fn with_controls(
+    kinds: &[icb_core::model::ControlKind],
+    plan: &RailsPlan,
+    seam: &mut FakeSeam,
+) -> icb_pair::PairOutcome {
+    let cancel = CancellationToken::new();
+    icb_pair::rails::run_rails_with_controls(kinds, plan, seam, &cancel, &mut |_, _| {})
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_tcp_control_runs_on_one_rail_pair_and_must_be_seen_as_tcp() {
+    use icb_core::model::{ControlKind, TransportClass};
+    let mut s = seam(vec![ok(10.0), ok(10.1), ok(9.9)]);
+    let out = with_controls(&[ControlKind::Tcp], &plan(3, AloneRuns::Suspects), &mut s).await;
+    assert_eq!(s.launched, vec![0, 1, 2, 0], "one more run, of rail 0");
+    let c = &out.report.controls[0];
+    assert!(c.caught, "{c:?}");
+    assert_eq!(c.seen_as, vec![TransportClass::Tcp]);
+    assert!(c.detail.starts_with("rail 0: a forced TCP fallback"), "{}", c.detail);
+    assert_ne!(
+        out.report.verdict.status,
+        VerdictStatus::Inconclusive,
+        "{}",
+        out.report.verdict.reason
+    );
+    // A detector that cannot see TCP: the same rails, inconclusive.
+    let mut s = seam(vec![ok(10.0), ok(10.1), ok(9.9)]);
+    s.hides_tcp = true;
+    let out = with_controls(&[ControlKind::Tcp], &plan(3, AloneRuns::Suspects), &mut s).await;
+    assert!(!out.report.controls[0].caught);
+    assert_eq!(out.report.verdict.status, VerdictStatus::Inconclusive);
+    assert!(
+        out.report
+            .verdict
+            .reason
+            .starts_with("inconclusive: rail 0: transport detection could not see"),
+        "{}",
+        out.report.verdict.reason
+    );
+}
+
+#[tokio::test]
+async fn the_wrong_nic_control_pins_rail_0_to_rail_1_and_the_counters_must_say_wrong_nic() {
+    use icb_core::model::ControlKind;
+    use icb_core::rails::AttributionStatus;
+    let mut s = seam(vec![ok(10.0), ok(10.1), ok(9.9)]);
+    let out = with_controls(&[ControlKind::WrongNic], &plan(3, AloneRuns::Suspects), &mut s).await;
+    assert_eq!(s.launched, vec![0, 1, 2, 0]);
+    let c = &out.report.controls[0];
+    assert!(c.caught, "{c:?}");
+    assert_eq!(c.case, "rail 0 pinned to rail1 and rail1");
+    assert!(
+        c.detail.contains("wrong_nic") && c.detail.contains("rail1"),
+        "{}",
+        c.detail
+    );
+    let rails = out.report.rails.as_ref().unwrap();
+    assert_ne!(
+        out.report.verdict.status,
+        VerdictStatus::Inconclusive,
+        "{}",
+        out.report.verdict.reason
+    );
+    assert!(
+        rails
+            .rails
+            .iter()
+            .all(|r| r.attribution.as_ref().unwrap().prefill.status == AttributionStatus::Counted)
+    );
+    assert!(
+        rails.findings.iter().all(|f| f.kind != RailFindingKind::NotAttributed),
+        "{:?}",
+        rails.findings
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_nic_control_the_counters_miss_leaves_no_attribution_trusted_and_the_run_inconclusive() {
+    use icb_core::model::ControlKind;
+    use icb_core::rails::AttributionStatus;
+    // Rail 0's bytes always show on rail0's counter, wherever its ranks are pinned (a counter
+    // that counts by something other than the NIC that sent them).
+    let mut stuck = ok(10.0);
+    stuck.via = Some("rail0".into());
+    let mut s = seam(vec![stuck, ok(10.1), ok(9.9)]);
+    let out = with_controls(&[ControlKind::WrongNic], &plan(3, AloneRuns::Suspects), &mut s).await;
+    let c = &out.report.controls[0];
+    assert!(!c.caught, "{c:?}");
+    let v = &out.report.verdict;
+    assert_eq!(v.status, VerdictStatus::Inconclusive);
+    assert!(
+        v.reason
+            .starts_with("inconclusive: counter attribution: not attributed:"),
+        "{}",
+        v.reason
+    );
+    let rails = out.report.rails.as_ref().unwrap();
+    for row in &rails.rails {
+        let a = row.attribution.as_ref().unwrap();
+        for side in [&a.prefill, &a.decode] {
+            assert_eq!(side.status, AttributionStatus::NotAttributed, "rail {}", row.index);
+            assert!(
+                side.note
+                    .as_deref()
+                    .unwrap()
+                    .starts_with("counter attribution not trusted")
+            );
+        }
+    }
+    let f = rails
+        .findings
+        .iter()
+        .find(|f| f.kind == RailFindingKind::NotAttributed)
+        .unwrap();
+    assert_eq!(f.rail, None, "about the whole node pair");
+    // One rail: no other NIC to pin it to; the control did not run, and says why.
+    let mut s = seam(vec![ok(10.0)]);
+    let out = with_controls(&[ControlKind::WrongNic], &plan(1, AloneRuns::Suspects), &mut s).await;
+    assert!(
+        out.report.controls[0].detail.contains("one rail"),
+        "{:?}",
+        out.report.controls
+    );
+    assert_eq!(out.report.verdict.status, VerdictStatus::Inconclusive);
 }

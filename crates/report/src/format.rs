@@ -205,6 +205,12 @@ pub fn masked_probe(report: &ProbeReport) -> ProbeReport {
         rv.recipe = mask_text(&rv.recipe);
         rv.verdict = mask_text(&rv.verdict);
     }
+    if let Some(serving) = &mut r.serving {
+        // A Prometheus or endpoint URL may carry credentials.
+        for s in &mut serving.sources {
+            *s = mask_text(s);
+        }
+    }
     for role in &mut r.transport_vars {
         role.scope = mask_text(&role.scope);
         for v in &mut role.vars {

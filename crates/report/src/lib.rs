@@ -32,6 +32,7 @@ mod prometheus;
 mod rail_export;
 mod rail_table;
 mod rails;
+mod serving_table;
 mod svg;
 mod sweep;
 pub mod sweep_progress;

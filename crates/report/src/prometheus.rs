@@ -236,6 +236,9 @@ impl Exporter for PrometheusExporter {
         overall
             .get_or_create(&labels(&[("kind", r.kind.clone()), ("target", r.target.clone())]))
             .set(status_value(r.status));
+        if let Some(serving) = &r.serving {
+            crate::serving_table::prometheus(&mut registry, serving);
+        }
         finish(&registry)
     }
 

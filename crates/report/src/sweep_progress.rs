@@ -322,6 +322,7 @@ mod tests {
             latency: vec![],
             warnings: vec![],
             rails: vec![],
+            controls: vec![],
         }
     }
 

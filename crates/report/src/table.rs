@@ -511,6 +511,9 @@ impl Exporter for TableExporter {
         if !shown.is_empty() {
             let _ = writeln!(out, "{t}");
         }
+        if let Some(serving) = &r.serving {
+            out.push_str(&crate::serving_table::render(serving, view));
+        }
         if !r.recipes.is_empty() {
             // Past a screenful of recipes, the fitted table lists the ones that are not ok.
             let listed: Vec<_> = r

@@ -18,7 +18,7 @@ fn control(kind: ControlKind, caught: bool, effect: Option<KnobsEffect>) -> Cont
         detail: format!("{kind} detail"),
         removed: match kind {
             ControlKind::KnobsOff => vec!["UCX_TLS".into()],
-            ControlKind::Tcp => Vec::new(),
+            ControlKind::Tcp | ControlKind::WrongNic => Vec::new(),
         },
         effect,
     }

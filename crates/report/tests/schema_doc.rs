@@ -19,8 +19,8 @@ fn pair_example_is_a_judged_report() {
     let json = blocks("json");
     assert_eq!(
         json.len(),
-        8,
-        "one pair, one controls, one rails, one kv, one probe, one rail map, one gate and one baseline example"
+        9,
+        "one pair, one controls, one rails, one kv, one probe, one rail map, one gate, one baseline and one probe serving example"
     );
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
@@ -172,4 +172,30 @@ fn baseline_example_is_what_the_types_write() {
     assert!((bw.baseline_mean.unwrap() - mean).abs() < 1.0, "the mean of recent");
     assert!((bw.change.unwrap() - (bw.value - mean) / mean).abs() < 1e-9);
     assert!(-bw.change.unwrap() > bw.threshold, "regressed: beyond the threshold");
+}
+
+#[test]
+fn serving_example_rolls_up_and_is_what_the_types_write() {
+    let text = &blocks("json")[8];
+    let probe: ProbeReport = serde_json::from_str(text).unwrap();
+    assert_eq!(probe.kind, "serving");
+    let mut again = ProbeReport::new(
+        &probe.kind,
+        &probe.target,
+        probe.checks.clone(),
+        probe.next_steps.clone(),
+    );
+    again.serving = probe.serving.clone();
+    assert_eq!(again, probe);
+    let serving = probe.serving.as_ref().unwrap();
+    assert_eq!(serving.basis, icb_core::serving::SERVING_BASIS);
+    let f = &serving.engines[0];
+    let b = f.fabric.as_ref().unwrap();
+    assert_eq!(b.engine_ratio, f.rank_gbps.unwrap() / b.latest_gbps);
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(
+        serde_json::to_value(&probe).unwrap(),
+        doc,
+        "no field renamed or dropped"
+    );
 }

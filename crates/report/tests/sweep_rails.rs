@@ -64,6 +64,7 @@ fn outcome(pair: &Pair) -> Outcome {
         latency: vec![],
         warnings: vec![],
         rails,
+        controls: vec![],
     }
 }
 

@@ -6,21 +6,24 @@
 //! so that icb-sweep (and icb-report, which renders its results) stays free of Kubernetes.
 #![forbid(unsafe_code)]
 
+pub mod conditions;
 pub mod labels;
 pub mod plan;
 pub mod rails;
 
 pub use rails::{RailsFlagError, RailsJob};
 
+use icb_core::model::ControlKind;
 use icb_kube::devices::DeviceRequest;
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
 use icb_kube::{lifecycle, podspec};
+use icb_pair::controls::run_pair_with_controls;
 use icb_pair::kube::KubeLauncher;
-use icb_pair::{CancellationToken, Deadlines, ExpectationInput, LaunchError, PairError, PairPlan, run_pair};
+use icb_pair::{CancellationToken, Deadlines, ExpectationInput, LaunchError, PairError, PairPlan};
 use icb_sweep::results::{Outcome, SweepResults};
-use icb_sweep::run::{PairEnd, PairRunner};
+use icb_sweep::run::{PairEnd, PairRunner, Pass};
 use icb_sweep::schedule::Pair;
 use std::time::Duration;
 
@@ -38,6 +41,20 @@ pub struct PairJob {
     pub budget: Duration,
     /// `--rails`: each pair runs every rail of its two nodes ([`rails`]).
     pub rails: Option<RailsJob>,
+    /// The negative controls each second-pass pair runs after its main run (default: tcp;
+    /// `--no-controls`: none): the pairs that accuse a node rest on a detector shown to work on
+    /// them. The first pass runs none (its pairs only pick suspects).
+    pub second_pass_controls: Vec<icb_core::model::ControlKind>,
+}
+
+impl PairJob {
+    /// The controls a pair of `pass` runs after its main run: the second pass's, or none.
+    pub fn controls_of(&self, pass: Pass) -> &[ControlKind] {
+        match pass {
+            Pass::First => &[],
+            Pass::Second => &self.second_pass_controls,
+        }
+    }
 }
 
 pub struct Sweeper {
@@ -47,10 +64,13 @@ pub struct Sweeper {
 }
 
 impl PairRunner for Sweeper {
-    async fn run(&self, pair: &Pair, run_id: &str, stop: &CancellationToken) -> PairEnd {
+    async fn run(&self, pair: &Pair, pass: Pass, run_id: &str, stop: &CancellationToken) -> PairEnd {
         match &self.job.rails {
-            Some(rails) => self.measure_rails(rails, pair, run_id, stop).await,
-            None => self.measure(pair, run_id, stop).await,
+            Some(rails) => {
+                self.measure_rails(rails, pair, self.job.controls_of(pass), run_id, stop)
+                    .await
+            }
+            None => self.measure(pair, self.job.controls_of(pass), run_id, stop).await,
         }
     }
 }
@@ -76,7 +96,7 @@ impl Sweeper {
         pods
     }
 
-    async fn measure(&self, pair: &Pair, run_id: &str, stop: &CancellationToken) -> PairEnd {
+    async fn measure(&self, pair: &Pair, controls: &[ControlKind], run_id: &str, stop: &CancellationToken) -> PairEnd {
         let job = &self.job;
         let mut plan = PairPlan::new(job.settings.clone(), job.expectation.clone());
         plan.set_deadlines(Deadlines::budget(job.budget, "--pair-timeout"));
@@ -91,7 +111,8 @@ impl Sweeper {
             Err(e) => return PairEnd::Recorded(Outcome::Error { reason: e.to_string() }),
         };
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
-        let result = run_pair(&plan, &mut launcher, stop, &mut progress).await;
+        // The controls run on the same launcher: their pods cross the path the main run crossed.
+        let result = run_pair_with_controls(controls, &plan, &mut launcher, stop, &mut progress).await;
         // Whatever came back after a cancel — a report of the cases done so far, an error of any
         // kind the cancel provoked — is not this pair's result.
         if stop.is_cancelled() {

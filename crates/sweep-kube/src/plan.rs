@@ -104,6 +104,16 @@ pub enum PrepareError {
     Kube(#[from] KubeError),
     #[error(transparent)]
     Labels(#[from] icb_kube::node_labels::LabelError),
+    #[error(transparent)]
+    Conditions(#[from] icb_kube::node_conditions::ConditionError),
+}
+
+/// What a sweep writes on its nodes at the end (`--label-nodes`, `--node-conditions`): their
+/// access is checked before any pair.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeWrites {
+    pub labels: bool,
+    pub conditions: bool,
 }
 
 /// What a new sweep's results file states before anything runs.
@@ -135,12 +145,13 @@ pub fn new_results(plan: NewSweep, nodes: Vec<String>) -> Result<SweepResults, S
 }
 
 /// Before any pair: a resume removes the earlier run's leftover pods (`removed` is told how many,
-/// as soon as they are gone) and counts one more attempt; `--label-nodes` checks its access. A
+/// as soon as they are gone) and counts one more attempt; `--label-nodes` and `--node-conditions`
+/// check their access. A
 /// cluster-level API failure stops the sweep (`SweepEnd::ClusterDown`) with the file resumable.
 pub async fn prepare(
     cluster: &icb_kube::Cluster,
     results: &mut SweepResults,
-    (resume, label_nodes): (bool, bool),
+    (resume, writes): (bool, NodeWrites),
     removed: impl FnOnce(usize, &str),
 ) -> Result<SweepEnd, PrepareError> {
     if resume {
@@ -152,9 +163,14 @@ pub async fn prepare(
             Err(e) => return Err(e.into()),
         }
     }
-    if label_nodes && let Some(first) = results.nodes.first() {
-        // Before hours of pairs, not after: may this account patch nodes at all?
-        icb_kube::node_labels::check_access(cluster, first).await?;
+    if let Some(first) = results.nodes.first() {
+        // Before hours of pairs, not after: may this account patch nodes (their status) at all?
+        if writes.labels {
+            icb_kube::node_labels::check_access(cluster, first).await?;
+        }
+        if writes.conditions {
+            icb_kube::node_conditions::check_access(cluster, first).await?;
+        }
     }
     Ok(SweepEnd::Done)
 }

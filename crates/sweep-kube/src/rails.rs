@@ -4,8 +4,9 @@
 //! rails section riding along in the report. Scoring per rail is the sweep crate's.
 
 use super::Sweeper;
+use icb_core::model::ControlKind;
 use icb_pair::rails::kube::{KubeRails, KubeRailsPlan};
-use icb_pair::rails::{AloneRuns, RailSelection, RailsPlan, plan_rows, run_rails};
+use icb_pair::rails::{AloneRuns, RailSelection, RailsPlan, plan_rows, run_rails_with_controls};
 use icb_pair::{CancellationToken, Deadlines, LaunchError, PairError, PairOutcome, PairPlan, SideRole};
 use icb_sweep::results::Outcome;
 use icb_sweep::run::PairEnd;
@@ -58,6 +59,7 @@ impl Sweeper {
         &self,
         rails: &RailsJob,
         pair: &Pair,
+        controls: &[ControlKind],
         run_id: &str,
         stop: &CancellationToken,
     ) -> PairEnd {
@@ -80,7 +82,7 @@ impl Sweeper {
         );
         let mut seam = KubeRails::new(self.cluster.clone(), pods);
         let result = tokio::select! {
-            r = rails_pair(rails, &plan, &mut seam, stop) => Some(r),
+            r = rails_pair(rails, &plan, controls, &mut seam, stop) => Some(r),
             _ = stop.cancelled() => None,
         };
         if let Err(e) = seam.cleanup().await {
@@ -102,6 +104,7 @@ impl Sweeper {
 async fn rails_pair(
     rails: &RailsJob,
     pair: &PairPlan,
+    controls: &[ControlKind],
     seam: &mut KubeRails,
     stop: &CancellationToken,
 ) -> Result<PairOutcome, Failed> {
@@ -119,7 +122,8 @@ async fn rails_pair(
         alone: AloneRuns::Suspects,
     };
     let mut progress = |_: &icb_pair::rails::RailRow, _: &icb_core::protocol::CaseProgress| {};
-    run_rails(&plan, seam, stop, &mut progress).await.map_err(|e| match e {
+    let ran = run_rails_with_controls(controls, &plan, seam, stop, &mut progress).await;
+    ran.map_err(|e| match e {
         PairError::Launch(l) => Failed::Launch(l),
         e => Failed::Other(e.to_string()),
     })

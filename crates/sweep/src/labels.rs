@@ -48,7 +48,9 @@ pub fn marks(verdicts: &[NodeVerdict], style: ReasonStyle) -> (Vec<Mark>, Vec<(S
     (marks, untouched)
 }
 
-fn reason(v: &NodeVerdict, style: ReasonStyle) -> String {
+/// One line of evidence for `v` (the label's reason annotation, and the `--node-conditions`
+/// message).
+pub fn reason(v: &NodeVerdict, style: ReasonStyle) -> String {
     // A latency-only profile has no bandwidth: say nothing rather than "0". Three significant
     // digits below 1, so a throttled node does not read "0.00".
     let median = v

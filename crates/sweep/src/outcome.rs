@@ -69,6 +69,7 @@ impl Outcome {
                 .as_deref()
                 .map(crate::rails::RailSummary::from_rails)
                 .unwrap_or_default(),
+            controls: report.controls.clone(),
         }
     }
 }

@@ -66,6 +66,11 @@ pub enum Outcome {
         /// for a pair measured without rails (and in files written before it was kept).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         rails: Vec<crate::rails::RailSummary>,
+        /// The negative controls the pair ran after its main run (the second pass runs the tcp
+        /// control unless `--no-controls`), as the pair report records them; absent when none
+        /// ran (the first pass, and files written before they were kept).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        controls: Vec<icb_core::model::ControlResult>,
     },
     /// A bench pod could not be placed on `node` (no GPU free, taint, missing node): not a
     /// fabric verdict.
@@ -92,6 +97,17 @@ impl Outcome {
     /// unattributed data path, a control not caught): its nodes are not judged by it.
     pub fn inconclusive(&self) -> bool {
         matches!(self, Outcome::Measured { verdict, .. } if *verdict == icb_core::VerdictStatus::Inconclusive)
+    }
+
+    /// The first negative control the pair ran and did not catch: the detector was not shown to
+    /// work on this pair, so nothing it measured may accuse or clear a node (a failed verdict
+    /// keeps its status in the pair report, but not its weight here). `None` when every control
+    /// was caught or none ran.
+    pub fn uncaught_control(&self) -> Option<&icb_core::model::ControlResult> {
+        match self {
+            Outcome::Measured { controls, .. } => controls.iter().find(|c| !c.caught),
+            _ => None,
+        }
     }
 
     /// Whether the pair counts in its nodes' verdicts: not when it never ran (unschedulable) or

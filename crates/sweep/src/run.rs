@@ -51,12 +51,31 @@ impl PairEnd {
     }
 }
 
-/// Runs one pair. `stop` is cancelled at a signal or when another pair found the cluster down;
-/// the runner then cleans up and returns (its end is not recorded).
+/// Which pass a pair runs in: the first measures the schedule; the second re-measures each
+/// first-pass suspect with nodes that passed, and its pairs are the ones that accuse a node, so
+/// a runner may do more there (`ic-bench sweep` runs its negative controls on them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Pass {
+    First,
+    Second,
+}
+
+impl Pass {
+    /// The pass as the results file numbers it (`PairResult::pass`: 1 or 2).
+    pub fn number(self) -> u8 {
+        match self {
+            Pass::First => 1,
+            Pass::Second => 2,
+        }
+    }
+}
+
+/// Runs one pair of pass `pass`. `stop` is cancelled at a signal or when another pair found the
+/// cluster down; the runner then cleans up and returns (its end is not recorded).
 // One sweep drives its runner from one task and never spawns the futures: no `Send` bound.
 #[allow(async_fn_in_trait)]
 pub trait PairRunner {
-    async fn run(&self, pair: &Pair, run_id: &str, stop: &CancellationToken) -> PairEnd;
+    async fn run(&self, pair: &Pair, pass: Pass, run_id: &str, stop: &CancellationToken) -> PairEnd;
 }
 
 /// Where a pass stands when a pair was recorded (the pair is the last of `results.pairs`).
@@ -149,13 +168,13 @@ pub async fn run_sweep<R: PairRunner, E>(results: &mut SweepResults, run: SweepR
         cancel,
     };
     let missing = results.missing();
-    let end = rounds.run(&missing, 1, results).await?;
+    let end = rounds.run(&missing, Pass::First, results).await?;
     if end != SweepEnd::Done {
         return Ok(end);
     }
     let (second, plan) = second_pass(results, max_concurrent);
     rounds.observer.second_pass(&plan);
-    let end = rounds.run(&second, 2, results).await?;
+    let end = rounds.run(&second, Pass::Second, results).await?;
     if end != SweepEnd::Done {
         return Ok(end);
     }
@@ -206,10 +225,11 @@ impl<R: PairRunner, E> Rounds<'_, R, E> {
     }
 
     /// Runs `rounds` as pass `pass`, recording every pair that ends with a result.
-    async fn run(&mut self, rounds: &[Round], pass: u8, results: &mut SweepResults) -> Result<SweepEnd, E> {
+    async fn run(&mut self, rounds: &[Round], kind: Pass, results: &mut SweepResults) -> Result<SweepEnd, E> {
         if rounds.is_empty() {
             return Ok(SweepEnd::Done);
         }
+        let pass = kind.number();
         let total: usize = rounds.iter().map(Vec::len).sum();
         self.observer.pass_started(pass, total, rounds.len());
         // Cancelled by a signal (its parent) or by this sweep at a cluster-level failure.
@@ -239,7 +259,7 @@ impl<R: PairRunner, E> Rounds<'_, R, E> {
                     let run_id = results.run_id(pass, i, j);
                     async move {
                         let t = Instant::now();
-                        let end = runner.run(pair, &run_id, stop).await;
+                        let end = runner.run(pair, kind, &run_id, stop).await;
                         (pair.clone(), run_id, t.elapsed(), end)
                     }
                 })

@@ -261,6 +261,40 @@ impl FirstPass<'_> {
     }
 }
 
+/// The controls a second-pass pair ran, for its evidence line: `; tcp control caught`.
+fn controls_note(outcome: &Outcome) -> String {
+    let Outcome::Measured { controls, .. } = outcome else {
+        return String::new();
+    };
+    controls
+        .iter()
+        .map(|c| {
+            format!(
+                "; {} control {}",
+                c.kind,
+                if c.caught { "caught" } else { "not caught" }
+            )
+        })
+        .collect()
+}
+
+/// An accusation (or a clearing) rests on a detector shown to work on the re-pairs: a control
+/// one of `second` did not catch leaves the suspect `v` neither failed nor passed. Whether it did.
+fn unjudged_by_a_control(v: &mut NodeVerdict, second: &[&PairResult]) -> bool {
+    let Some((r, c)) = second.iter().find_map(|r| Some((r, r.outcome.uncaught_control()?))) else {
+        return false;
+    };
+    v.evidence.insert(
+        0,
+        format!(
+            "not judged: second pass {}: its {} control was not caught ({}), so its result can neither accuse nor clear the node",
+            r.pair, c.kind, c.detail
+        ),
+    );
+    v.status = NodeStatus::Unjudged;
+    true
+}
+
 /// The suspect's first evidence line: how many pairs were bad, errors apart from slowness.
 fn bad_summary(bad: usize, errors: usize, counted: usize) -> String {
     if errors == 0 {
@@ -463,8 +497,15 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
         }
         let failed = second.iter().filter(|r| bad(r)).count();
         for r in &second {
-            v.evidence
-                .push(format!("second pass {}: {}", r.pair, r.outcome.short()));
+            v.evidence.push(format!(
+                "second pass {}: {}{}",
+                r.pair,
+                r.outcome.short(),
+                controls_note(&r.outcome)
+            ));
+        }
+        if unjudged_by_a_control(v, &second) {
+            continue;
         }
         let confirmed: Vec<BadRail> = all_rails
             .bad_rails(&v.node)

@@ -51,6 +51,7 @@ fn measured(bw: f64, fail: bool) -> Outcome {
         latency: vec![],
         warnings: vec![],
         rails: vec![],
+        controls: vec![],
     }
 }
 
@@ -274,6 +275,7 @@ fn with_latency(p50_us: f64, warnings: &[&str]) -> Outcome {
         ],
         warnings: warnings.iter().map(|w| w.to_string()).collect(),
         rails: vec![],
+        controls: vec![],
     }
 }
 
@@ -337,6 +339,7 @@ fn only_small_cases_count_as_latency() {
         }],
         warnings: vec![],
         rails: vec![],
+        controls: vec![],
     };
     assert_eq!(at(8).latency(), Some(9.0));
     assert_eq!(at(64 << 10).latency(), Some(9.0));

@@ -6,7 +6,7 @@
 
 use icb_core::model::VerdictStatus;
 use icb_core::rails::RailFindingKind;
-use icb_sweep::run::{PairEnd, PairRunner, Silent, SweepEnd, SweepRun, run_sweep};
+use icb_sweep::run::{PairEnd, PairRunner, Pass, Silent, SweepEnd, SweepRun, run_sweep};
 use icb_sweep::{
     NodeStatus, Outcome, Pair, RailNic, RailSummary, Schedule, SweepResults, bad_rails_annotation, rails::node_rails,
 };
@@ -59,6 +59,7 @@ fn measured(pair: &Pair, slow: &[usize]) -> Outcome {
         latency: vec![],
         warnings: vec![],
         rails,
+        controls: vec![],
     }
 }
 
@@ -66,9 +67,8 @@ fn measured(pair: &Pair, slow: &[usize]) -> Outcome {
 struct Script<F>(F);
 
 impl<F: Fn(&Pair, u8) -> Vec<usize>> PairRunner for Script<F> {
-    async fn run(&self, pair: &Pair, run_id: &str, _stop: &CancellationToken) -> PairEnd {
-        let pass = if run_id.contains("p2") { 2 } else { 1 };
-        PairEnd::Recorded(measured(pair, &(self.0)(pair, pass)))
+    async fn run(&self, pair: &Pair, pass: Pass, _run_id: &str, _stop: &CancellationToken) -> PairEnd {
+        PairEnd::Recorded(measured(pair, &(self.0)(pair, pass.number())))
     }
 }
 

@@ -1,7 +1,7 @@
 //! `run_sweep` with a scripted pair runner: interrupts at each point, resume, the second pass,
 //! unschedulable nodes, a cluster error, pairs that run out of their budget. No cluster, no root.
 
-use icb_sweep::run::{PairEnd, PairRunner, SecondPass, Step, SweepEnd, SweepObserver, SweepRun, run_sweep};
+use icb_sweep::run::{PairEnd, PairRunner, Pass, SecondPass, Step, SweepEnd, SweepObserver, SweepRun, run_sweep};
 use icb_sweep::{NodeStatus, Outcome, Pair, Schedule, SweepResults};
 use std::cell::RefCell;
 use tokio_util::sync::CancellationToken;
@@ -24,13 +24,15 @@ enum Act {
     Signal,
     /// Runs until stopped.
     Hang,
+    /// Measured at this bandwidth with a tcp control that was caught (`true`) or not.
+    Controlled(f64, bool),
 }
 
-/// Runs each pair by `rule(pair, pass)`; records every run id it was given.
+/// Runs each pair by `rule(pair, pass)`; records every pair, pass and run id it was given.
 struct Script<F> {
     rule: F,
     cancel: CancellationToken,
-    ran: RefCell<Vec<(Pair, String)>>,
+    ran: RefCell<Vec<(Pair, Pass, String)>>,
 }
 
 impl<F: Fn(&Pair, u8) -> Act> Script<F> {
@@ -45,23 +47,16 @@ impl<F: Fn(&Pair, u8) -> Act> Script<F> {
     fn ran(&self, pass: u8) -> Vec<Pair> {
         let ran = self.ran.borrow();
         ran.iter()
-            .filter(|(_, id)| pass_of(id) == pass)
-            .map(|(p, _)| p.clone())
+            .filter(|(_, p, _)| p.number() == pass)
+            .map(|(p, _, _)| p.clone())
             .collect()
     }
 }
 
-/// `<sweep>-p1r0x0` or `<sweep>-a2p1r0x0`: the digit after the `p`.
-fn pass_of(run_id: &str) -> u8 {
-    let tail = run_id.split_once('-').unwrap().1;
-    let at = tail.find('p').unwrap();
-    tail[at + 1..at + 2].parse().unwrap()
-}
-
 impl<F: Fn(&Pair, u8) -> Act> PairRunner for Script<F> {
-    async fn run(&self, pair: &Pair, run_id: &str, stop: &CancellationToken) -> PairEnd {
-        self.ran.borrow_mut().push((pair.clone(), run_id.to_string()));
-        match (self.rule)(pair, pass_of(run_id)) {
+    async fn run(&self, pair: &Pair, pass: Pass, run_id: &str, stop: &CancellationToken) -> PairEnd {
+        self.ran.borrow_mut().push((pair.clone(), pass, run_id.to_string()));
+        match (self.rule)(pair, pass.number()) {
             Act::Bw(bw) => PairEnd::Recorded(measured(bw)),
             Act::Unschedulable(node) => PairEnd::Recorded(Outcome::Unschedulable {
                 node: Some(node.into()),
@@ -84,6 +79,13 @@ impl<F: Fn(&Pair, u8) -> Act> PairRunner for Script<F> {
                 stop.cancelled().await;
                 PairEnd::Interrupted
             }
+            Act::Controlled(bw, caught) => {
+                let mut outcome = measured(bw);
+                if let Outcome::Measured { controls, .. } = &mut outcome {
+                    controls.push(tcp_control(caught));
+                }
+                PairEnd::Recorded(outcome)
+            }
         }
     }
 }
@@ -99,6 +101,29 @@ fn measured(bw: f64) -> Outcome {
         latency: vec![],
         warnings: vec![],
         rails: vec![],
+        controls: vec![],
+    }
+}
+
+/// A tcp control as `run_pair_with_controls` records it, caught or not.
+fn tcp_control(caught: bool) -> icb_core::model::ControlResult {
+    use icb_core::model::{ControlKind, ControlResult, TransportClass};
+    ControlResult {
+        kind: ControlKind::Tcp,
+        caught,
+        seen_as: vec![if caught {
+            TransportClass::Tcp
+        } else {
+            TransportClass::SharedMemory
+        }],
+        case: "tag_bw 4 MiB host-host".into(),
+        bandwidth_bps: Some(1e9),
+        main_bandwidth_bps: Some(SLOW),
+        detail: if caught {
+            "a forced TCP fallback (tag_bw 4 MiB host-host) was seen as tcp".into()
+        } else {
+            "transport detection could not see a forced TCP fallback on this pair".into()
+        },
     }
 }
 
@@ -317,7 +342,13 @@ async fn a_resume_runs_only_the_missing_pairs_under_new_run_ids() {
     let mut missing: Vec<Pair> = [vec![r.rounds[1][1].clone()], r.rounds[2].clone()].concat();
     missing.sort();
     assert_eq!(again, missing);
-    assert!(script.ran.borrow().iter().all(|(_, id)| id.starts_with("swtest-a2p1")));
+    assert!(
+        script
+            .ran
+            .borrow()
+            .iter()
+            .all(|(_, _, id)| id.starts_with("swtest-a2p1"))
+    );
     assert_eq!(r.pairs.len(), 6);
     assert_eq!(r.attempt, 2);
     assert!(r.complete && r.exit_code() == 0);
@@ -425,4 +456,83 @@ async fn a_failed_save_ends_the_sweep_with_that_error() {
     assert_eq!(run_sweep(&mut r, run).await, Err("disk full".to_string()));
     assert_eq!(r.pairs.len(), 1);
     assert_eq!(seen.ended, vec![1], "the progress is closed");
+}
+
+#[tokio::test]
+async fn the_runner_is_told_the_pass_of_every_pair_it_runs() {
+    let mut r = sweep_of(5);
+    let script = Script::new(slow_n5(Act::Bw(SLOW)));
+    go(&mut r, &script).await;
+    let told: Vec<(String, u8)> = script
+        .ran
+        .borrow()
+        .iter()
+        .map(|(_, pass, id)| (id.clone(), pass.number()))
+        .collect();
+    let recorded: Vec<(String, u8)> = r.pairs.iter().map(|p| (p.run_id.clone(), p.pass)).collect();
+    assert_eq!(told.len(), 12);
+    for t in &told {
+        assert!(
+            recorded.contains(t),
+            "{t:?} was run as one pass and recorded as another"
+        );
+    }
+    let second = told.iter().filter(|(_, p)| *p == 2).count();
+    assert_eq!(second, 2, "only n5's re-pairs are second-pass pairs");
+}
+
+#[tokio::test]
+async fn a_suspect_failing_its_re_pairs_with_their_controls_caught_fails_with_that_evidence() {
+    let mut r = sweep_of(5);
+    let script = Script::new(slow_n5(Act::Controlled(SLOW, true)));
+    go(&mut r, &script).await;
+    assert_eq!(status(&r, "n5"), NodeStatus::Fail);
+    let v = r.node_verdicts.iter().find(|v| v.node == "n5").unwrap();
+    let noted = v
+        .evidence
+        .iter()
+        .filter(|e| e.ends_with("; tcp control caught"))
+        .count();
+    assert_eq!(noted, 2, "{:?}", v.evidence);
+}
+
+#[tokio::test]
+async fn an_uncaught_control_on_a_re_pair_leaves_the_suspect_unjudged_not_failed_nor_passed() {
+    use icb_sweep::SweepEnding;
+    // Slow re-pairs would fail n5, fast ones clear it: neither, when a control was not caught.
+    for bw in [SLOW, GOOD] {
+        let mut r = sweep_of(5);
+        let script = Script::new(move |p: &Pair, pass| match pass {
+            1 if involves(p, "n5") => Act::Bw(SLOW),
+            1 => Act::Bw(GOOD),
+            // One re-pair's control is caught, the other's is not.
+            _ if p.prefill == "n5" => Act::Controlled(bw, true),
+            _ => Act::Controlled(bw, false),
+        });
+        assert_eq!(go(&mut r, &script).await.end, SweepEnd::Done);
+        assert!(r.complete);
+        assert_eq!(status(&r, "n5"), NodeStatus::Unjudged, "re-pairs at {bw}");
+        let v = r.node_verdicts.iter().find(|v| v.node == "n5").unwrap();
+        assert!(
+            v.evidence[0].starts_with("not judged: second pass "),
+            "{:?}",
+            v.evidence
+        );
+        assert!(v.evidence[0].contains("tcp control was not caught"), "{:?}", v.evidence);
+        for n in ["n1", "n2", "n3", "n4"] {
+            assert_eq!(status(&r, n), NodeStatus::Pass, "{n}");
+        }
+        assert_eq!(r.ending(), SweepEnding::Inconclusive);
+        assert_eq!(r.exit_code(), icb_core::exit::VERDICT_FAILED);
+        // The controls are kept in the results file and read back.
+        let back: SweepResults = serde_json::from_str(&r.to_json()).unwrap();
+        let second = back.pairs.iter().filter(|p| p.pass == 2);
+        assert!(
+            second.clone().count() == 2
+                && second
+                    .clone()
+                    .all(|p| p.outcome.uncaught_control().is_some() || p.pair.prefill == "n5")
+        );
+        assert!(r.to_json().contains("\"controls\""));
+    }
 }

@@ -30,6 +30,7 @@ fn measure(p: &Pair, pass: u8, bad: &BTreeSet<String>, rng: &mut impl Rng) -> Pa
             latency: vec![],
             warnings: vec![],
             rails: vec![],
+            controls: vec![],
         },
     }
 }

@@ -33,6 +33,9 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct NodeMeta {
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,
+    /// Conditions written through the `status` subresource (`api::node_status`), besides the
+    /// kubelet's `Ready`, in the order they were added.
+    pub conditions: Vec<serde_json::Value>,
     /// The version of the node object: bumped by every change (from the store's counter).
     pub resource_version: u64,
 }
@@ -419,6 +422,8 @@ impl Shared {
             }
         }
         if removed.is_some() {
+            // The garbage collector: Secrets this pod owned go with it.
+            crate::api::secrets::collect_orphans(self);
             self.schedule_pending();
         }
         removed

@@ -2,7 +2,7 @@
 //! binary). kube-rs talks to it unchanged through a kubeconfig: an HTTP API server speaking the part
 //! of the Kubernetes API ic-bench uses (nodes; pods create/get/list/watch/delete/deletecollection,
 //! logs, status, exec; secrets create/get/list/delete, resolved into `secretKeyRef` environment
-//! variables by the node agent), a scheduler (nodeName, nodeSelector, required node affinity, taints,
+//! variables by the node agent and collected with the pods that own them), a scheduler (nodeName, nodeSelector, required node affinity, taints,
 //! extended-resource capacity such as `nvidia.com/gpu` and `rdma/ib`), and one node agent per
 //! node that runs each pod's containers as real local processes, with their securityContext
 //! applied as a kubelet applies it when the cluster runs as root (user, groups, capabilities,
@@ -523,6 +523,7 @@ async fn run(
         .map(|n| cluster::NodeMeta {
             labels: n.labels.clone(),
             annotations: Default::default(),
+            conditions: Vec::new(),
             resource_version: store.resource_version(),
         })
         .collect();

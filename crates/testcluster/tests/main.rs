@@ -10,5 +10,6 @@ mod common;
 mod admission;
 mod api;
 mod namespaces;
+mod ownership;
 mod restart;
 mod security;

@@ -13,6 +13,10 @@ pub enum ControlKind {
     /// The same pair with UCX (or NIXL's UCX) forced to TCP (`UCX_TLS=tcp` on the prefill side,
     /// which leaves wire-up only TCP addresses to pick from): must be classified TCP.
     Tcp,
+    /// `--rails` only: one rail pair's ranks pinned (`UCX_NET_DEVICES`) to another rail's NICs
+    /// for one short phase run alone: the NICs' counters must show that rail's bytes on the
+    /// other rail's NIC (a `wrong_nic` finding), or no counter attribution of the run is trusted.
+    WrongNic,
     /// The same pair with the recipe's transport variables (`UCX_*`, `NIXL_*` it sets for its
     /// workers) removed from both sides, so UCX runs with its defaults: a recipe knob that makes
     /// the path slower than no knob at all is a finding (`--control knobs-off`).
@@ -20,12 +24,14 @@ pub enum ControlKind {
 }
 
 impl ControlKind {
-    pub const ALL: [ControlKind; 2] = [ControlKind::Tcp, ControlKind::KnobsOff];
+    pub const ALL: [ControlKind; 3] = [ControlKind::Tcp, ControlKind::WrongNic, ControlKind::KnobsOff];
 
-    /// The name `--control` takes (the JSON's `kind` is the snake_case `knobs_off`).
+    /// The spelling of `--control KIND` (the JSON spells `wrong_nic` and `knobs_off` with an
+    /// underscore).
     pub fn as_str(self) -> &'static str {
         match self {
             ControlKind::Tcp => "tcp",
+            ControlKind::WrongNic => "wrong-nic",
             ControlKind::KnobsOff => "knobs-off",
         }
     }
@@ -34,9 +40,14 @@ impl ControlKind {
     /// makes the run inconclusive); `knobs-off` compares two healthy configurations instead.
     pub fn tests_the_detector(self) -> bool {
         match self {
-            ControlKind::Tcp => true,
+            ControlKind::Tcp | ControlKind::WrongNic => true,
             ControlKind::KnobsOff => false,
         }
+    }
+
+    /// Whether the control needs `--rails` (a rank per rail to pin elsewhere).
+    pub fn needs_rails(self) -> bool {
+        self == ControlKind::WrongNic
     }
 }
 
@@ -51,9 +62,10 @@ impl std::str::FromStr for ControlKind {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim() {
             "tcp" => Ok(ControlKind::Tcp),
+            "wrong-nic" | "wrong_nic" => Ok(ControlKind::WrongNic),
             "knobs-off" | "knobs_off" => Ok(ControlKind::KnobsOff),
             other => Err(crate::ParseError::new(format!(
-                "'{other}' is not a control: use tcp or knobs-off"
+                "'{other}' is not a control: use tcp, knobs-off (with a recipe) or wrong-nic (with --rails)"
             ))),
         }
     }

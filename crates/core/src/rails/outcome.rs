@@ -200,6 +200,41 @@ pub struct RailsOutcome {
 }
 
 impl RailsOutcome {
+    /// A wrong-NIC control the counters did not catch (issue 35): no counter attribution of this
+    /// run is trusted. Every row's attribution becomes not attributed, saying `why`, and one
+    /// `not_attributed` finding about the node pair says so among the findings (after the
+    /// failing ones). The findings already drawn are kept: the verdict's reason names the control.
+    pub fn distrust_counters(&mut self, why: &str) {
+        let note = format!("counter attribution not trusted for this run: {why}");
+        let distrusted = |side: &mut SideAttribution| {
+            side.status = AttributionStatus::NotAttributed;
+            side.note = Some(note.clone());
+        };
+        for row in &mut self.rails {
+            if let Some(a) = &mut row.attribution {
+                distrusted(&mut a.prefill);
+                distrusted(&mut a.decode);
+            }
+        }
+        let at = self
+            .findings
+            .iter()
+            .position(|f| f.status < Status::Fail)
+            .unwrap_or(self.findings.len());
+        let finding = RailFinding {
+            kind: RailFindingKind::NotAttributed,
+            status: Status::Warn,
+            rail: None,
+            text: format!("every rail's bytes: not attributed ({why})"),
+            fix: Some(
+                "check that the NICs' counters count this traffic (RDMA port counters, not netdev ones) and that \
+                 each rank's UCX_NET_DEVICES is honoured"
+                    .into(),
+            ),
+        };
+        self.findings.insert(at, finding);
+    }
+
     /// aggregate ÷ Σ(rail alone): 1.0 when running together costs nothing.
     pub fn scaling(&self) -> Option<f64> {
         self.sum_alone_bps.filter(|s| *s > 0.0).map(|s| self.aggregate_bps / s)

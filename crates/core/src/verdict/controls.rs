@@ -187,11 +187,12 @@ fn fast(class: TransportClass) -> bool {
     )
 }
 
-/// The main verdict with the controls: an uncaught detector control makes a pass or warn
-/// inconclusive (a fail stays a fail, with the control noted); a caught TCP control whose main
-/// path, judged fast, was not [`FAST_PATH_MARGIN`] faster than it turns a pass into a warning, and
-/// so does a knobs-off control that found the recipe's env slower than UCX's defaults.
-pub(super) fn apply(report: &mut PairReport) {
+/// The main verdict with the controls (also for a rails report, whose verdict is the rails' own):
+/// an uncaught detector control makes a pass or warn inconclusive (a fail stays a fail, with the
+/// control noted); a caught TCP control whose main path, judged fast, was not
+/// [`FAST_PATH_MARGIN`] faster than it turns a pass into a warning, and so does a knobs-off
+/// control that found the recipe's env slower than UCX's defaults.
+pub fn apply(report: &mut PairReport) {
     if report.controls.is_empty() || report.verdict.status == VerdictStatus::Interrupted {
         return;
     }

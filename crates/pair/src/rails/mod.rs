@@ -15,6 +15,7 @@
 
 pub mod agent;
 pub mod choice;
+pub mod controls;
 pub mod info;
 pub mod kube;
 mod kube_rank;
@@ -27,6 +28,7 @@ mod report;
 pub use choice::{
     Choice, LocalRailsFlags, LocalRailsTarget, NodeRail, RailFlagError, RailSite, read_selection, told_devices,
 };
+pub use controls::run_rails_with_controls;
 pub use plan::{NodeRailInfo, RailPlanError, RailSelection, plan_rows};
 
 use crate::launcher::{LaunchError, Launcher};

@@ -271,6 +271,7 @@ mod tests {
                     latency: vec![],
                     warnings: vec![],
                     rails: vec![],
+                    controls: vec![],
                 },
             })
             .collect::<Vec<_>>();

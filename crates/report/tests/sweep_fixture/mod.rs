@@ -41,6 +41,7 @@ fn healthy() -> Outcome {
         }],
         warnings: vec![],
         rails: vec![],
+        controls: vec![],
     }
 }
 
@@ -66,6 +67,7 @@ fn over_tcp() -> Outcome {
         }],
         warnings: vec![],
         rails: vec![],
+        controls: vec![],
     }
 }
 

@@ -207,6 +207,7 @@ mod tests {
                 latency: vec![],
                 warnings: vec![],
                 rails,
+                controls: vec![],
             },
         }
     }

@@ -200,6 +200,10 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
         if !sleep_unless_killed(handle, shared.config.backoff).await {
             return finish(shared, handle);
         }
+        // A missing Secret alone is retried after one backoff (no image pull to back off from).
+        if failing.iter().all(|(_, i)| i.is_empty()) {
+            continue;
+        }
         for (name, image) in failing.iter().filter(|(_, i)| !i.is_empty()) {
             let msg = format!("Back-off pulling image \"{image}\"");
             update_container(shared, handle, name, |cs| {

@@ -20,6 +20,8 @@ pub async fn core_v1() -> Response {
     let pod_verbs = ["create", "delete", "deletecollection", "get", "list", "watch"];
     axum::Json(json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": [
         resource("nodes", "Node", false, &["get", "list", "patch", "watch"], &["no"]),
+        json!({"name": "nodes/status", "singularName": "", "namespaced": false, "kind": "Node",
+               "verbs": ["get", "patch"]}),
         resource("namespaces", "Namespace", false, &["get", "list"], &["ns"]),
         resource("pods", "Pod", true, &pod_verbs, &["po"]),
         json!({"name": "pods/log", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}),

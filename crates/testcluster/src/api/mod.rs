@@ -8,6 +8,7 @@ mod discovery;
 mod exec;
 mod logs;
 mod misc;
+mod node_status;
 mod nodes;
 mod pods;
 pub(crate) mod secrets;
@@ -39,6 +40,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/apis/apps/v1", get(discovery::apps_v1))
         .route("/api/v1/nodes", get(nodes::list_nodes))
         .route("/api/v1/nodes/{name}", get(nodes::get_node).patch(nodes::patch_node))
+        .route(
+            "/api/v1/nodes/{name}/status",
+            get(node_status::get).patch(node_status::patch),
+        )
         .route("/api/v1/namespaces", get(misc::list_namespaces))
         .route("/api/v1/namespaces/{ns}", get(misc::get_namespace))
         .route("/api/v1/pods", get(pods::list_all))

@@ -3,7 +3,8 @@
 //! (`Patch::Merge`: `application/merge-patch+json`). A strategic merge patch means the same for
 //! these string maps and is accepted too; JSON patches and server-side apply are refused with 415,
 //! and a patch touching anything but labels/annotations with 422, so a product change that starts
-//! writing elsewhere (a taint, a condition) fails a test instead of passing silently.
+//! writing elsewhere (a taint, a condition) fails a test instead of passing silently. Conditions
+//! are written through the `status` subresource (`super::node_status`), as on a real API server.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,12 +21,12 @@ use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 
 /// Content types whose meaning on labels/annotations is RFC 7386's merge.
-const MERGE_TYPES: &[&str] = &["application/merge-patch+json", "application/strategic-merge-patch+json"];
+pub(super) const MERGE_TYPES: &[&str] = &["application/merge-patch+json", "application/strategic-merge-patch+json"];
 
 /// Kubernetes' bound on all annotations of one object together.
 const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 
-fn node_json(node: &NodeRt, meta: &NodeMeta) -> Value {
+pub(super) fn node_json(node: &NodeRt, meta: &NodeMeta) -> Value {
     let cfg = &node.config;
     let mut allocatable = cfg.capacity.clone();
     allocatable.extend(cfg.allocatable.clone());
@@ -44,6 +45,11 @@ fn node_json(node: &NodeRt, meta: &NodeMeta) -> Value {
     if !taints.is_empty() {
         spec["taints"] = json!(taints);
     }
+    let ready = json!({"type": "Ready", "status": "True", "reason": "KubeletReady",
+                       "message": "emulated kubelet is posting ready status",
+                       "lastHeartbeatTime": "2025-01-01T00:00:00Z",
+                       "lastTransitionTime": "2025-01-01T00:00:00Z"});
+    let conditions: Vec<Value> = std::iter::once(ready).chain(meta.conditions.iter().cloned()).collect();
     let mut metadata = json!({
         "name": cfg.name,
         "uid": format!("node-{}", cfg.name),
@@ -62,10 +68,7 @@ fn node_json(node: &NodeRt, meta: &NodeMeta) -> Value {
         "status": {
             "capacity": cfg.capacity,
             "allocatable": allocatable,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                            "message": "emulated kubelet is posting ready status",
-                            "lastHeartbeatTime": "2025-01-01T00:00:00Z",
-                            "lastTransitionTime": "2025-01-01T00:00:00Z"}],
+            "conditions": conditions,
             "addresses": [{"type": "InternalIP", "address": node.ip.to_string()},
                           {"type": "Hostname", "address": cfg.name}],
             "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "",
@@ -158,7 +161,7 @@ pub async fn patch_node(
     let mut updated = NodeMeta {
         labels,
         annotations,
-        resource_version: meta.resource_version,
+        ..meta.clone()
     };
     let changed = updated.labels != meta.labels || updated.annotations != meta.annotations;
     if changed && !dry_run {
@@ -227,7 +230,7 @@ fn patched_metadata(node: &NodeRt, meta: &NodeMeta, patch: &Value) -> Result<(St
 }
 
 /// RFC 7386 JSON merge patch.
-fn merge(target: &mut Value, patch: &Value) {
+pub(super) fn merge(target: &mut Value, patch: &Value) {
     let Value::Object(patch) = patch else {
         *target = patch.clone();
         return;

@@ -2,7 +2,14 @@
 //! all, by label), delete. The agent resolves a container's `secretKeyRef` environment from here
 //! (`crate::agent::spec`); a missing Secret or key keeps the container from starting, as the
 //! kubelet's `CreateContainerConfigError` does.
+//!
+//! Owner references are honoured as Kubernetes' garbage collector does for the one owner kind
+//! stored here: a Secret whose owners are all pods, none of which exists any more (matched by
+//! uid, not name: a new pod of the same name owns nothing), is deleted ([`collect_orphans`]) when
+//! such a pod is removed and when the Secret is created (an owner already gone). Background
+//! propagation: the Secret goes once its owner is gone, not while it terminates.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use axum::body::Bytes;
@@ -21,7 +28,10 @@ use crate::store::now;
 
 pub async fn create(State(shared): State<Arc<Shared>>, Path(ns): Path<String>, body: Bytes) -> Response {
     match create_inner(&shared, &ns, &body) {
-        Ok(s) => (StatusCode::CREATED, axum::Json(s)).into_response(),
+        Ok(s) => {
+            collect_orphans(&shared);
+            (StatusCode::CREATED, axum::Json(s)).into_response()
+        }
         Err(e) => e.into_response(),
     }
 }
@@ -96,6 +106,26 @@ pub async fn delete(State(shared): State<Arc<Shared>>, Path((ns, name)): Path<(S
         .into_response(),
         None => ApiError::not_found("secrets", &name).into_response(),
     }
+}
+
+/// Deletes the Secrets whose owners are all pods that no longer exist; returns how many.
+pub fn collect_orphans(shared: &Shared) -> usize {
+    // The store's lock, then the Secrets' (never both at once: create holds secrets → store).
+    let live: HashSet<String> = lock(&shared.store)
+        .pods()
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
+    let orphaned = |s: &Secret| {
+        let owners = s.metadata.owner_references.as_deref().unwrap_or_default();
+        !owners.is_empty()
+            && owners
+                .iter()
+                .all(|o| o.kind == "Pod" && o.api_version == "v1" && !live.contains(&o.uid))
+    };
+    let mut secrets = lock(&shared.secrets);
+    let before = secrets.len();
+    secrets.retain(|_, s| !orphaned(s));
+    before - secrets.len()
 }
 
 /// The value of `key` in Secret `name` of `ns`, as text; `Err` says what is missing.

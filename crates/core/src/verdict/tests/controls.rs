@@ -225,3 +225,48 @@ fn knobs_effect_is_decided_outside_the_margin_only() {
         serde_json::json!("knobs_off")
     );
 }
+
+#[test]
+fn wrong_nic_is_spelt_with_a_hyphen_on_the_command_line_and_an_underscore_in_json() {
+    for spelling in ["wrong-nic", "wrong_nic"] {
+        assert_eq!(spelling.parse::<ControlKind>(), Ok(ControlKind::WrongNic));
+    }
+    assert_eq!(serde_json::to_string(&ControlKind::WrongNic).unwrap(), "\"wrong_nic\"");
+    assert!(ControlKind::WrongNic.needs_rails() && !ControlKind::Tcp.needs_rails());
+    let e = "nic".parse::<ControlKind>().unwrap_err().to_string();
+    assert!(e.contains("use tcp, knobs-off (with a recipe) or wrong-nic"), "{e}");
+}
+
+#[test]
+fn a_missed_wrong_nic_control_adds_one_not_attributed_finding_after_the_failing_ones() {
+    // The rows' attributions are checked end to end by icb-pair's rails_scripted tests.
+    use crate::rails::{RailFinding, RailFindingKind, RailPattern, RailsOutcome};
+    let mut rails = RailsOutcome {
+        pattern: RailPattern::Aligned,
+        rails: vec![],
+        aggregate_bps: 0.0,
+        sum_alone_bps: None,
+        median_bps: 0.0,
+        margin: 0.2,
+        findings: vec![RailFinding {
+            kind: RailFindingKind::BelowMedian,
+            status: Status::Fail,
+            rail: Some(1),
+            text: "rail 1 is slow".into(),
+            fix: None,
+        }],
+    };
+    rails.distrust_counters("the wrong-nic control was not caught");
+    assert_eq!(rails.findings.len(), 2);
+    assert_eq!(
+        rails.findings[0].kind,
+        RailFindingKind::BelowMedian,
+        "the failing one stays first"
+    );
+    let f = &rails.findings[1];
+    assert_eq!(
+        (f.kind, f.status, f.rail),
+        (RailFindingKind::NotAttributed, Status::Warn, None)
+    );
+    assert!(f.text.contains("the wrong-nic control was not caught"), "{}", f.text);
+}

@@ -1,0 +1,163 @@
+//! `ic-bench probe serving`: the engines' KV-transfer metrics beside ic-bench's own measurement
+//! of the same path (issue 42). Flags here; the reading, translating and judging in icb-serving.
+
+use super::output::OutputArgs;
+use icb_serving::{KvSpec, Options, Source};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServingArgs {
+    /// A worker's metrics saved in the Prometheus text format (`curl WORKER/metrics > FILE`); repeatable
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Vec<PathBuf>,
+
+    /// A worker's metrics endpoint, read once (http://HOST:PORT/metrics); repeatable
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Vec<String>,
+
+    /// TensorRT-LLM's KV timing files (rank_R_send.csv / rank_R_recv.csv, or their directory:
+    /// TRTLLM_KVCACHE_TIME_OUTPUT_PATH); all given are one deployment's ranks
+    #[arg(long, value_name = "FILE|DIR")]
+    pub trtllm_csv: Vec<PathBuf>,
+
+    /// A Prometheus server scraping the workers (http://HOST:PORT)
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+
+    /// With --prometheus: the window the figures are taken over (a PromQL duration)
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_window)]
+    pub window: String,
+
+    /// ic-bench's history (pair/gate/sweep --history FILE) holding `pair --kv-shape` runs of the pair
+    #[arg(long, value_name = "FILE", requires_all = ["prefill", "decode"])]
+    pub history: Option<PathBuf>,
+
+    /// The prefill node, as the history names it
+    #[arg(long, value_name = "NODE")]
+    pub prefill: Option<String>,
+
+    /// The decode node, as the history names it
+    #[arg(long, value_name = "NODE")]
+    pub decode: Option<String>,
+
+    /// Ranks on the initiating side (vLLM: the decode worker's TP, whose transfers vLLM pools) [default: --decode-tp, else 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub tp: Option<u32>,
+
+    /// read (decode pulls: vLLM, NIXL) or write (prefill pushes: SGLang, TensorRT-LLM) [default: each engine's own]
+    #[arg(long, value_name = "OP", value_parser = ["read", "write"])]
+    pub kv_op: Option<String>,
+
+    /// One rank's NIC line rate in Gb/s (e.g. 400): an engine figure above it is a metric bug
+    #[arg(long, value_name = "GBITS", value_parser = parse_rate)]
+    pub line_rate: Option<f64>,
+
+    /// The model's KV geometry, as `pair --kv-shape` takes it: matches the history's runs exactly
+    /// and gives the exact command for a missing baseline
+    #[arg(long, value_name = "MODEL|CONFIG")]
+    pub kv_shape: Option<String>,
+
+    /// With --kv-shape: prompt length in tokens [default: 8192]
+    #[arg(long, value_name = "TOKENS", requires = "kv_shape")]
+    pub isl: Option<String>,
+
+    /// With --kv-shape: tokens per KV block [default: 16]
+    #[arg(long, value_name = "TOKENS", requires = "kv_shape")]
+    pub page_size: Option<String>,
+
+    /// With --kv-shape: bf16, fp16 or fp8 [default: bf16]
+    #[arg(long, value_name = "DTYPE", requires = "kv_shape")]
+    pub kv_dtype: Option<String>,
+
+    /// With --kv-shape: prefill TP [default: 1]
+    #[arg(long, value_name = "A", requires = "kv_shape")]
+    pub prefill_tp: Option<String>,
+
+    /// With --kv-shape: decode TP [default: 1]
+    #[arg(long, value_name = "B", requires = "kv_shape")]
+    pub decode_tp: Option<String>,
+
+    /// Deadline of each HTTP request and of the history's lock
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::common::parse_duration)]
+    pub timeout: Duration,
+
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+fn parse_window(s: &str) -> Result<String, String> {
+    let ok = s.len() > 1 && s.ends_with(['s', 'm', 'h', 'd']) && s[..s.len() - 1].chars().all(|c| c.is_ascii_digit());
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!("bad --window '{s}': give a PromQL duration, e.g. 5m, 30s, 1h"))
+    }
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("bad --line-rate '{s}': give Gb/s, e.g. 400")),
+    }
+}
+
+impl ServingArgs {
+    /// The geometry of `--kv-shape …`, through icb-kv (its errors are one line).
+    fn kv(&self) -> anyhow::Result<Option<KvSpec>> {
+        let Some(model) = &self.kv_shape else {
+            return Ok(None);
+        };
+        let kv = super::pair_kv::KvArgs {
+            kv_shape: Some(model.clone()),
+            isl: self.isl.clone(),
+            page_size: self.page_size.clone(),
+            kv_dtype: self.kv_dtype.clone(),
+            prefill_tp: self.prefill_tp.clone(),
+            decode_tp: self.decode_tp.clone(),
+            ..Default::default()
+        };
+        let request = icb_kv::KvRequest::from_flags(&kv.flags(None)?)?;
+        let s = request.shape();
+        let flags = format!(
+            "--kv-shape {model} --isl {} --page-size {} --kv-dtype {} --prefill-tp {} --decode-tp {}",
+            s.isl, s.page_size, s.kv_dtype, s.prefill_tp, s.decode_tp
+        );
+        let reads = request
+            .geometry()
+            .decode_ranks
+            .iter()
+            .flat_map(|r| r.reads.iter().map(|read| (read.descriptor_bytes, read.descriptors)))
+            .collect();
+        Ok(Some(KvSpec { flags, reads }))
+    }
+
+    fn options(&self) -> anyhow::Result<Options> {
+        let mut sources: Vec<Source> = self.metrics.iter().cloned().map(Source::MetricsFile).collect();
+        sources.extend(self.endpoint.iter().cloned().map(Source::Endpoint));
+        if !self.trtllm_csv.is_empty() {
+            sources.push(Source::TrtllmCsv(self.trtllm_csv.clone()));
+        }
+        sources.extend(self.prometheus.iter().cloned().map(Source::Prometheus));
+        let kv = self.kv()?;
+        let decode_tp = self.decode_tp.as_deref().and_then(|t| t.parse().ok());
+        Ok(Options {
+            sources,
+            window: self.window.clone(),
+            history: self.history.clone(),
+            prefill: self.prefill.clone(),
+            decode: self.decode.clone(),
+            tp: self.tp.or(decode_tp).unwrap_or(1),
+            op: self.kv_op.clone(),
+            line_rate_gbit: self.line_rate,
+            kv,
+            deadline: self.timeout,
+        })
+    }
+}
+
+pub fn run(a: ServingArgs) -> anyhow::Result<i32> {
+    let output = a.output.resolve(icb_report::ReportKind::Probe)?;
+    let report = icb_serving::probe_serving(&a.options()?)?;
+    super::probe::emit(&report, &output)
+}
