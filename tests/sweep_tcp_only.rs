@@ -42,10 +42,6 @@ fn the_sweep_names_exactly_the_tcp_only_node() {
         // pair. tcp is NOT allowed.
         .args(["--tests", "tag_lat", "--sizes", "8", "--max-time", "0.3"])
         .args(["--min-host-bw", "0.001", "--pair-timeout", "60s"])
-        // The second pass's tcp control repeats a bandwidth case, which a latency-only profile
-        // has none of (not caught: the node would stay unjudged); sweep_controls_kube.rs runs
-        // this fault with the control.
-        .arg("--no-controls")
         .arg("--results")
         .arg(&results)
         .env("IC_BENCH_LOG", "warn,kube_client=off,kube_runtime=off")
@@ -97,6 +93,24 @@ fn the_sweep_names_exactly_the_tcp_only_node() {
         first_pass_three[0]
     );
     assert!(stdout.contains("FAIL: node-3"), "{stdout}");
+    // The accusation rests on a detector shown to work: node-3's second-pass pair ran the tcp
+    // control on the profile's only (latency) case, and it was seen as tcp.
+    let second_pass_controls: Vec<&Value> = r["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pass"] == 2)
+        .flat_map(|p| p["outcome"]["controls"].as_array().into_iter().flatten())
+        .collect();
+    assert!(!second_pass_controls.is_empty(), "{}", r["pairs"]);
+    for c in &second_pass_controls {
+        assert_eq!(
+            (&c["kind"], &c["caught"]),
+            (&Value::from("tcp"), &Value::from(true)),
+            "{c}"
+        );
+        assert!(c["case"].as_str().unwrap().starts_with("tag_lat 8"), "{c}");
+    }
     // The second pass says what it does here: the suspect's own pair again, no partner.
     assert!(
         stderr.contains("second pass: 1 suspect(s) run their own intra-node pair again"),

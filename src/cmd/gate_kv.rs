@@ -8,20 +8,20 @@ use icb_gate::kv::{GateKv, KvGiven, RecipeEngines};
 
 /// The flags, completed from the recipe where they say nothing (`icb_gate::kv::KvGiven`).
 fn merged(flags: &KvArgs, roles: Option<&RecipeEngines>) -> Result<KvArgs, String> {
+    let g = &flags.geometry;
     let given = KvGiven {
         model: flags.kv_shape.clone(),
-        prefill_tp: flags.prefill_tp.clone(),
-        decode_tp: flags.decode_tp.clone(),
-        page_size: flags.page_size.clone(),
+        prefill_tp: g.prefill_tp.clone(),
+        decode_tp: g.decode_tp.clone(),
+        page_size: g.page_size.clone(),
     }
     .completed(roles)?;
-    Ok(KvArgs {
-        kv_shape: given.model,
-        prefill_tp: given.prefill_tp,
-        decode_tp: given.decode_tp,
-        page_size: given.page_size,
-        ..flags.clone()
-    })
+    let mut merged = flags.clone();
+    merged.kv_shape = given.model;
+    merged.geometry.prefill_tp = given.prefill_tp;
+    merged.geometry.decode_tp = given.decode_tp;
+    merged.geometry.page_size = given.page_size;
+    Ok(merged)
 }
 
 /// `--kv-shape` for the gate (`None` without it): the request is built once the gate's `probe

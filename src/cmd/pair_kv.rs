@@ -23,6 +23,28 @@ pub struct KvArgs {
     #[arg(long, value_name = "MODEL|CONFIG", num_args = 0..=1, default_missing_value = "")]
     pub kv_shape: Option<String>,
 
+    #[command(flatten)]
+    pub geometry: KvGeometryArgs,
+
+    /// With --kv-shape: read (decode pulls, vLLM's way) or write (prefill pushes) [default: read]
+    #[arg(long, value_name = "OP", requires = "kv_shape", value_parser = parse_op)]
+    pub kv_op: Option<KvOp>,
+
+    /// With --kv-shape: fail the verdict when a request's KV transfer takes longer (p50, ms)
+    #[arg(long, value_name = "MS", requires = "kv_shape", value_parser = parse_ms)]
+    pub max_kv_ms: Option<f64>,
+
+    /// With --kv-shape: also sweep 1, 10, … MAX descriptors per request at the model's block
+    /// size (--profile full does it to 100000), showing where posting cost dominates
+    #[arg(long, value_name = "MAX", requires = "kv_shape", num_args = 0..=1, default_missing_value = "100000",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub kv_descriptor_sweep: Option<u64>,
+}
+
+/// A model's KV geometry besides the model itself: the flags `pair --kv-shape` and `probe serving
+/// --kv-shape` share (each command names its model flag `kv_shape`, which these require).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct KvGeometryArgs {
     /// With --kv-shape: prompt length in tokens [default: 8192]
     #[arg(long, value_name = "TOKENS", requires = "kv_shape")]
     pub isl: Option<String>,
@@ -42,20 +64,21 @@ pub struct KvArgs {
     /// With --kv-shape: decode tensor-parallel size b [default: 1]
     #[arg(long, value_name = "B", requires = "kv_shape")]
     pub decode_tp: Option<String>,
+}
 
-    /// With --kv-shape: read (decode pulls, vLLM's way) or write (prefill pushes) [default: read]
-    #[arg(long, value_name = "OP", requires = "kv_shape", value_parser = parse_op)]
-    pub kv_op: Option<KvOp>,
-
-    /// With --kv-shape: fail the verdict when a request's KV transfer takes longer (p50, ms)
-    #[arg(long, value_name = "MS", requires = "kv_shape", value_parser = parse_ms)]
-    pub max_kv_ms: Option<f64>,
-
-    /// With --kv-shape: also sweep 1, 10, … MAX descriptors per request at the model's block
-    /// size (--profile full does it to 100000), showing where posting cost dominates
-    #[arg(long, value_name = "MAX", requires = "kv_shape", num_args = 0..=1, default_missing_value = "100000",
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub kv_descriptor_sweep: Option<u64>,
+impl KvGeometryArgs {
+    /// The values, each through icb-kv's parser (its errors are one line), defaults filled in.
+    pub fn shape(&self, max_rank_bytes: Option<u64>) -> Result<KvShape, icb_kv::KvError> {
+        let or = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.to_string());
+        Ok(KvShape {
+            isl: icb_kv::parse_isl(&or(&self.isl, "8192"))?,
+            page_size: icb_kv::parse_page_size(&or(&self.page_size, "16"))?,
+            kv_dtype: or(&self.kv_dtype, "bf16").parse::<KvDtype>()?,
+            prefill_tp: icb_kv::parse_tp("--prefill-tp", &or(&self.prefill_tp, "1"))?,
+            decode_tp: icb_kv::parse_tp("--decode-tp", &or(&self.decode_tp, "1"))?,
+            max_rank_bytes,
+        })
+    }
 }
 
 fn parse_op(s: &str) -> Result<KvOp, String> {
@@ -78,17 +101,9 @@ impl KvArgs {
 
     /// The flags' values, each through icb-kv's parser (its errors are one line).
     pub fn flags(&self, max_rank_bytes: Option<u64>) -> Result<KvFlags, icb_kv::KvError> {
-        let or = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.to_string());
         Ok(KvFlags {
             kv_shape: self.kv_shape.as_deref().unwrap_or_default().parse::<ModelSpec>()?,
-            shape: KvShape {
-                isl: icb_kv::parse_isl(&or(&self.isl, "8192"))?,
-                page_size: icb_kv::parse_page_size(&or(&self.page_size, "16"))?,
-                kv_dtype: or(&self.kv_dtype, "bf16").parse::<KvDtype>()?,
-                prefill_tp: icb_kv::parse_tp("--prefill-tp", &or(&self.prefill_tp, "1"))?,
-                decode_tp: icb_kv::parse_tp("--decode-tp", &or(&self.decode_tp, "1"))?,
-                max_rank_bytes,
-            },
+            shape: self.geometry.shape(max_rank_bytes)?,
         })
     }
 }

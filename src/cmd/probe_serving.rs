@@ -58,25 +58,8 @@ pub struct ServingArgs {
     #[arg(long, value_name = "MODEL|CONFIG")]
     pub kv_shape: Option<String>,
 
-    /// With --kv-shape: prompt length in tokens [default: 8192]
-    #[arg(long, value_name = "TOKENS", requires = "kv_shape")]
-    pub isl: Option<String>,
-
-    /// With --kv-shape: tokens per KV block [default: 16]
-    #[arg(long, value_name = "TOKENS", requires = "kv_shape")]
-    pub page_size: Option<String>,
-
-    /// With --kv-shape: bf16, fp16 or fp8 [default: bf16]
-    #[arg(long, value_name = "DTYPE", requires = "kv_shape")]
-    pub kv_dtype: Option<String>,
-
-    /// With --kv-shape: prefill TP [default: 1]
-    #[arg(long, value_name = "A", requires = "kv_shape")]
-    pub prefill_tp: Option<String>,
-
-    /// With --kv-shape: decode TP [default: 1]
-    #[arg(long, value_name = "B", requires = "kv_shape")]
-    pub decode_tp: Option<String>,
+    #[command(flatten)]
+    pub geometry: super::pair_kv::KvGeometryArgs,
 
     /// Deadline of each HTTP request and of the history's lock
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::common::parse_duration)]
@@ -110,11 +93,7 @@ impl ServingArgs {
         };
         let kv = super::pair_kv::KvArgs {
             kv_shape: Some(model.clone()),
-            isl: self.isl.clone(),
-            page_size: self.page_size.clone(),
-            kv_dtype: self.kv_dtype.clone(),
-            prefill_tp: self.prefill_tp.clone(),
-            decode_tp: self.decode_tp.clone(),
+            geometry: self.geometry.clone(),
             ..Default::default()
         };
         let request = icb_kv::KvRequest::from_flags(&kv.flags(None)?)?;
@@ -140,7 +119,7 @@ impl ServingArgs {
         }
         sources.extend(self.prometheus.iter().cloned().map(Source::Prometheus));
         let kv = self.kv()?;
-        let decode_tp = self.decode_tp.as_deref().and_then(|t| t.parse().ok());
+        let decode_tp = self.geometry.decode_tp.as_deref().and_then(|t| t.parse().ok());
         Ok(Options {
             sources,
             window: self.window.clone(),

@@ -124,6 +124,8 @@ fn tcp_control(caught: bool) -> icb_core::model::ControlResult {
         } else {
             "transport detection could not see a forced TCP fallback on this pair".into()
         },
+        removed: Vec::new(),
+        effect: None,
     }
 }
 

@@ -8,15 +8,19 @@ use crate::model::*;
 /// The one case shape a control measures, from the main run: its largest measured bandwidth
 /// case (host memory first: a TCP control of GPU memory measures staging, not the wire), one the
 /// main run measured at most 4 MiB first (so that the control has the main row to compare with),
-/// else capped at 4 MiB, so that the control stays short.
+/// else capped at 4 MiB, so that the control stays short. A run that measured no bandwidth case
+/// (a latency-only profile) gets its smallest latency case: the transport that carried it is
+/// classified the same way, so the detector is still shown to work; only the fast path's margin
+/// over TCP, a bandwidth comparison, is then not judged.
 pub fn tcp_control_shape(main: &PairReport) -> Option<(CaseShape, MemoryPair)> {
-    let measured = main
-        .cases
-        .iter()
-        .filter(|c| c.status == CaseStatus::Measured && c.test.is_bandwidth());
+    let measured = main.cases.iter().filter(|c| c.status == CaseStatus::Measured);
     let pick = measured.max_by_key(|c| {
+        let bandwidth = c.test.is_bandwidth();
         let fits = c.size <= CONTROL_MAX_SIZE;
-        (!c.memory.uses_cuda(), fits, c.size.min(CONTROL_MAX_SIZE))
+        let capped = c.size.min(CONTROL_MAX_SIZE);
+        // Bandwidth: the largest that fits; latency: the smallest.
+        let size_rank = if bandwidth { capped } else { CONTROL_MAX_SIZE - capped };
+        (bandwidth, !c.memory.uses_cuda(), fits, size_rank)
     })?;
     let mut shape = CaseShape::new(pick.test, pick.size.min(CONTROL_MAX_SIZE));
     shape.blocks = pick.blocks;

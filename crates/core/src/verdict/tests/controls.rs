@@ -35,12 +35,18 @@ fn the_control_repeats_the_main_runs_largest_host_case_capped_at_4_mib() {
         .push(measured(TestKind::TagBw, HH, MIB, Some(TAG_CMA), &[], 5.0));
     let (shape, _) = tcp_control_shape(&with_1_mib).unwrap();
     assert_eq!(shape.size, MIB);
+    // A latency-only run: its smallest host latency case (the transport is classified alike).
     let mut latency_only = healthy(7.0);
-    latency_only.cases = vec![measured(TestKind::TagLat, HH, 8, Some(TAG_CMA), &[], 0.0)];
-    assert!(
-        tcp_control_shape(&latency_only).is_none(),
-        "no bandwidth case to repeat"
-    );
+    latency_only.cases = vec![
+        measured(TestKind::TagLat, HH, 64 * 1024, Some(TAG_CMA), &[], 0.0),
+        measured(TestKind::TagLat, CC, 8, Some(TAG_CMA), &[], 0.0),
+        measured(TestKind::TagLat, HH, 8, Some(TAG_CMA), &[], 0.0),
+    ];
+    let (shape, memory) = tcp_control_shape(&latency_only).unwrap();
+    assert_eq!((shape.test, shape.size, memory), (TestKind::TagLat, 8, HH));
+    let mut nothing = healthy(7.0);
+    nothing.cases.clear();
+    assert!(tcp_control_shape(&nothing).is_none(), "no measured case to repeat");
 }
 
 #[test]
