@@ -129,6 +129,9 @@ fn bench_pods_are_cloned_from_the_recipe_templates_when_no_worker_runs() {
     // 35), which the gate caught, and again for its default knobs-off control (the recipe sets
     // UCX_TLS and UCX_RNDV_THRESH): those two without the recipe's UCX variables.
     assert_eq!(created.len(), 6, "two bench pods, three times, and nothing else");
+    // Each control is a run of its own (`<run>-c1`, `<run>-c2`): no name is created twice.
+    let names: std::collections::BTreeSet<String> = created.iter().filter_map(|p| p.metadata.name.clone()).collect();
+    assert_eq!(names.len(), 6, "{names:?}");
     let controls = &r["pair"]["controls"];
     assert_eq!(controls[0]["kind"], "tcp", "{}", r["pair"]);
     assert_eq!(controls[0]["caught"], true, "{controls}");

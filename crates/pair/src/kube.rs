@@ -27,6 +27,9 @@ pub struct KubeLauncher {
     client: Option<(String, PodObserver)>,
     /// A knobs-off control's variables: left out of both pods' containers' env.
     removed_env: Vec<String>,
+    /// The run id the launcher was prepared with, and how many runs it was rearmed for since.
+    base_run_id: String,
+    rearms: u32,
 }
 
 impl KubeLauncher {
@@ -44,6 +47,8 @@ impl KubeLauncher {
         let prepared = icb_kube::pair::prepare_with_templates(&cluster, &plan, templates).await?;
         Ok(KubeLauncher {
             cluster,
+            base_run_id: plan.run_id.clone(),
+            rearms: 0,
             plan,
             prepared,
             maybe_created: AtomicBool::new(false),
@@ -138,6 +143,14 @@ impl KubeLauncher {
         };
         Ok((side, created))
     }
+}
+
+/// The run id of the `n`th run after the first on one launcher: `<base>-c<n>`, the base cut so
+/// that the whole stays within a run id's 40 characters.
+fn rearmed_run_id(base: &str, n: u32) -> String {
+    let suffix = format!("-c{n}");
+    let keep = base.len().min(40usize.saturating_sub(suffix.len()));
+    format!("{}{suffix}", base[..keep].trim_end_matches('-'))
 }
 
 impl KubeLauncher {
@@ -241,6 +254,28 @@ impl Launcher for KubeLauncher {
 
     fn set_removed_env(&mut self, vars: &[String]) -> Result<(), LaunchError> {
         self.removed_env = vars.to_vec();
+        Ok(())
+    }
+
+    /// The next run (a control) is a run of its own: its own run id, so its own pod names, token
+    /// Secret and run label, and its own deadline. With the same names its creates would meet
+    /// the run before's pods and Secret while a real API server still deletes them (409), and a
+    /// retried create takes a 409 for its own earlier attempt.
+    fn rearm(&mut self) -> Result<(), LaunchError> {
+        self.rearms += 1;
+        let run_id = rearmed_run_id(&self.base_run_id, self.rearms);
+        podspec::check_run_id(&run_id).map_err(LaunchError::new)?;
+        let token = icb_kube::secret::token_env(&run_id);
+        for pod in [&mut self.prepared.server, &mut self.prepared.client] {
+            pod.run_id = run_id.clone();
+            pod.env.retain(|e| e.name != token.name);
+            pod.env.push(token.clone());
+        }
+        self.plan.run_id = run_id;
+        self.maybe_created = AtomicBool::new(false);
+        self.until = None;
+        self.server = None;
+        self.client = None;
         Ok(())
     }
 
@@ -360,6 +395,21 @@ fn without_env(pod: &mut Pod, vars: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A control's run id is the run's own, marked, and still a valid run id at any length.
+    #[test]
+    fn a_rearmed_run_id_is_marked_and_stays_within_40_characters() {
+        assert_eq!(rearmed_run_id("sw0a89eb-p2r0x0", 1), "sw0a89eb-p2r0x0-c1");
+        let long = "a".repeat(38) + "-b";
+        let id = rearmed_run_id(&long, 12);
+        assert_eq!(id.len(), 40, "{id}");
+        assert!(id.ends_with("-c12"), "{id}");
+        assert!(podspec::check_run_id(&id).is_ok(), "{id}");
+        // A cut that would leave a '-' before the suffix drops it.
+        let id = rearmed_run_id(&("a".repeat(36) + "-bcd"), 2);
+        assert_eq!(id, "a".repeat(36) + "-c2");
+        assert!(podspec::check_run_id(&id).is_ok(), "{id}");
+    }
 
     /// Issue 35 item 4: a knobs-off control's pods carry every env entry but the recipe's knobs.
     #[test]
