@@ -56,11 +56,7 @@ pub async fn apply(
     results: &SweepResults,
     unit: BandwidthUnit,
 ) -> Result<String, ConditionError> {
-    let relaxed = results
-        .criteria
-        .as_ref()
-        .map(icb_sweep::Criteria::relaxations)
-        .unwrap_or_default();
+    let relaxed = icb_sweep::labels::relaxations(results);
     let style = ReasonStyle {
         unit,
         relaxed: &relaxed,

@@ -25,6 +25,16 @@ pub struct ReasonStyle<'a> {
     pub relaxed: &'a [&'static str],
 }
 
+/// The relaxed criteria (`--allow-tcp`) a sweep's results were judged under; none when the
+/// results recorded no criteria. What a [`ReasonStyle`] of those results borrows.
+pub fn relaxations(results: &crate::results::SweepResults) -> Vec<&'static str> {
+    results
+        .criteria
+        .as_ref()
+        .map(crate::Criteria::relaxations)
+        .unwrap_or_default()
+}
+
 /// The marks to write, and the nodes left alone with their status.
 pub fn marks(verdicts: &[NodeVerdict], style: ReasonStyle) -> (Vec<Mark>, Vec<(String, NodeStatus)>) {
     let mut marks = Vec::new();
