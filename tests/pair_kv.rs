@@ -10,7 +10,7 @@ mod kv_support;
 mod pair_local_support;
 
 use icb_core::{EngineKind, KvOutcome, PairReport, VerdictStatus};
-use kv_support::{assert_rank_sums_its_peers, assert_ranks_numbered};
+use kv_support::{REPETITIONS_LOGGED, assert_rank_sums_its_peers, assert_ranks_numbered};
 use pair_local_support::{Ran, ic_bench, privileged, serial};
 
 /// Short settings: the transfer is real, its repetitions few.
@@ -377,4 +377,87 @@ fn a_rank_that_cannot_start_is_one_line_naming_it_and_exit_2() {
         assert!(line.contains(says), "{engine}: {line}");
         ran.assert_nothing_left();
     }
+}
+
+/// SIGINT once the first repetition is measured (`--min-time 30` holds the repetitions for 30 s
+/// at least): exit 130; `--output-file` holds the repetitions measured so far as a report marked
+/// partial (both peers of Llama-3.1-8B TP2 → TP1 timed, none verified and no data path known:
+/// the ranks never reached their check and goodbye), recorded in `--history` as `interrupted`;
+/// no process left. Before, the run wrote nothing at all.
+#[test]
+fn sigint_mid_repetitions_writes_those_measured_marked_partial() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (file, db) = (dir.path().join("kv.json"), dir.path().join("history.db"));
+    let mut args = vec!["pair", "--local", "-o", "json", "--output-file", file.to_str().unwrap()];
+    args.extend([
+        "--history",
+        db.to_str().unwrap(),
+        "--min-time",
+        "30",
+        "--max-time",
+        "60",
+    ]);
+    args.extend(geometry("llama-3.1-8b", "64", ("2", "1"), &["--warmup", "1"]));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_ic-bench"))
+        .args(&args)
+        .env("IC_BENCH_LOG", REPETITIONS_LOGGED)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ic-bench starts");
+    let pid = child.id();
+    let ran = kv_support::interrupt_after_first_repetition(
+        child,
+        nix::sys::signal::Signal::SIGINT,
+        std::time::Duration::from_secs(120),
+    );
+    assert_eq!(ran.code, Some(130), "{}", ran.stderr);
+    let last = ran.stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("ic-bench: interrupted by SIGINT")
+            && last.contains("wrote the 2 of 2 cases measured before it (marked partial)"),
+        "{}",
+        ran.stderr
+    );
+    let text = std::fs::read_to_string(&file).expect("the --output-file");
+    let report: PairReport = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let partial = report.partial.as_ref().expect("marked partial");
+    assert!(partial.reason.starts_with("interrupted by SIGINT"), "{partial:?}");
+    assert_eq!(partial.planned_cases, 2);
+    assert_eq!(report.verdict.status, VerdictStatus::Interrupted);
+    let kv = report.kv.as_deref().expect("a kv section");
+    let reps = kv.repetitions.expect("the repetitions measured");
+    assert!(reps >= 1, "{kv:?}");
+    assert_eq!(kv.peers.len(), 2, "{kv:?}");
+    for p in &kv.peers {
+        assert_eq!(p.repetitions, reps, "{p:?}");
+        assert!(p.request_ms_p50.is_some_and(|ms| ms > 0.0), "{p:?}");
+        assert!(!p.verified && p.data_path.is_none(), "{p:?}");
+    }
+    for c in &report.cases {
+        let m = c.measurement.as_ref().expect("a measurement");
+        assert!(!m.verified && c.transport.is_none(), "{c:?}");
+        assert!(m.iterations == reps && m.warmup_iterations >= 1, "{c:?}");
+    }
+    assert_eq!(kv.ranks.len(), 3, "{:?}", kv.ranks);
+    assert!(kv.ranks.iter().all(|r| r.blocks_verified == 0 && r.data_path.is_none()));
+    let listed = ic_bench(
+        &["history", "list", "-o", "json", "--history", db.to_str().unwrap()],
+        &[],
+    );
+    let runs: serde_json::Value = serde_json::from_str(&listed.stdout).expect("the history as JSON");
+    let verdicts: Vec<_> = runs
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| r["verdict"].clone())
+        .collect();
+    assert_eq!(verdicts, ["interrupted"], "{runs}");
+    assert_eq!(
+        icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid),
+        icb_isolate::Leftovers::default(),
+        "run {pid} leaked"
+    );
 }

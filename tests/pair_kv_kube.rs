@@ -284,3 +284,67 @@ fn ctrl_c_mid_run_removes_every_rank_and_both_pods() {
     );
     assert_nothing_left(&cluster);
 }
+
+/// SIGINT once the first repetition is measured (the coordinator in the decode pod prints each
+/// step, which the `pair` process reads back): exit 130; `--output-file` holds the repetitions
+/// measured so far as a report marked partial (both peers of TP1 → TP2 timed, none verified, no
+/// data path known), the line names what was removed; no pod and no KV process is left. Before,
+/// the run wrote nothing at all.
+#[test]
+fn sigint_mid_repetitions_on_two_nodes_writes_those_measured_marked_partial() {
+    let Some(cluster) = cluster("sigint_mid_repetitions_on_two_nodes_writes_those_measured_marked_partial") else {
+        return;
+    };
+    cluster.clear_requests();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kv.json");
+    let mut args: Vec<&str> = kv_args("1", "2", ["20", "30"]);
+    args.extend(["--output-file", file.to_str().unwrap()]);
+    let child = pair_command(&cluster, &args)
+        .env("IC_BENCH_LOG", support::kv_shared::REPETITIONS_LOGGED)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ran = support::kv_shared::interrupt_after_first_repetition(
+        child,
+        nix::sys::signal::Signal::SIGINT,
+        Duration::from_secs(180),
+    );
+    assert_eq!(ran.code, Some(130), "{}", ran.stderr);
+    let last = ran.stderr.lines().rev().find(|l| !l.is_empty()).unwrap_or_default();
+    assert!(
+        last.starts_with("ic-bench: interrupted by SIGINT")
+            && last.contains("wrote the 2 of 2 cases measured before it (marked partial)")
+            && last.contains("3 rank processes")
+            && last.contains("-kr-client"),
+        "{}",
+        ran.stderr
+    );
+    let text = std::fs::read_to_string(&file).expect("the --output-file");
+    let report: icb_core::PairReport = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let partial = report.partial.as_ref().expect("marked partial");
+    assert!(partial.reason.starts_with("interrupted by SIGINT"), "{partial:?}");
+    assert_eq!(partial.planned_cases, 2);
+    assert_eq!(report.verdict.status, icb_core::VerdictStatus::Interrupted);
+    assert!(
+        report.placement.mode.starts_with("kubernetes (ranks)"),
+        "{}",
+        report.placement.mode
+    );
+    let kv = report.kv.as_deref().expect("a kv section");
+    let reps = kv.repetitions.expect("the repetitions measured");
+    assert!(reps >= 1, "{kv:?}");
+    assert_eq!(peer_geometry(kv), [(0, 0, 128, 16_384), (1, 0, 128, 16_384)]);
+    for p in &kv.peers {
+        assert_eq!(p.repetitions, reps, "{p:?}");
+        assert!(p.request_ms_p50.is_some_and(|ms| ms > 0.0), "{p:?}");
+        assert!(!p.verified && p.data_path.is_none(), "{p:?}");
+    }
+    assert_eq!(kv.ranks.len(), 3, "{:?}", kv.ranks);
+    // The records came over the progress line (each rank's pid and host), none's blocks checked.
+    for r in &kv.ranks {
+        assert!(r.pid > 0 && !r.host.is_empty(), "{r:?}");
+        assert!(r.blocks_verified == 0 && r.data_path.is_none(), "{r:?}");
+    }
+    assert_nothing_left(&cluster);
+}

@@ -39,3 +39,76 @@ pub fn assert_rank_sums_its_peers(kv: &KvOutcome, r: &KvRank) {
         );
     }
 }
+
+/// `IC_BENCH_LOG` under which `pair --kv-shape` logs each repetition it has measured (the
+/// warnings otherwise, kube-rs quiet): what [`interrupt_after_first_repetition`] waits for.
+pub const REPETITIONS_LOGGED: &str = "warn,kube_client=off,kube_runtime=off,icb_pair::kv=info";
+
+/// What a `pair --kv-shape` process interrupted mid-repetitions did.
+#[derive(Debug)]
+pub struct Interrupted {
+    pub code: Option<i32>,
+    pub stderr: String,
+}
+
+/// Waits until `child` (`pair --kv-shape …` with stderr piped and `IC_BENCH_LOG` set to
+/// [`REPETITIONS_LOGGED`]) has measured its first repetition, sends it `signal`, and waits for it
+/// to end: within `start` for the repetition, 60 s after the signal; past either, the child is
+/// killed and the test fails.
+pub fn interrupt_after_first_repetition(
+    mut child: std::process::Child,
+    signal: nix::sys::signal::Signal,
+    start: std::time::Duration,
+) -> Interrupted {
+    use std::io::BufRead;
+    use std::sync::mpsc::RecvTimeoutError;
+    use std::time::{Duration, Instant};
+    let stderr = child.stderr.take().expect("stderr piped");
+    let (tx, lines) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + start;
+    loop {
+        match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(line) => {
+                let first = line.contains("measured KV repetition 1");
+                seen.push(line);
+                if first {
+                    break;
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => fail(&mut child, &format!("no repetition within {start:?}"), &seen),
+            Err(RecvTimeoutError::Disconnected) => fail(&mut child, "it ended before a repetition", &seen),
+        }
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).expect("signal ic-bench");
+    let signalled = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break s;
+        }
+        if signalled.elapsed() > Duration::from_secs(60) {
+            fail(&mut child, &format!("no exit within 60 s of {signal}"), &seen);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The rest of its stderr; bounded, should a leaked process hold the pipe open.
+    while let Ok(line) = lines.recv_timeout(Duration::from_secs(10)) {
+        seen.push(line);
+    }
+    Interrupted {
+        code: status.code(),
+        stderr: seen.join("\n"),
+    }
+}
+
+/// Kills `child` and fails the test with `why` and what it wrote to stderr.
+fn fail(child: &mut std::process::Child, why: &str, seen: &[String]) -> ! {
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("{why}; stderr:\n{}", seen.join("\n"));
+}

@@ -120,7 +120,8 @@ async fn strays_that_prove_nothing_are_dropped_and_the_proven_rank_runs_to_the_e
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let job = job();
-    let coordinator = tokio::spawn(async move { icb_pair::kv::coordinate(&job, &listener, Some(TOKEN)).await });
+    let coordinator =
+        tokio::spawn(async move { icb_pair::kv::coordinate(&job, &listener, Some(TOKEN), &mut |_| Ok(())).await });
     // No proof, another token's proof, a proof over another nonce: each dropped (its
     // connection closed) without ending the run.
     let strays: [Box<Answer>; 3] = [

@@ -5,6 +5,7 @@
 //! side's bench pod ([`serve`]), which announces its port and prints what it gathered
 //! ([`Coordinated`]) as one line for the `pair` process to read.
 
+use super::progress::{Progress, ProgressSink};
 use super::rank_report::{RankRecord, RepTimes};
 use crate::run::PairError;
 use icb_core::protocol::kv_rank::{self, PeerAddress, RankDown, RankId, RankPlan, RankUp, to_line};
@@ -25,6 +26,9 @@ pub(super) const FLOOR_REPS: u64 = 3;
 pub const LISTENING: &str = "icb-kv-listening ";
 /// The line it prints what it gathered with (`icb-kv-coordinated JSON`).
 pub const COORDINATED: &str = "icb-kv-coordinated ";
+/// The lines it prints its progress with before that (`icb-kv-progress JSON`, one
+/// [`super::progress::Progress`] each): what an interrupted run still reports.
+pub const PROGRESS: &str = "icb-kv-progress ";
 
 /// When repetitions stop: `--warmup`, `--min-time`, `--max-time` of the run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -74,8 +78,9 @@ pub struct Coordinated {
 }
 
 /// `ic-bench kv-coordinate`: listens on `listen` (port 0: any), prints [`LISTENING`] with the
-/// port on `out`, coordinates within the job's limit and prints [`COORDINATED`] with the result
-/// (the ranks' engine metadata left out: only the ranks needed it).
+/// port on `out`, coordinates within the job's limit, printing each step as a [`PROGRESS`] line,
+/// and prints [`COORDINATED`] with the result (the ranks' engine metadata left out: only the
+/// ranks needed it).
 pub async fn serve(
     job: &CoordinatorJob,
     listen: std::net::SocketAddr,
@@ -109,9 +114,12 @@ pub async fn serve(
     };
     announce(out, format!("{LISTENING}{port}"))?;
     let limit = job.limit();
-    let mut done = tokio::time::timeout(limit, coordinate(job, &listener, token.as_deref()))
-        .await
-        .map_err(|_| PairError::Setup(format!("the KV ranks did not finish within {} s", limit.as_secs())))??;
+    let mut done = {
+        let mut print = |step: Progress| announce(out, step.to_line()?);
+        tokio::time::timeout(limit, coordinate(job, &listener, token.as_deref(), &mut print))
+            .await
+            .map_err(|_| PairError::Setup(format!("the KV ranks did not finish within {} s", limit.as_secs())))??
+    };
     for r in &mut done.records {
         r.metadata.clear();
     }
@@ -167,15 +175,20 @@ async fn recv_line(
 
 /// Hello, peers, repetitions, verify, finish: the whole protocol with every rank of `job`, whose
 /// connections come to `listener` (with a `token`: only those that prove it). Every wait is
-/// bounded by the job's limit.
+/// bounded by the job's limit. Each step (the records, each measured repetition) goes to
+/// `progress` as it is done.
 pub async fn coordinate(
     job: &CoordinatorJob,
     listener: &tokio::net::TcpListener,
     token: Option<&str>,
+    progress: &mut ProgressSink<'_>,
 ) -> Result<Coordinated, PairError> {
     let plans = &job.plans[..];
     let limit = job.limit();
     let (mut conns, mut records) = accept_all(plans, listener, limit, token).await?;
+    let mut stripped = records.clone();
+    stripped.iter_mut().for_each(|r| r.metadata.clear());
+    progress(Progress::Ranks { records: stripped })?;
     let by_id: BTreeMap<RankId, &RankRecord> = records.iter().map(|r| (r.id, r)).collect();
     for (c, p) in conns.iter_mut().zip(plans) {
         let peers = p
@@ -198,7 +211,7 @@ pub async fn coordinate(
         })
         .await?;
     }
-    let (reps, warmup) = repetitions(&job.reps, plans, &mut conns, limit).await?;
+    let (reps, warmup) = repetitions(&job.reps, plans, &mut conns, limit, progress).await?;
     for c in conns.iter_mut() {
         c.send(&RankDown::Verify).await?;
     }
@@ -357,12 +370,14 @@ async fn handshake(
     }
 }
 
-/// Warm-up, then measured repetitions, each a barrier over every rank.
+/// Warm-up, then measured repetitions, each a barrier over every rank (each measured one also
+/// to `progress`).
 async fn repetitions(
     s: &RepRule,
     plans: &[RankPlan],
     conns: &mut [Conn],
     limit: Duration,
+    progress: &mut ProgressSink<'_>,
 ) -> Result<(Vec<RepTimes>, u64), PairError> {
     // `--warmup` repetitions (1 … 10), fewer once they took `max_time`: a multi-second
     // request warms up once.
@@ -405,6 +420,10 @@ async fn repetitions(
             }
         }
         if rep >= warmup {
+            progress(Progress::Measured {
+                warmup,
+                rep: times.clone(),
+            })?;
             measured.push(times);
         }
         rep += 1;

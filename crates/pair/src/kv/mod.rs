@@ -18,14 +18,16 @@ pub mod cpus;
 pub mod kube_ranks;
 pub mod local_ranks;
 mod plan;
+pub mod progress;
 mod rank_report;
 pub mod ranks;
 mod report;
 
 pub use coordinator::{
-    COORDINATED, Coordinated, CoordinatorJob, LISTENING, RepRule, coordinate, serve as serve_coordinator,
+    COORDINATED, Coordinated, CoordinatorJob, LISTENING, PROGRESS, RepRule, coordinate, serve as serve_coordinator,
 };
 pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
+pub use rank_report::{RankRecord, RepTimes};
 pub use report::summary_line;
 
 use crate::launcher::{LaunchError, Launcher};
@@ -144,22 +146,70 @@ pub fn local_rank_limit(processes: usize) -> u64 {
 /// The progress of the descriptor sweep's cases (the ranks report none while they run).
 pub type KvProgress<'a> = dyn FnMut(&CaseProgress) + 'a;
 
-/// The descriptor-count sweep on one more pair, when the plan asks for it.
+/// The descriptor-count sweep on one more pair, when the plan asks for it. Interrupted, it
+/// returns the ranks' finished report (`ranks`) as the partial one, with the sweep's cases
+/// measured before the signal.
 async fn run_sweep<S: KvSeam>(
     plan: &KvPlan,
     seam: &mut S,
     cancel: &CancellationToken,
     progress: &mut KvProgress<'_>,
+    ranks: &PairOutcome,
 ) -> Result<Option<Result<PairOutcome, PairError>>, PairError> {
     if plan.sweep.is_empty() {
         return Ok(None);
     }
-    let mut launcher = seam.launcher().await.map_err(PairError::from)?;
-    let r = run_pair(&plan.sweep_plan(), &mut launcher, cancel, progress).await;
+    let launcher = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Err(PairError::Interrupted(Interrupted::default())),
+        l = seam.launcher() => l.map_err(PairError::from),
+    };
+    let r = match launcher {
+        Ok(mut launcher) => run_pair(&plan.sweep_plan(), &mut launcher, cancel, progress).await,
+        Err(e) => Err(e),
+    };
     if cancel.is_cancelled() {
-        return Err(interrupted(std::slice::from_ref(&r)));
+        return Err(sweep_interrupted(plan, ranks, &r));
     }
     Ok(Some(r))
+}
+
+/// The ranks' report with the sweep's cases measured before the signal (a finished sweep's, or
+/// those of its partial report), marked partial against every case planned; one cleanup.
+fn sweep_interrupted(plan: &KvPlan, ranks: &PairOutcome, sweep: &Result<PairOutcome, PairError>) -> PairError {
+    let swept = match sweep {
+        Ok(o) => Some(&o.report),
+        Err(PairError::Interrupted(Interrupted { partial, .. })) => partial.as_deref(),
+        Err(_) => None,
+    };
+    let mut report = ranks.report.clone();
+    if let Some(swept) = swept {
+        add_sweep(&mut report, swept);
+    }
+    report.partial = Some(icb_core::model::PartialRun {
+        reason: "interrupted".into(),
+        planned_cases: plan.rows.len() + plan.sweep.len(),
+    });
+    let cleanup = [
+        ranks.cleanup.clone(),
+        Interrupted::cleanup_of(std::slice::from_ref(sweep)),
+    ]
+    .into_iter()
+    .filter(|c| !c.is_empty())
+    .collect::<Vec<_>>()
+    .join("; sweep: ");
+    PairError::Interrupted(Interrupted {
+        cleanup,
+        partial: Some(Box::new(report)),
+    })
+}
+
+/// The sweep's cases after the ranks' ones, and its points in the `kv` section.
+fn add_sweep(report: &mut icb_core::PairReport, sweep: &icb_core::PairReport) {
+    report.cases.extend(sweep.cases.iter().cloned());
+    if let Some(kv) = report.kv.as_mut() {
+        kv.descriptor_sweep = report::sweep_points(&sweep.cases);
+    }
 }
 
 /// The per-rank model ([`ranks`]), then the sweep through `seam`; one pair report.
@@ -173,23 +223,13 @@ pub async fn run_kv_ranks<R: ranks::RankSeam, S: KvSeam>(
 ) -> Result<PairOutcome, PairError> {
     let started = Instant::now();
     let mut outcome = ranks::run_ranks(plan, rank_seam, tool, cancel).await?;
-    if let Some(sweep) = run_sweep(plan, seam, cancel, progress).await? {
+    if let Some(sweep) = run_sweep(plan, seam, cancel, progress, &outcome).await? {
         let sweep = sweep?;
-        let report = &mut outcome.report;
-        report.cases.extend(sweep.report.cases.iter().cloned());
-        if let Some(kv) = report.kv.as_mut() {
-            kv.descriptor_sweep = report::sweep_points(&sweep.report.cases);
-        }
+        add_sweep(&mut outcome.report, &sweep.report);
         if !sweep.cleanup.is_empty() {
             outcome.cleanup = format!("{}; sweep: {}", outcome.cleanup, sweep.cleanup);
         }
     }
     outcome.report.duration_s = started.elapsed().as_secs_f64();
     Ok(outcome)
-}
-
-/// Every row's cleanup, as one interruption.
-fn interrupted(runs: &[Result<PairOutcome, PairError>]) -> PairError {
-    let cleanup = Interrupted::cleanup_of(runs);
-    PairError::Interrupted(Interrupted { cleanup, partial: None })
 }

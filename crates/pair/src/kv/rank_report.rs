@@ -83,7 +83,13 @@ pub struct Frame {
     pub placement: Placement,
     pub expectation: Expectation,
     pub elapsed: Duration,
+    /// Whether every destination checked its blocks (an interrupted run's never did: its
+    /// blocks are then not verified, which is no failure either).
+    pub checked: bool,
 }
+
+/// Why an interrupted run's case is not verified.
+const NOT_CHECKED: &str = "not verified: interrupted before the destination checked its blocks";
 
 /// Microsecond statistics of nanosecond samples (nearest rank).
 fn stats_us(ns: &[u64]) -> Option<LatencyStats> {
@@ -128,7 +134,7 @@ pub fn assemble(
     let cases = plan
         .rows
         .iter()
-        .map(|row| row_case(plan, row, plans, records, (reps, warmup)))
+        .map(|row| row_case(plan, row, plans, records, (reps, warmup), frame.checked))
         .collect::<Result<Vec<_>, _>>()?;
     let peers = plan
         .rows
@@ -210,6 +216,7 @@ fn row_case(
     plans: &[RankPlan],
     records: &[RankRecord],
     (reps, warmup): (&[RepTimes], u64),
+    checked: bool,
 ) -> Result<CaseResult, PairError> {
     let memory = plan.memory();
     let direction = match plan.op {
@@ -242,6 +249,7 @@ fn row_case(
         .find(|p| p.id == decode)
         .map_or(0, |p| p.peers.iter().map(|q| q.layout.count).sum());
     let verify_error = match dest {
+        _ if !checked => None,
         None => Some(format!("{decode} never reported")),
         Some(r) => r.verify_error.clone().or_else(|| {
             (r.blocks_verified != expected_blocks)
@@ -261,7 +269,9 @@ fn row_case(
         } else {
             CaseStatus::Failed
         },
-        reason: verify_error.clone(),
+        reason: verify_error
+            .clone()
+            .or_else(|| (!checked).then(|| NOT_CHECKED.to_string())),
         measurement: Some(Measurement {
             warmup_iterations: warmup,
             iterations: n,
@@ -274,7 +284,7 @@ fn row_case(
                 .map(|l| bytes as f64 / (l.p50 / 1e6)),
             latency_us: None,
             window: 1,
-            verified: verify_error.is_none(),
+            verified: checked && verify_error.is_none(),
             precision: None,
             list_latency_us: list,
             window_trials: Vec::new(),

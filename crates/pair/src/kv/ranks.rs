@@ -22,14 +22,19 @@
 //!
 //! A rank that exits early, a message that does not come within the deadline or a rank's
 //! `failed` line ends the run with that rank's one line; the seam removes every process.
+//! Interrupted once a repetition was measured, the run still reports what the coordinator had
+//! gathered ([`super::progress`]): the measured repetitions, marked partial, every block not
+//! verified and every data path not known (the ranks never reached their check and goodbye).
 
 use super::KvPlan;
 use super::coordinator::{COORDINATED, Coordinated, CoordinatorJob, FLOOR_REPS, MIN_WARMUP, RepRule, coordinate};
+use super::progress::{PartialKv, Progress, into_shared};
 use crate::launcher::{LaunchError, Side};
 use crate::run::{Interrupted, PairError, PairOutcome};
 use icb_core::model::{Locality, Placement};
 use icb_core::protocol::kv_rank::{CpuPlacement, RankId, RankPeerPlan, RankPlan, RankSide};
 use std::net::SocketAddr;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -176,7 +181,8 @@ pub async fn run_ranks<R: RankSeam>(
         p.cpus = seam.cpus(p.id);
     }
     let (mut sides, mut coordinator) = (Vec::new(), None);
-    let outcome = start_and_drive(seam, &mut job, &mut coordinator, &mut sides, cancel).await;
+    let partial = Mutex::new(PartialKv::default());
+    let outcome = start_and_drive(seam, &mut job, &mut coordinator, &mut sides, cancel, &partial).await;
     let launched: Vec<Option<u32>> = sides.iter().map(|s| s.pid()).collect();
     let grace = outcome.is_ok().then_some(plan.pair.exit_grace);
     let mut unclean = stop_all(&mut sides, grace).await;
@@ -197,28 +203,39 @@ pub async fn run_ranks<R: RankSeam>(
             });
         }
     };
+    let expectation = plan
+        .pair
+        .expectation
+        .resolve(locality)
+        .map_err(|e| PairError::Setup(e.to_string()));
+    let frame = |expectation, checked| super::rank_report::Frame {
+        tool: tool.clone(),
+        started_at: started_at.clone(),
+        placement: placement.clone(),
+        expectation,
+        elapsed: started.elapsed(),
+        checked,
+    };
     if cancel.is_cancelled() {
+        let gathered = partial.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let report = match (outcome, expectation) {
+            (Ok(done), Ok(e)) => interrupted_report(plan, frame(e, true), &job.plans, done, &launched),
+            (Err(_), Ok(e)) => interrupted_report(plan, frame(e, false), &job.plans, gathered.into(), &launched),
+            (_, Err(e)) => {
+                tracing::warn!("the interrupted KV run's partial report is left out: {e}");
+                None
+            }
+        };
         return Err(PairError::Interrupted(Interrupted {
             cleanup: removed,
-            partial: None,
+            partial: report.map(Box::new),
         }));
     }
     let Coordinated { records, reps, warmup } = outcome?;
     if let Some(first) = unclean.first() {
         return Err(PairError::Setup(format!("a KV rank did not exit cleanly: {first}")));
     }
-    let expectation = plan
-        .pair
-        .expectation
-        .resolve(locality)
-        .map_err(|e| PairError::Setup(e.to_string()))?;
-    let frame = super::rank_report::Frame {
-        tool: tool.clone(),
-        started_at,
-        placement,
-        expectation,
-        elapsed: started.elapsed(),
-    };
+    let frame = frame(expectation?, true);
     let report = super::rank_report::assemble(plan, frame, &job.plans, &records, &launched, (&reps, warmup))?;
     Ok(PairOutcome {
         report,
@@ -227,14 +244,55 @@ pub async fn run_ranks<R: RankSeam>(
     })
 }
 
+/// The report of an interrupted run: what was `gathered` (a finished coordination, or the
+/// progress so far), marked partial; `None` before the first measured repetition (a report of
+/// no repetition says nothing: the one line does).
+fn interrupted_report(
+    plan: &KvPlan,
+    frame: super::rank_report::Frame,
+    plans: &[RankPlan],
+    gathered: Coordinated,
+    launched: &[Option<u32>],
+) -> Option<icb_core::PairReport> {
+    let Coordinated { records, reps, warmup } = gathered;
+    if reps.is_empty() {
+        return None;
+    }
+    let mut report = match super::rank_report::assemble(plan, frame, plans, &records, launched, (&reps, warmup)) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("the interrupted KV run's partial report is left out: {e}");
+            return None;
+        }
+    };
+    // The descriptor sweep, when planned, would have come after the ranks.
+    report.partial = Some(icb_core::model::PartialRun {
+        reason: "interrupted".into(),
+        planned_cases: plan.rows.len() + plan.sweep.len(),
+    });
+    Some(report)
+}
+
+impl From<PartialKv> for Coordinated {
+    fn from(p: PartialKv) -> Coordinated {
+        Coordinated {
+            records: p.records,
+            reps: p.reps,
+            warmup: p.warmup,
+        }
+    }
+}
+
 /// Starts the coordinator, then every rank told its address (each kept in `sides` or
-/// `coordinator` as soon as it runs, for the caller to stop), and [`supervise`]s them.
+/// `coordinator` as soon as it runs, for the caller to stop), and [`supervise`]s them, each
+/// step of their progress kept in `partial`.
 async fn start_and_drive<R: RankSeam>(
     seam: &mut R,
     job: &mut CoordinatorJob,
     coordinator: &mut Option<Coordinator<R::S>>,
     sides: &mut Vec<R::S>,
     cancel: &CancellationToken,
+    partial: &Mutex<PartialKv>,
 ) -> Result<Coordinated, PairError> {
     let interrupted = || PairError::Interrupted(Interrupted::default());
     let started = tokio::select! {
@@ -260,7 +318,7 @@ async fn start_and_drive<R: RankSeam>(
         };
         sides.push(side);
     }
-    supervise(job, coordinator, sides, cancel).await
+    supervise(job, coordinator, sides, cancel, partial).await
 }
 
 /// Coordinates the running ranks within the job's limit (here, or by reading what the separate
@@ -270,6 +328,7 @@ async fn supervise<S: Side>(
     coordinator: &mut Coordinator<S>,
     sides: &mut [S],
     cancel: &CancellationToken,
+    partial: &Mutex<PartialKv>,
 ) -> Result<Coordinated, PairError> {
     let limit = job.limit();
     let remote = matches!(coordinator, Coordinator::There { .. });
@@ -281,9 +340,9 @@ async fn supervise<S: Side>(
                     .and_then(|l| l.set_nonblocking(true).map(|()| l))
                     .and_then(tokio::net::TcpListener::from_std)
                     .map_err(|e| PairError::Setup(format!("cannot listen for the KV ranks: {e}")))?;
-                coordinate(job, &listener, None).await
+                coordinate(job, &listener, None, &mut into_shared(partial)).await
             }
-            Coordinator::There { side, .. } => coordinated(side).await,
+            Coordinator::There { side, .. } => coordinated(side, partial).await,
         }
     };
     let mut drive = std::pin::pin!(tokio::time::timeout(limit, drive));
@@ -323,11 +382,15 @@ async fn supervise<S: Side>(
 const REMOTE_ERROR_GRACE: Duration = Duration::from_secs(3);
 
 /// What a coordinator started by the seam gathered: its [`COORDINATED`] line, else why it ended.
-async fn coordinated<S: Side>(side: &mut S) -> Result<Coordinated, PairError> {
+/// Its progress lines before that go into `partial`.
+async fn coordinated<S: Side>(side: &mut S, partial: &Mutex<PartialKv>) -> Result<Coordinated, PairError> {
     while let Some(line) = side.next_line().await {
         if let Some(json) = line.strip_prefix(COORDINATED) {
             return serde_json::from_str(json)
                 .map_err(|e| PairError::Setup(format!("the KV coordinator's result does not parse: {e}")));
+        }
+        if let Some(step) = Progress::from_line(&line) {
+            into_shared(partial)(step?)?;
         }
     }
     let note = side
