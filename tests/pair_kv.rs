@@ -461,3 +461,83 @@ fn sigint_mid_repetitions_writes_those_measured_marked_partial() {
         "run {pid} leaked"
     );
 }
+
+/// SIGTERM during the descriptor sweep (`--kv-descriptor-sweep 100`: 1, 10 and 100 descriptors
+/// after the ranks, one second each), 2 s after its pair's prefill side started: exit 130; the
+/// report holds the ranks' finished cases (verified: they ran to their end) and the sweep's cases
+/// measured before the signal, marked partial against all 5; no process left. Before, the run
+/// wrote nothing at all.
+#[test]
+fn sigterm_during_the_descriptor_sweep_keeps_the_ranks_report() {
+    let _one = serial();
+    let mut args = vec!["pair", "--local", "-o", "json", "--min-time", "1", "--max-time", "1"];
+    args.extend(geometry(
+        "llama-3.1-8b",
+        "64",
+        ("2", "1"),
+        &["--warmup", "1", "--kv-descriptor-sweep", "100"],
+    ));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ic-bench"));
+    child
+        .args(&args)
+        .env("IC_BENCH_LOG", REPETITIONS_LOGGED)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = child.spawn().expect("ic-bench starts");
+    let mut stdout = child.stdout.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
+        s
+    });
+    let pid = child.id();
+    // The sweep's pair runs `ic-bench connect` (the ranks run `kv-rank`).
+    let mut connect_seen: Option<std::time::Instant> = None;
+    let ran = kv_support::interrupt_when(
+        child,
+        nix::sys::signal::Signal::SIGTERM,
+        std::time::Duration::from_secs(120),
+        |pid, _| {
+            let connect = icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid)
+                .processes
+                .iter()
+                .any(|p| {
+                    std::fs::read(format!("/proc/{p}/cmdline"))
+                        .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == b"connect"))
+                });
+            if connect && connect_seen.is_none() {
+                connect_seen = Some(std::time::Instant::now());
+            }
+            connect_seen.is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(2))
+        },
+    );
+    let stdout = out.join().unwrap();
+    assert_eq!(ran.code, Some(130), "{}", ran.stderr);
+    let report: PairReport = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let partial = report.partial.as_ref().expect("marked partial");
+    assert_eq!(partial.reason, "interrupted by SIGTERM");
+    assert_eq!(partial.planned_cases, 5);
+    let n = report.cases.len();
+    assert!((2..5).contains(&n), "{n} cases");
+    let last = ran.stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!("ic-bench: interrupted by SIGTERM: wrote the {n} of 5 cases")),
+        "{}",
+        ran.stderr
+    );
+    let kv = report.kv.as_deref().expect("a kv section");
+    assert_every_peer_verified(kv);
+    assert_one_process_per_rank(kv, 2, 1);
+    assert!(
+        report.cases[..2]
+            .iter()
+            .all(|c| c.measurement.as_ref().is_some_and(|m| m.verified))
+    );
+    assert_eq!(kv.descriptor_sweep.len(), n - 2, "{:?}", kv.descriptor_sweep);
+    assert_eq!(
+        icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid),
+        icb_isolate::Leftovers::default(),
+        "run {pid} leaked"
+    );
+}

@@ -52,16 +52,27 @@ pub struct Interrupted {
 }
 
 /// Waits until `child` (`pair --kv-shape …` with stderr piped and `IC_BENCH_LOG` set to
-/// [`REPETITIONS_LOGGED`]) has measured its first repetition, sends it `signal`, and waits for it
-/// to end: within `start` for the repetition, 60 s after the signal; past either, the child is
-/// killed and the test fails.
+/// [`REPETITIONS_LOGGED`]) has measured its first repetition, then as [`interrupt_when`].
 pub fn interrupt_after_first_repetition(
-    mut child: std::process::Child,
+    child: std::process::Child,
     signal: nix::sys::signal::Signal,
     start: std::time::Duration,
 ) -> Interrupted {
+    interrupt_when(child, signal, start, |_, seen| {
+        seen.iter().any(|l| l.contains("measured KV repetition 1"))
+    })
+}
+
+/// Polls `ready` (with the child's pid and its stderr lines so far) every 20 ms until it holds,
+/// sends `child` `signal`, and waits for it to end: within `start` for `ready`, 60 s after the
+/// signal; past either, or should it end before, the child is killed and the test fails.
+pub fn interrupt_when(
+    mut child: std::process::Child,
+    signal: nix::sys::signal::Signal,
+    start: std::time::Duration,
+    mut ready: impl FnMut(u32, &[String]) -> bool,
+) -> Interrupted {
     use std::io::BufRead;
-    use std::sync::mpsc::RecvTimeoutError;
     use std::time::{Duration, Instant};
     let stderr = child.stderr.take().expect("stderr piped");
     let (tx, lines) = std::sync::mpsc::channel::<String>();
@@ -73,17 +84,17 @@ pub fn interrupt_after_first_repetition(
     let mut seen = Vec::new();
     let deadline = Instant::now() + start;
     loop {
-        match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(line) => {
-                let first = line.contains("measured KV repetition 1");
-                seen.push(line);
-                if first {
-                    break;
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => fail(&mut child, &format!("no repetition within {start:?}"), &seen),
-            Err(RecvTimeoutError::Disconnected) => fail(&mut child, "it ended before a repetition", &seen),
+        seen.extend(lines.try_iter());
+        if ready(child.id(), &seen) {
+            break;
         }
+        if child.try_wait().expect("try_wait").is_some() {
+            fail(&mut child, "it ended before the signal", &seen);
+        }
+        if Instant::now() > deadline {
+            fail(&mut child, &format!("not ready within {start:?}"), &seen);
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).expect("signal ic-bench");
     let signalled = Instant::now();

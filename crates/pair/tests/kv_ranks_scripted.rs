@@ -412,6 +412,9 @@ fn assert_partial(err: PairError, at_least: u64) -> (icb_core::PairReport, u64) 
             "{c:?}"
         );
         assert!(c.transport.is_none(), "{c:?}");
+        // Not UCX's silence: the ranks were stopped before they said.
+        let v = c.verdict.as_ref().expect("a case verdict");
+        assert!(v.reason.starts_with("data path not known: interrupted"), "{v:?}");
     }
     for p in &kv.peers {
         assert!(!p.verified && p.failure.is_none() && p.data_path.is_none(), "{p:?}");

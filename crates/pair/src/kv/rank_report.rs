@@ -8,8 +8,8 @@ use super::report::{outcome, peer, summary_line, tcp_warning, verdict};
 use super::{KvOp, KvPlan};
 use crate::run::PairError;
 use icb_core::model::{
-    CaseEngine, CaseResult, CaseStatus, Expectation, LatencyStats, Measurement, PairReport, Placement, Verdict,
-    VerdictStatus,
+    CaseEngine, CaseResult, CaseStatus, CheckVerdict, Expectation, LatencyStats, Measurement, PairReport, Placement,
+    Status, Verdict, VerdictStatus,
 };
 use icb_core::protocol::kv_rank::{RankId, RankPlan, RankSide};
 use icb_core::{Direction, KvRank, PeerInfo, ToolInfo, TransportEvidence};
@@ -90,6 +90,8 @@ pub struct Frame {
 
 /// Why an interrupted run's case is not verified.
 const NOT_CHECKED: &str = "not verified: interrupted before the destination checked its blocks";
+/// An interrupted run's case verdict where its initiator never said which data path it took.
+const DATA_PATH_NOT_REPORTED: &str = "data path not known: interrupted before the rank reported it";
 
 /// Microsecond statistics of nanosecond samples (nearest rank).
 fn stats_us(ns: &[u64]) -> Option<LatencyStats> {
@@ -131,6 +133,7 @@ pub fn assemble(
     launched: &[Option<u32>],
     (reps, warmup): (&[RepTimes], u64),
 ) -> Result<PairReport, PairError> {
+    let checked = frame.checked;
     let cases = plan
         .rows
         .iter()
@@ -198,6 +201,16 @@ pub fn assemble(
         controls: Vec::new(),
     };
     icb_core::verdict::judge(&mut report);
+    if !checked {
+        // Not UCX's silence: the ranks were stopped before they said which path they took.
+        for c in report.cases.iter_mut().filter(|c| c.transport.is_none()) {
+            c.verdict = Some(CheckVerdict {
+                status: Status::Warn,
+                reason: DATA_PATH_NOT_REPORTED.into(),
+                hint: None,
+            });
+        }
+    }
     let data_paths = std::mem::take(&mut report.verdict.data_paths);
     report.verdict = Verdict {
         data_paths,
