@@ -34,7 +34,7 @@ use crate::run::{Interrupted, PairError, PairOutcome};
 use icb_core::model::{Locality, Placement};
 use icb_core::protocol::kv_rank::{CpuPlacement, RankId, RankPeerPlan, RankPlan, RankSide};
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -203,39 +203,34 @@ pub async fn run_ranks<R: RankSeam>(
             });
         }
     };
-    let expectation = plan
+    let frame = plan
         .pair
         .expectation
         .resolve(locality)
-        .map_err(|e| PairError::Setup(e.to_string()));
-    let frame = |expectation, checked| super::rank_report::Frame {
-        tool: tool.clone(),
-        started_at: started_at.clone(),
-        placement: placement.clone(),
-        expectation,
-        elapsed: started.elapsed(),
-        checked,
-    };
-    if cancel.is_cancelled() {
-        let gathered = partial.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let report = match (outcome, expectation) {
-            (Ok(done), Ok(e)) => interrupted_report(plan, frame(e, true), &job.plans, done, &launched),
-            (Err(_), Ok(e)) => interrupted_report(plan, frame(e, false), &job.plans, gathered.into(), &launched),
-            (_, Err(e)) => {
-                tracing::warn!("the interrupted KV run's partial report is left out: {e}");
-                None
+        .map_err(|e| PairError::Setup(e.to_string()))
+        .map(|expectation| {
+            move |checked| super::rank_report::Frame {
+                tool: tool.clone(),
+                started_at,
+                placement,
+                expectation,
+                elapsed: started.elapsed(),
+                checked,
             }
-        };
+        });
+    if cancel.is_cancelled() {
+        let gathered = (outcome, partial.into_inner().unwrap_or_else(PoisonError::into_inner));
+        let partial = interrupted_report(plan, gathered, frame, &job.plans, &launched);
         return Err(PairError::Interrupted(Interrupted {
             cleanup: removed,
-            partial: report.map(Box::new),
+            partial: partial.map(Box::new),
         }));
     }
     let Coordinated { records, reps, warmup } = outcome?;
     if let Some(first) = unclean.first() {
         return Err(PairError::Setup(format!("a KV rank did not exit cleanly: {first}")));
     }
-    let frame = frame(expectation?, true);
+    let frame = frame?(true);
     let report = super::rank_report::assemble(plan, frame, &job.plans, &records, &launched, (&reps, warmup))?;
     Ok(PairOutcome {
         report,
@@ -244,21 +239,28 @@ pub async fn run_ranks<R: RankSeam>(
     })
 }
 
-/// The report of an interrupted run: what was `gathered` (a finished coordination, or the
-/// progress so far), marked partial; `None` before the first measured repetition (a report of
-/// no repetition says nothing: the one line does).
+/// The report of an interrupted run: what was gathered (a coordination that finished, the
+/// signal coming while the ranks stopped, was checked; else the progress so far, not checked),
+/// marked partial; `None` before the first measured repetition (a report of no repetition says
+/// nothing: the one line does).
 fn interrupted_report(
     plan: &KvPlan,
-    frame: super::rank_report::Frame,
+    (outcome, progress): (Result<Coordinated, PairError>, PartialKv),
+    frame: Result<impl FnOnce(bool) -> super::rank_report::Frame, PairError>,
     plans: &[RankPlan],
-    gathered: Coordinated,
     launched: &[Option<u32>],
 ) -> Option<icb_core::PairReport> {
-    let Coordinated { records, reps, warmup } = gathered;
+    let (Coordinated { records, reps, warmup }, checked) = match outcome {
+        Ok(done) => (done, true),
+        Err(_) => (progress.into(), false),
+    };
     if reps.is_empty() {
         return None;
     }
-    let mut report = match super::rank_report::assemble(plan, frame, plans, &records, launched, (&reps, warmup)) {
+    let assembled = frame.and_then(|frame| {
+        super::rank_report::assemble(plan, frame(checked), plans, &records, launched, (&reps, warmup))
+    });
+    let mut report = match assembled {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!("the interrupted KV run's partial report is left out: {e}");
