@@ -13,6 +13,7 @@
 //! `kv` section says what the fabric adds to time-to-first-token ([`report`], `rank_report`).
 //! The descriptor-count sweep, when asked, runs afterwards on one more pair ([`KvSeam`]).
 
+pub mod control;
 mod coordinator;
 pub mod cpus;
 pub mod kube_ranks;
@@ -26,7 +27,7 @@ pub use coordinator::{
     COORDINATED, Coordinated, CoordinatorJob, LISTENING, RepRule, coordinate, serve as serve_coordinator,
 };
 pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
-pub use report::summary_line;
+pub use report::{TcpRate, summary_line};
 
 use crate::launcher::{LaunchError, Launcher};
 use crate::plan::PairPlan;
