@@ -387,8 +387,8 @@ fn a_rank_that_cannot_start_is_one_line_naming_it_and_exit_2() {
 /// inconclusive with the plain pair's line, exit 1, and the estimate stays the assumed 1 GB/s.
 #[test]
 fn a_kv_tcp_control_is_caught_and_measures_the_tcp_estimate() {
-    use icb_core::model::ControlKind;
     use icb_core::TransportClass;
+    use icb_core::model::ControlKind;
     let _one = serial();
     let args = geometry("llama-3.1-8b", "32", ("2", "1"), &["--control", "tcp"]);
     let ran = kv_run(&args, &[]);
@@ -418,7 +418,11 @@ fn a_kv_tcp_control_is_caught_and_measures_the_tcp_estimate() {
         "{}",
         kv.summary
     );
-    assert!(report.verdict.reason.starts_with(&kv.summary), "{}", report.verdict.reason);
+    assert!(
+        report.verdict.reason.starts_with(&kv.summary),
+        "{}",
+        report.verdict.reason
+    );
     ran.assert_nothing_left();
 
     // Shared memory left in the list, so the control is not forced to TCP; NIXL's UCX backend
@@ -427,7 +431,12 @@ fn a_kv_tcp_control_is_caught_and_measures_the_tcp_estimate() {
     let blind = [("IC_BENCH_TEST_CONTROL_TLS", "tcp,sm,self")];
     let ran = kv_run(&args, &blind);
     let report = ran.report_after(1);
-    assert_eq!(report.verdict.status, VerdictStatus::Inconclusive, "{:?}", report.verdict);
+    assert_eq!(
+        report.verdict.status,
+        VerdictStatus::Inconclusive,
+        "{:?}",
+        report.verdict
+    );
     assert!(!report.controls[0].caught, "{:?}", report.controls);
     assert!(
         report
@@ -443,7 +452,10 @@ fn a_kv_tcp_control_is_caught_and_measures_the_tcp_estimate() {
     ran.assert_nothing_left();
 
     // knobs-off and wrong-nic are not KV controls: one line, exit 2, before anything runs.
-    let ran = kv_run(&geometry("llama-3.1-8b", "32", ("1", "1"), &["--control", "knobs-off"]), &[]);
+    let ran = kv_run(
+        &geometry("llama-3.1-8b", "32", ("1", "1"), &["--control", "knobs-off"]),
+        &[],
+    );
     assert_eq!(
         ran.error_line("knobs-off with --kv-shape"),
         "ic-bench: error: --control knobs-off does not run with --kv-shape (its control is tcp): drop knobs-off"

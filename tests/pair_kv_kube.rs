@@ -305,16 +305,27 @@ fn a_kv_tcp_control_runs_in_pods_of_its_own_and_is_caught() {
     assert!(c.caught, "{c:?}");
     assert!(
         !c.seen_as.is_empty()
-            && c.seen_as.iter().all(|s| matches!(
-                s,
-                icb_core::TransportClass::Tcp | icb_core::TransportClass::RmaEmulated
-            )),
+            && c.seen_as
+                .iter()
+                .all(|s| matches!(s, icb_core::TransportClass::Tcp | icb_core::TransportClass::RmaEmulated)),
         "{c:?}"
     );
     let want = (4u64 << 20) as f64 / c.bandwidth_bps.expect("the control's rate") * 1e3;
-    assert!((kv.tcp_estimate_ms - want).abs() < 1e-9 * want.max(1.0), "{} vs {want}", kv.tcp_estimate_ms);
-    assert!(kv.summary.ends_with("GB/s measured by the TCP control)"), "{}", kv.summary);
-    let names: Vec<String> = run.created_pods().iter().filter_map(|p| p.metadata.name.clone()).collect();
+    assert!(
+        (kv.tcp_estimate_ms - want).abs() < 1e-9 * want.max(1.0),
+        "{} vs {want}",
+        kv.tcp_estimate_ms
+    );
+    assert!(
+        kv.summary.ends_with("GB/s measured by the TCP control)"),
+        "{}",
+        kv.summary
+    );
+    let names: Vec<String> = run
+        .created_pods()
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
     assert_eq!(names.len(), 4, "{names:?}");
     assert_eq!(names.iter().filter(|n| n.contains("-c1-")).count(), 2, "{names:?}");
     assert_nothing_left(&cluster);

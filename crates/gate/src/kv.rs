@@ -10,12 +10,12 @@
 //! recipe's templates). The descriptor sweep, when asked, runs on per-pair bench pods.
 
 use crate::{PairEnd, StepError};
+use icb_core::model::ControlKind;
 #[cfg(test)]
 use icb_kube::devices::DeviceRequest;
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
-use icb_core::model::ControlKind;
 use icb_pair::kv::control::{KvRuns, run_kv_with_controls};
 use icb_pair::kv::kube_ranks::KubeRanks;
 use icb_pair::kv::{KvOp, KvPlan, KvSeam};

@@ -222,7 +222,11 @@ mod tests {
         let mut main = report(GET_CMA, 1.0);
         assert_eq!(main.verdict.status, VerdictStatus::Pass, "{:?}", main.verdict);
         assert!((kv(&main).tcp_estimate_ms - 4.194304).abs() < 1e-9);
-        assert!(kv(&main).summary.ends_with("over TCP it would be ~4.2 ms (assumed 1 GB/s)"));
+        assert!(
+            kv(&main)
+                .summary
+                .ends_with("over TCP it would be ~4.2 ms (assumed 1 GB/s)")
+        );
         let result = judge_kv_tcp_control(&report(GET_TCP, 10.0), &main);
         assert!(result.caught, "{result:?}");
         assert_eq!(result.seen_as, [TransportClass::RmaEmulated]);
@@ -233,7 +237,8 @@ mod tests {
         let kv = kv(&main);
         assert!((kv.tcp_estimate_ms - 10.0).abs() < 1e-9, "{}", kv.tcp_estimate_ms);
         assert!(
-            kv.summary.ends_with("over TCP it would be ~10.0 ms (0.42 GB/s measured by the TCP control)"),
+            kv.summary
+                .ends_with("over TCP it would be ~10.0 ms (0.42 GB/s measured by the TCP control)"),
             "{}",
             kv.summary
         );
@@ -261,7 +266,11 @@ mod tests {
         assert!(kv(&main).summary.ends_with("(assumed 1 GB/s)"), "{}", kv(&main).summary);
         // One that could not run at all is not caught either.
         let mut main = report(GET_CMA, 1.0);
-        apply_tcp_control(&mut main, 1, control_not_run(ControlKind::Tcp, "the pods did not start"));
+        apply_tcp_control(
+            &mut main,
+            1,
+            control_not_run(ControlKind::Tcp, "the pods did not start"),
+        );
         assert_eq!(main.verdict.status, VerdictStatus::Inconclusive);
     }
 
