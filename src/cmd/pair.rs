@@ -351,6 +351,23 @@ mod tests {
         assert_eq!(k.pods.timeout, icb_pair::Deadlines::pods_default(&cmd.plan.settings));
     }
 
+    /// Issue 35: `--kv-shape` runs its own TCP control; knobs-off and wrong-nic are refused in
+    /// one line before anything runs (they were all refused before).
+    #[test]
+    fn kv_shape_runs_the_tcp_control_only() {
+        let base = ["--local", "--kv-shape", "llama-3.1-8b", "--isl", "16"];
+        let cmd = command(&[&base[..], &["--control", "tcp"]].concat()).unwrap();
+        assert_eq!(cmd.controls, [icb_core::model::ControlKind::Tcp]);
+        assert!(matches!(cmd.target, PairTarget::Kv(_)));
+        for kind in ["knobs-off", "wrong-nic"] {
+            let e = command(&[&base[..], &["--control", kind]].concat()).err().unwrap();
+            assert_eq!(
+                e.to_string(),
+                format!("--control {kind} does not run with --kv-shape (its control is tcp): drop {kind}")
+            );
+        }
+    }
+
     #[test]
     fn local_runs_keep_the_local_deadlines() {
         let cmd = command(&["--local", "--startup-timeout", "7s"]).unwrap();
