@@ -78,3 +78,29 @@ fn gate_kv_shape_on_worker_pods_runs_per_rank_in_pods_modelled_on_them() {
     assert!(notes.contains("modelled on the workers"), "{notes}");
     assert_nothing_left(&cluster);
 }
+
+/// Issue 35: the gate's KV step runs the KV transfer's own TCP control; knobs-off does not run
+/// with `--kv-shape`, and asking for it is one line, exit 2, before any cluster is reached.
+#[test]
+fn knobs_off_with_kv_shape_is_a_one_line_error() {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args([
+        "gate",
+        "--prefill",
+        "node/a",
+        "--decode",
+        "node/b",
+        "--kv-shape",
+        "llama-3.1-8b",
+    ])
+    .args(["--control", "knobs-off", "--kubeconfig", "/nonexistent/kubeconfig"])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let out = wait_output(cmd.spawn().unwrap(), std::time::Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim(),
+        "ic-bench: error: --control knobs-off does not run with --kv-shape (its control is tcp, run by default): drop knobs-off"
+    );
+}
