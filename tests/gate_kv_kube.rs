@@ -12,7 +12,8 @@ use support::*;
 /// Llama-3.1-8B-Instruct, prefill TP 2, decode TP 1, block 16, so the gate's pair step is that
 /// gather (2 reads of 128 descriptors of 16 KiB at 32 tokens) on the per-rank model: 2 prefill
 /// ranks in gpu-1's whole-node pod, 1 decode rank in gpu-2's, all at once, every block verified;
-/// and `--max-kv-ms` judges it. No pod and no rank process is left.
+/// its default TCP control (issue 35) is the same transfer forced to TCP, caught; and
+/// `--max-kv-ms` judges it. No pod and no rank process is left.
 #[test]
 fn gate_kv_shape_measures_the_recipes_own_transfer() {
     let Some(cluster) = cluster("gate_kv_shape_measures_the_recipes_own_transfer") else {
@@ -40,6 +41,16 @@ fn gate_kv_shape_measures_the_recipes_own_transfer() {
         notes.contains("one process per TP rank in two whole-node bench pods"),
         "{notes}"
     );
+    // The gate's default TCP control ran on the KV transfer itself (every rank forced to TCP)
+    // and was caught; its rate is the estimate's.
+    assert_eq!(pair.controls.len(), 1, "{:?}", pair.controls);
+    assert_eq!(pair.controls[0].kind, icb_core::model::ControlKind::Tcp);
+    assert!(pair.controls[0].caught, "{:?}", pair.controls);
+    assert!(
+        outcome.summary.ends_with("GB/s measured by the TCP control)"),
+        "{}",
+        outcome.summary
+    );
     // A budget no request meets fails the gate (exit 1), in TTFT terms.
     let stdout = gate(&["--max-kv-ms", "0.000001"], 1);
     assert!(stdout.contains("over --max-kv-ms"), "{stdout}");
@@ -66,4 +77,30 @@ fn gate_kv_shape_on_worker_pods_runs_per_rank_in_pods_modelled_on_them() {
     let notes = report["notes"].to_string();
     assert!(notes.contains("modelled on the workers"), "{notes}");
     assert_nothing_left(&cluster);
+}
+
+/// Issue 35: the gate's KV step runs the KV transfer's own TCP control; knobs-off does not run
+/// with `--kv-shape`, and asking for it is one line, exit 2, before any cluster is reached.
+#[test]
+fn knobs_off_with_kv_shape_is_a_one_line_error() {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args([
+        "gate",
+        "--prefill",
+        "node/a",
+        "--decode",
+        "node/b",
+        "--kv-shape",
+        "llama-3.1-8b",
+    ])
+    .args(["--control", "knobs-off", "--kubeconfig", "/nonexistent/kubeconfig"])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let out = wait_output(cmd.spawn().unwrap(), std::time::Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.trim(),
+        "ic-bench: error: --control knobs-off does not run with --kv-shape (its control is tcp, run by default): drop knobs-off"
+    );
 }

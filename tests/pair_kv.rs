@@ -539,5 +539,86 @@ fn sigterm_during_the_descriptor_sweep_keeps_the_ranks_report() {
         icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid),
         icb_isolate::Leftovers::default(),
         "run {pid} leaked"
+
+/// Issue 35 item 4: `--control tcp` runs the KV transfer once more on fresh ranks, every rank's
+/// UCX forced to TCP: caught (every peer's data path classified as TCP), and the "over TCP it
+/// would be" estimate is then the busiest rank's bytes (the decode rank's 4 MiB: TP2 → TP1 at 32
+/// tokens gathers 2 × 128 descriptors of 16 KiB) at the control's measured rate, and says so.
+/// Made undetectable on purpose (the test hook lets shared memory carry it instead), the run is
+/// inconclusive with the plain pair's line, exit 1, and the estimate stays the assumed 1 GB/s.
+#[test]
+fn a_kv_tcp_control_is_caught_and_measures_the_tcp_estimate() {
+    use icb_core::TransportClass;
+    use icb_core::model::ControlKind;
+    let _one = serial();
+    let args = geometry("llama-3.1-8b", "32", ("2", "1"), &["--control", "tcp"]);
+    let ran = kv_run(&args, &[]);
+    let (report, kv) = kv_of(&ran);
+    assert_every_peer_verified(&kv);
+    assert_eq!(report.controls.len(), 1, "{:?}", report.controls);
+    let c = &report.controls[0];
+    assert_eq!(c.kind, ControlKind::Tcp);
+    assert!(c.caught, "{c:?}");
+    assert!(
+        !c.seen_as.is_empty()
+            && c.seen_as
+                .iter()
+                .all(|s| matches!(s, TransportClass::Tcp | TransportClass::RmaEmulated)),
+        "{c:?}"
+    );
+    let rate = c.bandwidth_bps.expect("the control's rate");
+    assert!(c.main_bandwidth_bps.is_some(), "{c:?}");
+    let want = (4u64 << 20) as f64 / rate * 1e3;
+    assert!(
+        (kv.tcp_estimate_ms - want).abs() < 1e-9 * want.max(1.0),
+        "{} vs {want}",
+        kv.tcp_estimate_ms
+    );
+    assert!(
+        kv.summary.ends_with("GB/s measured by the TCP control)"),
+        "{}",
+        kv.summary
+    );
+    assert!(
+        report.verdict.reason.starts_with(&kv.summary),
+        "{}",
+        report.verdict.reason
+    );
+    ran.assert_nothing_left();
+
+    // Shared memory left in the list, so the control is not forced to TCP; NIXL's UCX backend
+    // is not created at all without tcp in UCX_TLS (measured: `sm,self` and `posix,cma,self`
+    // both end in "NIXL create_backend UCX failed"), so tcp stays in the list too.
+    let blind = [("IC_BENCH_TEST_CONTROL_TLS", "tcp,sm,self")];
+    let ran = kv_run(&args, &blind);
+    let report = ran.report_after(1);
+    assert_eq!(
+        report.verdict.status,
+        VerdictStatus::Inconclusive,
+        "{:?}",
+        report.verdict
+    );
+    assert!(!report.controls[0].caught, "{:?}", report.controls);
+    assert!(
+        report
+            .verdict
+            .reason
+            .contains("transport detection could not see a forced TCP fallback on this pair: "),
+        "{}",
+        report.verdict.reason
+    );
+    let kv = report.kv.expect("a kv section");
+    assert!(kv.summary.ends_with("(assumed 1 GB/s)"), "{}", kv.summary);
+    assert!((kv.tcp_estimate_ms - 4.194304).abs() < 1e-9, "{}", kv.tcp_estimate_ms);
+    ran.assert_nothing_left();
+
+    // knobs-off and wrong-nic are not KV controls: one line, exit 2, before anything runs.
+    let ran = kv_run(
+        &geometry("llama-3.1-8b", "32", ("1", "1"), &["--control", "knobs-off"]),
+        &[],
+    );
+    assert_eq!(
+        ran.error_line("knobs-off with --kv-shape"),
+        "ic-bench: error: --control knobs-off does not run with --kv-shape (its control is tcp): drop knobs-off"
     );
 }

@@ -346,5 +346,49 @@ fn sigint_mid_repetitions_on_two_nodes_writes_those_measured_marked_partial() {
         assert!(r.pid > 0 && !r.host.is_empty(), "{r:?}");
         assert!(r.blocks_verified == 0 && r.data_path.is_none(), "{r:?}");
     }
+
+/// Issue 35 item 4: `--control tcp` on Kubernetes ranks: the transfer once more in two rank pods
+/// of its own (run id `<run>-c1`, so its creates never meet the main run's pods being deleted),
+/// every rank forced to TCP: caught, seen as TCP, and the "over TCP it would be" estimate is the
+/// busiest rank's 4 MiB (TP1 → TP1: 128 descriptors of 32 KiB) at the control's measured rate.
+/// Four pods in all, none left.
+#[test]
+fn a_kv_tcp_control_runs_in_pods_of_its_own_and_is_caught() {
+    let Some(cluster) = cluster("a_kv_tcp_control_runs_in_pods_of_its_own_and_is_caught") else {
+        return;
+    };
+    let mut args = kv_args("1", "1", ["0.1", "0.5"]);
+    args.extend(["--control", "tcp"]);
+    let run = run_pair(&cluster, &args, Duration::from_secs(240));
+    let (report, kv) = kv_report(&run);
+    assert_eq!(report.controls.len(), 1, "{:?}", report.controls);
+    let c = &report.controls[0];
+    assert_eq!(c.kind, icb_core::model::ControlKind::Tcp);
+    assert!(c.caught, "{c:?}");
+    assert!(
+        !c.seen_as.is_empty()
+            && c.seen_as
+                .iter()
+                .all(|s| matches!(s, icb_core::TransportClass::Tcp | icb_core::TransportClass::RmaEmulated)),
+        "{c:?}"
+    );
+    let want = (4u64 << 20) as f64 / c.bandwidth_bps.expect("the control's rate") * 1e3;
+    assert!(
+        (kv.tcp_estimate_ms - want).abs() < 1e-9 * want.max(1.0),
+        "{} vs {want}",
+        kv.tcp_estimate_ms
+    );
+    assert!(
+        kv.summary.ends_with("GB/s measured by the TCP control)"),
+        "{}",
+        kv.summary
+    );
+    let names: Vec<String> = run
+        .created_pods()
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(names.iter().filter(|n| n.contains("-c1-")).count(), 2, "{names:?}");
     assert_nothing_left(&cluster);
 }

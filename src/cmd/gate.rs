@@ -48,7 +48,8 @@ pub struct Args {
     /// Negative controls after the pair step, comma separated or repeated [default: tcp: the same
     /// pair with UCX forced to TCP, which must be caught or the gate is not fit; and knobs-off when
     /// the recipe sets UCX_*/NIXL_* variables: the same pair without them, which warns when the
-    /// recipe's env is slower than UCX's defaults; wrong-nic is `pair --rails`'s only]
+    /// recipe's env is slower than UCX's defaults; wrong-nic is `pair --rails`'s only; with
+    /// --kv-shape: tcp, the KV transfer once more with every rank forced to TCP]
     #[arg(
         long = "control",
         value_name = "KIND",
@@ -144,6 +145,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let (settings, engine_note) = args.engine.qualification(settings)?;
     if let Some(note) = engine_note {
         eprintln!("ic-bench: {note}");
+    }
+    if args.kv.wanted() && args.controls.contains(&ControlKind::KnobsOff) {
+        anyhow::bail!(
+            "--control knobs-off does not run with --kv-shape (its control is tcp, run by default): drop knobs-off"
+        );
     }
     if args.controls.contains(&ControlKind::KnobsOff) && args.recipe.is_empty() {
         anyhow::bail!(

@@ -25,11 +25,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     match plan.engine {
         EngineKind::Nixl => icb_nixl_engine::kv_rank(&plan, &args.engine.nixl_options()),
         EngineKind::Ucx => {
-            let ucx = icb_engine::UcxOptions {
+            let mut ucx = icb_engine::UcxOptions {
                 library_dir: args.ucx.ucx_lib.clone(),
                 ..Default::default()
             }
             .with_profile(args.engine.ucx_profile);
+            // The TCP control's `TLS=tcp` (empty otherwise), over the environment as `connect`'s.
+            ucx.config.extend(plan.ucx_config.iter().cloned());
             icb_engine::rank::kv_rank(&plan, &ucx)
         }
     }

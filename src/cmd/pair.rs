@@ -65,7 +65,8 @@ pub struct Args {
 
     /// Negative controls after the main run, comma separated or repeated: tcp (the same pair with
     /// UCX forced to TCP: it must be classified TCP, or the run is inconclusive; the main path
-    /// must beat it; with --rails on one rail pair), wrong-nic (--rails: one rail pair pinned to
+    /// must beat it; with --rails on one rail pair; with --kv-shape every rank again, a few
+    /// requests, whose rate the "over TCP" estimate then uses), wrong-nic (--rails: one rail pair pinned to
     /// another rail's NIC: the counters must say wrong_nic, or no attribution is trusted),
     /// knobs-off (with --recipe: the same pair without the recipe's UCX_*/NIXL_* variables; warns
     /// when the recipe's env is slower than UCX's defaults)
@@ -143,11 +144,10 @@ impl PairCommand {
         if args.rails.wanted() && args.in_place.in_place {
             anyhow::bail!("--rails runs bench pods on whole nodes, not --in-place: drop one");
         }
-        if !args.controls.is_empty() && args.kv.wanted() {
-            anyhow::bail!(
-                "--control runs with a plain pair (--local, pods or --in-place) or --rails; with --kv-shape it is not \
-                 built yet: drop --control"
-            );
+        if let Some(kind) = args.controls.iter().find(|k| **k != icb_core::model::ControlKind::Tcp)
+            && args.kv.wanted()
+        {
+            anyhow::bail!("--control {kind} does not run with --kv-shape (its control is tcp): drop {kind}");
         }
         if let Some(kind) = args.controls.iter().find(|k| k.needs_rails())
             && !args.rails.wanted()
@@ -349,6 +349,23 @@ mod tests {
             panic!("not a Kubernetes target")
         };
         assert_eq!(k.pods.timeout, icb_pair::Deadlines::pods_default(&cmd.plan.settings));
+    }
+
+    /// Issue 35: `--kv-shape` runs its own TCP control; knobs-off and wrong-nic are refused in
+    /// one line before anything runs (they were all refused before).
+    #[test]
+    fn kv_shape_runs_the_tcp_control_only() {
+        let base = ["--local", "--kv-shape", "llama-3.1-8b", "--isl", "16"];
+        let cmd = command(&[&base[..], &["--control", "tcp"]].concat()).unwrap();
+        assert_eq!(cmd.controls, [icb_core::model::ControlKind::Tcp]);
+        assert!(matches!(cmd.target, PairTarget::Kv(_)));
+        for kind in ["knobs-off", "wrong-nic"] {
+            let e = command(&[&base[..], &["--control", kind]].concat()).err().unwrap();
+            assert_eq!(
+                e.to_string(),
+                format!("--control {kind} does not run with --kv-shape (its control is tcp): drop {kind}")
+            );
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::interrupt::Interrupt;
 use super::pair::PairCommand;
 use icb_kube::target::Target;
 use icb_kv::{KvDtype, KvFlags, KvRequest, KvShape, ModelSpec};
+use icb_pair::kv::control::{KvRuns, run_kv_with_controls};
 use icb_pair::kv::kube_ranks::KubeRanks;
 use icb_pair::kv::local_ranks::{LocalRanks, rank_pinner};
 use icb_pair::kv::{KvOp, KvPlan, KvSeam};
@@ -262,24 +263,12 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
         };
         let result = match &target.launch {
             KvLaunch::Local(opts) => {
-                let memory = plan.memory();
-                let gpus =
-                    if memory.initiator == icb_core::MemoryType::Cuda || memory.target == icb_core::MemoryType::Cuda {
-                        icb_engine::local::cuda_info().devices
-                    } else {
-                        0
-                    };
-                let topology = icb_probe::numa::cpu_topology(&icb_probe::LocalSource::default());
-                let allowed = icb_pair::kv::cpus::allowed_cpus();
-                let mut ranks = LocalRanks::create(opts.clone(), rank_pinner(gpus, topology, allowed))?;
-                let mut seam = LocalSeam(opts.clone());
-                let tool = super::connect::tool_info();
-                icb_pair::kv::run_kv_ranks(plan, &mut ranks, &mut seam, &tool, interrupt.token(), &mut progress).await
+                let mut runs = LocalRuns { opts: opts.clone() };
+                run_kv_with_controls(&cmd.controls, plan, &mut runs, interrupt.token(), &mut progress).await
             }
             KvLaunch::Kube(kube) => {
                 let (t, pods) = &**kube;
-                let mut seam = KubeSeam { target: t, op: plan.op };
-                kube_ranks(plan, t, pods.clone(), &mut seam, &interrupt, &mut progress).await
+                kube_ranks(cmd, plan, t, pods.clone(), &interrupt, &mut progress).await
             }
         };
         bar.finish();
@@ -293,12 +282,67 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
     })
 }
 
+/// Local ranks: each run (the main one, then a control) on a local pair of its own, every rank
+/// pinned from this host's topology; the descriptor sweep, when asked, on one more pair.
+struct LocalRuns {
+    opts: LocalOptions,
+}
+
+impl KvRuns for LocalRuns {
+    async fn run(
+        &mut self,
+        plan: &KvPlan,
+        _run: u32,
+        cancel: &icb_pair::CancellationToken,
+        progress: &mut icb_pair::kv::KvProgress<'_>,
+    ) -> Result<icb_pair::PairOutcome, icb_pair::PairError> {
+        let memory = plan.memory();
+        let gpus = if memory.initiator == icb_core::MemoryType::Cuda || memory.target == icb_core::MemoryType::Cuda {
+            icb_engine::local::cuda_info().devices
+        } else {
+            0
+        };
+        let topology = icb_probe::numa::cpu_topology(&icb_probe::LocalSource::default());
+        let allowed = icb_pair::kv::cpus::allowed_cpus();
+        let mut ranks = LocalRanks::create(self.opts.clone(), rank_pinner(gpus, topology, allowed))?;
+        let mut seam = LocalSeam(self.opts.clone());
+        let tool = super::connect::tool_info();
+        icb_pair::kv::run_kv_ranks(plan, &mut ranks, &mut seam, &tool, cancel, progress).await
+    }
+}
+
+/// Kubernetes ranks: each run in two bench pods of its own (a control's named `<run>-c<n>`, so
+/// that its creates never meet the main run's pods while they are being deleted).
+struct KubeRuns<'a> {
+    cluster: icb_kube::Cluster,
+    pods: KubeRailsPlan,
+    seam: KubeSeam<'a>,
+}
+
+impl KvRuns for KubeRuns<'_> {
+    async fn run(
+        &mut self,
+        plan: &KvPlan,
+        run: u32,
+        cancel: &icb_pair::CancellationToken,
+        progress: &mut icb_pair::kv::KvProgress<'_>,
+    ) -> Result<icb_pair::PairOutcome, icb_pair::PairError> {
+        let mut pods = self.pods.clone();
+        if run > 0 {
+            pods.run_id = icb_pair::kube::rearmed_run_id(&pods.run_id, run);
+        }
+        let tool = super::connect::tool_info();
+        let ranks = KubeRanks::new(self.cluster.clone(), pods, plan);
+        icb_pair::kv::kube_ranks::run(plan, ranks, &mut self.seam, &tool, cancel, progress).await
+    }
+}
+
 /// The ranks in two whole-node pods (`icb_pair::kv::kube_ranks::run`), once connected.
 async fn kube_ranks(
+    cmd: &PairCommand,
     plan: &KvPlan,
     t: &super::pair_kube::KubeTarget,
     pods: KubeRailsPlan,
-    seam: &mut KubeSeam<'_>,
     interrupt: &Interrupt,
     progress: &mut icb_pair::kv::KvProgress<'_>,
 ) -> Result<icb_pair::PairOutcome, icb_pair::PairError> {
@@ -320,6 +364,7 @@ async fn kube_ranks(
         };
         icb_pair::kv::kube_ranks::modelled(pods, prepared.prepared())
     };
-    let tool = super::connect::tool_info();
-    icb_pair::kv::kube_ranks::run(plan, KubeRanks::new(cluster, pods, plan), seam, &tool, cancel, progress).await
+    let seam = KubeSeam { target: t, op: plan.op };
+    let mut runs = KubeRuns { cluster, pods, seam };
+    run_kv_with_controls(&cmd.controls, plan, &mut runs, cancel, progress).await
 }

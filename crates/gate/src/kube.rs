@@ -36,7 +36,8 @@ pub struct KubeGateInput {
     /// `--kv-shape`: the pair step is the deployment's own KV transfer.
     pub kv: Option<crate::kv::GateKv>,
     /// The negative controls the plain pair step runs after its main run (`tcp` by default,
-    /// none with `--no-controls`): a gate's PASS rests on a detector shown to work here.
+    /// none with `--no-controls`): a gate's PASS rests on a detector shown to work here. With
+    /// `--kv-shape`, `tcp` is the KV transfer's own TCP control (`icb_pair::kv::control`).
     pub controls: Vec<icb_core::model::ControlKind>,
     /// `--control knobs-off` given: it runs (or says why it could not) even when the recipe sets
     /// no knob; by default it runs only when the recipe sets `UCX_*`/`NIXL_*` variables.
@@ -220,7 +221,7 @@ impl GateSteps for KubeGate {
                 deadline,
                 prepared: launcher.prepared(),
             };
-            return crate::kv::pair(kv, self.engines.as_ref(), plan, site, cancel).await;
+            return crate::kv::pair(kv, self.engines.as_ref(), plan, site, &self.input.controls, cancel).await;
         }
         if let Some(rails) = &self.input.rails {
             let cluster = self.cluster.clone().ok_or_else(|| setup("pair before prepare"))?;

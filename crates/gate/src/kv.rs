@@ -10,11 +10,13 @@
 //! recipe's templates). The descriptor sweep, when asked, runs on per-pair bench pods.
 
 use crate::{PairEnd, StepError};
+use icb_core::model::ControlKind;
 #[cfg(test)]
 use icb_kube::devices::DeviceRequest;
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
+use icb_pair::kv::control::{KvRuns, run_kv_with_controls};
 use icb_pair::kv::kube_ranks::KubeRanks;
 use icb_pair::kv::{KvOp, KvPlan, KvSeam};
 #[cfg(test)]
@@ -177,13 +179,41 @@ pub fn ranks_pods(
     }
 }
 
+/// Each run of the KV transfer (the main one, then the TCP control) in two rank pods of its own
+/// (a control's named `<run>-c<n>`, as the plain pair's controls are).
+struct GateRuns<'a> {
+    cluster: icb_kube::Cluster,
+    pods: KubeRailsPlan,
+    seam: GateSeam<'a>,
+    tool: icb_core::ToolInfo,
+}
+
+impl KvRuns for GateRuns<'_> {
+    async fn run(
+        &mut self,
+        plan: &KvPlan,
+        run: u32,
+        cancel: &CancellationToken,
+        progress: &mut icb_pair::kv::KvProgress<'_>,
+    ) -> Result<icb_pair::PairOutcome, PairError> {
+        let mut pods = self.pods.clone();
+        if run > 0 {
+            pods.run_id = icb_pair::kube::rearmed_run_id(&pods.run_id, run);
+        }
+        let ranks = KubeRanks::new(self.cluster.clone(), pods, plan);
+        icb_pair::kv::kube_ranks::run(plan, ranks, &mut self.seam, &self.tool, cancel, progress).await
+    }
+}
+
 /// The gate's pair step as the KV transfer: one judged report whose verdict carries
-/// `--max-kv-ms`.
+/// `--max-kv-ms`, and the gate's TCP control (`controls` holds `tcp` unless `--no-controls`) on
+/// the same sides, which must be caught or the step is inconclusive.
 pub(crate) async fn pair(
     kv: &GateKv,
     engines: Option<&RecipeEngines>,
     plan: PairPlan,
     site: KvSite<'_>,
+    controls: &[ControlKind],
     cancel: &CancellationToken,
 ) -> Result<PairEnd, StepError> {
     let request = (kv.resolve)(engines).map_err(StepError::Setup)?;
@@ -203,15 +233,20 @@ pub(crate) async fn pair(
         site.envs,
         (left, timeout),
     );
-    let mut seam = GateSeam {
+    let seam = GateSeam {
         cluster: site.cluster.clone(),
         pods: site.pods,
         templates: site.templates,
         op: kv.op,
     };
     let mut progress = |_: &icb_core::protocol::CaseProgress| {};
-    let ranks = KubeRanks::new(site.cluster, pods, &kv_plan);
-    match icb_pair::kv::kube_ranks::run(&kv_plan, ranks, &mut seam, &kv.tool, cancel, &mut progress).await {
+    let mut runs = GateRuns {
+        cluster: site.cluster,
+        pods,
+        seam,
+        tool: kv.tool.clone(),
+    };
+    match run_kv_with_controls(controls, &kv_plan, &mut runs, cancel, &mut progress).await {
         Ok(o) => Ok(PairEnd::Judged(Box::new(o.report))),
         Err(PairError::Interrupted(i)) => Ok(PairEnd::Interrupted {
             cleanup: i.cleanup_text(),

@@ -23,6 +23,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Runs one rank to the end. `Err` is one line; the coordinator was told it when connected.
 pub fn kv_rank(plan: &RankPlan, nixl: &NixlOptions) -> Result<(), String> {
     icb_engine::rank::affinity::place(plan)?;
+    // NIXL's UCX reads its settings from the environment: the plan's (the TCP control's
+    // `TLS=tcp`) go there before NIXL starts, over the user's own, as `connect` does.
+    let forced: Vec<(String, String)> = plan
+        .ucx_config
+        .iter()
+        .map(|(k, v)| (format!("UCX_{k}"), v.clone()))
+        .collect();
+    nixl::set_env_before_start(&forced);
     let log = UcxLog::prepare().map_err(|e| e.to_string())?;
     let name = agent_name(&format!("{}{}", plan.id.side, plan.id.rank));
     let (rt, local) = NixlRuntime::start(nixl, &name).map_err(|e| e.to_string())?;

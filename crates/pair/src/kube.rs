@@ -147,7 +147,7 @@ impl KubeLauncher {
 
 /// The run id of the `n`th run after the first on one launcher: `<base>-c<n>`, the base cut so
 /// that the whole stays within a run id's 40 characters.
-fn rearmed_run_id(base: &str, n: u32) -> String {
+pub fn rearmed_run_id(base: &str, n: u32) -> String {
     let suffix = format!("-c{n}");
     let keep = base.len().min(40usize.saturating_sub(suffix.len()));
     format!("{}{suffix}", base[..keep].trim_end_matches('-'))

@@ -39,6 +39,7 @@ fn job() -> CoordinatorJob {
         message_timeout_s: 10.0,
         authenticate: true,
         cpus: None,
+        ucx_config: Vec::new(),
     };
     CoordinatorJob {
         plans: vec![plan],

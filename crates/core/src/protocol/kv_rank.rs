@@ -89,6 +89,11 @@ pub struct RankPlan {
     /// buffer's pages land on that NUMA node), and why. `None`: left where it was started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<CpuPlacement>,
+    /// UCX settings (names without `UCX_`) the rank applies over its environment before its
+    /// engine starts: the KV TCP control's `TLS=tcp` (`pair --kv-shape --control tcp`; NIXL's UCX
+    /// reads them as `UCX_*` variables). Empty for every ordinary rank.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ucx_config: Vec<(String, String)>,
 }
 
 /// A rank's CPUs, decided by the coordinator from the node's topology

@@ -73,7 +73,33 @@ fn control_rows<'a>(control: &'a PairReport, main: &PairReport) -> ControlRows<'
 /// Judges a TCP control from the report of its run: caught when every case it measured was
 /// classified as carried by TCP. `main` gives the same shape's bandwidth for the comparison.
 pub fn judge_tcp_control(control: &PairReport, main: &PairReport) -> ControlResult {
-    let rows = control_rows(control, main);
+    tcp_control_result(control, control_rows(control, main))
+}
+
+/// [`judge_tcp_control`] for a control whose figure is not one case's bandwidth: every case it
+/// measured is classified the same way, but the control is named `case` and compared on the
+/// figures given (`pair --kv-shape`: a whole request's rate, the control's and the main run's).
+pub fn judge_tcp_control_as(
+    control: &PairReport,
+    case: String,
+    bandwidth_bps: Option<f64>,
+    main_bandwidth_bps: Option<f64>,
+) -> ControlResult {
+    let measured = control
+        .cases
+        .iter()
+        .filter(|c| c.status == CaseStatus::Measured)
+        .collect();
+    let rows = ControlRows {
+        measured,
+        case,
+        bandwidth_bps,
+        main_bandwidth_bps,
+    };
+    tcp_control_result(control, rows)
+}
+
+fn tcp_control_result(control: &PairReport, rows: ControlRows<'_>) -> ControlResult {
     let measured = &rows.measured;
     let paths: Vec<&DataPath> = measured
         .iter()

@@ -65,6 +65,7 @@ mod tests {
                 numa_node: None,
                 reason: String::new(),
             }),
+            ucx_config: Vec::new(),
         }
     }
 

@@ -159,6 +159,7 @@ mod tests {
             message_timeout_s: 5.0,
             authenticate,
             cpus: None,
+            ucx_config: Vec::new(),
         }
     }
 

@@ -13,6 +13,7 @@
 //! `kv` section says what the fabric adds to time-to-first-token ([`report`], `rank_report`).
 //! The descriptor-count sweep, when asked, runs afterwards on one more pair ([`KvSeam`]).
 
+pub mod control;
 mod coordinator;
 pub mod cpus;
 pub mod kube_ranks;
@@ -28,7 +29,7 @@ pub use coordinator::{
 };
 pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
 pub use rank_report::{RankRecord, RepTimes};
-pub use report::summary_line;
+pub use report::{TcpRate, summary_line};
 
 use crate::launcher::{LaunchError, Launcher};
 use crate::plan::PairPlan;

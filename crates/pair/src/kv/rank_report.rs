@@ -4,7 +4,7 @@
 //! peers inside one request. One case per peer (rank-to-rank exchange) keeps the report's shape:
 //! the table, the exports and the verdict rules read it as any pair report.
 
-use super::report::{outcome, peer, summary_line, tcp_warning, verdict};
+use super::report::{TcpRate, busiest_rank_bytes, outcome, peer, summary_line, tcp_warning, verdict};
 use super::{KvOp, KvPlan};
 use crate::run::PairError;
 use icb_core::model::{
@@ -156,7 +156,6 @@ pub fn assemble(
     for (r, pid) in kv.ranks.iter_mut().zip(launched) {
         r.launched_pid = *pid;
     }
-    kv.summary = summary_line(&kv);
     let side_peer = |side| {
         records
             .iter()
@@ -200,7 +199,8 @@ pub fn assemble(
         baseline: None,
         controls: Vec::new(),
     };
-    icb_core::verdict::judge(&mut report);
+    report.kv = Some(Box::new(kv));
+    judge_kv(&mut report, plan.rows.len(), TcpRate::Assumed);
     if !checked {
         // Not UCX's silence: the ranks were stopped before they said which path they took.
         for c in report.cases.iter_mut().filter(|c| c.transport.is_none()) {
@@ -211,14 +211,40 @@ pub fn assemble(
             });
         }
     }
-    let data_paths = std::mem::take(&mut report.verdict.data_paths);
+    Ok(report)
+}
+
+/// The KV report's verdict: its rows judged as any pair's cases (the first `rows` cases; the
+/// descriptor sweep's, appended after, are not part of it), then the request's verdict in TTFT
+/// terms with its TCP estimate at `rate`, then the controls ([`icb_core::verdict::controls`]).
+/// Judged again once a TCP control measured the rate, so the estimate, the summary, the warning
+/// and the verdict all speak of the same figure.
+pub(super) fn judge_kv(report: &mut PairReport, rows: usize, rate: TcpRate) {
+    let Some(mut kv) = report.kv.take() else {
+        return;
+    };
+    let old_warning = tcp_warning(&kv);
+    kv.tcp_estimate_ms = rate.estimate_ms(busiest_rank_bytes(&kv.peers));
+    kv.summary = summary_line(&kv, rate);
+    let rows = rows.min(report.cases.len());
+    let mut judged = PairReport {
+        cases: report.cases[..rows].to_vec(),
+        controls: Vec::new(),
+        ..report.clone()
+    };
+    icb_core::verdict::judge(&mut judged);
+    report.cases[..rows].clone_from_slice(&judged.cases);
+    let data_paths = std::mem::take(&mut judged.verdict.data_paths);
     report.verdict = Verdict {
         data_paths,
-        ..verdict(&kv, report.verdict.status, &report.verdict)
+        ..verdict(&kv, judged.verdict.status, &judged.verdict)
     };
+    if let Some(old) = old_warning {
+        report.warnings.retain(|w| *w != old);
+    }
     report.warnings.extend(tcp_warning(&kv));
-    report.kv = Some(Box::new(kv));
-    Ok(report)
+    report.kv = Some(kv);
+    icb_core::verdict::controls::apply(report);
 }
 
 /// One peer's case: its completion times from each request's start, its post times, whether

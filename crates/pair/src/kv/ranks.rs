@@ -144,6 +144,7 @@ pub fn rank_plans(plan: &KvPlan, coordinator: &str, message_timeout: Duration) -
                 message_timeout_s: message_timeout.as_secs_f64(),
                 authenticate: false,
                 cpus: None,
+                ucx_config: plan.pair.ucx_config.clone(),
             });
         }
     }

@@ -107,15 +107,7 @@ pub(super) fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
         n => Some(p50s[n / 2]),
     };
     let slowest = p50s.last().copied();
-    // The busiest rank's bytes: a decode rank gathers its reads, a prefill rank serves its readers.
-    let busiest = |key: fn(&KvPeer) -> u32| {
-        let mut sums = std::collections::BTreeMap::<u32, u64>::new();
-        for p in &peers {
-            *sums.entry(key(p)).or_default() += p.bytes;
-        }
-        sums.into_values().max().unwrap_or(0)
-    };
-    let busiest = busiest(|p| p.decode_rank).max(busiest(|p| p.prefill_rank));
+    let busiest = busiest_rank_bytes(&peers);
     let mut kv = KvOutcome {
         model: g.model.clone(),
         isl: g.isl,
@@ -130,7 +122,7 @@ pub(super) fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
         request_ms_p50: p50,
         request_ms_p99: p99,
         slowest_over_median: slowest.zip(median).filter(|(_, m)| *m > 0.0).map(|(s, m)| s / m),
-        tcp_estimate_ms: busiest as f64 / TCP_FALLBACK_BPS * 1e3,
+        tcp_estimate_ms: TcpRate::Assumed.estimate_ms(busiest),
         max_kv_ms: plan.max_kv_ms,
         peers,
         descriptor_sweep: Vec::new(),
@@ -139,8 +131,53 @@ pub(super) fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
         repetitions: None,
         ranks: Vec::new(),
     };
-    kv.summary = summary_line(&kv);
+    kv.summary = summary_line(&kv, TcpRate::Assumed);
     kv
+}
+
+/// The busiest rank's bytes per request: a decode rank gathers its reads, a prefill rank serves
+/// its readers. What a TCP fallback would have to carry through one rank's connection.
+pub(super) fn busiest_rank_bytes(peers: &[KvPeer]) -> u64 {
+    let busiest = |key: fn(&KvPeer) -> u32| {
+        let mut sums = std::collections::BTreeMap::<u32, u64>::new();
+        for p in peers {
+            *sums.entry(key(p)).or_default() += p.bytes;
+        }
+        sums.into_values().max().unwrap_or(0)
+    };
+    busiest(|p| p.decode_rank).max(busiest(|p| p.prefill_rank))
+}
+
+/// The per-rank rate the "over TCP it would be" estimate uses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TcpRate {
+    /// [`TCP_FALLBACK_BPS`]: no TCP control ran (or it did not run over TCP).
+    Assumed,
+    /// The busiest rank's rate in a TCP control that was seen to run over TCP (bytes/s).
+    Measured(f64),
+}
+
+impl TcpRate {
+    pub fn bps(self) -> f64 {
+        match self {
+            TcpRate::Assumed => TCP_FALLBACK_BPS,
+            TcpRate::Measured(bps) => bps,
+        }
+    }
+
+    /// The busiest rank's `bytes` at this rate (ms).
+    pub fn estimate_ms(self, bytes: u64) -> f64 {
+        bytes as f64 / self.bps() * 1e3
+    }
+
+    /// How the summary line says where the rate came from.
+    fn basis(self) -> String {
+        let gbps = |bps: f64| format!("{} GB/s", (bps / 1e7).round() / 100.0);
+        match self {
+            TcpRate::Assumed => format!("assumed {}", gbps(TCP_FALLBACK_BPS)),
+            TcpRate::Measured(bps) => format!("{} measured by the TCP control", gbps(bps)),
+        }
+    }
 }
 
 /// `8k tokens` for a multiple of 1024, else the count.
@@ -163,8 +200,9 @@ fn ms(v: f64) -> String {
 }
 
 /// "llama-3.1-70b, 8k tokens, TP8→TP8: KV transfer 7.4 ms p50 / 9.1 ms p99 per request over
-/// rc_mlx5/mlx5_0:1; over TCP it would be ~2684 ms (assumed 1 GB/s)".
-pub fn summary_line(kv: &KvOutcome) -> String {
+/// rc_mlx5/mlx5_0:1; over TCP it would be ~2684 ms (assumed 1 GB/s)", or with a TCP control
+/// "(… (0.42 GB/s measured by the TCP control)".
+pub fn summary_line(kv: &KvOutcome, rate: TcpRate) -> String {
     let head = format!(
         "{}, {}, TP{}→TP{}",
         kv.model,
@@ -180,12 +218,9 @@ pub fn summary_line(kv: &KvOutcome) -> String {
     } else {
         format!(" over {}", paths.join(", "))
     };
-    // An estimate, not a measurement: said so (issue 35), until a TCP control measures it.
-    let tcp = format!(
-        "over TCP it would be ~{} (assumed {} GB/s)",
-        ms(kv.tcp_estimate_ms),
-        icb_core::TCP_FALLBACK_BPS / 1e9
-    );
+    // An estimate: said so (issue 35), with where its rate came from (a TCP control's
+    // measurement, or the documented assumption).
+    let tcp = format!("over TCP it would be ~{} ({})", ms(kv.tcp_estimate_ms), rate.basis());
     match (kv.request_ms_p50, kv.request_ms_p99) {
         (Some(p50), Some(p99)) => format!(
             "{head}: KV transfer {} p50 / {} p99 per request{over}; {tcp}",
@@ -338,17 +373,17 @@ mod tests {
     fn the_line_speaks_ttft() {
         let k = kv(Some(7.4), &["rc_mlx5/mlx5_0:1", "rc_mlx5/mlx5_0:1"]);
         assert_eq!(
-            summary_line(&k),
+            summary_line(&k, TcpRate::Assumed),
             "llama-3.1-70b, 8k tokens, TP8→TP8: KV transfer 7.4 ms p50 / 8.9 ms p99 per request over rc_mlx5/mlx5_0:1; over TCP it would be ~336 ms (assumed 1 GB/s)"
         );
-        assert!(summary_line(&kv(None, &[])).contains("not measured on every peer"));
+        assert!(summary_line(&kv(None, &[]), TcpRate::Assumed).contains("not measured on every peer"));
     }
 
     #[test]
     fn max_kv_ms_fails_a_slow_request_and_passes_a_fast_one() {
         let rows = pass_rows();
         let mut slow = kv(Some(12.0), &["tcp/lo"]);
-        slow.summary = summary_line(&slow);
+        slow.summary = summary_line(&slow, TcpRate::Assumed);
         let v = verdict(&slow, VerdictStatus::Pass, &rows);
         assert_eq!(v.status, VerdictStatus::Fail);
         assert!(v.reason.ends_with("over --max-kv-ms 10.0 ms"), "{}", v.reason);
@@ -356,7 +391,7 @@ mod tests {
         assert_eq!(verdict(&fast, VerdictStatus::Pass, &rows).status, VerdictStatus::Pass);
         assert!(tcp_warning(&fast).is_none());
         let mut over = kv(Some(400.0), &["tcp/lo"]);
-        over.summary = summary_line(&over);
+        over.summary = summary_line(&over, TcpRate::Assumed);
         assert!(tcp_warning(&over).is_some_and(|w| w.contains("400 ms p50") && w.contains("~336 ms")));
         let mut broken = kv(Some(7.0), &["tcp/lo"]);
         broken.peers[0].verified = false;
@@ -383,7 +418,7 @@ mod tests {
             p.descriptor_bytes = 16_384;
             p.post_ms = Some(1_408.15);
         }
-        k.summary = summary_line(&k);
+        k.summary = summary_line(&k, TcpRate::Assumed);
         k
     }
 
@@ -420,7 +455,7 @@ mod tests {
         // with a healthy path: warned in the report's warnings, not in the verdict.
         let mut small = h200_write(6.0);
         small.tcp_estimate_ms = 4.2;
-        small.summary = summary_line(&small);
+        small.summary = summary_line(&small, TcpRate::Assumed);
         assert_eq!(
             verdict(&small, VerdictStatus::Pass, &pass_rows()).status,
             VerdictStatus::Pass
