@@ -539,6 +539,8 @@ fn sigterm_during_the_descriptor_sweep_keeps_the_ranks_report() {
         icb_isolate::leftovers_of(icb_isolate::DEFAULT_PREFIX, pid),
         icb_isolate::Leftovers::default(),
         "run {pid} leaked"
+    );
+}
 
 /// Issue 35 item 4: `--control tcp` runs the KV transfer once more on fresh ranks, every rank's
 /// UCX forced to TCP: caught (every peer's data path classified as TCP), and the "over TCP it

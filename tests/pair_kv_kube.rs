@@ -346,6 +346,8 @@ fn sigint_mid_repetitions_on_two_nodes_writes_those_measured_marked_partial() {
         assert!(r.pid > 0 && !r.host.is_empty(), "{r:?}");
         assert!(r.blocks_verified == 0 && r.data_path.is_none(), "{r:?}");
     }
+    assert_nothing_left(&cluster);
+}
 
 /// Issue 35 item 4: `--control tcp` on Kubernetes ranks: the transfer once more in two rank pods
 /// of its own (run id `<run>-c1`, so its creates never meet the main run's pods being deleted),

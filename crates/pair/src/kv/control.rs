@@ -206,6 +206,7 @@ mod tests {
             },
             expectation: plan.pair.expectation.resolve(Locality::SameHost).unwrap(),
             elapsed: Duration::from_secs(1),
+            checked: true,
         };
         assemble(&plan, frame, &plans, &records, &[], (&reps, 1)).unwrap()
     }
