@@ -324,3 +324,44 @@ fn knobs_off_without_a_recipe_is_a_one_line_error() {
         "{err}"
     );
 }
+
+/// Issue 36 item 4: with `--allow-tcp` the gate passed and its findings listed nothing of the pair
+/// step, though the pair warned that TCP carried every case. The warning is now a finding of step
+/// `pair` naming the cases, once; the headline still says the pass holds only because TCP was
+/// allowed.
+#[test]
+fn the_pair_steps_tcp_warning_is_a_finding_of_an_allow_tcp_pass() {
+    let Some(cluster) = cluster("gate_pair_warnings") else {
+        return; // not root outside CI (under CI, privileged_tests_enabled fails instead)
+    };
+    let (code, out, err, _) = gate(&cluster, "good.yaml", &["--no-node-probe"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["verdict"], "pass", "{}", r["reason"]);
+    assert!(
+        r["reason"].as_str().unwrap().contains("only because TCP was allowed"),
+        "{}",
+        r["reason"]
+    );
+    let findings = r["findings"].as_array().unwrap();
+    let tcp: Vec<&serde_json::Value> = findings
+        .iter()
+        .filter(|f| f["step"] == "pair" && f["status"] == "warn")
+        .filter(|f| f["detail"].as_str().unwrap().contains("data went over tcp"))
+        .collect();
+    assert_eq!(tcp.len(), 1, "the pair step's TCP warning, once: {findings:?}");
+    assert!(
+        tcp[0]["detail"].as_str().unwrap().contains("1 MiB"),
+        "names the case: {}",
+        tcp[0]
+    );
+    let mut lines: Vec<(&str, &str)> = findings
+        .iter()
+        .map(|f| (f["step"].as_str().unwrap(), f["detail"].as_str().unwrap()))
+        .collect();
+    let all = lines.len();
+    lines.sort();
+    lines.dedup();
+    assert_eq!(lines.len(), all, "never two lines for one thing: {findings:?}");
+    assert!(leftover_via_api(&cluster).is_empty());
+}

@@ -8,6 +8,7 @@ mod monitoring_support;
 mod pair_kube_support;
 
 mod gate_kube;
+mod gate_kube_bench;
 mod gate_kv_kube;
 mod gate_rails_kube;
 mod manifests;

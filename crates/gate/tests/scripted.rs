@@ -183,6 +183,78 @@ async fn failing_findings_and_a_pair_that_measured_nothing_fail() {
     assert_eq!(r.verdict, GateVerdict::Fail, "nothing measured is never a pass");
 }
 
+/// The pair step's report as `--allow-tcp` and a knobs-off control leave it: both measured cases
+/// warn that TCP carried them, and the recipe's knobs were slower than UCX's defaults.
+fn pair_with_two_warnings() -> PairReport {
+    use icb_core::model::{CheckVerdict, ControlKind, ControlResult, KnobsEffect};
+    let mut pair = pair_report();
+    for c in pair.cases.iter_mut().filter(|c| c.measurement.is_some()) {
+        c.verdict = Some(CheckVerdict {
+            status: Status::Warn,
+            reason: "tcp fallback: data went over tcp/lo".into(),
+            hint: Some("run both roles in one pod".into()),
+        });
+    }
+    let knobs = ControlResult {
+        kind: ControlKind::KnobsOff,
+        caught: true,
+        seen_as: vec![],
+        case: "put_bw 4 KiB host→host".into(),
+        bandwidth_bps: Some(6e9),
+        main_bandwidth_bps: Some(1e9),
+        detail: "the recipe's UCX_RNDV_THRESH made put_bw 4 KiB host→host slower than UCX's defaults".into(),
+        removed: vec!["UCX_RNDV_THRESH".into()],
+        effect: Some(KnobsEffect::Slower),
+    };
+    // The pair's own verdict: the worst case's warning with the knobs-off line added to it.
+    pair.verdict.status = VerdictStatus::Warn;
+    pair.verdict.reason = format!(
+        "tcp fallback: data went over tcp/lo (2 of 4 cases); and {}",
+        knobs.detail
+    );
+    pair.controls = vec![knobs];
+    pair
+}
+
+/// Issue 36 item 4: a PASS listed only the probes' warnings while its pair step warned. Every
+/// warning of the pair step is a finding of step `pair` naming where it was seen, each once (the
+/// knobs-off control's is not also the verdict line it produced); the verdict stays a pass.
+#[tokio::test(start_paused = true)]
+async fn the_pair_steps_warnings_are_findings_each_once() {
+    let mut s = Script::healthy();
+    s.pair = Act::Give(PairEnd::Judged(Box::new(pair_with_two_warnings())));
+    let r = gate(&mut s).await;
+    assert_eq!(
+        r.verdict,
+        GateVerdict::Pass,
+        "warnings never fail the gate: {}",
+        r.reason
+    );
+    let pair: Vec<&Finding> = r.findings.iter().filter(|f| f.step == "pair").collect();
+    assert!(pair.iter().all(|f| f.status == Status::Warn), "{pair:?}");
+    assert_eq!(pair.len(), 2, "one finding per warning: {pair:?}");
+    let tcp = pair
+        .iter()
+        .find(|f| f.detail.starts_with("tcp fallback"))
+        .expect("the TCP warning");
+    // Both cases that went over TCP are named on the one line.
+    assert!(
+        tcp.detail.contains("tag_lat 4 KiB host→host") && tcp.detail.contains("put_bw 4 KiB host→host"),
+        "{}",
+        tcp.detail
+    );
+    assert_eq!(tcp.hint.as_deref(), Some("run both roles in one pod"));
+    let knobs: Vec<_> = pair.iter().filter(|f| f.detail.contains("UCX_RNDV_THRESH")).collect();
+    assert_eq!(knobs.len(), 1, "the knobs-off warning once: {pair:?}");
+    assert!(
+        knobs[0].hint.as_deref().unwrap().contains("UCX_RNDV_THRESH"),
+        "{:?}",
+        knobs[0]
+    );
+    // The probe env warning is still there too.
+    assert_eq!(r.findings.len(), 3, "{:?}", r.findings);
+}
+
 /// A pair whose side could not start UCX under the recipe's own environment is the gate's
 /// finding (the recipe is wrong), not a setup error of the gate.
 #[tokio::test(start_paused = true)]

@@ -39,7 +39,9 @@ pub(crate) fn table(r: &GateReport, view: View) -> String {
     wrapped(&mut out, &head, width, "", "  ");
     if let Some(p) = &r.pair {
         wrapped(&mut out, &pair_step_line(p), width, "  ", "    ");
-        for c in &p.controls {
+        // A knobs-off control is always one of the gate's findings (its line, with the fix):
+        // listed here too it would be two lines for one thing.
+        for c in p.controls.iter().filter(|c| c.kind.tests_the_detector()) {
             wrapped(
                 &mut out,
                 &crate::verdict_text::control_line(c, p.settings.unit),
@@ -194,6 +196,41 @@ mod tests {
             }
             assert!(!text.contains('\u{a0}'));
         }
+    }
+
+    /// A knobs-off control's line is the gate's finding (with its fix), printed once; the TCP
+    /// control, which no finding repeats, keeps its line.
+    #[test]
+    fn a_knobs_off_control_is_one_line_of_the_gate_table() {
+        use icb_core::model::{ControlKind, ControlResult, KnobsEffect};
+        let mut pair: icb_core::PairReport =
+            serde_json::from_str(include_str!("../../core/tests/fixtures/pair_report.json")).unwrap();
+        let control = |kind, effect, detail: &str| ControlResult {
+            kind,
+            caught: true,
+            seen_as: vec![],
+            case: "put_bw 4 KiB host→host".into(),
+            bandwidth_bps: Some(6e9),
+            main_bandwidth_bps: Some(1e9),
+            detail: detail.into(),
+            removed: vec!["UCX_TLS".into()],
+            effect,
+        };
+        pair.controls = vec![
+            control(ControlKind::Tcp, None, "a forced TCP fallback was seen as tcp"),
+            control(
+                ControlKind::KnobsOff,
+                Some(KnobsEffect::Slower),
+                "the recipe's UCX_TLS made put_bw slower than UCX's defaults",
+            ),
+        ];
+        let mut r = GateReport::new();
+        r.add_pair(pair);
+        r.conclude();
+        let text = table(&r, View { width: 200, wide: true });
+        assert_eq!(text.matches("made put_bw slower").count(), 1, "{text}");
+        assert!(text.contains("[warn] pair: the recipe's UCX_TLS"), "{text}");
+        assert!(text.contains("control tcp: caught"), "{text}");
     }
 
     /// Issue 36 item 4: the pair step's verdict, data path and KV time show whatever the gate

@@ -98,7 +98,8 @@ impl GateReport {
     }
 
     /// Findings from a pair report: each failed case, a failed run, and a run that measured
-    /// nothing (never a pass: `nothing was measured` is what `pair` itself calls a setup problem).
+    /// nothing (never a pass: `nothing was measured` is what `pair` itself calls a setup problem),
+    /// then each of the pair step's warnings (`warn`, which never fails the gate).
     pub fn add_pair(&mut self, pair: PairReport) {
         use super::{CaseStatus, VerdictStatus};
         for c in pair
@@ -154,7 +155,7 @@ impl GateReport {
                 hint: pair.verdict.hint.clone(),
             });
         }
-        self.findings.extend(slower_knobs(&pair));
+        self.findings.extend(super::gate_pair::warnings(&pair));
         self.pair = Some(pair);
     }
 
@@ -207,25 +208,6 @@ impl Default for GateReport {
     }
 }
 
-/// A recipe knob slower than UCX's defaults (a knobs-off control) is the gate's to say too: a
-/// warning naming the variables; the pass stands.
-fn slower_knobs(pair: &PairReport) -> Vec<Finding> {
-    pair.controls
-        .iter()
-        .filter(|c| c.effect == Some(super::KnobsEffect::Slower))
-        .map(|c| Finding {
-            step: "pair".into(),
-            status: Status::Warn,
-            check: None,
-            detail: c.detail.clone(),
-            hint: Some(format!(
-                "drop or re-tune {} in the recipe: UCX's own choice was faster on this pair",
-                c.removed.join(", ")
-            )),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,14 +255,51 @@ mod tests {
         let warn: Vec<&Finding> = gate.findings.iter().filter(|f| f.status == Status::Warn).collect();
         assert_eq!(warn.len(), 1, "{:?}", gate.findings);
         assert!(warn[0].hint.as_deref().unwrap().contains("UCX_TLS"), "{:?}", warn[0]);
+        // Knobs that changed nothing are the pair step's warning too (issue 36 item 4), without
+        // the advice to drop them.
         pair.controls = vec![knobs(crate::model::KnobsEffect::Unchanged)];
         let mut gate = GateReport::new();
         gate.add_pair(pair);
-        assert!(
-            gate.findings.iter().all(|f| f.status != Status::Warn),
-            "{:?}",
-            gate.findings
+        let warn: Vec<&Finding> = gate.findings.iter().filter(|f| f.status == Status::Warn).collect();
+        assert_eq!(warn.len(), 1, "{:?}", gate.findings);
+        assert!(!warn[0].hint.as_deref().unwrap().contains("drop"), "{:?}", warn[0]);
+    }
+
+    /// Issue 36 item 4: a pair verdict at warn is never dropped from the findings: from the
+    /// cases' own verdicts when they warned (one line per reason, naming the cases), else the
+    /// verdict's own line (a KV request slower than TCP sets no case's verdict).
+    #[test]
+    fn a_warning_pair_step_is_a_warning_finding_and_the_gate_still_passes() {
+        let mut pair = pair_report(measured_case(true), "warn");
+        let mut second = pair.cases[0].clone();
+        second.size = 4 << 20;
+        pair.cases.push(second);
+        for c in &mut pair.cases {
+            c.verdict = Some(super::super::CheckVerdict {
+                status: Status::Warn,
+                reason: "no RDMA transport: data went over tcp".into(),
+                hint: None,
+            });
+        }
+        let mut gate = GateReport::new();
+        gate.add_pair(pair.clone());
+        gate.conclude();
+        assert_eq!(gate.verdict, GateVerdict::Pass, "{}", gate.reason);
+        assert_eq!(gate.findings.len(), 1, "{:?}", gate.findings);
+        assert_eq!(
+            gate.findings[0].detail,
+            "no RDMA transport: data went over tcp (on put_bw 1 MiB host→host, put_bw 4 MiB host→host)"
         );
+        for c in &mut pair.cases {
+            c.verdict.as_mut().unwrap().status = Status::Ok;
+        }
+        pair.verdict.reason = "the KV transfer is slower than TCP".into();
+        let mut gate = GateReport::new();
+        gate.add_pair(pair);
+        gate.conclude();
+        assert_eq!(gate.verdict, GateVerdict::Pass);
+        let details: Vec<(&str, Status)> = gate.findings.iter().map(|f| (f.detail.as_str(), f.status)).collect();
+        assert_eq!(details, [("the KV transfer is slower than TCP", Status::Warn)]);
     }
 
     #[test]

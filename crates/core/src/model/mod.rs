@@ -10,6 +10,7 @@ mod case;
 mod control;
 mod criteria;
 mod gate;
+mod gate_pair;
 mod kv;
 mod report;
 mod settings;

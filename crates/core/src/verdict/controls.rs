@@ -251,31 +251,41 @@ pub fn apply(report: &mut PairReport) {
 }
 
 fn warn_on_slow_fast_path(report: &mut PairReport) {
-    let paths = &report.verdict.data_paths;
-    if report.verdict.status != VerdictStatus::Pass || paths.is_empty() || !paths.iter().all(|c| fast(*c)) {
+    if report.verdict.status != VerdictStatus::Pass {
         return;
     }
+    if let Some((reason, hint)) = fast_path_no_faster_than_tcp(report) {
+        report.verdict.status = VerdictStatus::Warn;
+        report.verdict.reason = reason;
+        report.verdict.hint = Some(hint);
+    }
+}
+
+/// A main run whose data paths are all fast but whose caught TCP control's case was not
+/// [`FAST_PATH_MARGIN`] slower than the main run's: the reason and the fix (the pair's verdict
+/// warns with them; the gate lists them as a finding).
+pub fn fast_path_no_faster_than_tcp(report: &PairReport) -> Option<(String, String)> {
+    let paths = &report.verdict.data_paths;
+    if paths.is_empty() || !paths.iter().all(|c| fast(*c)) {
+        return None;
+    }
     let unit = report.settings.unit;
-    if let Some(c) = report
+    let c = report
         .controls
         .iter()
-        .find(|c| c.kind == ControlKind::Tcp && c.speedup().is_some_and(|s| s < FAST_PATH_MARGIN))
-    {
-        let names: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
-        report.verdict.status = VerdictStatus::Warn;
-        report.verdict.reason = format!(
-            "the {} path is no faster than forced TCP: {} at {} against {} for the TCP control (under {FAST_PATH_MARGIN}x)",
-            names.join(", "),
-            c.case,
-            crate::units::format_bandwidth(c.main_bandwidth_bps.unwrap_or_default(), unit),
-            crate::units::format_bandwidth(c.bandwidth_bps.unwrap_or_default(), unit),
-        );
-        report.verdict.hint = Some(
-            "the right transport carried the bytes but no faster than TCP would: check NUMA and PCIe placement, \
-             link speed and the machine's load (`ic-bench probe node`)"
-                .into(),
-        );
-    }
+        .find(|c| c.kind == ControlKind::Tcp && c.speedup().is_some_and(|s| s < FAST_PATH_MARGIN))?;
+    let names: Vec<&str> = paths.iter().map(|p| p.as_str()).collect();
+    let reason = format!(
+        "the {} path is no faster than forced TCP: {} at {} against {} for the TCP control (under {FAST_PATH_MARGIN}x)",
+        names.join(", "),
+        c.case,
+        crate::units::format_bandwidth(c.main_bandwidth_bps.unwrap_or_default(), unit),
+        crate::units::format_bandwidth(c.bandwidth_bps.unwrap_or_default(), unit),
+    );
+    let hint = "the right transport carried the bytes but no faster than TCP would: check NUMA and PCIe placement, \
+                link speed and the machine's load (`ic-bench probe node`)"
+        .to_string();
+    Some((reason, hint))
 }
 
 /// A pass whose recipe env was slower than UCX's defaults warns, naming the variables; a run
