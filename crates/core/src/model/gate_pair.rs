@@ -112,7 +112,7 @@ fn control_warning(pair: &PairReport, c: &ControlResult) -> Option<Finding> {
 /// prints beside it): the pair warns of it whatever the estimate's size, so the gate does too.
 fn kv_slower_than_tcp(pair: &PairReport) -> Option<Finding> {
     let kv = pair.kv.as_deref()?;
-    let p50 = kv.request_ms_p50.filter(|p50| *p50 > kv.tcp_estimate_ms)?;
+    let p50 = kv.p50_slower_than_tcp()?;
     Some(warn(
         format!(
             "the KV transfer of {} ({:.1} ms p50 per request, prefill TP{} → decode TP{}) is slower than the same \

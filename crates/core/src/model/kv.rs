@@ -119,6 +119,14 @@ pub struct KvOutcome {
     pub ranks: Vec<KvRank>,
 }
 
+impl KvOutcome {
+    /// The request's p50 (ms) when it is slower than the same bytes over a TCP fallback (its
+    /// `tcp_estimate_ms`): the one comparison the pair's warning and the gate's finding share.
+    pub fn p50_slower_than_tcp(&self) -> Option<f64> {
+        self.request_ms_p50.filter(|p50| *p50 > self.tcp_estimate_ms)
+    }
+}
+
 /// One rank process of the per-rank model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KvRank {

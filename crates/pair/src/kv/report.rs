@@ -238,8 +238,7 @@ pub fn summary_line(kv: &KvOutcome, rate: TcpRate) -> String {
 /// on, and a TCP data path between hosts already fails the data-path rules. From
 /// [`KV_JUDGED_AGAINST_TCP_FROM_MS`] on the verdict warns as well.
 pub(super) fn tcp_warning(kv: &KvOutcome) -> Option<String> {
-    let p50 = kv.request_ms_p50?;
-    (p50 > kv.tcp_estimate_ms).then(|| {
+    kv.p50_slower_than_tcp().map(|p50| {
         format!(
             "the KV transfer ({} p50 per request) is slower than the same bytes over a TCP fallback (~{}): a starved machine or a slow path; set --max-kv-ms to fail on it",
             ms(p50),
@@ -305,15 +304,11 @@ pub(super) fn verdict(kv: &KvOutcome, worst: VerdictStatus, rows: &Verdict) -> V
             None,
         ),
         None if worst != VerdictStatus::Pass => (worst, format!("{} — {}", kv.summary, rows.reason), rows.hint.clone()),
-        None if kv.tcp_estimate_ms >= KV_JUDGED_AGAINST_TCP_FROM_MS
-            && kv.request_ms_p50.is_some_and(|p50| p50 > kv.tcp_estimate_ms) =>
-        {
-            (
-                VerdictStatus::Warn,
-                format!("{} — slower than the same bytes over a TCP fallback", kv.summary),
-                Some(slow_request_hint(kv)),
-            )
-        }
+        None if kv.tcp_estimate_ms >= KV_JUDGED_AGAINST_TCP_FROM_MS && kv.p50_slower_than_tcp().is_some() => (
+            VerdictStatus::Warn,
+            format!("{} — slower than the same bytes over a TCP fallback", kv.summary),
+            Some(slow_request_hint(kv)),
+        ),
         None => (VerdictStatus::Pass, kv.summary.clone(), None),
     };
     Verdict {
