@@ -5,6 +5,7 @@
 //! compiles). Shared support modules are declared once here, so their statics (the one-run-
 //! at-a-time locks) are one per binary, as they were one per process.
 
+mod finding_layout;
 mod fixtures;
 mod proptest_loader;
 mod proptest_secrets;

@@ -1,33 +1,22 @@
 //! The gate report for people (a verdict line, then the findings, fitted to the terminal) and
 //! for CI (JUnit: one testcase per finding, so a CI view lists what failed one by one).
 
+use crate::diagnostic::{Diagnostic, push_diagnostic};
 use crate::format::{ExportError, View};
 use icb_core::model::{GateReport, GateVerdict, Status};
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use std::fmt::Write as _;
 use std::time::Duration;
 
-/// Units that must stay on the line of their figure (`8.00 GB/s`, never `8.00` / `GB/s`).
-const UNITS: [&str; 8] = [" GB/s", " MiB/s", " µs", " ms", " GiB", " MiB", " KiB", " B "];
-
 fn wrapped(out: &mut String, text: &str, width: usize, first: &str, rest: &str) {
-    // A no-break space joins a figure to its unit for the wrapping, and is a plain space again
-    // in what is printed.
-    let mut joined = text.to_string();
-    for unit in UNITS {
-        joined = joined.replace(unit, &unit.replacen(' ', "\u{a0}", 1));
-    }
-    let opts = textwrap::Options::new(width.max(20))
-        .initial_indent(first)
-        .subsequent_indent(rest)
-        .break_words(false);
-    for line in textwrap::wrap(&joined, opts) {
-        let _ = writeln!(out, "{}", line.replace('\u{a0}', " "));
+    for line in crate::wrap::fill(text, width, first, rest) {
+        let _ = writeln!(out, "{line}");
     }
 }
 
-/// The verdict line, each finding (status, step, detail; its fix on its own line), what the
-/// bench pods were modelled on, and the time per step. `-o wide` does not wrap.
+/// The verdict line, each finding as a diagnostic (`fail[check]: step`, then its detail and its
+/// fix at full width), what the bench pods were modelled on, and the time per step. `-o wide`
+/// does not wrap and keeps one line per finding.
 pub(crate) fn table(r: &GateReport, view: View) -> String {
     let width = if view.wide {
         usize::MAX / 2
@@ -52,12 +41,23 @@ pub(crate) fn table(r: &GateReport, view: View) -> String {
         }
     }
     for f in &r.findings {
-        let first = format!("  [{}] ", f.status);
-        let text = format!("{}: {}", f.step, f.detail);
-        wrapped(&mut out, &text, width, &first, "         ");
-        if let Some(h) = &f.hint {
-            wrapped(&mut out, &format!("fix: {h}"), width, "      ", "           ");
+        if view.wide {
+            // `-o wide` keeps its one line per finding.
+            let text = format!("{}: {}", f.step, f.detail);
+            wrapped(&mut out, &text, width, &format!("  [{}] ", f.status), "         ");
+            if let Some(h) = &f.hint {
+                wrapped(&mut out, &format!("fix: {h}"), width, "      ", "           ");
+            }
+            continue;
         }
+        let d = Diagnostic {
+            status: f.status.as_str(),
+            id: f.check.as_deref(),
+            place: Some(&f.step),
+            seen: &f.detail,
+            fix: f.hint.as_deref().map(|h| ("fix", h)),
+        };
+        push_diagnostic(&mut out, &d, width);
     }
     for (side, source) in &r.modelled_on {
         wrapped(
@@ -196,6 +196,38 @@ mod tests {
             }
             assert!(!text.contains('\u{a0}'));
         }
+    }
+
+    /// Issue 38: a finding reads like a compiler's diagnostic, its header the status, the check
+    /// and the step, its detail and fix at full width on whole words (a file name was split at
+    /// its hyphens).
+    #[test]
+    fn a_finding_is_a_diagnostic_on_whole_words() {
+        let mut r = GateReport::new();
+        r.findings.push(Finding {
+            step: "probe env".into(),
+            status: Status::Fail,
+            check: Some("env.ucx_tls.tcp_only".into()),
+            detail: "UCX_TLS=tcp [spec.containers[engine].env (recipes/fail/ucx-tls-tcp-only-with-a-long-name.yaml:19)] lists no RDMA transport".into(),
+            hint: Some("use UCX_TLS=rc_x,rc,dc_x,dc,cuda_copy,cuda_ipc and request the RDMA device".into()),
+        });
+        r.conclude();
+        let text = table(&r, View { width: 60, wide: false });
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| *l == "fail[env.ucx_tls.tcp_only]: probe env")
+            .unwrap_or_else(|| panic!("no header:\n{text}"));
+        assert_eq!(lines[at + 1], "  UCX_TLS=tcp [spec.containers[engine].env", "{text}");
+        assert_eq!(
+            lines[at + 2],
+            "  (recipes/fail/ucx-tls-tcp-only-with-a-long-name.yaml:19)]",
+            "{text}"
+        );
+        assert!(lines[at + 4].starts_with("  fix: use UCX_TLS="), "{text}");
+        // -o wide keeps one line per finding.
+        let wide = table(&r, View { width: 60, wide: true });
+        assert!(wide.contains("  [fail] probe env: UCX_TLS=tcp"), "{wide}");
     }
 
     /// A knobs-off control's line is the gate's finding (with its fix), printed once; the TCP

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod baseline;
+mod diagnostic;
 mod exports;
 mod format;
 mod gate;
@@ -28,6 +29,7 @@ mod labels;
 pub mod live;
 pub mod output;
 mod paths;
+mod probe_text;
 mod prometheus;
 mod rail_export;
 mod rail_table;

@@ -4,13 +4,13 @@
 //! lines wrap, the directory shared by file paths is said once, and ok probe checks collapse into
 //! a count unless `-o wide`. No colours, so it reads the same in a terminal, a log or CI.
 
+use crate::diagnostic::{Diagnostic, push_diagnostic};
 use crate::format::{ExportError, Exporter, View};
 use crate::labels::bw_value;
-use crate::paths::{common_dir, strip_dir};
 use crate::verdict_text::{control_line, verdict_reason, verdict_word};
 use crate::wrap::{break_long_lanes, glue_units, keep_whole, longest_token, push_wrapped};
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
-use icb_core::checks::{Check, ProbeReport};
+use icb_core::checks::ProbeReport;
 use icb_core::classify::join_lanes;
 use icb_core::model::{CaseResult, CaseStatus, EvidenceSource, Expectation, PairReport, Status, VerdictStatus};
 use icb_core::units::format_size;
@@ -36,21 +36,6 @@ pub(crate) fn new_table(header: Vec<&str>, view: View) -> Table {
     }
     t
 }
-
-/// Longest cell text in a fitted table: a scope naming hundreds of files would otherwise fill
-/// the screen (`-o wide` and `-o json` keep all of it).
-const MAX_CELL_CHARS: usize = 200;
-
-fn clip(text: &str, view: View) -> String {
-    if view.wide || text.chars().count() <= MAX_CELL_CHARS {
-        return text.to_string();
-    }
-    let kept: String = text.chars().take(MAX_CELL_CHARS).collect();
-    format!("{kept}… (-o wide shows all)")
-}
-
-/// Probe rows listed one by one up to this many; past it, one row per check and fix.
-const MAX_PROBE_ROWS: usize = 40;
 
 /// The paragraph a reader needs first: the verdict, the one thing to fix first, where the evidence is.
 fn pair_summary(r: &PairReport) -> String {
@@ -80,57 +65,6 @@ fn pair_summary(r: &PairReport) -> String {
             ", findings after the table"
         }
     );
-    s
-}
-
-/// The probe's summary: its verdict, the first failing (else warning) check with its fix, and
-/// where the rest is.
-fn probe_summary(r: &ProbeReport, view: View) -> String {
-    let status = r.status.to_string().to_uppercase();
-    // The failing checks, each id once, in order (what the verdict's "fix first" names): said
-    // once here, with the first one's fix below. Read from the checks, not the verdict's text.
-    let mut failing: Vec<&str> = Vec::new();
-    for c in r.checks.iter().filter(|c| c.status == Status::Fail) {
-        if !failing.contains(&c.id.as_str()) {
-            failing.push(c.id.as_str());
-        }
-    }
-    let mut s = match failing.len() {
-        0 => format!("{status}: {}.", clip(&r.verdict, view)),
-        1 => format!("{status}."),
-        n => format!("{status}: {n} checks fail ({}).", failing.join(", ")),
-    };
-    let first = r
-        .checks
-        .iter()
-        .find(|c| c.status == Status::Fail)
-        .or_else(|| r.checks.iter().find(|c| c.status == Status::Warn));
-    if let Some(c) = first {
-        let scope = c
-            .scope
-            .as_deref()
-            .map(|s| {
-                // A workload merged from many files: its first file says where to look.
-                let s = match s.find('+') {
-                    Some(cut) if !view.wide => format!("{}+…)", &s[..cut]),
-                    _ => s.to_string(),
-                };
-                format!(" ({s})")
-            })
-            .unwrap_or_default();
-        let fix = c.hint.as_deref().unwrap_or(&c.detail);
-        let _ = write!(s, " Fix first: {}{scope}: {}.", c.id, fix.trim_end_matches('.'));
-    }
-    let shown = if view.wide {
-        r.checks.len()
-    } else {
-        r.checks.len() - r.counts.ok
-    };
-    let _ = write!(s, " Evidence: {shown} check(s) below");
-    if !view.wide && r.counts.ok > 0 {
-        let _ = write!(s, ", {} ok check(s) only counted (-o wide lists them)", r.counts.ok);
-    }
-    s.push_str("; -o json keeps every detail.");
     s
 }
 
@@ -171,6 +105,52 @@ fn expectation_line(e: &Expectation, unit: icb_core::model::BandwidthUnit) -> St
         format_size(e.min_in_flight_for_bandwidth()),
         if e.tcp_is_failure { "fails" } else { "warns" }
     )
+}
+
+/// Distinct non-ok case findings, so a reason repeated over 20 sizes is read once: in a fitted
+/// view each a diagnostic (`fail[case]: 3 cases, e.g. tag_bw 64 MiB host→host`, then the reason
+/// at full width), in `-o wide` one line each.
+fn push_case_findings(out: &mut String, r: &PairReport, view: View) {
+    let mut findings: Vec<(Status, &str, Vec<&CaseResult>)> = Vec::new();
+    for c in &r.cases {
+        let Some(v) = c
+            .verdict
+            .as_ref()
+            .filter(|v| !matches!(v.status, Status::Ok | Status::Skipped))
+        else {
+            continue;
+        };
+        match findings
+            .iter_mut()
+            .find(|(s, reason, _)| *s == v.status && *reason == v.reason)
+        {
+            Some(f) => f.2.push(c),
+            None => findings.push((v.status, &v.reason, vec![c])),
+        }
+    }
+    findings.sort_by_key(|f| std::cmp::Reverse(f.0));
+    if findings.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "findings:");
+    for (status, reason, cases) in &findings {
+        if view.wide {
+            push_wrapped(out, &format!("  {status} ×{}: {reason}", cases.len()), view);
+            continue;
+        }
+        let place = match cases.len() {
+            1 => crate::text::case_head(cases[0]),
+            n => format!("{n} cases, e.g. {}", crate::text::case_head(cases[0])),
+        };
+        let d = Diagnostic {
+            status: status.as_str(),
+            id: Some("case"),
+            place: Some(&place),
+            seen: reason,
+            fix: None,
+        };
+        push_diagnostic(out, &d, usize::from(view.width));
+    }
 }
 
 impl TableExporter {
@@ -352,27 +332,7 @@ impl TableExporter {
         push_wrapped(&mut out, &expectation_line(&r.expectation, unit), view);
         let _ = writeln!(out, "{t}");
 
-        // Distinct non-ok findings, so a reason repeated over 20 sizes is read once.
-        let mut findings: Vec<(Status, String, usize)> = Vec::new();
-        for v in r.cases.iter().filter_map(|c| c.verdict.as_ref()) {
-            if matches!(v.status, Status::Ok | Status::Skipped) {
-                continue;
-            }
-            match findings
-                .iter_mut()
-                .find(|(s, reason, _)| *s == v.status && *reason == v.reason)
-            {
-                Some(f) => f.2 += 1,
-                None => findings.push((v.status, v.reason.clone(), 1)),
-            }
-        }
-        findings.sort_by_key(|f| std::cmp::Reverse(f.0));
-        if !findings.is_empty() {
-            let _ = writeln!(out, "findings:");
-            for (status, reason, n) in &findings {
-                push_wrapped(&mut out, &format!("  {status} ×{n}: {reason}"), view);
-            }
-        }
+        push_case_findings(&mut out, r, view);
         for w in &r.warnings {
             push_wrapped(&mut out, &format!("warning: {w}"), view);
         }
@@ -427,159 +387,7 @@ impl Exporter for TableExporter {
     }
 
     fn probe(&self, r: &ProbeReport) -> Result<String, ExportError> {
-        let view = self.view;
-        let shown: Vec<_> = r
-            .checks
-            .iter()
-            .filter(|c| view.wide || c.status != Status::Ok)
-            .collect();
-        // The directory every file path shares is said once, above the table.
-        let dir = if view.wide {
-            None
-        } else {
-            // Scopes name the files; details also quote other paths (/dev/shm…), which
-            // would make the shared directory "/".
-            common_dir(shown.iter().filter_map(|c| c.scope.as_deref()))
-        };
-        let short = |s: &str| clip(&strip_dir(s, dir.as_deref()), view);
-        let mut t = new_table(vec!["Check", "Status", "Scope", "Detail", "Hint"], view);
-        // Check ids are names: kept whole (up to a point) rather than broken mid-word.
-        let longest_id = shown.iter().map(|c| c.id.chars().count()).max().unwrap_or(5);
-        keep_whole(&mut t, &[(0, (longest_id + 2).min(26) as u16), (1, 9)]);
-        // Many files (a directory of 1000 recipes) make thousands of rows of the same few
-        // findings: past a screenful, one row per finding says where and how often.
-        let grouped = !view.wide && shown.len() > MAX_PROBE_ROWS;
-        if grouped {
-            let mut groups: Vec<(&str, Status, Option<&str>, Vec<&Check>)> = Vec::new();
-            for c in &shown {
-                match groups
-                    .iter_mut()
-                    .find(|g| g.0 == c.id && g.1 == c.status && g.2 == c.hint.as_deref())
-                {
-                    Some(g) => g.3.push(c),
-                    None => groups.push((&c.id, c.status, c.hint.as_deref(), vec![c])),
-                }
-            }
-            groups.sort_by_key(|g| std::cmp::Reverse(g.1));
-            for (id, status, hint, checks) in &groups {
-                let first = checks[0];
-                let scope = first.scope.as_deref().map(short).unwrap_or_else(|| "-".to_string());
-                let (scope, detail) = match checks.len() {
-                    1 => (scope, short(&first.detail)),
-                    n => (
-                        format!("{n} places, e.g. {scope}"),
-                        format!("e.g. {}", short(&first.detail)),
-                    ),
-                };
-                t.add_row(vec![
-                    id.to_string(),
-                    status.to_string(),
-                    scope,
-                    detail,
-                    hint.unwrap_or_default().to_string(),
-                ]);
-            }
-        } else {
-            for c in &shown {
-                t.add_row(vec![
-                    c.id.clone(),
-                    c.status.to_string(),
-                    c.scope.as_deref().map(short).unwrap_or_else(|| "-".to_string()),
-                    short(&c.detail),
-                    c.hint.clone().unwrap_or_default(),
-                ]);
-            }
-        }
-        let mut out = String::new();
-        push_wrapped(&mut out, &strip_dir(&probe_summary(r, view), dir.as_deref()), view);
-        out.push('\n');
-        push_wrapped(&mut out, &format!("ic-bench probe {}: {}", r.kind, r.target), view);
-        if let Some(d) = &dir {
-            push_wrapped(&mut out, &format!("paths below are relative to {d}"), view);
-        }
-        if grouped {
-            push_wrapped(
-                &mut out,
-                &format!(
-                    "{} findings in {} rows, one per check and fix (-o wide lists every one):",
-                    shown.len(),
-                    t.row_count()
-                ),
-                view,
-            );
-        }
-        if !shown.is_empty() {
-            let _ = writeln!(out, "{t}");
-        }
-        if let Some(serving) = &r.serving {
-            out.push_str(&crate::serving_table::render(serving, view));
-        }
-        if !r.recipes.is_empty() {
-            // Past a screenful of recipes, the fitted table lists the ones that are not ok.
-            let listed: Vec<_> = r
-                .recipes
-                .iter()
-                .filter(|v| view.wide || r.recipes.len() <= MAX_PROBE_ROWS || v.status != Status::Ok)
-                .collect();
-            let mut per = new_table(vec!["Recipe", "Status", "ok/warn/fail", "Verdict"], view);
-            for v in listed.iter().take(if view.wide { usize::MAX } else { MAX_PROBE_ROWS }) {
-                per.add_row(vec![
-                    short(&v.recipe),
-                    v.status.to_string(),
-                    format!("{}/{}/{}", v.counts.ok, v.counts.warn, v.counts.fail),
-                    v.verdict.clone(),
-                ]);
-            }
-            let _ = writeln!(out, "{per}");
-            let unlisted = r.recipes.len() - per.row_count();
-            if unlisted > 0 {
-                push_wrapped(
-                    &mut out,
-                    &format!(
-                        "{} recipes, {} not ok; {unlisted} not listed (-o wide lists every recipe)",
-                        r.recipes.len(),
-                        r.recipes.iter().filter(|v| v.status != Status::Ok).count()
-                    ),
-                    view,
-                );
-            }
-        }
-        if view.wide && !r.transport_vars.is_empty() {
-            let mut vars = new_table(vec!["Role", "Variable", "Value", "Source"], view);
-            for role in &r.transport_vars {
-                if role.vars.is_empty() {
-                    vars.add_row(vec![role.scope.clone(), "-".into(), "(none set)".into(), String::new()]);
-                }
-                for v in &role.vars {
-                    vars.add_row(vec![
-                        role.scope.clone(),
-                        v.name.clone(),
-                        v.value.clone(),
-                        v.source.clone(),
-                    ]);
-                }
-            }
-            let _ = writeln!(out, "{vars}");
-        }
-        if let Some(map) = &r.rail_map {
-            out.push_str(&crate::rails::render(map, view));
-        }
-        let k = &r.counts;
-        let mut counts = format!("{} ok, {} warn, {} fail, {} skipped", k.ok, k.warn, k.fail, k.skipped);
-        if !view.wide && k.ok > 0 {
-            let _ = write!(counts, " (ok checks not listed: -o wide lists all {})", r.checks.len());
-        }
-        push_wrapped(&mut out, &counts, view);
-        // A set of many recipes names every failing one in its verdict: -o wide/json keep it all.
-        push_wrapped(
-            &mut out,
-            &format!("verdict: {}: {}", r.status, clip(&r.verdict, view)),
-            view,
-        );
-        for s in &r.next_steps {
-            push_wrapped(&mut out, &format!("next: {s}"), view);
-        }
-        Ok(out)
+        Ok(crate::probe_text::render(r, self.view))
     }
 
     fn sweep(&self, results: &icb_sweep::SweepResults) -> Result<String, ExportError> {

@@ -193,6 +193,34 @@ fn skipped_cases_sharing_a_reason_collapse_into_one_row() {
     }
 }
 
+/// Issue 38: a pair's case findings read like a compiler's diagnostics in a fitted view (status,
+/// `case`, which cases; then the reason at full width); `-o wide` keeps one line each.
+#[test]
+fn case_findings_are_diagnostics_unless_wide() {
+    let r = pods_same_node();
+    let out = render_pair_in(&r, Format::Table, View { width: 80, wide: false }).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("fail[case]: 3 cases, e.g. "))
+        .unwrap_or_else(|| panic!("no header for the three alike:\n{out}"));
+    assert_eq!(lines[at + 1], "  tcp fallback: data went over tcp/lo", "{out}");
+    let one = lines
+        .iter()
+        .position(|l| *l == "fail[case]: get_bw 64 MiB host→host")
+        .unwrap_or_else(|| panic!("no header for the one case:\n{out}"));
+    assert!(
+        lines[one + 1].starts_with("  tcp fallback: get emulated over active messages"),
+        "{out}"
+    );
+    assert!(!out.contains(" ×3: "), "{out}");
+    let wide = render_pair(&r, Format::Wide).unwrap();
+    assert!(
+        wide.contains("  fail ×3: tcp fallback: data went over tcp/lo\n"),
+        "{wide}"
+    );
+}
+
 #[test]
 fn table_of_a_passing_run_has_no_hint() {
     let out = render_pair(&same_host_healthy(), Format::Wide).unwrap();
@@ -489,8 +517,13 @@ fn ok_checks_collapse_into_a_count_unless_wide() {
     let table = render_probe_in(&p, Format::Table, View::default()).unwrap();
     let wide = render_probe_in(&p, Format::Wide, View::default()).unwrap();
     for id in ok_ids {
-        assert!(!table.lines().any(|l| l.starts_with('│') && l.contains(id)), "{table}");
+        assert!(!table.contains(&format!("[{id}]")), "{table}");
         assert!(wide.lines().any(|l| l.starts_with('│') && l.contains(id)), "{wide}");
+    }
+    // What is not ok is listed, each a header with its status and id.
+    for c in p.checks.iter().filter(|c| c.status != Status::Ok) {
+        let head = format!("{}[{}]", c.status, c.id);
+        assert!(table.lines().any(|l| l.starts_with(&head)), "{head}:\n{table}");
     }
     assert!(table.contains("ok checks not listed: -o wide lists all"), "{table}");
 }
@@ -512,8 +545,12 @@ fn shared_directories_of_paths_are_said_once() {
     )
     .unwrap();
     assert!(out.contains("paths below are relative to /srv/recipes/"), "{out}");
+    let below = out.split("paths below are relative to /srv/recipes/").nth(1).unwrap();
+    assert!(!below.contains("/srv/recipes/"), "{out}");
     assert!(
-        !out.lines().any(|l| l.starts_with('│') && l.contains("/srv/recipes/")),
+        below
+            .lines()
+            .any(|l| l.ends_with(": decode (Worker, team-0/deploy.yaml)")),
         "{out}"
     );
 }
@@ -659,16 +696,20 @@ fn a_thousand_findings_become_one_row_per_check_and_fix() {
         },
     )
     .unwrap();
-    let rows = out
+    let headers = out
         .lines()
-        .filter(|l| l.starts_with('│') && !l.contains("Check"))
+        .filter(|l| ["fail[", "warn[", "skipped["].iter().any(|h| l.starts_with(h)))
         .count();
     assert!(
-        out.contains(&format!("{} findings in {distinct} rows", 1000 * distinct)),
+        out.contains(&format!(
+            "{} findings, said once per check and fix ({distinct} below",
+            1000 * distinct
+        )),
         "{out}"
     );
     assert!(out.contains("1000 places, e.g."), "{out}");
-    assert!(rows < 60, "{rows} table lines:\n{out}");
+    assert_eq!(headers, distinct, "{out}");
+    assert!(out.lines().count() < 60, "{out}");
     // -o wide still lists every one.
     let wide = render_probe_in(&many, Format::Wide, View::default()).unwrap();
     assert!(wide.lines().filter(|l| l.starts_with('│')).count() > 1000 * distinct);
