@@ -110,3 +110,50 @@ fn a_pipe_gets_no_progress_bytes() {
         assert!(!text.contains("case 1/"), "progress on {name}: {text}");
     }
 }
+
+/// Issue 38 item 5: `probe env` on a real recipe in an 80- and a 100-column terminal: each
+/// finding a header (status, check id, where) and its detail and fix at full width, no line
+/// wider than the terminal, and no flag, transport list or file position broken mid-way (the
+/// five-column table wrapped them into 20-column cells).
+#[test]
+fn probe_env_findings_fit_the_terminal_on_whole_words() {
+    let recipe = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/recipes/fail/ucx-tls-tcp-only.yaml"
+    );
+    for cols in [80u16, 100] {
+        let (code, raw) = in_terminal(cols, &["probe", "env", recipe]);
+        assert_eq!(code, 1, "a failing recipe exits 1:\n{raw}");
+        let lines = screen_lines(&raw);
+        for line in &lines {
+            assert!(
+                line.chars().count() <= usize::from(cols),
+                "{cols} columns: {line:?} is too wide:\n{raw}"
+            );
+        }
+        assert!(!lines.iter().any(|l| l.starts_with('│')), "findings in a table:\n{raw}");
+        for header in [
+            "fail[env.ucx_tls.tcp_only]: prefill (sglang-prefill, ucx-tls-tcp-only.yaml)",
+            "fail[env.ucx_tls.cuda]: decode (sglang-decode, ucx-tls-tcp-only.yaml)",
+        ] {
+            assert!(
+                lines.iter().any(|l| l == header),
+                "{cols} columns: no {header:?}:\n{raw}"
+            );
+        }
+        let tokens: Vec<&str> = lines.iter().flat_map(|l| l.split_whitespace()).collect();
+        for whole in [
+            "[spec.containers[engine].env",
+            "(ucx-tls-tcp-only.yaml:19)]",
+            "(rc/dc/ud/srd):",
+            "UCX_TLS=rc_x,rc,dc_x,dc,cuda_copy,cuda_ipc",
+            "cuda_copy/cuda_ipc:",
+        ] {
+            assert!(tokens.contains(&whole), "{cols} columns: {whole:?} broken:\n{raw}");
+        }
+        assert!(
+            lines.iter().any(|l| l.starts_with("  fix: use UCX_TLS=")),
+            "{cols} columns: no fix line:\n{raw}"
+        );
+    }
+}
