@@ -14,9 +14,9 @@ fn wrapped(out: &mut String, text: &str, width: usize, first: &str, rest: &str) 
     }
 }
 
-/// The verdict line, each finding as a diagnostic (`fail[check]: step`, then its detail and its
-/// fix at full width), what the bench pods were modelled on, and the time per step. `-o wide`
-/// does not wrap and keeps one line per finding.
+/// The verdict line, what the bench pods were modelled on, the time per step, then each finding
+/// as a diagnostic (`fail[check]: step`, then its detail and its fix at full width). `-o wide`
+/// does not wrap and keeps one line per finding, before the bench pods and the time.
 pub(crate) fn table(r: &GateReport, view: View) -> String {
     let width = if view.wide {
         usize::MAX / 2
@@ -40,24 +40,15 @@ pub(crate) fn table(r: &GateReport, view: View) -> String {
             );
         }
     }
-    for f in &r.findings {
-        if view.wide {
-            // `-o wide` keeps its one line per finding.
+    if view.wide {
+        // `-o wide` keeps its one line per finding, where it was.
+        for f in &r.findings {
             let text = format!("{}: {}", f.step, f.detail);
             wrapped(&mut out, &text, width, &format!("  [{}] ", f.status), "         ");
             if let Some(h) = &f.hint {
                 wrapped(&mut out, &format!("fix: {h}"), width, "      ", "           ");
             }
-            continue;
         }
-        let d = Diagnostic {
-            status: f.status.as_str(),
-            id: f.check.as_deref(),
-            place: Some(&f.step),
-            seen: &f.detail,
-            fix: f.hint.as_deref().map(|h| ("fix", h)),
-        };
-        push_diagnostic(&mut out, &d, width);
     }
     for (side, source) in &r.modelled_on {
         wrapped(
@@ -71,6 +62,20 @@ pub(crate) fn table(r: &GateReport, view: View) -> String {
     let steps: Vec<String> = r.steps.iter().map(|(s, t)| format!("{s} {t:.1}s")).collect();
     if !steps.is_empty() {
         wrapped(&mut out, &format!("time: {}", steps.join(", ")), width, "  ", "    ");
+    }
+    if !view.wide {
+        // Last, each after a blank line: an indented line after a diagnostic reads as its own.
+        for f in &r.findings {
+            let d = Diagnostic {
+                status: f.status.as_str(),
+                id: f.check.as_deref(),
+                place: Some(&f.step),
+                seen: &f.detail,
+                fix: f.hint.as_deref().map(|h| ("fix", h)),
+            };
+            out.push('\n');
+            push_diagnostic(&mut out, &d, width);
+        }
     }
     out
 }
@@ -225,6 +230,7 @@ mod tests {
             "{text}"
         );
         assert!(lines[at + 4].starts_with("  fix: use UCX_TLS="), "{text}");
+        assert_eq!(lines[at - 1], "", "a blank line sets it apart:\n{text}");
         // -o wide keeps one line per finding.
         let wide = table(&r, View { width: 60, wide: true });
         assert!(wide.contains("  [fail] probe env: UCX_TLS=tcp"), "{wide}");
