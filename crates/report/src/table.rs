@@ -1,8 +1,8 @@
 //! The readable table: a one-paragraph summary first (verdict, the one thing to fix first, where
-//! the evidence is), then one row per case or check, units in the headers, then the findings and
-//! the verdict with its fix hint. Fitted to the reader's width ([`View`]): columns wrap, long
-//! lines wrap, the directory shared by file paths is said once, and ok probe checks collapse into
-//! a count unless `-o wide`. No colours, so it reads the same in a terminal, a log or CI.
+//! the evidence is), then one row per case, units in the headers, then the findings (each a
+//! diagnostic: `fail[case]: …`) and the verdict with its fix hint. Fitted to the reader's width
+//! ([`View`]): columns wrap, long lines wrap on whole words. A probe report is rendered by
+//! `probe_text`, a gate's by `gate`. No colours, so it reads the same in a terminal, a log or CI.
 
 use crate::diagnostic::{Diagnostic, push_diagnostic};
 use crate::format::{ExportError, Exporter, View};
