@@ -345,3 +345,73 @@ fn every_test_file_is_compiled_into_a_test_binary() {
     }
     assert!(merged >= 1 && checked >= merged, "{merged} packages, {checked} files");
 }
+
+/// A one-file crate in its own directory, built through `scripts/linted` into its own target dir.
+fn linted_build(dir: &Path, main_rs: &str) -> Output {
+    fs::create_dir_all(dir.join("src")).unwrap();
+    fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"lintme\"\nversion = \"0.0.0\"\nedition = \"2024\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    fs::write(dir.join("src/main.rs"), main_rs).unwrap();
+    Command::new(repo().join("scripts/linted"))
+        .args(["cargo", "build", "--quiet", "--offline"])
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", dir.join("target"))
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("CLIPPY_ARGS")
+        .output()
+        .unwrap()
+}
+
+/// CI lints while it builds the tests (issue 37): `scripts/linted cargo ...` must fail on a clippy
+/// lint as `cargo clippy -- -D warnings` does, naming it, and still build code without one (a
+/// binary that runs). If the wrapper were dropped or its flags misspelt, the lint would pass here.
+#[test]
+fn linted_cargo_fails_on_a_clippy_lint_and_builds_clean_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = linted_build(
+        &dir.path().join("bad"),
+        "fn main() {\n    let v: Vec<u8> = Vec::new();\n    println!(\"{}\", v.len() == 0);\n}\n",
+    );
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_ne!(bad.status.code(), Some(0), "a lint must fail the build: {err}");
+    assert!(err.contains("clippy::len_zero") || err.contains("length comparison to zero"), "{err}");
+
+    let good_dir = dir.path().join("good");
+    let good = linted_build(&good_dir, "fn main() {\n    println!(\"built\");\n}\n");
+    assert_eq!(good.status.code(), Some(0), "{}", String::from_utf8_lossy(&good.stderr));
+    let ran = Command::new(good_dir.join("target/debug/lintme")).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&ran.stdout), "built\n");
+
+    let usage = Command::new(repo().join("scripts/linted")).output().unwrap();
+    assert_eq!(usage.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&usage.stderr).lines().count(), 1);
+}
+
+/// `.ci/run` builds and runs the tests through `scripts/linted`, on every test target clippy's
+/// `--all-targets` would check (the benches too), and still runs the README's test command.
+#[test]
+fn ci_run_lints_every_target_while_it_builds_the_tests() {
+    let script = fs::read_to_string(repo().join(".ci/run")).unwrap();
+    let commands: Vec<&str> = script
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    for want in [
+        "scripts/linted cargo test --workspace --locked --no-run",
+        "scripts/linted cargo test --workspace --locked --no-run --benches",
+        "scripts/linted cargo test --workspace --locked 2>&1",
+    ] {
+        assert!(
+            commands.iter().any(|l| l.starts_with(want)),
+            ".ci/run has no `{want}`"
+        );
+    }
+    assert!(
+        !commands.iter().any(|l| l.contains("cargo clippy")),
+        "a separate clippy pass would check every crate a second time"
+    );
+}
