@@ -295,6 +295,11 @@ pub enum Message {
     Finished {
         verified: bool,
         detail: Option<String>,
+        /// What the server's UCX chose for the case's tag receives (its own protocol tables):
+        /// for a rendezvous message, the receiver's choice. Absent from older servers, for RMA,
+        /// and where the server's UCX did not say.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receive: Option<icb_core::ProtocolView>,
     },
     /// client → server: no more cases.
     Bye,
@@ -303,6 +308,9 @@ pub enum Message {
         message: String,
     },
 }
+
+/// Transports a peer's receive view may name (UCX's lanes per protocol are at most 8).
+const MAX_VIEW_LANES: usize = 16;
 
 fn check_len(what: &str, s: &str, max: usize) -> Result<(), String> {
     if s.len() > max {
@@ -423,7 +431,17 @@ impl Message {
                 Ok(())
             }
             Message::Skipped { reason } | Message::CaseFailed { reason, .. } => check_len("reason", reason, MAX_TEXT),
-            Message::Finished { detail, .. } => check_len("detail", detail.as_deref().unwrap_or(""), MAX_TEXT),
+            Message::Finished { detail, receive, .. } => {
+                check_len("detail", detail.as_deref().unwrap_or(""), MAX_TEXT)?;
+                match receive {
+                    Some(view) if view.transports.len() > MAX_VIEW_LANES => Err(format!(
+                        "{} transports in the receive view (limit {MAX_VIEW_LANES})",
+                        view.transports.len()
+                    )),
+                    Some(view) => check_len("receive protocol", &view.protocol, MAX_TEXT),
+                    None => Ok(()),
+                }
+            }
             Message::Error { message } => check_len("error message", message, MAX_TEXT),
             Message::PhaseReady | Message::PhaseEnd | Message::PhaseDone | Message::Finish | Message::Bye => Ok(()),
         }

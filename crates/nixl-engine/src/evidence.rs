@@ -86,6 +86,8 @@ pub fn attribute(
         lanes: Vec::new(),
         protocol: Some(seen.join("; ")),
         data_path,
+        chosen_by: None,
+        other_view: None,
     })
 }
 

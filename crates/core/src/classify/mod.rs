@@ -19,7 +19,7 @@ use crate::units::format_size;
 
 pub mod proto_tables;
 mod side;
-pub use side::classify_tag;
+pub use side::{classify_case, classify_tag};
 
 /// Maps a UCX transport (UCT component) name to the class the verdict rules reason about
 /// (the names live in the fabric vocabulary, shared with the recipe and probe rules).

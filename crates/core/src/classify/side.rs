@@ -9,7 +9,28 @@
 //! as `other_view` when the two differ.
 
 use super::{classify, parse_protocol_info};
-use crate::model::{DataPath, EvidenceSource, Lane, MemoryPair, ProtocolSide, ProtocolView, TransportEvidence};
+use crate::model::{
+    DataPath, EvidenceSource, Lane, MemoryPair, ProtocolSide, ProtocolView, TestKind, TransportEvidence,
+};
+
+/// A UCX-engine case's evidence: [`classify_tag`] for tag tests; for RMA the initiator's request
+/// (it alone chooses how its put or get moves).
+pub fn classify_case(
+    test: TestKind,
+    initiator_info: Option<&str>,
+    lanes: &[Lane],
+    memory: MemoryPair,
+    receiver: Option<&ProtocolView>,
+) -> TransportEvidence {
+    if !test.is_rma() {
+        return classify_tag(initiator_info, lanes, memory, receiver);
+    }
+    let mut evidence = classify(initiator_info, lanes, memory);
+    if evidence.data_path.source == EvidenceSource::RequestInfo {
+        evidence.chosen_by = Some(ProtocolSide::Initiator);
+    }
+    evidence
+}
 
 /// The evidence of a tag case from the sender's request info string (`sender_info`), its
 /// endpoint's lanes and, where the receiver reported it, the receiver's own view. A rendezvous
