@@ -93,6 +93,10 @@ fn a_rendezvous_row_names_the_receivers_choice_and_keeps_the_senders_when_they_d
         ev.protocol.as_deref(),
         Some("rendezvous zero-copy flushed write cma/memory")
     );
+    assert_eq!(
+        ev.views_note().as_deref(),
+        Some("target chose; initiator named rendezvous zero-copy read, cma/memory")
+    );
     let other = ev.other_view.expect("the views differ");
     assert_eq!(other.side, ProtocolSide::Initiator);
     assert_eq!(other.protocol, "rendezvous zero-copy read");
@@ -102,6 +106,7 @@ fn a_rendezvous_row_names_the_receivers_choice_and_keeps_the_senders_when_they_d
     assert_eq!(ev.chosen_by, Some(ProtocolSide::Target));
     assert_eq!(ev.data_path.protocol, "rendezvous zero-copy read");
     assert!(ev.other_view.is_none(), "{ev:?}");
+    assert_eq!(ev.views_note(), None);
 }
 
 #[test]

@@ -26,6 +26,24 @@ pub struct TransportEvidence {
     pub other_view: Option<ProtocolView>,
 }
 
+impl TransportEvidence {
+    /// A note for the case's row when the two sides' views differ: who chose, and what the other
+    /// side named (`target chose; initiator named rendezvous zero-copy read, cma/memory`).
+    pub fn views_note(&self) -> Option<String> {
+        let other = self.other_view.as_ref()?;
+        let chooser = self
+            .chosen_by
+            .map_or("the choosing side is not known".to_string(), |s| format!("{s} chose"));
+        let lanes: Vec<String> = other.transports.iter().map(Lane::to_string).collect();
+        let named = if lanes.is_empty() {
+            other.protocol.clone()
+        } else {
+            format!("{}, {}", other.protocol, lanes.join(", "))
+        };
+        Some(format!("{chooser}; {} named {named}", other.side))
+    }
+}
+
 /// A side of a case, as it takes part in choosing the protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
