@@ -71,7 +71,9 @@ fn shared_memory_moves_verified_payloads_for_every_test() {
     }
     let big = &find_case(&cs, "tag_bw", 1 << 20)["transport"]["data_path"];
     assert!(big["class"] == "shared_memory" || big["class"] == "cma", "{big}");
-    assert_eq!(big["source"], "request_info", "{big}");
+    // A rendezvous: the receiving server's own table names it (issue 35).
+    assert_eq!(big["source"], "proto_info", "{big}");
+    assert_eq!(find_case(&cs, "tag_bw", 1 << 20)["transport"]["chosen_by"], "target");
     assert!(big["protocol"].as_str().unwrap().contains("rendezvous"), "{big}");
     for c in &cs {
         assert_ne!(c["transport"]["data_path"]["class"], "tcp", "{c}");
