@@ -178,14 +178,13 @@ impl Worker {
         unsafe { print(self.inner.handle, stream.cast()) };
         // SAFETY: closed once; after fclose `buf` holds `len` bytes (plus a NUL) that this
         // function owns and frees once, after copying them.
-        let text = unsafe {
+        unsafe {
             let closed = libc::fclose(stream);
             let text = (closed == 0 && !buf.is_null())
                 .then(|| String::from_utf8_lossy(std::slice::from_raw_parts(buf.cast::<u8>(), len)).into_owned());
             libc::free(buf.cast());
             text
-        };
-        text
+        }
     }
 
     /// One call to `ucp_worker_progress`; returns the number of events it processed.

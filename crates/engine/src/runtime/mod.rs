@@ -537,3 +537,20 @@ fn init_error(e: ucx::Error) -> EngineError {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_receive_tables_are_asked_for_unless_the_user_chose_proto_info() {
+        let none = |_: &str| false;
+        assert_eq!(
+            receive_tables_setting(&[], none),
+            Some(("PROTO_INFO".to_string(), RECEIVE_TABLES.to_string()))
+        );
+        let theirs = vec![("proto_info".to_string(), "used".to_string())];
+        assert_eq!(receive_tables_setting(&theirs, none), None);
+        assert_eq!(receive_tables_setting(&[], |k| k == "UCX_PROTO_INFO"), None);
+    }
+}
