@@ -558,6 +558,47 @@ mod tests {
     }
 
     #[test]
+    fn a_receive_view_travels_in_finished_and_is_bounded() {
+        let view = icb_core::ProtocolView {
+            side: icb_core::ProtocolSide::Target,
+            protocol: "rendezvous zero-copy flushed write".into(),
+            transports: vec![icb_core::Lane {
+                transport: "cma".into(),
+                device: "memory".into(),
+            }],
+            class: icb_core::TransportClass::Cma,
+            depends_on_peer: true,
+        };
+        let sent = Message::Finished {
+            verified: true,
+            detail: None,
+            receive: Some(view.clone()),
+        };
+        let back: Message = serde_json::from_str(&serde_json::to_string(&sent).unwrap()).unwrap();
+        assert!(matches!(&back, Message::Finished { receive: Some(v), .. } if *v == view));
+        assert!(back.validate().is_ok());
+        // An older server's reply has no view.
+        let old: Message = serde_json::from_str(r#"{"type":"finished","verified":true,"detail":null}"#).unwrap();
+        assert!(matches!(old, Message::Finished { receive: None, .. }));
+        let long = icb_core::ProtocolView {
+            protocol: "x".repeat(MAX_TEXT + 1),
+            ..view.clone()
+        };
+        let too_many = icb_core::ProtocolView {
+            transports: vec![view.transports[0].clone(); MAX_VIEW_LANES + 1],
+            ..view
+        };
+        for bad in [long, too_many] {
+            let m = Message::Finished {
+                verified: true,
+                detail: None,
+                receive: Some(bad),
+            };
+            assert!(m.validate().is_err());
+        }
+    }
+
+    #[test]
     fn unknown_enum_values_are_rejected() {
         let bad = r#"{"type":"setup","test":"tag_sync","memory":{"initiator":"host","target":"host"},"size":8,"window":1,"seed":0}"#;
         assert!(serde_json::from_str::<Message>(bad).is_err());

@@ -143,8 +143,9 @@ pub(crate) fn build_context(lib: &ucx::Ucx, opts: &UcxOptions) -> Result<ucx::Co
 
 /// `PROTO_INFO` set to the receiver's "rendezvous data fetch" tables only, unless the user chose
 /// a `PROTO_INFO` (environment or `--ucx-config`): `ucp_worker_print_info` then prints them on
-/// demand ([`Runtime::receive_view`]), and UCX's log prints nothing (with `y` every endpoint's
-/// tables would go to UCX's log, stdout by default). Dropped like a profile default where the
+/// demand ([`Runtime::receive_view`]), and UCX's log prints nothing: UCX makes a receiver's
+/// fetch selection as an internal one, which it never traces to its log (measured on 1.22; with
+/// `y` every endpoint's tag tables would go to UCX's log, stdout by default). Dropped like a profile default where the
 /// loaded UCX has no such setting.
 fn receive_tables_setting(config: &[(String, String)], env_has: impl Fn(&str) -> bool) -> Option<(String, String)> {
     let chosen = config.iter().any(|(k, _)| k.eq_ignore_ascii_case("PROTO_INFO")) || env_has("UCX_PROTO_INFO");
