@@ -21,7 +21,10 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     for size in [1u64, 8, 4096, 65536, 1 << 20, u64::MAX] {
-        let holds = tables.iter().flat_map(|t| &t.rows).any(|r| r.min <= size && size <= r.max);
+        let holds = tables
+            .iter()
+            .flat_map(|t| &t.rows)
+            .any(|r| r.min <= size && size <= r.max);
         for mem in MemoryPair::ALL {
             if let Some(view) = receive_view(&tables, mem, size) {
                 assert!(view.protocol.starts_with("rendezvous "), "{view:?}");
