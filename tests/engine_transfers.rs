@@ -71,7 +71,9 @@ fn shared_memory_moves_verified_payloads_for_every_test() {
     }
     let big = &find_case(&cs, "tag_bw", 1 << 20)["transport"]["data_path"];
     assert!(big["class"] == "shared_memory" || big["class"] == "cma", "{big}");
-    assert_eq!(big["source"], "request_info", "{big}");
+    // A rendezvous: the receiving server's own table names it (issue 35).
+    assert_eq!(big["source"], "proto_info", "{big}");
+    assert_eq!(find_case(&cs, "tag_bw", 1 << 20)["transport"]["chosen_by"], "target");
     assert!(big["protocol"].as_str().unwrap().contains("rendezvous"), "{big}");
     for c in &cs {
         assert_ne!(c["transport"]["data_path"]["class"], "tcp", "{c}");
@@ -235,4 +237,58 @@ fn ucx_peer_error_handling_reproduces_nixls_transport_choice() {
     );
     let (code, err) = server.wait(Duration::from_secs(10));
     assert_eq!(code, 0, "server stderr: {err}");
+}
+
+/// One 1 MiB tag_bw case against a fresh server started with `env`; its transport evidence.
+fn rendezvous_transport(server_env: &[(&str, &str)]) -> serde_json::Value {
+    let server = Server::start(server_env);
+    let flags = [
+        "--tests",
+        "tag_bw",
+        "--memory",
+        "host-host",
+        "--sizes",
+        "1MiB",
+        "--min-time",
+        "0.05",
+        "--max-time",
+        "2",
+        "--warmup",
+        "2",
+        "--min-iterations",
+        "4",
+        "--min-host-bw",
+        "0.05",
+    ];
+    let out = connect(&server.addr, &flags, &[]);
+    assert_eq!(out.code, 0, "stderr: {}", out.stderr);
+    let report = out.report();
+    let (code, err) = server.wait(Duration::from_secs(10));
+    assert_eq!(code, 0, "server stderr: {err}");
+    find_case(&cases(&report), "tag_bw", 1 << 20)["transport"].clone()
+}
+
+/// Issue 35: the side that chooses the protocol names it. A rendezvous receiver on
+/// `UCX_RNDV_SCHEME=put_zcopy` has the sender write the message into it, while the sender's
+/// request still names the read UCX guessed for it (its `(?)` row): the row names the receiver's
+/// choice and keeps the sender's view beside it. With UCX's default scheme the two agree.
+#[test]
+fn a_rendezvous_row_names_the_receivers_choice_not_the_senders_guess() {
+    let put = rendezvous_transport(&[("UCX_RNDV_SCHEME", "put_zcopy")]);
+    assert_eq!(put["chosen_by"], "target", "{put}");
+    let path = &put["data_path"];
+    assert_eq!(path["protocol"], "rendezvous zero-copy flushed write", "{put}");
+    assert_eq!(path["source"], "proto_info", "{put}");
+    assert!(path["class"] == "cma" || path["class"] == "shared_memory", "{put}");
+    assert!(!path["transports"].as_array().unwrap().is_empty(), "{put}");
+    // What the row named before: the sender's guess, kept as the other side's view.
+    let other = &put["other_view"];
+    assert_eq!(other["side"], "initiator", "{put}");
+    assert_eq!(other["protocol"], "rendezvous zero-copy read", "{put}");
+    assert_eq!(other["depends_on_peer"], true, "{put}");
+
+    let get = rendezvous_transport(&[]);
+    assert_eq!(get["chosen_by"], "target", "{get}");
+    assert_eq!(get["data_path"]["protocol"], "rendezvous zero-copy read", "{get}");
+    assert!(get.get("other_view").is_none(), "the views agree: {get}");
 }

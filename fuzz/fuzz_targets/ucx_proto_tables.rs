@@ -1,9 +1,12 @@
 //! A UCX log as the NIXL engine reads it back (`UCX_PROTO_INFO=used|y` protocol tables, with
 //! whatever else UCX logged around them): `icb_nixl_engine::evidence::parse`, then `attribute`
-//! for every direction and memory pair at a few sizes (the NIXL evidence). Properties: rows have
-//! min ≤ max; evidence is only given for rows whose range holds the size.
+//! for every direction and memory pair at a few sizes (the NIXL evidence), and the UCX engine's
+//! receiver view (`receive_view`, the same tables from `ucp_worker_print_info`). Properties: rows
+//! have min ≤ max; evidence and views are only given for rows whose range holds the size; a
+//! receiver's view names a rendezvous protocol.
 #![no_main]
 
+use icb_core::classify::proto_tables::receive_view;
 use icb_core::{Direction, MemoryPair};
 use icb_nixl_engine::evidence::{attribute, parse};
 use libfuzzer_sys::fuzz_target;
@@ -18,6 +21,16 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     for size in [1u64, 8, 4096, 65536, 1 << 20, u64::MAX] {
+        let holds = tables
+            .iter()
+            .flat_map(|t| &t.rows)
+            .any(|r| r.min <= size && size <= r.max);
+        for mem in MemoryPair::ALL {
+            if let Some(view) = receive_view(&tables, mem, size) {
+                assert!(view.protocol.starts_with("rendezvous "), "{view:?}");
+                assert!(holds, "a receive view for size {size} without a row holding it");
+            }
+        }
         for dir in [Direction::Read, Direction::Write] {
             for mem in MemoryPair::ALL {
                 if let Some(ev) = attribute(&tables, dir, mem, size) {

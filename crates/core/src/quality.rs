@@ -171,6 +171,8 @@ mod tests {
                     protocol: String::new(),
                     source: EvidenceSource::RequestInfo,
                 },
+                chosen_by: None,
+                other_view: None,
             }),
             verdict: None,
         }

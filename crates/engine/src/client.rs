@@ -407,24 +407,40 @@ pub(crate) async fn phase(
     Ok(outcome)
 }
 
-/// Verifies on both sides and releases the case's buffers; returns the first verification error.
+/// What [`finish`] learnt: the first verification error, and the server's view of its receives.
+struct Finished {
+    verify_error: Option<String>,
+    receive: Option<icb_core::ProtocolView>,
+}
+
+/// Verifies on both sides and releases the case's buffers.
 async fn finish(
     control: &mut Control,
     thread: &UcxThread<Runtime>,
     setup: &CaseSetup,
-) -> Result<Option<String>, EngineError> {
+) -> Result<Finished, EngineError> {
     let label = case_label(setup);
     let local: Result<(), RunError> = thread.call(|rt: &mut Runtime| rt.initiator_finish()).await?;
     control.send(&Message::Finish, &label).await?;
-    let remote = match control.recv(&label, HELLO_TIMEOUT * 4).await? {
-        Message::Finished { verified: true, .. } => None,
-        Message::Finished { detail, .. } => Some(format!(
-            "decode side: {}",
-            detail.unwrap_or_else(|| "payload not verified".into())
-        )),
+    let (remote, receive) = match control.recv(&label, HELLO_TIMEOUT * 4).await? {
+        Message::Finished {
+            verified: true,
+            receive,
+            ..
+        } => (None, receive),
+        Message::Finished { detail, receive, .. } => (
+            Some(format!(
+                "decode side: {}",
+                detail.unwrap_or_else(|| "payload not verified".into())
+            )),
+            receive,
+        ),
         other => return Err(unexpected(&label, &other, "finished")),
     };
-    Ok(local.err().map(|e| format!("prefill side: {e}")).or(remote))
+    Ok(Finished {
+        verify_error: local.err().map(|e| format!("prefill side: {e}")).or(remote),
+        receive,
+    })
 }
 
 async fn run_case(
@@ -516,7 +532,7 @@ async fn run_case(
         ));
     }
 
-    let verify_error = finish(control, thread, &setup).await?;
+    let Finished { verify_error, receive } = finish(control, thread, &setup).await?;
     let bytes = done_iters.saturating_mul(bytes_per_op);
     let measurement = Measurement {
         warmup_iterations: warm.iterations,
@@ -543,7 +559,13 @@ async fn run_case(
         post_us: None,
     };
     let lanes = lanes.unwrap_or_default();
-    result.transport = Some(icb_core::classify::classify(warm.info.as_deref(), &lanes, setup.memory));
+    result.transport = Some(icb_core::classify::classify_case(
+        setup.test,
+        warm.info.as_deref(),
+        &lanes,
+        setup.memory,
+        receive.as_ref(),
+    ));
     result.measurement = Some(measurement);
     if let Some(e) = verify_error
         && !setup.untouched

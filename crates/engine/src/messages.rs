@@ -295,6 +295,11 @@ pub enum Message {
     Finished {
         verified: bool,
         detail: Option<String>,
+        /// What the server's UCX chose for the case's tag receives (its own protocol tables):
+        /// for a rendezvous message, the receiver's choice. Absent from older servers, for RMA,
+        /// and where the server's UCX did not say.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        receive: Option<icb_core::ProtocolView>,
     },
     /// client → server: no more cases.
     Bye,
@@ -303,6 +308,9 @@ pub enum Message {
         message: String,
     },
 }
+
+/// Transports a peer's receive view may name (UCX's lanes per protocol are at most 8).
+const MAX_VIEW_LANES: usize = 16;
 
 fn check_len(what: &str, s: &str, max: usize) -> Result<(), String> {
     if s.len() > max {
@@ -423,7 +431,17 @@ impl Message {
                 Ok(())
             }
             Message::Skipped { reason } | Message::CaseFailed { reason, .. } => check_len("reason", reason, MAX_TEXT),
-            Message::Finished { detail, .. } => check_len("detail", detail.as_deref().unwrap_or(""), MAX_TEXT),
+            Message::Finished { detail, receive, .. } => {
+                check_len("detail", detail.as_deref().unwrap_or(""), MAX_TEXT)?;
+                match receive {
+                    Some(view) if view.transports.len() > MAX_VIEW_LANES => Err(format!(
+                        "{} transports in the receive view (limit {MAX_VIEW_LANES})",
+                        view.transports.len()
+                    )),
+                    Some(view) => check_len("receive protocol", &view.protocol, MAX_TEXT),
+                    None => Ok(()),
+                }
+            }
             Message::Error { message } => check_len("error message", message, MAX_TEXT),
             Message::PhaseReady | Message::PhaseEnd | Message::PhaseDone | Message::Finish | Message::Bye => Ok(()),
         }
@@ -537,6 +555,47 @@ mod tests {
         // 1-byte descriptors fitting 16 GiB buffers: bounded by count before anything is built.
         let err = kv(1, MAX_KV_DESCRIPTORS + 1).validate().unwrap_err();
         assert!(err.contains("KV descriptors (limit 4194304)"), "{err}");
+    }
+
+    #[test]
+    fn a_receive_view_travels_in_finished_and_is_bounded() {
+        let view = icb_core::ProtocolView {
+            side: icb_core::ProtocolSide::Target,
+            protocol: "rendezvous zero-copy flushed write".into(),
+            transports: vec![icb_core::Lane {
+                transport: "cma".into(),
+                device: "memory".into(),
+            }],
+            class: icb_core::TransportClass::Cma,
+            depends_on_peer: true,
+        };
+        let sent = Message::Finished {
+            verified: true,
+            detail: None,
+            receive: Some(view.clone()),
+        };
+        let back: Message = serde_json::from_str(&serde_json::to_string(&sent).unwrap()).unwrap();
+        assert!(matches!(&back, Message::Finished { receive: Some(v), .. } if *v == view));
+        assert!(back.validate().is_ok());
+        // An older server's reply has no view.
+        let old: Message = serde_json::from_str(r#"{"type":"finished","verified":true,"detail":null}"#).unwrap();
+        assert!(matches!(old, Message::Finished { receive: None, .. }));
+        let long = icb_core::ProtocolView {
+            protocol: "x".repeat(MAX_TEXT + 1),
+            ..view.clone()
+        };
+        let too_many = icb_core::ProtocolView {
+            transports: vec![view.transports[0].clone(); MAX_VIEW_LANES + 1],
+            ..view
+        };
+        for bad in [long, too_many] {
+            let m = Message::Finished {
+                verified: true,
+                detail: None,
+                receive: Some(bad),
+            };
+            assert!(m.validate().is_err());
+        }
     }
 
     #[test]

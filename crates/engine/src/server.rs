@@ -165,11 +165,24 @@ async fn session(
                 run_phase(control, thread, setup, kind, iterations, window, limit).await?;
             }
             Message::Finish => {
-                let (verified, detail) = match current.take() {
-                    Some(_) => thread.call(|rt: &mut Runtime| rt.target_finish()).await?,
-                    None => (false, Some("no case was prepared".to_string())),
+                let (verified, detail, receive) = match current.take() {
+                    Some(_) => {
+                        thread
+                            .call(|rt: &mut Runtime| {
+                                let receive = rt.receive_view();
+                                let (verified, detail) = rt.target_finish();
+                                (verified, detail, receive)
+                            })
+                            .await?
+                    }
+                    None => (false, Some("no case was prepared".to_string()), None),
                 };
-                control.send(&Message::Finished { verified, detail }, &during).await?;
+                let finished = Message::Finished {
+                    verified,
+                    detail,
+                    receive,
+                };
+                control.send(&finished, &during).await?;
             }
             Message::Bye => return Ok(()),
             other => return Err(unexpected(&during, &other, "setup, phase, finish or bye")),

@@ -21,156 +21,7 @@
 use icb_core::classify::{data_path_from_info, severity_rank};
 use icb_core::{DataPath, Direction, EvidenceSource, MemoryPair, TransportEvidence};
 
-/// One protocol table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtoTable {
-    /// `initiator intra-node cfg#1`: endpoint name, locality, configuration.
-    pub endpoint: String,
-    /// `remote memory read by ucp_get*(multi) into host memory from host`.
-    pub operation: String,
-    pub rows: Vec<ProtoRow>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtoRow {
-    /// Operations that used the row (`used` mode); `None` in `y` mode.
-    pub count: Option<u64>,
-    pub min: u64,
-    /// `u64::MAX` for `inf`.
-    pub max: u64,
-    /// `zero-copy`, `multi-frag copy-in`, `software emulation`, …
-    pub description: String,
-    /// `cma/memory`, `tcp/lo`, `rc_mlx5/mlx5_0:1 50% + rc_mlx5/mlx5_1:1 50%`, …
-    pub config: String,
-}
-
-impl ProtoRow {
-    fn range_text(&self) -> String {
-        let max = if self.max == u64::MAX {
-            "inf".to_string()
-        } else {
-            self.max.to_string()
-        };
-        if self.min == self.max {
-            max
-        } else {
-            format!("{}..{max}", self.min)
-        }
-    }
-}
-
-/// The table cells of a log line, or `None` for a line that is not a table row.
-fn cells(line: &str) -> Option<Vec<String>> {
-    let start = line.find('|')?;
-    let body = line[start..].trim_end();
-    if !body.ends_with('|') || body.len() < 2 {
-        return None;
-    }
-    Some(
-        body[1..body.len() - 1]
-            .split('|')
-            .map(|c| c.trim().to_string())
-            .collect(),
-    )
-}
-
-/// `16516`, `8K`, `inf` → bytes.
-fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    if s == "inf" {
-        return Some(u64::MAX);
-    }
-    let (num, mult) = match s.chars().last()? {
-        'K' | 'k' => (&s[..s.len() - 1], 1u64 << 10),
-        'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
-        'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
-        'T' | 't' => (&s[..s.len() - 1], 1 << 40),
-        _ => (s, 1),
-    };
-    num.parse::<u64>().ok()?.checked_mul(mult)
-}
-
-/// `0..8K`, `8193..inf`, `16516` → (min, max); a range whose start is past its end is not one
-/// (found by the `ucx_proto_tables` fuzz target: such a row could never match a size).
-fn parse_range(s: &str) -> Option<(u64, u64)> {
-    match s.split_once("..") {
-        Some((a, b)) => Some((parse_size(a)?, parse_size(b)?)).filter(|(min, max)| min <= max),
-        None => parse_size(s).map(|v| (v, v)),
-    }
-}
-
-/// Every protocol table in a UCX log.
-pub fn parse(log: &str) -> Vec<ProtoTable> {
-    let mut tables = Vec::new();
-    let mut titles: Vec<String> = Vec::new();
-    let mut columns: Option<(Option<usize>, usize, usize, usize)> = None;
-    let mut rows: Vec<ProtoRow> = Vec::new();
-    let mut flush = |titles: &mut Vec<String>, columns: &mut Option<_>, rows: &mut Vec<ProtoRow>| {
-        if titles.len() >= 2 && !rows.is_empty() {
-            tables.push(ProtoTable {
-                endpoint: titles[0].clone(),
-                operation: titles[1].clone(),
-                rows: std::mem::take(rows),
-            });
-        }
-        titles.clear();
-        rows.clear();
-        *columns = None;
-    };
-    for line in log.lines() {
-        let Some(c) = cells(line) else { continue };
-        if c.len() == 1 {
-            if columns.is_some() || !rows.is_empty() || titles.len() >= 2 {
-                flush(&mut titles, &mut columns, &mut rows);
-            }
-            titles.push(c[0].clone());
-            continue;
-        }
-        let pos = |name: &str| c.iter().position(|x| x == name);
-        if let (Some(r), Some(d), Some(cf)) = (pos("Range"), pos("Description"), pos("Config")) {
-            columns = Some((pos("Count"), r, d, cf));
-            continue;
-        }
-        let Some((count_i, range_i, desc_i, cfg_i)) = columns else {
-            continue;
-        };
-        let get = |i: usize| c.get(i).cloned().unwrap_or_default();
-        let range = get(range_i);
-        if range.is_empty() {
-            // A continuation line: the configuration of a multi-lane row wrapped.
-            if let Some(last) = rows.last_mut() {
-                let more = get(cfg_i);
-                if !more.is_empty() {
-                    last.config = format!("{} {more}", last.config);
-                }
-            }
-            continue;
-        }
-        let Some((min, max)) = parse_range(&range) else {
-            continue;
-        };
-        rows.push(ProtoRow {
-            count: count_i.and_then(|i| get(i).parse().ok()),
-            min,
-            max,
-            description: get(desc_i),
-            config: get(cfg_i),
-        });
-    }
-    flush(&mut titles, &mut columns, &mut rows);
-    tables
-}
-
-/// The memory type UCX names after `marker` in an operation title. UCX writes host memory as
-/// `host memory` and GPU memory with its device when it knows it: `cuda/GPU0`, `cuda/dev[1]`, or
-/// plain `cuda` (recorded on an H200, NIXL 1.5.1's UCX 1.23). `host memory` → `host`,
-/// `cuda/GPU0` → `cuda`.
-fn memory_after<'a>(op: &'a str, marker: &str) -> Option<&'a str> {
-    let rest = &op[op.find(marker)? + marker.len()..];
-    let word = rest.split_whitespace().next()?;
-    word.split('/').next()
-}
-
+pub use icb_core::classify::proto_tables::{ProtoRow, ProtoTable, memory_after, parse};
 fn operation_matches(op: &str, direction: Direction, memory: MemoryPair) -> bool {
     let (init, target) = (memory.initiator.as_str(), memory.target.as_str());
     // Read: "… ucp_get* into INIT from TARGET"; write: "… ucp_put* from INIT to TARGET".
@@ -235,6 +86,8 @@ pub fn attribute(
         lanes: Vec::new(),
         protocol: Some(seen.join("; ")),
         data_path,
+        chosen_by: None,
+        other_view: None,
     })
 }
 
@@ -268,6 +121,7 @@ mod tests {
     /// start is past its end.
     #[test]
     fn a_range_whose_start_is_past_its_end_is_no_row() {
+        use icb_core::classify::proto_tables::parse_range;
         assert_eq!(parse_range("0..8K"), Some((0, 8192)));
         assert_eq!(parse_range("8K..8K"), Some((8192, 8192)));
         assert_eq!(parse_range("744073709551615..8K"), None);

@@ -150,6 +150,7 @@ async fn session(
                 let reply = Message::Finished {
                     verified: r.is_ok(),
                     detail: r.err(),
+                    receive: None,
                 };
                 control.send(&reply, during).await?;
             }

@@ -74,11 +74,16 @@ fn data_path_cell(c: &CaseResult) -> String {
     };
     let p = &t.data_path;
     let lanes = join_lanes(&p.transports);
-    match p.source {
+    let cell = match p.source {
         EvidenceSource::None => "unknown".to_string(),
         EvidenceSource::EndpointLanes => format!("{lanes} (lanes)"),
         EvidenceSource::RequestInfo | EvidenceSource::ProtoInfo if p.protocol.is_empty() => lanes,
         EvidenceSource::RequestInfo | EvidenceSource::ProtoInfo => format!("{}, {lanes}", p.protocol),
+    };
+    // The two sides named different protocols: say whose the cell is and what the other said.
+    match t.views_note() {
+        Some(note) => format!("{cell} ({note})"),
+        None => cell,
     }
 }
 

@@ -24,6 +24,12 @@ fn pair_example_is_a_judged_report() {
     );
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
+    // A rendezvous tag case names the receiver's choice (issue 35).
+    let rendezvous = report
+        .cases
+        .iter()
+        .find_map(|c| c.transport.as_ref().and_then(|t| t.chosen_by));
+    assert_eq!(rendezvous, Some(icb_core::model::ProtocolSide::Target));
     let mut rejudged = report.clone();
     judge(&mut rejudged);
     assert_eq!(rejudged.verdict, report.verdict);

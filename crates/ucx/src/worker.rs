@@ -159,6 +159,34 @@ impl Worker {
         Ok(bytes)
     }
 
+    /// `ucp_worker_print_info`'s text: the worker's address and, when the context's
+    /// `PROTO_INFO` selects them, the protocol tables of its remote-key configurations, among
+    /// them the receiver's "rendezvous data fetch" tables: what a tag receive chose, which its
+    /// request's info string does not say (`{rcv_tag} recv length N host memory`, UCX 1.22).
+    /// Printed into memory, not UCX's log. `None` where it cannot be captured.
+    pub fn print_info(&self) -> Option<String> {
+        let print = ucp_fn!(self.inner.ctx.ucx, ucp_worker_print_info).ok()?;
+        let mut buf: *mut libc::c_char = std::ptr::null_mut();
+        let mut len: libc::size_t = 0;
+        // SAFETY: open_memstream gets two out-pointers that outlive the stream; it returns NULL
+        // on failure, checked before use.
+        let stream = unsafe { libc::open_memstream(&mut buf, &mut len) };
+        if stream.is_null() {
+            return None;
+        }
+        // SAFETY: the worker is alive and `stream` an open FILE, written by this thread only.
+        unsafe { print(self.inner.handle, stream.cast()) };
+        // SAFETY: closed once; after fclose `buf` holds `len` bytes (plus a NUL) that this
+        // function owns and frees once, after copying them.
+        unsafe {
+            let closed = libc::fclose(stream);
+            let text = (closed == 0 && !buf.is_null())
+                .then(|| String::from_utf8_lossy(std::slice::from_raw_parts(buf.cast::<u8>(), len)).into_owned());
+            libc::free(buf.cast());
+            text
+        }
+    }
+
     /// One call to `ucp_worker_progress`; returns the number of events it processed.
     #[inline]
     pub fn progress(&self) -> u32 {

@@ -17,6 +17,10 @@
 use crate::model::{DataPath, EvidenceSource, Lane, MemoryPair, TestKind, TransportClass, TransportEvidence};
 use crate::units::format_size;
 
+pub mod proto_tables;
+mod side;
+pub use side::{classify_case, classify_tag};
+
 /// Maps a UCX transport (UCT component) name to the class the verdict rules reason about
 /// (the names live in the fabric vocabulary, shared with the recipe and probe rules).
 pub use crate::fabric::transport_class as class_of_transport;
@@ -52,6 +56,15 @@ pub struct ProtocolInfo {
     pub transports: Vec<Lane>,
     /// UCX said RMA is emulated over active messages (`software emulation`, `rma_am`).
     pub emulated: bool,
+}
+
+impl ProtocolInfo {
+    /// A rendezvous protocol: the receiver, not the sender, chooses how its bytes move.
+    pub fn is_rendezvous(&self) -> bool {
+        self.protocol
+            .split_whitespace()
+            .any(|w| w == "rendezvous" || w == "rndv")
+    }
 }
 
 const ESTIMATE_UNITS: [&str; 9] = ["MB/s", "GB/s", "KB/s", "MiB/s", "GB/sec", "us", "µs", "ms", "ns"];
@@ -357,6 +370,8 @@ pub fn classify(info: Option<&str>, lanes: &[Lane], memory: MemoryPair) -> Trans
         lanes: lanes.to_vec(),
         protocol,
         data_path: from_info.unwrap_or_else(|| data_path_from_lanes(lanes, memory)),
+        chosen_by: None,
+        other_view: None,
     }
 }
 

@@ -14,6 +14,74 @@ pub struct TransportEvidence {
     pub protocol: Option<String>,
     /// The transport that carried the data, classified.
     pub data_path: DataPath,
+    /// The side whose view `data_path` names: the side that chose the protocol (the target, the
+    /// receiver, for a rendezvous tag message; the initiator for an eager one and for RMA).
+    /// Absent: not known (older results, or the choosing side could not tell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen_by: Option<ProtocolSide>,
+    /// The other side's view, present only when it names another protocol or transport than
+    /// `data_path`: e.g. the sender's `(?)` rendezvous row ("zero-copy read") when the receiver
+    /// chose to have the data written to it instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_view: Option<ProtocolView>,
+}
+
+impl TransportEvidence {
+    /// A note for the case's row when the two sides' views differ: who chose, and what the other
+    /// side named (`target chose; initiator named rendezvous zero-copy read, cma/memory`).
+    pub fn views_note(&self) -> Option<String> {
+        let other = self.other_view.as_ref()?;
+        let chooser = self
+            .chosen_by
+            .map_or("the choosing side is not known".to_string(), |s| format!("{s} chose"));
+        let lanes: Vec<String> = other.transports.iter().map(Lane::to_string).collect();
+        let named = if lanes.is_empty() {
+            other.protocol.clone()
+        } else {
+            format!("{}, {}", other.protocol, lanes.join(", "))
+        };
+        Some(format!("{chooser}; {} named {named}", other.side))
+    }
+}
+
+/// A side of a case, as it takes part in choosing the protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProtocolSide {
+    /// The side that starts the operations (the tag sender, the RMA initiator).
+    Initiator,
+    /// The other side (the tag receiver, the RMA target).
+    Target,
+}
+
+impl ProtocolSide {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolSide::Initiator => "initiator",
+            ProtocolSide::Target => "target",
+        }
+    }
+}
+
+impl fmt::Display for ProtocolSide {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One side's view of how a case's bytes moved, from its own UCX.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtocolView {
+    pub side: ProtocolSide,
+    /// e.g. `rendezvous zero-copy flushed write`, `rendezvous zero-copy read`.
+    pub protocol: String,
+    #[serde(default)]
+    pub transports: Vec<Lane>,
+    pub class: TransportClass,
+    /// UCX marked the row `(?)`: what it names depends on the peer (the sender's rendezvous row
+    /// assumes the receiver reads; the receiver's put row depends on what the sender can write).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub depends_on_peer: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
