@@ -1,11 +1,12 @@
 //! A UCX log as the NIXL engine reads it back (`UCX_PROTO_INFO=used|y` protocol tables, with
-//! whatever else UCX logged around them): `icb_nixl_engine::evidence::parse`, then `attribute`
-//! for every direction and memory pair at a few sizes (the NIXL evidence). Properties: rows have
-//! min ≤ max; evidence is only given for rows whose range holds the size.
+//! whatever else UCX logged around them): `icb_core::classify::proto_tables::parse` (the NIXL
+//! engine's `evidence`), then `attribute` for every direction and memory pair at a few sizes (the
+//! NIXL evidence). Properties: rows have min ≤ max; evidence is only given for rows whose range
+//! holds the size.
 #![no_main]
 
+use icb_core::classify::proto_tables::{attribute, parse};
 use icb_core::{Direction, MemoryPair};
-use icb_nixl_engine::evidence::{attribute, parse};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

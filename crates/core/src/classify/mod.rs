@@ -12,7 +12,12 @@
 //!   shared-IPC case UCX lists a `tcp` lane while every byte goes over `sysv`, so a tcp lane is
 //!   only reported as the data path when no faster lane exists.
 //!
+//! A third kind, `UCX_PROTO_INFO`'s protocol selection tables in a UCX log (what the NIXL engine
+//! reads), is parsed and attributed to a case by [`proto_tables`].
+//!
 //! Everything here is pure string work: no UCX, no I/O, and no input can make it panic.
+
+pub mod proto_tables;
 
 use crate::model::{DataPath, EvidenceSource, Lane, MemoryPair, TestKind, TransportClass, TransportEvidence};
 use crate::units::format_size;

@@ -14,12 +14,17 @@
 //! [`parse`] reads those tables out of a UCX log (prefixes and separators ignored); [`attribute`]
 //! picks the rows for one case — the RMA operation of its direction (`ucp_get` for READ,
 //! `ucp_put` for WRITE), its memory types, a range holding its block size, a non-zero count —
-//! and feeds them to the UCX engine's classifier ([`icb_core::classify`]). Loopback (`self`)
-//! endpoints are ignored while any other endpoint matches. Several matching rows (several
-//! endpoint configurations) yield the worst class, as the UCX engine does for several lanes.
+//! and feeds them to the classifier of the UCX engine's per-operation strings (the parent module,
+//! [`super`]). Loopback (`self`) endpoints are ignored while any other endpoint matches. Several
+//! matching rows (several endpoint configurations) yield the worst class, as the UCX engine does
+//! for several lanes.
+//!
+//! The NIXL engine reads its log back through this module (as `icb_nixl_engine::evidence`); it
+//! lives here, with the rest of the classification, because it is pure string work that the
+//! `ucx_proto_tables` fuzz target runs without building NIXL or UCX.
 
-use icb_core::classify::{data_path_from_info, severity_rank};
-use icb_core::{DataPath, Direction, EvidenceSource, MemoryPair, TransportEvidence};
+use super::{data_path_from_info, severity_rank};
+use crate::model::{DataPath, Direction, EvidenceSource, MemoryPair, TransportEvidence};
 
 /// One protocol table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,7 +246,7 @@ pub fn attribute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use icb_core::{MemoryType, TransportClass};
+    use crate::model::{MemoryType, TransportClass};
 
     /// Recorded on this machine: NIXL 1.5.1 (UCX 1.23.0), `UCX_PROTO_INFO=used`, two agents.
     const USED: &str = "\
