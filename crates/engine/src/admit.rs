@@ -15,7 +15,6 @@ use crate::session::check_peer_hello;
 /// The case refusal travels in `case_failed`, so the protocol crate defines it.
 pub use icb_control::messages::CaseRefusal;
 use icb_core::MemoryType;
-use icb_core::units::format_size;
 use icb_memory::GpuMemory;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
