@@ -1,5 +1,5 @@
 //! The control channel as a stream of bytes from a hostile peer (either direction: both sides
-//! read frames with `icb_engine::wire::read_frame`). Properties: every message read passes
+//! read frames with `icb_control::wire::read_frame`). Properties: every message read passes
 //! `validate`, re-encodes and decodes to the same value; no single allocation while reading
 //! exceeds the frame limit (the length field is bounded before the body buffer is allocated).
 #![no_main]
@@ -7,7 +7,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use icb_engine::wire::{self, MAX_FRAME_BYTES, WireError};
+use icb_control::wire::{self, MAX_FRAME_BYTES, WireError};
 use libfuzzer_sys::fuzz_target;
 use std::future::Future;
 use std::pin::pin;

@@ -6,7 +6,7 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use icb_engine::wire::{self, MAX_FRAME_BYTES};
+use icb_control::wire::{self, MAX_FRAME_BYTES};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
             let again = wire::decode_body(&frame[12..]).expect("our own encoding decodes");
             common::assert_same("control message", &msg, &again);
             // What a case setup implies must be computable without panicking.
-            if let icb_engine::messages::Message::Setup(s) = &msg {
+            if let icb_control::messages::Message::Setup(s) = &msg {
                 let _ = (s.descriptors(), s.is_list(), s.layout().map(|l| l.span()));
             }
         }

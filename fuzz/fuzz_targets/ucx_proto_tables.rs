@@ -1,14 +1,14 @@
 //! A UCX log as the NIXL engine reads it back (`UCX_PROTO_INFO=used|y` protocol tables, with
-//! whatever else UCX logged around them): `icb_nixl_engine::evidence::parse`, then `attribute`
-//! for every direction and memory pair at a few sizes (the NIXL evidence), and the UCX engine's
-//! receiver view (`receive_view`, the same tables from `ucp_worker_print_info`). Properties: rows
-//! have min ≤ max; evidence and views are only given for rows whose range holds the size; a
-//! receiver's view names a rendezvous protocol.
+//! whatever else UCX logged around them): `icb_core::classify::proto_tables::parse` (the NIXL
+//! engine's `evidence`), then `rma_evidence::attribute` for every direction and memory pair at a
+//! few sizes (the NIXL evidence), and the UCX engine's receiver view (`receive_view`, the same
+//! tables from `ucp_worker_print_info`). Properties: rows have min ≤ max; evidence and views are
+//! only given for rows whose range holds the size; a receiver's view names a rendezvous protocol.
 #![no_main]
 
-use icb_core::classify::proto_tables::receive_view;
+use icb_core::classify::proto_tables::{parse, receive_view};
+use icb_core::classify::rma_evidence::attribute;
 use icb_core::{Direction, MemoryPair};
-use icb_nixl_engine::evidence::{attribute, parse};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -12,8 +12,9 @@ use crate::control::{Control, unexpected};
 use crate::error::{Admission, EngineError};
 use crate::messages::{CaseSetup, DenyCause, Hello, HelloAuth, HexBytes, Message, Role};
 use crate::session::check_peer_hello;
+/// The case refusal travels in `case_failed`, so the protocol crate defines it.
+pub use icb_control::messages::CaseRefusal;
 use icb_core::MemoryType;
-use icb_core::units::format_size;
 use icb_memory::GpuMemory;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -166,33 +167,6 @@ pub async fn target_gpu<S: 'static>(
             Ok(None)
         }
     }
-}
-
-/// Why the server refuses one case before allocating anything; typed on the wire
-/// (`case_failed.refused`), its text is the one line the client reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, thiserror::Error)]
-#[serde(tag = "bound", rename_all = "snake_case")]
-pub enum CaseRefusal {
-    /// Above `--max-buffer` (`needs`: `None` when the size does not even fit the platform).
-    #[error(
-        "the case needs a {} buffer on the server, above its --max-buffer of {}: use smaller sizes or raise --max-buffer on serve",
-        needs.map_or("too large".to_string(), format_size),
-        format_size(*limit)
-    )]
-    AboveMaxBuffer { needs: Option<u64>, limit: u64 },
-    /// Above what the server's GPU can give now (half its free memory, see [`gpu_limit`]).
-    #[error(
-        "the case needs a {} buffer on GPU {device} of the server, above the {} that GPU gives one case now (half its {} free): use smaller sizes or free memory on that GPU",
-        format_size(*needs),
-        format_size(*limit),
-        format_size(*free)
-    )]
-    AboveGpuFree {
-        needs: u64,
-        device: usize,
-        free: u64,
-        limit: u64,
-    },
 }
 
 /// A token bucket over new connections (a reconnect loop cannot make the server renew UCX

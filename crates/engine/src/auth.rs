@@ -15,10 +15,10 @@ use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use std::path::Path;
 
+/// Bytes of each side's nonce and of a proof (SHA-256); the protocol crate checks received ones.
+pub use icb_control::messages::NONCE_BYTES;
 /// The environment variable both sides read the token from (a flag value would show in `ps`).
 pub use icb_core::protocol::TOKEN_ENV;
-/// Bytes of each side's nonce and of a proof (SHA-256).
-pub const NONCE_BYTES: usize = 32;
 /// A token shorter than this is refused: it would be guessable.
 pub const MIN_TOKEN_BYTES: usize = 16;
 const MAX_TOKEN_BYTES: usize = 4096;

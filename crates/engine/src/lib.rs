@@ -4,9 +4,9 @@
 //! Two roles, like ucx_perftest's server and client: [`serve`] (the decode side, owner of the
 //! target buffers) and [`connect`] (the prefill side, which initiates every operation, times
 //! it and returns a judged [`icb_core::PairReport`]). They meet over a small TCP control channel
-//! ([`wire`], [`messages`]): versioned, length-bounded frames carrying the hello (UCX worker
-//! address, boot id for same-host detection, CUDA availability), per-case parameters, rkeys and
-//! phase synchronisation. Nothing a peer sends is trusted and every wait has a deadline.
+//! ([`wire`], [`messages`]; the protocol itself is crate icb-control): versioned, length-bounded
+//! frames carrying the hello (UCX worker address, boot id for same-host detection, CUDA
+//! availability), per-case parameters, rkeys and phase synchronisation. Nothing a peer sends is trusted and every wait has a deadline.
 //!
 //! `serve` admits only a client that proves the shared token (challenge-response, [`auth`]), one
 //! at a time, within bounds of its own (buffer size, session time, connection rate, deadlines
@@ -44,7 +44,6 @@ mod error;
 mod fit;
 pub mod local;
 mod measure;
-pub mod messages;
 mod options;
 pub mod rank;
 mod report;
@@ -58,10 +57,11 @@ mod settings;
 pub mod stats;
 pub mod ucx_thread;
 mod warmup;
-pub mod wire;
 
 pub use client::connect;
 pub use error::{Admission, EngineError};
+/// The control protocol lives in icb-control (pure protocol, shared with the fuzz targets).
+pub use icb_control::{messages, wire};
 pub use options::{
     CancellationToken, ConnectOptions, DEFAULT_PORT, Listening, NIXL_UCX_DEFAULTS, OnCase, OnListening,
     PeerFailureMode, ProfileSetting, ServeOptions, UcxOptions, UcxProfile, nixl_ucx_defaults,

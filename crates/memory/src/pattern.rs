@@ -72,44 +72,9 @@ pub fn verify_pattern_at(buf: &[u8], start: usize, seed: u64) -> Result<(), Mism
     Ok(())
 }
 
-/// Where the blocks of a KV-shaped transfer sit in one buffer: `count` blocks of `block` bytes,
-/// one every `stride` bytes (`stride` ≥ `block`; the gaps keep the blocks non-contiguous).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BlockLayout {
-    pub block: usize,
-    pub stride: usize,
-    pub count: usize,
-}
-
-impl BlockLayout {
-    /// One contiguous block of `len` bytes.
-    pub fn single(len: usize) -> Self {
-        BlockLayout {
-            block: len,
-            stride: len,
-            count: 1,
-        }
-    }
-
-    /// `count` blocks of `block` bytes, each starting on a page and followed by at least one
-    /// page of gap, so no two blocks are adjacent in memory; `None` when it overflows.
-    pub fn spaced(block: usize, count: usize) -> Option<Self> {
-        const PAGE: usize = 4096;
-        let stride = block.checked_next_multiple_of(PAGE)?.checked_add(PAGE)?;
-        stride.checked_mul(count)?;
-        Some(BlockLayout { block, stride, count })
-    }
-
-    /// Bytes the buffer must hold.
-    pub fn span(&self) -> usize {
-        self.stride * self.count
-    }
-
-    /// Byte offset of block `i`.
-    pub fn offset(&self, i: usize) -> usize {
-        i * self.stride
-    }
-}
+/// Pure arithmetic, defined in icb-core so that the control protocol (icb-control) can bound a
+/// case's span without depending on this FFI crate.
+pub use icb_core::BlockLayout;
 
 /// Checks a destination after a block transfer: every block holds the pattern for `seed`, every
 /// gap still holds `gap_seed`'s (nothing landed between the blocks), offsets as in the buffer.

@@ -25,7 +25,6 @@
 
 mod client;
 mod error;
-pub mod evidence;
 mod options;
 pub mod per_case;
 mod rank;
@@ -37,6 +36,13 @@ pub mod ucx_log;
 
 pub use client::connect;
 pub use error::NixlEngineError;
+/// The `UCX_PROTO_INFO` table parser and its attribution to RMA cases: pure string work kept in
+/// icb-core with the other classification (so its fuzz target builds without NIXL); here under the
+/// name this crate uses.
+pub mod evidence {
+    pub use icb_core::classify::proto_tables::{ProtoRow, ProtoTable, memory_after, parse};
+    pub use icb_core::classify::rma_evidence::attribute;
+}
 pub use nixl::{exit_process, nixl_was_used};
 pub use options::{
     DEFAULT_BATCHES, FULL_MAX_REQUEST, FULL_SIZES, NixlOptions, QUALIFICATION_BATCHES, full_plan, nixl_settings,

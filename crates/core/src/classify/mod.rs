@@ -12,12 +12,16 @@
 //!   shared-IPC case UCX lists a `tcp` lane while every byte goes over `sysv`, so a tcp lane is
 //!   only reported as the data path when no faster lane exists.
 //!
+//! A third kind, `UCX_PROTO_INFO`'s protocol selection tables in a UCX log (what the NIXL engine
+//! reads), is parsed by [`proto_tables`] and attributed to a case by [`rma_evidence`].
+//!
 //! Everything here is pure string work: no UCX, no I/O, and no input can make it panic.
 
 use crate::model::{DataPath, EvidenceSource, Lane, MemoryPair, TestKind, TransportClass, TransportEvidence};
 use crate::units::format_size;
 
 pub mod proto_tables;
+pub mod rma_evidence;
 mod side;
 pub use side::{classify_case, classify_tag};
 

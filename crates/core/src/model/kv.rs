@@ -1,5 +1,6 @@
 //! `pair --kv-shape`: one model's KV transfer between prefill TP `a` and decode TP `b`, as the
-//! cases carry it ([`KvLayout`]) and as the report says it ([`KvOutcome`]).
+//! cases carry it ([`KvLayout`]) and as the report says it ([`KvOutcome`]); and where a
+//! multi-block case's blocks sit in a buffer ([`BlockLayout`], not serialized).
 
 use serde::{Deserialize, Serialize};
 
@@ -67,6 +68,46 @@ impl KvLayout {
                     .is_some_and(|end| end <= s.buffer_bytes)
         };
         fits(&self.initiator) && fits(&self.target)
+    }
+}
+
+/// Where the blocks of a KV-shaped transfer sit in one buffer: `count` blocks of `block` bytes,
+/// one every `stride` bytes (`stride` ≥ `block`; the gaps keep the blocks non-contiguous). Not
+/// part of the JSON: the engines' buffers (icb-memory) and the control protocol's bounds use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockLayout {
+    pub block: usize,
+    pub stride: usize,
+    pub count: usize,
+}
+
+impl BlockLayout {
+    /// One contiguous block of `len` bytes.
+    pub fn single(len: usize) -> Self {
+        BlockLayout {
+            block: len,
+            stride: len,
+            count: 1,
+        }
+    }
+
+    /// `count` blocks of `block` bytes, each starting on a page and followed by at least one
+    /// page of gap, so no two blocks are adjacent in memory; `None` when it overflows.
+    pub fn spaced(block: usize, count: usize) -> Option<Self> {
+        const PAGE: usize = 4096;
+        let stride = block.checked_next_multiple_of(PAGE)?.checked_add(PAGE)?;
+        stride.checked_mul(count)?;
+        Some(BlockLayout { block, stride, count })
+    }
+
+    /// Bytes the buffer must hold.
+    pub fn span(&self) -> usize {
+        self.stride * self.count
+    }
+
+    /// Byte offset of block `i`.
+    pub fn offset(&self, i: usize) -> usize {
+        i * self.stride
     }
 }
 

@@ -9,7 +9,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// First bytes of every control frame.
 pub const MAGIC: [u8; 4] = *b"ICBC";
 /// Version of the control protocol this build speaks; bumped on any incompatible message change.
-/// v2: the server opens with a `challenge` (token admission, `crate::admit`) instead of its hello.
+/// v2: the server opens with a `challenge` (token admission, `icb_engine::admit`) instead of its hello.
 pub const PROTOCOL_VERSION: u16 = 2;
 /// Largest control message accepted: worker addresses and packed rkeys are a few KiB at most.
 pub const MAX_FRAME_BYTES: u32 = 1 << 20;

@@ -25,6 +25,7 @@
 //! count and string a peer can send, so a hostile or confused peer can make a session fail but
 //! cannot make this process allocate, loop or wait without limit.
 
+use icb_core::units::format_size;
 use icb_core::{CudaInfo, MemoryPair, TestKind};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
@@ -117,12 +118,12 @@ pub struct Hello {
     /// line_rate_bps`); absent where nothing is rated. For the physics check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_rate_bps: Option<f64>,
-    /// This side's nonce and token proof (`crate::auth`); absent where no token is in use.
+    /// This side's nonce and token proof (`icb_engine::auth`); absent where no token is in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<HelloAuth>,
 }
 
-/// A hello's admission proof: its sender's nonce and HMAC (see `crate::auth`).
+/// A hello's admission proof: its sender's nonce and HMAC (see `icb_engine::auth`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HelloAuth {
     pub nonce: HexBytes,
@@ -215,12 +216,12 @@ impl CaseSetup {
     }
 
     /// Where the blocks sit in each side's buffer (one contiguous block unless `blocks` > 1).
-    pub fn layout(&self) -> Option<icb_memory::BlockLayout> {
+    pub fn layout(&self) -> Option<icb_core::BlockLayout> {
         let size = usize::try_from(self.size).ok()?;
         if self.blocks <= 1 {
-            Some(icb_memory::BlockLayout::single(size))
+            Some(icb_core::BlockLayout::single(size))
         } else {
-            icb_memory::BlockLayout::spaced(size, self.blocks as usize)
+            icb_core::BlockLayout::spaced(size, self.blocks as usize)
         }
     }
 }
@@ -272,7 +273,7 @@ pub enum Message {
         /// Set when the server refused the case before allocating (its bounds); `reason` is
         /// then this refusal's text. Absent from older servers.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        refused: Option<crate::admit::CaseRefusal>,
+        refused: Option<CaseRefusal>,
     },
     /// client → server: run one phase of the current case, within `timeout_s`.
     Phase {
@@ -312,6 +313,37 @@ pub enum Message {
 /// Transports a peer's receive view may name (UCX's lanes per protocol are at most 8).
 const MAX_VIEW_LANES: usize = 16;
 
+/// Bytes of each side's nonce and of a proof (SHA-256, see `icb_engine::auth`): a hello or
+/// challenge carrying a nonce of any other length is malformed.
+pub const NONCE_BYTES: usize = 32;
+
+/// Why the server refuses one case before allocating anything; typed on the wire
+/// (`case_failed.refused`), its text is the one line the client reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, thiserror::Error)]
+#[serde(tag = "bound", rename_all = "snake_case")]
+pub enum CaseRefusal {
+    /// Above `--max-buffer` (`needs`: `None` when the size does not even fit the platform).
+    #[error(
+        "the case needs a {} buffer on the server, above its --max-buffer of {}: use smaller sizes or raise --max-buffer on serve",
+        needs.map_or("too large".to_string(), format_size),
+        format_size(*limit)
+    )]
+    AboveMaxBuffer { needs: Option<u64>, limit: u64 },
+    /// Above what the server's GPU can give now (half its free memory, see `icb_engine::admit::gpu_limit`).
+    #[error(
+        "the case needs a {} buffer on GPU {device} of the server, above the {} that GPU gives one case now (half its {} free): use smaller sizes or free memory on that GPU",
+        format_size(*needs),
+        format_size(*limit),
+        format_size(*free)
+    )]
+    AboveGpuFree {
+        needs: u64,
+        device: usize,
+        free: u64,
+        limit: u64,
+    },
+}
+
 fn check_len(what: &str, s: &str, max: usize) -> Result<(), String> {
     if s.len() > max {
         return Err(format!("{what} is {} bytes long (limit {max})", s.len()));
@@ -326,7 +358,7 @@ impl Message {
     }
 
     /// `case_failed` for a case the server's bounds refused, typed and with its one line.
-    pub fn case_refused(refusal: crate::admit::CaseRefusal) -> Message {
+    pub fn case_refused(refusal: CaseRefusal) -> Message {
         Message::CaseFailed {
             reason: refusal.to_string(),
             refused: Some(refusal),
@@ -375,13 +407,13 @@ impl Message {
                     return Err("empty UCX worker address".into());
                 }
                 if let Some(a) = &h.auth
-                    && (a.nonce.0.len() != crate::auth::NONCE_BYTES || a.proof.0.len() > 64)
+                    && (a.nonce.0.len() != NONCE_BYTES || a.proof.0.len() > 64)
                 {
                     return Err("a token proof of the wrong length".into());
                 }
                 Ok(())
             }
-            Message::Challenge { nonce, .. } if nonce.0.len() != crate::auth::NONCE_BYTES => {
+            Message::Challenge { nonce, .. } if nonce.0.len() != NONCE_BYTES => {
                 Err(format!("a challenge nonce of {} bytes", nonce.0.len()))
             }
             Message::Challenge { .. } => Ok(()),

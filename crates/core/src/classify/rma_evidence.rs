@@ -11,17 +11,18 @@
 //! |     8 | 0..inf | zero-copy   | cma/memory                        |
 //! ```
 //!
-//! [`parse`] reads those tables out of a UCX log (prefixes and separators ignored); [`attribute`]
+//! [`parse`](crate::classify::proto_tables::parse) reads those tables out of a UCX log (prefixes
+//! and separators ignored); [`attribute`]
 //! picks the rows for one case — the RMA operation of its direction (`ucp_get` for READ,
 //! `ucp_put` for WRITE), its memory types, a range holding its block size, a non-zero count —
-//! and feeds them to the UCX engine's classifier ([`icb_core::classify`]). Loopback (`self`)
+//! and feeds them to the UCX engine's classifier ([`crate::classify`]). Loopback (`self`)
 //! endpoints are ignored while any other endpoint matches. Several matching rows (several
 //! endpoint configurations) yield the worst class, as the UCX engine does for several lanes.
 
-use icb_core::classify::{data_path_from_info, severity_rank};
-use icb_core::{DataPath, Direction, EvidenceSource, MemoryPair, TransportEvidence};
+use crate::classify::{data_path_from_info, severity_rank};
+use crate::{DataPath, Direction, EvidenceSource, MemoryPair, TransportEvidence};
 
-pub use icb_core::classify::proto_tables::{ProtoRow, ProtoTable, memory_after, parse};
+use crate::classify::proto_tables::{ProtoRow, ProtoTable, memory_after};
 fn operation_matches(op: &str, direction: Direction, memory: MemoryPair) -> bool {
     let (init, target) = (memory.initiator.as_str(), memory.target.as_str());
     // Read: "… ucp_get* into INIT from TARGET"; write: "… ucp_put* from INIT to TARGET".
@@ -94,7 +95,8 @@ pub fn attribute(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use icb_core::{MemoryType, TransportClass};
+    use crate::classify::proto_tables::parse;
+    use crate::{MemoryType, TransportClass};
 
     /// Recorded on this machine: NIXL 1.5.1 (UCX 1.23.0), `UCX_PROTO_INFO=used`, two agents.
     const USED: &str = "\
@@ -121,7 +123,7 @@ mod tests {
     /// start is past its end.
     #[test]
     fn a_range_whose_start_is_past_its_end_is_no_row() {
-        use icb_core::classify::proto_tables::parse_range;
+        use crate::classify::proto_tables::parse_range;
         assert_eq!(parse_range("0..8K"), Some((0, 8192)));
         assert_eq!(parse_range("8K..8K"), Some((8192, 8192)));
         assert_eq!(parse_range("744073709551615..8K"), None);
