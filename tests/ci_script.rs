@@ -377,7 +377,10 @@ fn linted_cargo_fails_on_a_clippy_lint_and_builds_clean_code() {
     );
     let err = String::from_utf8_lossy(&bad.stderr);
     assert_ne!(bad.status.code(), Some(0), "a lint must fail the build: {err}");
-    assert!(err.contains("clippy::len_zero") || err.contains("length comparison to zero"), "{err}");
+    assert!(
+        err.contains("clippy::len_zero") || err.contains("length comparison to zero"),
+        "{err}"
+    );
 
     let good_dir = dir.path().join("good");
     let good = linted_build(&good_dir, "fn main() {\n    println!(\"built\");\n}\n");
@@ -395,20 +398,13 @@ fn linted_cargo_fails_on_a_clippy_lint_and_builds_clean_code() {
 #[test]
 fn ci_run_lints_every_target_while_it_builds_the_tests() {
     let script = fs::read_to_string(repo().join(".ci/run")).unwrap();
-    let commands: Vec<&str> = script
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.starts_with('#'))
-        .collect();
+    let commands: Vec<&str> = script.lines().map(str::trim).filter(|l| !l.starts_with('#')).collect();
     for want in [
         "scripts/linted cargo test --workspace --locked --no-run",
         "scripts/linted cargo test --workspace --locked --no-run --benches",
         "scripts/linted cargo test --workspace --locked 2>&1",
     ] {
-        assert!(
-            commands.iter().any(|l| l.starts_with(want)),
-            ".ci/run has no `{want}`"
-        );
+        assert!(commands.iter().any(|l| l.starts_with(want)), ".ci/run has no `{want}`");
     }
     assert!(
         !commands.iter().any(|l| l.contains("cargo clippy")),
