@@ -111,9 +111,23 @@ fn the_sweep_names_exactly_the_tcp_only_node() {
         );
         assert!(c["case"].as_str().unwrap().starts_with("tag_lat 8"), "{c}");
     }
-    // The second pass says what it does here: the suspect's own pair again, no partner.
+    // The second pass says what it does here: the suspects' own pairs again, no partner. node-3 is
+    // one of them. On a loaded machine the first pass can also find a healthy node slow (CI's cold
+    // run: node-4, whose own pair then passed again): the second pass exists to clear it, and every
+    // node but node-3 passes (asserted above).
+    let second_pass_nodes: Vec<&str> = r["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pass"] == 2)
+        .map(|p| p["prefill"].as_str().unwrap())
+        .collect();
+    assert!(second_pass_nodes.contains(&"node-3"), "{}", r["pairs"]);
     assert!(
-        stderr.contains("second pass: 1 suspect(s) run their own intra-node pair again"),
+        stderr.contains(&format!(
+            "second pass: {} suspect(s) run their own intra-node pair again",
+            second_pass_nodes.len()
+        )),
         "{stderr}"
     );
     assert!(!stderr.contains("re-paired with nodes that passed"), "{stderr}");
