@@ -3,6 +3,7 @@
 use crate::memory::{MemMap, Region, Registered, Retired};
 use crate::worker::Worker;
 use crate::{Error, Result, Ucx, ucp_fn};
+use std::cell::Cell;
 use std::ffi::CString;
 use std::rc::Rc;
 use ucx_sys as sys;
@@ -116,6 +117,7 @@ impl ContextBuilder {
                 ucx,
                 handle,
                 retired: Retired::default(),
+                kept_workers: Cell::new(0),
             }),
         })
     }
@@ -126,6 +128,8 @@ pub(crate) struct ContextInner {
     pub(crate) handle: sys::ucp_context_h,
     /// Exposed registrations kept past their map until their workers are gone.
     pub(crate) retired: Retired,
+    /// Workers that could not be destroyed safely (see `WorkerInner::unsafe_to_destroy`).
+    pub(crate) kept_workers: Cell<usize>,
 }
 
 impl ContextInner {
@@ -188,6 +192,13 @@ impl Context {
     /// reach them through is alive (see [`MemMap`]).
     pub fn retired_maps(&self) -> usize {
         self.inner.retired.kept()
+    }
+
+    /// How many workers are kept instead of destroyed, for the life of the process with this
+    /// context: an endpoint of theirs without peer error handling ([`crate::ErrorMode::None`])
+    /// failed to close, or UCX never gave back an operation of theirs.
+    pub fn kept_workers(&self) -> usize {
+        self.inner.kept_workers.get()
     }
 
     /// Registers `region` with UCX (with its memory type as a hint) so that a peer can reach it

@@ -65,7 +65,7 @@ impl EpInner {
         Ok(ep)
     }
 
-    fn close_now(&self, deadline: Instant) -> Result<()> {
+    fn close_now(&self, deadline: Instant, also: &mut dyn FnMut()) -> Result<()> {
         let ep = self.ep.replace(std::ptr::null_mut());
         if ep.is_null() {
             return Ok(());
@@ -86,14 +86,19 @@ impl EpInner {
         // SAFETY: `ep` is a live endpoint of this worker (we just took it out, so it is closed
         // exactly once); `param` is valid for the call.
         let req = unsafe { close(ep, &param) };
-        self.worker.wait_request(req, "ucp_ep_close", deadline)
+        let closed = self.worker.wait_request(req, "ucp_ep_close", deadline, also);
+        if closed.is_err() && self.mode == ErrorMode::None {
+            // Without peer error handling, UCX cannot destroy this worker safely any more.
+            self.worker.keep();
+        }
+        closed
     }
 }
 
 impl Drop for EpInner {
     fn drop(&mut self) {
         // Errors cannot be reported from drop; the close is bounded by DROP_CLOSE_DEADLINE.
-        let _ = self.close_now(Instant::now() + DROP_CLOSE_DEADLINE);
+        let _ = self.close_now(Instant::now() + DROP_CLOSE_DEADLINE, &mut || {});
     }
 }
 
@@ -223,7 +228,18 @@ impl Endpoint {
     /// Closes the endpoint: forced with [`ErrorMode::Peer`], otherwise after a flush of its
     /// pending operations. On timeout the close is left to UCX and `Timeout` is returned.
     /// Remote keys unpacked on it stay valid objects but cannot be used any more.
+    ///
+    /// A close that fails without peer error handling ([`ErrorMode::None`]: the peer died or
+    /// never answered the flush) leaves a worker that UCX cannot destroy safely: the worker is
+    /// kept for the life of the process instead (see [`crate::Context::kept_workers`]).
     pub fn close(self, deadline: Instant) -> Result<()> {
-        self.inner.close_now(deadline)
+        self.inner.close_now(deadline, &mut || {})
+    }
+
+    /// [`Endpoint::close`] for one thread that drives both sides of a connection: `also` runs
+    /// after each progress of this worker (progress the peer's there), since a flush over tcp
+    /// waits for the peer to answer.
+    pub fn close_while(self, deadline: Instant, mut also: impl FnMut()) -> Result<()> {
+        self.inner.close_now(deadline, &mut also)
     }
 }

@@ -6,6 +6,7 @@ use crate::memory::{Region, RemoteKey};
 use crate::ops::{Completion, Op, OpOptions, OpRepr, Rma, State, Table, recv_cb, send_cb};
 use crate::submit::{RmaFn, check_range, mapping_for, set_memh};
 use crate::{Error, Result, ucp_fn};
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::ops::Range;
 use std::rc::Rc;
@@ -31,6 +32,9 @@ pub(crate) struct WorkerInner {
     pub(crate) request_free_fn: unsafe extern "C" fn(*mut c_void),
     /// This worker's id in its context's [`crate::memory::Retired`] bookkeeping.
     id: u64,
+    /// Never destroy this worker: its peer died while an endpoint without peer error handling
+    /// still owed it operations ([`Worker::keep_after_peer_death`]), or UCX never gave back an operation.
+    pub(crate) unsafe_to_destroy: Cell<bool>,
 }
 
 impl WorkerInner {
@@ -41,8 +45,15 @@ impl WorkerInner {
         unsafe { (self.progress_fn)(self.handle) }
     }
 
-    /// Waits for a request created without a callback (close), polling its status.
-    pub(crate) fn wait_request(&self, req: *mut c_void, op: &'static str, deadline: Instant) -> Result<()> {
+    /// Waits for a request created without a callback (close), polling its status; `also` runs
+    /// after each progress call (the peer's worker, when one thread drives both).
+    pub(crate) fn wait_request(
+        &self,
+        req: *mut c_void,
+        op: &'static str,
+        deadline: Instant,
+        also: &mut dyn FnMut(),
+    ) -> Result<()> {
         if req.is_null() {
             return Ok(());
         }
@@ -63,6 +74,7 @@ impl WorkerInner {
                 };
             }
             self.progress();
+            also();
             n = n.wrapping_add(1);
             if n.is_multiple_of(CLOCK_EVERY) && Instant::now() >= deadline {
                 // SAFETY: freeing a pending request hands it to UCX, which finishes it internally;
@@ -74,8 +86,23 @@ impl WorkerInner {
     }
 }
 
+impl WorkerInner {
+    /// Marks this worker as one UCX cannot destroy safely; it is counted once, as kept.
+    pub(crate) fn keep(&self) {
+        if !self.unsafe_to_destroy.replace(true) {
+            self.ctx.kept_workers.set(self.ctx.kept_workers.get() + 1);
+        }
+    }
+}
+
 impl Drop for WorkerInner {
     fn drop(&mut self) {
+        if self.unsafe_to_destroy.get() {
+            // Kept for the life of the process, with its context (ucp_cleanup with a live worker
+            // is undefined too) and the registrations a peer reached through it.
+            std::mem::forget(self.ctx.clone());
+            return;
+        }
         if let Ok(destroy) = ucp_fn!(self.ctx.ucx, ucp_worker_destroy) {
             // SAFETY: endpoints and rkeys hold an Rc of this worker, so none is left; the handle
             // is destroyed exactly once.
@@ -128,6 +155,7 @@ impl Worker {
             ctx,
             handle,
             id,
+            unsafe_to_destroy: Cell::new(false),
             progress_fn,
             check_status_fn,
             request_free_fn,
@@ -602,7 +630,10 @@ impl Drop for Worker {
         }
         let _ = self.reap();
         if self.any_pending() {
+            // UCX still owns requests that point into the table: the table, and so the worker
+            // the slots' holds keep alive, are never freed.
             self.table.leaked.set(true);
+            self.inner.keep();
         }
     }
 }

@@ -81,7 +81,7 @@ fn rma_roundtrip(tls: Option<&str>) {
         drop(rkey);
         assert_pattern(&mut local, size, seed);
     }
-    drop(p);
+    close_pair(p);
     for (mut target, size, seed) in put_targets {
         assert_pattern(&mut target, size, seed);
     }

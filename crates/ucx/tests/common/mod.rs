@@ -107,6 +107,31 @@ pub fn pair(tls: Option<&str>, mode: ErrorMode) -> Pair {
     }
 }
 
+/// Closes both endpoints, each while the other side progresses (a flush over tcp waits for
+/// the peer), then destroys both workers; returns the contexts. A close that failed would keep
+/// its worker (and the memory its peer reached) for the life of the process.
+pub fn close_pair(p: Pair) -> (Context, Context) {
+    let Pair {
+        ctx_a,
+        ctx_b,
+        a,
+        b,
+        ab,
+        ba,
+    } = p;
+    ab.close_while(deadline(), || {
+        b.progress();
+    })
+    .unwrap();
+    ba.close_while(deadline(), || {
+        a.progress();
+    })
+    .unwrap();
+    drop((a, b));
+    assert_eq!(ctx_a.kept_workers() + ctx_b.kept_workers(), 0);
+    (ctx_a, ctx_b)
+}
+
 pub fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(10)
 }
