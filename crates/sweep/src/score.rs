@@ -7,7 +7,9 @@
 //! Errors are kept apart from slowness: a node that measured nothing with most of its partners
 //! (a lost link, a dead NIC) takes the blame for those pairs, and its partners' errors with it are
 //! not counted against them, so one unreachable node does not make every node look bad. A node
-//! is a *suspect* when at least half its counted pairs are bad, or its median is a robust outlier
+//! is a *suspect* when at least half its counted pairs are bad, when any counted pair measured
+//! nothing (an error is never a pass until a second pass clears it: a node cut mid-sweep errs
+//! with its last partners only, and passed on its first ones), or its median is a robust outlier
 //! ([`crate::outliers`]: bandwidth low, latency high). Nodes whose bench pods could not be placed
 //! are *unschedulable*, never a fabric verdict.
 //!
@@ -207,8 +209,8 @@ impl FirstPass<'_> {
             NodeStatus::Unknown
         } else if rail_blamed {
             NodeStatus::Fail
-        } else if bad.len() * 2 >= counted.len() || !bad_rails.is_empty() {
-            if bad.len() * 2 >= counted.len() {
+        } else if bad.len() * 2 >= counted.len() || errors > 0 || !bad_rails.is_empty() {
+            if bad.len() * 2 >= counted.len() || errors > 0 {
                 evidence.insert(0, bad_summary(bad.len(), errors, counted.len()));
             }
             NodeStatus::Suspect
