@@ -15,6 +15,12 @@
 //! trait. Everything below [`Ucx`] is `!Send + !Sync`: UCP workers are created in single-thread
 //! mode and the engine drives each from one dedicated thread.
 //!
+//! Teardown against UCX: a worker is destroyed only when UCX can do so safely. One whose
+//! endpoint failed to close without peer error handling ([`ErrorMode::None`]: the peer died or
+//! went silent with operations queued) is kept for the life of the process instead, with its
+//! context; destroying it purged a dead endpoint's queue through a freed pointer (SIGSEGV under
+//! load). [`Context::kept_workers`] counts them.
+//!
 //! UCX's own log is captured from the first load ([`log`]): warnings and errors are counted and
 //! the first of each kept for a one-line summary; [`log::set_passthrough`] lets UCX print them too.
 //!
