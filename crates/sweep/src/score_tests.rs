@@ -72,6 +72,11 @@ fn run(pairs: &[Pair], pass: u8, bad: &[&str], slow: &[&str]) -> Vec<PairResult>
         .collect()
 }
 
+/// Each node with its status, in the verdicts' order.
+fn statuses(verdicts: &[NodeVerdict]) -> Vec<(&str, NodeStatus)> {
+    verdicts.iter().map(|v| (v.node.as_str(), v.status)).collect()
+}
+
 fn nodes(n: usize) -> Vec<String> {
     (1..=n).map(|i| format!("node-{i}")).collect()
 }
@@ -175,9 +180,8 @@ fn a_node_that_measured_nothing_takes_the_blame_for_its_errors_not_its_partners(
         })
         .collect();
     let first = first_pass_verdicts(&nodes, &results);
-    let status: Vec<(&str, NodeStatus)> = first.iter().map(|v| (v.node.as_str(), v.status)).collect();
     assert_eq!(
-        status,
+        statuses(&first),
         [
             ("node-1", NodeStatus::Pass),
             ("node-2", NodeStatus::Pass),
@@ -409,9 +413,8 @@ fn a_node_cut_mid_sweep_is_a_suspect_on_its_first_error_and_fails_its_second_pas
         .map(|p| pair_result(p, 1, if cut(p) { error() } else { measured(20e9, false) }))
         .collect();
     let first = first_pass_verdicts(&nodes, &results);
-    let status: Vec<(&str, NodeStatus)> = first.iter().map(|v| (v.node.as_str(), v.status)).collect();
     assert_eq!(
-        status,
+        statuses(&first),
         [
             ("node-1", NodeStatus::Pass),
             ("node-2", NodeStatus::Pass),
@@ -442,9 +445,8 @@ fn a_node_cut_mid_sweep_is_a_suspect_on_its_first_error_and_fails_its_second_pas
         results.push(pair_result(p, 2, outcome));
     }
     let last = final_verdicts(&nodes, &results);
-    let status: Vec<(&str, NodeStatus)> = last.iter().map(|v| (v.node.as_str(), v.status)).collect();
     assert_eq!(
-        status,
+        statuses(&last),
         [
             ("node-1", NodeStatus::Pass),
             ("node-2", NodeStatus::Pass),
