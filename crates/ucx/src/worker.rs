@@ -35,8 +35,11 @@ pub(crate) struct WorkerInner {
     pub(crate) request_free_fn: unsafe extern "C" fn(*mut c_void),
     /// This worker's id in its context's [`crate::memory::Retired`] bookkeeping.
     id: u64,
-    /// Never destroy this worker: its peer died while an endpoint without peer error handling
-    /// still owed it operations ([`Worker::keep_after_peer_death`]), or UCX never gave back an operation.
+    /// Never destroy this worker: an endpoint of its without peer error handling failed to close
+    /// (its peer dead or silent, with operations queued to it), or UCX never gave back an
+    /// operation. UCX defines no teardown for that state: destroying such a worker purged the
+    /// endpoint's queue through a freed pointer under load (SIGSEGV in
+    /// `ucp_request_send_state_ff`, on either side of a pair). Set through [`WorkerInner::keep`].
     pub(crate) unsafe_to_destroy: Cell<bool>,
 }
 
@@ -87,9 +90,7 @@ impl WorkerInner {
             }
         }
     }
-}
 
-impl WorkerInner {
     /// Marks this worker as one UCX cannot destroy safely; it is counted once, as kept.
     pub(crate) fn keep(&self) {
         if !self.unsafe_to_destroy.replace(true) {
