@@ -42,7 +42,7 @@ impl Worker {
 
     /// UCX's description of how a still-pending operation is being carried out, e.g.
     /// `tag_send from host memory length 4194304 rendezvous zero-copy read from remote cma/memory`.
-    /// `None` when the operation already completed (submit it with [`OpOptions::QUERYABLE`] and
+    /// `None` when the operation already completed (submit it with [`crate::OpOptions::QUERYABLE`] and
     /// query right away) or the loaded UCX cannot describe requests. The receive side carries no
     /// protocol description.
     pub fn info_string(&self, op: Op) -> Result<Option<String>> {
