@@ -235,15 +235,15 @@ fn load_set(inputs: &[Input], opts: &EnvOptions) -> Result<RecipeSet, RecipeErro
 /// Resolves and checks every recipe. A recipe with no engine role is dropped when others have
 /// one (a benchmark Job beside a deployment is not a recipe), and kept (it fails) otherwise.
 fn judge(set: RecipeSet) -> Vec<Judged> {
+    // Every recipe masks every Secret of the inputs: their values are read once, not per recipe.
+    let secrets = resolve::secrets_masker(&set.secrets);
     let mut judged: Vec<Judged> = set
         .recipes
         .into_iter()
         .map(|recipe| {
             let mut res = resolve(&recipe.docs);
             res.notes.extend(recipe.notes.iter().cloned());
-            for s in &set.secrets {
-                res.remember_secret_document(s);
-            }
+            res.remember_secrets(&secrets);
             let checks = check(&res);
             Judged { recipe, res, checks }
         })

@@ -50,7 +50,10 @@ pub fn display_value(var: &EnvVar) -> String {
 
 /// Characters that end a word when masking text.
 fn is_separator(c: char) -> bool {
-    c.is_whitespace() || ",;:\"'()[]{}<>`".contains(c)
+    matches!(
+        c,
+        ',' | ';' | ':' | '"' | '\'' | '(' | ')' | '[' | ']' | '{' | '}' | '<' | '>' | '`'
+    ) || c.is_whitespace()
 }
 
 /// Secret values containing separators are replaced as substrings; past this many the rest are
@@ -79,8 +82,22 @@ impl Masker {
                 self.phrases.push(v.to_string());
                 self.phrases.sort_by_key(|p| std::cmp::Reverse(p.len()));
             }
-        } else {
+        } else if !self.words.contains(v) {
             self.words.insert(v.to_string());
+        }
+    }
+
+    /// Adds every secret `other` holds, as [`Masker::add`] would have (the phrase cap included).
+    pub fn merge(&mut self, other: &Masker) {
+        self.words.extend(other.words.iter().cloned());
+        let before = self.phrases.len();
+        for p in &other.phrases {
+            if self.phrases.len() < MAX_PHRASES && !self.phrases.contains(p) {
+                self.phrases.push(p.clone());
+            }
+        }
+        if self.phrases.len() != before {
+            self.phrases.sort_by_key(|p| std::cmp::Reverse(p.len()));
         }
     }
 
@@ -127,6 +144,30 @@ mod tests {
     fn base64() {
         assert_eq!(base64_text("aGVsbG8gd29ybGQ=").as_deref(), Some("hello world"));
         assert_eq!(base64_text("!!"), None);
+    }
+
+    /// The secrets of every recipe are read once and merged into each recipe's masker: what it
+    /// masks is what adding each value to it would mask, phrases longest first.
+    #[test]
+    fn a_merged_masker_masks_what_adding_each_value_masks() {
+        let values = ["hunter2hunter2", "pass word one", "pass word", "s3cr3t-token"];
+        let mut added = Masker::default();
+        added.add("own-secret-value");
+        let mut shared = Masker::default();
+        for v in values {
+            added.add(v);
+            shared.add(v);
+        }
+        let mut merged = Masker::default();
+        merged.add("own-secret-value");
+        merged.merge(&shared);
+        merged.merge(&shared);
+        assert_eq!(merged.phrases, added.phrases, "deduplicated, longest first");
+        let line = "a=hunter2hunter2 b='pass word one' c=s3cr3t-token own-secret-value pass word";
+        assert_eq!(merged.mask(line), added.mask(line));
+        for v in values.iter().chain(&["own-secret-value"]) {
+            assert!(!merged.mask(line).contains(v), "{v} leaked: {}", merged.mask(line));
+        }
     }
 
     #[test]

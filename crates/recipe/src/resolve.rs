@@ -41,14 +41,34 @@ impl Resolution {
 
     /// Remembers a Secret's values (plain and base64-decoded) so no line can print them.
     pub fn remember_secret_document(&mut self, doc: &Document) {
-        for (_, text) in crate::configmaps::secret_entries(doc) {
-            self.masker.add(&text);
-        }
-        // The base64 text itself is as secret as what it encodes.
-        for (_, v) in doc.root.get("data").map(Node::as_map).unwrap_or_default() {
-            if let Some(s) = v.as_str() {
-                self.masker.add(s);
-            }
+        remember_secret(&mut self.masker, doc);
+    }
+
+    /// Remembers every secret value `secrets` holds (a [`secrets_masker`] of the inputs' Secret
+    /// documents, built once for all the recipes that share them).
+    pub fn remember_secrets(&mut self, secrets: &Masker) {
+        self.masker.merge(secrets);
+    }
+}
+
+/// A masker of every value of `docs` (Secret documents): what [`Resolution::remember_secret_document`]
+/// remembers for each, read once.
+pub fn secrets_masker(docs: &[Document]) -> Masker {
+    let mut masker = Masker::default();
+    for doc in docs {
+        remember_secret(&mut masker, doc);
+    }
+    masker
+}
+
+fn remember_secret(masker: &mut Masker, doc: &Document) {
+    for (_, text) in crate::configmaps::secret_entries(doc) {
+        masker.add(&text);
+    }
+    // The base64 text itself is as secret as what it encodes.
+    for (_, v) in doc.root.get("data").map(Node::as_map).unwrap_or_default() {
+        if let Some(s) = v.as_str() {
+            masker.add(s);
         }
     }
 }

@@ -149,11 +149,20 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
     let mut recipes: Vec<Recipe> = kustomize_recipes;
     let mut by_folder: BTreeMap<(String, String), Vec<&Document>> = BTreeMap::new();
     let mut folder_order: Vec<(String, String)> = Vec::new();
+    // Whether a document is partial walks its whole tree: decided once per document, not once per
+    // pair of documents (a recipe with hundreds of patches of a 12,000-entry env list took a
+    // minute: `hostile_sizes_stay_linear`).
+    let bases = complete_objects(&all_docs);
+    let patches: Vec<&Document> = free
+        .iter()
+        .copied()
+        .filter(|p| !p.from_dir && patch::is_partial(&p.root))
+        .collect();
     for d in &free {
         let Some(kind) = d.kind() else { continue };
         // A patch of an object anywhere in the inputs (a kustomize base included) is not a
         // recipe of its own.
-        if patch::is_partial(&d.root) && (has_base(d, &free) || has_base(d, &all_docs)) {
+        if patch::is_partial(&d.root) && bases.contains(&(d.kind(), d.name())) {
             if d.from_dir {
                 set.unused_patches
                     .push(format!("{} ({kind}/{})", d.location(), d.name().unwrap_or("unnamed")));
@@ -206,7 +215,7 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
         let home = r.docs.first().map(|d| d.dir().to_string()).unwrap_or_default();
         let layers = folder_layers.iter().filter(|k| is_within(&home, k.dir()));
         r.docs.extend(layers.cloned());
-        attach_patches(r, &free);
+        attach_patches(r, &patches);
         attach_referenced(r, &free);
         attach_isvc_configs(r, &free);
         attach_folder_objects(r, &free);
@@ -216,22 +225,25 @@ pub fn split(docs: &[Document], overlays: &[Document]) -> RecipeSet {
     set
 }
 
-/// A partial document (a patch) whose complete base is among the inputs.
-fn has_base(d: &Document, all: &[&Document]) -> bool {
+/// The kind and name of every complete (not partial) document: the objects a patch can apply to.
+fn complete_objects<'a>(all: &[&'a Document]) -> HashSet<(Option<&'a str>, Option<&'a str>)> {
     all.iter()
-        .any(|b| !patch::is_partial(&b.root) && b.kind() == d.kind() && b.name() == d.name())
+        .filter(|b| !patch::is_partial(&b.root))
+        .map(|b| (b.kind(), b.name()))
+        .collect()
 }
 
 /// Patches (partial documents with the same kind and name) of the recipe's objects, from files
 /// named on the command line only: a patch found by walking a directory is never layered.
-fn attach_patches(r: &mut Recipe, free: &[&Document]) {
+/// `patches` are the free documents that are such patches (partial, not from a directory walk).
+fn attach_patches(r: &mut Recipe, patches: &[&Document]) {
     let ids: Vec<(Option<String>, Option<String>)> = r
         .docs
         .iter()
         .map(|d| (d.kind().map(str::to_string), d.name().map(str::to_string)))
         .collect();
     let dirs: Vec<String> = r.docs.iter().map(|d| d.dir().to_string()).collect();
-    for p in free.iter().filter(|p| !p.from_dir && patch::is_partial(&p.root)) {
+    for p in patches {
         let id = (p.kind().map(str::to_string), p.name().map(str::to_string));
         if id.0.is_none() || !ids.contains(&id) {
             continue;
