@@ -42,6 +42,9 @@ impl Outcome {
                     memory: Some(memory),
                     p50_us: l.p50,
                     p99_us: l.p99,
+                    // From the case itself, not the report's warning lines: a report from an
+                    // older pod has the cases but no typed findings.
+                    quality: icb_core::quality::kinds_of(c),
                 });
                 if latency.is_none_or(|(size, _)| c.size < size) {
                     latency = Some((c.size, l.p50));
