@@ -552,13 +552,15 @@ fn a_node_left_unjudged_by_a_distrusted_latency_reads_as_not_judged() {
     for p in &mut r.pairs {
         let on_node_4 = p.pair.involves("node-4");
         if let Outcome::Measured {
+            verdict,
             bandwidth_bps,
             series,
             latency,
             ..
         } = &mut p.outcome
         {
-            (*bandwidth_bps, *series) = (None, vec![]);
+            // Its data path was right (the pair passed); only its timing was not.
+            (*verdict, *bandwidth_bps, *series) = (icb_core::VerdictStatus::Pass, None, vec![]);
             if on_node_4 {
                 latency[0].p50_us = 8000.0;
                 latency[0].quality = vec![QualityKind::ImplausibleLatency];
@@ -568,7 +570,11 @@ fn a_node_left_unjudged_by_a_distrusted_latency_reads_as_not_judged() {
     r.node_verdicts = icb_sweep::score::final_verdicts(&r.nodes, &r.pairs);
     let status: Vec<&str> = r.node_verdicts.iter().map(|v| v.status.as_str()).collect();
     assert_eq!(status, ["pass", "pass", "pass", "unjudged"], "{:#?}", r.node_verdicts);
-    let table = render_sweep_in(&r, Format::Table, View::default()).unwrap();
+    let wide_enough = View {
+        width: 400,
+        wide: false,
+    };
+    let table = render_sweep_in(&r, Format::Table, wide_enough).unwrap();
     let first = table.lines().next().unwrap();
     assert_eq!(
         first,
