@@ -100,7 +100,7 @@ impl QualityKind {
                 c.size <= SMALL_MESSAGE && limit.is_some_and(|limit| l.p50 > limit)
             }
         };
-        hit.then(|| FlaggedCase {
+        hit.then_some(FlaggedCase {
             test: c.test,
             size: c.size,
             memory: c.memory,
