@@ -231,21 +231,8 @@ impl FirstPass<'_> {
         let mut bws: Vec<f64> = counted.iter().filter_map(|r| r.outcome.bandwidth()).collect();
         // Only latencies their own pair trusts: one it called implausible judges no node.
         let mut lats: Vec<f64> = counted.iter().filter_map(|r| r.outcome.latency()).collect();
-        let left_out: Vec<String> = counted.iter().filter_map(|r| left_out_latency(r)).collect();
-        let status = if status == NodeStatus::Pass && bws.is_empty() && lats.is_empty() && !left_out.is_empty() {
-            // Nothing left to judge it by: not a pass on nothing.
-            evidence.insert(
-                0,
-                format!(
-                    "not judged: no bandwidth measured and no latency to judge it by: {}",
-                    left_out.join("; ")
-                ),
-            );
-            NodeStatus::Unjudged
-        } else {
-            evidence.extend(left_out);
-            status
-        };
+        let judged_by_figures = !bws.is_empty() || !lats.is_empty();
+        let status = without_distrusted_latencies(status, &counted, judged_by_figures, &mut evidence);
         let mut paths = BTreeSet::new();
         for r in placed.iter().filter(measured) {
             if let Outcome::Measured { data_paths, .. } = &r.outcome {
@@ -294,6 +281,30 @@ fn left_out_latency(r: &PairResult) -> Option<String> {
         icb_core::units::format_size(p.size),
         kind.headline()
     ))
+}
+
+/// `status`, or `unjudged` for a node that passed with no bandwidth and no latency to judge it by
+/// (`judged_by_figures` false) but latencies its `counted` pairs distrust: not a pass on nothing.
+/// Either way `evidence` says which latencies were not used.
+fn without_distrusted_latencies(
+    status: NodeStatus,
+    counted: &[&PairResult],
+    judged_by_figures: bool,
+    evidence: &mut Vec<String>,
+) -> NodeStatus {
+    let left_out: Vec<String> = counted.iter().filter_map(|r| left_out_latency(r)).collect();
+    if status != NodeStatus::Pass || judged_by_figures || left_out.is_empty() {
+        evidence.extend(left_out);
+        return status;
+    }
+    evidence.insert(
+        0,
+        format!(
+            "not judged: no bandwidth measured and no latency to judge it by: {}",
+            left_out.join("; ")
+        ),
+    );
+    NodeStatus::Unjudged
 }
 
 /// A re-pair that failed nothing but whose only figure was a latency its own quality check
