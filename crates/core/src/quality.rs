@@ -1,11 +1,14 @@
 //! Measurement-quality findings: what makes a measured number less trustworthy than it looks,
 //! said once per finding with the cases it concerns (not once per measured value).
 //!
-//! They never change the verdict (the data path was observed, whatever the timing); they go to
-//! the report's `warnings`, next to the engine's own.
+//! They never change the pair's verdict (the data path was observed, whatever the timing); they
+//! go to the report's `warnings`, next to the engine's own. They are typed ([`QualityFinding`],
+//! [`kinds_of`]) so that a reader decides on the kind, never on the text: the sweep leaves a
+//! latency its pair called implausible out of its node verdicts.
 
-use crate::model::{CaseResult, CaseStatus, PairReport, TestKind, TransportClass};
+use crate::model::{CaseResult, CaseStatus, MemoryPair, PairReport, TestKind, TransportClass};
 use crate::units::format_size;
+use serde::{Deserialize, Serialize};
 
 /// Below this many round trips a p99 is the sample's maximum, not a percentile.
 pub const MIN_SAMPLES_FOR_P99: u64 = 100;
@@ -33,65 +36,174 @@ fn implausible_small_latency_us(class: TransportClass) -> Option<f64> {
     }
 }
 
-/// The findings for `report`'s measured cases, each once with its cases.
+/// What a measurement-quality finding says of its cases: the typed form that decisions are made
+/// on (the sweep leaves a latency it distrusts out of its node verdicts), rendered to the
+/// report's `warnings` by [`QualityFinding::line`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QualityKind {
+    /// Fewer than [`MIN_SAMPLES_FOR_P99`] round trips: the p99 is the slowest sample.
+    FewRoundTrips,
+    /// p99 more than [`SPREAD_RATIO`]× p50 (and [`SPREAD_FLOOR_US`] apart): noisy timing.
+    HighVariance,
+    /// A small message's p50 far above what its data path gives: the data path is right, its
+    /// timing is not (a starved CPU, a descheduled side).
+    ImplausibleLatency,
+}
+
+impl QualityKind {
+    /// Every kind, in the order the findings are reported.
+    pub const ALL: [QualityKind; 3] = [
+        QualityKind::FewRoundTrips,
+        QualityKind::HighVariance,
+        QualityKind::ImplausibleLatency,
+    ];
+
+    /// What was found, the start of the warning line.
+    pub fn headline(self) -> String {
+        match self {
+            QualityKind::FewRoundTrips => {
+                format!("p99 from fewer than {MIN_SAMPLES_FOR_P99} round trips is the slowest sample, not a percentile")
+            }
+            QualityKind::HighVariance => format!("high latency variance: p99 more than {SPREAD_RATIO:.0}× p50"),
+            QualityKind::ImplausibleLatency => "latency far above what the data path gives".into(),
+        }
+    }
+
+    /// What to do about it, the end of the warning line.
+    pub fn advice(self) -> &'static str {
+        match self {
+            QualityKind::FewRoundTrips => "raise --min-iterations or --min-time",
+            QualityKind::HighVariance => {
+                "something competes for the CPU or the link: rerun on a quiet machine or pin the sides to their own cores"
+            }
+            QualityKind::ImplausibleLatency => {
+                "the CPU is oversubscribed or a side was descheduled; the data path is right, its timing is not: rerun on a quiet machine"
+            }
+        }
+    }
+
+    /// Whether this kind concerns measured case `c` (a tag_lat case with its latency), with the
+    /// figures its line quotes.
+    fn flags(self, c: &CaseResult) -> Option<FlaggedCase> {
+        if c.status != CaseStatus::Measured || c.test != TestKind::TagLat {
+            return None;
+        }
+        let m = c.measurement.as_ref()?;
+        let l = m.latency_us.as_ref()?;
+        let data_path = c.transport.as_ref().map(|t| t.data_path.class);
+        let hit = match self {
+            QualityKind::FewRoundTrips => m.iterations < MIN_SAMPLES_FOR_P99,
+            QualityKind::HighVariance => l.p99 > SPREAD_RATIO * l.p50 && l.p99 - l.p50 >= SPREAD_FLOOR_US,
+            QualityKind::ImplausibleLatency => {
+                let limit = data_path.and_then(implausible_small_latency_us);
+                c.size <= SMALL_MESSAGE && limit.is_some_and(|limit| l.p50 > limit)
+            }
+        };
+        hit.then_some(FlaggedCase {
+            test: c.test,
+            size: c.size,
+            memory: c.memory,
+            iterations: m.iterations,
+            p50_us: l.p50,
+            p99_us: l.p99,
+            data_path,
+        })
+    }
+}
+
+/// One case a finding concerns, with the figures its line quotes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlaggedCase {
+    pub test: TestKind,
+    pub size: u64,
+    pub memory: MemoryPair,
+    pub iterations: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// The data path the case crossed, when known.
+    pub data_path: Option<TransportClass>,
+}
+
+impl FlaggedCase {
+    /// The case and the figures `kind` quotes: `tag_lat 8 B host→host (1 round trips)`.
+    fn describe(&self, kind: QualityKind) -> String {
+        let label = format!("{} {} {}", self.test, format_size(self.size), self.memory);
+        match (
+            kind,
+            self.data_path.and_then(|c| Some((c, implausible_small_latency_us(c)?))),
+        ) {
+            (QualityKind::FewRoundTrips, _) => format!("{label} ({} round trips)", self.iterations),
+            (QualityKind::ImplausibleLatency, Some((class, limit))) => {
+                format!(
+                    "{label} (p50 {:.1} µs over {class}, expected < {limit:.0} µs)",
+                    self.p50_us
+                )
+            }
+            (QualityKind::HighVariance | QualityKind::ImplausibleLatency, _) => {
+                format!("{label} (p50 {:.1} µs, p99 {:.1} µs)", self.p50_us, self.p99_us)
+            }
+        }
+    }
+}
+
+/// One finding: its kind and the cases it concerns (never empty).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QualityFinding {
+    pub kind: QualityKind,
+    pub cases: Vec<FlaggedCase>,
+}
+
+impl QualityFinding {
+    /// The warning line: `<headline> in <n> case(s): <cases>: <advice>`, at most [`LISTED`]
+    /// cases named before "and N more".
+    pub fn line(&self) -> String {
+        let n = self.cases.len();
+        let mut listed = self
+            .cases
+            .iter()
+            .take(LISTED)
+            .map(|c| c.describe(self.kind))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if n > LISTED {
+            listed.push_str(&format!(" and {} more", n - LISTED));
+        }
+        let noun = if n == 1 { "case" } else { "cases" };
+        format!(
+            "{} in {n} {noun}: {listed}: {}",
+            self.kind.headline(),
+            self.kind.advice()
+        )
+    }
+}
+
+/// The kinds of finding that concern case `c`, in [`QualityKind::ALL`]'s order: what a reader
+/// of one case (the sweep, per latency point) needs without the whole report.
+pub fn kinds_of(c: &CaseResult) -> Vec<QualityKind> {
+    QualityKind::ALL.into_iter().filter(|k| k.flags(c).is_some()).collect()
+}
+
+/// The typed findings for `cases`, each kind once with its cases, in [`QualityKind::ALL`]'s order.
+pub fn assess(cases: &[CaseResult]) -> Vec<QualityFinding> {
+    QualityKind::ALL
+        .into_iter()
+        .map(|kind| QualityFinding {
+            kind,
+            cases: cases.iter().filter_map(|c| kind.flags(c)).collect(),
+        })
+        .filter(|f| !f.cases.is_empty())
+        .collect()
+}
+
+/// The findings for `report`'s measured cases, each once with its cases, as warning lines.
 pub fn findings(report: &PairReport) -> Vec<String> {
     findings_for(&report.cases)
 }
 
 /// [`findings`] for a list of cases.
 pub fn findings_for(cases: &[CaseResult]) -> Vec<String> {
-    let latency_cases = || {
-        cases
-            .iter()
-            .filter(|c| c.status == CaseStatus::Measured && c.test == TestKind::TagLat)
-            .filter_map(|c| Some((c, c.measurement.as_ref()?)))
-            .filter_map(|(c, m)| Some((c, m.iterations, m.latency_us.as_ref()?)))
-    };
-    let mut out = Vec::new();
-
-    let few: Vec<String> = latency_cases()
-        .filter(|(_, n, _)| *n < MIN_SAMPLES_FOR_P99)
-        .map(|(c, n, _)| format!("{} ({n} round trips)", label(c)))
-        .collect();
-    push(
-        &mut out,
-        &format!("p99 from fewer than {MIN_SAMPLES_FOR_P99} round trips is the slowest sample, not a percentile"),
-        few,
-        "raise --min-iterations or --min-time",
-    );
-
-    let noisy: Vec<String> = latency_cases()
-        .filter(|(_, _, l)| l.p99 > SPREAD_RATIO * l.p50 && l.p99 - l.p50 >= SPREAD_FLOOR_US)
-        .map(|(c, _, l)| format!("{} (p50 {:.1} µs, p99 {:.1} µs)", label(c), l.p50, l.p99))
-        .collect();
-    push(
-        &mut out,
-        &format!("high latency variance: p99 more than {SPREAD_RATIO:.0}× p50"),
-        noisy,
-        "something competes for the CPU or the link: rerun on a quiet machine or pin the sides to their own cores",
-    );
-
-    let slow: Vec<String> = latency_cases()
-        .filter(|(c, _, _)| c.size <= SMALL_MESSAGE)
-        .filter_map(|(c, _, l)| {
-            let class = c.transport.as_ref()?.data_path.class;
-            let limit = implausible_small_latency_us(class)?;
-            (l.p50 > limit).then(|| {
-                format!(
-                    "{} (p50 {:.1} µs over {class}, expected < {limit:.0} µs)",
-                    label(c),
-                    l.p50
-                )
-            })
-        })
-        .collect();
-    push(
-        &mut out,
-        "latency far above what the data path gives",
-        slow,
-        "the CPU is oversubscribed or a side was descheduled; the data path is right, its timing is not: rerun on a quiet machine",
-    );
-    out
+    assess(cases).iter().map(QualityFinding::line).collect()
 }
 
 /// `report.warnings` plus [`findings`], each text once, in first-seen order.
@@ -105,23 +217,6 @@ fn once_each(mut all: Vec<String>, more: Vec<String>) -> Vec<String> {
     let mut seen = std::collections::HashSet::new();
     all.retain(|w| seen.insert(w.clone()));
     all
-}
-
-fn label(c: &CaseResult) -> String {
-    format!("{} {} {}", c.test, format_size(c.size), c.memory)
-}
-
-fn push(out: &mut Vec<String>, finding: &str, cases: Vec<String>, advice: &str) {
-    if cases.is_empty() {
-        return;
-    }
-    let mut listed = cases.iter().take(LISTED).cloned().collect::<Vec<_>>().join(", ");
-    if cases.len() > LISTED {
-        listed.push_str(&format!(" and {} more", cases.len() - LISTED));
-    }
-    let n = cases.len();
-    let noun = if n == 1 { "case" } else { "cases" };
-    out.push(format!("{finding} in {n} {noun}: {listed}: {advice}"));
 }
 
 #[cfg(test)]
@@ -221,6 +316,40 @@ mod tests {
             f[0]
         );
         assert!(f[0].contains(" and 2 more: "), "{}", f[0]);
+    }
+
+    /// The warning lines are a contract (people grep them, the gate quotes them): rendering
+    /// them from the typed findings keeps each byte of the text they had as plain strings.
+    #[test]
+    fn the_typed_findings_render_the_warning_lines_unchanged() {
+        let cases = [
+            latency_case(8, 1, 4000.0, 4100.0, TransportClass::SharedMemory),
+            latency_case(64, 1000, 1.0, 50.0, TransportClass::Rdma),
+            latency_case(4096, 10_000, 2500.0, 2600.0, TransportClass::Tcp),
+        ];
+        assert_eq!(
+            findings_for(&cases),
+            [
+                "p99 from fewer than 100 round trips is the slowest sample, not a percentile in 1 case: \
+                 tag_lat 8 B host→host (1 round trips): raise --min-iterations or --min-time",
+                "high latency variance: p99 more than 10× p50 in 1 case: tag_lat 64 B host→host \
+                 (p50 1.0 µs, p99 50.0 µs): something competes for the CPU or the link: rerun on a \
+                 quiet machine or pin the sides to their own cores",
+                "latency far above what the data path gives in 2 cases: tag_lat 8 B host→host (p50 \
+                 4000.0 µs over shared memory, expected < 100 µs), tag_lat 4 KiB host→host (p50 2500.0 \
+                 µs over tcp, expected < 2000 µs): the CPU is oversubscribed or a side was descheduled; \
+                 the data path is right, its timing is not: rerun on a quiet machine",
+            ]
+        );
+        let kinds: Vec<QualityKind> = assess(&cases).iter().map(|f| f.kind).collect();
+        assert_eq!(kinds, QualityKind::ALL);
+        use QualityKind::{FewRoundTrips, HighVariance, ImplausibleLatency};
+        assert_eq!(kinds_of(&cases[0]), [FewRoundTrips, ImplausibleLatency]);
+        assert_eq!(kinds_of(&cases[1]), [HighVariance]);
+        assert_eq!(
+            serde_json::to_string(&ImplausibleLatency).unwrap(),
+            "\"implausible_latency\""
+        );
     }
 
     #[test]

@@ -540,3 +540,51 @@ fn the_table_has_a_latency_column_and_fits_100_columns() {
     assert!(node4.contains("45.0"), "node-4's median p50: {node4}");
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
 }
+
+/// Issue 35: a latency-only sweep whose node-4 pairs measured 8 ms that their own quality check
+/// called implausible. node-4 is unjudged, and every format says so with the reason, never a pass.
+#[test]
+fn a_node_left_unjudged_by_a_distrusted_latency_reads_as_not_judged() {
+    use icb_core::quality::QualityKind;
+    use icb_sweep::results::Outcome;
+    let mut r = fixture();
+    r.pairs.retain(|p| p.pass == 1);
+    for p in &mut r.pairs {
+        let on_node_4 = p.pair.involves("node-4");
+        if let Outcome::Measured {
+            verdict,
+            bandwidth_bps,
+            series,
+            latency,
+            ..
+        } = &mut p.outcome
+        {
+            // Its data path was right (the pair passed); only its timing was not.
+            (*verdict, *bandwidth_bps, *series) = (icb_core::VerdictStatus::Pass, None, vec![]);
+            if on_node_4 {
+                latency[0].p50_us = 8000.0;
+                latency[0].quality = vec![QualityKind::ImplausibleLatency];
+            }
+        }
+    }
+    r.node_verdicts = icb_sweep::score::final_verdicts(&r.nodes, &r.pairs);
+    let status: Vec<&str> = r.node_verdicts.iter().map(|v| v.status.as_str()).collect();
+    assert_eq!(status, ["pass", "pass", "pass", "unjudged"], "{:#?}", r.node_verdicts);
+    let wide_enough = View {
+        width: 400,
+        wide: false,
+    };
+    let table = render_sweep_in(&r, Format::Table, wide_enough).unwrap();
+    let first = table.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "INCONCLUSIVE: no node failed, but node-4 could not be judged (6 pairs run; see the evidence)"
+    );
+    let row = table.lines().find(|l| l.starts_with("│ node-4")).unwrap();
+    assert!(row.contains("not judged: no bandwidth measured"), "{table}");
+    let xml = render_sweep_in(&r, Format::Junit, View::default()).unwrap();
+    assert!(
+        xml.contains("message=\"unjudged: not judged: no bandwidth measured and no latency to judge it by: node-3→node-4: latency 8000 µs (tag_lat 8 B) not used: its own quality check says latency far above what the data path gives"),
+        "{xml}"
+    );
+}

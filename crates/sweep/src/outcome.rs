@@ -42,6 +42,9 @@ impl Outcome {
                     memory: Some(memory),
                     p50_us: l.p50,
                     p99_us: l.p99,
+                    // From the case itself, not the report's warning lines: a report from an
+                    // older pod has the cases but no typed findings.
+                    quality: icb_core::quality::kinds_of(c),
                 });
                 if latency.is_none_or(|(size, _)| c.size < size) {
                     latency = Some((c.size, l.p50));
@@ -135,6 +138,34 @@ mod tests {
         assert_eq!(bandwidth_bps, worst);
         let rma = |t: &str| t == "put_bw" || t == "get_bw";
         assert!(series.iter().filter(|p| rma(&p.test)).all(|p| p.direction.is_some()));
+    }
+
+    /// A pod's report, read back as JSON, gives each latency point the kinds of its case's
+    /// quality findings, from the case itself: the sweep decides on them, not on the warning
+    /// text (which this report, as an older pod wrote it, does not even carry).
+    #[test]
+    fn a_latency_its_pair_calls_implausible_is_kept_distrusted() {
+        use icb_core::quality::QualityKind;
+        let mut report: icb_core::PairReport =
+            serde_json::from_str(include_str!("../../core/tests/fixtures/pair_report.json")).unwrap();
+        assert!(report.warnings.is_empty());
+        let trusted = Outcome::from_report(&report);
+        assert_eq!(trusted.latency(), Some(1.3535));
+        assert!(trusted.distrusted_latency().is_none());
+        let lat = report.cases[0]
+            .measurement
+            .as_mut()
+            .unwrap()
+            .latency_us
+            .as_mut()
+            .unwrap();
+        (lat.p50, lat.p99) = (8000.0, 8100.0);
+        let json = serde_json::to_string(&report).unwrap();
+        let back: icb_core::PairReport = serde_json::from_str(&json).unwrap();
+        let out = Outcome::from_report(&back);
+        assert_eq!(out.latency(), None, "not a figure to judge a node by");
+        let (point, kind) = out.distrusted_latency().unwrap();
+        assert_eq!((point.p50_us, kind), (8000.0, QualityKind::ImplausibleLatency));
     }
 
     /// One aligned rail of a gpu-1 → gpu-2 pair at `gbps`, as `pair --rails` records it.

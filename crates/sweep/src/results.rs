@@ -5,6 +5,7 @@
 use crate::schedule::{Pair, Round, Schedule};
 use crate::score::NodeVerdict;
 use icb_core::model::Criteria;
+use icb_core::quality::QualityKind;
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::path::Path;
@@ -36,6 +37,27 @@ pub struct LatencyPoint {
     /// One-way latency percentiles, µs.
     pub p50_us: f64,
     pub p99_us: f64,
+    /// The pair's measurement-quality findings that concern this case (`few_round_trips`,
+    /// `high_variance`, `implausible_latency`); absent when none did (and in files written
+    /// before they were kept, whose latencies are then all taken as measured).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quality: Vec<QualityKind>,
+}
+
+impl LatencyPoint {
+    /// The finding that makes this p50 unfit to judge a node by, if any. Only
+    /// `implausible_latency` is: the pair itself says that its timing, not its data path, is
+    /// wrong. `high_variance` is not: it says the p99 is far above the p50, and the p50 judged
+    /// here is what a noisy tail does not move (noise bad enough to move the p50 trips
+    /// `implausible_latency` on its own), while a link that stalls now and then shows exactly
+    /// that spread, so leaving it out would hide a real fault. `few_round_trips` is about the
+    /// p99 too.
+    pub fn distrusted(&self) -> Option<QualityKind> {
+        self.quality
+            .iter()
+            .copied()
+            .find(|k| *k == QualityKind::ImplausibleLatency)
+    }
 }
 
 /// What one pair gave.
@@ -123,10 +145,10 @@ impl Outcome {
         }
     }
 
-    /// One-way p50 latency of the smallest latency case, µs, when that case is small enough
-    /// ([`LATENCY_RULE_MAX_SIZE`]) to measure latency rather than transfer time: a 1 MiB round
-    /// trip is bandwidth in disguise, already judged by the bandwidth rules.
-    pub fn latency(&self) -> Option<f64> {
+    /// The latency point a pair's latency is judged on: the smallest latency case, when that
+    /// case is small enough ([`LATENCY_RULE_MAX_SIZE`]) to measure latency rather than transfer
+    /// time: a 1 MiB round trip is bandwidth in disguise, already judged by the bandwidth rules.
+    fn judged_latency(&self) -> Option<&LatencyPoint> {
         let Outcome::Measured { latency, .. } = self else {
             return None;
         };
@@ -134,7 +156,22 @@ impl Outcome {
             .iter()
             .filter(|p| p.size <= LATENCY_RULE_MAX_SIZE)
             .min_by_key(|p| p.size)
+    }
+
+    /// One-way p50 latency of the judged latency case (see `judged_latency`), µs, when the pair
+    /// trusts it: `None` too when its own quality check distrusts that figure
+    /// ([`LatencyPoint::distrusted`]), which then judges no node.
+    pub fn latency(&self) -> Option<f64> {
+        self.judged_latency()
+            .filter(|p| p.distrusted().is_none())
             .map(|p| p.p50_us)
+    }
+
+    /// The judged latency with the finding that distrusts it, when the pair's quality check does:
+    /// a figure left out of the node verdicts, for their evidence.
+    pub fn distrusted_latency(&self) -> Option<(&LatencyPoint, QualityKind)> {
+        let p = self.judged_latency()?;
+        Some((p, p.distrusted()?))
     }
 
     pub fn short(&self) -> String {
@@ -414,6 +451,44 @@ mod tests {
         );
         let back: SweepResults = serde_json::from_value(v).unwrap();
         assert_eq!(back.attempt, 0);
+    }
+
+    /// The quality kinds of a latency point survive the results file (what `--resume` scores
+    /// from), and a file written before they were kept still reads, its latencies all trusted.
+    #[test]
+    fn a_latency_points_quality_round_trips_and_older_files_read_without_it() {
+        let point = LatencyPoint {
+            test: "tag_lat".into(),
+            size: 8,
+            memory: Some("host-host".into()),
+            p50_us: 8000.0,
+            p99_us: 8100.0,
+            quality: vec![QualityKind::HighVariance, QualityKind::ImplausibleLatency],
+        };
+        let json = serde_json::to_string(&point).unwrap();
+        assert!(
+            json.ends_with(r#""quality":["high_variance","implausible_latency"]}"#),
+            "{json}"
+        );
+        let back: LatencyPoint = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, point);
+        assert_eq!(back.distrusted(), Some(QualityKind::ImplausibleLatency));
+        let plain = LatencyPoint {
+            quality: vec![],
+            ..point
+        };
+        let json = serde_json::to_string(&plain).unwrap();
+        assert!(!json.contains("quality"), "omitted when none: {json}");
+        assert_eq!(serde_json::from_str::<LatencyPoint>(&json).unwrap(), plain);
+        // A whole file of before the field: its latency points load, unflagged, and judge.
+        let old = SweepResults::from_text(
+            Path::new("old.json"),
+            include_str!("../tests/fixtures/sweep_before_rails.json"),
+        )
+        .unwrap();
+        let measured: Vec<&Outcome> = old.pairs.iter().map(|p| &p.outcome).collect();
+        assert!(measured.iter().any(|o| o.latency().is_some()), "{measured:#?}");
+        assert!(measured.iter().all(|o| o.distrusted_latency().is_none()));
     }
 
     #[test]

@@ -10,8 +10,11 @@
 //! is a *suspect* when at least half its counted pairs are bad, when any counted pair measured
 //! nothing (an error is never a pass until a second pass clears it: a node cut mid-sweep errs
 //! with its last partners only, and passed on its first ones), or its median is a robust outlier
-//! ([`crate::outliers`]: bandwidth low, latency high). Nodes whose bench pods could not be placed
-//! are *unschedulable*, never a fabric verdict.
+//! ([`crate::outliers`]: bandwidth low, latency high). A latency its own pair's quality check
+//! called implausible (`implausible_latency`: the data path is right, its timing is not) judges
+//! no node: it is left out of the medians and of the re-pairs' latency rule, and a node left with
+//! no bandwidth and no other latency is *unjudged*, never a pass on nothing. Nodes whose bench
+//! pods could not be placed are *unschedulable*, never a fabric verdict.
 //!
 //! Second pass: each suspect is re-paired with two nodes that passed. Both re-pairs fail → the
 //! node is bad (`fail`); both pass → the first pass blamed a pair or a partner, the node is cleared
@@ -226,7 +229,10 @@ impl FirstPass<'_> {
         }
         let measured = |r: &&&PairResult| matches!(r.outcome, Outcome::Measured { .. });
         let mut bws: Vec<f64> = counted.iter().filter_map(|r| r.outcome.bandwidth()).collect();
+        // Only latencies their own pair trusts: one it called implausible judges no node.
         let mut lats: Vec<f64> = counted.iter().filter_map(|r| r.outcome.latency()).collect();
+        let judged_by_figures = !bws.is_empty() || !lats.is_empty();
+        let status = without_distrusted_latencies(status, &counted, judged_by_figures, &mut evidence);
         let mut paths = BTreeSet::new();
         for r in placed.iter().filter(measured) {
             if let Outcome::Measured { data_paths, .. } = &r.outcome {
@@ -261,6 +267,63 @@ impl FirstPass<'_> {
         };
         format!("{}: {}{why}", r.pair, r.outcome.short())
     }
+}
+
+/// The evidence line for a pair whose latency is left out of the node verdicts because its own
+/// quality check distrusts it; `None` when it is used (or there is none).
+fn left_out_latency(r: &PairResult) -> Option<String> {
+    let (p, kind) = r.outcome.distrusted_latency()?;
+    Some(format!(
+        "{}: latency {} µs ({} {}) not used: its own quality check says {}",
+        r.pair,
+        micros(p.p50_us),
+        p.test,
+        icb_core::units::format_size(p.size),
+        kind.headline()
+    ))
+}
+
+/// `status`, or `unjudged` for a node that passed with no bandwidth and no latency to judge it by
+/// (`judged_by_figures` false) but latencies its `counted` pairs distrust: not a pass on nothing.
+/// Either way `evidence` says which latencies were not used.
+fn without_distrusted_latencies(
+    status: NodeStatus,
+    counted: &[&PairResult],
+    judged_by_figures: bool,
+    evidence: &mut Vec<String>,
+) -> NodeStatus {
+    let left_out: Vec<String> = counted.iter().filter_map(|r| left_out_latency(r)).collect();
+    if status != NodeStatus::Pass || judged_by_figures || left_out.is_empty() {
+        evidence.extend(left_out);
+        return status;
+    }
+    evidence.insert(
+        0,
+        format!(
+            "not judged: no bandwidth measured and no latency to judge it by: {}",
+            left_out.join("; ")
+        ),
+    );
+    NodeStatus::Unjudged
+}
+
+/// A re-pair that failed nothing but whose only figure was a latency its own quality check
+/// distrusts: it can neither accuse nor clear the suspect `v`, which is left unjudged. Whether
+/// one was.
+fn unjudged_by_a_distrusted_latency(v: &mut NodeVerdict, second: &[&PairResult]) -> bool {
+    let Some(line) = second
+        .iter()
+        .filter(|r| r.outcome.bandwidth().is_none() && r.outcome.latency().is_none())
+        .find_map(|r| left_out_latency(r))
+    else {
+        return false;
+    };
+    v.evidence.insert(
+        0,
+        format!("not judged: second pass {line}, so it can neither accuse nor clear the node"),
+    );
+    v.status = NodeStatus::Unjudged;
+    true
 }
 
 /// The controls a second-pass pair ran, for its evidence line: `; tcp control caught`.
@@ -476,7 +539,8 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
     let ceiling = latency_ceiling(&lats).map(|l| l.threshold);
     let reference = reference_bandwidth(results);
     // A re-pair fails on a failed verdict, on a slow pair, under the node-outlier bandwidth
-    // threshold or over the node-outlier latency threshold.
+    // threshold or over the node-outlier latency threshold (a latency its own pair trusts:
+    // `Outcome::latency`).
     let bad = |r: &PairResult| {
         pair_bad(r, reference)
             || matches!((r.outcome.bandwidth(), floor), (Some(b), Some(f)) if b < f)
@@ -519,6 +583,9 @@ pub fn final_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<NodeVerdi
             v.evidence.splice(0..0, lines);
             v.bad_rails = confirmed;
             v.status = NodeStatus::Fail;
+            continue;
+        }
+        if failed == 0 && unjudged_by_a_distrusted_latency(v, &second) {
             continue;
         }
         v.status = if failed == second.len() {

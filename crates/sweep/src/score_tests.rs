@@ -2,6 +2,7 @@
 use super::*;
 use crate::results::Outcome;
 use crate::schedule::Schedule;
+use icb_core::quality::QualityKind;
 
 #[test]
 fn an_intra_node_suspect_runs_its_own_pair_again() {
@@ -253,6 +254,11 @@ fn a_skipped_second_pass_names_the_node_common_to_every_bad_pair() {
 }
 
 fn with_latency(p50_us: f64, warnings: &[&str]) -> Outcome {
+    flagged_latency(p50_us, warnings, &[])
+}
+
+/// [`with_latency`] whose 8 B case its pair's quality check flagged with `quality`.
+fn flagged_latency(p50_us: f64, warnings: &[&str], quality: &[QualityKind]) -> Outcome {
     Outcome::Measured {
         verdict: icb_core::VerdictStatus::Pass,
         reason: String::new(),
@@ -267,6 +273,7 @@ fn with_latency(p50_us: f64, warnings: &[&str]) -> Outcome {
                 memory: None,
                 p50_us,
                 p99_us: p50_us * 2.0,
+                quality: quality.to_vec(),
             },
             // A large case is transfer time, not latency: never the one judged.
             crate::results::LatencyPoint {
@@ -275,6 +282,7 @@ fn with_latency(p50_us: f64, warnings: &[&str]) -> Outcome {
                 memory: None,
                 p50_us: 1e6,
                 p99_us: 1e6,
+                quality: vec![],
             },
         ],
         warnings: warnings.iter().map(|w| w.to_string()).collect(),
@@ -340,6 +348,7 @@ fn only_small_cases_count_as_latency() {
             memory: None,
             p50_us: 9.0,
             p99_us: 9.0,
+            quality: vec![],
         }],
         warnings: vec![],
         rails: vec![],
@@ -455,5 +464,136 @@ fn a_node_cut_mid_sweep_is_a_suspect_on_its_first_error_and_fails_its_second_pas
             ("node-5", NodeStatus::Pass)
         ],
         "{last:#?}"
+    );
+}
+
+/// What `pair`'s quality check says of a shared-memory p50 of 8 ms (quality.rs's wording).
+const IMPLAUSIBLE: &str = "latency far above what the data path gives in 1 case: tag_lat 8 B host→host (p50 8000.0 µs over shared memory, expected < 100 µs): the CPU is oversubscribed or a side was descheduled; the data path is right, its timing is not: rerun on a quiet machine";
+
+/// Intra-node first-pass results of 4 nodes, node-3's own pair at `node3` (µs) flagged `quality`.
+fn intra_node_latencies(node3: f64, quality: &[QualityKind]) -> (Vec<String>, Vec<PairResult>) {
+    let nodes = nodes(4);
+    let results = Schedule::IntraNode
+        .rounds(&nodes, 0)
+        .unwrap()
+        .concat()
+        .iter()
+        .map(|p| {
+            let outcome = if p.involves("node-3") {
+                flagged_latency(node3, &[IMPLAUSIBLE], quality)
+            } else {
+                with_latency(0.65, &[])
+            };
+            pair_result(p, 1, outcome)
+        })
+        .collect();
+    (nodes, results)
+}
+
+/// Issue 35 (stress soak): node-2 was failed as a latency outlier on a latency its own pair had
+/// called untrustworthy. Such a latency judges no node; with nothing else measured the node is
+/// unjudged, with the quality finding as its reason, never a pass on nothing.
+#[test]
+fn a_latency_its_own_pair_called_implausible_fails_no_node() {
+    let (nodes, results) = intra_node_latencies(8000.0, &[QualityKind::ImplausibleLatency]);
+    let first = first_pass_verdicts(&nodes, &results);
+    use NodeStatus::{Pass, Unjudged};
+    let expected = [
+        ("node-1", Pass),
+        ("node-2", Pass),
+        ("node-3", Unjudged),
+        ("node-4", Pass),
+    ];
+    assert_eq!(statuses(&first), expected, "{first:#?}");
+    let three = &first[2];
+    assert_eq!(three.median_latency_us, None, "left out of its median");
+    assert_eq!(
+        three.evidence[0],
+        "not judged: no bandwidth measured and no latency to judge it by: node-3→node-3: latency \
+         8000 µs (tag_lat 8 B) not used: its own quality check says latency far above what the data \
+         path gives"
+    );
+    assert!(
+        three
+            .evidence
+            .iter()
+            .any(|e| e == &format!("quality node-3→node-3: {IMPLAUSIBLE}")),
+        "{three:#?}"
+    );
+    assert!(second_pass_plan(&first, 0, true).is_empty(), "no suspect to re-run");
+    let fin = final_verdicts(&nodes, &results);
+    assert_eq!(statuses(&fin), expected, "{fin:#?}");
+}
+
+/// Only `implausible_latency` disqualifies a latency: a high one that its pair flagged noisy,
+/// short or not at all still fails its node.
+#[test]
+fn a_high_latency_not_flagged_implausible_still_fails_its_node() {
+    for quality in [&[][..], &[QualityKind::HighVariance], &[QualityKind::FewRoundTrips]] {
+        let (nodes, mut results) = intra_node_latencies(8000.0, quality);
+        let first = first_pass_verdicts(&nodes, &results);
+        assert_eq!(first[2].status, NodeStatus::Suspect, "{quality:?}: {:#?}", first[2]);
+        let again = second_pass_plan(&first, 0, true).concat();
+        results.extend(
+            again
+                .iter()
+                .map(|p| pair_result(p, 2, flagged_latency(8000.0, &[], quality))),
+        );
+        let fin = final_verdicts(&nodes, &results);
+        assert_eq!(fin[2].status, NodeStatus::Fail, "{quality:?}: {fin:#?}");
+    }
+}
+
+/// A re-pair whose only figure is a latency its pair distrusts neither fails nor clears the
+/// suspect: unjudged, with the reason first.
+#[test]
+fn a_re_pair_with_only_a_distrusted_latency_neither_fails_nor_clears() {
+    let (nodes, mut results) = intra_node_latencies(8000.0, &[]);
+    let first = first_pass_verdicts(&nodes, &results);
+    assert_eq!(first[2].status, NodeStatus::Suspect, "{:#?}", first[2]);
+    let again = second_pass_plan(&first, 0, true).concat();
+    let flagged = flagged_latency(8000.0, &[IMPLAUSIBLE], &[QualityKind::ImplausibleLatency]);
+    results.extend(again.iter().map(|p| pair_result(p, 2, flagged.clone())));
+    let fin = final_verdicts(&nodes, &results);
+    let three = &fin[2];
+    assert_eq!(three.status, NodeStatus::Unjudged, "{three:#?}");
+    assert!(
+        three.evidence[0].starts_with("not judged: second pass node-3→node-3: latency 8000 µs"),
+        "{three:#?}"
+    );
+}
+
+/// With bandwidth measured, the bandwidth judges the node: a pass, and the evidence says which
+/// latency was not used.
+#[test]
+fn a_node_with_good_bandwidth_passes_without_its_distrusted_latency() {
+    let nodes = nodes(4);
+    let plan: Vec<Pair> = Schedule::AllPairs.rounds(&nodes, 0).unwrap().concat();
+    let results: Vec<PairResult> = plan
+        .iter()
+        .map(|p| {
+            let (lat, quality) = if p.involves("node-2") {
+                (8000.0, &[QualityKind::ImplausibleLatency][..])
+            } else {
+                (0.65, &[][..])
+            };
+            let mut outcome = flagged_latency(lat, &[], quality);
+            if let Outcome::Measured { bandwidth_bps, .. } = &mut outcome {
+                *bandwidth_bps = Some(20e9);
+            }
+            pair_result(p, 1, outcome)
+        })
+        .collect();
+    let fin = final_verdicts(&nodes, &results);
+    assert!(fin.iter().all(|v| v.status == NodeStatus::Pass), "{fin:#?}");
+    assert_eq!(fin[1].median_latency_us, None);
+    assert_eq!(fin[0].median_latency_us, Some(0.65), "its trusted pairs only");
+    assert!(
+        fin[1]
+            .evidence
+            .iter()
+            .any(|e| e.ends_with("not used: its own quality check says latency far above what the data path gives")),
+        "{:#?}",
+        fin[1]
     );
 }

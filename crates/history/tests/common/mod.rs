@@ -91,6 +91,7 @@ pub fn sweep_night(night: u32, slow: Option<(&str, f64)>) -> icb_sweep::SweepRes
                     memory: Some("host-host".into()),
                     p50_us: 3.0,
                     p99_us: 4.0,
+                    quality: vec![],
                 }],
                 warnings: vec![],
                 rails: vec![],

@@ -93,11 +93,13 @@ fn names(verdicts: &[NodeVerdict], status: NodeStatus) -> Vec<&str> {
         .collect()
 }
 
-/// The one verdict line, naming what the table says: failed nodes as FAIL, suspects as suspect.
+/// The one verdict line, naming what the table says: failed nodes as FAIL, suspects as suspect,
+/// unjudged nodes as INCONCLUSIVE (in the order of the sweep's ending, `SweepResults::ending`).
 pub(crate) fn headline(r: &SweepResults, verdicts: &[NodeVerdict]) -> String {
     let failed = names(verdicts, NodeStatus::Fail);
     let suspect = names(verdicts, NodeStatus::Suspect);
     let unplaced = names(verdicts, NodeStatus::Unschedulable);
+    let unjudged = names(verdicts, NodeStatus::Unjudged);
     let measured = r
         .pairs
         .iter()
@@ -125,6 +127,13 @@ pub(crate) fn headline(r: &SweepResults, verdicts: &[NodeVerdict]) -> String {
         format!(
             "SUSPECT: {} ({} pairs run; not confirmed, see the evidence)",
             suspect.join(", "),
+            r.pairs.len()
+        )
+    } else if !unjudged.is_empty() {
+        // Not a pass (the exit status is 1): a node was measured but nothing it gave could judge it.
+        format!(
+            "INCONCLUSIVE: no node failed, but {} could not be judged ({} pairs run; see the evidence)",
+            unjudged.join(", "),
             r.pairs.len()
         )
     } else if !r.complete {
