@@ -294,18 +294,20 @@ pub fn pair_lines(results: &Value) -> String {
 #[derive(Debug, Default)]
 pub struct VerdictTally {
     pub correct: usize,
-    /// `unknown`, or `suspect` (evidence both ways: not blamed, not cleared).
+    /// `unknown`, `unjudged` (its figures could not be trusted) or `suspect` (evidence both ways):
+    /// not blamed, not cleared.
     pub undecided: usize,
     pub wrong: Vec<String>,
     pub by_status: std::collections::BTreeMap<String, usize>,
 }
 
 /// "Correct", per fault kind:
-/// - a node whose cable was pulled: `fail` is correct, `suspect`/`unknown` undecided; `pass` is
+/// - a node whose cable was pulled: `fail` is correct, `suspect`/`unknown`/`unjudged` undecided; `pass` is
 ///   correct only if every first-pass pair of it was recorded before the cut (then it measured
 ///   healthy), else wrong;
 /// - every other node, whatever API errors, API restarts or pod kills hit its pairs, was healthy:
-///   `pass` is correct, `suspect`/`unknown` undecided, `fail` (blamed) or `unschedulable` wrong.
+///   `pass` is correct, `suspect`/`unknown`/`unjudged` undecided, `fail` (blamed) or
+///   `unschedulable` wrong.
 pub fn tally(results: &Value, injected: &Injected) -> VerdictTally {
     let mut t = VerdictTally::default();
     let pairs = results["pairs"].as_array().cloned().unwrap_or_default();
@@ -315,7 +317,7 @@ pub fn tally(results: &Value, injected: &Injected) -> VerdictTally {
         *t.by_status.entry(status.to_string()).or_default() += 1;
         let cut = injected.cut_nodes.iter().find(|(n, _)| n == node);
         let verdict = match (cut, status) {
-            (_, "suspect" | "unknown") => None,
+            (_, "suspect" | "unknown" | "unjudged") => None,
             (Some(_), "fail") => Some(true),
             (Some((_, before)), "pass") => Some(
                 pairs
