@@ -13,6 +13,9 @@ const PADDING: usize = 2;
 pub(crate) struct Need {
     /// Its longest word (header or body): narrower, a word would be split.
     pub word: usize,
+    /// Its longest part that reads as one (a data path's protocol, `rendezvous zero-copy read,`,
+    /// or one lane): [`longest_part`], raised by the caller where it matters; else `word`.
+    pub part: usize,
     /// Its longest body line, each cell on one line.
     pub body: usize,
     /// Its body and its header each on one line.
@@ -37,22 +40,35 @@ pub(crate) fn need<'a>(header: &str, cells: impl IntoIterator<Item = &'a str>) -
     let body = (body + PADDING).max(word);
     Need {
         word,
+        part: word,
         body,
         whole: (longest_line(header) + PADDING).max(body),
     }
 }
 
+/// The longest `, `-separated part of `cells`, padding included: what a data path
+/// (`rendezvous zero-copy read, cma/memory`) wraps between before it wraps inside a part.
+pub(crate) fn longest_part<'a>(cells: impl IntoIterator<Item = &'a str>) -> usize {
+    cells
+        .into_iter()
+        .flat_map(|c| c.split(", "))
+        .map(|part| width(part) + 1)
+        .max()
+        .map_or(0, |w| w + PADDING)
+}
+
 /// Column widths (padding included) for `needs` in `room` columns (the reader's width less the
-/// table's borders). Every column first gets its longest word, so no word is ever split (when
-/// the words alone are wider than `room`, the table is too); then its body lines whole, the
-/// column that needs least more first, so a short column is never wrapped to widen a long one by
-/// a little; the longest free text takes what is left and wraps on its words. Headers come last:
+/// table's borders); column `free` is the long free text (the data path). Every column first
+/// gets its longest word, so no word is ever split (when the words alone are wider than `room`,
+/// the table is too); then its longest part; then its body lines whole, the column that needs
+/// least more first, so a short column is never wrapped to widen a long one by a little; `free`
+/// takes what is left after the bodies' and the headers' rounds and wraps on its words. Headers come last, the same way:
 /// a header wraps (`Bandwidth` / `(GB/s)`) before a cell does.
-pub(crate) fn share(needs: &[Need], room: usize) -> Vec<usize> {
+pub(crate) fn share(needs: &[Need], room: usize, free: usize) -> Vec<usize> {
     let mut widths: Vec<usize> = needs.iter().map(|n| n.word).collect();
     let mut left = room.saturating_sub(widths.iter().sum());
-    let targets: [fn(&Need) -> usize; 2] = [|n| n.body, |n| n.whole];
-    for target in targets {
+    let targets: [fn(&Need) -> usize; 3] = [|n| n.part.max(n.word), |n| n.body, |n| n.whole];
+    for (round, target) in targets.into_iter().enumerate() {
         let short_of = |widths: &[usize], i: usize| target(&needs[i]).saturating_sub(widths[i]);
         let mut order: Vec<usize> = (0..needs.len()).collect();
         order.sort_by_key(|&i| short_of(&widths, i));
@@ -63,11 +79,12 @@ pub(crate) fn share(needs: &[Need], room: usize) -> Vec<usize> {
                 widths[i] = target(&needs[i]);
             }
         }
-        // The rest goes to the column furthest from whole, the long free text, which wraps in
-        // fewer lines for every column it gets.
-        if let Some(&i) = order.iter().rev().find(|&&i| short_of(&widths, i) > 0) {
-            let more = short_of(&widths, i).min(left);
-            widths[i] += more;
+        // The rest goes to the free text, which wraps in fewer lines for every column it gets;
+        // not after the parts' round: a part given in part still breaks, and the short
+        // columns' lines would go without.
+        if round > 0 && free < needs.len() {
+            let more = short_of(&widths, free).min(left);
+            widths[free] += more;
             left -= more;
         }
     }
@@ -88,65 +105,46 @@ pub(crate) fn fix_widths(t: &mut Table, widths: &[usize]) {
 mod tests {
     use super::*;
 
+    fn need_of(word: usize, body: usize, whole: usize) -> Need {
+        Need {
+            word,
+            part: word,
+            body,
+            whole,
+        }
+    }
+
     #[test]
     fn a_need_is_the_longest_word_line_and_header_padded() {
         let n = need("Bandwidth (GB/s)", ["0.610", "13.30"]);
-        assert_eq!(
-            n,
-            Need {
-                word: 11,
-                body: 11,
-                whole: 18
-            }
-        );
+        assert_eq!((n.word, n.part, n.body, n.whole), (11, 11, 11, 18));
         let n = need("Data path", ["rendezvous zero-copy, rc_mlx5/mlx5_0:1", "a\nbb"]);
-        assert_eq!(
-            n,
-            Need {
-                word: 18,
-                body: 40,
-                whole: 40
-            }
-        );
+        assert_eq!((n.word, n.part, n.body, n.whole), (18, 18, 40, 40));
         // A figure joined to its unit by a no-break space is one word.
         assert_eq!(need("Size", ["64\u{a0}MiB"]).word, 8);
+        // A part keeps its comma: `rendezvous zero-copy,` is 21 columns.
+        assert_eq!(longest_part(["rendezvous zero-copy, rc_mlx5/mlx5_0:1"]), 23);
     }
 
     #[test]
     fn content_comes_before_headers_and_short_columns_before_long_ones() {
-        let header_only = Need {
-            word: 11,
-            body: 11,
-            whole: 18,
-        };
-        let short = Need {
-            word: 9,
-            body: 14,
-            whole: 24,
-        };
-        let path = Need {
-            word: 18,
-            body: 50,
-            whole: 50,
-        };
+        let (header_only, short, path) = (need_of(11, 11, 18), need_of(9, 14, 24), need_of(18, 50, 50));
         // Words 38, bodies 75, wholes 92: 60 columns make the short column whole and give the
         // path the rest; no header is kept on one line.
-        assert_eq!(share(&[header_only, short, path], 60), [11, 14, 35]);
-        // Room for every body, then for the headers, the one that needs least more first.
-        assert_eq!(share(&[header_only, short, path], 85), [18, 17, 50]);
+        assert_eq!(share(&[header_only, short, path], 60, 2), [11, 14, 35]);
+        // Room for every body, then for the headers, the one that needs least more first; the
+        // rest to the path, which is whole already, so the short column's header gets nothing.
+        assert_eq!(share(&[header_only, short, path], 85, 2), [18, 14, 50]);
         // Not enough for the short column's whole line: the path gets the 3 columns instead.
-        let latency = Need {
-            word: 9,
-            body: 13,
-            whole: 13,
-        };
-        let lanes = Need {
-            word: 12,
-            body: 40,
-            whole: 40,
-        };
-        assert_eq!(share(&[latency, lanes], 24), [9, 15]);
+        let (latency, lanes) = (need_of(9, 13, 13), need_of(12, 40, 40));
+        assert_eq!(share(&[latency, lanes], 24, 1), [9, 15]);
+        // A data path's parts before the short columns' lines: `rendezvous zero-copy read,` whole.
+        let phrased = Need { part: 28, ..lanes };
+        assert_eq!(share(&[latency, phrased], 40, 1), [9, 31]);
+        assert_eq!(share(&[latency, phrased], 46, 1), [13, 33]);
+        // A part that cannot be had whole is not had in part: the short column's line first.
+        assert_eq!(share(&[latency, phrased], 35, 1), [13, 22]);
         // Words wider than the room: each keeps its word, the table is wider than the room.
-        assert_eq!(share(&[header_only, short, path], 30), [11, 9, 18]);
+        assert_eq!(share(&[header_only, short, path], 30, 2), [11, 9, 18]);
     }
 }

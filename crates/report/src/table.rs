@@ -191,7 +191,7 @@ const DATA_PATH: usize = 5;
 /// ([`column_fit::share`]), so a data path (`rc_mlx5/mlx5_0:1`) is whole at 100 columns while the
 /// headers wrap. When even the longest words do not fit (80 columns with an RDMA lane), a lane
 /// of the data path breaks after its `/` (transport / device), never mid-name.
-fn fit_columns(t: &mut Table, header: &[&str], mut rows: Vec<Vec<String>>, width: u16) {
+fn fit_columns(t: &mut Table, header: &[&str], mut rows: Vec<Vec<String>>, paths: &[String], width: u16) {
     let column_need =
         |rows: &[Vec<String>], i: usize| column_fit::need(header[i], rows.iter().map(|row| row[i].as_str()));
     // The table's borders: one left of each column and one at the end.
@@ -206,8 +206,11 @@ fn fit_columns(t: &mut Table, header: &[&str], mut rows: Vec<Vec<String>>, width
             row[DATA_PATH] = break_long_lanes(&row[DATA_PATH], path_room.saturating_sub(2));
         }
     }
-    let needs: Vec<column_fit::Need> = (0..header.len()).map(|i| column_need(&rows, i)).collect();
-    column_fit::fix_widths(t, &column_fit::share(&needs, room));
+    let mut needs: Vec<column_fit::Need> = (0..header.len()).map(|i| column_need(&rows, i)).collect();
+    // The data path's parts (its protocol, each lane) are kept whole before the short columns'
+    // lines; the skip reasons in that column are prose and wrap anywhere between words.
+    needs[DATA_PATH].part = column_fit::longest_part(paths.iter().map(String::as_str));
+    column_fit::fix_widths(t, &column_fit::share(&needs, room, DATA_PATH));
     for row in rows {
         t.add_row(row);
     }
@@ -352,7 +355,13 @@ impl TableExporter {
         if view.wide {
             keep_wide_columns(&mut t, rows, r, view);
         } else {
-            fit_columns(&mut t, &header, rows, view.width);
+            let paths: Vec<String> = r
+                .cases
+                .iter()
+                .filter(|c| c.status == CaseStatus::Measured)
+                .map(data_path_cell)
+                .collect();
+            fit_columns(&mut t, &header, rows, &paths, view.width);
         }
 
         for i in [2, 3, 4] {

@@ -165,13 +165,26 @@ fn data_path_cells(out: &str) -> Vec<Vec<String>> {
 /// and no lane is split at 80.
 #[test]
 fn the_data_path_gets_what_it_needs_before_the_headers() {
-    for r in [two_nodes_rdma(), same_host_healthy(), with_cuda_ipc()] {
+    // pods_same_node has a row of skipped cases, whose reason is prose in the same column, and
+    // a part no 100-column table holds: `rendezvous zero-copy fenced write,` is 34 columns, and
+    // with every other column at its longest word 100 columns leave the data path 33.
+    let reports = [
+        (two_nodes_rdma(), true),
+        (same_host_healthy(), true),
+        (with_cuda_ipc(), true),
+        (pods_same_node(), false),
+    ];
+    for (r, parts_fit) in reports {
+        let measured = r.cases.iter().filter(|c| c.measurement.is_some()).count();
         for width in WIDTHS {
             let out = render_pair_in(&r, Format::Table, fitted(width)).unwrap();
             assert_fits(&out, width);
             assert!(!out.contains('\u{a0}'), "{width}: a no-break space was printed:\n{out}");
-            let cells = data_path_cells(&out);
-            assert_eq!(cells.len(), r.cases.len(), "{width}: {cells:?}\n{out}");
+            let cells: Vec<Vec<String>> = data_path_cells(&out)
+                .into_iter()
+                .filter(|lines| lines.iter().any(|l| l.contains('/')))
+                .collect();
+            assert_eq!(cells.len(), measured, "{width}: {cells:?}\n{out}");
             for lines in &cells {
                 let text = lines.join(" ");
                 for lane in [
@@ -186,7 +199,7 @@ fn the_data_path_gets_what_it_needs_before_the_headers() {
                         assert!(printed, "{width}: {lane} is not whole:\n{out}");
                     }
                 }
-                if width >= 100 {
+                if width >= 100 && parts_fit {
                     let inside = lines[..lines.len() - 1].iter().find(|l| !l.ends_with(','));
                     assert!(inside.is_none(), "{width}: {lines:?} wraps inside a part:\n{out}");
                 }
