@@ -187,30 +187,31 @@ fn push_verdict(out: &mut String, r: &PairReport, view: View) {
 /// Index of the data path column, the table's long free text.
 const DATA_PATH: usize = 5;
 
-/// Fits the case table to `width` columns: each column gets what its content needs
+/// Fits the case table to `width` columns: the width goes where the content needs it
 /// ([`column_fit::share`]), so a data path (`rc_mlx5/mlx5_0:1`) is whole at 100 columns while the
 /// headers wrap. When even the longest words do not fit (80 columns with an RDMA lane), a lane
-/// of the data path breaks after its `/` (transport / device), never mid-name.
+/// of the data path breaks after its `/` (transport / device), never mid-name. `paths` are the
+/// measured cases' data paths, whose parts (the protocol, each lane) are kept whole if they fit;
+/// the skip reasons in that column are prose and wrap anywhere between words.
 fn fit_columns(t: &mut Table, header: &[&str], mut rows: Vec<Vec<String>>, paths: &[String], width: u16) {
-    let column_need =
-        |rows: &[Vec<String>], i: usize| column_fit::need(header[i], rows.iter().map(|row| row[i].as_str()));
     // The table's borders: one left of each column and one at the end.
     let room = usize::from(width).saturating_sub(header.len() + 1);
+    let grid = column_fit::Grid::new(header, &rows);
     let others: usize = (0..header.len())
         .filter(|&i| i != DATA_PATH)
-        .map(|i| column_need(&rows, i).word)
+        .map(|i| grid.word(i))
         .sum();
     let path_room = room.saturating_sub(others);
-    if column_need(&rows, DATA_PATH).word > path_room {
+    let grid = if grid.word(DATA_PATH) > path_room {
         for row in &mut rows {
             row[DATA_PATH] = break_long_lanes(&row[DATA_PATH], path_room.saturating_sub(2));
         }
-    }
-    let mut needs: Vec<column_fit::Need> = (0..header.len()).map(|i| column_need(&rows, i)).collect();
-    // The data path's parts (its protocol, each lane) are kept whole before the short columns'
-    // lines; the skip reasons in that column are prose and wrap anywhere between words.
-    needs[DATA_PATH].part = column_fit::longest_part(paths.iter().map(String::as_str));
-    column_fit::fix_widths(t, &column_fit::share(&needs, room, DATA_PATH));
+        column_fit::Grid::new(header, &rows)
+    } else {
+        grid
+    };
+    let part = column_fit::longest_part(paths.iter().map(String::as_str));
+    column_fit::fix_widths(t, &column_fit::share(&grid, room, DATA_PATH, part));
     for row in rows {
         t.add_row(row);
     }
