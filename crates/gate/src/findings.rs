@@ -37,13 +37,14 @@ pub fn of_report(step: &str, report: &ProbeReport) -> Vec<Finding> {
             )),
         }
     }
+    // The check's id is the finding's `check`, said once by whatever shows it (the diagnostic's
+    // header, the gate's reason); the detail starts with the sides it was seen on, which nothing
+    // else carries (issue 38: `fail[env.x]: probe env` was followed by `env.x (…): …`).
     out.into_iter()
         .map(|(mut f, scopes)| {
-            let id = f.check.clone().unwrap_or_default();
-            f.detail = match scopes.is_empty() {
-                true => format!("{id}: {}", f.detail),
-                false => format!("{id} ({}): {}", scopes.join(" and "), f.detail),
-            };
+            if !scopes.is_empty() {
+                f.detail = format!("{}: {}", scopes.join(" and "), f.detail);
+            }
             f
         })
         .collect()
@@ -120,7 +121,11 @@ mod tests {
         let ids: Vec<_> = f.iter().map(|f| f.check.as_deref().unwrap_or("")).collect();
         assert_eq!(ids, ["node.gid", "node.port"]);
         assert!(f.iter().all(|f| f.step == "probe node/a"));
-        assert_eq!(f[0].detail, "node.gid: seen");
+        // The id is the finding's `check`, not repeated in its detail (issue 38).
+        assert_eq!(
+            (f[0].check.as_deref(), f[0].detail.as_str()),
+            (Some("node.gid"), "seen")
+        );
     }
 
     /// Issue 36 item 4: with a two-role recipe every finding appeared twice with no side.
@@ -145,8 +150,8 @@ mod tests {
         assert_eq!(
             details,
             [
-                "env.rndv (prefill (P, deploy.yaml) and decode (D, deploy.yaml)): UCX_RNDV_THRESH unset",
-                "env.tls (decode (D, deploy.yaml)): tcp allowed"
+                "prefill (P, deploy.yaml) and decode (D, deploy.yaml): UCX_RNDV_THRESH unset",
+                "decode (D, deploy.yaml): tcp allowed"
             ]
         );
     }

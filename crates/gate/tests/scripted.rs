@@ -169,7 +169,8 @@ async fn failing_findings_and_a_pair_that_measured_nothing_fail() {
     let r = gate(&mut s).await;
     assert_eq!(r.verdict, GateVerdict::Fail);
     assert!(
-        r.reason.starts_with("probe node/gpu-1: probe node/gpu-1 says fail"),
+        r.reason
+            .starts_with("probe node/gpu-1: x.y: probe node/gpu-1 says fail"),
         "{}",
         r.reason
     );

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod baseline;
+mod column_fit;
 mod diagnostic;
 mod exports;
 mod format;

@@ -4,6 +4,7 @@
 //! ([`View`]): columns wrap, long lines wrap on whole words. A probe report is rendered by
 //! `probe_text`, a gate's by `gate`. No colours, so it reads the same in a terminal, a log or CI.
 
+use crate::column_fit;
 use crate::diagnostic::{Diagnostic, push_diagnostic};
 use crate::format::{ExportError, Exporter, View};
 use crate::labels::bw_value;
@@ -158,24 +159,123 @@ fn push_case_findings(out: &mut String, r: &PairReport, view: View) {
     }
 }
 
+/// The verdict and its fix. Fitted, a diagnostic like the case findings above it
+/// (`fail[verdict]: prefill A → decode B`, then the reason and `fix:` at full width, issue 38);
+/// `-o wide` keeps its `verdict:` and `hint:` lines.
+fn push_verdict(out: &mut String, r: &PairReport, view: View) {
+    if view.wide {
+        let status = verdict_word(r.verdict.status);
+        push_wrapped(out, &format!("verdict: {status}: {}", verdict_reason(r)), view);
+        if let Some(h) = &r.verdict.hint {
+            push_wrapped(out, &format!("hint: {h}"), view);
+        }
+        return;
+    }
+    let p = &r.placement;
+    let between = format!("prefill {} → decode {}", p.prefill.host, p.decode.host);
+    let status = verdict_word(r.verdict.status).to_lowercase();
+    let d = Diagnostic {
+        status: &status,
+        id: Some("verdict"),
+        place: Some(&between),
+        seen: verdict_reason(r),
+        fix: r.verdict.hint.as_deref().map(|h| ("fix", h)),
+    };
+    push_diagnostic(out, &d, usize::from(view.width));
+}
+
+/// Index of the data path column, the table's long free text.
+const DATA_PATH: usize = 5;
+
+/// Fits the case table to `width` columns: the width goes where the content needs it
+/// ([`column_fit::share`]), so a data path (`rc_mlx5/mlx5_0:1`) is whole at 100 columns while the
+/// headers wrap. When even the longest words do not fit (80 columns with an RDMA lane), a lane
+/// of the data path breaks after its `/` (transport / device), never mid-name. `paths` are the
+/// measured cases' data paths, whose parts (the protocol, each lane) are kept whole if they fit;
+/// the skip reasons in that column are prose and wrap anywhere between words.
+fn fit_columns(t: &mut Table, header: &[&str], mut rows: Vec<Vec<String>>, paths: &[String], width: u16) {
+    // The table's borders: one left of each column and one at the end.
+    let room = usize::from(width).saturating_sub(header.len() + 1);
+    let grid = column_fit::Grid::new(header, &rows);
+    let others: usize = (0..header.len())
+        .filter(|&i| i != DATA_PATH)
+        .map(|i| grid.word(i))
+        .sum();
+    let path_room = room.saturating_sub(others);
+    let grid = if grid.word(DATA_PATH) > path_room {
+        for row in &mut rows {
+            row[DATA_PATH] = break_long_lanes(&row[DATA_PATH], path_room.saturating_sub(2));
+        }
+        column_fit::Grid::new(header, &rows)
+    } else {
+        grid
+    };
+    let part = column_fit::longest_part(paths.iter().map(String::as_str));
+    column_fit::fix_widths(t, &column_fit::share(&grid, room, DATA_PATH, part));
+    for row in rows {
+        t.add_row(row);
+    }
+}
+
+/// `-o wide` (no wrapping): the short columns padded to their old widths, as before issue 38.
+fn keep_wide_columns(t: &mut Table, rows: Vec<Vec<String>>, r: &PairReport, view: View) {
+    // The size column is as wide as its longest shape (`1024 × 16 KiB` for a NIXL batch).
+    let size_width = r
+        .cases
+        .iter()
+        .map(|c| c.shape().chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(6, 13) as u16
+        + 2;
+    let narrow = view.width < 100;
+    let others: u16 = if narrow {
+        9 + 11 + size_width.min(10) + 11 + 10 + 9
+    } else {
+        9 + 11 + size_width + 11 + 11 + 9
+    };
+    let room = view.width.saturating_sub(others + 8).max(12);
+    let longest = longest_token(rows.iter().map(|row| row[DATA_PATH].as_str()));
+    let path_width = (longest.clamp(10, 24) as u16 + 2).min(room);
+    for mut row in rows {
+        row[DATA_PATH] = break_long_lanes(&row[DATA_PATH], usize::from(path_width - 2));
+        t.add_row(row);
+    }
+    let (size, latency) = if narrow {
+        (size_width.min(10), 10)
+    } else {
+        (size_width, 11)
+    };
+    keep_whole(
+        t,
+        &[
+            (0, 9),
+            (1, 11),
+            (2, size),
+            (3, 11),
+            (4, latency),
+            (5, path_width),
+            (6, 9),
+        ],
+    );
+}
+
 impl TableExporter {
     /// One row per case (folded where skipped alike), the expectation, the findings.
     fn cases(&self, r: &PairReport) -> Result<String, ExportError> {
         let unit = r.settings.unit;
         let view = self.view;
         let bw_header = format!("Bandwidth ({})", unit.label());
-        let mut t = new_table(
-            vec![
-                "Test",
-                "Memory",
-                "Size",
-                &bw_header,
-                "Latency p50 / p99 (µs)",
-                "Data path",
-                "Verdict",
-            ],
-            view,
-        );
+        let header = [
+            "Test",
+            "Memory",
+            "Size",
+            bw_header.as_str(),
+            "Latency p50 / p99 (µs)",
+            "Data path",
+            "Verdict",
+        ];
+        let mut t = new_table(header.to_vec(), view);
         // Skipped cases that share a memory pair and a reason (e.g. every CUDA case without a
         // driver) read as one row: hundreds of identical rows would bury the measured ones.
         // Memory pairs skipped for the same reason fold too (cuda→host and cuda→cuda both lack
@@ -193,26 +293,9 @@ impl TableExporter {
                 None => skipped_groups.push((vec![c.memory], reason, vec![c])),
             }
         }
-        // The size column is as wide as its longest shape (`1024 × 16 KiB` for a NIXL batch).
-        let size_width = r
-            .cases
-            .iter()
-            .map(|c| c.shape().chars().count())
-            .max()
-            .unwrap_or(0)
-            .clamp(6, 13) as u16
-            + 2;
-        let narrow = view.width < 100;
         // A shape wider than its column (`64 × 16 KiB` in 80 columns) wraps between its tokens,
-        // never between a figure and its unit.
-        let size_room = usize::from(if narrow { size_width.min(10) } else { size_width }) - 2;
-        let size_cell = |shape: String| {
-            if narrow && !view.wide && shape.chars().count() > size_room {
-                glue_units(&shape)
-            } else {
-                shape
-            }
-        };
+        // never between a figure and its unit; `-o wide` does not wrap.
+        let size_cell = |shape: String| if view.wide { shape } else { glue_units(&shape) };
         let mut rows: Vec<Vec<String>> = Vec::new();
         for c in &r.cases {
             let group = skipped_groups
@@ -270,51 +353,16 @@ impl TableExporter {
                 ),
             ]);
         }
-        // In a narrow terminal the short columns keep their words whole; the data path and
-        // the reasons, the long free text, take what is left and wrap.
-        // The data path keeps room for its longest token (`rc_mlx5/mlx5_0:1,`), so a lane is
-        // never split mid-name; a very long one (capped) still wraps.
-        let others: u16 = if narrow {
-            9 + 11 + size_width.min(10) + 11 + 10 + 9
+        if view.wide {
+            keep_wide_columns(&mut t, rows, r, view);
         } else {
-            9 + 11 + size_width + 11 + 11 + 9
-        };
-        // What the data path column can have: the view less the other columns and 8 borders.
-        let room = view.width.saturating_sub(others + 8).max(12);
-        let longest = longest_token(rows.iter().map(|row| row[5].as_str()));
-        let path_width = (longest.clamp(10, 24) as u16 + 2).min(room);
-        for mut row in rows {
-            row[5] = break_long_lanes(&row[5], usize::from(path_width - 2));
-            t.add_row(row);
-        }
-        if narrow {
-            // 80 columns: every short column at its narrowest, a long shape wraps between its
-            // tokens (`64 ×` / `16 KiB`).
-            keep_whole(
-                &mut t,
-                &[
-                    (0, 9),
-                    (1, 11),
-                    (2, size_width.min(10)),
-                    (3, 11),
-                    (4, 10),
-                    (5, path_width),
-                    (6, 9),
-                ],
-            );
-        } else {
-            keep_whole(
-                &mut t,
-                &[
-                    (0, 9),
-                    (1, 11),
-                    (2, size_width),
-                    (3, 11),
-                    (4, 11),
-                    (5, path_width),
-                    (6, 9),
-                ],
-            );
+            let paths: Vec<String> = r
+                .cases
+                .iter()
+                .filter(|c| c.status == CaseStatus::Measured)
+                .map(data_path_cell)
+                .collect();
+            fit_columns(&mut t, &header, rows, &paths, view.width);
         }
 
         for i in [2, 3, 4] {
@@ -335,7 +383,8 @@ impl TableExporter {
         }
         push_wrapped(&mut out, &head, view);
         push_wrapped(&mut out, &expectation_line(&r.expectation, unit), view);
-        let _ = writeln!(out, "{t}");
+        // The no-break spaces that kept a figure with its unit have done their work.
+        let _ = writeln!(out, "{}", t.to_string().replace('\u{a0}', " "));
 
         push_case_findings(&mut out, r, view);
         for w in &r.warnings {
@@ -354,11 +403,7 @@ impl TableExporter {
         if !classes.is_empty() {
             push_wrapped(&mut out, &format!("data paths: {}", classes.join(", ")), view);
         }
-        let status = verdict_word(r.verdict.status);
-        push_wrapped(&mut out, &format!("verdict: {status}: {}", verdict_reason(r)), view);
-        if let Some(h) = &r.verdict.hint {
-            push_wrapped(&mut out, &format!("hint: {h}"), view);
-        }
+        push_verdict(&mut out, r, view);
         if r.cases.iter().all(|c| c.status != CaseStatus::Measured) && !r.cases.is_empty() {
             push_wrapped(
                 &mut out,

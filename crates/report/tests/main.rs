@@ -10,6 +10,7 @@ mod sweep_fixture;
 
 mod baseline_marks;
 mod controls_export;
+mod diagnostic_layout;
 mod doc_links;
 mod exporters;
 mod masking;

@@ -165,7 +165,12 @@ impl GateReport {
             .findings
             .iter()
             .filter(|f| f.status == Status::Fail)
-            .map(|f| format!("{}: {}", f.step, f.detail))
+            .map(|f| match &f.check {
+                // The reason is the one line a CI log shows: it names the check, which a
+                // finding's detail leaves to its `check` field.
+                Some(id) => format!("{}: {id}: {}", f.step, f.detail),
+                None => format!("{}: {}", f.step, f.detail),
+            })
             .collect();
         if failing.is_empty() {
             self.verdict = GateVerdict::Pass;
