@@ -61,9 +61,18 @@ fn the_sweep_names_exactly_the_tcp_only_node() {
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
     let verdicts = r["node_verdicts"].as_array().unwrap();
     let dump = serde_json::to_string_pretty(&r["node_verdicts"]).unwrap();
+    // A healthy node whose every latency its own pair distrusted (a side descheduled on this
+    // loaded machine: 0.6 µs became 8-10 ms in CI's cold runs) is left unjudged, not failed: the
+    // sweep names no node on a figure it does not trust.
+    let distrusted = |v: &Value| {
+        v["status"] == "unjudged"
+            && v["evidence"][0]
+                .as_str()
+                .is_some_and(|e| e.starts_with("not judged: no latency its pairs trust"))
+    };
     let bad: Vec<&str> = verdicts
         .iter()
-        .filter(|v| v["status"] != "pass")
+        .filter(|v| v["status"] != "pass" && !distrusted(v))
         .map(|v| v["node"].as_str().unwrap())
         .collect();
     assert_eq!(bad, ["node-3"], "{dump}");
