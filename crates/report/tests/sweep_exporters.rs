@@ -581,10 +581,10 @@ fn a_node_left_unjudged_by_a_distrusted_latency_reads_as_not_judged() {
         "INCONCLUSIVE: no node failed, but node-4 could not be judged (6 pairs run; see the evidence)"
     );
     let row = table.lines().find(|l| l.starts_with("│ node-4")).unwrap();
-    assert!(row.contains("not judged: no latency its pairs trust"), "{table}");
+    assert!(row.contains("not judged: no bandwidth measured"), "{table}");
     let xml = render_sweep_in(&r, Format::Junit, View::default()).unwrap();
     assert!(
-        xml.contains("message=\"unjudged: not judged: no latency its pairs trust (rerun on a quiet machine): node-3→node-4: latency 8000 µs (tag_lat 8 B) not used: its own quality check says latency far above what the data path gives"),
+        xml.contains("message=\"unjudged: not judged: no bandwidth measured and no latency to judge it by: node-3→node-4: latency 8000 µs (tag_lat 8 B) not used: its own quality check says latency far above what the data path gives"),
         "{xml}"
     );
 }

@@ -13,7 +13,7 @@
 //! ([`crate::outliers`]: bandwidth low, latency high). A latency its own pair's quality check
 //! called implausible (`implausible_latency`: the data path is right, its timing is not) judges
 //! no node: it is left out of the medians and of the re-pairs' latency rule, and a node left with
-//! no latency its pairs trust is *unjudged*, never a pass on half the evidence. Nodes whose bench
+//! no bandwidth and no other latency is *unjudged*, never a pass on nothing. Nodes whose bench
 //! pods could not be placed are *unschedulable*, never a fabric verdict.
 //!
 //! Second pass: each suspect is re-paired with two nodes that passed. Both re-pairs fail → the
@@ -231,7 +231,8 @@ impl FirstPass<'_> {
         let mut bws: Vec<f64> = counted.iter().filter_map(|r| r.outcome.bandwidth()).collect();
         // Only latencies their own pair trusts: one it called implausible judges no node.
         let mut lats: Vec<f64> = counted.iter().filter_map(|r| r.outcome.latency()).collect();
-        let status = without_distrusted_latencies(status, &counted, !lats.is_empty(), &mut evidence);
+        let judged_by_figures = !bws.is_empty() || !lats.is_empty();
+        let status = without_distrusted_latencies(status, &counted, judged_by_figures, &mut evidence);
         let mut paths = BTreeSet::new();
         for r in placed.iter().filter(measured) {
             if let Outcome::Measured { data_paths, .. } = &r.outcome {
@@ -282,39 +283,37 @@ fn left_out_latency(r: &PairResult) -> Option<String> {
     ))
 }
 
-/// `status`, or `unjudged` for a node that passed with no latency its pairs trust
-/// (`trusted_latency` false) but latencies its `counted` pairs distrust. Its bandwidth may be
-/// fine, but a latency-only fault (interrupt moderation, a core parked in a deep C-state) looks
-/// exactly like a descheduled side, so the node's latency is not known, and a node half judged is
-/// not a pass. Either way `evidence` says which latencies were not used.
+/// `status`, or `unjudged` for a node that passed with no bandwidth and no latency to judge it by
+/// (`judged_by_figures` false) but latencies its `counted` pairs distrust: not a pass on nothing.
+/// Either way `evidence` says which latencies were not used.
 fn without_distrusted_latencies(
     status: NodeStatus,
     counted: &[&PairResult],
-    trusted_latency: bool,
+    judged_by_figures: bool,
     evidence: &mut Vec<String>,
 ) -> NodeStatus {
     let left_out: Vec<String> = counted.iter().filter_map(|r| left_out_latency(r)).collect();
-    if status != NodeStatus::Pass || trusted_latency || left_out.is_empty() {
+    if status != NodeStatus::Pass || judged_by_figures || left_out.is_empty() {
         evidence.extend(left_out);
         return status;
     }
     evidence.insert(
         0,
         format!(
-            "not judged: no latency its pairs trust (rerun on a quiet machine): {}",
+            "not judged: no bandwidth measured and no latency to judge it by: {}",
             left_out.join("; ")
         ),
     );
     NodeStatus::Unjudged
 }
 
-/// A re-pair that failed nothing but whose latency its own quality check distrusts: it can
-/// neither accuse nor clear the suspect `v` (its latency is not known), which is left unjudged.
-/// Whether one was.
+/// A re-pair that failed nothing but whose only figure was a latency its own quality check
+/// distrusts: it can neither accuse nor clear the suspect `v`, which is left unjudged. Whether
+/// one was.
 fn unjudged_by_a_distrusted_latency(v: &mut NodeVerdict, second: &[&PairResult]) -> bool {
     let Some(line) = second
         .iter()
-        .filter(|r| r.outcome.latency().is_none())
+        .filter(|r| r.outcome.bandwidth().is_none() && r.outcome.latency().is_none())
         .find_map(|r| left_out_latency(r))
     else {
         return false;

@@ -509,7 +509,7 @@ fn a_latency_its_own_pair_called_implausible_fails_no_node() {
     assert_eq!(three.median_latency_us, None, "left out of its median");
     assert_eq!(
         three.evidence[0],
-        "not judged: no latency its pairs trust (rerun on a quiet machine): node-3→node-3: latency \
+        "not judged: no bandwidth measured and no latency to judge it by: node-3→node-3: latency \
          8000 µs (tag_lat 8 B) not used: its own quality check says latency far above what the data \
          path gives"
     );
@@ -566,7 +566,7 @@ fn a_re_pair_with_only_a_distrusted_latency_neither_fails_nor_clears() {
 /// With bandwidth measured, the bandwidth judges the node: a pass, and the evidence says which
 /// latency was not used.
 #[test]
-fn a_node_whose_every_latency_is_distrusted_is_unjudged_even_with_good_bandwidth() {
+fn a_node_with_good_bandwidth_passes_without_its_distrusted_latency() {
     let nodes = nodes(4);
     let plan: Vec<Pair> = Schedule::AllPairs.rounds(&nodes, 0).unwrap().concat();
     let results: Vec<PairResult> = plan
@@ -585,22 +585,7 @@ fn a_node_whose_every_latency_is_distrusted_is_unjudged_even_with_good_bandwidth
         })
         .collect();
     let fin = final_verdicts(&nodes, &results);
-    // node-2's latency is not known: a latency-only fault looks like a descheduled side.
-    assert_eq!(
-        statuses(&fin),
-        [
-            ("node-1", NodeStatus::Pass),
-            ("node-2", NodeStatus::Unjudged),
-            ("node-3", NodeStatus::Pass),
-            ("node-4", NodeStatus::Pass)
-        ],
-        "{fin:#?}"
-    );
-    assert!(
-        fin[1].evidence[0].starts_with("not judged: no latency its pairs trust"),
-        "{:#?}",
-        fin[1]
-    );
+    assert!(fin.iter().all(|v| v.status == NodeStatus::Pass), "{fin:#?}");
     assert_eq!(fin[1].median_latency_us, None);
     assert_eq!(fin[0].median_latency_us, Some(0.65), "its trusted pairs only");
     assert!(
