@@ -68,7 +68,7 @@ fn the_sweep_names_exactly_the_tcp_only_node() {
         v["status"] == "unjudged"
             && v["evidence"][0]
                 .as_str()
-                .is_some_and(|e| e.starts_with("not judged: no latency its pairs trust"))
+                .is_some_and(|e| e.starts_with("not judged: no bandwidth measured and no latency to judge it by"))
     };
     let bad: Vec<&str> = verdicts
         .iter()
