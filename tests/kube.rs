@@ -28,6 +28,7 @@ mod sweep_controls_kube;
 mod sweep_kube;
 mod sweep_labels;
 mod sweep_link_loss;
+mod sweep_matrix;
 mod sweep_rails_kube;
 mod sweep_stops;
 mod sweep_tcp_only;

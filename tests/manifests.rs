@@ -118,8 +118,9 @@ fn manifests_parse_strictly_and_fit_together() {
             p.namespaces.len(),
             p.jobs.len()
         ),
-        // rbac.yaml's pair Role and the optional in-place exec Role, each with its binding.
-        (2, 2, 1, 1, 1)
+        // rbac.yaml's pair Role, the optional in-place exec Role and the optional fabric matrix
+        // Role, each with its binding.
+        (3, 3, 1, 1, 1)
     );
     let ns = p.namespaces[0].metadata.name.clone().unwrap();
     let sa = &p.service_accounts[0];
@@ -211,6 +212,20 @@ fn manifests_parse_strictly_and_fit_together() {
         resources("ic-bench-node-conditions"),
         ["nodes/status"].map(String::from).into()
     );
+    // Exactly what `sweep --matrix-configmap` sends (tests/sweep_matrix.rs checks the requests):
+    // get, create, update on configmaps; no list (it would read every ConfigMap), no delete.
+    let matrix = p
+        .roles
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some("ic-bench-fabric-matrix"))
+        .expect("manifests/role-fabric-matrix.yaml");
+    assert_eq!(
+        granted(matrix),
+        ["create", "get", "update"]
+            .map(|v| (String::new(), "configmaps".to_string(), v.to_string()))
+            .into()
+    );
+    assert_eq!(matrix.metadata.namespace.as_deref(), Some(ns.as_str()));
     for b in &p.cluster_bindings {
         assert_eq!(b.role_ref.kind, "ClusterRole");
         assert!(
@@ -268,6 +283,10 @@ fn kustomization_lists_the_manifests() {
     assert!(
         !listed.contains("clusterrole-node-conditions.yaml"),
         "node conditions are opt-in"
+    );
+    assert!(
+        !listed.contains("role-fabric-matrix.yaml"),
+        "the matrix ConfigMap is opt-in"
     );
 }
 

@@ -136,6 +136,10 @@ pub struct Args {
     #[arg(long)]
     pub node_conditions: bool,
 
+    /// At the end, write the node-pair matrix (per ordered pair: bandwidth, latency, transport, verdict, when measured; docs/sweep.md) into ConfigMap NAME of the namespace, key matrix.json, for topology-aware schedulers (needs manifests/role-fabric-matrix.yaml)
+    #[arg(long, value_name = "NAME", value_parser = icb_kube::fabric_matrix::parse_name)]
+    pub matrix_configmap: Option<String>,
+
     /// Bandwidth unit of the node annotations (--label-nodes): gb (10^9 B/s) or mib (2^20 B/s)
     #[arg(long, value_name = "UNIT", default_value = "gb", value_parser = super::common::parse_unit)]
     pub unit: icb_core::BandwidthUnit,

@@ -79,6 +79,11 @@ pub async fn sweep(
         let line = icb_sweep_kube::conditions::apply(&sweeper.cluster, &results, args.unit).await?;
         eprintln!("ic-bench: {line}");
     }
+    if let Some(name) = &args.matrix_configmap {
+        let matrix = icb_sweep::matrix::FabricMatrix::from_results(&results);
+        let line = icb_kube::fabric_matrix::write(&sweeper.cluster, name, &results.sweep_id, &matrix.to_json()).await?;
+        eprintln!("ic-bench: {line}");
+    }
     if let Some(e) = history_error {
         return Err(e);
     }
@@ -87,12 +92,13 @@ pub async fn sweep(
 }
 
 /// Before any pair: a resume removes the earlier run's leftover pods and counts one more
-/// attempt; `--label-nodes` and `--node-conditions` check their access
+/// attempt; `--label-nodes`, `--node-conditions` and `--matrix-configmap` check their access
 /// (`icb_sweep_kube::plan::prepare`).
 async fn prepare(args: &Args, sweeper: &Sweeper, results: &mut SweepResults) -> anyhow::Result<SweepEnd> {
     let writes = icb_sweep_kube::plan::NodeWrites {
         labels: args.label_nodes,
         conditions: args.node_conditions,
+        matrix_config_map: args.matrix_configmap.clone(),
     };
     let flags = (args.resume.is_some(), writes);
     let said = |n: usize, sweep: &str| {

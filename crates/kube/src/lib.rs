@@ -24,6 +24,7 @@ pub mod admission;
 pub mod devices;
 pub mod error;
 pub mod exec;
+pub mod fabric_matrix;
 pub mod gc;
 pub mod hardening;
 pub mod killed;

@@ -114,7 +114,7 @@ fn selector(sel: &str) -> Result<Target, String> {
 }
 
 /// DNS-1123 subdomain, as Kubernetes requires for node, pod and deployment names.
-fn check_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 253
         && name

@@ -307,6 +307,7 @@ mod tests {
             pass: 1,
             run_id: "r".into(),
             duration_s: 2.0,
+            finished_at: None,
             outcome,
         }
     }

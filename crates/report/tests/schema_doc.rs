@@ -19,8 +19,8 @@ fn pair_example_is_a_judged_report() {
     let json = blocks("json");
     assert_eq!(
         json.len(),
-        9,
-        "one pair, one controls, one rails, one kv, one probe, one rail map, one gate, one baseline and one probe serving example"
+        10,
+        "one pair, one controls, one rails, one kv, one probe, one rail map, one gate, one baseline, one probe serving and one fabric matrix example"
     );
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);

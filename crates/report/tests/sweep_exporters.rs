@@ -442,6 +442,71 @@ fn prometheus_of_a_running_sweep_shows_first_pass_health_and_no_timestamp_it_can
 }
 
 #[test]
+fn prometheus_says_when_each_pair_was_measured_and_nothing_for_a_pair_without_a_time() {
+    let mut r = fixture();
+    r.pairs[1].finished_at = None;
+    let text = render_sweep_in(&r, Format::Prometheus, View::default()).unwrap();
+    let samples = parse_exposition(&text);
+    let finished = "icbench_sweep_pair_finished_timestamp_seconds";
+    let first = &r.pairs[0];
+    let want = "2026-11-22T02:01:00Z".parse::<jiff::Timestamp>().unwrap().as_second() as f64;
+    assert_eq!(first.finished_at.as_deref(), Some("2026-11-22T02:01:00Z"));
+    let labels = [
+        ("prefill_node", first.pair.prefill.as_str()),
+        ("decode_node", first.pair.decode.as_str()),
+        ("pass", "1"),
+    ];
+    assert_eq!(one(&samples, finished, &labels), want);
+    assert_eq!(
+        find(&samples, finished, &[]).len(),
+        r.pairs.len() - 1,
+        "none for the pair without a time"
+    );
+}
+
+/// The node-pair matrix section of docs/schema.md.
+fn schema_doc_matrix_section() -> String {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/schema.md")).unwrap();
+    let start = doc
+        .find("## `ic-bench.fabric-matrix/v1`")
+        .expect("docs/schema.md has the fabric matrix section");
+    let rest = &doc[start + 3..];
+    rest[..rest.find("\n## ").unwrap_or(rest.len())].to_string()
+}
+
+#[test]
+fn every_field_of_the_fabric_matrix_is_in_docs_schema_and_its_example_parses() {
+    let section = schema_doc_matrix_section();
+    let mut r = fixture();
+    // A distrusted latency, so that every optional field is present somewhere.
+    if let icb_sweep::Outcome::Measured { latency, .. } = &mut r.pairs[0].outcome {
+        latency[0].quality = vec![icb_core::quality::QualityKind::ImplausibleLatency];
+    }
+    let matrix = icb_sweep::matrix::FabricMatrix::from_results(&r);
+    let mut all = BTreeSet::new();
+    keys(&serde_json::from_str(&matrix.to_json()).unwrap(), &mut all);
+    assert!(
+        all.contains("latency_distrusted") && all.contains("measured_at"),
+        "{all:?}"
+    );
+    let undocumented: Vec<&String> = all
+        .iter()
+        .filter(|k| !section.contains(&format!("`{k}`")) && !section.contains(&format!("\"{k}\"")))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "docs/schema.md does not describe {undocumented:?}"
+    );
+    let example = section
+        .split("```json")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the section has a JSON example");
+    let parsed: icb_sweep::matrix::FabricMatrix = serde_json::from_str(example).expect("the example is a matrix");
+    assert_eq!(parsed.schema, icb_sweep::matrix::MATRIX_SCHEMA);
+}
+
+#[test]
 fn junit_fails_a_slow_pair_as_the_node_verdicts_count_it() {
     // TCP allowed (--allow-tcp): node-4's pairs pass their own verdict as warnings, but at
     // 1 GB/s against 22 GB/s they are slow, which is what blames node-4.

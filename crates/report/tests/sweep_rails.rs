@@ -80,6 +80,7 @@ fn rails_sweep() -> SweepResults {
                 pass: 1,
                 run_id: format!("swrails01-p1r{i}x{j}"),
                 duration_s: 20.0,
+                finished_at: None,
                 outcome: outcome(pair),
             })
         })

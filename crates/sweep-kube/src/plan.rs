@@ -106,14 +106,18 @@ pub enum PrepareError {
     Labels(#[from] icb_kube::node_labels::LabelError),
     #[error(transparent)]
     Conditions(#[from] icb_kube::node_conditions::ConditionError),
+    #[error(transparent)]
+    Matrix(#[from] icb_kube::fabric_matrix::MatrixError),
 }
 
-/// What a sweep writes on its nodes at the end (`--label-nodes`, `--node-conditions`): their
-/// access is checked before any pair.
-#[derive(Debug, Clone, Copy, Default)]
+/// What a sweep writes into the cluster at the end (`--label-nodes`, `--node-conditions`,
+/// `--matrix-configmap`): their access is checked before any pair.
+#[derive(Debug, Clone, Default)]
 pub struct NodeWrites {
     pub labels: bool,
     pub conditions: bool,
+    /// The ConfigMap of the node-pair matrix, in the bench namespace.
+    pub matrix_config_map: Option<String>,
 }
 
 /// What a new sweep's results file states before anything runs.
@@ -171,6 +175,9 @@ pub async fn prepare(
         if writes.conditions {
             icb_kube::node_conditions::check_access(cluster, first).await?;
         }
+    }
+    if let Some(name) = &writes.matrix_config_map {
+        icb_kube::fabric_matrix::check_access(cluster, name).await?;
     }
     Ok(SweepEnd::Done)
 }

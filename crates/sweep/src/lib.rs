@@ -10,12 +10,14 @@
 //! `ic-bench.sweep/v1`, rewritten atomically after every pair, read back by `--resume`, whose criteria merging is [`resume`]), and how
 //! a sweep runs ([`run`]: the passes, stops and verdicts around a [`run::PairRunner`] that
 //! measures one pair; the Kubernetes runner is `icb-sweep-kube`'s, the tests' a script), and which
-//! node verdicts become node labels ([`labels`], with the reason annotated beside them). How the
+//! node verdicts become node labels ([`labels`], with the reason annotated beside them), and the
+//! node-pair matrix that schedulers read ([`matrix`]). How the
 //! results are shown (table, JSON, JUnit, Prometheus text, the HTML report) is `icb-report`'s,
 //! behind the same exporter trait as pair and probe reports; this crate never renders.
 #![forbid(unsafe_code)]
 
 pub mod labels;
+pub mod matrix;
 pub mod outcome;
 pub mod outliers;
 pub mod rails;

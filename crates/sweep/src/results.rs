@@ -213,6 +213,11 @@ pub struct PairResult {
     pub pass: u8,
     pub run_id: String,
     pub duration_s: f64,
+    /// When the pair's run ended (RFC 3339, UTC): how fresh this pair's figures are, which the
+    /// node-pair matrix for schedulers carries per pair ([`crate::matrix`]). Absent in files
+    /// written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
     pub outcome: Outcome,
 }
 
@@ -512,6 +517,7 @@ mod tests {
             pass: 1,
             run_id: "x".into(),
             duration_s: 1.0,
+            finished_at: None,
             outcome: Outcome::Error { reason: "boom".into() },
         });
         assert_eq!(r.missing().iter().map(Vec::len).sum::<usize>(), 2);

@@ -281,6 +281,7 @@ impl<R: PairRunner, E> Rounds<'_, R, E> {
                     pass,
                     run_id,
                     duration_s: elapsed.as_secs_f64(),
+                    finished_at: Some(now()),
                     outcome,
                 };
                 if let Err(e) = self.record(results, result, &step) {

@@ -67,6 +67,7 @@ fn run(pairs: &[Pair], pass: u8, bad: &[&str], slow: &[&str]) -> Vec<PairResult>
                 pass,
                 run_id: "r".into(),
                 duration_s: 1.0,
+                finished_at: None,
                 outcome: measured(if is_slow { 2e9 } else { 20e9 }, is_bad),
             }
         })
@@ -128,6 +129,7 @@ fn unschedulable_is_not_a_fabric_verdict() {
             pass: 1,
             run_id: "r".into(),
             duration_s: 1.0,
+            finished_at: None,
             outcome: if p.involves("node-2") {
                 Outcome::Unschedulable {
                     node: Some("node-2".into()),
@@ -154,6 +156,7 @@ fn pair_result(p: &Pair, pass: u8, outcome: Outcome) -> PairResult {
         pass,
         run_id: "r".into(),
         duration_s: 1.0,
+        finished_at: None,
         outcome,
     }
 }

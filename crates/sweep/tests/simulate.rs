@@ -16,6 +16,7 @@ fn measure(p: &Pair, pass: u8, bad: &BTreeSet<String>, rng: &mut impl Rng) -> Pa
         pass,
         run_id: "sim".into(),
         duration_s: 1.0,
+        finished_at: None,
         outcome: Outcome::Measured {
             verdict: if fails {
                 icb_core::VerdictStatus::Fail

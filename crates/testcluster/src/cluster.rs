@@ -152,6 +152,8 @@ pub struct Shared {
     pub deployments: Mutex<BTreeMap<PodKey, k8s_openapi::api::apps::v1::Deployment>>,
     /// Secrets by (namespace, name) (`api::secrets`).
     pub secrets: Mutex<BTreeMap<PodKey, k8s_openapi::api::core::v1::Secret>>,
+    /// ConfigMaps by (namespace, name) (`api::configmaps`).
+    pub config_maps: Mutex<BTreeMap<PodKey, k8s_openapi::api::core::v1::ConfigMap>>,
     /// Custom resources as created, by (group, version, plural, namespace, name).
     pub custom: Mutex<BTreeMap<CustomKey, serde_json::Value>>,
     /// Pod Security `audit` verdicts (`ns/name: would violate …`), the audit log's annotations.

@@ -542,6 +542,7 @@ async fn run(
         work_dir,
         deployments: Mutex::new(std::collections::BTreeMap::new()),
         secrets: Mutex::new(std::collections::BTreeMap::new()),
+        config_maps: Mutex::new(std::collections::BTreeMap::new()),
         custom: Mutex::new(std::collections::BTreeMap::new()),
         audit: Mutex::new(Vec::new()),
         api: Mutex::new(None),

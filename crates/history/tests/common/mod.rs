@@ -72,6 +72,7 @@ pub fn sweep_night(night: u32, slow: Option<(&str, f64)>) -> icb_sweep::SweepRes
             pass: 1,
             run_id: format!("x{i}"),
             duration_s: 1.0,
+            finished_at: None,
             outcome: Outcome::Measured {
                 verdict: icb_core::VerdictStatus::Pass,
                 reason: "ok".into(),

@@ -246,6 +246,7 @@ mod tests {
                 pass: 1,
                 run_id: "r".into(),
                 duration_s: 1.0,
+                finished_at: None,
                 outcome: Outcome::Measured {
                     verdict: icb_core::VerdictStatus::Pass,
                     reason: String::new(),
@@ -315,6 +316,7 @@ mod tests {
             pass: 1,
             run_id: "r".into(),
             duration_s: 1.0,
+            finished_at: None,
             outcome: Outcome::Error { reason: String::new() },
         };
         let two = [

@@ -65,6 +65,7 @@ struct Families {
     bandwidth: FloatFamily,
     latency: FloatFamily,
     status: IntFamily,
+    finished: FloatFamily,
     health: IntFamily,
     median: FloatFamily,
     stopped: IntFamily,
@@ -79,6 +80,7 @@ fn register(registry: &mut Registry) -> Families {
         bandwidth: FloatFamily::default(),
         latency: FloatFamily::default(),
         status: IntFamily::default(),
+        finished: FloatFamily::default(),
         health: IntFamily::default(),
         median: FloatFamily::default(),
         stopped: IntFamily::default(),
@@ -126,6 +128,12 @@ fn register(registry: &mut Registry) -> Families {
         "pair_status",
         "Verdict of one pair: 0 pass, 1 warn, 2 fail or nothing measured, -1 unschedulable",
         f.status.clone(),
+    );
+    registry.register_with_unit(
+        "pair_finished_timestamp",
+        "When the pair's run ended, Unix time: how fresh its figures are (absent for results written before it was kept)",
+        Unit::Seconds,
+        f.finished.clone(),
     );
     registry.register(
         "node_health",
@@ -186,6 +194,9 @@ pub(crate) fn render(r: &SweepResults) -> Result<String, ExportError> {
             status.push(("data_paths", data_paths.join("+")));
         }
         f.status.get_or_create(&labels(&status)).set(pair_status(&p.outcome));
+        if let Some(t) = p.finished_at.as_deref().and_then(unix_seconds) {
+            f.finished.get_or_create(&labels(&base)).set(t);
+        }
         let Outcome::Measured { series, latency, .. } = &p.outcome else {
             continue;
         };

@@ -88,6 +88,7 @@ pub fn fixture() -> SweepResults {
                 pass: 1,
                 run_id: format!("swfix01-p1r{i}x{j}"),
                 duration_s: 14.5 + j as f64,
+                finished_at: Some(format!("2026-11-22T02:{:02}:{:02}Z", i + 1, j * 20)),
                 outcome: if pair.involves("node-4") { over_tcp() } else { healthy() },
             });
         }
@@ -101,6 +102,7 @@ pub fn fixture() -> SweepResults {
             pass: 2,
             run_id: format!("swfix01-p2r0x{j}"),
             duration_s: 15.25,
+            finished_at: Some(format!("2026-11-22T02:30:{:02}Z", j * 20)),
             outcome: over_tcp(),
         });
     }

@@ -193,6 +193,7 @@ mod tests {
             pass,
             run_id: format!("s-p{pass}r0x0"),
             duration_s: 1.0,
+            finished_at: None,
             outcome: Outcome::Measured {
                 verdict: if bad {
                     icb_core::VerdictStatus::Fail

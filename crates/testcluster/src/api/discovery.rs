@@ -28,6 +28,7 @@ pub async fn core_v1() -> Response {
         json!({"name": "pods/exec", "singularName": "", "namespaced": true, "kind": "PodExecOptions",
                "verbs": ["create", "get"]}),
         json!({"name": "pods/status", "singularName": "", "namespaced": true, "kind": "Pod", "verbs": ["get"]}),
+        resource("configmaps", "ConfigMap", true, &["create", "delete", "get", "list", "update"], &["cm"]),
     ]}))
     .into_response()
 }

@@ -2,6 +2,7 @@
 //! the fault knobs.
 
 mod admission;
+mod configmaps;
 mod custom;
 mod deployments;
 mod discovery;
@@ -62,6 +63,14 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route(
             "/api/v1/namespaces/{ns}/secrets/{name}",
             get(secrets::get).delete(secrets::delete),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/configmaps",
+            get(configmaps::list).post(configmaps::create),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/configmaps/{name}",
+            get(configmaps::get).put(configmaps::replace).delete(configmaps::delete),
         )
         .route(&format!("{pod}/status"), get(pods::get))
         .route(&format!("{pod}/log"), get(logs::logs))
