@@ -20,6 +20,7 @@ mod pair_kube_devices;
 mod pair_kube_faults;
 mod pair_kv_kube;
 mod pod_security_kube;
+mod preflight_kube;
 mod probe_env_kube;
 mod probe_kube;
 mod signals_at_every_step;

@@ -487,3 +487,83 @@ fn the_nightly_sweep_resumes_a_killed_night_and_archives_a_finished_one() {
     assert!(args.contains("--results /results/sweep-current.json"), "{args}");
     assert_eq!(files, ["sweep-swab12cd.json"]);
 }
+
+/// The preflight examples (docs/kubernetes.md): the llm-d one parses strictly into the Kubernetes
+/// types, the decode sidecar is a native sidecar on the port the Service and the prefill's
+/// address name, both sides take the token from one Secret, and the prefill's command is one this
+/// build accepts (run against an address nobody serves: "not known", exit 2, not a usage error).
+/// The Dynamo one carries the same two containers in its workers' extraPodSpec.
+#[test]
+fn the_preflight_examples_fit_together_and_their_command_runs() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{Container, Service};
+    let dir = manifests_dir().join("examples");
+    let text = std::fs::read_to_string(dir.join("preflight-llm-d.yaml")).unwrap();
+    let docs = icb_kube::yaml::documents(&text).unwrap();
+    let service: Service = strict!(Service, &docs[0], "preflight-llm-d.yaml");
+    let decode: Deployment = strict!(Deployment, &docs[1], "preflight-llm-d.yaml");
+    let prefill: Deployment = strict!(Deployment, &docs[2], "preflight-llm-d.yaml");
+    let init = |d: &Deployment| -> Container {
+        d.spec.template.spec.as_ref().unwrap().init_containers.as_ref().unwrap()[0].clone()
+    };
+    let (sidecar, check) = (init(&decode), init(&prefill));
+    assert_eq!(sidecar.restart_policy.as_deref(), Some("Always"), "a native sidecar");
+    assert_eq!(
+        check.restart_policy, None,
+        "a plain init container: the engine waits for it"
+    );
+    let port = service.spec.as_ref().unwrap().ports.as_ref().unwrap()[0].port;
+    let sidecar_cmd = sidecar.command.unwrap().join(" ");
+    assert!(
+        sidecar_cmd.ends_with(&format!("--listen 0.0.0.0:{port}")),
+        "{sidecar_cmd}"
+    );
+    let service_name = service.metadata.name.unwrap();
+    let cmd = check.command.unwrap();
+    assert_eq!(&cmd[..4], ["ic-bench", "connect", "--within", "10s"]);
+    let address = format!("{service_name}:{port}");
+    assert!(cmd.contains(&address), "{cmd:?}");
+    for c in [&sidecar.env, &check.env] {
+        let token = &c.as_ref().unwrap()[0];
+        assert_eq!(token.name, "IC_BENCH_TOKEN");
+        let from = token.value_from.as_ref().unwrap().secret_key_ref.as_ref().unwrap();
+        assert_eq!((from.name.as_str(), from.key.as_str()), ("ic-bench-preflight", "token"));
+    }
+    // This build accepts the command: against an address nobody serves it is "not known".
+    let nobody = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    let args: Vec<String> = cmd[1..]
+        .iter()
+        .map(|a| if *a == address { nobody.clone() } else { a.clone() })
+        .map(|a| if a == "10s" { "2s".to_string() } else { a })
+        .collect();
+    let out = std::process::Command::new(support::BIN)
+        .args(&args)
+        .env("IC_BENCH_TOKEN", "example-token-0123456789")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot reach ic-bench serve"), "{err}");
+
+    let dynamo = std::fs::read_to_string(dir.join("preflight-dynamo.yaml")).unwrap();
+    let dgd = &icb_kube::yaml::documents(&dynamo).unwrap()[0];
+    assert_eq!(dgd["kind"], "DynamoGraphDeployment");
+    let inits = |service: &str| dgd["spec"]["services"][service]["extraPodSpec"]["initContainers"][0].clone();
+    assert_eq!(inits("VllmDecodeWorker")["restartPolicy"], "Always");
+    assert_eq!(
+        inits("VllmDecodeWorker")["command"].as_array().unwrap().last().unwrap(),
+        &format!("0.0.0.0:{port}")
+    );
+    let prefill_init = inits("VllmPrefillWorker");
+    let dynamo_cmd: Vec<&str> = prefill_init["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(dynamo_cmd.len(), cmd.len(), "the same check: {dynamo_cmd:?}");
+    assert_eq!(&dynamo_cmd[..4], ["ic-bench", "connect", "--within", "10s"]);
+}

@@ -81,6 +81,10 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
 
+    /// Preflight (an init container before the serving engine starts; docs/kubernetes.md): the whole run, from the first connection attempt to the verdict, within this long, e.g. 10s. The server is waited for within 30 % of it and the cases are fitted into it; a run the deadline cuts short exits 2 (not known), never 0
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "plan")]
+    pub within: Option<Duration>,
+
     /// Use UCX peer error handling on the endpoints (as NIXL does; UCX then skips sysv/posix)
     #[arg(long)]
     pub ucx_peer_errors: bool,
@@ -132,6 +136,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         anyhow::bail!("{flag} needs --rails or --rail-devices");
     }
     if args.rails.wanted() {
+        if args.within.is_some() {
+            anyhow::bail!("--within bounds one pair's preflight, not a rails run: drop --within or --rails");
+        }
         return super::connect_rails::run(args);
     }
     if let Some(plan) = &args.plan {
@@ -139,7 +146,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         return run_planned(&args, plan);
     }
     args.engine.check()?;
-    let settings = args.test.settings_for(args.engine.engine)?;
+    let mut settings = args.test.settings_for(args.engine.engine)?;
+    if let Some(within) = args.within {
+        let note = super::preflight::fit(&mut settings, within).map_err(anyhow::Error::msg)?;
+        note.into_iter().for_each(|n| eprintln!("ic-bench: {n}"));
+    }
     // Resolved before stdout is set aside: the width of the terminal the report goes to.
     let output = args.output.resolve(icb_report::ReportKind::Pair)?;
     let mut out = super::report_out::reserve()?;
@@ -148,36 +159,88 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let unit = settings.unit;
     let total = icb_report::live::total_cases(&settings);
     let live = Arc::new(Mutex::new(icb_report::live::CaseProgress::start(total, unit)));
-    let live_in_engine = Arc::clone(&live);
-    let mut index = 0;
-    let opts = icb_engine::ConnectOptions {
-        server: args.server.clone(),
-        settings,
-        connect_timeout: args.connect_timeout,
-        locality: args.placement.0,
-        expect_flags: expectation.flags,
-        expect_config: expectation.config,
-        expectation: None,
-        ucx: ucx_options(&args, args.ucx_peer_errors),
-        tool: tool_info(),
-        placement_mode: "manual".into(),
-        on_case: Some(Box::new(move |c: &CaseResult| {
-            index += 1;
-            tracing::info!("{}", icb_report::text::case_line(c, unit));
-            if let Ok(mut live) = live_in_engine.lock() {
-                live.case(index, total, c);
-            }
-        })),
-        cancel: Some(interrupt.token().clone()),
-        token: args.token.resolve()?,
+    let preflight = args
+        .within
+        .map(|within| super::preflight::Preflight::arm(within, interrupt.token()));
+    let cancel = preflight.as_ref().map_or(interrupt.token(), |p| p.token()).clone();
+    let token = args.token.resolve()?;
+    let opts_for = |connect_timeout: Duration| {
+        let live = Arc::clone(&live);
+        let mut index = 0;
+        icb_engine::ConnectOptions {
+            server: args.server.clone(),
+            settings: settings.clone(),
+            connect_timeout,
+            locality: args.placement.0,
+            expect_flags: expectation.flags.clone(),
+            expect_config: expectation.config.clone(),
+            expectation: None,
+            ucx: ucx_options(&args, args.ucx_peer_errors),
+            tool: tool_info(),
+            placement_mode: "manual".into(),
+            on_case: Some(Box::new(move |c: &CaseResult| {
+                index += 1;
+                tracing::info!("{}", icb_report::text::case_line(c, unit));
+                if let Ok(mut live) = live.lock() {
+                    live.case(index, total, c);
+                }
+            })),
+            cancel: Some(cancel.clone()),
+            token: token.clone(),
+        }
     };
-    let report = connect_or_interrupted(opts, &args.engine, &interrupt);
+    let result = match &preflight {
+        // A sidecar still starting refuses: asked again within the budget's connect share.
+        Some(p) => p.retry_refused(args.connect_timeout, |timeout| {
+            engine_connect(opts_for(timeout), &args.engine)
+        }),
+        None => engine_connect(opts_for(args.connect_timeout), &args.engine),
+    };
     if let Ok(live) = live.lock() {
         live.finish();
     }
-    let report = report?;
+    if let Some(p) = preflight.as_ref().filter(|p| p.cut(interrupt.token())) {
+        return cut_short(p, &args.server, result, |report| {
+            emit(report, args.json_line, &output, &mut out)
+        });
+    }
+    let report = interrupted_or(result, &interrupt)?;
     emit(&report, args.json_line, &output, &mut out)?;
     Ok(exit_code(&report, &interrupt))
+}
+
+/// A preflight the deadline cut: what it measured is written (evidence), and it exits 2 with
+/// one line saying so; not known, never a pass.
+fn cut_short(
+    p: &super::preflight::Preflight,
+    server: &str,
+    result: Result<icb_core::PairReport, icb_engine::EngineError>,
+    emit: impl FnOnce(&icb_core::PairReport) -> anyhow::Result<()>,
+) -> anyhow::Result<i32> {
+    let budget = p.budget();
+    match result {
+        Ok(report) if report.partial.is_none() => {
+            // Finished as the deadline fell: the verdict stands.
+            emit(&report)?;
+            Ok(icb_core::exit::for_report(&report))
+        }
+        Ok(report) => {
+            emit(&report)?;
+            let planned = report.partial.as_ref().map_or(0, |p| p.planned_cases);
+            eprintln!(
+                "ic-bench: error: preflight: only {} of {planned} cases measured within --within {budget}: not known, never a pass; give fewer --tests/--memory or a longer --within",
+                report.cases.len()
+            );
+            Ok(icb_core::exit::USAGE_OR_SETUP)
+        }
+        Err(icb_engine::EngineError::Interrupted) => {
+            eprintln!(
+                "ic-bench: error: preflight: nothing measured within --within {budget}: ic-bench serve at {server} did not answer in time or the cases did not start: not known, never a pass"
+            );
+            Ok(icb_core::exit::USAGE_OR_SETUP)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The report on the reserved stdout: one JSON line (`--json-line`, the table on stderr) or as
@@ -211,11 +274,27 @@ fn connect_or_interrupted(
     engine: &EngineArgs,
     interrupt: &super::interrupt::Interrupt,
 ) -> anyhow::Result<icb_core::PairReport> {
-    let result = match engine.engine {
+    interrupted_or(engine_connect(opts, engine), interrupt)
+}
+
+/// The prefill side through the chosen engine.
+fn engine_connect(
+    opts: icb_engine::ConnectOptions,
+    engine: &EngineArgs,
+) -> Result<icb_core::PairReport, icb_engine::EngineError> {
+    match engine.engine {
         icb_core::EngineKind::Ucx => icb_engine::connect(opts),
         icb_core::EngineKind::Nixl => icb_nixl_engine::connect(opts, engine.nixl_options())
             .map_err(icb_nixl_engine::NixlEngineError::into_engine_error),
-    };
+    }
+}
+
+/// The engine's result, with a signal named: before the server's hello an error that already
+/// says so; after it the partial report, its reason the signal.
+fn interrupted_or(
+    result: Result<icb_core::PairReport, icb_engine::EngineError>,
+    interrupt: &super::interrupt::Interrupt,
+) -> anyhow::Result<icb_core::PairReport> {
     match result {
         Ok(mut report) => {
             if let Some(partial) = report.partial.as_mut() {
