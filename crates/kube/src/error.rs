@@ -162,8 +162,10 @@ pub(crate) fn never_connected(err: &kube::Error) -> bool {
 }
 
 /// Why a connection to the API server could not be made at all, or `None` when it was made (or
-/// the failure is of another kind). hyper-util labels every connector failure "(Connect)"; DNS
-/// and TLS handshake failures come through the connector too.
+/// the failure is of another kind). Decided on types: hyper-util's client error of the connect
+/// kind (every connector failure, DNS and the TLS handshake included) or an I/O error whose kind
+/// is a connection failure. The words of the reason come from the innermost cause, with the
+/// resolver's and the TLS library's recognised for a clearer prefix (presentation only).
 fn connect_failure(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut connect = false;
     let mut reason: Option<String> = None;
@@ -171,9 +173,9 @@ fn connect_failure(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut dns = false;
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cur {
-        let text = e.to_string();
-        let lower = text.to_ascii_lowercase();
-        if lower.contains("(connect)") || lower.contains("tcp connect error") {
+        if e.downcast_ref::<hyper_util::client::legacy::Error>()
+            .is_some_and(hyper_util::client::legacy::Error::is_connect)
+        {
             connect = true;
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -191,8 +193,9 @@ fn connect_failure(err: &(dyn std::error::Error + 'static)) -> Option<String> {
                 reason.get_or_insert_with(|| why.to_string());
             }
         }
+        let text = e.to_string();
+        let lower = text.to_ascii_lowercase();
         if lower.contains("dns error") || lower.contains("failed to lookup address") {
-            connect = true;
             dns = true;
         }
         if lower.contains("certificate") || lower.contains("tls handshake") || lower.contains("invalidcontenttype") {
@@ -287,6 +290,38 @@ pub(crate) fn humanize(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closed_port_and_an_unknown_host_are_unreachable_by_the_errors_kind() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        for (url, want) in [
+            (format!("http://127.0.0.1:{port}"), "connection refused"),
+            (
+                "http://no-such-api-server.invalid:6443".to_string(),
+                "DNS lookup failed",
+            ),
+        ] {
+            let err = rt.block_on(async {
+                let config = kube::Config::new(url.parse().unwrap());
+                let client = kube::Client::try_from(config).unwrap();
+                let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+                api.list(&Default::default()).await.unwrap_err()
+            });
+            assert!(never_connected(&err), "{url}: {err:?}");
+            match KubeError::from_kube("list nodes", err) {
+                KubeError::Unreachable { reason, .. } => assert!(reason.starts_with(want), "{url}: {reason}"),
+                other => panic!("{url}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn a_web_server_at_the_kubeconfig_url_is_named_not_dumped() {
