@@ -102,14 +102,18 @@ fn sweep_json_snapshot() {
     insta::assert_snapshot!("sweep_json", render(Format::Json));
 }
 
-/// The sweep section of docs/schema.md, from its heading to the next one.
-fn schema_doc_sweep_section() -> String {
+/// The section of docs/schema.md under `heading`, from it to the next one.
+fn schema_doc_section(heading: &str) -> String {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/schema.md")).unwrap();
     let start = doc
-        .find("## `ic-bench.sweep/v1`")
-        .expect("docs/schema.md has the sweep section");
+        .find(heading)
+        .unwrap_or_else(|| panic!("docs/schema.md has the section {heading}"));
     let rest = &doc[start + 3..];
     rest[..rest.find("\n## ").unwrap_or(rest.len())].to_string()
+}
+
+fn schema_doc_sweep_section() -> String {
+    schema_doc_section("## `ic-bench.sweep/v1`")
 }
 
 fn keys(value: &serde_json::Value, out: &mut BTreeSet<String>) {
@@ -464,19 +468,10 @@ fn prometheus_says_when_each_pair_was_measured_and_nothing_for_a_pair_without_a_
     );
 }
 
-/// The node-pair matrix section of docs/schema.md.
-fn schema_doc_matrix_section() -> String {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/schema.md")).unwrap();
-    let start = doc
-        .find("## `ic-bench.fabric-matrix/v1`")
-        .expect("docs/schema.md has the fabric matrix section");
-    let rest = &doc[start + 3..];
-    rest[..rest.find("\n## ").unwrap_or(rest.len())].to_string()
-}
 
 #[test]
 fn every_field_of_the_fabric_matrix_is_in_docs_schema_and_its_example_parses() {
-    let section = schema_doc_matrix_section();
+    let section = schema_doc_section("## `ic-bench.fabric-matrix/v1`");
     let mut r = fixture();
     // A distrusted latency, so that every optional field is present somewhere.
     if let icb_sweep::Outcome::Measured { latency, .. } = &mut r.pairs[0].outcome {
