@@ -22,6 +22,7 @@
 pub mod access;
 pub mod admission;
 pub mod devices;
+pub mod dra;
 pub mod error;
 pub mod exec;
 pub mod gc;

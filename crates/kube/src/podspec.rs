@@ -158,13 +158,30 @@ impl BenchPod {
         all
     }
 
+    /// The ResourceClaimTemplate this pod's DRA claim is made from (named like the pod), when
+    /// it claims devices through DRA: created before the pod, deleted with the run.
+    pub fn claim_template(&self) -> Option<k8s_openapi::api::resource::v1::ResourceClaimTemplate> {
+        let spec = self.devices.claim.as_ref()?;
+        Some(crate::dra::template(
+            &self.namespace,
+            &pod_name(&self.run_id, self.role),
+            self.labels(),
+            spec,
+        ))
+    }
+
     pub fn build(&self) -> Pod {
         let model = self.model.as_ref();
         let privileged = self.privileged || model.is_some_and(|m| m.privileged);
         let mut devices = model.map(|m| m.devices.clone()).unwrap_or_default();
         self.devices.apply(&mut devices);
         let mut caps_add: Vec<String> = model.map(|m| m.capabilities_add.clone()).unwrap_or_default();
-        if devices.keys().any(|k| is_rdma_resource(k))
+        let claims_nic = self
+            .devices
+            .claim
+            .as_ref()
+            .is_some_and(|c| crate::dra::claims_nic(c, Some(crate::dra::GPU_DRIVER)));
+        if (devices.keys().any(|k| is_rdma_resource(k)) || claims_nic)
             && !self.memlock_unlimited
             && !grants_capability(&caps_add, IPC_LOCK)
         {
@@ -200,7 +217,12 @@ impl BenchPod {
             // Extended resources must have requests equal to limits; cpu/memory too (Guaranteed).
             limits: Some(reserved.clone()),
             requests: Some(reserved),
-            ..Default::default()
+            claims: self.devices.claim.as_ref().map(|_| {
+                vec![k8s_openapi::api::core::v1::ResourceClaim {
+                    name: crate::dra::POD_CLAIM.into(),
+                    request: None,
+                }]
+            }),
         });
 
         let mut volumes = Vec::new();
@@ -240,6 +262,14 @@ impl BenchPod {
                 service_account_name: self.service_account.clone(),
                 enable_service_links: Some(false),
                 affinity: Some(pin_to(&self.node)),
+                // DRA devices: the claim made from this pod's own template (`Self::claim_template`).
+                resource_claims: self.devices.claim.as_ref().map(|_| {
+                    vec![k8s_openapi::api::core::v1::PodResourceClaim {
+                        name: crate::dra::POD_CLAIM.into(),
+                        resource_claim_name: None,
+                        resource_claim_template_name: Some(pod_name(&self.run_id, self.role)),
+                    }]
+                }),
                 // Only the chosen node's own NoSchedule taints: never a cordon or NoExecute.
                 tolerations: (!self.tolerations.is_empty()).then(|| self.tolerations.clone()),
                 security_context: privilege.pod_context(),

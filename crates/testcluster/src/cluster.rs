@@ -154,6 +154,9 @@ pub struct Shared {
     pub secrets: Mutex<BTreeMap<PodKey, k8s_openapi::api::core::v1::Secret>>,
     /// Custom resources as created, by (group, version, plural, namespace, name).
     pub custom: Mutex<BTreeMap<CustomKey, serde_json::Value>>,
+    /// ResourceClaims and ResourceClaimTemplates (`crate::claims`); slices and device classes
+    /// come from the node configs.
+    pub dra: Mutex<crate::claims::DraState>,
     /// Pod Security `audit` verdicts (`ns/name: would violate …`), the audit log's annotations.
     pub audit: Mutex<Vec<String>>,
     /// The HTTP front, set once it listens (stopped and resumed by `restart_api_server`); taken
@@ -280,10 +283,27 @@ impl Shared {
                     continue;
                 }
                 let spec = pod.spec.clone().unwrap_or_default();
+                let claims = match self.pod_claims(&mut store, &pod) {
+                    Ok(claims) => claims,
+                    Err(message) => {
+                        store.modify(&key, Some(&uid), |p| {
+                            let st = p.status.get_or_insert_with(Default::default);
+                            set_condition(st, "PodScheduled", "False", Some("Unschedulable"), Some(&message));
+                        });
+                        continue;
+                    }
+                };
+                let mut plan = None;
                 let target = match spec.node_name.as_deref() {
                     Some(name) => {
                         // Bound by the client: the kubelet admits or rejects, no scheduler involved.
                         let Some((idx, _)) = self.node(name) else { continue };
+                        if let Some(keys) = &claims {
+                            match self.claim_plan(idx, keys) {
+                                Ok(Some(p)) => plan = Some(p),
+                                Ok(None) | Err(_) => continue,
+                            }
+                        }
                         let used = Self::node_usage(&store, name, &key);
                         if let Some((reason, message)) =
                             scheduler::admission_failure(&spec, &self.current_config(idx), &used)
@@ -298,8 +318,11 @@ impl Shared {
                         }
                         idx
                     }
-                    None => match self.pick_node(&store, &spec, &key) {
-                        Ok(idx) => idx,
+                    None => match self.pick_node(&store, &spec, &key, claims.as_deref()) {
+                        Ok((idx, p)) => {
+                            plan = p;
+                            idx
+                        }
                         Err(message) => {
                             store.modify(&key, Some(&uid), |p| {
                                 let st = p.status.get_or_insert_with(Default::default);
@@ -313,6 +336,9 @@ impl Shared {
                 let Some(bound) = store.modify(&key, Some(&uid), |p| bind(p, &node.config.name, node.ip)) else {
                     continue;
                 };
+                if let (Some(keys), Some(plan)) = (&claims, plan) {
+                    crate::claims::commit(&bound, &node.config.name, keys, plan, &mut lock(&self.dra));
+                }
                 let handle = Arc::new(PodHandle::new(key.clone(), uid));
                 runtimes.insert(key, handle.clone());
                 to_start.push((handle, bound, target));
@@ -323,24 +349,70 @@ impl Shared {
         }
     }
 
-    /// The least busy node that passes every filter, or the scheduler's message.
-    fn pick_node(&self, store: &Store, spec: &PodSpec, key: &PodKey) -> Result<usize, String> {
+    /// The least busy node that passes every filter (with the allocation of the pod's claims
+    /// there), or the scheduler's message.
+    fn pick_node(
+        &self,
+        store: &Store,
+        spec: &PodSpec,
+        key: &PodKey,
+        claims: Option<&[PodKey]>,
+    ) -> Result<(usize, Option<crate::claims::NodePlan>), String> {
         let mut rejections = Vec::new();
-        let mut best: Option<(usize, i128)> = None;
+        let mut best: Option<(usize, i128, Option<crate::claims::NodePlan>)> = None;
         for (idx, node) in self.nodes.iter().enumerate() {
             let used = Self::node_usage(store, &node.config.name, key);
-            let reasons = scheduler::node_rejections(spec, &self.current_config(idx), &used);
+            let mut reasons = scheduler::node_rejections(spec, &self.current_config(idx), &used);
+            let mut plan = None;
+            if let (true, Some(keys)) = (reasons.is_empty(), claims) {
+                // The DynamicResources plugin's filter, after the resource fit as in kube-scheduler.
+                match self.claim_plan(idx, keys)? {
+                    Some(p) => plan = Some(p),
+                    None => reasons.push("cannot allocate all claims".to_string()),
+                }
+            }
             if reasons.is_empty() {
                 let load = used.get("pods").copied().unwrap_or(0);
-                if best.is_none_or(|(_, l)| load < l) {
-                    best = Some((idx, load));
+                if best.as_ref().is_none_or(|(_, l, _)| load < *l) {
+                    best = Some((idx, load, plan));
                 }
             } else {
                 rejections.push(reasons);
             }
         }
-        best.map(|(idx, _)| idx)
+        best.map(|(idx, _, plan)| (idx, plan))
             .ok_or_else(|| scheduler::unschedulable_message(self.nodes.len(), &rejections))
+    }
+
+    /// The pod's claims (made from its templates where needed, recorded in its status), or
+    /// `None` for a pod without claims; `Err` is the scheduler's message for a missing claim or
+    /// template (the pod waits, and is retried when one is created).
+    fn pod_claims(&self, store: &mut Store, pod: &Pod) -> Result<Option<Vec<PodKey>>, String> {
+        if pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).is_none_or(Vec::is_empty) {
+            return Ok(None);
+        }
+        let (keys, made) = crate::claims::resolve(pod, &mut lock(&self.dra))
+            .map_err(|why| format!("0/{} nodes are available: {why}.", self.nodes.len()))?;
+        if !made.is_empty() {
+            store.modify(&key_of(pod), pod.metadata.uid.as_deref(), |p| {
+                let st = p.status.get_or_insert_with(Default::default);
+                st.resource_claim_statuses.get_or_insert_with(Vec::new).extend(made);
+            });
+        }
+        Ok(Some(keys))
+    }
+
+    /// Allocation of `keys` on node `idx`; `Err` for a claim naming a class that does not exist.
+    fn claim_plan(&self, idx: usize, keys: &[PodKey]) -> Result<Option<crate::claims::NodePlan>, String> {
+        let classes = crate::claims::classes(&self.config.nodes);
+        crate::claims::plan_on(&self.nodes[idx].config, keys, &lock(&self.dra), &classes)
+            .map_err(|why| format!("0/{} nodes are available: {why}.", self.nodes.len()))
+    }
+
+    /// The garbage collector and the resourceclaim controller after pods went (`crate::claims`).
+    pub fn release_claims(&self) {
+        let live: BTreeSet<String> = lock(&self.store).pods().filter_map(|p| p.metadata.uid.clone()).collect();
+        crate::claims::release(&live, &mut lock(&self.dra));
     }
 
     /// Deletes a pod: stops its processes (SIGTERM, then SIGKILL after the grace period, capped by
@@ -424,6 +496,7 @@ impl Shared {
         if removed.is_some() {
             // The garbage collector: Secrets this pod owned go with it.
             crate::api::secrets::collect_orphans(self);
+            self.release_claims();
             self.schedule_pending();
         }
         removed

@@ -8,6 +8,7 @@
 mod common;
 
 mod admission;
+mod dra;
 mod api;
 mod namespaces;
 mod ownership;

@@ -261,7 +261,11 @@ pub async fn prepare_with_templates(
         tokio::try_join!(advertised(cluster, plan, &decode), advertised(cluster, plan, &prefill))?;
     let (server_tolerations, server_nodes) = split_node(server_nodes, server_model.is_some(), plan);
     let (client_tolerations, client_nodes) = split_node(client_nodes, client_model.is_some(), plan);
-    let server_devices = choose_devices(
+    let (server_dra, client_dra) = tokio::try_join!(
+        dra_offer(cluster, plan, &decode, server_nodes.as_ref()),
+        dra_offer(cluster, plan, &prefill, client_nodes.as_ref())
+    )?;
+    let mut server_devices = choose_devices(
         plan,
         &decode,
         server_model.is_some(),
@@ -269,7 +273,7 @@ pub async fn prepare_with_templates(
         &mut notes,
         "decode",
     );
-    let client_devices = choose_devices(
+    let mut client_devices = choose_devices(
         plan,
         &prefill,
         client_model.is_some(),
@@ -277,6 +281,12 @@ pub async fn prepare_with_templates(
         &mut notes,
         "prefill",
     );
+    for (choice, offer, side, name) in [
+        (&mut server_devices, server_dra, &decode, "decode"),
+        (&mut client_devices, client_dra, &prefill, "prefill"),
+    ] {
+        claim_dra_devices(plan, choice, offer, side, name, &mut notes)?;
+    }
     let base = |role: Role,
                 node: &str,
                 args: Vec<String>,
@@ -354,6 +364,59 @@ async fn advertised(cluster: &Cluster, plan: &BenchPodsPlan, side: &Resolved) ->
             side.node
         )))),
     }
+}
+
+/// What a node target's node offers through DRA, read when it decides the devices: the node
+/// was read, advertises no `nvidia.com/gpu`, and `--gpus 0` was not given. `Err(note)` when the
+/// slices cannot be read for a reason that does not stop the run (no RBAC on resourceslices).
+async fn dra_offer(
+    cluster: &Cluster,
+    plan: &BenchPodsPlan,
+    side: &Resolved,
+    advertised: Option<&NodeResources>,
+) -> Result<Option<Result<devices::DraOfferRead, String>>, KubeError> {
+    let Some(Ok(advertised)) = advertised else {
+        return Ok(None);
+    };
+    let has_gpu = advertised.get(devices::NVIDIA_GPU).is_some_and(|q| q.0.trim() != "0");
+    if has_gpu || plan.devices.gpus == Some(0) {
+        return Ok(None);
+    }
+    match crate::dra::node_offer(cluster, &side.node).await {
+        Ok(offer) => Ok(offer.map(Ok)),
+        Err(e) if e.is_unreachable() && !plan.dry_run => Err(e),
+        Err(e) => Ok(Some(Err(format!(
+            "cannot read the ResourceSlices of node {} ({e}); GPUs offered through DRA are not claimed",
+            side.node
+        )))),
+    }
+}
+
+/// Moves a side's GPU request into a DRA claim when its node offers GPUs only through DRA.
+fn claim_dra_devices(
+    plan: &BenchPodsPlan,
+    choice: &mut DeviceChoice,
+    offer: Option<Result<devices::DraOfferRead, String>>,
+    side: &Resolved,
+    name: &str,
+    notes: &mut Vec<Note>,
+) -> Result<(), KubeError> {
+    let offer = match offer {
+        None => return Ok(()),
+        Some(Err(why)) => {
+            notes.push(Note::other(format!("{name}: {why}")));
+            return Ok(());
+        }
+        Some(Ok(offer)) => offer,
+    };
+    let before = choice.notes.len();
+    devices::apply_dra(choice, &plan.devices, &offer)
+        .map_err(|why| KubeError::Target(format!("{name}: node {}: {why}", side.node)))?;
+    notes.extend(choice.notes[before.min(choice.notes.len())..].iter().map(|n| Note {
+        kind: NoteKind::DeviceDefault,
+        text: format!("{name}: node {}: {n}", side.node),
+    }));
+    Ok(())
 }
 
 type NodeRead = Result<k8s_openapi::api::core::v1::Node, String>;
