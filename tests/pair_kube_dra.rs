@@ -52,7 +52,16 @@ fn pair_between_dra_only_nodes_claims_rail_devices_and_cleans_them_up() {
     }
     let templates = posted_templates(&run);
     assert_eq!(templates.len(), 2);
-    let devices = templates[0].spec.as_ref().unwrap().spec.as_ref().unwrap().devices.as_ref().unwrap();
+    let devices = templates[0]
+        .spec
+        .as_ref()
+        .unwrap()
+        .spec
+        .as_ref()
+        .unwrap()
+        .devices
+        .as_ref()
+        .unwrap();
     let constraint = &devices.constraints.as_ref().unwrap()[0];
     assert_eq!(constraint.match_attribute.as_deref(), Some(PCIE_ROOT));
 
@@ -86,15 +95,29 @@ fn a_dry_run_on_a_dra_node_prints_the_template_and_notes_the_claim() {
     let cluster = dra_cluster();
     let run = run_pair(
         &cluster,
-        &["--prefill", "node/dra-1", "--decode", "node/dra-2", "--dry-run", "-o", "yaml"],
+        &[
+            "--prefill",
+            "node/dra-1",
+            "--decode",
+            "node/dra-2",
+            "--dry-run",
+            "-o",
+            "yaml",
+        ],
         Duration::from_secs(60),
     );
     assert_eq!(run.code, 0, "{run:#?}");
     let docs = icb_kube::yaml::documents(&run.stdout).unwrap();
     let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
-    assert_eq!(kinds, ["Secret", "ResourceClaimTemplate", "ResourceClaimTemplate", "Pod", "Pod"]);
+    assert_eq!(
+        kinds,
+        ["Secret", "ResourceClaimTemplate", "ResourceClaimTemplate", "Pod", "Pod"]
+    );
     assert!(run.stderr.contains("through DRA"), "{}", run.stderr);
-    assert!(cluster.resource_claim_templates().is_empty(), "a dry run creates nothing");
+    assert!(
+        cluster.resource_claim_templates().is_empty(),
+        "a dry run creates nothing"
+    );
 }
 
 #[test]

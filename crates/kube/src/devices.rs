@@ -266,4 +266,61 @@ mod tests {
         );
         assert!(DeviceRequest::parse_resource("a=lots").is_err());
     }
+
+    #[test]
+    fn a_dra_only_node_gets_its_gpu_request_as_a_rail_claim() {
+        let offer = crate::dra::DraOffer {
+            gpus: 8,
+            gpu_class: Some("gpu.nvidia.com".into()),
+            nic_driver: Some("nic.example.com".into()),
+            nics: 8,
+            nic_class: Some("nic".into()),
+            rooted: true,
+        };
+        let cpu_only = node(&[("cpu", "64")]);
+        let mut choice = decide(&DeviceRequest::default(), Some(&cpu_only), false);
+        apply_dra(&mut choice, &DeviceRequest::default(), &offer).unwrap();
+        let names: Vec<String> = choice
+            .claim
+            .as_ref()
+            .unwrap()
+            .devices
+            .as_ref()
+            .unwrap()
+            .requests
+            .iter()
+            .flatten()
+            .map(|r| r.name.clone())
+            .collect();
+        assert_eq!(names, ["gpu-0", "nic-0"]);
+        assert!(
+            choice.notes.iter().any(|n| n.contains("through DRA")),
+            "{:?}",
+            choice.notes
+        );
+        // --gpus 2 on a DRA node: no nvidia.com/gpu request the node cannot satisfy.
+        let two = DeviceRequest {
+            gpus: Some(2),
+            ..Default::default()
+        };
+        let mut choice = decide(&two, Some(&cpu_only), false);
+        apply_dra(&mut choice, &two, &offer).unwrap();
+        assert!(!choice.requests.contains_key(NVIDIA_GPU));
+        assert_eq!(choice.claim.unwrap().devices.unwrap().constraints.unwrap().len(), 2);
+        // --rdma none: the GPU alone; --gpus 0: nothing claimed.
+        let no_rdma = DeviceRequest {
+            rdma: Some(None),
+            ..Default::default()
+        };
+        let mut choice = decide(&no_rdma, Some(&cpu_only), false);
+        apply_dra(&mut choice, &no_rdma, &offer).unwrap();
+        assert_eq!(choice.claim.unwrap().devices.unwrap().requests.unwrap().len(), 1);
+        let none = DeviceRequest {
+            gpus: Some(0),
+            ..Default::default()
+        };
+        let mut choice = decide(&none, Some(&cpu_only), false);
+        apply_dra(&mut choice, &none, &offer).unwrap();
+        assert!(choice.claim.is_none());
+    }
 }

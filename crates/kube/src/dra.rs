@@ -49,10 +49,7 @@ impl DraOffer {
             for device in slice.spec.devices.iter().flatten() {
                 let entry = per_driver.entry(slice.spec.driver.as_str()).or_insert((0, true));
                 entry.0 += 1;
-                let rooted = device
-                    .attributes
-                    .as_ref()
-                    .is_some_and(|a| a.contains_key(PCIE_ROOT));
+                let rooted = device.attributes.as_ref().is_some_and(|a| a.contains_key(PCIE_ROOT));
                 entry.1 &= rooted;
             }
         }
@@ -61,10 +58,9 @@ impl DraOffer {
             classes
                 .iter()
                 .find(|c| {
-                    c.spec
-                        .as_ref()
-                        .and_then(|s| s.selectors.as_ref())
-                        .is_some_and(|s| s.len() == 1 && s[0].cel.as_ref().is_some_and(|c| c.expression.trim() == wanted))
+                    c.spec.as_ref().and_then(|s| s.selectors.as_ref()).is_some_and(|s| {
+                        s.len() == 1 && s[0].cel.as_ref().is_some_and(|c| c.expression.trim() == wanted)
+                    })
                 })
                 .and_then(|c| c.metadata.name.clone())
         };
@@ -103,10 +99,7 @@ pub async fn node_offer(cluster: &Cluster, node: &str) -> Result<Option<DraOffer
     }
     let classes: kube::Api<DeviceClass> = kube::Api::all(cluster.client().clone());
     let all = ListParams::default();
-    let classes = cluster
-        .call("list deviceclasses", || classes.list(&all))
-        .await?
-        .items;
+    let classes = cluster.call("list deviceclasses", || classes.list(&all)).await?.items;
     Ok(Some(DraOffer::from_slices(&slices, &classes)))
 }
 
@@ -209,7 +202,9 @@ pub async fn create_template(cluster: &Cluster, template: &ResourceClaimTemplate
     let name = template.metadata.name.clone().unwrap_or_default();
     let pp = PostParams::default();
     match cluster
-        .call(&format!("create resourceclaimtemplate {name}"), || api.create(&pp, template))
+        .call(&format!("create resourceclaimtemplate {name}"), || {
+            api.create(&pp, template)
+        })
         .await
     {
         Ok(_) => Ok(()),
@@ -296,15 +291,25 @@ mod tests {
     #[test]
     fn the_offer_finds_gpus_the_rail_nic_driver_and_their_classes() {
         let slices = [
-            slice(GPU_DRIVER, &[("gpu-0", Some("pci0000:00")), ("gpu-1", Some("pci0000:01"))]),
-            slice("nic.example.com", &[("nic-0", Some("pci0000:00")), ("nic-1", Some("pci0000:01"))]),
+            slice(
+                GPU_DRIVER,
+                &[("gpu-0", Some("pci0000:00")), ("gpu-1", Some("pci0000:01"))],
+            ),
+            slice(
+                "nic.example.com",
+                &[("nic-0", Some("pci0000:00")), ("nic-1", Some("pci0000:01"))],
+            ),
             slice("fpga.example.com", &[("f0", None)]),
         ];
         let classes = [class("gpu", GPU_DRIVER), class("rdma-nics", "nic.example.com")];
         let offer = DraOffer::from_slices(&slices, &classes);
         assert_eq!(offer.gpus, 2);
         assert_eq!(offer.gpu_class.as_deref(), Some("gpu"));
-        assert_eq!(offer.nic_driver.as_deref(), Some("nic.example.com"), "fpga has no PCIe root");
+        assert_eq!(
+            offer.nic_driver.as_deref(),
+            Some("nic.example.com"),
+            "fpga has no PCIe root"
+        );
         assert_eq!((offer.nics, offer.nic_class.as_deref()), (2, Some("rdma-nics")));
         assert!(offer.rooted);
         let no_class = DraOffer::from_slices(&slices, &[]);

@@ -216,10 +216,17 @@ mod tests {
         );
         assert!(old[0].claim_templates.is_empty());
         let mut dra = pod("dra", 10_000);
-        dra.spec = Some(serde_json::from_value(serde_json::json!({"containers": [],
-            "resourceClaims": [{"name": "devices", "resourceClaimTemplateName": "ic-bench-r-server"}]})).unwrap());
+        dra.spec = Some(
+            serde_json::from_value(serde_json::json!({"containers": [],
+            "resourceClaims": [{"name": "devices", "resourceClaimTemplateName": "ic-bench-r-server"}]}))
+            .unwrap(),
+        );
         let took = select(&[dra], &GcOptions::default(), now);
-        assert_eq!(took[0].claim_templates, ["ic-bench-r-server"], "deleted by name with the pod");
+        assert_eq!(
+            took[0].claim_templates,
+            ["ic-bench-r-server"],
+            "deleted by name with the pod"
+        );
     }
 
     #[test]

@@ -533,6 +533,50 @@ mod tests {
     }
 
     #[test]
+    fn dra_devices_are_claimed_from_the_pods_own_template_and_a_nic_brings_ipc_lock() {
+        let offer = crate::dra::DraOffer {
+            gpus: 2,
+            gpu_class: Some(crate::dra::GPU_DRIVER.into()),
+            nic_driver: Some("nic.example.com".into()),
+            nics: 2,
+            nic_class: Some("nic.example.com".into()),
+            rooted: true,
+        };
+        let mut p = base(Role::Client);
+        p.devices.claim = Some(crate::dra::rail_claim(&offer, 1, true).unwrap());
+        let pod = p.build();
+        let spec = pod.spec.as_ref().unwrap();
+        let claims = spec.resource_claims.as_ref().unwrap();
+        assert_eq!(
+            claims[0].resource_claim_template_name.as_deref(),
+            pod.metadata.name.as_deref()
+        );
+        let c = &spec.containers[0];
+        assert_eq!(
+            c.resources.as_ref().unwrap().claims.as_ref().unwrap()[0].name,
+            claims[0].name
+        );
+        let caps = c.security_context.clone().unwrap().capabilities.unwrap();
+        assert_eq!(caps.add.unwrap(), vec!["IPC_LOCK".to_string()]);
+        let template = p.claim_template().unwrap();
+        assert_eq!(template.metadata.name, pod.metadata.name);
+        assert_eq!(template.metadata.labels, pod.metadata.labels, "found as the run's");
+        p.devices.claim = Some(crate::dra::rail_claim(&offer, 1, false).unwrap());
+        let gpu_only = p.build();
+        assert!(
+            gpu_only.spec.unwrap().containers[0]
+                .security_context
+                .clone()
+                .unwrap()
+                .capabilities
+                .and_then(|c| c.add)
+                .is_none(),
+            "a GPU alone needs no IPC_LOCK"
+        );
+        assert!(base(Role::Server).claim_template().is_none());
+    }
+
+    #[test]
     fn run_ids() {
         let id = new_run_id();
         assert!(check_run_id(&id).is_ok(), "{id}");

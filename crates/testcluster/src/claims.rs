@@ -9,7 +9,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodResourceClaimStatus};
+use k8s_openapi::api::core::v1::{
+    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodResourceClaimStatus,
+};
 use k8s_openapi::api::resource::v1::{
     AllocationResult, DeviceAllocationResult, DeviceClass, DeviceRequestAllocationResult, ResourceClaim,
     ResourceClaimConsumerReference, ResourceClaimTemplate, ResourceSlice,
@@ -49,16 +51,30 @@ pub fn slices(nodes: &[NodeConfig]) -> Vec<ResourceSlice> {
 
 /// One DeviceClass per driver any node publishes, named after the driver.
 pub fn classes(nodes: &[NodeConfig]) -> BTreeMap<String, DeviceClass> {
-    let drivers: BTreeSet<&str> = nodes.iter().flat_map(|n| n.dra.iter().map(|d| d.driver.as_str())).collect();
-    drivers.into_iter().map(|d| (d.to_string(), dra::driver_class(d))).collect()
+    let drivers: BTreeSet<&str> = nodes
+        .iter()
+        .flat_map(|n| n.dra.iter().map(|d| d.driver.as_str()))
+        .collect();
+    drivers
+        .into_iter()
+        .map(|d| (d.to_string(), dra::driver_class(d)))
+        .collect()
 }
 
 /// The claims a pod uses, by (namespace, name), created from its templates where they are not
 /// yet; `Err` is why the pod cannot be scheduled yet (a claim or template that does not exist).
 pub fn resolve(pod: &Pod, state: &mut DraState) -> Result<(Vec<PodKey>, Vec<PodResourceClaimStatus>), String> {
     let ns = key_of(pod).0;
-    let spec_claims = pod.spec.as_ref().and_then(|s| s.resource_claims.clone()).unwrap_or_default();
-    let known = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.clone()).unwrap_or_default();
+    let spec_claims = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.resource_claims.clone())
+        .unwrap_or_default();
+    let known = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.resource_claim_statuses.clone())
+        .unwrap_or_default();
     let mut keys = Vec::new();
     let mut statuses = Vec::new();
     for claim in spec_claims {
@@ -70,7 +86,10 @@ pub fn resolve(pod: &Pod, state: &mut DraState) -> Result<(Vec<PodKey>, Vec<PodR
                 name.clone()
             }
             (None, Some(template)) => {
-                let made = known.iter().find(|s| s.name == claim.name).and_then(|s| s.resource_claim_name.clone());
+                let made = known
+                    .iter()
+                    .find(|s| s.name == claim.name)
+                    .and_then(|s| s.resource_claim_name.clone());
                 match made {
                     Some(name) => name,
                     None => {
@@ -108,7 +127,13 @@ fn from_template(pod: &Pod, claim_name: &str, template: &str, state: &mut DraSta
     meta.resource_version = Some("1".into());
     let template_spec = t.spec.clone().unwrap_or_default();
     meta.labels = template_spec.metadata.and_then(|m| m.labels);
-    meta.annotations = Some([("resource.kubernetes.io/pod-claim-name".to_string(), claim_name.to_string())].into());
+    meta.annotations = Some(
+        [(
+            "resource.kubernetes.io/pod-claim-name".to_string(),
+            claim_name.to_string(),
+        )]
+        .into(),
+    );
     meta.owner_references = Some(vec![OwnerReference {
         api_version: "v1".into(),
         kind: "Pod".into(),
@@ -238,7 +263,11 @@ pub fn commit(pod: &Pod, node: &str, keys: &[PodKey], plan: NodePlan, state: &mu
     };
     for key in keys {
         if let Some(claim) = state.claims.get_mut(key) {
-            let reserved = claim.status.get_or_insert_with(Default::default).reserved_for.get_or_insert_with(Vec::new);
+            let reserved = claim
+                .status
+                .get_or_insert_with(Default::default)
+                .reserved_for
+                .get_or_insert_with(Vec::new);
             if !reserved.iter().any(|c| c.uid == consumer.uid) {
                 reserved.push(consumer.clone());
             }
@@ -248,7 +277,12 @@ pub fn commit(pod: &Pod, node: &str, keys: &[PodKey], plan: NodePlan, state: &mu
 }
 
 fn bump(claim: &mut ResourceClaim) {
-    let v: u64 = claim.metadata.resource_version.as_deref().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let v: u64 = claim
+        .metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     claim.metadata.resource_version = Some((v + 1).to_string());
 }
 
@@ -259,8 +293,10 @@ pub fn release(live: &BTreeSet<String>, state: &mut DraState) -> usize {
     let before = state.claims.len();
     state.claims.retain(|_, claim| {
         let owners = claim.metadata.owner_references.as_deref().unwrap_or_default();
-        let orphaned =
-            !owners.is_empty() && owners.iter().all(|o| o.kind == "Pod" && o.api_version == "v1" && !live.contains(&o.uid));
+        let orphaned = !owners.is_empty()
+            && owners
+                .iter()
+                .all(|o| o.kind == "Pod" && o.api_version == "v1" && !live.contains(&o.uid));
         if orphaned {
             return false;
         }
@@ -279,7 +315,10 @@ pub fn release(live: &BTreeSet<String>, state: &mut DraState) -> usize {
     });
     state.templates.retain(|_, t| {
         let owners = t.metadata.owner_references.as_deref().unwrap_or_default();
-        owners.is_empty() || owners.iter().any(|o| !(o.kind == "Pod" && o.api_version == "v1") || live.contains(&o.uid))
+        owners.is_empty()
+            || owners
+                .iter()
+                .any(|o| !(o.kind == "Pod" && o.api_version == "v1") || live.contains(&o.uid))
     });
     before - state.claims.len()
 }
@@ -287,5 +326,9 @@ pub fn release(live: &BTreeSet<String>, state: &mut DraState) -> usize {
 /// Whether a claim is reserved for a pod (its deletion then waits for the pod, as the API
 /// server's finalizer makes it).
 pub fn is_reserved(claim: &ResourceClaim) -> bool {
-    claim.status.as_ref().and_then(|s| s.reserved_for.as_ref()).is_some_and(|r| !r.is_empty())
+    claim
+        .status
+        .as_ref()
+        .and_then(|s| s.reserved_for.as_ref())
+        .is_some_and(|r| !r.is_empty())
 }

@@ -388,7 +388,12 @@ impl Shared {
     /// `None` for a pod without claims; `Err` is the scheduler's message for a missing claim or
     /// template (the pod waits, and is retried when one is created).
     fn pod_claims(&self, store: &mut Store, pod: &Pod) -> Result<Option<Vec<PodKey>>, String> {
-        if pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref()).is_none_or(Vec::is_empty) {
+        if pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.resource_claims.as_ref())
+            .is_none_or(Vec::is_empty)
+        {
             return Ok(None);
         }
         let (keys, made) = crate::claims::resolve(pod, &mut lock(&self.dra))
@@ -411,7 +416,10 @@ impl Shared {
 
     /// The garbage collector and the resourceclaim controller after pods went (`crate::claims`).
     pub fn release_claims(&self) {
-        let live: BTreeSet<String> = lock(&self.store).pods().filter_map(|p| p.metadata.uid.clone()).collect();
+        let live: BTreeSet<String> = lock(&self.store)
+            .pods()
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
         crate::claims::release(&live, &mut lock(&self.dra));
     }
 

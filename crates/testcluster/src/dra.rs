@@ -256,7 +256,9 @@ pub fn allocate(
     taken: &BTreeSet<usize>,
     classes: &BTreeMap<String, DeviceClass>,
 ) -> Result<Option<Vec<Pick>>, String> {
-    let Some(claim) = &spec.devices else { return Ok(Some(Vec::new())) };
+    let Some(claim) = &spec.devices else {
+        return Ok(Some(Vec::new()));
+    };
     let requests: Vec<Wanted> = claim
         .requests
         .iter()
@@ -287,23 +289,26 @@ pub fn allocate(
                     .as_ref()
                     .is_none_or(|names| names.iter().any(|n| *n == requests[r].name))
             };
-            let values = chosen
-                .iter()
-                .filter(|(r, _)| applies(*r))
-                .map(|(_, d)| c.match_attribute.as_deref().or(c.distinct_attribute.as_deref()).and_then(|a| node_devices[*d].attribute(a)));
+            let values = chosen.iter().filter(|(r, _)| applies(*r)).map(|(_, d)| {
+                c.match_attribute
+                    .as_deref()
+                    .or(c.distinct_attribute.as_deref())
+                    .and_then(|a| node_devices[*d].attribute(a))
+            });
             let values: Vec<Option<&DeviceAttribute>> = values.collect();
             if c.match_attribute.is_some() {
                 values.iter().all(|v| v.is_some() && *v == values[0])
             } else if c.distinct_attribute.is_some() {
-                values.iter().all(Option::is_some)
-                    && values.iter().enumerate().all(|(i, v)| !values[..i].contains(v))
+                values.iter().all(Option::is_some) && values.iter().enumerate().all(|(i, v)| !values[..i].contains(v))
             } else {
                 true
             }
         })
     };
     if search(&slots, &mut chosen, &consistent) {
-        Ok(Some(chosen.into_iter().map(|(r, d)| (requests[r].name.clone(), d)).collect()))
+        Ok(Some(
+            chosen.into_iter().map(|(r, d)| (requests[r].name.clone(), d)).collect(),
+        ))
     } else {
         Ok(None)
     }
@@ -387,15 +392,22 @@ mod tests {
     #[test]
     fn a_gpu_and_its_rail_nic_share_a_pcie_root() {
         let devices = node();
-        let got = allocate(&rail_claim(), &devices, &BTreeSet::new(), &classes()).unwrap().unwrap();
+        let got = allocate(&rail_claim(), &devices, &BTreeSet::new(), &classes())
+            .unwrap()
+            .unwrap();
         let names: Vec<&str> = got.iter().map(|(_, d)| devices[*d].name.as_str()).collect();
         assert_eq!(names, ["gpu-0", "nic-1"], "nic-0 is on another root");
         // gpu-0 taken: gpu-1 with nic-0.
-        let got = allocate(&rail_claim(), &devices, &[0].into(), &classes()).unwrap().unwrap();
+        let got = allocate(&rail_claim(), &devices, &[0].into(), &classes())
+            .unwrap()
+            .unwrap();
         let names: Vec<&str> = got.iter().map(|(_, d)| devices[*d].name.as_str()).collect();
         assert_eq!(names, ["gpu-1", "nic-0"]);
         // gpu-0 and nic-0 taken: gpu-1's rail NIC is gone, and nic-1 is on another root.
-        assert_eq!(allocate(&rail_claim(), &devices, &[0, 2].into(), &classes()).unwrap(), None);
+        assert_eq!(
+            allocate(&rail_claim(), &devices, &[0, 2].into(), &classes()).unwrap(),
+            None
+        );
     }
 
     #[test]
@@ -411,13 +423,18 @@ mod tests {
                 ..Default::default()
             }),
         };
-        let got = allocate(&spec, &devices, &BTreeSet::new(), &classes()).unwrap().unwrap();
+        let got = allocate(&spec, &devices, &BTreeSet::new(), &classes())
+            .unwrap()
+            .unwrap();
         assert_eq!(devices[got[0].1].name, "gpu-1");
         assert!(Selector::parse("device.attributes[\"x\"].y > 3").is_err());
         assert!(Selector::parse("device.driver == \"a\" && device.attributes[\"a\"].n == 3").is_ok());
         let mut bad = spec.clone();
-        bad.devices.as_mut().unwrap().requests.as_mut().unwrap()[0] =
-            request("gpu", "gpu.nvidia.com", Some("device.capacity[\"x\"].memory.compareTo(quantity(\"1Gi\")) >= 0"));
+        bad.devices.as_mut().unwrap().requests.as_mut().unwrap()[0] = request(
+            "gpu",
+            "gpu.nvidia.com",
+            Some("device.capacity[\"x\"].memory.compareTo(quantity(\"1Gi\")) >= 0"),
+        );
         assert!(validate_spec(&bad).unwrap_err().contains("evaluates only"));
         let missing_class = ResourceClaimSpec {
             devices: Some(DeviceClaim {
@@ -425,7 +442,11 @@ mod tests {
                 ..Default::default()
             }),
         };
-        assert!(allocate(&missing_class, &devices, &BTreeSet::new(), &classes()).unwrap_err().contains("nope"));
+        assert!(
+            allocate(&missing_class, &devices, &BTreeSet::new(), &classes())
+                .unwrap_err()
+                .contains("nope")
+        );
     }
 
     #[test]
@@ -437,7 +458,9 @@ mod tests {
         for r in claim.requests.as_mut().unwrap() {
             r.exactly.as_mut().unwrap().allocation_mode = Some("All".into());
         }
-        let got = allocate(&spec, &devices, &BTreeSet::new(), &classes()).unwrap().unwrap();
+        let got = allocate(&spec, &devices, &BTreeSet::new(), &classes())
+            .unwrap()
+            .unwrap();
         assert_eq!(got.len(), 4);
         let slices = node_slices("n1", &devices);
         assert_eq!(slices.len(), 2);

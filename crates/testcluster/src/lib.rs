@@ -75,10 +75,10 @@ use crate::cluster::{KillReason, NodeRt, Shared, lock};
 use crate::fabric::NodeFabric;
 use crate::store::Store;
 
+pub use crate::claims::DraAllocation;
 pub use crate::config::{
     ClusterConfig, DRA_GPU_DRIVER, DRA_NIC_DRIVER, DraDevice, ImageConfig, Isolation, NodeConfig, RAIL_TREE_ENV,
 };
-pub use crate::claims::DraAllocation;
 pub use crate::dra::PCIE_ROOT;
 pub use crate::error::{Error, Result};
 pub use crate::fabric::NAME_PREFIX;

@@ -105,10 +105,19 @@ async fn claims_get_a_gpu_and_its_rail_nic_and_are_freed_with_their_pod() {
     let recorded = a.status.unwrap().resource_claim_statuses.unwrap();
     assert_eq!(recorded[0].resource_claim_name, a_claim.metadata.name);
 
-    pods.delete("a", &DeleteParams::default().grace_period(0)).await.expect("delete a");
+    pods.delete("a", &DeleteParams::default().grace_period(0))
+        .await
+        .expect("delete a");
     wait_for(&pods, "c", "running on a's devices", |p| phase(p) == "Running").await;
-    let names: Vec<String> = cluster.resource_claims().iter().map(|c| c.metadata.name.clone().unwrap()).collect();
-    assert!(names.iter().all(|n| !n.starts_with("a-")), "a's claim is collected: {names:?}");
+    let names: Vec<String> = cluster
+        .resource_claims()
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.starts_with("a-")),
+        "a's claim is collected: {names:?}"
+    );
     assert_eq!(cluster.dra_allocations().last().unwrap().pod, "c");
 }
 
@@ -120,7 +129,10 @@ async fn extended_resources_do_not_fit_a_dra_only_node_and_unknown_cel_is_refuse
     gpu.spec.as_mut().unwrap().containers[0].resources =
         Some(serde_json::from_value(json!({"limits": {"nvidia.com/gpu": "1"}})).unwrap());
     create(&pods, &gpu).await;
-    let p = wait_for(&pods, "old-style", "unschedulable", |p| unschedulable_message(p).is_some()).await;
+    let p = wait_for(&pods, "old-style", "unschedulable", |p| {
+        unschedulable_message(p).is_some()
+    })
+    .await;
     assert_eq!(
         unschedulable_message(&p).as_deref(),
         Some("0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
@@ -145,6 +157,8 @@ async fn extended_resources_do_not_fit_a_dra_only_node_and_unknown_cel_is_refuse
             .unwrap(),
     ]);
     let err = templates.create(&PostParams::default(), &cel).await.unwrap_err();
-    let kube::Error::Api(status) = err else { panic!("{err:?}") };
+    let kube::Error::Api(status) = err else {
+        panic!("{err:?}")
+    };
     assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
 }

@@ -8,8 +8,8 @@
 mod common;
 
 mod admission;
-mod dra;
 mod api;
+mod dra;
 mod namespaces;
 mod ownership;
 mod restart;

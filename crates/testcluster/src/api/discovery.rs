@@ -53,11 +53,13 @@ pub async fn apps_v1() -> Response {
 
 pub async fn resource_v1() -> Response {
     let rw = ["create", "delete", "get", "list"];
-    axum::Json(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "resource.k8s.io/v1", "resources": [
-        resource("resourceslices", "ResourceSlice", false, &["get", "list"], &[]),
-        resource("deviceclasses", "DeviceClass", false, &["get", "list"], &[]),
-        resource("resourceclaims", "ResourceClaim", true, &rw, &[]),
-        resource("resourceclaimtemplates", "ResourceClaimTemplate", true, &rw, &[]),
-    ]}))
+    axum::Json(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "resource.k8s.io/v1", "resources": [
+            resource("resourceslices", "ResourceSlice", false, &["get", "list"], &[]),
+            resource("deviceclasses", "DeviceClass", false, &["get", "list"], &[]),
+            resource("resourceclaims", "ResourceClaim", true, &rw, &[]),
+            resource("resourceclaimtemplates", "ResourceClaimTemplate", true, &rw, &[]),
+        ]}),
+    )
     .into_response()
 }

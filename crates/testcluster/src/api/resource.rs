@@ -34,7 +34,11 @@ fn list_response(shared: &Shared, kind: &str, items: Vec<impl Serialize>) -> Res
 pub async fn list_slices(State(shared): State<Arc<Shared>>, uri: Uri) -> Response {
     let params = query_params(&uri);
     let mut fields = Vec::new();
-    for term in param(&params, "fieldSelector").unwrap_or("").split(',').filter(|t| !t.is_empty()) {
+    for term in param(&params, "fieldSelector")
+        .unwrap_or("")
+        .split(',')
+        .filter(|t| !t.is_empty())
+    {
         match term.split_once('=') {
             Some((k @ ("spec.nodeName" | "spec.driver"), v)) => fields.push((k.to_string(), v.to_string())),
             _ => {
@@ -127,7 +131,10 @@ pub async fn create_template(State(shared): State<Arc<Shared>>, Path(ns): Path<S
         stamp(&mut template.metadata, &shared, &ns);
         let mut dra = lock(&shared.dra);
         if dra.templates.contains_key(&(ns.clone(), name.clone())) {
-            return Err(ApiError::already_exists("resourceclaimtemplates.resource.k8s.io", &name));
+            return Err(ApiError::already_exists(
+                "resourceclaimtemplates.resource.k8s.io",
+                &name,
+            ));
         }
         dra.templates.insert((ns.clone(), name), template.clone());
         Ok(template)
