@@ -392,23 +392,16 @@ fn role_covers_exactly_what_pair_and_gc_call() {
         .iter()
         .find(|r| r.metadata.name.as_deref() == Some("ic-bench-nodes-read"))
         .expect("the nodes-read ClusterRole");
-    let read_grants: BTreeSet<(String, String, String)> = nodes_read
-        .rules
-        .iter()
-        .flatten()
-        .flat_map(|rule| {
-            let groups = rule.api_groups.clone().unwrap_or_default();
-            let resources = rule.resources.clone().unwrap_or_default();
-            let verbs = rule.verbs.clone();
-            groups.into_iter().flat_map(move |g| {
-                let verbs = verbs.clone();
-                resources
-                    .clone()
-                    .into_iter()
-                    .flat_map(move |r| verbs.clone().into_iter().map(move |v| (g.clone(), r.clone(), v)))
-            })
-        })
-        .collect();
+    let mut read_grants: BTreeSet<(String, String, String)> = BTreeSet::new();
+    for rule in nodes_read.rules.iter().flatten() {
+        for g in rule.api_groups.iter().flatten() {
+            for r in rule.resources.iter().flatten() {
+                for v in &rule.verbs {
+                    read_grants.insert((g.clone(), r.clone(), v.clone()));
+                }
+            }
+        }
+    }
     for r in &node_reads {
         let all: Vec<&str> = r.path.trim_matches('/').split('/').collect();
         let (group, resource, named) = match all[0] {

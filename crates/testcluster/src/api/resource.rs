@@ -99,47 +99,53 @@ fn named(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, kind
 }
 
 pub async fn create_claim(State(shared): State<Arc<Shared>>, Path(ns): Path<String>, body: Bytes) -> Response {
-    let result = (|| {
-        check_namespace(&shared, &ns)?;
-        let mut claim: ResourceClaim = serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request(format!("the body is not a valid ResourceClaim: {e}")))?;
-        let name = named(&claim.metadata, "ResourceClaim")?;
-        if let Some(spec) = &claim.spec {
-            crate::dra::validate_spec(spec).map_err(|e| ApiError::invalid("ResourceClaim", &name, e))?;
-        }
-        claim.status = None;
-        stamp(&mut claim.metadata, &shared, &ns);
-        let mut dra = lock(&shared.dra);
-        if dra.claims.contains_key(&(ns.clone(), name.clone())) {
-            return Err(ApiError::already_exists("resourceclaims.resource.k8s.io", &name));
-        }
-        dra.claims.insert((ns.clone(), name), claim.clone());
-        Ok(claim)
-    })();
+    let result = store_claim(&shared, &ns, &body);
     created(&shared, result)
 }
 
+fn store_claim(shared: &Shared, ns: &str, body: &[u8]) -> Result<ResourceClaim, ApiError> {
+    check_namespace(shared, ns)?;
+    let mut claim: ResourceClaim = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the body is not a valid ResourceClaim: {e}")))?;
+    let name = named(&claim.metadata, "ResourceClaim")?;
+    if let Some(spec) = &claim.spec {
+        crate::dra::validate_spec(spec).map_err(|e| ApiError::invalid("ResourceClaim", &name, e))?;
+    }
+    claim.status = None;
+    stamp(&mut claim.metadata, shared, ns);
+    let mut dra = lock(&shared.dra);
+    let key = (ns.to_string(), name.clone());
+    if dra.claims.contains_key(&key) {
+        return Err(ApiError::already_exists("resourceclaims.resource.k8s.io", &name));
+    }
+    dra.claims.insert(key, claim.clone());
+    Ok(claim)
+}
+
 pub async fn create_template(State(shared): State<Arc<Shared>>, Path(ns): Path<String>, body: Bytes) -> Response {
-    let result = (|| {
-        check_namespace(&shared, &ns)?;
-        let mut template: ResourceClaimTemplate = serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request(format!("the body is not a valid ResourceClaimTemplate: {e}")))?;
-        let name = named(&template.metadata, "ResourceClaimTemplate")?;
-        if let Some(spec) = template.spec.as_ref().and_then(|s| s.spec.as_ref()) {
-            crate::dra::validate_spec(spec).map_err(|e| ApiError::invalid("ResourceClaimTemplate", &name, e))?;
-        }
-        stamp(&mut template.metadata, &shared, &ns);
-        let mut dra = lock(&shared.dra);
-        if dra.templates.contains_key(&(ns.clone(), name.clone())) {
-            return Err(ApiError::already_exists(
-                "resourceclaimtemplates.resource.k8s.io",
-                &name,
-            ));
-        }
-        dra.templates.insert((ns.clone(), name), template.clone());
-        Ok(template)
-    })();
+    let result = store_template(&shared, &ns, &body);
     created(&shared, result)
+}
+
+fn store_template(shared: &Shared, ns: &str, body: &[u8]) -> Result<ResourceClaimTemplate, ApiError> {
+    check_namespace(shared, ns)?;
+    let mut template: ResourceClaimTemplate = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the body is not a valid ResourceClaimTemplate: {e}")))?;
+    let name = named(&template.metadata, "ResourceClaimTemplate")?;
+    if let Some(spec) = template.spec.as_ref().and_then(|s| s.spec.as_ref()) {
+        crate::dra::validate_spec(spec).map_err(|e| ApiError::invalid("ResourceClaimTemplate", &name, e))?;
+    }
+    stamp(&mut template.metadata, shared, ns);
+    let mut dra = lock(&shared.dra);
+    let key = (ns.to_string(), name.clone());
+    if dra.templates.contains_key(&key) {
+        return Err(ApiError::already_exists(
+            "resourceclaimtemplates.resource.k8s.io",
+            &name,
+        ));
+    }
+    dra.templates.insert(key, template.clone());
+    Ok(template)
 }
 
 /// 201 with the object; a pod waiting for this claim or template is scheduled now, and an
