@@ -150,3 +150,43 @@ fn pair_stopped_with_ctrl_c_leaves_no_template_or_claim() {
         cluster.resource_claim_templates()
     );
 }
+
+/// `sweep` over DRA-only nodes: every pair's pods claim their GPU (and its rail NIC) instead of
+/// asking for `nvidia.com/gpu`, so no node is unschedulable, and nothing is left.
+#[test]
+fn a_sweep_over_dra_only_nodes_claims_its_devices_and_leaves_nothing() {
+    if !icb_isolate::privileged_tests_enabled("a_sweep_over_dra_only_nodes_claims_its_devices_and_leaves_nothing") {
+        return;
+    }
+    let cluster = cluster_with(
+        ClusterConfig::new()
+            .node(NodeConfig::dra_gpu("dra-1", 1))
+            .node(NodeConfig::dra_gpu("dra-2", 1))
+            .node(NodeConfig::dra_gpu("dra-3", 1)),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("sweep.json");
+    let (code, out, err) = run_sweep(
+        &cluster,
+        &["--gpus", "1", "--results", results.to_str().unwrap()],
+        Duration::from_secs(600),
+    );
+    assert!(code == 0 || code == 1, "{out}\n{err}");
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    assert_eq!(r["complete"], true, "{r:#}");
+    for v in r["node_verdicts"].as_array().unwrap() {
+        assert_ne!(v["status"], "unschedulable", "{v:#}");
+    }
+    let allocations = cluster.dra_allocations();
+    assert!(
+        allocations.len() >= 6,
+        "two claims per pair, three pairs: {allocations:#?}"
+    );
+    assert!(
+        allocations.iter().all(|a| a.devices.len() == 2),
+        "a GPU and its NIC: {allocations:#?}"
+    );
+    assert!(leftover_bench_pods(&cluster).is_empty());
+    assert!(cluster.resource_claims().is_empty(), "{:#?}", cluster.resource_claims());
+    assert!(cluster.resource_claim_templates().is_empty());
+}

@@ -53,17 +53,7 @@ impl DraOffer {
                 entry.1 &= rooted;
             }
         }
-        let class_of = |driver: &str| {
-            let wanted = format!("device.driver == \"{driver}\"");
-            classes
-                .iter()
-                .find(|c| {
-                    c.spec.as_ref().and_then(|s| s.selectors.as_ref()).is_some_and(|s| {
-                        s.len() == 1 && s[0].cel.as_ref().is_some_and(|c| c.expression.trim() == wanted)
-                    })
-                })
-                .and_then(|c| c.metadata.name.clone())
-        };
+        let class_of = |driver: &str| class_for(classes, driver);
         let (gpus, gpu_rooted) = per_driver.get(GPU_DRIVER).copied().unwrap_or((0, false));
         // The NIC driver: another driver whose every device has a PCIe root (first by name).
         let nic = per_driver
@@ -79,6 +69,49 @@ impl DraOffer {
             rooted: gpu_rooted,
         }
     }
+}
+
+/// Whether a CEL selector requires `device.driver == "D"` (either quote, any spacing) among
+/// the terms it joins with `&&`.
+fn requires_driver(expression: &str, driver: &str) -> bool {
+    let wanted = format!("device.driver==\"{driver}\"");
+    expression.split("&&").any(|term| {
+        let term: String = term
+            .trim()
+            .trim_start_matches('(')
+            .trim_end_matches(')')
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .map(|c| if c == '\'' { '"' } else { c })
+            .collect();
+        term == wanted
+    })
+}
+
+/// The DeviceClass for `driver`'s devices: the one named after the driver (as NVIDIA's GPU
+/// driver installs `gpu.nvidia.com`, whose selector also requires `type == 'gpu'`) if it
+/// selects that driver, else the one whose selectors require the driver with the fewest terms.
+fn class_for(classes: &[DeviceClass], driver: &str) -> Option<String> {
+    let selecting = |c: &&DeviceClass| {
+        c.spec.as_ref().and_then(|s| s.selectors.as_ref()).is_some_and(|sel| {
+            sel.iter()
+                .any(|s| s.cel.as_ref().is_some_and(|c| requires_driver(&c.expression, driver)))
+        })
+    };
+    let terms = |c: &DeviceClass| -> usize {
+        c.spec
+            .iter()
+            .flat_map(|s| s.selectors.iter().flatten())
+            .filter_map(|s| s.cel.as_ref())
+            .map(|c| c.expression.split("&&").count())
+            .sum()
+    };
+    let candidates: Vec<&DeviceClass> = classes.iter().filter(selecting).collect();
+    candidates
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some(driver))
+        .or_else(|| candidates.iter().min_by_key(|c| terms(c)))
+        .and_then(|c| c.metadata.name.clone())
 }
 
 /// Reads what `node` offers through DRA: `Ok(None)` when the cluster does not serve
@@ -213,8 +246,8 @@ pub async fn create_template(cluster: &Cluster, template: &ResourceClaimTemplate
     }
 }
 
-/// Deletes the templates of run `run_id` (both roles, and the `names` of other pods such as a
-/// rails run's) in `namespace` by name; returns how many were there. Gone already is fine.
+/// Deletes the templates `names` in `namespace` by name (no `list` needed); returns how many
+/// were there. Gone already is fine.
 pub async fn delete_named(cluster: &Cluster, namespace: &str, names: &BTreeSet<String>) -> Result<usize, KubeError> {
     let api: kube::Api<ResourceClaimTemplate> = kube::Api::namespaced(cluster.client().clone(), namespace);
     let dp = DeleteParams::default();
@@ -312,6 +345,24 @@ mod tests {
         );
         assert_eq!((offer.nics, offer.nic_class.as_deref()), (2, Some("rdma-nics")));
         assert!(offer.rooted);
+        // NVIDIA's own class: single quotes and a second term; a MIG class is not the GPU class.
+        let mut nvidia = class(GPU_DRIVER, GPU_DRIVER);
+        nvidia.spec.as_mut().unwrap().selectors.as_mut().unwrap()[0]
+            .cel
+            .as_mut()
+            .unwrap()
+            .expression =
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'".into();
+        let mut mig = class("mig.nvidia.com", GPU_DRIVER);
+        mig.spec.as_mut().unwrap().selectors.as_mut().unwrap()[0]
+            .cel
+            .as_mut()
+            .unwrap()
+            .expression =
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'".into();
+        let offer = DraOffer::from_slices(&slices, &[mig, nvidia, class("rdma-nics", "nic.example.com")]);
+        assert_eq!(offer.gpu_class.as_deref(), Some(GPU_DRIVER));
+        assert!(!requires_driver("device.driver != 'gpu.nvidia.com'", GPU_DRIVER));
         let no_class = DraOffer::from_slices(&slices, &[]);
         assert!(rail_claim(&no_class, 1, true).unwrap_err().contains("DeviceClass"));
     }

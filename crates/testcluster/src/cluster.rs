@@ -164,6 +164,9 @@ pub struct Shared {
     pub api: Mutex<Option<Arc<crate::server::ApiFront>>>,
 }
 
+/// Where a pod goes: the node's index, the pod's claims, their allocation on that node.
+type Placement = (usize, Option<Vec<PodKey>>, Option<crate::claims::NodePlan>);
+
 /// (group, version, plural, namespace, name) of a custom resource.
 pub type CustomKey = (String, String, String, String, String);
 
@@ -282,55 +285,8 @@ impl Shared {
                 if runtimes.get(&key).is_some_and(|h| h.uid == uid) {
                     continue;
                 }
-                let spec = pod.spec.clone().unwrap_or_default();
-                let claims = match self.pod_claims(&mut store, &pod) {
-                    Ok(claims) => claims,
-                    Err(message) => {
-                        store.modify(&key, Some(&uid), |p| {
-                            let st = p.status.get_or_insert_with(Default::default);
-                            set_condition(st, "PodScheduled", "False", Some("Unschedulable"), Some(&message));
-                        });
-                        continue;
-                    }
-                };
-                let mut plan = None;
-                let target = match spec.node_name.as_deref() {
-                    Some(name) => {
-                        // Bound by the client: the kubelet admits or rejects, no scheduler involved.
-                        let Some((idx, _)) = self.node(name) else { continue };
-                        if let Some(keys) = &claims {
-                            match self.claim_plan(idx, keys) {
-                                Ok(Some(p)) => plan = Some(p),
-                                Ok(None) | Err(_) => continue,
-                            }
-                        }
-                        let used = Self::node_usage(&store, name, &key);
-                        if let Some((reason, message)) =
-                            scheduler::admission_failure(&spec, &self.current_config(idx), &used)
-                        {
-                            store.modify(&key, Some(&uid), |p| {
-                                let st = p.status.get_or_insert_with(Default::default);
-                                st.phase = Some("Failed".into());
-                                st.reason = Some(reason);
-                                st.message = Some(message);
-                            });
-                            continue;
-                        }
-                        idx
-                    }
-                    None => match self.pick_node(&store, &spec, &key, claims.as_deref()) {
-                        Ok((idx, p)) => {
-                            plan = p;
-                            idx
-                        }
-                        Err(message) => {
-                            store.modify(&key, Some(&uid), |p| {
-                                let st = p.status.get_or_insert_with(Default::default);
-                                set_condition(st, "PodScheduled", "False", Some("Unschedulable"), Some(&message));
-                            });
-                            continue;
-                        }
-                    },
+                let Some((target, claims, plan)) = self.place(&mut store, &pod) else {
+                    continue;
                 };
                 let node = &self.nodes[target];
                 let Some(bound) = store.modify(&key, Some(&uid), |p| bind(p, &node.config.name, node.ip)) else {
@@ -347,6 +303,65 @@ impl Shared {
         for (handle, pod, node) in to_start {
             crate::agent::start(self.clone(), handle, pod, node);
         }
+    }
+
+    /// Where a pending pod goes, with its claims and their allocation there; `None` when it
+    /// stays (marked Unschedulable with the scheduler's message, or Failed by the kubelet's
+    /// admission for a pod bound by name).
+    fn place(&self, store: &mut Store, pod: &Pod) -> Option<Placement> {
+        let key = key_of(pod);
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let unschedulable = |store: &mut Store, message: &str| {
+            store.modify(&key, Some(&uid), |p| {
+                let st = p.status.get_or_insert_with(Default::default);
+                set_condition(st, "PodScheduled", "False", Some("Unschedulable"), Some(message));
+            });
+        };
+        let spec = pod.spec.clone().unwrap_or_default();
+        let claims = match self.pod_claims(store, pod) {
+            Ok(claims) => claims,
+            Err(message) => {
+                unschedulable(store, &message);
+                return None;
+            }
+        };
+        let Some(name) = spec.node_name.as_deref() else {
+            return match self.pick_node(store, &spec, &key, claims.as_deref()) {
+                Ok((idx, plan)) => Some((idx, claims, plan)),
+                Err(message) => {
+                    unschedulable(store, &message);
+                    None
+                }
+            };
+        };
+        // Bound by the client: the kubelet admits or rejects, no scheduler involved.
+        let (idx, _) = self.node(name)?;
+        let mut plan = None;
+        if let Some(keys) = &claims {
+            // No scheduler allocates for a pod bound by name: it waits, saying why.
+            match self.claim_plan(idx, keys) {
+                Ok(Some(p)) => plan = Some(p),
+                Ok(None) => {
+                    unschedulable(store, &format!("node {name} cannot allocate all claims"));
+                    return None;
+                }
+                Err(message) => {
+                    unschedulable(store, &message);
+                    return None;
+                }
+            }
+        }
+        let used = Self::node_usage(store, name, &key);
+        if let Some((reason, message)) = scheduler::admission_failure(&spec, &self.current_config(idx), &used) {
+            store.modify(&key, Some(&uid), |p| {
+                let st = p.status.get_or_insert_with(Default::default);
+                st.phase = Some("Failed".into());
+                st.reason = Some(reason);
+                st.message = Some(message);
+            });
+            return None;
+        }
+        Some((idx, claims, plan))
     }
 
     /// The least busy node that passes every filter (with the allocation of the pod's claims

@@ -124,6 +124,8 @@ impl Selector {
             )
         };
         let mut terms = Vec::new();
+        // CEL quotes strings either way; values with quotes inside are not supported anyway.
+        let expression = expression.replace('\'', "\"");
         for part in expression.split("&&") {
             let (left, right) = part.split_once("==").ok_or_else(unsupported)?;
             let (left, right) = (left.trim(), right.trim());
@@ -314,10 +316,13 @@ pub fn allocate(
     }
 }
 
+/// (request index, device index) picks so far.
+type Chosen = [(usize, usize)];
+
 fn search(
     slots: &[(usize, Vec<usize>)],
     chosen: &mut Vec<(usize, usize)>,
-    consistent: &dyn Fn(&[(usize, usize)]) -> bool,
+    consistent: &dyn Fn(&Chosen) -> bool,
 ) -> bool {
     let Some((request, candidates)) = slots.get(chosen.len()) else {
         return true;
@@ -429,6 +434,14 @@ mod tests {
         assert_eq!(devices[got[0].1].name, "gpu-1");
         assert!(Selector::parse("device.attributes[\"x\"].y > 3").is_err());
         assert!(Selector::parse("device.driver == \"a\" && device.attributes[\"a\"].n == 3").is_ok());
+        let single = Selector::parse(
+            "device.driver == 'gpu.nvidia.com' && device.attributes['resource.kubernetes.io'].pcieRoot == 'pci0000:01'",
+        )
+        .unwrap();
+        assert!(
+            single.matches(&devices[1]) && !single.matches(&devices[0]),
+            "CEL's single quotes"
+        );
         let mut bad = spec.clone();
         bad.devices.as_mut().unwrap().requests.as_mut().unwrap()[0] = request(
             "gpu",

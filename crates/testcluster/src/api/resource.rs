@@ -175,15 +175,15 @@ pub async fn get_template(State(shared): State<Arc<Shared>>, Path((ns, name)): P
     }
 }
 
-fn labels(uri: &Uri) -> Result<LabelSelector, Response> {
+fn labels(uri: &Uri) -> Result<LabelSelector, ApiError> {
     LabelSelector::parse(param(&query_params(uri), "labelSelector").unwrap_or(""))
-        .map_err(|e| ApiError::bad_request(format!("unable to parse labelSelector: {e}")).into_response())
+        .map_err(|e| ApiError::bad_request(format!("unable to parse labelSelector: {e}")))
 }
 
 pub async fn list_claims(State(shared): State<Arc<Shared>>, Path(ns): Path<String>, uri: Uri) -> Response {
     let selector = match labels(&uri) {
         Ok(s) => s,
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     let items: Vec<ResourceClaim> = lock(&shared.dra)
         .claims
@@ -197,7 +197,7 @@ pub async fn list_claims(State(shared): State<Arc<Shared>>, Path(ns): Path<Strin
 pub async fn list_templates(State(shared): State<Arc<Shared>>, Path(ns): Path<String>, uri: Uri) -> Response {
     let selector = match labels(&uri) {
         Ok(s) => s,
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     let items: Vec<ResourceClaimTemplate> = lock(&shared.dra)
         .templates
