@@ -190,3 +190,40 @@ fn a_sweep_over_dra_only_nodes_claims_its_devices_and_leaves_nothing() {
     assert!(cluster.resource_claims().is_empty(), "{:#?}", cluster.resource_claims());
     assert!(cluster.resource_claim_templates().is_empty());
 }
+
+/// A `pair` killed outright (SIGKILL: no cleanup) leaves its pods and templates; `ic-bench gc`
+/// deletes the pods and, by name, the templates those pods name; their claims go with the pods.
+#[test]
+fn gc_after_a_killed_pair_deletes_the_templates_its_pods_name() {
+    let cluster = dra_cluster();
+    let mut args = vec!["--prefill", "node/dra-1", "--decode", "node/dra-2", "-o", "json"];
+    args.extend_from_slice(FAST);
+    let mut child = pair_command(&cluster, &args).spawn().expect("ic-bench starts");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while cluster.resource_claims().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no claim was made");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        !cluster.resource_claim_templates().is_empty(),
+        "a killed run cleans nothing up"
+    );
+    let gc = std::process::Command::new(BIN)
+        .args(["gc", "--kubeconfig"])
+        .arg(cluster.kubeconfig_path())
+        .output()
+        .unwrap();
+    assert!(gc.status.success(), "{gc:?}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !cluster.pods().is_empty() || !cluster.resource_claims().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "{:#?}", cluster.resource_claims());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        cluster.resource_claim_templates().is_empty(),
+        "{:#?}",
+        cluster.resource_claim_templates()
+    );
+}
