@@ -319,12 +319,17 @@ fn granted(role: &Role) -> BTreeSet<(String, String, String)> {
     out
 }
 
-/// The RBAC permission a request needs (core group, namespaced pods only: what ic-bench calls).
+/// The RBAC permission a request needs (namespaced resources: what ic-bench calls in its
+/// namespace; a named group's paths have one segment more than the core group's).
 fn needed(method: &str, path: &str, watch: bool) -> (String, String, String) {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
-    // api/v1/namespaces/NS/pods[/NAME[/SUB]]
+    let all: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // api/v1/namespaces/NS/pods[/NAME[/SUB]], apis/GROUP/v1/namespaces/NS/RESOURCE[/NAME]
+    let (group, parts) = match all.first() {
+        Some(&"apis") if all.len() > 1 => (all[1].to_string(), [&all[..1], &all[2..]].concat()),
+        _ => (String::new(), all.clone()),
+    };
     assert!(
-        parts.len() >= 5 && parts[0] == "api" && parts[2] == "namespaces",
+        parts.len() >= 5 && parts[2] == "namespaces",
         "unexpected request path {path}"
     );
     let resource = match parts.get(6) {
@@ -343,7 +348,7 @@ fn needed(method: &str, path: &str, watch: bool) -> (String, String, String) {
         ("PATCH", _, _) => "patch",
         _ => panic!("unexpected method {method} {path}"),
     };
-    (String::new(), resource, verb.to_string())
+    (group, resource, verb.to_string())
 }
 
 /// A workload pod to point `pod/`, `deployment/` and `-l` targets at (owned by ReplicaSet
@@ -359,14 +364,21 @@ fn reference_pod() -> Value {
 
 #[test]
 fn role_covers_exactly_what_pair_and_gc_call() {
-    // API calls, not transports: pods as plain processes, no root needed.
-    let cluster = support::host_cluster();
+    // API calls, not transports: pods as plain processes, no root needed. Two nodes offer
+    // their GPUs through DRA only (claim templates, slices and device classes).
+    let config = icb_testcluster::ClusterConfig::two_gpu_nodes()
+        .node(icb_testcluster::NodeConfig::dra_gpu("dra-1", 1))
+        .node(icb_testcluster::NodeConfig::dra_gpu("dra-2", 1))
+        .program(support::BIN)
+        .isolation(icb_testcluster::Isolation::Host);
+    let cluster = icb_testcluster::TestCluster::start_blocking(config).expect("the emulated cluster starts");
     support::create_reference_pod(&cluster, reference_pod());
     let mut requests = Vec::new();
     for (prefill, decode) in [
         ("node/gpu-1", "node/gpu-1"),
         ("pod/web-5d9c-x1", "deployment/web"),
         ("app=web", "node/gpu-2"),
+        ("node/dra-1", "node/dra-2"),
     ] {
         let mut args = vec!["--prefill", prefill, "--decode", decode, "-o", "json"];
         args.extend_from_slice(support::FAST);
@@ -383,16 +395,53 @@ fn role_covers_exactly_what_pair_and_gc_call() {
     assert!(gc.status.success(), "{gc:?}");
     requests.extend(cluster.requests());
 
-    // Node reads (device defaults of node targets) are cluster-scoped: the nodes-read ClusterRole.
-    let (node_reads, requests): (Vec<_>, Vec<_>) =
-        requests.into_iter().partition(|r| r.path.starts_with("/api/v1/nodes"));
+    // Node reads (device defaults of node targets) and DRA slice and class reads are
+    // cluster-scoped: the nodes-read ClusterRole, which grants them read-only.
+    let cluster_scoped = |path: &str| {
+        path.starts_with("/api/v1/nodes")
+            || path.starts_with("/apis/resource.k8s.io/v1/resourceslices")
+            || path.starts_with("/apis/resource.k8s.io/v1/deviceclasses")
+    };
+    let (node_reads, requests): (Vec<_>, Vec<_>) = requests.into_iter().partition(|r| cluster_scoped(&r.path));
     assert!(!node_reads.is_empty(), "node targets read their node's resources");
     assert!(node_reads.iter().all(|r| r.method == "GET"), "only reads of nodes");
+    let p = parse_all();
+    let nodes_read = p
+        .cluster_roles
+        .iter()
+        .find(|r| r.metadata.name.as_deref() == Some("ic-bench-nodes-read"))
+        .expect("the nodes-read ClusterRole");
+    let mut read_grants: BTreeSet<(String, String, String)> = BTreeSet::new();
+    for rule in nodes_read.rules.iter().flatten() {
+        for g in rule.api_groups.iter().flatten() {
+            for r in rule.resources.iter().flatten() {
+                for v in &rule.verbs {
+                    read_grants.insert((g.clone(), r.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    for r in &node_reads {
+        let all: Vec<&str> = r.path.trim_matches('/').split('/').collect();
+        let (group, resource, named) = match all[0] {
+            "apis" => (all[1].to_string(), all[3].to_string(), all.len() > 4),
+            _ => (String::new(), all[2].to_string(), all.len() > 3),
+        };
+        let verb = if named { "get" } else { "list" };
+        assert!(
+            read_grants.contains(&(group.clone(), resource.clone(), verb.to_string())),
+            "ic-bench-nodes-read lacks {verb} on {group}/{resource}: {}",
+            r.line()
+        );
+    }
+    assert!(
+        node_reads.iter().any(|r| r.path.contains("/resourceslices")),
+        "DRA node targets read their node's slices"
+    );
     let used: BTreeSet<_> = requests
         .iter()
         .map(|r| needed(&r.method, &r.path, r.is_watch()))
         .collect();
-    let p = parse_all();
     let grants = granted(pair_role(&p));
     let missing: Vec<_> = used.difference(&grants).collect();
     assert!(

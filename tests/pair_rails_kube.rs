@@ -135,6 +135,49 @@ fn four_rails_on_kubernetes_pass_each_counted_on_its_own_nic() {
     assert_nothing_left(&cluster);
 }
 
+/// DRA-only nodes (GPUs and NICs as ResourceSlices, no `nvidia.com/gpu`): each node's pod claims
+/// every GPU and NIC of its node from a template named like it; nothing is left afterwards.
+#[test]
+fn rails_between_dra_only_nodes_claim_every_gpu_and_nic() {
+    let config = ClusterConfig::new()
+        .node(icb_testcluster::NodeConfig::dra_gpu("gpu-1", 2))
+        .node(icb_testcluster::NodeConfig::dra_gpu("gpu-2", 2))
+        .rails(2);
+    let Some(cluster) = rails_cluster("rails_between_dra_only_nodes_claim_every_gpu_and_nic", config) else {
+        return;
+    };
+    let _one = serial();
+    let run = rails_run(&cluster, &["--rail-margin", "60%"]);
+    let (_, rails) = rails_after(&run, 0);
+    assert_eq!(rails.rails.len(), 2);
+    let pods = run.created_pods();
+    assert_eq!(pods.len(), 2);
+    for pod in &pods {
+        let spec = pod.spec.as_ref().unwrap();
+        let claims = spec
+            .resource_claims
+            .as_ref()
+            .expect("the pod claims its node's devices");
+        assert_eq!(claims[0].resource_claim_template_name, pod.metadata.name);
+        let limits = spec.containers[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .limits
+            .clone()
+            .unwrap_or_default();
+        assert!(!limits.contains_key("nvidia.com/gpu"), "{limits:?}");
+    }
+    let allocations = cluster.dra_allocations();
+    assert_eq!(allocations.len(), 2, "{allocations:#?}");
+    for a in &allocations {
+        assert_eq!(a.devices.len(), 4, "both GPUs and both NICs of {}: {a:?}", a.node);
+    }
+    assert!(cluster.resource_claims().is_empty(), "{:#?}", cluster.resource_claims());
+    assert!(cluster.resource_claim_templates().is_empty());
+    assert_nothing_left(&cluster);
+}
+
 #[test]
 fn a_slow_rail_on_one_node_is_named() {
     let Some(cluster) = rails_cluster(

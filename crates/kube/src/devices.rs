@@ -12,6 +12,9 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::BTreeMap;
 
+/// What [`crate::dra::node_offer`] read of a node.
+pub type DraOfferRead = crate::dra::DraOffer;
+
 /// The NVIDIA GPU resource a default GPU request uses.
 pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
 
@@ -85,6 +88,8 @@ pub struct DeviceChoice {
     pub drop_rdma: bool,
     /// What was chosen by default, said to the user.
     pub notes: Vec<String>,
+    /// Devices claimed through DRA (`crate::dra`): the spec of the pod's ResourceClaimTemplate.
+    pub claim: Option<k8s_openapi::api::resource::v1::ResourceClaimSpec>,
 }
 
 impl DeviceChoice {
@@ -139,6 +144,38 @@ pub fn decide(req: &DeviceRequest, advertised: Option<&BTreeMap<String, Quantity
         out.requests.insert(name.clone(), Quantity(qty.clone()));
     }
     out
+}
+
+/// On a node that offers its GPUs through DRA and not as `nvidia.com/gpu` (`offer`), moves the
+/// GPU request into a claim: each GPU with the NIC on its PCIe root, unless `--rdma` chose an
+/// RDMA resource or none. `--gpus 0` claims nothing. `Err` when no DeviceClass selects the GPUs.
+pub fn apply_dra(choice: &mut DeviceChoice, req: &DeviceRequest, offer: &crate::dra::DraOffer) -> Result<(), String> {
+    if offer.gpus == 0 {
+        return Ok(());
+    }
+    let gpus = match req.gpus {
+        Some(0) => return Ok(()),
+        Some(n) => n as usize,
+        None => 1,
+    };
+    choice.requests.remove(NVIDIA_GPU);
+    choice.notes.retain(|n| !n.contains(NVIDIA_GPU));
+    let rdma_chosen = choice.requests.keys().any(|k| resource_class(k).is_rdma());
+    let rail = req.rdma.is_none() && !rdma_chosen && offer.nic_class.is_some() && offer.rooted;
+    choice.claim = Some(crate::dra::rail_claim(offer, gpus, rail)?);
+    choice.notes.push(if rail {
+        format!(
+            "claiming {gpus} GPU(s) of {} and the NIC of {} on each one's PCIe root through DRA (the node offers its GPUs as ResourceSlices, not {NVIDIA_GPU})",
+            crate::dra::GPU_DRIVER,
+            offer.nic_driver.as_deref().unwrap_or("?")
+        )
+    } else {
+        format!(
+            "claiming {gpus} GPU(s) of {} through DRA (the node offers its GPUs as ResourceSlices, not {NVIDIA_GPU}); no rail NIC claimed",
+            crate::dra::GPU_DRIVER
+        )
+    });
+    Ok(())
 }
 
 /// One RDMA resource of the node: an `rdma/*` shared device first, then any other (stable order).
@@ -228,5 +265,62 @@ mod tests {
             ("example.com/fpga".into(), "1".into())
         );
         assert!(DeviceRequest::parse_resource("a=lots").is_err());
+    }
+
+    #[test]
+    fn a_dra_only_node_gets_its_gpu_request_as_a_rail_claim() {
+        let offer = crate::dra::DraOffer {
+            gpus: 8,
+            gpu_class: Some("gpu.nvidia.com".into()),
+            nic_driver: Some("nic.example.com".into()),
+            nics: 8,
+            nic_class: Some("nic".into()),
+            rooted: true,
+        };
+        let cpu_only = node(&[("cpu", "64")]);
+        let mut choice = decide(&DeviceRequest::default(), Some(&cpu_only), false);
+        apply_dra(&mut choice, &DeviceRequest::default(), &offer).unwrap();
+        let names: Vec<String> = choice
+            .claim
+            .as_ref()
+            .unwrap()
+            .devices
+            .as_ref()
+            .unwrap()
+            .requests
+            .iter()
+            .flatten()
+            .map(|r| r.name.clone())
+            .collect();
+        assert_eq!(names, ["gpu-0", "nic-0"]);
+        assert!(
+            choice.notes.iter().any(|n| n.contains("through DRA")),
+            "{:?}",
+            choice.notes
+        );
+        // --gpus 2 on a DRA node: no nvidia.com/gpu request the node cannot satisfy.
+        let two = DeviceRequest {
+            gpus: Some(2),
+            ..Default::default()
+        };
+        let mut choice = decide(&two, Some(&cpu_only), false);
+        apply_dra(&mut choice, &two, &offer).unwrap();
+        assert!(!choice.requests.contains_key(NVIDIA_GPU));
+        assert_eq!(choice.claim.unwrap().devices.unwrap().constraints.unwrap().len(), 2);
+        // --rdma none: the GPU alone; --gpus 0: nothing claimed.
+        let no_rdma = DeviceRequest {
+            rdma: Some(None),
+            ..Default::default()
+        };
+        let mut choice = decide(&no_rdma, Some(&cpu_only), false);
+        apply_dra(&mut choice, &no_rdma, &offer).unwrap();
+        assert_eq!(choice.claim.unwrap().devices.unwrap().requests.unwrap().len(), 1);
+        let none = DeviceRequest {
+            gpus: Some(0),
+            ..Default::default()
+        };
+        let mut choice = decide(&none, Some(&cpu_only), false);
+        apply_dra(&mut choice, &none, &offer).unwrap();
+        assert!(choice.claim.is_none());
     }
 }

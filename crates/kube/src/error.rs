@@ -81,6 +81,11 @@ impl KubeError {
         self.status_code() == Some(404)
     }
 
+    /// 409 AlreadyExists (not a Conflict on an update).
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, KubeError::Api { code: 409, reason, .. } if reason == "AlreadyExists")
+    }
+
     /// Worth another try within the same deadline: server-side hiccups and lost connections.
     pub fn is_transient(&self) -> bool {
         match self {

@@ -36,6 +36,9 @@ pub struct Collected {
     pub age: Option<Duration>,
     /// Its run (`app.kubernetes.io/instance`), whose token Secret goes with it.
     pub run_id: Option<String>,
+    /// The ResourceClaimTemplates its DRA claims were made from (`crate::dra`), deleted by name
+    /// with it (read from the pod: a run without DRA devices needs no verb on templates).
+    pub claim_templates: Vec<String>,
 }
 
 pub fn selector(opts: &GcOptions) -> String {
@@ -60,8 +63,18 @@ pub fn select(pods: &[Pod], opts: &GcOptions, now: jiff::Timestamp) -> Vec<Colle
                 name: p.metadata.name.clone()?,
                 age,
                 run_id: p.metadata.labels.as_ref().and_then(|l| l.get(LABEL_INSTANCE)).cloned(),
+                claim_templates: claim_templates(p),
             })
         })
+        .collect()
+}
+
+/// The templates a pod's claims are made from.
+fn claim_templates(pod: &Pod) -> Vec<String> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.resource_claims.iter().flatten())
+        .filter_map(|c| c.resource_claim_template_name.clone())
         .collect()
 }
 
@@ -110,6 +123,10 @@ pub async fn collect(cluster: &Cluster, opts: &GcOptions) -> Result<Vec<Collecte
     for (namespace, run_id) in runs {
         crate::secret::delete_named(cluster, namespace, run_id).await?;
     }
+    for c in chosen.iter().filter(|c| !c.claim_templates.is_empty()) {
+        let names = c.claim_templates.iter().cloned().collect();
+        crate::dra::delete_named(cluster, &c.namespace, &names).await?;
+    }
     Ok(chosen)
 }
 
@@ -144,6 +161,10 @@ pub async fn clean_sweep_leftovers(cluster: &Cluster, sweep_id: &str) -> Result<
         .collect();
     for run_id in runs {
         crate::secret::delete_run(cluster, run_id).await?;
+    }
+    let templates: BTreeSet<String> = ours.iter().flat_map(|p| claim_templates(p)).collect();
+    if !templates.is_empty() {
+        crate::dra::delete_named(cluster, cluster.namespace(), &templates).await?;
     }
     Ok(ours.len())
 }
@@ -192,6 +213,19 @@ mod tests {
             old[0].run_id.as_deref(),
             Some("run-old"),
             "its Secret is deleted by name"
+        );
+        assert!(old[0].claim_templates.is_empty());
+        let mut dra = pod("dra", 10_000);
+        dra.spec = Some(
+            serde_json::from_value(serde_json::json!({"containers": [],
+            "resourceClaims": [{"name": "devices", "resourceClaimTemplateName": "ic-bench-r-server"}]}))
+            .unwrap(),
+        );
+        let took = select(&[dra], &GcOptions::default(), now);
+        assert_eq!(
+            took[0].claim_templates,
+            ["ic-bench-r-server"],
+            "deleted by name with the pod"
         );
     }
 

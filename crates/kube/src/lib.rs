@@ -5,7 +5,8 @@
 //! turns `node/NAME`, `pod/NAME`, `deployment/NAME`, `statefulset/NAME`, `lws/NAME`,
 //! `dgd/NAME/COMPONENT` and label selectors into a node plus the transport-relevant spec of a
 //! reference pod ([`target`], [`spec`]), decides the devices bench pods request on node targets
-//! from what the node advertises ([`devices`]), builds the two bench pods
+//! from what the node advertises ([`devices`]; as a DRA claim of a GPU and its rail NIC on nodes
+//! that publish them as ResourceSlices, [`dra`]), builds the two bench pods
 //! ([`podspec`], [`pair`]) with least privilege ([`hardening`]) and the per-run token Secret both
 //! read ([`secret`]), drives pods with a deadline on every wait ([`lifecycle`]), follows a
 //! pod's output from creation to its end ([`podrun`]), deletes leftovers by label ([`gc`]), and
@@ -22,6 +23,7 @@
 pub mod access;
 pub mod admission;
 pub mod devices;
+pub mod dra;
 pub mod error;
 pub mod exec;
 pub mod fabric_matrix;

@@ -158,13 +158,30 @@ impl BenchPod {
         all
     }
 
+    /// The ResourceClaimTemplate this pod's DRA claim is made from (named like the pod), when
+    /// it claims devices through DRA: created before the pod, deleted with the run.
+    pub fn claim_template(&self) -> Option<k8s_openapi::api::resource::v1::ResourceClaimTemplate> {
+        let spec = self.devices.claim.as_ref()?;
+        Some(crate::dra::template(
+            &self.namespace,
+            &pod_name(&self.run_id, self.role),
+            self.labels(),
+            spec,
+        ))
+    }
+
     pub fn build(&self) -> Pod {
         let model = self.model.as_ref();
         let privileged = self.privileged || model.is_some_and(|m| m.privileged);
         let mut devices = model.map(|m| m.devices.clone()).unwrap_or_default();
         self.devices.apply(&mut devices);
         let mut caps_add: Vec<String> = model.map(|m| m.capabilities_add.clone()).unwrap_or_default();
-        if devices.keys().any(|k| is_rdma_resource(k))
+        let claims_nic = self
+            .devices
+            .claim
+            .as_ref()
+            .is_some_and(|c| crate::dra::claims_nic(c, Some(crate::dra::GPU_DRIVER)));
+        if (devices.keys().any(|k| is_rdma_resource(k)) || claims_nic)
             && !self.memlock_unlimited
             && !grants_capability(&caps_add, IPC_LOCK)
         {
@@ -200,7 +217,12 @@ impl BenchPod {
             // Extended resources must have requests equal to limits; cpu/memory too (Guaranteed).
             limits: Some(reserved.clone()),
             requests: Some(reserved),
-            ..Default::default()
+            claims: self.devices.claim.as_ref().map(|_| {
+                vec![k8s_openapi::api::core::v1::ResourceClaim {
+                    name: crate::dra::POD_CLAIM.into(),
+                    request: None,
+                }]
+            }),
         });
 
         let mut volumes = Vec::new();
@@ -240,6 +262,14 @@ impl BenchPod {
                 service_account_name: self.service_account.clone(),
                 enable_service_links: Some(false),
                 affinity: Some(pin_to(&self.node)),
+                // DRA devices: the claim made from this pod's own template (`Self::claim_template`).
+                resource_claims: self.devices.claim.as_ref().map(|_| {
+                    vec![k8s_openapi::api::core::v1::PodResourceClaim {
+                        name: crate::dra::POD_CLAIM.into(),
+                        resource_claim_name: None,
+                        resource_claim_template_name: Some(pod_name(&self.run_id, self.role)),
+                    }]
+                }),
                 // Only the chosen node's own NoSchedule taints: never a cordon or NoExecute.
                 tolerations: (!self.tolerations.is_empty()).then(|| self.tolerations.clone()),
                 security_context: privilege.pod_context(),
@@ -500,6 +530,50 @@ mod tests {
             pod.metadata.annotations.is_none(),
             "a node target is modelled on nothing"
         );
+    }
+
+    #[test]
+    fn dra_devices_are_claimed_from_the_pods_own_template_and_a_nic_brings_ipc_lock() {
+        let offer = crate::dra::DraOffer {
+            gpus: 2,
+            gpu_class: Some(crate::dra::GPU_DRIVER.into()),
+            nic_driver: Some("nic.example.com".into()),
+            nics: 2,
+            nic_class: Some("nic.example.com".into()),
+            rooted: true,
+        };
+        let mut p = base(Role::Client);
+        p.devices.claim = Some(crate::dra::rail_claim(&offer, 1, true).unwrap());
+        let pod = p.build();
+        let spec = pod.spec.as_ref().unwrap();
+        let claims = spec.resource_claims.as_ref().unwrap();
+        assert_eq!(
+            claims[0].resource_claim_template_name.as_deref(),
+            pod.metadata.name.as_deref()
+        );
+        let c = &spec.containers[0];
+        assert_eq!(
+            c.resources.as_ref().unwrap().claims.as_ref().unwrap()[0].name,
+            claims[0].name
+        );
+        let caps = c.security_context.clone().unwrap().capabilities.unwrap();
+        assert_eq!(caps.add.unwrap(), vec!["IPC_LOCK".to_string()]);
+        let template = p.claim_template().unwrap();
+        assert_eq!(template.metadata.name, pod.metadata.name);
+        assert_eq!(template.metadata.labels, pod.metadata.labels, "found as the run's");
+        p.devices.claim = Some(crate::dra::rail_claim(&offer, 1, false).unwrap());
+        let gpu_only = p.build();
+        assert!(
+            gpu_only.spec.unwrap().containers[0]
+                .security_context
+                .clone()
+                .unwrap()
+                .capabilities
+                .and_then(|c| c.add)
+                .is_none(),
+            "a GPU alone needs no IPC_LOCK"
+        );
+        assert!(base(Role::Server).claim_template().is_none());
     }
 
     #[test]

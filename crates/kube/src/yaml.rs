@@ -12,11 +12,11 @@ pub fn documents(text: &str) -> Result<Vec<serde_json::Value>, KubeError> {
 }
 
 /// The Pods of a YAML stream (what `--dry-run=client -o yaml` prints; its run's token Secret,
-/// printed without its value, is not a pod and is skipped).
+/// printed without its value, and its ResourceClaimTemplates are not pods and are skipped).
 pub fn pods(text: &str) -> Result<Vec<Pod>, KubeError> {
     documents(text)?
         .into_iter()
-        .filter(|d| d["kind"] != "Secret")
+        .filter(|d| d["kind"] != "Secret" && d["kind"] != "ResourceClaimTemplate")
         .map(|d| serde_json::from_value::<Pod>(d).map_err(|e| KubeError::Output(format!("not a Pod: {e}"))))
         .collect()
 }

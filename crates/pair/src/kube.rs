@@ -86,8 +86,23 @@ impl KubeLauncher {
     pub fn dry_run_yaml(&self, plan: &ChildPlan) -> Result<String, KubeError> {
         let secret = self.dry_run_secret();
         let mut out = icb_kube::yaml::document("v1", "Secret", &secret)?;
+        for template in self.claim_templates() {
+            out.push_str(&icb_kube::yaml::document(
+                "resource.k8s.io/v1",
+                "ResourceClaimTemplate",
+                &template,
+            )?);
+        }
         out.push_str(&self.with_plan(plan).to_yaml()?);
         Ok(out)
+    }
+
+    /// The ResourceClaimTemplates a real run creates (none unless a side claims DRA devices).
+    fn claim_templates(&self) -> Vec<icb_kube::k8s_openapi::api::resource::v1::ResourceClaimTemplate> {
+        [&self.prepared.server, &self.prepared.client]
+            .into_iter()
+            .filter_map(|p| p.claim_template())
+            .collect()
     }
 
     fn dry_run_secret(&self) -> icb_kube::k8s_openapi::api::core::v1::Secret {
@@ -97,19 +112,26 @@ impl KubeLauncher {
     /// Both pods as a `v1/List`, for `--dry-run=client -o json`.
     pub fn dry_run_json(&self, plan: &ChildPlan) -> serde_json::Value {
         let prepared = self.with_plan(plan);
-        serde_json::json!({
-            "apiVersion": "v1",
-            "kind": "List",
-            "items": [
-                serde_json::to_value(self.dry_run_secret()).map(|mut v| {
-                    v["apiVersion"] = "v1".into();
-                    v["kind"] = "Secret".into();
+        let typed = |value: Result<serde_json::Value, serde_json::Error>, api_version: &str, kind: &str| {
+            value
+                .map(|mut v| {
+                    v["apiVersion"] = api_version.into();
+                    v["kind"] = kind.into();
                     v
-                }).unwrap_or_default(),
-                serde_json::to_value(prepared.server_pod()).unwrap_or_default(),
-                serde_json::to_value(prepared.client_pod(podspec::SERVER_PLACEHOLDER)).unwrap_or_default(),
-            ],
-        })
+                })
+                .unwrap_or_default()
+        };
+        let mut items = vec![typed(serde_json::to_value(self.dry_run_secret()), "v1", "Secret")];
+        for template in self.claim_templates() {
+            items.push(typed(
+                serde_json::to_value(template),
+                "resource.k8s.io/v1",
+                "ResourceClaimTemplate",
+            ));
+        }
+        items.push(serde_json::to_value(prepared.server_pod()).unwrap_or_default());
+        items.push(serde_json::to_value(prepared.client_pod(podspec::SERVER_PLACEHOLDER)).unwrap_or_default());
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items})
     }
 
     fn until(&mut self) -> Instant {
@@ -226,6 +248,7 @@ impl Launcher for KubeLauncher {
 
     async fn start_decode(&mut self) -> Result<KubeSide, LaunchError> {
         let pod = self.prepared.server_pod();
+        self.create_claim_template(podspec::Role::Server).await?;
         let (side, created) = self.create(pod).await?;
         // The run's token Secret, which both pods read, owned by the server pod so Kubernetes
         // collects it with that pod however this run ends (`icb_kube::secret`); it can only be
@@ -247,6 +270,7 @@ impl Launcher for KubeLauncher {
             .ok_or_else(|| LaunchError::new("the server pod announced its port before it had an IP"))?;
         let address = join_host_port(&ip, port);
         let pod = self.with_plan(plan).client_pod(&address);
+        self.create_claim_template(podspec::Role::Client).await?;
         let (side, _) = self.create(pod).await?;
         self.client = Some((side.run.name().to_string(), side.run.observer()));
         Ok(side)
@@ -316,7 +340,44 @@ impl Launcher for KubeLauncher {
         if !self.maybe_created.load(Ordering::SeqCst) {
             return Ok(String::new());
         }
-        lifecycle::delete_run(&self.cluster, &self.plan.run_id, self.plan.cleanup_timeout)
+        let pods = lifecycle::delete_run(&self.cluster, &self.plan.run_id, self.plan.cleanup_timeout)
+            .await
+            .map_err(launch_error)?;
+        if !self.claims_devices() {
+            return Ok(pods);
+        }
+        // The templates the run's claims were made from (the claims went with their pods).
+        let templates = icb_kube::dra::delete_run(&self.cluster, &self.plan.run_id)
+            .await
+            .map_err(|e| {
+                LaunchError::new(format!(
+                    "cleanup of the resource claim templates of run {} failed: {e}; run `ic-bench gc`",
+                    self.plan.run_id
+                ))
+            })?;
+        Ok(format!("{pods} and {templates} resource claim template(s)"))
+    }
+}
+
+impl KubeLauncher {
+    /// Whether either bench pod claims devices through DRA (its run then has templates).
+    fn claims_devices(&self) -> bool {
+        self.prepared.server.devices.claim.is_some() || self.prepared.client.devices.claim.is_some()
+    }
+
+    /// Creates the ResourceClaimTemplate of the `role` pod, when it claims DRA devices, before
+    /// the pod (which the scheduler holds until its claim exists); cleanup deletes it by name.
+    async fn create_claim_template(&mut self, role: podspec::Role) -> Result<(), LaunchError> {
+        let bench = match role {
+            podspec::Role::Server => &self.prepared.server,
+            podspec::Role::Client => &self.prepared.client,
+        };
+        let Some(template) = bench.claim_template() else {
+            return Ok(());
+        };
+        // From here on cleanup has something to delete, even if the pod is never created.
+        self.maybe_created.store(true, Ordering::SeqCst);
+        icb_kube::dra::create_template(&self.cluster, &template)
             .await
             .map_err(launch_error)
     }

@@ -156,12 +156,18 @@ pub struct Shared {
     pub config_maps: Mutex<BTreeMap<PodKey, k8s_openapi::api::core::v1::ConfigMap>>,
     /// Custom resources as created, by (group, version, plural, namespace, name).
     pub custom: Mutex<BTreeMap<CustomKey, serde_json::Value>>,
+    /// ResourceClaims and ResourceClaimTemplates (`crate::claims`); slices and device classes
+    /// come from the node configs.
+    pub dra: Mutex<crate::claims::DraState>,
     /// Pod Security `audit` verdicts (`ns/name: would violate …`), the audit log's annotations.
     pub audit: Mutex<Vec<String>>,
     /// The HTTP front, set once it listens (stopped and resumed by `restart_api_server`); taken
     /// at shutdown, which breaks the cycle through its router's state.
     pub api: Mutex<Option<Arc<crate::server::ApiFront>>>,
 }
+
+/// Where a pod goes: the node's index, the pod's claims, their allocation on that node.
+type Placement = (usize, Option<Vec<PodKey>>, Option<crate::claims::NodePlan>);
 
 /// (group, version, plural, namespace, name) of a custom resource.
 pub type CustomKey = (String, String, String, String, String);
@@ -281,40 +287,16 @@ impl Shared {
                 if runtimes.get(&key).is_some_and(|h| h.uid == uid) {
                     continue;
                 }
-                let spec = pod.spec.clone().unwrap_or_default();
-                let target = match spec.node_name.as_deref() {
-                    Some(name) => {
-                        // Bound by the client: the kubelet admits or rejects, no scheduler involved.
-                        let Some((idx, _)) = self.node(name) else { continue };
-                        let used = Self::node_usage(&store, name, &key);
-                        if let Some((reason, message)) =
-                            scheduler::admission_failure(&spec, &self.current_config(idx), &used)
-                        {
-                            store.modify(&key, Some(&uid), |p| {
-                                let st = p.status.get_or_insert_with(Default::default);
-                                st.phase = Some("Failed".into());
-                                st.reason = Some(reason);
-                                st.message = Some(message);
-                            });
-                            continue;
-                        }
-                        idx
-                    }
-                    None => match self.pick_node(&store, &spec, &key) {
-                        Ok(idx) => idx,
-                        Err(message) => {
-                            store.modify(&key, Some(&uid), |p| {
-                                let st = p.status.get_or_insert_with(Default::default);
-                                set_condition(st, "PodScheduled", "False", Some("Unschedulable"), Some(&message));
-                            });
-                            continue;
-                        }
-                    },
+                let Some((target, claims, plan)) = self.place(&mut store, &pod) else {
+                    continue;
                 };
                 let node = &self.nodes[target];
                 let Some(bound) = store.modify(&key, Some(&uid), |p| bind(p, &node.config.name, node.ip)) else {
                     continue;
                 };
+                if let (Some(keys), Some(plan)) = (&claims, plan) {
+                    crate::claims::commit(&bound, &node.config.name, keys, plan, &mut lock(&self.dra));
+                }
                 let handle = Arc::new(PodHandle::new(key.clone(), uid));
                 runtimes.insert(key, handle.clone());
                 to_start.push((handle, bound, target));
@@ -325,24 +307,137 @@ impl Shared {
         }
     }
 
-    /// The least busy node that passes every filter, or the scheduler's message.
-    fn pick_node(&self, store: &Store, spec: &PodSpec, key: &PodKey) -> Result<usize, String> {
+    /// Where a pending pod goes, with its claims and their allocation there; `None` when it
+    /// stays (marked Unschedulable with the scheduler's message, or Failed by the kubelet's
+    /// admission for a pod bound by name).
+    fn place(&self, store: &mut Store, pod: &Pod) -> Option<Placement> {
+        let key = key_of(pod);
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let unschedulable = |store: &mut Store, message: &str| {
+            store.modify(&key, Some(&uid), |p| {
+                let st = p.status.get_or_insert_with(Default::default);
+                set_condition(st, "PodScheduled", "False", Some("Unschedulable"), Some(message));
+            });
+        };
+        let spec = pod.spec.clone().unwrap_or_default();
+        let claims = match self.pod_claims(store, pod) {
+            Ok(claims) => claims,
+            Err(message) => {
+                unschedulable(store, &message);
+                return None;
+            }
+        };
+        let Some(name) = spec.node_name.as_deref() else {
+            return match self.pick_node(store, &spec, &key, claims.as_deref()) {
+                Ok((idx, plan)) => Some((idx, claims, plan)),
+                Err(message) => {
+                    unschedulable(store, &message);
+                    None
+                }
+            };
+        };
+        // Bound by the client: the kubelet admits or rejects, no scheduler involved.
+        let (idx, _) = self.node(name)?;
+        let mut plan = None;
+        if let Some(keys) = &claims {
+            // No scheduler allocates for a pod bound by name: it waits, saying why.
+            match self.claim_plan(idx, keys) {
+                Ok(Some(p)) => plan = Some(p),
+                Ok(None) => {
+                    unschedulable(store, &format!("node {name} cannot allocate all claims"));
+                    return None;
+                }
+                Err(message) => {
+                    unschedulable(store, &message);
+                    return None;
+                }
+            }
+        }
+        let used = Self::node_usage(store, name, &key);
+        if let Some((reason, message)) = scheduler::admission_failure(&spec, &self.current_config(idx), &used) {
+            store.modify(&key, Some(&uid), |p| {
+                let st = p.status.get_or_insert_with(Default::default);
+                st.phase = Some("Failed".into());
+                st.reason = Some(reason);
+                st.message = Some(message);
+            });
+            return None;
+        }
+        Some((idx, claims, plan))
+    }
+
+    /// The least busy node that passes every filter (with the allocation of the pod's claims
+    /// there), or the scheduler's message.
+    fn pick_node(
+        &self,
+        store: &Store,
+        spec: &PodSpec,
+        key: &PodKey,
+        claims: Option<&[PodKey]>,
+    ) -> Result<(usize, Option<crate::claims::NodePlan>), String> {
         let mut rejections = Vec::new();
-        let mut best: Option<(usize, i128)> = None;
+        let mut best: Option<(usize, i128, Option<crate::claims::NodePlan>)> = None;
         for (idx, node) in self.nodes.iter().enumerate() {
             let used = Self::node_usage(store, &node.config.name, key);
-            let reasons = scheduler::node_rejections(spec, &self.current_config(idx), &used);
+            let mut reasons = scheduler::node_rejections(spec, &self.current_config(idx), &used);
+            let mut plan = None;
+            if let (true, Some(keys)) = (reasons.is_empty(), claims) {
+                // The DynamicResources plugin's filter, after the resource fit as in kube-scheduler.
+                match self.claim_plan(idx, keys)? {
+                    Some(p) => plan = Some(p),
+                    None => reasons.push("cannot allocate all claims".to_string()),
+                }
+            }
             if reasons.is_empty() {
                 let load = used.get("pods").copied().unwrap_or(0);
-                if best.is_none_or(|(_, l)| load < l) {
-                    best = Some((idx, load));
+                if best.as_ref().is_none_or(|(_, l, _)| load < *l) {
+                    best = Some((idx, load, plan));
                 }
             } else {
                 rejections.push(reasons);
             }
         }
-        best.map(|(idx, _)| idx)
+        best.map(|(idx, _, plan)| (idx, plan))
             .ok_or_else(|| scheduler::unschedulable_message(self.nodes.len(), &rejections))
+    }
+
+    /// The pod's claims (made from its templates where needed, recorded in its status), or
+    /// `None` for a pod without claims; `Err` is the scheduler's message for a missing claim or
+    /// template (the pod waits, and is retried when one is created).
+    fn pod_claims(&self, store: &mut Store, pod: &Pod) -> Result<Option<Vec<PodKey>>, String> {
+        if pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.resource_claims.as_ref())
+            .is_none_or(Vec::is_empty)
+        {
+            return Ok(None);
+        }
+        let (keys, made) = crate::claims::resolve(pod, &mut lock(&self.dra))
+            .map_err(|why| format!("0/{} nodes are available: {why}.", self.nodes.len()))?;
+        if !made.is_empty() {
+            store.modify(&key_of(pod), pod.metadata.uid.as_deref(), |p| {
+                let st = p.status.get_or_insert_with(Default::default);
+                st.resource_claim_statuses.get_or_insert_with(Vec::new).extend(made);
+            });
+        }
+        Ok(Some(keys))
+    }
+
+    /// Allocation of `keys` on node `idx`; `Err` for a claim naming a class that does not exist.
+    fn claim_plan(&self, idx: usize, keys: &[PodKey]) -> Result<Option<crate::claims::NodePlan>, String> {
+        let classes = crate::claims::classes(&self.config.nodes);
+        crate::claims::plan_on(&self.nodes[idx].config, keys, &lock(&self.dra), &classes)
+            .map_err(|why| format!("0/{} nodes are available: {why}.", self.nodes.len()))
+    }
+
+    /// The garbage collector and the resourceclaim controller after pods went (`crate::claims`).
+    pub fn release_claims(&self) {
+        let live: BTreeSet<String> = lock(&self.store)
+            .pods()
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
+        crate::claims::release(&live, &mut lock(&self.dra));
     }
 
     /// Deletes a pod: stops its processes (SIGTERM, then SIGKILL after the grace period, capped by
@@ -426,6 +521,7 @@ impl Shared {
         if removed.is_some() {
             // The garbage collector: Secrets this pod owned go with it.
             crate::api::secrets::collect_orphans(self);
+            self.release_claims();
             self.schedule_pending();
         }
         removed

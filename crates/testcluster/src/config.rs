@@ -4,6 +4,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use crate::dra::DraDevice;
+
+/// The driver (and DeviceClass) name of NVIDIA's GPU DRA driver.
+pub const DRA_GPU_DRIVER: &str = "gpu.nvidia.com";
+/// The emulated NIC DRA driver (and its DeviceClass); its devices carry the standard
+/// `resource.kubernetes.io/pcieRoot` attribute.
+pub const DRA_NIC_DRIVER: &str = "nic.dra.example.com";
+
 /// How pod processes are placed on the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
@@ -30,6 +38,9 @@ pub struct NodeConfig {
     /// Environment this node's container runtime forces into every container started here, over
     /// the pod's own (as a runtime hook or a node-level injector would): a node fault on demand.
     pub runtime_env: BTreeMap<String, String>,
+    /// Devices this node's DRA drivers publish as ResourceSlices (`resource.k8s.io/v1`), one
+    /// slice per driver; claims are allocated from them (`crate::dra`).
+    pub dra: Vec<DraDevice>,
 }
 
 impl NodeConfig {
@@ -50,7 +61,36 @@ impl NodeConfig {
             allocatable: BTreeMap::new(),
             taints: Vec::new(),
             runtime_env: BTreeMap::new(),
+            dra: Vec::new(),
         }
+    }
+
+    /// A DRA-only GPU node: no `nvidia.com/gpu` or `rdma/ib` capacity; NVIDIA's GPU DRA driver
+    /// (`gpu.nvidia.com`) publishes `gpu-0 … gpu-{N-1}` and a NIC DRA driver ([`DRA_NIC_DRIVER`])
+    /// `nic-0 …`, GPU k and NIC k on PCIe root `pci0000:{k:02x}` (each other's rail).
+    pub fn dra_gpu(name: impl Into<String>, gpus: u32) -> Self {
+        let mut node = Self::new(name);
+        for k in 0..gpus {
+            let root = format!("pci0000:{k:02x}");
+            node.dra.push(
+                DraDevice::new(DRA_GPU_DRIVER, &format!("gpu-{k}"))
+                    .string("productName", "NVIDIA H100 80GB HBM3")
+                    .string(crate::dra::PCIE_ROOT, &root),
+            );
+            node.dra.push(
+                DraDevice::new(DRA_NIC_DRIVER, &format!("nic-{k}"))
+                    .string("ifName", &format!("rail{k}"))
+                    .string("rdmaDevice", &format!("mlx5_{k}"))
+                    .string(crate::dra::PCIE_ROOT, &root),
+            );
+        }
+        node
+    }
+
+    /// Adds one DRA device to this node's slices.
+    pub fn dra_device(mut self, device: DraDevice) -> Self {
+        self.dra.push(device);
+        self
     }
 
     /// A node with `gpus` × `nvidia.com/gpu` and as many `rdma/ib`.

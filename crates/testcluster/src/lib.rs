@@ -44,8 +44,10 @@
 
 mod agent;
 mod api;
+mod claims;
 mod cluster;
 mod config;
+mod dra;
 mod error;
 mod fabric;
 mod faults;
@@ -73,7 +75,11 @@ use crate::cluster::{KillReason, NodeRt, Shared, lock};
 use crate::fabric::NodeFabric;
 use crate::store::Store;
 
-pub use crate::config::{ClusterConfig, ImageConfig, Isolation, NodeConfig, RAIL_TREE_ENV};
+pub use crate::claims::DraAllocation;
+pub use crate::config::{
+    ClusterConfig, DRA_GPU_DRIVER, DRA_NIC_DRIVER, DraDevice, ImageConfig, Isolation, NodeConfig, RAIL_TREE_ENV,
+};
+pub use crate::dra::PCIE_ROOT;
 pub use crate::error::{Error, Result};
 pub use crate::fabric::NAME_PREFIX;
 pub use crate::faults::RequestMatch;
@@ -254,6 +260,21 @@ impl TestCluster {
 
     pub fn clear_requests(&self) {
         lock(&self.shared.requests).clear();
+    }
+
+    /// The stored ResourceClaims (every namespace), with their allocations.
+    pub fn resource_claims(&self) -> Vec<k8s_openapi::api::resource::v1::ResourceClaim> {
+        lock(&self.shared.dra).claims.values().cloned().collect()
+    }
+
+    /// The stored ResourceClaimTemplates (every namespace).
+    pub fn resource_claim_templates(&self) -> Vec<k8s_openapi::api::resource::v1::ResourceClaimTemplate> {
+        lock(&self.shared.dra).templates.values().cloned().collect()
+    }
+
+    /// Every allocation the scheduler made so far, in order (also of claims since deleted).
+    pub fn dra_allocations(&self) -> Vec<DraAllocation> {
+        lock(&self.shared.dra).history.clone()
     }
 
     /// The stored pods (every namespace), straight from the store.
@@ -544,6 +565,7 @@ async fn run(
         secrets: Mutex::new(std::collections::BTreeMap::new()),
         config_maps: Mutex::new(std::collections::BTreeMap::new()),
         custom: Mutex::new(std::collections::BTreeMap::new()),
+        dra: Mutex::new(Default::default()),
         audit: Mutex::new(Vec::new()),
         api: Mutex::new(None),
     });

@@ -9,6 +9,7 @@ mod common;
 
 mod admission;
 mod api;
+mod dra;
 mod namespaces;
 mod ownership;
 mod restart;

@@ -13,7 +13,9 @@ use crate::target::{self, Resolved, Target};
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use std::time::Duration;
 
+mod dra_sides;
 mod notes;
+use dra_sides::{claim_dra_devices, dra_offer};
 pub use notes::{Note, NoteKind, report_warnings};
 
 /// What the user asked for.
@@ -261,7 +263,11 @@ pub async fn prepare_with_templates(
         tokio::try_join!(advertised(cluster, plan, &decode), advertised(cluster, plan, &prefill))?;
     let (server_tolerations, server_nodes) = split_node(server_nodes, server_model.is_some(), plan);
     let (client_tolerations, client_nodes) = split_node(client_nodes, client_model.is_some(), plan);
-    let server_devices = choose_devices(
+    let (server_dra, client_dra) = tokio::try_join!(
+        dra_offer(cluster, plan, &decode, server_nodes.as_ref()),
+        dra_offer(cluster, plan, &prefill, client_nodes.as_ref())
+    )?;
+    let mut server_devices = choose_devices(
         plan,
         &decode,
         server_model.is_some(),
@@ -269,7 +275,7 @@ pub async fn prepare_with_templates(
         &mut notes,
         "decode",
     );
-    let client_devices = choose_devices(
+    let mut client_devices = choose_devices(
         plan,
         &prefill,
         client_model.is_some(),
@@ -277,6 +283,12 @@ pub async fn prepare_with_templates(
         &mut notes,
         "prefill",
     );
+    for (choice, offer, side, name) in [
+        (&mut server_devices, server_dra, &decode, "decode"),
+        (&mut client_devices, client_dra, &prefill, "prefill"),
+    ] {
+        claim_dra_devices(plan, choice, offer, side, name, &mut notes)?;
+    }
     let base = |role: Role,
                 node: &str,
                 args: Vec<String>,

@@ -20,6 +20,9 @@
 //! `activeDeadlineSeconds`, its idle command ends then too).
 
 use super::info::{HostCpus, InfoKind, RailInfoLine};
+pub use super::kube_devices::whole_node_devices;
+use super::kube_devices::{gpu_count, pod_devices};
+use super::kube_dra::DraNode;
 use super::kube_rank::rank_pinning;
 pub use super::kube_rank::{KubeRailLauncher, PodPinning, RankExec, rank_command};
 use super::plan::NodeRailInfo;
@@ -152,37 +155,8 @@ pub struct KubeRails {
     notes: Vec<String>,
     /// How many GPUs each pod holds: (prefill, decode).
     gpus: (u32, u32),
-}
-
-/// Every GPU and RDMA resource `advertised` (a node's allocatable), with its whole quantity.
-pub fn whole_node_devices(advertised: &BTreeMap<String, Quantity>) -> BTreeMap<String, Quantity> {
-    use icb_core::fabric::resource::resource_class;
-    advertised
-        .iter()
-        .filter(|(name, q)| {
-            let class = resource_class(name);
-            (class.is_gpu() || class.is_rdma()) && q.0.trim() != "0"
-        })
-        .map(|(name, q)| (name.clone(), q.clone()))
-        .collect()
-}
-
-/// What a bench pod requests: its model's devices with its own choice applied (as it builds).
-fn pod_devices(bench: &BenchPod) -> BTreeMap<String, Quantity> {
-    let mut devices = bench.model.as_ref().map(|m| m.devices.clone()).unwrap_or_default();
-    bench.devices.apply(&mut devices);
-    devices
-}
-
-/// The GPUs among `devices` (whole units; a fractional or unreadable quantity counts none).
-fn gpu_count(devices: &BTreeMap<String, Quantity>) -> u32 {
-    use icb_core::fabric::resource::resource_class;
-    devices
-        .iter()
-        .filter(|(name, _)| resource_class(name).is_gpu())
-        .filter_map(|(_, q)| parse_milli(&q.0))
-        .map(|m| u32::try_from(m / 1000).unwrap_or(0))
-        .sum()
+    /// The ResourceClaimTemplates of pods on DRA nodes (`super::kube_dra`).
+    templates: Vec<icb_kube::k8s_openapi::api::resource::v1::ResourceClaimTemplate>,
 }
 
 impl KubeRails {
@@ -195,6 +169,7 @@ impl KubeRails {
             pods: None,
             notes: Vec::new(),
             gpus: (0, 0),
+            templates: Vec::new(),
         }
     }
 
@@ -220,7 +195,14 @@ impl KubeRails {
         &self.notes
     }
 
-    fn pod(&self, node: &str, role: Role, devices: BTreeMap<String, Quantity>, tolerations: Vec<Toleration>) -> Pod {
+    fn pod(
+        &self,
+        node: &str,
+        role: Role,
+        devices: BTreeMap<String, Quantity>,
+        claim: Option<icb_kube::k8s_openapi::api::resource::v1::ResourceClaimSpec>,
+        tolerations: Vec<Toleration>,
+    ) -> Pod {
         self.idle(BenchPod {
             run_id: self.plan.run_id.clone(),
             role,
@@ -233,6 +215,7 @@ impl KubeRails {
             model: None,
             devices: DeviceChoice {
                 requests: devices,
+                claim,
                 ..Default::default()
             },
             active_deadline_s: 0,
@@ -257,6 +240,16 @@ impl KubeRails {
             .map(|m| (m / 1000).max(1))
             .max()
             .unwrap_or(1) as u64;
+        // Claimed devices are not in the requests: one rank per claimed GPU.
+        let claimed = match bench.role {
+            Role::Client => self.gpus.0,
+            Role::Server => self.gpus.1,
+        };
+        let ranks = if bench.devices.claim.is_some() {
+            ranks.max(u64::from(claimed))
+        } else {
+            ranks
+        };
         let per_rank = &self.plan.rank_resources;
         let times = |q: &Quantity| parse_milli(&q.0).unwrap_or(0).saturating_mul(i128::from(ranks));
         bench.resources = icb_kube::hardening::BenchResources {
@@ -316,13 +309,35 @@ impl KubeRails {
         let status = read.status.unwrap_or_default();
         let advertised = status.allocatable.or(status.capacity).unwrap_or_default();
         let devices = self.devices_of(role, &advertised);
-        let gpus = gpu_count(&devices);
+        let mut gpus = gpu_count(&devices);
+        let mut claim = None;
+        if gpus == 0 && self.plan.devices == PodDevices::WholeNode {
+            match super::kube_dra::whole_node(&self.cluster, &node).await? {
+                DraNode::Claim(spec, offer) => {
+                    gpus = u32::try_from(offer.gpus).unwrap_or(u32::MAX);
+                    self.notes.push(super::kube_dra::note(&node, &offer));
+                    claim = Some(spec);
+                }
+                DraNode::Unreadable(note) => self.notes.push(note),
+                DraNode::Nothing => {}
+            }
+        }
         match role {
             Role::Client => self.gpus.0 = gpus,
             Role::Server => self.gpus.1 = gpus,
         }
         let list: Vec<String> = devices.iter().map(|(n, q)| format!("{} {n}", q.0)).collect();
         let side = if role == Role::Client { "prefill" } else { "decode" };
+        if let Some(spec) = claim {
+            let pod = self.pod(&node, role, devices, Some(spec.clone()), tolerations);
+            self.templates.push(icb_kube::dra::template(
+                self.cluster.namespace(),
+                pod.metadata.name.as_deref().unwrap_or_default(),
+                pod.metadata.labels.clone().unwrap_or_default(),
+                &spec,
+            ));
+            return Ok((node, pod));
+        }
         self.notes.push(match (&self.plan.devices, devices.is_empty()) {
             (PodDevices::WholeNode, true) => {
                 format!("node {node} advertises no GPU or RDMA device: its pod requests none")
@@ -336,7 +351,7 @@ impl KubeRails {
                 format!("the {side} pod on node {node} requests {}", list.join(", "))
             }
         });
-        let pod = self.pod(&node, role, devices, tolerations);
+        let pod = self.pod(&node, role, devices, None, tolerations);
         Ok((node, pod))
     }
 
@@ -358,6 +373,11 @@ impl KubeRails {
                 Some(bench) => self.modelled_pod(bench),
                 None => self.node_pod(node, role).await?,
             });
+        }
+        if !self.templates.is_empty() {
+            // Cleanup has something to delete from here on, even if no pod is created.
+            self.maybe_created.store(true, Ordering::SeqCst);
+            super::kube_dra::create_templates(&self.cluster, &self.templates).await?;
         }
         for (_, pod) in &pods {
             lifecycle::create_pod_tracked(&self.cluster, pod, &self.maybe_created)
@@ -488,9 +508,14 @@ impl KubeRails {
             return Ok(String::new());
         }
         self.pods = None;
-        lifecycle::delete_run(&self.cluster, &self.plan.run_id, self.plan.cleanup_timeout)
+        let pods = lifecycle::delete_run(&self.cluster, &self.plan.run_id, self.plan.cleanup_timeout)
             .await
-            .map_err(launch_error)
+            .map_err(launch_error)?;
+        if self.templates.is_empty() {
+            return Ok(pods);
+        }
+        let templates = super::kube_dra::delete_templates(&self.cluster, &self.templates).await?;
+        Ok(format!("{pods} and {templates} resource claim template(s)"))
     }
 }
 
@@ -542,33 +567,5 @@ fn unreadable(why: String) -> CounterSnapshot {
     CounterSnapshot {
         counters: Vec::new(),
         unreadable: vec![icb_core::rails::Unreadable::all(why)],
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_whole_node_takes_every_gpu_and_rdma_device_and_nothing_else() {
-        let q = |s: &str| Quantity(s.into());
-        let advertised: BTreeMap<String, Quantity> = [
-            ("cpu", "64"),
-            ("memory", "512Gi"),
-            ("nvidia.com/gpu", "8"),
-            ("rdma/ib", "8"),
-            ("amd.com/gpu", "0"),
-            ("example.com/fpga", "1"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), q(v)))
-        .collect();
-        let got = whole_node_devices(&advertised);
-        let names: Vec<&str> = got.keys().map(String::as_str).collect();
-        assert_eq!(names, ["nvidia.com/gpu", "rdma/ib"]);
-        assert_eq!(got["nvidia.com/gpu"], q("8"));
-        // The KV ranks are pinned round robin over the pod's GPUs: the RDMA devices are none.
-        assert_eq!(gpu_count(&got), 8);
-        assert_eq!(gpu_count(&BTreeMap::from([("rdma/ib".to_string(), q("8"))])), 0);
     }
 }

@@ -18,6 +18,8 @@ pub mod choice;
 pub mod controls;
 pub mod info;
 pub mod kube;
+mod kube_devices;
+mod kube_dra;
 mod kube_rank;
 pub mod local;
 mod partial;

@@ -35,8 +35,10 @@ pub async fn core_v1() -> Response {
 
 pub async fn groups() -> Response {
     let apps = json!({"groupVersion": "apps/v1", "version": "v1"});
+    let resource = json!({"groupVersion": "resource.k8s.io/v1", "version": "v1"});
     axum::Json(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [
-        {"name": "apps", "versions": [apps.clone()], "preferredVersion": apps}
+        {"name": "apps", "versions": [apps.clone()], "preferredVersion": apps},
+        {"name": "resource.k8s.io", "versions": [resource.clone()], "preferredVersion": resource}
     ]}))
     .into_response()
 }
@@ -45,6 +47,19 @@ pub async fn apps_v1() -> Response {
     axum::Json(
         json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "apps/v1", "resources": [
             resource("deployments", "Deployment", true, &["create", "delete", "get", "list"], &["deploy"]),
+        ]}),
+    )
+    .into_response()
+}
+
+pub async fn resource_v1() -> Response {
+    let rw = ["create", "delete", "get", "list"];
+    axum::Json(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "resource.k8s.io/v1", "resources": [
+            resource("resourceslices", "ResourceSlice", false, &["get", "list"], &[]),
+            resource("deviceclasses", "DeviceClass", false, &["get", "list"], &[]),
+            resource("resourceclaims", "ResourceClaim", true, &rw, &[]),
+            resource("resourceclaimtemplates", "ResourceClaimTemplate", true, &rw, &[]),
         ]}),
     )
     .into_response()

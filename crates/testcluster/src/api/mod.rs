@@ -12,6 +12,7 @@ mod misc;
 mod node_status;
 mod nodes;
 mod pods;
+mod resource;
 pub(crate) mod secrets;
 mod watch;
 
@@ -27,6 +28,8 @@ use axum::routing::get;
 use crate::cluster::{Shared, lock};
 use crate::record::{RecordedRequest, parse_query};
 use crate::status::ApiError;
+
+pub(crate) use pods::new_uid;
 
 /// Largest request body accepted (a Pod is a few KiB).
 const MAX_BODY: usize = 16 * 1024 * 1024;
@@ -82,6 +85,33 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route(
             "/apis/apps/v1/namespaces/{ns}/deployments/{name}",
             get(deployments::get).delete(deployments::delete),
+        )
+        .route("/apis/resource.k8s.io/v1", get(discovery::resource_v1))
+        .route("/apis/resource.k8s.io/v1/resourceslices", get(resource::list_slices))
+        .route(
+            "/apis/resource.k8s.io/v1/resourceslices/{name}",
+            get(resource::get_slice),
+        )
+        .route("/apis/resource.k8s.io/v1/deviceclasses", get(resource::list_classes))
+        .route(
+            "/apis/resource.k8s.io/v1/deviceclasses/{name}",
+            get(resource::get_class),
+        )
+        .route(
+            "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims",
+            get(resource::list_claims).post(resource::create_claim),
+        )
+        .route(
+            "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}",
+            get(resource::get_claim).delete(resource::delete_claim),
+        )
+        .route(
+            "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates",
+            get(resource::list_templates).post(resource::create_template),
+        )
+        .route(
+            "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates/{name}",
+            get(resource::get_template).delete(resource::delete_template),
         )
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{plural}",
