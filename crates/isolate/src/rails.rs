@@ -194,6 +194,10 @@ impl Fabric {
     }
 
     /// The node's index, once `k` is known to be one of its rails.
+    pub(crate) fn rail_index_of(&self, name: &str, k: usize) -> Result<usize> {
+        self.rail_index(name, k)
+    }
+
     fn rail_index(&self, name: &str, k: usize) -> Result<usize> {
         let index = self.index_of(name)?;
         if k >= self.rails {
@@ -213,7 +217,8 @@ impl Fabric {
 }
 
 /// Writes, under `dir` (created if missing), a minimal sysfs tree `dir/sys/…` in which each of
-/// `rails` rails is an RDMA NIC `mlx5_k` (port 1 ACTIVE/LinkUp, 100 Gb/s, Ethernet) on its own
+/// `rails` rails is an RDMA NIC `mlx5_k` (port 1 ACTIVE/LinkUp, 100 Gb/s, Ethernet, with its
+/// congestion and loss counter files at 0: [`crate::rail_faults`]) on its own
 /// PCI bus behind its own root port, NUMA node 0, whose netdev is `rail{k}`; no GPUs. Links
 /// are relative, as the kernel writes them. Needs no root.
 pub fn write_rail_tree(dir: &Path, rails: usize) -> Result<()> {
@@ -230,6 +235,7 @@ pub fn write_rail_tree(dir: &Path, rails: usize) -> Result<()> {
         tree.write(&format!("{ib}/ports/1/phys_state"), "5: LinkUp")?;
         tree.write(&format!("{ib}/ports/1/rate"), "100 Gb/sec (4X EDR)")?;
         tree.write(&format!("{ib}/ports/1/link_layer"), "Ethernet")?;
+        crate::rail_faults::write_counter_files(&tree.at(&format!("{ib}/ports/1")))?;
         tree.link(&format!("{ib}/device"), &nic)?;
         tree.link(&format!("/sys/class/infiniband/mlx5_{k}"), &ib)?;
         let net = format!("{nic}/net/{}", rail_netdev(k));

@@ -77,6 +77,7 @@ fn rails_report() -> PairReport {
                     prefill: side(&format!("mlx5_{i}:1"), 1.02),
                     decode: side(&format!("mlx5_{i}:1"), 1.02),
                 }),
+                health: None,
                 status: VerdictStatus::Pass,
             }
         })

@@ -206,6 +206,7 @@ mod tests {
             concurrent: run,
             line_rate_share: None,
             attribution: None,
+            health: None,
             status: VerdictStatus::Pass,
         }
     }

@@ -133,10 +133,16 @@ pub enum RailFlagError {
     NodesWithoutRails,
     #[error("rails run on two nodes: use --isolation node --rails K, or no isolation over this host's devices")]
     Isolation,
-    #[error("--slow-rail and --dead-rail change emulated rails: use them with --isolation node --rails K")]
+    #[error(
+        "--slow-rail, --dead-rail, --congested-rail and --lossy-rail change emulated rails: use them with --isolation node --rails K"
+    )]
     FaultsNeedEmulatedRails,
     #[error("--slow-rail {0:?}: write NODE/I=RATE, e.g. node-b/2=200mbit")]
     SlowRail(String),
+    #[error("--congested-rail {0:?}: write NODE/I=RATE, e.g. node-b/1=200mbit")]
+    CongestedRail(String),
+    #[error("--lossy-rail {0:?}: write NODE/I=PERCENT with 0.1% to 50%, e.g. node-b/2=2%")]
+    LossyRail(String),
     #[error("{0}")]
     Rate(String),
     #[error("{flag} {text:?}: write NODE/I with NODE node-a (decode) or node-b (prefill) and I a rail 0-{last}")]
@@ -177,6 +183,9 @@ pub struct LocalRailsFlags<'a> {
     /// `--slow-rail NODE/I=RATE`, `--dead-rail NODE/I`.
     pub slow_rail: &'a [String],
     pub dead_rail: &'a [String],
+    /// `--congested-rail NODE/I=RATE`, `--lossy-rail NODE/I=PERCENT`.
+    pub congested_rail: &'a [String],
+    pub lossy_rail: &'a [String],
 }
 
 /// A local rails run, decided.
@@ -188,6 +197,10 @@ pub struct LocalRailsTarget {
     pub choice: Choice,
     pub slow: Vec<(NodeRail, String)>,
     pub dead: Vec<NodeRail>,
+    /// Congested rails (a shaper whose held packets the emulated CNP/ECN counters count).
+    pub congested: Vec<(NodeRail, String)>,
+    /// Lossy rails, with the per mille of packets dropped each way.
+    pub lossy: Vec<(NodeRail, u32)>,
 }
 
 impl LocalRailsTarget {
@@ -206,7 +219,8 @@ impl LocalRailsTarget {
         if !node && !matches!(opts.isolation, Isolation::None) {
             return Err(RailFlagError::Isolation);
         }
-        if (!flags.slow_rail.is_empty() || !flags.dead_rail.is_empty()) && emulated == 0 {
+        let faults = [flags.slow_rail, flags.dead_rail, flags.congested_rail, flags.lossy_rail];
+        if faults.iter().any(|f| !f.is_empty()) && emulated == 0 {
             return Err(RailFlagError::FaultsNeedEmulatedRails);
         }
         let slow = flags
@@ -223,12 +237,38 @@ impl LocalRailsTarget {
             .iter()
             .map(|s| NodeRail::parse(s, emulated, "--dead-rail"))
             .collect::<Result<Vec<_>, _>>()?;
+        let congested = flags
+            .congested_rail
+            .iter()
+            .map(|s| {
+                let bad = || RailFlagError::CongestedRail(s.clone());
+                let (at, rate) = s.split_once('=').ok_or_else(bad)?;
+                let rate = icb_isolate::parse_rate(rate).map_err(RailFlagError::Rate)?;
+                Ok((NodeRail::parse(at, emulated, "--congested-rail")?, rate))
+            })
+            .collect::<Result<Vec<_>, RailFlagError>>()?;
+        let lossy = flags
+            .lossy_rail
+            .iter()
+            .map(|s| {
+                let bad = || RailFlagError::LossyRail(s.clone());
+                let (at, pct) = s.split_once('=').ok_or_else(bad)?;
+                let pct: f64 = pct.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+                let per_mille = (pct * 10.0).round();
+                if !(1.0..=500.0).contains(&per_mille) {
+                    return Err(bad());
+                }
+                Ok((NodeRail::parse(at, emulated, "--lossy-rail")?, per_mille as u32))
+            })
+            .collect::<Result<Vec<_>, RailFlagError>>()?;
         Ok(LocalRailsTarget {
             opts,
             emulated,
             choice: choice(selection),
             slow,
             dead,
+            congested,
+            lossy,
         })
     }
 }
