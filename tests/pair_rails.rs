@@ -341,7 +341,8 @@ fn a_wrong_nic_control_without_rails_is_refused_in_one_line() {
 
 #[test]
 fn a_congested_and_a_lossy_rail_are_named_by_their_nic_counters_and_the_healthy_ones_are_not() {
-    let Some(_one) = privileged("a_congested_and_a_lossy_rail_are_named_by_their_nic_counters_and_the_healthy_ones_are_not")
+    let Some(_one) =
+        privileged("a_congested_and_a_lossy_rail_are_named_by_their_nic_counters_and_the_healthy_ones_are_not")
     else {
         return;
     };
@@ -361,14 +362,21 @@ fn a_congested_and_a_lossy_rail_are_named_by_their_nic_counters_and_the_healthy_
     let congested = of(1, RailFindingKind::Congested);
     assert_eq!(congested.len(), 1, "{:?}", rails.findings);
     let text = &congested[0].text;
-    assert!(text.contains("prefill congested") && text.contains("mlx5_1:1"), "{text}");
+    assert!(
+        text.contains("prefill congested") && text.contains("mlx5_1:1"),
+        "{text}"
+    );
     assert!(
         ["np_cnp_sent +", "rp_cnp_handled +", "np_ecn_marked_roce_packets +"]
             .iter()
             .any(|c| text.contains(c)),
         "names the counters: {text}"
     );
-    assert!(congested[0].fix.as_deref().unwrap().contains("PFC"), "{:?}", congested[0].fix);
+    assert!(
+        congested[0].fix.as_deref().unwrap().contains("PFC"),
+        "{:?}",
+        congested[0].fix
+    );
     assert_eq!(congested[0].status, icb_core::Status::Fail);
     assert!(
         report.verdict.reason.contains("congested"),
@@ -383,11 +391,18 @@ fn a_congested_and_a_lossy_rail_are_named_by_their_nic_counters_and_the_healthy_
         "{}",
         lossy[0].text
     );
-    assert!(lossy[0].fix.as_deref().unwrap().contains("mlx5_2:1's cable"), "{:?}", lossy[0].fix);
+    assert!(
+        lossy[0].fix.as_deref().unwrap().contains("mlx5_2:1's cable"),
+        "{:?}",
+        lossy[0].fix
+    );
     for healthy in [0, 3] {
         let row = &rails.rails[healthy];
         let health = row.health.as_ref().expect("every rail's health was read");
-        assert!(health.prefill.deltas.is_some() && health.decode.deltas.is_some(), "{health:?}");
+        assert!(
+            health.prefill.deltas.is_some() && health.decode.deltas.is_some(),
+            "{health:?}"
+        );
         assert_eq!(health.cell(), "ok", "rail {healthy}: {health:?}");
         assert!(
             rails.findings.iter().all(|f| f.rail != Some(healthy)

@@ -100,7 +100,9 @@ fn tbf_overlimits(netns: &str, dev: &str) -> Result<u64> {
 fn dropped(netns: &str, table: &str, counter: &str) -> Result<u64> {
     let nft = locate("nft", "nftables")?;
     let nft = nft.to_string_lossy();
-    let json = ip(&["netns", "exec", netns, &nft, "-j", "list", "counter", "inet", table, counter])?;
+    let json = ip(&[
+        "netns", "exec", netns, &nft, "-j", "list", "counter", "inet", table, counter,
+    ])?;
     let parsed: serde_json::Value = serde_json::from_str(&json).map_err(|e| IsolateError::Command {
         command: format!("nft -j list counter inet {table} {counter}"),
         detail: format!("not JSON: {e}"),
@@ -145,7 +147,14 @@ impl Fabric {
             .map(|d| d.join(format!("{}-{table}.nft", node.name)))
             .ok_or_else(|| IsolateError::io("a lossy rail", std::io::Error::other("the fabric has no rails")))?;
         std::fs::write(&file, rules).map_err(|e| IsolateError::io(format!("cannot write {}", file.display()), e))?;
-        let loaded = ip(&["netns", "exec", &node.netns, &nft.to_string_lossy(), "-f", &file.to_string_lossy()]);
+        let loaded = ip(&[
+            "netns",
+            "exec",
+            &node.netns,
+            &nft.to_string_lossy(),
+            "-f",
+            &file.to_string_lossy(),
+        ]);
         let _ = std::fs::remove_file(&file);
         loaded?;
         self.mark_fault(name, k, RailFault::Lossy)
@@ -162,7 +171,12 @@ impl Fabric {
         let faults: Vec<(usize, RailFault)> = self
             .faults
             .lock()
-            .map(|f| f.iter().filter(|(i, _, _)| *i == index).map(|(_, k, f)| (*k, f.clone())).collect())
+            .map(|f| {
+                f.iter()
+                    .filter(|(i, _, _)| *i == index)
+                    .map(|(_, k, f)| (*k, f.clone()))
+                    .collect()
+            })
             .unwrap_or_default();
         for (k, fault) in faults {
             let port = dir

@@ -327,6 +327,15 @@ mod tests {
         );
         let state = std::fs::read_to_string(dir.join("sys/class/infiniband/mlx5_0/ports/1/state")).unwrap();
         assert_eq!(state, "4: ACTIVE\n");
+        // Every emulated congestion and loss counter exists and reads 0 (healthy until a fault
+        // drives it); the request counters are absent (no RDMA here: "not read").
+        let hw = dir.join("sys/class/infiniband/mlx5_1/ports/1/hw_counters");
+        for name in ["np_cnp_sent", "rp_cnp_handled", "out_of_sequence", "packet_seq_err"] {
+            assert_eq!(std::fs::read_to_string(hw.join(name)).unwrap(), "0\n", "{name}");
+        }
+        let symbol = dir.join("sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error");
+        assert_eq!(std::fs::read_to_string(symbol).unwrap(), "0\n");
+        assert!(!hw.join("rx_read_requests").exists());
         assert!(write_rail_tree(&dir, 17).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -146,8 +146,14 @@ fn health_gauges(family: &IntFamily, run: &[(&'static str, String)], row: &RailR
             for (counter, by) in d.read_of(what) {
                 let mut ls: Vec<(&str, String)> = run.to_vec();
                 ls.extend(rail_labels(row));
-                ls.extend([("side", side.to_string()), ("port", end.device.clone()), ("counter", counter)]);
-                family.get_or_create(&labels(&ls)).set(i64::try_from(by).unwrap_or(i64::MAX));
+                ls.extend([
+                    ("side", side.to_string()),
+                    ("port", end.device.clone()),
+                    ("counter", counter),
+                ]);
+                family
+                    .get_or_create(&labels(&ls))
+                    .set(i64::try_from(by).unwrap_or(i64::MAX));
             }
         }
     }

@@ -198,9 +198,9 @@ pub(crate) fn render(r: &PairReport, rails: &RailsOutcome, view: View) -> String
         t.add_row(cells);
     }
     if roomy {
-        keep_whole(&mut t, &[(0, 6), (2, 14), (5, 9), (6, 7), (7, 6), (10, 9)]);
+        keep_whole(&mut t, &[(0, 6), (2, 14), (5, 9), (6, 7), (7, 6), (9, 11), (10, 9)]);
     } else {
-        keep_whole(&mut t, &[(0, 6), (2, 8), (4, 9), (5, 7), (8, 9)]);
+        keep_whole(&mut t, &[(0, 6), (2, 8), (4, 9), (5, 7), (7, 11), (8, 9)]);
     }
     let _ = writeln!(out, "{t}");
     let mut totals = format!(

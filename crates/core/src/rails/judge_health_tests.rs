@@ -1,11 +1,11 @@
 //! The NIC health counters in the rail verdict, on hand-made rows: each rule path triggers
 //! where its counters moved and not where they did not (or were not read).
+use crate::model::{BandwidthUnit, Status, VerdictStatus};
 use crate::rails::judge::judge_rails;
 use crate::rails::nic_health::rail::{RailHealth, TargetEnd};
 use crate::rails::nic_health::rules::{RdmaEvidence, RdmaOp};
 use crate::rails::nic_health::{Driver, HealthSnapshot, PortHealth};
 use crate::rails::*;
-use crate::model::{BandwidthUnit, Status, VerdictStatus};
 
 fn end(rail: usize, node: &str) -> RailEnd {
     RailEnd {
@@ -30,7 +30,13 @@ fn end(rail: usize, node: &str) -> RailEnd {
 
 /// One side's reading: every rail's port with `values` (name, value) on the rails listed.
 fn snapshot(rails: usize, moved: &[(usize, &str, u64)]) -> HealthSnapshot {
-    let names = ["np_cnp_sent", "rp_cnp_handled", "out_of_sequence", "packet_seq_err", "rx_read_requests"];
+    let names = [
+        "np_cnp_sent",
+        "rp_cnp_handled",
+        "out_of_sequence",
+        "packet_seq_err",
+        "rx_read_requests",
+    ];
     HealthSnapshot {
         ports: (0..rails)
             .map(|k| PortHealth {
@@ -99,8 +105,15 @@ fn kinds(out: &RailsOutcome, rail: usize) -> Vec<(RailFindingKind, Status)> {
 fn a_slow_rail_whose_cnp_counters_moved_is_congested_first_naming_them_and_the_qos() {
     let out = judged([45.0, 10.0, 44.0], &snapshot(3, &[(1, "np_cnp_sent", 900)]), None);
     let first = &out.findings[0];
-    assert_eq!((first.kind, first.rail, first.status), (RailFindingKind::Congested, Some(1), Status::Fail));
-    assert!(first.text.contains("np_cnp_sent +900") && first.text.contains("mlx5_1:1"), "{}", first.text);
+    assert_eq!(
+        (first.kind, first.rail, first.status),
+        (RailFindingKind::Congested, Some(1), Status::Fail)
+    );
+    assert!(
+        first.text.contains("np_cnp_sent +900") && first.text.contains("mlx5_1:1"),
+        "{}",
+        first.text
+    );
     assert!(first.fix.as_deref().unwrap().contains("PFC"), "{:?}", first.fix);
     assert_eq!(out.rails[1].health.as_ref().unwrap().cell(), "congested");
     for healthy in [0, 2] {
@@ -124,29 +137,57 @@ fn sequence_errors_are_a_lossy_link_naming_the_port_warn_when_fast_fail_when_slo
     // Both ends read the same snapshot here: one finding per side.
     assert_eq!(
         kinds(&fast, 2),
-        vec![(RailFindingKind::LossyLink, Status::Warn), (RailFindingKind::LossyLink, Status::Warn)]
+        vec![
+            (RailFindingKind::LossyLink, Status::Warn),
+            (RailFindingKind::LossyLink, Status::Warn)
+        ]
     );
     let f = fast.findings.iter().find(|f| f.rail == Some(2)).unwrap();
-    assert!(f.text.contains("lossy link on mlx5_2:1: packet_seq_err +37"), "{}", f.text);
+    assert!(
+        f.text.contains("lossy link on mlx5_2:1: packet_seq_err +37"),
+        "{}",
+        f.text
+    );
     assert!(f.fix.as_deref().unwrap().contains("mlx5_2:1's cable"), "{:?}", f.fix);
     assert_eq!(fast.rails[2].status, VerdictStatus::Warn);
     assert_eq!(kinds(&fast, 0), vec![]);
     let slow = judged([45.0, 46.0, 9.0], &lossy, None);
     assert!(kinds(&slow, 2).contains(&(RailFindingKind::LossyLink, Status::Fail)));
-    assert_eq!(slow.findings[0].kind, RailFindingKind::LossyLink, "it explains the figure: named first");
+    assert_eq!(
+        slow.findings[0].kind,
+        RailFindingKind::LossyLink,
+        "it explains the figure: named first"
+    );
 }
 
 #[test]
 fn health_not_read_is_said_and_is_neither_a_finding_nor_ok() {
     let gone = HealthSnapshot::unread("the agent did not answer");
     let before = snapshot(3, &[]);
-    let mut h = RailHealth::read(Phase::Alone, ("mlx5_0:1", "mlx5_0:1"), (&before, &gone), (&before, &gone));
+    let mut h = RailHealth::read(
+        Phase::Alone,
+        ("mlx5_0:1", "mlx5_0:1"),
+        (&before, &gone),
+        (&before, &gone),
+    );
     assert!(h.decode.deltas.is_none());
-    assert_eq!(h.decode.note.as_deref(), Some("health counters not read: the agent did not answer"));
+    assert_eq!(
+        h.decode.note.as_deref(),
+        Some("health counters not read: the agent did not answer")
+    );
     h.judge_ports(true);
-    assert_eq!(h.cell(), "ok (part not read)", "the prefill side was read, the decode side not");
+    assert_eq!(
+        h.cell(),
+        "ok (part not read)",
+        "the prefill side was read, the decode side not"
+    );
     let nothing = HealthSnapshot::default();
-    let mut none = RailHealth::read(Phase::Alone, ("mlx5_9:1", "mlx5_9:1"), (&nothing, &nothing), (&nothing, &nothing));
+    let mut none = RailHealth::read(
+        Phase::Alone,
+        ("mlx5_9:1", "mlx5_9:1"),
+        (&nothing, &nothing),
+        (&nothing, &nothing),
+    );
     none.judge_ports(true);
     assert_eq!(none.cell(), "not read");
     assert!(none.prefill.note.as_deref().unwrap().contains("no port mlx5_9:1"));
@@ -162,14 +203,25 @@ fn health_not_read_is_said_and_is_neither_a_finding_nor_ok() {
 
 #[test]
 fn read_requests_confirm_a_read_case_and_contradict_a_write_case() {
-    let reads = snapshot(3, &[(0, "rx_read_requests", 512), (1, "rx_read_requests", 512), (2, "rx_read_requests", 512)]);
+    let reads = snapshot(
+        3,
+        &[
+            (0, "rx_read_requests", 512),
+            (1, "rx_read_requests", 512),
+            (2, "rx_read_requests", 512),
+        ],
+    );
     let read = judged([45.0, 46.0, 44.0], &reads, Some(RdmaOp::Read));
     let rdma = read.rails[0].health.as_ref().unwrap().rdma.as_ref().unwrap();
     assert_eq!(rdma.evidence, RdmaEvidence::Confirmed);
     assert!(read.findings.is_empty(), "{:?}", read.findings);
     let write = judged([45.0, 46.0, 44.0], &reads, Some(RdmaOp::Write));
     assert_eq!(kinds(&write, 0), vec![(RailFindingKind::NotRdma, Status::Warn)]);
-    assert!(write.findings[0].text.contains("rx_read_requests +512"), "{}", write.findings[0].text);
+    assert!(
+        write.findings[0].text.contains("rx_read_requests +512"),
+        "{}",
+        write.findings[0].text
+    );
     assert_eq!(write.rails[0].health.as_ref().unwrap().cell(), "not RDMA");
     // A read whose requests never reached the target NIC.
     let quiet = judged([45.0, 46.0, 44.0], &snapshot(3, &[]), Some(RdmaOp::Read));

@@ -456,4 +456,50 @@ mod tests {
             Some(devs.to_vec())
         );
     }
+
+    #[test]
+    fn congested_and_lossy_rails_are_read_and_bad_values_are_one_line() {
+        let congested = ["node-b/1=200mbit".to_string()];
+        let lossy = ["node-a/2=1.5%".to_string()];
+        let flags = LocalRailsFlags {
+            rails: Some("3"),
+            congested_rail: &congested,
+            lossy_rail: &lossy,
+            ..Default::default()
+        };
+        let t = read(flags.clone(), Isolation::Node).unwrap();
+        let at = |side, rail| NodeRail { side, rail };
+        assert_eq!(t.congested, [(at(SideRole::Prefill, 1), "200mbit".to_string())]);
+        assert_eq!(t.lossy, [(at(SideRole::Decode, 2), 15)], "per mille");
+        for bad in ["node-a/2", "node-a/2=lots", "node-a/2=0%", "node-a/2=60%"] {
+            let lossy = [bad.to_string()];
+            let err = read(
+                LocalRailsFlags {
+                    lossy_rail: &lossy,
+                    ..flags.clone()
+                },
+                Isolation::Node,
+            )
+            .unwrap_err();
+            assert_eq!(err, RailFlagError::LossyRail(bad.into()), "{bad}");
+            assert!(err.to_string().contains("e.g. node-b/2=2%"), "{err}");
+        }
+        let no_rate = ["node-b/1".to_string()];
+        let err = read(
+            LocalRailsFlags {
+                congested_rail: &no_rate,
+                ..flags.clone()
+            },
+            Isolation::Node,
+        );
+        assert_eq!(err.unwrap_err(), RailFlagError::CongestedRail("node-b/1".into()));
+        let host = LocalRailsFlags {
+            rails: Some("auto"),
+            ..flags
+        };
+        assert_eq!(
+            read(host, Isolation::None).unwrap_err(),
+            RailFlagError::FaultsNeedEmulatedRails
+        );
+    }
 }

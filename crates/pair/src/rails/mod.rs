@@ -173,7 +173,10 @@ async fn run_phase<S: RailSeam>(
         seam.counters(SideRole::Prefill).await,
         seam.counters(SideRole::Decode).await,
     );
-    let health_before = (seam.health(SideRole::Prefill).await, seam.health(SideRole::Decode).await);
+    let health_before = (
+        seam.health(SideRole::Prefill).await,
+        seam.health(SideRole::Decode).await,
+    );
     let progress = RefCell::new(progress);
     let runs = futures::future::join_all(launchers.iter_mut().zip(rows).map(|(launcher, row)| {
         let progress = &progress;
@@ -187,7 +190,10 @@ async fn run_phase<S: RailSeam>(
         seam.counters(SideRole::Prefill).await,
         seam.counters(SideRole::Decode).await,
     );
-    let health_after = (seam.health(SideRole::Prefill).await, seam.health(SideRole::Decode).await);
+    let health_after = (
+        seam.health(SideRole::Prefill).await,
+        seam.health(SideRole::Decode).await,
+    );
     if cancel.is_cancelled() {
         let indices: Vec<usize> = rows.iter().map(|r| r.index).collect();
         return Err(partial::interrupted(&indices, &runs, earlier, plan.rows.len()));

@@ -28,18 +28,25 @@ impl SideHealth {
     /// `device`'s deltas from `before` to `after`; `note` says why when neither has it.
     pub fn read(device: &str, before: &HealthSnapshot, after: &HealthSnapshot) -> SideHealth {
         let deltas = deltas(before, after, device);
-        let note = deltas.is_none().then(|| {
-            match before.unreadable.as_deref().or(after.unreadable.as_deref()) {
+        let note = deltas
+            .is_none()
+            .then(|| match before.unreadable.as_deref().or(after.unreadable.as_deref()) {
                 Some(why) => format!("health counters not read: {why}"),
                 None => format!("health counters not read: no port {device} in the node's counters"),
-            }
-        });
+            });
         SideHealth {
             device: device.to_string(),
             deltas,
             findings: Vec::new(),
             note,
         }
+    }
+
+    /// Whether not one counter of the port was read both times.
+    pub fn nothing_read(&self) -> bool {
+        self.deltas
+            .as_ref()
+            .is_none_or(|d| d.deltas.values().all(|x| x.read().is_none()))
     }
 
     /// The findings of one kind.
@@ -122,13 +129,18 @@ impl RailHealth {
         if any(HealthKind::LossyLink) {
             words.push("lossy");
         }
-        if self.rdma.as_ref().is_some_and(|r| r.evidence == super::rules::RdmaEvidence::Contradicted) {
+        if self
+            .rdma
+            .as_ref()
+            .is_some_and(|r| r.evidence == super::rules::RdmaEvidence::Contradicted)
+        {
             words.push("not RDMA");
         }
-        let unread = self.prefill.deltas.is_none() && self.decode.deltas.is_none();
-        match (words.is_empty(), unread || any(HealthKind::NotRead)) {
+        let (p, d) = (self.prefill.nothing_read(), self.decode.nothing_read());
+        let part = p || d || any(HealthKind::NotRead);
+        match (words.is_empty(), part) {
             (false, _) => words.join(", "),
-            (true, true) if unread => "not read".into(),
+            (true, true) if p && d => "not read".into(),
             (true, true) => "ok (part not read)".into(),
             (true, false) => "ok".into(),
         }
