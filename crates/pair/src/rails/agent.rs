@@ -378,6 +378,18 @@ mod tests {
             counters.counters.unwrap().unreadable,
             vec![icb_core::rails::Unreadable::all("x")]
         );
+        // Health comes with the byte counters; a host that cannot read it says so.
+        let health = counters
+            .health
+            .expect("the health counters ride with the byte counters");
+        assert_eq!(
+            health.unreadable.as_deref(),
+            Some("this agent does not read the NICs' health counters")
+        );
+        // An older agent's answer (no `health`) still parses: then "not read".
+        let old: Response =
+            serde_json::from_str(r#"{"schema":"ic-bench.rails-agent/v1","counters":{"counters":[]}}"#).unwrap();
+        assert!(old.health.is_none());
         match ask(&addr, Ask::Rails, Duration::from_secs(3)).await {
             Err(AgentCallError::Refused { error, .. }) => assert_eq!(error.kind, AgentErrorKind::RankExited),
             other => panic!("{other:?}"),

@@ -29,6 +29,7 @@ use crate::launcher::{LaunchError, LaunchFailure};
 use crate::run::SideRole;
 use icb_core::fabric::quantity::parse_milli;
 use icb_core::rails::CounterSnapshot;
+use icb_core::rails::nic_health::HealthSnapshot;
 use icb_kube::devices::{DeviceChoice, DeviceRequest};
 use icb_kube::k8s_openapi::api::core::v1::{Pod, Toleration};
 use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -152,6 +153,8 @@ pub struct KubeRails {
     notes: Vec<String>,
     /// How many GPUs each pod holds: (prefill, decode).
     gpus: (u32, u32),
+    /// Each side's health counters, printed with its last byte counters: (prefill, decode).
+    health: (Option<HealthSnapshot>, Option<HealthSnapshot>),
 }
 
 /// Every GPU and RDMA resource `advertised` (a node's allocatable), with its whole quantity.
@@ -195,6 +198,7 @@ impl KubeRails {
             pods: None,
             notes: Vec::new(),
             gpus: (0, 0),
+            health: (None, None),
         }
     }
 
@@ -527,13 +531,36 @@ impl RailSeam for KubeRails {
     }
 
     async fn counters(&mut self, side: SideRole) -> CounterSnapshot {
-        match self.rail_info(side, InfoKind::Counters).await {
-            Ok(RailInfoLine {
-                counters: Some(snapshot),
-                ..
-            }) => snapshot,
-            Ok(_) => unreadable("`ic-bench rail-info --counters` printed no counters".into()),
-            Err(why) => unreadable(why),
+        let (snapshot, health) = match self.rail_info(side, InfoKind::Counters).await {
+            Ok(line) => {
+                let health = line.health.unwrap_or_else(|| {
+                    HealthSnapshot::unread("`ic-bench rail-info --counters` printed no health counters")
+                });
+                let counters = line
+                    .counters
+                    .unwrap_or_else(|| unreadable("`ic-bench rail-info --counters` printed no counters".into()));
+                (counters, health)
+            }
+            Err(why) => (unreadable(why.clone()), HealthSnapshot::unread(why)),
+        };
+        *self.health_of(side) = Some(health);
+        snapshot
+    }
+
+    /// As the pod printed them with the byte counters just read (the pipeline reads health right
+    /// after counters).
+    async fn health(&mut self, side: SideRole) -> HealthSnapshot {
+        self.health_of(side)
+            .take()
+            .unwrap_or_else(|| HealthSnapshot::unread("the node's counters were not read just before"))
+    }
+}
+
+impl KubeRails {
+    fn health_of(&mut self, side: SideRole) -> &mut Option<HealthSnapshot> {
+        match side {
+            SideRole::Prefill => &mut self.health.0,
+            SideRole::Decode => &mut self.health.1,
         }
     }
 }
