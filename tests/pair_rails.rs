@@ -67,7 +67,12 @@ fn a_slow_rail_is_named_alone_too_and_the_others_pass() {
     assert_eq!(slow.status, VerdictStatus::Fail);
     assert!(slow.alone.is_some(), "the slow rail ran alone too");
     // A shaper alone moves no NIC counter: slow, but not explained by congestion or loss.
-    assert_eq!(slow.health.as_ref().map(|h| h.cell()).as_deref(), Some("ok"), "{:?}", slow.health);
+    assert_eq!(
+        slow.health.as_ref().map(|h| h.cell()).as_deref(),
+        Some("ok"),
+        "{:?}",
+        slow.health
+    );
     assert_eq!(slow.attribution.as_ref().unwrap().phase, Phase::Alone);
     for i in [0, 2, 3] {
         assert_ne!(rails.rails[i].status, VerdictStatus::Fail, "{:?}", rails.rails[i]);
