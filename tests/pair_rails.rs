@@ -66,6 +66,13 @@ fn a_slow_rail_is_named_alone_too_and_the_others_pass() {
     let slow = &rails.rails[1];
     assert_eq!(slow.status, VerdictStatus::Fail);
     assert!(slow.alone.is_some(), "the slow rail ran alone too");
+    // A shaper alone moves no NIC counter: slow, but not explained by congestion or loss.
+    assert_eq!(
+        slow.health.as_ref().map(|h| h.cell()).as_deref(),
+        Some("ok"),
+        "{:?}",
+        slow.health
+    );
     assert_eq!(slow.attribution.as_ref().unwrap().phase, Phase::Alone);
     for i in [0, 2, 3] {
         assert_ne!(rails.rails[i].status, VerdictStatus::Fail, "{:?}", rails.rails[i]);
@@ -337,4 +344,81 @@ fn a_wrong_nic_control_without_rails_is_refused_in_one_line() {
         ran.stderr
     );
     assert!(ran.stderr.trim().lines().count() <= 3, "{}", ran.stderr);
+}
+
+#[test]
+fn a_congested_and_a_lossy_rail_are_named_by_their_nic_counters_and_the_healthy_ones_are_not() {
+    let Some(_one) =
+        privileged("a_congested_and_a_lossy_rail_are_named_by_their_nic_counters_and_the_healthy_ones_are_not")
+    else {
+        return;
+    };
+    // Rail 1 of node-b congested (a real shaper; the emulated mlx5_1 port's CNP/ECN counters
+    // count the packets it held), rail 2 lossy (1 % of its packets really dropped each way; the
+    // emulated port's sequence-error counters count them); rails 0 and 3 healthy.
+    let faults = ["--congested-rail", "node-b/1=200mbit", "--lossy-rail", "node-b/2=1%"];
+    let ran = rails_run("4", &[&faults[..], &["--rail-margin", "50%"]].concat());
+    let (report, rails) = rails_after(&ran, 1);
+    let of = |rail: usize, kind: RailFindingKind| {
+        rails
+            .findings
+            .iter()
+            .filter(move |f| f.rail == Some(rail) && f.kind == kind)
+            .collect::<Vec<_>>()
+    };
+    let congested = of(1, RailFindingKind::Congested);
+    assert_eq!(congested.len(), 1, "{:?}", rails.findings);
+    let text = &congested[0].text;
+    assert!(
+        text.contains("prefill congested") && text.contains("mlx5_1:1"),
+        "{text}"
+    );
+    assert!(
+        ["np_cnp_sent +", "rp_cnp_handled +", "np_ecn_marked_roce_packets +"]
+            .iter()
+            .any(|c| text.contains(c)),
+        "names the counters: {text}"
+    );
+    assert!(
+        congested[0].fix.as_deref().unwrap().contains("PFC"),
+        "{:?}",
+        congested[0].fix
+    );
+    assert_eq!(congested[0].status, icb_core::Status::Fail);
+    assert!(
+        report.verdict.reason.contains("congested"),
+        "the congested rail's counters are the verdict's reason: {}",
+        report.verdict.reason
+    );
+    let lossy = of(2, RailFindingKind::LossyLink);
+    assert_eq!(lossy.len(), 1, "{:?}", rails.findings);
+    assert!(
+        lossy[0].text.contains("lossy link on mlx5_2:1: ")
+            && (lossy[0].text.contains("packet_seq_err +") || lossy[0].text.contains("out_of_sequence +")),
+        "{}",
+        lossy[0].text
+    );
+    assert!(
+        lossy[0].fix.as_deref().unwrap().contains("mlx5_2:1's cable"),
+        "{:?}",
+        lossy[0].fix
+    );
+    for healthy in [0, 3] {
+        let row = &rails.rails[healthy];
+        let health = row.health.as_ref().expect("every rail's health was read");
+        assert!(
+            health.prefill.deltas.is_some() && health.decode.deltas.is_some(),
+            "{health:?}"
+        );
+        assert_eq!(health.cell(), "ok", "rail {healthy}: {health:?}");
+        assert!(
+            rails.findings.iter().all(|f| f.rail != Some(healthy)
+                || !matches!(f.kind, RailFindingKind::Congested | RailFindingKind::LossyLink)),
+            "{:?}",
+            rails.findings
+        );
+    }
+    // The congested rail's loss counters and the lossy rail's congestion counters stayed put.
+    assert!(of(1, RailFindingKind::LossyLink).is_empty() && of(2, RailFindingKind::Congested).is_empty());
+    ran.assert_nothing_left();
 }

@@ -176,6 +176,12 @@ fn three_rails_pass_across_two_hosts_hostile_clients_are_refused_and_sigint_stop
             assert_eq!(end.counter_device, format!("rail{}", row.index));
             assert_eq!(end.ucx_net_devices, format!("rail{}", row.index));
         }
+        // The hosts' sysfs has no RDMA port (the emulated NICs are netdevs there): the health
+        // counters of both sides, the decode side's through the agent, are "not read", not ok.
+        let health = row.health.as_ref().expect("health read on both hosts");
+        assert_eq!(health.cell(), "not read", "{health:?}");
+        let note = health.decode.note.as_deref().unwrap_or_default();
+        assert!(note.contains(&format!("no port mlx5_{}:1", row.index)), "{note}");
     }
     assert!(
         report.placement.mode.starts_with("bare metal"),

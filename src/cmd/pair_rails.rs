@@ -49,6 +49,16 @@ pub struct EmulatedRailArgs {
     /// With --local --isolation node --rails K: take rail I of NODE down at its switch port
     #[arg(long, value_name = "NODE/I")]
     pub dead_rail: Vec<String>,
+
+    /// With --local --isolation node --rails K: congest rail I of NODE (tc tbf at RATE; the
+    /// emulated NIC's CNP/ECN counters count the packets held back), e.g. node-b/1=200mbit
+    #[arg(long, value_name = "NODE/I=RATE")]
+    pub congested_rail: Vec<String>,
+
+    /// With --local --isolation node --rails K: drop PERCENT of rail I of NODE's packets each
+    /// way (nft; the emulated NIC's sequence-error counters count them), e.g. node-b/2=2%
+    #[arg(long, value_name = "NODE/I=PERCENT")]
+    pub lossy_rail: Vec<String>,
 }
 
 impl EmulatedRailArgs {
@@ -57,6 +67,8 @@ impl EmulatedRailArgs {
         [
             (!self.slow_rail.is_empty(), "--slow-rail"),
             (!self.dead_rail.is_empty(), "--dead-rail"),
+            (!self.congested_rail.is_empty(), "--congested-rail"),
+            (!self.lossy_rail.is_empty(), "--lossy-rail"),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag))
@@ -145,6 +157,8 @@ pub fn target(
         rail_devices: rails.rail_devices.as_deref(),
         slow_rail: &emulated_faults.slow_rail,
         dead_rail: &emulated_faults.dead_rail,
+        congested_rail: &emulated_faults.congested_rail,
+        lossy_rail: &emulated_faults.lossy_rail,
     };
     Ok(LocalRailsTarget::read(&flags, opts, |s| rails.choice(s))?)
 }
@@ -157,6 +171,12 @@ pub fn run(cmd: &PairCommand, t: &RailsTarget) -> anyhow::Result<i32> {
     }
     for at in &t.dead {
         seam.cut_rail(at.side, at.rail)?;
+    }
+    for (at, rate) in &t.congested {
+        seam.congest_rail(at.side, at.rail, rate)?;
+    }
+    for (at, per_mille) in &t.lossy {
+        seam.make_rail_lossy(at.side, at.rail, *per_mille)?;
     }
     let prefill = seam.node_info(SideRole::Prefill)?;
     let decode = seam.node_info(SideRole::Decode)?;

@@ -58,6 +58,8 @@ fn refuse_flags(args: &super::pair::Args) -> anyhow::Result<()> {
         (k.devices.request() != Default::default(), "--gpus/--rdma/--resource"),
         (!faults.slow_rail.is_empty(), "--slow-rail"),
         (!faults.dead_rail.is_empty(), "--dead-rail"),
+        (!faults.congested_rail.is_empty(), "--congested-rail"),
+        (!faults.lossy_rail.is_empty(), "--lossy-rail"),
     ];
     if let Some((_, flag)) = refused.iter().find(|(given, _)| *given) {
         anyhow::bail!(

@@ -64,6 +64,9 @@ pub struct Fabric {
     pub(crate) rails: usize,
     /// The nodes' recorded rail-map trees (one directory per node), if rails > 0.
     pub(crate) rail_dir: Option<PathBuf>,
+    /// Faults injected into rails whose counters [`Fabric::drive_rail_counters`] drives:
+    /// (node index, rail, fault).
+    pub(crate) faults: std::sync::Mutex<Vec<(usize, usize, crate::rail_faults::RailFault)>>,
     /// Namespaces that exist because of us, in creation order: only these are ever deleted.
     created: Vec<String>,
     /// The nodes' init processes.
@@ -132,6 +135,7 @@ impl Fabric {
             hub,
             rails,
             rail_dir: None,
+            faults: std::sync::Mutex::new(Vec::new()),
             created: Vec::new(),
             inits: Vec::new(),
             torn_down: false,

@@ -98,6 +98,7 @@ mod netns;
 mod pair;
 mod pod;
 mod procs;
+mod rail_faults;
 mod rails;
 mod stale;
 mod tools;

@@ -257,6 +257,27 @@ impl LocalPair {
         self.fabric.as_ref()?.rail_tree(&side.host)
     }
 
+    /// Limits `side`'s rail `k` to `rate` and drives its congestion counters from the shaper
+    /// (see `Fabric::congest_rail`): a congested rail.
+    pub fn congest_rail(&self, side: &PairSide, k: usize, rate: &str) -> Result<()> {
+        self.rail_fabric()?.congest_rail(&side.host, k, rate)
+    }
+
+    /// Drops `per_mille` ‰ of `side`'s rail `k` packets and drives its sequence-error counters
+    /// from the drops (see `Fabric::make_rail_lossy`): a lossy rail.
+    pub fn make_rail_lossy(&self, side: &PairSide, k: usize, per_mille: u32) -> Result<()> {
+        self.rail_fabric()?.make_rail_lossy(&side.host, k, per_mille)
+    }
+
+    /// Writes what `side`'s faulted rails did into its recorded tree's counter files; nothing
+    /// without emulated rails.
+    pub fn drive_rail_counters(&self, side: &PairSide) -> Result<()> {
+        match &self.fabric {
+            Some(fabric) if fabric.rails() > 0 => fabric.drive_rail_counters(&side.host),
+            _ => Ok(()),
+        }
+    }
+
     /// `side`'s address on rail `k`.
     pub fn rail_ip(&self, side: &PairSide, k: usize) -> Result<Ipv4Addr> {
         self.rail_fabric()?.rail_ip(&side.host, k)

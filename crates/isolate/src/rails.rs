@@ -194,6 +194,10 @@ impl Fabric {
     }
 
     /// The node's index, once `k` is known to be one of its rails.
+    pub(crate) fn rail_index_of(&self, name: &str, k: usize) -> Result<usize> {
+        self.rail_index(name, k)
+    }
+
     fn rail_index(&self, name: &str, k: usize) -> Result<usize> {
         let index = self.index_of(name)?;
         if k >= self.rails {
@@ -213,7 +217,8 @@ impl Fabric {
 }
 
 /// Writes, under `dir` (created if missing), a minimal sysfs tree `dir/sys/…` in which each of
-/// `rails` rails is an RDMA NIC `mlx5_k` (port 1 ACTIVE/LinkUp, 100 Gb/s, Ethernet) on its own
+/// `rails` rails is an RDMA NIC `mlx5_k` (port 1 ACTIVE/LinkUp, 100 Gb/s, Ethernet, with its
+/// congestion and loss counter files at 0: [`crate::rail_faults`]) on its own
 /// PCI bus behind its own root port, NUMA node 0, whose netdev is `rail{k}`; no GPUs. Links
 /// are relative, as the kernel writes them. Needs no root.
 pub fn write_rail_tree(dir: &Path, rails: usize) -> Result<()> {
@@ -230,6 +235,7 @@ pub fn write_rail_tree(dir: &Path, rails: usize) -> Result<()> {
         tree.write(&format!("{ib}/ports/1/phys_state"), "5: LinkUp")?;
         tree.write(&format!("{ib}/ports/1/rate"), "100 Gb/sec (4X EDR)")?;
         tree.write(&format!("{ib}/ports/1/link_layer"), "Ethernet")?;
+        crate::rail_faults::write_counter_files(&tree.at(&format!("{ib}/ports/1")))?;
         tree.link(&format!("{ib}/device"), &nic)?;
         tree.link(&format!("/sys/class/infiniband/mlx5_{k}"), &ib)?;
         let net = format!("{nic}/net/{}", rail_netdev(k));
@@ -321,6 +327,15 @@ mod tests {
         );
         let state = std::fs::read_to_string(dir.join("sys/class/infiniband/mlx5_0/ports/1/state")).unwrap();
         assert_eq!(state, "4: ACTIVE\n");
+        // Every emulated congestion and loss counter exists and reads 0 (healthy until a fault
+        // drives it); the request counters are absent (no RDMA here: "not read").
+        let hw = dir.join("sys/class/infiniband/mlx5_1/ports/1/hw_counters");
+        for name in ["np_cnp_sent", "rp_cnp_handled", "out_of_sequence", "packet_seq_err"] {
+            assert_eq!(std::fs::read_to_string(hw.join(name)).unwrap(), "0\n", "{name}");
+        }
+        let symbol = dir.join("sys/class/infiniband/mlx5_0/ports/1/counters/symbol_error");
+        assert_eq!(std::fs::read_to_string(symbol).unwrap(), "0\n");
+        assert!(!hw.join("rx_read_requests").exists());
         assert!(write_rail_tree(&dir, 17).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }

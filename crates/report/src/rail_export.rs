@@ -5,6 +5,7 @@
 use crate::junit::status_for;
 use crate::prometheus::{FloatFamily, IntFamily, labels, verdict_value};
 use icb_core::model::{BandwidthUnit, Status, VerdictStatus};
+use icb_core::rails::nic_health::rail::RailHealth;
 use icb_core::rails::{RailResult, RailsOutcome};
 use icb_core::units::format_bandwidth;
 use prometheus_client::registry::{Registry, Unit};
@@ -50,6 +51,9 @@ pub(crate) fn junit_cases(rails: &RailsOutcome, unit: BandwidthUnit) -> Vec<Test
             if let Some(bw) = row.alone.as_ref().and_then(|a| a.bandwidth_bps) {
                 tc.add_property(("bandwidth_alone", format_bandwidth(bw, unit).as_str()));
             }
+            if let Some(h) = &row.health {
+                tc.add_property(("nic_health", h.cell().as_str()));
+            }
             if status == Status::Warn {
                 tc.set_system_out(format!("warn: {reason}"));
             }
@@ -67,6 +71,7 @@ pub(crate) fn prometheus(registry: &mut Registry, rails: &RailsOutcome, run: &[(
     let share = FloatFamily::default();
     let status = IntFamily::default();
     let aggregate = FloatFamily::default();
+    let health = IntFamily::default();
     let bps = || Unit::Other("bytes_per_second".to_string());
     registry.register_with_unit(
         "rail_bandwidth",
@@ -90,6 +95,11 @@ pub(crate) fn prometheus(registry: &mut Registry, rails: &RailsOutcome, run: &[(
         "Verdict of one rail: 0 pass, 1 warn, 2 fail",
         status.clone(),
     );
+    registry.register(
+        "rail_nic_counter_delta",
+        "What one error or congestion counter of a rail end's NIC port moved over its phase (absent: not read)",
+        health.clone(),
+    );
     registry.register_with_unit(
         "rails_aggregate",
         "Sum of the rails' bandwidth, all at once",
@@ -107,6 +117,9 @@ pub(crate) fn prometheus(registry: &mut Registry, rails: &RailsOutcome, run: &[(
             alone.get_or_create(&ls).set(b);
         }
         status.get_or_create(&ls).set(verdict_value(row.status));
+        if let Some(h) = &row.health {
+            health_gauges(&health, run, row, h);
+        }
         let own = |side: &icb_core::rails::SideAttribution, dev: &str| {
             (side.status == icb_core::rails::AttributionStatus::Counted)
                 .then(|| side.devices.iter().find(|d| d.device == dev).map_or(0.0, |d| d.share))
@@ -121,4 +134,27 @@ pub(crate) fn prometheus(registry: &mut Registry, rails: &RailsOutcome, run: &[(
         }
     }
     aggregate.get_or_create(&labels(run)).set(rails.aggregate_bps);
+}
+
+/// One `rail_nic_counter_delta` per read congestion, loss or link-fault counter of each end
+/// (zero included: read and still); a counter not read has none.
+fn health_gauges(family: &IntFamily, run: &[(&'static str, String)], row: &RailResult, h: &RailHealth) {
+    use icb_core::rails::nic_health::Indicates;
+    for (side, end) in [("prefill", &h.prefill), ("decode", &h.decode)] {
+        let Some(d) = &end.deltas else { continue };
+        for what in [Indicates::Congestion, Indicates::Loss, Indicates::LinkFault] {
+            for (counter, by) in d.read_of(what) {
+                let mut ls: Vec<(&str, String)> = run.to_vec();
+                ls.extend(rail_labels(row));
+                ls.extend([
+                    ("side", side.to_string()),
+                    ("port", end.device.clone()),
+                    ("counter", counter),
+                ]);
+                family
+                    .get_or_create(&labels(&ls))
+                    .set(i64::try_from(by).unwrap_or(i64::MAX));
+            }
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The per-rail table of `pair --rails`: the verdict and the rail to fix first, one row per rail
 //! (GPU, NIC name and PCI address, PCIe relation, data path, figure concurrently and alone, % of
-//! the NIC's line rate, which NICs carried the bytes by their counters, verdict), then the node
+//! the NIC's line rate, which NICs carried the bytes by their counters, what the NICs' error and
+//! congestion counters say (`Health`), verdict), then the node
 //! pair's aggregate and every finding with its fix. Fits 100 columns; `-o wide` adds every case.
 
 use crate::format::View;
@@ -152,6 +153,7 @@ pub(crate) fn render(r: &PairReport, rails: &RailsOutcome, view: View) -> String
             "Alone",
             "Line",
             "NIC counters",
+            "Health",
             "Verdict",
         ]
     } else {
@@ -163,6 +165,7 @@ pub(crate) fn render(r: &PairReport, rails: &RailsOutcome, view: View) -> String
             &bw,
             "Alone",
             "NIC counters",
+            "Health",
             "Verdict",
         ]
     };
@@ -185,6 +188,7 @@ pub(crate) fn render(r: &PairReport, rails: &RailsOutcome, view: View) -> String
             figure(row.alone.as_ref().and_then(|a| a.bandwidth_bps), unit),
             row.line_rate_share.map_or_else(|| "-".to_string(), line_share),
             bytes_cell(row),
+            row.health.as_ref().map_or_else(|| "-".to_string(), |h| h.cell()),
             row.status.as_str().to_string(),
         ];
         if !roomy {
@@ -194,9 +198,9 @@ pub(crate) fn render(r: &PairReport, rails: &RailsOutcome, view: View) -> String
         t.add_row(cells);
     }
     if roomy {
-        keep_whole(&mut t, &[(0, 6), (2, 14), (5, 9), (6, 7), (7, 6), (9, 9)]);
+        keep_whole(&mut t, &[(0, 6), (2, 14), (5, 9), (6, 7), (7, 6), (9, 11), (10, 9)]);
     } else {
-        keep_whole(&mut t, &[(0, 6), (2, 8), (4, 9), (5, 7), (7, 9)]);
+        keep_whole(&mut t, &[(0, 6), (2, 8), (4, 9), (5, 7), (7, 11), (8, 9)]);
     }
     let _ = writeln!(out, "{t}");
     let mut totals = format!(

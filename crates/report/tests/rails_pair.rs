@@ -77,6 +77,7 @@ fn rails_report() -> PairReport {
                     prefill: side(&format!("mlx5_{i}:1"), 1.02),
                     decode: side(&format!("mlx5_{i}:1"), 1.02),
                 }),
+                health: None,
                 status: VerdictStatus::Pass,
             }
         })
@@ -136,4 +137,109 @@ fn junit_and_prometheus_carry_each_rail() {
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["rails"]["rails"][5]["status"], "fail");
     assert_eq!(v["rails"]["findings"][0]["kind"], "below_median");
+}
+
+/// The report of [`rails_report`] with every rail's NIC health read: rail 5's port sent CNPs
+/// (congested), rail 2's saw sequence errors (lossy), the others still; rail 7's decode side
+/// was not read.
+fn health_report() -> PairReport {
+    use icb_core::rails::nic_health::rail::RailHealth;
+    use icb_core::rails::nic_health::{Driver, HealthSnapshot, PortHealth};
+    let reading = |moved: &[(usize, &str, u64)]| HealthSnapshot {
+        ports: (0..8)
+            .map(|k| PortHealth {
+                device: format!("mlx5_{k}:1"),
+                drivers: vec![Driver::IbCore, Driver::Mlx5],
+                values: ["np_cnp_sent", "packet_seq_err", "symbol_error"]
+                    .iter()
+                    .map(|n| {
+                        let by = moved.iter().find(|(r, m, _)| *r == k && m == n).map_or(0, |m| m.2);
+                        (n.to_string(), 10 + by)
+                    })
+                    .collect(),
+                unreadable: Default::default(),
+            })
+            .collect(),
+        unreadable: None,
+    };
+    let before = reading(&[]);
+    let after = reading(&[(5, "np_cnp_sent", 4096), (2, "packet_seq_err", 12)]);
+    let gone = HealthSnapshot::unread("the agent did not answer");
+    let mut r = rails_report();
+    let mut rails = *r.rails.take().unwrap();
+    for row in &mut rails.rails {
+        let name = format!("mlx5_{}:1", row.index);
+        let decode_after = if row.index == 7 { &gone } else { &after };
+        row.health = Some(RailHealth::read(
+            Phase::Concurrent,
+            (&name, &name),
+            (&before, &before),
+            (&after, decode_after),
+        ));
+    }
+    let outcome = judge_rails(RailPattern::Aligned, rails.rails, 0.2, BandwidthUnit::GBps);
+    r.verdict.reason = outcome.findings[0].text.clone();
+    r.verdict.hint = outcome.findings[0].fix.clone();
+    r.rails = Some(Box::new(outcome));
+    r
+}
+
+#[test]
+fn the_nic_health_column_junit_property_and_prometheus_gauges_name_each_rails_counters() {
+    let r = health_report();
+    for width in [80u16, 100] {
+        let text = render_pair_in(&r, Format::Table, View { width, wide: false })
+            .unwrap()
+            .replace('\u{a0}', " ");
+        for line in text.lines() {
+            assert!(line.chars().count() <= width as usize, "{width}: {line:?}\n{text}");
+        }
+        assert!(text.contains("Health"), "{text}");
+        assert!(
+            text.starts_with("FAIL: rail 5: gpu-1:GPU5 mlx5_5 (0000:6a:00.0)"),
+            "{text}"
+        );
+        assert!(text.contains("congested: np_cnp_sent +4096 on mlx5_5:1"), "{text}");
+        let row = |k: usize| {
+            text.lines()
+                .find(|l| l.starts_with(&format!("│ {k} ")))
+                .unwrap_or_else(|| panic!("rail {k}: {text}"))
+        };
+        assert!(row(5).contains("congested"), "{}", row(5));
+        assert!(row(2).contains("lossy"), "{}", row(2));
+        assert!(row(0).contains(" ok "), "{}", row(0));
+        assert!(
+            row(7).contains(" ok (part"),
+            "rail 7's decode side was not read: {}",
+            row(7)
+        );
+    }
+    let xml = render_pair_in(&r, Format::Junit, View::default()).unwrap();
+    assert!(xml.contains("name=\"nic_health\" value=\"congested\""), "{xml}");
+    assert!(xml.contains("name=\"nic_health\" value=\"lossy\""), "{xml}");
+    let prom = render_pair_in(&r, Format::Prometheus, View::default()).unwrap();
+    let gauge = |rail: &str, side: &str, counter: &str| {
+        prom.lines()
+            .find(|l| {
+                l.starts_with("icbench_rail_nic_counter_delta{")
+                    && l.contains(&format!("rail=\"{rail}\""))
+                    && l.contains(&format!("side=\"{side}\""))
+                    && l.contains(&format!("counter=\"{counter}\""))
+            })
+            .map(|l| l.rsplit(' ').next().unwrap().to_string())
+    };
+    assert_eq!(gauge("5", "prefill", "np_cnp_sent").as_deref(), Some("4096"), "{prom}");
+    assert_eq!(
+        gauge("0", "decode", "symbol_error").as_deref(),
+        Some("0"),
+        "read and still: {prom}"
+    );
+    assert_eq!(gauge("7", "decode", "np_cnp_sent"), None, "not read: no gauge, never 0");
+    let v: serde_json::Value =
+        serde_json::from_str(&render_pair_in(&r, Format::Json, View::default()).unwrap()).unwrap();
+    assert_eq!(
+        v["rails"]["rails"][5]["health"]["prefill"]["findings"][0]["kind"],
+        "congested"
+    );
+    assert_eq!(v["rails"]["findings"][0]["kind"], "congested");
 }

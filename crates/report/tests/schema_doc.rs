@@ -19,8 +19,8 @@ fn pair_example_is_a_judged_report() {
     let json = blocks("json");
     assert_eq!(
         json.len(),
-        10,
-        "one pair, one controls, one rails, one kv, one probe, one rail map, one gate, one baseline, one probe serving and one fabric matrix example"
+        11,
+        "one pair, one controls, one rails, one rail health, one kv, one probe, one rail map, one gate, one baseline, one probe serving and one fabric matrix example"
     );
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
@@ -90,7 +90,7 @@ fn rails_example_is_what_the_rail_judge_gives() {
 #[test]
 fn kv_example_is_what_the_types_write() {
     use icb_core::KvOutcome;
-    let text = &blocks("json")[3];
+    let text = &blocks("json")[4];
     let kv: KvOutcome = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(serde_json::to_value(&kv).unwrap(), doc);
@@ -117,7 +117,7 @@ fn kv_example_is_what_the_types_write() {
 
 #[test]
 fn probe_example_rolls_up_as_the_code_does() {
-    let probe: ProbeReport = serde_json::from_str(&blocks("json")[4]).unwrap();
+    let probe: ProbeReport = serde_json::from_str(&blocks("json")[5]).unwrap();
     let again = ProbeReport::new(
         &probe.kind,
         &probe.target,
@@ -130,19 +130,19 @@ fn probe_example_rolls_up_as_the_code_does() {
 #[test]
 fn rail_map_example_parses_and_prints_its_ucx_line() {
     use icb_core::rails::{LeftOutReason, PcieRelation, RailMap};
-    let map: RailMap = serde_json::from_str(&blocks("json")[5]).unwrap();
+    let map: RailMap = serde_json::from_str(&blocks("json")[6]).unwrap();
     assert_eq!(map.rails[0].relation, Some(PcieRelation::Pix));
     assert_eq!(map.ucx_net_devices(), vec!["rank 0: UCX_NET_DEVICES=mlx5_2:1"]);
     assert_eq!(map.left_out[0].reasons[1], LeftOutReason::Slow { fastest_gbps: 400.0 });
     // What the document shows is what the types write (no field renamed or dropped).
-    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[5]).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[6]).unwrap();
     assert_eq!(serde_json::to_value(&map).unwrap(), doc);
 }
 
 #[test]
 fn gate_example_rolls_up_as_the_code_does() {
     use icb_core::model::{GATE_SCHEMA, GateReport};
-    let gate: GateReport = serde_json::from_str(&blocks("json")[6]).unwrap();
+    let gate: GateReport = serde_json::from_str(&blocks("json")[7]).unwrap();
     assert_eq!(gate.schema, GATE_SCHEMA);
     let mut again = gate.clone();
     again.conclude();
@@ -162,7 +162,7 @@ fn expectations_file_example_parses() {
 #[test]
 fn baseline_example_is_what_the_types_write() {
     use icb_core::model::{BaselineReport, BaselineVerdict, Metric};
-    let text = &blocks("json")[7];
+    let text = &blocks("json")[8];
     let b: BaselineReport = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(serde_json::to_value(&b).unwrap(), doc, "no field renamed or dropped");
@@ -182,7 +182,7 @@ fn baseline_example_is_what_the_types_write() {
 
 #[test]
 fn serving_example_rolls_up_and_is_what_the_types_write() {
-    let text = &blocks("json")[8];
+    let text = &blocks("json")[9];
     let probe: ProbeReport = serde_json::from_str(text).unwrap();
     assert_eq!(probe.kind, "serving");
     let mut again = ProbeReport::new(
@@ -204,4 +204,25 @@ fn serving_example_rolls_up_and_is_what_the_types_write() {
         doc,
         "no field renamed or dropped"
     );
+}
+
+/// Issue 40: the rail health example is what the types write, and its findings are what the
+/// rules give for a slow rail.
+#[test]
+fn rail_health_example_is_what_the_rules_give() {
+    use icb_core::rails::nic_health::rail::RailHealth;
+    use icb_core::rails::nic_health::rules::HealthKind;
+    let text = &blocks("json")[3];
+    let health: RailHealth = serde_json::from_str(text).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(
+        serde_json::to_value(&health).unwrap(),
+        doc,
+        "no field renamed or dropped"
+    );
+    let mut again = health.clone();
+    again.judge_ports(true);
+    assert_eq!(again, health);
+    assert_eq!(health.prefill.of(HealthKind::Congested).count(), 1);
+    assert_eq!(health.cell(), "congested");
 }

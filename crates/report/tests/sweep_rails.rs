@@ -42,6 +42,7 @@ fn outcome(pair: &Pair) -> Outcome {
                 } else {
                     vec![]
                 },
+                health: None,
             }
         })
         .collect();

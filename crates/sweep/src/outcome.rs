@@ -206,6 +206,7 @@ mod tests {
             concurrent: run,
             line_rate_share: None,
             attribution: None,
+            health: None,
             status: VerdictStatus::Pass,
         }
     }
@@ -216,7 +217,15 @@ mod tests {
         use icb_core::rails::{RailFindingKind, RailPattern, judge::judge_rails};
         let mut report: icb_core::PairReport =
             serde_json::from_str(include_str!("../../core/tests/fixtures/pair_report.json")).unwrap();
-        let rows = (0..4).map(|i| rail(i, if i == 2 { 11.8 } else { 45.0 })).collect();
+        let mut rows: Vec<_> = (0..4).map(|i| rail(i, if i == 2 { 11.8 } else { 45.0 })).collect();
+        // Rail 3's NIC health was read on neither side: the sweep keeps "not read", never ok.
+        let none = icb_core::rails::nic_health::HealthSnapshot::unread("no agent");
+        rows[3].health = Some(icb_core::rails::nic_health::rail::RailHealth::read(
+            icb_core::rails::Phase::Concurrent,
+            ("mlx5_3:1", "mlx5_3:1"),
+            (&none, &none),
+            (&none, &none),
+        ));
         report.rails = Some(Box::new(judge_rails(
             RailPattern::Aligned,
             rows,
@@ -231,6 +240,11 @@ mod tests {
         assert!(slow.findings.contains(&RailFindingKind::BelowMedian), "{slow:?}");
         assert!(slow.bad() && !rails[0].bad());
         assert_eq!((slow.bandwidth_bps, slow.alone_bps), (Some(11.8e9), Some(11.8e9)));
+        assert_eq!(rails[3].health.as_deref(), Some("not read"));
+        assert_eq!(
+            rails[0].health, None,
+            "no health in the pair report: none in the sweep's"
+        );
         assert_eq!(slow.prefill.pci.as_deref(), Some("0000:3a:00.0"));
         assert_eq!(slow.prefill.key(), "0000:3a:00.0");
         // Without a PCI address the NIC's name is its key.

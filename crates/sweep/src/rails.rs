@@ -66,6 +66,10 @@ pub struct RailSummary {
     /// The kinds of the pair report's findings about this row, worst first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<RailFindingKind>,
+    /// What the NICs' own error and congestion counters said (`ok`, `congested`, `lossy`,
+    /// `not RDMA`, `not read`); absent where the pair report has no health for the row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<String>,
 }
 
 /// Finding kinds that say the rail itself is bad, not contention or an unreadable counter.
@@ -91,6 +95,7 @@ impl RailSummary {
                 .filter(|f| f.rail == Some(row.index))
                 .map(|f| f.kind)
                 .collect(),
+            health: row.health.as_ref().map(|h| h.cell()),
         }
     }
 

@@ -42,6 +42,7 @@ fn measured(pair: &Pair, slow: &[usize]) -> Outcome {
                 } else {
                     vec![]
                 },
+                health: None,
             }
         })
         .collect();

@@ -170,6 +170,8 @@ pub fn judge_rails(pattern: RailPattern, mut rows: Vec<RailResult>, margin: f64,
             others,
         };
         row_findings(row, &ctx, &mut findings);
+        let slow = is_slow(row, &ctx);
+        super::judge_health::health_findings(row, slow, &mut findings);
         let worst = findings[before..].iter().map(|f| f.status).max();
         row.status = match (worst, row.concurrent.status) {
             (Some(Status::Fail), _) | (_, VerdictStatus::Fail) => VerdictStatus::Fail,
@@ -213,11 +215,15 @@ fn kind_order(kind: RailFindingKind) -> u8 {
         RailFindingKind::WrongNic => 1,
         RailFindingKind::OffRail => 2,
         RailFindingKind::IdleNic => 3,
-        RailFindingKind::BelowMedian => 4,
-        RailFindingKind::Verdict => 5,
-        RailFindingKind::Contention => 6,
-        RailFindingKind::Funnel => 7,
-        RailFindingKind::NotAttributed => 8,
+        // The NIC's own counters explain a slow rail: named before the figure they explain.
+        RailFindingKind::Congested => 4,
+        RailFindingKind::LossyLink => 5,
+        RailFindingKind::BelowMedian => 6,
+        RailFindingKind::Verdict => 7,
+        RailFindingKind::Contention => 8,
+        RailFindingKind::NotRdma => 9,
+        RailFindingKind::Funnel => 10,
+        RailFindingKind::NotAttributed => 11,
     }
 }
 
@@ -292,6 +298,16 @@ fn probe_fix(row: &RailResult) -> String {
         "check the ports: `ic-bench probe node --node {}` and `--node {}` show their state",
         row.prefill.node, row.decode.node
     )
+}
+
+/// Whether the rail was slow: more than the margin below the median (alone too when it ran
+/// alone), or, with no other rail to compare, its own verdict failed.
+fn is_slow(row: &RailResult, ctx: &RowContext) -> bool {
+    let below = |bw: Option<f64>| bw.is_some_and(|bw| bw < ctx.median_bps * (1.0 - ctx.margin));
+    if !ctx.relative {
+        return row.concurrent.status == VerdictStatus::Fail;
+    }
+    below(row.concurrent.bandwidth_bps) && row.alone.as_ref().is_none_or(|a| below(a.bandwidth_bps))
 }
 
 fn row_findings(row: &RailResult, ctx: &RowContext, out: &mut Vec<RailFinding>) {

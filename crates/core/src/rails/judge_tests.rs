@@ -43,6 +43,7 @@ fn row(i: usize, gbps: f64) -> RailResult {
         alone: None,
         line_rate_share: None,
         attribution: None,
+        health: None,
         status: VerdictStatus::Pass,
     }
 }

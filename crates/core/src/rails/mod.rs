@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod counters;
 pub mod judge;
+mod judge_health;
 pub mod nic_health;
 pub mod outcome;
 

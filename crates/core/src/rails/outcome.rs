@@ -138,6 +138,10 @@ pub struct RailResult {
     /// The alone phase's when the rail ran alone, else the concurrent phase's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attribution: Option<Attribution>,
+    /// The NICs' own error and congestion counters over the same phase as `attribution`;
+    /// absent where the run read none (a seam that cannot read them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<super::nic_health::rail::RailHealth>,
     pub status: VerdictStatus,
 }
 
@@ -164,6 +168,12 @@ pub enum RailFindingKind {
     NotAttributed,
     /// The aggregate is far below the sum of the rails alone.
     Funnel,
+    /// A slow rail whose NIC's ECN/CNP/pause/credit-wait counters moved: the fabric pushed back.
+    Congested,
+    /// Retransmits, sequence errors, drops or link errors moved on a rail's NIC.
+    LossyLink,
+    /// The target NIC's request counters contradict the RDMA operation the rail said it did.
+    NotRdma,
 }
 
 /// One finding, worst first in the report; the first failing one is the verdict's reason.

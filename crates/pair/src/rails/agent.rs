@@ -9,7 +9,9 @@
 //! → {"schema":"ic-bench.rails-agent/v1","get":"rails"}
 //! ← {"schema":"ic-bench.rails-agent/v1","rails":{"info":NodeRailInfo,"ranks":[RankAddress…]}}
 //! → {"schema":"ic-bench.rails-agent/v1","get":"counters"}
-//! ← {"schema":"ic-bench.rails-agent/v1","counters":CounterSnapshot}
+//! ← {"schema":"ic-bench.rails-agent/v1","counters":CounterSnapshot,"health":HealthSnapshot}
+//!   (`health`, the RDMA ports' error and congestion counters read at the same time, added
+//!   within v1: an older agent sends none, and the decode side's health is then "not read")
 //! ← {"schema":"ic-bench.rails-agent/v1","error":{"kind":"unknown_request","message":"…"}}
 //! ```
 //!
@@ -21,6 +23,7 @@
 use super::plan::NodeRailInfo;
 use icb_core::protocol::Listening;
 use icb_core::rails::CounterSnapshot;
+use icb_core::rails::nic_health::HealthSnapshot;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,6 +105,8 @@ pub struct Response {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<CounterSnapshot>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthSnapshot>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<AgentError>,
 }
 
@@ -111,6 +116,7 @@ impl Response {
             schema: AGENT_SCHEMA.into(),
             rails: None,
             counters: None,
+            health: None,
             error: None,
         }
     }
@@ -134,6 +140,10 @@ pub trait AgentHost: Send + Sync + 'static {
     /// Every readable NIC counter of this host, now (blocking sysfs reads: run off the async
     /// threads by the agent).
     fn counters(&self) -> CounterSnapshot;
+    /// Every RDMA port's health counters of this host, now (blocking, like `counters`).
+    fn health(&self) -> HealthSnapshot {
+        HealthSnapshot::unread("this agent does not read the NICs' health counters")
+    }
 }
 
 /// Parses one request line (without its newline).
@@ -218,17 +228,21 @@ async fn answer<H: AgentHost>(stream: TcpStream, host: Arc<H>) {
             },
             Ok(Ask::Counters) => {
                 let host = Arc::clone(&host);
-                let counters = match tokio::task::spawn_blocking(move || host.counters()).await {
-                    Ok(c) => c,
-                    Err(e) => CounterSnapshot {
-                        counters: Vec::new(),
-                        unreadable: vec![icb_core::rails::Unreadable::all(format!(
-                            "reading the counters failed: {e}"
-                        ))],
-                    },
+                let read = tokio::task::spawn_blocking(move || (host.counters(), host.health())).await;
+                let (counters, health) = match read {
+                    Ok(both) => both,
+                    Err(e) => {
+                        let why = format!("reading the counters failed: {e}");
+                        let counters = CounterSnapshot {
+                            counters: Vec::new(),
+                            unreadable: vec![icb_core::rails::Unreadable::all(why.clone())],
+                        };
+                        (counters, HealthSnapshot::unread(why))
+                    }
                 };
                 Response {
                     counters: Some(counters),
+                    health: Some(health),
                     ..Response::empty()
                 }
             }
@@ -364,6 +378,18 @@ mod tests {
             counters.counters.unwrap().unreadable,
             vec![icb_core::rails::Unreadable::all("x")]
         );
+        // Health comes with the byte counters; a host that cannot read it says so.
+        let health = counters
+            .health
+            .expect("the health counters ride with the byte counters");
+        assert_eq!(
+            health.unreadable.as_deref(),
+            Some("this agent does not read the NICs' health counters")
+        );
+        // An older agent's answer (no `health`) still parses: then "not read".
+        let old: Response =
+            serde_json::from_str(r#"{"schema":"ic-bench.rails-agent/v1","counters":{"counters":[]}}"#).unwrap();
+        assert!(old.health.is_none());
         match ask(&addr, Ask::Rails, Duration::from_secs(3)).await {
             Err(AgentCallError::Refused { error, .. }) => assert_eq!(error.kind, AgentErrorKind::RankExited),
             other => panic!("{other:?}"),

@@ -133,10 +133,16 @@ pub enum RailFlagError {
     NodesWithoutRails,
     #[error("rails run on two nodes: use --isolation node --rails K, or no isolation over this host's devices")]
     Isolation,
-    #[error("--slow-rail and --dead-rail change emulated rails: use them with --isolation node --rails K")]
+    #[error(
+        "--slow-rail, --dead-rail, --congested-rail and --lossy-rail change emulated rails: use them with --isolation node --rails K"
+    )]
     FaultsNeedEmulatedRails,
     #[error("--slow-rail {0:?}: write NODE/I=RATE, e.g. node-b/2=200mbit")]
     SlowRail(String),
+    #[error("--congested-rail {0:?}: write NODE/I=RATE, e.g. node-b/1=200mbit")]
+    CongestedRail(String),
+    #[error("--lossy-rail {0:?}: write NODE/I=PERCENT with 0.1% to 50%, e.g. node-b/2=2%")]
+    LossyRail(String),
     #[error("{0}")]
     Rate(String),
     #[error("{flag} {text:?}: write NODE/I with NODE node-a (decode) or node-b (prefill) and I a rail 0-{last}")]
@@ -177,6 +183,9 @@ pub struct LocalRailsFlags<'a> {
     /// `--slow-rail NODE/I=RATE`, `--dead-rail NODE/I`.
     pub slow_rail: &'a [String],
     pub dead_rail: &'a [String],
+    /// `--congested-rail NODE/I=RATE`, `--lossy-rail NODE/I=PERCENT`.
+    pub congested_rail: &'a [String],
+    pub lossy_rail: &'a [String],
 }
 
 /// A local rails run, decided.
@@ -188,6 +197,10 @@ pub struct LocalRailsTarget {
     pub choice: Choice,
     pub slow: Vec<(NodeRail, String)>,
     pub dead: Vec<NodeRail>,
+    /// Congested rails (a shaper whose held packets the emulated CNP/ECN counters count).
+    pub congested: Vec<(NodeRail, String)>,
+    /// Lossy rails, with the per mille of packets dropped each way.
+    pub lossy: Vec<(NodeRail, u32)>,
 }
 
 impl LocalRailsTarget {
@@ -206,7 +219,8 @@ impl LocalRailsTarget {
         if !node && !matches!(opts.isolation, Isolation::None) {
             return Err(RailFlagError::Isolation);
         }
-        if (!flags.slow_rail.is_empty() || !flags.dead_rail.is_empty()) && emulated == 0 {
+        let faults = [flags.slow_rail, flags.dead_rail, flags.congested_rail, flags.lossy_rail];
+        if faults.iter().any(|f| !f.is_empty()) && emulated == 0 {
             return Err(RailFlagError::FaultsNeedEmulatedRails);
         }
         let slow = flags
@@ -223,12 +237,38 @@ impl LocalRailsTarget {
             .iter()
             .map(|s| NodeRail::parse(s, emulated, "--dead-rail"))
             .collect::<Result<Vec<_>, _>>()?;
+        let congested = flags
+            .congested_rail
+            .iter()
+            .map(|s| {
+                let bad = || RailFlagError::CongestedRail(s.clone());
+                let (at, rate) = s.split_once('=').ok_or_else(bad)?;
+                let rate = icb_isolate::parse_rate(rate).map_err(RailFlagError::Rate)?;
+                Ok((NodeRail::parse(at, emulated, "--congested-rail")?, rate))
+            })
+            .collect::<Result<Vec<_>, RailFlagError>>()?;
+        let lossy = flags
+            .lossy_rail
+            .iter()
+            .map(|s| {
+                let bad = || RailFlagError::LossyRail(s.clone());
+                let (at, pct) = s.split_once('=').ok_or_else(bad)?;
+                let pct: f64 = pct.trim().trim_end_matches('%').parse().map_err(|_| bad())?;
+                let per_mille = (pct * 10.0).round();
+                if !(1.0..=500.0).contains(&per_mille) {
+                    return Err(bad());
+                }
+                Ok((NodeRail::parse(at, emulated, "--lossy-rail")?, per_mille as u32))
+            })
+            .collect::<Result<Vec<_>, RailFlagError>>()?;
         Ok(LocalRailsTarget {
             opts,
             emulated,
             choice: choice(selection),
             slow,
             dead,
+            congested,
+            lossy,
         })
     }
 }
@@ -414,6 +454,52 @@ mod tests {
         assert_eq!(
             told_devices(&RailSelection::Auto, Some(devs.to_vec())),
             Some(devs.to_vec())
+        );
+    }
+
+    #[test]
+    fn congested_and_lossy_rails_are_read_and_bad_values_are_one_line() {
+        let congested = ["node-b/1=200mbit".to_string()];
+        let lossy = ["node-a/2=1.5%".to_string()];
+        let flags = LocalRailsFlags {
+            rails: Some("3"),
+            congested_rail: &congested,
+            lossy_rail: &lossy,
+            ..Default::default()
+        };
+        let t = read(flags.clone(), Isolation::Node).unwrap();
+        let at = |side, rail| NodeRail { side, rail };
+        assert_eq!(t.congested, [(at(SideRole::Prefill, 1), "200mbit".to_string())]);
+        assert_eq!(t.lossy, [(at(SideRole::Decode, 2), 15)], "per mille");
+        for bad in ["node-a/2", "node-a/2=lots", "node-a/2=0%", "node-a/2=60%"] {
+            let lossy = [bad.to_string()];
+            let err = read(
+                LocalRailsFlags {
+                    lossy_rail: &lossy,
+                    ..flags.clone()
+                },
+                Isolation::Node,
+            )
+            .unwrap_err();
+            assert_eq!(err, RailFlagError::LossyRail(bad.into()), "{bad}");
+            assert!(err.to_string().contains("e.g. node-b/2=2%"), "{err}");
+        }
+        let no_rate = ["node-b/1".to_string()];
+        let err = read(
+            LocalRailsFlags {
+                congested_rail: &no_rate,
+                ..flags.clone()
+            },
+            Isolation::Node,
+        );
+        assert_eq!(err.unwrap_err(), RailFlagError::CongestedRail("node-b/1".into()));
+        let host = LocalRailsFlags {
+            rails: Some("auto"),
+            ..flags
+        };
+        assert_eq!(
+            read(host, Isolation::None).unwrap_err(),
+            RailFlagError::FaultsNeedEmulatedRails
         );
     }
 }

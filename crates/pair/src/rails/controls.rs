@@ -162,7 +162,7 @@ async fn wrong_nic_on_one_rail<S: RailSeam>(
     let none: Vec<Option<PairOutcome>> = (0..plan.rows.len()).map(|_| None).collect();
     // Quiet: its case is no rail's result.
     let quiet = &mut |_: &RailRow, _: &icb_core::protocol::CaseProgress| {};
-    let (run, outcome, attribution) = match run_phase(&control, seam, &[&pinned], &none, cancel, quiet).await {
+    let (run, outcome, attribution, _health) = match run_phase(&control, seam, &[&pinned], &none, cancel, quiet).await {
         Ok(mut phase) => phase.remove(0),
         Err(PairError::Interrupted(i)) => return Err(PairError::Interrupted(i)),
         Err(e) => return Ok(wrong_nic_not_run(&e.to_string())),
@@ -179,6 +179,7 @@ async fn wrong_nic_on_one_rail<S: RailSeam>(
         alone: Some(run.clone()),
         line_rate_share: None,
         attribution,
+        health: None,
         status: VerdictStatus::Pass,
     };
     let judged = judge_rails(plan.pattern, vec![row], plan.margin, plan.pair.settings.unit);

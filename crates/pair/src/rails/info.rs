@@ -47,6 +47,10 @@ pub struct RailInfoLine {
     pub info: Option<NodeRailInfo>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<CounterSnapshot>,
+    /// With `--counters`: the RDMA ports' error and congestion counters, read right after the
+    /// byte counters (added within v1; an older binary prints none: "not read").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<icb_core::rails::nic_health::HealthSnapshot>,
     /// With `--cpus`: the node's NUMA topology and the CPUs a process here may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<HostCpus>,
@@ -91,10 +95,16 @@ pub fn this_host(node: String, tree: Option<&Path>, kind: InfoKind) -> RailInfoL
     let mut line = RailInfoLine {
         info: None,
         counters: None,
+        health: None,
         cpus: None,
     };
     match kind {
-        InfoKind::Counters => line.counters = Some(icb_probe::counters::snapshot(sys)),
+        InfoKind::Counters => {
+            line.counters = Some(icb_probe::counters::snapshot(sys));
+            // An emulated node's NIC ports (and their counter files) exist only in its tree.
+            let health_root = tree.map_or_else(|| sys.to_path_buf(), |t| t.join("sys"));
+            line.health = Some(icb_probe::counters::health_snapshot(&health_root));
+        }
         InfoKind::Rails => line.info = Some(node_info(node, tree, sys)),
         InfoKind::Cpus => line.cpus = Some(HostCpus::here(tree)),
     }
@@ -119,6 +129,7 @@ mod tests {
         let line = RailInfoLine {
             info: Some(info.clone()),
             counters: None,
+            health: None,
             cpus: None,
         };
         let back: RailInfoLine = serde_json::from_str(&serde_json::to_string(&line).unwrap()).unwrap();

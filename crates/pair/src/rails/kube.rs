@@ -32,6 +32,7 @@ use crate::launcher::{LaunchError, LaunchFailure};
 use crate::run::SideRole;
 use icb_core::fabric::quantity::parse_milli;
 use icb_core::rails::CounterSnapshot;
+use icb_core::rails::nic_health::HealthSnapshot;
 use icb_kube::devices::{DeviceChoice, DeviceRequest};
 use icb_kube::k8s_openapi::api::core::v1::{Pod, Toleration};
 use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -157,6 +158,8 @@ pub struct KubeRails {
     gpus: (u32, u32),
     /// The ResourceClaimTemplates of pods on DRA nodes (`super::kube_dra`).
     templates: Vec<icb_kube::k8s_openapi::api::resource::v1::ResourceClaimTemplate>,
+    /// Each side's health counters, printed with its last byte counters: (prefill, decode).
+    health: (Option<HealthSnapshot>, Option<HealthSnapshot>),
 }
 
 impl KubeRails {
@@ -170,6 +173,7 @@ impl KubeRails {
             notes: Vec::new(),
             gpus: (0, 0),
             templates: Vec::new(),
+            health: (None, None),
         }
     }
 
@@ -552,13 +556,36 @@ impl RailSeam for KubeRails {
     }
 
     async fn counters(&mut self, side: SideRole) -> CounterSnapshot {
-        match self.rail_info(side, InfoKind::Counters).await {
-            Ok(RailInfoLine {
-                counters: Some(snapshot),
-                ..
-            }) => snapshot,
-            Ok(_) => unreadable("`ic-bench rail-info --counters` printed no counters".into()),
-            Err(why) => unreadable(why),
+        let (snapshot, health) = match self.rail_info(side, InfoKind::Counters).await {
+            Ok(line) => {
+                let health = line.health.unwrap_or_else(|| {
+                    HealthSnapshot::unread("`ic-bench rail-info --counters` printed no health counters")
+                });
+                let counters = line
+                    .counters
+                    .unwrap_or_else(|| unreadable("`ic-bench rail-info --counters` printed no counters".into()));
+                (counters, health)
+            }
+            Err(why) => (unreadable(why.clone()), HealthSnapshot::unread(why)),
+        };
+        *self.health_of(side) = Some(health);
+        snapshot
+    }
+
+    /// As the pod printed them with the byte counters just read (the pipeline reads health right
+    /// after counters).
+    async fn health(&mut self, side: SideRole) -> HealthSnapshot {
+        self.health_of(side)
+            .take()
+            .unwrap_or_else(|| HealthSnapshot::unread("the node's counters were not read just before"))
+    }
+}
+
+impl KubeRails {
+    fn health_of(&mut self, side: SideRole) -> &mut Option<HealthSnapshot> {
+        match side {
+            SideRole::Prefill => &mut self.health.0,
+            SideRole::Decode => &mut self.health.1,
         }
     }
 }

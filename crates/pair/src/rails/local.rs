@@ -10,6 +10,7 @@ use super::{RailRow, RailSeam};
 use crate::launcher::LaunchError;
 use crate::local::{LocalLauncher, LocalOptions, RankPinning, SidePinning};
 use crate::run::SideRole;
+use icb_core::rails::nic_health::HealthSnapshot;
 use icb_core::rails::{CounterSnapshot, RailEnd};
 use icb_isolate::{LocalPair, PairSide};
 use std::path::PathBuf;
@@ -67,6 +68,24 @@ impl LocalRails {
         let (side, _) = self.side(role)?;
         self.pair()?
             .limit_rail(&side, k, rate)
+            .map_err(|e| LaunchError::new(e.to_string()))
+    }
+
+    /// Congests rail `k` of one side's node (`tc tbf` whose held packets its emulated CNP/ECN
+    /// counters count).
+    pub fn congest_rail(&self, role: SideRole, k: usize, rate: &str) -> Result<(), LaunchError> {
+        let (side, _) = self.side(role)?;
+        self.pair()?
+            .congest_rail(&side, k, rate)
+            .map_err(|e| LaunchError::new(e.to_string()))
+    }
+
+    /// Makes rail `k` of one side's node drop `per_mille` ‰ of its packets each way (its
+    /// emulated sequence-error counters count them).
+    pub fn make_rail_lossy(&self, role: SideRole, k: usize, per_mille: u32) -> Result<(), LaunchError> {
+        let (side, _) = self.side(role)?;
+        self.pair()?
+            .make_rail_lossy(&side, k, per_mille)
             .map_err(|e| LaunchError::new(e.to_string()))
     }
 
@@ -145,6 +164,10 @@ impl RailSeam for LocalRails {
         Ok(LocalLauncher::for_rank(self.opts.clone(), self.pair()?.clone(), rank))
     }
 
+    async fn health(&mut self, side: SideRole) -> HealthSnapshot {
+        self.read_health(side).await
+    }
+
     async fn counters(&mut self, side: SideRole) -> CounterSnapshot {
         let root = match side {
             SideRole::Prefill => self.sys_roots.0.clone(),
@@ -160,6 +183,39 @@ impl RailSeam for LocalRails {
                 ))],
             },
         }
+    }
+}
+
+impl LocalRails {
+    /// Where one side's NIC health counters are read: an emulated node's recorded tree (its
+    /// `mlx5_k` ports' counter files, which the emulation drives), else this host's sysfs.
+    fn health_root(&self, side: SideRole) -> Result<(PairSide, PathBuf), LaunchError> {
+        let (pair_side, sys_root) = self.side(side)?;
+        let root = match self.pair()?.rail_tree(&pair_side) {
+            Some(tree) => tree.join("sys"),
+            None => sys_root,
+        };
+        Ok((pair_side, root))
+    }
+
+    /// One side's health counters now: on emulated nodes the emulation first writes what its
+    /// injected faults did into the counter files (see `icb_isolate::Fabric::drive_rail_counters`).
+    async fn read_health(&mut self, side: SideRole) -> HealthSnapshot {
+        let (pair_side, root) = match self.health_root(side) {
+            Ok(at) => at,
+            Err(e) => return HealthSnapshot::unread(e.to_string()),
+        };
+        let pair = match self.pair() {
+            Ok(p) => Arc::clone(p),
+            Err(e) => return HealthSnapshot::unread(e.to_string()),
+        };
+        let read = tokio::task::spawn_blocking(move || {
+            pair.drive_rail_counters(&pair_side)
+                .map(|()| icb_probe::counters::health_snapshot(&root))
+                .unwrap_or_else(|e| HealthSnapshot::unread(format!("driving the emulated counters: {e}")))
+        });
+        read.await
+            .unwrap_or_else(|e| HealthSnapshot::unread(format!("reading the health counters failed: {e}")))
     }
 }
 

@@ -38,6 +38,9 @@ use crate::plan::PairPlan;
 use crate::run::{PairError, PairOutcome, SideRole, run_pair};
 use icb_core::protocol::CaseProgress;
 use icb_core::rails::judge::{NodeRails, SideTraffic, attribute, judge_rails, needs_alone};
+use icb_core::rails::nic_health::HealthSnapshot;
+use icb_core::rails::nic_health::rail::{RailHealth, TargetEnd};
+use icb_core::rails::nic_health::rules::RdmaOp;
 use icb_core::rails::{Attribution, CounterSnapshot, Phase, RailEnd, RailPattern, RailResult, RailRun};
 use std::cell::RefCell;
 use std::time::Instant;
@@ -86,6 +89,13 @@ pub trait RailSeam {
 
     /// Every readable NIC counter of one side's node, now.
     async fn counters(&mut self, side: SideRole) -> CounterSnapshot;
+
+    /// Every RDMA port's error and congestion counters of one side's node, now (read beside
+    /// [`RailSeam::counters`]). A seam that cannot read them says so: every rail's health is
+    /// then "not read", never healthy.
+    async fn health(&mut self, _side: SideRole) -> HealthSnapshot {
+        HealthSnapshot::unread("this kind of run does not read the NICs' health counters yet")
+    }
 }
 
 /// The progress of one row's case.
@@ -107,7 +117,7 @@ pub async fn run_rails<S: RailSeam>(
     for round in 0..rounds {
         let rows: Vec<&RailRow> = plan.rows.iter().filter(|r| r.round == round).collect();
         let phase = run_phase(plan, seam, &rows, &outcomes, cancel, progress).await?;
-        for (row, (run, outcome, attribution)) in rows.iter().zip(phase) {
+        for (row, (run, outcome, attribution, health)) in rows.iter().zip(phase) {
             results[row.index] = Some(RailResult {
                 index: row.index,
                 prefill: row.prefill.clone(),
@@ -116,6 +126,7 @@ pub async fn run_rails<S: RailSeam>(
                 alone: None,
                 line_rate_share: None,
                 attribution,
+                health: Some(health),
                 status: icb_core::model::VerdictStatus::Pass,
             });
             outcomes[row.index] = outcome;
@@ -129,19 +140,21 @@ pub async fn run_rails<S: RailSeam>(
     for index in alone {
         let row = &plan.rows[index];
         let mut phase = run_phase(plan, seam, &[row], &outcomes, cancel, progress).await?;
-        let (run, _, attribution) = phase.remove(0);
+        let (run, _, attribution, health) = phase.remove(0);
         let result = &mut rows[index];
         result.alone = Some(run);
         if attribution.is_some() {
             result.attribution = attribution;
         }
+        // The alone phase's counters are the rail's own, as its attribution is.
+        result.health = Some(health);
     }
     let unit = plan.pair.settings.unit;
     let outcome = judge_rails(plan.pattern, rows, plan.margin, unit);
     report::assemble(plan, outcome, outcomes, started.elapsed())
 }
 
-type RowRun = (RailRun, Option<PairOutcome>, Option<Attribution>);
+type RowRun = (RailRun, Option<PairOutcome>, Option<Attribution>, RailHealth);
 
 /// One phase: the rows at once between two counter snapshots of each node. Stopped by `cancel`,
 /// it ends in [`PairError::Interrupted`] with the partial report of every rail's cases so far
@@ -162,6 +175,10 @@ async fn run_phase<S: RailSeam>(
         seam.counters(SideRole::Prefill).await,
         seam.counters(SideRole::Decode).await,
     );
+    let health_before = (
+        seam.health(SideRole::Prefill).await,
+        seam.health(SideRole::Decode).await,
+    );
     let progress = RefCell::new(progress);
     let runs = futures::future::join_all(launchers.iter_mut().zip(rows).map(|(launcher, row)| {
         let progress = &progress;
@@ -174,6 +191,10 @@ async fn run_phase<S: RailSeam>(
     let after = (
         seam.counters(SideRole::Prefill).await,
         seam.counters(SideRole::Decode).await,
+    );
+    let health_after = (
+        seam.health(SideRole::Prefill).await,
+        seam.health(SideRole::Decode).await,
     );
     if cancel.is_cancelled() {
         let indices: Vec<usize> = rows.iter().map(|r| r.index).collect();
@@ -202,9 +223,43 @@ async fn run_phase<S: RailSeam>(
                 prefill: attribute(&row.prefill, &nodes.0, &seen.0, run.app_bytes, phase_bytes, phase),
                 decode: attribute(&row.decode, &nodes.1, &seen.1, run.app_bytes, phase_bytes, phase),
             });
-            (run, outcome, attribution)
+            let mut health = RailHealth::read(
+                phase,
+                (&row.prefill.nic.port_name(), &row.decode.nic.port_name()),
+                (&health_before.0, &health_before.1),
+                (&health_after.0, &health_after.1),
+            );
+            if let Some((op, end)) = rdma_op(plan, &run) {
+                health.check_rdma(op, end);
+            }
+            (run, outcome, attribution, health)
         })
         .collect())
+}
+
+/// The phase's one RDMA operation and the end its requests reach, for the attribution check:
+/// every bandwidth case a get (the prefill side reads the decode side's memory: READ requests
+/// reach the decode NIC) or every one a put (WRITEs land on the decode NIC), over an RDMA
+/// transport. `None` for mixed operations (tag sends pick their own protocol) or another
+/// transport: nothing to confirm.
+fn rdma_op(plan: &RailsPlan, run: &RailRun) -> Option<(RdmaOp, TargetEnd)> {
+    use icb_core::model::TestKind;
+    // `rc_mlx5/mlx5_0:1,…`: every lane's transport must be RDMA.
+    let lanes = run.data_path.as_deref()?;
+    let rdma = |lane: &str| icb_core::fabric::ucx::is_rdma_transport(lane.split('/').next().unwrap_or(lane));
+    if !lanes.split(',').all(rdma) {
+        return None;
+    }
+    let mut bw = plan.pair.settings.tests.iter().filter(|t| t.is_bandwidth());
+    let first = *bw.next()?;
+    if bw.any(|t| *t != first) {
+        return None;
+    }
+    match first {
+        TestKind::GetBw => Some((RdmaOp::Read, TargetEnd::Decode)),
+        TestKind::PutBw => Some((RdmaOp::Write, TargetEnd::Decode)),
+        _ => None,
+    }
 }
 
 /// Every rail of one side's node with its counter device.

@@ -22,6 +22,7 @@ use crate::local::{LocalLauncher, LocalOptions, LocalSide, RankPinning, SidePinn
 use crate::run::SideRole;
 use icb_core::model::{Endpoint, Locality, PairReport, Placement};
 use icb_core::protocol::{ChildPlan, Listening, SideEvent, parse_side_line, side_line};
+use icb_core::rails::nic_health::HealthSnapshot;
 use icb_core::rails::{CounterSnapshot, RailEnd};
 use icb_isolate::{Isolation, LocalPair, Pod, PodSpec};
 use std::net::{IpAddr, SocketAddr};
@@ -209,6 +210,10 @@ impl AgentHost for RailsHost {
     fn counters(&self) -> CounterSnapshot {
         icb_probe::counters::snapshot(Path::new("/sys"))
     }
+
+    fn health(&self) -> HealthSnapshot {
+        icb_probe::counters::health_snapshot(Path::new("/sys"))
+    }
 }
 
 /// The prefill host's seam: its own rails and counters from its sysfs, the decode host's from
@@ -220,6 +225,8 @@ pub struct RemoteRails {
     ranks: Vec<RankAddress>,
     locality: Locality,
     nodes: (String, String),
+    /// The decode host's health counters, sent with its last byte counters (the same instant).
+    decode_health: Option<HealthSnapshot>,
 }
 
 impl RemoteRails {
@@ -261,6 +268,7 @@ impl RemoteRails {
             ranks,
             locality,
             nodes: (prefill_node, rails.info.node.clone()),
+            decode_health: None,
         };
         Ok((seam, rails.info))
     }
@@ -321,11 +329,34 @@ impl RailSeam for RemoteRails {
                 }
             }
             SideRole::Decode => match ask(&self.agent, Ask::Counters, ASK_DEADLINE).await {
-                Ok(r) => r
-                    .counters
-                    .unwrap_or_else(|| unreadable(format!("the rails agent at {} sent no counters", self.agent))),
-                Err(e) => unreadable(e.to_string()),
+                Ok(r) => {
+                    self.decode_health = Some(r.health.unwrap_or_else(|| {
+                        HealthSnapshot::unread(format!("the rails agent at {} sent no health counters", self.agent))
+                    }));
+                    r.counters
+                        .unwrap_or_else(|| unreadable(format!("the rails agent at {} sent no counters", self.agent)))
+                }
+                Err(e) => {
+                    self.decode_health = Some(HealthSnapshot::unread(e.to_string()));
+                    unreadable(e.to_string())
+                }
             },
+        }
+    }
+
+    /// The prefill host's from its sysfs; the decode host's as its agent sent them with the
+    /// byte counters just read (the pipeline reads health right after counters).
+    async fn health(&mut self, side: SideRole) -> HealthSnapshot {
+        match side {
+            SideRole::Prefill => {
+                tokio::task::spawn_blocking(|| icb_probe::counters::health_snapshot(Path::new("/sys")))
+                    .await
+                    .unwrap_or_else(|e| HealthSnapshot::unread(format!("reading the health counters failed: {e}")))
+            }
+            SideRole::Decode => self
+                .decode_health
+                .take()
+                .unwrap_or_else(|| HealthSnapshot::unread("the decode host's counters were not read just before")),
         }
     }
 }

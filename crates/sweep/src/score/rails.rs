@@ -186,6 +186,7 @@ mod tests {
                     VerdictStatus::Pass
                 },
                 findings: vec![],
+                health: None,
             })
             .collect();
         PairResult {

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+pub mod rail;
 pub mod rules;
 pub mod vocabulary;
 
@@ -32,9 +33,20 @@ pub struct PortHealth {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HealthSnapshot {
     pub ports: Vec<PortHealth>,
+    /// The whole reading failed (the node's sysfs, the agent or pod that reads it), with why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
 }
 
 impl HealthSnapshot {
+    /// A reading that failed as a whole: every port's counters are "not read", saying `why`.
+    pub fn unread(why: impl Into<String>) -> HealthSnapshot {
+        HealthSnapshot {
+            ports: Vec::new(),
+            unreadable: Some(why.into()),
+        }
+    }
+
     pub fn port(&self, device: &str) -> Option<&PortHealth> {
         self.ports.iter().find(|p| p.device == device)
     }
@@ -81,6 +93,16 @@ impl PortDeltas {
         self.deltas
             .iter()
             .filter_map(|(n, d)| Some((n, d.read().filter(|v| *v > 0)?)))
+            .filter(|(n, _)| self.def(n).is_some_and(|d| d.indicates == what))
+            .map(|(n, v)| (n.clone(), v))
+            .collect()
+    }
+
+    /// `(name, delta)` of every counter indicating `what` that was read, zero included.
+    pub fn read_of(&self, what: Indicates) -> Vec<(String, u64)> {
+        self.deltas
+            .iter()
+            .filter_map(|(n, d)| Some((n, d.read()?)))
             .filter(|(n, _)| self.def(n).is_some_and(|d| d.indicates == what))
             .map(|(n, v)| (n.clone(), v))
             .collect()
