@@ -209,6 +209,7 @@ fn case_result(setup: &CaseSetup) -> CaseResult {
         verdict: None,
         run_by: Default::default(),
         rail: None,
+        cuda_alloc: None,
     }
 }
 

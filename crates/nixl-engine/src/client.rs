@@ -287,6 +287,7 @@ async fn run_case(
             direction: Some(direction),
         },
         rail: None,
+        cuda_alloc: None,
     };
     let label = case_label(direction, &setup);
     let not_run = |mut r: CaseResult, status: CaseStatus, reason: String| {

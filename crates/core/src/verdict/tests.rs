@@ -99,6 +99,7 @@ fn measured(
         verdict: None,
         run_by: Default::default(),
         rail: None,
+        cuda_alloc: None,
     }
 }
 
@@ -115,6 +116,7 @@ fn skipped(memory: MemoryPair) -> CaseResult {
         verdict: None,
         run_by: Default::default(),
         rail: None,
+        cuda_alloc: None,
     }
 }
 

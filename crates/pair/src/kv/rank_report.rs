@@ -336,6 +336,7 @@ fn row_case(
             direction: Some(direction),
         },
         rail: None,
+        cuda_alloc: None,
     })
 }
 

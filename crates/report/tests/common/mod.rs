@@ -69,6 +69,7 @@ fn case(
         verdict: None,
         run_by: Default::default(),
         rail: None,
+        cuda_alloc: None,
     }
 }
 
@@ -85,6 +86,7 @@ fn skipped(test: TestKind, memory: MemoryPair, size: u64) -> CaseResult {
         verdict: None,
         run_by: Default::default(),
         rail: None,
+        cuda_alloc: None,
     }
 }
 
