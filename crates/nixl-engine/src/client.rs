@@ -54,6 +54,7 @@ fn validate(opts: &mut ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineE
             blocks: 1,
             untouched: false,
             kv: shape.kv,
+            cuda_alloc: Default::default(),
         };
         match shape.kv {
             Some(_) => icb_engine::messages::Message::Setup(probe)
@@ -251,6 +252,7 @@ async fn run_session(
             blocks: 1,
             untouched: false,
             kv: shape.kv,
+            cuda_alloc: Default::default(),
         };
         let case = run_case(control, thread, setup, direction, &s, cuda, &server).await?;
         if let Some(cb) = opts.on_case.as_mut() {

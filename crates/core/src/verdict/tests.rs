@@ -54,6 +54,7 @@ fn settings(require_cuda: bool) -> RunSettings {
         blocks: None,
         window_candidates: Vec::new(),
         untouched_buffers: false,
+        cuda_alloc: Default::default(),
     }
 }
 

@@ -153,6 +153,7 @@ fn report(
             blocks: None,
             window_candidates: Vec::new(),
             untouched_buffers: false,
+            cuda_alloc: Default::default(),
         },
         expectation: Expectation::defaults(locality),
         cases,
