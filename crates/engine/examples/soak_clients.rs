@@ -41,7 +41,6 @@ fn settings() -> RunSettings {
         "window": 32, "unit": "GB/s", "require_cuda": false
     }))
     .expect("settings")
-    cuda_alloc: Default::default(),
 }
 
 fn one_client(addr: &str, token: Option<icb_engine::auth::Token>) -> Result<(), String> {

@@ -60,7 +60,6 @@ fn run(settings: RunSettings) -> PairReport {
 fn host_only(mut s: RunSettings) -> RunSettings {
     s.memory = vec![MemoryPair::HOST_HOST];
     s
-    cuda_alloc: Default::default(),
 }
 
 fn measured(report: &PairReport) -> Vec<&CaseResult> {
