@@ -6,7 +6,7 @@ use icb_core::{CudaAllocation, LegacyIpc, MemoryType};
 
 /// A server older than `--cuda-alloc` ignores the mode and allocates `cuMemAlloc` memory; its
 /// `ready` then says nothing of its GPU buffer, and measuring on would report the wrong memory.
-pub(crate) fn older_server_allocation(setup: &CaseSetup, ready: &CaseReady) -> Option<String> {
+pub fn older_server_allocation(setup: &CaseSetup, ready: &CaseReady) -> Option<String> {
     let ignored =
         !setup.cuda_alloc.is_legacy() && setup.memory.target == MemoryType::Cuda && ready.cuda_alloc.is_none();
     ignored.then(|| {
@@ -20,7 +20,7 @@ pub(crate) fn older_server_allocation(setup: &CaseSetup, ready: &CaseReady) -> O
 
 /// The case's GPU memory as the result reports it: the mode, and the legacy-IPC capability
 /// combined over both sides' GPU buffers. `None` for a host-only case.
-pub(crate) fn case_allocation(
+pub fn case_allocation(
     setup: &CaseSetup,
     initiator: Option<CudaAllocation>,
     target: Option<CudaAllocation>,

@@ -36,7 +36,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admit;
-mod alloc;
+pub mod alloc;
 pub mod auth;
 mod buffers;
 mod client;

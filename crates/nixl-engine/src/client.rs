@@ -252,7 +252,7 @@ async fn run_session(
             blocks: 1,
             untouched: false,
             kv: shape.kv,
-            cuda_alloc: Default::default(),
+            cuda_alloc: s.cuda_alloc,
         };
         let case = run_case(control, thread, setup, direction, &s, cuda, &server).await?;
         if let Some(cb) = opts.on_case.as_mut() {
@@ -324,12 +324,20 @@ async fn run_case(
         }
         other => return Err(unexpected(&label, &other, "ready, skipped or case_failed")),
     };
+    if let Some(why) = icb_engine::alloc::older_server_allocation(&setup, &ready) {
+        finish(control, thread, &label).await?;
+        return not_run(result, CaseStatus::Failed, why);
+    }
+    let server_alloc = ready.cuda_alloc;
     let prepared = thread
         .call(move |rt: &mut NixlRuntime| rt.initiator_setup(setup, &ready))
         .await?;
-    if let Err(reason) = prepared {
-        finish(control, thread, &label).await?;
-        return not_run(result, CaseStatus::Failed, format!("prefill side: {reason}"));
+    match prepared {
+        Ok(initiator) => result.cuda_alloc = icb_engine::alloc::case_allocation(&setup, initiator, server_alloc),
+        Err(reason) => {
+            finish(control, thread, &label).await?;
+            return not_run(result, CaseStatus::Failed, format!("prefill side: {reason}"));
+        }
     }
 
     let warm_goal = PhaseGoal {
