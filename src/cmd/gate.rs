@@ -79,7 +79,8 @@ pub struct Args {
     pub memory: Vec<icb_core::MemoryPair>,
 
     /// How the pair step allocates GPU memory: legacy (cuMemAlloc), vmm (as PyTorch's
-    /// expandable_segments:True), pool or fabric; see docs/pair.md [default: legacy]
+    /// expandable_segments:True), pool or fabric; see docs/pair.md [default: the recipe's engines'
+    /// allocation: vmm where their PYTORCH_CUDA_ALLOC_CONF sets expandable_segments:True, else legacy]
     #[arg(long, value_name = "MODE", value_enum)]
     pub cuda_alloc: Option<super::common::CudaAlloc>,
 
@@ -196,6 +197,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             (false, false) => args.controls.clone(),
         },
         knobs_off_asked: args.controls.contains(&ControlKind::KnobsOff),
+        cuda_alloc_given: args.cuda_alloc.is_some(),
     });
     let rt = super::common::runtime()?;
     let mut report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));

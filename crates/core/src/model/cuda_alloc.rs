@@ -64,6 +64,34 @@ impl std::str::FromStr for CudaAllocMode {
     }
 }
 
+/// The PyTorch allocator settings that decide how a serving engine's KV cache is allocated:
+/// `PYTORCH_ALLOC_CONF` (the newer name, read first) else `PYTORCH_CUDA_ALLOC_CONF`.
+pub const PYTORCH_ALLOC_CONF_VARS: [&str; 2] = ["PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"];
+
+/// The memory PyTorch's CUDA caching allocator hands out under one allocator setting, a
+/// comma-separated `key:value` list: `backend:cudaMallocAsync` takes from a stream-ordered pool
+/// (`pool`), `expandable_segments:True` maps `cuMemCreate` memory (`vmm`), anything else is
+/// `cudaMalloc` (`legacy`). A repeated key's last value wins, as PyTorch parses it.
+pub fn pytorch_alloc_mode(conf: &str) -> CudaAllocMode {
+    let mut expandable = false;
+    let mut async_backend = false;
+    for (key, value) in conf.split(',').filter_map(|item| item.split_once(':')) {
+        let value = value.trim();
+        match key.trim() {
+            "expandable_segments" => expandable = value.eq_ignore_ascii_case("true"),
+            "backend" => async_backend = value == "cudaMallocAsync",
+            _ => {}
+        }
+    }
+    if async_backend {
+        CudaAllocMode::Pool
+    } else if expandable {
+        CudaAllocMode::Vmm
+    } else {
+        CudaAllocMode::Legacy
+    }
+}
+
 /// Whether memory can be exported with `cuIpcGetMemHandle`
 /// (`CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -126,6 +154,25 @@ mod tests {
         let err = "expandable".parse::<CudaAllocMode>().unwrap_err().to_string();
         assert!(err.contains("legacy, vmm, pool or fabric"), "{err}");
         assert_eq!(CudaAllocMode::default(), CudaAllocMode::Legacy);
+    }
+
+    #[test]
+    fn pytorch_settings_name_their_memory() {
+        assert_eq!(pytorch_alloc_mode("expandable_segments:True"), CudaAllocMode::Vmm);
+        assert_eq!(
+            pytorch_alloc_mode("max_split_size_mb:512, expandable_segments:True"),
+            CudaAllocMode::Vmm
+        );
+        assert_eq!(
+            pytorch_alloc_mode("expandable_segments:True,expandable_segments:False"),
+            CudaAllocMode::Legacy
+        );
+        assert_eq!(pytorch_alloc_mode("backend:cudaMallocAsync"), CudaAllocMode::Pool);
+        assert_eq!(
+            pytorch_alloc_mode("garbage_collection_threshold:0.6"),
+            CudaAllocMode::Legacy
+        );
+        assert_eq!(pytorch_alloc_mode(""), CudaAllocMode::Legacy);
     }
 
     #[test]
