@@ -54,6 +54,10 @@ fn bad_files_and_values_fail_before_anything_starts() {
             "invalid value 'bogus' for '--output <FORMAT>'; possible values:",
         ),
         (
+            &["pair", "--local", "--cuda-alloc", "expandable"],
+            "invalid value 'expandable' for '--cuda-alloc <MODE>'",
+        ),
+        (
             &["pair", "--local", "-o", "yaml"],
             "-o yaml prints the pods of --dry-run",
         ),

@@ -95,6 +95,46 @@ fn row_0_cuda_skipped_when_not_required_says_so_in_the_verdict() {
     assert!(reason.contains("1 skipped: no CUDA driver"), "{reason}");
 }
 
+/// `--cuda-alloc` reaches the report's settings; without a driver every CUDA case still skips
+/// with the typed "no CUDA driver" reason, and no case claims an allocation it never made.
+#[test]
+fn row_0_cuda_alloc_mode_is_recorded_and_skips_cleanly_without_a_driver() {
+    if !no_cuda_driver() {
+        eprintln!("a CUDA driver is present: the no-driver rows do not apply here");
+        return;
+    }
+    let out = pair(&[
+        "--tests",
+        "tag_bw",
+        "--sizes",
+        "8",
+        "--memory",
+        "host-host,cuda-cuda",
+        "--cuda-optional",
+        "--cuda-alloc",
+        "vmm",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report = out.report();
+    assert_eq!(report["settings"]["cuda_alloc"], "vmm", "{report}");
+    let cases = report["cases"].as_array().expect("cases");
+    assert_eq!(cases.len(), 2, "{report}");
+    for case in cases {
+        assert!(
+            case.get("cuda_alloc").is_none(),
+            "nothing was allocated on a GPU: {case}"
+        );
+    }
+    let skipped = cases.iter().find(|c| c["status"] == "skipped").expect("the CUDA case");
+    assert!(
+        skipped["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no CUDA driver"),
+        "{skipped}"
+    );
+}
+
 #[test]
 fn row_1_verdict_failed_and_probe_check_failed() {
     // A floor no machine reaches: the fabric is "not what the placement should give".

@@ -23,6 +23,7 @@ fn setup(test: TestKind, size: u64) -> CaseSetup {
         blocks: 1,
         untouched: false,
         kv: None,
+        cuda_alloc: Default::default(),
     }
 }
 

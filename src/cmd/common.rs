@@ -80,6 +80,34 @@ pub struct TestArgs {
     /// Skip, not fail, CUDA memory named in --memory where no CUDA driver is present
     #[arg(long, conflicts_with = "require_cuda")]
     pub cuda_optional: bool,
+
+    /// How both sides allocate GPU memory: legacy (cuMemAlloc), vmm (cuMemCreate mapped into a
+    /// reserved range, as PyTorch's expandable_segments:True does), pool (cuMemAllocAsync from a
+    /// pool) or fabric (cuMemCreate with fabric handles, multi-node NVLink). Only legacy memory
+    /// can be mapped with legacy CUDA IPC: see docs/pair.md
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = CudaAlloc::Legacy)]
+    pub cuda_alloc: CudaAlloc,
+}
+
+/// `--cuda-alloc`, the CLI's face of [`icb_core::CudaAllocMode`].
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CudaAlloc {
+    #[default]
+    Legacy,
+    Vmm,
+    Pool,
+    Fabric,
+}
+
+impl From<CudaAlloc> for icb_core::CudaAllocMode {
+    fn from(a: CudaAlloc) -> Self {
+        match a {
+            CudaAlloc::Legacy => icb_core::CudaAllocMode::Legacy,
+            CudaAlloc::Vmm => icb_core::CudaAllocMode::Vmm,
+            CudaAlloc::Pool => icb_core::CudaAllocMode::Pool,
+            CudaAlloc::Fabric => icb_core::CudaAllocMode::Fabric,
+        }
+    }
 }
 
 /// `--sizes`: a list (8,4KiB,64MiB) or a power-of-two range (8..64MiB); sweep and gate take
@@ -201,6 +229,7 @@ impl TestArgs {
             unit: self.unit,
             require_cuda: self.require_cuda,
             cuda_optional: self.cuda_optional,
+            cuda_alloc: self.cuda_alloc.into(),
         }
     }
 

@@ -78,6 +78,12 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', default_value = "host-host")]
     pub memory: Vec<icb_core::MemoryPair>,
 
+    /// How the pair step allocates GPU memory: legacy (cuMemAlloc), vmm (as PyTorch's
+    /// expandable_segments:True), pool or fabric; see docs/pair.md [default: the recipe's engines'
+    /// allocation: vmm where their PYTORCH_CUDA_ALLOC_CONF sets expandable_segments:True, else legacy]
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub cuda_alloc: Option<super::common::CudaAlloc>,
+
     #[command(flatten)]
     pub expect: super::common::ExpectArgs,
 
@@ -135,12 +141,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(kind) = args.controls.iter().find(|k| k.needs_rails()) {
         anyhow::bail!("--control {kind} needs `pair --rails`; the gate's pair step is a plain pair: drop it");
     }
-    let settings = icb_core::RunSettings::qualification(
+    let mut settings = icb_core::RunSettings::qualification(
         args.tests.clone(),
         super::common::SizeList::all(&args.sizes),
         args.memory.clone(),
         1.0,
     );
+    settings.cuda_alloc = args.cuda_alloc.unwrap_or_default().into();
     icb_engine::validate_settings(&settings)?;
     let (settings, engine_note) = args.engine.qualification(settings)?;
     if let Some(note) = engine_note {
@@ -190,6 +197,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             (false, false) => args.controls.clone(),
         },
         knobs_off_asked: args.controls.contains(&ControlKind::KnobsOff),
+        cuda_alloc_given: args.cuda_alloc.is_some(),
     });
     let rt = super::common::runtime()?;
     let mut report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));

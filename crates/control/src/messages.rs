@@ -161,6 +161,11 @@ pub struct CaseSetup {
     /// holds them (NIXL engine; `size` is the descriptor size, `window` 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv: Option<icb_core::KvLayout>,
+    /// How both sides allocate the case's GPU memory (`--cuda-alloc`); absent: `legacy`
+    /// (`cuMemAlloc`). An older server ignores it and allocates `cuMemAlloc` memory: its
+    /// `ready` then carries no `cuda_alloc`, and the client fails the case naming the upgrade.
+    #[serde(default, skip_serializing_if = "icb_core::CudaAllocMode::is_legacy")]
+    pub cuda_alloc: icb_core::CudaAllocMode,
 }
 
 fn one_block() -> u32 {
@@ -231,6 +236,11 @@ impl CaseSetup {
 pub struct CaseReady {
     pub remote_addr: u64,
     pub rkey: HexBytes,
+    /// The server's GPU buffer for this case: how it was allocated and whether a peer can map
+    /// it with legacy CUDA IPC. Absent for host memory, and from servers older than
+    /// `--cuda-alloc`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_alloc: Option<icb_core::CudaAllocation>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -24,6 +24,7 @@ fn bounds_peer_controlled_values() {
             blocks: 1,
             untouched: false,
             kv: None,
+            cuda_alloc: Default::default(),
         })
     };
     assert!(setup(8, 32).validate().is_ok());
@@ -47,6 +48,7 @@ fn bounds_peer_controlled_values() {
             blocks,
             untouched: false,
             kv: None,
+            cuda_alloc: Default::default(),
         })
     };
     assert!(blocks(TestKind::PutBw, 16 << 10, 64).validate().is_ok());
@@ -98,6 +100,7 @@ fn a_kv_request_is_bounded_in_descriptors_not_only_in_bytes() {
             blocks: 1,
             untouched: false,
             kv: Some(icb_core::KvLayout::spaced(len, count)),
+            cuda_alloc: Default::default(),
         })
     };
     assert!(kv(16 << 10, 65_536).validate().is_ok());
@@ -154,4 +157,42 @@ fn unknown_enum_values_are_rejected() {
     assert!(serde_json::from_str::<Message>(bad).is_err());
     let good = bad.replace("tag_sync", "tag_bw");
     assert!(serde_json::from_str::<Message>(&good).is_ok());
+}
+
+#[test]
+fn the_allocation_mode_is_additive_on_the_wire() {
+    let setup = |cuda_alloc| {
+        Message::Setup(CaseSetup {
+            test: TestKind::GetBw,
+            memory: MemoryPair {
+                initiator: icb_core::MemoryType::Cuda,
+                target: icb_core::MemoryType::Cuda,
+            },
+            size: 8,
+            window: 1,
+            seed: 1,
+            blocks: 1,
+            untouched: false,
+            kv: None,
+            cuda_alloc,
+        })
+    };
+    // Legacy (the default) stays off the wire, so an older server sees the frames it knows.
+    let legacy = serde_json::to_string(&setup(icb_core::CudaAllocMode::Legacy)).unwrap();
+    assert!(!legacy.contains("cuda_alloc"), "{legacy}");
+    let vmm = serde_json::to_string(&setup(icb_core::CudaAllocMode::Vmm)).unwrap();
+    assert!(vmm.contains(r#""cuda_alloc":"vmm""#), "{vmm}");
+    assert_eq!(
+        serde_json::from_str::<Message>(&vmm).unwrap(),
+        setup(icb_core::CudaAllocMode::Vmm)
+    );
+    // An older server's ready carries no allocation: read as not said, never as legacy memory.
+    let ready: Message = serde_json::from_str(r#"{"type":"ready","remote_addr":0,"rkey":""}"#).unwrap();
+    assert!(matches!(ready, Message::Ready(CaseReady { cuda_alloc: None, .. })));
+    let newer: Message = serde_json::from_str(
+        r#"{"type":"ready","remote_addr":0,"rkey":"","cuda_alloc":{"mode":"vmm","legacy_ipc":"no"}}"#,
+    )
+    .unwrap();
+    let Message::Ready(r) = newer else { panic!("a ready") };
+    assert_eq!(r.cuda_alloc.map(|a| a.legacy_ipc), Some(icb_core::LegacyIpc::No));
 }

@@ -232,6 +232,7 @@ mod tests {
             blocks: None,
             run_by: Default::default(),
             rail: None,
+            cuda_alloc: None,
             status: CaseStatus::Measured,
             reason: None,
             measurement: Some(Measurement {

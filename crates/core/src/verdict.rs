@@ -31,6 +31,7 @@
 //! case's verdict from its data path and bandwidth) and `rollup` (the report's verdict from the
 //! cases').
 
+mod allocator;
 pub mod config;
 pub mod controls;
 pub mod expectation;

@@ -417,6 +417,7 @@ mod tests {
             blocks: 1,
             untouched: false,
             kv: None,
+            cuda_alloc: Default::default(),
         };
         assert_eq!(guard.check_case(&setup(1 << 20), None), Ok(()));
         let refused = guard.check_case(&setup((1 << 20) + 1), None).unwrap_err();
@@ -459,6 +460,7 @@ mod tests {
             blocks: 1,
             untouched: false,
             kv: None,
+            cuda_alloc: Default::default(),
         }
     }
 

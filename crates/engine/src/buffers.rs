@@ -4,7 +4,7 @@
 //! outside the timed loops, and the loops themselves are monomorphic.
 
 use crate::run_error::RunError;
-use icb_core::MemoryType;
+use icb_core::{CudaAllocMode, CudaAllocation, MemoryType};
 use icb_memory::{BlockLayout, CudaBuffer, HostBuffer, MemoryError, verify_blocks};
 use std::rc::Rc;
 
@@ -33,12 +33,24 @@ pub fn other_seed(seed: u64) -> u64 {
 }
 
 impl Buf {
-    /// Allocates `len` bytes of `kind` memory; CUDA memory on device ordinal `cuda_device`.
-    pub fn alloc(kind: MemoryType, len: usize, cuda_device: usize) -> Result<Buf, RunError> {
+    /// Allocates `len` bytes of `kind` memory; CUDA memory on device ordinal `cuda_device`,
+    /// allocated the way `mode` says.
+    pub fn alloc(kind: MemoryType, len: usize, cuda_device: usize, mode: CudaAllocMode) -> Result<Buf, RunError> {
         Ok(match kind {
             MemoryType::Host => Buf::Host(Rc::new(HostBuffer::new(len)?)),
-            MemoryType::Cuda => Buf::Cuda(Rc::new(CudaBuffer::new(cuda_device, len)?)),
+            MemoryType::Cuda => Buf::Cuda(Rc::new(CudaBuffer::with_mode(cuda_device, len, mode)?)),
         })
+    }
+
+    /// A CUDA buffer's allocation as the case reports it; `None` for host memory.
+    pub fn cuda_allocation(&self) -> Option<CudaAllocation> {
+        match self {
+            Buf::Host(_) => None,
+            Buf::Cuda(b) => Some(CudaAllocation {
+                mode: b.alloc_mode(),
+                legacy_ipc: b.legacy_ipc(),
+            }),
+        }
     }
 
     /// Writes the pattern of `seed` (CUDA memory through a host staging copy).
@@ -106,7 +118,7 @@ mod tests {
 
     #[test]
     fn verify_catches_stale_and_corrupted_payloads() {
-        let mut b = Buf::alloc(MemoryType::Host, 4099, 0).unwrap();
+        let mut b = Buf::alloc(MemoryType::Host, 4099, 0, CudaAllocMode::Legacy).unwrap();
         b.fill(other_seed(7)).unwrap();
         let whole = BlockLayout::single(4099);
         assert!(
@@ -125,9 +137,18 @@ mod tests {
     #[test]
     fn cuda_without_a_driver_is_an_error_not_a_panic() {
         let info = crate::local::cuda_info();
+        // Without a driver (this machine) every allocation mode is the typed "no CUDA driver".
         if !info.available {
             assert!(!info.detail.is_empty());
-            assert!(Buf::alloc(MemoryType::Cuda, 64, 0).is_err());
+            for mode in CudaAllocMode::ALL {
+                let e = Buf::alloc(MemoryType::Cuda, 64, 0, mode)
+                    .err()
+                    .expect("no CUDA buffer without a driver");
+                assert!(
+                    matches!(e, RunError::Memory(icb_memory::MemoryError::CudaUnavailable(_))),
+                    "{mode}: {e}"
+                );
+            }
         }
     }
 }

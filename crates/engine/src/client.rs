@@ -12,7 +12,9 @@ use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, local_hello, phase_
 use crate::settings::{apply_bench_controls, validate};
 use crate::stats;
 use crate::ucx_thread::UcxThread;
-use icb_core::{CaseResult, CaseStatus, CudaInfo, Lane, Measurement, MemoryType, PairReport, RunSettings, TestKind};
+use icb_core::{
+    CaseResult, CaseStatus, CudaAllocation, CudaInfo, Lane, Measurement, MemoryType, PairReport, RunSettings, TestKind,
+};
 use std::time::{Duration, Instant};
 
 /// Fewest round trips in one measured tag_lat round (see `run_case`).
@@ -139,9 +141,10 @@ async fn run_session(
         blocks: 1,
         untouched: false,
         kv: None,
+        cuda_alloc: Default::default(),
     };
     match prepare(control, thread, wireup, cuda, &server).await? {
-        Prepared::Ready => {
+        Prepared::Ready(_) => {
             phase(
                 control,
                 thread,
@@ -181,6 +184,7 @@ async fn run_session(
             blocks: shape.blocks.unwrap_or(1),
             untouched: s.untouched_buffers,
             kv: shape.kv,
+            cuda_alloc: s.cuda_alloc,
         };
         let case = match not_run_on_a_slow_link(&setup, &s, &done.cases) {
             Some(case) => case,
@@ -209,6 +213,7 @@ fn case_result(setup: &CaseSetup) -> CaseResult {
         verdict: None,
         run_by: Default::default(),
         rail: None,
+        cuda_alloc: None,
     }
 }
 
@@ -240,7 +245,8 @@ fn not_run_on_a_slow_link(setup: &CaseSetup, s: &RunSettings, done: &[CaseResult
 }
 
 enum Prepared {
-    Ready,
+    /// Both sides' buffers are ready; the case's GPU memory, if it has any.
+    Ready(Option<CudaAllocation>),
     NotRun(CaseStatus, String),
 }
 
@@ -285,15 +291,31 @@ async fn prepare(
         }
         other => return Err(unexpected(&label, &other, "ready, skipped or case_failed")),
     };
-    let local: Result<(), RunError> = thread
-        .call(move |rt: &mut Runtime| rt.initiator_setup(setup, &ready))
-        .await?;
-    if let Err(reason) = local {
+    if let Some(why) = crate::alloc::older_server_allocation(&setup, &ready) {
         // The server holds buffers for this case: let it release them before moving on.
         finish(control, thread, &setup).await?;
-        return Ok(Prepared::NotRun(CaseStatus::Failed, format!("prefill side: {reason}")));
+        return Ok(Prepared::NotRun(CaseStatus::Failed, why));
     }
-    Ok(Prepared::Ready)
+    let server_alloc = ready.cuda_alloc;
+    let local: Result<Option<CudaAllocation>, RunError> = thread
+        .call(move |rt: &mut Runtime| rt.initiator_setup(setup, &ready))
+        .await?;
+    match local {
+        Ok(initiator) => Ok(Prepared::Ready(crate::alloc::case_allocation(
+            &setup,
+            initiator,
+            server_alloc,
+        ))),
+        Err(reason) => {
+            finish(control, thread, &setup).await?;
+            // A GPU that cannot give the asked-for kind of memory is this side's setup: skipped.
+            let status = match reason {
+                RunError::Memory(icb_memory::MemoryError::AllocModeUnsupported { .. }) => CaseStatus::Skipped,
+                _ => CaseStatus::Failed,
+            };
+            Ok(Prepared::NotRun(status, format!("prefill side: {reason}")))
+        }
+    }
 }
 
 enum Event {
@@ -454,7 +476,7 @@ async fn run_case(
 ) -> Result<CaseResult, EngineError> {
     let mut result = case_result(&setup);
     match prepare(control, thread, setup, cuda, server).await? {
-        Prepared::Ready => {}
+        Prepared::Ready(allocation) => result.cuda_alloc = allocation,
         Prepared::NotRun(status, reason) => {
             result.status = status;
             result.reason = Some(reason);

@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admit;
+pub mod alloc;
 pub mod auth;
 mod buffers;
 mod client;

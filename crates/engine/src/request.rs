@@ -48,6 +48,8 @@ pub struct SettingsRequest {
     /// `--cuda-optional`: CUDA memory named in `--memory` is skipped, not failed, where no driver
     /// is present (the built-in plan always skips).
     pub cuda_optional: bool,
+    /// `--cuda-alloc`: how both sides allocate GPU memory.
+    pub cuda_alloc: icb_core::CudaAllocMode,
 }
 
 /// Why a request cannot run: flags that contradict each other or the engine (the message names
@@ -108,6 +110,7 @@ impl SettingsRequest {
         s.window = self.window.unwrap_or(s.window);
         s.unit = self.unit;
         s.require_cuda = self.cuda_required();
+        s.cuda_alloc = self.cuda_alloc;
         if s.min_time_s > s.max_time_s {
             return Err(RequestError::Flags(format!(
                 "--min-time ({}) exceeds --max-time ({}): raise --max-time",

@@ -42,6 +42,9 @@ pub struct KubeGateInput {
     /// `--control knobs-off` given: it runs (or says why it could not) even when the recipe sets
     /// no knob; by default it runs only when the recipe sets `UCX_*`/`NIXL_*` variables.
     pub knobs_off_asked: bool,
+    /// `--cuda-alloc` given: the pair step allocates as told. Otherwise it allocates as the
+    /// recipe's engines do (`vmm` where their PyTorch allocator sets expandable segments).
+    pub cuda_alloc_given: bool,
 }
 
 /// The transport env each side's node is probed against, and whether it names RDMA devices.
@@ -110,6 +113,16 @@ impl KubeGate {
     }
 }
 
+/// The allocation the pair step measures for a recipe: the first side (prefill, whose memory a
+/// READ maps, then decode) whose engine does not use `cudaMalloc` memory.
+pub fn recipe_cuda_alloc(prefill: &icb_recipe::RoleEnv, decode: &icb_recipe::RoleEnv) -> icb_core::CudaAllocMode {
+    [prefill, decode]
+        .into_iter()
+        .map(icb_recipe::role_cuda_alloc)
+        .find(|m| !m.is_legacy())
+        .unwrap_or_default()
+}
+
 fn setup(e: impl std::fmt::Display) -> StepError {
     StepError::Setup(e.to_string())
 }
@@ -136,6 +149,11 @@ impl GateSteps for KubeGate {
         // are not running yet.
         self.templates = icb_kube::template::side_templates(&prefill.env, &decode.env);
         self.engines = Some((prefill.env.engine.clone(), decode.env.engine.clone()));
+        if !input.cuda_alloc_given
+            && let Some(settings) = self.settings.as_mut()
+        {
+            settings.cuda_alloc = recipe_cuda_alloc(&prefill.env, &decode.env);
+        }
         Ok(Some(findings::of_report("probe env", &env_report)))
     }
 

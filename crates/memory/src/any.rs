@@ -3,6 +3,7 @@
 use crate::cuda::CudaBuffer;
 use crate::error::MemoryError;
 use crate::host::HostBuffer;
+use icb_core::{CudaAllocMode, LegacyIpc};
 use ucx::{MemoryKind, Region};
 
 #[derive(Debug)]
@@ -14,10 +15,23 @@ pub enum Buffer {
 impl Buffer {
     /// Allocates `len` bytes of `kind`; `device` is the GPU index for CUDA (ignored for host).
     pub fn new(kind: MemoryKind, len: usize, device: usize) -> Result<Self, MemoryError> {
+        Self::with_mode(kind, len, device, CudaAllocMode::Legacy)
+    }
+
+    /// As [`Buffer::new`], CUDA memory allocated the way `mode` says (host memory ignores it).
+    pub fn with_mode(kind: MemoryKind, len: usize, device: usize, mode: CudaAllocMode) -> Result<Self, MemoryError> {
         Ok(match kind {
             MemoryKind::Host => Buffer::Host(HostBuffer::new(len)?),
-            MemoryKind::Cuda => Buffer::Cuda(CudaBuffer::new(device, len)?),
+            MemoryKind::Cuda => Buffer::Cuda(CudaBuffer::with_mode(device, len, mode)?),
         })
+    }
+
+    /// A CUDA buffer's allocation mode and legacy-IPC capability; `None` for host memory.
+    pub fn cuda_allocation(&self) -> Option<(CudaAllocMode, LegacyIpc)> {
+        match self {
+            Buffer::Host(_) => None,
+            Buffer::Cuda(b) => Some((b.alloc_mode(), b.legacy_ipc())),
+        }
     }
 
     pub fn fill(&mut self, seed: u64) -> Result<(), MemoryError> {

@@ -1,8 +1,10 @@
 //! CUDA device buffers through cudarc, with the driver loaded at run time.
 
+use crate::cuda_alloc::Backing;
 use crate::error::MemoryError;
 use crate::pattern::{fill_pattern, verify_pattern};
 use cudarc::driver::{CudaContext, result};
+use icb_core::{CudaAllocMode, LegacyIpc};
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -150,18 +152,22 @@ fn primary_context(device: usize) -> Result<Arc<CudaContext>, MemoryError> {
 
 /// Device memory on one GPU (cudarc's primary context), zero-initialised. `!Sync`.
 ///
-/// Allocated with `cuMemAlloc`, not from the stream-ordered pool that cudarc's `alloc` uses on
-/// GPUs with memory pools (`cuMemAllocAsync`): pool memory cannot be exported with
-/// `cuIpcGetMemHandle`, so UCX's cuda_ipc cannot map it in the peer and NIXL cannot register
-/// it. Measured on an H200 with pool memory: RMA fell back to active-message emulation
-/// (0.65 GB/s), tag_bw 64 MiB GPU→GPU ran at 1.9 GB/s against ucx_perftest's 1.7 TB/s, and
-/// NIXL refused to register VRAM. PyTorch's caching allocator, which holds the KV caches of
-/// vLLM, SGLang and TRT-LLM, uses `cudaMalloc` too.
+/// Allocated with `cuMemAlloc` by default ([`CudaAllocMode::Legacy`]), not from the
+/// stream-ordered pool that cudarc's `alloc` uses on GPUs with memory pools: pool memory cannot
+/// be exported with `cuIpcGetMemHandle`, so UCX's cuda_ipc cannot map it in the peer and NIXL
+/// cannot register it. Measured on an H200 with pool memory: RMA fell back to active-message
+/// emulation (0.65 GB/s), tag_bw 64 MiB GPU→GPU ran at 1.9 GB/s against ucx_perftest's
+/// 1.7 TB/s, and NIXL refused to register VRAM. PyTorch's caching allocator uses `cudaMalloc`
+/// by default too; with `expandable_segments:True` it maps `cuMemCreate` memory instead, which
+/// [`CudaBuffer::with_mode`] reproduces (`vmm`), with `pool` and `fabric` beside it.
 pub struct CudaBuffer {
     ctx: Arc<CudaContext>,
     ptr: u64,
     len: usize,
     device: usize,
+    mode: CudaAllocMode,
+    backing: Backing,
+    legacy_ipc: LegacyIpc,
     _not_sync: PhantomData<Cell<()>>,
 }
 
@@ -170,33 +176,54 @@ impl std::fmt::Debug for CudaBuffer {
         f.debug_struct("CudaBuffer")
             .field("device", &self.device)
             .field("len", &self.len)
+            .field("mode", &self.mode)
+            .field("legacy_ipc", &self.legacy_ipc)
             .finish()
     }
 }
 
 impl CudaBuffer {
-    /// Allocates `len` bytes on GPU `device`; `CudaUnavailable("no CUDA driver")` without a driver.
+    /// Allocates `len` bytes on GPU `device` with `cuMemAlloc`; `CudaUnavailable("no CUDA
+    /// driver")` without a driver.
     pub fn new(device: usize, len: usize) -> Result<Self, MemoryError> {
+        Self::with_mode(device, len, CudaAllocMode::Legacy)
+    }
+
+    /// Allocates `len` bytes on GPU `device` the way `mode` says. `CudaUnavailable("no CUDA
+    /// driver")` without a driver; `AllocModeUnsupported` where the device cannot give that
+    /// kind of memory (fabric handles on a GPU without them, say).
+    pub fn with_mode(device: usize, len: usize, mode: CudaAllocMode) -> Result<Self, MemoryError> {
         if len == 0 {
             return Err(MemoryError::Empty);
         }
         guarded("alloc", || {
             let ctx = primary_context(device)?;
-            // SAFETY: the context is current on this thread; `len` > 0. The pointer is owned by
-            // the returned buffer and freed once, in Drop.
-            let ptr = unsafe { result::malloc_sync(len) }.map_err(cuda_err("cuMemAlloc"))?;
+            let (ptr, backing) = crate::cuda_alloc::allocate(mode, device, len)?;
             let buffer = CudaBuffer {
                 ctx,
                 ptr,
                 len,
                 device,
+                mode,
+                backing,
+                legacy_ipc: crate::cuda_alloc::legacy_ipc(ptr),
                 _not_sync: PhantomData,
             };
-            // SAFETY: `ptr` is a live allocation of `len` bytes in the current context; the
-            // synchronous memset completes before anyone (UCX, NIXL) can use the pointer.
+            // SAFETY: `ptr` is a live allocation of at least `len` bytes in the current context;
+            // the synchronous memset completes before anyone (UCX, NIXL) can use the pointer.
             unsafe { result::memset_d8_sync(buffer.ptr, 0, len) }.map_err(cuda_err("cuMemsetD8"))?;
             Ok(buffer)
         })
+    }
+
+    /// How this buffer was allocated.
+    pub fn alloc_mode(&self) -> CudaAllocMode {
+        self.mode
+    }
+
+    /// Whether a peer can map this memory with legacy CUDA IPC, as the driver said at allocation.
+    pub fn legacy_ipc(&self) -> LegacyIpc {
+        self.legacy_ipc
     }
 
     pub fn device(&self) -> usize {
@@ -244,14 +271,14 @@ impl Drop for CudaBuffer {
     fn drop(&mut self) {
         let _ = guarded("free", || {
             self.ctx.bind_to_thread().map_err(cuda_err("cuCtxSetCurrent"))?;
-            // SAFETY: `ptr` came from cuMemAlloc in this context and is freed only here; UCX
-            // and NIXL deregister their mappings before the buffer is dropped.
-            unsafe { result::free_sync(self.ptr) }.map_err(cuda_err("cuMemFree"))
+            // UCX and NIXL deregister their mappings before the buffer is dropped; `release`
+            // undoes exactly what `allocate` did for this mode.
+            crate::cuda_alloc::release(self.ptr, &self.backing)
         });
     }
 }
 
-// SAFETY: `ptr` is the device address of a `len`-byte cuMemAlloc allocation that stays allocated
+// SAFETY: `ptr` is the device address of a `len`-byte (or larger) allocation that stays mapped
 // at that address until Drop; Rust touches the memory only through `&mut self` methods
 // (fill/verify), whose copies are synchronous.
 unsafe impl Region for CudaBuffer {

@@ -12,6 +12,14 @@ pub enum MemoryError {
     CudaUnavailable(String),
     #[error("CUDA device {device} is not present ({count} device(s) found); pick a device index below {count}")]
     NoSuchDevice { device: usize, count: usize },
+    /// The device (or its setup) cannot give `mode` memory: typed, so callers skip the mode
+    /// rather than fail the run.
+    #[error("CUDA allocation mode {mode} is not supported on device {device}: {why}")]
+    AllocModeUnsupported {
+        mode: icb_core::CudaAllocMode,
+        device: usize,
+        why: String,
+    },
     #[error("CUDA {op} failed: {message}")]
     Cuda { op: &'static str, message: String },
     #[error("payload check failed: {0}")]

@@ -12,6 +12,7 @@
 
 mod any;
 mod cuda;
+mod cuda_alloc;
 mod error;
 mod host;
 mod pattern;
@@ -20,6 +21,7 @@ pub use any::Buffer;
 pub use cuda::{CudaActive, CudaBuffer, CudaStatus, GpuMemory, activate as activate_cuda, cuda_status, gpu_memory};
 pub use error::MemoryError;
 pub use host::{HostBuffer, PAGE_SIZE};
+pub use icb_core::{CudaAllocMode, LegacyIpc};
 pub use pattern::{
     BlockLayout, GatherError, Mismatch, Moved, fill_pattern, pattern_byte, verify_blocks, verify_gathered,
     verify_moved, verify_pattern, verify_pattern_at,

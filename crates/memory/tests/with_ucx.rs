@@ -1,6 +1,6 @@
 //! icb-memory buffers through real UCX, and CUDA's absence reported without a panic.
 
-use icb_memory::{Buffer, CudaBuffer, CudaStatus, HostBuffer, MemoryError, cuda_status};
+use icb_memory::{Buffer, CudaAllocMode, CudaBuffer, CudaStatus, HostBuffer, LegacyIpc, MemoryError, cuda_status};
 use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -98,6 +98,17 @@ fn cuda_without_a_driver_is_unavailable_not_a_panic() {
             assert!(Buffer::new(MemoryKind::Cuda, 1024, 0).is_err());
             let err = icb_memory::activate_cuda(0).unwrap_err();
             assert!(matches!(err, MemoryError::CudaUnavailable(_)), "{err}");
+            // Every allocation mode skips the same typed way, naming the missing driver.
+            for mode in CudaAllocMode::ALL {
+                match CudaBuffer::with_mode(0, 1024, mode).unwrap_err() {
+                    MemoryError::CudaUnavailable(why) => {
+                        if !std::path::Path::new("/dev/nvidiactl").exists() {
+                            assert_eq!(why, "no CUDA driver", "{mode}");
+                        }
+                    }
+                    other => panic!("{mode}: expected CudaUnavailable, got {other}"),
+                }
+            }
             // The free-memory query `serve` bounds CUDA cases with says so, typed, too.
             match icb_memory::gpu_memory(0).unwrap_err() {
                 MemoryError::CudaUnavailable(why) => {
@@ -154,5 +165,47 @@ fn cuda_buffers_move_through_ucx_when_a_gpu_is_present() {
             Buffer::new(MemoryKind::Cuda, len, 0).unwrap(),
             len,
         );
+    }
+}
+
+/// Every allocation mode on GPU 0: each allocates, holds its pattern, reports its mode and the
+/// driver's legacy-IPC answer, moves through UCX GPU→GPU, and tears down (run under
+/// compute-sanitizer or watch `nvidia-smi` for leaks). Fabric handles may be unsupported: then
+/// the typed refusal is the expected outcome.
+#[test]
+#[ignore = "needs a GPU: run with --ignored where the NVIDIA driver is present"]
+fn every_cuda_allocation_mode_allocates_reports_and_moves_when_a_gpu_is_present() {
+    assert!(cuda_status().is_available(), "this test needs a CUDA driver and a GPU");
+    for mode in CudaAllocMode::ALL {
+        let mut b = match CudaBuffer::with_mode(0, 3 << 20, mode) {
+            Ok(b) => b,
+            Err(MemoryError::AllocModeUnsupported { mode: m, why, .. }) if mode == CudaAllocMode::Fabric => {
+                assert_eq!(m, mode);
+                eprintln!("fabric: not supported on this device: {why}");
+                continue;
+            }
+            Err(e) => panic!("{mode}: {e}"),
+        };
+        assert_eq!(b.alloc_mode(), mode);
+        let expected = if mode == CudaAllocMode::Legacy {
+            LegacyIpc::Yes
+        } else {
+            LegacyIpc::No
+        };
+        assert_eq!(b.legacy_ipc(), expected, "{mode}");
+        b.fill(5).unwrap();
+        b.verify(3 << 20, 5).unwrap();
+        drop(b);
+        // Allocating and freeing again proves the teardown left the device usable.
+        for _ in 0..3 {
+            drop(CudaBuffer::with_mode(0, 64 << 20, mode).unwrap());
+        }
+        let len = 4 << 20;
+        transfer(
+            Buffer::with_mode(MemoryKind::Cuda, len, 0, mode).unwrap(),
+            Buffer::with_mode(MemoryKind::Cuda, len, 0, mode).unwrap(),
+            len,
+        );
+        eprintln!("{mode}: legacy IPC {expected}, moved through UCX");
     }
 }

@@ -54,6 +54,7 @@ fn validate(opts: &mut ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineE
             blocks: 1,
             untouched: false,
             kv: shape.kv,
+            cuda_alloc: Default::default(),
         };
         match shape.kv {
             Some(_) => icb_engine::messages::Message::Setup(probe)
@@ -251,6 +252,7 @@ async fn run_session(
             blocks: 1,
             untouched: false,
             kv: shape.kv,
+            cuda_alloc: s.cuda_alloc,
         };
         let case = run_case(control, thread, setup, direction, &s, cuda, &server).await?;
         if let Some(cb) = opts.on_case.as_mut() {
@@ -287,6 +289,7 @@ async fn run_case(
             direction: Some(direction),
         },
         rail: None,
+        cuda_alloc: None,
     };
     let label = case_label(direction, &setup);
     let not_run = |mut r: CaseResult, status: CaseStatus, reason: String| {
@@ -321,12 +324,20 @@ async fn run_case(
         }
         other => return Err(unexpected(&label, &other, "ready, skipped or case_failed")),
     };
+    if let Some(why) = icb_engine::alloc::older_server_allocation(&setup, &ready) {
+        finish(control, thread, &label).await?;
+        return not_run(result, CaseStatus::Failed, why);
+    }
+    let server_alloc = ready.cuda_alloc;
     let prepared = thread
         .call(move |rt: &mut NixlRuntime| rt.initiator_setup(setup, &ready))
         .await?;
-    if let Err(reason) = prepared {
-        finish(control, thread, &label).await?;
-        return not_run(result, CaseStatus::Failed, format!("prefill side: {reason}"));
+    match prepared {
+        Ok(initiator) => result.cuda_alloc = icb_engine::alloc::case_allocation(&setup, initiator, server_alloc),
+        Err(reason) => {
+            finish(control, thread, &label).await?;
+            return not_run(result, CaseStatus::Failed, format!("prefill side: {reason}"));
+        }
     }
 
     let warm_goal = PhaseGoal {

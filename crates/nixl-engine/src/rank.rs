@@ -52,7 +52,10 @@ fn mem_kinds(t: MemoryType) -> (MemoryKind, MemKind) {
 fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: &mut Link) -> Result<(), String> {
     let _cuda = (plan.memory == MemoryType::Cuda).then(|| icb_memory::activate_cuda(0).ok());
     let len = usize::try_from(plan.buffer_bytes).map_err(|_| "the rank's buffer does not fit this platform")?;
-    let mut buffer = Buffer::new(mem_kinds(plan.memory).0, len, 0).map_err(|e| e.to_string())?;
+    let mut buffer = Buffer::with_mode(mem_kinds(plan.memory).0, len, 0, plan.cuda_alloc).map_err(|e| e.to_string())?;
+    let cuda_alloc = buffer
+        .cuda_allocation()
+        .map(|(mode, legacy_ipc)| icb_core::CudaAllocation { mode, legacy_ipc });
     buffer.fill(plan.seed).map_err(|e| e.to_string())?;
     let memory = rt.agent().register(buffer).map_err(|e| e.to_string())?;
     let metadata = rt.agent().local_metadata().map_err(|e| e.to_string())?;
@@ -71,6 +74,7 @@ fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: 
         buffer_addr: memory.addr(),
         proof: link.proof.clone(),
         cpus: icb_engine::rank::affinity::current(),
+        cuda_alloc,
     });
     let peers = match link.recv("before the peers' addresses")? {
         RankDown::Peers { peers } => peers,

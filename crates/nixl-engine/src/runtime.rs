@@ -76,6 +76,8 @@ struct Case {
     // Drop order: the request, then the registration (which owns the memory).
     transfer: Option<Transfer>,
     memory: Registration,
+    /// The GPU buffer's allocation (`None` for host memory).
+    cuda_alloc: Option<icb_core::CudaAllocation>,
 }
 
 pub struct NixlRuntime {
@@ -255,7 +257,10 @@ impl NixlRuntime {
             None => case_len(setup)?,
         };
         self.hold_cuda_for(setup);
-        let mut buffer = Buffer::new(mem_kind(memory).0, len, 0).map_err(|e| e.to_string())?;
+        let mut buffer = Buffer::with_mode(mem_kind(memory).0, len, 0, setup.cuda_alloc).map_err(|e| e.to_string())?;
+        let cuda_alloc = buffer
+            .cuda_allocation()
+            .map(|(mode, legacy_ipc)| icb_core::CudaAllocation { mode, legacy_ipc });
         buffer
             .fill(fill_seed(is_source, setup.seed))
             .map_err(|e| e.to_string())?;
@@ -266,6 +271,7 @@ impl NixlRuntime {
             len,
             transfer: None,
             memory,
+            cuda_alloc,
         })
     }
 
@@ -276,11 +282,13 @@ impl NixlRuntime {
         let is_source = direction_of(&setup) == Some(Direction::Read);
         let case = self.alloc_registered(setup.memory.target, &setup, is_source, setup.kv.map(|k| k.target))?;
         let remote_addr = case.memory.addr();
+        let cuda_alloc = case.cuda_alloc;
         self.case = Some(case);
         let md = self.agent.local_metadata().map_err(|e| e.to_string())?;
         Ok(CaseReady {
             remote_addr,
             rkey: HexBytes(md),
+            cuda_alloc,
         })
     }
 
@@ -321,8 +329,13 @@ impl NixlRuntime {
         }
     }
 
-    /// Initiator side: local buffer, the target's metadata, and the prepared request.
-    pub fn initiator_setup(&mut self, setup: CaseSetup, ready: &CaseReady) -> Result<(), String> {
+    /// Initiator side: local buffer, the target's metadata, and the prepared request; returns
+    /// the local GPU buffer's allocation (`None` for host memory).
+    pub fn initiator_setup(
+        &mut self,
+        setup: CaseSetup,
+        ready: &CaseReady,
+    ) -> Result<Option<icb_core::CudaAllocation>, String> {
         self.case = None;
         self.hold_cuda_for(&setup);
         let remote = self.load_peer(&ready.rkey.0)?;
@@ -355,7 +368,7 @@ impl NixlRuntime {
             Direction::Read => XferOp::Read,
             Direction::Write => XferOp::Write,
         };
-        // The target allocated on its GPU 0 as well (Buffer::new(.., 0) on both sides).
+        // The target allocated on its GPU 0 as well (device 0 on both sides).
         let transfer = self
             .agent
             .transfer(
@@ -368,8 +381,9 @@ impl NixlRuntime {
             )
             .map_err(|e| e.to_string())?;
         case.transfer = Some(transfer);
+        let cuda_alloc = case.cuda_alloc;
         self.case = Some(case);
-        Ok(())
+        Ok(cuda_alloc)
     }
 
     /// Initiator side: posts the request and waits for it, again and again, timing each one.

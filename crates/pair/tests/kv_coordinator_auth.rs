@@ -40,6 +40,7 @@ fn job() -> CoordinatorJob {
         authenticate: true,
         cpus: None,
         ucx_config: Vec::new(),
+        cuda_alloc: Default::default(),
     };
     CoordinatorJob {
         plans: vec![plan],
@@ -62,6 +63,7 @@ fn hello(proof: Option<String>) -> RankUp {
         buffer_addr: 4096,
         proof,
         cpus: vec![2, 5],
+        cuda_alloc: None,
     }
 }
 

@@ -101,6 +101,7 @@ async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
         proof: None,
         // What a real rank reports: the CPUs it was placed on, else all it may use.
         cpus: plan.cpus.as_ref().map_or(vec![0, 1], |c| c.cpus.clone()),
+        cuda_alloc: None,
     })
     .await?;
     let blocks: u64 = plan.peers.iter().map(|p| p.layout.count).sum();

@@ -9,6 +9,7 @@ mod finding_layout;
 mod fixtures;
 mod proptest_loader;
 mod proptest_secrets;
+mod recipe_alloc_rules;
 mod recipe_consistency;
 mod recipe_inputs;
 mod recipe_kinds;

@@ -19,8 +19,8 @@ fn pair_example_is_a_judged_report() {
     let json = blocks("json");
     assert_eq!(
         json.len(),
-        11,
-        "one pair, one controls, one rails, one rail health, one kv, one probe, one rail map, one gate, one baseline, one probe serving and one fabric matrix example"
+        12,
+        "one pair, one controls, one rails, one rail health, one kv, one CUDA allocation, one probe, one rail map, one gate, one baseline, one probe serving and one fabric matrix example"
     );
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
@@ -117,7 +117,7 @@ fn kv_example_is_what_the_types_write() {
 
 #[test]
 fn probe_example_rolls_up_as_the_code_does() {
-    let probe: ProbeReport = serde_json::from_str(&blocks("json")[5]).unwrap();
+    let probe: ProbeReport = serde_json::from_str(&blocks("json")[6]).unwrap();
     let again = ProbeReport::new(
         &probe.kind,
         &probe.target,
@@ -130,19 +130,19 @@ fn probe_example_rolls_up_as_the_code_does() {
 #[test]
 fn rail_map_example_parses_and_prints_its_ucx_line() {
     use icb_core::rails::{LeftOutReason, PcieRelation, RailMap};
-    let map: RailMap = serde_json::from_str(&blocks("json")[6]).unwrap();
+    let map: RailMap = serde_json::from_str(&blocks("json")[7]).unwrap();
     assert_eq!(map.rails[0].relation, Some(PcieRelation::Pix));
     assert_eq!(map.ucx_net_devices(), vec!["rank 0: UCX_NET_DEVICES=mlx5_2:1"]);
     assert_eq!(map.left_out[0].reasons[1], LeftOutReason::Slow { fastest_gbps: 400.0 });
     // What the document shows is what the types write (no field renamed or dropped).
-    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[6]).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[7]).unwrap();
     assert_eq!(serde_json::to_value(&map).unwrap(), doc);
 }
 
 #[test]
 fn gate_example_rolls_up_as_the_code_does() {
     use icb_core::model::{GATE_SCHEMA, GateReport};
-    let gate: GateReport = serde_json::from_str(&blocks("json")[7]).unwrap();
+    let gate: GateReport = serde_json::from_str(&blocks("json")[8]).unwrap();
     assert_eq!(gate.schema, GATE_SCHEMA);
     let mut again = gate.clone();
     again.conclude();
@@ -162,7 +162,7 @@ fn expectations_file_example_parses() {
 #[test]
 fn baseline_example_is_what_the_types_write() {
     use icb_core::model::{BaselineReport, BaselineVerdict, Metric};
-    let text = &blocks("json")[8];
+    let text = &blocks("json")[9];
     let b: BaselineReport = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(serde_json::to_value(&b).unwrap(), doc, "no field renamed or dropped");
@@ -182,7 +182,7 @@ fn baseline_example_is_what_the_types_write() {
 
 #[test]
 fn serving_example_rolls_up_and_is_what_the_types_write() {
-    let text = &blocks("json")[9];
+    let text = &blocks("json")[10];
     let probe: ProbeReport = serde_json::from_str(text).unwrap();
     assert_eq!(probe.kind, "serving");
     let mut again = ProbeReport::new(
@@ -225,4 +225,24 @@ fn rail_health_example_is_what_the_rules_give() {
     assert_eq!(again, health);
     assert_eq!(health.prefill.of(HealthKind::Congested).count(), 1);
     assert_eq!(health.cell(), "congested");
+}
+
+/// The allocation example (issue 39): the mode and capability parse as the types, and the
+/// verdicts are the allocator finding the rules give.
+#[test]
+fn cuda_alloc_example_is_the_allocator_fallback_the_rules_give() {
+    let text = &blocks("json")[5];
+    let report: PairReport = serde_json::from_str(text).unwrap();
+    assert_eq!(report.settings.cuda_alloc, icb_core::CudaAllocMode::Vmm);
+    let alloc = report.cases[0].cuda_alloc.expect("the case's allocation");
+    assert_eq!(alloc.legacy_ipc, icb_core::LegacyIpc::No);
+    let mut rejudged = report.clone();
+    judge(&mut rejudged);
+    assert_eq!(rejudged.verdict, report.verdict);
+    assert_eq!(rejudged.cases[0].verdict, report.cases[0].verdict);
+    assert!(
+        report.verdict.reason.starts_with("allocation-mode fallback"),
+        "{}",
+        report.verdict.reason
+    );
 }

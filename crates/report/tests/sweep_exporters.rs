@@ -468,7 +468,6 @@ fn prometheus_says_when_each_pair_was_measured_and_nothing_for_a_pair_without_a_
     );
 }
 
-
 #[test]
 fn every_field_of_the_fabric_matrix_is_in_docs_schema_and_its_example_parses() {
     let section = schema_doc_section("## `ic-bench.fabric-matrix/v1`");

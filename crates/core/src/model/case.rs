@@ -32,6 +32,10 @@ pub struct CaseResult {
     /// `pair --rails`: the row of the per-rail table that ran this case (absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rail: Option<usize>,
+    /// A CUDA case: how its GPU memory was allocated (`--cuda-alloc`) and whether a peer can
+    /// map it with legacy CUDA IPC. Absent for host cases and in results written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_alloc: Option<CudaAllocation>,
 }
 
 impl CaseResult {

@@ -42,6 +42,9 @@ pub struct RunSettings {
     /// ucx_perftest moves them); every case then reports `verified: false`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub untouched_buffers: bool,
+    /// How both sides allocate GPU memory (`--cuda-alloc`); absent: `legacy` (`cuMemAlloc`).
+    #[serde(default, skip_serializing_if = "crate::CudaAllocMode::is_legacy")]
+    pub cuda_alloc: crate::CudaAllocMode,
 }
 
 /// When a case has measured enough: after at least `min_rounds` rounds of about `round_s`
@@ -150,6 +153,7 @@ impl RunSettings {
             blocks: None,
             window_candidates: Vec::new(),
             untouched_buffers: false,
+            cuda_alloc: Default::default(),
         }
     }
 
@@ -180,6 +184,7 @@ impl RunSettings {
             blocks: None,
             window_candidates: Vec::new(),
             untouched_buffers: false,
+            cuda_alloc: Default::default(),
         }
     }
 

@@ -94,6 +94,9 @@ pub struct RankPlan {
     /// reads them as `UCX_*` variables). Empty for every ordinary rank.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ucx_config: Vec<(String, String)>,
+    /// How the rank allocates a GPU buffer (`--cuda-alloc`); absent: `legacy`.
+    #[serde(default, skip_serializing_if = "crate::CudaAllocMode::is_legacy")]
+    pub cuda_alloc: crate::CudaAllocMode,
 }
 
 /// A rank's CPUs, decided by the coordinator from the node's topology
@@ -141,6 +144,10 @@ pub enum RankUp {
         /// The CPUs the rank runs on (its affinity once placed), ascending.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         cpus: Vec<u32>,
+        /// The rank's GPU buffer: its allocation mode and legacy-IPC capability (absent for
+        /// host memory, and from ranks older than `--cuda-alloc`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cuda_alloc: Option<crate::CudaAllocation>,
     },
     Prepared,
     /// One repetition on an initiator: when it started (Unix ns, this host's clock) and, per

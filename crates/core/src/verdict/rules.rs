@@ -11,6 +11,9 @@ use crate::model::*;
 pub(super) enum Finding {
     /// More bandwidth than the placement can carry: every other conclusion is suspect.
     Implausible,
+    /// GPU→GPU on one host off cuda_ipc because the memory is not legacy-IPC capable: the
+    /// allocation mode is the cause (named before the transport it fell back to).
+    AllocatorFallback,
     TcpFallback,
     NoRdma,
     RmaEmulated,
@@ -352,6 +355,7 @@ fn assess_case(case: &CaseResult, exp: &Expectation, settings: &RunSettings) -> 
     };
     let path = case.transport.as_ref().map(|t| &t.data_path).unwrap_or(&unknown);
     let mut out = assess_path(case, path, exp);
+    out = super::allocator::allocator_fallback(case, path, exp, out);
 
     if let Some(m) = &case.measurement {
         if !m.verified && out.verdict.status == Status::Ok {

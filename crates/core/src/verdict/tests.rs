@@ -54,6 +54,7 @@ fn settings(require_cuda: bool) -> RunSettings {
         blocks: None,
         window_candidates: Vec::new(),
         untouched_buffers: false,
+        cuda_alloc: Default::default(),
     }
 }
 
@@ -99,6 +100,7 @@ fn measured(
         verdict: None,
         run_by: Default::default(),
         rail: None,
+        cuda_alloc: None,
     }
 }
 
@@ -115,6 +117,7 @@ fn skipped(memory: MemoryPair) -> CaseResult {
         verdict: None,
         run_by: Default::default(),
         rail: None,
+        cuda_alloc: None,
     }
 }
 

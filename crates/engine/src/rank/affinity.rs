@@ -66,6 +66,7 @@ mod tests {
                 reason: String::new(),
             }),
             ucx_config: Vec::new(),
+            cuda_alloc: Default::default(),
         }
     }
 

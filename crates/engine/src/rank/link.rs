@@ -160,6 +160,7 @@ mod tests {
             authenticate,
             cpus: None,
             ucx_config: Vec::new(),
+            cuda_alloc: Default::default(),
         }
     }
 

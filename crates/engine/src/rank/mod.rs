@@ -156,7 +156,11 @@ fn register(
     proof: Option<String>,
 ) -> Result<(Owned, RankUp), String> {
     let len = usize::try_from(plan.buffer_bytes).map_err(|_| "the rank's buffer does not fit this platform")?;
-    let mut buffer = Buffer::new(mem_kind(plan.memory), len, local.cuda_device).map_err(|e| e.to_string())?;
+    let mut buffer =
+        Buffer::with_mode(mem_kind(plan.memory), len, local.cuda_device, plan.cuda_alloc).map_err(|e| e.to_string())?;
+    let cuda_alloc = buffer
+        .cuda_allocation()
+        .map(|(mode, legacy_ipc)| icb_core::CudaAllocation { mode, legacy_ipc });
     buffer.fill(plan.seed).map_err(|e| e.to_string())?;
     let buffer = Rc::new(buffer);
     let map = Rc::new(
@@ -182,6 +186,7 @@ fn register(
         buffer_addr: map.address(),
         proof,
         cpus: affinity::current(),
+        cuda_alloc,
     };
     Ok((Owned { buffer, map: Some(map) }, hello))
 }

@@ -162,7 +162,8 @@ impl Runtime {
         let ctx = build_context(&lib, opts)?;
         let worker = ctx.worker().map_err(init_error)?;
         let address = worker.address().map_err(|e| EngineError::UcxSetup(e.to_string()))?;
-        let ack = Buf::alloc(icb_core::MemoryType::Host, 8, 0).map_err(|e| EngineError::UcxSetup(e.to_string()))?;
+        let ack = Buf::alloc(icb_core::MemoryType::Host, 8, 0, Default::default())
+            .map_err(|e| EngineError::UcxSetup(e.to_string()))?;
         let local = LocalUcx {
             version: lib.version_string().to_string(),
             library: lib.library_dir().display().to_string(),
@@ -291,7 +292,13 @@ impl Runtime {
 
     // ------------------------------------------------------------- initiator (client) side
 
-    pub fn initiator_setup(&mut self, setup: CaseSetup, ready: &CaseReady) -> Result<(), RunError> {
+    /// Prepares the initiator's buffers; returns how its GPU buffer was allocated (`None` for
+    /// host memory).
+    pub fn initiator_setup(
+        &mut self,
+        setup: CaseSetup,
+        ready: &CaseReady,
+    ) -> Result<Option<icb_core::CudaAllocation>, RunError> {
         self.drain_now();
         self.case = None;
         let layout = Self::layout(&setup, true)?;
@@ -300,6 +307,7 @@ impl Runtime {
             setup.memory.initiator,
             Self::span(&setup, layout, true)?,
             self.cuda_device,
+            setup.cuda_alloc,
         )?;
         if !setup.untouched {
             let seed = if setup.test == TestKind::GetBw {
@@ -309,8 +317,14 @@ impl Runtime {
             };
             buf.fill(seed)?;
         }
+        let allocation = buf.cuda_allocation();
         let pong = if setup.test == TestKind::TagLat {
-            let mut p = Buf::alloc(setup.memory.initiator, layout.span(), self.cuda_device)?;
+            let mut p = Buf::alloc(
+                setup.memory.initiator,
+                layout.span(),
+                self.cuda_device,
+                setup.cuda_alloc,
+            )?;
             if !setup.untouched {
                 p.fill(other_seed(setup.seed))?;
             }
@@ -335,7 +349,7 @@ impl Runtime {
             rkey,
             remote_addr: ready.remote_addr,
         });
-        Ok(())
+        Ok(allocation)
     }
 
     /// One phase of `iterations` operations (lists of blocks, for a KV-shaped case) with

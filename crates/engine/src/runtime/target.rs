@@ -13,6 +13,7 @@ impl Runtime {
             setup.memory.target,
             Self::span(&setup, layout, false)?,
             self.cuda_device,
+            setup.cuda_alloc,
         )?;
         if !setup.untouched {
             // The target holds the data's source for get, its destination otherwise.
@@ -23,7 +24,10 @@ impl Runtime {
             };
             buf.fill(seed)?;
         }
-        let mut ready = CaseReady::default();
+        let mut ready = CaseReady {
+            cuda_alloc: buf.cuda_allocation(),
+            ..CaseReady::default()
+        };
         let reg = if setup.test.is_rma() {
             let reg = buf.map(&self._ctx)?;
             let map = reg

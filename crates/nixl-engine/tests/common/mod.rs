@@ -40,6 +40,7 @@ pub fn settings(sizes: &[u64], memory: &[MemoryPair]) -> RunSettings {
         blocks: None,
         window_candidates: Vec::new(),
         untouched_buffers: false,
+        cuda_alloc: Default::default(),
     }
 }
 

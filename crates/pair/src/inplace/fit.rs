@@ -85,6 +85,7 @@ mod tests {
             blocks: None,
             window_candidates: Vec::new(),
             untouched_buffers: false,
+            cuda_alloc: Default::default(),
         }
     }
 

@@ -347,6 +347,7 @@ async fn handshake(
             buffer_addr,
             proof,
             cpus,
+            cuda_alloc,
         } => {
             if let (Some(token), Some(nonce)) = (token, nonce) {
                 let proven = proof.is_some_and(|p| kv_rank::verify_proof(token, &nonce, id, &p));
@@ -360,6 +361,7 @@ async fn handshake(
                 Conn { id, lines, write },
                 RankRecord {
                     cpus,
+                    cuda_alloc,
                     ..RankRecord::new(id, pid, peer, metadata, buffer_addr)
                 },
             ))

@@ -28,6 +28,8 @@ pub struct RankRecord {
     pub data_path: Option<TransportEvidence>,
     /// The CPUs it said it runs on.
     pub cpus: Vec<u32>,
+    /// Its GPU buffer's allocation, as it said in its hello.
+    pub cuda_alloc: Option<icb_core::CudaAllocation>,
 }
 
 impl RankRecord {
@@ -42,6 +44,7 @@ impl RankRecord {
             verify_error: None,
             data_path: None,
             cpus: Vec::new(),
+            cuda_alloc: None,
         }
     }
 }
@@ -247,6 +250,21 @@ pub(super) fn judge_kv(report: &mut PairReport, rows: usize, rate: TcpRate) {
     icb_core::verdict::controls::apply(report);
 }
 
+/// A KV case's GPU memory: the run's mode, and the legacy-IPC capability combined over the
+/// two ranks' buffers as their hellos said it. `None` when neither rank holds GPU memory.
+fn case_allocation(plan: &KvPlan, ranks: &[Option<&RankRecord>]) -> Option<icb_core::CudaAllocation> {
+    let sides: Vec<icb_core::LegacyIpc> = ranks
+        .iter()
+        .flatten()
+        .filter_map(|r| r.cuda_alloc)
+        .map(|a| a.legacy_ipc)
+        .collect();
+    (!sides.is_empty()).then(|| icb_core::CudaAllocation {
+        mode: plan.pair.settings.cuda_alloc,
+        legacy_ipc: icb_core::LegacyIpc::combine(sides),
+    })
+}
+
 /// One peer's case: its completion times from each request's start, its post times, whether
 /// its destination rank checked every block, and its initiator's data path.
 fn row_case(
@@ -336,6 +354,7 @@ fn row_case(
             direction: Some(direction),
         },
         rail: None,
+        cuda_alloc: case_allocation(plan, &[record(initiator), record(other)]),
     })
 }
 

@@ -145,6 +145,7 @@ pub fn rank_plans(plan: &KvPlan, coordinator: &str, message_timeout: Duration) -
                 authenticate: false,
                 cpus: None,
                 ucx_config: plan.pair.ucx_config.clone(),
+                cuda_alloc: plan.pair.settings.cuda_alloc,
             });
         }
     }

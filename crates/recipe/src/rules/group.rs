@@ -28,6 +28,7 @@ pub(crate) fn group_checks(group: &str, members: &[&RoleEnv], out: &mut Vec<Chec
     let pd: Vec<&RoleEnv> = prefill.iter().chain(decode.iter()).copied().collect();
     symmetry(&pd, &scope, out);
     cuda_ipc_xpod(&pd, &scope, out);
+    super::alloc::allocator_trap(&pd, &scope, out);
     placement(&pd, &scope, out);
 }
 

@@ -2,6 +2,7 @@
 //! and per deployment group. Values are checked, not presence: a wrong value fails, a missing
 //! variable only warns (it may be baked into the image).
 
+pub(crate) mod alloc;
 mod backend;
 mod env;
 mod group;

@@ -69,6 +69,7 @@ fn case(
         verdict: None,
         run_by: Default::default(),
         rail: None,
+        cuda_alloc: None,
     }
 }
 
@@ -85,6 +86,7 @@ fn skipped(test: TestKind, memory: MemoryPair, size: u64) -> CaseResult {
         verdict: None,
         run_by: Default::default(),
         rail: None,
+        cuda_alloc: None,
     }
 }
 
@@ -151,6 +153,7 @@ fn report(
             blocks: None,
             window_candidates: Vec::new(),
             untouched_buffers: false,
+            cuda_alloc: Default::default(),
         },
         expectation: Expectation::defaults(locality),
         cases,
