@@ -80,8 +80,10 @@ pub async fn sweep(
         eprintln!("ic-bench: {line}");
     }
     if let Some(name) = &args.matrix_configmap {
-        let matrix = icb_sweep::matrix::FabricMatrix::from_results(&results);
-        let line = icb_kube::fabric_matrix::write(&sweeper.cluster, name, &results.sweep_id, &matrix.to_json()).await?;
+        let matrix = icb_sweep::matrix::FabricMatrix::from_results(&results)
+            .to_json()
+            .context("cannot serialize the node-pair matrix")?;
+        let line = icb_kube::fabric_matrix::write(&sweeper.cluster, name, &results.sweep_id, &matrix).await?;
         eprintln!("ic-bench: {line}");
     }
     if let Some(e) = history_error {

@@ -478,7 +478,7 @@ fn every_field_of_the_fabric_matrix_is_in_docs_schema_and_its_example_parses() {
     }
     let matrix = icb_sweep::matrix::FabricMatrix::from_results(&r);
     let mut all = BTreeSet::new();
-    keys(&serde_json::from_str(&matrix.to_json()).unwrap(), &mut all);
+    keys(&serde_json::from_str(&matrix.to_json().unwrap()).unwrap(), &mut all);
     assert!(
         all.contains("latency_distrusted") && all.contains("measured_at"),
         "{all:?}"

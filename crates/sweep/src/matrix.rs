@@ -117,8 +117,8 @@ impl FabricMatrix {
         }
     }
 
-    pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("the matrix has only serializable fields")
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string_pretty(self)
     }
 }
 
@@ -251,7 +251,7 @@ mod tests {
         assert!(bc.transports.is_empty());
         let ca = m.pairs.iter().find(|p| p.prefill_node == "c").unwrap();
         assert_eq!(ca.state, PairState::Error);
-        let json: serde_json::Value = serde_json::from_str(&m.to_json()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&m.to_json().unwrap()).unwrap();
         let row = &json["pairs"][1];
         assert_eq!(row["state"], "unschedulable");
         assert!(row.get("bandwidth_bps").is_none(), "no figure, not a zero: {row}");
@@ -268,7 +268,7 @@ mod tests {
         let m = FabricMatrix::from_results(&r);
         assert_eq!(m.pairs[0].latency_p50_us, None);
         assert_eq!(m.pairs[0].latency_distrusted, Some(QualityKind::ImplausibleLatency));
-        let json = m.to_json();
+        let json = m.to_json().unwrap();
         assert!(
             json.contains("\"latency_distrusted\": \"implausible_latency\""),
             "{json}"
@@ -305,7 +305,7 @@ mod tests {
         r.node_verdicts.retain(|v| v.node != "c");
         r.complete = false;
         let m = FabricMatrix::from_results(&r);
-        let back: FabricMatrix = serde_json::from_str(&m.to_json()).unwrap();
+        let back: FabricMatrix = serde_json::from_str(&m.to_json().unwrap()).unwrap();
         assert_eq!(back, m);
         assert!(!back.complete);
         let c = back.nodes.iter().find(|n| n.node == "c").unwrap();
