@@ -129,15 +129,19 @@ fn keys(value: &serde_json::Value, out: &mut BTreeSet<String>) {
     }
 }
 
+/// The keys `section` names neither as `` `key` `` nor as `"key"`.
+fn undocumented<'a>(section: &str, keys: &'a BTreeSet<String>) -> Vec<&'a String> {
+    keys.iter()
+        .filter(|k| !section.contains(&format!("`{k}`")) && !section.contains(&format!("\"{k}\"")))
+        .collect()
+}
+
 #[test]
 fn every_field_of_the_sweep_json_is_in_docs_schema() {
     let section = schema_doc_sweep_section();
     let mut all = BTreeSet::new();
     keys(&serde_json::from_str(&render(Format::Json)).unwrap(), &mut all);
-    let undocumented: Vec<&String> = all
-        .iter()
-        .filter(|k| !section.contains(&format!("`{k}`")) && !section.contains(&format!("\"{k}\"")))
-        .collect();
+    let undocumented = undocumented(&section, &all);
     assert!(
         undocumented.is_empty(),
         "docs/schema.md does not describe {undocumented:?}"
@@ -483,10 +487,7 @@ fn every_field_of_the_fabric_matrix_is_in_docs_schema_and_its_example_parses() {
         all.contains("latency_distrusted") && all.contains("measured_at"),
         "{all:?}"
     );
-    let undocumented: Vec<&String> = all
-        .iter()
-        .filter(|k| !section.contains(&format!("`{k}`")) && !section.contains(&format!("\"{k}\"")))
-        .collect();
+    let undocumented = undocumented(&section, &all);
     assert!(
         undocumented.is_empty(),
         "docs/schema.md does not describe {undocumented:?}"

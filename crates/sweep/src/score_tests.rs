@@ -62,14 +62,7 @@ fn run(pairs: &[Pair], pass: u8, bad: &[&str], slow: &[&str]) -> Vec<PairResult>
         .map(|p| {
             let is_bad = bad.iter().any(|b| p.involves(b));
             let is_slow = slow.iter().any(|b| p.involves(b));
-            PairResult {
-                pair: p.clone(),
-                pass,
-                run_id: "r".into(),
-                duration_s: 1.0,
-                finished_at: None,
-                outcome: measured(if is_slow { 2e9 } else { 20e9 }, is_bad),
-            }
+            pair_result(p, pass, measured(if is_slow { 2e9 } else { 20e9 }, is_bad))
         })
         .collect()
 }
@@ -124,20 +117,16 @@ fn unschedulable_is_not_a_fabric_verdict() {
     let plan: Vec<Pair> = Schedule::AllPairs.rounds(&nodes, 0).unwrap().concat();
     let results: Vec<PairResult> = plan
         .iter()
-        .map(|p| PairResult {
-            pair: p.clone(),
-            pass: 1,
-            run_id: "r".into(),
-            duration_s: 1.0,
-            finished_at: None,
-            outcome: if p.involves("node-2") {
+        .map(|p| {
+            let outcome = if p.involves("node-2") {
                 Outcome::Unschedulable {
                     node: Some("node-2".into()),
                     reason: "0/4 nodes are available: Insufficient nvidia.com/gpu".into(),
                 }
             } else {
                 measured(20e9, false)
-            },
+            };
+            pair_result(p, 1, outcome)
         })
         .collect();
     let v = final_verdicts(&nodes, &results);
