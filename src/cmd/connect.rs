@@ -148,7 +148,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     args.engine.check()?;
     let mut settings = args.test.settings_for(args.engine.engine)?;
     if let Some(within) = args.within {
-        let note = super::preflight::fit(&mut settings, within).map_err(anyhow::Error::msg)?;
+        let note = icb_engine::preflight::fit(&mut settings, within).map_err(anyhow::Error::msg)?;
         note.into_iter().for_each(|n| eprintln!("ic-bench: {n}"));
     }
     // Resolved before stdout is set aside: the width of the terminal the report goes to.
@@ -161,7 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let live = Arc::new(Mutex::new(icb_report::live::CaseProgress::start(total, unit)));
     let preflight = args
         .within
-        .map(|within| super::preflight::Preflight::arm(within, interrupt.token()));
+        .map(|within| icb_engine::preflight::Preflight::arm(within, interrupt.token()));
     let cancel = preflight.as_ref().map_or(interrupt.token(), |p| p.token()).clone();
     let token = args.token.resolve()?;
     let opts_for = |connect_timeout: Duration| {
@@ -212,7 +212,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 /// A preflight the deadline cut: what it measured is written (evidence), and it exits 2 with
 /// one line saying so; not known, never a pass.
 fn cut_short(
-    p: &super::preflight::Preflight,
+    p: &icb_engine::preflight::Preflight,
     server: &str,
     result: Result<icb_core::PairReport, icb_engine::EngineError>,
     emit: impl FnOnce(&icb_core::PairReport) -> anyhow::Result<()>,

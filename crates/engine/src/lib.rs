@@ -46,6 +46,7 @@ mod fit;
 pub mod local;
 mod measure;
 mod options;
+pub mod preflight;
 pub mod rank;
 mod report;
 pub mod request;

@@ -5,10 +5,10 @@
 //! most of the rest, and a watchdog cuts the run at the deadline. A run cut short is not known
 //! (exit 2, saying how much was measured), never a pass; a finished run exits as `connect` does.
 
-use icb_pair::CancellationToken;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// The share of `--within` the server may take to answer (a sidecar still starting).
 const CONNECT_SHARE: f64 = 0.3;
@@ -69,13 +69,13 @@ impl Preflight {
     pub fn retry_refused<T>(
         &self,
         asked: Duration,
-        mut attempt: impl FnMut(Duration) -> Result<T, icb_engine::EngineError>,
-    ) -> Result<T, icb_engine::EngineError> {
+        mut attempt: impl FnMut(Duration) -> Result<T, crate::EngineError>,
+    ) -> Result<T, crate::EngineError> {
         let until = self.started + self.connect_timeout(asked);
         loop {
             let left = until.saturating_duration_since(Instant::now());
             match attempt(left.max(RETRY_PAUSE)) {
-                Err(icb_engine::EngineError::Connect { .. })
+                Err(crate::EngineError::Connect { .. })
                     if Instant::now() + RETRY_PAUSE < until && !self.token.is_cancelled() =>
                 {
                     std::thread::sleep(RETRY_PAUSE);
@@ -149,7 +149,7 @@ mod tests {
     fn a_refused_connection_is_asked_again_within_the_connect_share_and_other_errors_are_not() {
         let signals = CancellationToken::new();
         let p = Preflight::arm(Duration::from_secs(3), &signals);
-        let refused = || icb_engine::EngineError::Connect {
+        let refused = || crate::EngineError::Connect {
             addr: "10.0.0.5:18515".into(),
             detail: "Connection refused".into(),
         };
@@ -166,7 +166,7 @@ mod tests {
             assert!(left <= Duration::from_millis(900), "{left:?}");
             Err::<(), _>(refused())
         });
-        assert!(matches!(never, Err(icb_engine::EngineError::Connect { .. })));
+        assert!(matches!(never, Err(crate::EngineError::Connect { .. })));
         assert!(
             tries > 1 && started.elapsed() < Duration::from_secs(2),
             "{tries} tries, {:?}",
@@ -175,8 +175,8 @@ mod tests {
         let mut tries = 0;
         let other = p.retry_refused(Duration::from_secs(10), |_| {
             tries += 1;
-            Err::<(), _>(icb_engine::EngineError::Peer("bad token".into()))
+            Err::<(), _>(crate::EngineError::Peer("bad token".into()))
         });
-        assert!(matches!(other, Err(icb_engine::EngineError::Peer(_))) && tries == 1);
+        assert!(matches!(other, Err(crate::EngineError::Peer(_))) && tries == 1);
     }
 }
