@@ -397,6 +397,21 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
 }
 
+/// The one emit of a pair run's end, whatever ran it: a judged report ([`emit_pair`]), an
+/// interrupted run's partial report and line ([`emit_interrupted`]), or the error (exit 2).
+pub fn emit_outcome(
+    result: Result<icb_pair::PairOutcome, icb_pair::PairError>,
+    output: &super::output::Output,
+    interrupt: &super::interrupt::Interrupt,
+    history: Option<&super::history_args::RunHistory>,
+) -> anyhow::Result<i32> {
+    match result {
+        Ok(outcome) => emit_pair(&outcome.report, output, history),
+        Err(icb_pair::PairError::Interrupted(i)) => emit_interrupted(&i, output, interrupt, history),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// An interrupted pair: the cases measured before the signal (when the prefill side reported
 /// them) rendered as `-o` asks and marked partial, recorded in `--history` as `interrupted`, then
 /// the interruption's one line; exit 130.

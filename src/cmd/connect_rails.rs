@@ -7,8 +7,7 @@ use super::interrupt::Interrupt;
 use super::serve_rails::{host_name, rail_tree, rank_options, selection};
 use icb_core::Locality;
 use icb_pair::rails::remote::RemoteRails;
-use icb_pair::rails::{RailsPlan, plan_rows};
-use icb_pair::{Deadlines, PairError, PairPlan};
+use icb_pair::{Deadlines, PairPlan};
 use std::time::Duration;
 
 /// The pair plan of every row, from connect's flags.
@@ -27,9 +26,8 @@ pub fn run(args: super::connect::Args) -> anyhow::Result<i32> {
     if args.plan.is_some() || args.json_line {
         anyhow::bail!("--rails writes one report for every rail: drop --plan/--json-line (use -o json)");
     }
-    let r = &args.rails;
-    let (selection, told) = selection(r.rails.as_deref(), r.rail_devices.as_ref())?;
-    let (pattern, alone) = (r.pattern(), r.alone());
+    let (selection, _) = selection(args.rails.rails.as_deref(), args.rails.rail_devices.as_ref())?;
+    let choice = args.rails.choice(selection);
     let pair = pair_plan(&args)?;
     let output = args.output.resolve(icb_report::ReportKind::Pair)?;
     // Two hosts unless told otherwise: that is what serve/connect --rails is for.
@@ -45,21 +43,9 @@ pub fn run(args: super::connect::Args) -> anyhow::Result<i32> {
             _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was started")),
         };
         let prefill = seam.prefill_info(rail_tree().as_deref());
-        let rows = plan_rows(&prefill, &decode, &selection, told.as_deref(), pattern)?;
-        tracing::info!("{} rail pairs between {} and {}", rows.len(), prefill.node, decode.node);
-        let plan = RailsPlan {
-            pair,
-            rows,
-            pattern,
-            margin: r.rail_margin,
-            alone,
-        };
+        let plan = choice.plan(pair, &prefill, &decode)?;
         let result = super::pair_rails::run_plan(&plan, &[], &mut seam, &interrupt).await;
         drop(seam);
-        match result {
-            Ok(outcome) => super::common::emit_pair(&outcome.report, &output, None),
-            Err(PairError::Interrupted(i)) => super::common::emit_interrupted(&i, &output, &interrupt, None),
-            Err(e) => Err(e.into()),
-        }
+        super::common::emit_outcome(result, &output, &interrupt, None)
     })
 }

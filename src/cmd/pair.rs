@@ -11,7 +11,7 @@
 use super::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs};
 use super::interrupt::Interrupt;
 use super::output::{Output, PairFormat, PairOutputArgs};
-use icb_pair::{Launcher, PairError, PairOutcome, PairPlan};
+use icb_pair::{Launcher, PairOutcome, PairPlan};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
@@ -127,67 +127,17 @@ impl PairCommand {
         // The expectations file is read once, here; the pipeline resolves it for the placement.
         let mut plan = PairPlan::new(settings, args.expect.input()?);
         plan.ucx_profile = args.engine.ucx_profile;
-        if args.local
-            && let Some(flag) = super::pair_kube::kubernetes_only_flag(&args.kube)
-        {
-            anyhow::bail!("{flag} applies to Kubernetes runs (--prefill/--decode), not --local: drop it");
-        }
-        if !args.local && args.local_opts.isolation != icb_isolate::Isolation::None {
-            anyhow::bail!(
-                "--isolation applies to --local runs; on Kubernetes the pods' own spec decides (see --host-ipc)"
-            );
-        }
-        let emulated_stray = (!args.rails.wanted()).then(|| args.emulated_rails.given()).flatten();
-        if let Some(flag) = args.rails.stray_flag().or(emulated_stray) {
-            anyhow::bail!("{flag} needs --rails or --rail-devices");
-        }
-        if args.rails.wanted() && args.in_place.in_place {
-            anyhow::bail!("--rails runs bench pods on whole nodes, not --in-place: drop one");
-        }
-        if let Some(kind) = args.controls.iter().find(|k| **k != icb_core::model::ControlKind::Tcp)
-            && args.kv.wanted()
-        {
-            anyhow::bail!("--control {kind} does not run with --kv-shape (its control is tcp): drop {kind}");
-        }
-        if let Some(kind) = args.controls.iter().find(|k| k.needs_rails())
-            && !args.rails.wanted()
-        {
-            anyhow::bail!("--control {kind} pins a rail's ranks to another rail's NIC: it needs --rails");
-        }
+        refuse(&args)?;
         let mut controls = args.controls.clone();
         controls.sort();
         controls.dedup();
         let recipe_env = recipe_knobs(&args, &controls, &mut plan)?;
-        let target = if args.kv.wanted() {
-            if args.rails.wanted() || args.in_place.in_place || dry_run {
-                anyhow::bail!(
-                    "--kv-shape runs its own ranks (--local or bench pods): drop --rails, --in-place or --dry-run"
-                );
-            }
-            if !args.local && (args.prefill.is_none() || args.decode.is_none()) {
-                anyhow::bail!("say where to run: --local, or --prefill TARGET --decode TARGET (e.g. node/gpu-1)");
-            }
-            PairTarget::Kv(Box::new(super::pair_kv::target(&mut args, &mut plan)?))
-        } else if args.rails.wanted() && !args.local {
-            PairTarget::KubeRails(Box::new(super::pair_rails_kube::target(&args, &plan)?))
-        } else if args.local && args.rails.wanted() {
-            let opts = super::pair_local::options(&args, &mut plan)?;
-            PairTarget::LocalRails(Box::new(super::pair_rails::target(
-                &args.rails,
-                &args.emulated_rails,
-                opts,
-            )?))
-        } else if args.local {
-            let mut opts = super::pair_local::options(&args, &mut plan)?;
-            opts.recipe_env = recipe_env;
-            PairTarget::Local(opts)
-        } else if args.in_place.in_place {
-            PairTarget::InPlace(super::pair_inplace::target(&args, &mut plan)?)
-        } else if args.prefill.is_some() && args.decode.is_some() {
-            PairTarget::Kube(super::pair_kube::target(&args, &mut plan, pods_format)?)
-        } else {
-            anyhow::bail!("say where to run: --local, or --prefill TARGET --decode TARGET (e.g. node/gpu-1)")
-        };
+        if args.kv.wanted() {
+            // NIXL wherever it loads: decided before the pods' engine flags are read.
+            args.engine.engine = super::pair_kv::kv_engine(&args.engine);
+        }
+        let pods = args.kube.pod_options(args.engine.side_flags());
+        let target = target(&args, &pods, &mut plan, pods_format, recipe_env)?;
         // Last: every flag is checked before the history file is opened (created).
         let history = if dry_run { None } else { args.history.prepare()? };
         Ok(PairCommand {
@@ -198,6 +148,69 @@ impl PairCommand {
             controls,
         })
     }
+}
+
+/// The flags that contradict each other or the kind of run (each refusal one line, exit 2).
+fn refuse(args: &Args) -> anyhow::Result<()> {
+    if args.local
+        && let Some(flag) = super::pair_kube::kubernetes_only_flag(&args.kube)
+    {
+        anyhow::bail!("{flag} applies to Kubernetes runs (--prefill/--decode), not --local: drop it");
+    }
+    if !args.local && args.local_opts.isolation != icb_isolate::Isolation::None {
+        anyhow::bail!("--isolation applies to --local runs; on Kubernetes the pods' own spec decides (see --host-ipc)");
+    }
+    let emulated_stray = (!args.rails.wanted()).then(|| args.emulated_rails.given()).flatten();
+    if let Some(flag) = args.rails.stray_flag().or(emulated_stray) {
+        anyhow::bail!("{flag} needs --rails or --rail-devices");
+    }
+    if args.rails.wanted() && args.in_place.in_place {
+        anyhow::bail!("--rails runs bench pods on whole nodes, not --in-place: drop one");
+    }
+    if let Some(kind) = args.controls.iter().find(|k| **k != icb_core::model::ControlKind::Tcp)
+        && args.kv.wanted()
+    {
+        anyhow::bail!("--control {kind} does not run with --kv-shape (its control is tcp): drop {kind}");
+    }
+    if let Some(kind) = args.controls.iter().find(|k| k.needs_rails())
+        && !args.rails.wanted()
+    {
+        anyhow::bail!("--control {kind} pins a rail's ranks to another rail's NIC: it needs --rails");
+    }
+    Ok(())
+}
+
+/// Who starts the two sides, as the flags say; `pods`: the command's one reading of the pod
+/// flags, which every pods plan takes.
+fn target(
+    args: &Args,
+    pods: &icb_kube::PodOptions,
+    plan: &mut PairPlan,
+    pods_format: Option<PodsFormat>,
+    recipe_env: icb_pair::local::RecipeEnv,
+) -> anyhow::Result<PairTarget> {
+    Ok(if args.kv.wanted() {
+        PairTarget::Kv(Box::new(super::pair_kv::target(args, pods, plan)?))
+    } else if args.rails.wanted() && !args.local {
+        PairTarget::KubeRails(Box::new(super::pair_rails_kube::target(args, pods, plan)?))
+    } else if args.local && args.rails.wanted() {
+        let opts = super::pair_local::options(args, plan)?;
+        PairTarget::LocalRails(Box::new(super::pair_rails::target(
+            &args.rails,
+            &args.emulated_rails,
+            opts,
+        )?))
+    } else if args.local {
+        let mut opts = super::pair_local::options(args, plan)?;
+        opts.recipe_env = recipe_env;
+        PairTarget::Local(opts)
+    } else if args.in_place.in_place {
+        PairTarget::InPlace(super::pair_inplace::target(args, plan)?)
+    } else if args.prefill.is_some() && args.decode.is_some() {
+        PairTarget::Kube(super::pair_kube::target(args, pods, plan, pods_format)?)
+    } else {
+        anyhow::bail!("say where to run: --local, or --prefill TARGET --decode TARGET (e.g. node/gpu-1)")
+    })
 }
 
 /// `--recipe`: each side's transport env, its `UCX_*`/`NIXL_*` names on the plan for a knobs-off
@@ -301,16 +314,11 @@ pub async fn drive<L: Launcher>(
     if let Some(bar) = &bar {
         bar.finish();
     }
-    match result {
-        Ok(mut outcome) => {
-            finished(&mut outcome);
-            super::common::emit_pair(&outcome.report, &cmd.output, cmd.history.as_ref())
-        }
-        Err(PairError::Interrupted(i)) => {
-            super::common::emit_interrupted(&i, &cmd.output, interrupt, cmd.history.as_ref())
-        }
-        Err(e) => Err(e.into()),
-    }
+    let result = result.map(|mut outcome| {
+        finished(&mut outcome);
+        outcome
+    });
+    super::common::emit_outcome(result, &cmd.output, interrupt, cmd.history.as_ref())
 }
 
 #[cfg(test)]
@@ -366,6 +374,49 @@ mod tests {
                 format!("--control {kind} does not run with --kv-shape (its control is tcp): drop {kind}")
             );
         }
+    }
+
+    /// The pod flags are read once (`KubePairArgs::pod_options`): a KV run's bench pods (its
+    /// descriptor sweep's) and its ranks' node pods get the same image, privileges and engine
+    /// flags.
+    #[test]
+    fn one_reading_of_the_pod_flags_shapes_every_pod() {
+        let argv = [
+            "--prefill",
+            "node/a",
+            "--decode",
+            "node/b",
+            "--kv-shape",
+            "llama-3.1-8b",
+            "--image",
+            "img:1",
+            "--image-pull-policy",
+            "Never",
+            "--privileged",
+            "--service-account",
+            "sa",
+            "--memlock-unlimited",
+        ];
+        let cmd = command(&argv).unwrap();
+        let PairTarget::Kv(kv) = &cmd.target else {
+            panic!("not a KV target")
+        };
+        let super::super::pair_kv::KvLaunch::Kube(kube) = &kv.launch else {
+            panic!("not on Kubernetes")
+        };
+        let (bench, ranks) = (&kube.0.pods, &kube.1);
+        for (image, policy, sa) in [
+            (&bench.image, &bench.image_pull_policy, &bench.service_account),
+            (&ranks.image, &ranks.image_pull_policy, &ranks.service_account),
+        ] {
+            assert_eq!(
+                (image.as_str(), policy.as_deref(), sa.as_deref()),
+                ("img:1", Some("Never"), Some("sa"))
+            );
+        }
+        assert!(bench.privileged && ranks.privileged && bench.memlock_unlimited && ranks.memlock_unlimited);
+        assert_eq!(bench.connect_args, ranks.side_args);
+        assert_eq!(ranks.run_id, format!("{}-kr", bench.run_id));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use super::pair::{PairCommand, PodsFormat};
 use anyhow::Context as _;
+use icb_kube::PodOptions;
 use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
 use icb_pair::kube::KubeLauncher;
@@ -91,6 +92,25 @@ pub enum DryRun {
     Client,
 }
 
+impl KubePairArgs {
+    /// The bench pods' options: the one reading of the pod flags (image, privileges, host
+    /// namespaces, devices), with `side_flags` (the engine selection) for both sides. Every pods
+    /// plan of a pair run (its bench pods, rails' and KV ranks' node pods) takes it.
+    pub fn pod_options(&self, side_flags: Vec<String>) -> PodOptions {
+        let image = self.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
+        PodOptions {
+            image_pull_policy: self.image_pull_policy.map(|p| p.as_str().to_string()),
+            privileged: self.privileged,
+            host_ipc: self.host_ipc,
+            host_pid: self.host_pid,
+            memlock_unlimited: self.memlock_unlimited,
+            service_account: self.service_account.clone(),
+            devices: self.devices.request(),
+            ..PodOptions::new(image, side_flags)
+        }
+    }
+}
+
 /// The first Kubernetes-only flag given, if any: with `--local` it would be silently ignored.
 pub fn kubernetes_only_flag(k: &KubePairArgs) -> Option<&'static str> {
     let c = &k.cluster;
@@ -130,36 +150,20 @@ pub fn targets(args: &super::pair::Args) -> anyhow::Result<(Target, Target)> {
     ))
 }
 
-/// The bench pods (targets, image, privileges) and, on the plan, the deadlines: on Kubernetes
-/// one deadline (`--timeout`) covers scheduling, image pulls and the transfer.
+/// The bench pods (targets, the command's pod options) and, on the plan, the deadlines: on
+/// Kubernetes one deadline (`--timeout`) covers scheduling, image pulls and the transfer.
 pub fn target(
     args: &super::pair::Args,
+    options: &PodOptions,
     plan: &mut PairPlan,
     dry_run: Option<PodsFormat>,
 ) -> anyhow::Result<KubeTarget> {
-    let (prefill, decode) = targets(args)?;
+    let targets = targets(args)?;
     let k = &args.kube;
     let timeout = k.timeout.unwrap_or_else(|| Deadlines::pods_default(&plan.settings));
     let run_id = icb_kube::podspec::run_id_or_new(k.run_id.as_deref()).map_err(anyhow::Error::msg)?;
-    let image = k.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
-    let side_flags = args.engine.side_flags();
-    let mut pods = BenchPodsPlan::new(
-        prefill,
-        decode,
-        run_id,
-        image,
-        timeout,
-        k.cluster.request_timeout,
-        side_flags,
-    );
-    pods.image_pull_policy = k.image_pull_policy.map(|p| p.as_str().to_string());
-    pods.privileged = k.privileged;
-    pods.host_ipc = k.host_ipc;
-    pods.host_pid = k.host_pid;
-    pods.memlock_unlimited = k.memlock_unlimited;
+    let mut pods = BenchPodsPlan::new(targets, run_id, options, timeout, k.cluster.request_timeout);
     pods.resources = icb_kube::hardening::BenchResources::for_settings(&plan.settings);
-    pods.service_account = k.service_account.clone();
-    pods.devices = k.devices.request();
     pods.dry_run = dry_run.is_some();
     plan.set_deadlines(Deadlines::budget(timeout, "--timeout"));
     Ok(KubeTarget {

@@ -7,15 +7,17 @@
 
 use super::interrupt::Interrupt;
 use super::pair::PairCommand;
-use icb_kube::target::Target;
+use super::pair_rails_kube::node_pods_start;
+use icb_kube::PodOptions;
 use icb_kv::{KvDtype, KvFlags, KvRequest, KvShape, ModelSpec};
-use icb_pair::kv::control::{KvRuns, run_kv_with_controls};
-use icb_pair::kv::kube_ranks::KubeRanks;
-use icb_pair::kv::local_ranks::{LocalRanks, rank_pinner};
-use icb_pair::kv::{KvOp, KvPlan, KvSeam};
-use icb_pair::local::{LocalLauncher, LocalOptions};
+use icb_pair::PairPlan;
+use icb_pair::kv::control::run_kv_with_controls;
+use icb_pair::kv::kube_ranks::ranks_plan;
+use icb_pair::kv::kube_runs::run_kube_kv;
+use icb_pair::kv::local_ranks::LocalRuns;
+use icb_pair::kv::{KvOp, KvOptions, KvPlan};
+use icb_pair::local::LocalOptions;
 use icb_pair::rails::kube::KubeRailsPlan;
-use icb_pair::{LaunchError, PairPlan};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct KvArgs {
@@ -123,55 +125,80 @@ pub struct KvTarget {
 }
 
 /// The request (checked against the engine's rules and, locally, this host's memory), the rows
-/// and the launcher's options. The cases are the geometry's; `--memory` picks one pair.
-pub fn target(args: &mut super::pair::Args, plan: &mut PairPlan) -> anyhow::Result<KvTarget> {
-    let kv = args.kv.clone();
-    if kv.kv_shape.as_deref() == Some("") {
+/// and the launcher's options. The cases are the geometry's; `--memory` picks one pair. The
+/// engine is decided ([`kv_engine`]) before `options` were read.
+pub fn target(args: &super::pair::Args, options: &PodOptions, plan: &mut PairPlan) -> anyhow::Result<KvTarget> {
+    refuse(args)?;
+    let request = request(args)?;
+    plan.settings.memory = match args.test.memory.as_deref() {
+        None => vec![icb_core::MemoryPair::HOST_HOST],
+        Some([one]) => vec![*one],
+        Some(_) => anyhow::bail!("--kv-shape moves one memory pair: give one --memory, e.g. cuda-cuda"),
+    };
+    // The launcher's deadlines go on the pair plan before the KV plan takes it.
+    if args.local {
+        let opts = super::pair_local::options(args, plan)?;
+        let plan = KvPlan::with_options(plan.clone(), request, &kv_options(args));
+        return Ok(KvTarget {
+            plan,
+            launch: KvLaunch::Local(opts),
+        });
+    }
+    let t = super::pair_kube::target(args, options, plan, None)?;
+    let kv_plan = KvPlan::with_options(plan.clone(), request, &kv_options(args));
+    // The ranks run with either engine (NIXL agents or UCX workers; the plan names it).
+    let times = (node_pods_start(&args.kube), args.kube.cluster.request_timeout);
+    let targets = (&t.pods.prefill, &t.pods.decode);
+    let ranks = ranks_plan(targets, &t.pods.run_id, options, &kv_plan, times, Default::default());
+    Ok(KvTarget {
+        plan: kv_plan,
+        launch: KvLaunch::Kube(Box::new((t, ranks))),
+    })
+}
+
+/// Refuses what a `--kv-shape` run cannot do.
+fn refuse(args: &super::pair::Args) -> anyhow::Result<()> {
+    let dry_run = args.kube.dry_run == Some(super::pair_kube::DryRun::Client);
+    if args.rails.wanted() || args.in_place.in_place || dry_run {
+        anyhow::bail!("--kv-shape runs its own ranks (--local or bench pods): drop --rails, --in-place or --dry-run");
+    }
+    if !args.local && (args.prefill.is_none() || args.decode.is_none()) {
+        anyhow::bail!("say where to run: --local, or --prefill TARGET --decode TARGET (e.g. node/gpu-1)");
+    }
+    if args.kv.kv_shape.as_deref() == Some("") {
         anyhow::bail!(
             "--kv-shape needs a MODEL here (e.g. llama-3.1-70b, or a config.json path); gate reads it from --recipe"
         );
     }
-    let unlimited = KvRequest::from_flags(&kv.flags(Some(icb_pair::kv::MAX_RANK_BYTES))?)?;
-    let request = if args.local {
-        let processes = 2 * icb_pair::kv::kv_rows(unlimited.geometry(), KvOp::Read).len();
-        KvRequest::from_flags(&kv.flags(Some(icb_pair::kv::local_rank_limit(processes)))?)?
-    } else {
-        unlimited
-    };
-    match args.test.memory.as_deref() {
-        None => plan.settings.memory = vec![icb_core::MemoryPair::HOST_HOST],
-        Some([one]) => plan.settings.memory = vec![*one],
-        Some(_) => anyhow::bail!("--kv-shape moves one memory pair: give one --memory, e.g. cuda-cuda"),
+    Ok(())
+}
+
+/// The request of the flags; locally its ranks' buffers must fit this host's memory together.
+fn request(args: &super::pair::Args) -> anyhow::Result<KvRequest> {
+    let unlimited = KvRequest::from_flags(&args.kv.flags(Some(icb_pair::kv::MAX_RANK_BYTES))?)?;
+    if !args.local {
+        return Ok(unlimited);
     }
-    args.engine.engine = kv_engine(&args.engine);
-    let op = kv.kv_op.unwrap_or_default();
-    let mut kv_plan = KvPlan::new(plan.clone(), request, op);
-    kv_plan.engine = args.engine.engine;
-    kv_plan.max_kv_ms = kv.max_kv_ms;
+    let processes = 2 * icb_pair::kv::kv_rows(unlimited.geometry(), KvOp::Read).len();
+    Ok(KvRequest::from_flags(
+        &args.kv.flags(Some(icb_pair::kv::local_rank_limit(processes)))?,
+    )?)
+}
+
+/// What the KV flags decide besides the request (`--profile full` sweeps to 100000
+/// descriptors; on one host the sweep's buffers share its memory).
+fn kv_options(args: &super::pair::Args) -> KvOptions {
     let full = (args.test.profile == super::common::Profile::Full).then_some(100_000);
-    if let Some(max) = kv.kv_descriptor_sweep.or(full) {
-        let cap = if args.local {
-            icb_pair::kv::local_rank_limit(2)
-        } else {
-            icb_pair::kv::MAX_RANK_BYTES
-        };
-        kv_plan.sweep = icb_pair::kv::sweep_counts(max, kv_plan.sweep_block, cap);
+    KvOptions {
+        op: args.kv.kv_op.unwrap_or_default(),
+        engine: args.engine.engine,
+        max_kv_ms: args.kv.max_kv_ms,
+        sweep_max: args.kv.kv_descriptor_sweep.or(full),
+        sweep_rank_bytes: match args.local {
+            true => icb_pair::kv::local_rank_limit(2),
+            false => icb_pair::kv::MAX_RANK_BYTES,
+        },
     }
-    let launch = if args.local {
-        let mut opts_plan = kv_plan.pair.clone();
-        let opts = super::pair_local::options(args, &mut opts_plan)?;
-        kv_plan.pair = opts_plan;
-        KvLaunch::Local(opts)
-    } else {
-        let mut kube_plan = kv_plan.pair.clone();
-        let t = super::pair_kube::target(args, &mut kube_plan, None)?;
-        kv_plan.pair = kube_plan;
-        // The ranks run with either engine (NIXL agents or UCX workers; the plan names it).
-        let pods = kube_ranks_plan(args, &t, &kv_plan)?;
-        KvLaunch::Kube(Box::new((t, pods)))
-    };
-    *plan = kv_plan.pair.clone();
-    Ok(KvTarget { plan: kv_plan, launch })
 }
 
 /// The engine of a KV transfer: NIXL's, wherever its library loads, unless `--engine` chose one
@@ -184,70 +211,6 @@ pub fn kv_engine(engine: &super::common::EngineArgs) -> icb_core::EngineKind {
         return icb_core::EngineKind::Nixl;
     }
     engine.engine
-}
-
-/// The pods of the ranks. Both targets nodes (two, or one for both sides): whole-node pods, or
-/// with `--gpus`/`--rdma`/`--resource` (and always on one node) what each side asks
-/// (`icb_pair::kv::kube_ranks::pod_devices`), with `--host-ipc`/`--host-pid`. Worker-shaped
-/// targets (`pod/…`, `deployment/…`): the bench pods modelled on the workers, decided when the
-/// run reads the cluster.
-fn kube_ranks_plan(
-    args: &super::pair::Args,
-    t: &super::pair_kube::KubeTarget,
-    plan: &KvPlan,
-) -> anyhow::Result<KubeRailsPlan> {
-    let k = &args.kube;
-    let (Target::Node(prefill), Target::Node(decode)) = (&t.pods.prefill, &t.pods.decode) else {
-        // Modelled on the worker pods once the cluster is read (`kube_ranks::modelled`).
-        let mut pods = super::pair_rails_kube::pods(args, (String::new(), String::new()), &plan.pair)?;
-        pods.run_id = t.pods.run_id.clone();
-        return Ok(icb_pair::kv::kube_ranks::ranks_pods(pods, plan));
-    };
-    let mut pods = super::pair_rails_kube::pods(args, (prefill.clone(), decode.clone()), &plan.pair)?;
-    pods.run_id = t.pods.run_id.clone();
-    pods.host_ipc = k.host_ipc;
-    pods.host_pid = k.host_pid;
-    pods.devices = icb_pair::kv::kube_ranks::pod_devices(plan, prefill == decode, &k.devices.request());
-    Ok(icb_pair::kv::kube_ranks::ranks_pods(pods, plan))
-}
-
-/// The descriptor sweep's local pair: two plain processes (or isolated ones, `--isolation`).
-struct LocalSeam(LocalOptions);
-
-impl KvSeam for LocalSeam {
-    type L = LocalLauncher;
-
-    async fn launcher(&mut self) -> Result<LocalLauncher, LaunchError> {
-        LocalLauncher::create(self.0.clone())
-    }
-}
-
-/// The descriptor sweep's two bench pods (`<id>-ks`); for READ the initiator (the client pod)
-/// runs on the decode node.
-struct KubeSeam<'a> {
-    target: &'a super::pair_kube::KubeTarget,
-    op: KvOp,
-}
-
-impl KvSeam for KubeSeam<'_> {
-    type L = icb_pair::kube::KubeLauncher;
-
-    async fn launcher(&mut self) -> Result<Self::L, LaunchError> {
-        let mut pods = self.target.pods.clone();
-        pods.run_id = format!("{}-ks", pods.run_id);
-        if self.op == KvOp::Read {
-            std::mem::swap(&mut pods.prefill, &mut pods.decode);
-        }
-        let cluster = self
-            .target
-            .cluster
-            .connect()
-            .await
-            .map_err(|e| LaunchError::new(e.to_string()))?;
-        icb_pair::kube::KubeLauncher::prepare(cluster, pods)
-            .await
-            .map_err(|e| LaunchError::new(e.to_string()))
-    }
 }
 
 pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
@@ -263,108 +226,42 @@ pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
         };
         let result = match &target.launch {
             KvLaunch::Local(opts) => {
-                let mut runs = LocalRuns { opts: opts.clone() };
+                let gpus = match plan.memory().uses_cuda() {
+                    true => icb_engine::local::cuda_info().devices,
+                    false => 0,
+                };
+                let tool = super::connect::tool_info();
+                let mut runs = LocalRuns {
+                    opts: opts.clone(),
+                    gpus,
+                    tool,
+                };
                 run_kv_with_controls(&cmd.controls, plan, &mut runs, interrupt.token(), &mut progress).await
             }
             KvLaunch::Kube(kube) => {
-                let (t, pods) = &**kube;
-                kube_ranks(cmd, plan, t, pods.clone(), &interrupt, &mut progress).await
+                let (t, ranks) = &**kube;
+                kube_ranks(cmd, plan, (t, ranks), interrupt.token(), &mut progress).await
             }
         };
         bar.finish();
-        match result {
-            Ok(outcome) => super::common::emit_pair(&outcome.report, &cmd.output, cmd.history.as_ref()),
-            Err(icb_pair::PairError::Interrupted(i)) => {
-                super::common::emit_interrupted(&i, &cmd.output, &interrupt, cmd.history.as_ref())
-            }
-            Err(e) => Err(e.into()),
-        }
+        super::common::emit_outcome(result, &cmd.output, &interrupt, cmd.history.as_ref())
     })
 }
 
-/// Local ranks: each run (the main one, then a control) on a local pair of its own, every rank
-/// pinned from this host's topology; the descriptor sweep, when asked, on one more pair.
-struct LocalRuns {
-    opts: LocalOptions,
-}
-
-impl KvRuns for LocalRuns {
-    async fn run(
-        &mut self,
-        plan: &KvPlan,
-        _run: u32,
-        cancel: &icb_pair::CancellationToken,
-        progress: &mut icb_pair::kv::KvProgress<'_>,
-    ) -> Result<icb_pair::PairOutcome, icb_pair::PairError> {
-        let memory = plan.memory();
-        let gpus = if memory.initiator == icb_core::MemoryType::Cuda || memory.target == icb_core::MemoryType::Cuda {
-            icb_engine::local::cuda_info().devices
-        } else {
-            0
-        };
-        let topology = icb_probe::numa::cpu_topology(&icb_probe::LocalSource::default());
-        let allowed = icb_pair::kv::cpus::allowed_cpus();
-        let mut ranks = LocalRanks::create(self.opts.clone(), rank_pinner(gpus, topology, allowed))?;
-        let mut seam = LocalSeam(self.opts.clone());
-        let tool = super::connect::tool_info();
-        icb_pair::kv::run_kv_ranks(plan, &mut ranks, &mut seam, &tool, cancel, progress).await
-    }
-}
-
-/// Kubernetes ranks: each run in two bench pods of its own (a control's named `<run>-c<n>`, so
-/// that its creates never meet the main run's pods while they are being deleted).
-struct KubeRuns<'a> {
-    cluster: icb_kube::Cluster,
-    pods: KubeRailsPlan,
-    seam: KubeSeam<'a>,
-}
-
-impl KvRuns for KubeRuns<'_> {
-    async fn run(
-        &mut self,
-        plan: &KvPlan,
-        run: u32,
-        cancel: &icb_pair::CancellationToken,
-        progress: &mut icb_pair::kv::KvProgress<'_>,
-    ) -> Result<icb_pair::PairOutcome, icb_pair::PairError> {
-        let mut pods = self.pods.clone();
-        if run > 0 {
-            pods.run_id = icb_pair::kube::rearmed_run_id(&pods.run_id, run);
-        }
-        let tool = super::connect::tool_info();
-        let ranks = KubeRanks::new(self.cluster.clone(), pods, plan);
-        icb_pair::kv::kube_ranks::run(plan, ranks, &mut self.seam, &tool, cancel, progress).await
-    }
-}
-
-/// The ranks in two whole-node pods (`icb_pair::kv::kube_ranks::run`), once connected.
+/// The ranks on Kubernetes, once connected (`icb_pair::kv::kube_runs::run_kube_kv`).
 async fn kube_ranks(
     cmd: &PairCommand,
     plan: &KvPlan,
-    t: &super::pair_kube::KubeTarget,
-    pods: KubeRailsPlan,
-    interrupt: &Interrupt,
+    (t, ranks): (&super::pair_kube::KubeTarget, &KubeRailsPlan),
+    cancel: &icb_pair::CancellationToken,
     progress: &mut icb_pair::kv::KvProgress<'_>,
 ) -> Result<icb_pair::PairOutcome, icb_pair::PairError> {
     use icb_pair::PairError;
-    let cancel = interrupt.token();
     let cluster = tokio::select! {
         c = t.cluster.connect() => c.map_err(|e| PairError::Setup(e.to_string()))?,
         _ = cancel.cancelled() => return Err(PairError::Interrupted(Default::default())),
     };
-    // Worker-shaped targets: the pods the per-pair model would create, modelled on the workers
-    // (reading the cluster creates nothing).
-    let node = |t: &Target| matches!(t, Target::Node(_));
-    let pods = if node(&t.pods.prefill) && node(&t.pods.decode) {
-        pods
-    } else {
-        let prepared = tokio::select! {
-            p = icb_pair::kube::KubeLauncher::prepare(cluster.clone(), t.pods.clone()) => p.map_err(|e| PairError::Setup(e.to_string()))?,
-            _ = cancel.cancelled() => return Err(PairError::Interrupted(Default::default())),
-        };
-        icb_pair::kv::kube_ranks::modelled(pods, prepared.prepared())
-    };
-    let seam = KubeSeam { target: t, op: plan.op };
-    let mut runs = KubeRuns { cluster, pods, seam };
-    run_kv_with_controls(&cmd.controls, plan, &mut runs, cancel, progress).await
+    let pods = (t.pods.clone(), ranks.clone());
+    let controls = (&cmd.controls[..], super::connect::tool_info());
+    run_kube_kv(cluster, pods, plan, controls, cancel, progress).await
 }

@@ -180,27 +180,23 @@ pub fn run(cmd: &PairCommand, t: &RailsTarget) -> anyhow::Result<i32> {
     }
     let prefill = seam.node_info(SideRole::Prefill)?;
     let decode = seam.node_info(SideRole::Decode)?;
-    let plan = rails_plan(cmd, &t.choice, &prefill, &decode)?;
+    let plan = t.choice.plan(cmd.plan.clone(), &prefill, &decode)?;
     let result = super::common::runtime()?.block_on(run_plan(&plan, &cmd.controls, &mut seam, &interrupt));
-    let removed = seam.cleanup();
-    match (result, removed) {
-        (Ok(outcome), Ok(_)) => super::common::emit_pair(&outcome.report, &cmd.output, cmd.history.as_ref()),
-        (Err(PairError::Interrupted(i)), _) => {
-            super::common::emit_interrupted(&i, &cmd.output, &interrupt, cmd.history.as_ref())
-        }
-        (Err(e), _) => Err(e.into()),
-        (Ok(_), Err(e)) => Err(anyhow::anyhow!("the run finished, but cleaning up failed: {e}")),
-    }
+    // The namespaces go after the runtime's threads (which a run's launchers used).
+    let result = match (result, seam.cleanup()) {
+        (Ok(_), Err(e)) => Err(PairError::Setup(format!(
+            "the run finished, but cleaning up failed: {e}"
+        ))),
+        (result, _) => result,
+    };
+    super::common::emit_outcome(result, &cmd.output, &interrupt, cmd.history.as_ref())
 }
 
-/// The rows of two nodes (a refusal is one line, exit 2).
-pub fn rails_plan(
-    cmd: &PairCommand,
-    c: &Choice,
-    prefill: &icb_pair::rails::NodeRailInfo,
-    decode: &icb_pair::rails::NodeRailInfo,
-) -> anyhow::Result<RailsPlan> {
-    Ok(c.plan(cmd.plan.clone(), prefill, decode)?)
+/// One progress line per case on stderr, named by its rail.
+pub fn progress(
+    unit: icb_core::model::BandwidthUnit,
+) -> impl FnMut(&icb_pair::rails::RailRow, &icb_core::protocol::CaseProgress) {
+    move |row, p| eprintln!("rail {}: {}", row.index, icb_report::text::case_line(&p.case, unit))
 }
 
 /// Runs the rows through `seam`, then each of `controls` on one rail pair, one progress line
@@ -211,9 +207,6 @@ pub async fn run_plan<S: icb_pair::rails::RailSeam>(
     seam: &mut S,
     interrupt: &Interrupt,
 ) -> Result<icb_pair::PairOutcome, PairError> {
-    let unit = plan.pair.settings.unit;
-    let mut progress = |row: &icb_pair::rails::RailRow, p: &icb_core::protocol::CaseProgress| {
-        eprintln!("rail {}: {}", row.index, icb_report::text::case_line(&p.case, unit));
-    };
+    let mut progress = progress(plan.pair.settings.unit);
     icb_pair::rails::run_rails_with_controls(controls, plan, seam, interrupt.token(), &mut progress).await
 }

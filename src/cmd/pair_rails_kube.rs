@@ -5,17 +5,13 @@
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use super::pair::PairCommand;
-use super::pair_rails::{rails_plan, run_plan};
+use icb_kube::PodOptions;
 use icb_kube::target::Target;
 use icb_pair::rails::Choice;
-use icb_pair::rails::kube::{KubeRails, KubeRailsPlan};
-use icb_pair::rails::{RailSelection, RailSite, read_selection};
-use icb_pair::{PairError, SideRole};
+use icb_pair::rails::kube::KubeRailsPlan;
+use icb_pair::rails::kube_run::run_kube_rails;
+use icb_pair::rails::{NodeRailInfo, RailSelection, RailSite, read_selection};
 use std::time::Duration;
-
-/// How long the rails may take, after Ctrl-C, to stop their rows and hand back the cases measured
-/// so far (each row's own stop is bounded; this keeps a stuck one from holding the exit).
-const RAILS_STOP_GRACE: Duration = Duration::from_secs(15);
 
 /// A Kubernetes rails run, decided.
 pub struct KubeRailsTarget {
@@ -25,13 +21,20 @@ pub struct KubeRailsTarget {
 }
 
 /// Reads the rails flags of a Kubernetes run (`--prefill node/A --decode node/B`).
-pub fn target(args: &super::pair::Args, plan: &icb_pair::PairPlan) -> anyhow::Result<KubeRailsTarget> {
+pub fn target(
+    args: &super::pair::Args,
+    options: &PodOptions,
+    plan: &icb_pair::PairPlan,
+) -> anyhow::Result<KubeRailsTarget> {
     let nodes = nodes(args)?;
     refuse_flags(args)?;
     let selection = selection(&args.rails)?;
+    let k = &args.kube;
+    let run_id = icb_kube::podspec::run_id_or_new(k.run_id.as_deref()).map_err(anyhow::Error::msg)?;
+    let times = (node_pods_start(k), k.cluster.request_timeout);
     Ok(KubeRailsTarget {
-        cluster: args.kube.cluster.clone(),
-        pods: pods(args, nodes, plan)?,
+        cluster: k.cluster.clone(),
+        pods: KubeRailsPlan::new((&nodes.0, &nodes.1), run_id, options, times, plan),
         choice: args.rails.choice(selection),
     })
 }
@@ -75,30 +78,10 @@ fn selection(rails: &super::pair_rails::RailArgs) -> anyhow::Result<RailSelectio
     Ok(read_selection(rails.rails.as_deref(), devices, RailSite::Kubernetes)?.1)
 }
 
-/// The bench pods of the two nodes (also `--kv-shape`'s ranks').
-pub(super) fn pods(
-    args: &super::pair::Args,
-    nodes: (String, String),
-    plan: &icb_pair::PairPlan,
-) -> anyhow::Result<KubeRailsPlan> {
-    let k = &args.kube;
-    let run_id = icb_kube::podspec::run_id_or_new(k.run_id.as_deref()).map_err(anyhow::Error::msg)?;
-    let start_timeout = k.timeout.unwrap_or(Duration::from_secs(300));
-    let image = k.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
-    let mut pods = KubeRailsPlan::new(
-        (&nodes.0, &nodes.1),
-        run_id,
-        image,
-        start_timeout,
-        k.cluster.request_timeout,
-        plan,
-    );
-    pods.image_pull_policy = k.image_pull_policy.map(|p| p.as_str().to_string());
-    pods.privileged = k.privileged;
-    pods.memlock_unlimited = k.memlock_unlimited;
-    pods.service_account = k.service_account.clone();
-    pods.side_args = args.engine.side_flags();
-    Ok(pods)
+/// How long the node pods (rails', and `--kv-shape`'s ranks') may take to start: `--timeout`,
+/// else five minutes (an image pull on a fresh node).
+pub(super) fn node_pods_start(k: &super::pair_kube::KubePairArgs) -> Duration {
+    k.timeout.unwrap_or(Duration::from_secs(300))
 }
 
 pub fn run(cmd: &PairCommand, t: &KubeRailsTarget) -> anyhow::Result<i32> {
@@ -108,64 +91,10 @@ pub fn run(cmd: &PairCommand, t: &KubeRailsTarget) -> anyhow::Result<i32> {
             c = t.cluster.connect() => c?,
             _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was left to clean up")),
         };
-        let mut seam = KubeRails::new(cluster, t.pods.clone());
-        // Everything until the pods are deleted stops at Ctrl-C; the cleanup then runs anyway.
-        // Once the rails measure, they stop on the token themselves and bring back the cases
-        // measured so far (a partial report), within RAILS_STOP_GRACE.
-        let measuring = std::cell::Cell::new(false);
-        let result = {
-            let run = measure(cmd, t, &mut seam, &interrupt, &measuring);
-            tokio::pin!(run);
-            tokio::select! {
-                r = &mut run => r,
-                _ = interrupt.token().cancelled() => match measuring.get() {
-                    true => tokio::time::timeout(RAILS_STOP_GRACE, &mut run)
-                        .await
-                        .unwrap_or_else(|_| Err(PairError::Interrupted(Default::default()).into())),
-                    false => Err(PairError::Interrupted(Default::default()).into()),
-                },
-            }
-        };
-        for note in seam.notes() {
-            tracing::info!("{note}");
-        }
-        let removed = seam.cleanup().await;
-        let interrupted = |e: &anyhow::Error| match e.downcast_ref::<PairError>() {
-            Some(PairError::Interrupted(i)) => Some(i.clone()),
-            _ => None,
-        };
-        match (result, removed) {
-            (Ok(outcome), Ok(_)) => super::common::emit_pair(&outcome.report, &cmd.output, cmd.history.as_ref()),
-            (Err(e), removed) if interrupted(&e).is_some() => {
-                let mut i = interrupted(&e).unwrap_or_default();
-                i.cleanup = match removed {
-                    Ok(what) => [i.cleanup.as_str(), what.as_str()]
-                        .into_iter()
-                        .filter(|s| !s.is_empty())
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                    Err(e) => format!("{}; cleaning up failed: {e}", i.cleanup),
-                };
-                super::common::emit_interrupted(&i, &cmd.output, &interrupt, cmd.history.as_ref())
-            }
-            (Err(e), _) => Err(e),
-            (Ok(_), Err(e)) => Err(anyhow::anyhow!("the run finished, but cleaning up failed: {e}")),
-        }
+        let rows = |prefill: &NodeRailInfo, decode: &NodeRailInfo| t.choice.plan(cmd.plan.clone(), prefill, decode);
+        let mut progress = super::pair_rails::progress(cmd.plan.settings.unit);
+        let token = interrupt.token();
+        let result = run_kube_rails(cluster, t.pods.clone(), rows, &cmd.controls, token, &mut progress).await;
+        super::common::emit_outcome(result, &cmd.output, &interrupt, cmd.history.as_ref())
     })
-}
-
-/// Starts the pods, reads both nodes' rails, plans the rows and runs them.
-async fn measure(
-    cmd: &PairCommand,
-    t: &KubeRailsTarget,
-    seam: &mut KubeRails,
-    interrupt: &Interrupt,
-    measuring: &std::cell::Cell<bool>,
-) -> anyhow::Result<icb_pair::PairOutcome> {
-    seam.start().await?;
-    let prefill = seam.node_info(SideRole::Prefill).await?;
-    let decode = seam.node_info(SideRole::Decode).await?;
-    let plan = rails_plan(cmd, &t.choice, &prefill, &decode)?;
-    measuring.set(true);
-    Ok(run_plan(&plan, &cmd.controls, seam, interrupt).await?)
 }

@@ -244,11 +244,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         let job = PairJob {
             settings,
             expectation,
-            image: args.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
-            host_ipc: args.host_ipc,
-            memlock_unlimited: args.memlock_unlimited,
-            side_flags: args.engine.side_flags(),
-            devices: args.devices.request(),
+            pods: pod_options(&args),
             budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),
             rails,
             second_pass_controls: match args.no_controls {
@@ -259,6 +255,17 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         let sweeper = Sweeper { cluster, job, token };
         super::sweep_flow::sweep(&args, &sweeper, results, &interrupt).await
     })
+}
+
+/// The bench pods' options, from the sweep's flags.
+fn pod_options(args: &Args) -> icb_kube::PodOptions {
+    let image = args.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
+    icb_kube::PodOptions {
+        host_ipc: args.host_ipc,
+        memlock_unlimited: args.memlock_unlimited,
+        devices: args.devices.request(),
+        ..icb_kube::PodOptions::new(image, args.engine.side_flags())
+    }
 }
 
 /// The plan `--dry-run` can print without a cluster: the resumed file's, or one of the nodes

@@ -7,6 +7,7 @@ use crate::rails::GateRails;
 use crate::{GateSteps, PairEnd, Prepared, StepError};
 use icb_core::model::{ControlKind, Finding};
 use icb_core::protocol::SideErrorKind;
+use icb_kube::PodOptions;
 use icb_kube::devices::DeviceRequest;
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
@@ -45,6 +46,17 @@ pub struct KubeGateInput {
     /// `--cuda-alloc` given: the pair step allocates as told. Otherwise it allocates as the
     /// recipe's engines do (`vmm` where their PyTorch allocator sets expandable segments).
     pub cuda_alloc_given: bool,
+}
+
+impl KubeGateInput {
+    /// The bench pods' options: the image, the sides' engine flags and the device flags; the
+    /// gate asks for no privilege or host namespace (the modelled pods bring their own).
+    pub fn pod_options(&self) -> PodOptions {
+        PodOptions {
+            devices: self.devices.clone(),
+            ..PodOptions::new(self.image.clone(), self.side_flags.clone())
+        }
+    }
 }
 
 /// The transport env each side's node is probed against, and whether it names RDMA devices.
@@ -162,17 +174,14 @@ impl GateSteps for KubeGate {
             .await
             .map_err(|e| setup(icb_core::error_line::one_line(&e)))?;
         let (prefill, decode) = self.targets.take().ok_or_else(|| setup("the gate prepared twice"))?;
+        // The transport env comes with the model: the recipe's template, or the running pod.
         let mut pods = BenchPodsPlan::new(
-            prefill,
-            decode,
+            (prefill, decode),
             icb_kube::podspec::new_run_id(),
-            self.input.image.clone(),
+            &self.input.pod_options(),
             deadline.saturating_duration_since(Instant::now()),
             cluster.request_timeout(),
-            self.input.side_flags.clone(),
         );
-        // The transport env comes with the model: the recipe's template, or the running pod.
-        pods.devices = self.input.devices.clone();
         pods.resources = icb_kube::hardening::BenchResources::for_settings(&self.input.settings);
         self.pods = Some(pods.clone());
         let pods_plan = pods.clone();
@@ -235,7 +244,7 @@ impl GateSteps for KubeGate {
                 pods: self.pods.as_ref().ok_or_else(|| setup("pair before prepare"))?,
                 templates: &self.templates,
                 envs: envs.unwrap_or_default(),
-                side_flags: self.input.side_flags.clone(),
+                options: self.input.pod_options(),
                 deadline,
                 prepared: launcher.prepared(),
             };

@@ -15,14 +15,13 @@ use icb_core::model::ControlKind;
 use icb_kube::devices::DeviceRequest;
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
-use icb_pair::kube::KubeLauncher;
-use icb_pair::kv::control::{KvRuns, run_kv_with_controls};
-use icb_pair::kv::kube_ranks::KubeRanks;
-use icb_pair::kv::{KvOp, KvPlan, KvSeam};
+use icb_pair::kv::control::run_kv_with_controls;
+use icb_pair::kv::kube_runs::{KubeRuns, SweepPods};
+use icb_pair::kv::{KvOp, KvPlan};
 #[cfg(test)]
 use icb_pair::rails::kube::PodDevices;
 use icb_pair::rails::kube::{EnvVars, KubeRailsPlan};
-use icb_pair::{CancellationToken, LaunchError, PairError, PairPlan};
+use icb_pair::{CancellationToken, PairError, PairPlan};
 use icb_recipe::EngineArgs;
 
 /// The recipe's prefill and decode engine arguments, where the gate read a recipe.
@@ -94,32 +93,6 @@ impl std::fmt::Debug for GateKv {
     }
 }
 
-/// The descriptor sweep's bench pods, modelled on the workers or the recipe's templates like the
-/// gate's own pair; for READ the initiator (client pod) runs on the decode node.
-struct GateSeam<'a> {
-    cluster: icb_kube::Cluster,
-    pods: &'a BenchPodsPlan,
-    templates: &'a SideTemplates,
-    op: KvOp,
-}
-
-impl KvSeam for GateSeam<'_> {
-    type L = KubeLauncher;
-
-    async fn launcher(&mut self) -> Result<KubeLauncher, LaunchError> {
-        let mut pods = self.pods.clone();
-        pods.run_id = format!("{}-ks", pods.run_id);
-        let mut templates = self.templates.clone();
-        if self.op == KvOp::Read {
-            std::mem::swap(&mut pods.prefill, &mut pods.decode);
-            templates = templates.swapped();
-        }
-        KubeLauncher::prepare_with_templates(self.cluster.clone(), pods, &templates)
-            .await
-            .map_err(|e| LaunchError::new(e.to_string()))
-    }
-}
-
 /// Where the gate's pair step runs its KV transfer.
 pub(crate) struct KvSite<'a> {
     pub cluster: icb_kube::Cluster,
@@ -127,81 +100,32 @@ pub(crate) struct KvSite<'a> {
     pub templates: &'a SideTemplates,
     /// The recipe's transport env of each side's workers: (prefill, decode).
     pub envs: (EnvVars, EnvVars),
-    /// The engine flags every rank gets (`--nixl-lib`, `--ucx-profile`, …).
-    pub side_flags: Vec<String>,
+    /// The gate's pod options (image, the engine flags every rank gets, device flags).
+    pub options: icb_kube::PodOptions,
     /// The gate's budget: the ranks' pods start within what is left of it.
     pub deadline: tokio::time::Instant,
     /// The bench pods decided for the targets (modelled on the workers or the templates).
     pub prepared: &'a icb_kube::pair::Prepared,
 }
 
-/// The pods of the per-rank model. Node targets: whole-node pods on two nodes, else what each
-/// side asks ([`icb_pair::kv::kube_ranks::pod_devices`], the rule `pair` follows), every rank
-/// under its side's recipe env (`envs`). Worker-shaped targets (`pod/…`, `deployment/…`): the
-/// bench pods `prepared` modelled on the workers (or the recipe's templates), whose env is
-/// already theirs ([`icb_pair::kv::kube_ranks::modelled`]).
+/// The pods of the per-rank model ([`icb_pair::kv::kube_ranks::ranks_plan`], the constructor
+/// `pair` uses too): on node targets every rank under its side's recipe env (`envs`).
+/// Worker-shaped targets (`pod/…`, `deployment/…`): the bench pods `prepared` modelled on the
+/// workers (or the recipe's templates), whose env is already theirs
+/// ([`icb_pair::kv::kube_ranks::modelled`]).
 pub fn ranks_pods(
     pods: &BenchPodsPlan,
     prepared: &icb_kube::pair::Prepared,
     kv: &KvPlan,
-    side_flags: &[String],
+    options: &icb_kube::PodOptions,
     envs: (EnvVars, EnvVars),
-    (left, request_timeout): (std::time::Duration, std::time::Duration),
+    times: (std::time::Duration, std::time::Duration),
 ) -> KubeRailsPlan {
-    let nodes = match (&pods.prefill, &pods.decode) {
-        (Target::Node(p), Target::Node(d)) => Some((p.clone(), d.clone())),
-        _ => None,
-    };
-    let (prefill, decode) = nodes.clone().unwrap_or_default();
-    let mut plan = KubeRailsPlan::new(
-        (&prefill, &decode),
-        pods.run_id.clone(),
-        pods.image.clone(),
-        left,
-        request_timeout,
-        &kv.pair,
-    );
-    plan.image_pull_policy = pods.image_pull_policy.clone();
-    plan.privileged = pods.privileged;
-    plan.service_account = pods.service_account.clone();
-    plan.memlock_unlimited = pods.memlock_unlimited;
-    plan.side_args = side_flags.to_vec();
-    let plan = icb_pair::kv::kube_ranks::ranks_pods(plan, kv);
-    match nodes {
-        Some((p, d)) => KubeRailsPlan {
-            side_env: envs,
-            host_ipc: pods.host_ipc,
-            host_pid: pods.host_pid,
-            devices: icb_pair::kv::kube_ranks::pod_devices(kv, p == d, &pods.devices),
-            ..plan
-        },
-        None => icb_pair::kv::kube_ranks::modelled(plan, prepared),
-    }
-}
-
-/// Each run of the KV transfer (the main one, then the TCP control) in two rank pods of its own
-/// (a control's named `<run>-c<n>`, as the plain pair's controls are).
-struct GateRuns<'a> {
-    cluster: icb_kube::Cluster,
-    pods: KubeRailsPlan,
-    seam: GateSeam<'a>,
-    tool: icb_core::ToolInfo,
-}
-
-impl KvRuns for GateRuns<'_> {
-    async fn run(
-        &mut self,
-        plan: &KvPlan,
-        run: u32,
-        cancel: &CancellationToken,
-        progress: &mut icb_pair::kv::KvProgress<'_>,
-    ) -> Result<icb_pair::PairOutcome, PairError> {
-        let mut pods = self.pods.clone();
-        if run > 0 {
-            pods.run_id = icb_pair::kube::rearmed_run_id(&pods.run_id, run);
-        }
-        let ranks = KubeRanks::new(self.cluster.clone(), pods, plan);
-        icb_pair::kv::kube_ranks::run(plan, ranks, &mut self.seam, &self.tool, cancel, progress).await
+    let targets = (&pods.prefill, &pods.decode);
+    let plan = icb_pair::kv::kube_ranks::ranks_plan(targets, &pods.run_id, options, kv, times, envs);
+    match targets {
+        (Target::Node(_), Target::Node(_)) => plan,
+        _ => icb_pair::kv::kube_ranks::modelled(plan, prepared),
     }
 }
 
@@ -217,33 +141,36 @@ pub(crate) async fn pair(
     cancel: &CancellationToken,
 ) -> Result<PairEnd, StepError> {
     let request = (kv.resolve)(engines).map_err(StepError::Setup)?;
-    let mut kv_plan = KvPlan::new(plan, request, kv.op);
-    kv_plan.max_kv_ms = kv.max_kv_ms;
-    kv_plan.engine = kv.engine;
-    if let Some(max) = kv.sweep_max {
-        kv_plan.sweep = icb_pair::kv::sweep_counts(max, kv_plan.sweep_block, icb_pair::kv::MAX_RANK_BYTES);
-    }
+    let options = icb_pair::kv::KvOptions {
+        op: kv.op,
+        engine: kv.engine,
+        max_kv_ms: kv.max_kv_ms,
+        sweep_max: kv.sweep_max,
+        sweep_rank_bytes: icb_pair::kv::MAX_RANK_BYTES,
+    };
+    let kv_plan = KvPlan::with_options(plan, request, &options);
     let left = site.deadline.saturating_duration_since(tokio::time::Instant::now());
     let timeout = site.cluster.request_timeout();
     let pods = ranks_pods(
         site.pods,
         site.prepared,
         &kv_plan,
-        &site.side_flags,
+        &site.options,
         site.envs,
         (left, timeout),
     );
-    let seam = GateSeam {
+    // The descriptor sweep's pods are modelled as the gate's own bench pods are.
+    let sweep = SweepPods {
         cluster: site.cluster.clone(),
-        pods: site.pods,
-        templates: site.templates,
+        pods: site.pods.clone(),
+        templates: site.templates.clone(),
         op: kv.op,
     };
     let mut progress = |_: &icb_core::protocol::CaseProgress| {};
-    let mut runs = GateRuns {
+    let mut runs = KubeRuns {
         cluster: site.cluster,
         pods,
-        seam,
+        sweep,
         tool: kv.tool.clone(),
     };
     match run_kv_with_controls(controls, &kv_plan, &mut runs, cancel, &mut progress).await {
@@ -276,19 +203,19 @@ mod tests {
         KvPlan::new(pair, request, KvOp::Read)
     }
 
-    fn bench_pods(prefill: &str, decode: &str) -> BenchPodsPlan {
-        let mut pods = BenchPodsPlan::new(
-            prefill.parse().unwrap(),
-            decode.parse().unwrap(),
-            "run1".into(),
-            "img:1".into(),
-            Duration::from_secs(60),
-            Duration::from_secs(30),
-            vec!["--engine".into(), "nixl".into()],
-        );
-        pods.image_pull_policy = Some("Never".into());
-        pods.memlock_unlimited = true;
-        pods
+    /// The gate's pod options: its image pulled `Never`, memlock unlimited, the engine flags.
+    fn options(flags: &[String]) -> icb_kube::PodOptions {
+        icb_kube::PodOptions {
+            image_pull_policy: Some("Never".into()),
+            memlock_unlimited: true,
+            ..icb_kube::PodOptions::new("img:1".into(), flags.to_vec())
+        }
+    }
+
+    fn bench_pods(prefill: &str, decode: &str, options: &icb_kube::PodOptions) -> BenchPodsPlan {
+        let targets = (prefill.parse().unwrap(), decode.parse().unwrap());
+        let timeouts = (Duration::from_secs(60), Duration::from_secs(30));
+        BenchPodsPlan::new(targets, "run1".into(), options, timeouts.0, timeouts.1)
     }
 
     /// What `prepare` decided for two worker pods: a bench pod per side on the worker's node.
@@ -344,8 +271,9 @@ mod tests {
         let envs = (env("rc,tcp"), env("tcp"));
         let times = (Duration::from_secs(90), Duration::from_secs(30));
         let prepared = prepared();
-        let pods = bench_pods("node/gpu-1", "node/gpu-2");
-        let got = ranks_pods(&pods, &prepared, &kv, &flags, envs.clone(), times);
+        let opts = options(&flags);
+        let pods = bench_pods("node/gpu-1", "node/gpu-2", &opts);
+        let got = ranks_pods(&pods, &prepared, &kv, &opts, envs.clone(), times);
         assert_eq!(
             (got.prefill_node.as_str(), got.decode_node.as_str()),
             ("gpu-1", "gpu-2")
@@ -373,9 +301,12 @@ mod tests {
             initiator: icb_core::MemoryType::Cuda,
             target: icb_core::MemoryType::Cuda,
         }];
-        let mut one = bench_pods("node/gpu-1", "node/gpu-1");
-        one.host_ipc = true;
-        let got = ranks_pods(&one, &prepared, &kv_cuda, &flags, envs.clone(), times);
+        let ipc = icb_kube::PodOptions {
+            host_ipc: true,
+            ..opts.clone()
+        };
+        let one = bench_pods("node/gpu-1", "node/gpu-1", &ipc);
+        let got = ranks_pods(&one, &prepared, &kv_cuda, &ipc, envs.clone(), times);
         assert!(got.host_ipc && !got.host_pid);
         let gpus = |n| DeviceRequest {
             gpus: Some(n),
@@ -383,13 +314,16 @@ mod tests {
         };
         assert_eq!(got.devices, PodDevices::Requested(gpus(2), gpus(1)));
         // `--gpus 1` wins, on two nodes too.
-        let mut given = bench_pods("node/gpu-1", "node/gpu-2");
-        given.devices = gpus(1);
-        let got = ranks_pods(&given, &prepared, &kv_cuda, &flags, envs.clone(), times);
+        let one_gpu = icb_kube::PodOptions {
+            devices: gpus(1),
+            ..opts.clone()
+        };
+        let given = bench_pods("node/gpu-1", "node/gpu-2", &one_gpu);
+        let got = ranks_pods(&given, &prepared, &kv_cuda, &one_gpu, envs.clone(), times);
         assert_eq!(got.devices, PodDevices::Requested(gpus(1), gpus(1)));
         // Worker pods: the modelled bench pods, on the workers' nodes, their env their own.
-        let workers = bench_pods("pod/prefill-0", "pod/decode-0");
-        let got = ranks_pods(&workers, &prepared, &kv, &flags, envs.clone(), times);
+        let workers = bench_pods("pod/prefill-0", "pod/decode-0", &opts);
+        let got = ranks_pods(&workers, &prepared, &kv, &opts, envs.clone(), times);
         assert_eq!(
             (got.prefill_node.as_str(), got.decode_node.as_str()),
             ("gpu-1", "gpu-2")

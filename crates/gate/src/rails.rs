@@ -94,12 +94,14 @@ pub async fn pair(
     cancel: &CancellationToken,
 ) -> Result<PairEnd, StepError> {
     let left = deadline.saturating_duration_since(Instant::now());
+    // The gate's rails rows get no engine flag: they run the UCX engine whatever `--engine`
+    // says (kept as it was; whether they should follow `--engine` is an open question).
+    let options = icb_kube::PodOptions::new(image, Vec::new());
     let mut pods = KubeRailsPlan::new(
         (&rails.nodes.0, &rails.nodes.1),
         icb_kube::podspec::new_run_id(),
-        image,
-        left,
-        cluster.request_timeout(),
+        &options,
+        (left, cluster.request_timeout()),
         &plan,
     );
     let (prefill_env, prefill_devices) = recipe_env(envs.0);

@@ -14,7 +14,7 @@ pub mod rails;
 pub use rails::{RailsFlagError, RailsJob};
 
 use icb_core::model::ControlKind;
-use icb_kube::devices::DeviceRequest;
+use icb_kube::PodOptions;
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
@@ -31,13 +31,10 @@ use std::time::Duration;
 pub struct PairJob {
     pub settings: icb_core::RunSettings,
     pub expectation: ExpectationInput,
-    pub image: String,
-    pub host_ipc: bool,
-    /// `--memlock-unlimited`: RDMA bench pods without IPC_LOCK, non-root.
-    pub memlock_unlimited: bool,
-    /// `--engine`/`--ucx-profile` for both sides (`EngineArgs::side_flags`).
-    pub side_flags: Vec<String>,
-    pub devices: DeviceRequest,
+    /// The bench pods' options (`--image`, `--host-ipc`, `--memlock-unlimited`, the device
+    /// flags, `--engine`/`--ucx-profile` for both sides); a rails pair's node pods take the
+    /// image, memlock and engine flags (each pod holds its whole node, in its own namespaces).
+    pub pods: PodOptions,
     pub budget: Duration,
     /// `--rails`: each pair runs every rail of its two nodes ([`rails`]).
     pub rails: Option<RailsJob>,
@@ -79,18 +76,13 @@ impl Sweeper {
     fn pods(&self, pair: &Pair, run_id: &str) -> BenchPodsPlan {
         let job = &self.job;
         let mut pods = BenchPodsPlan::new(
-            Target::Node(pair.prefill.clone()),
-            Target::Node(pair.decode.clone()),
+            (Target::Node(pair.prefill.clone()), Target::Node(pair.decode.clone())),
             run_id.to_string(),
-            job.image.clone(),
+            &job.pods,
             job.budget,
             self.cluster.request_timeout(),
-            job.side_flags.clone(),
         );
-        pods.host_ipc = job.host_ipc;
-        pods.memlock_unlimited = job.memlock_unlimited;
         pods.resources = icb_kube::hardening::BenchResources::for_settings(&job.settings);
-        pods.devices = job.devices.clone();
         // Every run id of a sweep starts with its id too; the label lets a selector find them.
         pods.labels = vec![(podspec::LABEL_SWEEP_ID.to_string(), sweep_id_of(run_id).to_string())];
         pods

@@ -69,13 +69,10 @@ impl Sweeper {
         let mut pods = KubeRailsPlan::new(
             (&pair.prefill, &pair.decode),
             run_id.to_string(),
-            job.image.clone(),
-            job.budget,
-            self.cluster.request_timeout(),
+            &job.pods,
+            (job.budget, self.cluster.request_timeout()),
             &plan,
         );
-        pods.side_args = job.side_flags.clone();
-        pods.memlock_unlimited = job.memlock_unlimited;
         pods.extra_labels.insert(
             icb_kube::podspec::LABEL_SWEEP_ID.to_string(),
             super::sweep_id_of(run_id).to_string(),

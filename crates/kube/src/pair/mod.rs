@@ -7,6 +7,7 @@ use crate::access::Cluster;
 use crate::devices::{self, DeviceChoice, DeviceRequest};
 use crate::error::KubeError;
 use crate::hardening::{self, BenchResources};
+use crate::pod_options::PodOptions;
 use crate::podspec::{self, BenchPod, Role, SERVER_ENV, SERVER_PLACEHOLDER};
 use crate::spec::TransportSpec;
 use crate::target::{self, Resolved, Target};
@@ -62,33 +63,31 @@ pub fn cleanup_timeout(request_timeout: Duration) -> Duration {
 }
 
 impl BenchPodsPlan {
-    /// Two bench pods with the defaults pair, sweep and gate share: the server stops after
-    /// `timeout` idle (`serve --idle-timeout`), both sides get `side_flags` (the engine
-    /// selection), nothing privileged, devices from the nodes, cleanup within
-    /// [`cleanup_timeout`] of `request_timeout`. Callers change what their flags say.
+    /// Two bench pods as the command's [`PodOptions`] say (image, privileges, devices; both
+    /// sides get its engine flags), with the rules pair, sweep and gate share: the server stops
+    /// after `timeout` idle (`serve --idle-timeout`), cleanup within [`cleanup_timeout`] of
+    /// `request_timeout`.
     pub fn new(
-        prefill: Target,
-        decode: Target,
+        (prefill, decode): (Target, Target),
         run_id: String,
-        image: String,
+        options: &PodOptions,
         timeout: Duration,
         request_timeout: Duration,
-        side_flags: Vec<String>,
     ) -> BenchPodsPlan {
         let idle = format!("{}s", timeout.as_secs().max(1));
         BenchPodsPlan {
             prefill,
             decode,
             run_id,
-            image,
-            image_pull_policy: None,
-            serve_args: [vec!["--idle-timeout".into(), idle], side_flags.clone()].concat(),
-            connect_args: side_flags,
-            privileged: false,
-            host_ipc: false,
-            host_pid: false,
-            service_account: None,
-            devices: DeviceRequest::default(),
+            image: options.image.clone(),
+            image_pull_policy: options.image_pull_policy.clone(),
+            serve_args: [vec!["--idle-timeout".into(), idle], options.side_flags.clone()].concat(),
+            connect_args: options.side_flags.clone(),
+            privileged: options.privileged,
+            host_ipc: options.host_ipc,
+            host_pid: options.host_pid,
+            service_account: options.service_account.clone(),
+            devices: options.devices.clone(),
             labels: vec![],
             env: vec![],
             dry_run: false,
@@ -96,7 +95,7 @@ impl BenchPodsPlan {
             timeout,
             cleanup_timeout: cleanup_timeout(request_timeout),
             resources: BenchResources::default(),
-            memlock_unlimited: false,
+            memlock_unlimited: options.memlock_unlimited,
         }
     }
 
@@ -438,13 +437,11 @@ mod tests {
     fn device_defaults_and_unreadable_nodes_are_told_apart_by_kind() {
         use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
         let plan = BenchPodsPlan::new(
-            Target::Node("n1".into()),
-            Target::Node("n2".into()),
+            (Target::Node("n1".into()), Target::Node("n2".into())),
             "r1".into(),
-            "img".into(),
+            &PodOptions::new("img".into(), vec![]),
             Duration::from_secs(60),
             Duration::from_secs(30),
-            vec![],
         );
         let side = Resolved {
             target: Target::Node("n1".into()),

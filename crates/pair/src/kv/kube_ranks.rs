@@ -27,23 +27,50 @@ use super::{KvPlan, KvProgress, KvSeam};
 use crate::inplace::InPlaceSide;
 use crate::launcher::{LaunchError, LaunchFailure, Side};
 use crate::rails::info::HostCpus;
-use crate::rails::kube::{KubeRails, KubeRailsPlan, PodDevices, PodPinning, RankExec};
+use crate::rails::kube::{EnvVars, KubeRails, KubeRailsPlan, PodDevices, PodPinning, RankExec};
 use crate::run::SideRole;
 use crate::run::{PairError, PairOutcome};
 use icb_core::MemoryType;
 use icb_core::model::{Endpoint, Locality, Placement};
 use icb_core::protocol::kv_rank::{self, RankPlan};
 use icb_core::protocol::kv_rank::{CpuPlacement, RankId};
-use icb_kube::Cluster;
 use icb_kube::devices::DeviceRequest;
+use icb_kube::target::Target;
+use icb_kube::{Cluster, PodOptions};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// The pods of `kv`'s ranks for the two targets, as the command's pod options say: `pair` and
+/// `gate` both build them here. Both targets nodes (two, or one for both sides): the pods'
+/// devices are [`pod_devices`], the host namespaces the options', and every rank of a side runs
+/// under `side_env` (a gate's recipe env). Worker-shaped targets (`pod/…`, `deployment/…`): a
+/// plan the caller models on the workers' bench pods once the cluster is read ([`modelled`]).
+/// `times`: (the pods' start deadline, the API's request timeout).
+pub fn ranks_plan(
+    targets: (&Target, &Target),
+    run_id: &str,
+    options: &PodOptions,
+    kv: &KvPlan,
+    times: (Duration, Duration),
+    side_env: (EnvVars, EnvVars),
+) -> KubeRailsPlan {
+    let (Target::Node(prefill), Target::Node(decode)) = targets else {
+        let pods = KubeRailsPlan::new(("", ""), run_id.to_string(), options, times, &kv.pair);
+        return ranks_pods(pods, kv);
+    };
+    let mut pods = KubeRailsPlan::new((prefill, decode), run_id.to_string(), options, times, &kv.pair);
+    pods.side_env = side_env;
+    pods.host_ipc = options.host_ipc;
+    pods.host_pid = options.host_pid;
+    pods.devices = pod_devices(kv, prefill == decode, &options.devices);
+    ranks_pods(pods, kv)
+}
+
 /// The two whole-node pods of `kv`'s ranks, from a whole-node plan on the two nodes: named
 /// after the run (`<id>-kr`) and sized for the larger rank buffer (per rank: a pod holds one
-/// rank per device). `pair` and `gate` both build their ranks' pods with it.
-pub fn ranks_pods(mut pods: KubeRailsPlan, kv: &KvPlan) -> KubeRailsPlan {
+/// rank per device).
+fn ranks_pods(mut pods: KubeRailsPlan, kv: &KvPlan) -> KubeRailsPlan {
     pods.run_id = format!("{}-kr", pods.run_id);
     let g = kv.request.geometry();
     pods.rank_resources =
@@ -413,6 +440,78 @@ mod tests {
     use super::*;
     use icb_core::protocol::kv_rank::RankSide;
     use icb_probe::numa::{CpuTopology, NumaNode};
+
+    /// Llama-3.1-8B at 32 tokens, TP2 → TP1, planned as `options` say.
+    fn kv_plan(options: &super::super::KvOptions) -> KvPlan {
+        let shape = icb_kv::KvShape {
+            isl: 32,
+            page_size: 16,
+            kv_dtype: icb_kv::KvDtype::Bf16,
+            prefill_tp: 2,
+            decode_tp: 1,
+            max_rank_bytes: None,
+        };
+        let request = icb_kv::KvRequest::new(icb_kv::builtin("llama-3.1-8b").unwrap(), shape).unwrap();
+        let pair = crate::PairPlan::new(icb_core::RunSettings::full_curve(), Default::default());
+        KvPlan::with_options(pair, request, options)
+    }
+
+    /// `pair` and `gate` build the ranks' pods here. Two nodes: whole-node pods with the
+    /// options' image, privileges and engine flags, each side's env and the host namespaces;
+    /// one node: per-side devices; worker targets: a plan to model on the workers, without the
+    /// env or the namespaces (the modelled pods bring theirs). Rails' node pods (the same
+    /// constructor) take no host namespace.
+    #[test]
+    fn the_ranks_pods_follow_the_pod_options_and_the_targets() {
+        let options = PodOptions {
+            image_pull_policy: Some("Never".into()),
+            privileged: true,
+            host_ipc: true,
+            memlock_unlimited: true,
+            service_account: Some("sa".into()),
+            ..PodOptions::new("img:1".into(), vec!["--engine".into(), "nixl".into()])
+        };
+        let kv_options = super::super::KvOptions {
+            op: super::super::KvOp::Read,
+            engine: icb_core::EngineKind::Nixl,
+            max_kv_ms: Some(5.0),
+            sweep_max: Some(100),
+            sweep_rank_bytes: super::super::MAX_RANK_BYTES,
+        };
+        let kv = kv_plan(&kv_options);
+        assert_eq!((kv.max_kv_ms, kv.engine), (Some(5.0), icb_core::EngineKind::Nixl));
+        let sweep = super::super::sweep_counts(100, kv.sweep_block, super::super::MAX_RANK_BYTES);
+        assert!(!sweep.is_empty());
+        assert_eq!(kv.sweep, sweep);
+        let times = (Duration::from_secs(90), Duration::from_secs(30));
+        let env = vec![("UCX_TLS".to_string(), "rc".to_string())];
+        let (a, b) = (Target::Node("a".into()), Target::Node("b".into()));
+        let two = ranks_plan((&a, &b), "r1", &options, &kv, times, (env.clone(), env.clone()));
+        assert_eq!(
+            (two.prefill_node.as_str(), two.decode_node.as_str(), two.run_id.as_str()),
+            ("a", "b", "r1-kr")
+        );
+        assert_eq!(
+            (
+                two.image.as_str(),
+                two.image_pull_policy.as_deref(),
+                two.service_account.as_deref()
+            ),
+            ("img:1", Some("Never"), Some("sa"))
+        );
+        assert!(two.privileged && two.memlock_unlimited && two.host_ipc && !two.host_pid);
+        assert_eq!(two.side_args, ["--engine", "nixl"]);
+        assert_eq!((two.side_env.0.clone(), two.start_timeout), (env.clone(), times.0));
+        assert_eq!(two.devices, PodDevices::WholeNode);
+        let one = ranks_plan((&a, &a), "r1", &options, &kv, times, (env.clone(), env.clone()));
+        assert!(matches!(one.devices, PodDevices::Requested(..)));
+        let (p, d): (Target, Target) = ("pod/p".parse().unwrap(), "pod/d".parse().unwrap());
+        let workers = ranks_plan((&p, &d), "r1", &options, &kv, times, (env.clone(), env));
+        assert!(workers.side_env.0.is_empty() && !workers.host_ipc);
+        assert_eq!((workers.run_id.as_str(), workers.side_args.len()), ("r1-kr", 2));
+        let rails = KubeRailsPlan::new(("a", "b"), "r2".into(), &options, times, &kv.pair);
+        assert!(rails.privileged && !rails.host_ipc && rails.devices == PodDevices::WholeNode);
+    }
 
     /// A two-socket node whose pod may use CPUs 2-5 (a cpuset across both sockets), GPU0 on
     /// node 0 and GPU1 on node 1: a rank sits on its GPU's node within the pod's CPUs; with no

@@ -6,15 +6,19 @@
 //! inside the decode side's network namespace, on the address the decode side is reachable at,
 //! so every rank reaches it as it would a peer.
 
+use super::control::KvRuns;
 use super::cpus::{RankDevice, place_ranks};
 use super::ranks::RankSeam;
+use super::{KvPlan, KvProgress, KvSeam};
 use crate::launcher::LaunchError;
-use crate::local::{LocalOptions, LocalSide};
+use crate::local::{LocalLauncher, LocalOptions, LocalSide};
+use crate::run::{PairError, PairOutcome};
 use icb_core::model::{Endpoint, Locality, Placement};
 use icb_core::protocol::kv_rank::{CpuPlacement, RankId, RankPlan, RankSide};
 use icb_isolate::{DEFAULT_PREFIX, LocalPair, PairSide};
 use icb_probe::numa::CpuTopology;
 use std::net::{SocketAddr, TcpListener};
+use tokio_util::sync::CancellationToken;
 
 /// How one rank runs, from its identity: its environment and its CPUs.
 pub type RankPinner = Box<dyn Fn(RankId) -> RankPin>;
@@ -50,6 +54,44 @@ impl LocalRanks {
         self.pair
             .as_ref()
             .ok_or_else(|| LaunchError::new("the local ranks were already cleaned up"))
+    }
+}
+
+/// The descriptor sweep's local pair: two plain processes (or isolated ones, `--isolation`).
+pub struct LocalSweep(pub LocalOptions);
+
+impl KvSeam for LocalSweep {
+    type L = LocalLauncher;
+
+    async fn launcher(&mut self) -> Result<LocalLauncher, LaunchError> {
+        LocalLauncher::create(self.0.clone())
+    }
+}
+
+/// Local ranks: each run (the main one, then a control) on a local pair of its own, every rank
+/// pinned from this host's topology ([`rank_pinner`]); the descriptor sweep, when asked, on one
+/// more pair ([`LocalSweep`]).
+pub struct LocalRuns {
+    pub opts: LocalOptions,
+    /// This host's GPUs the ranks take round robin (0: the transfer uses host memory only).
+    pub gpus: u32,
+    /// This build, for the per-rank report.
+    pub tool: icb_core::ToolInfo,
+}
+
+impl KvRuns for LocalRuns {
+    async fn run(
+        &mut self,
+        plan: &KvPlan,
+        _run: u32,
+        cancel: &CancellationToken,
+        progress: &mut KvProgress<'_>,
+    ) -> Result<PairOutcome, PairError> {
+        let topology = icb_probe::numa::cpu_topology(&icb_probe::LocalSource::default());
+        let allowed = super::cpus::allowed_cpus();
+        let mut ranks = LocalRanks::create(self.opts.clone(), rank_pinner(self.gpus, topology, allowed))?;
+        let mut sweep = LocalSweep(self.opts.clone());
+        super::run_kv_ranks(plan, &mut ranks, &mut sweep, &self.tool, cancel, progress).await
     }
 }
 

@@ -17,6 +17,7 @@ pub mod control;
 mod coordinator;
 pub mod cpus;
 pub mod kube_ranks;
+pub mod kube_runs;
 pub mod local_ranks;
 mod plan;
 pub mod progress;
@@ -57,6 +58,22 @@ pub struct KvPlan {
     pub engine: icb_core::EngineKind,
 }
 
+/// What a command's KV flags decide besides the request ([`KvPlan::with_options`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KvOptions {
+    /// `--kv-op`.
+    pub op: KvOp,
+    /// The engine every rank runs (NIXL wherever it loads, unless `--engine`).
+    pub engine: icb_core::EngineKind,
+    /// `--max-kv-ms`.
+    pub max_kv_ms: Option<f64>,
+    /// `--kv-descriptor-sweep[=MAX]` (`None`: no sweep).
+    pub sweep_max: Option<u64>,
+    /// The most bytes one side of the sweep may hold ([`MAX_RANK_BYTES`], or on one host
+    /// [`local_rank_limit`]): the sweep's counts stop below it.
+    pub sweep_rank_bytes: u64,
+}
+
 impl KvPlan {
     /// The memory pair every rank's buffer uses: the run's first (host→host when none is set).
     pub fn memory(&self) -> icb_core::MemoryPair {
@@ -66,6 +83,18 @@ impl KvPlan {
             .first()
             .copied()
             .unwrap_or(icb_core::MemoryPair::HOST_HOST)
+    }
+
+    /// The plan of a command's KV flags: `pair --kv-shape` and `gate --kv-shape` both build it
+    /// here (the rows of `request`, the engine, `--max-kv-ms`, the descriptor sweep).
+    pub fn with_options(pair: PairPlan, request: icb_kv::KvRequest, options: &KvOptions) -> KvPlan {
+        let mut plan = KvPlan::new(pair, request, options.op);
+        plan.engine = options.engine;
+        plan.max_kv_ms = options.max_kv_ms;
+        if let Some(max) = options.sweep_max {
+            plan.sweep = sweep_counts(max, plan.sweep_block, options.sweep_rank_bytes);
+        }
+        plan
     }
 
     /// A plan for every read of `request`'s geometry.

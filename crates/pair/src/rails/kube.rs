@@ -105,15 +105,17 @@ pub enum PodDevices {
 const MAX_ROW_RUNS: u32 = 16 * 16 * 2;
 
 impl KubeRailsPlan {
-    /// A plan with the deadlines that follow from the pair plan each row runs (`pair`): the pods
-    /// start within `start_timeout`, each exec opens within a minute (or the request timeout),
-    /// each row's decode side waits for its client as long as the row may take.
+    /// A plan with the command's pod options (image, privileges, the sides' engine flags; the
+    /// host namespaces and devices are the KV ranks' to decide per node pair, see
+    /// [`crate::kv::kube_ranks::ranks_plan`], and whole nodes for rails) and the deadlines that
+    /// follow from the pair plan each row runs (`pair`): the pods start within `start_timeout`,
+    /// each exec opens within a minute (or the request timeout), each row's decode side waits
+    /// for its client as long as the row may take.
     pub fn new(
         nodes: (&str, &str),
         run_id: String,
-        image: String,
-        start_timeout: Duration,
-        request_timeout: Duration,
+        options: &icb_kube::PodOptions,
+        (start_timeout, request_timeout): (Duration, Duration),
         pair: &crate::PairPlan,
     ) -> KubeRailsPlan {
         let row = crate::PairPlan::deadline_for(&pair.settings);
@@ -122,20 +124,20 @@ impl KubeRailsPlan {
             prefill_node: nodes.0.to_string(),
             decode_node: nodes.1.to_string(),
             run_id,
-            image,
-            image_pull_policy: None,
-            privileged: false,
-            service_account: None,
+            image: options.image.clone(),
+            image_pull_policy: options.image_pull_policy.clone(),
+            privileged: options.privileged,
+            service_account: options.service_account.clone(),
             start_timeout,
             exec_timeout: Duration::from_secs(60).max(request_timeout),
             cleanup_timeout: icb_kube::pair::cleanup_timeout(request_timeout),
             lifetime,
             side_timeout: pair.startup_timeout + row,
-            side_args: Vec::new(),
+            side_args: options.side_flags.clone(),
             extra_labels: BTreeMap::new(),
             side_env: (Vec::new(), Vec::new()),
             rank_resources: icb_kube::hardening::BenchResources::for_settings(&pair.settings),
-            memlock_unlimited: false,
+            memlock_unlimited: options.memlock_unlimited,
             devices: PodDevices::WholeNode,
             modelled: None,
             host_ipc: false,

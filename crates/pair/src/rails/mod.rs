@@ -21,6 +21,7 @@ pub mod kube;
 mod kube_devices;
 mod kube_dra;
 mod kube_rank;
+pub mod kube_run;
 pub mod local;
 mod partial;
 mod plan;
