@@ -224,7 +224,18 @@ fn kind_order(kind: RailFindingKind) -> u8 {
         RailFindingKind::NotRdma => 9,
         RailFindingKind::Funnel => 10,
         RailFindingKind::NotAttributed => 11,
+        // About how the node's devices are published, not how this run's bytes went.
+        RailFindingKind::PcieRootMismatch => 12,
     }
+}
+
+/// Adds findings made outside the judge (the nodes' ResourceSlices against their PCI trees)
+/// to a judged outcome, in the judge's order: worst first, then by kind.
+pub fn add_findings(outcome: &mut RailsOutcome, extra: Vec<RailFinding>) {
+    outcome.findings.extend(extra);
+    outcome
+        .findings
+        .sort_by_key(|f| (std::cmp::Reverse(f.status), kind_order(f.kind)));
 }
 
 /// `24 %`, or `0.3 %` below one percent.

@@ -174,6 +174,10 @@ pub enum RailFindingKind {
     LossyLink,
     /// The target NIC's request counters contradict the RDMA operation the rail said it did.
     NotRdma,
+    /// A node's ResourceSlices and its own PCI tree disagree on whether a GPU and a NIC share a
+    /// PCIe root (`resource.kubernetes.io/pcieRoot`): a DRA claim that matches that attribute
+    /// pairs a GPU with a NIC that is not its rail, or misses the one that is.
+    PcieRootMismatch,
 }
 
 /// One finding, worst first in the report; the first failing one is the verdict's reason.

@@ -60,6 +60,11 @@ pub struct NodeRailInfo {
     /// counters carry the rail's bytes: the RDMA port (`mlx5_0:1`), or the network device of a
     /// NIC that shows here only as one (an emulated NIC: `rail0`).
     pub devices: Vec<String>,
+    /// Each PCI device's root complex in this node's PCI tree (address → `pci0000:16`), which
+    /// a node's DRA slices are checked against (`super::dra_roots`). Empty from an older
+    /// `rail-info` or where the tree does not resolve: not known, nothing is checked.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub pcie_roots: std::collections::BTreeMap<String, String>,
 }
 
 impl NodeRailInfo {
@@ -258,6 +263,7 @@ mod tests {
             node: name.into(),
             map,
             devices,
+            pcie_roots: Default::default(),
         }
     }
 
