@@ -234,6 +234,7 @@ mod tests {
             },
             devices: vec![],
             pcie_roots,
+            readiness: None,
         }
     }
 
