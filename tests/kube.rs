@@ -7,6 +7,7 @@
 mod monitoring_support;
 mod pair_kube_support;
 
+mod gate_conditions;
 mod gate_kube;
 mod gate_kube_bench;
 mod gate_kv_kube;

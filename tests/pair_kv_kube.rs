@@ -394,3 +394,45 @@ fn a_kv_tcp_control_runs_in_pods_of_its_own_and_is_caught() {
     assert_eq!(names.iter().filter(|n| n.contains("-c1-")).count(), 2, "{names:?}");
     assert_nothing_left(&cluster);
 }
+
+/// `--gpus 1` on two DRA-only nodes (GPUs and NICs as ResourceSlices, no `nvidia.com/gpu`): each
+/// ranks pod claims exactly one GPU and the NIC on its PCIe root through a template named like
+/// it, asks for no extended resource, and the transfer runs; no pod, claim or template is left.
+#[test]
+fn explicit_gpus_on_dra_only_nodes_are_claimed_through_dra() {
+    if !icb_isolate::privileged_tests_enabled("explicit_gpus_on_dra_only_nodes_are_claimed_through_dra") {
+        return;
+    }
+    let cluster = cluster_with(
+        icb_testcluster::ClusterConfig::new()
+            .node(icb_testcluster::NodeConfig::dra_gpu("gpu-1", 2))
+            .node(icb_testcluster::NodeConfig::dra_gpu("gpu-2", 2)),
+    );
+    let mut args = kv_args("2", "1", ["0.1", "0.5"]);
+    args.extend(["--gpus", "1"]);
+    let run = run_pair(&cluster, &args, Duration::from_secs(240));
+    let (_, kv) = kv_report(&run);
+    assert_eq!(kv.bytes_moved_per_request, 4 << 20);
+    let pods = run.created_pods();
+    assert_eq!(pods.len(), 2, "{pods:?}");
+    for pod in &pods {
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let claims = spec.resource_claims.clone().unwrap_or_default();
+        assert_eq!(claims.len(), 1, "{name}: {claims:?}");
+        assert_eq!(claims[0].resource_claim_template_name.as_deref(), Some(name.as_str()));
+        let limits = first_container_limits(&spec);
+        assert!(
+            !limits.keys().any(|k| k == "nvidia.com/gpu" || k.starts_with("rdma/")),
+            "{name}: {limits:?}"
+        );
+    }
+    let allocations = cluster.dra_allocations();
+    assert_eq!(allocations.len(), 2, "{allocations:#?}");
+    for a in &allocations {
+        assert_eq!(a.devices.len(), 2, "one GPU and its NIC on {}: {a:?}", a.node);
+    }
+    assert!(cluster.resource_claims().is_empty(), "{:#?}", cluster.resource_claims());
+    assert!(cluster.resource_claim_templates().is_empty());
+    assert_nothing_left(&cluster);
+}

@@ -150,6 +150,19 @@ fn rails_between_dra_only_nodes_claim_every_gpu_and_nic() {
     let run = rails_run(&cluster, &["--rail-margin", "60%"]);
     let (_, rails) = rails_after(&run, 0);
     assert_eq!(rails.rails.len(), 2);
+    // The nodes' own PCI trees hold the GPUs their slices publish, GPU k beside NIC k: the two
+    // views agree, so no finding.
+    for row in &rails.rails {
+        assert_eq!(row.prefill.gpu.as_ref().map(|g| g.ordinal), Some(row.index), "{row:?}");
+    }
+    assert!(
+        !rails
+            .findings
+            .iter()
+            .any(|f| f.kind == RailFindingKind::PcieRootMismatch),
+        "{:#?}",
+        rails.findings
+    );
     let pods = run.created_pods();
     assert_eq!(pods.len(), 2);
     for pod in &pods {
@@ -174,6 +187,53 @@ fn rails_between_dra_only_nodes_claim_every_gpu_and_nic() {
         assert_eq!(a.devices.len(), 4, "both GPUs and both NICs of {}: {a:?}", a.node);
     }
     assert!(cluster.resource_claims().is_empty(), "{:#?}", cluster.resource_claims());
+    assert!(cluster.resource_claim_templates().is_empty());
+    assert_nothing_left(&cluster);
+}
+
+/// A NIC DRA driver on gpu-2 that publishes a wrong `pcieRoot` for nic-1: its slices split GPU 1
+/// and NIC 1, which the node's PCI tree puts on one root. The rails still run (the run measures
+/// the tree's rails), and a warning names the node, both views and the driver's device to fix.
+#[test]
+fn a_pcie_root_the_slices_get_wrong_is_a_finding_naming_both_views() {
+    let config = ClusterConfig::new()
+        .node(icb_testcluster::NodeConfig::dra_gpu("gpu-1", 2))
+        .node(icb_testcluster::NodeConfig::dra_gpu("gpu-2", 2).publish_pcie_root("nic-1", "pci0000:7f"))
+        .rails(2);
+    let Some(cluster) = rails_cluster(
+        "a_pcie_root_the_slices_get_wrong_is_a_finding_naming_both_views",
+        config,
+    ) else {
+        return;
+    };
+    let _one = serial();
+    let run = rails_run(&cluster, &["--rail-margin", "60%"]);
+    let (r, rails) = rails_after(&run, 0);
+    let mismatches: Vec<_> = rails
+        .findings
+        .iter()
+        .filter(|f| f.kind == RailFindingKind::PcieRootMismatch)
+        .collect();
+    assert_eq!(mismatches.len(), 1, "gpu-2's rail 1 only: {:#?}", rails.findings);
+    let f = mismatches[0];
+    assert_eq!(f.status, icb_core::Status::Warn);
+    assert!(
+        f.text.starts_with("node gpu-2: GPU 1 (0000:42:00.0) and NIC mlx5_1: the ResourceSlices put them on two PCIe roots (pci0000:01, pci0000:7f), the node's PCI tree on one PCIe root (pci0000:01, pci0000:01)"),
+        "{}",
+        f.text
+    );
+    let fix = f.fix.as_deref().unwrap_or_default();
+    assert!(
+        fix.contains("nic.dra.example.com for nic-1 (pci0000:7f; the PCI tree says pci0000:01)"),
+        "{fix}"
+    );
+    // A warning (exit 0 above), never a pass; the measured rails themselves do not fail.
+    assert_eq!(r.verdict.status, VerdictStatus::Warn, "{:?}", r.verdict);
+    assert!(
+        rails.rails.iter().all(|row| row.status != VerdictStatus::Fail),
+        "{:#?}",
+        rails.rails
+    );
     assert!(cluster.resource_claim_templates().is_empty());
     assert_nothing_left(&cluster);
 }

@@ -16,7 +16,7 @@ use support::*;
 const CONDITION: &str = "ICBenchFabric";
 
 /// `kubectl --kubeconfig … ARGS`, which must succeed; its stdout.
-fn kubectl(cluster: &TestCluster, cache: &std::path::Path, args: &[&str]) -> String {
+pub(crate) fn kubectl(cluster: &TestCluster, cache: &std::path::Path, args: &[&str]) -> String {
     let out = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig_path())
@@ -36,7 +36,7 @@ fn kubectl(cluster: &TestCluster, cache: &std::path::Path, args: &[&str]) -> Str
 }
 
 /// Every node's conditions by type, as `kubectl get nodes -o json` shows them.
-fn conditions(cluster: &TestCluster, cache: &std::path::Path) -> BTreeMap<String, BTreeMap<String, Value>> {
+pub(crate) fn conditions(cluster: &TestCluster, cache: &std::path::Path) -> BTreeMap<String, BTreeMap<String, Value>> {
     let list: Value = serde_json::from_str(&kubectl(cluster, cache, &["get", "nodes", "-o", "json"])).unwrap();
     list["items"]
         .as_array()

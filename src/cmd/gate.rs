@@ -115,6 +115,10 @@ pub struct Args {
 
     #[command(flatten)]
     pub history: super::history_args::HistoryArgs,
+
+    /// At the end, set the node condition ICBenchFabric on the nodes the gate measured: True (pass), False (a fail of their pair or their own probe) or Unknown (a fail elsewhere, over budget, a setup error), with reason, message and times (needs manifests/clusterrole-node-conditions.yaml)
+    #[arg(long)]
+    pub node_conditions: bool,
 }
 
 /// The formats that can show a gate report.
@@ -198,6 +202,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         },
         knobs_off_asked: args.controls.contains(&ControlKind::KnobsOff),
         cuda_alloc_given: args.cuda_alloc.is_some(),
+        node_conditions: args.node_conditions,
     });
     let rt = super::common::runtime()?;
     let mut report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
@@ -209,6 +214,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     print!("{}", icb_report::render_gate_in(&report, format, view)?);
     // The export files, on every path (a CI job reads them whatever happened).
     exports.write(icb_report::Report::Gate(&report))?;
+    if args.node_conditions {
+        eprintln!("ic-bench: {}", rt.block_on(steps.write_conditions(&report))?);
+    }
     if let (GateVerdict::Interrupted | GateVerdict::Error, Some(e)) = (report.verdict, &history_error) {
         eprintln!("ic-bench: warning: the gate's report is written but not recorded in --history: {e:#}");
     }

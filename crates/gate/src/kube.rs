@@ -46,6 +46,9 @@ pub struct KubeGateInput {
     /// `--cuda-alloc` given: the pair step allocates as told. Otherwise it allocates as the
     /// recipe's engines do (`vmm` where their PyTorch allocator sets expandable segments).
     pub cuda_alloc_given: bool,
+    /// `--node-conditions`: the access to write them is checked before any pod, and
+    /// [`KubeGate::write_conditions`] writes them after the verdict.
+    pub node_conditions: bool,
 }
 
 impl KubeGateInput {
@@ -89,6 +92,8 @@ pub struct KubeGate {
     /// The bench pods the gate prepared, for `--kv-shape` (its sweep's pods, and on worker
     /// targets the model of its ranks' pods).
     pods: Option<BenchPodsPlan>,
+    /// The nodes the bench pods were placed on (prefill's first), once prepared.
+    measured: Vec<String>,
 }
 
 impl KubeGate {
@@ -104,6 +109,28 @@ impl KubeGate {
             launcher: None,
             engines: None,
             pods: None,
+            measured: Vec::new(),
+        }
+    }
+
+    /// `--node-conditions`, after the verdict: the gate's verdict as the `ICBenchFabric`
+    /// condition of the nodes it measured ([`crate::conditions`]); the line that says what was
+    /// written, or why nothing was.
+    pub async fn write_conditions(
+        &self,
+        report: &icb_core::model::GateReport,
+    ) -> Result<String, icb_kube::node_conditions::ConditionError> {
+        use crate::conditions::{self, Plan};
+        match (conditions::plan(report, &self.measured), &self.cluster) {
+            (Plan::Write(marks), Some(cluster)) => {
+                conditions::apply(cluster, &marks, &jiff::Timestamp::now().to_string()).await
+            }
+            (Plan::Skip(why), _) => Ok(why),
+            // Nodes are known only once connected; said rather than assumed.
+            (Plan::Write(_), None) => Ok(format!(
+                "condition {} not written: no connection to the cluster",
+                icb_kube::node_conditions::CONDITION_TYPE
+            )),
         }
     }
 }
@@ -191,6 +218,13 @@ impl GateSteps for KubeGate {
         let prepared = launcher.prepared();
         let mut nodes = vec![prepared.prefill.node.clone(), prepared.decode.node.clone()];
         nodes.dedup();
+        if self.input.node_conditions {
+            // A missing ClusterRole stops the gate here, before any pod, not after its pair.
+            icb_kube::node_conditions::check_access(&cluster, &nodes[0])
+                .await
+                .map_err(setup)?;
+        }
+        self.measured = nodes.clone();
         let out = Prepared {
             nodes,
             modelled_on: [("prefill", &prepared.client), ("decode", &prepared.server)]

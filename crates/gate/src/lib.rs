@@ -11,6 +11,7 @@
 //! `icb_pair`'s fake launcher does for the pair.
 #![forbid(unsafe_code)]
 
+pub mod conditions;
 pub mod findings;
 pub mod kube;
 pub mod kv;

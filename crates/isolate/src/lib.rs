@@ -34,7 +34,8 @@
 //! fabric.limit_rail(name, k, rate) -> Result<()>                          // tc tbf on rail{k}: a slow rail
 //! fabric.cut_rail(name, k) / fabric.restore_rail(name, k) -> Result<()>  // its switch port down/up: a dead rail
 //! fabric.rail_tree(name) -> Option<PathBuf>   // recorded rail-map root (sys/…: mlx5_k ↔ rail{k}), None if K = 0
-//! write_rail_tree(dir, K) -> Result<()>       // that tree, anywhere, without root
+//! write_rail_tree(dir, K) -> Result<()>       // that tree, anywhere, without root (NIC k on PCIe root rail_pcie_root(k))
+//! write_rail_gpus(dir, G) -> Result<()>       // + G GPUs, GPU k beside NIC k (same root port)
 //!   // unknown k: IsolateError::UnknownRail (names the valid range); K > 16: TooManyRails
 //!
 //! // Pods (tokio; own process group, kill_on_drop, stdout/stderr piped, stdin null)
@@ -114,5 +115,7 @@ pub use netns::run_in_netns;
 pub use pair::{Isolation, LocalPair, PairSide};
 pub use pod::{Pod, PodSpec};
 pub use procs::{live_processes, netns_exists, pid_alive};
-pub use rails::{FabricOptions, MAX_RAILS, rail_netdev, write_rail_tree};
+pub use rails::{
+    FabricOptions, MAX_RAILS, rail_gpu_pci, rail_netdev, rail_nic_pci, rail_pcie_root, write_rail_gpus, write_rail_tree,
+};
 pub use stale::{Leftovers, cleanup_stale, find_stale, leftovers_of};

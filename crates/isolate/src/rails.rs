@@ -221,17 +221,17 @@ impl Fabric {
 
 /// Writes, under `dir` (created if missing), a minimal sysfs tree `dir/sys/…` in which each of
 /// `rails` rails is an RDMA NIC `mlx5_k` (port 1 ACTIVE/LinkUp, 100 Gb/s, Ethernet, with its
-/// congestion and loss counter files at 0: [`crate::rail_faults`]) on its own
-/// PCI bus behind its own root port, NUMA node 0, whose netdev is `rail{k}`; no GPUs. Links
-/// are relative, as the kernel writes them. Needs no root.
+/// congestion and loss counter files at 0: [`crate::rail_faults`]) at [`rail_nic_pci`]`(k)`, on
+/// its own PCI bus behind the root port of PCIe root complex [`rail_pcie_root`]`(k)`, NUMA node
+/// 0, whose netdev is `rail{k}`; no GPUs ([`write_rail_gpus`] adds them). Links are relative, as
+/// the kernel writes them. Needs no root.
 pub fn write_rail_tree(dir: &Path, rails: usize) -> Result<()> {
     check_rail_count(rails)?;
     let tree = Tree { root: dir };
     for k in 0..rails {
-        // Root port 0000:00:{k+1}.0, NIC on bus 0x11 + k behind it (distinct buses).
-        let port = format!("/sys/devices/pci0000:00/0000:00:{:02x}.0", k + 1);
+        let port = rail_root_port(k);
         tree.pci(&port, "0x8086", "0x060400")?;
-        let nic = format!("{port}/0000:{:02x}:00.0", 0x11 + k);
+        let nic = format!("{port}/{}", rail_nic_pci(k));
         tree.pci(&nic, "0x15b3", "0x020000")?;
         let ib = format!("{nic}/infiniband/mlx5_{k}");
         tree.write(&format!("{ib}/ports/1/state"), "4: ACTIVE")?;
@@ -247,6 +247,44 @@ pub fn write_rail_tree(dir: &Path, rails: usize) -> Result<()> {
         tree.write(&format!("{net}/mtu"), &DEFAULT_RAIL_MTU.to_string())?;
         tree.link(&format!("{net}/device"), &nic)?;
         tree.link(&format!("/sys/class/net/{}", rail_netdev(k)), &net)?;
+    }
+    Ok(())
+}
+
+/// The PCIe root complex (host bridge) of rail `k`'s NIC and GPU: `pci0000:{k}`, the value a DRA
+/// driver publishes as `resource.kubernetes.io/pcieRoot`.
+pub fn rail_pcie_root(k: usize) -> String {
+    format!("pci0000:{k:02x}")
+}
+
+/// Rail `k`'s NIC's PCI address (bus 0x11 + k).
+pub fn rail_nic_pci(k: usize) -> String {
+    format!("0000:{:02x}:00.0", 0x11 + k)
+}
+
+/// GPU `k`'s PCI address (bus 0x41 + k: after every NIC, so GPU order is rail order).
+pub fn rail_gpu_pci(k: usize) -> String {
+    format!("0000:{:02x}:00.0", 0x41 + k)
+}
+
+/// The root port under rail `k`'s host bridge that its NIC and GPU hang off.
+fn rail_root_port(k: usize) -> String {
+    format!("/sys/devices/{}/0000:{k:02x}:01.0", rail_pcie_root(k))
+}
+
+/// Adds `gpus` NVIDIA GPUs (3D controllers, NUMA node 0) to a tree [`write_rail_tree`] wrote:
+/// GPU k at [`rail_gpu_pci`]`(k)` beside rail k's NIC on the same root port (`PIX`), so the rail
+/// map pairs GPU k with `mlx5_k`, as a DRA driver would by their common PCIe root. Needs no root.
+pub fn write_rail_gpus(dir: &Path, gpus: usize) -> Result<()> {
+    check_rail_count(gpus)?;
+    let tree = Tree { root: dir };
+    for k in 0..gpus {
+        let port = rail_root_port(k);
+        // Rail k's NIC brought its root port already, where the tree has that rail.
+        if !tree.at(&format!("{port}/vendor")).exists() {
+            tree.pci(&port, "0x8086", "0x060400")?;
+        }
+        tree.pci(&format!("{port}/{}", rail_gpu_pci(k)), "0x10de", "0x030200")?;
     }
     Ok(())
 }
@@ -323,11 +361,11 @@ mod tests {
         let link = std::fs::read_link(dir.join("sys/class/net/rail1")).unwrap();
         assert_eq!(
             link,
-            PathBuf::from("../../devices/pci0000:00/0000:00:02.0/0000:12:00.0/net/rail1")
+            PathBuf::from("../../devices/pci0000:01/0000:01:01.0/0000:12:00.0/net/rail1")
         );
         let device = std::fs::canonicalize(dir.join("sys/class/infiniband/mlx5_1/device")).unwrap();
         assert!(
-            device.ends_with("sys/devices/pci0000:00/0000:00:02.0/0000:12:00.0"),
+            device.ends_with("sys/devices/pci0000:01/0000:01:01.0/0000:12:00.0"),
             "{device:?}"
         );
         let state = std::fs::read_to_string(dir.join("sys/class/infiniband/mlx5_0/ports/1/state")).unwrap();
@@ -342,6 +380,15 @@ mod tests {
         assert_eq!(std::fs::read_to_string(symbol).unwrap(), "0\n");
         assert!(!hw.join("rx_read_requests").exists());
         assert!(write_rail_tree(&dir, 17).is_err());
+        // GPUs beside the NICs: GPU 1 on rail 1's root port, and one more GPU than rails.
+        write_rail_gpus(&dir, 3).unwrap();
+        let gpu = std::fs::canonicalize(dir.join("sys/bus/pci/devices").join(rail_gpu_pci(1))).unwrap();
+        assert!(
+            gpu.ends_with("sys/devices/pci0000:01/0000:01:01.0/0000:42:00.0"),
+            "{gpu:?}"
+        );
+        let class = std::fs::read_to_string(dir.join("sys/bus/pci/devices/0000:43:00.0/class")).unwrap();
+        assert_eq!(class, "0x030200\n");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -117,6 +117,15 @@ fn class_for(classes: &[DeviceClass], driver: &str) -> Option<String> {
 /// Reads what `node` offers through DRA: `Ok(None)` when the cluster does not serve
 /// `resource.k8s.io/v1` (an older cluster), `Err` (a note) when it cannot be read.
 pub async fn node_offer(cluster: &Cluster, node: &str) -> Result<Option<DraOffer>, KubeError> {
+    Ok(node_offer_and_slices(cluster, node).await?.map(|(offer, _)| offer))
+}
+
+/// [`node_offer`], with the slices it was read from (their devices' attributes: the rails
+/// check `resource.kubernetes.io/pcieRoot` against the node's own PCI tree).
+pub async fn node_offer_and_slices(
+    cluster: &Cluster,
+    node: &str,
+) -> Result<Option<(DraOffer, Vec<ResourceSlice>)>, KubeError> {
     let slices: kube::Api<ResourceSlice> = kube::Api::all(cluster.client().clone());
     let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
     let slices = match cluster
@@ -128,12 +137,12 @@ pub async fn node_offer(cluster: &Cluster, node: &str) -> Result<Option<DraOffer
         Err(e) => return Err(e),
     };
     if slices.is_empty() {
-        return Ok(Some(DraOffer::default()));
+        return Ok(Some((DraOffer::default(), slices)));
     }
     let classes: kube::Api<DeviceClass> = kube::Api::all(cluster.client().clone());
     let all = ListParams::default();
     let classes = cluster.call("list deviceclasses", || classes.list(&all)).await?.items;
-    Ok(Some(DraOffer::from_slices(&slices, &classes)))
+    Ok(Some((DraOffer::from_slices(&slices, &classes), slices)))
 }
 
 fn exactly(name: &str, class: &str, all: bool) -> DeviceRequest {

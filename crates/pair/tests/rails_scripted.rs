@@ -168,6 +168,8 @@ struct FakeSeam {
     cancel_at_report: Option<CancellationToken>,
     /// Its transport evidence never says tcp (a detector that cannot see a TCP fallback).
     hides_tcp: bool,
+    /// What it found about the nodes before the run (a DRA node's slices against its tree).
+    node_findings: Vec<icb_core::rails::RailFinding>,
 }
 
 impl RailSeam for FakeSeam {
@@ -202,6 +204,9 @@ impl RailSeam for FakeSeam {
                 .collect(),
             unreadable: vec![],
         }
+    }
+    fn node_findings(&self) -> Vec<icb_core::rails::RailFinding> {
+        self.node_findings.clone()
     }
 }
 
@@ -260,6 +265,7 @@ fn seam(scripts: Vec<RowScript>) -> FakeSeam {
         cleanups: Arc::default(),
         cancel_at_report: None,
         hides_tcp: false,
+        node_findings: vec![],
     }
 }
 
@@ -281,6 +287,36 @@ async fn run(plan: &RailsPlan, seam: &mut FakeSeam) -> Result<icb_pair::PairOutc
     let measured = seam.launched.iter().filter(|i| !seam.scripts[**i].fails).count();
     assert_eq!(seen.len(), measured, "one progress line per measured row run: {seen:?}");
     r
+}
+
+/// A node finding made before the run (slices against the PCI tree) is in the findings, and
+/// turns rails that all passed into a warning naming it: the nodes' DRA claims are misplaced even
+/// though the measured rails are fine.
+#[tokio::test]
+async fn a_node_finding_from_before_the_run_warns_on_passing_rails() {
+    let mut s = seam(vec![ok(10.0), ok(10.1)]);
+    s.node_findings = vec![icb_core::rails::RailFinding {
+        kind: RailFindingKind::PcieRootMismatch,
+        status: icb_core::Status::Warn,
+        rail: None,
+        text: "node node-b: GPU 1 and NIC mlx5_1: the slices and the tree disagree".into(),
+        fix: Some("fix the pcieRoot".into()),
+    }];
+    let out = run(&plan(2, AloneRuns::Suspects), &mut s).await.unwrap();
+    let r = &out.report;
+    assert_eq!(r.verdict.status, VerdictStatus::Warn, "{}", r.verdict.reason);
+    assert!(
+        r.verdict.reason.starts_with("node node-b: GPU 1 and NIC mlx5_1"),
+        "{}",
+        r.verdict.reason
+    );
+    assert_eq!(r.verdict.hint.as_deref(), Some("fix the pcieRoot"));
+    let rails = r.rails.as_ref().unwrap();
+    assert!(rails.rails.iter().all(|row| row.status == VerdictStatus::Pass));
+    assert_eq!(
+        rails.findings.last().map(|f| f.kind),
+        Some(RailFindingKind::PcieRootMismatch)
+    );
 }
 
 #[tokio::test]

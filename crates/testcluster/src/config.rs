@@ -67,24 +67,45 @@ impl NodeConfig {
 
     /// A DRA-only GPU node: no `nvidia.com/gpu` or `rdma/ib` capacity; NVIDIA's GPU DRA driver
     /// (`gpu.nvidia.com`) publishes `gpu-0 … gpu-{N-1}` and a NIC DRA driver ([`DRA_NIC_DRIVER`])
-    /// `nic-0 …`, GPU k and NIC k on PCIe root `pci0000:{k:02x}` (each other's rail).
+    /// `nic-0 …`, GPU k and NIC k on PCIe root `pci0000:{k:02x}` (each other's rail). Their PCI
+    /// addresses (`pcieBusID`, `pciAddress`) and roots are where a cluster with rails puts them in
+    /// the node's own PCI view (`icb_isolate::write_rail_gpus`), so the two views agree unless
+    /// [`NodeConfig::publish_pcie_root`] makes a driver lie.
     pub fn dra_gpu(name: impl Into<String>, gpus: u32) -> Self {
         let mut node = Self::new(name);
-        for k in 0..gpus {
-            let root = format!("pci0000:{k:02x}");
+        for k in 0..gpus as usize {
+            let root = icb_isolate::rail_pcie_root(k);
             node.dra.push(
                 DraDevice::new(DRA_GPU_DRIVER, &format!("gpu-{k}"))
                     .string("productName", "NVIDIA H100 80GB HBM3")
+                    .string("pcieBusID", &icb_isolate::rail_gpu_pci(k))
                     .string(crate::dra::PCIE_ROOT, &root),
             );
             node.dra.push(
                 DraDevice::new(DRA_NIC_DRIVER, &format!("nic-{k}"))
                     .string("ifName", &format!("rail{k}"))
                     .string("rdmaDevice", &format!("mlx5_{k}"))
+                    .string("pciAddress", &icb_isolate::rail_nic_pci(k))
                     .string(crate::dra::PCIE_ROOT, &root),
             );
         }
         node
+    }
+
+    /// A DRA driver that publishes a wrong `resource.kubernetes.io/pcieRoot` for `device` (e.g.
+    /// `nic-1`): the slices say `root`, the node's PCI view stays as it is. A claim matching the
+    /// attribute then pairs devices that are not each other's rail.
+    pub fn publish_pcie_root(mut self, device: &str, root: &str) -> Self {
+        for d in self.dra.iter_mut().filter(|d| d.name == device) {
+            d.attributes.insert(
+                crate::dra::PCIE_ROOT.to_string(),
+                k8s_openapi::api::resource::v1::DeviceAttribute {
+                    string: Some(root.to_string()),
+                    ..Default::default()
+                },
+            );
+        }
+        self
     }
 
     /// Adds one DRA device to this node's slices.

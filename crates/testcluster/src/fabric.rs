@@ -177,6 +177,26 @@ impl NodeFabric {
         }
     }
 
+    /// Puts the GPUs of each node's DRA driver into its rail-map tree (GPU k beside rail k's
+    /// NIC: `icb_isolate::write_rail_gpus`), so the node's own PCI view has the devices its
+    /// ResourceSlices publish; on an error the fabric is removed.
+    pub fn with_dra_gpus(self, config: &crate::ClusterConfig) -> Result<NodeFabric, Error> {
+        let applied = config.nodes.iter().try_for_each(|node| {
+            let gpus = node.dra.iter().filter(|d| d.driver == crate::DRA_GPU_DRIVER).count();
+            match self.rail_tree(&node.name) {
+                Some(tree) if gpus > 0 => icb_isolate::write_rail_gpus(&tree, gpus).map_err(namespace_error),
+                _ => Ok(()),
+            }
+        });
+        match applied {
+            Ok(()) => Ok(self),
+            Err(e) => {
+                let _ = self.destroy();
+                Err(e)
+            }
+        }
+    }
+
     fn emulated(&self, node: &str) -> Result<String, Error> {
         self.node(node)
             .map(|n| n.name.clone())

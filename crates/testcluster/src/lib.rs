@@ -418,7 +418,10 @@ async fn run(
     let fabric = match config.isolation {
         Isolation::Host => None,
         Isolation::Namespaces => {
-            match NodeFabric::create(&names, config.rails).and_then(|f| f.with_rail_faults(&config)) {
+            match NodeFabric::create(&names, config.rails)
+                .and_then(|f| f.with_rail_faults(&config))
+                .and_then(|f| f.with_dra_gpus(&config))
+            {
                 Ok(f) => Some(f),
                 Err(e) => {
                     let _ = ready.send(Err(e));

@@ -226,7 +226,18 @@ fn kind_order(kind: RailFindingKind) -> u8 {
         RailFindingKind::Mismatch => 10,
         RailFindingKind::Funnel => 11,
         RailFindingKind::NotAttributed => 12,
+        // About how the node's devices are published, not how this run's bytes went.
+        RailFindingKind::PcieRootMismatch => 13,
     }
+}
+
+/// Adds findings made outside the judge (the nodes' ResourceSlices against their PCI trees)
+/// to a judged outcome, in the judge's order: worst first, then by kind.
+pub fn add_findings(outcome: &mut RailsOutcome, extra: Vec<RailFinding>) {
+    outcome.findings.extend(extra);
+    outcome
+        .findings
+        .sort_by_key(|f| (std::cmp::Reverse(f.status), kind_order(f.kind)));
 }
 
 /// `24 %`, or `0.3 %` below one percent.

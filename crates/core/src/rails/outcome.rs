@@ -182,6 +182,10 @@ pub enum RailFindingKind {
     /// The rail's two NIC ports disagree on a value both sides must share (an MTU, the GID
     /// index or type, the link layer, the firmware).
     Mismatch,
+    /// A node's ResourceSlices and its own PCI tree disagree on whether a GPU and a NIC share a
+    /// PCIe root (`resource.kubernetes.io/pcieRoot`): a DRA claim that matches that attribute
+    /// pairs a GPU with a NIC that is not its rail, or misses the one that is.
+    PcieRootMismatch,
 }
 
 /// One finding, worst first in the report; the first failing one is the verdict's reason.

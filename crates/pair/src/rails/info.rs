@@ -42,6 +42,7 @@ pub fn node_info(node: String, tree: Option<&Path>, sys_root: &Path) -> NodeRail
         node,
         map,
         devices,
+        pcie_roots: icb_probe::rails::pcie_roots(src.as_ref()),
         readiness,
     }
 }
@@ -132,10 +133,21 @@ mod tests {
         icb_isolate::write_rail_tree(&dir, 3).unwrap();
         // The tree has no statistics: the counter device falls back to the RDMA port name.
         let info = node_info("n1".into(), Some(&dir), &dir.join("sys"));
-        std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(info.map.rails.len(), 3);
         assert_eq!(info.devices.len(), 3);
         assert_eq!(info.devices[2], "mlx5_2:1");
+        // Each NIC's PCIe root as the tree shows it (DRA slices are checked against these).
+        assert_eq!(info.pcie_roots[&icb_isolate::rail_nic_pci(2)], "pci0000:02");
+        // With the GPUs of a DRA node, GPU k takes rail k's NIC, beside it on one root port.
+        icb_isolate::write_rail_gpus(&dir, 3).unwrap();
+        let with_gpus = node_info("n1".into(), Some(&dir), &dir.join("sys"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        for rail in &with_gpus.map.rails {
+            let gpu = rail.gpu.as_ref().expect("a GPU per rail");
+            assert_eq!(rail.nic.name, format!("mlx5_{}", gpu.ordinal), "{rail:?}");
+            assert_eq!(rail.relation, Some(icb_core::rails::PcieRelation::Pix), "{rail:?}");
+            assert_eq!(with_gpus.pcie_roots[&gpu.pci], icb_isolate::rail_pcie_root(gpu.ordinal));
+        }
         let line = RailInfoLine {
             info: Some(info.clone()),
             counters: None,

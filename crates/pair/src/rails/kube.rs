@@ -21,8 +21,8 @@
 
 use super::info::{HostCpus, InfoKind, RailInfoLine};
 pub use super::kube_devices::whole_node_devices;
-use super::kube_devices::{gpu_count, pod_devices};
-use super::kube_dra::DraNode;
+use super::kube_devices::{devices_of, gpu_count, pod_devices};
+use super::kube_dra::DraRoots;
 use super::kube_rank::rank_pinning;
 pub use super::kube_rank::{KubeRailLauncher, PodPinning, RankExec, rank_command};
 use super::plan::NodeRailInfo;
@@ -158,8 +158,10 @@ pub struct KubeRails {
     notes: Vec<String>,
     /// How many GPUs each pod holds: (prefill, decode).
     gpus: (u32, u32),
-    /// The ResourceClaimTemplates of pods on DRA nodes (`super::kube_dra`).
+    /// The ResourceClaimTemplates of pods on DRA nodes (`super::kube_dra`), and what their
+    /// slices publish, checked against each node's PCI tree.
     templates: Vec<icb_kube::k8s_openapi::api::resource::v1::ResourceClaimTemplate>,
+    dra: DraRoots,
     /// Each side's health counters, printed with its last byte counters: (prefill, decode).
     health: (Option<HealthSnapshot>, Option<HealthSnapshot>),
 }
@@ -175,6 +177,7 @@ impl KubeRails {
             notes: Vec::new(),
             gpus: (0, 0),
             templates: Vec::new(),
+            dra: DraRoots::default(),
             health: (None, None),
         }
     }
@@ -314,19 +317,24 @@ impl KubeRails {
         let tolerations = icb_kube::hardening::tolerations_for(&read);
         let status = read.status.unwrap_or_default();
         let advertised = status.allocatable.or(status.capacity).unwrap_or_default();
-        let devices = self.devices_of(role, &advertised);
+        let request = self.plan.devices.for_role(role);
+        let mut devices = devices_of(request, &advertised);
         let mut gpus = gpu_count(&devices);
-        let mut claim = None;
-        if gpus == 0 && self.plan.devices == PodDevices::WholeNode {
-            match super::kube_dra::whole_node(&self.cluster, &node).await? {
-                DraNode::Claim(spec, offer) => {
-                    gpus = u32::try_from(offer.gpus).unwrap_or(u32::MAX);
-                    self.notes.push(super::kube_dra::note(&node, &offer));
-                    claim = Some(spec);
-                }
-                DraNode::Unreadable(note) => self.notes.push(note),
-                DraNode::Nothing => {}
+        // A node that offers its GPUs only through DRA: the same devices, claimed there.
+        let claimed = match request {
+            None if gpus == 0 => self.dra.claim(&self.cluster, &node, &mut self.notes).await?,
+            None => None,
+            Some(request) => {
+                let asked = (request, &advertised, &mut devices);
+                self.dra
+                    .claim_requested(&self.cluster, &node, asked, &mut self.notes)
+                    .await?
             }
+        };
+        let mut claim = None;
+        if let Some((spec, held)) = claimed {
+            gpus = held;
+            claim = Some(spec);
         }
         match role {
             Role::Client => self.gpus.0 = gpus,
@@ -411,19 +419,6 @@ impl KubeRails {
         Ok(())
     }
 
-    /// What one side's pod requests on a node advertising `advertised`.
-    fn devices_of(&self, role: Role, advertised: &BTreeMap<String, Quantity>) -> BTreeMap<String, Quantity> {
-        match &self.plan.devices {
-            PodDevices::WholeNode => whole_node_devices(advertised),
-            PodDevices::Requested(prefill, decode) => {
-                let request = if role == Role::Client { prefill } else { decode };
-                let mut devices = BTreeMap::new();
-                icb_kube::devices::decide(request, Some(advertised), false).apply(&mut devices);
-                devices
-            }
-        }
-    }
-
     /// Why a pod did not run: by its status when it is one the scheduler cannot place (then a
     /// sweep records it as such, not as a fabric failure), else the wait's error.
     async fn not_running(&self, name: &str, node: &str, e: KubeError) -> LaunchError {
@@ -492,6 +487,7 @@ impl KubeRails {
             .info
             .ok_or_else(|| LaunchError::new("`ic-bench rail-info` printed no rail map"))?;
         info.node = self.worker(role)?.node.clone();
+        self.dra.check(&info);
         Ok(info)
     }
 
@@ -576,6 +572,10 @@ impl RailSeam for KubeRails {
 
     /// As the pod printed them with the byte counters just read (the pipeline reads health right
     /// after counters).
+    fn node_findings(&self) -> Vec<icb_core::rails::RailFinding> {
+        self.dra.findings()
+    }
+
     async fn health(&mut self, side: SideRole) -> HealthSnapshot {
         self.health_of(side)
             .take()

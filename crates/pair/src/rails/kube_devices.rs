@@ -2,8 +2,9 @@
 //! resources, what a pod requests, how many GPUs that is.
 
 use icb_core::fabric::quantity::parse_milli;
+use icb_kube::devices::DeviceRequest;
 use icb_kube::k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use icb_kube::podspec::BenchPod;
+use icb_kube::podspec::{BenchPod, Role};
 use std::collections::BTreeMap;
 
 /// Every GPU and RDMA resource `advertised` (a node's allocatable), with its whole quantity.
@@ -17,6 +18,33 @@ pub fn whole_node_devices(advertised: &BTreeMap<String, Quantity>) -> BTreeMap<S
         })
         .map(|(name, q)| (name.clone(), q.clone()))
         .collect()
+}
+
+/// What one side's pod requests on a node advertising `advertised`: every GPU and RDMA device
+/// (`request` is `None`: the whole node), or what `--gpus`/`--rdma`/`--resource` decide there.
+pub(super) fn devices_of(
+    request: Option<&DeviceRequest>,
+    advertised: &BTreeMap<String, Quantity>,
+) -> BTreeMap<String, Quantity> {
+    match request {
+        None => whole_node_devices(advertised),
+        Some(request) => {
+            let mut devices = BTreeMap::new();
+            icb_kube::devices::decide(request, Some(advertised), false).apply(&mut devices);
+            devices
+        }
+    }
+}
+
+impl super::kube::PodDevices {
+    /// One side's request (`None`: the whole node).
+    pub(super) fn for_role(&self, role: Role) -> Option<&DeviceRequest> {
+        match self {
+            super::kube::PodDevices::WholeNode => None,
+            super::kube::PodDevices::Requested(prefill, _) if role == Role::Client => Some(prefill),
+            super::kube::PodDevices::Requested(_, decode) => Some(decode),
+        }
+    }
 }
 
 /// What a bench pod requests: its model's devices with its own choice applied (as it builds).

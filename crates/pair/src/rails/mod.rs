@@ -16,6 +16,7 @@
 pub mod agent;
 pub mod choice;
 pub mod controls;
+pub mod dra_roots;
 pub mod info;
 pub mod kube;
 mod kube_devices;
@@ -100,6 +101,12 @@ pub trait RailSeam {
     async fn health(&mut self, _side: SideRole) -> HealthSnapshot {
         HealthSnapshot::unread("this kind of run does not read the NICs' health counters yet")
     }
+
+    /// Findings about the nodes made before the run (a DRA node's ResourceSlices against its
+    /// PCI tree: `dra_roots`), added to the judged outcome. None by default.
+    fn node_findings(&self) -> Vec<icb_core::rails::RailFinding> {
+        Vec::new()
+    }
 }
 
 /// The progress of one row's case.
@@ -155,7 +162,8 @@ pub async fn run_rails<S: RailSeam>(
         result.health = Some(health);
     }
     let unit = plan.pair.settings.unit;
-    let outcome = judge_rails(plan.pattern, rows, plan.margin, unit);
+    let mut outcome = judge_rails(plan.pattern, rows, plan.margin, unit);
+    icb_core::rails::judge::add_findings(&mut outcome, seam.node_findings());
     report::assemble(plan, outcome, outcomes, started.elapsed())
 }
 

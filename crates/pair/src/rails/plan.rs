@@ -61,6 +61,11 @@ pub struct NodeRailInfo {
     /// counters carry the rail's bytes: the RDMA port (`mlx5_0:1`), or the network device of a
     /// NIC that shows here only as one (an emulated NIC: `rail0`).
     pub devices: Vec<String>,
+    /// Each PCI device's root complex in this node's PCI tree (address → `pci0000:16`), which
+    /// a node's DRA slices are checked against (`super::dra_roots`). Empty from an older
+    /// `rail-info` or where the tree does not resolve: not known, nothing is checked.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub pcie_roots: std::collections::BTreeMap<String, String>,
     /// The node's RDMA readiness as `probe node` reads it (each port's MTU, GID, link layer,
     /// firmware), for comparing a rail's two ends before it runs; absent from an older node's
     /// `rail-info`: not compared.
@@ -284,6 +289,7 @@ mod tests {
             node: name.into(),
             map,
             devices,
+            pcie_roots: Default::default(),
             readiness: None,
         }
     }

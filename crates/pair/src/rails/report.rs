@@ -142,6 +142,17 @@ fn verdict(outcome: &RailsOutcome, unit: icb_core::model::BandwidthUnit) -> Verd
             VerdictStatus::Interrupted => 4,
         })
         .unwrap_or(VerdictStatus::Fail);
+    // Rails that all passed on nodes whose DRA slices misplace their devices: the measured
+    // fabric is fine, the claims the nodes' workers make are not. A warning, never a pass.
+    let misplaced = outcome
+        .findings
+        .iter()
+        .any(|f| f.kind == icb_core::rails::RailFindingKind::PcieRootMismatch);
+    let worst = if worst == VerdictStatus::Pass && misplaced {
+        VerdictStatus::Warn
+    } else {
+        worst
+    };
     let first = outcome.findings.iter().find(|f| f.status >= Status::Warn);
     let summary = format!(
         "{} rails, aggregate {}, median {}",

@@ -118,6 +118,23 @@ pub fn gpu_numa_nodes(src: &dyn NodeSource) -> Vec<Option<u32>> {
     gpus(src, &pci, &mut Vec::new()).into_iter().map(|g| g.numa).collect()
 }
 
+/// Every PCI device's root complex as the node's PCI tree shows it: address (lower case) →
+/// host bridge (`pci0000:16`), the value the standard DRA attribute `resource.kubernetes.io/pcieRoot`
+/// names. A device whose path does not resolve is absent (not known), never guessed.
+pub fn pcie_roots(src: &dyn NodeSource) -> std::collections::BTreeMap<String, String> {
+    src.list(PCI_DEVICES)
+        .unwrap_or_default()
+        .iter()
+        .filter(|a| is_pci_address(a))
+        .filter_map(|a| {
+            let path = src
+                .resolve(&format!("{PCI_DEVICES}/{a}"))
+                .and_then(|p| PciPath::parse(&p))?;
+            Some((a.to_ascii_lowercase(), path.root))
+        })
+        .collect()
+}
+
 /// The node's GPUs in PCI bus order.
 fn gpus(src: &dyn NodeSource, pci: &[String], notes: &mut Vec<String>) -> Vec<GpuSeen> {
     let mut found: Vec<String> = pci
