@@ -100,7 +100,7 @@ fn bad_arguments_are_one_line_and_exit_2() {
         (&["--smoke", "--bin-dir", "missing"], "is not a directory"),
         (
             &["--smoke", "--sanitizer", "thread"],
-            "--sanitizer takes address or none, not 'thread'",
+            "--sanitizer takes address, leak or none, not 'thread'",
         ),
         (
             &["--build-only", "--smoke"],

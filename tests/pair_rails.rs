@@ -9,8 +9,8 @@ use icb_core::rails::{Phase, RailFindingKind};
 use icb_core::{CaseStatus, VerdictStatus};
 use pair_local_support::{Ran, ic_bench, privileged, serial};
 use rails_support::{
-    RAIL_CASE, TWO_TIMED_CASES, assert_counted_on_its_own_nic, assert_partial_rails_report,
-    interrupt_once_every_rail_measured,
+    HealthFaults, RAIL_CASE, TWO_TIMED_CASES, assert_counted_on_its_own_nic, assert_health_findings,
+    assert_partial_rails_report, interrupt_once_every_rail_measured,
 };
 
 /// `pair --local --isolation node --rails K` with one bandwidth case per rail ([`RAIL_CASE`]).
@@ -359,66 +359,11 @@ fn a_congested_and_a_lossy_rail_are_named_by_their_nic_counters_and_the_healthy_
     let faults = ["--congested-rail", "node-b/1=200mbit", "--lossy-rail", "node-b/2=1%"];
     let ran = rails_run("4", &[&faults[..], &["--rail-margin", "50%"]].concat());
     let (report, rails) = rails_after(&ran, 1);
-    let of = |rail: usize, kind: RailFindingKind| {
-        rails
-            .findings
-            .iter()
-            .filter(move |f| f.rail == Some(rail) && f.kind == kind)
-            .collect::<Vec<_>>()
+    let expected = HealthFaults {
+        congested: (1, "prefill"),
+        lossy: 2,
+        healthy: &[0, 3],
     };
-    let congested = of(1, RailFindingKind::Congested);
-    assert_eq!(congested.len(), 1, "{:?}", rails.findings);
-    let text = &congested[0].text;
-    assert!(
-        text.contains("prefill congested") && text.contains("mlx5_1:1"),
-        "{text}"
-    );
-    assert!(
-        ["np_cnp_sent +", "rp_cnp_handled +", "np_ecn_marked_roce_packets +"]
-            .iter()
-            .any(|c| text.contains(c)),
-        "names the counters: {text}"
-    );
-    assert!(
-        congested[0].fix.as_deref().unwrap().contains("PFC"),
-        "{:?}",
-        congested[0].fix
-    );
-    assert_eq!(congested[0].status, icb_core::Status::Fail);
-    assert!(
-        report.verdict.reason.contains("congested"),
-        "the congested rail's counters are the verdict's reason: {}",
-        report.verdict.reason
-    );
-    let lossy = of(2, RailFindingKind::LossyLink);
-    assert_eq!(lossy.len(), 1, "{:?}", rails.findings);
-    assert!(
-        lossy[0].text.contains("lossy link on mlx5_2:1: ")
-            && (lossy[0].text.contains("packet_seq_err +") || lossy[0].text.contains("out_of_sequence +")),
-        "{}",
-        lossy[0].text
-    );
-    assert!(
-        lossy[0].fix.as_deref().unwrap().contains("mlx5_2:1's cable"),
-        "{:?}",
-        lossy[0].fix
-    );
-    for healthy in [0, 3] {
-        let row = &rails.rails[healthy];
-        let health = row.health.as_ref().expect("every rail's health was read");
-        assert!(
-            health.prefill.deltas.is_some() && health.decode.deltas.is_some(),
-            "{health:?}"
-        );
-        assert_eq!(health.cell(), "ok", "rail {healthy}: {health:?}");
-        assert!(
-            rails.findings.iter().all(|f| f.rail != Some(healthy)
-                || !matches!(f.kind, RailFindingKind::Congested | RailFindingKind::LossyLink)),
-            "{:?}",
-            rails.findings
-        );
-    }
-    // The congested rail's loss counters and the lossy rail's congestion counters stayed put.
-    assert!(of(1, RailFindingKind::LossyLink).is_empty() && of(2, RailFindingKind::Congested).is_empty());
+    assert_health_findings(&report, &rails, &expected);
     ran.assert_nothing_left();
 }

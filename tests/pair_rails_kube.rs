@@ -11,8 +11,8 @@ use icb_core::rails::{RailFindingKind, RailsOutcome};
 use icb_core::{PairReport, VerdictStatus};
 use icb_testcluster::{ClusterConfig, TestCluster};
 use rails_support::{
-    RAIL_CASE, TWO_TIMED_CASES, assert_counted_on_its_own_nic, assert_partial_rails_report,
-    interrupt_once_every_rail_measured,
+    HealthFaults, RAIL_CASE, TWO_TIMED_CASES, assert_counted_on_its_own_nic, assert_health_findings,
+    assert_partial_rails_report, interrupt_once_every_rail_measured,
 };
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -223,6 +223,78 @@ fn a_dead_rail_on_kubernetes_fails_naming_it() {
     let reason = r.verdict.reason;
     assert!(reason.starts_with("rail 2: "), "{reason}");
     assert_ne!(rails.rails[0].status, VerdictStatus::Fail);
+    assert_nothing_left(&cluster);
+}
+
+/// The "done when": gpu-1's rail 1 congested (a real shaper whose held packets its
+/// emulated mlx5_1 port counts as CNP/ECN), gpu-2's rail 2 lossy (1 % of its packets really
+/// dropped each way, counted as sequence errors); the counters are read in the bench pods
+/// (`ic-bench rail-info --counters` over the node's tree), the emulated cluster bringing them up
+/// to date at each exec as a NIC's are whenever read. Rails 0 and 3 stay healthy.
+#[test]
+fn a_congested_and_a_lossy_rail_on_kubernetes_are_named_by_their_nic_counters() {
+    let config = ClusterConfig::two_gpu_nodes()
+        .rails(4)
+        .congested_rail("gpu-1", 1, "200mbit")
+        .lossy_rail("gpu-2", 2, 10);
+    let Some(cluster) = rails_cluster(
+        "a_congested_and_a_lossy_rail_on_kubernetes_are_named_by_their_nic_counters",
+        config,
+    ) else {
+        return;
+    };
+    let _one = serial();
+    let run = rails_run(&cluster, &["--rail-margin", "50%"]);
+    let (report, rails) = rails_after(&run, 1);
+    let expected = HealthFaults {
+        congested: (1, "prefill"),
+        lossy: 2,
+        healthy: &[0, 3],
+    };
+    assert_health_findings(&report, &rails, &expected);
+    assert_nothing_left(&cluster);
+}
+
+/// The "done when": gpu-2's rail 1 at MTU 1280 (its veth and its tree's netdev `mtu`),
+/// every other rail at 1500. The two ends are compared before the run (each node's readiness
+/// from its bench pod's `rail-info`): rail 1 warns naming both values and the fix, rail 0 has
+/// nothing to say, and the rails still run (TCP's MSS fits the smaller MTU).
+#[test]
+fn a_rail_whose_mtu_differs_between_the_nodes_is_named_with_both_values() {
+    let config = ClusterConfig::two_gpu_nodes().rails(2).rail_mtu("gpu-2", 1, 1280);
+    let Some(cluster) = rails_cluster(
+        "a_rail_whose_mtu_differs_between_the_nodes_is_named_with_both_values",
+        config,
+    ) else {
+        return;
+    };
+    let _one = serial();
+    let run = rails_run(&cluster, &["--rail-margin", "60%"]);
+    let (_, rails) = rails_after(&run, 0);
+    let want = "prefill mlx5_1:1 netdev MTU 1500, decode mlx5_1:1 netdev MTU 1280";
+    let odd = &rails.rails[1].mismatches;
+    assert_eq!(odd.len(), 1, "{odd:?}");
+    assert_eq!(odd[0].field, icb_core::readiness::ReadinessField::NetdevMtu);
+    assert_eq!(odd[0].to_string(), want);
+    assert!(rails.rails[0].mismatches.is_empty(), "{:?}", rails.rails[0].mismatches);
+    let found: Vec<_> = rails
+        .findings
+        .iter()
+        .filter(|f| f.kind == RailFindingKind::Mismatch)
+        .collect();
+    assert_eq!(found.len(), 1, "{:?}", rails.findings);
+    assert_eq!((found[0].rail, found[0].status), (Some(1), icb_core::Status::Warn));
+    assert!(
+        found[0].text.starts_with("rail 1: ") && found[0].text.ends_with(want),
+        "{}",
+        found[0].text
+    );
+    assert!(
+        found[0].fix.as_deref().unwrap_or_default().contains("one MTU"),
+        "{:?}",
+        found[0].fix
+    );
+    assert_eq!(rails.rails[1].status, VerdictStatus::Warn);
     assert_nothing_left(&cluster);
 }
 

@@ -538,3 +538,77 @@ fn exports_write_every_file_beside_the_table() {
     assert_eq!(v["schema"], "ic-bench.probe/v1");
     assert!(std::fs::read_to_string(&junit).unwrap().contains("<testsuites"));
 }
+
+/// `ic-bench probe node -o json` on a recorded rail-map tree of the probe crate (sysfs only:
+/// no device files, no process table, no tool outputs recorded), with its JSON report.
+fn probe_rail_tree(name: &str) -> serde_json::Value {
+    let tree = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/probe/tests/fixtures/rails")
+        .join(name);
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::cargo_bin("ic-bench")
+        .unwrap()
+        .args([
+            "probe",
+            "node",
+            "-o",
+            "json",
+            "--counter-interval",
+            "0s",
+            "--sysfs-root",
+        ])
+        .arg(tree.join("sys"))
+        .arg("--devfs-root")
+        .arg(empty.path())
+        .arg("--procfs-root")
+        .arg(empty.path())
+        .arg("--tool-outputs")
+        .arg(empty.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{name}: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{name}: no JSON ({e}): {stderr}"))
+}
+
+fn check_of<'a>(report: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    let checks = report["checks"].as_array().expect("checks");
+    checks
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no {id}: {checks:?}"))
+}
+
+/// Issue 40's "done when", through the binary: `probe node --sysfs-root` flags a NIC whose
+/// PCIe link trained at half width, and pairs a Data Direct NIC (ConnectX-8 on GB300) with its
+/// GPU through its Data Direct function; the same checks on trees without either stay quiet.
+#[test]
+fn probe_node_sysfs_root_flags_a_downtrained_link_and_a_data_direct_nic() {
+    let down = probe_rail_tree("pcie_down");
+    let link = check_of(&down, "node.pcie_link");
+    assert_eq!(link["status"], "warn", "{link}");
+    let detail = link["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("mlx5_0 (0000:19:00.0) x8 32 GT/s, can train at x16 32 GT/s"),
+        "{detail}"
+    );
+    assert_eq!(check_of(&probe_rail_tree("pcie_ok"), "node.pcie_link")["status"], "ok");
+
+    let dd = probe_rail_tree("gb300_dd");
+    let direct = check_of(&dd, "node.data_direct");
+    assert_eq!(direct["status"], "ok", "{direct}");
+    let detail = direct["detail"].as_str().unwrap();
+    assert!(detail.contains("GPU0↔mlx5_0 via 0008:04:00.0"), "{detail}");
+    let notes = dd["rail_map"]["notes"].as_array().expect("rail map notes");
+    assert!(
+        notes.iter().any(|n| n
+            .as_str()
+            .unwrap_or_default()
+            .contains("mlx5_0 is a ConnectX-8 with Data Direct")),
+        "{notes:?}"
+    );
+    assert_eq!(
+        check_of(&probe_rail_tree("gb300_no_dd"), "node.data_direct")["status"],
+        "skipped"
+    );
+}

@@ -3,8 +3,8 @@
 //! rail's row must show. A directory without a main.rs is not a test target of its own.
 #![allow(dead_code)]
 
-use icb_core::VerdictStatus;
-use icb_core::rails::{AttributionStatus, RailResult};
+use icb_core::rails::{AttributionStatus, RailFinding, RailFindingKind, RailResult, RailsOutcome};
+use icb_core::{PairReport, VerdictStatus};
 
 /// One 4 MiB `put_bw` case of host memory on every rail, as JSON, over TCP on the emulated rails
 /// (the floor is set for TCP on a 2-core machine: what is judged is the rails, not TCP).
@@ -128,4 +128,76 @@ pub fn assert_partial_rails_report(file: &std::path::Path, rails: usize) -> icb_
         assert_eq!(sizes, [1 << 20], "rail {k}'s finished case is reported: {:?}", shown());
     }
     report
+}
+
+/// The rails a health test broke: the congested one (and the side whose NIC counted it), the
+/// lossy one, and those left healthy.
+pub struct HealthFaults<'a> {
+    pub congested: (usize, &'a str),
+    pub lossy: usize,
+    pub healthy: &'a [usize],
+}
+
+/// Asserts a rails run with one congested and one lossy rail named each by its counters with its
+/// fix (the congested one the verdict's reason), and that every healthy rail's counters were
+/// read on both ends and found nothing.
+pub fn assert_health_findings(report: &PairReport, rails: &RailsOutcome, faults: &HealthFaults) {
+    let of = |rail: usize, kind: RailFindingKind| -> Vec<&RailFinding> {
+        let f = rails.findings.iter();
+        f.filter(|f| f.rail == Some(rail) && f.kind == kind).collect()
+    };
+    let (rail, side) = faults.congested;
+    let congested = of(rail, RailFindingKind::Congested);
+    assert_eq!(congested.len(), 1, "{:?}", rails.findings);
+    let text = &congested[0].text;
+    let port = format!("mlx5_{rail}:1");
+    assert!(
+        text.contains(&format!("{side} congested")) && text.contains(&port),
+        "{text}"
+    );
+    let counters = ["np_cnp_sent +", "rp_cnp_handled +", "np_ecn_marked_roce_packets +"];
+    assert!(counters.iter().any(|c| text.contains(c)), "names the counters: {text}");
+    let fix = congested[0].fix.as_deref().unwrap_or_default();
+    assert!(fix.contains("PFC"), "{fix}");
+    assert_eq!(congested[0].status, icb_core::Status::Fail);
+    let reason = &report.verdict.reason;
+    assert!(
+        reason.contains("congested"),
+        "the congested rail's counters are the verdict's reason: {reason}"
+    );
+
+    let lossy = of(faults.lossy, RailFindingKind::LossyLink);
+    assert_eq!(lossy.len(), 1, "{:?}", rails.findings);
+    let (text, port) = (&lossy[0].text, format!("mlx5_{}:1", faults.lossy));
+    let counted = text.contains("packet_seq_err +") || text.contains("out_of_sequence +");
+    assert!(text.contains(&format!("lossy link on {port}: ")) && counted, "{text}");
+    let fix = lossy[0].fix.as_deref().unwrap_or_default();
+    assert!(fix.contains(&format!("{port}'s cable")), "{fix}");
+
+    for &healthy in faults.healthy {
+        let health = rails.rails[healthy]
+            .health
+            .as_ref()
+            .expect("every rail's health was read");
+        assert!(
+            health.prefill.deltas.is_some() && health.decode.deltas.is_some(),
+            "{health:?}"
+        );
+        assert_eq!(health.cell(), "ok", "rail {healthy}: {health:?}");
+        let named = |f: &&RailFinding| matches!(f.kind, RailFindingKind::Congested | RailFindingKind::LossyLink);
+        let wrong: Vec<_> = rails
+            .findings
+            .iter()
+            .filter(|f| f.rail == Some(healthy))
+            .filter(named)
+            .collect();
+        assert!(wrong.is_empty(), "rail {healthy} is healthy: {wrong:?}");
+    }
+    // The congested rail's loss counters and the lossy rail's congestion counters stayed put.
+    assert!(of(rail, RailFindingKind::LossyLink).is_empty(), "{:?}", rails.findings);
+    assert!(
+        of(faults.lossy, RailFindingKind::Congested).is_empty(),
+        "{:?}",
+        rails.findings
+    );
 }

@@ -243,32 +243,7 @@ pub fn compare(a_role: &str, a: &Readiness, b_role: &str, b: &Readiness) -> Read
             out.not_compared.push(format!("{b_role} has no {}", pa.port));
             continue;
         };
-        let fields: [(ReadinessField, Option<String>, Option<String>); 7] = [
-            (ReadinessField::LinkLayer, pa.link_layer.clone(), pb.link_layer.clone()),
-            (ReadinessField::ActiveMtu, num(pa.active_mtu), num(pb.active_mtu)),
-            (ReadinessField::NetdevMtu, num(pa.netdev_mtu), num(pb.netdev_mtu)),
-            (ReadinessField::GidIndex, num(pa.gid_index), num(pb.gid_index)),
-            (ReadinessField::GidType, pa.gid_type.clone(), pb.gid_type.clone()),
-            (
-                ReadinessField::FirmwareFamily,
-                pa.firmware_family().map(str::to_string),
-                pb.firmware_family().map(str::to_string),
-            ),
-            (ReadinessField::Firmware, pa.firmware.clone(), pb.firmware.clone()),
-        ];
-        let ethernet = |p: &PortReadiness| p.link_layer.as_deref() == Some("Ethernet");
-        let mut family_differs = false;
-        for (field, va, vb) in fields {
-            let gid = matches!(field, ReadinessField::GidIndex | ReadinessField::GidType);
-            if gid && !(ethernet(pa) && ethernet(pb)) {
-                continue; // InfiniBand routes by LID: no GID index to agree on.
-            }
-            if field == ReadinessField::Firmware && family_differs {
-                continue; // Another NIC model: the version differing says nothing more.
-            }
-            let differs = push_field(&mut out, field, Some(&pa.port), (a_role, va), (b_role, vb));
-            family_differs |= differs && field == ReadinessField::FirmwareFamily;
-        }
+        compare_fields(&mut out, Some(&pa.port), (a_role, pa), (b_role, pb));
     }
     for pb in b.ports.iter().filter(|p| !a.ports.iter().any(|pa| pa.port == p.port)) {
         out.not_compared.push(format!("{a_role} has no {}", pb.port));
@@ -282,6 +257,51 @@ pub fn compare(a_role: &str, a: &Readiness, b_role: &str, b: &Readiness) -> Read
         (b_role, mode(b)),
     );
     out
+}
+
+/// Compares one port of each side: a rail's two ends, whose names may differ. `a` and `b` name
+/// each side with its port (`prefill mlx5_1:1`), so a mismatch reads `prefill mlx5_1:1 netdev
+/// MTU 9000, decode mlx5_3:1 netdev MTU 1500`. The port fields of [`compare`]; the node-wide
+/// GPUDirect mode is not a port's.
+pub fn compare_ports(a: &str, pa: &PortReadiness, b: &str, pb: &PortReadiness) -> ReadinessComparison {
+    let mut out = ReadinessComparison::default();
+    compare_fields(&mut out, None, (a, pa), (b, pb));
+    out
+}
+
+/// Every field two ports must agree on, into `out` (`port`: the name both share, if they do).
+fn compare_fields(
+    out: &mut ReadinessComparison,
+    port: Option<&str>,
+    (a_role, pa): (&str, &PortReadiness),
+    (b_role, pb): (&str, &PortReadiness),
+) {
+    let fields: [(ReadinessField, Option<String>, Option<String>); 7] = [
+        (ReadinessField::LinkLayer, pa.link_layer.clone(), pb.link_layer.clone()),
+        (ReadinessField::ActiveMtu, num(pa.active_mtu), num(pb.active_mtu)),
+        (ReadinessField::NetdevMtu, num(pa.netdev_mtu), num(pb.netdev_mtu)),
+        (ReadinessField::GidIndex, num(pa.gid_index), num(pb.gid_index)),
+        (ReadinessField::GidType, pa.gid_type.clone(), pb.gid_type.clone()),
+        (
+            ReadinessField::FirmwareFamily,
+            pa.firmware_family().map(str::to_string),
+            pb.firmware_family().map(str::to_string),
+        ),
+        (ReadinessField::Firmware, pa.firmware.clone(), pb.firmware.clone()),
+    ];
+    let ethernet = |p: &PortReadiness| p.link_layer.as_deref() == Some("Ethernet");
+    let mut family_differs = false;
+    for (field, va, vb) in fields {
+        let gid = matches!(field, ReadinessField::GidIndex | ReadinessField::GidType);
+        if gid && !(ethernet(pa) && ethernet(pb)) {
+            continue; // InfiniBand routes by LID: no GID index to agree on.
+        }
+        if field == ReadinessField::Firmware && family_differs {
+            continue; // Another NIC model: the version differing says nothing more.
+        }
+        let differs = push_field(out, field, port, (a_role, va), (b_role, vb));
+        family_differs |= differs && field == ReadinessField::FirmwareFamily;
+    }
 }
 
 fn num(v: Option<u32>) -> Option<String> {

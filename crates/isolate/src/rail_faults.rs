@@ -17,6 +17,9 @@
 //!
 //! What is emulated: the counter *names and files* (no veth has them) and the mapping above. What
 //! is real: the slowdown and the drops (TCP retransmits them), and every count written.
+//!
+//! A rail can also be set to another MTU than its peers' ([`Fabric::set_rail_mtu`]): the
+//! veth's real MTU, mirrored into the tree's netdev `mtu` file that readiness reads.
 
 use crate::error::{IsolateError, Result};
 use crate::fabric::Fabric;
@@ -158,6 +161,24 @@ impl Fabric {
         let _ = std::fs::remove_file(&file);
         loaded?;
         self.mark_fault(name, k, RailFault::Lossy)
+    }
+
+    /// A rail whose MTU differs from its peers': node `name`'s `rail{k}` set to `mtu` bytes
+    /// (68-65535; `ip link set … mtu`), and its recorded tree's netdev `mtu` file with it, so the
+    /// readiness read from the tree (`probe node`, `ic-bench rail-info`) sees what the kernel has.
+    pub fn set_rail_mtu(&self, name: &str, k: usize, mtu: u32) -> Result<()> {
+        if !(68..=65535).contains(&mtu) {
+            let why = format!("an Ethernet MTU is 68-65535 bytes; got {mtu}");
+            return Err(IsolateError::io("a rail's MTU", std::io::Error::other(why)));
+        }
+        let node = &self.nodes[self.rail_index_of(name, k)?];
+        let dev = rail_netdev(k);
+        ip(&["-n", &node.netns, "link", "set", &dev, "mtu", &mtu.to_string()])?;
+        if let Some(dir) = &self.rail_dir {
+            let file = dir.join(&node.name).join("sys/class/net").join(&dev).join("mtu");
+            write_count(&file, u64::from(mtu))?;
+        }
+        Ok(())
     }
 
     /// Writes into node `name`'s recorded tree what its faulted rails' kernel counters say now

@@ -124,6 +124,9 @@ pub(crate) fn rail_trees_dir(tag: &str) -> PathBuf {
 
 pub(crate) const RAIL_TREES_SUFFIX: &str = "-rails";
 
+/// The MTU a rail's veth is created with, and its tree's `mtu` file says.
+pub(crate) const DEFAULT_RAIL_MTU: u32 = 1500;
+
 impl Fabric {
     /// Emulated rails per node (0: none).
     pub fn rails(&self) -> usize {
@@ -240,6 +243,8 @@ pub fn write_rail_tree(dir: &Path, rails: usize) -> Result<()> {
         tree.link(&format!("/sys/class/infiniband/mlx5_{k}"), &ib)?;
         let net = format!("{nic}/net/{}", rail_netdev(k));
         tree.write(&format!("{net}/operstate"), "up")?;
+        // A veth's MTU, until `Fabric::set_rail_mtu` changes both.
+        tree.write(&format!("{net}/mtu"), &DEFAULT_RAIL_MTU.to_string())?;
         tree.link(&format!("{net}/device"), &nic)?;
         tree.link(&format!("/sys/class/net/{}", rail_netdev(k)), &net)?;
     }

@@ -242,6 +242,7 @@ fn plan(k: usize, alone: AloneRuns) -> RailsPlan {
                 round: 0,
                 prefill: end(i, "node-a"),
                 decode: end(i, "node-b"),
+                mismatches: Vec::new(),
             })
             .collect(),
         pattern: RailPattern::Aligned,

@@ -111,7 +111,8 @@ pub fn counter_device(sys_root: &Path, nic: &NicRef) -> Option<String> {
 /// [`icb_core::rails::nic_health`]): ib_core's `counters/` on IB and RoCE ports, mlx5's
 /// `hw_counters/` on `mlx5_*` devices, EFA's `hw_counters/` on EFA devices. A counter file that
 /// is absent is left out (the delta says "not read"); one that cannot be read or parsed is
-/// recorded with why. Netdev pause counters come from `ethtool -S`, not sysfs: not read here.
+/// recorded with why. Netdev pause counters come from `ethtool -S`, not sysfs: see
+/// [`health_snapshot_with_pause`].
 pub fn health_snapshot(sys_root: &Path) -> HealthSnapshot {
     let mut snap = HealthSnapshot::default();
     let ib = sys_root.join(IB_CLASS);
@@ -147,6 +148,63 @@ pub fn health_snapshot(sys_root: &Path) -> HealthSnapshot {
                 }
             }
             snap.ports.push(health);
+        }
+    }
+    snap
+}
+
+/// How long one `ethtool -S` may take: it reads the driver's statistics, milliseconds.
+const ETHTOOL_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// `ethtool -S IF` on this host under [`ETHTOOL_LIMIT`]: its output, or why there is none in
+/// one line (not installed, no such device, timed out).
+pub fn ethtool_stats(netdev: &str) -> Result<String, String> {
+    let mut cmd = std::process::Command::new("ethtool");
+    cmd.args(["-S", netdev]);
+    match icb_proc::run(&mut cmd, ETHTOOL_LIMIT) {
+        Ok(out) if out.status.success() => Ok(out.stdout_text()),
+        Ok(out) => Err(format!("ethtool -S {netdev}: {}", out.stderr_line())),
+        Err(e) if e.is_not_found() => Err("ethtool is not installed".to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// [`health_snapshot`] with each RoCE port's pause counters (PFC per priority, global pause)
+/// from its netdev's driver statistics (`stats`: `ethtool -S IF`'s output, or why not; the
+/// netdev from `class/infiniband/DEV/device/net/`), merged into the port's reading under the
+/// `netdev` driver: pause frames are how a lossless RoCE class shows congestion on the Ethernet
+/// side. A port whose statistics could not be had records why for the global pause counters:
+/// "not read", never zero. Run where the netdevs are (the node itself, or a pod in its network
+/// namespace): another host's netdev of the same name is another device.
+pub fn health_snapshot_with_pause(sys_root: &Path, stats: &dyn Fn(&str) -> Result<String, String>) -> HealthSnapshot {
+    let mut snap = health_snapshot(sys_root);
+    let ib = sys_root.join(IB_CLASS);
+    for port in &mut snap.ports {
+        let Some((dev, number)) = port.device.split_once(':') else {
+            continue;
+        };
+        let link_layer = std::fs::read_to_string(ib.join(dev).join("ports").join(number).join("link_layer"));
+        if !link_layer.is_ok_and(|l| l.trim() == "Ethernet") {
+            continue;
+        }
+        let Some(netdev) = names_in(&ib.join(dev).join("device/net")).into_iter().next() else {
+            continue;
+        };
+        port.drivers.push(Driver::Netdev);
+        match stats(&netdev) {
+            Ok(text) => {
+                let pause = crate::parse::ethtool::parse_ethtool_pause(&netdev, &text);
+                port.values.extend(pause.values);
+                port.unreadable.extend(pause.unreadable);
+            }
+            Err(why) => {
+                let global = nic_health::VOCABULARY
+                    .iter()
+                    .filter(|d| d.driver == Driver::Netdev && !d.name.contains("{p}"));
+                for def in global {
+                    port.unreadable.insert(def.name.to_string(), format!("{netdev}: {why}"));
+                }
+            }
         }
     }
     snap

@@ -143,3 +143,57 @@ fn health_counters_are_read_by_driver_and_what_is_absent_is_not_read() {
     assert!(matches!(d.get("out_of_sequence"), Some(Delta::NotRead { .. })));
     assert!(matches!(d.get("rx_read_requests"), Some(Delta::NotRead { .. })));
 }
+
+#[test]
+fn a_roce_ports_pause_counters_come_from_its_netdevs_ethtool_statistics() {
+    use icb_core::rails::nic_health::rules::{HealthKind, judge_port};
+    use icb_core::rails::nic_health::{Delta, Driver, deltas};
+    use icb_probe::counters::health_snapshot_with_pause;
+    // mlx5_0's netdev ens1np0 sent `sent` PFC pauses on priority 3; the others' cannot be read.
+    let reading = |sent: u64| {
+        let stats = move |netdev: &str| match netdev {
+            "ens1np0" => Ok(format!(
+                "NIC statistics:\n     rx_packets: 10\n     rx_pause_ctrl_phy: 0\n     tx_pause_ctrl_phy: 0\n     rx_prio3_pause: 0\n     tx_prio3_pause: {sent}\n"
+            )),
+            other => Err(format!("ethtool -S {other}: no such device")),
+        };
+        health_snapshot_with_pause(&sys(), &stats)
+    };
+    let (before, after) = (reading(4), reading(1004));
+    let mlx = after.port("mlx5_0:1").expect("mlx5_0:1");
+    assert_eq!(mlx.drivers, vec![Driver::IbCore, Driver::Mlx5, Driver::Netdev]);
+    assert_eq!(mlx.values.get("tx_prio3_pause"), Some(&1004));
+    assert_eq!(mlx.values.get("np_ecn_marked_roce_packets"), Some(&5), "sysfs's kept");
+    assert!(
+        !mlx.values.contains_key("rx_packets"),
+        "only the vocabulary's pause counters"
+    );
+    let unread = after.port("mlx5_1:1").expect("mlx5_1:1");
+    assert_eq!(
+        unread.unreadable.get("tx_pause_ctrl_phy").map(String::as_str),
+        Some("ens1np1: ethtool -S ens1np1: no such device"),
+        "not read, never zero"
+    );
+    assert_eq!(
+        after.port("efa_0:1").expect("efa_0:1").drivers,
+        vec![Driver::Efa],
+        "no netdev"
+    );
+    // Over a phase: the pauses moved, and on a slow rail they are congestion, named.
+    let d = deltas(&before, &after, "mlx5_0:1").unwrap();
+    assert_eq!(d.get("tx_prio3_pause"), Some(&Delta::Moved { by: 1000 }));
+    let congested: Vec<_> = judge_port(&d, true)
+        .into_iter()
+        .filter(|f| f.kind == HealthKind::Congested)
+        .collect();
+    assert_eq!(congested.len(), 1);
+    assert!(
+        congested[0].reason.contains("tx_prio3_pause +1000"),
+        "{}",
+        congested[0].reason
+    );
+    assert!(matches!(
+        deltas(&before, &after, "mlx5_1:1").unwrap().get("rx_pause_ctrl_phy"),
+        Some(Delta::NotRead { .. })
+    ));
+}

@@ -78,6 +78,7 @@ fn rails_report() -> PairReport {
                     decode: side(&format!("mlx5_{i}:1"), 1.02),
                 }),
                 health: None,
+                mismatches: Vec::new(),
                 status: VerdictStatus::Pass,
             }
         })

@@ -11,7 +11,7 @@ use icb_core::rails::RailFindingKind;
 use icb_report::{Exporter, Format, HtmlExporter, View, render_sweep_in};
 use icb_sweep::results::{Outcome, PairResult, SWEEP_SCHEMA, SweepResults};
 use icb_sweep::schedule::{Pair, Schedule};
-use icb_sweep::{RailNic, RailSummary};
+use icb_sweep::{MovedCounters, RailNic, RailSummary};
 use std::process::Command;
 
 const RAILS: usize = 4;
@@ -42,7 +42,21 @@ fn outcome(pair: &Pair) -> Outcome {
                 } else {
                     vec![]
                 },
-                health: None,
+                health: bad.then(|| "congested".into()),
+                // node-3's NIC counted the congestion, its partner's nothing.
+                counters: bad.then(|| {
+                    let moved = vec![("np_cnp_sent".into(), 40), ("rp_cnp_handled".into(), 120)];
+                    match pair.prefill == "node-3" {
+                        true => MovedCounters {
+                            prefill: moved,
+                            decode: vec![],
+                        },
+                        false => MovedCounters {
+                            prefill: vec![],
+                            decode: moved,
+                        },
+                    }
+                }),
             }
         })
         .collect();
@@ -151,7 +165,22 @@ fn html_has_a_node_by_rail_heatmap_with_partners_in_the_tooltips() {
         "{cell}"
     );
     for partner in ["node-1", "node-2", "node-4"] {
-        assert!(cell.contains(&format!("with {partner}: 11.80 GB/s, bad")), "{cell}");
+        let line = format!("with {partner}: 11.80 GB/s, bad; NIC counters np_cnp_sent +40, rp_cnp_handled +120");
+        assert!(
+            cell.contains(&line),
+            "the counters node-3's NIC counted with each: {cell}"
+        );
+    }
+    // Its partners' rail 2 was slow with node-3 too, but their own NICs counted nothing.
+    let cells = html.split("<td class=\"rail-cell ").skip(1);
+    let cells = cells.map(|c| &c[..c.find("</td>").unwrap_or(c.len())]);
+    let partner_cells: Vec<&str> = cells.filter(|c| c.contains(" rail 2 (")).collect();
+    assert_eq!(partner_cells.len(), 4);
+    for c in partner_cells.iter().filter(|c| !c.contains("node-3 rail 2")) {
+        assert!(
+            c.contains("with node-3: 11.80 GB/s, bad") && !c.contains("NIC counters"),
+            "{c}"
+        );
     }
     assert!(cell.ends_with(">11.80"), "the median across partners: {cell}");
     // The pair heatmap is still there, beside it.

@@ -202,7 +202,27 @@ mod tests {
             line_rate_share: None,
             attribution: None,
             health: None,
+            mismatches: Vec::new(),
             status: VerdictStatus::Pass,
+        }
+    }
+
+    /// mlx5_2:1's reading with `cnps` CNPs handled and as many READ requests.
+    fn port_reading(cnps: u64) -> icb_core::rails::nic_health::HealthSnapshot {
+        use icb_core::rails::nic_health::{Driver, HealthSnapshot, PortHealth};
+        let values = [
+            ("rp_cnp_handled", cnps),
+            ("rx_read_requests", cnps),
+            ("out_of_sequence", 0),
+        ];
+        HealthSnapshot {
+            ports: vec![PortHealth {
+                device: "mlx5_2:1".into(),
+                drivers: vec![Driver::IbCore, Driver::Mlx5],
+                values: values.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+                unreadable: Default::default(),
+            }],
+            unreadable: None,
         }
     }
 
@@ -221,6 +241,13 @@ mod tests {
             (&none, &none),
             (&none, &none),
         ));
+        // Rail 2's prefill NIC counted CNPs (and the READ requests every RDMA rail counts).
+        rows[2].health = Some(icb_core::rails::nic_health::rail::RailHealth::read(
+            icb_core::rails::Phase::Alone,
+            ("mlx5_2:1", "mlx5_2:1"),
+            (&port_reading(0), &port_reading(0)),
+            (&port_reading(120), &port_reading(0)),
+        ));
         report.rails = Some(Box::new(judge_rails(
             RailPattern::Aligned,
             rows,
@@ -236,6 +263,12 @@ mod tests {
         assert!(slow.bad() && !rails[0].bad());
         assert_eq!((slow.bandwidth_bps, slow.alone_bps), (Some(11.8e9), Some(11.8e9)));
         assert_eq!(rails[3].health.as_deref(), Some("not read"));
+        let moved = crate::MovedCounters {
+            prefill: vec![("rp_cnp_handled".into(), 120)],
+            decode: vec![],
+        };
+        assert_eq!(slow.counters, Some(moved), "the CNPs, not the request counters");
+        assert_eq!(rails[3].counters, None, "nothing read: nothing moved");
         assert_eq!(
             rails[0].health, None,
             "no health in the pair report: none in the sweep's"

@@ -10,6 +10,8 @@
 use crate::results::{Outcome, PairResult};
 use crate::score::{NodeStatus, NodeVerdict};
 use icb_core::model::VerdictStatus;
+use icb_core::rails::nic_health::Indicates;
+use icb_core::rails::nic_health::rail::{RailHealth, SideHealth};
 use icb_core::rails::{RailEnd, RailFindingKind, RailResult, RailsOutcome};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -70,6 +72,43 @@ pub struct RailSummary {
     /// `not RDMA`, `not read`); absent where the pair report has no health for the row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<String>,
+    /// The NIC health counters that moved on each end over the row's phase (added within v1);
+    /// absent where none moved or the pair report has no health for the row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<MovedCounters>,
+}
+
+/// The congestion, loss and link-fault counters that moved on each end of a row, as
+/// `(counter, delta)` in name order: what explains a slow or lossy rail. The request counters
+/// (`rx_read_requests` …) that move on every RDMA rail are left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MovedCounters {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefill: Vec<(String, u64)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decode: Vec<(String, u64)>,
+}
+
+impl MovedCounters {
+    /// What moved on each end of `health`; `None` when nothing did.
+    fn of(health: &RailHealth) -> Option<MovedCounters> {
+        let moved = |side: &SideHealth| -> Vec<(String, u64)> {
+            let Some(deltas) = &side.deltas else {
+                return Vec::new();
+            };
+            let mut all: Vec<(String, u64)> = [Indicates::Congestion, Indicates::Loss, Indicates::LinkFault]
+                .into_iter()
+                .flat_map(|what| deltas.moved(what))
+                .collect();
+            all.sort();
+            all
+        };
+        let counters = MovedCounters {
+            prefill: moved(&health.prefill),
+            decode: moved(&health.decode),
+        };
+        (!counters.prefill.is_empty() || !counters.decode.is_empty()).then_some(counters)
+    }
 }
 
 /// Finding kinds that say the rail itself is bad, not contention or an unreadable counter.
@@ -96,6 +135,7 @@ impl RailSummary {
                 .map(|f| f.kind)
                 .collect(),
             health: row.health.as_ref().map(|h| h.cell()),
+            counters: row.health.as_ref().and_then(MovedCounters::of),
         }
     }
 
@@ -111,15 +151,21 @@ impl RailSummary {
         self.status == VerdictStatus::Fail || self.findings.iter().any(|k| BAD_KINDS.contains(k))
     }
 
-    /// The ends of this row on `node` in pair `r`: one, or both for a node paired with itself
-    /// (the intra-node schedule), none when `node` is not in the pair.
-    pub(crate) fn ends_on<'a>(&'a self, r: &PairResult, node: &str) -> Vec<&'a RailNic> {
+    /// The ends of this row on `node` in pair `r`, each with the health counters that moved
+    /// on it: one, or both for a node paired with itself (the intra-node schedule), none when
+    /// `node` is not in the pair.
+    pub(crate) fn ends_on<'a>(&'a self, r: &PairResult, node: &str) -> Vec<(&'a RailNic, &'a [(String, u64)])> {
+        let none: &[(String, u64)] = &[];
+        let (prefill, decode) = match &self.counters {
+            Some(c) => (c.prefill.as_slice(), c.decode.as_slice()),
+            None => (none, none),
+        };
         let mut ends = Vec::new();
         if r.pair.prefill == node {
-            ends.push(&self.prefill);
+            ends.push((&self.prefill, prefill));
         }
         if r.pair.decode == node && !(r.pair.prefill == node && self.decode.key() == self.prefill.key()) {
-            ends.push(&self.decode);
+            ends.push((&self.decode, decode));
         }
         ends
     }
@@ -145,6 +191,9 @@ pub struct RailPartner {
     pub bandwidth_bps: Option<f64>,
     /// Any row of the pair on this rail was bad.
     pub bad: bool,
+    /// The health counters that moved on this node's end, `(counter, delta)` summed over the
+    /// pair's rows on this rail ([`RailSummary::counters`]).
+    pub counters: Vec<(String, u64)>,
 }
 
 /// One cell of the node × rail view: a node's rail with every pair it was measured in.
@@ -174,7 +223,7 @@ pub fn node_rails(pairs: &[PairResult], verdicts: &[NodeVerdict]) -> Vec<NodeRai
             vec![&r.pair.prefill, &r.pair.decode]
         };
         for node in nodes {
-            for (row, end) in r
+            for (row, (end, moved)) in r
                 .outcome
                 .rails()
                 .iter()
@@ -199,12 +248,14 @@ pub fn node_rails(pairs: &[PairResult], verdicts: &[NodeVerdict]) -> Vec<NodeRai
                     Some(p) => {
                         p.bad |= row.bad();
                         p.bandwidth_bps = min_opt(p.bandwidth_bps, row.bandwidth_bps);
+                        add_counters(&mut p.counters, moved);
                     }
                     None => cell.partners.push(RailPartner {
                         partner,
                         pass: r.pass,
                         bandwidth_bps: row.bandwidth_bps,
                         bad: row.bad(),
+                        counters: moved.to_vec(),
                     }),
                 }
             }
@@ -237,6 +288,17 @@ pub fn node_rails(pairs: &[PairResult], verdicts: &[NodeVerdict]) -> Vec<NodeRai
         };
     }
     out
+}
+
+/// Adds `more` into `sum`, counter by counter, keeping name order.
+fn add_counters(sum: &mut Vec<(String, u64)>, more: &[(String, u64)]) {
+    for (name, delta) in more {
+        match sum.iter_mut().find(|(n, _)| n == name) {
+            Some((_, total)) => *total = total.saturating_add(*delta),
+            None => sum.push((name.clone(), *delta)),
+        }
+    }
+    sum.sort();
 }
 
 fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {

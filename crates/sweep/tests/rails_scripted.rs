@@ -43,6 +43,7 @@ fn measured(pair: &Pair, slow: &[usize]) -> Outcome {
                     vec![]
                 },
                 health: None,
+                counters: None,
             }
         })
         .collect();

@@ -228,6 +228,15 @@ pub struct ClusterConfig {
     pub slow_rails: Vec<(String, usize, String)>,
     /// `(node, rail)`: rails whose switch port is down from the start.
     pub dead_rails: Vec<(String, usize)>,
+    /// `(node, rail, rate)`: congested rails from the start (a `tc tbf` whose held-back packets
+    /// the emulated NIC's CNP/ECN counters count). See [`ClusterConfig::congested_rail`].
+    pub congested_rails: Vec<(String, usize, String)>,
+    /// `(node, rail, per mille)`: lossy rails from the start (packets really dropped, counted by
+    /// the emulated NIC's sequence-error counters). See [`ClusterConfig::lossy_rail`].
+    pub lossy_rails: Vec<(String, usize, u32)>,
+    /// `(node, rail, mtu)`: rails whose MTU differs from the default 1500 from the start. See
+    /// [`ClusterConfig::rail_mtu`].
+    pub rail_mtus: Vec<(String, usize, u32)>,
 }
 
 impl Default for ClusterConfig {
@@ -247,6 +256,9 @@ impl Default for ClusterConfig {
             rails: 0,
             slow_rails: Vec::new(),
             dead_rails: Vec::new(),
+            congested_rails: Vec::new(),
+            lossy_rails: Vec::new(),
+            rail_mtus: Vec::new(),
         }
     }
 }
@@ -354,6 +366,30 @@ impl ClusterConfig {
     /// Rail `k` of `node` is down at its switch port: a dead rail.
     pub fn dead_rail(mut self, node: &str, k: usize) -> Self {
         self.dead_rails.push((node.to_string(), k));
+        self
+    }
+
+    /// Rail `k` of `node` is congested: limited to `rate` both ways (tc tbf, e.g. `200mbit`), and
+    /// the packets the shaper holds back move its emulated `mlx5_k` port's CNP/ECN counters
+    /// (`np_cnp_sent`, `rp_cnp_handled`, `np_ecn_marked_roce_packets`; see
+    /// `icb_isolate::Fabric::congest_rail`).
+    pub fn congested_rail(mut self, node: &str, k: usize, rate: &str) -> Self {
+        self.congested_rails.push((node.to_string(), k, rate.to_string()));
+        self
+    }
+
+    /// Rail `k` of `node` is lossy: `per_mille` ‰ (1-500) of its packets dropped each way (nft),
+    /// counted by its emulated `mlx5_k` port's sequence-error counters (`packet_seq_err`,
+    /// `out_of_sequence`; see `icb_isolate::Fabric::make_rail_lossy`).
+    pub fn lossy_rail(mut self, node: &str, k: usize, per_mille: u32) -> Self {
+        self.lossy_rails.push((node.to_string(), k, per_mille));
+        self
+    }
+
+    /// Rail `k` of `node` runs at MTU `mtu` (68-65535; the others at 1500): its veth and its
+    /// tree's netdev `mtu` file, so `rail-info` and `probe node` read the difference.
+    pub fn rail_mtu(mut self, node: &str, k: usize, mtu: u32) -> Self {
+        self.rail_mtus.push((node.to_string(), k, mtu));
         self
     }
 

@@ -106,7 +106,39 @@ impl NodeFabric {
         self.fabric.cut_rail(&emulated, k).map_err(namespace_error)
     }
 
-    /// Applies the configured slow and dead rails; on an error the fabric is removed.
+    /// A congested rail: node `name`'s rail `k` limited to `rate` both ways, its emulated NIC's
+    /// CNP/ECN counters counting what the shaper held back (`icb_isolate::Fabric::congest_rail`).
+    pub fn congest_rail(&self, node: &str, k: usize, rate: &str) -> Result<(), Error> {
+        let emulated = self.emulated(node)?;
+        self.fabric.congest_rail(&emulated, k, rate).map_err(namespace_error)
+    }
+
+    /// A lossy rail: node `name`'s rail `k` drops `per_mille` ‰ of its packets each way, its
+    /// emulated NIC's sequence-error counters counting them (`icb_isolate::Fabric::make_rail_lossy`).
+    pub fn make_rail_lossy(&self, node: &str, k: usize, per_mille: u32) -> Result<(), Error> {
+        let emulated = self.emulated(node)?;
+        self.fabric
+            .make_rail_lossy(&emulated, k, per_mille)
+            .map_err(namespace_error)
+    }
+
+    /// Node `name`'s rail `k` at MTU `mtu`, its tree's netdev `mtu` file with it
+    /// (`icb_isolate::Fabric::set_rail_mtu`).
+    pub fn set_rail_mtu(&self, node: &str, k: usize, mtu: u32) -> Result<(), Error> {
+        let emulated = self.emulated(node)?;
+        self.fabric.set_rail_mtu(&emulated, k, mtu).map_err(namespace_error)
+    }
+
+    /// Writes into node `name`'s recorded tree what its congested and lossy rails' kernel
+    /// counters say now (`icb_isolate::Fabric::drive_rail_counters`); a node without such a rail
+    /// keeps its zeros.
+    pub fn drive_rail_counters(&self, node: &str) -> Result<(), Error> {
+        let emulated = self.emulated(node)?;
+        self.fabric.drive_rail_counters(&emulated).map_err(namespace_error)
+    }
+
+    /// Applies the configured slow, dead, congested and lossy rails and rail MTUs; on an error
+    /// the fabric is removed.
     pub fn with_rail_faults(self, config: &crate::ClusterConfig) -> Result<NodeFabric, Error> {
         let applied = config
             .slow_rails
@@ -117,6 +149,24 @@ impl NodeFabric {
                     .dead_rails
                     .iter()
                     .try_for_each(|(node, k)| self.cut_rail(node, *k))
+            })
+            .and_then(|()| {
+                config
+                    .congested_rails
+                    .iter()
+                    .try_for_each(|(node, k, rate)| self.congest_rail(node, *k, rate))
+            })
+            .and_then(|()| {
+                config
+                    .lossy_rails
+                    .iter()
+                    .try_for_each(|(node, k, per_mille)| self.make_rail_lossy(node, *k, *per_mille))
+            })
+            .and_then(|()| {
+                config
+                    .rail_mtus
+                    .iter()
+                    .try_for_each(|(node, k, mtu)| self.set_rail_mtu(node, *k, *mtu))
             });
         match applied {
             Ok(()) => Ok(self),

@@ -126,18 +126,24 @@ fn validate(config: &ClusterConfig) -> Result<()> {
     if config.namespaces.is_empty() {
         return Err(Error::Config("at least one namespace is needed".into()));
     }
-    let rails_asked = config.rails > 0 || !config.slow_rails.is_empty() || !config.dead_rails.is_empty();
-    if rails_asked && config.isolation != Isolation::Namespaces {
-        return Err(Error::Config("rails need Isolation::Namespaces".into()));
-    }
-    for (node, k) in config
+    let faulted_rails: Vec<(&String, usize)> = config
         .slow_rails
         .iter()
         .map(|(n, k, _)| (n, *k))
         .chain(config.dead_rails.iter().map(|(n, k)| (n, *k)))
-    {
+        .chain(config.congested_rails.iter().map(|(n, k, _)| (n, *k)))
+        .chain(config.lossy_rails.iter().map(|(n, k, _)| (n, *k)))
+        .chain(config.rail_mtus.iter().map(|(n, k, _)| (n, *k)))
+        .collect();
+    let rails_asked = config.rails > 0 || !faulted_rails.is_empty();
+    if rails_asked && config.isolation != Isolation::Namespaces {
+        return Err(Error::Config("rails need Isolation::Namespaces".into()));
+    }
+    for (node, k) in faulted_rails {
         if !names.contains(node) {
-            return Err(Error::Config(format!("a slow or dead rail names no node: {node:?}")));
+            return Err(Error::Config(format!(
+                "a slow, dead, congested, lossy or MTU-set rail names no node: {node:?}"
+            )));
         }
         if k >= config.rails {
             return Err(Error::Config(format!(

@@ -1,5 +1,6 @@
-//! Network faults of the emulated nodes: a node cut off or slowed, a rail slowed or dead, and
-//! where a node's recorded rail-map tree is (Isolation::Namespaces only).
+//! Network faults of the emulated nodes: a node cut off or slowed, a rail slowed, dead, congested,
+//! lossy or at another MTU, and where a node's recorded rail-map tree is (Isolation::Namespaces
+//! only).
 
 use crate::TestCluster;
 use crate::cluster::lock;
@@ -31,6 +32,23 @@ impl TestCluster {
     /// Takes rail `k` of `node` down at its switch port (traffic over it stalls).
     pub fn cut_rail(&self, node: &str, k: usize) -> Result<()> {
         self.on_fabric("rails", |f| f.cut_rail(node, k))
+    }
+
+    /// Congests rail `k` of `node`: limited to `rate` both ways (tc tbf), the packets held back
+    /// counted by its emulated `mlx5_k` port's CNP/ECN counters.
+    pub fn congest_rail(&self, node: &str, k: usize, rate: &str) -> Result<()> {
+        self.on_fabric("rails", |f| f.congest_rail(node, k, rate))
+    }
+
+    /// Makes rail `k` of `node` lossy: `per_mille` ‰ (1-500) of its packets dropped each way,
+    /// counted by its emulated `mlx5_k` port's sequence-error counters.
+    pub fn make_rail_lossy(&self, node: &str, k: usize, per_mille: u32) -> Result<()> {
+        self.on_fabric("rails", |f| f.make_rail_lossy(node, k, per_mille))
+    }
+
+    /// Sets rail `k` of `node` to MTU `mtu` (its veth and its tree's netdev `mtu` file).
+    pub fn set_rail_mtu(&self, node: &str, k: usize, mtu: u32) -> Result<()> {
+        self.on_fabric("rails", |f| f.set_rail_mtu(node, k, mtu))
     }
 
     /// The recorded rail-map tree of `node` (what its containers get in [`crate::RAIL_TREE_ENV`]).

@@ -543,6 +543,54 @@ async fn a_nodes_containers_see_its_rails_its_rail_tree_and_a_dead_rail() {
     assert!(TestCluster::start(unknown).await.is_err());
 }
 
+/// A congested and a lossy rail: real UDP traffic over each (bash's /dev/udp toward gpu-2),
+/// then an exec reads the node's emulated counter files, brought up to date by that exec: the
+/// shaper's held packets as CNP/ECN counters on mlx5_0, the dropped ones as sequence errors on
+/// mlx5_1, each fault moving only its own counters.
+#[tokio::test]
+async fn a_congested_and_a_lossy_rail_move_their_emulated_nic_counters_when_read() {
+    if !enabled("a_congested_and_a_lossy_rail_move_their_emulated_nic_counters_when_read") {
+        return;
+    }
+    let config = ClusterConfig::two_gpu_nodes()
+        .rails(2)
+        .congested_rail("gpu-1", 0, "1mbit")
+        .lossy_rail("gpu-1", 1, 200);
+    let cluster = TestCluster::start(config)
+        .await
+        .expect("start a cluster with faulted rails");
+    let pods: Api<Pod> = Api::default_namespaced(cluster.client().expect("client"));
+    create(&pods, &on_node(sh_pod("faulty", "sleep 60"), "gpu-1", json!({}))).await;
+    wait_for(&pods, "faulty", "running", |p| phase(p) == "Running").await;
+    let send = "p=$(head -c 1200 /dev/zero | tr '\\0' x); for ip in 10.99.1.2 10.99.2.2; do \
+                for i in $(seq 400); do printf %s \"$p\" > /dev/udp/$ip/9; done; done 2>/dev/null; echo sent";
+    assert_eq!(exec(&pods, "faulty", send).await, ("sent\n".to_string(), 0));
+    let port =
+        |k: usize, name: &str| format!("$IC_BENCH_RAIL_TREE/sys/class/infiniband/mlx5_{k}/ports/1/hw_counters/{name}");
+    let read = [
+        port(0, "rp_cnp_handled"),
+        port(0, "packet_seq_err"),
+        port(1, "packet_seq_err"),
+        port(1, "rp_cnp_handled"),
+    ];
+    let (out, code) = exec(&pods, "faulty", &format!("cat {}", read.join(" "))).await;
+    assert_eq!(code, 0, "{out}");
+    let counts: Vec<u64> = out.lines().map(|l| l.trim().parse().expect("a count")).collect();
+    assert!(counts[0] > 0, "the shaper held packets: rp_cnp_handled {out}");
+    assert!(counts[2] > 0, "a fifth of 400 packets dropped: packet_seq_err {out}");
+    assert_eq!(
+        (counts[1], counts[3]),
+        (0, 0),
+        "each fault moves only its own counters: {out}"
+    );
+    // The knobs refuse what they cannot do, in one line.
+    let e = cluster.make_rail_lossy("gpu-2", 0, 900).unwrap_err().to_string();
+    assert!(e.contains("1-500 per mille") && !e.contains('\n'), "{e}");
+    assert!(cluster.congest_rail("gpu-9", 0, "1mbit").is_err());
+    let unknown = ClusterConfig::two_gpu_nodes().rails(1).lossy_rail("gpu-1", 3, 10);
+    assert!(TestCluster::start(unknown).await.is_err(), "rail 3 of 1");
+}
+
 /// libtest's name for the test at `path` (`module_path!()` and its name): the path without the
 /// crate's (the test binary's) name, `namespaces::sigkilled_owner_helper` in the package's one test binary.
 fn helper_test_name(path: &str) -> &str {

@@ -172,6 +172,7 @@ pub fn judge_rails(pattern: RailPattern, mut rows: Vec<RailResult>, margin: f64,
         row_findings(row, &ctx, &mut findings);
         let slow = is_slow(row, &ctx);
         super::judge_health::health_findings(row, slow, &mut findings);
+        super::judge_health::mismatch_findings(row, &mut findings);
         let worst = findings[before..].iter().map(|f| f.status).max();
         row.status = match (worst, row.concurrent.status) {
             (Some(Status::Fail), _) | (_, VerdictStatus::Fail) => VerdictStatus::Fail,
@@ -222,8 +223,9 @@ fn kind_order(kind: RailFindingKind) -> u8 {
         RailFindingKind::Verdict => 7,
         RailFindingKind::Contention => 8,
         RailFindingKind::NotRdma => 9,
-        RailFindingKind::Funnel => 10,
-        RailFindingKind::NotAttributed => 11,
+        RailFindingKind::Mismatch => 10,
+        RailFindingKind::Funnel => 11,
+        RailFindingKind::NotAttributed => 12,
     }
 }
 

@@ -2,12 +2,14 @@
 //! moved is congested (naming the counters and the QoS settings to check), loss counters moving
 //! are a lossy link (naming the port), and the target NIC's request counters contradicting the
 //! phase's RDMA operation say it did not go over RDMA. The rules are
-//! [`super::nic_health::rules`]'s; here they become [`RailFinding`]s by their typed kinds.
+//! [`super::nic_health::rules`]'s; here they become [`RailFinding`]s by their typed kinds. Beside
+//! them, what the rail's two ports disagree on before the run (an MTU, a GID index) warns.
 
 use super::judge::rail_name;
 use super::nic_health::rules::{HealthKind, RdmaEvidence};
 use super::outcome::*;
 use crate::model::Status;
+use crate::readiness::ReadinessField;
 
 /// Judges `row`'s health counters (`slow`: the rail was judged slow) and pushes its findings.
 pub(crate) fn health_findings(row: &mut RailResult, slow: bool, out: &mut Vec<RailFinding>) {
@@ -44,6 +46,30 @@ pub(crate) fn health_findings(row: &mut RailResult, slow: bool, out: &mut Vec<Ra
                 "check which transport carried the rail (the data path column) and UCX_NET_DEVICES={} on {}",
                 row.prefill.ucx_net_devices, row.prefill.node
             )),
+        });
+    }
+}
+
+/// Pushes a warning for each value the rail's two NIC ports disagree on (read before the run):
+/// the rail may still keep up, but an MTU or GID difference caps or breaks RDMA on it.
+pub(crate) fn mismatch_findings(row: &RailResult, out: &mut Vec<RailFinding>) {
+    for m in &row.mismatches {
+        let fix = match m.field {
+            ReadinessField::ActiveMtu | ReadinessField::NetdevMtu => {
+                "set one MTU on both ports and every switch port between them (ip link set IF mtu …; the IB MTU on the subnet manager's partition)"
+            }
+            ReadinessField::GidIndex | ReadinessField::GidType => {
+                "give both sides the same RoCE v2 GID index (UCX_IB_GID_INDEX / NCCL_IB_GID_INDEX), or fix the CNI that gives one pod another address family"
+            }
+            ReadinessField::LinkLayer => "pair ports of one link layer: InfiniBand with InfiniBand, RoCE with RoCE",
+            _ => "run one NIC firmware across the nodes of a rail pair (mlxfwmanager / the vendor's bundle)",
+        };
+        out.push(RailFinding {
+            kind: RailFindingKind::Mismatch,
+            status: Status::Warn,
+            rail: Some(row.index),
+            text: format!("{}: {m}", rail_name(row)),
+            fix: Some(fix.to_string()),
         });
     }
 }

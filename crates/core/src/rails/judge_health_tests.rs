@@ -83,6 +83,7 @@ fn judged(gbps: [f64; 3], after: &HealthSnapshot, op: Option<RdmaOp>) -> RailsOu
                 line_rate_share: None,
                 attribution: None,
                 health: Some(health),
+                mismatches: Vec::new(),
                 status: VerdictStatus::Pass,
             }
         })
@@ -240,4 +241,45 @@ fn a_rails_json_without_health_still_parses_and_health_round_trips() {
     v["rails"][1].as_object_mut().unwrap().remove("health");
     let old: RailsOutcome = serde_json::from_value(v).unwrap();
     assert!(old.rails[1].health.is_none());
+}
+
+#[test]
+fn a_rail_whose_two_ports_disagree_on_the_mtu_warns_naming_both_values_and_the_fix() {
+    use crate::readiness::{PortReadiness, ReadinessField, compare_ports};
+    let port = |name: &str, mtu: u32| PortReadiness {
+        port: name.into(),
+        link_layer: Some("Ethernet".into()),
+        netdev_mtu: Some(mtu),
+        ..Default::default()
+    };
+    // Another port name on each end (the cross pattern): each side is named with its own.
+    let c = compare_ports(
+        "prefill mlx5_1:1",
+        &port("mlx5_1:1", 9000),
+        "decode mlx5_3:1",
+        &port("mlx5_3:1", 1500),
+    );
+    assert_eq!(c.mismatches.len(), 1, "{c:?}");
+    assert_eq!(c.mismatches[0].field, ReadinessField::NetdevMtu);
+    let text = "prefill mlx5_1:1 netdev MTU 9000, decode mlx5_3:1 netdev MTU 1500";
+    assert_eq!(c.mismatches[0].to_string(), text);
+    let mut out = judged([45.0, 44.0, 45.5], &snapshot(3, &[]), None);
+    assert!(out.findings.iter().all(|f| f.kind != RailFindingKind::Mismatch));
+    let mut rows = std::mem::take(&mut out.rails);
+    rows[1].mismatches = c.mismatches;
+    let out = judge_rails(RailPattern::Aligned, rows, 0.2, BandwidthUnit::GBps);
+    assert_eq!(kinds(&out, 1), vec![(RailFindingKind::Mismatch, Status::Warn)]);
+    let found = out
+        .findings
+        .iter()
+        .find(|f| f.kind == RailFindingKind::Mismatch)
+        .unwrap();
+    assert!(
+        found.text.starts_with("rail 1: gpu-1:mlx5_1") && found.text.ends_with(text),
+        "{}",
+        found.text
+    );
+    assert!(found.fix.as_deref().unwrap().contains("one MTU"), "{:?}", found.fix);
+    assert_eq!(out.rails[1].status, VerdictStatus::Warn);
+    assert!(kinds(&out, 0).is_empty() && kinds(&out, 2).is_empty());
 }

@@ -44,6 +44,7 @@ fn row(i: usize, gbps: f64) -> RailResult {
         line_rate_share: None,
         attribution: None,
         health: None,
+        mismatches: Vec::new(),
         status: VerdictStatus::Pass,
     }
 }

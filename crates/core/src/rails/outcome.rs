@@ -142,6 +142,11 @@ pub struct RailResult {
     /// absent where the run read none (a seam that cannot read them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<super::nic_health::rail::RailHealth>,
+    /// What the rail's two NIC ports disagree on before anything ran (MTU, GID index and
+    /// type, link layer, firmware), each with both values; empty where they agree or were not
+    /// read (older nodes' `rail-info` sends no readiness).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mismatches: Vec<crate::readiness::ReadinessMismatch>,
     pub status: VerdictStatus,
 }
 
@@ -174,6 +179,9 @@ pub enum RailFindingKind {
     LossyLink,
     /// The target NIC's request counters contradict the RDMA operation the rail said it did.
     NotRdma,
+    /// The rail's two NIC ports disagree on a value both sides must share (an MTU, the GID
+    /// index or type, the link layer, the firmware).
+    Mismatch,
 }
 
 /// One finding, worst first in the report; the first failing one is the verdict's reason.

@@ -180,6 +180,7 @@ async fn wrong_nic_on_one_rail<S: RailSeam>(
         line_rate_share: None,
         attribution,
         health: None,
+        mismatches: Vec::new(),
         status: VerdictStatus::Pass,
     };
     let judged = judge_rails(plan.pattern, vec![row], plan.margin, plan.pair.settings.unit);

@@ -36,7 +36,14 @@ pub fn node_info(node: String, tree: Option<&Path>, sys_root: &Path) -> NodeRail
         // emulated one) by that device: either way the device whose counters carry its bytes.
         .map(|r| icb_probe::counters::counter_device(sys_root, &r.nic).unwrap_or_else(|| r.nic.port_name()))
         .collect();
-    NodeRailInfo { node, map, devices }
+    let pcie = icb_probe::readiness::gather(src.as_ref(), &facts, Some(&map));
+    let readiness = Some(icb_probe::readiness::readiness(src.as_ref(), &facts, &pcie));
+    NodeRailInfo {
+        node,
+        map,
+        devices,
+        readiness,
+    }
 }
 
 /// What `ic-bench rail-info` prints, one JSON line: the node's rails, or with `--counters` only
@@ -103,7 +110,10 @@ pub fn this_host(node: String, tree: Option<&Path>, kind: InfoKind) -> RailInfoL
             line.counters = Some(icb_probe::counters::snapshot(sys));
             // An emulated node's NIC ports (and their counter files) exist only in its tree.
             let health_root = tree.map_or_else(|| sys.to_path_buf(), |t| t.join("sys"));
-            line.health = Some(icb_probe::counters::health_snapshot(&health_root));
+            line.health = Some(icb_probe::counters::health_snapshot_with_pause(
+                &health_root,
+                &icb_probe::counters::ethtool_stats,
+            ));
         }
         InfoKind::Rails => line.info = Some(node_info(node, tree, sys)),
         InfoKind::Cpus => line.cpus = Some(HostCpus::here(tree)),

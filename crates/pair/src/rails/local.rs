@@ -210,6 +210,8 @@ impl LocalRails {
             Err(e) => return HealthSnapshot::unread(e.to_string()),
         };
         let read = tokio::task::spawn_blocking(move || {
+            // Not the netdevs' pause counters: `ethtool -S` here would read this host's
+            // devices, and the rails' netdevs live in the nodes' namespaces.
             pair.drive_rail_counters(&pair_side)
                 .map(|()| icb_probe::counters::health_snapshot(&root))
                 .unwrap_or_else(|e| HealthSnapshot::unread(format!("driving the emulated counters: {e}")))

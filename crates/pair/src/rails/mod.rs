@@ -64,6 +64,9 @@ pub struct RailRow {
     pub round: usize,
     pub prefill: RailEnd,
     pub decode: RailEnd,
+    /// What the two ends' NIC ports disagree on, read before the run (see `NodeRailInfo`'s
+    /// readiness); becomes the row's `mismatches`.
+    pub mismatches: Vec<icb_core::readiness::ReadinessMismatch>,
 }
 
 /// A rails run, decided once before anything starts.
@@ -127,6 +130,7 @@ pub async fn run_rails<S: RailSeam>(
                 line_rate_share: None,
                 attribution,
                 health: Some(health),
+                mismatches: row.mismatches.clone(),
                 status: icb_core::model::VerdictStatus::Pass,
             });
             outcomes[row.index] = outcome;

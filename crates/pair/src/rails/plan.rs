@@ -4,6 +4,7 @@
 
 use super::RailRow;
 use icb_core::rails::{NicRef, RailEnd, RailMap, RailPattern};
+use icb_core::readiness::{PortReadiness, Readiness, ReadinessMismatch};
 
 /// Which rails to run, as the flags say.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +61,30 @@ pub struct NodeRailInfo {
     /// counters carry the rail's bytes: the RDMA port (`mlx5_0:1`), or the network device of a
     /// NIC that shows here only as one (an emulated NIC: `rail0`).
     pub devices: Vec<String>,
+    /// The node's RDMA readiness as `probe node` reads it (each port's MTU, GID, link layer,
+    /// firmware), for comparing a rail's two ends before it runs; absent from an older node's
+    /// `rail-info`: not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Readiness>,
+}
+
+impl NodeRailInfo {
+    /// `end`'s port as this node's readiness has it.
+    fn port(&self, end: &RailEnd) -> Option<&PortReadiness> {
+        let name = end.nic.port_name();
+        self.readiness.as_ref()?.ports.iter().find(|p| p.port == name)
+    }
+}
+
+/// What the two ends of a row disagree on (`prefill mlx5_1:1 netdev MTU 9000, decode mlx5_1:1
+/// netdev MTU 1500`); empty where either end's port was not read.
+fn mismatches(prefill: (&NodeRailInfo, &RailEnd), decode: (&NodeRailInfo, &RailEnd)) -> Vec<ReadinessMismatch> {
+    let (Some(pa), Some(pb)) = (prefill.0.port(prefill.1), decode.0.port(decode.1)) else {
+        return Vec::new();
+    };
+    let a = format!("prefill {}", pa.port);
+    let b = format!("decode {}", pb.port);
+    icb_core::readiness::compare_ports(&a, pa, &b, pb).mismatches
 }
 
 impl NodeRailInfo {
@@ -225,6 +250,7 @@ pub fn plan_rows(
             round,
             prefill: p[i].clone(),
             decode: d[(i + round) % k].clone(),
+            mismatches: mismatches((prefill, &p[i]), (decode, &d[(i + round) % k])),
         })
         .collect())
 }
@@ -258,6 +284,7 @@ mod tests {
             node: name.into(),
             map,
             devices,
+            readiness: None,
         }
     }
 

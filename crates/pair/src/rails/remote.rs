@@ -212,7 +212,7 @@ impl AgentHost for RailsHost {
     }
 
     fn health(&self) -> HealthSnapshot {
-        icb_probe::counters::health_snapshot(Path::new("/sys"))
+        icb_probe::counters::health_snapshot_with_pause(Path::new("/sys"), &icb_probe::counters::ethtool_stats)
     }
 }
 
@@ -348,11 +348,11 @@ impl RailSeam for RemoteRails {
     /// byte counters just read (the pipeline reads health right after counters).
     async fn health(&mut self, side: SideRole) -> HealthSnapshot {
         match side {
-            SideRole::Prefill => {
-                tokio::task::spawn_blocking(|| icb_probe::counters::health_snapshot(Path::new("/sys")))
-                    .await
-                    .unwrap_or_else(|e| HealthSnapshot::unread(format!("reading the health counters failed: {e}")))
-            }
+            SideRole::Prefill => tokio::task::spawn_blocking(|| {
+                icb_probe::counters::health_snapshot_with_pause(Path::new("/sys"), &icb_probe::counters::ethtool_stats)
+            })
+            .await
+            .unwrap_or_else(|e| HealthSnapshot::unread(format!("reading the health counters failed: {e}"))),
             SideRole::Decode => self
                 .decode_health
                 .take()

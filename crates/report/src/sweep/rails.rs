@@ -1,7 +1,7 @@
 //! The rails of a whole-node sweep (`sweep --rails`) in each format, from the node × rail view
 //! ([`icb_sweep::rails::node_rails`]): the HTML heatmap (a row per node, a column per rail
 //! number; the cell is the rail's median figure across its partners, coloured by the rail's
-//! verdict, the tooltip lists every partner), a JUnit testcase per node rail, and Prometheus
+//! verdict, the tooltip lists every partner with the NIC health counters that moved), a JUnit testcase per node rail, and Prometheus
 //! gauges per node rail labelled with its NIC name and PCI address, so a dashboard follows one
 //! physical port across nights. Nothing is written for a sweep without rails.
 
@@ -38,7 +38,8 @@ fn figure(bps: Option<f64>) -> String {
     bps.map_or_else(|| "-".to_string(), gbps)
 }
 
-/// The cell's tooltip: the rail, its figures, then each partner (second-pass ones marked).
+/// The cell's tooltip: the rail, its figures, then each partner (second-pass ones marked) with
+/// the congestion, loss and link-fault counters this node's NIC counted in that pair.
 fn tooltip(c: &NodeRail, verdicts: &[NodeVerdict]) -> String {
     let mut t = format!(
         "{}: {}, median {} GB/s, worst {} GB/s",
@@ -59,6 +60,10 @@ fn tooltip(c: &NodeRail, verdicts: &[NodeVerdict]) -> String {
             figure(p.bandwidth_bps),
             if p.bad { ", bad" } else { "" }
         );
+        if !p.counters.is_empty() {
+            let moved: Vec<String> = p.counters.iter().map(|(n, d)| format!("{n} +{d}")).collect();
+            let _ = write!(t, "; NIC counters {}", moved.join(", "));
+        }
     }
     t
 }

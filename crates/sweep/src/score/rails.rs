@@ -187,6 +187,7 @@ mod tests {
                 },
                 findings: vec![],
                 health: None,
+                counters: None,
             })
             .collect();
         PairResult {

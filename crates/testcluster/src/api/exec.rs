@@ -30,6 +30,8 @@ use crate::status::ApiError;
 const ORPHAN_BOUND: Duration = Duration::from_secs(30);
 
 struct Target {
+    /// The node the pod runs on.
+    node: Option<String>,
     main_pid: u32,
     namespaced: bool,
     env: BTreeMap<String, String>,
@@ -63,6 +65,9 @@ pub async fn exec(
         return ApiError::bad_request("exec needs a websocket upgrade (v5.channel.k8s.io or v4.channel.k8s.io)")
             .into_response();
     };
+    if let Err(e) = drive_rail_counters(&shared, target.node.clone()).await {
+        return e.into_response();
+    }
     let stdin = flag(&params, "stdin");
     let stdin_cut = if stdin {
         lock(&shared.faults).take_exec_stdin_cut()
@@ -107,11 +112,38 @@ fn find_target(shared: &Shared, ns: &str, name: &str, params: &Params) -> Result
     };
     let namespaced = shared.nodes.iter().any(|n| n.net.is_some());
     Ok(Target {
+        node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
         main_pid,
         namespaced,
         env,
         cwd,
         no_shell,
+    })
+}
+
+/// Brings the emulated NIC counters of `node`'s congested and lossy rails up to date before a
+/// command runs there: a container reads them only through an exec (`ic-bench rail-info
+/// --counters`), and a real NIC's counters are current whenever they are read. The fabric lock,
+/// held throughout, keeps two execs on one node from writing the same files at once. A failure
+/// is a 500 naming the node: stale counters would read as a healthy rail.
+async fn drive_rail_counters(shared: &Arc<Shared>, node: Option<String>) -> Result<(), ApiError> {
+    let Some(node) = node else { return Ok(()) };
+    let shared = Arc::clone(shared);
+    let driven = tokio::task::spawn_blocking(move || match lock(&shared.fabric).as_ref() {
+        // A node outside the fabric has no emulated rails.
+        Some(fabric) if fabric.node(&node).is_some() => fabric
+            .drive_rail_counters(&node)
+            .map_err(|e| format!("node {node}: {e}")),
+        _ => Ok(()),
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("the task died: {e}")));
+    driven.map_err(|why| {
+        ApiError::new(
+            500,
+            "InternalError",
+            format!("driving the emulated rail counters: {why}"),
+        )
     })
 }
 
