@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Err(e) = Acks::parse(&text) {
         assert!(
-            !e.chars().any(char::is_control),
+            !e.to_string().chars().any(char::is_control),
             "control character in the error: {e:?}"
         );
     }

@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
         Ok(r) => r,
         Err(e) => {
             assert!(
-                !e.chars().any(char::is_control),
+                !e.to_string().chars().any(char::is_control),
                 "control character in the error: {e:?}"
             );
             return;

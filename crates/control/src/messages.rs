@@ -177,22 +177,25 @@ fn is_one_block(b: &u32) -> bool {
 }
 
 /// A KV case: a read or write whose blocks lie inside both buffers, each buffer ≤ 16 GiB.
-fn check_kv(s: &CaseSetup, kv: &icb_core::KvLayout) -> Result<(), String> {
+fn check_kv(s: &CaseSetup, kv: &icb_core::KvLayout) -> Result<(), OutOfBounds> {
     if !s.test.is_rma() || s.blocks != 1 || s.window != 1 || s.size != kv.len {
-        return Err(format!(
+        return Err(OutOfBounds::Value(format!(
             "a KV case is one get_bw or put_bw request of {}-byte descriptors, window 1",
             kv.len
-        ));
+        )));
     }
     if kv.count > MAX_KV_DESCRIPTORS {
-        return Err(format!("{} KV descriptors (limit {MAX_KV_DESCRIPTORS})", kv.count));
+        return Err(OutOfBounds::Value(format!(
+            "{} KV descriptors (limit {MAX_KV_DESCRIPTORS})",
+            kv.count
+        )));
     }
     let biggest = kv.initiator.buffer_bytes.max(kv.target.buffer_bytes);
     if !kv.is_consistent() || biggest > MAX_MESSAGE_SIZE {
-        return Err(format!(
+        return Err(OutOfBounds::Value(format!(
             "KV layout of {} descriptors of {} B does not fit its buffers (≤ 16 GiB each)",
             kv.count, kv.len
-        ));
+        )));
     }
     Ok(())
 }
@@ -354,9 +357,25 @@ pub enum CaseRefusal {
     },
 }
 
-fn check_len(what: &str, s: &str, max: usize) -> Result<(), String> {
+/// What a peer sent outside this protocol's bounds: the frame is refused as malformed, naming
+/// the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutOfBounds {
+    /// A text field longer than its limit.
+    #[error("{what} is {len} bytes long (limit {max})")]
+    TooLong { what: &'static str, len: usize, max: usize },
+    /// A number, a count or a layout outside its range (the line names it).
+    #[error("{0}")]
+    Value(String),
+}
+
+fn check_len(what: &'static str, s: &str, max: usize) -> Result<(), OutOfBounds> {
     if s.len() > max {
-        return Err(format!("{what} is {} bytes long (limit {max})", s.len()));
+        return Err(OutOfBounds::TooLong {
+            what,
+            len: s.len(),
+            max,
+        });
     }
     Ok(())
 }
@@ -397,7 +416,7 @@ impl Message {
     }
 
     /// Bounds everything a peer controls.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), OutOfBounds> {
         match self {
             Message::Hello(h) => {
                 check_len("tool_version", &h.tool_version, MAX_SHORT_STRING)?;
@@ -407,49 +426,65 @@ impl Message {
                 check_len("ucx_library", &h.ucx_library, MAX_TEXT)?;
                 check_len("cuda detail", &h.cuda.detail, MAX_TEXT)?;
                 if h.env.len() > MAX_ENV_ENTRIES {
-                    return Err(format!("{} environment entries (limit {MAX_ENV_ENTRIES})", h.env.len()));
+                    return Err(OutOfBounds::Value(format!(
+                        "{} environment entries (limit {MAX_ENV_ENTRIES})",
+                        h.env.len()
+                    )));
                 }
                 for (k, v) in &h.env {
                     check_len("environment name", k, MAX_SHORT_STRING)?;
                     check_len("environment value", v, MAX_TEXT)?;
                 }
                 if h.worker_address.0.is_empty() {
-                    return Err("empty UCX worker address".into());
+                    return Err(OutOfBounds::Value("empty UCX worker address".into()));
                 }
                 if let Some(a) = &h.auth
                     && (a.nonce.0.len() != NONCE_BYTES || a.proof.0.len() > 64)
                 {
-                    return Err("a token proof of the wrong length".into());
+                    return Err(OutOfBounds::Value("a token proof of the wrong length".into()));
                 }
                 Ok(())
             }
-            Message::Challenge { nonce, .. } if nonce.0.len() != NONCE_BYTES => {
-                Err(format!("a challenge nonce of {} bytes", nonce.0.len()))
-            }
+            Message::Challenge { nonce, .. } if nonce.0.len() != NONCE_BYTES => Err(OutOfBounds::Value(format!(
+                "a challenge nonce of {} bytes",
+                nonce.0.len()
+            ))),
             Message::Challenge { .. } => Ok(()),
             Message::Denied { message, .. } => check_len("denial", message, MAX_TEXT),
             Message::Setup(s) => {
                 if s.size == 0 || s.size > MAX_MESSAGE_SIZE {
-                    return Err(format!("message size {} outside 1 B … 16 GiB", s.size));
+                    return Err(OutOfBounds::Value(format!(
+                        "message size {} outside 1 B … 16 GiB",
+                        s.size
+                    )));
                 }
                 if s.window == 0 || s.window > MAX_WINDOW {
-                    return Err(format!("window {} outside 1 … {MAX_WINDOW}", s.window));
+                    return Err(OutOfBounds::Value(format!(
+                        "window {} outside 1 … {MAX_WINDOW}",
+                        s.window
+                    )));
                 }
                 if s.blocks == 0 || s.blocks > MAX_BLOCKS {
-                    return Err(format!("{} blocks outside 1 … {MAX_BLOCKS}", s.blocks));
+                    return Err(OutOfBounds::Value(format!(
+                        "{} blocks outside 1 … {MAX_BLOCKS}",
+                        s.blocks
+                    )));
                 }
                 if s.blocks > 1 && !s.test.is_rma() {
-                    return Err(format!(
+                    return Err(OutOfBounds::Value(format!(
                         "{} blocks for {}: blocks are for put_bw and get_bw",
                         s.blocks, s.test
-                    ));
+                    )));
                 }
                 if let Some(kv) = &s.kv {
                     return check_kv(s, kv);
                 }
                 match s.layout() {
                     Some(l) if l.span() as u64 <= MAX_MESSAGE_SIZE => Ok(()),
-                    _ => Err(format!("{} blocks of {} bytes exceed 16 GiB", s.blocks, s.size)),
+                    _ => Err(OutOfBounds::Value(format!(
+                        "{} blocks of {} bytes exceed 16 GiB",
+                        s.blocks, s.size
+                    ))),
                 }
             }
             Message::Ready(_) => Ok(()),
@@ -462,13 +497,13 @@ impl Message {
                 if let Some(w) = window
                     && (*w == 0 || *w > MAX_WINDOW)
                 {
-                    return Err(format!("window {w} outside 1 … {MAX_WINDOW}"));
+                    return Err(OutOfBounds::Value(format!("window {w} outside 1 … {MAX_WINDOW}")));
                 }
                 if *iterations == 0 || *iterations > MAX_PHASE_ITERATIONS {
-                    return Err(format!("phase of {iterations} iterations"));
+                    return Err(OutOfBounds::Value(format!("phase of {iterations} iterations")));
                 }
                 if !(timeout_s.is_finite() && *timeout_s > 0.0 && *timeout_s <= 86_400.0) {
-                    return Err(format!("phase timeout of {timeout_s} s"));
+                    return Err(OutOfBounds::Value(format!("phase timeout of {timeout_s} s")));
                 }
                 Ok(())
             }
@@ -476,10 +511,10 @@ impl Message {
             Message::Finished { detail, receive, .. } => {
                 check_len("detail", detail.as_deref().unwrap_or(""), MAX_TEXT)?;
                 match receive {
-                    Some(view) if view.transports.len() > MAX_VIEW_LANES => Err(format!(
+                    Some(view) if view.transports.len() > MAX_VIEW_LANES => Err(OutOfBounds::Value(format!(
                         "{} transports in the receive view (limit {MAX_VIEW_LANES})",
                         view.transports.len()
-                    )),
+                    ))),
                     Some(view) => check_len("receive protocol", &view.protocol, MAX_TEXT),
                     None => Ok(()),
                 }

@@ -93,7 +93,7 @@ pub fn decode_body(body: &[u8]) -> Result<Message, WireError> {
     // bounded, so a peer cannot split or flood the line it ends up in.
     let msg: Message = serde_json::from_slice(body)
         .map_err(|e| WireError::Malformed(icb_core::error_line::quote_outside(&e.to_string())))?;
-    msg.validate().map_err(WireError::Malformed)?;
+    msg.validate().map_err(|e| WireError::Malformed(e.to_string()))?;
     Ok(msg)
 }
 

@@ -119,6 +119,17 @@ fn all_clear(kind: &str, checks: &[Check]) -> &'static str {
     }
 }
 
+/// The failing checks' ids, each once, in order.
+fn fix_first(checks: &[Check]) -> Vec<&str> {
+    let mut first: Vec<&str> = Vec::new();
+    for c in checks.iter().filter(|c| c.status == Status::Fail) {
+        if !first.contains(&c.id.as_str()) {
+            first.push(c.id.as_str());
+        }
+    }
+    first
+}
+
 impl ProbeReport {
     /// Rolls checks up into counts, a status and a verdict line. `skipped` is never a pass: a run
     /// of only skipped checks is reported as inconclusive (warn).
@@ -138,13 +149,7 @@ impl ProbeReport {
             String::new()
         };
         let (status, verdict) = if counts.fail > 0 {
-            let mut first: Vec<&str> = Vec::new();
-            for c in checks.iter().filter(|c| c.status == Status::Fail) {
-                if !first.contains(&c.id.as_str()) {
-                    first.push(c.id.as_str());
-                }
-            }
-            (Status::Fail, format!("fix first: {}", first.join(", ")))
+            (Status::Fail, format!("fix first: {}", fix_first(&checks).join(", ")))
         } else if counts.ok == 0 && counts.warn == 0 {
             // Every check skipped: nothing was checked, which is no answer at all (exit 2).
             (Status::Skipped, "inconclusive: nothing could be checked".to_string())
@@ -188,6 +193,12 @@ impl ProbeReport {
             readiness: None,
             serving: None,
         }
+    }
+
+    /// The failing checks' ids, each once, in the order the checks came: what the verdict's
+    /// `fix first:` names. Readers take this list, never the verdict's text.
+    pub fn fix_first(&self) -> Vec<&str> {
+        fix_first(&self.checks)
     }
 
     /// 0 for ok/warn, 1 for fail, 2 when every check was skipped (nothing was checked: as a run
@@ -250,6 +261,20 @@ mod tests {
             vec![],
         );
         assert_eq!(r.verdict, "fix first: env.rndv");
+        assert_eq!(r.fix_first(), ["env.rndv"]);
+        // The list keeps the checks' order, which the verdict's sentence spells.
+        let r = ProbeReport::new(
+            "env",
+            "x",
+            vec![
+                check("z", Status::Fail),
+                check("a", Status::Warn),
+                check("b", Status::Fail),
+            ],
+            vec![],
+        );
+        assert_eq!(r.fix_first(), ["z", "b"]);
+        assert_eq!(r.verdict, "fix first: z, b");
     }
 
     #[test]

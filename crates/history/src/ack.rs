@@ -44,6 +44,19 @@ fn quote(text: impl std::fmt::Display) -> String {
     icb_core::error_line::quote_outside(&text.to_string())
 }
 
+/// What is wrong with an ack file, one line; what it quotes from the file is escaped and bounded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AckError {
+    #[error("not an ack file ({0}); expected acks: [{{pair, metric, reason, expires}}]")]
+    NotAckFile(String),
+    #[error("ack {ack}: {quoted}")]
+    Metric { ack: usize, quoted: String },
+    #[error("ack {ack}: expires '{quoted}' is not a date (YYYY-MM-DD)")]
+    Date { ack: usize, quoted: String },
+    #[error("ack {ack}: a reason is required")]
+    NoReason { ack: usize },
+}
+
 /// The acks of a file.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Acks(pub Vec<Ack>);
@@ -56,32 +69,29 @@ impl Acks {
             why,
         };
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-        Acks::parse(&text).map_err(bad)
+        Acks::parse(&text).map_err(|e| bad(e.to_string()))
     }
 
-    pub fn parse(text: &str) -> Result<Acks, String> {
+    pub fn parse(text: &str) -> Result<Acks, AckError> {
         // No source snippet: only its first line is kept (see icb_core's expectations file).
         let options = serde_saphyr::options! { with_snippet: false };
-        let file: AckFile = serde_saphyr::from_str_with_options(text, options).map_err(|e| {
-            format!(
-                "not an ack file ({}); expected acks: [{{pair, metric, reason, expires}}]",
-                quote(first_line(&e.to_string()))
-            )
-        })?;
+        let file: AckFile = serde_saphyr::from_str_with_options(text, options)
+            .map_err(|e| AckError::NotAckFile(quote(first_line(&e.to_string()))))?;
         file.acks
             .into_iter()
             .enumerate()
             .map(|(i, a)| {
-                let metric = a.metric.parse().map_err(|e| format!("ack {}: {}", i + 1, quote(e)))?;
-                let expires = a.expires.parse().map_err(|_| {
-                    format!(
-                        "ack {}: expires '{}' is not a date (YYYY-MM-DD)",
-                        i + 1,
-                        quote(&a.expires)
-                    )
+                let ack = i + 1;
+                let metric = a
+                    .metric
+                    .parse()
+                    .map_err(|e: String| AckError::Metric { ack, quoted: quote(e) })?;
+                let expires = a.expires.parse().map_err(|_| AckError::Date {
+                    ack,
+                    quoted: quote(&a.expires),
                 })?;
                 if a.reason.trim().is_empty() {
-                    return Err(format!("ack {}: a reason is required", i + 1));
+                    return Err(AckError::NoReason { ack });
                 }
                 Ok(Ack {
                     pair: a.pair,
@@ -154,19 +164,36 @@ mod tests {
     #[test]
     fn malformed_ack_files_say_what_is_wrong() {
         let no_reason = "acks:\n  - pair: [a, b]\n    metric: bandwidth\n    reason: ' '\n    expires: 2026-12-31\n";
-        assert_eq!(Acks::parse(no_reason).unwrap_err(), "ack 1: a reason is required");
+        assert_eq!(Acks::parse(no_reason), Err(AckError::NoReason { ack: 1 }));
+        assert_eq!(
+            Acks::parse(no_reason).unwrap_err().to_string(),
+            "ack 1: a reason is required"
+        );
         let bad_date = "acks:\n  - pair: [a, b]\n    metric: bandwidth\n    reason: x\n    expires: soon\n";
-        assert!(Acks::parse(bad_date).unwrap_err().contains("is not a date"));
+        let e = Acks::parse(bad_date).unwrap_err();
+        assert!(
+            matches!(e, AckError::Date { ack: 1, .. }) && e.to_string().contains("is not a date"),
+            "{e}"
+        );
         let bad_metric = "acks:\n  - pair: [a, b]\n    metric: speed\n    reason: x\n    expires: 2026-12-31\n";
-        assert!(Acks::parse(bad_metric).unwrap_err().contains("is not a metric"));
+        let e = Acks::parse(bad_metric).unwrap_err();
+        assert!(
+            matches!(e, AckError::Metric { ack: 1, .. }) && e.to_string().contains("is not a metric"),
+            "{e}"
+        );
         let unknown =
             "acks:\n  - pair: [a, b]\n    metric: bandwidth\n    reason: x\n    expires: 2026-12-31\n    owner: me\n";
-        assert!(Acks::parse(unknown).unwrap_err().starts_with("not an ack file"));
-        assert!(Acks::parse("just text").unwrap_err().starts_with("not an ack file"));
+        assert!(matches!(Acks::parse(unknown), Err(AckError::NotAckFile(_))));
+        assert!(
+            Acks::parse("just text")
+                .unwrap_err()
+                .to_string()
+                .starts_with("not an ack file")
+        );
         // What the file says is quoted escaped: the error stays one line.
         let forged =
             "acks:\n  - pair: [a, b]\n    metric: \"speed\\n\\u001b[2J\"\n    reason: x\n    expires: \"1\\r\\n\"\n";
-        let e = Acks::parse(forged).unwrap_err();
+        let e = Acks::parse(forged).unwrap_err().to_string();
         assert!(
             !e.chars().any(char::is_control) && e.contains(r"speed\n\u{1b}[2J"),
             "{e}"

@@ -44,13 +44,13 @@ impl Thresholds {
     }
 
     /// `10%` (every metric), or `bandwidth=10%,latency=30%` (the others keep their default).
-    pub fn parse(s: &str) -> Result<Thresholds, String> {
+    pub fn parse(s: &str) -> Result<Thresholds, FlagError> {
         let mut t = Thresholds::default();
         for part in s.split(',').map(str::trim) {
             match part.split_once('=') {
                 Some((metric, pct)) => {
                     let v = percent(pct)?;
-                    match metric.trim().parse::<Metric>()? {
+                    match metric.trim().parse::<Metric>().map_err(FlagError::Metric)? {
                         Metric::BandwidthBps => t.bandwidth = v,
                         Metric::LatencyP50Us => t.latency = v,
                     }
@@ -68,16 +68,32 @@ impl Thresholds {
     }
 }
 
-fn percent(s: &str) -> Result<f64, String> {
+/// A `--threshold` or `--baseline` value that does not parse; the one line says what to write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagError {
+    #[error("'{0}' is not a percentage: write e.g. 10%")]
+    NotPercent(String),
+    #[error("'{0}': a threshold is above 0 % and below 1000 %")]
+    OutOfRange(String),
+    /// The metric's own line (`'speed' is not a metric: use bandwidth or latency`).
+    #[error("{0}")]
+    Metric(String),
+    #[error("--baseline {0}: N in last:N is a whole number above 0")]
+    LastCount(String),
+    #[error("--baseline: give last:N or a results file")]
+    NoBaseline,
+}
+
+fn percent(s: &str) -> Result<f64, FlagError> {
     let s = s.trim();
     let v: f64 = s
         .strip_suffix('%')
         .unwrap_or(s)
         .trim()
         .parse()
-        .map_err(|_| format!("'{s}' is not a percentage: write e.g. 10%"))?;
+        .map_err(|_| FlagError::NotPercent(s.to_string()))?;
     if !(v > 0.0 && v < 1000.0) {
-        return Err(format!("'{s}': a threshold is above 0 % and below 1000 %"));
+        return Err(FlagError::OutOfRange(s.to_string()));
     }
     Ok(v / 100.0)
 }
@@ -90,13 +106,13 @@ pub enum BaselineSource {
 }
 
 impl BaselineSource {
-    pub fn parse(s: &str) -> Result<BaselineSource, String> {
+    pub fn parse(s: &str) -> Result<BaselineSource, FlagError> {
         match s.strip_prefix("last:") {
             Some(n) => match n.parse::<u32>() {
                 Ok(n) if n > 0 => Ok(BaselineSource::Last(n)),
-                _ => Err(format!("--baseline {s}: N in last:N is a whole number above 0")),
+                _ => Err(FlagError::LastCount(s.to_string())),
             },
-            None if s.is_empty() => Err("--baseline: give last:N or a results file".into()),
+            None if s.is_empty() => Err(FlagError::NoBaseline),
             None => Ok(BaselineSource::File(PathBuf::from(s))),
         }
     }
@@ -270,9 +286,13 @@ mod tests {
         assert_eq!((t.bandwidth, t.latency), (DEFAULT_BANDWIDTH_THRESHOLD, 0.4));
         let t = Thresholds::parse("bandwidth=5, latency=50%").unwrap();
         assert_eq!((t.bandwidth, t.latency), (0.05, 0.5));
-        assert!(Thresholds::parse("fast").unwrap_err().contains("not a percentage"));
-        assert!(Thresholds::parse("0%").is_err());
-        assert!(Thresholds::parse("speed=5%").unwrap_err().contains("not a metric"));
+        assert_eq!(Thresholds::parse("fast"), Err(FlagError::NotPercent("fast".into())));
+        assert_eq!(Thresholds::parse("0%"), Err(FlagError::OutOfRange("0%".into())));
+        let e = Thresholds::parse("speed=5%").unwrap_err();
+        assert!(
+            matches!(e, FlagError::Metric(_)) && e.to_string().contains("not a metric"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -282,8 +302,15 @@ mod tests {
             BaselineSource::parse("night1.json").unwrap(),
             BaselineSource::File("night1.json".into())
         );
-        assert!(BaselineSource::parse("last:0").is_err());
-        assert!(BaselineSource::parse("last:x").is_err());
+        assert_eq!(
+            BaselineSource::parse("last:0"),
+            Err(FlagError::LastCount("last:0".into()))
+        );
+        assert_eq!(
+            BaselineSource::parse("last:x"),
+            Err(FlagError::LastCount("last:x".into()))
+        );
+        assert_eq!(BaselineSource::parse(""), Err(FlagError::NoBaseline));
     }
 
     #[test]

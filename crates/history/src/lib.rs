@@ -26,8 +26,8 @@ pub mod session;
 mod store;
 mod write;
 
-pub use ack::{Ack, Acks};
-pub use baseline::{BaselineSource, Thresholds};
+pub use ack::{Ack, AckError, Acks};
+pub use baseline::{BaselineSource, FlagError, Thresholds};
 pub use error::HistoryError;
 pub use record::{RunKind, RunRecord, RunVerdict};
 pub use session::{Options, Prepared};

@@ -3,7 +3,7 @@
 //! report, a gate report or a sweep's results.
 
 pub use crate::run_verdict::RunVerdict;
-use icb_core::model::{CaseKey, CaseResult, CaseStatus, EnvKey, GateReport, Metric, PairReport};
+use icb_core::model::{CaseKey, CaseResult, CaseStatus, Direction, EnvKey, GateReport, Metric, PairReport, TestKind};
 use icb_sweep::results::{Outcome, SweepResults};
 use std::collections::BTreeMap;
 
@@ -212,7 +212,7 @@ pub fn sweep_rows(results: &SweepResults) -> Vec<Row> {
         if !seen.insert((p.pair.prefill.clone(), p.pair.decode.clone())) {
             continue;
         }
-        let key = |test: &str, memory: &Option<String>, size: u64, direction: &Option<String>| CaseKey {
+        let key = |test: TestKind, memory: &Option<String>, size: u64, direction: Option<Direction>| CaseKey {
             prefill: p.pair.prefill.clone(),
             decode: p.pair.decode.clone(),
             rail: None,
@@ -220,7 +220,7 @@ pub fn sweep_rows(results: &SweepResults) -> Vec<Row> {
             memory: memory.as_deref().map_or_else(|| "host-host".into(), memory_name),
             size,
             blocks: None,
-            direction: direction.clone(),
+            direction: direction.map(|d| d.to_string()),
             engine: engine.clone(),
         };
         let row = |case: CaseKey, metric, value| Row {
@@ -232,14 +232,14 @@ pub fn sweep_rows(results: &SweepResults) -> Vec<Row> {
         };
         for s in series {
             rows.push(row(
-                key(&s.test, &s.memory, s.size, &s.direction),
+                key(s.test, &s.memory, s.size, s.direction),
                 Metric::BandwidthBps,
                 s.bandwidth_bps,
             ));
         }
         for l in latency {
             rows.push(row(
-                key(&l.test, &l.memory, l.size, &None),
+                key(l.test, &l.memory, l.size, None),
                 Metric::LatencyP50Us,
                 l.p50_us,
             ));

@@ -35,7 +35,8 @@ impl DeviceRequest {
         if raw.trim() == "none" {
             return Ok(None);
         }
-        let (name, qty) = split_pair(raw, "--rdma", "RESOURCE=N, e.g. rdma/ib=1, or none")?;
+        let (name, qty) =
+            split_pair(raw, "--rdma", "RESOURCE=N, e.g. rdma/ib=1, or none").map_err(|e| e.to_string())?;
         if !resource_class(&name).is_rdma() {
             return Err(format!(
                 "--rdma {raw}: '{name}' is not an RDMA resource name (rdma/*, SR-IOV, EFA, nvidia.com/hostdev …); use --resource for other devices"
@@ -48,24 +49,41 @@ impl DeviceRequest {
     }
 
     /// Parses `--resource NAME=QTY`.
-    pub fn parse_resource(raw: &str) -> Result<(String, String), String> {
+    pub fn parse_resource(raw: &str) -> Result<(String, String), DeviceFlagError> {
         let (name, qty) = split_pair(raw, "--resource", "NAME=QTY, e.g. example.com/fpga=1")?;
         if icb_core::fabric::quantity::parse_milli(&qty).is_none() {
-            return Err(format!(
-                "--resource {raw}: '{qty}' is not a Kubernetes quantity (e.g. 1, 500m, 8Gi)"
-            ));
+            return Err(DeviceFlagError::Quantity {
+                raw: raw.to_string(),
+                qty,
+            });
         }
         Ok((name, qty))
     }
 }
 
-fn split_pair(raw: &str, flag: &str, form: &str) -> Result<(String, String), String> {
-    let Some((name, qty)) = raw.split_once('=') else {
-        return Err(format!("{flag} {raw}: use {form}"));
+/// A `--rdma` or `--resource` value that does not parse; the line names the flag and its form.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceFlagError {
+    #[error("{flag} {raw}: use {form}")]
+    Form {
+        flag: &'static str,
+        raw: String,
+        form: &'static str,
+    },
+    #[error("--resource {raw}: '{qty}' is not a Kubernetes quantity (e.g. 1, 500m, 8Gi)")]
+    Quantity { raw: String, qty: String },
+}
+
+fn split_pair(raw: &str, flag: &'static str, form: &'static str) -> Result<(String, String), DeviceFlagError> {
+    let refused = || DeviceFlagError::Form {
+        flag,
+        raw: raw.to_string(),
+        form,
     };
+    let (name, qty) = raw.split_once('=').ok_or_else(refused)?;
     let (name, qty) = (name.trim(), qty.trim());
     if name.is_empty() || qty.is_empty() || name.contains(char::is_whitespace) {
-        return Err(format!("{flag} {raw}: use {form}"));
+        return Err(refused());
     }
     Ok((name.to_string(), qty.to_string()))
 }
@@ -149,7 +167,11 @@ pub fn decide(req: &DeviceRequest, advertised: Option<&BTreeMap<String, Quantity
 /// On a node that offers its GPUs through DRA and not as `nvidia.com/gpu` (`offer`), moves the
 /// GPU request into a claim: each GPU with the NIC on its PCIe root, unless `--rdma` chose an
 /// RDMA resource or none. `--gpus 0` claims nothing. `Err` when no DeviceClass selects the GPUs.
-pub fn apply_dra(choice: &mut DeviceChoice, req: &DeviceRequest, offer: &crate::dra::DraOffer) -> Result<(), String> {
+pub fn apply_dra(
+    choice: &mut DeviceChoice,
+    req: &DeviceRequest,
+    offer: &crate::dra::DraOffer,
+) -> Result<(), crate::dra::NoGpuClass> {
     if offer.gpus == 0 {
         return Ok(());
     }

@@ -158,13 +158,15 @@ fn exactly(name: &str, class: &str, all: bool) -> DeviceRequest {
     }
 }
 
+/// A node offers GPUs through DRA but no DeviceClass selects them: nothing to claim them by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no DeviceClass selects `device.driver == \"{GPU_DRIVER}\"` devices")]
+pub struct NoGpuClass;
+
 /// `gpus` GPUs, each with the NIC on its PCIe root when the node has a NIC driver (`rail`):
 /// requests `gpu-K` and `nic-K`, one `matchAttribute` constraint per pair.
-pub fn rail_claim(offer: &DraOffer, gpus: usize, rail: bool) -> Result<ResourceClaimSpec, String> {
-    let gpu_class = offer
-        .gpu_class
-        .as_deref()
-        .ok_or_else(|| format!("no DeviceClass selects `device.driver == \"{GPU_DRIVER}\"` devices"))?;
+pub fn rail_claim(offer: &DraOffer, gpus: usize, rail: bool) -> Result<ResourceClaimSpec, NoGpuClass> {
+    let gpu_class = offer.gpu_class.as_deref().ok_or(NoGpuClass)?;
     let nic_class = if rail { offer.nic_class.as_deref() } else { None };
     let mut requests = Vec::new();
     let mut constraints = Vec::new();
@@ -183,11 +185,8 @@ pub fn rail_claim(offer: &DraOffer, gpus: usize, rail: bool) -> Result<ResourceC
 }
 
 /// Every GPU and every NIC of the node (a `--rails` node pod).
-pub fn whole_node_claim(offer: &DraOffer) -> Result<ResourceClaimSpec, String> {
-    let gpu_class = offer
-        .gpu_class
-        .as_deref()
-        .ok_or_else(|| format!("no DeviceClass selects `device.driver == \"{GPU_DRIVER}\"` devices"))?;
+pub fn whole_node_claim(offer: &DraOffer) -> Result<ResourceClaimSpec, NoGpuClass> {
+    let gpu_class = offer.gpu_class.as_deref().ok_or(NoGpuClass)?;
     let mut requests = vec![exactly("gpus", gpu_class, true)];
     if let Some(nic) = &offer.nic_class {
         requests.push(exactly("nics", nic, true));
@@ -373,7 +372,8 @@ mod tests {
         assert_eq!(offer.gpu_class.as_deref(), Some(GPU_DRIVER));
         assert!(!requires_driver("device.driver != 'gpu.nvidia.com'", GPU_DRIVER));
         let no_class = DraOffer::from_slices(&slices, &[]);
-        assert!(rail_claim(&no_class, 1, true).unwrap_err().contains("DeviceClass"));
+        assert_eq!(rail_claim(&no_class, 1, true), Err(NoGpuClass));
+        assert!(NoGpuClass.to_string().contains("DeviceClass"));
     }
 
     #[test]

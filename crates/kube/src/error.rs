@@ -68,6 +68,29 @@ pub enum KubeError {
     Deadline { pod: String, last_seen: String },
 }
 
+/// A name, label value, selector or run id given to ic-bench that Kubernetes would refuse:
+/// the one line names it and what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidName {
+    #[error("'{0}' is not a valid object name (lowercase letters, digits, '-' and '.')")]
+    Object(String),
+    #[error("'{0}' is not a valid component name")]
+    Component(String),
+    #[error("--run-id '{0}': use 1-40 lowercase letters, digits and '-'")]
+    RunId(String),
+    #[error("the label selector is empty")]
+    EmptySelector,
+    #[error("the label selector spans several lines")]
+    MultilineSelector,
+}
+
+/// For callers that keep a message (`LaunchError::new` takes `impl Into<String>`).
+impl From<InvalidName> for String {
+    fn from(e: InvalidName) -> String {
+        e.to_string()
+    }
+}
+
 impl KubeError {
     /// HTTP status when the API server answered with an error.
     pub fn status_code(&self) -> Option<u16> {

@@ -50,7 +50,7 @@ pub enum MatrixError {
 }
 
 /// `--matrix-configmap NAME`: a ConfigMap name (a DNS-1123 subdomain), for clap.
-pub fn parse_name(name: &str) -> Result<String, String> {
+pub fn parse_name(name: &str) -> Result<String, crate::error::InvalidName> {
     crate::target::check_name(name).map(|()| name.to_string())
 }
 

@@ -10,6 +10,7 @@
 //! capacity and says why a pod does not fit instead of the kubelet rejecting it silently.
 
 use crate::devices::DeviceChoice;
+use crate::error::InvalidName;
 use crate::hardening::{BenchResources, Privilege};
 use crate::spec::TransportSpec;
 use icb_core::fabric::privilege::{IPC_LOCK, grants_capability};
@@ -125,7 +126,7 @@ pub fn new_run_id() -> String {
 }
 
 /// The run id a user gave (checked), or a new one.
-pub fn run_id_or_new(given: Option<&str>) -> Result<String, String> {
+pub fn run_id_or_new(given: Option<&str>) -> Result<String, InvalidName> {
     match given {
         Some(id) => check_run_id(id).map(|()| id.to_string()),
         None => Ok(new_run_id()),
@@ -133,7 +134,7 @@ pub fn run_id_or_new(given: Option<&str>) -> Result<String, String> {
 }
 
 /// Checks a user-given run id: it ends up in pod names and label values.
-pub fn check_run_id(id: &str) -> Result<(), String> {
+pub fn check_run_id(id: &str) -> Result<(), InvalidName> {
     let ok = !id.is_empty()
         && id.len() <= 40
         && id
@@ -144,7 +145,7 @@ pub fn check_run_id(id: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("--run-id '{id}': use 1-40 lowercase letters, digits and '-'"))
+        Err(InvalidName::RunId(id.to_string()))
     }
 }
 

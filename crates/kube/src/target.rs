@@ -5,7 +5,7 @@
 //! the owner reference of a pod identifies its Deployment. That keeps ic-bench's Role to pods only.
 
 use crate::access::Cluster;
-use crate::error::KubeError;
+use crate::error::{InvalidName, KubeError};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use std::fmt;
@@ -56,9 +56,9 @@ impl std::str::FromStr for Target {
 
     fn from_str(raw: &str) -> Result<Self, Self::Err> {
         let s = raw.trim();
-        let bad = |why: &str| KubeError::Target(format!("bad target '{raw}': {why}; use {FORMS}"));
+        let bad = |why: &dyn fmt::Display| KubeError::Target(format!("bad target '{raw}': {why}; use {FORMS}"));
         if s.is_empty() {
-            return Err(bad("it is empty"));
+            return Err(bad(&"it is empty"));
         }
         for prefix in ["-l ", "-l=", "--selector ", "--selector=", "selector/", "l/"] {
             if let Some(sel) = s.strip_prefix(prefix) {
@@ -70,7 +70,7 @@ impl std::str::FromStr for Target {
             return selector(s).map_err(|why| bad(&why));
         }
         let Some((kind, name)) = s.split_once('/') else {
-            return Err(bad("say which kind of object it names"));
+            return Err(bad(&"say which kind of object it names"));
         };
         let kind = kind.to_ascii_lowercase();
         if matches!(
@@ -79,7 +79,7 @@ impl std::str::FromStr for Target {
         ) {
             let Some((graph, component)) = name.split_once('/') else {
                 return Err(bad(
-                    "a Dynamo target is dgd/NAME/COMPONENT (e.g. dgd/llama/VllmDecodeWorker)",
+                    &"a Dynamo target is dgd/NAME/COMPONENT (e.g. dgd/llama/VllmDecodeWorker)",
                 ));
             };
             check_name(graph.trim()).map_err(|why| bad(&why))?;
@@ -98,23 +98,23 @@ impl std::str::FromStr for Target {
             "deployment" | "deployments" | "deploy" | "deployment.apps" => Ok(Target::Deployment(name.into())),
             "statefulset" | "statefulsets" | "sts" | "statefulset.apps" => Ok(Target::StatefulSet(name.into())),
             "lws" | "leaderworkerset" | "leaderworkersets" => Ok(Target::Lws(name.into())),
-            other => Err(bad(&format!("unknown kind '{other}'"))),
+            other => Err(bad(&format_args!("unknown kind '{other}'"))),
         }
     }
 }
 
-fn selector(sel: &str) -> Result<Target, String> {
+fn selector(sel: &str) -> Result<Target, InvalidName> {
     if sel.is_empty() {
-        return Err("the label selector is empty".into());
+        return Err(InvalidName::EmptySelector);
     }
     if sel.contains('\n') {
-        return Err("the label selector spans several lines".into());
+        return Err(InvalidName::MultilineSelector);
     }
     Ok(Target::Selector(sel.to_string()))
 }
 
 /// DNS-1123 subdomain, as Kubernetes requires for node, pod and deployment names.
-pub(crate) fn check_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_name(name: &str) -> Result<(), InvalidName> {
     let ok = !name.is_empty()
         && name.len() <= 253
         && name
@@ -125,14 +125,12 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "'{name}' is not a valid object name (lowercase letters, digits, '-' and '.')"
-        ))
+        Err(InvalidName::Object(name.to_string()))
     }
 }
 
 /// A label value (a Dynamo component name): 1-63 alphanumerics, '-', '_', '.'.
-fn check_label_value(v: &str) -> Result<(), String> {
+fn check_label_value(v: &str) -> Result<(), InvalidName> {
     let ok = !v.is_empty()
         && v.len() <= 63
         && v.chars()
@@ -142,7 +140,7 @@ fn check_label_value(v: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("'{v}' is not a valid component name"))
+        Err(InvalidName::Component(v.to_string()))
     }
 }
 

@@ -53,12 +53,12 @@ impl Buffer {
 
     /// Checks blocks gathered from several sources and the bytes around them
     /// ([`crate::verify_gathered`]); returns the blocks checked.
-    pub fn verify_gathered(&mut self, sources: &[(crate::Moved, u64)], gap_seed: u64) -> Result<u64, String> {
+    pub fn verify_gathered(&mut self, sources: &[(crate::Moved, u64)], gap_seed: u64) -> Result<u64, MemoryError> {
         let r = match self {
             Buffer::Host(b) => crate::verify_gathered(b.as_slice(), sources, gap_seed),
-            Buffer::Cuda(b) => crate::verify_gathered(&b.to_host().map_err(|e| e.to_string())?, sources, gap_seed),
+            Buffer::Cuda(b) => crate::verify_gathered(&b.to_host()?, sources, gap_seed),
         };
-        r.map_err(|e| e.to_string())
+        r.map_err(Into::into)
     }
 
     /// Checks the blocks of a KV transfer and the bytes around them ([`crate::verify_moved`]).

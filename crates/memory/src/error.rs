@@ -24,6 +24,9 @@ pub enum MemoryError {
     Cuda { op: &'static str, message: String },
     #[error("payload check failed: {0}")]
     Mismatch(#[from] Mismatch),
+    /// Blocks gathered from several sources did not verify (the message is the gather's own).
+    #[error(transparent)]
+    Gather(#[from] crate::pattern::GatherError),
     #[error("cannot check {asked} bytes of a {len}-byte buffer")]
     Length { asked: usize, len: usize },
 }

@@ -3,6 +3,7 @@
 //! UCX's own protocol report, and builds the judged report.
 
 use crate::error::NixlEngineError;
+use crate::error::RuntimeError;
 use crate::evidence;
 use crate::nixl_failed;
 use crate::options::NixlOptions;
@@ -37,7 +38,8 @@ pub fn connect(mut opts: ConnectOptions, nixl: NixlOptions) -> Result<PairReport
 
 /// Checks the settings and turns them into the NIXL engine's cases ([`crate::nixl_settings`]).
 fn validate(opts: &mut ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineError> {
-    let settings = crate::options::nixl_settings(opts.settings.clone(), nixl).map_err(EngineError::Settings)?;
+    let settings =
+        crate::options::nixl_settings(opts.settings.clone(), nixl).map_err(|e| EngineError::Settings(e.to_string()))?;
     icb_engine::validate_settings(&settings)?;
     for (shape, memory) in settings.case_list() {
         let probe = CaseSetup {
@@ -59,9 +61,9 @@ fn validate(opts: &mut ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineE
         match shape.kv {
             Some(_) => icb_engine::messages::Message::Setup(probe)
                 .validate()
-                .map_err(EngineError::Settings)?,
+                .map_err(|e| EngineError::Settings(e.to_string()))?,
             None => {
-                case_len(&probe).map_err(EngineError::Settings)?;
+                case_len(&probe).map_err(|e| EngineError::Settings(e.to_string()))?;
             }
         }
     }
@@ -396,7 +398,7 @@ fn descriptors(setup: &CaseSetup) -> u32 {
 }
 
 enum Event {
-    Done(Result<Result<PhaseOutcome, String>, EngineError>),
+    Done(Result<Result<PhaseOutcome, RuntimeError>, EngineError>),
     Msg(Result<Message, EngineError>),
 }
 

@@ -26,3 +26,33 @@ impl NixlEngineError {
         }
     }
 }
+
+/// What one case's NIXL work on the owner thread ([`crate::runtime::NixlRuntime`]) failed on: the
+/// session's front end reports it as the case's failure or as a NIXL operation that failed
+/// during a step, by kind.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{0}")]
+    Nixl(#[from] nixl::NixlError),
+    /// The case's buffer could not be allocated or filled.
+    #[error("{0}")]
+    Memory(#[from] icb_memory::MemoryError),
+    /// A case this engine does not run (`why` says which and what to use instead).
+    #[error("{0}")]
+    Unsupported(&'static str),
+    /// A case whose sizes do not fit (this platform, or the engine's bounds).
+    #[error("{0}")]
+    TooLarge(String),
+    #[error("the peer's agent changed from {was} to {now} mid-session")]
+    PeerChanged { was: String, now: String },
+    /// The phase's deadline passed (`what` waited for it).
+    #[error("{0}")]
+    Deadline(&'static str),
+    #[error("stopped: the peer ended the phase")]
+    Stopped,
+    /// The destination's payload is not what the source sent (`kv`: a KV case's blocks).
+    #[error("{} not delivered intact: {source}", if *.kv { "KV blocks" } else { "payload" })]
+    NotIntact { kv: bool, source: icb_memory::MemoryError },
+    #[error("internal: no prepared request")]
+    NoRequest,
+}

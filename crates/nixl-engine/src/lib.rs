@@ -35,7 +35,7 @@ mod session;
 pub mod ucx_log;
 
 pub use client::connect;
-pub use error::NixlEngineError;
+pub use error::{NixlEngineError, RuntimeError};
 /// The `UCX_PROTO_INFO` table parser and its attribution to RMA cases: pure string work kept in
 /// icb-core with the other classification (so its fuzz target builds without NIXL); here under the
 /// name this crate uses.
@@ -66,6 +66,6 @@ pub fn probe_load(library_dir: Option<&std::path::Path>) -> Result<String, Strin
 }
 
 /// A NIXL call that failed mid-session, and during what.
-pub(crate) fn nixl_failed(during: impl std::fmt::Display, detail: String) -> icb_engine::EngineError {
+pub(crate) fn nixl_failed(during: impl std::fmt::Display, detail: impl std::fmt::Display) -> icb_engine::EngineError {
     icb_engine::EngineError::Nixl(format!("NIXL operation failed during {during}: {detail}"))
 }

@@ -1,6 +1,7 @@
 //! What the NIXL engine is asked to do beyond the UCX engine's options.
 
 use icb_core::{CaseShape, Direction, RunSettings, TestKind};
+use icb_engine::RequestError;
 use icb_engine::messages::MAX_WINDOW;
 use std::path::PathBuf;
 
@@ -82,10 +83,12 @@ pub fn full_plan(directions: &[Direction], batches: &[u32]) -> Vec<CaseShape> {
 /// `nixl.directions` × `settings.sizes` × `nixl.batches`. `tests` then names the directions,
 /// `blocks` and the window candidates are cleared (a NIXL request is one descriptor list).
 /// Idempotent, so a launcher and the engine may both apply it.
-pub fn nixl_settings(mut settings: RunSettings, nixl: &NixlOptions) -> Result<RunSettings, String> {
+pub fn nixl_settings(mut settings: RunSettings, nixl: &NixlOptions) -> Result<RunSettings, RequestError> {
     if settings.plan.is_empty() {
         if nixl.batches.is_empty() || nixl.directions.is_empty() {
-            return Err("nothing to run: give at least one batch and one direction".into());
+            return Err(RequestError::Flags(
+                "nothing to run: give at least one batch and one direction".into(),
+            ));
         }
         for &d in &nixl.directions {
             for &size in &settings.sizes {
@@ -98,14 +101,16 @@ pub fn nixl_settings(mut settings: RunSettings, nixl: &NixlOptions) -> Result<Ru
     let mut tests = Vec::new();
     for shape in &settings.plan {
         if Direction::of_test(shape.test).is_none() {
-            return Err(format!(
+            return Err(RequestError::Flags(format!(
                 "the NIXL engine moves READ and WRITE descriptor lists, not {}: use get_bw (READ) or put_bw (WRITE)",
                 shape.test
-            ));
+            )));
         }
         let batch = shape.blocks.unwrap_or(1);
         if batch == 0 || batch > MAX_WINDOW {
-            return Err(format!("batch {batch} is outside 1 … {MAX_WINDOW} descriptors"));
+            return Err(RequestError::Flags(format!(
+                "batch {batch} is outside 1 … {MAX_WINDOW} descriptors"
+            )));
         }
         if !tests.contains(&shape.test) {
             tests.push(shape.test);
@@ -170,13 +175,12 @@ mod tests {
     fn tag_tests_and_oversized_batches_are_refused_with_the_fix() {
         let mut s = RunSettings::verdict_profile();
         let err = nixl_settings(s.clone(), &NixlOptions::default()).unwrap_err();
+        assert!(matches!(err, RequestError::Flags(_)), "{err}");
+        let err = err.to_string();
         assert!(err.contains("not tag_bw") && err.contains("put_bw (WRITE)"), "{err}");
         s.plan = vec![CaseShape::blocks(TestKind::PutBw, 8, MAX_WINDOW + 1)];
-        assert!(
-            nixl_settings(s, &NixlOptions::default())
-                .unwrap_err()
-                .contains("outside 1")
-        );
+        let err = nixl_settings(s, &NixlOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("outside 1"), "{err}");
     }
 }
 
@@ -208,7 +212,7 @@ pub fn qualification_settings(settings: RunSettings) -> Result<(RunSettings, Opt
         directions: rma.iter().filter_map(|t| Direction::of_test(*t)).collect(),
         ..Default::default()
     };
-    let settings = nixl_settings(RunSettings { tests: rma, ..settings }, &nixl)?;
+    let settings = nixl_settings(RunSettings { tests: rma, ..settings }, &nixl).map_err(|e| e.to_string())?;
     Ok((settings, note))
 }
 

@@ -15,13 +15,13 @@ use crate::options::NixlOptions;
 use crate::runtime::{LocalNixl, NixlRuntime, UcxLog, agent_name};
 use icb_core::protocol::kv_rank::{PeerAddress, RankDown, RankPlan, RankSide, RankUp, hex, unhex};
 use icb_core::{Direction, MemoryPair, MemoryType, PeerInfo};
-use icb_engine::rank::Link;
-use icb_memory::{Buffer, MemoryKind, Moved};
+use icb_engine::rank::{Link, LinkError, RankError, unexpected};
+use icb_memory::{Buffer, MemoryKind};
 use nixl::{Descriptor, MemKind, Registration, Transfer, XferOp};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Runs one rank to the end. `Err` is one line; the coordinator was told it when connected.
-pub fn kv_rank(plan: &RankPlan, nixl: &NixlOptions) -> Result<(), String> {
+pub fn kv_rank(plan: &RankPlan, nixl: &NixlOptions) -> Result<(), RankError> {
     icb_engine::rank::affinity::place(plan)?;
     // NIXL's UCX reads its settings from the environment: the plan's (the TCP control's
     // `TLS=tcp`) go there before NIXL starts, over the user's own, as `connect` does.
@@ -31,13 +31,13 @@ pub fn kv_rank(plan: &RankPlan, nixl: &NixlOptions) -> Result<(), String> {
         .map(|(k, v)| (format!("UCX_{k}"), v.clone()))
         .collect();
     nixl::set_env_before_start(&forced);
-    let log = UcxLog::prepare().map_err(|e| e.to_string())?;
+    let log = UcxLog::prepare().map_err(RankError::engine)?;
     let name = agent_name(&format!("{}{}", plan.id.side, plan.id.rank));
-    let (rt, local) = NixlRuntime::start(nixl, &name).map_err(|e| e.to_string())?;
+    let (rt, local) = NixlRuntime::start(nixl, &name).map_err(RankError::engine)?;
     let mut link = Link::connect(plan)?;
     let result = run(plan, rt, &local, &log, &mut link);
     if let Err(e) = &result {
-        link.send(&RankUp::Failed { message: e.clone() });
+        link.send(&RankUp::Failed { message: e.to_string() });
     }
     result
 }
@@ -49,16 +49,16 @@ fn mem_kinds(t: MemoryType) -> (MemoryKind, MemKind) {
     }
 }
 
-fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: &mut Link) -> Result<(), String> {
+fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: &mut Link) -> Result<(), RankError> {
     let _cuda = (plan.memory == MemoryType::Cuda).then(|| icb_memory::activate_cuda(0).ok());
-    let len = usize::try_from(plan.buffer_bytes).map_err(|_| "the rank's buffer does not fit this platform")?;
-    let mut buffer = Buffer::with_mode(mem_kinds(plan.memory).0, len, 0, plan.cuda_alloc).map_err(|e| e.to_string())?;
+    let len = usize::try_from(plan.buffer_bytes).map_err(|_| RankError::TooLarge("the rank's buffer"))?;
+    let mut buffer = Buffer::with_mode(mem_kinds(plan.memory).0, len, 0, plan.cuda_alloc).map_err(RankError::engine)?;
     let cuda_alloc = buffer
         .cuda_allocation()
         .map(|(mode, legacy_ipc)| icb_core::CudaAllocation { mode, legacy_ipc });
-    buffer.fill(plan.seed).map_err(|e| e.to_string())?;
-    let memory = rt.agent().register(buffer).map_err(|e| e.to_string())?;
-    let metadata = rt.agent().local_metadata().map_err(|e| e.to_string())?;
+    buffer.fill(plan.seed).map_err(RankError::engine)?;
+    let memory = rt.agent().register(buffer).map_err(RankError::engine)?;
+    let metadata = rt.agent().local_metadata().map_err(RankError::engine)?;
     link.send(&RankUp::Hello {
         id: plan.id,
         pid: std::process::id(),
@@ -78,7 +78,7 @@ fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: 
     });
     let peers = match link.recv("before the peers' addresses")? {
         RankDown::Peers { peers } => peers,
-        other => return Err(format!("expected the peers' addresses, got {other:?}")),
+        other => return Err(unexpected(other, "instead of the peers' addresses")),
     };
     let mut transfers = prepare(plan, &rt, &memory, &peers)?;
     link.send(&RankUp::Prepared);
@@ -88,7 +88,7 @@ fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: 
             link.recv("between repetitions")?
         } else {
             link.recv_progressing("between repetitions", || {
-                rt.agent().progress().map_err(|e| e.to_string())
+                rt.agent().progress().map_err(RankError::engine)
             })?
         };
         match msg {
@@ -103,8 +103,8 @@ fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: 
                 link.send(&verified);
             }
             RankDown::Finish => break,
-            RankDown::Peers { .. } => return Err("the peers' addresses came twice".into()),
-            RankDown::Challenge { .. } => return Err("the coordinator challenged this rank mid-run".into()),
+            m @ RankDown::Peers { .. } => return Err(unexpected(m, "a second time")),
+            m @ RankDown::Challenge { .. } => return Err(unexpected(m, "mid-run")),
         }
     }
     tracing::debug!("{}: {repetitions} repetitions", plan.id);
@@ -123,24 +123,30 @@ fn prepare(
     rt: &NixlRuntime,
     memory: &Registration,
     peers: &[PeerAddress],
-) -> Result<Vec<Transfer>, String> {
-    if peers.len() != plan.peers.len() {
-        return Err(format!("{} peer addresses for {} peers", peers.len(), plan.peers.len()));
-    }
+) -> Result<Vec<Transfer>, RankError> {
+    icb_engine::rank::check_peers(plan, peers)?;
     let mut transfers = Vec::new();
     for (want, addr) in plan.peers.iter().zip(peers) {
-        if want.peer != addr.id {
-            return Err(format!("the coordinator sent {}'s address for {}", addr.id, want.peer));
-        }
+        let metadata = unhex(&addr.metadata).map_err(|reason| LinkError::BadField {
+            what: format!("{}'s metadata", addr.id),
+            reason,
+        })?;
+        let peer_error = |what: &'static str| {
+            move |e: nixl::NixlError| RankError::Peer {
+                what,
+                peer: addr.id,
+                reason: e.to_string(),
+            }
+        };
         let remote = rt
             .agent()
-            .load_remote_metadata(&unhex(&addr.metadata)?)
-            .map_err(|e| format!("{}'s metadata: {e}", addr.id))?;
+            .load_remote_metadata(&metadata)
+            .map_err(peer_error("loading the metadata of"))?;
         if !plan.initiator {
             continue;
         }
         let kv = want.layout;
-        let block = usize::try_from(kv.len).map_err(|_| "block size does not fit this platform")?;
+        let block = usize::try_from(kv.len).map_err(|_| RankError::TooLarge("the block size"))?;
         let descs = |base: u64, side: icb_core::KvSide, dev_id: u64| -> Vec<Descriptor> {
             (0..kv.count)
                 .map(|i| Descriptor {
@@ -161,10 +167,18 @@ fn prepare(
                 &descs(addr.buffer_addr, kv.target, 0),
                 &remote,
             )
-            .map_err(|e| format!("the request to {}: {e}", addr.id))?;
+            .map_err(peer_error("the request to"))?;
         transfers.push(transfer);
     }
     Ok(transfers)
+}
+
+fn failed(during: &'static str, rep: u64, e: nixl::NixlError) -> RankError {
+    RankError::Transfer {
+        during,
+        rep,
+        reason: e.to_string(),
+    }
 }
 
 fn since_ns(start: Instant) -> u64 {
@@ -172,7 +186,7 @@ fn since_ns(start: Instant) -> u64 {
 }
 
 /// Posts every peer's request, then polls them all until the last one completes.
-fn repetition(transfers: &mut [Transfer], rep: u64, limit: Duration) -> Result<RankUp, String> {
+fn repetition(transfers: &mut [Transfer], rep: u64, limit: Duration) -> Result<RankUp, RankError> {
     let start_unix_ns = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
@@ -181,7 +195,7 @@ fn repetition(transfers: &mut [Transfer], rep: u64, limit: Duration) -> Result<R
     let mut done_ns: Vec<Option<u64>> = vec![None; transfers.len()];
     for (i, t) in transfers.iter_mut().enumerate() {
         let t0 = since_ns(start);
-        let done = t.post().map_err(|e| format!("posting repetition {rep}: {e}"))?;
+        let done = t.post().map_err(|e| failed("posting repetition", rep, e))?;
         let now = since_ns(start);
         post_ns[i] = now - t0;
         if done {
@@ -190,15 +204,12 @@ fn repetition(transfers: &mut [Transfer], rep: u64, limit: Duration) -> Result<R
     }
     while done_ns.iter().any(Option::is_none) {
         for (i, t) in transfers.iter_mut().enumerate() {
-            if done_ns[i].is_none() && t.poll().map_err(|e| format!("repetition {rep}: {e}"))? {
+            if done_ns[i].is_none() && t.poll().map_err(|e| failed("repetition", rep, e))? {
                 done_ns[i] = Some(since_ns(start));
             }
         }
         if start.elapsed() > limit {
-            return Err(format!(
-                "repetition {rep} did not complete within {} s",
-                limit.as_secs()
-            ));
+            return Err(RankError::Late { rep, limit });
         }
     }
     Ok(RankUp::Done {
@@ -215,38 +226,9 @@ fn verify(plan: &RankPlan, memory: &Registration) -> RankUp {
     if plan.id.side != RankSide::Decode {
         return RankUp::Verified { blocks: 0, error: None };
     }
-    let sources: Result<Vec<(Moved, u64)>, String> = plan
-        .peers
-        .iter()
-        .map(|p| {
-            let kv = p.layout;
-            let (dst, src) = if plan.initiator {
-                (kv.initiator, kv.target)
-            } else {
-                (kv.target, kv.initiator)
-            };
-            let n = |v: u64| usize::try_from(v).map_err(|_| "KV layout does not fit this platform".to_string());
-            Ok((
-                Moved {
-                    count: n(kv.count)?,
-                    len: n(kv.len)?,
-                    dst_offset: n(dst.offset)?,
-                    dst_stride: n(dst.stride)?,
-                    src_offset: n(src.offset)?,
-                    src_stride: n(src.stride)?,
-                },
-                p.source_seed,
-            ))
-        })
-        .collect();
-    let result = sources.and_then(|s| memory.with_memory(|b| b.verify_gathered(&s, plan.seed)));
-    match result {
-        Ok(blocks) => RankUp::Verified { blocks, error: None },
-        Err(e) => RankUp::Verified {
-            blocks: 0,
-            error: Some(format!("KV blocks not delivered intact on {}: {e}", plan.id)),
-        },
-    }
+    let result =
+        icb_engine::rank::sources(plan).and_then(|s| Ok(memory.with_memory(|b| b.verify_gathered(&s, plan.seed))?));
+    icb_engine::rank::verified(plan, result)
 }
 
 /// The data path of this rank's requests, from UCX's protocol tables.

@@ -67,7 +67,7 @@ pub fn settings_for_request(req: &SettingsRequest) -> Result<RunSettings, Reques
         directions,
         ..Default::default()
     };
-    nixl_settings(base, &nixl).map_err(RequestError::Flags)
+    nixl_settings(base, &nixl)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The NIXL side of one process: agent, UCX backend, the current case's buffer, registration and
 //! request. Lives on one owner thread (`icb_engine::ucx_thread`): NIXL handles are not `Send`.
 
+use crate::error::RuntimeError;
 use crate::options::NixlOptions;
 use hdrhistogram::Histogram;
 use icb_core::{Direction, MemoryType, NixlInfo};
@@ -110,17 +111,17 @@ pub fn direction_of(setup: &CaseSetup) -> Option<Direction> {
 }
 
 /// Block × batch, bounded like any other case buffer.
-pub fn case_len(setup: &CaseSetup) -> Result<usize, String> {
+pub fn case_len(setup: &CaseSetup) -> Result<usize, RuntimeError> {
     setup
         .size
         .checked_mul(u64::from(setup.window))
         .filter(|&n| n > 0 && n <= MAX_MESSAGE_SIZE)
         .and_then(|n| usize::try_from(n).ok())
         .ok_or_else(|| {
-            format!(
+            RuntimeError::TooLarge(format!(
                 "{} B × {} descriptors is outside 1 B … 16 GiB: use smaller sizes or batches",
                 setup.size, setup.window
-            )
+            ))
         })
 }
 
@@ -197,12 +198,15 @@ impl NixlRuntime {
     }
 
     /// Loads the peer's metadata (again, after it registered memory); returns its agent name.
-    pub fn load_peer(&mut self, md: &[u8]) -> Result<String, String> {
-        let name = self.agent.load_remote_metadata(md).map_err(|e| e.to_string())?;
+    pub fn load_peer(&mut self, md: &[u8]) -> Result<String, RuntimeError> {
+        let name = self.agent.load_remote_metadata(md)?;
         if let Some(old) = &self.remote
             && *old != name
         {
-            return Err(format!("the peer's agent changed from {old} to {name} mid-session"));
+            return Err(RuntimeError::PeerChanged {
+                was: old.clone(),
+                now: name,
+            });
         }
         self.remote = Some(name.clone());
         Ok(name)
@@ -215,14 +219,12 @@ impl NixlRuntime {
     /// a long-running `serve` grew by what each client registered (18 MiB per client of 17 MiB
     /// case buffers: 3.7 GiB after 200, BENCHMARKS.md). The UCX engine renews its worker per
     /// client for the same reason.
-    pub fn renew_agent(&mut self) -> Result<Vec<u8>, String> {
+    pub fn renew_agent(&mut self) -> Result<Vec<u8>, RuntimeError> {
         self.case = None;
         self.remote = None;
-        let mut agent = self.lib.agent(&self.agent_name).map_err(|e| e.to_string())?;
-        agent
-            .create_ucx_backend(&self.backend_params)
-            .map_err(|e| e.to_string())?;
-        let metadata = agent.local_metadata().map_err(|e| e.to_string())?;
+        let mut agent = self.lib.agent(&self.agent_name)?;
+        agent.create_ucx_backend(&self.backend_params)?;
+        let metadata = agent.local_metadata()?;
         // The old agent (its backend, UCX context and kept buffers) goes here.
         self.agent = agent;
         Ok(metadata)
@@ -250,21 +252,22 @@ impl NixlRuntime {
         setup: &CaseSetup,
         is_source: bool,
         kv_side: Option<icb_core::KvSide>,
-    ) -> Result<Case, String> {
-        let direction = direction_of(setup).ok_or("the NIXL engine runs get_bw (READ) and put_bw (WRITE) only")?;
+    ) -> Result<Case, RuntimeError> {
+        let direction = direction_of(setup).ok_or(RuntimeError::Unsupported(
+            "the NIXL engine runs get_bw (READ) and put_bw (WRITE) only",
+        ))?;
         let len = match kv_side {
-            Some(side) => usize::try_from(side.buffer_bytes).map_err(|_| "KV buffer does not fit this platform")?,
+            Some(side) => usize::try_from(side.buffer_bytes)
+                .map_err(|_| RuntimeError::TooLarge("KV buffer does not fit this platform".into()))?,
             None => case_len(setup)?,
         };
         self.hold_cuda_for(setup);
-        let mut buffer = Buffer::with_mode(mem_kind(memory).0, len, 0, setup.cuda_alloc).map_err(|e| e.to_string())?;
+        let mut buffer = Buffer::with_mode(mem_kind(memory).0, len, 0, setup.cuda_alloc)?;
         let cuda_alloc = buffer
             .cuda_allocation()
             .map(|(mode, legacy_ipc)| icb_core::CudaAllocation { mode, legacy_ipc });
-        buffer
-            .fill(fill_seed(is_source, setup.seed))
-            .map_err(|e| e.to_string())?;
-        let memory = self.agent.register(buffer).map_err(|e| e.to_string())?;
+        buffer.fill(fill_seed(is_source, setup.seed))?;
+        let memory = self.agent.register(buffer)?;
         Ok(Case {
             setup: *setup,
             direction,
@@ -277,14 +280,14 @@ impl NixlRuntime {
 
     /// Target side: allocates, fills (READ source) or pre-fills (WRITE destination), registers,
     /// and returns the buffer address and the metadata that now describes it.
-    pub fn target_setup(&mut self, setup: CaseSetup) -> Result<CaseReady, String> {
+    pub fn target_setup(&mut self, setup: CaseSetup) -> Result<CaseReady, RuntimeError> {
         self.case = None;
         let is_source = direction_of(&setup) == Some(Direction::Read);
         let case = self.alloc_registered(setup.memory.target, &setup, is_source, setup.kv.map(|k| k.target))?;
         let remote_addr = case.memory.addr();
         let cuda_alloc = case.cuda_alloc;
         self.case = Some(case);
-        let md = self.agent.local_metadata().map_err(|e| e.to_string())?;
+        let md = self.agent.local_metadata()?;
         Ok(CaseReady {
             remote_addr,
             rkey: HexBytes(md),
@@ -293,18 +296,18 @@ impl NixlRuntime {
     }
 
     /// Target side: progresses the agent until told to stop (software transports need it).
-    pub fn target_progress(&mut self, ctl: &PhaseCtl) -> Result<(), String> {
+    pub fn target_progress(&mut self, ctl: &PhaseCtl) -> Result<(), RuntimeError> {
         while !ctl.stopped() {
-            self.agent.progress().map_err(|e| e.to_string())?;
+            self.agent.progress()?;
             if Instant::now() > ctl.deadline {
-                return Err("the phase passed its deadline".into());
+                return Err(RuntimeError::Deadline("the phase passed its deadline"));
             }
         }
         Ok(())
     }
 
     /// Either side: verifies the payload where it was the destination, releases the case.
-    pub fn finish(&mut self, is_initiator: bool) -> Result<(), String> {
+    pub fn finish(&mut self, is_initiator: bool) -> Result<(), RuntimeError> {
         let Some(mut case) = self.case.take() else {
             return Ok(());
         };
@@ -321,11 +324,11 @@ impl NixlRuntime {
             Some(m) => case
                 .memory
                 .with_memory(|b| b.verify_moved(&m, seed, fill_seed(false, seed)))
-                .map_err(|e| format!("KV blocks not delivered intact: {e}")),
+                .map_err(|source| RuntimeError::NotIntact { kv: true, source }),
             None => case
                 .memory
                 .with_memory(|b| b.verify(case.len, seed))
-                .map_err(|e| format!("payload not delivered intact: {e}")),
+                .map_err(|source| RuntimeError::NotIntact { kv: false, source }),
         }
     }
 
@@ -335,14 +338,15 @@ impl NixlRuntime {
         &mut self,
         setup: CaseSetup,
         ready: &CaseReady,
-    ) -> Result<Option<icb_core::CudaAllocation>, String> {
+    ) -> Result<Option<icb_core::CudaAllocation>, RuntimeError> {
         self.case = None;
         self.hold_cuda_for(&setup);
         let remote = self.load_peer(&ready.rkey.0)?;
         let is_source = direction_of(&setup) == Some(Direction::Write);
         let mut case =
             self.alloc_registered(setup.memory.initiator, &setup, is_source, setup.kv.map(|k| k.initiator))?;
-        let block = usize::try_from(setup.size).map_err(|_| "block size does not fit this platform")?;
+        let block = usize::try_from(setup.size)
+            .map_err(|_| RuntimeError::TooLarge("block size does not fit this platform".into()))?;
         // A KV case posts its geometry's descriptors; any other case `window` contiguous blocks.
         let (count, local_side, remote_side) = match setup.kv {
             Some(kv) => (kv.count, kv.initiator, kv.target),
@@ -369,17 +373,14 @@ impl NixlRuntime {
             Direction::Write => XferOp::Write,
         };
         // The target allocated on its GPU 0 as well (device 0 on both sides).
-        let transfer = self
-            .agent
-            .transfer(
-                op,
-                &case.memory,
-                &descs(case.memory.addr(), local_side, case.memory.dev_id()),
-                mem_kind(setup.memory.target).1,
-                &descs(ready.remote_addr, remote_side, 0),
-                &remote,
-            )
-            .map_err(|e| e.to_string())?;
+        let transfer = self.agent.transfer(
+            op,
+            &case.memory,
+            &descs(case.memory.addr(), local_side, case.memory.dev_id()),
+            mem_kind(setup.memory.target).1,
+            &descs(ready.remote_addr, remote_side, 0),
+            &remote,
+        )?;
         case.transfer = Some(transfer);
         let cuda_alloc = case.cuda_alloc;
         self.case = Some(case);
@@ -387,12 +388,12 @@ impl NixlRuntime {
     }
 
     /// Initiator side: posts the request and waits for it, again and again, timing each one.
-    pub fn initiator_phase(&mut self, goal: PhaseGoal, ctl: &PhaseCtl) -> Result<PhaseOutcome, String> {
+    pub fn initiator_phase(&mut self, goal: PhaseGoal, ctl: &PhaseCtl) -> Result<PhaseOutcome, RuntimeError> {
         let transfer = self
             .case
             .as_mut()
             .and_then(|c| c.transfer.as_mut())
-            .ok_or("internal: no prepared request")?;
+            .ok_or(RuntimeError::NoRequest)?;
         let mut latency_ns = latency_histogram();
         let start = Instant::now();
         let mut iterations = 0u64;
@@ -404,16 +405,18 @@ impl NixlRuntime {
                 break;
             }
             let t0 = Instant::now();
-            let mut done = transfer.post().map_err(|e| e.to_string())?;
+            let mut done = transfer.post()?;
             post_s += t0.elapsed().as_secs_f64();
             while !done {
                 if ctl.stopped() {
-                    return Err("stopped: the peer ended the phase".into());
+                    return Err(RuntimeError::Stopped);
                 }
                 if Instant::now() > ctl.deadline {
-                    return Err("a request did not complete before the phase deadline".into());
+                    return Err(RuntimeError::Deadline(
+                        "a request did not complete before the phase deadline",
+                    ));
                 }
-                done = transfer.poll().map_err(|e| e.to_string())?;
+                done = transfer.poll()?;
             }
             let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
             let _ = latency_ns.record(ns.min(latency_ns.high()));
@@ -429,14 +432,15 @@ impl NixlRuntime {
 }
 
 /// Where a KV case's blocks land on this side and where they came from.
-fn moved(kv: &icb_core::KvLayout, is_initiator: bool) -> Result<icb_memory::Moved, String> {
+fn moved(kv: &icb_core::KvLayout, is_initiator: bool) -> Result<icb_memory::Moved, RuntimeError> {
     // READ lands on the initiator, WRITE on the target; `finish` calls this on the destination.
     let (dst, src) = if is_initiator {
         (kv.initiator, kv.target)
     } else {
         (kv.target, kv.initiator)
     };
-    let n = |v: u64| usize::try_from(v).map_err(|_| "KV layout does not fit this platform".to_string());
+    let n =
+        |v: u64| usize::try_from(v).map_err(|_| RuntimeError::TooLarge("KV layout does not fit this platform".into()));
     Ok(icb_memory::Moved {
         count: n(kv.count)?,
         len: n(kv.len)?,

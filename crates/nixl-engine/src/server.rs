@@ -137,7 +137,7 @@ async fn session(
                         current = Some(setup);
                         Message::Ready(ready)
                     }
-                    Err(reason) => Message::case_failed(reason),
+                    Err(reason) => Message::case_failed(reason.to_string()),
                 };
                 control.send(&reply, during).await?;
             }
@@ -149,7 +149,7 @@ async fn session(
                 current = None;
                 let reply = Message::Finished {
                     verified: r.is_ok(),
-                    detail: r.err(),
+                    detail: r.err().map(|e| e.to_string()),
                     receive: None,
                 };
                 control.send(&reply, during).await?;
@@ -174,7 +174,7 @@ async fn run_phase(control: &mut Control, thread: &UcxThread<NixlRuntime>, timeo
             // Progress ended before the client said so: an error or the deadline.
             let detail = match r? {
                 Ok(()) => "progress ended early".to_string(),
-                Err(e) => e,
+                Err(e) => e.to_string(),
             };
             return Err(nixl_failed(during, detail));
         }

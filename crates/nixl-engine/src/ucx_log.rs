@@ -21,6 +21,27 @@ enum Target {
     User(String),
 }
 
+/// Why the UCX log could not be read: the attribution then leaves the data paths unknown and
+/// says why in a warning.
+#[derive(Debug, thiserror::Error)]
+pub enum LogUnreadable {
+    #[error("cannot read {}: {source}", .path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot list {}: {source}", .dir.display())]
+    List { dir: PathBuf, source: std::io::Error },
+    #[error("no file matches {}", .pattern.display())]
+    NoMatch { pattern: PathBuf },
+    #[error("UCX writes its log to {0}, which ic-bench cannot read back: point UCX_LOG_FILE at a file or unset it")]
+    Stream(&'static str),
+}
+
+fn read_file(path: &Path) -> Result<String, LogUnreadable> {
+    std::fs::read_to_string(path).map_err(|source| LogUnreadable::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// The user's `UCX_LOG_FILE` resolved for this process: the file, a pattern for what only UCX
 /// knew when it opened the file (`%t`, `%c`), or a stream ic-bench cannot read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,32 +167,32 @@ fn matches(pattern: &str, name: &str) -> bool {
 impl LogFile {
     /// The file's text: for a pattern, the newest matching file (UCX opened it when this
     /// process's UCX started); `Err` says why nothing could be read.
-    pub fn read(&self) -> Result<String, String> {
+    pub fn read(&self) -> Result<String, LogUnreadable> {
         match self {
-            LogFile::Path(p) => std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display())),
+            LogFile::Path(p) => read_file(p),
             LogFile::Pattern { dir, name } => {
                 let dir_shown = if dir.as_os_str().is_empty() {
                     Path::new(".")
                 } else {
                     dir.as_path()
                 };
-                let entries =
-                    std::fs::read_dir(dir_shown).map_err(|e| format!("cannot list {}: {e}", dir_shown.display()))?;
+                let entries = std::fs::read_dir(dir_shown).map_err(|source| LogUnreadable::List {
+                    dir: dir_shown.to_path_buf(),
+                    source,
+                })?;
                 let newest = entries
                     .filter_map(Result::ok)
                     .filter(|e| matches(name, &e.file_name().to_string_lossy()))
                     .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
                     .max_by_key(|(modified, _)| *modified);
                 match newest {
-                    Some((_, p)) => {
-                        std::fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))
-                    }
-                    None => Err(format!("no file matches {}", dir.join(name).display())),
+                    Some((_, p)) => read_file(&p),
+                    None => Err(LogUnreadable::NoMatch {
+                        pattern: dir.join(name),
+                    }),
                 }
             }
-            LogFile::Stream(s) => Err(format!(
-                "UCX writes its log to {s}, which ic-bench cannot read back: point UCX_LOG_FILE at a file or unset it"
-            )),
+            LogFile::Stream(s) => Err(LogUnreadable::Stream(s)),
         }
     }
 }
@@ -214,7 +235,7 @@ impl UcxLog {
 
     /// This process's UCX log text; `Err` says why it could not be read (a user's log sent to
     /// stdout, a file that is not there).
-    pub fn read(&self) -> Result<String, String> {
+    pub fn read(&self) -> Result<String, LogUnreadable> {
         nixl::flush_c_stdio();
         match &self.target {
             Target::Private(dir) => {
@@ -287,18 +308,12 @@ mod tests {
         let template = format!("{}/ucx.%t.%p.log", dir.path().display());
         assert_eq!(resolve(&template, &names()).read().unwrap(), "new");
         let missing = format!("{}/none.%t.log", dir.path().display());
-        assert!(
-            resolve(&missing, &names())
-                .read()
-                .unwrap_err()
-                .contains("no file matches")
-        );
-        assert!(
-            LogFile::Stream("stdout")
-                .read()
-                .unwrap_err()
-                .contains("cannot read back")
-        );
+        let no_match = resolve(&missing, &names()).read().unwrap_err();
+        assert!(matches!(no_match, LogUnreadable::NoMatch { .. }), "{no_match}");
+        assert!(no_match.to_string().contains("no file matches"), "{no_match}");
+        let stream = LogFile::Stream("stdout").read().unwrap_err();
+        assert!(matches!(stream, LogUnreadable::Stream("stdout")), "{stream}");
+        assert!(stream.to_string().contains("cannot read back"), "{stream}");
         assert!(matches("a*b*c", "a-x-b-y-c") && !matches("a*b*c", "a-x-c") && !matches("ab", "abc"));
     }
 }

@@ -97,7 +97,7 @@ pub fn counter_device(sys_root: &Path, nic: &NicRef) -> Option<String> {
         .join(&nic.name)
         .join("ports")
         .join(nic.port.to_string());
-    let readable = |r: Option<Result<(CounterKind, u64, u64), String>>| matches!(r, Some(Ok(_)));
+    let readable = |r: Option<Result<Counts, FileError>>| matches!(r, Some(Ok(_)));
     if readable(read_counters(&port, &IB_PORT)) || readable(read_counters(&port, &EFA_HW)) {
         return Some(nic.port_name());
     }
@@ -210,19 +210,47 @@ pub fn health_snapshot_with_pause(sys_root: &Path, stats: &dyn Fn(&str) -> Resul
     snap
 }
 
-fn read_count(path: &Path) -> Result<u64, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    text.trim()
-        .parse()
-        .map_err(|_| format!("reads {:?}, not a count", one_line(&text)))
+/// Why a counter file gives no count.
+#[derive(Debug, thiserror::Error)]
+enum CountError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// What it reads instead (its first line, bounded).
+    #[error("reads {0:?}, not a count")]
+    NotACount(String),
+    #[error("{words} × {scale} overflows 64 bits")]
+    Overflow { words: u64, scale: u64 },
 }
 
-fn push(
-    snap: &mut CounterSnapshot,
-    device: String,
-    pci: Option<String>,
-    read: Option<Result<(CounterKind, u64, u64), String>>,
-) {
+/// A counter file (`counters/port_rcv_data`) that gives no count, and why; recorded as the
+/// snapshot's `unreadable` text.
+#[derive(Debug)]
+struct FileError {
+    file: String,
+    source: CountError,
+}
+
+impl std::fmt::Display for FileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // `counters/port_rcv_data reads "n/a", not a count`; `counters/port_rcv_data: <io error>`.
+        let sep = if matches!(self.source, CountError::NotACount(_)) {
+            " "
+        } else {
+            ": "
+        };
+        write!(f, "{}{sep}{}", self.file, self.source)
+    }
+}
+
+/// A port's or netdev's byte counters: which kind, transmitted and received bytes.
+type Counts = (CounterKind, u64, u64);
+
+fn read_count(path: &Path) -> Result<u64, CountError> {
+    let text = std::fs::read_to_string(path)?;
+    text.trim().parse().map_err(|_| CountError::NotACount(one_line(&text)))
+}
+
+fn push(snap: &mut CounterSnapshot, device: String, pci: Option<String>, read: Option<Result<Counts, FileError>>) {
     match read {
         None => {}
         Some(Ok((kind, tx_bytes, rx_bytes))) => snap.counters.push(NicCounter {
@@ -234,29 +262,30 @@ fn push(
         }),
         Some(Err(why)) => snap.unreadable.push(Unreadable {
             device: Some(device),
-            why,
+            why: why.to_string(),
         }),
     }
 }
 
 /// `None` when neither counter file exists under `at/DIR`; otherwise both values in bytes, or
 /// why they cannot be had (one file missing, unreadable, not a number, too large).
-fn read_counters(at: &Path, files: &CounterFiles) -> Option<Result<(CounterKind, u64, u64), String>> {
+fn read_counters(at: &Path, files: &CounterFiles) -> Option<Result<Counts, FileError>> {
     let dir = at.join(files.dir);
     let (tx, rx) = (dir.join(files.tx), dir.join(files.rx));
     if !tx.exists() && !rx.exists() {
         return None;
     }
-    let value = |path: &Path, name: &str| -> Result<u64, String> {
-        let shown = format!("{}/{name}", files.dir);
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
-        let words: u64 = text
-            .trim()
-            .parse()
-            .map_err(|_| format!("{shown} reads {:?}, not a count", one_line(&text)))?;
-        words
-            .checked_mul(files.scale)
-            .ok_or_else(|| format!("{shown}: {words} × {} overflows 64 bits", files.scale))
+    let value = |path: &Path, name: &str| {
+        let bytes = read_count(path).and_then(|words| {
+            words.checked_mul(files.scale).ok_or(CountError::Overflow {
+                words,
+                scale: files.scale,
+            })
+        });
+        bytes.map_err(|source| FileError {
+            file: format!("{}/{name}", files.dir),
+            source,
+        })
     };
     Some(value(&tx, files.tx).and_then(|t| Ok((files.kind, t, value(&rx, files.rx)?))))
 }

@@ -422,13 +422,30 @@ fn unescape(seg: &str) -> String {
     seg.replace("~1", "/").replace("~0", "~")
 }
 
+/// Why a JSON 6902 operation of a kustomization does not apply (the render notes it and goes on).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum PatchOpError {
+    #[error("JSON patch op without `{0}`")]
+    Missing(&'static str),
+    #[error("JSON patch path `{0}` is empty")]
+    EmptyPath(String),
+    #[error("JSON patch path `{0}` does not exist in the target")]
+    NoSuchPath(String),
+    #[error("bad index in `{0}`")]
+    BadIndex(String),
+    #[error("index out of range in `{0}`")]
+    OutOfRange(String),
+    #[error("JSON patch op `{op}` at `{path}` is not supported here")]
+    Unsupported { op: String, path: String },
+}
+
 /// One JSON 6902 operation (`add`, `replace`, `remove`) on a node tree.
-fn json6902(root: &mut Node, op: &Node) -> Result<(), String> {
-    let kind = op.str_at("op").ok_or("JSON patch op without `op`")?;
-    let path = op.str_at("path").ok_or("JSON patch op without `path`")?;
+fn json6902(root: &mut Node, op: &Node) -> Result<(), PatchOpError> {
+    let kind = op.str_at("op").ok_or(PatchOpError::Missing("op"))?;
+    let path = op.str_at("path").ok_or(PatchOpError::Missing("path"))?;
     let segs: Vec<String> = path.split('/').skip(1).map(unescape).collect();
     let Some((last, parents)) = segs.split_last() else {
-        return Err(format!("JSON patch path `{path}` is empty"));
+        return Err(PatchOpError::EmptyPath(path.to_string()));
     };
     let mut cur = root;
     for s in parents {
@@ -437,28 +454,28 @@ fn json6902(root: &mut Node, op: &Node) -> Result<(), String> {
             Kind::Seq(items) => s.parse::<usize>().ok().and_then(|i| items.get_mut(i)),
             _ => None,
         }
-        .ok_or_else(|| format!("JSON patch path `{path}` does not exist in the target"))?;
+        .ok_or_else(|| PatchOpError::NoSuchPath(path.to_string()))?;
     }
     let value = op.get("value").cloned().unwrap_or(Node::new(op.line, Kind::Null));
+    let bad_index = || PatchOpError::BadIndex(path.to_string());
+    let out_of_range = || PatchOpError::OutOfRange(path.to_string());
     match (&mut cur.kind, kind) {
         (Kind::Seq(items), "add") if last == "-" => items.push(value),
         (Kind::Seq(items), "add") => {
-            let i = last.parse::<usize>().map_err(|_| format!("bad index in `{path}`"))?;
+            let i = last.parse::<usize>().map_err(|_| bad_index())?;
             if i > items.len() {
-                return Err(format!("index out of range in `{path}`"));
+                return Err(out_of_range());
             }
             items.insert(i, value);
         }
         (Kind::Seq(items), "replace") => {
-            let i = last.parse::<usize>().map_err(|_| format!("bad index in `{path}`"))?;
-            *items
-                .get_mut(i)
-                .ok_or_else(|| format!("index out of range in `{path}`"))? = value;
+            let i = last.parse::<usize>().map_err(|_| bad_index())?;
+            *items.get_mut(i).ok_or_else(out_of_range)? = value;
         }
         (Kind::Seq(items), "remove") => {
-            let i = last.parse::<usize>().map_err(|_| format!("bad index in `{path}`"))?;
+            let i = last.parse::<usize>().map_err(|_| bad_index())?;
             if i >= items.len() {
-                return Err(format!("index out of range in `{path}`"));
+                return Err(out_of_range());
             }
             items.remove(i);
         }
@@ -467,7 +484,12 @@ fn json6902(root: &mut Node, op: &Node) -> Result<(), String> {
             entries.push((last.clone(), value));
         }
         (Kind::Map(entries), "remove") => entries.retain(|(k, _)| k != last),
-        (_, other) => return Err(format!("JSON patch op `{other}` at `{path}` is not supported here")),
+        (_, other) => {
+            return Err(PatchOpError::Unsupported {
+                op: other.to_string(),
+                path: path.to_string(),
+            });
+        }
     }
     Ok(())
 }
@@ -526,6 +548,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(base.path(&["spec", "env"]).unwrap().as_seq().len(), 1);
-        assert!(json6902(&mut base, &node("op: add\npath: /nope/env/-\nvalue: 1\n")).is_err());
+        assert_eq!(
+            json6902(&mut base, &node("op: add\npath: /nope/env/-\nvalue: 1\n")),
+            Err(PatchOpError::NoSuchPath("/nope/env/-".into()))
+        );
     }
 }

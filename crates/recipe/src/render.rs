@@ -215,16 +215,25 @@ pub(crate) fn same_file(source: &str) -> String {
     normalize(Path::new(source)).display().to_string()
 }
 
-fn read_text(path: &Path) -> Result<String, String> {
+/// Why a patch file a kustomization names gives no text (the render notes it and goes on).
+#[derive(Debug, thiserror::Error)]
+enum Unreadable {
+    #[error("not a regular file")]
+    NotAFile,
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("not UTF-8 text")]
+    NotUtf8,
+}
+
+fn read_text(path: &Path) -> Result<String, Unreadable> {
     if !path.is_file() {
-        return Err("not a regular file".into());
+        return Err(Unreadable::NotAFile);
     }
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let file = std::fs::File::open(path)?;
     let mut bytes = Vec::new();
-    file.take(MAX_INPUT_BYTES as u64)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+    file.take(MAX_INPUT_BYTES as u64).read_to_end(&mut bytes)?;
+    String::from_utf8(bytes).map_err(|_| Unreadable::NotUtf8)
 }
 
 fn push_unique(list: &mut Vec<String>, item: &str) {

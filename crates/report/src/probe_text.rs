@@ -33,14 +33,10 @@ const MAX_PROBE_ROWS: usize = 40;
 /// where the rest is.
 fn probe_summary(r: &ProbeReport, view: View) -> String {
     let status = r.status.to_string().to_uppercase();
-    // The failing checks, each id once, in order (what the verdict's "fix first" names): said
-    // once here, with the first one's fix below. Read from the checks, not the verdict's text.
-    let mut failing: Vec<&str> = Vec::new();
-    for c in r.checks.iter().filter(|c| c.status == Status::Fail) {
-        if !failing.contains(&c.id.as_str()) {
-            failing.push(c.id.as_str());
-        }
-    }
+    // The failing checks, each id once, in order (the list the verdict's "fix first" names,
+    // carried by the report, not read back from its text): said once here, with the first
+    // one's fix below.
+    let failing = r.fix_first();
     let mut s = match failing.len() {
         0 => format!("{status}: {}.", clip(&r.verdict, view)),
         1 => format!("{status}."),

@@ -19,8 +19,8 @@ fn pair_example_is_a_judged_report() {
     let json = blocks("json");
     assert_eq!(
         json.len(),
-        12,
-        "one pair, one controls, one rails, one rail health, one kv, one CUDA allocation, one probe, one rail map, one gate, one baseline, one probe serving and one fabric matrix example"
+        13,
+        "one pair, one controls, one rails, one rail health, one kv, one CUDA allocation, one probe, one rail map, one sweep, one gate, one baseline, one probe serving and one fabric matrix example"
     );
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
@@ -139,10 +139,54 @@ fn rail_map_example_parses_and_prints_its_ucx_line() {
     assert_eq!(serde_json::to_value(&map).unwrap(), doc);
 }
 
+/// Issue 38: the sweep example is what the types write (an enumeration's JSON spelling is the
+/// documented one), its typed points are what they say, and its node verdicts are what the
+/// scorer gives for its pairs.
+#[test]
+fn sweep_example_is_what_the_types_write_and_the_scorer_gives() {
+    use icb_core::VerdictStatus;
+    use icb_core::model::{Direction, TestKind};
+    use icb_sweep::{Outcome, SweepResults};
+    let text = &blocks("json")[8];
+    let results = SweepResults::from_text(std::path::Path::new("schema.md"), text).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(
+        serde_json::to_value(&results).unwrap(),
+        doc,
+        "no field renamed, respelled or dropped"
+    );
+    let Outcome::Measured {
+        verdict,
+        series,
+        latency,
+        ..
+    } = &results.pairs[0].outcome
+    else {
+        panic!("the example's pair is measured");
+    };
+    assert_eq!(*verdict, VerdictStatus::Pass);
+    let points: Vec<(TestKind, Option<Direction>)> = series.iter().map(|p| (p.test, p.direction)).collect();
+    assert_eq!(
+        points,
+        [
+            (TestKind::PutBw, Some(Direction::Write)),
+            (TestKind::GetBw, Some(Direction::Read))
+        ]
+    );
+    assert_eq!(latency[0].test, TestKind::TagLat);
+    assert_eq!(
+        icb_sweep::score::final_verdicts(&results.nodes, &results.pairs),
+        results.node_verdicts
+    );
+    // A respelled enumeration is refused, not read as something else.
+    let respelled = text.replace("\"direction\": \"write\"", "\"direction\": \"push\"");
+    assert!(SweepResults::from_text(std::path::Path::new("schema.md"), &respelled).is_err());
+}
+
 #[test]
 fn gate_example_rolls_up_as_the_code_does() {
     use icb_core::model::{GATE_SCHEMA, GateReport};
-    let gate: GateReport = serde_json::from_str(&blocks("json")[8]).unwrap();
+    let gate: GateReport = serde_json::from_str(&blocks("json")[9]).unwrap();
     assert_eq!(gate.schema, GATE_SCHEMA);
     let mut again = gate.clone();
     again.conclude();
@@ -162,7 +206,7 @@ fn expectations_file_example_parses() {
 #[test]
 fn baseline_example_is_what_the_types_write() {
     use icb_core::model::{BaselineReport, BaselineVerdict, Metric};
-    let text = &blocks("json")[9];
+    let text = &blocks("json")[10];
     let b: BaselineReport = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(serde_json::to_value(&b).unwrap(), doc, "no field renamed or dropped");
@@ -182,7 +226,7 @@ fn baseline_example_is_what_the_types_write() {
 
 #[test]
 fn serving_example_rolls_up_and_is_what_the_types_write() {
-    let text = &blocks("json")[10];
+    let text = &blocks("json")[11];
     let probe: ProbeReport = serde_json::from_str(text).unwrap();
     assert_eq!(probe.kind, "serving");
     let mut again = ProbeReport::new(

@@ -29,7 +29,7 @@ pub mod score;
 
 pub use icb_core::model::Criteria;
 pub use rails::{MovedCounters, NodeRail, RailNic, RailSummary, bad_rails_annotation};
-pub use results::{LatencyPoint, Outcome, PairResult, SizePoint, StopReason, Stopped, SweepResults};
+pub use results::{LatencyPoint, Outcome, PairResult, ResultsFileError, SizePoint, StopReason, Stopped, SweepResults};
 pub use run::{PairEnd, PairRunner, Pass, SecondPass, Step, SweepEnd, SweepEnding, SweepObserver, SweepRun, run_sweep};
 pub use schedule::{Pair, Round, Schedule};
 pub use score::{BadRail, NodeStatus, NodeVerdict};

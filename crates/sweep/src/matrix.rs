@@ -168,7 +168,7 @@ mod tests {
             latency_us: Some(latency_us),
             series: Vec::new(),
             latency: vec![LatencyPoint {
-                test: "tag_lat".into(),
+                test: icb_core::model::TestKind::TagLat,
                 size: 8,
                 memory: None,
                 p50_us: latency_us,

@@ -28,16 +28,16 @@ impl Outcome {
             let memory = format!("{}-{}", c.memory.initiator, c.memory.target);
             if let Some(bw) = m.bandwidth_bps {
                 series.push(SizePoint {
-                    test: c.test.as_str().to_string(),
+                    test: c.test,
                     size: c.size,
                     bandwidth_bps: bw,
                     memory: Some(memory.clone()),
-                    direction: direction(c).map(String::from),
+                    direction: direction(c),
                 });
             }
             if let Some(l) = &m.latency_us {
                 latencies.push(LatencyPoint {
-                    test: c.test.as_str().to_string(),
+                    test: c.test,
                     size: c.size,
                     memory: Some(memory),
                     p50_us: l.p50,
@@ -80,14 +80,10 @@ impl Outcome {
 /// Which way a case's bytes went, seen from the prefill side (NIXL's vocabulary): RMA put and
 /// NIXL WRITE push into decode, RMA get and NIXL READ pull out of it; tag tests have no one
 /// direction to name.
-fn direction(c: &icb_core::model::CaseResult) -> Option<&'static str> {
-    use icb_core::model::{Direction, TestKind};
-    match (c.run_by.direction, c.test) {
-        (Some(d), _) => Some(d.as_str()),
-        (None, TestKind::PutBw) => Some(Direction::Write.as_str()),
-        (None, TestKind::GetBw) => Some(Direction::Read.as_str()),
-        (None, _) => None,
-    }
+fn direction(c: &icb_core::model::CaseResult) -> Option<icb_core::model::Direction> {
+    c.run_by
+        .direction
+        .or_else(|| icb_core::model::Direction::of_test(c.test))
 }
 
 #[cfg(test)]
@@ -136,8 +132,7 @@ mod tests {
             .map(|p| p.bandwidth_bps)
             .reduce(f64::min);
         assert_eq!(bandwidth_bps, worst);
-        let rma = |t: &str| t == "put_bw" || t == "get_bw";
-        assert!(series.iter().filter(|p| rma(&p.test)).all(|p| p.direction.is_some()));
+        assert!(series.iter().filter(|p| p.test.is_rma()).all(|p| p.direction.is_some()));
     }
 
     /// A pod's report, read back as JSON, gives each latency point the kinds of its case's

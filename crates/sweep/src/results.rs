@@ -4,18 +4,19 @@
 
 use crate::schedule::{Pair, Round, Schedule};
 use crate::score::NodeVerdict;
-use icb_core::model::Criteria;
+use icb_core::model::{Criteria, Direction, TestKind};
 use icb_core::quality::QualityKind;
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub const SWEEP_SCHEMA: &str = "ic-bench.sweep/v1";
 
 /// One size of one bandwidth test, for the per-pair plots and gauges.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SizePoint {
-    pub test: String,
+    /// The test, spelled as the pair report spells it (`put_bw`, `get_bw`, `tag_bw`).
+    pub test: TestKind,
     pub size: u64,
     pub bandwidth_bps: f64,
     /// Memory pair, `host-cuda` (initiator-target); absent in files written before it was kept.
@@ -24,13 +25,14 @@ pub struct SizePoint {
     /// Seen from the prefill side: `write` pushes into decode (put, NIXL WRITE), `read` pulls
     /// out of it (get, NIXL READ); absent where the test has no single direction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub direction: Option<String>,
+    pub direction: Option<Direction>,
 }
 
 /// One size of one latency test, for the per-pair gauges.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LatencyPoint {
-    pub test: String,
+    /// The latency test (`tag_lat`).
+    pub test: TestKind,
     pub size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
@@ -353,25 +355,41 @@ impl SweepResults {
     }
 
     /// Reads a results file for `--resume`.
-    pub fn load(path: &Path) -> Result<SweepResults, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("--resume {}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<SweepResults, ResultsFileError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ResultsFileError::Unreadable {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Self::from_text(path, &text)
     }
 
     /// Parses the text of a results file read from `path` (named in the errors): what
     /// [`Self::load`] does after reading, public for the fuzz target `sweep_results`.
-    pub fn from_text(path: &Path, text: &str) -> Result<SweepResults, String> {
-        let r: SweepResults = serde_json::from_str(text)
-            .map_err(|e| format!("--resume {}: not an {SWEEP_SCHEMA} file ({})", path.display(), quote(e)))?;
+    pub fn from_text(path: &Path, text: &str) -> Result<SweepResults, ResultsFileError> {
+        let r: SweepResults = serde_json::from_str(text).map_err(|e| ResultsFileError::NotResults {
+            path: path.to_path_buf(),
+            quoted: quote(e),
+        })?;
         if r.schema != SWEEP_SCHEMA {
-            return Err(format!(
-                "--resume {}: schema '{}', expected {SWEEP_SCHEMA}",
-                path.display(),
-                quote(&r.schema)
-            ));
+            return Err(ResultsFileError::OtherSchema {
+                path: path.to_path_buf(),
+                quoted: quote(&r.schema),
+            });
         }
         Ok(r)
     }
+}
+
+/// Why a results file cannot be resumed from; the one line names `--resume` and the file, and
+/// quotes what the file says escaped and bounded (the file is outside input).
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsFileError {
+    #[error("--resume {}: {source}", .path.display())]
+    Unreadable { path: PathBuf, source: std::io::Error },
+    #[error("--resume {}: not an {SWEEP_SCHEMA} file ({quoted})", .path.display())]
+    NotResults { path: PathBuf, quoted: String },
+    #[error("--resume {}: schema '{quoted}', expected {SWEEP_SCHEMA}", .path.display())]
+    OtherSchema { path: PathBuf, quoted: String },
 }
 
 /// What the file says, quoted in one error line (escaped, bounded: the file is outside input).
@@ -421,7 +439,7 @@ mod tests {
                 "--resume r.json: schema 'ic-bench.sweep/v9\\r\\nforged', expected ic-bench.sweep/v1",
             ),
         ] {
-            let e = SweepResults::from_text(p, &text).unwrap_err();
+            let e = SweepResults::from_text(p, &text).unwrap_err().to_string();
             assert!(!e.chars().any(char::is_control) && e.len() < 1000, "{e}");
             assert!(e.starts_with(starts), "{e}");
         }
@@ -463,7 +481,7 @@ mod tests {
     #[test]
     fn a_latency_points_quality_round_trips_and_older_files_read_without_it() {
         let point = LatencyPoint {
-            test: "tag_lat".into(),
+            test: icb_core::model::TestKind::TagLat,
             size: 8,
             memory: Some("host-host".into()),
             p50_us: 8000.0,
@@ -530,10 +548,13 @@ mod tests {
         let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
         assert_eq!(mode & 0o044, 0o044, "group and others may read it (mode {mode:o})");
         std::fs::write(&path, "{}").unwrap();
-        assert!(
-            SweepResults::load(&path)
-                .unwrap_err()
-                .contains("not an ic-bench.sweep/v1 file")
-        );
+        let e = SweepResults::load(&path).unwrap_err();
+        assert!(matches!(e, ResultsFileError::NotResults { .. }), "{e}");
+        assert!(e.to_string().contains("not an ic-bench.sweep/v1 file"), "{e}");
+        let missing = dir.path().join("missing.json");
+        assert!(matches!(
+            SweepResults::load(&missing),
+            Err(ResultsFileError::Unreadable { .. })
+        ));
     }
 }

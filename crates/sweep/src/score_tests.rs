@@ -260,7 +260,7 @@ fn flagged_latency(p50_us: f64, warnings: &[&str], quality: &[QualityKind]) -> O
         series: vec![],
         latency: vec![
             crate::results::LatencyPoint {
-                test: "tag_lat".into(),
+                test: icb_core::model::TestKind::TagLat,
                 size: 8,
                 memory: None,
                 p50_us,
@@ -269,7 +269,7 @@ fn flagged_latency(p50_us: f64, warnings: &[&str], quality: &[QualityKind]) -> O
             },
             // A large case is transfer time, not latency: never the one judged.
             crate::results::LatencyPoint {
-                test: "tag_lat".into(),
+                test: icb_core::model::TestKind::TagLat,
                 size: 1 << 20,
                 memory: None,
                 p50_us: 1e6,
@@ -335,7 +335,7 @@ fn only_small_cases_count_as_latency() {
         latency_us: Some(9.0),
         series: vec![],
         latency: vec![crate::results::LatencyPoint {
-            test: "tag_lat".into(),
+            test: icb_core::model::TestKind::TagLat,
             size,
             memory: None,
             p50_us: 9.0,

@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::api::new_uid;
 use crate::config::NodeConfig;
-use crate::dra::{self, DraDevice};
+use crate::dra::{self, ClaimError, DraDevice};
 use crate::store::{PodKey, key_of, now};
 
 /// The claims and templates, by (namespace, name).
@@ -63,7 +63,7 @@ pub fn classes(nodes: &[NodeConfig]) -> BTreeMap<String, DeviceClass> {
 
 /// The claims a pod uses, by (namespace, name), created from its templates where they are not
 /// yet; `Err` is why the pod cannot be scheduled yet (a claim or template that does not exist).
-pub fn resolve(pod: &Pod, state: &mut DraState) -> Result<(Vec<PodKey>, Vec<PodResourceClaimStatus>), String> {
+pub fn resolve(pod: &Pod, state: &mut DraState) -> Result<(Vec<PodKey>, Vec<PodResourceClaimStatus>), ClaimError> {
     let ns = key_of(pod).0;
     let spec_claims = pod
         .spec
@@ -81,7 +81,7 @@ pub fn resolve(pod: &Pod, state: &mut DraState) -> Result<(Vec<PodKey>, Vec<PodR
         let name = match (&claim.resource_claim_name, &claim.resource_claim_template_name) {
             (Some(name), _) => {
                 if !state.claims.contains_key(&(ns.clone(), name.clone())) {
-                    return Err(format!("resourceclaim \"{name}\" not found"));
+                    return Err(ClaimError::NoSuchClaim(name.clone()));
                 }
                 name.clone()
             }
@@ -102,7 +102,7 @@ pub fn resolve(pod: &Pod, state: &mut DraState) -> Result<(Vec<PodKey>, Vec<PodR
                     }
                 }
             }
-            (None, None) => return Err(format!("pod claim {} names neither a claim nor a template", claim.name)),
+            (None, None) => return Err(ClaimError::Unnamed(claim.name.clone())),
         };
         keys.push((ns.clone(), name));
     }
@@ -110,12 +110,12 @@ pub fn resolve(pod: &Pod, state: &mut DraState) -> Result<(Vec<PodKey>, Vec<PodR
 }
 
 /// Makes the pod's claim `claim_name` from `template`, owned by the pod; returns its name.
-fn from_template(pod: &Pod, claim_name: &str, template: &str, state: &mut DraState) -> Result<String, String> {
+fn from_template(pod: &Pod, claim_name: &str, template: &str, state: &mut DraState) -> Result<String, ClaimError> {
     let (ns, pod_name) = key_of(pod);
     let t = state
         .templates
         .get(&(ns.clone(), template.to_string()))
-        .ok_or_else(|| format!("resourceclaimtemplate \"{template}\" not found"))?;
+        .ok_or_else(|| ClaimError::NoSuchTemplate(template.to_string()))?;
     let suffix: String = new_uid().chars().filter(char::is_ascii_alphanumeric).take(5).collect();
     let name = format!("{pod_name}-{claim_name}-{suffix}");
     let mut claim = ResourceClaim::default();
@@ -183,12 +183,12 @@ pub fn plan_on(
     keys: &[PodKey],
     state: &DraState,
     classes: &BTreeMap<String, DeviceClass>,
-) -> Result<Option<NodePlan>, String> {
+) -> Result<Option<NodePlan>, ClaimError> {
     let mut taken = taken(node, state);
     let mut plan = Vec::new();
     for key in keys {
         let Some(claim) = state.claims.get(key) else {
-            return Err(format!("resourceclaim \"{}\" not found", key.1));
+            return Err(ClaimError::NoSuchClaim(key.1.clone()));
         };
         if claim.status.as_ref().is_some_and(|s| s.allocation.is_some()) {
             if allocated(claim).any(|r| r.pool != node.name) {

@@ -104,6 +104,34 @@ pub fn driver_class(driver: &str) -> DeviceClass {
     class
 }
 
+/// What keeps a claim from being accepted (at create time, 422) or allocated (the scheduler's
+/// message), by kind: what the emulation does not evaluate, or what does not exist (yet).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClaimError {
+    #[error(
+        "the emulated cluster evaluates only `device.driver == \"D\"` and `device.attributes[\"DOMAIN\"].NAME == VALUE` joined by &&, not {0:?}"
+    )]
+    UnsupportedCel(String),
+    #[error("a device selector without cel")]
+    NoCel,
+    #[error("spec.devices.requests[{0}]: the emulated cluster supports `exactly` requests only (not firstAvailable)")]
+    NotExactly(String),
+    #[error("spec.devices.requests[{0}].exactly.deviceClassName: Required value")]
+    NoClassName(String),
+    #[error("spec.devices.requests[{request}].exactly.allocationMode: Unsupported value: {mode:?}")]
+    UnsupportedMode { request: String, mode: String },
+    #[error("spec.devices.requests[{request}].exactly.selectors: {source}")]
+    Selectors { request: String, source: Box<ClaimError> },
+    #[error("request {request}: device class {class} does not exist")]
+    NoSuchClass { request: String, class: String },
+    #[error("resourceclaim \"{0}\" not found")]
+    NoSuchClaim(String),
+    #[error("resourceclaimtemplate \"{0}\" not found")]
+    NoSuchTemplate(String),
+    #[error("pod claim {0} names neither a claim nor a template")]
+    Unnamed(String),
+}
+
 /// One comparison of the supported CEL subset.
 #[derive(Debug, Clone, PartialEq)]
 enum Term {
@@ -117,12 +145,8 @@ pub struct Selector(Vec<Term>);
 
 impl Selector {
     /// Parses the supported subset of a CEL device selector; `Err` says what is not supported.
-    pub fn parse(expression: &str) -> Result<Selector, String> {
-        let unsupported = || {
-            format!(
-                "the emulated cluster evaluates only `device.driver == \"D\"` and `device.attributes[\"DOMAIN\"].NAME == VALUE` joined by &&, not {expression:?}"
-            )
-        };
+    pub fn parse(expression: &str) -> Result<Selector, ClaimError> {
+        let unsupported = || ClaimError::UnsupportedCel(expression.to_string());
         let mut terms = Vec::new();
         // CEL quotes strings either way; values with quotes inside are not supported anyway.
         let expression = expression.replace('\'', "\"");
@@ -173,44 +197,40 @@ fn quoted(s: &str) -> Option<String> {
     (!inner.contains('"')).then(|| inner.to_string())
 }
 
-fn parse_selectors(selectors: Option<&Vec<DeviceSelector>>) -> Result<Vec<Selector>, String> {
+fn parse_selectors(selectors: Option<&Vec<DeviceSelector>>) -> Result<Vec<Selector>, ClaimError> {
     selectors
         .into_iter()
         .flatten()
         .map(|s| match &s.cel {
             Some(cel) => Selector::parse(&cel.expression),
-            None => Err("a device selector without cel".to_string()),
+            None => Err(ClaimError::NoCel),
         })
         .collect()
 }
 
 /// Checks that a claim spec uses only what the emulated scheduler evaluates (at create time).
-pub fn validate_spec(spec: &ResourceClaimSpec) -> Result<(), String> {
+pub fn validate_spec(spec: &ResourceClaimSpec) -> Result<(), ClaimError> {
     let Some(devices) = &spec.devices else { return Ok(()) };
     for request in devices.requests.iter().flatten() {
         let Some(exact) = &request.exactly else {
-            return Err(format!(
-                "spec.devices.requests[{}]: the emulated cluster supports `exactly` requests only (not firstAvailable)",
-                request.name
-            ));
+            return Err(ClaimError::NotExactly(request.name.clone()));
         };
         if exact.device_class_name.is_empty() {
-            return Err(format!(
-                "spec.devices.requests[{}].exactly.deviceClassName: Required value",
-                request.name
-            ));
+            return Err(ClaimError::NoClassName(request.name.clone()));
         }
         match exact.allocation_mode.as_deref() {
             None | Some("ExactCount") | Some("All") => {}
             Some(other) => {
-                return Err(format!(
-                    "spec.devices.requests[{}].exactly.allocationMode: Unsupported value: {other:?}",
-                    request.name
-                ));
+                return Err(ClaimError::UnsupportedMode {
+                    request: request.name.clone(),
+                    mode: other.to_string(),
+                });
             }
         }
-        parse_selectors(exact.selectors.as_ref())
-            .map_err(|e| format!("spec.devices.requests[{}].exactly.selectors: {e}", request.name))?;
+        parse_selectors(exact.selectors.as_ref()).map_err(|e| ClaimError::Selectors {
+            request: request.name.clone(),
+            source: Box::new(e),
+        })?;
     }
     Ok(())
 }
@@ -223,17 +243,17 @@ struct Wanted {
     count: Option<usize>,
 }
 
-fn wanted(request: &DeviceRequest, classes: &BTreeMap<String, DeviceClass>) -> Result<Wanted, String> {
+fn wanted(request: &DeviceRequest, classes: &BTreeMap<String, DeviceClass>) -> Result<Wanted, ClaimError> {
     let exact = request
         .exactly
         .as_ref()
-        .ok_or_else(|| format!("request {}: not an `exactly` request", request.name))?;
-    let class = classes.get(&exact.device_class_name).ok_or_else(|| {
-        format!(
-            "request {}: device class {} does not exist",
-            request.name, exact.device_class_name
-        )
-    })?;
+        .ok_or_else(|| ClaimError::NotExactly(request.name.clone()))?;
+    let class = classes
+        .get(&exact.device_class_name)
+        .ok_or_else(|| ClaimError::NoSuchClass {
+            request: request.name.clone(),
+            class: exact.device_class_name.clone(),
+        })?;
     let mut selectors = parse_selectors(class.spec.as_ref().and_then(|s| s.selectors.as_ref()))?;
     selectors.extend(parse_selectors(exact.selectors.as_ref())?);
     let count = match exact.allocation_mode.as_deref() {
@@ -257,7 +277,7 @@ pub fn allocate(
     node_devices: &[DraDevice],
     taken: &BTreeSet<usize>,
     classes: &BTreeMap<String, DeviceClass>,
-) -> Result<Option<Vec<Pick>>, String> {
+) -> Result<Option<Vec<Pick>>, ClaimError> {
     let Some(claim) = &spec.devices else {
         return Ok(Some(Vec::new()));
     };
@@ -448,17 +468,24 @@ mod tests {
             "gpu.nvidia.com",
             Some("device.capacity[\"x\"].memory.compareTo(quantity(\"1Gi\")) >= 0"),
         );
-        assert!(validate_spec(&bad).unwrap_err().contains("evaluates only"));
+        let e = validate_spec(&bad).unwrap_err();
+        assert!(
+            matches!(&e, ClaimError::Selectors { source, .. } if matches!(**source, ClaimError::UnsupportedCel(_))),
+            "{e}"
+        );
+        assert!(e.to_string().contains("evaluates only"), "{e}");
         let missing_class = ResourceClaimSpec {
             devices: Some(DeviceClaim {
                 requests: Some(vec![request("gpu", "nope", None)]),
                 ..Default::default()
             }),
         };
-        assert!(
-            allocate(&missing_class, &devices, &BTreeSet::new(), &classes())
-                .unwrap_err()
-                .contains("nope")
+        assert_eq!(
+            allocate(&missing_class, &devices, &BTreeSet::new(), &classes()),
+            Err(ClaimError::NoSuchClass {
+                request: "gpu".into(),
+                class: "nope".into()
+            })
         );
     }
 

@@ -60,7 +60,7 @@ impl TestCluster {
         exit_code: i32,
         count: Option<usize>,
     ) -> Result<()> {
-        let selector = selector::LabelSelector::parse(label_selector).map_err(Error::Config)?;
+        let selector = selector::LabelSelector::parse(label_selector).map_err(|e| Error::Config(e.to_string()))?;
         lock(&self.shared.faults).add_crash(faults::CrashRule {
             selector,
             name: None,

@@ -51,6 +51,7 @@ mod dra;
 mod error;
 mod fabric;
 mod faults;
+mod field;
 mod knobs;
 mod logbuf;
 mod network;

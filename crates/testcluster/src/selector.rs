@@ -13,6 +13,17 @@ enum LabelReq {
     NotExists(String),
 }
 
+/// A selector the API server cannot parse (it answers 400 BadRequest, naming the part).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    #[error("unable to parse requirement: {0:?}")]
+    Requirement(String),
+    #[error("invalid selector: {0:?}; expected field=value or field!=value")]
+    Term(String),
+    #[error("field label not supported: {0}")]
+    UnsupportedField(String),
+}
+
 /// A parsed `labelSelector`; empty matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LabelSelector(Vec<LabelReq>);
@@ -53,10 +64,10 @@ fn set_values(text: &str) -> Option<Vec<String>> {
 }
 
 impl LabelSelector {
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, SelectorError> {
         let mut reqs = Vec::new();
         for part in split_top(text) {
-            let bad = || format!("unable to parse requirement: {part:?}");
+            let bad = || SelectorError::Requirement(part.to_string());
             let req = if let Some(key) = part.strip_prefix('!') {
                 LabelReq::NotExists(key.trim().to_string())
             } else if let Some((key, value)) = part.split_once("!=") {
@@ -106,7 +117,7 @@ pub struct FieldSelector(Vec<(String, String, bool)>);
 
 impl FieldSelector {
     /// `supported` lists the field paths this resource can be filtered on.
-    pub fn parse(text: &str, supported: &[&str]) -> Result<Self, String> {
+    pub fn parse(text: &str, supported: &[&str]) -> Result<Self, SelectorError> {
         let mut terms = Vec::new();
         for part in split_top(text) {
             let (field, value, equal) = if let Some((f, v)) = part.split_once("!=") {
@@ -114,13 +125,11 @@ impl FieldSelector {
             } else if let Some((f, v)) = part.split_once("==").or_else(|| part.split_once('=')) {
                 (f, v, true)
             } else {
-                return Err(format!(
-                    "invalid selector: {part:?}; expected field=value or field!=value"
-                ));
+                return Err(SelectorError::Term(part.to_string()));
             };
             let field = field.trim();
             if !supported.contains(&field) {
-                return Err(format!("field label not supported: {field}"));
+                return Err(SelectorError::UnsupportedField(field.to_string()));
             }
             terms.push((field.to_string(), value.trim().to_string(), equal));
         }
@@ -161,8 +170,14 @@ mod tests {
         assert!(ok("zone notin (a)"));
         assert!(ok("app=x,tier in (db),!zone"));
         assert!(!ok("app=x,zone"));
-        assert!(LabelSelector::parse("a in b").is_err());
-        assert!(LabelSelector::parse("bad key=1").is_err());
+        assert_eq!(
+            LabelSelector::parse("a in b"),
+            Err(SelectorError::Requirement("a in b".into()))
+        );
+        assert_eq!(
+            LabelSelector::parse("bad key=1"),
+            Err(SelectorError::Requirement("bad key=1".into()))
+        );
     }
 
     #[test]
@@ -181,7 +196,14 @@ mod tests {
         assert!(sel.matches(lookup("a", "n2")));
         assert!(!sel.matches(lookup("a", "n1")));
         assert!(!sel.matches(lookup("b", "n2")));
-        assert!(FieldSelector::parse("status.bogus=1", &fields).is_err());
+        assert_eq!(
+            FieldSelector::parse("status.bogus=1", &fields),
+            Err(SelectorError::UnsupportedField("status.bogus".into()))
+        );
+        assert!(matches!(
+            FieldSelector::parse("spec.nodeName", &fields),
+            Err(SelectorError::Term(_))
+        ));
         let empty_node = FieldSelector::parse("spec.nodeName=", &fields).unwrap();
         assert!(empty_node.matches(lookup("a", "")));
     }

@@ -42,8 +42,7 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
-    pub fn invalid(kind: &str, name: &str, message: impl Into<String>) -> Self {
-        let message = message.into();
+    pub fn invalid(kind: &str, name: &str, message: impl std::fmt::Display) -> Self {
         let mut e = Self::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {message}"));
         e.details = Some(json!({"name": name, "kind": kind}));
         e

@@ -40,7 +40,7 @@ pub use bindings::*;
 pub use header_version::HEADER_VERSION_STRING;
 pub use loader::{LoadError, Loaded, candidate_dirs, load, require};
 pub use macros::*;
-pub use version::{MIN_SUPPORTED, Version, check_runtime_version};
+pub use version::{MIN_SUPPORTED, UnsupportedVersion, Version, check_runtime_version};
 
 /// The type of a `va_list` parameter in the generated signatures (`ucs_log_func_t`, and
 /// `vsnprintf` for whoever formats its message): x86_64's `va_list` is an array and decays to a

@@ -73,7 +73,7 @@ pub enum LoadError {
     #[error("cannot load UCX library {path}: {reason}; point --ucx-lib / IC_BENCH_UCX_LIB at a working UCX >= 1.14")]
     Open { path: String, reason: String },
     #[error("{0}")]
-    TooOld(String),
+    TooOld(#[from] crate::version::UnsupportedVersion),
     #[error("the loaded UCX lacks `{name}`; point --ucx-lib / IC_BENCH_UCX_LIB at a UCX >= 1.14")]
     MissingSymbol { name: &'static str },
 }
@@ -264,7 +264,7 @@ fn finish(ucp_lib: UnixLibrary, path: PathBuf, dir: PathBuf, preloaded: Vec<Unix
     // SAFETY: ucp_get_version only writes three unsigned ints through valid pointers.
     unsafe { get_version(&mut major, &mut minor, &mut release) };
     let version = Version::new(major, minor, release);
-    check_runtime_version(version, &path.display().to_string()).map_err(LoadError::TooOld)?;
+    check_runtime_version(version, &path.display().to_string())?;
     let version_string = match ucp.ucp_get_version_string.as_ref() {
         // SAFETY: ucp_get_version_string returns a pointer to a static NUL-terminated string.
         Ok(f) => unsafe { c_str_or_empty(f()) },

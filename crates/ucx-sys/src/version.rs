@@ -31,15 +31,28 @@ impl fmt::Display for Version {
 /// releases return garbage for it (then crash) instead of an error.
 pub const MIN_SUPPORTED: Version = Version::new(1, 14, 0);
 
+/// A UCX release ic-bench does not drive: which one, and where it was found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "UCX {found} at {path} is not supported (ic-bench needs UCX >= {}.{}, major {}); \
+     point ic-bench at a newer UCX with --ucx-lib DIR or IC_BENCH_UCX_LIB=DIR",
+    MIN_SUPPORTED.major,
+    MIN_SUPPORTED.minor,
+    MIN_SUPPORTED.major
+)]
+pub struct UnsupportedVersion {
+    pub found: Version,
+    pub path: String,
+}
+
 /// Pure version rule, separate from loading so that it can be tested without an old UCX.
 /// The error is the one line a user sees.
-pub fn check_runtime_version(found: Version, path: &str) -> Result<(), String> {
+pub fn check_runtime_version(found: Version, path: &str) -> Result<(), UnsupportedVersion> {
     if found.major != MIN_SUPPORTED.major || found.minor < MIN_SUPPORTED.minor {
-        return Err(format!(
-            "UCX {found} at {path} is not supported (ic-bench needs UCX >= {}.{}, major {}); \
-             point ic-bench at a newer UCX with --ucx-lib DIR or IC_BENCH_UCX_LIB=DIR",
-            MIN_SUPPORTED.major, MIN_SUPPORTED.minor, MIN_SUPPORTED.major
-        ));
+        return Err(UnsupportedVersion {
+            found,
+            path: path.to_string(),
+        });
     }
     Ok(())
 }
@@ -51,6 +64,8 @@ mod tests {
     #[test]
     fn refuses_1_13_and_accepts_1_14_and_later() {
         let err = check_runtime_version(Version::new(1, 13, 1), "/usr/lib/libucp.so.0").unwrap_err();
+        assert_eq!(err.found, Version::new(1, 13, 1));
+        let err = err.to_string();
         assert!(err.contains("UCX 1.13.1"), "{err}");
         assert!(err.contains("--ucx-lib") && err.contains("IC_BENCH_UCX_LIB"), "{err}");
         assert!(!err.contains('\n'));

@@ -2,6 +2,15 @@
 //! rkey of its KV buffer, as one byte string — NIXL's ranks publish their agent's metadata in
 //! the same field.
 
+/// A peer's published address that does not decode (a corrupted or hostile line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadAddress {
+    #[error("a UCX rank address shorter than its header")]
+    Short,
+    #[error("a UCX rank address of {total} bytes cannot hold a {worker}-byte worker address and an rkey")]
+    Lengths { total: usize, worker: usize },
+}
+
 /// A UCX rank's worker address and buffer rkey.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankAddress {
@@ -23,16 +32,14 @@ impl RankAddress {
         out
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<RankAddress, String> {
-        let (len, rest) = bytes
-            .split_first_chunk::<4>()
-            .ok_or("a UCX rank address shorter than its header")?;
+    pub fn decode(bytes: &[u8]) -> Result<RankAddress, BadAddress> {
+        let (len, rest) = bytes.split_first_chunk::<4>().ok_or(BadAddress::Short)?;
         let len = u32::from_le_bytes(*len) as usize;
         if len == 0 || len > MAX_PART || len >= rest.len() || rest.len() - len > MAX_PART {
-            return Err(format!(
-                "a UCX rank address of {} bytes cannot hold a {len}-byte worker address and an rkey",
-                bytes.len()
-            ));
+            return Err(BadAddress::Lengths {
+                total: bytes.len(),
+                worker: len,
+            });
         }
         let (worker, rkey) = rest.split_at(len);
         Ok(RankAddress {

@@ -3,27 +3,28 @@
 //! there and its buffer's pages are first touched on that NUMA node; then it reports the set it
 //! really runs on.
 
+use super::RankError;
 use icb_core::protocol::kv_rank::RankPlan;
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
 
 /// Pins this process's calling thread (and every thread it starts later) to the plan's CPUs, if
 /// it names any. Call it first thing, before any thread is spawned.
-pub fn place(plan: &RankPlan) -> Result<(), String> {
+pub fn place(plan: &RankPlan) -> Result<(), RankError> {
     let Some(cpus) = plan.cpus.as_ref().map(|c| &c.cpus).filter(|c| !c.is_empty()) else {
         return Ok(());
     };
+    let refused = |reason: String| RankError::Placement { rank: plan.id, reason };
     let mut set = CpuSet::new();
     for &c in cpus {
         set.set(c as usize)
-            .map_err(|e| format!("{}: CPU {c} is beyond what this kernel interface takes: {e}", plan.id))?;
+            .map_err(|e| refused(format!("CPU {c} is beyond what this kernel interface takes: {e}")))?;
     }
     sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| {
-        format!(
-            "{} cannot run on CPUs {}: {e} (not allowed here? check the cpuset of the container)",
-            plan.id,
+        refused(format!(
+            "cannot run on CPUs {}: {e} (not allowed here? check the cpuset of the container)",
             icb_probe::numa::format_cpulist(cpus)
-        )
+        ))
     })
 }
 
@@ -83,7 +84,9 @@ mod tests {
             place(&plan(Vec::new())).unwrap();
             assert_eq!(current(), [last], "an empty set leaves the affinity alone");
             let e = place(&plan(vec![CpuSet::count() as u32 + 1])).unwrap_err();
-            assert!(e.contains("decode rank 0") && e.contains("CPU"), "{e}");
+            assert!(matches!(e, RankError::Placement { .. }), "{e}");
+            let line = e.to_string();
+            assert!(line.contains("decode rank 0") && line.contains("CPU"), "{line}");
         })
         .join()
         .unwrap();

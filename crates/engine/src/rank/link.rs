@@ -6,6 +6,7 @@
 //! [`RankPlan::authenticate`] the link waits for its [`RankDown::Challenge`] first and keeps the
 //! answer ([`Link::proof`]) for the rank's hello, whichever engine the rank runs.
 
+use super::{LinkError, RankError};
 use icb_core::protocol::TOKEN_ENV;
 use icb_core::protocol::kv_rank::{self, RankDown, RankPlan, RankUp, to_line, unhex};
 use std::io::{BufRead, BufReader, Write};
@@ -19,7 +20,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The coordinator's connection: writes here, reads through the reader thread.
 pub struct Link {
     stream: TcpStream,
-    rx: Receiver<Result<RankDown, String>>,
+    rx: Receiver<Result<RankDown, LinkError>>,
     /// How long any one message of the coordinator may take (the plan's deadline).
     pub timeout: Duration,
     /// The answer to the coordinator's challenge ([`kv_rank::proof`], hex), for the hello.
@@ -30,36 +31,34 @@ impl Link {
     /// Connects to the plan's coordinator and, when the plan says so, answers its challenge with
     /// the run's token from the environment (where the exec wrapper put it; never on a command
     /// line).
-    pub fn connect(plan: &RankPlan) -> Result<Link, String> {
+    pub fn connect(plan: &RankPlan) -> Result<Link, LinkError> {
         let token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty());
         Link::connect_with(plan, token.as_deref())
     }
 
     /// [`Link::connect`] with the run's token given.
-    pub fn connect_with(plan: &RankPlan, token: Option<&str>) -> Result<Link, String> {
-        let addr: std::net::SocketAddr = plan
-            .coordinator
-            .parse()
-            .map_err(|e| format!("bad coordinator address {}: {e}", plan.coordinator))?;
+    pub fn connect_with(plan: &RankPlan, token: Option<&str>) -> Result<Link, LinkError> {
+        let addr: std::net::SocketAddr = plan.coordinator.parse().map_err(|source| LinkError::BadAddress {
+            address: plan.coordinator.clone(),
+            source,
+        })?;
         let stream = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT)
-            .map_err(|e| format!("cannot reach the coordinator at {addr}: {e}"))?;
+            .map_err(|source| LinkError::Unreachable { address: addr, source })?;
         let _ = stream.set_nodelay(true);
-        let reader = stream.try_clone().map_err(|e| format!("coordinator connection: {e}"))?;
+        let reader = stream.try_clone().map_err(LinkError::Connection)?;
         let (tx, rx) = channel();
         std::thread::spawn(move || {
             for line in BufReader::new(reader).lines() {
                 let msg = match line {
-                    Ok(l) => {
-                        serde_json::from_str::<RankDown>(&l).map_err(|e| format!("bad line from the coordinator: {e}"))
-                    }
-                    Err(e) => Err(format!("reading the coordinator: {e}")),
+                    Ok(l) => serde_json::from_str::<RankDown>(&l).map_err(LinkError::BadLine),
+                    Err(e) => Err(LinkError::Read(e)),
                 };
                 let stop = msg.is_err();
                 if tx.send(msg).is_err() || stop {
                     return;
                 }
             }
-            let _ = tx.send(Err("the coordinator closed the connection".into()));
+            let _ = tx.send(Err(LinkError::Closed));
         });
         let mut link = Link {
             stream,
@@ -68,22 +67,26 @@ impl Link {
             proof: None,
         };
         if plan.authenticate {
-            let token = token.ok_or_else(|| {
-                format!("the run's token ({TOKEN_ENV}) is not set: the coordinator admits only ranks that hold it")
-            })?;
+            let token = token.ok_or(LinkError::NoToken)?;
             link.proof = Some(link.answer_challenge(plan, token)?);
         }
         Ok(link)
     }
 
     /// The coordinator's challenge, answered with a proof of the run's token.
-    fn answer_challenge(&mut self, plan: &RankPlan, token: &str) -> Result<String, String> {
+    fn answer_challenge(&mut self, plan: &RankPlan, token: &str) -> Result<String, LinkError> {
         match self.recv("before its challenge")? {
             RankDown::Challenge { nonce } => {
-                let nonce = unhex(&nonce).map_err(|e| format!("the coordinator's challenge: {e}"))?;
+                let nonce = unhex(&nonce).map_err(|reason| LinkError::BadField {
+                    what: "the coordinator's challenge".into(),
+                    reason,
+                })?;
                 Ok(kv_rank::proof(token, &nonce, plan.id))
             }
-            other => Err(format!("the coordinator sent {other:?} instead of its challenge")),
+            got => Err(LinkError::Unexpected {
+                got,
+                instead: "instead of its challenge",
+            }),
         }
     }
 
@@ -93,11 +96,11 @@ impl Link {
     }
 
     /// The next message within the deadline (initiators and idle ranks).
-    pub fn recv(&mut self, during: &str) -> Result<RankDown, String> {
+    pub fn recv(&mut self, during: &str) -> Result<RankDown, LinkError> {
         match self.rx.recv_timeout(self.timeout) {
             Ok(m) => m,
             Err(RecvTimeoutError::Timeout) => Err(self.late(during)),
-            Err(RecvTimeoutError::Disconnected) => Err("the coordinator's reader ended".into()),
+            Err(RecvTimeoutError::Disconnected) => Err(LinkError::ReaderEnded),
         }
     }
 
@@ -106,29 +109,29 @@ impl Link {
     pub fn recv_progressing(
         &mut self,
         during: &str,
-        mut progress: impl FnMut() -> Result<(), String>,
-    ) -> Result<RankDown, String> {
+        mut progress: impl FnMut() -> Result<(), RankError>,
+    ) -> Result<RankDown, RankError> {
         let deadline = Instant::now() + self.timeout;
         loop {
             match self.rx.try_recv() {
-                Ok(m) => return m,
-                Err(TryRecvError::Disconnected) => return Err("the coordinator's reader ended".into()),
+                Ok(m) => return Ok(m?),
+                Err(TryRecvError::Disconnected) => return Err(LinkError::ReaderEnded.into()),
                 Err(TryRecvError::Empty) => {}
             }
             progress()?;
             if Instant::now() > deadline {
-                return Err(self.late(during));
+                return Err(self.late(during).into());
             }
             // Many ranks share few cores on one host: let the initiators run.
             std::thread::yield_now();
         }
     }
 
-    fn late(&self, during: &str) -> String {
-        format!(
-            "no word from the coordinator within {} s {during}",
-            self.timeout.as_secs()
-        )
+    fn late(&self, during: &str) -> LinkError {
+        LinkError::Silent {
+            waited: self.timeout,
+            during: during.to_string(),
+        }
     }
 }
 
@@ -196,11 +199,17 @@ mod tests {
     #[test]
     fn an_authenticating_rank_without_a_token_or_a_challenge_fails() {
         let (addr, serve) = coordinator(Some(RankDown::Challenge { nonce: hex(&[1u8; 32]) }));
-        assert!(Link::connect_with(&plan(addr, true), None).is_err());
+        let no_token = Link::connect_with(&plan(addr, true), None);
+        assert!(matches!(no_token, Err(LinkError::NoToken)), "{:?}", no_token.err());
         drop(serve.join().unwrap());
         // A coordinator that does not challenge first is refused, not answered.
         let (addr, serve) = coordinator(None);
-        assert!(Link::connect_with(&plan(addr, true), Some(TOKEN)).is_err());
+        let unchallenged = Link::connect_with(&plan(addr, true), Some(TOKEN));
+        assert!(
+            matches!(unchallenged, Err(LinkError::Unexpected { .. })),
+            "{:?}",
+            unchallenged.err()
+        );
         drop(serve.join().unwrap());
     }
 

@@ -15,9 +15,11 @@
 
 mod address;
 pub mod affinity;
+mod error;
 mod link;
 
 pub use address::RankAddress;
+pub use error::{LinkError, RankError};
 pub use link::Link;
 
 use crate::options::UcxOptions;
@@ -32,11 +34,11 @@ use ucx::{Endpoint, ErrorMode, MemMap, Op, OpOptions, RemoteKey, Rma, Worker};
 const CHECK_EVERY: u32 = 64;
 
 /// Runs one rank to the end. `Err` is one line; the coordinator was told it when connected.
-pub fn kv_rank(plan: &RankPlan, opts: &UcxOptions) -> Result<(), String> {
+pub fn kv_rank(plan: &RankPlan, opts: &UcxOptions) -> Result<(), RankError> {
     affinity::place(plan)?;
-    let lib = ucx::Ucx::load(opts.library_dir.as_deref()).map_err(|e| e.to_string())?;
-    let ctx = crate::runtime::build_context(&lib, opts).map_err(|e| e.to_string())?;
-    let worker = ctx.worker().map_err(|e| e.to_string())?;
+    let lib = ucx::Ucx::load(opts.library_dir.as_deref()).map_err(RankError::engine)?;
+    let ctx = crate::runtime::build_context(&lib, opts).map_err(RankError::engine)?;
+    let worker = ctx.worker().map_err(RankError::engine)?;
     let mut link = Link::connect(plan)?;
     let local = LocalFacts {
         ucx_version: lib.version_string().to_string(),
@@ -49,7 +51,7 @@ pub fn kv_rank(plan: &RankPlan, opts: &UcxOptions) -> Result<(), String> {
     };
     let result = run(plan, &ctx, &worker, &local, &mut link);
     if let Err(e) = &result {
-        link.send(&RankUp::Failed { message: e.clone() });
+        link.send(&RankUp::Failed { message: e.to_string() });
     }
     result
 }
@@ -95,13 +97,13 @@ fn run(
     worker: &Worker,
     local: &LocalFacts,
     link: &mut Link,
-) -> Result<(), String> {
+) -> Result<(), RankError> {
     let _cuda = (plan.memory == MemoryType::Cuda).then(|| icb_memory::activate_cuda(local.cuda_device).ok());
     let (mut owned, hello) = register(plan, ctx, worker, local, link.proof.clone())?;
     link.send(&hello);
     let addrs = match link.recv("before the peers' addresses")? {
         RankDown::Peers { peers } => peers,
-        other => return Err(format!("expected the peers' addresses, got {other:?}")),
+        other => return Err(unexpected(other, "instead of the peers' addresses")),
     };
     let mut peers = connect(plan, worker, local.mode, &addrs)?;
     link.send(&RankUp::Prepared);
@@ -117,7 +119,10 @@ fn run(
         };
         match msg {
             RankDown::Go { rep } if plan.initiator => {
-                let map = owned.map.clone().ok_or("a repetition after the check")?;
+                let map = owned
+                    .map
+                    .clone()
+                    .ok_or_else(|| unexpected(RankDown::Go { rep }, "after the check"))?;
                 let done = repetition(plan, worker, &map, &mut peers, rep, link.timeout, &mut info);
                 drop(map);
                 link.send(&done?);
@@ -128,8 +133,8 @@ fn run(
                 link.send(&verified);
             }
             RankDown::Finish => break,
-            RankDown::Peers { .. } => return Err("the peers' addresses came twice".into()),
-            RankDown::Challenge { .. } => return Err("the coordinator challenged this rank mid-run".into()),
+            m @ RankDown::Peers { .. } => return Err(unexpected(m, "a second time")),
+            m @ RankDown::Challenge { .. } => return Err(unexpected(m, "mid-run")),
         }
     }
     let data_path = peers
@@ -154,22 +159,22 @@ fn register(
     worker: &Worker,
     local: &LocalFacts,
     proof: Option<String>,
-) -> Result<(Owned, RankUp), String> {
-    let len = usize::try_from(plan.buffer_bytes).map_err(|_| "the rank's buffer does not fit this platform")?;
+) -> Result<(Owned, RankUp), RankError> {
+    let len = usize::try_from(plan.buffer_bytes).map_err(|_| RankError::TooLarge("the rank's buffer"))?;
     let mut buffer =
-        Buffer::with_mode(mem_kind(plan.memory), len, local.cuda_device, plan.cuda_alloc).map_err(|e| e.to_string())?;
+        Buffer::with_mode(mem_kind(plan.memory), len, local.cuda_device, plan.cuda_alloc).map_err(RankError::engine)?;
     let cuda_alloc = buffer
         .cuda_allocation()
         .map(|(mode, legacy_ipc)| icb_core::CudaAllocation { mode, legacy_ipc });
-    buffer.fill(plan.seed).map_err(|e| e.to_string())?;
+    buffer.fill(plan.seed).map_err(RankError::engine)?;
     let buffer = Rc::new(buffer);
     let map = Rc::new(
         ctx.mem_map(&buffer)
-            .map_err(|e| format!("registering the KV buffer: {e}"))?,
+            .map_err(|e| RankError::Engine(format!("registering the KV buffer: {e}")))?,
     );
     let address = RankAddress {
-        worker: worker.address().map_err(|e| e.to_string())?,
-        rkey: map.pack_rkey().map_err(|e| e.to_string())?,
+        worker: worker.address().map_err(RankError::engine)?,
+        rkey: map.pack_rkey().map_err(RankError::engine)?,
     };
     let hello = RankUp::Hello {
         id: plan.id,
@@ -214,26 +219,31 @@ fn data_path(plan: &RankPlan, peer: &Peer, info: Option<&str>) -> icb_core::Tran
 }
 
 /// One endpoint and unpacked rkey per peer (an initiator's); a target only checks the list.
-fn connect(plan: &RankPlan, worker: &Worker, mode: ErrorMode, addrs: &[PeerAddress]) -> Result<Vec<Peer>, String> {
-    if addrs.len() != plan.peers.len() {
-        return Err(format!("{} peer addresses for {} peers", addrs.len(), plan.peers.len()));
-    }
+fn connect(plan: &RankPlan, worker: &Worker, mode: ErrorMode, addrs: &[PeerAddress]) -> Result<Vec<Peer>, RankError> {
+    check_peers(plan, addrs)?;
     let mut peers = Vec::new();
     for (want, addr) in plan.peers.iter().zip(addrs) {
-        if want.peer != addr.id {
-            return Err(format!("the coordinator sent {}'s address for {}", addr.id, want.peer));
-        }
-        let remote = RankAddress::decode(&unhex(&addr.metadata)?).map_err(|e| format!("{}'s address: {e}", addr.id))?;
+        let remote = unhex(&addr.metadata)
+            .and_then(|bytes| RankAddress::decode(&bytes).map_err(|e| e.to_string()))
+            .map_err(|reason| LinkError::BadField {
+                what: format!("{}'s address", addr.id),
+                reason,
+            })?;
         if !plan.initiator {
             continue;
         }
+        let peer_error = |what: &'static str| {
+            move |e: ucx::Error| RankError::Peer {
+                what,
+                peer: addr.id,
+                reason: e.to_string(),
+            }
+        };
         let ep = worker
             .connect(&remote.worker, mode)
-            .map_err(|e| format!("connecting to {}: {e}", addr.id))?;
-        let rkey = ep
-            .unpack_rkey(&remote.rkey)
-            .map_err(|e| format!("{}'s remote key: {e}", addr.id))?;
-        let count = usize::try_from(want.layout.count).map_err(|_| "block count does not fit this platform")?;
+            .map_err(peer_error("connecting to"))?;
+        let rkey = ep.unpack_rkey(&remote.rkey).map_err(peer_error("the remote key of"))?;
+        let count = usize::try_from(want.layout.count).map_err(|_| RankError::TooLarge("the block count"))?;
         peers.push(Peer {
             ep,
             rkey,
@@ -245,6 +255,29 @@ fn connect(plan: &RankPlan, worker: &Worker, mode: ErrorMode, addrs: &[PeerAddre
         });
     }
     Ok(peers)
+}
+
+/// A coordinator message with no place here (`instead` says where it came).
+pub fn unexpected(msg: RankDown, instead: &'static str) -> RankError {
+    LinkError::Unexpected { got: msg, instead }.into()
+}
+
+/// The coordinator's address list against the plan's peers: one per peer, in the plan's order.
+/// Both engines' ranks check it before connecting.
+pub fn check_peers(plan: &RankPlan, addrs: &[PeerAddress]) -> Result<(), LinkError> {
+    if addrs.len() != plan.peers.len() {
+        return Err(LinkError::BadField {
+            what: "the peers' addresses".into(),
+            reason: format!("{} addresses for {} peers", addrs.len(), plan.peers.len()),
+        });
+    }
+    match plan.peers.iter().zip(addrs).find(|(want, addr)| want.peer != addr.id) {
+        Some((want, addr)) => Err(LinkError::BadField {
+            what: format!("the address for {}", want.peer),
+            reason: format!("the coordinator sent {}'s", addr.id),
+        }),
+        None => Ok(()),
+    }
 }
 
 fn since_ns(start: Instant) -> u64 {
@@ -262,7 +295,7 @@ fn repetition(
     rep: u64,
     limit: Duration,
     info: &mut Option<String>,
-) -> Result<RankUp, String> {
+) -> Result<RankUp, RankError> {
     let rma = if plan.read { Rma::Get } else { Rma::Put };
     let start_unix_ns = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -276,7 +309,11 @@ fn repetition(
         Ok(None) => {}
         Err(e) => {
             let _ = w.wait_all(Instant::now());
-            return Err(format!("posting repetition {rep}: {e}"));
+            return Err(RankError::Transfer {
+                during: "posting repetition",
+                rep,
+                reason: e.to_string(),
+            });
         }
     }
     let mut n = 0u32;
@@ -293,14 +330,15 @@ fn repetition(
         n = n.wrapping_add(1);
         if n.is_multiple_of(CHECK_EVERY) && Instant::now() > deadline {
             let _ = w.wait_all(Instant::now());
-            return Err(format!(
-                "repetition {rep} did not complete within {} s",
-                limit.as_secs()
-            ));
+            return Err(RankError::Late { rep, limit });
         }
     }
     // Everything completed: release the requests, and fail on the first that completed in error.
-    w.wait_all(deadline).map_err(|e| format!("repetition {rep}: {e}"))?;
+    w.wait_all(deadline).map_err(|e| RankError::Transfer {
+        during: "repetition",
+        rep,
+        reason: e.to_string(),
+    })?;
     Ok(RankUp::Done {
         rep,
         start_unix_ns,
@@ -373,21 +411,27 @@ impl Owned {
             map.unmap_now();
         }
         let result = match Rc::get_mut(&mut self.buffer) {
-            Some(buffer) => sources(plan).and_then(|s| buffer.verify_gathered(&s, plan.seed)),
-            None => Err("the buffer is still held by UCX".into()),
+            Some(buffer) => sources(plan).and_then(|s| Ok(buffer.verify_gathered(&s, plan.seed)?)),
+            None => Err(RankError::Engine("the buffer is still held by UCX".into())),
         };
-        match result {
-            Ok(blocks) => RankUp::Verified { blocks, error: None },
-            Err(e) => RankUp::Verified {
-                blocks: 0,
-                error: Some(format!("KV blocks not delivered intact on {}: {e}", plan.id)),
-            },
-        }
+        verified(plan, result)
     }
 }
 
-/// Where each peer's blocks landed in this (destination) rank's buffer and came from.
-fn sources(plan: &RankPlan) -> Result<Vec<(Moved, u64)>, String> {
+/// A decode rank's answer to `verify`: the blocks checked, or why they are not intact.
+pub fn verified(plan: &RankPlan, result: Result<u64, RankError>) -> RankUp {
+    match result {
+        Ok(blocks) => RankUp::Verified { blocks, error: None },
+        Err(e) => RankUp::Verified {
+            blocks: 0,
+            error: Some(format!("KV blocks not delivered intact on {}: {e}", plan.id)),
+        },
+    }
+}
+
+/// Where each peer's blocks landed in this (destination) rank's buffer and came from (both
+/// engines' decode ranks check their buffer against it).
+pub fn sources(plan: &RankPlan) -> Result<Vec<(Moved, u64)>, RankError> {
     plan.peers
         .iter()
         .map(|p| {
@@ -397,7 +441,7 @@ fn sources(plan: &RankPlan) -> Result<Vec<(Moved, u64)>, String> {
             } else {
                 (kv.target, kv.initiator)
             };
-            let n = |v: u64| usize::try_from(v).map_err(|_| "KV layout does not fit this platform".to_string());
+            let n = |v: u64| usize::try_from(v).map_err(|_| RankError::TooLarge("the KV layout"));
             Ok((
                 Moved {
                     count: n(kv.count)?,

@@ -80,14 +80,14 @@ pub fn sweep_night(night: u32, slow: Option<(&str, f64)>) -> icb_sweep::SweepRes
                 bandwidth_bps: Some(bw),
                 latency_us: Some(3.0),
                 series: vec![SizePoint {
-                    test: "put_bw".into(),
+                    test: icb_core::model::TestKind::PutBw,
                     size: 1 << 20,
                     bandwidth_bps: bw,
                     memory: Some("host-host".into()),
-                    direction: Some("write".into()),
+                    direction: Some(icb_core::model::Direction::Write),
                 }],
                 latency: vec![LatencyPoint {
-                    test: "tag_lat".into(),
+                    test: icb_core::model::TestKind::TagLat,
                     size: 8,
                     memory: Some("host-host".into()),
                     p50_us: 3.0,

@@ -221,7 +221,7 @@ pub async fn prepare_with_templates(
     plan: &BenchPodsPlan,
     templates: &SideTemplates,
 ) -> Result<Prepared, KubeError> {
-    podspec::check_run_id(&plan.run_id).map_err(KubeError::Target)?;
+    podspec::check_run_id(&plan.run_id).map_err(|e| KubeError::Target(e.to_string()))?;
     let decode = target::resolve(cluster, &plan.decode).await?;
     let prefill = target::resolve(cluster, &plan.prefill).await?;
     let mut notes = Vec::new();

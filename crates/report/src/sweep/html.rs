@@ -191,7 +191,7 @@ fn plot(p: &PairResult, series: &[SizePoint], best: f64) -> String {
         let y = ht - m - s.bandwidth_bps / top * (ht - 2.0 * m);
         let name = match &s.memory {
             Some(mem) if series.iter().any(|o| o.memory.as_ref() != Some(mem)) => format!("{} {mem}", s.test),
-            _ => s.test.clone(),
+            _ => s.test.to_string(),
         };
         by_test.entry(name).or_default().push((x, y));
     }
@@ -255,14 +255,14 @@ mod tests {
                     latency_us: Some(3.0),
                     series: vec![
                         SizePoint {
-                            test: "put_bw".into(),
+                            test: icb_core::model::TestKind::PutBw,
                             size: 65536,
                             bandwidth_bps: 1e10,
                             memory: None,
                             direction: None,
                         },
                         SizePoint {
-                            test: "put_bw".into(),
+                            test: icb_core::model::TestKind::PutBw,
                             size: 1 << 20,
                             bandwidth_bps: 2e10,
                             memory: None,
@@ -305,11 +305,11 @@ mod tests {
     #[test]
     fn each_memory_pair_gets_its_own_line() {
         let point = |memory: &str, size: u64, gb: f64| SizePoint {
-            test: "put_bw".into(),
+            test: icb_core::model::TestKind::PutBw,
             size,
             bandwidth_bps: gb * 1e9,
             memory: Some(memory.into()),
-            direction: Some("write".into()),
+            direction: Some(icb_core::model::Direction::Write),
         };
         let pair = PairResult {
             pair: Pair::new("a", "b"),

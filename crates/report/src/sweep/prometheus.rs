@@ -202,19 +202,19 @@ pub(crate) fn render(r: &SweepResults) -> Result<String, ExportError> {
         };
         for point in series {
             let mut ls = base.clone();
-            ls.push(("test", point.test.clone()));
+            ls.push(("test", point.test.to_string()));
             if let Some(m) = &point.memory {
                 ls.push(("memory", m.clone()));
             }
             ls.push(("size", point.size.to_string()));
-            if let Some(d) = &point.direction {
-                ls.push(("direction", d.clone()));
+            if let Some(d) = point.direction {
+                ls.push(("direction", d.to_string()));
             }
             f.bandwidth.get_or_create(&labels(&ls)).set(point.bandwidth_bps);
         }
         for point in latency {
             let mut ls = base.clone();
-            ls.push(("test", point.test.clone()));
+            ls.push(("test", point.test.to_string()));
             if let Some(m) = &point.memory {
                 ls.push(("memory", m.clone()));
             }

@@ -3,19 +3,20 @@
 //! node-4 with two nodes that passed. Node verdicts come from the real scoring.
 #![allow(dead_code)]
 
+use icb_core::model::Direction;
 use icb_sweep::results::{LatencyPoint, Outcome, PairResult, SWEEP_SCHEMA, SizePoint, SweepResults};
 use icb_sweep::schedule::{Pair, Schedule};
 
 const KIB64: u64 = 64 << 10;
 const MIB: u64 = 1 << 20;
 
-fn point(test: &str, size: u64, gbps: f64, direction: &str) -> SizePoint {
+fn point(direction: Direction, size: u64, gbps: f64) -> SizePoint {
     SizePoint {
-        test: test.into(),
+        test: direction.test_kind(),
         size,
         bandwidth_bps: gbps * 1e9,
         memory: Some("host-host".into()),
-        direction: Some(direction.into()),
+        direction: Some(direction),
     }
 }
 
@@ -27,13 +28,13 @@ fn healthy() -> Outcome {
         bandwidth_bps: Some(22.0e9),
         latency_us: Some(2.5),
         series: vec![
-            point("put_bw", KIB64, 19.75, "write"),
-            point("put_bw", MIB, 23.5, "write"),
-            point("get_bw", KIB64, 17.25, "read"),
-            point("get_bw", MIB, 22.0, "read"),
+            point(Direction::Write, KIB64, 19.75),
+            point(Direction::Write, MIB, 23.5),
+            point(Direction::Read, KIB64, 17.25),
+            point(Direction::Read, MIB, 22.0),
         ],
         latency: vec![LatencyPoint {
-            test: "tag_lat".into(),
+            test: icb_core::model::TestKind::TagLat,
             size: 8,
             memory: Some("host-host".into()),
             p50_us: 2.5,
@@ -54,13 +55,13 @@ fn over_tcp() -> Outcome {
         bandwidth_bps: Some(1.0e9),
         latency_us: Some(45.0),
         series: vec![
-            point("put_bw", KIB64, 0.75, "write"),
-            point("put_bw", MIB, 1.0, "write"),
-            point("get_bw", KIB64, 0.75, "read"),
-            point("get_bw", MIB, 1.0, "read"),
+            point(Direction::Write, KIB64, 0.75),
+            point(Direction::Write, MIB, 1.0),
+            point(Direction::Read, KIB64, 0.75),
+            point(Direction::Read, MIB, 1.0),
         ],
         latency: vec![LatencyPoint {
-            test: "tag_lat".into(),
+            test: icb_core::model::TestKind::TagLat,
             size: 8,
             memory: Some("host-host".into()),
             p50_us: 45.0,

@@ -166,7 +166,7 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
                 Err(msg) => {
                     // The kubelet's CreateContainerConfigError: retried until the Secret exists.
                     update_container(shared, handle, &c.name, |cs| {
-                        cs.state = Some(waiting("CreateContainerConfigError", Some(msg.clone())))
+                        cs.state = Some(waiting("CreateContainerConfigError", Some(msg.to_string())))
                     });
                     failing.push((c.name.clone(), String::new()));
                     continue;

@@ -2,6 +2,7 @@
 //! with `valueFrom.fieldRef`, `$(VAR)` expansion in command and args, the image's entrypoint.
 
 use super::*;
+use crate::api::secrets::SecretRefError;
 
 /// `$(VAR)` references in command, args and env values, as Kubernetes expands them.
 pub(super) fn expand(text: &str, env: &BTreeMap<String, String>) -> String {
@@ -76,8 +77,8 @@ pub(super) fn container_env(
     c: &Container,
     pod_ip: &str,
     runtime_env: &BTreeMap<String, String>,
-    secret: &dyn Fn(&str, &str) -> Result<String, String>,
-) -> Result<BTreeMap<String, String>, String> {
+    secret: &dyn Fn(&str, &str) -> Result<String, SecretRefError>,
+) -> Result<BTreeMap<String, String>, SecretRefError> {
     let mut env = BTreeMap::new();
     let mut path = String::new();
     if let Some(dir) = bin_dir {

@@ -17,12 +17,13 @@ use super::pods::{admit, check_namespace, new_uid, random_suffix};
 use super::{param, query_params};
 use crate::agent::is_pod_ready;
 use crate::cluster::{Shared, lock};
+use crate::field::FieldError;
 use crate::selector::LabelSelector;
 use crate::status::ApiError;
 use crate::store::{key_of, now};
 
 /// The deployment's pod selector as a label selector (matchLabels and matchExpressions).
-fn pod_selector(d: &Deployment) -> Result<LabelSelector, String> {
+fn pod_selector(d: &Deployment) -> Result<LabelSelector, FieldError> {
     let spec = &d.spec;
     let mut parts: Vec<String> = spec
         .selector
@@ -38,13 +39,21 @@ fn pod_selector(d: &Deployment) -> Result<LabelSelector, String> {
             "NotIn" => format!("{} notin ({values})", e.key),
             "Exists" => e.key.clone(),
             "DoesNotExist" => format!("!{}", e.key),
-            other => return Err(format!("spec.selector: unsupported operator {other:?}")),
+            other => {
+                return Err(FieldError::invalid(
+                    "spec.selector",
+                    format_args!("unsupported operator {other:?}"),
+                ));
+            }
         });
     }
     if parts.is_empty() {
-        return Err("spec.selector: Invalid value: empty selector is invalid for deployment".into());
+        return Err(FieldError::invalid(
+            "spec.selector",
+            "Invalid value: empty selector is invalid for deployment",
+        ));
     }
-    LabelSelector::parse(&parts.join(","))
+    LabelSelector::parse(&parts.join(",")).map_err(|e| FieldError::invalid("spec.selector", e))
 }
 
 /// Replica counts from the pods the selector matches right now.

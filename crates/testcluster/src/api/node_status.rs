@@ -23,6 +23,7 @@ use serde_json::Value;
 use super::nodes::{merge, node_json};
 use super::{param, query_params};
 use crate::cluster::{Shared, lock};
+use crate::field::FieldError;
 use crate::status::ApiError;
 
 const STRATEGIC: &str = "application/strategic-merge-patch+json";
@@ -80,36 +81,42 @@ pub async fn patch(
 }
 
 /// The written conditions after `patch`, or why it is refused.
-fn patched_conditions(current: &[Value], patch: &Value) -> Result<Vec<Value>, String> {
-    let only = "the emulated cluster patches only status.conditions of a node's status";
-    let top = patch.as_object().ok_or(only)?;
+fn patched_conditions(current: &[Value], patch: &Value) -> Result<Vec<Value>, FieldError> {
+    let only =
+        || FieldError::Unsupported("the emulated cluster patches only status.conditions of a node's status".into());
+    let top = patch.as_object().ok_or_else(only)?;
     if top.keys().any(|k| k != "status") {
-        return Err(only.into());
+        return Err(only());
     }
     let Some(status) = top.get("status") else {
         return Ok(current.to_vec());
     };
-    let status = status.as_object().ok_or(only)?;
+    let status = status.as_object().ok_or_else(only)?;
     // kubectl may send the list's order as a directive; the order kept here is insertion order.
     if status
         .keys()
         .any(|k| k != "conditions" && k != "$setElementOrder/conditions")
     {
-        return Err(only.into());
+        return Err(only());
     }
     let Some(items) = status.get("conditions") else {
         return Ok(current.to_vec());
     };
-    let items = items.as_array().ok_or("status.conditions: must be a list")?;
+    let items = items
+        .as_array()
+        .ok_or_else(|| FieldError::invalid("status.conditions", "must be a list"))?;
     let mut out = current.to_vec();
     for item in items {
         let kind = item
             .get("type")
             .and_then(Value::as_str)
             .filter(|t| !t.is_empty())
-            .ok_or("status.conditions[].type: Required value")?;
+            .ok_or_else(|| FieldError::invalid("status.conditions[].type", "Required value"))?;
         if kind == "Ready" {
-            return Err("status.conditions: Ready is the (emulated) kubelet's condition".into());
+            return Err(FieldError::invalid(
+                "status.conditions",
+                "Ready is the (emulated) kubelet's condition",
+            ));
         }
         let at = out.iter().position(|c| c["type"] == kind);
         match (item.get("$patch").and_then(Value::as_str), at) {
@@ -117,7 +124,11 @@ fn patched_conditions(current: &[Value], patch: &Value) -> Result<Vec<Value>, St
                 out.remove(i);
             }
             (Some("delete"), None) => {}
-            (Some(other), _) => return Err(format!("status.conditions: unsupported $patch '{other}'")),
+            (Some(other), _) => {
+                return Err(FieldError::Unsupported(format!(
+                    "status.conditions: unsupported $patch '{other}'"
+                )));
+            }
             (None, Some(i)) => merge(&mut out[i], item),
             (None, None) => out.push(item.clone()),
         }
@@ -130,13 +141,16 @@ fn patched_conditions(current: &[Value], patch: &Value) -> Result<Vec<Value>, St
 
 /// A condition as the API's types allow it: its fields parse (RFC 3339 times) and its status is
 /// True, False or Unknown.
-fn check_condition(c: &Value) -> Result<(), String> {
-    let parsed: NodeCondition =
-        serde_json::from_value(c.clone()).map_err(|e| format!("status.conditions: Invalid value: {e}"))?;
+fn check_condition(c: &Value) -> Result<(), FieldError> {
+    let parsed: NodeCondition = serde_json::from_value(c.clone())
+        .map_err(|e| FieldError::invalid("status.conditions", format_args!("Invalid value: {e}")))?;
     if !matches!(parsed.status.as_str(), "True" | "False" | "Unknown") {
-        return Err(format!(
-            "status.conditions[type={}].status: Unsupported value: \"{}\": supported values: \"True\", \"False\", \"Unknown\"",
-            parsed.type_, parsed.status
+        return Err(FieldError::invalid(
+            format!("status.conditions[type={}].status", parsed.type_),
+            format_args!(
+                "Unsupported value: \"{}\": supported values: \"True\", \"False\", \"Unknown\"",
+                parsed.status
+            ),
         ));
     }
     Ok(())
@@ -168,16 +182,24 @@ mod tests {
 
     #[test]
     fn what_a_real_server_or_this_emulation_refuses_is_refused() {
-        let bad = [
+        // What a real server refuses too, then what only this emulation does not implement.
+        let invalid = [
             json!({"status": {"conditions": [{"type": "X", "status": "Maybe"}]}}),
             json!({"status": {"conditions": [{"status": "True"}]}}),
             json!({"status": {"conditions": [{"type": "X", "status": "True", "lastTransitionTime": "yesterday"}]}}),
             json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+        ];
+        for p in invalid {
+            let e = patched_conditions(&[], &p).unwrap_err();
+            assert!(matches!(e, FieldError::Invalid { .. }), "{p}: {e}");
+        }
+        let unsupported = [
             json!({"status": {"capacity": {"cpu": "1"}}}),
             json!({"metadata": {"labels": {"a": "b"}}}),
         ];
-        for p in bad {
-            assert!(patched_conditions(&[], &p).is_err(), "{p}");
+        for p in unsupported {
+            let e = patched_conditions(&[], &p).unwrap_err();
+            assert!(matches!(e, FieldError::Unsupported(_)), "{p}: {e}");
         }
     }
 }

@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 
 use super::{param, query_params};
 use crate::cluster::{NodeMeta, NodeRt, Shared, lock};
+use crate::field::{FieldError, NameError};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 
@@ -178,7 +179,7 @@ pub async fn patch_node(
 type StringMap = BTreeMap<String, String>;
 
 /// The node's labels and annotations after `patch`, or why the patch is refused.
-fn patched_metadata(node: &NodeRt, meta: &NodeMeta, patch: &Value) -> Result<(StringMap, StringMap), String> {
+fn patched_metadata(node: &NodeRt, meta: &NodeMeta, patch: &Value) -> Result<(StringMap, StringMap), FieldError> {
     let before = node_json(node, meta);
     let mut after = before.clone();
     merge(&mut after, patch);
@@ -194,9 +195,11 @@ fn patched_metadata(node: &NodeRt, meta: &NodeMeta, patch: &Value) -> Result<(St
         }
     }
     if a != b {
-        return Err("the emulated cluster patches only metadata.labels and metadata.annotations of a node".to_string());
+        return Err(FieldError::Unsupported(
+            "the emulated cluster patches only metadata.labels and metadata.annotations of a node".into(),
+        ));
     }
-    let strings = |field: &str| -> Result<StringMap, String> {
+    let strings = |field: &str| -> Result<StringMap, FieldError> {
         let mut out = BTreeMap::new();
         let Some(map) = after.pointer(&format!("/metadata/{field}")) else {
             return Ok(out);
@@ -204,13 +207,20 @@ fn patched_metadata(node: &NodeRt, meta: &NodeMeta, patch: &Value) -> Result<(St
         let map = match map {
             Value::Null => return Ok(out),
             Value::Object(m) => m,
-            _ => return Err(format!("metadata.{field}: must be a map of strings")),
+            _ => {
+                return Err(FieldError::invalid(
+                    format!("metadata.{field}"),
+                    "must be a map of strings",
+                ));
+            }
         };
         for (k, v) in map {
             let Value::String(s) = v else {
-                return Err(format!("metadata.{field}.{k}: must be a string"));
+                return Err(FieldError::invalid(format!("metadata.{field}.{k}"), "must be a string"));
             };
-            check_key(k).map_err(|e| format!("metadata.{field}: Invalid value: \"{k}\": {e}"))?;
+            check_key(k).map_err(|e| {
+                FieldError::invalid(format!("metadata.{field}"), format_args!("Invalid value: \"{k}\": {e}"))
+            })?;
             out.insert(k.clone(), s.clone());
         }
         Ok(out)
@@ -218,12 +228,15 @@ fn patched_metadata(node: &NodeRt, meta: &NodeMeta, patch: &Value) -> Result<(St
     let labels = strings("labels")?;
     let annotations = strings("annotations")?;
     for (k, v) in &labels {
-        check_label_value(v).map_err(|e| format!("metadata.labels: Invalid value: \"{v}\" (key {k}): {e}"))?;
+        check_label_value(v).map_err(|e| {
+            FieldError::invalid("metadata.labels", format_args!("Invalid value: \"{v}\" (key {k}): {e}"))
+        })?;
     }
     let size: usize = annotations.iter().map(|(k, v)| k.len() + v.len()).sum();
     if size > MAX_ANNOTATIONS_BYTES {
-        return Err(format!(
-            "metadata.annotations: Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"
+        return Err(FieldError::invalid(
+            "metadata.annotations",
+            format_args!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"),
         ));
     }
     Ok((labels, annotations))
@@ -250,22 +263,19 @@ pub(super) fn merge(target: &mut Value, patch: &Value) {
 }
 
 /// `[A-Za-z0-9]` at both ends, `-_.` and alphanumerics inside, at most 63 characters.
-fn check_name_part(s: &str) -> Result<(), String> {
+fn check_name_part(s: &str) -> Result<(), NameError> {
     let alnum = |c: char| c.is_ascii_alphanumeric();
     if s.len() > 63 {
-        return Err("must be no more than 63 characters".into());
+        return Err(NameError::TooLong);
     }
     if !s.starts_with(alnum) || !s.ends_with(alnum) || !s.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.')) {
-        return Err(
-            "a valid name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-                .into(),
-        );
+        return Err(NameError::Characters);
     }
     Ok(())
 }
 
 /// A label or annotation key: an optional DNS-subdomain prefix and `/`, then a name.
-fn check_key(key: &str) -> Result<(), String> {
+fn check_key(key: &str) -> Result<(), NameError> {
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -282,13 +292,13 @@ fn check_key(key: &str) -> Result<(), String> {
                         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
             });
         if !ok {
-            return Err("prefix part must be a lowercase RFC 1123 subdomain".into());
+            return Err(NameError::Prefix);
         }
     }
     check_name_part(name)
 }
 
-fn check_label_value(v: &str) -> Result<(), String> {
+fn check_label_value(v: &str) -> Result<(), NameError> {
     if v.is_empty() { Ok(()) } else { check_name_part(v) }
 }
 
@@ -311,13 +321,13 @@ mod tests {
         assert!(check_key("ic-bench.dev/fabric").is_ok());
         assert!(check_key("kubernetes.io/hostname").is_ok());
         assert!(check_key("plain").is_ok());
-        assert!(check_key("Bad.Prefix/x").is_err());
-        assert!(check_key("ic-bench.dev/").is_err());
-        assert!(check_key(&format!("x/{}", "a".repeat(64))).is_err());
+        assert_eq!(check_key("Bad.Prefix/x"), Err(NameError::Prefix));
+        assert_eq!(check_key("ic-bench.dev/"), Err(NameError::Characters));
+        assert_eq!(check_key(&format!("x/{}", "a".repeat(64))), Err(NameError::TooLong));
         assert!(check_label_value("pass").is_ok());
         assert!(check_label_value("").is_ok());
-        assert!(check_label_value("two words").is_err());
-        assert!(check_label_value(&"a".repeat(64)).is_err());
-        assert!(check_label_value("-x").is_err());
+        assert_eq!(check_label_value("two words"), Err(NameError::Characters));
+        assert_eq!(check_label_value(&"a".repeat(64)), Err(NameError::TooLong));
+        assert_eq!(check_label_value("-x"), Err(NameError::Characters));
     }
 }

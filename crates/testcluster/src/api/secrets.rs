@@ -128,16 +128,30 @@ pub fn collect_orphans(shared: &Shared) -> usize {
     before - secrets.len()
 }
 
+/// A Secret value a container's env names that is not there (the kubelet's
+/// CreateContainerConfigError, in its words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecretRefError {
+    #[error("secret \"{name}\" not found")]
+    NoSecret { name: String },
+    #[error("couldn't find key {key} in Secret {ns}/{name}")]
+    NoKey { ns: String, name: String, key: String },
+}
+
 /// The value of `key` in Secret `name` of `ns`, as text; `Err` says what is missing.
-pub fn resolve(shared: &Shared, ns: &str, name: &str, key: &str) -> Result<String, String> {
+pub fn resolve(shared: &Shared, ns: &str, name: &str, key: &str) -> Result<String, SecretRefError> {
     let secrets = lock(&shared.secrets);
     let s = secrets
         .get(&(ns.to_string(), name.to_string()))
-        .ok_or_else(|| format!("secret \"{name}\" not found"))?;
+        .ok_or_else(|| SecretRefError::NoSecret { name: name.to_string() })?;
     let v = s
         .data
         .as_ref()
         .and_then(|d| d.get(key))
-        .ok_or_else(|| format!("couldn't find key {key} in Secret {ns}/{name}"))?;
+        .ok_or_else(|| SecretRefError::NoKey {
+            ns: ns.to_string(),
+            name: name.to_string(),
+            key: key.to_string(),
+        })?;
     Ok(String::from_utf8_lossy(&v.0).into_owned())
 }
