@@ -7,9 +7,7 @@ use crate::patch::Merged;
 use crate::yaml::Node;
 use std::collections::BTreeMap;
 
-/// The device attribute a DRA driver publishes for the PCIe root complex a device hangs off
-/// (KEP-4381's standard attribute): a GPU and a NIC with equal values are each other's rail.
-pub const PCIE_ROOT_ATTRIBUTE: &str = "resource.kubernetes.io/pcieRoot";
+use icb_core::fabric::PCIE_ROOT_ATTRIBUTE;
 
 /// What one device request of a claim template selects, by its device class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

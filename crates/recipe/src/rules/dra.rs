@@ -5,10 +5,11 @@
 //! PCIe root, so they land on one rail).
 
 use super::mk;
-use crate::claims::{ClaimTemplate, DeviceKind, PCIE_ROOT_ATTRIBUTE};
+use crate::claims::{ClaimTemplate, DeviceKind};
 use crate::model::RoleEnv;
 use crate::resolve::Resolution;
 use icb_core::checks::Check;
+use icb_core::fabric::PCIE_ROOT_ATTRIBUTE;
 use icb_core::model::Status;
 
 pub(crate) fn role_checks(r: &RoleEnv, res: &Resolution, out: &mut Vec<Check>) {
