@@ -227,3 +227,100 @@ fn gc_after_a_killed_pair_deletes_the_templates_its_pods_name() {
         cluster.resource_claim_templates()
     );
 }
+
+/// The worker a bench pod is modelled on: its engine container uses a claim made from the
+/// ResourceClaimTemplate `worker-gpu` (one GPU), and it runs on `node`.
+fn dra_worker(name: &str, node: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "worker"}},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "worker-gpu"}],
+            "containers": [{"name": "engine", "image": "serving:1", "command": ["sleep", "600"],
+                "resources": {"claims": [{"name": "gpu"}]}}]
+        }
+    })
+}
+
+fn create_worker_template(cluster: &TestCluster) {
+    let template: ResourceClaimTemplate = serde_json::from_value(serde_json::json!({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "worker-gpu"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu",
+            "exactly": {"deviceClassName": icb_testcluster::DRA_GPU_DRIVER, "allocationMode": "ExactCount", "count": 1}}]}}}
+    }))
+    .unwrap();
+    block_on(async {
+        let client = cluster.client().unwrap();
+        let api: icb_kube::kube::Api<ResourceClaimTemplate> =
+            icb_kube::kube::Api::namespaced(client, cluster.namespace());
+        api.create(&Default::default(), &template).await.unwrap();
+    });
+}
+
+/// Issue 41: a bench pod modelled on a DRA worker carries the worker's claim (a fresh claim from
+/// the same template), is scheduled with it allocated, and the pair runs; the run and a later
+/// `gc` leave the worker's template and claims alone and nothing of the bench pods.
+#[test]
+fn a_bench_pod_modelled_on_a_dra_worker_claims_from_the_workers_template() {
+    let cluster = dra_cluster();
+    create_worker_template(&cluster);
+    create_reference_pod(&cluster, dra_worker("worker-a", "dra-1"));
+    create_reference_pod(&cluster, dra_worker("worker-b", "dra-2"));
+    let worker_claims = cluster.resource_claims().len();
+    assert_eq!(worker_claims, 2, "{:#?}", cluster.resource_claims());
+
+    let mut args = vec!["--prefill", "pod/worker-a", "--decode", "pod/worker-b", "-o", "json"];
+    args.extend_from_slice(FAST);
+    let run = run_pair(&cluster, &args, Duration::from_secs(120));
+    assert!(run.code == 0 || run.code == 1, "{run:#?}");
+    let report = run.report();
+    assert!(report["verdict"]["status"].is_string(), "the pair ran: {report:#}");
+    assert_eq!(report["placement"]["decode"]["host"], "dra-2", "{report:#}");
+    let notes = format!("{report}{}", run.stderr);
+    assert!(
+        notes.contains("gpu (a fresh claim from template worker-gpu)"),
+        "a note says what was copied: {notes}"
+    );
+
+    let pods = run.created_pods();
+    assert_eq!(pods.len(), 2, "{run:#?}");
+    for pod in &pods {
+        let spec = pod.spec.as_ref().unwrap();
+        let claims = spec.resource_claims.as_ref().expect("the worker's claim is copied");
+        assert_eq!(claims.len(), 1);
+        assert_eq!(claims[0].name, "gpu");
+        assert_eq!(claims[0].resource_claim_template_name.as_deref(), Some("worker-gpu"));
+        let used = spec.containers[0].resources.as_ref().unwrap().claims.as_ref().unwrap();
+        assert_eq!(used[0].name, "gpu");
+    }
+    assert!(posted_templates(&run).is_empty(), "no template of its own");
+    // Four claims allocated: each worker's and each bench pod's, a GPU each on its own node.
+    let allocations = cluster.dra_allocations();
+    let bench: Vec<&icb_testcluster::DraAllocation> =
+        allocations.iter().filter(|a| a.pod.starts_with("ic-bench-")).collect();
+    let mut nodes: Vec<&str> = bench.iter().map(|a| a.node.as_str()).collect();
+    nodes.sort();
+    assert_eq!(nodes, ["dra-1", "dra-2"], "{allocations:#?}");
+    assert!(bench.iter().all(|a| a.devices.len() == 1), "{allocations:#?}");
+
+    // The run left the worker's template and claims, and nothing of its own; gc takes nothing more.
+    let gc = std::process::Command::new(BIN)
+        .args(["gc", "--kubeconfig"])
+        .arg(cluster.kubeconfig_path())
+        .output()
+        .unwrap();
+    assert!(gc.status.success(), "{gc:?}");
+    assert!(leftover_bench_pods(&cluster).is_empty());
+    let claims = cluster.resource_claims();
+    assert_eq!(claims.len(), worker_claims, "{claims:#?}");
+    assert!(
+        claims
+            .iter()
+            .all(|c| c.metadata.name.as_deref().is_some_and(|n| n.starts_with("worker-"))),
+        "{claims:#?}"
+    );
+    let templates = cluster.resource_claim_templates();
+    assert_eq!(templates.len(), 1, "{templates:#?}");
+    assert_eq!(templates[0].metadata.name.as_deref(), Some("worker-gpu"));
+}

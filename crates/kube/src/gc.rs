@@ -69,12 +69,15 @@ pub fn select(pods: &[Pod], opts: &GcOptions, now: jiff::Timestamp) -> Vec<Colle
         .collect()
 }
 
-/// The templates a pod's claims are made from.
+/// The pod's own template (`crate::dra`, named like the pod) when a claim is made from it; a
+/// template a bench pod copied from a worker it was modelled on is the worker's, never deleted.
 fn claim_templates(pod: &Pod) -> Vec<String> {
+    let own = pod.metadata.name.as_deref();
     pod.spec
         .iter()
         .flat_map(|s| s.resource_claims.iter().flatten())
         .filter_map(|c| c.resource_claim_template_name.clone())
+        .filter(|t| Some(t.as_str()) == own)
         .collect()
 }
 
@@ -215,17 +218,19 @@ mod tests {
             "its Secret is deleted by name"
         );
         assert!(old[0].claim_templates.is_empty());
-        let mut dra = pod("dra", 10_000);
+        let mut dra = pod("ic-bench-r-server", 10_000);
         dra.spec = Some(
             serde_json::from_value(serde_json::json!({"containers": [],
-            "resourceClaims": [{"name": "devices", "resourceClaimTemplateName": "ic-bench-r-server"}]}))
+            "resourceClaims": [{"name": "devices", "resourceClaimTemplateName": "ic-bench-r-server"},
+                               {"name": "gpu", "resourceClaimTemplateName": "worker-gpu"},
+                               {"name": "nic", "resourceClaimName": "worker-nic"}]}))
             .unwrap(),
         );
         let took = select(&[dra], &GcOptions::default(), now);
         assert_eq!(
             took[0].claim_templates,
             ["ic-bench-r-server"],
-            "deleted by name with the pod"
+            "its own template is deleted by name with the pod; the worker's template it copied is not"
         );
     }
 

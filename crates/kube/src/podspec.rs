@@ -18,7 +18,8 @@ use icb_core::fabric::resource::is_rdma_resource;
 use icb_core::fabric::shm;
 use k8s_openapi::api::core::v1::{
     Affinity, Container, EmptyDirVolumeSource, EnvVar, NodeAffinity, NodeSelector, NodeSelectorRequirement,
-    NodeSelectorTerm, Pod, PodSpec, ResourceRequirements, Toleration, Volume, VolumeMount,
+    NodeSelectorTerm, Pod, PodResourceClaim, PodSpec, ResourceClaim, ResourceRequirements, Toleration, Volume,
+    VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::BTreeMap;
@@ -171,6 +172,28 @@ impl BenchPod {
         ))
     }
 
+    /// The pod's DRA claims and its container's: the model's (a worker's claims, copied) and
+    /// the claim made from this pod's own template (`Self::claim_template`). A modelled side
+    /// gets no template of its own (`crate::pair` reads no node offer for it), so the names
+    /// never meet.
+    fn claims(&self) -> (Vec<PodResourceClaim>, Vec<ResourceClaim>) {
+        let model = self.model.as_ref();
+        let mut pod = model.map(|m| m.resource_claims.clone()).unwrap_or_default();
+        let mut container = model.map(|m| m.container_claims.clone()).unwrap_or_default();
+        if self.devices.claim.is_some() {
+            pod.push(PodResourceClaim {
+                name: crate::dra::POD_CLAIM.into(),
+                resource_claim_name: None,
+                resource_claim_template_name: Some(pod_name(&self.run_id, self.role)),
+            });
+            container.push(ResourceClaim {
+                name: crate::dra::POD_CLAIM.into(),
+                request: None,
+            });
+        }
+        (pod, container)
+    }
+
     pub fn build(&self) -> Pod {
         let model = self.model.as_ref();
         let privileged = self.privileged || model.is_some_and(|m| m.privileged);
@@ -212,18 +235,14 @@ impl BenchPod {
             }
         }
 
+        let (pod_claims, container_claims) = self.claims();
         let mut reserved = devices;
         reserved.extend(self.resources.entries());
         let resources = Some(ResourceRequirements {
             // Extended resources must have requests equal to limits; cpu/memory too (Guaranteed).
             limits: Some(reserved.clone()),
             requests: Some(reserved),
-            claims: self.devices.claim.as_ref().map(|_| {
-                vec![k8s_openapi::api::core::v1::ResourceClaim {
-                    name: crate::dra::POD_CLAIM.into(),
-                    request: None,
-                }]
-            }),
+            claims: (!container_claims.is_empty()).then_some(container_claims),
         });
 
         let mut volumes = Vec::new();
@@ -263,14 +282,7 @@ impl BenchPod {
                 service_account_name: self.service_account.clone(),
                 enable_service_links: Some(false),
                 affinity: Some(pin_to(&self.node)),
-                // DRA devices: the claim made from this pod's own template (`Self::claim_template`).
-                resource_claims: self.devices.claim.as_ref().map(|_| {
-                    vec![k8s_openapi::api::core::v1::PodResourceClaim {
-                        name: crate::dra::POD_CLAIM.into(),
-                        resource_claim_name: None,
-                        resource_claim_template_name: Some(pod_name(&self.run_id, self.role)),
-                    }]
-                }),
+                resource_claims: (!pod_claims.is_empty()).then_some(pod_claims),
                 // Only the chosen node's own NoSchedule taints: never a cordon or NoExecute.
                 tolerations: (!self.tolerations.is_empty()).then(|| self.tolerations.clone()),
                 security_context: privilege.pod_context(),

@@ -5,7 +5,7 @@
 //! reproducing what matters: seed 002's 365 MB/s came from GPU visibility and namespaces alone.
 
 use icb_core::fabric::shm;
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodResourceClaim, PodSpec, PodTemplateSpec, ResourceClaim};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
@@ -39,6 +39,11 @@ pub struct TransportSpec {
     /// workers would never land on cannot be scheduled, and says so. Empty for a running pod,
     /// which is on its node already.
     pub node_selector: BTreeMap<String, String>,
+    /// The pod's DRA claims (`spec.resourceClaims`) its container uses: a template entry gives the
+    /// bench pod a fresh claim of the same devices, a claim name shares the worker's own claim.
+    pub resource_claims: Vec<PodResourceClaim>,
+    /// The container's `resources.claims` naming them (a request of a claim included).
+    pub container_claims: Vec<ResourceClaim>,
     /// What could not be copied, said in the report so nobody assumes it was.
     pub not_copied: Vec<String>,
 }
@@ -47,6 +52,27 @@ impl TransportSpec {
     /// RDMA-capable NICs among the device requests (IPC_LOCK is needed to pin memory for them).
     pub fn requests_rdma(&self) -> bool {
         self.devices.keys().any(|k| is_rdma_resource(k))
+    }
+
+    /// What the copied DRA claims give the bench pod, for the report; `None` without claims.
+    pub fn claims_note(&self) -> Option<String> {
+        if self.resource_claims.is_empty() {
+            return None;
+        }
+        let each: Vec<String> = self
+            .resource_claims
+            .iter()
+            .map(|c| match (&c.resource_claim_name, &c.resource_claim_template_name) {
+                (Some(claim), _) => format!("{} (shares the claim {claim})", c.name),
+                (None, Some(template)) => format!("{} (a fresh claim from template {template})", c.name),
+                (None, None) => c.name.clone(),
+            })
+            .collect();
+        Some(format!(
+            "resource claims (DRA) copied from {}: {}; they resolve in the bench pod's namespace",
+            self.source,
+            each.join(", ")
+        ))
     }
 
     /// Reads the transport-relevant spec of `pod`.
@@ -138,18 +164,43 @@ impl TransportSpec {
             }
         }
         out.shm = shm_of(spec, c, &mut out.not_copied);
+        claims_of(spec, c, &mut out);
         out
     }
 }
 
-/// The container holding device requests (most of them), else the first.
+/// Copies the claims container `c` uses with the pod's entries defining them; a claim the pod
+/// does not define (or defines with no source) is said, not copied.
+fn claims_of(spec: &PodSpec, c: &Container, out: &mut TransportSpec) {
+    let defined = spec.resource_claims.as_deref().unwrap_or_default();
+    for used in c.resources.iter().flat_map(|r| r.claims.iter().flatten()) {
+        let entry = defined
+            .iter()
+            .find(|p| p.name == used.name)
+            .filter(|p| p.resource_claim_name.is_some() || p.resource_claim_template_name.is_some());
+        let Some(entry) = entry else {
+            out.not_copied.push(format!(
+                "claim '{}' of container '{}' is not defined with a template or claim in the pod: not copied",
+                used.name, c.name
+            ));
+            continue;
+        };
+        if !out.resource_claims.contains(entry) {
+            out.resource_claims.push(entry.clone());
+        }
+        out.container_claims.push(used.clone());
+    }
+}
+
+/// The container holding device requests or DRA claims (most of them), else the first.
 fn pick_container(spec: &PodSpec) -> Option<&Container> {
     let devices = |c: &Container| {
-        c.resources
-            .as_ref()
+        let resources = c.resources.as_ref();
+        let limits = resources
             .and_then(|r| r.limits.as_ref())
             .map(|l| l.keys().filter(|k| is_device_resource(k)).count())
-            .unwrap_or(0)
+            .unwrap_or(0);
+        limits + resources.and_then(|r| r.claims.as_ref()).map_or(0, Vec::len)
     };
     let best = spec.containers.iter().max_by_key(|c| devices(c))?;
     if devices(best) > 0 {

@@ -9,10 +9,11 @@
 use crate::pair::SideTemplates;
 use crate::spec::TransportSpec;
 use icb_core::fabric::resource::GpuVendor;
-use icb_recipe::{EnvValue, RoleEnv};
+use icb_recipe::{ClaimSource, EnvValue, RoleEnv};
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapKeySelector, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec, PodTemplateSpec,
-    ResourceFieldSelector, ResourceRequirements, SecretKeySelector, SecurityContext,
+    Capabilities, ConfigMapKeySelector, Container, EnvVar, EnvVarSource, ObjectFieldSelector, PodResourceClaim,
+    PodSpec, PodTemplateSpec, ResourceClaim, ResourceFieldSelector, ResourceRequirements, SecretKeySelector,
+    SecurityContext,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use std::collections::BTreeMap;
@@ -121,12 +122,7 @@ pub fn from_role(r: &RoleEnv) -> (PodTemplateSpec, Vec<String>) {
             )),
         }
     }
-    if !r.resources.claims.is_empty() {
-        notes.push(format!(
-            "resource claims (DRA) {} are not copied",
-            r.resources.claims.join(", ")
-        ));
-    }
+    let (pod_claims, container_claims) = engine_claims(r, &mut notes);
     if r.host_infiniband {
         notes.push("the hostPath /dev/infiniband mount is not copied".into());
     }
@@ -157,10 +153,10 @@ pub fn from_role(r: &RoleEnv) -> (PodTemplateSpec, Vec<String>) {
         },
         image: r.image.clone(),
         env: (!env.is_empty()).then_some(env),
-        resources: (!devices.is_empty()).then(|| ResourceRequirements {
-            limits: Some(devices.clone()),
-            requests: Some(devices),
-            ..Default::default()
+        resources: (!devices.is_empty() || !container_claims.is_empty()).then(|| ResourceRequirements {
+            limits: (!devices.is_empty()).then(|| devices.clone()),
+            requests: (!devices.is_empty()).then_some(devices),
+            claims: (!container_claims.is_empty()).then_some(container_claims),
         }),
         security_context: Some(SecurityContext {
             privileged: r.privileged.then_some(true),
@@ -180,6 +176,7 @@ pub fn from_role(r: &RoleEnv) -> (PodTemplateSpec, Vec<String>) {
         host_network: r.host_network.then_some(true),
         node_selector: (!r.placement.node_selector.is_empty()).then(|| r.placement.node_selector.clone()),
         volumes: (!volumes.is_empty()).then_some(volumes),
+        resource_claims: (!pod_claims.is_empty()).then_some(pod_claims),
         ..Default::default()
     };
     (
@@ -189,6 +186,33 @@ pub fn from_role(r: &RoleEnv) -> (PodTemplateSpec, Vec<String>) {
         },
         notes,
     )
+}
+
+/// The DRA claims the role's engine container uses, as the pod's entries and the container's
+/// `resources.claims`: the same template (a fresh claim of the same devices) or the same shared
+/// claim. A claim the pod does not define is said, not copied.
+fn engine_claims(r: &RoleEnv, notes: &mut Vec<String>) -> (Vec<PodResourceClaim>, Vec<ResourceClaim>) {
+    let mut pod = Vec::new();
+    let mut container = Vec::new();
+    for (name, source) in r.resources.engine_claims() {
+        let (template, claim) = match source {
+            Some(ClaimSource::Template(t)) => (Some(t), None),
+            Some(ClaimSource::Claim(c)) => (None, Some(c)),
+            None => {
+                notes.push(format!(
+                    "resource claim (DRA) {name} is not defined with a template or claim in the pod: not copied"
+                ));
+                continue;
+            }
+        };
+        pod.push(PodResourceClaim {
+            name: name.clone(),
+            resource_claim_name: claim,
+            resource_claim_template_name: template,
+        });
+        container.push(ResourceClaim { name, request: None });
+    }
+    (pod, container)
 }
 
 #[cfg(test)]
@@ -270,5 +294,82 @@ spec:
             "recipe t",
         );
         assert!(read.env.iter().all(|e| e.name.starts_with("UCX_")));
+    }
+
+    #[test]
+    fn a_dra_workers_claims_are_copied_to_the_bench_pod() {
+        let r = role(
+            r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: decode}
+spec:
+  template:
+    spec:
+      resourceClaims:
+      - {name: gpu, resourceClaimTemplateName: worker-gpu}
+      - {name: nic, resourceClaimName: worker-nic}
+      - {name: sidecar-only, resourceClaimTemplateName: other}
+      containers:
+      - name: engine
+        image: vllm:1
+        env: [{name: UCX_TLS, value: "rc,cuda_copy"}]
+        resources: {claims: [{name: gpu}, {name: nic}, {name: undefined}]}
+"#,
+        );
+        let (t, notes) = from_role(&r);
+        let spec = t.spec.clone().unwrap();
+        let pod_claims = spec.resource_claims.unwrap();
+        let sources: Vec<_> = pod_claims
+            .iter()
+            .map(|c| {
+                (
+                    c.name.as_str(),
+                    c.resource_claim_template_name.as_deref(),
+                    c.resource_claim_name.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            sources,
+            [("gpu", Some("worker-gpu"), None), ("nic", None, Some("worker-nic"))],
+            "only the claims the engine uses, each from the same source"
+        );
+        let used: Vec<String> = spec.containers[0]
+            .resources
+            .clone()
+            .unwrap()
+            .claims
+            .unwrap()
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(used, ["gpu", "nic"]);
+        let notes = notes.join("\n");
+        assert!(
+            notes.contains("resource claim (DRA) undefined is not defined"),
+            "{notes}"
+        );
+        assert!(!notes.contains("(DRA) gpu") && !notes.contains("(DRA) nic"), "{notes}");
+        // Read back as a bench pod's model: the claims survive, and the report says so.
+        let model = TransportSpec::from_template(&t, "recipe t decode");
+        assert_eq!(model.resource_claims, pod_claims);
+        assert_eq!(model.container_claims.len(), 2);
+        let said = model.claims_note().unwrap();
+        assert!(
+            said.contains("gpu (a fresh claim from template worker-gpu)")
+                && said.contains("nic (shares the claim worker-nic)"),
+            "{said}"
+        );
+        let without = role(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {template: {spec: {containers: [{name: engine, image: x}]}}}\n",
+        );
+        let (t, _) = from_role(&without);
+        assert!(t.spec.unwrap().resource_claims.is_none());
+        assert!(
+            TransportSpec::from_template(&from_role(&without).0, "x")
+                .claims_note()
+                .is_none()
+        );
     }
 }

@@ -36,7 +36,7 @@ mod yaml;
 pub use error::RecipeError;
 pub use load::{Document, Input, MAX_INPUT_BYTES, load_inputs, parse_bytes};
 pub use mask::{display_value, is_secret_name, looks_like_token};
-pub use model::{EngineArgs, EnvFrom, EnvValue, EnvVar, Placement, Resources, Role, RoleEnv};
+pub use model::{ClaimSource, EngineArgs, EnvFrom, EnvValue, EnvVar, Placement, Resources, Role, RoleEnv};
 pub use podspec::{is_rdma_resource, parse_quantity};
 pub use render::{find_binary, is_kustomization};
 pub use resolve::{Resolution, resolve};

@@ -131,6 +131,9 @@ pub struct Resources {
     /// Claim name → template name, from the pod's `resourceClaims`.
     #[serde(skip)]
     pub(crate) template_of: BTreeMap<String, String>,
+    /// Claim name → the existing ResourceClaim it names (`resourceClaimName`: shared, not made).
+    #[serde(skip)]
+    pub(crate) shared_claim_of: BTreeMap<String, String>,
     /// Claim names the main container lists in `resources.claims` (DGD: the service's).
     #[serde(skip)]
     pub(crate) container_claims: Vec<String>,
@@ -149,12 +152,38 @@ impl Resources {
         })
     }
 
+    /// Each claim the main container uses, with where the pod gets it from; `None` when the pod
+    /// spec defines no such claim (or defines it with neither a template nor a claim name).
+    pub fn engine_claims(&self) -> Vec<(String, Option<ClaimSource>)> {
+        self.container_claims
+            .iter()
+            .map(|name| {
+                let source = match (self.shared_claim_of.get(name), self.template_of.get(name)) {
+                    _ if !self.pod_claims.contains(name) => None,
+                    (Some(claim), _) => Some(ClaimSource::Claim(claim.clone())),
+                    (None, Some(template)) => Some(ClaimSource::Template(template.clone())),
+                    (None, None) => None,
+                };
+                (name.clone(), source)
+            })
+            .collect()
+    }
+
     /// Claims that are neither ComputeDomain channels nor accelerators, so presumably a NIC (DRA).
     pub fn nic_claims(&self) -> impl Iterator<Item = &String> {
         self.claims
             .iter()
             .filter(|c| !self.domain_claims.contains(c) && !self.gpu_claims.contains(c))
     }
+}
+
+/// Where a pod's claim comes from (`spec.resourceClaims[]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimSource {
+    /// `resourceClaimTemplateName`: each pod gets a fresh claim made from this template.
+    Template(String),
+    /// `resourceClaimName`: every pod naming it shares this existing claim.
+    Claim(String),
 }
 
 /// Engine arguments that decide the KV transport.

@@ -377,6 +377,12 @@ pub(crate) fn apply_pod_fields(role: &mut RoleEnv, spec: &Node, mounts: &[(Strin
             push_unique(&mut role.resources.claim_templates, t);
             role.resources.template_of.insert(name.to_string(), t.to_string());
         }
+        let shared = claim
+            .str_at("resourceClaimName")
+            .or_else(|| claim.path(&["source", "resourceClaimName"]).and_then(Node::as_str));
+        if let (Some(c), Some(name)) = (shared, claim.str_at("name")) {
+            role.resources.shared_claim_of.insert(name.to_string(), c.to_string());
+        }
     }
     for vol in spec.get("volumes").map(Node::as_seq).unwrap_or_default() {
         let Some(name) = vol.str_at("name") else { continue };

@@ -246,6 +246,9 @@ pub async fn prepare_with_templates(
             (None, None) => return None,
         };
         notes.extend(spec.not_copied.iter().map(|n| Note::other(format!("{side}: {n}"))));
+        if let Some(copied) = spec.claims_note() {
+            notes.push(Note::other(format!("{side}: {copied}")));
+        }
         Some(spec)
     };
     let server_model = model(&decode, templates.decode.as_ref(), "decode");
