@@ -24,6 +24,7 @@ mod kube_dra;
 mod kube_rank;
 pub mod kube_run;
 pub mod local;
+pub mod local_run;
 mod partial;
 mod plan;
 pub mod remote;
