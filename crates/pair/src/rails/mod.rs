@@ -29,6 +29,7 @@ mod partial;
 mod plan;
 pub mod remote;
 mod report;
+pub mod serve_run;
 
 pub use choice::{
     Choice, LocalRailsFlags, LocalRailsTarget, NodeRail, RailFlagError, RailSite, read_selection, told_devices,
