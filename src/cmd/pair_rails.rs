@@ -4,9 +4,8 @@
 use super::interrupt::Interrupt;
 use super::pair::PairCommand;
 use icb_core::rails::RailPattern;
-use icb_pair::PairError;
 use icb_pair::rails::local_run::run_local_rails;
-use icb_pair::rails::{AloneRuns, Choice, LocalRailsFlags, LocalRailsTarget, RailSelection, RailsPlan};
+use icb_pair::rails::{AloneRuns, Choice, LocalRailsFlags, LocalRailsTarget, RailSelection};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RailArgs {
@@ -178,16 +177,4 @@ pub fn progress(
     unit: icb_core::model::BandwidthUnit,
 ) -> impl FnMut(&icb_pair::rails::RailRow, &icb_core::protocol::CaseProgress) {
     move |row, p| eprintln!("rail {}: {}", row.index, icb_report::text::case_line(&p.case, unit))
-}
-
-/// Runs the rows through `seam`, then each of `controls` on one rail pair, one progress line
-/// per case on stderr.
-pub async fn run_plan<S: icb_pair::rails::RailSeam>(
-    plan: &RailsPlan,
-    controls: &[icb_core::model::ControlKind],
-    seam: &mut S,
-    interrupt: &Interrupt,
-) -> Result<icb_pair::PairOutcome, PairError> {
-    let mut progress = progress(plan.pair.settings.unit);
-    icb_pair::rails::run_rails_with_controls(controls, plan, seam, interrupt.token(), &mut progress).await
 }

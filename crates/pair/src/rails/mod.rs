@@ -28,6 +28,7 @@ pub mod local_run;
 mod partial;
 mod plan;
 pub mod remote;
+pub mod remote_run;
 mod report;
 pub mod serve_run;
 
