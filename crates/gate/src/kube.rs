@@ -288,8 +288,8 @@ impl GateSteps for KubeGate {
             let cluster = self.cluster.clone().ok_or_else(|| setup("pair before prepare"))?;
             let envs = self.side_envs.as_ref().map(|e| (&e.prefill.0, &e.decode.0));
             let envs = (envs.map(|e| e.0), envs.map(|e| e.1));
-            let image = self.input.image.clone();
-            return crate::rails::pair(cluster, rails, plan, image, envs, deadline, cancel).await;
+            let options = self.input.pod_options();
+            return crate::rails::pair(cluster, rails, plan, &options, envs, deadline, cancel).await;
         }
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
         plan.knob_vars = self.side_envs.as_ref().map_or_else(Vec::new, |e| {
