@@ -353,8 +353,20 @@ async fn probe_nodes(
         .iter()
         .map(|(node, env)| probe_node(cluster.clone(), node.clone(), env.clone(), image, deadline, token));
     let mut found = Vec::new();
+    let mut read = Vec::new();
     for (node, probe) in futures::future::join_all(probes).await {
-        found.extend(findings::of_node(&node, probe?));
+        let probe = probe?;
+        if let NodeProbe::Report(report) = &probe {
+            read.push((node.clone(), report.readiness.clone()));
+        }
+        found.extend(findings::of_node(&node, probe));
+    }
+    // Two nodes (prefill's first), both probed: what they disagree on before the transfer.
+    if let [(a, ra), (b, rb)] = &read[..]
+        && nodes.len() == 2
+    {
+        let (a, b) = (format!("prefill {a}"), format!("decode {b}"));
+        found.extend(findings::readiness_mismatches((&a, ra.as_ref()), (&b, rb.as_ref())));
     }
     Ok(found)
 }
