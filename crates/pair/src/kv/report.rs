@@ -130,6 +130,7 @@ pub(super) fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
         synchronised: false,
         repetitions: None,
         ranks: Vec::new(),
+        bulk: None,
     };
     kv.summary = summary_line(&kv, TcpRate::Assumed);
     kv
@@ -361,6 +362,7 @@ mod tests {
             synchronised: false,
             repetitions: None,
             ranks: Vec::new(),
+            bulk: None,
         }
     }
 
