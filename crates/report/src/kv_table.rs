@@ -7,7 +7,7 @@ use crate::table::new_table;
 use crate::wrap::{keep_whole, push_wrapped};
 use icb_core::model::BandwidthUnit;
 use icb_core::units::{format_bandwidth, format_size};
-use icb_core::{KvBulk, KvOutcome};
+use icb_core::{KvBulk, KvCold, KvOutcome};
 
 /// Milliseconds with three significant digits or more (0.004, 7.41, 27481): sub-millisecond
 /// posts and multi-second requests both stay short enough for an 80-column table.
@@ -52,6 +52,9 @@ pub fn render(kv: &KvOutcome, unit: BandwidthUnit, view: View) -> String {
     if let Some(b) = &kv.bulk {
         push_wrapped(&mut out, &bulk_line(b, unit), view);
     }
+    if let Some(c) = &kv.cold {
+        push_wrapped(&mut out, &cold_line(c, kv.request_ms_p50), view);
+    }
     if !kv.descriptor_sweep.is_empty() {
         out.push_str("descriptor-count sweep (one peer pair, the model's block size):\n");
         out.push_str(&sweep(kv, unit, view));
@@ -91,6 +94,19 @@ fn bulk_line(b: &KvBulk, unit: BandwidthUnit) -> String {
         ms(b.request_ms_p99),
         bw(b.bandwidth_bps, unit),
         if b.verified { "" } else { ", NOT verified" },
+    )
+}
+
+/// The cold path beside the warm p50: what the first request on fresh ranks paid.
+fn cold_line(c: &KvCold, warm: Option<f64>) -> String {
+    let ratio = c
+        .cold_over_warm
+        .map_or_else(String::new, |r| format!(", {r:.1}× the warm p50 ({} ms)", ms(warm)));
+    format!(
+        "cold path (fresh ranks): preparing {} ms + first request {} ms = {} ms{ratio}",
+        ms(Some(c.prepare_ms)),
+        ms(Some(c.first_request_ms)),
+        ms(Some(c.cold_ms)),
     )
 }
 
@@ -230,6 +246,7 @@ mod tests {
             repetitions: None,
             ranks: Vec::new(),
             bulk: None,
+            cold: None,
         };
         let view = View {
             width: 100,
@@ -294,5 +311,17 @@ mod tests {
             flat.contains("contiguous descriptors, fresh ranks): not measured: kv-rank d0 exited early"),
             "{text}"
         );
+        // The cold path beside the warm p50 (7.41 ms): 12.5 + 9.1 = 21.6 ms, 2.9×.
+        ranked.cold = Some(KvCold {
+            prepare_ms: 12.5,
+            first_request_ms: 9.1,
+            cold_ms: 21.6,
+            cold_over_warm: Some(21.6 / 7.412),
+        });
+        let text = render(&ranked, BandwidthUnit::GBps, view);
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let line = "cold path (fresh ranks): preparing 12.50 ms + first request 9.10 ms = 21.60 ms, 2.9× the warm p50 (7.41 ms)";
+        assert!(flat.contains(line), "{text}");
     }
 }

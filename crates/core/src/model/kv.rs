@@ -163,6 +163,27 @@ pub struct KvOutcome {
     /// reports from before it and where the main run ended early.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bulk: Option<KvBulk>,
+    /// The cold path (issue 42): what the first request on fresh ranks paid, preparation
+    /// included, beside the warm `request_ms_p50`. Per-rank model only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold: Option<KvCold>,
+}
+
+/// The cold path of a per-rank run: every rank's preparation once it had its peers' addresses
+/// (UCX: endpoints and remote keys; NIXL: the peers' metadata loaded and the transfer requests
+/// with their descriptor lists created), then the first request (the first warm-up repetition),
+/// end to end as the measured ones. The buffers' registration comes before and is not in it (an
+/// engine registers its KV cache once, at start-up, not per request).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvCold {
+    /// From the coordinator sending the peers' addresses to the last rank's "prepared" (ms).
+    pub prepare_ms: f64,
+    /// The first request's end to end (ms).
+    pub first_request_ms: f64,
+    /// `prepare_ms + first_request_ms`: what a request on fresh ranks paid.
+    pub cold_ms: f64,
+    /// `cold_ms` over the warm `request_ms_p50` (absent when that is not known).
+    pub cold_over_warm: Option<f64>,
 }
 
 impl KvOutcome {

@@ -27,7 +27,8 @@ pub mod ranks;
 mod report;
 
 pub use coordinator::{
-    COORDINATED, Coordinated, CoordinatorJob, LISTENING, PROGRESS, RepRule, coordinate, serve as serve_coordinator,
+    COORDINATED, ColdTimes, Coordinated, CoordinatorJob, LISTENING, PROGRESS, RepRule, coordinate,
+    serve as serve_coordinator,
 };
 pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
 pub use rank_report::{RankRecord, RepTimes};

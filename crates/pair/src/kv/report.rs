@@ -131,6 +131,7 @@ pub(super) fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
         repetitions: None,
         ranks: Vec::new(),
         bulk: None,
+        cold: None,
     };
     kv.summary = summary_line(&kv, TcpRate::Assumed);
     kv
@@ -363,6 +364,7 @@ mod tests {
             repetitions: None,
             ranks: Vec::new(),
             bulk: None,
+            cold: None,
         }
     }
 
