@@ -9,6 +9,7 @@ mod cli_validation;
 mod fuzz_campaign_script;
 mod gpu_check_script;
 mod probe_cli;
+mod probe_env_dra_cli;
 mod probe_env_inputs_cli;
 mod probe_serving_cli;
 mod stdout_contract;

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The driver of NVIDIA's GPU DRA driver.
 pub const GPU_DRIVER: &str = "gpu.nvidia.com";
 /// The standard attribute naming a device's PCIe root complex.
-pub const PCIE_ROOT: &str = "resource.kubernetes.io/pcieRoot";
+pub const PCIE_ROOT: &str = icb_core::fabric::PCIE_ROOT_ATTRIBUTE;
 /// The name of the pod's claim (`spec.resourceClaims[].name`, the container's `resources.claims`).
 pub const POD_CLAIM: &str = "devices";
 

@@ -13,6 +13,7 @@
 //! `UCX_NET_DEVICES` / `NCCL_IB_HCA` / `UCX_TLS` to cross-check against a node.
 #![forbid(unsafe_code)]
 
+mod claims;
 mod configmaps;
 mod engine;
 mod error;

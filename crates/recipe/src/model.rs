@@ -131,6 +131,12 @@ pub struct Resources {
     /// Claim name → template name, from the pod's `resourceClaims`.
     #[serde(skip)]
     pub(crate) template_of: BTreeMap<String, String>,
+    /// Claim names the main container lists in `resources.claims` (DGD: the service's).
+    #[serde(skip)]
+    pub(crate) container_claims: Vec<String>,
+    /// Claim names the pod spec's `resourceClaims` defines.
+    #[serde(skip)]
+    pub(crate) pod_claims: Vec<String>,
 }
 
 impl Resources {

@@ -157,6 +157,7 @@ pub(crate) fn apply_resources(role: &mut RoleEnv, res: &Node) {
     for claim in res.get("claims").map(Node::as_seq).unwrap_or_default() {
         if let Some(name) = claim.str_at("name") {
             push_unique(&mut role.resources.claims, name);
+            push_unique(&mut role.resources.container_claims, name);
         }
     }
 }
@@ -365,6 +366,7 @@ pub(crate) fn apply_pod_fields(role: &mut RoleEnv, spec: &Node, mounts: &[(Strin
     for claim in spec.get("resourceClaims").map(Node::as_seq).unwrap_or_default() {
         if let Some(name) = claim.str_at("name") {
             push_unique(&mut role.resources.claims, name);
+            push_unique(&mut role.resources.pod_claims, name);
         }
         let template = claim.str_at("resourceClaimTemplateName").or_else(|| {
             claim

@@ -12,13 +12,14 @@
 //! 5. provider overlay profiles (`env:` map, `device:`, `securityContext:`), applied last to
 //!    the roles they target, because they are appended to each worker's env.
 
+use crate::claims::{ClaimTemplate, DeviceKind};
 use crate::load::Document;
 use crate::mask::{self, Masker};
 use crate::model::{Role, RoleEnv};
 use crate::patch::{self, Merged};
 use crate::podspec;
 use crate::yaml::{Kind, Node};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Everything the checks need.
 #[derive(Debug, Clone, Default)]
@@ -30,6 +31,10 @@ pub struct Resolution {
     pub sources: Vec<String>,
     /// Documents that were neither workloads, overlays nor known support objects.
     pub ignored: Vec<String>,
+    /// The inputs' ResourceClaimTemplates, by name (`probe env`'s DRA rules read them).
+    pub(crate) claim_templates: BTreeMap<String, ClaimTemplate>,
+    /// The inputs' ComputeDomains: name and the claim template of their channel.
+    pub(crate) compute_domains: Vec<(String, String)>,
     pub(crate) masker: Masker,
 }
 
@@ -141,7 +146,9 @@ pub fn resolve(docs: &[Document]) -> Resolution {
             )),
         }
     }
-    classify_claims(&mut res.roles, &merged);
+    res.claim_templates = crate::claims::claim_templates(&merged);
+    res.compute_domains = crate::claims::compute_domains(&merged);
+    classify_claims(&mut res.roles, &res.claim_templates, &res.compute_domains);
     crate::configmaps::resolve_configmap_refs(&mut res.roles, &configmaps, &secrets);
     for cm in configmaps {
         crate::configmaps::apply_configmap(&mut res, cm);
@@ -479,62 +486,31 @@ fn apply_overlay(res: &mut Resolution, m: &Merged) {
 }
 
 /// Sorts claims into ComputeDomain channels (an NVLink fabric), accelerators (GPU/XPU through
-/// DRA) and the rest (NICs): by the device class of a loaded ResourceClaimTemplate when there
-/// is one, else by the claim's and template's names. An XPU or RDMA claim is never an MNNVL
-/// ComputeDomain just because its template is unknown.
-fn classify_claims(roles: &mut [RoleEnv], merged: &[Merged]) {
-    let domain_templates: Vec<&str> = merged
-        .iter()
-        .filter(|m| m.doc.kind() == Some("ComputeDomain"))
-        .filter_map(|m| m.doc.root.path(&["spec", "channel", "resourceClaimTemplate", "name"]))
-        .filter_map(Node::as_str)
-        .collect();
-    // ResourceClaimTemplate name → its device class names (v1beta1 `deviceClassName`, v1
-    // `exactly.deviceClassName`).
-    let mut classes: HashMap<&str, String> = HashMap::new();
-    for m in merged.iter().filter(|m| m.doc.kind() == Some("ResourceClaimTemplate")) {
-        let Some(name) = m.doc.name() else { continue };
-        let mut text = String::new();
-        for req in m
-            .doc
-            .root
-            .path(&["spec", "spec", "devices", "requests"])
-            .map(Node::as_seq)
-            .unwrap_or_default()
-        {
-            for c in [
-                req.str_at("deviceClassName"),
-                req.path(&["exactly", "deviceClassName"]).and_then(Node::as_str),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                text.push_str(&c.to_ascii_lowercase());
-                text.push(' ');
-            }
-        }
-        classes.insert(name, text);
-    }
+/// DRA) and the rest (NICs): by the device classes of a loaded ResourceClaimTemplate when there
+/// is one (a template that asks for a GPU and a NIC gives the pod a NIC), else by the claim's and
+/// template's names. An XPU or RDMA claim is never an MNNVL ComputeDomain just because its
+/// template is unknown.
+fn classify_claims(
+    roles: &mut [RoleEnv],
+    res_templates: &BTreeMap<String, ClaimTemplate>,
+    domains: &[(String, String)],
+) {
     let is_domain = icb_core::fabric::is_compute_domain_claim_name;
-    let is_accelerator = |s: &str| {
-        let s = s.to_ascii_lowercase();
-        ["gpu", "xpu", "intel.com", "amd.com", "gaudi", "accelerator"]
-            .iter()
-            .any(|w| s.contains(w))
-            && !s.contains("nic")
-            && !s.contains("rdma")
-    };
+    let is_accelerator = crate::claims::is_accelerator_class;
     for r in roles {
         let res = &mut r.resources;
         let (mut domain, mut gpu) = (Vec::new(), Vec::new());
         for c in &res.claims {
             let template = res.template_of.get(c).map(String::as_str);
-            let class = template.and_then(|t| classes.get(t)).map(String::as_str);
+            let kinds: Option<Vec<DeviceKind>> = template
+                .and_then(|t| res_templates.get(t))
+                .filter(|t| !t.requests.is_empty())
+                .map(|t| t.requests.iter().map(|q| q.kind).collect());
             let named = |f: &dyn Fn(&str) -> bool| f(c) || template.is_some_and(f);
-            let by_template = template.is_some_and(|t| domain_templates.contains(&t));
-            match class {
-                Some(cl) if is_domain(cl) => domain.push(c.clone()),
-                Some(cl) if is_accelerator(cl) => gpu.push(c.clone()),
+            let by_template = template.is_some_and(|t| domains.iter().any(|(_, d)| d == t));
+            match kinds {
+                Some(k) if k.iter().all(|k| *k == DeviceKind::Domain) => domain.push(c.clone()),
+                Some(k) if k.contains(&DeviceKind::Gpu) && !k.contains(&DeviceKind::Nic) => gpu.push(c.clone()),
                 Some(_) => {}
                 None if by_template || named(&is_domain) => domain.push(c.clone()),
                 None if named(&is_accelerator) => gpu.push(c.clone()),

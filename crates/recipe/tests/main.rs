@@ -11,6 +11,7 @@ mod proptest_loader;
 mod proptest_secrets;
 mod recipe_alloc_rules;
 mod recipe_consistency;
+mod recipe_dra_rules;
 mod recipe_inputs;
 mod recipe_kinds;
 mod recipe_layering;

@@ -4,11 +4,13 @@
 //! congestion counters say (`Health`), verdict), then the node
 //! pair's aggregate and every finding with its fix. Fits 100 columns; `-o wide` adds every case.
 
+use crate::column_fit;
 use crate::format::View;
 use crate::labels::bw_value;
 use crate::table::new_table;
 use crate::verdict_text::verdict_word;
-use crate::wrap::{glue_units, keep_whole, push_wrapped};
+use crate::wrap::{glue_units, push_wrapped};
+use comfy_table::Table;
 use icb_core::model::{BandwidthUnit, PairReport, Status};
 use icb_core::rails::{AttributionStatus, RailEnd, RailPattern, RailResult, RailsOutcome, SideAttribution};
 use icb_core::units::format_bandwidth;
@@ -37,11 +39,10 @@ fn summary(r: &PairReport, rails: &RailsOutcome) -> String {
     s
 }
 
-/// The NIC's name, and below it its PCI address where the view has room (100 columns).
-fn nic_cell(row: &RailResult, view: View) -> String {
-    let roomy = view.wide || view.width >= 100;
+/// The NIC's name, and below it its PCI address when `pci` (the view has room for it).
+fn nic_cell(row: &RailResult, pci_line: bool) -> String {
     let end = |e: &RailEnd| match &e.nic.pci {
-        Some(pci) if roomy => format!("{}\n{pci}", e.nic.name),
+        Some(pci) if pci_line => format!("{}\n{pci}", e.nic.name),
         _ => e.nic.name.clone(),
     };
     let (p, d) = (end(&row.prefill), end(&row.decode));
@@ -132,6 +133,89 @@ fn figure(bps: Option<f64>, unit: BandwidthUnit) -> String {
     bps.map_or_else(|| "-".to_string(), |b| bw_value(b, unit))
 }
 
+/// The layouts tried in turn, each whether it shows the NICs' PCI addresses and the columns it
+/// leaves out: everything; without the PCI addresses; without the PCIe relation and the share of
+/// the line rate too; without the alone figure too. The findings below the table still say each.
+const LAYOUTS: [(bool, &[usize]); 4] = [
+    (true, &[]),
+    (false, &[]),
+    (false, &[PCIE, LINE]),
+    (false, &[PCIE, ALONE, LINE]),
+];
+const PCIE: usize = 3;
+const DATA_PATH: usize = 4;
+const ALONE: usize = 6;
+const LINE: usize = 7;
+
+/// One rail's cells in the full layout, a figure glued to its unit (`0.2 %` never wraps), the
+/// NICs' PCI addresses below their names when `pci`.
+fn row_cells(row: &RailResult, pattern: RailPattern, unit: BandwidthUnit, pci: bool) -> Vec<String> {
+    let relation = [row.prefill.relation, row.decode.relation]
+        .into_iter()
+        .flatten()
+        .max()
+        .map_or_else(|| "-".to_string(), |x| x.to_string());
+    [
+        rail_cell(row, pattern),
+        gpu_cell(row),
+        nic_cell(row, pci),
+        relation,
+        path_cell(row)
+            .or_else(|| row.concurrent.error.as_ref().map(|_| "failed".to_string()))
+            .unwrap_or_else(|| "-".into()),
+        figure(row.concurrent.bandwidth_bps, unit),
+        figure(row.alone.as_ref().and_then(|a| a.bandwidth_bps), unit),
+        row.line_rate_share.map_or_else(|| "-".to_string(), line_share),
+        bytes_cell(row),
+        row.health.as_ref().map_or_else(|| "-".to_string(), |h| h.cell()),
+        row.status.as_str().to_string(),
+    ]
+    .iter()
+    .map(|c| glue_units(c))
+    .collect()
+}
+
+/// `cells` without the columns `left_out`.
+fn without<S: AsRef<str>>(cells: &[S], left_out: &[usize]) -> Vec<String> {
+    cells
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !left_out.contains(i))
+        .map(|(_, c)| c.as_ref().to_string())
+        .collect()
+}
+
+/// The table as comfy-table arranges it (`-o wide`: unbounded).
+fn arranged(header: &[&str], rows: Vec<Vec<String>>, view: View) -> Table {
+    let mut t = new_table(header.to_vec(), view);
+    for row in rows {
+        t.add_row(row);
+    }
+    t
+}
+
+/// The full layout's `header` and `rows` without the columns `left_out`, their columns fitted to
+/// the view ([`column_fit::share`]: each column its longest word, the data path its longest lane,
+/// the rest where it saves the most lines), or none when the columns' longest words alone are
+/// wider than the view.
+fn fitted(header: &[&str], rows: &[Vec<String>], left_out: &[usize], view: View) -> Option<Table> {
+    let header = without(header, left_out);
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let rows: Vec<Vec<String>> = rows.iter().map(|r| without(r, left_out)).collect();
+    // The table's borders: one left of each column and one at the end.
+    let room = usize::from(view.width).saturating_sub(header.len() + 1);
+    let grid = column_fit::Grid::new(&header, &rows);
+    if (0..header.len()).map(|i| grid.word(i)).sum::<usize>() > room {
+        return None;
+    }
+    let path = DATA_PATH - left_out.iter().filter(|&&i| i < DATA_PATH).count();
+    let part = column_fit::longest_part(rows.iter().map(|r| r[path].as_str()));
+    let widths = column_fit::share(&grid, room, path, part);
+    let mut t = arranged(&header, rows, view);
+    column_fit::fix_widths(&mut t, &widths);
+    Some(t)
+}
+
 /// The whole rails view of a pair report.
 pub(crate) fn render(r: &PairReport, rails: &RailsOutcome, view: View) -> String {
     let unit = r.settings.unit;
@@ -139,69 +223,44 @@ pub(crate) fn render(r: &PairReport, rails: &RailsOutcome, view: View) -> String
     push_wrapped(&mut out, &glue_units(&summary(r, rails)), view);
     let _ = writeln!(out);
     let bw = format!("{} all", unit.label());
-    // Below 100 columns the PCIe relation and the share of the line rate give way (the
-    // findings still say both; `-o wide` and 100 columns show them).
-    let roomy = view.wide || view.width >= 100;
-    let header: Vec<&str> = if roomy {
-        vec![
-            "Rail",
-            "GPU",
-            "NIC",
-            "PCIe",
-            "Data path",
-            &bw,
-            "Alone",
-            "Line",
-            "NIC counters",
-            "Health",
-            "Verdict",
-        ]
-    } else {
-        vec![
-            "Rail",
-            "GPU",
-            "NIC",
-            "Data path",
-            &bw,
-            "Alone",
-            "NIC counters",
-            "Health",
-            "Verdict",
-        ]
+    let header = [
+        "Rail",
+        "GPU",
+        "NIC",
+        "PCIe",
+        "Data path",
+        &bw,
+        "Alone",
+        "Line",
+        "NIC counters",
+        "Health",
+        "Verdict",
+    ];
+    let rows = |pci: bool| -> Vec<Vec<String>> {
+        rails
+            .rails
+            .iter()
+            .map(|row| row_cells(row, rails.pattern, unit, pci))
+            .collect()
     };
-    let mut t = new_table(header, view);
-    for row in &rails.rails {
-        let relation = [row.prefill.relation, row.decode.relation]
-            .into_iter()
-            .flatten()
-            .max()
-            .map_or_else(|| "-".to_string(), |x| x.to_string());
-        let mut cells = vec![
-            rail_cell(row, rails.pattern),
-            gpu_cell(row),
-            nic_cell(row, view),
-            relation,
-            path_cell(row)
-                .or_else(|| row.concurrent.error.as_ref().map(|_| "failed".to_string()))
-                .unwrap_or_else(|| "-".into()),
-            figure(row.concurrent.bandwidth_bps, unit),
-            figure(row.alone.as_ref().and_then(|a| a.bandwidth_bps), unit),
-            row.line_rate_share.map_or_else(|| "-".to_string(), line_share),
-            bytes_cell(row),
-            row.health.as_ref().map_or_else(|| "-".to_string(), |h| h.cell()),
-            row.status.as_str().to_string(),
-        ];
-        if !roomy {
-            cells.remove(7);
-            cells.remove(3);
-        }
-        t.add_row(cells);
-    }
-    if roomy {
-        keep_whole(&mut t, &[(0, 6), (2, 14), (5, 9), (6, 7), (7, 6), (9, 11), (10, 9)]);
+    let t = if view.wide {
+        arranged(&header, rows(true), view)
     } else {
-        keep_whole(&mut t, &[(0, 6), (2, 8), (4, 9), (5, 7), (7, 11), (8, 9)]);
-    }
+        // Every column first gets its longest word, so no word is ever split: the first layout
+        // whose words fit the view (the PCI addresses only in the first).
+        let (full, short) = (rows(true), rows(false));
+        LAYOUTS
+            .iter()
+            .find_map(|&(pci, left_out)| fitted(&header, if pci { &full } else { &short }, left_out, view))
+            // Not even the narrowest layout's words fit: comfy-table arranges it.
+            .unwrap_or_else(|| {
+                let (_, left_out) = LAYOUTS[LAYOUTS.len() - 1];
+                let header = without(&header, left_out);
+                let header: Vec<&str> = header.iter().map(String::as_str).collect();
+                let rows = short.iter().map(|r| without(r, left_out)).collect();
+                arranged(&header, rows, view)
+            })
+    };
     let _ = writeln!(out, "{t}");
     let mut totals = format!(
         "aggregate {} over {} rails; median {}; a rail more than {:.0} % below the median fails",

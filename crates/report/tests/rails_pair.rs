@@ -244,3 +244,52 @@ fn the_nic_health_column_junit_property_and_prometheus_gauges_name_each_rails_co
     );
     assert_eq!(v["rails"]["findings"][0]["kind"], "congested");
 }
+
+/// The rails table's cells are never broken mid-word at 80 or 100 columns (a 100-column run
+/// printed `NIC count/ers`, `(alon/e)`, `0.023/6` and `0.2/%`): each column gets its longest
+/// word first; below the width all eleven need, the PCI addresses give way, then the PCIe
+/// relation and the line-rate share, then the alone figure.
+#[test]
+fn the_rail_table_breaks_no_word_at_80_or_100_columns() {
+    let mut r = health_report();
+    let rails = r.rails.as_mut().unwrap();
+    for row in &mut rails.rails {
+        row.line_rate_share = Some(0.002);
+        if row.index == 5 {
+            if let Some(alone) = row.alone.as_mut() {
+                alone.bandwidth_bps = Some(0.0236e9);
+            }
+            let a = row.attribution.as_mut().unwrap();
+            a.decode = side("mlx5_5:1", 1.18);
+            a.prefill = side("mlx5_5:1", 1.19);
+        }
+    }
+    for width in [80u16, 100] {
+        let text = render_pair_in(&r, Format::Table, View { width, wide: false }).unwrap();
+        let table: Vec<&str> = text.lines().filter(|l| l.starts_with('│')).collect();
+        let words: Vec<&str> = table
+            .iter()
+            .flat_map(|l| l.split(|c: char| c.is_whitespace() || c == '│' || c == '┆'))
+            .filter(|w| !w.is_empty())
+            .collect();
+        for whole in ["counters", "(alone)", "congested", "lossy", "Verdict", "Health"] {
+            assert!(words.contains(&whole), "{width}: {whole:?} is broken:\n{text}");
+        }
+        for line in text.lines() {
+            assert!(line.chars().count() <= width as usize, "{width}: {line:?}\n{text}");
+        }
+        if width == 100 {
+            assert!(words.contains(&"Line"), "the line share at 100:\n{text}");
+            assert!(words.contains(&"0.0236"), "the alone figure at 100:\n{text}");
+            assert!(
+                table.iter().any(|l| l.contains("0.2\u{a0}%")),
+                "the line share on one line:\n{text}"
+            );
+        } else {
+            assert!(
+                !words.contains(&"Line") && !words.contains(&"Alone"),
+                "80: the line share and the alone figure give way (the findings say them):\n{text}"
+            );
+        }
+    }
+}

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateWaiting, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
+    Container, ContainerState, ContainerStateWaiting, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
 };
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -532,27 +532,38 @@ impl Shared {
 fn bind(pod: &mut Pod, node: &str, host_ip: Ipv4Addr) {
     let spec = pod.spec.get_or_insert_with(Default::default);
     spec.node_name = Some(node.to_string());
-    let containers: Vec<ContainerStatus> = spec
-        .containers
-        .iter()
-        .map(|c| ContainerStatus {
-            name: c.name.clone(),
-            image: c.image.clone().unwrap_or_default(),
-            image_id: String::new(),
-            ready: false,
-            restart_count: 0,
-            started: Some(false),
-            state: Some(waiting("ContainerCreating", None)),
-            ..Default::default()
-        })
-        .collect();
+    // With init containers, everything waits for them (the kubelet's `PodInitializing`).
+    let init = spec.init_containers.as_ref().filter(|i| !i.is_empty());
+    let reason = if init.is_some() {
+        "PodInitializing"
+    } else {
+        "ContainerCreating"
+    };
+    let status = |c: &Container| ContainerStatus {
+        name: c.name.clone(),
+        image: c.image.clone().unwrap_or_default(),
+        image_id: String::new(),
+        ready: false,
+        restart_count: 0,
+        started: Some(false),
+        state: Some(waiting(reason, None)),
+        ..Default::default()
+    };
+    let containers: Vec<ContainerStatus> = spec.containers.iter().map(status).collect();
+    let init_statuses: Option<Vec<ContainerStatus>> = init.map(|i| i.iter().map(status).collect());
     let st = pod.status.get_or_insert_with(Default::default);
     st.phase = Some("Pending".into());
     st.host_ip = Some(host_ip.to_string());
     st.start_time = Some(now());
     st.container_statuses = Some(containers);
     set_condition(st, "PodScheduled", "True", None, None);
-    set_condition(st, "Initialized", "True", None, None);
+    match init_statuses {
+        Some(statuses) => {
+            st.init_container_statuses = Some(statuses);
+            set_condition(st, "Initialized", "False", Some("ContainersNotInitialized"), None);
+        }
+        None => set_condition(st, "Initialized", "True", None, None),
+    }
     set_condition(st, "ContainersReady", "False", Some("ContainersNotReady"), None);
     set_condition(st, "Ready", "False", Some("ContainersNotReady"), None);
 }

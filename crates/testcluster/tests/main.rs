@@ -10,6 +10,7 @@ mod common;
 mod admission;
 mod api;
 mod dra;
+mod init_containers;
 mod namespaces;
 mod ownership;
 mod restart;

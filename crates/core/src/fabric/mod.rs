@@ -28,8 +28,8 @@ pub use env::{
     is_transport_setting,
 };
 pub use resource::{
-    GpuVendor, RdmaKind, ResourceClass, is_compute_domain_claim_name, is_device_resource, is_gpu_resource,
-    is_rdma_resource, resource_class,
+    GpuVendor, PCIE_ROOT_ATTRIBUTE, RdmaKind, ResourceClass, is_compute_domain_claim_name, is_device_resource,
+    is_gpu_resource, is_rdma_resource, resource_class,
 };
 pub use ucx::{RdmaFamily, UcxTls, is_rdma_transport, rdma_family, transport_class};
 

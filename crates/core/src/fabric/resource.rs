@@ -153,6 +153,11 @@ pub fn is_device_resource(name: &str) -> bool {
     resource_class(name).is_device()
 }
 
+/// The standard DRA device attribute naming the PCIe root complex a device hangs off (KEP-4381):
+/// a GPU and a NIC with equal values are each other's rail. ic-bench's own claims tie them by it,
+/// and `probe env` asks a recipe's claim templates to.
+pub const PCIE_ROOT_ATTRIBUTE: &str = "resource.kubernetes.io/pcieRoot";
+
 /// A DRA resource claim (or claim template) name that says it is an NVIDIA MNNVL ComputeDomain
 /// (IMEX) channel: an NVLink fabric across nodes, not a NIC. Used when the ComputeDomain object
 /// itself was applied apart and only the name is known.

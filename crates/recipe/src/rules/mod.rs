@@ -4,6 +4,7 @@
 
 pub(crate) mod alloc;
 mod backend;
+mod dra;
 mod env;
 mod group;
 mod pod;
@@ -113,6 +114,7 @@ pub fn check(res: &Resolution) -> Vec<Check> {
         for r in &members {
             env::role_checks(r, &ctx, &mut checks);
             pod::role_checks(r, &ctx, &mut checks);
+            dra::role_checks(r, res, &mut checks);
             transport::role_checks(r, &ctx, &mut checks);
         }
         group::group_checks(g, &members, &mut checks);

@@ -145,6 +145,19 @@ fn rdma_resource(r: &RoleEnv, ctx: &Ctx, scope: &str, out: &mut Vec<Check>) {
             scope,
             Some("request the RDMA device (rdma/…, SR-IOV VF, vpc.amazonaws.com/efa) explicitly"),
         ));
+    } else if ctx.needs_fabric(r) && !r.resources.gpu_claims.is_empty() {
+        // The DRA form of the same finding: the GPUs come from a claim, so the NIC belongs in
+        // the same claim, where a constraint can keep it on the GPU's PCIe root.
+        out.push(mk(
+            "pod.rdma_resource",
+            Status::Fail,
+            format!(
+                "GPUs claimed through DRA ({}) but no RDMA NIC requested (none in the claim, no rdma/*, SR-IOV or EFA): KV transfer falls back to TCP",
+                r.resources.gpu_claims.join(", ")
+            ),
+            scope,
+            Some("add a NIC request to the GPU's ResourceClaimTemplate, tied by constraints: [{matchAttribute: resource.kubernetes.io/pcieRoot}] (or request rdma/…)"),
+        ));
     } else if ctx.needs_fabric(r) {
         out.push(mk(
             "pod.rdma_resource",

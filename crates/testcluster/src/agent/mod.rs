@@ -22,6 +22,7 @@ use crate::probe::{ProbeTarget, readiness_loop};
 use crate::process::{self, Placement};
 use crate::store::now;
 
+mod init;
 mod security;
 mod spec;
 
@@ -46,16 +47,26 @@ pub fn start(shared: Arc<Shared>, handle: Arc<PodHandle>, pod: Pod, node: usize)
 
 /// Sleeps unless the pod is being stopped first; true when the full time passed.
 async fn sleep_unless_killed(handle: &PodHandle, d: Duration) -> bool {
+    sleep_unless(&handle.kill, d).await
+}
+
+/// Sleeps unless `stop` is cancelled first; true when the full time passed.
+async fn sleep_unless(stop: &CancellationToken, d: Duration) -> bool {
     tokio::select! {
         _ = tokio::time::sleep(d) => true,
-        _ = handle.kill.cancelled() => false,
+        _ = stop.cancelled() => false,
     }
 }
 
 fn update_container(shared: &Shared, handle: &PodHandle, name: &str, change: impl FnOnce(&mut ContainerStatus)) {
     shared.update_pod(&handle.key, &handle.uid, |pod| {
         let st = pod.status.get_or_insert_with(Default::default);
-        if let Some(cs) = st.container_statuses.iter_mut().flatten().find(|c| c.name == name) {
+        let mut statuses = st
+            .container_statuses
+            .iter_mut()
+            .flatten()
+            .chain(st.init_container_statuses.iter_mut().flatten());
+        if let Some(cs) = statuses.find(|c| c.name == name) {
             change(cs);
         }
         refresh(pod);
@@ -63,11 +74,19 @@ fn update_container(shared: &Shared, handle: &PodHandle, name: &str, change: imp
 }
 
 /// Recomputes phase and readiness from the container states (a pod the agent failed on purpose,
-/// e.g. DeadlineExceeded, keeps its verdict).
+/// e.g. DeadlineExceeded, keeps its verdict; one whose init container failed for good is Failed,
+/// what `kubectl get` shows as `Init:Error`).
 pub fn refresh(pod: &mut Pod) {
+    let init = init::progress(pod);
     let st = pod.status.get_or_insert_with(Default::default);
     if st.reason.is_some() && st.phase.as_deref() == Some("Failed") {
         return;
+    }
+    if let Some(init) = init {
+        init.record(st);
+        if init == init::Progress::Failed {
+            return;
+        }
     }
     let cs = st.container_statuses.clone().unwrap_or_default();
     let state = |c: &ContainerStatus| c.state.clone().unwrap_or_default();
@@ -119,6 +138,8 @@ struct Prepared {
     crash: Option<(Duration, i32)>,
     /// Its securityContext, applied to the process (`security`).
     credentials: icb_isolate::Credentials,
+    /// What stops it: the pod's kill, or for a native sidecar also the end of the main containers.
+    stop: CancellationToken,
 }
 
 async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_idx: usize) {
@@ -147,7 +168,7 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
     let prepared = loop {
         let mut ready = Vec::new();
         let mut failing = Vec::new();
-        for c in &spec.containers {
+        for c in spec.init_containers.iter().flatten().chain(&spec.containers) {
             let image_name = c.image.clone().unwrap_or_default();
             let image = shared.config.resolve_image(&image_name);
             let bin = image.and_then(|i| bin_dir(&shared.work_dir, &i.program));
@@ -183,6 +204,7 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
                     no_shell: image.is_some_and(|i| !i.shell),
                     crash: None,
                     credentials: security::credentials(&spec, c),
+                    stop: handle.kill.clone(),
                 }),
                 _ => failing.push((c.name.clone(), image_name)),
             }
@@ -241,25 +263,34 @@ async fn run_pod(shared: &Arc<Shared>, handle: &Arc<PodHandle>, pod: Pod, node_i
     });
 
     let restart_policy = spec.restart_policy.clone().unwrap_or_else(|| "Always".into());
+    let init_names: Vec<&str> = spec.init_containers.iter().flatten().map(|c| c.name.as_str()).collect();
+    let (init, main): (Vec<Prepared>, Vec<Prepared>) = prepared
+        .into_iter()
+        .partition(|p| init_names.contains(&p.container.name.as_str()));
+    let run = RunContext {
+        placement,
+        cwd,
+        pod_ip,
+        policy: restart_policy,
+    };
+    let Some(sidecars) = init::run_in_order(shared, handle, init, &run).await else {
+        drop(sandbox);
+        return finish(shared, handle);
+    };
     let labels = pod.metadata.labels.clone();
     let mut tasks = Vec::new();
-    for mut p in prepared {
+    for mut p in main {
         p.crash = lock(&shared.faults).crash_for(labels.as_ref(), &pod_name);
-        let (shared, handle, placement, cwd, policy, ip) = (
-            shared.clone(),
-            handle.clone(),
-            placement.clone(),
-            cwd.clone(),
-            restart_policy.clone(),
-            pod_ip.clone(),
-        );
+        let (shared, handle, run) = (shared.clone(), handle.clone(), run.clone());
         tasks.push(tokio::spawn(async move {
-            run_container(&shared, &handle, p, placement, &cwd, &ip, &policy).await;
+            run_container(&shared, &handle, p, &run, &run.policy).await;
         }));
     }
     for t in tasks {
         let _ = t.await;
     }
+    // As a kubelet does: the native sidecars stop once the main containers have ended.
+    sidecars.stop().await;
     // Dropping the sandbox kills it (blocking, bounded: it is a lone `sleep`).
     drop(sandbox);
     finish(shared, handle);
@@ -293,15 +324,27 @@ async fn pump(mut output: tokio::net::unix::pipe::Receiver, log: Arc<LogBuf>) {
     }
 }
 
+/// Where and how a pod's containers run.
+#[derive(Clone)]
+struct RunContext {
+    placement: Placement,
+    cwd: PathBuf,
+    pod_ip: String,
+    /// The pod's restartPolicy.
+    policy: String,
+}
+
+/// Runs one container, restarting it as `policy` says; its last exit code, or None when it was
+/// stopped before it ran.
 async fn run_container(
     shared: &Arc<Shared>,
     handle: &Arc<PodHandle>,
     p: Prepared,
-    placement: Placement,
-    cwd: &Path,
-    pod_ip: &str,
+    run: &RunContext,
     policy: &str,
-) {
+) -> Option<i32> {
+    let (placement, cwd, pod_ip) = (&run.placement, run.cwd.as_path(), run.pod_ip.as_str());
+    let stop = p.stop.clone();
     let crash = p.crash;
     let name = p.container.name.clone();
     let cwd = p
@@ -336,8 +379,8 @@ async fn run_container(
     }
     let mut restarts: u32 = 0;
     loop {
-        if handle.kill.is_cancelled() {
-            return;
+        if stop.is_cancelled() {
+            return None;
         }
         let log = Arc::new(LogBuf::new());
         {
@@ -407,7 +450,7 @@ async fn run_container(
                 };
                 let (status, forced) = tokio::select! {
                     s = pod.wait() => (s.ok(), None),
-                    _ = handle.kill.cancelled() => {
+                    _ = stop.cancelled() => {
                         let grace = handle.grace();
                         if !grace.is_zero() {
                             match (placement.node.is_some(), main_pid) {
@@ -454,7 +497,7 @@ async fn run_container(
             finished_at: Some(now()),
             ..Default::default()
         };
-        let restart = !handle.kill.is_cancelled()
+        let restart = !stop.is_cancelled()
             && match policy {
                 "Always" => true,
                 "OnFailure" => code != 0,
@@ -469,7 +512,7 @@ async fn run_container(
                 cs.ready = false;
                 cs.started = Some(false);
             });
-            return;
+            return Some(code);
         }
         restarts += 1;
         let backoff = shared.config.backoff * 2u32.pow(restarts.min(5) - 1);
@@ -491,14 +534,14 @@ async fn run_container(
             cs.started = Some(false);
             cs.restart_count += 1;
         });
-        if !sleep_unless_killed(handle, backoff).await {
+        if !sleep_unless(&stop, backoff).await {
             update_container(shared, handle, &name, |cs| {
                 cs.state = Some(ContainerState {
                     terminated: Some(terminated),
                     ..Default::default()
                 });
             });
-            return;
+            return Some(code);
         }
     }
 }

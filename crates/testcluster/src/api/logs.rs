@@ -23,8 +23,17 @@ pub fn pick_container(pod: &Pod, params: &Params, verb: &str) -> Result<String, 
         .iter()
         .flat_map(|s| s.containers.iter().map(|c| c.name.clone()))
         .collect();
+    // An init container is named explicitly; the default is the only main container.
+    let named = |c: &str| {
+        containers.iter().any(|n| n == c)
+            || pod
+                .spec
+                .iter()
+                .flat_map(|s| s.init_containers.iter().flatten())
+                .any(|i| i.name == c)
+    };
     match param(params, "container").filter(|c| !c.is_empty()) {
-        Some(c) if containers.iter().any(|n| n == c) => Ok(c.to_string()),
+        Some(c) if named(c) => Ok(c.to_string()),
         Some(c) => Err(ApiError::bad_request(format!(
             "container {c} is not valid for pod {name}"
         ))),
@@ -42,8 +51,14 @@ fn waiting_error(pod: &Pod, container: &str) -> ApiError {
     let reason = pod
         .status
         .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.name == container))
+        .and_then(|s| {
+            let mut all = s
+                .container_statuses
+                .iter()
+                .flatten()
+                .chain(s.init_container_statuses.iter().flatten());
+            all.find(|c| c.name == container)
+        })
         .and_then(|c| c.state.as_ref())
         .and_then(|s| s.waiting.as_ref())
         .and_then(|w| w.reason.clone())
