@@ -431,8 +431,10 @@ fn explicit_gpus_on_dra_only_nodes_are_claimed_through_dra() {
             "{name}: {limits:?}"
         );
     }
+    // The bulk row's two rank pods (`-c2-`) claim theirs as the paged run's do.
+    assert_bulk_row_ran(&run, &kv);
     let allocations = cluster.dra_allocations();
-    assert_eq!(allocations.len(), 2, "{allocations:#?}");
+    assert_eq!(allocations.len(), 4, "{allocations:#?}");
     for a in &allocations {
         assert_eq!(a.devices.len(), 2, "one GPU and its NIC on {}: {a:?}", a.node);
     }
