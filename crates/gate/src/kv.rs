@@ -148,7 +148,9 @@ pub(crate) async fn pair(
         sweep_max: kv.sweep_max,
         sweep_rank_bytes: icb_pair::kv::MAX_RANK_BYTES,
     };
-    let kv_plan = KvPlan::with_options(plan, request, &options);
+    let mut kv_plan = KvPlan::with_options(plan, request, &options);
+    // The bulk row is `pair --kv-shape`'s: the gate's budget covers the paged request only.
+    kv_plan.bulk = false;
     let left = site.deadline.saturating_duration_since(tokio::time::Instant::now());
     let timeout = site.cluster.request_timeout();
     let pods = ranks_pods(
