@@ -73,6 +73,32 @@ fn assert_every_peer_verified(kv: &KvOutcome) {
     }
 }
 
+/// The bulk row: the same bytes as one contiguous descriptor per peer, on fresh ranks of the
+/// same engine, measured (≥ 3 synchronised repetitions), verified at every destination, and the
+/// paged request's share of it (bulk p50 over paged p50) and its rate (bytes over its p50).
+fn assert_bulk_row(kv: &KvOutcome) {
+    let bulk = kv.bulk.as_ref().expect("a bulk row");
+    assert!(bulk.failure.is_none(), "{bulk:?}");
+    assert_eq!(bulk.descriptors_per_request, kv.peers.len() as u64, "{bulk:?}");
+    assert_eq!(bulk.bytes_moved_per_request, kv.bytes_moved_per_request, "{bulk:?}");
+    assert!(bulk.verified, "{bulk:?}");
+    assert!(bulk.repetitions.is_some_and(|r| r >= 3), "{bulk:?}");
+    assert!(!bulk.data_paths.is_empty(), "{bulk:?}");
+    let p50 = bulk.request_ms_p50.expect("a bulk p50");
+    assert!(
+        p50 > 0.0 && bulk.request_ms_p99.is_some_and(|p99| p99 >= p50),
+        "{bulk:?}"
+    );
+    let rate = bulk.bandwidth_bps.expect("a bulk rate");
+    assert!(
+        (rate - kv.bytes_moved_per_request as f64 / (p50 / 1e3)).abs() < 1.0,
+        "{bulk:?}"
+    );
+    let paged = kv.request_ms_p50.expect("a paged p50");
+    let share = bulk.paged_over_bulk.expect("paged ÷ bulk");
+    assert!((share - p50 / paged).abs() < 1e-9, "{bulk:?} vs paged {paged} ms");
+}
+
 /// The per-rank model: exactly `a + b` rank processes (distinct pids), each in every
 /// synchronised repetition, each decode rank checked every block it received, each initiator
 /// knows its data path; every peer was timed in every repetition.
@@ -128,6 +154,8 @@ fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
     );
     assert_every_peer_verified(&kv);
     assert_one_process_per_rank(&kv, 4, 2);
+    // The bulk row: 4 descriptors of 2 MiB, decode rank r's second one landing 2 MiB in.
+    assert_bulk_row(&kv);
     // NIXL posted the lists: its post time is measured, and every case ran on the NIXL engine.
     assert!(kv.peers.iter().all(|p| p.post_ms.is_some()), "{:?}", kv.peers);
     assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Nixl));
@@ -216,6 +244,8 @@ fn the_ucx_engine_moves_the_same_geometry_per_rank_where_nixl_is_absent() {
     assert_eq!(kv.bytes_moved_per_request, 4 << 20);
     assert_every_peer_verified(&kv);
     assert_one_process_per_rank(&kv, 1, 2);
+    // The bulk row on the UCX engine too: 2 descriptors of 2 MiB from prefill rank 0's start.
+    assert_bulk_row(&kv);
     assert!(
         kv.ranks
             .iter()

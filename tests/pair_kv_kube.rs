@@ -30,6 +30,7 @@ fn a_gather_across_two_nodes_moves_and_verifies_every_block() {
     assert_eq!(peer_geometry(&kv), [(0, 0, 128, 16_384), (0, 1, 128, 16_384)]);
     assert_ranks_on_two_nodes(&report, &kv, (2, 1), EngineKind::Nixl);
     assert_two_whole_node_pods(&run);
+    assert_bulk_row_ran(&run, &kv);
     assert_nothing_left(&cluster);
 }
 
@@ -47,6 +48,7 @@ fn a_split_across_two_nodes_moves_and_verifies_every_block() {
     assert_eq!(peer_geometry(&kv), [(0, 0, 128, 16_384), (1, 0, 128, 16_384)]);
     assert_ranks_on_two_nodes(&report, &kv, (1, 2), EngineKind::Nixl);
     assert_two_whole_node_pods(&run);
+    assert_bulk_row_ran(&run, &kv);
     assert_nothing_left(&cluster);
 }
 
@@ -67,6 +69,7 @@ fn the_ucx_engine_runs_per_rank_across_two_nodes_too() {
     assert_eq!(pairs, [(0, 0, 128), (1, 0, 128)]);
     assert_ranks_on_two_nodes(&report, &kv, (1, 2), EngineKind::Ucx);
     assert_two_whole_node_pods(&run);
+    assert_bulk_row_ran(&run, &kv);
     assert_nothing_left(&cluster);
 }
 
@@ -156,7 +159,7 @@ fn one_node_runs_per_rank_in_two_pods_shaped_by_the_flags() {
         assert!(p.verified && p.failure.is_none(), "{p:?}");
         assert!(p.data_path.is_some(), "{p:?}");
     }
-    let pods = run.created_pods();
+    let pods = paged_run_pods(&run);
     assert_eq!(pods.len(), 2);
     for pod in &pods {
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -228,8 +231,7 @@ fn worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers() {
     assert_ranks_on_two_nodes(&report, &kv, (2, 1), EngineKind::Nixl);
     assert_eq!(report.placement.prefill.modelled_on.as_deref(), Some("pod/prefill-0"));
     assert_eq!(report.placement.decode.modelled_on.as_deref(), Some("pod/decode-0"));
-    let pods: Vec<_> = run
-        .created_pods()
+    let pods: Vec<_> = paged_run_pods(&run)
         .into_iter()
         .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("ic-bench-")))
         .collect();
@@ -390,8 +392,10 @@ fn a_kv_tcp_control_runs_in_pods_of_its_own_and_is_caught() {
         .iter()
         .filter_map(|p| p.metadata.name.clone())
         .collect();
-    assert_eq!(names.len(), 4, "{names:?}");
+    // The main run's two pods, the control's two (`-c1-`) and the bulk row's two (`-c2-`).
+    assert_eq!(names.len(), 6, "{names:?}");
     assert_eq!(names.iter().filter(|n| n.contains("-c1-")).count(), 2, "{names:?}");
+    assert_eq!(names.iter().filter(|n| n.contains("-c2-")).count(), 2, "{names:?}");
     assert_nothing_left(&cluster);
 }
 
@@ -413,7 +417,7 @@ fn explicit_gpus_on_dra_only_nodes_are_claimed_through_dra() {
     let run = run_pair(&cluster, &args, Duration::from_secs(240));
     let (_, kv) = kv_report(&run);
     assert_eq!(kv.bytes_moved_per_request, 4 << 20);
-    let pods = run.created_pods();
+    let pods = paged_run_pods(&run);
     assert_eq!(pods.len(), 2, "{pods:?}");
     for pod in &pods {
         let name = pod.metadata.name.clone().unwrap_or_default();
@@ -427,8 +431,10 @@ fn explicit_gpus_on_dra_only_nodes_are_claimed_through_dra() {
             "{name}: {limits:?}"
         );
     }
+    // The bulk row's two rank pods (`-c2-`) claim theirs as the paged run's do.
+    assert_bulk_row_ran(&run, &kv);
     let allocations = cluster.dra_allocations();
-    assert_eq!(allocations.len(), 2, "{allocations:#?}");
+    assert_eq!(allocations.len(), 4, "{allocations:#?}");
     for a in &allocations {
         assert_eq!(a.devices.len(), 2, "one GPU and its NIC on {}: {a:?}", a.node);
     }

@@ -367,3 +367,32 @@ fn a_congested_and_a_lossy_rail_are_named_by_their_nic_counters_and_the_healthy_
     assert_health_findings(&report, &rails, &expected);
     ran.assert_nothing_left();
 }
+
+#[test]
+fn a_lossy_rail_slower_than_a_congested_one_leaves_the_congested_one_named_not_ok() {
+    let Some(_one) = privileged("a_lossy_rail_slower_than_a_congested_one_leaves_the_congested_one_named_not_ok")
+    else {
+        return;
+    };
+    // Issue 40's run: three rails, node-a's rail 1 dropping 5 % of its packets, node-b's rail 2
+    // shaped to 200 Mbit/s. Whenever the lossy rail came out slower than the shaped one, the
+    // median was the shaped rail's own figure: it was never "slow", its CNP/ECN counters were
+    // not judged, and its health read `ok`.
+    let faults = ["--congested-rail", "node-b/2=200mbit", "--lossy-rail", "node-a/1=5%"];
+    let ran = rails_run("3", &faults);
+    let (report, rails) = rails_after(&ran, 1);
+    let expected = HealthFaults {
+        congested: (2, "prefill"),
+        lossy: 1,
+        healthy: &[0],
+    };
+    assert_health_findings(&report, &rails, &expected);
+    for row in &rails.rails {
+        let health = row.health.as_ref().expect("every rail's health was read");
+        if health.slow {
+            assert_ne!(health.cell(), "ok", "rail {} is slow: {health:?}", row.index);
+        }
+    }
+    assert!(rails.rails[2].health.as_ref().is_some_and(|h| h.slow), "{rails:?}");
+    ran.assert_nothing_left();
+}

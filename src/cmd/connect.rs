@@ -9,6 +9,7 @@ use super::output::OutputArgs;
 use anyhow::Context as _;
 use icb_core::protocol::{ChildPlan, SideWriter};
 use icb_core::{CaseResult, Locality, ToolInfo};
+use icb_engine::OnCase;
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -145,6 +146,23 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let plan = ChildPlan::from_json(plan).context("--plan")?;
         return run_planned(&args, plan);
     }
+    run_human(&args)
+}
+
+/// Prints each case as it arrives: a log line, and the live progress bar.
+fn on_case(live: Arc<Mutex<icb_report::live::CaseProgress>>, unit: icb_core::BandwidthUnit, total: usize) -> OnCase {
+    let mut index = 0;
+    Box::new(move |c: &CaseResult| {
+        index += 1;
+        tracing::info!("{}", icb_report::text::case_line(c, unit));
+        if let Ok(mut live) = live.lock() {
+            live.case(index, total, c);
+        }
+    })
+}
+
+/// The human `connect`: one pair against `--server`, the report printed.
+fn run_human(args: &Args) -> anyhow::Result<i32> {
     args.engine.check()?;
     let mut settings = args.test.settings_for(args.engine.engine)?;
     if let Some(within) = args.within {
@@ -164,30 +182,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .map(|within| icb_engine::preflight::Preflight::arm(within, interrupt.token()));
     let cancel = preflight.as_ref().map_or(interrupt.token(), |p| p.token()).clone();
     let token = args.token.resolve()?;
-    let opts_for = |connect_timeout: Duration| {
-        let live = Arc::clone(&live);
-        let mut index = 0;
-        icb_engine::ConnectOptions {
-            server: args.server.clone(),
-            settings: settings.clone(),
-            connect_timeout,
-            locality: args.placement.0,
-            expect_flags: expectation.flags.clone(),
-            expect_config: expectation.config.clone(),
-            expectation: None,
-            ucx: ucx_options(&args, args.ucx_peer_errors),
-            tool: tool_info(),
-            placement_mode: "manual".into(),
-            on_case: Some(Box::new(move |c: &CaseResult| {
-                index += 1;
-                tracing::info!("{}", icb_report::text::case_line(c, unit));
-                if let Ok(mut live) = live.lock() {
-                    live.case(index, total, c);
-                }
-            })),
-            cancel: Some(cancel.clone()),
-            token: token.clone(),
-        }
+    let opts_for = |connect_timeout: Duration| icb_engine::ConnectOptions {
+        server: args.server.clone(),
+        settings: settings.clone(),
+        connect_timeout,
+        locality: args.placement.0,
+        expect_flags: expectation.flags.clone(),
+        expect_config: expectation.config.clone(),
+        expectation: None,
+        ucx: ucx_options(args, args.ucx_peer_errors),
+        tool: tool_info(),
+        placement_mode: "manual".into(),
+        on_case: Some(on_case(Arc::clone(&live), unit, total)),
+        cancel: Some(cancel.clone()),
+        token: token.clone(),
     };
     let result = match &preflight {
         // A sidecar still starting refuses: asked again within the budget's connect share.

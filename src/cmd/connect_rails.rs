@@ -6,7 +6,7 @@
 use super::interrupt::Interrupt;
 use super::serve_rails::{host_name, rail_tree, rank_options, selection};
 use icb_core::Locality;
-use icb_pair::rails::remote::RemoteRails;
+use icb_pair::rails::remote_run::{RemoteEnd, RemoteRailsRun, run_remote_rails};
 use icb_pair::{Deadlines, PairPlan};
 use std::time::Duration;
 
@@ -36,16 +36,21 @@ pub fn run(args: super::connect::Args) -> anyhow::Result<i32> {
     let mut side_flags = args.engine.side_flags();
     side_flags.extend(args.token.side_flags());
     let opts = rank_options(args.ucx.ucx_lib.clone(), side_flags, forward)?;
+    let mut progress = super::pair_rails::progress(pair.settings.unit);
+    let run = RemoteRailsRun {
+        agent: &args.server,
+        ranks: opts,
+        locality,
+        prefill_node: host_name(),
+        tree: rail_tree(),
+        choice,
+        pair,
+    };
     let interrupt = Interrupt::install()?;
     super::common::runtime()?.block_on(async {
-        let (mut seam, decode) = tokio::select! {
-            r = RemoteRails::connect(&args.server, opts, locality, host_name()) => r?,
-            _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was started")),
-        };
-        let prefill = seam.prefill_info(rail_tree().as_deref());
-        let plan = choice.plan(pair, &prefill, &decode)?;
-        let result = super::pair_rails::run_plan(&plan, &[], &mut seam, &interrupt).await;
-        drop(seam);
-        super::common::emit_outcome(result, &output, &interrupt, None)
+        match run_remote_rails(run, &[], interrupt.token(), &mut progress).await? {
+            RemoteEnd::NotStarted => Ok(interrupt.report("nothing was started")),
+            RemoteEnd::Ran(result) => super::common::emit_outcome(*result, &output, &interrupt, None),
+        }
     })
 }

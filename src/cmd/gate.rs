@@ -145,6 +145,56 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(kind) = args.controls.iter().find(|k| k.needs_rails()) {
         anyhow::bail!("--control {kind} needs `pair --rails`; the gate's pair step is a plain pair: drop it");
     }
+    let settings = settings(&args)?;
+    refuse(&args)?;
+    let criteria = criteria(&args, &settings);
+    let input = input(&args, settings)?;
+    let format = args.output.format();
+    // Refused now, before anything runs: a format that cannot show a gate report.
+    let exports = args.exports.exports(icb_report::ReportKind::Gate)?;
+    let history = args.history.prepare()?;
+    let plan = icb_gate::GatePlan {
+        budget: args.budget,
+        probe_nodes: !args.no_node_probe,
+        signal_name: super::interrupt::signal_name,
+        criteria: Some(criteria),
+    };
+    // Claimed before the first step: from here on a signal ends in the report, exit 130.
+    let interrupt = Interrupt::install()?;
+    let mut steps = KubeGate::new(input);
+    let rt = super::common::runtime()?;
+    let mut report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
+    let history_error = history.as_ref().and_then(|h| h.gate(&mut report));
+    let view = icb_report::View {
+        width: super::output::width(false),
+        wide: false,
+    };
+    print!("{}", icb_report::render_gate_in(&report, format, view)?);
+    // The export files, on every path (a CI job reads them whatever happened).
+    exports.write(icb_report::Report::Gate(&report))?;
+    if args.node_conditions {
+        eprintln!("ic-bench: {}", rt.block_on(steps.write_conditions(&report))?);
+    }
+    exit_code(&report, history_error, history.as_ref(), &interrupt)
+}
+
+/// The controls a gate cannot run as asked (one line each, exit 2).
+fn refuse(args: &Args) -> anyhow::Result<()> {
+    if args.kv.wanted() && args.controls.contains(&ControlKind::KnobsOff) {
+        anyhow::bail!(
+            "--control knobs-off does not run with --kv-shape (its control is tcp, run by default): drop knobs-off"
+        );
+    }
+    if args.controls.contains(&ControlKind::KnobsOff) && args.recipe.is_empty() {
+        anyhow::bail!(
+            "--control knobs-off compares the recipe's transport env with UCX's defaults: pass --recipe FILE"
+        );
+    }
+    Ok(())
+}
+
+/// The pair step's settings: a qualification profile of the flags, as the engine runs it.
+fn settings(args: &Args) -> anyhow::Result<icb_core::RunSettings> {
     let mut settings = icb_core::RunSettings::qualification(
         args.tests.clone(),
         super::common::SizeList::all(&args.sizes),
@@ -157,33 +207,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(note) = engine_note {
         eprintln!("ic-bench: {note}");
     }
-    if args.kv.wanted() && args.controls.contains(&ControlKind::KnobsOff) {
-        anyhow::bail!(
-            "--control knobs-off does not run with --kv-shape (its control is tcp, run by default): drop knobs-off"
-        );
-    }
-    if args.controls.contains(&ControlKind::KnobsOff) && args.recipe.is_empty() {
-        anyhow::bail!(
-            "--control knobs-off compares the recipe's transport env with UCX's defaults: pass --recipe FILE"
-        );
-    }
+    Ok(settings)
+}
+
+/// The gate's typed input: the flags read once.
+fn input(args: &Args, settings: icb_core::RunSettings) -> anyhow::Result<KubeGateInput> {
     let prefill: Target = args.prefill.parse().map_err(|e| anyhow::anyhow!("--prefill: {e}"))?;
     let decode: Target = args.decode.parse().map_err(|e| anyhow::anyhow!("--decode: {e}"))?;
     let expectation = args.expect.input()?;
     let rails = GateRails::read(args.rails.as_deref(), args.rail_margin, &args.prefill, &args.decode)?;
-    let format = args.output.format();
-    // Refused now, before anything runs: a format that cannot show a gate report.
-    let exports = args.exports.exports(icb_report::ReportKind::Gate)?;
-    let history = args.history.prepare()?;
-    // Claimed before the first step: from here on a signal ends in the report, exit 130.
-    let interrupt = Interrupt::install()?;
-    let plan = icb_gate::GatePlan {
-        budget: args.budget,
-        probe_nodes: !args.no_node_probe,
-        signal_name: super::interrupt::signal_name,
-        criteria: Some(criteria(&args, &settings)),
-    };
-    let mut steps = KubeGate::new(KubeGateInput {
+    Ok(KubeGateInput {
         cluster: args.cluster.options(),
         recipe: args.recipe.clone(),
         role: args.role.clone(),
@@ -203,20 +236,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         knobs_off_asked: args.controls.contains(&ControlKind::KnobsOff),
         cuda_alloc_given: args.cuda_alloc.is_some(),
         node_conditions: args.node_conditions,
-    });
-    let rt = super::common::runtime()?;
-    let mut report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
-    let history_error = history.as_ref().and_then(|h| h.gate(&mut report));
-    let view = icb_report::View {
-        width: super::output::width(false),
-        wide: false,
-    };
-    print!("{}", icb_report::render_gate_in(&report, format, view)?);
-    // The export files, on every path (a CI job reads them whatever happened).
-    exports.write(icb_report::Report::Gate(&report))?;
-    if args.node_conditions {
-        eprintln!("ic-bench: {}", rt.block_on(steps.write_conditions(&report))?);
-    }
+    })
+}
+
+/// The verdict's exit code (0 pass, 1 fail, 2 setup, 130 interrupted), `--history`'s rule applied.
+fn exit_code(
+    report: &icb_core::model::GateReport,
+    history_error: Option<anyhow::Error>,
+    history: Option<&super::history_args::RunHistory>,
+    interrupt: &Interrupt,
+) -> anyhow::Result<i32> {
     if let (GateVerdict::Interrupted | GateVerdict::Error, Some(e)) = (report.verdict, &history_error) {
         eprintln!("ic-bench: warning: the gate's report is written but not recorded in --history: {e:#}");
     }
@@ -228,7 +257,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             eprintln!("ic-bench: error: gate: {}", report.reason);
             Ok(report.verdict.exit_code())
         }
-        GateVerdict::Pass | GateVerdict::Fail => match (history_error, &history) {
+        GateVerdict::Pass | GateVerdict::Fail => match (history_error, history) {
             (Some(e), _) => Err(e),
             (None, Some(h)) => Ok(h.exit_code(
                 report.verdict.exit_code(),

@@ -4,42 +4,19 @@
 //! test are `icb_gate::kv::KvGiven`). The transfer itself is `icb_gate::kv`.
 
 use super::pair_kv::KvArgs;
-use icb_gate::kv::{GateKv, KvGiven, RecipeEngines};
+use icb_gate::kv::{GateKv, KvGiven};
 
-/// The flags, completed from the recipe where they say nothing (`icb_gate::kv::KvGiven`).
-fn merged(flags: &KvArgs, roles: Option<&RecipeEngines>) -> Result<KvArgs, String> {
-    let g = &flags.geometry;
-    let given = KvGiven {
-        model: flags.kv_shape.clone(),
-        prefill_tp: g.prefill_tp.clone(),
-        decode_tp: g.decode_tp.clone(),
-        page_size: g.page_size.clone(),
-    }
-    .completed(roles)?;
-    let mut merged = flags.clone();
-    merged.kv_shape = given.model;
-    merged.geometry.prefill_tp = given.prefill_tp;
-    merged.geometry.decode_tp = given.decode_tp;
-    merged.geometry.page_size = given.page_size;
-    Ok(merged)
-}
-
-/// `--kv-shape` for the gate (`None` without it): the request is built once the gate's `probe
-/// env` step has read the recipe's engine arguments.
+/// `--kv-shape` for the gate (`None` without it): the flags as given; the gate completes them
+/// from the recipe's engine arguments once its `probe env` step has read them.
 pub fn gate_kv(flags: &KvArgs, engine: &super::common::EngineArgs) -> Option<GateKv> {
     if !flags.wanted() {
         return None;
     }
-    let given = flags.clone();
-    let resolve = move |roles: Option<&RecipeEngines>| -> Result<icb_kv::KvRequest, String> {
-        let kv = merged(&given, roles)?;
-        let parsed = kv
-            .flags(Some(icb_pair::kv::MAX_RANK_BYTES))
-            .map_err(|e| e.to_string())?;
-        icb_kv::KvRequest::from_flags(&parsed).map_err(|e| e.to_string())
-    };
     Some(GateKv {
-        resolve: std::sync::Arc::new(resolve),
+        given: KvGiven {
+            model: flags.kv_shape.clone(),
+            shape: flags.geometry.text(),
+        },
         op: flags.kv_op.unwrap_or_default(),
         max_kv_ms: flags.max_kv_ms,
         sweep_max: flags.kv_descriptor_sweep,

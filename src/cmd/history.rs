@@ -86,27 +86,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         );
     }
     let mut h = History::open(&path, args.history_timeout)?;
-    let json = args.output == Format::Json;
     // Identifiers are never cut; the case label fits the terminal unless -o wide.
     let width = (args.output == Format::Table).then(|| usize::from(super::output::width(false)));
-    let text = match args.command {
+    print!("{}", text(&mut h, args.command, args.output == Format::Json, width)?);
+    Ok(icb_core::exit::OK)
+}
+
+/// What the subcommand prints: JSON, or its table.
+fn text(h: &mut History, command: Sub, json: bool, width: Option<usize>) -> anyhow::Result<String> {
+    Ok(match command {
         Sub::Import { files } => {
             let done = h.import(&files)?;
             match json {
                 true => to_json(&done)?,
-                false => done
-                    .iter()
-                    .map(|d| {
-                        format!(
-                            "{}: {} {} ({} figures{})\n",
-                            d.file,
-                            d.kind,
-                            d.run_id,
-                            d.rows,
-                            if d.replaced { ", replaced" } else { "" }
-                        )
-                    })
-                    .collect(),
+                false => done.iter().map(import_line).collect(),
             }
         }
         Sub::List { last } => {
@@ -139,11 +132,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 render::compare(&run_a, &run_b, &rows, width)
             }
         }
-    };
-    print!("{text}");
-    Ok(icb_core::exit::OK)
+    })
 }
 
 fn to_json(v: &impl serde::Serialize) -> anyhow::Result<String> {
     Ok(serde_json::to_string_pretty(v)? + "\n")
+}
+
+/// One imported file, as `history import` says it.
+fn import_line(d: &icb_history::import::Imported) -> String {
+    let replaced = if d.replaced { ", replaced" } else { "" };
+    format!("{}: {} {} ({} figures{replaced})\n", d.file, d.kind, d.run_id, d.rows)
 }

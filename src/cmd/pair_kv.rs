@@ -9,7 +9,7 @@ use super::interrupt::Interrupt;
 use super::pair::PairCommand;
 use super::pair_rails_kube::node_pods_start;
 use icb_kube::PodOptions;
-use icb_kv::{KvDtype, KvFlags, KvRequest, KvShape, ModelSpec};
+use icb_kv::{KvFlags, KvRequest, KvShapeText};
 use icb_pair::PairPlan;
 use icb_pair::kv::control::run_kv_with_controls;
 use icb_pair::kv::kube_ranks::ranks_plan;
@@ -70,17 +70,15 @@ pub struct KvGeometryArgs {
 }
 
 impl KvGeometryArgs {
-    /// The values, each through icb-kv's parser (its errors are one line), defaults filled in.
-    pub fn shape(&self, max_rank_bytes: Option<u64>) -> Result<KvShape, icb_kv::KvError> {
-        let or = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.to_string());
-        Ok(KvShape {
-            isl: icb_kv::parse_isl(&or(&self.isl, "8192"))?,
-            page_size: icb_kv::parse_page_size(&or(&self.page_size, "16"))?,
-            kv_dtype: or(&self.kv_dtype, "bf16").parse::<KvDtype>()?,
-            prefill_tp: icb_kv::parse_tp("--prefill-tp", &or(&self.prefill_tp, "1"))?,
-            decode_tp: icb_kv::parse_tp("--decode-tp", &or(&self.decode_tp, "1"))?,
-            max_rank_bytes,
-        })
+    /// The values as given, for icb-kv to parse (its errors are one line, defaults filled in).
+    pub fn text(&self) -> KvShapeText {
+        KvShapeText {
+            isl: self.isl.clone(),
+            page_size: self.page_size.clone(),
+            kv_dtype: self.kv_dtype.clone(),
+            prefill_tp: self.prefill_tp.clone(),
+            decode_tp: self.decode_tp.clone(),
+        }
     }
 }
 
@@ -104,10 +102,8 @@ impl KvArgs {
 
     /// The flags' values, each through icb-kv's parser (its errors are one line).
     pub fn flags(&self, max_rank_bytes: Option<u64>) -> Result<KvFlags, icb_kv::KvError> {
-        Ok(KvFlags {
-            kv_shape: self.kv_shape.as_deref().unwrap_or_default().parse::<ModelSpec>()?,
-            shape: self.geometry.shape(max_rank_bytes)?,
-        })
+        let model = self.kv_shape.as_deref().unwrap_or_default();
+        self.geometry.text().flags(model, max_rank_bytes)
     }
 }
 

@@ -4,9 +4,8 @@
 use super::interrupt::Interrupt;
 use super::pair::PairCommand;
 use icb_core::rails::RailPattern;
-use icb_pair::rails::local::LocalRails;
-use icb_pair::rails::{AloneRuns, Choice, LocalRailsFlags, LocalRailsTarget, RailSelection, RailsPlan};
-use icb_pair::{PairError, SideRole};
+use icb_pair::rails::local_run::run_local_rails;
+use icb_pair::rails::{AloneRuns, Choice, LocalRailsFlags, LocalRailsTarget, RailSelection};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RailArgs {
@@ -163,32 +162,13 @@ pub fn target(
     Ok(LocalRailsTarget::read(&flags, opts, |s| rails.choice(s))?)
 }
 
+/// A local rails run (`icb_pair::rails::local_run`), emitted.
 pub fn run(cmd: &PairCommand, t: &RailsTarget) -> anyhow::Result<i32> {
     let interrupt = Interrupt::install()?;
-    let mut seam = LocalRails::create(t.opts.clone(), t.emulated)?;
-    for (at, rate) in &t.slow {
-        seam.limit_rail(at.side, at.rail, rate)?;
-    }
-    for at in &t.dead {
-        seam.cut_rail(at.side, at.rail)?;
-    }
-    for (at, rate) in &t.congested {
-        seam.congest_rail(at.side, at.rail, rate)?;
-    }
-    for (at, per_mille) in &t.lossy {
-        seam.make_rail_lossy(at.side, at.rail, *per_mille)?;
-    }
-    let prefill = seam.node_info(SideRole::Prefill)?;
-    let decode = seam.node_info(SideRole::Decode)?;
-    let plan = t.choice.plan(cmd.plan.clone(), &prefill, &decode)?;
-    let result = super::common::runtime()?.block_on(run_plan(&plan, &cmd.controls, &mut seam, &interrupt));
-    // The namespaces go after the runtime's threads (which a run's launchers used).
-    let result = match (result, seam.cleanup()) {
-        (Ok(_), Err(e)) => Err(PairError::Setup(format!(
-            "the run finished, but cleaning up failed: {e}"
-        ))),
-        (result, _) => result,
-    };
+    let mut progress = progress(cmd.plan.settings.unit);
+    let runtime = super::common::runtime()?;
+    let (plan, controls, cancel) = (cmd.plan.clone(), &cmd.controls[..], interrupt.token());
+    let result = run_local_rails(t, plan, controls, runtime, cancel, &mut progress);
     super::common::emit_outcome(result, &cmd.output, &interrupt, cmd.history.as_ref())
 }
 
@@ -197,16 +177,4 @@ pub fn progress(
     unit: icb_core::model::BandwidthUnit,
 ) -> impl FnMut(&icb_pair::rails::RailRow, &icb_core::protocol::CaseProgress) {
     move |row, p| eprintln!("rail {}: {}", row.index, icb_report::text::case_line(&p.case, unit))
-}
-
-/// Runs the rows through `seam`, then each of `controls` on one rail pair, one progress line
-/// per case on stderr.
-pub async fn run_plan<S: icb_pair::rails::RailSeam>(
-    plan: &RailsPlan,
-    controls: &[icb_core::model::ControlKind],
-    seam: &mut S,
-    interrupt: &Interrupt,
-) -> Result<icb_pair::PairOutcome, PairError> {
-    let mut progress = progress(plan.pair.settings.unit);
-    icb_pair::rails::run_rails_with_controls(controls, plan, seam, interrupt.token(), &mut progress).await
 }

@@ -6,17 +6,11 @@
 use super::interrupt::Interrupt;
 use icb_core::rails::RailPattern;
 use icb_pair::local::LocalOptions;
-use icb_pair::rails::agent::serve_agent;
 use icb_pair::rails::info::{RAIL_TREE_ENV, node_info};
-use icb_pair::rails::remote::{RailsHost, ServeRanks};
+use icb_pair::rails::serve_run::{AgentEnd, RailsAgent, run_rails_agent};
 use icb_pair::rails::{RailSelection, RailSite, plan_rows, read_selection, told_devices};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// How long each serve rank may take to listen.
-const RANK_STARTUP: Duration = Duration::from_secs(60);
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ServeRailArgs {
@@ -103,38 +97,23 @@ pub fn run(args: super::serve::Args) -> anyhow::Result<i32> {
     if args.insecure_no_token {
         side_flags.push("--insecure-no-token".into());
     }
-    let opts = rank_options(args.ucx.ucx_lib.clone(), side_flags, true)?;
+    let agent = RailsAgent {
+        listen,
+        info,
+        ends,
+        ranks: rank_options(args.ucx.ucx_lib.clone(), side_flags, true)?,
+    };
     let interrupt = Interrupt::install()?;
-    super::common::runtime()?.block_on(async {
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .map_err(|e| anyhow::anyhow!("--listen {listen}: cannot listen ({e}): pick another port"))?;
-        let started = tokio::select! {
-            r = ServeRanks::start(&opts, &ends, listen.ip(), RANK_STARTUP) => r?,
-            _ = interrupt.token().cancelled() => return Ok(interrupt.report("stopped the ranks started so far")),
-        };
-        let host = Arc::new(RailsHost {
-            info,
-            ranks: Mutex::new(started),
-        });
-        let address = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        eprintln!(
-            "ic-bench: rails agent listening on {address}, {} serve ranks",
-            ends.len()
-        );
+    let listening = |address: &str, ranks: usize| {
+        eprintln!("ic-bench: rails agent listening on {address}, {ranks} serve ranks");
         let line = icb_core::protocol::side_line(&icb_core::protocol::SideEvent::Listening(
-            icb_core::protocol::Listening::new(address, String::new()),
+            icb_core::protocol::Listening::new(address.to_string(), String::new()),
         ));
         println!("{line}");
-        serve_agent(listener, Arc::clone(&host), interrupt.token().clone()).await;
-        let mut ranks = std::mem::replace(
-            &mut *host
-                .ranks
-                .lock()
-                .map_err(|_| anyhow::anyhow!("the ranks are unusable"))?,
-            ServeRanks::empty(),
-        );
-        let stopped = ranks.stop().await;
-        Ok(interrupt.report(&format!("stopped {stopped}")))
+    };
+    let run = run_rails_agent(agent, interrupt.token(), listening);
+    Ok(match super::common::runtime()?.block_on(run)? {
+        AgentEnd::CancelledAtStart => interrupt.report("stopped the ranks started so far"),
+        AgentEnd::Stopped(what) => interrupt.report(&format!("stopped {what}")),
     })
 }

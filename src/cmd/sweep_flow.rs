@@ -60,37 +60,49 @@ pub async fn sweep(
     if end != SweepEnd::Done {
         return stop(end, &mut results, &mut save, interrupt, &path, history.as_ref());
     }
-    // Complete: compared with its baseline and recorded, the comparison saved with the results.
-    let history_error = history.as_ref().and_then(|h| h.sweep(&mut results));
-    save(&results)?;
-    print!(
-        "{}",
-        icb_report::render_sweep_in(
-            &results,
-            args.output.into(),
-            super::sweep::stdout_view(args.output.into())
-        )?
-    );
-    if args.label_nodes {
-        let line = icb_sweep_kube::labels::apply(&sweeper.cluster, &results, args.unit).await?;
-        eprintln!("ic-bench: {line}");
-    }
-    if args.node_conditions {
-        let line = icb_sweep_kube::conditions::apply(&sweeper.cluster, &results, args.unit).await?;
-        eprintln!("ic-bench: {line}");
-    }
-    if let Some(name) = &args.matrix_configmap {
-        let matrix = icb_sweep::matrix::FabricMatrix::from_results(&results)
-            .to_json()
-            .context("cannot serialize the node-pair matrix")?;
-        let line = icb_kube::fabric_matrix::write(&sweeper.cluster, name, &results.sweep_id, &matrix).await?;
-        eprintln!("ic-bench: {line}");
-    }
+    finish(args, sweeper, &mut results, &mut save, history).await
+}
+
+/// The sweep is complete: compared with its baseline and recorded (the comparison saved with
+/// the results), printed, and the node writes asked for done; the exit code.
+async fn finish(
+    args: &Args,
+    sweeper: &Sweeper,
+    results: &mut SweepResults,
+    save: &mut dyn FnMut(&SweepResults) -> anyhow::Result<()>,
+    history: Option<super::history_args::RunHistory>,
+) -> anyhow::Result<i32> {
+    let history_error = history.as_ref().and_then(|h| h.sweep(results));
+    save(results)?;
+    let format = args.output.into();
+    let view = super::sweep::stdout_view(args.output.into());
+    print!("{}", icb_report::render_sweep_in(results, format, view)?);
+    write_nodes(args, sweeper, results).await?;
     if let Some(e) = history_error {
         return Err(e);
     }
     let code = results.exit_code();
     Ok(history.map_or(code, |h| h.exit_code(code, results.baseline.as_deref())))
+}
+
+/// `--label-nodes`, `--node-conditions` and `--matrix-configmap`, each one line on stderr.
+async fn write_nodes(args: &Args, sweeper: &Sweeper, results: &SweepResults) -> anyhow::Result<()> {
+    if args.label_nodes {
+        let line = icb_sweep_kube::labels::apply(&sweeper.cluster, results, args.unit).await?;
+        eprintln!("ic-bench: {line}");
+    }
+    if args.node_conditions {
+        let line = icb_sweep_kube::conditions::apply(&sweeper.cluster, results, args.unit).await?;
+        eprintln!("ic-bench: {line}");
+    }
+    if let Some(name) = &args.matrix_configmap {
+        let matrix = icb_sweep::matrix::FabricMatrix::from_results(results)
+            .to_json()
+            .context("cannot serialize the node-pair matrix")?;
+        let line = icb_kube::fabric_matrix::write(&sweeper.cluster, name, &results.sweep_id, &matrix).await?;
+        eprintln!("ic-bench: {line}");
+    }
+    Ok(())
 }
 
 /// Before any pair: a resume removes the earlier run's leftover pods and counts one more

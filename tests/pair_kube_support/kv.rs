@@ -157,10 +157,37 @@ pub fn assert_pod_placement(r: &icb_core::model::KvRank) {
     assert!(r.cpus.as_deref().is_some_and(|c| !c.is_empty()), "{r:?}");
 }
 
+/// Whether `pod` is one of the bulk row's two rank pods (`<run>-c2-…`, issue 42): `pair
+/// --kv-shape` moves the same bytes once more on fresh rank pods of the same shape.
+pub fn is_bulk_pod(pod: &icb_kube::k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.metadata.name.as_deref().is_some_and(|n| n.contains("-c2-"))
+}
+
+/// The pods the run created, the bulk row's left out.
+pub fn paged_run_pods(run: &PairRun) -> Vec<icb_kube::k8s_openapi::api::core::v1::Pod> {
+    run.created_pods().into_iter().filter(|p| !is_bulk_pod(p)).collect()
+}
+
+/// The bulk row ran in two rank pods of its own and measured the paged request's bytes, every
+/// block verified, with the paged request's share of it.
+pub fn assert_bulk_row_ran(run: &PairRun, kv: &KvOutcome) {
+    let names: Vec<String> = run
+        .created_pods()
+        .iter()
+        .filter_map(|p| p.metadata.name.clone())
+        .collect();
+    assert_eq!(names.iter().filter(|n| n.contains("-c2-")).count(), 2, "{names:?}");
+    let bulk = kv.bulk.as_ref().expect("a bulk row");
+    assert!(bulk.failure.is_none() && bulk.verified, "{bulk:?}");
+    assert_eq!(bulk.bytes_moved_per_request, kv.bytes_moved_per_request, "{bulk:?}");
+    assert_eq!(bulk.descriptors_per_request, kv.peers.len() as u64, "{bulk:?}");
+    assert!(bulk.paged_over_bulk.is_some_and(|r| r > 0.0), "{bulk:?}");
+}
+
 /// Two whole-node bench pods, each pinned to its node (prefill = client on gpu-1, decode =
-/// server on gpu-2), holding all of its node's GPUs.
+/// server on gpu-2), holding all of its node's GPUs (the bulk row's pods aside).
 pub fn assert_two_whole_node_pods(run: &PairRun) {
-    let pods = run.created_pods();
+    let pods = paged_run_pods(run);
     let names: Vec<String> = pods.iter().filter_map(|p| p.metadata.name.clone()).collect();
     assert_eq!(pods.len(), 2, "{names:?}");
     for pod in &pods {

@@ -199,6 +199,26 @@ impl ReadinessField {
             ReadinessField::GdrMode => "GPUDirect mode",
         }
     }
+
+    /// What makes the two sides agree on this value: one line, the same wherever a mismatch
+    /// is reported (a rail's two ports, a pair's or a gate's two nodes).
+    pub fn fix(self) -> &'static str {
+        match self {
+            ReadinessField::ActiveMtu | ReadinessField::NetdevMtu => {
+                "set one MTU on both ports and every switch port between them (ip link set IF mtu …; the IB MTU on the subnet manager's partition)"
+            }
+            ReadinessField::GidIndex | ReadinessField::GidType => {
+                "give both sides the same RoCE v2 GID index (UCX_IB_GID_INDEX / NCCL_IB_GID_INDEX), or fix the CNI that gives one pod another address family"
+            }
+            ReadinessField::LinkLayer => "pair ports of one link layer: InfiniBand with InfiniBand, RoCE with RoCE",
+            ReadinessField::FirmwareFamily | ReadinessField::Firmware => {
+                "run one NIC firmware across the nodes of a rail pair (mlxfwmanager / the vendor's bundle)"
+            }
+            ReadinessField::GdrMode => {
+                "load the same GPUDirect RDMA module on both nodes (nvidia_peermem, or DMA-BUF with the open kernel module)"
+            }
+        }
+    }
 }
 
 /// One value the two sides disagree on (`port` absent for node-wide values).

@@ -5,6 +5,7 @@
 use icb_core::Status;
 use icb_core::checks::ProbeReport;
 use icb_core::model::Finding;
+use icb_core::readiness::{Readiness, compare};
 
 /// The failed and warned checks of `report` (ok and skipped checks are not findings). Each
 /// finding names the side it was seen on (the check's scope: `prefill (P, deploy.yaml)`), and
@@ -78,6 +79,36 @@ pub fn of_node(node: &str, probe: NodeProbe) -> Vec<Finding> {
         NodeProbe::PodFailed(e) => vec![warn(e, Some("pass --no-node-probe where probe pods are not allowed"))],
     }
 }
+
+/// What the pair's two nodes disagree on before the transfer, from each node's `probe node`
+/// readiness ([`icb_core::readiness::compare`], the comparison a rails run makes per rail): one
+/// warning per value, naming both (`prefill gpu-1 mlx5_1:1 MTU 4096, decode gpu-2 mlx5_1:1 MTU
+/// 1024`) and the fix. A side whose readiness was not read compares nothing: one warning says
+/// so, never an agreement. `a` and `b` are `(label, readiness)`.
+pub fn readiness_mismatches(a: (&str, Option<&Readiness>), b: (&str, Option<&Readiness>)) -> Vec<Finding> {
+    let finding = |detail: String, hint: &str| Finding {
+        step: "probe node".into(),
+        status: Status::Warn,
+        check: Some(READINESS_MISMATCH.into()),
+        detail,
+        hint: Some(hint.to_string()),
+    };
+    let (Some(ra), Some(rb)) = (a.1, b.1) else {
+        let unread: Vec<&str> = [a, b].iter().filter(|(_, r)| r.is_none()).map(|(l, _)| *l).collect();
+        return vec![finding(
+            format!("readiness not compared: not read on {}", unread.join(" and ")),
+            "probe both nodes with an ic-bench that reads RDMA readiness (probe node's readiness)",
+        )];
+    };
+    compare(a.0, ra, b.0, rb)
+        .mismatches
+        .iter()
+        .map(|m| finding(m.to_string(), m.field.fix()))
+        .collect()
+}
+
+/// The `check` of a readiness mismatch between the pair's two nodes.
+pub const READINESS_MISMATCH: &str = "readiness.mismatch";
 
 /// UCX refused the environment the bench pods were modelled on: with a recipe, that is the
 /// recipe's fault, which is what the gate is for.
@@ -177,5 +208,49 @@ mod tests {
             f.hint.as_deref(),
             Some("UCX cannot start with UCX_TLS: fix it in the recipe")
         );
+    }
+
+    fn node(mtu: u32, gid: u32) -> Readiness {
+        use icb_core::readiness::PortReadiness;
+        Readiness {
+            ports: vec![PortReadiness {
+                port: "mlx5_1:1".into(),
+                link_layer: Some("Ethernet".into()),
+                active_mtu: Some(mtu),
+                gid_index: Some(gid),
+                firmware: Some("28.39.1002".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn two_nodes_that_disagree_on_the_mtu_and_gid_warn_naming_both_values_and_the_fix() {
+        let (a, b) = (node(4096, 3), node(1024, 5));
+        let f = readiness_mismatches(("prefill gpu-1", Some(&a)), ("decode gpu-2", Some(&b)));
+        let details: Vec<&str> = f.iter().map(|f| f.detail.as_str()).collect();
+        assert_eq!(
+            details,
+            vec![
+                "prefill gpu-1 mlx5_1:1 MTU 4096, decode gpu-2 mlx5_1:1 MTU 1024",
+                "prefill gpu-1 mlx5_1:1 GID index 3, decode gpu-2 mlx5_1:1 GID index 5",
+            ]
+        );
+        assert!(f.iter().all(|f| f.status == Status::Warn && f.step == "probe node"));
+        assert!(f.iter().all(|f| f.check.as_deref() == Some(READINESS_MISMATCH)));
+        assert!(f[0].hint.as_deref().unwrap().contains("one MTU"), "{:?}", f[0].hint);
+        assert!(f[1].hint.as_deref().unwrap().contains("GID index"), "{:?}", f[1].hint);
+        let same = readiness_mismatches(("prefill gpu-1", Some(&a)), ("decode gpu-2", Some(&node(4096, 3))));
+        assert!(same.is_empty(), "{same:?}");
+    }
+
+    #[test]
+    fn a_node_whose_readiness_was_not_read_is_said_never_an_agreement() {
+        let a = node(4096, 3);
+        let f = readiness_mismatches(("prefill gpu-1", Some(&a)), ("decode gpu-2", None));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].status, Status::Warn);
+        assert_eq!(f[0].detail, "readiness not compared: not read on decode gpu-2");
     }
 }

@@ -288,8 +288,8 @@ impl GateSteps for KubeGate {
             let cluster = self.cluster.clone().ok_or_else(|| setup("pair before prepare"))?;
             let envs = self.side_envs.as_ref().map(|e| (&e.prefill.0, &e.decode.0));
             let envs = (envs.map(|e| e.0), envs.map(|e| e.1));
-            let image = self.input.image.clone();
-            return crate::rails::pair(cluster, rails, plan, image, envs, deadline, cancel).await;
+            let options = self.input.pod_options();
+            return crate::rails::pair(cluster, rails, plan, &options, envs, deadline, cancel).await;
         }
         let mut progress = |_: &icb_core::protocol::CaseProgress| {};
         plan.knob_vars = self.side_envs.as_ref().map_or_else(Vec::new, |e| {
@@ -353,8 +353,20 @@ async fn probe_nodes(
         .iter()
         .map(|(node, env)| probe_node(cluster.clone(), node.clone(), env.clone(), image, deadline, token));
     let mut found = Vec::new();
+    let mut read = Vec::new();
     for (node, probe) in futures::future::join_all(probes).await {
-        found.extend(findings::of_node(&node, probe?));
+        let probe = probe?;
+        if let NodeProbe::Report(report) = &probe {
+            read.push((node.clone(), report.readiness.clone()));
+        }
+        found.extend(findings::of_node(&node, probe));
+    }
+    // Two nodes (prefill's first), both probed: what they disagree on before the transfer.
+    if let [(a, ra), (b, rb)] = &read[..]
+        && nodes.len() == 2
+    {
+        let (a, b) = (format!("prefill {a}"), format!("decode {b}"));
+        found.extend(findings::readiness_mismatches((&a, ra.as_ref()), (&b, rb.as_ref())));
     }
     Ok(found)
 }

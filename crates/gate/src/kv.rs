@@ -27,18 +27,11 @@ use icb_recipe::EngineArgs;
 /// The recipe's prefill and decode engine arguments, where the gate read a recipe.
 pub type RecipeEngines = (EngineArgs, EngineArgs);
 
-/// Builds the request from the flags completed by the recipe (`None`: no recipe was read); an
-/// `Err` is the one-line refusal.
-pub type ResolveRequest =
-    std::sync::Arc<dyn Fn(Option<&RecipeEngines>) -> Result<icb_kv::KvRequest, String> + Send + Sync>;
-
-/// What the gate's KV flags gave for the shape (`None`, or an empty model: left out).
+/// What the gate's KV flags gave (`None`, or an empty model: left out).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KvGiven {
     pub model: Option<String>,
-    pub prefill_tp: Option<String>,
-    pub decode_tp: Option<String>,
-    pub page_size: Option<String>,
+    pub shape: icb_kv::KvShapeText,
 }
 
 impl KvGiven {
@@ -60,18 +53,36 @@ impl KvGiven {
             )?);
         }
         let tp = |e: Option<&EngineArgs>| e.and_then(|e| e.tensor_parallel).map(|t| t.to_string());
-        kv.prefill_tp = kv.prefill_tp.or_else(|| tp(prefill));
-        kv.decode_tp = kv.decode_tp.or_else(|| tp(decode));
+        let shape = &mut kv.shape;
+        shape.prefill_tp = shape.prefill_tp.take().or_else(|| tp(prefill));
+        shape.decode_tp = shape.decode_tp.take().or_else(|| tp(decode));
         let page = |e: Option<&EngineArgs>| e.and_then(|e| e.page_size).map(|p| p.to_string());
-        kv.page_size = kv.page_size.or_else(|| page(prefill)).or_else(|| page(decode));
+        shape.page_size = shape
+            .page_size
+            .take()
+            .or_else(|| page(prefill))
+            .or_else(|| page(decode));
         Ok(kv)
+    }
+
+    /// The request of the flags completed by the recipe (`None`: no recipe was read), each
+    /// rank's buffer bounded as `pair`'s on Kubernetes; an `Err` is the one-line refusal.
+    pub fn request(&self, roles: Option<&RecipeEngines>) -> Result<icb_kv::KvRequest, String> {
+        let kv = self.completed(roles)?;
+        let model = kv.model.as_deref().unwrap_or_default();
+        let flags = kv
+            .shape
+            .flags(model, Some(icb_pair::kv::MAX_RANK_BYTES))
+            .map_err(|e| e.to_string())?;
+        icb_kv::KvRequest::from_flags(&flags).map_err(|e| e.to_string())
     }
 }
 
 /// `--kv-shape` for the gate, parsed once by the binary.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct GateKv {
-    pub resolve: ResolveRequest,
+    /// The model and shape flags, completed from the recipe when the step runs.
+    pub given: KvGiven,
     pub op: KvOp,
     pub max_kv_ms: Option<f64>,
     /// `--kv-descriptor-sweep[=MAX]`.
@@ -80,17 +91,6 @@ pub struct GateKv {
     pub engine: icb_core::EngineKind,
     /// This build, for the per-rank report.
     pub tool: icb_core::ToolInfo,
-}
-
-impl std::fmt::Debug for GateKv {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GateKv")
-            .field("op", &self.op)
-            .field("max_kv_ms", &self.max_kv_ms)
-            .field("sweep_max", &self.sweep_max)
-            .field("engine", &self.engine)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Where the gate's pair step runs its KV transfer.
@@ -140,7 +140,7 @@ pub(crate) async fn pair(
     controls: &[ControlKind],
     cancel: &CancellationToken,
 ) -> Result<PairEnd, StepError> {
-    let request = (kv.resolve)(engines).map_err(StepError::Setup)?;
+    let request = kv.given.request(engines).map_err(StepError::Setup)?;
     let options = icb_pair::kv::KvOptions {
         op: kv.op,
         engine: kv.engine,
@@ -148,7 +148,9 @@ pub(crate) async fn pair(
         sweep_max: kv.sweep_max,
         sweep_rank_bytes: icb_pair::kv::MAX_RANK_BYTES,
     };
-    let kv_plan = KvPlan::with_options(plan, request, &options);
+    let mut kv_plan = KvPlan::with_options(plan, request, &options);
+    // The bulk row is `pair --kv-shape`'s: the gate's budget covers the paged request only.
+    kv_plan.bulk = false;
     let left = site.deadline.saturating_duration_since(tokio::time::Instant::now());
     let timeout = site.cluster.request_timeout();
     let pods = ranks_pods(
@@ -357,22 +359,49 @@ mod tests {
         .unwrap();
         assert_eq!(kv.model.as_deref(), Some("meta-llama/Llama-3.1-70B-Instruct"));
         assert_eq!(
-            (kv.prefill_tp.as_deref(), kv.decode_tp.as_deref()),
+            (kv.shape.prefill_tp.as_deref(), kv.shape.decode_tp.as_deref()),
             (Some("8"), Some("4"))
         );
-        assert_eq!(kv.page_size.as_deref(), Some("32"));
+        assert_eq!(kv.shape.page_size.as_deref(), Some("32"));
         // A flag wins over the recipe.
         let kv = KvGiven {
             model: Some("qwen3-32b".into()),
-            decode_tp: Some("2".into()),
-            ..KvGiven::default()
+            shape: icb_kv::KvShapeText {
+                decode_tp: Some("2".into()),
+                ..Default::default()
+            },
         }
         .completed(Some(&roles))
         .unwrap();
         assert_eq!(
-            (kv.model.as_deref(), kv.decode_tp.as_deref()),
+            (kv.model.as_deref(), kv.shape.decode_tp.as_deref()),
             (Some("qwen3-32b"), Some("2"))
         );
+        // The request is built from the completed values directly (no clap struct between).
+        let request = KvGiven {
+            model: Some(String::new()),
+            shape: icb_kv::KvShapeText {
+                isl: Some("4096".into()),
+                ..Default::default()
+            },
+        }
+        .request(Some(&roles))
+        .unwrap();
+        let shape = request.shape();
+        assert_eq!(
+            (shape.isl, shape.prefill_tp, shape.decode_tp, shape.page_size),
+            (4096, 8, 4, 32)
+        );
+        assert_eq!(shape.max_rank_bytes, Some(icb_pair::kv::MAX_RANK_BYTES));
+        let bad = KvGiven {
+            model: Some("qwen3-32b".into()),
+            shape: icb_kv::KvShapeText {
+                isl: Some("0".into()),
+                ..Default::default()
+            },
+        };
+        let e = bad.request(None).unwrap_err();
+        assert!(e.contains("--isl"), "{e}");
         // No model anywhere: one line naming the flag.
         let e = KvGiven::default().completed(None).unwrap_err();
         assert!(

@@ -82,31 +82,38 @@ pub fn with_recipe_devices(rows: &mut [RailRow], prefill: &str, decode: &str) {
     }
 }
 
+/// The rails run's pods: whole nodes, every rank with the gate's engine flags (`--engine`,
+/// `--nixl-lib`, `--ucx-profile`: the settings the gate qualified) and its side's recipe env;
+/// with the recipe's `UCX_NET_DEVICES` of each side apart, for the rows.
+pub fn rails_pods(
+    rails: &GateRails,
+    options: &icb_kube::PodOptions,
+    times: (std::time::Duration, std::time::Duration),
+    plan: &PairPlan,
+    envs: (Option<&TransportEnv>, Option<&TransportEnv>),
+) -> (KubeRailsPlan, (String, String)) {
+    let nodes = (rails.nodes.0.as_str(), rails.nodes.1.as_str());
+    let mut pods = KubeRailsPlan::new(nodes, icb_kube::podspec::new_run_id(), options, times, plan);
+    let (prefill_env, prefill_devices) = recipe_env(envs.0);
+    let (decode_env, decode_devices) = recipe_env(envs.1);
+    pods.side_env = (prefill_env, decode_env);
+    (pods, (prefill_devices, decode_devices))
+}
+
 /// The gate's pair step as a rails run: the pods, both nodes' rail maps, every rail with the
 /// recipe's device mapping, the judged report (or why not).
 pub async fn pair(
     cluster: icb_kube::Cluster,
     rails: &GateRails,
     plan: PairPlan,
-    image: String,
+    options: &icb_kube::PodOptions,
     envs: (Option<&TransportEnv>, Option<&TransportEnv>),
     deadline: Instant,
     cancel: &CancellationToken,
 ) -> Result<PairEnd, StepError> {
     let left = deadline.saturating_duration_since(Instant::now());
-    // The gate's rails rows get no engine flag: they run the UCX engine whatever `--engine`
-    // says (kept as it was; whether they should follow `--engine` is an open question).
-    let options = icb_kube::PodOptions::new(image, Vec::new());
-    let mut pods = KubeRailsPlan::new(
-        (&rails.nodes.0, &rails.nodes.1),
-        icb_kube::podspec::new_run_id(),
-        &options,
-        (left, cluster.request_timeout()),
-        &plan,
-    );
-    let (prefill_env, prefill_devices) = recipe_env(envs.0);
-    let (decode_env, decode_devices) = recipe_env(envs.1);
-    pods.side_env = (prefill_env, decode_env);
+    let times = (left, cluster.request_timeout());
+    let (pods, (prefill_devices, decode_devices)) = rails_pods(rails, options, times, &plan, envs);
     let mut seam = KubeRails::new(cluster, pods);
     let result = tokio::select! {
         r = measure(&mut seam, rails, plan, (&prefill_devices, &decode_devices), cancel) => r,
@@ -180,6 +187,23 @@ mod tests {
             RailsFlagError::SameNode.to_string(),
             "--rails pairs two nodes (each side takes all of its node's devices): give two different nodes"
         );
+    }
+
+    #[test]
+    fn the_rails_ranks_run_the_engine_the_gate_qualified() {
+        let rails = GateRails::read(Some("auto"), 0.2, "node/a", "node/b").unwrap().unwrap();
+        let flags = vec!["--engine".to_string(), "nixl".to_string()];
+        let options = icb_kube::PodOptions::new("img".into(), flags.clone());
+        let plan = PairPlan::new(icb_core::RunSettings::full_curve(), Default::default());
+        let mut env = TransportEnv::default();
+        env.vars.insert("UCX_NET_DEVICES".into(), "mlx5_0:1".into());
+        env.vars.insert("UCX_TLS".into(), "rc".into());
+        let times = (std::time::Duration::from_secs(60), std::time::Duration::from_secs(10));
+        let (pods, devices) = rails_pods(&rails, &options, times, &plan, (Some(&env), None));
+        assert_eq!(pods.side_args, flags);
+        assert_eq!((pods.prefill_node.as_str(), pods.decode_node.as_str()), ("a", "b"));
+        assert_eq!(devices, ("mlx5_0:1".to_string(), String::new()));
+        assert_eq!(pods.side_env.0, vec![("UCX_TLS".to_string(), "rc".to_string())]);
     }
 
     #[test]

@@ -50,5 +50,6 @@ pub use error::KvError;
 pub use geometry::{DecodeRankPlan, Descriptor, HeadRange, KvGeometry, KvPart, RankRead, VllmSupport};
 pub use model::{Attention, KvModel, builtin, builtin_names};
 pub use request::{
-    DEFAULT_PAGE_SIZE, KvDtype, KvFlags, KvRequest, KvShape, ModelSpec, parse_isl, parse_page_size, parse_tp,
+    DEFAULT_PAGE_SIZE, KvDtype, KvFlags, KvRequest, KvShape, KvShapeText, ModelSpec, parse_isl, parse_page_size,
+    parse_tp,
 };

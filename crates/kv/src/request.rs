@@ -177,6 +177,41 @@ impl KvShape {
     }
 }
 
+/// The shape flags as given, before parsing (`None`: left out, the default applies): what
+/// `pair --kv-shape` reads from its flags and `gate --kv-shape` completes from the recipe.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KvShapeText {
+    pub isl: Option<String>,
+    pub page_size: Option<String>,
+    pub kv_dtype: Option<String>,
+    pub prefill_tp: Option<String>,
+    pub decode_tp: Option<String>,
+}
+
+impl KvShapeText {
+    /// Each value through its parser (the errors are one line naming the flag), the defaults
+    /// filled in: 8192 tokens, page size 16, bf16, TP 1 → TP 1.
+    pub fn shape(&self, max_rank_bytes: Option<u64>) -> Result<KvShape, KvError> {
+        let or = |v: &Option<String>, d: &str| v.clone().unwrap_or_else(|| d.to_string());
+        Ok(KvShape {
+            isl: parse_isl(&or(&self.isl, "8192"))?,
+            page_size: parse_page_size(&or(&self.page_size, "16"))?,
+            kv_dtype: or(&self.kv_dtype, "bf16").parse::<KvDtype>()?,
+            prefill_tp: parse_tp("--prefill-tp", &or(&self.prefill_tp, "1"))?,
+            decode_tp: parse_tp("--decode-tp", &or(&self.decode_tp, "1"))?,
+            max_rank_bytes,
+        })
+    }
+
+    /// The model `model` (a built-in name or a config.json path) with this shape.
+    pub fn flags(&self, model: &str, max_rank_bytes: Option<u64>) -> Result<KvFlags, KvError> {
+        Ok(KvFlags {
+            kv_shape: model.parse::<ModelSpec>()?,
+            shape: self.shape(max_rank_bytes)?,
+        })
+    }
+}
+
 /// All the flags' values, parsed but not yet checked against each other.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvFlags {

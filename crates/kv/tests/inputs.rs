@@ -2,8 +2,8 @@
 //! line names what to change.
 
 use icb_kv::{
-    Attention, KvDtype, KvError, KvFlags, KvModel, KvRequest, KvShape, ModelSpec, builtin, builtin_names, parse_isl,
-    parse_page_size, parse_tp,
+    Attention, KvDtype, KvError, KvFlags, KvModel, KvRequest, KvShape, KvShapeText, ModelSpec, builtin, builtin_names,
+    parse_isl, parse_page_size, parse_tp,
 };
 use std::path::{Path, PathBuf};
 
@@ -232,6 +232,45 @@ fn flag_values_parse_and_refuse() {
         let err = result.expect_err(flag);
         assert!(matches!(err, KvError::BadValue { flag: f, .. } if f == flag), "{err}");
     }
+}
+
+#[test]
+fn shape_text_fills_the_defaults_and_names_the_bad_flag() {
+    let defaults = KvShapeText::default().shape(Some(1 << 30)).unwrap();
+    assert_eq!(
+        defaults,
+        KvShape {
+            isl: 8192,
+            max_rank_bytes: Some(1 << 30),
+            ..KvShape::new(8192)
+        }
+    );
+    let text = KvShapeText {
+        prefill_tp: Some("8".into()),
+        decode_tp: Some("4".into()),
+        kv_dtype: Some("fp8".into()),
+        ..KvShapeText::default()
+    };
+    let flags = text.flags("llama-3.1-70b", None).unwrap();
+    assert_eq!(
+        (flags.shape.prefill_tp, flags.shape.decode_tp, flags.shape.kv_dtype),
+        (8, 4, KvDtype::Fp8)
+    );
+    let bad = KvShapeText {
+        decode_tp: Some("0".into()),
+        ..KvShapeText::default()
+    };
+    let err = bad.shape(None).expect_err("TP 0");
+    assert!(
+        matches!(
+            err,
+            KvError::BadValue {
+                flag: "--decode-tp",
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]

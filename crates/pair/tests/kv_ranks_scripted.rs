@@ -80,6 +80,10 @@ fn unix_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
 }
 
+/// What a fresh rank's preparation takes, and what its first request takes more than the others.
+const PREPARE: Duration = Duration::from_millis(30);
+const FIRST_EXTRA: Duration = Duration::from_millis(50);
+
 async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
     match script {
         Script::DiesAtStart => return Err("exit status 2: cannot load NIXL".into()),
@@ -108,7 +112,11 @@ async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
     while let Some(line) = lines.next_line().await.map_err(|e| e.to_string())? {
         let msg: RankDown = serde_json::from_str(&line).map_err(|e| e.to_string())?;
         match msg {
-            RankDown::Peers { .. } => send(RankUp::Prepared).await?,
+            RankDown::Peers { .. } => {
+                // Preparing its requests takes a fresh rank 30 ms (the cold path's first part).
+                tokio::time::sleep(PREPARE).await;
+                send(RankUp::Prepared).await?
+            }
             RankDown::Challenge { .. } => return Err("an in-process coordinator challenged a rank".into()),
             RankDown::Go { rep } => {
                 log.lock().unwrap().push((plan.id, format!("go {rep}")));
@@ -121,7 +129,9 @@ async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
                 }
                 if plan.initiator {
                     let start = unix_ns();
-                    tokio::time::sleep(Duration::from_millis(20 * u64::from(plan.id.rank + 1))).await;
+                    // The first request (a warm-up) pays 50 ms more: the cold path's second part.
+                    let cold = if rep == 0 { FIRST_EXTRA } else { Duration::ZERO };
+                    tokio::time::sleep(Duration::from_millis(20 * u64::from(plan.id.rank + 1)) + cold).await;
                     let took = unix_ns() - start;
                     log.lock().unwrap().push((plan.id, format!("done {rep}")));
                     let n = plan.peers.len();
@@ -250,6 +260,18 @@ async fn every_repetition_is_a_barrier_and_a_request_runs_to_its_slowest_rank() 
     assert!(p50 >= 40.0, "{p50}");
     let peer = |d: u32| kv.peers.iter().find(|p| p.decode_rank == d).unwrap();
     assert!(peer(1).request_ms_p50.unwrap() >= 40.0 && peer(0).request_ms_p50.unwrap() < p50);
+    // The cold path: every rank prepared for 30 ms (in parallel), then the first request took its
+    // slowest rank's 40 ms plus 50 ms: at least 30 + 90 ms, beside the warm p50 (≥ 40 ms).
+    let cold = kv.cold.as_ref().expect("the cold path");
+    assert!(cold.prepare_ms >= 30.0, "{cold:?}");
+    assert!(cold.first_request_ms >= 90.0, "{cold:?}");
+    assert!(
+        (cold.cold_ms - cold.prepare_ms - cold.first_request_ms).abs() < 1e-9,
+        "{cold:?}"
+    );
+    assert!(cold.first_request_ms > p50, "{cold:?} vs warm {p50}");
+    let ratio = cold.cold_over_warm.expect("a cold/warm ratio");
+    assert!((ratio - cold.cold_ms / p50).abs() < 1e-9, "{cold:?}");
     assert!(kv.ranks.iter().all(|r| r.repetitions == 3));
     // The barrier: every `done k` of every initiator comes before any rank's `go k+1`.
     let log = seam.log.lock().unwrap().clone();

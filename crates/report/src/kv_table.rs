@@ -5,9 +5,9 @@
 use crate::format::View;
 use crate::table::new_table;
 use crate::wrap::{keep_whole, push_wrapped};
-use icb_core::KvOutcome;
 use icb_core::model::BandwidthUnit;
 use icb_core::units::{format_bandwidth, format_size};
+use icb_core::{KvBulk, KvCold, KvOutcome};
 
 /// Milliseconds with three significant digits or more (0.004, 7.41, 27481): sub-millisecond
 /// posts and multi-second requests both stay short enough for an 80-column table.
@@ -49,11 +49,65 @@ pub fn render(kv: &KvOutcome, unit: BandwidthUnit, view: View) -> String {
         view,
     );
     out.push_str(&peers(kv, unit, view));
+    if let Some(b) = &kv.bulk {
+        push_wrapped(&mut out, &bulk_line(b, unit), view);
+    }
+    if let Some(c) = &kv.cold {
+        push_wrapped(&mut out, &cold_line(c, kv.request_ms_p50), view);
+    }
     if !kv.descriptor_sweep.is_empty() {
         out.push_str("descriptor-count sweep (one peer pair, the model's block size):\n");
         out.push_str(&sweep(kv, unit, view));
     }
     out
+}
+
+/// The bulk row: the same bytes as one contiguous descriptor per peer, and the paged request's
+/// share of that ceiling.
+fn bulk_line(b: &KvBulk, unit: BandwidthUnit) -> String {
+    let head = format!(
+        "bulk (the same {} as {} contiguous descriptor{}, fresh ranks)",
+        format_size(b.bytes_moved_per_request),
+        b.descriptors_per_request,
+        if b.descriptors_per_request == 1 { "" } else { "s" }
+    );
+    if let Some(why) = &b.failure {
+        return format!("{head}: not measured: {why}");
+    }
+    let paths = if b.data_paths.is_empty() {
+        "-".to_string()
+    } else {
+        b.data_paths.join(", ")
+    };
+    let ratio = b.paged_over_bulk.map_or_else(
+        || "paged ÷ bulk not known".to_string(),
+        |r| {
+            format!(
+                "paged ÷ bulk {r:.2} (the paged request at {:.0} % of this ceiling)",
+                r * 100.0
+            )
+        },
+    );
+    format!(
+        "{head}: {} / {} ms p50 / p99, {} over {paths}{}; {ratio}",
+        ms(b.request_ms_p50),
+        ms(b.request_ms_p99),
+        bw(b.bandwidth_bps, unit),
+        if b.verified { "" } else { ", NOT verified" },
+    )
+}
+
+/// The cold path beside the warm p50: what the first request on fresh ranks paid.
+fn cold_line(c: &KvCold, warm: Option<f64>) -> String {
+    let ratio = c
+        .cold_over_warm
+        .map_or_else(String::new, |r| format!(", {r:.1}× the warm p50 ({} ms)", ms(warm)));
+    format!(
+        "cold path (fresh ranks): preparing {} ms + first request {} ms = {} ms{ratio}",
+        ms(Some(c.prepare_ms)),
+        ms(Some(c.first_request_ms)),
+        ms(Some(c.cold_ms)),
+    )
 }
 
 /// What a request's time is: per rank, the end to end of synchronised repetitions over one
@@ -191,6 +245,8 @@ mod tests {
             synchronised: false,
             repetitions: None,
             ranks: Vec::new(),
+            bulk: None,
+            cold: None,
         };
         let view = View {
             width: 100,
@@ -222,5 +278,50 @@ mod tests {
             "{text}"
         );
         assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        assert!(!text.contains("bulk"), "{text}");
+        // The bulk row: its figures and the paged request's share of it, within 100 columns.
+        ranked.bulk = Some(KvBulk {
+            descriptors_per_request: 8,
+            bytes_moved_per_request: 2_684_354_560,
+            request_ms_p50: Some(2.96),
+            request_ms_p99: Some(3.5),
+            repetitions: Some(5),
+            bandwidth_bps: Some(905e9),
+            paged_over_bulk: Some(0.4),
+            verified: true,
+            data_paths: vec!["rc_mlx5/mlx5_0:1".into()],
+            failure: None,
+        });
+        let text = render(&ranked, BandwidthUnit::GBps, view);
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for part in [
+            "bulk (the same 2.5 GiB as 8 contiguous descriptors, fresh ranks): 2.96 / 3.50 ms p50 / p99",
+            "over rc_mlx5/mlx5_0:1; paged ÷ bulk 0.40 (the paged request at 40 % of this ceiling)",
+        ] {
+            assert!(flat.contains(part), "{part} not in:\n{text}");
+        }
+        let mut failed = ranked.clone();
+        if let Some(b) = failed.bulk.as_mut() {
+            b.failure = Some("kv-rank d0 exited early".into());
+        }
+        let text = render(&failed, BandwidthUnit::GBps, view);
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains("contiguous descriptors, fresh ranks): not measured: kv-rank d0 exited early"),
+            "{text}"
+        );
+        // The cold path beside the warm p50 (7.41 ms): 12.5 + 9.1 = 21.6 ms, 2.9×.
+        ranked.cold = Some(KvCold {
+            prepare_ms: 12.5,
+            first_request_ms: 9.1,
+            cold_ms: 21.6,
+            cold_over_warm: Some(21.6 / 7.412),
+        });
+        let text = render(&ranked, BandwidthUnit::GBps, view);
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let line = "cold path (fresh ranks): preparing 12.50 ms + first request 9.10 ms = 21.60 ms, 2.9× the warm p50 (7.41 ms)";
+        assert!(flat.contains(line), "{text}");
     }
 }

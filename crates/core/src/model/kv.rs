@@ -158,6 +158,32 @@ pub struct KvOutcome {
     /// One record per rank process, per-rank model only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<KvRank>,
+    /// The bulk row (issue 42): the same bytes between the same ranks as one contiguous
+    /// descriptor per peer, the wire ceiling the paged request is measured against. Absent in
+    /// reports from before it and where the main run ended early.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bulk: Option<KvBulk>,
+    /// The cold path (issue 42): what the first request on fresh ranks paid, preparation
+    /// included, beside the warm `request_ms_p50`. Per-rank model only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold: Option<KvCold>,
+}
+
+/// The cold path of a per-rank run: every rank's preparation once it had its peers' addresses
+/// (UCX: endpoints and remote keys; NIXL: the peers' metadata loaded and the transfer requests
+/// with their descriptor lists created), then the first request (the first warm-up repetition),
+/// end to end as the measured ones. The buffers' registration comes before and is not in it (an
+/// engine registers its KV cache once, at start-up, not per request).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvCold {
+    /// From the coordinator sending the peers' addresses to the last rank's "prepared" (ms).
+    pub prepare_ms: f64,
+    /// The first request's end to end (ms).
+    pub first_request_ms: f64,
+    /// `prepare_ms + first_request_ms`: what a request on fresh ranks paid.
+    pub cold_ms: f64,
+    /// `cold_ms` over the warm `request_ms_p50` (absent when that is not known).
+    pub cold_over_warm: Option<f64>,
 }
 
 impl KvOutcome {
@@ -166,6 +192,35 @@ impl KvOutcome {
     pub fn p50_slower_than_tcp(&self) -> Option<f64> {
         self.request_ms_p50.filter(|p50| *p50 > self.tcp_estimate_ms)
     }
+}
+
+/// The bulk row: every peer's bytes of the paged request as one contiguous descriptor, on fresh
+/// ranks of the same engine, operation, memory and sides (so what separates the two rows is the
+/// paging: descriptor count and scatter), repetitions synchronised as the paged ones are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvBulk {
+    /// One per peer.
+    pub descriptors_per_request: u64,
+    /// What every peer moved together for one request: the paged request's bytes.
+    pub bytes_moved_per_request: u64,
+    /// Per request, end to end over every rank (ms); absent when it was not measured.
+    pub request_ms_p50: Option<f64>,
+    pub request_ms_p99: Option<f64>,
+    /// Synchronised repetitions measured (after the warm-up).
+    pub repetitions: Option<u64>,
+    /// `bytes_moved_per_request` over `request_ms_p50` (bytes/s, all peers together).
+    pub bandwidth_bps: Option<f64>,
+    /// The paged request's rate over the bulk one (the bulk p50 over the paged p50, same bytes):
+    /// 1.0 is the wire ceiling, 0.25 a paged request at a quarter of it.
+    pub paged_over_bulk: Option<f64>,
+    /// Every peer's block arrived intact at its destination.
+    pub verified: bool,
+    /// The data paths the bulk ranks' initiators reported, distinct, in peer order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_paths: Vec<String>,
+    /// Why the bulk row measured nothing, if it did not (its figures are then not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// One rank process of the per-rank model.

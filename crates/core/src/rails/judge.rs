@@ -4,6 +4,7 @@
 //! (`icb_pair::rails`) runs the rails and reads the counters.
 
 use super::counters::NicTraffic;
+use super::nic_health::Indicates;
 use super::outcome::*;
 use crate::model::{BandwidthUnit, Status, VerdictStatus};
 use crate::units::format_bandwidth;
@@ -151,6 +152,7 @@ pub fn needs_alone(rows: &[RailResult], margin: f64) -> Vec<usize> {
 pub fn judge_rails(pattern: RailPattern, mut rows: Vec<RailResult>, margin: f64, unit: BandwidthUnit) -> RailsOutcome {
     let figures: Vec<f64> = rows.iter().filter_map(|r| r.concurrent.bandwidth_bps).collect();
     let median_bps = median(figures.iter().copied()).unwrap_or(0.0);
+    let clean_median_bps = clean_median(&rows);
     let aggregate_bps: f64 = figures.iter().sum();
     let all_alone: Option<Vec<f64>> = rows
         .iter()
@@ -164,6 +166,7 @@ pub fn judge_rails(pattern: RailPattern, mut rows: Vec<RailResult>, margin: f64,
         let before = findings.len();
         let ctx = RowContext {
             median_bps,
+            clean_median_bps,
             margin,
             unit,
             relative: figures.len() > 1,
@@ -288,6 +291,8 @@ fn line_rate_share(row: &RailResult) -> Option<f64> {
 
 struct RowContext<'a> {
     median_bps: f64,
+    /// [`clean_median`]: the rails' reference for the NIC counters' rules.
+    clean_median_bps: Option<f64>,
     margin: f64,
     unit: BandwidthUnit,
     /// The relative rule needs at least two rails to compare.
@@ -313,14 +318,40 @@ fn probe_fix(row: &RailResult) -> String {
     )
 }
 
-/// Whether the rail was slow: more than the margin below the median (alone too when it ran
-/// alone), or, with no other rail to compare, its own verdict failed.
+/// Whether the rail was slow, for the NIC counters' rules: more than the margin below the
+/// rails' reference (alone too when it ran alone), or, with no other rail to compare, its own
+/// verdict failed. The reference is the higher of the median and the median of the rails whose
+/// own counters show no fault: with three rails, one lossy and one congested, the median can be
+/// a faulty rail's figure, and the congested rail was then never below it (issue 40: a
+/// 200 Mbit/s rail shown as health `ok`). Not its verdict where rails compare: every emulated
+/// rail fails its floor over TCP, which says nothing about its counters.
 fn is_slow(row: &RailResult, ctx: &RowContext) -> bool {
-    let below = |bw: Option<f64>| bw.is_some_and(|bw| bw < ctx.median_bps * (1.0 - ctx.margin));
     if !ctx.relative {
         return row.concurrent.status == VerdictStatus::Fail;
     }
+    let reference = ctx.median_bps.max(ctx.clean_median_bps.unwrap_or(0.0));
+    let below = |bw: Option<f64>| bw.is_some_and(|bw| bw < reference * (1.0 - ctx.margin));
     below(row.concurrent.bandwidth_bps) && row.alone.as_ref().is_none_or(|a| below(a.bandwidth_bps))
+}
+
+/// The median of the rows whose health was read on both ends with no loss, link-fault or
+/// congestion counter moving; `None` when no row is known clean (a row not read is not clean).
+fn clean_median(rows: &[RailResult]) -> Option<f64> {
+    let clean = |row: &RailResult| {
+        row.health.as_ref().is_some_and(|h| {
+            [&h.prefill, &h.decode].into_iter().all(|side| {
+                side.deltas.as_ref().is_some_and(|d| {
+                    let faults = [Indicates::Loss, Indicates::LinkFault, Indicates::Congestion];
+                    d.any_read(Indicates::Loss) && faults.into_iter().all(|what| d.moved(what).is_empty())
+                })
+            })
+        })
+    };
+    median(
+        rows.iter()
+            .filter(|r| clean(r))
+            .filter_map(|r| r.concurrent.bandwidth_bps),
+    )
 }
 
 fn row_findings(row: &RailResult, ctx: &RowContext, out: &mut Vec<RailFinding>) {
@@ -330,6 +361,7 @@ fn row_findings(row: &RailResult, ctx: &RowContext, out: &mut Vec<RailFinding>) 
         unit,
         relative,
         others,
+        ..
     } = *ctx;
     let name = rail_name(row);
     let mut push = |kind, status, text: String, fix: Option<String>| {

@@ -9,7 +9,6 @@ use super::judge::rail_name;
 use super::nic_health::rules::{HealthKind, RdmaEvidence};
 use super::outcome::*;
 use crate::model::Status;
-use crate::readiness::ReadinessField;
 
 /// Judges `row`'s health counters (`slow`: the rail was judged slow) and pushes its findings.
 pub(crate) fn health_findings(row: &mut RailResult, slow: bool, out: &mut Vec<RailFinding>) {
@@ -54,22 +53,12 @@ pub(crate) fn health_findings(row: &mut RailResult, slow: bool, out: &mut Vec<Ra
 /// the rail may still keep up, but an MTU or GID difference caps or breaks RDMA on it.
 pub(crate) fn mismatch_findings(row: &RailResult, out: &mut Vec<RailFinding>) {
     for m in &row.mismatches {
-        let fix = match m.field {
-            ReadinessField::ActiveMtu | ReadinessField::NetdevMtu => {
-                "set one MTU on both ports and every switch port between them (ip link set IF mtu …; the IB MTU on the subnet manager's partition)"
-            }
-            ReadinessField::GidIndex | ReadinessField::GidType => {
-                "give both sides the same RoCE v2 GID index (UCX_IB_GID_INDEX / NCCL_IB_GID_INDEX), or fix the CNI that gives one pod another address family"
-            }
-            ReadinessField::LinkLayer => "pair ports of one link layer: InfiniBand with InfiniBand, RoCE with RoCE",
-            _ => "run one NIC firmware across the nodes of a rail pair (mlxfwmanager / the vendor's bundle)",
-        };
         out.push(RailFinding {
             kind: RailFindingKind::Mismatch,
             status: Status::Warn,
             rail: Some(row.index),
             text: format!("{}: {m}", rail_name(row)),
-            fix: Some(fix.to_string()),
+            fix: Some(m.field.fix().to_string()),
         });
     }
 }

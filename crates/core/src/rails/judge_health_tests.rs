@@ -176,11 +176,17 @@ fn health_not_read_is_said_and_is_neither_a_finding_nor_ok() {
         h.decode.note.as_deref(),
         Some("health counters not read: the agent did not answer")
     );
-    h.judge_ports(true);
+    h.judge_ports(false);
     assert_eq!(
         h.cell(),
         "ok (part not read)",
         "the prefill side was read, the decode side not"
+    );
+    h.judge_ports(true);
+    assert_eq!(
+        h.cell(),
+        "not explained (part not read)",
+        "a slow rail is never `ok`: what was read does not explain it"
     );
     let nothing = HealthSnapshot::default();
     let mut none = RailHealth::read(
@@ -282,4 +288,40 @@ fn a_rail_whose_two_ports_disagree_on_the_mtu_warns_naming_both_values_and_the_f
     assert!(found.fix.as_deref().unwrap().contains("one MTU"), "{:?}", found.fix);
     assert_eq!(out.rails[1].status, VerdictStatus::Warn);
     assert!(kinds(&out, 0).is_empty() && kinds(&out, 2).is_empty());
+}
+
+#[test]
+fn a_congested_rail_beside_a_lossy_one_is_congested_though_the_median_is_a_faulty_rails() {
+    // Issue 40's run: 3 rails, rail 1 lossy (slower still), rail 2 shaped to 200 Mbit/s. The
+    // median is rail 2's own figure, so it was never "below the median": its CNP counters were
+    // not judged and its health read `ok`. The clean rail (0) is the reference now.
+    let faults = snapshot(3, &[(1, "packet_seq_err", 40), (2, "rp_cnp_handled", 900)]);
+    let out = judged([1.0, 0.011, 0.0234], &faults, None);
+    assert!(
+        (out.median_bps - 0.0234e9).abs() < 1.0,
+        "the median is the congested rail's"
+    );
+    assert!(
+        kinds(&out, 2).contains(&(RailFindingKind::Congested, Status::Fail)),
+        "{:?}",
+        out.findings
+    );
+    assert_eq!(out.rails[2].health.as_ref().unwrap().cell(), "congested");
+    assert_eq!(out.rails[2].status, VerdictStatus::Fail);
+    assert!(kinds(&out, 1).contains(&(RailFindingKind::LossyLink, Status::Fail)));
+    assert_eq!(out.rails[1].health.as_ref().unwrap().cell(), "lossy");
+    assert_eq!(kinds(&out, 0), vec![]);
+    assert_eq!(out.rails[0].health.as_ref().unwrap().cell(), "ok");
+}
+
+#[test]
+fn a_slow_rail_whose_counters_did_not_move_is_not_explained_never_ok() {
+    let out = judged([45.0, 9.0, 44.0], &snapshot(3, &[]), None);
+    let health = out.rails[1].health.as_ref().unwrap();
+    assert!(health.slow);
+    assert_eq!(health.cell(), "not explained");
+    assert_eq!(out.rails[0].health.as_ref().unwrap().cell(), "ok");
+    let v = serde_json::to_value(&out).unwrap();
+    assert_eq!(v["rails"][1]["health"]["slow"], true);
+    assert!(v["rails"][0]["health"].get("slow").is_none(), "absent: not slow");
 }

@@ -40,6 +40,7 @@ pub trait KvRuns {
 pub fn tcp_control_plan(plan: &KvPlan) -> KvPlan {
     let mut control = plan.clone();
     control.sweep.clear();
+    control.bulk = false;
     control.max_kv_ms = None;
     let s = &mut control.pair.settings;
     s.warmup_iterations = 1;
@@ -51,9 +52,9 @@ pub fn tcp_control_plan(plan: &KvPlan) -> KvPlan {
     control
 }
 
-/// The main run, then (when it ended with a complete report and `kinds` asks for it) the TCP
-/// control on fresh ranks, its result put into the report's `controls` and the report judged
-/// again ([`apply_tcp_control`]). Other kinds are not KV controls: `pair` refuses them before
+/// The main run, then the bulk row ([`super::bulk`], when the plan asks for it), then (when the
+/// main run ended with a complete report and `kinds` asks for it) the TCP control on fresh
+/// ranks, its result put into the report's `controls` and the report judged again ([`apply_tcp_control`]). Other kinds are not KV controls: `pair` refuses them before
 /// anything runs. An interruption during the control ends as [`PairError::Interrupted`] carrying
 /// the main run's report as its evidence.
 pub async fn run_kv_with_controls<R: KvRuns>(
@@ -64,6 +65,7 @@ pub async fn run_kv_with_controls<R: KvRuns>(
     progress: &mut super::KvProgress<'_>,
 ) -> Result<PairOutcome, PairError> {
     let mut outcome = runs.run(plan, 0, cancel, progress).await?;
+    super::bulk::add_bulk(plan, runs, &mut outcome, cancel).await?;
     if !kinds.contains(&ControlKind::Tcp) || outcome.report.partial.is_some() {
         return Ok(outcome);
     }

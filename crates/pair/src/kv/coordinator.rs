@@ -75,6 +75,19 @@ pub struct Coordinated {
     pub records: Vec<RankRecord>,
     pub reps: Vec<RepTimes>,
     pub warmup: u64,
+    /// The cold path: the ranks' preparation and the first (warm-up) repetition. Absent from a
+    /// coordinator of an older build.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold: Option<ColdTimes>,
+}
+
+/// What fresh ranks paid before their first request and for it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ColdTimes {
+    /// From sending the peers' addresses to the last rank's "prepared" (ns).
+    pub prepare_ns: u64,
+    /// The first repetition.
+    pub first: RepTimes,
 }
 
 /// `ic-bench kv-coordinate`: listens on `listen` (port 0: any), prints [`LISTENING`] with the
@@ -190,6 +203,7 @@ pub async fn coordinate(
     stripped.iter_mut().for_each(|r| r.metadata.clear());
     progress(Progress::Ranks { records: stripped })?;
     let by_id: BTreeMap<RankId, &RankRecord> = records.iter().map(|r| (r.id, r)).collect();
+    let preparing = Instant::now();
     for (c, p) in conns.iter_mut().zip(plans) {
         let peers = p
             .peers
@@ -211,7 +225,9 @@ pub async fn coordinate(
         })
         .await?;
     }
-    let (reps, warmup) = repetitions(&job.reps, plans, &mut conns, limit, progress).await?;
+    let prepare_ns = u64::try_from(preparing.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let (reps, warmup, first) = repetitions(&job.reps, plans, &mut conns, limit, progress).await?;
+    let cold = first.map(|first| ColdTimes { prepare_ns, first });
     for c in conns.iter_mut() {
         c.send(&RankDown::Verify).await?;
     }
@@ -252,7 +268,12 @@ pub async fn coordinate(
             }
         }
     }
-    Ok(Coordinated { records, reps, warmup })
+    Ok(Coordinated {
+        records,
+        reps,
+        warmup,
+        cold,
+    })
 }
 
 async fn expect(c: &mut Conn, limit: Duration, during: &str, ok: impl Fn(&RankUp) -> bool) -> Result<(), PairError> {
@@ -373,14 +394,14 @@ async fn handshake(
 }
 
 /// Warm-up, then measured repetitions, each a barrier over every rank (each measured one also
-/// to `progress`).
+/// to `progress`); and the first repetition, the cold one.
 async fn repetitions(
     s: &RepRule,
     plans: &[RankPlan],
     conns: &mut [Conn],
     limit: Duration,
     progress: &mut ProgressSink<'_>,
-) -> Result<(Vec<RepTimes>, u64), PairError> {
+) -> Result<(Vec<RepTimes>, u64, Option<RepTimes>), PairError> {
     // `--warmup` repetitions (1 … 10), fewer once they took `max_time`: a multi-second
     // request warms up once.
     let mut warmup = s.warmup_iterations.clamp(MIN_WARMUP, 10);
@@ -388,6 +409,7 @@ async fn repetitions(
     let mut measured = Vec::new();
     let mut rep = 0u64;
     let mut first_measured: Option<Instant> = None;
+    let mut cold = None;
     loop {
         if rep < warmup && rep >= MIN_WARMUP && warmup_started.elapsed().as_secs_f64() >= s.max_time_s {
             warmup = rep;
@@ -421,6 +443,9 @@ async fn repetitions(
                 }
             }
         }
+        if rep == 0 {
+            cold = Some(times.clone());
+        }
         if rep >= warmup {
             progress(Progress::Measured {
                 warmup,
@@ -430,5 +455,5 @@ async fn repetitions(
         }
         rep += 1;
     }
-    Ok((measured, warmup))
+    Ok((measured, warmup, cold))
 }

@@ -13,6 +13,7 @@
 //! `kv` section says what the fabric adds to time-to-first-token ([`report`], `rank_report`).
 //! The descriptor-count sweep, when asked, runs afterwards on one more pair ([`KvSeam`]).
 
+pub mod bulk;
 pub mod control;
 mod coordinator;
 pub mod cpus;
@@ -26,7 +27,8 @@ pub mod ranks;
 mod report;
 
 pub use coordinator::{
-    COORDINATED, Coordinated, CoordinatorJob, LISTENING, PROGRESS, RepRule, coordinate, serve as serve_coordinator,
+    COORDINATED, ColdTimes, Coordinated, CoordinatorJob, LISTENING, PROGRESS, RepRule, coordinate,
+    serve as serve_coordinator,
 };
 pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
 pub use rank_report::{RankRecord, RepTimes};
@@ -56,6 +58,9 @@ pub struct KvPlan {
     /// The engine that moves the blocks: every rank runs it (the descriptor sweep's pair gets
     /// its engine from its launcher).
     pub engine: icb_core::EngineKind,
+    /// The bulk row ([`bulk`]): the same bytes as one contiguous descriptor per peer on fresh
+    /// ranks after the paged run (`pair --kv-shape`; off in `gate`, whose budget is its own).
+    pub bulk: bool,
 }
 
 /// What a command's KV flags decide besides the request ([`KvPlan::with_options`]).
@@ -110,6 +115,7 @@ impl KvPlan {
             sweep: Vec::new(),
             sweep_block,
             engine: icb_core::EngineKind::Nixl,
+            bulk: true,
         }
     }
 

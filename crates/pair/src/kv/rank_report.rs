@@ -62,7 +62,7 @@ impl RepTimes {
     }
 
     /// First post of any rank to last completion of any peer (ns).
-    fn request_ns(&self) -> u64 {
+    pub(super) fn request_ns(&self) -> u64 {
         let end = self
             .ranks
             .iter()
@@ -392,6 +392,19 @@ fn rank_records(plans: &[RankPlan], records: &[RankRecord], reps: &[RepTimes], p
             }
         })
         .collect()
+}
+
+/// The cold path of a run: the ranks' preparation plus the first request, beside the warm p50.
+pub(super) fn cold_path(cold: &super::coordinator::ColdTimes, warm_ms: Option<f64>) -> icb_core::KvCold {
+    let prepare_ms = cold.prepare_ns as f64 / 1e6;
+    let first_request_ms = cold.first.request_ns() as f64 / 1e6;
+    let cold_ms = prepare_ms + first_request_ms;
+    icb_core::KvCold {
+        prepare_ms,
+        first_request_ms,
+        cold_ms,
+        cold_over_warm: warm_ms.filter(|w| *w > 0.0).map(|w| cold_ms / w),
+    }
 }
 
 #[cfg(test)]

@@ -228,12 +228,22 @@ pub async fn run_ranks<R: RankSeam>(
             partial: partial.map(Box::new),
         }));
     }
-    let Coordinated { records, reps, warmup } = outcome?;
+    let Coordinated {
+        records,
+        reps,
+        warmup,
+        cold,
+    } = outcome?;
     if let Some(first) = unclean.first() {
         return Err(PairError::Setup(format!("a KV rank did not exit cleanly: {first}")));
     }
     let frame = frame?(true);
-    let report = super::rank_report::assemble(plan, frame, &job.plans, &records, &launched, (&reps, warmup))?;
+    let mut report = super::rank_report::assemble(plan, frame, &job.plans, &records, &launched, (&reps, warmup))?;
+    if let Some(kv) = report.kv.as_mut() {
+        kv.cold = cold
+            .as_ref()
+            .map(|c| super::rank_report::cold_path(c, kv.request_ms_p50));
+    }
     Ok(PairOutcome {
         report,
         cleanup: removed,
@@ -252,7 +262,12 @@ fn interrupted_report(
     plans: &[RankPlan],
     launched: &[Option<u32>],
 ) -> Option<icb_core::PairReport> {
-    let (Coordinated { records, reps, warmup }, checked) = match outcome {
+    let (
+        Coordinated {
+            records, reps, warmup, ..
+        },
+        checked,
+    ) = match outcome {
         Ok(done) => (done, true),
         Err(_) => (progress.into(), false),
     };
@@ -283,6 +298,7 @@ impl From<PartialKv> for Coordinated {
             records: p.records,
             reps: p.reps,
             warmup: p.warmup,
+            cold: None,
         }
     }
 }

@@ -130,6 +130,8 @@ pub(super) fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
         synchronised: false,
         repetitions: None,
         ranks: Vec::new(),
+        bulk: None,
+        cold: None,
     };
     kv.summary = summary_line(&kv, TcpRate::Assumed);
     kv
@@ -361,6 +363,8 @@ mod tests {
             synchronised: false,
             repetitions: None,
             ranks: Vec::new(),
+            bulk: None,
+            cold: None,
         }
     }
 

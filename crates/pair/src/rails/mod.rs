@@ -24,10 +24,13 @@ mod kube_dra;
 mod kube_rank;
 pub mod kube_run;
 pub mod local;
+pub mod local_run;
 mod partial;
 mod plan;
 pub mod remote;
+pub mod remote_run;
 mod report;
+pub mod serve_run;
 
 pub use choice::{
     Choice, LocalRailsFlags, LocalRailsTarget, NodeRail, RailFlagError, RailSite, read_selection, told_devices,

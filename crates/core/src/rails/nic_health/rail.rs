@@ -66,6 +66,11 @@ pub struct RailHealth {
     /// READs (or WRITEs). Absent where the phase mixed reads and writes, or did no RDMA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdma: Option<RdmaAttribution>,
+    /// Whether the judge found the rail slow (below the rails' reference, or its own verdict
+    /// failed): the counters then have something to explain, and none moving is "not
+    /// explained", never `ok`. Absent: not slow (or a report written before it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub slow: bool,
 }
 
 /// Which end an RDMA operation's requests arrive at: a READ is served by the side read from, a
@@ -89,12 +94,14 @@ impl RailHealth {
             prefill: SideHealth::read(devices.0, before.0, after.0),
             decode: SideHealth::read(devices.1, before.1, after.1),
             rdma: None,
+            slow: false,
         }
     }
 
     /// Runs the port rules on both ends: `slow` is whether the rail was judged slow (the
     /// congestion rule only explains a slow rail).
     pub fn judge_ports(&mut self, slow: bool) {
+        self.slow = slow;
         for side in [&mut self.prefill, &mut self.decode] {
             side.findings = side.deltas.as_ref().map(|d| judge_port(d, slow)).unwrap_or_default();
         }
@@ -119,7 +126,9 @@ impl RailHealth {
         p.chain(self.decode.findings.iter().map(|f| ("decode", f)))
     }
 
-    /// One cell for the table: `congested`, `lossy`, `ok`, `not read`, comma-joined.
+    /// One cell for the table: `congested`, `lossy`, `not RDMA`, comma-joined; where none of
+    /// them: `not read`, or on a slow rail `not explained` (no counter read says why it is
+    /// slow: never `ok`), else `ok`, each with `(part not read)` where one end or rule was not.
     pub fn cell(&self) -> String {
         let any = |k: HealthKind| self.findings().any(|(_, f)| f.kind == k);
         let mut words = Vec::new();
@@ -138,11 +147,12 @@ impl RailHealth {
         }
         let (p, d) = (self.prefill.nothing_read(), self.decode.nothing_read());
         let part = p || d || any(HealthKind::NotRead);
+        let quiet = if self.slow { "not explained" } else { "ok" };
         match (words.is_empty(), part) {
             (false, _) => words.join(", "),
             (true, true) if p && d => "not read".into(),
-            (true, true) => "ok (part not read)".into(),
-            (true, false) => "ok".into(),
+            (true, true) => format!("{quiet} (part not read)"),
+            (true, false) => quiet.into(),
         }
     }
 }
