@@ -100,6 +100,20 @@ impl Interrupted {
             .join("; ")
     }
 
+    /// A run after a finished main run (a control, the KV bulk row) was interrupted: the main
+    /// run's report is the evidence to write out, and both runs' cleanup is said.
+    pub(crate) fn after(main: &PairOutcome, later: Interrupted) -> Interrupted {
+        let cleanup = [main.cleanup.as_str(), later.cleanup.as_str()]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        Interrupted {
+            cleanup,
+            partial: Some(Box::new(main.report.clone())),
+        }
+    }
+
     /// "cleaned up: …" or "nothing was left to clean up".
     pub fn cleanup_text(&self) -> String {
         if self.cleanup.is_empty() {

@@ -100,17 +100,7 @@ pub async fn add_bulk<R: KvRuns>(
                 None => bulk_not_measured(paged, "the bulk run's report has no KV section"),
             }
         }
-        Err(PairError::Interrupted(i)) => {
-            let cleanup = [outcome.cleanup.as_str(), i.cleanup.as_str()]
-                .into_iter()
-                .filter(|s| !s.is_empty())
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(PairError::Interrupted(Interrupted {
-                cleanup,
-                partial: Some(Box::new(outcome.report.clone())),
-            }));
-        }
+        Err(PairError::Interrupted(i)) => return Err(PairError::Interrupted(Interrupted::after(outcome, i))),
         Err(e) => bulk_not_measured(paged, &e.to_string()),
     };
     tracing::info!(

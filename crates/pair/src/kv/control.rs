@@ -78,17 +78,7 @@ pub async fn run_kv_with_controls<R: KvRuns>(
             judge_kv_tcp_control(&o.report, &outcome.report)
         }
         // The main run finished: its report is the evidence to write out.
-        Err(PairError::Interrupted(i)) => {
-            let cleanup = [outcome.cleanup.as_str(), i.cleanup.as_str()]
-                .into_iter()
-                .filter(|s| !s.is_empty())
-                .collect::<Vec<_>>()
-                .join("; ");
-            return Err(PairError::Interrupted(Interrupted {
-                cleanup,
-                partial: Some(Box::new(outcome.report)),
-            }));
-        }
+        Err(PairError::Interrupted(i)) => return Err(PairError::Interrupted(Interrupted::after(&outcome, i))),
         Err(e) => control_not_run(ControlKind::Tcp, &e.to_string()),
     };
     tracing::info!("control tcp: caught={} ({})", result.caught, result.detail);
