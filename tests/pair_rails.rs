@@ -66,10 +66,11 @@ fn a_slow_rail_is_named_alone_too_and_the_others_pass() {
     let slow = &rails.rails[1];
     assert_eq!(slow.status, VerdictStatus::Fail);
     assert!(slow.alone.is_some(), "the slow rail ran alone too");
-    // A shaper alone moves no NIC counter: slow, but not explained by congestion or loss.
+    // A shaper alone moves no NIC counter: slow, but not explained by congestion or loss, and
+    // never `ok` (issue 40: a slow rail's health is not a pass).
     assert_eq!(
         slow.health.as_ref().map(|h| h.cell()).as_deref(),
-        Some("ok"),
+        Some("not explained"),
         "{:?}",
         slow.health
     );
