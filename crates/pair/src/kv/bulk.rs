@@ -58,15 +58,8 @@ pub fn bulk_rows(plan: &KvPlan) -> Vec<KvRow> {
 /// The bulk run's plan: the paged plan's engine, operation, memory and deadlines with the rows of
 /// [`bulk_rows`], no descriptor sweep, no `--max-kv-ms`, bounded as the TCP control is.
 pub fn bulk_plan(plan: &KvPlan) -> KvPlan {
-    let mut bulk = plan.clone();
+    let mut bulk = plan.short_extra_run();
     bulk.rows = bulk_rows(plan);
-    bulk.sweep.clear();
-    bulk.max_kv_ms = None;
-    bulk.bulk = false;
-    let s = &mut bulk.pair.settings;
-    s.warmup_iterations = 1;
-    s.max_time_s = crate::controls::CONTROL_MAX_TIME_S;
-    s.min_time_s = s.min_time_s.min(crate::controls::CONTROL_MAX_TIME_S);
     bulk
 }
 

@@ -38,14 +38,7 @@ pub trait KvRuns {
 /// `--max-kv-ms`, one warm-up and a few repetitions (see the module's comment), every rank with
 /// `TLS=tcp` (or, for a test, [`crate::controls::TEST_CONTROL_TLS_ENV`]'s value).
 pub fn tcp_control_plan(plan: &KvPlan) -> KvPlan {
-    let mut control = plan.clone();
-    control.sweep.clear();
-    control.bulk = false;
-    control.max_kv_ms = None;
-    let s = &mut control.pair.settings;
-    s.warmup_iterations = 1;
-    s.max_time_s = crate::controls::CONTROL_MAX_TIME_S;
-    s.min_time_s = s.min_time_s.min(crate::controls::CONTROL_MAX_TIME_S);
+    let mut control = plan.short_extra_run();
     let tls = std::env::var(crate::controls::TEST_CONTROL_TLS_ENV).unwrap_or_else(|_| "tcp".into());
     control.pair.ucx_config.retain(|(k, _)| k != "TLS");
     control.pair.ucx_config.push(("TLS".into(), tls));

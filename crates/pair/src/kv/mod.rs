@@ -80,6 +80,21 @@ pub struct KvOptions {
 }
 
 impl KvPlan {
+    /// A short run after this one on the same plan (the TCP control, the bulk row): no
+    /// descriptor sweep, no bulk row of its own, no `--max-kv-ms`, one warm-up and bounded as
+    /// every control is ([`crate::controls::CONTROL_MAX_TIME_S`]).
+    pub(crate) fn short_extra_run(&self) -> KvPlan {
+        let mut extra = self.clone();
+        extra.sweep.clear();
+        extra.bulk = false;
+        extra.max_kv_ms = None;
+        let s = &mut extra.pair.settings;
+        s.warmup_iterations = 1;
+        s.max_time_s = crate::controls::CONTROL_MAX_TIME_S;
+        s.min_time_s = s.min_time_s.min(crate::controls::CONTROL_MAX_TIME_S);
+        extra
+    }
+
     /// The memory pair every rank's buffer uses: the run's first (host→host when none is set).
     pub fn memory(&self) -> icb_core::MemoryPair {
         self.pair
