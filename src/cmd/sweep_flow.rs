@@ -72,7 +72,7 @@ async fn finish(
     save: &mut dyn FnMut(&SweepResults) -> anyhow::Result<()>,
     history: Option<super::history_args::RunHistory>,
 ) -> anyhow::Result<i32> {
-    let history_error = history.as_ref().and_then(|h| h.sweep(results));
+    let history_error = history.as_ref().and_then(|h| h.sweep(results)).map(anyhow::Error::from);
     save(results)?;
     let format = args.output.into();
     let view = super::sweep::stdout_view(args.output.into());
@@ -141,7 +141,10 @@ fn stop(
         ),
     };
     results.mark_stopped(reason, detail.clone());
-    if let Some(e) = history.and_then(|h| h.record_stopped_sweep(results)) {
+    if let Some(e) = history
+        .and_then(|h| h.record_stopped_sweep(results))
+        .map(anyhow::Error::from)
+    {
         eprintln!("ic-bench: warning: the stopped sweep is saved but not recorded in --history: {e:#}");
     }
     let saved = save(results);
