@@ -15,9 +15,9 @@
 //! own p50 per request, plus filling and verifying the extra copies' destination buffers at
 //! [`FILL_BPS`]) fits [`BURST_BUDGET_S`] (1 and 2 run whatever their repetitions cost, a frontier
 //! needs two points, unless their buffers alone are past it), whose
-//! every copy fits the ranks' memory, and whose peer list (every
-//! rank's plan, and on Kubernetes the coordinator's job, crosses `exec` as one argument, which
-//! Linux caps at 128 KiB) stays within [`BURST_MAX_ENTRIES`] requests per rank.
+//! every copy fits the ranks' memory, and whose peer lists (on Kubernetes the coordinator's job,
+//! every rank's plan in it, crosses `exec` as one argument, which Linux caps at 128 KiB: ~230
+//! bytes a request) hold at most [`BURST_MAX_ENTRIES`] requests over every rank together.
 
 use super::control::KvRuns;
 use super::rank_report::RepTimes;
@@ -37,8 +37,9 @@ pub const BURST_WARMUP: u64 = 1;
 pub const BURST_REPS: u64 = 4;
 /// What the burst run may add to `pair --kv-shape` (estimated, seconds).
 pub const BURST_BUDGET_S: f64 = 1.5;
-/// The most request copies one rank's peer list may hold (peers × burst size).
-pub const BURST_MAX_ENTRIES: u64 = 256;
+/// The most requests every rank's peer list may hold together (each peer pair is on two lists:
+/// 2 × peers × burst size).
+pub const BURST_MAX_ENTRIES: u64 = 400;
 /// The rate the estimate fills and verifies a destination buffer at (bytes/s): the ranks write
 /// their pattern into every byte and check every byte afterwards. A debug build on the loaded
 /// 2-core build machine does ~20 MB/s (the run deadlines' own figure; a burst run of 16 copies
@@ -72,7 +73,7 @@ pub fn burst_sizes(plan: &KvPlan, paged_ms: f64, rank_limit: u64) -> (Vec<u32>, 
 /// run of ranks fills, as the bulk row's) are filled and checked once each.
 fn sizes_within(plan: &KvPlan, paged_ms: f64, rank_limit: u64, fill_bps: f64) -> (Vec<u32>, Option<String>) {
     let g = plan.request.geometry();
-    let entries = max_peers_per_rank(plan).max(1);
+    let entries = 2 * plan.rows.len() as u64;
     let decode_bytes = u64::from(g.decode_tp) * g.decode_rank_bytes;
     let mut sizes = Vec::new();
     let mut spent_s = 0.0;
@@ -81,7 +82,7 @@ fn sizes_within(plan: &KvPlan, paged_ms: f64, rank_limit: u64, fill_bps: f64) ->
         let buffers = 2.0 * (f64::from(n - 1) * decode_bytes as f64) / fill_bps;
         let why = if u64::from(n) * entries > BURST_MAX_ENTRIES {
             Some(format!(
-                "{n} in flight: {} requests on one rank's list, over {BURST_MAX_ENTRIES}",
+                "{n} in flight: {} requests on the ranks' lists, over {BURST_MAX_ENTRIES}",
                 u64::from(n) * entries
             ))
         } else if g.decode_rank_bytes.saturating_mul(u64::from(n)) > rank_limit {
@@ -100,16 +101,6 @@ fn sizes_within(plan: &KvPlan, paged_ms: f64, rank_limit: u64, fill_bps: f64) ->
         sizes.push(n);
     }
     (sizes, None)
-}
-
-/// The most peers any rank exchanges blocks with in one request.
-fn max_peers_per_rank(plan: &KvPlan) -> u64 {
-    let mut per_rank: BTreeMap<(bool, u32), u64> = BTreeMap::new();
-    for row in &plan.rows {
-        *per_rank.entry((true, row.decode_rank)).or_default() += 1;
-        *per_rank.entry((false, row.prefill_rank)).or_default() += 1;
-    }
-    per_rank.into_values().max().unwrap_or(0)
 }
 
 /// The burst run's plan: bounded as the bulk row is, its ranks holding `sizes`' largest copies.
@@ -309,8 +300,8 @@ mod tests {
 
     /// Llama-3.1-8B at 64 tokens, TP2 → TP1: one decode rank of 8 MiB reading two peers. At
     /// 1 GB/s and a 1 ms request, 5 bursts of 1 … 32 cost 0.315 s and the 31 extra copies' buffers
-    /// (248 MiB filled and checked) 0.52 s: all fit 1.5 s but 64 (1.7 s in all); two peers × 64
-    /// is within the list's 256. At 10 ms only 1 … 8 fit; 100 MiB of memory per rank holds 8
+    /// (248 MiB filled and checked) 0.52 s: all fit 1.5 s but 64 (1.7 s in all); 2 × 2 peer
+    /// pairs × 64 are within the lists' 400. At 10 ms only 1 … 8 fit; 100 MiB of memory per rank holds 8
     /// copies of 8 MiB but not 16, 12 MiB not 2. At a debug build's 20 MB/s the 3 extra copies of
     /// a burst of 4 alone take 2.5 s: 1 and 2, the floor the budget never cuts.
     #[test]
@@ -350,12 +341,12 @@ mod tests {
             why.as_deref(),
             Some("4 in flight: estimated past the burst run's 1.5 s")
         );
-        // TP8 → TP1: the decode rank reads 8 peers, 32 in flight is its list's 256.
+        // TP8 → TP1: 8 peer pairs, each on two lists: 16 in flight are 256 requests, 32 are 512.
         let (sizes, why) = sizes_within(&plan((8, 1)), 0.001, MAX_RANK_BYTES, 1e9);
-        assert_eq!(sizes, [1, 2, 4, 8, 16, 32]);
+        assert_eq!(sizes, [1, 2, 4, 8, 16]);
         assert_eq!(
             why.as_deref(),
-            Some("64 in flight: 512 requests on one rank's list, over 256")
+            Some("32 in flight: 512 requests on the ranks' lists, over 400")
         );
     }
 
