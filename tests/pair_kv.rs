@@ -99,6 +99,45 @@ fn assert_bulk_row(kv: &KvOutcome) {
     assert!((share - p50 / paged).abs() < 1e-9, "{bulk:?} vs paged {paged} ms");
 }
 
+/// The bursts (fresh ranks holding one copy of the request per request in flight): 1, 2, 4 …
+/// in flight, each size measured over 4 bursts with every copy verified, its aggregate rate the
+/// copies' bytes over the burst's p50, the frontier as the rule says (the smallest size at 90 % of
+/// the best aggregate), and the sizes stopped only with a reason. The other operation: measured
+/// on fresh ranks, verified, its rate its bytes over its p50; `connector` the recipe's operation.
+fn assert_bursts_and_other_op(kv: &KvOutcome, connector: Option<&str>) {
+    let bursts = kv.bursts.as_ref().expect("the bursts");
+    assert!(bursts.failure.is_none() && bursts.verified, "{bursts:?}");
+    assert!(!bursts.data_paths.is_empty(), "{bursts:?}");
+    let sizes: Vec<u32> = bursts.sizes.iter().map(|b| b.requests).collect();
+    assert!(sizes.len() >= 2, "{bursts:?}");
+    assert!(sizes.iter().enumerate().all(|(i, &n)| n == 1 << i), "{sizes:?}");
+    assert_eq!(bursts.bounded_by.is_some(), sizes.len() < 7, "{bursts:?}");
+    for b in &bursts.sizes {
+        assert_eq!(b.repetitions, 4, "{b:?}");
+        assert!(b.request_ms_p50 > 0.0 && b.request_ms_p95 >= b.request_ms_p50, "{b:?}");
+        assert!(b.burst_ms_p95 >= b.request_ms_p95 - 1e-9, "{b:?}");
+        let rate = f64::from(b.requests) * kv.bytes_moved_per_request as f64 / (b.burst_ms_p50 / 1e3);
+        assert!((b.aggregate_bps - rate).abs() < 1.0, "{b:?}");
+    }
+    let best = bursts.sizes.iter().map(|b| b.aggregate_bps).fold(0.0, f64::max);
+    let frontier = bursts
+        .sizes
+        .iter()
+        .find(|b| b.aggregate_bps >= 0.9 * best)
+        .map(|b| b.requests);
+    assert_eq!(bursts.frontier, frontier, "{bursts:?}");
+    let d = kv.directions.as_ref().expect("push and pull");
+    assert_ne!(d.other.op, kv.op, "{d:?}");
+    assert!(d.other.failure.is_none() && d.other.verified, "{d:?}");
+    assert!(d.other.repetitions.is_some_and(|r| r >= 3), "{d:?}");
+    let p50 = d.other.request_ms_p50.expect("the other operation's p50");
+    let rate = kv.bytes_moved_per_request as f64 / (p50 / 1e3);
+    assert!(d.other.bandwidth_bps.is_some_and(|bw| (bw - rate).abs() < 1.0), "{d:?}");
+    assert!(!d.other.data_paths.is_empty(), "{d:?}");
+    assert_eq!(d.connector_op.as_deref(), connector, "{d:?}");
+    assert_eq!(d.connector.is_some(), connector.is_some(), "{d:?}");
+}
+
 /// The per-rank model: exactly `a + b` rank processes (distinct pids), each in every
 /// synchronised repetition, each decode rank checked every block it received, each initiator
 /// knows its data path; every peer was timed in every repetition.
@@ -140,7 +179,12 @@ fn assert_one_process_per_rank(kv: &KvOutcome, a: u32, b: u32) {
 #[test]
 fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
     let _one = serial();
-    let ran = kv_run(&geometry("llama-3.1-8b", "64", ("4", "2"), &[]), &[]);
+    // The recipe's vLLM NixlConnector reads (decode pulls): the output marks the main run's op.
+    let recipe = [
+        "--recipe",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gate/kv.yaml"),
+    ];
+    let ran = kv_run(&geometry("llama-3.1-8b", "64", ("4", "2"), &recipe), &[]);
     let (report, kv) = kv_of(&ran);
     assert_eq!(kv.kv_bytes_per_request, 8 << 20);
     assert_eq!(kv.bytes_moved_per_request, 8 << 20);
@@ -156,6 +200,14 @@ fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
     assert_one_process_per_rank(&kv, 4, 2);
     // The bulk row: 4 descriptors of 2 MiB, decode rank r's second one landing 2 MiB in.
     assert_bulk_row(&kv);
+    // Bursts of the read, then the write on fresh ranks; the recipe's connector reads.
+    assert_bursts_and_other_op(&kv, Some("read"));
+    let connector = kv
+        .directions
+        .as_ref()
+        .and_then(|d| d.connector.clone())
+        .unwrap_or_default();
+    assert!(connector.starts_with("vLLM kv_connector=NixlConnector"), "{connector}");
     // NIXL posted the lists: its post time is measured, and every case ran on the NIXL engine.
     assert!(kv.peers.iter().all(|p| p.post_ms.is_some()), "{:?}", kv.peers);
     assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Nixl));
@@ -244,8 +296,10 @@ fn the_ucx_engine_moves_the_same_geometry_per_rank_where_nixl_is_absent() {
     assert_eq!(kv.bytes_moved_per_request, 4 << 20);
     assert_every_peer_verified(&kv);
     assert_one_process_per_rank(&kv, 1, 2);
-    // The bulk row on the UCX engine too: 2 descriptors of 2 MiB from prefill rank 0's start.
+    // The bulk row on the UCX engine too: 2 descriptors of 2 MiB from prefill rank 0's start;
+    // the bursts and the write too (no recipe: the connector's operation not known).
     assert_bulk_row(&kv);
+    assert_bursts_and_other_op(&kv, None);
     assert!(
         kv.ranks
             .iter()

@@ -392,10 +392,12 @@ fn a_kv_tcp_control_runs_in_pods_of_its_own_and_is_caught() {
         .iter()
         .filter_map(|p| p.metadata.name.clone())
         .collect();
-    // The main run's two pods, the control's two (`-c1-`) and the bulk row's two (`-c2-`).
-    assert_eq!(names.len(), 6, "{names:?}");
-    assert_eq!(names.iter().filter(|n| n.contains("-c1-")).count(), 2, "{names:?}");
-    assert_eq!(names.iter().filter(|n| n.contains("-c2-")).count(), 2, "{names:?}");
+    // The main run's two pods, the control's two (`-c1-`), the bulk row's two (`-c2-`), the
+    // bursts' two (`-c3-`) and the other operation's two (`-c4-`).
+    assert_eq!(names.len(), 10, "{names:?}");
+    for run in ["-c1-", "-c2-", "-c3-", "-c4-"] {
+        assert_eq!(names.iter().filter(|n| n.contains(run)).count(), 2, "{run}: {names:?}");
+    }
     assert_nothing_left(&cluster);
 }
 
@@ -431,10 +433,11 @@ fn explicit_gpus_on_dra_only_nodes_are_claimed_through_dra() {
             "{name}: {limits:?}"
         );
     }
-    // The bulk row's two rank pods (`-c2-`) claim theirs as the paged run's do.
+    // The bulk row's, the bursts' and the other operation's rank pods (`-c2-`, `-c3-`, `-c4-`)
+    // claim theirs as the paged run's do.
     assert_bulk_row_ran(&run, &kv);
     let allocations = cluster.dra_allocations();
-    assert_eq!(allocations.len(), 4, "{allocations:#?}");
+    assert_eq!(allocations.len(), 8, "{allocations:#?}");
     for a in &allocations {
         assert_eq!(a.devices.len(), 2, "one GPU and its NIC on {}: {a:?}", a.node);
     }

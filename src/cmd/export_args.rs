@@ -17,6 +17,10 @@ pub struct ExportArgs {
     /// Also write Prometheus text exposition to FILE (node_exporter's textfile collector)
     #[arg(long, value_name = "FILE")]
     pub export_prometheus: Vec<PathBuf>,
+
+    /// Also write a pair --kv-shape report's rows as CollectiveX kv-transfer rows to FILE
+    #[arg(long, value_name = "FILE")]
+    pub export_collectivex: Vec<PathBuf>,
 }
 
 impl ExportArgs {
@@ -27,6 +31,7 @@ impl ExportArgs {
             (Format::Json, &self.export_json),
             (Format::Junit, &self.export_junit),
             (Format::Prometheus, &self.export_prometheus),
+            (Format::Collectivex, &self.export_collectivex),
         ] {
             for f in files {
                 exports.add(FileFormat::Format(format), f);

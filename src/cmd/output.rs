@@ -46,6 +46,8 @@ pub enum PairFormat {
     Junit,
     Prometheus,
     Svg,
+    /// With --kv-shape: the KV rows as SemiAnalysis CollectiveX's kv-transfer rows (docs/collectivex.md)
+    Collectivex,
     /// With --dry-run: the pods, as kubectl prints them
     Yaml,
 }

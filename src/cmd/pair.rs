@@ -74,7 +74,8 @@ pub struct Args {
     pub controls: Vec<icb_core::model::ControlKind>,
 
     /// With --local: run both sides under this serving recipe's transport env (anything `probe
-    /// env` reads; each side its role's), e.g. to see with --control knobs-off what its UCX knobs do
+    /// env` reads; each side its role's), e.g. to see with --control knobs-off what its UCX knobs do;
+    /// with --kv-shape: whose KV connector's operation (read or write) the output marks
     #[arg(long, value_name = "PATH", requires = "local")]
     pub recipe: Vec<String>,
 
@@ -190,7 +191,9 @@ fn target(
     recipe_env: icb_pair::local::RecipeEnv,
 ) -> anyhow::Result<PairTarget> {
     Ok(if args.kv.wanted() {
-        PairTarget::Kv(Box::new(super::pair_kv::target(args, pods, plan)?))
+        let mut kv = super::pair_kv::target(args, pods, plan)?;
+        kv.plan.connector = super::pair_local::recipe_connector(&args.recipe, args.role.as_deref())?;
+        PairTarget::Kv(Box::new(kv))
     } else if args.rails.wanted() && !args.local {
         PairTarget::KubeRails(Box::new(super::pair_rails_kube::target(args, pods, plan)?))
     } else if args.local && args.rails.wanted() {
@@ -220,8 +223,8 @@ fn recipe_knobs(
     controls: &[icb_core::model::ControlKind],
     plan: &mut PairPlan,
 ) -> anyhow::Result<icb_pair::local::RecipeEnv> {
-    if !args.recipe.is_empty() && (args.kv.wanted() || args.rails.wanted()) {
-        anyhow::bail!("--recipe applies to a plain --local pair; drop --rails or --kv-shape");
+    if !args.recipe.is_empty() && args.rails.wanted() {
+        anyhow::bail!("--recipe applies to a plain --local pair or --kv-shape; drop --rails");
     }
     let recipe_env = super::pair_local::recipe_env(&args.recipe, args.role.as_deref())?;
     plan.knob_vars = icb_pair::controls::knob_vars(&recipe_env);
@@ -254,7 +257,7 @@ fn formats(format: PairFormat, dry_run: bool) -> anyhow::Result<(icb_report::For
         (PairFormat::Json, true) => return Ok((Format::Json, Some(PodsFormat::Json))),
         (other, true) => anyhow::bail!("-o {} with --dry-run: use -o yaml or -o json", name(other)),
         (PairFormat::Yaml, false) => anyhow::bail!(
-            "-o yaml prints the pods of --dry-run: add --dry-run or use -o table, wide, json, junit, prometheus or svg"
+            "-o yaml prints the pods of --dry-run: add --dry-run or use -o table, wide, json, junit, prometheus, svg or collectivex"
         ),
         (PairFormat::Table, false) => Format::Table,
         (PairFormat::Wide, false) => Format::Wide,
@@ -262,6 +265,7 @@ fn formats(format: PairFormat, dry_run: bool) -> anyhow::Result<(icb_report::For
         (PairFormat::Junit, false) => Format::Junit,
         (PairFormat::Prometheus, false) => Format::Prometheus,
         (PairFormat::Svg, false) => Format::Svg,
+        (PairFormat::Collectivex, false) => Format::Collectivex,
     };
     Ok((report, None))
 }

@@ -97,6 +97,24 @@ pub fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<icb_pa
     })
 }
 
+/// `--recipe` with `--kv-shape`: the operation its KV connector uses, when known.
+pub fn recipe_connector(
+    paths: &[String],
+    role: Option<&str>,
+) -> anyhow::Result<Option<icb_pair::kv::directions::KvConnector>> {
+    if paths.is_empty() {
+        return Ok(None);
+    }
+    let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
+    let (_, roles) = icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default())?;
+    Ok(match role {
+        Some(r) => {
+            icb_pair::kv::directions::connector_of(&roles.for_side(icb_recipe::Role::Decode, Some(r))?.env.engine)
+        }
+        None => icb_pair::kv::directions::recipe_connector(&roles),
+    })
+}
+
 pub fn run(cmd: &PairCommand, opts: LocalOptions) -> anyhow::Result<i32> {
     // Installed before anything is started, so a signal at any point reaches the cleanup.
     let interrupt = Interrupt::install()?;

@@ -157,26 +157,50 @@ pub fn assert_pod_placement(r: &icb_core::model::KvRank) {
     assert!(r.cpus.as_deref().is_some_and(|c| !c.is_empty()), "{r:?}");
 }
 
-/// Whether `pod` is one of the bulk row's two rank pods (`<run>-c2-…`, issue 42): `pair
-/// --kv-shape` moves the same bytes once more on fresh rank pods of the same shape.
-pub fn is_bulk_pod(pod: &icb_kube::k8s_openapi::api::core::v1::Pod) -> bool {
-    pod.metadata.name.as_deref().is_some_and(|n| n.contains("-c2-"))
+/// The runs `pair --kv-shape` adds after the paged one on fresh rank pods of the same shape
+/// (issue 42): the bulk row (`<run>-c2-…`), the bursts (`-c3-`) and the other operation (`-c4-`).
+const EXTRA_RUNS: [&str; 3] = ["-c2-", "-c3-", "-c4-"];
+
+/// Whether `pod` is one of the extra runs' rank pods ([`EXTRA_RUNS`]).
+pub fn is_extra_run_pod(pod: &icb_kube::k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.metadata
+        .name
+        .as_deref()
+        .is_some_and(|n| EXTRA_RUNS.iter().any(|run| n.contains(run)))
 }
 
-/// The pods the run created, the bulk row's left out.
+/// The pods the run created, the extra runs' left out.
 pub fn paged_run_pods(run: &PairRun) -> Vec<icb_kube::k8s_openapi::api::core::v1::Pod> {
-    run.created_pods().into_iter().filter(|p| !is_bulk_pod(p)).collect()
+    run.created_pods()
+        .into_iter()
+        .filter(|p| !is_extra_run_pod(p))
+        .collect()
 }
 
-/// The bulk row ran in two rank pods of its own and measured the paged request's bytes, every
-/// block verified, with the paged request's share of it.
+/// The bulk row, the bursts and the other operation each ran in two rank pods of their own: the
+/// bulk row measured the paged request's bytes with the paged request's share of it, the bursts
+/// at least two sizes (every copy verified), the other operation its request (verified).
 pub fn assert_bulk_row_ran(run: &PairRun, kv: &KvOutcome) {
     let names: Vec<String> = run
         .created_pods()
         .iter()
         .filter_map(|p| p.metadata.name.clone())
         .collect();
-    assert_eq!(names.iter().filter(|n| n.contains("-c2-")).count(), 2, "{names:?}");
+    for extra in EXTRA_RUNS {
+        assert_eq!(
+            names.iter().filter(|n| n.contains(extra)).count(),
+            2,
+            "{extra}: {names:?}"
+        );
+    }
+    let bursts = kv.bursts.as_ref().expect("the bursts");
+    assert!(bursts.failure.is_none() && bursts.verified, "{bursts:?}");
+    assert!(bursts.sizes.len() >= 2 && bursts.sizes[0].requests == 1, "{bursts:?}");
+    assert!(bursts.frontier.is_some(), "{bursts:?}");
+    let other = &kv.directions.as_ref().expect("push and pull").other;
+    assert!(other.failure.is_none() && other.verified, "{other:?}");
+    assert_ne!(other.op, kv.op, "{other:?}");
+    assert!(other.request_ms_p50.is_some_and(|ms| ms > 0.0), "{other:?}");
     let bulk = kv.bulk.as_ref().expect("a bulk row");
     assert!(bulk.failure.is_none() && bulk.verified, "{bulk:?}");
     assert_eq!(bulk.bytes_moved_per_request, kv.bytes_moved_per_request, "{bulk:?}");

@@ -149,8 +149,11 @@ pub(crate) async fn pair(
         sweep_rank_bytes: icb_pair::kv::MAX_RANK_BYTES,
     };
     let mut kv_plan = KvPlan::with_options(plan, request, &options);
-    // The bulk row is `pair --kv-shape`'s: the gate's budget covers the paged request only.
+    // The bulk row, the bursts and the other operation are `pair --kv-shape`'s: the gate's
+    // budget covers the paged request only.
     kv_plan.bulk = false;
+    kv_plan.bursts = false;
+    kv_plan.both_ops = false;
     let left = site.deadline.saturating_duration_since(tokio::time::Instant::now());
     let timeout = site.cluster.request_timeout();
     let pods = ranks_pods(

@@ -92,8 +92,9 @@ fn run(plan: &RankPlan, rt: NixlRuntime, local: &LocalNixl, log: &UcxLog, link: 
             })?
         };
         match msg {
-            RankDown::Go { rep } if plan.initiator => {
-                let done = repetition(&mut transfers, rep, link.timeout)?;
+            RankDown::Go { rep, first } if plan.initiator => {
+                let n = icb_engine::rank::posted(first, transfers.len())?;
+                let done = repetition(&mut transfers[..n], rep, link.timeout)?;
                 link.send(&done);
                 repetitions += 1;
             }

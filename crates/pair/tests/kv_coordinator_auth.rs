@@ -51,6 +51,7 @@ fn job() -> CoordinatorJob {
         },
         limit_s: 20.0,
         authenticate: true,
+        bursts: Vec::new(),
     }
 }
 

@@ -118,7 +118,13 @@ async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
                 send(RankUp::Prepared).await?
             }
             RankDown::Challenge { .. } => return Err("an in-process coordinator challenged a rank".into()),
-            RankDown::Go { rep } => {
+            RankDown::Go { rep, first: Some(n) } => {
+                log.lock().unwrap().push((plan.id, format!("go {rep} first {n}")));
+                if plan.initiator {
+                    send(burst(rep, n).await).await?;
+                }
+            }
+            RankDown::Go { rep, first: None } => {
                 log.lock().unwrap().push((plan.id, format!("go {rep}")));
                 if script == Script::FailsAtRep1 && rep == 1 {
                     send(RankUp::Failed {
@@ -156,6 +162,27 @@ async fn rank(plan: RankPlan, script: Script, log: Log) -> Result<(), String> {
         }
     }
     Err("the coordinator went away".into())
+}
+
+/// A request of a burst alone takes this long …
+const BURST_ALONE: Duration = Duration::from_millis(10);
+/// … and the scripted fabric carries this many at once: request `j` of a burst completes after
+/// `(1 + j / 4)` times [`BURST_ALONE`], so the aggregate rate grows up to 4 in flight and no
+/// further (one request per peer here: request `j` is peer entry `j`).
+const BURST_ROOM: u64 = 4;
+
+async fn burst(rep: u64, n: u32) -> RankUp {
+    let start = unix_ns();
+    let done_ns: Vec<u64> = (0..u64::from(n))
+        .map(|j| (1 + j / BURST_ROOM) * BURST_ALONE.as_nanos() as u64)
+        .collect();
+    tokio::time::sleep(Duration::from_nanos(*done_ns.last().unwrap_or(&0))).await;
+    RankUp::Done {
+        rep,
+        start_unix_ns: start,
+        post_ns: vec![1_000; n as usize],
+        done_ns,
+    }
 }
 
 impl RankSeam for FakeSeam {
@@ -315,6 +342,66 @@ async fn every_repetition_is_a_barrier_and_a_request_runs_to_its_slowest_rank() 
     assert!(
         reason.starts_with("llama-3.1-8b, 32 tokens, TP2→TP2: KV transfer "),
         "{reason}"
+    );
+}
+
+/// A burst run of 1, 2, 4 and 8 requests in flight on a fabric with room for 4: every decode
+/// rank holds 8 copies of its blocks (checked at the end), each size's go names how many to post,
+/// and the aggregate rate stops growing at 4 in flight, the frontier.
+#[tokio::test]
+async fn a_burst_run_times_each_request_in_its_burst_and_finds_the_frontier() {
+    let mut seam = seam(|_| Script::Healthy);
+    let plan = icb_pair::kv::bursts::burst_plan(&plan(), &[1, 2, 4, 8]);
+    let out = run_ranks(&plan, &mut seam, &tool(), &CancellationToken::new())
+        .await
+        .unwrap();
+    let kv = out.report.kv.expect("kv");
+    // Llama-3.1-8B at 32 tokens, TP2 → TP2: each decode rank reads 2 MiB (64 × 32 KiB), 4 MiB
+    // a request; 8 copies of the decode side's blocks, all verified.
+    assert_eq!(kv.bytes_moved_per_request, 4 << 20);
+    let decode = kv.ranks.iter().find(|r| r.side == "decode").unwrap();
+    assert_eq!(decode.peers, 8, "{decode:?}");
+    assert!(
+        out.report.cases.iter().all(|c| c.reason.is_none()),
+        "{:?}",
+        out.report.cases
+    );
+    let bursts = kv.bursts.expect("the bursts");
+    let sizes: Vec<u32> = bursts.sizes.iter().map(|b| b.requests).collect();
+    assert_eq!(sizes, [1, 2, 4, 8]);
+    for b in &bursts.sizes {
+        assert_eq!(b.repetitions, 4, "{b:?}");
+        // Up to 4 in flight every request finishes after 10 ms; 8 take 20 ms, half of them 10.
+        let (p50, p95) = if b.requests <= 4 { (10.0, 10.0) } else { (10.0, 20.0) };
+        assert!(b.request_ms_p50 >= p50 && b.request_ms_p50 < p50 + 8.0, "{b:?}");
+        assert!(b.request_ms_p95 >= p95 && b.request_ms_p95 < p95 + 8.0, "{b:?}");
+        // A burst ends with its last request: its percentiles bound the requests' (nearest rank
+        // over 4 bursts, each of `requests` completions).
+        assert!(b.burst_ms_p50 >= b.request_ms_p50 - 1e-9, "{b:?}");
+        assert!(b.burst_ms_p95 >= b.request_ms_p95 - 1e-9, "{b:?}");
+        let rate = f64::from(b.requests) * (4u64 << 20) as f64 / (b.burst_ms_p50 / 1e3);
+        assert!((b.aggregate_bps - rate).abs() < 1.0, "{b:?}");
+    }
+    let rate = |n: usize| bursts.sizes[n].aggregate_bps;
+    assert!(rate(2) > 3.0 * rate(0) && rate(3) < 1.2 * rate(2), "{bursts:?}");
+    assert_eq!(bursts.frontier, Some(4), "{bursts:?}");
+    // Each decode rank (one peer a request) was told to post 1, then 2, 4 and 8 of its 8.
+    let log = seam.log.lock().unwrap().clone();
+    let d0 = RankId {
+        side: RankSide::Decode,
+        rank: 0,
+    };
+    for n in [1, 2, 4, 8] {
+        let gos = log
+            .iter()
+            .filter(|(r, e)| *r == d0 && e.ends_with(&format!(" first {n}")))
+            .count();
+        // One warm-up and four measured bursts (and for 1 the ordinary repetitions before).
+        assert!(if n == 1 { gos >= 5 + 4 } else { gos == 5 }, "{n}: {gos} in {log:?}");
+    }
+    assert!(
+        !log.iter().any(|(_, e)| e.starts_with("go") && !e.contains("first")),
+        "{log:?}"
     );
 }
 

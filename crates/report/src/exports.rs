@@ -81,7 +81,7 @@ impl FileFormat {
         use Format::*;
         let ok = match (self, kind) {
             (FileFormat::Html, k) => k == ReportKind::Sweep,
-            (FileFormat::Format(Svg), k) => k == ReportKind::Pair,
+            (FileFormat::Format(Svg | Collectivex), k) => k == ReportKind::Pair,
             (FileFormat::Format(Prometheus), k) => k != ReportKind::Gate,
             (FileFormat::Format(Table | Wide | Json | Junit), _) => true,
         };
@@ -95,7 +95,7 @@ impl FileFormat {
                 ReportKind::Gate => "table, json or junit",
                 ReportKind::Sweep => "table, json, junit, prometheus or html",
                 ReportKind::Probe => "table, json, junit or prometheus",
-                ReportKind::Pair => "table, json, junit, prometheus or svg",
+                ReportKind::Pair => "table, json, junit, prometheus, svg or collectivex",
             },
         })
     }

@@ -68,16 +68,19 @@ pub enum Format {
     Junit,
     Prometheus,
     Svg,
+    /// A `pair --kv-shape` report as CollectiveX `kv-transfer` rows ([`crate::collectivex`]).
+    Collectivex,
 }
 
 impl Format {
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 7] = [
         Format::Table,
         Format::Wide,
         Format::Json,
         Format::Junit,
         Format::Prometheus,
         Format::Svg,
+        Format::Collectivex,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -88,6 +91,7 @@ impl Format {
             Format::Junit => "junit",
             Format::Prometheus => "prometheus",
             Format::Svg => "svg",
+            Format::Collectivex => "collectivex",
         }
     }
 
@@ -106,6 +110,7 @@ impl Format {
             Format::Junit => Box::new(crate::JunitExporter),
             Format::Prometheus => Box::new(crate::PrometheusExporter),
             Format::Svg => Box::new(crate::SvgExporter),
+            Format::Collectivex => Box::new(crate::CollectivexExporter),
         }
     }
 }
@@ -122,7 +127,7 @@ impl FromStr for Format {
         let wanted = s.trim().to_ascii_lowercase();
         Format::ALL.into_iter().find(|f| f.as_str() == wanted).ok_or_else(|| {
             icb_core::ParseError::new(format!(
-                "unknown output format '{s}': use table, wide, json, junit, prometheus or svg"
+                "unknown output format '{s}': use table, wide, json, junit, prometheus, svg or collectivex"
             ))
         })
     }

@@ -7,7 +7,7 @@ use crate::table::new_table;
 use crate::wrap::{keep_whole, push_wrapped};
 use icb_core::model::BandwidthUnit;
 use icb_core::units::{format_bandwidth, format_size};
-use icb_core::{KvBulk, KvCold, KvOutcome};
+use icb_core::{KvBulk, KvBursts, KvCold, KvDirections, KvOutcome};
 
 /// Milliseconds with three significant digits or more (0.004, 7.41, 27481): sub-millisecond
 /// posts and multi-second requests both stay short enough for an 80-column table.
@@ -54,6 +54,12 @@ pub fn render(kv: &KvOutcome, unit: BandwidthUnit, view: View) -> String {
     }
     if let Some(c) = &kv.cold {
         push_wrapped(&mut out, &cold_line(c, kv.request_ms_p50), view);
+    }
+    if let Some(b) = &kv.bursts {
+        out.push_str(&bursts(b, unit, view));
+    }
+    if let Some(d) = &kv.directions {
+        push_wrapped(&mut out, &directions_line(kv, d, unit), view);
     }
     if !kv.descriptor_sweep.is_empty() {
         out.push_str("descriptor-count sweep (one peer pair, the model's block size):\n");
@@ -107,6 +113,103 @@ fn cold_line(c: &KvCold, warm: Option<f64>) -> String {
         ms(Some(c.prepare_ms)),
         ms(Some(c.first_request_ms)),
         ms(Some(c.cold_ms)),
+    )
+}
+
+/// The burst run: one row per burst size, the frontier marked, then where its bytes went and
+/// why its sizes stop where they do.
+fn bursts(b: &KvBursts, unit: BandwidthUnit, view: View) -> String {
+    let mut out = String::new();
+    let head = "bursts (requests in flight together on fresh ranks, each timed from the burst's start)";
+    if let Some(why) = &b.failure {
+        push_wrapped(&mut out, &format!("{head}: not measured: {why}"), view);
+        return out;
+    }
+    push_wrapped(
+        &mut out,
+        &format!(
+            "{head}; frontier = the smallest burst at ≥ 90 % of the best aggregate: {}",
+            b.frontier
+                .map_or_else(|| "not known".into(), |f| format!("{f} in flight"))
+        ),
+        view,
+    );
+    let mut t = new_table(
+        vec![
+            "In flight",
+            "Burst p50 ms",
+            "Aggregate",
+            "Request p50 / p95 ms",
+            "Frontier",
+        ],
+        view,
+    );
+    for s in &b.sizes {
+        t.add_row(vec![
+            s.requests.to_string(),
+            ms(Some(s.burst_ms_p50)),
+            bw(Some(s.aggregate_bps), unit),
+            format!("{} / {}", ms(Some(s.request_ms_p50)), ms(Some(s.request_ms_p95))),
+            if b.frontier == Some(s.requests) {
+                "◀".into()
+            } else {
+                String::new()
+            },
+        ]);
+    }
+    out.push_str(&format!("{t}\n"));
+    let paths = if b.data_paths.is_empty() {
+        "-".to_string()
+    } else {
+        b.data_paths.join(", ")
+    };
+    let bound = b
+        .bounded_by
+        .as_ref()
+        .map_or_else(String::new, |why| format!("; stopped before {why}"));
+    push_wrapped(
+        &mut out,
+        &format!(
+            "bursts over {paths}, {}{bound}",
+            if b.verified {
+                "every copy verified"
+            } else {
+                "NOT verified"
+            }
+        ),
+        view,
+    );
+    out
+}
+
+/// Push and pull in one run: the other operation's request beside this one's, and which one the
+/// recipe's connector uses.
+fn directions_line(kv: &KvOutcome, d: &KvDirections, unit: BandwidthUnit) -> String {
+    let o = &d.other;
+    let other = match &o.failure {
+        Some(why) => format!("{} not measured: {why}", o.op),
+        None => format!(
+            "{} {} ms p50, {} over {}{}",
+            o.op,
+            ms(o.request_ms_p50),
+            bw(o.bandwidth_bps, unit),
+            if o.data_paths.is_empty() {
+                "-".to_string()
+            } else {
+                o.data_paths.join(", ")
+            },
+            if o.verified { "" } else { ", NOT verified" },
+        ),
+    };
+    let connector = match (&d.connector_op, &d.connector) {
+        (Some(op), Some(why)) => format!("the recipe's connector uses {op} ({why})"),
+        (Some(op), None) => format!("the recipe's connector uses {op}"),
+        _ => "the connector's operation not known (no --recipe, or a connector of unknown direction)".into(),
+    };
+    format!(
+        "push and pull: {} {} ms p50 (above); {other} (fresh ranks); {connector}",
+        kv.op,
+        ms(kv.request_ms_p50)
     )
 }
 
@@ -246,6 +349,8 @@ mod tests {
             repetitions: None,
             ranks: Vec::new(),
             bulk: None,
+            bursts: None,
+            directions: None,
             cold: None,
         };
         let view = View {
@@ -323,5 +428,96 @@ mod tests {
         let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
         let line = "cold path (fresh ranks): preparing 12.50 ms + first request 9.10 ms = 21.60 ms, 2.9× the warm p50 (7.41 ms)";
         assert!(flat.contains(line), "{text}");
+        the_bursts_fit_100_columns_with_their_frontier_marked(ranked, view);
+    }
+
+    /// Bursts of 1, 2 and 4 requests of 2.5 GiB: 4 in flight reach the frontier (the best
+    /// aggregate), and the sizes stopped before 8 for the run's budget.
+    fn the_bursts_fit_100_columns_with_their_frontier_marked(mut kv: KvOutcome, view: View) {
+        let burst = |requests: u32, burst_ms: f64, p95: f64| icb_core::KvBurst {
+            requests,
+            repetitions: 4,
+            burst_ms_p50: burst_ms,
+            burst_ms_p95: burst_ms,
+            aggregate_bps: f64::from(requests) * 2_684_354_560.0 / (burst_ms / 1e3),
+            request_ms_p50: burst_ms * 0.75,
+            request_ms_p95: p95,
+        };
+        kv.bursts = Some(KvBursts {
+            sizes: vec![burst(1, 7.41, 7.41), burst(2, 9.0, 9.0), burst(4, 14.0, 13.9)],
+            frontier: Some(4),
+            bounded_by: Some("8 in flight: estimated past the burst run's 1.5 s".into()),
+            verified: true,
+            data_paths: vec!["rc_mlx5/mlx5_0:1".into()],
+            failure: None,
+        });
+        let text = render(&kv, BandwidthUnit::GBps, view);
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for part in [
+            "frontier = the smallest burst at ≥ 90 % of the best aggregate: 4 in flight",
+            "│ 4 ┆ 14.00 ┆ 766.96 GB/s ┆ 10.50 / 13.90 ┆ ◀ │",
+            "bursts over rc_mlx5/mlx5_0:1, every copy verified; stopped before 8 in flight: estimated past",
+        ] {
+            assert!(flat.contains(part), "{part} not in:\n{text}");
+        }
+        if let Some(b) = kv.bursts.as_mut() {
+            *b = not_measured("kv-rank d0 exited early");
+        }
+        let flat = render(&kv, BandwidthUnit::GBps, view)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            flat.contains("each timed from the burst's start): not measured: kv-rank d0 exited early"),
+            "{flat}"
+        );
+        the_other_operation_and_the_connectors_fit_100_columns(kv, view);
+    }
+
+    /// The main run read in 7.41 ms; the write took 9.26 ms (290 GB/s for 2.5 GiB); the recipe's
+    /// vLLM NixlConnector reads.
+    fn the_other_operation_and_the_connectors_fit_100_columns(mut kv: KvOutcome, view: View) {
+        kv.op = "read".into();
+        let mut d = KvDirections {
+            other: icb_core::KvOpRow {
+                op: "write".into(),
+                request_ms_p50: Some(9.26),
+                request_ms_p99: Some(9.9),
+                repetitions: Some(3),
+                bandwidth_bps: Some(290e9),
+                verified: true,
+                data_paths: vec!["rc_mlx5/mlx5_0:1".into()],
+                failure: None,
+            },
+            connector_op: Some("read".into()),
+            connector: Some("vLLM kv_connector=NixlConnector: the decode worker reads".into()),
+        };
+        kv.directions = Some(d.clone());
+        let text = render(&kv, BandwidthUnit::GBps, view);
+        assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        let line = "push and pull: read 7.41 ms p50 (above); write 9.26 ms p50, 290.00 GB/s over rc_mlx5/mlx5_0:1 (fresh ranks); the recipe's connector uses read (vLLM kv_connector=NixlConnector: the decode worker reads)";
+        assert!(flat.contains(line), "{text}");
+        d.connector_op = None;
+        d.connector = None;
+        d.other.failure = Some("kv-rank p1 exited early".into());
+        kv.directions = Some(d);
+        let flat = render(&kv, BandwidthUnit::GBps, view)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(flat.contains("(above); write not measured: kv-rank p1 exited early (fresh ranks); the connector's operation not known"), "{flat}");
+    }
+
+    fn not_measured(why: &str) -> KvBursts {
+        KvBursts {
+            sizes: Vec::new(),
+            frontier: None,
+            bounded_by: None,
+            verified: false,
+            data_paths: Vec::new(),
+            failure: Some(why.into()),
+        }
     }
 }

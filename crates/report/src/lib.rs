@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod baseline;
+mod collectivex;
 mod column_fit;
 mod diagnostic;
 mod exports;
@@ -45,6 +46,7 @@ pub mod text;
 mod verdict_text;
 mod wrap;
 
+pub use collectivex::CollectivexExporter;
 pub use exports::{ExportFileError, Exports, FileFormat, Report, ReportKind, render_primary};
 pub use format::{
     ExportError, Exporter, Format, View, masked_gate, masked_pair, masked_probe, masked_sweep, render_gate_in,

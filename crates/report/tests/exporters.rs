@@ -94,7 +94,7 @@ fn format_values_and_the_unknown_value_error() {
     let err = "yaml".parse::<Format>().unwrap_err().to_string();
     assert_eq!(
         err,
-        "unknown output format 'yaml': use table, wide, json, junit, prometheus or svg"
+        "unknown output format 'yaml': use table, wide, json, junit, prometheus, svg or collectivex"
     );
 }
 

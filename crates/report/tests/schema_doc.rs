@@ -113,6 +113,97 @@ fn kv_example_is_what_the_types_write() {
         kv.peers.iter().map(|p| p.descriptors).sum::<u64>()
     );
     assert!(kv.summary.starts_with("llama-3.1-8b, 64 tokens, TP2→TP1: KV transfer "));
+    // Issue 42: the bursts' figures agree with their rule (aggregate = every copy's bytes over
+    // the burst's p50; the frontier the smallest size at 90 % of the best), and the other
+    // operation is the one the run did not do, its rate its bytes over its p50.
+    let bursts = kv.bursts.as_ref().expect("the example's bursts");
+    for b in &bursts.sizes {
+        let rate = f64::from(b.requests) * kv.bytes_moved_per_request as f64 / (b.burst_ms_p50 / 1e3);
+        assert!((b.aggregate_bps - rate).abs() < 1.0, "{b:?}");
+        assert!(
+            b.request_ms_p95 >= b.request_ms_p50 && b.burst_ms_p95 >= b.request_ms_p95,
+            "{b:?}"
+        );
+    }
+    let best = bursts.sizes.iter().map(|b| b.aggregate_bps).fold(0.0, f64::max);
+    let frontier = bursts
+        .sizes
+        .iter()
+        .find(|b| b.aggregate_bps >= 0.9 * best)
+        .map(|b| b.requests);
+    assert_eq!(bursts.frontier, frontier);
+    let other = &kv.directions.as_ref().expect("the example's push and pull").other;
+    assert_ne!(other.op, kv.op);
+    let rate = kv.bytes_moved_per_request as f64 / (other.request_ms_p50.unwrap() / 1e3);
+    assert!((other.bandwidth_bps.unwrap() - rate).abs() < 1.0, "{other:?}");
+}
+
+/// The KV example as CollectiveX `kv-transfer` rows (docs/collectivex.md): the paged request
+/// (batch 1, `prep_ms` its cold path's preparation), its bursts of 2 and more, the other
+/// operation, the bulk row; each row's GB/s its bytes × batch over its p50.
+#[test]
+fn the_kv_example_is_collectivex_rows_field_by_field() {
+    use icb_core::KvOutcome;
+    use icb_report::{Format, render_pair};
+    let kv: KvOutcome = serde_json::from_str(&blocks("json")[4]).unwrap();
+    let mut report: PairReport = serde_json::from_str(&blocks("json")[0]).unwrap();
+    report.kv = Some(Box::new(kv.clone()));
+    let doc: serde_json::Value = serde_json::from_str(&render_pair(&report, Format::Collectivex).unwrap()).unwrap();
+    assert_eq!(doc["suite"], "kv-transfer");
+    assert_eq!(doc["measurement"]["payload_unit"], "request-kv-bytes");
+    let rows = doc["measurement"]["rows"].as_array().unwrap();
+    let bursts = kv.bursts.as_ref().unwrap();
+    let burst_rows = bursts.sizes.iter().filter(|b| b.requests > 1).count();
+    assert_eq!(rows.len(), 1 + burst_rows + 2, "{doc:#}");
+    let paged = &rows[0];
+    assert_eq!(
+        (paged["kind"].as_str(), paged["op"].as_str(), paged["batch"].as_u64()),
+        (Some("paged"), Some("pull"), Some(1))
+    );
+    assert_eq!(paged["preset"], "llama-3.1-8b");
+    assert_eq!(paged["isl"], 64);
+    assert_eq!(paged["page_tokens"], 16);
+    assert_eq!(paged["page_bytes"], 16384);
+    assert_eq!(paged["descs"], 512);
+    assert_eq!(paged["req_bytes"], 8388608);
+    assert_eq!(paged["prep_ms"].as_f64(), kv.cold.as_ref().map(|c| c.prepare_ms));
+    let p50 = kv.request_ms_p50.unwrap();
+    assert_eq!(paged["latency_ms"]["p50"].as_f64(), Some(p50));
+    let gbps = 8388608.0 / p50 / 1e6;
+    assert!((paged["gbps_p50"].as_f64().unwrap() - gbps).abs() < 1e-9, "{paged}");
+    assert_eq!(paged["verify"]["passed"], true);
+    assert_eq!(paged["data_paths"][0], "cma/memory");
+    for (row, b) in rows[1..=burst_rows]
+        .iter()
+        .zip(bursts.sizes.iter().filter(|b| b.requests > 1))
+    {
+        assert_eq!(row["batch"].as_u64(), Some(u64::from(b.requests)));
+        assert_eq!(row["latency_ms"]["p50"].as_f64(), Some(b.burst_ms_p50));
+        assert_eq!(row["request_ms"]["p95"].as_f64(), Some(b.request_ms_p95));
+        assert_eq!(
+            row["request_ms"]["n"].as_u64(),
+            Some(b.repetitions * u64::from(b.requests))
+        );
+        let gbps = f64::from(b.requests) * 8388608.0 / b.burst_ms_p50 / 1e6;
+        assert!((row["gbps_p50"].as_f64().unwrap() - gbps).abs() < 1e-6, "{row}");
+        assert!(row["prep_ms"].is_null());
+    }
+    let other = &rows[1 + burst_rows];
+    assert_eq!(
+        (other["kind"].as_str(), other["op"].as_str()),
+        (Some("paged"), Some("push"))
+    );
+    let bulk = &rows[2 + burst_rows];
+    assert_eq!(bulk["kind"], "bulk");
+    assert!(bulk["page_tokens"].is_null() && bulk["page_bytes"].is_null());
+    assert_eq!(bulk["descs"], 2);
+    // A pair report without a KV section has no rows: refused, with what to use instead.
+    report.kv = None;
+    let err = render_pair(&report, Format::Collectivex).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "-o collectivex cannot show a pair report without --kv-shape: use table, json, junit, prometheus or svg (run pair --kv-shape for KV rows)"
+    );
 }
 
 #[test]

@@ -167,6 +167,95 @@ pub struct KvOutcome {
     /// included, beside the warm `request_ms_p50`. Per-rank model only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold: Option<KvCold>,
+    /// Bursts of requests in flight together (issue 42): per burst size, the aggregate rate and
+    /// each request's completion within the burst, and the frontier between them. Absent in
+    /// reports from before it, where the main run ended early, and in `gate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bursts: Option<KvBursts>,
+    /// Push and pull in one run (issue 42): the other operation's request on fresh ranks, and
+    /// which operation the recipe's KV connector uses. Absent where it did not run (reports from
+    /// before it, a main run that ended early, `gate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directions: Option<KvDirections>,
+}
+
+/// Push and pull of the same request in one run: the main run is `op`, this is the other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvDirections {
+    /// The other operation's run (`write` where the main run read, `read` where it wrote).
+    pub other: KvOpRow,
+    /// The operation the recipe's KV connector uses (`read` or `write`); absent: not known (no
+    /// `--recipe`, or a connector whose direction ic-bench does not know).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector_op: Option<String>,
+    /// Why: the connector the recipe names and where its direction comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector: Option<String>,
+}
+
+/// One operation's request on fresh ranks of the same engine, memory and sides, bounded as the
+/// bulk row is (one warm-up, at least three synchronised repetitions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvOpRow {
+    /// `read` (decode pulls) or `write` (prefill pushes).
+    pub op: String,
+    /// Per request, end to end over every rank (ms); absent when not measured.
+    pub request_ms_p50: Option<f64>,
+    pub request_ms_p99: Option<f64>,
+    pub repetitions: Option<u64>,
+    /// `bytes_moved_per_request` over `request_ms_p50` (bytes/s).
+    pub bandwidth_bps: Option<f64>,
+    /// Every block arrived intact at its destination.
+    pub verified: bool,
+    /// The data paths its initiators reported, distinct, in peer order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_paths: Vec<String>,
+    /// Why it measured nothing, if it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// The burst run: fresh ranks of the same engine, operation, memory and sides whose destination
+/// buffers hold `requests` copies of the request (each its own blocks, verified), posting the
+/// first `requests` of them together per repetition, for each burst size in turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvBursts {
+    /// One row per burst size measured, ascending.
+    pub sizes: Vec<KvBurst>,
+    /// The frontier: the smallest burst size whose aggregate rate reaches 90 % of the best
+    /// measured; past it, more requests in flight add completion time (p95), not bandwidth.
+    /// Absent when no size was measured.
+    pub frontier: Option<u32>,
+    /// Why the sizes stop where they do (memory, the run's time budget), when they stop below 64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounded_by: Option<String>,
+    /// Every copy of every block arrived intact at its destination.
+    pub verified: bool,
+    /// The data paths the burst ranks' initiators reported, distinct, in peer order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub data_paths: Vec<String>,
+    /// Why the burst run measured nothing, if it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+}
+
+/// One burst size: `requests` whole requests posted together on every rank, timed from the
+/// burst's first post (any rank) to each request's last completion (any rank).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KvBurst {
+    /// Requests in flight together.
+    pub requests: u32,
+    /// Bursts measured (after one warm-up burst).
+    pub repetitions: u64,
+    /// The burst's end to end over its repetitions, p50 and p95 (nearest rank, ms).
+    pub burst_ms_p50: f64,
+    pub burst_ms_p95: f64,
+    /// `requests × bytes_moved_per_request` over `burst_ms_p50` (bytes/s).
+    pub aggregate_bps: f64,
+    /// Each request's completion within its burst (ms from the burst's start), pooled over the
+    /// repetitions: p50 and p95 (nearest rank).
+    pub request_ms_p50: f64,
+    pub request_ms_p95: f64,
 }
 
 /// The cold path of a per-rank run: every rank's preparation once it had its peers' addresses

@@ -188,12 +188,25 @@ pub enum RankDown {
     Peers {
         peers: Vec<PeerAddress>,
     },
-    /// Start repetition `rep` now.
+    /// Start repetition `rep` now: post the first `first` requests of the plan's peer list
+    /// (a burst of requests in flight, `pair --kv-shape`'s burst run), or every one (absent).
     Go {
         rep: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first: Option<u32>,
     },
     Verify,
     Finish,
+}
+
+/// How many of a rank's `peers` requests a [`RankDown::Go`] posts: its `first` (at least 1, at
+/// most every peer), or every one.
+pub fn posted(first: Option<u32>, peers: usize) -> Result<usize, String> {
+    match first.map(|n| n as usize) {
+        None => Ok(peers),
+        Some(n) if (1..=peers).contains(&n) => Ok(n),
+        Some(n) => Err(format!("a go for the first {n} requests of {peers}")),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -277,8 +290,15 @@ mod tests {
         let line = to_line(&up);
         assert!(line.ends_with('\n') && !line.trim_end().contains('\n'));
         assert_eq!(serde_json::from_str::<RankUp>(&line).unwrap(), up);
-        let down = RankDown::Go { rep: 4 };
+        let down = RankDown::Go { rep: 4, first: None };
         assert_eq!(serde_json::from_str::<RankDown>(&to_line(&down)).unwrap(), down);
+        // A burst's go names how many requests to post; a go without one posts them all.
+        assert_eq!(to_line(&down), "{\"type\":\"go\",\"rep\":4}\n");
+        let burst = RankDown::Go { rep: 5, first: Some(3) };
+        assert_eq!(serde_json::from_str::<RankDown>(&to_line(&burst)).unwrap(), burst);
+        assert_eq!(posted(None, 8), Ok(8));
+        assert_eq!(posted(Some(3), 8), Ok(3));
+        assert!(posted(Some(0), 8).is_err() && posted(Some(9), 8).is_err());
         assert!(to_line(&RankDown::Verify).contains("\"type\":\"verify\""));
         assert_eq!(unhex(&hex(&[0, 0xab, 7])).unwrap(), [0, 0xab, 7]);
         assert!(unhex("abc").is_err() && unhex("zz").is_err());

@@ -174,7 +174,7 @@ mod tests {
         let addr = listener.local_addr().unwrap().to_string();
         let serve = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            for m in first.iter().chain([&RankDown::Go { rep: 7 }]) {
+            for m in first.iter().chain([&RankDown::Go { rep: 7, first: None }]) {
                 s.write_all(to_line(m).as_bytes()).unwrap();
             }
             s
@@ -192,7 +192,7 @@ mod tests {
         assert!(verify_proof(TOKEN, &nonce, p.id, &proof));
         assert!(!verify_proof("another-token", &nonce, p.id, &proof));
         // The challenge is consumed: the next message is the coordinator's next one.
-        assert_eq!(link.recv("in the test").unwrap(), RankDown::Go { rep: 7 });
+        assert_eq!(link.recv("in the test").unwrap(), RankDown::Go { rep: 7, first: None });
         drop(serve.join().unwrap());
     }
 
@@ -218,7 +218,7 @@ mod tests {
         let (addr, serve) = coordinator(None);
         let mut link = Link::connect_with(&plan(addr, false), Some(TOKEN)).unwrap();
         assert_eq!(link.proof, None);
-        assert_eq!(link.recv("in the test").unwrap(), RankDown::Go { rep: 7 });
+        assert_eq!(link.recv("in the test").unwrap(), RankDown::Go { rep: 7, first: None });
         drop(serve.join().unwrap());
     }
 }

@@ -118,12 +118,13 @@ fn run(
             })?
         };
         match msg {
-            RankDown::Go { rep } if plan.initiator => {
+            RankDown::Go { rep, first } if plan.initiator => {
                 let map = owned
                     .map
                     .clone()
-                    .ok_or_else(|| unexpected(RankDown::Go { rep }, "after the check"))?;
-                let done = repetition(plan, worker, &map, &mut peers, rep, link.timeout, &mut info);
+                    .ok_or_else(|| unexpected(RankDown::Go { rep, first }, "after the check"))?;
+                let n = posted(first, peers.len())?;
+                let done = repetition(plan, worker, &map, &mut peers[..n], rep, link.timeout, &mut info);
                 drop(map);
                 link.send(&done?);
             }
@@ -260,6 +261,15 @@ fn connect(plan: &RankPlan, worker: &Worker, mode: ErrorMode, addrs: &[PeerAddre
 /// A coordinator message with no place here (`instead` says where it came).
 pub fn unexpected(msg: RankDown, instead: &'static str) -> RankError {
     LinkError::Unexpected { got: msg, instead }.into()
+}
+
+/// How many of its `peers` requests a go posts (a burst's first ones, or all): both engines'
+/// initiators ask here, and a go out of range is the coordinator's error, named.
+pub fn posted(first: Option<u32>, peers: usize) -> Result<usize, LinkError> {
+    icb_core::protocol::kv_rank::posted(first, peers).map_err(|reason| LinkError::BadField {
+        what: "the burst size".into(),
+        reason,
+    })
 }
 
 /// The coordinator's address list against the plan's peers: one per peer, in the plan's order.

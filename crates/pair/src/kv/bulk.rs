@@ -110,12 +110,7 @@ pub async fn add_bulk<R: KvRuns>(
 /// The bulk row of a finished bulk run's KV section, against the paged request it is the
 /// ceiling of.
 pub fn bulk_of(kv: &KvOutcome, paged: &KvOutcome) -> KvBulk {
-    let mut data_paths: Vec<String> = Vec::new();
-    for path in kv.peers.iter().filter_map(|p| p.data_path.clone()) {
-        if !data_paths.contains(&path) {
-            data_paths.push(path);
-        }
-    }
+    let data_paths = distinct_data_paths(kv);
     let p50 = kv.request_ms_p50.filter(|ms| *ms > 0.0);
     KvBulk {
         descriptors_per_request: kv.descriptors_per_request,
@@ -125,10 +120,27 @@ pub fn bulk_of(kv: &KvOutcome, paged: &KvOutcome) -> KvBulk {
         repetitions: kv.repetitions,
         bandwidth_bps: p50.map(|ms| kv.bytes_moved_per_request as f64 / (ms / 1e3)),
         paged_over_bulk: paged_over_bulk(paged, kv),
-        verified: !kv.peers.is_empty() && kv.peers.iter().all(|p| p.verified),
+        verified: all_verified(kv),
         data_paths,
         failure: kv.peers.iter().find_map(|p| p.failure.clone()),
     }
+}
+
+/// The data paths a run's initiators reported, distinct, in peer order (the bulk row's, the
+/// bursts', the other operation's).
+pub(super) fn distinct_data_paths(kv: &KvOutcome) -> Vec<String> {
+    let mut data_paths: Vec<String> = Vec::new();
+    for path in kv.peers.iter().filter_map(|p| p.data_path.clone()) {
+        if !data_paths.contains(&path) {
+            data_paths.push(path);
+        }
+    }
+    data_paths
+}
+
+/// Whether every peer of a run arrived intact at its destination (none: not known, so not).
+pub(super) fn all_verified(kv: &KvOutcome) -> bool {
+    !kv.peers.is_empty() && kv.peers.iter().all(|p| p.verified)
 }
 
 /// The paged request's rate over the bulk one: the bulk p50 over the paged p50, known only when

@@ -45,7 +45,8 @@ pub fn tcp_control_plan(plan: &KvPlan) -> KvPlan {
     control
 }
 
-/// The main run, then the bulk row ([`super::bulk`], when the plan asks for it), then (when the
+/// The main run, then the bulk row ([`super::bulk`]), the bursts ([`super::bursts`]) and the
+/// other operation ([`super::directions`]) when the plan asks for them, then (when the
 /// main run ended with a complete report and `kinds` asks for it) the TCP control on fresh
 /// ranks, its result put into the report's `controls` and the report judged again ([`apply_tcp_control`]). Other kinds are not KV controls: `pair` refuses them before
 /// anything runs. An interruption during the control ends as [`PairError::Interrupted`] carrying
@@ -59,6 +60,8 @@ pub async fn run_kv_with_controls<R: KvRuns>(
 ) -> Result<PairOutcome, PairError> {
     let mut outcome = runs.run(plan, 0, cancel, progress).await?;
     super::bulk::add_bulk(plan, runs, &mut outcome, cancel).await?;
+    super::bursts::add_bursts(plan, runs, &mut outcome, cancel).await?;
+    super::directions::add_other_op(plan, runs, &mut outcome, cancel).await?;
     if !kinds.contains(&ControlKind::Tcp) || outcome.report.partial.is_some() {
         return Ok(outcome);
     }

@@ -60,6 +60,11 @@ pub struct CoordinatorJob {
     /// environment): a coordinator others than the ranks can reach.
     #[serde(default)]
     pub authenticate: bool,
+    /// The burst sizes of a burst run ([`super::bursts`]), ascending: every rank's peer list
+    /// holds the largest's copies of its requests, the ordinary repetitions post one copy, then
+    /// each size is measured in turn. Empty: one request, every peer posted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bursts: Vec<u32>,
 }
 
 impl CoordinatorJob {
@@ -79,6 +84,9 @@ pub struct Coordinated {
     /// coordinator of an older build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold: Option<ColdTimes>,
+    /// A burst run's bursts, one entry per size ([`CoordinatorJob::bursts`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bursts: Vec<super::bursts::BurstReps>,
 }
 
 /// What fresh ranks paid before their first request and for it.
@@ -226,25 +234,11 @@ pub async fn coordinate(
         .await?;
     }
     let prepare_ns = u64::try_from(preparing.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let (reps, warmup, first) = repetitions(&job.reps, plans, &mut conns, limit, progress).await?;
+    let one = super::bursts::firsts(job, 1);
+    let (reps, warmup, first) = repetitions(&job.reps, (plans, &one), &mut conns, limit, progress).await?;
     let cold = first.map(|first| ColdTimes { prepare_ns, first });
-    for c in conns.iter_mut() {
-        c.send(&RankDown::Verify).await?;
-    }
-    for (c, r) in conns.iter_mut().zip(records.iter_mut()) {
-        match c.recv(limit, "while verifying").await? {
-            RankUp::Verified { blocks, error } => {
-                r.blocks_verified = blocks;
-                r.verify_error = error;
-            }
-            other => {
-                return Err(PairError::Setup(format!(
-                    "{} sent {other:?} instead of its check",
-                    c.id
-                )));
-            }
-        }
-    }
+    let bursts = burst_repetitions(job, &mut conns, warmup + reps.len() as u64).await?;
+    verify_all(&mut conns, &mut records, limit).await?;
     // Initiators first: they close their endpoints while their targets still progress.
     for initiators in [true, false] {
         let this_round = |p: &RankPlan| p.initiator == initiators;
@@ -273,6 +267,7 @@ pub async fn coordinate(
         reps,
         warmup,
         cold,
+        bursts,
     })
 }
 
@@ -397,7 +392,7 @@ async fn handshake(
 /// to `progress`); and the first repetition, the cold one.
 async fn repetitions(
     s: &RepRule,
-    plans: &[RankPlan],
+    (plans, firsts): (&[RankPlan], &[Option<u32>]),
     conns: &mut [Conn],
     limit: Duration,
     progress: &mut ProgressSink<'_>,
@@ -421,28 +416,7 @@ async fn repetitions(
                 break;
             }
         }
-        for c in conns.iter_mut() {
-            c.send(&RankDown::Go { rep }).await?;
-        }
-        let mut times = RepTimes::default();
-        for (c, p) in conns.iter_mut().zip(plans).filter(|(_, p)| p.initiator) {
-            match c.recv(limit, &format!("during repetition {rep}")).await? {
-                RankUp::Done {
-                    rep: r,
-                    start_unix_ns,
-                    post_ns,
-                    done_ns,
-                } if r == rep && done_ns.len() == p.peers.len() && post_ns.len() == p.peers.len() => {
-                    times.ranks.push((c.id, start_unix_ns, post_ns, done_ns));
-                }
-                other => {
-                    return Err(PairError::Setup(format!(
-                        "{} sent {other:?} for repetition {rep}",
-                        c.id
-                    )));
-                }
-            }
-        }
+        let times = one_repetition(rep, (plans, firsts), conns, limit).await?;
         if rep == 0 {
             cold = Some(times.clone());
         }
@@ -456,4 +430,89 @@ async fn repetitions(
         rep += 1;
     }
     Ok((measured, warmup, cold))
+}
+
+/// Every destination checks what it received; each rank's answer goes into its record.
+async fn verify_all(conns: &mut [Conn], records: &mut [RankRecord], limit: Duration) -> Result<(), PairError> {
+    for c in conns.iter_mut() {
+        c.send(&RankDown::Verify).await?;
+    }
+    for (c, r) in conns.iter_mut().zip(records.iter_mut()) {
+        match c.recv(limit, "while verifying").await? {
+            RankUp::Verified { blocks, error } => {
+                r.blocks_verified = blocks;
+                r.verify_error = error;
+            }
+            other => {
+                return Err(PairError::Setup(format!(
+                    "{} sent {other:?} instead of its check",
+                    c.id
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A burst run's bursts ([`CoordinatorJob::bursts`]), numbered on from `next_rep`: per size, one
+/// warm-up burst and the measured ones.
+async fn burst_repetitions(
+    job: &CoordinatorJob,
+    conns: &mut [Conn],
+    mut next_rep: u64,
+) -> Result<Vec<super::bursts::BurstReps>, PairError> {
+    use super::bursts::{BURST_REPS, BURST_WARMUP, BurstReps, firsts};
+    let mut bursts = Vec::new();
+    for &size in &job.bursts {
+        let firsts = firsts(job, size);
+        let mut burst = BurstReps { size, reps: Vec::new() };
+        for n in 0..BURST_WARMUP + BURST_REPS {
+            let times = one_repetition(next_rep, (&job.plans, &firsts), conns, job.limit()).await?;
+            next_rep += 1;
+            if n >= BURST_WARMUP {
+                burst.reps.push(times);
+            }
+        }
+        bursts.push(burst);
+    }
+    Ok(bursts)
+}
+
+/// One repetition as a barrier: `go` to every rank (each initiator posting its first `firsts[i]`
+/// requests, or all), then every initiator's `done` with one time per request it posted.
+async fn one_repetition(
+    rep: u64,
+    (plans, firsts): (&[RankPlan], &[Option<u32>]),
+    conns: &mut [Conn],
+    limit: Duration,
+) -> Result<RepTimes, PairError> {
+    for (c, &first) in conns.iter_mut().zip(firsts) {
+        c.send(&RankDown::Go { rep, first }).await?;
+    }
+    let mut times = RepTimes::default();
+    for ((c, p), first) in conns
+        .iter_mut()
+        .zip(plans)
+        .zip(firsts)
+        .filter(|((_, p), _)| p.initiator)
+    {
+        let posted = first.map_or(p.peers.len(), |n| n as usize);
+        match c.recv(limit, &format!("during repetition {rep}")).await? {
+            RankUp::Done {
+                rep: r,
+                start_unix_ns,
+                post_ns,
+                done_ns,
+            } if r == rep && done_ns.len() == posted && post_ns.len() == posted => {
+                times.ranks.push((c.id, start_unix_ns, post_ns, done_ns));
+            }
+            other => {
+                return Err(PairError::Setup(format!(
+                    "{} sent {other:?} for repetition {rep}",
+                    c.id
+                )));
+            }
+        }
+    }
+    Ok(times)
 }

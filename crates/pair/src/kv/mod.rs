@@ -14,9 +14,11 @@
 //! The descriptor-count sweep, when asked, runs afterwards on one more pair ([`KvSeam`]).
 
 pub mod bulk;
+pub mod bursts;
 pub mod control;
 mod coordinator;
 pub mod cpus;
+pub mod directions;
 pub mod kube_ranks;
 pub mod kube_runs;
 pub mod local_ranks;
@@ -63,6 +65,19 @@ pub struct KvPlan {
     /// The bulk row ([`bulk`]): the same bytes as one contiguous descriptor per peer on fresh
     /// ranks after the paged run (`pair --kv-shape`; off in `gate`, whose budget is its own).
     pub bulk: bool,
+    /// The burst run ([`bursts`]) after the paged run (`pair --kv-shape`; off in `gate`).
+    pub bursts: bool,
+    /// This run's burst sizes (the burst run's own plan; empty: one request at a time): its
+    /// ranks hold the largest's copies of the request and measure each size in turn.
+    pub in_flight: Vec<u32>,
+    /// The most bytes one rank's buffer may hold ([`MAX_RANK_BYTES`], or on one host
+    /// [`local_rank_limit`]): the burst sizes stop below it.
+    pub rank_limit: u64,
+    /// The other operation's run ([`directions`]) after the main one (`pair --kv-shape`; off in
+    /// `gate`).
+    pub both_ops: bool,
+    /// The operation the recipe's KV connector uses (`--recipe`), when known.
+    pub connector: Option<directions::KvConnector>,
 }
 
 /// What a command's KV flags decide besides the request ([`KvPlan::with_options`]).
@@ -89,6 +104,9 @@ impl KvPlan {
         let mut extra = self.clone();
         extra.sweep.clear();
         extra.bulk = false;
+        extra.bursts = false;
+        extra.both_ops = false;
+        extra.in_flight.clear();
         extra.max_kv_ms = None;
         let s = &mut extra.pair.settings;
         s.warmup_iterations = 1;
@@ -113,6 +131,7 @@ impl KvPlan {
         let mut plan = KvPlan::new(pair, request, options.op);
         plan.engine = options.engine;
         plan.max_kv_ms = options.max_kv_ms;
+        plan.rank_limit = options.sweep_rank_bytes;
         if let Some(max) = options.sweep_max {
             plan.sweep = sweep_counts(max, plan.sweep_block, options.sweep_rank_bytes);
         }
@@ -133,6 +152,11 @@ impl KvPlan {
             sweep_block,
             engine: icb_core::EngineKind::Nixl,
             bulk: true,
+            bursts: true,
+            in_flight: Vec::new(),
+            rank_limit: MAX_RANK_BYTES,
+            both_ops: true,
+            connector: None,
         }
     }
 

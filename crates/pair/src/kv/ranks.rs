@@ -88,14 +88,17 @@ fn seed(id: RankId) -> u64 {
 }
 
 /// Every rank's plan: prefill ranks first, then decode ranks, each with the rows it is part of.
+/// A burst run's ([`KvPlan::in_flight`]) lists hold its largest burst's copies of every request,
+/// request by request ([`super::bursts::copy_of`]), and its decode buffers every copy.
 pub fn rank_plans(plan: &KvPlan, coordinator: &str, message_timeout: Duration) -> Vec<RankPlan> {
     let g = plan.request.geometry();
     let read = plan.op == super::KvOp::Read;
     let memory = plan.memory();
+    let copies = plan.in_flight.iter().copied().max().unwrap_or(1).max(1);
     let mut plans = Vec::new();
     for (side, count, bytes) in [
         (RankSide::Prefill, g.prefill_tp, g.prefill_rank_bytes),
-        (RankSide::Decode, g.decode_tp, g.decode_rank_bytes),
+        (RankSide::Decode, g.decode_tp, g.decode_rank_bytes * u64::from(copies)),
     ] {
         let initiator = (side == RankSide::Decode) == read;
         let (mine, theirs) = if initiator {
@@ -105,10 +108,9 @@ pub fn rank_plans(plan: &KvPlan, coordinator: &str, message_timeout: Duration) -
         };
         for rank in 0..count {
             let id = RankId { side, rank };
-            let peers = plan
-                .rows
-                .iter()
-                .filter_map(|row| {
+            let peers = (0..copies)
+                .flat_map(|k| plan.rows.iter().map(move |row| (k, row)))
+                .filter_map(|(k, row)| {
                     let (me, other) = match side {
                         RankSide::Prefill => (row.prefill_rank, row.decode_rank),
                         RankSide::Decode => (row.decode_rank, row.prefill_rank),
@@ -122,7 +124,10 @@ pub fn rank_plans(plan: &KvPlan, coordinator: &str, message_timeout: Duration) -
                             side: other_side,
                             rank: other,
                         },
-                        layout: row.layout,
+                        layout: match copies {
+                            1 => row.layout,
+                            _ => super::bursts::copy_of(row, k, copies, read, g.decode_rank_bytes),
+                        },
                         source_seed: seed(RankId {
                             side: RankSide::Prefill,
                             rank: row.prefill_rank,
@@ -157,9 +162,13 @@ pub fn rank_plans(plan: &KvPlan, coordinator: &str, message_timeout: Duration) -
 /// the warm-up and the floor of measured repetitions at 100 MB/s per request.
 fn run_limit(plan: &KvPlan) -> Duration {
     let g = plan.request.geometry();
-    let buffers = u64::from(g.prefill_tp) * g.prefill_rank_bytes + u64::from(g.decode_tp) * g.decode_rank_bytes;
+    let copies = u64::from(plan.in_flight.iter().copied().max().unwrap_or(1));
+    let buffers =
+        u64::from(g.prefill_tp) * g.prefill_rank_bytes + u64::from(g.decode_tp) * g.decode_rank_bytes * copies;
     let moved: u64 = plan.rows.iter().map(|r| r.layout.bytes()).sum();
-    let reps = (MIN_WARMUP + FLOOR_REPS) * moved / 100_000_000;
+    let burst_requests: u64 = plan.in_flight.iter().map(|&n| u64::from(n)).sum();
+    let bursts = (super::bursts::BURST_WARMUP + super::bursts::BURST_REPS) * burst_requests * moved;
+    let reps = ((MIN_WARMUP + FLOOR_REPS) * moved + bursts) / 100_000_000;
     plan.pair.deadline + Duration::from_secs(buffers / 20_000_000 + reps)
 }
 
@@ -178,6 +187,7 @@ pub async fn run_ranks<R: RankSeam>(
         reps: RepRule::of(&plan.pair.settings),
         limit_s: limit.as_secs_f64(),
         authenticate: false,
+        bursts: plan.in_flight.clone(),
     };
     for p in &mut job.plans {
         p.cpus = seam.cpus(p.id);
@@ -233,6 +243,7 @@ pub async fn run_ranks<R: RankSeam>(
         reps,
         warmup,
         cold,
+        bursts,
     } = outcome?;
     if let Some(first) = unclean.first() {
         return Err(PairError::Setup(format!("a KV rank did not exit cleanly: {first}")));
@@ -243,6 +254,17 @@ pub async fn run_ranks<R: RankSeam>(
         kv.cold = cold
             .as_ref()
             .map(|c| super::rank_report::cold_path(c, kv.request_ms_p50));
+        if !bursts.is_empty() {
+            let sizes = super::bursts::burst_rows(&bursts, &job.plans, kv.bytes_moved_per_request);
+            kv.bursts = Some(icb_core::KvBursts {
+                frontier: super::bursts::frontier(&sizes),
+                sizes,
+                bounded_by: None,
+                verified: false,
+                data_paths: Vec::new(),
+                failure: None,
+            });
+        }
     }
     Ok(PairOutcome {
         report,
@@ -299,6 +321,7 @@ impl From<PartialKv> for Coordinated {
             reps: p.reps,
             warmup: p.warmup,
             cold: None,
+            bursts: Vec::new(),
         }
     }
 }

@@ -131,6 +131,8 @@ pub(super) fn outcome(plan: &KvPlan, peers: Vec<KvPeer>) -> KvOutcome {
         repetitions: None,
         ranks: Vec::new(),
         bulk: None,
+        bursts: None,
+        directions: None,
         cold: None,
     };
     kv.summary = summary_line(&kv, TcpRate::Assumed);
@@ -364,6 +366,8 @@ mod tests {
             repetitions: None,
             ranks: Vec::new(),
             bulk: None,
+            bursts: None,
+            directions: None,
             cold: None,
         }
     }
