@@ -252,7 +252,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
                 false => vec![icb_core::model::ControlKind::Tcp],
             },
         };
-        let sweeper = Sweeper { cluster, job, token };
+        let sweeper = Sweeper::new(cluster, job, token);
         super::sweep_flow::sweep(&args, &sweeper, results, &interrupt).await
     })
 }
