@@ -62,6 +62,54 @@ fn ci_run_refuses_to_skip_the_release_when_ci_is_set() {
     }
 }
 
+/// Runs a script of scripts/ with `args`, with a 20 s deadline (a refusal is immediate).
+fn script(name: &str, args: &[&str]) -> Output {
+    let mut child = Command::new("bash")
+        .arg(repo().join("scripts").join(name))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bash runs");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("scripts/{name} {args:?} was still running after 20 s instead of refusing");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// CI makes the image's base beside the test run and builds the image from it later (issue 37):
+/// `scripts/image-check` takes one of `--make-base IMAGE` and `--base IMAGE`, and `scripts/asan
+/// --libs` (the build beside) never builds the root package's test binaries. Each wrong use is
+/// one line naming what to change, exit 2, before anything is made or built.
+#[test]
+fn the_split_image_and_asan_steps_refuse_a_wrong_use_in_one_line() {
+    let cases: [(&str, &[&str], &str); 5] = [
+        ("image-check", &["--base", "a", "--make-base", "b"], "give one of them"),
+        ("image-check", &["--make-base"], "--make-base needs the name"),
+        ("image-check", &["--base", ""], "--base needs an image name"),
+        (
+            "image-check",
+            &["--make-base", "x", "--keep-image"],
+            "drop --keep-image",
+        ),
+        ("asan", &["--libs", "--full"], "drop --full"),
+    ];
+    for (name, args, want) in cases {
+        let out = script(name, args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "scripts/{name} {args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "scripts/{name} {args:?}: one line: {err}");
+        assert!(err.contains(want), "scripts/{name} {args:?}: {err}");
+        assert!(out.stdout.is_empty(), "scripts/{name} {args:?} did something");
+    }
+}
+
 fn check_glibc(file: &Path, max: Option<&str>) -> Output {
     let mut c = Command::new("bash");
     c.arg(repo().join("scripts/check-glibc")).arg(file);
