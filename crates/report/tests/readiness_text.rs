@@ -85,6 +85,20 @@ fn the_sweep_table_names_the_odd_ones_out_of_the_fleet() {
     let html = icb_report::Exporter::sweep(&icb_report::HtmlExporter, &r).unwrap();
     assert!(html.contains("<h2>Fleet</h2>"), "no fleet section");
     assert!(html.contains("<li>netdev MTU mlx5_1:1: 9000 on 2 nodes; odd one out: node-2 1500</li>"));
+    // A fleet whose nodes showed no RDMA port has nothing to say (a sweep over veths).
+    let mut bare = fixture();
+    let none = Readiness {
+        ports: vec![],
+        gdr_mode: None,
+        pcie_links: vec![],
+    };
+    bare.add_readiness(
+        &Pair::new("node-1", "node-2"),
+        PairReadiness::of(Some(none.clone()), Some(none)),
+    );
+    assert!(bare.fleet.is_some());
+    let table = render_sweep_in(&bare, Format::Table, View::default()).unwrap();
+    assert!(!table.contains("Fleet"), "{table}");
     // The JSON carries it, and every field of it is in the sweep's section of docs/schema.md.
     let json: serde_json::Value =
         serde_json::from_str(&render_sweep_in(&r, Format::Json, View::default()).unwrap()).unwrap();

@@ -6,9 +6,10 @@ use icb_sweep::SweepResults;
 use icb_sweep::fleet::FleetValue;
 
 /// The fleet's lines, heading first; none when no pair read a readiness (an older ic-bench in
-/// the pods, a `--rails` sweep: its rails compare their own two ends).
+/// the pods, a `--rails` sweep: its rails compare their own two ends) or no node read showed an
+/// RDMA port (nothing to compare: the pairs' own data paths say what carried the bytes).
 pub(crate) fn lines(r: &SweepResults) -> Vec<String> {
-    let Some(fleet) = &r.fleet else {
+    let Some(fleet) = r.fleet.as_ref().filter(|f| !f.values.is_empty()) else {
         return Vec::new();
     };
     let read = r.nodes.len() - fleet.not_read.len();
