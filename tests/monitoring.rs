@@ -85,11 +85,14 @@ fn night(cluster: &icb_testcluster::TestCluster, dir: &Path, n: u32, pushgateway
         .arg(cluster.kubeconfig_path())
         // As SWEEP_FAST, but one pair at a time and each case up to 1 s: figures steady enough
         // on 2 shared cores that only the throttled node's median moves by more than 10 %.
+        // 256 KiB, not 1 MiB: every link is capped (tbf, 64 KiB burst), so a message four times
+        // the burst still measures the cap, while a round (a window of 16 messages) takes a
+        // quarter of the time: 1 MiB rounds of 1.7 s overshot --max-time and made a pair 8.5 s.
         .args([
             "--tests",
             "put_bw,get_bw,tag_lat",
             "--sizes",
-            "1MiB",
+            "256KiB",
             "--max-time",
             "1",
             "--allow-tcp",

@@ -3,7 +3,7 @@
 //! `--env-file` it writes that one file, and nothing else.
 
 use anyhow::Context as _;
-use icb_probe::{LocalSource, TransportEnv, detect_env};
+use icb_probe::{LocalSource, ReplayDirs, TransportEnv, detect_env};
 use std::path::PathBuf;
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,10 +33,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let mut src = LocalSource::default();
-    if let Some(d) = &args.sysfs_root {
-        src.sysfs_root = super::probe::replay_dir("--sysfs-root", d)?;
-    }
+    let src = LocalSource::from_replay_flags(&ReplayDirs {
+        sysfs_root: args.sysfs_root.clone(),
+        ..ReplayDirs::default()
+    })?;
     let d = detect_env(&src, &TransportEnv::from_process());
     let shell = d.to_shell();
     let text = match args.format {

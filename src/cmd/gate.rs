@@ -164,7 +164,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut steps = KubeGate::new(input);
     let rt = super::common::runtime()?;
     let mut report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
-    let history_error = history.as_ref().and_then(|h| h.gate(&mut report));
+    let history_error = history
+        .as_ref()
+        .and_then(|h| h.gate(&mut report))
+        .map(anyhow::Error::from);
     let view = icb_report::View {
         width: super::output::width(false),
         wide: false,

@@ -1,9 +1,10 @@
 //! `ic-bench history`: what `--history` recorded. `import` loads pair, gate and sweep JSON;
 //! `list` the runs; `show node/NAME` and `show pair A B` a trend with a sparkline; `compare RUN_A
 //! RUN_B` one row per case. Every answer as a table fitted to the terminal (`-o wide`: nothing
-//! cut; identifiers never are) or `-o json`.
+//! cut; identifiers never are) or `-o json`; the answers are `icb_history::answer`'s.
 
-use icb_history::{History, Thresholds, render};
+use icb_history::answer::{Question, Style, answer};
+use icb_history::{History, Thresholds};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -61,20 +62,6 @@ pub enum Sub {
     },
 }
 
-/// What `show` shows.
-enum Subject {
-    Node(String),
-    Pair(String, String),
-}
-
-fn subject(what: &[String]) -> anyhow::Result<Subject> {
-    match what {
-        [one] if one.starts_with("node/") && one.len() > 5 => Ok(Subject::Node(one[5..].to_string())),
-        [kind, a, b] if kind == "pair" => Ok(Subject::Pair(a.clone(), b.clone())),
-        _ => anyhow::bail!("history show: give node/NAME or pair A B"),
-    }
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let Some(path) = args.file.clone() else {
         anyhow::bail!("history: give the database with --history FILE (or IC_BENCH_HISTORY)");
@@ -86,61 +73,28 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         );
     }
     let mut h = History::open(&path, args.history_timeout)?;
-    // Identifiers are never cut; the case label fits the terminal unless -o wide.
-    let width = (args.output == Format::Table).then(|| usize::from(super::output::width(false)));
-    print!("{}", text(&mut h, args.command, args.output == Format::Json, width)?);
-    Ok(icb_core::exit::OK)
-}
-
-/// What the subcommand prints: JSON, or its table.
-fn text(h: &mut History, command: Sub, json: bool, width: Option<usize>) -> anyhow::Result<String> {
-    Ok(match command {
-        Sub::Import { files } => {
-            let done = h.import(&files)?;
-            match json {
-                true => to_json(&done)?,
-                false => done.iter().map(import_line).collect(),
-            }
-        }
-        Sub::List { last } => {
-            let runs = h.runs(last)?;
-            if json { to_json(&runs)? } else { render::runs(&runs) }
-        }
-        Sub::Show { what, last } => match subject(&what)? {
-            Subject::Node(n) => {
-                let t = h.node_trend(&n, last)?;
-                if json { to_json(&t)? } else { render::node(&n, &t) }
-            }
-            Subject::Pair(a, b) => {
-                let t = h.pair_trend(&a, &b, last)?;
-                if json {
-                    to_json(&t)?
-                } else {
-                    render::pair(&a, &b, &t, width)
-                }
-            }
-        },
+    let question = match args.command {
+        Sub::Import { files } => Question::Import(files),
+        Sub::List { last } => Question::List { last },
+        Sub::Show { what, last } => Question::show(&what, last)?,
         Sub::Compare {
             run_a,
             run_b,
             regression,
-        } => {
-            let rows = h.compare_runs(&run_a, &run_b, regression.unwrap_or_default())?;
-            if json {
-                to_json(&rows)?
-            } else {
-                render::compare(&run_a, &run_b, &rows, width)
-            }
-        }
-    })
-}
-
-fn to_json(v: &impl serde::Serialize) -> anyhow::Result<String> {
-    Ok(serde_json::to_string_pretty(v)? + "\n")
-}
-
-/// One imported file, as `history import` says it.
-fn import_line(d: &icb_history::import::Imported) -> String {
-    let replaced = if d.replaced { ", replaced" } else { "" };
-    format!("{}: {} {} ({} figures{replaced})\n", d.file, d.kind, d.run_id, d.rows)
+        } => Question::Compare {
+            run_a,
+            run_b,
+            thresholds: regression.unwrap_or_default(),
+        },
+    };
+    // Identifiers are never cut; the case label fits the terminal unless -o wide.
+    let style = match args.output {
+        Format::Json => Style::Json,
+        Format::Wide => Style::Table { width: None },
+        Format::Table => Style::Table {
+            width: Some(usize::from(super::output::width(false))),
+        },
+    };
+    print!("{}", answer(&mut h, question, style)?);
+    Ok(icb_core::exit::OK)
 }

@@ -30,6 +30,5 @@ pub mod report_out;
 pub mod serve;
 pub mod serve_rails;
 pub mod sweep;
-mod sweep_flow;
 mod sweep_resume;
 pub mod version;

@@ -109,7 +109,7 @@ pub enum PairTarget {
     /// Every rail of two Kubernetes nodes at once (`--prefill node/A --decode node/B --rails`).
     KubeRails(Box<super::pair_rails_kube::KubeRailsTarget>),
     /// A model's KV transfer, every rank at once (`--kv-shape`).
-    Kv(Box<super::pair_kv::KvTarget>),
+    Kv(Box<icb_pair::kv::KvTarget>),
 }
 
 impl PairCommand {
@@ -401,10 +401,10 @@ mod tests {
         let PairTarget::Kv(kv) = &cmd.target else {
             panic!("not a KV target")
         };
-        let super::super::pair_kv::KvLaunch::Kube(kube) = &kv.launch else {
+        let icb_pair::kv::KvPlace::Kube(kube) = &kv.place else {
             panic!("not on Kubernetes")
         };
-        let (bench, ranks) = (&kube.0.pods, &kube.1);
+        let (bench, ranks) = (&kube.bench, &kube.ranks);
         for (image, policy, sa) in [
             (&bench.image, &bench.image_pull_policy, &bench.service_account),
             (&ranks.image, &ranks.image_pull_policy, &ranks.service_account),

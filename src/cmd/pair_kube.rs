@@ -158,19 +158,31 @@ pub fn target(
     plan: &mut PairPlan,
     dry_run: Option<PodsFormat>,
 ) -> anyhow::Result<KubeTarget> {
-    let targets = targets(args)?;
-    let k = &args.kube;
-    let timeout = k.timeout.unwrap_or_else(|| Deadlines::pods_default(&plan.settings));
-    let run_id = icb_kube::podspec::run_id_or_new(k.run_id.as_deref()).map_err(anyhow::Error::msg)?;
-    let mut pods = BenchPodsPlan::new(targets, run_id, options, timeout, k.cluster.request_timeout);
-    pods.resources = icb_kube::hardening::BenchResources::for_settings(&plan.settings);
-    pods.dry_run = dry_run.is_some();
-    plan.set_deadlines(Deadlines::budget(timeout, "--timeout"));
+    let pods = bench_pods(args, options, &plan.settings, dry_run.is_some())?;
+    plan.set_deadlines(Deadlines::budget(pods.timeout, "--timeout"));
     Ok(KubeTarget {
-        cluster: k.cluster.clone(),
+        cluster: args.kube.cluster.clone(),
         pods,
         dry_run,
     })
+}
+
+/// The two bench pods of `--prefill`/`--decode`, sized for `settings`, under one deadline
+/// (`--timeout`, else the run's own plus a minute for scheduling and image pulls).
+pub fn bench_pods(
+    args: &super::pair::Args,
+    options: &PodOptions,
+    settings: &icb_core::RunSettings,
+    dry_run: bool,
+) -> anyhow::Result<BenchPodsPlan> {
+    let targets = targets(args)?;
+    let k = &args.kube;
+    let timeout = k.timeout.unwrap_or_else(|| Deadlines::pods_default(settings));
+    let run_id = icb_kube::podspec::run_id_or_new(k.run_id.as_deref()).map_err(anyhow::Error::msg)?;
+    let mut pods = BenchPodsPlan::new(targets, run_id, options, timeout, k.cluster.request_timeout);
+    pods.resources = icb_kube::hardening::BenchResources::for_settings(settings);
+    pods.dry_run = dry_run;
+    Ok(pods)
 }
 
 pub fn run(cmd: &PairCommand, target: &KubeTarget) -> anyhow::Result<i32> {

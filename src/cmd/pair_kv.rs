@@ -9,15 +9,9 @@ use super::interrupt::Interrupt;
 use super::pair::PairCommand;
 use super::pair_rails_kube::node_pods_start;
 use icb_kube::PodOptions;
-use icb_kv::{KvFlags, KvRequest, KvShapeText};
+use icb_kv::{KvFlags, KvShapeText};
 use icb_pair::PairPlan;
-use icb_pair::kv::control::run_kv_with_controls;
-use icb_pair::kv::kube_ranks::ranks_plan;
-use icb_pair::kv::kube_runs::run_kube_kv;
-use icb_pair::kv::local_ranks::LocalRuns;
-use icb_pair::kv::{KvOp, KvOptions, KvPlan};
-use icb_pair::local::LocalOptions;
-use icb_pair::rails::kube::KubeRailsPlan;
+use icb_pair::kv::{KvHost, KvOp, KvOptions, KvTarget};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct KvArgs {
@@ -107,49 +101,31 @@ impl KvArgs {
     }
 }
 
-/// Where the ranks run: a local pair, or two bench pods (the plan of the ranks' pods, and the
-/// per-pair bench pods the descriptor sweep uses and worker-shaped targets are modelled with).
-pub enum KvLaunch {
-    Local(LocalOptions),
-    Kube(Box<(super::pair_kube::KubeTarget, KubeRailsPlan)>),
-}
-
-/// A `--kv-shape` run, decided.
-pub struct KvTarget {
-    pub plan: KvPlan,
-    pub launch: KvLaunch,
-}
-
-/// The request (checked against the engine's rules and, locally, this host's memory), the rows
-/// and the launcher's options. The cases are the geometry's; `--memory` picks one pair. The
-/// engine is decided ([`kv_engine`]) before `options` were read.
-pub fn target(args: &super::pair::Args, options: &PodOptions, plan: &mut PairPlan) -> anyhow::Result<KvTarget> {
+/// The `--kv-shape` target (`icb_pair::kv::KvTarget`): the request, checked once (locally
+/// against this host's memory), the rows and where the ranks run, on a plan of its own taken
+/// from the command's. The cases are the geometry's; `--memory` picks one pair. The engine is
+/// decided ([`kv_engine`]) before `pods` were read.
+pub fn target(args: &super::pair::Args, pods: &PodOptions, plan: &PairPlan) -> anyhow::Result<KvTarget> {
     refuse(args)?;
-    let request = request(args)?;
-    plan.settings.memory = match args.test.memory.as_deref() {
+    let request = icb_pair::kv::target::request(&args.kv.flags(None)?, args.local)?;
+    let mut pair = plan.clone();
+    pair.settings.memory = match args.test.memory.as_deref() {
         None => vec![icb_core::MemoryPair::HOST_HOST],
         Some([one]) => vec![*one],
         Some(_) => anyhow::bail!("--kv-shape moves one memory pair: give one --memory, e.g. cuda-cuda"),
     };
-    // The launcher's deadlines go on the pair plan before the KV plan takes it.
     if args.local {
-        let opts = super::pair_local::options(args, plan)?;
-        let plan = KvPlan::with_options(plan.clone(), request, &kv_options(args));
-        return Ok(KvTarget {
-            plan,
-            launch: KvLaunch::Local(opts),
-        });
+        // Chosen, not found by `kv_engine`: NIXL must load here, where every rank runs.
+        if args.engine.engine_given {
+            super::pair_local::check_engine_loads(&args.engine)?;
+        }
+        let local = (super::pair_local::side_options(args)?, args.local_opts.startup_timeout);
+        return Ok(KvTarget::local(pair, request, &kv_options(args), local));
     }
-    let t = super::pair_kube::target(args, options, plan, None)?;
-    let kv_plan = KvPlan::with_options(plan.clone(), request, &kv_options(args));
-    // The ranks run with either engine (NIXL agents or UCX workers; the plan names it).
-    let times = (node_pods_start(&args.kube), args.kube.cluster.request_timeout);
-    let targets = (&t.pods.prefill, &t.pods.decode);
-    let ranks = ranks_plan(targets, &t.pods.run_id, options, &kv_plan, times, Default::default());
-    Ok(KvTarget {
-        plan: kv_plan,
-        launch: KvLaunch::Kube(Box::new((t, ranks))),
-    })
+    let bench = super::pair_kube::bench_pods(args, pods, &pair.settings, false)?;
+    let kube = (args.kube.cluster.options(), bench, pods);
+    let start = node_pods_start(&args.kube);
+    Ok(KvTarget::kube(pair, request, &kv_options(args), kube, start))
 }
 
 /// Refuses what a `--kv-shape` run cannot do.
@@ -169,20 +145,8 @@ fn refuse(args: &super::pair::Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The request of the flags; locally its ranks' buffers must fit this host's memory together.
-fn request(args: &super::pair::Args) -> anyhow::Result<KvRequest> {
-    let unlimited = KvRequest::from_flags(&args.kv.flags(Some(icb_pair::kv::MAX_RANK_BYTES))?)?;
-    if !args.local {
-        return Ok(unlimited);
-    }
-    let processes = 2 * icb_pair::kv::kv_rows(unlimited.geometry(), KvOp::Read).len();
-    Ok(KvRequest::from_flags(
-        &args.kv.flags(Some(icb_pair::kv::local_rank_limit(processes)))?,
-    )?)
-}
-
 /// What the KV flags decide besides the request (`--profile full` sweeps to 100000
-/// descriptors; on one host the sweep's buffers share its memory).
+/// descriptors); the target sizes the sweep's buffers for where its ranks run.
 fn kv_options(args: &super::pair::Args) -> KvOptions {
     let full = (args.test.profile == super::common::Profile::Full).then_some(100_000);
     KvOptions {
@@ -190,10 +154,7 @@ fn kv_options(args: &super::pair::Args) -> KvOptions {
         engine: args.engine.engine,
         max_kv_ms: args.kv.max_kv_ms,
         sweep_max: args.kv.kv_descriptor_sweep.or(full),
-        sweep_rank_bytes: match args.local {
-            true => icb_pair::kv::local_rank_limit(2),
-            false => icb_pair::kv::MAX_RANK_BYTES,
-        },
+        sweep_rank_bytes: icb_pair::kv::MAX_RANK_BYTES,
     }
 }
 
@@ -209,55 +170,24 @@ pub fn kv_engine(engine: &super::common::EngineArgs) -> icb_core::EngineKind {
     engine.engine
 }
 
+/// The one drive of a KV target: its cases on the progress bar, one emit.
 pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
     let interrupt = Interrupt::install()?;
     super::common::runtime()?.block_on(async {
-        let plan = &target.plan;
-        let mut bar =
-            icb_report::live::CaseProgress::start(plan.rows.len() + plan.sweep.len(), plan.pair.settings.unit);
+        let total = target.cases();
+        let mut bar = icb_report::live::CaseProgress::start(total, target.plan.pair.settings.unit);
         let mut done = 0usize;
         let mut progress = |p: &icb_core::protocol::CaseProgress| {
             done += 1;
-            bar.case(done, plan.rows.len() + plan.sweep.len(), &p.case);
+            bar.case(done, total, &p.case);
         };
-        let result = match &target.launch {
-            KvLaunch::Local(opts) => {
-                let gpus = match plan.memory().uses_cuda() {
-                    true => icb_engine::local::cuda_info().devices,
-                    false => 0,
-                };
-                let tool = super::connect::tool_info();
-                let mut runs = LocalRuns {
-                    opts: opts.clone(),
-                    gpus,
-                    tool,
-                };
-                run_kv_with_controls(&cmd.controls, plan, &mut runs, interrupt.token(), &mut progress).await
-            }
-            KvLaunch::Kube(kube) => {
-                let (t, ranks) = &**kube;
-                kube_ranks(cmd, plan, (t, ranks), interrupt.token(), &mut progress).await
-            }
+        let gpus = || icb_engine::local::cuda_info().devices;
+        let host = KvHost {
+            tool: super::connect::tool_info(),
+            gpus: &gpus,
         };
+        let result = target.run(&cmd.controls, &host, interrupt.token(), &mut progress).await;
         bar.finish();
         super::common::emit_outcome(result, &cmd.output, &interrupt, cmd.history.as_ref())
     })
-}
-
-/// The ranks on Kubernetes, once connected (`icb_pair::kv::kube_runs::run_kube_kv`).
-async fn kube_ranks(
-    cmd: &PairCommand,
-    plan: &KvPlan,
-    (t, ranks): (&super::pair_kube::KubeTarget, &KubeRailsPlan),
-    cancel: &icb_pair::CancellationToken,
-    progress: &mut icb_pair::kv::KvProgress<'_>,
-) -> Result<icb_pair::PairOutcome, icb_pair::PairError> {
-    use icb_pair::PairError;
-    let cluster = tokio::select! {
-        c = t.cluster.connect() => c.map_err(|e| PairError::Setup(e.to_string()))?,
-        _ = cancel.cancelled() => return Err(PairError::Interrupted(Default::default())),
-    };
-    let pods = (t.pods.clone(), ranks.clone());
-    let controls = (&cmd.controls[..], super::connect::tool_info());
-    run_kube_kv(cluster, pods, plan, controls, cancel, progress).await
 }

@@ -33,16 +33,29 @@ fn parse_isolation(s: &str) -> Result<Isolation, String> {
 
 /// The local launcher's options; its deadlines on the plan (`--startup-timeout`).
 pub fn options(args: &super::pair::Args, plan: &mut PairPlan) -> anyhow::Result<LocalOptions> {
-    if args.engine.engine == icb_core::EngineKind::Nixl {
-        // Both sides would fail the same way; say it once, before anything starts. Loading the
-        // library starts no agent, so this process holds no UCX afterwards.
-        icb_nixl_engine::probe_load(args.engine.nixl_lib.as_deref()).map_err(anyhow::Error::msg)?;
+    check_engine_loads(&args.engine)?;
+    let opts = side_options(args)?;
+    plan.set_deadlines(Deadlines::local(&plan.settings, args.local_opts.startup_timeout));
+    Ok(opts)
+}
+
+/// With `--engine nixl`, NIXL must load here: both sides would fail the same way, so it is said
+/// once, before anything starts. Loading the library starts no agent, so this process holds no
+/// UCX afterwards.
+pub fn check_engine_loads(engine: &super::common::EngineArgs) -> anyhow::Result<()> {
+    if engine.engine == icb_core::EngineKind::Nixl {
+        icb_nixl_engine::probe_load(engine.nixl_lib.as_deref()).map_err(anyhow::Error::msg)?;
     }
+    Ok(())
+}
+
+/// What both local sides are started with (`--isolation`, `--link-rate`, the engine flags, a
+/// token of this run's own).
+pub fn side_options(args: &super::pair::Args) -> anyhow::Result<LocalOptions> {
     let local = &args.local_opts;
     if local.link_rate.is_some() && local.isolation != Isolation::Node {
         anyhow::bail!("--link-rate limits the link between two emulated nodes: use it with --isolation node");
     }
-    plan.set_deadlines(Deadlines::local(&plan.settings, local.startup_timeout));
     Ok(LocalOptions {
         isolation: local.isolation,
         exe: std::env::current_exe().context("cannot find the ic-bench executable to start both sides")?,

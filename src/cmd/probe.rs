@@ -7,7 +7,7 @@ use super::output::{Output, OutputArgs};
 use icb_core::checks::ProbeReport;
 use icb_probe::remote::{nixl_script, node_script};
 use icb_probe::vantage::ExecOutput;
-use icb_probe::{GatherOptions, LocalSource, NodeExpectations, TransportEnv, Vantage};
+use icb_probe::{GatherOptions, LocalSource, NodeExpectations, ReplayDirs, TransportEnv, Vantage};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -192,25 +192,13 @@ fn env_inputs(a: &EnvArgs) -> anyhow::Result<Vec<icb_recipe::Input>> {
 /// One applied object, read with a GET per served version (nothing is written).
 fn applied_input(
     cluster: &ClusterArgs,
-    kind: &icb_kube::objects::AppliedKind,
+    kind: &'static icb_kube::objects::AppliedKind,
     name: &str,
     arg: &str,
 ) -> anyhow::Result<icb_recipe::Input> {
     super::common::runtime()?.block_on(async {
         let c = cluster.connect().await?;
-        match icb_kube::objects::get_applied(&c, kind, name).await? {
-            Some(content) => Ok(icb_recipe::Input::Text {
-                name: format!("{arg} (namespace {})", c.namespace()),
-                content,
-            }),
-            None => anyhow::bail!(
-                "{arg}: no {} {name} in namespace {} ({} {} tried); check the name and -n NAMESPACE",
-                kind.kind,
-                c.namespace(),
-                kind.group,
-                kind.versions.join(", ")
-            ),
-        }
+        Ok(icb_kube::objects::applied_input(&c, kind, name, arg).await?)
     })
 }
 
@@ -219,18 +207,6 @@ pub(crate) fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result
     let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
     let (_, roles) = icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default())?;
     Ok(icb_gate::kube::node_env(roles.shared(role)?))
-}
-
-/// A replay root must be a readable directory: a typo would otherwise read as "no RDMA here".
-pub(crate) fn replay_dir(flag: &str, dir: &Path) -> anyhow::Result<PathBuf> {
-    match std::fs::metadata(dir) {
-        Ok(m) if m.is_dir() => Ok(dir.to_path_buf()),
-        Ok(_) => anyhow::bail!("{flag} {}: not a directory (pass the directory to read)", dir.display()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            anyhow::bail!("{flag} {}: no such directory", dir.display())
-        }
-        Err(e) => anyhow::bail!("{flag} {}: cannot read: {e}", dir.display()),
-    }
 }
 
 /// The Kubernetes side of `--pod` (the exec API; nothing is created) and `--node` (one
@@ -306,21 +282,12 @@ fn node_vantage(a: &NodeArgs) -> anyhow::Result<Vantage> {
     if let Some(node) = &a.node_name {
         return Ok(Vantage::ProbePod(node.clone()));
     }
-    let mut s = LocalSource::default();
-    for (flag, dir, to) in [
-        ("--sysfs-root", &a.sysfs_root, &mut s.sysfs_root),
-        ("--devfs-root", &a.devfs_root, &mut s.devfs_root),
-        ("--procfs-root", &a.procfs_root, &mut s.procfs_root),
-    ] {
-        if let Some(d) = dir {
-            *to = replay_dir(flag, d)?;
-        }
-    }
-    s.tool_outputs = a
-        .tool_outputs
-        .as_deref()
-        .map(|d| replay_dir("--tool-outputs", d))
-        .transpose()?;
+    let mut s = LocalSource::from_replay_flags(&ReplayDirs {
+        sysfs_root: a.sysfs_root.clone(),
+        devfs_root: a.devfs_root.clone(),
+        procfs_root: a.procfs_root.clone(),
+        tool_outputs: a.tool_outputs.clone(),
+    })?;
     if s.tool_outputs.is_none() {
         s.tool_at = ucx_info_of_loaded_ucx();
     }

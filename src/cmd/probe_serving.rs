@@ -26,7 +26,7 @@ pub struct ServingArgs {
     pub prometheus: Option<String>,
 
     /// With --prometheus: the window the figures are taken over (a PromQL duration)
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_window)]
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = icb_serving::parse_window)]
     pub window: String,
 
     /// ic-bench's history (pair/gate/sweep --history FILE) holding `pair --kv-shape` runs of the pair
@@ -50,7 +50,7 @@ pub struct ServingArgs {
     pub kv_op: Option<String>,
 
     /// One rank's NIC line rate in Gb/s (e.g. 400): an engine figure above it is a metric bug
-    #[arg(long, value_name = "GBITS", value_parser = parse_rate)]
+    #[arg(long, value_name = "GBITS", value_parser = icb_serving::parse_line_rate)]
     pub line_rate: Option<f64>,
 
     /// The model's KV geometry, as `pair --kv-shape` takes it: matches the history's runs exactly
@@ -69,22 +69,6 @@ pub struct ServingArgs {
     pub output: OutputArgs,
 }
 
-fn parse_window(s: &str) -> Result<String, String> {
-    let ok = s.len() > 1 && s.ends_with(['s', 'm', 'h', 'd']) && s[..s.len() - 1].chars().all(|c| c.is_ascii_digit());
-    if ok {
-        Ok(s.to_string())
-    } else {
-        Err(format!("bad --window '{s}': give a PromQL duration, e.g. 5m, 30s, 1h"))
-    }
-}
-
-fn parse_rate(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("bad --line-rate '{s}': give Gb/s, e.g. 400")),
-    }
-}
-
 impl ServingArgs {
     /// The geometry of `--kv-shape …`, through icb-kv (its errors are one line).
     fn kv(&self) -> anyhow::Result<Option<KvSpec>> {
@@ -97,18 +81,7 @@ impl ServingArgs {
             ..Default::default()
         };
         let request = icb_kv::KvRequest::from_flags(&kv.flags(None)?)?;
-        let s = request.shape();
-        let flags = format!(
-            "--kv-shape {model} --isl {} --page-size {} --kv-dtype {} --prefill-tp {} --decode-tp {}",
-            s.isl, s.page_size, s.kv_dtype, s.prefill_tp, s.decode_tp
-        );
-        let reads = request
-            .geometry()
-            .decode_ranks
-            .iter()
-            .flat_map(|r| r.reads.iter().map(|read| (read.descriptor_bytes, read.descriptors)))
-            .collect();
-        Ok(Some(KvSpec { flags, reads }))
+        Ok(Some(KvSpec::of_request(model, &request)))
     }
 
     fn options(&self) -> anyhow::Result<Options> {

@@ -9,7 +9,9 @@ use super::output::OutputFormat;
 use icb_core::model::{MemoryPair, TestKind};
 use icb_sweep::results::SweepResults;
 use icb_sweep::schedule::Schedule;
-use icb_sweep_kube::plan::{NewSweep, NodeChoice};
+use icb_sweep_kube::flow::{self, FlowEnd, FlowOptions};
+use icb_sweep_kube::plan::NodeChoice;
+use icb_sweep_kube::start::PlanFlags;
 use icb_sweep_kube::{PairJob, RailsJob, Sweeper};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -164,21 +166,12 @@ impl Args {
     }
 
     /// Every `--export-*` file, refused up front when its format cannot show a sweep.
-    pub(super) fn exports(&self) -> anyhow::Result<icb_report::Exports> {
+    fn exports(&self) -> anyhow::Result<icb_report::Exports> {
         let mut exports = self.exports.exports(icb_report::ReportKind::Sweep)?;
         for p in &self.export_html {
             exports.add(icb_report::FileFormat::Html, p);
         }
         Ok(exports)
-    }
-
-    fn schedule(&self, pools: Option<(Vec<String>, Vec<String>)>) -> anyhow::Result<Schedule> {
-        Ok(Schedule::choose(
-            self.schedule.as_deref(),
-            pools,
-            self.matchings,
-            self.seed,
-        )?)
     }
 }
 
@@ -212,8 +205,12 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
     let (resumed, criteria, rails) = resume(&mut args)?;
     let settings = args.settings(&criteria)?;
     let expectation = args.expect.input()?;
+    let plan = plan_flags(&args);
     if args.dry_run
-        && let Some(r) = offline_plan(&args, resumed.as_ref(), &criteria)?
+        && let Some(r) = match &resumed {
+            Some(r) => Some(r.clone()),
+            None => plan.offline(&criteria)?,
+        }
     {
         print!("{}", icb_report::sweep_progress::plan_text(&r));
         return Ok(icb_core::exit::OK);
@@ -233,7 +230,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         let results = match resumed {
             Some(r) => r,
             None => tokio::select! {
-                r = plan_sweep(&cluster, &args, criteria) => r?,
+                r = plan.plan(&cluster, criteria) => r?,
                 _ = token.cancelled() => return Ok(interrupt.report("nothing was started")),
             },
         };
@@ -253,8 +250,31 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             },
         };
         let sweeper = Sweeper::new(cluster, job, token);
-        super::sweep_flow::sweep(&args, &sweeper, results, &interrupt).await
+        let (exports, history) = (args.exports()?, args.history.prepare()?);
+        match flow::sweep(&flow_options(&args, &results), &sweeper, results, &exports, history).await? {
+            FlowEnd::Exit(code) => Ok(code),
+            FlowEnd::Interrupted(line) => Ok(interrupt.report(&line)),
+        }
     })
+}
+
+/// How the sweep runs and what it writes, from the flags.
+fn flow_options(args: &Args, results: &SweepResults) -> FlowOptions {
+    let path = args.resume.clone().or_else(|| args.results.clone());
+    FlowOptions {
+        path: path.unwrap_or_else(|| PathBuf::from(format!("ic-bench-sweep-{}.json", results.sweep_id))),
+        resumed: args.resume.is_some(),
+        max_concurrent: args.max_concurrent,
+        writes: icb_sweep_kube::plan::NodeWrites {
+            labels: args.label_nodes,
+            conditions: args.node_conditions,
+            matrix_config_map: args.matrix_configmap.clone(),
+        },
+        unit: args.unit,
+        format: args.output.into(),
+        view: stdout_view(args.output.into()),
+        signal_name: super::interrupt::signal_name,
+    }
 }
 
 /// The bench pods' options, from the sweep's flags.
@@ -268,55 +288,21 @@ fn pod_options(args: &Args) -> icb_kube::PodOptions {
     }
 }
 
-/// The plan `--dry-run` can print without a cluster: the resumed file's, or one of the nodes
-/// named by `--nodes` (not checked against a cluster, which stderr says). `None`: the nodes come
-/// from the cluster.
-fn offline_plan(
-    args: &Args,
-    resumed: Option<&SweepResults>,
-    criteria: &icb_sweep::Criteria,
-) -> anyhow::Result<Option<SweepResults>> {
-    if let Some(r) = resumed {
-        return Ok(Some(r.clone()));
-    }
-    if args.nodes.is_empty() || args.prefill_pool.is_some() {
-        return Ok(None);
-    }
-    eprintln!("ic-bench: --dry-run: the --nodes were not checked against a cluster");
-    let nodes = icb_sweep_kube::plan::sorted(args.nodes.clone());
-    Ok(Some(new_results(args, nodes, None, criteria.clone())?))
-}
-
-/// A new sweep of the nodes this command line selects.
-async fn plan_sweep(
-    cluster: &icb_kube::Cluster,
-    args: &Args,
-    criteria: icb_sweep::Criteria,
-) -> anyhow::Result<SweepResults> {
-    let choice = NodeChoice::of_flags(
-        (args.prefill_pool.as_deref(), args.decode_pool.as_deref()),
-        &args.nodes,
-        args.selector.as_deref(),
-    );
-    let (nodes, pools) = icb_sweep_kube::plan::select_nodes(cluster, &choice).await?;
-    new_results(args, nodes, pools, criteria)
-}
-
-/// The results file of a new sweep: its plan, nothing measured yet.
-fn new_results(
-    args: &Args,
-    nodes: Vec<String>,
-    pools: Option<(Vec<String>, Vec<String>)>,
-    criteria: icb_sweep::Criteria,
-) -> anyhow::Result<SweepResults> {
-    let plan = NewSweep {
-        schedule: args.schedule(pools)?,
+/// The flags that plan a new sweep.
+fn plan_flags(args: &Args) -> PlanFlags {
+    PlanFlags {
+        choice: NodeChoice::of_flags(
+            (args.prefill_pool.as_deref(), args.decode_pool.as_deref()),
+            &args.nodes,
+            args.selector.as_deref(),
+        ),
+        schedule: args.schedule.clone(),
+        matchings: args.matchings,
+        seed: args.seed,
         max_concurrent: args.max_concurrent,
-        pair_budget_s: args.pair_timeout.as_secs_f64(),
-        criteria,
+        pair_budget: args.pair_timeout,
         tool_version: env!("CARGO_PKG_VERSION").into(),
-    };
-    Ok(icb_sweep_kube::plan::new_results(plan, nodes)?)
+    }
 }
 
 /// Refuses an `-o` format that cannot show a sweep (svg) before anything connects: the
@@ -328,7 +314,7 @@ fn check_output(format: icb_report::Format) -> anyhow::Result<()> {
 }
 
 /// The table fitted to the terminal stdout goes to (the one width rule).
-pub(super) fn stdout_view(format: icb_report::Format) -> icb_report::View {
+fn stdout_view(format: icb_report::Format) -> icb_report::View {
     icb_report::View {
         width: super::output::width(false),
         wide: format == icb_report::Format::Wide,

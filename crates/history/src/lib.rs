@@ -8,11 +8,12 @@
 //! memory pair, size/blocks, direction, engine) and its environment
 //! ([`icb_core::model::EnvKey`]: GPU, NIC firmware/driver, UCX and NIXL versions, a hash of the
 //! transport environment). [`baseline`] compares a run with the mean of its last matching runs;
-//! [`ack`] reads the known regressions; [`query`] answers `ic-bench history`; [`session`] is
+//! [`ack`] reads the known regressions; [`query`] and [`answer`] answer `ic-bench history`; [`session`] is
 //! what the commands call.
 #![forbid(unsafe_code)]
 
 pub mod ack;
+pub mod answer;
 pub mod baseline;
 mod error;
 pub mod import;

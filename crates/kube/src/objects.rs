@@ -100,6 +100,45 @@ pub async fn get_applied(cluster: &Cluster, kind: &AppliedKind, name: &str) -> R
     Ok(None)
 }
 
+/// An applied object `probe env` was asked for that no served version knows.
+#[derive(Debug, thiserror::Error)]
+pub enum AppliedError {
+    #[error(transparent)]
+    Kube(#[from] KubeError),
+    #[error(
+        "{arg}: no {} {name} in namespace {namespace} ({} {} tried); check the name and -n NAMESPACE",
+        kind.kind, kind.group, kind.versions.join(", ")
+    )]
+    Missing {
+        arg: String,
+        kind: &'static AppliedKind,
+        name: String,
+        namespace: String,
+    },
+}
+
+/// `probe env`'s input `arg` (`dgd/NAME`): the applied object, named after the argument and the
+/// namespace it was read from.
+pub async fn applied_input(
+    cluster: &Cluster,
+    kind: &'static AppliedKind,
+    name: &str,
+    arg: &str,
+) -> Result<icb_recipe::Input, AppliedError> {
+    match get_applied(cluster, kind, name).await? {
+        Some(content) => Ok(icb_recipe::Input::Text {
+            name: format!("{arg} (namespace {})", cluster.namespace()),
+            content,
+        }),
+        None => Err(AppliedError::Missing {
+            arg: arg.to_string(),
+            kind,
+            name: name.to_string(),
+            namespace: cluster.namespace().to_string(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -156,16 +156,30 @@ pub fn health_snapshot(sys_root: &Path) -> HealthSnapshot {
 /// How long one `ethtool -S` may take: it reads the driver's statistics, milliseconds.
 const ETHTOOL_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// `ethtool -S IF` on this host under [`ETHTOOL_LIMIT`]: its output, or why there is none in
-/// one line (not installed, no such device, timed out).
-pub fn ethtool_stats(netdev: &str) -> Result<String, String> {
+/// Why `ethtool -S IF` gave no statistics (one line).
+#[derive(Debug, thiserror::Error)]
+pub enum EthtoolError {
+    #[error("ethtool is not installed")]
+    NotInstalled,
+    #[error("ethtool -S {netdev}: {line}")]
+    Failed { netdev: String, line: String },
+    #[error(transparent)]
+    Run(icb_proc::RunError),
+}
+
+/// `ethtool -S IF` on this host under [`ETHTOOL_LIMIT`]: its output, or why there is none
+/// (not installed, no such device, timed out).
+pub fn ethtool_stats(netdev: &str) -> Result<String, EthtoolError> {
     let mut cmd = std::process::Command::new("ethtool");
     cmd.args(["-S", netdev]);
     match icb_proc::run(&mut cmd, ETHTOOL_LIMIT) {
         Ok(out) if out.status.success() => Ok(out.stdout_text()),
-        Ok(out) => Err(format!("ethtool -S {netdev}: {}", out.stderr_line())),
-        Err(e) if e.is_not_found() => Err("ethtool is not installed".to_string()),
-        Err(e) => Err(e.to_string()),
+        Ok(out) => Err(EthtoolError::Failed {
+            netdev: netdev.to_string(),
+            line: out.stderr_line(),
+        }),
+        Err(e) if e.is_not_found() => Err(EthtoolError::NotInstalled),
+        Err(e) => Err(EthtoolError::Run(e)),
     }
 }
 
@@ -176,7 +190,10 @@ pub fn ethtool_stats(netdev: &str) -> Result<String, String> {
 /// side. A port whose statistics could not be had records why for the global pause counters:
 /// "not read", never zero. Run where the netdevs are (the node itself, or a pod in its network
 /// namespace): another host's netdev of the same name is another device.
-pub fn health_snapshot_with_pause(sys_root: &Path, stats: &dyn Fn(&str) -> Result<String, String>) -> HealthSnapshot {
+pub fn health_snapshot_with_pause(
+    sys_root: &Path,
+    stats: &dyn Fn(&str) -> Result<String, EthtoolError>,
+) -> HealthSnapshot {
     let mut snap = health_snapshot(sys_root);
     let ib = sys_root.join(IB_CLASS);
     for port in &mut snap.ports {

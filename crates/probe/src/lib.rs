@@ -23,6 +23,7 @@ pub mod parse;
 pub mod rails;
 pub mod readiness;
 pub mod remote;
+pub mod replay;
 pub mod shell;
 pub mod source;
 pub mod tools;
@@ -33,6 +34,7 @@ pub use envspec::TransportEnv;
 pub use facts::{GatherOptions, NodeFacts, gather};
 pub use nixl::{NixlOptions, engine_check, probe_nixl, probe_nixl_with_engine};
 pub use node_checks::{NodeExpectations, node_checks};
+pub use replay::{ReplayDirs, ReplayError};
 pub use source::{LocalSource, NodeSource, Snapshot};
 pub use vantage::Vantage;
 

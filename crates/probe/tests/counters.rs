@@ -155,7 +155,10 @@ fn a_roce_ports_pause_counters_come_from_its_netdevs_ethtool_statistics() {
             "ens1np0" => Ok(format!(
                 "NIC statistics:\n     rx_packets: 10\n     rx_pause_ctrl_phy: 0\n     tx_pause_ctrl_phy: 0\n     rx_prio3_pause: 0\n     tx_prio3_pause: {sent}\n"
             )),
-            other => Err(format!("ethtool -S {other}: no such device")),
+            other => Err(icb_probe::counters::EthtoolError::Failed {
+                netdev: other.to_string(),
+                line: "no such device".into(),
+            }),
         };
         health_snapshot_with_pause(&sys(), &stats)
     };

@@ -53,7 +53,7 @@ pub fn parse(text: &str) -> Result<Vec<Sample>, LineError> {
             return Err(bad("not a metric name"));
         }
         let (labels, rest) = if line[name_end..].starts_with('{') {
-            let (labels, used) = parse_labels(&line[name_end + 1..]).map_err(|w| bad(&w))?;
+            let (labels, used) = parse_labels(&line[name_end + 1..]).map_err(|w| bad(&w.to_string()))?;
             (labels, &line[name_end + 1 + used..])
         } else {
             (BTreeMap::new(), &line[name_end..])
@@ -79,8 +79,19 @@ pub fn parse_value(s: &str) -> Option<f64> {
     }
 }
 
+/// What is wrong with a sample's labels.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum LabelsError {
+    #[error("labels without a closing '}}'")]
+    Unclosed,
+    #[error("label '{0}' has no quoted value")]
+    NoValue(String),
+    #[error("label '{0}' has an unterminated value")]
+    Unterminated(String),
+}
+
 /// `k="v",k2="v2"}` → the labels and the bytes used, through the closing brace.
-fn parse_labels(s: &str) -> Result<(BTreeMap<String, String>, usize), String> {
+fn parse_labels(s: &str) -> Result<(BTreeMap<String, String>, usize), LabelsError> {
     let mut labels = BTreeMap::new();
     let bytes: Vec<char> = s.chars().collect();
     let mut i = 0;
@@ -91,7 +102,7 @@ fn parse_labels(s: &str) -> Result<(BTreeMap<String, String>, usize), String> {
             i += 1;
         }
         if i >= bytes.len() {
-            return Err("labels without a closing '}'".into());
+            return Err(LabelsError::Unclosed);
         }
         if bytes[i] == '}' {
             return Ok((labels, used + 1));
@@ -103,14 +114,14 @@ fn parse_labels(s: &str) -> Result<(BTreeMap<String, String>, usize), String> {
         let key: String = bytes[start..i].iter().collect();
         used += key.len();
         if i + 1 >= bytes.len() || bytes[i + 1] != '"' {
-            return Err(format!("label '{}' has no quoted value", key.trim()));
+            return Err(LabelsError::NoValue(key.trim().to_string()));
         }
         i += 2;
         used += 2;
         let mut value = String::new();
         loop {
             let Some(&c) = bytes.get(i) else {
-                return Err(format!("label '{}' has an unterminated value", key.trim()));
+                return Err(LabelsError::Unterminated(key.trim().to_string()));
             };
             i += 1;
             used += c.len_utf8();

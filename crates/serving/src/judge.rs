@@ -16,6 +16,25 @@ pub struct KvSpec {
     pub reads: Vec<(u64, u64)>,
 }
 
+impl KvSpec {
+    /// The spec of `pair --kv-shape MODEL …`'s request: its flags spelled out (for the exact
+    /// command) and each decode rank's reads.
+    pub fn of_request(model: &str, request: &icb_kv::KvRequest) -> KvSpec {
+        let s = request.shape();
+        let flags = format!(
+            "--kv-shape {model} --isl {} --page-size {} --kv-dtype {} --prefill-tp {} --decode-tp {}",
+            s.isl, s.page_size, s.kv_dtype, s.prefill_tp, s.decode_tp
+        );
+        let reads = request
+            .geometry()
+            .decode_ranks
+            .iter()
+            .flat_map(|r| r.reads.iter().map(|read| (read.descriptor_bytes, read.descriptors)))
+            .collect();
+        KvSpec { flags, reads }
+    }
+}
+
 /// A fabric below this share of its own baseline has regressed.
 pub const FABRIC_FLOOR: f64 = 0.9;
 /// An engine at or above this share of the fabric's rate uses it well.

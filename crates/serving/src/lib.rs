@@ -44,6 +44,32 @@ pub struct Options {
     pub deadline: Duration,
 }
 
+/// A flag of `probe serving` that does not parse (one line, naming the flag).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagError {
+    #[error("bad --window '{0}': give a PromQL duration, e.g. 5m, 30s, 1h")]
+    Window(String),
+    #[error("bad --line-rate '{0}': give Gb/s, e.g. 400")]
+    LineRate(String),
+}
+
+/// `--window`: a PromQL duration (`5m`, `30s`, `1h`, `2d`).
+pub fn parse_window(s: &str) -> Result<String, FlagError> {
+    let ok = s.len() > 1 && s.ends_with(['s', 'm', 'h', 'd']) && s[..s.len() - 1].chars().all(|c| c.is_ascii_digit());
+    match ok {
+        true => Ok(s.to_string()),
+        false => Err(FlagError::Window(s.to_string())),
+    }
+}
+
+/// `--line-rate`: one rank's NIC line rate, Gb/s (finite, above zero).
+pub fn parse_line_rate(s: &str) -> Result<f64, FlagError> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(FlagError::LineRate(s.to_string())),
+    }
+}
+
 /// Why nothing could be judged (exit 2): one line per source.
 #[derive(Debug, thiserror::Error)]
 pub enum ServingError {
@@ -180,7 +206,7 @@ fn read_all(opts: &Options) -> Result<(Vec<Check>, Labelled), ServingError> {
                     format!("could not be read: {why}"),
                     None,
                 ));
-                unread.push(why);
+                unread.push(why.to_string());
             }
             Ok((found, findings)) => {
                 checks.extend(sources::finding_checks(&label, &findings));
@@ -258,4 +284,26 @@ fn compare(
         next_steps.push(cmd);
     }
     vec![c]
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use super::*;
+
+    #[test]
+    fn the_window_is_a_promql_duration_and_the_line_rate_a_positive_number() {
+        assert_eq!(parse_window("5m").unwrap(), "5m");
+        assert_eq!(parse_window("30s").unwrap(), "30s");
+        for bad in ["m", "5", "5x", "-5m", "1.5h"] {
+            assert_eq!(parse_window(bad), Err(FlagError::Window(bad.into())), "{bad}");
+        }
+        assert_eq!(parse_line_rate("400").unwrap(), 400.0);
+        for bad in ["0", "-1", "inf", "NaN", "fast"] {
+            assert_eq!(parse_line_rate(bad), Err(FlagError::LineRate(bad.into())), "{bad}");
+        }
+        assert_eq!(
+            parse_line_rate("x").unwrap_err().to_string(),
+            "bad --line-rate 'x': give Gb/s, e.g. 400"
+        );
+    }
 }

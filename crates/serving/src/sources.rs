@@ -1,6 +1,7 @@
 //! Where the engines' figures come from, each read into figures or one line saying why not.
 
 use crate::engines::{self, Context, Finding};
+use crate::expo::LineError;
 use icb_core::checks::Check;
 use icb_core::model::Status;
 use icb_core::serving::EngineFigures;
@@ -36,18 +37,19 @@ impl Source {
         }
     }
 
-    pub fn read(&self, ctx: &Context, window: &str, deadline: Duration) -> Result<Read, String> {
+    pub fn read(&self, ctx: &Context, window: &str, deadline: Duration) -> Result<Read, SourceError> {
         match self {
             Source::MetricsFile(p) => {
-                let text = std::fs::read_to_string(p).map_err(|e| format!("--metrics {}: {e}", p.display()))?;
-                text_figures(&text, ctx).map_err(|e| format!("--metrics {}: {e}", p.display()))
+                let text =
+                    std::fs::read_to_string(p).map_err(|why| SourceError::MetricsFile { path: p.clone(), why })?;
+                text_figures(&text, ctx).map_err(|why| SourceError::MetricsText { path: p.clone(), why })
             }
             Source::Endpoint(u) => {
-                let text = crate::http::get(u, deadline).map_err(|e| format!("--endpoint {e}"))?;
-                text_figures(&text, ctx).map_err(|e| format!("--endpoint {u}: {e}"))
+                let text = crate::http::get(u, deadline).map_err(SourceError::Endpoint)?;
+                text_figures(&text, ctx).map_err(|why| SourceError::EndpointText { url: u.clone(), why })
             }
             Source::Prometheus(u) => {
-                let samples = crate::prom::samples(u, window, deadline).map_err(|e| e.to_string())?;
+                let samples = crate::prom::samples(u, window, deadline)?;
                 Ok(engines::read(&samples, ctx))
             }
             Source::TrtllmCsv(paths) => {
@@ -59,24 +61,45 @@ impl Source {
     }
 }
 
-fn text_figures(text: &str, ctx: &Context) -> Result<Read, String> {
-    let samples = crate::expo::parse(text).map_err(|e| format!("line {}: {}", e.line, e.why))?;
+/// Why one source gave no figures (one line).
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("--metrics {}: {why}", path.display())]
+    MetricsFile { path: PathBuf, why: std::io::Error },
+    #[error("--metrics {}: line {}: {}", path.display(), why.line, why.why)]
+    MetricsText { path: PathBuf, why: LineError },
+    #[error("--endpoint {0}")]
+    Endpoint(crate::http::HttpError),
+    #[error("--endpoint {url}: line {}: {}", why.line, why.why)]
+    EndpointText { url: String, why: LineError },
+    #[error(transparent)]
+    Prometheus(#[from] crate::prom::PromError),
+    #[error("--trtllm-csv {}: {why}", path.display())]
+    CsvRead { path: PathBuf, why: std::io::Error },
+    #[error("--trtllm-csv {}: no .csv file in it", path.display())]
+    CsvNone { path: PathBuf },
+    #[error("--trtllm-csv {0}")]
+    Csv(#[from] crate::trtllm::CsvError),
+}
+
+fn text_figures(text: &str, ctx: &Context) -> Result<Read, LineError> {
+    let samples = crate::expo::parse(text)?;
     Ok(engines::read(&samples, ctx))
 }
 
 /// Every `rank_*_{send,recv}.csv` of the paths (a directory: its files), read.
-fn csv_files(paths: &[PathBuf]) -> Result<Vec<crate::trtllm::RankFile>, String> {
+fn csv_files(paths: &[PathBuf]) -> Result<Vec<crate::trtllm::RankFile>, SourceError> {
     let mut files = Vec::new();
     for p in paths {
         if p.is_dir() {
             let mut names: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| format!("--trtllm-csv {}: {e}", p.display()))?
+                .map_err(|why| SourceError::CsvRead { path: p.clone(), why })?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|f| f.extension().is_some_and(|x| x == "csv"))
                 .collect();
             names.sort();
             if names.is_empty() {
-                return Err(format!("--trtllm-csv {}: no .csv file in it", p.display()));
+                return Err(SourceError::CsvNone { path: p.clone() });
             }
             files.extend(names);
         } else {
@@ -86,11 +109,11 @@ fn csv_files(paths: &[PathBuf]) -> Result<Vec<crate::trtllm::RankFile>, String> 
     files
         .iter()
         .map(|f| {
-            let text = std::fs::read_to_string(f).map_err(|e| format!("--trtllm-csv {}: {e}", f.display()))?;
+            let text = std::fs::read_to_string(f).map_err(|why| SourceError::CsvRead { path: f.clone(), why })?;
             let name = f
                 .file_name()
                 .map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
-            crate::trtllm::parse(&name, &text).map_err(|e| format!("--trtllm-csv {e}"))
+            Ok(crate::trtllm::parse(&name, &text)?)
         })
         .collect()
 }

@@ -27,23 +27,45 @@ pub struct RankFile {
     pub requests: BTreeMap<String, Request>,
 }
 
+/// Why a rank's file could not be read; each names the file (and the line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CsvError {
+    #[error("{name}: empty")]
+    Empty { name: String },
+    #[error(
+        "{name}: the header is not TensorRT-LLM's 'RequestID,Delay(ms),Duration(ms),Bandwidth(Gbps)…' (another version?): '{header}'"
+    )]
+    Header { name: String, header: String },
+    #[error("{name}:{line}: {why}")]
+    Line {
+        name: String,
+        line: usize,
+        why: &'static str,
+    },
+}
+
 /// Reads one file's text; errors name the line.
-pub fn parse(name: &str, text: &str) -> Result<RankFile, String> {
+pub fn parse(name: &str, text: &str) -> Result<RankFile, CsvError> {
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
-    let (_, header) = lines.next().ok_or_else(|| format!("{name}: empty"))?;
+    let (_, header) = lines.next().ok_or_else(|| CsvError::Empty { name: name.into() })?;
     let cols: Vec<&str> = header.split(',').map(str::trim).collect();
     if cols.first() != Some(&"RequestID")
         || cols.len() < 4
         || cols[1..4] != ["Delay(ms)", "Duration(ms)", "Bandwidth(Gbps)"]
     {
-        return Err(format!(
-            "{name}: the header is not TensorRT-LLM's 'RequestID,Delay(ms),Duration(ms),Bandwidth(Gbps)…' (another version?): '{header}'"
-        ));
+        return Err(CsvError::Header {
+            name: name.into(),
+            header: header.into(),
+        });
     }
     let mut requests = BTreeMap::new();
     for (i, line) in lines {
         let cells: Vec<&str> = line.split(',').map(str::trim).collect();
-        let bad = |why: &str| format!("{name}:{}: {why}", i + 1);
+        let bad = |why: &'static str| CsvError::Line {
+            name: name.into(),
+            line: i + 1,
+            why,
+        };
         if cells.len() < 4 || !(cells.len() - 1).is_multiple_of(3) {
             return Err(bad("expected a request id and groups of delay, duration, bandwidth"));
         }
@@ -134,4 +156,23 @@ pub fn figures(files: &[RankFile], op: &str) -> Vec<EngineFigures> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_file_is_refused_with_its_name_and_line() {
+        assert_eq!(parse("r.csv", "\n\n"), Err(CsvError::Empty { name: "r.csv".into() }));
+        let e = parse("r.csv", "id,a,b,c\n").unwrap_err();
+        assert!(matches!(e, CsvError::Header { .. }), "{e}");
+        let e = parse("r.csv", "RequestID,Delay(ms),Duration(ms),Bandwidth(Gbps)\n7,1,x,3\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "r.csv:2: a delay, duration or bandwidth is not a non-negative number"
+        );
+        let ok = parse("r.csv", "RequestID,Delay(ms),Duration(ms),Bandwidth(Gbps)\n7,1,2,8\n").unwrap();
+        assert_eq!(ok.requests.len(), 1);
+    }
 }

@@ -7,9 +7,11 @@
 #![forbid(unsafe_code)]
 
 pub mod conditions;
+pub mod flow;
 pub mod labels;
 pub mod plan;
 pub mod rails;
+pub mod start;
 
 pub use rails::{RailsFlagError, RailsJob};
 

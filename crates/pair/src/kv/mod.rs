@@ -25,6 +25,7 @@ pub mod progress;
 mod rank_report;
 pub mod ranks;
 mod report;
+pub mod target;
 
 pub use coordinator::{
     COORDINATED, ColdTimes, Coordinated, CoordinatorJob, LISTENING, PROGRESS, RepRule, coordinate,
@@ -33,6 +34,7 @@ pub use coordinator::{
 pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
 pub use rank_report::{RankRecord, RepTimes};
 pub use report::{TcpRate, summary_line};
+pub use target::{KubeKv, KvHost, KvPlace, KvTarget};
 
 use crate::launcher::{LaunchError, Launcher};
 use crate::plan::PairPlan;

@@ -1,0 +1,235 @@
+//! `pair --kv-shape`, decided: the one typed target a command's parse step builds (the request
+//! checked once, against this host's memory when every rank runs here; the rows; where the ranks
+//! run) and [`KvTarget::run`], which drives it to one outcome: the ranks, the bulk row, the
+//! descriptor sweep and the TCP control, locally or on Kubernetes. The binary keeps the flags,
+//! the progress bar and the emit.
+
+use super::control::run_kv_with_controls;
+use super::kube_ranks::ranks_plan;
+use super::kube_runs::run_kube_kv;
+use super::local_ranks::LocalRuns;
+use super::{KvOp, KvOptions, KvPlan, KvProgress, MAX_RANK_BYTES, kv_rows, local_rank_limit};
+use crate::local::LocalOptions;
+use crate::plan::{Deadlines, PairPlan};
+use crate::rails::kube::KubeRailsPlan;
+use crate::run::{Interrupted, PairError, PairOutcome};
+use icb_core::model::ControlKind;
+use icb_kube::PodOptions;
+use icb_kube::pair::BenchPodsPlan;
+use icb_kv::{KvError, KvFlags, KvRequest};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Where a KV run's ranks run.
+#[derive(Debug, Clone)]
+pub enum KvPlace {
+    /// Every rank on this host, on a local pair (`--local`).
+    Local(LocalOptions),
+    /// Two rank pods, exec'd into; the descriptor sweep on two bench pods.
+    Kube(Box<KubeKv>),
+}
+
+/// A KV run on Kubernetes: the cluster, the bench pods (the descriptor sweep's, and the model of
+/// worker-shaped targets) and the ranks' pods.
+#[derive(Debug, Clone)]
+pub struct KubeKv {
+    pub cluster: icb_kube::ClusterOptions,
+    pub bench: BenchPodsPlan,
+    pub ranks: KubeRailsPlan,
+}
+
+/// A `--kv-shape` run, decided: nothing after its constructor reads a flag.
+#[derive(Debug, Clone)]
+pub struct KvTarget {
+    pub plan: KvPlan,
+    pub place: KvPlace,
+}
+
+/// What the ranks' report and buffers take from the binary that runs them.
+pub struct KvHost<'a> {
+    /// This build, for the per-rank report.
+    pub tool: icb_core::ToolInfo,
+    /// This host's GPUs (asked only when the transfer uses GPU memory on local ranks).
+    pub gpus: &'a dyn Fn() -> u32,
+}
+
+/// The request of `flags`; when every rank runs on this host, its ranks' buffers must fit this
+/// host's memory together (the model is loaded once).
+pub fn request(flags: &KvFlags, on_this_host: bool) -> Result<KvRequest, KvError> {
+    let model = flags.kv_shape.load()?;
+    let shape = icb_kv::KvShape {
+        max_rank_bytes: Some(MAX_RANK_BYTES),
+        ..flags.shape
+    };
+    let unlimited = KvRequest::new(model.clone(), shape)?;
+    if !on_this_host {
+        return Ok(unlimited);
+    }
+    let processes = 2 * kv_rows(unlimited.geometry(), KvOp::Read).len();
+    let shape = icb_kv::KvShape {
+        max_rank_bytes: Some(local_rank_limit(processes)),
+        ..flags.shape
+    };
+    KvRequest::new(model, shape)
+}
+
+impl KvTarget {
+    /// Every rank on this host: the launcher's deadlines (`startup`) on the plan the KV plan
+    /// takes, the descriptor sweep's buffers within this host's memory.
+    pub fn local(
+        mut pair: PairPlan,
+        request: KvRequest,
+        options: &KvOptions,
+        (local, startup): (LocalOptions, Duration),
+    ) -> KvTarget {
+        pair.set_deadlines(Deadlines::local(&pair.settings, startup));
+        let options = KvOptions {
+            sweep_rank_bytes: local_rank_limit(2),
+            ..options.clone()
+        };
+        KvTarget {
+            plan: KvPlan::with_options(pair, request, &options),
+            place: KvPlace::Local(local),
+        }
+    }
+
+    /// The ranks in two pods shaped by the command's pod options on `bench`'s targets: one
+    /// deadline (`bench.timeout`, `--timeout`) for the pair, `node_start` for the rank pods.
+    pub fn kube(
+        mut pair: PairPlan,
+        request: KvRequest,
+        options: &KvOptions,
+        (cluster, bench, pod_options): (icb_kube::ClusterOptions, BenchPodsPlan, &PodOptions),
+        node_start: Duration,
+    ) -> KvTarget {
+        pair.set_deadlines(Deadlines::budget(bench.timeout, "--timeout"));
+        let options = KvOptions {
+            sweep_rank_bytes: MAX_RANK_BYTES,
+            ..options.clone()
+        };
+        let plan = KvPlan::with_options(pair, request, &options);
+        let times = (node_start, cluster.request_timeout);
+        let targets = (&bench.prefill, &bench.decode);
+        let ranks = ranks_plan(targets, &bench.run_id, pod_options, &plan, times, Default::default());
+        KvTarget {
+            plan,
+            place: KvPlace::Kube(Box::new(KubeKv { cluster, bench, ranks })),
+        }
+    }
+
+    /// Cases the progress counts: every row, then every point of the descriptor sweep.
+    pub fn cases(&self) -> usize {
+        self.plan.rows.len() + self.plan.sweep.len()
+    }
+
+    /// The transfer, then `controls` (tcp only: `pair` refuses the others before this), to one
+    /// outcome; on Kubernetes an interrupt before the cluster answers leaves nothing behind.
+    pub async fn run(
+        &self,
+        controls: &[ControlKind],
+        host: &KvHost<'_>,
+        cancel: &CancellationToken,
+        progress: &mut KvProgress<'_>,
+    ) -> Result<PairOutcome, PairError> {
+        let plan = &self.plan;
+        match &self.place {
+            KvPlace::Local(opts) => {
+                let gpus = if plan.memory().uses_cuda() { (host.gpus)() } else { 0 };
+                let tool = host.tool.clone();
+                let mut runs = LocalRuns {
+                    opts: opts.clone(),
+                    gpus,
+                    tool,
+                };
+                run_kv_with_controls(controls, plan, &mut runs, cancel, progress).await
+            }
+            KvPlace::Kube(kube) => {
+                let cluster = tokio::select! {
+                    c = icb_kube::connect(&kube.cluster) => c.map_err(|e| PairError::Setup(e.to_string()))?,
+                    _ = cancel.cancelled() => return Err(PairError::Interrupted(Interrupted::default())),
+                };
+                let pods = (kube.bench.clone(), kube.ranks.clone());
+                run_kube_kv(cluster, pods, plan, (controls, host.tool.clone()), cancel, progress).await
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use icb_kv::KvShapeText;
+
+    fn flags(model: &str) -> KvFlags {
+        let text = KvShapeText {
+            isl: Some("64".into()),
+            ..Default::default()
+        };
+        text.flags(model, None).unwrap()
+    }
+
+    fn options() -> KvOptions {
+        KvOptions {
+            op: KvOp::Read,
+            engine: icb_core::EngineKind::Ucx,
+            max_kv_ms: Some(5.0),
+            sweep_max: Some(1000),
+            sweep_rank_bytes: 1,
+        }
+    }
+
+    fn pair() -> PairPlan {
+        PairPlan::new(icb_core::RunSettings::full_curve(), Default::default())
+    }
+
+    fn local_options() -> LocalOptions {
+        LocalOptions {
+            isolation: icb_isolate::Isolation::None,
+            exe: "/bin/true".into(),
+            ucx_lib: None,
+            verbosity: vec![],
+            side_args: vec![],
+            forward_stderr: false,
+            link_rate: None,
+            token: None,
+            recipe_env: Default::default(),
+        }
+    }
+
+    /// The request is checked once, with the limit of where its ranks run: on this host its
+    /// ranks share this host's memory, elsewhere one buffer may hold the engine's cap.
+    #[test]
+    fn the_request_is_limited_by_where_its_ranks_run() {
+        let f = flags("llama-3.1-8b");
+        let elsewhere = request(&f, false).unwrap();
+        assert_eq!(elsewhere.shape().max_rank_bytes, Some(MAX_RANK_BYTES));
+        let here = request(&f, true).unwrap();
+        let processes = 2 * kv_rows(here.geometry(), KvOp::Read).len();
+        assert_eq!(here.shape().max_rank_bytes, Some(local_rank_limit(processes)));
+        assert_eq!(here.geometry(), elsewhere.geometry());
+        let e = request(&flags("./no-such-config.json"), true).unwrap_err();
+        assert!(e.to_string().contains("no-such-config.json"), "{e}");
+    }
+
+    /// A local target takes the local deadlines and sizes the sweep for this host; the caller's
+    /// options decide the rest (the sweep's counts stop below the limit, never above).
+    #[test]
+    fn a_local_target_takes_the_local_deadlines() {
+        let f = flags("llama-3.1-8b");
+        let startup = Duration::from_secs(7);
+        let t = KvTarget::local(
+            pair(),
+            request(&f, true).unwrap(),
+            &options(),
+            (local_options(), startup),
+        );
+        assert_eq!(t.plan.pair.deadlines(), Deadlines::local(&pair().settings, startup));
+        assert_eq!(t.plan.max_kv_ms, Some(5.0));
+        assert_eq!(t.plan.engine, icb_core::EngineKind::Ucx);
+        let want = super::super::sweep_counts(1000, t.plan.sweep_block, local_rank_limit(2));
+        assert_eq!(t.plan.sweep, want);
+        assert!(!t.plan.sweep.is_empty());
+        assert_eq!(t.cases(), t.plan.rows.len() + want.len());
+        assert!(matches!(t.place, KvPlace::Local(_)));
+    }
+}
