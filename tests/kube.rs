@@ -20,6 +20,7 @@ mod pair_kube_cli;
 mod pair_kube_devices;
 mod pair_kube_dra;
 mod pair_kube_faults;
+mod pair_kube_readiness;
 mod pair_kv_kube;
 mod pod_security_kube;
 mod preflight_kube;

@@ -249,7 +249,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
                 false => vec![icb_core::model::ControlKind::Tcp],
             },
         };
-        let sweeper = Sweeper { cluster, job, token };
+        let sweeper = Sweeper::new(cluster, job, token);
         let (exports, history) = (args.exports()?, args.history.prepare()?);
         match flow::sweep(&flow_options(&args, &results), &sweeper, results, &exports, history).await? {
             FlowEnd::Exit(code) => Ok(code),

@@ -178,6 +178,7 @@ pub fn hello(worker_address: Vec<u8>) -> Hello {
         engine: None,
         nixl: None,
         line_rate_bps: None,
+        readiness: None,
         auth: None,
     }
 }

@@ -118,6 +118,11 @@ pub struct Hello {
     /// line_rate_bps`); absent where nothing is rated. For the physics check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_rate_bps: Option<f64>,
+    /// This side's RDMA readiness as it reads it where it runs (`icb_probe::readiness`, the
+    /// reader `probe node` uses), compared with the peer's before the transfer; absent from a
+    /// peer that reads none (older ic-bench).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<icb_core::readiness::Readiness>,
     /// This side's nonce and token proof (`icb_engine::auth`); absent where no token is in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<HelloAuth>,

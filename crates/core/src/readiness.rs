@@ -254,6 +254,62 @@ pub struct ReadinessComparison {
     pub not_compared: Vec<String>,
 }
 
+/// `pair`'s two sides compared before the transfer (the report's `readiness`): what each side
+/// read where it runs (sent in its hello; absent from a peer that reads none), and what
+/// [`compare`] found. A side not read compares nothing: `not_compared` then says
+/// `not read on decode`, never an agreement.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairReadiness {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill: Option<Readiness>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode: Option<Readiness>,
+    /// Each value the two sides differ on (`a` the prefill side, `b` the decode side).
+    #[serde(default)]
+    pub mismatches: Vec<ReadinessMismatch>,
+    /// What could not be compared, one line each.
+    #[serde(default)]
+    pub not_compared: Vec<String>,
+}
+
+impl PairReadiness {
+    /// Compares what the prefill and decode sides read (either may be absent).
+    pub fn of(prefill: Option<Readiness>, decode: Option<Readiness>) -> PairReadiness {
+        let (mismatches, not_compared) = match (&prefill, &decode) {
+            (Some(p), Some(d)) => {
+                let c = compare("prefill", p, "decode", d);
+                (c.mismatches, c.not_compared)
+            }
+            _ => {
+                let unread: Vec<&str> = [("prefill", &prefill), ("decode", &decode)]
+                    .iter()
+                    .filter(|(_, r)| r.is_none())
+                    .map(|(role, _)| *role)
+                    .collect();
+                (Vec::new(), vec![format!("not read on {}", unread.join(" and "))])
+            }
+        };
+        PairReadiness {
+            prefill,
+            decode,
+            mismatches,
+            not_compared,
+        }
+    }
+
+    /// The sides whose readiness was not read (`prefill`, `decode`).
+    pub fn unread_sides(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.prefill.is_none() {
+            out.push("prefill");
+        }
+        if self.decode.is_none() {
+            out.push("decode");
+        }
+        out
+    }
+}
+
 /// Compares two sides' readiness: ports by name (the pair's two sides name the rail ports they
 /// use), then the node-wide GPUDirect mode. Pure.
 pub fn compare(a_role: &str, a: &Readiness, b_role: &str, b: &Readiness) -> ReadinessComparison {

@@ -24,6 +24,8 @@ pub(crate) const PHASE_SLACK_S: f64 = 30.0;
 
 /// Runs every case of `opts.settings` against the server and returns the judged report.
 pub fn connect(opts: ConnectOptions) -> Result<PairReport, EngineError> {
+    // Read beside UCX's start-up; the hello waits for it.
+    crate::local::prefetch_readiness();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

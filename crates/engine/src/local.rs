@@ -51,6 +51,33 @@ pub fn line_rate_bps() -> Option<f64> {
     *RATE.get_or_init(|| icb_probe::facts::line_rate_bps(&icb_probe::LocalSource::default()))
 }
 
+/// This side's RDMA readiness (`icb_probe::readiness::read_here`: the emulated node's tree in
+/// `IC_BENCH_RAIL_TREE`, else this host), read once per process. [`prefetch_readiness`] starts
+/// the read beside UCX's start-up; a call before it finishes waits for it.
+pub fn readiness() -> icb_core::readiness::Readiness {
+    readiness_cell()
+        .get_or_init(|| {
+            let tree = std::env::var_os(icb_probe::readiness::RAIL_TREE_ENV).map(std::path::PathBuf::from);
+            icb_probe::readiness::read_here(tree.as_deref())
+        })
+        .clone()
+}
+
+fn readiness_cell() -> &'static std::sync::OnceLock<icb_core::readiness::Readiness> {
+    static READINESS: std::sync::OnceLock<icb_core::readiness::Readiness> = std::sync::OnceLock::new();
+    &READINESS
+}
+
+/// Reads [`readiness`] on a thread of its own, so that the hello does not wait for
+/// `ibv_devinfo` after UCX has started.
+pub fn prefetch_readiness() {
+    if readiness_cell().get().is_none() {
+        std::thread::spawn(|| {
+            let _ = readiness();
+        });
+    }
+}
+
 /// CUDA availability as the report states it.
 pub fn cuda_info() -> CudaInfo {
     match icb_memory::cuda_status() {

@@ -4,6 +4,7 @@ use crate::error::EngineError;
 use crate::messages::Hello;
 use crate::options::ConnectOptions;
 use crate::session::peer_info;
+use icb_core::readiness::PairReadiness;
 use icb_core::{CaseResult, Endpoint, PAIR_SCHEMA, PairReport, Placement, Verdict, VerdictStatus};
 use std::time::Instant;
 
@@ -74,6 +75,11 @@ pub fn assemble_report(opts: &ConnectOptions, r: SessionRecord) -> Result<PairRe
         kv: None,
         baseline: None,
         controls: Vec::new(),
+        // Compared before any case ran: each side read its own in its hello.
+        readiness: Some(Box::new(PairReadiness::of(
+            r.mine.readiness.clone(),
+            r.server.readiness.clone(),
+        ))),
     };
     finish_report(&mut report);
     Ok(report)
@@ -121,6 +127,7 @@ mod tests {
             engine: None,
             nixl: None,
             line_rate_bps,
+            readiness: None,
             auth: None,
         }
     }

@@ -23,6 +23,8 @@ const MAX_PHASE: Duration = Duration::from_secs(3600);
 
 /// Runs the server until `--once` finished one client, the idle timeout passed, or an error.
 pub fn serve(opts: ServeOptions) -> Result<(), EngineError> {
+    // Read beside UCX's start-up; the hello waits for it.
+    crate::local::prefetch_readiness();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

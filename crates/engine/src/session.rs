@@ -55,6 +55,7 @@ pub fn local_hello(role: Role, ucx: &LocalUcx, cuda: &CudaInfo, tool: &ToolInfo,
         engine: None,
         nixl: None,
         line_rate_bps: local::line_rate_bps(),
+        readiness: Some(local::readiness()),
         auth: None,
     }
 }
@@ -140,6 +141,7 @@ mod tests {
             engine: engine.map(Into::into),
             nixl: None,
             line_rate_bps: None,
+            readiness: None,
             auth: None,
         }
     }

@@ -28,6 +28,8 @@ const PHASE_SLACK_S: f64 = 30.0;
 /// `opts.settings.window` is replaced by the batches. The caller must leave the process through
 /// [`crate::exit_process`] afterwards.
 pub fn connect(mut opts: ConnectOptions, nixl: NixlOptions) -> Result<PairReport, NixlEngineError> {
+    // Read beside UCX's start-up; the hello waits for it.
+    icb_engine::local::prefetch_readiness();
     validate(&mut opts, &nixl)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -23,6 +23,8 @@ const IDLE_IN_SESSION: Duration = Duration::from_secs(600);
 /// `opts.ucx` is ignored: NIXL brings its own UCX. The caller must leave the process through
 /// [`crate::exit_process`] afterwards.
 pub fn serve(opts: ServeOptions, nixl: NixlOptions) -> Result<(), NixlEngineError> {
+    // Read beside UCX's start-up; the hello waits for it.
+    icb_engine::local::prefetch_readiness();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -28,6 +28,7 @@ pub fn local_hello(role: Role, local: &LocalNixl, cuda: &CudaInfo, tool: &ToolIn
         engine: Some(ENGINE.into()),
         nixl: Some(local.info.clone()),
         line_rate_bps: icb_engine::local::line_rate_bps(),
+        readiness: Some(icb_engine::local::readiness()),
         auth: None,
     }
 }

@@ -121,6 +121,10 @@ pub struct PairPlan {
     /// The recipe's transport variables (`UCX_*`, `NIXL_*`) the sides start with: what a
     /// knobs-off control runs without. Empty: no recipe env applies.
     pub knob_vars: Vec<String>,
+    /// Whether the two sides' RDMA readiness (each read where it runs, sent in its hello) is
+    /// compared into the report and its verdict: false where the caller compares its own way
+    /// (a rails row: each rail's two ports, not the whole nodes').
+    pub compare_readiness: bool,
 }
 
 impl PairPlan {
@@ -140,6 +144,7 @@ impl PairPlan {
             exit_grace: deadlines.exit_grace,
             ucx_config: Vec::new(),
             knob_vars: Vec::new(),
+            compare_readiness: true,
         }
     }
 

@@ -279,6 +279,9 @@ pub async fn run_pair<L: Launcher>(
     let line_rate = report.expectation.line_rate_bps;
     report.expectation = expectation;
     report.expectation.line_rate_bps = report.expectation.line_rate_bps.or(line_rate);
+    if !plan.compare_readiness {
+        report.readiness = None;
+    }
     icb_core::verdict::judge(&mut report);
     let orchestration = started
         .elapsed()

@@ -269,8 +269,14 @@ pub fn gather(src: &dyn NodeSource, opts: &GatherOptions) -> NodeFacts {
         Tool::UcxInfo,
         Tool::Lsmod,
     ];
+    gather_with(src, opts, &tools)
+}
+
+/// [`gather`] running only `tools` (the files are all read): what a caller that needs only part
+/// of the facts pays for (a pair side's readiness runs `ibv_devinfo` alone).
+pub fn gather_with(src: &dyn NodeSource, opts: &GatherOptions, tools: &[Tool]) -> NodeFacts {
     let (mut facts, runs) = std::thread::scope(|s| {
-        let runner = s.spawn(|| src.tools(&tools, opts.tool_timeout));
+        let runner = s.spawn(|| src.tools(tools, opts.tool_timeout));
         let facts = gather_files(src);
         let runs = runner.join().unwrap_or_default();
         (facts, runs)

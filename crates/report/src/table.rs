@@ -116,6 +116,22 @@ fn expectation_line(e: &Expectation, unit: icb_core::model::BandwidthUnit) -> St
 /// Distinct non-ok case findings, so a reason repeated over 20 sizes is read once: in a fitted
 /// view each a diagnostic (`fail[case]: 3 cases, e.g. tag_bw 64 MiB host→host`, then the reason
 /// at full width), in `-o wide` one line each.
+/// What the two sides' RDMA readiness disagrees on, each with its fix; a side whose readiness
+/// was not read is said, never taken as agreeing.
+fn push_readiness(out: &mut String, r: &PairReport, view: View) {
+    let Some(readiness) = r.readiness.as_deref() else {
+        return;
+    };
+    for m in &readiness.mismatches {
+        push_wrapped(out, &format!("readiness: {m}; fix: {}", m.field.fix()), view);
+    }
+    let unread = readiness.unread_sides();
+    if !unread.is_empty() {
+        let text = format!("readiness not compared: not read on {}", unread.join(" and "));
+        push_wrapped(out, &text, view);
+    }
+}
+
 fn push_case_findings(out: &mut String, r: &PairReport, view: View) {
     let mut findings: Vec<(Status, &str, Vec<&CaseResult>)> = Vec::new();
     for c in &r.cases {
@@ -390,6 +406,7 @@ impl TableExporter {
         for w in &r.warnings {
             push_wrapped(&mut out, &format!("warning: {w}"), view);
         }
+        push_readiness(&mut out, r, view);
         if let Some(b) = r.baseline.as_deref() {
             push_wrapped(&mut out, &crate::baseline::summary(b), view);
             for line in crate::baseline::lines(b, view.wide) {

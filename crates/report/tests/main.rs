@@ -16,6 +16,7 @@ mod exporters;
 mod masking;
 mod narrow_tables;
 mod rails_pair;
+mod readiness_text;
 mod schema_doc;
 mod sweep_exporters;
 mod sweep_rails;

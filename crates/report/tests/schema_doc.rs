@@ -36,6 +36,16 @@ fn pair_example_is_a_judged_report() {
     for (a, b) in rejudged.cases.iter().zip(&report.cases) {
         assert_eq!(a.verdict, b.verdict, "case {} {}", a.test, a.size);
     }
+    // The readiness section is what comparing its two sides gives (issue 40).
+    let readiness = report.readiness.as_deref().expect("a readiness section");
+    let compared = icb_core::readiness::PairReadiness::of(readiness.prefill.clone(), readiness.decode.clone());
+    assert_eq!(readiness, &compared);
+    let doc: serde_json::Value = serde_json::from_str(&json[0]).unwrap();
+    assert_eq!(
+        serde_json::to_value(readiness).unwrap(),
+        doc["readiness"],
+        "no field renamed or dropped"
+    );
 }
 
 /// Issue 35 item 4: the controls example is what the types write, and its knobs-off entry's

@@ -118,6 +118,8 @@ fn rails_sweep() -> SweepResults {
         attempt: 1,
         stopped: None,
         baseline: None,
+        node_readiness: Default::default(),
+        fleet: None,
     }
 }
 

@@ -60,6 +60,20 @@ pub struct Sweeper {
     pub cluster: icb_kube::Cluster,
     pub job: PairJob,
     pub token: CancellationToken,
+    /// What each pair's two sides read of their nodes' readiness, by run id, until the sweep
+    /// asks for it ([`PairRunner::readiness`]): the fleet view's input.
+    pub readiness: std::sync::Mutex<std::collections::HashMap<String, icb_core::readiness::PairReadiness>>,
+}
+
+impl Sweeper {
+    pub fn new(cluster: icb_kube::Cluster, job: PairJob, token: CancellationToken) -> Sweeper {
+        Sweeper {
+            cluster,
+            job,
+            token,
+            readiness: Default::default(),
+        }
+    }
 }
 
 impl PairRunner for Sweeper {
@@ -71,6 +85,10 @@ impl PairRunner for Sweeper {
             }
             None => self.measure(pair, self.job.controls_of(pass), run_id, stop).await,
         }
+    }
+
+    fn readiness(&self, run_id: &str) -> Option<icb_core::readiness::PairReadiness> {
+        self.readiness.lock().ok()?.remove(run_id)
     }
 }
 
@@ -113,7 +131,12 @@ impl Sweeper {
             return PairEnd::Interrupted;
         }
         match result {
-            Ok(outcome) => PairEnd::Recorded(Outcome::from_report(&outcome.report)),
+            Ok(outcome) => {
+                if let (Some(read), Ok(mut kept)) = (outcome.report.readiness.clone(), self.readiness.lock()) {
+                    kept.insert(run_id.to_string(), *read);
+                }
+                PairEnd::Recorded(Outcome::from_report(&outcome.report))
+            }
             Err(PairError::Interrupted(_)) => PairEnd::Interrupted,
             // A side killed from outside (often seen first as its peer's lost connection):
             // nothing about either node.

@@ -16,6 +16,7 @@
 //! behind the same exporter trait as pair and probe reports; this crate never renders.
 #![forbid(unsafe_code)]
 
+pub mod fleet;
 pub mod labels;
 pub mod matrix;
 pub mod outcome;

@@ -7,6 +7,7 @@ use crate::score::NodeVerdict;
 use icb_core::model::{Criteria, Direction, TestKind};
 use icb_core::quality::QualityKind;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -285,6 +286,14 @@ pub struct SweepResults {
     /// 21); absent without `--baseline`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Box<icb_core::model::BaselineReport>>,
+    /// Each node's RDMA readiness, as the last pair that ran on it read it (issue 40; kept so
+    /// that `--resume` keeps the fleet view); absent before any pair read one.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_readiness: BTreeMap<String, icb_core::readiness::Readiness>,
+    /// The fleet view of [`SweepResults::node_readiness`]: firmware and MTUs across the nodes,
+    /// the odd ones out named ([`crate::fleet`]); absent before any pair read a readiness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<crate::fleet::FleetView>,
 }
 
 impl SweepResults {
@@ -313,6 +322,21 @@ impl SweepResults {
             attempt: 1,
             stopped: None,
             baseline: None,
+            node_readiness: BTreeMap::new(),
+            fleet: None,
+        }
+    }
+
+    /// Keeps what a pair read of its two nodes' readiness (a side not read keeps what an
+    /// earlier pair read) and recomputes the fleet view.
+    pub fn add_readiness(&mut self, pair: &Pair, read: icb_core::readiness::PairReadiness) {
+        for (node, r) in [(&pair.prefill, read.prefill), (&pair.decode, read.decode)] {
+            if let Some(r) = r {
+                self.node_readiness.insert(node.clone(), r);
+            }
+        }
+        if !self.node_readiness.is_empty() {
+            self.fleet = Some(crate::fleet::fleet_view(&self.nodes, &self.node_readiness));
         }
     }
 

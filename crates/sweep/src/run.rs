@@ -76,6 +76,13 @@ impl Pass {
 #[allow(async_fn_in_trait)]
 pub trait PairRunner {
     async fn run(&self, pair: &Pair, pass: Pass, run_id: &str, stop: &CancellationToken) -> PairEnd;
+
+    /// The RDMA readiness the pair of `run_id` read of its two nodes (each side its own, in its
+    /// hello), asked once after its end is in: the fleet view's input ([`crate::fleet`]).
+    /// `None`: not read (a runner that reads none, a pair that never got that far).
+    fn readiness(&self, _run_id: &str) -> Option<icb_core::readiness::PairReadiness> {
+        None
+    }
 }
 
 /// Where a pass stands when a pair was recorded (the pair is the last of `results.pairs`).
@@ -276,6 +283,9 @@ impl<R: PairRunner, E> Rounds<'_, R, E> {
                 };
                 step.done += 1;
                 step.elapsed = started.elapsed();
+                if let Some(read) = runner.readiness(&run_id) {
+                    results.add_readiness(&pair, read);
+                }
                 let result = PairResult {
                     pair,
                     pass,

@@ -47,6 +47,11 @@ pub struct PairReport {
     /// without `--baseline`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Box<BaselineReport>>,
+    /// Both sides' RDMA readiness (MTUs, GID, link layer, firmware, GPUDirect mode), read where
+    /// each runs before the transfer, and what they disagree on (issue 40). Absent where no
+    /// side's hello was read (a rails or KV run, which compare their own way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Box<crate::readiness::PairReadiness>>,
     /// `--control KIND`: the negative controls run on the same two sides after the main run,
     /// each caught or not (issue 35); absent when none ran.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

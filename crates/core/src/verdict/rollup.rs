@@ -177,6 +177,36 @@ pub fn judge(report: &mut PairReport) {
         report.verdict.hint = Some(hint);
     }
     super::controls::apply(report);
+    readiness_warning(report);
+}
+
+/// A pass whose two sides disagree on their RDMA readiness (an MTU, a GID index, the firmware)
+/// is a warning: the bytes moved, but a difference like that costs speed or falls back under
+/// load. The first difference is named with its fix; a failing verdict keeps its own answer.
+fn readiness_warning(report: &mut PairReport) {
+    let Some(readiness) = report.readiness.as_deref() else {
+        return;
+    };
+    let Some(first) = readiness.mismatches.first().cloned() else {
+        return;
+    };
+    if report.verdict.status != VerdictStatus::Pass {
+        return;
+    }
+    let more = readiness.mismatches.len() - 1;
+    let more = if more > 0 {
+        format!(" (+{more} more)")
+    } else {
+        String::new()
+    };
+    report.verdict.status = VerdictStatus::Warn;
+    report.verdict.reason = format!(
+        "{}; but the two sides' RDMA readiness differs: {first}{more}",
+        report.verdict.reason
+    );
+    if report.verdict.hint.is_none() {
+        report.verdict.hint = Some(first.field.fix().to_string());
+    }
 }
 
 /// Marks `report` as cut short by `reason` (e.g. `interrupted by SIGTERM`): `partial` says so and

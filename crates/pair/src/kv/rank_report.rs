@@ -201,6 +201,7 @@ pub fn assemble(
         kv: None,
         baseline: None,
         controls: Vec::new(),
+        readiness: None,
     };
     report.kv = Some(Box::new(kv));
     judge_kv(&mut report, plan.rows.len(), TcpRate::Assumed);

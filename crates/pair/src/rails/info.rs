@@ -11,10 +11,9 @@ use std::path::Path;
 use std::time::Duration;
 
 /// Test-only: a recorded rail-map tree (a root holding `sys/…`) that `ic-bench rail-info` reads
-/// the rail map from instead of `/sys`. The emulated cluster's node runtime sets it in every
-/// container of a node with emulated rails (whose `/sys` shows only veths); the counters are
-/// still read from the real `/sys`.
-pub const RAIL_TREE_ENV: &str = "IC_BENCH_RAIL_TREE";
+/// the rail map from instead of `/sys` (the emulated cluster sets it; a pair side reads its
+/// readiness from it too); the counters are still read from the real `/sys`.
+pub use icb_probe::readiness::RAIL_TREE_ENV;
 
 /// `node`'s rails: the map from `tree` (a recorded sysfs root) or else this host's sysfs, the
 /// counter devices from `sys_root` (the sysfs where the node's own counters are readable).

@@ -196,11 +196,16 @@ async fn run_phase<S: RailSeam>(
         seam.health(SideRole::Decode).await,
     );
     let progress = RefCell::new(progress);
+    // A rail compares its own two ports (`RailResult::mismatches`), not the whole nodes'.
+    let row_plan = PairPlan {
+        compare_readiness: false,
+        ..plan.pair.clone()
+    };
     let runs = futures::future::join_all(launchers.iter_mut().zip(rows).map(|(launcher, row)| {
-        let progress = &progress;
+        let (progress, row_plan) = (&progress, &row_plan);
         async move {
             let mut each = |p: &CaseProgress| (*progress.borrow_mut())(row, p);
-            run_pair(&plan.pair, launcher, cancel, &mut each).await
+            run_pair(row_plan, launcher, cancel, &mut each).await
         }
     }))
     .await;

@@ -10,11 +10,14 @@
 //! root only, so unprivileged the IOMMU groups tell instead — the kernel puts devices behind one
 //! switch in separate groups only when ACS isolates them.
 
-use crate::facts::{IB_CLASS, NodeFacts};
+use crate::facts::{GatherOptions, IB_CLASS, NodeFacts};
 use crate::rails::{PCI_DEVICES, PciPath};
-use crate::source::NodeSource;
+use crate::source::{LocalSource, NodeSource};
+use crate::tools::Tool;
 use icb_core::rails::{PcieRelation, RailMap};
 use icb_core::readiness::{GdrMode, PcieLink, PortReadiness, Readiness};
+use std::path::Path;
+use std::time::Duration;
 
 pub mod acs;
 pub mod checks;
@@ -139,6 +142,34 @@ pub fn gdr_mode(f: &NodeFacts) -> Option<GdrMode> {
     }
     // Neither, and the module list was read (an unread list could hide peermem).
     f.modules.as_ref().map(|_| GdrMode::None)
+}
+
+/// Test-only: a recorded sysfs tree (a root holding `sys/…`) read instead of this host's. The
+/// emulated cluster's node runtime sets it in every container of a node with emulated rails
+/// (whose own `/sys` shows only veths), so `ic-bench rail-info` and a pair side read that node's
+/// NICs with the unchanged readers.
+pub const RAIL_TREE_ENV: &str = "IC_BENCH_RAIL_TREE";
+
+/// How long `ibv_devinfo` may take when a pair side reads its readiness.
+const SIDE_TOOL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// This process's readiness where it runs, as a `pair` side sends it to its peer: read from
+/// `tree` (an emulated node's recorded tree, [`RAIL_TREE_ENV`]) or else this host, with the
+/// reader `probe node` uses. Only `ibv_devinfo` is run (the active MTUs and firmware): the other
+/// tools tell nothing two sides compare, and each costs a side's start time.
+pub fn read_here(tree: Option<&Path>) -> Readiness {
+    let src = match tree {
+        Some(t) => LocalSource::replay(t),
+        None => LocalSource::default(),
+    };
+    let opts = GatherOptions {
+        tool_timeout: SIDE_TOOL_TIMEOUT,
+        counter_interval: Duration::ZERO,
+    };
+    let facts = crate::facts::gather_with(&src, &opts, &[Tool::IbvDevinfo]);
+    // No rail map: the GPUs' links and Data Direct are per node checks, not compared.
+    let pcie = gather(&src, &facts, None);
+    readiness(&src, &facts, &pcie)
 }
 
 /// This side's readiness: every port's MTU, GID, link layer and firmware, the GPUDirect mode and

@@ -151,6 +151,14 @@ td.rail-cell{{width:42px;height:22px;text-align:center;color:#fff}}.plot{{border
         );
     }
     h.push_str("</table>");
+    // The fleet: firmware and MTUs across the nodes, the odd ones out named (issue 40).
+    if let Some((heading, rest)) = super::fleet::lines(r).split_first() {
+        let _ = write!(h, "<h2>Fleet</h2><p>{}</p><ul id=\"fleet\">", esc(heading));
+        for line in rest {
+            let _ = write!(h, "<li>{}</li>", esc(line.trim()));
+        }
+        h.push_str("</ul>");
+    }
     h.push_str(&super::trend::html(r));
     // Second pass.
     let second: Vec<&PairResult> = r.pairs.iter().filter(|p| p.pass == 2).collect();

@@ -1,6 +1,7 @@
 //! Sweep results (`ic-bench.sweep/v1`) in each format. The [`Exporter`](crate::Exporter) impls of
 //! the format modules call these; what is shared by several of them lives here.
 
+pub(crate) mod fleet;
 pub mod html;
 pub(crate) mod junit;
 pub(crate) mod prometheus;

@@ -43,6 +43,9 @@ pub(crate) fn render(r: &SweepResults, view: View) -> String {
     }
     let mut out = format!("{}\n{t}\n", headline(r, &verdicts));
     bad_rails(&mut out, &verdicts, view);
+    for line in super::fleet::lines(r) {
+        push_wrapped(&mut out, &line, view);
+    }
     if let Some(b) = r.baseline.as_deref() {
         push_wrapped(&mut out, &crate::baseline::summary(b), view);
         for line in crate::baseline::lines(b, view.wide) {

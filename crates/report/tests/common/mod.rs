@@ -170,6 +170,7 @@ fn report(
         kv: None,
         baseline: None,
         controls: Vec::new(),
+        readiness: None,
     };
     judge(&mut r);
     r

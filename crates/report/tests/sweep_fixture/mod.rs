@@ -125,5 +125,7 @@ pub fn fixture() -> SweepResults {
         attempt: 1,
         stopped: None,
         baseline: None,
+        node_readiness: Default::default(),
+        fleet: None,
     }
 }

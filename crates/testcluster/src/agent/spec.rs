@@ -125,11 +125,16 @@ pub(super) fn container_env(
 pub(super) fn filesystem_env(pod: &Pod, c: &Container, pod_dir: &Path, env: &mut BTreeMap<String, String>) {
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_ref());
     let mut mapped: Vec<(String, PathBuf)> = Vec::new();
+    let mut host_paths: Vec<(String, PathBuf)> = Vec::new();
     for m in c.volume_mounts.iter().flatten() {
-        let empty_dir = volumes
-            .into_iter()
-            .flatten()
-            .any(|v| v.name == m.name && v.empty_dir.is_some());
+        let volume = volumes.into_iter().flatten().find(|v| v.name == m.name);
+        if let Some(host) = volume.and_then(|v| v.host_path.as_ref()) {
+            if let Some(path) = node_host_path(&host.path, env) {
+                host_paths.push((m.mount_path.trim_end_matches('/').to_string(), path));
+            }
+            continue;
+        }
+        let empty_dir = volume.is_some_and(|v| v.empty_dir.is_some());
         if !empty_dir || m.mount_path == icb_core::fabric::shm::DEV_SHM {
             continue;
         }
@@ -140,7 +145,7 @@ pub(super) fn filesystem_env(pod: &Pod, c: &Container, pod_dir: &Path, env: &mut
         mapped.push((m.mount_path.trim_end_matches('/').to_string(), dir));
     }
     let map = |value: &str| -> Option<String> {
-        mapped.iter().find_map(|(at, dir)| {
+        mapped.iter().chain(&host_paths).find_map(|(at, dir)| {
             let rest = value.strip_prefix(at.as_str())?;
             (rest.is_empty() || rest.starts_with('/')).then(|| format!("{}{rest}", dir.display()))
         })
@@ -171,6 +176,21 @@ pub(super) fn filesystem_env(pod: &Pod, c: &Container, pod_dir: &Path, env: &mut
         if !inside {
             env.insert(name.to_string(), format!("{}{value}", blocker.display()));
         }
+    }
+}
+
+/// Where a hostPath volume's `path` is on this emulated node, for the env values that name its
+/// mount path (`ICB_SYS=/host/sys` of a probe pod): `/sys` and below on a node with emulated
+/// rails is its recorded tree (its NICs' sysfs; a real node's probe pod reads its NICs there).
+/// Other host paths are not emulated (`None`: the values stay as the pod wrote them).
+fn node_host_path(path: &str, env: &BTreeMap<String, String>) -> Option<PathBuf> {
+    let tree = PathBuf::from(env.get(crate::RAIL_TREE_ENV)?);
+    let rest = path.strip_prefix("/sys")?;
+    let sys = tree.join("sys");
+    match rest.strip_prefix('/') {
+        _ if rest.is_empty() => Some(sys),
+        Some(below) => Some(sys.join(below)),
+        None => None, // `/sysfoo`: another path.
     }
 }
 
@@ -229,6 +249,41 @@ mod tests {
         assert_eq!(expand("$(B)", &env), "$(B)");
         assert_eq!(expand("$$(A)", &env), "$(A)");
         assert_eq!(expand("$", &env), "$");
+    }
+
+    #[test]
+    fn a_host_sys_mount_on_a_node_with_rails_is_its_recorded_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "probe"},
+            "spec": {"containers": [], "volumes": [
+                {"name": "host-sys", "hostPath": {"path": "/sys"}},
+                {"name": "host-dev", "hostPath": {"path": "/dev"}}]}
+        }))
+        .unwrap();
+        let c: Container = serde_json::from_value(serde_json::json!({"name": "c",
+            "env": [{"name": "ICB_SYS", "value": "/host/sys"}, {"name": "ICB_DEV", "value": "/host/dev"}],
+            "volumeMounts": [{"name": "host-sys", "mountPath": "/host/sys"},
+                             {"name": "host-dev", "mountPath": "/host/dev"}]}))
+        .unwrap();
+        let base = |tree: Option<&str>| -> BTreeMap<String, String> {
+            let mut env: BTreeMap<String, String> = [
+                ("ICB_SYS".to_string(), "/host/sys".to_string()),
+                ("ICB_DEV".to_string(), "/host/dev".to_string()),
+            ]
+            .into();
+            if let Some(t) = tree {
+                env.insert(crate::RAIL_TREE_ENV.to_string(), t.to_string());
+            }
+            env
+        };
+        let mut env = base(Some("/tmp/run-rails/gpu-1"));
+        filesystem_env(&pod, &c, dir.path(), &mut env);
+        assert_eq!(env["ICB_SYS"], "/tmp/run-rails/gpu-1/sys");
+        assert_eq!(env["ICB_DEV"], "/host/dev", "only /sys is emulated");
+        let mut env = base(None);
+        filesystem_env(&pod, &c, dir.path(), &mut env);
+        assert_eq!(env["ICB_SYS"], "/host/sys", "a node without rails is left alone");
     }
 
     #[test]
