@@ -30,6 +30,46 @@ fn geometry<'a>(model: &'a str, isl: &'a str, (a, b): (&'a str, &'a str), extra:
     args
 }
 
+/// The `--export-collectivex` file of a run with every extra run: a `kv-transfer` document on
+/// the NIXL engine whose rows are, in order, the paged request (pull, batch 1, its cold
+/// preparation), a row per burst of 2 or more in flight, the other operation (push) and the bulk
+/// row, each with the request's bytes and its data paths.
+fn assert_collectivex_rows(file: &std::path::Path, kv: &KvOutcome) {
+    let text = std::fs::read_to_string(file).expect("the --export-collectivex file");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("a JSON document");
+    assert_eq!(doc["suite"], "kv-transfer", "{doc}");
+    assert_eq!(doc["implementation"]["name"], "nixl", "{doc}");
+    let rows = doc["measurement"]["rows"].as_array().expect("rows");
+    let bursts = kv.bursts.as_ref().expect("the bursts");
+    let burst_rows = bursts.sizes.iter().filter(|b| b.requests >= 2).count();
+    assert_eq!(rows.len(), 1 + burst_rows + 2, "{doc}");
+    let kinds: Vec<(&str, &str, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap(),
+                r["op"].as_str().unwrap(),
+                r["batch"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(kinds[0], ("paged", "pull", 1), "{doc}");
+    assert!(rows[0]["prep_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{doc}");
+    assert_eq!(kinds[rows.len() - 2], ("paged", "push", 1), "{doc}");
+    assert_eq!(kinds[rows.len() - 1].0, "bulk", "{doc}");
+    for (row, b) in rows[1..=burst_rows]
+        .iter()
+        .zip(bursts.sizes.iter().filter(|b| b.requests >= 2))
+    {
+        assert_eq!(row["batch"].as_u64(), Some(u64::from(b.requests)), "{doc}");
+    }
+    for row in rows {
+        assert_eq!(row["req_bytes"].as_u64(), Some(kv.bytes_moved_per_request), "{row}");
+        assert!(row["data_paths"].as_array().is_some_and(|p| !p.is_empty()), "{row}");
+        assert_eq!(row["verify"]["passed"], true, "{row}");
+    }
+}
+
 /// Asserts the run passed (exit 0); its report and the report's KV section.
 fn kv_of(ran: &Ran) -> (PairReport, KvOutcome) {
     let report = ran.report_after(0);
@@ -184,8 +224,14 @@ fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
         "--recipe",
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gate/kv.yaml"),
     ];
-    let ran = kv_run(&geometry("llama-3.1-8b", "64", ("4", "2"), &recipe), &[]);
+    // Beside the JSON report, the same run as CollectiveX kv-transfer rows (docs/collectivex.md).
+    let rows_dir = tempfile::tempdir().unwrap();
+    let rows_file = rows_dir.path().join("kv-rows.json");
+    let mut args = geometry("llama-3.1-8b", "64", ("4", "2"), &recipe);
+    args.extend(["--export-collectivex", rows_file.to_str().unwrap()]);
+    let ran = kv_run(&args, &[]);
     let (report, kv) = kv_of(&ran);
+    assert_collectivex_rows(&rows_file, &kv);
     assert_eq!(kv.kv_bytes_per_request, 8 << 20);
     assert_eq!(kv.bytes_moved_per_request, 8 << 20);
     assert_eq!(kv.descriptors_per_request, 1024);
@@ -232,8 +278,16 @@ fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
 #[test]
 fn gqa_decode_tp_above_the_kv_heads_reads_each_replica_from_its_head() {
     let _one = serial();
-    let ran = kv_run(&geometry("qwen3-235b-a22b", "32", ("2", "8"), &[]), &[]);
+    // No run after the paged one (`--kv-extra-runs none`): ten ranks are this test's point.
+    let ran = kv_run(
+        &geometry("qwen3-235b-a22b", "32", ("2", "8"), &["--kv-extra-runs", "none"]),
+        &[],
+    );
     let (_, kv) = kv_of(&ran);
+    assert!(
+        kv.bulk.is_none() && kv.bursts.is_none() && kv.directions.is_none(),
+        "{kv:?}"
+    );
     assert_eq!(kv.peers.len(), 8);
     for p in &kv.peers {
         assert_eq!(p.prefill_rank, p.decode_rank / 4, "{p:?}");
@@ -252,9 +306,21 @@ fn gqa_decode_tp_above_the_kv_heads_reads_each_replica_from_its_head() {
 #[test]
 fn mla_write_pushes_the_latent_once_and_the_descriptor_sweep_runs() {
     let _one = serial();
-    let extra = ["--page-size", "64", "--kv-op", "write", "--kv-descriptor-sweep", "100"];
+    let extra = [
+        "--page-size",
+        "64",
+        "--kv-op",
+        "write",
+        "--kv-descriptor-sweep",
+        "100",
+        "--kv-extra-runs",
+        "bulk",
+    ];
     let ran = kv_run(&geometry("deepseek-v3", "128", ("2", "1"), &extra), &[]);
     let (_, kv) = kv_of(&ran);
+    // `--kv-extra-runs bulk`: the bulk row, and neither the bursts nor the read.
+    assert_bulk_row(&kv);
+    assert!(kv.bursts.is_none() && kv.directions.is_none(), "{kv:?}");
     assert_eq!(kv.op, "write");
     assert_eq!(kv.peers.len(), 1);
     let p = &kv.peers[0];
@@ -316,7 +382,7 @@ fn the_ucx_engine_moves_the_same_geometry_per_rank_where_nixl_is_absent() {
 #[test]
 fn engine_ucx_writes_prefill_tp_above_decode_tp_per_rank_even_where_nixl_loads() {
     let _one = serial();
-    let extra = ["--engine", "ucx", "--kv-op", "write"];
+    let extra = ["--engine", "ucx", "--kv-op", "write", "--kv-extra-runs", "none"];
     let ran = kv_run(&geometry("llama-3.1-8b", "64", ("4", "2"), &extra), &[]);
     let (report, kv) = kv_of(&ran);
     assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Ucx));
@@ -351,7 +417,16 @@ fn engine_ucx_writes_prefill_tp_above_decode_tp_per_rank_even_where_nixl_loads()
 fn max_kv_ms_fails_the_verdict_with_exit_1() {
     let _one = serial();
     let ran = kv_run(
-        &["--kv-shape", "llama-3.1-8b", "--isl", "16", "--max-kv-ms", "0.000001"],
+        &[
+            "--kv-shape",
+            "llama-3.1-8b",
+            "--isl",
+            "16",
+            "--max-kv-ms",
+            "0.000001",
+            "--kv-extra-runs",
+            "none",
+        ],
         &[],
     );
     let report = ran.report_after(1);
@@ -371,7 +446,7 @@ fn bad_kv_input_is_one_line_and_exit_2() {
     let config = dir.path().join("config.json");
     std::fs::write(&config, r#"{"num_hidden_layers": 4}"#).unwrap();
     let config = config.to_str().unwrap();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &["--kv-shape", "llama-9"],
             "unknown model 'llama-9': use one of llama-3.1-8b",
@@ -397,6 +472,10 @@ fn bad_kv_input_is_one_line_and_exit_2() {
                 "host-host,cuda-cuda",
             ],
             "--kv-shape moves one memory pair",
+        ),
+        (
+            &["--kv-shape", "llama-3.1-8b", "--kv-extra-runs", "bulk,bulk"],
+            "bad --kv-extra-runs 'bulk,bulk': give all, none, or a comma list of bulk, bursts, other-op",
         ),
     ];
     for (args, want) in cases {
@@ -424,7 +503,15 @@ fn ranks_on_two_emulated_nodes_gather_across_the_veth() {
     ];
     for (extra, engine, (a, b)) in runs {
         let (tp_a, tp_b) = (a.to_string(), b.to_string());
-        let mut args = vec!["--isolation", "node", "--allow-tcp", "--min-host-bw", "0.001"];
+        let mut args = vec![
+            "--isolation",
+            "node",
+            "--allow-tcp",
+            "--min-host-bw",
+            "0.001",
+            "--kv-extra-runs",
+            "none",
+        ];
         args.extend(geometry("llama-3.1-8b", "32", (&tp_a, &tp_b), extra));
         let ran = kv_run(&args, &[]);
         let (report, kv) = kv_of(&ran);

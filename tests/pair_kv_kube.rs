@@ -130,6 +130,7 @@ fn one_node_runs_per_rank_in_two_pods_shaped_by_the_flags() {
     let mut args = kv_args("2", "1", ["0.1", "0.5"]);
     args[3] = "node/gpu-1";
     args.extend(["--host-ipc", "--host-pid", "--gpus", "2", "--rdma", "none"]);
+    args.extend(["--kv-extra-runs", "none"]);
     let run = run_pair(&cluster, &args, Duration::from_secs(240));
     let (report, kv) = kv_report(&run);
     assert!(kv.synchronised, "not the per-rank model: {kv:?}");
@@ -199,7 +200,9 @@ fn ranks_in_pods_run_on_the_numa_node_chosen_from_the_pods_view() {
         let nic = tree.join("sys/class/infiniband/mlx5_0/device/numa_node");
         std::fs::write(&nic, format!("{nic_numa}\n")).unwrap();
     }
-    let run = run_pair(&cluster, &kv_args("2", "1", ["0.1", "0.5"]), Duration::from_secs(240));
+    let mut args = kv_args("2", "1", ["0.1", "0.5"]);
+    args.extend(["--kv-extra-runs", "none"]);
+    let run = run_pair(&cluster, &args, Duration::from_secs(240));
     let (report, kv) = kv_report(&run);
     assert_ranks_on_two_nodes(&report, &kv, (2, 1), EngineKind::Nixl);
     for r in &kv.ranks {
@@ -225,6 +228,7 @@ fn worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers() {
     let mut args = kv_args("2", "1", ["0.1", "0.5"]);
     args[1] = "pod/prefill-0";
     args[3] = "pod/decode-0";
+    args.extend(["--kv-extra-runs", "none"]);
     let run = run_pair(&cluster, &args, Duration::from_secs(240));
     let (report, kv) = kv_report(&run);
     assert_eq!(kv.bytes_moved_per_request, 4 << 20);
@@ -362,7 +366,7 @@ fn a_kv_tcp_control_runs_in_pods_of_its_own_and_is_caught() {
         return;
     };
     let mut args = kv_args("1", "1", ["0.1", "0.5"]);
-    args.extend(["--control", "tcp"]);
+    args.extend(["--control", "tcp", "--kv-extra-runs", "none"]);
     let run = run_pair(&cluster, &args, Duration::from_secs(240));
     let (report, kv) = kv_report(&run);
     assert_eq!(report.controls.len(), 1, "{:?}", report.controls);
@@ -392,12 +396,14 @@ fn a_kv_tcp_control_runs_in_pods_of_its_own_and_is_caught() {
         .iter()
         .filter_map(|p| p.metadata.name.clone())
         .collect();
-    // The main run's two pods, the control's two (`-c1-`), the bulk row's two (`-c2-`), the
-    // bursts' two (`-c3-`) and the other operation's two (`-c4-`).
-    assert_eq!(names.len(), 10, "{names:?}");
-    for run in ["-c1-", "-c2-", "-c3-", "-c4-"] {
-        assert_eq!(names.iter().filter(|n| n.contains(run)).count(), 2, "{run}: {names:?}");
-    }
+    // The main run's two pods and the control's two (`-c1-`); with `--kv-extra-runs none`, no
+    // bulk row (`-c2-`), bursts (`-c3-`) or other operation (`-c4-`).
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(names.iter().filter(|n| n.contains("-c1-")).count(), 2, "{names:?}");
+    assert!(
+        kv.bulk.is_none() && kv.bursts.is_none() && kv.directions.is_none(),
+        "{kv:?}"
+    );
     assert_nothing_left(&cluster);
 }
 

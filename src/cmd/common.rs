@@ -428,7 +428,10 @@ pub fn emit_interrupted(
     output.emit(&icb_report::render_pair(&report, output.format)?)?;
     output.write_exports(icb_report::Report::Pair(&report))?;
     // Through anyhow, so that `{:#}` still prints the chain of causes (a SQLite error's own).
-    if let Some(e) = history.and_then(|h| h.record_interrupted(&report)).map(anyhow::Error::from) {
+    if let Some(e) = history
+        .and_then(|h| h.record_interrupted(&report))
+        .map(anyhow::Error::from)
+    {
         eprintln!("ic-bench: warning: the partial report is written but not recorded: {e:#}");
     }
     Ok(interrupt.report(&line))

@@ -11,7 +11,7 @@ use super::pair_rails_kube::node_pods_start;
 use icb_kube::PodOptions;
 use icb_kv::{KvFlags, KvShapeText};
 use icb_pair::PairPlan;
-use icb_pair::kv::{KvHost, KvOp, KvOptions, KvTarget};
+use icb_pair::kv::{KvExtraRuns, KvHost, KvOp, KvOptions, KvTarget};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct KvArgs {
@@ -36,6 +36,11 @@ pub struct KvArgs {
     #[arg(long, value_name = "MAX", requires = "kv_shape", num_args = 0..=1, default_missing_value = "100000",
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub kv_descriptor_sweep: Option<u64>,
+
+    /// With --kv-shape: the runs after the paged one, each on fresh ranks: all, none, or a list
+    /// of bulk (one contiguous transfer), bursts (1-64 in flight), other-op [default: all]
+    #[arg(long, value_name = "RUNS", requires = "kv_shape", value_parser = parse_extra_runs)]
+    pub kv_extra_runs: Option<KvExtraRuns>,
 }
 
 /// A model's KV geometry besides the model itself: the flags `pair --kv-shape` and `probe serving
@@ -78,6 +83,10 @@ impl KvGeometryArgs {
 
 fn parse_op(s: &str) -> Result<KvOp, String> {
     s.parse()
+}
+
+fn parse_extra_runs(s: &str) -> Result<KvExtraRuns, String> {
+    s.parse().map_err(|e: icb_pair::kv::BadExtraRuns| e.to_string())
 }
 
 fn parse_ms(s: &str) -> Result<f64, String> {
@@ -155,6 +164,7 @@ fn kv_options(args: &super::pair::Args) -> KvOptions {
         max_kv_ms: args.kv.max_kv_ms,
         sweep_max: args.kv.kv_descriptor_sweep.or(full),
         sweep_rank_bytes: icb_pair::kv::MAX_RANK_BYTES,
+        extra: args.kv.kv_extra_runs.unwrap_or_default(),
     }
 }
 

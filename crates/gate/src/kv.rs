@@ -147,13 +147,11 @@ pub(crate) async fn pair(
         max_kv_ms: kv.max_kv_ms,
         sweep_max: kv.sweep_max,
         sweep_rank_bytes: icb_pair::kv::MAX_RANK_BYTES,
+        // The bulk row, the bursts and the other operation are `pair --kv-shape`'s: the gate's
+        // budget covers the paged request only.
+        extra: icb_pair::kv::KvExtraRuns::NONE,
     };
-    let mut kv_plan = KvPlan::with_options(plan, request, &options);
-    // The bulk row, the bursts and the other operation are `pair --kv-shape`'s: the gate's
-    // budget covers the paged request only.
-    kv_plan.bulk = false;
-    kv_plan.bursts = false;
-    kv_plan.both_ops = false;
+    let kv_plan = KvPlan::with_options(plan, request, &options);
     let left = site.deadline.saturating_duration_since(tokio::time::Instant::now());
     let timeout = site.cluster.request_timeout();
     let pods = ranks_pods(

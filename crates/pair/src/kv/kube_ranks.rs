@@ -477,6 +477,7 @@ mod tests {
             max_kv_ms: Some(5.0),
             sweep_max: Some(100),
             sweep_rank_bytes: super::super::MAX_RANK_BYTES,
+            extra: super::super::KvExtraRuns::ALL,
         };
         let kv = kv_plan(&kv_options);
         assert_eq!((kv.max_kv_ms, kv.engine), (Some(5.0), icb_core::EngineKind::Nixl));

@@ -94,6 +94,69 @@ pub struct KvOptions {
     /// The most bytes one side of the sweep may hold ([`MAX_RANK_BYTES`], or on one host
     /// [`local_rank_limit`]): the sweep's counts stop below it.
     pub sweep_rank_bytes: u64,
+    /// `--kv-extra-runs`: the runs after the paged one ([`KvExtraRuns::ALL`] for `pair`,
+    /// [`KvExtraRuns::NONE`] in `gate`, whose budget covers the paged request only).
+    pub extra: KvExtraRuns,
+}
+
+/// The runs `pair --kv-shape` makes after the paged one, each on fresh ranks: the bulk row
+/// ([`bulk`]), the bursts ([`bursts`]) and the other operation ([`directions`]). Each costs about
+/// as long as a short paged run (2-3 s here), so `--kv-extra-runs` lets a quick check leave them out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KvExtraRuns {
+    pub bulk: bool,
+    pub bursts: bool,
+    pub other_op: bool,
+}
+
+impl KvExtraRuns {
+    pub const ALL: KvExtraRuns = KvExtraRuns {
+        bulk: true,
+        bursts: true,
+        other_op: true,
+    };
+    pub const NONE: KvExtraRuns = KvExtraRuns {
+        bulk: false,
+        bursts: false,
+        other_op: false,
+    };
+}
+
+impl Default for KvExtraRuns {
+    fn default() -> Self {
+        KvExtraRuns::ALL
+    }
+}
+
+/// A `--kv-extra-runs` value that names no run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad --kv-extra-runs '{0}': give all, none, or a comma list of bulk, bursts, other-op")]
+pub struct BadExtraRuns(pub String);
+
+impl std::str::FromStr for KvExtraRuns {
+    type Err = BadExtraRuns;
+
+    /// `all`, `none`, or a comma list of `bulk`, `bursts`, `other-op` (each at most once).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "all" => return Ok(KvExtraRuns::ALL),
+            "none" => return Ok(KvExtraRuns::NONE),
+            _ => {}
+        }
+        let mut runs = KvExtraRuns::NONE;
+        for word in s.split(',').map(str::trim) {
+            let slot = match word {
+                "bulk" => &mut runs.bulk,
+                "bursts" => &mut runs.bursts,
+                "other-op" => &mut runs.other_op,
+                _ => return Err(BadExtraRuns(s.to_string())),
+            };
+            if std::mem::replace(slot, true) {
+                return Err(BadExtraRuns(s.to_string()));
+            }
+        }
+        Ok(runs)
+    }
 }
 
 impl KvPlan {
@@ -132,6 +195,9 @@ impl KvPlan {
         plan.engine = options.engine;
         plan.max_kv_ms = options.max_kv_ms;
         plan.rank_limit = options.sweep_rank_bytes;
+        plan.bulk = options.extra.bulk;
+        plan.bursts = options.extra.bursts;
+        plan.both_ops = options.extra.other_op;
         if let Some(max) = options.sweep_max {
             plan.sweep = sweep_counts(max, plan.sweep_block, options.sweep_rank_bytes);
         }
@@ -309,4 +375,31 @@ pub async fn run_kv_ranks<R: ranks::RankSeam, S: KvSeam>(
     }
     outcome.report.duration_s = started.elapsed().as_secs_f64();
     Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{BadExtraRuns, KvExtraRuns};
+
+    #[test]
+    fn extra_runs_read_all_none_or_a_list_and_refuse_anything_else_whole() {
+        let read = |s: &str| s.parse::<KvExtraRuns>();
+        assert_eq!(read("all"), Ok(KvExtraRuns::ALL));
+        assert_eq!(read("none"), Ok(KvExtraRuns::NONE));
+        let some = KvExtraRuns {
+            bulk: true,
+            bursts: false,
+            other_op: true,
+        };
+        assert_eq!(read("bulk,other-op"), Ok(some));
+        assert_eq!(read(" other-op , bulk "), Ok(some));
+        for bad in ["", "bulk,", "bulk,bulk", "all,bulk", "burst", "none,bursts"] {
+            assert_eq!(read(bad), Err(BadExtraRuns(bad.to_string())), "{bad:?}");
+        }
+        assert_eq!(
+            BadExtraRuns("x".into()).to_string(),
+            "bad --kv-extra-runs 'x': give all, none, or a comma list of bulk, bursts, other-op"
+        );
+        assert_eq!(KvExtraRuns::default(), KvExtraRuns::ALL);
+    }
 }

@@ -175,6 +175,7 @@ mod tests {
             max_kv_ms: Some(5.0),
             sweep_max: Some(1000),
             sweep_rank_bytes: 1,
+            extra: super::super::KvExtraRuns::ALL,
         }
     }
 
