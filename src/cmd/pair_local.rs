@@ -107,12 +107,13 @@ pub fn recipe_connector(
     }
     let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
     let (_, roles) = icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default())?;
-    Ok(match role {
+    let source = format!("the recipe {}", paths.join(", "));
+    Ok(Some(match role {
         Some(r) => {
-            icb_pair::kv::directions::connector_of(&roles.for_side(icb_recipe::Role::Decode, Some(r))?.env.engine)
+            icb_pair::kv::directions::role_connector(roles.for_side(icb_recipe::Role::Decode, Some(r))?, &source)
         }
-        None => icb_pair::kv::directions::recipe_connector(&roles),
-    })
+        None => icb_pair::kv::directions::recipe_connector(&roles, &source),
+    }))
 }
 
 pub fn run(cmd: &PairCommand, opts: LocalOptions) -> anyhow::Result<i32> {
