@@ -26,6 +26,7 @@ mod pod_security_kube;
 mod preflight_kube;
 mod probe_env_kube;
 mod probe_kube;
+mod probe_serving_kube;
 mod signals_at_every_step;
 mod sweep_conditions;
 mod sweep_controls_kube;

@@ -16,6 +16,15 @@ pub struct ServingArgs {
     #[arg(long, value_name = "URL")]
     pub endpoint: Vec<String>,
 
+    /// The serving recipe: its prefill/decode workers' pods are listed through the API (read-only)
+    /// and each pod's metrics endpoint (container port `metrics`, else the `prometheus.io/port`
+    /// annotation) read once; repeatable
+    #[arg(long, value_name = "FILE")]
+    pub recipe: Vec<String>,
+
+    #[command(flatten)]
+    pub cluster: super::kube_args::ClusterArgs,
+
     /// TensorRT-LLM's KV timing files (rank_R_send.csv / rank_R_recv.csv, or their directory:
     /// TRTLLM_KVCACHE_TIME_OUTPUT_PATH); all given are one deployment's ranks
     #[arg(long, value_name = "FILE|DIR")]
@@ -91,6 +100,14 @@ impl ServingArgs {
             sources.push(Source::TrtllmCsv(self.trtllm_csv.clone()));
         }
         sources.extend(self.prometheus.iter().cloned().map(Source::Prometheus));
+        if !self.recipe.is_empty() {
+            let others_given = !sources.is_empty();
+            sources.extend(super::serving_pods::discover(
+                &self.recipe,
+                &self.cluster,
+                others_given,
+            )?);
+        }
         let kv = self.kv()?;
         let decode_tp = self.geometry.decode_tp.as_deref().and_then(|t| t.parse().ok());
         Ok(Options {

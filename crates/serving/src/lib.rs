@@ -73,7 +73,9 @@ pub fn parse_line_rate(s: &str) -> Result<f64, FlagError> {
 /// Why nothing could be judged (exit 2): one line per source.
 #[derive(Debug, thiserror::Error)]
 pub enum ServingError {
-    #[error("give at least one of --metrics FILE, --endpoint URL, --trtllm-csv FILE|DIR, --prometheus URL")]
+    #[error(
+        "give at least one of --metrics FILE, --endpoint URL, --trtllm-csv FILE|DIR, --prometheus URL, --recipe FILE"
+    )]
     NoSource,
     #[error("nothing could be read:\n  {}", .0.join("\n  "))]
     NothingRead(Vec<String>),

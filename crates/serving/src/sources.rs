@@ -20,6 +20,12 @@ pub enum Source {
     TrtllmCsv(Vec<PathBuf>),
     /// `--prometheus URL`: the server's increase over the window.
     Prometheus(String),
+    /// `--recipe FILE`: a worker pod's metrics endpoint found through the API, read once like
+    /// `--endpoint`, labelled with the pod's name.
+    Pod { pod: String, url: String },
+    /// `--recipe FILE`: a worker pod found whose endpoint could not be known (not running, no IP,
+    /// no metrics port): one "not read" line, never a pass.
+    PodUnreadable { pod: String, why: String },
 }
 
 type Read = (Vec<EngineFigures>, Vec<Finding>);
@@ -34,6 +40,8 @@ impl Source {
                 ps.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(",")
             ),
             Source::Prometheus(u) => format!("prometheus:{u} (window {window})"),
+            Source::Pod { pod, url } => format!("pod:{pod} ({url})"),
+            Source::PodUnreadable { pod, .. } => format!("pod:{pod}"),
         }
     }
 
@@ -48,6 +56,20 @@ impl Source {
                 let text = crate::http::get(u, deadline).map_err(SourceError::Endpoint)?;
                 text_figures(&text, ctx).map_err(|why| SourceError::EndpointText { url: u.clone(), why })
             }
+            Source::Pod { pod, url } => {
+                let text = crate::http::get(url, deadline).map_err(|why| SourceError::Pod {
+                    pod: pod.clone(),
+                    why: why.to_string(),
+                })?;
+                text_figures(&text, ctx).map_err(|why| SourceError::Pod {
+                    pod: pod.clone(),
+                    why: format!("{url}: line {}: {}", why.line, why.why),
+                })
+            }
+            Source::PodUnreadable { pod, why } => Err(SourceError::Pod {
+                pod: pod.clone(),
+                why: why.clone(),
+            }),
             Source::Prometheus(u) => {
                 let samples = crate::prom::samples(u, window, deadline)?;
                 Ok(engines::read(&samples, ctx))
@@ -72,6 +94,8 @@ pub enum SourceError {
     Endpoint(crate::http::HttpError),
     #[error("--endpoint {url}: line {}: {}", why.line, why.why)]
     EndpointText { url: String, why: LineError },
+    #[error("pod {pod}: not read: {why}")]
+    Pod { pod: String, why: String },
     #[error(transparent)]
     Prometheus(#[from] crate::prom::PromError),
     #[error("--trtllm-csv {}: {why}", path.display())]
@@ -142,4 +166,40 @@ pub fn finding_checks(label: &str, findings: &[Finding]) -> Vec<Check> {
             },
         })
         .collect()
+}
+
+#[cfg(test)]
+mod pod_tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_not_read_is_one_line_naming_it_and_a_pod_read_is_labelled_with_its_name() {
+        let ctx = Context { tp: 1, op: None };
+        let unread = Source::PodUnreadable {
+            pod: "decode-0".into(),
+            why: "not running (phase Pending)".into(),
+        };
+        assert_eq!(unread.label("5m"), "pod:decode-0");
+        let e = unread.read(&ctx, "5m", Duration::from_secs(1)).unwrap_err();
+        assert!(matches!(e, SourceError::Pod { .. }));
+        assert_eq!(e.to_string(), "pod decode-0: not read: not running (phase Pending)");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let down = Source::Pod {
+            pod: "decode-1".into(),
+            url: format!("http://127.0.0.1:{port}/metrics"),
+        };
+        assert_eq!(
+            down.label("5m"),
+            format!("pod:decode-1 (http://127.0.0.1:{port}/metrics)")
+        );
+        let e = down.read(&ctx, "5m", Duration::from_secs(5)).unwrap_err();
+        assert!(
+            e.to_string().starts_with("pod decode-1: not read: http://127.0.0.1:"),
+            "{e}"
+        );
+    }
 }
