@@ -192,7 +192,7 @@ fn target(
 ) -> anyhow::Result<PairTarget> {
     Ok(if args.kv.wanted() {
         let mut kv = super::pair_kv::target(args, pods, plan)?;
-        kv.plan.connector = super::pair_local::recipe_connector(&args.recipe, args.role.as_deref())?;
+        kv.read_recipe_connector(&args.recipe, args.role.as_deref())?;
         PairTarget::Kv(Box::new(kv))
     } else if args.rails.wanted() && !args.local {
         PairTarget::KubeRails(Box::new(super::pair_rails_kube::target(args, pods, plan)?))
