@@ -1,7 +1,6 @@
 //! `ic-bench serve`: the decode side, like ucx_perftest started without a peer address.
 
 use super::common::{EngineArgs, UcxArgs};
-use icb_core::EngineKind;
 use icb_core::protocol::SideWriter;
 use std::time::Duration;
 
@@ -84,12 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         cancel: Some(interrupt.token().clone()),
         guard,
     };
-    let result = match args.engine.engine {
-        EngineKind::Ucx => icb_engine::serve(opts),
-        EngineKind::Nixl => icb_nixl_engine::serve(opts, args.engine.nixl_options())
-            .map_err(icb_nixl_engine::NixlEngineError::into_engine_error),
-    };
-    match result {
+    match super::connect::engine_choice(&args.engine).serve(opts) {
         Ok(()) => Ok(icb_core::exit::OK),
         Err(icb_engine::EngineError::Interrupted) => Ok(interrupt.report("the server stopped")),
         Err(e) => {
