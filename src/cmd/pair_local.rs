@@ -1,11 +1,9 @@
 //! `ic-bench pair --local`: the pair pipeline with the local launcher (two processes of this
 //! binary, optionally isolated like pods or nodes: `icb_isolate::Isolation`).
 
-use super::interrupt::Interrupt;
-use super::pair::PairCommand;
 use anyhow::Context as _;
 use icb_isolate::Isolation;
-use icb_pair::local::{LocalLauncher, LocalOptions};
+use icb_pair::local::LocalOptions;
 use icb_pair::{Deadlines, PairPlan};
 use std::time::Duration;
 
@@ -86,14 +84,5 @@ pub fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<icb_pa
     Ok(icb_pair::local::RecipeEnv {
         prefill: env(icb_recipe::Role::Prefill)?,
         decode: env(icb_recipe::Role::Decode)?,
-    })
-}
-
-pub fn run(cmd: &PairCommand, opts: LocalOptions) -> anyhow::Result<i32> {
-    // Installed before anything is started, so a signal at any point reaches the cleanup.
-    let interrupt = Interrupt::install()?;
-    super::common::runtime()?.block_on(async {
-        let mut launcher = LocalLauncher::create(opts)?;
-        super::pair::drive(cmd, &mut launcher, &interrupt, true, |_| {}).await
     })
 }

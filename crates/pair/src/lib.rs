@@ -36,6 +36,7 @@ pub mod local;
 pub mod plan;
 pub mod rails;
 mod run;
+pub mod target;
 
 pub use icb_core::protocol::SideErrorKind;
 pub use launcher::{LaunchError, LaunchFailure, Launcher, Side};
