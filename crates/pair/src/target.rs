@@ -73,11 +73,17 @@ pub struct KubeRailsTarget {
 #[derive(Debug)]
 pub enum PairEnd {
     /// The run's outcome or its error: what the command emits.
-    Ran(Result<PairOutcome, PairError>),
+    Ran(Box<Result<PairOutcome, PairError>>),
     /// `--dry-run`: the pods a run would create, as text; nothing was created.
     Pods(String),
     /// Interrupted before anything existed: nothing to clean up.
     NotStarted,
+}
+
+impl PairEnd {
+    fn ran(result: Result<PairOutcome, PairError>) -> PairEnd {
+        PairEnd::Ran(Box::new(result))
+    }
 }
 
 /// Why a target could not be prepared (nothing ran; one line, exit 2): the errors the
@@ -121,7 +127,7 @@ impl PairTarget {
         match self {
             PairTarget::Local(opts) => runtime.block_on(async {
                 let mut launcher = LocalLauncher::create(opts.clone())?;
-                Ok::<_, PrepareError>(PairEnd::Ran(drive(run, &mut launcher, cancel, view).await))
+                Ok::<_, PrepareError>(PairEnd::ran(drive(run, &mut launcher, cancel, view).await))
             }),
             PairTarget::Kube(t) => runtime.block_on(t.run(run, cancel, view)),
             PairTarget::InPlace(t) => runtime.block_on(t.run(run, cancel, view)),
@@ -129,12 +135,12 @@ impl PairTarget {
             PairTarget::Kv(t) => runtime.block_on(async {
                 view.starting();
                 let mut progress = |p: &CaseProgress| view.case(None, p);
-                Ok::<_, PrepareError>(PairEnd::Ran(t.run(controls, host, cancel, &mut progress).await))
+                Ok::<_, PrepareError>(PairEnd::ran(t.run(controls, host, cancel, &mut progress).await))
             }),
             PairTarget::LocalRails(t) => {
                 view.starting();
                 let mut progress = |row: &RailRow, p: &CaseProgress| view.case(Some(row.index), p);
-                Ok(PairEnd::Ran(run_local_rails(
+                Ok(PairEnd::ran(run_local_rails(
                     t,
                     plan.clone(),
                     controls,
@@ -195,7 +201,7 @@ impl KubeTarget {
         }
         let notes = show_notes(launcher.prepared(), view);
         let result = drive(run, &mut launcher, cancel, view).await;
-        Ok(PairEnd::Ran(result.map(|mut outcome| {
+        Ok(PairEnd::ran(result.map(|mut outcome| {
             tracing::info!(
                 "orchestration overhead {:.2}s (create → report → cleanup, minus the transfer); {}",
                 outcome.orchestration.as_secs_f64(),
@@ -249,7 +255,7 @@ impl InPlaceTarget {
             view.ucx_loaded(&outcome.report);
             tracing::info!("{}", outcome.cleanup);
         }
-        Ok(PairEnd::Ran(result))
+        Ok(PairEnd::ran(result))
     }
 }
 
@@ -267,6 +273,6 @@ impl KubeRailsTarget {
         let rows = |prefill: &NodeRailInfo, decode: &NodeRailInfo| self.choice.plan(plan.clone(), prefill, decode);
         let mut progress = |row: &RailRow, p: &CaseProgress| view.case(Some(row.index), p);
         let result = run_kube_rails(cluster, self.pods.clone(), rows, controls, cancel, &mut progress).await;
-        Ok(PairEnd::Ran(result))
+        Ok(PairEnd::ran(result))
     }
 }
