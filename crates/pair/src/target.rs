@@ -276,3 +276,61 @@ impl KubeRailsTarget {
         Ok(PairEnd::ran(result))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a run showed, in order.
+    #[derive(Default)]
+    struct Seen {
+        starts: usize,
+        cases: usize,
+        said: Vec<String>,
+    }
+
+    impl RunView for Seen {
+        fn starting(&mut self) {
+            self.starts += 1;
+        }
+        fn case(&mut self, _: Option<usize>, _: &CaseProgress) {
+            self.cases += 1;
+        }
+        fn say(&mut self, line: &str) {
+            self.said.push(line.to_string());
+        }
+        fn ucx_loaded(&mut self, _: &PairReport) {}
+    }
+
+    /// A local pair whose sides cannot start: the run ends in the pipeline's own error (what
+    /// the one emit turns into exit 2), after the view was told once that the sides start.
+    #[test]
+    fn a_local_pair_that_cannot_start_ends_in_the_pipelines_error() {
+        let opts = LocalOptions::new("/nonexistent/ic-bench".into());
+        let mut plan = PairPlan::new(icb_core::RunSettings::full_curve(), Default::default());
+        plan.set_deadlines(crate::Deadlines::local(
+            &plan.settings,
+            std::time::Duration::from_secs(5),
+        ));
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let tool = icb_core::ToolInfo {
+            name: "ic-bench".into(),
+            version: "0".into(),
+            git_commit: String::new(),
+            ucx_headers: String::new(),
+        };
+        let host = KvHost { tool, gpus: &|| 0 };
+        let mut seen = Seen::default();
+        let end = PairTarget::Local(opts).run((&plan, &[]), runtime, &CancellationToken::new(), &host, &mut seen);
+        let Ok(PairEnd::Ran(result)) = end else {
+            panic!("not a run: {end:?}")
+        };
+        assert!(result.is_err(), "{result:?}");
+        assert_eq!((seen.starts, seen.cases), (1, 0));
+        assert!(seen.said.is_empty(), "{:?}", seen.said);
+    }
+}
