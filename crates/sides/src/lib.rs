@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod connect;
+pub mod serve;
 
 use icb_core::protocol::kv_rank::RankPlan;
 use icb_core::{EngineKind, PairReport};
