@@ -214,6 +214,19 @@ fn flags_that_would_be_ignored_or_misread_are_named() {
         &["pair", "--prefill", "node/a"],
         "required arguments were not provided: --decode <DECODE>",
     );
+    // `--recipe` on Kubernetes is read for --kv-shape's connector only: without it, refused.
+    assert_quick_one_line_usage_error(
+        &[
+            "pair",
+            "--prefill",
+            "node/a",
+            "--decode",
+            "node/b",
+            "--recipe",
+            "r.yaml",
+        ],
+        "--recipe applies to --local runs and --kv-shape: add --local, or --kv-shape MODEL",
+    );
     // Bandwidth flags take units like the expectations file; a bad one says how to write it.
     assert_quick_one_line_usage_error(&["pair", "--local", "--min-host-bw", "10 parsecs"], "e.g. 10 GB/s");
 }

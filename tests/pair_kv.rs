@@ -33,7 +33,8 @@ fn geometry<'a>(model: &'a str, isl: &'a str, (a, b): (&'a str, &'a str), extra:
 /// The `--export-collectivex` file of a run with every extra run: a `kv-transfer` document on
 /// the NIXL engine whose rows are, in order, the paged request (pull, batch 1, its cold
 /// preparation), a row per burst of 2 or more in flight, the other operation (push) and the bulk
-/// row, each with the request's bytes and its data paths.
+/// row, each with the request's bytes, the model's layers, its data paths and its latency's
+/// p50, p95, min and max as the report has them (the spread ordered: min ≤ p50 ≤ p95 ≤ max).
 fn assert_collectivex_rows(file: &std::path::Path, kv: &KvOutcome) {
     let text = std::fs::read_to_string(file).expect("the --export-collectivex file");
     let doc: serde_json::Value = serde_json::from_str(&text).expect("a JSON document");
@@ -62,12 +63,45 @@ fn assert_collectivex_rows(file: &std::path::Path, kv: &KvOutcome) {
         .zip(bursts.sizes.iter().filter(|b| b.requests >= 2))
     {
         assert_eq!(row["batch"].as_u64(), Some(u64::from(b.requests)), "{doc}");
+        let spread = [
+            Some(b.burst_ms_p50),
+            Some(b.burst_ms_p95),
+            b.burst_ms_min,
+            b.burst_ms_max,
+        ];
+        assert_latency(&row["latency_ms"], spread);
+        let spread = [
+            Some(b.request_ms_p50),
+            Some(b.request_ms_p95),
+            b.request_ms_min,
+            b.request_ms_max,
+        ];
+        assert_latency(&row["request_ms"], spread);
     }
+    let with_spread = |p50, s: &icb_core::KvSpread| [p50, s.p95, s.min, s.max];
+    assert_latency(&rows[0]["latency_ms"], with_spread(kv.request_ms_p50, &kv.spread));
+    let other = &kv.directions.as_ref().expect("push and pull").other;
+    let other_row = &rows[rows.len() - 2]["latency_ms"];
+    assert_latency(other_row, with_spread(other.request_ms_p50, &other.spread));
+    let bulk = kv.bulk.as_ref().expect("a bulk row");
+    assert_latency(
+        &rows[rows.len() - 1]["latency_ms"],
+        with_spread(bulk.request_ms_p50, &bulk.spread),
+    );
     for row in rows {
+        assert_eq!(row["layers"].as_u64(), Some(32), "{row}");
         assert_eq!(row["req_bytes"].as_u64(), Some(kv.bytes_moved_per_request), "{row}");
         assert!(row["data_paths"].as_array().is_some_and(|p| !p.is_empty()), "{row}");
         assert_eq!(row["verify"]["passed"], true, "{row}");
     }
+}
+
+/// A row's latency object holds the report's p50, p95, min and max (each measured), in order.
+fn assert_latency(row: &serde_json::Value, report: [Option<f64>; 4]) {
+    let row_has = ["p50", "p95", "min", "max"].map(|k| row[k].as_f64());
+    assert_eq!(row_has, report, "{row}");
+    let [p50, p95, min, max] = report.map(|v| v.expect("measured"));
+    assert!(min > 0.0 && min <= p50 && p50 <= p95 && p95 <= max, "{row}");
 }
 
 /// Asserts the run passed (exit 0); its report and the report's KV section.
@@ -175,7 +209,9 @@ fn assert_bursts_and_other_op(kv: &KvOutcome, connector: Option<&str>) {
     assert!(d.other.bandwidth_bps.is_some_and(|bw| (bw - rate).abs() < 1.0), "{d:?}");
     assert!(!d.other.data_paths.is_empty(), "{d:?}");
     assert_eq!(d.connector_op.as_deref(), connector, "{d:?}");
-    assert_eq!(d.connector.is_some(), connector.is_some(), "{d:?}");
+    // Known or not, the output says why.
+    let why = d.connector.as_deref().unwrap_or_default();
+    assert_eq!(why.starts_with("not known: "), connector.is_none(), "{d:?}");
 }
 
 /// The per-rank model: exactly `a + b` rank processes (distinct pids), each in every
@@ -253,7 +289,10 @@ fn gqa_prefill_tp_above_decode_tp_moves_and_verifies_every_block_over_nixl() {
         .as_ref()
         .and_then(|d| d.connector.clone())
         .unwrap_or_default();
-    assert!(connector.starts_with("vLLM kv_connector=NixlConnector"), "{connector}");
+    assert!(
+        connector.starts_with("the recipe ") && connector.contains("kv.yaml: vLLM kv_connector=NixlConnector"),
+        "{connector}"
+    );
     // NIXL posted the lists: its post time is measured, and every case ran on the NIXL engine.
     assert!(kv.peers.iter().all(|p| p.post_ms.is_some()), "{:?}", kv.peers);
     assert!(report.cases.iter().all(|c| c.run_by.engine == EngineKind::Nixl));
@@ -363,9 +402,11 @@ fn the_ucx_engine_moves_the_same_geometry_per_rank_where_nixl_is_absent() {
     assert_every_peer_verified(&kv);
     assert_one_process_per_rank(&kv, 1, 2);
     // The bulk row on the UCX engine too: 2 descriptors of 2 MiB from prefill rank 0's start;
-    // the bursts and the write too (no recipe: the connector's operation not known).
+    // the bursts and the write too (no recipe: the connector's operation not known, and why).
     assert_bulk_row(&kv);
     assert_bursts_and_other_op(&kv, None);
+    let why = kv.directions.as_ref().and_then(|d| d.connector.as_deref());
+    assert_eq!(why, Some(icb_pair::kv::directions::NOTHING_READ), "{kv:?}");
     assert!(
         kv.ranks
             .iter()

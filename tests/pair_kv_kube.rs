@@ -17,13 +17,19 @@ use support::*;
 
 /// TP2 → TP1 (a > b): the one decode rank gathers prefill ranks 0 and 1, each 32 × 2 × 2 = 128
 /// descriptors of 4 heads × 4096 B = 16 KiB, the second landing 16 KiB into every 32 KiB decode
-/// block; 4 MiB in all, the request's whole KV.
+/// block; 4 MiB in all, the request's whole KV. `--recipe` is read on the pods path as locally:
+/// its vLLM NixlConnector reads, and the output says so.
 #[test]
 fn a_gather_across_two_nodes_moves_and_verifies_every_block() {
     let Some(cluster) = cluster("a_gather_across_two_nodes_moves_and_verifies_every_block") else {
         return;
     };
-    let run = run_pair(&cluster, &kv_args("2", "1", ["0.1", "0.5"]), Duration::from_secs(240));
+    let mut args = kv_args("2", "1", ["0.1", "0.5"]);
+    args.extend([
+        "--recipe",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/gate/kv.yaml"),
+    ]);
+    let run = run_pair(&cluster, &args, Duration::from_secs(240));
     let (report, kv) = kv_report(&run);
     assert_eq!(kv.kv_bytes_per_request, 4 << 20);
     assert_eq!(kv.bytes_moved_per_request, 4 << 20);
@@ -31,6 +37,10 @@ fn a_gather_across_two_nodes_moves_and_verifies_every_block() {
     assert_ranks_on_two_nodes(&report, &kv, (2, 1), EngineKind::Nixl);
     assert_two_whole_node_pods(&run);
     assert_bulk_row_ran(&run, &kv);
+    let d = kv.directions.as_ref().expect("push and pull");
+    assert_eq!(d.connector_op.as_deref(), Some("read"), "{d:?}");
+    let why = d.connector.as_deref().unwrap_or_default();
+    assert!(why.ends_with("kv.yaml: vLLM kv_connector=NixlConnector: the decode worker reads the prefill worker's blocks with NIXL READ"), "{why}");
     assert_nothing_left(&cluster);
 }
 
@@ -49,6 +59,10 @@ fn a_split_across_two_nodes_moves_and_verifies_every_block() {
     assert_ranks_on_two_nodes(&report, &kv, (1, 2), EngineKind::Nixl);
     assert_two_whole_node_pods(&run);
     assert_bulk_row_ran(&run, &kv);
+    // No recipe and node targets: nothing says the connector's operation, and the output says so.
+    let d = kv.directions.as_ref().expect("push and pull");
+    assert_eq!(d.connector_op, None, "{d:?}");
+    assert_eq!(d.connector.as_deref(), Some(icb_pair::kv::directions::NOTHING_READ));
     assert_nothing_left(&cluster);
 }
 
@@ -217,18 +231,35 @@ fn ranks_in_pods_run_on_the_numa_node_chosen_from_the_pods_view() {
 
 /// Worker-shaped targets (`pod/prefill-0` on gpu-1, `pod/decode-0` on gpu-2): the per-rank
 /// model in two bench pods modelled on the workers (their node, transport env and devices),
-/// TP2 → TP1, every block verified, the report naming the workers; nothing left but them.
+/// TP2 → TP1, every block verified, the report naming the workers; nothing left but them. No
+/// `--recipe`: the workers' own command lines (SGLang disaggregation over NIXL) say the connector
+/// writes, beside the other operation's run.
 #[test]
 fn worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers() {
     let Some(cluster) = cluster("worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers") else {
         return;
     };
-    create_reference_pod(&cluster, worker_pod("prefill-0", "gpu-1"));
-    create_reference_pod(&cluster, worker_pod("decode-0", "gpu-2"));
+    for (name, node, mode) in [("prefill-0", "gpu-1", "prefill"), ("decode-0", "gpu-2", "decode")] {
+        let mut pod = worker_pod(name, node);
+        // The engine's command line after the script `sh` runs (its $0, $1, …: never run).
+        pod["spec"]["containers"][0]["command"] = serde_json::json!([
+            "sh",
+            "-c",
+            "sleep 600",
+            "python3",
+            "-m",
+            "sglang.launch_server",
+            "--disaggregation-mode",
+            mode,
+            "--disaggregation-transfer-backend",
+            "nixl"
+        ]);
+        create_reference_pod(&cluster, pod);
+    }
     let mut args = kv_args("2", "1", ["0.1", "0.5"]);
     args[1] = "pod/prefill-0";
     args[3] = "pod/decode-0";
-    args.extend(["--kv-extra-runs", "none"]);
+    args.extend(["--kv-extra-runs", "other-op"]);
     let run = run_pair(&cluster, &args, Duration::from_secs(240));
     let (report, kv) = kv_report(&run);
     assert_eq!(kv.bytes_moved_per_request, 4 << 20);
@@ -262,6 +293,16 @@ fn worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers() {
         );
         gpu_limit_is(&name, &first_container_limits(&spec), "2");
     }
+    let d = kv.directions.as_ref().expect("push and pull");
+    assert!(d.other.verified && d.other.op == "write", "{d:?}");
+    assert_eq!(d.connector_op.as_deref(), Some("write"), "{d:?}");
+    assert_eq!(
+        d.connector.as_deref(),
+        Some(
+            "the worker pods pod/decode-0 and pod/prefill-0 (no --recipe): SGLang disaggregation over nixl: the prefill worker writes into the decode worker's blocks"
+        ),
+        "{d:?}"
+    );
     assert_nothing_left(&cluster);
 }
 

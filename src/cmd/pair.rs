@@ -77,8 +77,9 @@ pub struct Args {
 
     /// With --local: run both sides under this serving recipe's transport env (anything `probe
     /// env` reads; each side its role's), e.g. to see with --control knobs-off what its UCX knobs do;
-    /// with --kv-shape: whose KV connector's operation (read or write) the output marks
-    #[arg(long, value_name = "PATH", requires = "local")]
+    /// with --kv-shape (--local or on Kubernetes): whose KV connector's operation (read or write)
+    /// the output marks
+    #[arg(long, value_name = "PATH")]
     pub recipe: Vec<String>,
 
     /// Recipe role to take both sides' env from (default: prefill for the prefill side, decode for
@@ -152,6 +153,9 @@ fn refuse(args: &Args) -> anyhow::Result<()> {
     let emulated_stray = (!args.rails.wanted()).then(|| args.emulated_rails.given()).flatten();
     if let Some(flag) = args.rails.stray_flag().or(emulated_stray) {
         anyhow::bail!("{flag} needs --rails or --rail-devices");
+    }
+    if !args.recipe.is_empty() && !args.local && !args.kv.wanted() {
+        anyhow::bail!("--recipe applies to --local runs and --kv-shape: add --local, or --kv-shape MODEL");
     }
     if args.rails.wanted() && args.in_place.in_place {
         anyhow::bail!("--rails runs bench pods on whole nodes, not --in-place: drop one");

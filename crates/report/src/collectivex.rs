@@ -7,7 +7,7 @@
 use crate::format::{ExportError, Exporter};
 use icb_core::checks::ProbeReport;
 use icb_core::model::{GateReport, PairReport};
-use icb_core::{KvOutcome, KvPeer};
+use icb_core::{KvOutcome, KvPeer, KvSpread};
 use icb_sweep::SweepResults;
 use serde::Serialize;
 
@@ -46,6 +46,8 @@ struct Row {
     isl: u64,
     page_tokens: Option<u32>,
     page_bytes: Option<u64>,
+    /// The model's layers (absent from reports written before ic-bench recorded them).
+    layers: Option<u32>,
     descs: u64,
     req_bytes: u64,
     batch: u32,
@@ -62,8 +64,8 @@ struct Row {
     data_paths: Vec<String>,
 }
 
-/// CollectiveX's percentile object, with the percentiles ic-bench measured (p99 where it has no
-/// p95); a figure not measured is left out.
+/// CollectiveX's percentile object (`p50`, `p95`, `min`, `max`, `n`), with ic-bench's `p99`
+/// besides where it has one; a figure not measured is left out.
 #[derive(Debug, Default, Serialize)]
 struct Pcts {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -73,7 +75,25 @@ struct Pcts {
     #[serde(skip_serializing_if = "Option::is_none")]
     p99: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    min: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     n: Option<u64>,
+}
+
+impl Pcts {
+    /// A request's end to end over `n` repetitions: its p50 and p99, and the rest of its spread.
+    fn request(p50: Option<f64>, p99: Option<f64>, spread: &KvSpread, n: Option<u64>) -> Pcts {
+        Pcts {
+            p50,
+            p95: spread.p95,
+            p99,
+            min: spread.min,
+            max: spread.max,
+            n,
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -124,17 +144,13 @@ fn paged_row(kv: &KvOutcome) -> Row {
         isl: kv.isl,
         page_tokens: Some(kv.page_size),
         page_bytes: kv.peers.first().map(|p| p.descriptor_bytes),
+        layers: kv.layers,
         descs: kv.descriptors_per_request,
         req_bytes: kv.bytes_moved_per_request,
         batch: 1,
         op: op(&kv.op),
         prep_ms,
-        latency_ms: Pcts {
-            p50: kv.request_ms_p50,
-            p99: kv.request_ms_p99,
-            n: kv.repetitions,
-            ..Pcts::default()
-        },
+        latency_ms: Pcts::request(kv.request_ms_p50, kv.request_ms_p99, &kv.spread, kv.repetitions),
         request_ms: None,
         gbps_p50: gbps(bytes, kv.request_ms_p50),
         gbps_p50_incl_prep: prep_ms.and_then(|prep| gbps(bytes, kv.request_ms_p50.map(|ms| ms + prep))),
@@ -171,12 +187,16 @@ fn rows(kv: &KvOutcome) -> Vec<Row> {
                 latency_ms: Pcts {
                     p50: Some(s.burst_ms_p50),
                     p95: Some(s.burst_ms_p95),
+                    min: s.burst_ms_min,
+                    max: s.burst_ms_max,
                     n: Some(s.repetitions),
                     ..Pcts::default()
                 },
                 request_ms: Some(Pcts {
                     p50: Some(s.request_ms_p50),
                     p95: Some(s.request_ms_p95),
+                    min: s.request_ms_min,
+                    max: s.request_ms_max,
                     n: Some(s.repetitions * u64::from(s.requests)),
                     ..Pcts::default()
                 }),
@@ -189,12 +209,7 @@ fn rows(kv: &KvOutcome) -> Vec<Row> {
     }
     if let Some(o) = kv.directions.as_ref().map(|d| &d.other) {
         rows.push(Row {
-            latency_ms: Pcts {
-                p50: o.request_ms_p50,
-                p99: o.request_ms_p99,
-                n: o.repetitions,
-                ..Pcts::default()
-            },
+            latency_ms: Pcts::request(o.request_ms_p50, o.request_ms_p99, &o.spread, o.repetitions),
             gbps_p50: gbps(bytes, o.request_ms_p50),
             verify: verify(o.verified, o.failure.as_deref()),
             data_paths: o.data_paths.clone(),
@@ -206,12 +221,7 @@ fn rows(kv: &KvOutcome) -> Vec<Row> {
             page_tokens: None,
             page_bytes: None,
             descs: b.descriptors_per_request,
-            latency_ms: Pcts {
-                p50: b.request_ms_p50,
-                p99: b.request_ms_p99,
-                n: b.repetitions,
-                ..Pcts::default()
-            },
+            latency_ms: Pcts::request(b.request_ms_p50, b.request_ms_p99, &b.spread, b.repetitions),
             gbps_p50: gbps(bytes, b.request_ms_p50),
             verify: verify(b.verified, b.failure.as_deref()),
             data_paths: b.data_paths.clone(),

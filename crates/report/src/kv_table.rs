@@ -183,7 +183,7 @@ fn bursts(b: &KvBursts, unit: BandwidthUnit, view: View) -> String {
 }
 
 /// Push and pull in one run: the other operation's request beside this one's, and which one the
-/// recipe's connector uses.
+/// serving connector uses (from the recipe or the worker pods), or why that is not known.
 fn directions_line(kv: &KvOutcome, d: &KvDirections, unit: BandwidthUnit) -> String {
     let o = &d.other;
     let other = match &o.failure {
@@ -202,9 +202,11 @@ fn directions_line(kv: &KvOutcome, d: &KvDirections, unit: BandwidthUnit) -> Str
         ),
     };
     let connector = match (&d.connector_op, &d.connector) {
-        (Some(op), Some(why)) => format!("the recipe's connector uses {op} ({why})"),
-        (Some(op), None) => format!("the recipe's connector uses {op}"),
-        _ => "the connector's operation not known (no --recipe, or a connector of unknown direction)".into(),
+        (Some(op), Some(why)) => format!("the connector uses {op} ({why})"),
+        (Some(op), None) => format!("the connector uses {op}"),
+        // Since issue 42 the report says why; before it, only that.
+        (None, Some(why)) => format!("the connector's operation {why}"),
+        (None, None) => "the connector's operation not known (no --recipe, or a connector of unknown direction)".into(),
     };
     format!(
         "push and pull: {} {} ms p50 (above); {other} (fresh ranks); {connector}",
@@ -325,12 +327,14 @@ mod tests {
             kv_dtype: "bf16".into(),
             prefill_tp: 8,
             decode_tp: 4,
+            layers: Some(80),
             op: "read".into(),
             kv_bytes_per_request: 2_684_354_560,
             bytes_moved_per_request: 2_684_354_560,
             descriptors_per_request: 655_360,
             request_ms_p50: Some(7.412),
             request_ms_p99: Some(9.1),
+            spread: Default::default(),
             slowest_over_median: Some(1.0),
             tcp_estimate_ms: 671.1,
             max_kv_ms: None,
@@ -390,6 +394,7 @@ mod tests {
             bytes_moved_per_request: 2_684_354_560,
             request_ms_p50: Some(2.96),
             request_ms_p99: Some(3.5),
+            spread: Default::default(),
             repetitions: Some(5),
             bandwidth_bps: Some(905e9),
             paged_over_bulk: Some(0.4),
@@ -442,6 +447,10 @@ mod tests {
             aggregate_bps: f64::from(requests) * 2_684_354_560.0 / (burst_ms / 1e3),
             request_ms_p50: burst_ms * 0.75,
             request_ms_p95: p95,
+            burst_ms_min: None,
+            burst_ms_max: None,
+            request_ms_min: None,
+            request_ms_max: None,
         };
         kv.bursts = Some(KvBursts {
             sizes: vec![burst(1, 7.41, 7.41), burst(2, 9.0, 9.0), burst(4, 14.0, 13.9)],
@@ -484,6 +493,7 @@ mod tests {
                 op: "write".into(),
                 request_ms_p50: Some(9.26),
                 request_ms_p99: Some(9.9),
+                spread: Default::default(),
                 repetitions: Some(3),
                 bandwidth_bps: Some(290e9),
                 verified: true,
@@ -497,7 +507,7 @@ mod tests {
         let text = render(&kv, BandwidthUnit::GBps, view);
         assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
         let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        let line = "push and pull: read 7.41 ms p50 (above); write 9.26 ms p50, 290.00 GB/s over rc_mlx5/mlx5_0:1 (fresh ranks); the recipe's connector uses read (vLLM kv_connector=NixlConnector: the decode worker reads)";
+        let line = "push and pull: read 7.41 ms p50 (above); write 9.26 ms p50, 290.00 GB/s over rc_mlx5/mlx5_0:1 (fresh ranks); the connector uses read (vLLM kv_connector=NixlConnector: the decode worker reads)";
         assert!(flat.contains(line), "{text}");
         d.connector_op = None;
         d.connector = None;
@@ -508,6 +518,15 @@ mod tests {
             .collect::<Vec<_>>()
             .join(" ");
         assert!(flat.contains("(above); write not measured: kv-rank p1 exited early (fresh ranks); the connector's operation not known"), "{flat}");
+        // Why it is not known, as the run said it.
+        let mut why = kv.directions.clone().unwrap();
+        why.connector = Some("not known: no KV connector named in the worker pods pod/d-0 (no --recipe)".into());
+        kv.directions = Some(why);
+        let flat = render(&kv, BandwidthUnit::GBps, view)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(flat.contains("(fresh ranks); the connector's operation not known: no KV connector named in the worker pods pod/d-0 (no --recipe)"), "{flat}");
     }
 
     fn not_measured(why: &str) -> KvBursts {

@@ -146,6 +146,37 @@ fn kv_example_is_what_the_types_write() {
     assert_ne!(other.op, kv.op);
     let rate = kv.bytes_moved_per_request as f64 / (other.request_ms_p50.unwrap() / 1e3);
     assert!((other.bandwidth_bps.unwrap() - rate).abs() < 1.0, "{other:?}");
+    // Issue 42's CollectiveX fields: the model's layers; every request time's spread ordered
+    // (min ≤ p50 ≤ p95 ≤ p99 ≤ max) over the main run, the bulk row and the other operation, and
+    // each burst's (min ≤ p50 ≤ p95 ≤ max, the first request done no later than the burst).
+    assert_eq!(kv.layers, Some(32));
+    let bulk = kv.bulk.as_ref().expect("the example's bulk row");
+    for (p50, p99, s) in [
+        (kv.request_ms_p50, kv.request_ms_p99, &kv.spread),
+        (bulk.request_ms_p50, bulk.request_ms_p99, &bulk.spread),
+        (other.request_ms_p50, other.request_ms_p99, &other.spread),
+    ] {
+        let v = [s.min, p50, s.p95, p99, s.max].map(|v| v.expect("in the example"));
+        assert!(v.windows(2).all(|w| w[0] <= w[1]), "{v:?}");
+    }
+    for b in &bursts.sizes {
+        let burst = [
+            b.burst_ms_min,
+            Some(b.burst_ms_p50),
+            Some(b.burst_ms_p95),
+            b.burst_ms_max,
+        ];
+        let request = [
+            b.request_ms_min,
+            Some(b.request_ms_p50),
+            Some(b.request_ms_p95),
+            b.request_ms_max,
+        ];
+        for v in [burst, request].map(|v| v.map(|v| v.expect("in the example"))) {
+            assert!(v.windows(2).all(|w| w[0] <= w[1]), "{b:?}");
+        }
+        assert!(b.request_ms_min <= b.burst_ms_min, "{b:?}");
+    }
 }
 
 /// The KV example as CollectiveX `kv-transfer` rows (docs/collectivex.md): the paged request
@@ -175,10 +206,14 @@ fn the_kv_example_is_collectivex_rows_field_by_field() {
     assert_eq!(paged["page_tokens"], 16);
     assert_eq!(paged["page_bytes"], 16384);
     assert_eq!(paged["descs"], 512);
+    assert_eq!(paged["layers"], 32);
     assert_eq!(paged["req_bytes"], 8388608);
     assert_eq!(paged["prep_ms"].as_f64(), kv.cold.as_ref().map(|c| c.prepare_ms));
     let p50 = kv.request_ms_p50.unwrap();
     assert_eq!(paged["latency_ms"]["p50"].as_f64(), Some(p50));
+    let spread = |row: &serde_json::Value| ["p95", "min", "max"].map(|k| row["latency_ms"][k].as_f64());
+    assert_eq!(spread(paged), [kv.spread.p95, kv.spread.min, kv.spread.max]);
+    assert!(kv.spread.p95.is_some());
     let gbps = 8388608.0 / p50 / 1e6;
     assert!((paged["gbps_p50"].as_f64().unwrap() - gbps).abs() < 1e-9, "{paged}");
     assert_eq!(paged["verify"]["passed"], true);
@@ -190,6 +225,10 @@ fn the_kv_example_is_collectivex_rows_field_by_field() {
         assert_eq!(row["batch"].as_u64(), Some(u64::from(b.requests)));
         assert_eq!(row["latency_ms"]["p50"].as_f64(), Some(b.burst_ms_p50));
         assert_eq!(row["request_ms"]["p95"].as_f64(), Some(b.request_ms_p95));
+        assert_eq!(spread(row), [Some(b.burst_ms_p95), b.burst_ms_min, b.burst_ms_max]);
+        let within = ["min", "max"].map(|k| row["request_ms"][k].as_f64());
+        assert_eq!(within, [b.request_ms_min, b.request_ms_max]);
+        assert_eq!(row["layers"], 32);
         assert_eq!(
             row["request_ms"]["n"].as_u64(),
             Some(b.repetitions * u64::from(b.requests))
@@ -203,10 +242,15 @@ fn the_kv_example_is_collectivex_rows_field_by_field() {
         (other["kind"].as_str(), other["op"].as_str()),
         (Some("paged"), Some("push"))
     );
+    let o = &kv.directions.as_ref().unwrap().other;
+    assert_eq!(spread(other), [o.spread.p95, o.spread.min, o.spread.max]);
     let bulk = &rows[2 + burst_rows];
     assert_eq!(bulk["kind"], "bulk");
     assert!(bulk["page_tokens"].is_null() && bulk["page_bytes"].is_null());
     assert_eq!(bulk["descs"], 2);
+    let b = kv.bulk.as_ref().unwrap();
+    assert_eq!(spread(bulk), [b.spread.p95, b.spread.min, b.spread.max]);
+    assert_eq!(bulk["layers"], 32);
     // A pair report without a KV section has no rows: refused, with what to use instead.
     report.kv = None;
     let err = render_pair(&report, Format::Collectivex).unwrap_err().to_string();

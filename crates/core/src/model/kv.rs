@@ -120,6 +120,9 @@ pub struct KvOutcome {
     pub kv_dtype: String,
     pub prefill_tp: u32,
     pub decode_tp: u32,
+    /// The model's layers (issue 42, CollectiveX's `layers`); absent in reports from before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<u32>,
     /// `read` (decode pulls) or `write` (prefill pushes).
     pub op: String,
     /// The request's KV, each head counted once, in whole blocks.
@@ -132,6 +135,10 @@ pub struct KvOutcome {
     /// peer's (ms).
     pub request_ms_p50: Option<f64>,
     pub request_ms_p99: Option<f64>,
+    /// The same repetitions' p95, fastest and slowest (ms; issue 42, CollectiveX's `p95`, `min`,
+    /// `max`): `synchronised` runs only, absent in reports from before them.
+    #[serde(flatten)]
+    pub spread: KvSpread,
     /// The slowest peer's p50 over the median peer's p50.
     pub slowest_over_median: Option<f64>,
     /// What the same request would take over a TCP fallback: the busiest rank's bytes at
@@ -202,6 +209,9 @@ pub struct KvOpRow {
     /// Per request, end to end over every rank (ms); absent when not measured.
     pub request_ms_p50: Option<f64>,
     pub request_ms_p99: Option<f64>,
+    /// Its p95, fastest and slowest request (ms), as the main run's.
+    #[serde(flatten)]
+    pub spread: KvSpread,
     pub repetitions: Option<u64>,
     /// `bytes_moved_per_request` over `request_ms_p50` (bytes/s).
     pub bandwidth_bps: Option<f64>,
@@ -256,6 +266,29 @@ pub struct KvBurst {
     /// repetitions: p50 and p95 (nearest rank).
     pub request_ms_p50: f64,
     pub request_ms_p95: f64,
+    /// The fastest and slowest burst, and the first and last request's completion (ms; issue
+    /// 42, CollectiveX's `min`/`max`); absent in reports from before them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_ms_min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_ms_max: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_ms_min: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_ms_max: Option<f64>,
+}
+
+/// A request time's spread besides its p50 and p99 (ms), over the same repetitions: p95 (nearest
+/// rank), the fastest and the slowest. Written flat beside `request_ms_p50` as
+/// `request_ms_p95`, `request_ms_min`, `request_ms_max`; each absent where not measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct KvSpread {
+    #[serde(default, rename = "request_ms_p95", skip_serializing_if = "Option::is_none")]
+    pub p95: Option<f64>,
+    #[serde(default, rename = "request_ms_min", skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    #[serde(default, rename = "request_ms_max", skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
 }
 
 /// The cold path of a per-rank run: every rank's preparation once it had its peers' addresses
@@ -295,6 +328,9 @@ pub struct KvBulk {
     /// Per request, end to end over every rank (ms); absent when it was not measured.
     pub request_ms_p50: Option<f64>,
     pub request_ms_p99: Option<f64>,
+    /// Its p95, fastest and slowest request (ms), as the paged request's.
+    #[serde(flatten)]
+    pub spread: KvSpread,
     /// Synchronised repetitions measured (after the warm-up).
     pub repetitions: Option<u64>,
     /// `bytes_moved_per_request` over `request_ms_p50` (bytes/s, all peers together).

@@ -64,9 +64,45 @@ pub struct BurstReps {
 
 /// The burst sizes a plan whose paged request took `paged_ms` (p50) measures, and why they stop
 /// where they do (`None`: all of [`BURST_SIZES`]). `rank_limit` is the most bytes one rank's
-/// buffer may hold. Fewer than two sizes: no burst run.
+/// buffer may hold. Fewer than two sizes: no burst run, and the reason says what would fit.
 pub fn burst_sizes(plan: &KvPlan, paged_ms: f64, rank_limit: u64) -> (Vec<u32>, Option<String>) {
-    sizes_within(plan, paged_ms, rank_limit, FILL_BPS)
+    with_advice(plan, paged_ms, rank_limit, FILL_BPS)
+}
+
+/// [`sizes_within`], and where fewer than two sizes fit, what to do in the same line: the
+/// longest `--isl` (halving the plan's) whose bursts of 2 fit, or how to leave bursts out.
+fn with_advice(plan: &KvPlan, paged_ms: f64, rank_limit: u64, fill_bps: f64) -> (Vec<u32>, Option<String>) {
+    let (sizes, why) = sizes_within(plan, paged_ms, rank_limit, fill_bps);
+    if sizes.len() >= LADDER_FLOOR as usize {
+        return (sizes, why);
+    }
+    let advice = match fitting_isl(plan, paged_ms, rank_limit, fill_bps) {
+        Some(isl) => format!("--isl {isl} or shorter fits {LADDER_FLOOR} in flight"),
+        None => "no shorter --isl fits either: leave bursts out with --kv-extra-runs bulk,other-op".into(),
+    };
+    let why = why.unwrap_or_else(|| "fewer than two burst sizes".into());
+    (sizes, Some(format!("{why}; {advice}")))
+}
+
+/// The longest prompt, halving the plan's `isl` down to one block, whose burst run measures
+/// [`LADDER_FLOOR`] sizes: its request's p50 taken as proportional to its tokens (the buffers,
+/// the memory and the lists are its own geometry's; its peers are the plan's, whatever the isl).
+fn fitting_isl(plan: &KvPlan, paged_ms: f64, rank_limit: u64, fill_bps: f64) -> Option<u64> {
+    let shape = *plan.request.shape();
+    let mut isl = shape.isl / 2;
+    while isl >= u64::from(shape.page_size) && isl > 0 {
+        let request = icb_kv::KvRequest::new(plan.request.model().clone(), icb_kv::KvShape { isl, ..shape }).ok()?;
+        let shorter = KvPlan {
+            request,
+            ..plan.clone()
+        };
+        let ms = paged_ms * isl as f64 / shape.isl as f64;
+        if sizes_within(&shorter, ms, rank_limit, fill_bps).0.len() >= LADDER_FLOOR as usize {
+            return Some(isl);
+        }
+        isl /= 2;
+    }
+    None
 }
 
 /// [`burst_sizes`] at a buffer rate of `fill_bps`: the extra copies (beyond the one any fresh
@@ -184,6 +220,11 @@ fn burst_row(b: &BurstReps, per_request: &BTreeMap<RankId, usize>, request_bytes
         },
         request_ms_p50: nearest_rank(&mut completions, 0.5)? as f64 / 1e6,
         request_ms_p95: nearest_rank(&mut completions, 0.95)? as f64 / 1e6,
+        // Sorted by `nearest_rank` above.
+        burst_ms_min: bursts.first().map(|ns| *ns as f64 / 1e6),
+        burst_ms_max: bursts.last().map(|ns| *ns as f64 / 1e6),
+        request_ms_min: completions.first().map(|ns| *ns as f64 / 1e6),
+        request_ms_max: completions.last().map(|ns| *ns as f64 / 1e6),
     })
 }
 
@@ -220,7 +261,7 @@ pub async fn add_bursts<R: KvRuns>(
         return Ok(());
     };
     let (sizes, bounded_by) = burst_sizes(plan, paged_ms, plan.rank_limit);
-    let mut bursts = if sizes.len() < 2 {
+    let mut bursts = if sizes.len() < LADDER_FLOOR as usize {
         not_measured(bounded_by.as_deref().unwrap_or("fewer than two burst sizes"))
     } else {
         match runs
@@ -285,8 +326,12 @@ mod tests {
     use icb_core::protocol::kv_rank::RankSide;
 
     fn plan((a, b): (u32, u32)) -> KvPlan {
+        plan_of((a, b), 64)
+    }
+
+    fn plan_of((a, b): (u32, u32), isl: u64) -> KvPlan {
         let shape = icb_kv::KvShape {
-            isl: 64,
+            isl,
             page_size: 16,
             kv_dtype: icb_kv::KvDtype::Bf16,
             prefill_tp: a,
@@ -341,6 +386,13 @@ mod tests {
             why.as_deref(),
             Some("4 in flight: estimated past the burst run's 1.5 s")
         );
+        // Bounded below two sizes: the line says what fits.
+        let (sizes, why) = with_advice(&p, 1.0, 12 << 20, 1e9);
+        assert_eq!(sizes, [1]);
+        assert_eq!(
+            why.as_deref(),
+            Some("2 in flight: a decode rank's copies would pass its memory; --isl 32 or shorter fits 2 in flight")
+        );
         // TP8 → TP1: 8 peer pairs, each on two lists: 16 in flight are 256 requests, 32 are 512.
         let (sizes, why) = sizes_within(&plan((8, 1)), 0.001, MAX_RANK_BYTES, 1e9);
         assert_eq!(sizes, [1, 2, 4, 8, 16]);
@@ -348,6 +400,29 @@ mod tests {
             why.as_deref(),
             Some("32 in flight: 512 requests on the ranks' lists, over 400")
         );
+    }
+
+    /// The default prompt (8192 tokens of Llama-3.1-8B, TP1 → TP1: a 1 GiB decode rank): its
+    /// second copy alone (2 GiB filled and checked at 1 GB/s) is past the 1.5 s, so no burst
+    /// runs, and the one line says which `--isl` would (4096: 0.5 GiB, 1.07 s); at a debug
+    /// build's 20 MB/s only 64 tokens (8 MiB: 0.84 s). Where nothing fits, how to leave them out.
+    #[test]
+    fn the_default_isl_fits_no_burst_and_the_line_says_which_isl_would() {
+        let p = plan_of((1, 1), 8192);
+        assert_eq!(p.request.geometry().decode_rank_bytes, 1 << 30);
+        let (sizes, why) = with_advice(&p, 50.0, MAX_RANK_BYTES, 1e9);
+        assert_eq!(sizes, [1]);
+        assert_eq!(
+            why.as_deref(),
+            Some("2 in flight: estimated past the burst run's 1.5 s; --isl 4096 or shorter fits 2 in flight")
+        );
+        let (_, why) = with_advice(&p, 50.0, MAX_RANK_BYTES, 20e6);
+        assert!(why.is_some_and(|w| w.ends_with("; --isl 64 or shorter fits 2 in flight")));
+        let (sizes, why) = with_advice(&p, 50.0, 1 << 10, 1e9);
+        assert!(sizes.is_empty());
+        assert!(why.is_some_and(|w| {
+            w.ends_with("; no shorter --isl fits either: leave bursts out with --kv-extra-runs bulk,other-op")
+        }),);
     }
 
     /// Two decode ranks, two peers per request each, a burst of 2: request 0's peers complete at 3
@@ -375,6 +450,8 @@ mod tests {
         assert_eq!((row.requests, row.repetitions), (2, 1));
         assert_eq!((row.request_ms_p50, row.request_ms_p95), (4.0, 8.0));
         assert_eq!((row.burst_ms_p50, row.burst_ms_p95), (8.0, 8.0));
+        assert_eq!((row.burst_ms_min, row.burst_ms_max), (Some(8.0), Some(8.0)));
+        assert_eq!((row.request_ms_min, row.request_ms_max), (Some(4.0), Some(8.0)));
         assert!((row.aggregate_bps - 2.0 * (4u64 << 20) as f64 / 0.008).abs() < 1.0);
         // The frontier: the smallest size at 90 % of the best aggregate rate.
         let at = |requests, aggregate_bps| KvBurst {

@@ -12,7 +12,9 @@
 //!   `python/sglang/srt/disaggregation/`, and Dynamo's SGLang KV-transfer explainer: "RDMA write
 //!   KV to decode").
 //!
-//! Any other connector's direction is not known, and the output says so.
+//! Any other connector's direction is not known, and the output says so. Where no recipe is
+//! given and the targets are worker pods (`pod/…`, `deployment/…` on Kubernetes), their specs
+//! (the engine's command, arguments and env) are read the same way ([`worker_connector`]).
 
 use super::control::KvRuns;
 use super::{KvOp, KvPlan, kv_rows};
@@ -24,40 +26,123 @@ use tokio_util::sync::CancellationToken;
 /// row 2, the bursts 3): on Kubernetes its rank pods are `<run>-c4`.
 pub const OTHER_OP_RUN: u32 = 4;
 
-/// The operation a recipe's KV connector uses, and why ic-bench says so.
+/// The operation a serving KV connector uses (`op`; absent: not known), and why ic-bench says so
+/// (or why it cannot).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KvConnector {
-    pub op: KvOp,
+    pub op: Option<KvOp>,
     pub said: String,
 }
+
+impl KvConnector {
+    /// A connector whose operation is not known, and why.
+    pub fn not_known(why: impl Into<String>) -> KvConnector {
+        KvConnector {
+            op: None,
+            said: why.into(),
+        }
+    }
+}
+
+/// What the output says when nothing was read: no recipe, and no worker pod to read instead.
+pub const NOTHING_READ: &str =
+    "not known: no --recipe, and no worker pod to read it from (pass --recipe FILE, or pod/… or deployment/… targets)";
+
+/// The rule the output states beside a connector whose operation is not known.
+const RULE: &str = "ic-bench knows vLLM's NixlConnector (reads) and SGLang's disaggregation (writes)";
 
 /// The connector of one engine role's arguments, when its direction is known.
 pub fn connector_of(engine: &icb_recipe::EngineArgs) -> Option<KvConnector> {
     let nixl_connector = |c: &String| c.eq_ignore_ascii_case("NixlConnector");
     if let Some(c) = engine.kv_connector.as_ref().filter(|c| nixl_connector(c)) {
         return Some(KvConnector {
-            op: KvOp::Read,
+            op: Some(KvOp::Read),
             said: format!("vLLM kv_connector={c}: the decode worker reads the prefill worker's blocks with NIXL READ"),
         });
     }
     if let Some(c) = engine.platform_default.as_ref().filter(|c| nixl_connector(c)) {
         return Some(KvConnector {
-            op: KvOp::Read,
+            op: Some(KvOp::Read),
             said: format!("vLLM {c}, the platform's default: the decode worker reads the prefill worker's blocks"),
         });
     }
     engine.sglang_backend.as_ref().map(|b| KvConnector {
-        op: KvOp::Write,
+        op: Some(KvOp::Write),
         said: format!("SGLang disaggregation over {b}: the prefill worker writes into the decode worker's blocks"),
     })
 }
 
-/// The connector of the first engine role (decode's first: it runs the connector's reads) whose
-/// direction is known.
-pub fn recipe_connector(roles: &icb_recipe::RecipeRoles) -> Option<KvConnector> {
+/// The connector of one role of `source` (`--role`), or why it is not known.
+pub fn role_connector(role: &icb_recipe::EngineRole, source: &str) -> KvConnector {
+    let roles = std::slice::from_ref(role);
+    connector_in(roles.iter(), source)
+}
+
+/// The connector of the first engine role of `source` (decode's first: it runs the connector's
+/// reads) whose direction is known, or why none is: the connectors it names, or that it names
+/// none.
+pub fn recipe_connector(roles: &icb_recipe::RecipeRoles, source: &str) -> KvConnector {
     let mut roles: Vec<&icb_recipe::EngineRole> = roles.roles().iter().collect();
     roles.sort_by_key(|r| r.env.role != icb_recipe::Role::Decode);
-    roles.into_iter().find_map(|r| connector_of(&r.env.engine))
+    connector_in(roles.into_iter(), source)
+}
+
+/// The first known connector of `roles`, said with its `source`; else why none is known.
+fn connector_in<'a>(roles: impl Iterator<Item = &'a icb_recipe::EngineRole> + Clone, source: &str) -> KvConnector {
+    if let Some(known) = roles.clone().find_map(|r| connector_of(&r.env.engine)) {
+        return KvConnector {
+            said: format!("{source}: {}", known.said),
+            ..known
+        };
+    }
+    let mut named: Vec<String> = Vec::new();
+    for e in roles.map(|r| &r.env.engine) {
+        let name = (e
+            .kv_connector
+            .as_ref()
+            .or(e.platform_default.as_ref())
+            .map(|c| format!("kv_connector {c}")))
+        .or_else(|| {
+            e.trt_backend
+                .as_ref()
+                .map(|b| format!("TensorRT-LLM's cache transceiver {b}"))
+        });
+        if let Some(n) = name.filter(|n| !named.contains(n)) {
+            named.push(n);
+        }
+    }
+    KvConnector::not_known(match named.is_empty() {
+        true => format!("not known: no KV connector named in {source} ({RULE})"),
+        false => format!(
+            "not known: {source}: {} of unknown direction ({RULE})",
+            named.join(", ")
+        ),
+    })
+}
+
+/// The connector of the serving workers ic-bench's pods are modelled on, each `(name, spec)`
+/// read as a recipe is (its engine command, arguments and env), decode's first; none given:
+/// [`NOTHING_READ`].
+pub fn worker_connector<P: serde::Serialize>(workers: &[(String, &P)]) -> KvConnector {
+    if workers.is_empty() {
+        return KvConnector::not_known(NOTHING_READ);
+    }
+    let mut inputs = Vec::new();
+    for (name, spec) in workers {
+        match serde_json::to_string(spec) {
+            Ok(content) => inputs.push(icb_recipe::Input::Text {
+                name: name.clone(),
+                content,
+            }),
+            Err(e) => return KvConnector::not_known(format!("not known: {name}'s spec could not be read: {e}")),
+        }
+    }
+    let names: Vec<&str> = workers.iter().map(|(n, _)| n.as_str()).collect();
+    let source = format!("the worker pods {} (no --recipe)", names.join(" and "));
+    match icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default()) {
+        Ok((_, roles)) => recipe_connector(&roles, &source),
+        Err(e) => KvConnector::not_known(format!("not known: {source} could not be read as a recipe: {e}")),
+    }
 }
 
 impl KvOp {
@@ -109,8 +194,17 @@ pub async fn add_other_op<R: KvRuns>(
     if let Some(kv) = outcome.report.kv.as_mut() {
         kv.directions = Some(KvDirections {
             other,
-            connector_op: plan.connector.as_ref().map(|c| c.op.as_str().to_string()),
-            connector: plan.connector.as_ref().map(|c| c.said.clone()),
+            connector_op: plan
+                .connector
+                .as_ref()
+                .and_then(|c| c.op)
+                .map(|op| op.as_str().to_string()),
+            connector: Some(
+                plan.connector
+                    .as_ref()
+                    .map_or(NOTHING_READ, |c| c.said.as_str())
+                    .to_string(),
+            ),
         });
     }
     Ok(())
@@ -123,6 +217,7 @@ pub fn op_row(kv: &KvOutcome) -> KvOpRow {
         op: kv.op.clone(),
         request_ms_p50: p50,
         request_ms_p99: kv.request_ms_p99,
+        spread: kv.spread,
         repetitions: kv.repetitions,
         bandwidth_bps: p50.map(|ms| kv.bytes_moved_per_request as f64 / (ms / 1e3)),
         verified: super::bulk::all_verified(kv),
@@ -137,6 +232,7 @@ pub fn not_measured(op: KvOp, why: &str) -> KvOpRow {
         op: op.as_str().into(),
         request_ms_p50: None,
         request_ms_p99: None,
+        spread: Default::default(),
         repetitions: None,
         bandwidth_bps: None,
         verified: false,
@@ -160,7 +256,7 @@ mod tests {
         let mut vllm = engine();
         vllm.kv_connector = Some("NixlConnector".into());
         let c = connector_of(&vllm).unwrap();
-        assert_eq!(c.op, KvOp::Read);
+        assert_eq!(c.op, Some(KvOp::Read));
         assert!(
             c.said
                 .starts_with("vLLM kv_connector=NixlConnector: the decode worker reads"),
@@ -168,11 +264,11 @@ mod tests {
         );
         let mut kserve = engine();
         kserve.platform_default = Some("NixlConnector".into());
-        assert_eq!(connector_of(&kserve).map(|c| c.op), Some(KvOp::Read));
+        assert_eq!(connector_of(&kserve).and_then(|c| c.op), Some(KvOp::Read));
         let mut sglang = engine();
         sglang.sglang_backend = Some("mooncake".into());
         let c = connector_of(&sglang).unwrap();
-        assert_eq!(c.op, KvOp::Write);
+        assert_eq!(c.op, Some(KvOp::Write));
         assert!(c.said.contains("over mooncake: the prefill worker writes"), "{c:?}");
         let mut lmcache = engine();
         lmcache.kv_connector = Some("LMCacheConnectorV1".into());

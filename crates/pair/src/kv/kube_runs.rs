@@ -3,6 +3,7 @@
 //! ([`super::kube_ranks`]), the descriptor sweep in two bench pods shaped as the command's own.
 
 use super::control::{KvRuns, run_kv_with_controls};
+use super::directions::{KvConnector, worker_connector};
 use super::kube_ranks::{KubeRanks, modelled};
 use super::{KvOp, KvPlan, KvProgress, KvSeam};
 use crate::kube::{KubeLauncher, rearmed_run_id};
@@ -71,6 +72,20 @@ impl KvRuns for KubeRuns {
     }
 }
 
+/// No `--recipe`: the connector the worker pods the ranks' pods are modelled on run (decode's
+/// first), read from their specs as a recipe is ([`worker_connector`]).
+fn workers_connector(prepared: &icb_kube::pair::Prepared) -> KvConnector {
+    let workers: Vec<(String, &_)> = [&prepared.decode, &prepared.prefill]
+        .into_iter()
+        .filter_map(|side| {
+            let pod = side.reference.as_ref()?;
+            let name = side.modelled_on.clone().unwrap_or_else(|| "a worker pod".into());
+            Some((name, pod))
+        })
+        .collect();
+    worker_connector(&workers)
+}
+
 /// `pair --kv-shape` on Kubernetes, once connected: the transfer and `controls`, the ranks in
 /// `ranks`' pods. Worker-shaped targets (`pod/…`, `deployment/…`): those pods are modelled on
 /// the bench pods `bench` would create ([`modelled`]; reading the cluster creates nothing).
@@ -83,6 +98,7 @@ pub async fn run_kube_kv(
     progress: &mut KvProgress<'_>,
 ) -> Result<PairOutcome, PairError> {
     let node = |t: &Target| matches!(t, Target::Node(_));
+    let mut with_workers = None;
     let ranks = if node(&bench.prefill) && node(&bench.decode) {
         ranks
     } else {
@@ -90,8 +106,15 @@ pub async fn run_kube_kv(
             p = KubeLauncher::prepare(cluster.clone(), bench.clone()) => p.map_err(|e| PairError::Setup(e.to_string()))?,
             _ = cancel.cancelled() => return Err(PairError::Interrupted(Default::default())),
         };
+        if kv.connector.is_none() && kv.both_ops {
+            with_workers = Some(KvPlan {
+                connector: Some(workers_connector(prepared.prepared())),
+                ..kv.clone()
+            });
+        }
         modelled(ranks, prepared.prepared())
     };
+    let kv = with_workers.as_ref().unwrap_or(kv);
     let sweep = SweepPods {
         cluster: cluster.clone(),
         pods: bench,

@@ -76,7 +76,8 @@ pub struct KvPlan {
     /// The other operation's run ([`directions`]) after the main one (`pair --kv-shape`; off in
     /// `gate`).
     pub both_ops: bool,
-    /// The operation the recipe's KV connector uses (`--recipe`), when known.
+    /// The operation the serving KV connector uses, or why it is not known: `--recipe`'s, else
+    /// (worker-pod targets) the workers' ([`directions::worker_connector`]); `None`: nothing read.
     pub connector: Option<directions::KvConnector>,
 }
 

@@ -12,7 +12,7 @@ use icb_core::model::{
     Status, Verdict, VerdictStatus,
 };
 use icb_core::protocol::kv_rank::{RankId, RankPlan, RankSide};
-use icb_core::{Direction, KvRank, PeerInfo, ToolInfo, TransportEvidence};
+use icb_core::{Direction, KvRank, KvSpread, PeerInfo, ToolInfo, TransportEvidence};
 use std::time::Duration;
 
 /// What one rank said about itself over the run.
@@ -112,6 +112,21 @@ fn stats_us(ns: &[u64]) -> Option<LatencyStats> {
     })
 }
 
+/// The requests' p95 (nearest rank, as `stats_us`' percentiles), fastest and slowest (ms).
+pub(super) fn spread_ms(ns: &[u64]) -> KvSpread {
+    let mut v = ns.to_vec();
+    v.sort_unstable();
+    // Through microseconds as `stats_us` goes, so the same repetition gives the same float in
+    // both (a p95 that is the p99's sample must not round above it).
+    let ms = |n: &u64| *n as f64 / 1e3 / 1e3;
+    let p95 = ((0.95 * v.len() as f64).ceil() as usize).clamp(1, v.len().max(1)) - 1;
+    KvSpread {
+        p95: v.get(p95).map(ms),
+        min: v.first().map(ms),
+        max: v.last().map(ms),
+    }
+}
+
 /// `cma/memory`: the lanes of an evidence.
 fn lanes(t: &TransportEvidence) -> String {
     let l: Vec<String> = t
@@ -153,6 +168,7 @@ pub fn assemble(
     let stats = stats_us(&request);
     kv.request_ms_p50 = stats.as_ref().map(|s| s.p50 / 1e3);
     kv.request_ms_p99 = stats.as_ref().map(|s| s.p99 / 1e3);
+    kv.spread = spread_ms(&request);
     kv.synchronised = true;
     kv.repetitions = Some(reps.len() as u64);
     kv.ranks = rank_records(plans, records, reps, kv.request_ms_p50);
@@ -438,5 +454,15 @@ mod tests {
         let s = stats_us(&[3_000, 1_000, 2_000, 4_000]).unwrap();
         assert_eq!((s.min, s.p50, s.p99, s.max, s.mean), (1.0, 2.0, 4.0, 4.0, 2.5));
         assert!(stats_us(&[]).is_none());
+    }
+
+    /// The spread CollectiveX's rows carry beside p50: p95 by nearest rank (the 19th of 20
+    /// requests), the fastest and the slowest; nothing measured, nothing known.
+    #[test]
+    fn the_spread_is_p95_min_and_max_of_the_same_requests() {
+        let ns: Vec<u64> = (1..=20).rev().map(|ms| ms * 1_000_000).collect();
+        let s = spread_ms(&ns);
+        assert_eq!((s.p95, s.min, s.max), (Some(19.0), Some(1.0), Some(20.0)));
+        assert_eq!(spread_ms(&[]), KvSpread::default());
     }
 }

@@ -126,18 +126,19 @@ impl KvTarget {
         }
     }
 
-    /// `--recipe` (`--role`: whose connector; else the decode role's first): the operation
-    /// the recipe's KV connector uses, when known, which the output marks.
+    /// `--recipe` (`--role`: whose connector; else the decode role's first): the recipe's KV
+    /// connector, its operation when known and else why not, which the output marks.
     pub fn read_recipe_connector(&mut self, paths: &[String], role: Option<&str>) -> Result<(), KvRecipeError> {
         if paths.is_empty() {
             return Ok(());
         }
         let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
         let (_, roles) = icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default())?;
-        self.plan.connector = match role {
-            Some(r) => super::directions::connector_of(&roles.for_side(icb_recipe::Role::Decode, Some(r))?.env.engine),
-            None => super::directions::recipe_connector(&roles),
-        };
+        let source = format!("the recipe {}", paths.join(", "));
+        self.plan.connector = Some(match role {
+            Some(r) => super::directions::role_connector(roles.for_side(icb_recipe::Role::Decode, Some(r))?, &source),
+            None => super::directions::recipe_connector(&roles, &source),
+        });
         Ok(())
     }
 
@@ -263,7 +264,7 @@ mod tests {
         assert!(t.plan.connector.is_none());
         let recipe = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/gate/kv.yaml");
         t.read_recipe_connector(&[recipe.to_string()], None).unwrap();
-        assert_eq!(t.plan.connector.as_ref().map(|c| c.op), Some(KvOp::Read));
+        assert_eq!(t.plan.connector.as_ref().and_then(|c| c.op), Some(KvOp::Read));
         let e = t
             .read_recipe_connector(&["/nonexistent/recipe.yaml".into()], None)
             .unwrap_err();
