@@ -459,3 +459,58 @@ fn ci_run_lints_every_target_while_it_builds_the_tests() {
         "a separate clippy pass would check every crate a second time"
     );
 }
+
+/// The step table's CPU column: a job run beside (here two that spin a core for about a second)
+/// ends during step `a`, which waits for neither; bash adds its CPU to the shell's children's then.
+/// Step `a` still shows only its own (a sleep: about none), each job gets its own `(beside)` row
+/// with its CPU, and step `b`, which waits for a job that has already ended, gets its exit code
+/// and none of its CPU. The functions are `.ci/run`'s own, cut out of it.
+#[test]
+fn ci_run_counts_a_job_beside_in_its_own_row_not_in_the_step_it_ended_in() {
+    let script = fs::read_to_string(repo().join(".ci/run")).unwrap();
+    let from = script.find("start=$(date +%s%N)").expect(".ci/run has no start line");
+    let to = script
+        .find("trap 'rc=$?; stop_beside;")
+        .expect(".ci/run has no EXIT trap");
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("target")).unwrap();
+    let spin = "timeout 1 sh -c 'while :; do :; done'";
+    let harness = format!(
+        "set -euo pipefail\n{functions}\nbeside_times=$PWD/target/times.tsv\n: >\"$beside_times\"\n\
+         beside_job builds b.log '-c 3' bash -c \"{spin}; printf 'one-build\\t1.0\\t0\\t100\\n' >>$beside_times\"\n\
+         beside_job spin s.log '-c 2 -n 7' bash -c \"{spin}; exit 3\"\n\
+         begin a\nsleep 2.5\nend\nbegin b\nwait_beside spin\necho \"spin rc=$beside_rc\"\nend\nsummary 0\n",
+        functions = &script[from..to],
+    );
+    fs::write(dir.path().join("harness.sh"), harness).unwrap();
+    let out = Command::new("bash")
+        .arg("harness.sh")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "harness failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("spin rc=3"), "{stdout}");
+    let cpu_of = |row: &str| -> f64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(row))
+            .unwrap_or_else(|| panic!("no row {row}: {stdout}"));
+        line.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    assert!(cpu_of("a ") < 0.3, "step a counted the jobs' CPU: {stdout}");
+    assert!(cpu_of("b ") < 0.3, "step b counted the job's CPU: {stdout}");
+    assert!(
+        cpu_of("spin (beside)") > 0.3,
+        "the spinning job's row lost its CPU: {stdout}"
+    );
+    assert_eq!(
+        cpu_of("one-build (beside)"),
+        1.0,
+        "a build's row is its times-file line: {stdout}"
+    );
+}

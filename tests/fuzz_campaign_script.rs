@@ -111,6 +111,14 @@ fn bad_arguments_are_one_line_and_exit_2() {
             &["--build-only", "--bin-dir", "."],
             "--build-only builds the targets; --bin-dir names targets already built",
         ),
+        (
+            &["--build-only", "--opt-level", "fast"],
+            "--opt-level takes 0, 1, 2 or 3, not 'fast'",
+        ),
+        (
+            &["--smoke", "--opt-level", "1", "--bin-dir", "."],
+            "--opt-level is how the targets are built; --bin-dir names targets already built",
+        ),
     ];
     for (args, want) in cases {
         let out = run(dir.path(), args);
