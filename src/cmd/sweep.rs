@@ -68,7 +68,7 @@ pub struct Args {
     pub tests: Vec<TestKind>,
 
     /// Message sizes per pair: sizes or power-of-two ranges (8..64MiB), comma separated [default: 64KiB,1MiB]
-    #[arg(long, value_delimiter = ',', value_parser = super::common::parse_sizes_arg)]
+    #[arg(long, value_delimiter = ',', value_parser = super::common::SizeList::parse)]
     pub sizes: Vec<super::common::SizeList>,
 
     /// Memory pairs per pair (cuda-cuda on GPU nodes) [default: host-host]
