@@ -47,7 +47,6 @@ impl Leftovers {
     }
 }
 
-
 /// The rail-map tree directories in the temp dir whose run tag (name before the suffix)
 /// satisfies `pick`.
 fn rail_trees(pick: impl Fn(&str) -> bool) -> Vec<PathBuf> {
