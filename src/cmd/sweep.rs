@@ -170,13 +170,15 @@ impl Args {
 /// What `resume` decides before anything connects.
 struct Resumed {
     file: Option<SweepResults>,
-    /// The criteria the sweep runs with: the file's, or this command line's.
-    given: Given,
-    engine: EngineChoice,
+    /// The criteria the sweep runs with (the file's, or this command line's), and what follows.
+    criteria: icb_sweep::Criteria,
+    settings: icb_core::RunSettings,
+    expectation: icb_pair::ExpectationInput,
+    pods: icb_kube::PodOptions,
     rails: Option<RailsJob>,
 }
 
-/// The resumed file and the criteria, engine and rails job this run measures with.
+/// The resumed file, and the criteria and everything derived from them this run measures with.
 fn resume(args: &Args) -> anyhow::Result<Resumed> {
     // Read before anything connects: a resumed sweep runs with the file's criteria.
     let mut file = match &args.resume {
@@ -187,15 +189,18 @@ fn resume(args: &Args) -> anyhow::Result<Resumed> {
     let engine = super::sweep_resume::engine(args, &given)?;
     // After the file's criteria: a resumed rails sweep stays one.
     let rails = RailsJob::read(given.rails.as_deref(), given.rail_margin, args.schedule.as_deref())?;
+    let criteria = given.criteria();
     if let Some(file) = &mut file {
         // A file from before criteria were kept runs with this command line's; keep them now,
         // so the next resume is held to the same.
-        file.criteria.get_or_insert_with(|| given.criteria());
+        file.criteria.get_or_insert_with(|| criteria.clone());
     }
     Ok(Resumed {
         file,
-        given,
-        engine,
+        settings: settings(&engine, &criteria)?,
+        expectation: icb_pair::ExpectationInput::read(&super::sweep_resume::expectation(&given))?,
+        pods: pod_options(args, &given, &engine),
+        criteria,
         rails,
     })
 }
@@ -214,20 +219,12 @@ fn settings(engine: &EngineChoice, criteria: &icb_sweep::Criteria) -> anyhow::Re
 pub fn run(args: Args) -> anyhow::Result<i32> {
     check_output(args.output.into())?;
     args.exports()?;
-    let Resumed {
-        file: resumed,
-        given,
-        engine,
-        rails,
-    } = resume(&args)?;
-    let criteria = given.criteria();
-    let settings = settings(&engine, &criteria)?;
-    let expectation = icb_pair::ExpectationInput::read(&super::sweep_resume::expectation(&given))?;
+    let resumed = resume(&args)?;
     let plan = plan_flags(&args);
     if args.dry_run
-        && let Some(r) = match &resumed {
+        && let Some(r) = match &resumed.file {
             Some(r) => Some(r.clone()),
-            None => plan.offline(&criteria)?,
+            None => plan.offline(&resumed.criteria)?,
         }
     {
         print!("{}", icb_report::sweep_progress::plan_text(&r));
@@ -245,10 +242,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             true => e.context("--dry-run with a selector or all nodes lists them from the cluster; give --nodes A,B,C to plan without one"),
             false => e,
         })?;
-        let results = match resumed {
+        let results = match resumed.file {
             Some(r) => r,
             None => tokio::select! {
-                r = plan.plan(&cluster, criteria) => r?,
+                r = plan.plan(&cluster, resumed.criteria) => r?,
                 _ = token.cancelled() => return Ok(interrupt.report("nothing was started")),
             },
         };
@@ -257,11 +254,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             return Ok(icb_core::exit::OK);
         }
         let job = PairJob {
-            settings,
-            expectation,
-            pods: pod_options(&args, &given, &engine),
+            settings: resumed.settings,
+            expectation: resumed.expectation,
+            pods: resumed.pods,
             budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),
-            rails,
+            rails: resumed.rails,
             second_pass_controls: match args.no_controls {
                 true => vec![],
                 false => vec![icb_core::model::ControlKind::Tcp],
