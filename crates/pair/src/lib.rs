@@ -44,6 +44,6 @@ pub mod target;
 
 pub use icb_core::protocol::SideErrorKind;
 pub use launcher::{LaunchError, LaunchFailure, Launcher, Side};
-pub use plan::{Deadlines, ExpectationInput, PairPlan};
+pub use plan::{Deadlines, ExpectationError, ExpectationFlags, ExpectationInput, PairPlan};
 pub use run::{Interrupted, PairError, PairOutcome, SideRole, run_pair};
 pub use tokio_util::sync::CancellationToken;
