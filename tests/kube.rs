@@ -17,6 +17,7 @@ mod monitoring;
 mod pair_kube;
 mod pair_kube_bench;
 mod pair_kube_cli;
+mod pair_kube_counters;
 mod pair_kube_devices;
 mod pair_kube_dra;
 mod pair_kube_faults;

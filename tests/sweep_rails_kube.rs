@@ -109,3 +109,49 @@ fn bad_sweep_rail_flags_are_one_line_and_exit_2() {
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }
 }
+
+/// Issue 40 item 3 in a `--rails` sweep: each node's readiness as its rails pod read it feeds the
+/// fleet view, so the node whose rail 1 runs at MTU 1280 (its veth and its tree's `mtu` file)
+/// is named as the odd one out with its value, in the results file and in the table.
+#[test]
+fn a_rails_sweep_names_the_node_whose_mtu_differs_from_the_fleet() {
+    if !icb_isolate::privileged_tests_enabled("a_rails_sweep_names_the_node_whose_mtu_differs_from_the_fleet") {
+        return;
+    }
+    let config = (1..=3)
+        .fold(ClusterConfig::new(), |c, i| {
+            c.node(NodeConfig::new(format!("node-{i}")))
+        })
+        .rails(2)
+        .rail_mtu("node-2", 1, 1280);
+    let cluster = cluster_with(config);
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("sweep.json");
+    let started = Instant::now();
+    let args = ["--rails", "auto", "--results", results.to_str().unwrap()];
+    let (code, out, err) = run_sweep(&cluster, &args, Duration::from_secs(300));
+    eprintln!("sweep took {:.1}s", started.elapsed().as_secs_f64());
+    assert!(code == 0 || code == 1, "{code}: {out}\n{err}");
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let read: Vec<&str> = r["node_readiness"]
+        .as_object()
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(read, ["node-1", "node-2", "node-3"], "{}", r["node_readiness"]);
+    let values = r["fleet"]["values"].as_array().unwrap();
+    let odd: Vec<(&Value, &Value, &Value)> = values
+        .iter()
+        .filter(|v| v["odd_ones_out"].as_array().is_some_and(|o| !o.is_empty()))
+        .map(|v| (&v["field"], &v["port"], &v["odd_ones_out"]))
+        .collect();
+    let want = serde_json::json!([["node-2", "1280"]]);
+    assert_eq!(
+        odd,
+        [(&"netdev_mtu".into(), &"mlx5_1:1".into(), &want)],
+        "{}",
+        r["fleet"]
+    );
+    assert!(out.replace("\n  ", " ").contains("odd one out: node-2 1280"), "{out}");
+    assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+    assert!(leftover_bench_pods(&cluster).is_empty());
+}

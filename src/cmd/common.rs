@@ -1,8 +1,10 @@
 //! Flags shared by `pair`, `connect` and `serve`: what to measure, what to expect, how to report.
 
-use anyhow::Context as _;
 use clap::Args as ClapArgs;
-use icb_core::units::{parse_size, parse_size_list};
+pub use icb_core::flag_values::{
+    SizeList, parse_duration, parse_gbps, parse_interval, parse_positive_secs, parse_unit,
+};
+pub use icb_core::units::parse_size as parse_size_arg;
 use icb_core::{BandwidthUnit, EngineKind, MemoryPair, RunSettings, TestKind};
 use std::path::PathBuf;
 
@@ -30,7 +32,7 @@ pub struct TestArgs {
 
     /// Message sizes: a list (8,4KiB,64MiB) or a power-of-two range (8..64MiB) [default: --profile
     /// verdict: 4 MiB (tag_lat 8 B); --profile full, or --tests without --sizes: 8 B ... 64 MiB]
-    #[arg(long, value_parser = parse_sizes_arg)]
+    #[arg(long, value_parser = SizeList::parse)]
     pub sizes: Option<SizeList>,
 
     /// KV-shaped RMA cases: one operation is a list of N non-contiguous blocks of each size, issued as
@@ -110,40 +112,6 @@ impl From<CudaAlloc> for icb_core::CudaAllocMode {
     }
 }
 
-/// `--sizes`: a list (8,4KiB,64MiB) or a power-of-two range (8..64MiB); sweep and gate take
-/// several, comma separated or repeated, each a size or a range ([`SizeList::all`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SizeList(pub Vec<u64>);
-
-impl SizeList {
-    /// Every size of `lists`, in order.
-    pub fn all(lists: &[SizeList]) -> Vec<u64> {
-        lists.iter().flat_map(|l| l.0.iter().copied()).collect()
-    }
-}
-
-pub fn parse_sizes_arg(s: &str) -> Result<SizeList, String> {
-    parse_size_list(s).map(SizeList).map_err(|e| e.to_string())
-}
-
-fn parse_positive_secs(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!("'{s}' is not a positive number of seconds")),
-    }
-}
-
-/// A bandwidth flag in GB/s (10^9 B/s): a bare number, or a value with a unit as the
-/// expectations file takes them (`10GB/s`, `10 GB/s`, `9000MiB/s`, `100Gb/s`).
-fn parse_gbps(s: &str) -> Result<f64, String> {
-    if let Ok(v) = s.trim().parse::<f64>() {
-        return Ok(v);
-    }
-    icb_core::verdict::parse_bandwidth(s)
-        .map(|bps| bps / 1e9)
-        .map_err(|e| e.to_string())
-}
-
 /// `--token-file`: the shared secret `serve` and `connect` prove to each other (`icb_engine::auth`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct TokenArgs {
@@ -163,49 +131,8 @@ impl TokenArgs {
     /// The flag a started side (a rails rank) gets to read the same file; `IC_BENCH_TOKEN` is
     /// inherited with the environment.
     pub fn side_flags(&self) -> Vec<String> {
-        match &self.token_file {
-            Some(path) => vec![
-                "--token-file".into(),
-                std::path::absolute(path)
-                    .unwrap_or_else(|_| path.clone())
-                    .display()
-                    .to_string(),
-            ],
-            None => vec![],
-        }
+        icb_engine::auth::side_flags(self.token_file.as_deref())
     }
-}
-
-/// Parses a size given on its own flag (e.g. `--min-bw-size 1MiB`).
-pub fn parse_size_arg(s: &str) -> Result<u64, String> {
-    parse_size(s).map_err(|e| e.to_string())
-}
-
-pub fn parse_unit(s: &str) -> Result<BandwidthUnit, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "gb" | "gb/s" => Ok(BandwidthUnit::GBps),
-        "mib" | "mib/s" => Ok(BandwidthUnit::MiBps),
-        _ => Err(format!("'{s}' is not a unit: use gb (10^9 B/s) or mib (2^20 B/s)")),
-    }
-}
-
-/// The one duration parser for every deadline and timeout flag: `10s`, `1m30s`, `500ms`, or a bare
-/// number of seconds; zero and negative durations are refused with the same message everywhere.
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    match parse_interval(s)? {
-        d if d.is_zero() => Err(format!("'{s}' is not a positive duration: use e.g. 10s, 2m, 500ms")),
-        d => Ok(d),
-    }
-}
-
-/// The same syntax for the few flags where zero means "not at all" (e.g. `--counter-interval 0s`).
-pub fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
-    let t = s.trim();
-    if let Ok(secs) = t.parse::<f64>() {
-        return std::time::Duration::try_from_secs_f64(secs)
-            .map_err(|_| format!("'{s}' is not a positive duration: use e.g. 10s, 2m, 500ms"));
-    }
-    humantime::parse_duration(t).map_err(|e| format!("'{s}' is not a duration ({e}): use e.g. 10s, 2m, 500ms"))
 }
 
 impl TestArgs {
@@ -248,7 +175,7 @@ impl TestArgs {
 pub struct EngineArgs {
     /// Engine that moves the bytes: ucx (ic-bench's UCX engine: tag and RMA tests) or nixl (NIXL's C
     /// API with its UCX backend: READ/WRITE descriptor lists, as disaggregated serving moves KV)
-    #[arg(long, value_name = "ENGINE", default_value = "ucx", value_parser = parse_engine)]
+    #[arg(long, value_name = "ENGINE", default_value = "ucx", value_parser = <EngineKind as std::str::FromStr>::from_str)]
     pub engine: EngineKind,
 
     /// With --engine nixl: directory holding libnixl_capi.so (else IC_BENCH_NIXL_LIB,
@@ -258,7 +185,7 @@ pub struct EngineArgs {
 
     /// UCX engine: configure UCX as ucx_perftest does (default) or as NIXL's UCX backend does (nixl:
     /// peer-failure error handling plus NIXL's UCX defaults), to predict NIXL where it is not installed
-    #[arg(long, value_name = "PROFILE", default_value = "default", value_parser = parse_ucx_profile)]
+    #[arg(long, value_name = "PROFILE", default_value = "default", value_parser = <icb_engine::UcxProfile as std::str::FromStr>::from_str)]
     pub ucx_profile: icb_engine::UcxProfile,
 
     /// Whether `--engine` was on the command line (set by the parse step, not a flag): a default
@@ -267,64 +194,39 @@ pub struct EngineArgs {
     pub engine_given: bool,
 }
 
-fn parse_engine(s: &str) -> Result<EngineKind, String> {
-    s.parse()
-}
-
-fn parse_ucx_profile(s: &str) -> Result<icb_engine::UcxProfile, String> {
-    s.parse()
-}
-
 impl EngineArgs {
+    /// The flags as `icb_nixl_engine` takes them.
+    pub fn choice(&self) -> icb_nixl_engine::EngineChoice {
+        icb_nixl_engine::EngineChoice {
+            engine: self.engine,
+            nixl_lib: self.nixl_lib.clone(),
+            ucx_profile: self.ucx_profile,
+        }
+    }
+
     /// `--ucx-profile` as a run's criteria state it: named when not the default.
     pub fn ucx_profile_named(&self) -> Option<String> {
-        (self.ucx_profile != icb_engine::UcxProfile::Default).then(|| self.ucx_profile.as_str().to_string())
+        self.choice().ucx_profile_named()
     }
 
     /// Refuses flags that the chosen engine would ignore.
     pub fn check(&self) -> anyhow::Result<()> {
-        match self.engine {
-            EngineKind::Nixl if self.ucx_profile != icb_engine::UcxProfile::Default => anyhow::bail!(
-                "--ucx-profile configures the UCX engine; NIXL configures its own UCX: drop it or use --engine ucx"
-            ),
-            EngineKind::Ucx if self.nixl_lib.is_some() => {
-                anyhow::bail!("--nixl-lib applies to --engine nixl: add --engine nixl or drop it")
-            }
-            _ => Ok(()),
-        }
+        Ok(self.choice().check()?)
     }
 
     /// The flags that select this engine on a side a launcher starts (`serve` and `connect`).
     pub fn side_flags(&self) -> Vec<String> {
-        let mut flags = Vec::new();
-        if self.engine != EngineKind::Ucx {
-            flags.extend(["--engine".to_string(), self.engine.to_string()]);
-        }
-        if let Some(dir) = &self.nixl_lib {
-            flags.extend(["--nixl-lib".to_string(), dir.display().to_string()]);
-        }
-        if self.ucx_profile != icb_engine::UcxProfile::Default {
-            flags.extend(["--ucx-profile".to_string(), self.ucx_profile.as_str().to_string()]);
-        }
-        flags
+        self.choice().side_flags()
     }
 
-    /// A qualification profile (gate, sweep) for this engine: as is for UCX; NIXL's rule is
-    /// `icb_nixl_engine::qualification_settings` (its note names the tests it does not run).
+    /// A qualification profile (gate, sweep) for this engine.
     pub fn qualification(&self, settings: RunSettings) -> anyhow::Result<(RunSettings, Option<String>)> {
-        self.check()?;
-        match self.engine {
-            EngineKind::Ucx => Ok((settings, None)),
-            EngineKind::Nixl => icb_nixl_engine::qualification_settings(settings).map_err(anyhow::Error::msg),
-        }
+        Ok(self.choice().qualification(settings)?)
     }
 
     /// The NIXL engine's process-level options (library; cases come with the settings).
     pub fn nixl_options(&self) -> icb_nixl_engine::NixlOptions {
-        icb_nixl_engine::NixlOptions {
-            library_dir: self.nixl_lib.clone(),
-            ..Default::default()
-        }
+        self.choice().nixl_options()
     }
 }
 
@@ -363,27 +265,20 @@ pub struct UcxArgs {
 }
 
 impl ExpectArgs {
-    /// The expectations file (read and parsed once, here) and the flags, to be resolved for the
-    /// placement once it is known.
-    pub fn input(&self) -> anyhow::Result<icb_pair::ExpectationInput> {
-        use icb_core::verdict::{ExpectationOverrides, parse_expectation_config};
-        let flags =
-            ExpectationOverrides::from_flags(self.min_host_bw, self.min_cuda_bw, self.min_bw_size, self.allow_tcp)?;
-        let config = match &self.expect_config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("cannot read --expect-config {}", path.display()))?;
-                let parsed = parse_expectation_config(&text).with_context(|| format!("in {}", path.display()))?;
-                Some((parsed, path.display().to_string()))
-            }
-            None => None,
-        };
-        let input = icb_pair::ExpectationInput { config, flags };
-        // Both placements, so a file that is wrong for either fails now, not after a run.
-        for locality in [icb_core::Locality::SameHost, icb_core::Locality::DifferentHosts] {
-            input.resolve(locality)?;
+    /// The flags as given, for `icb_pair::ExpectationInput::read`.
+    pub fn flags(&self) -> icb_pair::ExpectationFlags {
+        icb_pair::ExpectationFlags {
+            min_host_gbps: self.min_host_bw,
+            min_cuda_gbps: self.min_cuda_bw,
+            min_size: self.min_bw_size,
+            allow_tcp: self.allow_tcp,
+            config: self.expect_config.clone(),
         }
-        Ok(input)
+    }
+
+    /// The expectations file (read and parsed once) and the flags.
+    pub fn input(&self) -> anyhow::Result<icb_pair::ExpectationInput> {
+        Ok(icb_pair::ExpectationInput::read(&self.flags())?)
     }
 }
 
@@ -455,32 +350,4 @@ pub fn emit_pair(
     }
     let code = icb_core::exit::for_report(report);
     Ok(history.map_or(code, |h| h.exit_code(code, report.baseline.as_deref())))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_duration_parser_for_every_flag() {
-        assert_eq!(parse_duration("10s"), Ok(std::time::Duration::from_secs(10)));
-        assert_eq!(parse_duration("1m30s"), Ok(std::time::Duration::from_secs(90)));
-        assert_eq!(parse_duration("0.5"), Ok(std::time::Duration::from_millis(500)));
-        for zero in ["0", "0s", "-1", "0.0"] {
-            let e = parse_duration(zero).unwrap_err();
-            assert!(e.contains("is not a positive duration"), "{zero}: {e}");
-        }
-        assert!(parse_duration("soon").unwrap_err().contains("is not a duration"));
-        assert_eq!(parse_interval("0s"), Ok(std::time::Duration::ZERO));
-        assert!(parse_interval("-1").is_err());
-    }
-
-    #[test]
-    fn bandwidth_flags_take_units_like_the_expectations_file() {
-        assert_eq!(parse_gbps("10"), Ok(10.0));
-        assert_eq!(parse_gbps("10GB/s"), Ok(10.0));
-        assert_eq!(parse_gbps("10 GB/s"), Ok(10.0));
-        assert_eq!(parse_gbps("100Gb/s"), Ok(12.5));
-        assert!(parse_gbps("10 furlongs").unwrap_err().contains("e.g. 10 GB/s"));
-    }
 }

@@ -8,10 +8,10 @@ use super::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs, parse_duration};
 use super::output::OutputArgs;
 use anyhow::Context as _;
 use icb_core::protocol::{ChildPlan, SideWriter};
-use icb_core::{CaseResult, Locality, ToolInfo};
-use icb_engine::OnCase;
+use icb_core::{Locality, ToolInfo};
+use icb_sides::connect::{ByHand, Side, by_hand, cut_short, planned};
 use std::io::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The flags `--plan` decides (settings, expectation, placement, output): refused beside it.
@@ -149,16 +149,24 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     run_human(&args)
 }
 
-/// Prints each case as it arrives: a log line, and the live progress bar.
-fn on_case(live: Arc<Mutex<icb_report::live::CaseProgress>>, unit: icb_core::BandwidthUnit, total: usize) -> OnCase {
-    let mut index = 0;
-    Box::new(move |c: &CaseResult| {
-        index += 1;
-        tracing::info!("{}", icb_report::text::case_line(c, unit));
-        if let Ok(mut live) = live.lock() {
-            live.case(index, total, c);
-        }
-    })
+/// The engine flags as `icb_sides` takes them (the one place that picks the engine).
+pub fn engine_choice(engine: &EngineArgs) -> icb_sides::EngineChoice {
+    icb_sides::EngineChoice {
+        kind: engine.engine,
+        nixl: engine.nixl_options(),
+    }
+}
+
+/// Who this side is, for either way of connecting.
+fn side(args: &Args, token: Option<icb_engine::auth::Token>) -> Side {
+    Side {
+        server: args.server.clone(),
+        engine: engine_choice(&args.engine),
+        ucx_lib: args.ucx.ucx_lib.clone(),
+        ucx_profile: args.engine.ucx_profile,
+        tool: tool_info(),
+        token,
+    }
 }
 
 /// The human `connect`: one pair against `--server`, the report printed.
@@ -174,39 +182,16 @@ fn run_human(args: &Args) -> anyhow::Result<i32> {
     let mut out = super::report_out::reserve()?;
     let interrupt = super::interrupt::Interrupt::install()?;
     let expectation = args.expect.input()?;
-    let unit = settings.unit;
-    let total = icb_report::live::total_cases(&settings);
-    let live = Arc::new(Mutex::new(icb_report::live::CaseProgress::start(total, unit)));
-    let preflight = args
-        .within
-        .map(|within| icb_engine::preflight::Preflight::arm(within, interrupt.token()));
-    let cancel = preflight.as_ref().map_or(interrupt.token(), |p| p.token()).clone();
-    let token = args.token.resolve()?;
-    let opts_for = |connect_timeout: Duration| icb_engine::ConnectOptions {
-        server: args.server.clone(),
-        settings: settings.clone(),
-        connect_timeout,
+    let run = ByHand {
+        settings,
+        connect_timeout: args.connect_timeout,
+        within: args.within,
         locality: args.placement.0,
-        expect_flags: expectation.flags.clone(),
-        expect_config: expectation.config.clone(),
-        expectation: None,
-        ucx: ucx_options(args, args.ucx_peer_errors),
-        tool: tool_info(),
-        placement_mode: "manual".into(),
-        on_case: Some(on_case(Arc::clone(&live), unit, total)),
-        cancel: Some(cancel.clone()),
-        token: token.clone(),
+        expect_flags: expectation.flags,
+        expect_config: expectation.config,
+        ucx_peer_errors: args.ucx_peer_errors,
     };
-    let result = match &preflight {
-        // A sidecar still starting refuses: asked again within the budget's connect share.
-        Some(p) => p.retry_refused(args.connect_timeout, |timeout| {
-            engine_connect(opts_for(timeout), &args.engine)
-        }),
-        None => engine_connect(opts_for(args.connect_timeout), &args.engine),
-    };
-    if let Ok(live) = live.lock() {
-        live.finish();
-    }
+    let (result, preflight) = by_hand(&side(args, args.token.resolve()?), run, interrupt.token());
     if let Some(p) = preflight.as_ref().filter(|p| p.cut(interrupt.token())) {
         return cut_short(p, &args.server, result, |report| {
             emit(report, args.json_line, &output, &mut out)
@@ -215,40 +200,6 @@ fn run_human(args: &Args) -> anyhow::Result<i32> {
     let report = interrupted_or(result, &interrupt)?;
     emit(&report, args.json_line, &output, &mut out)?;
     Ok(exit_code(&report, &interrupt))
-}
-
-/// A preflight the deadline cut: what it measured is written (evidence), and it exits 2 with
-/// one line saying so; not known, never a pass.
-fn cut_short(
-    p: &icb_engine::preflight::Preflight,
-    server: &str,
-    result: Result<icb_core::PairReport, icb_engine::EngineError>,
-    emit: impl FnOnce(&icb_core::PairReport) -> anyhow::Result<()>,
-) -> anyhow::Result<i32> {
-    let budget = p.budget();
-    match result {
-        Ok(report) if report.partial.is_none() => {
-            // Finished as the deadline fell: the verdict stands.
-            emit(&report)?;
-            Ok(icb_core::exit::for_report(&report))
-        }
-        Ok(report) => {
-            emit(&report)?;
-            let planned = report.partial.as_ref().map_or(0, |p| p.planned_cases);
-            eprintln!(
-                "ic-bench: error: preflight: only {} of {planned} cases measured within --within {budget}: not known, never a pass; give fewer --tests/--memory or a longer --within",
-                report.cases.len()
-            );
-            Ok(icb_core::exit::USAGE_OR_SETUP)
-        }
-        Err(icb_engine::EngineError::Interrupted) => {
-            eprintln!(
-                "ic-bench: error: preflight: nothing measured within --within {budget}: ic-bench serve at {server} did not answer in time or the cases did not start: not known, never a pass"
-            );
-            Ok(icb_core::exit::USAGE_OR_SETUP)
-        }
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// The report on the reserved stdout: one JSON line (`--json-line`, the table on stderr) or as
@@ -272,29 +223,6 @@ fn emit(
     }
     output.write_exports(icb_report::Report::Pair(report))?;
     Ok(())
-}
-
-/// `icb_engine::connect` with the signal handler's token: an interruption before the server's
-/// hello is an error that already says so; after it, the report of the cases measured so far
-/// comes back marked partial, with the signal named.
-fn connect_or_interrupted(
-    opts: icb_engine::ConnectOptions,
-    engine: &EngineArgs,
-    interrupt: &super::interrupt::Interrupt,
-) -> anyhow::Result<icb_core::PairReport> {
-    interrupted_or(engine_connect(opts, engine), interrupt)
-}
-
-/// The prefill side through the chosen engine.
-fn engine_connect(
-    opts: icb_engine::ConnectOptions,
-    engine: &EngineArgs,
-) -> Result<icb_core::PairReport, icb_engine::EngineError> {
-    match engine.engine {
-        icb_core::EngineKind::Ucx => icb_engine::connect(opts),
-        icb_core::EngineKind::Nixl => icb_nixl_engine::connect(opts, engine.nixl_options())
-            .map_err(icb_nixl_engine::NixlEngineError::into_engine_error),
-    }
 }
 
 /// The engine's result, with a signal named: before the server's hello an error that already
@@ -335,61 +263,14 @@ fn exit_code(report: &icb_core::PairReport, interrupt: &super::interrupt::Interr
     }
 }
 
-fn ucx_options(args: &Args, peer_errors: bool) -> icb_engine::UcxOptions {
-    icb_engine::UcxOptions {
-        library_dir: args.ucx.ucx_lib.clone(),
-        peer_failure: if peer_errors {
-            icb_engine::PeerFailureMode::UcxPeer
-        } else {
-            icb_engine::PeerFailureMode::ControlChannel
-        },
-        ..Default::default()
-    }
-    .with_profile(args.engine.ucx_profile)
-}
-
 /// `connect --plan`: the prefill side of a pipeline run. Prints one protocol line per case and
 /// then the report; the parent renders and judges.
 fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
     args.engine.check()?;
     let out = Arc::new(SideWriter::new(super::report_out::reserve()?));
     let interrupt = super::interrupt::Interrupt::install()?;
-    let total = plan.settings.case_list().len();
-    let unit = plan.settings.unit;
-    let mut index = 0;
-    let progress_out = Arc::clone(&out);
-    let opts = icb_engine::ConnectOptions {
-        server: args.server.clone(),
-        settings: plan.settings.clone(),
-        connect_timeout: Duration::from_secs_f64(plan.connect_timeout_s.max(0.001)),
-        locality: Some(plan.expectation.locality),
-        expect_flags: Default::default(),
-        expect_config: None,
-        expectation: Some(plan.expectation.clone()),
-        ucx: {
-            let mut ucx = match plan.ucx_profile {
-                Some(profile) => ucx_options(args, plan.ucx_peer_errors).with_profile(profile),
-                None => ucx_options(args, plan.ucx_peer_errors),
-            };
-            ucx.config.extend(plan.ucx_config.iter().cloned());
-            ucx
-        },
-        tool: tool_info(),
-        placement_mode: plan.placement_mode.clone(),
-        on_case: Some(Box::new(move |c: &CaseResult| {
-            index += 1;
-            tracing::info!("{}", icb_report::text::case_line(c, unit));
-            // A closed channel is the parent gone: the run ends on its own, nothing to add.
-            let _ = progress_out.case(index, total, c);
-        })),
-        cancel: Some(interrupt.token().clone()),
-        token: args.token.resolve()?,
-    };
-    let report = connect_or_interrupted(opts, &args.engine, &interrupt).inspect_err(|e| {
-        if let Some(e) = e.downcast_ref::<icb_engine::EngineError>() {
-            let _ = out.failed(e.side_failure());
-        }
-    })?;
+    let side = side(args, args.token.resolve()?);
+    let report = interrupted_or(planned(&side, &plan, interrupt.token(), &out), &interrupt)?;
     // The parent judges and decides the exit code; the child only says when it was interrupted.
     let code = match report.partial {
         Some(_) => exit_code(&report, &interrupt),

@@ -71,7 +71,7 @@ pub struct Args {
     pub tests: Vec<icb_core::TestKind>,
 
     /// Sizes of the pair: sizes or power-of-two ranges (8..64MiB), comma separated
-    #[arg(long, value_delimiter = ',', default_value = "64KiB,1MiB", value_parser = super::common::parse_sizes_arg)]
+    #[arg(long, value_delimiter = ',', default_value = "64KiB,1MiB", value_parser = super::common::SizeList::parse)]
     pub sizes: Vec<super::common::SizeList>,
 
     /// Memory pairs of the pair

@@ -34,60 +34,24 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    if args.local {
-        return run_local(args.dry_run);
-    }
-    let rt = super::common::runtime()?;
-    rt.block_on(async {
-        let cluster = args.cluster.connect().await?;
-        let opts = icb_kube::gc::GcOptions {
-            older_than: args.older_than,
-            run_id: args.run_id.clone(),
-            all_namespaces: args.all_namespaces,
-            dry_run: args.dry_run,
-        };
-        let taken = icb_kube::gc::collect(&cluster, &opts).await?;
-        let verb = if args.dry_run { "would delete" } else { "deleted" };
-        for c in &taken {
-            let age = c
-                .age
-                .map(|a| humantime::format_duration(Duration::from_secs(a.as_secs())).to_string());
-            println!(
-                "{verb} pod {}/{} (age {})",
-                c.namespace,
-                c.name,
-                age.as_deref().unwrap_or("unknown")
-            );
-        }
-        if taken.is_empty() {
-            println!("no ic-bench pods to delete");
-        }
-        Ok(icb_core::exit::OK)
-    })
-}
-
-/// `gc --local`: leftovers of dead local runs (`icb-<dead pid>-…`); live runs are never touched.
-fn run_local(dry_run: bool) -> anyhow::Result<i32> {
-    let prefix = icb_isolate::DEFAULT_PREFIX;
-    let found = if dry_run {
-        icb_isolate::find_stale(prefix)?
-    } else {
-        icb_isolate::cleanup_stale(prefix)?
+    let lines = match args.local {
+        // Leftovers of dead local runs (`icb-<dead pid>-…`); live runs are never touched.
+        true if args.dry_run => icb_isolate::find_stale(icb_isolate::DEFAULT_PREFIX)?.report_lines(true),
+        true => icb_isolate::cleanup_stale(icb_isolate::DEFAULT_PREFIX)?.report_lines(false),
+        false => super::common::runtime()?.block_on(async {
+            let cluster = args.cluster.connect().await?;
+            let opts = icb_kube::gc::GcOptions {
+                older_than: args.older_than,
+                run_id: args.run_id.clone(),
+                all_namespaces: args.all_namespaces,
+                dry_run: args.dry_run,
+            };
+            let taken = icb_kube::gc::collect(&cluster, &opts).await?;
+            anyhow::Ok(icb_kube::gc::report_lines(&taken, args.dry_run))
+        })?,
     };
-    let verb = if dry_run { "would delete" } else { "deleted" };
-    for ns in &found.namespaces {
-        println!("{verb} network namespace {ns}");
-    }
-    if !found.processes.is_empty() {
-        let verb = if dry_run { "would kill" } else { "killed" };
-        println!(
-            "{verb} {} leftover processes: {:?}",
-            found.processes.len(),
-            found.processes
-        );
-    }
-    if found.is_empty() {
-        println!("no leftovers of dead local runs");
+    for line in lines {
+        println!("{line}");
     }
     Ok(icb_core::exit::OK)
 }

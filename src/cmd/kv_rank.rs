@@ -3,7 +3,6 @@
 //! address. The plan names the engine: `icb_nixl_engine::kv_rank` or `icb_engine::rank::kv_rank`.
 
 use super::common::{EngineArgs, UcxArgs};
-use icb_core::EngineKind;
 use icb_core::protocol::kv_rank::RankPlan;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -22,19 +21,11 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let plan: RankPlan =
         serde_json::from_str(&args.plan).map_err(|e| anyhow::anyhow!("bad --plan for kv-rank: {e}"))?;
-    match plan.engine {
-        EngineKind::Nixl => icb_nixl_engine::kv_rank(&plan, &args.engine.nixl_options()),
-        EngineKind::Ucx => {
-            let mut ucx = icb_engine::UcxOptions {
-                library_dir: args.ucx.ucx_lib.clone(),
-                ..Default::default()
-            }
-            .with_profile(args.engine.ucx_profile);
-            // The TCP control's `TLS=tcp` (empty otherwise), over the environment as `connect`'s.
-            ucx.config.extend(plan.ucx_config.iter().cloned());
-            icb_engine::rank::kv_rank(&plan, &ucx)
-        }
+    let ucx = icb_engine::UcxOptions {
+        library_dir: args.ucx.ucx_lib.clone(),
+        ..Default::default()
     }
-    .map_err(anyhow::Error::msg)?;
+    .with_profile(args.engine.ucx_profile);
+    icb_sides::kv_rank(&plan, ucx, &args.engine.nixl_options()).map_err(anyhow::Error::msg)?;
     Ok(0)
 }

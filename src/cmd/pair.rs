@@ -5,13 +5,15 @@
 //! The flags are read once, by [`PairCommand::from_args`] (ripgrep's LowArgs → HiArgs step): it
 //! checks everything that can be checked without the peers and decides the plan (settings,
 //! expectation, the launcher's deadlines), the target (which launcher, with its options) and
-//! the output. Nothing after it reads a flag. A new way of running a pair (e.g. whole-node
-//! rails) is a new [`PairTarget`] variant, decided in `from_args` and run in [`run`].
+//! the output. Nothing after it reads a flag. A new way of running a pair is a new
+//! `icb_pair::target::PairTarget` variant, decided in `from_args`, driven by
+//! `PairTarget::run` and emitted once in [`run`].
 
 use super::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs};
 use super::interrupt::Interrupt;
 use super::output::{Output, PairFormat, PairOutputArgs};
-use icb_pair::{Launcher, PairOutcome, PairPlan};
+use icb_pair::PairPlan;
+use icb_pair::target::PairEnd;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
@@ -98,21 +100,7 @@ pub struct PairCommand {
     pub controls: Vec<icb_core::model::ControlKind>,
 }
 
-/// Who starts the two sides, with everything the launcher needs.
-pub enum PairTarget {
-    /// Two local processes (`--local`), optionally isolated like pods or nodes.
-    Local(icb_pair::local::LocalOptions),
-    /// Two bench pods (`--prefill`/`--decode`).
-    Kube(super::pair_kube::KubeTarget),
-    /// Inside two running workers (`--in-place`).
-    InPlace(super::pair_inplace::InPlaceTarget),
-    /// Every rail of a local node pair at once (`--local --rails`).
-    LocalRails(Box<super::pair_rails::RailsTarget>),
-    /// Every rail of two Kubernetes nodes at once (`--prefill node/A --decode node/B --rails`).
-    KubeRails(Box<super::pair_rails_kube::KubeRailsTarget>),
-    /// A model's KV transfer, every rank at once (`--kv-shape`).
-    Kv(Box<icb_pair::kv::KvTarget>),
-}
+pub use icb_pair::target::{PairTarget, PodsFormat};
 
 impl PairCommand {
     /// The one place that reads the pair flags. Everything that can be checked without the
@@ -196,7 +184,7 @@ fn target(
 ) -> anyhow::Result<PairTarget> {
     Ok(if args.kv.wanted() {
         let mut kv = super::pair_kv::target(args, pods, plan)?;
-        kv.plan.connector = super::pair_local::recipe_connector(&args.recipe, args.role.as_deref())?;
+        kv.read_recipe_connector(&args.recipe, args.role.as_deref())?;
         PairTarget::Kv(Box::new(kv))
     } else if args.rails.wanted() && !args.local {
         PairTarget::KubeRails(Box::new(super::pair_rails_kube::target(args, pods, plan)?))
@@ -245,13 +233,6 @@ fn recipe_knobs(
     Ok(recipe_env)
 }
 
-/// What `--dry-run` prints the pods as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodsFormat {
-    Yaml,
-    Json,
-}
-
 /// `-o`: the report's format, or with `--dry-run` what the pods are printed as (yaml, also
 /// for the default `-o table`, or json).
 fn formats(format: PairFormat, dry_run: bool) -> anyhow::Result<(icb_report::Format, Option<PodsFormat>)> {
@@ -280,53 +261,30 @@ fn name(v: impl clap::ValueEnum) -> String {
         .map_or_else(String::new, |v| v.get_name().to_string())
 }
 
+/// The one drive and the one emit of every pair target.
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let cmd = PairCommand::from_args(args)?;
-    match &cmd.target {
-        PairTarget::Local(opts) => super::pair_local::run(&cmd, opts.clone()),
-        PairTarget::Kube(t) => super::pair_kube::run(&cmd, t),
-        PairTarget::InPlace(t) => super::pair_inplace::run(&cmd, t),
-        PairTarget::LocalRails(t) => super::pair_rails::run(&cmd, t),
-        PairTarget::KubeRails(t) => super::pair_rails_kube::run(&cmd, t),
-        PairTarget::Kv(t) => super::pair_kv::run(&cmd, t),
-    }
-}
-
-/// Runs the pipeline with a prepared launcher (per-case progress on stderr when `live`), and
-/// turns its end into the report, the export files and an exit code. `finished` adds the
-/// launcher's own lines to a run that ended with a report.
-pub async fn drive<L: Launcher>(
-    cmd: &PairCommand,
-    launcher: &mut L,
-    interrupt: &Interrupt,
-    live: bool,
-    finished: impl FnOnce(&mut PairOutcome),
-) -> anyhow::Result<i32> {
-    let settings = &cmd.plan.settings;
-    let mut bar =
-        live.then(|| icb_report::live::CaseProgress::start(icb_report::live::total_cases(settings), settings.unit));
-    let mut progress = |p: &icb_core::protocol::CaseProgress| {
-        tracing::debug!("case {}/{}", p.index, p.total);
-        if let Some(bar) = bar.as_mut() {
-            bar.case(p.index, p.total, &p.case);
-        }
+    // Installed before anything is started, so a signal at any point reaches the cleanup.
+    let interrupt = Interrupt::install()?;
+    let runtime = super::common::runtime()?;
+    let gpus = || icb_engine::local::cuda_info().devices;
+    let host = icb_pair::kv::KvHost {
+        tool: super::connect::tool_info(),
+        gpus: &gpus,
     };
-    let result = icb_pair::controls::run_pair_with_controls(
-        &cmd.controls,
-        &cmd.plan,
-        launcher,
-        interrupt.token(),
-        &mut progress,
-    )
-    .await;
-    if let Some(bar) = &bar {
-        bar.finish();
+    let mut view = super::pair_view::View::of(&cmd.target, &cmd.plan.settings);
+    let run = (&cmd.plan, &cmd.controls[..]);
+    let end = cmd.target.run(run, runtime, interrupt.token(), &host, &mut view);
+    // The bar is cleared before the report.
+    drop(view);
+    match end? {
+        PairEnd::NotStarted => Ok(interrupt.report("nothing was left to clean up")),
+        PairEnd::Pods(text) => {
+            cmd.output.emit(&text)?;
+            Ok(icb_core::exit::OK)
+        }
+        PairEnd::Ran(result) => super::common::emit_outcome(*result, &cmd.output, &interrupt, cmd.history.as_ref()),
     }
-    let result = result.map(|mut outcome| {
-        finished(&mut outcome);
-        outcome
-    });
-    super::common::emit_outcome(result, &cmd.output, interrupt, cmd.history.as_ref())
 }
 
 #[cfg(test)]

@@ -4,11 +4,9 @@
 //! Bounded for production pods: each side gets at most `--side-timeout` (15 s by default) of
 //! transfers, the cases are fitted into it, and buffers stay at or under 256 MiB.
 
-use super::interrupt::Interrupt;
-use super::kube_args::ClusterArgs;
-use super::pair::PairCommand;
 use anyhow::Context as _;
-use icb_pair::inplace::{InPlaceLauncher, InPlacePlan, fit, strip};
+use icb_pair::inplace::{InPlacePlan, fit, strip};
+use icb_pair::target::InPlaceTarget;
 use icb_pair::{Deadlines, PairPlan};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -47,16 +45,6 @@ fn parse_port_range(s: &str) -> Result<(u16, u16), String> {
     Ok((lo, hi))
 }
 
-/// Two running workers, decided.
-pub struct InPlaceTarget {
-    pub cluster: ClusterArgs,
-    pub plan: InPlacePlan,
-    /// What fitting the cases into the side budget changed.
-    pub notes: Vec<String>,
-    /// Held until the run ends: dropping it removes the stripped copy of this binary.
-    pub _stripped: Option<tempfile::TempDir>,
-}
-
 /// The in-place plan, with the cases fitted into `--side-timeout`, and its deadlines on `plan`.
 pub fn target(args: &super::pair::Args, plan: &mut PairPlan) -> anyhow::Result<InPlaceTarget> {
     let (prefill, decode) = super::pair_kube::targets(args)?;
@@ -76,7 +64,7 @@ pub fn target(args: &super::pair::Args, plan: &mut PairPlan) -> anyhow::Result<I
     let copy_timeout = Duration::from_secs(120).max(request_timeout);
     plan.set_deadlines(Deadlines::in_place(copy_timeout, opts.side_timeout));
     Ok(InPlaceTarget {
-        cluster: args.kube.cluster.clone(),
+        cluster: args.kube.cluster.options(),
         plan: InPlacePlan {
             prefill,
             decode,
@@ -92,35 +80,6 @@ pub fn target(args: &super::pair::Args, plan: &mut PairPlan) -> anyhow::Result<I
         notes,
         _stripped: stripped,
     })
-}
-
-pub fn run(cmd: &PairCommand, target: &InPlaceTarget) -> anyhow::Result<i32> {
-    let interrupt = Interrupt::install()?;
-    super::common::runtime()?.block_on(async {
-        let prepare = async {
-            let cluster = target.cluster.connect().await?;
-            Ok::<_, anyhow::Error>(InPlaceLauncher::prepare(cluster, target.plan.clone()).await?)
-        };
-        let mut launcher = tokio::select! {
-            l = prepare => l?,
-            _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was left to clean up")),
-        };
-        for line in target.notes.iter().chain(launcher.describe().iter()) {
-            eprintln!("ic-bench: {line}");
-        }
-        super::pair::drive(cmd, &mut launcher, &interrupt, false, |outcome| {
-            say_ucx(&outcome.report);
-            tracing::info!("{}", outcome.cleanup);
-        })
-        .await
-    })
-}
-
-/// Which UCX each side loaded; identical lines for the two sides read as one.
-fn say_ucx(r: &icb_core::PairReport) {
-    for line in icb_report::text::ucx_loaded_lines(r) {
-        eprintln!("ic-bench: in-place: {line}");
-    }
 }
 
 #[cfg(test)]

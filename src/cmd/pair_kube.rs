@@ -1,15 +1,13 @@
 //! `ic-bench pair --prefill X --decode Y` on Kubernetes: the flags, and the pair pipeline with
 //! the Kubernetes launcher (`icb_pair::kube`).
 
-use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
-use super::pair::{PairCommand, PodsFormat};
 use anyhow::Context as _;
 use icb_kube::PodOptions;
 use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
-use icb_pair::kube::KubeLauncher;
-use icb_pair::{Deadlines, Launcher as _, PairPlan};
+use icb_pair::target::{KubeTarget, PodsFormat};
+use icb_pair::{Deadlines, PairPlan};
 use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -131,14 +129,6 @@ pub fn kubernetes_only_flag(k: &KubePairArgs) -> Option<&'static str> {
     .find_map(|(given, flag)| given.then_some(flag))
 }
 
-/// Two bench pods, decided.
-pub struct KubeTarget {
-    pub cluster: ClusterArgs,
-    pub pods: BenchPodsPlan,
-    /// `--dry-run`: print the pods as this, create nothing.
-    pub dry_run: Option<PodsFormat>,
-}
-
 /// Both sides parsed from `--prefill`/`--decode`.
 pub fn targets(args: &super::pair::Args) -> anyhow::Result<(Target, Target)> {
     let (Some(prefill), Some(decode)) = (&args.prefill, &args.decode) else {
@@ -161,7 +151,7 @@ pub fn target(
     let pods = bench_pods(args, options, &plan.settings, dry_run.is_some())?;
     plan.set_deadlines(Deadlines::budget(pods.timeout, "--timeout"));
     Ok(KubeTarget {
-        cluster: args.kube.cluster.clone(),
+        cluster: args.kube.cluster.options(),
         pods,
         dry_run,
     })
@@ -183,62 +173,4 @@ pub fn bench_pods(
     pods.resources = icb_kube::hardening::BenchResources::for_settings(settings);
     pods.dry_run = dry_run;
     Ok(pods)
-}
-
-pub fn run(cmd: &PairCommand, target: &KubeTarget) -> anyhow::Result<i32> {
-    let interrupt = Interrupt::install()?;
-    super::common::runtime()?.block_on(async {
-        let prepare = async {
-            let cluster = target.cluster.connect().await?;
-            Ok::<_, anyhow::Error>(KubeLauncher::prepare(cluster, target.pods.clone()).await?)
-        };
-        // Nothing exists yet: an interrupt here has nothing to clean up.
-        let mut launcher = tokio::select! {
-            l = prepare => l?,
-            _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was left to clean up")),
-        };
-        if let Some(format) = target.dry_run {
-            return print_pods(cmd, &launcher, format);
-        }
-        let notes = show_notes(launcher.prepared());
-        super::pair::drive(cmd, &mut launcher, &interrupt, true, |outcome| {
-            tracing::info!(
-                "orchestration overhead {:.2}s (create → report → cleanup, minus the transfer); {}",
-                outcome.orchestration.as_secs_f64(),
-                outcome.cleanup
-            );
-            outcome.report.warnings.extend(notes);
-        })
-        .await
-    })
-}
-
-/// `--dry-run`: the pods a run would create, as yaml or json.
-fn print_pods(cmd: &PairCommand, launcher: &KubeLauncher, format: PodsFormat) -> anyhow::Result<i32> {
-    let child = cmd.plan.child_plan(launcher.locality(), &launcher.mode())?;
-    let text = match format {
-        PodsFormat::Json => serde_json::to_string_pretty(&launcher.dry_run_json(&child))?,
-        PodsFormat::Yaml => launcher.dry_run_yaml(&child)?,
-    };
-    cmd.output.emit(&text)?;
-    Ok(icb_core::exit::OK)
-}
-
-/// The preparation's notes on stderr (`NoteKind::on_stderr`); returns those the report keeps
-/// as warnings (`Prepared::report_warnings`).
-fn show_notes(prepared: &icb_kube::pair::Prepared) -> Vec<String> {
-    for note in &prepared.notes {
-        if note.kind.on_stderr() {
-            eprintln!("ic-bench: {note}");
-        } else {
-            tracing::info!("{note}");
-        }
-    }
-    tracing::info!(
-        "server on node {}, client on node {}, namespace {}",
-        prepared.decode.node,
-        prepared.prefill.node,
-        prepared.namespace
-    );
-    prepared.report_warnings()
 }

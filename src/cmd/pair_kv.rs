@@ -5,13 +5,11 @@
 //! shaped by `--gpus`/`--rdma`/`--host-ipc`/`--host-pid`; for `pod/…`, `deployment/…` pods
 //! modelled on the workers. The descriptor sweep, when asked, runs on one more pair of pods.
 
-use super::interrupt::Interrupt;
-use super::pair::PairCommand;
 use super::pair_rails_kube::node_pods_start;
 use icb_kube::PodOptions;
 use icb_kv::{KvFlags, KvShapeText};
 use icb_pair::PairPlan;
-use icb_pair::kv::{KvExtraRuns, KvHost, KvOp, KvOptions, KvTarget};
+use icb_pair::kv::{KvExtraRuns, KvOp, KvOptions, KvTarget};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct KvArgs {
@@ -178,26 +176,4 @@ pub fn kv_engine(engine: &super::common::EngineArgs) -> icb_core::EngineKind {
         return icb_core::EngineKind::Nixl;
     }
     engine.engine
-}
-
-/// The one drive of a KV target: its cases on the progress bar, one emit.
-pub fn run(cmd: &PairCommand, target: &KvTarget) -> anyhow::Result<i32> {
-    let interrupt = Interrupt::install()?;
-    super::common::runtime()?.block_on(async {
-        let total = target.cases();
-        let mut bar = icb_report::live::CaseProgress::start(total, target.plan.pair.settings.unit);
-        let mut done = 0usize;
-        let mut progress = |p: &icb_core::protocol::CaseProgress| {
-            done += 1;
-            bar.case(done, total, &p.case);
-        };
-        let gpus = || icb_engine::local::cuda_info().devices;
-        let host = KvHost {
-            tool: super::connect::tool_info(),
-            gpus: &gpus,
-        };
-        let result = target.run(&cmd.controls, &host, interrupt.token(), &mut progress).await;
-        bar.finish();
-        super::common::emit_outcome(result, &cmd.output, &interrupt, cmd.history.as_ref())
-    })
 }

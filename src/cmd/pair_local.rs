@@ -1,11 +1,9 @@
 //! `ic-bench pair --local`: the pair pipeline with the local launcher (two processes of this
 //! binary, optionally isolated like pods or nodes: `icb_isolate::Isolation`).
 
-use super::interrupt::Interrupt;
-use super::pair::PairCommand;
 use anyhow::Context as _;
 use icb_isolate::Isolation;
-use icb_pair::local::{LocalLauncher, LocalOptions};
+use icb_pair::local::LocalOptions;
 use icb_pair::{Deadlines, PairPlan};
 use std::time::Duration;
 
@@ -56,18 +54,10 @@ pub fn side_options(args: &super::pair::Args) -> anyhow::Result<LocalOptions> {
     if local.link_rate.is_some() && local.isolation != Isolation::Node {
         anyhow::bail!("--link-rate limits the link between two emulated nodes: use it with --isolation node");
     }
+    let exe = std::env::current_exe().context("cannot find the ic-bench executable to start both sides")?;
     Ok(LocalOptions {
         isolation: local.isolation,
-        exe: std::env::current_exe().context("cannot find the ic-bench executable to start both sides")?,
         ucx_lib: args.ucx.ucx_lib.clone(),
-        // The sides log as much as we do, so -v shows their progress too.
-        verbosity: if tracing::enabled!(tracing::Level::DEBUG) {
-            vec!["-vv".into()]
-        } else if tracing::enabled!(tracing::Level::INFO) {
-            vec!["-v".into()]
-        } else {
-            vec![]
-        },
         forward_stderr: tracing::enabled!(tracing::Level::INFO),
         side_args: args.engine.side_flags(),
         link_rate: local.link_rate.clone(),
@@ -75,7 +65,7 @@ pub fn side_options(args: &super::pair::Args) -> anyhow::Result<LocalOptions> {
         token: Some(icb_pair::local::RunToken(
             icb_engine::auth::Token::generate().expose().to_string(),
         )),
-        recipe_env: Default::default(),
+        ..LocalOptions::new(exe)
     })
 }
 
@@ -94,33 +84,5 @@ pub fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<icb_pa
     Ok(icb_pair::local::RecipeEnv {
         prefill: env(icb_recipe::Role::Prefill)?,
         decode: env(icb_recipe::Role::Decode)?,
-    })
-}
-
-/// `--recipe` with `--kv-shape`: the operation its KV connector uses, when known.
-pub fn recipe_connector(
-    paths: &[String],
-    role: Option<&str>,
-) -> anyhow::Result<Option<icb_pair::kv::directions::KvConnector>> {
-    if paths.is_empty() {
-        return Ok(None);
-    }
-    let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
-    let (_, roles) = icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default())?;
-    let source = format!("the recipe {}", paths.join(", "));
-    Ok(Some(match role {
-        Some(r) => {
-            icb_pair::kv::directions::role_connector(roles.for_side(icb_recipe::Role::Decode, Some(r))?, &source)
-        }
-        None => icb_pair::kv::directions::recipe_connector(&roles, &source),
-    }))
-}
-
-pub fn run(cmd: &PairCommand, opts: LocalOptions) -> anyhow::Result<i32> {
-    // Installed before anything is started, so a signal at any point reaches the cleanup.
-    let interrupt = Interrupt::install()?;
-    super::common::runtime()?.block_on(async {
-        let mut launcher = LocalLauncher::create(opts)?;
-        super::pair::drive(cmd, &mut launcher, &interrupt, true, |_| {}).await
     })
 }

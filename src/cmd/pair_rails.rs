@@ -1,10 +1,7 @@
 //! `ic-bench pair --rails`: every rail of a node pair at once (`icb_pair::rails`). Here only the
-//! flags, read once into a [`RailsTarget`], and the wiring of the local seam.
+//! flags, read once into an `icb_pair::rails::LocalRailsTarget`.
 
-use super::interrupt::Interrupt;
-use super::pair::PairCommand;
 use icb_core::rails::RailPattern;
-use icb_pair::rails::local_run::run_local_rails;
 use icb_pair::rails::{AloneRuns, Choice, LocalRailsFlags, LocalRailsTarget, RailSelection};
 
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -142,15 +139,12 @@ impl RailArgs {
     }
 }
 
-/// A local rails run, decided (`icb_pair::rails::LocalRailsTarget`).
-pub type RailsTarget = LocalRailsTarget;
-
 /// Reads the rails flags of a `--local` run.
 pub fn target(
     rails: &RailArgs,
     emulated_faults: &EmulatedRailArgs,
     opts: icb_pair::local::LocalOptions,
-) -> anyhow::Result<RailsTarget> {
+) -> anyhow::Result<LocalRailsTarget> {
     let flags = LocalRailsFlags {
         rails: rails.rails.as_deref(),
         rail_devices: rails.rail_devices.as_deref(),
@@ -160,16 +154,6 @@ pub fn target(
         lossy_rail: &emulated_faults.lossy_rail,
     };
     Ok(LocalRailsTarget::read(&flags, opts, |s| rails.choice(s))?)
-}
-
-/// A local rails run (`icb_pair::rails::local_run`), emitted.
-pub fn run(cmd: &PairCommand, t: &RailsTarget) -> anyhow::Result<i32> {
-    let interrupt = Interrupt::install()?;
-    let mut progress = progress(cmd.plan.settings.unit);
-    let runtime = super::common::runtime()?;
-    let (plan, controls, cancel) = (cmd.plan.clone(), &cmd.controls[..], interrupt.token());
-    let result = run_local_rails(t, plan, controls, runtime, cancel, &mut progress);
-    super::common::emit_outcome(result, &cmd.output, &interrupt, cmd.history.as_ref())
 }
 
 /// One progress line per case on stderr, named by its rail.

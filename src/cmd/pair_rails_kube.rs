@@ -2,23 +2,12 @@
 //! at once, through `icb_pair::rails::kube` (one idle bench pod per node holding all of its GPUs
 //! and RDMA devices, each rank exec'd into it). Here only the flags, read once, and the wiring.
 
-use super::interrupt::Interrupt;
-use super::kube_args::ClusterArgs;
-use super::pair::PairCommand;
 use icb_kube::PodOptions;
 use icb_kube::target::Target;
-use icb_pair::rails::Choice;
 use icb_pair::rails::kube::KubeRailsPlan;
-use icb_pair::rails::kube_run::run_kube_rails;
-use icb_pair::rails::{NodeRailInfo, RailSelection, RailSite, read_selection};
+use icb_pair::rails::{RailSelection, RailSite, read_selection};
+use icb_pair::target::KubeRailsTarget;
 use std::time::Duration;
-
-/// A Kubernetes rails run, decided.
-pub struct KubeRailsTarget {
-    pub cluster: ClusterArgs,
-    pub pods: KubeRailsPlan,
-    pub choice: Choice,
-}
 
 /// Reads the rails flags of a Kubernetes run (`--prefill node/A --decode node/B`).
 pub fn target(
@@ -33,7 +22,7 @@ pub fn target(
     let run_id = icb_kube::podspec::run_id_or_new(k.run_id.as_deref()).map_err(anyhow::Error::msg)?;
     let times = (node_pods_start(k), k.cluster.request_timeout);
     Ok(KubeRailsTarget {
-        cluster: k.cluster.clone(),
+        cluster: k.cluster.options(),
         pods: KubeRailsPlan::new((&nodes.0, &nodes.1), run_id, options, times, plan),
         choice: args.rails.choice(selection),
     })
@@ -82,19 +71,4 @@ fn selection(rails: &super::pair_rails::RailArgs) -> anyhow::Result<RailSelectio
 /// else five minutes (an image pull on a fresh node).
 pub(super) fn node_pods_start(k: &super::pair_kube::KubePairArgs) -> Duration {
     k.timeout.unwrap_or(Duration::from_secs(300))
-}
-
-pub fn run(cmd: &PairCommand, t: &KubeRailsTarget) -> anyhow::Result<i32> {
-    let interrupt = Interrupt::install()?;
-    super::common::runtime()?.block_on(async {
-        let cluster = tokio::select! {
-            c = t.cluster.connect() => c?,
-            _ = interrupt.token().cancelled() => return Ok(interrupt.report("nothing was left to clean up")),
-        };
-        let rows = |prefill: &NodeRailInfo, decode: &NodeRailInfo| t.choice.plan(cmd.plan.clone(), prefill, decode);
-        let mut progress = super::pair_rails::progress(cmd.plan.settings.unit);
-        let token = interrupt.token();
-        let result = run_kube_rails(cluster, t.pods.clone(), rows, &cmd.controls, token, &mut progress).await;
-        super::common::emit_outcome(result, &cmd.output, &interrupt, cmd.history.as_ref())
-    })
 }

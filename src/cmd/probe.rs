@@ -5,8 +5,10 @@
 use super::kube_args::ClusterArgs;
 use super::output::{Output, OutputArgs};
 use icb_core::checks::ProbeReport;
+use icb_kube::KubeError;
+use icb_kube::probe_remote::{KubeRemote, ProbeRemoteError};
 use icb_probe::remote::{nixl_script, node_script};
-use icb_probe::vantage::ExecOutput;
+use icb_probe::vantage::Opened;
 use icb_probe::{GatherOptions, LocalSource, NodeExpectations, ReplayDirs, TransportEnv, Vantage};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -209,50 +211,27 @@ pub(crate) fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result
     Ok(icb_gate::kube::node_env(roles.shared(role)?))
 }
 
-/// The Kubernetes side of `--pod` (the exec API; nothing is created) and `--node` (one
-/// short-lived probe pod, deleted on every path).
-struct KubeRemote<'a> {
-    remote: &'a RemoteArgs,
-    image: Option<String>,
-}
-
-impl icb_probe::vantage::Remote for KubeRemote<'_> {
-    type Error = anyhow::Error;
-
-    fn exec(&mut self, pod: &str, script: &str) -> anyhow::Result<ExecOutput> {
-        super::common::runtime()?.block_on(async {
-            let cluster = self.remote.cluster.connect().await?;
-            let cmd = vec!["sh".to_string(), "-c".to_string(), script.to_string()];
-            let out = cluster
-                .exec(pod, self.remote.container.as_deref(), &cmd, self.remote.timeout)
-                .await?;
-            Ok(ExecOutput {
-                stdout: out.stdout_lossy(),
-                stderr: out.stderr_lossy(),
-                exit_code: out.exit_code,
-            })
-        })
-    }
-
-    fn probe_pod(&mut self, node: &str, script: &str) -> anyhow::Result<String> {
-        let opts = icb_kube::probe_pod::ProbePodOptions {
-            image: self.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
-            image_pull_policy: None,
-            run_id: icb_kube::podspec::new_run_id(),
-            deadline: self.remote.timeout,
-        };
-        let interrupt = super::interrupt::Interrupt::install()?;
-        super::common::runtime()?.block_on(async {
-            let cluster = self.remote.cluster.connect().await?;
-            let stopped = interrupt.token().cancelled();
-            match icb_kube::probe_pod::run_probe_pod(&cluster, node, script, &opts, stopped).await {
-                Ok(text) => Ok(text),
-                Err(icb_kube::KubeError::Interrupted(what)) => {
-                    Err(super::interrupt::Interrupted(interrupt.report(&what)).into())
-                }
-                Err(e) => Err(e.into()),
-            }
-        })
+/// Reads the node at its vantage (`--pod`: the exec API; `--node`: one short-lived probe pod,
+/// which claims the signal handler for its life: an interrupt deletes it and ends in
+/// `interrupt::Interrupted`).
+fn open(vantage: Vantage, script: &str, remote: &RemoteArgs, image: Option<String>) -> anyhow::Result<Opened> {
+    let interrupt = matches!(vantage, Vantage::ProbePod(_))
+        .then(super::interrupt::Interrupt::install)
+        .transpose()?;
+    let runtime = super::common::runtime()?;
+    let mut kube = KubeRemote {
+        runtime: &runtime,
+        cluster: remote.cluster.options(),
+        container: remote.container.clone(),
+        deadline: remote.timeout,
+        image,
+        stopped: interrupt.as_ref().map(|i| i.token().clone()),
+    };
+    match (vantage.open(script, &mut kube), interrupt) {
+        (Err(ProbeRemoteError::Kube(KubeError::Interrupted(what))), Some(i)) => {
+            Err(super::interrupt::Interrupted(i.report(&what)).into())
+        }
+        (opened, _) => Ok(opened?),
     }
 }
 
@@ -310,11 +289,7 @@ fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
         Vantage::Local(s) => s.replay_note(),
         _ => None,
     };
-    let mut remote = KubeRemote {
-        remote: &a.remote,
-        image: a.image.clone(),
-    };
-    let opened = vantage.clone().open(&script, &mut remote)?;
+    let opened = open(vantage.clone(), &script, &a.remote, a.image.clone())?;
     let (env, recipe_rdma) = match recipe {
         Some((env, rdma)) => (env, rdma),
         None => (opened.env.unwrap_or_default(), false),
@@ -343,11 +318,7 @@ fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
         None => Vantage::Local(LocalSource::default()),
     };
     let me = a.remote.pod.as_ref().map(|pod| format!("pod/{pod}{ns}"));
-    let mut remote = KubeRemote {
-        remote: &a.remote,
-        image: None,
-    };
-    let opened = vantage.open(&nixl_script(a.tool_timeout.as_secs()), &mut remote)?;
+    let opened = open(vantage, &nixl_script(a.tool_timeout.as_secs()), &a.remote, None)?;
     let (source, env) = (opened.source, opened.env.unwrap_or_default());
     let opts = icb_probe::NixlOptions {
         env,

@@ -1,7 +1,6 @@
 //! `ic-bench serve`: the decode side, like ucx_perftest started without a peer address.
 
 use super::common::{EngineArgs, UcxArgs};
-use icb_core::EngineKind;
 use icb_core::protocol::SideWriter;
 use std::time::Duration;
 
@@ -63,41 +62,22 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         max_session: args.max_session,
         ..Default::default()
     };
-    let args_side_events = args.side_events;
     let out = std::sync::Arc::new(SideWriter::new(super::report_out::reserve()?));
-    let listening_out = std::sync::Arc::clone(&out);
     let interrupt = super::interrupt::Interrupt::install()?;
-    let opts = icb_engine::ServeOptions {
+    let serve = icb_sides::serve::Serve {
+        engine: super::connect::engine_choice(&args.engine),
         listen: args.listen,
         once: args.once,
         idle_timeout: args.idle_timeout,
-        ucx: icb_engine::UcxOptions {
-            library_dir: args.ucx.ucx_lib,
-            ..Default::default()
-        }
-        .with_profile(args.engine.ucx_profile),
+        ucx_lib: args.ucx.ucx_lib,
+        ucx_profile: args.engine.ucx_profile,
         tool: super::connect::tool_info(),
-        on_listening: Some(Box::new(move |l: &icb_engine::Listening| {
-            // One typed line on stdout: launchers read the port from it (pipes, pod logs).
-            let _ = listening_out.listening(l.address.to_string(), l.ucx_version.clone());
-        })),
-        cancel: Some(interrupt.token().clone()),
         guard,
+        side_events: args.side_events,
     };
-    let result = match args.engine.engine {
-        EngineKind::Ucx => icb_engine::serve(opts),
-        EngineKind::Nixl => icb_nixl_engine::serve(opts, args.engine.nixl_options())
-            .map_err(icb_nixl_engine::NixlEngineError::into_engine_error),
-    };
-    match result {
+    match icb_sides::serve::serve(serve, &out, interrupt.token()) {
         Ok(()) => Ok(icb_core::exit::OK),
         Err(icb_engine::EngineError::Interrupted) => Ok(interrupt.report("the server stopped")),
-        Err(e) => {
-            // stdout is the protocol channel: the parent reads why, typed, from there.
-            if args_side_events {
-                let _ = out.failed(e.side_failure());
-            }
-            Err(e.into())
-        }
+        Err(e) => Err(e.into()),
     }
 }

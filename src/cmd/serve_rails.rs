@@ -4,13 +4,10 @@
 //! only the flags and the wiring; Ctrl-C stops every rank and exits 130.
 
 use super::interrupt::Interrupt;
-use icb_core::rails::RailPattern;
 use icb_pair::local::LocalOptions;
-use icb_pair::rails::info::{RAIL_TREE_ENV, node_info};
 use icb_pair::rails::serve_run::{AgentEnd, RailsAgent, run_rails_agent};
-use icb_pair::rails::{RailSelection, RailSite, plan_rows, read_selection, told_devices};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ServeRailArgs {
@@ -33,49 +30,16 @@ impl ServeRailArgs {
     }
 }
 
-/// The selection and the devices told, as `--rails`/`--rail-devices` say between two hosts
-/// (shared with connect; `icb_pair::rails::read_selection`'s rule).
-pub fn selection(
-    rails: Option<&str>,
-    devices: Option<&Vec<String>>,
-) -> anyhow::Result<(RailSelection, Option<Vec<String>>)> {
-    let (_, selection) = read_selection(rails, devices.map(Vec::as_slice), RailSite::BareMetal)?;
-    let told = told_devices(&selection, devices.cloned());
-    Ok((selection, told))
-}
-
-/// This host's name (the node name in reports).
-pub fn host_name() -> String {
-    nix::unistd::gethostname()
-        .map(|h| h.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "localhost".into())
-}
-
-/// The recorded rail-map tree to read instead of `/sys` (tests on emulated nodes).
-pub fn rail_tree() -> Option<PathBuf> {
-    std::env::var_os(RAIL_TREE_ENV).map(PathBuf::from)
-}
-
-/// What the ranks run, like the local seam's sides.
+/// What the ranks run: this binary, logging as much as this process does.
 pub fn rank_options(ucx_lib: Option<PathBuf>, side_args: Vec<String>, forward: bool) -> anyhow::Result<LocalOptions> {
+    let exe = std::env::current_exe()
+        .map_err(|e| anyhow::anyhow!("cannot find the ic-bench executable to start the ranks: {e}"))?;
+    // Ranks inherit IC_BENCH_TOKEN; a --token-file travels in `side_args`.
     Ok(LocalOptions {
-        isolation: icb_isolate::Isolation::None,
-        exe: std::env::current_exe()
-            .map_err(|e| anyhow::anyhow!("cannot find the ic-bench executable to start the ranks: {e}"))?,
         ucx_lib,
-        verbosity: if tracing::enabled!(tracing::Level::DEBUG) {
-            vec!["-vv".into()]
-        } else if tracing::enabled!(tracing::Level::INFO) {
-            vec!["-v".into()]
-        } else {
-            vec![]
-        },
         side_args,
         forward_stderr: forward,
-        link_rate: None,
-        // Ranks inherit IC_BENCH_TOKEN; a --token-file travels in `side_args`.
-        token: None,
-        recipe_env: Default::default(),
+        ..LocalOptions::new(exe)
     })
 }
 
@@ -88,21 +52,14 @@ pub fn run(args: super::serve::Args) -> anyhow::Result<i32> {
         .listen
         .parse()
         .map_err(|_| anyhow::anyhow!("--listen {:?}: give ADDR:PORT, e.g. 0.0.0.0:18515", args.listen))?;
-    let (selection, told) = selection(args.rails.rails.as_deref(), args.rails.rail_devices.as_ref())?;
-    let info = node_info(host_name(), rail_tree().as_deref(), Path::new("/sys"));
-    let rows = plan_rows(&info, &info, &selection, told.as_deref(), RailPattern::Aligned)?;
-    let ends: Vec<_> = rows.into_iter().map(|r| r.decode).collect();
     let mut side_flags = args.engine.side_flags();
     side_flags.extend(args.token.side_flags());
     if args.insecure_no_token {
         side_flags.push("--insecure-no-token".into());
     }
-    let agent = RailsAgent {
-        listen,
-        info,
-        ends,
-        ranks: rank_options(args.ucx.ucx_lib.clone(), side_flags, true)?,
-    };
+    let rails = (args.rails.rails.as_deref(), args.rails.rail_devices.as_deref());
+    let ranks = rank_options(args.ucx.ucx_lib.clone(), side_flags, true)?;
+    let agent = RailsAgent::for_this_host(listen, rails, ranks)?;
     let interrupt = Interrupt::install()?;
     let listening = |address: &str, ranks: usize| {
         eprintln!("ic-bench: rails agent listening on {address}, {ranks} serve ranks");

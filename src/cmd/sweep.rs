@@ -7,7 +7,9 @@ use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
 use super::output::OutputFormat;
 use icb_core::model::{MemoryPair, TestKind};
+use icb_nixl_engine::EngineChoice;
 use icb_sweep::results::SweepResults;
+use icb_sweep::resume::Given;
 use icb_sweep::schedule::Schedule;
 use icb_sweep_kube::flow::{self, FlowEnd, FlowOptions};
 use icb_sweep_kube::plan::NodeChoice;
@@ -68,7 +70,7 @@ pub struct Args {
     pub tests: Vec<TestKind>,
 
     /// Message sizes per pair: sizes or power-of-two ranges (8..64MiB), comma separated [default: 64KiB,1MiB]
-    #[arg(long, value_delimiter = ',', value_parser = super::common::parse_sizes_arg)]
+    #[arg(long, value_delimiter = ',', value_parser = super::common::SizeList::parse)]
     pub sizes: Vec<super::common::SizeList>,
 
     /// Memory pairs per pair (cuda-cuda on GPU nodes) [default: host-host]
@@ -155,16 +157,6 @@ pub struct Args {
 }
 
 impl Args {
-    fn settings(&self, criteria: &icb_sweep::Criteria) -> anyhow::Result<icb_core::RunSettings> {
-        let settings = criteria.settings()?;
-        icb_engine::validate_settings(&settings)?;
-        let (settings, note) = self.engine.qualification(settings)?;
-        if let Some(note) = note {
-            eprintln!("ic-bench: {note}");
-        }
-        Ok(settings)
-    }
-
     /// Every `--export-*` file, refused up front when its format cannot show a sweep.
     fn exports(&self) -> anyhow::Result<icb_report::Exports> {
         let mut exports = self.exports.exports(icb_report::ReportKind::Sweep)?;
@@ -176,40 +168,63 @@ impl Args {
 }
 
 /// What `resume` decides before anything connects.
-type Resumed = (Option<SweepResults>, icb_sweep::Criteria, Option<RailsJob>);
+struct Resumed {
+    file: Option<SweepResults>,
+    /// The criteria the sweep runs with (the file's, or this command line's), and what follows.
+    criteria: icb_sweep::Criteria,
+    settings: icb_core::RunSettings,
+    expectation: icb_pair::ExpectationInput,
+    pods: icb_kube::PodOptions,
+    rails: Option<RailsJob>,
+}
 
-/// The resumed file (its criteria taken into `args`), this run's criteria, and its rails job.
-fn resume(args: &mut Args) -> anyhow::Result<Resumed> {
+/// The resumed file, and the criteria and everything derived from them this run measures with.
+fn resume(args: &Args) -> anyhow::Result<Resumed> {
     // Read before anything connects: a resumed sweep runs with the file's criteria.
-    let mut resumed = match &args.resume {
+    let mut file = match &args.resume {
         Some(path) => Some(SweepResults::load(path).map_err(anyhow::Error::msg)?),
         None => None,
     };
-    if let Some(file) = &resumed {
-        super::sweep_resume::apply(args, file)?;
-    }
+    let given = super::sweep_resume::resolve(args, file.as_ref())?;
+    let engine = super::sweep_resume::engine(args, &given)?;
     // After the file's criteria: a resumed rails sweep stays one.
-    let rails = RailsJob::read(args.rails.as_deref(), args.rail_margin, args.schedule.as_deref())?;
-    let criteria = super::sweep_resume::criteria(args);
-    if let Some(file) = &mut resumed {
+    let rails = RailsJob::read(given.rails.as_deref(), given.rail_margin, args.schedule.as_deref())?;
+    let criteria = given.criteria();
+    if let Some(file) = &mut file {
         // A file from before criteria were kept runs with this command line's; keep them now,
         // so the next resume is held to the same.
         file.criteria.get_or_insert_with(|| criteria.clone());
     }
-    Ok((resumed, criteria, rails))
+    Ok(Resumed {
+        file,
+        settings: settings(&engine, &criteria)?,
+        expectation: icb_pair::ExpectationInput::read(&super::sweep_resume::expectation(&given))?,
+        pods: pod_options(args, &given, &engine),
+        criteria,
+        rails,
+    })
 }
 
-pub fn run(mut args: Args) -> anyhow::Result<i32> {
+/// The pair step's settings: the criteria's qualification profile, as the engine runs it.
+fn settings(engine: &EngineChoice, criteria: &icb_sweep::Criteria) -> anyhow::Result<icb_core::RunSettings> {
+    let settings = criteria.settings()?;
+    icb_engine::validate_settings(&settings)?;
+    let (settings, note) = engine.qualification(settings)?;
+    if let Some(note) = note {
+        eprintln!("ic-bench: {note}");
+    }
+    Ok(settings)
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
     check_output(args.output.into())?;
     args.exports()?;
-    let (resumed, criteria, rails) = resume(&mut args)?;
-    let settings = args.settings(&criteria)?;
-    let expectation = args.expect.input()?;
+    let resumed = resume(&args)?;
     let plan = plan_flags(&args);
     if args.dry_run
-        && let Some(r) = match &resumed {
+        && let Some(r) = match &resumed.file {
             Some(r) => Some(r.clone()),
-            None => plan.offline(&criteria)?,
+            None => plan.offline(&resumed.criteria)?,
         }
     {
         print!("{}", icb_report::sweep_progress::plan_text(&r));
@@ -227,10 +242,10 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             true => e.context("--dry-run with a selector or all nodes lists them from the cluster; give --nodes A,B,C to plan without one"),
             false => e,
         })?;
-        let results = match resumed {
+        let results = match resumed.file {
             Some(r) => r,
             None => tokio::select! {
-                r = plan.plan(&cluster, criteria) => r?,
+                r = plan.plan(&cluster, resumed.criteria) => r?,
                 _ = token.cancelled() => return Ok(interrupt.report("nothing was started")),
             },
         };
@@ -239,11 +254,11 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             return Ok(icb_core::exit::OK);
         }
         let job = PairJob {
-            settings,
-            expectation,
-            pods: pod_options(&args),
+            settings: resumed.settings,
+            expectation: resumed.expectation,
+            pods: resumed.pods,
             budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),
-            rails,
+            rails: resumed.rails,
             second_pass_controls: match args.no_controls {
                 true => vec![],
                 false => vec![icb_core::model::ControlKind::Tcp],
@@ -277,14 +292,14 @@ fn flow_options(args: &Args, results: &SweepResults) -> FlowOptions {
     }
 }
 
-/// The bench pods' options, from the sweep's flags.
-fn pod_options(args: &Args) -> icb_kube::PodOptions {
+/// The bench pods' options, from the sweep's flags and criteria.
+fn pod_options(args: &Args, given: &Given, engine: &EngineChoice) -> icb_kube::PodOptions {
     let image = args.image.clone().unwrap_or_else(icb_kube::podspec::default_image);
     icb_kube::PodOptions {
-        host_ipc: args.host_ipc,
-        memlock_unlimited: args.memlock_unlimited,
+        host_ipc: given.host_ipc,
+        memlock_unlimited: given.memlock_unlimited,
         devices: args.devices.request(),
-        ..icb_kube::PodOptions::new(image, args.engine.side_flags())
+        ..icb_kube::PodOptions::new(image, engine.side_flags())
     }
 }
 

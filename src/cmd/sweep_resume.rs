@@ -1,13 +1,13 @@
 //! `sweep --resume FILE`: the missing pairs measured as the first run measured the others. What
 //! the command line gave is read into an `icb_sweep::resume::Given`, which decides (the file's
-//! criteria, a differing flag refused in one line, exit 2); the merged values are written back
-//! into the arguments. The bench pods a killed run left behind are deleted before anything new
-//! starts (`icb_kube::gc::clean_sweep_leftovers`).
+//! criteria, a differing flag refused in one line, exit 2); the sweep runs with the merged
+//! `Given` (its engine, floors, pods and rails), not with the arguments. The bench pods a killed
+//! run left behind are deleted before anything new starts (`icb_kube::gc::clean_sweep_leftovers`).
 
 use super::common::SizeList;
 use super::sweep::Args;
+use icb_sweep::SweepResults;
 use icb_sweep::resume::{Given, PlanGiven};
-use icb_sweep::{Criteria, SweepResults};
 
 /// What this command line gave, as flags left out or given.
 fn given(args: &Args) -> Given {
@@ -37,49 +37,49 @@ fn given(args: &Args) -> Given {
     }
 }
 
-/// What this command line asks for, defaults filled in.
-pub fn criteria(args: &Args) -> Criteria {
-    given(args).criteria()
-}
-
-/// Takes the resumed file's criteria into `args`; refuses a flag given now that differs.
-pub fn apply(args: &mut Args, file: &SweepResults) -> anyhow::Result<()> {
+/// The criteria the sweep runs with: this command line's, or with `--resume` the file's (a flag
+/// given now that differs is refused; `icb_sweep::resume` decides).
+pub fn resolve(args: &Args, file: Option<&SweepResults>) -> anyhow::Result<Given> {
+    let Some(file) = file else {
+        return Ok(given(args));
+    };
     let path = args
         .resume
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    let merged = icb_sweep::resume::merge(&given(args), &path, file.criteria.as_ref())?;
-    set(args, merged)
+    Ok(icb_sweep::resume::merge(&given(args), &path, file.criteria.as_ref())?)
 }
 
-/// Writes the merged values back into the arguments the sweep runs with.
-fn set(args: &mut Args, g: Given) -> anyhow::Result<()> {
-    args.tests = g.tests;
-    args.sizes = vec![SizeList(g.sizes)];
-    args.memory = g.memory;
-    args.max_time = g.max_time_s;
-    args.expect.min_host_bw = g.min_host_bw_gbps;
-    args.expect.min_cuda_bw = g.min_cuda_bw_gbps;
-    args.expect.min_bw_size = g.min_bw_size;
-    args.expect.allow_tcp = g.allow_tcp;
-    args.expect.expect_config = g.expect_config.map(std::path::PathBuf::from);
-    args.host_ipc = g.host_ipc;
-    args.memlock_unlimited = g.memlock_unlimited;
-    args.rails = g.rails;
-    args.rail_margin = g.rail_margin;
-    args.engine.engine = g.engine;
-    if let Some(profile) = &g.ucx_profile {
-        args.engine.ucx_profile = profile
-            .parse()
-            .map_err(|e| anyhow::anyhow!("--resume: the file's criteria name an unknown --ucx-profile ({e})"))?;
+/// The engine the sweep runs: the criteria's engine and `--ucx-profile`, `--nixl-lib` as given.
+pub fn engine(args: &Args, g: &Given) -> anyhow::Result<icb_nixl_engine::EngineChoice> {
+    Ok(icb_nixl_engine::EngineChoice {
+        engine: g.engine,
+        nixl_lib: args.engine.nixl_lib.clone(),
+        ucx_profile: g.ucx_profile()?,
+    })
+}
+
+/// The criteria's floors, `--allow-tcp` and `--expect-config`, as the pair step reads them.
+pub fn expectation(g: &Given) -> icb_pair::ExpectationFlags {
+    icb_pair::ExpectationFlags {
+        min_host_gbps: g.min_host_bw_gbps,
+        min_cuda_gbps: g.min_cuda_bw_gbps,
+        min_size: g.min_bw_size,
+        allow_tcp: g.allow_tcp,
+        config: g.expect_config.as_ref().map(std::path::PathBuf::from),
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use icb_sweep::Criteria;
+
+    /// What this command line asks for, defaults filled in.
+    fn criteria(args: &Args) -> Criteria {
+        given(args).criteria()
+    }
     use clap::Parser as _;
 
     #[derive(clap::Parser)]
@@ -101,7 +101,7 @@ mod tests {
     }
 
     #[test]
-    fn the_files_criteria_are_written_back_into_the_arguments() {
+    fn a_resumed_sweep_runs_with_the_files_criteria() {
         let mut was = criteria(&args(&[
             "--ucx-profile",
             "nixl",
@@ -114,33 +114,36 @@ mod tests {
         was.sizes = vec![1 << 20];
         was.min_host_bw_bps = Some(1e6);
         was.expect_config = Some("e.yaml".into());
-        let mut a = args(&[]);
-        apply(&mut a, &file(was.clone())).unwrap();
-        assert_eq!(criteria(&a), was);
-        assert_eq!(a.engine.ucx_profile, icb_engine::UcxProfile::Nixl);
+        let a = args(&[]);
+        let g = resolve(&a, Some(&file(was.clone()))).unwrap();
+        assert_eq!(g.criteria(), was);
+        assert_eq!(engine(&a, &g).unwrap().ucx_profile, icb_engine::UcxProfile::Nixl);
+        let e = expectation(&g);
+        assert_eq!((e.min_host_gbps, e.allow_tcp), (Some(1e-3), true));
+        assert_eq!(e.config, Some(std::path::PathBuf::from("e.yaml")));
+        assert_eq!(resolve(&a, None).unwrap().criteria(), criteria(&a));
     }
 
     #[test]
-    fn memlock_unlimited_comes_back_from_the_file_into_the_pods_arguments() {
+    fn memlock_unlimited_comes_back_from_the_file_for_the_pods() {
         let was = criteria(&args(&["--memlock-unlimited"]));
         assert!(was.memlock_unlimited);
         // Through the file as written: a resumed sweep's bench pods are specified as before.
         let text = serde_json::to_string(&file(was)).unwrap();
         let read: SweepResults = serde_json::from_str(&text).unwrap();
-        let mut a = args(&[]);
+        let a = args(&[]);
         assert!(!a.memlock_unlimited);
-        apply(&mut a, &read).unwrap();
-        assert!(a.memlock_unlimited);
-        let e = apply(&mut args(&["--memlock-unlimited"]), &file(criteria(&args(&[])))).unwrap_err();
+        assert!(resolve(&a, Some(&read)).unwrap().memlock_unlimited);
+        let e = resolve(&args(&["--memlock-unlimited"]), Some(&file(criteria(&args(&[]))))).unwrap_err();
         assert!(e.to_string().contains("--memlock-unlimited differs"), "{e}");
     }
 
     #[test]
     fn the_flags_given_reach_the_decision_with_the_file_named() {
         let was = criteria(&args(&[]));
-        let e = apply(&mut args(&["--allow-tcp"]), &file(was.clone())).unwrap_err();
+        let e = resolve(&args(&["--allow-tcp"]), Some(&file(was.clone()))).unwrap_err();
         assert!(e.to_string().starts_with("--resume s.json: --allow-tcp differs"), "{e}");
-        let e = apply(&mut args(&["--schedule", "ring"]), &file(was)).unwrap_err();
+        let e = resolve(&args(&["--schedule", "ring"]), Some(&file(was))).unwrap_err();
         assert_eq!(
             e.downcast_ref::<icb_sweep::resume::ResumeError>(),
             Some(&icb_sweep::resume::ResumeError::PlanFlag("--schedule"))

@@ -249,6 +249,11 @@ pub struct CaseReady {
     /// `--cuda-alloc`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_alloc: Option<icb_core::CudaAllocation>,
+    /// The server's NIC health counters (every RDMA port of its node) once the case's buffers
+    /// are ready: the "before" reading of the case's counter deltas (issue 40). Absent from
+    /// older servers and from the NIXL engine: not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<icb_core::rails::nic_health::HealthSnapshot>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -319,6 +324,10 @@ pub enum Message {
         /// and where the server's UCX did not say.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         receive: Option<icb_core::ProtocolView>,
+        /// The server's NIC health counters once the case finished: the "after" reading.
+        /// Absent from older servers: not read.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        health: Option<icb_core::rails::nic_health::HealthSnapshot>,
     },
     /// client → server: no more cases.
     Bye,
@@ -372,6 +381,40 @@ pub enum OutOfBounds {
     /// A number, a count or a layout outside its range (the line names it).
     #[error("{0}")]
     Value(String),
+}
+
+/// RDMA ports one health reading may have (a node has at most a few dozen), and counters per
+/// port (the vocabulary has ~40, PFC's per-priority ones included).
+const MAX_HEALTH_PORTS: usize = 128;
+const MAX_HEALTH_COUNTERS: usize = 256;
+
+/// A peer's health reading within bounds: ports, counters per port, and every text's length.
+fn check_health(health: Option<&icb_core::rails::nic_health::HealthSnapshot>) -> Result<(), OutOfBounds> {
+    let Some(h) = health else { return Ok(()) };
+    if h.ports.len() > MAX_HEALTH_PORTS {
+        return Err(OutOfBounds::Value(format!(
+            "{} ports in a health reading (limit {MAX_HEALTH_PORTS})",
+            h.ports.len()
+        )));
+    }
+    check_len(
+        "health reading's reason",
+        h.unreadable.as_deref().unwrap_or(""),
+        MAX_TEXT,
+    )?;
+    for p in &h.ports {
+        check_len("health port", &p.device, MAX_TEXT)?;
+        let counters = p.values.len() + p.unreadable.len() + p.drivers.len();
+        if counters > MAX_HEALTH_COUNTERS {
+            return Err(OutOfBounds::Value(format!(
+                "{counters} counters of {} in a health reading (limit {MAX_HEALTH_COUNTERS})",
+                p.device
+            )));
+        }
+        let mut names = p.values.keys().chain(p.unreadable.keys()).chain(p.unreadable.values());
+        names.try_for_each(|n| check_len("health counter", n, MAX_TEXT))?;
+    }
+    Ok(())
 }
 
 fn check_len(what: &'static str, s: &str, max: usize) -> Result<(), OutOfBounds> {
@@ -492,7 +535,7 @@ impl Message {
                     ))),
                 }
             }
-            Message::Ready(_) => Ok(()),
+            Message::Ready(r) => check_health(r.health.as_ref()),
             Message::Phase {
                 iterations,
                 timeout_s,
@@ -513,8 +556,14 @@ impl Message {
                 Ok(())
             }
             Message::Skipped { reason } | Message::CaseFailed { reason, .. } => check_len("reason", reason, MAX_TEXT),
-            Message::Finished { detail, receive, .. } => {
+            Message::Finished {
+                detail,
+                receive,
+                health,
+                ..
+            } => {
                 check_len("detail", detail.as_deref().unwrap_or(""), MAX_TEXT)?;
+                check_health(health.as_ref())?;
                 match receive {
                     Some(view) if view.transports.len() > MAX_VIEW_LANES => Err(OutOfBounds::Value(format!(
                         "{} transports in the receive view (limit {MAX_VIEW_LANES})",

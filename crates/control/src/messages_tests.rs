@@ -130,6 +130,7 @@ fn a_receive_view_travels_in_finished_and_is_bounded() {
         verified: true,
         detail: None,
         receive: Some(view.clone()),
+        health: None,
     };
     let back: Message = serde_json::from_str(&serde_json::to_string(&sent).unwrap()).unwrap();
     assert!(matches!(&back, Message::Finished { receive: Some(v), .. } if *v == view));
@@ -150,6 +151,7 @@ fn a_receive_view_travels_in_finished_and_is_bounded() {
             verified: true,
             detail: None,
             receive: Some(bad),
+            health: None,
         };
         assert!(m.validate().is_err());
     }
@@ -199,4 +201,50 @@ fn the_allocation_mode_is_additive_on_the_wire() {
     .unwrap();
     let Message::Ready(r) = newer else { panic!("a ready") };
     assert_eq!(r.cuda_alloc.map(|a| a.legacy_ipc), Some(icb_core::LegacyIpc::No));
+}
+
+#[test]
+fn a_health_reading_is_additive_on_the_wire_and_bounded() {
+    use icb_core::rails::nic_health::{HealthSnapshot, PortHealth};
+    let port = |n: usize| PortHealth {
+        device: "mlx5_0:1".into(),
+        values: (0..n).map(|i| (format!("c{i}"), i as u64)).collect(),
+        ..Default::default()
+    };
+    let ready = |health| {
+        Message::Ready(CaseReady {
+            health,
+            ..CaseReady::default()
+        })
+    };
+    let read = HealthSnapshot {
+        ports: vec![port(3)],
+        unreadable: None,
+    };
+    let sent = ready(Some(read.clone()));
+    let back: Message = serde_json::from_str(&serde_json::to_string(&sent).unwrap()).unwrap();
+    assert_eq!(back, sent);
+    assert!(back.validate().is_ok());
+    // Without a reading nothing new goes on the wire (an older client reads the frame it knows).
+    assert!(!serde_json::to_string(&ready(None)).unwrap().contains("health"));
+    let finished = |health| Message::Finished {
+        verified: true,
+        detail: None,
+        receive: None,
+        health,
+    };
+    assert!(finished(Some(read)).validate().is_ok());
+    let many_ports = HealthSnapshot {
+        ports: vec![port(1); MAX_HEALTH_PORTS + 1],
+        unreadable: None,
+    };
+    let many_counters = HealthSnapshot {
+        ports: vec![port(MAX_HEALTH_COUNTERS + 1)],
+        unreadable: None,
+    };
+    let long_reason = HealthSnapshot::unread("x".repeat(MAX_TEXT + 1));
+    for bad in [many_ports, many_counters, long_reason] {
+        assert!(ready(Some(bad.clone())).validate().is_err());
+        assert!(finished(Some(bad)).validate().is_err());
+    }
 }

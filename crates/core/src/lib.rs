@@ -25,6 +25,7 @@ pub mod checks;
 pub mod classify;
 pub mod error_line;
 pub mod fabric;
+pub mod flag_values;
 pub mod launch;
 pub mod model;
 pub mod protocol;

@@ -271,6 +271,7 @@ mod tests {
                 other_view: None,
             }),
             verdict: None,
+            nic_health: None,
         }
     }
 

@@ -32,6 +32,7 @@
 //! cases').
 
 mod allocator;
+mod case_health;
 pub mod config;
 pub mod controls;
 pub mod expectation;

@@ -109,6 +109,21 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The flag a started side (a rails rank) gets to read the same token file, by an absolute path;
+/// `IC_BENCH_TOKEN` is inherited with the environment.
+pub fn side_flags(token_file: Option<&Path>) -> Vec<String> {
+    match token_file {
+        Some(path) => vec![
+            "--token-file".into(),
+            std::path::absolute(path)
+                .unwrap_or_else(|_| path.to_path_buf())
+                .display()
+                .to_string(),
+        ],
+        None => vec![],
+    }
+}
+
 /// 32 bytes from the system's random source.
 pub fn random_bytes() -> [u8; NONCE_BYTES] {
     let mut out = [0u8; NONCE_BYTES];

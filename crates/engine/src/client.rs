@@ -1,5 +1,6 @@
 //! `connect`: the prefill side. It initiates every operation, times them, and builds the report.
 
+use crate::client_finish::{Finished, finish};
 use crate::control::{Control, unexpected};
 use crate::error::EngineError;
 use crate::measure::{MAX_FIXED_ROUNDS, Rounds, Statistic};
@@ -12,6 +13,8 @@ use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, local_hello, phase_
 use crate::settings::{apply_bench_controls, validate};
 use crate::stats;
 use crate::ucx_thread::UcxThread;
+use icb_core::rails::nic_health::HealthSnapshot;
+use icb_core::rails::nic_health::case::CaseHealth;
 use icb_core::{
     CaseResult, CaseStatus, CudaAllocation, CudaInfo, Lane, Measurement, MemoryType, PairReport, RunSettings, TestKind,
 };
@@ -146,7 +149,7 @@ async fn run_session(
         cuda_alloc: Default::default(),
     };
     match prepare(control, thread, wireup, cuda, &server).await? {
-        Prepared::Ready(_) => {
+        Prepared::Ready(..) => {
             phase(
                 control,
                 thread,
@@ -216,6 +219,7 @@ fn case_result(setup: &CaseSetup) -> CaseResult {
         run_by: Default::default(),
         rail: None,
         cuda_alloc: None,
+        nic_health: None,
     }
 }
 
@@ -247,8 +251,9 @@ fn not_run_on_a_slow_link(setup: &CaseSetup, s: &RunSettings, done: &[CaseResult
 }
 
 enum Prepared {
-    /// Both sides' buffers are ready; the case's GPU memory, if it has any.
-    Ready(Option<CudaAllocation>),
+    /// Both sides' buffers are ready; the case's GPU memory, if it has any, and the server's
+    /// NIC health counters then (absent from older servers).
+    Ready(Option<CudaAllocation>, Option<HealthSnapshot>),
     NotRun(CaseStatus, String),
 }
 
@@ -299,15 +304,15 @@ async fn prepare(
         return Ok(Prepared::NotRun(CaseStatus::Failed, why));
     }
     let server_alloc = ready.cuda_alloc;
+    let server_health = ready.health.clone();
     let local: Result<Option<CudaAllocation>, RunError> = thread
         .call(move |rt: &mut Runtime| rt.initiator_setup(setup, &ready))
         .await?;
     match local {
-        Ok(initiator) => Ok(Prepared::Ready(crate::alloc::case_allocation(
-            &setup,
-            initiator,
-            server_alloc,
-        ))),
+        Ok(initiator) => Ok(Prepared::Ready(
+            crate::alloc::case_allocation(&setup, initiator, server_alloc),
+            server_health,
+        )),
         Err(reason) => {
             finish(control, thread, &setup).await?;
             // A GPU that cannot give the asked-for kind of memory is this side's setup: skipped.
@@ -431,42 +436,6 @@ pub(crate) async fn phase(
     Ok(outcome)
 }
 
-/// What [`finish`] learnt: the first verification error, and the server's view of its receives.
-struct Finished {
-    verify_error: Option<String>,
-    receive: Option<icb_core::ProtocolView>,
-}
-
-/// Verifies on both sides and releases the case's buffers.
-async fn finish(
-    control: &mut Control,
-    thread: &UcxThread<Runtime>,
-    setup: &CaseSetup,
-) -> Result<Finished, EngineError> {
-    let label = case_label(setup);
-    let local: Result<(), RunError> = thread.call(|rt: &mut Runtime| rt.initiator_finish()).await?;
-    control.send(&Message::Finish, &label).await?;
-    let (remote, receive) = match control.recv(&label, HELLO_TIMEOUT * 4).await? {
-        Message::Finished {
-            verified: true,
-            receive,
-            ..
-        } => (None, receive),
-        Message::Finished { detail, receive, .. } => (
-            Some(format!(
-                "decode side: {}",
-                detail.unwrap_or_else(|| "payload not verified".into())
-            )),
-            receive,
-        ),
-        other => return Err(unexpected(&label, &other, "finished")),
-    };
-    Ok(Finished {
-        verify_error: local.err().map(|e| format!("prefill side: {e}")).or(remote),
-        receive,
-    })
-}
-
 async fn run_case(
     control: &mut Control,
     thread: &UcxThread<Runtime>,
@@ -477,14 +446,20 @@ async fn run_case(
     warnings: &mut Vec<String>,
 ) -> Result<CaseResult, EngineError> {
     let mut result = case_result(&setup);
-    match prepare(control, thread, setup, cuda, server).await? {
-        Prepared::Ready(allocation) => result.cuda_alloc = allocation,
+    let server_before = match prepare(control, thread, setup, cuda, server).await? {
+        Prepared::Ready(allocation, health) => {
+            result.cuda_alloc = allocation;
+            health
+        }
         Prepared::NotRun(status, reason) => {
             result.status = status;
             result.reason = Some(reason);
             return Ok(result);
         }
-    }
+    };
+    // Both sides read their NIC counters with both buffers ready and again once the case is
+    // finished: the deltas cover its phases (issue 40).
+    let my_before = crate::local::health_now();
     let label = case_label(&setup);
     let bytes_per_op = setup.size.saturating_mul(u64::from(setup.descriptors()));
 
@@ -556,7 +531,15 @@ async fn run_case(
         ));
     }
 
-    let Finished { verify_error, receive } = finish(control, thread, &setup).await?;
+    let Finished {
+        verify_error,
+        receive,
+        health: server_after,
+    } = finish(control, thread, &setup).await?;
+    result.nic_health = Some(Box::new(CaseHealth::read(
+        (Some(&my_before), Some(&crate::local::health_now())),
+        (server_before.as_ref(), server_after.as_ref()),
+    )));
     let bytes = done_iters.saturating_mul(bytes_per_op);
     let measurement = Measurement {
         warmup_iterations: warm.iterations,

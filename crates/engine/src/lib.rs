@@ -40,6 +40,7 @@ pub mod alloc;
 pub mod auth;
 mod buffers;
 mod client;
+mod client_finish;
 pub mod control;
 mod error;
 mod fit;

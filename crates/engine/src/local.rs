@@ -78,6 +78,21 @@ pub fn prefetch_readiness() {
     }
 }
 
+/// This side's NIC health counters now (issue 40): every RDMA port of the emulated node's tree
+/// (`IC_BENCH_RAIL_TREE`, whose counter files the emulation drives) or of this host's `/sys`,
+/// the latter with each RoCE port's pause counters (`ethtool -S`, under its deadline). Read
+/// around each case, so cheap: a few small files per port.
+pub fn health_now() -> icb_core::rails::nic_health::HealthSnapshot {
+    match std::env::var_os(icb_probe::readiness::RAIL_TREE_ENV) {
+        // Not the pause counters: an emulated port's netdev is a veth without them.
+        Some(tree) => icb_probe::counters::health_snapshot(&std::path::Path::new(&tree).join("sys")),
+        None => icb_probe::counters::health_snapshot_with_pause(
+            std::path::Path::new("/sys"),
+            &icb_probe::counters::ethtool_stats,
+        ),
+    }
+}
+
 /// CUDA availability as the report states it.
 pub fn cuda_info() -> CudaInfo {
     match icb_memory::cuda_status() {

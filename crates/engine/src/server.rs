@@ -134,8 +134,10 @@ async fn session(
                 let prepared: Result<CaseReady, RunError> =
                     thread.call(move |rt: &mut Runtime| rt.target_setup(setup)).await?;
                 match prepared {
-                    Ok(ready) => {
+                    Ok(mut ready) => {
                         current = Some(setup);
+                        // The "before" reading of the case's NIC counters on this side.
+                        ready.health = Some(crate::local::health_now());
                         control.send(&Message::Ready(ready), &label).await?;
                     }
                     // A GPU that cannot give the asked-for kind of memory (fabric handles,
@@ -189,6 +191,7 @@ async fn session(
                     verified,
                     detail,
                     receive,
+                    health: Some(crate::local::health_now()),
                 };
                 control.send(&finished, &during).await?;
             }

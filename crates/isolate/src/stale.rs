@@ -23,6 +23,28 @@ impl Leftovers {
     pub fn is_empty(&self) -> bool {
         self.namespaces.is_empty() && self.processes.is_empty() && self.rail_trees.is_empty()
     }
+
+    /// What `gc --local` says it removed (or, with `dry_run`, would remove), one line each.
+    pub fn report_lines(&self, dry_run: bool) -> Vec<String> {
+        let verb = if dry_run { "would delete" } else { "deleted" };
+        let mut lines: Vec<String> = self
+            .namespaces
+            .iter()
+            .map(|ns| format!("{verb} network namespace {ns}"))
+            .collect();
+        if !self.processes.is_empty() {
+            let verb = if dry_run { "would kill" } else { "killed" };
+            lines.push(format!(
+                "{verb} {} leftover processes: {:?}",
+                self.processes.len(),
+                self.processes
+            ));
+        }
+        if self.is_empty() {
+            lines.push("no leftovers of dead local runs".into());
+        }
+        lines
+    }
 }
 
 /// The rail-map tree directories in the temp dir whose run tag (name before the suffix)
@@ -90,5 +112,31 @@ pub fn leftovers_of(prefix: &str, owner: u32) -> Leftovers {
         namespaces: netns_names().into_iter().filter(|n| mine(n)).collect(),
         processes: tagged_pids(mine).into_iter().map(|(pid, _)| pid).collect(),
         rail_trees: rail_trees(mine),
+    }
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+
+    #[test]
+    fn gc_local_names_each_leftover_or_says_there_are_none() {
+        let found = Leftovers {
+            namespaces: vec!["icb-1-a".into()],
+            processes: vec![7, 8],
+            rail_trees: vec![],
+        };
+        assert_eq!(
+            found.report_lines(true),
+            [
+                "would delete network namespace icb-1-a",
+                "would kill 2 leftover processes: [7, 8]"
+            ]
+        );
+        assert_eq!(found.report_lines(false)[1], "killed 2 leftover processes: [7, 8]");
+        assert_eq!(
+            Leftovers::default().report_lines(false),
+            ["no leftovers of dead local runs"]
+        );
     }
 }

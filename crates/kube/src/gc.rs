@@ -41,6 +41,23 @@ pub struct Collected {
     pub claim_templates: Vec<String>,
 }
 
+/// What `gc` says it deleted (or, with `dry_run`, would delete), one line a pod.
+pub fn report_lines(taken: &[Collected], dry_run: bool) -> Vec<String> {
+    let verb = if dry_run { "would delete" } else { "deleted" };
+    if taken.is_empty() {
+        return vec!["no ic-bench pods to delete".into()];
+    }
+    let age = |c: &Collected| {
+        c.age.map_or("unknown".to_string(), |a| {
+            humantime::format_duration(Duration::from_secs(a.as_secs())).to_string()
+        })
+    };
+    taken
+        .iter()
+        .map(|c| format!("{verb} pod {}/{} (age {})", c.namespace, c.name, age(c)))
+        .collect()
+}
+
 pub fn selector(opts: &GcOptions) -> String {
     match &opts.run_id {
         Some(id) => format!("{MANAGED_SELECTOR},{}={id}", crate::podspec::LABEL_INSTANCE),
@@ -186,6 +203,30 @@ fn belongs_to(pod: &Pod, sweep_id: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn gc_names_each_pod_with_its_age_or_says_there_are_none() {
+        let pod = |age| super::Collected {
+            namespace: "ns".into(),
+            name: "p".into(),
+            age,
+            run_id: None,
+            claim_templates: vec![],
+        };
+        let taken = [pod(Some(super::Duration::from_millis(90_500))), pod(None)];
+        assert_eq!(
+            super::report_lines(&taken, true),
+            [
+                "would delete pod ns/p (age 1m 30s)",
+                "would delete pod ns/p (age unknown)"
+            ]
+        );
+        assert_eq!(
+            super::report_lines(&taken[..1], false),
+            ["deleted pod ns/p (age 1m 30s)"]
+        );
+        assert_eq!(super::report_lines(&[], false), ["no ic-bench pods to delete"]);
+    }
+
     use super::*;
 
     fn pod(name: &str, created_s: i64) -> Pod {

@@ -40,6 +40,7 @@ pub mod pod_options;
 pub mod podrun;
 pub mod podspec;
 pub mod probe_pod;
+pub mod probe_remote;
 pub mod retry;
 pub mod secret;
 pub mod spec;

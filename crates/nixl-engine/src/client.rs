@@ -294,6 +294,7 @@ async fn run_case(
         },
         rail: None,
         cuda_alloc: None,
+        nic_health: None,
     };
     let label = case_label(direction, &setup);
     let not_run = |mut r: CaseResult, status: CaseStatus, reason: String| {

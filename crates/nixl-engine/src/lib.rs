@@ -23,6 +23,7 @@
 //! and a process that used NIXL must leave through [`exit_process`].
 #![forbid(unsafe_code)]
 
+mod choice;
 mod client;
 mod error;
 mod options;
@@ -43,6 +44,7 @@ pub mod evidence {
     pub use icb_core::classify::proto_tables::{ProtoRow, ProtoTable, memory_after, parse};
     pub use icb_core::classify::rma_evidence::attribute;
 }
+pub use choice::{EngineChoice, EngineChoiceError};
 pub use nixl::{exit_process, nixl_was_used};
 pub use options::{
     DEFAULT_BATCHES, FULL_MAX_REQUEST, FULL_SIZES, NixlOptions, QUALIFICATION_BATCHES, full_plan, nixl_settings,
@@ -56,8 +58,8 @@ pub use server::serve;
 /// the engine: found, is NIXL, not too old, no foreign UCX in this process), without creating an
 /// agent, so no UCX is loaded. `Ok` names the library and release, `Err` is the one-line reason.
 /// For `probe nixl`.
-pub fn probe_load(library_dir: Option<&std::path::Path>) -> Result<String, String> {
-    let lib = nixl::Nixl::load(library_dir).map_err(|e| e.to_string())?;
+pub fn probe_load(library_dir: Option<&std::path::Path>) -> Result<String, nixl::NixlError> {
+    let lib = nixl::Nixl::load(library_dir)?;
     Ok(format!(
         "NIXL {} ({})",
         lib.version().unwrap_or("of unknown release"),

@@ -191,14 +191,13 @@ pub const QUALIFICATION_BATCHES: [u32; 2] = [1, 64];
 /// A qualification profile (gate, sweep) for the NIXL engine: its put/get tests become WRITE/READ
 /// descriptor lists of [`QUALIFICATION_BATCHES`]; the tag tests, which NIXL does not do, are
 /// dropped and named in the returned note. No put/get test at all is an error naming the fix.
-pub fn qualification_settings(settings: RunSettings) -> Result<(RunSettings, Option<String>), String> {
+pub fn qualification_settings(
+    settings: RunSettings,
+) -> Result<(RunSettings, Option<String>), crate::choice::EngineChoiceError> {
     let (rma, tag): (Vec<TestKind>, Vec<TestKind>) =
         settings.tests.iter().partition(|t| Direction::of_test(**t).is_some());
     if rma.is_empty() {
-        return Err(
-            "--engine nixl moves READ and WRITE descriptor lists: give --tests get_bw (READ) and/or put_bw (WRITE)"
-                .into(),
-        );
+        return Err(crate::choice::EngineChoiceError::NoReadOrWrite);
     }
     let note = (!tag.is_empty()).then(|| {
         let names: Vec<&str> = tag.iter().map(|t| t.as_str()).collect();
@@ -212,7 +211,8 @@ pub fn qualification_settings(settings: RunSettings) -> Result<(RunSettings, Opt
         directions: rma.iter().filter_map(|t| Direction::of_test(*t)).collect(),
         ..Default::default()
     };
-    let settings = nixl_settings(RunSettings { tests: rma, ..settings }, &nixl).map_err(|e| e.to_string())?;
+    let settings = nixl_settings(RunSettings { tests: rma, ..settings }, &nixl)
+        .map_err(crate::choice::EngineChoiceError::Settings)?;
     Ok((settings, note))
 }
 
@@ -243,6 +243,7 @@ mod qualification_tests {
         assert!(
             qualification_settings(tag_only)
                 .unwrap_err()
+                .to_string()
                 .contains("give --tests get_bw")
         );
     }

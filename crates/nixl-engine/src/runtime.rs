@@ -292,6 +292,7 @@ impl NixlRuntime {
             remote_addr,
             rkey: HexBytes(md),
             cuda_alloc,
+            health: None,
         })
     }
 

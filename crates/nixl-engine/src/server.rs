@@ -153,6 +153,7 @@ async fn session(
                     verified: r.is_ok(),
                     detail: r.err().map(|e| e.to_string()),
                     receive: None,
+                    health: None,
                 };
                 control.send(&reply, during).await?;
             }

@@ -25,6 +25,10 @@
 //! one [`run_pair`] with its own launcher from a [`rails::RailSeam`], between snapshots of both
 //! nodes' NIC counters; the rows are judged together (`icb_core::rails::judge`). Its scripted
 //! tests are `tests/rails_scripted.rs`.
+//!
+//! [`target`] is the one typed target a `pair` command's parse step builds (local, pods, in place,
+//! rails, KV) and [`target::PairTarget::run`], which drives any of them to one end, saying what
+//! it does through the [`target::RunView`] seam.
 #![forbid(unsafe_code)]
 
 pub mod controls;
@@ -36,9 +40,10 @@ pub mod local;
 pub mod plan;
 pub mod rails;
 mod run;
+pub mod target;
 
 pub use icb_core::protocol::SideErrorKind;
 pub use launcher::{LaunchError, LaunchFailure, Launcher, Side};
-pub use plan::{Deadlines, ExpectationInput, PairPlan};
+pub use plan::{Deadlines, ExpectationError, ExpectationFlags, ExpectationInput, PairPlan};
 pub use run::{Interrupted, PairError, PairOutcome, SideRole, run_pair};
 pub use tokio_util::sync::CancellationToken;

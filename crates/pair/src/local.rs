@@ -41,6 +41,36 @@ pub struct LocalOptions {
     pub recipe_env: RecipeEnv,
 }
 
+impl LocalOptions {
+    /// Plain processes of `exe` (no isolation, link limit, token or recipe env) that log as
+    /// much as this process does; callers set the rest with struct update syntax.
+    pub fn new(exe: PathBuf) -> LocalOptions {
+        LocalOptions {
+            isolation: Isolation::None,
+            exe,
+            ucx_lib: None,
+            verbosity: child_verbosity(),
+            side_args: Vec::new(),
+            forward_stderr: false,
+            link_rate: None,
+            token: None,
+            recipe_env: RecipeEnv::default(),
+        }
+    }
+}
+
+/// `-v`/`-vv` when the binary logs at info/debug, so the sides' progress shows too (the
+/// binary's own target: its `-v` and `IC_BENCH_LOG=ic_bench=…` decide).
+pub fn child_verbosity() -> Vec<String> {
+    if tracing::enabled!(target: "ic_bench", tracing::Level::DEBUG) {
+        vec!["-vv".into()]
+    } else if tracing::enabled!(target: "ic_bench", tracing::Level::INFO) {
+        vec!["-v".into()]
+    } else {
+        vec![]
+    }
+}
+
 /// A recipe's transport env for each side (`pair --local --recipe`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecipeEnv {

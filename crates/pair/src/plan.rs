@@ -85,7 +85,72 @@ pub struct ExpectationInput {
     pub flags: ExpectationOverrides,
 }
 
+/// The expectation flags as given (bandwidth floors in GB/s), read by [`ExpectationInput::read`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ExpectationFlags {
+    pub min_host_gbps: Option<f64>,
+    pub min_cuda_gbps: Option<f64>,
+    pub min_size: Option<u64>,
+    pub allow_tcp: bool,
+    /// `--expect-config FILE`.
+    pub config: Option<std::path::PathBuf>,
+}
+
+/// Expectation flags that cannot be used, naming the flag or the file to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ExpectationError {
+    #[error("cannot read --expect-config {path}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("in {path}")]
+    Config {
+        path: String,
+        #[source]
+        source: icb_core::ParseError,
+    },
+    #[error(transparent)]
+    Value(#[from] icb_core::ParseError),
+}
+
 impl ExpectationInput {
+    /// The expectations file (read and parsed once, here) and the flags, to be resolved for the
+    /// placement once it is known; refused now when wrong for either placement, not after a run.
+    pub fn read(flags: &ExpectationFlags) -> Result<ExpectationInput, ExpectationError> {
+        let overrides = ExpectationOverrides::from_flags(
+            flags.min_host_gbps,
+            flags.min_cuda_gbps,
+            flags.min_size,
+            flags.allow_tcp,
+        )?;
+        let config = match &flags.config {
+            Some(path) => {
+                let shown = path.display().to_string();
+                let text = std::fs::read_to_string(path).map_err(|source| ExpectationError::Read {
+                    path: shown.clone(),
+                    source,
+                })?;
+                let parsed =
+                    icb_core::verdict::parse_expectation_config(&text).map_err(|source| ExpectationError::Config {
+                        path: shown.clone(),
+                        source,
+                    })?;
+                Some((parsed, shown))
+            }
+            None => None,
+        };
+        let input = ExpectationInput {
+            config,
+            flags: overrides,
+        };
+        for locality in [Locality::SameHost, Locality::DifferentHosts] {
+            input.resolve(locality)?;
+        }
+        Ok(input)
+    }
+
     pub fn resolve(&self, locality: Locality) -> Result<Expectation, icb_core::ParseError> {
         Expectation::resolve(
             locality,

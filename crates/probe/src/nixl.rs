@@ -71,12 +71,12 @@ fn find_file(src: &dyn NodeSource, dirs: &[String], pred: impl Fn(&str) -> bool)
 }
 
 pub fn probe_nixl(src: &dyn NodeSource, opts: &NixlOptions) -> ProbeReport {
-    probe_nixl_with_engine(src, opts, None)
+    probe_nixl_with_engine(src, opts, None::<Result<String, std::convert::Infallible>>)
 }
 
 /// The `nixl.engine` check from the NIXL engine's own load attempt (`Ok`: what was loaded;
 /// `Err`: the engine's one-line reason, which names what to do).
-pub fn engine_check(load: Result<String, String>) -> Check {
+pub fn engine_check(load: Result<String, impl std::fmt::Display>) -> Check {
     match load {
         Ok(what) => check("nixl.engine", Status::Ok, format!("--engine nixl can load {what}")),
         Err(why) => check(
@@ -93,7 +93,7 @@ pub fn engine_check(load: Result<String, String>) -> Check {
 pub fn probe_nixl_with_engine(
     src: &dyn NodeSource,
     opts: &NixlOptions,
-    engine_load: Option<Result<String, String>>,
+    engine_load: Option<Result<String, impl std::fmt::Display>>,
 ) -> ProbeReport {
     let runs = src.tools(&[Tool::PythonPath], opts.tool_timeout);
     let py = runs.into_iter().next().map(|(_, r)| r).unwrap_or(ToolRun::NotRecorded);

@@ -159,11 +159,15 @@ fn the_engine_load_result_becomes_the_nixl_engine_check() {
         lib_dirs: Vec::new(),
     };
     let src = LocalSource::replay(dir.path());
-    let ok = icb_probe::probe_nixl_with_engine(&src, &opts, Some(Ok("NIXL 1.5.1 (/x/libnixl_capi.so)".into())));
+    let ok = icb_probe::probe_nixl_with_engine(
+        &src,
+        &opts,
+        Some(Ok::<_, &str>("NIXL 1.5.1 (/x/libnixl_capi.so)".into())),
+    );
     let c = ok.checks.iter().find(|c| c.id == "nixl.engine").unwrap();
     assert_eq!(c.status, Status::Ok);
     assert!(c.detail.contains("1.5.1"), "{c:?}");
-    let bad = icb_probe::probe_nixl_with_engine(&src, &opts, Some(Err("NIXL not found: …".into())));
+    let bad = icb_probe::probe_nixl_with_engine(&src, &opts, Some(Err::<String, _>("NIXL not found: …")));
     let c = bad.checks.iter().find(|c| c.id == "nixl.engine").unwrap();
     assert_eq!(c.status, Status::Fail);
     assert!(c.hint.as_deref().unwrap_or("").contains("--nixl-lib"), "{c:?}");

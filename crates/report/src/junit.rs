@@ -117,6 +117,9 @@ impl Exporter for JunitExporter {
             for (name, value) in crate::baseline::case_properties(r, &icb_core::model::CaseKey::of_case(r, c)) {
                 tc.add_property((name.as_str(), value.as_str()));
             }
+            for (name, value) in crate::case_health::properties(c) {
+                tc.add_property((name.as_str(), value.as_str()));
+            }
             if status == Status::Warn {
                 tc.set_system_out(format!("warn: {reason}"));
             } else if let Some(p) = &path {

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod baseline;
+mod case_health;
 mod collectivex;
 mod column_fit;
 mod diagnostic;

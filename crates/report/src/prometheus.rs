@@ -146,6 +146,14 @@ impl Exporter for PrometheusExporter {
             verdict.clone(),
         );
 
+        let nic = IntFamily::default();
+        if r.cases.iter().any(|c| c.nic_health.is_some()) {
+            registry.register(
+                "case_nic_counter_delta",
+                "What one error or congestion counter of a pair side's NIC port moved over one case (absent: not read)",
+                nic.clone(),
+            );
+        }
         let run = run_labels(r);
         for c in &r.cases {
             let mut base = run.clone();
@@ -170,6 +178,12 @@ impl Exporter for PrometheusExporter {
             }
             if let Some(v) = &c.verdict {
                 case_status.get_or_create(&labels(&base)).set(status_value(v.status));
+            }
+            for (side, port, counter, by) in crate::case_health::samples(c) {
+                let mut ls = base.clone();
+                ls.extend([("side", side.to_string()), ("port", port), ("counter", counter)]);
+                nic.get_or_create(&labels(&ls))
+                    .set(i64::try_from(by).unwrap_or(i64::MAX));
             }
         }
         let mut overall = run;

@@ -234,7 +234,7 @@ fn fit_columns(t: &mut Table, header: &[&str], mut rows: Vec<Vec<String>>, paths
 }
 
 /// `-o wide` (no wrapping): the short columns padded to their old widths, as before issue 38.
-fn keep_wide_columns(t: &mut Table, rows: Vec<Vec<String>>, r: &PairReport, view: View) {
+fn keep_wide_columns(t: &mut Table, rows: Vec<Vec<String>>, r: &PairReport, view: View, nic: bool) {
     // The size column is as wide as its longest shape (`1024 × 16 KiB` for a NIXL batch).
     let size_width = r
         .cases
@@ -262,18 +262,20 @@ fn keep_wide_columns(t: &mut Table, rows: Vec<Vec<String>>, r: &PairReport, view
     } else {
         (size_width, 11)
     };
-    keep_whole(
-        t,
-        &[
-            (0, 9),
-            (1, 11),
-            (2, size),
-            (3, 11),
-            (4, latency),
-            (5, path_width),
-            (6, 9),
-        ],
-    );
+    let mut widths = vec![
+        (0, 9),
+        (1, 11),
+        (2, size),
+        (3, 11),
+        (4, latency),
+        (5, path_width),
+        (6, 9),
+    ];
+    if nic {
+        // `-o wide` does not wrap: room for `not explained (part not read)`.
+        widths.push((7, 31));
+    }
+    keep_whole(t, &widths);
 }
 
 impl TableExporter {
@@ -282,7 +284,7 @@ impl TableExporter {
         let unit = r.settings.unit;
         let view = self.view;
         let bw_header = format!("Bandwidth ({})", unit.label());
-        let header = [
+        let mut header = vec![
             "Test",
             "Memory",
             "Size",
@@ -291,7 +293,12 @@ impl TableExporter {
             "Data path",
             "Verdict",
         ];
-        let mut t = new_table(header.to_vec(), view);
+        // The NIC counters' word per case, where any case read one (issue 40).
+        let nic = crate::case_health::any_read(r);
+        if nic {
+            header.push("NIC");
+        }
+        let mut t = new_table(header.clone(), view);
         // Skipped cases that share a memory pair and a reason (e.g. every CUDA case without a
         // driver) read as one row: hundreds of identical rows would bury the measured ones.
         // Memory pairs skipped for the same reason fold too (cuda→host and cuda→cuda both lack
@@ -339,6 +346,9 @@ impl TableExporter {
                         reason.clone(),
                         format!("skipped ×{}", cases.len()),
                     ]);
+                    if nic {
+                        rows.last_mut().into_iter().for_each(|row| row.push("-".to_string()));
+                    }
                 }
                 continue;
             }
@@ -355,7 +365,7 @@ impl TableExporter {
                 CaseStatus::Measured => data_path_cell(c),
                 _ => c.reason.clone().unwrap_or_else(|| "-".to_string()),
             };
-            rows.push(vec![
+            let mut row = vec![
                 c.operation(),
                 c.memory.to_string(),
                 size_cell(c.shape()),
@@ -367,10 +377,14 @@ impl TableExporter {
                     r.baseline.as_deref(),
                     &icb_core::model::CaseKey::of_case(r, c),
                 ),
-            ]);
+            ];
+            if nic {
+                row.push(crate::case_health::cell(c));
+            }
+            rows.push(row);
         }
         if view.wide {
-            keep_wide_columns(&mut t, rows, r, view);
+            keep_wide_columns(&mut t, rows, r, view, nic);
         } else {
             let paths: Vec<String> = r
                 .cases
@@ -403,6 +417,7 @@ impl TableExporter {
         let _ = writeln!(out, "{}", t.to_string().replace('\u{a0}', " "));
 
         push_case_findings(&mut out, r, view);
+        crate::case_health::push_lines(&mut out, r, view);
         for w in &r.warnings {
             push_wrapped(&mut out, &format!("warning: {w}"), view);
         }

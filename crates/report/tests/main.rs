@@ -9,6 +9,7 @@ mod common;
 mod sweep_fixture;
 
 mod baseline_marks;
+mod case_nic_text;
 mod controls_export;
 mod diagnostic_layout;
 mod doc_links;

@@ -19,8 +19,8 @@ fn pair_example_is_a_judged_report() {
     let json = blocks("json");
     assert_eq!(
         json.len(),
-        13,
-        "one pair, one controls, one rails, one rail health, one kv, one CUDA allocation, one probe, one rail map, one sweep, one gate, one baseline, one probe serving and one fabric matrix example"
+        14,
+        "one pair, one case NIC counters, one controls, one rails, one rail health, one kv, one CUDA allocation, one probe, one rail map, one sweep, one gate, one baseline, one probe serving and one fabric matrix example"
     );
     let report: PairReport = serde_json::from_str(&json[0]).unwrap();
     assert_eq!(report.schema, PAIR_SCHEMA);
@@ -53,7 +53,7 @@ fn pair_example_is_a_judged_report() {
 #[test]
 fn controls_example_is_what_the_types_write() {
     use icb_core::model::{ControlKind, ControlResult, KnobsEffect};
-    let text = &blocks("json")[1];
+    let text = &blocks("json")[2];
     let controls: Vec<ControlResult> = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(
@@ -81,7 +81,7 @@ fn rails_example_is_what_the_rail_judge_gives() {
     use icb_core::model::{BandwidthUnit, VerdictStatus};
     use icb_core::rails::RailsOutcome;
     use icb_core::rails::judge::judge_rails;
-    let text = &blocks("json")[2];
+    let text = &blocks("json")[3];
     let rails: RailsOutcome = serde_json::from_str(text).unwrap();
     // What the document shows is what the types write.
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
@@ -100,7 +100,7 @@ fn rails_example_is_what_the_rail_judge_gives() {
 #[test]
 fn kv_example_is_what_the_types_write() {
     use icb_core::KvOutcome;
-    let text = &blocks("json")[4];
+    let text = &blocks("json")[5];
     let kv: KvOutcome = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(serde_json::to_value(&kv).unwrap(), doc);
@@ -186,7 +186,7 @@ fn kv_example_is_what_the_types_write() {
 fn the_kv_example_is_collectivex_rows_field_by_field() {
     use icb_core::KvOutcome;
     use icb_report::{Format, render_pair};
-    let kv: KvOutcome = serde_json::from_str(&blocks("json")[4]).unwrap();
+    let kv: KvOutcome = serde_json::from_str(&blocks("json")[5]).unwrap();
     let mut report: PairReport = serde_json::from_str(&blocks("json")[0]).unwrap();
     report.kv = Some(Box::new(kv.clone()));
     let doc: serde_json::Value = serde_json::from_str(&render_pair(&report, Format::Collectivex).unwrap()).unwrap();
@@ -262,7 +262,7 @@ fn the_kv_example_is_collectivex_rows_field_by_field() {
 
 #[test]
 fn probe_example_rolls_up_as_the_code_does() {
-    let probe: ProbeReport = serde_json::from_str(&blocks("json")[6]).unwrap();
+    let probe: ProbeReport = serde_json::from_str(&blocks("json")[7]).unwrap();
     let again = ProbeReport::new(
         &probe.kind,
         &probe.target,
@@ -275,12 +275,12 @@ fn probe_example_rolls_up_as_the_code_does() {
 #[test]
 fn rail_map_example_parses_and_prints_its_ucx_line() {
     use icb_core::rails::{LeftOutReason, PcieRelation, RailMap};
-    let map: RailMap = serde_json::from_str(&blocks("json")[7]).unwrap();
+    let map: RailMap = serde_json::from_str(&blocks("json")[8]).unwrap();
     assert_eq!(map.rails[0].relation, Some(PcieRelation::Pix));
     assert_eq!(map.ucx_net_devices(), vec!["rank 0: UCX_NET_DEVICES=mlx5_2:1"]);
     assert_eq!(map.left_out[0].reasons[1], LeftOutReason::Slow { fastest_gbps: 400.0 });
     // What the document shows is what the types write (no field renamed or dropped).
-    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[7]).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&blocks("json")[8]).unwrap();
     assert_eq!(serde_json::to_value(&map).unwrap(), doc);
 }
 
@@ -292,7 +292,7 @@ fn sweep_example_is_what_the_types_write_and_the_scorer_gives() {
     use icb_core::VerdictStatus;
     use icb_core::model::{Direction, TestKind};
     use icb_sweep::{Outcome, SweepResults};
-    let text = &blocks("json")[8];
+    let text = &blocks("json")[9];
     let results = SweepResults::from_text(std::path::Path::new("schema.md"), text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(
@@ -331,7 +331,7 @@ fn sweep_example_is_what_the_types_write_and_the_scorer_gives() {
 #[test]
 fn gate_example_rolls_up_as_the_code_does() {
     use icb_core::model::{GATE_SCHEMA, GateReport};
-    let gate: GateReport = serde_json::from_str(&blocks("json")[9]).unwrap();
+    let gate: GateReport = serde_json::from_str(&blocks("json")[10]).unwrap();
     assert_eq!(gate.schema, GATE_SCHEMA);
     let mut again = gate.clone();
     again.conclude();
@@ -351,7 +351,7 @@ fn expectations_file_example_parses() {
 #[test]
 fn baseline_example_is_what_the_types_write() {
     use icb_core::model::{BaselineReport, BaselineVerdict, Metric};
-    let text = &blocks("json")[10];
+    let text = &blocks("json")[11];
     let b: BaselineReport = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(serde_json::to_value(&b).unwrap(), doc, "no field renamed or dropped");
@@ -371,7 +371,7 @@ fn baseline_example_is_what_the_types_write() {
 
 #[test]
 fn serving_example_rolls_up_and_is_what_the_types_write() {
-    let text = &blocks("json")[11];
+    let text = &blocks("json")[12];
     let probe: ProbeReport = serde_json::from_str(text).unwrap();
     assert_eq!(probe.kind, "serving");
     let mut again = ProbeReport::new(
@@ -401,7 +401,7 @@ fn serving_example_rolls_up_and_is_what_the_types_write() {
 fn rail_health_example_is_what_the_rules_give() {
     use icb_core::rails::nic_health::rail::RailHealth;
     use icb_core::rails::nic_health::rules::HealthKind;
-    let text = &blocks("json")[3];
+    let text = &blocks("json")[4];
     let health: RailHealth = serde_json::from_str(text).unwrap();
     let doc: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(
@@ -420,7 +420,7 @@ fn rail_health_example_is_what_the_rules_give() {
 /// verdicts are the allocator finding the rules give.
 #[test]
 fn cuda_alloc_example_is_the_allocator_fallback_the_rules_give() {
-    let text = &blocks("json")[5];
+    let text = &blocks("json")[6];
     let report: PairReport = serde_json::from_str(text).unwrap();
     assert_eq!(report.settings.cuda_alloc, icb_core::CudaAllocMode::Vmm);
     let alloc = report.cases[0].cuda_alloc.expect("the case's allocation");
@@ -434,4 +434,29 @@ fn cuda_alloc_example_is_the_allocator_fallback_the_rules_give() {
         "{}",
         report.verdict.reason
     );
+}
+
+/// The per-case NIC counters example (issue 40): what the types write, and the rules' findings.
+#[test]
+fn case_nic_health_example_is_what_the_rules_give() {
+    use icb_core::rails::nic_health::case::CaseHealth;
+    use icb_core::rails::nic_health::rules::HealthKind;
+    let text = &blocks("json")[1];
+    let health: CaseHealth = serde_json::from_str(text).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+    assert_eq!(
+        serde_json::to_value(&health).unwrap(),
+        doc,
+        "no field renamed or dropped"
+    );
+    let mut again = health.clone();
+    again.judge(true, None);
+    assert_eq!(again, health);
+    let congested: Vec<&str> = health
+        .findings()
+        .filter(|(_, f)| f.kind == HealthKind::Congested)
+        .map(|(side, _)| side)
+        .collect();
+    assert_eq!(congested, ["prefill"]);
+    assert_eq!(health.cell(), "congested");
 }

@@ -78,8 +78,9 @@ impl Sweeper {
             super::sweep_id_of(run_id).to_string(),
         );
         let mut seam = KubeRails::new(self.cluster.clone(), pods);
+        let mut read = None;
         let result = tokio::select! {
-            r = rails_pair(rails, &plan, controls, &mut seam, stop) => Some(r),
+            r = rails_pair(rails, &plan, controls, &mut seam, stop, &mut read) => Some(r),
             _ = stop.cancelled() => None,
         };
         if let Err(e) = seam.cleanup().await {
@@ -88,6 +89,11 @@ impl Sweeper {
         let Some(result) = result.filter(|_| !stop.is_cancelled()) else {
             return PairEnd::Interrupted;
         };
+        // The fleet view's input, as a plain pair's sides send theirs: each node's readiness as
+        // its rails pod read it, kept whatever the rails measured.
+        if let (Some(read), Ok(mut kept)) = (read, self.readiness.lock()) {
+            kept.insert(run_id.to_string(), read);
+        }
         match result {
             Ok(outcome) => PairEnd::Recorded(Outcome::from_report(&outcome.report)),
             Err(Failed::Launch(LaunchError { kind, message })) => PairEnd::of_launch_failure(&kind, message.clone())
@@ -97,17 +103,23 @@ impl Sweeper {
     }
 }
 
-/// The pods, both nodes' rails, the rows, the run.
+/// The pods, both nodes' rails, the rows, the run; `read` gets both nodes' readiness as soon as
+/// their rails pods have read it (the sweep's fleet view).
 async fn rails_pair(
     rails: &RailsJob,
     pair: &PairPlan,
     controls: &[ControlKind],
     seam: &mut KubeRails,
     stop: &CancellationToken,
+    read: &mut Option<icb_core::readiness::PairReadiness>,
 ) -> Result<PairOutcome, Failed> {
     seam.start().await.map_err(Failed::Launch)?;
     let prefill = seam.node_info(SideRole::Prefill).await.map_err(Failed::Launch)?;
     let decode = seam.node_info(SideRole::Decode).await.map_err(Failed::Launch)?;
+    *read = Some(icb_core::readiness::PairReadiness::of(
+        prefill.readiness.clone(),
+        decode.readiness.clone(),
+    ));
     let pattern = icb_core::rails::RailPattern::Aligned;
     let rows =
         plan_rows(&prefill, &decode, &rails.selection, None, pattern).map_err(|e| Failed::Other(e.to_string()))?;

@@ -5,8 +5,8 @@
 //! part: what the command line gave ([`Given`], filled from the CLI's arguments by the CLI),
 //! which given flag differs from the file, and the merged values the resumed sweep runs with.
 
-use icb_core::EngineKind;
 use icb_core::model::{Criteria, CriteriaFlags, MemoryPair, TestKind};
+use icb_core::{EngineKind, UcxProfile};
 
 pub const DEFAULT_TESTS: [TestKind; 3] = [TestKind::PutBw, TestKind::GetBw, TestKind::TagLat];
 pub const DEFAULT_SIZES: [u64; 2] = [64 << 10, 1 << 20];
@@ -104,6 +104,18 @@ impl Given {
             memlock_unlimited: self.memlock_unlimited,
             rails: self.rails.clone(),
             rail_margin: self.rail_margin.unwrap_or(DEFAULT_RAIL_MARGIN),
+        }
+    }
+
+    /// `--ucx-profile` as the sweep runs it (none: the default profile); a name from a resumed
+    /// file that this build does not know is refused.
+    pub fn ucx_profile(&self) -> Result<UcxProfile, ResumeError> {
+        match &self.ucx_profile {
+            None => Ok(UcxProfile::Default),
+            Some(name) => name.parse().map_err(|error| ResumeError::Unknown {
+                what: "--ucx-profile",
+                error,
+            }),
         }
     }
 
@@ -211,6 +223,33 @@ fn from_file(was: &Criteria, plan: PlanGiven) -> Result<Given, ResumeError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_ucx_profile_of_a_resumed_file_is_read_back_or_refused() {
+        use super::{Given, ResumeError, UcxProfile};
+        let named = |p: Option<&str>| Given {
+            ucx_profile: p.map(String::from),
+            ..Given::default()
+        };
+        assert_eq!(named(None).ucx_profile().unwrap(), UcxProfile::Default);
+        assert_eq!(named(Some("nixl")).ucx_profile().unwrap(), UcxProfile::Nixl);
+        let e = named(Some("fast")).ucx_profile().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ResumeError::Unknown {
+                    what: "--ucx-profile",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("--resume: the file's criteria name an unknown --ucx-profile ("),
+            "{e}"
+        );
+    }
+
     use super::*;
 
     fn resume(given: &Given, was: &Criteria) -> Result<Given, ResumeError> {

@@ -36,6 +36,11 @@ pub struct CaseResult {
     /// map it with legacy CUDA IPC. Absent for host cases and in results written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_alloc: Option<CudaAllocation>,
+    /// Both sides' NIC error and congestion counters around the case (every RDMA port each side
+    /// read when the case's buffers were ready and when it finished) and what the rules found
+    /// (issue 40). Absent: not read (the NIXL engine, results written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_health: Option<Box<crate::rails::nic_health::case::CaseHealth>>,
 }
 
 impl CaseResult {

@@ -104,6 +104,7 @@ mod tests {
             run_by: Default::default(),
             rail: None,
             cuda_alloc,
+            nic_health: None,
         }
     }
 

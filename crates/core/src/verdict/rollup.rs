@@ -24,6 +24,7 @@ pub fn judge_cases_for(
     for (case, a) in cases.iter_mut().zip(&assessments) {
         case.verdict = Some(a.verdict.clone());
     }
+    super::case_health::judge_cases(cases);
     let judged = |i: &usize| assessments[*i].finding != Finding::NotJudged;
     let not_judged = assessments.iter().filter(|a| a.finding == Finding::NotJudged).count();
 
@@ -178,6 +179,7 @@ pub fn judge(report: &mut PairReport) {
     }
     super::controls::apply(report);
     readiness_warning(report);
+    super::case_health::counter_warning(report);
 }
 
 /// A pass whose two sides disagree on their RDMA readiness (an MTU, a GID index, the firmware)

@@ -101,6 +101,7 @@ fn measured(
         run_by: Default::default(),
         rail: None,
         cuda_alloc: None,
+        nic_health: None,
     }
 }
 
@@ -118,6 +119,7 @@ fn skipped(memory: MemoryPair) -> CaseResult {
         run_by: Default::default(),
         rail: None,
         cuda_alloc: None,
+        nic_health: None,
     }
 }
 

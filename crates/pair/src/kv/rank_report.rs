@@ -372,6 +372,7 @@ fn row_case(
         },
         rail: None,
         cuda_alloc: case_allocation(plan, &[record(initiator), record(other)]),
+        nic_health: None,
     })
 }
 

@@ -73,6 +73,15 @@ pub fn request(flags: &KvFlags, on_this_host: bool) -> Result<KvRequest, KvError
     KvRequest::new(model, shape)
 }
 
+/// Why `--recipe` gives no connector (one line, exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum KvRecipeError {
+    #[error(transparent)]
+    Recipe(#[from] icb_recipe::RecipeError),
+    #[error(transparent)]
+    Role(#[from] icb_recipe::RoleError),
+}
+
 impl KvTarget {
     /// Every rank on this host: the launcher's deadlines (`startup`) on the plan the KV plan
     /// takes, the descriptor sweep's buffers within this host's memory.
@@ -115,6 +124,22 @@ impl KvTarget {
             plan,
             place: KvPlace::Kube(Box::new(KubeKv { cluster, bench, ranks })),
         }
+    }
+
+    /// `--recipe` (`--role`: whose connector; else the decode role's first): the recipe's KV
+    /// connector, its operation when known and else why not, which the output marks.
+    pub fn read_recipe_connector(&mut self, paths: &[String], role: Option<&str>) -> Result<(), KvRecipeError> {
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
+        let (_, roles) = icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default())?;
+        let source = format!("the recipe {}", paths.join(", "));
+        self.plan.connector = Some(match role {
+            Some(r) => super::directions::role_connector(roles.for_side(icb_recipe::Role::Decode, Some(r))?, &source),
+            None => super::directions::recipe_connector(&roles, &source),
+        });
+        Ok(())
     }
 
     /// Cases the progress counts: every row, then every point of the descriptor sweep.
@@ -184,17 +209,7 @@ mod tests {
     }
 
     fn local_options() -> LocalOptions {
-        LocalOptions {
-            isolation: icb_isolate::Isolation::None,
-            exe: "/bin/true".into(),
-            ucx_lib: None,
-            verbosity: vec![],
-            side_args: vec![],
-            forward_stderr: false,
-            link_rate: None,
-            token: None,
-            recipe_env: Default::default(),
-        }
+        LocalOptions::new("/bin/true".into())
     }
 
     /// The request is checked once, with the limit of where its ranks run: on this host its
@@ -232,5 +247,27 @@ mod tests {
         assert!(!t.plan.sweep.is_empty());
         assert_eq!(t.cases(), t.plan.rows.len() + want.len());
         assert!(matches!(t.place, KvPlace::Local(_)));
+    }
+
+    /// `--recipe`: the decode role's connector (vLLM's NixlConnector reads); no recipe leaves
+    /// it unknown; a file that is not there is one error, not a guess.
+    #[test]
+    fn the_recipe_names_the_connector_or_leaves_it_unknown() {
+        let f = flags("llama-3.1-8b");
+        let mut t = KvTarget::local(
+            pair(),
+            request(&f, true).unwrap(),
+            &options(),
+            (local_options(), Duration::ZERO),
+        );
+        t.read_recipe_connector(&[], None).unwrap();
+        assert!(t.plan.connector.is_none());
+        let recipe = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/gate/kv.yaml");
+        t.read_recipe_connector(&[recipe.to_string()], None).unwrap();
+        assert_eq!(t.plan.connector.as_ref().and_then(|c| c.op), Some(KvOp::Read));
+        let e = t
+            .read_recipe_connector(&["/nonexistent/recipe.yaml".into()], None)
+            .unwrap_err();
+        assert!(matches!(e, KvRecipeError::Recipe(_)), "{e}");
     }
 }

@@ -290,14 +290,7 @@ mod tests {
     fn opts(isolation: Isolation) -> crate::local::LocalOptions {
         crate::local::LocalOptions {
             isolation,
-            exe: std::path::PathBuf::from("ic-bench"),
-            ucx_lib: None,
-            verbosity: vec![],
-            side_args: vec![],
-            forward_stderr: false,
-            link_rate: None,
-            token: None,
-            recipe_env: Default::default(),
+            ..crate::local::LocalOptions::new("ic-bench".into())
         }
     }
 

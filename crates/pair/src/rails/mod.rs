@@ -14,6 +14,7 @@
 //! pairing prefill rail i with decode rail (i + r) mod K, so each NIC carries one row at a time.
 
 pub mod agent;
+pub mod bare_metal;
 pub mod choice;
 pub mod controls;
 pub mod dra_roots;

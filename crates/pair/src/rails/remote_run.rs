@@ -73,17 +73,7 @@ mod tests {
     fn run(agent: &str) -> RemoteRailsRun<'_> {
         RemoteRailsRun {
             agent,
-            ranks: LocalOptions {
-                isolation: icb_isolate::Isolation::None,
-                exe: PathBuf::from("ic-bench"),
-                ucx_lib: None,
-                verbosity: vec![],
-                side_args: vec![],
-                forward_stderr: false,
-                link_rate: None,
-                token: None,
-                recipe_env: Default::default(),
-            },
+            ranks: LocalOptions::new("ic-bench".into()),
             locality: Locality::DifferentHosts,
             prefill_node: "prefill".into(),
             tree: None,

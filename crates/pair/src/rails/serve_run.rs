@@ -84,17 +84,7 @@ mod tests {
             listen,
             info: super::super::info::node_info("host".into(), None, empty.path()),
             ends: Vec::new(),
-            ranks: LocalOptions {
-                isolation: icb_isolate::Isolation::None,
-                exe: std::path::PathBuf::from("ic-bench"),
-                ucx_lib: None,
-                verbosity: vec![],
-                side_args: vec![],
-                forward_stderr: false,
-                link_rate: None,
-                token: None,
-                recipe_env: Default::default(),
-            },
+            ranks: LocalOptions::new("ic-bench".into()),
         }
     }
 

@@ -70,6 +70,7 @@ fn case(
         run_by: Default::default(),
         rail: None,
         cuda_alloc: None,
+        nic_health: None,
     }
 }
 
@@ -87,6 +88,7 @@ fn skipped(test: TestKind, memory: MemoryPair, size: u64) -> CaseResult {
         run_by: Default::default(),
         rail: None,
         cuda_alloc: None,
+        nic_health: None,
     }
 }
 

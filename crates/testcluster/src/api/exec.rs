@@ -126,7 +126,7 @@ fn find_target(shared: &Shared, ns: &str, name: &str, params: &Params) -> Result
 /// --counters`), and a real NIC's counters are current whenever they are read. The fabric lock,
 /// held throughout, keeps two execs on one node from writing the same files at once. A failure
 /// is a 500 naming the node: stale counters would read as a healthy rail.
-async fn drive_rail_counters(shared: &Arc<Shared>, node: Option<String>) -> Result<(), ApiError> {
+pub(crate) async fn drive_rail_counters(shared: &Arc<Shared>, node: Option<String>) -> Result<(), ApiError> {
     let Some(node) = node else { return Ok(()) };
     let shared = Arc::clone(shared);
     let driven = tokio::task::spawn_blocking(move || match lock(&shared.fabric).as_ref() {

@@ -6,7 +6,7 @@ mod configmaps;
 mod custom;
 mod deployments;
 mod discovery;
-mod exec;
+pub(crate) mod exec;
 mod logs;
 mod misc;
 mod node_status;

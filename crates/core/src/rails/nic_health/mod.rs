@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+pub mod case;
 pub mod rail;
 pub mod rules;
 pub mod vocabulary;
