@@ -6,7 +6,7 @@
 //! READ and not for a WRITE) runs on the target side of an RMA case UCX reported as RDMA.
 
 use super::rail::SideHealth;
-use super::rules::{HealthKind, RdmaAttribution, RdmaEvidence, RdmaOp, confirm_rdma};
+use super::rules::{RdmaAttribution, RdmaEvidence, RdmaOp, confirm_rdma};
 use super::{HealthSnapshot, PortDeltas};
 use serde::{Deserialize, Serialize};
 
@@ -123,30 +123,12 @@ impl CaseHealth {
     /// (comma-joined); else `not read`, or `not explained` on a failed case, or `ok`, each with
     /// `(part not read)` where one side or one rule was not.
     pub fn cell(&self) -> String {
-        let any = |k: HealthKind| self.findings().any(|(_, f)| f.kind == k);
-        let mut words = Vec::new();
-        if any(HealthKind::Congested) {
-            words.push("congested");
-        }
-        if any(HealthKind::LossyLink) {
-            words.push("lossy");
-        }
-        if self
-            .rdma
-            .as_ref()
-            .is_some_and(|r| r.evidence == RdmaEvidence::Contradicted)
-        {
-            words.push("not RDMA");
-        }
-        let (p, d) = (self.prefill.nothing_read(), self.decode.nothing_read());
-        let part = p || d || any(HealthKind::NotRead);
-        let quiet = if self.slow { "not explained" } else { "ok" };
-        match (words.is_empty(), part) {
-            (false, _) => words.join(", "),
-            (true, true) if p && d => "not read".into(),
-            (true, true) => format!("{quiet} (part not read)"),
-            (true, false) => quiet.into(),
-        }
+        super::rules::health_cell(
+            self.findings().map(|(_, f)| f),
+            self.rdma.as_ref(),
+            (self.prefill.nothing_read(), self.decode.nothing_read()),
+            self.slow,
+        )
     }
 
     /// Whether any counter of any port was read on either side.

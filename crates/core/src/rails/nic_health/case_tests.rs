@@ -1,4 +1,5 @@
 use super::*;
+use crate::rails::nic_health::rules::HealthKind;
 
 fn snap(json: &str) -> HealthSnapshot {
     serde_json::from_str(json).unwrap()

@@ -130,29 +130,11 @@ impl RailHealth {
     /// them: `not read`, or on a slow rail `not explained` (no counter read says why it is
     /// slow: never `ok`), else `ok`, each with `(part not read)` where one end or rule was not.
     pub fn cell(&self) -> String {
-        let any = |k: HealthKind| self.findings().any(|(_, f)| f.kind == k);
-        let mut words = Vec::new();
-        if any(HealthKind::Congested) {
-            words.push("congested");
-        }
-        if any(HealthKind::LossyLink) {
-            words.push("lossy");
-        }
-        if self
-            .rdma
-            .as_ref()
-            .is_some_and(|r| r.evidence == super::rules::RdmaEvidence::Contradicted)
-        {
-            words.push("not RDMA");
-        }
-        let (p, d) = (self.prefill.nothing_read(), self.decode.nothing_read());
-        let part = p || d || any(HealthKind::NotRead);
-        let quiet = if self.slow { "not explained" } else { "ok" };
-        match (words.is_empty(), part) {
-            (false, _) => words.join(", "),
-            (true, true) if p && d => "not read".into(),
-            (true, true) => format!("{quiet} (part not read)"),
-            (true, false) => quiet.into(),
-        }
+        super::rules::health_cell(
+            self.findings().map(|(_, f)| f),
+            self.rdma.as_ref(),
+            (self.prefill.nothing_read(), self.decode.nothing_read()),
+            self.slow,
+        )
     }
 }

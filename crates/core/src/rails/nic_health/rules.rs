@@ -187,3 +187,37 @@ pub fn confirm_rdma(op: RdmaOp, target: &PortDeltas) -> RdmaAttribution {
         reason,
     }
 }
+
+/// One table cell from the counters of the two ends of a rail phase or a case (the rails' column
+/// and the cases' `NIC` column say the same words): `congested`, `lossy`, `not RDMA`,
+/// comma-joined; where none of them, `not read` when neither end read a counter, else `not
+/// explained` on a slow rail or failed case (no counter read says why it is slow: never `ok`) or
+/// `ok`, each with `(part not read)` where one end or one rule was not.
+pub fn health_cell<'a>(
+    findings: impl Iterator<Item = &'a HealthFinding>,
+    rdma: Option<&RdmaAttribution>,
+    nothing_read: (bool, bool),
+    slow: bool,
+) -> String {
+    let kinds: Vec<HealthKind> = findings.map(|f| f.kind).collect();
+    let any = |k: HealthKind| kinds.contains(&k);
+    let mut words = Vec::new();
+    if any(HealthKind::Congested) {
+        words.push("congested");
+    }
+    if any(HealthKind::LossyLink) {
+        words.push("lossy");
+    }
+    if rdma.is_some_and(|r| r.evidence == RdmaEvidence::Contradicted) {
+        words.push("not RDMA");
+    }
+    let (p, d) = nothing_read;
+    let part = p || d || any(HealthKind::NotRead);
+    let quiet = if slow { "not explained" } else { "ok" };
+    match (words.is_empty(), part) {
+        (false, _) => words.join(", "),
+        (true, true) if p && d => "not read".into(),
+        (true, true) => format!("{quiet} (part not read)"),
+        (true, false) => quiet.into(),
+    }
+}
