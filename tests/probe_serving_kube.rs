@@ -187,3 +187,70 @@ fn a_recipe_whose_pods_are_not_there_exits_2_naming_what_to_fix() {
     );
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// A Dynamo graph: the operator's pods are labelled with the graph's and the service's names, and
+/// a worker's status server listens on the container port named `system`; the probe finds the
+/// decode service's pod by those labels and reads it.
+#[test]
+fn a_dynamo_graphs_worker_pod_is_found_by_the_operators_labels_and_read() {
+    const DGD: &str = r#"
+apiVersion: nvidia.com/v1alpha1
+kind: DynamoGraphDeployment
+metadata: {name: llama}
+spec:
+  backendFramework: vllm
+  services:
+    VllmDecodeWorker:
+      subComponentType: decode
+      envs: [{name: UCX_TLS, value: "rc,cuda_copy"}]
+"#;
+    let config = ClusterConfig::new()
+        .node(NodeConfig::gpu("gpu-1", 1))
+        .isolation(Isolation::Host);
+    let cluster = TestCluster::start_blocking(config).expect("the emulated cluster starts");
+    let dir = tempfile::tempdir().unwrap();
+    let scrape = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/serving/vllm_tp1.prom");
+    std::fs::copy(&scrape, dir.path().join("metrics")).unwrap();
+    let recipe = dir.path().join("dgd.yaml");
+    std::fs::write(&recipe, DGD).unwrap();
+    let port = free_port();
+    create_reference_pod(
+        &cluster,
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "llama-vllmdecodeworker-0", "labels": {
+                "nvidia.com/dynamo-graph-deployment-name": "llama",
+                "nvidia.com/dynamo-component": "VllmDecodeWorker"}},
+            "spec": {"nodeName": "gpu-1", "containers": [{"name": "main", "image": "vllm-runtime",
+                "command": ["/usr/bin/python3", "-m", "http.server", port.to_string(), "--bind", "127.0.0.1",
+                    "--directory", dir.path().to_str().unwrap()],
+                "ports": [{"name": "system", "containerPort": port}]}]}
+        }),
+    );
+    wait_listening(port);
+    let kubeconfig = cluster.kubeconfig_path().to_str().unwrap().to_string();
+    let (code, out, err) = serving(&[
+        "--recipe",
+        recipe.to_str().unwrap(),
+        "--kubeconfig",
+        &kubeconfig,
+        "-n",
+        cluster.namespace(),
+        "--timeout",
+        "5s",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["serving"]["engines"].as_array().map(Vec::len), Some(1), "{v}");
+    assert!(
+        v["serving"]["sources"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(format!(
+                "pod:llama-vllmdecodeworker-0 (http://127.0.0.1:{port}/metrics)"
+            ))),
+        "{v}"
+    );
+}

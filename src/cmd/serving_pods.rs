@@ -15,9 +15,10 @@ enum Finder {
     Named(String),
 }
 
-/// The finder of the workload `Kind/name[ part]`, from its document in the recipe; `Err` says
-/// why its pods cannot be found (a kind whose pods this probe does not know how to select).
-fn finder(workload: &str, docs: &[Document]) -> Result<Finder, String> {
+/// The finder of the workload `Kind/name[ part]` (and, in a DynamoGraphDeployment, its service
+/// `component`), from its document in the recipe; `Err` says why its pods cannot be found (a
+/// kind whose pods this probe does not know how to select).
+fn finder(workload: &str, component: &str, docs: &[Document]) -> Result<Finder, String> {
     let head = workload.split(' ').next().unwrap_or(workload);
     let (kind, name) = head.split_once('/').unwrap_or(("", head));
     if kind == "Pod" {
@@ -25,6 +26,14 @@ fn finder(workload: &str, docs: &[Document]) -> Result<Finder, String> {
     }
     if kind == "LeaderWorkerSet" {
         return Ok(Finder::Labels(format!("leaderworkerset.sigs.k8s.io/name={name}")));
+    }
+    // Dynamo's operator labels every pod of a graph's service with the graph's name and the
+    // service's (its `nvidia.com/dynamo-graph-deployment-name` and `nvidia.com/dynamo-component`
+    // constants, read in ai-dynamo/dynamo's deploy/cloud/operator).
+    if kind == "DynamoGraphDeployment" {
+        return Ok(Finder::Labels(format!(
+            "nvidia.com/dynamo-graph-deployment-name={name},nvidia.com/dynamo-component={component}"
+        )));
     }
     let doc = docs
         .iter()
@@ -57,19 +66,23 @@ fn endpoint(pod: &Pod) -> Result<String, String> {
         .pod_ip
         .filter(|ip| !ip.is_empty())
         .ok_or("running but without an IP")?;
-    let named = pod
-        .spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .flat_map(|c| c.ports.iter().flatten())
-        .find(|p| p.name.as_deref() == Some("metrics"))
-        .map(|p| p.container_port);
+    let port_named = |name: &str| {
+        pod.spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .flat_map(|c| c.ports.iter().flatten())
+            .find(|p| p.name.as_deref() == Some(name))
+            .map(|p| p.container_port)
+    };
+    // `system`: the port Dynamo's operator gives a worker's status server, which serves its
+    // `/metrics` (DynamoSystemPortName, 9090, in the operator's constants).
+    let named = port_named("metrics").or_else(|| port_named("system"));
     let annotations = pod.metadata.annotations.clone().unwrap_or_default();
     let (port, path) = match named {
         Some(port) => (port.to_string(), "/metrics".to_string()),
         None => {
             let port = annotations.get("prometheus.io/port").ok_or(
-                "no container port named `metrics` and no prometheus.io/port annotation: its metrics port is not known",
+                "no container port named `metrics` (or Dynamo's `system`) and no prometheus.io/port annotation: its metrics port is not known",
             )?;
             let path = annotations
                 .get("prometheus.io/path")
@@ -112,39 +125,27 @@ pub fn discover(
         let c = cluster.connect().await?;
         let api: Api<Pod> = Api::namespaced(c.client().clone(), c.namespace());
         let mut sources = Vec::new();
-        let mut pods_seen = 0;
+        // Two roles of one workload (a leader and its workers' containers) list the same pods:
+        // each pod is read once.
+        let mut pods_seen = std::collections::BTreeSet::new();
+        let mut pods_listed = 0;
         for w in workers {
-            let params = match finder(&w.env.workload, &docs) {
-                Ok(Finder::Labels(sel)) => ListParams::default().labels(&sel),
-                Ok(Finder::Named(name)) => ListParams::default().fields(&format!("metadata.name={name}")),
-                Err(why) => {
-                    sources.push(Source::PodUnreadable {
-                        pod: w.env.workload.clone(),
-                        why,
-                    });
-                    continue;
+            match workload_sources(&api, c.namespace(), &w.env.workload, &w.env.component, &docs).await? {
+                WorkloadPods::Listed(pods) => {
+                    pods_listed += pods.len();
+                    for (name, source) in pods {
+                        if pods_seen.insert(name) {
+                            sources.push(source);
+                        }
+                    }
                 }
-            };
-            let pods = api
-                .list(&params)
-                .await
-                .map_err(|e| anyhow::anyhow!("listing the pods of {} in {}: {e}", w.env.workload, c.namespace()))?;
-            if pods.items.is_empty() {
-                sources.push(Source::PodUnreadable {
+                WorkloadPods::NotRead(why) => sources.push(Source::PodUnreadable {
                     pod: w.env.workload.clone(),
-                    why: format!("no pod of it in namespace {}", c.namespace()),
-                });
-            }
-            pods_seen += pods.items.len();
-            for pod in pods.items {
-                let name = pod.metadata.name.clone().unwrap_or_default();
-                sources.push(match endpoint(&pod) {
-                    Ok(url) => Source::Pod { pod: name, url },
-                    Err(why) => Source::PodUnreadable { pod: name, why },
-                });
+                    why,
+                }),
             }
         }
-        if pods_seen == 0 && !others_given {
+        if pods_listed == 0 && !others_given {
             anyhow::bail!(
                 "--recipe {}: no pod of its prefill/decode workers in namespace {}; check -n/--namespace and that the recipe is deployed",
                 recipe.join(","),
@@ -153,6 +154,48 @@ pub fn discover(
         }
         Ok(sources)
     })
+}
+
+/// What the API gave for one workload.
+enum WorkloadPods {
+    /// Each pod's name and its source: its endpoint, or why it has none.
+    Listed(Vec<(String, Source)>),
+    /// Its pods cannot be selected, or none is there: why.
+    NotRead(String),
+}
+
+async fn workload_sources(
+    api: &Api<Pod>,
+    namespace: &str,
+    workload: &str,
+    component: &str,
+    docs: &[Document],
+) -> anyhow::Result<WorkloadPods> {
+    let params = match finder(workload, component, docs) {
+        Ok(Finder::Labels(sel)) => ListParams::default().labels(&sel),
+        Ok(Finder::Named(name)) => ListParams::default().fields(&format!("metadata.name={name}")),
+        Err(why) => return Ok(WorkloadPods::NotRead(why)),
+    };
+    let pods = api
+        .list(&params)
+        .await
+        .map_err(|e| anyhow::anyhow!("listing the pods of {workload} in {namespace}: {e}"))?;
+    if pods.items.is_empty() {
+        return Ok(WorkloadPods::NotRead(format!("no pod of it in namespace {namespace}")));
+    }
+    Ok(WorkloadPods::Listed(
+        pods.items
+            .iter()
+            .map(|pod| {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                let source = match endpoint(pod) {
+                    Ok(url) => Source::Pod { pod: name.clone(), url },
+                    Err(why) => Source::PodUnreadable { pod: name.clone(), why },
+                };
+                (name, source)
+            })
+            .collect(),
+    ))
 }
 
 #[cfg(test)]
@@ -212,11 +255,32 @@ mod tests {
                 .unwrap_err()
                 .contains("without an IP")
         );
+        // Dynamo's worker pods: the operator's `system` port serves /metrics.
+        assert_eq!(
+            endpoint(&pod("Running", ip, Some(("system", 9090)), &[])).unwrap(),
+            "http://10.0.0.5:9090/metrics"
+        );
         let bad = [("prometheus.io/port", "http")];
         assert!(
             endpoint(&pod("Running", ip, None, &bad))
                 .unwrap_err()
                 .contains("not a port")
         );
+    }
+
+    #[test]
+    fn a_dynamo_graph_service_is_found_by_the_operators_labels() {
+        assert_eq!(
+            finder("DynamoGraphDeployment/llama", "VllmDecodeWorker", &[]),
+            Ok(Finder::Labels(
+                "nvidia.com/dynamo-graph-deployment-name=llama,nvidia.com/dynamo-component=VllmDecodeWorker".into()
+            ))
+        );
+        assert_eq!(
+            finder("Pod/decode-0", "main", &[]),
+            Ok(Finder::Named("decode-0".into()))
+        );
+        let unknown = finder("Deployment/elsewhere", "main", &[]).unwrap_err();
+        assert!(unknown.contains("give --endpoint URL"), "{unknown}");
     }
 }
