@@ -72,42 +72,43 @@ fn serving(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-#[test]
-fn recipe_pods_are_found_and_read_and_a_pod_without_a_port_is_named() {
-    let config = ClusterConfig::new()
-        .node(NodeConfig::gpu("gpu-1", 1))
-        .isolation(Isolation::Host);
-    let cluster = TestCluster::start_blocking(config).expect("the emulated cluster starts");
-    let dir = tempfile::tempdir().unwrap();
-    let scrape = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/serving/vllm_tp1.prom");
-    std::fs::copy(&scrape, dir.path().join("metrics")).unwrap();
-    let recipe = dir.path().join("recipe.yaml");
-    std::fs::write(&recipe, RECIPE).unwrap();
+/// A pod on gpu-1 named `name` with `labels`, serving the recorded vLLM scrape (copied into `dir`
+/// as `metrics`) over HTTP on a free port, its container port named `port_name`; returns the port
+/// once it listens.
+fn scrape_pod(cluster: &TestCluster, dir: &Path, name: &str, labels: serde_json::Value, port_name: &str) -> u16 {
+    std::fs::copy(scrape(), dir.join("metrics")).unwrap();
     let port = free_port();
     create_reference_pod(
-        &cluster,
+        cluster,
         serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "vllm-decode-0", "labels": {"app": "vllm-decode"}},
-            "spec": {"nodeName": "gpu-1", "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"nodeName": "gpu-1", "containers": [{"name": "main", "image": "vllm/vllm-openai:v0.11.0",
                 "command": ["/usr/bin/python3", "-m", "http.server", port.to_string(), "--bind", "127.0.0.1",
-                    "--directory", dir.path().to_str().unwrap()],
-                "ports": [{"name": "metrics", "containerPort": port}]}]}
-        }),
-    );
-    create_reference_pod(
-        &cluster,
-        serde_json::json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "vllm-prefill-0", "labels": {"app": "vllm-prefill"}},
-            "spec": {"nodeName": "gpu-1", "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
-                "command": ["sleep", "600"], "ports": [{"name": "http", "containerPort": 8000}]}]}
+                    "--directory", dir.to_str().unwrap()],
+                "ports": [{"name": port_name, "containerPort": port}]}]}
         }),
     );
     wait_listening(port);
-    let before = cluster.requests().len();
+    port
+}
+
+fn scrape() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/serving/vllm_tp1.prom")
+}
+
+/// One GPU node whose pods share the host's network (the test reaches them at 127.0.0.1).
+fn one_gpu_node() -> TestCluster {
+    let config = ClusterConfig::new()
+        .node(NodeConfig::gpu("gpu-1", 1))
+        .isolation(Isolation::Host);
+    TestCluster::start_blocking(config).expect("the emulated cluster starts")
+}
+
+/// `probe serving --recipe RECIPE -o json` against the cluster's namespace.
+fn serving_recipe(cluster: &TestCluster, recipe: &Path) -> (i32, String, String) {
     let kubeconfig = cluster.kubeconfig_path().to_str().unwrap().to_string();
-    let (code, out, err) = serving(&[
+    serving(&[
         "--recipe",
         recipe.to_str().unwrap(),
         "--kubeconfig",
@@ -118,10 +119,36 @@ fn recipe_pods_are_found_and_read_and_a_pod_without_a_port_is_named() {
         "5s",
         "-o",
         "json",
-    ]);
+    ])
+}
+
+#[test]
+fn recipe_pods_are_found_and_read_and_a_pod_without_a_port_is_named() {
+    let cluster = one_gpu_node();
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = dir.path().join("recipe.yaml");
+    std::fs::write(&recipe, RECIPE).unwrap();
+    let port = scrape_pod(
+        &cluster,
+        dir.path(),
+        "vllm-decode-0",
+        serde_json::json!({"app": "vllm-decode"}),
+        "metrics",
+    );
+    create_reference_pod(
+        &cluster,
+        serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "vllm-prefill-0", "labels": {"app": "vllm-prefill"}},
+            "spec": {"nodeName": "gpu-1", "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0",
+                "command": ["sleep", "600"], "ports": [{"name": "http", "containerPort": 8000}]}]}
+        }),
+    );
+    let before = cluster.requests().len();
+    let (code, out, err) = serving_recipe(&cluster, &recipe);
     assert_eq!(code, 0, "{err}\n{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let (fcode, fout, ferr) = serving(&["--metrics", scrape.to_str().unwrap(), "-o", "json"]);
+    let (fcode, fout, ferr) = serving(&["--metrics", scrape().to_str().unwrap(), "-o", "json"]);
     assert_eq!(fcode, 0, "{ferr}");
     let file: serde_json::Value = serde_json::from_str(&fout).unwrap();
     assert_eq!(v["serving"]["engines"].as_array().map(Vec::len), Some(1), "{v}");
@@ -164,10 +191,7 @@ fn recipe_pods_are_found_and_read_and_a_pod_without_a_port_is_named() {
 
 #[test]
 fn a_recipe_whose_pods_are_not_there_exits_2_naming_what_to_fix() {
-    let config = ClusterConfig::new()
-        .node(NodeConfig::gpu("gpu-1", 1))
-        .isolation(Isolation::Host);
-    let cluster = TestCluster::start_blocking(config).expect("the emulated cluster starts");
+    let cluster = one_gpu_node();
     let dir = tempfile::tempdir().unwrap();
     let recipe = dir.path().join("recipe.yaml");
     std::fs::write(&recipe, RECIPE).unwrap();
@@ -204,43 +228,16 @@ spec:
       subComponentType: decode
       envs: [{name: UCX_TLS, value: "rc,cuda_copy"}]
 "#;
-    let config = ClusterConfig::new()
-        .node(NodeConfig::gpu("gpu-1", 1))
-        .isolation(Isolation::Host);
-    let cluster = TestCluster::start_blocking(config).expect("the emulated cluster starts");
+    let cluster = one_gpu_node();
     let dir = tempfile::tempdir().unwrap();
-    let scrape = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/serving/vllm_tp1.prom");
-    std::fs::copy(&scrape, dir.path().join("metrics")).unwrap();
     let recipe = dir.path().join("dgd.yaml");
     std::fs::write(&recipe, DGD).unwrap();
-    let port = free_port();
-    create_reference_pod(
-        &cluster,
-        serde_json::json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "llama-vllmdecodeworker-0", "labels": {
-                "nvidia.com/dynamo-graph-deployment-name": "llama",
-                "nvidia.com/dynamo-component": "VllmDecodeWorker"}},
-            "spec": {"nodeName": "gpu-1", "containers": [{"name": "main", "image": "vllm-runtime",
-                "command": ["/usr/bin/python3", "-m", "http.server", port.to_string(), "--bind", "127.0.0.1",
-                    "--directory", dir.path().to_str().unwrap()],
-                "ports": [{"name": "system", "containerPort": port}]}]}
-        }),
-    );
-    wait_listening(port);
-    let kubeconfig = cluster.kubeconfig_path().to_str().unwrap().to_string();
-    let (code, out, err) = serving(&[
-        "--recipe",
-        recipe.to_str().unwrap(),
-        "--kubeconfig",
-        &kubeconfig,
-        "-n",
-        cluster.namespace(),
-        "--timeout",
-        "5s",
-        "-o",
-        "json",
-    ]);
+    let labels = serde_json::json!({
+        "nvidia.com/dynamo-graph-deployment-name": "llama",
+        "nvidia.com/dynamo-component": "VllmDecodeWorker"
+    });
+    let port = scrape_pod(&cluster, dir.path(), "llama-vllmdecodeworker-0", labels, "system");
+    let (code, out, err) = serving_recipe(&cluster, &recipe);
     assert_eq!(code, 0, "{err}\n{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["serving"]["engines"].as_array().map(Vec::len), Some(1), "{v}");

@@ -30,7 +30,6 @@ pub mod rail_info;
 pub mod report_out;
 pub mod serve;
 pub mod serve_rails;
-pub mod serving_pods;
 pub mod sweep;
 mod sweep_resume;
 pub mod version;

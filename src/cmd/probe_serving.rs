@@ -102,11 +102,12 @@ impl ServingArgs {
         sources.extend(self.prometheus.iter().cloned().map(Source::Prometheus));
         if !self.recipe.is_empty() {
             let others_given = !sources.is_empty();
-            sources.extend(super::serving_pods::discover(
-                &self.recipe,
-                &self.cluster,
-                others_given,
-            )?);
+            // The recipe's worker pods (icb_serving::pods): read-only, through the API.
+            let found = super::common::runtime()?.block_on(async {
+                let cluster = self.cluster.connect().await?;
+                Ok::<_, anyhow::Error>(icb_serving::pods::discover(&self.recipe, &cluster, others_given).await?)
+            })?;
+            sources.extend(found);
         }
         let kv = self.kv()?;
         let decode_tp = self.geometry.decode_tp.as_deref().and_then(|t| t.parse().ok());

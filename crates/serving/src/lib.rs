@@ -1,5 +1,6 @@
 //! icb-serving: `ic-bench probe serving` (issue 42). Reads the serving engines' own KV-transfer
-//! metrics (a Prometheus server over a window, workers' `/metrics` endpoints, files in the
+//! metrics (a Prometheus server over a window, workers' `/metrics` endpoints, given or found through
+//! a recipe's pods (`pods`), files in the
 //! Prometheus text format, TensorRT-LLM's timing CSVs), translates them to one basis (per rank and
 //! per node pair, bytes per request, GB/s = 10^9, descriptors and post time per transfer),
 //! flags the metrics' known defects, and sets each figure beside ic-bench's own `--kv-shape`
@@ -11,6 +12,7 @@ pub mod engines;
 pub mod expo;
 pub mod http;
 pub mod judge;
+pub mod pods;
 pub mod prom;
 mod sources;
 pub mod trtllm;

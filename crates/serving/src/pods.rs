@@ -3,10 +3,29 @@
 //! API (GET only) and each gives its IP and metrics port, or one "not read: why" line. A port is
 //! never guessed: a container port named `metrics`, else the `prometheus.io/port` annotation.
 
+use crate::Source;
 use icb_kube::k8s_openapi::api::core::v1::Pod;
 use icb_kube::kube::api::{Api, ListParams};
 use icb_recipe::{Document, Input, Role};
-use icb_serving::Source;
+
+/// Why the recipe's pods could not be looked for (one line, exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoverError {
+    #[error(transparent)]
+    Recipe(#[from] icb_recipe::RecipeError),
+    #[error("--recipe {recipe}: no prefill, decode or worker role in it")]
+    NoWorker { recipe: String },
+    #[error("listing the pods of {workload} in {namespace}: {source}")]
+    List {
+        workload: String,
+        namespace: String,
+        source: icb_kube::kube::Error,
+    },
+    #[error(
+        "--recipe {recipe}: no pod of its prefill/decode workers in namespace {namespace}; check -n/--namespace and that the recipe is deployed"
+    )]
+    NoPod { recipe: String, namespace: String },
+}
 
 /// How one workload's pods are found: a label selector, or the pod's own name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,11 +124,11 @@ fn endpoint(pod: &Pod) -> Result<String, String> {
 /// One source per pod of the recipe's prefill/decode (or aggregated) workers in the namespace,
 /// and a "not read" one per workload without pods; an error (exit 2) naming what to fix when the
 /// recipe has no worker, the API cannot be read, or no pod is there and no other source was given.
-pub fn discover(
+pub async fn discover(
     recipe: &[String],
-    cluster: &super::kube_args::ClusterArgs,
+    cluster: &icb_kube::Cluster,
     others_given: bool,
-) -> anyhow::Result<Vec<Source>> {
+) -> Result<Vec<Source>, DiscoverError> {
     let inputs: Vec<Input> = recipe.iter().map(|p| Input::from_arg(p)).collect();
     let (_, roles) = icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default())?;
     let docs = icb_recipe::load_inputs(&inputs)?;
@@ -119,41 +138,39 @@ pub fn discover(
         .filter(|r| matches!(r.env.role, Role::Prefill | Role::Decode | Role::Worker))
         .collect();
     if workers.is_empty() {
-        anyhow::bail!("--recipe {}: no prefill, decode or worker role in it", recipe.join(","));
+        return Err(DiscoverError::NoWorker {
+            recipe: recipe.join(","),
+        });
     }
-    super::common::runtime()?.block_on(async {
-        let c = cluster.connect().await?;
-        let api: Api<Pod> = Api::namespaced(c.client().clone(), c.namespace());
-        let mut sources = Vec::new();
-        // Two roles of one workload (a leader and its workers' containers) list the same pods:
-        // each pod is read once.
-        let mut pods_seen = std::collections::BTreeSet::new();
-        let mut pods_listed = 0;
-        for w in workers {
-            match workload_sources(&api, c.namespace(), &w.env.workload, &w.env.component, &docs).await? {
-                WorkloadPods::Listed(pods) => {
-                    pods_listed += pods.len();
-                    for (name, source) in pods {
-                        if pods_seen.insert(name) {
-                            sources.push(source);
-                        }
+    let api: Api<Pod> = Api::namespaced(cluster.client().clone(), cluster.namespace());
+    let mut sources = Vec::new();
+    // Two roles of one workload (a leader and its workers' containers) list the same pods:
+    // each pod is read once.
+    let mut pods_seen = std::collections::BTreeSet::new();
+    let mut pods_listed = 0;
+    for w in workers {
+        match workload_sources(&api, cluster.namespace(), &w.env.workload, &w.env.component, &docs).await? {
+            WorkloadPods::Listed(pods) => {
+                pods_listed += pods.len();
+                for (name, source) in pods {
+                    if pods_seen.insert(name) {
+                        sources.push(source);
                     }
                 }
-                WorkloadPods::NotRead(why) => sources.push(Source::PodUnreadable {
-                    pod: w.env.workload.clone(),
-                    why,
-                }),
             }
+            WorkloadPods::NotRead(why) => sources.push(Source::PodUnreadable {
+                pod: w.env.workload.clone(),
+                why,
+            }),
         }
-        if pods_listed == 0 && !others_given {
-            anyhow::bail!(
-                "--recipe {}: no pod of its prefill/decode workers in namespace {}; check -n/--namespace and that the recipe is deployed",
-                recipe.join(","),
-                c.namespace()
-            );
-        }
-        Ok(sources)
-    })
+    }
+    if pods_listed == 0 && !others_given {
+        return Err(DiscoverError::NoPod {
+            recipe: recipe.join(","),
+            namespace: cluster.namespace().to_string(),
+        });
+    }
+    Ok(sources)
 }
 
 /// What the API gave for one workload.
@@ -170,16 +187,17 @@ async fn workload_sources(
     workload: &str,
     component: &str,
     docs: &[Document],
-) -> anyhow::Result<WorkloadPods> {
+) -> Result<WorkloadPods, DiscoverError> {
     let params = match finder(workload, component, docs) {
         Ok(Finder::Labels(sel)) => ListParams::default().labels(&sel),
         Ok(Finder::Named(name)) => ListParams::default().fields(&format!("metadata.name={name}")),
         Err(why) => return Ok(WorkloadPods::NotRead(why)),
     };
-    let pods = api
-        .list(&params)
-        .await
-        .map_err(|e| anyhow::anyhow!("listing the pods of {workload} in {namespace}: {e}"))?;
+    let pods = api.list(&params).await.map_err(|source| DiscoverError::List {
+        workload: workload.to_string(),
+        namespace: namespace.to_string(),
+        source,
+    })?;
     if pods.items.is_empty() {
         return Ok(WorkloadPods::NotRead(format!("no pod of it in namespace {namespace}")));
     }
