@@ -86,7 +86,7 @@ fn main() -> ExitCode {
     // SIGINT/SIGTERM/SIGHUP → 130 for every subcommand, from the first instant; commands that
     // clean up claim the handler.
     if let Err(e) = cmd::interrupt::Interrupt::install_for_process() {
-        eprintln!("ic-bench: error: {}", one_line_error(&e));
+        eprintln!("ic-bench: error: {}", one_line_error(&e.into()));
         return ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8);
     }
     let cli = match parse() {
