@@ -176,6 +176,28 @@ async fn connect(cluster: &ClusterOptions, cancel: &CancellationToken) -> Result
     }
 }
 
+/// The one preparation of the two targets in running pods (bench pods, in place): connect to
+/// `cluster` and `prepare` a launcher there, unless `cancel` comes first (then nothing exists
+/// yet and an interrupt has nothing to clean up: `None`).
+async fn prepare_on<L, E, Fut>(
+    cluster: &ClusterOptions,
+    cancel: &CancellationToken,
+    prepare: impl FnOnce(icb_kube::Cluster) -> Fut,
+) -> Result<Option<L>, PrepareError>
+where
+    Fut: std::future::Future<Output = Result<L, E>>,
+    PrepareError: From<E>,
+{
+    let connected = async {
+        let cluster = icb_kube::connect(cluster).await?;
+        Ok::<_, PrepareError>(prepare(cluster).await?)
+    };
+    tokio::select! {
+        l = connected => l.map(Some),
+        _ = cancel.cancelled() => Ok(None),
+    }
+}
+
 impl KubeTarget {
     async fn run(
         &self,
@@ -183,14 +205,9 @@ impl KubeTarget {
         cancel: &CancellationToken,
         view: &mut dyn RunView,
     ) -> Result<PairEnd, PrepareError> {
-        let prepare = async {
-            let cluster = icb_kube::connect(&self.cluster).await?;
-            KubeLauncher::prepare(cluster, self.pods.clone()).await
-        };
-        // Nothing exists yet: an interrupt here has nothing to clean up.
-        let mut launcher = tokio::select! {
-            l = prepare => l?,
-            _ = cancel.cancelled() => return Ok(PairEnd::NotStarted),
+        let prepare = |cluster| KubeLauncher::prepare(cluster, self.pods.clone());
+        let Some(mut launcher) = prepare_on(&self.cluster, cancel, prepare).await? else {
+            return Ok(PairEnd::NotStarted);
         };
         if let Some(format) = self.dry_run {
             let child = run.0.child_plan(launcher.locality(), &launcher.mode())?;
@@ -239,13 +256,9 @@ impl InPlaceTarget {
         cancel: &CancellationToken,
         view: &mut dyn RunView,
     ) -> Result<PairEnd, PrepareError> {
-        let prepare = async {
-            let cluster = icb_kube::connect(&self.cluster).await?;
-            Ok::<_, PrepareError>(InPlaceLauncher::prepare(cluster, self.plan.clone()).await?)
-        };
-        let mut launcher = tokio::select! {
-            l = prepare => l?,
-            _ = cancel.cancelled() => return Ok(PairEnd::NotStarted),
+        let prepare = |cluster| InPlaceLauncher::prepare(cluster, self.plan.clone());
+        let Some(mut launcher) = prepare_on(&self.cluster, cancel, prepare).await? else {
+            return Ok(PairEnd::NotStarted);
         };
         for line in self.notes.iter().chain(launcher.describe().iter()) {
             view.say(line);
