@@ -4,9 +4,9 @@
 //! Here only the flags and the wiring.
 
 use super::interrupt::Interrupt;
-use super::serve_rails::rank_options;
 use icb_core::Locality;
 use icb_pair::PairPlan;
+use icb_pair::local::LocalOptions;
 use icb_pair::rails::bare_metal::selection;
 use icb_pair::rails::remote_run::{RemoteEnd, RemoteRailsRun, run_remote_rails};
 
@@ -26,8 +26,8 @@ pub fn run(args: super::connect::Args) -> anyhow::Result<i32> {
     let mut side_flags = args.engine.side_flags();
     side_flags.extend(args.token.side_flags());
     let forward = tracing::enabled!(tracing::Level::INFO);
-    let ranks = rank_options(args.ucx.ucx_lib.clone(), side_flags, forward)?;
-    let mut progress = super::pair_rails::progress(pair.settings.unit);
+    let ranks = LocalOptions::ranks_of_this_binary(args.ucx.ucx_lib.clone(), side_flags, forward)?;
+    let mut progress = icb_pair::view::rail_lines(pair.settings.unit);
     let run = RemoteRailsRun::from_this_host(&args.server, (ranks, locality), choice, pair, args.connect_timeout);
     let interrupt = Interrupt::install()?;
     super::common::runtime()?.block_on(async {

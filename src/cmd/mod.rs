@@ -23,7 +23,6 @@ pub mod pair_kv;
 pub mod pair_local;
 pub mod pair_rails;
 pub mod pair_rails_kube;
-mod pair_view;
 pub mod probe;
 pub mod probe_serving;
 pub mod rail_info;

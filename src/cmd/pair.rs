@@ -272,7 +272,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         tool: super::connect::tool_info(),
         gpus: &gpus,
     };
-    let mut view = super::pair_view::View::of(&cmd.target, &cmd.plan.settings);
+    let mut view = icb_pair::view::TerminalView::of(&cmd.target, &cmd.plan.settings);
     let run = (&cmd.plan, &cmd.controls[..]);
     let end = cmd.target.run(run, runtime, interrupt.token(), &host, &mut view);
     // The bar is cleared before the report.

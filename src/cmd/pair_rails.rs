@@ -155,10 +155,3 @@ pub fn target(
     };
     Ok(LocalRailsTarget::read(&flags, opts, |s| rails.choice(s))?)
 }
-
-/// One progress line per case on stderr, named by its rail.
-pub fn progress(
-    unit: icb_core::model::BandwidthUnit,
-) -> impl FnMut(&icb_pair::rails::RailRow, &icb_core::protocol::CaseProgress) {
-    move |row, p| eprintln!("rail {}: {}", row.index, icb_report::text::case_line(&p.case, unit))
-}

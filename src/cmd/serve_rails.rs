@@ -7,7 +7,6 @@ use super::interrupt::Interrupt;
 use icb_pair::local::LocalOptions;
 use icb_pair::rails::serve_run::{AgentEnd, RailsAgent, run_rails_agent};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ServeRailArgs {
@@ -30,19 +29,6 @@ impl ServeRailArgs {
     }
 }
 
-/// What the ranks run: this binary, logging as much as this process does.
-pub fn rank_options(ucx_lib: Option<PathBuf>, side_args: Vec<String>, forward: bool) -> anyhow::Result<LocalOptions> {
-    let exe = std::env::current_exe()
-        .map_err(|e| anyhow::anyhow!("cannot find the ic-bench executable to start the ranks: {e}"))?;
-    // Ranks inherit IC_BENCH_TOKEN; a --token-file travels in `side_args`.
-    Ok(LocalOptions {
-        ucx_lib,
-        side_args,
-        forward_stderr: forward,
-        ..LocalOptions::new(exe)
-    })
-}
-
 pub fn run(args: super::serve::Args) -> anyhow::Result<i32> {
     args.engine.check()?;
     if args.once || args.idle_timeout.is_some() {
@@ -58,7 +44,7 @@ pub fn run(args: super::serve::Args) -> anyhow::Result<i32> {
         side_flags.push("--insecure-no-token".into());
     }
     let rails = (args.rails.rails.as_deref(), args.rails.rail_devices.as_deref());
-    let ranks = rank_options(args.ucx.ucx_lib.clone(), side_flags, true)?;
+    let ranks = LocalOptions::ranks_of_this_binary(args.ucx.ucx_lib.clone(), side_flags, true)?;
     let agent = RailsAgent::for_this_host(listen, rails, ranks)?;
     let interrupt = Interrupt::install()?;
     let listening = |address: &str, ranks: usize| {

@@ -41,6 +41,7 @@ pub mod plan;
 pub mod rails;
 mod run;
 pub mod target;
+pub mod view;
 
 pub use icb_core::protocol::SideErrorKind;
 pub use launcher::{LaunchError, LaunchFailure, Launcher, Side};

@@ -57,7 +57,29 @@ impl LocalOptions {
             recipe_env: RecipeEnv::default(),
         }
     }
+
+    /// What a bare-metal rails host's ranks run (`serve`/`connect --rails`): this binary,
+    /// logging as much as this process does, with `side_args` (a `--token-file` travels there;
+    /// ranks inherit IC_BENCH_TOKEN).
+    pub fn ranks_of_this_binary(
+        ucx_lib: Option<PathBuf>,
+        side_args: Vec<String>,
+        forward_stderr: bool,
+    ) -> Result<LocalOptions, NoExecutable> {
+        let exe = std::env::current_exe().map_err(NoExecutable)?;
+        Ok(LocalOptions {
+            ucx_lib,
+            side_args,
+            forward_stderr,
+            ..LocalOptions::new(exe)
+        })
+    }
 }
+
+/// This binary's path could not be read, so no rank can be started (one line, exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot find the ic-bench executable to start the ranks: {0}")]
+pub struct NoExecutable(std::io::Error);
 
 /// `-v`/`-vv` when the binary logs at info/debug, so the sides' progress shows too (the
 /// binary's own target: its `-v` and `IC_BENCH_LOG=ic_bench=…` decide).
@@ -434,5 +456,25 @@ impl Side for LocalSide {
             tracing::warn!("stopping {}: {e}", self.name());
         }
         self.drain_stderr().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rails host's ranks run this very binary with the side flags they were given, and
+    /// nothing of a pair run's own (no isolation, token or recipe env).
+    #[test]
+    fn a_rails_hosts_ranks_run_this_binary() {
+        let side = vec!["--engine".to_string(), "ucx".to_string()];
+        let ranks = LocalOptions::ranks_of_this_binary(Some("/opt/ucx".into()), side.clone(), true).unwrap();
+        assert_eq!(ranks.exe, std::env::current_exe().unwrap());
+        assert_eq!(
+            (ranks.ucx_lib, ranks.side_args),
+            (Some(PathBuf::from("/opt/ucx")), side)
+        );
+        assert!(ranks.forward_stderr && ranks.token.is_none() && ranks.isolation == Isolation::None);
+        assert_eq!(ranks.recipe_env, RecipeEnv::default());
     }
 }

@@ -1,9 +1,9 @@
 //! What a `pair` run shows on stderr while it runs (`icb_pair::target::RunView`): one case bar
 //! (pipeline targets; a KV run's cases counted as they end), a line per case of a rails run, and
-//! in place only what is said (its sides print their own).
+//! in place only what is said (its sides print their own). The binary drives every target with it.
 
+use crate::target::{PairTarget, RunView};
 use icb_core::model::{BandwidthUnit, PairReport, RunSettings};
-use icb_pair::target::{PairTarget, RunView};
 use icb_report::live::CaseProgress;
 
 enum Shown {
@@ -17,22 +17,22 @@ enum Shown {
     Said,
 }
 
-pub struct View {
+pub struct TerminalView {
     shown: Shown,
     unit: BandwidthUnit,
     bar: Option<CaseProgress>,
     done: usize,
 }
 
-impl View {
-    pub fn of(target: &PairTarget, settings: &RunSettings) -> View {
+impl TerminalView {
+    pub fn of(target: &PairTarget, settings: &RunSettings) -> TerminalView {
         let shown = match target {
             PairTarget::Local(_) | PairTarget::Kube(_) => Shown::Bar(icb_report::live::total_cases(settings)),
             PairTarget::Kv(t) => Shown::Counted(t.cases()),
             PairTarget::LocalRails(_) | PairTarget::KubeRails(_) => Shown::RailLines,
             PairTarget::InPlace(_) => Shown::Said,
         };
-        View {
+        TerminalView {
             shown,
             unit: settings.unit,
             bar: None,
@@ -41,7 +41,7 @@ impl View {
     }
 }
 
-impl RunView for View {
+impl RunView for TerminalView {
     fn starting(&mut self) {
         if let Shown::Bar(total) | Shown::Counted(total) = self.shown {
             self.bar = Some(CaseProgress::start(total, self.unit));
@@ -72,5 +72,30 @@ impl RunView for View {
         for line in icb_report::text::ucx_loaded_lines(report) {
             eprintln!("ic-bench: in-place: {line}");
         }
+    }
+}
+
+/// One line per case on stderr, named by its rail (`connect --rails`, which has no target).
+pub fn rail_lines(unit: BandwidthUnit) -> impl FnMut(&crate::rails::RailRow, &icb_core::protocol::CaseProgress) {
+    move |row, p| eprintln!("rail {}: {}", row.index, icb_report::text::case_line(&p.case, unit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pipeline target gets one bar over every case, drawn once the sides start; a KV run's
+    /// bar counts the cases as they end.
+    #[test]
+    fn a_pipeline_target_gets_one_bar_once_its_sides_start() {
+        let settings = RunSettings::full_curve();
+        let local = PairTarget::Local(crate::local::LocalOptions::new("/bin/true".into()));
+        let mut view = TerminalView::of(&local, &settings);
+        let total = icb_report::live::total_cases(&settings);
+        assert!(total > 0 && matches!(view.shown, Shown::Bar(n) if n == total));
+        assert!(view.bar.is_none());
+        view.starting();
+        assert!(view.bar.is_some());
+        assert_eq!(view.done, 0);
     }
 }
