@@ -9,8 +9,7 @@ use super::output::OutputArgs;
 use anyhow::Context as _;
 use icb_core::protocol::{ChildPlan, SideWriter};
 use icb_core::{Locality, ToolInfo};
-use icb_sides::connect::{ByHand, Side, by_hand, cut_short, planned};
-use std::io::Write as _;
+use icb_sides::connect::{ByHand, Side, by_hand, cut_short, exit_code, planned};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -193,36 +192,12 @@ fn run_human(args: &Args) -> anyhow::Result<i32> {
     };
     let (result, preflight) = by_hand(&side(args, args.token.resolve()?), run, interrupt.token());
     if let Some(p) = preflight.as_ref().filter(|p| p.cut(interrupt.token())) {
-        return cut_short(p, &args.server, result, |report| {
-            emit(report, args.json_line, &output, &mut out)
-        });
+        let emit = |report: &_| Ok::<_, anyhow::Error>(output.emit_pair(report, args.json_line, &mut out)?);
+        return cut_short(p, &args.server, result, emit);
     }
     let report = interrupted_or(result, &interrupt)?;
-    emit(&report, args.json_line, &output, &mut out)?;
+    output.emit_pair(&report, args.json_line, &mut out)?;
     Ok(exit_code(&report, &interrupt))
-}
-
-/// The report on the reserved stdout: one JSON line (`--json-line`, the table on stderr) or as
-/// `-o` asks; then the export files.
-fn emit(
-    report: &icb_core::PairReport,
-    json_line: bool,
-    output: &super::output::Output,
-    out: &mut super::report_out::ReportOut,
-) -> anyhow::Result<()> {
-    let view = output.view();
-    if json_line {
-        let line = serde_json::to_string(report).context("cannot serialize the report")?;
-        writeln!(out, "{line}")?;
-        out.flush()?;
-        if let Ok(table) = icb_report::render_pair_in(report, icb_report::Format::Table, view) {
-            eprintln!("{table}");
-        }
-    } else {
-        output.emit_to(&icb_report::render_pair_in(report, output.format, view)?, out)?;
-    }
-    output.write_exports(icb_report::Report::Pair(report))?;
-    Ok(())
 }
 
 /// The engine's result, with a signal named: before the server's hello an error that already
@@ -243,23 +218,6 @@ fn interrupted_or(
             Err(super::interrupt::Interrupted(code).into())
         }
         Err(e) => Err(e.into()),
-    }
-}
-
-/// The verdict's exit code, or 130 (with the one line) when the report is partial.
-fn exit_code(report: &icb_core::PairReport, interrupt: &super::interrupt::Interrupt) -> i32 {
-    match &report.partial {
-        Some(p) => interrupt.report(&format!(
-            "wrote the {} of {} cases measured before it (marked partial)",
-            report.cases.len(),
-            p.planned_cases
-        )),
-        None => {
-            if let Some(problem) = icb_core::exit::setup_problem(report) {
-                eprintln!("ic-bench: error: {problem}");
-            }
-            icb_core::exit::for_report(report)
-        }
     }
 }
 

@@ -22,6 +22,10 @@ pub enum OutputError {
     Stdout(#[from] std::io::Error),
     #[error(transparent)]
     Export(#[from] crate::ExportFileError),
+    #[error(transparent)]
+    Render(#[from] crate::ExportError),
+    #[error("cannot serialize the report")]
+    Serialize(#[source] serde_json::Error),
 }
 
 /// A resolved output: the format, stdout or a file, the export files.
@@ -64,6 +68,28 @@ impl Output {
     /// Writes `text` to `--output-file` or stdout.
     pub fn emit(&self, text: &str) -> Result<(), OutputError> {
         self.emit_to(text, &mut std::io::stdout().lock())
+    }
+
+    /// A pair report as `connect` writes it on `out` (its reserved stdout): one compact JSON
+    /// line with the table on stderr (`json_line`), or as `-o` asks; then the export files.
+    pub fn emit_pair(
+        &self,
+        report: &icb_core::PairReport,
+        json_line: bool,
+        out: &mut dyn std::io::Write,
+    ) -> Result<(), OutputError> {
+        let view = self.view();
+        if json_line {
+            let line = serde_json::to_string(report).map_err(OutputError::Serialize)?;
+            writeln!(out, "{line}")?;
+            out.flush()?;
+            if let Ok(table) = crate::render_pair_in(report, Format::Table, view) {
+                eprintln!("{table}");
+            }
+        } else {
+            self.emit_to(&crate::render_pair_in(report, self.format, view)?, out)?;
+        }
+        self.write_exports(crate::Report::Pair(report))
     }
 
     /// Writes `text` to `--output-file`, or else to `out` (ending in one newline).

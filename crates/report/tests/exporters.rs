@@ -714,3 +714,21 @@ fn a_thousand_findings_become_one_row_per_check_and_fix() {
     let wide = render_probe_in(&many, Format::Wide, View::default()).unwrap();
     assert!(wide.lines().filter(|l| l.starts_with('│')).count() > 1000 * distinct);
 }
+
+/// `connect --json-line`: exactly one compact JSON line, the report, on its stdout; without it
+/// the `-o` format's text ending in one newline.
+#[test]
+fn a_pair_report_is_one_json_line_or_the_formats_text() {
+    let report = same_host_healthy();
+    let output = icb_report::output::Output::new(Format::Json, None, icb_report::Exports::new()).unwrap();
+    let mut out = Vec::new();
+    output.emit_pair(&report, true, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let back: PairReport = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(back.cases.len(), report.cases.len());
+    let mut out = Vec::new();
+    output.emit_pair(&report, false, &mut out).unwrap();
+    let want = render_pair_in(&report, Format::Json, output.view()).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap().trim_end(), want.trim_end());
+}

@@ -171,6 +171,24 @@ pub fn cut_short<E: From<EngineError>>(
     }
 }
 
+/// A by-hand run's exit code: the verdict's, or 130 (with the handler's one line) when the
+/// report is partial; a setup problem the verdict names is said first.
+pub fn exit_code(report: &PairReport, interrupt: &icb_interrupt::Interrupt) -> i32 {
+    match &report.partial {
+        Some(p) => interrupt.report(&format!(
+            "wrote the {} of {} cases measured before it (marked partial)",
+            report.cases.len(),
+            p.planned_cases
+        )),
+        None => {
+            if let Some(problem) = icb_core::exit::setup_problem(report) {
+                eprintln!("ic-bench: error: {problem}");
+            }
+            icb_core::exit::for_report(report)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
