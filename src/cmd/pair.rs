@@ -218,18 +218,9 @@ fn recipe_knobs(
     if !args.recipe.is_empty() && args.rails.wanted() {
         anyhow::bail!("--recipe applies to a plain --local pair or --kv-shape; drop --rails");
     }
-    let recipe_env = super::pair_local::recipe_env(&args.recipe, args.role.as_deref())?;
-    plan.knob_vars = icb_pair::controls::knob_vars(&recipe_env);
-    if controls.contains(&icb_core::model::ControlKind::KnobsOff) && plan.knob_vars.is_empty() {
-        anyhow::bail!(match args.recipe.is_empty() {
-            true => {
-                "--control knobs-off compares a recipe's transport env with UCX's defaults: pass --local --recipe FILE (or use it with `ic-bench gate --recipe`)"
-            }
-            false => {
-                "--control knobs-off: the recipe sets no UCX_* or NIXL_* variable for its workers, so there is nothing to turn off: drop knobs-off"
-            }
-        });
-    }
+    let knobs_off = controls.contains(&icb_core::model::ControlKind::KnobsOff);
+    let (recipe_env, knobs) = icb_gate::pair_env::pair_env(&args.recipe, args.role.as_deref(), knobs_off)?;
+    plan.knob_vars = knobs;
     Ok(recipe_env)
 }
 

@@ -68,21 +68,3 @@ pub fn side_options(args: &super::pair::Args) -> anyhow::Result<LocalOptions> {
         ..LocalOptions::new(exe)
     })
 }
-
-/// `--recipe` (`--role`): each side's transport env, from its role as the gate models its bench
-/// pods (nothing without a recipe).
-pub fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result<icb_pair::local::RecipeEnv> {
-    if paths.is_empty() {
-        return Ok(Default::default());
-    }
-    let inputs: Vec<icb_recipe::Input> = paths.iter().map(|p| icb_recipe::Input::from_arg(p)).collect();
-    let (_, roles) = icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default())?;
-    let env = |side| -> anyhow::Result<Vec<(String, String)>> {
-        let (env, _) = icb_gate::kube::node_env(roles.for_side(side, role)?);
-        Ok(env.vars.into_iter().collect())
-    };
-    Ok(icb_pair::local::RecipeEnv {
-        prefill: env(icb_recipe::Role::Prefill)?,
-        decode: env(icb_recipe::Role::Decode)?,
-    })
-}

@@ -15,6 +15,7 @@ pub mod conditions;
 pub mod findings;
 pub mod kube;
 pub mod kv;
+pub mod pair_env;
 pub mod rails;
 
 use icb_core::model::{Finding, GateReport, GateVerdict, PairReport};
