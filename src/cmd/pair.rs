@@ -124,7 +124,8 @@ impl PairCommand {
         let recipe_env = recipe_knobs(&args, &controls, &mut plan)?;
         if args.kv.wanted() {
             // NIXL wherever it loads: decided before the pods' engine flags are read.
-            args.engine.engine = super::pair_kv::kv_engine(&args.engine);
+            let engine = &args.engine;
+            args.engine.engine = icb_sides::kv_engine(engine.engine, engine.engine_given, engine.nixl_lib.as_deref());
         }
         let pods = args.kube.pod_options(args.engine.side_flags());
         let target = target(&args, &pods, &mut plan, pods_format, recipe_env)?;

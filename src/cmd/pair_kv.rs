@@ -111,7 +111,7 @@ impl KvArgs {
 /// The `--kv-shape` target (`icb_pair::kv::KvTarget`): the request, checked once (locally
 /// against this host's memory), the rows and where the ranks run, on a plan of its own taken
 /// from the command's. The cases are the geometry's; `--memory` picks one pair. The engine is
-/// decided ([`kv_engine`]) before `pods` were read.
+/// decided (`icb_sides::kv_engine`) before `pods` were read.
 pub fn target(args: &super::pair::Args, pods: &PodOptions, plan: &PairPlan) -> anyhow::Result<KvTarget> {
     refuse(args)?;
     let request = icb_pair::kv::target::request(&args.kv.flags(None)?, args.local)?;
@@ -122,7 +122,7 @@ pub fn target(args: &super::pair::Args, pods: &PodOptions, plan: &PairPlan) -> a
         Some(_) => anyhow::bail!("--kv-shape moves one memory pair: give one --memory, e.g. cuda-cuda"),
     };
     if args.local {
-        // Chosen, not found by `kv_engine`: NIXL must load here, where every rank runs.
+        // Chosen, not found by `icb_sides::kv_engine`: NIXL must load here, where every rank runs.
         if args.engine.engine_given {
             super::pair_local::check_engine_loads(&args.engine)?;
         }
@@ -164,16 +164,4 @@ fn kv_options(args: &super::pair::Args) -> KvOptions {
         sweep_rank_bytes: icb_pair::kv::MAX_RANK_BYTES,
         extra: args.kv.kv_extra_runs.unwrap_or_default(),
     }
-}
-
-/// The engine of a KV transfer: NIXL's, wherever its library loads, unless `--engine` chose one
-/// (`--engine ucx`: the UCX engine's block lists). `gate --kv-shape` decides the same way.
-pub fn kv_engine(engine: &super::common::EngineArgs) -> icb_core::EngineKind {
-    if engine.engine == icb_core::EngineKind::Ucx
-        && !engine.engine_given
-        && icb_nixl_engine::probe_load(engine.nixl_lib.as_deref()).is_ok()
-    {
-        return icb_core::EngineKind::Nixl;
-    }
-    engine.engine
 }
