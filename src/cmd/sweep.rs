@@ -197,23 +197,13 @@ fn resume(args: &Args) -> anyhow::Result<Resumed> {
     }
     Ok(Resumed {
         file,
-        settings: settings(&engine, &criteria)?,
+        // The criteria's qualification profile, as the engine runs it.
+        settings: super::common::qualified(&engine, criteria.settings()?)?,
         expectation: icb_pair::ExpectationInput::read(&super::sweep_resume::expectation(&given))?,
         pods: pod_options(args, &given, &engine),
         criteria,
         rails,
     })
-}
-
-/// The pair step's settings: the criteria's qualification profile, as the engine runs it.
-fn settings(engine: &EngineChoice, criteria: &icb_sweep::Criteria) -> anyhow::Result<icb_core::RunSettings> {
-    let settings = criteria.settings()?;
-    icb_engine::validate_settings(&settings)?;
-    let (settings, note) = engine.qualification(settings)?;
-    if let Some(note) = note {
-        eprintln!("ic-bench: {note}");
-    }
-    Ok(settings)
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {

@@ -23,7 +23,7 @@ fn given(args: &Args) -> Given {
         allow_tcp: e.allow_tcp,
         expect_config: e.expect_config.as_ref().map(|p| p.display().to_string()),
         engine: args.engine.engine,
-        ucx_profile: args.engine.ucx_profile_named(),
+        ucx_profile: args.engine.choice().ucx_profile_named(),
         host_ipc: args.host_ipc,
         memlock_unlimited: args.memlock_unlimited,
         rails: args.rails.clone(),
