@@ -101,7 +101,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    init_logging(cli.verbose);
+    icb_report::logging::init(cli.verbose);
     // UCX's own warnings and errors become one summary line unless asked for (-v, UCX_LOG_LEVEL).
     let ucx_prints_its_log = cli.verbose > 0 || std::env::var_os("UCX_LOG_LEVEL").is_some();
     ucx::log::set_passthrough(ucx_prints_its_log);
@@ -175,24 +175,6 @@ fn exit_code(result: anyhow::Result<i32>) -> i32 {
             }
         },
     }
-}
-
-fn init_logging(verbose: u8) {
-    let default = match verbose {
-        // kube-rs logs every failed attempt at ERROR; ic-bench reports the outcome in one line itself.
-        0 => "warn,kube_client=off,kube_runtime=off",
-        1 => "info,kube_client=warn",
-        _ => "debug",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("IC_BENCH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    use std::io::IsTerminal;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .try_init();
 }
 
 /// The error chain on one line (`icb_core::error_line`: no repeated cause, secrets masked).

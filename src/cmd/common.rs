@@ -204,11 +204,6 @@ impl EngineArgs {
         }
     }
 
-    /// `--ucx-profile` as a run's criteria state it: named when not the default.
-    pub fn ucx_profile_named(&self) -> Option<String> {
-        self.choice().ucx_profile_named()
-    }
-
     /// Refuses flags that the chosen engine would ignore.
     pub fn check(&self) -> anyhow::Result<()> {
         Ok(self.choice().check()?)
@@ -217,11 +212,6 @@ impl EngineArgs {
     /// The flags that select this engine on a side a launcher starts (`serve` and `connect`).
     pub fn side_flags(&self) -> Vec<String> {
         self.choice().side_flags()
-    }
-
-    /// A qualification profile (gate, sweep) for this engine.
-    pub fn qualification(&self, settings: RunSettings) -> anyhow::Result<(RunSettings, Option<String>)> {
-        Ok(self.choice().qualification(settings)?)
     }
 
     /// The NIXL engine's process-level options (library; cases come with the settings).
@@ -280,6 +270,17 @@ impl ExpectArgs {
     pub fn input(&self) -> anyhow::Result<icb_pair::ExpectationInput> {
         Ok(icb_pair::ExpectationInput::read(&self.flags())?)
     }
+}
+
+/// A qualification profile (gate, sweep) as `engine` runs it, checked before anything starts;
+/// what the engine leaves out is said on stderr.
+pub fn qualified(engine: &icb_nixl_engine::EngineChoice, settings: RunSettings) -> anyhow::Result<RunSettings> {
+    icb_engine::validate_settings(&settings)?;
+    let (settings, note) = engine.qualification(settings)?;
+    if let Some(note) = note {
+        eprintln!("ic-bench: {note}");
+    }
+    Ok(settings)
 }
 
 /// The one async runtime of every subcommand that needs one (the pair pipeline, API calls): small,

@@ -7,10 +7,9 @@
 
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
-use icb_core::model::{ControlKind, GateVerdict};
-use icb_gate::kube::{KubeGate, KubeGateInput};
-use icb_gate::rails::GateRails;
-use icb_kube::target::Target;
+use icb_core::model::GateVerdict;
+use icb_gate::flags::GateFlags;
+use icb_gate::kube::KubeGate;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -142,13 +141,14 @@ impl GateOutput {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    if let Some(kind) = args.controls.iter().find(|k| k.needs_rails()) {
-        anyhow::bail!("--control {kind} needs `pair --rails`; the gate's pair step is a plain pair: drop it");
-    }
+    let mut flags = flags(&args);
+    flags.refuse_rails_controls()?;
     let settings = settings(&args)?;
-    refuse(&args)?;
-    let criteria = criteria(&args, &settings);
-    let input = input(&args, settings)?;
+    flags.refuse(args.kv.wanted())?;
+    // After the refusals, as it may load NIXL to choose the ranks' engine.
+    flags.kv = super::gate_kv::gate_kv(&args.kv, &args.engine);
+    let criteria = flags.criteria(&settings);
+    let input = flags.input(settings)?;
     let format = args.output.format();
     // Refused now, before anything runs: a format that cannot show a gate report.
     let exports = args.exports.exports(icb_report::ReportKind::Gate)?;
@@ -181,19 +181,28 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     exit_code(&report, history_error, history.as_ref(), &interrupt)
 }
 
-/// The controls a gate cannot run as asked (one line each, exit 2).
-fn refuse(args: &Args) -> anyhow::Result<()> {
-    if args.kv.wanted() && args.controls.contains(&ControlKind::KnobsOff) {
-        anyhow::bail!(
-            "--control knobs-off does not run with --kv-shape (its control is tcp, run by default): drop knobs-off"
-        );
+/// The flags as the gate takes them.
+fn flags(args: &Args) -> GateFlags {
+    GateFlags {
+        cluster: args.cluster.options(),
+        recipe: args.recipe.clone(),
+        role: args.role.clone(),
+        prefill: args.prefill.clone(),
+        decode: args.decode.clone(),
+        expect: args.expect.flags(),
+        image: args.image.clone(),
+        engine: args.engine.engine,
+        ucx_profile: args.engine.choice().ucx_profile_named(),
+        side_flags: args.engine.side_flags(),
+        devices: args.devices.request(),
+        rails: args.rails.clone(),
+        rail_margin: args.rail_margin,
+        kv: None,
+        controls: args.controls.clone(),
+        no_controls: args.no_controls,
+        cuda_alloc_given: args.cuda_alloc.is_some(),
+        node_conditions: args.node_conditions,
     }
-    if args.controls.contains(&ControlKind::KnobsOff) && args.recipe.is_empty() {
-        anyhow::bail!(
-            "--control knobs-off compares the recipe's transport env with UCX's defaults: pass --recipe FILE"
-        );
-    }
-    Ok(())
 }
 
 /// The pair step's settings: a qualification profile of the flags, as the engine runs it.
@@ -205,41 +214,7 @@ fn settings(args: &Args) -> anyhow::Result<icb_core::RunSettings> {
         1.0,
     );
     settings.cuda_alloc = args.cuda_alloc.unwrap_or_default().into();
-    icb_engine::validate_settings(&settings)?;
-    let (settings, engine_note) = args.engine.qualification(settings)?;
-    if let Some(note) = engine_note {
-        eprintln!("ic-bench: {note}");
-    }
-    Ok(settings)
-}
-
-/// The gate's typed input: the flags read once.
-fn input(args: &Args, settings: icb_core::RunSettings) -> anyhow::Result<KubeGateInput> {
-    let prefill: Target = args.prefill.parse().map_err(|e| anyhow::anyhow!("--prefill: {e}"))?;
-    let decode: Target = args.decode.parse().map_err(|e| anyhow::anyhow!("--decode: {e}"))?;
-    let expectation = args.expect.input()?;
-    let rails = GateRails::read(args.rails.as_deref(), args.rail_margin, &args.prefill, &args.decode)?;
-    Ok(KubeGateInput {
-        cluster: args.cluster.options(),
-        recipe: args.recipe.clone(),
-        role: args.role.clone(),
-        settings,
-        targets: (prefill, decode),
-        expectation,
-        image: args.image.clone().unwrap_or_else(icb_kube::podspec::default_image),
-        side_flags: args.engine.side_flags(),
-        devices: args.devices.request(),
-        rails,
-        kv: super::gate_kv::gate_kv(&args.kv, &args.engine),
-        controls: match (args.no_controls, args.controls.is_empty()) {
-            (true, _) => Vec::new(),
-            (false, true) => vec![ControlKind::Tcp, ControlKind::KnobsOff],
-            (false, false) => args.controls.clone(),
-        },
-        knobs_off_asked: args.controls.contains(&ControlKind::KnobsOff),
-        cuda_alloc_given: args.cuda_alloc.is_some(),
-        node_conditions: args.node_conditions,
-    })
+    super::common::qualified(&args.engine.choice(), settings)
 }
 
 /// The verdict's exit code (0 pass, 1 fail, 2 setup, 130 interrupted), `--history`'s rule applied.
@@ -269,27 +244,4 @@ fn exit_code(
             (None, None) => Ok(report.verdict.exit_code()),
         },
     }
-}
-
-/// What this gate judges against, as its report states it.
-fn criteria(args: &Args, settings: &icb_core::RunSettings) -> icb_core::model::Criteria {
-    let e = &args.expect;
-    let flags = icb_core::model::CriteriaFlags {
-        tests: settings.tests.clone(),
-        sizes: settings.sizes.clone(),
-        memory: settings.memory.clone(),
-        max_time_s: settings.max_time_s,
-        min_host_bw_gbps: e.min_host_bw,
-        min_cuda_bw_gbps: e.min_cuda_bw,
-        min_bw_size: e.min_bw_size,
-        allow_tcp: e.allow_tcp,
-        expect_config: e.expect_config.as_ref().map(|p| p.display().to_string()),
-        engine: args.engine.engine,
-        ucx_profile: args.engine.ucx_profile_named(),
-        host_ipc: false,
-        memlock_unlimited: false,
-        rails: args.rails.clone(),
-        rail_margin: args.rail_margin,
-    };
-    icb_core::model::Criteria::from_flags("gate", &flags)
 }

@@ -7,9 +7,9 @@ use super::output::{Output, OutputArgs};
 use icb_core::checks::ProbeReport;
 use icb_kube::KubeError;
 use icb_kube::probe_remote::{KubeRemote, ProbeRemoteError};
-use icb_probe::remote::{nixl_script, node_script};
+use icb_probe::request::{self, NixlRequest, NodeRequest};
 use icb_probe::vantage::Opened;
-use icb_probe::{GatherOptions, LocalSource, NodeExpectations, ReplayDirs, TransportEnv, Vantage};
+use icb_probe::{GatherOptions, ReplayDirs, TransportEnv, Vantage};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -253,84 +253,52 @@ fn ucx_info_of_loaded_ucx() -> std::collections::BTreeMap<icb_probe::tools::Tool
     std::collections::BTreeMap::from([(icb_probe::tools::Tool::UcxInfo, at)])
 }
 
-/// `--pod`, `--node`, or this machine (with `--*-root` replays).
+/// `--pod`, `--node`, or this machine (with `--*-root` replays, and the `ucx_info` beside the
+/// UCX a run would load).
 fn node_vantage(a: &NodeArgs) -> anyhow::Result<Vantage> {
-    if let Some(pod) = &a.remote.pod {
-        return Ok(Vantage::Pod(pod.clone()));
-    }
-    if let Some(node) = &a.node_name {
-        return Ok(Vantage::ProbePod(node.clone()));
-    }
-    let mut s = LocalSource::from_replay_flags(&ReplayDirs {
+    let replay = ReplayDirs {
         sysfs_root: a.sysfs_root.clone(),
         devfs_root: a.devfs_root.clone(),
         procfs_root: a.procfs_root.clone(),
         tool_outputs: a.tool_outputs.clone(),
-    })?;
-    if s.tool_outputs.is_none() {
+    };
+    let mut vantage = request::node_vantage(a.remote.pod.as_deref(), a.node_name.as_deref(), &replay)?;
+    if let Vantage::Local(s) = &mut vantage
+        && s.tool_outputs.is_none()
+    {
         s.tool_at = ucx_info_of_loaded_ucx();
     }
-    Ok(Vantage::Local(s))
+    Ok(vantage)
 }
 
 fn run_node(a: NodeArgs) -> anyhow::Result<i32> {
     let output = output_of(&a.output)?;
-    let gather = GatherOptions {
-        tool_timeout: a.tool_timeout,
-        counter_interval: a.counter_interval,
-    };
     let recipe = match a.recipe.is_empty() {
         true => None,
         false => Some(recipe_env(&a.recipe, a.role.as_deref())?),
     };
-    let script = node_script(a.counter_interval.as_secs().min(30) as u32, a.tool_timeout.as_secs());
+    let request = NodeRequest {
+        gather: GatherOptions {
+            tool_timeout: a.tool_timeout,
+            counter_interval: a.counter_interval,
+        },
+        recipe,
+        require_rdma: a.require_rdma,
+    };
     let vantage = node_vantage(&a)?;
-    let replay_note = match &vantage {
-        Vantage::Local(s) => s.replay_note(),
-        _ => None,
-    };
-    let opened = open(vantage.clone(), &script, &a.remote, a.image.clone())?;
-    let (env, recipe_rdma) = match recipe {
-        Some((env, rdma)) => (env, rdma),
-        None => (opened.env.unwrap_or_default(), false),
-    };
-    let expect = NodeExpectations {
-        env,
-        rdma_required: a.require_rdma || recipe_rdma,
-    };
-    let (report, _facts) = icb_probe::probe_node(opened.source.as_ref(), &gather, &expect);
-    let mut report = vantage.judge(report);
-    report.next_steps.splice(0..0, replay_note);
-    emit(&report, &output)
+    let opened = open(vantage.clone(), &request.script(), &a.remote, a.image.clone())?;
+    emit(&request.report(&vantage, opened), &output)
 }
 
 fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
     let output = output_of(&a.output)?;
-    let ns = a
-        .remote
-        .cluster
-        .namespace
-        .as_deref()
-        .map(|n| format!(" -n {n}"))
-        .unwrap_or_default();
-    let vantage = match &a.remote.pod {
-        Some(pod) => Vantage::Pod(pod.clone()),
-        None => Vantage::Local(LocalSource::default()),
-    };
-    let me = a.remote.pod.as_ref().map(|pod| format!("pod/{pod}{ns}"));
-    let opened = open(vantage, &nixl_script(a.tool_timeout.as_secs()), &a.remote, None)?;
-    let (source, env) = (opened.source, opened.env.unwrap_or_default());
-    let opts = icb_probe::NixlOptions {
-        env,
+    let request = NixlRequest {
         tool_timeout: a.tool_timeout,
-        pair_hint_target: me,
-        lib_dirs: a
-            .nixl_lib
-            .iter()
-            .filter_map(|d| std::path::absolute(d).ok())
-            .map(|d| d.display().to_string())
-            .collect(),
+        pod: a.remote.pod.clone(),
+        namespace: a.remote.cluster.namespace.clone(),
+        nixl_lib: a.nixl_lib.clone(),
     };
+    let opened = open(request.vantage(), &request.script(), &a.remote, None)?;
     // Where the probe runs on this machine, it also says whether `--engine nixl` can load the
     // NIXL found here (a load without an agent: no UCX starts). Inside a pod this binary is not
     // there to try.
@@ -339,6 +307,5 @@ fn run_nixl(a: NixlArgs) -> anyhow::Result<i32> {
         .pod
         .is_none()
         .then(|| icb_nixl_engine::probe_load(a.nixl_lib.as_deref()));
-    let report = icb_probe::probe_nixl_with_engine(source.as_ref(), &opts, engine_load);
-    emit(&report, &output)
+    emit(&request.report(opened, engine_load), &output)
 }

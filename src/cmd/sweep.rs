@@ -181,39 +181,22 @@ struct Resumed {
 /// The resumed file, and the criteria and everything derived from them this run measures with.
 fn resume(args: &Args) -> anyhow::Result<Resumed> {
     // Read before anything connects: a resumed sweep runs with the file's criteria.
-    let mut file = match &args.resume {
-        Some(path) => Some(SweepResults::load(path).map_err(anyhow::Error::msg)?),
-        None => None,
-    };
-    let given = super::sweep_resume::resolve(args, file.as_ref())?;
-    let engine = super::sweep_resume::engine(args, &given)?;
+    let mut resumed = icb_sweep_kube::resume::Resumed::read(args.resume.as_deref(), super::sweep_resume::given(args))?;
+    let given = &resumed.given;
+    let engine = super::sweep_resume::engine(args, given)?;
     // After the file's criteria: a resumed rails sweep stays one.
     let rails = RailsJob::read(given.rails.as_deref(), given.rail_margin, args.schedule.as_deref())?;
-    let criteria = given.criteria();
-    if let Some(file) = &mut file {
-        // A file from before criteria were kept runs with this command line's; keep them now,
-        // so the next resume is held to the same.
-        file.criteria.get_or_insert_with(|| criteria.clone());
-    }
+    let pods = pod_options(args, given, &engine);
+    let criteria = resumed.criteria();
     Ok(Resumed {
-        file,
-        settings: settings(&engine, &criteria)?,
-        expectation: icb_pair::ExpectationInput::read(&super::sweep_resume::expectation(&given))?,
-        pods: pod_options(args, &given, &engine),
+        // The criteria's qualification profile, as the engine runs it.
+        settings: super::common::qualified(&engine, criteria.settings()?)?,
+        expectation: icb_pair::ExpectationInput::read(&resumed.expectation())?,
+        file: resumed.file,
+        pods,
         criteria,
         rails,
     })
-}
-
-/// The pair step's settings: the criteria's qualification profile, as the engine runs it.
-fn settings(engine: &EngineChoice, criteria: &icb_sweep::Criteria) -> anyhow::Result<icb_core::RunSettings> {
-    let settings = criteria.settings()?;
-    icb_engine::validate_settings(&settings)?;
-    let (settings, note) = engine.qualification(settings)?;
-    if let Some(note) = note {
-        eprintln!("ic-bench: {note}");
-    }
-    Ok(settings)
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {

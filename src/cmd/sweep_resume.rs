@@ -6,11 +6,10 @@
 
 use super::common::SizeList;
 use super::sweep::Args;
-use icb_sweep::SweepResults;
 use icb_sweep::resume::{Given, PlanGiven};
 
 /// What this command line gave, as flags left out or given.
-fn given(args: &Args) -> Given {
+pub fn given(args: &Args) -> Given {
     let e = &args.expect;
     Given {
         tests: args.tests.clone(),
@@ -23,7 +22,7 @@ fn given(args: &Args) -> Given {
         allow_tcp: e.allow_tcp,
         expect_config: e.expect_config.as_ref().map(|p| p.display().to_string()),
         engine: args.engine.engine,
-        ucx_profile: args.engine.ucx_profile_named(),
+        ucx_profile: args.engine.choice().ucx_profile_named(),
         host_ipc: args.host_ipc,
         memlock_unlimited: args.memlock_unlimited,
         rails: args.rails.clone(),
@@ -37,20 +36,6 @@ fn given(args: &Args) -> Given {
     }
 }
 
-/// The criteria the sweep runs with: this command line's, or with `--resume` the file's (a flag
-/// given now that differs is refused; `icb_sweep::resume` decides).
-pub fn resolve(args: &Args, file: Option<&SweepResults>) -> anyhow::Result<Given> {
-    let Some(file) = file else {
-        return Ok(given(args));
-    };
-    let path = args
-        .resume
-        .as_ref()
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
-    Ok(icb_sweep::resume::merge(&given(args), &path, file.criteria.as_ref())?)
-}
-
 /// The engine the sweep runs: the criteria's engine and `--ucx-profile`, `--nixl-lib` as given.
 pub fn engine(args: &Args, g: &Given) -> anyhow::Result<icb_nixl_engine::EngineChoice> {
     Ok(icb_nixl_engine::EngineChoice {
@@ -60,21 +45,20 @@ pub fn engine(args: &Args, g: &Given) -> anyhow::Result<icb_nixl_engine::EngineC
     })
 }
 
-/// The criteria's floors, `--allow-tcp` and `--expect-config`, as the pair step reads them.
-pub fn expectation(g: &Given) -> icb_pair::ExpectationFlags {
-    icb_pair::ExpectationFlags {
-        min_host_gbps: g.min_host_bw_gbps,
-        min_cuda_gbps: g.min_cuda_bw_gbps,
-        min_size: g.min_bw_size,
-        allow_tcp: g.allow_tcp,
-        config: g.expect_config.as_ref().map(std::path::PathBuf::from),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use icb_sweep::Criteria;
+    use icb_sweep::resume::ResumeError;
+    use icb_sweep::{Criteria, SweepResults};
+    use icb_sweep_kube::resume::Resumed;
+
+    /// The merged flags, as `Resumed::read` makes them from a file holding `file`.
+    fn resolve(args: &Args, file: Option<&SweepResults>) -> Result<Given, ResumeError> {
+        match file {
+            None => Ok(given(args)),
+            Some(f) => icb_sweep::resume::merge(&given(args), "s.json", f.criteria.as_ref()),
+        }
+    }
 
     /// What this command line asks for, defaults filled in.
     fn criteria(args: &Args) -> Criteria {
@@ -118,7 +102,11 @@ mod tests {
         let g = resolve(&a, Some(&file(was.clone()))).unwrap();
         assert_eq!(g.criteria(), was);
         assert_eq!(engine(&a, &g).unwrap().ucx_profile, icb_engine::UcxProfile::Nixl);
-        let e = expectation(&g);
+        let e = Resumed {
+            file: None,
+            given: g.clone(),
+        }
+        .expectation();
         assert_eq!((e.min_host_gbps, e.allow_tcp), (Some(1e-3), true));
         assert_eq!(e.config, Some(std::path::PathBuf::from("e.yaml")));
         assert_eq!(resolve(&a, None).unwrap().criteria(), criteria(&a));
@@ -144,9 +132,6 @@ mod tests {
         let e = resolve(&args(&["--allow-tcp"]), Some(&file(was.clone()))).unwrap_err();
         assert!(e.to_string().starts_with("--resume s.json: --allow-tcp differs"), "{e}");
         let e = resolve(&args(&["--schedule", "ring"]), Some(&file(was))).unwrap_err();
-        assert_eq!(
-            e.downcast_ref::<icb_sweep::resume::ResumeError>(),
-            Some(&icb_sweep::resume::ResumeError::PlanFlag("--schedule"))
-        );
+        assert_eq!(e, ResumeError::PlanFlag("--schedule"));
     }
 }

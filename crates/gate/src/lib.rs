@@ -13,6 +13,7 @@
 
 pub mod conditions;
 pub mod findings;
+pub mod flags;
 pub mod kube;
 pub mod kv;
 pub mod pair_env;

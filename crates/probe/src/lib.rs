@@ -24,6 +24,7 @@ pub mod rails;
 pub mod readiness;
 pub mod remote;
 pub mod replay;
+pub mod request;
 pub mod shell;
 pub mod source;
 pub mod tools;

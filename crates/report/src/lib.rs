@@ -30,6 +30,7 @@ mod junit;
 mod kv_table;
 mod labels;
 pub mod live;
+pub mod logging;
 pub mod output;
 mod paths;
 mod probe_text;

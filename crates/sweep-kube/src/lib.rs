@@ -11,6 +11,7 @@ pub mod flow;
 pub mod labels;
 pub mod plan;
 pub mod rails;
+pub mod resume;
 pub mod start;
 
 pub use rails::{RailsFlagError, RailsJob};
