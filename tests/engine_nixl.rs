@@ -446,3 +446,86 @@ fn the_nixl_profile_judges_put_and_get_and_names_peer_failure_mode_on_tag_rows()
     );
     ran.assert_nothing_left();
 }
+
+/// Issue 40 item 2: a NIXL case carries both sides' NIC counters like a UCX one. Both local
+/// sides read the recorded tree in `IC_BENCH_RAIL_TREE` (as an emulated node's pods do), one
+/// mlx5 port whose `out_of_sequence` counter this test keeps moving while the pair runs (a lossy
+/// link): every measured case names it on both sides, and the passing run warns with it.
+#[test]
+fn a_nixl_pair_reads_both_sides_nic_counters_around_each_case() {
+    use icb_core::rails::nic_health::rules::HealthKind;
+    let _one = serial();
+    let tree = tempfile::tempdir().unwrap();
+    let port = tree.path().join("sys/class/infiniband/mlx5_0/ports/1");
+    std::fs::create_dir_all(port.join("hw_counters")).unwrap();
+    std::fs::create_dir_all(port.join("counters")).unwrap();
+    for (dir, name) in [
+        ("hw_counters", "rp_cnp_handled"),
+        ("hw_counters", "rx_read_requests"),
+        ("hw_counters", "rx_write_requests"),
+        ("counters", "symbol_error"),
+    ] {
+        std::fs::write(port.join(dir).join(name), "0\n").unwrap();
+    }
+    let lossy = port.join("hw_counters/out_of_sequence");
+    std::fs::write(&lossy, "0\n").unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let driver = {
+        let (stop, lossy) = (stop.clone(), lossy.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 3;
+                // Renamed into place: a side never reads a half-written count.
+                let next = lossy.with_extension("next");
+                std::fs::write(&next, format!("{n}\n")).unwrap();
+                std::fs::rename(&next, &lossy).unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let tree_arg = tree.path().display().to_string();
+    let ran = ic_bench(
+        &[
+            &["pair", "--local", "--engine", "nixl", "-o", "json"][..],
+            &["--memory", "host-host", "--sizes", "64KiB", "--batches", "1"],
+            &["--min-host-bw", "0.001"],
+            &QUICK[..],
+        ]
+        .concat(),
+        &[("IC_BENCH_RAIL_TREE", tree_arg.as_str())],
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    driver.join().unwrap();
+    let report = ran.report();
+    ran.assert_nothing_left();
+    let measured: Vec<_> = report
+        .cases
+        .iter()
+        .filter(|c| c.status == CaseStatus::Measured)
+        .collect();
+    assert_eq!(measured.len(), 2, "READ and WRITE: {:?}", report.cases);
+    for c in measured {
+        let h = c
+            .nic_health
+            .as_deref()
+            .unwrap_or_else(|| panic!("no nic_health: {c:?}"));
+        for (side, s) in [("prefill", &h.prefill), ("decode", &h.decode)] {
+            let ports: Vec<&str> = s.ports.iter().map(|p| p.device.as_str()).collect();
+            assert_eq!(ports, ["mlx5_0:1"], "{side}: {h:?}");
+        }
+        let lossy: Vec<&str> = h
+            .findings()
+            .filter(|(_, f)| f.kind == HealthKind::LossyLink)
+            .filter(|(_, f)| f.counters.iter().any(|(n, d)| n == "out_of_sequence" && *d > 0))
+            .map(|(side, _)| side)
+            .collect();
+        assert_eq!(lossy, ["prefill", "decode"], "{h:?}");
+    }
+    assert_eq!(
+        report.verdict.status,
+        icb_core::VerdictStatus::Warn,
+        "a lossy link on a passing run warns: {:?}",
+        report.verdict
+    );
+}

@@ -251,7 +251,7 @@ pub struct CaseReady {
     pub cuda_alloc: Option<icb_core::CudaAllocation>,
     /// The server's NIC health counters (every RDMA port of its node) once the case's buffers
     /// are ready: the "before" reading of the case's counter deltas (issue 40). Absent from
-    /// older servers and from the NIXL engine: not read.
+    /// older servers (and NIXL servers before issue 40 item 2): not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health: Option<icb_core::rails::nic_health::HealthSnapshot>,
 }

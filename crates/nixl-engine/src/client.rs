@@ -10,6 +10,8 @@ use crate::options::NixlOptions;
 use crate::per_case::{CaseKey, attribute_per_case};
 use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, PhaseGoal, PhaseOutcome, UcxLog, agent_name, case_len};
 use crate::session::{ENGINE, HELLO_TIMEOUT, case_label, cuda_info, local_hello, no_cuda_reason, resolve};
+use icb_core::rails::nic_health::HealthSnapshot;
+use icb_core::rails::nic_health::case::CaseHealth;
 use icb_core::{
     CaseEngine, CaseResult, CaseStatus, CudaInfo, Direction, EngineKind, Measurement, MemoryType, PairReport,
 };
@@ -334,6 +336,7 @@ async fn run_case(
         return not_run(result, CaseStatus::Failed, why);
     }
     let server_alloc = ready.cuda_alloc;
+    let server_before = ready.health.clone();
     let prepared = thread
         .call(move |rt: &mut NixlRuntime| rt.initiator_setup(setup, &ready))
         .await?;
@@ -344,6 +347,9 @@ async fn run_case(
             return not_run(result, CaseStatus::Failed, format!("prefill side: {reason}"));
         }
     }
+    // Both sides read their NIC counters with both buffers registered and again once the case
+    // is finished, as the UCX engine does: the deltas cover its phases (issue 40).
+    let my_before = icb_engine::local::health_now();
 
     let warm_goal = PhaseGoal {
         min_iterations: s.warmup_iterations,
@@ -366,7 +372,11 @@ async fn run_case(
         s.max_time_s * 2.0 + PHASE_SLACK_S,
     )
     .await?;
-    let verify_error = finish(control, thread, &label).await?;
+    let (verify_error, server_after) = finish(control, thread, &label).await?;
+    result.nic_health = Some(Box::new(CaseHealth::read(
+        (Some(&my_before), Some(&icb_engine::local::health_now())),
+        (server_before.as_ref(), server_after.as_ref()),
+    )));
 
     let per_request = setup.size.saturating_mul(u64::from(descriptors(&setup)));
     let bytes = out.iterations.saturating_mul(per_request);
@@ -463,21 +473,27 @@ async fn phase(
     }
 }
 
-/// Verifies on both sides and releases the case; returns the first verification error.
+/// Verifies on both sides and releases the case; returns the first verification error and the
+/// server's NIC counters once it finished (absent from older servers: not read).
 async fn finish(
     control: &mut Control,
     thread: &UcxThread<NixlRuntime>,
     label: &str,
-) -> Result<Option<String>, EngineError> {
+) -> Result<(Option<String>, Option<HealthSnapshot>), EngineError> {
     let local = thread.call(|rt: &mut NixlRuntime| rt.finish(true)).await?;
     control.send(&Message::Finish, label).await?;
-    let remote = match control.recv(label, HELLO_TIMEOUT * 8).await? {
-        Message::Finished { verified: true, .. } => None,
-        Message::Finished { detail, .. } => Some(format!(
-            "decode side: {}",
-            detail.unwrap_or_else(|| "payload not verified".into())
-        )),
+    let (remote, health) = match control.recv(label, HELLO_TIMEOUT * 8).await? {
+        Message::Finished {
+            verified: true, health, ..
+        } => (None, health),
+        Message::Finished { detail, health, .. } => (
+            Some(format!(
+                "decode side: {}",
+                detail.unwrap_or_else(|| "payload not verified".into())
+            )),
+            health,
+        ),
         other => return Err(unexpected(label, &other, "finished")),
     };
-    Ok(local.err().map(|e| format!("prefill side: {e}")).or(remote))
+    Ok((local.err().map(|e| format!("prefill side: {e}")).or(remote), health))
 }

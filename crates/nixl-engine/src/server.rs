@@ -135,8 +135,11 @@ async fn session(
                     continue;
                 }
                 let reply = match thread.call(move |rt: &mut NixlRuntime| rt.target_setup(setup)).await? {
-                    Ok(ready) => {
+                    Ok(mut ready) => {
                         current = Some(setup);
+                        // The "before" reading of the case's NIC counters on this side (issue
+                        // 40), the same reader as the UCX engine's.
+                        ready.health = Some(icb_engine::local::health_now());
                         Message::Ready(ready)
                     }
                     Err(reason) => Message::case_failed(reason.to_string()),
@@ -153,7 +156,7 @@ async fn session(
                     verified: r.is_ok(),
                     detail: r.err().map(|e| e.to_string()),
                     receive: None,
-                    health: None,
+                    health: Some(icb_engine::local::health_now()),
                 };
                 control.send(&reply, during).await?;
             }

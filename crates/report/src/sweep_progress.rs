@@ -324,6 +324,7 @@ mod tests {
             warnings: vec![],
             rails: vec![],
             controls: vec![],
+            nic: None,
         }
     }
 

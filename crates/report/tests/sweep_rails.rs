@@ -80,6 +80,7 @@ fn outcome(pair: &Pair) -> Outcome {
         warnings: vec![],
         rails,
         controls: vec![],
+        nic: None,
     }
 }
 

@@ -19,6 +19,7 @@
 pub mod fleet;
 pub mod labels;
 pub mod matrix;
+pub mod nic;
 pub mod outcome;
 pub mod outliers;
 pub mod rails;

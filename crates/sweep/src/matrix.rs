@@ -178,6 +178,7 @@ mod tests {
             warnings: Vec::new(),
             rails: Vec::new(),
             controls: Vec::new(),
+            nic: None,
         }
     }
 

@@ -73,6 +73,7 @@ impl Outcome {
                 .map(crate::rails::RailSummary::from_rails)
                 .unwrap_or_default(),
             controls: report.controls.clone(),
+            nic: crate::nic::PairNic::of(report).map(Box::new),
         }
     }
 }

@@ -96,6 +96,12 @@ pub enum Outcome {
         /// ran (the first pass, and files written before they were kept).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         controls: Vec<icb_core::model::ControlResult>,
+        /// A plain pair's NIC error and congestion counters over its measured cases (issue 40,
+        /// the report's `cases[].nic_health`): the congested and lossy ports on each side, and
+        /// why a side read none; absent for a rails pair (its rows' `health`) and in files
+        /// written before it was kept.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nic: Option<Box<crate::nic::PairNic>>,
     },
     /// A bench pod could not be placed on `node` (no GPU free, taint, missing node): not a
     /// fabric verdict.

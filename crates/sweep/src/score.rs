@@ -178,6 +178,7 @@ pub fn first_pass_verdicts(nodes: &[String], results: &[PairResult]) -> Vec<Node
     mark_outliers(&mut out);
     for v in &mut out {
         v.evidence.extend(quality_warnings(results, &v.node));
+        v.evidence.extend(crate::nic::node_evidence(results, &v.node));
     }
     out
 }

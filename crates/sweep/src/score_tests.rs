@@ -53,6 +53,7 @@ fn measured(bw: f64, fail: bool) -> Outcome {
         warnings: vec![],
         rails: vec![],
         controls: vec![],
+        nic: None,
     }
 }
 
@@ -280,6 +281,7 @@ fn flagged_latency(p50_us: f64, warnings: &[&str], quality: &[QualityKind]) -> O
         warnings: warnings.iter().map(|w| w.to_string()).collect(),
         rails: vec![],
         controls: vec![],
+        nic: None,
     }
 }
 
@@ -345,6 +347,7 @@ fn only_small_cases_count_as_latency() {
         warnings: vec![],
         rails: vec![],
         controls: vec![],
+        nic: None,
     };
     assert_eq!(at(8).latency(), Some(9.0));
     assert_eq!(at(64 << 10).latency(), Some(9.0));

@@ -50,6 +50,7 @@ impl PairRunner for Script {
             warnings: vec![],
             rails: vec![],
             controls: vec![],
+            nic: None,
         })
     }
 

@@ -62,6 +62,7 @@ fn measured(pair: &Pair, slow: &[usize]) -> Outcome {
         warnings: vec![],
         rails,
         controls: vec![],
+        nic: None,
     }
 }
 

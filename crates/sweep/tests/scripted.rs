@@ -102,6 +102,7 @@ fn measured(bw: f64) -> Outcome {
         warnings: vec![],
         rails: vec![],
         controls: vec![],
+        nic: None,
     }
 }
 

@@ -32,6 +32,7 @@ fn measure(p: &Pair, pass: u8, bad: &BTreeSet<String>, rng: &mut impl Rng) -> Pa
             warnings: vec![],
             rails: vec![],
             controls: vec![],
+            nic: None,
         },
     }
 }

@@ -97,6 +97,7 @@ pub fn sweep_night(night: u32, slow: Option<(&str, f64)>) -> icb_sweep::SweepRes
                 warnings: vec![],
                 rails: vec![],
                 controls: vec![],
+                nic: None,
             },
         });
     }

@@ -25,6 +25,16 @@ pub(crate) fn color(frac: f64) -> String {
     format!("rgb({r},{g},70)")
 }
 
+/// A pair cell's tooltip: the pair and its outcome, then what its NICs' counters said (issue
+/// 40: the congested or lossy ports with their node, or what was not read).
+fn pair_tooltip(p: &PairResult) -> String {
+    let mut t = format!("{}: {}", p.pair, p.outcome.short());
+    if let Outcome::Measured { nic: Some(nic), .. } = &p.outcome {
+        let _ = write!(t, "\n{}", nic.summary(&p.pair));
+    }
+    t
+}
+
 /// `ic-bench sweep --export-html`: sweeps only (a pair report's chart is `-o svg`). Not an `-o`
 /// value: `pair` and `probe` share [`Format`](crate::Format) and check it before they run, so a
 /// sweep-only format there would pass that check and fail after the whole run.
@@ -122,7 +132,7 @@ td.rail-cell{{width:42px;height:22px;text-align:center;color:#fff}}.plot{{border
                     let _ = write!(
                         h,
                         "<td class=\"cell\" style=\"background:{bg}\" title=\"{}\">{text}</td>",
-                        esc(&format!("{}: {}", p.pair, p.outcome.short()))
+                        esc(&pair_tooltip(p))
                     );
                 }
                 None => h.push_str("<td class=\"unmeasured\" title=\"not measured\"></td>"),
@@ -281,6 +291,7 @@ mod tests {
                     warnings: vec![],
                     rails: vec![],
                     controls: vec![],
+                    nic: None,
                 },
             })
             .collect::<Vec<_>>();

@@ -44,6 +44,7 @@ fn healthy() -> Outcome {
         warnings: vec![],
         rails: vec![],
         controls: vec![],
+        nic: None,
     }
 }
 
@@ -71,6 +72,7 @@ fn over_tcp() -> Outcome {
         warnings: vec![],
         rails: vec![],
         controls: vec![],
+        nic: None,
     }
 }
 

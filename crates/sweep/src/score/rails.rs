@@ -211,6 +211,7 @@ mod tests {
                 warnings: vec![],
                 rails,
                 controls: vec![],
+                nic: None,
             },
         }
     }
