@@ -110,6 +110,97 @@ fn the_split_image_and_asan_steps_refuse_a_wrong_use_in_one_line() {
     }
 }
 
+/// The fuzz smoke starts beside the test run and waits for its targets (issue 37):
+/// `scripts/ci-fuzz-smoke` runs the smoke only once scripts/ci-beside's times file says the fuzz
+/// build ended with 0; a failed build, or one not ended within the wait, is one line and exit 1
+/// with no target run; a wrong wait or no times file is exit 2. Past the wait it is
+/// `scripts/fuzz-campaign --smoke ARGS`: here with an opt-level that campaign refuses, so that
+/// its own one-line refusal shows the hand-over without running a fuzzer.
+#[test]
+fn the_fuzz_smoke_waits_for_its_build_and_runs_only_after_a_good_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let times = dir.path().join("times.tsv");
+    let run = |wait: &str, rows: &str, args: &[&str]| -> Output {
+        fs::write(&times, rows).unwrap();
+        let mut all = vec![times.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let mut c = Command::new("bash");
+        c.arg(repo().join("scripts/ci-fuzz-smoke"))
+            .args(&all)
+            .env("IC_BENCH_CI_SMOKE_WAIT", wait)
+            .stdin(Stdio::null());
+        c.output().expect("bash runs")
+    };
+    let err = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+    let failed = run("60", "cargo-fuzz-install\t9.0\t0\t100\nfuzz-build\t1.0\t101\t50\n", &[]);
+    assert_eq!(failed.status.code(), Some(1), "{}", err(&failed));
+    assert!(
+        err(&failed).contains("the fuzz build failed (exit 101"),
+        "{}",
+        err(&failed)
+    );
+    assert_eq!(err(&failed).lines().count(), 1, "{}", err(&failed));
+    let started = Instant::now();
+    let never = run("1", "cargo-fuzz-install\t9.0\t0\t100\n", &[]);
+    assert_eq!(never.status.code(), Some(1), "{}", err(&never));
+    assert!(err(&never).contains("had not ended after 1 s"), "{}", err(&never));
+    assert!(started.elapsed() < Duration::from_secs(15), "the wait has a deadline");
+    let bad_wait = run("soon", "", &[]);
+    assert_eq!(bad_wait.status.code(), Some(2), "{}", err(&bad_wait));
+    assert!(
+        err(&bad_wait).contains("must be whole seconds, not 'soon'"),
+        "{}",
+        err(&bad_wait)
+    );
+    let built = run("60", "fuzz-build\t1.0\t0\t50\n", &["--opt-level", "9"]);
+    let out = String::from_utf8_lossy(&built.stdout);
+    assert!(out.contains("the smoke begins"), "{out}{}", err(&built));
+    assert_eq!(
+        built.status.code(),
+        Some(2),
+        "fuzz-campaign's own refusal: {}",
+        err(&built)
+    );
+    assert!(err(&built).starts_with("fuzz-campaign: "), "{}", err(&built));
+    let no_file = script("ci-fuzz-smoke", &[]);
+    assert_eq!(no_file.status.code(), Some(2), "{}", err(&no_file));
+}
+
+/// `beside_nice=0 beside_job ...` runs its job at nice 0 (the image check beside ASan, issue 37);
+/// without it a job runs at nice 19 (the builds beside the test run). `.ci/run`'s own functions.
+#[test]
+fn a_job_beside_runs_at_nice_19_unless_told() {
+    let script = fs::read_to_string(repo().join(".ci/run")).unwrap();
+    let from = script.find("start=$(date +%s%N)").expect(".ci/run has no start line");
+    let to = script
+        .find("trap 'rc=$?; stop_beside;")
+        .expect(".ci/run has no EXIT trap");
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join("target")).unwrap();
+    let harness = format!(
+        "set -euo pipefail\n{functions}\nbeside_times=$PWD/target/times.tsv\n: >\"$beside_times\"\n\
+         beside_job low low.log '-c 3' nice\nbeside_nice=0 beside_job same same.log '-c 2' nice\n\
+         begin w\nwait_beside low\nwait_beside same\nend\n",
+        functions = &script[from..to],
+    );
+    fs::write(dir.path().join("harness.sh"), harness).unwrap();
+    let out = Command::new("bash")
+        .arg("harness.sh")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The harness itself runs at the test's niceness (0 unless the test run was reniced).
+    let base: i32 = String::from_utf8(Command::new("nice").output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let read = |f: &str| -> i32 { fs::read_to_string(dir.path().join(f)).unwrap().trim().parse().unwrap() };
+    assert_eq!(read("low.log"), (base + 19).min(19), "a job beside is at nice 19");
+    assert_eq!(read("same.log"), base, "beside_nice=0 keeps the caller's priority");
+}
+
 fn check_glibc(file: &Path, max: Option<&str>) -> Output {
     let mut c = Command::new("bash");
     c.arg(repo().join("scripts/check-glibc")).arg(file);
