@@ -33,7 +33,7 @@ pub fn run(args: super::connect::Args) -> anyhow::Result<i32> {
     super::common::runtime()?.block_on(async {
         match run_remote_rails(run, &[], interrupt.token(), &mut progress).await? {
             RemoteEnd::NotStarted => Ok(interrupt.report("nothing was started")),
-            RemoteEnd::Ran(result) => super::common::emit_outcome(*result, &output, &interrupt, None),
+            RemoteEnd::Ran(result) => Ok(icb_pair::emit::emit_outcome(*result, &output, &interrupt, None)?),
         }
     })
 }

@@ -3,11 +3,9 @@
 //! Prometheus text to a Pushgateway, `icb_push`). Parsed here, opened before the run
 //! ([`HistoryArgs::prepare`]); what they do with the final report is `icb_report::RunHistory`'s.
 
-use icb_core::model::PairReport;
 use icb_history::{BaselineSource, Options, Thresholds};
 use icb_push::Gateway;
 use icb_report::PushTo;
-use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -70,14 +68,4 @@ impl HistoryArgs {
         });
         Ok(RunHistory::open(&options, push)?)
     }
-}
-
-/// A pair report compared, recorded and pushed: the report to print (with its baseline), and the
-/// error to end with once it is written.
-pub fn judge_pair<'a>(
-    history: Option<&RunHistory>,
-    report: &'a PairReport,
-) -> (Cow<'a, PairReport>, Option<anyhow::Error>) {
-    let (judged, e) = RunHistory::judge_pair(history, report);
-    (judged, e.map(anyhow::Error::from))
 }

@@ -275,7 +275,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             cmd.output.emit(&text)?;
             Ok(icb_core::exit::OK)
         }
-        PairEnd::Ran(result) => super::common::emit_outcome(*result, &cmd.output, &interrupt, cmd.history.as_ref()),
+        PairEnd::Ran(result) => Ok(icb_pair::emit::emit_outcome(
+            *result,
+            &cmd.output,
+            &interrupt,
+            cmd.history.as_ref(),
+        )?),
     }
 }
 

@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 
 pub mod controls;
+pub mod emit;
 pub mod inplace;
 pub mod kube;
 pub mod kv;
