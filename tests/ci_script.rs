@@ -166,29 +166,37 @@ fn the_fuzz_smoke_waits_for_its_build_and_runs_only_after_a_good_one() {
     assert_eq!(no_file.status.code(), Some(2), "{}", err(&no_file));
 }
 
-/// `beside_nice=0 beside_job ...` runs its job at nice 0 (the image check beside ASan, issue 37);
-/// without it a job runs at nice 19 (the builds beside the test run). `.ci/run`'s own functions.
-#[test]
-fn a_job_beside_runs_at_nice_19_unless_told() {
+/// Runs `body` in `dir` after `.ci/run`'s own step and beside-job functions, cut out of it (from
+/// its start line to its EXIT trap), with an empty times file at `target/times.tsv`.
+fn with_ci_functions(dir: &Path, body: &str) -> Output {
     let script = fs::read_to_string(repo().join(".ci/run")).unwrap();
     let from = script.find("start=$(date +%s%N)").expect(".ci/run has no start line");
     let to = script
         .find("trap 'rc=$?; stop_beside;")
         .expect(".ci/run has no EXIT trap");
-    let dir = tempfile::tempdir().unwrap();
-    fs::create_dir(dir.path().join("target")).unwrap();
+    fs::create_dir(dir.join("target")).unwrap();
     let harness = format!(
-        "set -euo pipefail\n{functions}\nbeside_times=$PWD/target/times.tsv\n: >\"$beside_times\"\n\
-         beside_job low low.log '-c 3' nice\nbeside_nice=0 beside_job same same.log '-c 2' nice\n\
-         begin w\nwait_beside low\nwait_beside same\nend\n",
-        functions = &script[from..to],
+        "set -euo pipefail\n{}\nbeside_times=$PWD/target/times.tsv\n: >\"$beside_times\"\n{body}",
+        &script[from..to]
     );
-    fs::write(dir.path().join("harness.sh"), harness).unwrap();
-    let out = Command::new("bash")
+    fs::write(dir.join("harness.sh"), harness).unwrap();
+    Command::new("bash")
         .arg("harness.sh")
-        .current_dir(dir.path())
+        .current_dir(dir)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// `beside_nice=0 beside_job ...` runs its job at nice 0 (the image check beside ASan, issue 37);
+/// without it a job runs at nice 19 (the builds beside the test run). `.ci/run`'s own functions.
+#[test]
+fn a_job_beside_runs_at_nice_19_unless_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = with_ci_functions(
+        dir.path(),
+        "beside_job low low.log '-c 3' nice\nbeside_nice=0 beside_job same same.log '-c 2' nice\n\
+         begin w\nwait_beside low\nwait_beside same\nend\n",
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // The harness itself runs at the test's niceness (0 unless the test run was reniced).
     let base: i32 = String::from_utf8(Command::new("nice").output().unwrap().stdout)
@@ -559,13 +567,7 @@ fn ci_run_lints_every_target_while_it_builds_the_tests() {
 /// and none of its CPU. The functions are `.ci/run`'s own, cut out of it.
 #[test]
 fn ci_run_counts_a_job_beside_in_its_own_row_not_in_the_step_it_ended_in() {
-    let script = fs::read_to_string(repo().join(".ci/run")).unwrap();
-    let from = script.find("start=$(date +%s%N)").expect(".ci/run has no start line");
-    let to = script
-        .find("trap 'rc=$?; stop_beside;")
-        .expect(".ci/run has no EXIT trap");
     let dir = tempfile::tempdir().unwrap();
-    fs::create_dir(dir.path().join("target")).unwrap();
     // A spin bounded by the CPU it has used, not by wall time: on a loaded machine (CI runs this
     // beside a hundred other tests) a one-second `timeout` spin got 0.3 CPU s. Fields 14 and 15
     // of /proc/PID/stat are its user and system ticks, read with builtins only (no fork).
@@ -576,19 +578,12 @@ fn ci_run_counts_a_job_beside_in_its_own_row_not_in_the_step_it_ended_in() {
     .unwrap();
     let spin = "bash spin.sh";
     let wait_both = "for _ in $(seq 600); do [ -e b.done ] && [ -e s.done ] && break; sleep 0.1; done";
-    let harness = format!(
-        "set -euo pipefail\n{functions}\nbeside_times=$PWD/target/times.tsv\n: >\"$beside_times\"\n\
-         beside_job builds b.log '-c 3' bash -c \"{spin}; printf 'one-build\\t1.0\\t0\\t100\\n' >>$beside_times; touch b.done\"\n\
+    let body = format!(
+        "beside_job builds b.log '-c 3' bash -c \"{spin}; printf 'one-build\\t1.0\\t0\\t100\\n' >>$beside_times; touch b.done\"\n\
          beside_job spin s.log '-c 2 -n 7' bash -c \"{spin}; touch s.done; exit 3\"\n\
          begin a\n{wait_both}\nsleep 0.5\nend\nbegin b\nwait_beside spin\necho \"spin rc=$beside_rc\"\nend\nsummary 0\n",
-        functions = &script[from..to],
     );
-    fs::write(dir.path().join("harness.sh"), harness).unwrap();
-    let out = Command::new("bash")
-        .arg("harness.sh")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let out = with_ci_functions(dir.path(), &body);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
