@@ -127,16 +127,22 @@ fn main() -> ExitCode {
     ExitCode::from(code as u8)
 }
 
-/// The command line, with what the types alone cannot say: whether `pair --engine` was given
-/// (a `--kv-shape` run moves its blocks with NIXL wherever it loads, unless told otherwise).
+/// The command line, with what the types alone cannot say: whether `pair`'s or `gate`'s
+/// `--engine` was given (a `--kv-shape` run moves its blocks with NIXL wherever it loads, unless
+/// told otherwise).
 fn parse() -> Result<Cli, clap::Error> {
     let matches = Cli::command().try_get_matches()?;
     let mut cli = Cli::from_arg_matches(&matches)?;
-    if let Some(Command::Pair(args)) = cli.command.as_mut() {
-        args.engine.engine_given = matches
-            .subcommand_matches("pair")
+    let given = |command: &str| {
+        matches
+            .subcommand_matches(command)
             .and_then(|m| m.value_source("engine"))
-            .is_some_and(|s| s == clap::parser::ValueSource::CommandLine);
+            .is_some_and(|s| s == clap::parser::ValueSource::CommandLine)
+    };
+    match cli.command.as_mut() {
+        Some(Command::Pair(args)) => args.engine.engine_given = given("pair"),
+        Some(Command::Gate(args)) => args.engine.engine_given = given("gate"),
+        _ => {}
     }
     Ok(cli)
 }

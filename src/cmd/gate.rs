@@ -141,12 +141,10 @@ impl GateOutput {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let mut flags = flags(&args);
+    let flags = flags(&args);
     flags.refuse_rails_controls()?;
     let settings = settings(&args)?;
     flags.refuse(args.kv.wanted())?;
-    // After the refusals, as it may load NIXL to choose the ranks' engine.
-    flags.kv = super::gate_kv::gate_kv(&args.kv, &args.engine);
     let criteria = flags.criteria(&settings);
     let input = flags.input(settings)?;
     let format = args.output.format();
@@ -197,7 +195,8 @@ fn flags(args: &Args) -> GateFlags {
         devices: args.devices.request(),
         rails: args.rails.clone(),
         rail_margin: args.rail_margin,
-        kv: None,
+        // The ranks' engine is decided when the KV step runs (`icb_pair::kv::KvEngine`).
+        kv: super::gate_kv::gate_kv(&args.kv, &args.engine),
         controls: args.controls.clone(),
         no_controls: args.no_controls,
         cuda_alloc_given: args.cuda_alloc.is_some(),

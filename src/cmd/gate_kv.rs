@@ -20,7 +20,7 @@ pub fn gate_kv(flags: &KvArgs, engine: &super::common::EngineArgs) -> Option<Gat
         op: flags.kv_op.unwrap_or_default(),
         max_kv_ms: flags.max_kv_ms,
         sweep_max: flags.kv_descriptor_sweep,
-        engine: icb_sides::kv_engine(engine.engine, engine.engine_given, engine.nixl_lib.as_deref()),
+        engine: super::pair_kv::kv_engine(engine),
         tool: super::connect::tool_info(),
     })
 }

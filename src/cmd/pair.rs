@@ -105,7 +105,7 @@ pub use icb_pair::target::{PairTarget, PodsFormat};
 impl PairCommand {
     /// The one place that reads the pair flags. Everything that can be checked without the
     /// peers is checked here: a typo in a flag or a file must not cost a whole benchmark run.
-    pub fn from_args(mut args: Args) -> anyhow::Result<PairCommand> {
+    pub fn from_args(args: Args) -> anyhow::Result<PairCommand> {
         let dry_run = args.kube.dry_run == Some(super::pair_kube::DryRun::Client);
         if args.local && dry_run {
             anyhow::bail!("--dry-run prints the pods of a Kubernetes run: use it with --prefill/--decode, not --local");
@@ -122,11 +122,6 @@ impl PairCommand {
         controls.sort();
         controls.dedup();
         let recipe_env = recipe_knobs(&args, &controls, &mut plan)?;
-        if args.kv.wanted() {
-            // NIXL wherever it loads: decided before the pods' engine flags are read.
-            let engine = &args.engine;
-            args.engine.engine = icb_sides::kv_engine(engine.engine, engine.engine_given, engine.nixl_lib.as_deref());
-        }
         let pods = args.kube.pod_options(args.engine.side_flags());
         let target = target(&args, &pods, &mut plan, pods_format, recipe_env)?;
         // Last: every flag is checked before the history file is opened (created).

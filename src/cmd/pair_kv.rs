@@ -9,7 +9,7 @@ use super::pair_rails_kube::node_pods_start;
 use icb_kube::PodOptions;
 use icb_kv::{KvFlags, KvShapeText};
 use icb_pair::PairPlan;
-use icb_pair::kv::{KvExtraRuns, KvOp, KvOptions, KvTarget};
+use icb_pair::kv::{KvEngine, KvExtraRuns, KvOp, KvOptions, KvTarget};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct KvArgs {
@@ -111,7 +111,7 @@ impl KvArgs {
 /// The `--kv-shape` target (`icb_pair::kv::KvTarget`): the request, checked once (locally
 /// against this host's memory), the rows and where the ranks run, on a plan of its own taken
 /// from the command's. The cases are the geometry's; `--memory` picks one pair. The engine is
-/// decided (`icb_sides::kv_engine`) before `pods` were read.
+/// decided when the run starts (`icb_pair::kv::KvEngine`).
 pub fn target(args: &super::pair::Args, pods: &PodOptions, plan: &PairPlan) -> anyhow::Result<KvTarget> {
     refuse(args)?;
     let request = icb_pair::kv::target::request(&args.kv.flags(None)?, args.local)?;
@@ -122,7 +122,7 @@ pub fn target(args: &super::pair::Args, pods: &PodOptions, plan: &PairPlan) -> a
         Some(_) => anyhow::bail!("--kv-shape moves one memory pair: give one --memory, e.g. cuda-cuda"),
     };
     if args.local {
-        // Chosen, not found by `icb_sides::kv_engine`: NIXL must load here, where every rank runs.
+        // Chosen (`--engine nixl`): NIXL must load here, where every rank runs.
         if args.engine.engine_given {
             super::pair_local::check_engine_loads(&args.engine)?;
         }
@@ -158,10 +158,17 @@ fn kv_options(args: &super::pair::Args) -> KvOptions {
     let full = (args.test.profile == super::common::Profile::Full).then_some(100_000);
     KvOptions {
         op: args.kv.kv_op.unwrap_or_default(),
-        engine: args.engine.engine,
+        engine: kv_engine(&args.engine),
         max_kv_ms: args.kv.max_kv_ms,
         sweep_max: args.kv.kv_descriptor_sweep.or(full),
         sweep_rank_bytes: icb_pair::kv::MAX_RANK_BYTES,
         extra: args.kv.kv_extra_runs.unwrap_or_default(),
     }
+}
+
+/// The engine flags as a KV run decides its engine (when it starts: `icb_sides::nixl_loads`);
+/// `pair` and `gate` decide the same way.
+pub fn kv_engine(engine: &super::common::EngineArgs) -> KvEngine {
+    let dir = engine.nixl_lib.clone();
+    KvEngine::of_flags(engine.engine, engine.engine_given, dir, icb_sides::nixl_loads)
 }

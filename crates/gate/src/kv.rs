@@ -87,8 +87,9 @@ pub struct GateKv {
     pub max_kv_ms: Option<f64>,
     /// `--kv-descriptor-sweep[=MAX]`.
     pub sweep_max: Option<u64>,
-    /// The engine the per-rank model's ranks run (NIXL wherever it loads, unless `--engine`).
-    pub engine: icb_core::EngineKind,
+    /// The engine the per-rank model's ranks run (NIXL wherever it loads, unless `--engine`),
+    /// decided when the step runs.
+    pub engine: icb_pair::kv::KvEngine,
     /// This build, for the per-rank report.
     pub tool: icb_core::ToolInfo,
 }
@@ -143,7 +144,7 @@ pub(crate) async fn pair(
     let request = kv.given.request(engines).map_err(StepError::Setup)?;
     let options = icb_pair::kv::KvOptions {
         op: kv.op,
-        engine: kv.engine,
+        engine: icb_pair::kv::KvEngine::Chosen(kv.engine.decide()),
         max_kv_ms: kv.max_kv_ms,
         sweep_max: kv.sweep_max,
         sweep_rank_bytes: icb_pair::kv::MAX_RANK_BYTES,

@@ -43,15 +43,11 @@ impl EngineChoice {
     }
 }
 
-/// The engine of a KV transfer: NIXL's, wherever its library loads (from `nixl_lib`, else the
-/// loader's search), unless `--engine` chose one (`given`; `--engine ucx`: the UCX engine's
-/// block lists). `pair --kv-shape` and `gate --kv-shape` decide the same way, once their flags
-/// are read and before the pods' engine flags are.
-pub fn kv_engine(chosen: EngineKind, given: bool, nixl_lib: Option<&std::path::Path>) -> EngineKind {
-    if chosen == EngineKind::Ucx && !given && icb_nixl_engine::probe_load(nixl_lib).is_ok() {
-        return EngineKind::Nixl;
-    }
-    chosen
+/// Whether NIXL's library loads on this host (from `library_dir`, `--nixl-lib`, else the
+/// loader's search; no agent starts): how a `--kv-shape` run without `--engine` decides its
+/// engine when it starts (`icb_pair::kv::KvEngine`).
+pub fn nixl_loads(library_dir: Option<&std::path::Path>) -> bool {
+    icb_nixl_engine::probe_load(library_dir).is_ok()
 }
 
 /// One `--kv-shape` TP rank on the engine its plan names; `ucx` (the UCX engine's options, with
@@ -84,19 +80,4 @@ pub fn ucx_options(
         ..Default::default()
     }
     .with_profile(profile)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An engine `--engine` chose is kept without looking for NIXL: `--engine ucx` on a host
-    /// where NIXL loads still runs the UCX engine.
-    #[test]
-    fn a_chosen_engine_is_kept() {
-        for kind in [EngineKind::Ucx, EngineKind::Nixl] {
-            assert_eq!(kv_engine(kind, true, None), kind);
-        }
-        assert_eq!(kv_engine(EngineKind::Nixl, false, None), EngineKind::Nixl);
-    }
 }

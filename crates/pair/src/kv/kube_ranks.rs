@@ -473,7 +473,7 @@ mod tests {
         };
         let kv_options = super::super::KvOptions {
             op: super::super::KvOp::Read,
-            engine: icb_core::EngineKind::Nixl,
+            engine: super::super::KvEngine::Chosen(icb_core::EngineKind::Nixl),
             max_kv_ms: Some(5.0),
             sweep_max: Some(100),
             sweep_rank_bytes: super::super::MAX_RANK_BYTES,

@@ -19,6 +19,7 @@ pub mod control;
 mod coordinator;
 pub mod cpus;
 pub mod directions;
+mod engine;
 pub mod kube_ranks;
 pub mod kube_runs;
 pub mod local_ranks;
@@ -33,6 +34,7 @@ pub use coordinator::{
     COORDINATED, ColdTimes, Coordinated, CoordinatorJob, LISTENING, PROGRESS, RepRule, coordinate,
     serve as serve_coordinator,
 };
+pub use engine::{KvEngine, NixlLoads};
 pub use plan::{KvOp, KvRow, kv_rows, sweep_counts};
 pub use rank_report::{RankRecord, RepTimes};
 pub use report::{TcpRate, summary_line};
@@ -60,7 +62,8 @@ pub struct KvPlan {
     pub sweep: Vec<u64>,
     pub sweep_block: u64,
     /// The engine that moves the blocks: every rank runs it (the descriptor sweep's pair gets
-    /// its engine from its launcher).
+    /// its engine from its launcher). A `pair` target's is decided when it runs
+    /// ([`KvTarget::run`]).
     pub engine: icb_core::EngineKind,
     /// The bulk row ([`bulk`]): the same bytes as one contiguous descriptor per peer on fresh
     /// ranks after the paged run (`pair --kv-shape`; off in `gate`, whose budget is its own).
@@ -82,12 +85,13 @@ pub struct KvPlan {
 }
 
 /// What a command's KV flags decide besides the request ([`KvPlan::with_options`]).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct KvOptions {
     /// `--kv-op`.
     pub op: KvOp,
-    /// The engine every rank runs (NIXL wherever it loads, unless `--engine`).
-    pub engine: icb_core::EngineKind,
+    /// The engine every rank runs (NIXL wherever it loads, unless `--engine`), decided when the
+    /// run starts.
+    pub engine: KvEngine,
     /// `--max-kv-ms`.
     pub max_kv_ms: Option<f64>,
     /// `--kv-descriptor-sweep[=MAX]` (`None`: no sweep).
@@ -193,7 +197,7 @@ impl KvPlan {
     /// here (the rows of `request`, the engine, `--max-kv-ms`, the descriptor sweep).
     pub fn with_options(pair: PairPlan, request: icb_kv::KvRequest, options: &KvOptions) -> KvPlan {
         let mut plan = KvPlan::new(pair, request, options.op);
-        plan.engine = options.engine;
+        plan.engine = options.engine.unless_nixl_loads();
         plan.max_kv_ms = options.max_kv_ms;
         plan.rank_limit = options.sweep_rank_bytes;
         plan.bulk = options.extra.bulk;

@@ -8,7 +8,7 @@ use super::control::run_kv_with_controls;
 use super::kube_ranks::ranks_plan;
 use super::kube_runs::run_kube_kv;
 use super::local_ranks::LocalRuns;
-use super::{KvOp, KvOptions, KvPlan, KvProgress, MAX_RANK_BYTES, kv_rows, local_rank_limit};
+use super::{KvEngine, KvOp, KvOptions, KvPlan, KvProgress, MAX_RANK_BYTES, kv_rows, local_rank_limit};
 use crate::local::LocalOptions;
 use crate::plan::{Deadlines, PairPlan};
 use crate::rails::kube::KubeRailsPlan;
@@ -41,8 +41,12 @@ pub struct KubeKv {
 /// A `--kv-shape` run, decided: nothing after its constructor reads a flag.
 #[derive(Debug, Clone)]
 pub struct KvTarget {
+    /// The plan, its engine the one that runs where NIXL does not load until [`KvTarget::run`]
+    /// decides it.
     pub plan: KvPlan,
     pub place: KvPlace,
+    /// How the ranks' engine is decided (when the run starts: finding NIXL loads it).
+    pub engine: KvEngine,
 }
 
 /// What the ranks' report and buffers take from the binary that runs them.
@@ -107,6 +111,7 @@ impl KvTarget {
         KvTarget {
             plan: KvPlan::with_options(pair, request, &options),
             place: KvPlace::Local(local),
+            engine: options.engine,
         }
     }
 
@@ -131,7 +136,31 @@ impl KvTarget {
         KvTarget {
             plan,
             place: KvPlace::Kube(Box::new(KubeKv { cluster, bench, ranks })),
+            engine: options.engine,
         }
+    }
+
+    /// This target with its engine decided: NIXL found here (no `--engine`) is the plan's
+    /// engine, and every side this target starts (the ranks, the descriptor sweep's pair) gets
+    /// `--engine nixl` as it would have on the command line.
+    pub fn engine_decided(&self) -> KvTarget {
+        let mut target = self.clone();
+        let engine = self.engine.decide();
+        target.engine = KvEngine::Chosen(engine);
+        if engine == self.plan.engine {
+            return target;
+        }
+        target.plan.engine = engine;
+        let flag = ["--engine".to_string(), engine.to_string()];
+        match &mut target.place {
+            KvPlace::Local(opts) => opts.side_args.extend(flag),
+            KvPlace::Kube(kube) => {
+                kube.bench.serve_args.extend(flag.clone());
+                kube.bench.connect_args.extend(flag.clone());
+                kube.ranks.side_args.extend(flag);
+            }
+        }
+        target
     }
 
     /// `--recipe` (`--role`: whose connector; else the decode role's first): the recipe's KV
@@ -155,8 +184,9 @@ impl KvTarget {
         self.plan.rows.len() + self.plan.sweep.len()
     }
 
-    /// The transfer, then `controls` (tcp only: `pair` refuses the others before this), to one
-    /// outcome; on Kubernetes an interrupt before the cluster answers leaves nothing behind.
+    /// The transfer on the engine decided now ([`KvTarget::engine_decided`]), then `controls`
+    /// (tcp only: `pair` refuses the others before this), to one outcome; on Kubernetes an
+    /// interrupt before the cluster answers leaves nothing behind.
     pub async fn run(
         &self,
         controls: &[ControlKind],
@@ -164,8 +194,9 @@ impl KvTarget {
         cancel: &CancellationToken,
         progress: &mut KvProgress<'_>,
     ) -> Result<PairOutcome, PairError> {
-        let plan = &self.plan;
-        match &self.place {
+        let target = self.engine_decided();
+        let plan = &target.plan;
+        match &target.place {
             KvPlace::Local(opts) => {
                 let gpus = if plan.memory().uses_cuda() { (host.gpus)() } else { 0 };
                 let tool = host.tool.clone();
@@ -204,7 +235,7 @@ mod tests {
     fn options() -> KvOptions {
         KvOptions {
             op: KvOp::Read,
-            engine: icb_core::EngineKind::Ucx,
+            engine: KvEngine::Chosen(icb_core::EngineKind::Ucx),
             max_kv_ms: Some(5.0),
             sweep_max: Some(1000),
             sweep_rank_bytes: 1,
@@ -263,6 +294,54 @@ mod tests {
         assert!(!t.plan.sweep.is_empty());
         assert_eq!(t.cases(), t.plan.rows.len() + want.len());
         assert!(matches!(t.place, KvPlace::Local(_)));
+    }
+
+    /// No `--engine`: the engine is decided when the run starts, not when the target is built;
+    /// NIXL found here becomes the plan's engine and every side's `--engine nixl`, NIXL not
+    /// found leaves the target as it was; a chosen engine is kept.
+    #[test]
+    fn the_engine_is_decided_when_the_run_starts() {
+        fn loads(_: Option<&std::path::Path>) -> bool {
+            true
+        }
+        fn does_not_load(_: Option<&std::path::Path>) -> bool {
+            false
+        }
+        let f = flags("llama-3.1-8b");
+        let target = |loads: super::super::NixlLoads| {
+            let engine = KvEngine::of_flags(icb_core::EngineKind::Ucx, false, None, loads);
+            let options = KvOptions { engine, ..options() };
+            KvTarget::local(
+                pair(),
+                request(&f, true).unwrap(),
+                &options,
+                (local_options(), Duration::ZERO),
+            )
+        };
+        let side_args = |t: &KvTarget| match &t.place {
+            KvPlace::Local(opts) => opts.side_args.clone(),
+            KvPlace::Kube(_) => panic!("not local"),
+        };
+        let found = target(loads);
+        assert_eq!(found.plan.engine, icb_core::EngineKind::Ucx);
+        let decided = found.engine_decided();
+        assert_eq!(decided.plan.engine, icb_core::EngineKind::Nixl);
+        assert_eq!(side_args(&decided), ["--engine", "nixl"]);
+        assert!(matches!(decided.engine, KvEngine::Chosen(icb_core::EngineKind::Nixl)));
+        let missing = target(does_not_load).engine_decided();
+        assert_eq!(missing.plan.engine, icb_core::EngineKind::Ucx);
+        assert!(side_args(&missing).is_empty());
+        let chosen = KvTarget::local(
+            pair(),
+            request(&f, true).unwrap(),
+            &options(),
+            (local_options(), Duration::ZERO),
+        );
+        let kept = chosen.engine_decided();
+        assert_eq!(
+            (kept.plan.engine, side_args(&kept).len()),
+            (icb_core::EngineKind::Ucx, 0)
+        );
     }
 
     /// `--recipe`: the decode role's connector (vLLM's NixlConnector reads); no recipe leaves
