@@ -5,8 +5,7 @@
 use super::kube_args::ClusterArgs;
 use super::output::{Output, OutputArgs};
 use icb_core::checks::ProbeReport;
-use icb_kube::KubeError;
-use icb_kube::probe_remote::{KubeRemote, ProbeRemoteError};
+use icb_kube::probe_remote::{self, OpenError, RemoteFlags};
 use icb_probe::request::{self, NixlRequest, NodeRequest};
 use icb_probe::vantage::Opened;
 use icb_probe::{GatherOptions, ReplayDirs, TransportEnv, Vantage};
@@ -211,46 +210,19 @@ pub(crate) fn recipe_env(paths: &[String], role: Option<&str>) -> anyhow::Result
     Ok(icb_gate::kube::node_env(roles.shared(role)?))
 }
 
-/// Reads the node at its vantage (`--pod`: the exec API; `--node`: one short-lived probe pod,
-/// which claims the signal handler for its life: an interrupt deletes it and ends in
-/// `interrupt::Interrupted`).
+/// Reads the node at its vantage (`icb_kube::probe_remote::open`); a probe pod interrupted ends
+/// in `interrupt::Interrupted`.
 fn open(vantage: Vantage, script: &str, remote: &RemoteArgs, image: Option<String>) -> anyhow::Result<Opened> {
-    let interrupt = matches!(vantage, Vantage::ProbePod(_))
-        .then(super::interrupt::Interrupt::install)
-        .transpose()?;
-    let runtime = super::common::runtime()?;
-    let mut kube = KubeRemote {
-        runtime: &runtime,
+    let flags = RemoteFlags {
         cluster: remote.cluster.options(),
         container: remote.container.clone(),
         deadline: remote.timeout,
         image,
-        stopped: interrupt.as_ref().map(|i| i.token().clone()),
     };
-    match (vantage.open(script, &mut kube), interrupt) {
-        (Err(ProbeRemoteError::Kube(KubeError::Interrupted(what))), Some(i)) => {
-            Err(super::interrupt::Interrupted(i.report(&what)).into())
-        }
-        (opened, _) => Ok(opened?),
+    match probe_remote::open(vantage, script, flags) {
+        Err(OpenError::Interrupted(interrupted)) => Err(interrupted.into()),
+        opened => Ok(opened?),
     }
-}
-
-/// The `ucx_info` of the UCX that `serve`/`connect` would load here (`bin/ucx_info` beside its
-/// `lib/`), run with that library directory first: the transports and memory types it lists
-/// are then those a run would get, not those of whatever `ucx_info` is on `PATH`. Empty (PATH's
-/// `ucx_info` is used) when no UCX loads or it ships no `ucx_info`.
-fn ucx_info_of_loaded_ucx() -> std::collections::BTreeMap<icb_probe::tools::Tool, icb_probe::tools::ToolAt> {
-    let Ok(ucx) = ucx::Ucx::load(None) else {
-        return Default::default();
-    };
-    let Some(at) = icb_probe::tools::ToolAt::ucx_info_beside(ucx.library_dir()) else {
-        return Default::default();
-    };
-    tracing::info!(
-        "probe node: using {} (beside the libucp ic-bench loads)",
-        at.exe.display()
-    );
-    std::collections::BTreeMap::from([(icb_probe::tools::Tool::UcxInfo, at)])
 }
 
 /// `--pod`, `--node`, or this machine (with `--*-root` replays, and the `ucx_info` beside the
@@ -266,7 +238,7 @@ fn node_vantage(a: &NodeArgs) -> anyhow::Result<Vantage> {
     if let Vantage::Local(s) = &mut vantage
         && s.tool_outputs.is_none()
     {
-        s.tool_at = ucx_info_of_loaded_ucx();
+        s.tool_at = icb_engine::local::ucx_info_of_loaded_ucx();
     }
     Ok(vantage)
 }

@@ -1,5 +1,6 @@
 //! What this process says about itself: host name, kernel boot id, transport-relevant environment,
-//! CUDA availability. Both engines' hellos are built from these.
+//! CUDA availability (both engines' hellos are built from these), and the `ucx_info` of the UCX
+//! it loads (`probe node`).
 
 use icb_core::CudaInfo;
 use std::collections::BTreeMap;
@@ -91,6 +92,24 @@ pub fn health_now() -> icb_core::rails::nic_health::HealthSnapshot {
             &icb_probe::counters::ethtool_stats,
         ),
     }
+}
+
+/// The `ucx_info` of the UCX that `serve`/`connect` would load here (`bin/ucx_info` beside its
+/// `lib/`), run with that library directory first: the transports and memory types it lists
+/// are then those a run would get, not those of whatever `ucx_info` is on `PATH`. Empty (PATH's
+/// `ucx_info` is used) when no UCX loads or it ships no `ucx_info`.
+pub fn ucx_info_of_loaded_ucx() -> BTreeMap<icb_probe::tools::Tool, icb_probe::tools::ToolAt> {
+    let Ok(ucx) = ucx::Ucx::load(None) else {
+        return BTreeMap::new();
+    };
+    let Some(at) = icb_probe::tools::ToolAt::ucx_info_beside(ucx.library_dir()) else {
+        return BTreeMap::new();
+    };
+    tracing::info!(
+        "probe node: using {} (beside the libucp ic-bench loads)",
+        at.exe.display()
+    );
+    BTreeMap::from([(icb_probe::tools::Tool::UcxInfo, at)])
 }
 
 /// CUDA availability as the report states it.
