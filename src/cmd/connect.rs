@@ -9,7 +9,7 @@ use super::output::OutputArgs;
 use anyhow::Context as _;
 use icb_core::protocol::{ChildPlan, SideWriter};
 use icb_core::{Locality, ToolInfo};
-use icb_sides::connect::{ByHand, Side, by_hand, cut_short, exit_code, planned};
+use icb_sides::connect::{ByHand, Side, run_by_hand, run_planned};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -143,7 +143,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     if let Some(plan) = &args.plan {
         let plan = ChildPlan::from_json(plan).context("--plan")?;
-        return run_planned(&args, plan);
+        return run_with_plan(&args, plan);
     }
     run_human(&args)
 }
@@ -190,50 +190,15 @@ fn run_human(args: &Args) -> anyhow::Result<i32> {
         expect_config: expectation.config,
         ucx_peer_errors: args.ucx_peer_errors,
     };
-    let (result, preflight) = by_hand(&side(args, args.token.resolve()?), run, interrupt.token());
-    if let Some(p) = preflight.as_ref().filter(|p| p.cut(interrupt.token())) {
-        let emit = |report: &_| Ok::<_, anyhow::Error>(output.emit_pair(report, args.json_line, &mut out)?);
-        return cut_short(p, &args.server, result, emit);
-    }
-    let report = interrupted_or(result, &interrupt)?;
-    output.emit_pair(&report, args.json_line, &mut out)?;
-    Ok(exit_code(&report, &interrupt))
-}
-
-/// The engine's result, with a signal named: before the server's hello an error that already
-/// says so; after it the partial report, its reason the signal.
-fn interrupted_or(
-    result: Result<icb_core::PairReport, icb_engine::EngineError>,
-    interrupt: &super::interrupt::Interrupt,
-) -> anyhow::Result<icb_core::PairReport> {
-    match result {
-        Ok(mut report) => {
-            if let Some(partial) = report.partial.as_mut() {
-                partial.reason = format!("interrupted by {}", interrupt.signal());
-            }
-            Ok(report)
-        }
-        Err(icb_engine::EngineError::Interrupted) => {
-            let code = interrupt.report("nothing was measured yet");
-            Err(super::interrupt::Interrupted(code).into())
-        }
-        Err(e) => Err(e.into()),
-    }
+    let emit = |report: &_| Ok::<_, anyhow::Error>(output.emit_pair(report, args.json_line, &mut out)?);
+    run_by_hand(&side(args, args.token.resolve()?), run, &interrupt, emit)
 }
 
 /// `connect --plan`: the prefill side of a pipeline run. Prints one protocol line per case and
 /// then the report; the parent renders and judges.
-fn run_planned(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
+fn run_with_plan(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
     args.engine.check()?;
     let out = Arc::new(SideWriter::new(super::report_out::reserve()?));
     let interrupt = super::interrupt::Interrupt::install()?;
-    let side = side(args, args.token.resolve()?);
-    let report = interrupted_or(planned(&side, &plan, interrupt.token(), &out), &interrupt)?;
-    // The parent judges and decides the exit code; the child only says when it was interrupted.
-    let code = match report.partial {
-        Some(_) => exit_code(&report, &interrupt),
-        None => report.verdict.status.exit_code(),
-    };
-    out.report(report)?;
-    Ok(code)
+    run_planned(&side(args, args.token.resolve()?), &plan, &interrupt, &out)
 }

@@ -1,6 +1,7 @@
 //! `connect`: the prefill side by hand (a live bar on stderr, a preflight under `--within`) or
-//! under a launcher's `--plan` (one protocol line per case); and what a preflight the deadline
-//! cut short says and exits with.
+//! under a launcher's `--plan` (one protocol line per case), each to its exit code
+//! ([`run_by_hand`], [`run_planned`]); and what a preflight the deadline cut short says and
+//! exits with. The binary keeps the flags and the report's output.
 
 use super::{EngineChoice, ucx_options};
 use icb_core::protocol::{ChildPlan, SideWriter};
@@ -8,6 +9,7 @@ use icb_core::verdict::{ExpectationConfig, ExpectationOverrides};
 use icb_core::{CaseResult, Locality, PairReport, RunSettings, ToolInfo};
 use icb_engine::preflight::Preflight;
 use icb_engine::{ConnectOptions, EngineError, OnCase, UcxProfile};
+use icb_interrupt::{Interrupt, Interrupted};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -137,6 +139,66 @@ pub fn planned<W: std::io::Write + Send + 'static>(
     })
 }
 
+/// A by-hand `connect` to its exit code: the report emitted (`emit`: the binary's output), a
+/// preflight the deadline cut said as such ([`cut_short`]), a signal named ([`signal_named`]).
+pub fn run_by_hand<E>(
+    side: &Side,
+    run: ByHand,
+    interrupt: &Interrupt,
+    mut emit: impl FnMut(&PairReport) -> Result<(), E>,
+) -> Result<i32, E>
+where
+    E: From<EngineError> + From<Interrupted>,
+{
+    let (result, preflight) = by_hand(side, run, interrupt.token());
+    if let Some(p) = preflight.as_ref().filter(|p| p.cut(interrupt.token())) {
+        return cut_short(p, &side.server, result, emit);
+    }
+    let report = signal_named::<E>(result, interrupt)?;
+    emit(&report)?;
+    Ok(exit_code(&report, interrupt))
+}
+
+/// `connect --plan` to its exit code: the report written as the last protocol line on `out`.
+/// The parent judges and decides the exit code; the child only says when it was interrupted.
+pub fn run_planned<W, E>(
+    side: &Side,
+    plan: &ChildPlan,
+    interrupt: &Interrupt,
+    out: &Arc<SideWriter<W>>,
+) -> Result<i32, E>
+where
+    W: std::io::Write + Send + 'static,
+    E: From<EngineError> + From<Interrupted> + From<std::io::Error>,
+{
+    let report = signal_named::<E>(planned(side, plan, interrupt.token(), out), interrupt)?;
+    let code = match report.partial {
+        Some(_) => exit_code(&report, interrupt),
+        None => report.verdict.status.exit_code(),
+    };
+    out.report(report)?;
+    Ok(code)
+}
+
+/// The engine's result, with a signal named: before the server's hello an error that already
+/// says so (the handler's one line; [`Interrupted`] carries the exit code); after it the partial
+/// report, its reason the signal.
+pub fn signal_named<E>(result: Result<PairReport, EngineError>, interrupt: &Interrupt) -> Result<PairReport, E>
+where
+    E: From<EngineError> + From<Interrupted>,
+{
+    match result {
+        Ok(mut report) => {
+            if let Some(partial) = report.partial.as_mut() {
+                partial.reason = format!("interrupted by {}", interrupt.signal());
+            }
+            Ok(report)
+        }
+        Err(EngineError::Interrupted) => Err(Interrupted(interrupt.report("nothing was measured yet")).into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A preflight the deadline cut: what it measured is written (`emit`: evidence), and it exits
 /// 2 with one line saying so; not known, never a pass. A run that finished as the deadline
 /// fell keeps its verdict.
@@ -211,6 +273,36 @@ mod tests {
         let refused = EngineError::Peer("refused".into());
         let e = cut_short::<EngineError>(&preflight(), "h:1", Err(refused), |_| Ok(())).unwrap_err();
         assert!(matches!(e, EngineError::Peer(_)), "{e}");
+    }
+
+    /// What a connect that ended without a report leaves for the caller: a signal before the
+    /// server's hello is `Interrupted` with the exit code 130 (its line said); any other engine
+    /// error stays that error.
+    #[test]
+    fn a_signal_before_the_hello_is_interrupted_and_other_errors_stay_errors() {
+        #[derive(Debug)]
+        enum Ended {
+            Engine(EngineError),
+            Interrupted(Interrupted),
+        }
+        impl From<EngineError> for Ended {
+            fn from(e: EngineError) -> Ended {
+                Ended::Engine(e)
+            }
+        }
+        impl From<Interrupted> for Ended {
+            fn from(i: Interrupted) -> Ended {
+                Ended::Interrupted(i)
+            }
+        }
+        let interrupt = Interrupt::install().unwrap();
+        let e = signal_named::<Ended>(Err(EngineError::Interrupted), &interrupt).unwrap_err();
+        assert!(
+            matches!(e, Ended::Interrupted(Interrupted(icb_core::exit::INTERRUPTED))),
+            "{e:?}"
+        );
+        let e = signal_named::<Ended>(Err(EngineError::Peer("refused".into())), &interrupt).unwrap_err();
+        assert!(matches!(e, Ended::Engine(EngineError::Peer(_))), "{e:?}");
     }
 
     #[test]
