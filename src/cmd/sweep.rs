@@ -11,10 +11,11 @@ use icb_nixl_engine::EngineChoice;
 use icb_sweep::results::SweepResults;
 use icb_sweep::resume::Given;
 use icb_sweep::schedule::Schedule;
-use icb_sweep_kube::flow::{self, FlowEnd, FlowOptions};
+use icb_sweep_kube::RailsJob;
+use icb_sweep_kube::command::{CommandEnd, Outputs, SweepCommand};
+use icb_sweep_kube::flow::{FlowEnd, FlowOptions};
 use icb_sweep_kube::plan::NodeChoice;
 use icb_sweep_kube::start::PlanFlags;
-use icb_sweep_kube::{PairJob, RailsJob, Sweeper};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -167,19 +168,9 @@ impl Args {
     }
 }
 
-/// What `resume` decides before anything connects.
-struct Resumed {
-    file: Option<SweepResults>,
-    /// The criteria the sweep runs with (the file's, or this command line's), and what follows.
-    criteria: icb_sweep::Criteria,
-    settings: icb_core::RunSettings,
-    expectation: icb_pair::ExpectationInput,
-    pods: icb_kube::PodOptions,
-    rails: Option<RailsJob>,
-}
-
-/// The resumed file, and the criteria and everything derived from them this run measures with.
-fn resume(args: &Args) -> anyhow::Result<Resumed> {
+/// The sweep the flags and the resumed file decide: the file's criteria over the flags', and
+/// everything derived from them that this run measures with.
+fn command(args: &Args) -> anyhow::Result<SweepCommand> {
     // Read before anything connects: a resumed sweep runs with the file's criteria.
     let mut resumed = icb_sweep_kube::resume::Resumed::read(args.resume.as_deref(), super::sweep_resume::given(args))?;
     let given = &resumed.given;
@@ -188,7 +179,10 @@ fn resume(args: &Args) -> anyhow::Result<Resumed> {
     let rails = RailsJob::read(given.rails.as_deref(), given.rail_margin, args.schedule.as_deref())?;
     let pods = pod_options(args, given, &engine);
     let criteria = resumed.criteria();
-    Ok(Resumed {
+    Ok(SweepCommand {
+        cluster: args.cluster.options(),
+        plan: plan_flags(args),
+        dry_run: args.dry_run,
         // The criteria's qualification profile, as the engine runs it.
         settings: super::common::qualified(&engine, criteria.settings()?)?,
         expectation: icb_pair::ExpectationInput::read(&resumed.expectation())?,
@@ -196,63 +190,39 @@ fn resume(args: &Args) -> anyhow::Result<Resumed> {
         pods,
         criteria,
         rails,
+        second_pass_controls: match args.no_controls {
+            true => vec![],
+            false => vec![icb_core::model::ControlKind::Tcp],
+        },
     })
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     check_output(args.output.into())?;
     args.exports()?;
-    let resumed = resume(&args)?;
-    let plan = plan_flags(&args);
+    let command = command(&args)?;
     if args.dry_run
-        && let Some(r) = match &resumed.file {
+        && let Some(r) = match &command.file {
             Some(r) => Some(r.clone()),
-            None => plan.offline(&resumed.criteria)?,
+            None => command.plan.offline(&command.criteria)?,
         }
     {
         print!("{}", icb_report::sweep_progress::plan_text(&r));
         return Ok(icb_core::exit::OK);
     }
     let interrupt = Interrupt::install()?;
-    let rt = super::common::runtime()?;
-    rt.block_on(async {
-        let token = interrupt.token().clone();
-        let connected = tokio::select! {
-            c = args.cluster.connect() => c,
-            _ = token.cancelled() => return Ok(interrupt.report("nothing was started")),
-        };
-        let cluster = connected.map_err(|e| match args.dry_run {
-            true => e.context("--dry-run with a selector or all nodes lists them from the cluster; give --nodes A,B,C to plan without one"),
-            false => e,
-        })?;
-        let results = match resumed.file {
-            Some(r) => r,
-            None => tokio::select! {
-                r = plan.plan(&cluster, resumed.criteria) => r?,
-                _ = token.cancelled() => return Ok(interrupt.report("nothing was started")),
-            },
-        };
-        if args.dry_run {
+    let outputs = |results: &SweepResults| -> anyhow::Result<Outputs> {
+        Ok((flow_options(&args, results), args.exports()?, args.history.prepare()?))
+    };
+    let end = super::common::runtime()?.block_on(command.run(interrupt.token(), outputs))?;
+    Ok(match end {
+        CommandEnd::NotStarted => interrupt.report("nothing was started"),
+        CommandEnd::Planned(results) => {
             print!("{}", icb_report::sweep_progress::plan_text(&results));
-            return Ok(icb_core::exit::OK);
+            icb_core::exit::OK
         }
-        let job = PairJob {
-            settings: resumed.settings,
-            expectation: resumed.expectation,
-            pods: resumed.pods,
-            budget: Duration::from_secs_f64(results.pair_budget_s.max(1.0)),
-            rails: resumed.rails,
-            second_pass_controls: match args.no_controls {
-                true => vec![],
-                false => vec![icb_core::model::ControlKind::Tcp],
-            },
-        };
-        let sweeper = Sweeper::new(cluster, job, token);
-        let (exports, history) = (args.exports()?, args.history.prepare()?);
-        match flow::sweep(&flow_options(&args, &results), &sweeper, results, &exports, history).await? {
-            FlowEnd::Exit(code) => Ok(code),
-            FlowEnd::Interrupted(line) => Ok(interrupt.report(&line)),
-        }
+        CommandEnd::Flowed(FlowEnd::Exit(code)) => code,
+        CommandEnd::Flowed(FlowEnd::Interrupted(line)) => interrupt.report(&line),
     })
 }
 

@@ -6,6 +6,7 @@
 //! so that icb-sweep (and icb-report, which renders its results) stays free of Kubernetes.
 #![forbid(unsafe_code)]
 
+pub mod command;
 pub mod conditions;
 pub mod flow;
 pub mod labels;
