@@ -7,7 +7,7 @@
 
 use super::interrupt::Interrupt;
 use super::kube_args::ClusterArgs;
-use icb_core::model::GateVerdict;
+use icb_gate::emit;
 use icb_gate::flags::GateFlags;
 use icb_gate::kube::KubeGate;
 use std::time::Duration;
@@ -162,21 +162,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let mut steps = KubeGate::new(input);
     let rt = super::common::runtime()?;
     let mut report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
-    let history_error = history
-        .as_ref()
-        .and_then(|h| h.gate(&mut report))
-        .map(anyhow::Error::from);
     let view = icb_report::View {
         width: super::output::width(false),
         wide: false,
     };
-    print!("{}", icb_report::render_gate_in(&report, format, view)?);
-    // The export files, on every path (a CI job reads them whatever happened).
-    exports.write(icb_report::Report::Gate(&report))?;
+    let history_error = emit::write(&mut report, (format, view), &exports, history.as_ref())?;
     if args.node_conditions {
         eprintln!("ic-bench: {}", rt.block_on(steps.write_conditions(&report))?);
     }
-    exit_code(&report, history_error, history.as_ref(), &interrupt)
+    Ok(emit::exit_code(&report, history_error, history.as_ref(), &interrupt)?)
 }
 
 /// The flags as the gate takes them.
@@ -214,33 +208,4 @@ fn settings(args: &Args) -> anyhow::Result<icb_core::RunSettings> {
     );
     settings.cuda_alloc = args.cuda_alloc.unwrap_or_default().into();
     super::common::qualified(&args.engine.choice(), settings)
-}
-
-/// The verdict's exit code (0 pass, 1 fail, 2 setup, 130 interrupted), `--history`'s rule applied.
-fn exit_code(
-    report: &icb_core::model::GateReport,
-    history_error: Option<anyhow::Error>,
-    history: Option<&super::history_args::RunHistory>,
-    interrupt: &Interrupt,
-) -> anyhow::Result<i32> {
-    if let (GateVerdict::Interrupted | GateVerdict::Error, Some(e)) = (report.verdict, &history_error) {
-        eprintln!("ic-bench: warning: the gate's report is written but not recorded in --history: {e:#}");
-    }
-    match report.verdict {
-        GateVerdict::Interrupted => {
-            Ok(interrupt.report("gate stopped, no verdict (the report says what it found so far)"))
-        }
-        GateVerdict::Error => {
-            eprintln!("ic-bench: error: gate: {}", report.reason);
-            Ok(report.verdict.exit_code())
-        }
-        GateVerdict::Pass | GateVerdict::Fail => match (history_error, history) {
-            (Some(e), _) => Err(e),
-            (None, Some(h)) => Ok(h.exit_code(
-                report.verdict.exit_code(),
-                report.pair.as_ref().and_then(|p| p.baseline.as_deref()),
-            )),
-            (None, None) => Ok(report.verdict.exit_code()),
-        },
-    }
 }

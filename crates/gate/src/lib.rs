@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod conditions;
+pub mod emit;
 pub mod findings;
 pub mod flags;
 pub mod kube;
