@@ -3,8 +3,8 @@
 //! RUN_B` one row per case. Every answer as a table fitted to the terminal (`-o wide`: nothing
 //! cut; identifiers never are) or `-o json`; the answers are `icb_history::answer`'s.
 
-use icb_history::answer::{Question, Style, answer};
-use icb_history::{History, Thresholds};
+use icb_history::Thresholds;
+use icb_history::answer::{Question, Style, answer, open_asked};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -63,16 +63,8 @@ pub enum Sub {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let Some(path) = args.file.clone() else {
-        anyhow::bail!("history: give the database with --history FILE (or IC_BENCH_HISTORY)");
-    };
-    if !matches!(args.command, Sub::Import { .. }) && !path.exists() {
-        anyhow::bail!(
-            "--history {}: no such file (a run with --history FILE creates it)",
-            path.display()
-        );
-    }
-    let mut h = History::open(&path, args.history_timeout)?;
+    let importing = matches!(args.command, Sub::Import { .. });
+    let mut h = open_asked(args.file.as_deref(), args.history_timeout, importing)?;
     let question = match args.command {
         Sub::Import { files } => Question::Import(files),
         Sub::List { last } => Question::List { last },

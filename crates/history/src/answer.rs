@@ -3,7 +3,8 @@
 
 use crate::query::{CompareRow, NodePoint};
 use crate::{History, HistoryError, Thresholds, import::Imported, render};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// What `ic-bench history` is asked.
 #[derive(Debug, Clone, PartialEq)]
@@ -39,6 +40,11 @@ pub enum Style {
 pub enum AnswerError {
     #[error("history show: give node/NAME or pair A B")]
     Subject,
+    #[error("history: give the database with --history FILE (or IC_BENCH_HISTORY)")]
+    NoDatabase,
+    /// Only `import` creates the database.
+    #[error("--history {}: no such file (a run with --history FILE creates it)", .0.display())]
+    NoSuchDatabase(PathBuf),
     #[error(transparent)]
     History(#[from] HistoryError),
     #[error(transparent)]
@@ -61,6 +67,16 @@ impl Question {
             _ => Err(AnswerError::Subject),
         }
     }
+}
+
+/// The database `ic-bench history` asks (`--history FILE`, waiting `deadline` for another run's
+/// lock): one that is not there is created by `import` (`importing`) and refused otherwise.
+pub fn open_asked(path: Option<&Path>, deadline: Duration, importing: bool) -> Result<History, AnswerError> {
+    let path = path.ok_or(AnswerError::NoDatabase)?;
+    if !importing && !path.exists() {
+        return Err(AnswerError::NoSuchDatabase(path.to_path_buf()));
+    }
+    Ok(History::open(path, deadline)?)
 }
 
 /// The answer to `question`, as `style` writes it.
@@ -123,6 +139,27 @@ fn import_line(d: &Imported) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No `--history`, or one that is not there (outside `import`), is one line naming the
+    /// fix; `import` creates it.
+    #[test]
+    fn only_import_creates_the_database_asked() {
+        let deadline = Duration::from_secs(1);
+        let e = open_asked(None, deadline, true).err().unwrap();
+        assert!(matches!(e, AnswerError::NoDatabase), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("h.db");
+        let e = open_asked(Some(&file), deadline, false).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "--history {}: no such file (a run with --history FILE creates it)",
+                file.display()
+            )
+        );
+        assert!(open_asked(Some(&file), deadline, true).is_ok());
+        assert!(file.exists());
+    }
 
     fn show(what: &[&str]) -> Result<Question, AnswerError> {
         Question::show(&what.iter().map(|s| s.to_string()).collect::<Vec<_>>(), 7)
