@@ -9,7 +9,7 @@ use icb_kube::probe_remote::{self, OpenError, RemoteFlags};
 use icb_probe::request::{self, NixlRequest, NodeRequest};
 use icb_probe::vantage::Opened;
 use icb_probe::{GatherOptions, ReplayDirs, TransportEnv, Vantage};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -178,29 +178,10 @@ fn run_env(a: EnvArgs) -> anyhow::Result<i32> {
 }
 
 /// `probe env` inputs: files, directories and `-`, and applied objects (`dgd/NAME`, when no such
-/// path exists) read back from the cluster.
+/// path exists) read back from the cluster (`icb_kube::objects::probe_env_inputs`).
 fn env_inputs(a: &EnvArgs) -> anyhow::Result<Vec<icb_recipe::Input>> {
-    let mut out = Vec::new();
-    for p in &a.paths {
-        match icb_kube::objects::parse_applied(p).filter(|_| !Path::new(p).exists()) {
-            Some((kind, name)) => out.push(applied_input(&a.cluster, kind, name, p)?),
-            None => out.push(icb_recipe::Input::from_arg(p)),
-        }
-    }
-    Ok(out)
-}
-
-/// One applied object, read with a GET per served version (nothing is written).
-fn applied_input(
-    cluster: &ClusterArgs,
-    kind: &'static icb_kube::objects::AppliedKind,
-    name: &str,
-    arg: &str,
-) -> anyhow::Result<icb_recipe::Input> {
-    super::common::runtime()?.block_on(async {
-        let c = cluster.connect().await?;
-        Ok(icb_kube::objects::applied_input(&c, kind, name, arg).await?)
-    })
+    let cluster = a.cluster.options();
+    Ok(super::common::runtime()?.block_on(icb_kube::objects::probe_env_inputs(&a.paths, &cluster))?)
 }
 
 /// The transport variables of the recipe role asked for (or the one all roles share).

@@ -2,7 +2,7 @@
 //! API version tried, nothing written. The object comes back as JSON (a YAML document), with
 //! `status` and `metadata.managedFields` dropped: the recipe reader judges the spec.
 
-use crate::access::Cluster;
+use crate::access::{Cluster, ClusterOptions, connect};
 use crate::error::KubeError;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 
@@ -139,9 +139,51 @@ pub async fn applied_input(
     }
 }
 
+/// `probe env`'s inputs: files, directories and `-` as given, and applied objects (`dgd/NAME`,
+/// where no such path exists) read back from `cluster` (connected at the first one; a GET per
+/// served version, nothing written).
+pub async fn probe_env_inputs(
+    paths: &[String],
+    cluster: &ClusterOptions,
+) -> Result<Vec<icb_recipe::Input>, AppliedError> {
+    let mut connected = None;
+    let mut out = Vec::new();
+    for p in paths {
+        match parse_applied(p).filter(|_| !std::path::Path::new(p).exists()) {
+            Some((kind, name)) => {
+                let c = match connected.take() {
+                    Some(c) => c,
+                    None => connect(cluster).await?,
+                };
+                out.push(applied_input(&c, kind, name, p).await?);
+                connected = Some(c);
+            }
+            None => out.push(icb_recipe::Input::from_arg(p)),
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Paths are read as given without a cluster; an applied object needs one, and a cluster
+    /// that cannot be reached is its error (one line), not a guess.
+    #[tokio::test]
+    async fn paths_need_no_cluster_and_applied_objects_do() {
+        let cluster = ClusterOptions {
+            kubeconfig: Some("/nonexistent/kubeconfig".into()),
+            ..Default::default()
+        };
+        let paths = ["recipe.yaml".to_string(), "-".to_string()];
+        let inputs = probe_env_inputs(&paths, &cluster).await.unwrap();
+        assert_eq!(inputs.len(), 2);
+        let e = probe_env_inputs(&["dgd/llama".to_string()], &cluster)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, AppliedError::Kube(_)), "{e}");
+    }
 
     #[test]
     fn kind_words_and_names_parse() {
