@@ -3,10 +3,27 @@
 
 mod engine_support;
 
-use engine_support::{FAST, Server, cases, connect, find_case};
+use engine_support::{Server, cases, connect, find_case};
 use std::time::Duration;
 
 const ALL_TESTS: &[&str] = &["--tests", "tag_bw,tag_lat,put_bw,get_bw", "--memory", "host-host"];
+
+/// `engine_support::FAST`'s sizes and warm-up with cases of 0.25 s instead of 0.5: the two runs
+/// of every test judge transports and verified payloads (under a floor nothing misses, or over a
+/// TCP fallback that must fail), and both sides busy-poll for all of a case's `--max-time`
+/// (12 cases: 6 s per run at 0.5 s).
+const SHORT: &[&str] = &[
+    "--min-time",
+    "0.05",
+    "--max-time",
+    "0.25",
+    "--sizes",
+    "8,64KiB,1MiB",
+    "--warmup",
+    "2",
+    "--min-iterations",
+    "4",
+];
 
 fn check_all_measured(report: &serde_json::Value) {
     let cs = cases(report);
@@ -44,7 +61,7 @@ fn shared_memory_moves_verified_payloads_for_every_test() {
     // A low floor keeps the verdict about the transport, not about a busy CI machine's speed.
     let out = connect(
         &server.addr,
-        &[ALL_TESTS, FAST, &["--min-host-bw", "0.05"]].concat(),
+        &[ALL_TESTS, SHORT, &["--min-host-bw", "0.05"]].concat(),
         &[],
     );
     assert_eq!(out.code, 0, "stderr: {}", out.stderr);
@@ -86,7 +103,7 @@ fn shared_memory_moves_verified_payloads_for_every_test() {
 fn tcp_moves_verified_payloads_and_is_reported_as_tcp() {
     let env = [("UCX_TLS", "tcp")];
     let server = Server::start(&env);
-    let out = connect(&server.addr, &[ALL_TESTS, FAST].concat(), &env);
+    let out = connect(&server.addr, &[ALL_TESTS, SHORT].concat(), &env);
     // Same host over tcp: the verdict names the fallback and fails.
     assert_eq!(out.code, 1, "stderr: {}", out.stderr);
     let report = out.report();

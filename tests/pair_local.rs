@@ -225,8 +225,9 @@ fn table_output_prints_a_verdict() {
     let _one = serial();
     let mut args = vec!["pair", "--local"];
     args.extend(SMALL);
-    // Bandwidth floors are checked by the JSON test; here only the rendering matters.
-    args.extend(["--min-host-bw", "0.01"]);
+    // Bandwidth floors are checked by the JSON test; here only the rendering matters (so the
+    // cases are short too: both sides busy-poll for all of a case's --max-time, 1 s by default).
+    args.extend(["--min-host-bw", "0.01", "--max-time", "0.25"]);
     let ran = ic_bench(&args, &[]);
     assert_eq!(ran.code, 0, "stderr:\n{}", ran.stderr);
     // The verdict is a diagnostic: its status, `[verdict]` and the two sides (issue 38).
