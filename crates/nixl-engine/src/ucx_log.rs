@@ -197,6 +197,10 @@ impl LogFile {
     }
 }
 
+/// UCX's log of a NIXL side lives in `$TMPDIR/icb-nixl-ucx-<pid>-XXXXXX/` unless the user set
+/// `UCX_LOG_FILE`.
+const LOG_DIR_PREFIX: &str = "icb-nixl-ucx-";
+
 impl UcxLog {
     /// Points `UCX_LOG_FILE` at a private directory unless the user set it, and turns on
     /// `UCX_PROTO_INFO=y` and turns off `UCX_MEMTYPE_CACHE` unless set. Must run before NIXL
@@ -206,9 +210,12 @@ impl UcxLog {
         let target = match std::env::var("UCX_LOG_FILE") {
             Ok(user) => Target::User(user),
             Err(_) => {
+                // Directories of runs killed with SIGKILL (no guard survives it) go first.
+                let tmp = std::env::temp_dir();
+                icb_proc::stale::remove_dead_pid_dirs(&tmp, LOG_DIR_PREFIX);
                 let d = tempfile::Builder::new()
-                    .prefix("icb-nixl-ucx-")
-                    .tempdir()
+                    .prefix(&icb_proc::stale::pid_prefix(LOG_DIR_PREFIX))
+                    .tempdir_in(&tmp)
                     .map_err(|e| EngineError::UcxSetup(format!("cannot create a directory for UCX's log: {e}")))?;
                 vars.push(("UCX_LOG_FILE".into(), format!("{}/ucx.%p.log", d.path().display())));
                 Target::Private(d)

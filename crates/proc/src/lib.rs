@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub mod stale;
+
 /// Bytes kept of each stream by [`run`]; more is read and dropped (see [`Output::truncated`]).
 pub const DEFAULT_CAP: usize = 8 << 20;
 
