@@ -5,6 +5,8 @@
 //! without a shell, a forbidden exec (403) and a copy that breaks halfway each end in one line,
 //! exit 2, nothing left.
 
+mod pair_kube_support;
+
 use icb_kube::k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec};
 use icb_kube::k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use icb_testcluster::{ClusterConfig, ImageConfig, Isolation, RequestMatch, TestCluster};
@@ -14,25 +16,10 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_ic-bench");
 
-/// Short cases: what these tests check is where each side ran, which UCX it loaded, that both
-/// runs reach the same verdict over the same path (under a floor nothing misses) and what is left,
-/// never a rate; each case busy-polls both sides for up to its `--max-time`.
-const FAST: &[&str] = &[
-    "--tests",
-    "tag_bw,tag_lat",
-    "--sizes",
-    "8,1MiB",
-    "--memory",
-    "host-host",
-    "--warmup",
-    "2",
-    "--min-iterations",
-    "4",
-    "--min-time",
-    "0.05",
-    "--max-time",
-    "0.25",
-];
+// Short cases (the Kubernetes pair tests' own): what these tests check is where each side ran,
+// which UCX it loaded, that both runs reach the same verdict over the same path (under a floor
+// nothing misses) and what is left, never a rate.
+use pair_kube_support::FAST;
 
 /// A worker image: its UCX lives in a virtualenv's site-packages, as NIXL's wheel bundles it.
 struct Workers {

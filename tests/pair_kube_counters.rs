@@ -17,22 +17,9 @@ use support::*;
 
 /// [`FAST`]'s cases at its former 1 s each: a congested or lossy port is found from the NIC
 /// counters' deltas over the case, so these runs keep the bytes they were tuned with.
-const COUNTED: &[&str] = &[
-    "--tests",
-    "tag_bw,tag_lat",
-    "--sizes",
-    "8,1MiB",
-    "--memory",
-    "host-host",
-    "--warmup",
-    "2",
-    "--min-iterations",
-    "4",
-    "--min-time",
-    "0.05",
-    "--max-time",
-    "1",
-];
+fn counted() -> Vec<&'static str> {
+    with_max_time(FAST, "1")
+}
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -84,7 +71,7 @@ fn a_pair_over_a_congested_rail_names_it_per_case_and_a_healthy_pair_has_no_coun
     let cluster = cluster_with(config);
 
     let mut args = vec!["--prefill", "node/gpu-1", "--decode", "node/gpu-3", "-o", "json"];
-    args.extend_from_slice(COUNTED);
+    args.extend(counted());
     let healthy = run_pair(&cluster, &args, LIMIT);
     assert_eq!(healthy.code, 1, "{healthy:#?}");
     let r = healthy.report();
@@ -96,7 +83,7 @@ fn a_pair_over_a_congested_rail_names_it_per_case_and_a_healthy_pair_has_no_coun
     let file = dir.path().join("pair.json");
     let file_arg = file.display().to_string();
     args.push(&file_arg);
-    args.extend_from_slice(COUNTED);
+    args.extend(counted());
     let congested = run_pair(&cluster, &args, LIMIT);
     assert_eq!(congested.code, 1, "{congested:#?}");
     let r: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();

@@ -50,6 +50,7 @@ fn connect_interrupted_writes_a_partial_report_and_exits_130() {
         &[
             "connect",
             &server.addr,
+            "-v",
             "-o",
             "json",
             "--tests",
@@ -69,19 +70,34 @@ fn connect_interrupted_writes_a_partial_report_and_exits_130() {
     let started = Instant::now();
     let mut child = cmd.spawn().expect("spawn connect");
     let out = drain(child.stdout.take().expect("stdout"));
-    let err = drain(child.stderr.take().expect("stderr"));
-    // 8 cases of about a second each: interrupt in the middle.
-    std::thread::sleep(Duration::from_millis(3500));
+    let err = stderr_lines(child.stderr.take().expect("stderr"));
+    // 8 cases of about a second each: interrupt once two have ended (`-v` logs a line as each
+    // ends), so the partial report holds at least one and six are still to come. Waiting for
+    // the lines, not for a fixed time, keeps this true on a loaded machine.
+    let mut seen = Vec::new();
+    let ended = |l: &&String| l.contains("INFO ") && l.contains(" host→host: ");
+    while seen.iter().filter(ended).count() < 2 {
+        let left = Duration::from_secs(60).saturating_sub(started.elapsed());
+        match err.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(e) => panic!("connect ended no two cases within 60 s ({e:?}): {seen:?}"),
+        }
+    }
     kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("signal connect");
+    let signalled = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().expect("try_wait") {
             break s;
         }
-        assert!(started.elapsed() < Duration::from_secs(40), "connect did not stop");
+        assert!(signalled.elapsed() < Duration::from_secs(30), "connect did not stop");
         std::thread::sleep(Duration::from_millis(20));
     };
     let stdout = out.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
-    let stderr = err.recv_timeout(Duration::from_secs(5)).unwrap_or_default();
+    // The rest of stderr: the process has exited, so its pipe closes.
+    while let Ok(line) = err.recv_timeout(Duration::from_secs(5)) {
+        seen.push(line);
+    }
+    let stderr = seen.join("\n");
     assert_eq!(status.code(), Some(130), "stderr: {stderr}");
     let report: serde_json::Value =
         serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("partial report is not JSON ({e}): {stdout:?}"));
@@ -334,4 +350,19 @@ fn ucx_log_is_summarised_in_one_line_and_shown_with_v() {
     assert_eq!(verbose.code, 2, "{}", verbose.stderr);
     assert!(verbose.stderr.contains("UCX  ERROR"), "{}", verbose.stderr);
     assert!(!verbose.stderr.contains("ic-bench: UCX logged"), "{}", verbose.stderr);
+}
+
+/// `r`'s lines, each sent as it is read; the channel closes when `r` does (the process exited).
+fn stderr_lines<R: std::io::Read + Send + 'static>(r: R) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(r).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }

@@ -37,6 +37,17 @@ pub const FAST: &[&str] = &[
     "0.25",
 ];
 
+/// `args` with its `--max-time` value replaced by `secs` (for example [`FAST`] with longer cases).
+pub fn with_max_time(args: &[&'static str], secs: &'static str) -> Vec<&'static str> {
+    let mut out = args.to_vec();
+    let at = out
+        .iter()
+        .position(|a| *a == "--max-time")
+        .expect("the arguments name --max-time");
+    out[at + 1] = secs;
+    out
+}
+
 /// A cluster with two nodes (gpu-1, gpu-2: 8 nvidia.com/gpu and 8 rdma/ib each), every image
 /// mapped to this build's ic-bench, Linux-namespace isolation (None when not root).
 pub fn cluster(test: &str) -> Option<TestCluster> {
