@@ -301,6 +301,51 @@ fn test_timer() -> PathBuf {
 }
 
 #[test]
+fn test_timer_gives_only_the_named_binary_its_test_threads_and_refuses_a_bad_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("kube-0123456789abcdef");
+    executable(&bin, b"#!/usr/bin/env bash\necho \"args: $*\"\n");
+    let run = |package: &str, threads: &str, times: bool| {
+        let mut cmd = Command::new("bash");
+        cmd.arg(test_timer())
+            .arg(&bin)
+            .env("CARGO_PKG_NAME", package)
+            .env("IC_BENCH_TEST_THREADS", threads);
+        if times {
+            cmd.env("IC_BENCH_TEST_TIMES", dir.path().join("times.tsv"));
+        } else {
+            cmd.env_remove("IC_BENCH_TEST_TIMES");
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // Named (package and binary): its threads, timed or not.
+    let (code, out, _) = run("ic-bench", "other/x=4 ic-bench/kube=3", true);
+    assert_eq!(code, Some(0));
+    assert!(
+        out.contains("args: --test-threads 3 -Z unstable-options --report-time"),
+        "{out}"
+    );
+    let (_, out, _) = run("ic-bench", "ic-bench/kube=3", false);
+    assert_eq!(out.trim_end(), "args: --test-threads 3");
+    // A binary of the same name in another package keeps libtest's default.
+    let (_, out, _) = run("icb-core", "ic-bench/kube=3", false);
+    assert_eq!(out.trim_end(), "args:");
+    // A malformed entry is one line and exit 2, and the binary does not run.
+    for bad in ["kube=3", "ic-bench/kube=0", "ic-bench/kube=three", "ic-bench/kube"] {
+        let (code, out, err) = run("ic-bench", bad, false);
+        assert_eq!(code, Some(2), "{bad}: {out}");
+        assert!(out.is_empty(), "{bad}: {out}");
+        assert_eq!(err.lines().count(), 1, "{bad}: {err}");
+        assert!(err.contains(&format!("not '{bad}'")), "{bad}: {err}");
+    }
+}
+
+#[test]
 fn test_timer_times_a_binary_and_reports_the_slowest() {
     let dir = tempfile::tempdir().unwrap();
     // A stand-in test binary: prints what libtest prints with --report-time, and its arguments.
