@@ -234,20 +234,33 @@ pub struct BaselineCheck {
 impl BaselineCheck {
     /// `regressed −31.2 % vs 45.00 GB/s (mean of 5)`: the verdict with the baseline figure.
     pub fn summary(&self) -> String {
-        match (self.baseline_mean, self.change) {
-            (Some(mean), Some(change)) => format!(
-                "{} {:+.1} % vs {} (mean of {})",
-                self.verdict,
-                change * 100.0,
-                self.metric.show(mean),
-                self.baseline_runs
-            ),
-            _ => match &self.note {
-                Some(n) => format!("{}: {n}", self.verdict),
-                None => self.verdict.to_string(),
-            },
-        }
+        let compared = against_baseline(
+            self.verdict,
+            self.metric,
+            (self.baseline_mean, self.change),
+            self.baseline_runs,
+        );
+        compared.unwrap_or_else(|| match &self.note {
+            Some(n) => format!("{}: {n}", self.verdict),
+            None => self.verdict.to_string(),
+        })
     }
+}
+
+/// `regressed −31.2 % vs 45.00 GB/s (mean of 5)`: a verdict with the baseline figure it was
+/// judged against (a case's or a node's); none without both a mean and a change to show.
+fn against_baseline(
+    verdict: BaselineVerdict,
+    metric: Metric,
+    (mean, change): (Option<f64>, Option<f64>),
+    runs: u32,
+) -> Option<String> {
+    let (mean, change) = (mean?, change?);
+    Some(format!(
+        "{verdict} {:+.1} % vs {} (mean of {runs})",
+        change * 100.0,
+        metric.show(mean)
+    ))
 }
 
 /// A node's median bandwidth in a sweep against its last matching runs (what the
@@ -272,16 +285,13 @@ pub struct NodeBaselineCheck {
 impl NodeBaselineCheck {
     /// `regressed -45.0 % vs 0.105 GB/s (mean of 7)`.
     pub fn summary(&self) -> String {
-        match (self.baseline_mean, self.change) {
-            (Some(mean), Some(change)) => format!(
-                "{} {:+.1} % vs {} (mean of {})",
-                self.verdict,
-                change * 100.0,
-                Metric::BandwidthBps.show(mean),
-                self.baseline_runs
-            ),
-            _ => format!("{}: first sweep of this node", self.verdict),
-        }
+        let compared = against_baseline(
+            self.verdict,
+            Metric::BandwidthBps,
+            (self.baseline_mean, self.change),
+            self.baseline_runs,
+        );
+        compared.unwrap_or_else(|| format!("{}: first sweep of this node", self.verdict))
     }
 }
 
@@ -336,5 +346,54 @@ impl BaselineReport {
     pub fn regressed_on<'a>(&'a self, node: &'a str) -> impl Iterator<Item = &'a BaselineCheck> + 'a {
         self.regressions()
             .filter(move |c| c.case.prefill == node || c.case.decode == node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(mean: Option<f64>, change: Option<f64>) -> NodeBaselineCheck {
+        NodeBaselineCheck {
+            node: "n1".into(),
+            verdict: BaselineVerdict::Regressed,
+            value: 30e9,
+            baseline_mean: mean,
+            baseline_runs: 3,
+            change,
+            threshold: 0.1,
+            recent: Vec::new(),
+        }
+    }
+
+    /// A node's summary shows its baseline only with both a mean and a change; without either it
+    /// says this is the node's first sweep.
+    #[test]
+    fn a_node_summary_shows_its_baseline_or_its_first_sweep() {
+        let compared = node(Some(40e9), Some(-0.25)).summary();
+        assert_eq!(compared, "regressed -25.0 % vs 40.00 GB/s (mean of 3)");
+        for (mean, change) in [(None, Some(-0.25)), (Some(40e9), None)] {
+            let first = node(mean, change).summary();
+            assert_eq!(first, "regressed: first sweep of this node");
+        }
+    }
+
+    /// A latency comparison is shown in the metric's own unit, the change signed.
+    #[test]
+    fn the_comparison_uses_the_metric_s_unit_and_a_signed_change() {
+        let shown = against_baseline(
+            BaselineVerdict::Improved,
+            Metric::LatencyP50Us,
+            (Some(5.0), Some(0.5)),
+            7,
+        );
+        assert_eq!(
+            shown.as_deref(),
+            Some(format!("improved +50.0 % vs {} (mean of 7)", Metric::LatencyP50Us.show(5.0)).as_str())
+        );
+        assert_eq!(
+            against_baseline(BaselineVerdict::Within, Metric::BandwidthBps, (None, None), 0),
+            None
+        );
     }
 }
