@@ -82,11 +82,11 @@ fn assert_collectivex_rows(file: &std::path::Path, kv: &KvOutcome) {
     assert_latency(&rows[0]["latency_ms"], with_spread(kv.request_ms_p50, &kv.spread));
     let other = &kv.directions.as_ref().expect("push and pull").other;
     let other_row = &rows[rows.len() - 2]["latency_ms"];
-    assert_latency(other_row, with_spread(other.request_ms_p50, &other.spread));
+    assert_latency(other_row, with_spread(other.times.request_ms_p50, &other.times.spread));
     let bulk = kv.bulk.as_ref().expect("a bulk row");
     assert_latency(
         &rows[rows.len() - 1]["latency_ms"],
-        with_spread(bulk.request_ms_p50, &bulk.spread),
+        with_spread(bulk.times.request_ms_p50, &bulk.times.spread),
     );
     for row in rows {
         assert_eq!(row["layers"].as_u64(), Some(32), "{row}");
@@ -152,18 +152,18 @@ fn assert_every_peer_verified(kv: &KvOutcome) {
 /// paged request's share of it (bulk p50 over paged p50) and its rate (bytes over its p50).
 fn assert_bulk_row(kv: &KvOutcome) {
     let bulk = kv.bulk.as_ref().expect("a bulk row");
-    assert!(bulk.failure.is_none(), "{bulk:?}");
+    assert!(bulk.check.failure.is_none(), "{bulk:?}");
     assert_eq!(bulk.descriptors_per_request, kv.peers.len() as u64, "{bulk:?}");
     assert_eq!(bulk.bytes_moved_per_request, kv.bytes_moved_per_request, "{bulk:?}");
-    assert!(bulk.verified, "{bulk:?}");
-    assert!(bulk.repetitions.is_some_and(|r| r >= 3), "{bulk:?}");
-    assert!(!bulk.data_paths.is_empty(), "{bulk:?}");
-    let p50 = bulk.request_ms_p50.expect("a bulk p50");
+    assert!(bulk.check.verified, "{bulk:?}");
+    assert!(bulk.times.repetitions.is_some_and(|r| r >= 3), "{bulk:?}");
+    assert!(!bulk.check.data_paths.is_empty(), "{bulk:?}");
+    let p50 = bulk.times.request_ms_p50.expect("a bulk p50");
     assert!(
-        p50 > 0.0 && bulk.request_ms_p99.is_some_and(|p99| p99 >= p50),
+        p50 > 0.0 && bulk.times.request_ms_p99.is_some_and(|p99| p99 >= p50),
         "{bulk:?}"
     );
-    let rate = bulk.bandwidth_bps.expect("a bulk rate");
+    let rate = bulk.times.bandwidth_bps.expect("a bulk rate");
     assert!(
         (rate - kv.bytes_moved_per_request as f64 / (p50 / 1e3)).abs() < 1.0,
         "{bulk:?}"
@@ -202,12 +202,15 @@ fn assert_bursts_and_other_op(kv: &KvOutcome, connector: Option<&str>) {
     assert_eq!(bursts.frontier, frontier, "{bursts:?}");
     let d = kv.directions.as_ref().expect("push and pull");
     assert_ne!(d.other.op, kv.op, "{d:?}");
-    assert!(d.other.failure.is_none() && d.other.verified, "{d:?}");
-    assert!(d.other.repetitions.is_some_and(|r| r >= 3), "{d:?}");
-    let p50 = d.other.request_ms_p50.expect("the other operation's p50");
+    assert!(d.other.check.failure.is_none() && d.other.check.verified, "{d:?}");
+    assert!(d.other.times.repetitions.is_some_and(|r| r >= 3), "{d:?}");
+    let p50 = d.other.times.request_ms_p50.expect("the other operation's p50");
     let rate = kv.bytes_moved_per_request as f64 / (p50 / 1e3);
-    assert!(d.other.bandwidth_bps.is_some_and(|bw| (bw - rate).abs() < 1.0), "{d:?}");
-    assert!(!d.other.data_paths.is_empty(), "{d:?}");
+    assert!(
+        d.other.times.bandwidth_bps.is_some_and(|bw| (bw - rate).abs() < 1.0),
+        "{d:?}"
+    );
+    assert!(!d.other.check.data_paths.is_empty(), "{d:?}");
     assert_eq!(d.connector_op.as_deref(), connector, "{d:?}");
     // Known or not, the output says why.
     let why = d.connector.as_deref().unwrap_or_default();

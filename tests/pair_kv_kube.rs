@@ -294,7 +294,7 @@ fn worker_pod_targets_run_per_rank_in_pods_modelled_on_the_workers() {
         gpu_limit_is(&name, &first_container_limits(&spec), "2");
     }
     let d = kv.directions.as_ref().expect("push and pull");
-    assert!(d.other.verified && d.other.op == "write", "{d:?}");
+    assert!(d.other.check.verified && d.other.op == "write", "{d:?}");
     assert_eq!(d.connector_op.as_deref(), Some("write"), "{d:?}");
     assert_eq!(
         d.connector.as_deref(),

@@ -198,11 +198,11 @@ pub fn assert_bulk_row_ran(run: &PairRun, kv: &KvOutcome) {
     assert!(bursts.sizes.len() >= 2 && bursts.sizes[0].requests == 1, "{bursts:?}");
     assert!(bursts.frontier.is_some(), "{bursts:?}");
     let other = &kv.directions.as_ref().expect("push and pull").other;
-    assert!(other.failure.is_none() && other.verified, "{other:?}");
+    assert!(other.check.failure.is_none() && other.check.verified, "{other:?}");
     assert_ne!(other.op, kv.op, "{other:?}");
-    assert!(other.request_ms_p50.is_some_and(|ms| ms > 0.0), "{other:?}");
+    assert!(other.times.request_ms_p50.is_some_and(|ms| ms > 0.0), "{other:?}");
     let bulk = kv.bulk.as_ref().expect("a bulk row");
-    assert!(bulk.failure.is_none() && bulk.verified, "{bulk:?}");
+    assert!(bulk.check.failure.is_none() && bulk.check.verified, "{bulk:?}");
     assert_eq!(bulk.bytes_moved_per_request, kv.bytes_moved_per_request, "{bulk:?}");
     assert_eq!(bulk.descriptors_per_request, kv.peers.len() as u64, "{bulk:?}");
     assert!(bulk.paged_over_bulk.is_some_and(|r| r > 0.0), "{bulk:?}");

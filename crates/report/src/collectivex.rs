@@ -7,7 +7,7 @@
 use crate::format::{ExportError, Exporter};
 use icb_core::checks::ProbeReport;
 use icb_core::model::{GateReport, PairReport};
-use icb_core::{KvOutcome, KvPeer, KvSpread};
+use icb_core::{KvOutcome, KvPeer, KvRowCheck, KvRowTimes, KvSpread};
 use icb_sweep::SweepResults;
 use serde::Serialize;
 
@@ -208,28 +208,31 @@ fn rows(kv: &KvOutcome) -> Vec<Row> {
         }
     }
     if let Some(o) = kv.directions.as_ref().map(|d| &d.other) {
-        rows.push(Row {
-            latency_ms: Pcts::request(o.request_ms_p50, o.request_ms_p99, &o.spread, o.repetitions),
-            gbps_p50: gbps(bytes, o.request_ms_p50),
-            verify: verify(o.verified, o.failure.as_deref()),
-            data_paths: o.data_paths.clone(),
-            ..like("paged", 1, op(&o.op))
-        });
+        rows.push(fresh_ranks_row(&o.times, &o.check, bytes, like("paged", 1, op(&o.op))));
     }
     if let Some(b) = &kv.bulk {
         rows.push(Row {
             page_tokens: None,
             page_bytes: None,
             descs: b.descriptors_per_request,
-            latency_ms: Pcts::request(b.request_ms_p50, b.request_ms_p99, &b.spread, b.repetitions),
-            gbps_p50: gbps(bytes, b.request_ms_p50),
-            verify: verify(b.verified, b.failure.as_deref()),
-            data_paths: b.data_paths.clone(),
-            ..like("bulk", 1, paged.op)
+            ..fresh_ranks_row(&b.times, &b.check, bytes, like("bulk", 1, paged.op))
         });
     }
     rows.insert(0, paged);
     rows
+}
+
+/// A row run on fresh ranks (the other operation, the bulk row): its request's times and rate
+/// over `bytes`, and how it ended, over `base`.
+fn fresh_ranks_row(times: &KvRowTimes, check: &KvRowCheck, bytes: f64, base: Row) -> Row {
+    let (p50, p99) = (times.request_ms_p50, times.request_ms_p99);
+    Row {
+        latency_ms: Pcts::request(p50, p99, &times.spread, times.repetitions),
+        gbps_p50: gbps(bytes, p50),
+        verify: verify(check.verified, check.failure.as_deref()),
+        data_paths: check.data_paths.clone(),
+        ..base
+    }
 }
 
 fn unsupported(what: &'static str) -> ExportError {

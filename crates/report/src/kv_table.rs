@@ -77,13 +77,13 @@ fn bulk_line(b: &KvBulk, unit: BandwidthUnit) -> String {
         b.descriptors_per_request,
         if b.descriptors_per_request == 1 { "" } else { "s" }
     );
-    if let Some(why) = &b.failure {
+    if let Some(why) = &b.check.failure {
         return format!("{head}: not measured: {why}");
     }
-    let paths = if b.data_paths.is_empty() {
+    let paths = if b.check.data_paths.is_empty() {
         "-".to_string()
     } else {
-        b.data_paths.join(", ")
+        b.check.data_paths.join(", ")
     };
     let ratio = b.paged_over_bulk.map_or_else(
         || "paged ÷ bulk not known".to_string(),
@@ -96,10 +96,10 @@ fn bulk_line(b: &KvBulk, unit: BandwidthUnit) -> String {
     );
     format!(
         "{head}: {} / {} ms p50 / p99, {} over {paths}{}; {ratio}",
-        ms(b.request_ms_p50),
-        ms(b.request_ms_p99),
-        bw(b.bandwidth_bps, unit),
-        if b.verified { "" } else { ", NOT verified" },
+        ms(b.times.request_ms_p50),
+        ms(b.times.request_ms_p99),
+        bw(b.times.bandwidth_bps, unit),
+        if b.check.verified { "" } else { ", NOT verified" },
     )
 }
 
@@ -186,19 +186,19 @@ fn bursts(b: &KvBursts, unit: BandwidthUnit, view: View) -> String {
 /// serving connector uses (from the recipe or the worker pods), or why that is not known.
 fn directions_line(kv: &KvOutcome, d: &KvDirections, unit: BandwidthUnit) -> String {
     let o = &d.other;
-    let other = match &o.failure {
+    let other = match &o.check.failure {
         Some(why) => format!("{} not measured: {why}", o.op),
         None => format!(
             "{} {} ms p50, {} over {}{}",
             o.op,
-            ms(o.request_ms_p50),
-            bw(o.bandwidth_bps, unit),
-            if o.data_paths.is_empty() {
+            ms(o.times.request_ms_p50),
+            bw(o.times.bandwidth_bps, unit),
+            if o.check.data_paths.is_empty() {
                 "-".to_string()
             } else {
-                o.data_paths.join(", ")
+                o.check.data_paths.join(", ")
             },
-            if o.verified { "" } else { ", NOT verified" },
+            if o.check.verified { "" } else { ", NOT verified" },
         ),
     };
     let connector = match (&d.connector_op, &d.connector) {
@@ -301,7 +301,7 @@ fn sweep(kv: &KvOutcome, unit: BandwidthUnit, view: View) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use icb_core::{KvPeer, KvSweepPoint};
+    use icb_core::{KvPeer, KvRowCheck, KvRowTimes, KvSweepPoint};
 
     #[test]
     fn the_section_names_every_peer_and_fits_100_columns() {
@@ -392,15 +392,19 @@ mod tests {
         ranked.bulk = Some(KvBulk {
             descriptors_per_request: 8,
             bytes_moved_per_request: 2_684_354_560,
-            request_ms_p50: Some(2.96),
-            request_ms_p99: Some(3.5),
-            spread: Default::default(),
-            repetitions: Some(5),
-            bandwidth_bps: Some(905e9),
+            times: KvRowTimes {
+                request_ms_p50: Some(2.96),
+                request_ms_p99: Some(3.5),
+                spread: Default::default(),
+                repetitions: Some(5),
+                bandwidth_bps: Some(905e9),
+            },
             paged_over_bulk: Some(0.4),
-            verified: true,
-            data_paths: vec!["rc_mlx5/mlx5_0:1".into()],
-            failure: None,
+            check: KvRowCheck {
+                verified: true,
+                data_paths: vec!["rc_mlx5/mlx5_0:1".into()],
+                failure: None,
+            },
         });
         let text = render(&ranked, BandwidthUnit::GBps, view);
         assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
@@ -413,7 +417,7 @@ mod tests {
         }
         let mut failed = ranked.clone();
         if let Some(b) = failed.bulk.as_mut() {
-            b.failure = Some("kv-rank d0 exited early".into());
+            b.check.failure = Some("kv-rank d0 exited early".into());
         }
         let text = render(&failed, BandwidthUnit::GBps, view);
         let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -491,14 +495,18 @@ mod tests {
         let mut d = KvDirections {
             other: icb_core::KvOpRow {
                 op: "write".into(),
-                request_ms_p50: Some(9.26),
-                request_ms_p99: Some(9.9),
-                spread: Default::default(),
-                repetitions: Some(3),
-                bandwidth_bps: Some(290e9),
-                verified: true,
-                data_paths: vec!["rc_mlx5/mlx5_0:1".into()],
-                failure: None,
+                times: KvRowTimes {
+                    request_ms_p50: Some(9.26),
+                    request_ms_p99: Some(9.9),
+                    spread: Default::default(),
+                    repetitions: Some(3),
+                    bandwidth_bps: Some(290e9),
+                },
+                check: KvRowCheck {
+                    verified: true,
+                    data_paths: vec!["rc_mlx5/mlx5_0:1".into()],
+                    failure: None,
+                },
             },
             connector_op: Some("read".into()),
             connector: Some("vLLM kv_connector=NixlConnector: the decode worker reads".into()),
@@ -511,7 +519,7 @@ mod tests {
         assert!(flat.contains(line), "{text}");
         d.connector_op = None;
         d.connector = None;
-        d.other.failure = Some("kv-rank p1 exited early".into());
+        d.other.check.failure = Some("kv-rank p1 exited early".into());
         kv.directions = Some(d);
         let flat = render(&kv, BandwidthUnit::GBps, view)
             .split_whitespace()

@@ -144,8 +144,8 @@ fn kv_example_is_what_the_types_write() {
     assert_eq!(bursts.frontier, frontier);
     let other = &kv.directions.as_ref().expect("the example's push and pull").other;
     assert_ne!(other.op, kv.op);
-    let rate = kv.bytes_moved_per_request as f64 / (other.request_ms_p50.unwrap() / 1e3);
-    assert!((other.bandwidth_bps.unwrap() - rate).abs() < 1.0, "{other:?}");
+    let rate = kv.bytes_moved_per_request as f64 / (other.times.request_ms_p50.unwrap() / 1e3);
+    assert!((other.times.bandwidth_bps.unwrap() - rate).abs() < 1.0, "{other:?}");
     // Issue 42's CollectiveX fields: the model's layers; every request time's spread ordered
     // (min ≤ p50 ≤ p95 ≤ p99 ≤ max) over the main run, the bulk row and the other operation, and
     // each burst's (min ≤ p50 ≤ p95 ≤ max, the first request done no later than the burst).
@@ -153,8 +153,12 @@ fn kv_example_is_what_the_types_write() {
     let bulk = kv.bulk.as_ref().expect("the example's bulk row");
     for (p50, p99, s) in [
         (kv.request_ms_p50, kv.request_ms_p99, &kv.spread),
-        (bulk.request_ms_p50, bulk.request_ms_p99, &bulk.spread),
-        (other.request_ms_p50, other.request_ms_p99, &other.spread),
+        (bulk.times.request_ms_p50, bulk.times.request_ms_p99, &bulk.times.spread),
+        (
+            other.times.request_ms_p50,
+            other.times.request_ms_p99,
+            &other.times.spread,
+        ),
     ] {
         let v = [s.min, p50, s.p95, p99, s.max].map(|v| v.expect("in the example"));
         assert!(v.windows(2).all(|w| w[0] <= w[1]), "{v:?}");
@@ -243,13 +247,19 @@ fn the_kv_example_is_collectivex_rows_field_by_field() {
         (Some("paged"), Some("push"))
     );
     let o = &kv.directions.as_ref().unwrap().other;
-    assert_eq!(spread(other), [o.spread.p95, o.spread.min, o.spread.max]);
+    assert_eq!(
+        spread(other),
+        [o.times.spread.p95, o.times.spread.min, o.times.spread.max]
+    );
     let bulk = &rows[2 + burst_rows];
     assert_eq!(bulk["kind"], "bulk");
     assert!(bulk["page_tokens"].is_null() && bulk["page_bytes"].is_null());
     assert_eq!(bulk["descs"], 2);
     let b = kv.bulk.as_ref().unwrap();
-    assert_eq!(spread(bulk), [b.spread.p95, b.spread.min, b.spread.max]);
+    assert_eq!(
+        spread(bulk),
+        [b.times.spread.p95, b.times.spread.min, b.times.spread.max]
+    );
     assert_eq!(bulk["layers"], 32);
     // A pair report without a KV section has no rows: refused, with what to use instead.
     report.kv = None;

@@ -206,23 +206,67 @@ pub struct KvDirections {
 pub struct KvOpRow {
     /// `read` (decode pulls) or `write` (prefill pushes).
     pub op: String,
+    /// Its request's times and rate, written flat.
+    #[serde(flatten)]
+    pub times: KvRowTimes,
+    /// Whether its blocks arrived intact, over which paths, or why it measured nothing; flat.
+    #[serde(flatten)]
+    pub check: KvRowCheck,
+}
+
+/// The request figures a row run on fresh ranks shares with the main run (the bulk row, the
+/// other operation), written flat in the row so the JSON keys are the main run's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KvRowTimes {
     /// Per request, end to end over every rank (ms); absent when not measured.
     pub request_ms_p50: Option<f64>,
     pub request_ms_p99: Option<f64>,
     /// Its p95, fastest and slowest request (ms), as the main run's.
     #[serde(flatten)]
     pub spread: KvSpread,
+    /// Synchronised repetitions measured (after the warm-up).
     pub repetitions: Option<u64>,
-    /// `bytes_moved_per_request` over `request_ms_p50` (bytes/s).
+    /// `bytes_moved_per_request` over `request_ms_p50` (bytes/s, all peers together).
     pub bandwidth_bps: Option<f64>,
+}
+
+impl KvRowTimes {
+    /// The figures of a finished run's KV section: a p50 of zero or less is not a measurement,
+    /// and the rate is known only with a p50.
+    pub fn of(kv: &KvOutcome) -> KvRowTimes {
+        let p50 = kv.request_ms_p50.filter(|ms| *ms > 0.0);
+        KvRowTimes {
+            request_ms_p50: p50,
+            request_ms_p99: kv.request_ms_p99,
+            spread: kv.spread,
+            repetitions: kv.repetitions,
+            bandwidth_bps: p50.map(|ms| kv.bytes_moved_per_request as f64 / (ms / 1e3)),
+        }
+    }
+}
+
+/// How a row run on fresh ranks ended, written flat after its figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KvRowCheck {
     /// Every block arrived intact at its destination.
     pub verified: bool,
     /// The data paths its initiators reported, distinct, in peer order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub data_paths: Vec<String>,
-    /// Why it measured nothing, if it did not.
+    /// Why it measured nothing, if it did not (its figures are then not known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+}
+
+impl KvRowCheck {
+    /// A run that measured nothing: not verified, and why.
+    pub fn failed(why: &str) -> KvRowCheck {
+        KvRowCheck {
+            verified: false,
+            data_paths: Vec::new(),
+            failure: Some(why.to_string()),
+        }
+    }
 }
 
 /// The burst run: fresh ranks of the same engine, operation, memory and sides whose destination
@@ -325,27 +369,15 @@ pub struct KvBulk {
     pub descriptors_per_request: u64,
     /// What every peer moved together for one request: the paged request's bytes.
     pub bytes_moved_per_request: u64,
-    /// Per request, end to end over every rank (ms); absent when it was not measured.
-    pub request_ms_p50: Option<f64>,
-    pub request_ms_p99: Option<f64>,
-    /// Its p95, fastest and slowest request (ms), as the paged request's.
+    /// The bulk request's times and rate, written flat.
     #[serde(flatten)]
-    pub spread: KvSpread,
-    /// Synchronised repetitions measured (after the warm-up).
-    pub repetitions: Option<u64>,
-    /// `bytes_moved_per_request` over `request_ms_p50` (bytes/s, all peers together).
-    pub bandwidth_bps: Option<f64>,
+    pub times: KvRowTimes,
     /// The paged request's rate over the bulk one (the bulk p50 over the paged p50, same bytes):
     /// 1.0 is the wire ceiling, 0.25 a paged request at a quarter of it.
     pub paged_over_bulk: Option<f64>,
-    /// Every peer's block arrived intact at its destination.
-    pub verified: bool,
-    /// The data paths the bulk ranks' initiators reported, distinct, in peer order.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub data_paths: Vec<String>,
-    /// Why the bulk row measured nothing, if it did not (its figures are then not known).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure: Option<String>,
+    /// Whether every peer's block arrived intact, over which paths, or why it measured nothing.
+    #[serde(flatten)]
+    pub check: KvRowCheck,
 }
 
 /// One rank process of the per-rank model.
@@ -435,4 +467,78 @@ pub struct KvSweepPoint {
     pub post_share: Option<f64>,
     pub bandwidth_bps: Option<f64>,
     pub verified: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn times() -> KvRowTimes {
+        KvRowTimes {
+            request_ms_p50: Some(2.5),
+            request_ms_p99: Some(3.0),
+            spread: KvSpread {
+                p95: Some(2.9),
+                min: Some(2.0),
+                max: Some(3.1),
+            },
+            repetitions: Some(5),
+            bandwidth_bps: Some(1e9),
+        }
+    }
+
+    fn check() -> KvRowCheck {
+        KvRowCheck {
+            verified: true,
+            data_paths: vec!["cma/memory".into()],
+            failure: None,
+        }
+    }
+
+    /// The shared figures are written flat, in the keys and the order the rows had before they
+    /// shared them (the JSON contract), and read back the same.
+    #[test]
+    fn the_rows_shared_figures_keep_their_flat_json_spelling() {
+        let bulk = KvBulk {
+            descriptors_per_request: 2,
+            bytes_moved_per_request: 8,
+            times: times(),
+            paged_over_bulk: Some(0.25),
+            check: check(),
+        };
+        let json = serde_json::to_string(&bulk).unwrap();
+        let figures = r#""request_ms_p50":2.5,"request_ms_p99":3.0,"request_ms_p95":2.9,"request_ms_min":2.0,"request_ms_max":3.1,"repetitions":5,"bandwidth_bps":1000000000.0"#;
+        let ended = r#""verified":true,"data_paths":["cma/memory"]"#;
+        let want = format!(
+            r#"{{"descriptors_per_request":2,"bytes_moved_per_request":8,{figures},"paged_over_bulk":0.25,{ended}}}"#
+        );
+        assert_eq!(json, want);
+        assert_eq!(serde_json::from_str::<KvBulk>(&json).unwrap(), bulk);
+        let row = KvOpRow {
+            op: "write".into(),
+            times: times(),
+            check: check(),
+        };
+        let json = serde_json::to_string(&row).unwrap();
+        assert_eq!(json, format!(r#"{{"op":"write",{figures},{ended}}}"#));
+        assert_eq!(serde_json::from_str::<KvOpRow>(&json).unwrap(), row);
+    }
+
+    /// A row that measured nothing: its figures absent (`null` where the keys were always
+    /// written), not verified, and why; absent figures read back as not known.
+    #[test]
+    fn a_row_that_measured_nothing_writes_null_figures_and_why() {
+        let row = KvOpRow {
+            op: "read".into(),
+            times: KvRowTimes::default(),
+            check: KvRowCheck::failed("kv-rank p1 exited early"),
+        };
+        let json = serde_json::to_string(&row).unwrap();
+        let want = r#"{"op":"read","request_ms_p50":null,"request_ms_p99":null,"repetitions":null,"bandwidth_bps":null,"verified":false,"failure":"kv-rank p1 exited early"}"#;
+        assert_eq!(json, want);
+        let sparse = r#"{"op":"read","verified":false}"#;
+        let read = serde_json::from_str::<KvOpRow>(sparse).unwrap();
+        assert_eq!(read.times, KvRowTimes::default());
+        assert!(read.check.failure.is_none() && read.check.data_paths.is_empty());
+    }
 }

@@ -14,7 +14,7 @@
 use super::control::KvRuns;
 use super::{KvOp, KvPlan, KvRow};
 use crate::run::{Interrupted, PairError, PairOutcome};
-use icb_core::{KvBulk, KvLayout, KvOutcome, KvSide};
+use icb_core::{KvBulk, KvLayout, KvOutcome, KvRowCheck, KvRowTimes, KvSide};
 use std::collections::HashMap;
 use tokio_util::sync::CancellationToken;
 
@@ -98,7 +98,7 @@ pub async fn add_bulk<R: KvRuns>(
     };
     tracing::info!(
         "bulk row: p50 {:?} ms, paged/bulk {:?}",
-        row.request_ms_p50,
+        row.times.request_ms_p50,
         row.paged_over_bulk
     );
     if let Some(kv) = outcome.report.kv.as_mut() {
@@ -110,19 +110,21 @@ pub async fn add_bulk<R: KvRuns>(
 /// The bulk row of a finished bulk run's KV section, against the paged request it is the
 /// ceiling of.
 pub fn bulk_of(kv: &KvOutcome, paged: &KvOutcome) -> KvBulk {
-    let data_paths = distinct_data_paths(kv);
-    let p50 = kv.request_ms_p50.filter(|ms| *ms > 0.0);
     KvBulk {
         descriptors_per_request: kv.descriptors_per_request,
         bytes_moved_per_request: kv.bytes_moved_per_request,
-        request_ms_p50: p50,
-        request_ms_p99: kv.request_ms_p99,
-        spread: kv.spread,
-        repetitions: kv.repetitions,
-        bandwidth_bps: p50.map(|ms| kv.bytes_moved_per_request as f64 / (ms / 1e3)),
+        times: KvRowTimes::of(kv),
         paged_over_bulk: paged_over_bulk(paged, kv),
+        check: row_check(kv),
+    }
+}
+
+/// How a row run on fresh ranks ended (the bulk row's, the other operation's): verified, its
+/// data paths, the first peer's failure.
+pub(super) fn row_check(kv: &KvOutcome) -> KvRowCheck {
+    KvRowCheck {
         verified: all_verified(kv),
-        data_paths,
+        data_paths: distinct_data_paths(kv),
         failure: kv.peers.iter().find_map(|p| p.failure.clone()),
     }
 }
@@ -160,15 +162,9 @@ pub fn bulk_not_measured(paged: &KvOutcome, why: &str) -> KvBulk {
     KvBulk {
         descriptors_per_request: paged.peers.len() as u64,
         bytes_moved_per_request: paged.bytes_moved_per_request,
-        request_ms_p50: None,
-        request_ms_p99: None,
-        spread: Default::default(),
-        repetitions: None,
-        bandwidth_bps: None,
+        times: KvRowTimes::default(),
         paged_over_bulk: None,
-        verified: false,
-        data_paths: Vec::new(),
-        failure: Some(why.to_string()),
+        check: KvRowCheck::failed(why),
     }
 }
 
@@ -274,24 +270,24 @@ mod tests {
         let row = bulk_of(&bulk, &paged);
         assert_eq!(row.descriptors_per_request, 2);
         assert_eq!(row.bytes_moved_per_request, 8 << 20);
-        assert_eq!(row.request_ms_p50, Some(1.0));
-        assert_eq!(row.repetitions, Some(3));
-        assert!((row.bandwidth_bps.unwrap() - 8.388608e9).abs() < 1.0, "{row:?}");
+        assert_eq!(row.times.request_ms_p50, Some(1.0));
+        assert_eq!(row.times.repetitions, Some(3));
+        assert!((row.times.bandwidth_bps.unwrap() - 8.388608e9).abs() < 1.0, "{row:?}");
         assert_eq!(row.paged_over_bulk, Some(0.25));
-        assert!(row.verified && row.failure.is_none());
-        assert_eq!(row.data_paths, ["cma/memory", "sysv/memory"]);
+        assert!(row.check.verified && row.check.failure.is_none());
+        assert_eq!(row.check.data_paths, ["cma/memory", "sysv/memory"]);
         // A block that did not arrive intact: not verified; a bulk run of other bytes or one not
         // measured: no ratio (not known, never 1).
         bulk.peers[1].verified = false;
-        assert!(!bulk_of(&bulk, &paged).verified);
+        assert!(!bulk_of(&bulk, &paged).check.verified);
         bulk.bytes_moved_per_request += 1;
         assert_eq!(bulk_of(&bulk, &paged).paged_over_bulk, None);
         bulk.bytes_moved_per_request -= 1;
         bulk.request_ms_p50 = None;
         let row = bulk_of(&bulk, &paged);
-        assert_eq!((row.paged_over_bulk, row.bandwidth_bps), (None, None));
+        assert_eq!((row.paged_over_bulk, row.times.bandwidth_bps), (None, None));
         let failed = bulk_not_measured(&paged, "kv-rank d0 exited early");
-        assert_eq!(failed.failure.as_deref(), Some("kv-rank d0 exited early"));
-        assert!(!failed.verified && failed.request_ms_p50.is_none());
+        assert_eq!(failed.check.failure.as_deref(), Some("kv-rank d0 exited early"));
+        assert!(!failed.check.verified && failed.times.request_ms_p50.is_none());
     }
 }

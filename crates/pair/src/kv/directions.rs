@@ -19,7 +19,7 @@
 use super::control::KvRuns;
 use super::{KvOp, KvPlan, kv_rows};
 use crate::run::{Interrupted, PairError, PairOutcome};
-use icb_core::{KvDirections, KvOpRow, KvOutcome};
+use icb_core::{KvDirections, KvOpRow, KvOutcome, KvRowCheck, KvRowTimes};
 use tokio_util::sync::CancellationToken;
 
 /// How-manieth run the other operation's is ([`KvRuns::run`]; the TCP control is 1, the bulk
@@ -190,7 +190,7 @@ pub async fn add_other_op<R: KvRuns>(
         Err(PairError::Interrupted(i)) => return Err(PairError::Interrupted(Interrupted::after(outcome, i))),
         Err(e) => not_measured(op, &e.to_string()),
     };
-    tracing::info!("{}: p50 {:?} ms", other.op, other.request_ms_p50);
+    tracing::info!("{}: p50 {:?} ms", other.op, other.times.request_ms_p50);
     if let Some(kv) = outcome.report.kv.as_mut() {
         kv.directions = Some(KvDirections {
             other,
@@ -212,17 +212,10 @@ pub async fn add_other_op<R: KvRuns>(
 
 /// The other operation's row of its run's KV section.
 pub fn op_row(kv: &KvOutcome) -> KvOpRow {
-    let p50 = kv.request_ms_p50.filter(|ms| *ms > 0.0);
     KvOpRow {
         op: kv.op.clone(),
-        request_ms_p50: p50,
-        request_ms_p99: kv.request_ms_p99,
-        spread: kv.spread,
-        repetitions: kv.repetitions,
-        bandwidth_bps: p50.map(|ms| kv.bytes_moved_per_request as f64 / (ms / 1e3)),
-        verified: super::bulk::all_verified(kv),
-        data_paths: super::bulk::distinct_data_paths(kv),
-        failure: kv.peers.iter().find_map(|p| p.failure.clone()),
+        times: KvRowTimes::of(kv),
+        check: super::bulk::row_check(kv),
     }
 }
 
@@ -230,14 +223,8 @@ pub fn op_row(kv: &KvOutcome) -> KvOpRow {
 pub fn not_measured(op: KvOp, why: &str) -> KvOpRow {
     KvOpRow {
         op: op.as_str().into(),
-        request_ms_p50: None,
-        request_ms_p99: None,
-        spread: Default::default(),
-        repetitions: None,
-        bandwidth_bps: None,
-        verified: false,
-        data_paths: Vec::new(),
-        failure: Some(why.to_string()),
+        times: KvRowTimes::default(),
+        check: KvRowCheck::failed(why),
     }
 }
 
@@ -304,7 +291,7 @@ mod tests {
         assert_eq!(write.pair.settings.warmup_iterations, 1);
         assert_eq!(other_op_plan(&write).op, KvOp::Read);
         let failed = not_measured(KvOp::Write, "kv-rank p1 exited early");
-        assert_eq!((failed.op.as_str(), failed.verified), ("write", false));
-        assert_eq!(failed.failure.as_deref(), Some("kv-rank p1 exited early"));
+        assert_eq!((failed.op.as_str(), failed.check.verified), ("write", false));
+        assert_eq!(failed.check.failure.as_deref(), Some("kv-rank p1 exited early"));
     }
 }
