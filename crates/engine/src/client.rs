@@ -6,7 +6,7 @@ use crate::error::EngineError;
 use crate::measure::{MAX_FIXED_ROUNDS, Rounds, Statistic};
 use crate::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use crate::options::ConnectOptions;
-use crate::report::{SessionRecord, assemble_report};
+use crate::report::{SessionRecord, SessionStart, assemble_report};
 use crate::run_error::RunError;
 use crate::runtime::{LocalUcx, PhaseCtl, PhaseOutcome, Runtime};
 use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, local_hello, phase_during};
@@ -39,24 +39,14 @@ pub fn connect(opts: ConnectOptions) -> Result<PairReport, EngineError> {
 async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineError> {
     apply_bench_controls(&mut opts.settings, |k| std::env::var(k).ok())?;
     validate(&opts.settings)?;
-    let started = Instant::now();
-    let started_at = jiff::Timestamp::now().to_string();
-    let server_addr = crate::session::resolve(&opts.server).await?;
+    let mut start = SessionStart::resolve(&opts.server).await?;
     let ucx_opts = opts.ucx.clone();
     let (mut thread, local) = UcxThread::spawn(move || Runtime::start(&ucx_opts))?;
     let cuda = crate::local::cuda_info();
 
     // A caller without a token gets one that is never cancelled.
     let cancel = opts.cancel.clone().unwrap_or_default();
-    let stream = match crate::control::connect_server(server_addr, &opts.server, opts.connect_timeout, &cancel).await {
-        Ok(stream) => stream,
-        Err(e) => {
-            thread.shutdown(Duration::from_secs(5));
-            return Err(e);
-        }
-    };
-    let local_addr = stream.local_addr().ok();
-    let mut control = Control::new(stream);
+    let mut control = crate::control::connect_client(&mut start, &opts, &cancel, &mut thread).await?;
     let mut done = SessionState::default();
     let result = tokio::select! {
         biased;
@@ -64,15 +54,7 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
         r = run_session(&mut control, &thread, &local, &cuda, &mut opts, &mut done) => r,
     };
     // An interrupted run still reports what it measured, once the server's hello is known.
-    let interrupted = match crate::control::settle_client_session(&mut control, result, done.server.is_some()).await {
-        Ok(interrupted) => interrupted,
-        Err(e) => {
-            drop(control);
-            thread.shutdown(Duration::from_secs(5));
-            return Err(e);
-        }
-    };
-    drop(control);
+    let interrupted = crate::control::end_client_session(control, &mut thread, result, done.server.is_some()).await?;
     thread.shutdown(Duration::from_secs(5));
     let SessionState {
         server: Some(server_hello),
@@ -84,24 +66,17 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
             "the session ended without the server's hello".into(),
         ));
     };
-    let partial = interrupted.then(|| icb_core::PartialRun {
-        reason: "interrupted".into(),
-        planned_cases: opts.settings.case_list().len(),
-    });
 
     let mine = local_hello(Role::Client, &local, &cuda, &opts.tool, false);
     assemble_report(
         &opts,
         SessionRecord {
-            started,
-            started_at,
+            start,
             mine,
             server: server_hello,
-            local_addr,
-            server_addr,
             cases,
             warnings,
-            partial,
+            interrupted,
         },
     )
 }

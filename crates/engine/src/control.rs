@@ -4,6 +4,9 @@
 
 use crate::error::EngineError;
 use crate::messages::Message;
+use crate::options::ConnectOptions;
+use crate::report::SessionStart;
+use crate::ucx_thread::UcxThread;
 use crate::wire::{self, WireError};
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -172,6 +175,44 @@ pub async fn connect_server(
         addr: shown.to_string(),
         detail,
     })
+}
+
+/// Connects a client's control connection to the session's server, noting this side's address
+/// in `start`; when that fails the engine's UCX thread is stopped before the error is returned.
+pub async fn connect_client<S: 'static>(
+    start: &mut SessionStart,
+    opts: &ConnectOptions,
+    cancel: &tokio_util::sync::CancellationToken,
+    thread: &mut UcxThread<S>,
+) -> Result<Control, EngineError> {
+    match connect_server(start.server_addr, &opts.server, opts.connect_timeout, cancel).await {
+        Ok(stream) => {
+            start.local_addr = stream.local_addr().ok();
+            Ok(Control::new(stream))
+        }
+        Err(e) => {
+            thread.shutdown(Duration::from_secs(5));
+            Err(e)
+        }
+    }
+}
+
+/// Ends a client's session with the server: settles it ([`settle_client_session`]) and closes
+/// the control connection; on an error the engine's UCX thread is stopped too, before the caller
+/// returns it. Both engines' clients end here; what they do with the thread after a settled
+/// session (and how long they give it) is their own.
+pub async fn end_client_session<S: 'static>(
+    mut control: Control,
+    thread: &mut UcxThread<S>,
+    result: Result<(), EngineError>,
+    hello_known: bool,
+) -> Result<bool, EngineError> {
+    let settled = settle_client_session(&mut control, result, hello_known).await;
+    drop(control);
+    if settled.is_err() {
+        thread.shutdown(Duration::from_secs(5));
+    }
+    settled
 }
 
 /// Settles a client's ended session with the server: `Ok(false)` finished, `Ok(true)` interrupted

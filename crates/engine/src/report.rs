@@ -8,20 +8,43 @@ use icb_core::readiness::PairReadiness;
 use icb_core::{CaseResult, Endpoint, PAIR_SCHEMA, PairReport, Placement, Verdict, VerdictStatus};
 use std::time::Instant;
 
-/// What one client session produced, for [`assemble_report`].
-pub struct SessionRecord {
+/// When a client session started and between which addresses, for its report.
+pub struct SessionStart {
     pub started: Instant,
     /// RFC 3339, when the run started.
     pub started_at: String,
+    pub server_addr: std::net::SocketAddr,
+    /// This side's end of the control connection, once connected.
+    pub local_addr: Option<std::net::SocketAddr>,
+}
+
+impl SessionStart {
+    /// Starts the clock, then resolves `server` (the run's duration counts the lookup).
+    pub async fn resolve(server: &str) -> Result<SessionStart, EngineError> {
+        let started = Instant::now();
+        let started_at = jiff::Timestamp::now().to_string();
+        let server_addr = crate::session::resolve(server).await?;
+        Ok(SessionStart {
+            started,
+            started_at,
+            server_addr,
+            local_addr: None,
+        })
+    }
+}
+
+/// What one client session produced, for [`assemble_report`].
+pub struct SessionRecord {
+    pub start: SessionStart,
     /// This side's hello (the prefill side).
     pub mine: Hello,
     /// The server's hello (the decode side).
     pub server: Hello,
-    pub local_addr: Option<std::net::SocketAddr>,
-    pub server_addr: std::net::SocketAddr,
     pub cases: Vec<CaseResult>,
     pub warnings: Vec<String>,
-    pub partial: Option<icb_core::PartialRun>,
+    /// Interrupted once the server's hello had arrived: the report is a partial run of the
+    /// planned cases.
+    pub interrupted: bool,
 }
 
 /// The judged report of a client session, the same for both engines: the placement from the two
@@ -41,19 +64,19 @@ pub fn assemble_report(opts: &ConnectOptions, r: SessionRecord) -> Result<PairRe
     let mut report = PairReport {
         schema: PAIR_SCHEMA.to_string(),
         tool: opts.tool.clone(),
-        started_at: r.started_at,
-        duration_s: r.started.elapsed().as_secs_f64(),
+        started_at: r.start.started_at,
+        duration_s: r.start.started.elapsed().as_secs_f64(),
         placement: Placement {
             locality: expectation.locality,
             mode: opts.placement_mode.clone(),
             prefill: Endpoint {
                 host: r.mine.hostname.clone(),
-                address: r.local_addr.map(|a| a.to_string()),
+                address: r.start.local_addr.map(|a| a.to_string()),
                 ..Default::default()
             },
             decode: Endpoint {
                 host: r.server.hostname.clone(),
-                address: Some(r.server_addr.to_string()),
+                address: Some(r.start.server_addr.to_string()),
                 ..Default::default()
             },
         },
@@ -69,7 +92,10 @@ pub fn assemble_report(opts: &ConnectOptions, r: SessionRecord) -> Result<PairRe
             data_paths: Vec::new(),
         },
         warnings: r.warnings,
-        partial: r.partial,
+        partial: r.interrupted.then(|| icb_core::PartialRun {
+            reason: "interrupted".into(),
+            planned_cases: opts.settings.case_list().len(),
+        }),
         ucx_profile: (opts.ucx.profile != icb_core::UcxProfile::Default).then_some(opts.ucx.profile),
         rails: None,
         kv: None,
@@ -155,15 +181,17 @@ mod tests {
             token: None,
         };
         let record = |mine: Hello, server: Hello| SessionRecord {
-            started: Instant::now(),
-            started_at: String::new(),
+            start: SessionStart {
+                started: Instant::now(),
+                started_at: String::new(),
+                server_addr: "127.0.0.1:1".parse().expect("an address"),
+                local_addr: None,
+            },
             mine,
             server,
-            local_addr: None,
-            server_addr: "127.0.0.1:1".parse().expect("an address"),
             cases: Vec::new(),
             warnings: Vec::new(),
-            partial: None,
+            interrupted: false,
         };
         let r = assemble_report(
             &opts,
@@ -180,5 +208,14 @@ mod tests {
         );
         let r = assemble_report(&opts, record(hello("a", None), hello("b", None))).expect("a report");
         assert_eq!(r.expectation.line_rate_bps, None);
+        assert_eq!(r.partial, None, "a session that ran to its end is whole");
+        let interrupted = SessionRecord {
+            interrupted: true,
+            ..record(hello("a", None), hello("b", None))
+        };
+        let r = assemble_report(&opts, interrupted).expect("a report");
+        let partial = r.partial.expect("an interrupted session is a partial run");
+        assert_eq!(partial.reason, "interrupted");
+        assert_eq!(partial.planned_cases, opts.settings.case_list().len());
     }
 }

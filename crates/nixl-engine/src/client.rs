@@ -9,7 +9,7 @@ use crate::nixl_failed;
 use crate::options::NixlOptions;
 use crate::per_case::{CaseKey, attribute_per_case};
 use crate::runtime::{LocalNixl, NixlRuntime, PhaseCtl, PhaseGoal, PhaseOutcome, UcxLog, agent_name, case_len};
-use crate::session::{ENGINE, HELLO_TIMEOUT, case_label, cuda_info, local_hello, no_cuda_reason, resolve};
+use crate::session::{ENGINE, HELLO_TIMEOUT, case_label, cuda_info, local_hello, no_cuda_reason};
 use icb_core::rails::nic_health::HealthSnapshot;
 use icb_core::rails::nic_health::case::CaseHealth;
 use icb_core::{
@@ -18,8 +18,8 @@ use icb_core::{
 use icb_engine::control::{Control, unexpected};
 use icb_engine::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use icb_engine::ucx_thread::UcxThread;
-use icb_engine::{ConnectOptions, EngineError, SessionRecord};
-use std::time::{Duration, Instant};
+use icb_engine::{ConnectOptions, EngineError, SessionRecord, SessionStart};
+use std::time::Duration;
 
 /// Added to every phase deadline: setup and scheduling slack.
 const PHASE_SLACK_S: f64 = 30.0;
@@ -76,9 +76,7 @@ fn validate(opts: &mut ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineE
 }
 
 async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairReport, NixlEngineError> {
-    let started = Instant::now();
-    let started_at = jiff::Timestamp::now().to_string();
-    let server_addr = resolve(&opts.server).await?;
+    let mut start = SessionStart::resolve(&opts.server).await?;
     // NIXL's UCX reads its settings from the environment: a plan's UCX settings (a negative
     // control's `TLS=tcp`) go there before NIXL starts, over the user's own.
     let forced: Vec<(String, String)> = opts
@@ -96,16 +94,7 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
 
     // A caller without a token gets one that is never cancelled.
     let cancel = opts.cancel.clone().unwrap_or_default();
-    let stream =
-        match icb_engine::control::connect_server(server_addr, &opts.server, opts.connect_timeout, &cancel).await {
-            Ok(stream) => stream,
-            Err(e) => {
-                thread.shutdown(Duration::from_secs(5));
-                return Err(e.into());
-            }
-        };
-    let local_addr = stream.local_addr().ok();
-    let mut control = Control::new(stream);
+    let mut control = icb_engine::control::connect_client(&mut start, &opts, &cancel, &mut thread).await?;
     let mut opts = opts;
     let mut done = Session::default();
     let result = tokio::select! {
@@ -115,15 +104,7 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
     };
     // An interrupted run still reports what it measured, once the server's hello is known.
     let interrupted =
-        match icb_engine::control::settle_client_session(&mut control, result, done.server.is_some()).await {
-            Ok(interrupted) => interrupted,
-            Err(e) => {
-                drop(control);
-                thread.shutdown(Duration::from_secs(5));
-                return Err(e.into());
-            }
-        };
-    drop(control);
+        icb_engine::control::end_client_session(control, &mut thread, result, done.server.is_some()).await?;
     let Session {
         server: Some(server_hello),
         mut cases,
@@ -134,10 +115,6 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
         return Err(EngineError::Internal("the session ended without the server's hello".into()).into());
     };
     let mut warnings = Vec::new();
-    let partial = interrupted.then(|| icb_core::PartialRun {
-        reason: "interrupted".into(),
-        planned_cases: opts.settings.case_list().len(),
-    });
     // Destroying the agent (its UCX worker) is what makes UCX print the `used` protocol tables.
     thread.shutdown(Duration::from_secs(10));
     attribute_cases(&mut cases, &log_marks, &log, &local, &mut warnings);
@@ -146,15 +123,12 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
     Ok(icb_engine::assemble_report(
         &opts,
         SessionRecord {
-            started,
-            started_at,
+            start,
             mine,
             server: server_hello,
-            local_addr,
-            server_addr,
             cases,
             warnings,
-            partial,
+            interrupted,
         },
     )?)
 }
