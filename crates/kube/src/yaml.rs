@@ -24,8 +24,12 @@ pub fn pods(text: &str) -> Result<Vec<Pod>, KubeError> {
 /// One object as a YAML document (`---` first), `apiVersion` and `kind` leading as kubectl
 /// prints them, null fields left out.
 pub fn document(api_version: &str, kind: &str, object: &impl serde::Serialize) -> Result<String, KubeError> {
-    let mut value =
-        serde_json::to_value(object).map_err(|e| KubeError::Output(format!("cannot render {kind}: {e}")))?;
+    let value = serde_json::to_value(object).map_err(|e| KubeError::Output(format!("cannot render {kind}: {e}")))?;
+    value_document(api_version, kind, value)
+}
+
+/// [`document`] of an object already turned into JSON (its caller words its own error for that).
+pub(crate) fn value_document(api_version: &str, kind: &str, mut value: serde_json::Value) -> Result<String, KubeError> {
     strip_nulls(&mut value);
     if let serde_json::Value::Object(map) = &mut value {
         let mut ordered = serde_json::Map::new();

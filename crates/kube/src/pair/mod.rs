@@ -177,36 +177,10 @@ impl Prepared {
     pub fn to_yaml(&self) -> Result<String, KubeError> {
         let mut out = String::new();
         for pod in [self.server_pod(), self.client_pod(SERVER_PLACEHOLDER)] {
-            let mut value =
-                serde_json::to_value(&pod).map_err(|e| KubeError::Output(format!("cannot render pod: {e}")))?;
-            strip_nulls(&mut value);
-            if let serde_json::Value::Object(map) = &mut value {
-                // apiVersion/kind first, as kubectl prints them.
-                let mut ordered = serde_json::Map::new();
-                ordered.insert("apiVersion".into(), "v1".into());
-                ordered.insert("kind".into(), "Pod".into());
-                for (k, v) in std::mem::take(map) {
-                    ordered.entry(k).or_insert(v);
-                }
-                *map = ordered;
-            }
-            out.push_str("---\n");
-            out.push_str(
-                &serde_saphyr::to_string(&value).map_err(|e| KubeError::Output(format!("cannot render YAML: {e}")))?,
-            );
+            let value = serde_json::to_value(&pod).map_err(|e| KubeError::Output(format!("cannot render pod: {e}")))?;
+            out.push_str(&crate::yaml::value_document("v1", "Pod", value)?);
         }
         Ok(out)
-    }
-}
-
-fn strip_nulls(v: &mut serde_json::Value) {
-    match v {
-        serde_json::Value::Object(m) => {
-            m.retain(|_, x| !x.is_null());
-            m.values_mut().for_each(strip_nulls);
-        }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(strip_nulls),
-        _ => {}
     }
 }
 
