@@ -168,23 +168,7 @@ impl Fabric {
                 ip(&["-n", hub, "link", "add", "br0", "type", "bridge"])?;
                 ip(&["-n", hub, "link", "set", "br0", "up"])?;
                 for (i, node) in self.nodes.iter().enumerate() {
-                    let port = hub_port(i);
-                    ip(&[
-                        "-n",
-                        &node.netns,
-                        "link",
-                        "add",
-                        NODE_IFACE,
-                        "type",
-                        "veth",
-                        "peer",
-                        "name",
-                        &port,
-                        "netns",
-                        hub,
-                    ])?;
-                    ip(&["-n", hub, "link", "set", &port, "master", "br0"])?;
-                    ip(&["-n", hub, "link", "set", &port, "up"])?;
+                    bridge_port(&node.netns, NODE_IFACE, hub, &hub_port(i), "br0")?;
                 }
             }
         }
@@ -422,4 +406,16 @@ pub fn parse_rate(s: &str) -> std::result::Result<String, String> {
             "bad rate {s:?}: use a positive number and bit, kbit, mbit or gbit, e.g. 30mbit"
         ))
     }
+}
+
+/// Wires `dev` of a node's namespace `netns` to `bridge` in the `hub` namespace: a veth pair
+/// whose peer `port` lands in the hub, enslaved to the bridge and up (the node pair's link and
+/// each rail's).
+pub(crate) fn bridge_port(netns: &str, dev: &str, hub: &str, port: &str, bridge: &str) -> Result<()> {
+    ip(&[
+        "-n", netns, "link", "add", dev, "type", "veth", "peer", "name", port, "netns", hub,
+    ])?;
+    ip(&["-n", hub, "link", "set", port, "master", bridge])?;
+    ip(&["-n", hub, "link", "set", port, "up"])?;
+    Ok(())
 }

@@ -7,7 +7,7 @@
 //! from the node's own sysfs ([`Fabric::sys_root`]), where only the netdevs exist.
 
 use crate::error::{IsolateError, Result};
-use crate::fabric::{Fabric, Wiring, wait_until_running};
+use crate::fabric::{Fabric, Wiring, bridge_port, wait_until_running};
 use crate::tools::{ip, tc};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -67,24 +67,7 @@ pub(crate) fn build_rails(fabric: &Fabric) -> Result<()> {
         ip(&["-n", hub, "link", "set", &bridge, "up"])?;
         let dev = rail_netdev(k);
         for (i, node) in fabric.nodes.iter().enumerate() {
-            let port = rail_port(k, i);
-            let veth = [
-                "-n",
-                &node.netns,
-                "link",
-                "add",
-                &dev,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &port,
-                "netns",
-                hub,
-            ];
-            ip(&veth)?;
-            ip(&["-n", hub, "link", "set", &port, "master", &bridge])?;
-            ip(&["-n", hub, "link", "set", &port, "up"])?;
+            bridge_port(&node.netns, &dev, hub, &rail_port(k, i), &bridge)?;
             let cidr = format!("{}/24", rail_addr(k, i));
             ip(&["-n", &node.netns, "addr", "add", &cidr, "dev", &dev])?;
             ip(&["-n", &node.netns, "link", "set", &dev, "up"])?;
