@@ -102,6 +102,28 @@ pub struct Moved {
     pub src_stride: usize,
 }
 
+impl Moved {
+    /// Where a KV layout's blocks land on one side and came from: on the initiator where
+    /// `lands_on_initiator` (a READ), on the target otherwise (a WRITE). `None` when a figure does
+    /// not fit this platform's `usize` (each engine says so in its own error).
+    pub fn of_kv(kv: &icb_core::KvLayout, lands_on_initiator: bool) -> Option<Moved> {
+        let (dst, src) = if lands_on_initiator {
+            (kv.initiator, kv.target)
+        } else {
+            (kv.target, kv.initiator)
+        };
+        let n = |v: u64| usize::try_from(v).ok();
+        Some(Moved {
+            count: n(kv.count)?,
+            len: n(kv.len)?,
+            dst_offset: n(dst.offset)?,
+            dst_stride: n(dst.stride)?,
+            src_offset: n(src.offset)?,
+            src_stride: n(src.stride)?,
+        })
+    }
+}
+
 /// Checks a destination after a KV transfer: every block holds its source block's bytes for
 /// `seed`, and every byte outside the blocks still holds `gap_seed`'s pattern at its own offset
 /// (nothing landed in another rank's heads or between blocks). A block's mismatch is reported at
@@ -181,6 +203,34 @@ pub enum GatherError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The destination side is the one the blocks land on: the initiator's offsets and stride for
+    /// a READ, the target's for a WRITE, the source the other side's.
+    #[test]
+    fn a_kv_layout_lands_on_the_side_it_names() {
+        let side = |offset, stride| icb_core::KvSide {
+            offset,
+            stride,
+            buffer_bytes: 1 << 20,
+        };
+        let kv = icb_core::KvLayout {
+            count: 4,
+            len: 4096,
+            initiator: side(8192, 16384),
+            target: side(0, 4096),
+        };
+        let read = Moved::of_kv(&kv, true).expect("fits");
+        assert_eq!((read.count, read.len), (4, 4096));
+        assert_eq!(
+            (read.dst_offset, read.dst_stride, read.src_offset, read.src_stride),
+            (8192, 16384, 0, 4096)
+        );
+        let write = Moved::of_kv(&kv, false).expect("fits");
+        assert_eq!(
+            (write.dst_offset, write.dst_stride, write.src_offset, write.src_stride),
+            (0, 4096, 8192, 16384)
+        );
+    }
 
     #[test]
     fn gathered_blocks_are_checked_per_source_and_the_gaps_stay() {

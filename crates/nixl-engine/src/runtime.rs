@@ -435,21 +435,8 @@ impl NixlRuntime {
 /// Where a KV case's blocks land on this side and where they came from.
 fn moved(kv: &icb_core::KvLayout, is_initiator: bool) -> Result<icb_memory::Moved, RuntimeError> {
     // READ lands on the initiator, WRITE on the target; `finish` calls this on the destination.
-    let (dst, src) = if is_initiator {
-        (kv.initiator, kv.target)
-    } else {
-        (kv.target, kv.initiator)
-    };
-    let n =
-        |v: u64| usize::try_from(v).map_err(|_| RuntimeError::TooLarge("KV layout does not fit this platform".into()));
-    Ok(icb_memory::Moved {
-        count: n(kv.count)?,
-        len: n(kv.len)?,
-        dst_offset: n(dst.offset)?,
-        dst_stride: n(dst.stride)?,
-        src_offset: n(src.offset)?,
-        src_stride: n(src.stride)?,
-    })
+    icb_memory::Moved::of_kv(kv, is_initiator)
+        .ok_or_else(|| RuntimeError::TooLarge("KV layout does not fit this platform".into()))
 }
 
 /// The agent's name for this process and role (`icb-decode-<pid>` / `icb-prefill-<pid>`, with the

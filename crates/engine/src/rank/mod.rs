@@ -445,24 +445,8 @@ pub fn sources(plan: &RankPlan) -> Result<Vec<(Moved, u64)>, RankError> {
     plan.peers
         .iter()
         .map(|p| {
-            let kv = p.layout;
-            let (dst, src) = if plan.initiator {
-                (kv.initiator, kv.target)
-            } else {
-                (kv.target, kv.initiator)
-            };
-            let n = |v: u64| usize::try_from(v).map_err(|_| RankError::TooLarge("the KV layout"));
-            Ok((
-                Moved {
-                    count: n(kv.count)?,
-                    len: n(kv.len)?,
-                    dst_offset: n(dst.offset)?,
-                    dst_stride: n(dst.stride)?,
-                    src_offset: n(src.offset)?,
-                    src_stride: n(src.stride)?,
-                },
-                p.source_seed,
-            ))
+            let moved = Moved::of_kv(&p.layout, plan.initiator).ok_or(RankError::TooLarge("the KV layout"))?;
+            Ok((moved, p.source_seed))
         })
         .collect()
 }
