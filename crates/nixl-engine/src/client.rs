@@ -13,7 +13,8 @@ use crate::session::{ENGINE, HELLO_TIMEOUT, case_label, cuda_info, local_hello, 
 use icb_core::rails::nic_health::HealthSnapshot;
 use icb_core::rails::nic_health::case::CaseHealth;
 use icb_core::{
-    CaseEngine, CaseResult, CaseStatus, CudaInfo, Direction, EngineKind, Measurement, MemoryType, PairReport,
+    CaseEngine, CaseResult, CaseShape, CaseStatus, CudaAllocMode, CudaInfo, Direction, EngineKind, Measurement,
+    MemoryPair, MemoryType, PairReport,
 };
 use icb_engine::control::{Control, unexpected};
 use icb_engine::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
@@ -46,22 +47,7 @@ fn validate(opts: &mut ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineE
         crate::options::nixl_settings(opts.settings.clone(), nixl).map_err(|e| EngineError::Settings(e.to_string()))?;
     icb_engine::validate_settings(&settings)?;
     for (shape, memory) in settings.case_list() {
-        let probe = CaseSetup {
-            test: shape.test,
-            memory,
-            size: shape.size,
-            window: if shape.kv.is_some() {
-                1
-            } else {
-                shape.blocks.unwrap_or(1)
-            },
-            seed: 0,
-            // A NIXL request's descriptors are this engine's `window`; UCX's block layout is unused.
-            blocks: 1,
-            untouched: false,
-            kv: shape.kv,
-            cuda_alloc: Default::default(),
-        };
+        let probe = case_setup(&shape, memory, 0, Default::default());
         match shape.kv {
             Some(_) => icb_engine::messages::Message::Setup(probe)
                 .validate()
@@ -73,6 +59,27 @@ fn validate(opts: &mut ConnectOptions, nixl: &NixlOptions) -> Result<(), EngineE
     }
     opts.settings = settings;
     Ok(())
+}
+
+/// One case's setup as this engine runs it (the check of `validate` and the measured case): a
+/// NIXL request's descriptors are this engine's `window` (one for a KV request, whose layout
+/// says the rest); UCX's block layout is unused.
+fn case_setup(shape: &CaseShape, memory: MemoryPair, seed: u64, cuda_alloc: CudaAllocMode) -> CaseSetup {
+    CaseSetup {
+        test: shape.test,
+        memory,
+        size: shape.size,
+        window: if shape.kv.is_some() {
+            1
+        } else {
+            shape.blocks.unwrap_or(1)
+        },
+        seed,
+        blocks: 1,
+        untouched: false,
+        kv: shape.kv,
+        cuda_alloc,
+    }
 }
 
 async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairReport, NixlEngineError> {
@@ -218,22 +225,7 @@ async fn run_session(
             continue;
         };
         seed = seed.wrapping_add(0x9E37_79B9);
-        let setup = CaseSetup {
-            test: shape.test,
-            memory,
-            size: shape.size,
-            window: if shape.kv.is_some() {
-                1
-            } else {
-                shape.blocks.unwrap_or(1)
-            },
-            seed,
-            // A NIXL request's descriptors are this engine's `window`; UCX's block layout is unused.
-            blocks: 1,
-            untouched: false,
-            kv: shape.kv,
-            cuda_alloc: s.cuda_alloc,
-        };
+        let setup = case_setup(&shape, memory, seed, s.cuda_alloc);
         let case = run_case(control, thread, setup, direction, &s, cuda, &server).await?;
         if let Some(cb) = opts.on_case.as_mut() {
             cb(&case);
