@@ -110,6 +110,22 @@ pub fn parse_cpulist(text: &str) -> Option<Vec<u32>> {
     Some(cpus)
 }
 
+/// The CPUs the calling thread may run on (its affinity, as the kernel lists it in
+/// `/proc/thread-self/status`), ascending; what the processes it starts inherit. Empty when the
+/// kernel does not say.
+pub fn allowed_cpus() -> Vec<u32> {
+    std::fs::read_to_string("/proc/thread-self/status")
+        .ok()
+        .and_then(|status| cpus_allowed(&status))
+        .unwrap_or_default()
+}
+
+/// The `Cpus_allowed_list` of a `/proc/…/status` text.
+fn cpus_allowed(status: &str) -> Option<Vec<u32>> {
+    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    parse_cpulist(list.trim())
+}
+
 /// CPUs as the kernel (and `taskset -c`) writes them: `0-3,8,10-11`.
 pub fn format_cpulist(cpus: &[u32]) -> String {
     let mut sorted = cpus.to_vec();
@@ -135,6 +151,23 @@ pub fn format_cpulist(cpus: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// This process runs somewhere: its affinity names at least one CPU, ascending, each once,
+    /// and written as a cpulist it reads back the same.
+    #[test]
+    fn this_process_may_run_on_an_ascending_set_of_cpus() {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty(), "the kernel names no CPU for this process");
+        assert!(cpus.windows(2).all(|w| w[0] < w[1]), "{cpus:?}");
+        assert_eq!(parse_cpulist(&format_cpulist(&cpus)), Some(cpus));
+        let status = "Name:\tx\nCpus_allowed:\tff\nCpus_allowed_list:\t0-3,8\nMems_allowed_list:\t0\n";
+        assert_eq!(cpus_allowed(status), Some(vec![0, 1, 2, 3, 8]));
+        assert_eq!(
+            cpus_allowed("Name:\tx\n"),
+            None,
+            "a status without the list is not known"
+        );
+    }
 
     #[test]
     fn cpulists_parse_and_format_as_the_kernel_writes_them() {

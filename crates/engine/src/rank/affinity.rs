@@ -5,7 +5,7 @@
 
 use super::RankError;
 use icb_core::protocol::kv_rank::RankPlan;
-use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+use nix::sched::{CpuSet, sched_setaffinity};
 use nix::unistd::Pid;
 
 /// Pins this process's calling thread (and every thread it starts later) to the plan's CPUs, if
@@ -29,20 +29,23 @@ pub fn place(plan: &RankPlan) -> Result<(), RankError> {
 }
 
 /// The CPUs this thread may run on, ascending (empty if the kernel does not say).
-pub fn current() -> Vec<u32> {
-    let Ok(set) = sched_getaffinity(Pid::from_raw(0)) else {
-        return Vec::new();
-    };
-    (0..CpuSet::count())
-        .filter(|&i| set.is_set(i).unwrap_or(false))
-        .filter_map(|i| u32::try_from(i).ok())
-        .collect()
-}
+pub use icb_probe::numa::allowed_cpus as current;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use icb_core::protocol::kv_rank::{CpuPlacement, RankId, RankSide};
+
+    /// What the kernel lists for this thread is what `sched_getaffinity` gives it.
+    #[test]
+    fn the_current_cpus_are_the_threads_affinity() {
+        let set = nix::sched::sched_getaffinity(Pid::from_raw(0)).expect("this thread's affinity");
+        let cpus: Vec<u32> = (0..CpuSet::count())
+            .filter(|&i| set.is_set(i).unwrap_or(false))
+            .filter_map(|i| u32::try_from(i).ok())
+            .collect();
+        assert_eq!(current(), cpus);
+    }
 
     fn plan(cpus: Vec<u32>) -> RankPlan {
         RankPlan {

@@ -104,16 +104,7 @@ pub fn place_ranks(topo: &CpuTopology, allowed: &[u32], ranks: &[RankDevice]) ->
 }
 
 /// The CPUs this process may run on (its affinity), ascending; what the ranks it starts inherit.
-pub fn allowed_cpus() -> Vec<u32> {
-    use nix::sched::{CpuSet, sched_getaffinity};
-    let Ok(set) = sched_getaffinity(nix::unistd::Pid::from_raw(0)) else {
-        return Vec::new();
-    };
-    (0..CpuSet::count())
-        .filter(|&i| set.is_set(i).unwrap_or(false))
-        .filter_map(|i| u32::try_from(i).ok())
-        .collect()
-}
+pub use icb_probe::numa::allowed_cpus;
 
 #[cfg(test)]
 mod tests {
