@@ -83,13 +83,14 @@ fn script(name: &str, args: &[&str]) -> Output {
     child.wait_with_output().unwrap()
 }
 
-/// CI makes the image's base beside the test run and builds the image from it later (issue 37):
-/// `scripts/image-check` takes one of `--make-base IMAGE` and `--base IMAGE`, and `scripts/asan
-/// --libs` (the build beside) never builds the root package's test binaries. Each wrong use is
-/// one line naming what to change, exit 2, before anything is made or built.
+/// CI makes the image's base and builds the image beside its build and test run, and checks the
+/// image after them (issue 37): `scripts/image-check` takes one of `--make-base IMAGE`, `--base
+/// IMAGE [--build-only IMAGE]` and `--image IMAGE`, and `scripts/asan --target-dir DIR` needs its
+/// directory. Each wrong use is one line naming what to change, exit 2, before anything is made
+/// or built.
 #[test]
 fn the_split_image_and_asan_steps_refuse_a_wrong_use_in_one_line() {
-    let cases: [(&str, &[&str], &str); 5] = [
+    let cases: [(&str, &[&str], &str); 10] = [
         ("image-check", &["--base", "a", "--make-base", "b"], "give one of them"),
         ("image-check", &["--make-base"], "--make-base needs the name"),
         ("image-check", &["--base", ""], "--base needs an image name"),
@@ -98,7 +99,24 @@ fn the_split_image_and_asan_steps_refuse_a_wrong_use_in_one_line() {
             &["--make-base", "x", "--keep-image"],
             "drop --keep-image",
         ),
-        ("asan", &["--libs", "--full"], "drop --full"),
+        ("image-check", &["--build-only", "x"], "--build-only needs --base BASE"),
+        (
+            "image-check",
+            &["--make-base", "b", "--build-only", "x"],
+            "give one of them",
+        ),
+        (
+            "image-check",
+            &["--image", "i", "--base", "b"],
+            "drop --make-base, --base and --build-only",
+        ),
+        (
+            "image-check",
+            &["--base", "b", "--build-only", "x", "--keep-image"],
+            "drop --keep-image",
+        ),
+        ("asan", &["--target-dir"], "--target-dir needs a directory"),
+        ("asan", &["--libs"], "unknown argument '--libs'"),
     ];
     for (name, args, want) in cases {
         let out = script(name, args);
@@ -110,40 +128,44 @@ fn the_split_image_and_asan_steps_refuse_a_wrong_use_in_one_line() {
     }
 }
 
-/// The fuzz smoke starts beside the test run and waits for its targets (issue 37):
-/// `scripts/ci-fuzz-smoke` runs the smoke only once scripts/ci-beside's times file says the fuzz
-/// build ended with 0; a failed build, or one not ended within the wait, is one line and exit 1
-/// with no target run; a wrong wait or no times file is exit 2. Past the wait it is
-/// `scripts/fuzz-campaign --smoke ARGS`: here with an opt-level that campaign refuses, so that
-/// its own one-line refusal shows the hand-over without running a fuzzer.
+/// The fuzz smoke and the bench image's build start beside the test run and wait for what they
+/// need (issue 37): `scripts/ci-after TIMES BUILD CMD...` runs CMD only once scripts/ci-beside's
+/// times file says BUILD ended with 0; a failed build, or one not ended within the wait, is one
+/// line and exit 1 with CMD not run; a wrong wait or a missing argument is exit 2. Past the wait
+/// it is CMD itself: here `scripts/fuzz-campaign --smoke` with an opt-level that campaign refuses,
+/// so that its own one-line refusal shows the hand-over without running a fuzzer.
 #[test]
-fn the_fuzz_smoke_waits_for_its_build_and_runs_only_after_a_good_one() {
+fn a_job_after_a_build_waits_for_it_and_runs_only_after_a_good_one() {
     let dir = tempfile::tempdir().unwrap();
     let times = dir.path().join("times.tsv");
+    let smoke = repo().join("scripts/fuzz-campaign");
     let run = |wait: &str, rows: &str, args: &[&str]| -> Output {
         fs::write(&times, rows).unwrap();
-        let mut all = vec![times.to_str().unwrap()];
-        all.extend_from_slice(args);
         let mut c = Command::new("bash");
-        c.arg(repo().join("scripts/ci-fuzz-smoke"))
-            .args(&all)
-            .env("IC_BENCH_CI_SMOKE_WAIT", wait)
+        c.arg(repo().join("scripts/ci-after"))
+            .arg(&times)
+            .arg("fuzz-build")
+            .arg(&smoke)
+            .arg("--smoke")
+            .args(args)
+            .env("IC_BENCH_CI_AFTER_WAIT", wait)
             .stdin(Stdio::null());
         c.output().expect("bash runs")
     };
     let err = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
     let failed = run("60", "cargo-fuzz-install\t9.0\t0\t100\nfuzz-build\t1.0\t101\t50\n", &[]);
     assert_eq!(failed.status.code(), Some(1), "{}", err(&failed));
-    assert!(
-        err(&failed).contains("the fuzz build failed (exit 101"),
-        "{}",
-        err(&failed)
-    );
+    assert!(err(&failed).contains("fuzz-build failed (exit 101"), "{}", err(&failed));
     assert_eq!(err(&failed).lines().count(), 1, "{}", err(&failed));
+    // Another build's good row is not this one's.
     let started = Instant::now();
-    let never = run("1", "cargo-fuzz-install\t9.0\t0\t100\n", &[]);
+    let never = run("1", "cargo-fuzz-install\t9.0\t0\t100\nrelease\t3.0\t0\t9\n", &[]);
     assert_eq!(never.status.code(), Some(1), "{}", err(&never));
-    assert!(err(&never).contains("had not ended after 1 s"), "{}", err(&never));
+    assert!(
+        err(&never).contains("fuzz-build had not ended after 1 s"),
+        "{}",
+        err(&never)
+    );
     assert!(started.elapsed() < Duration::from_secs(15), "the wait has a deadline");
     let bad_wait = run("soon", "", &[]);
     assert_eq!(bad_wait.status.code(), Some(2), "{}", err(&bad_wait));
@@ -154,7 +176,7 @@ fn the_fuzz_smoke_waits_for_its_build_and_runs_only_after_a_good_one() {
     );
     let built = run("60", "fuzz-build\t1.0\t0\t50\n", &["--opt-level", "9"]);
     let out = String::from_utf8_lossy(&built.stdout);
-    assert!(out.contains("the smoke begins"), "{out}{}", err(&built));
+    assert!(out.contains("fuzz-build has ended well"), "{out}{}", err(&built));
     assert_eq!(
         built.status.code(),
         Some(2),
@@ -162,8 +184,8 @@ fn the_fuzz_smoke_waits_for_its_build_and_runs_only_after_a_good_one() {
         err(&built)
     );
     assert!(err(&built).starts_with("fuzz-campaign: "), "{}", err(&built));
-    let no_file = script("ci-fuzz-smoke", &[]);
-    assert_eq!(no_file.status.code(), Some(2), "{}", err(&no_file));
+    let no_cmd = script("ci-after", &[times.to_str().unwrap(), "fuzz-build"]);
+    assert_eq!(no_cmd.status.code(), Some(2), "{}", err(&no_cmd));
 }
 
 /// Runs `body` in `dir` after `.ci/run`'s own step and beside-job functions, cut out of it (from
@@ -423,6 +445,126 @@ fn test_timer_times_a_binary_and_reports_the_slowest() {
         text.contains("2 test result lines: 2 passed, 1 failed, 1 ignored"),
         "{text}"
     );
+}
+
+/// A test binary named in IC_BENCH_TEST_BESIDE runs in the background while cargo goes on
+/// (issue 37: `sweep_soak` mostly waits): the runner returns at once, `--wait-beside` waits for
+/// it, adds its output to the log, records its row and exits with its failure; past the wait it
+/// is stopped (124), and `--stop-beside` (CI's exit trap) stops one still running.
+#[test]
+fn test_timer_runs_a_named_binary_beside_and_the_wait_makes_its_result_the_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("soak-0123456789abcdef");
+    executable(
+        &bin,
+        b"#!/usr/bin/env bash\necho \"running 1 test\"\nsleep \"${FAKE_SLEEP:-1}\"\n\
+          echo \"test soaked ... ok <1.000s>\"\n\
+          echo \"test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 1.00s\"\n\
+          exit \"${FAKE_RC:-0}\"\n",
+    );
+    let times = dir.path().join("times.tsv");
+    fs::write(&times, "").unwrap();
+    let log = dir.path().join("test.log");
+    let start = |beside: &str, env: &[(&str, &str)], with_times: bool| -> (Option<i32>, String, String, Duration) {
+        let mut c = Command::new("bash");
+        c.arg(test_timer())
+            .arg(&bin)
+            .env("CARGO_PKG_NAME", "pkg")
+            .env("IC_BENCH_TEST_BESIDE", beside)
+            .envs(env.iter().copied());
+        if with_times {
+            c.env("IC_BENCH_TEST_TIMES", &times);
+        } else {
+            c.env_remove("IC_BENCH_TEST_TIMES");
+        }
+        let t = Instant::now();
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            t.elapsed(),
+        )
+    };
+    let wait = |secs: &str| -> Output {
+        Command::new("bash")
+            .arg(test_timer())
+            .arg("--wait-beside")
+            .arg(&log)
+            .arg(secs)
+            .env("IC_BENCH_TEST_TIMES", &times)
+            .output()
+            .unwrap()
+    };
+    // Named: back at once, and the wait makes its output the log's and its row the file's.
+    let (code, out, _, took) = start("other/x pkg/soak", &[("FAKE_SLEEP", "2")], true);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("pkg/soak runs beside"), "{out}");
+    assert!(took < Duration::from_secs(2), "the runner waited for it: {took:?}");
+    let ok = wait("60");
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    let text = fs::read_to_string(&log).unwrap();
+    assert!(text.contains("Running pkg/soak beside"), "{text}");
+    assert!(text.contains("test result: ok. 1 passed"), "{text}");
+    let rows = fs::read_to_string(&times).unwrap();
+    assert!(rows.contains("\t0\tpkg/soak\t"), "{rows}");
+    // Its failure is the wait's.
+    let (code, ..) = start("pkg/soak", &[("FAKE_RC", "3")], true);
+    assert_eq!(code, Some(0));
+    let failed = wait("60");
+    assert_eq!(failed.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&failed.stderr).contains("pkg/soak (beside) failed: exit 3"),
+        "{}",
+        String::from_utf8_lossy(&failed.stderr)
+    );
+    // Past the wait it is stopped, and the wait says so.
+    let (code, ..) = start("pkg/soak", &[("FAKE_SLEEP", "60")], true);
+    assert_eq!(code, Some(0));
+    let t = Instant::now();
+    let late = wait("1");
+    assert_eq!(late.status.code(), Some(124));
+    assert!(t.elapsed() < Duration::from_secs(15), "the wait has a deadline");
+    assert!(
+        fs::read_to_string(&log)
+            .unwrap()
+            .contains("had not ended within the wait of 1 s")
+    );
+    // CI's exit trap stops one still running: its process group is gone.
+    let (code, ..) = start("pkg/soak", &[("FAKE_SLEEP", "60")], true);
+    assert_eq!(code, Some(0));
+    let pid_file = dir.path().join("times.tsv.beside/pkg--soak.pid");
+    let pgid: i32 = fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let stop = Command::new("bash")
+        .arg(test_timer())
+        .arg("--stop-beside")
+        .env("IC_BENCH_TEST_TIMES", &times)
+        .output()
+        .unwrap();
+    assert_eq!(stop.status.code(), Some(0));
+    // Alive: its /proc entry is there and not a zombie's (nobody may reap an orphan here).
+    let alive = || {
+        fs::read_to_string(format!("/proc/{pgid}/stat")).is_ok_and(|st| {
+            st.rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+        })
+    };
+    let gone = Instant::now() + Duration::from_secs(10);
+    while alive() && Instant::now() < gone {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(), "the binary beside still runs");
+    // A malformed entry, or no times file to keep its output beside, is one line and exit 2.
+    for (beside, with_times, want) in [
+        ("soak", true, "not 'soak'"),
+        ("pkg/soak", false, "needs IC_BENCH_TEST_TIMES"),
+    ] {
+        let (code, out, err, _) = start(beside, &[], with_times);
+        assert_eq!(code, Some(2), "{beside}: {out}");
+        assert_eq!(err.lines().count(), 1, "{beside}: {err}");
+        assert!(err.contains(want), "{beside}: {err}");
+    }
 }
 
 /// CI's log holds every test of the workspace, far more than a pipe holds: the report reads its

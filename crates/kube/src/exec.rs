@@ -72,9 +72,9 @@ impl Cluster {
                 Some(s) => s.await,
                 None => None,
             };
-            let exit_code = exit_code_of(status.as_ref()).map_err(|detail| KubeError::Transport {
+            let exit_code = exit_code_of(status.as_ref()).map_err(|e| KubeError::Transport {
                 what: what.clone(),
-                detail,
+                detail: e.to_string(),
             })?;
             let _ = proc.join().await;
             Ok(ExecOutput {
@@ -189,6 +189,37 @@ impl Cluster {
     }
 }
 
+/// Why an [`ExecSession`] has no exit code, or could not take its stdin. The callers word it
+/// into their own errors; the in-place launcher decides on the exit code it carries instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    /// The status channel ended with no status (the connection broke).
+    #[error("the connection closed without an exit status")]
+    ClosedWithoutStatus,
+    /// The API server said the command did not run (its message, on one line).
+    #[error("command failed to run: {0}")]
+    FailedToRun(String),
+    #[error("no exit status within {}", humanize(*.0))]
+    NoStatusWithin(Duration),
+    /// [`ExecSession::exit_code`] was already called and its status taken.
+    #[error("the exit status was already read")]
+    StatusAlreadyRead,
+    #[error("stdin is already closed")]
+    StdinClosed,
+    /// The command's output or status ended while its stdin was still being written.
+    #[error("the connection ended")]
+    ConnectionEnded,
+    /// Writing stdin failed (the I/O error's kind and its message).
+    #[error("{1}")]
+    Stdin(std::io::ErrorKind, String),
+}
+
+impl ExecError {
+    fn stdin(e: std::io::Error) -> Self {
+        Self::Stdin(e.kind(), e.to_string())
+    }
+}
+
 type StatusFuture = std::pin::Pin<
     Box<dyn std::future::Future<Output = Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>> + Send>,
 >;
@@ -201,7 +232,7 @@ pub struct ExecSession {
     lines: tokio::sync::mpsc::UnboundedReceiver<String>,
     stderr: Arc<Mutex<VecDeque<String>>>,
     status: Option<StatusFuture>,
-    exit: Option<Result<i32, String>>,
+    exit: Option<Result<i32, ExecError>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -238,16 +269,16 @@ impl ExecSession {
 
     /// After stdout ended: the exit code (`Err` says why there is none: the connection closed
     /// without a status, the command could not start …), waiting at most `within`.
-    pub async fn exit_code(&mut self, within: Duration) -> Result<i32, String> {
+    pub async fn exit_code(&mut self, within: Duration) -> Result<i32, ExecError> {
         if let Some(done) = &self.exit {
             return done.clone();
         }
         let result = match self.status.take() {
             Some(fut) => match tokio::time::timeout(within, fut).await {
                 Ok(status) => exit_code_of(status.as_ref()),
-                Err(_) => Err(format!("no exit status within {}", humanize(within))),
+                Err(_) => Err(ExecError::NoStatusWithin(within)),
             },
-            None => Err("the exit status was already read".into()),
+            None => Err(ExecError::StatusAlreadyRead),
         };
         self.exit = Some(result.clone());
         result
@@ -260,13 +291,13 @@ impl ExecSession {
 
     /// Streams `input` into the command's stdin, which stays open afterwards. Fails when the
     /// connection breaks (or the command's output ends) before all of it was sent.
-    pub async fn send(&mut self, mut input: impl AsyncRead + Unpin) -> Result<u64, String> {
+    pub async fn send(&mut self, mut input: impl AsyncRead + Unpin) -> Result<u64, ExecError> {
         let Some(stdin) = self.stdin.as_mut() else {
-            return Err("stdin is already closed".into());
+            return Err(ExecError::StdinClosed);
         };
         let sent = async {
-            let n = tokio::io::copy(&mut input, stdin).await.map_err(|e| e.to_string())?;
-            stdin.flush().await.map_err(|e| e.to_string())?;
+            let n = tokio::io::copy(&mut input, stdin).await.map_err(ExecError::stdin)?;
+            stdin.flush().await.map_err(ExecError::stdin)?;
             Ok(n)
         };
         // The command's stdout ending means the connection (or the command) is gone: a write
@@ -288,10 +319,10 @@ impl ExecSession {
         let mut ended_with = None;
         let result = tokio::select! {
             r = sent => r,
-            _ = ended => Err("the connection ended".into()),
+            _ = ended => Err(ExecError::ConnectionEnded),
             st = finished => {
                 ended_with = Some(exit_code_of(st.as_ref()));
-                Err("the connection ended".into())
+                Err(ExecError::ConnectionEnded)
             }
         };
         if let Some(exit) = ended_with {
@@ -352,9 +383,9 @@ impl Drop for ExecSession {
 }
 
 /// Exit code from the exec status channel: Success → 0; NonZeroExitCode carries it in a cause.
-fn exit_code_of(status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>) -> Result<i32, String> {
+fn exit_code_of(status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>) -> Result<i32, ExecError> {
     let Some(status) = status else {
-        return Err("the connection closed without an exit status".into());
+        return Err(ExecError::ClosedWithoutStatus);
     };
     if status.status.as_deref() == Some("Success") {
         return Ok(0);
@@ -369,10 +400,9 @@ fn exit_code_of(status: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::
         .and_then(|c| c.message.as_deref())
         .and_then(|m| m.trim().parse::<i32>().ok());
     code.ok_or_else(|| {
-        format!(
-            "command failed to run: {}",
-            one_line(status.message.as_deref().unwrap_or("no message from the API server"))
-        )
+        ExecError::FailedToRun(one_line(
+            status.message.as_deref().unwrap_or("no message from the API server"),
+        ))
     })
 }
 
@@ -407,11 +437,16 @@ mod tests {
             message: Some("exec: \"nope\": executable file not found".into()),
             ..Default::default()
         };
-        assert!(
-            exit_code_of(Some(&broken))
-                .unwrap_err()
-                .contains("executable file not found")
+        assert_eq!(
+            exit_code_of(Some(&broken)),
+            Err(ExecError::FailedToRun(
+                "exec: \"nope\": executable file not found".into()
+            ))
         );
-        assert!(exit_code_of(None).is_err());
+        assert_eq!(exit_code_of(None), Err(ExecError::ClosedWithoutStatus));
+        assert_eq!(
+            ExecError::NoStatusWithin(Duration::from_secs(5)).to_string(),
+            format!("no exit status within {}", humanize(Duration::from_secs(5)))
+        );
     }
 }

@@ -375,9 +375,7 @@ fn choose_devices(
     plan: &BenchPodsPlan,
     side: &Resolved,
     modelled: bool,
-    advertised: Option<
-        Result<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>, String>,
-    >,
+    advertised: Option<NodeResources>,
     notes: &mut Vec<Note>,
     name: &str,
 ) -> DeviceChoice {

@@ -279,9 +279,13 @@ impl InPlaceLauncher {
             Ok(Ok(_)) => {}
             Ok(Err(why)) => {
                 // The script's own word, when it got to say one, is the better reason.
-                let words = side.last_words();
+                let words = if side.said_nothing() {
+                    why.to_string()
+                } else {
+                    side.last_words()
+                };
                 side.stop(Duration::ZERO).await;
-                return Err(halfway(if words.starts_with("(nothing") { &why } else { &words }));
+                return Err(halfway(&words));
             }
             Err(_) => {
                 side.stop(Duration::ZERO).await;
@@ -322,7 +326,7 @@ impl InPlaceLauncher {
                         "the {role} side in {} failed to start (exit {code}): {why}",
                         worker.label()
                     ),
-                    Err(e) => return Err(halfway(&e)),
+                    Err(e) => return Err(halfway(&e.to_string())),
                 }))
             }
             Err(_) => {

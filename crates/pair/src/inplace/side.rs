@@ -13,6 +13,14 @@ pub struct InPlaceSide {
 }
 
 impl InPlaceSide {
+    /// Whether the side wrote nothing to stderr (besides its pid line) so far.
+    pub(crate) fn said_nothing(&self) -> bool {
+        self.session
+            .stderr_tail()
+            .iter()
+            .all(|l| l.trim().is_empty() || l.starts_with("icb-inplace-pid"))
+    }
+
     /// A side whose exec was opened elsewhere (the Kubernetes rails seam runs its ranks so).
     pub(crate) fn new(role: &'static str, label: String, session: ExecSession) -> InPlaceSide {
         InPlaceSide {
