@@ -186,11 +186,7 @@ impl ConnectOptions {
         if let Some(planned) = &self.expectation {
             return Ok(planned.clone());
         }
-        let locality = self.locality.unwrap_or(if same_boot {
-            Locality::SameHost
-        } else {
-            Locality::DifferentHosts
-        });
+        let locality = self.locality.unwrap_or(Locality::of_same_host(same_boot));
         Expectation::resolve(
             locality,
             self.expect_config.as_ref().map(|(c, p)| (c, p.as_str())),

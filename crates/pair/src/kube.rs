@@ -235,11 +235,7 @@ impl Launcher for KubeLauncher {
     type Side = KubeSide;
 
     fn locality(&self) -> Locality {
-        if self.prepared.decode.node == self.prepared.prefill.node {
-            Locality::SameHost
-        } else {
-            Locality::DifferentHosts
-        }
+        Locality::of_same_host(self.prepared.decode.node == self.prepared.prefill.node)
     }
 
     fn mode(&self) -> String {
@@ -325,11 +321,7 @@ impl Launcher for KubeLauncher {
             self.server_ip().map(|ip| join_host_port(&ip, port)),
         );
         Placement {
-            locality: if prefill.host == decode.host {
-                Locality::SameHost
-            } else {
-                Locality::DifferentHosts
-            },
+            locality: Locality::of_same_host(prefill.host == decode.host),
             mode: self.mode(),
             prefill,
             decode,

@@ -239,11 +239,7 @@ impl Launcher for LocalLauncher {
     type Side = LocalSide;
 
     fn locality(&self) -> Locality {
-        if self.opts.isolation.different_hosts() {
-            Locality::DifferentHosts
-        } else {
-            Locality::SameHost
-        }
+        Locality::of_same_host(!self.opts.isolation.different_hosts())
     }
 
     fn mode(&self) -> String {

@@ -122,6 +122,17 @@ pub enum Locality {
     DifferentHosts,
 }
 
+impl Locality {
+    /// The locality of two sides that did (`true`) or did not share a host.
+    pub fn of_same_host(same_host: bool) -> Locality {
+        if same_host {
+            Locality::SameHost
+        } else {
+            Locality::DifferentHosts
+        }
+    }
+}
+
 impl fmt::Display for Locality {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

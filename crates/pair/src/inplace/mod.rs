@@ -363,11 +363,7 @@ impl Launcher for InPlaceLauncher {
     type Side = InPlaceSide;
 
     fn locality(&self) -> Locality {
-        if self.prefill.node == self.decode.node {
-            Locality::SameHost
-        } else {
-            Locality::DifferentHosts
-        }
+        Locality::of_same_host(self.prefill.node == self.decode.node)
     }
 
     fn mode(&self) -> String {

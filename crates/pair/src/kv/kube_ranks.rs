@@ -368,11 +368,7 @@ impl RankSeam for KubeRanks {
 
     fn locality(&self) -> Locality {
         let plan = self.pods.plan();
-        if plan.prefill_node == plan.decode_node {
-            Locality::SameHost
-        } else {
-            Locality::DifferentHosts
-        }
+        Locality::of_same_host(plan.prefill_node == plan.decode_node)
     }
 
     fn placement(&self) -> Placement {

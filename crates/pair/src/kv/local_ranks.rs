@@ -166,11 +166,7 @@ impl RankSeam for LocalRanks {
     }
 
     fn locality(&self) -> Locality {
-        if self.opts.isolation.different_hosts() {
-            Locality::DifferentHosts
-        } else {
-            Locality::SameHost
-        }
+        Locality::of_same_host(!self.opts.isolation.different_hosts())
     }
 
     fn placement(&self) -> Placement {

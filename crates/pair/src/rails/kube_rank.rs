@@ -159,11 +159,7 @@ impl Launcher for KubeRailLauncher {
     type Side = InPlaceSide;
 
     fn locality(&self) -> Locality {
-        if self.prefill.0.node == self.decode.0.node {
-            Locality::SameHost
-        } else {
-            Locality::DifferentHosts
-        }
+        Locality::of_same_host(self.prefill.0.node == self.decode.0.node)
     }
 
     fn mode(&self) -> String {
