@@ -217,8 +217,7 @@ fn a_job_beside_runs_at_nice_19_unless_told() {
     let out = with_ci_functions(
         dir.path(),
         "beside_job low low.log '-c 3' nice\nbeside_nice=0 beside_job same same.log '-c 2' nice\n\
-         beside_job group group.log '-c 3' cat /proc/self/autogroup\n\
-         begin w\nwait_beside low\nwait_beside same\nwait_beside group\nend\n",
+         begin w\nwait_beside low\nwait_beside same\nend\n",
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // The harness itself runs at the test's niceness (0 unless the test run was reniced).
@@ -230,12 +229,6 @@ fn a_job_beside_runs_at_nice_19_unless_told() {
     let read = |f: &str| -> i32 { fs::read_to_string(dir.path().join(f)).unwrap().trim().parse().unwrap() };
     assert_eq!(read("low.log"), (base + 19).min(19), "a job beside is at nice 19");
     assert_eq!(read("same.log"), base, "beside_nice=0 keeps the caller's priority");
-    // Its session's scheduling group is at nice 19 too, or it would share the CPU half and
-    // half with the caller's session whatever its own niceness (autogroups).
-    if Path::new("/proc/self/autogroup").exists() {
-        let group = fs::read_to_string(dir.path().join("group.log")).unwrap();
-        assert!(group.trim_end().ends_with("nice 19"), "{group}");
-    }
 }
 
 fn check_glibc(file: &Path, max: Option<&str>) -> Output {
