@@ -200,6 +200,17 @@ fn push_verdict(out: &mut String, r: &PairReport, view: View) {
     push_diagnostic(out, &d, usize::from(view.width));
 }
 
+/// A latency in µs for the table: two decimals, none from 1 ms on (`123457`, not `123456.78`:
+/// hundredths of a µs say nothing there, and the two digits more once pushed the table past an
+/// 80-column terminal). JSON keeps every digit.
+fn latency_figure(us: f64) -> String {
+    if us >= 1000.0 {
+        format!("{us:.0}")
+    } else {
+        format!("{us:.2}")
+    }
+}
+
 /// Index of the data path column, the table's long free text.
 const DATA_PATH: usize = 5;
 
@@ -359,7 +370,7 @@ impl TableExporter {
                 .unwrap_or_else(|| "-".to_string());
             let lat = m
                 .and_then(|m| m.latency_us.as_ref())
-                .map(|l| format!("{:.2} / {:.2}", l.p50, l.p99))
+                .map(|l| format!("{} / {}", latency_figure(l.p50), latency_figure(l.p99)))
                 .unwrap_or_else(|| "-".to_string());
             let path = match c.status {
                 CaseStatus::Measured => data_path_cell(c),

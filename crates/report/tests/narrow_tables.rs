@@ -6,7 +6,7 @@
 use crate::common;
 
 use common::*;
-use icb_core::model::{CaseStatus, MemoryPair, MemoryType};
+use icb_core::model::{CaseStatus, MemoryPair, MemoryType, TestKind};
 use icb_report::{Format, View, render_pair_in};
 
 fn narrow(width: u16) -> View {
@@ -71,4 +71,49 @@ fn memory_pairs_skipped_for_one_reason_share_a_row() {
         "{}",
         rows[0]
     );
+}
+
+/// Cold CI run of 2026-11-30 23:10: on a loaded machine a 1 MiB latency case's p99 took nine
+/// characters (`123456.78`), its column 11, and the data path's `rendezvous` did not fit what was
+/// left: the table was 81 wide in an 80-column terminal. A latency from 1 ms on has no decimals
+/// now (hundredths of a µs say nothing there), and the same report fits.
+#[test]
+fn a_slow_latency_keeps_the_table_within_80_columns() {
+    let mut r = same_host_healthy();
+    let lat = r
+        .cases
+        .iter_mut()
+        .find(|c| c.test == TestKind::TagLat)
+        .expect("fixture has a latency case");
+    let stats = lat.measurement.as_mut().unwrap().latency_us.as_mut().unwrap();
+    stats.p50 = 69.38;
+    stats.p99 = 123_456.78;
+    // The failing run's skipped GPU cases: one row, `tag_bw, tag_lat, put_bw` and `2 sizes`.
+    for (test, size) in [TestKind::TagBw, TestKind::TagLat, TestKind::PutBw]
+        .into_iter()
+        .flat_map(|t| [(t, 8), (t, MIB)])
+    {
+        let mut skipped = r.cases[0].clone();
+        skipped.test = test;
+        skipped.size = size;
+        skipped.memory = CC;
+        skipped.status = CaseStatus::Skipped;
+        skipped.reason = Some("no CUDA driver on the prefill side".into());
+        skipped.measurement = None;
+        skipped.transport = None;
+        skipped.verdict = None;
+        r.cases.push(skipped);
+    }
+    for width in [80u16, 100] {
+        let out = render_pair_in(&r, Format::Table, narrow(width)).unwrap();
+        assert!(out.contains("123457") && !out.contains("123456.78"), "{out}");
+        assert!(out.contains("tag_lat,"), "the skipped row is there: {out}");
+        for line in out.lines() {
+            assert!(
+                line.chars().count() <= usize::from(width),
+                "{width} columns: {line:?} is {} wide\n{out}",
+                line.chars().count()
+            );
+        }
+    }
 }
