@@ -797,3 +797,56 @@ fn ci_run_counts_a_job_beside_in_its_own_row_not_in_the_step_it_ended_in() {
         "a build's row is its times-file line: {stdout}"
     );
 }
+
+/// The ASan step instruments the crates that may hold unsafe code, the packages whose tests it
+/// runs and every crate depending on one, and reuses the rest from the test build (issue 37):
+/// `scripts/asan --plan` names both sets. Every crate whose lib.rs allows unsafe code is a root,
+/// whatever its name (a new FFI crate is instrumented without a list to update); a crate that
+/// forbids unsafe code and reaches no root is not compiled again.
+#[test]
+fn asan_instruments_every_crate_that_allows_unsafe_code_and_reuses_the_rest() {
+    let out = script("asan", &["--plan"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let set = |prefix: &str| -> Vec<String> {
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` line in {text}"));
+        line.split_whitespace().map(String::from).collect()
+    };
+    let roots = set("instrumented roots:");
+    let compiled = set("compiled and instrumented here:");
+    let mut unsafe_crates = Vec::new();
+    for dir in fs::read_dir(repo().join("crates")).unwrap() {
+        let dir = dir.unwrap().path();
+        let lib = fs::read_to_string(dir.join("src/lib.rs")).unwrap_or_default();
+        if lib.contains("#![allow(unsafe_code)]") {
+            let manifest = fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+            let name = manifest
+                .lines()
+                .find_map(|l| l.strip_prefix("name = \""))
+                .and_then(|l| l.strip_suffix('"'))
+                .unwrap();
+            unsafe_crates.push(name.to_string());
+        }
+    }
+    assert!(unsafe_crates.len() >= 6, "the FFI crates: {unsafe_crates:?}");
+    for name in unsafe_crates
+        .iter()
+        .map(String::as_str)
+        .chain(["icb-engine", "icb-pair", "ic-bench"])
+    {
+        assert!(roots.iter().any(|r| r == name), "{name} is not instrumented: {text}");
+    }
+    for name in &roots {
+        assert!(compiled.contains(name), "{name}: {text}");
+    }
+    // Dependents of a root compile again; crates that reach no root are the test build's.
+    for name in ["icb-nixl-engine", "icb-sides", "icb-gate"] {
+        assert!(compiled.iter().any(|c| c == name), "{name} depends on a root: {text}");
+    }
+    for name in ["icb-core", "icb-recipe", "icb-probe", "icb-kube", "icb-testcluster"] {
+        assert!(!compiled.iter().any(|c| c == name), "{name} is reused: {text}");
+    }
+}
