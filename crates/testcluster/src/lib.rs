@@ -105,6 +105,33 @@ pub struct TestCluster {
 
 type Ready = std::result::Result<(SocketAddr, Arc<Shared>), Error>;
 
+/// The start of a cluster's work directory's name in the temp dir, then its owner's pid and `-`:
+/// the next cluster start removes the directory of an owner that died without its cleanup (a
+/// SIGKILLed test), as [`icb_isolate::cleanup_stale`] removes its namespaces.
+const DIR_PREFIX: &str = "icb-testcluster-";
+
+/// Removes the work directories of clusters whose owning process is gone. Best effort: a
+/// directory that cannot be read or removed is left for the next start.
+fn remove_dead_owners_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let owner = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(DIR_PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok());
+        if let Some(owner) = owner
+            && owner != std::process::id()
+            && !icb_isolate::pid_alive(owner)
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 fn validate(config: &ClusterConfig) -> Result<()> {
     let mut names = BTreeSet::new();
     for node in &config.nodes {
@@ -180,7 +207,10 @@ impl TestCluster {
 
     fn launch(config: ClusterConfig) -> Result<(tokio::sync::oneshot::Receiver<Ready>, Partial)> {
         validate(&config)?;
-        let dir = tempfile::Builder::new().prefix("icb-testcluster-").tempdir()?;
+        remove_dead_owners_dirs();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
+            .tempdir()?;
         let id = format!("{}-{:08x}", std::process::id(), rand::random::<u32>());
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Ready>();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -422,6 +422,7 @@ async fn sigkilled_owner_helper() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     println!("TAG {}", cluster.run_tag());
+    println!("DIR {}", cluster.kubeconfig_path().parent().unwrap().display());
     for ns in cluster.netns_names() {
         println!("NS {ns}");
     }
@@ -456,11 +457,13 @@ async fn a_sigkilled_test_leaves_no_pod_running_and_the_next_cluster_removes_its
             }
         }
     });
-    let (mut tag, mut namespaces) = (String::new(), Vec::new());
+    let (mut tag, mut namespaces, mut dir) = (String::new(), Vec::new(), None);
     loop {
         let line = rx.recv_timeout(Duration::from_secs(30)).expect("helper ready in 30 s");
         if let Some((_, t)) = line.split_once("TAG ") {
             tag = t.trim().to_string();
+        } else if let Some((_, d)) = line.split_once("DIR ") {
+            dir = Some(std::path::PathBuf::from(d.trim()));
         } else if let Some((_, ns)) = line.split_once("NS ") {
             namespaces.push(ns.trim().to_string());
         } else if line.ends_with("READY") {
@@ -487,8 +490,10 @@ async fn a_sigkilled_test_leaves_no_pod_running_and_the_next_cluster_removes_its
     assert_eq!(namespaces.len(), 3);
     assert!(
         namespaces.iter().all(|n| icb_isolate::netns_exists(n)),
-        "only the namespaces stay"
+        "only the namespaces and the work directory stay"
     );
+    let dir = dir.expect("the helper named its work directory");
+    assert!(dir.is_dir(), "{}", dir.display());
 
     // The next cluster start removes them (other tests' live clusters are untouched).
     let (next, _pods) = ns_cluster().await;
@@ -496,6 +501,8 @@ async fn a_sigkilled_test_leaves_no_pod_running_and_the_next_cluster_removes_its
         namespaces.iter().all(|n| !icb_isolate::netns_exists(n)),
         "{namespaces:?}"
     );
+    assert!(!dir.exists(), "the dead test's {} is left", dir.display());
+    assert!(next.kubeconfig_path().exists());
     assert!(next.netns_names().iter().all(|n| icb_isolate::netns_exists(n)));
     next.shutdown().await;
 }
