@@ -6,7 +6,7 @@ use crate::error::EngineError;
 use crate::measure::{MAX_FIXED_ROUNDS, Rounds, Statistic};
 use crate::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use crate::options::ConnectOptions;
-use crate::report::{SessionRecord, SessionStart, assemble_report};
+use crate::report::{SessionRecord, SessionStart, SessionState, assemble_report};
 use crate::run_error::RunError;
 use crate::runtime::{LocalUcx, PhaseCtl, PhaseOutcome, Runtime};
 use crate::session::{AbortOnDrop, HELLO_TIMEOUT, case_label, local_hello, phase_during};
@@ -56,38 +56,14 @@ async fn connect_async(mut opts: ConnectOptions) -> Result<PairReport, EngineErr
     // An interrupted run still reports what it measured, once the server's hello is known.
     let interrupted = crate::control::end_client_session(control, &mut thread, result, done.server.is_some()).await?;
     thread.shutdown(Duration::from_secs(5));
-    let SessionState {
-        server: Some(server_hello),
-        cases,
-        warnings,
-    } = done
-    else {
-        return Err(EngineError::Internal(
-            "the session ended without the server's hello".into(),
-        ));
-    };
-
     let mine = local_hello(Role::Client, &local, &cuda, &opts.tool, false);
-    assemble_report(
-        &opts,
-        SessionRecord {
-            start,
-            mine,
-            server: server_hello,
-            cases,
-            warnings,
-            interrupted,
-        },
-    )
-}
-
-/// What a session got so far; it outlives the session's future, so an interrupted run keeps the
-/// cases measured before the interruption.
-#[derive(Default)]
-struct SessionState {
-    server: Option<Hello>,
-    cases: Vec<CaseResult>,
-    warnings: Vec<String>,
+    let record = SessionRecord {
+        start,
+        mine,
+        session: done,
+        interrupted,
+    };
+    assemble_report(&opts, record)
 }
 
 async fn run_session(

@@ -69,7 +69,7 @@ pub use options::{
     CancellationToken, ConnectOptions, DEFAULT_PORT, Listening, NIXL_UCX_DEFAULTS, OnCase, OnListening,
     PeerFailureMode, ProfileSetting, ServeOptions, UcxOptions, UcxProfile, nixl_ucx_defaults,
 };
-pub use report::{SessionRecord, SessionStart, assemble_report, finish_report};
+pub use report::{SessionRecord, SessionStart, SessionState, assemble_report, finish_report};
 pub use request::{Profile, RequestError, SettingsRequest};
 pub use run_error::RunError;
 pub use server::serve;

@@ -33,15 +33,22 @@ impl SessionStart {
     }
 }
 
+/// What a client session got so far, the same for both engines: it outlives the session's
+/// future, so an interrupted run keeps the cases measured before the interruption.
+#[derive(Default)]
+pub struct SessionState {
+    /// The server's hello (the decode side), once it arrived.
+    pub server: Option<Hello>,
+    pub cases: Vec<CaseResult>,
+    pub warnings: Vec<String>,
+}
+
 /// What one client session produced, for [`assemble_report`].
 pub struct SessionRecord {
     pub start: SessionStart,
     /// This side's hello (the prefill side).
     pub mine: Hello,
-    /// The server's hello (the decode side).
-    pub server: Hello,
-    pub cases: Vec<CaseResult>,
-    pub warnings: Vec<String>,
+    pub session: SessionState,
     /// Interrupted once the server's hello had arrived: the report is a partial run of the
     /// planned cases.
     pub interrupted: bool,
@@ -49,14 +56,27 @@ pub struct SessionRecord {
 
 /// The judged report of a client session, the same for both engines: the placement from the two
 /// hellos (same kernel boot id: same host), the expectation for it, then [`finish_report`].
+///
+/// A session that ended before the server's hello has nothing to report: an internal error
+/// (the callers end such a session with the error that stopped it first).
 pub fn assemble_report(opts: &ConnectOptions, r: SessionRecord) -> Result<PairReport, EngineError> {
-    let same_boot = !r.mine.boot_id.is_empty() && r.mine.boot_id == r.server.boot_id;
+    let SessionState {
+        server: Some(server),
+        cases,
+        warnings,
+    } = r.session
+    else {
+        return Err(EngineError::Internal(
+            "the session ended without the server's hello".into(),
+        ));
+    };
+    let same_boot = !r.mine.boot_id.is_empty() && r.mine.boot_id == server.boot_id;
     let mut expectation = opts
         .expectation_for(same_boot)
         .map_err(|e| EngineError::Settings(e.to_string()))?;
     if expectation.line_rate_bps.is_none() {
         // Between two hosts the slower side's NICs bound what can arrive.
-        expectation.line_rate_bps = [r.mine.line_rate_bps, r.server.line_rate_bps]
+        expectation.line_rate_bps = [r.mine.line_rate_bps, server.line_rate_bps]
             .into_iter()
             .flatten()
             .reduce(f64::min);
@@ -75,23 +95,23 @@ pub fn assemble_report(opts: &ConnectOptions, r: SessionRecord) -> Result<PairRe
                 ..Default::default()
             },
             decode: Endpoint {
-                host: r.server.hostname.clone(),
+                host: server.hostname.clone(),
                 address: Some(r.start.server_addr.to_string()),
                 ..Default::default()
             },
         },
-        server: peer_info(&r.server),
+        server: peer_info(&server),
         client: peer_info(&r.mine),
         settings: opts.settings.clone(),
         expectation,
-        cases: r.cases,
+        cases,
         verdict: Verdict {
             status: VerdictStatus::Pass,
             reason: String::new(),
             hint: None,
             data_paths: Vec::new(),
         },
-        warnings: r.warnings,
+        warnings,
         partial: r.interrupted.then(|| icb_core::PartialRun {
             reason: "interrupted".into(),
             planned_cases: opts.settings.case_list().len(),
@@ -104,7 +124,7 @@ pub fn assemble_report(opts: &ConnectOptions, r: SessionRecord) -> Result<PairRe
         // Compared before any case ran: each side read its own in its hello.
         readiness: Some(Box::new(PairReadiness::of(
             r.mine.readiness.clone(),
-            r.server.readiness.clone(),
+            server.readiness.clone(),
         ))),
     };
     finish_report(&mut report);
@@ -188,9 +208,10 @@ mod tests {
                 local_addr: None,
             },
             mine,
-            server,
-            cases: Vec::new(),
-            warnings: Vec::new(),
+            session: SessionState {
+                server: Some(server),
+                ..SessionState::default()
+            },
             interrupted: false,
         };
         let r = assemble_report(
@@ -217,5 +238,11 @@ mod tests {
         let partial = r.partial.expect("an interrupted session is a partial run");
         assert_eq!(partial.reason, "interrupted");
         assert_eq!(partial.planned_cases, opts.settings.case_list().len());
+        let mut no_hello = record(hello("a", None), hello("b", None));
+        no_hello.session.server = None;
+        assert!(
+            matches!(assemble_report(&opts, no_hello), Err(EngineError::Internal(_))),
+            "a session that ended before the server's hello has no report"
+        );
     }
 }

@@ -19,7 +19,7 @@ use icb_core::{
 use icb_engine::control::{Control, unexpected};
 use icb_engine::messages::{CaseReady, CaseSetup, Hello, Message, PhaseKind, Role};
 use icb_engine::ucx_thread::UcxThread;
-use icb_engine::{ConnectOptions, EngineError, SessionRecord, SessionStart};
+use icb_engine::{ConnectOptions, EngineError, SessionRecord, SessionStart, SessionState};
 use std::time::Duration;
 
 /// Added to every phase deadline: setup and scheduling slack.
@@ -111,33 +111,19 @@ async fn connect_async(opts: ConnectOptions, nixl: NixlOptions) -> Result<PairRe
     };
     // An interrupted run still reports what it measured, once the server's hello is known.
     let interrupted =
-        icb_engine::control::end_client_session(control, &mut thread, result, done.server.is_some()).await?;
-    let Session {
-        server: Some(server_hello),
-        mut cases,
-        log_marks,
-    } = done
-    else {
-        thread.shutdown(Duration::from_secs(5));
-        return Err(EngineError::Internal("the session ended without the server's hello".into()).into());
-    };
-    let mut warnings = Vec::new();
+        icb_engine::control::end_client_session(control, &mut thread, result, done.state.server.is_some()).await?;
     // Destroying the agent (its UCX worker) is what makes UCX print the `used` protocol tables.
     thread.shutdown(Duration::from_secs(10));
-    attribute_cases(&mut cases, &log_marks, &log, &local, &mut warnings);
-
+    let Session { mut state, log_marks } = done;
+    attribute_cases(&mut state.cases, &log_marks, &log, &local, &mut state.warnings);
     let mine = local_hello(Role::Client, &local, &cuda, &opts.tool);
-    Ok(icb_engine::assemble_report(
-        &opts,
-        SessionRecord {
-            start,
-            mine,
-            server: server_hello,
-            cases,
-            warnings,
-            interrupted,
-        },
-    )?)
+    let record = SessionRecord {
+        start,
+        mine,
+        session: state,
+        interrupted,
+    };
+    Ok(icb_engine::assemble_report(&opts, record)?)
 }
 
 /// Names each measured case's data path from UCX's protocol tables.
@@ -191,8 +177,8 @@ fn attribute_cases(
 /// cases measured before the interruption.
 #[derive(Default)]
 struct Session {
-    server: Option<Hello>,
-    cases: Vec<CaseResult>,
+    /// The server's hello and the measured cases, as the UCX engine keeps them.
+    state: SessionState,
     /// The UCX log's length after each case (for per-case attribution), aligned with `cases`.
     log_marks: Vec<usize>,
 }
@@ -210,7 +196,7 @@ async fn run_session(
     let limit = opts.connect_timeout.min(HELLO_TIMEOUT);
     let server: Hello =
         icb_engine::admit::client_admit(control, hello, Some(ENGINE), opts.token.as_ref(), limit, &opts.server).await?;
-    done.server = Some(server.clone());
+    done.state.server = Some(server.clone());
     let md = server.worker_address.0.clone();
     thread
         .call(move |rt: &mut NixlRuntime| rt.load_peer(&md))
@@ -230,7 +216,7 @@ async fn run_session(
         if let Some(cb) = opts.on_case.as_mut() {
             cb(&case);
         }
-        done.cases.push(case);
+        done.state.cases.push(case);
         done.log_marks.push(log.mark());
     }
     control.send(&Message::Bye, "the goodbye").await?;

@@ -30,6 +30,7 @@ mod worker;
 
 pub use side::InPlaceSide;
 pub use worker::Worker;
+pub(crate) use worker::pods_placement;
 use worker::*;
 
 /// Exit codes of [`SIDE_SCRIPT`] before the side started, each with its own message.
@@ -422,42 +423,21 @@ impl Launcher for InPlaceLauncher {
     }
 
     async fn start_prefill(&mut self, server: &Listening, plan: &ChildPlan) -> Result<InPlaceSide, LaunchError> {
-        let port = server
-            .socket_addr()
-            .map_err(|e| LaunchError::new(e.to_string()))?
-            .port();
-        let ip = self.decode.ip.clone().ok_or_else(|| {
-            LaunchError::new(format!(
-                "{} has no pod IP yet: wait until it is Running",
-                self.decode.label()
-            ))
-        })?;
+        let address = self.decode.server_address(server)?;
         let worker = self.prefill.clone();
-        let mut args = vec![
-            "connect".into(),
-            join_host_port(&ip, port),
-            "--plan".into(),
-            plan.to_json(),
-        ];
+        let mut args = vec!["connect".into(), address, "--plan".into(), plan.to_json()];
         args.extend(self.plan.side_args.iter().cloned());
         self.launch(&worker, args, "prefill").await
     }
 
     fn placement(&self, server: &Listening, _report: &PairReport) -> Placement {
-        let port = server.socket_addr().map(|a| a.port()).unwrap_or_default();
-        let endpoint = |w: &Worker, address: Option<String>| Endpoint {
-            host: w.node.clone(),
-            pod: Some(w.pod.clone()),
-            namespace: Some(self.cluster.namespace().to_string()),
-            address: address.or_else(|| w.ip.clone()),
-            modelled_on: None,
-        };
-        Placement {
-            locality: self.locality(),
-            mode: self.mode(),
-            prefill: endpoint(&self.prefill, None),
-            decode: endpoint(&self.decode, self.decode.ip.as_ref().map(|ip| join_host_port(ip, port))),
-        }
+        let workers = (&self.prefill, &self.decode);
+        pods_placement(
+            (self.locality(), self.mode()),
+            self.cluster.namespace(),
+            workers,
+            server,
+        )
     }
 
     async fn cleanup(&mut self) -> Result<String, LaunchError> {

@@ -21,6 +21,47 @@ impl Worker {
             None => format!("pod/{}", self.pod),
         }
     }
+
+    /// The pod IP, which a worker has once it runs.
+    pub(crate) fn pod_ip(&self) -> Result<&str, LaunchError> {
+        self.ip
+            .as_deref()
+            .ok_or_else(|| LaunchError::new(format!("{} has no pod IP yet: wait until it is Running", self.label())))
+    }
+
+    /// Where a `connect` in another pod reaches the server this worker listens with.
+    pub(crate) fn server_address(&self, server: &Listening) -> Result<String, LaunchError> {
+        let port = server
+            .socket_addr()
+            .map_err(|e| LaunchError::new(e.to_string()))?
+            .port();
+        Ok(join_host_port(self.pod_ip()?, port))
+    }
+}
+
+/// Where a pair's two sides ran when each ran in a pod (in-place, and rails' and KV ranks' node
+/// pods): the decode side at its server's address, the prefill side at its pod IP.
+pub(crate) fn pods_placement(
+    (locality, mode): (Locality, String),
+    namespace: &str,
+    (prefill, decode): (&Worker, &Worker),
+    server: &Listening,
+) -> Placement {
+    let endpoint = |w: &Worker, address: Option<String>| Endpoint {
+        host: w.node.clone(),
+        pod: Some(w.pod.clone()),
+        namespace: Some(namespace.to_string()),
+        address: address.or_else(|| w.ip.clone()),
+        modelled_on: None,
+    };
+    // A report is written even when the server's address is gone: the pod IP is still known.
+    let decode_address = decode.server_address(server).ok();
+    Placement {
+        locality,
+        mode,
+        prefill: endpoint(prefill, None),
+        decode: endpoint(decode, decode_address),
+    }
 }
 
 pub(super) async fn resolve_worker(

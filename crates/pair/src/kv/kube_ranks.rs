@@ -270,17 +270,10 @@ impl RankSeam for KubeRanks {
 
     async fn coordinator(&mut self, job: &CoordinatorJob) -> Result<Coordinator<RankSide>, LaunchError> {
         let exec = self.exec(SideRole::Decode)?;
-        let ip: IpAddr = exec
-            .worker
-            .ip
-            .as_deref()
-            .and_then(|ip| ip.parse().ok())
-            .ok_or_else(|| {
-                LaunchError::new(format!(
-                    "pod/{} has no pod IP: wait until it is Running",
-                    exec.worker.pod
-                ))
-            })?;
+        let ip = exec.worker.pod_ip()?;
+        let ip: IpAddr = ip
+            .parse()
+            .map_err(|_| LaunchError::new(format!("pod/{}: its pod IP {ip:?} is not an address", exec.worker.pod)))?;
         // Reachable from the whole pod network: it admits only ranks holding the run's token.
         let job = CoordinatorJob {
             authenticate: true,

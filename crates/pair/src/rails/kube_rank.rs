@@ -4,13 +4,12 @@
 //! ([`KubeRailLauncher`]). `pair --kv-shape` on bench pods starts its ranks and its coordinator
 //! the same way ([`exec_rank`]).
 
-use crate::inplace::{InPlaceSide, Worker};
+use crate::inplace::{InPlaceSide, Worker, pods_placement};
 use crate::launcher::{LaunchError, Launcher, Side as _};
-use icb_core::model::{Endpoint, Locality, PairReport, Placement};
+use icb_core::model::{Locality, PairReport, Placement};
 use icb_core::protocol::{ChildPlan, Listening};
 use icb_core::rails::RailEnd;
 use icb_kube::Cluster;
-use icb_kube::pair::join_host_port;
 use std::time::Duration;
 
 /// A rank's pinning inside its pod: the environment and the NUMA node whose CPUs it runs on.
@@ -181,19 +180,9 @@ impl Launcher for KubeRailLauncher {
     }
 
     async fn start_prefill(&mut self, server: &Listening, plan: &ChildPlan) -> Result<InPlaceSide, LaunchError> {
-        let port = server
-            .socket_addr()
-            .map_err(|e| LaunchError::new(e.to_string()))?
-            .port();
-        let ip = self.decode.0.ip.clone().ok_or_else(|| {
-            LaunchError::new(format!(
-                "pod/{} has no pod IP: wait until it is Running",
-                self.decode.0.pod
-            ))
-        })?;
         let args = vec![
             "connect".into(),
-            join_host_port(&ip, port),
+            self.decode.0.server_address(server)?,
             "--plan".into(),
             plan.to_json(),
         ];
@@ -201,21 +190,13 @@ impl Launcher for KubeRailLauncher {
     }
 
     fn placement(&self, server: &Listening, _report: &PairReport) -> Placement {
-        let port = server.socket_addr().map(|a| a.port()).unwrap_or_default();
-        let endpoint = |w: &Worker, address: Option<String>| Endpoint {
-            host: w.node.clone(),
-            pod: Some(w.pod.clone()),
-            namespace: Some(self.cluster.namespace().to_string()),
-            address: address.or_else(|| w.ip.clone()),
-            modelled_on: None,
-        };
-        let decode_address = self.decode.0.ip.as_ref().map(|ip| join_host_port(ip, port));
-        Placement {
-            locality: self.locality(),
-            mode: self.mode(),
-            prefill: endpoint(&self.prefill.0, None),
-            decode: endpoint(&self.decode.0, decode_address),
-        }
+        let workers = (&self.prefill.0, &self.decode.0);
+        pods_placement(
+            (self.locality(), self.mode()),
+            self.cluster.namespace(),
+            workers,
+            server,
+        )
     }
 
     async fn cleanup(&mut self) -> Result<String, LaunchError> {
