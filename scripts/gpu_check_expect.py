@@ -50,7 +50,7 @@ RECEIVER_VIEW = "the receiver's choice since 99ec747, not yet recorded on a GPU 
 EMULATED = {"verdict": "fail", "path": "rma_emulated"}
 FULL_KV = "llama-3.1-8b --isl 8192 --prefill-tp 2 --decode-tp 2"  # as recorded on days 2 and 3
 QUICK_KV = "llama-3.1-8b --isl 2048 --prefill-tp 2 --decode-tp 2"  # a quarter of it
-# Two GPUs: pair --local gives rank r of each side GPU r % GPUs (crates/pair/src/kv/local_ranks.rs),
+# Two GPUs: pair --local gives rank r of each side GPU r % GPUs (crates/kv-transfer/src/local_ranks.rs),
 # so TP1 -> TP2 has decode rank 1 (GPU 1) pull from prefill rank 0 (GPU 0): a transfer across GPUs.
 CROSS_KV = "llama-3.1-8b --isl 2048 --prefill-tp 1 --decode-tp 2"
 D3 = "day 3"

@@ -832,11 +832,13 @@ fn asan_instruments_every_crate_that_allows_unsafe_code_and_reuses_the_rest() {
         }
     }
     assert!(unsafe_crates.len() >= 6, "the FFI crates: {unsafe_crates:?}");
-    for name in unsafe_crates
-        .iter()
-        .map(String::as_str)
-        .chain(["icb-engine", "icb-pair", "ic-bench"])
-    {
+    for name in unsafe_crates.iter().map(String::as_str).chain([
+        "icb-engine",
+        "icb-pair",
+        "icb-rails",
+        "icb-kv-transfer",
+        "ic-bench",
+    ]) {
         assert!(roots.iter().any(|r| r == name), "{name} is not instrumented: {text}");
     }
     for name in &roots {

@@ -409,7 +409,7 @@ fn the_ucx_engine_moves_the_same_geometry_per_rank_where_nixl_is_absent() {
     assert_bulk_row(&kv);
     assert_bursts_and_other_op(&kv, None);
     let why = kv.directions.as_ref().and_then(|d| d.connector.as_deref());
-    assert_eq!(why, Some(icb_pair::kv::directions::NOTHING_READ), "{kv:?}");
+    assert_eq!(why, Some(icb_kv_transfer::directions::NOTHING_READ), "{kv:?}");
     assert!(
         kv.ranks
             .iter()

@@ -62,7 +62,7 @@ fn a_split_across_two_nodes_moves_and_verifies_every_block() {
     // No recipe and node targets: nothing says the connector's operation, and the output says so.
     let d = kv.directions.as_ref().expect("push and pull");
     assert_eq!(d.connector_op, None, "{d:?}");
-    assert_eq!(d.connector.as_deref(), Some(icb_pair::kv::directions::NOTHING_READ));
+    assert_eq!(d.connector.as_deref(), Some(icb_kv_transfer::directions::NOTHING_READ));
     assert_nothing_left(&cluster);
 }
 
@@ -201,7 +201,7 @@ fn ranks_in_pods_run_on_the_numa_node_chosen_from_the_pods_view() {
     if !icb_isolate::privileged_tests_enabled("ranks_in_pods_run_on_the_numa_node_chosen_from_the_pods_view") {
         return;
     }
-    let allowed = icb_pair::kv::cpus::allowed_cpus();
+    let allowed = icb_rails::cpus::allowed_cpus();
     assert!(allowed.len() >= 2, "two CPUs needed: {allowed:?}");
     let cluster = cluster_with(icb_testcluster::ClusterConfig::two_gpu_nodes().rails(1));
     for (node, nic_numa) in [("gpu-1", 0), ("gpu-2", 1)] {

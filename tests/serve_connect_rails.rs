@@ -9,8 +9,8 @@ mod rails_support;
 
 use icb_core::{PairReport, VerdictStatus};
 use icb_isolate::{Fabric, FabricOptions, RunTag};
-use icb_pair::rails::agent::{AgentErrorKind, MAX_REQUEST, Response};
-use icb_pair::rails::info::RAIL_TREE_ENV;
+use icb_rails::agent::{AgentErrorKind, MAX_REQUEST, Response};
+use icb_rails::info::RAIL_TREE_ENV;
 use pair_local_support::privileged;
 use rails_support::{
     RAIL_CASE, TWO_TIMED_CASES, assert_counted_on_its_own_nic, assert_partial_rails_report,

@@ -1,14 +1,14 @@
 //! `ic-bench connect HOST:PORT --rails`: the prefill host of a bare-metal rails run, against
 //! `ic-bench serve --rails` (its rails agent on HOST:PORT) on the decode host, through
-//! `icb_pair::rails::remote`. The same rows, report, table and exit codes as `pair --rails`.
+//! `icb_rails::remote`. The same rows, report, table and exit codes as `pair --rails`.
 //! Here only the flags and the wiring.
 
 use super::interrupt::Interrupt;
 use icb_core::Locality;
 use icb_pair::PairPlan;
 use icb_pair::local::LocalOptions;
-use icb_pair::rails::bare_metal::selection;
-use icb_pair::rails::remote_run::{RemoteEnd, RemoteRailsRun, run_remote_rails};
+use icb_rails::bare_metal::selection;
+use icb_rails::remote_run::{RemoteEnd, RemoteRailsRun, run_remote_rails};
 
 pub fn run(args: super::connect::Args) -> anyhow::Result<i32> {
     args.engine.check()?;
@@ -27,13 +27,13 @@ pub fn run(args: super::connect::Args) -> anyhow::Result<i32> {
     side_flags.extend(args.token.side_flags());
     let forward = tracing::enabled!(tracing::Level::INFO);
     let ranks = LocalOptions::ranks_of_this_binary(args.ucx.ucx_lib.clone(), side_flags, forward)?;
-    let mut progress = icb_pair::view::rail_lines(pair.settings.unit);
+    let mut progress = icb_target::view::rail_lines(pair.settings.unit);
     let run = RemoteRailsRun::from_this_host(&args.server, (ranks, locality), choice, pair, args.connect_timeout);
     let interrupt = Interrupt::install()?;
     super::common::runtime()?.block_on(async {
         match run_remote_rails(run, &[], interrupt.token(), &mut progress).await? {
             RemoteEnd::NotStarted => Ok(interrupt.report("nothing was started")),
-            RemoteEnd::Ran(result) => Ok(icb_pair::emit::emit_outcome(*result, &output, &interrupt, None)?),
+            RemoteEnd::Ran(result) => Ok(icb_target::emit::emit_outcome(*result, &output, &interrupt, None)?),
         }
     })
 }

@@ -189,7 +189,7 @@ fn flags(args: &Args) -> GateFlags {
         devices: args.devices.request(),
         rails: args.rails.clone(),
         rail_margin: args.rail_margin,
-        // The ranks' engine is decided when the KV step runs (`icb_pair::kv::KvEngine`).
+        // The ranks' engine is decided when the KV step runs (`icb_kv_transfer::KvEngine`).
         kv: super::gate_kv::gate_kv(&args.kv, &args.engine),
         controls: args.controls.clone(),
         no_controls: args.no_controls,

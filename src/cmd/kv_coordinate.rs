@@ -1,14 +1,14 @@
 //! `ic-bench kv-coordinate --job JSON` (hidden): the coordinator of `pair --kv-shape`'s per-rank
 //! model run next to the ranks (in the decode side's bench pod on Kubernetes), started by `pair`
 //! itself. It prints its port, then what it gathered, each as one line; the work is
-//! `icb_pair::kv::serve_coordinator`.
+//! `icb_kv_transfer::serve_coordinator`.
 
-use icb_pair::kv::CoordinatorJob;
+use icb_kv_transfer::CoordinatorJob;
 use std::net::SocketAddr;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
-    /// The job (`icb_pair::kv::CoordinatorJob`, JSON)
+    /// The job (`icb_kv_transfer::CoordinatorJob`, JSON)
     #[arg(long, value_name = "JSON")]
     pub job: String,
 
@@ -22,7 +22,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         serde_json::from_str(&args.job).map_err(|e| anyhow::anyhow!("bad --job for kv-coordinate: {e}"))?;
     super::common::runtime()?.block_on(async {
         let mut out = std::io::stdout();
-        icb_pair::kv::serve_coordinator(&job, args.listen, &mut out).await
+        icb_kv_transfer::serve_coordinator(&job, args.listen, &mut out).await
     })?;
     Ok(0)
 }

@@ -1,5 +1,5 @@
 //! `ic-bench kv-rank --plan JSON` (hidden): one TP rank of `pair --kv-shape`'s per-rank model,
-//! started by the parent (`icb_pair::kv::ranks`), which it reaches at the plan's coordinator
+//! started by the parent (`icb_kv_transfer::ranks`), which it reaches at the plan's coordinator
 //! address. The plan names the engine: `icb_nixl_engine::kv_rank` or `icb_engine::rank::kv_rank`.
 
 use super::common::{EngineArgs, UcxArgs};

@@ -6,14 +6,14 @@
 //! checks everything that can be checked without the peers and decides the plan (settings,
 //! expectation, the launcher's deadlines), the target (which launcher, with its options) and
 //! the output. Nothing after it reads a flag. A new way of running a pair is a new
-//! `icb_pair::target::PairTarget` variant, decided in `from_args`, driven by
+//! `icb_target::PairTarget` variant, decided in `from_args`, driven by
 //! `PairTarget::run` and emitted once in [`run`].
 
 use super::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs};
 use super::interrupt::Interrupt;
 use super::output::{Output, PairFormat, PairOutputArgs};
 use icb_pair::PairPlan;
-use icb_pair::target::PairEnd;
+use icb_target::PairEnd;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
@@ -100,7 +100,7 @@ pub struct PairCommand {
     pub controls: Vec<icb_core::model::ControlKind>,
 }
 
-pub use icb_pair::target::{PairTarget, PodsFormat};
+pub use icb_target::{PairTarget, PodsFormat};
 
 impl PairCommand {
     /// The one place that reads the pair flags. Everything that can be checked without the
@@ -255,11 +255,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let interrupt = Interrupt::install()?;
     let runtime = super::common::runtime()?;
     let gpus = || icb_engine::local::cuda_info().devices;
-    let host = icb_pair::kv::KvHost {
+    let host = icb_kv_transfer::KvHost {
         tool: super::connect::tool_info(),
         gpus: &gpus,
     };
-    let mut view = icb_pair::view::TerminalView::of(&cmd.target, &cmd.plan.settings);
+    let mut view = icb_target::view::TerminalView::of(&cmd.target, &cmd.plan.settings);
     let run = (&cmd.plan, &cmd.controls[..]);
     let end = cmd.target.run(run, runtime, interrupt.token(), &host, &mut view);
     // The bar is cleared before the report.
@@ -270,7 +270,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             cmd.output.emit(&text)?;
             Ok(icb_core::exit::OK)
         }
-        PairEnd::Ran(result) => Ok(icb_pair::emit::emit_outcome(
+        PairEnd::Ran(result) => Ok(icb_target::emit::emit_outcome(
             *result,
             &cmd.output,
             &interrupt,
@@ -359,7 +359,7 @@ mod tests {
         let PairTarget::Kv(kv) = &cmd.target else {
             panic!("not a KV target")
         };
-        let icb_pair::kv::KvPlace::Kube(kube) = &kv.place else {
+        let icb_kv_transfer::KvPlace::Kube(kube) = &kv.place else {
             panic!("not on Kubernetes")
         };
         let (bench, ranks) = (&kube.bench, &kube.ranks);

@@ -6,8 +6,8 @@
 
 use anyhow::Context as _;
 use icb_pair::inplace::{InPlacePlan, fit, strip};
-use icb_pair::target::InPlaceTarget;
 use icb_pair::{Deadlines, PairPlan};
+use icb_target::InPlaceTarget;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -6,8 +6,8 @@ use anyhow::Context as _;
 use icb_kube::PodOptions;
 use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
-use icb_pair::target::{KubeTarget, PodsFormat};
 use icb_pair::{Deadlines, PairPlan};
+use icb_target::{KubeTarget, PodsFormat};
 use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]

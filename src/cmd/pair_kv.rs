@@ -1,15 +1,15 @@
 //! `ic-bench pair --kv-shape MODEL …`: a model's KV transfer for one request, prefill TP a →
-//! decode TP b: one process per rank (`icb_pair::kv::ranks`; NIXL where it loads, else or with
+//! decode TP b: one process per rank (`icb_kv_transfer::ranks`; NIXL where it loads, else or with
 //! `--engine ucx` the UCX engine), locally or on Kubernetes: two bench pods the ranks are exec'd
-//! into (`icb_pair::kv::kube_ranks`): whole-node pods on `node/A`, `node/B`; on one node, pods
+//! into (`icb_kv_transfer::kube_ranks`): whole-node pods on `node/A`, `node/B`; on one node, pods
 //! shaped by `--gpus`/`--rdma`/`--host-ipc`/`--host-pid`; for `pod/…`, `deployment/…` pods
 //! modelled on the workers. The descriptor sweep, when asked, runs on one more pair of pods.
 
 use super::pair_rails_kube::node_pods_start;
 use icb_kube::PodOptions;
 use icb_kv::{KvFlags, KvShapeText};
+use icb_kv_transfer::{KvEngine, KvExtraRuns, KvOp, KvOptions, KvTarget};
 use icb_pair::PairPlan;
-use icb_pair::kv::{KvEngine, KvExtraRuns, KvOp, KvOptions, KvTarget};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct KvArgs {
@@ -84,7 +84,7 @@ fn parse_op(s: &str) -> Result<KvOp, String> {
 }
 
 fn parse_extra_runs(s: &str) -> Result<KvExtraRuns, String> {
-    s.parse().map_err(|e: icb_pair::kv::BadExtraRuns| e.to_string())
+    s.parse().map_err(|e: icb_kv_transfer::BadExtraRuns| e.to_string())
 }
 
 fn parse_ms(s: &str) -> Result<f64, String> {
@@ -108,13 +108,13 @@ impl KvArgs {
     }
 }
 
-/// The `--kv-shape` target (`icb_pair::kv::KvTarget`): the request, checked once (locally
+/// The `--kv-shape` target (`icb_kv_transfer::KvTarget`): the request, checked once (locally
 /// against this host's memory), the rows and where the ranks run, on a plan of its own taken
 /// from the command's. The cases are the geometry's; `--memory` picks one pair. The engine is
-/// decided when the run starts (`icb_pair::kv::KvEngine`).
+/// decided when the run starts (`icb_kv_transfer::KvEngine`).
 pub fn target(args: &super::pair::Args, pods: &PodOptions, plan: &PairPlan) -> anyhow::Result<KvTarget> {
     refuse(args)?;
-    let request = icb_pair::kv::target::request(&args.kv.flags(None)?, args.local)?;
+    let request = icb_kv_transfer::target::request(&args.kv.flags(None)?, args.local)?;
     let mut pair = plan.clone();
     pair.settings.memory = match args.test.memory.as_deref() {
         None => vec![icb_core::MemoryPair::HOST_HOST],
@@ -161,7 +161,7 @@ fn kv_options(args: &super::pair::Args) -> KvOptions {
         engine: kv_engine(&args.engine),
         max_kv_ms: args.kv.max_kv_ms,
         sweep_max: args.kv.kv_descriptor_sweep.or(full),
-        sweep_rank_bytes: icb_pair::kv::MAX_RANK_BYTES,
+        sweep_rank_bytes: icb_kv_transfer::MAX_RANK_BYTES,
         extra: args.kv.kv_extra_runs.unwrap_or_default(),
     }
 }

@@ -1,8 +1,8 @@
 //! `ic-bench pair --rails`: every rail of a node pair at once (`icb_pair::rails`). Here only the
-//! flags, read once into an `icb_pair::rails::LocalRailsTarget`.
+//! flags, read once into an `icb_rails::LocalRailsTarget`.
 
 use icb_core::rails::RailPattern;
-use icb_pair::rails::{AloneRuns, Choice, LocalRailsFlags, LocalRailsTarget, RailSelection};
+use icb_rails::{AloneRuns, Choice, LocalRailsFlags, LocalRailsTarget, RailSelection};
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RailArgs {

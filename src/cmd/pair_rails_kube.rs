@@ -1,12 +1,12 @@
 //! `ic-bench pair --prefill node/A --decode node/B --rails …`: every rail of two Kubernetes nodes
-//! at once, through `icb_pair::rails::kube` (one idle bench pod per node holding all of its GPUs
+//! at once, through `icb_rails::kube` (one idle bench pod per node holding all of its GPUs
 //! and RDMA devices, each rank exec'd into it). Here only the flags, read once, and the wiring.
 
 use icb_kube::PodOptions;
 use icb_kube::target::Target;
-use icb_pair::rails::kube::KubeRailsPlan;
-use icb_pair::rails::{RailSelection, RailSite, read_selection};
-use icb_pair::target::KubeRailsTarget;
+use icb_rails::kube::KubeRailsPlan;
+use icb_rails::{RailSelection, RailSite, read_selection};
+use icb_target::KubeRailsTarget;
 use std::time::Duration;
 
 /// Reads the rails flags of a Kubernetes run (`--prefill node/A --decode node/B`).

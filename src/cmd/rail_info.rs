@@ -1,7 +1,7 @@
 //! `ic-bench rail-info` (hidden): this node's rails as one JSON line, what the Kubernetes rails
-//! seam execs in its bench pods (`icb_pair::rails::info`). Only flags and wiring here.
+//! seam execs in its bench pods (`icb_rails::info`). Only flags and wiring here.
 
-use icb_pair::rails::info::{InfoKind, RAIL_TREE_ENV, this_host};
+use icb_rails::info::{InfoKind, RAIL_TREE_ENV, this_host};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {

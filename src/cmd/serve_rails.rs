@@ -1,11 +1,11 @@
 //! `ic-bench serve --rails`: the decode host of a bare-metal rails run. One serve rank per rail
 //! of this host's rail map (pinned, serving client after client) and, on `--listen`, the rails
-//! agent that `connect --rails` asks (`icb_pair::rails::agent`, `icb_pair::rails::remote`). Here
+//! agent that `connect --rails` asks (`icb_rails::agent`, `icb_rails::remote`). Here
 //! only the flags and the wiring; Ctrl-C stops every rank and exits 130.
 
 use super::interrupt::Interrupt;
 use icb_pair::local::LocalOptions;
-use icb_pair::rails::serve_run::{AgentEnd, RailsAgent, run_rails_agent};
+use icb_rails::serve_run::{AgentEnd, RailsAgent, run_rails_agent};
 use std::net::SocketAddr;
 
 #[derive(clap::Args, Debug, Clone, Default)]

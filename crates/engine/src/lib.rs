@@ -26,7 +26,7 @@
 //!
 //! [`rank::kv_rank`] is one TP rank of `pair --kv-shape`'s per-rank model on this engine: one
 //! process owns its rank's KV buffer (registered once) and issues every peer rank's block list
-//! as RMA gets (READ) or puts (WRITE) at once, driven by `icb_pair::kv::ranks` over
+//! as RMA gets (READ) or puts (WRITE) at once, driven by `icb_kv_transfer::ranks` over
 //! `icb_core::protocol::kv_rank`; its connection to that coordinator ([`rank::Link`]) serves the
 //! NIXL engine's ranks too.
 //!

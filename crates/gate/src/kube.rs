@@ -38,7 +38,7 @@ pub struct KubeGateInput {
     pub kv: Option<crate::kv::GateKv>,
     /// The negative controls the plain pair step runs after its main run (`tcp` by default,
     /// none with `--no-controls`): a gate's PASS rests on a detector shown to work here. With
-    /// `--kv-shape`, `tcp` is the KV transfer's own TCP control (`icb_pair::kv::control`).
+    /// `--kv-shape`, `tcp` is the KV transfer's own TCP control (`icb_kv_transfer::control`).
     pub controls: Vec<icb_core::model::ControlKind>,
     /// `--control knobs-off` given: it runs (or says why it could not) even when the recipe sets
     /// no knob; by default it runs only when the recipe sets `UCX_*`/`NIXL_*` variables.

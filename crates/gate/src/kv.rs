@@ -2,7 +2,7 @@
 //! binary parses the flags once into a [`GateKv`]; what they leave out (model, TP sizes, block
 //! size) comes from the recipe's engine arguments, read by the gate's `probe env` step.
 //!
-//! The transfer is `pair`'s per-rank model ([`icb_pair::kv::kube_ranks`]): one process per TP
+//! The transfer is `pair`'s per-rank model ([`icb_kv_transfer::kube_ranks`]): one process per TP
 //! rank, all at once, exec'd into two bench pods. On node targets (`--prefill node/A --decode
 //! node/B`, or one node for both) those are whole-node pods (or shaped by `--gpus`/`--rdma` on
 //! one node), every rank under its side's recipe transport env, as the workers run; for
@@ -15,13 +15,13 @@ use icb_core::model::ControlKind;
 use icb_kube::devices::DeviceRequest;
 use icb_kube::pair::{BenchPodsPlan, SideTemplates};
 use icb_kube::target::Target;
-use icb_pair::kv::control::run_kv_with_controls;
-use icb_pair::kv::kube_runs::{KubeRuns, SweepPods};
-use icb_pair::kv::{KvOp, KvPlan};
-#[cfg(test)]
-use icb_pair::rails::kube::PodDevices;
-use icb_pair::rails::kube::{EnvVars, KubeRailsPlan};
+use icb_kv_transfer::control::run_kv_with_controls;
+use icb_kv_transfer::kube_runs::{KubeRuns, SweepPods};
+use icb_kv_transfer::{KvOp, KvPlan};
 use icb_pair::{CancellationToken, PairError, PairPlan};
+#[cfg(test)]
+use icb_rails::kube::PodDevices;
+use icb_rails::kube::{EnvVars, KubeRailsPlan};
 use icb_recipe::EngineArgs;
 
 /// The recipe's prefill and decode engine arguments, where the gate read a recipe.
@@ -72,7 +72,7 @@ impl KvGiven {
         let model = kv.model.as_deref().unwrap_or_default();
         let flags = kv
             .shape
-            .flags(model, Some(icb_pair::kv::MAX_RANK_BYTES))
+            .flags(model, Some(icb_kv_transfer::MAX_RANK_BYTES))
             .map_err(|e| e.to_string())?;
         icb_kv::KvRequest::from_flags(&flags).map_err(|e| e.to_string())
     }
@@ -89,7 +89,7 @@ pub struct GateKv {
     pub sweep_max: Option<u64>,
     /// The engine the per-rank model's ranks run (NIXL wherever it loads, unless `--engine`),
     /// decided when the step runs.
-    pub engine: icb_pair::kv::KvEngine,
+    pub engine: icb_kv_transfer::KvEngine,
     /// This build, for the per-rank report.
     pub tool: icb_core::ToolInfo,
 }
@@ -109,11 +109,11 @@ pub(crate) struct KvSite<'a> {
     pub prepared: &'a icb_kube::pair::Prepared,
 }
 
-/// The pods of the per-rank model ([`icb_pair::kv::kube_ranks::ranks_plan`], the constructor
+/// The pods of the per-rank model ([`icb_kv_transfer::kube_ranks::ranks_plan`], the constructor
 /// `pair` uses too): on node targets every rank under its side's recipe env (`envs`).
 /// Worker-shaped targets (`pod/…`, `deployment/…`): the bench pods `prepared` modelled on the
 /// workers (or the recipe's templates), whose env is already theirs
-/// ([`icb_pair::kv::kube_ranks::modelled`]).
+/// ([`icb_kv_transfer::kube_ranks::modelled`]).
 pub fn ranks_pods(
     pods: &BenchPodsPlan,
     prepared: &icb_kube::pair::Prepared,
@@ -123,10 +123,10 @@ pub fn ranks_pods(
     times: (std::time::Duration, std::time::Duration),
 ) -> KubeRailsPlan {
     let targets = (&pods.prefill, &pods.decode);
-    let plan = icb_pair::kv::kube_ranks::ranks_plan(targets, &pods.run_id, options, kv, times, envs);
+    let plan = icb_kv_transfer::kube_ranks::ranks_plan(targets, &pods.run_id, options, kv, times, envs);
     match targets {
         (Target::Node(_), Target::Node(_)) => plan,
-        _ => icb_pair::kv::kube_ranks::modelled(plan, prepared),
+        _ => icb_kv_transfer::kube_ranks::modelled(plan, prepared),
     }
 }
 
@@ -142,15 +142,15 @@ pub(crate) async fn pair(
     cancel: &CancellationToken,
 ) -> Result<PairEnd, StepError> {
     let request = kv.given.request(engines).map_err(StepError::Setup)?;
-    let options = icb_pair::kv::KvOptions {
+    let options = icb_kv_transfer::KvOptions {
         op: kv.op,
-        engine: icb_pair::kv::KvEngine::Chosen(kv.engine.decide()),
+        engine: icb_kv_transfer::KvEngine::Chosen(kv.engine.decide()),
         max_kv_ms: kv.max_kv_ms,
         sweep_max: kv.sweep_max,
-        sweep_rank_bytes: icb_pair::kv::MAX_RANK_BYTES,
+        sweep_rank_bytes: icb_kv_transfer::MAX_RANK_BYTES,
         // The bulk row, the bursts and the other operation are `pair --kv-shape`'s: the gate's
         // budget covers the paged request only.
-        extra: icb_pair::kv::KvExtraRuns::NONE,
+        extra: icb_kv_transfer::KvExtraRuns::NONE,
     };
     let kv_plan = KvPlan::with_options(plan, request, &options);
     let left = site.deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -394,7 +394,7 @@ mod tests {
             (shape.isl, shape.prefill_tp, shape.decode_tp, shape.page_size),
             (4096, 8, 4, 32)
         );
-        assert_eq!(shape.max_rank_bytes, Some(icb_pair::kv::MAX_RANK_BYTES));
+        assert_eq!(shape.max_rank_bytes, Some(icb_kv_transfer::MAX_RANK_BYTES));
         let bad = KvGiven {
             model: Some("qwen3-32b".into()),
             shape: icb_kv::KvShapeText {

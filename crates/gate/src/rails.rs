@@ -6,12 +6,12 @@
 
 use crate::{PairEnd, StepError};
 use icb_core::rails::RailPattern;
-use icb_pair::rails::kube::{KubeRails, KubeRailsPlan};
-use icb_pair::rails::{
-    AloneRuns, RailFlagError, RailRow, RailSelection, RailSite, RailsPlan, plan_rows, read_selection, run_rails,
-};
 use icb_pair::{CancellationToken, PairError, PairOutcome, PairPlan, SideRole};
 use icb_probe::TransportEnv;
+use icb_rails::kube::{KubeRails, KubeRailsPlan};
+use icb_rails::{
+    AloneRuns, RailFlagError, RailRow, RailSelection, RailSite, RailsPlan, plan_rows, read_selection, run_rails,
+};
 use tokio::time::Instant;
 
 /// The rails flags of a gate, read once.

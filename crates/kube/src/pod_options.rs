@@ -1,7 +1,7 @@
 //! What every bench pod of one command shares, read once from its flags: the image, the
 //! privileges, the devices and the engine flags both sides get. Each pods plan takes it through
 //! its constructor ([`crate::pair::BenchPodsPlan::new`] for a pair's two bench pods, the node
-//! pods of rails and KV ranks in `icb_pair::rails::kube`), so "flags → pod fields" is written
+//! pods of rails and KV ranks in `icb_rails::kube`), so "flags → pod fields" is written
 //! once per command instead of once per plan.
 
 use crate::devices::DeviceRequest;

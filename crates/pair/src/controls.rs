@@ -17,7 +17,7 @@ pub const TEST_CONTROL_TLS_ENV: &str = "IC_BENCH_TEST_CONTROL_TLS";
 
 /// The longest a control may measure its one case: controls stay short (≤ 1 s of measuring on
 /// the 2-core build machine).
-pub(crate) const CONTROL_MAX_TIME_S: f64 = 0.3;
+pub const CONTROL_MAX_TIME_S: f64 = 0.3;
 
 /// The recipe's variables a knobs-off control runs without: the `UCX_*` and `NIXL_*` either side
 /// sets (the knobs of the transport; `NCCL_*` and the rest stay), sorted.

@@ -330,7 +330,7 @@ pub struct LocalSide {
 }
 
 impl LocalSide {
-    pub(crate) fn start(label: &'static str, what: &'static str, mut pod: Pod, forward: bool) -> LocalSide {
+    pub fn start(label: &'static str, what: &'static str, mut pod: Pod, forward: bool) -> LocalSide {
         let stdout = pod.take_stdout().map(|s| BufReader::new(s).lines());
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let forwarder = pod.take_stderr().map(|pipe| {

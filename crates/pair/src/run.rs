@@ -90,7 +90,7 @@ pub struct Interrupted {
 
 impl Interrupted {
     /// What the interrupted runs among `runs` (rails rows, KV sweep rows) cleaned up, as one text.
-    pub(crate) fn cleanup_of(runs: &[Result<PairOutcome, PairError>]) -> String {
+    pub fn cleanup_of(runs: &[Result<PairOutcome, PairError>]) -> String {
         runs.iter()
             .filter_map(|r| match r {
                 Err(PairError::Interrupted(i)) if !i.cleanup.is_empty() => Some(i.cleanup.clone()),
@@ -102,7 +102,7 @@ impl Interrupted {
 
     /// A run after a finished main run (a control, the KV bulk row) was interrupted: the main
     /// run's report is the evidence to write out, and both runs' cleanup is said.
-    pub(crate) fn after(main: &PairOutcome, later: Interrupted) -> Interrupted {
+    pub fn after(main: &PairOutcome, later: Interrupted) -> Interrupted {
         let cleanup = [main.cleanup.as_str(), later.cleanup.as_str()]
             .into_iter()
             .filter(|s| !s.is_empty())

@@ -2,7 +2,7 @@
 //! (`/sys/devices/system/node/node*/cpulist`), and the node each GPU (PCI bus order, as
 //! [`crate::rails`] numbers them) and each NIC (`/sys/class/infiniband/*/device/numa_node`,
 //! `/sys/class/net/*/device/numa_node`) hangs off. Read through a [`NodeSource`], so recorded
-//! trees replay; deciding what to do with it is the caller's (`icb_pair::kv::cpus`).
+//! trees replay; deciding what to do with it is the caller's (`icb_rails::cpus`).
 
 use crate::facts::IB_CLASS;
 use crate::source::NodeSource;

@@ -45,7 +45,7 @@ impl EngineChoice {
 
 /// Whether NIXL's library loads on this host (from `library_dir`, `--nixl-lib`, else the
 /// loader's search; no agent starts): how a `--kv-shape` run without `--engine` decides its
-/// engine when it starts (`icb_pair::kv::KvEngine`).
+/// engine when it starts (`icb_kv_transfer::KvEngine`).
 pub fn nixl_loads(library_dir: Option<&std::path::Path>) -> bool {
     icb_nixl_engine::probe_load(library_dir).is_ok()
 }

@@ -1,13 +1,13 @@
 //! `sweep --rails auto`: each node pair of the sweep runs through the Kubernetes rails seam
-//! (`icb_pair::rails::kube`: one pod per node holding all of its devices, every rail at once)
+//! (`icb_rails::kube`: one pod per node holding all of its devices, every rail at once)
 //! instead of one bench pod pair; its end is reduced to the same `Outcome` as a plain pair, the
 //! rails section riding along in the report. Scoring per rail is the sweep crate's.
 
 use super::Sweeper;
 use icb_core::model::ControlKind;
-use icb_pair::rails::kube::{KubeRails, KubeRailsPlan};
-use icb_pair::rails::{AloneRuns, RailSelection, RailsPlan, plan_rows, run_rails_with_controls};
 use icb_pair::{CancellationToken, Deadlines, LaunchError, PairError, PairOutcome, PairPlan, SideRole};
+use icb_rails::kube::{KubeRails, KubeRailsPlan};
+use icb_rails::{AloneRuns, RailSelection, RailsPlan, plan_rows, run_rails_with_controls};
 use icb_sweep::results::Outcome;
 use icb_sweep::run::PairEnd;
 use icb_sweep::schedule::Pair;
@@ -25,7 +25,7 @@ pub enum RailsFlagError {
     #[error("--rails pairs two nodes (each side takes all of its node's devices): not with --schedule intra-node")]
     IntraNode,
     #[error(transparent)]
-    Selection(#[from] icb_pair::rails::RailPlanError),
+    Selection(#[from] icb_rails::RailPlanError),
 }
 
 impl RailsJob {
@@ -130,7 +130,7 @@ async fn rails_pair(
         margin: rails.margin,
         alone: AloneRuns::Suspects,
     };
-    let mut progress = |_: &icb_pair::rails::RailRow, _: &icb_core::protocol::CaseProgress| {};
+    let mut progress = |_: &icb_rails::RailRow, _: &icb_core::protocol::CaseProgress| {};
     let ran = run_rails_with_controls(controls, &plan, seam, stop, &mut progress).await;
     ran.map_err(|e| match e {
         PairError::Launch(l) => Failed::Launch(l),

@@ -100,7 +100,7 @@ pub struct RankPlan {
 }
 
 /// A rank's CPUs, decided by the coordinator from the node's topology
-/// (`icb_pair::kv::cpus::place_ranks`).
+/// (`icb_rails::cpus::place_ranks`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuPlacement {
     /// The CPUs to run on; empty: unpinned (every CPU the rank was allowed).

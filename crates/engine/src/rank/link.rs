@@ -1,4 +1,4 @@
-//! A KV rank's connection to its coordinator (`icb_pair::kv::ranks`), shared by both engines'
+//! A KV rank's connection to its coordinator (`icb_kv_transfer::ranks`), shared by both engines'
 //! ranks: one JSON line per message each way, a reader thread turning the coordinator's lines
 //! into messages so that a rank can keep progressing its own engine while it waits.
 //!

@@ -30,7 +30,7 @@ mod worker;
 
 pub use side::InPlaceSide;
 pub use worker::Worker;
-pub(crate) use worker::pods_placement;
+pub use worker::pods_placement;
 use worker::*;
 
 /// Exit codes of [`SIDE_SCRIPT`] before the side started, each with its own message.

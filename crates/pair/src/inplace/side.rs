@@ -22,7 +22,7 @@ impl InPlaceSide {
     }
 
     /// A side whose exec was opened elsewhere (the Kubernetes rails seam runs its ranks so).
-    pub(crate) fn new(role: &'static str, label: String, session: ExecSession) -> InPlaceSide {
+    pub fn new(role: &'static str, label: String, session: ExecSession) -> InPlaceSide {
         InPlaceSide {
             role,
             label,
@@ -32,19 +32,19 @@ impl InPlaceSide {
     }
 
     /// The exit code its exit note read, if it did.
-    pub(crate) fn exit_code_seen(&self) -> Option<i32> {
+    pub fn exit_code_seen(&self) -> Option<i32> {
         self.session.exit_seen()
     }
 
     /// Reads (and drops) lines up to one starting with `marker`: `false` when the output ended
     /// first.
-    pub(crate) async fn read_until(&mut self, marker: &str) -> bool {
+    pub async fn read_until(&mut self, marker: &str) -> bool {
         self.read_marked(marker).await.is_some()
     }
 
     /// Reads (and drops) lines up to one starting with `marker`, and returns the rest of it:
     /// `None` when the output ended first.
-    pub(crate) async fn read_marked(&mut self, marker: &str) -> Option<String> {
+    pub async fn read_marked(&mut self, marker: &str) -> Option<String> {
         while let Some(line) = self.session.next_line().await {
             if let Some(rest) = line.strip_prefix(marker) {
                 return Some(rest.to_string());

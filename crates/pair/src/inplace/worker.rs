@@ -23,14 +23,14 @@ impl Worker {
     }
 
     /// The pod IP, which a worker has once it runs.
-    pub(crate) fn pod_ip(&self) -> Result<&str, LaunchError> {
+    pub fn pod_ip(&self) -> Result<&str, LaunchError> {
         self.ip
             .as_deref()
             .ok_or_else(|| LaunchError::new(format!("{} has no pod IP yet: wait until it is Running", self.label())))
     }
 
     /// Where a `connect` in another pod reaches the server this worker listens with.
-    pub(crate) fn server_address(&self, server: &Listening) -> Result<String, LaunchError> {
+    pub fn server_address(&self, server: &Listening) -> Result<String, LaunchError> {
         let port = server
             .socket_addr()
             .map_err(|e| LaunchError::new(e.to_string()))?
@@ -41,7 +41,7 @@ impl Worker {
 
 /// Where a pair's two sides ran when each ran in a pod (in-place, and rails' and KV ranks' node
 /// pods): the decode side at its server's address, the prefill side at its pod IP.
-pub(crate) fn pods_placement(
+pub fn pods_placement(
     (locality, mode): (Locality, String),
     namespace: &str,
     (prefill, decode): (&Worker, &Worker),

@@ -1,0 +1,7 @@
+//! icb-rails' integration tests, one module per file of tests/ (issue 37): one test binary to
+//! link. A test is `<file>::<test>` here, e.g. `cargo test -p icb-rails --test main cpus::`. A new
+//! tests/*.rs file is a `mod` line below (Cargo.toml has `autotests = false`; tests/ci_script.rs
+//! fails CI for a file no binary compiles).
+
+mod cpus;
+mod rails_scripted;
