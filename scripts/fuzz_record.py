@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
-"""FUZZING.md's tables, for scripts/fuzz-campaign: one row per target and campaign (newest first),
-and the cumulative ledger the script regenerates from those rows after each one.
+"""The fuzzing record, for scripts/fuzz-campaign: one row per target and campaign (newest first)
+in a record file (fuzz/campaigns.md), and the cumulative ledger regenerated from those rows after
+each one, in the record itself or, with --ledger, in another file (FUZZING.md: the ledger and the
+findings, issue 38).
 
-    fuzz_record.py add FILE ROW    add ROW under the campaign table's header, regenerate the ledger
-    fuzz_record.py ledger FILE     regenerate the ledger only
+    fuzz_record.py add FILE ROW [--ledger LEDGER]   add ROW under FILE's campaign table's header,
+                                                    regenerate the ledger (in LEDGER, else FILE)
+    fuzz_record.py ledger FILE [--ledger LEDGER]    regenerate the ledger only
 
 Rows are never rewritten: the ledger is computed from them. Targets that run side by side record
 at any time, so each change holds a lock (flock on the file's directory: no lock file is left)
@@ -56,7 +59,7 @@ def ledger(text):
         by_target.setdefault(r[1], []).append(r)
     lines = [
         BEGIN,
-        "### Cumulative per target (generated; the per-campaign rows below are the record)",
+        "### Cumulative per target (generated from the per-campaign rows, which are the record)",
         "",
         "**Cumulative**, not one campaign: executions added up over the campaigns that resumed from",
         "the corpus kept in `fuzz/corpus/<target>/` (from the newest one that started from the seeds",
@@ -96,8 +99,14 @@ def ledger(text):
 
 
 def with_ledger(text):
-    """text with its ledger block replaced, or put right before the campaign table."""
-    block = ledger(text)
+    """text with the ledger of its own rows."""
+    return with_ledger_of(text, text)
+
+
+def with_ledger_of(text, record):
+    """text with its ledger block replaced by record's rows' (or put right before text's
+    campaign table, or at its end)."""
+    block = ledger(record)
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
         tail = rest.split(END, 1)[1].lstrip("\n")
@@ -115,38 +124,57 @@ def with_row(text, row):
     return head + SEP + "\n" + row.rstrip("\n") + "\n" + tail
 
 
-def update(path, change):
+def write_atomically(path, text):
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def update(path, change, ledger_path=None):
+    """Changes the record at path and regenerates the ledger from its rows: in the record, or in
+    ledger_path (whose other text is kept). Both under the record's lock."""
     path = pathlib.Path(path)
     lock = os.open(path.parent, os.O_RDONLY)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        text = path.read_text() if path.exists() else ""
-        new = with_ledger(change(text))
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(new)
-            os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        text = change(path.read_text() if path.exists() else "")
+        if ledger_path is None:
+            write_atomically(path, with_ledger(text))
+            return
+        ledger_path = pathlib.Path(ledger_path)
+        if not ledger_path.exists():
+            raise SystemExit(f"fuzz_record.py: --ledger {ledger_path}: no such file")
+        write_atomically(path, text)
+        write_atomically(ledger_path, with_ledger_of(ledger_path.read_text(), text))
     finally:
         os.close(lock)
 
 
 def main(argv):
-    if len(argv) == 4 and argv[1] == "add":
-        row = argv[3]
+    args = argv[1:]
+    ledger_path = None
+    if len(args) >= 2 and args[-2] == "--ledger":
+        ledger_path, args = args[-1], args[:-2]
+    if len(args) == 3 and args[0] == "add":
+        row = args[2]
         if not (row.startswith("| ") and len(rows_of(SEP + "\n" + row + "\n")) == 1):
             print(f"fuzz_record.py: not a campaign row of 10 cells: {row!r}", file=sys.stderr)
             return 2
-        update(argv[2], lambda text: with_row(text, row))
+        update(args[1], lambda text: with_row(text, row), ledger_path)
         return 0
-    if len(argv) == 3 and argv[1] == "ledger":
-        update(argv[2], lambda text: text)
+    if len(args) == 2 and args[0] == "ledger":
+        update(args[1], lambda text: text, ledger_path)
         return 0
-    print("usage: fuzz_record.py add FILE ROW | fuzz_record.py ledger FILE", file=sys.stderr)
+    print(
+        "usage: fuzz_record.py add FILE ROW [--ledger LEDGER] | fuzz_record.py ledger FILE [--ledger LEDGER]",
+        file=sys.stderr,
+    )
     return 2
 
 
