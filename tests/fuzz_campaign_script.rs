@@ -302,16 +302,29 @@ fn the_rows_and_their_ledger_live_in_two_files_as_the_repositorys_do() {
     let out = record(&[&rows], Some(new), &missing);
     assert!(!out.status.success(), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--ledger") && err.contains("NONE.md") && err.trim().lines().count() == 1, "{err}");
-    assert_eq!(table_rows(&fs::read_to_string(&rows).unwrap()), [old], "nothing written");
+    assert!(
+        err.contains("--ledger") && err.contains("NONE.md") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+    assert_eq!(
+        table_rows(&fs::read_to_string(&rows).unwrap()),
+        [old],
+        "nothing written"
+    );
 
     let out = record(&[&rows], Some(new), &ledger);
     assert!(out.status.success(), "{out:?}");
     let text = fs::read_to_string(&rows).unwrap();
     assert_eq!(table_rows(&text), [new, old], "{text}");
-    assert!(!text.contains("<!-- fuzz-ledger"), "the rows' file holds no ledger: {text}");
+    assert!(
+        !text.contains("<!-- fuzz-ledger"),
+        "the rows' file holds no ledger: {text}"
+    );
     let text = fs::read_to_string(&ledger).unwrap();
-    assert!(text.starts_with(head) && text.ends_with(findings) && !text.contains("stale"), "{text}");
+    assert!(
+        text.starts_with(head) && text.ends_with(findings) && !text.contains("stale"),
+        "{text}"
+    );
     assert_eq!(
         ledger_line(&text, "ibstat"),
         "| ibstat | 2 | 10,004,321 | 10,004,321 | 10,000,000 in 100 s (2026-01-01T00:00Z) | 0 | reached 2026-01-01T00:00Z |"

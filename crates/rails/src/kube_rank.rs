@@ -191,12 +191,7 @@ impl Launcher for KubeRailLauncher {
 
     fn placement(&self, server: &Listening, _report: &PairReport) -> Placement {
         let workers = (&self.prefill.0, &self.decode.0);
-        pods_placement(
-            (self.locality(), self.mode()),
-            self.cluster.namespace(),
-            workers,
-            server,
-        )
+        pods_placement(self, self.cluster.namespace(), workers, server)
     }
 
     async fn cleanup(&mut self) -> Result<String, LaunchError> {

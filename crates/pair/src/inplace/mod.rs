@@ -432,12 +432,7 @@ impl Launcher for InPlaceLauncher {
 
     fn placement(&self, server: &Listening, _report: &PairReport) -> Placement {
         let workers = (&self.prefill, &self.decode);
-        pods_placement(
-            (self.locality(), self.mode()),
-            self.cluster.namespace(),
-            workers,
-            server,
-        )
+        pods_placement(self, self.cluster.namespace(), workers, server)
     }
 
     async fn cleanup(&mut self) -> Result<String, LaunchError> {

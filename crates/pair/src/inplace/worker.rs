@@ -42,7 +42,7 @@ impl Worker {
 /// Where a pair's two sides ran when each ran in a pod (in-place, and rails' and KV ranks' node
 /// pods): the decode side at its server's address, the prefill side at its pod IP.
 pub fn pods_placement(
-    (locality, mode): (Locality, String),
+    launcher: &impl crate::launcher::Launcher,
     namespace: &str,
     (prefill, decode): (&Worker, &Worker),
     server: &Listening,
@@ -57,8 +57,8 @@ pub fn pods_placement(
     // A report is written even when the server's address is gone: the pod IP is still known.
     let decode_address = decode.server_address(server).ok();
     Placement {
-        locality,
-        mode,
+        locality: launcher.locality(),
+        mode: launcher.mode(),
         prefill: endpoint(prefill, None),
         decode: endpoint(decode, decode_address),
     }
