@@ -42,7 +42,7 @@ pub fn assert_rank_sums_its_peers(kv: &KvOutcome, r: &KvRank) {
 
 /// `IC_BENCH_LOG` under which `pair --kv-shape` logs each repetition it has measured (the
 /// warnings otherwise, kube-rs quiet): what [`interrupt_after_first_repetition`] waits for.
-pub const REPETITIONS_LOGGED: &str = "warn,kube_client=off,kube_runtime=off,icb_pair::kv=info";
+pub const REPETITIONS_LOGGED: &str = "warn,kube_client=off,kube_runtime=off,icb_kv_transfer=info";
 
 /// What a `pair --kv-shape` process interrupted mid-repetitions did.
 #[derive(Debug)]
