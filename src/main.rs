@@ -92,7 +92,10 @@ fn main() -> ExitCode {
     let cli = match parse() {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
-            eprintln!("ic-bench: error: {} (see ic-bench --help)", one_line_clap_error(&e));
+            eprintln!(
+                "ic-bench: error: {} (see ic-bench --help)",
+                icb_flags::one_line_clap_error(&e)
+            );
             return ExitCode::from(icb_core::exit::USAGE_OR_SETUP as u8);
         }
         Err(e) => {
@@ -188,39 +191,6 @@ pub(crate) fn one_line_error(e: &anyhow::Error) -> String {
     icb_core::error_line::one_line(e.as_ref())
 }
 
-/// clap's error without its usage block: the first line, plus its tip when it has one. A first
-/// line that ends in ':' ("the following required arguments were not provided:") is completed
-/// with the lines it introduces (the missing flags), which clap puts on lines of their own.
-fn one_line_clap_error(e: &clap::Error) -> String {
-    let rendered = e.render().to_string();
-    let mut lines = rendered
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .take_while(|l| !l.starts_with("Usage:"));
-    let mut first = lines
-        .next()
-        .unwrap_or("invalid arguments")
-        .trim_start_matches("error: ")
-        .to_string();
-    let rest: Vec<&str> = lines.collect();
-    if first.ends_with(':') {
-        let named: Vec<&str> = rest.iter().copied().filter(|l| !l.starts_with("tip:")).collect();
-        if !named.is_empty() {
-            first = format!("{} {}", first, named.join(", "));
-        }
-    }
-    // A value outside a fixed set: the set (clap's own context, not its wording), so the line
-    // says what to write instead.
-    if let Some(clap::error::ContextValue::Strings(values)) = e.get(clap::error::ContextKind::ValidValue) {
-        first = format!("{first}; possible values: {}", values.join(", "));
-    }
-    match rest.iter().find(|l| l.starts_with("tip:")) {
-        Some(tip) => format!("{first}; {tip}"),
-        None => first,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,7 +213,7 @@ mod tests {
         let e = Cli::try_parse_from(["ic-bench", "pair", "--bogus"])
             .err()
             .expect("an error");
-        let line = one_line_clap_error(&e);
+        let line = icb_flags::one_line_clap_error(&e);
         assert!(line.starts_with("unexpected argument '--bogus' found"), "{line}");
         assert!(!line.contains('\n'), "{line}");
     }
@@ -253,7 +223,7 @@ mod tests {
         let e = Cli::try_parse_from(["ic-bench", "pair", "--local", "-o", "bogus"])
             .err()
             .expect("an error");
-        let line = one_line_clap_error(&e);
+        let line = icb_flags::one_line_clap_error(&e);
         assert!(
             line.starts_with("invalid value 'bogus' for '--output <FORMAT>'; possible values: table, wide, json"),
             "{line}"
@@ -264,8 +234,8 @@ mod tests {
     #[test]
     fn sweep_and_gate_sizes_take_ranges_like_pair() {
         let sizes = |cli: Cli| match cli.command {
-            Some(Command::Sweep(a)) => cmd::common::SizeList::all(&a.sizes),
-            Some(Command::Gate(a)) => cmd::common::SizeList::all(&a.sizes),
+            Some(Command::Sweep(a)) => icb_flags::common::SizeList::all(&a.sizes),
+            Some(Command::Gate(a)) => icb_flags::common::SizeList::all(&a.sizes),
             _ => panic!("not a sweep or a gate"),
         };
         let sweep = Cli::try_parse_from(["ic-bench", "sweep", "--sizes", "8..32,1MiB"]).expect("parses");
@@ -292,7 +262,7 @@ mod tests {
         let e = Cli::try_parse_from(["ic-bench", "pair", "--prefill", "node/a"])
             .err()
             .expect("an error");
-        let line = one_line_clap_error(&e);
+        let line = icb_flags::one_line_clap_error(&e);
         assert!(
             line.starts_with("the following required arguments were not provided: --decode <DECODE>"),
             "{line}"

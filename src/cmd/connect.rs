@@ -4,17 +4,18 @@
 //! pipeline it gets one `--plan` document instead (settings and the resolved expectation) and
 //! prints the typed protocol lines (`icb_core::protocol`): one per case, then the report.
 
-use super::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs, parse_duration};
-use super::output::OutputArgs;
 use anyhow::Context as _;
 use icb_core::protocol::{ChildPlan, SideWriter};
 use icb_core::{Locality, ToolInfo};
+use icb_flags::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs, parse_duration};
+use icb_flags::output::OutputArgs;
 use icb_sides::connect::{ByHand, Side, run_by_hand, run_planned};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// The flags `--plan` decides (settings, expectation, placement, output): refused beside it.
-const PLAN_DECIDES: [&str; 28] = [
+/// `every_flag_is_decided_by_the_plan_or_named_as_not` keeps the list whole.
+const PLAN_DECIDES: [&str; 30] = [
     "profile",
     "tests",
     "sizes",
@@ -29,6 +30,7 @@ const PLAN_DECIDES: [&str; 28] = [
     "unit",
     "require_cuda",
     "cuda_optional",
+    "cuda_alloc",
     "min_host_bw",
     "min_cuda_bw",
     "min_bw_size",
@@ -43,6 +45,7 @@ const PLAN_DECIDES: [&str; 28] = [
     "export_json",
     "export_junit",
     "export_prometheus",
+    "export_collectivex",
 ];
 
 #[derive(clap::Args, Debug, Clone)]
@@ -52,7 +55,7 @@ pub struct Args {
     pub server: String,
 
     #[command(flatten)]
-    pub token: super::common::TokenArgs,
+    pub token: icb_flags::common::TokenArgs,
 
     #[command(flatten)]
     pub test: TestArgs,
@@ -96,7 +99,7 @@ pub struct Args {
     pub plan: Option<String>,
 
     #[command(flatten)]
-    pub rails: super::pair_rails::RailArgs,
+    pub rails: icb_flags::rails::RailArgs,
 }
 
 /// `--placement`: a forced locality, or `None` for auto.
@@ -201,4 +204,50 @@ fn run_with_plan(args: &Args, plan: ChildPlan) -> anyhow::Result<i32> {
     let out = Arc::new(SideWriter::new(super::report_out::reserve()?));
     let interrupt = super::interrupt::Interrupt::install()?;
     run_planned(&side(args, args.token.resolve()?), &plan, &interrupt, &out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags `--plan` does not decide: who the server is, the token, which engine and UCX,
+    /// the preflight bound (refused beside `--plan` on its own), and the rails' flags (a rails
+    /// run takes no plan).
+    const PLAN_LEAVES: [&str; 13] = [
+        "server",
+        "token_file",
+        "ucx_lib",
+        "engine",
+        "nixl_lib",
+        "ucx_profile",
+        "within",
+        "plan",
+        "rails",
+        "rail_devices",
+        "rail_pattern",
+        "rail_margin",
+        "rail_alone",
+    ];
+
+    #[test]
+    fn every_flag_is_decided_by_the_plan_or_named_as_not() {
+        let command = <Args as clap::Args>::augment_args(clap::Command::new("connect"));
+        let mut unnamed = vec![];
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            let decided = PLAN_DECIDES.contains(&id);
+            assert!(!(decided && PLAN_LEAVES.contains(&id)), "{id} is in both lists");
+            if !decided && !PLAN_LEAVES.contains(&id) {
+                unnamed.push(id.to_string());
+            }
+        }
+        assert!(
+            unnamed.is_empty(),
+            "say whether --plan decides {unnamed:?}: add each to PLAN_DECIDES or PLAN_LEAVES"
+        );
+        let ids: Vec<&str> = command.get_arguments().map(|a| a.get_id().as_str()).collect();
+        for id in PLAN_DECIDES.iter().chain(&PLAN_LEAVES) {
+            assert!(ids.contains(id), "{id} is not a flag of connect");
+        }
+    }
 }

@@ -30,7 +30,7 @@ pub fn run(args: super::connect::Args) -> anyhow::Result<i32> {
     let mut progress = icb_target::view::rail_lines(pair.settings.unit);
     let run = RemoteRailsRun::from_this_host(&args.server, (ranks, locality), choice, pair, args.connect_timeout);
     let interrupt = Interrupt::install()?;
-    super::common::runtime()?.block_on(async {
+    super::runtime()?.block_on(async {
         match run_remote_rails(run, &[], interrupt.token(), &mut progress).await? {
             RemoteEnd::NotStarted => Ok(interrupt.report("nothing was started")),
             RemoteEnd::Ran(result) => Ok(icb_target::emit::emit_outcome(*result, &output, &interrupt, None)?),

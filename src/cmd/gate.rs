@@ -6,7 +6,7 @@
 //! interrupted.
 
 use super::interrupt::Interrupt;
-use super::kube_args::ClusterArgs;
+use icb_flags::cluster::ClusterArgs;
 use icb_gate::emit;
 use icb_gate::flags::GateFlags;
 use icb_gate::kube::KubeGate;
@@ -18,7 +18,7 @@ pub struct Args {
     pub cluster: ClusterArgs,
 
     #[command(flatten)]
-    pub devices: super::devices::DeviceArgs,
+    pub devices: icb_flags::devices::DeviceArgs,
 
     /// The serving recipe (anything `probe env` reads); on node targets the bench pods are cloned from its prefill/decode pod templates
     #[arg(long, value_name = "PATH")]
@@ -37,7 +37,7 @@ pub struct Args {
     pub decode: String,
 
     /// Bound on the whole gate (probes + pair)
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = icb_flags::common::parse_duration)]
     pub budget: Duration,
 
     /// Skip the node probes (when probe pods are not allowed)
@@ -70,8 +70,8 @@ pub struct Args {
     pub tests: Vec<icb_core::TestKind>,
 
     /// Sizes of the pair: sizes or power-of-two ranges (8..64MiB), comma separated
-    #[arg(long, value_delimiter = ',', default_value = "64KiB,1MiB", value_parser = super::common::SizeList::parse)]
-    pub sizes: Vec<super::common::SizeList>,
+    #[arg(long, value_delimiter = ',', default_value = "64KiB,1MiB", value_parser = icb_flags::common::SizeList::parse)]
+    pub sizes: Vec<icb_flags::common::SizeList>,
 
     /// Memory pairs of the pair
     #[arg(long, value_delimiter = ',', default_value = "host-host")]
@@ -81,20 +81,20 @@ pub struct Args {
     /// expandable_segments:True), pool or fabric; see docs/pair.md [default: the recipe's engines'
     /// allocation: vmm where their PYTORCH_CUDA_ALLOC_CONF sets expandable_segments:True, else legacy]
     #[arg(long, value_name = "MODE", value_enum)]
-    pub cuda_alloc: Option<super::common::CudaAlloc>,
+    pub cuda_alloc: Option<icb_flags::common::CudaAlloc>,
 
     #[command(flatten)]
-    pub expect: super::common::ExpectArgs,
+    pub expect: icb_flags::common::ExpectArgs,
 
     /// What stdout shows: the verdict and findings (table; wide does not wrap), json or junit
     #[arg(short = 'o', long = "output", value_enum, default_value_t = GateOutput::Table)]
     pub output: GateOutput,
 
     #[command(flatten)]
-    pub exports: super::export_args::ExportArgs,
+    pub exports: icb_flags::exports::ExportArgs,
 
     #[command(flatten)]
-    pub engine: super::common::EngineArgs,
+    pub engine: icb_flags::common::EngineArgs,
 
     /// Whole nodes: the pair step runs every rail of the two nodes at once (`auto`, or
     /// `gpu0=mlx5_0,…`), each rank under the recipe's transport env and its UCX_NET_DEVICES, so a
@@ -104,16 +104,16 @@ pub struct Args {
     pub rails: Option<String>,
 
     /// With --rails: a rail more than this far below the median of the rails fails (e.g. 20%)
-    #[arg(long, value_name = "PERCENT", default_value = "20%", value_parser = super::pair_rails::parse_percent, requires = "rails")]
+    #[arg(long, value_name = "PERCENT", default_value = "20%", value_parser = icb_flags::rails::parse_percent, requires = "rails")]
     pub rail_margin: f64,
 
     /// `--kv-shape [MODEL]`: the pair step is the deployment's own KV transfer (model, TP sizes
     /// and block size from the flags, else from the recipe's engine arguments)
     #[command(flatten)]
-    pub kv: super::pair_kv::KvArgs,
+    pub kv: icb_flags::kv::KvArgs,
 
     #[command(flatten)]
-    pub history: super::history_args::HistoryArgs,
+    pub history: icb_flags::history::HistoryArgs,
 
     /// At the end, set the node condition ICBenchFabric on the nodes the gate measured: True (pass), False (a fail of their pair or their own probe) or Unknown (a fail elsewhere, over budget, a setup error), with reason, message and times (needs manifests/clusterrole-node-conditions.yaml)
     #[arg(long)]
@@ -160,10 +160,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // Claimed before the first step: from here on a signal ends in the report, exit 130.
     let interrupt = Interrupt::install()?;
     let mut steps = KubeGate::new(input);
-    let rt = super::common::runtime()?;
+    let rt = super::runtime()?;
     let mut report = rt.block_on(icb_gate::run_gate(&plan, &mut steps, interrupt.token()));
     let view = icb_report::View {
-        width: super::output::width(false),
+        width: icb_flags::output::width(false),
         wide: false,
     };
     let history_error = emit::write(&mut report, (format, view), &exports, history.as_ref())?;
@@ -202,10 +202,10 @@ fn flags(args: &Args) -> GateFlags {
 fn settings(args: &Args) -> anyhow::Result<icb_core::RunSettings> {
     let mut settings = icb_core::RunSettings::qualification(
         args.tests.clone(),
-        super::common::SizeList::all(&args.sizes),
+        icb_flags::common::SizeList::all(&args.sizes),
         args.memory.clone(),
         1.0,
     );
     settings.cuda_alloc = args.cuda_alloc.unwrap_or_default().into();
-    super::common::qualified(&args.engine.choice(), settings)
+    icb_flags::common::qualified(&args.engine.choice(), settings)
 }

@@ -3,12 +3,12 @@
 //! (the prefill role's model and TP, the decode role's TP, either's block size: the rule and its
 //! test are `icb_gate::kv::KvGiven`). The transfer itself is `icb_gate::kv`.
 
-use super::pair_kv::KvArgs;
+use icb_flags::kv::KvArgs;
 use icb_gate::kv::{GateKv, KvGiven};
 
 /// `--kv-shape` for the gate (`None` without it): the flags as given; the gate completes them
 /// from the recipe's engine arguments once its `probe env` step has read them.
-pub fn gate_kv(flags: &KvArgs, engine: &super::common::EngineArgs) -> Option<GateKv> {
+pub fn gate_kv(flags: &KvArgs, engine: &icb_flags::common::EngineArgs) -> Option<GateKv> {
     if !flags.wanted() {
         return None;
     }

@@ -3,7 +3,7 @@
 //! namespaces named after a dead pid, and any process still tagged with such a run), through the
 //! same stale-run scheme every local run applies at its start (`icb_isolate::cleanup_stale`).
 
-use super::kube_args::ClusterArgs;
+use icb_flags::cluster::ClusterArgs;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -12,7 +12,7 @@ pub struct Args {
     pub cluster: ClusterArgs,
 
     /// Only pods created at least this long ago, e.g. 1h, 30m
-    #[arg(long, value_name = "DURATION", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = icb_flags::common::parse_duration)]
     pub older_than: Option<Duration>,
 
     /// Only the pods of this run (its app.kubernetes.io/instance label)
@@ -38,7 +38,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // Leftovers of dead local runs (`icb-<dead pid>-…`); live runs are never touched.
         true if args.dry_run => icb_isolate::find_stale(icb_isolate::DEFAULT_PREFIX)?.report_lines(true),
         true => icb_isolate::cleanup_stale(icb_isolate::DEFAULT_PREFIX)?.report_lines(false),
-        false => super::common::runtime()?.block_on(async {
+        false => super::runtime()?.block_on(async {
             let cluster = args.cluster.connect().await?;
             let opts = icb_kube::gc::GcOptions {
                 older_than: args.older_than,

@@ -18,7 +18,7 @@ pub struct Args {
     pub output: Format,
 
     /// How long to wait for another run's lock
-    #[arg(long, global = true, value_name = "DURATION", default_value = "30s", value_parser = super::common::parse_duration)]
+    #[arg(long, global = true, value_name = "DURATION", default_value = "30s", value_parser = icb_flags::common::parse_duration)]
     pub history_timeout: std::time::Duration,
 
     #[command(subcommand)]
@@ -84,7 +84,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Format::Json => Style::Json,
         Format::Wide => Style::Table { width: None },
         Format::Table => Style::Table {
-            width: Some(usize::from(super::output::width(false))),
+            width: Some(usize::from(icb_flags::output::width(false))),
         },
     };
     print!("{}", answer(&mut h, question, style)?);

@@ -20,7 +20,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<i32> {
     let job: CoordinatorJob =
         serde_json::from_str(&args.job).map_err(|e| anyhow::anyhow!("bad --job for kv-coordinate: {e}"))?;
-    super::common::runtime()?.block_on(async {
+    super::runtime()?.block_on(async {
         let mut out = std::io::stdout();
         icb_kv_transfer::serve_coordinator(&job, args.listen, &mut out).await
     })?;

@@ -2,8 +2,8 @@
 //! started by the parent (`icb_kv_transfer::ranks`), which it reaches at the plan's coordinator
 //! address. The plan names the engine: `icb_nixl_engine::kv_rank` or `icb_engine::rank::kv_rank`.
 
-use super::common::{EngineArgs, UcxArgs};
 use icb_core::protocol::kv_rank::RankPlan;
+use icb_flags::common::{EngineArgs, UcxArgs};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {

@@ -1,21 +1,15 @@
 //! One module per subcommand: a clap `Args` struct and `run(args) -> anyhow::Result<i32>`.
 
-pub mod common;
 pub mod connect;
 pub mod connect_rails;
 pub mod detect_env;
-pub mod devices;
-pub mod export_args;
 pub mod gate;
 mod gate_kv;
 pub mod gc;
 pub mod history;
-pub mod history_args;
 pub mod interrupt;
-pub mod kube_args;
 pub mod kv_coordinate;
 pub mod kv_rank;
-pub mod output;
 pub mod pair;
 pub mod pair_inplace;
 pub mod pair_kube;
@@ -32,3 +26,13 @@ pub mod serve_rails;
 pub mod sweep;
 mod sweep_resume;
 pub mod version;
+
+/// The one async runtime of every subcommand that needs one (the pair pipeline, API calls): small,
+/// because the work is I/O bound and the measurement itself runs in the child processes.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
+}

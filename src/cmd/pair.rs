@@ -9,9 +9,9 @@
 //! `icb_target::PairTarget` variant, decided in `from_args`, driven by
 //! `PairTarget::run` and emitted once in [`run`].
 
-use super::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs};
 use super::interrupt::Interrupt;
-use super::output::{Output, PairFormat, PairOutputArgs};
+use icb_flags::common::{EngineArgs, ExpectArgs, TestArgs, UcxArgs};
+use icb_flags::output::{Output, PairFormat, PairOutputArgs};
 use icb_pair::PairPlan;
 use icb_target::PairEnd;
 
@@ -54,16 +54,16 @@ pub struct Args {
     pub engine: EngineArgs,
 
     #[command(flatten)]
-    pub rails: super::pair_rails::RailArgs,
+    pub rails: icb_flags::rails::RailArgs,
 
     #[command(flatten)]
-    pub emulated_rails: super::pair_rails::EmulatedRailArgs,
+    pub emulated_rails: icb_flags::rails::EmulatedRailArgs,
 
     #[command(flatten)]
-    pub kv: super::pair_kv::KvArgs,
+    pub kv: icb_flags::kv::KvArgs,
 
     #[command(flatten)]
-    pub history: super::history_args::HistoryArgs,
+    pub history: icb_flags::history::HistoryArgs,
 
     /// Negative controls after the main run, comma separated or repeated: tcp (the same pair with
     /// UCX forced to TCP: it must be classified TCP, or the run is inconclusive; the main path
@@ -95,7 +95,7 @@ pub struct PairCommand {
     pub target: PairTarget,
     pub output: Output,
     /// `--history`/`--baseline`: compares and records the report before it is written.
-    pub history: Option<super::history_args::RunHistory>,
+    pub history: Option<icb_flags::history::RunHistory>,
     /// `--control`: the negative controls to run after the main run (deduplicated, in order).
     pub controls: Vec<icb_core::model::ControlKind>,
 }
@@ -253,7 +253,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let cmd = PairCommand::from_args(args)?;
     // Installed before anything is started, so a signal at any point reaches the cleanup.
     let interrupt = Interrupt::install()?;
-    let runtime = super::common::runtime()?;
+    let runtime = super::runtime()?;
     let gpus = || icb_engine::local::cuda_info().devices;
     let host = icb_kv_transfer::KvHost {
         tool: super::connect::tool_info(),

@@ -26,7 +26,7 @@ pub struct InPlaceArgs {
     pub port_range: (u16, u16),
 
     /// Upper bound on each side's run, for --in-place (the cases are fitted into it)
-    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = icb_flags::common::parse_duration)]
     pub side_timeout: Duration,
 
     /// The binary to copy, for --in-place (e.g. the portable or aarch64 build from scripts/release) [default: this one]

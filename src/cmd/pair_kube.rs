@@ -1,8 +1,8 @@
 //! `ic-bench pair --prefill X --decode Y` on Kubernetes: the flags, and the pair pipeline with
 //! the Kubernetes launcher (`icb_pair::kube`).
 
-use super::kube_args::ClusterArgs;
 use anyhow::Context as _;
+use icb_flags::cluster::ClusterArgs;
 use icb_kube::PodOptions;
 use icb_kube::pair::BenchPodsPlan;
 use icb_kube::target::Target;
@@ -16,7 +16,7 @@ pub struct KubePairArgs {
     pub cluster: ClusterArgs,
 
     #[command(flatten)]
-    pub devices: super::devices::DeviceArgs,
+    pub devices: icb_flags::devices::DeviceArgs,
 
     /// Bench image with ic-bench and UCX [default: ghcr.io/ic-bench/ic-bench:<this version>]
     #[arg(long, value_name = "IMAGE")]
@@ -51,7 +51,7 @@ pub struct KubePairArgs {
     pub run_id: Option<String>,
 
     /// Deadline for the whole run (scheduling, image pull, transfer) [default: from the test settings]
-    #[arg(long, value_name = "DURATION", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = icb_flags::common::parse_duration)]
     pub timeout: Option<Duration>,
 
     /// Print the pods a run would create, create nothing

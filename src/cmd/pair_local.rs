@@ -16,7 +16,7 @@ pub struct LocalArgs {
     pub isolation: Isolation,
 
     /// With --local: how long the decode side may take to start listening (e.g. 30s, 1m)
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::common::parse_duration, requires = "local")]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = icb_flags::common::parse_duration, requires = "local")]
     pub startup_timeout: Duration,
 
     /// With --isolation node: limit the emulated link to RATE (tc tbf, e.g. 30mbit, 1gbit), to see
@@ -40,7 +40,7 @@ pub fn options(args: &super::pair::Args, plan: &mut PairPlan) -> anyhow::Result<
 /// With `--engine nixl`, NIXL must load here: both sides would fail the same way, so it is said
 /// once, before anything starts. Loading the library starts no agent, so this process holds no
 /// UCX afterwards.
-pub fn check_engine_loads(engine: &super::common::EngineArgs) -> anyhow::Result<()> {
+pub fn check_engine_loads(engine: &icb_flags::common::EngineArgs) -> anyhow::Result<()> {
     if engine.engine == icb_core::EngineKind::Nixl {
         icb_nixl_engine::probe_load(engine.nixl_lib.as_deref()).map_err(anyhow::Error::msg)?;
     }

@@ -62,7 +62,7 @@ fn refuse_flags(args: &super::pair::Args) -> anyhow::Result<()> {
 }
 
 /// Which rails `--rails`/`--rail-devices` choose (a count emulates NICs: not on Kubernetes).
-fn selection(rails: &super::pair_rails::RailArgs) -> anyhow::Result<RailSelection> {
+fn selection(rails: &icb_flags::rails::RailArgs) -> anyhow::Result<RailSelection> {
     let devices = rails.rail_devices.as_deref();
     Ok(read_selection(rails.rails.as_deref(), devices, RailSite::Kubernetes)?.1)
 }

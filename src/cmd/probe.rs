@@ -2,9 +2,9 @@
 //! and the serving engines' KV-transfer metrics.
 //! Exit 0 for ok/warn, 1 when a check fails, 2 for usage errors.
 
-use super::kube_args::ClusterArgs;
-use super::output::{Output, OutputArgs};
 use icb_core::checks::ProbeReport;
+use icb_flags::cluster::ClusterArgs;
+use icb_flags::output::{Output, OutputArgs};
 use icb_kube::probe_remote::{self, OpenError, RemoteFlags};
 use icb_probe::request::{self, NixlRequest, NodeRequest};
 use icb_probe::vantage::Opened;
@@ -68,7 +68,7 @@ pub struct RemoteArgs {
     pub container: Option<String>,
 
     /// Deadline for the whole remote probe, e.g. 2m
-    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = icb_flags::common::parse_duration)]
     pub timeout: Duration,
 
     #[command(flatten)]
@@ -117,11 +117,11 @@ pub struct NodeArgs {
     pub tool_outputs: Option<PathBuf>,
 
     /// Deadline for each diagnostic tool
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = icb_flags::common::parse_duration)]
     pub tool_timeout: Duration,
 
     /// Pause between two readings of the port error counters (0s: read once)
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = super::common::parse_interval)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = icb_flags::common::parse_interval)]
     pub counter_interval: Duration,
 
     #[command(flatten)]
@@ -134,7 +134,7 @@ pub struct NixlArgs {
     pub remote: RemoteArgs,
 
     /// Deadline for python3 (finding the nixl package)
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = icb_flags::common::parse_duration)]
     pub tool_timeout: Duration,
 
     /// Directory holding libnixl_capi.so for the `--engine nixl` load check (as for `pair`)
@@ -181,7 +181,7 @@ fn run_env(a: EnvArgs) -> anyhow::Result<i32> {
 /// path exists) read back from the cluster (`icb_kube::objects::probe_env_inputs`).
 fn env_inputs(a: &EnvArgs) -> anyhow::Result<Vec<icb_recipe::Input>> {
     let cluster = a.cluster.options();
-    Ok(super::common::runtime()?.block_on(icb_kube::objects::probe_env_inputs(&a.paths, &cluster))?)
+    Ok(super::runtime()?.block_on(icb_kube::objects::probe_env_inputs(&a.paths, &cluster))?)
 }
 
 /// The transport variables of the recipe role asked for (or the one all roles share).

@@ -1,7 +1,7 @@
 //! `ic-bench probe serving`: the engines' KV-transfer metrics beside ic-bench's own measurement
 //! of the same path (issue 42). Flags here; the reading, translating and judging in icb-serving.
 
-use super::output::OutputArgs;
+use icb_flags::output::OutputArgs;
 use icb_serving::{KvSpec, Options, Source};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -23,7 +23,7 @@ pub struct ServingArgs {
     pub recipe: Vec<String>,
 
     #[command(flatten)]
-    pub cluster: super::kube_args::ClusterArgs,
+    pub cluster: icb_flags::cluster::ClusterArgs,
 
     /// TensorRT-LLM's KV timing files (rank_R_send.csv / rank_R_recv.csv, or their directory:
     /// TRTLLM_KVCACHE_TIME_OUTPUT_PATH); all given are one deployment's ranks
@@ -68,10 +68,10 @@ pub struct ServingArgs {
     pub kv_shape: Option<String>,
 
     #[command(flatten)]
-    pub geometry: super::pair_kv::KvGeometryArgs,
+    pub geometry: icb_flags::kv::KvGeometryArgs,
 
     /// Deadline of each HTTP request and of the history's lock
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = icb_flags::common::parse_duration)]
     pub timeout: Duration,
 
     #[command(flatten)]
@@ -84,7 +84,7 @@ impl ServingArgs {
         let Some(model) = &self.kv_shape else {
             return Ok(None);
         };
-        let kv = super::pair_kv::KvArgs {
+        let kv = icb_flags::kv::KvArgs {
             kv_shape: Some(model.clone()),
             geometry: self.geometry.clone(),
             ..Default::default()
@@ -103,7 +103,7 @@ impl ServingArgs {
         if !self.recipe.is_empty() {
             let others_given = !sources.is_empty();
             // The recipe's worker pods (icb_serving::pods): read-only, through the API.
-            let found = super::common::runtime()?.block_on(async {
+            let found = super::runtime()?.block_on(async {
                 let cluster = self.cluster.connect().await?;
                 Ok::<_, anyhow::Error>(icb_serving::pods::discover(&self.recipe, &cluster, others_given).await?)
             })?;

@@ -1,7 +1,7 @@
 //! `ic-bench serve`: the decode side, like ucx_perftest started without a peer address.
 
-use super::common::{EngineArgs, UcxArgs};
 use icb_core::protocol::SideWriter;
+use icb_flags::common::{EngineArgs, UcxArgs};
 use std::time::Duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -15,7 +15,7 @@ pub struct Args {
     pub once: bool,
 
     /// Exit when no client connects within this long, e.g. 30s, 10m
-    #[arg(long, value_name = "DURATION", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = icb_flags::common::parse_duration)]
     pub idle_timeout: Option<Duration>,
 
     /// Started by a launching ic-bench (`pair`, `gate`, `sweep`): on an error, also print the
@@ -25,7 +25,7 @@ pub struct Args {
     pub side_events: bool,
 
     #[command(flatten)]
-    pub token: super::common::TokenArgs,
+    pub token: icb_flags::common::TokenArgs,
 
     /// Listen beyond loopback without a token, admitting anyone who can reach the port
     #[arg(long)]
@@ -33,11 +33,11 @@ pub struct Args {
 
     /// Largest server-side buffer one case may ask, e.g. 4GiB (default: half the memory
     /// available at start, at most 16 GiB; a GPU buffer also at most half its GPU's free memory)
-    #[arg(long, value_name = "SIZE", value_parser = super::common::parse_size_arg)]
+    #[arg(long, value_name = "SIZE", value_parser = icb_flags::common::parse_size_arg)]
     pub max_buffer: Option<u64>,
 
     /// Longest one client's session may last, e.g. 30m
-    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = icb_flags::common::parse_duration)]
     pub max_session: Duration,
 
     #[command(flatten)]

@@ -55,7 +55,7 @@ pub fn run(args: super::serve::Args) -> anyhow::Result<i32> {
         println!("{line}");
     };
     let run = run_rails_agent(agent, interrupt.token(), listening);
-    Ok(match super::common::runtime()?.block_on(run)? {
+    Ok(match super::runtime()?.block_on(run)? {
         AgentEnd::CancelledAtStart => interrupt.report("stopped the ranks started so far"),
         AgentEnd::Stopped(what) => interrupt.report(&format!("stopped {what}")),
     })

@@ -4,9 +4,9 @@
 //! Scheduling and scoring are `icb_sweep`'s (pure, tested without a cluster).
 
 use super::interrupt::Interrupt;
-use super::kube_args::ClusterArgs;
-use super::output::OutputFormat;
 use icb_core::model::{MemoryPair, TestKind};
+use icb_flags::cluster::ClusterArgs;
+use icb_flags::output::OutputFormat;
 use icb_nixl_engine::EngineChoice;
 use icb_sweep::results::SweepResults;
 use icb_sweep::resume::Given;
@@ -25,7 +25,7 @@ pub struct Args {
     pub cluster: ClusterArgs,
 
     #[command(flatten)]
-    pub devices: super::devices::DeviceArgs,
+    pub devices: icb_flags::devices::DeviceArgs,
 
     /// Nodes to qualify, by label selector [default: every Ready, schedulable node]
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR", conflicts_with = "nodes")]
@@ -60,7 +60,7 @@ pub struct Args {
     pub max_concurrent: usize,
 
     /// Time budget of one pair: scheduling, start, transfer
-    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = icb_flags::common::parse_duration)]
     pub pair_timeout: Duration,
 
     // The criteria flags have no clap defaults: `--resume` must tell a flag given now (refused
@@ -71,8 +71,8 @@ pub struct Args {
     pub tests: Vec<TestKind>,
 
     /// Message sizes per pair: sizes or power-of-two ranges (8..64MiB), comma separated [default: 64KiB,1MiB]
-    #[arg(long, value_delimiter = ',', value_parser = super::common::SizeList::parse)]
-    pub sizes: Vec<super::common::SizeList>,
+    #[arg(long, value_delimiter = ',', value_parser = icb_flags::common::SizeList::parse)]
+    pub sizes: Vec<icb_flags::common::SizeList>,
 
     /// Memory pairs per pair (cuda-cuda on GPU nodes) [default: host-host]
     #[arg(long, value_delimiter = ',')]
@@ -83,7 +83,7 @@ pub struct Args {
     pub max_time: Option<f64>,
 
     #[command(flatten)]
-    pub expect: super::common::ExpectArgs,
+    pub expect: icb_flags::common::ExpectArgs,
 
     /// Bench image [default: ghcr.io/ic-bench/ic-bench:<this version>]
     #[arg(long, value_name = "IMAGE")]
@@ -98,7 +98,7 @@ pub struct Args {
     pub memlock_unlimited: bool,
 
     #[command(flatten)]
-    pub engine: super::common::EngineArgs,
+    pub engine: icb_flags::common::EngineArgs,
 
     /// Results file, rewritten atomically after every pair [default: ic-bench-sweep-<ID>.json]
     #[arg(long, value_name = "FILE", conflicts_with = "resume")]
@@ -114,7 +114,7 @@ pub struct Args {
 
     /// `--export-json/--export-junit/--export-prometheus FILE`, rewritten after every pair
     #[command(flatten)]
-    pub exports: super::export_args::ExportArgs,
+    pub exports: icb_flags::exports::ExportArgs,
 
     /// Whole-node mode: each node pair runs every GPU↔NIC rail at once (one pod per node holding
     /// all of its GPUs and RDMA devices): `auto` (the nodes' rail maps) or `gpu0=mlx5_0,…`
@@ -122,7 +122,7 @@ pub struct Args {
     pub rails: Option<String>,
 
     /// With --rails: a rail more than this far below its node pair's median fails (e.g. 20%)
-    #[arg(long, value_name = "PERCENT", requires = "rails", value_parser = super::pair_rails::parse_percent)]
+    #[arg(long, value_name = "PERCENT", requires = "rails", value_parser = icb_flags::rails::parse_percent)]
     pub rail_margin: Option<f64>,
 
     /// Run the second pass's pairs without their tcp control (by default each pair that re-measures a suspect repeats one short case with UCX forced to TCP, which must be caught or the node is left unjudged)
@@ -146,7 +146,7 @@ pub struct Args {
     pub matrix_configmap: Option<String>,
 
     /// Bandwidth unit of the node annotations (--label-nodes): gb (10^9 B/s) or mib (2^20 B/s)
-    #[arg(long, value_name = "UNIT", default_value = "gb", value_parser = super::common::parse_unit)]
+    #[arg(long, value_name = "UNIT", default_value = "gb", value_parser = icb_flags::common::parse_unit)]
     pub unit: icb_core::BandwidthUnit,
 
     /// stdout at the end: table (node verdicts), wide (with all evidence), json, junit or prometheus
@@ -154,7 +154,7 @@ pub struct Args {
     pub output: OutputFormat,
 
     #[command(flatten)]
-    pub history: super::history_args::HistoryArgs,
+    pub history: icb_flags::history::HistoryArgs,
 }
 
 impl Args {
@@ -184,7 +184,7 @@ fn command(args: &Args) -> anyhow::Result<SweepCommand> {
         plan: plan_flags(args),
         dry_run: args.dry_run,
         // The criteria's qualification profile, as the engine runs it.
-        settings: super::common::qualified(&engine, criteria.settings()?)?,
+        settings: icb_flags::common::qualified(&engine, criteria.settings()?)?,
         expectation: icb_pair::ExpectationInput::read(&resumed.expectation())?,
         file: resumed.file,
         pods,
@@ -214,7 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let outputs = |results: &SweepResults| -> anyhow::Result<Outputs> {
         Ok((flow_options(&args, results), args.exports()?, args.history.prepare()?))
     };
-    let end = super::common::runtime()?.block_on(command.run(interrupt.token(), outputs))?;
+    let end = super::runtime()?.block_on(command.run(interrupt.token(), outputs))?;
     Ok(match end {
         CommandEnd::NotStarted => interrupt.report("nothing was started"),
         CommandEnd::Planned(results) => {
@@ -284,7 +284,7 @@ fn check_output(format: icb_report::Format) -> anyhow::Result<()> {
 /// The table fitted to the terminal stdout goes to (the one width rule).
 fn stdout_view(format: icb_report::Format) -> icb_report::View {
     icb_report::View {
-        width: super::output::width(false),
+        width: icb_flags::output::width(false),
         wide: format == icb_report::Format::Wide,
     }
 }

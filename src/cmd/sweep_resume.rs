@@ -4,8 +4,8 @@
 //! `Given` (its engine, floors, pods and rails), not with the arguments. The bench pods a killed
 //! run left behind are deleted before anything new starts (`icb_kube::gc::clean_sweep_leftovers`).
 
-use super::common::SizeList;
 use super::sweep::Args;
+use icb_flags::common::SizeList;
 use icb_sweep::resume::{Given, PlanGiven};
 
 /// What this command line gave, as flags left out or given.

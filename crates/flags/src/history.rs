@@ -32,7 +32,7 @@ pub struct HistoryArgs {
     pub fail_on_regression: bool,
 
     /// How long to wait for another run's lock on --history
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::common::parse_duration)]
     pub history_timeout: Duration,
 
     /// Push the run's Prometheus text to this Pushgateway (http://HOST:PORT) when the run ends
@@ -40,7 +40,7 @@ pub struct HistoryArgs {
     pub push_gateway: Option<Gateway>,
 
     /// Deadline of the push: connecting, sending and the answer
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::common::parse_duration, requires = "push_gateway")]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::common::parse_duration, requires = "push_gateway")]
     pub push_timeout: Duration,
 
     /// Exit 2 when the push fails (default: a warning; the run's own exit code)

@@ -17,7 +17,7 @@ pub struct ClusterArgs {
     pub namespace: Option<String>,
 
     /// Deadline for each API request, e.g. 30s, 1m
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = super::common::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = crate::common::parse_duration)]
     pub request_timeout: std::time::Duration,
 }
 

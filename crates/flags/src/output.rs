@@ -2,7 +2,7 @@
 //! `--export-FORMAT FILE` list, resolved once into an `icb_report::output::Output` (with the one
 //! terminal-width rule every table follows) before any work starts.
 
-use super::export_args::ExportArgs;
+use crate::exports::ExportArgs;
 use clap::Args as ClapArgs;
 pub use icb_report::output::{Output, width};
 use icb_report::{Format, ReportKind};

@@ -282,13 +282,3 @@ pub fn qualified(engine: &icb_nixl_engine::EngineChoice, settings: RunSettings) 
     }
     Ok(settings)
 }
-
-/// The one async runtime of every subcommand that needs one (the pair pipeline, API calls): small,
-/// because the work is I/O bound and the measurement itself runs in the child processes.
-pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
-}
