@@ -226,6 +226,28 @@ fn an_alloc_plan_without_its_cases_is_a_deviation_per_case() {
     );
 }
 
+/// The bundle check covers the alloc-mode memory test: a bundle without it is a deviation, on the
+/// stand-in GPU machine of tests/gpu_check_script.rs.
+#[test]
+fn a_bundle_without_the_alloc_mode_test_is_a_deviation() {
+    let m = crate::gpu_check_script::FakeMachine::new();
+    let (code, out, _) = m.run(1, "", &["--quick"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("test with_ucx_alloc_modes every_cuda_allocation_mode_allocates_reports_and_moves_when_a_gpu_is_present: exit 0, 1 passed"),
+        "{out}"
+    );
+    std::fs::remove_file(m.dir.path().join(".gpubundle/gpu-tests/with_ucx_alloc_modes")).unwrap();
+    let (code, out, _) = m.run(1, "", &["--quick"]);
+    assert_eq!(code, Some(1), "{out}");
+    let devs = deviations(&out);
+    assert!(
+        devs.contains(&"bundle: gpu-tests/with_ucx_alloc_modes missing (scripts/gpu-bundle carries it)"),
+        "{out}"
+    );
+    assert!(devs.contains(&"test with_ucx_alloc_modes: did not run"), "{out}");
+}
+
 fn kv_nixl_case() -> Value {
     let fig =
         |d: u64, p50: f64, post: f64| json!({"descriptors": d, "request_ms_p50": p50, "post_us_per_descriptor": post});

@@ -369,12 +369,12 @@ fn replay_of_bad_input_is_one_line_and_exit_2() {
 /// built here with `cc`, ic-bench, ucx_perftest and the bundled test binaries) answering as the
 /// one-GPU machine of the GPU days did. The run writes a summary its judge accepts; with two GPUs it
 /// runs the cross-device cases with one CUDA_VISIBLE_DEVICES per side; an injected regression exits 1.
-struct FakeMachine {
-    dir: tempfile::TempDir,
+pub(crate) struct FakeMachine {
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl FakeMachine {
-    fn new() -> FakeMachine {
+    pub(crate) fn new() -> FakeMachine {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let fake = root.join("tests/fixtures/gpu-check/fake");
         let dir = tempfile::tempdir().unwrap();
@@ -428,7 +428,7 @@ impl FakeMachine {
     }
 
     /// (exit code, stdout, the fake ic-bench's call log)
-    fn run(&self, gpus: u32, regress: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    pub(crate) fn run(&self, gpus: u32, regress: &str, args: &[&str]) -> (Option<i32>, String, String) {
         let at = |p: &str| self.dir.path().join(p);
         let log = at(format!("calls-{gpus}-{regress}.log").as_str());
         let out = Command::new("python3")
