@@ -12,14 +12,21 @@ every deviation is one line. The summary:
               "nixl": {"ops": [...], "sizes_mib": [...], "batches": [...], "pairs": [...], "first_case": bool},
               "kv": [{"engine": "nixl", "op": "READ", "shape": "..."}],
               "cross": bool, "tests": ["with_ucx", ...]},
-     "cases": [{"part": "ucx"|"nixl"|"kv"|"rails", "test"|"op": ..., "pair": ..., "size_mib": ...,
+     "cases": [{"part": "ucx"|"nixl"|"kv"|"rails"|"alloc"|"kv-nixl", "test"|"op": ..., "pair": ..., "size_mib": ...,
                 "blocks": ..., "devices": "same"|"cross", "engine": ..., "shape": ...,
                 "verdict": ..., "path": ..., "ratio": ..., "unrecorded": [fields not recorded]}],
      "runs": [{"what": "nixl cuda-cuda", "rc": 1, "cases": 8}],   # every tool invocation
      "tests": [{"name": ..., "rc": 0, "passed": 1, "failed": 0}],  # the bundled test binaries
      "bundle": {"missing": [...]},
      "unrecorded": [case ids a fixture's source page did not record]}
+
+The allocation modes' cases ("alloc", plan["alloc"]) are recorded and judged by
+scripts/gpu_check_alloc.py, the KV-against-NIXL figures ("kv-nixl", plan["kv_nixl"]) by
+scripts/gpu_check_kv_nixl.py.
 """
+
+import gpu_check_alloc as alloc
+import gpu_check_kv_nixl as kv_nixl
 
 MIN_RATIO = {64: 0.97}  # ic-bench / ucx_perftest, judged at 64 MiB (1 MiB swings +-20 % per run)
 
@@ -127,6 +134,10 @@ SHAPES = {
 # --list here and writes the one it chose into the bundle's manifest; gpu-check judges the run).
 BUNDLED_TESTS = [
     ("with_ucx", "icb-memory", [("with_ucx", "cuda_buffers_move_through_ucx_when_a_gpu_is_present")], True),
+    # The same binary, its allocation-mode test: every mode allocates, reports and moves (fabric
+    # may refuse, typed).
+    ("with_ucx_alloc_modes", "icb-memory",
+     [("with_ucx", "every_cuda_allocation_mode_allocates_reports_and_moves_when_a_gpu_is_present")], True),
     ("engine_transfers", "ic-bench", [("engine_transfers", "cuda_pairs_are_skipped_without_a_driver_unless_required"),
                                       ("local", "engine_transfers::cuda_pairs_are_skipped_without_a_driver_unless_required")],
      False),
@@ -142,11 +153,13 @@ MODES = {
              "nixl": {"ops": ["READ", "WRITE"], "sizes_mib": [1, 64], "batches": [1, 16],
                       "pairs": ["cuda-cuda", "host-cuda", "cuda-host"], "first_case": True},
              "kv": [{"engine": "nixl", "op": op, "shape": FULL_KV} for op in ("READ", "WRITE")],
+             "alloc": alloc.PLANS["full"], "kv_nixl": kv_nixl.PLANS["full"],
              "tests": [t[0] for t in BUNDLED_TESTS]},
     "quick": {"ucx": {"tests": ["tag_bw", "put_bw", "get_bw"], "sizes_mib": [64], "pairs": ["host-cuda", "cuda-host", "cuda-cuda"]},
               "nixl": {"ops": ["READ", "WRITE"], "sizes_mib": [1, 64], "batches": [1], "pairs": ["cuda-cuda"],
                        "first_case": True},
               "kv": [{"engine": "nixl", "op": op, "shape": QUICK_KV} for op in ("READ", "WRITE")],
+              "alloc": alloc.PLANS["quick"], "kv_nixl": kv_nixl.PLANS["quick"],
               "tests": [t[0] for t in BUNDLED_TESTS]},
 }
 
@@ -169,6 +182,10 @@ def case_id(c):
         return f"nixl{first} {c['op']} {c['size_mib']}MiB x{c['blocks']} {c['pair']}{dev}"
     if c["part"] == "kv":
         return f"kv {c['engine']} {c['op']} {c['shape']}{dev}"
+    if c["part"] == "alloc":
+        return alloc.case_id(c)
+    if c["part"] == "kv-nixl":
+        return kv_nixl.case_id(c)
     return f"rails{c.get('rail')} {c.get('test')} {c.get('size_mib')}MiB {c.get('pair')}"
 
 
@@ -220,11 +237,12 @@ def planned(plan, shape):
         out.append(dict(k, part="kv", devices="same"))
     if "cross" in devs:
         out += [{"part": "kv", "engine": "nixl", "op": op, "shape": CROSS_KV, "devices": "cross"} for op in ("READ", "WRITE")]
-    return [case_id(c) for c in out]
+    return [case_id(c) for c in out] + alloc.planned(plan) + kv_nixl.planned(plan)
 
 
 def judge(summary):
-    """(shape, deviations, notes): deviations are one line each; notes say what was not judged."""
+    """(shape, deviations, notes): deviations are one line each; notes (each with its prefix) say
+    what was not judged, and what a case recorded for the first time."""
     if summary.get("schema") != "gpu-check/1":
         return None, [f"summary: schema {summary.get('schema')!r}, expected 'gpu-check/1'"], []
     shape = shape_of(summary.get("machine") or {})
@@ -239,7 +257,7 @@ def judge(summary):
     if not cases:
         devs.append("cases: the run reported no case at all")
     plan = summary.get("plan") or {}
-    if not any(plan.get(p) for p in ("ucx", "nixl", "kv", "tests")):
+    if not any(plan.get(p) for p in ("ucx", "nixl", "kv", "tests", "alloc", "kv_nixl")):
         devs.append("plan: empty (nothing was meant to run)")
     seen = {}
     for c in cases:
@@ -251,13 +269,19 @@ def judge(summary):
         if cid in seen:
             devs.append(f"{cid}: reported twice")
         seen[cid] = c
+        judged = {"alloc": alloc.judge, "kv-nixl": kv_nixl.judge}.get(c["part"])
+        if judged:
+            d, n = judged(c)
+            devs += d
+            notes += [f"to record: {x}" for x in n]
+            continue
         exp = expectation(table, c, fixes)
         if exp is None:
             devs.append(f"{cid}: no expected outcome on {shape} (add a row to scripts/gpu_check_expect.py)")
             continue
         skip = set(c.get("unrecorded", []))
         if exp["verdict"] == "unpinned":
-            notes.append(f"{cid}: not judged ({exp['source']}): {c.get('verdict')} over {c.get('path')}")
+            notes.append(f"not judged: {cid}: not judged ({exp['source']}): {c.get('verdict')} over {c.get('path')}")
             continue
         want = exp["verdict"] if isinstance(exp["verdict"], list) else [exp["verdict"]]
         if "verdict" not in skip and exp["verdict"] is not None and c.get("verdict") not in want:

@@ -7,6 +7,7 @@
 mod ci_script;
 mod cli_validation;
 mod fuzz_campaign_script;
+mod gpu_check_alloc;
 mod gpu_check_script;
 mod probe_cli;
 mod probe_env_dra_cli;

@@ -194,6 +194,7 @@ fn pair_with_two_warnings() -> PairReport {
             status: Status::Warn,
             reason: "tcp fallback: data went over tcp/lo".into(),
             hint: Some("run both roles in one pod".into()),
+            finding: None,
         });
     }
     let knobs = ControlResult {

@@ -228,6 +228,7 @@ pub fn assemble(
                 status: Status::Warn,
                 reason: DATA_PATH_NOT_REPORTED.into(),
                 hint: None,
+                finding: None,
             });
         }
     }

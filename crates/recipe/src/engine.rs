@@ -1,7 +1,7 @@
 //! Reads the KV-transfer backend and the role out of engine command lines (vLLM, SGLang,
 //! TensorRT-LLM, each bare or launched through Dynamo) and TensorRT-LLM config text.
 
-use crate::model::{EngineArgs, Role};
+use crate::model::{EngineAllocator, EngineArgs, Role};
 use crate::shell::shell_words;
 
 /// Reads container `command` + `args`. A word with whitespace is a script (`bash -c "…"`) and
@@ -83,6 +83,19 @@ pub fn read_args(engine: &mut EngineArgs, words: &[String]) {
             "--block-size" | "--page-size" | "--tokens-per-block" => {
                 engine.page_size = value().and_then(|v| v.trim().parse().ok());
             }
+            // Switches: no value taken from the next word; `=false` (or `--no-…`) turns them off.
+            "--enable-sleep-mode" | "--enable-memory-saver" => {
+                let on = inline
+                    .as_deref()
+                    .is_none_or(|v| !matches!(v.trim(), "false" | "False" | "0"));
+                let which = if flag == "--enable-sleep-mode" {
+                    EngineAllocator::VllmSleepMode
+                } else {
+                    EngineAllocator::SglangMemorySaver
+                };
+                engine.allocator = on.then_some(which);
+            }
+            "--no-enable-sleep-mode" | "--no-enable-memory-saver" => engine.allocator = None,
             _ => {}
         }
     }

@@ -36,18 +36,21 @@ mod yaml;
 pub use error::RecipeError;
 pub use load::{Document, Input, MAX_INPUT_BYTES, load_inputs, parse_bytes};
 pub use mask::{display_value, is_secret_name, looks_like_token};
-pub use model::{ClaimSource, EngineArgs, EnvFrom, EnvValue, EnvVar, Placement, Resources, Role, RoleEnv};
+pub use model::{
+    ClaimSource, EngineAllocator, EngineArgs, EnvFrom, EnvValue, EnvVar, Placement, Resources, Role, RoleEnv,
+};
 pub use podspec::{is_rdma_resource, parse_quantity};
 pub use render::{find_binary, is_kustomization};
 pub use resolve::{Resolution, resolve};
 pub use roles::{EngineRole, RecipeRoles, RoleError};
 
-/// How a role's engine allocates its KV cache, as its PyTorch allocator setting
-/// (`PYTORCH_ALLOC_CONF`, else `PYTORCH_CUDA_ALLOC_CONF`) says: `vmm` for
-/// `expandable_segments:True`, `pool` for `backend:cudaMallocAsync`, `legacy` otherwise (also
-/// where the variable is unset or its value is not in the inputs).
+/// How a role's engine allocates its KV cache: `vmm` where the engine's own allocator holds it
+/// (vLLM `--enable-sleep-mode`, SGLang `--enable-memory-saver`: `cuMemCreate`), else as its
+/// PyTorch allocator setting (`PYTORCH_ALLOC_CONF`, else `PYTORCH_CUDA_ALLOC_CONF`) says: `vmm`
+/// for `expandable_segments:True`, `pool` for `backend:cudaMallocAsync`, `legacy` otherwise
+/// (also where the variable is unset or its value is not in the inputs).
 pub fn role_cuda_alloc(role: &RoleEnv) -> icb_core::CudaAllocMode {
-    rules::alloc::role_alloc_mode(role).map_or(icb_core::CudaAllocMode::Legacy, |(mode, _, _)| mode)
+    rules::alloc::role_alloc_mode(role).map_or(icb_core::CudaAllocMode::Legacy, |(mode, _)| mode)
 }
 pub use rules::check;
 pub use set::{Recipe, RecipeSet, split};

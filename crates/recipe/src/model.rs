@@ -220,6 +220,42 @@ pub struct EngineArgs {
     /// Tokens per KV block: vLLM `--block-size`, SGLang `--page-size`, TensorRT-LLM
     /// `tokens_per_block`.
     pub page_size: Option<u32>,
+    /// The engine's own KV-cache allocator, where a flag turns it on (issue 39).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<EngineAllocator>,
+}
+
+/// An engine flag that moves the KV cache into the engine's own allocator, which maps it with
+/// the CUDA VMM API (`cuMemCreate`): memory legacy CUDA IPC cannot export, as with PyTorch's
+/// `expandable_segments:True`. Both were read in the engines' sources (2026-12): neither asks
+/// `cuMemCreate` for a shareable handle type (`requestedHandleTypes` left at none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EngineAllocator {
+    /// vLLM `--enable-sleep-mode`: `CuMemAllocator` (`csrc/cumem_allocator.cpp`) holds the
+    /// weights and the KV cache (`use_memory_pool(tag="kv_cache")`).
+    VllmSleepMode,
+    /// SGLang `--enable-memory-saver`: torch_memory_saver's `cu_mem_create` for the KV pools
+    /// (`memory_saver_adapter.region(GPU_MEMORY_TYPE_KV_CACHE)`).
+    SglangMemorySaver,
+}
+
+impl EngineAllocator {
+    /// The flag as an operator writes it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            EngineAllocator::VllmSleepMode => "--enable-sleep-mode",
+            EngineAllocator::SglangMemorySaver => "--enable-memory-saver",
+        }
+    }
+
+    /// What allocates the KV cache under it.
+    pub fn allocator(self) -> &'static str {
+        match self {
+            EngineAllocator::VllmSleepMode => "vLLM's CuMemAllocator",
+            EngineAllocator::SglangMemorySaver => "SGLang's torch_memory_saver",
+        }
+    }
 }
 
 /// Where the pods may land.

@@ -121,3 +121,88 @@ fn each_role_reports_the_allocation_its_engine_uses() {
         Pool
     );
 }
+
+/// Prefill and decode Deployments whose container runs `command` (`ROLE` replaced by the role),
+/// cuda_ipc allowed, no PyTorch allocator setting.
+fn engine_recipe(image: &str, command: &str) -> String {
+    let deployment = |role: &str| {
+        format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {role}, namespace: llm}}
+spec:
+  template:
+    spec:
+      hostIPC: true
+      containers:
+        - name: main
+          image: {image}
+          command: [{}]
+          resources: {{limits: {{nvidia.com/gpu: "1"}}}}
+          env:
+            - {{name: UCX_TLS, value: "{IPC_TLS}"}}
+"#,
+            command.replace("ROLE", role)
+        )
+    };
+    format!("{}---\n{}", deployment("prefill"), deployment("decode"))
+}
+
+const VLLM: &str =
+    r#""vllm", "serve", "m", "--kv-transfer-config", "{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}""#;
+const SGLANG: &str = r#""python3", "-m", "sglang.launch_server", "--model-path", "m", "--disaggregation-mode", "ROLE", "--disaggregation-transfer-backend", "nixl""#;
+
+fn prefill_engine(yaml: &str) -> (icb_recipe::EngineArgs, icb_core::CudaAllocMode) {
+    let inputs = [Input::Text {
+        name: "pd.yaml".into(),
+        content: yaml.into(),
+    }];
+    let (_, roles) = icb_recipe::probe_env_and_roles(&inputs, &icb_recipe::EnvOptions::default()).unwrap();
+    let prefill = roles.for_side(icb_recipe::Role::Prefill, None).unwrap();
+    (prefill.env.engine.clone(), icb_recipe::role_cuda_alloc(&prefill.env))
+}
+
+/// vLLM's sleep mode and SGLang's memory saver put the KV cache in memory their own allocators
+/// map with cuMemCreate: the same trap as expandable_segments, under the same conditions.
+#[test]
+fn the_engines_own_allocator_flags_warn_like_expandable_segments() {
+    use icb_recipe::EngineAllocator::*;
+    for (image, command, flag, which) in [
+        ("vllm/vllm-openai:v0.11.0", VLLM, "--enable-sleep-mode", VllmSleepMode),
+        (
+            "lmsysorg/sglang:v0.5.0",
+            SGLANG,
+            "--enable-memory-saver",
+            SglangMemorySaver,
+        ),
+    ] {
+        let yaml = engine_recipe(image, &format!("{command}, \"{flag}\""));
+        let (engine, mode) = prefill_engine(&yaml);
+        assert_eq!(engine.allocator, Some(which), "{flag}");
+        assert_eq!(mode, icb_core::CudaAllocMode::Vmm, "{flag}: gate measures VMM memory");
+        let r = probe(&yaml);
+        let found = alloc_checks(&r);
+        assert_eq!(found.len(), 1, "{flag}: {found:?}");
+        assert_eq!(found[0].status, Status::Warn, "{flag}");
+        assert!(found[0].detail.contains(flag), "{flag}: {}", found[0].detail);
+        assert!(
+            found[0].hint.as_deref().unwrap_or_default().contains(flag),
+            "{flag}: the hint names the flag to drop"
+        );
+
+        // Without the flag, turned off, or with cuda_ipc excluded: nothing.
+        for off in [
+            engine_recipe(image, command),
+            engine_recipe(image, &format!("{command}, \"{flag}=false\"")),
+            engine_recipe(image, &format!("{command}, \"{flag}\"")).replace(IPC_TLS, "rc_x,rc,cuda_copy,tcp"),
+        ] {
+            assert!(alloc_checks(&probe(&off)).is_empty(), "{flag}: {off}");
+        }
+        let (engine, mode) = prefill_engine(&engine_recipe(image, command));
+        assert_eq!(
+            (engine.allocator, mode),
+            (None, icb_core::CudaAllocMode::Legacy),
+            "{flag}"
+        );
+    }
+}

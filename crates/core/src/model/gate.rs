@@ -284,6 +284,7 @@ mod tests {
                 status: Status::Warn,
                 reason: "no RDMA transport: data went over tcp".into(),
                 hint: None,
+                finding: None,
             });
         }
         let mut gate = GateReport::new();

@@ -39,6 +39,19 @@ pub struct CheckVerdict {
     /// One line: what to do about it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
+    /// A case's finding that a reader acts on by its type, not its text (added within v1):
+    /// absent for every other finding and for probe checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finding: Option<CaseFinding>,
+}
+
+/// The typed findings a case's verdict carries (`verdict.finding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaseFinding {
+    /// GPU→GPU on one host off cuda_ipc because the memory is not legacy-IPC capable (the
+    /// allocation mode is the cause; `cuda_alloc` says which).
+    AllocatorFallback,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

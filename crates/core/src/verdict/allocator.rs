@@ -47,6 +47,7 @@ pub(super) fn allocator_fallback(case: &CaseResult, path: &DataPath, exp: &Expec
                 alloc.mode
             ),
             hint: Some(HINT_ALLOCATOR.to_string()),
+            finding: Some(CaseFinding::AllocatorFallback),
         },
     }
 }
@@ -132,6 +133,11 @@ mod tests {
             Locality::SameHost,
         );
         assert_eq!(a.finding, Finding::AllocatorFallback);
+        assert_eq!(
+            a.verdict.finding,
+            Some(CaseFinding::AllocatorFallback),
+            "typed in the JSON too"
+        );
         assert_eq!(a.verdict.status, Status::Fail, "tcp fails, whatever the cause");
         assert!(
             a.verdict.reason.starts_with("allocation-mode fallback: vmm GPU memory"),
@@ -175,6 +181,10 @@ mod tests {
         for ipc in [LegacyIpc::Yes, LegacyIpc::NotKnown] {
             let a = judge(&case(TransportClass::Tcp, "tcp", GPU_GPU, vmm(ipc)), same);
             assert_eq!(a.finding, Finding::TcpFallback, "{ipc}");
+            assert_eq!(
+                a.verdict.finding, None,
+                "{ipc}: no typed finding where the rule is silent"
+            );
         }
         // No allocation recorded (an older result), a host side, or two hosts: the old rules.
         let a = judge(&case(TransportClass::Tcp, "tcp", GPU_GPU, None), same);

@@ -70,6 +70,7 @@ fn verdict(status: Status, reason: String, hint: Option<&str>) -> CheckVerdict {
         status,
         reason,
         hint: hint.map(str::to_string),
+        finding: None,
     }
 }
 
