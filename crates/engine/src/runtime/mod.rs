@@ -147,9 +147,11 @@ pub(crate) fn build_context(lib: &ucx::Ucx, opts: &UcxOptions) -> Result<ucx::Co
 /// `PROTO_INFO` set to the rendezvous data tables only (the receiver's "rendezvous data fetch",
 /// the sender's "rendezvous data send"), unless the user chose a `PROTO_INFO` (environment or
 /// `--ucx-config`): `ucp_worker_print_info` then prints them on demand ([`Runtime::receive_view`],
-/// [`Runtime::send_view`]), and UCX's log prints nothing: UCX makes a receiver's
-/// fetch selection as an internal one, which it never traces to its log (measured on 1.22; with
-/// `y` every endpoint's tag tables would go to UCX's log, stdout by default). Dropped like a profile default where the
+/// [`Runtime::send_view`]). UCX makes a receiver's fetch selection as an internal one, which it
+/// never traces to its log; a sender's data send selection it does trace, once per endpoint
+/// configuration, when a receiver first has it send (a put scheme, tcp): a few table lines in
+/// UCX's log (stderr on 1.22), which a parent skips as lines that are not ours (measured on 1.22;
+/// with `y` every endpoint's tag tables would go to UCX's log). Dropped like a profile default where the
 /// loaded UCX has no such setting.
 fn rendezvous_tables_setting(config: &[(String, String)], env_has: impl Fn(&str) -> bool) -> Option<(String, String)> {
     let chosen = config.iter().any(|(k, _)| k.eq_ignore_ascii_case("PROTO_INFO")) || env_has("UCX_PROTO_INFO");
