@@ -256,20 +256,21 @@ fn ucx_peer_error_handling_reproduces_nixls_transport_choice() {
     assert_eq!(code, 0, "server stderr: {err}");
 }
 
-/// One 1 MiB tag_bw case against a fresh server started with `env`; its transport evidence.
-fn rendezvous_transport(server_env: &[(&str, &str)]) -> serde_json::Value {
-    let server = Server::start(server_env);
+/// One 4 MiB tag_bw case (a rendezvous) between a fresh server and a client, both started with
+/// `env`; its transport evidence.
+fn rendezvous_transport(env: &[(&str, &str)]) -> serde_json::Value {
+    let server = Server::start(env);
     let flags = [
         "--tests",
         "tag_bw",
         "--memory",
         "host-host",
         "--sizes",
-        "1MiB",
+        "4MiB",
         "--min-time",
         "0.05",
         "--max-time",
-        "2",
+        "1",
         "--warmup",
         "2",
         "--min-iterations",
@@ -277,35 +278,40 @@ fn rendezvous_transport(server_env: &[(&str, &str)]) -> serde_json::Value {
         "--min-host-bw",
         "0.05",
     ];
-    let out = connect(&server.addr, &flags, &[]);
+    let out = connect(&server.addr, &flags, env);
     assert_eq!(out.code, 0, "stderr: {}", out.stderr);
     let report = out.report();
     let (code, err) = server.wait(Duration::from_secs(10));
     assert_eq!(code, 0, "server stderr: {err}");
-    find_case(&cases(&report), "tag_bw", 1 << 20)["transport"].clone()
+    find_case(&cases(&report), "tag_bw", 4 << 20)["transport"].clone()
 }
 
-/// Issue 35: the side that chooses the protocol names it. A rendezvous receiver on
-/// `UCX_RNDV_SCHEME=put_zcopy` has the sender write the message into it, while the sender's
-/// request still names the read UCX guessed for it (its `(?)` row): the row names the receiver's
-/// choice and keeps the sender's view beside it. With UCX's default scheme the two agree.
+/// Issue 35: a rendezvous row names the side that moved its bytes, from that side's own table,
+/// never from a `(?)` row. On `UCX_RNDV_SCHEME=put_zcopy` the receiver's fetch row is a `(?)`
+/// one that has the sender write the message, and the sender's request still names the read
+/// UCX guessed for it: the sender's "rendezvous data send" table names the write
+/// (`chosen_by: initiator`). With UCX's default scheme the receiver reads, and its "rendezvous
+/// data fetch" table names the read (`chosen_by: target`).
 #[test]
-fn a_rendezvous_row_names_the_receivers_choice_not_the_senders_guess() {
+fn a_rendezvous_row_names_the_side_that_moved_the_bytes() {
     let put = rendezvous_transport(&[("UCX_RNDV_SCHEME", "put_zcopy")]);
-    assert_eq!(put["chosen_by"], "target", "{put}");
+    assert_eq!(put["chosen_by"], "initiator", "{put}");
     let path = &put["data_path"];
     assert_eq!(path["protocol"], "rendezvous zero-copy flushed write", "{put}");
     assert_eq!(path["source"], "proto_info", "{put}");
-    assert!(path["class"] == "cma" || path["class"] == "shared_memory", "{put}");
-    assert!(!path["transports"].as_array().unwrap().is_empty(), "{put}");
-    // What the row named before: the sender's guess, kept as the other side's view.
-    let other = &put["other_view"];
-    assert_eq!(other["side"], "initiator", "{put}");
-    assert_eq!(other["protocol"], "rendezvous zero-copy read", "{put}");
-    assert_eq!(other["depends_on_peer"], true, "{put}");
+    assert_eq!(path["class"], "cma", "{put}");
+    assert_eq!(path["transports"][0]["transport"], "cma", "{put}");
+    assert_eq!(
+        put["protocol"], "rendezvous zero-copy flushed write cma/memory",
+        "{put}"
+    );
+    // The receiver's (?) row guessed the same write: no other view.
+    assert!(put.get("other_view").is_none(), "{put}");
 
     let get = rendezvous_transport(&[]);
     assert_eq!(get["chosen_by"], "target", "{get}");
     assert_eq!(get["data_path"]["protocol"], "rendezvous zero-copy read", "{get}");
+    assert_eq!(get["data_path"]["source"], "proto_info", "{get}");
+    assert_eq!(get["data_path"]["class"], "cma", "{get}");
     assert!(get.get("other_view").is_none(), "the views agree: {get}");
 }

@@ -1,14 +1,15 @@
 //! A UCX log as the NIXL engine reads it back (`UCX_PROTO_INFO=used|y` protocol tables, with
 //! whatever else UCX logged around them): `icb_core::classify::proto_tables::parse` (the NIXL
 //! engine's `evidence`), then `rma_evidence::attribute` for every direction and memory pair at a
-//! few sizes (the NIXL evidence), and the UCX engine's receiver view (`receive_view`, the same
-//! tables from `ucp_worker_print_info`). Properties: rows have min ≤ max; evidence and views are
-//! only given for rows whose range holds the size; a receiver's view names a rendezvous protocol.
+//! few sizes (the NIXL evidence), and the UCX engine's receiver and sender views (`receive_view`,
+//! `send_view`, the same tables from `ucp_worker_print_info`). Properties: rows have min ≤ max;
+//! evidence and views are only given for rows whose range holds the size; a view names a
+//! rendezvous protocol and the side whose table it is.
 #![no_main]
 
-use icb_core::classify::proto_tables::{parse, receive_view};
+use icb_core::classify::proto_tables::{parse, receive_view, send_view};
 use icb_core::classify::rma_evidence::attribute;
-use icb_core::{Direction, MemoryPair};
+use icb_core::{Direction, MemoryPair, ProtocolSide};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -28,7 +29,13 @@ fuzz_target!(|data: &[u8]| {
         for mem in MemoryPair::ALL {
             if let Some(view) = receive_view(&tables, mem, size) {
                 assert!(view.protocol.starts_with("rendezvous "), "{view:?}");
+                assert_eq!(view.side, ProtocolSide::Target, "{view:?}");
                 assert!(holds, "a receive view for size {size} without a row holding it");
+            }
+            if let Some(view) = send_view(&tables, mem, size) {
+                assert!(view.protocol.starts_with("rendezvous "), "{view:?}");
+                assert_eq!(view.side, ProtocolSide::Initiator, "{view:?}");
+                assert!(holds, "a send view for size {size} without a row holding it");
             }
         }
         for dir in [Direction::Read, Direction::Write] {

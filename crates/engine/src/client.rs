@@ -485,6 +485,7 @@ async fn run_case(
     let Finished {
         verify_error,
         receive,
+        send,
         health: server_after,
     } = finish(control, thread, &setup).await?;
     result.nic_health = Some(Box::new(CaseHealth::read(
@@ -522,7 +523,10 @@ async fn run_case(
         warm.info.as_deref(),
         &lanes,
         setup.memory,
-        receive.as_ref(),
+        icb_core::classify::TagViews {
+            receive: receive.as_ref(),
+            send: send.as_ref(),
+        },
     ));
     result.measurement = Some(measurement);
     if let Some(e) = verify_error

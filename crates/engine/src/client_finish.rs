@@ -1,5 +1,6 @@
 //! The end of one case on the prefill side: both sides verify the payload and release the
-//! case's buffers; the server's reply carries its view of the receive and its NIC counters.
+//! case's buffers; the server's reply carries its view of the receive and its NIC counters, and
+//! this side reads its own view of the rendezvous data it sent before its case goes.
 
 use crate::control::{Control, unexpected};
 use crate::error::EngineError;
@@ -10,10 +11,12 @@ use crate::session::{HELLO_TIMEOUT, case_label};
 use crate::ucx_thread::UcxThread;
 use icb_core::rails::nic_health::HealthSnapshot;
 
-/// What [`finish`] learnt: the first verification error, and the server's view of its receives.
+/// What [`finish`] learnt: the first verification error, the server's view of its receives and
+/// this side's of its rendezvous data sends.
 pub(crate) struct Finished {
     pub(crate) verify_error: Option<String>,
     pub(crate) receive: Option<icb_core::ProtocolView>,
+    pub(crate) send: Option<icb_core::ProtocolView>,
     /// The server's NIC health counters once the case finished (absent from older servers).
     pub(crate) health: Option<HealthSnapshot>,
 }
@@ -25,7 +28,9 @@ pub(crate) async fn finish(
     setup: &CaseSetup,
 ) -> Result<Finished, EngineError> {
     let label = case_label(setup);
-    let local: Result<(), RunError> = thread.call(|rt: &mut Runtime| rt.initiator_finish()).await?;
+    let (send, local): (_, Result<(), RunError>) = thread
+        .call(|rt: &mut Runtime| (rt.send_view(), rt.initiator_finish()))
+        .await?;
     control.send(&Message::Finish, &label).await?;
     let (remote, receive, health) = match control.recv(&label, HELLO_TIMEOUT * 4).await? {
         Message::Finished {
@@ -52,6 +57,7 @@ pub(crate) async fn finish(
     Ok(Finished {
         verify_error: local.err().map(|e| format!("prefill side: {e}")).or(remote),
         receive,
+        send,
         health,
     })
 }

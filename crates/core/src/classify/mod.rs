@@ -23,7 +23,7 @@ use crate::units::format_size;
 pub mod proto_tables;
 pub mod rma_evidence;
 mod side;
-pub use side::{classify_case, classify_tag};
+pub use side::{TagViews, classify_case, classify_tag};
 
 /// Maps a UCX transport (UCT component) name to the class the verdict rules reason about
 /// (the names live in the fabric vocabulary, shared with the recipe and probe rules).

@@ -15,15 +15,18 @@
 //!
 //! For a rendezvous tag message the receiver chooses how the bytes move: its "rendezvous data
 //! fetch" table says whether it reads them (`zero-copy read from remote`, a cuda_copy pipeline)
-//! or has the sender write them (`(?) zero-copy flushed write to remote`, UCX_RNDV_SCHEME=
-//! put_zcopy). The sender's own tag_send row only guesses (UCX marks it `(?)`), and so does the
-//! info string of its request (measured on UCX 1.22, `tests/fixtures/ucx/`). [`receive_view`]
-//! picks the receiver's rows for one case.
+//! or has the sender send them (`(?) zero-copy flushed write to remote` on UCX_RNDV_SCHEME=
+//! put_zcopy, `(?) fragmented copy-in copy-out`). A `(?)` row only guesses: what it names
+//! depends on the peer. Where the receiver has the sender send, the sender's own "rendezvous
+//! data send" table says how it did (`zero-copy flushed write to remote | cma/memory`). The
+//! sender's tag_send row only guesses too (UCX marks it `(?)`), and so does the info string of
+//! its request (measured on UCX 1.22, `tests/fixtures/ucx/`). [`receive_view`] picks the
+//! receiver's rows for one case, [`send_view`] the sender's.
 //!
 //! Pure string work: no UCX, no I/O, and no input can make it panic.
 
 use crate::classify::{data_path_from_info, severity_rank};
-use crate::model::{MemoryPair, ProtocolSide, ProtocolView};
+use crate::model::{MemoryPair, MemoryType, ProtocolSide, ProtocolView};
 
 /// One protocol table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,22 +181,26 @@ pub fn memory_after<'a>(op: &'a str, marker: &str) -> Option<&'a str> {
 
 /// The title of the receiver's tables: how it gets a rendezvous message's data.
 const FETCH_TABLE: &str = "rendezvous data fetch";
+/// The title of the sender's tables: how it sends a rendezvous message's data when the receiver
+/// asked for it (a put scheme: `rendezvous data send(multi) from host memory to host`).
+const SEND_TABLE: &str = "rendezvous data send";
 
 fn is_loopback(t: &ProtoTable) -> bool {
     t.endpoint.split_whitespace().any(|w| w == "self")
 }
 
-/// Whether `op` is a receiver's fetch table for data landing in `memory.target` memory from
-/// `memory.initiator` memory (`rendezvous data fetch(multi) into host memory from host`).
-fn is_fetch_into(op: &str, memory: MemoryPair) -> bool {
-    let Some(rest) = op.strip_prefix(FETCH_TABLE) else {
+/// Whether `op` is a table titled `title` for data between the case's memory types: `near`
+/// names this side's memory, `far` the peer's, as UCX orders them (`rendezvous data fetch(multi)
+/// into host memory from host`, `rendezvous data send(multi) from host memory to host`).
+fn is_table_for(op: &str, title: &str, (near, far): (&str, &str), (mine, peers): (MemoryType, MemoryType)) -> bool {
+    let Some(rest) = op.strip_prefix(title) else {
         return false;
     };
-    let Some(into_at) = rest.find(" into ") else {
+    let Some(near_at) = rest.find(near) else {
         return false;
     };
-    memory_after(rest, " into ") == Some(memory.target.as_str())
-        && memory_after(&rest[into_at + " into ".len()..], " from ") == Some(memory.initiator.as_str())
+    memory_after(rest, near) == Some(mine.as_str())
+        && memory_after(&rest[near_at + near.len()..], far) == Some(peers.as_str())
 }
 
 /// The receiving side's view of a rendezvous tag message of `size` bytes: the rows of its
@@ -202,9 +209,35 @@ fn is_fetch_into(op: &str, memory: MemoryPair) -> bool {
 /// matches. Where tables disagree (UCX keeps one per variant: `(multi)`, plain), the worst
 /// class is the view and every protocol is named. `None`: the tables say nothing about it.
 pub fn receive_view(tables: &[ProtoTable], memory: MemoryPair, size: u64) -> Option<ProtocolView> {
+    let ends = (memory.target, memory.initiator);
+    view_of(tables, ProtocolSide::Target, size, |op| {
+        is_table_for(op, FETCH_TABLE, (" into ", " from "), ends)
+    })
+}
+
+/// The sending side's view of how it moved a rendezvous tag message of `size` bytes when the
+/// receiver had it send the data (a put scheme, or a receiver's `(?)` fragmented row): the rows
+/// of its "rendezvous data send" tables for the case's memory types, chosen as
+/// [`receive_view`] chooses. UCX creates such a table only once a receiver asked this side to
+/// send data; a sender whose receivers always read has none. `None`: the tables say nothing
+/// about it.
+pub fn send_view(tables: &[ProtoTable], memory: MemoryPair, size: u64) -> Option<ProtocolView> {
+    let ends = (memory.initiator, memory.target);
+    view_of(tables, ProtocolSide::Initiator, size, |op| {
+        is_table_for(op, SEND_TABLE, (" from ", " to "), ends)
+    })
+}
+
+/// `side`'s view from the rows of the tables `wanted` accepts whose range holds `size`.
+fn view_of(
+    tables: &[ProtoTable],
+    side: ProtocolSide,
+    size: u64,
+    wanted: impl Fn(&str) -> bool,
+) -> Option<ProtocolView> {
     let matching: Vec<(&ProtoTable, &ProtoRow)> = tables
         .iter()
-        .filter(|t| is_fetch_into(&t.operation, memory))
+        .filter(|t| wanted(&t.operation))
         .flat_map(|t| t.rows.iter().map(move |r| (t, r)))
         .filter(|(_, r)| r.min <= size && size <= r.max && r.count != Some(0))
         .collect();
@@ -217,7 +250,7 @@ pub fn receive_view(tables: &[ProtoTable], memory: MemoryPair, size: u64) -> Opt
             continue;
         };
         let view = ProtocolView {
-            side: ProtocolSide::Target,
+            side,
             protocol: format!("rendezvous {}", path.protocol),
             transports: path.transports,
             class: path.class,

@@ -1,12 +1,13 @@
 use super::*;
-use crate::classify::classify_tag;
-use crate::model::{EvidenceSource, Lane, MemoryType, TransportClass};
+use crate::model::{Lane, MemoryType, TransportClass};
 
 /// The receiver's `ucp_worker_print_info` with UCX_RNDV_SCHEME=put_zcopy, and the sender's request
 /// info string for the same 1 MiB messages (UCX 1.22, this machine).
 const PUT: &str = include_str!("../../tests/fixtures/ucx/receiver-print-info-rndv-put_zcopy.txt");
 /// The same with UCX's default scheme (the receiver reads).
 const GET: &str = include_str!("../../tests/fixtures/ucx/receiver-print-info-rndv-auto.txt");
+/// The sender's log (`UCX_PROTO_INFO=y`) against a receiver on UCX_RNDV_SCHEME=put_zcopy, 4 MiB.
+const SEND: &str = include_str!("../../tests/fixtures/ucx/sender-log-rndv-put_zcopy.txt");
 const MIB: u64 = 1 << 20;
 
 fn cma() -> Vec<Lane> {
@@ -14,15 +15,6 @@ fn cma() -> Vec<Lane> {
         transport: "cma".into(),
         device: "memory".into(),
     }]
-}
-
-/// The sender's request info string as the fixture recorded it.
-fn sender_info(fixture: &str) -> &str {
-    let line = fixture
-        .lines()
-        .find_map(|l| l.strip_prefix("sender request info: "))
-        .expect("the fixture records the sender's info string");
-    line.trim_matches('\'')
 }
 
 #[test]
@@ -78,49 +70,51 @@ fn no_view_for_other_memory_or_an_empty_message() {
 }
 
 #[test]
-fn a_rendezvous_row_names_the_receivers_choice_and_keeps_the_senders_when_they_differ() {
-    let info = sender_info(PUT);
-    // The bug: the sender's request names the read it guessed, though the bytes were written.
-    let old = crate::classify::classify(Some(info), &cma(), MemoryPair::HOST_HOST);
-    assert_eq!(old.data_path.protocol, "rendezvous zero-copy read");
-    let view = receive_view(&parse(PUT), MemoryPair::HOST_HOST, MIB).unwrap();
-    let ev = classify_tag(Some(info), &cma(), MemoryPair::HOST_HOST, Some(&view));
-    assert_eq!(ev.chosen_by, Some(ProtocolSide::Target));
-    assert_eq!(ev.data_path.protocol, "rendezvous zero-copy flushed write");
-    assert_eq!(ev.data_path.class, TransportClass::Cma);
-    assert_eq!(ev.data_path.source, EvidenceSource::ProtoInfo);
+fn a_sender_asked_to_send_says_it_wrote() {
+    let tables = parse(SEND);
     assert_eq!(
-        ev.protocol.as_deref(),
-        Some("rendezvous zero-copy flushed write cma/memory")
+        tables.len(),
+        4,
+        "three tag_send tables and one data send table: {tables:?}"
     );
-    assert_eq!(
-        ev.views_note().as_deref(),
-        Some("target chose; initiator named rendezvous zero-copy read, cma/memory")
-    );
-    let other = ev.other_view.expect("the views differ");
-    assert_eq!(other.side, ProtocolSide::Initiator);
-    assert_eq!(other.protocol, "rendezvous zero-copy read");
-    // With the default scheme both sides agree: no other view.
-    let get = receive_view(&parse(GET), MemoryPair::HOST_HOST, MIB).unwrap();
-    let ev = classify_tag(Some(sender_info(GET)), &cma(), MemoryPair::HOST_HOST, Some(&get));
-    assert_eq!(ev.chosen_by, Some(ProtocolSide::Target));
-    assert_eq!(ev.data_path.protocol, "rendezvous zero-copy read");
-    assert!(ev.other_view.is_none(), "{ev:?}");
-    assert_eq!(ev.views_note(), None);
+    let view = send_view(&tables, MemoryPair::HOST_HOST, 4 * MIB).expect("the sender's view");
+    assert_eq!(view.side, ProtocolSide::Initiator);
+    assert_eq!(view.protocol, "rendezvous zero-copy flushed write");
+    assert_eq!(view.transports, cma());
+    assert_eq!(view.class, TransportClass::Cma);
+    assert!(!view.depends_on_peer, "the sender's own row is no guess");
+    // Below 3965 bytes the sender fragments over sysv.
+    let small = send_view(&tables, MemoryPair::HOST_HOST, 2000).unwrap();
+    assert_eq!(small.protocol, "rendezvous fragmented copy-in copy-out");
+    assert_eq!(small.class, TransportClass::SharedMemory);
 }
 
 #[test]
-fn eager_is_the_senders_choice_and_an_unreported_rendezvous_is_not_known() {
-    let view = receive_view(&parse(PUT), MemoryPair::HOST_HOST, MIB).unwrap();
-    let eager = "tag_send from host memory length 64 eager short sysv/memory";
-    let ev = classify_tag(Some(eager), &cma(), MemoryPair::HOST_HOST, Some(&view));
-    assert_eq!(ev.chosen_by, Some(ProtocolSide::Initiator));
-    assert_eq!(ev.data_path.class, TransportClass::SharedMemory);
-    assert!(ev.other_view.is_none());
-    let ev = classify_tag(Some(sender_info(PUT)), &cma(), MemoryPair::HOST_HOST, None);
-    assert_eq!(ev.chosen_by, None, "the receiver did not say what it chose");
-    assert_eq!(ev.data_path.source, EvidenceSource::RequestInfo);
-    let ev = classify_tag(None, &cma(), MemoryPair::HOST_HOST, Some(&view));
-    assert_eq!(ev.chosen_by, None);
-    assert_eq!(ev.data_path.source, EvidenceSource::EndpointLanes);
+fn a_send_view_needs_a_data_send_table_for_the_cases_memory() {
+    let tables = parse(SEND);
+    let to_gpu = MemoryPair {
+        initiator: MemoryType::Host,
+        target: MemoryType::Cuda,
+    };
+    assert!(send_view(&tables, to_gpu, MIB).is_none());
+    // The tag_send tables' (?) rows are not a send view, nor is a receiver's fetch table.
+    let tag_send_only: Vec<ProtoTable> = tables
+        .iter()
+        .filter(|t| !t.operation.starts_with("rendezvous data send"))
+        .cloned()
+        .collect();
+    assert!(send_view(&tag_send_only, MemoryPair::HOST_HOST, MIB).is_none());
+    assert!(send_view(&parse(PUT), MemoryPair::HOST_HOST, MIB).is_none());
+    assert!(send_view(&parse(GET), MemoryPair::HOST_HOST, MIB).is_none());
+    // A fetch view is not read out of a sender's tables either.
+    assert!(receive_view(&tables, MemoryPair::HOST_HOST, MIB).is_none());
+    // GPU memory as UCX names it: `from cuda/GPU0 memory to host`.
+    let gpu = "| ep cfg#1 |\n| rendezvous data send(multi) from cuda/GPU0 memory to host |\n| Range | Description | Config |\n| 0..inf | zero-copy flushed write to remote | rc_mlx5/mlx5_0:1 |\n";
+    let from_gpu = MemoryPair {
+        initiator: MemoryType::Cuda,
+        target: MemoryType::Host,
+    };
+    let view = send_view(&parse(gpu), from_gpu, MIB).expect("a GPU sender's view");
+    assert_eq!(view.class, TransportClass::Rdma);
+    assert!(send_view(&parse(gpu), MemoryPair::HOST_HOST, MIB).is_none());
 }

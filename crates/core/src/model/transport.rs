@@ -14,14 +14,17 @@ pub struct TransportEvidence {
     pub protocol: Option<String>,
     /// The transport that carried the data, classified.
     pub data_path: DataPath,
-    /// The side whose view `data_path` names: the side that chose the protocol (the target, the
-    /// receiver, for a rendezvous tag message; the initiator for an eager one and for RMA).
-    /// Absent: not known (older results, or the choosing side could not tell).
+    /// The side whose view `data_path` names: the side whose own table names how the bytes
+    /// moved (for a rendezvous tag message the target, the receiver, where it reads them, and
+    /// the initiator where the receiver's `(?)` row had the sender write them, a put scheme;
+    /// the initiator for an eager one and for RMA). Absent: not known (older results, lanes-only
+    /// evidence, or no side's table named the rendezvous: `other_view` then holds the guess).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chosen_by: Option<ProtocolSide>,
     /// The other side's view, present only when it names another protocol or transport than
     /// `data_path`: e.g. the sender's `(?)` rendezvous row ("zero-copy read") when the receiver
-    /// chose to have the data written to it instead.
+    /// had the data written to it instead. With `chosen_by` absent: the `(?)` row that only
+    /// guessed, beside a data path that is not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_view: Option<ProtocolView>,
 }

@@ -248,6 +248,14 @@ fn assess_path(case: &CaseResult, path: &DataPath, exp: &Expectation) -> Assessm
             format!("data looped back inside one process ({lanes}): nothing crossed between the two sides"),
             Some("run serve and connect as separate processes"),
         ),
+        TransportClass::Unknown if unattributed_rendezvous(case) => a(
+            Finding::UnknownTransport,
+            Status::Warn,
+            "rendezvous: which side moved the bytes is not known (neither the receiver's \"rendezvous data fetch\" \
+             table nor the sender's \"rendezvous data send\" table named a row for this case)"
+                .to_string(),
+            Some(HINT_UNATTRIBUTED_RENDEZVOUS),
+        ),
         TransportClass::Unknown => a(
             Finding::UnknownTransport,
             Status::Warn,
@@ -260,6 +268,17 @@ fn assess_path(case: &CaseResult, path: &DataPath, exp: &Expectation) -> Assessm
         ),
     }
 }
+
+/// A rendezvous tag case whose data path no side's own table named: the evidence keeps a
+/// side's guess (`other_view`) and names no chooser.
+fn unattributed_rendezvous(case: &CaseResult) -> bool {
+    case.transport
+        .as_ref()
+        .is_some_and(|t| t.chosen_by.is_none() && t.other_view.is_some())
+}
+
+const HINT_UNATTRIBUTED_RENDEZVOUS: &str = "leave UCX_PROTO_INFO unset (ic-bench sets it to read both sides' \
+     rendezvous tables) and run serve and connect from the same ic-bench version";
 
 /// Where to look when nothing says which transport carried a case: the UCX engine asks UCX
 /// itself (request info needs UCX ≥ 1.14); the NIXL engine reads the protocol tables NIXL's UCX

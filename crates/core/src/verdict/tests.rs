@@ -1132,6 +1132,7 @@ fn exit_code_follows_the_contract_for_skips_and_partial_runs() {
 mod controls;
 mod nixl_profile;
 mod readiness;
+mod rendezvous;
 
 #[test]
 fn an_unknown_transport_hints_where_each_engine_gets_its_evidence() {

@@ -27,6 +27,7 @@ mod kv;
 mod ops;
 mod phase;
 mod target;
+mod views;
 
 use kv::{kv_offsets, moved};
 use ops::*;
@@ -120,7 +121,9 @@ pub(crate) fn build_context(lib: &ucx::Ucx, opts: &UcxOptions) -> Result<ucx::Co
             crate::options::nixl_ucx_defaults((v.major, v.minor), &opts.config, |k| std::env::var_os(k).is_some())
         }
     };
-    profile.extend(receive_tables_setting(&opts.config, |k| std::env::var_os(k).is_some()));
+    profile.extend(rendezvous_tables_setting(&opts.config, |k| {
+        std::env::var_os(k).is_some()
+    }));
     loop {
         let mut builder = lib.context();
         for (k, v) in profile.iter().chain(&opts.config) {
@@ -141,19 +144,24 @@ pub(crate) fn build_context(lib: &ucx::Ucx, opts: &UcxOptions) -> Result<ucx::Co
     }
 }
 
-/// `PROTO_INFO` set to the receiver's "rendezvous data fetch" tables only, unless the user chose
-/// a `PROTO_INFO` (environment or `--ucx-config`): `ucp_worker_print_info` then prints them on
-/// demand ([`Runtime::receive_view`]), and UCX's log prints nothing: UCX makes a receiver's
-/// fetch selection as an internal one, which it never traces to its log (measured on 1.22; with
-/// `y` every endpoint's tag tables would go to UCX's log, stdout by default). Dropped like a profile default where the
+/// `PROTO_INFO` set to the rendezvous data tables only (the receiver's "rendezvous data fetch",
+/// the sender's "rendezvous data send"), unless the user chose a `PROTO_INFO` (environment or
+/// `--ucx-config`): `ucp_worker_print_info` then prints them on demand ([`Runtime::receive_view`],
+/// [`Runtime::send_view`]). UCX makes a receiver's fetch selection as an internal one, which it
+/// never traces to its log; a sender's data send selection it does trace, once per endpoint
+/// configuration, when a receiver first has it send (a put scheme, tcp): a few table lines in
+/// UCX's log (stderr on 1.22), which a parent skips as lines that are not ours (measured on 1.22;
+/// with `y` every endpoint's tag tables would go to UCX's log). Dropped like a profile default where the
 /// loaded UCX has no such setting.
-fn receive_tables_setting(config: &[(String, String)], env_has: impl Fn(&str) -> bool) -> Option<(String, String)> {
+fn rendezvous_tables_setting(config: &[(String, String)], env_has: impl Fn(&str) -> bool) -> Option<(String, String)> {
     let chosen = config.iter().any(|(k, _)| k.eq_ignore_ascii_case("PROTO_INFO")) || env_has("UCX_PROTO_INFO");
-    (!chosen).then(|| ("PROTO_INFO".to_string(), RECEIVE_TABLES.to_string()))
+    (!chosen).then(|| ("PROTO_INFO".to_string(), RENDEZVOUS_TABLES.to_string()))
 }
 
-/// UCX's glob for the tables [`Runtime::receive_view`] reads.
-const RECEIVE_TABLES: &str = "*data fetch*";
+/// UCX's glob for the tables [`Runtime::receive_view`] and [`Runtime::send_view`] read: UCX
+/// matches it against a table's operation title (`rendezvous data fetch(multi) into host memory
+/// from host`, `rendezvous data send(multi) from host memory to host`).
+const RENDEZVOUS_TABLES: &str = "*rendezvous data *";
 
 impl Runtime {
     /// Loads UCX, creates the context and worker. Runs on the UCX thread.
@@ -558,14 +566,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_receive_tables_are_asked_for_unless_the_user_chose_proto_info() {
+    fn the_rendezvous_tables_are_asked_for_unless_the_user_chose_proto_info() {
         let none = |_: &str| false;
         assert_eq!(
-            receive_tables_setting(&[], none),
-            Some(("PROTO_INFO".to_string(), RECEIVE_TABLES.to_string()))
+            rendezvous_tables_setting(&[], none),
+            Some(("PROTO_INFO".to_string(), RENDEZVOUS_TABLES.to_string()))
         );
         let theirs = vec![("proto_info".to_string(), "used".to_string())];
-        assert_eq!(receive_tables_setting(&theirs, none), None);
-        assert_eq!(receive_tables_setting(&[], |k| k == "UCX_PROTO_INFO"), None);
+        assert_eq!(rendezvous_tables_setting(&theirs, none), None);
+        assert_eq!(rendezvous_tables_setting(&[], |k| k == "UCX_PROTO_INFO"), None);
     }
 }

@@ -155,20 +155,6 @@ impl Runtime {
         }
     }
 
-    /// What this side's UCX chose for the current tag case's rendezvous receives, from its own
-    /// "rendezvous data fetch" tables (`ucp_worker_print_info`; the receive request's info string
-    /// names no protocol). `None` for RMA cases, and where UCX printed no table for the case's
-    /// memory and size (eager messages, an older UCX, a user's `UCX_PROTO_INFO` that hides them).
-    pub fn receive_view(&self) -> Option<icb_core::ProtocolView> {
-        let case = self.case.as_ref()?;
-        if case.setup.test.is_rma() {
-            return None;
-        }
-        let text = self.worker.print_info()?;
-        let tables = icb_core::classify::proto_tables::parse(&text);
-        icb_core::classify::proto_tables::receive_view(&tables, case.setup.memory, case.layout.block as u64)
-    }
-
     /// Checks the payload (tag and put land here) and releases the case.
     pub fn target_finish(&mut self) -> (bool, Option<String>) {
         self.drain_now();
