@@ -22,6 +22,12 @@ use std::time::{Duration, Instant};
 
 /// Fewest round trips in one measured tag_lat round (see `run_case`).
 const LATENCY_ROUND_MIN: u64 = 10_000;
+
+/// Test-only: milliseconds the client waits before each case, so that a test can make a run
+/// overrun its `--within` deadline on purpose (the watchdog must cut it: not known, exit 2)
+/// whatever the machine's speed. The case's own fitting ([`crate::fit`]) keeps a real case
+/// within its budget, so no choice of flags overruns it reliably.
+pub const TEST_CASE_DELAY_ENV: &str = "IC_BENCH_TEST_CASE_DELAY_MS";
 /// Added to every phase deadline: setup, wireup and scheduling slack.
 pub(crate) const PHASE_SLACK_S: f64 = 30.0;
 
@@ -142,6 +148,9 @@ async fn run_session(
             kv: shape.kv,
             cuda_alloc: s.cuda_alloc,
         };
+        if let Some(delay) = test_case_delay() {
+            tokio::time::sleep(delay).await;
+        }
         let case = match not_run_on_a_slow_link(&setup, &s, &done.cases) {
             Some(case) => case,
             None => run_case(control, thread, setup, &s, cuda, &server, &mut done.warnings).await?,
@@ -153,6 +162,12 @@ async fn run_session(
     }
     control.send(&Message::Bye, "the goodbye").await?;
     Ok(())
+}
+
+/// [`TEST_CASE_DELAY_ENV`], where a test set it.
+fn test_case_delay() -> Option<Duration> {
+    let ms = std::env::var(TEST_CASE_DELAY_ENV).ok()?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ms))
 }
 
 /// The result of `setup` before it ran (measured, nothing recorded yet).

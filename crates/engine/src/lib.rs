@@ -61,7 +61,7 @@ pub mod stats;
 pub mod ucx_thread;
 mod warmup;
 
-pub use client::connect;
+pub use client::{TEST_CASE_DELAY_ENV, connect};
 pub use error::{Admission, EngineError};
 /// The control protocol lives in icb-control (pure protocol, shared with the fuzz targets).
 pub use icb_control::{messages, wire};

@@ -92,14 +92,29 @@ pub enum KnobsEffect {
 }
 
 impl KnobsEffect {
-    /// The effect of a recipe env that moved `recipe_bps` against `defaults_bps` without it.
+    /// The effect of a recipe env that moved `recipe_bps` against `defaults_bps` without it, on
+    /// the same data path: beyond [`KNOBS_OFF_MARGIN`] either way.
     pub fn of(recipe_bps: f64, defaults_bps: f64) -> Option<KnobsEffect> {
+        Self::beyond(recipe_bps, defaults_bps, KNOBS_OFF_MARGIN)
+    }
+
+    /// [`KnobsEffect::of`] where the recipe's env also moved the bytes onto another data path
+    /// (e.g. `UCX_TLS=tcp`: tcp with the recipe, cma without). Another path is a typed
+    /// difference, not run-to-run noise, so the margin is [`FAST_PATH_MARGIN`], the one the
+    /// forced-TCP control holds a fast path to, instead of the same-path noise margin: a recipe
+    /// that put the bytes on TCP at half the defaults' rate made them slower, whatever the machine.
+    pub fn of_paths(recipe_bps: f64, defaults_bps: f64, same_path: bool) -> Option<KnobsEffect> {
+        let margin = if same_path { KNOBS_OFF_MARGIN } else { FAST_PATH_MARGIN };
+        Self::beyond(recipe_bps, defaults_bps, margin)
+    }
+
+    fn beyond(recipe_bps: f64, defaults_bps: f64, margin: f64) -> Option<KnobsEffect> {
         if !(recipe_bps > 0.0 && defaults_bps > 0.0) {
             return None;
         }
-        Some(if defaults_bps > recipe_bps * KNOBS_OFF_MARGIN {
+        Some(if defaults_bps > recipe_bps * margin {
             KnobsEffect::Slower
-        } else if recipe_bps > defaults_bps * KNOBS_OFF_MARGIN {
+        } else if recipe_bps > defaults_bps * margin {
             KnobsEffect::Faster
         } else {
             KnobsEffect::Unchanged

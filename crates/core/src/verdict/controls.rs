@@ -41,6 +41,8 @@ struct ControlRows<'a> {
     case: String,
     bandwidth_bps: Option<f64>,
     main_bandwidth_bps: Option<f64>,
+    /// The data path of the main run's row of the same shape (where it has one).
+    main_class: Option<TransportClass>,
 }
 
 fn control_rows<'a>(control: &'a PairReport, main: &PairReport) -> ControlRows<'a> {
@@ -55,18 +57,22 @@ fn control_rows<'a>(control: &'a PairReport, main: &PairReport) -> ControlRows<'
         |c| format!("{} {} {}", c.test, crate::units::format_size(c.size), c.memory),
     );
     let bandwidth_bps = measured.iter().find_map(|c| c.measurement.as_ref()?.bandwidth_bps);
-    let main_bandwidth_bps = first.and_then(|f| {
+    let main_row = first.and_then(|f| {
         main.cases
             .iter()
             .filter(|c| c.status == CaseStatus::Measured && c.test == f.test && c.memory == f.memory)
-            .filter(|c| c.size == f.size && c.blocks == f.blocks)
-            .find_map(|c| c.measurement.as_ref()?.bandwidth_bps)
+            .find(|c| {
+                c.size == f.size
+                    && c.blocks == f.blocks
+                    && c.measurement.as_ref().is_some_and(|m| m.bandwidth_bps.is_some())
+            })
     });
     ControlRows {
         measured,
         case,
         bandwidth_bps,
-        main_bandwidth_bps,
+        main_bandwidth_bps: main_row.and_then(|c| c.measurement.as_ref()?.bandwidth_bps),
+        main_class: main_row.and_then(|c| Some(c.transport.as_ref()?.data_path.class)),
     }
 }
 
@@ -95,6 +101,7 @@ pub fn judge_tcp_control_as(
         case,
         bandwidth_bps,
         main_bandwidth_bps,
+        main_class: None,
     };
     tcp_control_result(control, rows)
 }
@@ -156,9 +163,22 @@ pub fn judge_knobs_off_control(control: &PairReport, main: &PairReport, removed:
             }
             v
         });
+    // Another data path with the recipe's env than without it (both classes known) is a typed
+    // difference: judged at the fast-path margin, not the same-path noise margin.
+    let path_moved = match (rows.main_class, seen_as.as_slice()) {
+        (Some(main), [control]) => {
+            main != *control && main != TransportClass::Unknown && *control != TransportClass::Unknown
+        }
+        _ => false,
+    };
     let effect = match (rows.main_bandwidth_bps, rows.bandwidth_bps) {
-        (Some(recipe), Some(defaults)) => KnobsEffect::of(recipe, defaults),
+        (Some(recipe), Some(defaults)) => KnobsEffect::of_paths(recipe, defaults, !path_moved),
         _ => None,
+    };
+    let margin = if path_moved { FAST_PATH_MARGIN } else { KNOBS_OFF_MARGIN };
+    let paths = match (path_moved, rows.main_class, seen_as.first()) {
+        (true, Some(main), Some(control)) => format!(" ({} with them, {} without)", main.as_str(), control.as_str()),
+        _ => String::new(),
     };
     let vars = removed.join(", ");
     let unit = main.settings.unit;
@@ -172,11 +192,11 @@ pub fn judge_knobs_off_control(control: &PairReport, main: &PairReport, removed:
         None => format!("the knobs-off control ({case}) has no figure to compare with the main run's"),
         Some(KnobsEffect::Slower) => format!(
             "the recipe's {vars} made {case} slower than UCX's defaults: {recipe} with them, {defaults} without \
-             (over {KNOBS_OFF_MARGIN}x)"
+             (over {margin}x){paths}"
         ),
         Some(KnobsEffect::Unchanged) => format!(
             "the recipe's {vars} changed nothing here: {case} {recipe} with them, {defaults} without (within \
-             {KNOBS_OFF_MARGIN}x)"
+             {margin}x){paths}"
         ),
         Some(KnobsEffect::Faster) => format!(
             "the recipe's {vars} made {case} faster than UCX's defaults: {recipe} with them, {defaults} without"

@@ -276,3 +276,30 @@ fn a_missed_wrong_nic_control_adds_one_not_attributed_finding_after_the_failing_
     );
     assert!(f.text.contains("the wrong-nic control was not caught"), "{}", f.text);
 }
+
+/// A recipe env that moved the bytes onto another data path (tcp with it, cma without) is judged
+/// at the fast-path margin, not the same-path noise margin: forced TCP at 2.5x under the
+/// defaults (a fast machine's loopback) is slower, and says which paths; the same 2.5x on one
+/// path is still within the noise.
+#[test]
+fn a_recipe_env_that_moved_the_data_path_is_judged_at_the_fast_path_margin() {
+    let removed = vec!["UCX_TLS".to_string()];
+    let mut over_tcp = main_at_4_mib(5.0);
+    over_tcp.cases = vec![measured(TestKind::TagBw, HH, 4 * MIB, Some(TAG_TCP), &[], 5.0)];
+    let c = judge_knobs_off_control(&control(TAG_CMA, 12.5), &over_tcp, &removed);
+    assert_eq!(c.effect, Some(KnobsEffect::Slower), "{c:?}");
+    assert!(
+        c.detail
+            .ends_with(&format!("(over {FAST_PATH_MARGIN}x) (tcp with them, cma without)")),
+        "{}",
+        c.detail
+    );
+    // Within the fast-path margin on another path: unchanged, with both paths named.
+    let c = judge_knobs_off_control(&control(TAG_CMA, 5.5), &over_tcp, &removed);
+    assert_eq!(c.effect, Some(KnobsEffect::Unchanged), "{c:?}");
+    assert!(c.detail.ends_with("(tcp with them, cma without)"), "{}", c.detail);
+    // The same 2.5x on one path: the same-path margin.
+    let c = judge_knobs_off_control(&control(TAG_CMA, 12.5), &main_at_4_mib(5.0), &removed);
+    assert_eq!(c.effect, Some(KnobsEffect::Unchanged), "{c:?}");
+    assert!(!c.detail.contains("with them, cma without)"), "{}", c.detail);
+}
