@@ -20,14 +20,12 @@ The target progresses its agent until the initiator's "done" notification.
 
 import ctypes
 import json
-import socket
-import struct
 import sys
 import time
 
 import numpy as np
 from nixl_cu12 import nixl_agent, nixl_agent_config
-from nixl_py_loop import recv_blob, send_blob
+from nixl_py_loop import join_target, serve_agent
 
 
 class Cuda:
@@ -71,25 +69,7 @@ def make_agent(name, nbytes, memory, fill):
 
 def serve_target(port, layout, memory):
     agent, buf, addr = make_agent("py-kv-vram-target", layout["target"]["buffer_bytes"], memory, 2)
-    srv = socket.create_server(("127.0.0.1", port))
-    srv.settimeout(120)
-    conn, _ = srv.accept()
-    send_blob(conn, agent.get_agent_metadata())
-    send_blob(conn, struct.pack("!Q", addr))
-    peer = agent.add_remote_agent(recv_blob(conn))
-    conn.setblocking(False)
-    deadline, polls = time.monotonic() + 1800, 0
-    while time.monotonic() < deadline:
-        if any(b"done" in m for m in agent.get_new_notifs().get(peer, [])):
-            break
-        polls += 1
-        if polls % 1000 == 0:
-            try:
-                if conn.recv(1) == b"":
-                    break  # the initiator is gone
-            except BlockingIOError:
-                pass
-    conn.close()
+    serve_agent(agent, addr, port, limit_s=1800)
     if memory == "VRAM":
         buf.free()
 
@@ -148,10 +128,7 @@ def strided(agent, layout, memory, addr, remote_addr, peer, op, min_time):
 
 def initiator(port, layout, memory, op, min_time):
     agent, buf, addr = make_agent("py-kv-vram-initiator", layout["initiator"]["buffer_bytes"], memory, 1)
-    conn = socket.create_connection(("127.0.0.1", port), timeout=120)
-    peer = agent.add_remote_agent(recv_blob(conn))
-    (remote_addr,) = struct.unpack("!Q", recv_blob(conn))
-    send_blob(conn, agent.get_agent_metadata())
+    conn, peer, remote_addr = join_target(agent, port)
     n, length = layout["count"], layout["len"]
 
     def descs(side, base):

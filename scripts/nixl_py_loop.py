@@ -1,4 +1,4 @@
-"""What the two NIXL Python baselines share (scripts/bench-nixl-loop.py, scripts/bench-kv-loop.py):
+"""What the NIXL Python baselines share (scripts/bench-nixl-loop.py, bench-kv-loop.py, kv_vram_loop.py):
 the socket framing, an agent with one registered DRAM buffer, and the target side, which only
 progresses its agent until the initiator says it is done."""
 
@@ -41,17 +41,29 @@ def make_agent(name, nbytes):
 def connect_initiator(name, port, nbytes):
     """The initiator's agent, its buffer address, the target's agent name and buffer address."""
     agent, buf, addr = make_agent(name, nbytes)
+    conn, peer, remote_addr = join_target(agent, port)
+    return agent, buf, addr, conn, peer, remote_addr
+
+
+def join_target(agent, port):
+    """The initiator's side of the exchange: (connection, the target's agent name, its buffer
+    address)."""
     conn = socket.create_connection(("127.0.0.1", port), timeout=120)
     peer = agent.add_remote_agent(recv_blob(conn))
     (remote_addr,) = struct.unpack("!Q", recv_blob(conn))
     send_blob(conn, agent.get_agent_metadata())
-    return agent, buf, addr, conn, peer, remote_addr
+    return conn, peer, remote_addr
 
 
 def serve_target(name, port, nbytes):
-    """Registers `nbytes`, swaps metadata and the buffer address with one initiator, then
-    progresses the agent until the initiator's "done" notification or closed socket (1 h at most)."""
+    """Registers `nbytes` of DRAM and serves it to one initiator ([`serve_agent`])."""
     agent, _buf, addr = make_agent(name, nbytes)
+    serve_agent(agent, addr, port)
+
+
+def serve_agent(agent, addr, port, limit_s=3600):
+    """Swaps metadata and the buffer address `addr` with one initiator, then progresses `agent`
+    until the initiator's "done" notification or closed socket (`limit_s` at most)."""
     srv = socket.create_server(("127.0.0.1", port))
     srv.settimeout(120)
     conn, _ = srv.accept()
@@ -59,7 +71,7 @@ def serve_target(name, port, nbytes):
     send_blob(conn, struct.pack("!Q", addr))
     peer = agent.add_remote_agent(recv_blob(conn))
     conn.setblocking(False)
-    deadline = time.monotonic() + 3600
+    deadline = time.monotonic() + limit_s
     polls = 0
     while time.monotonic() < deadline:
         if any(b"done" in m for m in agent.get_new_notifs().get(peer, [])):
@@ -68,7 +80,7 @@ def serve_target(name, port, nbytes):
         if polls % 1000 == 0:
             try:
                 if conn.recv(1) == b"":
-                    break
+                    break  # the initiator is gone
             except BlockingIOError:
                 pass
     conn.close()
